@@ -1,0 +1,56 @@
+"""capnb: capacity planning for LLM inference, in Jupyter.
+
+Four steps, each a module: :mod:`capnb.forecast` (traffic), :mod:`capnb.memory` (weights + KV cache),
+:mod:`capnb.capacity` (safe concurrency under a P99 SLA) and :mod:`capnb.elasticity` (autoscaling).
+Catalogs and file readers live in :mod:`capnb.data`; the names, dims and units every result uses are
+in :mod:`capnb.glossary`.
+
+Importing capnb is cheap: the step modules (and numpy, xarray, numba behind them) load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+_SUBMODULES = (
+    "charts",
+    "data",
+    "errors",
+    "glossary",
+    "memory",
+    "modelspec",
+    "notebook",
+    "report",
+    "widgets",
+)
+
+__all__ = [
+    "__version__",
+    "charts",
+    "data",
+    "errors",
+    "glossary",
+    "memory",
+    "modelspec",
+    "notebook",
+    "report",
+    "widgets",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import charts, data, errors, glossary, memory, modelspec, notebook, report, widgets
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'capnb' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,80 @@
+"""Input checks shared by the step modules. Every message names the argument at fault."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+
+from .errors import InputError
+
+
+def positive_ints(values: object, argument: str) -> np.ndarray:
+    """Return ``values`` as a 1-D int64 array of distinct positive integers, or raise."""
+    array = _one_d(values, argument)
+    if array.dtype.kind == "f":
+        if np.isnan(array).any():
+            raise InputError(
+                f"{argument}: contains NaN at position {int(np.flatnonzero(np.isnan(array))[0])}"
+            )
+        fractional = array[array != np.round(array)]
+        if fractional.size:
+            raise InputError(
+                f"{argument}: values must be whole numbers, got {fractional[:3].tolist()}"
+            )
+    elif array.dtype.kind not in "iu":
+        raise InputError(f"{argument}: values must be integers, got dtype {array.dtype}")
+    array = array.astype(np.int64)
+    if (array <= 0).any():
+        raise InputError(
+            f"{argument}: values must be positive, got {array[array <= 0][:3].tolist()}"
+        )
+    _distinct(array, argument)
+    return array
+
+
+def names(values: object, argument: str) -> list[str]:
+    """Return a non-empty list of distinct strings."""
+    listed = [values] if isinstance(values, str) else list(values)  # type: ignore[arg-type]
+    if not listed:
+        raise InputError(f"{argument}: give at least one value")
+    return listed
+
+
+def fraction(
+    value: object, argument: str, *, low: float = 0.0, high: float = 1.0, low_open: bool = False
+) -> float:
+    """Return a float within [low, high] (or (low, high] with ``low_open``), or raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or np.isnan(value):
+        raise InputError(f"{argument} must be a number, got {value!r}")
+    if value > high or value < low or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise InputError(f"{argument} must be in {bracket}{low}, {high}], got {value!r}")
+    return float(value)
+
+
+def positive_int(value: object, argument: str) -> int:
+    """Return a positive integer, or raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(f"{argument} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _one_d(values: object, argument: str) -> np.ndarray:
+    if isinstance(values, str) or not isinstance(values, Iterable | numbers.Number | np.ndarray):
+        raise InputError(f"{argument}: expected numbers, got {values!r}")
+    array = np.atleast_1d(np.asarray(values))
+    if array.ndim != 1:
+        raise InputError(f"{argument}: expected a 1-D sequence, got shape {array.shape}")
+    if array.size == 0:
+        raise InputError(f"{argument}: give at least one value")
+    if array.dtype == object:
+        raise InputError(f"{argument}: expected numbers, got {array[:3].tolist()}")
+    return array
+
+
+def _distinct(array: np.ndarray, argument: str) -> None:
+    unique, counts = np.unique(array, return_counts=True)
+    if (counts > 1).any():
+        raise InputError(f"{argument}: duplicate values {unique[counts > 1][:3].tolist()}")

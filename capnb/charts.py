@@ -1,0 +1,162 @@
+"""Charts: pure functions from a capnb Dataset to an ``altair.Chart``.
+
+Nothing here computes a result; each function selects, reshapes to a long table and draws. Test them
+through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML reports) is set up once by
+:func:`capnb.notebook.setup`.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .errors import InputError
+
+__all__ = ["memory_breakdown", "memory_heatmap"]
+
+GIB = 2**30
+_COMPONENT_COLORS = {"weights": "#4c78a8", "KV cache": "#f58518", "headroom": "#bab0ac"}
+
+
+def _one(ds: xr.Dataset, dims: tuple[str, ...], selection: dict[str, object]) -> xr.Dataset:
+    cell = ds.sel({k: v for k, v in selection.items() if v is not None})
+    for dim in dims:
+        if dim in cell.dims:
+            if cell.sizes[dim] != 1:
+                raise InputError(f"chart: choose one {dim} (the data has {cell.sizes[dim]})")
+            cell = cell.squeeze(dim)
+    return cell
+
+
+def memory_breakdown(
+    ds: xr.Dataset,
+    *,
+    model: str | None = None,
+    gpu: str | None = None,
+    tensor_parallel: int | None = None,
+    seq_len: int | None = None,
+) -> alt.Chart:
+    """Stacked bars of weights / KV cache / headroom per GPU against the GPU's usable memory.
+
+    One bar per ``concurrency`` of a :func:`capnb.memory.sweep` result, for one (model, gpu,
+    tensor_parallel, seq_len); bars that do not fit are faded. Dims of length 1 need not be named.
+    """
+    cell = _one(
+        ds,
+        ("model", "gpu", "tensor_parallel", "seq_len"),
+        {"model": model, "gpu": gpu, "tensor_parallel": tensor_parallel, "seq_len": seq_len},
+    )
+    concurrency = cell.concurrency.values
+    parts = {
+        "weights": np.broadcast_to(cell.weights_bytes.values, concurrency.shape),
+        "KV cache": cell.kv_cache_bytes.values,
+        "headroom": cell.headroom_bytes.values,
+    }
+    table = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "concurrency": concurrency,
+                    "component": name,
+                    "order": i,
+                    "GiB": values / GIB,
+                    "fits": cell.fits.values,
+                }
+            )
+            for i, (name, values) in enumerate(parts.items())
+        ],
+        ignore_index=True,
+    )
+    usable = float(cell.usable_bytes) / GIB
+    title = (
+        f"{cell.model.item()} on {int(cell.tensor_parallel)} x {cell.gpu.item()}, "
+        f"{int(cell.seq_len):,} tokens per sequence: memory per GPU"
+    )
+    bars = (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            x=alt.X("concurrency:O", title="concurrency (sequences in flight)"),
+            y=alt.Y("sum(GiB):Q", title="memory per GPU (GiB)", stack="zero"),
+            color=alt.Color(
+                "component:N",
+                sort=list(parts),
+                scale=alt.Scale(
+                    domain=list(_COMPONENT_COLORS), range=list(_COMPONENT_COLORS.values())
+                ),
+                legend=alt.Legend(title=None, orient="top"),
+            ),
+            order=alt.Order("order:Q"),
+            opacity=alt.condition("datum.fits", alt.value(1.0), alt.value(0.35)),
+            tooltip=["concurrency:O", "component:N", alt.Tooltip("GiB:Q", format=",.2f"), "fits:N"],
+        )
+    )
+    limit = pd.DataFrame({"GiB": [usable], "label": [f"usable {usable:,.1f} GiB"]})
+    rule = alt.Chart(limit).mark_rule(color="#e45756", strokeDash=[6, 3], size=2).encode(y="GiB:Q")
+    text = (
+        alt.Chart(limit)
+        .mark_text(align="left", dx=4, dy=-6, color="#e45756")
+        .encode(y="GiB:Q", x=alt.value(0), text="label:N")
+    )
+    return (bars + rule + text).properties(title=title, width=520, height=300)
+
+
+def memory_heatmap(
+    ds: xr.Dataset, *, model: str | None = None, tensor_parallel: int | None = None
+) -> alt.Chart:
+    """Heatmap of the largest fitting concurrency over seq_len x gpu, for one model.
+
+    Takes a :func:`capnb.memory.max_concurrency` (or ``sweep``) result. When the result holds
+    several ``tensor_parallel`` values, a dropdown (a vega-lite param, so it works in a static HTML
+    report too) picks one, starting at ``tensor_parallel`` (default: the first). Cells where nothing
+    fits show the reason.
+    """
+    cell = _one(ds, ("model",), {"model": model})
+    largest = cell.max_concurrency.transpose("gpu", "tensor_parallel", "seq_len")
+    table = largest.to_dataframe(name="max_concurrency").reset_index()[
+        ["gpu", "tensor_parallel", "seq_len", "max_concurrency"]
+    ]
+    reason = cell.limit_reason.transpose("gpu", "tensor_parallel", "seq_len").values.ravel()
+    short = {
+        "kv_cache": "",
+        "weights": "weights",
+        "one_sequence": "1 seq",
+        "tensor_parallel_invalid": "n/a",
+    }
+    table["label"] = np.where(
+        table.max_concurrency > 0,
+        table.max_concurrency.map("{:,}".format),
+        [short[r] for r in reason],
+    )
+    table["shown"] = table.max_concurrency.where(table.max_concurrency > 0)
+    tps = [int(t) for t in cell.tensor_parallel.values]
+    if tensor_parallel is not None and tensor_parallel not in tps:
+        raise InputError(f"chart: tensor_parallel={tensor_parallel} is not in the data ({tps})")
+    tp_param = alt.param(
+        name="tensor_parallel",
+        value=tps[0] if tensor_parallel is None else int(tensor_parallel),
+        bind=alt.binding_select(options=tps, name="tensor_parallel ") if len(tps) > 1 else None,
+    )
+    base = (
+        alt.Chart(table)
+        .transform_filter(alt.datum.tensor_parallel == tp_param)
+        .encode(
+            x=alt.X("seq_len:O", title="tokens per sequence (seq_len)"),
+            y=alt.Y("gpu:N", title=None, sort=list(cell.gpu.values)),
+        )
+    )
+    rects = base.mark_rect().encode(
+        color=alt.Color(
+            "shown:Q", title="max concurrency", scale=alt.Scale(type="log", scheme="viridis")
+        ),
+        tooltip=["gpu:N", "tensor_parallel:O", "seq_len:O", "max_concurrency:Q", "label:N"],
+    )
+    labels = base.mark_text(fontSize=10).encode(
+        text="label:N",
+        color=alt.condition("datum.max_concurrency > 0", alt.value("white"), alt.value("#e45756")),
+    )
+    title = f"{cell.model.item()}: largest concurrency that fits in memory"
+    chart = (rects + labels).properties(title=title, width=560, height=24 * cell.sizes["gpu"])
+    return chart.add_params(tp_param)

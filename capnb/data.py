@@ -1,0 +1,226 @@
+"""Catalogs and readers: the bundled ``datasets/`` and users' own files.
+
+Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` inside an installed wheel
+(``capnb/datasets``) or beside the package in a source checkout. Every file's source and license is in
+``datasets/README.md``.
+
+- GPU profiles: :func:`list_gpus`, :func:`load_gpus` (an ``xarray.Dataset`` over ``gpu``).
+- Models: :func:`list_models`, :func:`load_model` (a catalog name, a path to a ``config.json`` or a
+  mapping) returning a :class:`capnb.modelspec.ModelSpec`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import glossary
+from .errors import ConfigError, InputError, UnknownNameError
+from .modelspec import ModelSpec, parse
+
+if TYPE_CHECKING:  # pragma: no cover
+    import xarray as xr
+
+__all__ = [
+    "dataset_path",
+    "list_gpus",
+    "list_models",
+    "load_gpus",
+    "load_model",
+    "resolve_gpu",
+    "resolve_model",
+]
+
+_GPU_NUMERIC = (
+    "memory_bytes",
+    "hbm_bandwidth",
+    "dense_bf16_flops",
+    "dense_fp8_flops",
+    "interconnect_bandwidth",
+    "usd_per_gpu_hour",
+)
+_GPU_TEXT = (
+    "display_name",
+    "interconnect",
+    "price_source",
+    "price_captured",
+    "spec_source",
+    "notes",
+)
+
+
+def dataset_path(*parts: str) -> Path:
+    """Return the path of a bundled data file (or of ``datasets/`` itself with no arguments).
+
+    ``CAPNB_DATASETS`` overrides the location (useful to test a modified catalog).
+
+    Examples
+    --------
+    >>> dataset_path("gpus.csv").name
+    'gpus.csv'
+    """
+    override = os.environ.get("CAPNB_DATASETS")
+    if override:
+        root = Path(override)
+    else:
+        installed = resources.files("capnb") / "datasets"
+        root = (
+            Path(str(installed)) if installed.is_dir() else Path(__file__).parents[1] / "datasets"
+        )
+    path = root.joinpath(*parts)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"capnb's bundled data has no {'/'.join(parts) or 'datasets/'} at {path}"
+        )
+    return path
+
+
+# -- GPUs ---------------------------------------------------------------------------------------
+@functools.cache
+def _gpu_table():
+    import pandas as pd
+
+    table = pd.read_csv(
+        dataset_path("gpus.csv"),
+        dtype={"aliases": str},
+        keep_default_na=False,
+        na_values={c: [""] for c in _GPU_NUMERIC},
+    )
+    return table.set_index("gpu")
+
+
+@functools.cache
+def _gpu_names() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for gpu, row in _gpu_table().iterrows():
+        for alias in [gpu, row["display_name"], *str(row["aliases"]).split(";")]:
+            if alias.strip():
+                names[alias.strip().lower()] = gpu
+    return names
+
+
+def list_gpus() -> list[str]:
+    """Return the ids of the bundled GPU profiles, in catalog order."""
+    return list(_gpu_table().index)
+
+
+def resolve_gpu(name: str) -> str:
+    """Return the catalog id of a GPU given its id, display name or an alias (case-insensitive).
+
+    Raises
+    ------
+    UnknownNameError
+        The name is not in the catalog; the message lists the closest ids.
+    """
+    gpu = _gpu_names().get(str(name).strip().lower())
+    if gpu is None:
+        raise UnknownNameError("GPU", name, list_gpus())
+    return gpu
+
+
+def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:
+    """Return GPU profiles as a Dataset over ``gpu`` (memory, bandwidth, FLOP/s, price, sources).
+
+    Parameters
+    ----------
+    names
+        GPU ids or aliases (default: the whole catalog). The ``gpu`` coordinate holds catalog ids.
+
+    Examples
+    --------
+    >>> float(load_gpus(["H100-SXM"]).memory_bytes.sel(gpu="H100-SXM"))
+    85899345920.0
+    """
+    import xarray as xr
+
+    table = _gpu_table()
+    if names is None:
+        ids = list(table.index)
+    else:
+        names = [names] if isinstance(names, str) else list(names)
+        if not names:
+            raise InputError("gpus: give at least one GPU name")
+        ids = [resolve_gpu(n) for n in names]
+        if len(set(ids)) != len(ids):
+            raise InputError(f"gpus: {names} names the same GPU twice")
+    rows = table.loc[ids]
+    data = {c: ("gpu", rows[c].to_numpy(dtype=float), glossary.attrs(c)) for c in _GPU_NUMERIC}
+    data |= {
+        c: ("gpu", rows[c].to_numpy(dtype=str), {"long_name": c.replace("_", " ")})
+        for c in _GPU_TEXT
+    }
+    return xr.Dataset(
+        data,
+        coords={"gpu": ("gpu", ids, glossary.attrs("gpu"))},
+        attrs={"source": str(dataset_path("gpus.csv")), "see": "datasets/README.md"},
+    )
+
+
+# -- models -------------------------------------------------------------------------------------
+@functools.cache
+def _model_files() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(dataset_path("models").glob("*.json"))}
+
+
+def list_models() -> list[str]:
+    """Return the ids of the bundled model configs."""
+    return list(_model_files())
+
+
+def resolve_model(name: str) -> str:
+    """Return the catalog id of a bundled model (case-insensitive)."""
+    files = _model_files()
+    by_lower = {k.lower(): k for k in files}
+    model = by_lower.get(str(name).strip().lower())
+    if model is None:
+        raise UnknownNameError("model", name, files)
+    return model
+
+
+def load_model(
+    model: str | os.PathLike | Mapping | ModelSpec, *, name: str | None = None
+) -> ModelSpec:
+    """Return the :class:`~capnb.modelspec.ModelSpec` of a model.
+
+    Parameters
+    ----------
+    model
+        A bundled model id (``"Llama-3.1-70B"``), a path to a Hugging Face ``config.json``, a mapping
+        holding such a config, or a ModelSpec (returned as is).
+    name
+        Name to give the model (default: the catalog id, the file's parent folder, or ``"custom"``).
+
+    Raises
+    ------
+    UnknownNameError
+        ``model`` is a string that is neither a bundled id nor an existing file.
+    ConfigError
+        The config lacks a field or has a bad one; the message names the field and the file.
+    """
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, Mapping):
+        return parse(
+            model, name=name or str(model.get("_name_or_path") or "custom"), source="config"
+        )
+    if not isinstance(model, str | os.PathLike):
+        raise InputError(f"model must be a name, a path or a mapping, got {type(model).__name__}")
+    path = Path(model)
+    looks_like_path = path.suffix == ".json" or os.sep in str(model) or path.exists()
+    if not looks_like_path:
+        model_id = resolve_model(str(model))
+        path = _model_files()[model_id]
+        name = name or model_id
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such model config file")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    default_name = path.parent.name if path.name == "config.json" else path.stem
+    return parse(config, name=name or default_name, source=str(path))

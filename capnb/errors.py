@@ -1,0 +1,39 @@
+"""Exceptions capnb raises. Every message names the argument, field, file or row at fault."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "CapnbError",
+    "ConfigError",
+    "InputError",
+    "UnknownNameError",
+]
+
+
+class CapnbError(ValueError):
+    """Base class of every error capnb raises on bad input."""
+
+
+class InputError(CapnbError):
+    """An argument has a value capnb cannot use (wrong type, NaN, out of range)."""
+
+
+class ConfigError(CapnbError):
+    """A file or mapping (model config, benchmark file, trace) lacks a field or has a bad one."""
+
+
+class UnknownNameError(CapnbError, KeyError):
+    """A catalog name (GPU, model) is not known; the message lists the closest known names."""
+
+    def __init__(self, kind: str, name: object, known: Iterable[str]):
+        known = sorted(known)
+        close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.3)
+        close += [k for k in known if str(name).lower() in k.lower() and k not in close]
+        hint = f"closest: {', '.join(close[:3])}" if close else f"known: {', '.join(known)}"
+        super().__init__(f"unknown {kind} {name!r}; {hint}")
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])

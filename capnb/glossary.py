@@ -1,0 +1,135 @@
+"""The one glossary of capnb: dimension names, variable names, their units and long names.
+
+Every Dataset that capnb returns uses these names, and every variable carries the ``units`` and
+``long_name`` written here (see :func:`attrs`). The same table is rendered in the README; a test keeps
+the two in step. The shared architecture document (``ARCHITECTURE.md``) is the source; this module is
+the project's copy of it in code.
+
+Units are plain strings that a reader understands without a units library: ``bytes``, ``s``,
+``requests/s``, ``tokens/s``, ``instances``, ``USD/hour``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DIMS", "VARIABLES", "Term", "attrs", "describe"]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One glossary entry: a name, its units and a one-line meaning."""
+
+    name: str
+    units: str
+    long_name: str
+
+
+def _table(*rows: tuple[str, str, str]) -> dict[str, Term]:
+    return {name: Term(name, units, long_name) for name, units, long_name in rows}
+
+
+#: Dimensions (and their coordinates).
+DIMS: dict[str, Term] = _table(
+    ("model", "1", "model catalog id (e.g. Llama-3.1-8B)"),
+    ("gpu", "1", "GPU profile catalog id (e.g. H100-SXM)"),
+    ("tensor_parallel", "GPUs", "tensor-parallel degree: GPUs that share one model replica"),
+    ("concurrency", "requests", "requests in flight on one instance"),
+    ("seq_len", "tokens", "tokens held per sequence (prompt + output)"),
+    ("sla", "s", "latency service-level objective"),
+    ("latency_quantile", "1", "quantile of the per-request latency distribution"),
+    ("traffic_quantile", "1", "quantile of the per-interval request rate within a slot"),
+    ("metric", "1", "latency metric: ttft, tpot, itl or e2e"),
+    ("time", "datetime64", "time of the interval start"),
+    ("slot", "1", "seasonal slot: hour_of_day 0-23, or hour_of_week 0-167 with Monday 00:00 = 0"),
+    ("trial", "1", "Monte Carlo trial"),
+    ("capacity_qps", "requests/s", "capacity level of an exceedance curve"),
+    ("scale_up_threshold", "1", "load ratio above which the autoscaler adds instances"),
+    ("cooldown_s", "s", "time load must stay low before the autoscaler removes an instance"),
+    ("cold_start_s", "s", "time from the decision to start an instance until it serves"),
+    ("min_instances", "instances", "fewest instances the autoscaler keeps"),
+    ("buffer_instances", "instances", "instances held above the computed need for bursts"),
+)
+
+#: Variables (data_vars and non-index coordinates).
+VARIABLES: dict[str, Term] = _table(
+    # memory
+    ("weights_bytes", "bytes", "model weights held on one GPU"),
+    ("kv_cache_bytes", "bytes", "KV cache held on one GPU"),
+    ("headroom_bytes", "bytes", "reserve for activations, fragmentation and runtime on one GPU"),
+    ("total_bytes", "bytes", "memory needed on one GPU: weights + KV cache + headroom"),
+    ("capacity_bytes", "bytes", "memory of one GPU as listed in the GPU catalog"),
+    ("usable_bytes", "bytes", "share of the GPU's memory the accounting lets the runtime use"),
+    ("kv_bytes_per_token", "bytes", "KV cache per token held on one GPU"),
+    ("fits", "1", "whether total_bytes <= usable_bytes"),
+    ("max_concurrency", "requests", "largest concurrency that fits in memory (0: none fits)"),
+    ("limit_reason", "1", "why max_concurrency is what it is"),
+    ("min_tensor_parallel", "GPUs", "smallest tensor-parallel degree whose weights fit (0: none)"),
+    # model and GPU profiles
+    ("parameters", "1", "parameter count"),
+    ("active_parameters", "1", "parameters used per token (MoE: routed experts only)"),
+    ("memory_bytes", "bytes", "GPU memory"),
+    ("hbm_bandwidth", "bytes/s", "GPU memory bandwidth"),
+    ("dense_bf16_flops", "FLOP/s", "dense BF16 tensor throughput"),
+    ("dense_fp8_flops", "FLOP/s", "dense FP8 tensor throughput"),
+    ("interconnect_bandwidth", "bytes/s", "GPU-to-GPU bandwidth within a node, one direction"),
+    ("usd_per_gpu_hour", "USD/hour", "on-demand price of one GPU"),
+    # capacity
+    ("latency", "s", "request latency"),
+    (
+        "safe_concurrency",
+        "requests",
+        "largest concurrency with latency quantile <= SLA and memory fit",
+    ),
+    ("per_instance_qps", "requests/s", "requests per second one instance serves under the SLA"),
+    ("instances", "instances", "instances needed"),
+    ("gpus", "GPUs", "GPUs needed: instances x tensor_parallel"),
+    ("usd_per_hour", "USD/hour", "cost per hour"),
+    ("usd_per_million_tokens", "USD/Mtoken", "cost per million output tokens"),
+    # forecast
+    ("qps", "requests/s", "request rate"),
+    ("target_qps", "requests/s", "request rate a plan must serve"),
+    ("buffer_qps", "requests/s", "request rate an elastic buffer must absorb"),
+    ("prompt_tokens", "tokens", "prompt tokens"),
+    ("output_tokens", "tokens", "generated tokens"),
+    ("exceed_probability", "1", "probability that demand exceeds capacity_qps in a month"),
+    ("minutes_above", "min", "expected minutes per month with demand above capacity_qps"),
+    # elasticity
+    ("ready_instances", "instances", "instances serving"),
+    ("starting_instances", "instances", "instances in cold start"),
+    ("backlog", "requests", "requests waiting to be served"),
+    ("served", "requests", "requests served"),
+    ("dropped", "requests", "requests dropped past the latency tolerance"),
+    ("breach_s", "s", "time in SLA breach"),
+    ("gpu_hours", "GPU·h", "GPU time"),
+    ("scale_events", "1", "scale-up plus scale-down decisions carried out"),
+)
+
+
+def attrs(name: str, **extra: object) -> dict[str, object]:
+    """Return the ``units`` and ``long_name`` attrs of a glossary name.
+
+    Parameters
+    ----------
+    name
+        A dimension or variable name from :data:`DIMS` or :data:`VARIABLES`.
+    **extra
+        More attrs to add (for example ``accounting="vllm"``).
+
+    Examples
+    --------
+    >>> attrs("total_bytes")["units"]
+    'bytes'
+    """
+    term = VARIABLES.get(name) or DIMS.get(name)
+    if term is None:
+        raise KeyError(f"{name!r} is not in capnb's glossary (capnb.glossary)")
+    return {"units": term.units, "long_name": term.long_name, **extra}
+
+
+def describe() -> str:
+    """Return the glossary as a Markdown table (the README carries the same table)."""
+    lines = ["| name | kind | units | meaning |", "|---|---|---|---|"]
+    for kind, table in (("dim", DIMS), ("variable", VARIABLES)):
+        lines += [f"| `{t.name}` | {kind} | {t.units} | {t.long_name} |" for t in table.values()]
+    return "\n".join(lines)

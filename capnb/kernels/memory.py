@@ -1,0 +1,121 @@
+"""Memory kernels: bytes on one GPU for weights + KV cache + headroom, and the largest fitting batch.
+
+One accounting covers both of capnb's memory models (see :mod:`capnb.memory`)::
+
+    kv_cache = concurrency x ceil(seq_len / block_tokens) x block_tokens x kv_bytes_per_token
+    headroom = headroom_fraction x (weights + kv_cache) + reserve_bytes
+    total    = weights + kv_cache + headroom
+    fits     = total <= usable_bytes
+
+The article's rule is ``headroom_fraction=0.15, reserve_bytes=0, block_tokens=1`` with the whole GPU
+usable; vLLM's is ``headroom_fraction=0``, a fixed reserve, 16-token blocks and
+``usable = gpu_memory_utilization x capacity``. All byte quantities are per GPU (per tensor-parallel
+rank) and float64; concurrency and seq_len are int64.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._lazy import guvectorize, njit
+
+__all__ = [
+    "fits",
+    "footprint",
+    "kv_cache_bytes",
+    "largest_fitting_concurrency",
+    "total_bytes",
+]
+
+
+@njit
+def kv_cache_bytes(concurrency, seq_len, kv_bytes_per_token, block_tokens):
+    """KV cache bytes of ``concurrency`` sequences of ``seq_len`` tokens, in whole blocks."""
+    blocks = (seq_len + block_tokens - 1) // block_tokens
+    return concurrency * (blocks * block_tokens * kv_bytes_per_token)
+
+
+@njit
+def total_bytes(weights_bytes, kv_bytes, headroom_fraction, reserve_bytes):
+    """Weights + KV cache + headroom, where headroom = fraction x (weights + KV) + reserve."""
+    return (weights_bytes + kv_bytes) * (1.0 + headroom_fraction) + reserve_bytes
+
+
+@njit
+def _fits_one(concurrency, weights, kv_per_token, usable, seq_len, fraction, reserve, block):
+    kv = kv_cache_bytes(concurrency, seq_len, kv_per_token, block)
+    return total_bytes(weights, kv, fraction, reserve) <= usable
+
+
+_FOOTPRINT_SIG = "void(f8, f8, i8[:], i8[:], f8, f8, i8, f8[:, :], f8[:, :], f8[:, :])"
+_FOOTPRINT_LAYOUT = "(),(),(n),(m),(),(),()->(n,m),(n,m),(n,m)"
+
+
+def _footprint(
+    weights_bytes,
+    kv_bytes_per_token,
+    concurrency,
+    seq_len,
+    headroom_fraction,
+    reserve_bytes,
+    block_tokens,
+    kv_out,
+    headroom_out,
+    total_out,
+):
+    for j in range(seq_len.shape[0]):
+        per_sequence = kv_cache_bytes(1, seq_len[j], kv_bytes_per_token, block_tokens)
+        for i in range(concurrency.shape[0]):
+            kv = concurrency[i] * per_sequence
+            total = total_bytes(weights_bytes, kv, headroom_fraction, reserve_bytes)
+            kv_out[i, j] = kv
+            headroom_out[i, j] = total - weights_bytes - kv
+            total_out[i, j] = total
+
+
+#: KV cache, headroom and total bytes on one GPU over a (concurrency, seq_len) grid. The GPU does not
+#: enter: what a configuration needs does not depend on where it runs (see :data:`fits`).
+footprint = guvectorize([_FOOTPRINT_SIG], _FOOTPRINT_LAYOUT)(_footprint)
+
+
+def _fits(concurrency, max_concurrency, out):
+    for i in range(concurrency.shape[0]):
+        for j in range(max_concurrency.shape[0]):
+            out[i, j] = concurrency[i] <= max_concurrency[j]
+
+
+#: Whether each concurrency fits, given the largest fitting concurrency per seq_len. Because the
+#: total grows with concurrency, ``fits(c) <=> c <= largest_fitting_concurrency`` exactly.
+fits = guvectorize(["void(i8[:], i8[:], b1[:, :])"], "(n),(m)->(n,m)")(_fits)
+
+
+def _largest_fitting_concurrency(
+    weights_bytes,
+    kv_bytes_per_token,
+    usable_bytes,
+    seq_len,
+    headroom_fraction,
+    reserve_bytes,
+    block_tokens,
+    out,
+):
+    # Solve total(c) <= usable for c in closed form, then step to the exact integer boundary with
+    # the same arithmetic the footprint kernel uses, so that fits(c) <=> c <= out for every c.
+    per_sequence = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens)
+    room = (usable_bytes - reserve_bytes) / (1.0 + headroom_fraction) - weights_bytes
+    if room < 0.0 or per_sequence <= 0.0:
+        out[0] = 0
+        return
+    c = math.floor(room / per_sequence)
+    w, kv, usable, fraction = weights_bytes, kv_bytes_per_token, usable_bytes, headroom_fraction
+    while c > 0 and not _fits_one(c, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
+        c -= 1
+    while _fits_one(c + 1, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
+        c += 1
+    out[0] = c
+
+
+#: Per (model, gpu, tensor_parallel, seq_len): the largest integer concurrency that fits (0: none).
+largest_fitting_concurrency = guvectorize(
+    ["void(f8, f8, f8, i8, f8, f8, i8, i8[:])"], "(),(),(),(),(),(),()->()"
+)(_largest_fitting_concurrency)

@@ -1,0 +1,132 @@
+"""How capnb's worksheets draw charts with no network, in JupyterLab and in exported HTML.
+
+altair 6 emits vega-lite v6. JupyterLab 4's built-in vega extension draws only v3-v5, and altair's
+default HTML output loads vega from a CDN, so offline neither draws anything. capnb's way, used by
+every worksheet and by the report:
+
+1. :func:`setup` (the first code cell of a worksheet) displays one HTML output that holds the vega +
+   vega-lite + vega-embed bundle from ``vl-convert-python`` (no download: the bundle ships in that
+   wheel). It runs once per page; a second copy is a no-op.
+2. It enables the ``capnb`` altair renderer: each chart becomes a ``<div>`` and a small script that
+   calls ``vegaEmbed`` once the bundle is there (charts output before the bundle wait in a queue).
+
+Because the bundle is an ordinary cell output, an executed worksheet exported to HTML carries it
+exactly once, and every chart in the file draws offline with its vega-lite params (sliders,
+dropdowns) still live. :mod:`capnb.report` does that export.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+from pathlib import Path
+
+__all__ = ["bundle_html", "chart_html", "setup"]
+
+RENDERER = "capnb"
+_BUNDLE_MARK = "capnb-vega-bundle"
+_counter = itertools.count()
+
+_SNIPPET = """
+window.vegaEmbed = vegaEmbed; window.vega = vega; window.vegaLite = vegaLite;
+var waiting = window.capnbVegaQueue || [];
+window.capnbVegaQueue = { push: function (draw) { draw(); } };
+waiting.forEach(function (draw) { draw(); });
+"""
+
+
+def _vegalite_version() -> str:
+    import altair as alt
+    import vl_convert as vlc
+
+    wanted = ".".join(alt.VEGALITE_VERSION.split(".")[:2])
+    if wanted not in vlc.get_vegalite_versions():
+        raise RuntimeError(
+            f"vl-convert-python {vlc.__version__} has no vega-lite {wanted} bundle (altair "
+            f"{alt.__version__} needs it); upgrade vl-convert-python"
+        )
+    return wanted
+
+
+@functools.cache
+def _bundle_js() -> str:
+    """The vega bundle, cached on disk (building it takes about 2 s)."""
+    import vl_convert as vlc
+
+    from .kernels._lazy import _writable
+
+    version = _vegalite_version()
+    key = hashlib.sha1(f"{vlc.__version__}|{version}|{_SNIPPET}".encode()).hexdigest()[:16]
+    cache = Path.home() / ".cache" / "capnb"
+    path = cache / f"vega-bundle-{key}.js"
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    js = vlc.javascript_bundle(_SNIPPET, vl_version=version)
+    if _writable(cache):
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(js, encoding="utf-8")
+        tmp.replace(path)
+    return js
+
+
+def bundle_html() -> str:
+    """The ``<script>`` that defines ``vegaEmbed`` offline; a second copy on a page does nothing.
+
+    The bundle declares top-level constants, so it is wrapped in a function to keep a second copy
+    from clashing with the first.
+    """
+    return (
+        f'<div class="{_BUNDLE_MARK}" style="display:none"></div>\n'
+        '<script type="text/javascript">\n'
+        'if (!window.vegaEmbed) { (function () { "use strict";\n'
+        f"{_bundle_js()}\n"
+        "})(); }\n</script>"
+    )
+
+
+def chart_html(spec: dict, *, embed_options: dict | None = None) -> str:
+    """HTML for one chart: a div and a script that draws it with the offline ``vegaEmbed``."""
+    text = json.dumps(spec, sort_keys=True)
+    div = f"capnb-chart-{hashlib.sha1(text.encode()).hexdigest()[:10]}-{next(_counter)}"
+    options = json.dumps({"renderer": "svg", "actions": False, **(embed_options or {})})
+    return f"""<div id="{div}" class="capnb-chart"></div>
+<script type="text/javascript">
+(function () {{
+  var draw = function () {{
+    window.vegaEmbed("#{div}", {text}, {options}).catch(function (error) {{
+      document.getElementById("{div}").textContent = "chart failed: " + error;
+    }});
+  }};
+  if (window.vegaEmbed) {{ draw(); }}
+  else {{ (window.capnbVegaQueue = window.capnbVegaQueue || []).push(draw); }}
+}})();
+</script>"""
+
+
+def _render(spec: dict, **embed_options) -> dict:
+    return {"text/html": chart_html(spec, embed_options=embed_options or None)}
+
+
+def setup():
+    """Make altair charts draw offline; display the returned object once at the top of a worksheet.
+
+    Returns
+    -------
+    IPython.display.HTML
+        The vega bundle as an HTML output (hidden; about 0.9 MB).
+
+    Examples
+    --------
+    >>> import capnb
+    >>> capnb.notebook.setup()  # doctest: +SKIP
+    """
+    import altair as alt
+    from IPython.display import HTML
+
+    if RENDERER not in alt.renderers.names():
+        alt.renderers.register(RENDERER, _render)
+    alt.renderers.enable(RENDERER)
+    alt.data_transformers.disable_max_rows()
+    return HTML(bundle_html())
