@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _SUBMODULES = (
+    "capacity",
     "charts",
     "data",
+    "elasticity",
     "errors",
+    "forecast",
     "glossary",
     "memory",
     "modelspec",
@@ -29,9 +32,12 @@ _SUBMODULES = (
 
 __all__ = [
     "__version__",
+    "capacity",
     "charts",
     "data",
+    "elasticity",
     "errors",
+    "forecast",
     "glossary",
     "memory",
     "modelspec",
@@ -41,7 +47,20 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import charts, data, errors, glossary, memory, modelspec, notebook, report, widgets
+    from . import (
+        capacity,
+        charts,
+        data,
+        elasticity,
+        errors,
+        forecast,
+        glossary,
+        memory,
+        modelspec,
+        notebook,
+        report,
+        widgets,
+    )
 
 
 def __getattr__(name: str):

@@ -1,13 +1,4 @@
-"""Catalogs and readers: the bundled ``datasets/`` and users' own files.
-
-Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` inside an installed wheel
-(``capnb/datasets``) or beside the package in a source checkout. Every file's source and license is in
-``datasets/README.md``.
-
-- GPU profiles: :func:`list_gpus`, :func:`load_gpus` (an ``xarray.Dataset`` over ``gpu``).
-- Models: :func:`list_models`, :func:`load_model` (a catalog name, a path to a ``config.json`` or a
-  mapping) returning a :class:`capnb.modelspec.ModelSpec`.
-"""
+"""Bundled catalogs: GPU profiles and model configs (see ``datasets/README.md``)."""
 
 from __future__ import annotations
 
@@ -19,9 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import glossary
-from .errors import ConfigError, InputError, UnknownNameError
-from .modelspec import ModelSpec, parse
+from .. import glossary
+from ..errors import ConfigError, InputError, UnknownNameError
+from ..modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
@@ -70,7 +61,7 @@ def dataset_path(*parts: str) -> Path:
     else:
         installed = resources.files("capnb") / "datasets"
         root = (
-            Path(str(installed)) if installed.is_dir() else Path(__file__).parents[1] / "datasets"
+            Path(str(installed)) if installed.is_dir() else Path(__file__).parents[2] / "datasets"
         )
     path = root.joinpath(*parts)
     if not path.exists():

@@ -1,9 +1,4 @@
-"""Charts: pure functions from a capnb Dataset to an ``altair.Chart``.
-
-Nothing here computes a result; each function selects, reshapes to a long table and draws. Test them
-through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML reports) is set up once by
-:func:`capnb.notebook.setup`.
-"""
+"""Memory charts: fixed vs dynamic memory per GPU, and the largest fitting concurrency."""
 
 from __future__ import annotations
 
@@ -12,7 +7,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["memory_breakdown", "memory_heatmap"]
 

@@ -1,0 +1,31 @@
+"""Catalogs and readers: the bundled ``datasets/`` and users' own files.
+
+Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` inside an installed wheel
+(``capnb/datasets``) or beside the package in a source checkout. Every file's source and license is in
+``datasets/README.md``.
+
+- GPU profiles: :func:`list_gpus`, :func:`load_gpus` (an ``xarray.Dataset`` over ``gpu``),
+  :func:`resolve_gpu`.
+- Models: :func:`list_models`, :func:`load_model` (a catalog name, a path to a ``config.json`` or a
+  mapping) returning a :class:`capnb.modelspec.ModelSpec`; :func:`resolve_model`.
+"""
+
+from ._catalog import (
+    dataset_path,
+    list_gpus,
+    list_models,
+    load_gpus,
+    load_model,
+    resolve_gpu,
+    resolve_model,
+)
+
+__all__ = [
+    "dataset_path",
+    "list_gpus",
+    "list_models",
+    "load_gpus",
+    "load_model",
+    "resolve_gpu",
+    "resolve_model",
+]

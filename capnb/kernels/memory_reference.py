@@ -1,0 +1,76 @@
+"""Plain Python and numpy references of the memory kernels (see :mod:`capnb.kernels.reference`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "REGISTRY",
+    "footprint_numpy",
+    "footprint_python",
+    "largest_fitting_concurrency_numpy",
+    "largest_fitting_concurrency_python",
+]
+
+
+def footprint_python(weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block):
+    """One cell of the memory footprint: (kv_cache, headroom, total, fits)."""
+    blocks = -(-int(seq_len) // int(block))
+    kv = int(concurrency) * (blocks * int(block) * float(kv_per_token))
+    total = (float(weights) + kv) * (1.0 + float(fraction)) + float(reserve)
+    return kv, total - weights - kv, total, total <= usable
+
+
+def footprint_numpy(weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block):
+    """The memory footprint by numpy broadcasting (materialises every output)."""
+    blocks = -(-np.asarray(seq_len) // block)
+    kv = concurrency * (blocks * block * kv_per_token)
+    total = (weights + kv) * (1.0 + fraction) + reserve
+    headroom = total - weights - kv
+    return kv, headroom, total, total <= usable
+
+
+def largest_fitting_concurrency_python(
+    weights, kv_per_token, usable, seq_len, fraction, reserve, block
+):
+    """Count up from 1 until the footprint no longer fits (the dumbest correct search)."""
+    if footprint_python(weights, kv_per_token, usable, 1, seq_len, fraction, reserve, block)[3]:
+        per_seq = footprint_python(0, kv_per_token, math.inf, 1, seq_len, 0.0, 0.0, block)[0]
+        # jump close to the answer, then walk: a plain walk from 1 would take millions of steps
+        c = max(1, int(((usable - reserve) / (1 + fraction) - weights) // per_seq) - 2)
+        while not footprint_python(
+            weights, kv_per_token, usable, c, seq_len, fraction, reserve, block
+        )[3]:
+            c -= 1
+        while footprint_python(
+            weights, kv_per_token, usable, c + 1, seq_len, fraction, reserve, block
+        )[3]:
+            c += 1
+        return c
+    return 0
+
+
+def largest_fitting_concurrency_numpy(
+    weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block
+):
+    """Largest value of the ``concurrency`` grid (last axis) that fits, by materialising the grid.
+
+    Inputs broadcast against each other with ``concurrency`` on the last axis; returns 0 where no
+    value fits.
+    """
+    fits = footprint_numpy(
+        weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block
+    )[3]
+    return np.where(fits, concurrency, 0).max(axis=-1)
+
+
+#: kernel name -> references (plain Python per cell, numpy over the grid)
+REGISTRY = {
+    "memory.footprint": {"python": footprint_python, "numpy": footprint_numpy},
+    "memory.largest_fitting_concurrency": {
+        "python": largest_fitting_concurrency_python,
+        "numpy": largest_fitting_concurrency_numpy,
+    },
+}
