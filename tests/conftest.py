@@ -1,0 +1,25 @@
+"""Shared test fixtures: hypothesis settings and a dask.distributed cluster started once per session."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Kernels compile on their first call, so no example may have a deadline.
+settings.register_profile(
+    "capnb", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("capnb")
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A two-worker dask.distributed LocalCluster (threads, no dashboard) for the whole session."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
