@@ -8,8 +8,10 @@ has no cache directory set, the cache goes to a per-user directory instead of fa
 
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +56,7 @@ class _LazyKernel:
     def __init__(self, build: Callable[[], Callable], pyfunc: Callable):
         self._build = build
         self._compiled: Callable | None = None
+        self._lock = threading.Lock()  # dask runs blocks in threads: compile once, not concurrently
         self.py_func = pyfunc
         self.__name__ = pyfunc.__name__
         self.__doc__ = pyfunc.__doc__
@@ -63,15 +66,28 @@ class _LazyKernel:
     def compiled(self) -> Callable:
         """The numba object (compiled on first access)."""
         if self._compiled is None:
-            self._compiled = self._build()
+            with self._lock:
+                if self._compiled is None:
+                    self._compiled = self._build()
         return self._compiled
 
     def __call__(self, *args, **kwargs):
         return self.compiled(*args, **kwargs)
 
+    def __reduce__(self):
+        # dask.distributed ships functions to workers by pickle: send the kernel's module and name
+        # and let the worker compile (or load from its cache) its own copy.
+        module = importlib.import_module(self.py_func.__module__)
+        name = next(k for k, v in vars(module).items() if v is self)
+        return (_kernel_by_name, (module.__name__, name))
+
     def __repr__(self) -> str:
         state = "compiled" if self._compiled is not None else "not compiled yet"
         return f"<capnb kernel {self.__name__} ({state})>"
+
+
+def _kernel_by_name(module: str, name: str) -> _LazyKernel:
+    return getattr(importlib.import_module(module), name)
 
 
 def guvectorize(signatures: list[str], layout: str, *, parallel: bool = False):

@@ -103,7 +103,9 @@ def _largest_fitting_concurrency(
     # the same arithmetic the footprint kernel uses, so that fits(c) <=> c <= out for every c.
     per_sequence = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens)
     room = (usable_bytes - reserve_bytes) / (1.0 + headroom_fraction) - weights_bytes
-    if room < 0.0 or per_sequence <= 0.0:
+    # `room != room` is a quiet NaN test (a masked cell); an ordered comparison would raise the
+    # floating-point invalid flag, which numpy reports as a RuntimeWarning.
+    if room != room or per_sequence != per_sequence or room < 0.0 or per_sequence <= 0.0:
         out[0] = 0
         return
     c = math.floor(room / per_sequence)

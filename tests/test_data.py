@@ -1,0 +1,154 @@
+"""Catalogs: GPU profiles, model files, and reaching datasets/ from an installed wheel."""
+
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from capnb import data, glossary
+from capnb.errors import InputError, UnknownNameError
+
+REQUIRED_GPUS = [
+    "A10G",
+    "L4",
+    "L40S",
+    "A100-40GB",
+    "A100-80GB",
+    "H100-SXM",
+    "H100-PCIe",
+    "H200",
+    "B200",
+    "MI300X",
+]
+
+
+def test_catalog_has_the_required_gpus_with_prices_and_sources():
+    gpus = data.load_gpus()
+    assert set(REQUIRED_GPUS) <= set(gpus.gpu.values)
+    assert (gpus.memory_bytes > 0).all() and (gpus.hbm_bandwidth > 0).all()
+    assert (gpus.dense_bf16_flops > 0).all()
+    assert (gpus.usd_per_gpu_hour > 0).all()
+    assert all(src.strip() for src in gpus.price_source.values)
+    assert gpus.memory_bytes.attrs["units"] == "bytes"
+    assert gpus.usd_per_gpu_hour.attrs["units"] == "USD/hour"
+
+
+def test_gpu_figures_against_their_datasheets():
+    gpus = data.load_gpus(["H100-SXM", "H200", "A100-80GB", "L4"])
+    h100 = gpus.sel(gpu="H100-SXM")
+    assert h100.memory_bytes.item() == 80 * 2**30
+    assert h100.hbm_bandwidth.item() == 3.35e12 and h100.dense_bf16_flops.item() == 989e12
+    assert gpus.sel(gpu="H200").hbm_bandwidth.item() == 4.8e12
+    assert gpus.sel(gpu="A100-80GB").dense_bf16_flops.item() == 312e12
+    assert np.isnan(gpus.sel(gpu="A100-80GB").dense_fp8_flops.item())  # Ampere has no FP8
+
+
+def test_gpu_aliases_resolve_case_insensitively():
+    assert data.resolve_gpu("h100") == "H100-SXM"
+    assert data.resolve_gpu("NVIDIA H200 SXM 141GB") == "H200"
+    assert list(data.load_gpus(["a100 80gb", "L4"]).gpu.values) == ["A100-80GB", "L4"]
+
+
+def test_unknown_gpu_lists_closest_and_duplicates_are_refused():
+    with pytest.raises(UnknownNameError, match="unknown GPU 'H1000'; closest: "):
+        data.load_gpus(["H1000"])
+    with pytest.raises(InputError, match="names the same GPU twice"):
+        data.load_gpus(["H100", "H100-SXM"])
+    with pytest.raises(InputError, match="at least one"):
+        data.load_gpus([])
+
+
+def test_every_bundled_model_is_listed():
+    assert {
+        "Llama-3.1-8B",
+        "Llama-3.1-70B",
+        "Llama-3.1-405B",
+        "Mixtral-8x7B",
+        "DeepSeek-V3",
+        "Kimi-K2",
+        "Qwen3-235B-A22B",
+        "BLOOM-176B",
+    } <= set(data.list_models())
+
+
+def test_datasets_readme_names_every_bundled_file():
+    readme = data.dataset_path("README.md").read_text()
+    for path in data.dataset_path().rglob("*"):
+        if path.is_file() and path.name != "README.md" and not path.name.startswith("LICENSE"):
+            assert path.name in readme or path.parent.name in readme, path
+
+
+def test_glossary_attrs():
+    assert glossary.attrs("total_bytes") == {
+        "units": "bytes",
+        "long_name": glossary.VARIABLES["total_bytes"].long_name,
+    }
+    with pytest.raises(KeyError, match="not in capnb's glossary"):
+        glossary.attrs("speed")
+
+
+def test_readme_carries_the_glossary():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert glossary.describe() in readme
+
+
+def test_import_is_lazy():
+    """`import capnb` loads no heavy library and compiles nothing; its time is in the benchmarks."""
+    code = (
+        "import sys, capnb; heavy = {'numpy', 'numba', 'xarray', 'pandas', 'altair'} & "
+        "set(sys.modules); print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_datasets_reachable_from_an_installed_wheel(tmp_path):
+    """Build the wheel, unpack it away from the source tree and load catalogs from it."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "dist"),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next((tmp_path / "dist").glob("capnb-*.whl"))
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(site)
+    assert "capnb/datasets/gpus.csv" in names
+    assert "capnb/notebooks/02_memory.ipynb" in names
+    assert "capnb/templates/capnb_report/index.html.j2" in names
+    code = (
+        "import capnb.data as d, capnb.report as r; p = d.dataset_path('gpus.csv'); "
+        "print(p); print(len(d.load_gpus().gpu)); print(d.load_model('Llama-3.1-8B').parameters); "
+        "print(r.worksheet_path('02_memory'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
+    path, count, params, notebook = out.stdout.split()
+    assert path.startswith(str(site)) and notebook.startswith(str(site))
+    assert int(count) == len(data.list_gpus())
+    assert int(params) == data.load_model("Llama-3.1-8B").parameters

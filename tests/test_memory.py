@@ -1,0 +1,265 @@
+"""The memory step: the sweep, its reduced answer, accountings, invariants and bad input."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capnb import memory
+from capnb.data import list_gpus, load_gpus, load_model
+from capnb.errors import InputError, UnknownNameError
+
+GIB = 2**30
+SMALL = {
+    "model": ["Llama-3.1-8B", "Llama-3.1-70B"],
+    "gpu": ["L4", "H100-SXM", "H200"],
+    "tensor_parallel": [1, 2, 4],
+    "concurrency": [1, 2, 8, 64, 300],
+    "seq_len": [1024, 8192, 32768],
+}
+
+
+@pytest.fixture(scope="module")
+def small():
+    return memory.sweep(**SMALL)
+
+
+def test_sweep_dims_units_and_order(small):
+    assert small.fits.dims == ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
+    assert small.total_bytes.dims == ("model", "tensor_parallel", "concurrency", "seq_len")
+    assert small.max_concurrency.dims == ("model", "gpu", "tensor_parallel", "seq_len")
+    for name, var in small.data_vars.items():
+        assert "units" in var.attrs and "long_name" in var.attrs, name
+    assert small.attrs["accounting"] == "article"
+
+
+def test_grid_dataset_keeps_the_callers_dim_order():
+    grid = xr.Dataset(
+        coords={
+            "seq_len": [2048, 4096],
+            "gpu": ["H100-SXM"],
+            "model": ["Llama-3.1-8B"],
+            "concurrency": [1, 2],
+            "tensor_parallel": [1],
+        }
+    )
+    result = memory.sweep(grid)
+    assert result.fits.dims == ("seq_len", "gpu", "model", "concurrency", "tensor_parallel")
+
+
+def test_sweep_matches_the_articles_rule_by_hand(small):
+    cell = small.sel(model="Llama-3.1-70B", tensor_parallel=2, concurrency=64, seq_len=8192)
+    weights = load_model("Llama-3.1-70B").weight_bytes() / 2
+    kv = 64 * 8192 * 327_680 / 2
+    assert float(cell.kv_cache_bytes) == kv
+    assert float(cell.total_bytes) == pytest.approx((weights + kv) * 1.15, rel=1e-12)
+    assert float(cell.headroom_bytes) == pytest.approx(0.15 * (weights + kv), rel=1e-9)
+
+
+def test_fits_agrees_with_total_and_with_the_reduced_answer(small):
+    by_total = small.total_bytes <= small.usable_bytes
+    xr.testing.assert_equal(by_total.transpose(*small.fits.dims), small.fits)
+    xr.testing.assert_equal(
+        small.fits, (small.concurrency <= small.max_concurrency).transpose(*small.fits.dims)
+    )
+    direct = memory.max_concurrency(**{k: v for k, v in SMALL.items() if k != "concurrency"})
+    xr.testing.assert_equal(direct.max_concurrency, small.max_concurrency)
+
+
+def test_published_kv_budget_of_vllm_accounting():
+    # vLLM's profiler for Meta-Llama-3-8B (the architecture of Llama-3.1-8B) on an H100 with
+    # 79.22 GiB visible, gpu_memory_utilization 0.90: weights 14.96 GiB, non-torch 1.79 GiB,
+    # activation peak 1.26 GiB, available KV cache 53.29 GiB (vllm-project/vllm pull request 10511).
+    spec = load_model("Llama-3.1-8B")
+    acct = memory.accounting("vllm")
+    assert spec.weight_bytes() / GIB == pytest.approx(14.96, abs=0.01)
+    kv_budget = 0.90 * 79.22 * GIB - spec.weight_bytes() - acct.reserve_bytes(spec, 1)
+    assert kv_budget / GIB == pytest.approx(53.29, rel=0.02)
+    # at TP 2 it logged weights 7.48 GiB and non-torch 3.58 GiB per GPU
+    assert spec.weight_bytes() / 2 / GIB == pytest.approx(7.48, abs=0.01)
+    assert acct.reserve_bytes(spec, 2) - acct.activation_bytes(spec, 2) == pytest.approx(3.58 * GIB)
+
+
+def test_vllm_accounting_in_the_sweep_uses_blocks_and_the_utilisation_share():
+    ds = memory.sweep(
+        model="Llama-3.1-8B",
+        gpu="H100-SXM",
+        tensor_parallel=1,
+        concurrency=[1],
+        seq_len=[17],
+        accounting="vllm",
+    )
+    assert ds.kv_cache_bytes.item() == 32 * 131_072  # two 16-token blocks
+    assert ds.usable_bytes.item() == 0.90 * ds.capacity_bytes.item()
+    largest = ds.max_concurrency.item()
+    spec, acct = load_model("Llama-3.1-8B"), memory.accounting("vllm")
+    room = 0.90 * 80 * GIB - spec.weight_bytes() - acct.reserve_bytes(spec, 1)
+    assert largest == math.floor(room / (32 * 131_072))
+
+
+def test_limit_reasons_and_the_smallest_tensor_parallel():
+    ds = memory.max_concurrency(
+        model=["Llama-3.1-405B", "Llama-3.1-70B"],
+        gpu="H100-SXM",
+        tensor_parallel=[1, 2],
+        seq_len=[8192, 131072],
+    )
+    big = ds.sel(model="Llama-3.1-405B", tensor_parallel=1, seq_len=8192).squeeze()
+    assert str(big.limit_reason.values) == "weights" and int(big.max_concurrency) == 0
+    assert big.min_tensor_parallel.item() == 16
+    long = ds.sel(model="Llama-3.1-70B", tensor_parallel=2, seq_len=131072).squeeze()
+    assert str(long.limit_reason.values) == "one_sequence" and int(long.max_concurrency) == 0
+    ok = ds.sel(model="Llama-3.1-70B", tensor_parallel=2, seq_len=8192).squeeze()
+    assert str(ok.limit_reason.values) == "kv_cache" and int(ok.max_concurrency) == 3
+
+
+def test_describe_says_infeasible_and_why_never_a_silent_one():
+    ds = memory.max_concurrency(
+        model="Llama-3.1-405B", gpu="H100-SXM", tensor_parallel=1, seq_len=8192
+    )
+    text = memory.describe(ds)
+    assert (
+        text.startswith("Infeasible")
+        and "tensor-parallel degree that fits one such sequence is 16" in text
+    )
+    fits = memory.max_concurrency(
+        model="Llama-3.1-70B", gpu="H200", tensor_parallel=2, seq_len=8192
+    )
+    assert (
+        f"at most {fits.max_concurrency.item():,} concurrent sequences of 8,192 tokens"
+        in memory.describe(fits)
+    )
+    with pytest.raises(InputError, match="choose one gpu"):
+        memory.describe(
+            memory.max_concurrency(
+                model="Llama-3.1-8B", gpu=["L4", "H200"], tensor_parallel=1, seq_len=1024
+            )
+        )
+
+
+def test_invalid_tensor_parallel_raises_or_is_masked():
+    with pytest.raises(InputError, match="does not divide the 40 attention heads"):
+        memory.sweep(
+            model="Llama-2-13B",
+            gpu="H100-SXM",
+            tensor_parallel=[1, 3],
+            concurrency=[1],
+            seq_len=[1024],
+        )
+    ds = memory.sweep(
+        model="Llama-2-13B",
+        gpu="H100-SXM",
+        tensor_parallel=[1, 3],
+        concurrency=[1],
+        seq_len=[1024],
+        invalid_tensor_parallel="mask",
+    )
+    bad = ds.sel(tensor_parallel=3)
+    assert bool(bad.total_bytes.isnull().all()) and not bool(bad.fits.any())
+    assert str(bad.limit_reason.squeeze().values) == "tensor_parallel_invalid"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"concurrency": [0, 1]}, "concurrency: values must be positive"),
+        ({"concurrency": [-4]}, "concurrency: values must be positive"),
+        ({"seq_len": [0]}, "seq_len: values must be positive"),
+        ({"tensor_parallel": [0]}, "tensor_parallel: values must be positive"),
+        ({"concurrency": [1.5]}, "concurrency: values must be whole numbers"),
+        ({"concurrency": [1, float("nan")]}, "concurrency: contains NaN"),
+        ({"seq_len": []}, "seq_len: give at least one value"),
+        ({"concurrency": [1, 1]}, "concurrency: duplicate values"),
+        ({"seq_len": "long"}, "seq_len: expected numbers"),
+        ({"model": []}, "model: give at least one value"),
+        ({"model": ["Llama-3.1-8B", "llama-3.1-8b"]}, "names the same model twice"),
+        ({"kv_dtype": "fp4"}, "kv_dtype='fp4' is not a known dtype"),
+        ({"accounting": "mine"}, "accounting='mine' is not known"),
+        ({"headroom_fraction": -0.1}, "headroom_fraction must be in"),
+        ({"headroom_fraction": float("nan")}, "headroom_fraction must be a number"),
+        ({"gpu_memory_utilization": 0.0}, "gpu_memory_utilization must be in"),
+    ],
+)
+def test_bad_input_names_the_argument(change, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        memory.sweep(**{**SMALL, **change})
+
+
+def test_unknown_names_list_the_closest():
+    with pytest.raises(UnknownNameError, match="closest: H100-SXM"):
+        memory.sweep(**{**SMALL, "gpu": ["H100-SMX"]})
+    with pytest.raises(UnknownNameError, match="unknown model 'Lama-3.1-8B'"):
+        memory.sweep(**{**SMALL, "model": ["Lama-3.1-8B"]})
+
+
+def test_missing_and_doubled_axes():
+    with pytest.raises(InputError, match="missing grid axis seq_len"):
+        memory.sweep(**{k: v for k, v in SMALL.items() if k != "seq_len"})
+    with pytest.raises(InputError, match="seq_len is given twice"):
+        memory.sweep(xr.Dataset(coords={"seq_len": [1]}), **SMALL)
+
+
+def test_dask_chunked_grid_gives_the_same_answer(small, dask_client):
+    chunked = memory.sweep(**SMALL, chunks={"model": 1, "gpu": 2, "concurrency": 2, "seq_len": 1})
+    assert chunked.total_bytes.chunks is not None
+    xr.testing.assert_identical(chunked.compute(), small)
+
+
+def test_a_dask_backed_axis_chunks_the_sweep(small):
+    concurrency = xr.DataArray(SMALL["concurrency"], dims="concurrency").chunk(2)
+    chunked = memory.sweep(**{**SMALL, "concurrency": concurrency})
+    assert chunked.kv_cache_bytes.chunks is not None
+    xr.testing.assert_identical(chunked.compute(), small)
+
+
+# -- invariants -----------------------------------------------------------------------------------
+MODELS = ["Llama-3.1-8B", "Llama-3.1-70B", "Mixtral-8x7B", "Qwen3-32B", "DeepSeek-V3"]
+GPUS_BY_MEMORY = sorted(list_gpus(), key=lambda g: float(load_gpus([g]).memory_bytes[0]))
+
+
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(1, 200_000),
+    st.sampled_from(list(memory.ACCOUNTINGS)),
+)
+def test_more_gpu_memory_never_lowers_the_fitting_concurrency(model, tp, seq_len, accounting):
+    ds = memory.max_concurrency(
+        model=model, gpu=GPUS_BY_MEMORY, tensor_parallel=tp, seq_len=seq_len, accounting=accounting
+    )
+    assert (np.diff(ds.max_concurrency.squeeze().values) >= 0).all()
+
+
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(list_gpus()),
+    st.sampled_from([1, 2, 4, 8]),
+    st.lists(st.integers(1, 300_000), min_size=2, max_size=8, unique=True),
+)
+def test_longer_sequences_never_raise_the_fitting_concurrency(model, gpu, tp, seq_lens):
+    seq_lens = sorted(seq_lens)
+    ds = memory.max_concurrency(model=model, gpu=gpu, tensor_parallel=tp, seq_len=seq_lens)
+    assert (np.diff(ds.max_concurrency.squeeze().values) <= 0).all()
+
+
+@given(st.sampled_from(MODELS), st.integers(1, 512), st.integers(1, 200_000))
+def test_higher_tensor_parallel_never_raises_bytes_per_gpu(model, concurrency, seq_len):
+    ds = memory.sweep(
+        model=model,
+        gpu="H100-SXM",
+        tensor_parallel=[1, 2, 4, 8, 16],
+        concurrency=concurrency,
+        seq_len=seq_len,
+        invalid_tensor_parallel="mask",
+    )
+    total = ds.total_bytes.squeeze().dropna("tensor_parallel").values
+    assert (np.diff(total) <= 0).all()
+
+
+def test_concurrency_ticks():
+    assert memory.concurrency_ticks(64, count=7).tolist() == [1, 2, 4, 8, 16, 32, 64]
+    assert 23 in memory.concurrency_ticks(64, include=(23, 500))
+    assert 500 not in memory.concurrency_ticks(64, include=(23, 500))

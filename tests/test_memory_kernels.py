@@ -1,0 +1,145 @@
+"""Memory kernels against their plain-Python and numpy references."""
+
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capnb.kernels import memory as kernels
+from capnb.kernels.reference import REGISTRY
+
+footprint_python = REGISTRY["memory.footprint"]["python"]
+footprint_numpy = REGISTRY["memory.footprint"]["numpy"]
+largest_python = REGISTRY["memory.largest_fitting_concurrency"]["python"]
+largest_numpy = REGISTRY["memory.largest_fitting_concurrency"]["numpy"]
+
+GB = 1e9
+weights_st = st.floats(0.0, 2000 * GB)
+kv_st = st.floats(1.0, 5e6)
+usable_st = st.floats(1 * GB, 300 * GB)
+seq_st = st.integers(1, 300_000)
+fraction_st = st.sampled_from([0.0, 0.1, 0.15, 0.2])
+reserve_st = st.floats(0.0, 8 * GB)
+block_st = st.sampled_from([1, 16, 32])
+
+
+def _footprint_grid(weights, kv, conc, seq, fraction, reserve, block):
+    return kernels.footprint(
+        weights, kv, np.asarray(conc, np.int64), np.asarray(seq, np.int64), fraction, reserve, block
+    )
+
+
+@given(
+    weights_st,
+    kv_st,
+    st.lists(st.integers(1, 5000), min_size=1, max_size=6),
+    st.lists(seq_st, min_size=1, max_size=6),
+    fraction_st,
+    reserve_st,
+    block_st,
+)
+def test_footprint_matches_python_reference(weights, kv, conc, seq, fraction, reserve, block):
+    kv_out, headroom_out, total_out = _footprint_grid(
+        weights, kv, conc, seq, fraction, reserve, block
+    )
+    for i, c in enumerate(conc):
+        for j, s in enumerate(seq):
+            ref = footprint_python(weights, kv, np.inf, c, s, fraction, reserve, block)
+            assert kv_out[i, j] == ref[0]
+            assert headroom_out[i, j] == pytest.approx(ref[1], rel=1e-12, abs=1e-3)
+            assert total_out[i, j] == ref[2]
+
+
+def test_footprint_matches_numpy_reference_on_a_random_grid():
+    rng = np.random.default_rng(7)
+    weights = rng.uniform(1e9, 2e11, (5, 3))
+    kv = rng.uniform(1e4, 1e6, (5, 3))
+    conc = rng.integers(1, 4096, 40)
+    seq = rng.integers(1, 131_072, 30)
+    got = _footprint_grid(weights, kv, conc, seq, 0.15, 1e9, 16)
+    want = footprint_numpy(
+        weights[..., None, None],
+        kv[..., None, None],
+        np.inf,
+        conc[:, None],
+        seq[None, :],
+        0.15,
+        1e9,
+        16,
+    )
+    for g, w in zip(got, want[:3], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@given(weights_st, kv_st, usable_st, seq_st, fraction_st, reserve_st, block_st)
+def test_largest_fitting_concurrency_matches_counting_reference(
+    weights, kv, usable, seq, fraction, reserve, block
+):
+    got = int(
+        kernels.largest_fitting_concurrency(weights, kv, usable, seq, fraction, reserve, block)
+    )
+    assert got == largest_python(weights, kv, usable, seq, fraction, reserve, block)
+
+
+@given(weights_st, kv_st, usable_st, seq_st, fraction_st, reserve_st, block_st)
+def test_fits_exactly_up_to_the_largest(weights, kv, usable, seq, fraction, reserve, block):
+    largest = int(
+        kernels.largest_fitting_concurrency(weights, kv, usable, seq, fraction, reserve, block)
+    )
+    for c in {1, largest, largest + 1}:
+        if c >= 1:
+            fits = footprint_python(weights, kv, usable, c, seq, fraction, reserve, block)[3]
+            assert fits == (c <= largest)
+
+
+def test_largest_matches_numpy_grid_search():
+    rng = np.random.default_rng(3)
+    weights = rng.uniform(1e9, 1e11, 50)
+    kv = rng.uniform(1e4, 1e6, 50)
+    usable = rng.uniform(2e10, 2e11, 50)
+    seq = rng.integers(256, 65_536, 50)
+    grid = np.arange(1, 20_001)
+    want = largest_numpy(
+        weights[:, None], kv[:, None], usable[:, None], grid[None, :], seq[:, None], 0.15, 0.0, 1
+    )
+    got = kernels.largest_fitting_concurrency(weights, kv, usable, seq, 0.15, 0.0, 1)
+    np.testing.assert_array_equal(np.minimum(got, grid[-1]), want)
+
+
+@pytest.mark.parametrize(
+    ("weights", "usable", "expected"),
+    [(100e9, 80e9, 0), (0.0, 80e9, None), (80e9 / 1.15, 80e9, 0)],
+)
+def test_edges(weights, usable, expected):
+    got = int(kernels.largest_fitting_concurrency(weights, 1e5, usable, 1000, 0.15, 0.0, 1))
+    assert got == (
+        expected
+        if expected is not None
+        else largest_python(weights, 1e5, usable, 1000, 0.15, 0.0, 1)
+    )
+    assert got >= 0
+
+
+def test_block_rounding_counts_whole_blocks():
+    kv, _, _ = _footprint_grid(0.0, 2.0, [1], [1, 16, 17], 0.0, 0.0, 16)
+    np.testing.assert_array_equal(kv[0], [32.0, 32.0, 64.0])
+
+
+def test_kernels_import_only_numpy_and_numba():
+    """The kernel layer stays pure array maths: no xarray, pandas, presentation or step modules."""
+    forbidden = {"xarray", "pandas", "pyarrow", "dask", "altair", "ipywidgets", "IPython", "capnb"}
+    folder = pathlib.Path(kernels.__file__).parent
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots = {node.module.split(".")[0]}
+            elif isinstance(node, ast.ImportFrom) and node.level > 1:
+                roots = {"capnb"}  # from .. import: reaching out of capnb.kernels
+            else:
+                continue
+            assert not roots & forbidden, f"{path.name} imports {roots & forbidden}"

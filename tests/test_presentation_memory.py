@@ -1,0 +1,127 @@
+"""Memory charts and worksheet, driven headless; the offline renderer."""
+
+import json
+
+import pytest
+
+from capnb import charts, memory, notebook, widgets
+from capnb.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return memory.sweep(
+        model="Llama-3.1-70B",
+        gpu="H100-SXM",
+        tensor_parallel=2,
+        concurrency=[1, 2, 3, 4, 8],
+        seq_len=8192,
+    )
+
+
+def _data(spec):
+    return [row for values in spec["datasets"].values() for row in values]
+
+
+def test_breakdown_chart_draws_the_sweep(sweep):
+    spec = charts.memory_breakdown(sweep).to_dict()
+    rows = _data(spec)
+    kv = {r["concurrency"]: r["GiB"] for r in rows if r.get("component") == "KV cache"}
+    assert kv[4] == pytest.approx(sweep.kv_cache_bytes.sel(concurrency=4).item() / 2**30)
+    fits = {r["concurrency"]: r["fits"] for r in rows if r.get("component") == "weights"}
+    assert fits == {1: True, 2: True, 3: True, 4: False, 8: False}
+    assert any(r.get("label", "").startswith("usable 80.0 GiB") for r in rows)
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["bar", "rule", "text"]
+
+
+def test_breakdown_needs_one_cell():
+    ds = memory.sweep(
+        model="Llama-3.1-8B", gpu=["L4", "H200"], tensor_parallel=1, concurrency=[1], seq_len=1024
+    )
+    with pytest.raises(InputError, match="choose one gpu"):
+        charts.memory_breakdown(ds)
+    assert charts.memory_breakdown(ds, gpu="L4").to_dict()
+
+
+def test_heatmap_has_a_bound_tensor_parallel_dropdown():
+    ds = memory.max_concurrency(
+        model="Llama-3.1-70B",
+        gpu=["H100-SXM", "B200"],
+        tensor_parallel=[1, 2, 4],
+        seq_len=[1024, 131072],
+    )
+    spec = charts.memory_heatmap(ds, tensor_parallel=2).to_dict()
+    (param,) = spec["params"]
+    assert param["name"] == "tensor_parallel" and param["value"] == 2
+    assert param["bind"]["options"] == [1, 2, 4]
+    rows = {(r["gpu"], r["tensor_parallel"], r["seq_len"]): r for r in _data(spec)}
+    assert (
+        rows[("B200", 2, 1024)]["max_concurrency"]
+        == ds.max_concurrency.sel(gpu="B200", tensor_parallel=2, seq_len=1024).item()
+    )
+    assert rows[("H100-SXM", 1, 1024)]["label"] == "weights"
+    with pytest.raises(InputError, match="tensor_parallel=3 is not in the data"):
+        charts.memory_heatmap(ds, tensor_parallel=3)
+
+
+def test_worksheet_headless_defaults_and_changes():
+    ws = widgets.MemoryWorksheet()
+    assert ws.inputs["model"] == "Llama-3.1-70B" and ws.inputs["gpu"] == "H100-SXM"
+    assert "fits at most 3 concurrent sequences of 8,192 tokens" in ws.answer
+    ws.set(gpu="H200")
+    assert ws.result.gpu.item() == "H200"
+    assert ws.result.max_concurrency.item() > 3
+    ws.set(model="Llama-3.1-405B", tensor_parallel=1)
+    assert ws.answer.startswith("Infeasible")
+    assert "Inputs: model = Llama-3.1-405B" in ws.record()
+    with pytest.raises(InputError, match="unknown worksheet input"):
+        ws.set(colour="red")
+    with pytest.raises(InputError, match="unknown chart"):
+        ws.chart("pie")
+
+
+def test_worksheet_offers_only_valid_tensor_parallel_degrees():
+    ws = widgets.MemoryWorksheet(model="Llama-2-13B", tensor_parallel=1)  # 40 heads
+    assert 16 not in ws.controls["tensor_parallel"].options
+    ws.set(model="Llama-3.1-8B")
+    assert 16 in ws.controls["tensor_parallel"].options
+
+
+def test_worksheet_accepts_a_users_config_file(tmp_path):
+    from capnb.data import load_model
+
+    path = tmp_path / "my-llm" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(dict(load_model("Qwen3-8B").config)))
+    ws = widgets.MemoryWorksheet(model=str(path), tensor_parallel=1, gpu="L4")
+    assert ws.inputs["model"] == "my-llm"
+    assert ws.result.model.item() == "my-llm"
+
+
+def test_displayed_charts_follow_the_controls(monkeypatch):
+    updates = []
+
+    class Handle:
+        def update(self, chart):
+            updates.append(chart)
+
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: Handle())
+    ws = widgets.MemoryWorksheet()
+    ws.show("breakdown")
+    ws.set(seq_len=4096)
+    assert len(updates) == 1
+    assert "4,096 tokens" in updates[0].to_dict()["title"]
+
+
+def test_chart_html_queues_until_the_bundle_arrives():
+    html = notebook.chart_html({"mark": "point"})
+    assert (
+        'class="capnb-chart"' in html and "capnbVegaQueue" in html and "window.vegaEmbed(" in html
+    )
+
+
+def test_bundle_defines_vega_embed_once_and_offline():
+    html = notebook.bundle_html()
+    assert html.count("if (!window.vegaEmbed)") == 1
+    assert "window.capnbVegaQueue=" in html.replace(" ", "")  # drains charts that came first
+    assert "<script src" not in html  # everything inline

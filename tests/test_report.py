@@ -1,0 +1,88 @@
+"""The main job: execute a worksheet, write its HTML atomically, and check it draws offline."""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+from nbclient.exceptions import CellExecutionError
+
+from capnb import report
+from capnb.cli import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def memory_report(tmp_path_factory):
+    return report.run_worksheet("02_memory", tmp_path_factory.mktemp("reports"))
+
+
+@pytest.mark.slow
+def test_report_is_self_contained(memory_report):
+    html = memory_report.read_text()
+    assert not re.search(r"<script[^>]+src=", html), "a script would be loaded from elsewhere"
+    assert not re.search(r"<link[^>]+href=\"http", html)
+    assert html.count("if (!window.vegaEmbed)") == 1  # the vega bundle, inlined exactly once
+    assert html.count('class="capnb-chart"') == 2
+    assert "Inputs: model = Llama-3.1-70B" in html  # the widget panel, as a record of its values
+    assert "application/vnd.jupyter.widget-view+json" not in html
+    assert "checks passed: 3 sequences" in html
+    assert len(html) < 5_000_000
+
+
+@pytest.mark.slow
+def test_failed_run_leaves_the_previous_report_intact(memory_report):
+    before = memory_report.read_text()
+    with pytest.raises(CellExecutionError, match="02_memory.ipynb failed"):
+        report.run_worksheet("02_memory", memory_report.parent, parameters={"GPU": "H1000"})
+    assert memory_report.read_text() == before
+    assert [p.name for p in memory_report.parent.iterdir()] == [memory_report.name]
+
+
+def test_unknown_worksheet_and_missing_parameters_cell(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no worksheet 'nope'.*02_memory"):
+        report.worksheet_path("nope")
+    assert main(["report", "--worksheet", "nope", "--out", str(tmp_path)]) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CAPNB_REQUIRE_BROWSER"),
+    reason="needs Debian's chromium (.ci/run installs it and sets CAPNB_REQUIRE_BROWSER)",
+)
+def test_report_draws_every_chart_with_no_network(memory_report):
+    # Every request that is not a file is sent to a dead proxy: if the page needed the network,
+    # its charts would not draw.
+    assert CHROMIUM, "CAPNB_REQUIRE_BROWSER is set but chromium is not on PATH"
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--proxy-server=127.0.0.1:9",
+                "--proxy-bypass-list=<-loopback>",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                memory_report.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    # each chart's div runs from its id to the script that follows it
+    charts = [part.split("<script", 1)[0] for part in dom.split('id="capnb-chart-')[1:]]
+    assert len(charts) == 2
+    assert all('class="marks"' in chart for chart in charts), "a chart drew no SVG"
+    assert ">chart failed:" not in dom  # the text a chart shows when vega-embed rejects it
