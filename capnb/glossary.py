@@ -43,6 +43,8 @@ DIMS: dict[str, Term] = _table(
     ("time", "datetime64", "time of the interval start"),
     ("slot", "1", "seasonal slot: hour_of_day 0-23, or hour_of_week 0-167 with Monday 00:00 = 0"),
     ("trial", "1", "Monte Carlo trial"),
+    ("request", "1", "one request of a request log"),
+    ("burst", "1", "one detected burst"),
     ("capacity_qps", "requests/s", "capacity level of an exceedance curve"),
     ("scale_up_threshold", "1", "load ratio above which the autoscaler adds instances"),
     ("cooldown_s", "s", "time load must stay low before the autoscaler removes an instance"),
@@ -94,6 +96,26 @@ VARIABLES: dict[str, Term] = _table(
     ("output_tokens", "tokens", "generated tokens"),
     ("exceed_probability", "1", "probability that demand exceeds capacity_qps in a month"),
     ("minutes_above", "min", "expected minutes per month with demand above capacity_qps"),
+    ("requests", "requests", "requests arriving in the interval"),
+    ("mean_qps", "requests/s", "mean request rate"),
+    ("mean_plan_qps", "requests/s", "request rate a plan at the historical mean provides"),
+    ("shortfall_qps", "requests/s", "how far a plan at the mean falls below target_qps"),
+    ("shortfall_fraction", "1", "share of target_qps that a plan at the mean leaves uncovered"),
+    ("underprovisioned_share", "1", "share of intervals whose demand exceeds the mean plan"),
+    ("intervals", "1", "observed (non-missing) intervals"),
+    ("periods", "1", "distinct days or weeks in which the slot was observed"),
+    ("peak_to_trough", "1", "busiest slot's mean rate over the quietest slot's"),
+    ("peak_to_mean", "1", "busiest slot's mean rate over the overall mean rate"),
+    ("monthly_peak_qps", "requests/s", "highest one-minute request rate of a simulated month"),
+    ("required_qps", "requests/s", "capacity whose monthly exceedance probability is the chosen one"),
+    ("in_burst", "1", "whether the interval belongs to a detected burst"),
+    ("burst_start", "datetime64", "first interval of a burst"),
+    ("duration_s", "s", "burst duration"),
+    ("peak_qps", "requests/s", "highest request rate in a burst"),
+    ("multiplier", "1", "a burst's highest request rate over its slot baseline"),
+    ("coverage", "1", "share of scored intervals whose demand the plan covers"),
+    ("overprovision_fraction", "1", "capacity the plan holds above demand, over mean demand"),
+    ("unserved_fraction", "1", "demand above the plan, over mean demand"),
     # elasticity
     ("ready_instances", "instances", "instances serving"),
     ("starting_instances", "instances", "instances in cold start"),
@@ -133,3 +155,7 @@ def describe() -> str:
     for kind, table in (("dim", DIMS), ("variable", VARIABLES)):
         lines += [f"| `{t.name}` | {kind} | {t.units} | {t.long_name} |" for t in table.values()]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # `python -m capnb.glossary` prints the README's table
+    print(describe())
