@@ -19,13 +19,27 @@ from ._catalog import (
     resolve_gpu,
     resolve_model,
 )
+from ._traces import (
+    TRACE_FORMATS,
+    TraceWarning,
+    list_rate_series,
+    list_traces,
+    load_rate_series,
+    load_trace,
+)
 
 __all__ = [
+    "TRACE_FORMATS",
+    "TraceWarning",
     "dataset_path",
     "list_gpus",
     "list_models",
+    "list_rate_series",
+    "list_traces",
     "load_gpus",
     "load_model",
+    "load_rate_series",
+    "load_trace",
     "resolve_gpu",
     "resolve_model",
 ]

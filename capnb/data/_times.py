@@ -1,0 +1,194 @@
+"""Timestamps of traces: parsing, time zones and the clock slots are counted in.
+
+capnb keeps a trace's times as naive ``datetime64[ns]`` on the trace's own clock (the wall clock its
+slots are read from) and states the time zone in the attrs. Instants written with a UTC offset are
+moved onto the clock of that offset when the whole file shares one offset, or onto the clock the
+caller names with ``timezone=``; a file mixing offsets without ``timezone=`` is an error, because its
+hours of the day would otherwise be counted on a clock nobody chose.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+
+__all__ = ["Clock", "epoch_ns", "naive_ns", "parse_strings", "resolve_timezone", "unit_ns"]
+
+_UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+OFFSET_PATTERN = r"(Z|[+-]\d\d:?\d\d)$"
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Which clock a trace's naive times are on: a zone name, a fixed offset, or unknown."""
+
+    timezone: str  # "UTC", "UTC+02:00", "Europe/Berlin", or "unknown"
+    weekday_known: bool
+    origin: str  # what time 0 means for relative timestamps ("" for absolute ones)
+
+    def attrs(self) -> dict[str, str]:
+        """The attrs a trace carries to say which clock its times are on."""
+        out = {"timezone": self.timezone, "weekday_known": "yes" if self.weekday_known else "no"}
+        if self.origin:
+            out["time_origin"] = self.origin
+        return out
+
+
+def unit_ns(time_unit: str | None, argument: str, column: str) -> int:
+    """Nanoseconds per unit of a numeric time column; the unit must be named (never guessed)."""
+    if time_unit is None:
+        raise InputError(
+            f"{argument}: column {column!r} holds numbers; say what they count with "
+            f"time_unit='s', 'ms', 'us' or 'ns' (seconds or milliseconds since the epoch, or since "
+            "the first request)"
+        )
+    if time_unit not in _UNITS:
+        raise InputError(f"time_unit must be one of {list(_UNITS)}, got {time_unit!r}")
+    return _UNITS[time_unit]
+
+
+def resolve_timezone(timezone: str | None) -> str | None:
+    """Check a time zone name (IANA, or ``"UTC"``); return it unchanged."""
+    if timezone is None:
+        return None
+    if not isinstance(timezone, str):
+        raise InputError(f"timezone must be an IANA name such as 'UTC', got {timezone!r}")
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise InputError(
+            f"timezone={timezone!r} is not a known IANA time zone (e.g. 'UTC', 'Europe/Berlin')"
+        ) from None
+    return timezone
+
+
+def offset_name(minutes: int) -> str:
+    """``0`` -> ``"UTC"``, ``120`` -> ``"UTC+02:00"``."""
+    if minutes == 0:
+        return "UTC"
+    sign = "+" if minutes > 0 else "-"
+    return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def utc_to_clock(
+    utc_ns: np.ndarray, timezone: str | None, offset_minutes: int | None
+) -> np.ndarray:
+    """UTC instants (int64 ns) -> naive wall-clock ns on the named zone or the fixed offset."""
+    if timezone is not None:
+        import pandas as pd
+
+        index = pd.DatetimeIndex(utc_ns.view("datetime64[ns]"), tz="UTC").tz_convert(timezone)
+        return index.tz_localize(None).asi8
+    return utc_ns + np.int64(offset_minutes or 0) * 60_000_000_000
+
+
+def epoch_ns(values: np.ndarray, per_unit: int) -> np.ndarray:
+    """Numeric times in a unit -> int64 ns (integers stay exact; floats round to the nearest ns)."""
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64) * np.int64(per_unit)
+    return np.round(values.astype(np.float64) * per_unit).astype(np.int64)
+
+
+def naive_ns(values: np.ndarray) -> np.ndarray:
+    """datetime64 of any unit -> int64 ns."""
+    return values.astype("datetime64[ns]").view(np.int64)
+
+
+def parse_strings(
+    strings,
+    *,
+    column: str,
+    where: Callable[[int], str],
+    timezone: str | None,
+) -> tuple[np.ndarray, str, bool]:
+    """Parse ISO 8601 strings (with or without UTC offsets) onto the trace's clock.
+
+    Parameters
+    ----------
+    strings
+        A pyarrow string array or chunked array (nulls are errors).
+    column
+        The column's name, for messages.
+    where
+        Row index -> "file, row N" for messages.
+    timezone
+        The clock to read times on, or None (the offset the file states, or unknown).
+
+    Returns
+    -------
+    (ns, timezone_label, had_offsets)
+        Naive wall-clock int64 nanoseconds; the clock's name for the attrs; whether the strings
+        carried UTC offsets.
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    strings = pc.utf8_trim_whitespace(strings.cast(pa.string()))
+    if strings.null_count:
+        row = int(np.flatnonzero(strings.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ConfigError(f"{where(row)}: column {column!r} is empty (no timestamp)")
+    has_offset = pc.match_substring_regex(strings, OFFSET_PATTERN).to_numpy(zero_copy_only=False)
+    text = strings.to_numpy(zero_copy_only=False)
+    if has_offset.any() and not has_offset.all():
+        with_zone = int(np.flatnonzero(has_offset)[0])
+        without = int(np.flatnonzero(~has_offset)[0])
+        raise ConfigError(
+            f"column {column!r} mixes times with and without a UTC offset: {where(with_zone)} "
+            f"holds {text[with_zone]!r}, {where(without)} holds {text[without]!r}; a time without an "
+            "offset cannot be placed on the same clock"
+        )
+    aware = bool(has_offset.all())
+    parsed = pd.to_datetime(pd.Series(text), format="ISO8601", errors="coerce", utc=aware)
+    bad = np.flatnonzero(parsed.isna().to_numpy())
+    if bad.size:
+        row = int(bad[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {text[row]!r}, which is not an ISO 8601 time "
+            f"({bad.size:,} such row{'s' if bad.size > 1 else ''})"
+        )
+    ns = parsed.dt.tz_localize(None).to_numpy().astype("datetime64[ns]").view(np.int64)
+    if not aware:
+        return ns, timezone or "unknown", False
+    if timezone is not None:
+        return utc_to_clock(ns, timezone, None), timezone, True
+    offsets = pc.extract_regex(strings, r"(?P<zone>" + OFFSET_PATTERN[:-1] + r")$")
+    zones = offsets.field("zone").to_numpy(zero_copy_only=False)
+    minutes = np.array([_zone_minutes(z) for z in np.unique(zones)])
+    if np.unique(minutes).size > 1:
+        first = zones[0]
+        other_row = int(
+            np.flatnonzero(np.vectorize(_zone_minutes)(zones) != _zone_minutes(first))[0]
+        )
+        raise ConfigError(
+            f"column {column!r} mixes UTC offsets ({first} in {where(0)}, {zones[other_row]} in "
+            f"{where(other_row)}): say which clock to count hours of the day on with timezone= "
+            "(e.g. timezone='Europe/Berlin', or 'UTC')"
+        )
+    offset = int(minutes[0])
+    return utc_to_clock(ns, None, offset), offset_name(offset), True
+
+
+def fixed_offset(zone: str) -> int | None:
+    """Minutes east of UTC of a zone written as an offset (``"+02:00"``, ``"UTC"``); None for names."""
+    if zone in ("UTC", "Z", "+00:00", "-00:00"):
+        return 0
+    if re.fullmatch(r"[+-]\d\d:?\d\d", zone):
+        return _zone_minutes(zone)
+    return None
+
+
+def _zone_minutes(zone: str) -> int:
+    match = re.fullmatch(r"([+-])(\d\d):?(\d\d)", zone)
+    if zone == "Z" or match is None:
+        return 0
+    sign, hours, minutes = match.groups()
+    return (-1 if sign == "-" else 1) * (int(hours) * 60 + int(minutes))

@@ -1,0 +1,769 @@
+"""Traffic traces: request logs (one row per request) and rate series (one row per window).
+
+Request logs load as an ``xarray.Dataset`` over dim ``request`` with ``time`` (datetime64[ns] on the
+trace's own clock) and, when the file has them, ``prompt_tokens`` and ``output_tokens`` (int64).
+Rate series load as a Dataset over ``time`` with ``qps`` (requests/s) and ``requests``. Both state
+their clock in the attrs (``timezone``, ``weekday_known``). Readers are pyarrow's; nothing is
+guessed: a problem in a file is an error naming the file, column and row, or (for out-of-order and
+duplicate times, which are sorted and kept) a :class:`TraceWarning` repeated in ``attrs["notes"]``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .. import glossary
+from ..errors import ConfigError, InputError, UnknownNameError
+from ..kernels import forecast as kernels
+from . import _times
+from ._catalog import dataset_path
+
+__all__ = [
+    "TRACE_FORMATS",
+    "TraceWarning",
+    "list_rate_series",
+    "list_traces",
+    "load_rate_series",
+    "load_trace",
+]
+
+#: Formats :func:`load_trace` reads.
+TRACE_FORMATS = ("azure", "mooncake", "csv", "parquet")
+
+_AZURE = {"time": "TIMESTAMP", "prompt": "ContextTokens", "output": "GeneratedTokens"}
+_MOONCAKE = {"time": "timestamp", "prompt": "input_length", "output": "output_length"}
+_TIME_NAMES = ("timestamp", "time", "TIMESTAMP", "arrival_time", "created_at")
+_PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_length", "ContextTokens")
+_OUTPUT_NAMES = ("output_tokens", "output_length", "GeneratedTokens")
+
+_BUNDLED_TRACES = {
+    "azure-code-2023": ("AzureLLMInferenceTrace_code.csv", "azure"),
+    "azure-conv-2023": ("AzureLLMInferenceTrace_conv.csv", "azure"),
+    "mooncake-synthetic": ("mooncake_synthetic_trace.jsonl", "mooncake"),
+}
+_BUNDLED_SERIES = {
+    "servegen-m-large": "servegen_language_m-large_aggregate_rate_10min.csv",
+    "servegen-m-small": "servegen_language_m-small_aggregate_rate_10min.csv",
+}
+_PLACEHOLDER_ORIGIN = "1970-01-01"
+
+
+class TraceWarning(UserWarning):
+    """A trace loaded, but something in it was repaired (sorted, merged) and is reported."""
+
+
+def list_traces() -> list[str]:
+    """Names of the bundled request logs (see ``datasets/README.md``)."""
+    return list(_BUNDLED_TRACES)
+
+
+def list_rate_series() -> list[str]:
+    """Names of the bundled rate series (see ``datasets/README.md``)."""
+    return list(_BUNDLED_SERIES)
+
+
+# -- request logs ------------------------------------------------------------------------------
+def load_trace(
+    name_or_path: str | os.PathLike,
+    *,
+    format: str | None = None,
+    time_column: str | None = None,
+    prompt_column: str | None = None,
+    output_column: str | None = None,
+    time_unit: str | None = None,
+    timezone: str | None = None,
+    start: str | None = None,
+):
+    """Load a request log: one row per request with its arrival time and token counts.
+
+    Parameters
+    ----------
+    name_or_path
+        A bundled trace (:func:`list_traces`: ``"azure-code-2023"``, ``"azure-conv-2023"``,
+        ``"mooncake-synthetic"``) or the path of a file.
+    format
+        ``"azure"`` (CSV ``TIMESTAMP, ContextTokens, GeneratedTokens``), ``"mooncake"`` (JSONL
+        ``timestamp`` in ms since the first request, ``input_length``, ``output_length``), ``"csv"``
+        or ``"parquet"`` (a named time column, optional token columns). Default: from the file's
+        suffix and, for CSV, its header.
+    time_column, prompt_column, output_column
+        Column names for ``csv``/``parquet`` (defaults: the first present of ``timestamp``, ``time``,
+        ``TIMESTAMP``, ``arrival_time``, ``created_at``; of ``prompt_tokens``, ``input_tokens``,
+        ``input_length``, ``ContextTokens``; of ``output_tokens``, ``output_length``,
+        ``GeneratedTokens``). Token columns are optional; a log without them has no token variables.
+    time_unit
+        For a numeric time column: ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` (Mooncake: ``"ms"``).
+    timezone
+        The clock to count hours of the day on (IANA name). Times with UTC offsets are converted to
+        it; naive times are taken to be on it already. Default: the single offset the file states,
+        or unknown for naive times.
+    start
+        For relative times (Mooncake; numbers with ``time_unit`` that count from the first request):
+        the date and time of time 0. Default: 1970-01-01 00:00 as a placeholder, with
+        ``weekday_known = "no"``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over dim ``request``, sorted by time: ``time`` (datetime64[ns], the trace's own clock),
+        ``prompt_tokens`` and ``output_tokens`` (tokens, int64) when present. Attrs: ``source``,
+        ``format``, ``timezone``, ``weekday_known``, ``notes`` (what was repaired).
+
+    Raises
+    ------
+    ConfigError
+        The file is empty, lacks a column, or holds a value that is not a time or a whole
+        non-negative token count (the message names the column and row).
+
+    Examples
+    --------
+    >>> trace = load_trace("azure-conv-2023")
+    >>> trace.sizes["request"], str(trace.time.dtype)
+    (19366, 'datetime64[ns]')
+    """
+    path, fmt = _trace_source(name_or_path, format)
+    timezone = _times.resolve_timezone(timezone)
+    relative = start is not None
+    if fmt == "mooncake":
+        columns = {
+            "time": time_column or _MOONCAKE["time"],
+            "prompt": prompt_column or _MOONCAKE["prompt"],
+            "output": output_column or _MOONCAKE["output"],
+        }
+        table, where = _read_jsonl(path, columns)
+        time_unit, relative = time_unit or "ms", True
+    elif fmt == "parquet":
+        table, where, columns = _read_parquet(path, time_column, prompt_column, output_column)
+    else:
+        preset = _AZURE if fmt == "azure" else {}
+        table, where, columns = _read_csv(
+            path, preset, time_column, prompt_column, output_column, time_unit, timezone
+        )
+    ns, clock = _table_times(table, columns["time"], where, time_unit, timezone, relative, start)
+    tokens = {
+        name: _token_column(table, columns[key], where)
+        for key, name in (("prompt", "prompt_tokens"), ("output", "output_tokens"))
+        if columns.get(key)
+    }
+    return _request_dataset(path, fmt, ns, tokens, clock, where)
+
+
+def _trace_source(name_or_path, format) -> tuple[Path, str]:
+    if format is not None and format not in TRACE_FORMATS:
+        raise InputError(f"format must be one of {list(TRACE_FORMATS)}, got {format!r}")
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputError(
+            f"name_or_path must be a bundled trace name or a path, got {type(name_or_path).__name__}"
+        )
+    text = str(name_or_path)
+    if text in _BUNDLED_TRACES:
+        file, fmt = _BUNDLED_TRACES[text]
+        return dataset_path("traces", file), format or fmt
+    if text in _BUNDLED_SERIES:
+        raise InputError(
+            f"{text!r} is a rate series (counts per window, not requests): load it with "
+            "capnb.data.load_rate_series"
+        )
+    path = Path(name_or_path)
+    if not path.exists():
+        if os.sep not in text and "." not in text:
+            raise UnknownNameError("trace", text, list_traces())
+        raise ConfigError(f"{path}: no such trace file")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a trace file")
+    if path.stat().st_size == 0:
+        raise ConfigError(f"{path}: the file is empty")
+    if format is not None:
+        return path, format
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return path, "mooncake"
+    if suffix in (".parquet", ".pq"):
+        return path, "parquet"
+    if suffix in (".csv", ".txt", ".gz"):
+        header = _csv_header(path)
+        return path, "azure" if set(_AZURE.values()) <= set(header) else "csv"
+    raise ConfigError(
+        f"{path}: cannot tell the format from the suffix {suffix!r}; pass format= one of "
+        f"{list(TRACE_FORMATS)}"
+    )
+
+
+def _csv_header(path: Path) -> list[str]:
+    with _open_text(path) as handle:
+        rows = csv.reader(handle)
+        header = next(rows, None)
+        if not header or not any(h.strip() for h in header):
+            raise ConfigError(f"{path}: the file is empty (no header line)")
+        first = next(rows, None)
+        while first is not None and not any(v.strip() for v in first):
+            first = next(rows, None)
+    if first is None:
+        raise ConfigError(f"{path}: holds a header but no rows")
+    return [h.strip().lstrip("\ufeff") for h in header]
+
+
+def _open_text(path: Path):
+    if path.suffix.lower() == ".gz":
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _first_values(path: Path) -> dict[str, str]:
+    with _open_text(path) as handle:
+        rows = csv.reader(handle)
+        header = [h.strip().lstrip("\ufeff") for h in next(rows)]
+        for row in rows:
+            if any(v.strip() for v in row):
+                return dict(zip(header, (v.strip() for v in row), strict=False))
+    return {}
+
+
+def _pick_column(header, given, candidates, argument, path, required) -> str | None:
+    if given is not None:
+        if given not in header:
+            raise ConfigError(f"{path}: no column {given!r} ({argument}); columns: {header}")
+        return given
+    for name in candidates:
+        if name in header:
+            return name
+    if required:
+        raise ConfigError(
+            f"{path}: no time column among {list(candidates)}; name it with {argument}= "
+            f"(columns: {header})"
+        )
+    return None
+
+
+def _csv_where(path: Path) -> Callable[[int], str]:
+    return lambda row: f"{path.name}, row {row + 1} (line {row + 2})"
+
+
+def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit, timezone):
+    """Read a CSV request log with pyarrow.
+
+    The time column is typed from the first row's form (naive, or with a UTC offset), so pyarrow
+    parses it in its multi-threaded reader. When the file's offsets need checking, a byte scan of
+    the column finds whether they all agree; the result is a timestamp column with the file's one
+    offset as its zone. Anything less regular is read as text and parsed with row-level messages.
+    """
+    import re
+
+    import pyarrow as pa
+
+    header = _csv_header(path)
+    columns = {
+        "time": _pick_column(
+            header, time_column or preset.get("time"), _TIME_NAMES, "time_column", path, True
+        ),
+        "prompt": _pick_column(
+            header,
+            prompt_column or preset.get("prompt"),
+            _PROMPT_NAMES,
+            "prompt_column",
+            path,
+            False,
+        ),
+        "output": _pick_column(
+            header,
+            output_column or preset.get("output"),
+            _OUTPUT_NAMES,
+            "output_column",
+            path,
+            False,
+        ),
+    }
+    where = _csv_where(path)
+    wanted = [c for c in columns.values() if c]
+    first = _first_values(path)[columns["time"]]
+    types: dict[str, object] = {c: pa.int64() for k, c in columns.items() if k != "time" and c}
+    aware = re.search(_times.OFFSET_PATTERN, first) is not None
+    offset = None
+    if _is_number(first):
+        _times.unit_ns(time_unit, "time_unit", columns["time"])
+    elif not aware:
+        types[columns["time"]] = pa.timestamp("ns")
+    elif timezone is not None:
+        types[columns["time"]] = pa.timestamp("ns", tz="UTC")
+    else:
+        offset = _single_offset(path, header.index(columns["time"]), columns["time"])
+        if offset is not None:
+            types[columns["time"]] = pa.timestamp("ns", tz="UTC")
+    try:
+        table = _arrow_csv(path, wanted, types)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        # a value did not convert: read the columns as text and name the row at fault
+        table = _arrow_csv(path, wanted, dict.fromkeys(wanted, pa.string()))
+        offset = None
+    if table.num_rows == 0:
+        raise ConfigError(f"{path}: holds a header but no rows")
+    if offset is not None:  # the file's one offset becomes the column's zone
+        zone = "UTC" if offset == 0 else _times.offset_name(offset)[3:]
+        name = columns["time"]
+        index = table.column_names.index(name)
+        typed = table.column(name).cast(pa.timestamp("ns", tz=zone))
+        table = table.set_column(index, name, typed)
+    return table, where, columns
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _arrow_csv(path, columns, types):
+    import pyarrow.csv as pacsv
+
+    options = pacsv.ConvertOptions(
+        column_types=types, include_columns=columns, strings_can_be_null=True
+    )
+    return pacsv.read_csv(path, convert_options=options)
+
+
+def _single_offset(path: Path, column: int, name: str) -> int | None:
+    """The one UTC offset (minutes) of a CSV's time column, by a byte scan; None: not scannable."""
+    if path.suffix.lower() == ".gz":
+        return None
+    text = np.memmap(path, dtype=np.uint8, mode="r")
+    code, line, other = kernels.offset_codes(text, column, 1)
+    if code in (kernels.QUOTED, kernels.NO_ZONE) or other == kernels.QUOTED:
+        return None
+    if line >= 0:
+        if other == kernels.NO_ZONE:
+            return None  # a time without an offset: the text parser names the row
+        first, second = _times.offset_name(code), _times.offset_name(other)
+        raise ConfigError(
+            f"{path.name}: column {name!r} mixes UTC offsets ({first} in row 1, {second} on line "
+            f"{line + 1}): say which clock to count hours of the day on with timezone= (e.g. "
+            "timezone='Europe/Berlin', or 'UTC')"
+        )
+    return int(code)
+
+
+def _read_jsonl(path: Path, columns: dict[str, str]):
+    import pyarrow as pa
+    import pyarrow.json as pajson
+
+    where = lambda row: f"{path.name}, line {row + 1}"  # noqa: E731
+    try:
+        table = pajson.read_json(path)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        _diagnose_jsonl(path)
+        raise
+    if table.num_rows == 0:
+        raise ConfigError(f"{path}: holds no rows")
+    for key, name in columns.items():
+        if name not in table.column_names:
+            raise ConfigError(
+                f"{path}: no field {name!r} ({key} column); fields: {table.column_names}"
+            )
+    return table, where
+
+
+def _diagnose_jsonl(path: Path) -> None:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ConfigError(
+                    f"{path.name}, line {number}: not valid JSON ({err.msg})"
+                ) from None
+            if not isinstance(record, dict):
+                raise ConfigError(f"{path.name}, line {number}: not a JSON object")
+    raise ConfigError(f"{path}: pyarrow could not read it as JSON lines (fields of mixed types?)")
+
+
+def _read_parquet(path: Path, time_column, prompt_column, output_column):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ConfigError(f"{path}: not a readable Parquet file ({err})") from None
+    header = list(schema.names)
+    columns = {
+        "time": _pick_column(header, time_column, _TIME_NAMES, "time_column", path, True),
+        "prompt": _pick_column(header, prompt_column, _PROMPT_NAMES, "prompt_column", path, False),
+        "output": _pick_column(header, output_column, _OUTPUT_NAMES, "output_column", path, False),
+    }
+    table = pq.read_table(path, columns=[c for c in columns.values() if c])
+    if table.num_rows == 0:
+        raise ConfigError(f"{path}: holds no rows")
+    return table, (lambda row: f"{path.name}, row {row + 1}"), columns
+
+
+def _table_times(table, column, where, time_unit, timezone, relative, start):
+    """Times of a pyarrow column (timestamp, text or numbers) onto the trace's clock."""
+    import pyarrow as pa
+    import pyarrow.types as pat
+
+    values = table.column(column).combine_chunks()
+    kind = values.type
+    if values.null_count:
+        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ConfigError(f"{where(row)}: column {column!r} is empty (no time)")
+    if pat.is_timestamp(kind):
+        ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
+        if kind.tz is None:
+            return ns, _times.Clock(timezone or "unknown", True, "")
+        offset = _times.fixed_offset(kind.tz)
+        if timezone is None and offset is not None:
+            clock = _times.Clock(_times.offset_name(offset), True, "")
+            return _times.utc_to_clock(ns, None, offset), clock
+        zone = timezone or kind.tz
+        return _times.utc_to_clock(ns, zone, None), _times.Clock(zone, True, "")
+    if pat.is_string(kind) or pat.is_large_string(kind):
+        ns, label, _ = _times.parse_strings(values, column=column, where=where, timezone=timezone)
+        return ns, _times.Clock(label, True, "")
+    if pat.is_integer(kind) or pat.is_floating(kind):
+        numbers = values.to_numpy(zero_copy_only=False)
+        if pat.is_floating(kind) and not np.isfinite(numbers).all():
+            row = int(np.flatnonzero(~np.isfinite(numbers))[0])
+            raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
+        ns = _times.epoch_ns(numbers, _times.unit_ns(time_unit, "time_unit", column))
+        if relative:
+            origin, known = _origin(start)
+            return ns + origin, _times.Clock(timezone or "unknown", known, _origin_text(start))
+        return ns, _times.Clock(timezone or "UTC", True, "")
+    raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
+
+
+def _origin(start) -> tuple[int, bool]:
+    if start is None:
+        return int(np.datetime64(_PLACEHOLDER_ORIGIN, "ns").view(np.int64)), False
+    try:
+        return int(np.datetime64(start, "ns").view(np.int64)), True
+    except ValueError:
+        raise InputError(
+            f"start must be a date and time such as '2024-05-10 00:00', got {start!r}"
+        ) from None
+
+
+def _origin_text(start) -> str:
+    if start is None:
+        return f"time 0 placed at {_PLACEHOLDER_ORIGIN} 00:00 (real date and weekday not known)"
+    return f"time 0 = {start}"
+
+
+def _token_column(table, column: str, where) -> np.ndarray:
+    """A token column as int64, or an error naming the first row that is not a whole count >= 0."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pat
+
+    values = table.column(column).combine_chunks()
+    if pat.is_string(values.type) or pat.is_large_string(values.type):
+        text = pc.utf8_trim_whitespace(values)
+        ok = pc.match_substring_regex(text, r"^[+-]?\d+(\.0*)?$").to_numpy(zero_copy_only=False)
+        ok &= ~values.is_null().to_numpy(zero_copy_only=False)
+        if not ok.all():
+            row = int(np.flatnonzero(~ok)[0])
+            shown = text[row].as_py()
+            raise ConfigError(
+                f"{where(row)}: column {column!r} holds {shown!r}, not a whole number of tokens"
+            )
+        values = text.cast(pa.float64())
+    if values.null_count:
+        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ConfigError(f"{where(row)}: column {column!r} is empty (no token count)")
+    numbers = values.to_numpy(zero_copy_only=False)
+    if numbers.dtype.kind == "f":
+        bad = ~np.isfinite(numbers) | (numbers != np.round(numbers))
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ConfigError(
+                f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a whole number of tokens"
+            )
+    elif numbers.dtype.kind not in "iu":
+        raise ConfigError(f"column {column!r} has type {values.type}, not token counts")
+    numbers = numbers.astype(np.int64)
+    if (numbers < 0).any():
+        row = int(np.flatnonzero(numbers < 0)[0])
+        raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]}, a negative count")
+    return numbers
+
+
+def _request_dataset(path, fmt, ns, tokens, clock, where):
+    import xarray as xr
+
+    notes = []
+    order = None
+    steps_back = np.flatnonzero(ns[1:] < ns[:-1])
+    if steps_back.size:
+        order = np.argsort(ns, kind="stable")
+        notes.append(
+            f"{steps_back.size:,} rows were earlier than the row before them (first: "
+            f"{where(int(steps_back[0]) + 1)}); the requests were sorted by time"
+        )
+        ns = ns[order]
+        tokens = {k: v[order] for k, v in tokens.items()}
+    same = int(np.count_nonzero(ns[1:] == ns[:-1]))
+    if same:
+        notes.append(
+            f"{same:,} requests share their timestamp with the one before (kept: simultaneous "
+            "arrivals at the log's time resolution)"
+        )
+    if notes:
+        warnings.warn(f"{path.name}: " + "; ".join(notes), TraceWarning, stacklevel=3)
+    data = {
+        "time": (
+            "request",
+            ns.view("datetime64[ns]"),
+            {"long_name": "arrival time on the trace's own clock"},
+        )
+    }
+    for name, values in tokens.items():
+        data[name] = ("request", values, glossary.attrs(name))
+    attrs = {
+        "title": f"request log {path.name}",
+        "source": str(path),
+        "format": fmt,
+        **clock.attrs(),
+        "notes": "; ".join(notes) or "none",
+    }
+    if not tokens:
+        attrs["tokens"] = "the file has no token columns"
+    return xr.Dataset(data, attrs=attrs)
+
+
+# -- rate series -------------------------------------------------------------------------------
+def load_rate_series(
+    name_or_path: str | os.PathLike,
+    *,
+    time_column: str | None = None,
+    rate_column: str | None = None,
+    count_column: str | None = None,
+    interval: str | float | None = None,
+    time_unit: str | None = None,
+    timezone: str | None = None,
+    start: str | None = None,
+    zero_is_missing: bool = True,
+):
+    """Load a pre-aggregated series: a request rate (or count) per fixed window.
+
+    Parameters
+    ----------
+    name_or_path
+        A bundled series (:func:`list_rate_series`: ``"servegen-m-large"``, ``"servegen-m-small"``:
+        14 days of 10-minute windows) or the path of a CSV or Parquet file.
+    time_column
+        Window start: datetimes, or numbers with ``time_unit`` counted from ``start``.
+    rate_column, count_column
+        Exactly one: requests/s per window, or requests per window.
+    interval
+        Window length (``"10min"`` or seconds). Default: the most common step between windows.
+    time_unit, timezone, start
+        As in :func:`load_trace`. ServeGen's time 0 is 00:00 of its day 0, whose date, weekday and
+        time zone are not published: they load with a placeholder date and ``weekday_known="no"``.
+    zero_is_missing
+        Treat windows with a rate of exactly 0 as missing (NaN), as in production series where a
+        zero is a hole in the data, not an idle service (ServeGen m-small has 37 such windows).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``time`` (window starts, a regular grid; absent windows are inserted as missing):
+        ``qps`` (requests/s) and ``requests`` (per window), NaN where missing. Attrs:
+        ``interval_s``, ``timezone``, ``weekday_known``, ``missing_windows``, ``notes``.
+
+    Examples
+    --------
+    >>> series = load_rate_series("servegen-m-small")
+    >>> series.sizes["time"], int(series.qps.isnull().sum())
+    (2016, 37)
+    """
+    from ..forecast import _interval_ns  # one parser of interval strings
+
+    text = str(name_or_path) if isinstance(name_or_path, str | os.PathLike) else None
+    if text in _BUNDLED_SERIES:
+        path = dataset_path("traces", _BUNDLED_SERIES[text])
+        time_column, rate_column = time_column or "window_start_s", rate_column or "total_rate_rps"
+        time_unit, interval = time_unit or "s", interval or 600
+    elif text in _BUNDLED_TRACES:
+        raise InputError(
+            f"{text!r} is a request log: load it with capnb.data.load_trace and aggregate it with "
+            "capnb.forecast.resample"
+        )
+    else:
+        path = _series_path(name_or_path)
+    if (rate_column is None) == (count_column is None):
+        raise InputError(
+            "give exactly one of rate_column= (requests/s) or count_column= (requests)"
+        )
+    timezone = _times.resolve_timezone(timezone)
+    table, where = _read_series_table(path, time_column, rate_column or count_column)
+    relative = start is not None or text in _BUNDLED_SERIES
+    import pyarrow.types as pat
+
+    if time_column is None or time_column not in table.column_names:
+        raise ConfigError(
+            f"{path}: no column {time_column!r} (time_column); columns: {table.column_names}"
+        )
+    kind = table.column(time_column).type
+    if not (pat.is_integer(kind) or pat.is_floating(kind)):
+        relative = False
+    ns, clock = _table_times(table, time_column, where, time_unit, timezone, relative, start)
+    value_column = rate_column or count_column
+    values = _number_column(table, value_column, where)
+    order = np.argsort(ns, kind="stable")
+    notes = []
+    if (np.diff(ns) < 0).any():
+        first = int(np.flatnonzero(np.diff(ns) < 0)[0]) + 1
+        notes.append(f"windows were out of time order (first: {where(first)}); sorted")
+    ns, values, rows = ns[order], values[order], order
+    ns, values, merged = _merge_duplicates(ns, values, rows, where, value_column)
+    if merged:
+        notes.append(f"{merged:,} repeated windows with the same value were merged")
+    step = _series_step(ns, interval, where, rows, _interval_ns)
+    grid = np.arange(ns[0], ns[-1] + step, step, dtype=np.int64)
+    position = (ns - ns[0]) // step
+    off_grid = np.flatnonzero((ns - ns[0]) % step)
+    if off_grid.size:
+        row = int(rows[off_grid[0]])
+        raise ConfigError(
+            f"{where(row)}: window start is not a whole number of intervals ({step / 1e9:g} s) "
+            "after the first window"
+        )
+    full = np.full(grid.size, np.nan)
+    full[position] = values
+    seconds = step / 1e9
+    qps = full if rate_column else full / seconds
+    absent = grid.size - ns.size
+    zeros = int(np.count_nonzero(qps == 0.0))
+    if zero_is_missing and zeros:
+        qps = np.where(qps == 0.0, np.nan, qps)
+        notes.append(f"{zeros:,} windows with a rate of exactly 0 are marked missing")
+    if absent:
+        notes.append(f"{absent:,} absent windows are inserted as missing")
+    repairs = [n for n in notes if "sorted" in n or "merged" in n]
+    if repairs:  # missing windows are data, stated in the attrs; repairs are worth a warning
+        warnings.warn(f"{path.name}: " + "; ".join(repairs), TraceWarning, stacklevel=2)
+    import xarray as xr
+
+    return xr.Dataset(
+        {
+            "qps": ("time", qps, glossary.attrs("qps")),
+            "requests": ("time", qps * seconds, glossary.attrs("requests")),
+        },
+        coords={"time": ("time", grid.view("datetime64[ns]"), glossary.attrs("time"))},
+        attrs={
+            "title": f"rate series {path.name}",
+            "source": str(path),
+            "interval_s": seconds,
+            **clock.attrs(),
+            "missing_windows": int(np.isnan(qps).sum()),
+            "notes": "; ".join(notes) or "none",
+        },
+    )
+
+
+def _series_path(name_or_path) -> Path:
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputError(
+            f"name_or_path must be a bundled series name or a path, got {type(name_or_path).__name__}"
+        )
+    path = Path(name_or_path)
+    if not path.exists():
+        if os.sep not in str(name_or_path) and "." not in str(name_or_path):
+            raise UnknownNameError("rate series", name_or_path, list_rate_series())
+        raise ConfigError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise ConfigError(f"{path}: the file is empty")
+    return path
+
+
+def _read_series_table(path: Path, time_column, value_column):
+    import pyarrow as pa
+
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        where = lambda row: f"{path.name}, row {row + 1}"  # noqa: E731
+    else:
+        import pyarrow.csv as pacsv
+
+        header = _csv_header(path)
+        for name, argument in ((time_column, "time_column"), (value_column, "rate/count column")):
+            if name is not None and name not in header:
+                raise ConfigError(f"{path}: no column {name!r} ({argument}); columns: {header}")
+        options = pacsv.ConvertOptions(
+            include_columns=[c for c in (time_column, value_column) if c],
+            column_types={value_column: pa.string()},
+        )
+        table = pacsv.read_csv(path, convert_options=options)
+        where = _csv_where(path)
+    if table.num_rows == 0:
+        raise ConfigError(f"{path}: holds no rows")
+    if value_column not in table.column_names:
+        raise ConfigError(f"{path}: no column {value_column!r}; columns: {table.column_names}")
+    return table, where
+
+
+def _number_column(table, column: str, where) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pat
+
+    values = table.column(column).combine_chunks()
+    if pat.is_string(values.type) or pat.is_large_string(values.type):
+        text = pc.utf8_trim_whitespace(values)
+        pattern = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+        ok = pc.match_substring_regex(text, pattern).to_numpy(zero_copy_only=False)
+        ok &= ~values.is_null().to_numpy(zero_copy_only=False)
+        if not ok.all():
+            row = int(np.flatnonzero(~ok)[0])
+            raise ConfigError(
+                f"{where(row)}: column {column!r} holds {text[row].as_py()!r}, not a number"
+            )
+        values = text.cast(pa.float64())
+    numbers = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    bad = ~np.isfinite(numbers) | (numbers < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {numbers[row]!r}; a rate or count is a finite "
+            "number >= 0"
+        )
+    return numbers
+
+
+def _merge_duplicates(ns, values, rows, where, column):
+    same = np.flatnonzero(ns[1:] == ns[:-1])
+    if not same.size:
+        return ns, values, 0
+    differ = same[values[same + 1] != values[same]]
+    if differ.size:
+        a, b = int(rows[differ[0]]), int(rows[differ[0] + 1])
+        raise ConfigError(
+            f"{where(a)} and {where(b)} are the same window with different {column!r} "
+            f"({values[differ[0]]!r} and {values[differ[0] + 1]!r}); remove one"
+        )
+    keep = np.ones(ns.size, bool)
+    keep[same + 1] = False
+    return ns[keep], values[keep], int(same.size)
+
+
+def _series_step(ns, interval, where, rows, interval_ns) -> int:
+    if ns.size < 2 and interval is None:
+        raise ConfigError(f"{where(0)}: a single window; give interval= to say how long it is")
+    if interval is not None:
+        return interval_ns(interval, "interval")
+    steps, counts = np.unique(np.diff(ns), return_counts=True)
+    return int(steps[np.argmax(counts)])
