@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import xarray as xr
 
-from . import _validate, glossary
-from .data import load_gpus, load_model
+from . import _memory_grid as _grid
+from . import _validate
+from ._memory_grid import LIMIT_REASONS
 from .errors import InputError
-from .kernels import memory as kernels
-from .modelspec import ModelSpec, dtype_bytes
+from .modelspec import ModelSpec
 
 __all__ = [
     "ACCOUNTINGS",
@@ -49,17 +49,6 @@ __all__ = [
 ]
 
 GIB = 2**30
-
-#: What limits ``max_concurrency`` in a cell.
-LIMIT_REASONS = {
-    "kv_cache": "the KV cache fills the memory left after weights and headroom",
-    "weights": "the weights (with headroom) alone exceed the GPU's usable memory",
-    "one_sequence": "the weights fit, but not even one sequence of this length",
-    "tensor_parallel_invalid": "this tensor-parallel degree cannot shard the model",
-}
-
-#: Tensor-parallel degrees tried when naming the smallest one that would fit.
-_TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -163,277 +152,6 @@ def accounting(name: str | Accounting = "article", **overrides: float) -> Accoun
     return result
 
 
-# -- inputs ---------------------------------------------------------------------------------------
-_AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
-
-
-def _axes(
-    grid: object, given: Mapping[str, object], required: tuple[str, ...]
-) -> dict[str, object]:
-    """Merge a grid (Dataset, Coordinates or mapping) with keyword axes; keep the grid's dim order."""
-    axes: dict[str, object] = {}
-    if grid is not None:
-        source = grid.coords if hasattr(grid, "coords") else grid
-        if not isinstance(source, Mapping):
-            raise InputError(
-                f"grid must be an xarray Dataset or a mapping of axes, got {type(grid).__name__}"
-            )
-        order = list(getattr(grid, "dims", source))
-        axes = {d: source[d] for d in order if d in source and d in _AXES}
-    for name, value in given.items():
-        if value is not None:
-            if name in axes:
-                raise InputError(f"{name} is given twice: in grid and as an argument")
-            axes[name] = value
-    missing = [a for a in required if a not in axes]
-    if missing:
-        raise InputError(
-            f"missing grid axis {', '.join(missing)} (give it in grid= or as an argument)"
-        )
-    extra = [a for a in axes if a not in required]
-    if extra:
-        raise InputError(
-            f"unexpected grid axis {', '.join(extra)}; this function takes {', '.join(required)}"
-        )
-    return axes
-
-
-def _values(axis: object) -> object:
-    return axis.values if isinstance(axis, xr.DataArray | xr.Variable) else axis
-
-
-def _chunks_of(axes: dict[str, object], chunks: Mapping[str, int] | None) -> dict[str, object]:
-    found = {
-        name: a.chunks[0]
-        for name, a in axes.items()
-        if isinstance(a, xr.DataArray) and a.chunks is not None
-    }
-    return {**found, **(chunks or {})}
-
-
-def _inputs(axes, kv_dtype, weight_dtype, acct, invalid_tensor_parallel) -> xr.Dataset:
-    """Per (model, tensor_parallel) and per gpu inputs of the kernels, validated."""
-    specs = [load_model(m) for m in _validate.names(_values(axes["model"]), "model")]
-    model_ids = [s.name for s in specs]
-    if len(set(model_ids)) != len(model_ids):
-        raise InputError(f"model: {model_ids} names the same model twice")
-    gpus = load_gpus(_validate.names(_values(axes["gpu"]), "gpu"))
-    tps = _validate.positive_ints(_values(axes["tensor_parallel"]), "tensor_parallel")
-    if kv_dtype != "auto":
-        dtype_bytes(kv_dtype, argument="kv_dtype")
-    if weight_dtype is not None:
-        dtype_bytes(weight_dtype, argument="weight_dtype")
-    if invalid_tensor_parallel not in ("raise", "mask"):
-        raise InputError(
-            f"invalid_tensor_parallel must be 'raise' or 'mask', got {invalid_tensor_parallel!r}"
-        )
-
-    shape = (len(specs), len(tps))
-    weights, kv_per_token, reserve = (
-        np.full(shape, np.nan),
-        np.full(shape, np.nan),
-        np.full(shape, np.nan),
-    )
-    problems = []
-    for i, spec in enumerate(specs):
-        for j, tp in enumerate(tps):
-            reason = spec.valid_tensor_parallel(int(tp))
-            if reason:
-                problems.append(reason)
-                continue
-            weights[i, j] = spec.weight_bytes(weight_dtype) / tp
-            kv_per_token[i, j] = spec.kv_bytes_per_token(kv_dtype, int(tp))
-            reserve[i, j] = acct.reserve_bytes(spec, int(tp))
-    if problems and invalid_tensor_parallel == "raise":
-        raise InputError(
-            "tensor_parallel: "
-            + "; ".join(problems)
-            + " (pass invalid_tensor_parallel='mask' to mark such cells instead)"
-        )
-    mt = ("model", "tensor_parallel")
-    capacity = gpus.memory_bytes.values
-    return xr.Dataset(
-        {
-            "weights_bytes": (mt, weights, glossary.attrs("weights_bytes")),
-            "kv_bytes_per_token": (mt, kv_per_token, glossary.attrs("kv_bytes_per_token")),
-            "reserve_bytes": (
-                mt,
-                reserve,
-                {"units": "bytes", "long_name": "fixed reserve per GPU"},
-            ),
-            "capacity_bytes": ("gpu", capacity, glossary.attrs("capacity_bytes")),
-            "usable_bytes": (
-                "gpu",
-                capacity * acct.gpu_memory_utilization,
-                glossary.attrs("usable_bytes"),
-            ),
-        },
-        coords={
-            "model": ("model", model_ids, glossary.attrs("model")),
-            "gpu": ("gpu", list(gpus.gpu.values), glossary.attrs("gpu")),
-            "tensor_parallel": ("tensor_parallel", tps, glossary.attrs("tensor_parallel")),
-            "weight_dtype": (
-                "model",
-                [weight_dtype or s.weight_dtype for s in specs],
-                {"long_name": "weight dtype"},
-            ),
-            "kv_dtype": (
-                "model",
-                [s.torch_dtype if kv_dtype == "auto" else kv_dtype for s in specs],
-                {"long_name": "KV cache dtype"},
-            ),
-            "attention": ("model", [s.attention for s in specs], {"long_name": "attention kind"}),
-        },
-        attrs={"specs": specs},
-    )
-
-
-def _axis(values: np.ndarray, name: str, chunks: dict[str, object]) -> xr.DataArray:
-    array = xr.DataArray(values, dims=name, coords={name: values}, name=name)
-    array[name].attrs.update(glossary.attrs(name))
-    return array.chunk({name: chunks[name]}) if name in chunks else array
-
-
-def _chunked(array: xr.DataArray, chunks: dict[str, object]) -> xr.DataArray:
-    relevant = {d: c for d, c in chunks.items() if d in array.dims}
-    return array.chunk(relevant) if relevant else array
-
-
-# -- kernel calls through apply_ufunc -------------------------------------------------------------
-def _four_d(array: np.ndarray) -> np.ndarray:
-    return array.reshape((1,) * (4 - array.ndim) + array.shape)
-
-
-def _footprint_block(weights, kv_per_token, reserve, concurrency, seq_len, *, fraction, block):
-    # apply_ufunc hands over (model, tensor_parallel, concurrency, seq_len) with size-1 axes where an
-    # input lacks a dim; the kernel wants 2-D parameters and 1-D grid axes.
-    weights, kv_per_token, reserve = (
-        _four_d(a)[:, :, 0, 0] for a in (weights, kv_per_token, reserve)
-    )
-    concurrency, seq_len = _four_d(concurrency)[0, 0, :, 0], _four_d(seq_len)[0, 0, 0, :]
-    shape = np.broadcast_shapes(weights.shape, kv_per_token.shape, reserve.shape)
-    return kernels.footprint(
-        np.broadcast_to(weights, shape),
-        np.broadcast_to(kv_per_token, shape),
-        concurrency,
-        seq_len,
-        fraction,
-        np.broadcast_to(reserve, shape),
-        block,
-    )
-
-
-def _footprint(inputs, concurrency, seq_len, acct, chunks) -> tuple[xr.DataArray, ...]:
-    arrays = [
-        _chunked(inputs[v], chunks)
-        for v in ("weights_bytes", "kv_bytes_per_token", "reserve_bytes")
-    ]
-    return xr.apply_ufunc(
-        _footprint_block,
-        *arrays,
-        concurrency,
-        seq_len,
-        kwargs={"fraction": acct.headroom_fraction, "block": acct.block_tokens},
-        output_core_dims=[[], [], []],
-        dask="parallelized",
-        output_dtypes=[np.float64] * 3,
-    )
-
-
-def _largest(inputs, seq_len, acct, chunks) -> xr.DataArray:
-    return xr.apply_ufunc(
-        kernels.largest_fitting_concurrency,
-        _chunked(inputs.weights_bytes, chunks),
-        _chunked(inputs.kv_bytes_per_token, chunks),
-        _chunked(inputs.usable_bytes, chunks),
-        seq_len,
-        acct.headroom_fraction,
-        _chunked(inputs.reserve_bytes, chunks),
-        acct.block_tokens,
-        dask="parallelized",
-        output_dtypes=[np.int64],
-    )
-
-
-def _fits_block(largest: np.ndarray, concurrency: np.ndarray) -> np.ndarray:
-    # total bytes grow with concurrency, so a concurrency fits exactly when it is <= the largest
-    return concurrency[:, None] <= largest[..., None, :]
-
-
-def _fits(largest: xr.DataArray, concurrency: xr.DataArray) -> xr.DataArray:
-    return xr.apply_ufunc(
-        _fits_block,
-        largest,
-        concurrency,
-        input_core_dims=[["seq_len"], ["concurrency"]],
-        output_core_dims=[["concurrency", "seq_len"]],
-        dask="parallelized",
-        output_dtypes=[bool],
-        dask_gufunc_kwargs={"allow_rechunk": True},
-    )
-
-
-def _reduced(inputs, seq_len, acct, chunks) -> xr.Dataset:
-    largest = _largest(inputs, seq_len, acct, chunks)
-    invalid = inputs.weights_bytes.isnull()
-    weights_alone = (
-        inputs.weights_bytes * (1 + acct.headroom_fraction) + inputs.reserve_bytes
-        > inputs.usable_bytes
-    )
-    reason = xr.where(largest > 0, "kv_cache", xr.where(weights_alone, "weights", "one_sequence"))
-    reason = xr.where(invalid, "tensor_parallel_invalid", reason)
-    return xr.Dataset(
-        {
-            "max_concurrency": largest.assign_attrs(glossary.attrs("max_concurrency")),
-            "limit_reason": reason.assign_attrs(
-                glossary.attrs("limit_reason", meanings=str(LIMIT_REASONS))
-            ),
-            "min_tensor_parallel": _min_tensor_parallel(inputs, seq_len, acct),
-        }
-    )
-
-
-def _min_tensor_parallel(inputs, seq_len, acct) -> xr.DataArray:
-    """Smallest tensor-parallel degree at which one sequence fits, per (model, gpu, seq_len)."""
-    specs = inputs.attrs["specs"]
-    seq = np.asarray(seq_len.values)
-    usable = inputs.usable_bytes.values
-    out = np.zeros((len(specs), usable.size, seq.size), dtype=np.int64)
-    candidates = sorted(set(_TP_CANDIDATES) | {int(t) for t in inputs.tensor_parallel.values})
-    for i, spec in enumerate(specs):
-        for tp in reversed([t for t in candidates if spec.valid_tensor_parallel(t) is None]):
-            largest = kernels.largest_fitting_concurrency(
-                spec.weight_bytes(str(inputs.weight_dtype.values[i])) / tp,
-                spec.kv_bytes_per_token(str(inputs.kv_dtype.values[i]), tp),
-                usable[:, None],
-                seq[None, :],
-                acct.headroom_fraction,
-                acct.reserve_bytes(spec, tp),
-                acct.block_tokens,
-            )
-            out[i] = np.where(largest > 0, tp, out[i])
-    return xr.DataArray(
-        out,
-        dims=("model", "gpu", "seq_len"),
-        coords={"model": inputs.model, "gpu": inputs.gpu, "seq_len": seq_len["seq_len"]},
-        attrs=glossary.attrs("min_tensor_parallel", tried=str(candidates)),
-    )
-
-
-def _finish(result: xr.Dataset, order: list[str], acct: Accounting, kv_dtype: str) -> xr.Dataset:
-    for name in result.data_vars:
-        dims = [d for d in order if d in result[name].dims]
-        result[name] = result[name].transpose(*dims)
-    result.attrs = {
-        "title": "capnb memory sweep: bytes per GPU of weights + KV cache + headroom",
-        "accounting": acct.name,
-        **{k: v for k, v in asdict(acct).items() if k != "name"},
-        "kv_dtype": kv_dtype,
-        "convention": "all byte variables are per GPU (per tensor-parallel rank)",
-    }
-    return result
-
-
 def sweep(
     grid: xr.Dataset | Mapping | None = None,
     *,
@@ -505,32 +223,40 @@ def sweep(
         "concurrency": concurrency,
         "seq_len": seq_len,
     }
-    axes = _axes(grid, given, _AXES)
-    chunks = _chunks_of(axes, chunks)
-    inputs = _inputs(axes, kv_dtype, weight_dtype, acct, invalid_tensor_parallel)
-    conc = _axis(
-        _validate.positive_ints(_values(axes["concurrency"]), "concurrency"), "concurrency", chunks
+    grid = _grid.prepare(
+        grid,
+        given,
+        _grid.AXES,
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        acct=acct,
+        invalid_tensor_parallel=invalid_tensor_parallel,
+        chunks=chunks,
     )
-    seq = _axis(_validate.positive_ints(_values(axes["seq_len"]), "seq_len"), "seq_len", chunks)
+    kv, headroom, total = _grid.footprint(grid, acct)
+    largest = _grid.largest(grid, acct)
+    variables = {
+        "weights_bytes": grid.variable("weights_bytes"),
+        "kv_bytes_per_token": grid.variable("kv_bytes_per_token"),
+        "kv_cache_bytes": kv,
+        "headroom_bytes": headroom,
+        "total_bytes": total,
+        "capacity_bytes": grid.variable("capacity_bytes"),
+        "usable_bytes": grid.variable("usable_bytes"),
+        "fits": _grid.fits(largest, grid),
+        **_reduced(grid, largest, acct),
+    }
+    return _grid.assemble(grid, variables, acct, kv_dtype)
 
-    kv, headroom, total = _footprint(inputs, conc, seq, acct, chunks)
-    reduced = _reduced(inputs, seq, acct, chunks)
-    fits = _fits(reduced.max_concurrency, conc)
-    result = xr.Dataset(
-        {
-            "weights_bytes": inputs.weights_bytes,
-            "kv_bytes_per_token": inputs.kv_bytes_per_token,
-            "kv_cache_bytes": kv.assign_attrs(glossary.attrs("kv_cache_bytes")),
-            "headroom_bytes": headroom.assign_attrs(glossary.attrs("headroom_bytes")),
-            "total_bytes": total.assign_attrs(glossary.attrs("total_bytes")),
-            "capacity_bytes": inputs.capacity_bytes,
-            "usable_bytes": inputs.usable_bytes,
-            "fits": fits.assign_attrs(glossary.attrs("fits")),
-            **reduced.data_vars,
-        },
-        coords=inputs.coords,
-    )
-    return _finish(result, list(axes), acct, kv_dtype)
+
+def _reduced(grid, largest, acct) -> dict[str, xr.Variable]:
+    return {
+        "max_concurrency": largest,
+        "limit_reason": _grid.reasons(largest, grid, acct),
+        "min_tensor_parallel": xr.Variable(
+            ("model", "gpu", "seq_len"), _grid.min_tensor_parallel(grid, acct)
+        ),
+    }
 
 
 def max_concurrency(
@@ -567,14 +293,24 @@ def max_concurrency(
         gpu_memory_utilization=gpu_memory_utilization,
     )
     given = {"model": model, "gpu": gpu, "tensor_parallel": tensor_parallel, "seq_len": seq_len}
-    axes = _axes(grid, given, ("model", "gpu", "tensor_parallel", "seq_len"))
-    chunks = _chunks_of(axes, chunks)
-    inputs = _inputs(axes, kv_dtype, weight_dtype, acct, invalid_tensor_parallel)
-    seq = _axis(_validate.positive_ints(_values(axes["seq_len"]), "seq_len"), "seq_len", chunks)
-    result = _reduced(inputs, seq, acct, chunks)
-    for name in ("weights_bytes", "kv_bytes_per_token", "capacity_bytes", "usable_bytes"):
-        result[name] = inputs[name]
-    return _finish(result.assign_coords(inputs.coords), list(axes), acct, kv_dtype)
+    grid = _grid.prepare(
+        grid,
+        given,
+        ("model", "gpu", "tensor_parallel", "seq_len"),
+        kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
+        acct=acct,
+        invalid_tensor_parallel=invalid_tensor_parallel,
+        chunks=chunks,
+    )
+    variables = {
+        **_reduced(grid, _grid.largest(grid, acct), acct),
+        **{
+            name: grid.variable(name)
+            for name in ("weights_bytes", "kv_bytes_per_token", "capacity_bytes", "usable_bytes")
+        },
+    }
+    return _grid.assemble(grid, variables, acct, kv_dtype)
 
 
 def concurrency_ticks(upper: int, *, count: int = 12, include: tuple[int, ...] = ()) -> np.ndarray:

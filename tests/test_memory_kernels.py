@@ -27,9 +27,16 @@ block_st = st.sampled_from([1, 16, 32])
 
 
 def _footprint_grid(weights, kv, conc, seq, fraction, reserve, block):
-    return kernels.footprint(
-        weights, kv, np.asarray(conc, np.int64), np.asarray(seq, np.int64), fraction, reserve, block
+    """Call the kernel as the step module does: 2-D parameters, outputs allocated by the caller."""
+    shape = np.broadcast_shapes(np.shape(weights), np.shape(kv), np.shape(reserve))
+    scalar = shape == ()
+    weights, kv, reserve = (
+        np.array(np.broadcast_to(a, shape), dtype=float, ndmin=2) for a in (weights, kv, reserve)
     )
+    conc, seq = np.asarray(conc, np.int64), np.asarray(seq, np.int64)
+    outputs = [np.empty((*weights.shape, conc.size, seq.size)) for _ in range(3)]
+    kernels.footprint(weights, kv, reserve, conc, seq, fraction, block, *outputs)
+    return [o[0, 0] for o in outputs] if scalar else outputs
 
 
 @given(
@@ -93,6 +100,15 @@ def test_fits_exactly_up_to_the_largest(weights, kv, usable, seq, fraction, rese
         if c >= 1:
             fits = footprint_python(weights, kv, usable, c, seq, fraction, reserve, block)[3]
             assert fits == (c <= largest)
+
+
+def test_fits_kernel_matches_numpy_comparison():
+    rng = np.random.default_rng(11)
+    largest = rng.integers(0, 500, (7, 9))
+    conc = np.sort(rng.choice(np.arange(1, 1000), 40, replace=False))
+    out = np.empty((7, 40, 9), dtype=bool)
+    kernels.fits(largest, conc, out)
+    np.testing.assert_array_equal(out, conc[None, :, None] <= largest[:, None, :])
 
 
 def test_largest_matches_numpy_grid_search():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -114,6 +115,11 @@ def resolve_gpu(name: str) -> str:
     return gpu
 
 
+def gpu_column(ids: list[str], column: str):
+    """One numeric catalog column for GPU ids (already resolved), as a float64 numpy array."""
+    return _gpu_table().loc[ids, column].to_numpy(dtype=float)
+
+
 def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:
     """Return GPU profiles as a Dataset over ``gpu`` (memory, bandwidth, FLOP/s, price, sources).
 
@@ -173,6 +179,12 @@ def resolve_model(name: str) -> str:
     return model
 
 
+@functools.cache
+def _bundled_model(model_id: str) -> ModelSpec:
+    path = _model_files()[model_id]
+    return parse(json.loads(path.read_text(encoding="utf-8")), name=model_id, source=str(path))
+
+
 def load_model(
     model: str | os.PathLike | Mapping | ModelSpec, *, name: str | None = None
 ) -> ModelSpec:
@@ -205,8 +217,8 @@ def load_model(
     looks_like_path = path.suffix == ".json" or os.sep in str(model) or path.exists()
     if not looks_like_path:
         model_id = resolve_model(str(model))
-        path = _model_files()[model_id]
-        name = name or model_id
+        spec = _bundled_model(model_id)
+        return spec if name in (None, model_id) else dataclasses.replace(spec, name=name)
     if not path.is_file():
         raise ConfigError(f"{path}: no such model config file")
     try:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["cache_dir", "guvectorize", "njit"]
+__all__ = ["cache_dir", "guvectorize", "jit", "njit"]
 
 
 def _writable(path: Path) -> bool:
@@ -105,6 +105,24 @@ def guvectorize(signatures: list[str], layout: str, *, parallel: bool = False):
             return numba.guvectorize(
                 signatures, layout, nopython=True, cache=use_cache, target=target
             )(pyfunc)
+
+        return _LazyKernel(build, pyfunc)
+
+    return decorate
+
+
+def jit(signature: str, **options):
+    """Declare an ``@njit`` loop with an explicit signature, compiled lazily on first call.
+
+    numba compiles a function with an explicit signature at decoration time; this defers it to the
+    first call (and caches it on disk), so that importing a step module compiles nothing.
+    """
+
+    def decorate(pyfunc: Callable) -> _LazyKernel:
+        def build() -> Callable:
+            import numba
+
+            return numba.njit(signature, cache=bool(cache_dir()), **options)(pyfunc)
 
         return _LazyKernel(build, pyfunc)
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 
-from ._lazy import guvectorize, njit
+import numpy as np
+
+from ._lazy import guvectorize, jit, njit
 
 __all__ = [
     "fits",
@@ -47,46 +49,57 @@ def _fits_one(concurrency, weights, kv_per_token, usable, seq_len, fraction, res
     return total_bytes(weights, kv, fraction, reserve) <= usable
 
 
-_FOOTPRINT_SIG = "void(f8, f8, i8[:], i8[:], f8, f8, i8, f8[:, :], f8[:, :], f8[:, :])"
-_FOOTPRINT_LAYOUT = "(),(),(n),(m),(),(),()->(n,m),(n,m),(n,m)"
-
-
-def _footprint(
+@jit(
+    "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], f8, i8,"
+    " f8[:, :, :, ::1], f8[:, :, :, ::1], f8[:, :, :, ::1])"
+)
+def footprint(
     weights_bytes,
     kv_bytes_per_token,
+    reserve_bytes,
     concurrency,
     seq_len,
     headroom_fraction,
-    reserve_bytes,
     block_tokens,
     kv_out,
     headroom_out,
     total_out,
 ):
-    for j in range(seq_len.shape[0]):
-        per_sequence = kv_cache_bytes(1, seq_len[j], kv_bytes_per_token, block_tokens)
+    """KV cache, headroom and total bytes on one GPU over (model, tensor_parallel, concurrency, seq_len).
+
+    Parameters are (model, tensor_parallel) arrays, the grid axes 1-D, all C-contiguous; the caller
+    allocates the three outputs. The GPU does not enter: what a configuration needs does not depend
+    on where it runs (see :func:`fits`).
+    """
+    per_sequence = np.empty(seq_len.shape[0])
+    for m in range(weights_bytes.shape[0]):
+        for t in range(weights_bytes.shape[1]):
+            weights, reserve = weights_bytes[m, t], reserve_bytes[m, t]
+            for j in range(seq_len.shape[0]):
+                per_sequence[j] = kv_cache_bytes(
+                    1, seq_len[j], kv_bytes_per_token[m, t], block_tokens
+                )
+            for i in range(concurrency.shape[0]):
+                for j in range(seq_len.shape[0]):  # innermost: contiguous writes
+                    kv = concurrency[i] * per_sequence[j]
+                    total = total_bytes(weights, kv, headroom_fraction, reserve)
+                    kv_out[m, t, i, j] = kv
+                    headroom_out[m, t, i, j] = total - weights - kv
+                    total_out[m, t, i, j] = total
+
+
+@jit("void(i8[:, ::1], i8[::1], b1[:, :, ::1])")
+def fits(largest_concurrency, concurrency, out):
+    """``out[k, i, j] = concurrency[i] <= largest_concurrency[k, j]``, for (cells, concurrency, seq_len).
+
+    Because the total grows with concurrency, a concurrency fits exactly when it is at most the
+    largest fitting one (:data:`largest_fitting_concurrency`).
+    """
+    for k in range(largest_concurrency.shape[0]):
         for i in range(concurrency.shape[0]):
-            kv = concurrency[i] * per_sequence
-            total = total_bytes(weights_bytes, kv, headroom_fraction, reserve_bytes)
-            kv_out[i, j] = kv
-            headroom_out[i, j] = total - weights_bytes - kv
-            total_out[i, j] = total
-
-
-#: KV cache, headroom and total bytes on one GPU over a (concurrency, seq_len) grid. The GPU does not
-#: enter: what a configuration needs does not depend on where it runs (see :data:`fits`).
-footprint = guvectorize([_FOOTPRINT_SIG], _FOOTPRINT_LAYOUT)(_footprint)
-
-
-def _fits(concurrency, max_concurrency, out):
-    for i in range(concurrency.shape[0]):
-        for j in range(max_concurrency.shape[0]):
-            out[i, j] = concurrency[i] <= max_concurrency[j]
-
-
-#: Whether each concurrency fits, given the largest fitting concurrency per seq_len. Because the
-#: total grows with concurrency, ``fits(c) <=> c <= largest_fitting_concurrency`` exactly.
-fits = guvectorize(["void(i8[:], i8[:], b1[:, :])"], "(n),(m)->(n,m)")(_fits)
+            value = concurrency[i]
+            for j in range(largest_concurrency.shape[1]):
+                out[k, i, j] = value <= largest_concurrency[k, j]
 
 
 def _largest_fitting_concurrency(

@@ -1,0 +1,357 @@
+"""Internals of :mod:`capnb.memory`: validate a grid, call the kernels on xarray Variables, assemble.
+
+The kernels run through ``xarray.apply_ufunc(..., dask="parallelized")`` on ``xr.Variable`` objects:
+dims are matched by name and dask chunks pass straight through, without the index alignment that
+DataArrays would repeat for every call (it cost more than the kernels themselves on an 8 M-cell grid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import xarray as xr
+
+from . import _validate, glossary
+from .data import load_model
+from .data._catalog import gpu_column, resolve_gpu
+from .errors import InputError
+from .kernels import memory as kernels
+from .modelspec import ModelSpec, dtype_bytes
+
+AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
+
+#: What limits ``max_concurrency`` in a cell.
+LIMIT_REASONS = {
+    "kv_cache": "the KV cache fills the memory left after weights and headroom",
+    "weights": "the weights (with headroom) alone exceed the GPU's usable memory",
+    "one_sequence": "the weights fit, but not even one sequence of this length",
+    "tensor_parallel_invalid": "this tensor-parallel degree cannot shard the model",
+}
+_REASON_CODES = np.array(list(LIMIT_REASONS))
+
+#: Tensor-parallel degrees tried when naming the smallest one that would fit.
+TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass
+class Grid:
+    """A validated grid and the per-(model, tensor_parallel) and per-gpu inputs of the kernels."""
+
+    order: list[str]
+    chunks: dict[str, object]
+    specs: list[ModelSpec]
+    gpu: list[str]
+    tensor_parallel: np.ndarray
+    seq_len: np.ndarray
+    concurrency: np.ndarray | None
+    weights: np.ndarray  # (model, tensor_parallel) bytes per GPU, NaN where TP is invalid
+    kv_per_token: np.ndarray  # (model, tensor_parallel) bytes per token per GPU
+    reserve: np.ndarray  # (model, tensor_parallel) fixed bytes per GPU
+    capacity: np.ndarray  # (gpu,) bytes
+    usable: np.ndarray  # (gpu,) bytes
+    weight_dtype: list[str]
+    kv_dtype: list[str]
+
+    @property
+    def model(self) -> list[str]:
+        return [s.name for s in self.specs]
+
+    def variable(self, name: str) -> xr.Variable:
+        """An input as a Variable with its dims (chunked where asked)."""
+        dims, values = {
+            "weights_bytes": (("model", "tensor_parallel"), self.weights),
+            "kv_bytes_per_token": (("model", "tensor_parallel"), self.kv_per_token),
+            "reserve_bytes": (("model", "tensor_parallel"), self.reserve),
+            "capacity_bytes": (("gpu",), self.capacity),
+            "usable_bytes": (("gpu",), self.usable),
+            "concurrency": (("concurrency",), self.concurrency),
+            "seq_len": (("seq_len",), self.seq_len),
+        }[name]
+        var = xr.Variable(dims, values)
+        chunks = {d: self.chunks[d] for d in dims if d in self.chunks}
+        return var.chunk(chunks) if chunks else var
+
+
+def _values(axis: object) -> object:
+    return axis.values if isinstance(axis, xr.DataArray | xr.Variable) else axis
+
+
+def _axes(
+    grid: object, given: Mapping[str, object], required: tuple[str, ...]
+) -> dict[str, object]:
+    """Merge a grid (Dataset, Coordinates or mapping) with keyword axes; keep the grid's dim order."""
+    axes: dict[str, object] = {}
+    if grid is not None:
+        source = grid.coords if hasattr(grid, "coords") else grid
+        if not isinstance(source, Mapping):
+            raise InputError(
+                f"grid must be an xarray Dataset or a mapping of axes, got {type(grid).__name__}"
+            )
+        order = list(getattr(grid, "dims", source))
+        axes = {d: source[d] for d in order if d in source and d in AXES}
+    for name, value in given.items():
+        if value is not None:
+            if name in axes:
+                raise InputError(f"{name} is given twice: in grid and as an argument")
+            axes[name] = value
+    missing = [a for a in required if a not in axes]
+    if missing:
+        raise InputError(
+            f"missing grid axis {', '.join(missing)} (give it in grid= or as an argument)"
+        )
+    extra = [a for a in axes if a not in required]
+    if extra:
+        raise InputError(
+            f"unexpected grid axis {', '.join(extra)}; this function takes {', '.join(required)}"
+        )
+    return axes
+
+
+def prepare(
+    grid, given, required, *, kv_dtype, weight_dtype, acct, invalid_tensor_parallel, chunks
+) -> Grid:
+    """Validate the axes and options and compute the kernels' inputs."""
+    axes = _axes(grid, given, required)
+    found = {n: a.chunks[0] for n, a in axes.items() if isinstance(a, xr.DataArray) and a.chunks}
+    chunks = {**found, **(chunks or {})}
+    specs = [load_model(m) for m in _validate.names(_values(axes["model"]), "model")]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise InputError(f"model: {names} names the same model twice")
+    gpus = [resolve_gpu(g) for g in _validate.names(_values(axes["gpu"]), "gpu")]
+    if len(set(gpus)) != len(gpus):
+        raise InputError(f"gpu: {gpus} names the same GPU twice")
+    tps = _validate.positive_ints(_values(axes["tensor_parallel"]), "tensor_parallel")
+    seq = _validate.positive_ints(_values(axes["seq_len"]), "seq_len")
+    conc = None
+    if "concurrency" in axes:
+        conc = _validate.positive_ints(_values(axes["concurrency"]), "concurrency")
+    if kv_dtype != "auto":
+        dtype_bytes(kv_dtype, argument="kv_dtype")
+    if weight_dtype is not None:
+        dtype_bytes(weight_dtype, argument="weight_dtype")
+    if invalid_tensor_parallel not in ("raise", "mask"):
+        raise InputError(
+            f"invalid_tensor_parallel must be 'raise' or 'mask', got {invalid_tensor_parallel!r}"
+        )
+
+    weight_dtypes = [weight_dtype or s.weight_dtype for s in specs]
+    kv_dtypes = [s.torch_dtype if kv_dtype == "auto" else kv_dtype for s in specs]
+    weights, kv_per_token, reserve, problems = _per_model_inputs(
+        specs, tps, kv_dtypes, weight_dtypes, acct
+    )
+    if problems and invalid_tensor_parallel == "raise":
+        raise InputError(
+            "tensor_parallel: "
+            + "; ".join(problems)
+            + " (pass invalid_tensor_parallel='mask' to mark such cells instead)"
+        )
+    capacity = gpu_column(gpus, "memory_bytes")
+    return Grid(
+        order=list(axes),
+        chunks=chunks,
+        specs=specs,
+        gpu=gpus,
+        tensor_parallel=tps,
+        seq_len=seq,
+        concurrency=conc,
+        weights=weights,
+        kv_per_token=kv_per_token,
+        reserve=reserve,
+        capacity=capacity,
+        usable=capacity * acct.gpu_memory_utilization,
+        weight_dtype=weight_dtypes,
+        kv_dtype=kv_dtypes,
+    )
+
+
+def _per_model_inputs(specs, tps, kv_dtypes, weight_dtypes, acct):
+    """Weights, KV bytes per token and reserve per (model, TP) on one GPU; NaN where TP is invalid."""
+    shape = (len(specs), len(tps))
+    weights, kv_per_token, reserve = (
+        np.full(shape, np.nan),
+        np.full(shape, np.nan),
+        np.full(shape, np.nan),
+    )
+    problems = []
+    for i, spec in enumerate(specs):
+        total_weights = spec.weight_bytes(weight_dtypes[i])
+        for j, tp in enumerate(int(t) for t in tps):
+            reason = spec.valid_tensor_parallel(tp)
+            if reason:
+                problems.append(reason)
+                continue
+            weights[i, j] = total_weights / tp
+            kv_per_token[i, j] = spec.kv_bytes_per_token(kv_dtypes[i], tp)
+            reserve[i, j] = acct.reserve_bytes(spec, tp)
+    return weights, kv_per_token, reserve, problems
+
+
+# -- kernel calls ---------------------------------------------------------------------------------
+def _plain(array: np.ndarray) -> np.ndarray:
+    # the kernels' signatures take writable C-contiguous arrays; broadcast views and xarray's
+    # read-only buffers are copied (they are the small inputs, never the outputs)
+    return np.require(array, requirements=["C", "W"])
+
+
+def _four_d(array: np.ndarray) -> np.ndarray:
+    return array.reshape((1,) * (4 - array.ndim) + array.shape)
+
+
+def _footprint_block(weights, kv_per_token, reserve, concurrency, seq_len, *, fraction, block):
+    # apply_ufunc hands over (model, tensor_parallel, concurrency, seq_len) with size-1 axes where an
+    # input lacks a dim; the kernel wants 2-D parameters, 1-D grid axes and outputs we allocate.
+    weights, kv_per_token, reserve = (
+        _four_d(a)[:, :, 0, 0] for a in (weights, kv_per_token, reserve)
+    )
+    concurrency, seq_len = _four_d(concurrency)[0, 0, :, 0], _four_d(seq_len)[0, 0, 0, :]
+    shape = np.broadcast_shapes(weights.shape, kv_per_token.shape, reserve.shape)
+    outputs = [np.empty((*shape, concurrency.size, seq_len.size)) for _ in range(3)]
+    kernels.footprint(
+        *(_plain(np.broadcast_to(a, shape)) for a in (weights, kv_per_token, reserve)),
+        _plain(concurrency),
+        _plain(seq_len),
+        fraction,
+        block,
+        *outputs,
+    )
+    return tuple(outputs)
+
+
+def footprint(grid: Grid, acct) -> tuple[xr.Variable, xr.Variable, xr.Variable]:
+    """KV cache, headroom and total bytes over (model, tensor_parallel, concurrency, seq_len)."""
+    return xr.apply_ufunc(
+        _footprint_block,
+        grid.variable("weights_bytes"),
+        grid.variable("kv_bytes_per_token"),
+        grid.variable("reserve_bytes"),
+        grid.variable("concurrency"),
+        grid.variable("seq_len"),
+        kwargs={"fraction": acct.headroom_fraction, "block": acct.block_tokens},
+        output_core_dims=[[], [], []],
+        dask="parallelized",
+        output_dtypes=[np.float64] * 3,
+    )
+
+
+def largest(grid: Grid, acct) -> xr.Variable:
+    """Largest fitting concurrency over (model, tensor_parallel, gpu, seq_len)."""
+    return xr.apply_ufunc(
+        kernels.largest_fitting_concurrency,
+        grid.variable("weights_bytes"),
+        grid.variable("kv_bytes_per_token"),
+        grid.variable("usable_bytes"),
+        grid.variable("seq_len"),
+        acct.headroom_fraction,
+        grid.variable("reserve_bytes"),
+        acct.block_tokens,
+        dask="parallelized",
+        output_dtypes=[np.int64],
+    )
+
+
+def _fits_block(largest: np.ndarray, concurrency: np.ndarray) -> np.ndarray:
+    cells = largest.reshape(-1, largest.shape[-1])
+    out = np.empty((cells.shape[0], concurrency.size, largest.shape[-1]), dtype=bool)
+    kernels.fits(_plain(cells), _plain(concurrency), out)
+    return out.reshape((*largest.shape[:-1], concurrency.size, largest.shape[-1]))
+
+
+def fits(largest_concurrency: xr.Variable, grid: Grid) -> xr.Variable:
+    """Whether each concurrency fits, over (..., concurrency, seq_len) in the caller's dim order."""
+    order = [d for d in grid.order if d in largest_concurrency.dims and d != "seq_len"]
+    return xr.apply_ufunc(
+        _fits_block,
+        largest_concurrency.transpose(*order, "seq_len"),
+        grid.variable("concurrency"),
+        input_core_dims=[["seq_len"], ["concurrency"]],
+        output_core_dims=[["concurrency", "seq_len"]],
+        dask="parallelized",
+        output_dtypes=[bool],
+        dask_gufunc_kwargs={"allow_rechunk": True},
+    )
+
+
+def _reason_block(largest, weights, reserve, usable, *, fraction):
+    # codes index LIMIT_REASONS: 0 kv_cache, 1 weights, 2 one_sequence, 3 tensor_parallel_invalid
+    weights_fit = weights * (1.0 + fraction) + reserve <= usable
+    code = (largest <= 0) * (1 + weights_fit)
+    code[np.isnan(np.broadcast_to(weights, code.shape))] = 3
+    return _REASON_CODES.take(code)
+
+
+def reasons(largest_concurrency: xr.Variable, grid: Grid, acct) -> xr.Variable:
+    """Why ``max_concurrency`` is what it is, as the keys of :data:`LIMIT_REASONS`."""
+    with np.errstate(invalid="ignore"):  # NaN weights mark invalid TP cells
+        return xr.apply_ufunc(
+            _reason_block,
+            largest_concurrency,
+            grid.variable("weights_bytes"),
+            grid.variable("reserve_bytes"),
+            grid.variable("usable_bytes"),
+            kwargs={"fraction": acct.headroom_fraction},
+            dask="parallelized",
+            output_dtypes=[_REASON_CODES.dtype],
+        )
+
+
+def min_tensor_parallel(grid: Grid, acct) -> np.ndarray:
+    """Smallest tensor-parallel degree at which one sequence fits, per (model, gpu, seq_len); 0: none."""
+    candidates = np.array(sorted(set(TP_CANDIDATES) | {int(t) for t in grid.tensor_parallel}))
+    weights, kv, reserve, _ = _per_model_inputs(
+        grid.specs, candidates, grid.kv_dtype, grid.weight_dtype, acct
+    )
+    shape4 = (slice(None), slice(None), None, None)
+    largest = kernels.largest_fitting_concurrency(
+        weights[shape4],
+        kv[shape4],
+        grid.usable[None, None, :, None],
+        grid.seq_len[None, None, None, :],
+        acct.headroom_fraction,
+        reserve[shape4],
+        acct.block_tokens,
+    )
+    ok = largest > 0  # (model, candidate, gpu, seq_len)
+    return np.where(ok.any(axis=1), candidates[ok.argmax(axis=1)], 0)
+
+
+# -- the result -----------------------------------------------------------------------------------
+def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str) -> xr.Dataset:
+    """One Dataset: variables in the caller's dim order, glossary attrs, coords, accounting attrs."""
+    data = {}
+    for name, var in variables.items():
+        dims = [d for d in grid.order if d in var.dims]
+        var = var.transpose(*dims)
+        extra = {"meanings": str(LIMIT_REASONS)} if name == "limit_reason" else {}
+        if name == "min_tensor_parallel":
+            extra = {
+                "tried": str(sorted(set(TP_CANDIDATES) | {int(t) for t in grid.tensor_parallel}))
+            }
+        var.attrs = glossary.attrs(name, **extra)
+        data[name] = var
+    coords = {
+        "model": ("model", grid.model, glossary.attrs("model")),
+        "gpu": ("gpu", grid.gpu, glossary.attrs("gpu")),
+        "tensor_parallel": (
+            "tensor_parallel",
+            grid.tensor_parallel,
+            glossary.attrs("tensor_parallel"),
+        ),
+        "seq_len": ("seq_len", grid.seq_len, glossary.attrs("seq_len")),
+        "weight_dtype": ("model", grid.weight_dtype, {"long_name": "weight dtype"}),
+        "kv_dtype": ("model", grid.kv_dtype, {"long_name": "KV cache dtype"}),
+        "attention": ("model", [s.attention for s in grid.specs], {"long_name": "attention kind"}),
+    }
+    if grid.concurrency is not None:
+        coords["concurrency"] = ("concurrency", grid.concurrency, glossary.attrs("concurrency"))
+    coords = {k: coords[k] for k in [*grid.order, *coords] if k in coords}  # caller's order first
+    attrs = {
+        "title": "capnb memory sweep: bytes per GPU of weights + KV cache + headroom",
+        "accounting": acct.name,
+        **{k: v for k, v in asdict(acct).items() if k != "name"},
+        "kv_dtype": kv_dtype,
+        "convention": "all byte variables are per GPU (per tensor-parallel rank)",
+    }
+    return xr.Dataset(data, coords=coords, attrs=attrs)
