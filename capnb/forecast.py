@@ -20,341 +20,451 @@ trace's own clock.
 
 from __future__ import annotations
 
-import numbers
-import re
-from dataclasses import dataclass
-
 import numpy as np
 import xarray as xr
 
-from . import glossary
+from . import _validate, glossary
+from ._outlook import backtest, fit_trend, plan_name, project
+from ._series import (
+    DAY_NS,
+    MONDAY_NS,
+    NS,
+    WEEK_NS,
+    Slots,
+    checked_series,
+    duration_text,
+    interval_ns_of,
+    resample,
+    slot_codes,
+    slots,
+)
+from .bursts import (
+    MONTH_DAYS,
+    BurstModel,
+    detect_bursts,
+    fit_burst_model,
+    month_inputs,
+    simulate,
+)
 from .errors import InputError
 from .kernels import forecast as kernels
 
 __all__ = [
     "DEFAULT_QUANTILES",
+    "MONTH_DAYS",
+    "BurstModel",
     "Slots",
+    "backtest",
+    "describe",
+    "detect_bursts",
+    "fit_baseline",
+    "fit_burst_model",
+    "fit_trend",
+    "month_inputs",
+    "plan_name",
+    "project",
     "resample",
+    "simulate",
     "slot_codes",
+    "slot_label",
     "slots",
+    "target",
 ]
 
-NS = 1_000_000_000
-DAY_NS = 86_400 * NS
-WEEK_NS = 7 * DAY_NS
-#: Monday 1970-01-05 00:00: slot periods are counted from a Monday midnight.
-_MONDAY_NS = 4 * DAY_NS
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
-_UNITS_S = {
-    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600,
-    "hour": 3600, "d": 86_400, "day": 86_400, "w": 604_800, "week": 604_800,
-}  # fmt: skip
 
 
-# -- intervals and slots ---------------------------------------------------------------------
-def _interval_ns(value: object, argument: str, *, low_s: float = 1e-3) -> int:
-    """A duration given as ``"5s"``, ``"10min"``, ``"1h"``, ``"7D"`` or seconds -> whole ns."""
-    if isinstance(value, str):
-        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*", value)
-        unit = match.group(2).lower() if match else ""
-        if unit.endswith("s") and unit[:-1] in _UNITS_S and unit not in _UNITS_S:
-            unit = unit[:-1]  # "mins", "hours", "days"
-        if not match or unit not in _UNITS_S:
-            raise InputError(
-                f"{argument}={value!r} is not a duration; write e.g. '1s', '5s', '1min', '1h', '7D' "
-                "or a number of seconds"
-            )
-        seconds = float(match.group(1)) * _UNITS_S[unit]
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise InputError(f"{argument} must be a duration such as '1min' or seconds, got {value!r}")
-    if not np.isfinite(seconds) or seconds < low_s:
-        raise InputError(f"{argument} must be at least {low_s:g} s, got {value!r}")
-    return round(seconds * NS)
+# -- slot baselines --------------------------------------------------------------------------
+_MEAN_PLANS = ("overall", "slot")
 
 
-def _seconds_text(ns: int) -> str:
-    seconds = ns / NS
-    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g} {unit}"
-    return f"{seconds:g} s"
+def _quantiles(values) -> np.ndarray:
+    array = np.atleast_1d(np.asarray(values, dtype=float))
+    if array.ndim != 1 or array.size == 0:
+        raise InputError(f"quantiles: give a list of numbers in (0, 1), got {values!r}")
+    if np.isnan(array).any() or (array <= 0).any() or (array >= 1).any():
+        raise InputError(f"quantiles must lie strictly between 0 and 1, got {array.tolist()}")
+    if np.unique(array).size != array.size:
+        raise InputError(f"quantiles: duplicate values in {array.tolist()}")
+    return np.sort(array)
 
 
-@dataclass(frozen=True)
-class Slots:
-    """How intervals map to seasonal slots: a period cut into equal slots, from Monday 00:00.
-
-    Attributes
-    ----------
-    kind
-        ``"hour_of_day"``, ``"hour_of_week"`` or ``"custom"``.
-    slot_ns, period_ns
-        Slot length and period in nanoseconds.
-    """
-
-    kind: str
-    slot_ns: int
-    period_ns: int
-
-    @property
-    def count(self) -> int:
-        """Number of slots in a period."""
-        return self.period_ns // self.slot_ns
-
-    @property
-    def needs_weekday(self) -> bool:
-        """Whether the slots depend on the weekday (a period that is not a whole number of days)."""
-        return self.period_ns % DAY_NS != 0 or self.period_ns > DAY_NS
-
-    def label(self) -> str:
-        """Words for the slot kind, for messages and charts."""
-        if self.kind != "custom":
-            return self.kind.replace("_", " ")
-        return f"{_seconds_text(self.slot_ns)} slots of a {_seconds_text(self.period_ns)} period"
+def _slot_block(qps: np.ndarray, codes: np.ndarray, quantiles: np.ndarray, n_slots: int):
+    # apply_ufunc hands over (..., time); the kernel takes one series at a time
+    lead = qps.shape[:-1]
+    target = np.empty((*lead, n_slots, quantiles.size))
+    mean = np.empty((*lead, n_slots))
+    count = np.empty((*lead, n_slots), np.int64)
+    for index in np.ndindex(*lead):
+        kernels.slot_statistics(
+            np.ascontiguousarray(qps[index], dtype=np.float64),
+            codes,
+            quantiles,
+            target[index],
+            mean[index],
+            count[index],
+        )
+    return target, mean, count
 
 
-def slots(kind: str | tuple | Slots = "hour_of_day") -> Slots:
-    """Slot definition: ``"hour_of_day"``, ``"hour_of_week"`` or ``(slot_length, period)``.
-
-    Examples
-    --------
-    >>> slots("hour_of_week").count
-    168
-    >>> slots(("30min", "1D")).count
-    48
-    """
-    if isinstance(kind, Slots):
-        return kind
-    if kind == "hour_of_day":
-        return Slots("hour_of_day", 3600 * NS, DAY_NS)
-    if kind == "hour_of_week":
-        return Slots("hour_of_week", 3600 * NS, WEEK_NS)
-    if isinstance(kind, tuple) and len(kind) == 2:
-        slot_ns = _interval_ns(kind[0], "slots[0] (slot length)", low_s=1)
-        period_ns = _interval_ns(kind[1], "slots[1] (period)", low_s=1)
-        if period_ns % slot_ns:
-            raise InputError(
-                f"slots: the period {kind[1]!r} is not a whole number of slots of {kind[0]!r}"
-            )
-        return Slots("custom", slot_ns, period_ns)
-    raise InputError(
-        f"slots must be 'hour_of_day', 'hour_of_week' or (slot_length, period) such as "
-        f"('30min', '1D'), got {kind!r}"
-    )
+def _check_weekday(series: xr.Dataset, spec: Slots) -> None:
+    if spec.needs_weekday and series.attrs.get("weekday_known") == "no":
+        raise InputError(
+            f"slots={spec.kind!r} needs the weekday, and this series' weekday is not known "
+            f"({series.attrs.get('time_origin', 'relative timestamps')}); use 'hour_of_day', or "
+            "load the trace with start= set to the real date of time 0"
+        )
 
 
-def slot_codes(time: np.ndarray | xr.DataArray, kind: str | tuple | Slots = "hour_of_day"):
-    """Slot code of each time (datetime64), on the trace's own clock.
-
-    Examples
-    --------
-    >>> t = np.array(["2024-05-13T09:30", "2024-05-19T23:59"], dtype="datetime64[ns]")  # Mon, Sun
-    >>> slot_codes(t, "hour_of_week").tolist()
-    [9, 167]
-    """
-    spec = slots(kind)
-    values = time.values if isinstance(time, xr.DataArray) else np.asarray(time)
-    ns = values.astype("datetime64[ns]").view(np.int64)
-    return ((ns - _MONDAY_NS) % spec.period_ns) // spec.slot_ns
-
-
-# -- resampling ------------------------------------------------------------------------------
-def resample(
-    trace: xr.Dataset,
-    interval: str | float = "1min",
+def fit_baseline(
+    series: xr.Dataset,
     *,
-    gap: str | float | None = "15min",
+    slots: str | tuple | Slots = "hour_of_day",
+    quantiles=DEFAULT_QUANTILES,
+    mean_plan: str = "overall",
+    flat_tolerance: float = 0.1,
 ) -> xr.Dataset:
-    """Aggregate a request log (or a rate series) into a regular series of intervals.
+    """Per-slot baselines of a QPS series: mean and quantiles, and how far a mean plan falls short.
 
     Parameters
     ----------
-    trace
-        A request log from :func:`capnb.data.load_trace` (dim ``request``), or a rate series from
-        :func:`capnb.data.load_rate_series` (dim ``time``) to coarsen.
-    interval
-        Interval length: ``"1s"``, ``"5s"``, ``"1min"``, ``"1h"`` ... or seconds (1 s to 1 day, a
-        whole number of seconds). Intervals are aligned to the clock (an hour starts at :00).
-        For a rate series, a whole multiple of its own interval.
-    gap
-        A request log's runs of empty intervals at least this long are marked missing (a hole in
-        the log, not an idle service); ``None`` keeps every empty interval as a real zero.
+    series
+        A series over ``time`` with ``qps`` (requests/s), from :func:`resample` or
+        :func:`capnb.data.load_rate_series`. Missing intervals (NaN) are left out.
+    slots
+        ``"hour_of_day"`` (0-23), ``"hour_of_week"`` (0-167, Monday 00:00 = 0; needs a known weekday)
+        or ``(slot_length, period)`` such as ``("30min", "1D")``. The interval must divide the slot.
+    quantiles
+        The ``traffic_quantile`` values to plan on (default 0.5, 0.95, 0.99).
+    mean_plan
+        The plan the quantiles are compared with: ``"overall"`` (one rate, the historical mean: the
+        article's mistake) or ``"slot"`` (each slot's own mean).
+    flat_tolerance
+        Traffic counts as flat (the mean suffices) when the highest quantile of the busiest slot is
+        within this share of the overall mean.
 
     Returns
     -------
     xarray.Dataset
-        Over ``time`` (interval starts, datetime64[ns]): ``qps`` (requests/s), ``requests``
-        (requests in the interval), and for logs with token counts ``prompt_tokens`` and
-        ``output_tokens`` (tokens summed over the interval). All float64, NaN where missing.
-        The first and last intervals count only the time from the first to the last request; one
-        observed for less than half its length is missing. Attrs: ``interval_s``, the trace's clock
-        (``timezone``, ``weekday_known``), ``missing_intervals``, ``notes``.
-
-    Raises
-    ------
-    InputError
-        The interval is not a whole number of seconds in [1 s, 1 day], or longer than the trace.
+        ``target_qps`` over (slot, traffic_quantile) and ``mean_qps``, ``intervals``, ``periods``,
+        ``mean_plan_qps``, ``underprovisioned_share`` over slot; ``shortfall_qps`` and
+        ``shortfall_fraction`` over (slot, traffic_quantile); ``overall_qps`` and
+        ``overall_shortfall_fraction`` over traffic_quantile (all intervals pooled);
+        ``overall_underprovisioned_share``, ``peak_to_trough``, ``peak_to_mean``. Rates in
+        requests/s. Attrs: ``slots``, ``slot_s``, ``period_s``, ``interval_s``, ``mean_plan``,
+        ``flat`` and ``enough_history`` ("yes"/"no") and ``boundaries`` (the statements).
 
     Examples
     --------
-    >>> from capnb.data import load_trace
-    >>> series = resample(load_trace("azure-conv-2023"), "1min")
-    >>> series.sizes["time"], round(float(series.qps.mean()), 2)
-    (60, 5.56)
+    >>> from capnb.data import load_rate_series
+    >>> base = fit_baseline(load_rate_series("servegen-m-large"))
+    >>> base.target_qps.sizes["slot"], base.attrs["enough_history"]
+    (24, 'yes')
     """
-    if not isinstance(trace, xr.Dataset):
-        raise InputError(f"trace must be an xarray Dataset, got {type(trace).__name__}")
-    step = _interval_ns(interval, "interval", low_s=1)
-    if step % NS or step > DAY_NS:
+    series = checked_series(series)
+    spec = globals()["slots"](slots)
+    step = interval_ns_of(series)
+    if spec.slot_ns % step:
         raise InputError(
-            f"interval must be a whole number of seconds from 1 s to 1 day, got {interval!r}"
+            f"the series' interval ({duration_text(step)}) does not divide the slot length "
+            f"({duration_text(spec.slot_ns)}): resample to an interval that does"
         )
-    if "request" in trace.dims and "time" in trace:
-        return _resample_log(trace, step, gap)
-    if "time" in trace.dims and "qps" in trace:
-        return _resample_series(trace, step)
-    raise InputError(
-        "trace must be a request log (dim 'request' with 'time') or a rate series (dim 'time' "
-        f"with 'qps'); got dims {dict(trace.sizes)} and variables {list(trace.data_vars)}"
+    _check_weekday(series, spec)
+    if mean_plan not in _MEAN_PLANS:
+        raise InputError(f"mean_plan must be one of {list(_MEAN_PLANS)}, got {mean_plan!r}")
+    tolerance = _validate.fraction(flat_tolerance, "flat_tolerance", high=10.0)
+    q = _quantiles(quantiles)
+    codes = slot_codes(series["time"], spec)
+    qps = series["qps"].astype(float)
+    target, mean, count = xr.apply_ufunc(
+        _slot_block,
+        qps,
+        kwargs={"codes": codes, "quantiles": q, "n_slots": spec.count},
+        input_core_dims=[["time"]],
+        output_core_dims=[["slot", "traffic_quantile"], ["slot"], ["slot"]],
+        dask="parallelized",
+        output_dtypes=[float, float, np.int64],
+        dask_gufunc_kwargs={"output_sizes": {"slot": spec.count, "traffic_quantile": q.size}},
     )
-
-
-def _clock_attrs(trace: xr.Dataset) -> dict[str, object]:
-    keys = ("source", "timezone", "weekday_known", "time_origin")
-    return {k: trace.attrs[k] for k in keys if k in trace.attrs}
-
-
-def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
-    ns = trace["time"].values.astype("datetime64[ns]").view(np.int64)
-    if ns.size == 0:
-        raise InputError("trace: holds no requests")
-    if (np.diff(ns[:: max(1, ns.size // 1000)]) < 0).any() or (ns[1:] < ns[:-1]).any():
-        raise InputError("trace: times are not sorted; load it with capnb.data.load_trace")
-    first, last = int(ns[0]), int(ns[-1])
-    span = last - first
-    if span < step:
-        what = "a single request" if ns.size == 1 else f"{_seconds_text(span)} from first to last"
-        raise InputError(
-            f"interval {_seconds_text(step)} is longer than the trace ({what}); choose a shorter "
-            "interval or a longer trace"
-        )
-    origin = first - first % step
-    n_bins = (last - origin) // step + 1
-    requests = np.zeros(n_bins)
-    sums = {name: np.zeros(n_bins) for name in ("prompt_tokens", "output_tokens") if name in trace}
-    empty = np.zeros(0, np.int64)
-    kernels.bin_requests(
-        ns,
-        trace["prompt_tokens"].values if "prompt_tokens" in sums else empty,
-        trace["output_tokens"].values if "output_tokens" in sums else empty,
-        origin,
-        step,
-        requests,
-        sums.get("prompt_tokens", np.zeros(0)),
-        sums.get("output_tokens", np.zeros(0)),
-    )
-    starts = origin + np.arange(n_bins, dtype=np.int64) * step
-    covered = np.minimum(starts + step, last) - np.maximum(starts, first)
-    covered = np.maximum(covered, 0).astype(np.float64)
-    missing = covered < step / 2
-    notes = []
-    edges = int(missing.sum())
-    if edges:
-        notes.append(f"{edges} edge interval(s) observed for under half their length are missing")
-    longest = _longest_run(requests == 0) * step
-    if gap is not None:
-        gap_ns = _interval_ns(gap, "gap", low_s=1)
-        holes = np.zeros(n_bins, bool)
-        kernels.long_runs(requests == 0, -(-gap_ns // step), holes)
-        if holes.any():
-            notes.append(
-                f"{int(holes.sum()):,} intervals in empty runs of at least {_seconds_text(gap_ns)} "
-                "are missing (a hole in the log); pass gap=None to count them as zero"
-            )
-        missing |= holes
-    qps = np.where(missing, np.nan, requests / np.where(covered > 0, covered, 1.0) * NS)
-    data = {
-        "qps": ("time", qps, glossary.attrs("qps")),
-        "requests": ("time", np.where(missing, np.nan, requests), glossary.attrs("requests")),
+    coords = {
+        "slot": ("slot", np.arange(spec.count), glossary.attrs("slot", kind=spec.kind)),
+        "traffic_quantile": ("traffic_quantile", q, glossary.attrs("traffic_quantile")),
     }
-    for name, values in sums.items():
-        data[name] = (
-            "time",
-            np.where(missing, np.nan, values),
-            glossary.attrs(name, long_name=f"{name.replace('_', ' ')} summed over the interval"),
-        )
-    attrs = {
-        "title": "request rate per interval",
-        **_clock_attrs(trace),
-        "interval_s": step / NS,
-        "missing_intervals": int(missing.sum()),
-        "longest_empty_s": longest / NS,
-        "notes": "; ".join(notes) or "none",
-    }
-    return xr.Dataset(data, coords=_time_coord(starts), attrs=attrs)
-
-
-def _longest_run(flags: np.ndarray) -> int:
-    if not flags.any():
-        return 0
-    padded = np.concatenate(([False], flags, [False])).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return int((edges[1::2] - edges[::2]).max())
-
-
-def _time_coord(starts: np.ndarray) -> dict[str, tuple]:
-    return {"time": ("time", starts.view("datetime64[ns]"), glossary.attrs("time"))}
-
-
-def interval_ns_of(series: xr.Dataset) -> int:
-    """The interval of a series (from ``attrs["interval_s"]``), in ns."""
-    if "interval_s" not in series.attrs:
-        raise InputError(
-            "series has no 'interval_s' attr: build it with capnb.forecast.resample or "
-            "capnb.data.load_rate_series"
-        )
-    return round(float(series.attrs["interval_s"]) * NS)
-
-
-def _resample_series(series: xr.Dataset, step: int) -> xr.Dataset:
-    own = interval_ns_of(series)
-    if step % own:
-        raise InputError(
-            f"interval {_seconds_text(step)} is not a whole multiple of the series' own interval "
-            f"({_seconds_text(own)})"
-        )
-    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
-    if ns[-1] + own - ns[0] < step:
-        raise InputError(
-            f"interval {_seconds_text(step)} is longer than the series "
-            f"({_seconds_text(int(ns[-1] + own - ns[0]))})"
-        )
-    origin = ns[0] - ns[0] % step
-    index = (ns - origin) // step
-    n_bins = int(index[-1]) + 1
-    qps = series["qps"].values
-    seen = ~np.isnan(qps)
-    total = np.bincount(index[seen], weights=qps[seen], minlength=n_bins)
-    count = np.bincount(index[seen], minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    starts = origin + np.arange(n_bins, dtype=np.int64) * step
-    attrs = {
-        **series.attrs,
-        "interval_s": step / NS,
-        "missing_intervals": int((count == 0).sum()),
-        "notes": (
-            f"each interval's qps is the mean of its observed {_seconds_text(own)} windows; "
-            "missing when none is observed"
-        ),
-    }
-    return xr.Dataset(
+    result = xr.Dataset(
         {
-            "qps": ("time", mean, glossary.attrs("qps")),
-            "requests": ("time", mean * step / NS, glossary.attrs("requests")),
+            "target_qps": target.assign_attrs(glossary.attrs("target_qps")),
+            "mean_qps": mean.assign_attrs(glossary.attrs("mean_qps")),
+            "intervals": count.assign_attrs(glossary.attrs("intervals")),
         },
-        coords=_time_coord(starts),
-        attrs=attrs,
+        coords=coords,
     )
+    result["periods"] = ("slot", _periods(series, spec), glossary.attrs("periods"))
+    result = _shortfall(result, qps, codes, q, mean_plan)
+    result.attrs = {
+        "title": f"slot baselines ({spec.label()})",
+        **{k: v for k, v in series.attrs.items() if k in ("source", "timezone", "weekday_known")},
+        "slots": spec.kind,
+        "slot_s": spec.slot_ns / NS,
+        "period_s": spec.period_ns / NS,
+        "interval_s": step / NS,
+        "mean_plan": mean_plan,
+        "span_s": float(series.sizes["time"] * step / NS),
+    }
+    return _boundaries(result, spec, tolerance)
+
+
+def _periods(series: xr.Dataset, spec: Slots) -> np.ndarray:
+    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
+    seen = series["qps"].notnull().values
+    while seen.ndim > 1:
+        seen = seen.any(axis=0)
+    period = (ns[seen] - MONDAY_NS) // spec.period_ns
+    slot = ((ns[seen] - MONDAY_NS) % spec.period_ns) // spec.slot_ns
+    pairs = np.unique(period * spec.count + slot)
+    return np.bincount(pairs % spec.count, minlength=spec.count)
+
+
+def _shortfall(result, qps, codes, q, mean_plan) -> xr.Dataset:
+    overall_mean = qps.mean("time")
+    if mean_plan == "overall":
+        plan = overall_mean.expand_dims(slot=result.slot).transpose(..., "slot")
+    else:
+        plan = result.mean_qps
+    target = result.target_qps
+    shortfall = (target - plan).clip(min=0)
+    result["mean_plan_qps"] = plan.assign_attrs(glossary.attrs("mean_plan_qps", kind=mean_plan))
+    result["shortfall_qps"] = shortfall.assign_attrs(glossary.attrs("shortfall_qps"))
+    result["shortfall_fraction"] = (shortfall / target).assign_attrs(
+        glossary.attrs("shortfall_fraction")
+    )
+    slot_of = xr.DataArray(codes, dims="time")
+    plan_per_interval = plan.isel(slot=slot_of)
+    seen = qps.notnull()
+    above = (qps > plan_per_interval) & seen
+    per_slot_above = above.groupby(slot_of.rename("slot")).sum()
+    per_slot_seen = seen.groupby(slot_of.rename("slot")).sum()
+    share = (per_slot_above / per_slot_seen).reindex(slot=result.slot)
+    result["underprovisioned_share"] = share.assign_attrs(glossary.attrs("underprovisioned_share"))
+    overall = qps.quantile(q, dim="time", skipna=True).rename(quantile="traffic_quantile")
+    overall = overall.assign_coords(traffic_quantile=result.traffic_quantile)
+    overall_plan = plan_per_interval.where(seen).mean("time")
+    result["overall_qps"] = overall.assign_attrs(glossary.attrs("overall_qps"))
+    result["overall_shortfall_fraction"] = (
+        (overall - overall_plan).clip(min=0) / overall
+    ).assign_attrs(glossary.attrs("overall_shortfall_fraction", plan=mean_plan))
+    result["overall_underprovisioned_share"] = (above.sum("time") / seen.sum("time")).assign_attrs(
+        glossary.attrs("overall_underprovisioned_share")
+    )
+    result["peak_to_trough"] = (
+        result.mean_qps.max("slot") / result.mean_qps.min("slot")
+    ).assign_attrs(glossary.attrs("peak_to_trough"))
+    result["peak_to_mean"] = (result.mean_qps.max("slot") / overall_mean).assign_attrs(
+        glossary.attrs("peak_to_mean")
+    )
+    return result
+
+
+def _boundaries(result: xr.Dataset, spec: Slots, tolerance: float) -> xr.Dataset:
+    """State where percentile planning does not apply: too little history, flat traffic."""
+    statements = []
+    periods = result["periods"].values
+    unseen = int((periods == 0).sum())
+    thin = int((periods < 2).sum())
+    unit = "day" if spec.period_ns == DAY_NS else "week" if spec.period_ns == WEEK_NS else "period"
+    if thin:
+        span = duration_text(round(result.attrs["span_s"] * NS))
+        statements.append(
+            f"Too little history for {spec.label()} slots: {thin} of {spec.count} slots were seen in "
+            f"fewer than two {unit}s ({unseen} never), in {span} of data. A quantile "
+            f"of one {unit} is that {unit}'s value, not a baseline: use coarser slots or more history."
+        )
+    top = result.target_qps.isel(traffic_quantile=-1).max("slot")
+    overall_mean = result.mean_qps.weighted(result.intervals).mean("slot")
+    flat = bool((top <= (1 + tolerance) * overall_mean).all())
+    if flat:
+        statements.append(
+            f"Traffic is flat: even the P{100 * float(result.traffic_quantile[-1]):g} of the busiest "
+            f"slot is within {tolerance:.0%} of the mean, so planning on the mean suffices and "
+            "percentile planning would only add idle capacity."
+        )
+    result.attrs["enough_history"] = "no" if thin else "yes"
+    result.attrs["flat"] = "yes" if flat else "no"
+    result.attrs["boundaries"] = " ".join(statements) or "none"
+    return result
+
+
+# -- the step's answer -----------------------------------------------------------------------
+def target(
+    series: xr.Dataset,
+    *,
+    slots: str | tuple | Slots = "hour_of_day",
+    quantiles=DEFAULT_QUANTILES,
+    plan_quantile: float | None = None,
+    mean_plan: str = "overall",
+    bursts: BurstModel | str | None = None,
+    trials: int = 10_000,
+    days: int = MONTH_DAYS,
+    seed: int = 0,
+    exceed_probability: float = 0.05,
+    growth: float = 1.0,
+    trend_per_day: float = 0.0,
+    days_ahead: float = 0.0,
+    chunks: int | None = None,
+) -> xr.Dataset:
+    """The forecast step's answer: per-slot targets, and the burst buffer from a Monte Carlo.
+
+    Chains :func:`fit_baseline`, :func:`simulate` and (with ``growth``/``trend_per_day``) the
+    projection, on one series. This is what the capacity step takes as its target.
+
+    Parameters
+    ----------
+    series
+        QPS series whose interval is a whole number of minutes (the Monte Carlo runs per minute).
+    slots, quantiles, mean_plan
+        As in :func:`fit_baseline`.
+    plan_quantile
+        The quantile of the fixed plan (default: the highest of ``quantiles``).
+    bursts
+        A :class:`BurstModel`, ``"fitted"`` (fit to bursts detected in the series) or None (the
+        article's default model).
+    trials, days, seed, exceed_probability, chunks
+        As in :func:`simulate`.
+    growth, trend_per_day, days_ahead
+        Carry the history forward before planning (as in :func:`project`): every rate of the
+        series is multiplied by ``growth x (1 + trend_per_day) ** days_ahead``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``target_qps`` over (slot, traffic_quantile), with the other variables of
+        :func:`fit_baseline`; ``exceed_probability`` and ``minutes_above`` over ``capacity_qps``;
+        ``monthly_peak_qps`` over ``trial``; ``required_qps`` and ``buffer_qps``. Attrs carry the
+        baseline's (boundaries included) and the simulation's, with the burst model in words.
+
+    Examples
+    --------
+    >>> from capnb.data import load_rate_series
+    >>> plan = target(load_rate_series("servegen-m-large"), trials=200)
+    >>> plan.target_qps.dims, plan.buffer_qps.attrs["units"]
+    (('slot', 'traffic_quantile'), 'requests/s')
+    """
+    series = checked_series(series)
+    scale = project_factor(growth, trend_per_day, days_ahead)
+    if scale != 1.0:
+        series = series.copy()
+        for name in ("qps", "requests"):
+            if name in series:
+                series[name] = (series[name] * scale).assign_attrs(series[name].attrs)
+    baseline = fit_baseline(series, slots=slots, quantiles=quantiles, mean_plan=mean_plan)
+    found = detect_bursts(series, baseline)
+    if bursts == "fitted":
+        model = fit_burst_model(found)
+    elif bursts is None or isinstance(bursts, BurstModel):
+        model = bursts or BurstModel()
+    else:
+        raise InputError(f"bursts must be a BurstModel, 'fitted' or None, got {bursts!r}")
+    run = simulate(
+        series,
+        baseline,
+        model,
+        trials=trials,
+        days=days,
+        seed=seed,
+        exceed_probability=exceed_probability,
+        plan_quantile=plan_quantile,
+        exclude=found,
+        chunks=chunks,
+    )
+    result = xr.merge([baseline, run.drop_vars("mean_qps")], combine_attrs="drop")
+    result.attrs = {**baseline.attrs, **run.attrs, "title": "traffic forecast: targets and buffer"}
+    result.attrs["bursts_detected"] = int(found.sizes["burst"])
+    if scale != 1.0:
+        result.attrs["projection"] = f"history scaled by x{scale:.4g}"
+    return result
+
+
+def project_factor(growth: float, trend_per_day: float, days_ahead: float) -> float:
+    """Growth x (1 + trend_per_day) ** days_ahead, checked."""
+    probe = xr.Dataset(attrs={})
+    probe["target_qps"] = ((), 1.0)
+    return float(
+        project(probe, growth=growth, trend_per_day=trend_per_day, days_ahead=days_ahead).target_qps
+    )
+
+
+def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
+    """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
+
+    Examples
+    --------
+    >>> slot_label(9, "hour_of_day"), slot_label(24 + 9, "hour_of_week")
+    ('09:00-10:00', 'Tue 09:00-10:00')
+    """
+    if kind == "hour_of_day":
+        return f"{slot:02d}:00-{(slot + 1) % 24:02d}:00"
+    if kind == "hour_of_week":
+        day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[slot // 24]
+        return f"{day} {slot_label(slot % 24, 'hour_of_day')}"
+    return f"slot {slot} ({duration_text(round(slot_s * NS))} each)"
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f} requests/s" if value >= 100 else f"{value:,.3g} requests/s"
+
+
+def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
+    """The answer of :func:`fit_baseline` or :func:`target` in plain sentences with their numbers.
+
+    Parameters
+    ----------
+    result
+        A baseline or a target Dataset (one series: no extra dims).
+    quantile
+        The plan's traffic quantile (default: the target's ``plan_quantile``, else the highest).
+    """
+    if "target_qps" not in result or "slot" not in result.dims:
+        raise InputError("describe takes the output of capnb.forecast.fit_baseline or target")
+    extra = set(result.target_qps.dims) - {"slot", "traffic_quantile"}
+    if extra:
+        raise InputError(f"describe: choose one value of {sorted(extra)} first (.sel)")
+    q = quantile if quantile is not None else result.attrs.get("plan_quantile")
+    q = float(result.traffic_quantile[-1]) if q is None else float(q)
+    if q not in result.traffic_quantile.values:
+        raise InputError(f"quantile={q} is not among {result.traffic_quantile.values.tolist()}")
+    kind, slot_s = result.attrs["slots"], result.attrs["slot_s"]
+    plan = result.target_qps.sel(traffic_quantile=q)
+    busiest, quietest = int(plan.argmax("slot")), int(plan.argmin("slot"))
+    name = plan_name(q)
+    shortfall = float(result.shortfall_fraction.sel(traffic_quantile=q).isel(slot=busiest))
+    mean_plan = result.mean_plan_qps.isel(slot=busiest)
+    mean_words = (
+        f"a plan at the historical mean ({_rate(float(mean_plan))})"
+        if result.attrs["mean_plan"] == "overall"
+        else "a plan at each slot's mean"
+    )
+    text = [
+        f"Plan on the {name} per {kind.replace('_', ' ') if kind != 'custom' else 'slot'}: from "
+        f"{_rate(float(plan[quietest]))} ({slot_label(quietest, kind, slot_s)}) to "
+        f"{_rate(float(plan[busiest]))} ({slot_label(busiest, kind, slot_s)}); the busiest slot's "
+        f"mean is {float(result.peak_to_trough):.2f}x the quietest's.",
+        f"{mean_words[0].upper()}{mean_words[1:]} falls {shortfall:.0%} short of the {name} in the "
+        f"busiest slot and leaves {float(result.overall_underprovisioned_share):.0%} of intervals "
+        "under-provisioned.",
+    ]
+    if "buffer_qps" in result:
+        peaks = result.monthly_peak_qps.values
+        fixed = float(result.attrs["fixed_plan_qps"])
+        exceeded = float(np.mean(peaks > fixed))
+        minutes = float(
+            np.interp(fixed, result.capacity_qps.values, result.minutes_above.values)
+        )
+        chosen = float(result.attrs["chosen_exceed_probability"])
+        text.append(
+            f"With bursts of {result.attrs['burst_model']}, the fixed {name} plan "
+            f"({_rate(fixed)}) is exceeded in {exceeded:.0%} of months ({minutes:,.0f} minutes a "
+            f"month on average); {_rate(float(result.required_qps))} keeps that to {chosen:.0%}: an "
+            f"elastic buffer of {_rate(float(result.buffer_qps))} above the fixed plan."
+        )
+    if result.attrs.get("boundaries", "none") != "none":
+        text.append(result.attrs["boundaries"])
+    return " ".join(text)

@@ -44,6 +44,7 @@ DIMS: dict[str, Term] = _table(
     ("slot", "1", "seasonal slot: hour_of_day 0-23, or hour_of_week 0-167 with Monday 00:00 = 0"),
     ("trial", "1", "Monte Carlo trial"),
     ("request", "1", "one request of a request log"),
+    ("plan", "1", "planning rule scored in a backtest: the mean, or a traffic quantile per slot"),
     ("burst", "1", "one detected burst"),
     ("capacity_qps", "requests/s", "capacity level of an exceedance curve"),
     ("scale_up_threshold", "1", "load ratio above which the autoscaler adds instances"),
@@ -134,6 +135,10 @@ def attrs(name: str, **extra: object) -> dict[str, object]:
     Parameters
     ----------
     name
+    ("overall_qps", "requests/s", "quantile of the request rate over all intervals pooled"),
+    ("overall_shortfall_fraction", "1", "share of overall_qps a plan at the mean leaves uncovered"),
+    ("overall_underprovisioned_share", "1", "share of all intervals above the mean plan"),
+    ("trend_per_day", "1/day", "relative growth of the daily mean request rate per day"),
         A dimension or variable name from :data:`DIMS` or :data:`VARIABLES`.
     **extra
         More attrs to add (for example ``accounting="vllm"``).

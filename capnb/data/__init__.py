@@ -19,12 +19,12 @@ from ._catalog import (
     resolve_gpu,
     resolve_model,
 )
+from ._rates import load_rate_series
 from ._traces import (
     TRACE_FORMATS,
     TraceWarning,
     list_rate_series,
     list_traces,
-    load_rate_series,
     load_trace,
 )
 

@@ -307,6 +307,7 @@ def _one_month(
     trial_high = np.uint64(trial) >> _SHIFT32
     histogram[:] = 0
     peak = 0.0
+    total = 0.0
     words = philox4x32(0, trial_low, trial_high, _STREAM_NOISE, key0, key1)
     draw = -1
     level = 0.0
@@ -322,6 +323,7 @@ def _one_month(
             if starts[j] <= m < starts[j] + lengths[j] and multipliers[j] > factor:
                 factor = multipliers[j]
         demand = base[m] * level * factor
+        total += demand
         if demand > peak:
             peak = demand
         # number of capacity levels strictly below the demand
@@ -333,14 +335,14 @@ def _one_month(
         else:
             below = math.ceil(position)
         histogram[below] += 1
-    return peak
+    return peak, total / minutes
 
 
 @njit(parallel=True)
 def simulate_months(
     key0, key1, first_trial, base, noise, noise_block, mean_count,
     duration_low, duration_high, mult_low, mult_high, capacity_low, capacity_step,
-    peak_out, minutes_above_out,
+    peak_out, mean_out, minutes_above_out,
 ):  # fmt: skip
     """Monte Carlo months of per-minute demand = base x noise x burst factor, in parallel over trials.
 
@@ -364,13 +366,15 @@ def simulate_months(
         The evenly spaced capacity levels ``capacity_low + j x capacity_step``, j < levels.
     peak_out
         (trials,) the month's highest one-minute demand, requests/s.
+    mean_out
+        (trials,) the month's mean demand, requests/s.
     minutes_above_out
         (trials, levels) int64: minutes of the month with demand strictly above each level.
     """
     trials, levels = minutes_above_out.shape
     for i in prange(trials):
         histogram = np.empty(levels + 1, np.int64)
-        peak_out[i] = _one_month(
+        peak_out[i], mean_out[i] = _one_month(
             key0, key1, first_trial + i, base, noise, noise_block, mean_count, duration_low,
             duration_high, mult_low, mult_high, capacity_low, capacity_step, histogram,
         )  # fmt: skip

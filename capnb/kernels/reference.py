@@ -8,10 +8,11 @@ feeds both the tests and the benchmark suite.
 
 from __future__ import annotations
 
-from . import memory_reference
+from . import forecast_reference, memory_reference
 
 __all__ = ["REGISTRY"]
 
 REGISTRY: dict[str, dict[str, object]] = {
     **memory_reference.REGISTRY,
+    **forecast_reference.REGISTRY,
 }

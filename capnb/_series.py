@@ -1,0 +1,352 @@
+"""Series of traffic: durations, seasonal slots, and request logs resampled to regular intervals.
+
+Part of the forecast step (its public names are re-exported by :mod:`capnb.forecast`).
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from . import glossary
+from .errors import InputError
+from .kernels import forecast as kernels
+
+__all__ = ["Slots", "checked_series", "interval_ns_of", "resample", "slot_codes", "slots"]
+
+NS = 1_000_000_000
+DAY_NS = 86_400 * NS
+WEEK_NS = 7 * DAY_NS
+#: Monday 1970-01-05 00:00: slot periods are counted from a Monday midnight.
+MONDAY_NS = 4 * DAY_NS
+_UNITS_S = {
+    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600,
+    "hour": 3600, "d": 86_400, "day": 86_400, "w": 604_800, "week": 604_800,
+}  # fmt: skip
+
+
+# -- intervals and slots ---------------------------------------------------------------------
+def interval_ns(value: object, argument: str, *, low_s: float = 1e-3) -> int:
+    """A duration given as ``"5s"``, ``"10min"``, ``"1h"``, ``"7D"`` or seconds -> whole ns."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*", value)
+        unit = match.group(2).lower() if match else ""
+        if unit.endswith("s") and unit[:-1] in _UNITS_S and unit not in _UNITS_S:
+            unit = unit[:-1]  # "mins", "hours", "days"
+        if not match or unit not in _UNITS_S:
+            raise InputError(
+                f"{argument}={value!r} is not a duration; write e.g. '1s', '5s', '1min', '1h', '7D' "
+                "or a number of seconds"
+            )
+        seconds = float(match.group(1)) * _UNITS_S[unit]
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise InputError(f"{argument} must be a duration such as '1min' or seconds, got {value!r}")
+    if not np.isfinite(seconds) or seconds < low_s:
+        raise InputError(f"{argument} must be at least {low_s:g} s, got {value!r}")
+    return round(seconds * NS)
+
+
+def duration_text(ns: int) -> str:
+    seconds = ns / NS
+    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            value = seconds / size
+            return f"{value:g} {unit}" if value == round(value) else f"{value:.1f} {unit}"
+    return f"{seconds:g} s"
+
+
+@dataclass(frozen=True)
+class Slots:
+    """How intervals map to seasonal slots: a period cut into equal slots, from Monday 00:00.
+
+    Attributes
+    ----------
+    kind
+        ``"hour_of_day"``, ``"hour_of_week"`` or ``"custom"``.
+    slot_ns, period_ns
+        Slot length and period in nanoseconds.
+    """
+
+    kind: str
+    slot_ns: int
+    period_ns: int
+
+    @property
+    def count(self) -> int:
+        """Number of slots in a period."""
+        return self.period_ns // self.slot_ns
+
+    @property
+    def needs_weekday(self) -> bool:
+        """Whether the slots depend on the weekday (a period that is not a whole number of days)."""
+        return self.period_ns % DAY_NS != 0 or self.period_ns > DAY_NS
+
+    def label(self) -> str:
+        """Words for the slot kind, for messages and charts."""
+        if self.kind != "custom":
+            return self.kind.replace("_", " ")
+        return f"{duration_text(self.slot_ns)} slots of a {duration_text(self.period_ns)} period"
+
+
+def slots(kind: str | tuple | Slots = "hour_of_day") -> Slots:
+    """Slot definition: ``"hour_of_day"``, ``"hour_of_week"`` or ``(slot_length, period)``.
+
+    Examples
+    --------
+    >>> slots("hour_of_week").count
+    168
+    >>> slots(("30min", "1D")).count
+    48
+    """
+    if isinstance(kind, Slots):
+        return kind
+    if kind == "hour_of_day":
+        return Slots("hour_of_day", 3600 * NS, DAY_NS)
+    if kind == "hour_of_week":
+        return Slots("hour_of_week", 3600 * NS, WEEK_NS)
+    if isinstance(kind, tuple) and len(kind) == 2:
+        slot_ns = interval_ns(kind[0], "slots[0] (slot length)", low_s=1)
+        period_ns = interval_ns(kind[1], "slots[1] (period)", low_s=1)
+        if period_ns % slot_ns:
+            raise InputError(
+                f"slots: the period {kind[1]!r} is not a whole number of slots of {kind[0]!r}"
+            )
+        return Slots("custom", slot_ns, period_ns)
+    raise InputError(
+        f"slots must be 'hour_of_day', 'hour_of_week' or (slot_length, period) such as "
+        f"('30min', '1D'), got {kind!r}"
+    )
+
+
+def slot_codes(time: np.ndarray | xr.DataArray, kind: str | tuple | Slots = "hour_of_day"):
+    """Slot code of each time (datetime64), on the trace's own clock.
+
+    Examples
+    --------
+    >>> t = np.array(["2024-05-13T09:30", "2024-05-19T23:59"], dtype="datetime64[ns]")  # Mon, Sun
+    >>> slot_codes(t, "hour_of_week").tolist()
+    [9, 167]
+    """
+    spec = slots(kind)
+    values = time.values if isinstance(time, xr.DataArray) else np.asarray(time)
+    ns = values.astype("datetime64[ns]").view(np.int64)
+    return ((ns - MONDAY_NS) % spec.period_ns) // spec.slot_ns
+
+
+# -- resampling ------------------------------------------------------------------------------
+def resample(
+    trace: xr.Dataset,
+    interval: str | float = "1min",
+    *,
+    gap: str | float | None = "15min",
+) -> xr.Dataset:
+    """Aggregate a request log (or a rate series) into a regular series of intervals.
+
+    Parameters
+    ----------
+    trace
+        A request log from :func:`capnb.data.load_trace` (dim ``request``), or a rate series from
+        :func:`capnb.data.load_rate_series` (dim ``time``) to coarsen.
+    interval
+        Interval length: ``"1s"``, ``"5s"``, ``"1min"``, ``"1h"`` ... or seconds (1 s to 1 day, a
+        whole number of seconds). Intervals are aligned to the clock (an hour starts at :00).
+        For a rate series, a whole multiple of its own interval.
+    gap
+        A request log's runs of empty intervals at least this long are marked missing (a hole in
+        the log, not an idle service); ``None`` keeps every empty interval as a real zero.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``time`` (interval starts, datetime64[ns]): ``qps`` (requests/s), ``requests``
+        (requests in the interval), and for logs with token counts ``prompt_tokens`` and
+        ``output_tokens`` (tokens summed over the interval). All float64, NaN where missing.
+        The first and last intervals count only the time from the first to the last request; one
+        observed for less than half its length is missing. Attrs: ``interval_s``, the trace's clock
+        (``timezone``, ``weekday_known``), ``missing_intervals``, ``notes``.
+
+    Raises
+    ------
+    InputError
+        The interval is not a whole number of seconds in [1 s, 1 day], or longer than the trace.
+
+    Examples
+    --------
+    >>> from capnb.data import load_trace
+    >>> series = resample(load_trace("azure-conv-2023"), "1min")
+    >>> series.sizes["time"], round(float(series.qps.mean()), 2)
+    (60, 5.56)
+    """
+    if not isinstance(trace, xr.Dataset):
+        raise InputError(f"trace must be an xarray Dataset, got {type(trace).__name__}")
+    step = interval_ns(interval, "interval", low_s=1)
+    if step % NS or step > DAY_NS:
+        raise InputError(
+            f"interval must be a whole number of seconds from 1 s to 1 day, got {interval!r}"
+        )
+    if "request" in trace.dims and "time" in trace:
+        return _resample_log(trace, step, gap)
+    if "time" in trace.dims and "qps" in trace:
+        return _resample_series(trace, step)
+    raise InputError(
+        "trace must be a request log (dim 'request' with 'time') or a rate series (dim 'time' "
+        f"with 'qps'); got dims {dict(trace.sizes)} and variables {list(trace.data_vars)}"
+    )
+
+
+def _clock_attrs(trace: xr.Dataset) -> dict[str, object]:
+    keys = ("source", "timezone", "weekday_known", "time_origin")
+    return {k: trace.attrs[k] for k in keys if k in trace.attrs}
+
+
+def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
+    ns = trace["time"].values.astype("datetime64[ns]").view(np.int64)
+    if ns.size == 0:
+        raise InputError("trace: holds no requests")
+    if (np.diff(ns[:: max(1, ns.size // 1000)]) < 0).any() or (ns[1:] < ns[:-1]).any():
+        raise InputError("trace: times are not sorted; load it with capnb.data.load_trace")
+    first, last = int(ns[0]), int(ns[-1])
+    span = last - first
+    if span < step:
+        what = "a single request" if ns.size == 1 else f"{duration_text(span)} from first to last"
+        raise InputError(
+            f"interval {duration_text(step)} is longer than the trace ({what}); choose a shorter "
+            "interval or a longer trace"
+        )
+    origin = first - first % step
+    n_bins = (last - origin) // step + 1
+    requests = np.zeros(n_bins)
+    sums = {name: np.zeros(n_bins) for name in ("prompt_tokens", "output_tokens") if name in trace}
+    empty = np.zeros(0, np.int64)
+    kernels.bin_requests(
+        ns,
+        trace["prompt_tokens"].values if "prompt_tokens" in sums else empty,
+        trace["output_tokens"].values if "output_tokens" in sums else empty,
+        origin,
+        step,
+        requests,
+        sums.get("prompt_tokens", np.zeros(0)),
+        sums.get("output_tokens", np.zeros(0)),
+    )
+    starts = origin + np.arange(n_bins, dtype=np.int64) * step
+    covered = np.minimum(starts + step, last) - np.maximum(starts, first)
+    covered = np.maximum(covered, 0).astype(np.float64)
+    missing = covered < step / 2
+    notes = []
+    edges = int(missing.sum())
+    if edges:
+        notes.append(f"{edges} edge interval(s) observed for under half their length are missing")
+    longest = _longest_run(requests == 0) * step
+    if gap is not None:
+        gap_ns = interval_ns(gap, "gap", low_s=1)
+        holes = np.zeros(n_bins, bool)
+        kernels.long_runs(requests == 0, -(-gap_ns // step), holes)
+        if holes.any():
+            notes.append(
+                f"{int(holes.sum()):,} intervals in empty runs of at least {duration_text(gap_ns)} "
+                "are missing (a hole in the log); pass gap=None to count them as zero"
+            )
+        missing |= holes
+    qps = np.where(missing, np.nan, requests / np.where(covered > 0, covered, 1.0) * NS)
+    data = {
+        "qps": ("time", qps, glossary.attrs("qps")),
+        "requests": ("time", np.where(missing, np.nan, requests), glossary.attrs("requests")),
+    }
+    for name, values in sums.items():
+        data[name] = (
+            "time",
+            np.where(missing, np.nan, values),
+            glossary.attrs(name, long_name=f"{name.replace('_', ' ')} summed over the interval"),
+        )
+    attrs = {
+        "title": "request rate per interval",
+        **_clock_attrs(trace),
+        "interval_s": step / NS,
+        "missing_intervals": int(missing.sum()),
+        "longest_empty_s": longest / NS,
+        "notes": "; ".join(notes) or "none",
+    }
+    return xr.Dataset(data, coords=_time_coord(starts), attrs=attrs)
+
+
+def _longest_run(flags: np.ndarray) -> int:
+    if not flags.any():
+        return 0
+    padded = np.concatenate(([False], flags, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return int((edges[1::2] - edges[::2]).max())
+
+
+def _time_coord(starts: np.ndarray) -> dict[str, tuple]:
+    return {"time": ("time", starts.view("datetime64[ns]"), glossary.attrs("time"))}
+
+
+def interval_ns_of(series: xr.Dataset) -> int:
+    """The interval of a series (from ``attrs["interval_s"]``), in ns."""
+    if "interval_s" not in series.attrs:
+        raise InputError(
+            "series has no 'interval_s' attr: build it with capnb.forecast.resample or "
+            "capnb.data.load_rate_series"
+        )
+    return round(float(series.attrs["interval_s"]) * NS)
+
+
+def _resample_series(series: xr.Dataset, step: int) -> xr.Dataset:
+    own = interval_ns_of(series)
+    if step % own:
+        raise InputError(
+            f"interval {duration_text(step)} is not a whole multiple of the series' own interval "
+            f"({duration_text(own)})"
+        )
+    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
+    if ns[-1] + own - ns[0] < step:
+        raise InputError(
+            f"interval {duration_text(step)} is longer than the series "
+            f"({duration_text(int(ns[-1] + own - ns[0]))})"
+        )
+    origin = ns[0] - ns[0] % step
+    index = (ns - origin) // step
+    n_bins = int(index[-1]) + 1
+    qps = series["qps"].values
+    seen = ~np.isnan(qps)
+    total = np.bincount(index[seen], weights=qps[seen], minlength=n_bins)
+    count = np.bincount(index[seen], minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    starts = origin + np.arange(n_bins, dtype=np.int64) * step
+    attrs = {
+        **series.attrs,
+        "interval_s": step / NS,
+        "missing_intervals": int((count == 0).sum()),
+        "notes": (
+            f"each interval's qps is the mean of its observed {duration_text(own)} windows; "
+            "missing when none is observed"
+        ),
+    }
+    return xr.Dataset(
+        {
+            "qps": ("time", mean, glossary.attrs("qps")),
+            "requests": ("time", mean * step / NS, glossary.attrs("requests")),
+        },
+        coords=_time_coord(starts),
+        attrs=attrs,
+    )
+
+
+def checked_series(series: object, argument: str = "series") -> xr.Dataset:
+    """The series if it has ``qps`` over ``time``, an interval and two observed values; else raise."""
+    if not isinstance(series, xr.Dataset) or "qps" not in series or "time" not in series.dims:
+        raise InputError(
+            f"{argument} must be a Dataset over 'time' with 'qps' (from capnb.forecast.resample or "
+            "capnb.data.load_rate_series)"
+        )
+    interval_ns_of(series)
+    if int(series["qps"].notnull().sum()) < 2:
+        raise InputError(f"{argument}: fewer than two observed intervals; nothing to plan on")
+    return series

@@ -1,0 +1,462 @@
+"""Bursts as probabilistic events: detection, a burst model, and Monte Carlo months of demand.
+
+The article: campaigns and trending events lift QPS 3-5x for a short time; rare, but an SLA breach
+costs more than idle capacity. Model them as events (e.g. 1-2 a month, 1-2 hours, 3-5x) and cover
+them with an elastic buffer rather than fixed capacity. This module
+
+- finds bursts in a series (:func:`detect_bursts`: intervals above ``factor`` x the slot baseline
+  for at least ``min_duration``) and fits a :class:`BurstModel` to them (:func:`fit_burst_model`);
+- simulates many months at minute resolution (:func:`simulate`): demand = slot baseline x noise x
+  burst factor, with the noise resampled from the series' own residuals; out of it come the
+  distribution of the monthly peak, the probability that a capacity is exceeded in a month, the
+  expected minutes per month above it, and the ``buffer_qps`` an elastic buffer must hold.
+
+Every trial draws from its own Philox stream keyed by the seed, so results are identical for any
+number of threads and any split of the trials into dask chunks. The step's public names are
+re-exported by :mod:`capnb.forecast`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from . import _validate, glossary
+from ._series import Slots, checked_series, interval_ns, interval_ns_of, slot_codes
+from .errors import InputError
+from .kernels import forecast as kernels
+
+__all__ = [
+    "MONTH_DAYS",
+    "BurstModel",
+    "MonthInputs",
+    "detect_bursts",
+    "fit_burst_model",
+    "month_inputs",
+    "simulate",
+]
+
+NS = 1_000_000_000
+#: A Monte Carlo month: 30 days of 1,440 minutes (43,200 minutes). Burst rates are per such month.
+MONTH_DAYS = 30
+_MONTH_S = MONTH_DAYS * 86_400
+
+
+@dataclass(frozen=True)
+class BurstModel:
+    """Bursts as random events: how often, how long, how high.
+
+    Bursts arrive as a Poisson process (``rate_per_month`` per 30-day month), start at a uniformly
+    random minute, last a uniform duration in ``duration_s`` (rounded to whole minutes) and multiply
+    the baseline by a uniform factor in ``multiplier``; where bursts overlap, the larger factor holds.
+
+    Attributes
+    ----------
+    rate_per_month
+        Expected bursts per 30-day month (>= 0).
+    duration_s
+        (shortest, longest) burst, seconds.
+    multiplier
+        (lowest, highest) factor on the baseline, >= 1.
+    source
+        Where the numbers come from (shown in answers).
+
+    Examples
+    --------
+    >>> BurstModel().describe()
+    '1.5 bursts a month (Poisson), each 1-2 h long at 3-5x the baseline (the article's default)'
+    """
+
+    rate_per_month: float = 1.5
+    duration_s: tuple[float, float] = (3600.0, 7200.0)
+    multiplier: tuple[float, float] = (3.0, 5.0)
+    source: str = "the article's default"
+
+    def __post_init__(self):
+        _validate.fraction(self.rate_per_month, "rate_per_month", high=10_000.0)
+        for name, low_bound in (("duration_s", 1.0), ("multiplier", 1.0)):
+            pair = getattr(self, name)
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise InputError(f"{name} must be a (low, high) pair, got {pair!r}")
+            low, high = (_validate.fraction(v, name, low=low_bound, high=1e9) for v in pair)
+            if low > high:
+                raise InputError(f"{name}: low {low:g} is above high {high:g}")
+            object.__setattr__(self, name, (low, high))
+
+    def describe(self) -> str:
+        """The model in words."""
+        d0, d1 = (_duration(v) for v in self.duration_s)
+        span = d0 if d0 == d1 else f"{d0.removesuffix(' h').removesuffix(' min')}-{d1}"
+        m0, m1 = self.multiplier
+        times = f"{m0:.3g}x" if m0 == m1 else f"{m0:.3g}-{m1:.3g}x"
+        return (
+            f"{self.rate_per_month:.3g} bursts a month (Poisson), each {span} long at {times} the "
+            f"baseline ({self.source})"
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 1800 == 0:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds / 60:.0f} min"
+
+
+# -- detection -------------------------------------------------------------------------------
+def detect_bursts(
+    series: xr.Dataset,
+    baseline: xr.Dataset | None = None,
+    *,
+    factor: float = 2.0,
+    min_duration: str | float = "30min",
+    reference_quantile: float = 0.5,
+) -> xr.Dataset:
+    """Find bursts: runs of intervals above ``factor`` x their slot's baseline, at least this long.
+
+    Parameters
+    ----------
+    series
+        QPS series (:func:`capnb.forecast.resample`, :func:`capnb.data.load_rate_series`).
+    baseline
+        Slot baselines of the same series (:func:`capnb.forecast.fit_baseline`); default: hour of
+        day.
+    factor
+        How many times the slot's reference rate an interval must exceed.
+    min_duration
+        Shortest run that counts as a burst (``"30min"`` or seconds); rounded up to whole intervals.
+    reference_quantile
+        Which ``traffic_quantile`` of the baseline is the reference (the median: bursts barely
+        move it).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``in_burst`` over ``time``; over dim ``burst``: ``burst_start`` (datetime64),
+        ``duration_s`` (s), ``peak_qps`` (requests/s) and ``multiplier`` (the burst's highest
+        qps over its slot reference). Attrs: the settings and ``observed_s``, the observed
+        (non-missing) time the bursts were looked for in.
+    """
+    from .forecast import fit_baseline
+
+    series = checked_series(series)
+    baseline = fit_baseline(series) if baseline is None else baseline
+    factor = _validate.fraction(factor, "factor", low=1.0, high=1e6)
+    step = interval_ns_of(series)
+    min_ns = interval_ns(min_duration, "min_duration", low_s=1)
+    if reference_quantile not in baseline.traffic_quantile.values:
+        raise InputError(
+            f"reference_quantile={reference_quantile} is not among the baseline's traffic_quantile "
+            f"values {baseline.traffic_quantile.values.tolist()}"
+        )
+    if series["qps"].ndim != 1:
+        raise InputError("detect_bursts takes one series (qps over time only)")
+    reference = baseline.target_qps.sel(traffic_quantile=reference_quantile).values
+    codes = slot_codes(series["time"], _slots_of(baseline))
+    qps = series["qps"].values.astype(float)
+    expected = reference[codes]
+    with np.errstate(invalid="ignore"):
+        above = qps > factor * expected  # NaN (missing) compares False: a hole breaks a run
+    runs = np.zeros(qps.size, bool)
+    length = -(-min_ns // step)
+    kernels.long_runs(above, length, runs)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], runs.astype(np.int8), [0]))))
+    starts, stops = edges[::2], edges[1::2]
+    ratio = np.where(expected > 0, qps / np.where(expected > 0, expected, 1.0), np.inf)
+    peak = np.array([np.nanmax(qps[a:b]) for a, b in zip(starts, stops, strict=True)])
+    multiplier = np.array([np.nanmax(ratio[a:b]) for a, b in zip(starts, stops, strict=True)])
+    observed_s = float(np.count_nonzero(~np.isnan(qps)) * step / NS)
+    return xr.Dataset(
+        {
+            "in_burst": ("time", runs, glossary.attrs("in_burst")),
+            "burst_start": ("burst", series["time"].values[starts], glossary.attrs("burst_start")),
+            "duration_s": ("burst", (stops - starts) * step / NS, glossary.attrs("duration_s")),
+            "peak_qps": ("burst", peak.reshape(-1), glossary.attrs("peak_qps")),
+            "multiplier": ("burst", multiplier.reshape(-1), glossary.attrs("multiplier")),
+        },
+        coords={"time": series["time"]},
+        attrs={
+            "title": "detected bursts",
+            "factor": factor,
+            "min_duration_s": length * step / NS,
+            "reference_quantile": float(reference_quantile),
+            "slots": baseline.attrs["slots"],
+            "observed_s": observed_s,
+            "interval_s": step / NS,
+        },
+    )
+
+
+def _slots_of(baseline: xr.Dataset) -> Slots:
+    kind = baseline.attrs.get("slots")
+    if kind is None or "slot_s" not in baseline.attrs:
+        raise InputError("baseline must come from capnb.forecast.fit_baseline (it lacks 'slots')")
+    return Slots(kind, round(baseline.attrs["slot_s"] * NS), round(baseline.attrs["period_s"] * NS))
+
+
+def fit_burst_model(bursts: xr.Dataset) -> BurstModel:
+    """A :class:`BurstModel` from detected bursts: their rate per month and observed ranges.
+
+    With no burst detected the rate is 0 (and the ranges are the article's, unused). The fewer
+    bursts, the weaker the fit: the model's ``source`` says how many bursts in how many days, and
+    the Poisson 95 % upper bound of the rate (``-ln(0.05) = 3.0`` events when none was seen).
+    """
+    if not isinstance(bursts, xr.Dataset) or "observed_s" not in bursts.attrs:
+        raise InputError("bursts must come from capnb.forecast.detect_bursts")
+    count = int(bursts.sizes["burst"])
+    months = bursts.attrs["observed_s"] / _MONTH_S
+    days = bursts.attrs["observed_s"] / 86_400
+    upper = _poisson_upper(count) / months
+    source = (
+        f"fitted: {count} burst{'s' if count != 1 else ''} in {days:.1f} days; "
+        f"95% upper bound {upper:.3g} a month"
+    )
+    if count == 0:
+        return BurstModel(rate_per_month=0.0, source=source)
+    durations = bursts.duration_s.values
+    multipliers = bursts.multiplier.values
+    return BurstModel(
+        rate_per_month=count / months,
+        duration_s=(float(durations.min()), float(durations.max())),
+        multiplier=(max(1.0, float(multipliers.min())), max(1.0, float(multipliers.max()))),
+        source=source,
+    )
+
+
+def _poisson_upper(count: int, level: float = 0.95) -> float:
+    """Upper confidence bound of a Poisson mean after ``count`` events (exact, by bisection)."""
+    low, high = 0.0, 10.0 + 10.0 * count
+    for _ in range(200):
+        mid = (low + high) / 2
+        cdf = sum(math.exp(-mid) * mid**k / math.factorial(k) for k in range(count + 1))
+        low, high = (mid, high) if cdf > 1 - level else (low, mid)
+    return high
+
+
+# -- Monte Carlo -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MonthInputs:
+    """What the Monte Carlo kernel takes: a month of baseline minutes and the noise pool."""
+
+    base: np.ndarray  # (minutes,) requests/s
+    noise: np.ndarray  # (k,) multiplicative residuals, mean 1 per slot
+    noise_block: int  # minutes per noise draw (the series' interval)
+    excluded: int  # intervals left out of the baseline and noise as bursts
+
+
+def month_inputs(
+    series: xr.Dataset,
+    baseline: xr.Dataset,
+    *,
+    exclude: xr.Dataset | str | None = "detect",
+    days: int = MONTH_DAYS,
+) -> MonthInputs:
+    """The baseline of every minute of a month (from Monday 00:00) and the residual noise pool.
+
+    The baseline of a slot is the mean of its intervals outside bursts; the noise pool holds each
+    such interval's qps over its slot's baseline. ``exclude``: ``"detect"`` (default: bursts found
+    by :func:`detect_bursts` with its defaults), a :func:`detect_bursts` result, or None (keep all).
+    """
+    series = checked_series(series)
+    spec = _slots_of(baseline)
+    step = interval_ns_of(series)
+    if step % (60 * NS):
+        raise InputError(
+            f"the Monte Carlo runs per minute: resample the series to '1min' or a whole number of "
+            f"minutes first (its interval is {step / NS:g} s)"
+        )
+    if isinstance(exclude, str) and exclude != "detect":
+        raise InputError(
+            f"exclude must be 'detect', a detect_bursts result or None, got {exclude!r}"
+        )
+    qps = series["qps"].values.astype(float).copy()
+    if exclude is not None:
+        found = detect_bursts(series, baseline) if isinstance(exclude, str) else exclude
+        mask = found["in_burst"].reindex(time=series["time"], fill_value=False).values
+        excluded = int(np.count_nonzero(mask & ~np.isnan(qps)))
+        qps[mask] = np.nan
+    else:
+        excluded = 0
+    codes = slot_codes(series["time"], spec)
+    quantile, mean, count = (
+        np.empty((spec.count, 1)),
+        np.empty(spec.count),
+        np.empty(spec.count, np.int64),
+    )
+    kernels.slot_statistics(qps, codes, np.array([0.5]), quantile, mean, count)
+    empty = np.flatnonzero(count == 0)
+    if empty.size:
+        raise InputError(
+            f"slots {empty[:5].tolist()} have no observed interval outside bursts: the Monte Carlo "
+            "needs a baseline for every slot (use coarser slots or more history)"
+        )
+    seen = ~np.isnan(qps) & (mean[codes] > 0)
+    noise = qps[seen] / mean[codes][seen]
+    minutes = int(days) * 1440
+    minute_ns = np.arange(minutes, dtype=np.int64) * 60 * NS
+    base = mean[(minute_ns % spec.period_ns) // spec.slot_ns]
+    return MonthInputs(base, noise, int(step // (60 * NS)), excluded)
+
+
+def _seed_words(seed: object) -> tuple[np.uint64, np.uint64]:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise InputError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    return np.uint64(int(seed) & 0xFFFFFFFF), np.uint64(int(seed) >> 32)
+
+
+def _capacity_grid(capacity_qps, inputs: MonthInputs, bursts: BurstModel, fixed_plan: float):
+    if capacity_qps is None:
+        # up to the largest demand the model can produce, with the fixed plan on a level
+        upper = float(inputs.base.max() * inputs.noise.max() * bursts.multiplier[1])
+        on_plan = max(1, round(200 * fixed_plan / upper)) if upper > 0 else 1
+        step = fixed_plan / on_plan if fixed_plan > 0 else max(upper, 1.0) / 200
+        return np.arange(math.ceil(upper / step) + 2) * step
+    grid = np.asarray(capacity_qps, dtype=float)
+    if grid.ndim != 1 or grid.size < 2 or not np.isfinite(grid).all():
+        raise InputError("capacity_qps must be at least two finite capacity levels, requests/s")
+    steps = np.diff(grid)
+    if (steps <= 0).any() or not np.allclose(steps, steps[0], rtol=1e-9, atol=0):
+        raise InputError("capacity_qps must be evenly spaced and increasing (e.g. np.linspace)")
+    return grid
+
+
+def _month_block(trial_ids, *, inputs, bursts, days, key, grid):
+    # a block of consecutive trial ids (all trials, or one dask chunk of them)
+    trial_ids = np.asarray(trial_ids, dtype=np.int64).reshape(-1)
+    peak = np.empty(trial_ids.size)
+    mean = np.empty(trial_ids.size)
+    above = np.empty((trial_ids.size, grid.size), np.int64)
+    if trial_ids.size:
+        kernels.simulate_months(
+            key[0], key[1], trial_ids[0], inputs.base, inputs.noise, inputs.noise_block,
+            bursts.rate_per_month * days / MONTH_DAYS,
+            bursts.duration_s[0] / 60, bursts.duration_s[1] / 60,
+            bursts.multiplier[0], bursts.multiplier[1],
+            grid[0], grid[1] - grid[0], peak, mean, above,
+        )  # fmt: skip
+    return peak, mean, above
+
+
+def simulate(
+    series: xr.Dataset,
+    baseline: xr.Dataset,
+    bursts: BurstModel | None = None,
+    *,
+    trials: int = 10_000,
+    days: int = MONTH_DAYS,
+    seed: int = 0,
+    exceed_probability: float = 0.05,
+    plan_quantile: float | None = None,
+    capacity_qps=None,
+    exclude: xr.Dataset | str | None = "detect",
+    chunks: int | None = None,
+) -> xr.Dataset:
+    """Monte Carlo months at minute resolution: monthly peaks, exceedance curve and the buffer.
+
+    Each trial is one month (``days`` x 1,440 minutes, starting Monday 00:00 of the slot clock):
+    demand(minute) = slot baseline x noise x burst factor, the noise drawn from the series' own
+    residuals once per series interval, the bursts from ``bursts``.
+
+    Parameters
+    ----------
+    series, baseline
+        The history (interval a whole number of minutes) and its slot baselines.
+    bursts
+        The burst model (default: the article's, :class:`BurstModel`).
+    trials, days, seed
+        Number of months, days per month, and the seed (results are identical for a given seed,
+        whatever the thread count or ``chunks``).
+    exceed_probability
+        The chosen monthly probability of demand exceeding capacity, for ``required_qps``.
+    plan_quantile
+        The traffic quantile of the fixed plan (default: the baseline's highest); the fixed plan is
+        the busiest slot's ``target_qps`` at it.
+    capacity_qps
+        Evenly spaced capacity levels of the exceedance curve, requests/s (default: from 0 to the
+        largest possible demand, with the fixed plan on a level).
+    exclude
+        Bursts left out of the baseline and noise (see :func:`month_inputs`).
+    chunks
+        Trials per dask chunk (needs dask); the result is the same as without.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``monthly_peak_qps`` and ``mean_qps`` over ``trial``; ``exceed_probability`` (probability
+        that demand exceeds the level at least once in a month) and ``minutes_above`` (expected
+        minutes per month above it) over ``capacity_qps``; ``required_qps`` (the smallest capacity
+        whose monthly exceedance probability is at most ``exceed_probability``) and ``buffer_qps``
+        (= required_qps - fixed plan, at least 0). Attrs: the settings, ``fixed_plan_qps`` and
+        ``burst_model``.
+    """
+    bursts = BurstModel() if bursts is None else bursts
+    if not isinstance(bursts, BurstModel):
+        raise InputError(f"bursts must be a BurstModel, got {type(bursts).__name__}")
+    trials = _validate.positive_int(trials, "trials")
+    days = _validate.positive_int(days, "days")
+    probability = _validate.fraction(exceed_probability, "exceed_probability", low_open=True)
+    key = _seed_words(seed)
+    quantiles = baseline.traffic_quantile.values
+    plan_quantile = float(quantiles[-1]) if plan_quantile is None else plan_quantile
+    if plan_quantile not in quantiles:
+        raise InputError(
+            f"plan_quantile={plan_quantile} is not among the baseline's traffic_quantile values "
+            f"{quantiles.tolist()}"
+        )
+    fixed_plan = float(baseline.target_qps.sel(traffic_quantile=plan_quantile).max("slot"))
+    inputs = month_inputs(series, baseline, exclude=exclude, days=days)
+    grid = _capacity_grid(capacity_qps, inputs, bursts, fixed_plan)
+    ids = xr.DataArray(np.arange(trials, dtype=np.int64), dims="trial")
+    if chunks is not None:
+        ids = ids.chunk({"trial": _validate.positive_int(chunks, "chunks")})
+    peak, mean, above = xr.apply_ufunc(
+        _month_block,
+        ids,
+        kwargs={"inputs": inputs, "bursts": bursts, "days": days, "key": key, "grid": grid},
+        output_core_dims=[[], [], ["capacity_qps"]],
+        dask="parallelized",
+        output_dtypes=[float, float, np.int64],
+        dask_gufunc_kwargs={"output_sizes": {"capacity_qps": grid.size}},
+    )
+    peak_values = np.asarray(peak.values)
+    required = _required(peak_values, probability)
+    trial_coord = ("trial", np.arange(trials), glossary.attrs("trial"))
+    return xr.Dataset(
+        {
+            "monthly_peak_qps": peak.assign_attrs(glossary.attrs("monthly_peak_qps")),
+            "mean_qps": mean.assign_attrs(glossary.attrs("mean_qps")),
+            "exceed_probability": (above > 0)
+            .mean("trial")
+            .assign_attrs(glossary.attrs("exceed_probability")),
+            "minutes_above": above.mean("trial").assign_attrs(glossary.attrs("minutes_above")),
+            "required_qps": ((), required, glossary.attrs("required_qps")),
+            "buffer_qps": ((), max(0.0, required - fixed_plan), glossary.attrs("buffer_qps")),
+        },
+        coords={
+            "trial": trial_coord,
+            "capacity_qps": ("capacity_qps", grid, glossary.attrs("capacity_qps")),
+        },
+        attrs={
+            "title": f"Monte Carlo: {trials:,} months of {days} days at minute resolution",
+            "seed": int(seed),
+            "trials": trials,
+            "days": days,
+            "chosen_exceed_probability": probability,
+            "plan_quantile": plan_quantile,
+            "fixed_plan_qps": fixed_plan,
+            "burst_model": bursts.describe(),
+            "noise_pool": int(inputs.noise.size),
+            "noise_block_min": inputs.noise_block,
+            "excluded_burst_intervals": inputs.excluded,
+            "month_start": "Monday 00:00 of the slot clock",
+        },
+    ).compute()
+
+
+def _required(peaks: np.ndarray, probability: float) -> float:
+    """Smallest simulated peak C with share(peak > C) <= probability (the empirical quantile)."""
+    ordered = np.sort(peaks)
+    allowed = math.floor(probability * ordered.size + 1e-9)  # months that may exceed
+    return float(ordered[max(0, ordered.size - 1 - allowed)])

@@ -1,0 +1,251 @@
+"""Rate series: pre-aggregated request rates or counts per fixed window (e.g. ServeGen's 10 minutes)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .. import glossary
+from .._series import interval_ns
+from ..errors import ConfigError, InputError, UnknownNameError
+from . import _times
+from ._catalog import dataset_path
+from ._traces import (
+    _BUNDLED_SERIES,
+    _BUNDLED_TRACES,
+    TraceWarning,
+    _csv_header,
+    _csv_where,
+    _table_times,
+    list_rate_series,
+)
+
+__all__ = ["load_rate_series"]
+
+
+# -- rate series -------------------------------------------------------------------------------
+def load_rate_series(
+    name_or_path: str | os.PathLike,
+    *,
+    time_column: str | None = None,
+    rate_column: str | None = None,
+    count_column: str | None = None,
+    interval: str | float | None = None,
+    time_unit: str | None = None,
+    timezone: str | None = None,
+    start: str | None = None,
+    zero_is_missing: bool = True,
+):
+    """Load a pre-aggregated series: a request rate (or count) per fixed window.
+
+    Parameters
+    ----------
+    name_or_path
+        A bundled series (:func:`list_rate_series`: ``"servegen-m-large"``, ``"servegen-m-small"``:
+        14 days of 10-minute windows) or the path of a CSV or Parquet file.
+    time_column
+        Window start: datetimes, or numbers with ``time_unit`` counted from ``start``.
+    rate_column, count_column
+        Exactly one: requests/s per window, or requests per window.
+    interval
+        Window length (``"10min"`` or seconds). Default: the most common step between windows.
+    time_unit, timezone, start
+        As in :func:`load_trace`. ServeGen's time 0 is 00:00 of its day 0, whose date, weekday and
+        time zone are not published: they load with a placeholder date and ``weekday_known="no"``.
+    zero_is_missing
+        Treat windows with a rate of exactly 0 as missing (NaN), as in production series where a
+        zero is a hole in the data, not an idle service (ServeGen m-small has 37 such windows).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``time`` (window starts, a regular grid; absent windows are inserted as missing):
+        ``qps`` (requests/s) and ``requests`` (per window), NaN where missing. Attrs:
+        ``interval_s``, ``timezone``, ``weekday_known``, ``missing_windows``, ``notes``.
+
+    Examples
+    --------
+    >>> series = load_rate_series("servegen-m-small")
+    >>> series.sizes["time"], int(series.qps.isnull().sum())
+    (2016, 37)
+    """
+    text = str(name_or_path) if isinstance(name_or_path, str | os.PathLike) else None
+    if text in _BUNDLED_SERIES:
+        path = dataset_path("traces", _BUNDLED_SERIES[text])
+        time_column, rate_column = time_column or "window_start_s", rate_column or "total_rate_rps"
+        time_unit, interval = time_unit or "s", interval or 600
+    elif text in _BUNDLED_TRACES:
+        raise InputError(
+            f"{text!r} is a request log: load it with capnb.data.load_trace and aggregate it with "
+            "capnb.forecast.resample"
+        )
+    else:
+        path = _series_path(name_or_path)
+    if (rate_column is None) == (count_column is None):
+        raise InputError(
+            "give exactly one of rate_column= (requests/s) or count_column= (requests)"
+        )
+    timezone = _times.resolve_timezone(timezone)
+    table, where = _read_series_table(path, time_column, rate_column or count_column)
+    relative = start is not None or text in _BUNDLED_SERIES
+    import pyarrow.types as pat
+
+    if time_column is None or time_column not in table.column_names:
+        raise ConfigError(
+            f"{path}: no column {time_column!r} (time_column); columns: {table.column_names}"
+        )
+    kind = table.column(time_column).type
+    if not (pat.is_integer(kind) or pat.is_floating(kind)):
+        relative = False
+    ns, clock = _table_times(table, time_column, where, time_unit, timezone, relative, start)
+    value_column = rate_column or count_column
+    values = _number_column(table, value_column, where)
+    order = np.argsort(ns, kind="stable")
+    notes = []
+    if (np.diff(ns) < 0).any():
+        first = int(np.flatnonzero(np.diff(ns) < 0)[0]) + 1
+        notes.append(f"windows were out of time order (first: {where(first)}); sorted")
+    ns, values, rows = ns[order], values[order], order
+    ns, values, merged = _merge_duplicates(ns, values, rows, where, value_column)
+    if merged:
+        notes.append(f"{merged:,} repeated windows with the same value were merged")
+    step = _series_step(ns, interval, where, rows, interval_ns)
+    grid = np.arange(ns[0], ns[-1] + step, step, dtype=np.int64)
+    position = (ns - ns[0]) // step
+    off_grid = np.flatnonzero((ns - ns[0]) % step)
+    if off_grid.size:
+        row = int(rows[off_grid[0]])
+        raise ConfigError(
+            f"{where(row)}: window start is not a whole number of intervals ({step / 1e9:g} s) "
+            "after the first window"
+        )
+    full = np.full(grid.size, np.nan)
+    full[position] = values
+    seconds = step / 1e9
+    qps = full if rate_column else full / seconds
+    absent = grid.size - ns.size
+    zeros = int(np.count_nonzero(qps == 0.0))
+    if zero_is_missing and zeros:
+        qps = np.where(qps == 0.0, np.nan, qps)
+        notes.append(f"{zeros:,} windows with a rate of exactly 0 are marked missing")
+    if absent:
+        notes.append(f"{absent:,} absent windows are inserted as missing")
+    repairs = [n for n in notes if "sorted" in n or "merged" in n]
+    if repairs:  # missing windows are data, stated in the attrs; repairs are worth a warning
+        warnings.warn(f"{path.name}: " + "; ".join(repairs), TraceWarning, stacklevel=2)
+    import xarray as xr
+
+    return xr.Dataset(
+        {
+            "qps": ("time", qps, glossary.attrs("qps")),
+            "requests": ("time", qps * seconds, glossary.attrs("requests")),
+        },
+        coords={"time": ("time", grid.view("datetime64[ns]"), glossary.attrs("time"))},
+        attrs={
+            "title": f"rate series {path.name}",
+            "source": str(path),
+            "interval_s": seconds,
+            **clock.attrs(),
+            "missing_windows": int(np.isnan(qps).sum()),
+            "notes": "; ".join(notes) or "none",
+        },
+    )
+
+
+def _series_path(name_or_path) -> Path:
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputError(
+            f"name_or_path must be a bundled series name or a path, got {type(name_or_path).__name__}"
+        )
+    path = Path(name_or_path)
+    if not path.exists():
+        if os.sep not in str(name_or_path) and "." not in str(name_or_path):
+            raise UnknownNameError("rate series", name_or_path, list_rate_series())
+        raise ConfigError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise ConfigError(f"{path}: the file is empty")
+    return path
+
+
+def _read_series_table(path: Path, time_column, value_column):
+    import pyarrow as pa
+
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        where = lambda row: f"{path.name}, row {row + 1}"  # noqa: E731
+    else:
+        import pyarrow.csv as pacsv
+
+        header = _csv_header(path)
+        for name, argument in ((time_column, "time_column"), (value_column, "rate/count column")):
+            if name is not None and name not in header:
+                raise ConfigError(f"{path}: no column {name!r} ({argument}); columns: {header}")
+        options = pacsv.ConvertOptions(
+            include_columns=[c for c in (time_column, value_column) if c],
+            column_types={value_column: pa.string()},
+        )
+        table = pacsv.read_csv(path, convert_options=options)
+        where = _csv_where(path)
+    if table.num_rows == 0:
+        raise ConfigError(f"{path}: holds no rows")
+    if value_column not in table.column_names:
+        raise ConfigError(f"{path}: no column {value_column!r}; columns: {table.column_names}")
+    return table, where
+
+
+def _number_column(table, column: str, where) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pat
+
+    values = table.column(column).combine_chunks()
+    if pat.is_string(values.type) or pat.is_large_string(values.type):
+        text = pc.utf8_trim_whitespace(values)
+        pattern = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+        ok = pc.match_substring_regex(text, pattern).to_numpy(zero_copy_only=False)
+        ok &= ~values.is_null().to_numpy(zero_copy_only=False)
+        if not ok.all():
+            row = int(np.flatnonzero(~ok)[0])
+            raise ConfigError(
+                f"{where(row)}: column {column!r} holds {text[row].as_py()!r}, not a number"
+            )
+        values = text.cast(pa.float64())
+    numbers = values.to_numpy(zero_copy_only=False).astype(np.float64)
+    bad = ~np.isfinite(numbers) | (numbers < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {numbers[row]!r}; a rate or count is a finite "
+            "number >= 0"
+        )
+    return numbers
+
+
+def _merge_duplicates(ns, values, rows, where, column):
+    same = np.flatnonzero(ns[1:] == ns[:-1])
+    if not same.size:
+        return ns, values, 0
+    differ = same[values[same + 1] != values[same]]
+    if differ.size:
+        a, b = int(rows[differ[0]]), int(rows[differ[0] + 1])
+        raise ConfigError(
+            f"{where(a)} and {where(b)} are the same window with different {column!r} "
+            f"({values[differ[0]]!r} and {values[differ[0] + 1]!r}); remove one"
+        )
+    keep = np.ones(ns.size, bool)
+    keep[same + 1] = False
+    return ns[keep], values[keep], int(same.size)
+
+
+def _series_step(ns, interval, where, rows, interval_ns) -> int:
+    if ns.size < 2 and interval is None:
+        raise ConfigError(f"{where(0)}: a single window; give interval= to say how long it is")
+    if interval is not None:
+        return interval_ns(interval, "interval")
+    steps, counts = np.unique(np.diff(ns), return_counts=True)
+    return int(steps[np.argmax(counts)])
