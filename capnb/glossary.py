@@ -117,6 +117,10 @@ VARIABLES: dict[str, Term] = _table(
     ("coverage", "1", "share of scored intervals whose demand the plan covers"),
     ("overprovision_fraction", "1", "capacity the plan holds above demand, over mean demand"),
     ("unserved_fraction", "1", "demand above the plan, over mean demand"),
+    ("overall_qps", "requests/s", "quantile of the request rate over all intervals pooled"),
+    ("overall_shortfall_fraction", "1", "share of overall_qps a plan at the mean leaves uncovered"),
+    ("overall_underprovisioned_share", "1", "share of all intervals above the mean plan"),
+    ("trend_per_day", "1/day", "relative growth of the daily mean request rate per day"),
     # elasticity
     ("ready_instances", "instances", "instances serving"),
     ("starting_instances", "instances", "instances in cold start"),
@@ -135,10 +139,6 @@ def attrs(name: str, **extra: object) -> dict[str, object]:
     Parameters
     ----------
     name
-    ("overall_qps", "requests/s", "quantile of the request rate over all intervals pooled"),
-    ("overall_shortfall_fraction", "1", "share of overall_qps a plan at the mean leaves uncovered"),
-    ("overall_underprovisioned_share", "1", "share of all intervals above the mean plan"),
-    ("trend_per_day", "1/day", "relative growth of the daily mean request rate per day"),
         A dimension or variable name from :data:`DIMS` or :data:`VARIABLES`.
     **extra
         More attrs to add (for example ``accounting="vllm"``).
