@@ -92,7 +92,12 @@ def epoch_ns(values: np.ndarray, per_unit: int) -> np.ndarray:
     """Numeric times in a unit -> int64 ns (integers stay exact; floats round to the nearest ns)."""
     if values.dtype.kind in "iu":
         return values.astype(np.int64) * np.int64(per_unit)
-    return np.round(values.astype(np.float64) * per_unit).astype(np.int64)
+    # whole units and the fraction apart: 1.7e9 s x 1e9 would not fit a float64's 53 bits
+    values = values.astype(np.float64)
+    whole = np.floor(values)
+    return whole.astype(np.int64) * np.int64(per_unit) + np.round(
+        (values - whole) * per_unit
+    ).astype(np.int64)
 
 
 def naive_ns(values: np.ndarray) -> np.ndarray:
@@ -160,7 +165,7 @@ def parse_strings(
         return ns, timezone or "unknown", False
     if timezone is not None:
         return utc_to_clock(ns, timezone, None), timezone, True
-    offsets = pc.extract_regex(strings, r"(?P<zone>" + OFFSET_PATTERN[:-1] + r")$")
+    offsets = pc.extract_regex(strings, r"(?P<zone>Z|[+-]\d\d:?\d\d)$")
     zones = offsets.field("zone").to_numpy(zero_copy_only=False)
     minutes = np.array([_zone_minutes(z) for z in np.unique(zones)])
     if np.unique(minutes).size > 1:

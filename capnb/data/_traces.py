@@ -151,7 +151,12 @@ def load_trace(
         for key, name in (("prompt", "prompt_tokens"), ("output", "output_tokens"))
         if columns.get(key)
     }
-    return _request_dataset(path, fmt, ns, tokens, clock, where)
+    used = {
+        "time": columns["time"],
+        "prompt_tokens": columns.get("prompt"),
+        "output_tokens": columns.get("output"),
+    }
+    return _request_dataset(path, fmt, ns, tokens, clock, where, used)
 
 
 def _trace_source(name_or_path, format) -> tuple[Path, str]:
@@ -295,8 +300,8 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
         types[columns["time"]] = pa.timestamp("ns", tz="UTC")
     else:
         offset = _single_offset(path, header.index(columns["time"]), columns["time"])
-        if offset is not None:
-            types[columns["time"]] = pa.timestamp("ns", tz="UTC")
+        # offsets that a byte scan could not settle: keep the text, parse it row by row
+        types[columns["time"]] = pa.string() if offset is None else pa.timestamp("ns", tz="UTC")
     try:
         table = _arrow_csv(path, wanted, types)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
@@ -498,7 +503,7 @@ def _token_column(table, column: str, where) -> np.ndarray:
     return numbers
 
 
-def _request_dataset(path, fmt, ns, tokens, clock, where):
+def _request_dataset(path, fmt, ns, tokens, clock, where, used):
     import xarray as xr
 
     notes = []
@@ -535,7 +540,9 @@ def _request_dataset(path, fmt, ns, tokens, clock, where):
         "format": fmt,
         **clock.attrs(),
         "notes": "; ".join(notes) or "none",
+        "columns": ", ".join(
+            f"{name} from {column!r}" if column else f"no {name} (the file has no such column)"
+            for name, column in used.items()
+        ),
     }
-    if not tokens:
-        attrs["tokens"] = "the file has no token columns"
     return xr.Dataset(data, attrs=attrs)

@@ -1,0 +1,342 @@
+"""Trace readers: bundled traces against their published figures, every format, and bad input."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from capnb import data, forecast
+from capnb.errors import ConfigError, InputError, UnknownNameError
+from capnb.kernels import forecast as kernels
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _ns(trace):
+    return trace.time.values.astype("datetime64[ns]").view(np.int64)
+
+
+# -- bundled data against the figures in its SOURCES.md -------------------------------------
+@pytest.mark.parametrize(
+    (
+        "name",
+        "rows",
+        "minutes",
+        "prompt_mean",
+        "prompt_p50",
+        "output_mean",
+        "output_p50",
+        "per_second",
+    ),
+    [
+        # per-second counts p50/p95/p99/max, seconds counted from the first request
+        ("azure-code-2023", 8819, 57.3, 2048, 1469, 28, 13, (0, 13, 28, 67)),
+        ("azure-conv-2023", 19366, 58.4, 1155, 1020, 211, 129, (5, 11, 13, 16)),
+    ],
+)
+def test_bundled_azure_traces_match_published_figures(
+    name, rows, minutes, prompt_mean, prompt_p50, output_mean, output_p50, per_second
+):
+    trace = data.load_trace(name)
+    assert trace.sizes["request"] == rows
+    assert trace.prompt_tokens.dtype == np.int64 and trace.time.dtype == "datetime64[ns]"
+    ns = _ns(trace)
+    assert round((ns[-1] - ns[0]) / 60e9, 1) == minutes
+    assert round(float(trace.prompt_tokens.mean())) == prompt_mean
+    assert np.median(trace.prompt_tokens) == prompt_p50
+    assert round(float(trace.output_tokens.mean())) == output_mean
+    assert np.median(trace.output_tokens) == output_p50
+    span = (ns[-1] - ns[0]) // 10**9 + 1
+    counts = [np.zeros(span) for _ in range(3)]
+    kernels.bin_requests(ns, np.zeros(0, np.int64), np.zeros(0, np.int64), ns[0], 10**9, *counts)
+    figures = [*np.round(np.quantile(counts[0], [0.5, 0.95, 0.99])).tolist(), counts[0].max()]
+    assert figures == list(per_second)
+    assert trace.attrs["timezone"] == "unknown" and trace.attrs["notes"] == "none"
+
+
+def test_bundled_rate_series_match_published_figures():
+    large = data.load_rate_series("servegen-m-large")
+    small = data.load_rate_series("servegen-m-small")
+    for series in (large, small):
+        assert series.sizes["time"] == 14 * 144
+        assert series.attrs["interval_s"] == 600 and series.attrs["weekday_known"] == "no"
+    assert (round(float(large.qps.min())), round(float(large.qps.max()))) == (48, 583)
+    assert round(float(large.qps.mean())) == 196
+    # 37 all-zero windows in m-small are holes, not idle service: missing, and left out of the mean
+    assert int(small.qps.isnull().sum()) == 37 == small.attrs["missing_windows"]
+    assert round(float(small.qps.sum()) / 2016) == 1174  # the published mean counts them as 0
+    kept = data.load_rate_series("servegen-m-small", zero_is_missing=False)
+    assert int((kept.qps == 0).sum()) == 37
+
+
+def test_bundled_mooncake_trace_is_relative_and_says_so():
+    with pytest.warns(data.TraceWarning, match="share their timestamp"):
+        trace = data.load_trace("mooncake-synthetic")
+    assert trace.sizes["request"] == 3993
+    ns = _ns(trace)
+    assert 16 < (ns[-1] - ns[0]) / 60e9 < 18  # "3,993 requests over 17 minutes"
+    assert trace.attrs["weekday_known"] == "no" and "placeholder" not in trace.attrs["notes"]
+    assert "not known" in trace.attrs["time_origin"]
+
+
+def test_names_and_kinds_are_checked():
+    assert data.list_traces()[:2] == ["azure-code-2023", "azure-conv-2023"]
+    assert data.list_rate_series() == ["servegen-m-large", "servegen-m-small"]
+    with pytest.raises(UnknownNameError, match="azure-code-2023"):
+        data.load_trace("azure-code")
+    with pytest.raises(InputError, match="load_rate_series"):
+        data.load_trace("servegen-m-large")
+    with pytest.raises(InputError, match="load_trace"):
+        data.load_rate_series("azure-conv-2023")
+    with pytest.raises(InputError, match="format"):
+        data.load_trace("azure-code-2023", format="xlsx")
+
+
+# -- formats ----------------------------------------------------------------------------------
+def test_azure_2024_style_offsets_and_mixed_precision(tmp_path):
+    path = _write(
+        tmp_path,
+        "week.csv",
+        AZURE_HEADER
+        + "2024-05-10 00:00:00+00:00,10,2\n"
+        + "2024-05-10 00:00:00.5+00:00,11,3\n"
+        + "2024-05-10 00:00:01.1234567+00:00,12,4\n",
+    )
+    trace = data.load_trace(path)
+    assert trace.attrs["format"] == "azure" and trace.attrs["timezone"] == "UTC"
+    assert (_ns(trace) - _ns(trace)[0]).tolist() == [0, 500_000_000, 1_123_456_700]
+    assert trace.prompt_tokens.values.tolist() == [10, 11, 12]
+
+
+def test_one_offset_keeps_the_local_clock(tmp_path):
+    path = _write(
+        tmp_path,
+        "local.csv",
+        AZURE_HEADER + "2024-05-10 09:00:00+02:00,1,1\n2024-05-10 10:00:00+02:00,1,1\n",
+    )
+    trace = data.load_trace(path)
+    assert trace.attrs["timezone"] == "UTC+02:00"
+    assert str(trace.time.values[0]) == "2024-05-10T09:00:00.000000000"  # wall clock kept
+    utc = data.load_trace(path, timezone="UTC")
+    assert str(utc.time.values[0]) == "2024-05-10T07:00:00.000000000"
+
+
+def test_mixed_offsets_need_a_named_clock(tmp_path):
+    # the night Europe/Berlin leaves summer time: 02:30 +02:00 then 02:15 +01:00
+    path = _write(
+        tmp_path,
+        "dst.csv",
+        AZURE_HEADER + "2024-10-27 01:30:00+02:00,1,1\n2024-10-27 02:15:00+01:00,1,1\n",
+    )
+    with pytest.raises(ConfigError, match=r"mixes UTC offsets .*timezone="):
+        data.load_trace(path)
+    berlin = data.load_trace(path, timezone="Europe/Berlin")
+    assert berlin.attrs["timezone"] == "Europe/Berlin"
+    assert [str(t)[11:16] for t in berlin.time.values] == ["01:30", "02:15"]
+    with pytest.raises(InputError, match="timezone"):
+        data.load_trace(path, timezone="Mars/Olympus")
+
+
+def test_times_with_and_without_offsets_are_refused_by_row(tmp_path):
+    path = _write(
+        tmp_path,
+        "mixed.csv",
+        AZURE_HEADER + "2024-05-10 00:00:00+00:00,1,1\n2024-05-10 00:00:01,1,1\n",
+    )
+    with pytest.raises(ConfigError, match=r"with and without a UTC offset.*row 2"):
+        data.load_trace(path)
+
+
+def test_naive_times_with_a_named_zone_are_labelled_not_shifted(tmp_path):
+    path = _write(
+        tmp_path, "naive.csv", AZURE_HEADER + "2024-05-10 09:00:00,1,1\n2024-05-10 09:00:02,1,1\n"
+    )
+    trace = data.load_trace(path, timezone="America/New_York")
+    assert trace.attrs["timezone"] == "America/New_York"
+    assert str(trace.time.values[0]).startswith("2024-05-10T09:00:00")
+
+
+def test_generic_csv_with_epoch_seconds_and_milliseconds(tmp_path):
+    path = _write(tmp_path, "epoch.csv", "id,ts,input_tokens\n1,1715328000.25,5\n2,1715328001,6\n")
+    with pytest.raises(InputError, match="time_unit"):
+        data.load_trace(path, time_column="ts")
+    trace = data.load_trace(path, time_column="ts", time_unit="s")
+    assert str(trace.time.values[0]) == "2024-05-10T08:00:00.250000000"
+    assert "output_tokens" not in trace and trace.prompt_tokens.values.tolist() == [5, 6]
+    assert "no output_tokens" in trace.attrs["columns"]
+    assert "prompt_tokens from 'input_tokens'" in trace.attrs["columns"]
+    ms = _write(tmp_path, "ms.csv", "timestamp\n1715328000250\n1715328001000\n")
+    assert _ns(data.load_trace(ms, time_unit="ms"))[0] == 1715328000250 * 10**6
+
+
+def test_generic_csv_without_a_time_column_names_the_columns(tmp_path):
+    path = _write(tmp_path, "cols.csv", "when,tokens\n2024-05-10 00:00:00,1\n")
+    with pytest.raises(ConfigError, match=r"time_column.*\['when', 'tokens'\]"):
+        data.load_trace(path)
+    assert data.load_trace(path, time_column="when").sizes["request"] == 1
+
+
+def test_parquet_with_aware_naive_and_text_times(tmp_path):
+    times = pd.date_range("2024-05-10 09:00", periods=4, freq="15s", tz="Europe/Paris")
+    frame = pd.DataFrame(
+        {"timestamp": times, "prompt_tokens": [1, 2, 3, 4], "output_tokens": [4, 3, 2, 1]}
+    )
+    aware = tmp_path / "aware.parquet"
+    frame.to_parquet(aware)
+    trace = data.load_trace(aware)
+    assert trace.attrs["timezone"] == "Europe/Paris"
+    assert str(trace.time.values[0]).startswith("2024-05-10T09:00:00")
+    naive = tmp_path / "naive.parquet"
+    frame.assign(timestamp=times.tz_localize(None)).to_parquet(naive)
+    assert data.load_trace(naive).attrs["timezone"] == "unknown"
+    text = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"time": ["2024-05-10T09:00:00Z", "2024-05-10T09:00:01Z"]}), text)
+    assert data.load_trace(text).attrs["timezone"] == "UTC"
+
+
+def test_mooncake_jsonl_with_a_start_date(tmp_path):
+    path = _write(
+        tmp_path,
+        "trace.jsonl",
+        '{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
+        '{"timestamp": 1500, "input_length": 20, "output_length": 3, "hash_ids": [2]}\n',
+    )
+    trace = data.load_trace(path, start="2024-05-13 09:00")
+    assert trace.attrs["weekday_known"] == "yes"
+    assert str(trace.time.values[1]) == "2024-05-13T09:00:01.500000000"
+    broken = _write(
+        tmp_path, "broken.jsonl", '{"timestamp": 0, "input_length": 1, "output_length": 1}\n{oops\n'
+    )
+    with pytest.raises(ConfigError, match="line 2"):
+        data.load_trace(broken)
+
+
+# -- bad input ----------------------------------------------------------------------------------
+def test_unsorted_rows_are_sorted_and_reported(tmp_path):
+    path = _write(
+        tmp_path,
+        "unsorted.csv",
+        AZURE_HEADER
+        + "2023-11-16 18:00:02,3,3\n2023-11-16 18:00:00,1,1\n2023-11-16 18:00:01,2,2\n",
+    )
+    with pytest.warns(data.TraceWarning, match=r"1 rows were earlier .*row 2.*sorted"):
+        trace = data.load_trace(path)
+    assert trace.prompt_tokens.values.tolist() == [1, 2, 3]
+    assert "sorted" in trace.attrs["notes"]
+
+
+def test_duplicate_timestamps_are_kept_and_reported(tmp_path):
+    path = _write(
+        tmp_path,
+        "dups.csv",
+        AZURE_HEADER
+        + "2023-11-16 18:00:00,1,1\n2023-11-16 18:00:00,2,2\n2023-11-16 18:00:01,3,3\n",
+    )
+    with pytest.warns(data.TraceWarning, match="1 requests share their timestamp"):
+        trace = data.load_trace(path)
+    assert trace.sizes["request"] == 3
+
+
+def test_empty_file_and_header_only(tmp_path):
+    with pytest.raises(ConfigError, match="empty"):
+        data.load_trace(_write(tmp_path, "empty.csv", ""))
+    with pytest.raises(ConfigError, match="header but no rows"):
+        data.load_trace(_write(tmp_path, "header.csv", AZURE_HEADER))
+    with pytest.raises(ConfigError, match="empty"):
+        data.load_rate_series(_write(tmp_path, "empty2.csv", ""), rate_column="qps")
+
+
+def test_a_single_row_loads_but_gives_no_rate(tmp_path):
+    trace = data.load_trace(_write(tmp_path, "one.csv", AZURE_HEADER + "2023-11-16 18:00:00,1,1\n"))
+    assert trace.sizes["request"] == 1
+    with pytest.raises(InputError, match="single request"):
+        forecast.resample(trace, "1s")
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        ("2023-11-16 18:00:00,12,abc\n", r"row 1 \(line 2\).*'GeneratedTokens' holds 'abc'"),
+        (
+            "2023-11-16 18:00:00,1,1\n2023-11-16 18:00:01,1.5,1\n",
+            r"row 2.*'ContextTokens' holds '1.5'",
+        ),
+        ("2023-11-16 18:00:00,-4,1\n", r"row 1.*negative"),
+        ("2023-11-16 18:00:00,1,1\n2023-11-16 18:00:01,,1\n", r"row 2.*'ContextTokens'"),
+        (
+            "2023-11-16 18:00:00,1,1\nyesterday,1,1\n",
+            r"row 2 \(line 3\).*'TIMESTAMP' holds 'yesterday'",
+        ),
+    ],
+)
+def test_non_numeric_and_bad_values_name_the_row(tmp_path, body, match):
+    with pytest.raises(ConfigError, match=match):
+        data.load_trace(_write(tmp_path, "bad.csv", AZURE_HEADER + body))
+
+
+def test_interval_longer_than_the_trace():
+    trace = data.load_trace("azure-code-2023")  # 57.3 minutes
+    with pytest.raises(InputError, match=r"1 h is longer than the trace \(57.3 min"):
+        forecast.resample(trace, "1h")
+    with pytest.raises(InputError, match="interval"):
+        forecast.resample(trace, "0.5s")
+    with pytest.raises(InputError, match="interval"):
+        forecast.resample(trace, "soon")
+
+
+def test_gaps_in_a_log_are_missing_not_zero(tmp_path):
+    times = pd.date_range("2024-05-10 00:00", "2024-05-10 02:00", freq="10s")
+    times = times[(times < "2024-05-10 00:40") | (times >= "2024-05-10 01:10")]  # a 30-minute hole
+    path = tmp_path / "gap.csv"
+    pd.DataFrame(
+        {"TIMESTAMP": times.strftime("%Y-%m-%d %H:%M:%S"), "ContextTokens": 1, "GeneratedTokens": 1}
+    ).to_csv(path, index=False)
+    series = forecast.resample(data.load_trace(path), "1min")
+    hole = series.sel(time=slice("2024-05-10 00:40", "2024-05-10 01:09"))
+    assert hole.qps.isnull().all() and hole.requests.isnull().all()
+    assert float(series.qps.sel(time="2024-05-10 00:20")) == pytest.approx(6 / 60)
+    assert "30 intervals in empty runs" in series.attrs["notes"]
+    assert series.attrs["missing_intervals"] == 31  # and the last minute, observed for 0 s
+    zeros = forecast.resample(data.load_trace(path), "1min", gap=None)
+    assert float(zeros.qps.sel(time="2024-05-10 00:50")) == 0.0
+
+
+def test_rate_series_gaps_zeros_duplicates_and_order(tmp_path):
+    body = "start,rate\n0,5\n1200,7\n600,6\n1800,0\n1800,0\n2400,8\n"  # 600 late; 1800 zero
+    path = _write(tmp_path, "rates.csv", body + "4200,9\n")
+    with pytest.warns(data.TraceWarning, match="sorted.*merged|merged.*sorted|sorted"):
+        series = data.load_rate_series(path, time_column="start", rate_column="rate", time_unit="s")
+    assert series.qps.values.tolist()[:3] == [5, 6, 7]
+    assert np.isnan(series.qps.values[3]) and np.isnan(series.qps.values[5])  # zero, absent
+    assert series.sizes["time"] == 8 and series.attrs["missing_windows"] == 3  # 3000, 3600 absent
+    clash = _write(tmp_path, "clash.csv", "start,rate\n0,5\n600,6\n600,7\n")
+    with pytest.raises(ConfigError, match=r"row 2 .*row 3 .*same window"):
+        data.load_rate_series(clash, time_column="start", rate_column="rate", time_unit="s")
+    words = _write(tmp_path, "words.csv", "start,rate\n0,5\n600,n/a\n")
+    with pytest.raises(ConfigError, match=r"row 2.*'n/a', not a number"):
+        data.load_rate_series(words, time_column="start", rate_column="rate", time_unit="s")
+    with pytest.raises(InputError, match="exactly one"):
+        data.load_rate_series(words, time_column="start", time_unit="s")
+
+
+def test_counts_per_window_become_rates(tmp_path):
+    path = _write(tmp_path, "counts.csv", "t,n\n2024-05-10 00:00,600\n2024-05-10 00:10,1200\n")
+    series = data.load_rate_series(path, time_column="t", count_column="n")
+    assert series.qps.values.tolist() == [1.0, 2.0] and series.attrs["interval_s"] == 600
+    assert series.attrs["weekday_known"] == "yes"
+
+
+def test_no_warnings_on_clean_bundled_loads():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data.load_trace("azure-conv-2023")
+        data.load_rate_series("servegen-m-small")
