@@ -375,7 +375,10 @@ def target(
         exclude=found,
         chunks=chunks,
     )
-    result = xr.merge([baseline, run.drop_vars("mean_qps")], combine_attrs="drop")
+    result = baseline.copy()
+    for name in run.data_vars:
+        if name != "mean_qps":  # the months' mean demand; the baseline's mean_qps is per slot
+            result[name] = run[name]
     result.attrs = {**baseline.attrs, **run.attrs, "title": "traffic forecast: targets and buffer"}
     result.attrs["bursts_detected"] = int(found.sizes["burst"])
     if scale != 1.0:
@@ -455,9 +458,7 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
         peaks = result.monthly_peak_qps.values
         fixed = float(result.attrs["fixed_plan_qps"])
         exceeded = float(np.mean(peaks > fixed))
-        minutes = float(
-            np.interp(fixed, result.capacity_qps.values, result.minutes_above.values)
-        )
+        minutes = float(np.interp(fixed, result.capacity_qps.values, result.minutes_above.values))
         chosen = float(result.attrs["chosen_exceed_probability"])
         text.append(
             f"With bursts of {result.attrs['burst_model']}, the fixed {name} plan "

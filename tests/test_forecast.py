@@ -1,0 +1,288 @@
+"""The forecast step: resampling, slot baselines, shortfall, boundaries, bursts, Monte Carlo, backtest."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from capnb import data, forecast
+from capnb.errors import InputError
+from capnb.kernels.forecast_reference import expected_month_mean
+
+
+@pytest.fixture(scope="module")
+def large():
+    return data.load_rate_series("servegen-m-large")
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return data.load_trace("azure-conv-2023")
+
+
+def _series(values, start="2024-05-13", freq="10min", **attrs):
+    times = pd.date_range(start, periods=len(values), freq=freq)
+    step = pd.Timedelta(freq).total_seconds()
+    return xr.Dataset(
+        {"qps": ("time", np.asarray(values, float))},
+        coords={"time": times.values},
+        attrs={"interval_s": step, "weekday_known": "yes", **attrs},
+    )
+
+
+# -- resampling against pandas on the real traces -------------------------------------------
+@pytest.mark.parametrize("interval", ["1s", "1min", "5min"])
+def test_resample_matches_pandas_on_the_conversation_trace(conv, interval):
+    series = forecast.resample(conv, interval)
+    frame = pd.DataFrame(
+        {"n": 1, "p": conv.prompt_tokens.values, "o": conv.output_tokens.values},
+        index=pd.DatetimeIndex(conv.time.values),
+    )
+    by_pandas = frame.resample(interval).sum()
+    inside = series.qps.notnull().values
+    got = series.to_dataframe()
+    np.testing.assert_array_equal(got.requests.values[inside], by_pandas.n.values[inside])
+    np.testing.assert_array_equal(got.prompt_tokens.values[inside], by_pandas.p.values[inside])
+    np.testing.assert_array_equal(got.output_tokens.values[inside], by_pandas.o.values[inside])
+    seconds = pd.Timedelta(interval).total_seconds()
+    middle = slice(1, -1)  # edge intervals are scaled by the part observed
+    np.testing.assert_allclose(
+        got.qps.values[middle], by_pandas.n.values[middle] / seconds, rtol=1e-12
+    )
+    assert series.qps.attrs["units"] == "requests/s" and series.attrs["interval_s"] == seconds
+
+
+def test_resample_of_a_rate_series_is_the_mean_of_its_windows(large):
+    hourly = forecast.resample(large, "1h")
+    by_pandas = large.qps.to_series().resample("1h").mean()
+    np.testing.assert_allclose(hourly.qps.values, by_pandas.values, rtol=1e-12)
+    with pytest.raises(InputError, match="whole multiple"):
+        forecast.resample(large, "15min")
+
+
+def test_slot_codes_count_from_monday_midnight():
+    times = np.array(["2024-05-13T00:00", "2024-05-13T23:59", "2024-05-19T23:00"], "datetime64[ns]")
+    assert forecast.slot_codes(times, "hour_of_week").tolist() == [0, 23, 167]
+    assert forecast.slot_codes(times, "hour_of_day").tolist() == [0, 23, 23]
+    assert forecast.slot_codes(times, ("30min", "1D")).tolist() == [0, 47, 46]
+    with pytest.raises(InputError, match="whole number of slots"):
+        forecast.slots(("7min", "1h"))
+
+
+# -- slot baselines ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["servegen-m-large", "servegen-m-small"])
+def test_slot_quantiles_match_pandas_on_servegen(name):
+    series = data.load_rate_series(name)
+    base = forecast.fit_baseline(series, quantiles=(0.5, 0.95, 0.99))
+    frame = series.qps.to_dataframe()
+    grouped = frame.qps.groupby(frame.index.hour)
+    expected = grouped.quantile([0.5, 0.95, 0.99]).unstack()
+    np.testing.assert_allclose(base.target_qps.values, expected.values, rtol=1e-12)
+    np.testing.assert_allclose(base.mean_qps.values, grouped.mean().values, rtol=1e-12)
+    assert base.intervals.values.tolist() == grouped.count().values.tolist()
+    days_seen = (
+        frame.qps.dropna()
+        .groupby(frame.dropna().index.hour)
+        .apply(lambda x: x.index.normalize().nunique())
+    )
+    assert base.periods.values.tolist() == days_seen.values.tolist()
+    assert min(days_seen) >= 13  # m-small's holes take one day out of a few slots
+    assert base.target_qps.attrs["units"] == "requests/s"
+
+
+def test_slot_quantiles_match_numpy_on_the_azure_trace_per_second(conv):
+    series = forecast.resample(conv, "1s")
+    base = forecast.fit_baseline(series, slots=("1min", "1h"), quantiles=(0.5, 0.99))
+    qps = series.qps.values
+    minute = (series.time.dt.minute).values
+    for m in (0, 17, 59):
+        values = qps[(minute == m) & ~np.isnan(qps)]
+        np.testing.assert_allclose(
+            base.target_qps.sel(slot=m).values, np.quantile(values, [0.5, 0.99])
+        )
+
+
+def test_mean_plan_shortfall_on_a_worked_example():
+    # two days of hourly data: slot h carries h + 1 requests/s, slot 23 doubles on day 2
+    day = np.arange(1.0, 25.0)
+    values = np.concatenate([day, day * np.r_[np.ones(23), 2.0]])
+    base = forecast.fit_baseline(_series(values, freq="1h"), quantiles=(0.5, 0.99))
+    mean = values.mean()
+    assert float(base.mean_plan_qps[0]) == pytest.approx(mean)
+    top = 24 + 0.99 * 24  # slot 23: 24 and 48, linear quantile
+    assert float(base.target_qps.sel(slot=23, traffic_quantile=0.99)) == pytest.approx(top)
+    assert float(base.shortfall_fraction.sel(slot=23, traffic_quantile=0.99)) == pytest.approx(
+        1 - mean / top
+    )
+    assert float(base.shortfall_qps.sel(slot=0, traffic_quantile=0.99)) == 0.0  # the mean covers it
+    assert float(base.overall_underprovisioned_share) == pytest.approx(np.mean(values > mean))
+    assert float(base.peak_to_trough) == pytest.approx(36 / 1)
+    slot_plan = forecast.fit_baseline(_series(values, freq="1h"), mean_plan="slot")
+    assert float(slot_plan.mean_plan_qps.sel(slot=23)) == pytest.approx(36)
+
+
+def test_boundaries_are_stated_not_hidden(conv):
+    short = forecast.fit_baseline(forecast.resample(conv, "1min"))
+    assert short.attrs["enough_history"] == "no"
+    assert "Too little history" in short.attrs["boundaries"]
+    assert "Too little history" in forecast.describe(short)
+    rng = np.random.default_rng(0)
+    flat = forecast.fit_baseline(_series(100 + rng.uniform(-2, 2, 144 * 3)))
+    assert flat.attrs["flat"] == "yes" and "the mean suffices" in flat.attrs["boundaries"]
+
+
+def test_hour_of_week_needs_a_known_weekday(large):
+    with pytest.raises(InputError, match="weekday .*not known"):
+        forecast.fit_baseline(large, slots="hour_of_week")
+    with pytest.raises(InputError, match="does not divide"):
+        forecast.fit_baseline(large, slots=("5min", "1D"))
+    with pytest.raises(InputError, match="strictly between 0 and 1"):
+        forecast.fit_baseline(large, quantiles=(0.5, 1.0))
+
+
+def test_baselines_run_on_dask_chunks_unchanged(large, dask_client):
+    stacked = xr.concat([large, large * 2], dim="trace").assign_attrs(large.attrs)
+    lazy = forecast.fit_baseline(stacked.chunk({"trace": 1}))
+    eager = forecast.fit_baseline(stacked)
+    np.testing.assert_allclose(lazy.target_qps.values, eager.target_qps.values)
+    np.testing.assert_allclose(eager.target_qps.isel(trace=1), 2 * eager.target_qps.isel(trace=0))
+
+
+# -- bursts -------------------------------------------------------------------------------------
+def test_detect_bursts_finds_an_injected_burst():
+    rng = np.random.default_rng(1)
+    hours = np.arange(24 * 6 * 7) / 6
+    values = 100 * (1.5 + np.sin(2 * np.pi * hours / 24)) * rng.lognormal(0, 0.05, hours.size)
+    values[300:309] *= 4  # 90 minutes at 4x on day 3
+    series = _series(values)
+    found = forecast.detect_bursts(series, factor=2.0, min_duration="30min")
+    assert found.sizes["burst"] == 1
+    assert float(found.duration_s[0]) == 5400
+    assert 3.5 < float(found.multiplier[0]) < 4.6
+    assert found.in_burst.values.sum() == 9
+    model = forecast.fit_burst_model(found)
+    assert model.rate_per_month == pytest.approx(30 / 7)
+    assert model.duration_s == (5400.0, 5400.0)
+    assert "1 burst in 7.0 days" in model.source
+
+
+def test_burst_model_checks_its_numbers():
+    assert "1.5 bursts a month" in forecast.BurstModel().describe()
+    with pytest.raises(InputError, match="multiplier"):
+        forecast.BurstModel(multiplier=(0.5, 2))
+    with pytest.raises(InputError, match="duration_s: low"):
+        forecast.BurstModel(duration_s=(7200, 3600))
+    with pytest.raises(InputError, match="rate_per_month"):
+        forecast.BurstModel(rate_per_month=-1)
+
+
+# -- Monte Carlo --------------------------------------------------------------------------------
+def test_simulate_is_reproducible_per_seed_and_chunking(large):
+    base = forecast.fit_baseline(large)
+    a = forecast.simulate(large, base, trials=300, seed=7)
+    b = forecast.simulate(large, base, trials=300, seed=7, chunks=70)
+    c = forecast.simulate(large, base, trials=300, seed=8)
+    xr.testing.assert_identical(a, b)
+    assert not np.array_equal(a.monthly_peak_qps.values, c.monthly_peak_qps.values)
+
+
+def test_simulate_on_a_dask_cluster_gives_the_same_months(large, dask_client):
+    base = forecast.fit_baseline(large)
+    local = forecast.simulate(large, base, trials=200, seed=3)
+    spread = forecast.simulate(large, base, trials=200, seed=3, chunks=50)
+    np.testing.assert_array_equal(local.monthly_peak_qps.values, spread.monthly_peak_qps.values)
+
+
+def test_simulated_mean_matches_the_analytic_mean_on_servegen(large):
+    base = forecast.fit_baseline(large)
+    model = forecast.BurstModel(rate_per_month=4.0, duration_s=(1800, 10800), multiplier=(2, 6))
+    run = forecast.simulate(large, base, model, trials=2000, seed=11)
+    inputs = forecast.month_inputs(large, base)
+    expected = expected_month_mean(
+        inputs.base, inputs.noise, inputs.noise_block, 4.0, 30.0, 180.0, 2.0, 6.0
+    )
+    means = run.mean_qps.values
+    assert abs(means.mean() - expected) < 4 * means.std(ddof=1) / np.sqrt(means.size)
+
+
+def test_exceedance_curve_and_buffer_are_consistent(large):
+    base = forecast.fit_baseline(large)
+    run = forecast.simulate(large, base, trials=1000, seed=5, exceed_probability=0.1)
+    peaks = run.monthly_peak_qps.values
+    required = float(run.required_qps)
+    assert np.mean(peaks > required) <= 0.1 < np.mean(peaks >= required) + 0.1
+    assert float(run.buffer_qps) == pytest.approx(required - run.attrs["fixed_plan_qps"])
+    curve = run.exceed_probability.values
+    assert (np.diff(curve) <= 0).all() and (np.diff(run.minutes_above.values) <= 0).all()
+    # a level is exceeded in a month exactly when the month's peak is above it
+    np.testing.assert_allclose(curve, [np.mean(peaks > c) for c in run.capacity_qps.values])
+    fixed = run.attrs["fixed_plan_qps"]
+    assert np.isclose(run.capacity_qps.values, fixed).any()  # the fixed plan is on the grid
+
+
+def test_simulate_without_bursts_never_exceeds_the_largest_demand(large):
+    base = forecast.fit_baseline(large)
+    calm = forecast.BurstModel(rate_per_month=0.0)
+    run = forecast.simulate(large, base, calm, trials=200, seed=1, exclude=None)
+    inputs = forecast.month_inputs(large, base, exclude=None)
+    assert run.monthly_peak_qps.max() <= inputs.base.max() * inputs.noise.max() * (1 + 1e-12)
+
+
+def test_simulate_rejects_bad_settings(large, conv):
+    base = forecast.fit_baseline(large)
+    with pytest.raises(InputError, match="seed"):
+        forecast.simulate(large, base, seed=-1)
+    with pytest.raises(InputError, match="evenly spaced"):
+        forecast.simulate(large, base, trials=10, capacity_qps=[0, 1, 3])
+    with pytest.raises(InputError, match="plan_quantile"):
+        forecast.simulate(large, base, trials=10, plan_quantile=0.9)
+    seconds = forecast.resample(conv, "1s")
+    with pytest.raises(InputError, match="per minute"):
+        forecast.simulate(seconds, forecast.fit_baseline(seconds), trials=10)
+
+
+# -- forward: projection, trend, backtest, target --------------------------------------------------
+def test_project_scales_rates_not_shares(large):
+    base = forecast.fit_baseline(large)
+    ahead = forecast.project(base, growth=1.1, trend_per_day=0.01, days_ahead=30)
+    factor = 1.1 * 1.01**30
+    np.testing.assert_allclose(ahead.target_qps, base.target_qps * factor)
+    np.testing.assert_allclose(ahead.shortfall_fraction, base.shortfall_fraction)
+    with pytest.raises(InputError, match="growth"):
+        forecast.project(base, growth=0)
+
+
+def test_fit_trend_recovers_a_known_growth():
+    rng = np.random.default_rng(2)
+    days = np.arange(14 * 144) / 144
+    values = 200 * 1.02**days * (1.3 + np.sin(2 * np.pi * days)) * rng.lognormal(0, 0.05, days.size)
+    fit = forecast.fit_trend(_series(values))
+    assert float(fit.trend_per_day) == pytest.approx(0.02, abs=0.004)
+    with pytest.raises(InputError, match="at least 7 days"):
+        forecast.fit_trend(_series(values[: 144 * 3]))
+
+
+def test_backtest_on_servegen_week_two(large):
+    score = forecast.backtest(large, fit="7D")
+    coverage = score.coverage.to_series()
+    assert coverage["P99"] >= coverage["P95"] >= coverage["P50"]
+    assert coverage["P99"] > coverage["mean"] + 0.2  # percentile planning covers far more
+    over = score.overprovision_fraction.to_series()
+    assert over["P99"] > over["mean"]  # and pays for it in idle capacity
+    assert "first 7 d" in score.attrs["fitted"]
+    with pytest.raises(InputError, match="nothing is left to score"):
+        forecast.backtest(large, fit="14D")
+
+
+def test_target_is_what_the_capacity_step_takes(large):
+    plan = forecast.target(large, trials=300, seed=4)
+    assert plan.target_qps.dims == ("slot", "traffic_quantile")
+    assert plan.exceed_probability.dims == ("capacity_qps",)
+    assert plan.buffer_qps.attrs["units"] == "requests/s"
+    text = forecast.describe(plan)
+    assert f"{float(plan.buffer_qps):,.0f} requests/s" in text
+    assert "the article's default" in text
+    grown = forecast.target(large, trials=300, seed=4, growth=2.0)
+    np.testing.assert_allclose(grown.target_qps, 2 * plan.target_qps)
+    fitted = forecast.target(large, trials=100, bursts="fitted")
+    assert "fitted" in fitted.attrs["burst_model"]
