@@ -8,11 +8,12 @@ feeds both the tests and the benchmark suite.
 
 from __future__ import annotations
 
-from . import forecast_reference, memory_reference
+from . import capacity_reference, forecast_reference, memory_reference
 
 __all__ = ["REGISTRY"]
 
 REGISTRY: dict[str, dict[str, object]] = {
     **memory_reference.REGISTRY,
+    **capacity_reference.REGISTRY,
     **forecast_reference.REGISTRY,
 }
