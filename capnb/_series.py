@@ -16,7 +16,15 @@ from . import glossary
 from .errors import InputError
 from .kernels import forecast as kernels
 
-__all__ = ["Slots", "checked_series", "interval_ns_of", "resample", "slot_codes", "slots"]
+__all__ = [
+    "Slots",
+    "checked_series",
+    "interval_ns_of",
+    "interval_seconds",
+    "resample",
+    "slot_codes",
+    "slots",
+]
 
 NS = 1_000_000_000
 DAY_NS = 86_400 * NS
@@ -50,6 +58,17 @@ def interval_ns(value: object, argument: str, *, low_s: float = 1e-3) -> int:
     if not np.isfinite(seconds) or seconds < low_s:
         raise InputError(f"{argument} must be at least {low_s:g} s, got {value!r}")
     return round(seconds * NS)
+
+
+def interval_seconds(value: object) -> float:
+    """A duration (``"10min"``, ``"1h"`` or seconds) in seconds.
+
+    Examples
+    --------
+    >>> interval_seconds("10min")
+    600.0
+    """
+    return interval_ns(value, "interval") / NS
 
 
 def duration_text(ns: int) -> str:

@@ -5,6 +5,14 @@ through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML report
 :func:`capnb.notebook.setup`.
 """
 
+from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series
 from ._memory import memory_breakdown, memory_heatmap
 
-__all__ = ["memory_breakdown", "memory_heatmap"]
+__all__ = [
+    "forecast_exceedance",
+    "forecast_heatmap",
+    "forecast_plans",
+    "forecast_series",
+    "memory_breakdown",
+    "memory_heatmap",
+]

@@ -8,6 +8,7 @@ they update live in JupyterLab and appear in an exported report. Tests drive a w
 """
 
 from ._base import Worksheet
+from ._forecast import ForecastWorksheet
 from ._memory import MemoryWorksheet
 
-__all__ = ["MemoryWorksheet", "Worksheet"]
+__all__ = ["ForecastWorksheet", "MemoryWorksheet", "Worksheet"]

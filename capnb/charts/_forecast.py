@@ -1,0 +1,277 @@
+"""Forecast charts: the series in its slot bands, the weekly heatmap, mean vs percentile plans, bursts.
+
+The burst exceedance curve marks the chosen buffer.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..errors import InputError
+
+__all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
+
+_MAX_POINTS = 5000
+_PLAN_COLOR = "#4c78a8"
+_MEAN_COLOR = "#f58518"
+_SHORT_COLOR = "#e45756"
+
+
+def _one_series(series: xr.Dataset) -> xr.Dataset:
+    if "qps" not in series or series["qps"].dims != ("time",):
+        raise InputError("chart: give one series (qps over time only; .sel() the other dims)")
+    return series
+
+
+def _quantile_name(q: float) -> str:
+    return f"P{round(100 * float(q), 6):g}"
+
+
+def _slot_codes(times: np.ndarray, baseline: xr.Dataset) -> np.ndarray:
+    from .._series import MONDAY_NS, NS
+
+    ns = times.astype("datetime64[ns]").view(np.int64)
+    period, slot = round(baseline.attrs["period_s"] * NS), round(baseline.attrs["slot_s"] * NS)
+    return ((ns - MONDAY_NS) % period) // slot
+
+
+def forecast_series(
+    series: xr.Dataset, baseline: xr.Dataset | None = None, *, quantile: float | None = None
+) -> alt.Chart:
+    """QPS over time, with each interval's slot band (P50 to the plan quantile) and the mean plan.
+
+    Missing intervals are marked by red ticks under the axis, never drawn as zero. Series longer
+    than 5,000 intervals are averaged down for display (the title says by how much).
+    """
+    series = _one_series(series)
+    frame = pd.DataFrame({"time": series["time"].values, "qps": series["qps"].values})
+    step = float(series.attrs.get("interval_s", 0))
+    shown = f"per {step:g} s interval" if step else ""
+    if baseline is not None:
+        q = float(baseline.traffic_quantile[-1]) if quantile is None else float(quantile)
+        codes = _slot_codes(frame["time"].values, baseline)
+        frame["low"] = baseline.target_qps.sel(traffic_quantile=0.5, method="nearest").values[codes]
+        frame["high"] = baseline.target_qps.sel(traffic_quantile=q).values[codes]
+        frame["mean_plan"] = baseline.mean_plan_qps.values[codes]
+    factor = int(np.ceil(len(frame) / _MAX_POINTS))
+    if factor > 1:
+        frame = frame.groupby(np.arange(len(frame)) // factor).agg(
+            {c: ("first" if c == "time" else "mean") for c in frame.columns}
+        )
+        shown = f"mean of every {factor} intervals of {step:g} s"
+    if series.attrs.get("weekday_known") == "no":
+        # the date is a placeholder: count days from time 0 instead of showing 1970
+        origin = np.datetime64(str(series["time"].values[0])[:10])
+        frame["day"] = (frame["time"] - origin) / np.timedelta64(1, "D")
+        x = alt.X("day:Q", title="days since day 0 (the date is not known)")
+    else:
+        x = alt.X("time:T", title=None)
+    missing = frame[frame["qps"].isna()]
+    base = alt.Chart(frame).encode(x=x)
+    layers = []
+    if baseline is not None:
+        name = _quantile_name(q)
+        layers.append(
+            base.mark_area(opacity=0.25, color=_PLAN_COLOR, interpolate="step-after").encode(
+                y="low:Q", y2="high:Q"
+            )
+        )
+        layers.append(
+            base.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
+                y="mean_plan:Q"
+            )
+        )
+        title = f"Requests/s {shown}; band: slot P50 to {name}; dashed: the mean plan"
+    else:
+        title = f"Requests/s {shown}"
+    layers.append(
+        base.mark_line(color="#333", strokeWidth=1).encode(
+            y=alt.Y("qps:Q", title="requests/s"),
+            tooltip=["time:T", alt.Tooltip("qps:Q", format=",.2f")],
+        )
+    )
+    if len(missing):
+        layers.append(
+            alt.Chart(missing)
+            .mark_tick(color=_SHORT_COLOR, thickness=2, size=10)
+            .encode(x=x, y=alt.value(300), tooltip=[alt.Tooltip("time:T", title="missing")])
+        )
+        title += f"; red ticks: {len(missing)} missing"
+    return alt.layer(*layers).properties(title=title, width=640, height=300)
+
+
+def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
+    """Mean QPS by hour of day x weekday (or x day of the trace, when the weekday is not known)."""
+    series = _one_series(series)
+    times = pd.DatetimeIndex(series["time"].values)
+    frame = pd.DataFrame({"qps": series["qps"].values, "hour": times.hour})
+    if series.attrs.get("weekday_known") == "no":
+        frame["row"] = [f"day {d}" for d in (times.normalize() - times[0].normalize()).days]
+        order = sorted(frame["row"].unique(), key=lambda r: int(r.split()[1]))
+        title = "Mean requests/s by hour (weekday not known: one row per day of the trace)"
+    else:
+        frame["row"] = times.day_name().str[:3]
+        order = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        title = "Mean requests/s by hour of day and weekday"
+    table = frame.groupby(["row", "hour"], as_index=False)["qps"].mean()
+    return (
+        alt.Chart(table)
+        .mark_rect()
+        .encode(
+            x=alt.X("hour:O", title="hour of day (trace's clock)"),
+            y=alt.Y("row:N", sort=order, title=None),
+            color=alt.Color("qps:Q", title="requests/s", scale=alt.Scale(scheme="viridis")),
+            tooltip=["row:N", "hour:O", alt.Tooltip("qps:Q", format=",.1f")],
+        )
+        .properties(title=title, width=560, height=max(120, 16 * len(order)))
+    )
+
+
+def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> alt.Chart:
+    """Per slot: the percentile plan against the mean plan, with the mean plan's shortfall shaded."""
+    if "target_qps" not in baseline or "slot" not in baseline.dims:
+        raise InputError("chart: give the output of capnb.forecast.fit_baseline or target")
+    q = float(baseline.traffic_quantile[-1]) if quantile is None else float(quantile)
+    name = _quantile_name(q)
+    frame = pd.DataFrame(
+        {
+            "slot": baseline.slot.values,
+            "plan": baseline.target_qps.sel(traffic_quantile=q).values,
+            "P50": baseline.target_qps.sel(traffic_quantile=0.5, method="nearest").values,
+            "mean_plan": baseline.mean_plan_qps.values,
+            "shortfall": baseline.shortfall_fraction.sel(traffic_quantile=q).values,
+        }
+    )
+    frame["top"] = np.maximum(frame["plan"], frame["mean_plan"])
+    # a step line needs the end of the last slot to draw it
+    frame = pd.concat([frame, frame.tail(1).assign(slot=len(frame))], ignore_index=True)
+    x = alt.X("slot:Q", title=baseline.attrs.get("slots", "slot").replace("_", " "))
+    base = alt.Chart(frame).encode(x=x)
+    short = base.mark_area(color=_SHORT_COLOR, opacity=0.3, interpolate="step-after").encode(
+        y="mean_plan:Q", y2="top:Q"
+    )
+    plan = base.mark_line(color=_PLAN_COLOR, interpolate="step-after", strokeWidth=2).encode(
+        y=alt.Y("plan:Q", title="requests/s"),
+        tooltip=[
+            "slot:Q",
+            alt.Tooltip("plan:Q", title=f"{name} plan", format=",.1f"),
+            alt.Tooltip("mean_plan:Q", title="mean plan", format=",.1f"),
+            alt.Tooltip("shortfall:Q", title="mean plan short by", format=".0%"),
+        ],
+    )
+    median = base.mark_line(
+        color=_PLAN_COLOR, opacity=0.5, strokeDash=[2, 2], interpolate="step-after"
+    ).encode(y="P50:Q")
+    mean = base.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
+        y="mean_plan:Q"
+    )
+    worst = float(frame["shortfall"].max())
+    title = (
+        f"{name} plan (blue) vs the mean plan (orange, dashed); red: the mean plan's shortfall "
+        f"(up to {worst:.0%} of the {name})"
+    )
+    return (short + median + plan + mean).properties(title=title, width=640, height=280)
+
+
+def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
+    """The burst exceedance curve: P(monthly peak > C) and minutes per month above C, over C.
+
+    Marks the fixed plan (grey) and the capacity for the chosen exceedance probability (red), the
+    gap between them being the elastic buffer. A slider (a vega-lite param, live in a static report)
+    moves the red rule to other probabilities.
+    """
+    if "exceed_probability" not in simulation or "capacity_qps" not in simulation.dims:
+        raise InputError("chart: give the output of capnb.forecast.simulate or target")
+    frame = pd.DataFrame(
+        {
+            "capacity": simulation.capacity_qps.values,
+            "probability": simulation.exceed_probability.values,
+            "minutes": simulation.minutes_above.values,
+        }
+    )
+    fixed = float(simulation.attrs["fixed_plan_qps"])
+    chosen = float(simulation.attrs["chosen_exceed_probability"])
+    required = float(simulation.required_qps)
+    last = frame[frame["probability"] > 0]["capacity"].max()
+    low = 0.8 * min(fixed, frame[frame["probability"] < 1]["capacity"].min())
+    frame = frame[
+        (frame["capacity"] <= max(last, required, fixed) * 1.1) & (frame["capacity"] >= low)
+    ]
+    pick = alt.param(
+        name="exceed_p",
+        value=chosen,
+        bind=alt.binding_range(
+            min=0.01, max=0.5, step=0.01, name="monthly exceedance probability "
+        ),
+    )
+    domain = [float(frame["capacity"].min()), float(frame["capacity"].max())]
+    x = alt.X("capacity:Q", title="capacity (requests/s)", scale=alt.Scale(domain=domain))
+    base = alt.Chart(frame).encode(x=x)
+    curve = base.mark_line(color="#333", interpolate="step-after").encode(
+        y=alt.Y("probability:Q", title="P(monthly peak > capacity)", axis=alt.Axis(format="%")),
+        tooltip=[
+            alt.Tooltip("capacity:Q", format=",.0f"),
+            alt.Tooltip("probability:Q", format=".1%"),
+            alt.Tooltip("minutes:Q", title="minutes above / month", format=",.1f"),
+        ],
+    )
+    marks = pd.DataFrame(
+        {
+            "capacity": [fixed, required],
+            "label": [
+                f"fixed plan {fixed:,.0f}",
+                f"{chosen:.0%}: {required:,.0f} (buffer {required - fixed:,.0f})",
+            ],
+            "color": ["#888", _SHORT_COLOR],
+            "row": [40, 12],  # pixels from the top: the two labels never overlap
+        }
+    )
+    rules = (
+        alt.Chart(marks)
+        .mark_rule(strokeWidth=2)
+        .encode(x="capacity:Q", color=alt.Color("color:N", scale=None))
+    )
+    labels = (
+        alt.Chart(marks)
+        .mark_text(align="left", dx=4)
+        .encode(
+            x="capacity:Q",
+            y=alt.Y("row:Q", scale=None),
+            text="label:N",
+            color=alt.Color("color:N", scale=None),
+        )
+    )
+    buffer = (
+        alt.Chart(pd.DataFrame({"a": [fixed], "b": [max(required, fixed)]}))
+        .mark_rect(color=_SHORT_COLOR, opacity=0.12)
+        .encode(x=alt.X("a:Q", scale=alt.Scale(domain=domain)), x2="b:Q")
+    )
+    moving = (
+        base.transform_filter(alt.datum.probability <= pick)
+        .transform_aggregate(capacity="min(capacity)")
+        .mark_rule(color=_SHORT_COLOR, strokeDash=[4, 3])
+        .encode(
+            x="capacity:Q",
+            tooltip=[alt.Tooltip("capacity:Q", title="capacity for the slider's p", format=",.0f")],
+        )
+    )
+    top = (
+        (buffer + curve + rules + labels + moving)
+        .add_params(pick)
+        .properties(
+            title=(
+                f"Monthly exceedance over {simulation.attrs['trials']:,} simulated months: the shaded "
+                "gap is the elastic buffer"
+            ),
+            width=640,
+            height=240,
+        )
+    )
+    minutes = base.mark_line(color=_PLAN_COLOR, interpolate="step-after").encode(
+        y=alt.Y("minutes:Q", title="minutes above / month", scale=alt.Scale(type="symlog"))
+    )
+    bottom = (minutes + rules).properties(width=640, height=160)
+    return alt.vconcat(top, bottom)
