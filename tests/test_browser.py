@@ -1,0 +1,161 @@
+"""Worksheets in a real browser with no network: JupyterLab live, and the exported HTML report.
+
+Both use Debian's chromium driven by playwright (no browser download); `.ci/run` installs chromium and
+sets CAPNB_REQUIRE_BROWSER so that these tests fail rather than skip in CI.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        CHROMIUM is None and not os.environ.get("CAPNB_REQUIRE_BROWSER"),
+        reason="needs Debian's chromium (.ci/run installs it and sets CAPNB_REQUIRE_BROWSER)",
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert CHROMIUM, "CAPNB_REQUIRE_BROWSER is set but chromium is not on PATH"
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+def _watch(page):
+    """Record page errors and every request that leaves the machine."""
+    seen = {"errors": [], "external": []}
+    page.on("pageerror", lambda error: seen["errors"].append(str(error)))
+    page.on(
+        "request",
+        lambda request: (
+            None
+            if request.url.startswith(("http://127.0.0.1", "file:", "data:", "blob:"))
+            else seen["external"].append(request.url)
+        ),
+    )
+    return seen
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on localhost serving a copy of the memory worksheet."""
+    root = tmp_path_factory.mktemp("lab")
+    from capnb.report import worksheet_path
+
+    shutil.copy(worksheet_path("02_memory"), root / "02_memory.ipynb")
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=",
+            "--allow-root",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/api", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        server.kill()
+        pytest.fail("JupyterLab did not start")
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_worksheet_renders_and_updates_in_jupyterlab(browser, lab, tmp_path):
+    lab_screenshot = tmp_path / "lab.png"
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    seen = _watch(page)
+    page.goto(f"{lab}/lab/tree/02_memory.ipynb")
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    select = page.get_by_role("button", name="Select", exact=True)
+    from playwright.sync_api import TimeoutError as NoDialog
+
+    try:  # a fresh server asks which kernel to start
+        select.wait_for(timeout=10_000)
+        select.click()
+    except NoDialog:  # the kernel started on its own
+        pass
+    page.get_by_role("menuitem", name="Run").click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    try:
+        page.wait_for_function(
+            "document.querySelectorAll('svg.marks').length >= 2", timeout=120_000
+        )
+    finally:
+        page.screenshot(path=str(lab_screenshot))
+    titles = lambda: [t.text_content() for t in page.locator("svg.marks .role-title-text").all()]  # noqa: E731
+    assert "on 2 x H100-SXM" in titles()[0]
+    # a widget change recomputes through the kernel and updates the chart in place
+    page.locator("select").filter(has_text="H200").first.select_option("H200")
+    page.wait_for_function(
+        "[...document.querySelectorAll('svg.marks .role-title-text')]"
+        ".some(t => t.textContent.includes('H200'))",
+        timeout=60_000,
+    )
+    assert any("2 x H200" in t for t in titles())
+    assert seen["errors"] == [] and seen["external"] == []
+    page.close()
+
+
+def test_report_draws_offline_and_its_bound_control_works(browser, tmp_path):
+    from capnb.report import run_worksheet
+
+    path = run_worksheet("02_memory", tmp_path)
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    seen = _watch(page)
+    page.goto(path.as_uri())
+    page.wait_for_function("document.querySelectorAll('svg.marks').length >= 2", timeout=30_000)
+    assert page.locator(".capnb-chart svg.marks").count() == 2
+    # the heatmap's tensor-parallel dropdown is a vega-lite param: it must still redraw the chart
+    heatmap = page.locator(".capnb-chart").nth(1)
+    before = heatmap.locator("svg.marks").inner_html()
+    heatmap.locator("select").select_option("8")
+    page.wait_for_timeout(500)
+    assert heatmap.locator("svg.marks").inner_html() != before
+    assert seen["errors"] == [] and seen["external"] == []
+    context.close()
