@@ -1,0 +1,56 @@
+"""Kernels compile on first use, are cached on disk, and find a writable cache directory."""
+
+import pickle
+import subprocess
+import sys
+
+import numba
+
+from capnb.kernels import _lazy
+from capnb.kernels import memory as kernels
+
+
+def test_importing_step_modules_compiles_no_kernel():
+    code = (
+        "import capnb.memory, capnb.kernels.memory as k; "
+        "print(k.footprint._compiled is None and k.largest_fitting_concurrency._compiled is None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_cache_falls_back_to_a_user_directory_when_the_package_is_read_only(monkeypatch, tmp_path):
+    package = _lazy.__file__.rsplit("/", 1)[0]
+    monkeypatch.setattr(
+        _lazy,
+        "_writable",
+        lambda path: (
+            not str(path).startswith(package)
+            and _lazy.Path(path).mkdir(parents=True, exist_ok=True) is None
+        ),
+    )
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    assert _lazy.cache_dir() == str(tmp_path / "capnb" / "numba")
+    assert numba.config.CACHE_DIR == str(tmp_path / "capnb" / "numba")
+
+
+def test_an_explicit_numba_cache_dir_is_respected(monkeypatch, tmp_path):
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    assert _lazy.cache_dir() == str(tmp_path)
+
+
+def test_kernels_pickle_by_name_for_dask_workers():
+    restored = pickle.loads(pickle.dumps(kernels.largest_fitting_concurrency))
+    assert restored is kernels.largest_fitting_concurrency
+    assert "largest_fitting_concurrency" in repr(restored)
+
+
+def test_compiled_code_is_cached_on_disk(tmp_path):
+    code = (
+        "import capnb.memory as m; m.max_concurrency(model='Llama-3.1-8B', gpu='L4', "
+        "tensor_parallel=1, seq_len=1024)"
+    )
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True)
+    assert list(tmp_path.rglob("*.nbi")), "numba wrote no cache index"
