@@ -61,6 +61,8 @@ def run(quick: bool = False) -> list[Row]:
 
     # check before timing: the kernel path and numpy agree on every output
     kv, headroom, total, fits, largest = numpy_full()
+    np.testing.assert_allclose(result.kv_cache_bytes.values, kv, rtol=1e-12)
+    np.testing.assert_allclose(result.headroom_bytes.values, headroom, rtol=1e-9)
     np.testing.assert_allclose(result.total_bytes.values, total, rtol=1e-12)
     assert np.array_equal(result.fits.values, fits)
     assert np.array_equal(np.minimum(result.max_concurrency.values, conc.max()), largest)
@@ -92,6 +94,7 @@ def run(quick: bool = False) -> list[Row]:
         )
     )
     t_numpy_reduced = best_time(lambda: numpy_full()[4])
+    t_widget = _worksheet_interaction()
     size = "x".join(
         str(result.sizes[d]) for d in ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
     )
@@ -115,4 +118,26 @@ def run(quick: bool = False) -> list[Row]:
             f"kernel alone {t_kernel * 1e3:.2f} ms ({t_numpy_reduced / t_kernel:,.0f}x numpy); "
             "the rest is validation and xarray",
         ),
+        Row(
+            "MemoryWorksheet: one control change",
+            "breakdown sweep + 12 GPUs x 4 TP x 8 seq_len overview",
+            t_widget,
+            f"{t_widget * 1e3:,.0f} ms to new result and both charts (goal < 150 ms)",
+            {},
+            "set(gpu=...) then chart(...).to_dict() for the two charts",
+        ),
     ]
+
+
+def _worksheet_interaction() -> float:
+    from ..widgets import MemoryWorksheet
+
+    ws = MemoryWorksheet()
+    gpus = iter(["H200", "B200", "H100-SXM", "A100-80GB"] * 10)
+
+    def change():
+        ws.set(gpu=next(gpus))
+        for name in ws.chart_makers:
+            ws.chart(name).to_dict()
+
+    return best_time(change, repeat=5)
