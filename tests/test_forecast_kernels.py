@@ -137,19 +137,37 @@ def test_long_runs_matches_python(flags, min_length):
 def test_offset_codes_match_python(text):
     column = text.split(b"\n")[0].decode().split(",").index("t")
     codes = R["offset_codes"]["python"](text, column, 1)
-    first, line, other = kernels.offset_codes(np.frombuffer(text, np.uint8), column, 1)
+    buffer = np.frombuffer(text, np.uint8)
+    first, position, other = kernels.offset_codes(buffer, column, text.index(b"\n") + 1)
     assert first == codes[0]
-    differing = [c for c in codes if c != codes[0]]
+    differing = [i for i, c in enumerate(codes) if c != codes[0]]
     if differing:
-        assert other == differing[0]
-        assert line >= 1
+        assert other == codes[differing[0]]
+        data_lines = [i for i, line in enumerate(text.split(b"\n")[1:]) if line.strip()]
+        assert text[:position].count(b"\n") - 1 == data_lines[differing[0]]
     else:
-        assert line == -1
+        assert position == -1
+
+
+@pytest.mark.parametrize("rows", [1, 2, 63, 64, 65, 1000])
+def test_offset_codes_find_the_first_change_whatever_the_chunking(rows):
+    for changed in sorted({0, rows // 2, rows - 1}):
+        lines = [
+            f"2024-05-10 00:00:{i % 60:02d}+0{2 if i == changed else 1}:00,{i}" for i in range(rows)
+        ]
+        text = ("t,n\n" + "\n".join(lines) + "\n").encode()
+        first, position, other = kernels.offset_codes(np.frombuffer(text, np.uint8), 0, 4)
+        if changed == 0:
+            assert (first, other) == ((120, 60) if rows > 1 else (120, 120))
+            assert position == (-1 if rows == 1 else text.index(b"\n2024", 4) + 1)
+        else:
+            assert (first, other) == (60, 120)
+            assert text[:position].count(b"\n") == changed + 1
 
 
 def test_offset_codes_refuse_quoted_files():
     text = b't,a\n"2024-05-10 00:00:00+00:00",1\n'
-    assert kernels.offset_codes(np.frombuffer(text, np.uint8), 0, 1)[0] == kernels.QUOTED
+    assert kernels.offset_codes(np.frombuffer(text, np.uint8), 0, 4)[0] == kernels.QUOTED
 
 
 # -- Monte Carlo -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import importlib
 
 from . import machine, print_rows
 
-STEPS = ("memory",)
+STEPS = ("forecast", "memory")
 
 
 def main() -> None:

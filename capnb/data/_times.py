@@ -85,7 +85,9 @@ def utc_to_clock(
 
         index = pd.DatetimeIndex(utc_ns.view("datetime64[ns]"), tz="UTC").tz_convert(timezone)
         return index.tz_localize(None).asi8
-    return utc_ns + np.int64(offset_minutes or 0) * 60_000_000_000
+    if not offset_minutes:
+        return utc_ns
+    return utc_ns + np.int64(offset_minutes) * 60_000_000_000
 
 
 def epoch_ns(values: np.ndarray, per_unit: int) -> np.ndarray:

@@ -341,17 +341,19 @@ def _single_offset(path: Path, column: int, name: str) -> int | None:
     if path.suffix.lower() == ".gz":
         return None
     text = np.memmap(path, dtype=np.uint8, mode="r")
-    code, line, other = kernels.offset_codes(text, column, 1)
+    header_end = int(np.argmax(text[: 1 << 20] == 10)) + 1
+    code, position, other = kernels.offset_codes(text, column, header_end)
     if code in (kernels.QUOTED, kernels.NO_ZONE) or other == kernels.QUOTED:
         return None
-    if line >= 0:
+    if position >= 0:
         if other == kernels.NO_ZONE:
             return None  # a time without an offset: the text parser names the row
+        line = int(np.count_nonzero(text[:position] == 10)) + 1
         first, second = _times.offset_name(code), _times.offset_name(other)
         raise ConfigError(
-            f"{path.name}: column {name!r} mixes UTC offsets ({first} in row 1, {second} on line "
-            f"{line + 1}): say which clock to count hours of the day on with timezone= (e.g. "
-            "timezone='Europe/Berlin', or 'UTC')"
+            f"{path.name}: column {name!r} mixes UTC offsets ({first} in row 1, {second} in row "
+            f"{line - 1} (line {line})): say which clock to count hours of the day on with "
+            "timezone= (e.g. timezone='Europe/Berlin', or 'UTC')"
         )
     return int(code)
 
@@ -417,7 +419,7 @@ def _table_times(table, column, where, time_unit, timezone, relative, start):
     import pyarrow as pa
     import pyarrow.types as pat
 
-    values = table.column(column).combine_chunks()
+    values = table.column(column)  # chunked: converted chunk by chunk, copied once at the end
     kind = values.type
     if values.null_count:
         row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
@@ -471,9 +473,9 @@ def _token_column(table, column: str, where) -> np.ndarray:
     import pyarrow.compute as pc
     import pyarrow.types as pat
 
-    values = table.column(column).combine_chunks()
+    values = table.column(column)
     if pat.is_string(values.type) or pat.is_large_string(values.type):
-        text = pc.utf8_trim_whitespace(values)
+        text = pc.utf8_trim_whitespace(values.combine_chunks())
         ok = pc.match_substring_regex(text, r"^[+-]?\d+(\.0*)?$").to_numpy(zero_copy_only=False)
         ok &= ~values.is_null().to_numpy(zero_copy_only=False)
         if not ok.all():
@@ -496,7 +498,7 @@ def _token_column(table, column: str, where) -> np.ndarray:
             )
     elif numbers.dtype.kind not in "iu":
         raise ConfigError(f"column {column!r} has type {values.type}, not token counts")
-    numbers = numbers.astype(np.int64)
+    numbers = numbers.astype(np.int64, copy=False)
     if (numbers < 0).any():
         row = int(np.flatnonzero(numbers < 0)[0])
         raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]}, a negative count")

@@ -136,50 +136,87 @@ def bin_requests(
 
 
 @njit
-def offset_codes(text, column, first_line):
-    """UTC offsets of one unquoted CSV column, by a scan of the file's bytes.
+def _scan_offsets(text, column, start, stop):
+    """Offsets of the lines that start in [start, stop), as (first, position, other).
 
-    Returns ``(code, line, other)``: the offset of the first data line in minutes east of UTC
-    (:data:`NO_ZONE` when the value has none), and the 0-based line number and offset of the first
-    line whose offset differs (line -1: none differs). ``Z`` counts as +00:00. When a quote character
-    makes a byte scan unsafe, returns ``(QUOTED, line, QUOTED)``. ``first_line`` is the 0-based line
-    of the first data row.
+    ``first`` is the first line's code; ``position`` the byte of the first line that differs (-1:
+    none) and ``other`` its code. A line belongs to the chunk its first byte is in.
     """
     n = text.shape[0]
-    position = 0
-    line = 0
-    while line < first_line and position < n:
-        if text[position] == 10:
-            line += 1
-        position += 1
+    position = start
     first = QUOTED
-    while position < n:
+    while position < stop:
+        line_start = position
         field = 0
-        start = position if column == 0 else -1
-        end = -1
-        while position < n and text[position] != 10:
+        field_start = position if column == 0 else -1
+        field_end = -1
+        # up to the end of the wanted field: commas and quotes matter here
+        while position < n and text[position] != 10 and field_end < 0:
             byte = text[position]
             if byte == 34:
-                return QUOTED, line, QUOTED
+                return QUOTED, line_start, QUOTED
             if byte == 44:
                 if field == column:
-                    end = position
+                    field_end = position
                 field += 1
                 if field == column:
-                    start = position + 1
+                    field_start = position + 1
             position += 1
-        if start >= 0 and end < 0:
-            end = position
-            if end > start and text[end - 1] == 13:
-                end -= 1
+        if field_end < 0:  # the wanted field is the last one (or the line is short)
+            field_end = position
+            if field_end > field_start >= 0 and text[field_end - 1] == 13:
+                field_end -= 1
+        # the rest of the line: only its end matters (pyarrow does not read newlines in values)
+        while position < n and text[position] != 10:
+            position += 1
         position += 1
-        if start >= 0 and end > start:
-            code = _offset_minutes(text, start, end)
+        if field_start >= 0 and field_end > field_start:
+            code = _offset_minutes(text, field_start, field_end)
             if first == QUOTED:
                 first = code
             elif code != first:
-                return first, line, code
-        line += 1
+                return first, line_start, code
+    return first, -1, first
+
+
+@njit(parallel=True)
+def offset_codes(text, column, start):
+    """UTC offsets of one unquoted CSV column, by a parallel scan of the file's bytes.
+
+    ``start`` is the byte where the data rows begin (after the header). Returns ``(code, position,
+    other)``: the offset of the first data line in minutes east of UTC (:data:`NO_ZONE` when its
+    value has none), and the byte position and offset of the first line whose offset differs
+    (position -1: none differs). ``Z`` counts as +00:00. When a quote character in the fields up to
+    the wanted one makes a byte scan unsafe, returns ``(QUOTED, position, QUOTED)``.
+    """
+    n = text.shape[0]
+    chunks = 64
+    bounds = np.empty(chunks + 1, np.int64)
+    for c in range(chunks + 1):
+        bounds[c] = start + (n - start) * c // chunks
+    firsts = np.empty(chunks, np.int64)
+    places = np.empty(chunks, np.int64)
+    others = np.empty(chunks, np.int64)
+    for c in prange(chunks):
+        begin = bounds[c]
+        if c > 0:  # a chunk starts at the first line that starts inside it
+            while begin < bounds[c + 1] and text[begin - 1] != 10:
+                begin += 1
+        firsts[c], places[c], others[c] = _scan_offsets(text, column, begin, bounds[c + 1])
+    first = QUOTED
+    for c in range(chunks):
+        same_start = first == QUOTED or firsts[c] == first or firsts[c] == QUOTED
+        if places[c] >= 0 and same_start:  # a quote, or a change inside the chunk
+            return (first if first != QUOTED else firsts[c]), places[c], others[c]
+        if firsts[c] == QUOTED:
+            continue  # no line started in this chunk
+        if first == QUOTED:
+            first = firsts[c]
+        elif firsts[c] != first:
+            place = bounds[c]
+            while place < bounds[c + 1] and text[place - 1] != 10:
+                place += 1
+            return first, place, firsts[c]
     return first, -1, first
 
 
