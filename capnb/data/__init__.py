@@ -8,8 +8,21 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
   :func:`resolve_gpu`.
 - Models: :func:`list_models`, :func:`load_model` (a catalog name, a path to a ``config.json`` or a
   mapping) returning a :class:`capnb.modelspec.ModelSpec`; :func:`resolve_model`.
+- Latency measurements: :func:`read_latency_table`, :func:`read_vllm_bench`, :func:`read_aiperf`
+  (users' benchmark files as latency curves), :func:`list_latency_curves`,
+  :func:`load_latency_curve` (bundled curves), :func:`load_step_times` (calibration data),
+  :func:`load_trtllm_throughput` (published throughput bounds).
 """
 
+from ._benchmarks import (
+    list_latency_curves,
+    load_latency_curve,
+    load_step_times,
+    load_trtllm_throughput,
+    read_aiperf,
+    read_latency_table,
+    read_vllm_bench,
+)
 from ._catalog import (
     dataset_path,
     list_gpus,
@@ -33,13 +46,20 @@ __all__ = [
     "TraceWarning",
     "dataset_path",
     "list_gpus",
+    "list_latency_curves",
     "list_models",
     "list_rate_series",
     "list_traces",
     "load_gpus",
+    "load_latency_curve",
     "load_model",
     "load_rate_series",
+    "load_step_times",
     "load_trace",
+    "load_trtllm_throughput",
+    "read_aiperf",
+    "read_latency_table",
+    "read_vllm_bench",
     "resolve_gpu",
     "resolve_model",
 ]

@@ -312,6 +312,16 @@ def _analytic_curve(
     model, gpu, tensor_parallel, calibration, prompt, output, concurrency, metrics, quantiles,
     latency_out, mean_out,
 ):  # fmt: skip
+    missing = math.isnan(gpu[0]) or math.isnan(gpu[1])
+    missing = missing or (tensor_parallel > 1 and math.isnan(gpu[2]))
+    for v in model:
+        missing = missing or math.isnan(v)
+    if missing:
+        # a figure the model needs is unknown (an invalid TP masked to NaN, or a GPU without an
+        # interconnect bandwidth at TP > 1): no curve, and no comparison ever sees the NaN
+        latency_out[:] = math.nan
+        mean_out[:] = math.nan
+        return
     n = prompt.shape[0]
     prefill = prompt.copy()
     total_output = 0.0
@@ -331,13 +341,6 @@ def _analytic_curve(
     for i in range(n):
         mean_prefill += prefill[i] / n
         mean_prefill_sq += prefill[i] * prefill[i] / n
-    if math.isnan(mean_prefill) or math.isnan(
-        decode_seconds(1.0, context, model, gpu, tensor_parallel, calibration)
-    ):
-        # a figure the model needs is missing (e.g. interconnect bandwidth at TP > 1): no curve
-        latency_out[:] = math.nan
-        mean_out[:] = math.nan
-        return
     sorted_prefill = prefill.copy()
     sorted_prefill.sort()
     e2e_each = prefill.copy()

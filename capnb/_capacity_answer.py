@@ -1,0 +1,311 @@
+"""The capacity step's answers in words, and the contrast the article draws (private module).
+
+:func:`describe` turns one cell of a capacity result into the one-sentence answer a worksheet shows;
+:func:`applicability` states the article's boundary (latency-constrained planning adds little where
+latency barely grows with concurrency, or where memory, not the SLA, sets the limit);
+:func:`contrast` puts the article's mistake in numbers: plan by maximum concurrency vs by latency.
+All three are public as ``capnb.capacity.describe``, ``applicability`` and ``contrast``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from . import capacity, glossary
+from . import latency as _latency
+from .errors import InputError
+
+__all__ = ["applicability", "contrast", "describe"]
+
+
+def contrast(
+    curve: xr.Dataset,
+    sla: float,
+    target_qps: float,
+    *,
+    metric: str = "e2e",
+    quantile: float = 0.99,
+    buffer: int | None = None,
+    memory_limit="auto",
+    accounting: str = "article",
+    tensor_parallel: int | None = None,
+    usd_per_gpu_hour=None,
+) -> xr.Dataset:
+    """The article's mistake, in numbers: plan by maximum concurrency vs plan by latency.
+
+    The *max-concurrency* plan runs each instance at the most requests it can hold (the memory
+    limit, or the curve's last point if memory allows more than was measured) and assumes each
+    request is as fast as alone: per-instance QPS = that concurrency x QPS at concurrency 1. The
+    *latency* plan is :func:`plan`. For both: the latency quantile at the operating concurrency
+    (the max-concurrency plan's breaches the SLA when the curve is non-linear), the throughput an
+    instance really delivers there (Little's law), the instances planned, the share of the target
+    they really serve and the compute utilisation at the target (the idle GPU).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``plan`` = ``["max_concurrency", "latency"]``: ``operating_concurrency``,
+        ``latency_at_operating`` (s), ``assumed_qps`` and ``per_instance_qps`` (requests/s),
+        ``instances``, ``served_share``, ``compute_utilisation``, ``usd_per_hour``.
+    """
+    if np.ndim(sla) != 0 or np.ndim(target_qps) != 0:
+        raise InputError("contrast: give one SLA and one target_qps (numbers)")
+    if int(curve.concurrency[0]) != 1:
+        raise InputError(
+            "contrast: the curve must start at concurrency 1 (the max-concurrency plan assumes "
+            "every request runs as fast as one alone)"
+        )
+    by_latency = capacity.plan(
+        curve, sla, target_qps, metric=metric, quantile=quantile, buffer=buffer,
+        memory_limit=memory_limit, accounting=accounting, tensor_parallel=tensor_parallel,
+        usd_per_gpu_hour=usd_per_gpu_hour,
+)  # fmt: skip
+    selected = capacity._curve_selection(curve, metric, quantile)
+    flat = _latency.envelope(
+        xr.Dataset({"latency": selected, "mean_latency": capacity._mean_e2e(curve, selected)})
+    )
+    if selected.ndim != 1:
+        raise InputError("contrast: give a single curve (select one model, GPU, ...)")
+    last = int(curve.concurrency[-1])
+    limit = by_latency.get("max_concurrency")
+    held = last if limit is None else int(min(int(limit), last))
+    if held < 1:
+        raise InputError("contrast: the model does not fit in memory; there is nothing to contrast")
+    at_held = _latency.at(flat, [held])
+    p_held = float(at_held.latency.squeeze())
+    e2e_held = float(at_held.mean_latency.squeeze())
+    single = 1.0 / float(flat.mean_latency.isel(concurrency=0))
+    assumed = held * single
+    real = held / e2e_held
+    count = buffer if buffer is not None else 2
+    naive_instances = math.ceil(target_qps / assumed * (1 - 1e-12)) + count
+    tp = tensor_parallel if tensor_parallel is not None else curve.attrs.get("tensor_parallel")
+    price = capacity._gpu_price(curve.attrs.get("gpu"), usd_per_gpu_hour)
+    flops_per_request, flops = capacity._model_flops(curve, tp)
+
+    def utilisation(count_instances):
+        if flops_per_request is None or tp is None:
+            return math.nan
+        return target_qps * flops_per_request / (count_instances * tp * flops)
+
+    lat_instances = float(by_latency.instances)
+    rows = {
+        "operating_concurrency": [held, int(by_latency.operating_concurrency)],
+        "latency_at_operating": [p_held, float(by_latency.latency_at_safe)],
+        "assumed_qps": [assumed, float(by_latency.per_instance_qps)],
+        "per_instance_qps": [real, float(by_latency.per_instance_qps)],
+        "instances": [float(naive_instances), lat_instances],
+        "served_share": [
+            min(1.0, naive_instances * real / target_qps) if target_qps > 0 else 1.0,
+            min(1.0, lat_instances * float(by_latency.per_instance_qps) / target_qps)
+            if target_qps > 0
+            else 1.0,
+        ],
+        "compute_utilisation": [utilisation(naive_instances), utilisation(lat_instances)],
+        "usd_per_hour": [
+            math.nan if price is None or tp is None else naive_instances * tp * float(price),
+            float(by_latency.get("usd_per_hour", math.nan)),
+        ],
+    }
+    units = {
+        "operating_concurrency": glossary.attrs("operating_concurrency"),
+        "latency_at_operating": {"units": "s", "long_name": f"{metric} P{quantile * 100:g} there"},
+        "assumed_qps": {"units": "requests/s", "long_name": "per-instance QPS the plan assumes"},
+        "per_instance_qps": {"units": "requests/s", "long_name": "per-instance QPS delivered"},
+        "instances": glossary.attrs("instances"),
+        "served_share": {"units": "1", "long_name": "share of the target the plan serves"},
+        "compute_utilisation": glossary.attrs("compute_utilisation"),
+        "usd_per_hour": glossary.attrs("usd_per_hour"),
+    }
+    return xr.Dataset(
+        {name: ("plan", values, units[name]) for name, values in rows.items()},
+        coords={"plan": ("plan", ["max_concurrency", "latency"], {"long_name": "planning rule"})},
+        attrs={
+            "sla": float(sla),
+            "target_qps": float(target_qps),
+            "metric": metric,
+            "quantile": float(quantile),
+            "binding": str(by_latency.binding.values),
+            "max_concurrency_source": "memory limit"
+            if limit is not None and int(limit) <= last
+            else f"the curve's last point ({last}): memory allows more than was measured",
+        },
+    )
+
+
+# -- the answer in words -------------------------------------------------------------------------
+def _cell(result: xr.Dataset, selection: dict) -> xr.Dataset:
+    cell = result.sel(selection) if selection else result
+    for dim in list(cell.dims):
+        if cell.sizes[dim] == 1:
+            cell = cell.squeeze(dim)
+    left = [d for d in cell.dims if d not in ("plan",)]
+    if left:
+        raise InputError(
+            f"describe: choose one value of {', '.join(left)} "
+            f"(e.g. describe(result, {left[0]}=...))"
+        )
+    return cell
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1e3:,.0f} ms" if value < 1 else f"{value:,.2f} s"
+
+
+def _where(cell: xr.Dataset) -> str:
+    def value(name):
+        if name in cell.coords:
+            return cell[name].values.item()
+        return cell.attrs.get(name)
+
+    model, gpu, tp = value("model"), value("gpu"), value("tensor_parallel")
+    where = f"{model} on {tp} x {gpu}" if model and gpu and tp else "this configuration"
+    name = cell.attrs.get("curve")
+    if cell.attrs.get("curve_kind") == "measured" and name:
+        where += f" (measured curve {name})"
+    elif cell.attrs.get("curve_kind") == "analytic":
+        seq = value("seq_len")
+        where += f" (analytic model, {int(seq):,} tokens per sequence)" if seq else " (analytic)"
+    return where
+
+
+def describe(result: xr.Dataset, **selection: object) -> str:
+    """The answer for one cell of a capacity result, in one plain sentence with its numbers.
+
+    Parameters
+    ----------
+    result
+        The output of :func:`capnb.capacity.safe_concurrency`, :func:`~capnb.capacity.plan` or
+        :func:`~capnb.capacity.sweep`.
+    **selection
+        Coordinates that pick one cell (dims of length 1 need not be given).
+
+    Examples
+    --------
+    >>> from capnb import capacity
+    >>> from capnb.data import load_latency_curve
+    >>> curve = load_latency_curve("dstack-vllm-mi300x-short")
+    >>> describe(capacity.plan(curve, 0.3, 1.0, metric="ttft"))  # doctest: +ELLIPSIS
+    'Infeasible: ttft P99 is already 315 ms at concurrency 1, above the 300 ms SLA...'
+    """
+    cell = _cell(result, selection)
+    metric = cell.attrs.get("metric", "latency")
+    quantile = cell.attrs.get("quantile", 0.99)
+    label = f"{metric} P{quantile * 100:g}"
+    sla = float(cell.sla)
+    binding = str(cell.binding.values)
+    where = _where(cell)
+    floor = float(cell.latency_floor)
+    first = cell.attrs.get("first_concurrency", 1)
+    if binding == "infeasible_latency":
+        return (
+            f"Infeasible: {label} is already {_seconds(floor)} at concurrency 1, above the "
+            f"{_seconds(sla)} SLA, so no concurrency of {where} meets it; a faster GPU, more "
+            "tensor parallelism, shorter prompts or outputs, or a looser SLA are the ways out."
+        )
+    if binding == "infeasible_unmeasured":
+        return (
+            f"Infeasible as measured: {label} is {_seconds(floor)} at the curve's first point "
+            f"(concurrency {first}), above the {_seconds(sla)} SLA, and nothing was measured "
+            "below it; benchmark lower concurrencies before concluding."
+        )
+    if binding == "infeasible_memory":
+        return (
+            f"Infeasible: {where} cannot hold its weights plus one sequence in memory "
+            "(memory step); raise tensor parallelism, pick a GPU with more memory, or quantize."
+        )
+    if binding == "memory_below_range":
+        return (
+            f"Memory holds only {int(cell.safe_concurrency)} concurrent requests on {where}, below "
+            f"the curve's first measured concurrency ({first}); benchmark lower concurrencies to "
+            "size it."
+        )
+    if binding == "no_data":
+        return (
+            f"No latency for {where}: the model cannot price it (an invalid tensor-parallel degree, "
+            "or a GPU without the interconnect bandwidth figure tensor parallelism needs)."
+        )
+    safe = int(cell.safe_concurrency)
+    at_safe = float(cell.latency_at_safe)
+    if binding == "latency":
+        why = f"the SLA binds: {label} reaches {_seconds(at_safe)} there"
+    elif binding == "memory":
+        why = f"memory binds: the KV cache holds no more, while {label} is only {_seconds(at_safe)}"
+    else:
+        last = cell.attrs.get("last_concurrency", safe)
+        why = (
+            f"the curve ends at concurrency {last} with {label} still {_seconds(at_safe)}; capnb "
+            "does not extrapolate, so measure further to find the real limit"
+        )
+    qps = float(cell.per_instance_qps)
+    sentence = (
+        f"At {label} <= {_seconds(sla)}, one instance of {where} safely holds {safe:,} "
+        f"concurrent requests ({why}) and serves {qps:.3g} requests/s by Little's law at "
+        f"concurrency {int(cell.operating_concurrency):,}"
+    )
+    if "naive_qps" in cell and np.isfinite(float(cell.naive_qps)):
+        sentence += (
+            f" (the article's {safe:,} x single-request QPS would claim "
+            f"{float(cell.naive_qps):.3g}, {float(cell.overstatement):.1f}x too high)"
+        )
+    if "instances" in cell and np.isfinite(float(cell.instances)):
+        target = float(cell.target_qps)
+        sentence += (
+            f"; {target:,.3g} requests/s need {int(cell.instances):,} instances "
+            f"({cell.attrs.get('buffer', 'buffer')} included) = {int(cell.gpus):,} GPUs"
+        )
+        if "usd_per_hour" in cell and np.isfinite(float(cell.usd_per_hour)):
+            sentence += f" at {float(cell.usd_per_hour):,.2f} USD/hour"
+            if "usd_per_million_tokens" in cell and np.isfinite(float(cell.usd_per_million_tokens)):
+                sentence += (
+                    f" ({float(cell.usd_per_million_tokens):,.2f} USD per million output tokens)"
+                )
+        sentence += f", {float(cell.utilisation):.0%} utilised at the target"
+    return sentence + "."
+
+
+def applicability(result: xr.Dataset, **selection: object) -> str:
+    """The article's boundary for one cell: whether latency-constrained planning matters here.
+
+    It adds little where the curve is close to linear in throughput (latency barely grows up to the
+    safe concurrency, so the naive safe x single-request QPS is within 10 % of Little's law) or
+    where the SLA is so loose that memory, not latency, sets the limit.
+
+    Examples
+    --------
+    >>> from capnb import capacity
+    >>> from capnb.data import load_latency_curve
+    >>> curve = load_latency_curve("dstack-vllm-mi300x-short")
+    >>> applicability(capacity.safe_concurrency(curve, 30.0, metric="ttft"))  # doctest: +ELLIPSIS
+    'Latency-constrained planning matters here: ...'
+    """
+    cell = _cell(result, selection)
+    binding = str(cell.binding.values)
+    if binding not in ("latency", "memory", "measured_range"):
+        return "The SLA cannot be met here, so the question of how to plan under it does not arise."
+    if binding == "memory":
+        return (
+            "Latency-constrained planning adds little here: at this SLA memory, not latency, sets the "
+            "limit; plan by memory and throughput (a looser SLA, or none, changes nothing)."
+        )
+    over = float(cell.overstatement) if "overstatement" in cell else math.nan
+    if np.isfinite(over) and over < 1.1:
+        return (
+            f"Latency-constrained planning adds little here: latency barely grows up to "
+            f"{int(cell.safe_concurrency):,} concurrent requests (the naive safe x single-request "
+            f"QPS is within {max(over - 1, 0):.0%} of Little's law), so the curve is close to "
+            "linear in throughput."
+        )
+    if not np.isfinite(over):
+        return (
+            "Latency-constrained planning matters wherever latency grows with concurrency; this curve "
+            "does not start at concurrency 1, so the naive figure cannot be compared."
+        )
+    return (
+        f"Latency-constrained planning matters here: latency grows non-linearly with concurrency, "
+        f"and planning by safe concurrency x single-request QPS would overstate throughput "
+        f"{over:.1f}x."
+    )

@@ -1,0 +1,185 @@
+"""The capacity sweep: analytic curves over a grid of options, searched by numba kernels (private).
+
+Public as ``capnb.capacity.sweep`` and ``capnb.capacity.cheapest``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+
+from . import _validate, capacity, glossary
+from . import latency as _latency
+from .errors import InputError
+from .kernels import capacity as kernels
+
+__all__ = ["cheapest", "sweep"]
+
+
+def sweep(
+    model,
+    gpu,
+    tensor_parallel,
+    seq_len,
+    sla,
+    *,
+    workload: xr.Dataset,
+    target_qps=None,
+    metric: str = "e2e",
+    quantile: float = 0.99,
+    buffer: int | None = None,
+    buffer_qps=None,
+    concurrency=None,
+    max_grid_concurrency: int = 4096,
+    calibration=None,
+    accounting: str = "article",
+    chunks: Mapping[str, int] | None = None,
+) -> xr.Dataset:
+    """Safe concurrency, throughput, instances and cost over sla x model x gpu x TP x seq_len.
+
+    The latency curves are analytic (:func:`capnb.latency.analytic`, with ``seq_len`` rescaling
+    the workload to that mean context), the memory limit is the memory step's at ``seq_len``, and
+    the search runs in numba kernels over every cell. Invalid tensor-parallel degrees and GPUs
+    without a figure the model needs come out as ``binding="no_data"`` (or
+    ``infeasible_memory``), not as errors.
+
+    Parameters
+    ----------
+    model, gpu, tensor_parallel, seq_len, sla
+        The grid (lists or scalars; ``sla`` in seconds).
+    workload
+        Prompt and output length distribution (:func:`capnb.latency.workload`).
+    target_qps
+        Optional requests/s to size for (a number or any DataArray); adds instances and cost, and
+        ``cheapest_*`` per SLA and target.
+    metric, quantile, buffer, buffer_qps, calibration, accounting
+        As in :func:`plan` and :func:`capnb.latency.analytic`.
+    concurrency
+        The curves' concurrency grid (default: :func:`capnb.latency.concurrency_grid` up to the
+        largest memory limit in the grid, at most ``max_grid_concurrency``). Between grid points
+        latency is interpolated linearly; ``measured_range`` then means "the grid ends here".
+    chunks
+        Dask chunks per dim for the curve computation (e.g. ``{"gpu": 1}``).
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`plan`'s variables over model, gpu, tensor_parallel, seq_len, sla (then the target's
+        dims), plus ``cheapest_gpu``, ``cheapest_tensor_parallel``, ``cheapest_usd_per_hour``,
+        ``runner_up_*`` and ``cost_gap`` when a target is given.
+    """
+    from . import memory
+
+    models = model if isinstance(model, list | tuple) else [model]
+    gpus = gpu if isinstance(gpu, list | tuple) else [gpu]
+    tps = _validate.positive_ints(tensor_parallel, "tensor_parallel")
+    seqs = _validate.positive_ints(seq_len, "seq_len")
+    sla_da = capacity._sla(sla)
+    limits = memory.max_concurrency(
+        model=models, gpu=gpus, tensor_parallel=tps, seq_len=seqs, accounting=accounting,
+        invalid_tensor_parallel="mask",
+    ).max_concurrency  # fmt: skip
+    if concurrency is None:
+        upper = int(np.clip(int(limits.max()), 1, max_grid_concurrency))
+        concurrency = _latency.concurrency_grid(upper)
+    metrics = [metric] if metric == "e2e" else [metric, "e2e"]
+    curves = _latency.analytic(
+        models, gpus, tps, workload=workload, concurrency=concurrency, seq_len=seqs,
+        metrics=metrics, quantiles=[quantile], calibration=calibration,
+        invalid_tensor_parallel="mask", chunks=chunks,
+    ).compute()  # fmt: skip
+    limits = limits.sel(model=curves.model, gpu=curves.gpu)
+    result = capacity.safe_concurrency(
+        curves, sla_da, metric=metric, quantile=quantile, memory_limit=limits, accounting=accounting
+    )
+    result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
+    result.attrs["workload"] = curves.attrs["workload"]
+    result = result.assign_coords(calibration=curves.calibration)
+    if target_qps is None:
+        return result
+    target = capacity._target(target_qps)
+    result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
+    result["instances"] = capacity.instances(
+        result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
+    )
+    scale = result.seq_len / (curves.attrs["prompt_tokens"] + curves.attrs["output_tokens"])
+    output_tokens = curves.attrs["output_tokens"] * scale
+    from .data import load_gpus, load_model
+
+    price = load_gpus(gpus).usd_per_gpu_hour.sel(gpu=result.gpu)
+    specs = {m: load_model(m) for m in result.model.values}
+    per_request = xr.DataArray(
+        [2.0 * specs[m].active_parameters for m in result.model.values], dims="model",
+        coords={"model": result.model},
+    ) * result.seq_len  # fmt: skip
+    catalog = load_gpus(list(result.gpu.values))
+    flops = xr.DataArray(
+        [
+            [
+                float(catalog.dense_fp8_flops.sel(gpu=g))
+                if specs[m].weight_dtype == "fp8"
+                and np.isfinite(float(catalog.dense_fp8_flops.sel(gpu=g)))
+                else float(catalog.dense_bf16_flops.sel(gpu=g))
+                for g in result.gpu.values
+            ]
+            for m in result.model.values
+        ],
+        dims=("model", "gpu"),
+        coords={"model": result.model, "gpu": result.gpu},
+    )
+    result = capacity._costs(result, target, result.tensor_parallel, price, 1.0, per_request, flops)
+    tokens_per_hour = target * 3600.0 * output_tokens
+    result["usd_per_million_tokens"] = (
+        (result.usd_per_hour / tokens_per_hour * 1e6)
+        .where(target > 0)
+        .assign_attrs(glossary.attrs("usd_per_million_tokens"))
+    )
+    best = cheapest(result)
+    for name in best.data_vars:
+        result[name] = best[name]
+    return capacity._ordered(result, ["model", "gpu", "tensor_parallel", "seq_len", "sla"])
+
+
+def cheapest(result: xr.Dataset, variable: str = "usd_per_hour") -> xr.Dataset:
+    """The cheapest and second-cheapest (gpu, tensor_parallel) per remaining cell, and the gap.
+
+    Infeasible options (NaN cost) never win; ties go to the earlier GPU, then the smaller TP.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``cheapest_gpu``, ``cheapest_tensor_parallel``, ``cheapest_usd_per_hour``,
+        ``runner_up_gpu``, ``runner_up_tensor_parallel``, ``runner_up_usd_per_hour``, ``cost_gap``
+        over every dim of ``result[variable]`` except gpu and tensor_parallel ("" and 0 where no
+        option is feasible).
+    """
+    if variable not in result:
+        raise InputError(f"cheapest: the result has no {variable!r} (give a target_qps)")
+    cost = result[variable]
+    options = cost.reset_coords(drop=True).stack(option=("gpu", "tensor_parallel"))
+    first, first_value, second, second_value = xr.apply_ufunc(
+        kernels.two_smallest,
+        options.drop_vars(["option", "gpu", "tensor_parallel"]),
+        input_core_dims=[["option"]],
+        output_core_dims=[[], [], [], []],
+        dask="parallelized",
+        output_dtypes=[np.int64, float, np.int64, float],
+    )
+    gpu_labels = np.asarray([str(g) for g in options.gpu.values] + [""])
+    tp_labels = np.asarray([int(t) for t in options.tensor_parallel.values] + [0])
+    out = xr.Dataset(
+        {
+            "cheapest_gpu": first.copy(data=gpu_labels[first.values]),
+            "cheapest_tensor_parallel": first.copy(data=tp_labels[first.values]),
+            "cheapest_usd_per_hour": first_value,
+            "runner_up_gpu": second.copy(data=gpu_labels[second.values]),
+            "runner_up_tensor_parallel": second.copy(data=tp_labels[second.values]),
+            "runner_up_usd_per_hour": second_value,
+            "cost_gap": second_value - first_value,
+        }
+    )
+    for name in out.data_vars:
+        out[name].attrs = glossary.attrs(name)
+    return out

@@ -1,0 +1,219 @@
+"""The latency-concurrency curve as an xarray Dataset: its layout, and the checks every curve passes.
+
+A curve holds, over ``concurrency`` (requests in flight on one instance):
+
+- ``latency`` (s) over (concurrency, metric, latency_quantile): quantiles of the per-request latency
+  of each metric, NaN where the source did not measure that metric or quantile;
+- ``mean_latency`` (s) over (concurrency, metric);
+- ``measured_qps`` (requests/s) over concurrency: the throughput the benchmark itself reported.
+
+Its attrs record where it came from (``source``, ``kind``: ``measured`` or ``analytic``), what it
+measured (``model``, ``gpu``, ``tensor_parallel``, ``engine``) and its workload (``prompt_tokens``,
+``output_tokens``: mean tokens per request), plus ``notes`` on every correction made on the way in.
+
+Both the file readers (:mod:`capnb.data`) and the latency step (:mod:`capnb.latency`) build curves
+through :func:`build`, so every curve is checked the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from . import glossary
+from .errors import InputError
+
+__all__ = ["METRICS", "QUANTILES", "UNITS", "add_note", "build", "notes", "to_seconds"]
+
+#: Latency metrics: time to first token, time per output token (per request, after the first),
+#: inter-token latency (every gap between tokens), end-to-end request latency.
+METRICS = ("ttft", "tpot", "itl", "e2e")
+#: Quantiles every curve carries (others a source measured are kept too).
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+#: Seconds per unit of the time units capnb reads.
+UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def to_seconds(values: object, unit: str, where: str) -> np.ndarray:
+    """Convert ``values`` given in ``unit`` to seconds; an unknown unit is an error naming ``where``."""
+    key = str(unit).strip().lower()
+    if key not in UNITS:
+        raise InputError(f"{where}: unknown time unit {unit!r}; capnb reads {', '.join(UNITS)}")
+    return np.asarray(values, dtype=float) * UNITS[key]
+
+
+def notes(ds: xr.Dataset) -> list[str]:
+    """The corrections and derivations recorded on a curve, one per line."""
+    text = ds.attrs.get("notes", "")
+    return [line for line in text.split("\n") if line]
+
+
+def add_note(ds: xr.Dataset, note: str) -> None:
+    """Record a correction or derivation on a curve (in place)."""
+    ds.attrs["notes"] = "\n".join([*notes(ds), note])
+
+
+def _quantile_label(q: float) -> str:
+    return f"P{q * 100:g}"
+
+
+def build(
+    concurrency: Sequence[int] | np.ndarray,
+    latency: Mapping[tuple[str, float], Sequence[float]],
+    *,
+    mean: Mapping[str, Sequence[float]] | None = None,
+    measured_qps: Sequence[float] | None = None,
+    rows: Sequence[str] | None = None,
+    source: str,
+    kind: str = "measured",
+    attrs: Mapping[str, object] | None = None,
+    notes: Sequence[str] = (),
+    min_points: int = 2,
+) -> xr.Dataset:
+    """Check measured values and return them as a curve Dataset (values in seconds).
+
+    Parameters
+    ----------
+    concurrency
+        Requests in flight at each row: positive integers, distinct. Rows given out of order are
+        sorted (and the sort is noted).
+    latency
+        ``{(metric, quantile): values}`` in seconds, one value per row.
+    mean
+        ``{metric: values}``: mean latency in seconds per row.
+    measured_qps
+        The throughput the benchmark reported per row (requests/s).
+    rows
+        A label per row for error messages (a file name, ``"row 3"``); default ``"row <i>"``.
+    source
+        Where the values come from (a path, a catalog name).
+    kind, attrs, notes
+        Stored on the Dataset.
+    min_points
+        Fewest rows a curve may have (two: one point cannot show how latency grows).
+
+    Raises
+    ------
+    InputError
+        Empty or too short, duplicate or non-positive concurrency, NaN or negative latencies inside
+        a measured column, a higher quantile below a lower one (P99 below P50), an unknown metric.
+    """
+    conc = np.asarray(concurrency)
+    labels = list(rows) if rows is not None else [f"row {i + 1}" for i in range(conc.size)]
+    if conc.ndim != 1 or conc.size == 0:
+        raise InputError(f"{source}: the curve is empty (no concurrency rows)")
+    if conc.size < min_points:
+        raise InputError(
+            f"{source}: a latency curve needs at least {min_points} concurrency levels, got "
+            f"{conc.size} ({labels[0]}); one point cannot show how latency grows with concurrency"
+        )
+    conc_f = conc.astype(float)
+    bad = ~np.isfinite(conc_f) | (conc_f < 1) | (conc_f != np.round(conc_f))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{source}: concurrency must be a positive integer, got {conc_f[i]:g} at {labels[i]}"
+        )
+    conc = conc_f.astype(np.int64)
+    values, counts = np.unique(conc, return_counts=True)
+    if (counts > 1).any():
+        twice = int(values[counts > 1][0])
+        where = [labels[i] for i in np.flatnonzero(conc == twice)]
+        raise InputError(
+            f"{source}: concurrency {twice} appears more than once ({', '.join(where)}); "
+            "keep one measurement per concurrency (or average the repeats before reading)"
+        )
+    order = np.argsort(conc, kind="stable")
+    extra_notes = list(notes)
+    if (order != np.arange(conc.size)).any():
+        extra_notes.append("rows were not in concurrency order; capnb sorted them")
+
+    unknown = sorted({m for m, _ in latency} - set(METRICS)) + sorted(
+        set(mean or {}) - set(METRICS)
+    )
+    if unknown:
+        raise InputError(f"{source}: unknown latency metric {unknown[0]!r}; use one of {METRICS}")
+    quantiles = sorted(set(QUANTILES) | {float(q) for _, q in latency})
+    for q in quantiles:
+        if not 0.0 < q < 1.0:
+            raise InputError(f"{source}: latency quantile {q} is not inside (0, 1)")
+    table = np.full((conc.size, len(METRICS), len(quantiles)), np.nan)
+    for (metric, q), column in latency.items():
+        table[:, METRICS.index(metric), quantiles.index(float(q))] = _column(
+            column, conc.size, f"{metric} {_quantile_label(float(q))}", source, labels
+        )
+    means = np.full((conc.size, len(METRICS)), np.nan)
+    for metric, column in (mean or {}).items():
+        means[:, METRICS.index(metric)] = _column(
+            column, conc.size, f"mean {metric}", source, labels
+        )
+    if np.isnan(table).all() and np.isnan(means).all():
+        raise InputError(f"{source}: no latency values at all")
+    _check_quantile_order(table, quantiles, conc, source, labels)
+    qps = (
+        np.full(conc.size, np.nan)
+        if measured_qps is None
+        else _column(measured_qps, conc.size, "measured throughput", source, labels)
+    )
+
+    table, means, qps, conc = table[order], means[order], qps[order], conc[order]
+    curve = xr.Dataset(
+        {
+            "latency": (
+                ("concurrency", "metric", "latency_quantile"),
+                table,
+                glossary.attrs("latency"),
+            ),
+            "mean_latency": (("concurrency", "metric"), means, glossary.attrs("mean_latency")),
+            "measured_qps": ("concurrency", qps, glossary.attrs("measured_qps")),
+        },
+        coords={
+            "concurrency": ("concurrency", conc, glossary.attrs("concurrency")),
+            "metric": ("metric", list(METRICS), glossary.attrs("metric")),
+            "latency_quantile": (
+                "latency_quantile",
+                np.asarray(quantiles),
+                glossary.attrs("latency_quantile"),
+            ),
+        },
+        attrs={"source": str(source), "kind": kind, **dict(attrs or {}), "notes": ""},
+    )
+    for note in extra_notes:
+        add_note(curve, note)
+    return curve
+
+
+def _column(values, size, what, source, labels) -> np.ndarray:
+    array = np.asarray(values, dtype=float).reshape(-1)
+    if array.size != size:
+        raise InputError(f"{source}: {what} has {array.size} values for {size} concurrency rows")
+    missing = np.isnan(array)
+    if missing.any() and not missing.all():
+        i = int(np.flatnonzero(missing)[0])
+        raise InputError(
+            f"{source}: {what} is missing (NaN) at {labels[i]} but measured elsewhere; "
+            "a curve needs the metric at every concurrency, or not at all"
+        )
+    bad = ~missing & (~np.isfinite(array) | (array < 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{source}: {what} must be finite and >= 0, got {array[i]} at {labels[i]}")
+    return array
+
+
+def _check_quantile_order(table, quantiles, conc, source, labels) -> None:
+    for m, metric in enumerate(METRICS):
+        measured = [k for k in range(len(quantiles)) if not np.isnan(table[0, m, k])]
+        for low, high in itertools.pairwise(measured):
+            below = table[:, m, high] < table[:, m, low]
+            if below.any():
+                i = int(np.flatnonzero(below)[0])
+                raise InputError(
+                    f"{source}: {metric} {_quantile_label(quantiles[high])} "
+                    f"({table[i, m, high]:.6g} s) is below {_quantile_label(quantiles[low])} "
+                    f"({table[i, m, low]:.6g} s) at concurrency {conc[i]} ({labels[i]}); a higher "
+                    "quantile cannot be lower: check the column order and units"
+                )

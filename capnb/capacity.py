@@ -1,0 +1,521 @@
+"""Step 3, capacity: how many requests one instance serves under a P99 latency SLA, and what it costs.
+
+The article's lesson: the safe concurrency of an instance is not what the GPU can hold but the most
+it can hold while P99 latency stays under the SLA, and LLM latency grows non-linearly with
+concurrency. capnb's rules:
+
+- **safe concurrency** = the largest concurrency whose latency quantile (P99 of the chosen metric) is
+  ``<=`` the SLA *and* whose KV cache fits in memory (:func:`capnb.memory.max_concurrency`); the
+  article writes ``<``, capnb uses ``<=``. ``binding`` says which limit sets it. Where none
+  qualifies the answer is *infeasible*, with the reason: never the article's fallback to 1.
+- **per-instance throughput** by Little's law at the best operating point under the SLA: the
+  largest ``c / mean e2e latency(c)`` over ``c <= safe`` (past the throughput knee a higher
+  concurrency can serve fewer requests/s). The article's naive figure, ``safe x QPS at
+  concurrency 1``, is reported beside it (``naive_qps``) with the factor it overstates by.
+- **instances** = ``ceil(target_qps / per_instance_qps) + buffer`` (2 by default, the article's
+  1-2; or ``ceil(buffer_qps / per_instance_qps)`` from the forecast's burst model); GPUs =
+  instances x tensor_parallel; USD per hour, USD per million output tokens and utilisation at the
+  target.
+
+Entry points: :func:`safe_concurrency` (the search), :func:`plan` (instances and cost for a curve),
+:func:`sweep` (analytic curves over sla x gpu x model x tensor_parallel x seq_len, searched by numba
+kernels, with the cheapest option per SLA), :func:`contrast` (plan by maximum concurrency vs by
+latency), :func:`describe` and :func:`applicability` (the answer and its limits in words).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from . import glossary
+from . import latency as _latency
+from .errors import InputError
+from .kernels import capacity as kernels
+
+__all__ = [
+    "BINDING",
+    "applicability",
+    "cheapest",
+    "contrast",
+    "describe",
+    "instances",
+    "plan",
+    "safe_concurrency",
+    "sweep",
+]
+
+#: Values of ``binding``: what sets the safe concurrency, or why there is none.
+BINDING = kernels.BINDING
+_FEASIBLE = ("latency", "memory", "measured_range")
+_NO_MEMORY_LIMIT = np.iinfo(np.int64).max
+_LEAD = ("model", "gpu", "tensor_parallel", "seq_len")
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+def _sla(sla) -> xr.DataArray:
+    values = sla.values if isinstance(sla, xr.DataArray) else sla
+    array = np.atleast_1d(np.asarray(values, dtype=float))
+    if array.ndim != 1 or array.size == 0:
+        raise InputError(f"sla: expected one value or a 1-D list of seconds, got {values!r}")
+    bad = ~np.isfinite(array) | (array <= 0)
+    if bad.any():
+        raise InputError(
+            f"sla must be > 0 seconds, got {array[bad][0]:g} (an SLA <= 0 can never be met; "
+            "SLAs are in seconds: 500 ms is 0.5)"
+        )
+    if np.unique(array).size != array.size:
+        raise InputError(f"sla: duplicate values in {array.tolist()}")
+    return xr.DataArray(array, dims="sla", coords={"sla": ("sla", array, glossary.attrs("sla"))})
+
+
+def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.DataArray:
+    if not isinstance(curve, xr.Dataset) or "latency" not in curve:
+        raise InputError("curve: expected a latency curve (capnb.data / capnb.latency)")
+    if metric not in curve.metric.values:
+        raise InputError(f"metric={metric!r} is not in the curve ({list(curve.metric.values)})")
+    quantiles = [float(q) for q in curve.latency_quantile.values]
+    if not any(math.isclose(quantile, q) for q in quantiles):
+        raise InputError(f"quantile={quantile} is not in the curve ({quantiles})")
+    q = quantiles[[math.isclose(quantile, v) for v in quantiles].index(True)]
+    selected = curve.latency.sel(metric=metric, latency_quantile=q, drop=True)
+    if bool(selected.isnull().all()):
+        measured = [
+            f"{m} P{q * 100:g}"
+            for m in curve.metric.values
+            for q in curve.latency_quantile.values
+            if bool(curve.latency.sel(metric=m, latency_quantile=q).notnull().any())
+        ]
+        raise InputError(
+            f"the curve has no {metric} P{quantile * 100:g}; it measured: {', '.join(measured)}"
+        )
+    return selected
+
+
+def _mean_e2e(curve: xr.Dataset, selected: xr.DataArray) -> xr.DataArray:
+    if "mean_latency" not in curve or "e2e" not in curve.metric.values:
+        raise InputError("the curve has no mean e2e latency: Little's law needs it")
+    mean = curve.mean_latency.sel(metric="e2e", drop=True)
+    # cells with latency but no mean e2e (NaN cells of an analytic sweep have neither)
+    if bool((selected.notnull() & mean.isnull()).any()):
+        raise InputError(
+            "the curve has no mean e2e latency where it has latency: Little's law needs it (give "
+            "e2e means, or the measured throughput, when reading the benchmark)"
+        )
+    return mean
+
+
+def _names_of(curve: xr.Dataset, name: str):
+    if name in curve.coords:
+        return curve[name]
+    return curve.attrs.get(name)
+
+
+def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
+    """(DataArray or None, note) of the memory limit the search applies."""
+    if memory_limit is None:
+        return None, "memory not checked (memory_limit=None)"
+    if isinstance(memory_limit, xr.DataArray):
+        return memory_limit.astype(np.int64), "memory limit given"
+    if isinstance(memory_limit, int | np.integer) and not isinstance(memory_limit, bool):
+        if memory_limit < 0:
+            raise InputError(f"memory_limit must be >= 0 requests, got {memory_limit}")
+        return xr.DataArray(np.int64(memory_limit)), "memory limit given"
+    if memory_limit != "auto":
+        raise InputError(
+            f"memory_limit must be 'auto', None, an integer or a DataArray, got {memory_limit!r}"
+        )
+    from . import memory
+
+    model, gpu, tp = (_names_of(curve, n) for n in ("model", "gpu", "tensor_parallel"))
+    if model is None or gpu is None or tp is None:
+        return None, (
+            "memory not checked: the curve does not name its model, GPU and tensor parallelism "
+            "(read it with model=..., gpu=..., tensor_parallel=...)"
+        )
+    if isinstance(model, xr.DataArray):  # an analytic stack: its own coords
+        seq = curve.seq_len
+        limit = memory.max_concurrency(
+            model=list(curve.model.values),
+            gpu=list(curve.gpu.values),
+            tensor_parallel=list(curve.tensor_parallel.values),
+            seq_len=[int(v) for v in np.atleast_1d(seq.values)],
+            accounting=accounting,
+            invalid_tensor_parallel="mask",
+        ).max_concurrency
+        if seq.ndim == 0:
+            limit = limit.squeeze("seq_len", drop=True)
+        return limit, f"memory: {accounting} accounting at seq_len per cell"
+    if "prompt_tokens" not in curve.attrs or "output_tokens" not in curve.attrs:
+        return None, "memory not checked: the curve records no workload (prompt/output tokens)"
+    seq_len = math.ceil(curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"])
+    limit = memory.max_concurrency(
+        model=str(model),
+        gpu=str(gpu),
+        tensor_parallel=int(tp),
+        seq_len=seq_len,
+        accounting=accounting,
+    ).max_concurrency.squeeze(drop=True)
+    return limit, (
+        f"memory: {accounting} accounting at {seq_len:,} tokens per sequence (the curve's mean "
+        "prompt + output)"
+    )
+
+
+def _ordered(result: xr.Dataset, lead: list[str]) -> xr.Dataset:
+    """Each variable in the order: the curve's dims (``lead``), sla, then any new dims."""
+    for name in result.data_vars:
+        dims = result[name].dims
+        first = [d for d in lead if d in dims]
+        result[name] = result[name].transpose(*first, *[d for d in dims if d not in first])
+    return result
+
+
+def _labels(codes: xr.DataArray) -> xr.DataArray:
+    table = np.asarray(BINDING)
+    return xr.apply_ufunc(
+        lambda c: table[c], codes, dask="parallelized", output_dtypes=[table.dtype]
+    )
+
+
+# -- the search ----------------------------------------------------------------------------------
+def safe_concurrency(
+    curve: xr.Dataset,
+    sla,
+    *,
+    metric: str = "e2e",
+    quantile: float = 0.99,
+    memory_limit="auto",
+    accounting: str = "article",
+) -> xr.Dataset:
+    """The largest concurrency under the SLA (and in memory), and the best throughput under it.
+
+    Parameters
+    ----------
+    curve
+        A latency curve (measured, :mod:`capnb.data`; or analytic, :func:`capnb.latency.analytic`).
+        It is made monotone first (:func:`capnb.latency.envelope`).
+    sla
+        Latency SLA(s) in seconds (> 0): a number, a list, or a DataArray over ``sla``.
+    metric, quantile
+        Which latency the SLA bounds: ``e2e`` (end to end), ``ttft``, ``tpot`` or ``itl``; and which
+        quantile of it (0.99 = P99). The condition is quantile <= SLA.
+    memory_limit
+        ``"auto"``: the memory step's largest fitting concurrency for the curve's model, GPU and
+        tensor parallelism (at its mean prompt + output tokens; an analytic curve per seq_len);
+        an integer or a DataArray (requests); or None (not checked; said in ``attrs``).
+    accounting
+        Memory accounting for ``"auto"`` (see :func:`capnb.memory.accounting`).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over the curve's own dims (model, gpu, ... if any) then ``sla``: ``safe_concurrency``
+        (requests; 0 when infeasible), ``binding`` (:data:`BINDING`), ``per_instance_qps``
+        (requests/s, Little's law at ``operating_concurrency``; NaN when infeasible),
+        ``latency_at_safe`` (s), ``naive_qps`` and ``overstatement``, and ``max_concurrency``
+        (the memory limit, when checked).
+
+    Examples
+    --------
+    >>> from capnb.data import load_latency_curve
+    >>> curve = load_latency_curve("dstack-vllm-mi300x-short")
+    >>> r = safe_concurrency(curve, 1.0, metric="ttft", memory_limit=None)
+    >>> int(r.safe_concurrency.item()), str(r.binding.item())
+    (10, 'latency')
+    """
+    sla_da = _sla(sla)
+    selected = _curve_selection(curve, metric, quantile)
+    mean = _mean_e2e(curve, selected)
+    flat = _latency.envelope(
+        xr.Dataset({"latency": selected, "mean_latency": mean}).assign_attrs(notes="")
+    )
+    limit, memory_note = _memory_limit(curve, memory_limit, accounting)
+    limit_da = xr.DataArray(np.int64(_NO_MEMORY_LIMIT)) if limit is None else limit
+    safe, code, qps, operating, at_safe = xr.apply_ufunc(
+        kernels.search,
+        flat.latency,
+        flat.mean_latency,
+        curve.concurrency.astype(float),
+        sla_da,
+        limit_da,
+        input_core_dims=[["concurrency"], ["concurrency"], ["concurrency"], ["sla"], []],
+        output_core_dims=[["sla"]] * 5,
+        dask="parallelized",
+        output_dtypes=[np.int64, np.int8, float, np.int64, float],
+    )
+    result = xr.Dataset(
+        {
+            "safe_concurrency": safe.assign_attrs(glossary.attrs("safe_concurrency")),
+            "binding": _labels(code).assign_attrs(glossary.attrs("binding")),
+            "per_instance_qps": qps.assign_attrs(glossary.attrs("per_instance_qps")),
+            "operating_concurrency": operating.assign_attrs(
+                glossary.attrs("operating_concurrency")
+            ),
+            "latency_at_safe": at_safe.assign_attrs(glossary.attrs("latency_at_safe")),
+            "latency_floor": flat.latency.isel(concurrency=0, drop=True).assign_attrs(
+                glossary.attrs("latency_floor")
+            ),
+        }
+    )
+    if int(curve.concurrency[0]) == 1:
+        single = 1.0 / flat.mean_latency.isel(concurrency=0, drop=True)
+        feasible = result.binding.isin(list(_FEASIBLE))
+        naive = (result.safe_concurrency * single).where(feasible)
+        result["naive_qps"] = naive.assign_attrs(glossary.attrs("naive_qps"))
+        result["overstatement"] = (naive / result.per_instance_qps).assign_attrs(
+            glossary.attrs("overstatement")
+        )
+    if limit is not None:
+        result["max_concurrency"] = limit.assign_attrs(glossary.attrs("max_concurrency"))
+    order = [d for d in selected.dims if d != "concurrency"] + ["sla"]
+    for name in result.data_vars:
+        result[name] = result[name].transpose(*[d for d in order if d in result[name].dims])
+    result = result.assign_coords(sla=sla_da.sla)
+    if np.ndim(sla) == 0 and not isinstance(sla, xr.DataArray):
+        result = result.squeeze("sla")  # a number in, a number out (sla stays as a coordinate)
+    result.attrs = {
+        "metric": metric,
+        "quantile": float(quantile),
+        "condition": f"{metric} P{quantile * 100:g} <= SLA (the article writes <)",
+        "memory": memory_note,
+        "curve": str(curve.attrs.get("name", curve.attrs.get("source", ""))),
+        "curve_kind": str(curve.attrs.get("kind", "")),
+        "first_concurrency": int(curve.concurrency[0]),
+        "last_concurrency": int(curve.concurrency[-1]),
+        **{k: curve.attrs[k] for k in ("model", "gpu", "tensor_parallel") if k in curve.attrs},
+        **{
+            k: float(curve.attrs[k]) for k in ("prompt_tokens", "output_tokens") if k in curve.attrs
+        },
+        "notes": "\n".join(_latency.notes(curve) + _latency.notes(flat)),
+    }
+    return result
+
+
+# -- instances and cost --------------------------------------------------------------------------
+def _target(target_qps) -> xr.DataArray:
+    if isinstance(target_qps, xr.DataArray):
+        target = target_qps
+    else:
+        value = np.asarray(target_qps, dtype=float)
+        if value.ndim != 0:
+            raise InputError(
+                "target_qps: give a number or a DataArray with named dims (e.g. the forecast's "
+                "target_qps over slot x traffic_quantile)"
+            )
+        target = xr.DataArray(value)
+    values = np.asarray(target.values, dtype=float)
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        raise InputError(f"target_qps must be finite and >= 0 requests/s, got {values[bad][0]:g}")
+    if "sla" in target.dims:
+        raise InputError("target_qps must not have an 'sla' dim (the SLA is the capacity step's)")
+    return target.astype(float)
+
+
+def instances(
+    per_instance_qps, target_qps, *, buffer: int | None = None, buffer_qps=None
+) -> xr.DataArray:
+    """``ceil(target_qps / per_instance_qps) + buffer``: instances a target needs.
+
+    Parameters
+    ----------
+    per_instance_qps
+        Requests/s one instance serves under the SLA (NaN: infeasible, gives NaN).
+    target_qps
+        Requests/s to serve: a number or any DataArray (its dims broadcast).
+    buffer
+        Instances added for bursts (default 2, the article's 1-2 instances).
+    buffer_qps
+        Instead of ``buffer``: the request rate the elastic buffer must absorb (the forecast's
+        burst model); the buffer is then ``ceil(buffer_qps / per_instance_qps)`` instances.
+
+    Notes
+    -----
+    The ceiling is taken after a relative tolerance of 1e-12, so that 10 / 2.5 = 4.000000000001
+    is 4 instances, not 5.
+
+    Examples
+    --------
+    >>> int(instances(xr.DataArray(2.5), 10.0))
+    6
+    """
+    if buffer is not None and buffer_qps is not None:
+        raise InputError("give buffer (instances) or buffer_qps (requests/s), not both")
+    per_instance = (
+        per_instance_qps
+        if isinstance(per_instance_qps, xr.DataArray)
+        else xr.DataArray(per_instance_qps)
+    )
+    target = _target(target_qps)
+
+    def need(rate):
+        ratio = rate / per_instance
+        return np.ceil(ratio * (1.0 - 1e-12))
+
+    if buffer_qps is not None:
+        extra = need(_target(buffer_qps))
+    else:
+        count = 2 if buffer is None else buffer
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+            raise InputError(f"buffer must be a whole number of instances >= 0, got {count!r}")
+        extra = int(count)
+    total = need(target) + extra
+    return total.where(per_instance.notnull() & (per_instance > 0)).assign_attrs(
+        glossary.attrs("instances")
+    )
+
+
+def _gpu_price(gpu, usd_per_gpu_hour):
+    if usd_per_gpu_hour is not None:
+        price = np.asarray(usd_per_gpu_hour, dtype=float)
+        if (~np.isfinite(price) | (price < 0)).any():
+            raise InputError(f"usd_per_gpu_hour must be >= 0, got {usd_per_gpu_hour!r}")
+        return (
+            xr.DataArray(price)
+            if not isinstance(usd_per_gpu_hour, xr.DataArray)
+            else usd_per_gpu_hour
+        )
+    if gpu is None:
+        return None
+    from .data import load_gpus
+
+    if isinstance(gpu, xr.DataArray):
+        return load_gpus(list(gpu.values)).usd_per_gpu_hour
+    return xr.DataArray(float(load_gpus([str(gpu)]).usd_per_gpu_hour[0]))
+
+
+def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_request, flops):
+    """Add gpus, cost, utilisation and compute utilisation to a result with ``instances``."""
+    result["gpus"] = (result.instances * tensor_parallel).assign_attrs(glossary.attrs("gpus"))
+    if price is not None:
+        result["usd_per_hour"] = (result.gpus * price).assign_attrs(glossary.attrs("usd_per_hour"))
+        if output_tokens:
+            tokens_per_hour = target * 3600.0 * output_tokens
+            per_million = (result.usd_per_hour / tokens_per_hour * 1e6).where(target > 0)
+            result["usd_per_million_tokens"] = per_million.assign_attrs(
+                glossary.attrs("usd_per_million_tokens")
+            )
+    capacity = result.instances * result.per_instance_qps
+    result["utilisation"] = (target / capacity).assign_attrs(glossary.attrs("utilisation"))
+    if flops_per_request is not None and flops is not None:
+        used = target * flops_per_request / (result.gpus * flops)
+        result["compute_utilisation"] = used.assign_attrs(glossary.attrs("compute_utilisation"))
+    return result
+
+
+def _model_flops(curve, tensor_parallel):
+    """(FLOP per request, FLOP/s per GPU) for compute utilisation, or (None, None)."""
+    from .data import load_gpus, load_model
+
+    model, gpu = _names_of(curve, "model"), _names_of(curve, "gpu")
+    if model is None or gpu is None or "prompt_tokens" not in curve.attrs:
+        return None, None
+    tokens = curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"]
+    models = [str(m) for m in np.atleast_1d(getattr(model, "values", model))]
+    specs = [load_model(m) for m in models]
+    per_request = np.array([2.0 * s.active_parameters * tokens for s in specs])
+    gpus = [str(g) for g in np.atleast_1d(getattr(gpu, "values", gpu))]
+    catalog = load_gpus(gpus)
+    flops = np.array(
+        [
+            [
+                float(catalog.dense_fp8_flops.sel(gpu=g))
+                if s.weight_dtype == "fp8"
+                and np.isfinite(float(catalog.dense_fp8_flops.sel(gpu=g)))
+                else float(catalog.dense_bf16_flops.sel(gpu=g))
+                for g in gpus
+            ]
+            for s in specs
+        ]
+    )
+    if isinstance(model, xr.DataArray):
+        return (
+            xr.DataArray(per_request, dims="model", coords={"model": models}),
+            xr.DataArray(flops, dims=("model", "gpu"), coords={"model": models, "gpu": gpus}),
+        )
+    return float(per_request[0]), float(flops[0, 0])
+
+
+def plan(
+    curve: xr.Dataset,
+    sla,
+    target_qps,
+    *,
+    metric: str = "e2e",
+    quantile: float = 0.99,
+    buffer: int | None = None,
+    buffer_qps=None,
+    memory_limit="auto",
+    accounting: str = "article",
+    tensor_parallel: int | None = None,
+    usd_per_gpu_hour=None,
+) -> xr.Dataset:
+    """Safe concurrency, per-instance throughput, instances, GPUs and cost for a target rate.
+
+    Parameters
+    ----------
+    curve, sla, metric, quantile, memory_limit, accounting
+        As in :func:`safe_concurrency`.
+    target_qps
+        Requests/s to serve: a number or a DataArray over any dims (the forecast's ``target_qps``
+        over ``slot`` x ``traffic_quantile`` broadcasts).
+    buffer, buffer_qps
+        As in :func:`instances` (default 2 instances).
+    tensor_parallel
+        GPUs per instance (default: the curve's).
+    usd_per_gpu_hour
+        Price per GPU-hour (default: the catalog price of the curve's GPU).
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`safe_concurrency`'s variables plus ``instances``, ``gpus``, ``usd_per_hour``,
+        ``usd_per_million_tokens`` (at the target; the curve's mean output tokens per request),
+        ``utilisation`` (target / planned capacity) and ``compute_utilisation`` (share of the GPUs'
+        dense FLOP/s the target uses), over the curve's dims, ``sla``, then the target's dims.
+        NaN where infeasible.
+
+    Examples
+    --------
+    >>> from capnb.data import load_latency_curve
+    >>> curve = load_latency_curve("dstack-vllm-mi300x-short")
+    >>> p = plan(curve, 10.0, 20.0, metric="ttft")
+    >>> int(p.instances.item()), int(p.gpus.item())
+    (6, 48)
+    """
+    result = safe_concurrency(
+        curve,
+        sla,
+        metric=metric,
+        quantile=quantile,
+        memory_limit=memory_limit,
+        accounting=accounting,
+    )
+    target = _target(target_qps)
+    result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
+    result["instances"] = instances(
+        result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
+    )
+    tp = tensor_parallel if tensor_parallel is not None else _names_of(curve, "tensor_parallel")
+    if tp is None:
+        raise InputError("tensor_parallel: the curve does not record it; pass tensor_parallel=")
+    price = _gpu_price(_names_of(curve, "gpu"), usd_per_gpu_hour)
+    flops_per_request, flops = _model_flops(curve, tp)
+    result = _costs(
+        result, target, tp, price, curve.attrs.get("output_tokens"), flops_per_request, flops
+    )
+    lead = [d for d in curve.latency.dims if d not in ("concurrency", "metric", "latency_quantile")]
+    result = _ordered(result, [*lead, "sla"])
+    result.attrs["buffer"] = (
+        "ceil(buffer_qps / per_instance_qps) instances"
+        if buffer_qps is not None
+        else f"{2 if buffer is None else buffer} instances"
+    )
+    return result
+
+
+from ._capacity_answer import applicability, contrast, describe  # noqa: E402 (they use this module)
+from ._capacity_sweep import cheapest, sweep  # noqa: E402

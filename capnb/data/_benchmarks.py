@@ -1,0 +1,977 @@
+"""Latency measurements: readers of benchmark files, and the bundled measured curves and step times.
+
+Readers return a latency curve (see :mod:`capnb._curve`): a Dataset over ``concurrency``,
+``metric`` and ``latency_quantile`` in seconds, with the workload and every correction in its attrs.
+
+- :func:`read_latency_table`: a plain table (CSV, Parquet, JSON lines or a DataFrame) with one row
+  per concurrency and columns such as ``e2e_p99_ms``.
+- :func:`read_vllm_bench`: the JSON results of ``vllm bench serve`` (and of SGLang's
+  ``bench_serving``, which writes the same keys), one file per run, a JSON-lines file of appended
+  runs, or those results flattened to CSV.
+- :func:`read_aiperf`: NVIDIA AIPerf and GenAI-Perf CSV exports (one run per file, AIPerf's sweep
+  file, GenAI-Perf's ``analyze`` summary).
+- :func:`list_latency_curves`, :func:`load_latency_curve`: the bundled measured curves (dstack's
+  vLLM and TGI sweeps on 8 x MI300X; LMDeploy on A100).
+- :func:`load_step_times`: measured prefill and decode-step times (Splitwise, LMDeploy) that
+  calibrate the analytic model.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import _curve
+from ..errors import ConfigError, InputError
+from ._catalog import dataset_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import xarray as xr
+
+__all__ = [
+    "list_latency_curves",
+    "load_latency_curve",
+    "load_step_times",
+    "load_trtllm_throughput",
+    "read_aiperf",
+    "read_latency_table",
+    "read_vllm_bench",
+]
+
+_STAT = re.compile(r"^(mean|avg|median|p\d+(?:\.\d+)?)$")
+_METRIC_ALIASES = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2e", "e2el": "e2e"}
+
+
+def _quantile_of(stat: str) -> float | None:
+    """``median`` -> 0.5, ``p99`` -> 0.99, ``p99.9`` -> 0.999; ``mean``/``avg`` -> None."""
+    if stat in ("mean", "avg"):
+        return None
+    if stat == "median":
+        return 0.5
+    return float(stat[1:]) / 100.0
+
+
+def _derive_mean_e2e(concurrency, mean, latency, output_tokens, qps, notes) -> None:
+    """Fill ``mean['e2e']`` when the source lacks it; Little's law needs it. Say how."""
+    if "e2e" in mean:
+        return
+    if "ttft" in mean and "tpot" in mean and output_tokens is not None:
+        out = np.asarray(output_tokens, dtype=float)
+        mean["e2e"] = np.asarray(mean["ttft"]) + np.asarray(mean["tpot"]) * np.maximum(out - 1, 0)
+        notes.append(
+            "mean e2e latency derived as mean TTFT + mean TPOT x (mean output tokens - 1) (exact "
+            "when every request has the same output length)"
+        )
+    elif qps is not None and np.isfinite(qps).all() and (np.asarray(qps) > 0).all():
+        mean["e2e"] = np.asarray(concurrency, dtype=float) / np.asarray(qps, dtype=float)
+        notes.append(
+            "mean e2e latency derived by Little's law from the measured throughput: concurrency / "
+            "requests per second (exact for a closed loop in steady state)"
+        )
+    else:
+        notes.append("no mean e2e latency: Little's law cannot give a per-instance throughput")
+
+
+# -- a plain table -------------------------------------------------------------------------------
+def read_latency_table(
+    source,
+    *,
+    units: str | None = None,
+    prompt_tokens: float | None = None,
+    output_tokens: float | None = None,
+    **attrs: object,
+) -> xr.Dataset:
+    """Read a latency-concurrency table: one row per concurrency.
+
+    Parameters
+    ----------
+    source
+        A path (``.csv``, ``.parquet``, ``.json``/``.jsonl`` with one record per line) or a pandas
+        DataFrame.
+    units
+        Time unit of latency columns whose name carries none (``"s"``, ``"ms"``, ``"us"``,
+        ``"ns"``). A column may carry its own: ``e2e_p99_ms``.
+    prompt_tokens, output_tokens
+        Mean tokens per request of the workload measured (or columns of the same names).
+    **attrs
+        Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Notes
+    -----
+    Columns: ``concurrency`` (required); latency columns ``<metric>_<stat>[_<unit>]`` with metric
+    ``ttft``, ``tpot``, ``itl`` or ``e2e`` (``e2el`` accepted) and stat ``mean``, ``median`` or
+    ``pNN`` (``p50``, ``p99``, ``p99.9``); ``qps`` or ``request_throughput`` (requests/s); other
+    columns are ignored (and listed in the curve's notes).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"concurrency": [1, 8, 32], "e2e_p50_ms": [900, 1100, 1900],
+    ...                       "e2e_p99_ms": [1200, 1600, 3100], "e2e_mean_ms": [950, 1150, 2000]})
+    >>> float(read_latency_table(table).latency.sel(metric="e2e", latency_quantile=0.99)[-1])
+    3.1
+    """
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        frame, name = source, "table"
+    else:
+        path = Path(source)
+        name = str(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file")
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            frame = pd.read_csv(path)
+        elif suffix == ".parquet":
+            frame = pd.read_parquet(path)
+        elif suffix in (".json", ".jsonl"):
+            frame = pd.read_json(path, lines=True)
+        else:
+            raise ConfigError(f"{path}: read_latency_table reads .csv, .parquet or .jsonl files")
+    columns = {str(c).strip().lower(): c for c in frame.columns}
+    if "concurrency" not in columns:
+        raise ConfigError(f"{name}: no 'concurrency' column (columns: {list(frame.columns)})")
+    if units is not None:
+        _curve.to_seconds(1.0, units, f"{name}: units")
+    latency, mean, ignored = {}, {}, []
+    for key, column in columns.items():
+        if key in ("concurrency", "qps", "request_throughput", "prompt_tokens", "output_tokens"):
+            continue
+        parts = key.split("_")
+        if parts[0] not in _METRIC_ALIASES:
+            ignored.append(str(column))
+            continue
+        metric = _METRIC_ALIASES[parts[0]]
+        if len(parts) == 3:
+            stat, unit = parts[1], parts[2]
+        elif len(parts) == 2:
+            stat, unit = parts[1], units
+            if unit is None:
+                raise ConfigError(
+                    f"{name}: column {column!r} has no time unit; name it {key}_ms (or _s), or "
+                    "pass units='ms'"
+                )
+        else:
+            raise ConfigError(
+                f"{name}: cannot read column {column!r}; expected <metric>_<stat>_<unit>"
+            )
+        if not _STAT.match(stat):
+            raise ConfigError(
+                f"{name}: column {column!r}: statistic {stat!r} is not mean, median or pNN"
+            )
+        values = _curve.to_seconds(frame[column].to_numpy(dtype=float), unit, f"{name}: {column}")
+        q = _quantile_of(stat)
+        if q is None:
+            mean[metric] = values
+        else:
+            latency[(metric, q)] = values
+    qps_column = columns.get("qps", columns.get("request_throughput"))
+    qps = None if qps_column is None else frame[qps_column].to_numpy(dtype=float)
+    workload = {}
+    for field, given in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
+        if given is not None:
+            workload[field] = float(given)
+        elif field in columns:
+            workload[field] = float(frame[columns[field]].astype(float).mean())
+    notes = [f"ignored columns: {', '.join(ignored)}"] if ignored else []
+    per_row_output = (
+        frame[columns["output_tokens"]].to_numpy(dtype=float)
+        if "output_tokens" in columns
+        else workload.get("output_tokens")
+    )
+    concurrency = frame[columns["concurrency"]].to_numpy()
+    _derive_mean_e2e(concurrency, mean, latency, per_row_output, qps, notes)
+    return _curve.build(
+        concurrency,
+        latency,
+        mean=mean,
+        measured_qps=qps,
+        rows=[f"row {i + 2}" for i in range(len(frame))],  # +2: the header is line 1
+        source=name,
+        attrs={**workload, **attrs},
+        notes=notes,
+    )
+
+
+# -- vllm bench serve ----------------------------------------------------------------------------
+_VLLM_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}
+_VLLM_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+
+
+def _records(paths) -> list[tuple[str, dict]]:
+    """(label, record) for every run in the given files, directories or flattened CSVs."""
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    files: list[Path] = []
+    for entry in paths:
+        path = Path(entry)
+        if path.is_dir():
+            found = sorted(path.glob("*.json")) + sorted(path.glob("*.jsonl"))
+            if not found:
+                raise ConfigError(f"{path}: no .json or .jsonl result files in this directory")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ConfigError(f"{path}: no such file or directory")
+    records = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix.lower() == ".csv":
+            for i, row in enumerate(csv.DictReader(io.StringIO(text))):
+                records.append((f"{path.name} row {i + 2}", dict(row)))
+            continue
+        lines = [line for line in text.splitlines() if line.strip()]
+        try:
+            if path.suffix.lower() == ".jsonl" or _one_per_line(lines):
+                for i, line in enumerate(lines):
+                    records.append((f"{path.name} line {i + 1}", json.loads(line)))
+            else:
+                records.append((path.name, json.loads(text)))
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not records:
+        raise ConfigError("read_vllm_bench: no result files given")
+    return records
+
+
+def _one_per_line(lines: list[str]) -> bool:
+    # --append-result writes one JSON object per line into the same file
+    return len(lines) > 1 and all(line.lstrip().startswith("{") for line in lines)
+
+
+def _number(record: Mapping, key: str, where: str, *, required: bool = True) -> float | None:
+    value = record.get(key)
+    if value is None or value == "":
+        if required:
+            raise ConfigError(f"{where}: missing field {key!r}")
+        return None
+    if isinstance(value, str) and value.strip().lower() == "inf":
+        return math.inf
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: field {key!r} is not a number ({value!r})") from None
+
+
+def _detailed(record: Mapping, where: str) -> dict | None:
+    """Percentiles recomputed from --save-detailed per-request lists, failed requests dropped."""
+    needed = ("ttfts", "itls", "output_lens")
+    if not all(isinstance(record.get(k), list) for k in needed):
+        return None
+    ttfts, itls, outs = record["ttfts"], record["itls"], record["output_lens"]
+    errors = record.get("errors") or [""] * len(ttfts)
+    latencies = record.get("latencies")
+    if not len(ttfts) == len(itls) == len(outs) == len(errors):
+        raise ConfigError(f"{where}: per-request lists have different lengths")
+    ok = [
+        i
+        for i in range(len(ttfts))
+        if not errors[i] and not (outs[i] == 0 and (ttfts[i] or 0) == 0)
+    ]
+    if not ok:
+        raise ConfigError(f"{where}: every request failed; no latency to read")
+    ttft = np.array([ttfts[i] for i in ok], dtype=float)
+    if isinstance(latencies, list) and len(latencies) == len(ttfts):
+        e2e = np.array([latencies[i] for i in ok], dtype=float)
+    else:
+        e2e = ttft + np.array([sum(itls[i]) for i in ok], dtype=float)
+    out = np.array([outs[i] for i in ok], dtype=float)
+    many = out > 1
+    tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
+    itl = np.array([gap for i in ok for gap in itls[i]], dtype=float)
+    values = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2e": e2e}
+    return {"values": values, "failed": len(ttfts) - len(ok)}
+
+
+def _inverse_cdf_quantile(values: np.ndarray, q: float) -> float:
+    ordered = np.sort(values)
+    return float(ordered[min(max(math.ceil(q * ordered.size - 1e-9) - 1, 0), ordered.size - 1)])
+
+
+def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> xr.Dataset:
+    """Read ``vllm bench serve`` results (one run per concurrency) into a latency curve.
+
+    Parameters
+    ----------
+    paths
+        Result files (``--save-result``: one JSON object each), JSON-lines files of appended runs
+        (``--append-result``), a directory of them, or CSV files with one flattened result per row.
+    prefer_detailed
+        When a run kept its per-request lists (``--save-detailed``), recompute P50/P90/P95/P99 of
+        every metric from them, dropping failed requests (those with an error, or with zero output
+        and zero TTFT), instead of using the summary fields.
+    **attrs
+        Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Notes
+    -----
+    Concurrency is ``max_concurrency``. A run without it that sent every request at once
+    (``request_rate`` ``"inf"``) is read at ``num_prompts``; a run at a finite request rate has
+    no fixed concurrency and is read at its mean concurrency by Little's law, throughput x mean
+    e2e latency, rounded (noted on the curve). Summary fields are milliseconds (``*_ms``) and are
+    converted to seconds; per-request lists are seconds. ``e2el`` (end-to-end) appears only when
+    the run asked for it (``--percentile-metrics ...,e2el``).
+    """
+    runs = []
+    notes: list[str] = []
+    for where, record in _records(paths):
+        runs.append(_vllm_run(record, where, prefer_detailed, notes))
+    concurrency = [r["concurrency"] for r in runs]
+    metrics_seen = sorted({key for r in runs for key in r["latency"]})
+    latency = {}
+    for key in metrics_seen:
+        missing = [r["where"] for r in runs if key not in r["latency"]]
+        if missing:
+            raise ConfigError(
+                f"{missing[0]}: no {key[0]} P{key[1] * 100:g} although other runs have it; "
+                "run every concurrency with the same --percentile-metrics and "
+                "--metric-percentiles"
+            )
+        latency[key] = [r["latency"][key] for r in runs]
+    mean = {}
+    for metric in {m for r in runs for m in r["mean"]}:
+        if all(metric in r["mean"] for r in runs):
+            mean[metric] = [r["mean"][metric] for r in runs]
+    output = np.array([r["output_tokens"] for r in runs])
+    qps = np.array([r["qps"] for r in runs])
+    _derive_mean_e2e(concurrency, mean, latency, output, qps, notes)
+    first = runs[0]["record"]
+    workload = {
+        "prompt_tokens": float(np.mean([r["prompt_tokens"] for r in runs])),
+        "output_tokens": float(np.mean(output)),
+    }
+    model = first.get("model_id")
+    return _curve.build(
+        concurrency,
+        latency,
+        mean=mean,
+        measured_qps=qps,
+        rows=[r["where"] for r in runs],
+        source=", ".join(sorted({r["where"].split(" ")[0] for r in runs})),
+        attrs={
+            **workload,
+            "engine": str(first.get("endpoint_type") or first.get("backend") or "unknown"),
+            **({"model_id": str(model)} if model else {}),
+            **attrs,
+        },
+        notes=list(dict.fromkeys(notes)),
+    )
+
+
+def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[str]) -> dict:
+    if not isinstance(record, Mapping):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    completed = _number(record, "completed", where)
+    if not completed or completed <= 0:
+        raise ConfigError(f"{where}: 'completed' is {completed}: no request succeeded")
+    qps = _number(record, "request_throughput", where)
+    prompt = _number(record, "total_input_tokens", where) / completed
+    output = _number(record, "total_output_tokens", where) / completed
+    latency, mean = {}, {}
+    detailed = _detailed(record, where) if prefer_detailed else None
+    if detailed is not None:
+        for metric, values in detailed["values"].items():
+            if values.size:
+                mean[metric] = float(values.mean())
+                for q in _curve.QUANTILES:
+                    latency[(metric, q)] = _inverse_cdf_quantile(values, q)
+        if detailed["failed"]:
+            notes.append(f"{where}: {detailed['failed']} failed requests left out of percentiles")
+        notes.append("percentiles recomputed from per-request lists (--save-detailed)")
+    else:
+        for key in record:
+            match = _VLLM_KEY.match(str(key))
+            if not match:
+                continue
+            stat, metric = match.group(1), _VLLM_METRICS[match.group(2)]
+            number = _number(record, key, where)
+            if stat == "std":
+                continue
+            seconds = float(_curve.to_seconds(number, "ms", f"{where}: {key}"))
+            q = _quantile_of(stat)
+            if q is None:
+                mean[metric] = seconds
+            else:
+                latency[(metric, q)] = seconds
+        if not latency:
+            raise ConfigError(
+                f"{where}: missing latency fields: no p<NN>_<metric>_ms or median_<metric>_ms key "
+                "(ttft, tpot, itl, e2el); is this a `vllm bench serve` result?"
+            )
+    concurrency = _number(record, "max_concurrency", where, required=False)
+    if concurrency is None or (isinstance(concurrency, float) and math.isnan(concurrency)):
+        rate = _number(record, "request_rate", where, required=False)
+        if rate is None:
+            raise ConfigError(f"{where}: missing field 'max_concurrency' (and no 'request_rate')")
+        if math.isinf(rate):
+            concurrency = _number(record, "num_prompts", where)
+            notes.append(
+                "runs with no max_concurrency and request_rate inf sent every prompt at once: "
+                "read at concurrency = num_prompts"
+            )
+        else:
+            e2e = mean.get("e2e")
+            if e2e is None:
+                raise ConfigError(
+                    f"{where}: a run at request_rate {rate} has no fixed concurrency, and without "
+                    "mean_e2el_ms capnb cannot place it (rerun with --max-concurrency, or with "
+                    "--percentile-metrics ttft,tpot,itl,e2el)"
+                )
+            concurrency = max(1, round(qps * e2e))
+            notes.append(
+                f"{where}: run at request_rate {rate} placed at its mean concurrency by Little's "
+                f"law ({qps:.3g} requests/s x {e2e:.3g} s = {qps * e2e:.3g}, rounded)"
+            )
+    return {
+        "where": where,
+        "record": record,
+        "concurrency": int(concurrency),
+        "latency": latency,
+        "mean": mean,
+        "qps": qps,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+    }
+
+
+# -- AIPerf and GenAI-Perf -----------------------------------------------------------------------
+# Metric names as the tools print them (AIPerf: "Time to First Token"; GenAI-Perf: "Time To First
+# Token"). Both tools' "Inter Token Latency" is per request, (request latency - TTFT) / (output
+# tokens - 1): what vLLM calls TPOT. AIPerf's "Inter Chunk Latency" is the gap between streamed
+# chunks: vLLM's ITL.
+_AIPERF_NAMES = {
+    "time to first token": "ttft",
+    "inter token latency": "tpot",
+    "inter chunk latency": "itl",
+    "request latency": "e2e",
+}
+_AIPERF_TAGS = {
+    "time_to_first_token": "ttft",
+    "inter_token_latency": "tpot",
+    "inter_chunk_latency": "itl",
+    "request_latency": "e2e",
+}
+_NAME_UNIT = re.compile(r"^(.*?)\s*\(([^)]*)\)\s*$")
+_RATE_UNITS = ("requests/sec", "requests/s", "per sec", "req/s")
+
+
+def _cell(text: str, where: str) -> float:
+    cleaned = str(text).strip().replace(",", "")  # GenAI-Perf writes "5,919.16"
+    if cleaned == "":
+        return math.nan
+    try:
+        return float(cleaned)
+    except ValueError:
+        raise ConfigError(f"{where}: {text!r} is not a number") from None
+
+
+def _sections(path: Path) -> list[list[list[str]]]:
+    text = path.read_text(encoding="utf-8-sig")
+    sections, current = [], []
+    for row in csv.reader(io.StringIO(text)):
+        if not any(cell.strip() for cell in row):
+            if current:
+                sections.append(current)
+            current = []
+        else:
+            current.append(row)
+    if current:
+        sections.append(current)
+    if not sections:
+        raise ConfigError(f"{path}: empty file")
+    return sections
+
+
+def _aiperf_run(path: Path) -> dict:
+    """One profile export (AIPerf or GenAI-Perf): latency and mean per metric, and throughput."""
+    sections = _sections(path)
+    latency, mean, qps, output = {}, {}, None, None
+    for section in sections:
+        header = [h.strip().lower() for h in section[0]]
+        if header[:1] != ["metric"]:
+            continue
+        if header == ["metric", "value"]:
+            for i, row in enumerate(section[1:], start=2):
+                match = _NAME_UNIT.match(row[0].strip())
+                name = (match.group(1) if match else row[0]).strip().lower()
+                if name == "request throughput":
+                    unit = match.group(2).strip().lower() if match else ""
+                    if unit not in _RATE_UNITS:
+                        raise ConfigError(
+                            f"{path}: Request Throughput in unknown unit {unit!r} (row {i})"
+                        )
+                    qps = _cell(row[1], f"{path} row {i}")
+            continue
+        if "avg" not in header:
+            continue  # GPU telemetry and other tables
+        for row in section[1:]:
+            where = f"{path} row '{row[0]}'"
+            match = _NAME_UNIT.match(row[0].strip())
+            name = (match.group(1) if match else row[0]).strip().lower()
+            if name in ("output sequence length", "num output token"):
+                output = _cell(row[header.index("avg")], where)
+                continue
+            metric = _AIPERF_NAMES.get(name)
+            if metric is None:
+                continue
+            if not match:
+                raise ConfigError(f"{where}: no unit in the metric name (expected e.g. '(ms)')")
+            unit = match.group(2)
+            for column, cell in zip(header[1:], row[1:], strict=False):
+                if column == "avg":
+                    mean[metric] = float(_curve.to_seconds(_cell(cell, where), unit, where))
+                elif re.fullmatch(r"p\d+", column):
+                    value = _cell(cell, where)
+                    if not math.isnan(value):
+                        q = float(column[1:]) / 100
+                        latency[(metric, q)] = float(_curve.to_seconds(value, unit, where))
+    if not latency:
+        raise ConfigError(
+            f"{path}: no latency rows (Time to First Token, Request Latency, Inter Token Latency) "
+            "in a 'Metric,avg,...' table: is this an AIPerf or GenAI-Perf profile export?"
+        )
+    return {"latency": latency, "mean": mean, "qps": qps, "output_tokens": output}
+
+
+def _sweep_table(path: Path) -> tuple[list[str], list[list[str]]] | None:
+    first = _sections(path)[0]
+    header = [h.strip() for h in first[0]]
+    lowered = [h.lower() for h in header]
+    if "concurrency" in lowered:
+        return header, first[1:]
+    return None
+
+
+def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
+    """Read NVIDIA AIPerf or GenAI-Perf CSV exports into a latency curve.
+
+    Parameters
+    ----------
+    source
+        One of:
+
+        - a mapping ``{concurrency: path}`` of per-run exports (``profile_export_aiperf.csv`` or
+          ``profile_export_genai_perf.csv``), with ``concurrency=None``;
+        - a list of such paths with ``concurrency`` the matching list of integers;
+        - AIPerf's sweep file (``profile_export_aiperf_sweep.csv``) or GenAI-Perf's analyze summary
+          (``analyze_export_genai_perf.csv``), which carry a concurrency column.
+    concurrency
+        Concurrency of each per-run file when ``source`` is a list (per-run exports do not record
+        it).
+    **attrs
+        Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Notes
+    -----
+    Units come from the metric names (``Time to First Token (ms)``) and are converted to seconds;
+    an unknown unit is an error. AIPerf's sweep file writes no units: its latency columns are in
+    AIPerf's display unit for them, milliseconds, and the per-trial mean (``<tag>_<stat>_mean``) is
+    read. Both tools' *Inter Token Latency* is per request, (latency - TTFT) / (output tokens - 1),
+    and is read as ``tpot``; AIPerf's *Inter Chunk Latency* as ``itl``.
+    """
+    if isinstance(source, Mapping):
+        if concurrency is not None:
+            raise InputError("read_aiperf: give concurrency either as mapping keys or as a list")
+        pairs = list(source.items())
+    elif isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file")
+        table = _sweep_table(path)
+        if table is None:
+            if concurrency is None:
+                raise InputError(
+                    f"{path}: a per-run export does not record its concurrency; pass "
+                    "read_aiperf({concurrency: path, ...}) or concurrency=[...]"
+                )
+            pairs = [(concurrency, path)]
+        else:
+            return _read_sweep(path, *table, attrs)
+    else:
+        paths = list(source)
+        if concurrency is None or len(list(concurrency)) != len(paths):
+            raise InputError("read_aiperf: give one concurrency per file (concurrency=[...])")
+        pairs = list(zip(concurrency, paths, strict=True))
+    runs = []
+    for value, path in pairs:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file")
+        runs.append({"concurrency": value, "where": path.name, **_aiperf_run(path)})
+    return _curve_from_runs(runs, ", ".join(str(Path(p)) for _, p in pairs), attrs)
+
+
+def _curve_from_runs(runs: list[dict], source: str, attrs: Mapping) -> xr.Dataset:
+    keys = set.intersection(*(set(r["latency"]) for r in runs))
+    dropped = set.union(*(set(r["latency"]) for r in runs)) - keys
+    notes = (
+        [f"dropped {len(dropped)} metric/quantile columns missing from some runs"]
+        if dropped
+        else []
+    )
+    latency = {k: [r["latency"][k] for r in runs] for k in sorted(keys)}
+    mean = {
+        m: [r["mean"][m] for r in runs] for m in _curve.METRICS if all(m in r["mean"] for r in runs)
+    }
+    concurrency = [r["concurrency"] for r in runs]
+    qps = [r["qps"] if r["qps"] is not None else math.nan for r in runs]
+    outputs = [r["output_tokens"] for r in runs]
+    output = None if any(o is None for o in outputs) else np.asarray(outputs, dtype=float)
+    if np.isnan(qps).any() and not np.isnan(qps).all():
+        raise ConfigError(f"{source}: request throughput missing from some runs")
+    qps_array = None if np.isnan(qps).all() else np.asarray(qps)
+    _derive_mean_e2e(concurrency, mean, latency, output, qps_array, notes)
+    workload = {} if output is None else {"output_tokens": float(output.mean())}
+    return _curve.build(
+        concurrency,
+        latency,
+        mean=mean,
+        measured_qps=qps_array,
+        rows=[r["where"] for r in runs],
+        source=source,
+        attrs={**workload, **attrs},
+        notes=notes,
+    )
+
+
+def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> xr.Dataset:
+    lowered = [h.lower() for h in header]
+    at = lowered.index("concurrency")
+    runs = []
+    genai = any(h.startswith("p99 ") for h in lowered)
+    for number, row in enumerate(rows, start=2):
+        where = f"{path.name} row {number}"
+        latency, mean, qps, output = {}, {}, None, None
+        for name, cell in zip(header, row, strict=False):
+            key = name.strip()
+            if genai:  # analyze summary: "p99 Time To First Token (ms)", "Request Throughput (...)"
+                match = _NAME_UNIT.match(key)
+                if not match:
+                    continue
+                words, unit = match.group(1).strip().lower(), match.group(2)
+                if words == "request throughput":
+                    if unit.strip().lower() not in _RATE_UNITS:
+                        raise ConfigError(f"{where}: Request Throughput in unknown unit {unit!r}")
+                    qps = _cell(cell, where)
+                    continue
+                stat, _, metric_name = words.partition(" ")
+                if metric_name == "output sequence length" and stat == "avg.":
+                    output = _cell(cell, where)
+                metric = _AIPERF_NAMES.get(metric_name)
+                if metric and re.fullmatch(r"p\d+", stat):
+                    latency[(metric, float(stat[1:]) / 100)] = float(
+                        _curve.to_seconds(_cell(cell, where), unit, f"{where}: {key}")
+                    )
+            else:  # AIPerf sweep: "<tag>_<stat>_mean", milliseconds for latency tags
+                match = re.fullmatch(r"(\w+?)_(avg|p\d+)_mean", key.lower())
+                if not match:
+                    continue
+                tag, stat = match.groups()
+                if tag == "request_throughput" and stat == "avg":
+                    qps = _cell(cell, where)
+                elif tag == "output_sequence_length" and stat == "avg":
+                    output = _cell(cell, where)
+                elif tag in _AIPERF_TAGS:
+                    seconds = float(_curve.to_seconds(_cell(cell, where), "ms", where))
+                    if stat == "avg":
+                        mean[_AIPERF_TAGS[tag]] = seconds
+                    else:
+                        latency[(_AIPERF_TAGS[tag], float(stat[1:]) / 100)] = seconds
+        if not latency:
+            raise ConfigError(f"{where}: no latency percentile columns")
+        runs.append(
+            {
+                "concurrency": _cell(row[at], where),
+                "where": where,
+                "latency": latency,
+                "mean": mean,
+                "qps": qps,
+                "output_tokens": output,
+            }
+        )
+    curve = _curve_from_runs(runs, str(path), attrs)
+    if not genai:
+        _curve.add_note(curve, "AIPerf sweep columns read in milliseconds (AIPerf's display unit)")
+    return curve
+
+
+# -- bundled measurements ------------------------------------------------------------------------
+_DSTACK = {
+    f"dstack-{engine}-mi300x-{length}": (engine, length)
+    for engine in ("vllm", "tgi")
+    for length in ("short", "long")
+}
+_LMDEPLOY_MODELS = {
+    "llama2-7b": "Llama-2-7B",
+    "llama2-13b": "Llama-2-13B",
+    "internlm-20b": "InternLM-20B",
+    "llama2-70b": "Llama-2-70B",
+}
+
+
+def _lmdeploy_static():
+    import pandas as pd
+
+    frame = pd.read_csv(
+        dataset_path("benchmarks", "lmdeploy", "static_inference_latency_percentiles.csv")
+    )
+    return frame[(frame.lmdeploy_version == "v0.1.0a1") & (frame.prompt_tokens > 1)]
+
+
+def _lmdeploy_names() -> dict[str, tuple]:
+    names = {}
+    for (model, tp, prompt, output), _ in _lmdeploy_static().groupby(
+        ["model", "tp", "prompt_tokens", "output_tokens"]
+    ):
+        names[f"lmdeploy-{model}-a100-tp{tp}-p{prompt}-o{output}"] = (model, tp, prompt, output)
+    return names
+
+
+def list_latency_curves() -> list[str]:
+    """Names of the bundled measured latency-concurrency curves (see ``datasets/README.md``)."""
+    return [*_DSTACK, *_lmdeploy_names()]
+
+
+def load_latency_curve(name: str) -> xr.Dataset:
+    """A bundled measured latency-concurrency curve.
+
+    ``dstack-<vllm|tgi>-mi300x-<short|long>``: Llama-3.1-405B on 8 x MI300X (dstack's benchmark,
+    each row sends ``concurrency`` requests at once; short prompts of ~80 tokens or long ones of
+    10,000), P50/P99 of TTFT, TPOT and ITL. ``lmdeploy-<model>-a100-tp<N>-p<prompt>-o<output>``:
+    LMDeploy TurboMind static batches on A100-80GB, per-token latency P50/P75/P95/P99 (read as
+    ITL) and mean TTFT at batch 1, 16, 32, 64.
+
+    Examples
+    --------
+    >>> curve = load_latency_curve("dstack-vllm-mi300x-short")
+    >>> int(curve.concurrency[-1]), curve.attrs["gpu"]
+    (2048, 'MI300X')
+    """
+    if name in _DSTACK:
+        return _dstack_curve(name, *_DSTACK[name])
+    lmdeploy = _lmdeploy_names()
+    if name in lmdeploy:
+        return _lmdeploy_curve(name, *lmdeploy[name])
+    from ..errors import UnknownNameError
+
+    raise UnknownNameError("latency curve", name, list_latency_curves())
+
+
+def _dstack_curve(name: str, engine: str, length: str) -> xr.Dataset:
+    import pandas as pd
+
+    file = f"amd_tgi_vs_vllm_{engine}_result_{engine}_{length}.csv"
+    path = dataset_path("benchmarks", "dstack", file)
+    frame = pd.read_csv(path)
+    completed = frame["Successful requests"].to_numpy(dtype=float)
+    latency, mean = {}, {}
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL")):
+        mean[metric] = _curve.to_seconds(frame[f"Mean {label} (ms)"], "ms", file)
+        latency[(metric, 0.5)] = _curve.to_seconds(frame[f"Median {label} (ms)"], "ms", file)
+        latency[(metric, 0.99)] = _curve.to_seconds(frame[f"P99 {label} (ms)"], "ms", file)
+    output = frame["Total generated tokens"].to_numpy(dtype=float) / completed
+    qps = frame["Request throughput (req/s)"].to_numpy(dtype=float)
+    notes = [
+        "concurrency = the run's request count: dstack sent that many requests at once and "
+        "measured until all finished"
+    ]
+    _derive_mean_e2e(completed, mean, latency, output, qps, notes)
+    return _curve.build(
+        completed.astype(np.int64),
+        latency,
+        mean=mean,
+        measured_qps=qps,
+        rows=[f"{file} row {i + 2}" for i in range(len(frame))],
+        source=f"dstackai/benchmarks @06c957ab comparison/amd_tgi_vs_vllm/{file}",
+        attrs={
+            "name": name,
+            "model": "Llama-3.1-405B",
+            "gpu": "MI300X",
+            "tensor_parallel": 8,
+            "engine": {"vllm": "vLLM", "tgi": "TGI"}[engine],
+            "prompt_tokens": float(frame["Total input tokens"].sum() / completed.sum()),
+            "output_tokens": float(output.mean()),
+        },
+        notes=notes,
+    )
+
+
+def _lmdeploy_curve(name: str, model: str, tp: int, prompt: int, output: int) -> xr.Dataset:
+    frame = _lmdeploy_static()
+    rows = frame[
+        (frame.model == model)
+        & (frame.tp == tp)
+        & (frame.prompt_tokens == prompt)
+        & (frame.output_tokens == output)
+    ].sort_values("batch")
+    file = "static_inference_latency_percentiles.csv"
+    latency = {
+        ("itl", q): rows[f"{round(q * 100)}%(s)"].to_numpy(dtype=float)
+        for q in (0.5, 0.75, 0.95, 0.99)
+    }
+    batch = rows.batch.to_numpy()
+    qps = rows["throughput(out tok/s)"].to_numpy(dtype=float) / output
+    mean = {"ttft": rows["FTL(ave)(s)"].to_numpy(dtype=float)}
+    notes = [
+        "static batches: concurrency = batch size; per-token latency percentiles read as ITL",
+        "requests/s = output tokens/s / output tokens per request",
+    ]
+    _derive_mean_e2e(batch, mean, latency, None, qps, notes)
+    return _curve.build(
+        batch,
+        latency,
+        mean=mean,
+        measured_qps=qps,
+        rows=[f"{file} row {i + 2}" for i in rows.index],
+        source=f"InternLM/lmdeploy @3e391df4 docs/en/benchmark/a100_fp16.md ({file})",
+        attrs={
+            "name": name,
+            "model": _LMDEPLOY_MODELS[model],
+            "gpu": "A100-80GB",
+            "tensor_parallel": int(tp),
+            "engine": "LMDeploy TurboMind v0.1.0a1",
+            "prompt_tokens": float(prompt),
+            "output_tokens": float(output),
+        },
+        notes=notes,
+    )
+
+
+_SPLITWISE_GPUS = {"a100-80gb": "A100-80GB", "h100-80gb": "H100-SXM"}
+_SPLITWISE_MODELS = {"llama2-70b": "Llama-2-70B", "bloom-176b": "BLOOM-176B"}
+
+
+def load_step_times(source: str = "splitwise") -> pd.DataFrame:
+    """Measured prefill and decode-step times that calibrate the analytic latency model.
+
+    Parameters
+    ----------
+    source
+        ``"splitwise"``: SplitwiseSim's ``perf_model.csv`` (Llama-2-70B on A100-80GB and H100 at
+        TP 2/4/8, BLOOM-176B at TP 8; vLLM-era stack), medians of the repeated runs; the
+        power-capped H100 rows are left out (no catalog profile). ``"lmdeploy"``: LMDeploy
+        TurboMind on A100-80GB (Llama-2-7B/13B, InternLM-20B, Llama-2-70B): decode steps are the
+        median per-token latency at each batch; prefill is the first-token latency at batch 1.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per measured configuration: ``model``, ``gpu`` (catalog ids), ``tensor_parallel``,
+        ``phase`` (``prefill`` or ``decode``), ``batch`` (sequences per step), ``tokens`` (prompt
+        tokens for prefill; mean context per sequence for decode), ``seconds`` and ``spread`` (median
+        absolute deviation of the repeats / median; NaN with one run). ``attrs["notes"]`` lists the
+        rows dropped and why.
+    """
+    import pandas as pd
+
+    if source == "splitwise":
+        frame = pd.read_csv(dataset_path("benchmarks", "splitwise", "perf_model.csv"))
+        frame = frame[frame.hardware.isin(list(_SPLITWISE_GPUS))]
+        rows = []
+        keys = ["model", "hardware", "tensor_parallel", "prompt_size", "batch_size", "token_size"]
+        for key, group in frame.groupby(keys):
+            model, hardware, tp, prompt, batch, tokens = key
+            base = {
+                "model": _SPLITWISE_MODELS[model],
+                "gpu": _SPLITWISE_GPUS[hardware],
+                "tensor_parallel": int(tp),
+                "batch": float(batch),
+            }
+            for phase, column, context in (
+                ("prefill", "prompt_time", prompt),
+                ("decode", "token_time", prompt + tokens / 2),
+            ):
+                seconds = group[column].to_numpy(dtype=float) / 1e3
+                median = float(np.median(seconds))
+                spread = (
+                    float(np.median(np.abs(seconds - median)) / median)
+                    if seconds.size > 1
+                    else np.nan
+                )
+                rows.append(
+                    {**base, "phase": phase, "tokens": float(context), "seconds": median,
+                     "spread": spread, "prompt_tokens": float(prompt), "output_tokens": float(tokens)}
+                )  # fmt: skip
+        table = pd.DataFrame(rows).drop_duplicates(
+            ["model", "gpu", "tensor_parallel", "phase", "batch", "tokens"]
+        )
+        notes = ["h100-80gb-pcap (power-capped) rows left out: no catalog GPU profile"]
+    elif source == "lmdeploy":
+        frame = _lmdeploy_static()
+        rows = []
+        for _, r in frame.iterrows():
+            base = {
+                "model": _LMDEPLOY_MODELS[r.model],
+                "gpu": "A100-80GB",
+                "tensor_parallel": int(r.tp),
+                "spread": np.nan,
+                "prompt_tokens": float(r.prompt_tokens),
+                "output_tokens": float(r.output_tokens),
+            }
+            rows.append(
+                {**base, "phase": "decode", "batch": float(r.batch),
+                 "tokens": float(r.prompt_tokens + r.output_tokens / 2), "seconds": float(r["50%(s)"])}
+            )  # fmt: skip
+            if r.batch == 1:
+                rows.append(
+                    {**base, "phase": "prefill", "batch": 1.0, "tokens": float(r.prompt_tokens),
+                     "seconds": float(r["FTL(ave)(s)"])}
+                )  # fmt: skip
+        table = pd.DataFrame(rows).drop_duplicates(
+            ["model", "gpu", "tensor_parallel", "phase", "batch", "tokens"]
+        )
+        notes = ["prompt-length-1 rows and the v0.2.0 rerun left out"]
+    else:
+        raise InputError(f"source={source!r} is not known; use 'splitwise' or 'lmdeploy'")
+    table, dropped = _drop_faster_with_more_work(table)
+    if dropped:
+        notes.append(
+            f"{dropped} rows dropped where a larger batch of the same work ran more than 5 % faster "
+            "than a smaller one (physically impossible: failed or truncated runs)"
+        )
+    table = table.sort_values(["model", "gpu", "tensor_parallel", "phase", "tokens", "batch"])
+    table = table.reset_index(drop=True)
+    table.attrs["source"] = source
+    table.attrs["notes"] = notes
+    return table
+
+
+def _drop_faster_with_more_work(table):
+    keep = np.ones(len(table), dtype=bool)
+    group_keys = ["model", "gpu", "tensor_parallel", "phase", "prompt_tokens", "output_tokens"]
+    for _, group in table.groupby(group_keys):
+        slowest = -math.inf
+        for index in group.sort_values("batch").index:
+            seconds = table.loc[index, "seconds"]
+            # more than 5 % faster with more work is a failed run; smaller dips are run-to-run noise
+            if seconds < 0.95 * slowest:
+                keep[table.index.get_loc(index)] = False
+            slowest = max(slowest, seconds)
+    return table[keep], int((~keep).sum())
+
+
+def load_trtllm_throughput() -> pd.DataFrame:
+    """TensorRT-LLM's published maximum output throughput (tokens/s) by model, ISL/OSL and GPU.
+
+    From NVIDIA/TensorRT-LLM ``docs/source/performance/perf-overview.md`` @00f37686: offline
+    ``trtllm-bench`` runs with FP8/FP4 weights. An upper bound a modelled throughput should not
+    exceed. Columns: ``model``, ``isl``, ``osl`` (tokens), ``gpu``, ``tp``, ``pp``, ``precision``,
+    ``total_output_tokens_per_s``.
+    """
+    import pandas as pd
+
+    return pd.read_csv(
+        dataset_path("benchmarks", "trtllm", "trtllm_perf_overview_max_throughput.csv")
+    )

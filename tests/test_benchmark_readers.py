@@ -1,0 +1,320 @@
+"""Benchmark readers on real files in the tools' formats, the bundled curves, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from capnb import data, latency
+from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "capacity"
+DSTACK = Path(data.dataset_path("benchmarks", "dstack"))
+
+
+def p(curve, metric, q):
+    return curve.latency.sel(metric=metric, latency_quantile=q).values
+
+
+# -- vllm bench serve ----------------------------------------------------------------------------
+def test_vllm_result_files_read_in_seconds_with_their_workload():
+    curve = data.read_vllm_bench(sorted((FIXTURES / "vllm").glob("*.json")))
+    assert curve.concurrency.values.tolist() == [32, 64, 128]
+    # p99_ttft_ms of the 128-concurrency run, as written: 1681.945925400255 ms
+    assert p(curve, "ttft", 0.99)[-1] == pytest.approx(1.681945925400255)
+    assert p(curve, "tpot", 0.5)[0] == pytest.approx(7.6124500075944596e-3, rel=1e-12)
+    assert curve.measured_qps.values[-1] == pytest.approx(17.546790950757263)
+    # 500 prompts of 2,048 tokens (1,023,101 input tokens in all)
+    assert curve.attrs["prompt_tokens"] == pytest.approx(1023101 / 500)
+    assert curve.attrs["engine"] == "openai" and curve.attrs["model_id"] == "openai/gpt-oss-120b"
+    # no e2el in these runs: the mean is derived, and says so
+    assert any("mean e2e latency derived" in n for n in latency.notes(curve))
+    assert np.isnan(p(curve, "e2e", 0.99)).all()
+
+
+def test_vllm_appended_jsonl_and_a_directory_read_the_same():
+    from_files = data.read_vllm_bench(sorted((FIXTURES / "vllm").glob("*.json")))
+    from_lines = data.read_vllm_bench(FIXTURES / "vllm_appended.jsonl")
+    from_dir = data.read_vllm_bench(FIXTURES / "vllm")
+    for other in (from_lines, from_dir):
+        np.testing.assert_array_equal(other.latency.values, from_files.latency.values)
+
+
+def test_vllm_missing_field_names_the_file_and_field():
+    with pytest.raises(
+        ConfigError, match=r"vllm_missing_field.json: missing field 'total_output_tokens'"
+    ):
+        data.read_vllm_bench(FIXTURES / "vllm_missing_field.json")
+
+
+def test_vllm_missing_latency_fields_is_an_error(tmp_path):
+    record = json.loads((FIXTURES / "vllm_missing_field.json").read_text())
+    record = {k: v for k, v in record.items() if not k.endswith("_ms")}
+    record["total_output_tokens"] = 1
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match="missing latency fields"):
+        data.read_vllm_bench(tmp_path / "run.json")
+
+
+def _detailed_run(concurrency, ttfts, itls, outs, errors):
+    latencies = [t + sum(i) for t, i in zip(ttfts, itls, strict=True)]
+    return {
+        "max_concurrency": concurrency, "completed": sum(1 for e in errors if not e),
+        "request_throughput": 1.0, "total_input_tokens": 100 * len(ttfts),
+        "total_output_tokens": sum(outs), "ttfts": ttfts, "itls": itls, "output_lens": outs,
+        "latencies": latencies, "errors": errors, "p99_ttft_ms": 9999.0,
+    }  # fmt: skip
+
+
+def test_vllm_detailed_lists_recompute_percentiles_without_failed_requests(tmp_path):
+    # five successful requests and one failure recorded as zero output and zero TTFT
+    ttfts = [0.10, 0.20, 0.30, 0.40, 0.50, 0.0]
+    itls = [[0.01] * 9, [0.02] * 9, [0.03] * 9, [0.04] * 9, [0.05] * 9, []]
+    outs = [10, 10, 10, 10, 10, 0]
+    errors = [""] * 5 + ["timeout"]
+    for c in (1, 2):
+        run = _detailed_run(c, ttfts, itls, outs, errors)
+        (tmp_path / f"c{c}.json").write_text(json.dumps(run))
+    curve = data.read_vllm_bench(tmp_path)
+    # inverse-CDF P50 of [0.1 .. 0.5] is the third value; the summary's 9999 ms is ignored
+    assert p(curve, "ttft", 0.5)[0] == pytest.approx(0.30)
+    assert p(curve, "ttft", 0.99)[0] == pytest.approx(0.50)
+    assert p(curve, "tpot", 0.5)[0] == pytest.approx(0.03)
+    assert p(curve, "e2e", 0.99)[0] == pytest.approx(0.5 + 9 * 0.05)
+    assert any("1 failed requests left out" in n for n in latency.notes(curve))
+
+
+def test_vllm_rate_run_without_concurrency_is_placed_by_littles_law(tmp_path):
+    record = json.loads((FIXTURES / "vllm_appended.jsonl").read_text().splitlines()[0])
+    for rate, e2e_ms, qps in ((2.0, 5000.0, 2.0), (4.0, 6000.0, 3.9)):
+        run = dict(record, max_concurrency=None, request_rate=rate, request_throughput=qps)
+        run["mean_e2el_ms"] = e2e_ms
+        run["p99_e2el_ms"] = e2e_ms * 1.5
+        run["median_e2el_ms"] = e2e_ms
+        (tmp_path / f"rate{rate}.json").write_text(json.dumps(run))
+    curve = data.read_vllm_bench(tmp_path)
+    assert curve.concurrency.values.tolist() == [10, 23]  # 2 x 5 s; 3.9 x 6 s = 23.4
+    assert any("Little's law" in n for n in latency.notes(curve))
+
+
+def test_vllm_rate_run_without_e2e_cannot_be_placed(tmp_path):
+    record = json.loads((FIXTURES / "vllm_appended.jsonl").read_text().splitlines()[0])
+    (tmp_path / "r.json").write_text(json.dumps(dict(record, max_concurrency=None, request_rate=3)))
+    (tmp_path / "s.json").write_text(json.dumps(dict(record, max_concurrency=None, request_rate=4)))
+    with pytest.raises(ConfigError, match="no fixed concurrency"):
+        data.read_vllm_bench(tmp_path)
+
+
+def test_vllm_runs_with_different_percentiles_are_an_error(tmp_path):
+    lines = (FIXTURES / "vllm_appended.jsonl").read_text().splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    first["p90_ttft_ms"] = first["p99_ttft_ms"] * 0.9
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    with pytest.raises(ConfigError, match="no ttft P90 although other runs have it"):
+        data.read_vllm_bench(tmp_path)
+
+
+def test_vllm_invalid_json_names_the_file(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="bad.json: not valid JSON"):
+        data.read_vllm_bench(tmp_path / "bad.json")
+
+
+# -- AIPerf and GenAI-Perf ------------------------------------------------------------------------
+def test_aiperf_docs_example_reads_in_seconds():
+    path = FIXTURES / "aiperf" / "profile_export_aiperf.csv"
+    with pytest.raises(InputError, match="does not record its concurrency"):
+        data.read_aiperf(path)
+    other = FIXTURES / "aiperf" / "dstack_vllm_c8_profile_export_aiperf.csv"
+    curve = data.read_aiperf({1: path, 8: other})
+    # Time to First Token (ms) p50 787.54 and p99 4119.33; Inter Token Latency (ms) avg 51.76
+    assert p(curve, "ttft", 0.5)[0] == pytest.approx(0.78754)
+    assert p(curve, "ttft", 0.99)[0] == pytest.approx(4.11933)
+    assert curve.mean_latency.sel(metric="tpot").values[0] == pytest.approx(0.05176)
+    assert curve.measured_qps.values[0] == pytest.approx(13.16)
+    # Request Latency is in the docs example only: dropped, and said so
+    assert np.isnan(p(curve, "e2e", 0.99)).all()
+    assert any("dropped" in n for n in latency.notes(curve))
+
+
+def test_aiperf_per_run_files_sweep_file_and_analyze_file_agree():
+    runs = {
+        c: FIXTURES / "aiperf" / f"dstack_vllm_c{c}_profile_export_aiperf.csv"
+        for c in (1, 8, 64, 512)
+    }
+    per_run = data.read_aiperf(runs)
+    sweep = data.read_aiperf(FIXTURES / "aiperf" / "dstack_vllm_profile_export_aiperf_sweep.csv")
+    analyze = data.read_aiperf(
+        FIXTURES / "genai_perf" / "dstack_vllm_analyze_export_genai_perf.csv"
+    )
+    dstack = data.load_latency_curve("dstack-vllm-mi300x-short")
+    at = dstack.sel(concurrency=[1, 8, 64, 512])
+    for curve in (per_run, sweep, analyze):
+        assert curve.concurrency.values.tolist() == [1, 8, 64, 512]
+        np.testing.assert_allclose(p(curve, "ttft", 0.99), p(at, "ttft", 0.99), rtol=1e-6)
+        np.testing.assert_allclose(p(curve, "tpot", 0.99), p(at, "tpot", 0.99), rtol=1e-6)
+        np.testing.assert_allclose(curve.measured_qps, at.measured_qps, rtol=1e-6)
+
+
+def test_genai_perf_thousands_separators_and_units():
+    curve = data.read_aiperf(
+        [
+            FIXTURES / "genai_perf" / "deepseek_r1_c1_profile_export_genai_perf.csv",
+            FIXTURES / "genai_perf" / "c144_profile_export_genai_perf.csv",
+        ],
+        concurrency=[1, 144],
+    )
+    # "5,919.16" ms avg request latency; "101,001.72" ms p99 at concurrency 144
+    assert curve.mean_latency.sel(metric="e2e").values[0] == pytest.approx(5.91916)
+    assert p(curve, "e2e", 0.99)[1] == pytest.approx(101.00172)
+    assert curve.measured_qps.values.tolist() == pytest.approx([0.17, 1.70])
+    assert curve.attrs["output_tokens"] == pytest.approx((511.90 + 241.75) / 2)
+
+
+def test_genai_perf_analyze_example_with_duplicate_concurrency_is_an_error():
+    with pytest.raises(InputError, match="concurrency 1 appears more than once"):
+        data.read_aiperf(FIXTURES / "genai_perf" / "analyze_export_genai_perf_docs.csv")
+
+
+def test_aiperf_unknown_unit_names_the_row(tmp_path):
+    text = (FIXTURES / "aiperf" / "profile_export_aiperf.csv").read_text()
+    (tmp_path / "x.csv").write_text(
+        text.replace("Request Latency (ms)", "Request Latency (fortnights)")
+    )
+    with pytest.raises(InputError, match=r"Request Latency \(fortnights\).*unknown time unit"):
+        data.read_aiperf(
+            {1: tmp_path / "x.csv", 2: FIXTURES / "aiperf" / "profile_export_aiperf.csv"}
+        )
+
+
+def test_aiperf_file_without_latency_rows_is_an_error(tmp_path):
+    (tmp_path / "x.csv").write_text("Metric,Value\nRequest Throughput (requests/sec),1.0\n")
+    with pytest.raises(ConfigError, match="no latency rows"):
+        data.read_aiperf({1: tmp_path / "x.csv", 2: tmp_path / "x.csv"})
+
+
+# -- the plain table ---------------------------------------------------------------------------------
+def test_table_reads_units_workload_and_throughput():
+    curve = data.read_latency_table(FIXTURES / "table_tgi_long.csv", gpu="MI300X", engine="TGI")
+    # dstack TGI long, concurrency 64: P99 TTFT 776,547.49 ms... (this file's last row)
+    raw = pd.read_csv(DSTACK / "amd_tgi_vs_vllm_tgi_result_tgi_long.csv")
+    np.testing.assert_allclose(p(curve, "ttft", 0.99), raw["P99 TTFT (ms)"] / 1e3)
+    assert curve.attrs["gpu"] == "MI300X"
+    assert curve.attrs["prompt_tokens"] == pytest.approx(10000)
+
+
+def test_table_from_a_dataframe_needs_units_when_columns_carry_none():
+    frame = pd.DataFrame({"concurrency": [1, 2], "e2e_p99": [900, 1000], "e2e_mean": [800, 850]})
+    with pytest.raises(ConfigError, match="has no time unit"):
+        data.read_latency_table(frame)
+    curve = data.read_latency_table(frame, units="ms")
+    assert p(curve, "e2e", 0.99).tolist() == pytest.approx([0.9, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "message"),
+    [
+        ("table_empty.csv", InputError, "the curve is empty"),
+        ("table_one_point.csv", InputError, "at least 2 concurrency levels"),
+        ("table_duplicate.csv", InputError, "concurrency 8 appears more than once"),
+        (
+            "table_p99_below_p50.csv",
+            InputError,
+            r"ttft P99 .* is below P50 .* at concurrency 2 \(row 3\)",
+        ),
+        ("table_nan.csv", InputError, r"tpot P99 is missing \(NaN\) at row 4"),
+        ("table_unknown_unit.csv", InputError, r"ttft_p99_min: unknown time unit 'min'"),
+    ],
+)
+def test_table_bad_input_gets_a_clear_error(name, error, message):
+    with pytest.raises(error, match=message):
+        data.read_latency_table(FIXTURES / name)
+
+
+def test_table_unsorted_rows_are_sorted_and_noted():
+    curve = data.read_latency_table(FIXTURES / "table_unsorted.csv")
+    assert (np.diff(curve.concurrency.values) > 0).all()
+    assert "capnb sorted them" in curve.attrs["notes"]
+    ordered = data.read_latency_table(FIXTURES / "table_tgi_long.csv")
+    np.testing.assert_array_equal(curve.latency.values, ordered.latency.values)
+
+
+def test_table_negative_and_non_integer_concurrency_are_errors():
+    frame = pd.DataFrame({"concurrency": [1, 2.5], "e2e_p99_s": [1.0, 2.0], "e2e_mean_s": [1, 2]})
+    with pytest.raises(InputError, match="positive integer, got 2.5 at row 3"):
+        data.read_latency_table(frame)
+    frame = pd.DataFrame({"concurrency": [1, 2], "e2e_p99_s": [1.0, -2.0], "e2e_mean_s": [1, 2]})
+    with pytest.raises(InputError, match=r"e2e P99 must be finite and >= 0, got -2.0 at row 3"):
+        data.read_latency_table(frame)
+
+
+def test_errors_are_capnb_errors_and_missing_files_name_the_path(tmp_path):
+    with pytest.raises(CapnbError, match="no such file"):
+        data.read_latency_table(tmp_path / "absent.csv")
+    with pytest.raises(CapnbError, match="no such file or directory"):
+        data.read_vllm_bench(tmp_path / "absent")
+
+
+# -- bundled curves and step times ---------------------------------------------------------------
+def test_bundled_dstack_curve_matches_its_source_file():
+    curve = data.load_latency_curve("dstack-tgi-mi300x-short")
+    raw = pd.read_csv(DSTACK / "amd_tgi_vs_vllm_tgi_result_tgi_short.csv")
+    assert curve.concurrency.values.tolist() == raw["Successful requests"].tolist()
+    np.testing.assert_allclose(p(curve, "itl", 0.99), raw["P99 ITL (ms)"] / 1e3)
+    np.testing.assert_allclose(p(curve, "tpot", 0.5), raw["Median TPOT (ms)"] / 1e3)
+    assert (curve.attrs["model"], curve.attrs["gpu"], curve.attrs["tensor_parallel"]) == (
+        "Llama-3.1-405B",
+        "MI300X",
+        8,
+    )
+
+
+def test_every_bundled_curve_loads_and_unknown_names_suggest():
+    for name in data.list_latency_curves():
+        curve = data.load_latency_curve(name)
+        assert curve.sizes["concurrency"] >= 4 and curve.attrs["kind"] == "measured"
+    with pytest.raises(UnknownNameError, match="dstack-vllm-mi300x-short"):
+        data.load_latency_curve("dstack-vllm-mi300-short")
+
+
+def test_lmdeploy_curve_has_four_itl_quantiles_from_the_table():
+    curve = data.load_latency_curve("lmdeploy-llama2-70b-a100-tp4-p2048-o2048")
+    assert curve.concurrency.values.tolist() == [1, 16, 32, 64]
+    # published per-token latency at batch 64: 50% 0.055 s, 99% 0.299 s
+    assert p(curve, "itl", 0.5)[-1] == pytest.approx(0.055)
+    assert p(curve, "itl", 0.99)[-1] == pytest.approx(0.299)
+
+
+def test_step_times_are_medians_of_the_repeats_and_drop_impossible_rows():
+    points = data.load_step_times("splitwise")
+    raw = pd.read_csv(data.dataset_path("benchmarks", "splitwise", "perf_model.csv"))
+    rows = raw[
+        (raw.model == "llama2-70b") & (raw.hardware == "h100-80gb") & (raw.tensor_parallel == 8)
+        & (raw.prompt_size == 512) & (raw.batch_size == 1) & (raw.token_size == 128)
+    ]  # fmt: skip
+    point = points[
+        (points.gpu == "H100-SXM") & (points.tensor_parallel == 8) & (points.phase == "prefill")
+        & (points.tokens == 512) & (points.batch == 1) & (points.model == "Llama-2-70B")
+    ]  # fmt: skip
+    assert float(point.seconds.iloc[0]) == pytest.approx(np.median(rows.prompt_time) / 1e3)
+    # Splitwise's batch-64 prefill at TP 2 is faster than batch 32: a failed run, dropped
+    tp2 = points[(points.tensor_parallel == 2) & (points.phase == "prefill") & (points.batch == 64)]
+    assert tp2.empty
+    assert any("dropped" in note for note in points.attrs["notes"])
+    with pytest.raises(InputError, match="source='x' is not known"):
+        data.load_step_times("x")
+
+
+def test_fixture_directory_is_left_untouched(tmp_path):
+    # readers never write: copy a directory, read it, compare bytes
+    copy = tmp_path / "vllm"
+    shutil.copytree(FIXTURES / "vllm", copy)
+    before = {f.name: f.read_bytes() for f in copy.iterdir()}
+    data.read_vllm_bench(copy)
+    assert {f.name: f.read_bytes() for f in copy.iterdir()} == before

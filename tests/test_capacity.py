@@ -1,0 +1,308 @@
+"""The capacity step: safe concurrency, Little's law, instances, cost, the sweep, and the answers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capnb import capacity, data, latency, memory
+from capnb.errors import InputError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "capacity"
+
+
+@pytest.fixture(scope="module")
+def short():
+    return data.load_latency_curve("dstack-vllm-mi300x-short")
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return latency.workload(data.load_trace("azure-conv-2023"), samples=96)
+
+
+# -- the search on a measured curve ----------------------------------------------------------------
+def test_safe_concurrency_by_hand_on_dstacks_curve(short):
+    # P99 TTFT: 796.26 ms at concurrency 8, 1,413.84 ms at 16; the 1 s SLA is crossed between them
+    r = capacity.safe_concurrency(short, 1.0, metric="ttft", memory_limit=None)
+    p8, p16 = 0.79626, 1.41384
+    expected = math.floor(8 + (1.0 - p8) / (p16 - p8) * 8)
+    assert int(r.safe_concurrency) == expected == 10
+    assert str(r.binding.values.item()) == "latency"
+    assert float(r.latency_at_safe) <= 1.0 < p8 + (expected + 1 - 8) / 8 * (p16 - p8)
+    assert "<= SLA" in r.attrs["condition"] and "article writes <" in r.attrs["condition"]
+
+
+def test_littles_law_is_the_best_concurrency_over_mean_e2e_up_to_safe(short):
+    r = capacity.safe_concurrency(short, [0.5, 2.0, 10.0], metric="ttft", memory_limit=None)
+    flat = latency.envelope(short)
+    for s, safe in zip(r.sla.values, r.safe_concurrency.values, strict=True):
+        grid = np.arange(1, int(safe) + 1)
+        e2e = latency.at(flat, grid).mean_latency.sel(metric="e2e").values
+        best = np.max(grid / e2e)
+        assert float(r.per_instance_qps.sel(sla=s)) == pytest.approx(best, rel=1e-12)
+        assert int(r.operating_concurrency.sel(sla=s)) == int(grid[np.argmax(grid / e2e)])
+
+
+def test_the_naive_figure_never_understates(short):
+    r = capacity.safe_concurrency(short, [0.4, 1.0, 5.0, 30.0, 300.0], metric="ttft")
+    ok = r.binding.isin(["latency", "memory", "measured_range"])
+    assert bool((r.overstatement.where(ok) >= 1 - 1e-12).all())
+    # at 30 s the naive figure (safe x 1 / 4.53 s) is several times Little's law
+    assert float(r.overstatement.sel(sla=30.0)) > 3
+
+
+def test_infeasible_is_said_never_a_fallback_to_one(short):
+    p = capacity.plan(short, 0.2, 5.0, metric="ttft")
+    assert int(p.safe_concurrency) == 0 and str(p.binding.values) == "infeasible_latency"
+    assert np.isnan(float(p.instances)) and np.isnan(float(p.per_instance_qps))
+    sentence = capacity.describe(p)
+    assert sentence.startswith("Infeasible: ttft P99 is already 315 ms at concurrency 1")
+
+
+def test_memory_binds_when_it_holds_fewer_than_the_sla_allows(short):
+    r = capacity.safe_concurrency(short, 10.0, metric="ttft", memory_limit=20)
+    assert int(r.safe_concurrency) == 20 and str(r.binding.values.item()) == "memory"
+    none = capacity.safe_concurrency(short, 10.0, metric="ttft", memory_limit=0)
+    assert str(none.binding.values.item()) == "infeasible_memory"
+    assert "cannot hold its weights" in capacity.describe(none)
+
+
+def test_auto_memory_limit_is_the_memory_steps(short):
+    r = capacity.safe_concurrency(short, 10.0, metric="ttft")
+    seq = math.ceil(short.attrs["prompt_tokens"] + short.attrs["output_tokens"])
+    direct = memory.max_concurrency(
+        model="Llama-3.1-405B", gpu="MI300X", tensor_parallel=8, seq_len=seq
+    ).max_concurrency.item()
+    assert int(r.max_concurrency) == direct
+    unnamed = data.read_vllm_bench(FIXTURES / "vllm")  # names no catalog model or GPU
+    checked = capacity.safe_concurrency(unnamed, 5.0, metric="ttft")
+    assert "memory not checked" in checked.attrs["memory"] and "max_concurrency" not in checked
+
+
+def test_the_curve_end_is_reported_not_extrapolated(short):
+    r = capacity.safe_concurrency(short, 1e6, metric="ttft", memory_limit=None)
+    assert int(r.safe_concurrency) == 2048 and str(r.binding.values.item()) == "measured_range"
+    assert "does not extrapolate" in capacity.describe(r)
+
+
+def test_bad_input_gets_a_clear_error(short):
+    with pytest.raises(InputError, match=r"sla must be > 0 seconds, got 0 "):
+        capacity.safe_concurrency(short, 0.0, metric="ttft")
+    with pytest.raises(InputError, match="sla must be > 0 seconds, got -1"):
+        capacity.safe_concurrency(short, [1.0, -1.0], metric="ttft")
+    with pytest.raises(InputError, match="sla: duplicate"):
+        capacity.safe_concurrency(short, [1.0, 1.0], metric="ttft")
+    with pytest.raises(InputError, match=r"the curve has no e2e P99; it measured: ttft P50"):
+        capacity.safe_concurrency(short, 1.0)  # dstack measured no e2e percentiles
+    with pytest.raises(InputError, match="quantile=0.42 is not in the curve"):
+        capacity.safe_concurrency(short, 1.0, metric="ttft", quantile=0.42)
+    with pytest.raises(InputError, match="metric='p99'"):
+        capacity.safe_concurrency(short, 1.0, metric="p99")
+    with pytest.raises(InputError, match="target_qps must be finite and >= 0"):
+        capacity.plan(short, 1.0, -3.0, metric="ttft")
+    with pytest.raises(InputError, match="memory_limit must be >= 0"):
+        capacity.safe_concurrency(short, 1.0, metric="ttft", memory_limit=-1)
+    with pytest.raises(InputError, match="buffer must be a whole number"):
+        capacity.plan(short, 1.0, 3.0, metric="ttft", buffer=1.5)
+    with pytest.raises(InputError, match="not both"):
+        capacity.plan(short, 1.0, 3.0, metric="ttft", buffer=1, buffer_qps=2.0)
+
+
+def test_a_curve_without_mean_e2e_is_refused():
+    frame = pd.DataFrame(
+        {"concurrency": [1, 2], "ttft_p99_ms": [100, 200], "ttft_p50_ms": [90, 150]}
+    )
+    curve = data.read_latency_table(frame)
+    with pytest.raises(InputError, match="no mean e2e latency.*Little's law needs it"):
+        capacity.safe_concurrency(curve, 1.0, metric="ttft")
+
+
+# -- instances and cost ------------------------------------------------------------------------------
+def test_plan_instances_gpus_and_cost_by_hand(short):
+    p = capacity.plan(short, 10.0, 20.0, metric="ttft")
+    qps = float(p.per_instance_qps)
+    assert int(p.instances) == math.ceil(20.0 / qps) + 2
+    assert int(p.gpus) == 8 * int(p.instances)
+    assert float(p.usd_per_hour) == pytest.approx(int(p.gpus) * 4.50)  # MI300X catalog price
+    tokens_per_hour = 20.0 * 3600 * short.attrs["output_tokens"]
+    assert float(p.usd_per_million_tokens) == pytest.approx(
+        float(p.usd_per_hour) / tokens_per_hour * 1e6
+    )
+    assert float(p.utilisation) == pytest.approx(20.0 / (int(p.instances) * qps))
+    assert 0 < float(p.compute_utilisation) < 1
+
+
+def test_instances_exact_multiples_do_not_round_up():
+    assert int(capacity.instances(xr.DataArray(2.5), 10.0, buffer=0)) == 4
+    assert int(capacity.instances(xr.DataArray(0.1), 0.3, buffer=0)) == 3  # 0.3 / 0.1 = 2.9999999
+
+
+def test_target_over_slots_and_traffic_quantiles_broadcasts(short):
+    # the forecast's hand-off: target_qps over slot x traffic_quantile, plus a buffer_qps
+    target = xr.DataArray(
+        np.array([[2.0, 3.0, 4.0]] * 24) * np.linspace(1, 6, 24)[:, None],
+        dims=("slot", "traffic_quantile"),
+        coords={"slot": np.arange(24), "traffic_quantile": [0.5, 0.95, 0.99]},
+    )
+    p = capacity.plan(short, [2.0, 10.0], target, metric="ttft", buffer_qps=xr.DataArray(6.0))
+    assert p.instances.dims == ("sla", "slot", "traffic_quantile")
+    qps = p.per_instance_qps
+    expected = np.ceil(target / qps * (1 - 1e-12)) + np.ceil(6.0 / qps * (1 - 1e-12))
+    xr.testing.assert_equal(p.instances.drop_attrs(), expected.transpose(*p.instances.dims))
+    assert p.attrs["buffer"].startswith("ceil(buffer_qps")
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(st.floats(0.3, 400.0), min_size=2, max_size=6, unique=True),
+    st.floats(0.0, 200.0),
+    st.floats(0.0, 200.0),
+)
+def test_stricter_sla_and_less_traffic_never_need_more_instances(slas, target, extra):
+    curve = data.load_latency_curve("dstack-vllm-mi300x-short")
+    ordered = sorted(slas)
+    p = capacity.plan(curve, ordered, target, metric="ttft", memory_limit=None)
+    more = capacity.plan(curve, ordered, target + extra, metric="ttft", memory_limit=None)
+    count = p.instances.values
+    feasible = ~np.isnan(count)
+    # a stricter SLA (earlier in the list) never needs fewer instances
+    assert (np.diff(count[feasible]) <= 0).all()
+    assert (np.diff(feasible.astype(int)) >= 0).all()  # feasible at one SLA: at every looser one
+    assert (more.instances.values[feasible] >= count[feasible]).all()
+
+
+def test_stricter_sla_never_lowers_instances_in_the_sweep(conv):
+    r = capnb_sweep(conv, sla=[20.0, 40.0, 80.0, 160.0], target_qps=3.0)
+    tighter = r.instances.isel(sla=slice(0, -1)).values
+    looser = r.instances.isel(sla=slice(1, None)).values
+    both = ~np.isnan(tighter) & ~np.isnan(looser)
+    assert (tighter[both] >= looser[both]).all()
+    # a cell infeasible at a looser SLA is infeasible at every stricter one
+    assert (np.isnan(tighter) | ~np.isnan(looser)).all()
+    assert both.any()
+
+
+def capnb_sweep(conv, **kwargs):
+    base = {
+        "model": ["Llama-3.1-8B", "Llama-3.1-70B"],
+        "gpu": ["A100-80GB", "H100-SXM", "L40S"],
+        "tensor_parallel": [1, 2, 4],
+        "seq_len": [1024, 4096],
+        "sla": [30.0],
+    }
+    base.update(kwargs)
+    return capacity.sweep(**base, workload=conv)
+
+
+# -- the sweep ------------------------------------------------------------------------------------
+def test_sweep_dims_memory_and_cheapest_by_brute_force(conv):
+    r = capnb_sweep(conv, sla=[30.0, 120.0], target_qps=4.0)
+    assert r.safe_concurrency.dims == ("model", "gpu", "tensor_parallel", "seq_len", "sla")
+    limit = memory.max_concurrency(
+        model=["Llama-3.1-8B", "Llama-3.1-70B"], gpu=["A100-80GB", "H100-SXM", "L40S"],
+        tensor_parallel=[1, 2, 4], seq_len=[1024, 4096], invalid_tensor_parallel="mask",
+    ).max_concurrency  # fmt: skip
+    assert bool((r.safe_concurrency <= limit).all())
+    memory_bound = r.binding == "memory"
+    assert bool((r.safe_concurrency.where(memory_bound) == limit).where(memory_bound, True).all())
+    # L40S cannot hold Llama-3.1-70B at TP 1: the memory step says so
+    assert (
+        str(
+            r.binding.sel(
+                model="Llama-3.1-70B", gpu="L40S", tensor_parallel=1, seq_len=1024, sla=30.0
+            ).values
+        )
+        == "infeasible_memory"
+    )
+    cost = r.usd_per_hour.stack(option=("gpu", "tensor_parallel"))
+    for m in r.model.values:
+        for s in r.seq_len.values:
+            for sla in r.sla.values:
+                values = cost.sel(model=m, seq_len=s, sla=sla)
+                feasible = values.dropna("option")
+                cell = r.sel(model=m, seq_len=s, sla=sla)
+                if feasible.size == 0:
+                    assert str(cell.cheapest_gpu.values) == ""
+                    continue
+                order = np.argsort(feasible.values, kind="stable")
+                best = feasible.isel(option=order[0])
+                assert str(cell.cheapest_gpu.values) == str(best.gpu.values)
+                assert int(cell.cheapest_tensor_parallel) == int(best.tensor_parallel)
+                assert float(cell.cheapest_usd_per_hour) == float(best)
+                if feasible.size > 1:
+                    second = feasible.isel(option=order[1])
+                    assert float(cell.cost_gap) == pytest.approx(float(second) - float(best))
+
+
+def test_sweep_with_a_target_over_slots(conv):
+    target = xr.DataArray([1.0, 4.0, 9.0], dims="slot", coords={"slot": [3, 9, 15]})
+    r = capnb_sweep(conv, target_qps=target, model=["Llama-3.1-8B"], seq_len=[2048])
+    assert r.instances.dims[-1] == "slot"
+    assert r.cheapest_gpu.dims == ("model", "seq_len", "sla", "slot")
+    assert bool(
+        (r.instances.diff("slot") >= 0).where(r.instances.notnull().all("slot"), True).all()
+    )
+
+
+def test_sweep_on_a_dask_cluster_matches_in_memory(dask_client, conv):
+    plain = capnb_sweep(conv, target_qps=2.0)
+    chunked = capnb_sweep(conv, target_qps=2.0, chunks={"gpu": 1, "seq_len": 1})
+    xr.testing.assert_identical(plain, chunked)
+
+
+def test_gpu_without_interconnect_figure_is_no_data_not_an_error(conv):
+    r = capacity.sweep("Llama-3.1-8B", "MI300X", [1, 2], 1024, 60.0, workload=conv)
+    assert str(r.binding.sel(tensor_parallel=2).values.item()) == "no_data"
+    assert str(r.binding.sel(tensor_parallel=1).values.item()) in (
+        "latency",
+        "memory",
+        "measured_range",
+    )
+    assert "interconnect bandwidth" in capacity.describe(r, tensor_parallel=2)
+
+
+# -- contrast and boundary -------------------------------------------------------------------------
+def test_plan_by_max_concurrency_breaches_the_sla_and_leaves_gpus_idle(short):
+    c = capacity.contrast(short, 1.0, 5.0, metric="ttft")
+    naive, by_latency = c.sel(plan="max_concurrency"), c.sel(plan="latency")
+    assert float(naive.latency_at_operating) > 100 * 1.0  # P99 TTFT at 2,048 in flight: 253 s
+    assert float(by_latency.latency_at_operating) <= 1.0
+    assert float(naive.assumed_qps) > 10 * float(naive.per_instance_qps)
+    assert float(naive.compute_utilisation) < 0.05  # the GPUs idle while the SLA breaks
+    assert float(naive.instances) < float(by_latency.instances)
+    with pytest.raises(InputError, match="give one SLA"):
+        capacity.contrast(short, [1.0, 2.0], 5.0, metric="ttft")
+
+
+def test_applicability_states_the_articles_boundary(short):
+    strict = capacity.safe_concurrency(short, 0.5, metric="ttft")
+    assert float(strict.overstatement) < 1.1
+    assert "adds little" in capacity.applicability(strict)
+    loose = capacity.safe_concurrency(short, 30.0, metric="ttft")
+    assert "matters here" in capacity.applicability(loose)
+    capped = capacity.safe_concurrency(short, 30.0, metric="ttft", memory_limit=4)
+    assert "memory, not latency" in capacity.applicability(capped)
+
+
+def test_describe_gives_the_numbers_it_computed(short):
+    p = capacity.plan(short, 10.0, 20.0, metric="ttft")
+    text = capacity.describe(p)
+    assert f"safely holds {int(p.safe_concurrency):,} concurrent requests" in text
+    assert f"{int(p.instances):,} instances" in text and f"{int(p.gpus):,} GPUs" in text
+    assert f"{float(p.usd_per_hour):,.2f} USD/hour" in text
+    with pytest.raises(InputError, match="choose one value of sla"):
+        capacity.describe(capacity.plan(short, [5.0, 10.0], 20.0, metric="ttft"))
+
+
+def test_hand_off_to_elasticity_is_one_rate_and_one_count(short):
+    p = capacity.plan(short, 10.0, 20.0, metric="ttft").squeeze()
+    assert p.per_instance_qps.attrs["units"] == "requests/s" and p.per_instance_qps.ndim == 0
+    assert p.instances.attrs["units"] == "instances" and p.instances.ndim == 0
