@@ -22,7 +22,7 @@ from ._series import (
 )
 from .errors import InputError
 
-__all__ = ["backtest", "fit_trend", "plan_name", "project"]
+__all__ = ["backtest", "fit_trend", "plan_name", "project", "project_factor"]
 
 _SCALED = ("target_qps", "mean_qps", "mean_plan_qps", "shortfall_qps", "overall_qps")
 
@@ -68,16 +68,13 @@ def project(
     >>> round(float(ahead.target_qps.max() / base.target_qps.max()), 3)
     1.2
     """
-    growth = _validate.fraction(growth, "growth", low=0.0, high=1e6, low_open=True)
-    trend = _validate.fraction(trend_per_day, "trend_per_day", low=-1.0, high=10.0, low_open=True)
-    days = _validate.fraction(days_ahead, "days_ahead", high=36_500.0)
-    factor = growth * (1.0 + trend) ** days
+    factor = project_factor(growth, trend_per_day, days_ahead)
     result = baseline.copy()
     for name in _SCALED:
         if name in result:
             result[name] = (result[name] * factor).assign_attrs(baseline[name].attrs)
     result.attrs["projection"] = (
-        f"x{factor:.4g} = growth {growth:g} x (1 + {trend:g}/day) ^ {days:g} days"
+        f"x{factor:.4g} = growth {growth:g} x (1 + {trend_per_day:g}/day) ^ {days_ahead:g} days"
     )
     return result
 
@@ -146,6 +143,8 @@ def backtest(
     slots="hour_of_day",
     quantiles=(0.5, 0.95, 0.99),
     mean_plan: str = "overall",
+    growth: float = 1.0,
+    trend_per_day: float | str = 0.0,
 ) -> xr.Dataset:
     """Fit slot baselines on the start of a series and score the plans on the rest.
 
@@ -157,6 +156,9 @@ def backtest(
         Length of the fitted part from the start (``"7D"``: fit on week 1, score the rest).
     slots, quantiles, mean_plan
         As in :func:`capnb.forecast.fit_baseline`.
+    growth, trend_per_day
+        Carry the fitted plans forward as :func:`project` does, each scored interval by its days
+        after the fitted part; ``trend_per_day="fit"`` takes :func:`fit_trend` of the fitted part.
 
     Returns
     -------
@@ -185,11 +187,18 @@ def backtest(
         raise InputError(f"fit={fit!r} covers the whole series ({span}); nothing is left to score")
     fitted, scored = series.isel(time=ns < split), series.isel(time=ns >= split)
     baseline = fit_baseline(fitted, slots=slots, quantiles=quantiles, mean_plan=mean_plan)
+    if isinstance(trend_per_day, str):
+        if trend_per_day != "fit":
+            raise InputError(f"trend_per_day must be a number or 'fit', got {trend_per_day!r}")
+        trend_per_day = float(fit_trend(fitted).trend_per_day)
+    scored_ns = scored["time"].values.astype("datetime64[ns]").view(np.int64)
+    days = (scored_ns - split) / DAY_NS
+    factor = np.array([project_factor(growth, trend_per_day, 0.0)]) * (1.0 + trend_per_day) ** days
     codes = slot_codes(scored["time"], _slot_spec(baseline))
     qps = scored["qps"].values.astype(float)
-    plans = {"mean": baseline.mean_plan_qps.values[codes]}
+    plans = {"mean": baseline.mean_plan_qps.values[codes] * factor}
     for q in baseline.traffic_quantile.values:
-        plans[plan_name(q)] = baseline.target_qps.sel(traffic_quantile=q).values[codes]
+        plans[plan_name(q)] = baseline.target_qps.sel(traffic_quantile=q).values[codes] * factor
     usable = ~np.isnan(qps)
     for plan in plans.values():
         usable &= ~np.isnan(plan)
@@ -227,8 +236,17 @@ def backtest(
             "mean_plan": mean_plan,
             "boundaries": baseline.attrs["boundaries"],
             "interval_s": step / NS,
+            "projection": f"growth {growth:g} x (1 + {trend_per_day:.4g}/day) ^ days after the fit",
         },
     )
+
+
+def project_factor(growth: float, trend_per_day: float, days_ahead: float) -> float:
+    """Growth x (1 + trend_per_day) ** days_ahead, with the arguments checked as in :func:`project`."""
+    growth = _validate.fraction(growth, "growth", low=0.0, high=1e6, low_open=True)
+    trend = _validate.fraction(trend_per_day, "trend_per_day", low=-1.0, high=10.0, low_open=True)
+    days = _validate.fraction(days_ahead, "days_ahead", high=36_500.0)
+    return growth * (1.0 + trend) ** days
 
 
 def _slot_spec(baseline: xr.Dataset):

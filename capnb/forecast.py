@@ -24,7 +24,7 @@ import numpy as np
 import xarray as xr
 
 from . import _validate, glossary
-from ._outlook import backtest, fit_trend, plan_name, project
+from ._outlook import backtest, fit_trend, plan_name, project, project_factor
 from ._series import (
     DAY_NS,
     MONDAY_NS,
@@ -65,6 +65,7 @@ __all__ = [
     "month_inputs",
     "plan_name",
     "project",
+    "project_factor",
     "resample",
     "simulate",
     "slot_codes",
@@ -388,15 +389,6 @@ def target(
     return result
 
 
-def project_factor(growth: float, trend_per_day: float, days_ahead: float) -> float:
-    """Growth x (1 + trend_per_day) ** days_ahead, checked."""
-    probe = xr.Dataset(attrs={})
-    probe["target_qps"] = ((), 1.0)
-    return float(
-        project(probe, growth=growth, trend_per_day=trend_per_day, days_ahead=days_ahead).target_qps
-    )
-
-
 def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
     """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
 
@@ -463,7 +455,7 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
         minutes = float(np.interp(fixed, result.capacity_qps.values, result.minutes_above.values))
         chosen = float(result.attrs["chosen_exceed_probability"])
         text.append(
-            f"With bursts of {result.attrs['burst_model']}, the fixed {name} plan "
+            f"With {result.attrs['burst_model']}, the fixed {name} plan "
             f"({_rate(fixed)}) is exceeded in {exceeded:.0%} of months ({minutes:,.0f} minutes a "
             f"month on average); {_rate(float(result.required_qps))} keeps that to {chosen:.0%}: an "
             f"elastic buffer of {_rate(float(result.buffer_qps))} above the fixed plan."

@@ -286,3 +286,14 @@ def test_target_is_what_the_capacity_step_takes(large):
     np.testing.assert_allclose(grown.target_qps, 2 * plan.target_qps)
     fitted = forecast.target(large, trials=100, bursts="fitted")
     assert "fitted" in fitted.attrs["burst_model"]
+
+
+def test_backtest_can_carry_plans_forward_by_a_trend():
+    small = data.load_rate_series("servegen-m-small")
+    flat = forecast.backtest(small, fit="7D")
+    carried = forecast.backtest(small, fit="7D", trend_per_day="fit")
+    assert float(carried.coverage.sel(plan="P99")) > float(flat.coverage.sel(plan="P99"))
+    doubled = forecast.backtest(small, fit="7D", growth=2.0)
+    assert float(doubled.coverage.sel(plan="mean")) > float(flat.coverage.sel(plan="mean"))
+    with pytest.raises(InputError, match="'fit'"):
+        forecast.backtest(small, trend_per_day="guess")

@@ -174,6 +174,8 @@ def test_generic_csv_with_epoch_seconds_and_milliseconds(tmp_path):
     assert "output_tokens" not in trace and trace.prompt_tokens.values.tolist() == [5, 6]
     assert "no output_tokens" in trace.attrs["columns"]
     assert "prompt_tokens from 'input_tokens'" in trace.attrs["columns"]
+    berlin = data.load_trace(path, time_column="ts", time_unit="s", timezone="Europe/Berlin")
+    assert str(berlin.time.values[0]) == "2024-05-10T10:00:00.250000000"  # epochs are UTC instants
     ms = _write(tmp_path, "ms.csv", "timestamp\n1715328000250\n1715328001000\n")
     assert _ns(data.load_trace(ms, time_unit="ms"))[0] == 1715328000250 * 10**6
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from .. import glossary
-from .._series import interval_ns
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
@@ -72,6 +71,8 @@ def load_rate_series(
     >>> series.sizes["time"], int(series.qps.isnull().sum())
     (2016, 37)
     """
+    from .._series import interval_ns  # one parser of durations (it brings numba: load lazily)
+
     text = str(name_or_path) if isinstance(name_or_path, str | os.PathLike) else None
     if text in _BUNDLED_SERIES:
         path = dataset_path("traces", _BUNDLED_SERIES[text])

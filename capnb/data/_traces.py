@@ -21,7 +21,6 @@ import numpy as np
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
-from ..kernels import forecast as kernels
 from . import _times
 from ._catalog import dataset_path
 
@@ -340,6 +339,8 @@ def _single_offset(path: Path, column: int, name: str) -> int | None:
     """The one UTC offset (minutes) of a CSV's time column, by a byte scan; None: not scannable."""
     if path.suffix.lower() == ".gz":
         return None
+    from ..kernels import forecast as kernels  # numba loads only when a file needs the scan
+
     text = np.memmap(path, dtype=np.uint8, mode="r")
     header_end = int(np.argmax(text[: 1 << 20] == 10)) + 1
     code, position, other = kernels.offset_codes(text, column, header_end)
@@ -446,7 +447,9 @@ def _table_times(table, column, where, time_unit, timezone, relative, start):
         if relative:
             origin, known = _origin(start)
             return ns + origin, _times.Clock(timezone or "unknown", known, _origin_text(start))
-        return ns, _times.Clock(timezone or "UTC", True, "")
+        if timezone is not None:  # epoch numbers are UTC instants: move them onto that clock
+            return _times.utc_to_clock(ns, timezone, None), _times.Clock(timezone, True, "")
+        return ns, _times.Clock("UTC", True, "")
     raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
 
 
