@@ -8,7 +8,7 @@ feeds both the tests and the benchmark suite.
 
 from __future__ import annotations
 
-from . import capacity_reference, forecast_reference, memory_reference
+from . import capacity_reference, elasticity_reference, forecast_reference, memory_reference
 
 __all__ = ["REGISTRY"]
 
@@ -16,4 +16,5 @@ REGISTRY: dict[str, dict[str, object]] = {
     **memory_reference.REGISTRY,
     **capacity_reference.REGISTRY,
     **forecast_reference.REGISTRY,
+    **elasticity_reference.REGISTRY,
 }
