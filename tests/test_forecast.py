@@ -297,3 +297,10 @@ def test_backtest_can_carry_plans_forward_by_a_trend():
     assert float(doubled.coverage.sel(plan="mean")) > float(flat.coverage.sel(plan="mean"))
     with pytest.raises(InputError, match="'fit'"):
         forecast.backtest(small, trend_per_day="guess")
+
+
+def test_only_periods_longer_than_a_day_need_the_weekday():
+    assert not forecast.slots(("30min", "12h")).needs_weekday
+    assert not forecast.slots("hour_of_day").needs_weekday
+    assert forecast.slots("hour_of_week").needs_weekday
+    assert forecast.slots(("1h", "2D")).needs_weekday

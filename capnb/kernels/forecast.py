@@ -346,32 +346,43 @@ def _one_month(
     peak = 0.0
     total = 0.0
     words = philox4x32(0, trial_low, trial_high, _STREAM_NOISE, key0, key1)
-    draw = -1
-    level = 0.0
-    for m in range(minutes):
+    m = 0
+    # Demand is constant while the minute's baseline, its noise draw and the set of bursts over it
+    # are: walk the month in such runs (a few thousand per month) rather than minute by minute.
+    while m < minutes:
         block = m // noise_block
-        if block != draw:
-            draw = block
-            if block % 4 == 0 and block > 0:
-                words = philox4x32(block // 4, trial_low, trial_high, _STREAM_NOISE, key0, key1)
-            level = noise[_pick(words[block % 4], noise.shape[0])]
-        factor = 1.0
-        for j in range(starts.shape[0]):
-            if starts[j] <= m < starts[j] + lengths[j] and multipliers[j] > factor:
-                factor = multipliers[j]
-        demand = base[m] * level * factor
-        total += demand
-        if demand > peak:
-            peak = demand
-        # number of capacity levels strictly below the demand
-        position = (demand - capacity_low) / capacity_step
-        if position <= 0.0:
-            below = 0
-        elif position >= levels:
-            below = levels
-        else:
-            below = math.ceil(position)
-        histogram[below] += 1
+        if block % 4 == 0 and block > 0:
+            words = philox4x32(block // 4, trial_low, trial_high, _STREAM_NOISE, key0, key1)
+        level = noise[_pick(words[block % 4], noise.shape[0])]
+        block_end = min((block + 1) * noise_block, minutes)
+        while m < block_end:
+            factor = 1.0
+            change = block_end
+            for j in range(starts.shape[0]):
+                end = starts[j] + lengths[j]
+                if starts[j] <= m < end:
+                    factor = max(factor, multipliers[j])
+                    change = min(change, end)
+                elif starts[j] > m:
+                    change = min(change, starts[j])
+            while m < change:
+                run_end = m + 1
+                while run_end < change and base[run_end] == base[m]:
+                    run_end += 1
+                demand = base[m] * level * factor
+                total += demand * (run_end - m)
+                if demand > peak:
+                    peak = demand
+                # number of capacity levels strictly below the demand
+                position = (demand - capacity_low) / capacity_step
+                if position <= 0.0:
+                    below = 0
+                elif position >= levels:
+                    below = levels
+                else:
+                    below = math.ceil(position)
+                histogram[below] += run_end - m
+                m = run_end
     return peak, total / minutes
 
 
