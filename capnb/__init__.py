@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _SUBMODULES = (
+    "calibration",
     "capacity",
     "charts",
     "data",
@@ -23,6 +24,7 @@ _SUBMODULES = (
     "errors",
     "forecast",
     "glossary",
+    "latency",
     "memory",
     "modelspec",
     "notebook",
@@ -32,6 +34,7 @@ _SUBMODULES = (
 
 __all__ = [
     "__version__",
+    "calibration",
     "capacity",
     "charts",
     "data",
@@ -39,6 +42,7 @@ __all__ = [
     "errors",
     "forecast",
     "glossary",
+    "latency",
     "memory",
     "modelspec",
     "notebook",
@@ -48,6 +52,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import (
+        calibration,
         capacity,
         charts,
         data,
@@ -55,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
         errors,
         forecast,
         glossary,
+        latency,
         memory,
         modelspec,
         notebook,

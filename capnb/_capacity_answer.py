@@ -255,8 +255,10 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         target = float(cell.target_qps)
         sentence += (
             f"; {target:,.3g} requests/s need {int(cell.instances):,} instances "
-            f"({cell.attrs.get('buffer', 'buffer')} included) = {int(cell.gpus):,} GPUs"
+            f"({cell.attrs.get('buffer', 'buffer')} included)"
         )
+        if "gpus" in cell:
+            sentence += f" = {int(cell.gpus):,} GPUs"
         if "usd_per_hour" in cell and np.isfinite(float(cell.usd_per_hour)):
             sentence += f" at {float(cell.usd_per_hour):,.2f} USD/hour"
             if "usd_per_million_tokens" in cell and np.isfinite(float(cell.usd_per_million_tokens)):
@@ -264,6 +266,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
                     f" ({float(cell.usd_per_million_tokens):,.2f} USD per million output tokens)"
                 )
         sentence += f", {float(cell.utilisation):.0%} utilised at the target"
+    if "cost" in cell.attrs:
+        sentence += f" ({cell.attrs['cost']})"
     return sentence + "."
 
 
@@ -296,8 +300,8 @@ def applicability(result: xr.Dataset, **selection: object) -> str:
         return (
             f"Latency-constrained planning adds little here: latency barely grows up to "
             f"{int(cell.safe_concurrency):,} concurrent requests (the naive safe x single-request "
-            f"QPS is within {max(over - 1, 0):.0%} of Little's law), so the curve is close to "
-            "linear in throughput."
+            f"QPS overstates Little's law by only {max(over - 1, 0):.1%}), so the curve is close "
+            "to linear in throughput."
         )
     if not np.isfinite(over):
         return (

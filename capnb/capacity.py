@@ -108,8 +108,10 @@ def _mean_e2e(curve: xr.Dataset, selected: xr.DataArray) -> xr.DataArray:
 
 
 def _names_of(curve: xr.Dataset, name: str):
+    """A coordinate over a dim (a DataArray), a scalar coordinate's value, or the attr."""
     if name in curve.coords:
-        return curve[name]
+        coord = curve[name]
+        return coord if coord.ndim else coord.values.item()
     return curve.attrs.get(name)
 
 
@@ -135,19 +137,19 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
             "memory not checked: the curve does not name its model, GPU and tensor parallelism "
             "(read it with model=..., gpu=..., tensor_parallel=...)"
         )
-    if isinstance(model, xr.DataArray):  # an analytic stack: its own coords
-        seq = curve.seq_len
+    if isinstance(model, xr.DataArray):  # an analytic curve or stack: its own coords
         limit = memory.max_concurrency(
-            model=list(curve.model.values),
-            gpu=list(curve.gpu.values),
-            tensor_parallel=list(curve.tensor_parallel.values),
-            seq_len=[int(v) for v in np.atleast_1d(seq.values)],
+            model=[str(v) for v in np.atleast_1d(curve.model.values)],
+            gpu=[str(v) for v in np.atleast_1d(curve.gpu.values)],
+            tensor_parallel=[int(v) for v in np.atleast_1d(curve.tensor_parallel.values)],
+            seq_len=[int(v) for v in np.atleast_1d(curve.seq_len.values)],
             accounting=accounting,
             invalid_tensor_parallel="mask",
         ).max_concurrency
-        if seq.ndim == 0:
-            limit = limit.squeeze("seq_len", drop=True)
-        return limit, f"memory: {accounting} accounting at seq_len per cell"
+        scalar = [d for d in _LEAD if d not in curve.latency.dims]
+        return limit.squeeze(
+            scalar, drop=True
+        ), f"memory: {accounting} accounting at seq_len per cell"
     if "prompt_tokens" not in curve.attrs or "output_tokens" not in curve.attrs:
         return None, "memory not checked: the curve records no workload (prompt/output tokens)"
     seq_len = math.ceil(curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"])
@@ -501,12 +503,20 @@ def plan(
     )
     tp = tensor_parallel if tensor_parallel is not None else _names_of(curve, "tensor_parallel")
     if tp is None:
-        raise InputError("tensor_parallel: the curve does not record it; pass tensor_parallel=")
-    price = _gpu_price(_names_of(curve, "gpu"), usd_per_gpu_hour)
-    flops_per_request, flops = _model_flops(curve, tp)
-    result = _costs(
-        result, target, tp, price, curve.attrs.get("output_tokens"), flops_per_request, flops
-    )
+        planned = result.instances * result.per_instance_qps
+        result["utilisation"] = (target / planned).assign_attrs(glossary.attrs("utilisation"))
+        result.attrs["cost"] = (
+            "GPUs and cost not computed: the curve does not record its tensor parallelism (read it "
+            "with tensor_parallel=..., or pass tensor_parallel= here)"
+        )
+    else:
+        price = _gpu_price(_names_of(curve, "gpu"), usd_per_gpu_hour)
+        flops_per_request, flops = _model_flops(curve, tp)
+        result = _costs(
+            result, target, tp, price, curve.attrs.get("output_tokens"), flops_per_request, flops
+        )
+        if price is None:
+            result.attrs["cost"] = "cost not computed: the curve names no catalog GPU"
     lead = [d for d in curve.latency.dims if d not in ("concurrency", "metric", "latency_quantile")]
     result = _ordered(result, [*lead, "sla"])
     result.attrs["buffer"] = (

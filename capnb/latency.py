@@ -420,13 +420,9 @@ def analytic(
         if "seq_len" in chunks and "seq_len" in prompts.dims:
             prompts = prompts.chunk({"seq_len": chunks["seq_len"]})
             outputs = outputs.chunk({"seq_len": chunks["seq_len"]})
-    cells = len(specs) * len(gpu_ids) * tps.size * int(prompts.size // prompt.size)
-    kernel = (
-        kernels.analytic_curve_parallel if cells * conc.size >= 4096 else kernels.analytic_curve
-    )
     codes = np.array([kernels.METRIC_CODES[m] for m in metrics], dtype=np.int64)
     latency, mean = xr.apply_ufunc(
-        kernel,
+        kernels.analytic_curve,
         arrays["model"],
         arrays["gpu"],
         arrays["tp"],

@@ -18,7 +18,7 @@ from pathlib import Path
 __all__ = ["WORKSHEETS", "export_html", "run_worksheet", "worksheet_path"]
 
 #: The worksheets the main job runs, in order.
-WORKSHEETS = ("01_forecasting", "02_memory")
+WORKSHEETS = ("01_forecasting", "02_memory", "03_capacity")
 
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

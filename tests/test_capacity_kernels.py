@@ -81,8 +81,10 @@ def test_search_matches_the_python_walk_and_numpy(case):
     numpy_ = SEARCH["numpy"](latency, mean, grid, slas, memory)
     for s, sla in enumerate(slas):
         python = SEARCH["python"](list(latency), list(mean), list(grid), float(sla), memory)
+        points = SEARCH["python_points"](list(latency), list(mean), list(grid), float(sla), memory)
         for k in range(5):
             assert same(kernel[k][s], python[k]), (k, sla, kernel, python)
+            assert same(kernel[k][s], points[k]), (k, sla, kernel, points)
             assert same(kernel[k][s], numpy_[k][s]), (k, sla, kernel, numpy_)
 
 

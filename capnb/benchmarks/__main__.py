@@ -7,7 +7,7 @@ import importlib
 
 from . import machine, print_rows
 
-STEPS = ("forecast", "memory")
+STEPS = ("forecast", "memory", "capacity")
 
 
 def main() -> None:

@@ -5,14 +5,19 @@ through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML report
 :func:`capnb.notebook.setup`.
 """
 
+from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series
 from ._memory import memory_breakdown, memory_heatmap
 
 __all__ = [
+    "cost_vs_sla",
     "forecast_exceedance",
     "forecast_heatmap",
     "forecast_plans",
     "forecast_series",
+    "latency_curve",
     "memory_breakdown",
     "memory_heatmap",
+    "plan_contrast",
+    "throughput_curve",
 ]

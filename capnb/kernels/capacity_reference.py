@@ -19,6 +19,7 @@ __all__ = [
     "monotone_envelope_python",
     "search_numpy",
     "search_python",
+    "search_python_points",
     "step_seconds_python",
     "two_smallest_numpy",
     "two_smallest_python",
@@ -261,6 +262,49 @@ def search_python(latency, mean_e2e, concurrency, sla, memory_limit):
     return safe, _CODES[code], best, where, interpolate_python(concurrency, latency, safe)
 
 
+def search_python_points(latency, mean_e2e, concurrency, sla, memory_limit):
+    """The article's loop over the measured points, then the crossing segment, then Little's law.
+
+    Same answer as :func:`search_python` in O(points) instead of O(concurrency): the benchmark's
+    pure-Python baseline.
+    """
+    n = len(concurrency)
+    first = int(concurrency[0])
+    if math.isnan(latency[0]):
+        return 0, _CODES["no_data"], math.nan, 0, math.nan
+    if memory_limit < 1:
+        return 0, _CODES["infeasible_memory"], math.nan, 0, math.nan
+    if latency[0] > sla:
+        code = "infeasible_latency" if first <= 1 else "infeasible_unmeasured"
+        return 0, _CODES[code], math.nan, 0, math.nan
+    last_ok = 0
+    for k in range(n):  # the article: the largest measured concurrency under the SLA
+        if latency[k] <= sla:
+            last_ok = k
+    if last_ok == n - 1:
+        safe, code = int(concurrency[-1]), "measured_range"
+    else:
+        c0, c1 = concurrency[last_ok], concurrency[last_ok + 1]
+        y0, y1 = latency[last_ok], latency[last_ok + 1]
+        safe = int(c0)
+        for c in range(int(c0) + 1, int(c1)):  # within the crossing segment only
+            if y0 + (c - c0) / (c1 - c0) * (y1 - y0) <= sla:
+                safe = c
+        code = "latency"
+    if memory_limit < safe:
+        if memory_limit < first:
+            return memory_limit, _CODES["memory_below_range"], math.nan, 0, math.nan
+        safe, code = memory_limit, "memory"
+    best, where = -math.inf, 0
+    for k in range(n):
+        if concurrency[k] <= safe and concurrency[k] / mean_e2e[k] > best:
+            best, where = concurrency[k] / mean_e2e[k], int(concurrency[k])
+    at_safe = interpolate_python(concurrency, mean_e2e, safe)
+    if safe / at_safe > best:
+        best, where = safe / at_safe, safe
+    return safe, _CODES[code], best, where, interpolate_python(concurrency, latency, safe)
+
+
 def search_numpy(latency, mean_e2e, concurrency, sla, memory_limit):
     """The search over a whole grid by broadcasting: ``latency`` is (..., n), ``sla`` is (s,).
 
@@ -357,6 +401,10 @@ REGISTRY = {
     "latency.interpolate": {"python": interpolate_python, "numpy": interpolate_numpy},
     "latency.step_seconds": {"python": step_seconds_python},
     "latency.analytic_curve": {"python": analytic_curve_python},
-    "capacity.search": {"python": search_python, "numpy": search_numpy},
+    "capacity.search": {
+        "python": search_python,
+        "python_points": search_python_points,
+        "numpy": search_numpy,
+    },
     "capacity.two_smallest": {"python": two_smallest_python, "numpy": two_smallest_numpy},
 }

@@ -407,6 +407,3 @@ _CURVE_LAYOUT = "(k),(g),(),(j),(n),(n),(m),(r),(q)->(m,r,q),(m,r)"
 #: one (model, gpu, tensor_parallel) cell for a workload of ``n`` (prompt, output) length samples.
 #: ``metrics`` holds :data:`METRIC_CODES`.
 analytic_curve = guvectorize([_CURVE_SIG], _CURVE_LAYOUT)(_analytic_curve)
-
-#: The same kernel on numba's parallel target (threads over the broadcast cells): for sweeps.
-analytic_curve_parallel = guvectorize([_CURVE_SIG], _CURVE_LAYOUT, parallel=True)(_analytic_curve)

@@ -1,0 +1,410 @@
+"""Capacity charts: latency vs concurrency under an SLA, throughput by Little's law, cost vs SLA."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..errors import InputError
+
+__all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
+
+# Encodings name their field and type explicitly (see _memory: shorthand parsing is slow).
+_QUANTILE_COLORS = {"P50": "#4c78a8", "P90": "#72b7b2", "P95": "#54a24b", "P99": "#e45756"}
+_SLA_COLOR = "#b279a2"
+
+
+def _single(curve: xr.Dataset, what: str) -> xr.Dataset:
+    lead = [d for d in curve.latency.dims if d not in ("concurrency", "metric", "latency_quantile")]
+    extra = [d for d in lead if curve.sizes[d] != 1]
+    if extra:
+        raise InputError(f"{what}: choose one {extra[0]} (the curve has {curve.sizes[extra[0]]})")
+    return curve.squeeze(lead, drop=True) if lead else curve
+
+
+def _label(q: float) -> str:
+    return f"P{q * 100:g}"
+
+
+def latency_curve(
+    curve: xr.Dataset,
+    *,
+    metric: str = "e2e",
+    quantile: float = 0.99,
+    sla_table: xr.Dataset | None = None,
+    sla: float | None = None,
+    model_curve: xr.Dataset | None = None,
+) -> alt.LayerChart:
+    """Latency quantiles vs concurrency, the SLA line and the safe concurrency it allows.
+
+    Parameters
+    ----------
+    curve
+        A latency curve (one cell). Measured points are drawn as dots joined by lines; the P50 and
+        the chosen quantile of ``metric`` are shown.
+    metric, quantile
+        The latency the SLA bounds.
+    sla_table
+        :func:`capnb.capacity.safe_concurrency` of this curve over a grid of SLAs: the chart gets a
+        slider (a vega-lite param, live in a static HTML report too) that moves the SLA line and the
+        safe-concurrency marker along that grid.
+    sla
+        The SLA the slider starts at (s; default: the grid's middle).
+    model_curve
+        An analytic curve of the same configuration, drawn dashed ("measured vs model").
+    """
+    cell = _single(curve, "latency_curve")
+    quantiles = sorted({0.5, float(quantile)})
+    frames = []
+    for source, data in (("measured", cell), ("model", model_curve)):
+        if data is None:
+            continue
+        data = _single(data, "latency_curve") if source == "model" else data
+        kind = str(data.attrs.get("kind", source))
+        for q in quantiles:
+            if q not in data.latency_quantile.values:
+                continue
+            values = data.latency.sel(metric=metric, latency_quantile=q).values
+            if np.isnan(values).all():
+                continue
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "concurrency": data.concurrency.values,
+                        "latency_s": values,
+                        "quantile": _label(q),
+                        "source": "model" if source == "model" else kind,
+                    }
+                )
+            )
+    if not frames:
+        raise InputError(f"latency_curve: the curve has no {metric} P50 or {_label(quantile)}")
+    table = pd.concat(frames, ignore_index=True).dropna()
+    x = alt.X(
+        field="concurrency",
+        type="quantitative",
+        scale=alt.Scale(type="log"),
+        title="concurrency (requests in flight on one instance)",
+    )
+    y = alt.Y(
+        field="latency_s",
+        type="quantitative",
+        scale=alt.Scale(type="log"),
+        title=f"{metric} latency (s)",
+    )
+    shown = [label for label in _QUANTILE_COLORS if label in set(table["quantile"])]
+    color = alt.Color(
+        field="quantile",
+        type="nominal",
+        scale=alt.Scale(domain=shown, range=[_QUANTILE_COLORS[label] for label in shown]),
+        legend=alt.Legend(title=None, orient="top"),
+    )
+    tooltip = [
+        alt.Tooltip(field="concurrency", type="quantitative"),
+        alt.Tooltip(field="quantile", type="nominal"),
+        alt.Tooltip(field="source", type="nominal"),
+        alt.Tooltip(field="latency_s", type="quantitative", format=",.3f", title="latency (s)"),
+    ]
+    base = alt.Chart(table).encode(x=x, y=y, color=color, tooltip=tooltip)
+    measured = base.transform_filter(alt.datum.source != "model")
+    layers = [
+        measured.mark_line(strokeWidth=2),
+        measured.mark_point(filled=True, size=45),
+        base.transform_filter(alt.datum.source == "model").mark_line(
+            strokeDash=[5, 3], opacity=0.8
+        ),
+    ]
+    name = cell.attrs.get("name") or cell.attrs.get("source", "")
+    title = f"{_label(quantile)} {metric} latency vs concurrency ({name})"
+    chart = alt.layer(*layers)
+    if sla_table is not None:
+        chart = _with_sla_slider(chart, sla_table, sla, x, y)
+    return chart.properties(title=title, width=560, height=320)
+
+
+def _sla_frame(sla_table: xr.Dataset) -> pd.DataFrame:
+    table = sla_table.squeeze(drop=True) if sla_table.safe_concurrency.ndim > 1 else sla_table
+    if "sla" not in table.dims:
+        raise InputError("sla_table: expected a safe_concurrency result over several SLAs")
+    return pd.DataFrame(
+        {
+            "sla": table.sla.values,
+            "safe": table.safe_concurrency.values,
+            "binding": table.binding.values.astype(str),
+            "latency_at_safe": table.latency_at_safe.values,
+            "qps": table.per_instance_qps.values,
+        }
+    )
+
+
+def _with_sla_slider(chart, sla_table, sla, x, y):
+    frame = _sla_frame(sla_table)
+    grid = frame.sla.to_numpy()
+    steps = np.diff(grid)
+    if grid.size < 2 or not np.allclose(steps, steps[0], rtol=1e-6):
+        raise InputError("sla_table: the SLA grid must be evenly spaced for the slider")
+    step = float(steps[0])
+    start = float(grid[len(grid) // 2] if sla is None else grid[np.argmin(np.abs(grid - sla))])
+    param = alt.param(
+        name="sla",
+        value=start,
+        bind=alt.binding_range(min=float(grid[0]), max=float(grid[-1]), step=step, name="SLA (s) "),
+    )
+    frame["label"] = [
+        f"safe {s:,} ({b})" if b in ("latency", "memory", "measured_range") else f"infeasible ({b})"
+        for s, b in zip(frame.safe, frame.binding, strict=True)
+    ]
+    chosen = (
+        alt.Chart(frame)
+        .transform_filter(f"abs(datum.sla - sla) < {step / 2}")
+        .encode(
+            tooltip=[
+                alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),
+                alt.Tooltip(field="safe", type="quantitative", title="safe concurrency"),
+                alt.Tooltip(field="binding", type="nominal"),
+                alt.Tooltip(field="qps", type="quantitative", format=",.3f", title="requests/s"),
+            ]
+        )
+    )
+    sla_line = chosen.mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2).encode(
+        y=alt.Y(field="sla", type="quantitative")
+    )
+    feasible = chosen.transform_filter("datum.safe > 0")
+    safe_line = feasible.mark_rule(color="#333333", size=1.5).encode(
+        x=alt.X(field="safe", type="quantitative")
+    )
+    safe_text = chosen.mark_text(align="left", dx=6, dy=-8, color="#333333", fontSize=12).encode(
+        x=alt.X(field="safe", type="quantitative"),
+        y=alt.Y(field="sla", type="quantitative"),
+        text=alt.Text(field="label", type="nominal"),
+    )
+    return alt.layer(chart, sla_line, safe_line, safe_text).add_params(param)
+
+
+def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.LayerChart:
+    """Requests/s one instance serves at each concurrency: Little's law vs the article's naive line.
+
+    Little's law: concurrency / mean e2e latency(concurrency). The naive figure assumes every request
+    is as fast as one alone: concurrency x QPS at concurrency 1. With ``plan`` (a
+    :func:`capnb.capacity.plan` or ``safe_concurrency`` result for one SLA) the safe concurrency and
+    the chosen operating point are marked.
+    """
+    from ..latency import envelope
+
+    cell = envelope(_single(curve, "throughput_curve"))
+    conc = cell.concurrency.values.astype(float)
+    mean = cell.mean_latency.sel(metric="e2e").values
+    if np.isnan(mean).any():
+        raise InputError("throughput_curve: the curve has no mean e2e latency")
+    frames = [pd.DataFrame({"concurrency": conc, "qps": conc / mean, "rule": "Little's law"})]
+    if conc[0] == 1:
+        frames.append(pd.DataFrame({"concurrency": conc, "qps": conc / mean[0], "rule": "naive"}))
+    table = pd.concat(frames, ignore_index=True)
+    x = alt.X(
+        field="concurrency", type="quantitative", scale=alt.Scale(type="log"),
+        title="concurrency (requests in flight on one instance)",
+    )  # fmt: skip
+    y = alt.Y(
+        field="qps", type="quantitative", scale=alt.Scale(type="log"),
+        title="requests/s per instance",
+    )  # fmt: skip
+    color = alt.Color(
+        field="rule",
+        type="nominal",
+        scale=alt.Scale(domain=["Little's law", "naive"], range=["#4c78a8", "#bab0ac"]),
+        legend=alt.Legend(title=None, orient="top"),
+    )
+    lines = (
+        alt.Chart(table)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            strokeDash=alt.StrokeDash(field="rule", type="nominal", legend=None),
+            tooltip=[
+                alt.Tooltip(field="concurrency", type="quantitative"),
+                alt.Tooltip(field="rule", type="nominal"),
+                alt.Tooltip(field="qps", type="quantitative", format=",.3f", title="requests/s"),
+            ],
+        )
+    )
+    layers = [lines]
+    if plan is not None:
+        point = plan.squeeze(drop=True)
+        if str(point.binding.values) in ("latency", "memory", "measured_range"):
+            marks = pd.DataFrame(
+                {
+                    "concurrency": [float(point.operating_concurrency)],
+                    "qps": [float(point.per_instance_qps)],
+                    "label": [
+                        f"operating point: {float(point.per_instance_qps):.3g} requests/s at "
+                        f"{int(point.operating_concurrency):,}"
+                    ],
+                }
+            )
+            safe = pd.DataFrame({"concurrency": [float(point.safe_concurrency)]})
+            layers += [
+                alt.Chart(safe)
+                .mark_rule(color="#333333", strokeDash=[4, 3])
+                .encode(x=alt.X(field="concurrency", type="quantitative")),
+                alt.Chart(marks)
+                .mark_point(shape="diamond", size=160, filled=True, color="#e45756")
+                .encode(x=x, y=y),
+                alt.Chart(marks)
+                .mark_text(align="left", dx=10, dy=-10, fontSize=12)
+                .encode(x=x, y=y, text=alt.Text(field="label", type="nominal")),
+            ]
+    title = "Per-instance throughput: Little's law vs safe concurrency x single-request QPS"
+    return alt.layer(*layers).properties(title=title, width=560, height=280)
+
+
+def cost_vs_sla(
+    sweep: xr.Dataset,
+    *,
+    model: str | None = None,
+    seq_len: int | None = None,
+    sla: float | None = None,
+    **selection: object,
+) -> alt.LayerChart:
+    """USD/hour to serve the target vs the SLA, one line per GPU profile (its cheapest TP).
+
+    Takes a :func:`capnb.capacity.sweep` result with a target; other dims (a target's slot, ...)
+    must be selected in ``selection``. Infeasible SLAs leave a gap; the tooltip names the
+    tensor-parallel degree and instance count; ``sla`` draws a vertical rule.
+    """
+    if "usd_per_hour" not in sweep:
+        raise InputError("cost_vs_sla: the sweep has no cost (give it a target_qps)")
+    picked = {"model": model, "seq_len": seq_len, **selection}
+    cell = sweep.sel({k: v for k, v in picked.items() if v is not None})
+    for dim in [d for d in cell.usd_per_hour.dims if d not in ("gpu", "tensor_parallel", "sla")]:
+        if cell.sizes[dim] != 1:
+            raise InputError(f"cost_vs_sla: choose one {dim} (the sweep has {cell.sizes[dim]})")
+        cell = cell.squeeze(dim, drop=True)
+    cost = cell.usd_per_hour.transpose("gpu", "sla", "tensor_parallel")
+    best_tp_index = cost.fillna(np.inf).argmin("tensor_parallel")
+    rows = []
+    for g in cost.gpu.values:
+        for s in cost.sla.values:
+            values = cost.sel(gpu=g, sla=s)
+            if bool(values.isnull().all()):
+                rows.append({"gpu": str(g), "sla": float(s), "usd_per_hour": np.nan})
+                continue
+            k = int(best_tp_index.sel(gpu=g, sla=s))
+            tp = int(cost.tensor_parallel.values[k])
+            rows.append(
+                {
+                    "gpu": str(g),
+                    "sla": float(s),
+                    "usd_per_hour": float(values.isel(tensor_parallel=k)),
+                    "tensor_parallel": tp,
+                    "instances": float(cell.instances.sel(gpu=g, sla=s, tensor_parallel=tp)),
+                    "safe": int(cell.safe_concurrency.sel(gpu=g, sla=s, tensor_parallel=tp)),
+                }
+            )
+    table = pd.DataFrame(rows)
+    x = alt.X(field="sla", type="quantitative", scale=alt.Scale(type="log"), title="SLA (s)")
+    lines = (
+        alt.Chart(table)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y(
+                field="usd_per_hour",
+                type="quantitative",
+                scale=alt.Scale(type="log"),
+                title="USD per hour for the target",
+            ),
+            color=alt.Color(field="gpu", type="nominal", title="GPU", sort=list(cost.gpu.values)),
+            tooltip=[
+                alt.Tooltip(field="gpu", type="nominal"),
+                alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),
+                alt.Tooltip(field="tensor_parallel", type="quantitative", title="TP"),
+                alt.Tooltip(field="instances", type="quantitative"),
+                alt.Tooltip(field="safe", type="quantitative", title="safe concurrency"),
+                alt.Tooltip(field="usd_per_hour", type="quantitative", format=",.2f"),
+            ],
+        )
+    )
+    layers = [lines]
+    if sla is not None:
+        layers.append(
+            alt.Chart(pd.DataFrame({"sla": [float(sla)]}))
+            .mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2)
+            .encode(x=alt.X(field="sla", type="quantitative"))
+        )
+    metric = sweep.attrs.get("metric", "latency")
+    quantile = sweep.attrs.get("quantile", 0.99)
+    target = cell.target_qps.values.item() if "target_qps" in cell else None
+    title = f"Cost vs {_label(quantile)} {metric} SLA, cheapest TP per GPU"
+    if target is not None:
+        title += f" ({target:,.3g} requests/s)"
+    return alt.layer(*layers).properties(title=title, width=560, height=300)
+
+
+def plan_contrast(contrast: xr.Dataset) -> alt.HConcatChart:
+    """The article's mistake: plan by maximum concurrency vs by latency, side by side.
+
+    Left: the latency quantile at each plan's operating concurrency against the SLA. Right: the
+    instances each plan holds and the share of the GPUs' FLOP/s the target uses with them.
+    """
+    sla = float(contrast.attrs["sla"])
+    names = {"max_concurrency": "by max concurrency", "latency": "by latency (capnb)"}
+    table = pd.DataFrame(
+        {
+            "plan": [names[str(p)] for p in contrast.plan.values],
+            "latency_s": contrast.latency_at_operating.values,
+            "concurrency": contrast.operating_concurrency.values,
+            "instances": contrast.instances.values,
+            "compute": contrast.compute_utilisation.values,
+        }
+    )
+    colors = alt.Color(
+        field="plan", type="nominal", legend=None,
+        scale=alt.Scale(domain=list(names.values()), range=["#e45756", "#4c78a8"]),
+    )  # fmt: skip
+    y = alt.Y(field="plan", type="nominal", title=None, sort=list(names.values()))
+    # a log axis has no zero for bars to start from: draw each value as a stick from the axis floor
+    table["floor"] = 0.5 * min(sla, float(np.nanmin(table.latency_s)))
+    x_latency = alt.X(
+        field="latency_s",
+        type="quantitative",
+        scale=alt.Scale(type="log"),
+        title=f"{contrast.attrs['metric']} P{contrast.attrs['quantile'] * 100:g} (s)",
+    )
+    tooltip = [
+        alt.Tooltip(field="plan", type="nominal"),
+        alt.Tooltip(field="concurrency", type="quantitative", title="operating concurrency"),
+        alt.Tooltip(field="latency_s", type="quantitative", format=",.3f"),
+    ]
+    sticks = alt.Chart(table).encode(y=y, color=colors, tooltip=tooltip)
+    latency = alt.layer(
+        sticks.mark_rule(size=6).encode(x=x_latency, x2=alt.X2(field="floor")),
+        sticks.mark_point(filled=True, size=120, opacity=1).encode(x=x_latency),
+        alt.Chart(pd.DataFrame({"sla": [sla]}))
+        .mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2)
+        .encode(x=alt.X(field="sla", type="quantitative")),
+    ).properties(title="latency at the operating point vs the SLA", width=300, height=90)
+    usage = (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                field="compute",
+                type="quantitative",
+                axis=alt.Axis(format="%"),
+                title="GPU FLOP/s used at the target",
+            ),
+            y=y,
+            color=colors,
+            tooltip=[
+                alt.Tooltip(field="plan", type="nominal"),
+                alt.Tooltip(field="instances", type="quantitative"),
+                alt.Tooltip(field="compute", type="quantitative", format=".1%"),
+            ],
+        )
+        .properties(title="compute in use (the idle GPU)", width=220, height=90)
+    )
+    return alt.hconcat(latency, usage)
