@@ -52,6 +52,7 @@ DIMS: dict[str, Term] = _table(
     ("cold_start_s", "s", "time from the decision to start an instance until it serves"),
     ("min_instances", "instances", "fewest instances the autoscaler keeps"),
     ("buffer_instances", "instances", "instances held above the computed need for bursts"),
+    ("policy", "1", "autoscaling policy: article, hpa, knative, fixed or fixed_elastic"),
 )
 
 #: Variables (data_vars and non-index coordinates).
@@ -147,6 +148,40 @@ VARIABLES: dict[str, Term] = _table(
     ("breach_s", "s", "time in SLA breach"),
     ("gpu_hours", "GPU·h", "GPU time"),
     ("scale_events", "1", "scale-up plus scale-down decisions carried out"),
+    ("ready_capacity_qps", "requests/s", "requests per second the ready instances can serve"),
+    ("breach", "1", "whether the step is in SLA breach: backlog + arrivals above ready capacity"),
+    ("arrivals", "requests", "requests that arrived"),
+    ("late", "requests", "requests served after the step they arrived in"),
+    ("unserved", "requests", "requests dropped or still waiting at the end"),
+    ("unserved_share", "1", "unserved over arrivals"),
+    ("late_share", "1", "late over arrivals"),
+    ("breach_share", "1", "share of the time in SLA breach"),
+    ("dropping_s", "s", "time during which requests were dropped"),
+    ("peak_backlog", "requests", "largest backlog at the end of a step"),
+    ("cold_start_gpu_hours", "GPU·h", "GPU time spent in cold starts"),
+    (
+        "wasted_cold_start_gpu_hours",
+        "GPU·h",
+        "cold-start GPU time of instances cancelled, or stopped soon after becoming ready",
+    ),
+    ("usd", "USD", "cost over the simulated span"),
+    ("scale_up_events", "1", "scale-up decisions carried out"),
+    ("scale_down_events", "1", "scale-down decisions carried out"),
+    ("instances_started", "instances", "instances started"),
+    ("thrash", "instances", "instances stopped within thrash_window_s of becoming ready"),
+    ("cancelled_starts", "instances", "instances stopped before their cold start ended"),
+    ("peak_instances", "instances", "largest fleet, ready plus starting"),
+    ("mean_instances", "instances", "mean fleet, ready plus starting"),
+    ("ready_utilisation", "1", "requests served over the ready instances' capacity"),
+    ("vetoed_scale_ups", "1", "article's policy: evaluations whose scale-up the cold start vetoed"),
+    ("panic_s", "s", "Knative: time in panic mode"),
+    ("pareto", "1", "whether the run is on the cost vs SLA-breach Pareto front"),
+    ("model_bytes", "bytes", "model weights, whole model"),
+    ("provisioning_s", "s", "node provisioning before the model download"),
+    ("download_s", "s", "weight download"),
+    ("load_s", "s", "weight load into GPU memory"),
+    ("engine_init_s", "s", "serving engine start-up"),
+    ("warm_up_s", "s", "warm-up inference before taking traffic"),
 )
 
 

@@ -1,0 +1,427 @@
+"""From simulated runs to advice: troughs, the cost vs breach Pareto front, the choice, the rules.
+
+Part of :mod:`capnb.elasticity` (its public names are re-exported there). The recommendation applies
+the article's rules to the numbers of a sweep:
+
+1. cold start vs tolerance: when the cold start exceeds half the latency tolerance (the article's
+   test), scaling up reacts too late - hold fixed capacity and put an elastic buffer above it;
+2. scale-down delay vs troughs: the delay should outlast the dips in traffic, or instances stop in
+   every dip and start again at the next rise;
+3. when elasticity does not fit: a fixed fleet that meets the same breach budget at nearly the same
+   cost (flat traffic), or a cold start so short that a long delay buys nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+
+from . import glossary
+from ._elasticity_demand import demand_values
+from .errors import InputError
+
+__all__ = [
+    "Recommendation",
+    "choose",
+    "demand_summary",
+    "describe",
+    "pareto_front",
+    "recommend",
+    "troughs",
+]
+
+#: A fixed fleet within this share of the best elastic cost is preferred: elasticity adds cold-start
+#: risk and operational work for the saving.
+FIXED_MARGIN = 0.10
+#: A cold start at most this long makes a scale-down delay nearly free to skip (s).
+FAST_COLD_START_S = 10.0
+#: The article's thresholds set the default trough level: a fleet sized for the P95 rate at a 0.7
+#: load ratio falls below its 0.3 scale-down threshold under 0.3 / 0.7 of the P95 rate.
+_TROUGH_LEVEL = 0.3 / 0.7
+
+
+def _runs_below(values: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and lengths (steps) of the maximal runs below ``level`` that end inside the series."""
+    below = np.r_[False, values < level, False].astype(np.int8)
+    edges = np.diff(below)
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    inside = (starts > 0) & (ends < values.size)  # a run cut by the series' edge has no length
+    return starts[inside], (ends - starts)[inside]
+
+
+def troughs(demand, *, step_s: float | None = None, level_qps: float | None = None) -> xr.DataArray:
+    """Dips of the demand: maximal runs below a level, with their durations (s).
+
+    Parameters
+    ----------
+    demand
+        Requests/s per step (see :func:`capnb.elasticity.simulate`).
+    step_s
+        Seconds per value (default: the demand's own step).
+    level_qps
+        The level (requests/s). Default: 0.3 / 0.7 of the P95 rate - where a fleet sized for the
+        P95 at the article's 0.7 threshold drops below its 0.3 scale-down threshold.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``duration_s`` over dim ``trough`` with each dip's start ``time``; runs cut by the start or
+        end of the series are left out. Attr ``level_qps``.
+
+    Examples
+    --------
+    >>> troughs([9.0, 2, 2, 9, 9, 1, 9], step_s=60, level_qps=5).values.tolist()
+    [120.0, 60.0]
+    """
+    values, times, step = demand_values(demand, step_s)
+    level = float(np.quantile(values, 0.95)) * _TROUGH_LEVEL if level_qps is None else level_qps
+    starts, lengths = _runs_below(values, level)
+    return xr.DataArray(
+        lengths * step,
+        dims="trough",
+        coords={"time": ("trough", times[starts])},
+        name="duration_s",
+        attrs={"units": "s", "long_name": "dip below level_qps", "level_qps": level},
+    )
+
+
+def demand_summary(values: np.ndarray, step_s: float) -> dict[str, float]:
+    """Attrs that describe a demand series for the advice: rates (requests/s) and dips (s)."""
+    p50, p95 = (float(q) for q in np.quantile(values, [0.5, 0.95]))
+    level = p95 * _TROUGH_LEVEL
+    _, lengths = _runs_below(values, level)
+    durations = lengths * step_s
+    return {
+        "demand_mean_qps": float(values.mean()),
+        "demand_p50_qps": p50,
+        "demand_p95_qps": p95,
+        "demand_peak_qps": float(values.max()),
+        "trough_level_qps": level,
+        "troughs": int(durations.size),
+        "trough_median_s": float(np.median(durations)) if durations.size else 0.0,
+        "trough_p90_s": float(np.quantile(durations, 0.9)) if durations.size else 0.0,
+    }
+
+
+# -- Pareto front and choice --------------------------------------------------------------------
+def _cost_name(result: xr.Dataset, cost: str | None) -> str:
+    name = cost or ("usd" if "usd" in result else "gpu_hours")
+    if name not in result:
+        raise InputError(f"cost={name!r} is not a variable of the result; use 'usd' or 'gpu_hours'")
+    return name
+
+
+def _flat(result: xr.Dataset, names: list[str]) -> tuple[xr.Dataset, list[str]]:
+    dims = [d for d in result[names[0]].dims]
+    flat = result[names].stack(run=dims) if dims else result[names].expand_dims("run")
+    return flat, dims
+
+
+def pareto_front(result: xr.Dataset, *, cost: str | None = None, breach: str = "breach_s"):
+    """Whether each run is on the Pareto front of cost against SLA breach (both minimised).
+
+    A run is on the front when no other run is at most as costly and at most as much in breach,
+    and better in one. Of runs with the same cost and breach, one (the first) is marked.
+
+    Parameters
+    ----------
+    result
+        A :func:`capnb.elasticity.sweep` result.
+    cost
+        ``"usd"`` (default when the sweep has a price) or ``"gpu_hours"``.
+    breach
+        The breach variable (``"breach_s"``, ``"unserved"``, ...).
+
+    Returns
+    -------
+    xarray.DataArray
+        ``pareto`` (bool) over the result's dims.
+    """
+    cost = _cost_name(result, cost)
+    if breach not in result:
+        raise InputError(f"breach={breach!r} is not a variable of the result")
+    flat, dims = _flat(result, [cost, breach])
+    c, b = flat[cost].values, flat[breach].values
+    order = np.lexsort((b, c))
+    on_front = np.zeros(c.size, bool)
+    best = math.inf
+    for i in order:
+        if b[i] < best:
+            on_front[i] = True
+            best = b[i]
+    marked = xr.DataArray(on_front, dims="run", coords=flat.coords)
+    marked = marked.unstack("run") if dims else marked.isel(run=0, drop=True)
+    marked = marked.transpose(*dims) if dims else marked
+    return marked.rename("pareto").assign_attrs(glossary.attrs("pareto"), cost=cost, breach=breach)
+
+
+def _selection(flat: xr.Dataset, dims: list[str], i: int) -> dict[str, object]:
+    run = flat.isel(run=i)
+    return {d: run[d].item() for d in dims}
+
+
+def choose(
+    result: xr.Dataset,
+    *,
+    breach_budget: float = 0.001,
+    cost: str | None = None,
+    policies: list[str] | None = None,
+) -> dict[str, object] | None:
+    """The cheapest run whose breach share is within the budget, as a selection for ``.sel``.
+
+    Ties go to the smaller breach. ``policies`` restricts the choice to those policies. Returns
+    ``None`` when no run meets the budget.
+    """
+    cost = _cost_name(result, cost)
+    if not 0 <= breach_budget <= 1:
+        raise InputError(f"breach_budget must be a share in [0, 1], got {breach_budget}")
+    flat, dims = _flat(result, [cost, "breach_share"])
+    keep = flat.breach_share.values <= breach_budget
+    if policies is not None:
+        names = (
+            flat.policy.values
+            if "policy" in flat.coords
+            else np.array([result.attrs["policy"]] * flat.sizes["run"])
+        )
+        keep &= np.isin(names, policies)
+    if not keep.any():
+        return None
+    c = np.where(keep, flat[cost].values, np.inf)
+    b = flat.breach_share.values
+    i = int(np.lexsort((b, c))[0])
+    return _selection(flat, dims, i)
+
+
+def _least_breach(result: xr.Dataset, cost: str) -> dict[str, object]:
+    flat, dims = _flat(result, [cost, "breach_share"])
+    i = int(np.lexsort((flat[cost].values, flat.breach_share.values))[0])
+    return _selection(flat, dims, i)
+
+
+# -- the recommendation ---------------------------------------------------------------------------
+@dataclass
+class Recommendation:
+    """The advice for one trace: what to run, with its numbers and the rules behind it.
+
+    Attributes
+    ----------
+    kind
+        ``"elastic"``, ``"fixed_plus_buffer"`` or ``"fixed"``.
+    selection
+        Coordinates of the chosen run in the sweep (``result.sel(**selection)``).
+    meets_budget
+        Whether the chosen run's breach share is within the budget.
+    metrics
+        The chosen run's breach (s and share), cost, GPU-hours, unserved share, scale events, thrash.
+    reasons
+        One sentence per rule, with its numbers.
+    text
+        The answer in one sentence.
+    """
+
+    kind: str
+    selection: dict[str, object]
+    meets_budget: bool
+    metrics: dict[str, float]
+    reasons: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+def _minutes(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _policy_of(cell: xr.Dataset, result: xr.Dataset) -> str:
+    return str(cell.policy.item()) if "policy" in cell.coords else str(result.attrs["policy"])
+
+
+def _run_words(cell: xr.Dataset, policy: str) -> str:
+    words = {
+        "article": "the article's threshold policy",
+        "hpa": "Kubernetes HPA",
+        "knative": "Knative KPA",
+        "fixed": f"a fixed fleet of {int(cell.min_instances)} instances",
+        "fixed_elastic": f"{int(cell.min_instances)} fixed instances with the article's rule above them",
+    }[policy]
+    if policy not in ("fixed", "fixed_elastic"):
+        words += (
+            f" (threshold {float(cell.scale_up_threshold):g}, at least {int(cell.min_instances)})"
+        )
+    if policy != "fixed":
+        words += f", scale-down delay {_minutes(float(cell.cooldown_s))}"
+    buffer = int(cell.buffer_instances)
+    return words + (f", {buffer} warm spare(s)" if buffer else "")
+
+
+def recommend(
+    result: xr.Dataset,
+    *,
+    breach_budget: float = 0.001,
+    cost: str | None = None,
+    **selection: object,
+) -> Recommendation:
+    """Apply the article's rules to a sweep and pick a policy.
+
+    Parameters
+    ----------
+    result
+        A :func:`capnb.elasticity.sweep` result, ideally over several policies including
+        ``"fixed"`` and ``"fixed_elastic"`` (the rules compare them).
+    breach_budget
+        Largest acceptable share of the time in SLA breach (0.001: 43 min a month).
+    cost
+        ``"usd"`` or ``"gpu_hours"`` (default: ``"usd"`` when the sweep has a price).
+    **selection
+        Coordinates that fix dims before choosing; ``cold_start_s`` must be fixed when it is a dim
+        (the cold start is a fact of the deployment, not a choice).
+
+    Returns
+    -------
+    Recommendation
+    """
+    cost = _cost_name(result, cost)
+    result = result.sel(selection) if selection else result
+    if "cold_start_s" in result.dims:
+        if result.sizes["cold_start_s"] != 1:
+            raise InputError(
+                "recommend: choose one cold_start_s (it is a fact of the deployment): "
+                "recommend(result, cold_start_s=...)"
+            )
+        result = result.squeeze("cold_start_s")
+    cold, tolerance = float(result.cold_start_s), float(result.attrs["tolerance_s"])
+    vetoed = cold > tolerance / 2
+    policies = (
+        [str(p) for p in result.policy.values]
+        if "policy" in result.dims
+        else [str(result.attrs["policy"])]
+    )
+    preferred = ["fixed_elastic"] if vetoed else ["article", "hpa", "knative", "fixed_elastic"]
+    best_shape = choose(result, breach_budget=breach_budget, cost=cost, policies=preferred)
+    best_fixed = choose(result, breach_budget=breach_budget, cost=cost, policies=["fixed"])
+    best_any = choose(result, breach_budget=breach_budget, cost=cost)
+
+    def cost_of(sel):
+        return float(result[cost].sel(sel))
+
+    notes = []
+    if best_fixed and (
+        best_shape is None or cost_of(best_fixed) <= (1 + FIXED_MARGIN) * cost_of(best_shape)
+    ):
+        chosen, meets = best_fixed, True
+        if best_shape is not None:
+            notes.append(
+                f"A fixed fleet meets the budget within {FIXED_MARGIN:.0%} of the best elastic "
+                f"cost ({cost_of(best_fixed):,.1f} vs {cost_of(best_shape):,.1f} {result[cost].units}): "
+                "elasticity does not pay on this traffic."
+            )
+    elif best_shape is not None:
+        chosen, meets = best_shape, True
+    elif best_any is not None:
+        chosen, meets = best_any, True
+        notes.append(
+            f"No run of {', '.join(preferred)} meets the budget; the best run that does is chosen."
+        )
+    else:
+        chosen, meets = _least_breach(result, cost), False
+        notes.append(
+            f"No run meets the breach budget of {breach_budget:.2%}: the run with the least breach is shown."
+        )
+
+    cell = result.sel(chosen)
+    policy = _policy_of(cell, result)
+    kind = {"fixed": "fixed", "fixed_elastic": "fixed_plus_buffer"}.get(policy, "elastic")
+    if policy not in policies:  # pragma: no cover - choose only returns runs of the result
+        raise AssertionError(policy)
+    metrics = {
+        "breach_s": float(cell.breach_s),
+        "breach_share": float(cell.breach_share),
+        cost: float(cell[cost]),
+        "gpu_hours": float(cell.gpu_hours),
+        "unserved_share": float(cell.unserved_share),
+        "scale_events": int(cell.scale_events),
+        "thrash": int(cell.thrash),
+        "mean_instances": float(cell.mean_instances),
+    }
+    reasons = [
+        (
+            f"Cold start {cold:.0f} s exceeds half the {tolerance:.0f} s tolerance: the article's "
+            "engine would not scale up in time, so hold fixed capacity and scale an elastic "
+            "buffer above it."
+            if vetoed
+            else f"Cold start {cold:.0f} s is within half the {tolerance:.0f} s tolerance: new "
+            "instances arrive before the SLA counts as breached."
+        )
+    ]
+    if int(result.attrs.get("troughs", 0)) and policy != "fixed":
+        delay = float(cell.cooldown_s)
+        median, p90 = float(result.attrs["trough_median_s"]), float(result.attrs["trough_p90_s"])
+        longer = (
+            "longer"
+            if delay >= p90
+            else ("shorter than some of" if delay >= median else "shorter than most of")
+        )
+        reasons.append(
+            f"Dips below {result.attrs['trough_level_qps']:.1f} requests/s last {_minutes(median)} "
+            f"(median) to {_minutes(p90)} (P90); the scale-down delay of {_minutes(delay)} is "
+            f"{longer} {'than them' if longer == 'longer' else 'them'}"
+            + (
+                f", and {metrics['thrash']} instance(s) stopped within "
+                f"{_minutes(float(result.attrs['thrash_window_s']))} of becoming ready."
+                if metrics["thrash"]
+                else ", and no instance stopped soon after becoming ready."
+            )
+        )
+    swing = result.attrs["demand_p95_qps"] / max(result.attrs["demand_p50_qps"], 1e-12)
+    reasons.append(f"Traffic's P95 is {swing:.1f}x its median rate.")
+    if cold <= FAST_COLD_START_S:
+        reasons.append(
+            f"A cold start of {cold:.0f} s is short enough that scaling down promptly costs "
+            "little: a long scale-down delay buys nothing."
+        )
+    reasons += notes
+    words = {
+        "elastic": "Scale elastically",
+        "fixed_plus_buffer": "Hold fixed capacity plus an elastic buffer",
+        "fixed": "Run a fixed fleet",
+    }[kind]
+    verdict = "within" if meets else "missing"
+    text = (
+        f"{words}: {_run_words(cell, policy)} - {metrics['breach_share']:.2%} of the time in breach "
+        f"({verdict} the {breach_budget:.2%} budget), {metrics['unserved_share']:.2%} of requests "
+        f"unserved, {metrics[cost]:,.1f} {result[cost].units} over the trace."
+    )
+    return Recommendation(kind, chosen, meets, metrics, reasons, text)
+
+
+def describe(result: xr.Dataset, **selection: object) -> str:
+    """One run (a :func:`simulate` result or one cell of a sweep) in one sentence with its numbers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from capnb.elasticity import simulate
+    >>> run = simulate(np.full(720, 30.0), step_s=5, per_instance_qps=10, policy="fixed",
+    ...                min_instances=4)
+    >>> describe(run)  # doctest: +ELLIPSIS
+    'a fixed fleet of 4 instances: 0.00% of the time in SLA breach, 0.00% of requests unserved...'
+    """
+    cell = result.sel(selection) if selection else result
+    grid = [d for d in cell.dims if d != "time"]
+    if any(cell.sizes[d] != 1 for d in grid):
+        raise InputError(f"describe: choose one run (the result has dims {dict(cell.sizes)})")
+    cell = cell.squeeze(grid)
+    policy = _policy_of(cell, result)
+    cost = f", {float(cell.usd):,.2f} USD" if "usd" in cell else ""
+    return (
+        f"{_run_words(cell, policy)}: {float(cell.breach_share):.2%} of the time in SLA breach, "
+        f"{float(cell.unserved_share):.2%} of requests unserved, {float(cell.late_share):.2%} late, "
+        f"{float(cell.gpu_hours):,.1f} GPU-hours{cost}, {int(cell.scale_events)} scale events, "
+        f"{int(cell.thrash)} thrash."
+    )

@@ -1,0 +1,127 @@
+"""The article's scaling decision engine (part of :mod:`capnb.elasticity`, which re-exports it).
+
+Per evaluation: ``load_ratio = current_qps / max_qps``. Above the scale-up threshold (0.7) the fleet
+grows - unless the cold start exceeds half the latency budget, when the article recommends fixed
+capacity instead; below the scale-down threshold (0.3) for longer than the cool-down it shrinks by
+one instance; otherwise nothing changes. The simulator applies the same rule in
+:func:`capnb.kernels.autoscale_rules.article_decision`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+from .errors import InputError
+
+__all__ = ["NoAction", "ScaleDown", "ScaleUp", "decide_scaling_action", "real"]
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """Add ``instances`` instances."""
+
+    instances: int
+
+
+@dataclass(frozen=True)
+class ScaleDown:
+    """Remove ``instances`` instances (the article removes one at a time)."""
+
+    instances: int = 1
+
+
+@dataclass(frozen=True)
+class NoAction:
+    """Keep the fleet as it is, with the article's reason and recommendation."""
+
+    reason: str
+    recommendation: str
+
+
+def real(value: object, name: str, *, low: float = 0.0, open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    if value < low or (open_low and value == low):
+        raise InputError(f"{name} must be {'>' if open_low else '>='} {low:g}, got {value!r}")
+    return float(value)
+
+
+def decide_scaling_action(
+    current_qps: float,
+    max_qps: float,
+    *,
+    current_instances: int,
+    cold_start_s: float,
+    latency_budget_s: float,
+    low_duration_s: float,
+    scale_up_threshold: float = 0.7,
+    scale_down_threshold: float = 0.3,
+    cooldown_s: float = 900.0,
+) -> ScaleUp | ScaleDown | NoAction:
+    """The article's scaling decision for one evaluation.
+
+    Parameters
+    ----------
+    current_qps
+        Request rate now (requests/s).
+    max_qps
+        Capacity of the current fleet (requests/s).
+    current_instances
+        Instances in the fleet (at least 1).
+    cold_start_s
+        Time from the decision until a new instance serves (s).
+    latency_budget_s
+        How long the service may run over capacity before the SLA counts as breached (s).
+    low_duration_s
+        How long the load has been below ``scale_down_threshold`` (s).
+    scale_up_threshold, scale_down_threshold
+        Load ratios (the article: 0.7 and 0.3).
+    cooldown_s
+        Sustained low load needed before a scale-down (the article: 15-30 min).
+
+    Returns
+    -------
+    ScaleUp, ScaleDown or NoAction
+        Above the scale-up threshold: ``ScaleUp(ceil(n x (ratio / threshold - 1)))`` (at least 1),
+        enough to bring the ratio back under the threshold - unless the cold start exceeds half the
+        latency budget. Below the scale-down threshold for longer than the cool-down:
+        ``ScaleDown(1)``.
+
+    Examples
+    --------
+    >>> decide_scaling_action(90, 100, current_instances=4, cold_start_s=20,
+    ...                       latency_budget_s=60, low_duration_s=0)
+    ScaleUp(instances=2)
+    >>> decide_scaling_action(90, 100, current_instances=4, cold_start_s=90,
+    ...                       latency_budget_s=60, low_duration_s=0).reason
+    'cold start time exceeds latency budget'
+    """
+    qps = real(current_qps, "current_qps")
+    capacity = real(max_qps, "max_qps", open_low=True)
+    if isinstance(current_instances, bool) or not isinstance(current_instances, numbers.Integral):
+        raise InputError(f"current_instances must be a whole number, got {current_instances!r}")
+    if current_instances < 1:
+        raise InputError(f"current_instances must be at least 1, got {current_instances}")
+    cold = real(cold_start_s, "cold_start_s")
+    budget = real(latency_budget_s, "latency_budget_s")
+    low_for = real(low_duration_s, "low_duration_s")
+    up = real(scale_up_threshold, "scale_up_threshold", open_low=True)
+    down = real(scale_down_threshold, "scale_down_threshold")
+    cooldown = real(cooldown_s, "cooldown_s")
+    if down >= up:
+        raise InputError(f"scale_down_threshold={down:g} must be below scale_up_threshold={up:g}")
+    load_ratio = qps / capacity
+    if load_ratio > up:
+        if cold > budget / 2:
+            return NoAction(
+                "cold start time exceeds latency budget",
+                "increase fixed capacity instead of elastic scaling",
+            )
+        return ScaleUp(max(1, math.ceil(current_instances * (load_ratio / up - 1.0))))
+    if load_ratio < down:
+        if low_for > cooldown:
+            return ScaleDown(1)
+        return NoAction("cool-down period not met", "wait for sustained low traffic")
+    return NoAction("load within normal range", "maintain current capacity")

@@ -1,0 +1,177 @@
+"""Demand for the simulator: requests/s per step, from arrays, rate series and request logs.
+
+Part of :mod:`capnb.elasticity` (which re-exports :func:`resample_demand`). Every value must be a
+finite, non-negative rate; the error names the position and time of the first bad one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from . import glossary
+from ._elasticity_decision import real
+from ._elasticity_policy import steps
+from .errors import InputError
+
+__all__ = ["demand_values", "resample_demand"]
+
+_NS = 1_000_000_000
+
+
+def _seconds_between(times: np.ndarray, what: str) -> float:
+    if times.size < 2:
+        raise InputError(f"{what}: one time point; give step_s")
+    gaps = np.diff(times.astype("datetime64[ns]" if times.dtype.kind == "M" else "timedelta64[ns]"))
+    gaps = gaps.astype(np.int64)
+    if (gaps != gaps[0]).any():
+        where = int(np.flatnonzero(gaps != gaps[0])[0])
+        raise InputError(
+            f"{what}: times are not evenly spaced ({gaps[0] / _NS:g} s, then "
+            f"{gaps[where] / _NS:g} s after position {where}); resample it first"
+        )
+    return gaps[0] / _NS
+
+
+def _when(times: np.ndarray, i: int) -> str:
+    if times.dtype.kind == "M":
+        return str(np.datetime_as_string(times[i], unit="s"))
+    return f"{times[i] / np.timedelta64(1, 's'):g} s"
+
+
+def _check_values(values: np.ndarray, times: np.ndarray, what: str) -> None:
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        kind = "NaN" if np.isnan(values[i]) else ("negative" if values[i] < 0 else "infinite")
+        raise InputError(
+            f"{what}: {kind} demand {float(values[i])!r} at position {i} (time {_when(times, i)}); "
+            f"{int(bad.sum())} bad value(s) in all"
+        )
+
+
+def resample_demand(source, step_s: float, *, gap: str | float | None = "15min") -> xr.DataArray:
+    """A request log or a rate series as demand per simulation step (requests/s).
+
+    Parameters
+    ----------
+    source
+        A request log (:func:`capnb.data.load_trace`: requests are counted per step), a rate
+        series (:func:`capnb.data.load_rate_series` or :func:`capnb.forecast.resample`: windows
+        longer than the step are held constant, shorter ones averaged), or a DataArray of
+        requests/s over ``time``.
+    step_s
+        Simulation step (s). A rate series' window must be a whole multiple of it, or divide it.
+    gap
+        For a request log: runs of empty steps at least this long count as missing data (see
+        :func:`capnb.forecast.resample`), which is an error inside the span.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``qps`` over ``time`` (requests/s), attrs ``step_s`` and ``source``. Partial steps at the
+        edges of a log are trimmed.
+
+    Examples
+    --------
+    >>> from capnb.data import load_trace
+    >>> demand = resample_demand(load_trace("azure-code-2023"), 5)
+    >>> demand.sizes["time"], demand.attrs["step_s"]
+    (687, 5.0)
+    """
+    from . import forecast
+
+    step = real(step_s, "step_s", open_low=True)
+    if isinstance(source, xr.Dataset) and "request" in source.dims:
+        if step != round(step) or step < 1:
+            raise InputError(
+                f"step_s must be a whole number of seconds for a request log, got {step_s}"
+            )
+        series = forecast.resample(source, int(step), gap=gap).qps
+        observed = np.flatnonzero(np.isfinite(series.values))
+        if observed.size == 0:
+            raise InputError("source: no complete step; use a shorter step_s")
+        series = series.isel(time=slice(observed[0], observed[-1] + 1))
+        held = None
+    else:
+        series = source.qps if isinstance(source, xr.Dataset) and "qps" in source else source
+        if not isinstance(series, xr.DataArray) or series.dims != ("time",):
+            raise InputError(
+                "source must be a request log, a rate series with 'qps' over 'time', or a "
+                f"DataArray over 'time'; got {type(source).__name__}"
+            )
+        interval = float(
+            series.attrs.get("interval_s") or _seconds_between(series.time.values, "source")
+        )
+        if interval > step:
+            repeat = steps(interval, step, "the series' window (interval_s)")
+            offsets = (np.arange(repeat) * round(step * _NS)).astype("timedelta64[ns]")
+            times = (series.time.values[:, None] + offsets[None, :]).ravel()
+            series = xr.DataArray(
+                np.repeat(series.values, repeat), dims="time", coords={"time": times}
+            )
+            held = interval
+        elif interval < step:
+            coarse = forecast.resample(
+                series.to_dataset(name="qps").assign_attrs(interval_s=interval), int(step)
+            )
+            series, held = coarse.qps, None
+        else:
+            held = None
+    values = np.ascontiguousarray(series.values, dtype=np.float64)
+    _check_values(values, series.time.values, "source")
+    attrs = {**glossary.attrs("qps"), "step_s": step}
+    if isinstance(source, xr.Dataset | xr.DataArray) and "source" in source.attrs:
+        attrs["source"] = source.attrs["source"]
+    if held is not None:
+        attrs["held_from_s"] = held
+    return xr.DataArray(
+        values, dims="time", coords={"time": series.time.values}, name="qps", attrs=attrs
+    )
+
+
+def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
+    """Validated demand values (requests/s), their times and the step (s)."""
+    if isinstance(demand, xr.Dataset):
+        if "request" in demand.dims:
+            raise InputError(
+                "demand is a request log; turn it into requests/s per step with "
+                "capnb.elasticity.resample_demand(trace, step_s)"
+            )
+        if "qps" not in demand:
+            raise InputError(f"demand: a Dataset needs a 'qps' variable, has {list(demand)}")
+        demand = demand.qps
+    if isinstance(demand, xr.DataArray):
+        if demand.ndim != 1:
+            raise InputError(f"demand must be 1-D over time, got dims {demand.dims}")
+        values = np.asarray(demand.values)
+        dim = demand.dims[0]
+        times = demand[dim].values if dim in demand.coords else None
+        known = demand.attrs.get("step_s") or demand.attrs.get("interval_s")
+        if known is None and times is not None and times.dtype.kind in "mM":
+            known = _seconds_between(times, "demand")
+        if step_s is None:
+            if known is None:
+                raise InputError("demand has no time step; give step_s")
+            step_s = known
+        elif known is not None and not math.isclose(float(known), float(step_s), rel_tol=1e-9):
+            raise InputError(
+                f"step_s={step_s} does not match the demand's own step of {known:g} s; resample "
+                "it with capnb.elasticity.resample_demand"
+            )
+    else:
+        values, times = np.asarray(demand), None
+        if step_s is None:
+            raise InputError("demand is a plain array; give step_s (seconds per value)")
+    step = real(step_s, "step_s", open_low=True)
+    if values.ndim != 1 or values.size == 0:
+        raise InputError(f"demand must be a non-empty 1-D series, got shape {values.shape}")
+    if values.dtype.kind not in "iuf":
+        raise InputError(f"demand must hold numbers (requests/s), got dtype {values.dtype}")
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if times is None or times.dtype.kind not in "mM":
+        times = (np.arange(values.size) * round(step * _NS)).astype("timedelta64[ns]")
+    _check_values(values, times, "demand")
+    return values, times, step

@@ -1,0 +1,233 @@
+"""Autoscaling policies' settings: defaults, validation, and the kernel's config vector.
+
+Every time is given in seconds and must be a whole number of simulation steps; a window or period
+shorter than one step is an error that names the largest step it allows.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+
+from .errors import InputError
+from .kernels import autoscale as kernels
+
+__all__ = ["COOLDOWN_MEANING", "DEFAULT_COOLDOWN_S", "OPTIONS", "POLICIES", "build_config", "steps"]
+
+#: The policies the simulator knows.
+POLICIES = ("article", "hpa", "knative", "fixed", "fixed_elastic")
+
+_CODES = {
+    "article": kernels.ARTICLE,
+    "hpa": kernels.HPA,
+    "knative": kernels.KNATIVE,
+    "fixed": kernels.FIXED,
+    "fixed_elastic": kernels.FIXED_ELASTIC,
+}
+
+#: Default scale-down window per policy (s): the article's shortest cool-down (15 min), HPA's
+#: scale-down stabilisation window (300 s) and Knative's scale-down delay (0 s).
+DEFAULT_COOLDOWN_S = {
+    "article": 900.0,
+    "hpa": 300.0,
+    "knative": 0.0,
+    "fixed": 0.0,
+    "fixed_elastic": 900.0,
+}
+
+#: What ``cooldown_s`` means for each policy.
+COOLDOWN_MEANING = {
+    "article": "time the load must stay below the scale-down threshold before an instance stops",
+    "hpa": "scale-down stabilisation window (behavior.scaleDown.stabilizationWindowSeconds)",
+    "knative": "scale-down delay (autoscaling.knative.dev/scale-down-delay)",
+    "fixed": "not used",
+    "fixed_elastic": "time the load must stay below the scale-down threshold before an instance stops",
+}
+
+#: Policy options and their defaults. Article: the article's thresholds, evaluated once a minute.
+#: HPA: Kubernetes' documented defaults (sync period, tolerance, behaviour policies). Knative:
+#: the KPA's config-autoscaler defaults (tick, windows, panic threshold, rates).
+OPTIONS: dict[str, dict[str, object]] = {
+    "article": {"scale_down_threshold": 0.3, "evaluation_s": 60.0},
+    "fixed_elastic": {"scale_down_threshold": 0.3, "evaluation_s": 60.0},
+    "hpa": {
+        "sync_s": 15.0,
+        "hpa_tolerance": 0.1,
+        "scale_up_stabilization_s": 0.0,
+        "scale_up_pods": 4,
+        "scale_up_percent": 100.0,
+        "scale_up_period_s": 15.0,
+        "scale_down_pods": None,
+        "scale_down_percent": 100.0,
+        "scale_down_period_s": 15.0,
+    },
+    "knative": {
+        "tick_s": 2.0,
+        "stable_window_s": 60.0,
+        "panic_window_s": 6.0,
+        "panic_threshold": 2.0,
+        "max_scale_up_rate": 1000.0,
+        "max_scale_down_rate": 2.0,
+    },
+    "fixed": {},
+}
+
+
+def _number(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def steps(seconds: object, step_s: float, name: str, *, allow_zero: bool = True) -> int:
+    """Convert a time to whole steps, or raise an error that names what would work."""
+    value = _number(seconds, name)
+    if value < 0:
+        raise InputError(f"{name} must be >= 0 s, got {value:g}")
+    if value == 0:
+        if allow_zero:
+            return 0
+        raise InputError(f"{name} must be at least one step ({step_s:g} s), got 0")
+    if value < step_s:
+        raise InputError(
+            f"{name}={value:g} s is shorter than one step of {step_s:g} s; simulate with "
+            f"step_s <= {value:g} s (a divisor of {value:g} s)"
+        )
+    count = value / step_s
+    if abs(count - round(count)) > 1e-9 * count:
+        raise InputError(
+            f"{name}={value:g} s is not a whole number of steps of {step_s:g} s; pick a step_s "
+            f"that divides it or a multiple of {step_s:g} s"
+        )
+    return round(count)
+
+
+def _share(value: object, name: str, *, low: float, high: float, open_low: bool = False) -> float:
+    number = _number(value, name)
+    if number < low or number > high or (open_low and number == low):
+        bracket = "(" if open_low else "["
+        raise InputError(f"{name} must be in {bracket}{low:g}, {high:g}], got {number:g}")
+    return number
+
+
+def _count(value: object, name: str, *, allow_none: bool = False) -> int:
+    if value is None and allow_none:
+        return -1
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise InputError(f"{name} must be a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def policy_options(policy: str, given: Mapping[str, object]) -> dict[str, object]:
+    """The policy's options: defaults updated with ``given``; unknown names are an error."""
+    if policy not in POLICIES:
+        raise InputError(f"policy={policy!r} is not known; use one of {list(POLICIES)}")
+    known = OPTIONS[policy]
+    options = {k: v for k, v in given.items() if v is not None or k == "scale_down_pods"}
+    unknown = set(options) - set(known)
+    if unknown:
+        raise InputError(
+            f"policy {policy!r} has no option(s) {sorted(unknown)}; its options: {sorted(known)}"
+        )
+    return {**known, **options}
+
+
+def build_config(
+    policy: str,
+    *,
+    step_s: float,
+    per_instance_qps: float,
+    tolerance_s: float,
+    max_instances: int,
+    thrash_window_s: float,
+    options: Mapping[str, object],
+) -> np.ndarray:
+    """Validate a policy's settings and pack them in the order of the kernel's ``CONFIG_FIELDS``."""
+    o = policy_options(policy, options)
+    config = dict.fromkeys(kernels.CONFIG_FIELDS, 0.0)
+    config.update(
+        step_s=step_s,
+        per_instance_qps=per_instance_qps,
+        tolerance_steps=steps(tolerance_s, step_s, "tolerance_s"),
+        max_instances=max_instances,
+        thrash_steps=steps(thrash_window_s, step_s, "thrash_window_s"),
+        policy=_CODES[policy],
+        period_steps=1,
+        up_pods=-1,
+        up_percent=-1,
+        down_pods=-1,
+        down_percent=-1,
+        up_period_steps=1,
+        down_period_steps=1,
+        stable_steps=1,
+        panic_steps=1,
+        max_scale_down_rate=1.0,
+    )
+    if policy in ("article", "fixed_elastic"):
+        config["scale_down_threshold"] = _share(
+            o["scale_down_threshold"], "scale_down_threshold", low=0.0, high=1.0
+        )
+        config["period_steps"] = steps(o["evaluation_s"], step_s, "evaluation_s", allow_zero=False)
+    elif policy == "hpa":
+        config["period_steps"] = steps(o["sync_s"], step_s, "sync_s", allow_zero=False)
+        config["hpa_tolerance"] = _share(o["hpa_tolerance"], "hpa_tolerance", low=0.0, high=1.0)
+        config["up_stabilization_steps"] = steps(
+            o["scale_up_stabilization_s"], step_s, "scale_up_stabilization_s"
+        )
+        config["up_pods"] = _count(o["scale_up_pods"], "scale_up_pods", allow_none=True)
+        config["up_percent"] = (
+            -1.0
+            if o["scale_up_percent"] is None
+            else _share(o["scale_up_percent"], "scale_up_percent", low=0.0, high=1e6)
+        )
+        config["down_pods"] = _count(o["scale_down_pods"], "scale_down_pods", allow_none=True)
+        config["down_percent"] = (
+            -1.0
+            if o["scale_down_percent"] is None
+            else _share(o["scale_down_percent"], "scale_down_percent", low=0.0, high=100.0)
+        )
+        for direction in ("up", "down"):
+            if config[f"{direction}_pods"] < 0 and config[f"{direction}_percent"] < 0:
+                raise InputError(
+                    f"hpa: give scale_{direction}_pods or scale_{direction}_percent (Kubernetes "
+                    f"needs at least one scale-{direction} policy)"
+                )
+            config[f"{direction}_period_steps"] = steps(
+                o[f"scale_{direction}_period_s"],
+                step_s,
+                f"scale_{direction}_period_s",
+                allow_zero=False,
+            )
+    elif policy == "knative":
+        config["period_steps"] = steps(o["tick_s"], step_s, "tick_s", allow_zero=False)
+        stable = steps(o["stable_window_s"], step_s, "stable_window_s", allow_zero=False)
+        panic = steps(o["panic_window_s"], step_s, "panic_window_s", allow_zero=False)
+        if panic > stable:
+            raise InputError(
+                f"panic_window_s={o['panic_window_s']} must not exceed "
+                f"stable_window_s={o['stable_window_s']}"
+            )
+        config["stable_steps"], config["panic_steps"] = stable, panic
+        config["panic_threshold"] = _share(
+            o["panic_threshold"], "panic_threshold", low=0.0, high=1e6, open_low=True
+        )
+        config["max_scale_up_rate"] = _share(
+            o["max_scale_up_rate"], "max_scale_up_rate", low=1.0, high=1e9, open_low=True
+        )
+        config["max_scale_down_rate"] = _share(
+            o["max_scale_down_rate"], "max_scale_down_rate", low=1.0, high=1e9, open_low=True
+        )
+    return np.array([float(config[name]) for name in kernels.CONFIG_FIELDS])
+
+
+def config_attrs(policy: str, options: Mapping[str, object]) -> dict[str, object]:
+    """The policy's options as Dataset attrs (``None`` written as the string ``"none"``)."""
+    o = policy_options(policy, options)
+    prefix = f"{policy}_"
+    return {
+        (k if k.startswith(prefix) else prefix + k): ("none" if v is None else v)
+        for k, v in o.items()
+    }

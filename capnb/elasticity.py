@@ -1,0 +1,509 @@
+"""Step 4, elasticity: cold starts and autoscaling policies simulated over real traffic.
+
+The article's third mistake: elastic scaling that ignores cold start. A new instance needs 40-150 s to
+download, load and warm up its model, so a burst inside that window breaches the SLA; and scaling down
+at every trough then up at the next peak piles up cold-start cost. Its rules: the scale-up response
+time must be below the latency tolerance - otherwise hold fixed capacity plus an elastic buffer - and
+scale down only after traffic stays low for 15-30 minutes.
+
+capnb answers with a simulator (:mod:`capnb.kernels.autoscale`) that steps through a demand series
+(requests/s per step of ``step_s`` seconds) and keeps ready and starting instances, the backlog (a
+request waits at most ``tolerance_s``, then is dropped) and the policy's own state. Policies:
+
+``"article"``
+    The article's decision engine (:func:`decide_scaling_action`), thresholds 0.7 / 0.3, cool-down.
+``"hpa"``
+    Kubernetes HPA v2 as documented: ratio, tolerance, stabilisation windows, rate policies.
+``"knative"``
+    Knative's KPA: stable and panic windows, panic threshold, scale-down delay.
+``"fixed"``
+    ``min_instances`` throughout (for example the forecast's P99 baseline: :func:`fixed_instances`).
+``"fixed_elastic"``
+    Fixed capacity at ``min_instances`` with the article's rule above it, without its cold-start
+    veto: the baseline carries the load while the elastic part starts.
+
+The article's "latency budget" is the response tolerance ``tolerance_s``: how long a request may
+wait (the service may run over capacity) before the SLA counts as breached.
+
+Entry points: :func:`resample_demand` (a trace or rate series at the simulation step),
+:func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,
+as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`recommend` and
+:func:`describe`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from . import glossary
+from ._elasticity_advice import (
+    Recommendation,
+    choose,
+    demand_summary,
+    describe,
+    pareto_front,
+    recommend,
+    troughs,
+)
+from ._elasticity_decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action, real
+from ._elasticity_demand import demand_values, resample_demand
+from ._elasticity_policy import (
+    COOLDOWN_MEANING,
+    DEFAULT_COOLDOWN_S,
+    OPTIONS,
+    POLICIES,
+    build_config,
+    config_attrs,
+    policy_options,
+    steps,
+)
+from ._elasticity_result import metric_variables, timeline_variables
+from .errors import InputError
+from .kernels import autoscale as kernels
+
+__all__ = [
+    "POLICIES",
+    "NoAction",
+    "Recommendation",
+    "ScaleDown",
+    "ScaleUp",
+    "choose",
+    "decide_scaling_action",
+    "describe",
+    "fixed_instances",
+    "pareto_front",
+    "recommend",
+    "resample_demand",
+    "simulate",
+    "sweep",
+    "troughs",
+]
+
+_DEFAULTS = {"cold_start_s": 90.0, "tolerance_s": 60.0, "thrash_window_s": 900.0}
+
+
+# -- the grid ------------------------------------------------------------------------------------
+def _axis(values, name: str, kind: str) -> tuple[np.ndarray, bool]:
+    """A parameter as a 1-D array and whether it was given as a sequence (then it is a dim)."""
+    is_dim = isinstance(values, Sequence | np.ndarray | xr.DataArray) and not isinstance(
+        values, str
+    )
+    array = np.atleast_1d(np.asarray(values.values if isinstance(values, xr.DataArray) else values))
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iuf":
+        raise InputError(f"{name}: expected a number or a 1-D sequence of numbers, got {values!r}")
+    if not np.isfinite(array).all():
+        raise InputError(f"{name}: values must be finite, got {array.tolist()}")
+    if kind == "count":
+        if (array != np.round(array)).any() or (array < 0).any():
+            raise InputError(f"{name}: values must be whole numbers >= 0, got {array.tolist()}")
+        array = array.astype(np.int64)
+    elif kind == "share" and ((array <= 0) | (array > 1)).any():
+        raise InputError(f"{name}: values must be in (0, 1], got {array.tolist()}")
+    elif kind == "seconds" and (array < 0).any():
+        raise InputError(f"{name}: values must be >= 0 s, got {array.tolist()}")
+    if is_dim and np.unique(array).size != array.size:
+        raise InputError(f"{name}: duplicate values in {array.tolist()}")
+    return array, is_dim
+
+
+def _grid(params: Mapping[str, object]) -> dict[str, xr.DataArray]:
+    kinds = {
+        "scale_up_threshold": "share",
+        "cooldown_s": "seconds",
+        "cold_start_s": "seconds",
+        "min_instances": "count",
+        "buffer_instances": "count",
+    }
+    grid = {}
+    for name, kind in kinds.items():
+        array, is_dim = _axis(params[name], name, kind)
+        if is_dim:
+            grid[name] = xr.DataArray(array, dims=name, coords={name: array}, name=name)
+            grid[name][name].attrs.update(glossary.attrs(name))
+        else:
+            grid[name] = xr.DataArray(array[0], name=name, attrs=glossary.attrs(name))
+    return grid
+
+
+def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) -> int:
+    lowest = int(grid["min_instances"].max())
+    if max_instances is not None:
+        if isinstance(max_instances, bool) or not isinstance(max_instances, numbers.Integral):
+            raise InputError(f"max_instances must be a whole number, got {max_instances!r}")
+        if max_instances < lowest:
+            raise InputError(f"min_instances={lowest} is more than max_instances={max_instances}")
+        return int(max_instances)
+    # the pool that serves the peak at the lowest threshold: no policy ever asks for more
+    need = float(values.max()) / (per_instance_qps * float(grid["scale_up_threshold"].min()))
+    return max(lowest, 1, math.ceil(need))
+
+
+def _runs(up, cooldown, cold, low, buffer, *, demand, config):
+    """apply_ufunc block: broadcast the parameters, run the kernel, return (..., metric)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in (up, cooldown, cold, low, buffer)))
+    flat = [
+        np.ascontiguousarray(np.broadcast_to(a, shape).ravel(), dtype=d)
+        for a, d in zip(
+            (up, cooldown, cold, low, buffer),
+            (np.float64, np.int64, np.int64, np.int64, np.int64),
+            strict=True,
+        )
+    ]
+    metrics = np.empty((flat[0].size, len(kernels.METRICS)))
+    kernels.simulate_many(demand, *flat, config, metrics)
+    return metrics.reshape((*shape, len(kernels.METRICS)))
+
+
+def _prepared(
+    demand,
+    step_s,
+    policy,
+    params,
+    options,
+    per_instance_qps,
+    max_instances,
+    tolerance_s,
+    thrash_window_s,
+):
+    values, times, step = demand_values(demand, step_s)
+    qps = real(per_instance_qps, "per_instance_qps", open_low=True)
+    if params["cooldown_s"] is None:
+        params = {**params, "cooldown_s": DEFAULT_COOLDOWN_S[policy]}
+    grid = _grid(params)
+    if policy == "hpa" and int(grid["min_instances"].min()) < 1:
+        raise InputError("min_instances must be at least 1 for the HPA (minReplicas >= 1)")
+    high = _max_pool(values, qps, grid, max_instances)
+    config = build_config(
+        policy,
+        step_s=step,
+        per_instance_qps=qps,
+        tolerance_s=tolerance_s,
+        max_instances=high,
+        thrash_window_s=thrash_window_s,
+        options=options,
+    )
+    in_steps = {
+        name: xr.apply_ufunc(
+            np.vectorize(lambda s, n=name: steps(s, step, n), otypes=[np.int64]), grid[name]
+        )
+        for name in ("cooldown_s", "cold_start_s")
+    }
+    return values, times, step, qps, grid, in_steps, config, high
+
+
+def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options):
+    return {
+        "policy": policy,
+        "step_s": step,
+        "duration_s": values.size * step,
+        "per_instance_qps": qps,
+        "tolerance_s": float(tolerance_s),
+        "thrash_window_s": float(thrash_window_s),
+        "max_instances": high,
+        "gpus_per_instance": gpus,
+        "usd_per_gpu_hour": "none" if price is None else price,
+        "cooldown_meaning": COOLDOWN_MEANING[policy],
+        **config_attrs(policy, options),
+        **demand_summary(values, step),
+    }
+
+
+def _price(gpu, usd_per_gpu_hour) -> float | None:
+    if gpu is not None and usd_per_gpu_hour is not None:
+        raise InputError("give gpu or usd_per_gpu_hour, not both")
+    if gpu is not None:
+        from .data import load_gpus
+
+        return float(load_gpus([gpu]).usd_per_gpu_hour.values[0])
+    if usd_per_gpu_hour is not None:
+        return real(usd_per_gpu_hour, "usd_per_gpu_hour")
+    return None
+
+
+def _gpus(gpus_per_instance) -> int:
+    if isinstance(gpus_per_instance, bool) or not isinstance(gpus_per_instance, numbers.Integral):
+        raise InputError(f"gpus_per_instance must be a whole number, got {gpus_per_instance!r}")
+    if gpus_per_instance < 1:
+        raise InputError(f"gpus_per_instance must be at least 1, got {gpus_per_instance}")
+    return int(gpus_per_instance)
+
+
+def simulate(
+    demand,
+    *,
+    per_instance_qps: float,
+    step_s: float | None = None,
+    policy: str = "article",
+    scale_up_threshold: float = 0.7,
+    cooldown_s: float | None = None,
+    cold_start_s: float = _DEFAULTS["cold_start_s"],
+    min_instances: int = 1,
+    buffer_instances: int = 0,
+    max_instances: int | None = None,
+    tolerance_s: float = _DEFAULTS["tolerance_s"],
+    thrash_window_s: float = _DEFAULTS["thrash_window_s"],
+    gpus_per_instance: int = 1,
+    gpu: str | None = None,
+    usd_per_gpu_hour: float | None = None,
+    **options: object,
+) -> xr.Dataset:
+    """Simulate one autoscaling policy over a demand series, with its timeline.
+
+    Parameters
+    ----------
+    demand
+        Requests/s per step: a 1-D array (give ``step_s``), a DataArray over ``time`` or the output
+        of :func:`resample_demand`.
+    per_instance_qps
+        Requests/s one ready instance serves within the SLA (the capacity step's answer).
+    step_s
+        Seconds per demand value (default: the demand's own step).
+    policy
+        One of :data:`POLICIES`.
+    scale_up_threshold
+        Load ratio above which the article's policy adds instances; HPA's and Knative's target
+        utilisation of ``per_instance_qps``.
+    cooldown_s
+        The policy's scale-down window (article: sustained-low time, default 900 s; HPA:
+        stabilisation window, 300 s; Knative: scale-down delay, 0 s).
+    cold_start_s
+        Decision to serving (s); see :func:`capnb.coldstart.estimate` (Llama-3.1-8B: 75 s).
+    min_instances, max_instances
+        Bounds of the pool the policy manages (``fixed``: the fleet; ``fixed_elastic``: the fixed
+        part). Default maximum: enough for the peak at the threshold, never binding.
+    buffer_instances
+        Warm spares held above the policy's pool, never scaled.
+    tolerance_s
+        The latency tolerance: a request waiting this long is dropped; the article's policy will not
+        scale up when the cold start exceeds half of it.
+    thrash_window_s
+        An instance stopped sooner than this after becoming ready counts as thrash.
+    gpus_per_instance
+        GPUs per instance (tensor parallelism), for GPU-hours.
+    gpu, usd_per_gpu_hour
+        A catalog GPU (its price) or a price, for the cost ``usd``.
+    **options
+        Policy options (see ``capnb._elasticity_policy.OPTIONS``), e.g. ``evaluation_s`` or
+        ``scale_down_threshold`` (article), ``sync_s`` (HPA), ``panic_window_s`` (Knative).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``time``: ``qps``, ``ready_instances``, ``starting_instances``,
+        ``ready_capacity_qps``, ``served``, ``dropped``, ``backlog`` (end of step) and ``breach``.
+        0-d: the run's metrics (as in :func:`sweep`). Every time and every window is a whole
+        number of steps: a window shorter than one step is an error.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> run = simulate(np.r_[np.full(60, 10.0), np.full(60, 40.0)], step_s=5, per_instance_qps=10,
+    ...                policy="hpa", cold_start_s=30)
+    >>> int(run.ready_instances[0]), int(run.ready_instances[-1]), float(run.breach_s)
+    (2, 6, 85.0)
+    """
+    if not isinstance(policy, str):
+        raise InputError(f"simulate runs one policy; got policy={policy!r} (use sweep for several)")
+    params = {
+        "scale_up_threshold": scale_up_threshold,
+        "cooldown_s": cooldown_s,
+        "cold_start_s": cold_start_s,
+        "min_instances": min_instances,
+        "buffer_instances": buffer_instances,
+    }
+    for name, value in params.items():
+        if isinstance(value, Sequence | np.ndarray) and not isinstance(value, str):
+            raise InputError(f"simulate takes one {name}; got {value!r} (use sweep for a grid)")
+    policy_options(policy, options)
+    gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
+    values, times, step, qps, grid, in_steps, config, high = _prepared(
+        demand,
+        step_s,
+        policy,
+        params,
+        options,
+        per_instance_qps,
+        max_instances,
+        tolerance_s,
+        thrash_window_s,
+    )
+    n = values.size
+    metrics = np.empty(len(kernels.METRICS))
+    ready, starting = np.empty(n, np.int64), np.empty(n, np.int64)
+    served, dropped, backlog = np.empty(n), np.empty(n), np.empty(n)
+    kernels.simulate(
+        values,
+        float(grid["scale_up_threshold"]),
+        int(in_steps["cooldown_s"]),
+        int(in_steps["cold_start_s"]),
+        int(grid["min_instances"]),
+        int(grid["buffer_instances"]),
+        config,
+        metrics,
+        ready,
+        starting,
+        served,
+        dropped,
+        backlog,
+    )
+    raw = xr.DataArray(metrics, dims="metric")
+    result = xr.Dataset(
+        {
+            **timeline_variables(
+                values, times, step, qps, ready, starting, served, dropped, backlog
+            ),
+            **metric_variables(raw, n, step, qps, gpus, price),
+        },
+        coords={name: grid[name] for name in grid},
+    )
+    result.attrs = _attrs(
+        policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options
+    )
+    result.attrs["title"] = f"capnb autoscaling timeline: {policy}"
+    return result
+
+
+def sweep(
+    demand,
+    *,
+    per_instance_qps: float,
+    step_s: float | None = None,
+    policy: str | Sequence[str] = "article",
+    scale_up_threshold=0.7,
+    cooldown_s=None,
+    cold_start_s=_DEFAULTS["cold_start_s"],
+    min_instances=1,
+    buffer_instances=0,
+    max_instances: int | None = None,
+    tolerance_s: float = _DEFAULTS["tolerance_s"],
+    thrash_window_s: float = _DEFAULTS["thrash_window_s"],
+    gpus_per_instance: int = 1,
+    gpu: str | None = None,
+    usd_per_gpu_hour: float | None = None,
+    chunks: Mapping[str, int] | None = None,
+    **options: object,
+) -> xr.Dataset:
+    """Run a grid of policies over one demand series; the metrics as a Dataset over the grid.
+
+    Same arguments as :func:`simulate`, except that ``scale_up_threshold``, ``cooldown_s``,
+    ``cold_start_s``, ``min_instances`` and ``buffer_instances`` may be sequences - each becomes a
+    dim of the result, in that order - and ``policy`` may be a list (a ``policy`` dim, first).
+    ``cooldown_s=None`` takes each policy's default (a ``cooldown_s`` coordinate over ``policy``).
+    ``options`` go to the policies that know them. ``chunks`` (dim -> size) runs the grid as dask
+    blocks; runs are spread over threads inside each block.
+
+    Returns
+    -------
+    xarray.Dataset
+        Per run: ``served``, ``late``, ``dropped``, ``unserved`` (requests) and their shares of
+        ``arrivals``; ``breach_s`` and ``breach_share``; ``dropping_s``; ``peak_backlog``;
+        ``gpu_hours``, ``cold_start_gpu_hours``, ``wasted_cold_start_gpu_hours``; ``usd`` when a
+        price is given; ``scale_up_events``, ``scale_down_events``, ``scale_events``,
+        ``instances_started``, ``thrash``, ``cancelled_starts``; ``peak_instances``,
+        ``mean_instances``, ``ready_utilisation``; ``vetoed_scale_ups`` (article); ``panic_s`` (Knative).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rate = 20 + 15 * np.sin(np.arange(17_280) * 2 * np.pi / 17_280)
+    >>> grid = sweep(rate, step_s=5, per_instance_qps=5, cooldown_s=[0, 900, 1800],
+    ...              cold_start_s=[30, 120])
+    >>> dict(grid.sizes)
+    {'cooldown_s': 3, 'cold_start_s': 2}
+    """
+    policies = [policy] if isinstance(policy, str) else list(policy)
+    if not policies or len(set(policies)) != len(policies):
+        raise InputError(f"policy: give distinct policies, got {policy!r}")
+    for name in policies:
+        if name not in POLICIES:
+            raise InputError(f"policy={name!r} is not known; use some of {list(POLICIES)}")
+    unknown = set(options) - {k for name in policies for k in OPTIONS[name]}
+    if unknown:
+        raise InputError(f"no policy in {policies} has option(s) {sorted(unknown)}")
+    gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
+    results = []
+    for name in policies:
+        mine = {k: v for k, v in options.items() if k in OPTIONS.get(name, {})}
+        params = {
+            "scale_up_threshold": scale_up_threshold,
+            "cooldown_s": cooldown_s,
+            "cold_start_s": cold_start_s,
+            "min_instances": min_instances,
+            "buffer_instances": buffer_instances,
+        }
+        values, _, step, qps, grid, in_steps, config, high = _prepared(
+            demand,
+            step_s,
+            name,
+            params,
+            mine,
+            per_instance_qps,
+            max_instances,
+            tolerance_s,
+            thrash_window_s,
+        )
+        inputs = [
+            grid["scale_up_threshold"],
+            in_steps["cooldown_s"],
+            in_steps["cold_start_s"],
+            grid["min_instances"],
+            grid["buffer_instances"],
+        ]
+        if chunks:
+            inputs = [a.chunk({d: c for d, c in chunks.items() if d in a.dims}) for a in inputs]
+        raw = xr.apply_ufunc(
+            _runs,
+            *inputs,
+            kwargs={"demand": values, "config": config},
+            output_core_dims=[["metric"]],
+            dask="parallelized",
+            output_dtypes=[np.float64],
+            dask_gufunc_kwargs={"output_sizes": {"metric": len(kernels.METRICS)}},
+        )
+        result = xr.Dataset(metric_variables(raw, values.size, step, qps, gpus, price))
+        result = result.assign_coords({k: grid[k] for k in grid})
+        order = [d for d in grid if d in result.dims]
+        result = result.transpose(*order)
+        result.attrs = _attrs(
+            name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine
+        )
+        results.append(result)
+    if len(results) == 1:
+        results[0].attrs["title"] = f"capnb autoscaling sweep: {policies[0]}"
+        return results[0]
+    # attrs that differ between policies (their name, what cooldown_s means) are dropped; each
+    # policy's own options keep their policy-prefixed names
+    combined = xr.concat(
+        results, dim="policy", coords="different", compat="equals", combine_attrs="drop_conflicts"
+    )
+    combined = combined.assign_coords(policy=("policy", policies, glossary.attrs("policy")))
+    if "policy" in combined["cooldown_s"].dims:
+        combined["cooldown_s"].attrs.update(glossary.attrs("cooldown_s"))
+    combined.attrs["title"] = "capnb autoscaling sweep: " + ", ".join(policies)
+    return combined
+
+
+def fixed_instances(
+    demand, per_instance_qps: float, *, quantile: float = 0.99, step_s: float | None = None
+) -> int:
+    """Instances a fixed fleet needs to serve the demand's ``quantile`` (the P99 baseline).
+
+    ``ceil(quantile(demand) / per_instance_qps)``, at least 1. The forecast step's per-slot P99
+    targets (:mod:`capnb.forecast`) refine this per hour of day.
+
+    Examples
+    --------
+    >>> fixed_instances([10.0, 20.0, 35.0, 12.0], 10, quantile=1.0, step_s=60)
+    4
+    """
+    values, _, _ = demand_values(demand, step_s)
+    qps = real(per_instance_qps, "per_instance_qps", open_low=True)
+    share = real(quantile, "quantile")
+    if share > 1:
+        raise InputError(f"quantile must be in [0, 1], got {quantile}")
+    return max(1, math.ceil(float(np.quantile(values, share)) / qps))

@@ -1,0 +1,229 @@
+"""The autoscaling simulator kernel against its plain-Python and numpy references."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capnb import data
+from capnb.elasticity import resample_demand
+from capnb.kernels import autoscale as kernels
+from capnb.kernels.reference import REGISTRY
+
+simulate_python = REGISTRY["autoscale.simulate"]["python"]
+simulate_numpy = REGISTRY["autoscale.simulate"]["numpy"]
+hpa_replicas_python = REGISTRY["autoscale.hpa_replicas"]["python"]
+INTEGER_METRICS = [m for m in kernels.METRICS if m.endswith(("steps", "events")) or m in (
+    "instances_started", "instances_stopped", "thrash", "cancelled", "peak_instances",
+    "vetoed_scale_ups")]  # fmt: skip
+
+BASE = {
+    "step_s": 5.0, "per_instance_qps": 10.0, "tolerance_steps": 12, "max_instances": 40,
+    "thrash_steps": 12, "policy": kernels.ARTICLE, "period_steps": 3, "scale_down_threshold": 0.3,
+    "hpa_tolerance": 0.1, "up_stabilization_steps": 0, "up_pods": 4, "up_percent": 100,
+    "up_period_steps": 3, "down_pods": -1, "down_percent": 100, "down_period_steps": 3,
+    "stable_steps": 12, "panic_steps": 3, "panic_threshold": 2.0, "max_scale_up_rate": 1000.0,
+    "max_scale_down_rate": 2.0,
+}  # fmt: skip
+
+
+def config(**changes):
+    values = {**BASE, **changes}
+    return np.array([float(values[name]) for name in kernels.CONFIG_FIELDS])
+
+
+def run_kernel(demand, up, cooldown, cold, low, buffer, cfg):
+    n = demand.size
+    metrics = np.empty(len(kernels.METRICS))
+    timeline = [np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n)]
+    kernels.simulate(demand, up, cooldown, cold, low, buffer, cfg, metrics, *timeline)
+    return dict(zip(kernels.METRICS, metrics, strict=True)), timeline
+
+
+def assert_same_metrics(got: dict, want: dict, context=""):
+    for name in kernels.METRICS:
+        if name in INTEGER_METRICS:
+            assert got[name] == want[name], (name, got[name], want[name], context)
+        else:
+            assert got[name] == pytest.approx(want[name], rel=1e-9, abs=1e-6), (name, context)
+
+
+# -- random runs -------------------------------------------------------------------------------
+demand_st = st.lists(
+    st.one_of(st.just(0.0), st.floats(0.0, 40.0), st.floats(40.0, 200.0)), min_size=1, max_size=240
+).map(np.array)
+
+
+@st.composite
+def runs(draw):
+    policy = draw(st.sampled_from([kernels.ARTICLE, kernels.HPA, kernels.KNATIVE, kernels.FIXED,
+                                   kernels.FIXED_ELASTIC]))  # fmt: skip
+    low = draw(st.integers(1 if policy == kernels.HPA else 0, 4))
+    up_pods = draw(st.sampled_from([-1, 0, 2, 4]))
+    up = draw(st.floats(0.3, 1.0))
+    cfg = config(
+        per_instance_qps=draw(st.floats(2.0, 30.0)),
+        step_s=draw(st.sampled_from([1.0, 2.0, 5.0])),
+        tolerance_steps=draw(st.integers(0, 15)),
+        max_instances=draw(st.integers(low, low + 30)),
+        thrash_steps=draw(st.integers(0, 20)),
+        policy=policy,
+        period_steps=draw(st.integers(1, 5)),
+        scale_down_threshold=draw(st.floats(0.0, up * 0.9)),
+        hpa_tolerance=draw(st.sampled_from([0.0, 0.05, 0.1, 0.2])),
+        up_stabilization_steps=draw(st.sampled_from([0, 3, 9])),
+        up_pods=up_pods,
+        up_percent=draw(st.sampled_from([0, 50, 100, 200] if up_pods < 0 else [-1, 0, 100])),
+        up_period_steps=draw(st.integers(1, 9)),
+        down_pods=draw(st.sampled_from([-1, 1, 3])),
+        down_percent=draw(st.sampled_from([10, 50, 100])),
+        down_period_steps=draw(st.integers(1, 9)),
+        stable_steps=(stable := draw(st.integers(1, 20))),
+        panic_steps=draw(st.integers(1, stable)),
+        panic_threshold=draw(st.sampled_from([1.0, 1.5, 2.0])),
+        max_scale_up_rate=draw(st.sampled_from([1.5, 10.0, 1000.0])),
+        max_scale_down_rate=draw(st.sampled_from([1.5, 2.0, 4.0])),
+    )
+    return (up, draw(st.integers(0, 30)), draw(st.integers(0, 12)), low,
+            draw(st.integers(0, 2)), cfg)  # fmt: skip
+
+
+@given(demand_st, runs())
+def test_kernel_matches_python_reference_run_by_run(demand, run):
+    up, cooldown, cold, low, buffer, cfg = run
+    got, timeline = run_kernel(demand, up, cooldown, cold, low, buffer, cfg)
+    want, want_timeline = simulate_python(demand, up, cooldown, cold, low, buffer, cfg)
+    assert_same_metrics(got, want, run)
+    np.testing.assert_array_equal(timeline[0], want_timeline["ready"])
+    np.testing.assert_array_equal(timeline[1], want_timeline["starting"])
+    for got_series, name in zip(timeline[2:], ("served", "dropped", "backlog"), strict=True):
+        np.testing.assert_allclose(got_series, want_timeline[name], rtol=1e-9, atol=1e-6)
+
+
+@given(demand_st, runs())
+def test_every_step_balances_requests(demand, run):
+    """backlog_in + arrivals = served + dropped + backlog_out, at every step."""
+    up, cooldown, cold, low, buffer, cfg = run
+    metrics, (_, _, served, dropped, backlog) = run_kernel(demand, up, cooldown, cold, low, buffer,
+                                                           cfg)  # fmt: skip
+    backlog_in = np.concatenate([[0.0], backlog[:-1]])
+    arrivals = demand * cfg[kernels.CONFIG_FIELDS.index("step_s")]
+    np.testing.assert_allclose(backlog_in + arrivals, served + dropped + backlog, rtol=1e-9,
+                               atol=1e-6)  # fmt: skip
+    assert (backlog >= -1e-9).all() and (served >= 0).all() and (dropped >= 0).all()
+    assert metrics["served"] + metrics["dropped"] + metrics["final_backlog"] == pytest.approx(
+        metrics["arrivals"], rel=1e-9, abs=1e-6
+    )
+
+
+@pytest.mark.parametrize("policy", [kernels.ARTICLE, kernels.HPA, kernels.KNATIVE, kernels.FIXED,
+                                    kernels.FIXED_ELASTIC])  # fmt: skip
+def test_grid_of_runs_matches_numpy_and_python_references(policy):
+    rng = np.random.default_rng(policy)
+    t = np.arange(2_000)
+    bursts = rng.gamma(0.5, 60.0, t.size) * (rng.random(t.size) < 0.1)
+    demand = 50 + 40 * np.sin(2 * np.pi * t / 700) + bursts
+    n = 24
+    up = rng.uniform(0.4, 0.95, n)
+    cooldown = rng.integers(0, 90, n)
+    cold = rng.integers(0, 40, n)
+    low = rng.integers(1, 5, n)
+    buffer = rng.integers(0, 3, n)
+    cfg = config(policy=policy, period_steps={kernels.KNATIVE: 1, kernels.HPA: 3}.get(policy, 6),
+                 tolerance_steps=10, thrash_steps=60)  # fmt: skip
+    metrics = np.empty((n, len(kernels.METRICS)))
+    kernels.simulate_many(demand, up, cooldown, cold, low, buffer, cfg, metrics)
+    numpy_metrics = simulate_numpy(demand, up, cooldown, cold, low, buffer, cfg)
+    for i in range(n):
+        got = dict(zip(kernels.METRICS, metrics[i], strict=True))
+        assert_same_metrics(got, dict(zip(kernels.METRICS, numpy_metrics[i], strict=True)), i)
+        if i % 6 == 0:
+            want, _ = simulate_python(demand, up[i], cooldown[i], cold[i], low[i], buffer[i], cfg)
+            assert_same_metrics(got, want, i)
+    # the grid exercised what it is meant to test
+    assert metrics[:, kernels.METRICS.index("breach_steps")].max() > 0
+    if policy != kernels.FIXED:
+        assert metrics[:, kernels.METRICS.index("scale_down_events")].max() > 0
+
+
+def test_threads_give_the_same_answer_as_one_thread():
+    rng = np.random.default_rng(3)
+    demand = rng.gamma(2.0, 20.0, 60_000)
+    n = 40
+    args = (rng.uniform(0.5, 0.9, n), rng.integers(0, 60, n), rng.integers(0, 20, n),
+            rng.integers(1, 4, n), rng.integers(0, 2, n), config(policy=kernels.HPA))  # fmt: skip
+    assert n * demand.size >= kernels.PARALLEL_MIN_STEPS
+    threaded = np.empty((n, len(kernels.METRICS)))
+    kernels.simulate_many(demand, *args, threaded)
+    alone = np.empty((n, len(kernels.METRICS)))
+    kernels._runs_serial(demand, *args, alone)
+    np.testing.assert_array_equal(threaded, alone)
+
+
+@pytest.mark.parametrize(
+    ("source", "step_s", "policy", "period"),
+    [
+        ("azure-code-2023", 5, kernels.ARTICLE, 12),
+        ("azure-code-2023", 1, kernels.KNATIVE, 2),
+        ("azure-conv-2023", 5, kernels.HPA, 3),
+        ("servegen-m-large", 60, kernels.FIXED_ELASTIC, 1),
+        ("servegen-m-large", 60, kernels.HPA, 1),
+    ],
+)
+def test_kernel_matches_references_on_real_traces(source, step_s, policy, period):
+    if source.startswith("azure"):  # 1,500 steps of the log
+        demand = resample_demand(data.load_trace(source), step_s).values[:1500]
+        per_instance_qps = 2.0
+    else:  # a day of the 10-minute series, held per minute
+        demand = resample_demand(data.load_rate_series(source), step_s).values[:1440]
+        per_instance_qps = 40.0
+    cfg = config(policy=policy, step_s=step_s, per_instance_qps=per_instance_qps,
+                 period_steps=period, tolerance_steps=max(1, 60 // step_s),
+                 stable_steps=60 // step_s, panic_steps=6 // step_s if step_s < 6 else 1,
+                 thrash_steps=900 // step_s, max_instances=200)  # fmt: skip
+    n = 6
+    up = np.array([0.5, 0.6, 0.7, 0.8, 0.9, 0.7])
+    cooldown = np.array([0, 60, 300, 900, 1800, 300]) // step_s
+    cold = np.array([0, 30, 60, 90, 150, 300]) // step_s
+    low, buffer = np.array([1, 1, 2, 2, 3, 1]), np.array([0, 1, 0, 2, 0, 1])
+    metrics = np.empty((n, len(kernels.METRICS)))
+    kernels.simulate_many(demand, up, cooldown, cold, low, buffer, cfg, metrics)
+    numpy_metrics = simulate_numpy(demand, up, cooldown, cold, low, buffer, cfg)
+    for i in range(n):
+        got = dict(zip(kernels.METRICS, metrics[i], strict=True))
+        want, _ = simulate_python(demand, up[i], cooldown[i], cold[i], low[i], buffer[i], cfg)
+        assert_same_metrics(got, want, (source, i))
+        assert_same_metrics(got, dict(zip(kernels.METRICS, numpy_metrics[i], strict=True)), i)
+
+
+# -- the policy rules ----------------------------------------------------------------------------
+@given(st.floats(0.0, 1e4), st.floats(0.1, 500.0), st.integers(1, 200), st.integers(0, 50),
+       st.sampled_from([0.0, 0.1, 0.25]))  # fmt: skip
+def test_hpa_replicas_matches_reference(total, target, ready, unready, tolerance):
+    assert kernels.hpa_replicas(total, target, ready, unready, tolerance) == hpa_replicas_python(
+        total, target, ready, unready, tolerance
+    )
+
+
+@pytest.mark.parametrize(
+    ("total", "target", "ready", "want"),
+    [(4 * 90, 60, 4, 6), (10 * 105, 100, 10, 10), (10 * 111, 100, 10, 12)],
+)
+def test_hpa_replicas_documented_cases(total, target, ready, want):
+    """Kubernetes' HPA docs: 4 pods at 90 vs 60 -> 6; 10 pods at 105 vs 100 stay; at 111 -> 12."""
+    assert kernels.hpa_replicas(float(total), float(target), ready, 0, 0.1) == want
+
+
+def test_hpa_counts_starting_pods_when_scaling_up():
+    # 4 ready at 90 vs 60 with 2 pods still starting: over 6 pods the ratio is exactly 1 -> keep 6
+    assert kernels.hpa_replicas(360.0, 60.0, 4, 2, 0.1) == 6
+    # at 120 per ready pod, the 6 pods average 80 vs 60 -> ceil(1.333 x 6) = 8
+    assert kernels.hpa_replicas(480.0, 60.0, 4, 2, 0.1) == 8
+    # scaling down with starting pods: they are ignored, the ready ones decide
+    assert kernels.hpa_replicas(60.0, 60.0, 4, 2, 0.1) == 1
+
+
+def test_knative_desired_keeps_within_the_rates():
+    stable, panic, needed = kernels.knative_desired(0.0, 700.0, 7.0, 10, 1000.0, 2.0)
+    assert (stable, panic, needed) == (5, 100, 100)  # halving at most; ready 0 counts as 1 below
+    assert kernels.knative_desired(70.0, 70.0, 7.0, 0, 2.0, 2.0) == (2, 2, 10)

@@ -1,0 +1,67 @@
+"""Cold start estimates against the article's range and the published measurements."""
+
+import pytest
+
+from capnb import coldstart, data
+from capnb.errors import InputError
+
+MID_SIZE = ["Llama-2-7B", "Llama-3.1-8B", "Qwen3-8B", "Llama-2-13B"]
+
+
+def test_mid_size_models_land_in_the_articles_range_on_every_gpu():
+    ds = coldstart.estimate(MID_SIZE, data.list_gpus())
+    low, high = coldstart.ARTICLE_RANGE_S
+    assert ds.cold_start_s.min() >= low and ds.cold_start_s.max() <= high
+
+
+def test_llama2_70b_loads_in_the_published_84_s():
+    # ServerlessLLM (OSDI'24): about 84 s with standard checkpoint loaders
+    ds = coldstart.estimate("Llama-2-70B", "H100-SXM")
+    assert ds.load_s.item() == pytest.approx(84.0, abs=0.5)
+    assert ds.tensor_parallel.item() == 2
+
+
+def test_stages_add_up_and_follow_the_settings():
+    ds = coldstart.estimate("Llama-3.1-8B", ["H100-SXM", "L4"], provisioning_s=240)
+    stages = ds.provisioning_s + ds.download_s + ds.load_s + ds.engine_init_s + ds.warm_up_s
+    assert (abs(stages - ds.cold_start_s) < 1e-9).all()
+    weights = data.load_model("Llama-3.1-8B").weight_bytes()
+    assert float(ds.download_s[0, 0]) == pytest.approx(weights / (10e9 / 30))
+    assert float(ds.provisioning_s[0, 0]) == 240.0
+    cached = coldstart.estimate("Llama-3.1-8B", "H100-SXM", weights_cached=True)
+    assert cached.download_s.item() == 0.0
+    fp8 = coldstart.estimate("Llama-3.1-8B", "H100-SXM", weight_dtype="fp8")
+    assert fp8.model_bytes.item() == data.load_model("Llama-3.1-8B").weight_bytes("fp8") < weights
+
+
+def test_a_fast_loader_is_bounded_by_the_host_link():
+    slow_link = coldstart.estimate("Llama-3.1-8B", "H100-SXM", load_bandwidth=1e12,
+                                   host_to_device_bandwidth=2e9)  # fmt: skip
+    weights = data.load_model("Llama-3.1-8B").weight_bytes()
+    assert slow_link.load_s.item() == pytest.approx(weights / 2e9)
+
+
+def test_every_variable_has_units():
+    ds = coldstart.estimate("Qwen3-8B", "L40S")
+    for name, variable in ds.variables.items():
+        assert {"units", "long_name"} <= set(variable.attrs), name
+
+
+def test_describe_says_where_the_estimate_falls():
+    sentence = coldstart.describe(coldstart.estimate("Llama-3.1-70B", "H100-SXM"))
+    assert sentence.startswith("Llama-3.1-70B on 2 x H100-SXM starts in ")
+    assert "above the article's 40-150 s" in sentence
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"download_bandwidth": 0}, "download_bandwidth must be in"),
+        ({"engine_init_s": -1.0}, "engine_init_s must be in"),
+        ({"warm_up": 3.0}, r"unknown setting\(s\) \['warm_up'\]"),
+        ({"tensor_parallel": 0}, "tensor_parallel must be a positive integer"),
+    ],
+)
+def test_bad_settings_are_named(overrides, message):
+    with pytest.raises(InputError, match=message):
+        coldstart.estimate("Llama-3.1-8B", "H100-SXM", **overrides)

@@ -1,0 +1,366 @@
+"""The elasticity step: the article's decision engine, documented autoscaler behaviour, bad input."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capnb import data, elasticity
+from capnb.elasticity import NoAction, ScaleDown, ScaleUp, decide_scaling_action
+from capnb.errors import InputError
+from capnb.kernels import autoscale as kernels
+
+
+# -- the article's decision engine: every branch --------------------------------------------------
+def decide(qps, capacity=100.0, **kw):
+    settings = {"current_instances": 4, "cold_start_s": 20.0, "latency_budget_s": 60.0,
+                "low_duration_s": 0.0} | kw  # fmt: skip
+    return decide_scaling_action(qps, capacity, **settings)
+
+
+def test_scale_up_adds_enough_to_bring_the_ratio_back_under_the_threshold():
+    # ratio 0.9 over 0.7 with 4 instances: ceil(4 x (0.9 / 0.7 - 1)) = ceil(1.14) = 2
+    assert decide(90) == ScaleUp(2)
+    # just over the threshold still adds one
+    assert decide(70.1) == ScaleUp(1)
+    # the added instances bring the ratio to the threshold or below
+    for qps in (71, 85, 99, 150, 400):
+        action = decide(qps)
+        assert qps / (100 / 4 * (4 + action.instances)) <= 0.7
+
+
+def test_cold_start_longer_than_half_the_budget_vetoes_the_scale_up():
+    assert decide(90, cold_start_s=31) == NoAction(
+        "cold start time exceeds latency budget",
+        "increase fixed capacity instead of elastic scaling",
+    )
+    assert decide(90, cold_start_s=30) == ScaleUp(2)  # exactly half is allowed
+
+
+def test_scale_down_waits_for_the_cooldown():
+    assert decide(20, low_duration_s=600, cooldown_s=900) == NoAction(
+        "cool-down period not met", "wait for sustained low traffic"
+    )
+    assert decide(20, low_duration_s=900, cooldown_s=900).reason == "cool-down period not met"
+    assert decide(20, low_duration_s=901, cooldown_s=900) == ScaleDown(1)
+
+
+def test_load_in_the_normal_range_keeps_the_fleet():
+    for qps in (30, 50, 70):
+        assert decide(qps) == NoAction("load within normal range", "maintain current capacity")
+
+
+@given(st.floats(0, 1000), st.integers(1, 50), st.floats(0.5, 50), st.integers(0, 40),
+       st.integers(0, 40), st.floats(0.3, 0.95), st.integers(0, 6))  # fmt: skip
+def test_python_engine_and_kernel_rule_agree(qps, pool, per_qps, cold, budget, up, low_evals):
+    cooldown, period = 3, 2
+    action = decide_scaling_action(
+        qps, pool * per_qps, current_instances=pool, cold_start_s=float(cold),
+        latency_budget_s=float(budget), low_duration_s=float(low_evals * period),
+        scale_up_threshold=up, scale_down_threshold=0.25, cooldown_s=float(cooldown),
+    )  # fmt: skip
+    target, _, vetoed = kernels.article_decision(
+        qps, pool, per_qps, up, 0.25, low_evals - 1, period, cooldown, 2 * cold > budget
+    )
+    if isinstance(action, ScaleUp):
+        assert target - pool == action.instances
+    elif isinstance(action, ScaleDown):
+        assert target == pool - 1
+    else:
+        assert target == pool
+        assert vetoed == (action.reason == "cold start time exceeds latency budget")
+
+
+def test_decision_engine_rejects_bad_input():
+    with pytest.raises(InputError, match="max_qps"):
+        decide(10, 0.0)
+    with pytest.raises(InputError, match="current_qps"):
+        decide(float("nan"))
+    with pytest.raises(InputError, match="current_instances"):
+        decide(10, current_instances=0)
+    with pytest.raises(InputError, match="scale_down_threshold"):
+        decide(10, scale_up_threshold=0.3, scale_down_threshold=0.5)
+
+
+# -- documented autoscaler behaviour through the simulator ----------------------------------------
+def steps_to(values_and_lengths):
+    return np.concatenate([np.full(n, float(v)) for v, n in values_and_lengths])
+
+
+@pytest.mark.parametrize("cold_start_s", [5, 30, 90, 150])
+def test_cold_start_delays_capacity_by_exactly_its_length(cold_start_s):
+    demand = steps_to([(10, 40), (40, 100)])
+
+    def first_capacity_increase(cold):
+        run = elasticity.simulate(demand, step_s=5, per_instance_qps=10, policy="hpa",
+                                  cold_start_s=cold, cooldown_s=0)  # fmt: skip
+        return run, np.flatnonzero(np.diff(run.ready_instances.values) > 0)[0] + 1
+
+    # the same decision (end of step d) serves from step d + 1 without a cold start
+    instant, at_once = first_capacity_increase(0)
+    run, ready = first_capacity_increase(cold_start_s)
+    time = run.time.values
+    assert (time[ready] - time[at_once]) / np.timedelta64(1, "s") == cold_start_s
+    starting = run.starting_instances.values
+    assert (starting[at_once:ready] > 0).all() and starting[at_once - 1] == 0
+    assert (run.ready_instances.values[at_once:ready] == instant.ready_instances.values[0]).all()
+
+
+def test_hpa_four_pods_at_90_against_60_become_six():
+    demand = steps_to([(240, 30), (360, 30)])  # 4 pods at 60 per pod, then at 90 per pod
+    run = elasticity.simulate(demand, step_s=5, per_instance_qps=100, scale_up_threshold=0.6,
+                              policy="hpa", cold_start_s=10, cooldown_s=0)  # fmt: skip
+    assert run.ready_instances.values[29] == 4
+    # the sync at the end of step 32 sees 90 per pod and orders 2 more, ready 2 steps later
+    assert run.starting_instances.values[33] == 2 and run.ready_instances.values[35] == 6
+    assert run.ready_instances.values[-1] == 6 and int(run.scale_up_events) == 1
+
+
+def test_hpa_tolerance_keeps_ten_pods_at_105_and_scales_to_twelve_at_111():
+    run = elasticity.simulate(steps_to([(1000, 30), (1050, 30), (1110, 30)]), step_s=5,
+                              per_instance_qps=100, scale_up_threshold=1.0, policy="hpa",
+                              cold_start_s=0, cooldown_s=0)  # fmt: skip
+    ready = run.ready_instances.values
+    assert (ready[:61] == 10).all()
+    assert ready[-1] == 12 and int(run.scale_up_events) == 1
+
+
+def test_hpa_scale_down_waits_out_the_stabilisation_window_then_drops_at_once():
+    run = elasticity.simulate(steps_to([(1000, 30), (300, 120)]), step_s=5, per_instance_qps=100,
+                              scale_up_threshold=1.0, policy="hpa", cooldown_s=300,
+                              cold_start_s=0)  # fmt: skip
+    ready = run.ready_instances.values
+    # the last sync that saw 1,000 requests/s ends step 29; its recommendation of 10 holds for
+    # the 300 s (60 steps) window, so the first sync without it ends step 89
+    assert (ready[:90] == 10).all()
+    assert (ready[90:] == 3).all()
+    assert int(run.scale_down_events) == 1
+
+
+def test_hpa_rate_policy_limits_the_scale_up():
+    # from 2 pods the default policies allow max(2 + 4, 2 x 2) = 6 per 15 s
+    run = elasticity.simulate(steps_to([(10, 30), (200, 60)]), step_s=5, per_instance_qps=10,
+                              scale_up_threshold=1.0, policy="hpa", cold_start_s=0, cooldown_s=0)  # fmt: skip
+    ready = run.ready_instances.values
+    assert ready[29] == 1 and ready[33] == 5  # 1 + max(4, 1) = 5 after the first sync
+    assert ready[-1] == 20
+
+
+def _knative(jump_to):
+    demand = steps_to([(28, 60), (jump_to, 6)])  # 4 pods at target 7 (10 x 0.7), then a jump
+    return elasticity.simulate(demand, step_s=1, per_instance_qps=10, policy="knative",
+                               cold_start_s=10, tick_s=1, stable_window_s=30,
+                               panic_window_s=3)  # fmt: skip
+
+
+def test_knative_panics_when_the_panic_window_needs_twice_the_ready_pods():
+    # a new KPA over more than one pod starts in panic and leaves it after one stable window:
+    # steps 0-30. Then 50 requests/s need ceil(50 / 7) = 8 pods = 2 x 4 ready: panic again from
+    # the tick at the end of step 62, the first whose 3-s window holds only the new rate (steps
+    # 63-65). 49 requests/s need 7 pods: no panic.
+    assert float(_knative(49).panic_s) == 31
+    assert float(_knative(50).panic_s) == 31 + 3
+    assert int(_knative(50).starting_instances[-1]) == 4
+
+
+def test_knative_does_not_scale_down_while_panicking():
+    demand = steps_to([(28, 60), (70, 4), (7, 20)])
+    run = elasticity.simulate(demand, step_s=1, per_instance_qps=10, policy="knative",
+                              cold_start_s=2, tick_s=1, stable_window_s=30, panic_window_s=3)  # fmt: skip
+    present = run.ready_instances.values + run.starting_instances.values
+    peak = present.max()
+    assert peak == 10 and (present[np.argmax(present) :] == peak).all()
+
+
+def test_knative_scale_down_delay_holds_the_peak():
+    demand = steps_to([(70, 60), (7, 120)])
+    quick = elasticity.simulate(demand, step_s=1, per_instance_qps=10, policy="knative", tick_s=1,
+                                stable_window_s=10, panic_window_s=2, cold_start_s=0)  # fmt: skip
+    held = elasticity.simulate(demand, step_s=1, per_instance_qps=10, policy="knative", tick_s=1,
+                               stable_window_s=10, panic_window_s=2, cold_start_s=0,
+                               cooldown_s=60)  # fmt: skip
+    assert int(quick.ready_instances[100]) < 10 and int(held.ready_instances[100]) == 10
+    # the KPA halves at most per tick (max-scale-down-rate 2); the delay holds each step a minute
+    assert int(quick.ready_instances[-1]) == 1 and int(held.ready_instances[-1]) == 5
+
+
+def test_article_policy_scales_down_after_the_cooldown():
+    demand = steps_to([(35, 60), (5, 400)])
+    run = elasticity.simulate(demand, step_s=5, per_instance_qps=10, cold_start_s=20,
+                              cooldown_s=900, evaluation_s=60)  # fmt: skip
+    ready = run.ready_instances.values
+    assert ready[0] == 5  # ceil(35 / 7)
+    # low from step 60; the 16th low evaluation (960 s > 900 s) ends step 251
+    assert (ready[:252] == 5).all() and ready[252] == 4
+    assert ready[-1] == 1
+
+
+def test_article_veto_leaves_the_burst_unserved_and_fixed_elastic_scales():
+    demand = steps_to([(10, 60), (60, 200)])
+    kw = {"step_s": 5, "per_instance_qps": 10, "cold_start_s": 90, "tolerance_s": 60}
+    vetoed = elasticity.simulate(demand, **kw)
+    scaled = elasticity.simulate(demand, policy="fixed_elastic", **kw)
+    assert int(vetoed.scale_up_events) == 0 and int(vetoed.vetoed_scale_ups) > 0
+    assert float(vetoed.unserved_share) > 0.5
+    assert int(scaled.scale_up_events) > 0 and float(scaled.unserved_share) < 0.05
+
+
+def test_thrash_counts_instances_stopped_soon_after_becoming_ready():
+    demand = steps_to([(10, 20), (60, 12), (10, 40)] * 4)
+    kw = {"step_s": 5, "per_instance_qps": 10, "cold_start_s": 10, "policy": "hpa"}
+    eager = elasticity.simulate(demand, cooldown_s=0, **kw)
+    patient = elasticity.simulate(demand, cooldown_s=600, **kw)
+    assert int(eager.thrash) > 0 and int(patient.thrash) == 0
+    assert float(eager.wasted_cold_start_gpu_hours) > 0
+    assert float(patient.wasted_cold_start_gpu_hours) == 0
+
+
+# -- results: units, sweep against simulate, dask -------------------------------------------------
+def test_every_variable_carries_units_and_a_long_name():
+    run = elasticity.simulate(np.full(100, 20.0), step_s=5, per_instance_qps=10, gpu="H100-SXM")
+    for name, variable in run.variables.items():
+        assert {"units", "long_name"} <= set(variable.attrs), name
+    assert run.usd.attrs["units"] == "USD" and run.gpu_hours.attrs["units"] == "GPU·h"
+    # 3 instances (ceil(20 / 7)) for 500 s at 2.99 USD per GPU-hour
+    assert float(run.gpu_hours) == pytest.approx(3 * 500 / 3600)
+    assert float(run.usd) == pytest.approx(3 * 500 / 3600 * 2.99)
+
+
+def test_sweep_cells_equal_single_runs():
+    rng = np.random.default_rng(11)
+    demand = 30 + 25 * np.sin(np.arange(4000) / 300) + rng.gamma(1.0, 5.0, 4000)
+    grid = elasticity.sweep(demand, step_s=5, per_instance_qps=10, policy=["article", "hpa"],
+                            scale_up_threshold=[0.6, 0.8], cooldown_s=[0, 300],
+                            cold_start_s=[30, 60], min_instances=[1, 3], buffer_instances=[0, 1],
+                            tolerance_s=120)  # fmt: skip
+    assert list(grid.dims) == ["policy", "scale_up_threshold", "cooldown_s", "cold_start_s",
+                               "min_instances", "buffer_instances"]  # fmt: skip
+    for cell in ({"policy": "article", "scale_up_threshold": 0.8, "cooldown_s": 300,
+                  "cold_start_s": 60, "min_instances": 3, "buffer_instances": 1},
+                 {"policy": "hpa", "scale_up_threshold": 0.6, "cooldown_s": 0,
+                  "cold_start_s": 30, "min_instances": 1, "buffer_instances": 0}):  # fmt: skip
+        one = elasticity.simulate(demand, step_s=5, per_instance_qps=10, tolerance_s=120, **cell)
+        swept = grid.sel(cell)
+        for name in ("served", "breach_s", "gpu_hours", "scale_events", "thrash", "peak_backlog"):
+            assert float(swept[name]) == float(one[name]), name
+        assert int(one.breach.sum()) * 5 == float(one.breach_s)
+
+
+def test_sweep_on_dask_equals_in_memory(dask_client):
+    demand = 20 + 15 * np.sin(np.arange(3000) / 200)
+    kw = {"step_s": 5, "per_instance_qps": 5, "cooldown_s": [0, 300, 900],
+          "min_instances": [1, 2, 3, 4]}  # fmt: skip
+    eager = elasticity.sweep(demand, **kw)
+    lazy = elasticity.sweep(demand, chunks={"min_instances": 2}, **kw)
+    assert lazy.breach_s.chunks is not None
+    xr.testing.assert_identical(lazy.compute(), eager)
+
+
+def test_pareto_front_and_choice():
+    rng = np.random.default_rng(5)
+    demand = 30 + 25 * np.sin(np.arange(6000) / 500) + rng.gamma(1.0, 4.0, 6000)
+    grid = elasticity.sweep(demand, step_s=5, per_instance_qps=10, policy=["hpa", "fixed"],
+                            min_instances=[1, 3, 5, 7, 9], cold_start_s=30, gpu="L4")  # fmt: skip
+    front = elasticity.pareto_front(grid)
+    assert front.dims == grid.usd.dims and front.dtype == bool
+    cost, breach = grid.usd.values.ravel(), grid.breach_s.values.ravel()
+    on = front.values.ravel()
+    for i in range(cost.size):
+        no_worse = (cost <= cost[i]) & (breach <= breach[i])
+        dominated = (no_worse & ((cost < cost[i]) | (breach < breach[i]))).any()
+        twin_on_front = (on & (cost == cost[i]) & (breach == breach[i])).any()
+        assert on[i] == (not dominated and (on[i] or not twin_on_front)), i
+    chosen = elasticity.choose(grid, breach_budget=0.01)
+    cell = grid.sel(chosen)
+    meets = grid.breach_share.values <= 0.01
+    assert float(cell.breach_share) <= 0.01
+    assert float(cell.usd) == grid.usd.values[meets].min()
+    spotless = grid.breach_share.values == 0
+    none_or_best = elasticity.choose(grid, breach_budget=0.0)
+    if spotless.any():
+        assert float(grid.usd.sel(none_or_best)) == grid.usd.values[spotless].min()
+    else:
+        assert none_or_best is None
+
+
+def test_recommendation_applies_the_article_rules():
+    t = np.arange(17_280)
+    daily = 60 + 50 * np.sin(2 * np.pi * t / 17_280)  # a day at 5-s steps
+    kw = {"step_s": 5, "per_instance_qps": 10, "policy": ["article", "hpa", "fixed", "fixed_elastic"],
+          "min_instances": [1, 4, 8, 12, 16], "tolerance_s": 60, "gpu": "H100-SXM"}  # fmt: skip
+    slow = elasticity.recommend(elasticity.sweep(daily, cold_start_s=90, **kw), breach_budget=0.01)
+    assert slow.kind == "fixed_plus_buffer" and slow.meets_budget
+    assert slow.reasons[0].startswith("Cold start 90 s exceeds half the 60 s tolerance")
+    fast = elasticity.recommend(elasticity.sweep(daily, cold_start_s=10, **kw), breach_budget=0.01)
+    assert fast.kind == "elastic" and fast.meets_budget
+    assert any("short enough" in reason for reason in fast.reasons)
+    flat = elasticity.recommend(elasticity.sweep(np.full(17_280, 60.0), cold_start_s=10, **kw),
+                                breach_budget=0.01)  # fmt: skip
+    assert flat.kind == "fixed" and flat.selection["policy"] == "fixed"
+    assert "Run a fixed fleet" in flat.text
+
+
+def test_troughs_measure_dips_inside_the_series():
+    durations = elasticity.troughs([9, 1, 1, 9, 1, 9, 9, 1, 1, 1], step_s=10, level_qps=5)
+    assert durations.values.tolist() == [20.0, 10.0]  # the last dip runs off the end: no length
+
+
+def test_fixed_instances_covers_the_quantile():
+    demand = np.arange(1, 101, dtype=float)
+    assert elasticity.fixed_instances(demand, 10, quantile=0.99, step_s=60) == math.ceil(99.01 / 10)
+
+
+def test_resample_demand_holds_a_rate_series_and_counts_a_log():
+    series = data.load_rate_series("servegen-m-large")
+    held = elasticity.resample_demand(series, 60)
+    assert held.sizes["time"] == series.sizes["time"] * 10
+    np.testing.assert_array_equal(held.values[:10], np.full(10, series.qps.values[0]))
+    log = data.load_trace("azure-conv-2023")
+    counted = elasticity.resample_demand(log, 60)
+    assert counted.attrs["step_s"] == 60.0 and counted.attrs["units"] == "requests/s"
+    assert counted.sum() * 60 <= log.sizes["request"]
+
+
+# -- bad input -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"demand": [1.0, -2.0, 3.0]}, r"negative demand -2.0 at position 1 \(time 5 s\)"),
+        ({"demand": [1.0, float("nan")]}, "NaN demand"),
+        ({"per_instance_qps": 0}, "per_instance_qps must be > 0"),
+        ({"min_instances": 5, "max_instances": 3}, "min_instances=5 is more than max_instances=3"),
+        (
+            {"cooldown_s": 3},
+            r"cooldown_s=3 s is shorter than one step of 5 s; simulate with step_s <= 3",
+        ),
+        ({"cold_start_s": 12}, "cold_start_s=12 s is not a whole number of steps of 5 s"),
+        (
+            {"policy": "knative"},
+            r"tick_s=2 s is shorter than one step of 5 s; simulate with step_s <= 2",
+        ),
+        ({"policy": "hpa", "sync_s": 1}, "sync_s=1 s is shorter than one step"),
+        ({"policy": "hpa", "min_instances": 0}, "at least 1 for the HPA"),
+        ({"policy": "lambda"}, "policy='lambda' is not known"),
+        ({"panic_window_s": 6}, r"policy 'article' has no option\(s\) \['panic_window_s'\]"),
+        ({"scale_up_threshold": 1.5}, r"scale_up_threshold: values must be in \(0, 1\]"),
+        ({"demand": np.ones((3, 2))}, "1-D"),
+        ({"step_s": None}, "give step_s"),
+        ({"gpu": "H100-SXM", "usd_per_gpu_hour": 2.0}, "not both"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, message):
+    arguments = {"demand": np.full(50, 10.0), "step_s": 5, "per_instance_qps": 10.0} | kwargs
+    with pytest.raises(InputError, match=message):
+        elasticity.simulate(arguments.pop("demand"), **arguments)
+
+
+def test_sweep_rejects_duplicates_and_unknown_options():
+    with pytest.raises(InputError, match="duplicate"):
+        elasticity.sweep(np.ones(10), step_s=5, per_instance_qps=1, cooldown_s=[0, 0])
+    with pytest.raises(InputError, match="no policy in"):
+        elasticity.sweep(np.ones(10), step_s=5, per_instance_qps=1, policy=["hpa"], tick_s=2)
+    with pytest.raises(InputError, match="request log"):
+        elasticity.simulate(data.load_trace("azure-code-2023"), step_s=5, per_instance_qps=1)
