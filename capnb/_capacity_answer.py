@@ -84,7 +84,7 @@ def contrast(
     naive_instances = math.ceil(target_qps / assumed * (1 - 1e-12)) + count
     tp = tensor_parallel if tensor_parallel is not None else curve.attrs.get("tensor_parallel")
     price = capacity._gpu_price(curve.attrs.get("gpu"), usd_per_gpu_hour)
-    flops_per_request, flops = capacity._model_flops(curve, tp)
+    flops_per_request, flops = capacity._model_flops(curve)
 
     def utilisation(count_instances):
         if flops_per_request is None or tp is None:

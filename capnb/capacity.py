@@ -147,9 +147,8 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
             invalid_tensor_parallel="mask",
         ).max_concurrency
         scalar = [d for d in _LEAD if d not in curve.latency.dims]
-        return limit.squeeze(
-            scalar, drop=True
-        ), f"memory: {accounting} accounting at seq_len per cell"
+        note = f"memory: {accounting} accounting at seq_len per cell"
+        return limit.squeeze(scalar, drop=True), note
     if "prompt_tokens" not in curve.attrs or "output_tokens" not in curve.attrs:
         return None, "memory not checked: the curve records no workload (prompt/output tokens)"
     seq_len = math.ceil(curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"])
@@ -408,7 +407,7 @@ def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_requ
     return result
 
 
-def _model_flops(curve, tensor_parallel):
+def _model_flops(curve):
     """(FLOP per request, FLOP/s per GPU) for compute utilisation, or (None, None)."""
     from .data import load_gpus, load_model
 
@@ -511,7 +510,7 @@ def plan(
         )
     else:
         price = _gpu_price(_names_of(curve, "gpu"), usd_per_gpu_hour)
-        flops_per_request, flops = _model_flops(curve, tp)
+        flops_per_request, flops = _model_flops(curve)
         result = _costs(
             result, target, tp, price, curve.attrs.get("output_tokens"), flops_per_request, flops
         )
