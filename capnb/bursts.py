@@ -67,8 +67,8 @@ class BurstModel:
 
     Examples
     --------
-    >>> BurstModel().describe()
-    '1.5 bursts a month (Poisson), each 1-2 h long at 3-5x the baseline (the article's default)'
+    >>> print(BurstModel().describe())
+    1.5 bursts a month (Poisson), each 1-2 h long at 3-5x the baseline (the article's default)
     """
 
     rate_per_month: float = 1.5

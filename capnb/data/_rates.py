@@ -18,7 +18,6 @@ from ._traces import (
     TraceWarning,
     _csv_header,
     _csv_where,
-    _table_times,
     list_rate_series,
 )
 
@@ -101,7 +100,7 @@ def load_rate_series(
     kind = table.column(time_column).type
     if not (pat.is_integer(kind) or pat.is_floating(kind)):
         relative = False
-    ns, clock = _table_times(table, time_column, where, time_unit, timezone, relative, start)
+    ns, clock = _times.table_times(table, time_column, where, time_unit, timezone, relative, start)
     value_column = rate_column or count_column
     values = _number_column(table, value_column, where)
     order = np.argsort(ns, kind="stable")

@@ -18,7 +18,19 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["Clock", "epoch_ns", "naive_ns", "parse_strings", "resolve_timezone", "unit_ns"]
+__all__ = [
+    "Clock",
+    "epoch_ns",
+    "naive_ns",
+    "origin_ns",
+    "origin_text",
+    "parse_strings",
+    "resolve_timezone",
+    "table_times",
+    "unit_ns",
+]
+
+_PLACEHOLDER_ORIGIN = "1970-01-01"
 
 _UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 OFFSET_PATTERN = r"(Z|[+-]\d\d:?\d\d)$"
@@ -199,3 +211,58 @@ def _zone_minutes(zone: str) -> int:
         return 0
     sign, hours, minutes = match.groups()
     return (-1 if sign == "-" else 1) * (int(hours) * 60 + int(minutes))
+
+
+def table_times(table, column, where, time_unit, timezone, relative, start):
+    """Times of a pyarrow column (timestamp, text or numbers) onto the trace's clock."""
+    import pyarrow as pa
+    import pyarrow.types as pat
+
+    values = table.column(column)  # chunked: converted chunk by chunk, copied once at the end
+    kind = values.type
+    if values.null_count:
+        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ConfigError(f"{where(row)}: column {column!r} is empty (no time)")
+    if pat.is_timestamp(kind):
+        ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
+        if kind.tz is None:
+            return ns, Clock(timezone or "unknown", True, "")
+        offset = fixed_offset(kind.tz)
+        if timezone is None and offset is not None:
+            clock = Clock(offset_name(offset), True, "")
+            return utc_to_clock(ns, None, offset), clock
+        zone = timezone or kind.tz
+        return utc_to_clock(ns, zone, None), Clock(zone, True, "")
+    if pat.is_string(kind) or pat.is_large_string(kind):
+        ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
+        return ns, Clock(label, True, "")
+    if pat.is_integer(kind) or pat.is_floating(kind):
+        numbers = values.to_numpy(zero_copy_only=False)
+        if pat.is_floating(kind) and not np.isfinite(numbers).all():
+            row = int(np.flatnonzero(~np.isfinite(numbers))[0])
+            raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
+        ns = epoch_ns(numbers, unit_ns(time_unit, "time_unit", column))
+        if relative:
+            origin, known = origin_ns(start)
+            return ns + origin, Clock(timezone or "unknown", known, origin_text(start))
+        if timezone is not None:  # epoch numbers are UTC instants: move them onto that clock
+            return utc_to_clock(ns, timezone, None), Clock(timezone, True, "")
+        return ns, Clock("UTC", True, "")
+    raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
+
+
+def origin_ns(start) -> tuple[int, bool]:
+    if start is None:
+        return int(np.datetime64(_PLACEHOLDER_ORIGIN, "ns").view(np.int64)), False
+    try:
+        return int(np.datetime64(start, "ns").view(np.int64)), True
+    except ValueError:
+        raise InputError(
+            f"start must be a date and time such as '2024-05-10 00:00', got {start!r}"
+        ) from None
+
+
+def origin_text(start) -> str:
+    if start is None:
+        return f"time 0 placed at {_PLACEHOLDER_ORIGIN} 00:00 (real date and weekday not known)"
+    return f"time 0 = {start}"

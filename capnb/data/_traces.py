@@ -50,7 +50,6 @@ _BUNDLED_SERIES = {
     "servegen-m-large": "servegen_language_m-large_aggregate_rate_10min.csv",
     "servegen-m-small": "servegen_language_m-small_aggregate_rate_10min.csv",
 }
-_PLACEHOLDER_ORIGIN = "1970-01-01"
 
 
 class TraceWarning(UserWarning):
@@ -144,7 +143,9 @@ def load_trace(
         table, where, columns = _read_csv(
             path, preset, time_column, prompt_column, output_column, time_unit, timezone
         )
-    ns, clock = _table_times(table, columns["time"], where, time_unit, timezone, relative, start)
+    ns, clock = _times.table_times(
+        table, columns["time"], where, time_unit, timezone, relative, start
+    )
     tokens = {
         name: _token_column(table, columns[key], where)
         for key, name in (("prompt", "prompt_tokens"), ("output", "output_tokens"))
@@ -413,61 +414,6 @@ def _read_parquet(path: Path, time_column, prompt_column, output_column):
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds no rows")
     return table, (lambda row: f"{path.name}, row {row + 1}"), columns
-
-
-def _table_times(table, column, where, time_unit, timezone, relative, start):
-    """Times of a pyarrow column (timestamp, text or numbers) onto the trace's clock."""
-    import pyarrow as pa
-    import pyarrow.types as pat
-
-    values = table.column(column)  # chunked: converted chunk by chunk, copied once at the end
-    kind = values.type
-    if values.null_count:
-        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ConfigError(f"{where(row)}: column {column!r} is empty (no time)")
-    if pat.is_timestamp(kind):
-        ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
-        if kind.tz is None:
-            return ns, _times.Clock(timezone or "unknown", True, "")
-        offset = _times.fixed_offset(kind.tz)
-        if timezone is None and offset is not None:
-            clock = _times.Clock(_times.offset_name(offset), True, "")
-            return _times.utc_to_clock(ns, None, offset), clock
-        zone = timezone or kind.tz
-        return _times.utc_to_clock(ns, zone, None), _times.Clock(zone, True, "")
-    if pat.is_string(kind) or pat.is_large_string(kind):
-        ns, label, _ = _times.parse_strings(values, column=column, where=where, timezone=timezone)
-        return ns, _times.Clock(label, True, "")
-    if pat.is_integer(kind) or pat.is_floating(kind):
-        numbers = values.to_numpy(zero_copy_only=False)
-        if pat.is_floating(kind) and not np.isfinite(numbers).all():
-            row = int(np.flatnonzero(~np.isfinite(numbers))[0])
-            raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
-        ns = _times.epoch_ns(numbers, _times.unit_ns(time_unit, "time_unit", column))
-        if relative:
-            origin, known = _origin(start)
-            return ns + origin, _times.Clock(timezone or "unknown", known, _origin_text(start))
-        if timezone is not None:  # epoch numbers are UTC instants: move them onto that clock
-            return _times.utc_to_clock(ns, timezone, None), _times.Clock(timezone, True, "")
-        return ns, _times.Clock("UTC", True, "")
-    raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
-
-
-def _origin(start) -> tuple[int, bool]:
-    if start is None:
-        return int(np.datetime64(_PLACEHOLDER_ORIGIN, "ns").view(np.int64)), False
-    try:
-        return int(np.datetime64(start, "ns").view(np.int64)), True
-    except ValueError:
-        raise InputError(
-            f"start must be a date and time such as '2024-05-10 00:00', got {start!r}"
-        ) from None
-
-
-def _origin_text(start) -> str:
-    if start is None:
-        return f"time 0 placed at {_PLACEHOLDER_ORIGIN} 00:00 (real date and weekday not known)"
-    return f"time 0 = {start}"
 
 
 def _token_column(table, column: str, where) -> np.ndarray:
