@@ -7,6 +7,7 @@ DataArrays would repeat for every call (it cost more than the kernels themselves
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -167,6 +168,19 @@ def prepare(
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def _rank_inputs(spec: ModelSpec, tp: int, kv_dtype: str, weight_dtype: str, acct) -> tuple:
+    """(weights, KV bytes per token, reserve) on one GPU of a TP group, or (why TP is invalid,)."""
+    reason = spec.valid_tensor_parallel(tp)
+    if reason:
+        return (reason,)
+    return (
+        spec.weight_bytes(weight_dtype) / tp,
+        spec.kv_bytes_per_token(kv_dtype, tp),
+        acct.reserve_bytes(spec, tp),
+    )
+
+
 def _per_model_inputs(specs, tps, kv_dtypes, weight_dtypes, acct):
     """Weights, KV bytes per token and reserve per (model, TP) on one GPU; NaN where TP is invalid."""
     shape = (len(specs), len(tps))
@@ -177,15 +191,12 @@ def _per_model_inputs(specs, tps, kv_dtypes, weight_dtypes, acct):
     )
     problems = []
     for i, spec in enumerate(specs):
-        total_weights = spec.weight_bytes(weight_dtypes[i])
         for j, tp in enumerate(int(t) for t in tps):
-            reason = spec.valid_tensor_parallel(tp)
-            if reason:
-                problems.append(reason)
-                continue
-            weights[i, j] = total_weights / tp
-            kv_per_token[i, j] = spec.kv_bytes_per_token(kv_dtypes[i], tp)
-            reserve[i, j] = acct.reserve_bytes(spec, tp)
+            values = _rank_inputs(spec, tp, kv_dtypes[i], weight_dtypes[i], acct)
+            if len(values) == 1:
+                problems.append(values[0])
+            else:
+                weights[i, j], kv_per_token[i, j], reserve[i, j] = values
     return weights, kv_per_token, reserve, problems
 
 

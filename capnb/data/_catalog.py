@@ -115,9 +115,20 @@ def resolve_gpu(name: str) -> str:
     return gpu
 
 
+@functools.cache
+def _gpu_columns() -> dict[str, dict[str, float]]:
+    table = _gpu_table()
+    return {
+        c: dict(zip(table.index, table[c].to_numpy(dtype=float), strict=True)) for c in _GPU_NUMERIC
+    }
+
+
 def gpu_column(ids: list[str], column: str):
     """One numeric catalog column for GPU ids (already resolved), as a float64 numpy array."""
-    return _gpu_table().loc[ids, column].to_numpy(dtype=float)
+    import numpy as np
+
+    values = _gpu_columns()[column]
+    return np.array([values[i] for i in ids], dtype=float)
 
 
 def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:
