@@ -163,30 +163,34 @@ def _selection(flat: xr.Dataset, dims: list[str], i: int) -> dict[str, object]:
     return {d: run[d].item() for d in dims}
 
 
+def _policy_names(result: xr.Dataset) -> xr.DataArray:
+    return result.policy if "policy" in result.coords else xr.DataArray(result.attrs["policy"])
+
+
 def choose(
     result: xr.Dataset,
     *,
     breach_budget: float = 0.001,
     cost: str | None = None,
     policies: list[str] | None = None,
+    where: xr.DataArray | None = None,
 ) -> dict[str, object] | None:
     """The cheapest run whose breach share is within the budget, as a selection for ``.sel``.
 
-    Ties go to the smaller breach. ``policies`` restricts the choice to those policies. Returns
-    ``None`` when no run meets the budget.
+    Ties go to the smaller breach. ``policies`` restricts the choice to those policies, ``where``
+    (a boolean DataArray over some of the result's dims) to the runs where it holds. Returns
+    ``None`` when no run qualifies.
     """
     cost = _cost_name(result, cost)
     if not 0 <= breach_budget <= 1:
         raise InputError(f"breach_budget must be a share in [0, 1], got {breach_budget}")
-    flat, dims = _flat(result, [cost, "breach_share"])
-    keep = flat.breach_share.values <= breach_budget
+    allowed = xr.ones_like(result[cost], dtype=bool)
     if policies is not None:
-        names = (
-            flat.policy.values
-            if "policy" in flat.coords
-            else np.array([result.attrs["policy"]] * flat.sizes["run"])
-        )
-        keep &= np.isin(names, policies)
+        allowed = allowed & _policy_names(result).isin(policies)
+    if where is not None:
+        allowed = allowed & where
+    flat, dims = _flat(result.assign(allowed=allowed), [cost, "breach_share", "allowed"])
+    keep = (flat.breach_share.values <= breach_budget) & flat.allowed.values
     if not keep.any():
         return None
     c = np.where(keep, flat[cost].values, np.inf)
@@ -209,11 +213,15 @@ class Recommendation:
     Attributes
     ----------
     kind
-        ``"elastic"``, ``"fixed_plus_buffer"`` or ``"fixed"``.
+        ``"fixed"`` (a fixed fleet), ``"fixed_plus_buffer"`` (an elastic policy holding capacity
+        that needs no cold start: a floor above one instance or warm spares) or ``"elastic"``.
     selection
         Coordinates of the chosen run in the sweep (``result.sel(**selection)``).
     meets_budget
         Whether the chosen run's breach share is within the budget.
+    follows_rules
+        Whether the run is of the kind the article's rules ask for (False when none of that kind
+        meets the budget and another run is shown instead).
     metrics
         The chosen run's breach (s and share), cost, GPU-hours, unserved share, scale events, thrash.
     reasons
@@ -225,6 +233,7 @@ class Recommendation:
     kind: str
     selection: dict[str, object]
     meets_budget: bool
+    follows_rules: bool
     metrics: dict[str, float]
     reasons: list[str] = field(default_factory=list)
     text: str = ""
@@ -242,22 +251,26 @@ def _policy_of(cell: xr.Dataset, result: xr.Dataset) -> str:
     return str(cell.policy.item()) if "policy" in cell.coords else str(result.attrs["policy"])
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _run_words(cell: xr.Dataset, policy: str) -> str:
+    floor, threshold = int(cell.min_instances), float(cell.scale_up_threshold)
     words = {
-        "article": "the article's threshold policy",
-        "hpa": "Kubernetes HPA",
-        "knative": "Knative KPA",
-        "fixed": f"a fixed fleet of {int(cell.min_instances)} instances",
-        "fixed_elastic": f"{int(cell.min_instances)} fixed instances with the article's rule above them",
+        "article": f"the article's threshold policy (scale up above {threshold:g})",
+        "hpa": f"Kubernetes HPA (target utilisation {threshold:g})",
+        "knative": f"Knative KPA (target utilisation {threshold:g})",
+        "fixed": f"a fixed fleet of {_count(floor, 'instance')}",
+        "fixed_elastic": f"{_count(floor, 'fixed instance')} with the article's rule above "
+        f"(scale up above {threshold:g}, no cold-start veto)",
     }[policy]
-    if policy not in ("fixed", "fixed_elastic"):
-        words += (
-            f" (threshold {float(cell.scale_up_threshold):g}, at least {int(cell.min_instances)})"
-        )
+    if policy in ("article", "hpa", "knative") and floor > 1:
+        words += f", never below {_count(floor, 'instance')}"
     if policy != "fixed":
         words += f", scale-down delay {_minutes(float(cell.cooldown_s))}"
-    buffer = int(cell.buffer_instances)
-    return words + (f", {buffer} warm spare(s)" if buffer else "")
+    spares = int(cell.buffer_instances)
+    return words + (f", {_count(spares, 'warm spare')}" if spares else "")
 
 
 def recommend(
@@ -297,20 +310,21 @@ def recommend(
         result = result.squeeze("cold_start_s")
     cold, tolerance = float(result.cold_start_s), float(result.attrs["tolerance_s"])
     vetoed = cold > tolerance / 2
-    policies = (
-        [str(p) for p in result.policy.values]
-        if "policy" in result.dims
-        else [str(result.attrs["policy"])]
-    )
-    preferred = ["fixed_elastic"] if vetoed else ["article", "hpa", "knative", "fixed_elastic"]
-    best_shape = choose(result, breach_budget=breach_budget, cost=cost, policies=preferred)
-    best_fixed = choose(result, breach_budget=breach_budget, cost=cost, policies=["fixed"])
-    best_any = choose(result, breach_budget=breach_budget, cost=cost)
+    names = _policy_names(result)
+    elastic = names != "fixed"
+    # capacity that needs no cold start: a floor above one instance, or warm spares
+    holds_capacity = (result.min_instances > 1) | (result.buffer_instances > 0)
+    preferred = elastic & holds_capacity if vetoed else elastic
+    shape = "elastic runs holding a floor or warm spares" if vetoed else "elastic runs"
+    kw = {"breach_budget": breach_budget, "cost": cost}
+    best_shape = choose(result, where=preferred, **kw)
+    best_fixed = choose(result, policies=["fixed"], **kw)
+    best_any = choose(result, **kw)
 
     def cost_of(sel):
         return float(result[cost].sel(sel))
 
-    notes = []
+    notes, follows = [], True
     if best_fixed and (
         best_shape is None or cost_of(best_fixed) <= (1 + FIXED_MARGIN) * cost_of(best_shape)
     ):
@@ -318,27 +332,31 @@ def recommend(
         if best_shape is not None:
             notes.append(
                 f"A fixed fleet meets the budget within {FIXED_MARGIN:.0%} of the best elastic "
-                f"cost ({cost_of(best_fixed):,.1f} vs {cost_of(best_shape):,.1f} {result[cost].units}): "
-                "elasticity does not pay on this traffic."
+                f"cost ({cost_of(best_fixed):,.1f} vs {cost_of(best_shape):,.1f} "
+                f"{result[cost].units}): elasticity does not pay on this traffic."
             )
     elif best_shape is not None:
         chosen, meets = best_shape, True
+        if best_any is not None and cost_of(best_any) < cost_of(best_shape):
+            notes.append(
+                f"A run without capacity in reserve costs less ({cost_of(best_any):,.1f} "
+                f"{result[cost].units}) within the budget on this trace, but leans on scale-ups "
+                "that arrive after the tolerance."
+            )
     elif best_any is not None:
-        chosen, meets = best_any, True
-        notes.append(
-            f"No run of {', '.join(preferred)} meets the budget; the best run that does is chosen."
-        )
+        chosen, meets, follows = best_any, True, False
+        notes.append(f"None of the {shape} meets the budget; the cheapest run that does is shown.")
     else:
-        chosen, meets = _least_breach(result, cost), False
+        chosen, meets, follows = _least_breach(result, cost), False, False
         notes.append(
-            f"No run meets the breach budget of {breach_budget:.2%}: the run with the least breach is shown."
+            f"No run meets the breach budget of {breach_budget:.2%}: the run with the least "
+            "breach is shown."
         )
 
     cell = result.sel(chosen)
     policy = _policy_of(cell, result)
-    kind = {"fixed": "fixed", "fixed_elastic": "fixed_plus_buffer"}.get(policy, "elastic")
-    if policy not in policies:  # pragma: no cover - choose only returns runs of the result
-        raise AssertionError(policy)
+    in_reserve = int(cell.min_instances) > 1 or int(cell.buffer_instances) > 0
+    kind = "fixed" if policy == "fixed" else ("fixed_plus_buffer" if in_reserve else "elastic")
     metrics = {
         "breach_s": float(cell.breach_s),
         "breach_share": float(cell.breach_share),
@@ -388,7 +406,7 @@ def recommend(
     reasons += notes
     words = {
         "elastic": "Scale elastically",
-        "fixed_plus_buffer": "Hold fixed capacity plus an elastic buffer",
+        "fixed_plus_buffer": "Hold capacity that needs no cold start and scale elastically above it",
         "fixed": "Run a fixed fleet",
     }[kind]
     verdict = "within" if meets else "missing"
@@ -397,7 +415,7 @@ def recommend(
         f"({verdict} the {breach_budget:.2%} budget), {metrics['unserved_share']:.2%} of requests "
         f"unserved, {metrics[cost]:,.1f} {result[cost].units} over the trace."
     )
-    return Recommendation(kind, chosen, meets, metrics, reasons, text)
+    return Recommendation(kind, chosen, meets, follows, metrics, reasons, text)
 
 
 def describe(result: xr.Dataset, **selection: object) -> str:

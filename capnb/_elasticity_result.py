@@ -66,21 +66,16 @@ def metric_variables(
     return {name: value.assign_attrs(glossary.attrs(name)) for name, value in out.items()}
 
 
-def timeline_variables(
-    demand, times, step_s, per_instance_qps, ready, starting, served, dropped, backlog
-) -> dict:
-    """Per-step variables of one run over ``time``."""
-    backlog_in = np.concatenate([[0.0], backlog[:-1]])
-    capacity = ready * (per_instance_qps * step_s)
-    # the kernel's own test, recomputed: what arrived and waited exceeds what the ready fleet serves
-    breach = backlog_in + demand * step_s > capacity
+def timeline_variables(demand, times, per_instance_qps, ready, starting, served, dropped, backlog,
+                       breach) -> dict:  # fmt: skip
+    """Per-step variables of one run over ``time`` (``breach`` as the kernel decided it)."""
     columns = {
         "qps": demand,
         "ready_instances": ready,
         "starting_instances": starting,
         "ready_capacity_qps": ready * per_instance_qps,
-        "served": served,
-        "dropped": dropped,
+        "served_in_step": served,
+        "dropped_in_step": dropped,
         "backlog": backlog,
         "breach": breach,
     }

@@ -295,7 +295,8 @@ def simulate(
     -------
     xarray.Dataset
         Over ``time``: ``qps``, ``ready_instances``, ``starting_instances``,
-        ``ready_capacity_qps``, ``served``, ``dropped``, ``backlog`` (end of step) and ``breach``.
+        ``ready_capacity_qps``, ``served_in_step``, ``dropped_in_step``, ``backlog`` (end of step)
+        and ``breach``.
         0-d: the run's metrics (as in :func:`sweep`). Every time and every window is a whole
         number of steps: a window shorter than one step is an error.
 
@@ -336,6 +337,7 @@ def simulate(
     metrics = np.empty(len(kernels.METRICS))
     ready, starting = np.empty(n, np.int64), np.empty(n, np.int64)
     served, dropped, backlog = np.empty(n), np.empty(n), np.empty(n)
+    breach = np.empty(n, np.bool_)
     kernels.simulate(
         values,
         float(grid["scale_up_threshold"]),
@@ -350,12 +352,13 @@ def simulate(
         served,
         dropped,
         backlog,
+        breach,
     )
     raw = xr.DataArray(metrics, dims="metric")
     result = xr.Dataset(
         {
             **timeline_variables(
-                values, times, step, qps, ready, starting, served, dropped, backlog
+                values, times, qps, ready, starting, served, dropped, backlog, breach
             ),
             **metric_variables(raw, n, step, qps, gpus, price),
         },

@@ -149,6 +149,8 @@ VARIABLES: dict[str, Term] = _table(
     ("gpu_hours", "GPU·h", "GPU time"),
     ("scale_events", "1", "scale-up plus scale-down decisions carried out"),
     ("ready_capacity_qps", "requests/s", "requests per second the ready instances can serve"),
+    ("served_in_step", "requests", "requests served in the step"),
+    ("dropped_in_step", "requests", "requests dropped in the step, past the latency tolerance"),
     ("breach", "1", "whether the step is in SLA breach: backlog + arrivals above ready capacity"),
     ("arrivals", "requests", "requests that arrived"),
     ("late", "requests", "requests served after the step they arrived in"),

@@ -18,7 +18,7 @@ from pathlib import Path
 __all__ = ["WORKSHEETS", "export_html", "run_worksheet", "worksheet_path"]
 
 #: The worksheets the main job runs, in order.
-WORKSHEETS = ("01_forecasting", "02_memory", "03_capacity")
+WORKSHEETS = ("01_forecasting", "02_memory", "03_capacity", "04_elasticity")
 
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

@@ -35,7 +35,8 @@ def config(**changes):
 def run_kernel(demand, up, cooldown, cold, low, buffer, cfg):
     n = demand.size
     metrics = np.empty(len(kernels.METRICS))
-    timeline = [np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n)]
+    timeline = [np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n),
+                np.empty(n, np.bool_)]  # fmt: skip
     kernels.simulate(demand, up, cooldown, cold, low, buffer, cfg, metrics, *timeline)
     return dict(zip(kernels.METRICS, metrics, strict=True)), timeline
 
@@ -96,15 +97,17 @@ def test_kernel_matches_python_reference_run_by_run(demand, run):
     assert_same_metrics(got, want, run)
     np.testing.assert_array_equal(timeline[0], want_timeline["ready"])
     np.testing.assert_array_equal(timeline[1], want_timeline["starting"])
-    for got_series, name in zip(timeline[2:], ("served", "dropped", "backlog"), strict=True):
+    for got_series, name in zip(timeline[2:5], ("served", "dropped", "backlog"), strict=True):
         np.testing.assert_allclose(got_series, want_timeline[name], rtol=1e-9, atol=1e-6)
+    np.testing.assert_array_equal(timeline[5], want_timeline["breach"])
+    assert timeline[5].sum() == got["breach_steps"]
 
 
 @given(demand_st, runs())
 def test_every_step_balances_requests(demand, run):
     """backlog_in + arrivals = served + dropped + backlog_out, at every step."""
     up, cooldown, cold, low, buffer, cfg = run
-    metrics, (_, _, served, dropped, backlog) = run_kernel(demand, up, cooldown, cold, low, buffer,
+    metrics, (_, _, served, dropped, backlog, _) = run_kernel(demand, up, cooldown, cold, low, buffer,
                                                            cfg)  # fmt: skip
     backlog_in = np.concatenate([[0.0], backlog[:-1]])
     arrivals = demand * cfg[kernels.CONFIG_FIELDS.index("step_s")]

@@ -7,7 +7,7 @@ import importlib
 
 from . import machine, print_rows
 
-STEPS = ("forecast", "memory", "capacity")
+STEPS = ("forecast", "memory", "capacity", "elasticity")
 
 
 def main() -> None:

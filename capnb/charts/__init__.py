@@ -6,11 +6,15 @@ through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML report
 """
 
 from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve
+from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series
 from ._memory import memory_breakdown, memory_heatmap
 
 __all__ = [
+    "cold_start_stages",
     "cost_vs_sla",
+    "elasticity_pareto",
+    "elasticity_timeline",
     "forecast_exceedance",
     "forecast_heatmap",
     "forecast_plans",

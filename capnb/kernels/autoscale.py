@@ -8,7 +8,8 @@ One run steps through ``T`` steps of ``step_s`` seconds. Per step ``t``:
    own step are *late*;
 3. what is left joins the backlog; a request that has waited ``tolerance`` steps unserved is dropped,
    so per step ``backlog_in + arrivals = served + dropped + backlog_out`` (tolerance 0 drops at once);
-4. the step is in SLA breach when ``backlog_in + arrivals`` exceeds the ready capacity;
+4. the step is in SLA breach when requests are left after serving: ``backlog_in + arrivals``
+   exceeds the ready capacity;
 5. at the policy's decision steps (every ``period`` steps, after a full period), the policy reads
    what a real controller would see - the arrival rate over its window, the ready and starting
    instance counts and its own state - and sets the pool size. Added instances serve from step
@@ -108,7 +109,7 @@ METRICS = (
     "dropped",  # requests dropped after waiting the tolerance
     "final_backlog",  # requests still waiting at the end
     "peak_backlog",  # largest backlog at the end of a step
-    "breach_steps",  # steps with backlog_in + arrivals > ready capacity
+    "breach_steps",  # steps that leave requests unserved: backlog_in + arrivals > capacity
     "dropping_steps",  # steps in which requests were dropped
     "instance_steps",  # sum over steps of (ready + starting) instances
     "starting_steps",  # sum over steps of starting instances
@@ -128,8 +129,19 @@ _N_METRICS = len(METRICS)
 
 # -- one run --------------------------------------------------------------------------------------
 @njit
+def _counter(demand):
+    """Cumulative rate: ``counter[i] = demand[0] + ... + demand[i - 1]``, added left to right."""
+    counter = np.empty(demand.shape[0] + 1)
+    counter[0] = 0.0
+    for i in range(demand.shape[0]):
+        counter[i + 1] = counter[i] + demand[i]
+    return counter
+
+
+@njit
 def _run(
     demand,
+    arrived,
     up,
     cooldown,
     cold,
@@ -142,6 +154,7 @@ def _run(
     served_out,
     dropped_out,
     backlog_out,
+    breach_out,
 ):
     n_steps = demand.shape[0]
     step_s = config[_STEP_S]
@@ -203,7 +216,6 @@ def _run(
     event_next = 0
     stable_steps = int(config[_STABLE])
     panic_window = int(config[_PANIC])
-    stable_sum = 0.0
     # Knative starts in panic mode when more than one pod is ready, holding the current scale
     panicking = policy == KNATIVE and pool > 1
     panic_since = -1
@@ -225,21 +237,23 @@ def _run(
         arrivals += arriving
         served_now = 0.0
         dropped_now = 0.0
+        # breach: requests remain after serving, i.e. backlog_in + arrivals > capacity, decided
+        # on the cohorts themselves so that no running float sum sits on the boundary
+        breached = False
         if queue_len == 0:
             if arriving <= capacity:
                 served_now = arriving
             else:
-                breach_steps += 1
+                breached = True
                 served_now = capacity
                 queue_first, queue_slot, queue_len = t, 0, 1
                 ring[0] = arriving - capacity
                 backlog = arriving - capacity
         else:
-            if backlog + arriving > capacity:
-                breach_steps += 1
             budget = capacity
             late_now = 0.0
-            while queue_len > 0 and budget > 0.0:
+            # empty cohorts (steps without arrivals) leave even when there is no budget left
+            while queue_len > 0 and (budget > 0.0 or ring[queue_slot] == 0.0):
                 waiting = ring[queue_slot]
                 if waiting <= budget:
                     budget -= waiting
@@ -257,12 +271,14 @@ def _run(
                 if arriving <= budget:
                     served_now = late_now + arriving
                 else:
+                    breached = True
                     served_now = late_now + budget
                     queue_first, queue_slot, queue_len = t, 0, 1
                     ring[0] = arriving - budget
                     backlog = arriving - budget
             else:
-                # the queue is still there, so this step's arrivals all wait (budget is 0)
+                # a cohort is left with requests, so this step's arrivals all wait (budget is 0)
+                breached = True
                 served_now = late_now
                 backlog -= late_now
                 ring[_wrap(queue_slot + queue_len, ring_size)] = arriving
@@ -279,6 +295,8 @@ def _run(
             if dropped_now > 0.0:
                 dropping_steps += 1
                 dropped += dropped_now
+        if breached:
+            breach_steps += 1
         served += served_now
         if backlog > peak_backlog:
             peak_backlog = backlog
@@ -292,14 +310,11 @@ def _run(
             served_out[t] = served_now
             dropped_out[t] = dropped_now
             backlog_out[t] = backlog
+            breach_out[t] = breached
 
         if policy == FIXED:
             continue
-        if policy == KNATIVE:
-            stable_sum += rate
-            if t >= stable_steps:
-                stable_sum -= demand[t - stable_steps]
-        else:
+        if policy != KNATIVE:
             load_sum += rate
         countdown -= 1
         if countdown > 0:
@@ -369,8 +384,9 @@ def _run(
             panic_sum = 0.0
             for k in range(t - recent + 1, t + 1):
                 panic_sum += demand[k]
+            # the stable window from a cumulative counter, as a metrics pipeline reads a rate
             stable_pods, panic_pods, needed = knative_desired(
-                stable_sum / seen,
+                (arrived[t + 1] - arrived[t + 1 - seen]) / seen,
                 panic_sum / recent,
                 up * per_qps,
                 ready_pool,
@@ -458,6 +474,7 @@ def simulate(
     served,
     dropped,
     backlog,
+    breach,
 ):
     """One run with its timeline.
 
@@ -478,9 +495,12 @@ def simulate(
         Output: instances ready and starting during each step.
     served, dropped, backlog : float64[T]
         Output: requests served and dropped in each step, and the backlog at its end.
+    breach : bool[T]
+        Output: whether requests were left after serving (the step is in SLA breach).
     """
     _run(
         demand,
+        _counter(demand),
         up,
         cooldown,
         cold,
@@ -493,6 +513,7 @@ def simulate(
         served,
         dropped,
         backlog,
+        breach,
     )
 
 
@@ -500,9 +521,12 @@ def simulate(
 def _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics):
     no_ints = np.empty(0, np.int64)
     no_floats = np.empty(0)
+    no_flags = np.empty(0, np.bool_)
+    arrived = _counter(demand)
     for i in range(up.shape[0]):
         _run(
             demand,
+            arrived,
             up[i],
             cooldown[i],
             cold[i],
@@ -515,6 +539,7 @@ def _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics):
             no_floats,
             no_floats,
             no_floats,
+            no_flags,
         )
 
 
@@ -522,9 +547,12 @@ def _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics):
 def _runs_parallel(demand, up, cooldown, cold, low, buffer, config, metrics):
     no_ints = np.empty(0, np.int64)
     no_floats = np.empty(0)
+    no_flags = np.empty(0, np.bool_)
+    arrived = _counter(demand)
     for i in prange(up.shape[0]):
         _run(
             demand,
+            arrived,
             up[i],
             cooldown[i],
             cold[i],
@@ -537,6 +565,7 @@ def _runs_parallel(demand, up, cooldown, cold, low, buffer, config, metrics):
             no_floats,
             no_floats,
             no_floats,
+            no_flags,
         )
 
 

@@ -9,6 +9,7 @@ and timeline. A numpy version vectorised over policies lives in
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 
@@ -113,8 +114,9 @@ class _HPA:
 class _Knative:
     """Knative's KPA in requests/s mode: stable and panic windows, scale-down delay."""
 
-    def __init__(self, up, cooldown, settings, initial_pool):
+    def __init__(self, up, cooldown, settings, initial_pool, rates):
         self.target_share, self.delay, self.s = up, cooldown, settings
+        self.counter = list(itertools.accumulate(rates, initial=0.0))
         self.panicking = initial_pool > 1  # a new autoscaler over >1 pod starts in panic mode
         self.panic_since = -1
         self.max_panic = initial_pool
@@ -122,13 +124,15 @@ class _Knative:
 
     def decide(self, t, rates, pool, ready_pool, starting, q):
         stable_window, panic_window = self.s["stable_steps"], self.s["panic_steps"]
-        stable_rates = rates[max(0, t - stable_window + 1) : t + 1]
+        seen = min(t + 1, stable_window)
         panic_rates = rates[max(0, t - panic_window + 1) : t + 1]
         target = self.target_share * q
         pods = max(ready_pool, 1)
         most = math.ceil(self.s["max_scale_up_rate"] * pods)
         least = math.floor(pods / self.s["max_scale_down_rate"])
-        stable_need = math.ceil(sum(stable_rates) / len(stable_rates) / target)
+        # the stable window from the cumulative counter, as a metrics pipeline reads a rate
+        stable_rate = (self.counter[t + 1] - self.counter[t + 1 - seen]) / seen
+        stable_need = math.ceil(stable_rate / target)
         panic_need = math.ceil(sum(panic_rates) / len(panic_rates) / target)
         stable_pods = min(max(stable_need, least), most)
         panic_pods = min(max(panic_need, least), most)
@@ -176,21 +180,20 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config):
     elif policy == HPA:
         controller = _HPA(up, cooldown, s, low, high)
     elif policy == KNATIVE:
-        controller = _Knative(up, cooldown, s, pool)
+        controller = _Knative(up, cooldown, s, pool, rates)
     else:
         controller = None
 
     m = dict.fromkeys(METRICS, 0.0)
     m["peak_instances"] = len(ready)
-    timeline = {name: [] for name in ("ready", "starting", "served", "dropped", "backlog")}
+    names = ("ready", "starting", "served", "dropped", "backlog", "breach")
+    timeline = {name: [] for name in names}
     for t, rate in enumerate(rates):
         while starting and starting[0] == t:
             ready.append(starting.pop(0))
         capacity = len(ready) * (q * step_s)
         arriving = rate * step_s
         m["arrivals"] += arriving
-        if sum(c[1] for c in queue) + arriving > capacity:
-            m["breach_steps"] += 1
         room, late_now = capacity, 0.0
         for cohort in queue:  # oldest first
             if room <= 0.0:
@@ -205,6 +208,8 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config):
         served_now = late_now + taken
         if arriving - taken > 0.0:
             queue.append([t, arriving - taken])
+        breached = bool(queue)  # requests are left over: backlog_in + arrivals > capacity
+        m["breach_steps"] += breached
         dropped_now = 0.0
         if queue and queue[0][0] <= t - tolerance:
             dropped_now = queue.popleft()[1]
@@ -219,9 +224,8 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config):
         m["starting_steps"] += len(starting)
         if isinstance(controller, _Knative) and controller.panicking:
             m["panic_steps"] += 1
-        for name, value in zip(
-            timeline, (len(ready), len(starting), served_now, dropped_now, backlog), strict=True
-        ):
+        values = (len(ready), len(starting), served_now, dropped_now, backlog, breached)
+        for name, value in zip(timeline, values, strict=True):
             timeline[name].append(value)
 
         if controller is None or (t + 1) % s["period_steps"] != 0:

@@ -68,6 +68,7 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
     """
     s = _settings(config)
     demand = np.asarray(demand, dtype=np.float64)
+    s["_counter"] = np.concatenate([[0.0], np.cumsum(demand)])  # cumulative requests/s, in order
     up, cooldown, cold = (np.asarray(a) for a in (up, cooldown, cold))
     low, buffer = np.asarray(low), np.asarray(buffer)
     runs, policy = up.shape[0], s["policy"]
@@ -113,7 +114,6 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
         capacity = ready * (q * step_s)
         arriving = rate * step_s
         m["arrivals"] += arriving
-        m["breach_steps"] += backlog + arriving > capacity
         budget = capacity
         late_now = np.zeros(runs)
         if backlog.any():
@@ -126,6 +126,7 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
         queued = ring.any(axis=1)
         taken = np.where(queued, 0.0, np.minimum(arriving, budget))
         ring[:, t % (tolerance + 1)] = arriving - taken
+        m["breach_steps"] += ring.any(axis=1)  # requests left over after serving
         slot = (t - tolerance) % (tolerance + 1)
         dropped_now = ring[:, slot].copy()
         ring[:, slot] = 0.0
@@ -238,7 +239,8 @@ def _knative(demand, t, s, target, ready_pool, panicking, panic_since, max_panic
     """One KPA tick for every run; updates the panic state arrays in place."""
     seen = min(t + 1, s["stable_steps"])
     recent = min(t + 1, s["panic_steps"])
-    stable_rate = _sequential_sum(demand[t - seen + 1 : t + 1]) / seen
+    counter = s["_counter"]
+    stable_rate = (counter[t + 1] - counter[t + 1 - seen]) / seen
     panic_rate = _sequential_sum(demand[t - recent + 1 : t + 1]) / recent
     pods = np.maximum(ready_pool, 1)
     most = _ceil_int(s["max_scale_up_rate"] * pods)

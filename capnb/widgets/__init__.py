@@ -9,7 +9,14 @@ they update live in JupyterLab and appear in an exported report. Tests drive a w
 
 from ._base import Worksheet
 from ._capacity import CapacityWorksheet
+from ._elasticity import ElasticityWorksheet
 from ._forecast import ForecastWorksheet
 from ._memory import MemoryWorksheet
 
-__all__ = ["CapacityWorksheet", "ForecastWorksheet", "MemoryWorksheet", "Worksheet"]
+__all__ = [
+    "CapacityWorksheet",
+    "ElasticityWorksheet",
+    "ForecastWorksheet",
+    "MemoryWorksheet",
+    "Worksheet",
+]

@@ -1,0 +1,292 @@
+"""Elasticity charts: a run's timeline, the policy sweep's cost vs breach front, cold-start stages."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..errors import InputError
+
+__all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_timeline"]
+
+_POLICY_NAMES = {
+    "article": "article (thresholds)",
+    "hpa": "Kubernetes HPA",
+    "knative": "Knative KPA",
+    "fixed": "fixed fleet",
+    "fixed_elastic": "fixed + elastic",
+}
+_STAGES = {
+    "provisioning_s": ("provisioning", "#9d755d"),
+    "download_s": ("download", "#4c78a8"),
+    "load_s": ("load to GPU", "#f58518"),
+    "engine_init_s": ("engine start-up", "#54a24b"),
+    "warm_up_s": ("warm-up", "#b279a2"),
+}
+
+
+def _buckets(n: int, max_points: int) -> np.ndarray:
+    size = max(1, -(-n // max_points))
+    return np.arange(n) // size
+
+
+def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VConcatChart:
+    """Demand against ready capacity with breaches shaded; instances; backlog.
+
+    Takes a :func:`capnb.elasticity.simulate` result. Long runs are shown in buckets of whole steps
+    (at most ``max_points``): demand at its highest, capacity at its lowest and the backlog at its
+    largest in each bucket, and a bucket is shaded when any of its steps is in breach, so the
+    picture never hides a burst. The metrics are computed on every step, not on the buckets.
+    """
+    if "time" not in run.dims or "ready_instances" not in run:
+        raise InputError("chart: elasticity_timeline takes a capnb.elasticity.simulate result")
+    times = run.time.values
+    bucket = _buckets(times.size, max_points)
+    step_s = float(run.attrs["step_s"])
+    # elapsed time from the start: a trace's clock may be a placeholder (ServeGen's day 0) or
+    # naive, and a browser would shift a naive clock into its own time zone
+    span_s = times.size * step_s
+    unit, per = next(
+        (u, p)
+        for u, p, limit in (
+            ("minutes", 60.0, 3 * 3600.0),
+            ("hours", 3600.0, 3 * 86_400.0),
+            ("days", 86_400.0, np.inf),
+        )
+        if span_s <= limit
+    )
+    elapsed = np.arange(times.size) * step_s / per
+    x_field, x_title = "elapsed", f"{unit} from the start of the trace"
+    frame = pd.DataFrame(
+        {
+            "bucket": bucket,
+            x_field: elapsed,
+            "demand": run.qps.values,
+            "capacity": run.ready_capacity_qps.values,
+            "ready": run.ready_instances.values,
+            "starting": run.starting_instances.values,
+            "backlog": run.backlog.values,
+            "breach": run.breach.values,
+        }
+    )
+    table = frame.groupby("bucket").agg(
+        {
+            x_field: "first",
+            "demand": "max",
+            "capacity": "min",
+            "ready": "min",
+            "starting": "max",
+            "backlog": "max",
+            "breach": "any",
+        }
+    )
+    table["end"] = np.r_[table[x_field].values[1:], span_s / per]
+    x = alt.X(f"{x_field}:Q", title=x_title, scale=alt.Scale(nice=False))
+    base = alt.Chart(table).properties(width=620)
+    shading = (
+        base.transform_filter("datum.breach")
+        .mark_rect(color="#e45756", opacity=0.25)
+        .encode(x=x, x2="end")
+    )
+    lines = (
+        base.transform_fold(["demand", "capacity"], as_=["series", "requests/s"])
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=x,
+            y=alt.Y("requests/s:Q", title="requests/s"),
+            color=alt.Color(
+                "series:N",
+                scale=alt.Scale(domain=["demand", "capacity"], range=["#4c78a8", "#54a24b"]),
+                legend=alt.Legend(
+                    title=None,
+                    orient="top",
+                    labelExpr="datum.label == 'capacity' ? 'ready capacity' : "
+                    "'demand (highest in bucket)'",
+                ),
+            ),
+        )
+    )
+    share = float(run.breach_share)
+    title = (
+        f"{_POLICY_NAMES.get(run.attrs['policy'], run.attrs['policy'])}: demand vs ready "
+        f"capacity, breach shaded ({share:.2%} of the time)"
+    )
+    top = (shading + lines).properties(title=title, height=200)
+    instances = (
+        base.transform_fold(["ready", "starting"], as_=["state", "instances"])
+        .mark_area(interpolate="step-after", opacity=0.8)
+        .encode(
+            x=x,
+            y=alt.Y("instances:Q", title="instances", stack="zero"),
+            color=alt.Color(
+                "state:N",
+                scale=alt.Scale(domain=["ready", "starting"], range=["#54a24b", "#f58518"]),
+                legend=alt.Legend(
+                    title=None,
+                    orient="top",
+                    labelExpr="datum.label == 'starting' ? 'in cold start' : 'ready'",
+                ),
+            ),
+            order=alt.Order("state:N", sort="ascending"),
+        )
+        .properties(height=110)
+    )
+    backlog = (
+        base.mark_area(interpolate="step-after", color="#e45756", opacity=0.6)
+        .encode(x=x, y=alt.Y("backlog:Q", title="backlog (requests)"))
+        .properties(height=80)
+    )
+    return alt.vconcat(top, instances, backlog).resolve_scale(color="independent")
+
+
+def elasticity_pareto(
+    sweep: xr.Dataset,
+    *,
+    chosen: dict | None = None,
+    recommended: dict | None = None,
+    cost: str | None = None,
+    breach_budget: float | None = None,
+) -> alt.LayerChart:
+    """Every run of a sweep: cost against the share of time in SLA breach, the Pareto front drawn.
+
+    Click a policy in the legend to highlight it (a vega-lite selection: it works in the HTML
+    report). ``chosen`` and ``recommended`` are selections (dicts of coordinates) marked with a
+    ring and a diamond; ``breach_budget`` (a share) is drawn as a dotted line.
+    """
+    from ..elasticity import pareto_front
+
+    cost = cost or ("usd" if "usd" in sweep else "gpu_hours")
+    front = pareto_front(sweep, cost=cost)
+    dims = list(sweep[cost].dims)
+    flat = sweep[[cost, "breach_share", "unserved_share", "thrash"]].assign(pareto=front)
+    table = flat.to_dataframe().reset_index() if dims else flat.expand_dims("run").to_dataframe()
+    if "policy" not in table:
+        table["policy"] = sweep.attrs["policy"]
+    table["policy_name"] = table.policy.map(_POLICY_NAMES)
+    table["breach_pct"] = table.breach_share * 100
+    table["unserved_pct"] = table.unserved_share * 100
+
+    def marked(selection):
+        if selection is None:
+            return table.iloc[0:0]
+        mask = np.ones(len(table), bool)
+        for key, value in selection.items():
+            mask &= table[key].values == value
+        return table[mask]
+
+    units = sweep[cost].attrs.get("units", "")
+    x = alt.X(f"{cost}:Q", title=f"cost over the trace ({units})", scale=alt.Scale(zero=False))
+    # symlog: 0 stays on the chart, and each decade from 0.01 % to 100 % gets the same room
+    y = alt.Y(
+        "breach_pct:Q",
+        title="time in SLA breach (%)",
+        scale=alt.Scale(type="symlog", constant=0.001),
+        axis=alt.Axis(values=[0, 0.01, 0.1, 1, 10, 100], format=".2~f"),
+    )
+
+    pick = alt.selection_point(fields=["policy_name"], bind="legend")
+    tooltip = [c for c in ("policy_name", *dims) if c in table and c != "policy"]
+    tooltip += [
+        alt.Tooltip(f"{cost}:Q", format=",.1f"),
+        alt.Tooltip("breach_pct:Q", format=".3f"),
+        alt.Tooltip("unserved_pct:Q", format=".3f"),
+        "thrash:Q",
+    ]
+    points = (
+        alt.Chart(table)
+        .mark_circle(size=45)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color("policy_name:N", title="policy", legend=alt.Legend(orient="right")),
+            opacity=alt.condition(pick, alt.value(0.75), alt.value(0.08)),
+            tooltip=tooltip,
+        )
+        .add_params(pick)
+    )
+    front_line = (
+        alt.Chart(table[table.pareto].sort_values(cost))
+        .mark_line(color="#333333", strokeDash=[4, 3], interpolate="step-after")
+        .encode(x=x, y=y)
+    )
+    layers = [points, front_line]
+    if breach_budget is not None:
+        budget = pd.DataFrame({"breach_pct": [breach_budget * 100], "label": ["breach budget"]})
+        layers.append(alt.Chart(budget).mark_rule(color="#e45756", strokeDash=[2, 2]).encode(y=y))
+    for selection, shape, size, label in (
+        (chosen, "circle", 260, "your policy"),
+        (recommended, "diamond", 320, "recommended"),
+    ):
+        rows = marked(selection)
+        if len(rows):
+            ring = (
+                alt.Chart(rows.assign(label=label))
+                .mark_point(
+                    shape=shape,
+                    size=size,
+                    filled=shape == "diamond",
+                    color="#222222",
+                    strokeWidth=2,
+                )
+                .encode(x=x, y=y, tooltip=["label:N", *tooltip])
+            )
+            text = (
+                alt.Chart(rows.head(1).assign(label=label))
+                .mark_text(align="left", dx=10, dy=-10, fontWeight="bold")
+                .encode(x=x, y=y, text="label:N")
+            )
+            layers += [ring, text]
+    return alt.layer(*layers).properties(
+        width=560,
+        height=320,
+        title="Every policy of the sweep: cost vs time in breach (dashed: the Pareto front)",
+    )
+
+
+def cold_start_stages(estimate: xr.Dataset, *, gpu: str | None = None) -> alt.LayerChart:
+    """Stacked cold-start stages per model for one GPU, against the article's 40-150 s band.
+
+    Takes a :func:`capnb.coldstart.estimate` result.
+    """
+    cell = estimate
+    if "gpu" in cell.dims:
+        if gpu is None and cell.sizes["gpu"] != 1:
+            raise InputError(f"chart: choose one gpu (the estimate has {cell.sizes['gpu']})")
+        cell = cell.sel(gpu=gpu) if gpu is not None else cell.squeeze("gpu")
+    rows = []
+    for order, (name, (label, _)) in enumerate(_STAGES.items()):
+        for model, seconds in zip(cell.model.values, np.atleast_1d(cell[name].values), strict=True):
+            rows.append({"model": str(model), "stage": label, "order": order, "seconds": seconds})
+    table = pd.DataFrame(rows)
+    low, high = estimate.attrs.get("article_range_s", [40.0, 150.0])
+    band = (
+        alt.Chart(pd.DataFrame({"low": [low], "high": [high]}))
+        .mark_rect(color="#bab0ac", opacity=0.25)
+        .encode(x="low:Q", x2="high:Q")
+    )
+    bars = (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            y=alt.Y("model:N", title=None, sort=list(map(str, cell.model.values))),
+            x=alt.X("sum(seconds):Q", title="cold start (s); shaded: the article's 40-150 s"),
+            color=alt.Color(
+                "stage:N",
+                sort=[v[0] for v in _STAGES.values()],
+                scale=alt.Scale(
+                    domain=[v[0] for v in _STAGES.values()], range=[v[1] for v in _STAGES.values()]
+                ),
+                legend=alt.Legend(title=None, orient="top"),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=["model:N", "stage:N", alt.Tooltip("seconds:Q", format=".1f")],
+        )
+    )
+    gpu_name = str(cell.gpu.values) if "gpu" in cell.coords else ""
+    return (band + bars).properties(
+        width=520,
+        height=22 * cell.sizes.get("model", 1),
+        title=f"Cold start by stage on {gpu_name}",
+    )
