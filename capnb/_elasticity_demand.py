@@ -94,6 +94,14 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
         if observed.size == 0:
             raise InputError("source: no complete step; use a shorter step_s")
         series = series.isel(time=slice(observed[0], observed[-1] + 1))
+        holes = np.flatnonzero(~np.isfinite(series.values))
+        if holes.size:
+            raise InputError(
+                f"source: the log has no requests for at least {gap} from "
+                f"{_when(series.time.values, int(holes[0]))} ({holes.size} steps in all), which "
+                "counts as missing data; pass gap=None to treat it as idle time, or load a span "
+                "without it"
+            )
         held = None
     else:
         series = source.qps if isinstance(source, xr.Dataset) and "qps" in source else source

@@ -67,6 +67,7 @@ from .errors import InputError
 from .kernels import autoscale as kernels
 
 __all__ = [
+    "OPTIONS",
     "POLICIES",
     "NoAction",
     "Recommendation",
@@ -288,7 +289,7 @@ def simulate(
     gpu, usd_per_gpu_hour
         A catalog GPU (its price) or a price, for the cost ``usd``.
     **options
-        Policy options (see ``capnb._elasticity_policy.OPTIONS``), e.g. ``evaluation_s`` or
+        Policy options with their defaults in :data:`OPTIONS`, e.g. ``evaluation_s`` or
         ``scale_down_threshold`` (article), ``sync_s`` (HPA), ``panic_window_s`` (Knative).
 
     Returns

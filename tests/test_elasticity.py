@@ -364,3 +364,10 @@ def test_sweep_rejects_duplicates_and_unknown_options():
         elasticity.sweep(np.ones(10), step_s=5, per_instance_qps=1, policy=["hpa"], tick_s=2)
     with pytest.raises(InputError, match="request log"):
         elasticity.simulate(data.load_trace("azure-code-2023"), step_s=5, per_instance_qps=1)
+
+
+def test_a_gap_in_a_request_log_is_named():
+    log = data.load_trace("azure-code-2023")
+    with pytest.raises(InputError, match=r"no requests for at least 60s from 2023-11-16T18:17:44"):
+        elasticity.resample_demand(log, 1, gap="60s")
+    assert elasticity.resample_demand(log, 1, gap=None).sizes["time"] == 3436

@@ -33,7 +33,8 @@ warm spares held on top that the policy never sees. Policies (``config[POLICY]``
     tolerance, starting pods counted as unready, scale-up/scale-down stabilisation windows, rate
     policies (Pods and Percent, ``selectPolicy: Max``) and min/max replicas.
 ``KNATIVE``
-    Knative's KPA in requests/s mode: stable and panic windows, panic when the panic-window load
+    Knative's KPA in requests/s mode: stable and panic windows (the stable one read from a
+    cumulative request counter, as a metrics pipeline reads a rate), panic when the panic-window load
     needs at least ``panic_threshold`` x the ready pods, no scale-down while panicking, max
     scale-up and scale-down rates, and the scale-down delay as a windowed maximum.
 ``FIXED``
