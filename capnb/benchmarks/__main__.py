@@ -7,7 +7,7 @@ import importlib
 
 from . import machine, print_rows
 
-STEPS = ("forecast", "memory", "capacity", "elasticity")
+STEPS = ("forecast", "memory", "capacity", "elasticity", "startup")
 
 
 def main() -> None:
