@@ -29,6 +29,7 @@ _SUBMODULES = (
     "memory",
     "modelspec",
     "notebook",
+    "plan",
     "report",
     "widgets",
 )
@@ -48,6 +49,7 @@ __all__ = [
     "memory",
     "modelspec",
     "notebook",
+    "plan",
     "report",
     "widgets",
 ]
@@ -67,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover
         memory,
         modelspec,
         notebook,
+        plan,
         report,
         widgets,
     )

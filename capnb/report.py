@@ -15,10 +15,31 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["WORKSHEETS", "export_html", "run_worksheet", "worksheet_path"]
+__all__ = [
+    "REPORT_NAME",
+    "WORKSHEETS",
+    "combine",
+    "execute",
+    "export_html",
+    "run_report",
+    "run_worksheet",
+    "worksheet_path",
+]
 
 #: The worksheets the main job runs, in order.
-WORKSHEETS = ("01_forecasting", "02_memory", "03_capacity", "04_elasticity")
+WORKSHEETS = (
+    "00_start_here",
+    "01_forecasting",
+    "02_memory",
+    "03_capacity",
+    "04_elasticity",
+    "05_plan",
+)
+
+#: File name of the combined report.
+REPORT_NAME = "capnb_report.html"
+
+_BUNDLE_MARK = 'class="capnb-vega-bundle"'
 
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -85,6 +106,38 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def execute(
+    name: str | os.PathLike, *, parameters: Mapping[str, object] | None = None, timeout: int = 600
+):
+    """Execute a worksheet headless (a fresh kernel) and return the executed notebook node.
+
+    Raises
+    ------
+    nbclient.exceptions.CellExecutionError
+        A cell failed; the message names the worksheet and shows the cell.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    path = Path(name) if str(name).endswith(".ipynb") else worksheet_path(str(name))
+    notebook = nbformat.read(path, as_version=4)
+    if parameters:
+        _inject_parameters(notebook, parameters)
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        raise CellExecutionError(f"worksheet {path.name} failed:\n{error}", "", "") from None
+    notebook.metadata["capnb_worksheet"] = path.stem
+    return notebook
+
+
 def run_worksheet(
     name: str | os.PathLike,
     out_dir: str | os.PathLike = "reports",
@@ -110,24 +163,170 @@ def run_worksheet(
     nbclient.exceptions.CellExecutionError
         A cell failed; the message names the worksheet and shows the cell. No file is written.
     """
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    path = Path(name) if str(name).endswith(".ipynb") else worksheet_path(str(name))
-    notebook = nbformat.read(path, as_version=4)
-    if parameters:
-        _inject_parameters(notebook, parameters)
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    try:
-        client.execute()
-    except CellExecutionError as error:
-        raise CellExecutionError(f"worksheet {path.name} failed:\n{error}", "", "") from None
-    target = Path(out_dir) / f"{path.stem}.html"
+    notebook = execute(name, parameters=parameters, timeout=timeout)
+    target = Path(out_dir) / f"{notebook.metadata['capnb_worksheet']}.html"
     _write_atomic(target, export_html(notebook))
     return target
+
+
+def combine(notebooks: list) -> object:
+    """One notebook of several executed worksheets, in order, with the vega bundle kept once."""
+    import copy
+
+    import nbformat
+
+    titles = []
+    for notebook in notebooks:
+        first = next((c for c in notebook.cells if c.cell_type == "markdown"), None)
+        heading = first.source.splitlines()[0].lstrip("# ").strip() if first else "worksheet"
+        titles.append((notebook.metadata.get("capnb_worksheet", "worksheet"), heading))
+    contents = "\n".join(
+        f"{i + 1}. {heading} (`{name}`)" for i, (name, heading) in enumerate(titles)
+    )
+    combined = nbformat.v4.new_notebook(metadata=copy.deepcopy(notebooks[0].metadata))
+    combined.cells.append(
+        nbformat.v4.new_markdown_cell(
+            "# capnb report\n\nThe worksheets of a capacity plan, executed on the same inputs and rendered "
+            "for reading offline: charts keep their own controls; widget panels show the values they "
+            f"were run with.\n\n{contents}"
+        )
+    )
+    bundle_seen = False
+    for notebook in notebooks:
+        for cell in notebook.cells:
+            cell = copy.deepcopy(cell)
+            kept = []
+            for output in cell.get("outputs", []):
+                html = "".join(output.get("data", {}).get("text/html", ""))
+                if _BUNDLE_MARK in html:
+                    if bundle_seen:
+                        continue  # every worksheet carries the bundle; one copy per page is enough
+                    bundle_seen = True
+                kept.append(output)
+            if cell.cell_type == "code":
+                cell.outputs = kept
+            combined.cells.append(cell)
+    return combined
+
+
+def run_report(
+    config=None,
+    out_dir: str | os.PathLike = "reports",
+    *,
+    worksheets: tuple[str, ...] = WORKSHEETS,
+    jobs: int = 2,
+    progress: bool = True,
+    timeout: int = 600,
+) -> list[Path]:
+    """Execute the worksheets and write one HTML per worksheet plus the combined report.
+
+    Parameters
+    ----------
+    config
+        None (every worksheet on its bundled defaults), or a plan config (:class:`capnb.plan.PlanConfig`,
+        mapping or TOML/YAML path): the plan is built once, exported to ``out_dir`` (``plan.nc``,
+        ``plan.json``), and each worksheet runs on the config's inputs and the plan's choices.
+    out_dir
+        Where the reports go (created if needed). Every file is written atomically.
+    worksheets
+        Which worksheets, in order.
+    jobs
+        Worksheets executed at once (each in its own kernel).
+    progress
+        Show a progress bar.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The combined report first, then one file per worksheet.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    out_dir = Path(out_dir)
+    parameters = _parameters(config, out_dir) if config is not None else {}
+    bar = _progress(len(worksheets), progress)
+    executed = {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {
+            name: pool.submit(execute, name, parameters=parameters.get(name), timeout=timeout)
+            for name in worksheets
+        }
+        for name in worksheets:
+            executed[name] = futures[name].result()
+            bar(name)
+    paths = []
+    for name in worksheets:
+        target = out_dir / f"{name}.html"
+        _write_atomic(target, export_html(executed[name]))
+        paths.append(target)
+    combined = out_dir / REPORT_NAME
+    _write_atomic(combined, export_html(combine([executed[n] for n in worksheets])))
+    return [combined, *paths]
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return lambda name: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, unit="worksheet", desc="capnb report")
+
+    def step(name: str) -> None:
+        bar.set_postfix_str(name)
+        bar.update(1)
+        if bar.n == total:
+            bar.close()
+
+    return step
+
+
+def _parameters(config, out_dir: Path) -> dict[str, dict[str, object]]:
+    """Each worksheet's parameters for a plan config, from the config and the plan built on it."""
+    from . import plan as planning
+
+    cfg = planning._config(config, {})
+    plan = planning.build(cfg)
+    files = planning.export(plan, out_dir)
+    planning.save_config(cfg, out_dir / "plan.toml")
+    gpu, tp = plan.attrs["gpu"], int(plan.attrs["tensor_parallel"])
+    per_instance = float(plan.attrs["per_instance_qps"])
+    target = plan.forecast_target_qps.sel(traffic_quantile=cfg.traffic_quantile)
+    return {
+        "01_forecasting": {
+            "TRACE": cfg.trace,
+            "INTERVAL": cfg.interval,
+            "SLOTS": cfg.slots,
+            "QUANTILE": cfg.traffic_quantile,
+            "EXCEED_PROBABILITY": cfg.exceed_probability,
+            "TRIALS": cfg.trials,
+            "SEED": cfg.seed,
+        },
+        "02_memory": {
+            "MODEL": cfg.model,
+            "GPU": gpu,
+            "TENSOR_PARALLEL": tp,
+            "SEQ_LEN": int(plan.attrs["seq_len"]),
+            "ACCOUNTING": cfg.accounting,
+        },
+        "03_capacity": {
+            "CURVE": "analytic model" if cfg.latency == "model" else cfg.latency,
+            "METRIC": cfg.sla_metric,
+            "SLA": cfg.sla_s,
+            "TARGET_QPS": float(target.max()) * 1.0,
+            "BUFFER": int(plan.attrs["buffer_instances"]),
+            "MODEL": cfg.model,
+            "GPU": gpu,
+            "TENSOR_PARALLEL": tp,
+            "WORKLOAD": cfg.workload,
+        },
+        "04_elasticity": {
+            "TRACE": cfg.trace,
+            "STEP_S": cfg.step_s,
+            "PER_INSTANCE_QPS": per_instance / cfg.demand_scale,
+            "MODEL": cfg.model,
+            "GPU": gpu,
+            "TOLERANCE_S": cfg.tolerance_s,
+            "BREACH_BUDGET": cfg.breach_budget,
+        },
+        "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
+    }

@@ -9,6 +9,7 @@ from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_cur
 from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series
 from ._memory import memory_breakdown, memory_heatmap
+from ._plan import plan_options, plan_policies, plan_slots, plan_timeline
 
 __all__ = [
     "cold_start_stages",
@@ -23,5 +24,9 @@ __all__ = [
     "memory_breakdown",
     "memory_heatmap",
     "plan_contrast",
+    "plan_options",
+    "plan_policies",
+    "plan_slots",
+    "plan_timeline",
     "throughput_curve",
 ]

@@ -1,0 +1,237 @@
+"""Plan charts: the evidence behind a :func:`capnb.plan.build` recommendation, from the plan Dataset."""
+
+from __future__ import annotations
+
+import json
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+__all__ = ["plan_options", "plan_policies", "plan_slots", "plan_timeline"]
+
+HOURS_PER_MONTH = 730.0
+_CHOSEN = "#e45756"
+
+
+def _config(plan: xr.Dataset) -> dict:
+    return json.loads(plan.attrs["config"])
+
+
+def plan_slots(plan: xr.Dataset) -> alt.Chart:
+    """Per slot: the P50/P95/P99 targets, the mean plan, and the capacity of the planned fleet.
+
+    A dropdown (a vega-lite param that works in a static report) picks the traffic quantile the
+    fleet line is drawn for; the fixed fleet is ceil(target / per-instance QPS) instances.
+    """
+    per_instance = float(plan.attrs["per_instance_qps"])
+    target = plan.forecast_target_qps.transpose("slot", "traffic_quantile")
+    rows = []
+    for q in target.traffic_quantile.values:
+        values = target.sel(traffic_quantile=q).values
+        fleet = np.ceil(values / per_instance - 1e-12) * per_instance
+        rows += [
+            {
+                "slot": int(s),
+                "quantile": float(q),
+                "series": f"P{100 * q:g} target",
+                "qps": float(v),
+            }
+            for s, v in zip(target.slot.values, values, strict=True)
+        ]
+        rows += [
+            {
+                "slot": int(s),
+                "quantile": float(q),
+                "series": "fixed fleet capacity",
+                "qps": float(v),
+            }
+            for s, v in zip(target.slot.values, fleet, strict=True)
+        ]
+    table = pd.DataFrame(rows)
+    quantiles = [float(q) for q in target.traffic_quantile.values]
+    chosen = float(_config(plan)["traffic_quantile"])
+    pick = alt.param(
+        name="quantile",
+        value=chosen,
+        bind=alt.binding_select(options=quantiles, name="traffic quantile "),
+    )
+    x = alt.X(
+        field="slot", type="ordinal", title=f"slot ({plan.attrs.get('slots', 'hour_of_day')})"
+    )
+    y = alt.Y(field="qps", type="quantitative", title="requests/s")
+    lines = (
+        alt.Chart(table)
+        .transform_filter(alt.datum.quantile == pick)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(field="series", type="nominal", title=None),
+            strokeDash=alt.condition(
+                "datum.series == 'fixed fleet capacity'", alt.value([5, 3]), alt.value([1, 0])
+            ),
+            tooltip=[
+                alt.Tooltip(field="slot", type="ordinal"),
+                alt.Tooltip(field="series", type="nominal"),
+                alt.Tooltip(field="qps", type="quantitative", format=",.1f"),
+            ],
+        )
+    )
+    mean = float(plan.forecast_mean_plan_qps.max())
+    rule = alt.Chart(pd.DataFrame({"qps": [mean], "label": [f"mean plan {mean:,.0f} requests/s"]}))
+    rule_y = alt.Y(field="qps", type="quantitative")
+    layers = (
+        lines
+        + rule.mark_rule(color="gray", strokeDash=[2, 2]).encode(y=rule_y)
+        + rule.mark_text(align="left", dx=4, dy=-6, color="gray").encode(
+            y=rule_y, x=alt.value(0), text=alt.Text(field="label", type="nominal")
+        )
+    )
+    title = "Targets per slot and the fleet planned for them (the mean plan for contrast)"
+    return layers.add_params(pick).properties(title=title, width=560, height=280)
+
+
+def plan_options(plan: xr.Dataset) -> alt.Chart:
+    """Monthly cost of every feasible (GPU, tensor-parallel) option; the chosen one highlighted."""
+    monthly = plan.capacity_usd_per_hour.mean("slot") * HOURS_PER_MONTH
+    table = (
+        monthly.to_dataframe(name="usd").reset_index()[["gpu", "tensor_parallel", "usd"]].dropna()
+    )
+    table["option"] = table.tensor_parallel.astype(str) + " x " + table.gpu
+    chosen = f"{plan.attrs['tensor_parallel']} x {plan.attrs['gpu']}"
+    table["chosen"] = table.option == chosen
+    gpus = sorted(table.gpu.unique())
+    pick = alt.param(
+        name="gpu",
+        value=plan.attrs["gpu"],
+        bind=alt.binding_select(options=gpus, name="highlight GPU "),
+    )
+    bars = (
+        alt.Chart(table)
+        .mark_bar()
+        .encode(
+            y=alt.Y(
+                field="option", type="nominal", sort=alt.EncodingSortField(field="usd"), title=None
+            ),
+            x=alt.X(
+                field="usd",
+                type="quantitative",
+                title="USD a month, fixed fleet for the plan + buffer",
+            ),
+            color=alt.condition("datum.chosen", alt.value(_CHOSEN), alt.value("#4c78a8")),
+            opacity=alt.condition(alt.datum.gpu == pick, alt.value(1.0), alt.value(0.45)),
+            tooltip=[
+                alt.Tooltip(field="option", type="nominal"),
+                alt.Tooltip(field="usd", type="quantitative", format=",.0f"),
+            ],
+        )
+    )
+    title = f"Cost of each feasible option (chosen: {chosen})"
+    return bars.add_params(pick).properties(title=title, width=520, height=16 * len(table) + 20)
+
+
+def plan_policies(plan: xr.Dataset) -> alt.Chart:
+    """Every simulated autoscaling run: monthly cost against time in SLA breach; the choice marked."""
+    hours = float(plan.attrs["simulated_hours"])
+    usd = plan.elasticity_usd / hours * HOURS_PER_MONTH
+    frame = (
+        xr.Dataset({"usd": usd, "breach": plan.elasticity_breach_share})
+        .to_dataframe()
+        .reset_index()
+    )
+    selection = json.loads(plan.attrs["policy"])
+    chosen = np.ones(len(frame), dtype=bool)
+    for key, value in selection.items():
+        chosen &= frame[key].astype(str).to_numpy() == str(value)
+    frame["chosen"] = chosen
+    frame["breach_pct"] = frame.breach * 100
+    budget = float(_config(plan)["breach_budget"]) * 100
+    points = (
+        alt.Chart(frame)
+        .mark_point(filled=True, size=40, opacity=0.7)
+        .encode(
+            x=alt.X(
+                field="breach_pct",
+                type="quantitative",
+                title="time in SLA breach (%)",
+                scale=alt.Scale(type="symlog", constant=0.01),
+            ),
+            y=alt.Y(
+                field="usd", type="quantitative", title="USD a month", scale=alt.Scale(zero=False)
+            ),
+            color=alt.Color(field="policy", type="nominal"),
+            tooltip=[
+                alt.Tooltip(field=c, type="nominal")
+                for c in (
+                    "policy",
+                    "scale_up_threshold",
+                    "cooldown_s",
+                    "min_instances",
+                    "buffer_instances",
+                )
+            ]
+            + [
+                alt.Tooltip(field="usd", type="quantitative", format=",.0f"),
+                alt.Tooltip(field="breach_pct", type="quantitative", format=".3f"),
+            ],
+        )
+    )
+    mark = (
+        alt.Chart(frame[frame.chosen])
+        .mark_point(shape="diamond", size=220, color=_CHOSEN, filled=False, strokeWidth=2)
+        .encode(
+            x=alt.X(field="breach_pct", type="quantitative"),
+            y=alt.Y(field="usd", type="quantitative"),
+        )
+    )
+    rule = (
+        alt.Chart(pd.DataFrame({"breach_pct": [budget]}))
+        .mark_rule(color="gray", strokeDash=[4, 3])
+        .encode(x=alt.X(field="breach_pct", type="quantitative"))
+    )
+    title = "Autoscaling runs over the trace (diamond: the recommendation; line: the breach budget)"
+    return (points + rule + mark).properties(title=title, width=560, height=300)
+
+
+def plan_timeline(plan: xr.Dataset) -> alt.Chart:
+    """The recommended policy over the trace: demand against ready capacity, per forecast interval."""
+    per_instance = float(plan.attrs["per_instance_qps"])
+    frame = pd.DataFrame(
+        {
+            "time": pd.to_datetime(plan.timeline_time.values),
+            "demand": plan.timeline_qps.values,
+            "ready capacity": plan.timeline_ready_instances.values * per_instance,
+            "breach_min": plan.timeline_breach_s.values / 60,
+        }
+    )
+    long = frame.melt(
+        id_vars=["time"],
+        value_vars=["demand", "ready capacity"],
+        var_name="series",
+        value_name="qps",
+    )
+    lines = (
+        alt.Chart(long)
+        .mark_line(strokeWidth=1)
+        .encode(
+            x=alt.X(field="time", type="temporal", title=None),
+            y=alt.Y(field="qps", type="quantitative", title="requests/s"),
+            color=alt.Color(field="series", type="nominal", title=None),
+        )
+    )
+    breach = (
+        alt.Chart(frame[frame.breach_min > 0])
+        .mark_bar(color=_CHOSEN, opacity=0.5)
+        .encode(
+            x=alt.X(field="time", type="temporal"),
+            y=alt.Y(field="breach_min", type="quantitative", title="minutes in breach"),
+        )
+    )
+    title = "The recommended policy over the trace (mean per interval; red: minutes in SLA breach)"
+    return (
+        alt.layer(lines, breach)
+        .resolve_scale(y="independent")
+        .properties(title=title, width=620, height=260)
+    )
