@@ -111,7 +111,7 @@ def _traffic(cfg: PlanConfig):
     if not cfg.demand_scale > 0:
         raise InputError(f"demand_scale must be positive, got {cfg.demand_scale!r}")
     series = forecast.resample(source, cfg.interval)
-    series["qps"] = series.qps * cfg.demand_scale
+    series["qps"] = (series.qps * cfg.demand_scale).assign_attrs(series.qps.attrs)
     return source, series
 
 
@@ -190,11 +190,38 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> dict[str, object]:
     return {"gpu": str(best.gpu.item()), "tensor_parallel": int(best.tensor_parallel.item())}
 
 
-def _elasticity(cfg: PlanConfig, source, chosen_cap: xr.Dataset, gpu: str, tensor_parallel: int):
+def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
+    """Demand per simulation step; windows missing from the trace take their slot's median.
+
+    The simulator needs a number at every step, and a real production series has gaps (marked
+    missing by the readers, never zero). Filling a gap with the slot's P50 is the neutral choice: it
+    neither invents a burst nor a trough. The share filled is recorded in ``attrs["filled_share"]``.
+    """
+    from . import elasticity, forecast
+
+    log = "request" in source.dims
+    native = cfg.step_s if log else float(source.attrs.get("interval_s", cfg.step_s))
+    qps = forecast.resample(source, f"{native:g}s").qps * cfg.demand_scale
+    observed = np.flatnonzero(np.isfinite(qps.values))
+    qps = qps.isel(time=slice(observed[0], observed[-1] + 1))  # a log's partial edges stay out
+    missing = np.isnan(qps.values)
+    if missing.any():
+        median = fc.target_qps.sel(traffic_quantile=0.5)
+        codes = forecast.slot_codes(qps.time.values[missing], fc.attrs.get("slots", cfg.slots))
+        values = qps.values.copy()
+        values[missing] = median.sel(slot=codes).values
+        qps = qps.copy(data=values)
+    qps.attrs["interval_s"] = native
+    demand = elasticity.resample_demand(qps, cfg.step_s)
+    demand.attrs.update(filled_share=float(missing.mean()))
+    return demand
+
+
+def _elasticity(
+    cfg: PlanConfig, demand: xr.DataArray, chosen_cap: xr.Dataset, gpu: str, tensor_parallel: int
+):
     from . import coldstart, elasticity
 
-    demand = elasticity.resample_demand(source, cfg.step_s) * cfg.demand_scale
-    demand.attrs.update(units="requests/s", step_s=cfg.step_s)
     per_instance = float(chosen_cap.per_instance_qps)
     if cfg.cold_start_s == "estimate":
         estimate = coldstart.estimate(cfg.model, gpu, tensor_parallel=tensor_parallel)
@@ -280,7 +307,10 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
     if str(chosen.binding.values) not in ("latency", "memory", "measured_range"):
         raise PlanError(f"infeasible: {capacity.describe(chosen)}")
     with _Stage("elasticity", cfg):
-        demand, sweep, advice, _estimate, estimated, cold = _elasticity(cfg, source, chosen, gpu, tp)
+        demand = _demand(cfg, source, fc)
+        demand, sweep, advice, _estimate, estimated, cold = _elasticity(
+            cfg, demand, chosen, gpu, tp
+        )
 
     plan = _assemble(
         cfg, series, fc, mem, cap, chosen, sweep, advice, demand, gpu, tp, estimated, cold, seq_len
@@ -370,7 +400,8 @@ def _assemble(
         ),
         _prefixed(timeline.rename(time="timeline_time"), "timeline"),
     ]
-    plan = xr.merge(parts, compat="override", join="outer", combine_attrs="drop")
+    plan = xr.merge(parts, compat="override", join="outer", combine_attrs="drop_conflicts")
+    plan.attrs = {}
     per_instance = float(chosen.per_instance_qps)
     hours = float(run.attrs.get("duration_s", demand.size * cfg.step_s)) / 3600.0
     metrics = advice.metrics
@@ -396,6 +427,7 @@ def _assemble(
         burst_test_start=burst.attrs["burst_start"],
         burst_test_breach_minutes=float(burst.breach_s) / 60,
         burst_test_unserved_share=float(burst.unserved_share),
+        demand_filled_share=float(demand.attrs.get("filled_share", 0.0)),
     )
     return plan
 
@@ -490,6 +522,12 @@ def _recommendation(plan, cfg, fc, cap, chosen, advice, checks, forecast) -> str
         f"requests/s); elastic buffer: {buffer} instances for {buffer_qps:,.0f} requests/s of bursts."
     )
     lines.append(f"Run: {advice.text}")
+    filled = plan.attrs.get("demand_filled_share", 0.0)
+    if filled:
+        lines.append(
+            f"Note: {filled:.1%} of the trace was missing; the simulation filled those steps "
+            "with their slot's median demand."
+        )
     fixed_monthly = (
         float(chosen.usd_per_hour.mean()) * HOURS_PER_MONTH
         if "usd_per_hour" in chosen
@@ -552,7 +590,9 @@ def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a plan written by :func:`export` (its NetCDF file) back into memory."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)")
+        raise InputError(
+            f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
+        )
     with xr.open_dataset(path, engine="h5netcdf") as stored:
         plan = stored.load()
     if "recommendation" not in plan.attrs:

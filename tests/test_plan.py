@@ -1,0 +1,178 @@
+"""The plan: the chain on one set of inputs, its recommendation, configs and exports."""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from capnb import plan as planning
+from capnb.errors import ConfigError, InputError
+
+#: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
+SMALL = {
+    "trace": "servegen-m-small",
+    "trials": 300,
+    "gpus": ("H100-SXM", "H200", "L4"),
+    "tensor_parallel": (1, 2),
+    "policies": ("hpa", "fixed"),
+    "scale_up_threshold": (0.7,),
+    "cooldown_s": (900.0,),
+    "buffer_instances": (0, 2),
+}
+
+
+@pytest.fixture(scope="module")
+def small():
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always", planning.PlanWarning)
+        result = planning.build(planning.PlanConfig(**SMALL))
+    return result, [str(w.message) for w in raised if issubclass(w.category, planning.PlanWarning)]
+
+
+def test_plan_holds_every_step_with_units(small):
+    plan, _ = small
+    for step in ("traffic", "forecast", "memory", "capacity", "elasticity", "timeline"):
+        assert any(name.startswith(f"{step}_") for name in plan.data_vars), step
+    for name, var in plan.data_vars.items():
+        if var.dtype.kind in "fi":
+            assert "units" in var.attrs, name
+    for key in (
+        "recommendation",
+        "gpu",
+        "tensor_parallel",
+        "per_instance_qps",
+        "monthly_usd",
+        "breach_minutes_per_month",
+        "policy",
+        "config",
+    ):
+        assert key in plan.attrs, key
+
+
+def test_the_choice_is_the_cheapest_feasible_option(small):
+    plan, _ = small
+    monthly = plan.capacity_usd_per_hour.mean("slot")
+    gpu, tp = plan.attrs["gpu"], plan.attrs["tensor_parallel"]
+    assert float(monthly.sel(gpu=gpu, tensor_parallel=tp)) == float(monthly.min())
+    chosen = plan.sel(gpu=gpu, tensor_parallel=tp)
+    assert str(chosen.capacity_binding.values) in ("latency", "memory", "measured_range")
+    assert math.isclose(float(chosen.capacity_per_instance_qps), plan.attrs["per_instance_qps"])
+    # the SLA holds at the operating point, and the memory step allows the safe concurrency
+    assert float(chosen.capacity_latency_at_safe) <= planning.PlanConfig(**SMALL).sla_s
+    assert int(chosen.capacity_safe_concurrency) <= int(chosen.memory_max_concurrency.squeeze())
+
+
+def test_instances_are_the_fixed_part_plus_the_burst_buffer(small):
+    plan, _ = small
+    chosen = plan.sel(gpu=plan.attrs["gpu"], tensor_parallel=plan.attrs["tensor_parallel"])
+    q = plan.attrs["per_instance_qps"]
+    target = plan.forecast_target_qps.sel(traffic_quantile=0.99).values
+    buffer = math.ceil(float(plan.forecast_buffer_qps) / q - 1e-12)
+    np.testing.assert_array_equal(
+        chosen.capacity_instances.values, np.ceil(target / q - 1e-12) + buffer
+    )
+    assert f"elastic buffer: {buffer} instances" in plan.attrs["recommendation"]
+
+
+def test_recommended_policy_and_its_monthly_figures(small):
+    plan, _ = small
+    selection = json.loads(plan.attrs["policy"])
+    run = plan.sel(selection)
+    hours = plan.attrs["simulated_hours"]
+    assert math.isclose(
+        float(run.elasticity_usd) / hours * 730, plan.attrs["monthly_usd"], rel_tol=1e-9
+    )
+    assert math.isclose(
+        float(run.elasticity_breach_s) / hours * 730 / 60,
+        plan.attrs["breach_minutes_per_month"],
+        rel_tol=1e-9,
+    )
+    text = planning.describe(plan)
+    assert f"{plan.attrs['monthly_usd']:,.0f} USD a month" in text
+    assert text.startswith(
+        f"Serve Llama-3.1-8B on {plan.attrs['tensor_parallel']} x {plan.attrs['gpu']}"
+    )
+
+
+def test_applicability_checks_are_warnings_and_in_the_text(small):
+    plan, raised = small
+    assert sorted(raised) == sorted(plan.attrs["warnings"])
+    for check in plan.attrs["warnings"]:
+        assert f"Check: {check}" in plan.attrs["recommendation"]
+    # the bundled 8B model's estimated cold start exceeds half the 60 s budget
+    assert any(c.startswith("Cold start") for c in plan.attrs["warnings"])
+
+
+def test_export_and_load_round_trip(small, tmp_path):
+    plan, _ = small
+    files = planning.export(plan, tmp_path)
+    back = planning.load(files["netcdf"])
+    assert back.attrs["recommendation"] == plan.attrs["recommendation"]
+    assert back.attrs["warnings"] == plan.attrs["warnings"]
+    xr.testing.assert_allclose(back.capacity_instances, plan.capacity_instances)
+    assert str(back.capacity_binding.sel(gpu="H100-SXM", tensor_parallel=1).values) == str(
+        plan.capacity_binding.sel(gpu="H100-SXM", tensor_parallel=1).values
+    )
+    summary = json.loads(files["json"].read_text())
+    assert summary["gpu"] == plan.attrs["gpu"] and summary["warnings"] == plan.attrs["warnings"]
+
+
+def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch):
+    plan, _ = small
+    files = planning.export(plan, tmp_path)
+    before = files["netcdf"].read_bytes()
+
+    def broken(self, *args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
+    with pytest.raises(OSError, match="disk full"):
+        planning.export(plan, tmp_path)
+    assert files["netcdf"].read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "plan.nc"]
+
+
+def test_config_files_round_trip(tmp_path):
+    config = planning.PlanConfig(**SMALL)
+    path = planning.save_config(config, tmp_path / "plan.toml")
+    assert planning.load_config(path) == config
+    yaml_path = tmp_path / "plan.yaml"
+    yaml_path.write_text("sla:\n  sla_s: 0.1\nserving:\n  gpus: [H200]\n")
+    loaded = planning.load_config(yaml_path)
+    assert loaded.sla_s == 0.1 and loaded.gpus == ("H200",)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[sla]\nsla_seconds = 1\n", r"\[sla\] has no setting 'sla_seconds'"),
+        ("colour = 'red'\n", "unknown setting 'colour'"),
+        ("[sla\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_files_name_the_setting_and_file(tmp_path, text, message):
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"plan.toml.*{message}"):
+        planning.load_config(path)
+    with pytest.raises(ConfigError, match="no such plan config"):
+        planning.load_config(tmp_path / "missing.toml")
+
+
+def test_infeasible_sla_is_stated_never_a_fallback():
+    with pytest.raises(
+        planning.PlanError, match=r"infeasible: no GPU .* meets tpot P99 <= 0.001 s"
+    ):
+        planning.build(planning.PlanConfig(**SMALL), sla_s=0.001)
+
+
+def test_a_failing_step_is_named():
+    with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
+        planning.build(planning.PlanConfig(**SMALL), trace="nope")
+    with pytest.raises(planning.PlanError, match="the capacity step failed"):
+        planning.build(planning.PlanConfig(**SMALL), gpus=("H1000",))
+    with pytest.raises(InputError, match="config must be a PlanConfig"):
+        planning.build(42)
