@@ -620,4 +620,6 @@ def _netcdf_ready(plan: xr.Dataset) -> xr.Dataset:
         }
         if out[name].dtype.kind == "U":
             out[name] = out[name].astype(object)
+        if out[name].dtype.kind in "mM":  # NetCDF encodes time units itself
+            out[name].attrs.pop("units", None)
     return out
