@@ -24,7 +24,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,20 +125,16 @@ def read_latency_table(
 
     if isinstance(source, pd.DataFrame):
         frame, name = source, "table"
+    elif not isinstance(source, str | os.PathLike):
+        raise InputError(
+            f"source must be a path or a pandas DataFrame, got {type(source).__name__}"
+        )
     else:
         path = Path(source)
         name = str(path)
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
-        suffix = path.suffix.lower()
-        if suffix == ".csv":
-            frame = pd.read_csv(path)
-        elif suffix == ".parquet":
-            frame = pd.read_parquet(path)
-        elif suffix in (".json", ".jsonl"):
-            frame = pd.read_json(path, lines=True)
-        else:
-            raise ConfigError(f"{path}: read_latency_table reads .csv, .parquet or .jsonl files")
+        frame = _read_frame(path)
     columns = {str(c).strip().lower(): c for c in frame.columns}
     if "concurrency" not in columns:
         raise ConfigError(f"{name}: no 'concurrency' column (columns: {list(frame.columns)})")
@@ -170,27 +166,32 @@ def read_latency_table(
             raise ConfigError(
                 f"{name}: column {column!r}: statistic {stat!r} is not mean, median or pNN"
             )
-        values = _curve.to_seconds(frame[column].to_numpy(dtype=float), unit, f"{name}: {column}")
+        values = _curve.to_seconds(_numbers(frame, column, name), unit, f"{name}: {column}")
         q = _quantile_of(stat)
+        if q is not None and not 0.0 < q < 1.0:
+            raise ConfigError(
+                f"{name}: column {column!r}: {stat!r} is not a percentile between p0 and p100"
+            )
         if q is None:
             mean[metric] = values
         else:
             latency[(metric, q)] = values
     qps_column = columns.get("qps", columns.get("request_throughput"))
-    qps = None if qps_column is None else frame[qps_column].to_numpy(dtype=float)
+    qps = None if qps_column is None else _numbers(frame, qps_column, name)
     workload = {}
     for field, given in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
         if given is not None:
             workload[field] = float(given)
         elif field in columns:
-            workload[field] = float(frame[columns[field]].astype(float).mean())
+            # pandas' mean: empty cells skipped, and NaN (no warning) for a table without rows
+            workload[field] = float(pd.Series(_numbers(frame, columns[field], name)).mean())
     notes = [f"ignored columns: {', '.join(ignored)}"] if ignored else []
     per_row_output = (
-        frame[columns["output_tokens"]].to_numpy(dtype=float)
+        _numbers(frame, columns["output_tokens"], name)
         if "output_tokens" in columns
         else workload.get("output_tokens")
     )
-    concurrency = frame[columns["concurrency"]].to_numpy()
+    concurrency = _numbers(frame, columns["concurrency"], name)
     _derive_mean_e2e(concurrency, mean, latency, per_row_output, qps, notes)
     return _curve.build(
         concurrency,
@@ -204,15 +205,71 @@ def read_latency_table(
     )
 
 
+def _read_frame(path: Path) -> pd.DataFrame:
+    """A table file as a DataFrame; a file pandas cannot parse is an error naming it."""
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    readers = {
+        ".csv": pd.read_csv,
+        ".parquet": pd.read_parquet,
+        ".json": lambda p: pd.read_json(p, lines=True),
+        ".jsonl": lambda p: pd.read_json(p, lines=True),
+    }
+    if suffix not in readers:
+        raise ConfigError(f"{path}: read_latency_table reads .csv, .parquet or .jsonl files")
+    try:
+        return readers[suffix](path)
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        # pandas' EmptyDataError and ParserError, a truncated JSON line, pyarrow's ArrowInvalid
+        # for a file that is not Parquet: all ValueError or OSError subclasses
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"{path}: cannot be read as a {suffix[1:]} table ({first})") from None
+
+
+def _numbers(frame: pd.DataFrame, column, name: str) -> np.ndarray:
+    """A column as float64 (empty cells NaN); text that is not a number names its row."""
+    import pandas as pd
+
+    values = frame[column]
+    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    bad = np.isnan(numbers) & values.notna().to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(
+            f"{name}: column {column!r} holds {values.iloc[i]!r} at row {i + 2}, not a number"
+        )
+    return numbers
+
+
 # -- vllm bench serve ----------------------------------------------------------------------------
 _VLLM_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}
 _VLLM_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 
 
+def _text(path: Path, encoding: str = "utf-8") -> str:
+    try:
+        return path.read_text(encoding=encoding)
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not a UTF-8 text file ({err.reason} at byte {err.start})"
+        ) from None
+
+
+def _paths(paths, argument: str) -> list:
+    """One path or an iterable of paths, as a list; anything else is an error naming ``argument``."""
+    if isinstance(paths, str | os.PathLike):
+        return [paths]
+    if isinstance(paths, Iterable) and not isinstance(paths, bytes | Mapping):
+        listed = list(paths)
+        if all(isinstance(p, str | os.PathLike) for p in listed):
+            return listed
+    raise InputError(f"{argument} must be a path or a list of paths, got {paths!r}")
+
+
 def _records(paths) -> list[tuple[str, dict]]:
     """(label, record) for every run in the given files, directories or flattened CSVs."""
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
+    paths = _paths(paths, "paths")
     files: list[Path] = []
     for entry in paths:
         path = Path(entry)
@@ -227,7 +284,7 @@ def _records(paths) -> list[tuple[str, dict]]:
             raise ConfigError(f"{path}: no such file or directory")
     records = []
     for path in files:
-        text = path.read_text(encoding="utf-8")
+        text = _text(path)
         if path.suffix.lower() == ".csv":
             for i, row in enumerate(csv.DictReader(io.StringIO(text))):
                 records.append((f"{path.name} row {i + 2}", dict(row)))
@@ -478,7 +535,7 @@ def _cell(text: str, where: str) -> float:
 
 
 def _sections(path: Path) -> list[list[list[str]]]:
-    text = path.read_text(encoding="utf-8-sig")
+    text = _text(path, "utf-8-sig")
     sections, current = [], []
     for row in csv.reader(io.StringIO(text)):
         if not any(cell.strip() for cell in row):
@@ -600,7 +657,7 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
         else:
             return _read_sweep(path, *table, attrs)
     else:
-        paths = list(source)
+        paths = _paths(source, "source")
         if concurrency is None or len(list(concurrency)) != len(paths):
             raise InputError("read_aiperf: give one concurrency per file (concurrency=[...])")
         pairs = list(zip(concurrency, paths, strict=True))

@@ -18,6 +18,9 @@ from ._traces import (
     TraceWarning,
     _csv_header,
     _csv_where,
+    _first_values,
+    _is_number,
+    _read_csv_table,
     list_rate_series,
 )
 
@@ -88,6 +91,8 @@ def load_rate_series(
         raise InputError(
             "give exactly one of rate_column= (requests/s) or count_column= (requests)"
         )
+    if time_column is None:
+        raise InputError(f"{path}: name the column of window start times with time_column=")
     timezone = _times.resolve_timezone(timezone)
     table, where = _read_series_table(path, time_column, rate_column or count_column)
     relative = start is not None or text in _BUNDLED_SERIES
@@ -176,7 +181,10 @@ def _read_series_table(path: Path, time_column, value_column):
     if path.suffix.lower() in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ConfigError(f"{path}: not a readable Parquet file ({err})") from None
         where = lambda row: f"{path.name}, row {row + 1}"  # noqa: E731
     else:
         import pyarrow.csv as pacsv
@@ -185,11 +193,15 @@ def _read_series_table(path: Path, time_column, value_column):
         for name, argument in ((time_column, "time_column"), (value_column, "rate/count column")):
             if name is not None and name not in header:
                 raise ConfigError(f"{path}: no column {name!r} ({argument}); columns: {header}")
+        types = {value_column: pa.string()}
+        if time_column is not None and not _is_number(_first_values(path).get(time_column, "")):
+            # times as text: the parser then sees each UTC offset (pyarrow would move them all
+            # to UTC, so a file mixing offsets would load on a clock nobody chose)
+            types[time_column] = pa.string()
         options = pacsv.ConvertOptions(
-            include_columns=[c for c in (time_column, value_column) if c],
-            column_types={value_column: pa.string()},
+            include_columns=[c for c in (time_column, value_column) if c], column_types=types
         )
-        table = pacsv.read_csv(path, convert_options=options)
+        table = _read_csv_table(path, options)
         where = _csv_where(path)
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds no rows")

@@ -241,14 +241,33 @@ def table_times(table, column, where, time_unit, timezone, relative, start):
         if pat.is_floating(kind) and not np.isfinite(numbers).all():
             row = int(np.flatnonzero(~np.isfinite(numbers))[0])
             raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
-        ns = epoch_ns(numbers, unit_ns(time_unit, "time_unit", column))
+        per_unit = unit_ns(time_unit, "time_unit", column)
+        origin, known = origin_ns(start) if relative else (0, True)
+        _check_range(numbers, per_unit, origin, column, where, time_unit)
+        ns = epoch_ns(numbers, per_unit)
         if relative:
-            origin, known = origin_ns(start)
             return ns + origin, Clock(timezone or "unknown", known, origin_text(start))
         if timezone is not None:  # epoch numbers are UTC instants: move them onto that clock
             return utc_to_clock(ns, timezone, None), Clock(timezone, True, "")
         return ns, Clock("UTC", True, "")
     raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
+
+
+_FIRST_NS = float(np.datetime64("1678-01-01", "ns").view(np.int64))
+_LAST_NS = float(np.datetime64("2261-12-31", "ns").view(np.int64))
+
+
+def _check_range(numbers, per_unit, origin, column, where, time_unit) -> None:
+    """Numeric times must land on a datetime64[ns] date: a wrong unit overflows silently."""
+    instants = numbers.astype(np.float64) * per_unit + origin
+    outside = (instants < _FIRST_NS) | (instants > _LAST_NS)
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {numbers[row].item()!r}, which as {time_unit} "
+            "falls outside the years 1678-2261 that capnb can hold; is time_unit right ('s', "
+            "'ms', 'us' or 'ns')?"
+        )
 
 
 def origin_ns(start) -> tuple[int, bool]:

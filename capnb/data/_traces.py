@@ -201,14 +201,18 @@ def _trace_source(name_or_path, format) -> tuple[Path, str]:
 
 
 def _csv_header(path: Path) -> list[str]:
-    with _open_text(path) as handle:
-        rows = csv.reader(handle)
-        header = next(rows, None)
-        if not header or not any(h.strip() for h in header):
-            raise ConfigError(f"{path}: the file is empty (no header line)")
-        first = next(rows, None)
-        while first is not None and not any(v.strip() for v in first):
+    try:
+        with _open_text(path) as handle:
+            rows = csv.reader(handle)
+            header = next(rows, None)
+            if not header or not any(h.strip() for h in header):
+                raise ConfigError(f"{path}: the file is empty (no header line)")
             first = next(rows, None)
+            while first is not None and not any(v.strip() for v in first):
+                first = next(rows, None)
+    except (UnicodeDecodeError, EOFError, OSError, csv.Error) as err:
+        # binary data, a truncated .gz, a NUL byte: not a text file the readers can parse
+        raise ConfigError(f"{path}: not a readable UTF-8 CSV file ({err})") from None
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
     return [h.strip().lstrip("\ufeff") for h in header]
@@ -263,6 +267,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     import re
 
     import pyarrow as pa
+    import pyarrow.csv as pacsv
 
     header = _csv_header(path)
     columns = {
@@ -304,9 +309,14 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
         types[columns["time"]] = pa.string() if offset is None else pa.timestamp("ns", tz="UTC")
     try:
         table = _arrow_csv(path, wanted, types)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
         # a value did not convert: read the columns as text and name the row at fault
-        table = _arrow_csv(path, wanted, dict.fromkeys(wanted, pa.string()))
+        options = pacsv.ConvertOptions(
+            column_types=dict.fromkeys(wanted, pa.string()),
+            include_columns=wanted,
+            strings_can_be_null=True,
+        )
+        table = _read_csv_table(path, options)
         offset = None
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds a header but no rows")
@@ -334,6 +344,45 @@ def _arrow_csv(path, columns, types):
         column_types=types, include_columns=columns, strings_can_be_null=True
     )
     return pacsv.read_csv(path, convert_options=options)
+
+
+def _read_csv_table(path: Path, options):
+    """Read a CSV with pyarrow; a file it cannot parse even as text is an error naming the row."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.read_csv(path, convert_options=options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
+        pass
+    # a value did not convert to the inferred type: every column as text, for row-level messages
+    text = pacsv.ConvertOptions(
+        include_columns=options.include_columns,
+        column_types=dict.fromkeys(options.include_columns, pa.string()),
+        strings_can_be_null=True,
+    )
+    try:
+        return pacsv.read_csv(path, convert_options=text)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as err:
+        raise ConfigError(
+            f"{path}: {_malformed_row(path)}not a well-formed CSV file ({err})"
+        ) from None
+
+
+def _malformed_row(path: Path) -> str:
+    """Where the first row with a field count unlike the header's is ("row N (line M): "), or ""."""
+    try:
+        with _open_text(path) as handle:
+            rows = csv.reader(handle)
+            width = len(next(rows))
+            for number, row in enumerate(rows, 1):
+                if row and len(row) != width:
+                    return (
+                        f"row {number} (line {rows.line_num}) has {len(row)} fields, not {width}; "
+                    )
+    except (UnicodeDecodeError, EOFError, OSError, csv.Error, StopIteration):
+        pass
+    return ""
 
 
 def _single_offset(path: Path, column: int, name: str) -> int | None:
