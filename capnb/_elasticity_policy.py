@@ -82,6 +82,10 @@ def _number(value: object, name: str) -> float:
     return float(value)
 
 
+#: Longest window, period or cold start in steps (a year of 1-second steps is 31.5 million).
+_LONGEST_STEPS = 1_000_000_000
+
+
 def steps(seconds: object, step_s: float, name: str, *, allow_zero: bool = True) -> int:
     """Convert a time to whole steps, or raise an error that names what would work."""
     value = _number(seconds, name)
@@ -101,6 +105,11 @@ def steps(seconds: object, step_s: float, name: str, *, allow_zero: bool = True)
         raise InputError(
             f"{name}={value:g} s is not a whole number of steps of {step_s:g} s; pick a step_s "
             f"that divides it or a multiple of {step_s:g} s"
+        )
+    if count > _LONGEST_STEPS:  # the simulator holds a buffer of this many steps
+        raise InputError(
+            f"{name}={value:g} s is {count:,.0f} steps of {step_s:g} s; capnb simulates windows "
+            f"of up to {_LONGEST_STEPS:,} steps"
         )
     return round(count)
 

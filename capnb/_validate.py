@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -36,7 +36,12 @@ def positive_ints(values: object, argument: str) -> np.ndarray:
 
 def names(values: object, argument: str) -> list[str]:
     """Return a non-empty list of distinct strings."""
-    listed = [values] if isinstance(values, str) else list(values)  # type: ignore[arg-type]
+    if isinstance(values, str):
+        listed = [values]
+    elif isinstance(values, Iterable) and not isinstance(values, bytes | Mapping):
+        listed = list(values)
+    else:
+        listed = [values]  # one name, path, config or spec: the loader says if it is not one
     if not listed:
         raise InputError(f"{argument}: give at least one value")
     return listed

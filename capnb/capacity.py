@@ -57,6 +57,8 @@ _LEAD = ("model", "gpu", "tensor_parallel", "seq_len")
 # -- inputs ---------------------------------------------------------------------------------------
 def _sla(sla) -> xr.DataArray:
     values = sla.values if isinstance(sla, xr.DataArray) else sla
+    if np.asarray(values).dtype.kind not in "iuf":
+        raise InputError(f"sla: expected seconds as a number or a list of numbers, got {values!r}")
     array = np.atleast_1d(np.asarray(values, dtype=float))
     if array.ndim != 1 or array.size == 0:
         raise InputError(f"sla: expected one value or a 1-D list of seconds, got {values!r}")
@@ -75,7 +77,7 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
     if not isinstance(curve, xr.Dataset) or "latency" not in curve:
         raise InputError("curve: expected a latency curve (capnb.data / capnb.latency)")
     if metric not in curve.metric.values:
-        raise InputError(f"metric={metric!r} is not in the curve ({list(curve.metric.values)})")
+        raise InputError(f"metric={metric!r} is not in the curve ({curve.metric.values.tolist()})")
     quantiles = [float(q) for q in curve.latency_quantile.values]
     if not any(math.isclose(quantile, q) for q in quantiles):
         raise InputError(f"quantile={quantile} is not in the curve ({quantiles})")
@@ -297,6 +299,9 @@ def safe_concurrency(
 
 # -- instances and cost --------------------------------------------------------------------------
 def _target(target_qps) -> xr.DataArray:
+    raw = target_qps.values if isinstance(target_qps, xr.DataArray) else target_qps
+    if np.asarray(raw).dtype.kind not in "iuf":  # None, text
+        raise InputError(f"target_qps: expected requests/s as numbers, got {raw!r}")
     if isinstance(target_qps, xr.DataArray):
         target = target_qps
     else:

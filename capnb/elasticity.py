@@ -86,6 +86,8 @@ __all__ = [
 ]
 
 _DEFAULTS = {"cold_start_s": 90.0, "tolerance_s": 60.0, "thrash_window_s": 900.0}
+#: Most instances a simulated pool may hold (ready, starting and warm spares).
+_LARGEST_POOL = 10_000_000
 
 
 # -- the grid ------------------------------------------------------------------------------------
@@ -133,14 +135,34 @@ def _grid(params: Mapping[str, object]) -> dict[str, xr.DataArray]:
 
 def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) -> int:
     lowest = int(grid["min_instances"].max())
+    spares = int(grid["buffer_instances"].max())
+    if lowest + spares > _LARGEST_POOL:
+        raise InputError(
+            f"min_instances={lowest:,} plus buffer_instances={spares:,} is more than the "
+            f"{_LARGEST_POOL:,} instances capnb simulates"
+        )
     if max_instances is not None:
         if isinstance(max_instances, bool) or not isinstance(max_instances, numbers.Integral):
             raise InputError(f"max_instances must be a whole number, got {max_instances!r}")
         if max_instances < lowest:
             raise InputError(f"min_instances={lowest} is more than max_instances={max_instances}")
+        if max_instances + spares > _LARGEST_POOL:
+            raise InputError(
+                f"max_instances={max_instances:,} (plus {spares:,} warm spares) is more than the "
+                f"{_LARGEST_POOL:,} instances capnb simulates"
+            )
         return int(max_instances)
     # the pool that serves the peak at the lowest threshold: no policy ever asks for more
     need = float(values.max()) / (per_instance_qps * float(grid["scale_up_threshold"].min()))
+    if need + spares > _LARGEST_POOL:
+        # requests per step given as requests/s, or per_instance_qps in requests/ms: a pool the
+        # simulator could not even allocate
+        raise InputError(
+            f"demand peaks at {float(values.max()):.4g} requests/s, which needs {need:.3g} "
+            f"instances of per_instance_qps={per_instance_qps:g} requests/s; capnb simulates "
+            f"pools of up to {_LARGEST_POOL:,}: check that demand is in requests/s and "
+            "per_instance_qps in requests/s per instance"
+        )
     return max(lowest, 1, math.ceil(need))
 
 

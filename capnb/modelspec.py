@@ -252,7 +252,8 @@ def _get(config: Mapping, what: str, source: str, *, required: bool = True) -> i
 
 
 def _positive_int(value: object, key: str, source: str, *, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole:  # NaN and inf are not whole numbers either
         raise ConfigError(f"{source}: field {key!r} must be an integer, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{source}: field {key!r} must be positive, got {value!r}")
