@@ -23,3 +23,12 @@ def dask_client():
     yield client
     client.close()
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def full_report(tmp_path_factory):
+    """The main job's report on the bundled defaults: every worksheet, executed once per session."""
+    from capnb.report import run_report
+
+    out = tmp_path_factory.mktemp("report")
+    return run_report(None, out, jobs=2, progress=False)

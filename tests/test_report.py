@@ -1,5 +1,6 @@
 """The main job: execute a worksheet, write its HTML atomically, and check it draws offline."""
 
+import json
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ from nbclient.exceptions import CellExecutionError
 
 from capnb import report
 from capnb.cli import main
+from capnb.plan import PlanConfig, save_config
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -31,6 +33,56 @@ def test_report_is_self_contained(memory_report):
     assert "application/vnd.jupyter.widget-view+json" not in html
     assert "checks passed: 3 sequences" in html
     assert len(html) < 5_000_000
+
+
+@pytest.mark.slow
+def test_main_job_writes_one_combined_report_and_one_per_worksheet(full_report):
+    combined, *pages = full_report
+    assert combined.name == report.REPORT_NAME
+    assert [p.stem for p in pages] == list(report.WORKSHEETS)
+    charts = 0
+    for page in pages:
+        html = page.read_text()
+        assert html.count("if (!window.vegaEmbed)") == 1, page.name
+        assert "Traceback (most recent call last)" not in html, page.name
+        assert not re.search(r"<script[^>]+src=", html), page.name
+        assert len(html) < 5_000_000, page.name
+        charts += html.count('class="capnb-chart"')
+    html = combined.read_text()
+    assert html.count("if (!window.vegaEmbed)") == 1  # the bundle once for the whole report
+    assert html.count('class="capnb-chart"') == charts
+    assert "Traceback (most recent call last)" not in html
+    assert len(html) < 5_000_000
+    assert html.index("Start here") < html.index("Step 2") < html.index("The plan")
+
+
+@pytest.mark.slow
+def test_a_config_drives_every_worksheet_and_exports_the_plan(tmp_path):
+    config = PlanConfig(
+        trace="servegen-m-small",
+        trials=200,
+        gpus=("H100-SXM", "H200"),
+        tensor_parallel=(1,),
+        policies=("hpa", "fixed"),
+        scale_up_threshold=(0.7,),
+        cooldown_s=(900.0,),
+    )
+    path = save_config(config, tmp_path / "plan.toml")
+    _combined, memory_page, plan_page = report.run_report(
+        path, tmp_path / "out", worksheets=("02_memory", "05_plan"), progress=False
+    )
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert (tmp_path / "out" / "plan.nc").is_file() and (tmp_path / "out" / "plan.toml").is_file()
+    assert (
+        f"gpu = {plan['gpu']}" in memory_page.read_text()
+    )  # the memory worksheet ran on the plan's GPU
+    assert plan["recommendation"].split("\n")[0] in html_unescape(plan_page.read_text())
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
 
 
 @pytest.mark.slow

@@ -1,0 +1,46 @@
+"""The capnb command: config, plan and report, and how they fail."""
+
+import json
+
+import pytest
+
+from capnb.cli import main
+from capnb.plan import PlanConfig, load_config, save_config
+
+
+def test_config_writes_the_default_plan_config(tmp_path, capsys):
+    path = tmp_path / "plan.toml"
+    assert main(["config", str(path)]) == 0
+    assert load_config(path) == PlanConfig()
+    assert "capnb plan --config" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_plan_prints_the_recommendation_and_exports(tmp_path, capsys):
+    config = PlanConfig(
+        trace="servegen-m-small",
+        trials=200,
+        gpus=("H100-SXM", "H200"),
+        tensor_parallel=(1,),
+        policies=("hpa", "fixed"),
+        scale_up_threshold=(0.7,),
+        cooldown_s=(900.0,),
+    )
+    path = save_config(config, tmp_path / "plan.toml")
+    assert main(["plan", "--config", str(path), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert out.startswith(summary["recommendation"].split("\n")[0])
+    assert (tmp_path / "out" / "plan.nc").is_file()
+
+
+def test_failures_print_the_step_and_exit_1(tmp_path, capsys):
+    path = tmp_path / "plan.toml"
+    path.write_text('[traffic]\ntrace = "nope"\n')
+    assert main(["plan", "--config", str(path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("capnb plan: the forecast step failed") and "trace='nope'" in err
+    assert not (tmp_path / "out").exists()
+    path.write_text("[sla]\nseconds = 1\n")
+    assert main(["plan", "--config", str(path)]) == 1
+    assert "[sla] has no setting 'seconds'" in capsys.readouterr().err
