@@ -7,7 +7,7 @@ import importlib
 
 from . import machine, print_rows
 
-STEPS = ("forecast", "memory", "capacity", "elasticity", "crosscheck", "startup")
+STEPS = ("forecast", "memory", "capacity", "elasticity", "crosscheck", "startup", "report")
 
 
 def main() -> None:
