@@ -1,0 +1,479 @@
+"""One table of bad inputs across every loader and public function, each with its expected outcome.
+
+A row is the bad input in words, the call, and one of three outcomes:
+
+- :class:`Raises`: a capnb error of exactly this type whose message matches the regex; the regex
+  names the argument, field, file or row at fault and, where there is one, what would be valid;
+- :class:`Corrects`: a documented correction, announced by a warning (matched) and visible in the
+  result (checked);
+- :class:`States`: a legitimate answer that is "no" - an infeasible plan - stated in words
+  (matched), never a silent fallback such as the article's concurrency of 1.
+
+No row may end in another exception: not a ``KeyError``, a ``TypeError`` or ``ValueError`` from
+numpy or pandas, an error from pyarrow, nor a traceback from inside a numba kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from capnb import capacity, coldstart, data, elasticity, forecast, latency, memory
+from capnb.data import TraceWarning
+from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "capacity"
+
+
+@dataclass(frozen=True)
+class Raises:
+    error: type[CapnbError]
+    match: str
+
+
+@dataclass(frozen=True)
+class Corrects:
+    warning: type[Warning]
+    match: str
+    check: Callable[[object], bool]
+
+
+@dataclass(frozen=True)
+class States:
+    answer: Callable[[object], str]
+    match: str
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    call: Callable[[Callable[..., Path]], object]  # takes `write(name, text)`, returns a path
+    expect: Raises | Corrects | States
+
+
+# -- builders that keep the table short -------------------------------------------------------------
+def trace(text, name="t.csv", **kw):
+    return lambda write: data.load_trace(write(name, text), **kw)
+
+
+def rates(text, name="r.csv", **kw):
+    settings = {"time_column": "t", "rate_column": "qps", "time_unit": "s"} | kw
+    return lambda write: data.load_rate_series(write(name, text), **settings)
+
+
+def table(text, name="t.csv", **kw):
+    return lambda write: data.read_latency_table(write(name, text), **kw)
+
+
+def vllm(text, name="v.json"):
+    return lambda write: data.read_vllm_bench(write(name, text))
+
+
+def config(**fields):
+    """A Llama-2-7B-shaped config.json with ``fields`` replaced (None: removed)."""
+    base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "intermediate_size": 11008, "vocab_size": 32000, "torch_dtype": "float16"}  # fmt: skip
+    return {k: v for k, v in (base | fields).items() if v is not None}
+
+
+@functools.cache
+def curve():
+    return data.load_latency_curve("dstack-vllm-mi300x-short")
+
+
+def ttft(sla, target=10.0, **kw):
+    return lambda _: capacity.plan(curve(), sla, target, metric="ttft", **kw)
+
+
+def simulate(demand=(1.0, 2.0, 3.0), **kw):
+    settings = {"step_s": 5, "per_instance_qps": 1.0} | kw
+    return lambda _: elasticity.simulate(np.asarray(demand), **settings)
+
+
+def timed(values, seconds):
+    times = pd.Timestamp("2024-01-01") + pd.to_timedelta(seconds, unit="s")
+    return xr.DataArray(np.asarray(values, float), dims="time", coords={"time": times})
+
+
+GOOD_ROW = "2024-01-01T00:00:05"
+TRACE_HEAD = "timestamp,prompt_tokens\n"
+TABLE_HEAD = "concurrency,e2e_p99_ms,e2e_mean_ms\n"
+VLLM_OK = ('{"completed": 10, "request_throughput": 1.0, "total_input_tokens": 100, '
+           '"total_output_tokens": 100, "max_concurrency": 4, "p99_e2el_ms": 900}')  # fmt: skip
+SERVEGEN = functools.cache(lambda: data.load_rate_series("servegen-m-large"))
+
+ROWS = [
+    # -- request logs: capnb.data.load_trace ----------------------------------------------------
+    Row("trace: empty file", trace(""), Raises(ConfigError, r"t\.csv: the file is empty")),
+    Row("trace: a header and no rows", trace("timestamp\n"),
+        Raises(ConfigError, r"t\.csv: holds a header but no rows")),
+    Row("trace: one row, resampled to minutes",
+        lambda w: forecast.resample(data.load_trace(w("t.csv", f"timestamp\n{GOOD_ROW}\n"))),
+        Raises(InputError, r"interval 1 min is longer than the trace \(a single request\)")),
+    Row("trace: no time column", trace("when,prompt_tokens\n1,2\n"),
+        Raises(ConfigError, r"t\.csv: no time column among .* name it with time_column=")),
+    Row("trace: the named time column is absent", trace("timestamp\n1\n", time_column="when"),
+        Raises(ConfigError, r"no column 'when' \(time_column\); columns: \['timestamp'\]")),
+    Row("trace: numbers without a unit", trace("timestamp\n1700000000\n1700000001\n"),
+        Raises(InputError, r"time_unit: column 'timestamp' holds numbers; .*time_unit='s'")),
+    Row("trace: an unknown time unit", trace("timestamp\n1\n2\n", time_unit="minutes"),
+        Raises(InputError, r"time_unit must be one of \['s', 'ms', 'us', 'ns'\], got 'minutes'")),
+    Row("trace: milliseconds read as seconds (wrong unit)",
+        trace("timestamp\n1700000000000\n1700000001000\n", time_unit="s"),
+        Raises(ConfigError, r"t\.csv, row 1 \(line 2\): .*1700000000000, which as s falls "
+                            r"outside the years 1678-2261.*is time_unit right")),
+    Row("trace: unsorted timestamps",
+        trace("timestamp\n2024-01-01T00:00:05\n2024-01-01T00:00:01\n2024-01-01T00:00:09\n"),
+        Corrects(TraceWarning, r"1 rows were earlier than the row before them \(first: t\.csv, "
+                               r"row 2 \(line 3\)\); the requests were sorted by time",
+                 lambda ds: bool((np.diff(ds.time.values) >= np.timedelta64(0)).all()))),
+    Row("trace: duplicate timestamps", trace(f"timestamp\n{GOOD_ROW}\n{GOOD_ROW}\n"),
+        Corrects(TraceWarning, r"1 requests share their timestamp .*kept",
+                 lambda ds: ds.sizes["request"] == 2 and "share" in ds.attrs["notes"])),
+    Row("trace: mixed time zones",
+        trace("timestamp\n2024-01-01T00:00:05+01:00\n2024-01-01T00:00:06+02:00\n"),
+        Raises(ConfigError, r"t\.csv: column 'timestamp' mixes UTC offsets \(UTC\+01:00 in row "
+                            r"1, UTC\+02:00 in row 2 .*timezone=")),
+    Row("trace: times with and without an offset",
+        trace("timestamp\n2024-01-01T00:00:05+01:00\n2024-01-01T00:00:06\n"),
+        Raises(ConfigError, r"mixes times with and without a UTC offset: t\.csv, row 1")),
+    Row("trace: a time that is not one", trace(f"timestamp\n{GOOD_ROW}\nyesterday\n"),
+        Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 'timestamp' holds 'yesterday', "
+                            r"which is not an ISO 8601 time")),
+    Row("trace: an infinite numeric time", trace("timestamp\ninf\n5\n", time_unit="s"),
+        Raises(ConfigError, r"t\.csv, row 1 \(line 2\): column 'timestamp' holds .*inf.*not a time")),
+    Row("trace: a negative token count", trace(f"{TRACE_HEAD}{GOOD_ROW},-3\n"),
+        Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' holds -3, a negative count")),
+    Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
+        Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
+    Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),
+        Raises(ConfigError, r"column 'prompt_tokens' holds '3\.5', not a whole number of tokens")),
+    Row("trace: a row with an extra field", trace(f"{TRACE_HEAD}{GOOD_ROW},3\n{GOOD_ROW},4,9\n"),
+        Raises(ConfigError, r"t\.csv: row 2 \(line 3\) has 3 fields, not 2; not a well-formed CSV")),
+    Row("trace: binary bytes in a .csv", lambda w: data.load_trace(w("t.csv", b"\xff\xfe\x00\x01")),
+        Raises(ConfigError, r"t\.csv: not a readable UTF-8 CSV file")),
+    Row("trace: a truncated .gz",
+        lambda w: data.load_trace(w("t.csv.gz", gzip.compress(b"timestamp\n1\n2\n")[:20])),
+        Raises(ConfigError, r"t\.csv\.gz: not a readable UTF-8 CSV file")),
+    Row("trace: truncated JSON lines",
+        trace('{"timestamp": 0, "input_length": 10, "output_length": 5}\n{"timestamp": 5, "inp',
+              name="t.jsonl"),
+        Raises(ConfigError, r"t\.jsonl, line 2: not valid JSON")),
+    Row("trace: a JSON line without a field",
+        trace('{"timestamp": 0, "input_length": 10}\n', name="t.jsonl"),
+        Raises(ConfigError, r"t\.jsonl: no field 'output_length' \(output column\); fields:")),
+    Row("trace: a JSON line that is not an object", trace("[1, 2]\n", name="t.jsonl"),
+        Raises(ConfigError, r"t\.jsonl, line 1: not a JSON object")),
+    Row("trace: an unknown bundled name", lambda _: data.load_trace("azure-code-2099"),
+        Raises(UnknownNameError, r"unknown trace 'azure-code-2099'; closest: azure-code-2023")),
+    Row("trace: a number instead of a path", lambda _: data.load_trace(42),
+        Raises(InputError, r"name_or_path must be a bundled trace name or a path, got int")),
+    Row("trace: an unknown time zone", trace(f"timestamp\n{GOOD_ROW}\n", timezone="Mars/Olympus"),
+        Raises(InputError, r"timezone='Mars/Olympus' is not a known IANA time zone")),
+    Row("trace: a rate series' name", lambda _: data.load_trace("servegen-m-large"),
+        Raises(InputError, r"'servegen-m-large' is a rate series .*load_rate_series")),
+    Row("trace: an unknown format", trace(f"timestamp\n{GOOD_ROW}\n", format="tsv"),
+        Raises(InputError, r"format must be one of \['azure', 'mooncake', 'csv', 'parquet'\]")),
+    Row("trace: a suffix that names no format", trace(f"timestamp\n{GOOD_ROW}\n", name="t.xlsx"),
+        Raises(ConfigError, r"t\.xlsx: cannot tell the format from the suffix '\.xlsx'; pass format=")),
+    Row("trace: a .parquet that is not Parquet", trace("not parquet", name="t.parquet"),
+        Raises(ConfigError, r"t\.parquet: not a readable Parquet file")),
+    # -- rate series: capnb.data.load_rate_series -----------------------------------------------
+    Row("rates: a negative rate", rates("t,qps\n0,5\n600,-1\n"),
+        Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' holds .*-1\.0.*a rate or "
+                            r"count is a finite number >= 0")),
+    Row("rates: an infinite rate", rates("t,qps\n0,5\n600,inf\n"),
+        Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' holds 'inf', not a number")),
+    Row("rates: both a rate and a count column", rates("t,qps\n0,5\n", count_column="qps"),
+        Raises(InputError, r"give exactly one of rate_column= \(requests/s\) or count_column=")),
+    Row("rates: no time column named", rates("t,qps\n0,5\n", time_column=None),
+        Raises(InputError, r"r\.csv: name the column of window start times with time_column=")),
+    Row("rates: the same window twice, different values", rates("t,qps\n0,5\n0,6\n600,1\n"),
+        Raises(ConfigError, r"r\.csv, row 1 \(line 2\) and r\.csv, row 2 \(line 3\) are the same "
+                            r"window with different 'qps'")),
+    Row("rates: windows out of order", rates("t,qps\n600,5\n0,6\n1200,1\n"),
+        Corrects(TraceWarning, r"r\.csv: windows were out of time order \(first: r\.csv, row 2 "
+                               r"\(line 3\)\); sorted",
+                 lambda ds: ds.qps.values.tolist() == [6.0, 5.0, 1.0])),
+    Row("rates: a rate of exactly 0", rates("t,qps\n0,5\n600,0\n1200,4\n"),
+        States(lambda ds: f"{int(ds.qps.isnull().sum())} missing: {ds.attrs['notes']}",
+               r"^1 missing: 1 windows with a rate of exactly 0 are marked missing")),
+    Row("rates: one window and no interval", rates("t,qps\n0,5\n"),
+        Raises(ConfigError, r"r\.csv, row 1 \(line 2\): a single window; give interval=")),
+    Row("rates: a window off the grid", rates("t,qps\n0,5\n600,5\n1300,5\n1800,5\n"),
+        Raises(ConfigError, r"r\.csv, row 2 \(line 3\): window start is not a whole number of "
+                            r"intervals \(500 s\)")),
+    Row("rates: mixed time zones",
+        rates("t,qps\n2024-01-01T00:00:00+01:00,5\n2024-01-01T00:10:00+02:00,5\n", time_unit=None),
+        Raises(ConfigError, r"column 't' mixes UTC offsets \(\+01:00 in r\.csv, row 1 .*\+02:00 "
+                            r"in r\.csv, row 2 .*timezone=")),
+    Row("rates: a zero-length interval", rates("t,qps\n0,5\n600,1\n", interval=0),
+        Raises(InputError, r"interval must be at least 0\.001 s, got 0")),
+    Row("rates: milliseconds read as seconds (wrong unit)",
+        rates("t,qps\n1700000000000,5\n1700000600000,6\n"),
+        Raises(ConfigError, r"r\.csv, row 1 \(line 2\): column 't' holds 1700000000000, which as "
+                            r"s falls outside .*is time_unit right")),
+    Row("rates: an unknown bundled name", lambda _: data.load_rate_series("servegen-xl"),
+        Raises(UnknownNameError, r"unknown rate series 'servegen-xl'; closest: servegen-m-")),
+    Row("rates: a .parquet that is not Parquet", rates("nope", name="r.parquet"),
+        Raises(ConfigError, r"r\.parquet: not a readable Parquet file")),
+    # -- latency tables: capnb.data.read_latency_table ------------------------------------------
+    Row("table: no concurrency column", table("c,e2e_p99_ms\n1,2\n"),
+        Raises(ConfigError, r"t\.csv: no 'concurrency' column \(columns: \['c', 'e2e_p99_ms'\]\)")),
+    Row("table: a latency column without a unit", table("concurrency,e2e_p99\n1,2\n2,3\n"),
+        Raises(ConfigError, r"column 'e2e_p99' has no time unit; name it e2e_p99_ms \(or _s\)")),
+    Row("table: an unknown unit (wrong units)", table("concurrency,e2e_p99_sec\n1,2\n2,3\n"),
+        Raises(InputError, r"e2e_p99_sec: unknown time unit 'sec'; capnb reads s, ms, us, ns")),
+    Row("table: one row", table(f"{TABLE_HEAD}1,2,1\n"),
+        Raises(InputError, r"needs at least 2 concurrency levels, got 1 \(row 2\)")),
+    Row("table: NaN inside a measured column", table(f"{TABLE_HEAD}1,2,1\n2,,2\n4,5,3\n"),
+        Raises(InputError, r"t\.csv: e2e P99 is missing \(NaN\) at row 3 but measured elsewhere")),
+    Row("table: a negative latency", table(f"{TABLE_HEAD}1,2,1\n2,-2,2\n"),
+        Raises(InputError, r"e2e P99 must be finite and >= 0, got -0\.002 at row 3")),
+    Row("table: an infinite latency", table(f"{TABLE_HEAD}1,inf,1\n2,3,2\n"),
+        Raises(InputError, r"e2e P99 must be finite and >= 0, got inf at row 2")),
+    Row("table: concurrency 0", table(f"{TABLE_HEAD}0,2,1\n2,3,2\n"),
+        Raises(InputError, r"concurrency must be a positive integer, got 0 at row 2")),
+    Row("table: a concurrency twice", table(f"{TABLE_HEAD}2,2,1\n2,3,2\n"),
+        Raises(InputError, r"concurrency 2 appears more than once \(row 2, row 3\)")),
+    Row("table: P99 below P50 (units or columns swapped)",
+        table("concurrency,e2e_p50_ms,e2e_p99_ms\n1,5,2\n2,6,3\n"),
+        Raises(InputError, r"e2e P99 \(0\.002 s\) is below P50 .*check the column order and units")),
+    Row("table: text in a latency column", table(f"{TABLE_HEAD}1,fast,1\n2,3,2\n"),
+        Raises(ConfigError, r"t\.csv: column 'e2e_p99_ms' holds 'fast' at row 2, not a number")),
+    Row("table: an empty file", table(""),
+        Raises(ConfigError, r"t\.csv: cannot be read as a csv table")),
+    Row("table: truncated JSON lines",
+        table('{"concurrency": 1, "e2e_p99_ms": 2}\n{"concurrency": 2, "e2e_p9', name="t.jsonl"),
+        Raises(ConfigError, r"t\.jsonl: cannot be read as a jsonl table")),
+    Row("table: a percentile above 100", table("concurrency,e2e_p200_ms\n1,2\n2,3\n"),
+        Raises(ConfigError, r"column 'e2e_p200_ms': 'p200' is not a percentile")),
+    Row("table: a number instead of a path", lambda _: data.read_latency_table(12),
+        Raises(InputError, r"source must be a path or a pandas DataFrame, got int")),
+    # -- vllm bench serve, AIPerf ---------------------------------------------------------------
+    Row("vllm: truncated JSON", vllm('{"completed": 10, "request_thr'),
+        Raises(ConfigError, r"v\.json: not valid JSON")),
+    Row("vllm: a missing field", vllm('{"completed": 10}'),
+        Raises(ConfigError, r"v\.json: missing field 'request_throughput'")),
+    Row("vllm: a field that is not a number", vllm(VLLM_OK.replace("10,", '"ten",', 1)),
+        Raises(ConfigError, r"v\.json: field 'completed' is not a number \('ten'\)")),
+    Row("vllm: no request completed", vllm(VLLM_OK.replace("10,", "0,", 1)),
+        Raises(ConfigError, r"v\.json: 'completed' is 0\.0: no request succeeded")),
+    Row("vllm: one run only", vllm(VLLM_OK),
+        Raises(InputError, r"v\.json: a latency curve needs at least 2 concurrency levels")),
+    Row("vllm: a number instead of a path", lambda _: data.read_vllm_bench(3),
+        Raises(InputError, r"paths must be a path or a list of paths, got 3")),
+    Row("aiperf: an empty file", lambda w: data.read_aiperf(w("a.csv", "")),
+        Raises(ConfigError, r"a\.csv: empty file")),
+    Row("aiperf: a unit it does not know",
+        lambda w: data.read_aiperf(
+            w("a.csv", (FIXTURES / "aiperf" / "profile_export_aiperf.csv").read_text()
+              .replace("(ms)", "(fortnights)", 1)), concurrency=[4]),
+        Raises(InputError, r"a\.csv row 'Request Latency \(fortnights\)': unknown time unit")),
+    Row("aiperf: a per-run export without its concurrency",
+        lambda _: data.read_aiperf(FIXTURES / "aiperf" / "profile_export_aiperf.csv"),
+        Raises(InputError, r"does not record its concurrency; pass read_aiperf\(\{concurrency")),
+    # -- catalogs and model configs -------------------------------------------------------------
+    Row("model: a config with missing fields", lambda _: data.load_model({"hidden_size": 4096}),
+        Raises(ConfigError, r"config: missing field 'num_hidden_layers' or 'n_layer'")),
+    Row("model: a truncated config.json", lambda w: data.load_model(w("config.json", '{"hidd')),
+        Raises(ConfigError, r"config\.json: not valid JSON")),
+    Row("model: an unknown name", lambda _: data.load_model("Llama-9-1T"),
+        Raises(UnknownNameError, r"unknown model 'Llama-9-1T'; closest: Llama-")),
+    Row("model: a negative size", lambda _: data.load_model(config(hidden_size=-4096)),
+        Raises(ConfigError, r"field 'hidden_size' must be positive, got -4096")),
+    Row("model: NaN in a config", lambda _: data.load_model(config(num_hidden_layers=np.nan)),
+        Raises(ConfigError, r"field 'num_hidden_layers' must be an integer, got nan")),
+    Row("model: heads that do not divide the width",
+        lambda _: data.load_model(config(num_attention_heads=30)),
+        Raises(ConfigError, r"hidden_size 4096 is not a multiple of 30 attention heads")),
+    Row("model: an unknown dtype", lambda _: data.load_model(config(torch_dtype="float7")),
+        Raises(InputError, r"'torch_dtype'='float7' is not a known dtype; use one of")),
+    Row("gpu: an unknown name", lambda _: data.load_gpus(["H1000"]),
+        Raises(UnknownNameError, r"unknown GPU 'H1000'; closest: H200")),
+    # -- memory ---------------------------------------------------------------------------------
+    Row("memory: a zero-length concurrency dim",
+        lambda _: memory.sweep(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                               concurrency=[], seq_len=1024),
+        Raises(InputError, r"concurrency: give at least one value")),
+    Row("memory: a grid with a zero-length dim",
+        lambda _: memory.sweep(xr.Dataset(coords={"seq_len": np.array([], int)}),
+                               model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                               concurrency=[1]),
+        Raises(InputError, r"seq_len: give at least one value")),
+    Row("memory: a negative sequence length",
+        lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                         seq_len=-5),
+        Raises(InputError, r"seq_len: values must be positive, got \[-5\]")),
+    Row("memory: NaN concurrency",
+        lambda _: memory.sweep(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                               concurrency=[1, np.nan], seq_len=1024),
+        Raises(InputError, r"concurrency: contains NaN at position 1")),
+    Row("memory: a tensor-parallel degree that cannot shard",
+        lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=3,
+                                         seq_len=1024),
+        Raises(InputError, r"tensor_parallel=3 does not divide the 32 attention heads")),
+    Row("memory: a model given as a number",
+        lambda _: memory.max_concurrency(model=3, gpu="H100-SXM", tensor_parallel=1, seq_len=1),
+        Raises(InputError, r"model must be a name, a path or a mapping, got int")),
+    Row("memory: an unknown accounting",
+        lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                         seq_len=1024, accounting="magic"),
+        Raises(InputError, r"accounting='magic' is not known; use one of \['article', 'vllm'\]")),
+    Row("memory: a model too large for any GPU",
+        lambda _: memory.max_concurrency(model="Llama-3.1-405B", gpu=data.list_gpus(),
+                                         tensor_parallel=1, seq_len=4096),
+        States(lambda ds: f"{int(ds.max_concurrency.max())} fit; "
+                          + memory.describe(ds.isel(gpu=int(np.argmax(ds.usable_bytes.values)))),
+               r"^0 fit; Infeasible: Llama-3\.1-405B .*does not fit: its weights alone take .* "
+               r"the smallest tensor-parallel degree that fits one such sequence is \d+")),
+    # -- capacity -------------------------------------------------------------------------------
+    Row("capacity: an SLA of 0", ttft(0.0),
+        Raises(InputError, r"sla must be > 0 seconds, got 0 .*500 ms is 0\.5")),
+    Row("capacity: a NaN SLA", ttft(float("nan")),
+        Raises(InputError, r"sla must be > 0 seconds, got nan")),
+    Row("capacity: an SLA as text", ttft("500ms"),
+        Raises(InputError, r"sla: expected seconds as a number or a list of numbers, got '500ms'")),
+    Row("capacity: an SLA below any achievable latency", ttft(0.001),
+        States(lambda plan: capacity.describe(plan),
+               r"^Infeasible: ttft P99 is already 315 ms at concurrency 1, above the 1 ms SLA")),
+    Row("capacity: a model too large for its GPU",
+        lambda _: capacity.plan(
+            latency.analytic("Llama-3.1-405B", "L4", 1, concurrency=[1, 2],
+                             workload=latency.workload(prompt_tokens=[512], output_tokens=[128])),
+            10.0, 5.0),
+        States(lambda plan: f"{int(plan.safe_concurrency.max())} safe; {capacity.describe(plan)}",
+               r"^0 safe; Infeasible: Llama-3\.1-405B on 1 x L4 .*cannot hold its weights")),
+    Row("capacity: a metric the curve lacks", lambda _: capacity.safe_concurrency(curve(), 1.0),
+        Raises(InputError, r"the curve has no e2e P99; it measured: ttft P50, ttft P99")),
+    Row("capacity: an unknown metric",
+        lambda _: capacity.plan(curve(), 1.0, 10.0, metric="tbt"),
+        Raises(InputError, r"metric='tbt' is not in the curve \(\['ttft', 'tpot', 'itl', 'e2e'\]\)")),
+    Row("capacity: a negative target", ttft(1.0, target=-5.0),
+        Raises(InputError, r"target_qps must be finite and >= 0 requests/s, got -5")),
+    Row("capacity: a target as text", ttft(1.0, target="lots"),
+        Raises(InputError, r"target_qps: expected requests/s as numbers, got 'lots'")),
+    Row("capacity: a negative buffer", ttft(1.0, buffer=-1),
+        Raises(InputError, r"buffer must be a whole number of instances >= 0, got -1")),
+    Row("capacity: not a curve", lambda _: capacity.safe_concurrency(xr.Dataset(), 1.0),
+        Raises(InputError, r"curve: expected a latency curve")),
+    Row("capacity: a sweep over an unknown GPU",
+        lambda _: capacity.sweep(["Llama-3.1-8B"], ["H1000"], [1], [2048], [1.0],
+                                 workload=latency.workload(prompt_tokens=[5], output_tokens=[5])),
+        Raises(UnknownNameError, r"unknown GPU 'H1000'; closest: H200")),
+    # -- elasticity -----------------------------------------------------------------------------
+    Row("elasticity: NaN demand", simulate((1.0, np.nan, 2.0)),
+        Raises(InputError, r"demand: NaN demand nan at position 1 \(time 5 s\)")),
+    Row("elasticity: negative demand", simulate((1.0, -1.0)),
+        Raises(InputError, r"demand: negative demand -1\.0 at position 1")),
+    Row("elasticity: empty demand", simulate(()),
+        Raises(InputError, r"demand must be a non-empty 1-D series, got shape \(0,\)")),
+    Row("elasticity: demand as text", simulate(("a", "b")),
+        Raises(InputError, r"demand must hold numbers \(requests/s\), got dtype <U1")),
+    Row("elasticity: per_instance_qps of 0", simulate(per_instance_qps=0),
+        Raises(InputError, r"per_instance_qps must be > 0, got 0")),
+    Row("elasticity: an array without step_s", simulate(step_s=None),
+        Raises(InputError, r"demand is a plain array; give step_s")),
+    Row("elasticity: a cold start that is not whole steps", simulate(cold_start_s=7),
+        Raises(InputError, r"cold_start_s=7 s is not a whole number of steps of 5 s")),
+    Row("elasticity: a window shorter than one step", simulate(policy="hpa", sync_s=2),
+        Raises(InputError, r"sync_s=2 s is shorter than one step of 5 s; simulate with "
+                           r"step_s <= 2 s")),
+    Row("elasticity: an unknown policy", simulate(policy="magic"),
+        Raises(InputError, r"policy='magic' is not known; use one of \['article', 'hpa'")),
+    Row("elasticity: a threshold above 1", simulate(scale_up_threshold=1.5),
+        Raises(InputError, r"scale_up_threshold: values must be in \(0, 1\], got \[1\.5\]")),
+    Row("elasticity: an HPA without replicas", simulate(policy="hpa", min_instances=0),
+        Raises(InputError, r"min_instances must be at least 1 for the HPA")),
+    Row("elasticity: demand in the wrong units", simulate((1e7, 1.0), per_instance_qps=1e-3),
+        Raises(InputError, r"demand peaks at 1e\+07 requests/s, which needs 1\.43e\+10 instances "
+                           r".*check that demand is in requests/s")),
+    Row("elasticity: a cold start of 300,000 years", simulate(cold_start_s=1e13),
+        Raises(InputError, r"cold_start_s=1e\+13 s is 2,000,000,000,000 steps of 5 s; capnb "
+                           r"simulates windows of up to 1,000,000,000 steps")),
+    Row("elasticity: unsorted demand times",
+        lambda _: elasticity.simulate(timed([1, 2, 3], [10, 5, 15]), per_instance_qps=1),
+        Raises(InputError, r"demand: times are not evenly spaced \(-5 s, then 10 s after "
+                           r"position 1\); resample it first")),
+    Row("elasticity: duplicate demand times",
+        lambda _: elasticity.simulate(timed([1, 2, 3], [5, 5, 10]), per_instance_qps=1),
+        Raises(InputError, r"demand: times are not evenly spaced \(0 s, then 5 s")),
+    Row("elasticity: a request log as demand",
+        lambda _: elasticity.simulate(data.load_trace("azure-code-2023"), per_instance_qps=1),
+        Raises(InputError, r"demand is a request log; .*resample_demand\(trace, step_s\)")),
+    Row("elasticity: a grid dim given twice the same value",
+        lambda _: elasticity.sweep(np.ones(10), step_s=5, per_instance_qps=1, cooldown_s=[0, 0]),
+        Raises(InputError, r"cooldown_s: duplicate values in \[0, 0\]")),
+    Row("elasticity: a zero-length grid dim",
+        lambda _: elasticity.sweep(np.ones(10), step_s=5, per_instance_qps=1, cooldown_s=[]),
+        Raises(InputError, r"cooldown_s: expected a number or a 1-D sequence of numbers, got \[\]")),
+    # -- forecast -------------------------------------------------------------------------------
+    Row("forecast: a quantile of 1.2",
+        lambda _: forecast.fit_baseline(SERVEGEN(), quantiles=[0.5, 1.2]),
+        Raises(InputError, r"quantiles must lie strictly between 0 and 1, got \[0\.5, 1\.2\]")),
+    Row("forecast: hour of week without a known weekday",
+        lambda _: forecast.fit_baseline(SERVEGEN(), slots="hour_of_week"),
+        Raises(InputError, r"slots='hour_of_week' needs the weekday, .*load the trace with start=")),
+    Row("forecast: an interval that is not a duration",
+        lambda _: forecast.resample(SERVEGEN(), "5 parsecs"),
+        Raises(InputError, r"interval='5 parsecs' is not a duration; write e\.g\. '1s'")),
+    Row("forecast: an interval longer than the trace",
+        lambda _: forecast.resample(data.load_trace("azure-conv-2023"), "1D"),
+        Raises(InputError, r"interval 1 d is longer than the trace \(58\.4 min from first to last\)")),
+    Row("forecast: a negative seed", lambda _: forecast.target(SERVEGEN(), trials=10, seed=-1),
+        Raises(InputError, r"seed must be an integer in \[0, 2\*\*64\), got -1")),
+    Row("forecast: a series without qps", lambda _: forecast.fit_baseline(xr.Dataset()),
+        Raises(InputError, r"series must be a Dataset over 'time' with 'qps'")),
+    Row("forecast: bursts lower at the top than the bottom",
+        lambda _: forecast.BurstModel(multiplier=(5.0, 3.0)),
+        Raises(InputError, r"multiplier: low 5 is above high 3")),
+    # -- cold start -----------------------------------------------------------------------------
+    Row("coldstart: an unknown setting",
+        lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", download_speed=5),
+        Raises(InputError, r"estimate: unknown setting\(s\) \['download_speed'\]; known:")),
+    Row("coldstart: a negative bandwidth",
+        lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", download_bandwidth=-5),
+        Raises(InputError, r"download_bandwidth must be in \(0\.0, inf\], got -5")),
+]  # fmt: skip
+
+
+def test_the_table_covers_every_loader_and_step():
+    assert len(ROWS) >= 40
+    assert len({row.what for row in ROWS}) == len(ROWS)
+    covered = {row.what.split(":")[0] for row in ROWS}
+    assert {"trace", "rates", "table", "vllm", "aiperf", "model", "gpu", "memory", "capacity",
+            "elasticity", "forecast", "coldstart"} <= covered  # fmt: skip
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.what for row in ROWS])
+def test_bad_input(row, tmp_path):
+    def write(name, content):
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        return path
+
+    expect = row.expect
+    if isinstance(expect, Raises):
+        with pytest.raises(CapnbError) as caught:
+            row.call(write)
+        assert type(caught.value) is expect.error, f"{type(caught.value).__name__}: {caught.value}"
+        assert re.search(expect.match, str(caught.value)), str(caught.value)
+    elif isinstance(expect, Corrects):
+        with pytest.warns(expect.warning, match=expect.match):
+            result = row.call(write)
+        assert expect.check(result)
+    else:
+        answer = expect.answer(row.call(write))
+        assert re.search(expect.match, answer), answer
