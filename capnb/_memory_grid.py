@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from . import _validate, glossary
+from ._chunks import outer_product
 from .data import load_model
 from .data._catalog import gpu_column, resolve_gpu
 from .errors import InputError
@@ -233,56 +234,69 @@ def _footprint_block(weights, kv_per_token, reserve, concurrency, seq_len, *, fr
 
 def footprint(grid: Grid, acct) -> tuple[xr.Variable, xr.Variable, xr.Variable]:
     """KV cache, headroom and total bytes over (model, tensor_parallel, concurrency, seq_len)."""
-    return xr.apply_ufunc(
-        _footprint_block,
-        grid.variable("weights_bytes"),
-        grid.variable("kv_bytes_per_token"),
-        grid.variable("reserve_bytes"),
-        grid.variable("concurrency"),
-        grid.variable("seq_len"),
-        kwargs={"fraction": acct.headroom_fraction, "block": acct.block_tokens},
-        output_core_dims=[[], [], []],
-        dask="parallelized",
-        output_dtypes=[np.float64] * 3,
-    )
+    with outer_product():
+        return xr.apply_ufunc(
+            _footprint_block,
+            grid.variable("weights_bytes"),
+            grid.variable("kv_bytes_per_token"),
+            grid.variable("reserve_bytes"),
+            grid.variable("concurrency"),
+            grid.variable("seq_len"),
+            kwargs={"fraction": acct.headroom_fraction, "block": acct.block_tokens},
+            output_core_dims=[[], [], []],
+            dask="parallelized",
+            output_dtypes=[np.float64] * 3,
+        )
 
 
 def largest(grid: Grid, acct) -> xr.Variable:
     """Largest fitting concurrency over (model, tensor_parallel, gpu, seq_len)."""
-    return xr.apply_ufunc(
-        kernels.largest_fitting_concurrency,
-        grid.variable("weights_bytes"),
-        grid.variable("kv_bytes_per_token"),
-        grid.variable("usable_bytes"),
-        grid.variable("seq_len"),
-        acct.headroom_fraction,
-        grid.variable("reserve_bytes"),
-        acct.block_tokens,
-        dask="parallelized",
-        output_dtypes=[np.int64],
-    )
+    with outer_product():
+        return xr.apply_ufunc(
+            kernels.largest_fitting_concurrency,
+            grid.variable("weights_bytes"),
+            grid.variable("kv_bytes_per_token"),
+            grid.variable("usable_bytes"),
+            grid.variable("seq_len"),
+            acct.headroom_fraction,
+            grid.variable("reserve_bytes"),
+            acct.block_tokens,
+            dask="parallelized",
+            output_dtypes=[np.int64],
+        )
 
 
 def _fits_block(largest: np.ndarray, concurrency: np.ndarray) -> np.ndarray:
-    cells = largest.reshape(-1, largest.shape[-1])
-    out = np.empty((cells.shape[0], concurrency.size, largest.shape[-1]), dtype=bool)
-    kernels.fits(_plain(cells), _plain(concurrency), out)
-    return out.reshape((*largest.shape[:-1], concurrency.size, largest.shape[-1]))
+    # blocks over (..., concurrency, seq_len): `largest` repeats along concurrency (a broadcast),
+    # `concurrency` has size 1 on every other axis
+    cells = largest[..., 0, :]
+    conc = concurrency.reshape(-1)
+    out = np.empty((*cells.shape[:-1], conc.size, cells.shape[-1]), dtype=bool)
+    kernels.fits(
+        _plain(cells.reshape(-1, cells.shape[-1])), _plain(conc), out.reshape(-1, *out.shape[-2:])
+    )
+    return out
 
 
 def fits(largest_concurrency: xr.Variable, grid: Grid) -> xr.Variable:
-    """Whether each concurrency fits, over (..., concurrency, seq_len) in the caller's dim order."""
+    """Whether each concurrency fits, over (..., concurrency, seq_len) in the caller's dim order.
+
+    No dim is a core dim, so dask keeps every chunking (a reduction over concurrency and seq_len
+    then runs block by block): ``largest_concurrency`` is broadcast over concurrency first, which
+    also fixes the output's dim order.
+    """
+    concurrency = grid.variable("concurrency")
     order = [d for d in grid.order if d in largest_concurrency.dims and d != "seq_len"]
-    return xr.apply_ufunc(
-        _fits_block,
-        largest_concurrency.transpose(*order, "seq_len"),
-        grid.variable("concurrency"),
-        input_core_dims=[["seq_len"], ["concurrency"]],
-        output_core_dims=[["concurrency", "seq_len"]],
-        dask="parallelized",
-        output_dtypes=[bool],
-        dask_gufunc_kwargs={"allow_rechunk": True},
+    sizes = {**{d: largest_concurrency.sizes[d] for d in order}, "concurrency": concurrency.size}
+    spread = largest_concurrency.set_dims(
+        {**sizes, "seq_len": largest_concurrency.sizes["seq_len"]}
     )
+    if concurrency.chunks:
+        spread = spread.chunk({"concurrency": concurrency.chunks[0]})
+    with outer_product():
+        return xr.apply_ufunc(
+            _fits_block, spread, concurrency, dask="parallelized", output_dtypes=[bool]
+        )
 
 
 def _reason_block(largest, weights, reserve, usable, *, fraction):
@@ -295,7 +309,7 @@ def _reason_block(largest, weights, reserve, usable, *, fraction):
 
 def reasons(largest_concurrency: xr.Variable, grid: Grid, acct) -> xr.Variable:
     """Why ``max_concurrency`` is what it is, as the keys of :data:`LIMIT_REASONS`."""
-    with np.errstate(invalid="ignore"):  # NaN weights mark invalid TP cells
+    with np.errstate(invalid="ignore"), outer_product():  # NaN weights mark invalid TP cells
         return xr.apply_ufunc(
             _reason_block,
             largest_concurrency,
@@ -314,18 +328,12 @@ def min_tensor_parallel(grid: Grid, acct) -> np.ndarray:
     weights, kv, reserve, _ = _per_model_inputs(
         grid.specs, candidates, grid.kv_dtype, grid.weight_dtype, acct
     )
-    shape4 = (slice(None), slice(None), None, None)
-    largest = kernels.largest_fitting_concurrency(
-        weights[shape4],
-        kv[shape4],
-        grid.usable[None, None, :, None],
-        grid.seq_len[None, None, None, :],
-        acct.headroom_fraction,
-        reserve[shape4],
-        acct.block_tokens,
-    )
-    ok = largest > 0  # (model, candidate, gpu, seq_len)
-    return np.where(ok.any(axis=1), candidates[ok.argmax(axis=1)], 0)
+    out = np.empty((len(grid.specs), len(grid.gpu), grid.seq_len.size), np.int64)
+    kernels.smallest_fitting_tensor_parallel(
+        weights, kv, reserve, candidates, _plain(grid.usable), _plain(grid.seq_len),
+        acct.headroom_fraction, acct.block_tokens, out,
+    )  # fmt: skip
+    return out
 
 
 # -- the result -----------------------------------------------------------------------------------
@@ -342,22 +350,18 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
             }
         var.attrs = glossary.attrs(name, **extra)
         data[name] = var
-    coords = {
-        "model": ("model", grid.model, glossary.attrs("model")),
-        "gpu": ("gpu", grid.gpu, glossary.attrs("gpu")),
-        "tensor_parallel": (
-            "tensor_parallel",
-            grid.tensor_parallel,
-            glossary.attrs("tensor_parallel"),
-        ),
-        "seq_len": ("seq_len", grid.seq_len, glossary.attrs("seq_len")),
-        "weight_dtype": ("model", grid.weight_dtype, {"long_name": "weight dtype"}),
-        "kv_dtype": ("model", grid.kv_dtype, {"long_name": "KV cache dtype"}),
-        "attention": ("model", [s.attention for s in grid.specs], {"long_name": "attention kind"}),
-    }
-    if grid.concurrency is not None:
-        coords["concurrency"] = ("concurrency", grid.concurrency, glossary.attrs("concurrency"))
-    coords = {k: coords[k] for k in [*grid.order, *coords] if k in coords}  # caller's order first
+    conc = None if grid.concurrency is None else tuple(grid.concurrency.tolist())
+    coords = _coordinates(
+        tuple(grid.order),
+        tuple(grid.model),
+        tuple(grid.gpu),
+        tuple(grid.tensor_parallel.tolist()),
+        conc,
+        tuple(grid.seq_len.tolist()),
+        tuple(grid.weight_dtype),
+        tuple(grid.kv_dtype),
+        tuple(s.attention for s in grid.specs),
+    ).copy()  # a shallow copy: a caller who edits the result's attrs edits only that result
     attrs = {
         "title": "capnb memory sweep: bytes per GPU of weights + KV cache + headroom",
         "accounting": acct.name,
@@ -366,3 +370,30 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
         "convention": "all byte variables are per GPU (per tensor-parallel rank)",
     }
     return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+@functools.lru_cache(maxsize=32)
+def _coordinates(order, model, gpu, tensor_parallel, concurrency, seq_len, weights, kv, attention):
+    # Building the pandas indexes of the coordinates is most of a small sweep's cost; the worksheet
+    # repeats the same grids, so the built coordinates are kept (and copied for each result).
+    coords = {
+        "model": ("model", list(model), glossary.attrs("model")),
+        "gpu": ("gpu", list(gpu), glossary.attrs("gpu")),
+        "tensor_parallel": (
+            "tensor_parallel",
+            np.array(tensor_parallel, np.int64),
+            glossary.attrs("tensor_parallel"),
+        ),
+        "seq_len": ("seq_len", np.array(seq_len, np.int64), glossary.attrs("seq_len")),
+        "weight_dtype": ("model", list(weights), {"long_name": "weight dtype"}),
+        "kv_dtype": ("model", list(kv), {"long_name": "KV cache dtype"}),
+        "attention": ("model", list(attention), {"long_name": "attention kind"}),
+    }
+    if concurrency is not None:
+        coords["concurrency"] = (
+            "concurrency",
+            np.array(concurrency, np.int64),
+            glossary.attrs("concurrency"),
+        )
+    coords = {k: coords[k] for k in [*order, *coords] if k in coords}  # caller's order first
+    return xr.Coordinates(coords)

@@ -139,6 +139,31 @@ def test_edges(weights, usable, expected):
     assert got >= 0
 
 
+def test_smallest_fitting_tensor_parallel_matches_python_reference():
+    rng = np.random.default_rng(5)
+    candidates = np.array([1, 2, 4, 8, 16, 32, 64])
+    weights = rng.uniform(1e9, 2e12, (6, 1)) / candidates
+    weights[2, :3] = np.nan  # tensor-parallel degrees a model cannot use
+    kv = rng.uniform(1e4, 1e6, (6, 1)) / np.minimum(candidates, 8)
+    reserve = rng.uniform(0, 4e9, (6, 7))
+    usable = rng.uniform(1e10, 2e11, 5)
+    seq = rng.integers(256, 400_000, 9)
+    out = np.empty((6, 5, 9), np.int64)
+    kernels.smallest_fitting_tensor_parallel(
+        weights, kv, reserve, candidates, usable, seq, 0.15, 16, out
+    )
+    python = REGISTRY["memory.smallest_fitting_tensor_parallel"]["python"]
+    want = [
+        [
+            [python(weights[m], kv[m], reserve[m], candidates, u, s, 0.15, 16) for s in seq]
+            for u in usable
+        ]
+        for m in range(6)
+    ]
+    np.testing.assert_array_equal(out, want)
+    assert 0 < (out > 0).mean() < 1
+
+
 def test_block_rounding_counts_whole_blocks():
     kv, _, _ = _footprint_grid(0.0, 2.0, [1], [1, 16, 17], 0.0, 0.0, 16)
     np.testing.assert_array_equal(kv[0], [32.0, 32.0, 64.0])

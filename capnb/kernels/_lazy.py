@@ -15,7 +15,39 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["cache_dir", "guvectorize", "jit", "njit"]
+__all__ = ["cache_dir", "guvectorize", "jit", "njit", "parallel_launch", "threadsafe_layer"]
+
+# numba's ``workqueue`` threading layer aborts the process when two threads launch parallel regions
+# at once (dask's threaded workers do). capnb's parallel kernels take this lock unless the layer in
+# use is one that allows concurrent launches (``omp``, ``tbb``): then they run side by side.
+_LAUNCH_LOCK = threading.RLock()
+_THREADSAFE_LAYERS = ("omp", "tbb")
+_layer_is_threadsafe = False
+
+
+def threadsafe_layer() -> bool:
+    """Whether numba's threading layer allows parallel launches from several threads at once.
+
+    False until the first parallel launch has chosen the layer (numba picks it then), and for
+    ``workqueue``; True for ``omp`` and ``tbb``.
+    """
+    global _layer_is_threadsafe
+    if not _layer_is_threadsafe:
+        import numba
+
+        try:
+            _layer_is_threadsafe = numba.threading_layer() in _THREADSAFE_LAYERS
+        except ValueError:  # no parallel region has run yet: the layer is not chosen
+            return False
+    return _layer_is_threadsafe
+
+
+def parallel_launch(func: Callable, *args, **kwargs):
+    """Call a parallel kernel, one launch at a time when the threading layer is not thread-safe."""
+    if threadsafe_layer():
+        return func(*args, **kwargs)
+    with _LAUNCH_LOCK:
+        return func(*args, **kwargs)
 
 
 def _writable(path: Path) -> bool:
@@ -53,8 +85,9 @@ def cache_dir() -> str:
 class _LazyKernel:
     """A kernel compiled on first use; calls pass straight through to the compiled object."""
 
-    def __init__(self, build: Callable[[], Callable], pyfunc: Callable):
+    def __init__(self, build: Callable[[], Callable], pyfunc: Callable, *, parallel: bool = False):
         self._build = build
+        self._parallel = parallel
         self._compiled: Callable | None = None
         self._lock = threading.Lock()  # dask runs blocks in threads: compile once, not concurrently
         self.py_func = pyfunc
@@ -72,6 +105,8 @@ class _LazyKernel:
         return self._compiled
 
     def __call__(self, *args, **kwargs):
+        if self._parallel:
+            return parallel_launch(self.compiled, *args, **kwargs)
         return self.compiled(*args, **kwargs)
 
     def __reduce__(self):
@@ -106,7 +141,7 @@ def guvectorize(signatures: list[str], layout: str, *, parallel: bool = False):
                 signatures, layout, nopython=True, cache=use_cache, target=target
             )(pyfunc)
 
-        return _LazyKernel(build, pyfunc)
+        return _LazyKernel(build, pyfunc, parallel=parallel)
 
     return decorate
 
@@ -124,7 +159,7 @@ def jit(signature: str, **options):
 
             return numba.njit(signature, cache=bool(cache_dir()), **options)(pyfunc)
 
-        return _LazyKernel(build, pyfunc)
+        return _LazyKernel(build, pyfunc, parallel=bool(options.get("parallel")))
 
     return decorate
 
@@ -134,12 +169,36 @@ def njit(pyfunc: Callable | None = None, **options):
 
     Without explicit signatures numba compiles on the first call, so this costs nothing at import
     beyond importing numba. Use it for the small scalar helpers that hold the formulas; they stay
-    callable from other kernels.
+    callable from other kernels. With ``parallel=True`` the result is an entry point for Python
+    callers only: calls go through :func:`parallel_launch`, so that threads (dask's) never launch
+    parallel regions concurrently on a threading layer that does not allow it.
     """
 
     def decorate(func: Callable) -> Callable:
         import numba
 
-        return numba.njit(cache=bool(cache_dir()), **options)(func)
+        dispatcher = numba.njit(cache=bool(cache_dir()), **options)(func)
+        return _Guarded(dispatcher) if options.get("parallel") else dispatcher
 
     return decorate(pyfunc) if pyfunc is not None else decorate
+
+
+class _Guarded:
+    """A parallel ``@njit`` dispatcher called through :func:`parallel_launch` (Python callers only)."""
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        self.py_func = dispatcher.py_func
+        self.__name__ = dispatcher.__name__
+        self.__doc__ = dispatcher.__doc__
+        self.__wrapped__ = dispatcher.py_func
+
+    def __call__(self, *args, **kwargs):
+        return parallel_launch(self.dispatcher, *args, **kwargs)
+
+    def __getattr__(self, name):  # signatures, stats, inspect_* ... of the dispatcher
+        return getattr(self.dispatcher, name)
+
+    def __reduce__(self):
+        # by module and name, as _LazyKernel: each dask worker compiles or loads its own copy
+        return (_kernel_by_name, (self.py_func.__module__, self.py_func.__name__))

@@ -26,6 +26,7 @@ __all__ = [
     "footprint",
     "kv_cache_bytes",
     "largest_fitting_concurrency",
+    "smallest_fitting_tensor_parallel",
     "total_bytes",
 ]
 
@@ -102,6 +103,28 @@ def fits(largest_concurrency, concurrency, out):
                 out[k, i, j] = value <= largest_concurrency[k, j]
 
 
+@njit
+def _largest_one(
+    weights_bytes, kv_bytes_per_token, usable_bytes, seq_len, headroom_fraction, reserve_bytes,
+    block_tokens,
+):  # fmt: skip
+    # Solve total(c) <= usable for c in closed form, then step to the exact integer boundary with
+    # the same arithmetic the footprint kernel uses, so that fits(c) <=> c <= out for every c.
+    per_sequence = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens)
+    room = (usable_bytes - reserve_bytes) / (1.0 + headroom_fraction) - weights_bytes
+    # `room != room` is a quiet NaN test (a masked cell); an ordered comparison would raise the
+    # floating-point invalid flag, which numpy reports as a RuntimeWarning.
+    if room != room or per_sequence != per_sequence or room < 0.0 or per_sequence <= 0.0:
+        return 0
+    c = math.floor(room / per_sequence)
+    w, kv, usable, fraction = weights_bytes, kv_bytes_per_token, usable_bytes, headroom_fraction
+    while c > 0 and not _fits_one(c, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
+        c -= 1
+    while _fits_one(c + 1, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
+        c += 1
+    return c
+
+
 def _largest_fitting_concurrency(
     weights_bytes,
     kv_bytes_per_token,
@@ -112,25 +135,48 @@ def _largest_fitting_concurrency(
     block_tokens,
     out,
 ):
-    # Solve total(c) <= usable for c in closed form, then step to the exact integer boundary with
-    # the same arithmetic the footprint kernel uses, so that fits(c) <=> c <= out for every c.
-    per_sequence = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens)
-    room = (usable_bytes - reserve_bytes) / (1.0 + headroom_fraction) - weights_bytes
-    # `room != room` is a quiet NaN test (a masked cell); an ordered comparison would raise the
-    # floating-point invalid flag, which numpy reports as a RuntimeWarning.
-    if room != room or per_sequence != per_sequence or room < 0.0 or per_sequence <= 0.0:
-        out[0] = 0
-        return
-    c = math.floor(room / per_sequence)
-    w, kv, usable, fraction = weights_bytes, kv_bytes_per_token, usable_bytes, headroom_fraction
-    while c > 0 and not _fits_one(c, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
-        c -= 1
-    while _fits_one(c + 1, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
-        c += 1
-    out[0] = c
+    out[0] = _largest_one(
+        weights_bytes, kv_bytes_per_token, usable_bytes, seq_len, headroom_fraction,
+        reserve_bytes, block_tokens,
+    )  # fmt: skip
 
 
 #: Per (model, gpu, tensor_parallel, seq_len): the largest integer concurrency that fits (0: none).
 largest_fitting_concurrency = guvectorize(
     ["void(f8, f8, f8, i8, f8, f8, i8, i8[:])"], "(),(),(),(),(),(),()->()"
 )(_largest_fitting_concurrency)
+
+
+@jit(
+    "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], i8[::1], f8, i8, i8[:, :, ::1])"
+)
+def smallest_fitting_tensor_parallel(
+    weights_bytes,
+    kv_bytes_per_token,
+    reserve_bytes,
+    tensor_parallel,
+    usable_bytes,
+    seq_len,
+    headroom_fraction,
+    block_tokens,
+    out,
+):
+    """Per (model, gpu, seq_len): the first tensor-parallel degree at which one sequence fits (0: none).
+
+    ``weights_bytes``, ``kv_bytes_per_token`` and ``reserve_bytes`` are per GPU over (model,
+    candidate), the candidates ``tensor_parallel`` ascending; ``usable_bytes`` over gpu; ``out``
+    (model, gpu, seq_len). "Fits" is :data:`largest_fitting_concurrency` > 0; the search stops at
+    the first candidate that fits.
+    """
+    for m in range(out.shape[0]):
+        for g in range(out.shape[1]):
+            for s in range(out.shape[2]):
+                out[m, g, s] = 0
+                for k in range(tensor_parallel.shape[0]):
+                    largest = _largest_one(
+                        weights_bytes[m, k], kv_bytes_per_token[m, k], usable_bytes[g],
+                        seq_len[s], headroom_fraction, reserve_bytes[m, k], block_tokens,
+                    )  # fmt: skip
+                    if largest > 0:
+                        out[m, g, s] = tensor_parallel[k]
+                        break

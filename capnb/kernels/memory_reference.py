@@ -12,6 +12,7 @@ __all__ = [
     "footprint_python",
     "largest_fitting_concurrency_numpy",
     "largest_fitting_concurrency_python",
+    "smallest_fitting_tensor_parallel_python",
 ]
 
 
@@ -66,11 +67,27 @@ def largest_fitting_concurrency_numpy(
     return np.where(fits, concurrency, 0).max(axis=-1)
 
 
+def smallest_fitting_tensor_parallel_python(
+    weights, kv_per_token, reserve, candidates, usable, seq_len, fraction, block
+):
+    """The first candidate (ascending) at which one sequence fits, for one (model, gpu, seq_len).
+
+    ``weights``, ``kv_per_token`` and ``reserve`` hold one value per candidate; 0 when none fits.
+    """
+    for w, kv, r, tp in zip(weights, kv_per_token, reserve, candidates, strict=True):
+        if not math.isnan(w) and footprint_python(w, kv, usable, 1, seq_len, fraction, r, block)[3]:
+            return int(tp)
+    return 0
+
+
 #: kernel name -> references (plain Python per cell, numpy over the grid)
 REGISTRY = {
     "memory.footprint": {"python": footprint_python, "numpy": footprint_numpy},
     "memory.largest_fitting_concurrency": {
         "python": largest_fitting_concurrency_python,
         "numpy": largest_fitting_concurrency_numpy,
+    },
+    "memory.smallest_fitting_tensor_parallel": {
+        "python": smallest_fitting_tensor_parallel_python,
     },
 }

@@ -1,0 +1,92 @@
+"""Scale-out: sweeps on dask give the in-memory answer, and parallel kernels are safe from threads."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import xarray as xr
+
+from capnb import memory
+from capnb.kernels import _lazy
+
+GRID = {
+    "model": ["Llama-3.1-8B", "Llama-3.1-70B", "DeepSeek-V3"],
+    "gpu": ["L4", "H100-SXM", "MI300X"],
+    "tensor_parallel": [1, 2, 8],
+    "seq_len": [1024, 8192, 32768],
+}
+
+
+def test_max_concurrency_on_a_dask_cluster_matches_in_memory(dask_client):
+    plain = memory.max_concurrency(**GRID, invalid_tensor_parallel="mask")
+    lazy = memory.max_concurrency(
+        **GRID, invalid_tensor_parallel="mask", chunks={"model": 1, "seq_len": 2}
+    )
+    assert lazy.max_concurrency.chunks is not None
+    xr.testing.assert_identical(lazy.compute(), plain)
+
+
+def test_a_memory_sweep_reduces_on_the_fly_on_a_cluster(dask_client):
+    # the pattern of the README's sweep that does not fit in memory: reduce each block as it is
+    # made, never the whole grid at once
+    grid = {**GRID, "concurrency": np.arange(1, 257), "seq_len": np.arange(1, 65) * 512}
+    chunks = {"model": 1, "concurrency": 64, "seq_len": 16}
+
+    def summary(ds):
+        return xr.Dataset(
+            {
+                "fits_share": ds.fits.mean(["concurrency", "seq_len"]),
+                "peak_bytes": ds.total_bytes.where(ds.fits).max(["concurrency", "seq_len"]),
+            }
+        )
+
+    plain = summary(memory.sweep(**grid, invalid_tensor_parallel="mask"))
+    lazy = summary(memory.sweep(**grid, invalid_tensor_parallel="mask", chunks=chunks))
+    assert lazy.fits_share.chunks is not None
+    xr.testing.assert_identical(lazy.compute(), plain)
+
+
+def test_the_launch_guard_follows_the_threading_layer(monkeypatch):
+    monkeypatch.setattr(_lazy, "_layer_is_threadsafe", False)
+    monkeypatch.setattr("numba.threading_layer", lambda: "workqueue")
+    assert not _lazy.threadsafe_layer()
+    monkeypatch.setattr("numba.threading_layer", lambda: "omp")
+    assert _lazy.threadsafe_layer()
+
+
+_THREADS_ON_WORKQUEUE = """
+import dask, numpy as np, numba, xarray as xr
+from capnb import data, elasticity, forecast
+from capnb.kernels import autoscale
+
+rate = 20 + 15 * np.sin(np.arange(120_000) * 2 * np.pi / 17_280)
+grid = {"cooldown_s": [0, 300, 900, 1800], "min_instances": [1, 2, 4, 8, 16],
+        "scale_up_threshold": [0.5, 0.6, 0.7, 0.8]}
+assert 20 * rate.size >= autoscale.PARALLEL_MIN_STEPS  # each chunk runs the parallel kernel
+plain = elasticity.sweep(rate, step_s=5, per_instance_qps=5, policy="hpa", **grid)
+series = data.load_rate_series("servegen-m-large")
+base = forecast.fit_baseline(series)
+months = forecast.simulate(series, base, trials=200, seed=3)
+with dask.config.set(scheduler="threads", num_workers=4):
+    lazy = elasticity.sweep(rate, step_s=5, per_instance_qps=5, policy="hpa",
+                            chunks={"scale_up_threshold": 1}, **grid)
+    xr.testing.assert_identical(lazy.compute(), plain)
+    xr.testing.assert_identical(forecast.simulate(series, base, trials=200, seed=3, chunks=25),
+                                months)
+print(numba.threading_layer())
+"""
+
+
+def test_parallel_kernels_from_many_threads_on_the_workqueue_layer():
+    # numba's workqueue layer aborts the process on concurrent parallel launches; capnb's kernels
+    # serialise their launches there, so dask's threads get the in-memory answer instead
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_THREADS_ON_WORKQUEUE)],
+        capture_output=True,
+        text=True,
+        env={"NUMBA_THREADING_LAYER": "workqueue", "PATH": "/usr/bin:/bin"},
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "workqueue"
