@@ -78,7 +78,9 @@ from .autoscale_rules import (
     FIXED_ELASTIC,
     HPA,
     KNATIVE,
+    _ceil_quotient,
     _hpa_rate_limit,
+    _ratio_at_least,
     _window_push,
     _wrap,
     article_decision,
@@ -221,8 +223,57 @@ def _run(
     panicking = policy == KNATIVE and pool > 1
     panic_since = -1
     max_panic = pool
+    per_pod = up * per_qps
+    stable_inverse = 1.0 / (stable_steps * per_pod)
+    panic_inverse = 1.0 / (panic_window * per_pod)
+    bounds_pods, most, least, panic_limit = -1, 0, 0, 0.0
 
-    for t in range(n_steps):
+    decides = policy != FIXED
+    counts_load = decides and policy != KNATIVE
+    t = -1
+    while True:
+        t += 1
+        if queue_len == 0 and not record:
+            # Quiet stretch: nothing queued, no cohort becomes ready and no decision falls before
+            # `end`, so a step only adds its arrivals, served in full while they fit. The sums
+            # are added step by step in the same order as below: the same bits, at a few
+            # instructions a step instead of the whole plant and policy.
+            end = n_steps
+            if start_len > 0 and start_ready_at[start_first] < end:
+                end = start_ready_at[start_first]
+            if decides and t + countdown - 1 < end:
+                end = t + countdown - 1
+            if end > t:
+                capacity = ready * per_step
+                k = t
+                if counts_load:
+                    while k < end:
+                        rate = demand[k]
+                        arriving = rate * step_s
+                        if arriving > capacity:
+                            break
+                        arrivals += arriving
+                        served += arriving
+                        load_sum += rate
+                        k += 1
+                else:
+                    while k < end:
+                        arriving = demand[k] * step_s
+                        if arriving > capacity:
+                            break
+                        arrivals += arriving
+                        served += arriving
+                        k += 1
+                quiet = k - t
+                instance_steps += quiet * (ready + starting)
+                starting_steps += quiet * starting
+                if panicking:
+                    panic_steps += quiet
+                if decides:
+                    countdown -= quiet
+                t = k
+        if t >= n_steps:
+            break
         if start_len > 0 and start_ready_at[start_first] == t:
             n = start_count[start_first]
             start_first = _wrap(start_first + 1, start_ready_at.shape[0])
@@ -385,16 +436,30 @@ def _run(
             panic_sum = 0.0
             for k in range(t - recent + 1, t + 1):
                 panic_sum += demand[k]
+            # knative_desired, with what depends only on the ready pods kept until they change
+            # and the quotients taken by multiplication where that gives the same ceiling
+            pods = max(ready_pool, 1)
+            if pods != bounds_pods:
+                bounds_pods = pods
+                most = math.ceil(config[_MAX_UP_RATE] * pods)
+                least = math.floor(pods / config[_MAX_DOWN_RATE])
+                panic_limit = config[_PANIC_THRESHOLD] * pods
             # the stable window from a cumulative counter, as a metrics pipeline reads a rate
-            stable_pods, panic_pods, needed = knative_desired(
-                (arrived[t + 1] - arrived[t + 1 - seen]) / seen,
-                panic_sum / recent,
-                up * per_qps,
-                ready_pool,
-                config[_MAX_UP_RATE],
-                config[_MAX_DOWN_RATE],
+            stable = _ceil_quotient(
+                arrived[t + 1] - arrived[t + 1 - seen],
+                seen,
+                per_pod,
+                stable_inverse if seen == stable_steps else 1.0 / (seen * per_pod),
             )
-            over = needed / max(ready_pool, 1) >= config[_PANIC_THRESHOLD]
+            needed = _ceil_quotient(
+                panic_sum,
+                recent,
+                per_pod,
+                panic_inverse if recent == panic_window else 1.0 / (recent * per_pod),
+            )
+            stable_pods = min(max(stable, least), most)
+            panic_pods = min(max(needed, least), most)
+            over = _ratio_at_least(needed, pods, config[_PANIC_THRESHOLD], panic_limit)
             if over:  # enter panic, or extend it
                 panicking = True
                 panic_since = t
