@@ -213,18 +213,37 @@ def _read_frame(path: Path) -> pd.DataFrame:
     readers = {
         ".csv": pd.read_csv,
         ".parquet": pd.read_parquet,
-        ".json": lambda p: pd.read_json(p, lines=True),
-        ".jsonl": lambda p: pd.read_json(p, lines=True),
+        ".json": _json_lines_frame,
+        ".jsonl": _json_lines_frame,
     }
     if suffix not in readers:
         raise ConfigError(f"{path}: read_latency_table reads .csv, .parquet or .jsonl files")
     try:
         return readers[suffix](path)
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        # pandas' EmptyDataError and ParserError, a truncated JSON line, pyarrow's ArrowInvalid
-        # for a file that is not Parquet: all ValueError or OSError subclasses
+    except (ValueError, TypeError, OSError) as err:
+        # pandas' EmptyDataError and ParserError, a truncated JSON line or lines that mix objects
+        # and arrays, pyarrow's ArrowInvalid for a file that is not Parquet, bytes that are not
+        # UTF-8 (UnicodeDecodeError is a ValueError)
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"{path}: cannot be read as a {suffix[1:]} table ({first})") from None
+
+
+def _json_lines_frame(path: Path) -> pd.DataFrame:
+    """One JSON object per line (blank lines skipped) as rows; anything else names its line."""
+    import pandas as pd
+
+    records = []
+    for number, line in enumerate(_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise ConfigError(f"{path}, line {number}: not a JSON object (one row per line)")
+        records.append(record)
+    return pd.DataFrame.from_records(records)
 
 
 def _numbers(frame: pd.DataFrame, column, name: str) -> np.ndarray:
@@ -704,6 +723,8 @@ def _curve_from_runs(runs: list[dict], source: str, attrs: Mapping) -> xr.Datase
 
 
 def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> xr.Dataset:
+    if not rows:
+        raise ConfigError(f"{path}: a sweep file with a header but no rows")
     lowered = [h.lower() for h in header]
     at = lowered.index("concurrency")
     runs = []
@@ -748,6 +769,8 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
                         latency[(_AIPERF_TAGS[tag], float(stat[1:]) / 100)] = seconds
         if not latency:
             raise ConfigError(f"{where}: no latency percentile columns")
+        if len(row) <= at:
+            raise ConfigError(f"{where}: the row ends before its concurrency column")
         runs.append(
             {
                 "concurrency": _cell(row[at], where),

@@ -236,5 +236,7 @@ def load_model(
         config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem
     return parse(config, name=name or default_name, source=str(path))

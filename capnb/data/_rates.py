@@ -219,8 +219,8 @@ def _number_column(table, column: str, where) -> np.ndarray:
     if pat.is_string(values.type) or pat.is_large_string(values.type):
         text = pc.utf8_trim_whitespace(values)
         pattern = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
-        ok = pc.match_substring_regex(text, pattern).to_numpy(zero_copy_only=False)
-        ok &= ~values.is_null().to_numpy(zero_copy_only=False)
+        ok = pc.fill_null(pc.match_substring_regex(text, pattern), False)  # empty cells: null
+        ok = ok.to_numpy(zero_copy_only=False) & ~values.is_null().to_numpy(zero_copy_only=False)
         if not ok.all():
             row = int(np.flatnonzero(~ok)[0])
             raise ConfigError(

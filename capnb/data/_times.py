@@ -259,7 +259,8 @@ _LAST_NS = float(np.datetime64("2261-12-31", "ns").view(np.int64))
 
 def _check_range(numbers, per_unit, origin, column, where, time_unit) -> None:
     """Numeric times must land on a datetime64[ns] date: a wrong unit overflows silently."""
-    instants = numbers.astype(np.float64) * per_unit + origin
+    with np.errstate(over="ignore"):  # an overflow to inf is caught just below
+        instants = numbers.astype(np.float64) * per_unit + origin
     outside = (instants < _FIRST_NS) | (instants > _LAST_NS)
     if outside.any():
         row = int(np.flatnonzero(outside)[0])

@@ -293,7 +293,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     }
     where = _csv_where(path)
     wanted = [c for c in columns.values() if c]
-    first = _first_values(path)[columns["time"]]
+    first = _first_values(path).get(columns["time"], "")  # a short first row: pyarrow names it
     types: dict[str, object] = {c: pa.int64() for k, c in columns.items() if k != "time" and c}
     aware = re.search(_times.OFFSET_PATTERN, first) is not None
     offset = None
@@ -430,7 +430,7 @@ def _read_jsonl(path: Path, columns: dict[str, str]):
 
 
 def _diagnose_jsonl(path: Path) -> None:
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8", errors="replace") as handle:  # a bad byte: a JSON error
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -474,8 +474,8 @@ def _token_column(table, column: str, where) -> np.ndarray:
     values = table.column(column)
     if pat.is_string(values.type) or pat.is_large_string(values.type):
         text = pc.utf8_trim_whitespace(values.combine_chunks())
-        ok = pc.match_substring_regex(text, r"^[+-]?\d+(\.0*)?$").to_numpy(zero_copy_only=False)
-        ok &= ~values.is_null().to_numpy(zero_copy_only=False)
+        ok = pc.fill_null(pc.match_substring_regex(text, r"^[+-]?\d+(\.0*)?$"), False)
+        ok = ok.to_numpy(zero_copy_only=False) & ~values.is_null().to_numpy(zero_copy_only=False)
         if not ok.all():
             row = int(np.flatnonzero(~ok)[0])
             shown = text[row].as_py()
@@ -488,7 +488,8 @@ def _token_column(table, column: str, where) -> np.ndarray:
         raise ConfigError(f"{where(row)}: column {column!r} is empty (no token count)")
     numbers = values.to_numpy(zero_copy_only=False)
     if numbers.dtype.kind == "f":
-        bad = ~np.isfinite(numbers) | (numbers != np.round(numbers))
+        # beyond 2**53 a float is not an exact count (and past 2**63 no int64 holds it)
+        bad = ~np.isfinite(numbers) | (numbers != np.round(numbers)) | (np.abs(numbers) > 2**53)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ConfigError(
