@@ -33,6 +33,7 @@ def contrast(
     accounting: str = "article",
     tensor_parallel: int | None = None,
     usd_per_gpu_hour=None,
+    by_latency: xr.Dataset | None = None,
 ) -> xr.Dataset:
     """The article's mistake, in numbers: plan by maximum concurrency vs plan by latency.
 
@@ -43,6 +44,9 @@ def contrast(
     (the max-concurrency plan's breaches the SLA when the curve is non-linear), the throughput an
     instance really delivers there (Little's law), the instances planned, the share of the target
     they really serve and the compute utilisation at the target (the idle GPU).
+
+    ``by_latency`` is :func:`plan` of the same arguments when the caller has it already (a
+    worksheet does); it is computed otherwise.
 
     Returns
     -------
@@ -58,11 +62,12 @@ def contrast(
             "contrast: the curve must start at concurrency 1 (the max-concurrency plan assumes "
             "every request runs as fast as one alone)"
         )
-    by_latency = capacity.plan(
-        curve, sla, target_qps, metric=metric, quantile=quantile, buffer=buffer,
-        memory_limit=memory_limit, accounting=accounting, tensor_parallel=tensor_parallel,
-        usd_per_gpu_hour=usd_per_gpu_hour,
-)  # fmt: skip
+    if by_latency is None:
+        by_latency = capacity.plan(
+            curve, sla, target_qps, metric=metric, quantile=quantile, buffer=buffer,
+            memory_limit=memory_limit, accounting=accounting, tensor_parallel=tensor_parallel,
+            usd_per_gpu_hour=usd_per_gpu_hour,
+        )  # fmt: skip
     selected = capacity._curve_selection(curve, metric, quantile)
     flat = _latency.envelope(
         xr.Dataset({"latency": selected, "mean_latency": capacity._mean_e2e(curve, selected)})

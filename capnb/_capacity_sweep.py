@@ -70,6 +70,21 @@ def sweep(
         dims), plus ``cheapest_gpu``, ``cheapest_tensor_parallel``, ``cheapest_usd_per_hour``,
         ``runner_up_*`` and ``cost_gap`` when a target is given.
     """
+    result, curves = _searched(
+        model, gpu, tensor_parallel, seq_len, sla, workload=workload, metric=metric,
+        quantile=quantile, concurrency=concurrency, max_grid_concurrency=max_grid_concurrency,
+        calibration=calibration, accounting=accounting, chunks=chunks,
+    )  # fmt: skip
+    if target_qps is None:
+        return result
+    return _priced(result, curves, target_qps, buffer=buffer, buffer_qps=buffer_qps)
+
+
+def _searched(
+    model, gpu, tensor_parallel, seq_len, sla, *, workload, metric, quantile, concurrency,
+    max_grid_concurrency, calibration, accounting, chunks,
+) -> tuple[xr.Dataset, xr.Dataset]:  # fmt: skip
+    """:func:`sweep` without a target: the safe-concurrency search, and the curves it ran on."""
     from . import memory
 
     models = model if isinstance(model, list | tuple) else [model]
@@ -96,9 +111,16 @@ def sweep(
     )
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
     result.attrs["workload"] = curves.attrs["workload"]
-    result = result.assign_coords(calibration=curves.calibration)
-    if target_qps is None:
-        return result
+    return result.assign_coords(calibration=curves.calibration), curves
+
+
+def _priced(result, curves, target_qps, *, buffer=None, buffer_qps=None) -> xr.Dataset:
+    """Instances, cost and the cheapest options of a searched sweep for a target.
+
+    The search does not depend on the target: a worksheet keeps it and prices each new target.
+    """
+    result = result.copy()
+    gpus = [str(g) for g in result.gpu.values]
     target = capacity._target(target_qps)
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
     result["instances"] = capacity.instances(

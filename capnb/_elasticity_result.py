@@ -68,7 +68,7 @@ def metric_variables(
 
 def timeline_variables(demand, times, per_instance_qps, ready, starting, served, dropped, backlog,
                        breach) -> dict:  # fmt: skip
-    """Per-step variables of one run over ``time`` (``breach`` as the kernel decided it)."""
+    """Per-step variables of one run over ``time``, and ``time`` itself (``breach`` as decided)."""
     columns = {
         "qps": demand,
         "ready_instances": ready,
@@ -79,8 +79,9 @@ def timeline_variables(demand, times, per_instance_qps, ready, starting, served,
         "backlog": backlog,
         "breach": breach,
     }
-    coords = {"time": ("time", times, glossary.attrs("time"))}
-    return {
-        name: xr.DataArray(values, dims="time", coords=coords, attrs=glossary.attrs(name))
-        for name, values in columns.items()
+    # Variables, and the time coordinate once: DataArrays would each build (and deep-copy) an
+    # index of the run's timestamps, which took longer than the simulation
+    variables = {
+        name: xr.Variable("time", values, glossary.attrs(name)) for name, values in columns.items()
     }
+    return variables | {"time": xr.Variable("time", times, glossary.attrs("time"))}

@@ -420,10 +420,8 @@ def simulate(
         output_dtypes=[float, float, np.int64],
         dask_gufunc_kwargs={"output_sizes": {"capacity_qps": grid.size}},
     )
-    peak_values = np.asarray(peak.values)
-    required = _required(peak_values, probability)
     trial_coord = ("trial", np.arange(trials), glossary.attrs("trial"))
-    return xr.Dataset(
+    result = xr.Dataset(
         {
             "monthly_peak_qps": peak.assign_attrs(glossary.attrs("monthly_peak_qps")),
             "mean_qps": mean.assign_attrs(glossary.attrs("mean_qps")),
@@ -431,8 +429,6 @@ def simulate(
             .mean("trial")
             .assign_attrs(glossary.attrs("exceed_probability")),
             "minutes_above": above.mean("trial").assign_attrs(glossary.attrs("minutes_above")),
-            "required_qps": ((), required, glossary.attrs("required_qps")),
-            "buffer_qps": ((), max(0.0, required - fixed_plan), glossary.attrs("buffer_qps")),
         },
         coords={
             "trial": trial_coord,
@@ -453,6 +449,23 @@ def simulate(
             "month_start": "Monday 00:00 of the slot clock",
         },
     ).compute()
+    return _choose(result, probability)
+
+
+def _choose(simulation: xr.Dataset, probability: float) -> xr.Dataset:
+    """``required_qps`` and ``buffer_qps`` of a simulation for another exceedance probability.
+
+    The months do not depend on the probability: the worksheet re-chooses without re-simulating.
+    """
+    probability = _validate.fraction(probability, "exceed_probability", low_open=True)
+    fixed_plan = float(simulation.attrs["fixed_plan_qps"])
+    required = _required(np.asarray(simulation.monthly_peak_qps.values), probability)
+    result = simulation.assign(
+        required_qps=((), required, glossary.attrs("required_qps")),
+        buffer_qps=((), max(0.0, required - fixed_plan), glossary.attrs("buffer_qps")),
+    )
+    result.attrs["chosen_exceed_probability"] = probability
+    return result
 
 
 def _required(peaks: np.ndarray, probability: float) -> float:

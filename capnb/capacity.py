@@ -172,7 +172,9 @@ def _ordered(result: xr.Dataset, lead: list[str]) -> xr.Dataset:
     for name in result.data_vars:
         dims = result[name].dims
         first = [d for d in lead if d in dims]
-        result[name] = result[name].transpose(*first, *[d for d in dims if d not in first])
+        order = (*first, *[d for d in dims if d not in first])
+        if order != dims:  # assigning a variable re-merges the Dataset: only when it moves
+            result[name] = result[name].transpose(*order)
     return result
 
 

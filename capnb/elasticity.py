@@ -378,14 +378,13 @@ def simulate(
         breach,
     )
     raw = xr.DataArray(metrics, dims="metric")
+    timeline = timeline_variables(
+        values, times, qps, ready, starting, served, dropped, backlog, breach
+    )
+    time = timeline.pop("time")
     result = xr.Dataset(
-        {
-            **timeline_variables(
-                values, times, qps, ready, starting, served, dropped, backlog, breach
-            ),
-            **metric_variables(raw, n, step, qps, gpus, price),
-        },
-        coords={name: grid[name] for name in grid},
+        {**timeline, **metric_variables(raw, n, step, qps, gpus, price)},
+        coords={"time": time, **{name: grid[name] for name in grid}},
     )
     result.attrs = _attrs(
         policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options

@@ -378,14 +378,20 @@ def target(
         exclude=found,
         chunks=chunks,
     )
+    result = _target_from(baseline, run, found)
+    if scale != 1.0:
+        result.attrs["projection"] = f"history scaled by x{scale:.4g}"
+    return result
+
+
+def _target_from(baseline: xr.Dataset, run: xr.Dataset, found: xr.Dataset) -> xr.Dataset:
+    """:func:`target`'s answer from its parts (the worksheet keeps the parts between changes)."""
     result = baseline.copy()
     for name in run.data_vars:
         if name != "mean_qps":  # the months' mean demand; the baseline's mean_qps is per slot
             result[name] = run[name]
     result.attrs = {**baseline.attrs, **run.attrs, "title": "traffic forecast: targets and buffer"}
     result.attrs["bursts_detected"] = int(found.sizes["burst"])
-    if scale != 1.0:
-        result.attrs["projection"] = f"history scaled by x{scale:.4g}"
     return result
 
 

@@ -11,7 +11,10 @@ from ..errors import InputError
 
 __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 
-# Encodings name their field and type explicitly (see _memory: shorthand parsing is slow).
+# Encodings name their field and type explicitly (see _memory: shorthand parsing is slow). Layers
+# are combined in one alt.layer(...) call that also takes the title and size, and a param is added
+# to the leaf that uses it: each composition (+, .properties, .add_params on a layer) deep-copies
+# every layer's schema objects, which cost more than all the rest of a redraw.
 _QUANTILE_COLORS = {"P50": "#4c78a8", "P90": "#72b7b2", "P95": "#54a24b", "P99": "#e45756"}
 _SLA_COLOR = "#b279a2"
 
@@ -118,10 +121,9 @@ def latency_curve(
     ]
     name = cell.attrs.get("name") or cell.attrs.get("source", "")
     title = f"{_label(quantile)} {metric} latency vs concurrency ({name})"
-    chart = alt.layer(*layers)
     if sla_table is not None:
-        chart = _with_sla_slider(chart, sla_table, sla, x, y)
-    return chart.properties(title=title, width=560, height=320)
+        layers += _sla_slider_layers(sla_table, sla)
+    return alt.layer(*layers, title=title, width=560, height=320)
 
 
 def _sla_frame(sla_table: xr.Dataset) -> pd.DataFrame:
@@ -139,7 +141,7 @@ def _sla_frame(sla_table: xr.Dataset) -> pd.DataFrame:
     )
 
 
-def _with_sla_slider(chart, sla_table, sla, x, y):
+def _sla_slider_layers(sla_table, sla) -> list:
     frame = _sla_frame(sla_table)
     grid = frame.sla.to_numpy()
     steps = np.diff(grid)
@@ -168,8 +170,10 @@ def _with_sla_slider(chart, sla_table, sla, x, y):
             ]
         )
     )
-    sla_line = chosen.mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2).encode(
-        y=alt.Y(field="sla", type="quantitative")
+    sla_line = (
+        chosen.mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2)
+        .encode(y=alt.Y(field="sla", type="quantitative"))
+        .add_params(param)
     )
     feasible = chosen.transform_filter("datum.safe > 0")
     safe_line = feasible.mark_rule(color="#333333", size=1.5).encode(
@@ -180,7 +184,7 @@ def _with_sla_slider(chart, sla_table, sla, x, y):
         y=alt.Y(field="sla", type="quantitative"),
         text=alt.Text(field="label", type="nominal"),
     )
-    return alt.layer(chart, sla_line, safe_line, safe_text).add_params(param)
+    return [sla_line, safe_line, safe_text]
 
 
 def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.LayerChart:
@@ -258,7 +262,7 @@ def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.L
                 .encode(x=x, y=y, text=alt.Text(field="label", type="nominal")),
             ]
     title = "Per-instance throughput: Little's law vs safe concurrency x single-request QPS"
-    return alt.layer(*layers).properties(title=title, width=560, height=280)
+    return alt.layer(*layers, title=title, width=560, height=280)
 
 
 def cost_vs_sla(
@@ -283,28 +287,29 @@ def cost_vs_sla(
         if cell.sizes[dim] != 1:
             raise InputError(f"cost_vs_sla: choose one {dim} (the sweep has {cell.sizes[dim]})")
         cell = cell.squeeze(dim, drop=True)
-    cost = cell.usd_per_hour.transpose("gpu", "sla", "tensor_parallel")
-    best_tp_index = cost.fillna(np.inf).argmin("tensor_parallel")
-    rows = []
-    for g in cost.gpu.values:
-        for s in cost.sla.values:
-            values = cost.sel(gpu=g, sla=s)
-            if bool(values.isnull().all()):
-                rows.append({"gpu": str(g), "sla": float(s), "usd_per_hour": np.nan})
-                continue
-            k = int(best_tp_index.sel(gpu=g, sla=s))
-            tp = int(cost.tensor_parallel.values[k])
-            rows.append(
-                {
-                    "gpu": str(g),
-                    "sla": float(s),
-                    "usd_per_hour": float(values.isel(tensor_parallel=k)),
-                    "tensor_parallel": tp,
-                    "instances": float(cell.instances.sel(gpu=g, sla=s, tensor_parallel=tp)),
-                    "safe": int(cell.safe_concurrency.sel(gpu=g, sla=s, tensor_parallel=tp)),
-                }
-            )
-    table = pd.DataFrame(rows)
+    order = ("gpu", "sla", "tensor_parallel")
+    cost = cell.usd_per_hour.transpose(*order)
+    usd = cost.values
+    # the cheapest TP of each (gpu, sla): the first of equal costs, as argmin picks
+    best = np.where(np.isnan(usd), np.inf, usd).argmin(axis=2)[..., None]
+    feasible = ~np.isnan(usd).all(axis=2)
+    pick = {
+        name: np.take_along_axis(cell[name].transpose(*order).values, best, axis=2)[..., 0]
+        for name in ("usd_per_hour", "instances", "safe_concurrency")
+    }
+    gpus, slas = cost.gpu.values.astype(str), cost.sla.values.astype(float)
+    table = pd.DataFrame(
+        {
+            "gpu": np.repeat(gpus, slas.size),
+            "sla": np.tile(slas, gpus.size),
+            "usd_per_hour": np.where(feasible, pick["usd_per_hour"], np.nan).ravel(),
+            "tensor_parallel": np.where(
+                feasible, cost.tensor_parallel.values[best[..., 0]], np.nan
+            ).ravel(),
+            "instances": np.where(feasible, pick["instances"], np.nan).ravel(),
+            "safe": np.where(feasible, pick["safe_concurrency"], np.nan).ravel(),
+        }
+    )
     x = alt.X(field="sla", type="quantitative", scale=alt.Scale(type="log"), title="SLA (s)")
     lines = (
         alt.Chart(table)
@@ -341,7 +346,7 @@ def cost_vs_sla(
     title = f"Cost vs {_label(quantile)} {metric} SLA, cheapest TP per GPU"
     if target is not None:
         title += f" ({target:,.3g} requests/s)"
-    return alt.layer(*layers).properties(title=title, width=560, height=300)
+    return alt.layer(*layers, title=title, width=560, height=300)
 
 
 def plan_contrast(contrast: xr.Dataset) -> alt.HConcatChart:
@@ -386,7 +391,10 @@ def plan_contrast(contrast: xr.Dataset) -> alt.HConcatChart:
         alt.Chart(pd.DataFrame({"sla": [sla]}))
         .mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2)
         .encode(x=alt.X(field="sla", type="quantitative")),
-    ).properties(title="latency at the operating point vs the SLA", width=300, height=90)
+        title="latency at the operating point vs the SLA",
+        width=300,
+        height=90,
+    )
     usage = (
         alt.Chart(table)
         .mark_bar()

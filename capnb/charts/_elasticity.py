@@ -11,6 +11,10 @@ from ..errors import InputError
 
 __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_timeline"]
 
+# Every encoding is a channel object (alt.Y(...), alt.OpacityValue(...)), never a bare string or
+# dict: altair turns those into channels through its schema's from_dict, which hashes the whole
+# vega-lite schema each time (about 5 ms a channel).
+
 _POLICY_NAMES = {
     "article": "article (thresholds)",
     "hpa": "Kubernetes HPA",
@@ -57,29 +61,19 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
         )
         if span_s <= limit
     )
-    elapsed = np.arange(times.size) * step_s / per
     x_field, x_title = "elapsed", f"{unit} from the start of the trace"
-    frame = pd.DataFrame(
+    # buckets are runs of consecutive steps: reduce each with numpy's reduceat (a pandas groupby
+    # over a million steps took most of a redraw)
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    table = pd.DataFrame(
         {
-            "bucket": bucket,
-            x_field: elapsed,
-            "demand": run.qps.values,
-            "capacity": run.ready_capacity_qps.values,
-            "ready": run.ready_instances.values,
-            "starting": run.starting_instances.values,
-            "backlog": run.backlog.values,
-            "breach": run.breach.values,
-        }
-    )
-    table = frame.groupby("bucket").agg(
-        {
-            x_field: "first",
-            "demand": "max",
-            "capacity": "min",
-            "ready": "min",
-            "starting": "max",
-            "backlog": "max",
-            "breach": "any",
+            x_field: starts * step_s / per,
+            "demand": np.maximum.reduceat(run.qps.values, starts),
+            "capacity": np.minimum.reduceat(run.ready_capacity_qps.values, starts),
+            "ready": np.minimum.reduceat(run.ready_instances.values, starts),
+            "starting": np.maximum.reduceat(run.starting_instances.values, starts),
+            "backlog": np.maximum.reduceat(run.backlog.values, starts),
+            "breach": np.logical_or.reduceat(run.breach.values, starts),
         }
     )
     table["end"] = np.r_[table[x_field].values[1:], span_s / per]
@@ -88,7 +82,7 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
     shading = (
         base.transform_filter("datum.breach")
         .mark_rect(color="#e45756", opacity=0.25)
-        .encode(x=x, x2="end")
+        .encode(x=x, x2=alt.X2("end"))
     )
     lines = (
         base.transform_fold(["demand", "capacity"], as_=["series", "requests/s"])
@@ -113,7 +107,7 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
         f"{_POLICY_NAMES.get(run.attrs['policy'], run.attrs['policy'])}: demand vs ready "
         f"capacity, breach shaded ({share:.2%} of the time)"
     )
-    top = (shading + lines).properties(title=title, height=200)
+    top = alt.layer(shading, lines, title=title, height=200)
     instances = (
         base.transform_fold(["ready", "starting"], as_=["state", "instances"])
         .mark_area(interpolate="step-after", opacity=0.8)
@@ -164,16 +158,17 @@ def elasticity_pareto(
     table = flat.to_dataframe().reset_index() if dims else flat.expand_dims("run").to_dataframe()
     if "policy" not in table:
         table["policy"] = sweep.attrs["policy"]
-    table["policy_name"] = table.policy.map(_POLICY_NAMES)
+    table["policy_name"] = table.policy.map(_POLICY_NAMES).astype(object)
     table["breach_pct"] = table.breach_share * 100
     table["unserved_pct"] = table.unserved_share * 100
+    full = table
 
     def marked(selection):
         if selection is None:
             return table.iloc[0:0]
-        mask = np.ones(len(table), bool)
+        mask = np.ones(len(full), bool)
         for key, value in selection.items():
-            mask &= table[key].values == value
+            mask &= full[key].values == value
         return table[mask]
 
     units = sweep[cost].attrs.get("units", "")
@@ -187,12 +182,15 @@ def elasticity_pareto(
     )
 
     pick = alt.selection_point(fields=["policy_name"], bind="legend")
-    tooltip = [c for c in ("policy_name", *dims) if c in table and c != "policy"]
+    shown = [c for c in ("policy_name", *dims) if c in table and c != "policy"]
+    # only the columns drawn: altair converts every column of every row to JSON on each redraw
+    table = full[[*shown, cost, "breach_pct", "unserved_pct", "thrash", "pareto"]]
+    tooltip = [alt.Tooltip(c) for c in shown]
     tooltip += [
         alt.Tooltip(f"{cost}:Q", format=",.1f"),
         alt.Tooltip("breach_pct:Q", format=".3f"),
         alt.Tooltip("unserved_pct:Q", format=".3f"),
-        "thrash:Q",
+        alt.Tooltip("thrash:Q"),
     ]
     points = (
         alt.Chart(table)
@@ -201,13 +199,13 @@ def elasticity_pareto(
             x=x,
             y=y,
             color=alt.Color("policy_name:N", title="policy", legend=alt.Legend(orient="right")),
-            opacity=alt.condition(pick, alt.value(0.75), alt.value(0.08)),
+            opacity=alt.OpacityValue(0.08, condition={"param": pick.name, "value": 0.75}),
             tooltip=tooltip,
         )
         .add_params(pick)
     )
     front_line = (
-        alt.Chart(table[table.pareto].sort_values(cost))
+        alt.Chart(full.loc[full.pareto, [cost, "breach_pct"]].sort_values(cost))
         .mark_line(color="#333333", strokeDash=[4, 3], interpolate="step-after")
         .encode(x=x, y=y)
     )
@@ -230,15 +228,16 @@ def elasticity_pareto(
                     color="#222222",
                     strokeWidth=2,
                 )
-                .encode(x=x, y=y, tooltip=["label:N", *tooltip])
+                .encode(x=x, y=y, tooltip=[alt.Tooltip("label:N"), *tooltip])
             )
             text = (
                 alt.Chart(rows.head(1).assign(label=label))
                 .mark_text(align="left", dx=10, dy=-10, fontWeight="bold")
-                .encode(x=x, y=y, text="label:N")
+                .encode(x=x, y=y, text=alt.Text("label:N"))
             )
             layers += [ring, text]
-    return alt.layer(*layers).properties(
+    return alt.layer(
+        *layers,
         width=560,
         height=320,
         title="Every policy of the sweep: cost vs time in breach (dashed: the Pareto front)",
@@ -264,7 +263,7 @@ def cold_start_stages(estimate: xr.Dataset, *, gpu: str | None = None) -> alt.La
     band = (
         alt.Chart(pd.DataFrame({"low": [low], "high": [high]}))
         .mark_rect(color="#bab0ac", opacity=0.25)
-        .encode(x="low:Q", x2="high:Q")
+        .encode(x=alt.X("low:Q"), x2=alt.X2("high:Q"))
     )
     bars = (
         alt.Chart(table)
@@ -281,11 +280,17 @@ def cold_start_stages(estimate: xr.Dataset, *, gpu: str | None = None) -> alt.La
                 legend=alt.Legend(title=None, orient="top"),
             ),
             order=alt.Order("order:Q"),
-            tooltip=["model:N", "stage:N", alt.Tooltip("seconds:Q", format=".1f")],
+            tooltip=[
+                alt.Tooltip("model:N"),
+                alt.Tooltip("stage:N"),
+                alt.Tooltip("seconds:Q", format=".1f"),
+            ],
         )
     )
     gpu_name = str(cell.gpu.values) if "gpu" in cell.coords else ""
-    return (band + bars).properties(
+    return alt.layer(
+        band,
+        bars,
         width=520,
         height=22 * cell.sizes.get("model", 1),
         title=f"Cold start by stage on {gpu_name}",

@@ -14,6 +14,10 @@ from ..errors import InputError
 
 __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
 
+# Every encoding is a channel object (alt.Y(...), alt.YValue(...)), never a bare string or dict:
+# altair turns those into channels through its schema's from_dict, which hashes the whole vega-lite
+# schema each time (about 5 ms a channel, most of a redraw).
+
 _MAX_POINTS = 5000
 _PLAN_COLOR = "#4c78a8"
 _MEAN_COLOR = "#f58518"
@@ -76,12 +80,12 @@ def forecast_series(
         name = _quantile_name(q)
         layers.append(
             base.mark_area(opacity=0.25, color=_PLAN_COLOR, interpolate="step-after").encode(
-                y="low:Q", y2="high:Q"
+                y=alt.Y("low:Q"), y2=alt.Y2("high:Q")
             )
         )
         layers.append(
             base.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
-                y="mean_plan:Q"
+                y=alt.Y("mean_plan:Q")
             )
         )
         title = f"Requests/s {shown}; band: slot P50 to {name}; dashed: the mean plan"
@@ -90,14 +94,14 @@ def forecast_series(
     layers.append(
         base.mark_line(color="#333", strokeWidth=1).encode(
             y=alt.Y("qps:Q", title="requests/s"),
-            tooltip=["time:T", alt.Tooltip("qps:Q", format=",.2f")],
+            tooltip=[alt.Tooltip("time:T"), alt.Tooltip("qps:Q", format=",.2f")],
         )
     )
     if len(missing):
         layers.append(
             alt.Chart(missing)
             .mark_tick(color=_SHORT_COLOR, thickness=2, size=10)
-            .encode(x=x, y=alt.value(300), tooltip=[alt.Tooltip("time:T", title="missing")])
+            .encode(x=x, y=alt.YValue(300), tooltip=[alt.Tooltip("time:T", title="missing")])
         )
         title += f"; red ticks: {len(missing)} missing"
     return alt.layer(*layers).properties(title=title, width=640, height=300)
@@ -124,7 +128,11 @@ def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
             x=alt.X("hour:O", title="hour of day (trace's clock)"),
             y=alt.Y("row:N", sort=order, title=None),
             color=alt.Color("qps:Q", title="requests/s", scale=alt.Scale(scheme="viridis")),
-            tooltip=["row:N", "hour:O", alt.Tooltip("qps:Q", format=",.1f")],
+            tooltip=[
+                alt.Tooltip("row:N"),
+                alt.Tooltip("hour:O"),
+                alt.Tooltip("qps:Q", format=",.1f"),
+            ],
         )
         .properties(title=title, width=560, height=max(120, 16 * len(order)))
     )
@@ -151,12 +159,12 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
     x = alt.X("slot:Q", title=baseline.attrs.get("slots", "slot").replace("_", " "))
     base = alt.Chart(frame).encode(x=x)
     short = base.mark_area(color=_SHORT_COLOR, opacity=0.3, interpolate="step-after").encode(
-        y="mean_plan:Q", y2="top:Q"
+        y=alt.Y("mean_plan:Q"), y2=alt.Y2("top:Q")
     )
     plan = base.mark_line(color=_PLAN_COLOR, interpolate="step-after", strokeWidth=2).encode(
         y=alt.Y("plan:Q", title="requests/s"),
         tooltip=[
-            "slot:Q",
+            alt.Tooltip("slot:Q"),
             alt.Tooltip("plan:Q", title=f"{name} plan", format=",.1f"),
             alt.Tooltip("mean_plan:Q", title="mean plan", format=",.1f"),
             alt.Tooltip("shortfall:Q", title="mean plan short by", format=".0%"),
@@ -164,9 +172,9 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
     )
     median = base.mark_line(
         color=_PLAN_COLOR, opacity=0.5, strokeDash=[2, 2], interpolate="step-after"
-    ).encode(y="P50:Q")
+    ).encode(y=alt.Y("P50:Q"))
     mean = base.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
-        y="mean_plan:Q"
+        y=alt.Y("mean_plan:Q")
     )
     worst = float(frame["shortfall"].max())
     title = (
@@ -232,29 +240,29 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
     rules = (
         alt.Chart(marks)
         .mark_rule(strokeWidth=2)
-        .encode(x="capacity:Q", color=alt.Color("color:N", scale=None))
+        .encode(x=alt.X("capacity:Q"), color=alt.Color("color:N", scale=None))
     )
     labels = (
         alt.Chart(marks)
         .mark_text(align="left", dx=4)
         .encode(
-            x="capacity:Q",
+            x=alt.X("capacity:Q"),
             y=alt.Y("row:Q", scale=None),
-            text="label:N",
+            text=alt.Text("label:N"),
             color=alt.Color("color:N", scale=None),
         )
     )
     buffer = (
         alt.Chart(pd.DataFrame({"a": [fixed], "b": [max(required, fixed)]}))
         .mark_rect(color=_SHORT_COLOR, opacity=0.12)
-        .encode(x=alt.X("a:Q", scale=alt.Scale(domain=domain)), x2="b:Q")
+        .encode(x=alt.X("a:Q", scale=alt.Scale(domain=domain)), x2=alt.X2("b:Q"))
     )
     moving = (
         base.transform_filter(alt.datum.probability <= pick)
         .transform_aggregate(capacity="min(capacity)")
         .mark_rule(color=_SHORT_COLOR, strokeDash=[4, 3])
         .encode(
-            x="capacity:Q",
+            x=alt.X("capacity:Q"),
             tooltip=[alt.Tooltip("capacity:Q", title="capacity for the slider's p", format=",.0f")],
         )
     )

@@ -233,7 +233,7 @@ def _run(
     t = -1
     while True:
         t += 1
-        if queue_len == 0 and not record:
+        if queue_len == 0:
             # Quiet stretch: nothing queued, no cohort becomes ready and no decision falls before
             # `end`, so a step only adds its arrivals, served in full while they fit. The sums
             # are added step by step in the same order as below: the same bits, at a few
@@ -246,7 +246,24 @@ def _run(
             if end > t:
                 capacity = ready * per_step
                 k = t
-                if counts_load:
+                if record:
+                    while k < end:
+                        rate = demand[k]
+                        arriving = rate * step_s
+                        if arriving > capacity:
+                            break
+                        arrivals += arriving
+                        served += arriving
+                        if counts_load:
+                            load_sum += rate
+                        ready_out[k] = ready
+                        starting_out[k] = starting
+                        served_out[k] = arriving
+                        dropped_out[k] = 0.0
+                        backlog_out[k] = backlog
+                        breach_out[k] = False
+                        k += 1
+                elif counts_load:
                     while k < end:
                         rate = demand[k]
                         arriving = rate * step_s

@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 
 from .. import capacity, charts, data, latency, memory
+from .._capacity_sweep import _priced, _searched
 from ._base import Worksheet, dropdown, slider_style
 
 __all__ = ["ANALYTIC", "CapacityWorksheet"]
@@ -42,6 +43,24 @@ class CapacityWorksheet(Worksheet):
         The cost-vs-SLA comparison's grid (default: every catalog GPU, TP 1/2/4/8).
     """
 
+    chart_keys: ClassVar[Mapping[str, Callable]] = {
+        "curve": lambda ws: (ws.curve, ws.sla_table, ws.inputs["sla"], ws.model_curve),
+        # the operating point it marks, not the instances (which follow the target)
+        "throughput": lambda ws: (
+            ws.curve,
+            *(
+                ws.result[v].values.ravel().tolist()
+                for v in (
+                    "binding",
+                    "operating_concurrency",
+                    "per_instance_qps",
+                    "safe_concurrency",
+                )
+            ),
+        ),
+        "contrast": lambda ws: (ws.contrast,),
+        "cost": lambda ws: (ws.overview, ws.inputs["sla"]),
+    }
     chart_makers: ClassVar[Mapping[str, Callable]] = {
         "curve": lambda ws: charts.latency_curve(
             ws.curve,
@@ -92,6 +111,9 @@ class CapacityWorksheet(Worksheet):
         self.overview_tensor_parallel = list(overview_tensor_parallel)
         self.overview_slas = list(overview_slas)
         self._overview_key = None
+        self._priced_for: tuple | None = None
+        self._curve_key: tuple | None = None
+        self._table_key: str | None = None
         self.model_curve = None
         slider = slider_style
         controls = {
@@ -145,14 +167,22 @@ class CapacityWorksheet(Worksheet):
         """Run the capacity step for the current inputs."""
         values = self.inputs
         metric = values["metric"]
-        self.curve = self._curve()
+        # the curve and its SLA table depend on fewer controls than the plan: keep them
+        analytic = values["curve"] == ANALYTIC
+        curve_key = (values["curve"], *(
+            (values["model"], values["gpu"], values["tensor_parallel"]) if analytic else ()
+        ))  # fmt: skip
+        if curve_key != self._curve_key:
+            self.curve, self._curve_key, self._table_key = self._curve(), curve_key, None
+        if metric != self._table_key:
+            self.sla_table = capacity.safe_concurrency(
+                self.curve, self.sla_grid, metric=metric, quantile=self.quantile
+            )
+            self._table_key = metric
         self.result = capacity.plan(
             self.curve, values["sla"], values["target_qps"], metric=metric,
             quantile=self.quantile, buffer=int(values["buffer"]),
         )  # fmt: skip
-        self.sla_table = capacity.safe_concurrency(
-            self.curve, self.sla_grid, metric=metric, quantile=self.quantile
-        )
         self.contrast = (
             capacity.contrast(
                 self.curve,
@@ -161,22 +191,32 @@ class CapacityWorksheet(Worksheet):
                 metric=metric,
                 quantile=self.quantile,
                 buffer=int(values["buffer"]),
+                by_latency=self.result,
             )
             if int(self.curve.concurrency[0]) == 1
             and int(self.result.get("max_concurrency", 1)) > 0
             else None
         )
-        key = (values["model"], metric, values["target_qps"], values["buffer"])
+        # the overview's search (analytic curves for every GPU and TP) does not depend on the
+        # target: it is kept per model and metric, and priced again for each target and buffer
+        key = (values["model"], metric)
         if key != self._overview_key:
             seq = math.ceil(
                 float((self.workload.prompt_tokens + self.workload.output_tokens).mean())
             )
-            self.overview = capacity.sweep(
+            self._searched = _searched(
                 values["model"], self.overview_gpus, self.overview_tensor_parallel, [seq],
-                self.overview_slas, workload=self.workload, target_qps=values["target_qps"],
-                metric=metric, quantile=self.quantile, buffer=int(values["buffer"]),
+                self.overview_slas, workload=self.workload, metric=metric, quantile=self.quantile,
+                concurrency=None, max_grid_concurrency=4096, calibration=None,
+                accounting="article", chunks=None,
             )  # fmt: skip
-            self._overview_key = key
+            self._overview_key, self._priced_for = key, None
+        priced_key = (values["target_qps"], values["buffer"])
+        if priced_key != self._priced_for:
+            self.overview = _priced(
+                *self._searched, values["target_qps"], buffer=int(values["buffer"])
+            )
+            self._priced_for = priced_key
 
     @property
     def answer(self) -> str:

@@ -65,6 +65,16 @@ class ElasticityWorksheet(Worksheet):
         the fleet that serves the trace's P99 rate.
     """
 
+    chart_keys: ClassVar[Mapping[str, Callable]] = {
+        "timeline": lambda ws: (ws.result,),
+        "pareto": lambda ws: (
+            ws.sweep,
+            *ws.selection.values(),
+            *ws.recommendation.selection.values(),
+            ws.inputs["breach_budget"],
+        ),
+        "cold_start": lambda ws: (ws.cold_starts,),
+    }
     chart_makers: ClassVar[Mapping[str, Callable]] = {
         "timeline": lambda ws: charts.elasticity_timeline(ws.result),
         "pareto": lambda ws: charts.elasticity_pareto(
@@ -130,6 +140,8 @@ class ElasticityWorksheet(Worksheet):
             if value not in self.grid[name]:
                 raise InputError(f"{name}={value!r} is not in the sweep's grid {self.grid[name]}")
         self._swept_for = None
+        self._advised_for = None
+        self._run_for = None
         labels = {v: k for k, v in _POLICY_LABELS.items()}
         selection = {"continuous_update": False, "style": {"description_width": "initial"}}
         controls = {
@@ -206,10 +218,16 @@ class ElasticityWorksheet(Worksheet):
             )
             self._swept_for = key
         chosen = {k: v for k, v in self.selection.items() if k != "policy"}
-        self.result = elasticity.simulate(self.demand, policy=self.policy, **chosen, **common)
-        self.recommendation = elasticity.recommend(
-            self.sweep, breach_budget=values["breach_budget"]
-        )
+        run_key = (key, *self.selection.values())
+        if run_key != self._run_for:
+            self.result = elasticity.simulate(self.demand, policy=self.policy, **chosen, **common)
+            self._run_for = run_key
+        advice_key = (key, values["breach_budget"])
+        if advice_key != self._advised_for:  # the advice reads the sweep, not the selection
+            self.recommendation = elasticity.recommend(
+                self.sweep, breach_budget=values["breach_budget"]
+            )
+            self._advised_for = advice_key
 
     @property
     def answer(self) -> str:

@@ -11,8 +11,10 @@ import ipywidgets as widgets
 import xarray as xr
 
 from .. import charts, data, forecast
+from ..bursts import _choose
 from ..errors import InputError
-from ._base import Worksheet, dropdown, slider_style
+from ..forecast import _target_from
+from ._base import Worksheet, _same, dropdown, slider_style
 
 __all__ = ["ForecastWorksheet"]
 
@@ -26,7 +28,7 @@ def _note_chart(text: str) -> alt.Chart:
     return (
         alt.Chart(alt.Data(**frame))
         .mark_text(align="left", fontSize=13)
-        .encode(text="text:N", x=alt.value(5), y=alt.value(15))
+        .encode(text=alt.Text("text:N"), x=alt.XValue(5), y=alt.YValue(15))
         .properties(width=640, height=30)
     )
 
@@ -52,6 +54,13 @@ class ForecastWorksheet(Worksheet):
         Monte Carlo months and seed.
     """
 
+    chart_keys: ClassVar[Mapping[str, Callable]] = {
+        # the series and plans charts draw the baseline's variables of the result
+        "series": lambda ws: (ws.series, ws.baseline, ws.inputs["quantile"]),
+        "heatmap": lambda ws: (ws.series,),
+        "plans": lambda ws: (ws.baseline, ws.inputs["quantile"]),
+        "exceedance": lambda ws: (ws.result, ws.skipped),
+    }
     chart_makers: ClassVar[Mapping[str, Callable]] = {
         "series": lambda ws: charts.forecast_series(
             ws.series, ws.result, quantile=ws.inputs["quantile"]
@@ -80,6 +89,7 @@ class ForecastWorksheet(Worksheet):
         seed: int = 0,
     ):
         self.trials, self.seed = trials, seed
+        self._stages: dict[str, tuple] = {}
         self._sources: dict[str, object] = {
             n: n for n in data.list_rate_series() + data.list_traces()
         }
@@ -199,29 +209,62 @@ class ForecastWorksheet(Worksheet):
             )
         return model
 
+    def _step(self, stage: str, key: tuple, make: Callable[[], object]):
+        # Each stage is kept with the inputs it was made from, so that a control change re-runs
+        # only the stages downstream of it (the quantile and bursts re-run the Monte Carlo, the
+        # exceedance probability only re-chooses from its months). What comes out is what
+        # forecast.target gives for the same inputs.
+        kept = self._stages.get(stage)
+        if kept is not None and _same(kept[0], key):
+            return kept[1]
+        value = make()
+        self._stages[stage] = (key, value)
+        return value
+
     def compute(self) -> None:
         """Resample, fit the slot baselines, detect bursts and run the Monte Carlo."""
         values = self.inputs
         source = self._load(values["trace"])
-        self.series = forecast.resample(source, values["interval"]) if (
-            "request" in source.dims or forecast.interval_seconds(values["interval"])
-            != float(source.attrs["interval_s"])
-        ) else source  # fmt: skip
-        baseline = forecast.fit_baseline(self.series, slots=values["slots"])
-        self.detected = forecast.detect_bursts(self.series, baseline)
-        self.fitted = forecast.fit_burst_model(self.detected)
+        resampled = "request" in source.dims or forecast.interval_seconds(
+            values["interval"]
+        ) != float(source.attrs["interval_s"])
+        self.series = self._step(
+            "series",
+            (source, values["interval"]),
+            lambda: forecast.resample(source, values["interval"]) if resampled else source,
+        )
+        self.baseline = baseline = self._step(
+            "baseline",
+            (self.series, values["slots"]),
+            lambda: forecast.fit_baseline(self.series, slots=values["slots"]),
+        )
+        self.detected = self._step(
+            "detected", (baseline,), lambda: forecast.detect_bursts(self.series, baseline)
+        )
+        self.fitted = self._step(
+            "fitted", (self.detected,), lambda: forecast.fit_burst_model(self.detected)
+        )
         self.skipped = self._why_no_simulation(baseline)
         if self.skipped:
             self.result = baseline.assign_attrs(plan_quantile=values["quantile"])
             return
-        self.result = forecast.target(
-            self.series,
-            slots=values["slots"],
-            plan_quantile=values["quantile"],
-            bursts=self.burst_model(),
-            trials=self.trials,
-            seed=self.seed,
-            exceed_probability=values["exceed_probability"],
+        model = self.burst_model()
+        months = self._step(
+            "months",
+            (baseline, self.detected, model, values["quantile"]),
+            lambda: forecast.simulate(
+                self.series, baseline, model, trials=self.trials, seed=self.seed,
+                exceed_probability=values["exceed_probability"],
+                plan_quantile=values["quantile"], exclude=self.detected,
+            ),
+        )  # fmt: skip
+        run = self._step(
+            "chosen",
+            (months, values["exceed_probability"]),
+            lambda: _choose(months, values["exceed_probability"]),
+        )
+        self.result = self._step(
+            "result", (baseline, run), lambda: _target_from(baseline, run, self.detected)
         )
 
     def _why_no_simulation(self, baseline: xr.Dataset) -> str:

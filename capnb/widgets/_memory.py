@@ -34,6 +34,10 @@ class MemoryWorksheet(Worksheet):
             ws.overview, tensor_parallel=ws.inputs["tensor_parallel"]
         ),
     }
+    chart_keys: ClassVar[Mapping[str, Callable]] = {
+        "breakdown": lambda ws: (ws.result,),
+        "heatmap": lambda ws: (ws.overview, ws.inputs["tensor_parallel"]),
+    }
 
     def __init__(
         self,
@@ -50,6 +54,7 @@ class MemoryWorksheet(Worksheet):
         heatmap_tensor_parallel=(1, 2, 4, 8),
     ):
         spec = data.load_model(model)
+        self._overview_key: tuple | None = None
         self._models = {name: name for name in data.list_models()} | {spec.name: spec}
         self.heatmap_gpus = list(heatmap_gpus or data.list_gpus())
         self.heatmap_seq_lens = list(heatmap_seq_lens)
@@ -116,13 +121,17 @@ class MemoryWorksheet(Worksheet):
         largest = int(memory.max_concurrency(**common, **cell).max_concurrency.item())
         ticks = memory.concurrency_ticks(values["max_concurrency"], include=(largest, largest + 1))
         self.result = memory.sweep(**common, **cell, concurrency=ticks)
-        self.overview = memory.max_concurrency(
-            **common,
-            gpu=self.heatmap_gpus,
-            tensor_parallel=self.heatmap_tensor_parallel,
-            seq_len=self.heatmap_seq_lens,
-            invalid_tensor_parallel="mask",
-        )
+        # the overview spans every GPU, TP and length: only the model and accounting change it
+        key = tuple((k, str(v)) for k, v in common.items())
+        if key != self._overview_key:
+            self.overview = memory.max_concurrency(
+                **common,
+                gpu=self.heatmap_gpus,
+                tensor_parallel=self.heatmap_tensor_parallel,
+                seq_len=self.heatmap_seq_lens,
+                invalid_tensor_parallel="mask",
+            )
+            self._overview_key = key
 
     @property
     def answer(self) -> str:

@@ -1,0 +1,151 @@
+"""Worksheet responsiveness: one control change, from the new value to every changed chart redrawn.
+
+Each worksheet is built with its defaults and every chart is "displayed" on a headless handle that
+does what IPython does with a displayed object (asks for its MIME bundle through the active
+renderer, here capnb's offline one). A change then runs the worksheet's own path: recompute
+through the step module, refresh the answer, redraw the charts whose content changed. Each control
+flips between two values so that every timed call is a real change; the figure is the best of
+several flips. Goal (issue 7): under 150 ms for every control of every worksheet.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+
+from . import Row
+
+GOAL_S = 0.150
+
+
+class _Handle:
+    """A display handle without a notebook: renders what it is given, as IPython would."""
+
+    def update(self, drawing) -> None:
+        drawing._repr_mimebundle_()
+
+
+def _displayed(worksheet) -> None:
+    for name in worksheet.chart_makers:
+        worksheet.attach(name, _Handle())
+
+
+def _values(worksheet, control: str, values: tuple | None) -> tuple:
+    # selection controls whose options depend on the data: another option and the current one
+    if values is None:
+        widget = worksheet.controls[control]
+        options = [o[1] if isinstance(o, tuple) else o for o in widget.options]
+        other = next(o for o in options if o != widget.value)
+        values = (other, widget.value)
+    return values
+
+
+def _flip(worksheet, control: str, values: tuple, repeat: int) -> tuple[float, list[str]]:
+    """Best time of setting ``control`` to alternate values, and the charts that were redrawn."""
+    cycle = itertools.cycle(values)
+    best, redrawn = float("inf"), []
+    worksheet.set(**{control: next(cycle)})  # warm-up (and a real first change)
+    for _ in range(repeat):
+        value = next(cycle)
+        start = time.perf_counter()
+        worksheet.set(**{control: value})
+        best = min(best, time.perf_counter() - start)
+        redrawn = worksheet.last_redrawn
+    return best, redrawn
+
+
+def _cases(quick: bool) -> list[tuple[str, Callable, list[tuple[str, tuple | None]]]]:
+    from ..widgets import CapacityWorksheet, ElasticityWorksheet, ForecastWorksheet, MemoryWorksheet
+
+    return [
+        (
+            "ForecastWorksheet (servegen-m-large, 10,000 months)",
+            lambda: ForecastWorksheet(trials=1_000 if quick else 10_000),
+            [
+                ("quantile", (0.95, 0.99)),
+                ("exceed_probability", (0.01, 0.05)),
+                ("bursts_per_month", (2.0, 1.5)),
+                ("burst_multiplier", ((3.0, 6.0), (3.0, 5.0))),
+                ("burst_hours", ((1.0, 3.0), (1.0, 2.0))),
+                ("interval", ("20min", "10min")),
+            ],
+        ),
+        (
+            "MemoryWorksheet (Llama-3.1-70B, 12 GPUs x 4 TP x 8 lengths overview)",
+            MemoryWorksheet,
+            [
+                ("gpu", ("H200", "H100-SXM")),
+                ("seq_len", (4096, 8192)),
+                ("tensor_parallel", (4, 2)),
+                ("max_concurrency", (128, 64)),
+                ("kv_dtype", ("fp8", "auto")),
+                ("headroom_fraction", (0.2, 0.15)),
+                ("model", ("Llama-3.1-8B", "Llama-3.1-70B")),
+            ],
+        ),
+        (
+            "CapacityWorksheet (dstack vLLM MI300X curve, 12 GPUs x 4 TP x 10 SLAs overview)",
+            CapacityWorksheet,
+            [
+                ("sla", (3.0, 2.0)),
+                ("target_qps", (30.0, 20.0)),
+                ("buffer", (3, 2)),
+                ("metric", ("tpot", "ttft")),
+                ("gpu", ("H200", "H100-SXM")),
+                ("curve", ("analytic model", "dstack-vllm-mi300x-short")),
+            ],
+        ),
+        (
+            "ElasticityWorksheet (servegen-m-large at 1 s steps, 5 policies x 120 runs)",
+            ElasticityWorksheet,
+            [
+                ("policy", ("Knative KPA", "Kubernetes HPA")),
+                ("scale_up_threshold", (0.8, 0.7)),
+                ("cooldown_s", (900.0, 300.0)),
+                ("min_instances", None),
+                ("buffer_instances", (2, 0)),
+                ("breach_budget", (0.01, 0.001)),
+                ("tolerance_s", (120.0, 60.0)),
+                ("cold_start_s", (90.0, 76.0)),
+            ],
+        ),
+    ]
+
+
+def run(quick: bool = False) -> list[Row]:
+    from .. import notebook
+
+    notebook.setup()  # capnb's offline renderer, as in a worksheet's first cell
+    repeat = 2 if quick else 4
+    rows = []
+    for label, make, controls in _cases(quick):
+        start = time.perf_counter()
+        worksheet = make()
+        _displayed(worksheet)
+        t_first = time.perf_counter() - start
+        rows.append(
+            Row(
+                label.split(" (")[0] + ": first run",
+                label[label.index("(") + 1 : -1],
+                t_first,
+                f"{t_first:.2f} s to the first answer and every chart",
+                {},
+                "kernels from the on-disk cache; not an interaction",
+            )
+        )
+        for control, values in controls:
+            values = _values(worksheet, control, values)
+            seconds, redrawn = _flip(worksheet, control, values, repeat)
+            goal = "met" if seconds < GOAL_S else "NOT met"
+            rows.append(
+                Row(
+                    f"{label.split(' (')[0]}: {control}",
+                    " <-> ".join(str(v) for v in values),
+                    seconds,
+                    f"{seconds * 1e3:,.0f} ms (goal < 150 ms: {goal})",
+                    {},
+                    f"redrawn: {', '.join(redrawn) or 'none'}",
+                )
+            )
+    return rows
