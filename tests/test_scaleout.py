@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 import xarray as xr
 
-from capnb import memory
+from capnb import data, forecast, latency, memory
 from capnb.kernels import _lazy
 
 GRID = {
@@ -45,6 +45,24 @@ def test_a_memory_sweep_reduces_on_the_fly_on_a_cluster(dask_client):
     lazy = summary(memory.sweep(**grid, invalid_tensor_parallel="mask", chunks=chunks))
     assert lazy.fits_share.chunks is not None
     xr.testing.assert_identical(lazy.compute(), plain)
+
+
+def test_analytic_curves_on_a_cluster_are_identical_to_in_memory(dask_client):
+    workload = latency.workload(data.load_trace("azure-conv-2023"), samples=32)
+    args = (["Llama-3.1-8B", "Qwen3-8B"], ["A100-80GB", "H100-SXM", "L40S"], [1, 2])
+    kw = {"workload": workload, "seq_len": [1024, 8192], "concurrency": [1, 8, 64]}
+    plain = latency.analytic(*args, **kw)
+    lazy = latency.analytic(*args, **kw, chunks={"gpu": 1, "seq_len": 1})
+    xr.testing.assert_identical(lazy.compute(), plain)
+
+
+def test_monte_carlo_on_a_cluster_is_identical_to_in_memory(dask_client):
+    series = data.load_rate_series("servegen-m-large")
+    base = forecast.fit_baseline(series)
+    plain = forecast.simulate(series, base, trials=120, seed=5)
+    xr.testing.assert_identical(
+        forecast.simulate(series, base, trials=120, seed=5, chunks=50), plain
+    )
 
 
 def test_the_launch_guard_follows_the_threading_layer(monkeypatch):

@@ -7,7 +7,10 @@ import importlib
 
 from . import machine, print_rows
 
-STEPS = ("forecast", "memory", "capacity", "elasticity", "crosscheck", "startup", "report")
+STEPS = (
+    "forecast", "memory", "capacity", "elasticity", "worksheets", "scaleout", "compile",
+    "crosscheck", "startup", "report",
+)  # fmt: skip
 
 
 def main() -> None:

@@ -48,10 +48,10 @@ converts seconds and validates. Metrics are written to ``metrics`` in the order 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
-from numba import prange
 
 from ._lazy import njit
 from .autoscale_rules import (
@@ -600,56 +600,37 @@ def simulate(
     )
 
 
+@njit(nogil=True)
+def _runs(demand, arrived, up, cooldown, cold, low, buffer, config, metrics, first, stop):
+    # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range
+    no_ints = np.empty(0, np.int64)
+    no_floats = np.empty(0)
+    no_flags = np.empty(0, np.bool_)
+    for i in range(first, stop):
+        _run(
+            demand,
+            arrived,
+            up[i],
+            cooldown[i],
+            cold[i],
+            low[i],
+            buffer[i],
+            config,
+            metrics[i],
+            no_ints,
+            no_ints,
+            no_floats,
+            no_floats,
+            no_floats,
+            no_flags,
+        )
+
+
 @njit
 def _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics):
-    no_ints = np.empty(0, np.int64)
-    no_floats = np.empty(0)
-    no_flags = np.empty(0, np.bool_)
-    arrived = _counter(demand)
-    for i in range(up.shape[0]):
-        _run(
-            demand,
-            arrived,
-            up[i],
-            cooldown[i],
-            cold[i],
-            low[i],
-            buffer[i],
-            config,
-            metrics[i],
-            no_ints,
-            no_ints,
-            no_floats,
-            no_floats,
-            no_floats,
-            no_flags,
-        )
-
-
-@njit(parallel=True)
-def _runs_parallel(demand, up, cooldown, cold, low, buffer, config, metrics):
-    no_ints = np.empty(0, np.int64)
-    no_floats = np.empty(0)
-    no_flags = np.empty(0, np.bool_)
-    arrived = _counter(demand)
-    for i in prange(up.shape[0]):
-        _run(
-            demand,
-            arrived,
-            up[i],
-            cooldown[i],
-            cold[i],
-            low[i],
-            buffer[i],
-            config,
-            metrics[i],
-            no_ints,
-            no_ints,
-            no_floats,
-            no_floats,
-            no_floats,
-            no_flags,
-        )
+    _runs(
+        demand, _counter(demand), up, cooldown, cold, low, buffer, config, metrics, 0, up.shape[0]
+    )
 
 
 #: Below this many policy-steps a sweep runs on one thread (starting threads costs more).
@@ -658,6 +639,12 @@ PARALLEL_MIN_STEPS = 2_000_000
 
 def simulate_many(demand, up, cooldown, cold, low, buffer, config, metrics):
     """Runs over a flat grid of policies, metrics only; threads over policies when it pays.
+
+    The threads are Python threads running the compiled loop without the GIL, as many as numba's
+    thread count (``numba.set_num_threads``): each run is independent and sequential, so the
+    answer is the same on any number of threads. (A ``prange`` loop would compile the simulator a
+    second time, seconds on a fresh install, and needs a thread-safe numba threading layer under
+    dask.)
 
     Parameters
     ----------
@@ -671,6 +658,25 @@ def simulate_many(demand, up, cooldown, cold, low, buffer, config, metrics):
     metrics : float64[P, len(METRICS)]
         Output.
     """
-    parallel = up.shape[0] > 1 and up.shape[0] * demand.shape[0] >= PARALLEL_MIN_STEPS
-    runs = _runs_parallel if parallel else _runs_serial
-    runs(demand, up, cooldown, cold, low, buffer, config, metrics)
+    import numba
+
+    runs = up.shape[0]
+    threads = min(numba.get_num_threads(), runs)
+    if threads < 2 or runs * demand.shape[0] < PARALLEL_MIN_STEPS:
+        _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    arrived = _counter(demand)
+    # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance
+    pieces = min(runs, 4 * threads)
+    bounds = [runs * k // pieces for k in range(pieces + 1)]
+    with ThreadPoolExecutor(threads) as pool:
+        done = [
+            pool.submit(
+                _runs, demand, arrived, up, cooldown, cold, low, buffer, config, metrics, a, b
+            )
+            for a, b in itertools.pairwise(bounds)
+        ]
+        for future in done:
+            future.result()

@@ -58,7 +58,7 @@ CONFIG_FIELDS = (
 
 
 # -- policy rules: scalar helpers that hold the formulas ----------------------------------------
-@njit(inline="always")
+@njit
 def article_decision(load_qps, pool, per_instance_qps, up, down, low_evals, period, cooldown, veto):
     """The article's decision for one evaluation: ``(desired_pool, low_evals, vetoed)``.
 
@@ -89,7 +89,7 @@ def article_decision(load_qps, pool, per_instance_qps, up, down, low_evals, peri
     return pool, 0, False
 
 
-@njit(inline="always")
+@njit
 def hpa_replicas(total_metric, target_per_pod, ready, unready, tolerance):
     """Kubernetes HPA's replica count for a per-pod metric, with ``unready`` pods still starting.
 
@@ -111,7 +111,7 @@ def hpa_replicas(total_metric, target_per_pod, ready, unready, tolerance):
     return max(math.ceil(new_ratio * current), current)
 
 
-@njit(inline="always")
+@njit
 def knative_desired(stable_qps, panic_qps, target_per_pod, ready, max_up_rate, max_down_rate):
     """Knative KPA's ``(desired_stable, desired_panic, needed_panic)`` pod counts for one tick.
 
@@ -127,7 +127,7 @@ def knative_desired(stable_qps, panic_qps, target_per_pod, ready, max_up_rate, m
     return min(max(stable, least), most), min(max(panic, least), most), panic
 
 
-@njit(inline="always")
+@njit
 def _ceil_quotient(numerator, divisor, target, inverse):
     """``ceil(numerator / divisor / target)`` with the bits of the two divisions, mostly without them.
 
@@ -144,7 +144,7 @@ def _ceil_quotient(numerator, divisor, target, inverse):
     return math.ceil(numerator / divisor / target)
 
 
-@njit(inline="always")
+@njit
 def _ratio_at_least(count, pods, threshold, limit):
     """``count / pods >= threshold`` with the bits of the division; ``limit`` is ``threshold x pods``."""
     if count > limit * (1.0 + 1e-12):
@@ -155,13 +155,13 @@ def _ratio_at_least(count, pods, threshold, limit):
 
 
 # -- monotone queues: windowed max/min over decisions, O(1) amortised ---------------------------
-@njit(inline="always")
+@njit
 def _wrap(index, size):
     """``index % size`` for 0 <= index < 2 x size, without an integer division on the hot path."""
     return index - size if index >= size else index
 
 
-@njit(inline="always")
+@njit
 def _window_push(steps, values, state, step, value, window, keep_max):
     """Record ``value`` at ``step``; return the max (or min) over entries with step > step - window.
 
@@ -188,7 +188,7 @@ def _window_push(steps, values, state, step, value, window, keep_max):
     return values[first]
 
 
-@njit(inline="always")
+@njit
 def _changes_since(steps, changes, since):
     total = 0
     for i in range(steps.shape[0]):
@@ -197,7 +197,7 @@ def _changes_since(steps, changes, since):
     return total
 
 
-@njit(inline="always")
+@njit
 def _hpa_rate_limit(
     rec, current, low, high, t, up_steps, up_changes, down_steps, down_changes, config
 ):

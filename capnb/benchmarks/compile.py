@@ -1,0 +1,90 @@
+"""Compilation: each kernel's first call and each worksheet's first run, with a cold and a warm cache.
+
+Everything runs in fresh Python processes sharing one temporary ``NUMBA_CACHE_DIR``: the first pass
+finds it empty (a fresh install), the second finds what the first wrote. A kernel's compile time is
+its first call minus its second (same tiny arguments), so it counts compiling (or loading from the
+cache) and not the work. Goal (issue 7): a fresh install's first worksheet run must not spend more
+than a few seconds compiling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from . import Row
+
+_KERNEL_CALLS = "from capnb.benchmarks import _first_calls; _first_calls.main()"
+_WORKSHEET_RUN = r"""
+import sys, time
+start = time.perf_counter()
+import capnb
+from capnb import notebook, widgets
+notebook.setup()
+worksheet = getattr(widgets, sys.argv[1])()
+for name in worksheet.chart_makers:
+    worksheet.chart(name).to_dict()
+print(time.perf_counter() - start)
+"""
+
+WORKSHEETS = ("ForecastWorksheet", "MemoryWorksheet", "CapacityWorksheet", "ElasticityWorksheet")
+
+
+def _python(code: str, cache: str, *args: str) -> str:
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def run(quick: bool = False) -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        cold = json.loads(_python(_KERNEL_CALLS, cache))
+        warm = json.loads(_python(_KERNEL_CALLS, cache))
+    for name, seconds in cold.items():
+        rows.append(
+            Row(
+                f"compile {name}",
+                "tiny arguments, fresh process",
+                seconds,
+                f"cold {seconds:.2f} s, warm {warm[name] * 1e3:,.0f} ms",
+                {"cold / warm": seconds / max(warm[name], 1e-6)},
+                "first call minus second call; warm = loaded from the on-disk cache",
+            )
+        )
+    total_cold, total_warm = sum(cold.values()), sum(warm.values())
+    rows.append(
+        Row(
+            "compile: every kernel",
+            f"{len(cold)} kernels",
+            total_cold,
+            f"cold {total_cold:.1f} s, warm {total_warm:.2f} s",
+            {"cold / warm": total_cold / max(total_warm, 1e-6)},
+            "a user compiles only the kernels of the steps they use",
+        )
+    )
+    for name in WORKSHEETS[:1] if quick else WORKSHEETS:
+        with tempfile.TemporaryDirectory() as cache:
+            first = float(_python(_WORKSHEET_RUN, cache, name))
+            again = float(_python(_WORKSHEET_RUN, cache, name))
+        rows.append(
+            Row(
+                f"{name}: first run",
+                "fresh process: import, defaults, every chart",
+                first,
+                f"cold cache {first:.1f} s, warm {again:.1f} s: {first - again:.1f} s compiling",
+                {"cold / warm": first / again},
+                "goal: no more than a few seconds compiling",
+            )
+        )
+    return rows
