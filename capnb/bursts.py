@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from . import _validate, glossary
+from . import _months, _validate, glossary
 from ._series import Slots, checked_series, interval_ns, interval_ns_of, slot_codes
 from .errors import InputError
 from .kernels import forecast as kernels
@@ -322,23 +322,6 @@ def _capacity_grid(capacity_qps, inputs: MonthInputs, bursts: BurstModel, fixed_
     return grid
 
 
-def _month_block(trial_ids, *, inputs, bursts, days, key, grid):
-    # a block of consecutive trial ids (all trials, or one dask chunk of them)
-    trial_ids = np.asarray(trial_ids, dtype=np.int64).reshape(-1)
-    peak = np.empty(trial_ids.size)
-    mean = np.empty(trial_ids.size)
-    above = np.empty((trial_ids.size, grid.size), np.int64)
-    if trial_ids.size:
-        kernels.simulate_months(
-            key[0], key[1], trial_ids[0], inputs.base, inputs.noise, inputs.noise_block,
-            bursts.rate_per_month * days / MONTH_DAYS,
-            bursts.duration_s[0] / 60, bursts.duration_s[1] / 60,
-            bursts.multiplier[0], bursts.multiplier[1],
-            grid[0], grid[1] - grid[0], peak, mean, above,
-        )  # fmt: skip
-    return peak, mean, above
-
-
 def simulate(
     series: xr.Dataset,
     baseline: xr.Dataset,
@@ -411,24 +394,29 @@ def simulate(
     ids = xr.DataArray(np.arange(trials, dtype=np.int64), dims="trial")
     if chunks is not None:
         ids = ids.chunk({"trial": _validate.positive_int(chunks, "chunks")})
+    mean_count = bursts.rate_per_month * days / MONTH_DAYS
+    kwargs = {"inputs": inputs, "bursts": bursts, "mean_count": mean_count, "key": key}
     peak, mean, above = xr.apply_ufunc(
-        _month_block,
+        _months.month_block,
         ids,
-        kwargs={"inputs": inputs, "bursts": bursts, "days": days, "key": key, "grid": grid},
+        kwargs={**kwargs, "grid": grid},
         output_core_dims=[[], [], ["capacity_qps"]],
         dask="parallelized",
         output_dtypes=[float, float, np.int64],
         dask_gufunc_kwargs={"output_sizes": {"capacity_qps": grid.size}},
     )
+    peak = peak.compute()
+    # a month exceeds a level exactly when its peak does
+    exceeded = xr.DataArray(_months.peaks_above(peak.values, grid), dims="capacity_qps")
     trial_coord = ("trial", np.arange(trials), glossary.attrs("trial"))
     result = xr.Dataset(
         {
             "monthly_peak_qps": peak.assign_attrs(glossary.attrs("monthly_peak_qps")),
             "mean_qps": mean.assign_attrs(glossary.attrs("mean_qps")),
-            "exceed_probability": (above > 0)
-            .mean("trial")
-            .assign_attrs(glossary.attrs("exceed_probability")),
-            "minutes_above": above.mean("trial").assign_attrs(glossary.attrs("minutes_above")),
+            "exceed_probability": exceeded.assign_attrs(glossary.attrs("exceed_probability")),
+            "minutes_above": _months.minutes_above(above).assign_attrs(
+                glossary.attrs("minutes_above")
+            ),
         },
         coords={
             "trial": trial_coord,

@@ -16,8 +16,10 @@ settings.load_profile("capnb")
 def dask_client():
     """A two-worker dask.distributed LocalCluster (threads, no dashboard) for the whole session."""
     distributed = pytest.importorskip("distributed")
+    # ":0": the scheduler's HTTP server takes a free port (None still binds 8787, which another
+    # test session on the same machine may hold)
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
     )
     client = distributed.Client(cluster)
     yield client

@@ -66,7 +66,7 @@ def run(quick: bool = False) -> list[Row]:
     cells = int(np.prod([len(v) for v in grid.values()]))
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
