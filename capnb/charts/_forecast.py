@@ -16,7 +16,9 @@ __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecas
 
 # Every encoding is a channel object (alt.Y(...), alt.YValue(...)), never a bare string or dict:
 # altair turns those into channels through its schema's from_dict, which hashes the whole vega-lite
-# schema each time (about 5 ms a channel, most of a redraw).
+# schema each time (about 5 ms a channel, most of a redraw). Layers are combined in one alt.layer
+# call that takes the title and size, and a param goes on the leaf that uses it: every +,
+# .properties or .add_params on a layer deep-copies all its layers again.
 
 _MAX_POINTS = 5000
 _PLAN_COLOR = "#4c78a8"
@@ -73,6 +75,8 @@ def forecast_series(
         x = alt.X("day:Q", title="days since day 0 (the date is not known)")
     else:
         x = alt.X("time:T", title=None)
+    # ISO strings made in one numpy call: altair would format each timestamp in Python
+    frame["time"] = np.datetime_as_string(frame["time"].values, unit="auto")
     missing = frame[frame["qps"].isna()]
     base = alt.Chart(frame).encode(x=x)
     layers = []
@@ -104,7 +108,7 @@ def forecast_series(
             .encode(x=x, y=alt.YValue(300), tooltip=[alt.Tooltip("time:T", title="missing")])
         )
         title += f"; red ticks: {len(missing)} missing"
-    return alt.layer(*layers).properties(title=title, width=640, height=300)
+    return alt.layer(*layers, title=title, width=640, height=300)
 
 
 def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
@@ -181,7 +185,7 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
         f"{name} plan (blue) vs the mean plan (orange, dashed); red: the mean plan's shortfall "
         f"(up to {worst:.0%} of the {name})"
     )
-    return (short + median + plan + mean).properties(title=title, width=640, height=280)
+    return alt.layer(short, median, plan, mean, title=title, width=640, height=280)
 
 
 def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
@@ -266,20 +270,21 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
             tooltip=[alt.Tooltip("capacity:Q", title="capacity for the slider's p", format=",.0f")],
         )
     )
-    top = (
-        (buffer + curve + rules + labels + moving)
-        .add_params(pick)
-        .properties(
-            title=(
-                f"Monthly exceedance over {simulation.attrs['trials']:,} simulated months: the shaded "
-                "gap is the elastic buffer"
-            ),
-            width=640,
-            height=240,
-        )
+    top = alt.layer(
+        buffer,
+        curve,
+        rules,
+        labels,
+        moving.add_params(pick),
+        title=(
+            f"Monthly exceedance over {simulation.attrs['trials']:,} simulated months: the shaded "
+            "gap is the elastic buffer"
+        ),
+        width=640,
+        height=240,
     )
     minutes = base.mark_line(color=_PLAN_COLOR, interpolate="step-after").encode(
         y=alt.Y("minutes:Q", title="minutes above / month", scale=alt.Scale(type="symlog"))
     )
-    bottom = (minutes + rules).properties(width=640, height=160)
+    bottom = alt.layer(minutes, rules, width=640, height=160)
     return alt.vconcat(top, bottom)
