@@ -108,3 +108,20 @@ def test_parallel_kernels_from_many_threads_on_the_workqueue_layer():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1] == "workqueue"
+
+
+def test_threaded_gufunc_is_identical_for_one_and_two_threads():
+    import numba
+
+    workload = latency.workload(data.load_trace("azure-conv-2023"), samples=16)
+    args = (["Llama-3.1-8B", "Qwen3-8B", "Llama-3.1-70B"], ["L4", "H100-SXM"], [1, 2, 4])
+    kw = {"workload": workload, "seq_len": [512, 4096, 16384], "concurrency": [1, 4, 32]}
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = latency.analytic(*args, **kw, invalid_tensor_parallel="mask")
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = latency.analytic(*args, **kw, invalid_tensor_parallel="mask")
+    finally:
+        numba.set_num_threads(before)
+    xr.testing.assert_identical(one, two)

@@ -85,9 +85,17 @@ def cache_dir() -> str:
 class _LazyKernel:
     """A kernel compiled on first use; calls pass straight through to the compiled object."""
 
-    def __init__(self, build: Callable[[], Callable], pyfunc: Callable, *, parallel: bool = False):
+    def __init__(
+        self,
+        build: Callable[[], Callable],
+        pyfunc: Callable,
+        *,
+        parallel: bool = False,
+        core_ndims: tuple[int, ...] | None = None,
+    ):
         self._build = build
         self._parallel = parallel
+        self._core_ndims = core_ndims  # set: a gufunc whose outer loop may be split over threads
         self._compiled: Callable | None = None
         self._lock = threading.Lock()  # dask runs blocks in threads: compile once, not concurrently
         self.py_func = pyfunc
@@ -107,6 +115,8 @@ class _LazyKernel:
     def __call__(self, *args, **kwargs):
         if self._parallel:
             return parallel_launch(self.compiled, *args, **kwargs)
+        if self._core_ndims is not None and not kwargs:
+            return _over_threads(self.compiled, args, self._core_ndims)
         return self.compiled(*args, **kwargs)
 
     def __reduce__(self):
@@ -125,10 +135,67 @@ def _kernel_by_name(module: str, name: str) -> _LazyKernel:
     return getattr(importlib.import_module(module), name)
 
 
-def guvectorize(signatures: list[str], layout: str, *, parallel: bool = False):
+#: A gufunc declared with ``threads=True`` splits its outer loop over threads from this many cells.
+THREADED_MIN_CELLS = 16
+
+
+def _over_threads(func: Callable, args: tuple, core_ndims: tuple[int, ...]):
+    """Call a gufunc with its outer loop split along the first loop axis over numba's thread count.
+
+    A numba gufunc runs inside numpy's ufunc machinery, which releases the GIL around the loop, so
+    plain Python threads share the cores; each cell is computed exactly as in one call, so the
+    answer does not depend on the thread count. (numba's own ``parallel`` target compiles the
+    kernel a second time, seconds on a fresh install.)
+    """
+    import numba
+    import numpy as np
+
+    arrays = [np.asarray(a) for a in args]
+    loops = [a.shape[: a.ndim - k] for a, k in zip(arrays, core_ndims, strict=True)]
+    shape = np.broadcast_shapes(*loops)
+    threads = numba.get_num_threads()
+    if threads < 2 or not shape or int(np.prod(shape)) < THREADED_MIN_CELLS:
+        return func(*args)
+    # cut the longest loop axis, in a few pieces per thread (cells differ in cost); inputs that
+    # span it are cut, the others (broadcast along it) go whole
+    axis = int(np.argmax(shape))
+    pieces = min(shape[axis], 4 * threads)
+    if pieces < 2:
+        return func(*args)
+    depth = len(shape)
+    spans = [len(loop) - depth + axis if len(loop) > depth - 1 - axis else None for loop in loops]
+    cut = [s is not None and s >= 0 and loops[i][s] == shape[axis] for i, s in enumerate(spans)]
+    bounds = [shape[axis] * k // pieces for k in range(pieces + 1)]
+
+    def piece(k: int):
+        part = slice(bounds[k], bounds[k + 1])
+        return func(
+            *(x[(slice(None),) * spans[i] + (part,)] if cut[i] else x for i, x in enumerate(arrays))
+        )
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(piece, range(pieces)))
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(outs, axis=axis) for outs in zip(*parts, strict=True))
+    return np.concatenate(parts, axis=axis)
+
+
+def _core_ndims(layout: str) -> tuple[int, ...]:
+    inputs = layout.split("->")[0]
+    return tuple(0 if part.strip("()") == "" else part.count(",") + 1 for part in
+                 inputs.replace("),(", ")|(").split("|"))  # fmt: skip
+
+
+def guvectorize(
+    signatures: list[str], layout: str, *, parallel: bool = False, threads: bool = False
+):
     """Declare a numba gufunc with explicit dtype signatures and core-dim layout, compiled lazily.
 
-    ``parallel=True`` selects numba's ``parallel`` target (threads over the broadcast dims).
+    ``parallel=True`` selects numba's ``parallel`` target (threads over the broadcast dims);
+    ``threads=True`` keeps the serial gufunc and splits large calls over Python threads (see
+    :func:`_over_threads`), for kernels whose cells are costly.
     """
 
     def decorate(pyfunc: Callable) -> _LazyKernel:
@@ -141,7 +208,8 @@ def guvectorize(signatures: list[str], layout: str, *, parallel: bool = False):
                 signatures, layout, nopython=True, cache=use_cache, target=target
             )(pyfunc)
 
-        return _LazyKernel(build, pyfunc, parallel=parallel)
+        cores = _core_ndims(layout) if threads else None
+        return _LazyKernel(build, pyfunc, parallel=parallel, core_ndims=cores)
 
     return decorate
 
