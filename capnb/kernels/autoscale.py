@@ -78,9 +78,7 @@ from .autoscale_rules import (
     FIXED_ELASTIC,
     HPA,
     KNATIVE,
-    _ceil_quotient,
     _hpa_rate_limit,
-    _ratio_at_least,
     _window_push,
     _wrap,
     article_decision,
@@ -224,73 +222,54 @@ def _run(
     panic_since = -1
     max_panic = pool
     per_pod = up * per_qps
-    stable_inverse = 1.0 / (stable_steps * per_pod)
-    panic_inverse = 1.0 / (panic_window * per_pod)
     bounds_pods, most, least, panic_limit = -1, 0, 0, 0.0
 
-    decides = policy != FIXED
-    counts_load = decides and policy != KNATIVE
-    t = -1
-    while True:
-        t += 1
-        if queue_len == 0:
-            # Quiet stretch: nothing queued, no cohort becomes ready and no decision falls before
-            # `end`, so a step only adds its arrivals, served in full while they fit. The sums
-            # are added step by step in the same order as below: the same bits, at a few
+    counts_load = policy not in (FIXED, KNATIVE)
+    # a policy that decides every step leaves no quiet stretch: no look-ahead
+    look_ahead = policy == FIXED or period > 1
+    t = 0
+    while t < n_steps:
+        if look_ahead and queue_len == 0:
+            # Quiet stretch: nothing queued, and no cohort becomes ready and no decision falls
+            # before `end`, so a step only adds its arrivals, served in full while they fit.
+            # The same sums in the same order as the full steps below: the same bits, at a few
             # instructions a step instead of the whole plant and policy.
             end = n_steps
+            if policy != FIXED and t + countdown - 1 < end:
+                end = t + countdown - 1  # that step decides: it runs in full
             if start_len > 0 and start_ready_at[start_first] < end:
                 end = start_ready_at[start_first]
-            if decides and t + countdown - 1 < end:
-                end = t + countdown - 1
             if end > t:
                 capacity = ready * per_step
                 k = t
-                if record:
-                    while k < end:
-                        rate = demand[k]
-                        arriving = rate * step_s
-                        if arriving > capacity:
-                            break
-                        arrivals += arriving
-                        served += arriving
-                        if counts_load:
-                            load_sum += rate
+                while k < end:
+                    rate = demand[k]
+                    arriving = rate * step_s
+                    if arriving > capacity:
+                        break
+                    arrivals += arriving
+                    served += arriving
+                    if counts_load:
+                        load_sum += rate
+                    if record:
                         ready_out[k] = ready
                         starting_out[k] = starting
                         served_out[k] = arriving
                         dropped_out[k] = 0.0
                         backlog_out[k] = backlog
                         breach_out[k] = False
-                        k += 1
-                elif counts_load:
-                    while k < end:
-                        rate = demand[k]
-                        arriving = rate * step_s
-                        if arriving > capacity:
-                            break
-                        arrivals += arriving
-                        served += arriving
-                        load_sum += rate
-                        k += 1
-                else:
-                    while k < end:
-                        arriving = demand[k] * step_s
-                        if arriving > capacity:
-                            break
-                        arrivals += arriving
-                        served += arriving
-                        k += 1
-                quiet = k - t
-                instance_steps += quiet * (ready + starting)
-                starting_steps += quiet * starting
-                if panicking:
-                    panic_steps += quiet
-                if decides:
-                    countdown -= quiet
-                t = k
-        if t >= n_steps:
-            break
+                    k += 1
+                if k > t:
+                    quiet = k - t
+                    instance_steps += quiet * (ready + starting)
+                    starting_steps += quiet * starting
+                    if panicking:
+                        panic_steps += quiet
+                    if policy != FIXED:
+                        countdown -= quiet
+                    t = k
+                    if t == n_steps:
+                        break
         if start_len > 0 and start_ready_at[start_first] == t:
             n = start_count[start_first]
             start_first = _wrap(start_first + 1, start_ready_at.shape[0])
@@ -382,11 +361,13 @@ def _run(
             breach_out[t] = breached
 
         if policy == FIXED:
+            t += 1
             continue
         if policy != KNATIVE:
             load_sum += rate
         countdown -= 1
         if countdown > 0:
+            t += 1
             continue
         countdown = period
 
@@ -453,8 +434,9 @@ def _run(
             panic_sum = 0.0
             for k in range(t - recent + 1, t + 1):
                 panic_sum += demand[k]
-            # knative_desired, with what depends only on the ready pods kept until they change
-            # and the quotients taken by multiplication where that gives the same ceiling
+            # knative_desired's formulas, with what depends only on the ready pods (the rate
+            # bounds and the panic limit) kept until they change: a tick then divides twice,
+            # not five times (divisions bound this policy's speed)
             pods = max(ready_pool, 1)
             if pods != bounds_pods:
                 bounds_pods = pods
@@ -462,21 +444,17 @@ def _run(
                 least = math.floor(pods / config[_MAX_DOWN_RATE])
                 panic_limit = config[_PANIC_THRESHOLD] * pods
             # the stable window from a cumulative counter, as a metrics pipeline reads a rate
-            stable = _ceil_quotient(
-                arrived[t + 1] - arrived[t + 1 - seen],
-                seen,
-                per_pod,
-                stable_inverse if seen == stable_steps else 1.0 / (seen * per_pod),
-            )
-            needed = _ceil_quotient(
-                panic_sum,
-                recent,
-                per_pod,
-                panic_inverse if recent == panic_window else 1.0 / (recent * per_pod),
-            )
+            stable = math.ceil((arrived[t + 1] - arrived[t + 1 - seen]) / seen / per_pod)
+            needed = math.ceil(panic_sum / recent / per_pod)
             stable_pods = min(max(stable, least), most)
             panic_pods = min(max(needed, least), most)
-            over = _ratio_at_least(needed, pods, config[_PANIC_THRESHOLD], panic_limit)
+            # needed / pods >= threshold, decided without dividing unless it is a near tie
+            if needed > panic_limit * (1.0 + 1e-12):
+                over = True
+            elif needed < panic_limit * (1.0 - 1e-12):
+                over = False
+            else:
+                over = needed / pods >= config[_PANIC_THRESHOLD]
             if over:  # enter panic, or extend it
                 panicking = True
                 panic_since = t
@@ -532,6 +510,7 @@ def _run(
                 ready_count[ready_top - 1] -= k
                 if ready_count[ready_top - 1] == 0:
                     ready_top -= 1
+        t += 1
 
     metrics[0], metrics[1], metrics[2], metrics[3] = arrivals, served, late, dropped
     metrics[4], metrics[5] = backlog, peak_backlog

@@ -127,33 +127,6 @@ def knative_desired(stable_qps, panic_qps, target_per_pod, ready, max_up_rate, m
     return min(max(stable, least), most), min(max(panic, least), most), panic
 
 
-@njit
-def _ceil_quotient(numerator, divisor, target, inverse):
-    """``ceil(numerator / divisor / target)`` with the bits of the two divisions, mostly without them.
-
-    ``inverse`` is ``1 / (divisor x target)``. The product ``numerator x inverse`` is within a few
-    ulps of the twice-rounded quotient, so when it lies farther than 1e-12 (relative) from an
-    integer both have the same ceiling; only near an integer (or at 0) are the divisions done. A
-    division costs several times a multiplication, and Knative needs two such quotients a tick.
-    """
-    guess = numerator * inverse
-    below = math.floor(guess)
-    margin = 1e-12 * abs(guess)
-    if guess - below > margin and below + 1.0 - guess > margin:
-        return int(below) + 1
-    return math.ceil(numerator / divisor / target)
-
-
-@njit
-def _ratio_at_least(count, pods, threshold, limit):
-    """``count / pods >= threshold`` with the bits of the division; ``limit`` is ``threshold x pods``."""
-    if count > limit * (1.0 + 1e-12):
-        return True
-    if count < limit * (1.0 - 1e-12):
-        return False
-    return count / pods >= threshold
-
-
 # -- monotone queues: windowed max/min over decisions, O(1) amortised ---------------------------
 @njit
 def _wrap(index, size):
