@@ -1,0 +1,205 @@
+"""The plan's stages: each step of :func:`capnb.plan.build`, on a :class:`PlanConfig`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ._plan_config import PlanConfig
+from .errors import CapnbError, InputError
+
+
+class PlanError(CapnbError):
+    """A step of the plan failed; the message names the step and the input."""
+
+
+def _traffic(cfg: PlanConfig):
+    from . import data, forecast
+
+    if cfg.trace in data.list_rate_series():
+        source = data.load_rate_series(cfg.trace)
+    elif cfg.trace in data.list_traces() or Path(cfg.trace).suffix in (
+        ".csv",
+        ".jsonl",
+        ".parquet",
+    ):
+        source = data.load_trace(cfg.trace)
+    else:
+        known = [*data.list_traces(), *data.list_rate_series()]
+        raise InputError(
+            f"trace={cfg.trace!r} is neither a bundled trace ({', '.join(known)}) nor a file"
+        )
+    if not cfg.demand_scale > 0:
+        raise InputError(f"demand_scale must be positive, got {cfg.demand_scale!r}")
+    series = forecast.resample(source, cfg.interval)
+    series["qps"] = (series.qps * cfg.demand_scale).assign_attrs(series.qps.attrs)
+    return source, series
+
+
+def _forecast(cfg: PlanConfig, series):
+    from . import forecast
+
+    bursts = {"article": forecast.BurstModel(), "fit": "fit", "none": None}
+    if cfg.bursts not in bursts:
+        raise InputError(f"bursts must be one of {list(bursts)}, got {cfg.bursts!r}")
+    quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic_quantile)}))
+    return forecast.target(
+        series,
+        slots=cfg.slots,
+        quantiles=quantiles,
+        plan_quantile=cfg.traffic_quantile,
+        bursts=bursts[cfg.bursts],
+        trials=cfg.trials,
+        seed=cfg.seed,
+        exceed_probability=cfg.exceed_probability,
+    )
+
+
+def _capacity(cfg: PlanConfig, target_qps, buffer_qps):
+    from . import capacity, data, latency
+
+    workload = latency.workload(data.load_trace(cfg.workload))
+    seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    if cfg.latency == "model":
+        result = capacity.sweep(
+            cfg.model,
+            list(cfg.gpus),
+            list(cfg.tensor_parallel),
+            seq_len,
+            cfg.sla_s,
+            workload=workload,
+            target_qps=target_qps,
+            buffer_qps=buffer_qps,
+            metric=cfg.sla_metric,
+            quantile=cfg.sla_quantile,
+            accounting=cfg.accounting,
+        )
+        result = result.squeeze(["model", "seq_len", "sla"], drop=False)
+    else:
+        curve = data.load_latency_curve(cfg.latency)
+        result = capacity.plan(
+            curve,
+            cfg.sla_s,
+            target_qps,
+            buffer_qps=buffer_qps,
+            metric=cfg.sla_metric,
+            quantile=cfg.sla_quantile,
+            accounting=cfg.accounting,
+        )
+    return result, workload, seq_len
+
+
+def _choose(cap: xr.Dataset, cfg: PlanConfig) -> dict[str, object]:
+    """The (gpu, tensor_parallel) with the lowest cost summed over slots: one fleet type for the day."""
+    if "gpu" not in cap.dims:  # a measured curve: one configuration
+        return {}
+    daily = (
+        cap.usd_per_hour.sum("slot", skipna=False)
+        if "slot" in cap.usd_per_hour.dims
+        else cap.usd_per_hour
+    )
+    feasible = daily.where(np.isfinite(daily))
+    if not bool(feasible.notnull().any()):
+        reasons = sorted(set(np.asarray(cap.binding.values).ravel().tolist()))
+        raise PlanError(
+            f"infeasible: no GPU in {list(cfg.gpus)} at tensor parallelism {list(cfg.tensor_parallel)} "
+            f"meets {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model} "
+            f"(bindings: {', '.join(reasons)}); relax the SLA, add GPUs or tensor parallelism"
+        )
+    stacked = feasible.stack(option=("gpu", "tensor_parallel"))
+    best = stacked.isel(option=int(stacked.argmin("option")))
+    return {"gpu": str(best.gpu.item()), "tensor_parallel": int(best.tensor_parallel.item())}
+
+
+def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
+    """Demand per simulation step; windows missing from the trace take their slot's median.
+
+    The simulator needs a number at every step, and a real production series has gaps (marked
+    missing by the readers, never zero). Filling a gap with the slot's P50 is the neutral choice: it
+    neither invents a burst nor a trough. The share filled is recorded in ``attrs["filled_share"]``.
+    """
+    from . import elasticity, forecast
+
+    log = "request" in source.dims
+    native = cfg.step_s if log else float(source.attrs.get("interval_s", cfg.step_s))
+    qps = forecast.resample(source, f"{native:g}s").qps * cfg.demand_scale
+    observed = np.flatnonzero(np.isfinite(qps.values))
+    qps = qps.isel(time=slice(observed[0], observed[-1] + 1))  # a log's partial edges stay out
+    missing = np.isnan(qps.values)
+    if missing.any():
+        median = fc.target_qps.sel(traffic_quantile=0.5)
+        codes = forecast.slot_codes(qps.time.values[missing], fc.attrs.get("slots", cfg.slots))
+        values = qps.values.copy()
+        values[missing] = median.sel(slot=codes).values
+        qps = qps.copy(data=values)
+    qps.attrs["interval_s"] = native
+    demand = elasticity.resample_demand(qps, cfg.step_s)
+    demand.attrs.update(filled_share=float(missing.mean()))
+    return demand
+
+
+def _elasticity(
+    cfg: PlanConfig, demand: xr.DataArray, chosen_cap: xr.Dataset, gpu: str, tensor_parallel: int
+):
+    from . import coldstart, elasticity
+
+    per_instance = float(chosen_cap.per_instance_qps)
+    if cfg.cold_start_s == "estimate":
+        estimate = coldstart.estimate(cfg.model, gpu, tensor_parallel=tensor_parallel)
+        estimated = float(estimate.cold_start_s.squeeze())
+    else:
+        estimate, estimated = None, float(cfg.cold_start_s)
+    cold = math.ceil(estimated / cfg.step_s) * cfg.step_s  # the simulator counts whole steps
+    low = (
+        max(1, math.ceil(float(chosen_cap.target_qps.min()) / per_instance))
+        if "target_qps" in chosen_cap
+        else 1
+    )
+    floors = sorted({1, low})
+    sweep = elasticity.sweep(
+        demand,
+        per_instance_qps=per_instance,
+        step_s=cfg.step_s,
+        policy=list(cfg.policies),
+        scale_up_threshold=list(cfg.scale_up_threshold),
+        cooldown_s=list(cfg.cooldown_s),
+        buffer_instances=list(cfg.buffer_instances),
+        min_instances=floors,
+        cold_start_s=cold,
+        tolerance_s=cfg.tolerance_s,
+        gpus_per_instance=tensor_parallel,
+        gpu=gpu,
+    )
+    advice = elasticity.recommend(sweep, breach_budget=cfg.breach_budget)
+    return demand, sweep, advice, estimate, estimated, cold
+
+
+def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr.Dataset:
+    """The chosen policy under one burst of the article's mid size, at the trace's busiest hour.
+
+    The trace replays only the bursts it happened to contain; this injects a 4x burst for 1.5 h
+    (the middle of the article's 3-5x, 1-2 h) starting at the busiest step of the trace's middle
+    day, to show what the elastic buffer must absorb.
+    """
+    from . import elasticity
+
+    values = demand.values.copy()
+    per_day = round(86400 / cfg.step_s)
+    middle = (values.size // per_day // 2) * per_day
+    day = values[middle : middle + per_day] if values.size >= middle + per_day else values
+    start = (
+        middle + int(np.nanargmax(day))
+        if values.size >= middle + per_day
+        else int(np.nanargmax(values))
+    )
+    length = round(1.5 * 3600 / cfg.step_s)
+    values[start : start + length] *= 4.0
+    burst = demand.copy(data=values)
+    run = elasticity.simulate(burst, **run_settings)
+    run.attrs.update(
+        burst_start=str(demand.time.values[start]), burst_multiplier=4.0, burst_hours=1.5
+    )
+    return run
