@@ -14,15 +14,7 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
   :func:`load_trtllm_throughput` (published throughput bounds).
 """
 
-from ._benchmarks import (
-    list_latency_curves,
-    load_latency_curve,
-    load_step_times,
-    load_trtllm_throughput,
-    read_aiperf,
-    read_latency_table,
-    read_vllm_bench,
-)
+from ._benchmarks import read_aiperf, read_latency_table, read_vllm_bench
 from ._catalog import (
     dataset_path,
     list_gpus,
@@ -31,6 +23,12 @@ from ._catalog import (
     load_model,
     resolve_gpu,
     resolve_model,
+)
+from ._measurements import (
+    list_latency_curves,
+    load_latency_curve,
+    load_step_times,
+    load_trtllm_throughput,
 )
 from ._rates import load_rate_series
 from ._traces import (
