@@ -8,6 +8,7 @@ DataArrays would repeat for every call (it cost more than the kernels themselves
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -208,6 +209,32 @@ def _plain(array: np.ndarray) -> np.ndarray:
     return np.require(array, requirements=["C", "W"])
 
 
+#: Outputs of at least this many bytes are written by several threads.
+THREADED_MIN_BYTES = 4_000_000
+
+
+def _rows(kernel, rows: int, nbytes: int, *args) -> None:
+    """Run a row-range kernel (``kernel(*args, first, stop)``) over ``rows``, threaded when large.
+
+    Writing a large grid is the whole cost of the full sweep, fresh memory's page faults included;
+    two threads write (and fault) two halves at once. Each row is computed the same way, so the
+    result does not depend on the thread count.
+    """
+    import numba
+
+    threads = min(numba.get_num_threads(), rows)
+    if threads < 2 or nbytes < THREADED_MIN_BYTES:
+        kernel(*args, 0, rows)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = [rows * k // threads for k in range(threads + 1)]
+    with ThreadPoolExecutor(threads) as pool:
+        done = [pool.submit(kernel, *args, a, b) for a, b in itertools.pairwise(bounds)]
+        for future in done:
+            future.result()
+
+
 def _four_d(array: np.ndarray) -> np.ndarray:
     return array.reshape((1,) * (4 - array.ndim) + array.shape)
 
@@ -221,7 +248,11 @@ def _footprint_block(weights, kv_per_token, reserve, concurrency, seq_len, *, fr
     concurrency, seq_len = _four_d(concurrency)[0, 0, :, 0], _four_d(seq_len)[0, 0, 0, :]
     shape = np.broadcast_shapes(weights.shape, kv_per_token.shape, reserve.shape)
     outputs = [np.empty((*shape, concurrency.size, seq_len.size)) for _ in range(3)]
-    kernels.footprint(
+    pairs = int(np.prod(shape))
+    _rows(
+        kernels.footprint_rows,
+        pairs,
+        3 * outputs[0].nbytes,
         *(_plain(np.broadcast_to(a, shape)) for a in (weights, kv_per_token, reserve)),
         _plain(concurrency),
         _plain(seq_len),
@@ -272,8 +303,14 @@ def _fits_block(largest: np.ndarray, concurrency: np.ndarray) -> np.ndarray:
     cells = largest[..., 0, :]
     conc = concurrency.reshape(-1)
     out = np.empty((*cells.shape[:-1], conc.size, cells.shape[-1]), dtype=bool)
-    kernels.fits(
-        _plain(cells.reshape(-1, cells.shape[-1])), _plain(conc), out.reshape(-1, *out.shape[-2:])
+    flat = _plain(cells.reshape(-1, cells.shape[-1]))
+    _rows(
+        kernels.fits_rows,
+        flat.shape[0],
+        out.nbytes,
+        flat,
+        _plain(conc),
+        out.reshape(-1, *out.shape[-2:]),
     )
     return out
 

@@ -125,3 +125,19 @@ def test_threaded_gufunc_is_identical_for_one_and_two_threads():
     finally:
         numba.set_num_threads(before)
     xr.testing.assert_identical(one, two)
+
+
+def test_a_memory_sweep_written_by_threads_is_identical_to_one_thread():
+    import numba
+
+    grid = {**GRID, "concurrency": np.arange(1, 1025), "seq_len": np.arange(1, 129) * 256}
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = memory.sweep(**grid, invalid_tensor_parallel="mask")
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        two = memory.sweep(**grid, invalid_tensor_parallel="mask")
+    finally:
+        numba.set_num_threads(before)
+    assert one.fits.nbytes >= memory._grid.THREADED_MIN_BYTES  # both kernels ran threaded
+    xr.testing.assert_identical(one, two)

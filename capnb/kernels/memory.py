@@ -23,7 +23,9 @@ from ._lazy import guvectorize, jit, njit
 
 __all__ = [
     "fits",
+    "fits_rows",
     "footprint",
+    "footprint_rows",
     "kv_cache_bytes",
     "largest_fitting_concurrency",
     "smallest_fitting_tensor_parallel",
@@ -50,6 +52,38 @@ def _fits_one(concurrency, weights, kv_per_token, usable, seq_len, fraction, res
     return total_bytes(weights, kv, fraction, reserve) <= usable
 
 
+@njit(nogil=True)
+def footprint_rows(
+    weights_bytes, kv_bytes_per_token, reserve_bytes, concurrency, seq_len, headroom_fraction,
+    block_tokens, kv_out, headroom_out, total_out, first, stop,
+):  # fmt: skip
+    """:data:`footprint` for the (model, tensor_parallel) pairs ``first .. stop - 1`` (row-major).
+
+    Without the GIL: the step module gives each thread a range of pairs on large grids, where
+    writing the outputs (and the page faults of fresh memory) is the whole cost.
+    """
+    n_tp = weights_bytes.shape[1]
+    per_sequence = np.empty(seq_len.shape[0])
+    for pair in range(first, stop):
+        m, t = pair // n_tp, pair % n_tp
+        weights, reserve = weights_bytes[m, t], reserve_bytes[m, t]
+        for j in range(seq_len.shape[0]):
+            per_sequence[j] = kv_cache_bytes(1, seq_len[j], kv_bytes_per_token[m, t], block_tokens)
+        for i in range(concurrency.shape[0]):
+            c = concurrency[i]
+            kv_row, headroom_row, total_row = (
+                kv_out[m, t, i],
+                headroom_out[m, t, i],
+                total_out[m, t, i],
+            )
+            for j in range(seq_len.shape[0]):  # contiguous writes, one output at a time
+                kv_row[j] = c * per_sequence[j]
+            for j in range(seq_len.shape[0]):
+                total = total_bytes(weights, kv_row[j], headroom_fraction, reserve)
+                total_row[j] = total
+                headroom_row[j] = total - weights - kv_row[j]
+
+
 @jit(
     "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], f8, i8,"
     " f8[:, :, :, ::1], f8[:, :, :, ::1], f8[:, :, :, ::1])"
@@ -72,21 +106,20 @@ def footprint(
     allocates the three outputs. The GPU does not enter: what a configuration needs does not depend
     on where it runs (see :func:`fits`).
     """
-    per_sequence = np.empty(seq_len.shape[0])
-    for m in range(weights_bytes.shape[0]):
-        for t in range(weights_bytes.shape[1]):
-            weights, reserve = weights_bytes[m, t], reserve_bytes[m, t]
-            for j in range(seq_len.shape[0]):
-                per_sequence[j] = kv_cache_bytes(
-                    1, seq_len[j], kv_bytes_per_token[m, t], block_tokens
-                )
-            for i in range(concurrency.shape[0]):
-                for j in range(seq_len.shape[0]):  # innermost: contiguous writes
-                    kv = concurrency[i] * per_sequence[j]
-                    total = total_bytes(weights, kv, headroom_fraction, reserve)
-                    kv_out[m, t, i, j] = kv
-                    headroom_out[m, t, i, j] = total - weights - kv
-                    total_out[m, t, i, j] = total
+    footprint_rows(
+        weights_bytes, kv_bytes_per_token, reserve_bytes, concurrency, seq_len, headroom_fraction,
+        block_tokens, kv_out, headroom_out, total_out, 0, weights_bytes.size,
+    )  # fmt: skip
+
+
+@njit(nogil=True)
+def fits_rows(largest_concurrency, concurrency, out, first, stop):
+    """:data:`fits` for the cells ``first .. stop - 1`` (without the GIL, as :func:`footprint_rows`)."""
+    for k in range(first, stop):
+        for i in range(concurrency.shape[0]):
+            value = concurrency[i]
+            for j in range(largest_concurrency.shape[1]):
+                out[k, i, j] = value <= largest_concurrency[k, j]
 
 
 @jit("void(i8[:, ::1], i8[::1], b1[:, :, ::1])")
@@ -96,11 +129,7 @@ def fits(largest_concurrency, concurrency, out):
     Because the total grows with concurrency, a concurrency fits exactly when it is at most the
     largest fitting one (:data:`largest_fitting_concurrency`).
     """
-    for k in range(largest_concurrency.shape[0]):
-        for i in range(concurrency.shape[0]):
-            value = concurrency[i]
-            for j in range(largest_concurrency.shape[1]):
-                out[k, i, j] = value <= largest_concurrency[k, j]
+    fits_rows(largest_concurrency, concurrency, out, 0, largest_concurrency.shape[0])
 
 
 @njit
@@ -147,9 +176,7 @@ largest_fitting_concurrency = guvectorize(
 )(_largest_fitting_concurrency)
 
 
-@jit(
-    "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], i8[::1], f8, i8, i8[:, :, ::1])"
-)
+@jit("void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], i8[::1], f8, i8, i8[:, :, ::1])")
 def smallest_fitting_tensor_parallel(
     weights_bytes,
     kv_bytes_per_token,
