@@ -210,7 +210,7 @@ def _plain(array: np.ndarray) -> np.ndarray:
 
 
 #: Outputs of at least this many bytes are written by several threads.
-THREADED_MIN_BYTES = 4_000_000
+THREADED_MIN_BYTES = 32_000_000
 
 
 def _rows(kernel, rows: int, nbytes: int, *args) -> None:

@@ -130,7 +130,7 @@ def test_threaded_gufunc_is_identical_for_one_and_two_threads():
 def test_a_memory_sweep_written_by_threads_is_identical_to_one_thread():
     import numba
 
-    grid = {**GRID, "concurrency": np.arange(1, 1025), "seq_len": np.arange(1, 161) * 256}
+    grid = {**GRID, "concurrency": np.arange(1, 2049), "seq_len": np.arange(1, 641) * 64}
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
