@@ -127,10 +127,11 @@ def test_threaded_gufunc_is_identical_for_one_and_two_threads():
     xr.testing.assert_identical(one, two)
 
 
-def test_a_memory_sweep_written_by_threads_is_identical_to_one_thread():
+def test_a_memory_sweep_written_by_threads_is_identical_to_one_thread(monkeypatch):
     import numba
 
-    grid = {**GRID, "concurrency": np.arange(1, 2049), "seq_len": np.arange(1, 641) * 64}
+    monkeypatch.setattr(memory._grid, "THREADED_MIN_BYTES", 100_000)  # thread this small grid
+    grid = {**GRID, "concurrency": np.arange(1, 257), "seq_len": np.arange(1, 65) * 512}
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
