@@ -267,7 +267,8 @@ def safe_concurrency(
     )
     if int(curve.concurrency[0]) == 1:
         single = 1.0 / flat.mean_latency.isel(concurrency=0, drop=True)
-        feasible = result.binding.isin(list(_FEASIBLE))
+        # from the codes: comparing the label strings cost more than the search itself
+        feasible = code.isin([BINDING.index(b) for b in _FEASIBLE])
         naive = (result.safe_concurrency * single).where(feasible)
         result["naive_qps"] = naive.assign_attrs(glossary.attrs("naive_qps"))
         result["overstatement"] = (naive / result.per_instance_qps).assign_attrs(
@@ -276,8 +277,7 @@ def safe_concurrency(
     if limit is not None:
         result["max_concurrency"] = limit.assign_attrs(glossary.attrs("max_concurrency"))
     order = [d for d in selected.dims if d != "concurrency"] + ["sla"]
-    for name in result.data_vars:
-        result[name] = result[name].transpose(*[d for d in order if d in result[name].dims])
+    result = _ordered(result, order)
     result = result.assign_coords(sla=sla_da.sla)
     if np.ndim(sla) == 0 and not isinstance(sla, xr.DataArray):
         result = result.squeeze("sla")  # a number in, a number out (sla stays as a coordinate)

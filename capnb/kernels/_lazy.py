@@ -167,19 +167,29 @@ def _over_threads(func: Callable, args: tuple, core_ndims: tuple[int, ...]):
     cut = [s is not None and s >= 0 and loops[i][s] == shape[axis] for i, s in enumerate(spans)]
     bounds = [shape[axis] * k // pieces for k in range(pieces + 1)]
 
-    def piece(k: int):
+    def inputs(part: slice) -> list:
+        return [
+            x[(slice(None),) * spans[i] + (part,)] if cut[i] else x for i, x in enumerate(arrays)
+        ]
+
+    # the first piece gives the outputs' dtypes and core shapes; the others write in place
+    first = func(*inputs(slice(bounds[0], bounds[1])))
+    single = not isinstance(first, tuple)
+    first = (first,) if single else first
+    outputs = [np.empty(shape + part.shape[depth:], dtype=part.dtype) for part in first]
+    head = (slice(None),) * axis
+    for out, part in zip(outputs, first, strict=True):
+        out[(*head, slice(bounds[0], bounds[1]))] = part
+
+    def piece(k: int) -> None:
         part = slice(bounds[k], bounds[k + 1])
-        return func(
-            *(x[(slice(None),) * spans[i] + (part,)] if cut[i] else x for i, x in enumerate(arrays))
-        )
+        func(*inputs(part), *(out[(*head, part)] for out in outputs))
 
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(piece, range(pieces)))
-    if isinstance(parts[0], tuple):
-        return tuple(np.concatenate(outs, axis=axis) for outs in zip(*parts, strict=True))
-    return np.concatenate(parts, axis=axis)
+        list(pool.map(piece, range(1, pieces)))
+    return outputs[0] if single else tuple(outputs)
 
 
 def _core_ndims(layout: str) -> tuple[int, ...]:
