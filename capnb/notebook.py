@@ -122,9 +122,11 @@ def setup():
     >>> import capnb
     >>> capnb.notebook.setup()  # doctest: +SKIP
     """
-    import altair as alt
     from IPython.display import HTML
 
+    from ._altair import load
+
+    alt = load()  # skips a slow optional import of jsonschema's (see capnb._altair)
     if RENDERER not in alt.renderers.names():
         alt.renderers.register(RENDERER, _render)
     alt.renderers.enable(RENDERER)

@@ -5,11 +5,15 @@ through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML report
 :func:`capnb.notebook.setup`.
 """
 
-from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve
-from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline
-from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series
-from ._memory import memory_breakdown, memory_heatmap
-from ._plan import plan_options, plan_policies, plan_slots, plan_timeline
+from .._altair import load as _load_altair
+
+_load_altair()  # before the chart modules import altair: see capnb._altair
+
+from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve  # noqa: E402
+from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline  # noqa: E402
+from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series  # noqa: E402
+from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
+from ._plan import plan_options, plan_policies, plan_slots, plan_timeline  # noqa: E402
 
 __all__ = [
     "cold_start_stages",
