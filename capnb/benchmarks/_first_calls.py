@@ -126,6 +126,42 @@ def forecast():
             np.empty((2, 4), np.int64),
         ),
     )
+    from capnb.kernels import months as mk
+
+    base, cls, ends, noise = np.ones(60), np.zeros(60, np.int64), np.full(60, 60), np.ones(3)
+    peak, total, counts = np.empty(2), np.empty(2), np.zeros((1, 3), np.int64)
+    key = (np.uint64(0), np.uint64(0))
+    yield (
+        "months.quiet_months",
+        lambda: mk.quiet_months(*key, 0, 2, base, cls, ends, noise, 10, peak, total, counts),
+    )
+    yield (
+        "months.burst_months",
+        lambda: mk.burst_months(
+            *key,
+            0,
+            base,
+            ends,
+            noise,
+            10,
+            1.0,
+            10.0,
+            20.0,
+            2.0,
+            3.0,
+            0.0,
+            1.0,
+            peak,
+            total,
+            np.empty(2),
+            np.empty(2),
+            np.zeros(5, np.int64),
+        ),
+    )
+    yield (
+        "months.bin_counts",
+        lambda: mk.bin_counts(np.ones((1, 3)), counts, 0.0, 1.0, np.zeros(5, np.int64)),
+    )
 
 
 def elasticity():
