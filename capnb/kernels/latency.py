@@ -356,12 +356,13 @@ def _analytic_curve(
     for i in range(n):
         mean_prefill += prefill[i] / n
         mean_prefill_sq += prefill[i] * prefill[i] / n
-    sorted_prefill = prefill.copy()
-    sorted_prefill.sort()
-    e2e_each = prefill.copy()
     # the requests' e2e order changes little from one concurrency to the next (only the TPOT
     # term moves): keep the order and repair it by insertion, instead of sorting from scratch
-    order = np.argsort(prefill)
+    # (numpy's sorts would also add a second of compiling on a fresh install)
+    order = np.arange(n)
+    _insertion_order(prefill, order)
+    sorted_prefill = prefill[order]
+    e2e_each = prefill.copy()
     e2e_unsorted = prefill.copy()
 
     for m in range(concurrency.shape[0]):

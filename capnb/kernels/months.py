@@ -121,7 +121,14 @@ def burst_months(
         )  # fmt: skip
         peak = quiet_peak[i]
         total = quiet_total[i]
-        order = np.argsort(starts, kind="mergesort")
+        # the bursts by start (a handful: an insertion sort, which also compiles in no time)
+        order = np.arange(starts.shape[0])
+        for a in range(1, order.shape[0]):
+            moving, b = order[a], a - 1
+            while b >= 0 and starts[order[b]] > starts[moving]:
+                order[b + 1] = order[b]
+                b -= 1
+            order[b + 1] = moving
         trial_low = np.uint64(trial) & _MASK32
         trial_high = np.uint64(trial) >> _SHIFT32
         drawn_for = -1
