@@ -126,7 +126,11 @@ VARIABLES: dict[str, Term] = _table(
     ("peak_to_trough", "1", "busiest slot's mean rate over the quietest slot's"),
     ("peak_to_mean", "1", "busiest slot's mean rate over the overall mean rate"),
     ("monthly_peak_qps", "requests/s", "highest one-minute request rate of a simulated month"),
-    ("required_qps", "requests/s", "capacity whose monthly exceedance probability is the chosen one"),
+    (
+        "required_qps",
+        "requests/s",
+        "capacity whose monthly exceedance probability is the chosen one",
+    ),
     ("in_burst", "1", "whether the interval belongs to a detected burst"),
     ("burst_start", "datetime64", "first interval of a burst"),
     ("duration_s", "s", "burst duration"),

@@ -70,6 +70,12 @@ def print_rows(rows: list[Row]) -> None:
     print("|---|---|---|---|---|---|")
     for row in rows:
         ratios = ", ".join(f"{v:,.1f}x {k}" for k, v in row.ratios.items())
-        print(
-            f"| {row.kernel} | {row.size} | {row.seconds * 1e3:,.1f} ms | {row.throughput} | {ratios} | {row.note} |"
-        )
+        cells = [
+            row.kernel,
+            row.size,
+            f"{row.seconds * 1e3:,.1f} ms",
+            row.throughput,
+            ratios,
+            row.note,
+        ]
+        print("| " + " | ".join(cells) + " |")
