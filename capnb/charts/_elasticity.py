@@ -78,7 +78,7 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
     )
     table["end"] = np.r_[table[x_field].values[1:], span_s / per]
     x = alt.X(f"{x_field}:Q", title=x_title, scale=alt.Scale(nice=False))
-    base = alt.Chart(table).properties(width=620)
+    base = alt.Chart().properties(width=620)  # the table goes once, at the top
     shading = (
         base.transform_filter("datum.breach")
         .mark_rect(color="#e45756", opacity=0.25)
@@ -132,7 +132,7 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
         .encode(x=x, y=alt.Y("backlog:Q", title="backlog (requests)"))
         .properties(height=80)
     )
-    return alt.vconcat(top, instances, backlog).resolve_scale(color="independent")
+    return alt.vconcat(top, instances, backlog, data=table).resolve_scale(color="independent")
 
 
 def elasticity_pareto(
@@ -203,6 +203,7 @@ def elasticity_pareto(
             tooltip=tooltip,
         )
         .add_params(pick)
+        .properties(name="runs")  # named: altair would name the view by hashing its whole spec
     )
     front_line = (
         alt.Chart(full.loc[full.pareto, [cost, "breach_pct"]].sort_values(cost))
