@@ -128,26 +128,16 @@ def _priced(result, curves, target_qps, *, buffer=None, buffer_qps=None) -> xr.D
     )
     scale = result.seq_len / (curves.attrs["prompt_tokens"] + curves.attrs["output_tokens"])
     output_tokens = curves.attrs["output_tokens"] * scale
-    from .data import load_gpus, load_model
+    from .data import load_model
 
-    price = load_gpus(gpus).usd_per_gpu_hour.sel(gpu=result.gpu)
-    specs = {m: load_model(m) for m in result.model.values}
+    price = capacity._gpu_price(result.gpu, None)
+    specs = [load_model(m) for m in result.model.values]
     per_request = xr.DataArray(
-        [2.0 * specs[m].active_parameters for m in result.model.values], dims="model",
+        [2.0 * spec.active_parameters for spec in specs], dims="model",
         coords={"model": result.model},
     ) * result.seq_len  # fmt: skip
-    catalog = load_gpus(list(result.gpu.values))
     flops = xr.DataArray(
-        [
-            [
-                float(catalog.dense_fp8_flops.sel(gpu=g))
-                if specs[m].weight_dtype == "fp8"
-                and np.isfinite(float(catalog.dense_fp8_flops.sel(gpu=g)))
-                else float(catalog.dense_bf16_flops.sel(gpu=g))
-                for g in result.gpu.values
-            ]
-            for m in result.model.values
-        ],
+        capacity._dense_flops(specs, gpus),
         dims=("model", "gpu"),
         coords={"model": result.model, "gpu": result.gpu},
     )

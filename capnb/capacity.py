@@ -388,11 +388,17 @@ def _gpu_price(gpu, usd_per_gpu_hour):
         )
     if gpu is None:
         return None
-    from .data import load_gpus
+    from .data._catalog import gpu_column, resolve_gpu
 
     if isinstance(gpu, xr.DataArray):
-        return load_gpus(list(gpu.values)).usd_per_gpu_hour
-    return xr.DataArray(float(load_gpus([str(gpu)]).usd_per_gpu_hour[0]))
+        ids = [resolve_gpu(g) for g in gpu.values]
+        return xr.DataArray(
+            gpu_column(ids, "usd_per_gpu_hour"),
+            dims="gpu",
+            coords={"gpu": ids},
+            attrs=glossary.attrs("usd_per_gpu_hour"),
+        )
+    return xr.DataArray(float(gpu_column([resolve_gpu(str(gpu))], "usd_per_gpu_hour")[0]))
 
 
 def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_request, flops):
@@ -414,9 +420,19 @@ def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_requ
     return result
 
 
+def _dense_flops(specs, gpus: list[str]) -> np.ndarray:
+    """Dense FLOP/s per GPU for each model (model x gpu): fp8 for fp8 weights where the GPU has it."""
+    from .data._catalog import gpu_column, resolve_gpu
+
+    ids = [resolve_gpu(g) for g in gpus]
+    bf16, fp8 = gpu_column(ids, "dense_bf16_flops"), gpu_column(ids, "dense_fp8_flops")
+    with_fp8 = np.where(np.isfinite(fp8), fp8, bf16)
+    return np.array([with_fp8 if s.weight_dtype == "fp8" else bf16 for s in specs], dtype=float)
+
+
 def _model_flops(curve):
     """(FLOP per request, FLOP/s per GPU) for compute utilisation, or (None, None)."""
-    from .data import load_gpus, load_model
+    from .data import load_model
 
     model, gpu = _names_of(curve, "model"), _names_of(curve, "gpu")
     if model is None or gpu is None or "prompt_tokens" not in curve.attrs:
@@ -426,19 +442,7 @@ def _model_flops(curve):
     specs = [load_model(m) for m in models]
     per_request = np.array([2.0 * s.active_parameters * tokens for s in specs])
     gpus = [str(g) for g in np.atleast_1d(getattr(gpu, "values", gpu))]
-    catalog = load_gpus(gpus)
-    flops = np.array(
-        [
-            [
-                float(catalog.dense_fp8_flops.sel(gpu=g))
-                if s.weight_dtype == "fp8"
-                and np.isfinite(float(catalog.dense_fp8_flops.sel(gpu=g)))
-                else float(catalog.dense_bf16_flops.sel(gpu=g))
-                for g in gpus
-            ]
-            for s in specs
-        ]
-    )
+    flops = _dense_flops(specs, gpus)
     if isinstance(model, xr.DataArray):
         return (
             xr.DataArray(per_request, dims="model", coords={"model": models}),
