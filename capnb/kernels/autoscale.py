@@ -140,9 +140,33 @@ def _counter(demand):
 
 
 @njit
+def _knative_needs(demand, arrived, per_pod, stable_steps, panic_window):
+    """Knative's unclamped pod counts at every step: ``(stable, panic)``, int64[T] each.
+
+    They depend on the demand, the windows and the per-pod target only, not on the fleet, so a
+    sweep computes them once per target (a handful) instead of once per policy and step: the
+    window sum and the four divisions a tick needs are most of what a Knative step costs.
+    """
+    n_steps = demand.shape[0]
+    stable = np.empty(n_steps, np.int64)
+    panic = np.empty(n_steps, np.int64)
+    for t in range(n_steps):
+        seen = min(t + 1, stable_steps)
+        recent = min(t + 1, panic_window)
+        panic_sum = 0.0
+        for k in range(t - recent + 1, t + 1):
+            panic_sum += demand[k]
+        # the stable window from a cumulative counter, as a metrics pipeline reads a rate
+        stable[t] = math.ceil((arrived[t + 1] - arrived[t + 1 - seen]) / seen / per_pod)
+        panic[t] = math.ceil(panic_sum / recent / per_pod)
+    return stable, panic
+
+
+@njit
 def _run(
     demand,
-    arrived,
+    stable_need,
+    panic_need,
     up,
     cooldown,
     cold,
@@ -216,12 +240,10 @@ def _run(
     down_event_changes = np.zeros(events, np.int64)
     event_next = 0
     stable_steps = int(config[_STABLE])
-    panic_window = int(config[_PANIC])
     # Knative starts in panic mode when more than one pod is ready, holding the current scale
     panicking = policy == KNATIVE and pool > 1
     panic_since = -1
     max_panic = pool
-    per_pod = up * per_qps
     bounds_pods, most, least, panic_limit = -1, 0, 0, 0.0
 
     counts_load = policy not in (FIXED, KNATIVE)
@@ -429,23 +451,17 @@ def _run(
                 down_event_steps[slot] = t if target < pool else -(1 << 40)
                 down_event_changes[slot] = pool - target if target < pool else 0
         elif policy == KNATIVE:
-            seen = min(t + 1, stable_steps)
-            recent = min(t + 1, panic_window)
-            panic_sum = 0.0
-            for k in range(t - recent + 1, t + 1):
-                panic_sum += demand[k]
-            # knative_desired's formulas, with what depends only on the ready pods (the rate
-            # bounds and the panic limit) kept until they change: a tick then divides twice,
-            # not five times (divisions bound this policy's speed)
+            # knative_desired's formulas: the unclamped counts come precomputed (_knative_needs),
+            # and what depends only on the ready pods (the rate bounds and the panic limit) is
+            # kept until they change, so a tick usually divides nothing
             pods = max(ready_pool, 1)
             if pods != bounds_pods:
                 bounds_pods = pods
                 most = math.ceil(config[_MAX_UP_RATE] * pods)
                 least = math.floor(pods / config[_MAX_DOWN_RATE])
                 panic_limit = config[_PANIC_THRESHOLD] * pods
-            # the stable window from a cumulative counter, as a metrics pipeline reads a rate
-            stable = math.ceil((arrived[t + 1] - arrived[t + 1 - seen]) / seen / per_pod)
-            needed = math.ceil(panic_sum / recent / per_pod)
+            stable = stable_need[t]
+            needed = panic_need[t]
             stable_pods = min(max(stable, least), most)
             panic_pods = min(max(needed, least), most)
             # needed / pods >= threshold, decided without dividing unless it is a near tie
@@ -560,9 +576,11 @@ def simulate(
     breach : bool[T]
         Output: whether requests were left after serving (the step is in SLA breach).
     """
+    stable_need, panic_need = _needs(demand, _counter(demand), up, config)
     _run(
         demand,
-        _counter(demand),
+        stable_need,
+        panic_need,
         up,
         cooldown,
         cold,
@@ -579,16 +597,33 @@ def simulate(
     )
 
 
+@njit
+def _needs(demand, arrived, up, config):
+    # Knative's precomputed pod counts for target `up`; no arrays for the other policies
+    if int(config[_POLICY]) != KNATIVE:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return _knative_needs(
+        demand, arrived, up * config[_PER_QPS], int(config[_STABLE]), int(config[_PANIC])
+    )
+
+
 @njit(nogil=True)
 def _runs(demand, arrived, up, cooldown, cold, low, buffer, config, metrics, first, stop):
     # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range
     no_ints = np.empty(0, np.int64)
     no_floats = np.empty(0)
     no_flags = np.empty(0, np.bool_)
+    if first >= stop:
+        return
+    # the grid varies the target slowest: recompute Knative's counts only when it changes
+    stable_need, panic_need = _needs(demand, arrived, up[first], config)
     for i in range(first, stop):
+        if i > first and up[i] != up[i - 1]:
+            stable_need, panic_need = _needs(demand, arrived, up[i], config)
         _run(
             demand,
-            arrived,
+            stable_need,
+            panic_need,
             up[i],
             cooldown[i],
             cold[i],
