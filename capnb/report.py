@@ -120,21 +120,27 @@ def execute(
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+    from traitlets.config import Config
 
     path = Path(name) if str(name).endswith(".ipynb") else worksheet_path(str(name))
     notebook = nbformat.read(path, as_version=4)
     if parameters:
         _inject_parameters(notebook, parameters)
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    try:
-        client.execute()
-    except CellExecutionError as error:
-        raise CellExecutionError(f"worksheet {path.name} failed:\n{error}", "", "") from None
+    # the kernel talks over Unix sockets in a private directory: no open TCP port, and none of
+    # ipykernel 7's warnings about unencrypted TCP (one per worksheet) in the main job's output
+    with tempfile.TemporaryDirectory(prefix="capnb-kernel-") as sockets:
+        ipc = {"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}}
+        client = NotebookClient(  # it makes (and shuts down) its own kernel manager
+            notebook,
+            config=Config(ipc),
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        try:
+            client.execute()
+        except CellExecutionError as error:
+            raise CellExecutionError(f"worksheet {path.name} failed:\n{error}", "", "") from None
     notebook.metadata["capnb_worksheet"] = path.stem
     return notebook
 
