@@ -4,8 +4,9 @@ Each worksheet is built with its defaults and every chart is "displayed" on a he
 does what IPython does with a displayed object (asks for its MIME bundle through the active
 renderer, here capnb's offline one). A change then runs the worksheet's own path: recompute
 through the step module, refresh the answer, redraw the charts whose content changed. Each control
-flips between two values so that every timed call is a real change; the figure is the best of
-several flips. Goal (issue 7): under 150 ms for every control of every worksheet.
+flips between two values so that every timed call is a real change; each direction keeps its best
+of several flips, and the row reports the slower direction. Goal (issue 7): under 150 ms for every
+control of every worksheet.
 """
 
 from __future__ import annotations
@@ -53,19 +54,26 @@ def _forget_months() -> None:
 _NEW_MONTHS = {"interval", "trace", "slots"}
 
 
-def _flip(worksheet, control: str, values: tuple, repeat: int) -> tuple[float, list[str]]:
-    """Best time of setting ``control`` to alternate values, and the charts that were redrawn."""
+def _flip(
+    worksheet, control: str, values: tuple, repeat: int
+) -> tuple[dict[object, float], list[str]]:
+    """Best time of each change of ``control`` (to each value in turn), and the charts redrawn.
+
+    A change can cost more in one direction than the other (a new metric may need curves the old
+    one did not), so each value keeps its own best time; the row reports the slower.
+    """
     cycle = itertools.cycle(values)
-    best, redrawn = float("inf"), []
+    best = dict.fromkeys(values, float("inf"))
+    redrawn: list[str] = []
     worksheet.set(**{control: next(cycle)})  # warm-up (and a real first change)
-    for _ in range(repeat):
+    for _ in range(repeat * len(values)):
         value = next(cycle)
         if control in _NEW_MONTHS:
             _forget_months()
         start = time.perf_counter()
         worksheet.set(**{control: value})
-        best = min(best, time.perf_counter() - start)
-        redrawn = worksheet.last_redrawn
+        best[value] = min(best[value], time.perf_counter() - start)
+        redrawn = sorted({*redrawn, *worksheet.last_redrawn})
     return best, redrawn
 
 
@@ -150,16 +158,18 @@ def run(quick: bool = False) -> list[Row]:
         )
         for control, values in controls:
             values = _values(worksheet, control, values)
-            seconds, redrawn = _flip(worksheet, control, values, repeat)
+            best, redrawn = _flip(worksheet, control, values, repeat)
+            seconds = max(best.values())
             goal = "met" if seconds < GOAL_S else "NOT met"
+            each = ", ".join(f"to {v}: {t * 1e3:,.0f} ms" for v, t in best.items())
             rows.append(
                 Row(
                     f"{label.split(' (')[0]}: {control}",
                     " <-> ".join(str(v) for v in values),
                     seconds,
-                    f"{seconds * 1e3:,.0f} ms (goal < 150 ms: {goal})",
+                    f"{seconds * 1e3:,.0f} ms, the slower way (goal < 150 ms: {goal})",
                     {},
-                    f"redrawn: {', '.join(redrawn) or 'none'}",
+                    f"{each}; redrawn: {', '.join(redrawn) or 'none'}",
                 )
             )
     return rows
