@@ -242,36 +242,50 @@ def _wait_mixture_quantile(sorted_x, rho, mean_wait, q):
 
 
 @njit
-def _tpot_quantile(outputs, mean_tpot, stall_variance, step, q):
-    # Per request, TPOT ~ Normal(mean_tpot, stall_variance / (output - 1)): the prefills that land
-    # in its decode form a compound Poisson sum spread over its output tokens. Requests with one
-    # output token have no TPOT (as in vLLM's benchmark) and are left out; TPOT is at least one
-    # decode step.
+def _tpot_unit_quantile(outputs, q):
+    """The q-quantile of TPOT minus its mean, for a stall variance of 1 s^2.
+
+    Per request, TPOT ~ Normal(mean_tpot, stall_variance / (output - 1)): the prefills that land
+    in its decode form a compound Poisson sum spread over its output tokens. Requests with one
+    output token have no TPOT (as in vLLM's benchmark) and are left out (NaN when none is left).
+    Every request's spread scales with sqrt(stall_variance), so the mixture's quantile is
+    ``mean_tpot + sqrt(stall_variance) * unit`` at every concurrency: one solve per curve and
+    quantile. Newton's method on the mixture's CDF, kept inside a bisection bracket.
+    """
+    scales = np.empty(outputs.shape[0])  # sd * sqrt(2) per request with a TPOT
     count = 0
     widest = 0.0
     for i in range(outputs.shape[0]):
         if outputs[i] > 1.0:
+            sd = math.sqrt(1.0 / (outputs[i] - 1.0))
+            scales[count] = sd * math.sqrt(2.0)
             count += 1
-            widest = max(widest, math.sqrt(stall_variance / (outputs[i] - 1.0)))
+            widest = max(widest, sd)
     if count == 0:
         return math.nan
-    if widest == 0.0:
-        return max(mean_tpot, step)
-    lo, hi = mean_tpot - 40.0 * widest, mean_tpot + 40.0 * widest
+    lo, hi = -40.0 * widest, 40.0 * widest
+    t = 0.0
     for _ in range(200):
-        mid = 0.5 * (lo + hi)
         total = 0.0
-        for i in range(outputs.shape[0]):
-            if outputs[i] > 1.0:
-                sd = math.sqrt(stall_variance / (outputs[i] - 1.0))
-                total += 0.5 * (1.0 + math.erf((mid - mean_tpot) / (sd * math.sqrt(2.0))))
-        if total / count >= q:
-            hi = mid
+        density = 0.0
+        for j in range(count):
+            z = t / scales[j]
+            total += math.erf(z)
+            density += math.exp(-z * z) / scales[j]
+        cdf = 0.5 + 0.5 * total / count
+        if cdf >= q:
+            hi = t
         else:
-            lo = mid
-        if hi - lo <= 1e-12 * abs(hi):
-            break
-    return max(hi, step)
+            lo = t
+        # d/dt of 0.5 * (1 + erf(t / scale)) is exp(-(t / scale)^2) / (scale * sqrt(pi))
+        density /= count * math.sqrt(math.pi)
+        following = t - (cdf - q) / density if density > 0.0 else lo
+        if not lo < following < hi:  # Newton left the bracket (or the density underflowed)
+            following = 0.5 * (lo + hi)
+        if abs(following - t) <= 1e-14 * widest or hi - lo <= 1e-14 * widest:
+            return following
+        t = following
+    return hi
 
 
 @njit
@@ -364,6 +378,16 @@ def _analytic_curve(
     sorted_prefill = prefill[order]
     e2e_each = prefill.copy()
     e2e_unsorted = prefill.copy()
+    # TPOT needs a request with a second token; the unit quantiles stay finite (no NaN may reach
+    # a comparison LLVM evaluates on both arms: numpy would report the flag as a warning)
+    has_tpot = False
+    for i in range(n):
+        has_tpot = has_tpot or output[i] > 1.0
+    tpot_unit = np.zeros(quantiles.shape[0])
+    for r in range(metrics.shape[0]):
+        if metrics[r] == 1 and has_tpot:
+            for k in range(quantiles.shape[0]):
+                tpot_unit[k] = _tpot_unit_quantile(output, quantiles[k])
 
     for m in range(concurrency.shape[0]):
         c = concurrency[m]
@@ -389,10 +413,12 @@ def _analytic_curve(
                     )
             elif code == 1:  # tpot
                 mean_out[m, r] = tpot
+                spread = math.sqrt(stall_variance)
                 for k in range(quantiles.shape[0]):
-                    latency_out[m, r, k] = _tpot_quantile(
-                        output, tpot, stall_variance, step, quantiles[k]
-                    )
+                    if not has_tpot:
+                        latency_out[m, r, k] = math.nan
+                    else:  # TPOT is at least one decode step
+                        latency_out[m, r, k] = max(tpot + spread * tpot_unit[k], step)
             elif code == 2:  # itl: a gap is one step, plus the prefills that land in it
                 mean_out[m, r] = tpot
                 no_prefill = math.exp(-arrivals_per_gap)
