@@ -5,7 +5,7 @@ import json
 import pytest
 
 from capnb.cli import main
-from capnb.plan import PlanConfig, load_config, save_config
+from capnb.plan import PlanConfig, load_config
 
 
 def test_config_writes_the_default_plan_config(tmp_path, capsys):
@@ -16,17 +16,8 @@ def test_config_writes_the_default_plan_config(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_plan_prints_the_recommendation_and_exports(tmp_path, capsys):
-    config = PlanConfig(
-        trace="servegen-m-small",
-        trials=200,
-        gpus=("H100-SXM", "H200"),
-        tensor_parallel=(1,),
-        policies=("hpa", "fixed"),
-        scale_up_threshold=(0.7,),
-        cooldown_s=(900.0,),
-    )
-    path = save_config(config, tmp_path / "plan.toml")
+def test_plan_prints_the_recommendation_and_exports(small_plan, tmp_path, capsys):
+    path = small_plan
     assert main(["plan", "--config", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "out" / "plan.json").read_text())

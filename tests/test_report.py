@@ -12,7 +12,6 @@ from nbclient.exceptions import CellExecutionError
 
 from capnb import report
 from capnb.cli import main
-from capnb.plan import PlanConfig, save_config
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -57,17 +56,8 @@ def test_main_job_writes_one_combined_report_and_one_per_worksheet(full_report):
 
 
 @pytest.mark.slow
-def test_a_config_drives_every_worksheet_and_exports_the_plan(tmp_path):
-    config = PlanConfig(
-        trace="servegen-m-small",
-        trials=200,
-        gpus=("H100-SXM", "H200"),
-        tensor_parallel=(1,),
-        policies=("hpa", "fixed"),
-        scale_up_threshold=(0.7,),
-        cooldown_s=(900.0,),
-    )
-    path = save_config(config, tmp_path / "plan.toml")
+def test_a_config_drives_every_worksheet_and_exports_the_plan(small_plan, tmp_path):
+    path = small_plan
     _combined, memory_page, plan_page = report.run_report(
         path, tmp_path / "out", worksheets=("02_memory", "05_plan"), progress=False
     )
