@@ -20,6 +20,7 @@ dropdowns) still live. :mod:`capnb.report` does that export.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -58,8 +59,6 @@ def _bundle_js() -> str:
     """The vega bundle, cached on disk (building it takes about 2 s)."""
     import vl_convert as vlc
 
-    from .kernels._lazy import _writable
-
     version = _vegalite_version()
     key = hashlib.sha1(f"{vlc.__version__}|{version}|{_SNIPPET}".encode()).hexdigest()[:16]
     cache = Path.home() / ".cache" / "capnb"
@@ -67,10 +66,10 @@ def _bundle_js() -> str:
     if path.is_file():
         return path.read_text(encoding="utf-8")
     js = vlc.javascript_bundle(_SNIPPET, vl_version=version)
-    if _writable(cache):
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(js, encoding="utf-8")
-        tmp.replace(path)
+    with contextlib.suppress(OSError):  # no writable cache: build the bundle again next time
+        from .data import write_atomic
+
+        write_atomic(path, js)
     return js
 
 
@@ -176,9 +175,9 @@ def setup():
     """
     from IPython.display import HTML
 
-    from ._altair import load
+    from .charts import import_altair
 
-    alt = load()  # skips a slow optional import of jsonschema's (see capnb._altair)
+    alt = import_altair()  # skips a slow optional import of jsonschema's (see capnb.charts._altair)
     if RENDERER not in alt.renderers.names():
         alt.renderers.register(RENDERER, _render)
     alt.renderers.enable(RENDERER)

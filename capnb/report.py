@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+from .data import write_atomic
+
 __all__ = [
     "REPORT_NAME",
     "WORKSHEETS",
@@ -92,21 +94,6 @@ def export_html(notebook) -> str:
     return html
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a report is for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def execute(
     name: str | os.PathLike, *, parameters: Mapping[str, object] | None = None, timeout: int = 600
 ):
@@ -172,7 +159,7 @@ def run_worksheet(
     """
     notebook = execute(name, parameters=parameters, timeout=timeout)
     target = Path(out_dir) / f"{notebook.metadata['capnb_worksheet']}.html"
-    _write_atomic(target, export_html(notebook))
+    write_atomic(target, export_html(notebook))
     return target
 
 
@@ -264,10 +251,10 @@ def run_report(
     paths = []
     for name in worksheets:
         target = out_dir / f"{name}.html"
-        _write_atomic(target, export_html(executed[name]))
+        write_atomic(target, export_html(executed[name]))
         paths.append(target)
     combined = out_dir / REPORT_NAME
-    _write_atomic(combined, export_html(combine([executed[n] for n in worksheets])))
+    write_atomic(combined, export_html(combine([executed[n] for n in worksheets])))
     return [combined, *paths]
 
 

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capnb import _months
-from capnb.bursts import BurstModel, MonthInputs
+from capnb.forecast import BurstModel, MonthInputs, _months
 from capnb.kernels import forecast as kernels
 
 

@@ -165,7 +165,7 @@ def forecast():
 
 
 def elasticity():
-    from capnb._elasticity_policy import build_config
+    from capnb.elasticity._policy import build_config
     from capnb.kernels import autoscale as k
 
     demand = np.full(50, 10.0)

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from .. import data, elasticity
-from .._elasticity_policy import build_config
+from ..elasticity._policy import build_config
 from ..kernels import autoscale as kernels
 from ..kernels.reference import REGISTRY
 from . import Row, best_time

@@ -213,7 +213,7 @@ def _read_rows(quick: bool) -> list[Row]:
 def _month_rows(quick: bool) -> list[Row]:
     import numba
 
-    from .. import _months
+    from ..forecast import _months
 
     trials = QUICK_TRIALS if quick else TRIALS
     series = data.load_rate_series("servegen-m-large")

@@ -45,7 +45,7 @@ def _values(worksheet, control: str, values: tuple | None) -> tuple:
 def _forget_months() -> None:
     # capnb keeps the last few Monte Carlo months without bursts; a new interval or trace makes
     # new ones, so forget the kept ones to time a first visit, not a return to a value
-    from .. import _months
+    from ..forecast import _months
 
     _months._KEPT.clear()
 

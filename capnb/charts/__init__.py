@@ -5,9 +5,9 @@ through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML report
 :func:`capnb.notebook.setup`.
 """
 
-from .._altair import load as _load_altair
+from ._altair import load as import_altair
 
-_load_altair()  # before the chart modules import altair: see capnb._altair
+import_altair()  # before the chart modules import altair: see capnb.charts._altair
 
 from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve  # noqa: E402
 from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline  # noqa: E402
@@ -24,6 +24,7 @@ __all__ = [
     "forecast_heatmap",
     "forecast_plans",
     "forecast_series",
+    "import_altair",
     "latency_curve",
     "memory_breakdown",
     "memory_heatmap",

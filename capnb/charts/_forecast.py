@@ -37,11 +37,16 @@ def _quantile_name(q: float) -> str:
 
 
 def _slot_codes(times: np.ndarray, baseline: xr.Dataset) -> np.ndarray:
-    from .._series import MONDAY_NS, NS
+    """The baseline's slot of each time, by the forecast step's own rule."""
+    from ..forecast import Slots, slot_codes
 
-    ns = times.astype("datetime64[ns]").view(np.int64)
-    period, slot = round(baseline.attrs["period_s"] * NS), round(baseline.attrs["slot_s"] * NS)
-    return ((ns - MONDAY_NS) % period) // slot
+    ns = 1_000_000_000
+    spec = Slots(
+        baseline.attrs["slots"],
+        round(baseline.attrs["slot_s"] * ns),
+        round(baseline.attrs["period_s"] * ns),
+    )
+    return np.asarray(slot_codes(times.astype("datetime64[ns]"), spec))
 
 
 def forecast_series(

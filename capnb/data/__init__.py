@@ -17,6 +17,7 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
 from ._benchmarks import read_aiperf, read_latency_table, read_vllm_bench
 from ._catalog import (
     dataset_path,
+    gpu_column,
     list_gpus,
     list_models,
     load_gpus,
@@ -24,6 +25,7 @@ from ._catalog import (
     resolve_gpu,
     resolve_model,
 )
+from ._files import write_atomic
 from ._measurements import (
     list_latency_curves,
     load_latency_curve,
@@ -43,6 +45,7 @@ __all__ = [
     "TRACE_FORMATS",
     "TraceWarning",
     "dataset_path",
+    "gpu_column",
     "list_gpus",
     "list_latency_curves",
     "list_models",
@@ -60,4 +63,5 @@ __all__ = [
     "read_vllm_bench",
     "resolve_gpu",
     "resolve_model",
+    "write_atomic",
 ]

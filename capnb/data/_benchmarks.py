@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import _curve
 from ..errors import ConfigError, InputError
+from . import _curve
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

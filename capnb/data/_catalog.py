@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
-from ..modelspec import ModelSpec, parse
+from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import _curve
 from ..errors import InputError
+from . import _curve
 from ._benchmarks import _derive_mean_e2e
 from ._catalog import dataset_path
 

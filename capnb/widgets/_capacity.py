@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 
 from .. import capacity, charts, data, latency, memory
-from .._capacity_sweep import _priced, _searched
+from ..capacity._sweep import _priced, _searched
 from ._base import Worksheet, dropdown, slider_style
 
 __all__ = ["ANALYTIC", "CapacityWorksheet"]

@@ -9,7 +9,8 @@ from typing import ClassVar
 import ipywidgets as widgets
 import xarray as xr
 
-from .. import charts, coldstart, data, elasticity
+from .. import charts, data, elasticity
+from ..elasticity import coldstart
 from ..errors import InputError
 from ._base import Worksheet, dropdown, slider_style
 

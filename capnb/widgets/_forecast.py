@@ -11,9 +11,9 @@ import ipywidgets as widgets
 import xarray as xr
 
 from .. import charts, data, forecast
-from ..bursts import _choose
 from ..errors import InputError
-from ..forecast import _target_from
+from ..forecast._bursts import _choose
+from ..forecast._target import _target_from
 from ._base import Worksheet, _same, dropdown, slider_style
 
 __all__ = ["ForecastWorksheet"]

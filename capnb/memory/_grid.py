@@ -15,13 +15,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import xarray as xr
 
-from . import _validate, glossary
-from ._chunks import outer_product
-from .data import load_model
-from .data._catalog import gpu_column, resolve_gpu
-from .errors import InputError
-from .kernels import memory as kernels
-from .modelspec import ModelSpec, dtype_bytes
+from .. import _validate, glossary
+from .._chunks import outer_product
+from ..data import gpu_column, load_model, resolve_gpu
+from ..data.modelspec import ModelSpec, dtype_bytes
+from ..errors import InputError
+from ..kernels import memory as kernels
 
 AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
 

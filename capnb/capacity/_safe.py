@@ -1,27 +1,4 @@
-"""Step 3, capacity: how many requests one instance serves under a P99 latency SLA, and what it costs.
-
-The article's lesson: the safe concurrency of an instance is not what the GPU can hold but the most
-it can hold while P99 latency stays under the SLA, and LLM latency grows non-linearly with
-concurrency. capnb's rules:
-
-- **safe concurrency** = the largest concurrency whose latency quantile (P99 of the chosen metric) is
-  ``<=`` the SLA *and* whose KV cache fits in memory (:func:`capnb.memory.max_concurrency`); the
-  article writes ``<``, capnb uses ``<=``. ``binding`` says which limit sets it. Where none
-  qualifies the answer is *infeasible*, with the reason: never the article's fallback to 1.
-- **per-instance throughput** by Little's law at the best operating point under the SLA: the
-  largest ``c / mean e2e latency(c)`` over ``c <= safe`` (past the throughput knee a higher
-  concurrency can serve fewer requests/s). The article's naive figure, ``safe x QPS at
-  concurrency 1``, is reported beside it (``naive_qps``) with the factor it overstates by.
-- **instances** = ``ceil(target_qps / per_instance_qps) + buffer`` (2 by default, the article's
-  1-2; or ``ceil(buffer_qps / per_instance_qps)`` from the forecast's burst model); GPUs =
-  instances x tensor_parallel; USD per hour, USD per million output tokens and utilisation at the
-  target.
-
-Entry points: :func:`safe_concurrency` (the search), :func:`plan` (instances and cost for a curve),
-:func:`sweep` (analytic curves over sla x gpu x model x tensor_parallel x seq_len, searched by numba
-kernels, with the cheapest option per SLA), :func:`contrast` (plan by maximum concurrency vs by
-latency), :func:`describe` and :func:`applicability` (the answer and its limits in words).
-"""
+"""Safe concurrency under a latency SLA, the per-instance rate, instances and cost of one plan."""
 
 from __future__ import annotations
 
@@ -30,22 +7,10 @@ import math
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from . import latency as _latency
-from .errors import InputError
-from .kernels import capacity as kernels
-
-__all__ = [
-    "BINDING",
-    "applicability",
-    "cheapest",
-    "contrast",
-    "describe",
-    "instances",
-    "plan",
-    "safe_concurrency",
-    "sweep",
-]
+from .. import glossary
+from .. import latency as _latency
+from ..errors import InputError
+from ..kernels import capacity as kernels
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
 BINDING = kernels.BINDING
@@ -131,7 +96,7 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
         raise InputError(
             f"memory_limit must be 'auto', None, an integer or a DataArray, got {memory_limit!r}"
         )
-    from . import memory
+    from .. import memory
 
     model, gpu, tp = (_names_of(curve, n) for n in ("model", "gpu", "tensor_parallel"))
     if model is None or gpu is None or tp is None:
@@ -323,10 +288,13 @@ def _target(target_qps) -> xr.DataArray:
     return target.astype(float)
 
 
-def instances(
+def fleet(
     per_instance_qps, target_qps, *, buffer: int | None = None, buffer_qps=None
-) -> xr.DataArray:
-    """``ceil(target_qps / per_instance_qps) + buffer``: instances a target needs.
+) -> xr.Dataset:
+    """The fleet a target needs: ``fixed_instances`` for the target, ``burst_instances`` above it.
+
+    This is the one place capnb turns requests/s into instances; :func:`instances`, :func:`plan`,
+    :func:`sweep` and the plan's recommendation all read it.
 
     Parameters
     ----------
@@ -340,6 +308,12 @@ def instances(
         Instead of ``buffer``: the request rate the elastic buffer must absorb (the forecast's
         burst model); the buffer is then ``ceil(buffer_qps / per_instance_qps)`` instances.
 
+    Returns
+    -------
+    xarray.Dataset
+        ``fixed_instances`` = ``ceil(target_qps / per_instance_qps)``, ``burst_instances`` (the
+        buffer) and ``instances``, their sum; NaN where ``per_instance_qps`` is NaN or 0.
+
     Notes
     -----
     The ceiling is taken after a relative tolerance of 1e-12, so that 10 / 2.5 = 4.000000000001
@@ -347,8 +321,9 @@ def instances(
 
     Examples
     --------
-    >>> int(instances(xr.DataArray(2.5), 10.0))
-    6
+    >>> f = fleet(xr.DataArray(2.5), 10.0, buffer_qps=3.0)
+    >>> int(f.fixed_instances), int(f.burst_instances), int(f.instances)
+    (4, 2, 6)
     """
     if buffer is not None and buffer_qps is not None:
         raise InputError("give buffer (instances) or buffer_qps (requests/s), not both")
@@ -358,6 +333,7 @@ def instances(
         else xr.DataArray(per_instance_qps)
     )
     target = _target(target_qps)
+    serves = per_instance.notnull() & (per_instance > 0)
 
     def need(rate):
         ratio = rate / per_instance
@@ -369,11 +345,30 @@ def instances(
         count = 2 if buffer is None else buffer
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
             raise InputError(f"buffer must be a whole number of instances >= 0, got {count!r}")
-        extra = int(count)
-    total = need(target) + extra
-    return total.where(per_instance.notnull() & (per_instance > 0)).assign_attrs(
-        glossary.attrs("instances")
+        extra = xr.full_like(per_instance, float(count), dtype=float)
+    fixed = need(target).where(serves)
+    extra = extra.where(serves)
+    out = xr.Dataset(
+        {"fixed_instances": fixed, "burst_instances": extra, "instances": fixed + extra}
     )
+    for name in out.data_vars:
+        out[name].attrs = glossary.attrs(name)
+    return out
+
+
+def instances(
+    per_instance_qps, target_qps, *, buffer: int | None = None, buffer_qps=None
+) -> xr.DataArray:
+    """``ceil(target_qps / per_instance_qps) + buffer``: instances a target needs.
+
+    The ``instances`` of :func:`fleet` (its parameters); NaN where infeasible.
+
+    Examples
+    --------
+    >>> int(instances(xr.DataArray(2.5), 10.0))
+    6
+    """
+    return fleet(per_instance_qps, target_qps, buffer=buffer, buffer_qps=buffer_qps).instances
 
 
 def _gpu_price(gpu, usd_per_gpu_hour):
@@ -388,7 +383,7 @@ def _gpu_price(gpu, usd_per_gpu_hour):
         )
     if gpu is None:
         return None
-    from .data._catalog import gpu_column, resolve_gpu
+    from ..data import gpu_column, resolve_gpu
 
     if isinstance(gpu, xr.DataArray):
         ids = [resolve_gpu(g) for g in gpu.values]
@@ -422,7 +417,7 @@ def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_requ
 
 def _dense_flops(specs, gpus: list[str]) -> np.ndarray:
     """Dense FLOP/s per GPU for each model (model x gpu): fp8 for fp8 weights where the GPU has it."""
-    from .data._catalog import gpu_column, resolve_gpu
+    from ..data import gpu_column, resolve_gpu
 
     ids = [resolve_gpu(g) for g in gpus]
     bf16, fp8 = gpu_column(ids, "dense_bf16_flops"), gpu_column(ids, "dense_fp8_flops")
@@ -432,7 +427,7 @@ def _dense_flops(specs, gpus: list[str]) -> np.ndarray:
 
 def _model_flops(curve):
     """(FLOP per request, FLOP/s per GPU) for compute utilisation, or (None, None)."""
-    from .data import load_model
+    from ..data import load_model
 
     model, gpu = _names_of(curve, "model"), _names_of(curve, "gpu")
     if model is None or gpu is None or "prompt_tokens" not in curve.attrs:
@@ -484,7 +479,8 @@ def plan(
     Returns
     -------
     xarray.Dataset
-        :func:`safe_concurrency`'s variables plus ``instances``, ``gpus``, ``usd_per_hour``,
+        :func:`safe_concurrency`'s variables plus :func:`fleet`'s (``fixed_instances``,
+        ``burst_instances``, ``instances``), ``gpus``, ``usd_per_hour``,
         ``usd_per_million_tokens`` (at the target; the curve's mean output tokens per request),
         ``utilisation`` (target / planned capacity) and ``compute_utilisation`` (share of the GPUs'
         dense FLOP/s the target uses), over the curve's dims, ``sla``, then the target's dims.
@@ -508,9 +504,9 @@ def plan(
     )
     target = _target(target_qps)
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
-    result["instances"] = instances(
-        result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
-    )
+    planned_fleet = fleet(result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps)
+    for name in planned_fleet.data_vars:
+        result[name] = planned_fleet[name]
     tp = tensor_parallel if tensor_parallel is not None else _names_of(curve, "tensor_parallel")
     if tp is None:
         planned = result.instances * result.per_instance_qps
@@ -535,7 +531,3 @@ def plan(
         else f"{2 if buffer is None else buffer} instances"
     )
     return result
-
-
-from ._capacity_answer import applicability, contrast, describe  # noqa: E402 (they use this module)
-from ._capacity_sweep import cheapest, sweep  # noqa: E402

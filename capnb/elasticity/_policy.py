@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .errors import InputError
-from .kernels import autoscale as kernels
+from ..errors import InputError
+from ..kernels import autoscale as kernels
 
 __all__ = ["COOLDOWN_MEANING", "DEFAULT_COOLDOWN_S", "OPTIONS", "POLICIES", "build_config", "steps"]
 

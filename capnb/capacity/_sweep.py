@@ -10,10 +10,11 @@ from collections.abc import Mapping
 import numpy as np
 import xarray as xr
 
-from . import _validate, capacity, glossary
-from . import latency as _latency
-from .errors import InputError
-from .kernels import capacity as kernels
+from .. import _validate, glossary
+from .. import latency as _latency
+from ..errors import InputError
+from ..kernels import capacity as kernels
+from . import _safe as capacity
 
 __all__ = ["cheapest", "sweep"]
 
@@ -85,7 +86,7 @@ def _searched(
     max_grid_concurrency, calibration, accounting, chunks,
 ) -> tuple[xr.Dataset, xr.Dataset]:  # fmt: skip
     """:func:`sweep` without a target: the safe-concurrency search, and the curves it ran on."""
-    from . import memory
+    from .. import memory
 
     models = model if isinstance(model, list | tuple) else [model]
     gpus = gpu if isinstance(gpu, list | tuple) else [gpu]
@@ -123,12 +124,14 @@ def _priced(result, curves, target_qps, *, buffer=None, buffer_qps=None) -> xr.D
     gpus = [str(g) for g in result.gpu.values]
     target = capacity._target(target_qps)
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
-    result["instances"] = capacity.instances(
+    planned_fleet = capacity.fleet(
         result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
     )
+    for name in planned_fleet.data_vars:
+        result[name] = planned_fleet[name]
     scale = result.seq_len / (curves.attrs["prompt_tokens"] + curves.attrs["output_tokens"])
     output_tokens = curves.attrs["output_tokens"] * scale
-    from .data import load_model
+    from ..data import load_model
 
     price = capacity._gpu_price(result.gpu, None)
     specs = [load_model(m) for m in result.model.values]
@@ -154,44 +157,75 @@ def _priced(result, curves, target_qps, *, buffer=None, buffer_qps=None) -> xr.D
     return capacity._ordered(result, ["model", "gpu", "tensor_parallel", "seq_len", "sla"])
 
 
-def cheapest(result: xr.Dataset, variable: str = "usd_per_hour") -> xr.Dataset:
-    """The cheapest and second-cheapest (gpu, tensor_parallel) per remaining cell, and the gap.
+def cheapest(
+    result: xr.Dataset,
+    variable: str = "usd_per_hour",
+    *,
+    options=("gpu", "tensor_parallel"),
+    over=(),
+) -> xr.Dataset:
+    """The cheapest and second-cheapest option per remaining cell, the gap, and how many qualify.
 
-    Infeasible options (NaN cost) never win; ties go to the earlier GPU, then the smaller TP.
+    This is the capacity step's one rule for "the cheapest": the plan uses it for the fleet of the
+    day (``over="slot"``), the cost chart for each GPU's cheapest tensor-parallel degree
+    (``options="tensor_parallel"``). Infeasible options (NaN cost) never win; ties go to the
+    earlier GPU, then the smaller TP.
+
+    Parameters
+    ----------
+    result
+        A priced result (:func:`sweep` with a target, or :func:`plan` over gpu/TP).
+    variable
+        The cost to minimise (USD/hour by default).
+    options
+        The dims whose combinations are the options (default: each (gpu, tensor_parallel) pair).
+    over
+        Dims the cost is averaged over first (the mean hourly cost ranks as the total does), so
+        that one option serves all of them: an option infeasible at any of them is infeasible
+        (``over="slot"`` is one fleet type for the day).
 
     Returns
     -------
     xarray.Dataset
-        ``cheapest_gpu``, ``cheapest_tensor_parallel``, ``cheapest_usd_per_hour``,
-        ``runner_up_gpu``, ``runner_up_tensor_parallel``, ``runner_up_usd_per_hour``, ``cost_gap``
-        over every dim of ``result[variable]`` except gpu and tensor_parallel ("" and 0 where no
-        option is feasible).
+        ``cheapest_<dim>`` and ``runner_up_<dim>`` for each option dim ("" or 0 where none is
+        feasible), ``cheapest_usd_per_hour``, ``runner_up_usd_per_hour``, ``cost_gap`` and
+        ``feasible_options``, over every other dim of ``result[variable]`` (less ``over``).
     """
     if variable not in result:
         raise InputError(f"cheapest: the result has no {variable!r} (give a target_qps)")
+    options = [options] if isinstance(options, str) else list(options)
+    over = [over] if isinstance(over, str) else list(over)
     cost = result[variable]
-    options = cost.reset_coords(drop=True).stack(option=("gpu", "tensor_parallel"))
+    missing = [d for d in options + over if d not in cost.dims]
+    if missing:
+        raise InputError(f"cheapest: {variable} has no dim {missing} (its dims: {cost.dims})")
+    if over:
+        cost = cost.mean(over, skipna=False)  # the same order as the sum, in USD/hour
+    stacked = cost.reset_coords(drop=True).stack(option=options)
     first, first_value, second, second_value = xr.apply_ufunc(
         kernels.two_smallest,
-        options.drop_vars(["option", "gpu", "tensor_parallel"]),
+        stacked.drop_vars(["option", *options]),
         input_core_dims=[["option"]],
         output_core_dims=[[], [], [], []],
         dask="parallelized",
         output_dtypes=[np.int64, float, np.int64, float],
     )
-    gpu_labels = np.asarray([str(g) for g in options.gpu.values] + [""])
-    tp_labels = np.asarray([int(t) for t in options.tensor_parallel.values] + [0])
-    out = xr.Dataset(
-        {
-            "cheapest_gpu": first.copy(data=gpu_labels[first.values]),
-            "cheapest_tensor_parallel": first.copy(data=tp_labels[first.values]),
-            "cheapest_usd_per_hour": first_value,
-            "runner_up_gpu": second.copy(data=gpu_labels[second.values]),
-            "runner_up_tensor_parallel": second.copy(data=tp_labels[second.values]),
-            "runner_up_usd_per_hour": second_value,
-            "cost_gap": second_value - first_value,
-        }
-    )
+    out = {}
+    for dim in options:
+        values = stacked[dim].values
+        if values.dtype.kind in "iu":
+            labels = np.append(values.astype(np.int64), 0)
+        else:
+            labels = np.append(values.astype(str), "")
+        out[f"cheapest_{dim}"] = first.copy(data=labels[first.values])
+        out[f"runner_up_{dim}"] = second.copy(data=labels[second.values])
+    out["cheapest_usd_per_hour"] = first_value
+    out["runner_up_usd_per_hour"] = second_value
+    out["cost_gap"] = second_value - first_value
+    out["feasible_options"] = stacked.notnull().sum("option")
+    out = xr.Dataset(out)
     for name in out.data_vars:
         out[name].attrs = glossary.attrs(name)
+    if over:
+        out.attrs["averaged_over"] = ", ".join(over)
     return out

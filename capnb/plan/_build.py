@@ -1,18 +1,4 @@
-"""The plan: the four steps chained on one set of inputs, one Dataset and one recommendation.
-
-::
-
-    trace ──► forecast ──► target_qps per slot + burst buffer
-    model ──► memory ────► largest fitting concurrency per GPU and TP
-    SLA ────► capacity ──► per-instance QPS, instances per slot, cost; the cheapest GPU and TP
-    policies ► elasticity ► the autoscaling policy that keeps the breach budget at the least cost
-
-:func:`build` runs the chain (inputs as a :class:`PlanConfig`, a config file, or keyword overrides)
-and returns one ``xarray.Dataset``: every step's results with their units, variables prefixed by
-their step (``forecast_target_qps``, ``capacity_instances``, ...), the recommendation in
-``attrs["recommendation"]`` and the article's applicability checks in ``attrs["warnings"]`` (also
-issued as :class:`PlanWarning`). :func:`export` writes it as NetCDF and a JSON summary.
-"""
+"""The chained plan: build, describe, export and load."""
 
 from __future__ import annotations
 
@@ -25,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._plan_config import PlanConfig, from_mapping, load_config, save_config
-from ._plan_steps import (
+from ..data import write_atomic
+from ..errors import CapnbError, InputError
+from ._config import PlanConfig, from_mapping, load_config
+from ._steps import (
     PlanError,
     _burst_test,
     _capacity,
@@ -36,21 +24,7 @@ from ._plan_steps import (
     _forecast,
     _traffic,
 )
-from ._plan_text import HOURS_PER_MONTH, _checks, _recommendation
-from .errors import CapnbError, InputError
-from .report import _write_atomic
-
-__all__ = [
-    "PlanConfig",
-    "PlanError",
-    "PlanWarning",
-    "build",
-    "describe",
-    "export",
-    "load",
-    "load_config",
-    "save_config",
-]
+from ._text import HOURS_PER_MONTH, _checks, _recommendation
 
 
 class PlanWarning(UserWarning):
@@ -120,7 +94,7 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A step failed (the message names it) or no configuration meets the SLA ("infeasible", with
         the reasons); never a silent fallback.
     """
-    from . import capacity, forecast, memory
+    from .. import capacity, forecast, memory
 
     cfg = _config(config, overrides)
     with _Stage("forecast", cfg):
@@ -172,7 +146,7 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
 def _assemble(
     cfg, series, fc, mem, cap, chosen, sweep, advice, demand, gpu, tp, estimated, cold, seq_len
 ):
-    from . import elasticity
+    from .. import elasticity
 
     settings = dict(
         per_instance_qps=float(chosen.per_instance_qps),
@@ -278,7 +252,7 @@ def export(
     }
     summary["warnings"] = list(plan.attrs.get("warnings", []))
     path = directory / f"{name}.json"
-    _write_atomic(path, json.dumps(summary, indent=2, default=str) + "\n")
+    write_atomic(path, json.dumps(summary, indent=2, default=str) + "\n")
     return {"netcdf": netcdf, "json": path}
 
 

@@ -1,27 +1,4 @@
-"""Step 2, memory: weights (fixed) + KV cache (dynamic) + headroom, per model, GPU and tensor parallelism.
-
-The article's lesson: GPU memory holds a fixed part, the weights, and a dynamic part, the KV cache, which
-grows with concurrency x sequence length. A plan that looks only at compute runs out of memory at a
-concurrency the compute could still serve. Its rule, with capnb's default in brackets::
-
-    total = weights + concurrency x seq_len x kv_bytes_per_token, plus 10-20 % [15 %] headroom
-
-capnb applies it per GPU of a tensor-parallel group, the way serving runtimes shard a model: weights
-split across ranks; KV heads split, but replicated when the group is larger than the KV heads (at
-least one head per rank); an MLA latent cache replicated on every rank.
-
-Two accountings (:func:`accounting`):
-
-``"article"``
-    headroom = 15 % of (weights + KV cache); the whole GPU is usable.
-``"vllm"``
-    vLLM's: the runtime may use ``gpu_memory_utilization`` (0.90) of the GPU; it reserves memory for
-    activations and for non-torch allocations (CUDA graphs, NCCL buffers); the KV cache is allocated
-    in 16-token blocks.
-
-Entry points: :func:`sweep` (the full grid as a Dataset), :func:`max_concurrency` (the reduced answer
-only) and :func:`describe` (the answer in words).
-"""
+"""Memory footprint per GPU: the accountings and the step's public verbs."""
 
 from __future__ import annotations
 
@@ -31,22 +8,10 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import xarray as xr
 
-from . import _memory_grid as _grid
-from . import _validate
-from ._memory_grid import LIMIT_REASONS
-from .errors import InputError
-from .modelspec import ModelSpec
-
-__all__ = [
-    "ACCOUNTINGS",
-    "LIMIT_REASONS",
-    "Accounting",
-    "accounting",
-    "concurrency_ticks",
-    "describe",
-    "max_concurrency",
-    "sweep",
-]
+from .. import _validate
+from ..data.modelspec import ModelSpec
+from ..errors import InputError
+from . import _grid as _grid
 
 GIB = 2**30
 

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from ._elasticity_decision import real
-from ._elasticity_policy import steps
-from .errors import InputError
+from .. import glossary
+from ..errors import InputError
+from ._decision import real
+from ._policy import steps
 
 __all__ = ["demand_values", "resample_demand"]
 
@@ -81,7 +81,7 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
     >>> demand.sizes["time"], demand.attrs["step_s"]
     (687, 5.0)
     """
-    from . import forecast
+    from .. import forecast
 
     step = real(step_s, "step_s", open_low=True)
     if isinstance(source, xr.Dataset) and "request" in source.dims:

@@ -1,20 +1,4 @@
-"""Latency-concurrency curves: measured ones made monotone and interpolated, and the analytic model.
-
-The article's lesson for step 3 starts here: LLM latency grows non-linearly with concurrency, so the
-number an instance can safely hold comes from a latency-concurrency curve, not from memory alone. A
-curve (see :mod:`capnb._curve`) is a Dataset over ``concurrency``, ``metric`` (ttft, tpot, itl, e2e)
-and ``latency_quantile`` (0.5, 0.9, 0.95, 0.99), in seconds.
-
-Measured curves come from :mod:`capnb.data` (``read_latency_table``, ``read_vllm_bench``,
-``read_aiperf``, ``load_latency_curve``). :func:`envelope` makes them monotone (a noisy point never
-creates a dip; each raised point is noted) and :func:`at` interpolates between measured points and
-never past the last one.
-
-:func:`analytic` computes curves for models and GPUs nobody measured, from the model's architecture,
-the GPU's catalog figures, a calibration (:mod:`capnb.calibration`) and the workload's prompt and
-output length distribution (:func:`workload`, e.g. from the bundled Azure traces). The model and its
-assumptions are described in :mod:`capnb.kernels.latency`.
-"""
+"""Latency curves: the analytic model, grids, workloads and reading a curve at a concurrency."""
 
 from __future__ import annotations
 
@@ -24,22 +8,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from . import _curve, _validate, glossary
+from .. import _validate, glossary
+from ..data import _curve
+from ..errors import InputError
+from ..kernels import latency as kernels
 from . import calibration as _calibration
-from .errors import InputError
-from .kernels import latency as kernels
-
-__all__ = [
-    "METRICS",
-    "QUANTILES",
-    "analytic",
-    "at",
-    "check",
-    "concurrency_grid",
-    "envelope",
-    "notes",
-    "workload",
-]
 
 METRICS = _curve.METRICS
 QUANTILES = _curve.QUANTILES
@@ -339,7 +312,7 @@ def analytic(
     >>> bool(curve.latency.sel(metric="e2e", latency_quantile=0.99).diff("concurrency") > 0)
     True
     """
-    from .data import load_gpus, load_model
+    from ..data import load_gpus, load_model
 
     specs = [load_model(m) for m in _names(model, "model")]
     model_ids = [s.name for s in specs]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from .errors import InputError
-from .kernels import forecast as kernels
+from .. import glossary
+from ..errors import InputError
+from ..kernels import forecast as kernels
 
 __all__ = [
     "Slots",

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._plan_config import PlanConfig
-from .errors import CapnbError, InputError
+from ..errors import CapnbError, InputError
+from ._config import PlanConfig
 
 
 class PlanError(CapnbError):
@@ -17,7 +17,7 @@ class PlanError(CapnbError):
 
 
 def _traffic(cfg: PlanConfig):
-    from . import data, forecast
+    from .. import data, forecast
 
     if cfg.trace in data.list_rate_series():
         source = data.load_rate_series(cfg.trace)
@@ -40,7 +40,7 @@ def _traffic(cfg: PlanConfig):
 
 
 def _forecast(cfg: PlanConfig, series):
-    from . import forecast
+    from .. import forecast
 
     bursts = {"article": forecast.BurstModel(), "fit": "fit", "none": None}
     if cfg.bursts not in bursts:
@@ -59,7 +59,7 @@ def _forecast(cfg: PlanConfig, series):
 
 
 def _capacity(cfg: PlanConfig, target_qps, buffer_qps):
-    from . import capacity, data, latency
+    from .. import capacity, data, latency
 
     workload = latency.workload(data.load_trace(cfg.workload))
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
@@ -121,7 +121,7 @@ def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
     missing by the readers, never zero). Filling a gap with the slot's P50 is the neutral choice: it
     neither invents a burst nor a trough. The share filled is recorded in ``attrs["filled_share"]``.
     """
-    from . import elasticity, forecast
+    from .. import elasticity, forecast
 
     log = "request" in source.dims
     native = cfg.step_s if log else float(source.attrs.get("interval_s", cfg.step_s))
@@ -144,7 +144,8 @@ def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
 def _elasticity(
     cfg: PlanConfig, demand: xr.DataArray, chosen_cap: xr.Dataset, gpu: str, tensor_parallel: int
 ):
-    from . import coldstart, elasticity
+    from .. import elasticity
+    from ..elasticity import coldstart
 
     per_instance = float(chosen_cap.per_instance_qps)
     if cfg.cold_start_s == "estimate":
@@ -184,7 +185,7 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr
     (the middle of the article's 3-5x, 1-2 h) starting at the busiest step of the trace's middle
     day, to show what the elastic buffer must absorb.
     """
-    from . import elasticity
+    from .. import elasticity
 
     values = demand.values.copy()
     per_day = round(86400 / cfg.step_s)

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from .errors import InputError
+from .. import glossary
+from ..errors import InputError
 
 __all__ = ["METRICS", "QUANTILES", "UNITS", "add_note", "build", "notes", "to_seconds"]
 

@@ -12,7 +12,7 @@ HOURS_PER_MONTH = 730.0  # 8,760 / 12
 
 def _checks(cfg, fc, cap, chosen, advice, sweep, demand, estimated) -> list[str]:
     """The article's applicability checks, as sentences (empty when the full method pays)."""
-    from . import capacity, elasticity
+    from .. import capacity, elasticity
 
     checks = []
     flat = fc.attrs.get("boundary_flat") or fc.attrs.get("flat")

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import xarray as xr
 
-from . import _validate, glossary
-from ._series import (
+from .. import _validate, glossary
+from ..data._series import (
     DAY_NS,
     NS,
     checked_series,
@@ -20,7 +20,7 @@ from ._series import (
     interval_ns_of,
     slot_codes,
 )
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["backtest", "fit_trend", "plan_name", "project", "project_factor"]
 
@@ -176,7 +176,7 @@ def backtest(
     >>> score.plan.values.tolist()
     ['mean', 'P50', 'P95', 'P99']
     """
-    from .forecast import fit_baseline
+    from ._baseline import fit_baseline
 
     series = checked_series(series)
     fit_ns = interval_ns(fit, "fit", low_s=1)
@@ -250,6 +250,6 @@ def project_factor(growth: float, trend_per_day: float, days_ahead: float) -> fl
 
 
 def _slot_spec(baseline: xr.Dataset):
-    from .bursts import _slots_of
+    from ._bursts import _slots_of
 
     return _slots_of(baseline)

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from . import _months, _validate, glossary
-from ._series import Slots, checked_series, interval_ns, interval_ns_of, slot_codes
-from .errors import InputError
-from .kernels import forecast as kernels
+from .. import _validate, glossary
+from ..data._series import Slots, checked_series, interval_ns, interval_ns_of, slot_codes
+from ..errors import InputError
+from ..kernels import forecast as kernels
+from . import _months
 
 __all__ = [
     "MONTH_DAYS",
@@ -139,7 +140,7 @@ def detect_bursts(
         qps over its slot reference). Attrs: the settings and ``observed_s``, the observed
         (non-missing) time the bursts were looked for in.
     """
-    from .forecast import fit_baseline
+    from ._baseline import fit_baseline
 
     series = checked_series(series)
     baseline = fit_baseline(series) if baseline is None else baseline

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from .kernels.autoscale import METRICS
+from .. import glossary
+from ..kernels.autoscale import METRICS
 
 __all__ = ["metric_variables", "timeline_variables"]
 

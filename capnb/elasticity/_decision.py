@@ -13,7 +13,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = ["NoAction", "ScaleDown", "ScaleUp", "decide_scaling_action", "real"]
 

@@ -14,9 +14,10 @@ import math
 import numpy as np
 import xarray as xr
 
-from . import capacity, glossary
-from . import latency as _latency
-from .errors import InputError
+from .. import glossary
+from .. import latency as _latency
+from ..errors import InputError
+from . import _safe as capacity
 
 __all__ = ["applicability", "contrast", "describe"]
 

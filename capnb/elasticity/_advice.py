@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from ._elasticity_demand import demand_values
-from .errors import InputError
+from .. import glossary
+from ..errors import InputError
+from ._demand import demand_values
 
 __all__ = [
     "Recommendation",

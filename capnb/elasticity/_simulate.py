@@ -1,35 +1,4 @@
-"""Step 4, elasticity: cold starts and autoscaling policies simulated over real traffic.
-
-The article's third mistake: elastic scaling that ignores cold start. A new instance needs 40-150 s to
-download, load and warm up its model, so a burst inside that window breaches the SLA; and scaling down
-at every trough then up at the next peak piles up cold-start cost. Its rules: the scale-up response
-time must be below the latency tolerance - otherwise hold fixed capacity plus an elastic buffer - and
-scale down only after traffic stays low for 15-30 minutes.
-
-capnb answers with a simulator (:mod:`capnb.kernels.autoscale`) that steps through a demand series
-(requests/s per step of ``step_s`` seconds) and keeps ready and starting instances, the backlog (a
-request waits at most ``tolerance_s``, then is dropped) and the policy's own state. Policies:
-
-``"article"``
-    The article's decision engine (:func:`decide_scaling_action`), thresholds 0.7 / 0.3, cool-down.
-``"hpa"``
-    Kubernetes HPA v2 as documented: ratio, tolerance, stabilisation windows, rate policies.
-``"knative"``
-    Knative's KPA: stable and panic windows, panic threshold, scale-down delay.
-``"fixed"``
-    ``min_instances`` throughout (for example the forecast's P99 baseline: :func:`fixed_instances`).
-``"fixed_elastic"``
-    Fixed capacity at ``min_instances`` with the article's rule above it, without its cold-start
-    veto: the baseline carries the load while the elastic part starts.
-
-The article's "latency budget" is the response tolerance ``tolerance_s``: how long a request may
-wait (the service may run over capacity) before the SLA counts as breached.
-
-Entry points: :func:`resample_demand` (a trace or rate series at the simulation step),
-:func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,
-as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`recommend` and
-:func:`describe`.
-"""
+"""Simulate autoscaling policies over a demand series, sweep policy grids, and read the runs."""
 
 from __future__ import annotations
 
@@ -40,19 +9,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from . import glossary
-from ._elasticity_advice import (
-    Recommendation,
-    choose,
+from .. import glossary
+from ..errors import InputError
+from ..kernels import autoscale as kernels
+from ._advice import (
     demand_summary,
-    describe,
-    pareto_front,
-    recommend,
-    troughs,
 )
-from ._elasticity_decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action, real
-from ._elasticity_demand import demand_values, resample_demand
-from ._elasticity_policy import (
+from ._decision import real
+from ._demand import demand_values
+from ._policy import (
     COOLDOWN_MEANING,
     DEFAULT_COOLDOWN_S,
     OPTIONS,
@@ -62,28 +27,7 @@ from ._elasticity_policy import (
     policy_options,
     steps,
 )
-from ._elasticity_result import metric_variables, timeline_variables
-from .errors import InputError
-from .kernels import autoscale as kernels
-
-__all__ = [
-    "OPTIONS",
-    "POLICIES",
-    "NoAction",
-    "Recommendation",
-    "ScaleDown",
-    "ScaleUp",
-    "choose",
-    "decide_scaling_action",
-    "describe",
-    "fixed_instances",
-    "pareto_front",
-    "recommend",
-    "resample_demand",
-    "simulate",
-    "sweep",
-    "troughs",
-]
+from ._result import metric_variables, timeline_variables
 
 _DEFAULTS = {"cold_start_s": 90.0, "tolerance_s": 60.0, "thrash_window_s": 900.0}
 #: Most instances a simulated pool may hold (ready, starting and warm spares).
@@ -240,7 +184,7 @@ def _price(gpu, usd_per_gpu_hour) -> float | None:
     if gpu is not None and usd_per_gpu_hour is not None:
         raise InputError("give gpu or usd_per_gpu_hour, not both")
     if gpu is not None:
-        from .data import load_gpus
+        from ..data import load_gpus
 
         return float(load_gpus([gpu]).usd_per_gpu_hour.values[0])
     if usd_per_gpu_hour is not None:

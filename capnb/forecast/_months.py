@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .kernels import months as kernels
+from ..kernels import months as kernels
 
 __all__ = ["minutes_above", "month_block", "peaks_above"]
 

@@ -7,8 +7,8 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .errors import ConfigError
-from .report import _write_atomic
+from ..data import write_atomic
+from ..errors import ConfigError
 
 #: Which table of a config file each field lives in (files group them; the record is flat).
 SECTIONS = {
@@ -184,7 +184,7 @@ def save_config(config: PlanConfig, path: str | os.PathLike) -> Path:
     lines = ["# capnb plan config (see capnb.plan.PlanConfig for every setting)"]
     for section, names in SECTIONS.items():
         lines += ["", f"[{section}]"] + [f"{name} = {_toml_value(values[name])}" for name in names]
-    _write_atomic(path, "\n".join(lines) + "\n")
+    write_atomic(path, "\n".join(lines) + "\n")
     return path
 
 

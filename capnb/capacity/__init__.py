@@ -1,0 +1,43 @@
+"""Step 3, capacity: how many requests one instance serves under a P99 latency SLA, and what it costs.
+
+The article's lesson: the safe concurrency of an instance is not what the GPU can hold but the most
+it can hold while P99 latency stays under the SLA, and LLM latency grows non-linearly with
+concurrency. capnb's rules:
+
+- **safe concurrency** = the largest concurrency whose latency quantile (P99 of the chosen metric) is
+  ``<=`` the SLA *and* whose KV cache fits in memory (:func:`capnb.memory.max_concurrency`); the
+  article writes ``<``, capnb uses ``<=``. ``binding`` says which limit sets it. Where none
+  qualifies the answer is *infeasible*, with the reason: never the article's fallback to 1.
+- **per-instance throughput** by Little's law at the best operating point under the SLA: the
+  largest ``c / mean e2e latency(c)`` over ``c <= safe`` (past the throughput knee a higher
+  concurrency can serve fewer requests/s). The article's naive figure, ``safe x QPS at
+  concurrency 1``, is reported beside it (``naive_qps``) with the factor it overstates by.
+- **instances** = ``ceil(target_qps / per_instance_qps) + buffer`` (2 by default, the article's
+  1-2; or ``ceil(buffer_qps / per_instance_qps)`` from the forecast's burst model); GPUs =
+  instances x tensor_parallel; USD per hour, USD per million output tokens and utilisation at the
+  target.
+
+Entry points: :func:`safe_concurrency` (the search), :func:`plan` (instances and cost for a curve),
+:func:`sweep` (analytic curves over sla x gpu x model x tensor_parallel x seq_len, searched by numba
+kernels, with the cheapest option per SLA), :func:`contrast` (plan by maximum concurrency vs by
+latency), :func:`describe` and :func:`applicability` (the answer and its limits in words).
+"""
+
+from __future__ import annotations
+
+from ._answer import applicability, contrast, describe
+from ._safe import BINDING, fleet, instances, plan, safe_concurrency
+from ._sweep import cheapest, sweep
+
+__all__ = [
+    "BINDING",
+    "applicability",
+    "cheapest",
+    "contrast",
+    "describe",
+    "fleet",
+    "instances",
+    "plan",
+    "safe_concurrency",
+    "sweep",
+]

@@ -1,0 +1,61 @@
+"""Step 4, elasticity: cold starts and autoscaling policies simulated over real traffic.
+
+The article's third mistake: elastic scaling that ignores cold start. A new instance needs 40-150 s to
+download, load and warm up its model, so a burst inside that window breaches the SLA; and scaling down
+at every trough then up at the next peak piles up cold-start cost. Its rules: the scale-up response
+time must be below the latency tolerance - otherwise hold fixed capacity plus an elastic buffer - and
+scale down only after traffic stays low for 15-30 minutes.
+
+capnb answers with a simulator (:mod:`capnb.kernels.autoscale`) that steps through a demand series
+(requests/s per step of ``step_s`` seconds) and keeps ready and starting instances, the backlog (a
+request waits at most ``tolerance_s``, then is dropped) and the policy's own state. Policies:
+
+``"article"``
+    The article's decision engine (:func:`decide_scaling_action`), thresholds 0.7 / 0.3, cool-down.
+``"hpa"``
+    Kubernetes HPA v2 as documented: ratio, tolerance, stabilisation windows, rate policies.
+``"knative"``
+    Knative's KPA: stable and panic windows, panic threshold, scale-down delay.
+``"fixed"``
+    ``min_instances`` throughout (for example the forecast's P99 baseline: :func:`fixed_instances`).
+``"fixed_elastic"``
+    Fixed capacity at ``min_instances`` with the article's rule above it, without its cold-start
+    veto: the baseline carries the load while the elastic part starts.
+
+The article's "latency budget" is the response tolerance ``tolerance_s``: how long a request may
+wait (the service may run over capacity) before the SLA counts as breached.
+
+Entry points: :func:`resample_demand` (a trace or rate series at the simulation step),
+:func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,
+as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`recommend` and
+:func:`describe`.
+"""
+
+from __future__ import annotations
+
+from . import coldstart
+from ._advice import Recommendation, choose, describe, pareto_front, recommend, troughs
+from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
+from ._demand import resample_demand
+from ._policy import OPTIONS, POLICIES
+from ._simulate import fixed_instances, simulate, sweep
+
+__all__ = [
+    "OPTIONS",
+    "POLICIES",
+    "NoAction",
+    "Recommendation",
+    "ScaleDown",
+    "ScaleUp",
+    "choose",
+    "coldstart",
+    "decide_scaling_action",
+    "describe",
+    "fixed_instances",
+    "pareto_front",
+    "recommend",
+    "resample_demand",
+    "simulate",
+    "sweep",
+    "troughs",
+]

@@ -1,0 +1,187 @@
+"""The forecast step's answer: per-slot targets with the burst buffer, and the answer in words."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ..data._series import NS, Slots, checked_series, duration_text
+from ..errors import InputError
+from ._baseline import DEFAULT_QUANTILES, fit_baseline
+from ._bursts import MONTH_DAYS, BurstModel, detect_bursts, fit_burst_model, simulate
+from ._outlook import plan_name, project_factor
+
+
+# -- the step's answer -----------------------------------------------------------------------
+def target(
+    series: xr.Dataset,
+    *,
+    slots: str | tuple | Slots = "hour_of_day",
+    quantiles=DEFAULT_QUANTILES,
+    plan_quantile: float | None = None,
+    mean_plan: str = "overall",
+    bursts: BurstModel | str | None = None,
+    trials: int = 10_000,
+    days: int = MONTH_DAYS,
+    seed: int = 0,
+    exceed_probability: float = 0.05,
+    growth: float = 1.0,
+    trend_per_day: float = 0.0,
+    days_ahead: float = 0.0,
+    chunks: int | None = None,
+) -> xr.Dataset:
+    """The forecast step's answer: per-slot targets, and the burst buffer from a Monte Carlo.
+
+    Chains :func:`fit_baseline`, :func:`simulate` and (with ``growth``/``trend_per_day``) the
+    projection, on one series. This is what the capacity step takes as its target.
+
+    Parameters
+    ----------
+    series
+        QPS series whose interval is a whole number of minutes (the Monte Carlo runs per minute).
+    slots, quantiles, mean_plan
+        As in :func:`fit_baseline`.
+    plan_quantile
+        The quantile of the fixed plan (default: the highest of ``quantiles``).
+    bursts
+        A :class:`BurstModel`, ``"fitted"`` (fit to bursts detected in the series) or None (the
+        article's default model).
+    trials, days, seed, exceed_probability, chunks
+        As in :func:`simulate`.
+    growth, trend_per_day, days_ahead
+        Carry the history forward before planning (as in :func:`project`): every rate of the
+        series is multiplied by ``growth x (1 + trend_per_day) ** days_ahead``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``target_qps`` over (slot, traffic_quantile), with the other variables of
+        :func:`fit_baseline`; ``exceed_probability`` and ``minutes_above`` over ``capacity_qps``;
+        ``monthly_peak_qps`` over ``trial``; ``required_qps`` and ``buffer_qps``. Attrs carry the
+        baseline's (boundaries included) and the simulation's, with the burst model in words.
+
+    Examples
+    --------
+    >>> from capnb.data import load_rate_series
+    >>> plan = target(load_rate_series("servegen-m-large"), trials=200)
+    >>> plan.target_qps.dims, plan.buffer_qps.attrs["units"]
+    (('slot', 'traffic_quantile'), 'requests/s')
+    """
+    series = checked_series(series)
+    scale = project_factor(growth, trend_per_day, days_ahead)
+    if scale != 1.0:
+        series = series.copy()
+        for name in ("qps", "requests"):
+            if name in series:
+                series[name] = (series[name] * scale).assign_attrs(series[name].attrs)
+    baseline = fit_baseline(series, slots=slots, quantiles=quantiles, mean_plan=mean_plan)
+    found = detect_bursts(series, baseline)
+    if bursts == "fitted":
+        model = fit_burst_model(found)
+    elif bursts is None or isinstance(bursts, BurstModel):
+        model = bursts or BurstModel()
+    else:
+        raise InputError(f"bursts must be a BurstModel, 'fitted' or None, got {bursts!r}")
+    run = simulate(
+        series,
+        baseline,
+        model,
+        trials=trials,
+        days=days,
+        seed=seed,
+        exceed_probability=exceed_probability,
+        plan_quantile=plan_quantile,
+        exclude=found,
+        chunks=chunks,
+    )
+    result = _target_from(baseline, run, found)
+    if scale != 1.0:
+        result.attrs["projection"] = f"history scaled by x{scale:.4g}"
+    return result
+
+
+def _target_from(baseline: xr.Dataset, run: xr.Dataset, found: xr.Dataset) -> xr.Dataset:
+    """:func:`target`'s answer from its parts (the worksheet keeps the parts between changes)."""
+    result = baseline.copy()
+    for name in run.data_vars:
+        if name != "mean_qps":  # the months' mean demand; the baseline's mean_qps is per slot
+            result[name] = run[name]
+    result.attrs = {**baseline.attrs, **run.attrs, "title": "traffic forecast: targets and buffer"}
+    result.attrs["bursts_detected"] = int(found.sizes["burst"])
+    return result
+
+
+def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
+    """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
+
+    Examples
+    --------
+    >>> slot_label(9, "hour_of_day"), slot_label(24 + 9, "hour_of_week")
+    ('09:00-10:00', 'Tue 09:00-10:00')
+    """
+    if kind == "hour_of_day":
+        return f"{slot:02d}:00-{(slot + 1) % 24:02d}:00"
+    if kind == "hour_of_week":
+        day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[slot // 24]
+        return f"{day} {slot_label(slot % 24, 'hour_of_day')}"
+    return f"slot {slot} ({duration_text(round(slot_s * NS))} each)"
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f} requests/s" if value >= 100 else f"{value:,.3g} requests/s"
+
+
+def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
+    """The answer of :func:`fit_baseline` or :func:`target` in plain sentences with their numbers.
+
+    Parameters
+    ----------
+    result
+        A baseline or a target Dataset (one series: no extra dims).
+    quantile
+        The plan's traffic quantile (default: the target's ``plan_quantile``, else the highest).
+    """
+    if "target_qps" not in result or "slot" not in result.dims:
+        raise InputError("describe takes the output of capnb.forecast.fit_baseline or target")
+    extra = set(result.target_qps.dims) - {"slot", "traffic_quantile"}
+    if extra:
+        raise InputError(f"describe: choose one value of {sorted(extra)} first (.sel)")
+    q = quantile if quantile is not None else result.attrs.get("plan_quantile")
+    q = float(result.traffic_quantile[-1]) if q is None else float(q)
+    if q not in result.traffic_quantile.values:
+        raise InputError(f"quantile={q} is not among {result.traffic_quantile.values.tolist()}")
+    kind, slot_s = result.attrs["slots"], result.attrs["slot_s"]
+    plan = result.target_qps.sel(traffic_quantile=q)
+    busiest, quietest = int(plan.argmax("slot")), int(plan.argmin("slot"))
+    name = plan_name(q)
+    shortfall = float(result.shortfall_fraction.sel(traffic_quantile=q).isel(slot=busiest))
+    mean_plan = result.mean_plan_qps.isel(slot=busiest)
+    mean_words = (
+        f"a plan at the historical mean ({_rate(float(mean_plan))})"
+        if result.attrs["mean_plan"] == "overall"
+        else "a plan at each slot's mean"
+    )
+    text = [
+        f"Plan on the {name} per {kind.replace('_', ' ') if kind != 'custom' else 'slot'}: from "
+        f"{_rate(float(plan[quietest]))} ({slot_label(quietest, kind, slot_s)}) to "
+        f"{_rate(float(plan[busiest]))} ({slot_label(busiest, kind, slot_s)}); the busiest slot's "
+        f"mean is {float(result.peak_to_trough):.2f}x the quietest's.",
+        f"{mean_words[0].upper()}{mean_words[1:]} falls {shortfall:.0%} short of the {name} in the "
+        f"busiest slot and leaves {float(result.overall_underprovisioned_share):.0%} of intervals "
+        "under-provisioned.",
+    ]
+    if "buffer_qps" in result:
+        peaks = result.monthly_peak_qps.values
+        fixed = float(result.attrs["fixed_plan_qps"])
+        exceeded = float(np.mean(peaks > fixed))
+        minutes = float(np.interp(fixed, result.capacity_qps.values, result.minutes_above.values))
+        chosen = float(result.attrs["chosen_exceed_probability"])
+        text.append(
+            f"With {result.attrs['burst_model']}, the fixed {name} plan "
+            f"({_rate(fixed)}) is exceeded in {exceeded:.0%} of months ({minutes:,.0f} minutes a "
+            f"month on average); {_rate(float(result.required_qps))} keeps that to {chosen:.0%}: an "
+            f"elastic buffer of {_rate(float(result.buffer_qps))} above the fixed plan."
+        )
+    if result.attrs.get("boundaries", "none") != "none":
+        text.append(result.attrs["boundaries"])
+    return " ".join(text)
