@@ -87,8 +87,16 @@ VARIABLES: dict[str, Term] = _table(
     ),
     ("per_instance_qps", "requests/s", "requests per second one instance serves under the SLA"),
     ("instances", "instances", "instances needed"),
-    ("fixed_instances", "instances", "instances the target itself needs: ceil(target_qps / per_instance_qps)"),
-    ("burst_instances", "instances", "instances above the fixed ones for bursts (the elastic buffer)"),
+    (
+        "fixed_instances",
+        "instances",
+        "instances the target itself needs: ceil(target_qps / per_instance_qps)",
+    ),
+    (
+        "burst_instances",
+        "instances",
+        "instances above the fixed ones for bursts (the elastic buffer)",
+    ),
     ("feasible_options", "1", "options (GPU and tensor-parallel degree) that meet the SLA"),
     ("gpus", "GPUs", "GPUs needed: instances x tensor_parallel"),
     ("usd_per_hour", "USD/hour", "cost per hour"),

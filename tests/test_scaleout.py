@@ -76,12 +76,12 @@ def test_the_launch_guard_follows_the_threading_layer(monkeypatch):
 _THREADS_ON_WORKQUEUE = """
 import dask, numpy as np, numba, xarray as xr
 from capnb import data, elasticity, forecast
-from capnb.kernels import autoscale
+from capnb.kernels import _lazy
 
 rate = 20 + 15 * np.sin(np.arange(120_000) * 2 * np.pi / 17_280)
 grid = {"cooldown_s": [0, 300, 900, 1800], "min_instances": [1, 2, 4, 8, 16],
         "scale_up_threshold": [0.5, 0.6, 0.7, 0.8]}
-assert 20 * rate.size >= autoscale.PARALLEL_MIN_STEPS  # each chunk runs the parallel kernel
+assert 20 * rate.size >= _lazy.PARALLEL_MIN_WORK  # each chunk runs the parallel kernel
 plain = elasticity.sweep(rate, step_s=5, per_instance_qps=5, policy="hpa", **grid)
 series = data.load_rate_series("servegen-m-large")
 base = forecast.fit_baseline(series)
@@ -130,7 +130,7 @@ def test_threaded_gufunc_is_identical_for_one_and_two_threads():
 def test_a_memory_sweep_written_by_threads_is_identical_to_one_thread(monkeypatch):
     import numba
 
-    monkeypatch.setattr(memory._grid, "THREADED_MIN_BYTES", 100_000)  # thread this small grid
+    monkeypatch.setattr(_lazy, "PARALLEL_MIN_WORK", 100_000)  # thread this small grid
     grid = {**GRID, "concurrency": np.arange(1, 257), "seq_len": np.arange(1, 65) * 512}
     before = numba.get_num_threads()
     try:
@@ -140,5 +140,5 @@ def test_a_memory_sweep_written_by_threads_is_identical_to_one_thread(monkeypatc
         two = memory.sweep(**grid, invalid_tensor_parallel="mask")
     finally:
         numba.set_num_threads(before)
-    assert one.fits.nbytes >= memory._grid.THREADED_MIN_BYTES  # both kernels ran threaded
+    assert one.fits.size >= _lazy.PARALLEL_MIN_WORK  # both kernels ran threaded
     xr.testing.assert_identical(one, two)

@@ -21,8 +21,6 @@ __all__ = ["minutes_above", "month_block", "peaks_above"]
 
 _KEPT: OrderedDict[tuple, tuple] = OrderedDict()
 _KEEP = 4
-#: Below this many minutes (trials x minutes) the first pass runs on one thread.
-PARALLEL_MIN_MINUTES = 2_000_000
 
 
 def _runs(base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,32 +44,15 @@ def _quiet(inputs, key, first: int, trials: int):
     if ident in _KEPT:
         _KEPT.move_to_end(ident)
         return _KEPT[ident]
-    import numba
-
     values, base_class, run_end = _runs(inputs.base)
     peak, total = np.empty(trials), np.empty(trials)
-    threads = min(numba.get_num_threads(), trials)
-    if threads < 2 or trials * inputs.base.size < PARALLEL_MIN_MINUTES:
-        threads = 1
-    # one pair table per thread (integer sums: the same total in any order)
-    tables = np.zeros((threads, values.size, inputs.noise.size), np.int64)
-    bounds = [trials * k // threads for k in range(threads + 1)]
-
-    def piece(k: int) -> None:
-        a, b = bounds[k], bounds[k + 1]
-        kernels.quiet_months(
-            key[0], key[1], first + a, b - a, inputs.base, base_class, run_end, inputs.noise,
-            inputs.noise_block, peak[a:b], total[a:b], tables[k],
-        )  # fmt: skip
-
-    if threads == 1:
-        piece(0)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(piece, range(threads)))
-    kept = (peak, total, tables.sum(axis=0), np.multiply.outer(values, inputs.noise), run_end)
+    # one thread: a second one gained 1.03x here (BENCHMARKS.md), so this pass is not split
+    table = np.zeros((values.size, inputs.noise.size), np.int64)
+    kernels.quiet_months(
+        key[0], key[1], first, trials, inputs.base, base_class, run_end, inputs.noise,
+        inputs.noise_block, peak, total, table,
+    )  # fmt: skip
+    kept = (peak, total, table, np.multiply.outer(values, inputs.noise), run_end)
     _KEPT[ident] = kept
     while len(_KEPT) > _KEEP:
         _KEPT.popitem(last=False)

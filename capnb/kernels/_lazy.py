@@ -9,13 +9,24 @@ has no cache directory set, the cache goes to a per-user directory instead of fa
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["cache_dir", "guvectorize", "jit", "njit", "parallel_launch", "threadsafe_layer"]
+__all__ = [
+    "PARALLEL_MIN_WORK",
+    "cache_dir",
+    "guvectorize",
+    "jit",
+    "njit",
+    "over_threads",
+    "parallel_launch",
+    "threads_for",
+    "threadsafe_layer",
+]
 
 # numba's ``workqueue`` threading layer aborts the process when two threads launch parallel regions
 # at once (dask's threaded workers do). capnb's parallel kernels take this lock unless the layer in
@@ -135,60 +146,93 @@ def _kernel_by_name(module: str, name: str) -> _LazyKernel:
     return getattr(importlib.import_module(module), name)
 
 
-#: A gufunc declared with ``threads=True`` splits its outer loop over threads from this many cells.
-THREADED_MIN_CELLS = 16
+# -- parallelism: one policy ---------------------------------------------------------------------
+#: capnb's one parallelism threshold. A call is split over threads when it does at least this much
+#: work (its independent pieces times the elementary steps of each); below it, one thread does all,
+#: since starting threads costs more than they save. Used only where a benchmark shows a second
+#: thread pays (BENCHMARKS.md): the autoscaling sweep, the analytic latency curves and the memory
+#: sweep's large grids. Scale-out beyond one machine is dask's (``chunks=``).
+PARALLEL_MIN_WORK = 2_000_000
+
+
+def threads_for(size: int, work: int) -> int:
+    """Threads a call of ``size`` independent pieces and ``work`` elementary steps gets.
+
+    numba's thread count (``numba.set_num_threads``), at most one per piece; 1 below
+    :data:`PARALLEL_MIN_WORK`.
+    """
+    import numba
+
+    if work < PARALLEL_MIN_WORK:
+        return 1
+    return max(1, min(numba.get_num_threads(), size))
+
+
+def over_threads(run: Callable[[int, int], object], size: int, work: int, *, pieces: int = 1):
+    """Run ``run(first, stop)`` over ``range(size)``: once, or in contiguous parts on threads.
+
+    The kernels release the GIL (numba ``nogil`` loops, numpy's ufunc machinery around a gufunc),
+    so plain Python threads share the cores, and every piece is computed as in one call: the
+    answer is the same on any number of threads. ``pieces`` parts per thread balance pieces of
+    unequal cost. (numba's ``parallel`` target would compile each kernel a second time, seconds on
+    a fresh install, and needs a thread-safe threading layer under dask.)
+    """
+    threads = threads_for(size, work)
+    if threads < 2:
+        run(0, size)
+        return
+    parts = min(size, pieces * threads)
+    bounds = [size * k // parts for k in range(parts + 1)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        done = [pool.submit(run, a, b) for a, b in itertools.pairwise(bounds)]
+        for future in done:
+            future.result()
 
 
 def _over_threads(func: Callable, args: tuple, core_ndims: tuple[int, ...]):
-    """Call a gufunc with its outer loop split along the first loop axis over numba's thread count.
+    """Call a gufunc with its outer loop split along its longest loop axis, by :func:`over_threads`.
 
-    A numba gufunc runs inside numpy's ufunc machinery, which releases the GIL around the loop, so
-    plain Python threads share the cores; each cell is computed exactly as in one call, so the
-    answer does not depend on the thread count. (numba's own ``parallel`` target compiles the
-    kernel a second time, seconds on a fresh install.)
+    The work of a call is its cells times the core elements each cell reads.
     """
-    import numba
     import numpy as np
 
     arrays = [np.asarray(a) for a in args]
     loops = [a.shape[: a.ndim - k] for a, k in zip(arrays, core_ndims, strict=True)]
     shape = np.broadcast_shapes(*loops)
-    threads = numba.get_num_threads()
-    if threads < 2 or not shape or int(np.prod(shape)) < THREADED_MIN_CELLS:
+    cells = int(np.prod(shape)) if shape else 1
+    per_cell = sum(
+        int(np.prod(a.shape[a.ndim - k :])) for a, k in zip(arrays, core_ndims, strict=True)
+    )
+    if not shape or threads_for(max(shape), cells * max(per_cell, 1)) < 2:
         return func(*args)
-    # cut the longest loop axis, in a few pieces per thread (cells differ in cost); inputs that
-    # span it are cut, the others (broadcast along it) go whole
+    # cut the longest loop axis; inputs that span it are cut, the others (broadcast) go whole
     axis = int(np.argmax(shape))
-    pieces = min(shape[axis], 4 * threads)
-    if pieces < 2:
-        return func(*args)
     depth = len(shape)
     spans = [len(loop) - depth + axis if len(loop) > depth - 1 - axis else None for loop in loops]
     cut = [s is not None and s >= 0 and loops[i][s] == shape[axis] for i, s in enumerate(spans)]
-    bounds = [shape[axis] * k // pieces for k in range(pieces + 1)]
 
     def inputs(part: slice) -> list:
         return [
             x[(slice(None),) * spans[i] + (part,)] if cut[i] else x for i, x in enumerate(arrays)
         ]
 
-    # the first piece gives the outputs' dtypes and core shapes; the others write in place
-    first = func(*inputs(slice(bounds[0], bounds[1])))
+    # the first row gives the outputs' dtypes and core shapes; the rest write in place
+    first = func(*inputs(slice(0, 1)))
     single = not isinstance(first, tuple)
     first = (first,) if single else first
     outputs = [np.empty(shape + part.shape[depth:], dtype=part.dtype) for part in first]
     head = (slice(None),) * axis
     for out, part in zip(outputs, first, strict=True):
-        out[(*head, slice(bounds[0], bounds[1]))] = part
+        out[(*head, slice(0, 1))] = part
 
-    def piece(k: int) -> None:
-        part = slice(bounds[k], bounds[k + 1])
-        func(*inputs(part), *(out[(*head, part)] for out in outputs))
+    def run(a: int, b: int) -> None:
+        part = slice(a + 1, b + 1)
+        if b > a:
+            func(*inputs(part), *(out[(*head, part)] for out in outputs))
 
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(piece, range(1, pieces)))
+    over_threads(run, shape[axis] - 1, cells * max(per_cell, 1), pieces=4)
     return outputs[0] if single else tuple(outputs)
 
 

@@ -48,12 +48,11 @@ converts seconds and validates. Metrics are written to ``metrics`` in the order 
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
-from ._lazy import njit
+from ._lazy import njit, over_threads, threads_for
 from .autoscale_rules import (
     _DOWN_PERIOD,
     _DOWN_THRESHOLD,
@@ -647,15 +646,12 @@ def _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics):
     )
 
 
-#: Below this many policy-steps a sweep runs on one thread (starting threads costs more).
-PARALLEL_MIN_STEPS = 2_000_000
-
-
 def simulate_many(demand, up, cooldown, cold, low, buffer, config, metrics):
     """Runs over a flat grid of policies, metrics only; threads over policies when it pays.
 
     The threads are Python threads running the compiled loop without the GIL, as many as numba's
-    thread count (``numba.set_num_threads``): each run is independent and sequential, so the
+    thread count (``numba.set_num_threads``) above capnb's one threshold
+    (:data:`capnb.kernels._lazy.PARALLEL_MIN_WORK`): each run is independent and sequential, so the
     answer is the same on any number of threads. (A ``prange`` loop would compile the simulator a
     second time, seconds on a fresh install, and needs a thread-safe numba threading layer under
     dask.)
@@ -672,25 +668,15 @@ def simulate_many(demand, up, cooldown, cold, low, buffer, config, metrics):
     metrics : float64[P, len(METRICS)]
         Output.
     """
-    import numba
-
     runs = up.shape[0]
-    threads = min(numba.get_num_threads(), runs)
-    if threads < 2 or runs * demand.shape[0] < PARALLEL_MIN_STEPS:
+    if threads_for(runs, runs * demand.shape[0]) < 2:
         _runs_serial(demand, up, cooldown, cold, low, buffer, config, metrics)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
     arrived = _counter(demand)
     # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance
-    pieces = min(runs, 4 * threads)
-    bounds = [runs * k // pieces for k in range(pieces + 1)]
-    with ThreadPoolExecutor(threads) as pool:
-        done = [
-            pool.submit(
-                _runs, demand, arrived, up, cooldown, cold, low, buffer, config, metrics, a, b
-            )
-            for a, b in itertools.pairwise(bounds)
-        ]
-        for future in done:
-            future.result()
+    over_threads(
+        lambda a, b: _runs(demand, arrived, up, cooldown, cold, low, buffer, config, metrics, a, b),
+        runs,
+        runs * demand.shape[0],
+        pieces=4,
+    )

@@ -125,9 +125,7 @@ _SEARCH_SIG = "void(f8[:], f8[:], f8[:], f8[:], i8, i8[:], i1[:], f8[:], i8[:], 
 #: law at the best operating point, that operating concurrency, and the latency at the safe one.
 #: Inputs: latency quantile (s, non-decreasing; NaN everywhere means no data), mean e2e latency (s)
 #: and concurrency (ascending) along the grid, SLAs (s), and the memory limit (requests).
-search = guvectorize([_SEARCH_SIG], "(n),(n),(n),(s),()->(s),(s),(s),(s),(s)", threads=True)(
-    _search
-)
+search = guvectorize([_SEARCH_SIG], "(n),(n),(n),(s),()->(s),(s),(s),(s),(s)")(_search)
 
 
 def _two_smallest(values, first, first_value, second, second_value):

@@ -8,7 +8,6 @@ DataArrays would repeat for every call (it cost more than the kernels themselves
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -21,6 +20,7 @@ from ..data import gpu_column, load_model, resolve_gpu
 from ..data.modelspec import ModelSpec, dtype_bytes
 from ..errors import InputError
 from ..kernels import memory as kernels
+from ..kernels._lazy import over_threads
 
 AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
 
@@ -208,30 +208,15 @@ def _plain(array: np.ndarray) -> np.ndarray:
     return np.require(array, requirements=["C", "W"])
 
 
-#: Outputs of at least this many bytes are written by several threads.
-THREADED_MIN_BYTES = 32_000_000
-
-
-def _rows(kernel, rows: int, nbytes: int, *args) -> None:
-    """Run a row-range kernel (``kernel(*args, first, stop)``) over ``rows``, threaded when large.
+def _rows(kernel, rows: int, cells: int, *args) -> None:
+    """Run a row-range kernel (``kernel(*args, first, stop)``) over ``rows`` rows of ``cells`` cells.
 
     Writing a large grid is the whole cost of the full sweep, fresh memory's page faults included;
-    two threads write (and fault) two halves at once. Each row is computed the same way, so the
-    result does not depend on the thread count.
+    above capnb's one threshold (:data:`capnb.kernels._lazy.PARALLEL_MIN_WORK`) two threads write (and
+    fault) two halves at once. Each row is computed the same way, so the result does not depend on
+    the thread count.
     """
-    import numba
-
-    threads = min(numba.get_num_threads(), rows)
-    if threads < 2 or nbytes < THREADED_MIN_BYTES:
-        kernel(*args, 0, rows)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    bounds = [rows * k // threads for k in range(threads + 1)]
-    with ThreadPoolExecutor(threads) as pool:
-        done = [pool.submit(kernel, *args, a, b) for a, b in itertools.pairwise(bounds)]
-        for future in done:
-            future.result()
+    over_threads(lambda first, stop: kernel(*args, first, stop), rows, cells)
 
 
 def _four_d(array: np.ndarray) -> np.ndarray:
@@ -251,7 +236,7 @@ def _footprint_block(weights, kv_per_token, reserve, concurrency, seq_len, *, fr
     _rows(
         kernels.footprint_rows,
         pairs,
-        3 * outputs[0].nbytes,
+        sum(out.size for out in outputs),
         *(_plain(np.broadcast_to(a, shape)) for a in (weights, kv_per_token, reserve)),
         _plain(concurrency),
         _plain(seq_len),
@@ -306,7 +291,7 @@ def _fits_block(largest: np.ndarray, concurrency: np.ndarray) -> np.ndarray:
     _rows(
         kernels.fits_rows,
         flat.shape[0],
-        out.nbytes,
+        out.size,
         flat,
         _plain(conc),
         out.reshape(-1, *out.shape[-2:]),
