@@ -11,9 +11,13 @@ Units are plain strings that a reader understands without a units library: ``byt
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-__all__ = ["DIMS", "VARIABLES", "Term", "attrs", "describe"]
+__all__ = ["DIMS", "HOURS_PER_MONTH", "VARIABLES", "Term", "attrs", "describe", "unit_registry"]
+
+#: Hours in a month, 8,760 / 12: every monthly figure capnb gives (cost, breach minutes) uses it.
+HOURS_PER_MONTH = 730.0
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,42 @@ def attrs(name: str, **extra: object) -> dict[str, object]:
     if term is None:
         raise KeyError(f"{name!r} is not in capnb's glossary (capnb.glossary)")
     return {"units": term.units, "long_name": term.long_name, **extra}
+
+
+#: Units that are not quantities: a time coordinate holds numpy datetimes.
+NOT_QUANTITIES = frozenset({"datetime64"})
+
+
+@functools.cache
+def unit_registry():
+    """A pint ``UnitRegistry`` that reads every unit string of this glossary.
+
+    The glossary's units stay plain strings a reader understands; this registry lets a machine
+    read them too. It adds capnb's counting units to pint's defaults, each its own dimension so that
+    requests never convert to tokens: ``request``, ``instance``, ``GPU``, ``token`` (``Mtoken`` is
+    pint's mega prefix on it), ``USD`` and ``FLOP``; and reads ``GPU·h`` as ``GPU * h``.
+
+    Examples
+    --------
+    >>> ureg = unit_registry()
+    >>> (ureg("requests/s") * ureg("30 s")).to("request")
+    <Quantity(30.0, 'request')>
+    >>> str((ureg("2 GPU") * ureg("3 USD/GPU/hour") * ureg("730 h")).to("USD"))
+    '4380.0 USD'
+    """
+    import pint
+
+    registry = pint.UnitRegistry(preprocessors=[lambda text: text.replace("·", "*")])
+    for line in (
+        "request = [request]",
+        "instance = [instance]",
+        "GPU = [gpu]",
+        "token = [token]",
+        "USD = [currency]",
+        "FLOP = [flop]",
+    ):
+        registry.define(line)
+    return registry
 
 
 def describe() -> str:

@@ -27,7 +27,7 @@ import itertools
 import json
 from pathlib import Path
 
-__all__ = ["bundle_html", "chart_html", "records", "setup"]
+__all__ = ["bundle_html", "chart_html", "records", "setup", "worksheet"]
 
 RENDERER = "capnb"
 _BUNDLE_MARK = "capnb-vega-bundle"
@@ -185,3 +185,45 @@ def setup():
         alt.data_transformers.register(RENDERER, records)
     alt.data_transformers.enable(RENDERER)
     return HTML(bundle_html())
+
+
+def worksheet(path: str | Path, **parameters: object):
+    """Run a worksheet notebook's cells headless up to its worksheet, and return it.
+
+    The cells run in order in a fresh namespace (the ``parameters`` cell, then ``parameters`` as
+    overrides, as :mod:`capnb.report` injects them) until one assigns ``ws``; that worksheet comes
+    back with the notebook's own step function, so a script, a test or a benchmark drives exactly
+    what a reader sees (``ws.set(...)``, ``ws["result"]``). Charts are not displayed.
+
+    Parameters
+    ----------
+    path
+        A worksheet name (``"02_memory"``) or a path to an ``.ipynb`` file.
+    **parameters
+        Values that override the notebook's ``parameters`` cell (``MODEL="Llama-3.1-8B"``).
+    """
+    import ast
+
+    import nbformat
+
+    from .report import worksheet_path
+
+    file = Path(path) if str(path).endswith(".ipynb") else worksheet_path(str(path))
+    notebook = nbformat.read(file, as_version=4)
+    namespace: dict[str, object] = {"__name__": f"worksheet_{file.stem}"}
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        exec(compile(cell.source, str(file), "exec"), namespace)  # the reader's own code
+        if "parameters" in cell.metadata.get("tags", []):
+            namespace.update(parameters)
+        assigned = {
+            target.id
+            for node in ast.walk(ast.parse(cell.source))
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        if "ws" in assigned:
+            return namespace["ws"]
+    raise ValueError(f"{file}: no cell assigns the worksheet `ws`")

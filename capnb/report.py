@@ -278,7 +278,7 @@ def _parameters(config, out_dir: Path) -> dict[str, dict[str, object]]:
     """Each worksheet's parameters for a plan config, from the config and the plan built on it."""
     from . import plan as planning
 
-    cfg = planning._config(config, {})
+    cfg = planning.read_config(config)
     with warnings.catch_warnings():  # the checks are part of the plan's text and of 05_plan
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(cfg)

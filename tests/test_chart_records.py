@@ -11,7 +11,7 @@ import pytest
 from altair.utils.data import to_values
 
 from capnb import notebook
-from capnb.widgets import CapacityWorksheet, ElasticityWorksheet, ForecastWorksheet, MemoryWorksheet
+from capnb.widgets import CapacityWorksheet, ElasticityWorksheet, ForecastWorksheet
 
 
 @pytest.fixture
@@ -65,13 +65,14 @@ def test_other_tables_get_altairs_own_values(table):
 
 
 def _specs(worksheet) -> dict[str, dict]:
-    return {name: worksheet.chart(name).to_dict() for name in worksheet.chart_makers}
+    names = getattr(worksheet, "chart_makers", None) or worksheet.charts
+    return {name: worksheet.chart(name).to_dict() for name in names}
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: MemoryWorksheet(),
+        lambda: notebook.worksheet("02_memory"),
         lambda: CapacityWorksheet(),
         lambda: ForecastWorksheet(trials=200),
         lambda: ElasticityWorksheet("azure-code-2023", per_instance_qps=1.0),

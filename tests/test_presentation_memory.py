@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from capnb import charts, memory, notebook, widgets
+from capnb import charts, memory, notebook
 from capnb.errors import InputError
 
 
@@ -65,12 +65,12 @@ def test_heatmap_has_a_bound_tensor_parallel_dropdown():
 
 
 def test_worksheet_headless_defaults_and_changes():
-    ws = widgets.MemoryWorksheet()
+    ws = notebook.worksheet("02_memory")
     assert ws.inputs["model"] == "Llama-3.1-70B" and ws.inputs["gpu"] == "H100-SXM"
     assert "fits at most 3 concurrent sequences of 8,192 tokens" in ws.answer
     ws.set(gpu="H200")
-    assert ws.result.gpu.item() == "H200"
-    assert ws.result.max_concurrency.item() > 3
+    assert ws["result"].gpu.item() == "H200"
+    assert ws["result"].max_concurrency.item() > 3
     ws.set(model="Llama-3.1-405B", tensor_parallel=1)
     assert ws.answer.startswith("Infeasible")
     assert "Inputs: model = Llama-3.1-405B" in ws.record()
@@ -81,7 +81,7 @@ def test_worksheet_headless_defaults_and_changes():
 
 
 def test_worksheet_offers_only_valid_tensor_parallel_degrees():
-    ws = widgets.MemoryWorksheet(model="Llama-2-13B", tensor_parallel=1)  # 40 heads
+    ws = notebook.worksheet("02_memory", MODEL="Llama-2-13B", TENSOR_PARALLEL=1)  # 40 heads
     assert 16 not in ws.controls["tensor_parallel"].options
     ws.set(model="Llama-3.1-8B")
     assert 16 in ws.controls["tensor_parallel"].options
@@ -93,9 +93,9 @@ def test_worksheet_accepts_a_users_config_file(tmp_path):
     path = tmp_path / "my-llm" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(dict(load_model("Qwen3-8B").config)))
-    ws = widgets.MemoryWorksheet(model=str(path), tensor_parallel=1, gpu="L4")
-    assert ws.inputs["model"] == "my-llm"
-    assert ws.result.model.item() == "my-llm"
+    ws = notebook.worksheet("02_memory", MODEL=str(path), TENSOR_PARALLEL=1, GPU="L4")
+    assert ws.controls["model"].label == "my-llm"  # shown by its name, run from its file
+    assert ws["result"].model.item() == "my-llm"
 
 
 def test_displayed_charts_follow_the_controls(monkeypatch):
@@ -106,7 +106,7 @@ def test_displayed_charts_follow_the_controls(monkeypatch):
             updates.append(chart)
 
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: Handle())
-    ws = widgets.MemoryWorksheet()
+    ws = notebook.worksheet("02_memory")
     ws.show("breakdown")
     ws.set(seq_len=4096)
     assert len(updates) == 1

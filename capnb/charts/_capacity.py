@@ -287,27 +287,28 @@ def cost_vs_sla(
         if cell.sizes[dim] != 1:
             raise InputError(f"cost_vs_sla: choose one {dim} (the sweep has {cell.sizes[dim]})")
         cell = cell.squeeze(dim, drop=True)
-    order = ("gpu", "sla", "tensor_parallel")
-    cost = cell.usd_per_hour.transpose(*order)
-    usd = cost.values
-    # the cheapest TP of each (gpu, sla): the first of equal costs, as argmin picks
-    best = np.where(np.isnan(usd), np.inf, usd).argmin(axis=2)[..., None]
-    feasible = ~np.isnan(usd).all(axis=2)
-    pick = {
-        name: np.take_along_axis(cell[name].transpose(*order).values, best, axis=2)[..., 0]
-        for name in ("usd_per_hour", "instances", "safe_concurrency")
-    }
-    gpus, slas = cost.gpu.values.astype(str), cost.sla.values.astype(float)
+    from ..capacity import cheapest
+
+    # each GPU's cheapest TP per SLA, by the capacity step's own rule
+    best = cheapest(cell, options="tensor_parallel").transpose("gpu", "sla")
+    tp = best.cheapest_tensor_parallel
+    feasible = (tp > 0).values
+    at = cell[["instances", "safe_concurrency"]].sel(
+        tensor_parallel=tp.where(tp > 0, cell.tensor_parallel[0])
+    )
+    gpus, slas = best.gpu.values.astype(str), best.sla.values.astype(float)
     table = pd.DataFrame(
         {
             "gpu": np.repeat(gpus, slas.size),
             "sla": np.tile(slas, gpus.size),
-            "usd_per_hour": np.where(feasible, pick["usd_per_hour"], np.nan).ravel(),
-            "tensor_parallel": np.where(
-                feasible, cost.tensor_parallel.values[best[..., 0]], np.nan
+            "usd_per_hour": np.where(feasible, best.cheapest_usd_per_hour.values, np.nan).ravel(),
+            "tensor_parallel": np.where(feasible, tp.values, np.nan).ravel(),
+            "instances": np.where(
+                feasible, at.instances.transpose("gpu", "sla").values, np.nan
             ).ravel(),
-            "instances": np.where(feasible, pick["instances"], np.nan).ravel(),
-            "safe": np.where(feasible, pick["safe_concurrency"], np.nan).ravel(),
+            "safe": np.where(
+                feasible, at.safe_concurrency.transpose("gpu", "sla").values, np.nan
+            ).ravel(),
         }
     )
     x = alt.X(field="sla", type="quantitative", scale=alt.Scale(type="log"), title="SLA (s)")
@@ -322,7 +323,7 @@ def cost_vs_sla(
                 scale=alt.Scale(type="log"),
                 title="USD per hour for the target",
             ),
-            color=alt.Color(field="gpu", type="nominal", title="GPU", sort=list(cost.gpu.values)),
+            color=alt.Color(field="gpu", type="nominal", title="GPU", sort=list(gpus)),
             tooltip=[
                 alt.Tooltip(field="gpu", type="nominal"),
                 alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .. import glossary
+
 __all__ = ["plan_options", "plan_policies", "plan_slots", "plan_timeline"]
 
-HOURS_PER_MONTH = 730.0
 _CHOSEN = "#e45756"
 
 
@@ -23,14 +24,16 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
     """Per slot: the P50/P95/P99 targets, the mean plan, and the capacity of the planned fleet.
 
     A dropdown (a vega-lite param that works in a static report) picks the traffic quantile the
-    fleet line is drawn for; the fixed fleet is ceil(target / per-instance QPS) instances.
+    fleet line is drawn for: the plan's fixed fleet for that quantile (``fleet_fixed_instances``,
+    from :func:`capnb.capacity.fleet`) times the per-instance requests/s.
     """
     per_instance = float(plan.attrs["per_instance_qps"])
     target = plan.forecast_target_qps.transpose("slot", "traffic_quantile")
+    instances = plan.fleet_fixed_instances.transpose("slot", "traffic_quantile")
     rows = []
     for q in target.traffic_quantile.values:
         values = target.sel(traffic_quantile=q).values
-        fleet = np.ceil(values / per_instance - 1e-12) * per_instance
+        fleet = instances.sel(traffic_quantile=q).values * per_instance
         rows += [
             {
                 "slot": int(s),
@@ -95,7 +98,7 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
 
 def plan_options(plan: xr.Dataset) -> alt.Chart:
     """Monthly cost of every feasible (GPU, tensor-parallel) option; the chosen one highlighted."""
-    monthly = plan.capacity_usd_per_hour.mean("slot") * HOURS_PER_MONTH
+    monthly = plan.capacity_usd_per_hour.mean("slot") * glossary.HOURS_PER_MONTH
     table = (
         monthly.to_dataframe(name="usd").reset_index()[["gpu", "tensor_parallel", "usd"]].dropna()
     )
@@ -135,7 +138,7 @@ def plan_options(plan: xr.Dataset) -> alt.Chart:
 def plan_policies(plan: xr.Dataset) -> alt.Chart:
     """Every simulated autoscaling run: monthly cost against time in SLA breach; the choice marked."""
     hours = float(plan.attrs["simulated_hours"])
-    usd = plan.elasticity_usd / hours * HOURS_PER_MONTH
+    usd = plan.elasticity_usd / hours * glossary.HOURS_PER_MONTH
     frame = (
         xr.Dataset({"usd": usd, "breach": plan.elasticity_breach_share})
         .to_dataframe()

@@ -36,13 +36,16 @@ from __future__ import annotations
 from . import coldstart
 from ._advice import Recommendation, choose, describe, pareto_front, recommend, troughs
 from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
-from ._demand import resample_demand
+from ._demand import prepare_demand, resample_demand
+from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES
 from ._simulate import fixed_instances, simulate, sweep
 
 __all__ = [
+    "FLOOR_SHARES",
     "OPTIONS",
     "POLICIES",
+    "POLICY_GRID",
     "NoAction",
     "Recommendation",
     "ScaleDown",
@@ -53,6 +56,8 @@ __all__ = [
     "describe",
     "fixed_instances",
     "pareto_front",
+    "policy_grid",
+    "prepare_demand",
     "recommend",
     "resample_demand",
     "simulate",

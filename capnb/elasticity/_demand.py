@@ -16,7 +16,7 @@ from ..errors import InputError
 from ._decision import real
 from ._policy import steps
 
-__all__ = ["demand_values", "resample_demand"]
+__all__ = ["demand_values", "prepare_demand", "resample_demand"]
 
 _NS = 1_000_000_000
 
@@ -183,3 +183,74 @@ def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
         times = (np.arange(values.size) * round(step * _NS)).astype("timedelta64[ns]")
     _check_values(values, times, "demand")
     return values, times, step
+
+
+def prepare_demand(
+    source, step_s: float, *, baseline: xr.Dataset | None = None, scale: float = 1.0
+) -> xr.DataArray:
+    """Demand per simulation step from a trace as the plan reads it: scaled, holes filled.
+
+    A real production series has holes (the readers mark them missing, never zero), and the
+    simulator needs a number at every step. Each missing window takes its slot's median from the
+    forecast ``baseline``: the neutral choice, which invents neither a burst nor a trough. The
+    share filled is ``attrs["filled_share"]``. The plan and the elasticity worksheet both call
+    this, so that they simulate the same demand.
+
+    Parameters
+    ----------
+    source
+        A request log or a rate series (as :func:`resample_demand` takes).
+    step_s
+        Simulation step (s).
+    baseline
+        The forecast step's baseline or target for the same series (``target_qps`` over ``slot`` x
+        ``traffic_quantile`` with 0.5 among the quantiles); without it a hole is an error.
+    scale
+        Multiplies every rate (the plan's ``demand_scale``).
+
+    Returns
+    -------
+    xarray.DataArray
+        ``qps`` over ``time`` (requests/s) with ``step_s`` and ``filled_share`` attrs.
+
+    Examples
+    --------
+    >>> from capnb.data import load_rate_series
+    >>> from capnb.forecast import fit_baseline
+    >>> series = load_rate_series("servegen-m-small")  # 37 of its 10-min windows are missing
+    >>> demand = prepare_demand(series, 60, baseline=fit_baseline(series))
+    >>> round(demand.attrs["filled_share"], 4), demand.sizes["time"]
+    (0.0184, 20160)
+    """
+    from .. import forecast
+
+    factor = real(scale, "scale", open_low=True)
+    step = real(step_s, "step_s", open_low=True)
+    log = isinstance(source, xr.Dataset) and "request" in source.dims
+    native = step if log else float(source.attrs.get("interval_s", step))
+    qps = forecast.resample(source, f"{native:g}s").qps * factor
+    observed = np.flatnonzero(np.isfinite(qps.values))
+    if observed.size == 0:
+        raise InputError("source: no observed window to simulate")
+    qps = qps.isel(time=slice(observed[0], observed[-1] + 1))  # a log's partial edges stay out
+    missing = np.isnan(qps.values)
+    if missing.any():
+        if baseline is None:
+            raise InputError(
+                f"source: {int(missing.sum())} windows are missing; give baseline= (the forecast "
+                "step's baseline) to fill them with their slot's median"
+            )
+        median = baseline.target_qps.sel(traffic_quantile=0.5)
+        spec = forecast.Slots(
+            str(baseline.attrs["slots"]),
+            round(float(baseline.attrs["slot_s"]) * _NS),
+            round(float(baseline.attrs["period_s"]) * _NS),
+        )
+        codes = forecast.slot_codes(qps.time.values[missing], spec)
+        values = qps.values.copy()
+        values[missing] = median.sel(slot=codes).values
+        qps = qps.copy(data=values)
+    qps.attrs["interval_s"] = native
+    demand = resample_demand(qps, step)
+    demand.attrs.update(filled_share=float(missing.mean()))
+    return demand

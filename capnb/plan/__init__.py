@@ -16,7 +16,7 @@ issued as :class:`PlanWarning`). :func:`export` writes it as NetCDF and a JSON s
 
 from __future__ import annotations
 
-from ._build import PlanWarning, build, describe, export, load
+from ._build import PlanWarning, build, describe, export, load, read_config
 from ._config import PlanConfig, load_config, save_config
 from ._steps import PlanError
 
@@ -29,5 +29,6 @@ __all__ = [
     "export",
     "load",
     "load_config",
+    "read_config",
     "save_config",
 ]

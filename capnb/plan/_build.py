@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .. import glossary
 from ..data import write_atomic
 from ..errors import CapnbError, InputError
 from ._config import PlanConfig, from_mapping, load_config
@@ -24,14 +25,26 @@ from ._steps import (
     _forecast,
     _traffic,
 )
-from ._text import HOURS_PER_MONTH, _checks, _recommendation
+from ._text import _checks, _recommendation
 
 
 class PlanWarning(UserWarning):
     """One of the article's applicability checks: the plan holds, but a simpler one may do."""
 
 
-def _config(config, overrides) -> PlanConfig:
+def read_config(
+    config: PlanConfig | dict | str | os.PathLike | None = None, **overrides
+) -> PlanConfig:
+    """The plan's inputs as a :class:`PlanConfig`, from any form :func:`build` takes.
+
+    Parameters
+    ----------
+    config
+        A :class:`PlanConfig`, a mapping of its fields, a path to a TOML/YAML file, or None for
+        the bundled defaults.
+    **overrides
+        Fields to change.
+    """
     if config is None:
         config = PlanConfig()
     elif isinstance(config, str | os.PathLike):
@@ -94,9 +107,9 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A step failed (the message names it) or no configuration meets the SLA ("infeasible", with
         the reasons); never a silent fallback.
     """
-    from .. import capacity, forecast, memory
+    from .. import capacity, memory
 
-    cfg = _config(config, overrides)
+    cfg = read_config(config, **overrides)
     with _Stage("forecast", cfg):
         source, series = _traffic(cfg)
         fc = _forecast(cfg, series)
@@ -113,14 +126,14 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
             accounting=cfg.accounting,
             invalid_tensor_parallel="mask",
         )
-    choice = _choose(cap, cfg)
-    chosen = cap.sel(choice) if choice else cap
-    gpu = choice.get("gpu") or str(cap.attrs.get("gpu", chosen.coords.get("gpu", "unknown")))
-    tp = (
-        choice.get("tensor_parallel") or int(chosen.coords["tensor_parallel"])
-        if "tensor_parallel" in chosen.coords
-        else 1
-    )
+    best = _choose(cap, cfg)
+    if best is not None:
+        gpu, tp = str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item())
+        chosen = cap.sel(gpu=gpu, tensor_parallel=tp)
+    else:
+        chosen = cap
+        gpu = str(cap.attrs.get("gpu", chosen.coords.get("gpu", "unknown")))
+        tp = int(chosen.coords["tensor_parallel"]) if "tensor_parallel" in chosen.coords else 1
     if str(chosen.binding.values) not in ("latency", "memory", "measured_range"):
         raise PlanError(f"infeasible: {capacity.describe(chosen)}")
     with _Stage("elasticity", cfg):
@@ -130,23 +143,45 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         )
 
     plan = _assemble(
-        cfg, series, fc, mem, cap, chosen, sweep, advice, demand, gpu, tp, estimated, cold, seq_len
-    )
-    checks = _checks(cfg, fc, cap, chosen, advice, sweep, demand, estimated)
+        cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
+        seq_len,
+    )  # fmt: skip
+    checks = _checks(cfg, fc, chosen, advice, demand, estimated)
     plan.attrs["warnings"] = checks
-    plan.attrs["recommendation"] = _recommendation(
-        plan, cfg, fc, cap, chosen, advice, checks, forecast
-    )
+    plan.attrs["recommendation"] = _recommendation(plan, cfg, fc, chosen, advice, checks)
     for check in checks:
         warnings.warn(check, PlanWarning, stacklevel=2)
     return plan
 
 
 # -- the result -----------------------------------------------------------------------------------
+def _timeline(run: xr.Dataset, interval_s: float, step_s: float) -> xr.Dataset:
+    """The chosen run's timeline per forecast interval: means, and seconds in breach.
+
+    The run has one row per simulation step (1.2 M for two weeks at 1 s); its steps are whole
+    divisors of the interval, so a reshape averages them (xarray's resample took seconds here).
+    """
+    per = max(1, round(interval_s / step_s))
+    rows = run.sizes["time"] // per * per
+    start = run.time.values[:rows:per]
+    out = xr.Dataset(coords={"time": start})
+    for name in ("qps", "ready_instances", "starting_instances", "backlog"):
+        values = np.asarray(run[name].values[:rows], dtype=float).reshape(-1, per)
+        out[name] = ("time", values.mean(axis=1), dict(run[name].attrs))
+    breach = np.asarray(run.breach.values[:rows], dtype=float).reshape(-1, per)
+    out["breach_s"] = (
+        "time",
+        breach.sum(axis=1) * step_s,
+        {"units": "s", "long_name": "seconds in SLA breach in the interval"},
+    )
+    return out
+
+
 def _assemble(
-    cfg, series, fc, mem, cap, chosen, sweep, advice, demand, gpu, tp, estimated, cold, seq_len
-):
-    from .. import elasticity
+    cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
+    seq_len,
+):  # fmt: skip
+    from .. import capacity, elasticity
 
     settings = dict(
         per_instance_qps=float(chosen.per_instance_qps),
@@ -160,19 +195,7 @@ def _assemble(
     run = elasticity.simulate(demand, **settings)
     burst = _burst_test(demand, cfg, settings)
     # the chosen run's timeline, per forecast interval (the full timeline has one row per step)
-    interval = f"{int(series.attrs.get('interval_s', 600))}s"
-    timeline = (
-        run[["qps", "ready_instances", "starting_instances", "backlog"]]
-        .resample(time=interval)
-        .mean()
-    )
-    timeline["breach_s"] = run.breach.astype(float).resample(time=interval).sum() * cfg.step_s
-    for name in ("qps", "ready_instances", "starting_instances", "backlog"):
-        timeline[name].attrs = dict(run[name].attrs)
-    timeline["breach_s"].attrs = {
-        "units": "s",
-        "long_name": "seconds in SLA breach in the interval",
-    }
+    timeline = _timeline(run, float(series.attrs.get("interval_s", 600)), cfg.step_s)
     fc_vars = fc.drop_vars([v for v in fc.data_vars if "trial" in fc[v].dims])
     parts = [
         _prefixed(series[["qps"]], "traffic"),
@@ -189,6 +212,11 @@ def _assemble(
         ),
         _prefixed(timeline.rename(time="timeline_time"), "timeline"),
     ]
+    # the fixed fleet of the chosen option for every traffic quantile (the plan chart's dropdown)
+    fleet = capacity.fleet(chosen.per_instance_qps, fc.target_qps, buffer=0)
+    parts.append(_prefixed(fleet[["fixed_instances"]], "fleet"))
+    if best is not None:  # the capacity step's choice over the day, as choice_*
+        parts.append(_prefixed(best, "choice"))
     plan = xr.merge(parts, compat="override", join="outer", combine_attrs="drop_conflicts")
     plan.attrs = {}
     per_instance = float(chosen.per_instance_qps)
@@ -208,11 +236,15 @@ def _assemble(
         cold_start_estimate_s=estimated,
         cold_start_s=cold,
         simulated_hours=hours,
-        monthly_usd=float(metrics.get("usd", math.nan)) / hours * HOURS_PER_MONTH,
+        monthly_usd=float(metrics.get("usd", math.nan)) / hours * glossary.HOURS_PER_MONTH,
         breach_minutes_per_month=float(metrics.get("breach_s", math.nan))
         / hours
-        * HOURS_PER_MONTH
+        * glossary.HOURS_PER_MONTH
         / 60,
+        fixed_monthly_usd=float(chosen.usd_per_hour.mean()) * glossary.HOURS_PER_MONTH
+        if "usd_per_hour" in chosen
+        else math.nan,
+        buffer_instances=int(chosen.burst_instances.max()),
         burst_test_start=burst.attrs["burst_start"],
         burst_test_breach_minutes=float(burst.breach_s) / 60,
         burst_test_unserved_share=float(burst.unserved_share),

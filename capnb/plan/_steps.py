@@ -92,53 +92,33 @@ def _capacity(cfg: PlanConfig, target_qps, buffer_qps):
     return result, workload, seq_len
 
 
-def _choose(cap: xr.Dataset, cfg: PlanConfig) -> dict[str, object]:
-    """The (gpu, tensor_parallel) with the lowest cost summed over slots: one fleet type for the day."""
+def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
+    """The capacity step's cheapest (gpu, tensor_parallel) over the day: one fleet type for it.
+
+    None for a measured curve (one configuration); ``PlanError`` ("infeasible") when no option
+    meets the SLA in every slot.
+    """
+    from .. import capacity
+
     if "gpu" not in cap.dims:  # a measured curve: one configuration
-        return {}
-    daily = (
-        cap.usd_per_hour.sum("slot", skipna=False)
-        if "slot" in cap.usd_per_hour.dims
-        else cap.usd_per_hour
-    )
-    feasible = daily.where(np.isfinite(daily))
-    if not bool(feasible.notnull().any()):
+        return None
+    over = ["slot"] if "slot" in cap.usd_per_hour.dims else []
+    best = capacity.cheapest(cap, over=over)
+    if int(best.feasible_options) == 0:
         reasons = sorted(set(np.asarray(cap.binding.values).ravel().tolist()))
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.gpus)} at tensor parallelism {list(cfg.tensor_parallel)} "
             f"meets {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model} "
             f"(bindings: {', '.join(reasons)}); relax the SLA, add GPUs or tensor parallelism"
         )
-    stacked = feasible.stack(option=("gpu", "tensor_parallel"))
-    best = stacked.isel(option=int(stacked.argmin("option")))
-    return {"gpu": str(best.gpu.item()), "tensor_parallel": int(best.tensor_parallel.item())}
+    return best
 
 
 def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
-    """Demand per simulation step; windows missing from the trace take their slot's median.
+    """Demand per simulation step, holes filled from the forecast (the elasticity step's rule)."""
+    from .. import elasticity
 
-    The simulator needs a number at every step, and a real production series has gaps (marked
-    missing by the readers, never zero). Filling a gap with the slot's P50 is the neutral choice: it
-    neither invents a burst nor a trough. The share filled is recorded in ``attrs["filled_share"]``.
-    """
-    from .. import elasticity, forecast
-
-    log = "request" in source.dims
-    native = cfg.step_s if log else float(source.attrs.get("interval_s", cfg.step_s))
-    qps = forecast.resample(source, f"{native:g}s").qps * cfg.demand_scale
-    observed = np.flatnonzero(np.isfinite(qps.values))
-    qps = qps.isel(time=slice(observed[0], observed[-1] + 1))  # a log's partial edges stay out
-    missing = np.isnan(qps.values)
-    if missing.any():
-        median = fc.target_qps.sel(traffic_quantile=0.5)
-        codes = forecast.slot_codes(qps.time.values[missing], fc.attrs.get("slots", cfg.slots))
-        values = qps.values.copy()
-        values[missing] = median.sel(slot=codes).values
-        qps = qps.copy(data=values)
-    qps.attrs["interval_s"] = native
-    demand = elasticity.resample_demand(qps, cfg.step_s)
-    demand.attrs.update(filled_share=float(missing.mean()))
-    return demand
+    return elasticity.prepare_demand(source, cfg.step_s, baseline=fc, scale=cfg.demand_scale)
 
 
 def _elasticity(
@@ -154,21 +134,19 @@ def _elasticity(
     else:
         estimate, estimated = None, float(cfg.cold_start_s)
     cold = math.ceil(estimated / cfg.step_s) * cfg.step_s  # the simulator counts whole steps
-    low = (
-        max(1, math.ceil(float(chosen_cap.target_qps.min()) / per_instance))
-        if "target_qps" in chosen_cap
-        else 1
+    grid = elasticity.policy_grid(
+        demand,
+        per_instance,
+        scale_up_threshold=list(cfg.scale_up_threshold),
+        cooldown_s=list(cfg.cooldown_s),
+        buffer_instances=list(cfg.buffer_instances),
     )
-    floors = sorted({1, low})
     sweep = elasticity.sweep(
         demand,
         per_instance_qps=per_instance,
         step_s=cfg.step_s,
         policy=list(cfg.policies),
-        scale_up_threshold=list(cfg.scale_up_threshold),
-        cooldown_s=list(cfg.cooldown_s),
-        buffer_instances=list(cfg.buffer_instances),
-        min_instances=floors,
+        **grid,
         cold_start_s=cold,
         tolerance_s=cfg.tolerance_s,
         gpus_per_instance=tensor_parallel,

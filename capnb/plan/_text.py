@@ -1,16 +1,17 @@
-"""The plan in words: the article's applicability checks and the recommendation."""
+"""The plan in words: the article's applicability checks and the recommendation.
+
+Everything here reads decisions the steps made and stored (the capacity step's cheapest option
+over the day and its fleet, the elasticity step's recommendation); nothing is decided again.
+"""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import xarray as xr
 
-HOURS_PER_MONTH = 730.0  # 8,760 / 12
+from .. import glossary
 
 
-def _checks(cfg, fc, cap, chosen, advice, sweep, demand, estimated) -> list[str]:
+def _checks(cfg, fc, chosen, advice, demand, estimated) -> list[str]:
     """The article's applicability checks, as sentences (empty when the full method pays)."""
     from .. import capacity, elasticity
 
@@ -47,51 +48,46 @@ def _checks(cfg, fc, cap, chosen, advice, sweep, demand, estimated) -> list[str]
     return checks
 
 
-def _options_by_cost(cap: xr.Dataset) -> list[tuple[str, int, float]]:
-    """Feasible (gpu, tensor_parallel, USD per day) options, cheapest first."""
-    if "gpu" not in cap.dims:
-        return []
-    daily = (
-        cap.usd_per_hour.sum("slot", skipna=False)
-        if "slot" in cap.usd_per_hour.dims
-        else cap.usd_per_hour
-    )
-    options = [
-        (str(g), int(t), float(daily.sel(gpu=g, tensor_parallel=t)))
-        for g in cap.gpu.values
-        for t in cap.tensor_parallel.values
-    ]
-    return sorted((o for o in options if np.isfinite(o[2])), key=lambda o: o[2])
-
-
-def _recommendation(plan, cfg, fc, cap, chosen, advice, checks, forecast) -> str:
-    per_instance = plan.attrs["per_instance_qps"]
+def _choice_words(plan) -> str:
+    """The chosen option in words, with the runner-up and its extra cost when there is one."""
     gpu, tp = plan.attrs["gpu"], plan.attrs["tensor_parallel"]
-    options = _options_by_cost(cap)
-    choice = f"{tp} x {gpu} per instance"
-    if len(options) > 1:
-        runner = options[1]
-        choice += (
-            f" (the cheapest of {len(options)} feasible GPU and tensor-parallel options; next: "
-            f"{runner[1]} x {runner[0]} at {runner[2] / options[0][2] - 1:+.0%})"
+    words = f"{tp} x {gpu} per instance"
+    if "choice_feasible_options" in plan and int(plan.choice_feasible_options) > 1:
+        best = float(plan.choice_cheapest_usd_per_hour)
+        runner = (
+            str(plan.choice_runner_up_gpu.item()),
+            int(plan.choice_runner_up_tensor_parallel),
         )
+        gap = float(plan.choice_cost_gap) / best
+        words += (
+            f" (the cheapest of {int(plan.choice_feasible_options)} feasible GPU and "
+            f"tensor-parallel options; next: {runner[1]} x {runner[0]} at {gap:+.0%})"
+        )
+    return words
+
+
+def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
+    from .. import forecast
+
+    per_instance = plan.attrs["per_instance_qps"]
     binding = str(chosen.binding.item())
     memory_limit = (
         f"; memory holds {int(chosen.max_concurrency)}" if "max_concurrency" in chosen else ""
     )
     lines = [
-        f"Serve {cfg.model} on {choice}: one instance serves {per_instance:.2f} requests/s at "
-        f"{cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe concurrency of "
-        f"{int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
+        f"Serve {cfg.model} on {_choice_words(plan)}: one instance serves {per_instance:.2f} "
+        f"requests/s at {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe "
+        f"concurrency of {int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
     ]
-    target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile)
-    fixed = np.ceil(target.values / per_instance - 1e-12).astype(int)
+    target = chosen.target_qps
+    fixed = np.asarray(chosen.fixed_instances.values, dtype=float)
     buffer_qps = float(fc.buffer_qps) if "buffer_qps" in fc else 0.0
-    buffer = math.ceil(buffer_qps / per_instance - 1e-12)
+    buffer = plan.attrs["buffer_instances"]
     lines.append(
-        f"Fixed part: {fixed.min()}-{fixed.max()} instances per {fc.attrs.get('slots', 'slot')} slot for "
-        f"the P{100 * cfg.traffic_quantile:g} plan ({float(target.min()):,.0f}-{float(target.max()):,.0f} "
-        f"requests/s); elastic buffer: {buffer} instances for {buffer_qps:,.0f} requests/s of bursts."
+        f"Fixed part: {fixed.min():.0f}-{fixed.max():.0f} instances per "
+        f"{fc.attrs.get('slots', 'slot')} slot for the P{100 * cfg.traffic_quantile:g} plan "
+        f"({float(target.min()):,.0f}-{float(target.max()):,.0f} requests/s); elastic buffer: "
+        f"{buffer} instances for {buffer_qps:,.0f} requests/s of bursts."
     )
     lines.append(f"Run: {advice.text}")
     filled = plan.attrs.get("demand_filled_share", 0.0)
@@ -100,19 +96,13 @@ def _recommendation(plan, cfg, fc, cap, chosen, advice, checks, forecast) -> str
             f"Note: {filled:.1%} of the trace was missing; the simulation filled those steps "
             "with their slot's median demand."
         )
-    fixed_monthly = (
-        float(chosen.usd_per_hour.mean()) * HOURS_PER_MONTH
-        if "usd_per_hour" in chosen
-        else math.nan
-    )
     lines.append(
-        f"Cost: {plan.attrs['monthly_usd']:,.0f} USD a month (730 h) with this policy and "
-        f"{plan.attrs['breach_minutes_per_month']:,.0f} SLA-breach minutes a month (simulated over "
-        f"{plan.attrs['simulated_hours']:.0f} h of the trace); a fixed fleet for the plan plus the burst "
-        f"buffer would cost {fixed_monthly:,.0f} USD a month."
+        f"Cost: {plan.attrs['monthly_usd']:,.0f} USD a month ({glossary.HOURS_PER_MONTH:.0f} h) "
+        f"with this policy and {plan.attrs['breach_minutes_per_month']:,.0f} SLA-breach minutes a "
+        f"month (simulated over {plan.attrs['simulated_hours']:.0f} h of the trace); a fixed fleet "
+        f"for the plan plus the burst buffer would cost {plan.attrs['fixed_monthly_usd']:,.0f} USD "
+        "a month."
     )
-    plan.attrs["fixed_monthly_usd"] = fixed_monthly
-    plan.attrs["buffer_instances"] = buffer
     lines.append(
         f"Burst test: under one burst of 4x for 1.5 h at the busiest hour (from "
         f"{plan.attrs['burst_test_start'][:16]}), this policy is in SLA breach for "

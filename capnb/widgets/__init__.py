@@ -1,22 +1,27 @@
-"""Worksheet controls: ipywidgets wired to the step functions and to :mod:`capnb.charts`.
+"""Worksheet controls: ipywidgets that re-run a worksheet's visible step calls.
 
-A worksheet object holds its controls, its current ``inputs`` and ``result``, and the charts it has
-displayed. Changing a control recomputes the result through the step module (no maths here) and
-updates every displayed chart in place (IPython display ids), so the charts stay ordinary cell outputs:
-they update live in JupyterLab and appear in an exported report. Tests drive a worksheet headless with
-:meth:`Worksheet.set` and read :attr:`Worksheet.result`.
+A worksheet's step calls are a function in the notebook (``compute``) that a researcher reads and
+edits; :class:`Worksheet` wires controls to it. Changing a control runs the function again with the
+controls' values, re-reads the answer and updates every displayed chart whose content changed in
+place (IPython display ids), so the charts stay ordinary cell outputs: they update live in JupyterLab
+and appear in an exported report. :func:`kept` remembers a stage's answers so that controls that do
+not change its arguments do not recompute it. Tests drive a worksheet headless with
+:meth:`Worksheet.set` and read its results (``ws["result"]``).
 """
 
-from ._base import Worksheet
+from ._base import Chart, Drawing, Worksheet, dropdown, kept, slider_style
 from ._capacity import CapacityWorksheet
 from ._elasticity import ElasticityWorksheet
 from ._forecast import ForecastWorksheet
-from ._memory import MemoryWorksheet
 
 __all__ = [
     "CapacityWorksheet",
+    "Chart",
+    "Drawing",
     "ElasticityWorksheet",
     "ForecastWorksheet",
-    "MemoryWorksheet",
     "Worksheet",
+    "dropdown",
+    "kept",
+    "slider_style",
 ]

@@ -1,15 +1,23 @@
-"""The worksheet base class: controls, inputs, result, and charts that update in place."""
+"""A worksheet: controls that re-run a visible step function, its answer, and charts that follow.
+
+The step calls live in the notebook, in a function a researcher reads and edits (``compute``); this
+module only wires controls to it: when a control changes, the function runs again with the
+controls' values, the answer is re-read and the charts whose content changed are redrawn in place.
+Nothing here computes or decides anything about capacity.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import ClassVar
+import functools
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from ..errors import InputError
+from ..errors import CapnbError, InputError
 
-__all__ = ["Drawing", "Worksheet", "dropdown", "slider_style"]
+__all__ = ["Chart", "Drawing", "Worksheet", "dropdown", "kept", "slider_style"]
 
 
 class Drawing:
@@ -46,27 +54,125 @@ def _same(a: tuple | None, b: tuple | None) -> bool:
     )
 
 
+def _token(value: object) -> object:
+    """What an argument of a :func:`kept` function is remembered by: arrays by identity."""
+    if hasattr(value, "shape") or hasattr(value, "dims"):
+        return ("id", id(value))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, tuple(_token(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _token(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
+
+
+def kept(func: Callable | None = None, *, size: int = 4):
+    """Remember a step function's last ``size`` answers, so that a control that does not change
+    its arguments does not run it again.
+
+    Arguments are remembered by value, arrays and Datasets by identity (a new object is a new
+    input); the objects are held while remembered, so an identity is never reused. Use it on the
+    stages of a worksheet's ``compute`` that only some controls change (a sweep that does not depend
+    on the SLA, say), in the notebook where the reader sees it.
+
+    Examples
+    --------
+    >>> calls = []
+    >>> @kept
+    ... def slow(x):
+    ...     calls.append(x)
+    ...     return 2 * x
+    >>> slow(3), slow(3), len(calls)
+    (6, 6, 1)
+    """
+
+    def decorate(function: Callable) -> Callable:
+        memory: OrderedDict = OrderedDict()
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            key = (_token(args), _token(kwargs))
+            if key in memory:
+                memory.move_to_end(key)
+                return memory[key][0]
+            value = function(*args, **kwargs)
+            memory[key] = (value, args, kwargs)  # the arguments stay alive with their answer
+            while len(memory) > size:
+                memory.popitem(last=False)
+            return value
+
+        wrapper.clear = memory.clear
+        return wrapper
+
+    return decorate(func) if func is not None else decorate
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A worksheet chart: ``draw(results, inputs)`` and the names of what it reads.
+
+    ``reads`` names entries of the results and of the inputs; the chart is redrawn only when one of
+    them changes (results by identity, inputs by value). None: redrawn on every change.
+    """
+
+    draw: Callable[[Mapping, Mapping], object]
+    reads: tuple[str, ...] | None = None
+
+
 class Worksheet:
-    """Base of the step worksheets: controls, ``inputs``, ``result``, charts that update in place."""
+    """Controls that re-run a visible step function; its answer; charts that update in place.
 
-    #: chart name -> function(worksheet) -> alt.Chart; filled by subclasses
-    chart_makers: ClassVar[Mapping[str, Callable]] = {}
-    #: chart name -> function(worksheet) -> what the chart shows (results, by identity, and
-    #: settings, by value): a displayed chart is redrawn only when this changes. Charts without an
-    #: entry are redrawn on every change.
-    chart_keys: ClassVar[Mapping[str, Callable]] = {}
+    Parameters
+    ----------
+    compute
+        ``compute(**inputs) -> dict``: the worksheet's step calls, defined in the notebook. Its
+        keyword arguments are the controls' names; it returns the named results the answer and the
+        charts read (``ws["result"]``).
+    controls
+        Name -> ipywidgets control; its value is passed to ``compute`` under that name.
+    charts
+        Name -> :class:`Chart` (or a plain ``draw(results, inputs)`` function).
+    answer
+        ``answer(results, inputs) -> str``: the answer in one plain sentence with its numbers.
 
-    def __init__(self, controls: dict[str, widgets.ValueWidget]):
-        self.controls = controls
+    Notes
+    -----
+    When ``compute`` raises a capnb error (an input the step refuses, an infeasible plan), the
+    answer shows the message and the charts keep their last drawing; the results stay those of the
+    last inputs that worked, and ``error`` holds the message.
+    """
+
+    def __init__(
+        self,
+        compute: Callable[..., Mapping[str, object]],
+        controls: Mapping[str, widgets.ValueWidget],
+        *,
+        charts: Mapping[str, Chart | Callable] | None = None,
+        answer: Callable[[Mapping, Mapping], str] | None = None,
+    ):
+        self.compute = compute
+        self.controls = dict(controls)
+        self.charts = {
+            name: c if isinstance(c, Chart) else Chart(c) for name, c in (charts or {}).items()
+        }
+        self._answer = answer
+        self.results: dict[str, object] = {}
+        self.error: str | None = None
         self._handles: dict[str, object] = {}
         self._drawn: dict[str, tuple | None] = {}
         self.last_redrawn: list[str] = []
         self._holding = False
         self.answer_widget = widgets.HTML()
-        for control in controls.values():
+        for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        self.panel = widgets.VBox([*controls.values(), self.answer_widget])
-        self.update()
+        self.panel = widgets.VBox([*self.controls.values(), self.answer_widget])
+        self.update(raise_errors=True)
+
+    def __getitem__(self, name: str) -> object:
+        return self.results[name]
 
     @property
     def inputs(self) -> dict[str, object]:
@@ -89,15 +195,56 @@ class Worksheet:
         self.update()
         return self
 
+    def follow(self, source: str, target: str, options: Callable[[object], Iterable]) -> None:
+        """Keep ``target``'s options those that ``options(source value)`` allows.
+
+        When the source changes, the target keeps its value if still allowed, else takes the first
+        allowed one; ``compute`` then runs once.
+        """
+
+        def changed(change) -> None:
+            control = self.controls[target]
+            allowed = list(options(change["new"]))
+            holding, self._holding = self._holding, True
+            try:
+                value = control.value if control.value in allowed else allowed[0]
+                control.options, control.value = allowed, value
+            finally:
+                self._holding = holding
+
+        # registered before the recompute: ipywidgets calls observers in order of registration,
+        # and the source's own recompute was registered first, so run it again after the update
+        self.controls[source].observe(changed, names="value")
+        self.controls[source].unobserve(self._on_change, names="value")
+        self.controls[source].observe(self._on_change, names="value")
+        changed({"new": self.controls[source].value})
+
     def _on_change(self, change) -> None:
         if not self._holding:
             self.update()
 
-    def update(self) -> None:
-        """Recompute the result from the controls and refresh the answer and displayed charts."""
-        self.compute()
+    def update(self, *, raise_errors: bool = False) -> None:
+        """Run ``compute`` on the controls' values; refresh the answer and the displayed charts."""
+        inputs = self.inputs
+        try:
+            results = dict(self.compute(**inputs))
+        except CapnbError as error:
+            if raise_errors:
+                raise
+            self.error = str(error)
+            self.answer_widget.value = f"<b>Not computed: {self.error}</b>"
+            self.last_redrawn = []
+            return
+        self.results, self.error = results, None
         self.answer_widget.value = f"<b>{self.answer}</b>"
         self.last_redrawn = self.redraw()
+
+    @property
+    def answer(self) -> str:
+        """The answer for the current inputs, in one plain sentence with its numbers."""
+        if self.error is not None:
+            return f"Not computed: {self.error}"
+        return self._answer(self.results, self.inputs) if self._answer else ""
 
     def redraw(self) -> list[str]:
         """Redraw the displayed charts whose content changed; returns their names."""
@@ -112,25 +259,20 @@ class Worksheet:
         return redrawn
 
     def _key(self, name: str) -> tuple | None:
-        maker = self.chart_keys.get(name)
-        return tuple(maker(self)) if maker is not None else None
+        reads = self.charts[name].reads
+        if reads is None:
+            return None
+        inputs = self.inputs
+        return tuple(self.results[r] if r in self.results else inputs[r] for r in reads)
 
-    def compute(self) -> None:  # pragma: no cover - subclasses define it
-        """Recompute ``self.result`` from ``self.inputs`` through the step module."""
-        raise NotImplementedError
-
-    @property
-    def answer(self) -> str:  # pragma: no cover - subclasses define it
-        """The answer for the current inputs, in one plain sentence with its numbers."""
-        raise NotImplementedError
+    def _known(self, name: str) -> None:
+        if name not in self.charts:
+            raise InputError(f"unknown chart {name!r}; this worksheet draws {sorted(self.charts)}")
 
     def chart(self, name: str):
-        """The named chart (an ``alt.Chart``) for the current result."""
-        if name not in self.chart_makers:
-            raise InputError(
-                f"unknown chart {name!r}; this worksheet draws {sorted(self.chart_makers)}"
-            )
-        return self.chart_makers[name](self)
+        """The named chart (an ``alt.Chart``) for the current results."""
+        self._known(name)
+        return self.charts[name].draw(self.results, self.inputs)
 
     def drawing(self, name: str) -> Drawing:
         """The named chart as it is displayed (see :class:`Drawing`)."""
@@ -144,10 +286,7 @@ class Worksheet:
 
     def attach(self, name: str, handle) -> None:
         """Keep the named chart drawn on ``handle`` (anything with ``update(drawing)``)."""
-        if name not in self.chart_makers:
-            raise InputError(
-                f"unknown chart {name!r}; this worksheet draws {sorted(self.chart_makers)}"
-            )
+        self._known(name)
         self._handles[name] = handle
         self._drawn[name] = self._key(name)
 

@@ -12,7 +12,7 @@ import xarray as xr
 
 from .. import capacity, charts, data, latency, memory
 from ..capacity._sweep import _priced, _searched
-from ._base import Worksheet, dropdown, slider_style
+from ._legacy import Worksheet, dropdown, slider_style
 
 __all__ = ["ANALYTIC", "CapacityWorksheet"]
 

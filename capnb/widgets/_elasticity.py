@@ -12,7 +12,7 @@ import xarray as xr
 from .. import charts, data, elasticity
 from ..elasticity import coldstart
 from ..errors import InputError
-from ._base import Worksheet, dropdown, slider_style
+from ._legacy import Worksheet, dropdown, slider_style
 
 __all__ = ["ElasticityWorksheet"]
 

@@ -14,7 +14,7 @@ from .. import charts, data, forecast
 from ..errors import InputError
 from ..forecast._bursts import _choose
 from ..forecast._target import _target_from
-from ._base import Worksheet, _same, dropdown, slider_style
+from ._legacy import Worksheet, _same, dropdown, slider_style
 
 __all__ = ["ForecastWorksheet"]
 

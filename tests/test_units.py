@@ -1,0 +1,30 @@
+"""The glossary's unit strings are machine-readable: pint parses each one, with capnb's units."""
+
+import pytest
+
+from capnb import glossary
+
+UNITS = sorted({t.units for t in (*glossary.DIMS.values(), *glossary.VARIABLES.values())})
+
+
+@pytest.mark.parametrize("units", [u for u in UNITS if u not in glossary.NOT_QUANTITIES])
+def test_every_glossary_unit_parses(units):
+    ureg = glossary.unit_registry()
+    quantity = ureg.Quantity(1.0, units)
+    assert quantity.magnitude == 1.0
+
+
+def test_only_the_time_coordinate_is_not_a_quantity():
+    assert {t.name for t in glossary.DIMS.values() if t.units in glossary.NOT_QUANTITIES} == {
+        "time"
+    }
+
+
+def test_capnb_units_keep_their_own_dimensions():
+    ureg = glossary.unit_registry()
+    assert ureg("GPU·h").dimensionality == (ureg("GPU") * ureg("hour")).dimensionality
+    assert ureg("USD/Mtoken").to("USD/token").magnitude == pytest.approx(1e-6)
+    for a, b in [("request", "token"), ("instance", "GPU"), ("request", "instance")]:
+        assert ureg(a).dimensionality != ureg(b).dimensionality
+    # the article's arithmetic, in units: instances x requests/s per instance
+    assert (ureg("4 instance") * ureg("2.5 requests/s/instance")).to("requests/s").magnitude == 10
