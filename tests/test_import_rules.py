@@ -167,13 +167,17 @@ def test_kernels_import_numpy_numba_and_the_standard_library_only():
 def test_the_readme_layout_matches_the_tree():
     readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
     layout = readme.split("## Layout", 1)[1].split("```", 2)[1]
-    listed = {line.split()[0].rstrip("/") for line in layout.splitlines() if line.strip()}
+    tokens = {t.rstrip(":,").rstrip("/") for t in layout.split()}
+    listed = {t for t in tokens if t.startswith("capnb/")}
     packages = {
         f"capnb/{p.parent.relative_to(ROOT).as_posix()}"
         for p in ROOT.rglob("__init__.py")
         if p.parent != ROOT
     }
     public = {f"capnb/{p.name}" for p in ROOT.glob("*.py") if not p.name.startswith("_")}
-    missing = (packages | public) - listed
-    stale = {entry for entry in listed if entry.startswith("capnb/")} - packages - public
-    assert missing == set() and stale == set(), (missing, stale)
+    assert listed == packages | public, (
+        sorted((packages | public) - listed),
+        sorted(listed - packages - public),
+    )
+    for folder in ("notebooks", "datasets", "tests"):
+        assert folder in tokens and (ROOT.parent / folder).is_dir()

@@ -397,22 +397,26 @@ def _gpu_price(gpu, usd_per_gpu_hour):
 
 
 def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_request, flops):
-    """Add gpus, cost, utilisation and compute utilisation to a result with ``instances``."""
-    result["gpus"] = (result.instances * tensor_parallel).assign_attrs(glossary.attrs("gpus"))
+    """Add gpus, cost, utilisation and compute utilisation to a result with ``instances``.
+
+    The variables are computed first and added in one step (each assignment to a Dataset aligns
+    every coordinate again, which cost more than the arithmetic).
+    """
+    new = {"gpus": (result.instances * tensor_parallel).assign_attrs(glossary.attrs("gpus"))}
     if price is not None:
-        result["usd_per_hour"] = (result.gpus * price).assign_attrs(glossary.attrs("usd_per_hour"))
+        new["usd_per_hour"] = (new["gpus"] * price).assign_attrs(glossary.attrs("usd_per_hour"))
         if output_tokens:
             tokens_per_hour = target * 3600.0 * output_tokens
-            per_million = (result.usd_per_hour / tokens_per_hour * 1e6).where(target > 0)
-            result["usd_per_million_tokens"] = per_million.assign_attrs(
+            per_million = (new["usd_per_hour"] / tokens_per_hour * 1e6).where(target > 0)
+            new["usd_per_million_tokens"] = per_million.assign_attrs(
                 glossary.attrs("usd_per_million_tokens")
             )
     capacity = result.instances * result.per_instance_qps
-    result["utilisation"] = (target / capacity).assign_attrs(glossary.attrs("utilisation"))
+    new["utilisation"] = (target / capacity).assign_attrs(glossary.attrs("utilisation"))
     if flops_per_request is not None and flops is not None:
-        used = target * flops_per_request / (result.gpus * flops)
-        result["compute_utilisation"] = used.assign_attrs(glossary.attrs("compute_utilisation"))
-    return result
+        used = target * flops_per_request / (new["gpus"] * flops)
+        new["compute_utilisation"] = used.assign_attrs(glossary.attrs("compute_utilisation"))
+    return result.assign(new)
 
 
 def _dense_flops(specs, gpus: list[str]) -> np.ndarray:
@@ -505,8 +509,7 @@ def plan(
     target = _target(target_qps)
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
     planned_fleet = fleet(result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps)
-    for name in planned_fleet.data_vars:
-        result[name] = planned_fleet[name]
+    result = result.assign(planned_fleet.data_vars)
     tp = tensor_parallel if tensor_parallel is not None else _names_of(curve, "tensor_parallel")
     if tp is None:
         planned = result.instances * result.per_instance_qps

@@ -10,6 +10,7 @@ __all__ = [
     "REGISTRY",
     "footprint_numpy",
     "footprint_python",
+    "largest_fitting_concurrency_closed_numpy",
     "largest_fitting_concurrency_numpy",
     "largest_fitting_concurrency_python",
     "smallest_fitting_tensor_parallel_python",
@@ -67,6 +68,38 @@ def largest_fitting_concurrency_numpy(
     return np.where(fits, concurrency, 0).max(axis=-1)
 
 
+def largest_fitting_concurrency_closed_numpy(
+    weights, kv_per_token, usable, seq_len, fraction, reserve, block
+):
+    """The same answer in closed form with numpy, without a concurrency grid: the best plain version.
+
+    Solves total(c) <= usable for c per cell, then steps each cell to the exact integer boundary
+    with the footprint's own arithmetic (as the kernel does), vectorised over cells.
+    """
+    weights, kv_per_token, usable, seq_len = np.broadcast_arrays(
+        np.asarray(weights, float), np.asarray(kv_per_token, float), np.asarray(usable, float),
+        np.asarray(seq_len, np.int64),
+    )  # fmt: skip
+
+    def fits(c):
+        blocks = (seq_len + block - 1) // block
+        kv = c * (blocks * block * kv_per_token)
+        return (weights + kv) * (1.0 + fraction) + reserve <= usable
+
+    per_sequence = ((seq_len + block - 1) // block) * block * kv_per_token
+    room = (usable - reserve) / (1.0 + fraction) - weights
+    ok = np.isfinite(room) & np.isfinite(per_sequence) & (room >= 0) & (per_sequence > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = np.where(ok, np.floor(np.where(ok, room, 0) / np.where(ok, per_sequence, 1)), 0)
+    c = c.astype(np.int64)
+    while True:  # rounding puts the closed form at most a step or two off the boundary
+        down = ok & (c > 0) & ~fits(c)
+        up = ok & fits(c + 1)
+        if not (down.any() or up.any()):
+            return c
+        c = c - down + up
+
+
 def smallest_fitting_tensor_parallel_python(
     weights, kv_per_token, reserve, candidates, usable, seq_len, fraction, block
 ):
@@ -86,6 +119,7 @@ REGISTRY = {
     "memory.largest_fitting_concurrency": {
         "python": largest_fitting_concurrency_python,
         "numpy": largest_fitting_concurrency_numpy,
+        "numpy (closed form)": largest_fitting_concurrency_closed_numpy,
     },
     "memory.smallest_fitting_tensor_parallel": {
         "python": smallest_fitting_tensor_parallel_python,
