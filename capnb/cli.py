@@ -1,13 +1,15 @@
-"""``capnb`` on the command line.
+"""``capnb`` on the command line (also ``python -m capnb``).
 
 - ``capnb report [--config plan.toml] [--out DIR]``: execute the worksheets (the bundled defaults, or
   the config's inputs) and write one self-contained HTML report plus one per worksheet.
-- ``capnb plan [--config plan.toml] [--out DIR]``: build the plan, print the recommendation, write
-  ``plan.nc`` and ``plan.json``.
-- ``capnb config plan.toml``: write the default plan config to edit.
+- ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
+  [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
+  used, write ``plan.nc`` and ``plan.json``.
+- ``capnb config plan.toml [--force]``: write the default plan config, every setting commented.
+- ``capnb --version``.
 
-A failure prints which step or worksheet failed and why, exits with status 1, and leaves every
-previously written file intact.
+Every error capnb raises is printed as its one message (it names the field, file or row) with exit
+status 1 and no traceback; files written before stay intact.
 """
 
 from __future__ import annotations
@@ -36,13 +38,36 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The plan settings given as flags (None: not given)."""
+    given = {
+        "model": args.model,
+        "gpus": args.gpus,
+        "tensor_parallel": args.tensor_parallel,
+        "sla_s": args.sla,
+        "sla_metric": args.sla_metric,
+        "sla_quantile": args.sla_quantile,
+        "trace": args.trace,
+        "trace_kind": args.trace_kind,
+        "latency": args.benchmark,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
 
+    overrides = _overrides(args)
+    for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
+        value = overrides.get(name)
+        if isinstance(value, str) and Path(value).exists():
+            overrides[name] = str(Path(value).resolve())
+    config = plan.read_config(args.config, **overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text
-        result = plan.build(args.config)
+        result = plan.build(config)
     print(plan.describe(result))
+    print(f"\nInputs: {plan.inputs_used(result)}")
     files = plan.export(result, args.out)
     print("\nWritten:")
     for path in files.values():
@@ -53,7 +78,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> int:
     from . import plan
 
-    path = plan.save_config(plan.PlanConfig(), args.path)
+    path = plan.save_config(plan.PlanConfig(), args.path, force=args.force)
     print(
         f"Default plan config written to {Path(path).resolve()}; edit it and run "
         f"`capnb plan --config {args.path}` or `capnb report --config {args.path}`."
@@ -61,11 +86,17 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``capnb`` command."""
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(","))
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="capnb", description="Capacity planning for LLM inference."
     )
+    parser.add_argument("--version", action="version", version=f"capnb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     report = commands.add_parser(
@@ -85,17 +116,46 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument(
         "--out", default="reports", help="where plan.nc and plan.json go (default: reports)"
     )
+    plan.add_argument("--model", help="model: catalog id, config.json path or model folder")
+    plan.add_argument(
+        "--gpus", type=lambda t: tuple(t.split(",")), help="candidate GPUs, comma-separated"
+    )
+    plan.add_argument(
+        "--tensor-parallel",
+        type=lambda t: tuple(int(v) for v in t.split(",")),
+        help="candidate tensor-parallel degrees, comma-separated",
+    )
+    plan.add_argument("--sla", type=float, help="latency SLA in seconds (0.5 = 500 ms)")
+    plan.add_argument("--sla-metric", choices=["ttft", "tpot", "itl", "e2e"])
+    plan.add_argument("--sla-quantile", type=float, help="quantile the SLA bounds (0.99 = P99)")
+    plan.add_argument("--trace", help="bundled trace name, or a request log or rate series file")
+    plan.add_argument("--trace-kind", choices=["auto", "requests", "rates"])
+    plan.add_argument(
+        "--benchmark",
+        help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "
+        "the plan uses them instead of the latency model",
+    )
     plan.set_defaults(run=_plan)
 
-    config = commands.add_parser("config", help="write the default plan config to a TOML file")
+    config = commands.add_parser("config", help="write the default plan config, commented")
     config.add_argument("path", help="file to write, e.g. plan.toml")
+    config.add_argument("--force", action="store_true", help="overwrite an existing file")
     config.set_defaults(run=_config)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``capnb`` command."""
+    from .errors import CapnbError
+
+    args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except Exception as error:  # a CLI prints what failed, not a traceback
+    except CapnbError as error:  # capnb's own errors name the field, file or row
         print(f"capnb {args.command}: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # a CLI prints what failed, not a traceback
+        print(f"capnb {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
 
 

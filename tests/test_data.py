@@ -46,16 +46,25 @@ def test_gpu_figures_against_their_datasheets():
 
 
 def test_gpu_aliases_resolve_case_insensitively():
-    assert data.resolve_gpu("h100") == "H100-SXM"
+    assert data.resolve_gpu("h100 sxm") == "H100-SXM"
     assert data.resolve_gpu("NVIDIA H200 SXM 141GB") == "H200"
-    assert list(data.load_gpus(["a100 80gb", "L4"]).gpu.values) == ["A100-80GB", "L4"]
+    assert list(data.load_gpus(["a100-sxm-80gb", "L4"]).gpu.values) == ["A100-80GB", "L4"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fits"),
+    [("H100", "H100-SXM, H100-PCIe"), ("a100", "A100-40GB, A100-80GB, A100-80GB-PCIe")],
+)
+def test_a_gpu_family_name_is_never_a_silent_pick(name, fits):
+    with pytest.raises(InputError, match=f"fits [0-9] catalog profiles \\({fits}\\)"):
+        data.resolve_gpu(name)
 
 
 def test_unknown_gpu_lists_closest_and_duplicates_are_refused():
     with pytest.raises(UnknownNameError, match="unknown GPU 'H1000'; closest: "):
         data.load_gpus(["H1000"])
     with pytest.raises(InputError, match="names the same GPU twice"):
-        data.load_gpus(["H100", "H100-SXM"])
+        data.load_gpus(["H100 SXM", "H100-SXM"])
     with pytest.raises(InputError, match="at least one"):
         data.load_gpus([])
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import _validate, glossary
 from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
@@ -510,6 +510,8 @@ def plan(
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
     planned_fleet = fleet(result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps)
     result = result.assign(planned_fleet.data_vars)
+    if tensor_parallel is not None:
+        tensor_parallel = _validate.positive_int(tensor_parallel, "tensor_parallel")
     tp = tensor_parallel if tensor_parallel is not None else _names_of(curve, "tensor_parallel")
     if tp is None:
         planned = result.instances * result.per_instance_qps

@@ -14,7 +14,13 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
   :func:`load_trtllm_throughput` (published throughput bounds).
 """
 
-from ._benchmarks import read_aiperf, read_latency_table, read_vllm_bench
+from ._benchmarks import (
+    benchmark_format,
+    read_aiperf,
+    read_benchmark,
+    read_latency_table,
+    read_vllm_bench,
+)
 from ._catalog import (
     dataset_path,
     gpu_column,
@@ -40,10 +46,13 @@ from ._traces import (
     list_traces,
     load_trace,
 )
+from ._traffic import TRAFFIC_KINDS, load_traffic, traffic_columns
 
 __all__ = [
     "TRACE_FORMATS",
+    "TRAFFIC_KINDS",
     "TraceWarning",
+    "benchmark_format",
     "dataset_path",
     "gpu_column",
     "list_gpus",
@@ -57,11 +66,14 @@ __all__ = [
     "load_rate_series",
     "load_step_times",
     "load_trace",
+    "load_traffic",
     "load_trtllm_throughput",
     "read_aiperf",
+    "read_benchmark",
     "read_latency_table",
     "read_vllm_bench",
     "resolve_gpu",
     "resolve_model",
+    "traffic_columns",
     "write_atomic",
 ]

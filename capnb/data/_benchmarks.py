@@ -132,6 +132,7 @@ def read_latency_table(
     if units is not None:
         _curve.to_seconds(1.0, units, f"{name}: units")
     latency, mean, ignored = {}, {}, []
+    from_column: dict[tuple, str] = {}  # (metric, statistic) -> the column that gave it
     for key, column in columns.items():
         if key in ("concurrency", "qps", "request_throughput", "prompt_tokens", "output_tokens"):
             continue
@@ -163,6 +164,12 @@ def read_latency_table(
             raise ConfigError(
                 f"{name}: column {column!r}: {stat!r} is not a percentile between p0 and p100"
             )
+        if (metric, q) in from_column:
+            raise ConfigError(
+                f"{name}: columns {from_column[(metric, q)]!r} and {column!r} both give {metric} "
+                f"{stat}; keep one"
+            )
+        from_column[(metric, q)] = str(column)
         if q is None:
             mean[metric] = values
         else:
@@ -775,4 +782,82 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
     curve = _curve_from_runs(runs, str(path), attrs)
     if not genai:
         _curve.add_note(curve, "AIPerf sweep columns read in milliseconds (AIPerf's display unit)")
+    return curve
+
+
+def benchmark_format(path: str | os.PathLike) -> str:
+    """Which reader a measured latency file (or folder) needs: ``vllm``, ``aiperf`` or ``table``.
+
+    A folder or a ``.json``/``.jsonl`` file of ``vllm bench serve`` results is ``vllm`` (a JSON-lines
+    table with a ``concurrency`` field is a ``table``); a CSV with a ``Metric`` column or AIPerf's
+    ``<tag>_<stat>_mean`` / GenAI-Perf's ``Config Name`` columns is ``aiperf``; a CSV or Parquet
+    table with a ``concurrency`` column and ``<metric>_<stat>[_<unit>]`` columns is a ``table``.
+
+    Raises
+    ------
+    ConfigError
+        The path does not exist, or its form is none of these (the message says what it holds).
+    """
+    path = Path(path)
+    if path.is_dir():
+        if any(p.suffix in (".json", ".jsonl") for p in path.iterdir()):
+            return "vllm"
+        raise ConfigError(f"{path}: a folder of measured latencies holds vllm bench JSON files")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such benchmark file or folder")
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        with path.open(encoding="utf-8") as handle:
+            first = handle.readline().strip()
+        try:
+            record = json.loads(first) if suffix == ".jsonl" else json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        keys = set(record) if isinstance(record, dict) else set()
+        if "concurrency" in keys and not keys & {"max_concurrency", "request_throughput"}:
+            return "table"
+        return "vllm"
+    if suffix in (".parquet", ".pq"):
+        return "table"
+    if suffix == ".csv":
+        header = [h.strip() for h in _first_line(path).split(",")]
+        lowered = {h.lower() for h in header}
+        if "metric" in lowered or "config name" in lowered:
+            return "aiperf"
+        if any(re.fullmatch(r"[a-z_]+_(avg|p\d+)_mean", h) for h in lowered):
+            return "aiperf"
+        if "concurrency" in lowered:
+            return "table"
+        if lowered & {"max_concurrency", "request_throughput", "mean_ttft_ms"}:
+            return "vllm"
+        raise ConfigError(
+            f"{path}: not a latency table (no 'concurrency' column), an AIPerf / GenAI-Perf export "
+            f"or flattened vllm bench results; columns: {header[:12]}"
+        )
+    raise ConfigError(
+        f"{path}: measured latencies are vllm bench JSON, AIPerf / GenAI-Perf CSV, or a CSV / "
+        "Parquet table"
+    )
+
+
+def _first_line(path: Path) -> str:
+    with path.open(encoding="utf-8-sig") as handle:
+        return handle.readline().strip()
+
+
+def read_benchmark(path: str | os.PathLike, **attrs: object) -> xr.Dataset:
+    """Read measured latency files of any supported form into a latency curve.
+
+    The form comes from :func:`benchmark_format`; ``attrs`` (``model``, ``gpu``,
+    ``tensor_parallel``, ``engine``...) are stored on the curve as by :func:`read_vllm_bench`,
+    :func:`read_aiperf` and :func:`read_latency_table`. The curve's ``format`` attr names the reader.
+    """
+    kind = benchmark_format(path)
+    if kind == "vllm":
+        curve = read_vllm_bench(path, **attrs)
+    elif kind == "aiperf":
+        curve = read_aiperf(path, **attrs)
+    else:
+        curve = read_latency_table(path, **attrs)
+    curve.attrs["format"] = kind
     return curve

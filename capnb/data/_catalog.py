@@ -101,18 +101,48 @@ def list_gpus() -> list[str]:
     return list(_gpu_table().index)
 
 
+def _squeezed(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
 def resolve_gpu(name: str) -> str:
     """Return the catalog id of a GPU given its id, display name or an alias (case-insensitive).
+
+    A family name that fits several profiles (``"H100"``: SXM or PCIe; ``"A100"``: 40 or 80 GB) is
+    an error naming them, never a silent pick.
 
     Raises
     ------
     UnknownNameError
         The name is not in the catalog; the message lists the closest ids.
+    InputError
+        The name fits more than one profile; the message lists them.
+
+    Examples
+    --------
+    >>> resolve_gpu("h100 sxm")
+    'H100-SXM'
     """
     gpu = _gpu_names().get(str(name).strip().lower())
-    if gpu is None:
-        raise UnknownNameError("GPU", name, list_gpus())
-    return gpu
+    if gpu is not None:
+        return gpu
+    wanted = _squeezed(str(name))
+    fitting = sorted(
+        {
+            gpu
+            for alias, gpu in _gpu_names().items()
+            if wanted and _squeezed(alias).startswith(wanted)
+        },
+        key=list_gpus().index,
+    )
+    if len(fitting) > 1:
+        raise InputError(
+            f"GPU {name!r} fits {len(fitting)} catalog profiles ({', '.join(fitting)}); give one "
+            "of these ids (memory, bandwidth and price differ between them)"
+        )
+    if len(fitting) == 1:
+        return fitting[0]
+    raise UnknownNameError("GPU", name, list_gpus())
 
 
 @functools.cache
@@ -204,8 +234,10 @@ def load_model(
     Parameters
     ----------
     model
-        A bundled model id (``"Llama-3.1-70B"``), a path to a Hugging Face ``config.json``, a mapping
-        holding such a config, or a ModelSpec (returned as is).
+        A bundled model id (``"Llama-3.1-70B"``), a path to a Hugging Face ``config.json`` or to a
+        model folder holding one, a mapping holding such a config, or a ModelSpec (returned as is).
+        A model read from a file is known by its name for the rest of the process, so a result
+        that names it (``model="my-llm"``) can be read by the next step.
     name
         Name to give the model (default: the catalog id, the file's parent folder, or ``"custom"``).
 
@@ -227,9 +259,15 @@ def load_model(
     path = Path(model)
     looks_like_path = path.suffix == ".json" or os.sep in str(model) or path.exists()
     if not looks_like_path:
-        model_id = resolve_model(str(model))
-        spec = _bundled_model(model_id)
-        return spec if name in (None, model_id) else dataclasses.replace(spec, name=name)
+        if str(model) in _LOADED and str(model).lower() not in {m.lower() for m in _model_files()}:
+            spec = _LOADED[str(model)]  # a model this process read from a file, by its name
+        else:
+            spec = _bundled_model(resolve_model(str(model)))
+        return spec if name in (None, spec.name) else dataclasses.replace(spec, name=name)
+    if path.is_dir():  # a Hugging Face model folder: its config.json
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path}: a model folder needs a config.json (none there)")
+        path = path / "config.json"
     if not path.is_file():
         raise ConfigError(f"{path}: no such model config file")
     try:
@@ -239,4 +277,10 @@ def load_model(
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem
-    return parse(config, name=name or default_name, source=str(path))
+    spec = parse(config, name=name or default_name, source=str(path))
+    _LOADED[spec.name] = spec  # later steps may name it: the plan's capacity step, a worksheet
+    return spec
+
+
+#: Models read from files in this process, by name, so that a step given the name finds them.
+_LOADED: dict[str, ModelSpec] = {}

@@ -174,7 +174,9 @@ def parse_strings(
             f"{where(row)}: column {column!r} holds {text[row]!r}, which is not an ISO 8601 time "
             f"({bad.size:,} such row{'s' if bad.size > 1 else ''})"
         )
-    ns = parsed.dt.tz_localize(None).to_numpy().astype("datetime64[ns]").view(np.int64)
+    naive = parsed.dt.tz_localize(None).to_numpy()
+    _check_dates(naive, column, where, text)
+    ns = naive.astype("datetime64[ns]").view(np.int64)
     if not aware:
         return ns, timezone or "unknown", False
     if timezone is not None:
@@ -224,6 +226,8 @@ def table_times(table, column, where, time_unit, timezone, relative, start):
         row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         raise ConfigError(f"{where(row)}: column {column!r} is empty (no time)")
     if pat.is_timestamp(kind):
+        own = values.cast(pa.timestamp(kind.unit)).to_numpy().astype(f"datetime64[{kind.unit}]")
+        _check_dates(own, column, where, own.astype(str).tolist())
         ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
         if kind.tz is None:
             return ns, Clock(timezone or "unknown", True, "")
@@ -251,6 +255,17 @@ def table_times(table, column, where, time_unit, timezone, relative, start):
             return utc_to_clock(ns, timezone, None), Clock(timezone, True, "")
         return ns, Clock("UTC", True, "")
     raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
+
+
+def _check_dates(values: np.ndarray, column: str, where, shown) -> None:
+    """Dates must fit datetime64[ns] (years 1678-2261): a cast would wrap year 1 round to 1754."""
+    outside = (values < np.datetime64("1678-01-01")) | (values > np.datetime64("2261-12-31"))
+    if outside.any():
+        row = int(np.flatnonzero(outside)[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {shown[row]!r}, outside the years 1678-2261 "
+            "that capnb can hold"
+        )
 
 
 _FIRST_NS = float(np.datetime64("1678-01-01", "ns").view(np.int64))

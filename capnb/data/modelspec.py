@@ -368,6 +368,11 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         raise ConfigError(
             f"{source}: a mixture-of-experts config needs field 'num_experts_per_tok'"
         )
+    if experts_per_token > experts:
+        raise ConfigError(
+            f"{source}: field 'num_experts_per_tok' = {experts_per_token} exceeds the {experts} "
+            "experts of the config (a token cannot use more experts than there are)"
+        )
     moe_intermediate = _optional_int(config, "moe_intermediate_size", source)
     shared = _optional_int(config, "n_shared_experts", source)
     if config.get("shared_expert_intermediate_size"):
@@ -402,7 +407,11 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         f"{source}: field 'torch_dtype'",
     )
     if "tie_word_embeddings" in config:
-        tied = bool(config["tie_word_embeddings"])
+        tied = config["tie_word_embeddings"]
+        if not isinstance(tied, bool):  # JSON has true/false; "false" would read as true
+            raise ConfigError(
+                f"{source}: field 'tie_word_embeddings' must be true or false, got {tied!r}"
+            )
     else:
         tied = model_type in _TIED_BY_DEFAULT
     return ModelSpec(

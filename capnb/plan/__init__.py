@@ -16,7 +16,7 @@ issued as :class:`PlanWarning`). :func:`export` writes it as NetCDF and a JSON s
 
 from __future__ import annotations
 
-from ._build import PlanWarning, build, describe, export, load, read_config
+from ._build import PlanWarning, build, describe, export, inputs_used, load, read_config
 from ._config import PlanConfig, load_config, save_config
 from ._steps import PlanError
 
@@ -27,6 +27,7 @@ __all__ = [
     "build",
     "describe",
     "export",
+    "inputs_used",
     "load",
     "load_config",
     "read_config",

@@ -116,7 +116,7 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile)
     buffer_qps = fc.buffer_qps if "buffer_qps" in fc else None
     with _Stage("capacity", cfg):
-        cap, _workload, seq_len = _capacity(cfg, target, buffer_qps)
+        cap, _workload, seq_len = _capacity(cfg, source, target, buffer_qps)
     with _Stage("memory", cfg):
         mem = memory.max_concurrency(
             model=cfg.model,
@@ -226,6 +226,10 @@ def _assemble(
         title="capnb capacity plan",
         config=json.dumps(cfg.as_dict()),
         config_source=cfg.source,
+        trace_used=f"{cfg.trace} ({series.attrs.get('traffic_kind', '')})",
+        model_used=f"{cfg.model} (from {_model_source(cfg.model)})",
+        latency_used=str(cap.attrs.get("latency_source", cfg.latency)),
+        workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         model=cfg.model,
         gpu=gpu,
         tensor_parallel=tp,
@@ -257,6 +261,35 @@ def _jsonable(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _model_source(model: str) -> str:
+    from .. import data
+
+    spec = data.load_model(model)
+    return "the bundled catalog" if model in data.list_models() else str(spec.source)
+
+
+def inputs_used(plan: xr.Dataset) -> str:
+    """Which inputs a plan was built on, in words: config, trace, model, latency, workload, GPUs.
+
+    Examples
+    --------
+    >>> print(inputs_used(build(trials=200, policies=["fixed"], gpus=["H100-SXM"])))  # doctest: +SKIP
+    config: defaults; trace: servegen-m-large (rates (bundled servegen-m-large)); ...
+    """
+    config = json.loads(plan.attrs["config"])
+    parts = [
+        f"config: {plan.attrs.get('config_source', 'defaults')}",
+        f"trace: {plan.attrs.get('trace_used', config['trace'])}",
+        f"model: {plan.attrs.get('model_used', config['model'])}",
+        f"latency: {plan.attrs.get('latency_used', config['latency'])}",
+        f"workload: {plan.attrs.get('workload_used', config['workload'])}",
+        f"GPUs compared: {', '.join(config['gpus'])} at tensor parallelism "
+        f"{', '.join(str(t) for t in config['tensor_parallel'])}",
+        f"SLA: {config['sla_metric']} P{100 * config['sla_quantile']:g} <= {config['sla_s']:g} s",
+    ]
+    return "; ".join(parts)
 
 
 def describe(plan: xr.Dataset) -> str:

@@ -1,19 +1,36 @@
-"""The plan's inputs: one flat, validated record, read from and written to TOML or YAML files."""
+"""The plan's inputs: one typed, validated record, read from and written to TOML or YAML files.
+
+The schema is a pydantic dataclass: every field has its type, range, unit and meaning in one place,
+and is checked where it enters, whether from a file, a mapping, keyword overrides or the command
+line. pydantic because its dataclasses keep the plain dataclass API (``fields``, frozen records,
+``PlanConfig(...)`` validates on construction) while each error carries the field, the rule it broke
+and the value, which is what a message naming the field needs. TOML is written by tomlkit, which
+keeps comments, so ``capnb config`` writes a file that documents every field.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import tomllib
-from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import ConfigDict, Field, field_validator
 
 from ..data import write_atomic
 from ..errors import ConfigError
+
+__all__ = ["SECTIONS", "PlanConfig", "from_mapping", "load_config", "save_config"]
 
 #: Which table of a config file each field lives in (files group them; the record is flat).
 SECTIONS = {
     "traffic": (
         "trace",
+        "trace_kind",
+        "start",
         "interval",
         "slots",
         "traffic_quantile",
@@ -37,22 +54,44 @@ SECTIONS = {
     ),
 }
 
+#: Fields that may name a file: relative paths in a config file are read from the file's folder.
+PATH_FIELDS = ("trace", "model", "latency", "workload")
 
-@dataclass(frozen=True)
+
+def _doc(meaning: str, unit: str = "") -> Any:
+    return Field(description=meaning, json_schema_extra={"unit": unit})
+
+
+Share = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Policy = Literal["article", "hpa", "knative", "fixed", "fixed_elastic"]
+Name = Annotated[str, Field(min_length=1)]
+
+
+@pydantic.dataclasses.dataclass(
+    frozen=True, config=ConfigDict(extra="forbid", strict=True, validate_default=False)
+)
 class PlanConfig:
-    """Everything a plan needs, with the bundled defaults.
+    """Everything a plan needs, with the bundled defaults; validated on construction.
 
     Traffic
         ``trace`` a bundled trace or rate series name (``capnb.data.list_traces()``,
-        ``list_rate_series()``) or a path; ``interval`` of the forecast series; ``slots``
-        (``hour_of_day`` / ``hour_of_week``); ``traffic_quantile`` the plan's quantile;
-        ``demand_scale`` multiplies the traffic (growth, or a smaller service); ``bursts``
-        ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"`` (detected in the trace) or ``"none"``;
-        ``exceed_probability`` for the burst buffer; Monte Carlo ``trials`` and ``seed``.
+        ``list_rate_series()``) or a path to a request log (CSV, Parquet, JSON lines) or a rate
+        series; ``trace_kind`` ``"auto"`` (read from its columns), ``"requests"`` or ``"rates"``;
+        ``start`` the date and time its clock starts, for times counted from an unknown start;
+        ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
+        ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
+        or a smaller service); ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"``
+        (detected in the trace) or ``"none"``; ``exceed_probability`` for the burst buffer; Monte
+        Carlo ``trials`` and ``seed``.
     Serving
-        ``model`` (id or config path); candidate ``gpus`` and ``tensor_parallel`` degrees;
-        ``latency`` ``"model"`` (the calibrated analytic model) or a bundled measured curve name;
-        ``workload`` the trace whose prompt/output lengths the model prices; memory ``accounting``.
+        ``model`` (catalog id, a ``config.json`` path or a Hugging Face model folder); candidate
+        ``gpus`` and ``tensor_parallel`` degrees; ``latency`` ``"model"`` (the calibrated analytic
+        model), a bundled measured curve name or a path to measured latency files (``vllm bench
+        serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``workload`` the trace whose prompt/output
+        lengths the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it
+        has token columns, else the Azure conversation trace); memory ``accounting``.
     SLA
         ``sla_metric`` (ttft, tpot, itl, e2e), ``sla_quantile``, ``sla_s`` seconds.
     Elasticity
@@ -62,85 +101,289 @@ class PlanConfig:
         time in SLA breach accepted.
     """
 
-    trace: str = "servegen-m-large"
-    interval: str = "10min"
-    slots: str = "hour_of_day"
-    traffic_quantile: float = 0.99
-    demand_scale: float = 1.0
-    bursts: str = "article"
-    exceed_probability: float = 0.05
-    trials: int = 2000
-    seed: int = 0
-    model: str = "Llama-3.1-8B"
-    gpus: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-SXM", "H200", "B200")
-    tensor_parallel: tuple[int, ...] = (1, 2, 4)
-    latency: str = "model"
-    workload: str = "azure-conv-2023"
-    accounting: str = "article"
-    sla_metric: str = "tpot"
-    sla_quantile: float = 0.99
-    sla_s: float = 0.05
-    policies: tuple[str, ...] = ("article", "hpa", "knative", "fixed", "fixed_elastic")
-    scale_up_threshold: tuple[float, ...] = (0.6, 0.7, 0.8)
-    cooldown_s: tuple[float, ...] = (300.0, 900.0, 1800.0)
-    buffer_instances: tuple[int, ...] = (0, 2)
-    step_s: float = 1.0
-    cold_start_s: float | str = "estimate"
-    tolerance_s: float = 60.0
-    breach_budget: float = 0.001
-    source: str = field(default="defaults", compare=False)
+    trace: Annotated[Name, _doc("bundled trace or rate series name, or a file path")] = (
+        "servegen-m-large"
+    )
+    trace_kind: Annotated[
+        Literal["auto", "requests", "rates"],
+        _doc(
+            "auto: read from the file's columns; requests: one row per request; rates: requests/s"
+        ),
+    ] = "auto"
+    start: Annotated[
+        str | None,
+        _doc("date and time the trace's clock starts, for times counted from an unknown start"),
+    ] = None
+    interval: Annotated[Name, _doc("window of the forecast series (e.g. 10min, 1h)")] = "10min"
+    slots: Annotated[
+        Literal["hour_of_day", "hour_of_week"], _doc("seasonal slots of the forecast")
+    ] = "hour_of_day"
+    traffic_quantile: Annotated[Share, _doc("quantile of the request rate the plan serves")] = 0.99
+    demand_scale: Annotated[Positive, _doc("multiplies every request rate of the trace")] = 1.0
+    bursts: Annotated[
+        Literal["article", "fit", "none"],
+        _doc("burst model: the article's (1-2 a month, 1-2 h, 3-5x), fitted to the trace, or none"),
+    ] = "article"
+    exceed_probability: Annotated[
+        Share, _doc("monthly probability that demand may exceed the buffered capacity")
+    ] = 0.05
+    trials: Annotated[int, Field(ge=1), _doc("Monte Carlo months")] = 2000
+    seed: Annotated[int, Field(ge=0), _doc("Monte Carlo seed")] = 0
+    model: Annotated[Name, _doc("model catalog id, config.json path or Hugging Face folder")] = (
+        "Llama-3.1-8B"
+    )
+    gpus: Annotated[tuple[Name, ...], Field(min_length=1), _doc("candidate GPU catalog ids")] = (
+        "L4",
+        "L40S",
+        "A100-80GB",
+        "H100-SXM",
+        "H200",
+        "B200",
+    )
+    tensor_parallel: Annotated[
+        tuple[Annotated[int, Field(ge=1, le=64)], ...],
+        Field(min_length=1),
+        _doc("candidate tensor-parallel degrees", "GPUs"),
+    ] = (1, 2, 4)
+    latency: Annotated[
+        Name, _doc("'model' (calibrated analytic model), a bundled curve name or latency files")
+    ] = "model"
+    workload: Annotated[
+        Name, _doc("prompt/output lengths: 'auto', 'trace', a bundled trace name or a path")
+    ] = "azure-conv-2023"
+    accounting: Annotated[
+        Literal["article", "vllm"], _doc("memory accounting: the article's headroom, or vLLM's")
+    ] = "article"
+    sla_metric: Annotated[Literal["ttft", "tpot", "itl", "e2e"], _doc("latency the SLA bounds")] = (
+        "tpot"
+    )
+    sla_quantile: Annotated[Share, _doc("quantile of the latency the SLA bounds")] = 0.99
+    sla_s: Annotated[Positive, _doc("latency SLA", "s")] = 0.05
+    policies: Annotated[
+        tuple[Policy, ...], Field(min_length=1), _doc("autoscaling policies to simulate")
+    ] = ("article", "hpa", "knative", "fixed", "fixed_elastic")
+    scale_up_threshold: Annotated[
+        tuple[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)], ...],
+        Field(min_length=1),
+        _doc("load ratios (or HPA/Knative target utilisations) above which to scale up"),
+    ] = (0.6, 0.7, 0.8)
+    cooldown_s: Annotated[
+        tuple[NonNegative, ...], Field(min_length=1), _doc("scale-down delays", "s")
+    ] = (300.0, 900.0, 1800.0)
+    buffer_instances: Annotated[
+        tuple[Annotated[int, Field(ge=0)], ...],
+        Field(min_length=1),
+        _doc("warm spare instances", "instances"),
+    ] = (0, 2)
+    step_s: Annotated[Positive, _doc("simulation step", "s")] = 1.0
+    cold_start_s: Annotated[
+        NonNegative | Literal["estimate"],
+        _doc("cold start: seconds, or 'estimate' from the model and GPU", "s"),
+    ] = "estimate"
+    tolerance_s: Annotated[
+        NonNegative, _doc("how long the service may run over capacity (the latency budget)", "s")
+    ] = 60.0
+    breach_budget: Annotated[
+        float, Field(ge=0, lt=1, allow_inf_nan=False), _doc("share of time in SLA breach accepted")
+    ] = 0.001
+    source: str = dataclasses.field(default="defaults", compare=False)
+
+    @field_validator(
+        "gpus",
+        "tensor_parallel",
+        "policies",
+        "scale_up_threshold",
+        "cooldown_s",
+        "buffer_instances",
+        mode="before",
+    )
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        """A list (as TOML, YAML and JSON write them) or one value stands for a tuple."""
+        if isinstance(value, list):
+            return tuple(value)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return (value,)
+        return value
 
     def replace(self, **changes: object) -> PlanConfig:
-        """A copy with some fields changed (unknown names are an error naming them)."""
+        """A copy with some fields changed, validated (an unknown name is an error naming it)."""
         return from_mapping({**self.as_dict(), **changes}, source=self.source)
 
     def as_dict(self) -> dict[str, object]:
         """The fields as plain Python values (lists for tuples), without ``source``."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "source"}
+        return {
+            f.name: _plain(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "source"
+        }
 
 
 def _plain(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-_TUPLES = {f.name for f in fields(PlanConfig) if str(f.type).startswith("tuple")}
-_KNOWN = {f.name for f in fields(PlanConfig)} - {"source"}
+_KNOWN = {f.name for f in dataclasses.fields(PlanConfig)} - {"source"}
 
 
-def from_mapping(values: dict, *, source: str = "config") -> PlanConfig:
-    """A :class:`PlanConfig` from a flat or sectioned mapping; unknown keys name themselves."""
+def _line_of(text: str, section: str | None, key: str, suffix: str) -> int | None:
+    """The line a key is set on in a TOML or YAML file's text (where the parser does not say)."""
+    if suffix == ".toml":
+        current, pattern = None, re.compile(rf"^\s*{re.escape(key)}\s*=")
+        for number, line in enumerate(text.splitlines(), 1):
+            table = re.match(r"^\s*\[([^\]]+)\]", line)
+            if table:
+                current = table.group(1).strip()
+            elif pattern.match(line) and current == section:
+                return number
+        return None
+    pattern = re.compile(rf"^(\s*){re.escape(key)}\s*:")
+    inside = section is None
+    for number, line in enumerate(text.splitlines(), 1):
+        if section is not None and re.match(rf"^{re.escape(section)}\s*:", line):
+            inside = True
+            continue
+        match = pattern.match(line)
+        if match and inside and (section is None) == (match.group(1) == ""):
+            return number
+    return None
+
+
+#: Fields whose type is a choice of kinds: one message instead of one per kind.
+_UNION_RULES = {"cold_start_s": "expected a finite number of seconds >= 0, or 'estimate'"}
+
+
+def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]) -> str:
+    """Every field the schema refused, each with its value, the rule, and its file and line."""
+    by_field: dict[str, list[dict]] = {}
+    for item in error.errors(include_url=False):
+        name = str(item["loc"][0]) if item["loc"] else "config"
+        by_field.setdefault(name, []).append(item)
+    lines = []
+    for name, items in by_field.items():
+        place = where.get(name, source)
+        if items[0]["type"] == "unexpected_keyword_argument":
+            lines.append(f"{place}: unknown setting {name!r}; known: {', '.join(sorted(_KNOWN))}")
+            continue
+        if name in _UNION_RULES:
+            lines.append(f"{place}: {name} = {items[0]['input']!r}: {_UNION_RULES[name]}")
+            continue
+        if any(len(i["loc"]) > 1 for i in items):  # an item's own error says more than the count
+            items = [i for i in items if len(i["loc"]) > 1]
+        for item in items:
+            index = "".join(f"[{p}]" for p in item["loc"][1:] if isinstance(p, int))
+            rule = item["msg"]
+            if item["type"] == "literal_error":
+                rule = f"expected one of {item['ctx']['expected']}"
+            lines.append(f"{place}: {name}{index} = {item['input']!r}: {rule}")
+    return "; ".join(lines)
+
+
+def from_mapping(
+    values: dict, *, source: str = "config", text: str | None = None, suffix: str = ""
+) -> PlanConfig:
+    """A :class:`PlanConfig` from a flat or sectioned mapping, validated field by field.
+
+    A setting given twice (at the top level and in its table, or in two tables) is an error, as
+    is an unknown one; each message names the field and, for a file, the line.
+    """
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: a plan config is a mapping of settings")
     flat: dict[str, object] = {}
+    where: dict[str, str] = {}
     for key, value in values.items():
         if key in SECTIONS and isinstance(value, dict):
-            for inner, item in value.items():
-                if inner not in SECTIONS[key]:
-                    raise ConfigError(
-                        f"{source}: [{key}] has no setting {inner!r}; "
-                        f"known: {', '.join(SECTIONS[key])}"
-                    )
-                flat[inner] = item
-        elif key in _KNOWN:
-            flat[key] = value
+            items, section = value.items(), key
         else:
-            raise ConfigError(
-                f"{source}: unknown setting {key!r}; known: {', '.join(sorted(_KNOWN))}"
-            )
-    for key in _TUPLES & set(flat):
-        item = flat[key]
-        flat[key] = tuple(item) if isinstance(item, list | tuple) else (item,)
+            items, section = [(key, value)], None
+        for inner, item in items:
+            line = _line_of(text, section, inner, suffix) if text is not None else None
+            place = f"{source}:{line}" if line else source
+            label = f"[{section}] {inner}" if section else inner
+            if section is not None and inner not in SECTIONS[section]:
+                raise ConfigError(
+                    f"{place}: [{section}] has no setting {inner!r}; "
+                    f"known: {', '.join(SECTIONS[section])}"
+                )
+            if section is None and inner not in _KNOWN:
+                raise ConfigError(
+                    f"{place}: unknown setting {inner!r}; known: {', '.join(sorted(_KNOWN))}"
+                )
+            if inner in flat:
+                raise ConfigError(
+                    f"{place}: {label} is given twice (also at {where[inner]}); keep one"
+                )
+            flat[inner], where[inner] = item, place
     try:
         return PlanConfig(**flat, source=source)
-    except TypeError as error:  # pragma: no cover - every key was checked above
-        raise ConfigError(f"{source}: {error}") from None
+    except pydantic.ValidationError as error:
+        raise ConfigError(_message(error, source, where)) from None
+
+
+class _UniqueKeyLoader:
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last)."""
+
+    @staticmethod
+    def load(text: str, path: Path):
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        def mapping(loader, node, deep=False):
+            seen: dict[object, int] = {}
+            for key_node, _ in node.value:
+                key = loader.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise ConfigError(
+                        f"{path}:{line}: {key!r} is given twice (also on line {seen[key]}); "
+                        "keep one"
+                    )
+                seen[key] = line
+            return loader.construct_mapping(node, deep=deep)
+
+        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+        return yaml.load(text, Loader=Loader)
+
+
+def _resolve_paths(values: dict, folder: Path) -> dict:
+    """Relative file paths of a config file, read from the file's folder."""
+    from .. import data
+
+    bundled = {
+        "trace": {*data.list_traces(), *data.list_rate_series()},
+        "model": set(data.list_models()),
+        "latency": {"model", *data.list_latency_curves()},
+        "workload": {"auto", "trace", *data.list_traces()},
+    }
+
+    def resolve(name: str, value: object) -> object:
+        if not isinstance(value, str) or value in bundled[name] or Path(value).is_absolute():
+            return value
+        if Path(value).suffix or os.sep in value or "/" in value or (folder / value).exists():
+            return str((folder / value).resolve())
+        return value
+
+    out = {}
+    for key, value in values.items():
+        if key in SECTIONS and isinstance(value, dict):
+            out[key] = {k: resolve(k, v) if k in PATH_FIELDS else v for k, v in value.items()}
+        else:
+            out[key] = resolve(key, value) if key in PATH_FIELDS else value
+    return out
 
 
 def load_config(path: str | os.PathLike) -> PlanConfig:
     """Read a plan config from a ``.toml`` or ``.yaml``/``.yml`` file.
 
+    Relative paths in it (trace, model, latency files, workload) are read from the file's folder.
+
     Raises
     ------
     ConfigError
-        The file is missing, not valid TOML/YAML, or has an unknown setting (named in the message).
+        The file is missing, not valid TOML/YAML, sets a key twice, or has an unknown or invalid
+        setting (named in the message, with its line).
     """
     path = Path(path)
     if not path.is_file():
@@ -155,36 +398,61 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
         import yaml
 
         try:
-            values = yaml.safe_load(text) or {}
+            values = _UniqueKeyLoader.load(text, path) or {}
         except yaml.YAMLError as error:
             raise ConfigError(f"{path}: not valid YAML ({error})") from None
     else:
         raise ConfigError(f"{path}: a plan config is a .toml, .yaml or .yml file")
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: a plan config is a mapping of settings")
-    return from_mapping(values, source=str(path))
+    values = _resolve_paths(values, path.resolve().parent)
+    return from_mapping(values, source=str(path), text=text, suffix=path.suffix)
 
 
-def _toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return repr(value)
+def _comment(name: str) -> str:
+    field = next(f for f in dataclasses.fields(PlanConfig) if f.name == name)
+    info = next(
+        (m for m in getattr(field.type, "__metadata__", ()) if getattr(m, "description", None)),
+        None,
+    )
+    if info is None:  # the annotation is a string under postponed evaluation: read the schema
+        schema = pydantic.TypeAdapter(PlanConfig).json_schema()["properties"][name]
+        meaning, unit = schema.get("description", ""), schema.get("unit", "")
+    else:
+        meaning, unit = info.description, (info.json_schema_extra or {}).get("unit", "")
+    default = _plain(field.default)
+    units = f" [{unit}]" if unit else ""
+    return f"{meaning}{units}; default: {default!r}"
 
 
-def save_config(config: PlanConfig, path: str | os.PathLike) -> Path:
-    """Write a plan config as TOML (atomically), one table per section; return the path."""
+def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = True) -> Path:
+    """Write a plan config as commented TOML (atomically), one table per section.
+
+    Each setting carries a comment: its meaning, unit and default. With ``force=False`` an existing
+    file is an error, not overwritten.
+    """
+    import tomlkit
+
     path = Path(path)
     if path.suffix != ".toml":
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
+    if not force and path.exists():
+        raise ConfigError(f"{path}: exists; pass --force to overwrite it")
     values = config.as_dict()
-    lines = ["# capnb plan config (see capnb.plan.PlanConfig for every setting)"]
+    document = tomlkit.document()
+    document.add(tomlkit.comment("capnb plan config: edit, then `capnb plan --config FILE`"))
+    document.add(tomlkit.comment("Relative paths are read from this file's folder."))
     for section, names in SECTIONS.items():
-        lines += ["", f"[{section}]"] + [f"{name} = {_toml_value(values[name])}" for name in names]
-    write_atomic(path, "\n".join(lines) + "\n")
+        table = tomlkit.table()
+        for name in names:
+            value = values[name]
+            table.add(tomlkit.comment(_comment(name)))
+            if value is None:  # TOML has no null: an unset optional setting stays a comment
+                table.add(tomlkit.comment(f"{name} = ..."))
+                continue
+            table.add(name, value)
+        document.add(section, table)
+    write_atomic(path, tomlkit.dumps(document))
     return path
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -17,25 +16,13 @@ class PlanError(CapnbError):
 
 
 def _traffic(cfg: PlanConfig):
+    """The trace as the plan reads it (a request log or a rate series), and its forecast series."""
     from .. import data, forecast
 
-    if cfg.trace in data.list_rate_series():
-        source = data.load_rate_series(cfg.trace)
-    elif cfg.trace in data.list_traces() or Path(cfg.trace).suffix in (
-        ".csv",
-        ".jsonl",
-        ".parquet",
-    ):
-        source = data.load_trace(cfg.trace)
-    else:
-        known = [*data.list_traces(), *data.list_rate_series()]
-        raise InputError(
-            f"trace={cfg.trace!r} is neither a bundled trace ({', '.join(known)}) nor a file"
-        )
-    if not cfg.demand_scale > 0:
-        raise InputError(f"demand_scale must be positive, got {cfg.demand_scale!r}")
+    source = data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start)
     series = forecast.resample(source, cfg.interval)
     series["qps"] = (series.qps * cfg.demand_scale).assign_attrs(series.qps.attrs)
+    series.attrs["traffic_kind"] = source.attrs.get("traffic_kind", "")
     return source, series
 
 
@@ -58,10 +45,26 @@ def _forecast(cfg: PlanConfig, series):
     )
 
 
-def _capacity(cfg: PlanConfig, target_qps, buffer_qps):
-    from .. import capacity, data, latency
+def _workload(cfg: PlanConfig, source):
+    """Prompt and output lengths the latency model prices, and where they came from."""
+    from .. import data, latency
 
-    workload = latency.workload(data.load_trace(cfg.workload))
+    own = "request" in source.dims and {"prompt_tokens", "output_tokens"} <= set(source)
+    if cfg.workload == "trace" and not own:
+        raise InputError(
+            f"workload = 'trace': the trace {cfg.trace!r} has no prompt and output token columns "
+            "(name a bundled trace or a file that has them)"
+        )
+    if cfg.workload in ("trace", "auto") and own:
+        return latency.workload(source), f"the plan's own trace ({cfg.trace})"
+    name = "azure-conv-2023" if cfg.workload == "auto" else cfg.workload
+    return latency.workload(data.load_trace(name)), name
+
+
+def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
+    from .. import capacity, data
+
+    workload, workload_from = _workload(cfg, source)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     if cfg.latency == "model":
         result = capacity.sweep(
@@ -78,8 +81,26 @@ def _capacity(cfg: PlanConfig, target_qps, buffer_qps):
             accounting=cfg.accounting,
         )
         result = result.squeeze(["model", "seq_len", "sla"], drop=False)
+        result.attrs["latency_source"] = "the calibrated analytic model"
     else:
-        curve = data.load_latency_curve(cfg.latency)
+        if cfg.latency in data.list_latency_curves():
+            curve = data.load_latency_curve(cfg.latency)
+            where = f"the bundled measured curve {cfg.latency}"
+        else:
+            if len(cfg.gpus) != 1 or len(cfg.tensor_parallel) != 1:
+                raise InputError(
+                    f"latency = {cfg.latency!r}: measured latencies hold for the one GPU and "
+                    "tensor-parallel degree they were measured on; set gpus = [that GPU] and "
+                    f"tensor_parallel = [its degree] (now {list(cfg.gpus)} and "
+                    f"{list(cfg.tensor_parallel)})"
+                )
+            curve = data.read_benchmark(
+                cfg.latency,
+                model=data.load_model(cfg.model).name,
+                gpu=data.resolve_gpu(cfg.gpus[0]),
+                tensor_parallel=int(cfg.tensor_parallel[0]),
+            )
+            where = f"measured latencies ({curve.attrs['format']} files) at {cfg.latency}"
         result = capacity.plan(
             curve,
             cfg.sla_s,
@@ -89,6 +110,8 @@ def _capacity(cfg: PlanConfig, target_qps, buffer_qps):
             quantile=cfg.sla_quantile,
             accounting=cfg.accounting,
         )
+        result.attrs["latency_source"] = where
+    result.attrs["workload_source"] = workload_from
     return result, workload, seq_len
 
 

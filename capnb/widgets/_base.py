@@ -70,8 +70,7 @@ def _token(value: object) -> object:
 
 
 def kept(func: Callable | None = None, *, size: int = 4):
-    """Remember a step function's last ``size`` answers, so that a control that does not change
-    its arguments does not run it again.
+    """Remember a step function's last ``size`` answers: unchanged arguments do not run it again.
 
     Arguments are remembered by value, arrays and Datasets by identity (a new object is a new
     input); the objects are held while remembered, so an identity is never reused. Use it on the
