@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from capnb import capacity, coldstart, data, elasticity, forecast, latency, memory
+from capnb import capacity, coldstart, data, elasticity, forecast, latency, memory, plan
 from capnb.data import TraceWarning
 from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
 
@@ -72,6 +72,10 @@ def rates(text, name="r.csv", **kw):
 
 def table(text, name="t.csv", **kw):
     return lambda write: data.read_latency_table(write(name, text), **kw)
+
+
+def plan_file(text, name="p.toml"):
+    return lambda write: plan.load_config(write(name, text))
 
 
 def vllm(text, name="v.json"):
@@ -455,6 +459,53 @@ ROWS = [
     Row("coldstart: a negative bandwidth",
         lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", download_bandwidth=-5),
         Raises(InputError, r"download_bandwidth must be in \(0\.0, inf\], got -5")),
+    # -- a user's own service (the plan's inputs, and the silent answers that became errors) ----
+    Row("config: a cold start in words", plan_file('[elasticity]\ncold_start_s = "fast"\n'),
+        Raises(ConfigError, r"p\.toml:2: cold_start_s = 'fast': expected a finite number of seconds")),
+    Row("config: a negative cold start", plan_file("[elasticity]\ncold_start_s = -30\n"),
+        Raises(ConfigError, r"p\.toml:2: cold_start_s = -30: expected a finite number of seconds >= 0")),
+    Row("config: NaN for a cold start", plan_file("[elasticity]\ncold_start_s = nan\n"),
+        Raises(ConfigError, r"cold_start_s = nan")),
+    Row("config: a demand scale in quotes", plan_file('[traffic]\ndemand_scale = "2"\n'),
+        Raises(ConfigError, r"p\.toml:2: demand_scale = '2': Input should be a valid number")),
+    Row("config: a quantile as a label", plan_file('[traffic]\ntraffic_quantile = "p99"\n'),
+        Raises(ConfigError, r"traffic_quantile = 'p99'")),
+    Row("config: a trace as a number", plan_file("trace = 5\n"),
+        Raises(ConfigError, r"p\.toml:1: trace = 5: Input should be a valid string")),
+    Row("config: a TOML key at the top and in its table",
+        plan_file('model = "Llama-3.1-8B"\n[serving]\nmodel = "Qwen3-8B"\n'),
+        Raises(ConfigError, r"p\.toml:3: \[serving\] model is given twice \(also on line 1\)")),
+    Row("config: a YAML key given twice", plan_file("sla:\n  sla_s: 0.1\n  sla_s: 0.2\n", "p.yaml"),
+        Raises(ConfigError, r"p\.yaml:3: 'sla_s' is given twice \(also on line 2\)")),
+    Row("config: an unknown policy", plan_file('[elasticity]\npolicies = ["hpa", "magic"]\n'),
+        Raises(ConfigError, r"policies\[1\] = 'magic': expected one of")),
+    Row("traffic: a rate column beside token columns",
+        lambda write: data.load_traffic(write("x.csv", "timestamp,qps,prompt_tokens\n"
+                                                        "2026-01-01 00:00,5,10\n")),
+        Raises(ConfigError, r"x\.csv: column 'qps' reads as a rate series and 'prompt_tokens' as a "
+                            r"request log; say which with trace_kind")),
+    Row("trace: a date in year 1", trace("timestamp\n0001-01-01 00:00:00\n0001-01-01 00:00:01\n"),
+        Raises(ConfigError, r"row 1 \(line 2\): column 'timestamp' holds '0001-01-01 00:00:00', "
+                            r"outside the years 1678-2261")),
+    Row("model: more experts per token than experts",
+        lambda _: data.load_model({**data.load_model("Mixtral-8x7B").config, "num_experts_per_tok": 9}),
+        Raises(ConfigError, r"'num_experts_per_tok' = 9 exceeds the 8 experts")),
+    Row("model: a boolean written as text",
+        lambda _: data.load_model({**data.load_model("Qwen3-8B").config, "tie_word_embeddings": "false"}),
+        Raises(ConfigError, r"'tie_word_embeddings' must be true or false, got 'false'")),
+    Row("gpu: a family name that fits two profiles", lambda _: data.resolve_gpu("H100"),
+        Raises(InputError, r"GPU 'H100' fits 2 catalog profiles \(H100-SXM, H100-PCIe\)")),
+    Row("capacity: zero GPUs per instance",
+        lambda _: capacity.plan(data.load_latency_curve("dstack-vllm-mi300x-short"), 2.0, 20.0,
+                                metric="ttft", tensor_parallel=0),
+        Raises(InputError, r"tensor_parallel must be a positive integer, got 0")),
+    Row("capacity: a fraction of a GPU per instance",
+        lambda _: capacity.plan(data.load_latency_curve("dstack-vllm-mi300x-short"), 2.0, 20.0,
+                                metric="ttft", tensor_parallel=2.5),
+        Raises(InputError, r"tensor_parallel must be a positive integer, got 2\.5")),
+    Row("table: one statistic in two units",
+        table("concurrency,e2e_p99_ms,e2e_p99_s\n1,100,0.2\n2,150,0.25\n"),
+        Raises(ConfigError, r"columns 'e2e_p99_ms' and 'e2e_p99_s' both give e2e p99; keep one")),
 ]  # fmt: skip
 
 
@@ -463,7 +514,7 @@ def test_the_table_covers_every_loader_and_step():
     assert len({row.what for row in ROWS}) == len(ROWS)
     covered = {row.what.split(":")[0] for row in ROWS}
     assert {"trace", "rates", "table", "vllm", "aiperf", "model", "gpu", "memory", "capacity",
-            "elasticity", "forecast", "coldstart"} <= covered  # fmt: skip
+            "elasticity", "forecast", "coldstart", "config", "traffic"} <= covered  # fmt: skip
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.what for row in ROWS])

@@ -150,7 +150,7 @@ class PlanConfig:
     ] = "model"
     workload: Annotated[
         Name, _doc("prompt/output lengths: 'auto', 'trace', a bundled trace name or a path")
-    ] = "azure-conv-2023"
+    ] = "auto"
     accounting: Annotated[
         Literal["article", "vllm"], _doc("memory accounting: the article's headroom, or vLLM's")
     ] = "article"
@@ -310,9 +310,9 @@ def from_mapping(
                     f"{place}: unknown setting {inner!r}; known: {', '.join(sorted(_KNOWN))}"
                 )
             if inner in flat:
-                raise ConfigError(
-                    f"{place}: {label} is given twice (also at {where[inner]}); keep one"
-                )
+                before = where[inner].removeprefix(f"{source}:")
+                also = f"on line {before}" if before.isdigit() else f"at {where[inner]}"
+                raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
             flat[inner], where[inner] = item, place
     try:
         return PlanConfig(**flat, source=source)

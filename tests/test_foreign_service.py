@@ -1,0 +1,202 @@
+"""A service no bundled default resembles, made here: its own model, clock, traffic and benchmarks.
+
+- a model config that is not in the catalog (a 5 B-parameter GQA model, by config.json and by folder);
+- a request log with its own clock (UTC+02:00 offsets) and token columns, three days long;
+- a rate series file (``timestamp,qps``) at 100-150 requests/s;
+- ``vllm bench serve`` result files of its own, one per concurrency.
+
+``capnb plan`` runs on every combination through the command line; the plan's instance counts are
+checked against a hand computation; ``capnb report --config`` runs on two of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from capnb import data, latency, plan
+from capnb.cli import main
+
+pytestmark = pytest.mark.slow
+
+DAYS = 3
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("service")
+    rng = np.random.default_rng(42)
+    # a model no catalog entry matches: 28 layers, hidden 3072, GQA 24 query / 4 KV heads
+    folder = root / "acme-5b"
+    folder.mkdir()
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 3072,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 4,
+        "vocab_size": 64000,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    # a request log on its own clock: UTC+02:00, a daily cycle, prompt and output token counts
+    seconds = DAYS * 86400
+    hours = np.arange(seconds) / 3600
+    rate = 2.0 + 1.5 * np.sin(2 * np.pi * (hours - 9) / 24)  # about 0.5-3.5 requests/s
+    arrivals = rng.poisson(rate)
+    times = np.repeat(np.arange(seconds), arrivals) + rng.uniform(0, 1, arrivals.sum())
+    start = pd.Timestamp("2026-06-01 00:00:00+02:00")
+    stamps = start + pd.to_timedelta(np.sort(times), unit="s")
+    log = pd.DataFrame(
+        {
+            "timestamp": stamps.strftime("%Y-%m-%dT%H:%M:%S.%f%z").str.replace(
+                r"(\d\d)(\d\d)$", r"\1:\2", regex=True
+            ),
+            "input_tokens": rng.integers(200, 3000, stamps.size),
+            "output_tokens": rng.integers(20, 600, stamps.size),
+        }
+    )
+    log.to_csv(root / "requests.csv", index=False)
+    # a rate series: one row a minute, 100-150 requests/s
+    minutes = pd.date_range("2026-06-01", periods=DAYS * 1440, freq="1min")
+    qps = 125 + 25 * np.sin(2 * np.pi * (np.arange(minutes.size) / 1440 - 0.4))
+    pd.DataFrame({"timestamp": minutes, "qps": qps + rng.normal(0, 2, minutes.size)}).to_csv(
+        root / "rates.csv", index=False
+    )
+    # vllm bench serve results of its own: one JSON file per concurrency (milliseconds)
+    bench = root / "bench"
+    bench.mkdir()
+    for c in (1, 2, 4, 8, 16, 32, 64, 128):
+        tpot = 9.0 * (1 + c / 48) ** 1.3
+        ttft = 45.0 * (1 + c / 20)
+        e2e = ttft + 300 * tpot
+        record = {
+            "backend": "vllm",
+            "model_id": "acme/acme-5b",
+            "num_prompts": 20 * c,
+            "request_rate": "inf",
+            "max_concurrency": c,
+            "completed": 20 * c,
+            "total_input_tokens": 1200 * 20 * c,
+            "total_output_tokens": 300 * 20 * c,
+            "request_throughput": c / (e2e / 1000),
+            "mean_ttft_ms": ttft,
+            "median_ttft_ms": ttft,
+            "p99_ttft_ms": 1.8 * ttft,
+            "mean_tpot_ms": tpot,
+            "median_tpot_ms": tpot,
+            "p99_tpot_ms": 1.25 * tpot,
+            "mean_itl_ms": tpot,
+            "median_itl_ms": tpot,
+            "p99_itl_ms": 2.5 * tpot,
+            "mean_e2el_ms": e2e,
+            "median_e2el_ms": e2e,
+            "p99_e2el_ms": 1.4 * e2e,
+        }
+        (bench / f"acme-5b-c{c}.json").write_text(json.dumps(record))
+    return {"root": root, "model": folder, "requests": root / "requests.csv",
+            "rates": root / "rates.csv", "bench": bench}  # fmt: skip
+
+
+def _config(service, model, trace, latency, **extra) -> Path:
+    """A user's config file, with paths relative to its own folder."""
+    lines = [
+        "[traffic]",
+        f'trace = "{trace}"',
+        "trials = 100",
+        "[serving]",
+        f'model = "{model}"',
+        'gpus = ["H100-SXM"]' if latency != "model" else 'gpus = ["H100-SXM", "L40S"]',
+        "tensor_parallel = [1]",
+        f'latency = "{latency}"',
+        "[sla]",
+        'sla_metric = "tpot"',
+        "sla_s = 0.05",
+        "[elasticity]",
+        'policies = ["hpa", "fixed"]',
+        "scale_up_threshold = [0.7]",
+        "cooldown_s = [900.0]",
+        "step_s = 5.0",
+        *extra.get("lines", []),
+    ]
+    path = service["root"] / f"plan-{model}-{trace}-{latency}.toml".replace("/", "_")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+MODELS = ["acme-5b", "acme-5b/config.json"]
+TRACES = ["requests.csv", "rates.csv"]
+LATENCY = ["model", "bench"]
+
+
+@pytest.mark.parametrize(
+    ("model", "trace", "latency"),
+    list(itertools.product(MODELS[:1], TRACES, LATENCY)) + [(MODELS[1], TRACES[0], LATENCY[0])],
+)
+def test_capnb_plan_runs_on_the_users_own_files(service, model, trace, latency, capsys, tmp_path):
+    path = _config(service, model, trace, latency)
+    assert main(["plan", "--config", str(path), "--out", str(tmp_path)]) == 0, (
+        capsys.readouterr().err
+    )
+    out = capsys.readouterr().out
+    used = out.split("Inputs: ", 1)[1].split("\n", 1)[0]
+    assert "acme-5b" in used and str(service["root"]) in used
+    assert ("request log" if trace == "requests.csv" else "rate series") in used
+    if latency == "bench":
+        assert "measured latencies (vllm files)" in used
+    else:
+        assert "calibrated analytic model" in used
+    if trace == "requests.csv":  # the log has its own token counts: the plan prices them
+        assert "the plan's own trace" in used
+    summary = json.loads((tmp_path / "plan.json").read_text())
+    assert summary["gpu"] in ("H100-SXM", "L40S") and summary["per_instance_qps"] > 0
+
+
+def test_the_instance_counts_follow_by_hand(service):
+    config = plan.load_config(_config(service, "acme-5b", "rates.csv", "bench"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        built = plan.build(config)
+    # the forecast by hand: 10-minute means, then the P99 of each hour of the day
+    table = pd.read_csv(service["rates"], parse_dates=["timestamp"])
+    windows = table.set_index("timestamp").qps.resample("10min").mean()
+    target = windows.groupby(windows.index.hour).quantile(0.99, interpolation="linear")
+    np.testing.assert_allclose(
+        built.forecast_target_qps.sel(traffic_quantile=0.99).values, target.values, rtol=1e-9
+    )
+    # instances by hand: ceil(target / per-instance) per slot, the buffer on top
+    per_instance = built.attrs["per_instance_qps"]
+    fixed = np.ceil(target.values / per_instance - 1e-9)
+    chosen = built.sel(gpu="H100-SXM", tensor_parallel=1)
+    np.testing.assert_array_equal(chosen.capacity_fixed_instances.values, fixed)
+    buffer = math.ceil(float(built.forecast_buffer_qps) / per_instance - 1e-9)
+    np.testing.assert_array_equal(chosen.capacity_instances.values, fixed + buffer)
+    # and the per-instance rate is Little's law on the benchmark itself at the safe concurrency
+    curve = latency.envelope(data.read_benchmark(service["bench"]))
+    safe = int(chosen.capacity_safe_concurrency)
+    at = latency.at(curve, [safe, safe + 1])  # measured points, interpolated between
+    assert float(at.latency.sel(metric="tpot", latency_quantile=0.99)[0]) <= 0.05
+    assert float(at.latency.sel(metric="tpot", latency_quantile=0.99)[1]) > 0.05
+    mean_e2e = float(at.mean_latency.sel(metric="e2e")[0])
+    assert per_instance <= safe / mean_e2e * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("trace", "latency"), [("requests.csv", "model"), ("rates.csv", "bench")])
+def test_capnb_report_runs_every_worksheet_on_the_users_files(service, trace, latency, tmp_path):
+    path = _config(service, "acme-5b", trace, latency)
+    out = tmp_path / "report"
+    assert main(["report", "--config", str(path), "--out", str(out), "--quiet"]) == 0
+    combined = (out / "capnb_report.html").read_text(encoding="utf-8")
+    assert "acme-5b" in combined
+    assert len(list(out.glob("*.html"))) >= 6
