@@ -142,7 +142,7 @@ LATENCY = ["model", "bench"]
 
 @pytest.mark.parametrize(
     ("model", "trace", "latency"),
-    list(itertools.product(MODELS[:1], TRACES, LATENCY)) + [(MODELS[1], TRACES[0], LATENCY[0])],
+    [*itertools.product(MODELS[:1], TRACES, LATENCY), (MODELS[1], TRACES[0], LATENCY[0])],
 )
 def test_capnb_plan_runs_on_the_users_own_files(service, model, trace, latency, capsys, tmp_path):
     path = _config(service, model, trace, latency)
