@@ -1,15 +1,22 @@
-"""Forecast charts (through to_dict) and the worksheet, driven headless."""
+"""Forecast charts (through to_dict) and the forecasting worksheet, run headless from its notebook."""
 
 import numpy as np
 import pytest
 
-from capnb import charts, data, forecast, widgets
+from capnb import charts, data, forecast, notebook
 from capnb.errors import InputError
 
 
 @pytest.fixture(scope="module")
 def worksheet():
-    return widgets.ForecastWorksheet("servegen-m-large", trials=300, seed=1)
+    return notebook.worksheet("01_forecasting", TRIALS=300, SEED=1)
+
+
+class _Handle:
+    """A displayed chart without a notebook: renders what it is given, as IPython would."""
+
+    def update(self, drawing) -> None:
+        drawing._repr_mimebundle_()
 
 
 def _layers(spec):
@@ -21,7 +28,7 @@ def _layers(spec):
 
 
 def test_worksheet_answers_with_the_step_numbers(worksheet):
-    result = worksheet.result
+    result = worksheet["target"]
     direct = forecast.target(
         data.load_rate_series("servegen-m-large"), trials=300, seed=1, plan_quantile=0.99
     )
@@ -31,34 +38,119 @@ def test_worksheet_answers_with_the_step_numbers(worksheet):
     assert "the article's default" in worksheet.answer
     assert worksheet.inputs["slots"] == "hour_of_day"
     assert worksheet.controls["slots"].options == ("hour_of_day",)  # weekday not known
+    assert worksheet["notes"] == [] and "Planned at" not in worksheet.answer
 
 
 def test_controls_recompute_and_describe_the_burst_model(worksheet):
-    before = float(worksheet.result.buffer_qps)
+    before = float(worksheet["target"].buffer_qps)
     worksheet.set(bursts_per_month=4.0, burst_multiplier=(5.0, 8.0))
     try:
-        assert float(worksheet.result.buffer_qps) > before
+        assert float(worksheet["target"].buffer_qps) > before
         assert "set by hand" in worksheet.answer
         assert "bursts_per_month = 4.0" in worksheet.record()
     finally:
         worksheet.set(bursts_per_month=1.5, burst_multiplier=(3.0, 5.0))
-    assert float(worksheet.result.buffer_qps) == before
+    assert float(worksheet["target"].buffer_qps) == before
+    assert "the article's default" in worksheet.answer
 
 
-def test_switching_to_a_short_log_states_why_there_is_no_monte_carlo(worksheet):
+def test_exceedance_probability_does_not_rerun_the_monte_carlo(worksheet):
+    names = ("series", "baseline", "bursts", "months")
+    kept = {name: worksheet[name] for name in names}
+    before = float(worksheet["target"].buffer_qps)
+    for name in worksheet.charts:
+        worksheet.attach(name, _Handle())
+    try:
+        worksheet.set(exceed_probability=0.01)
+        # the same objects: kept gave back its answers, the months were not simulated again
+        assert all(worksheet[name] is kept[name] for name in names)
+        assert worksheet.last_redrawn == ["exceedance"]
+        assert float(worksheet["target"].buffer_qps) > before  # a stricter probability
+        assert worksheet["target"].attrs["chosen_exceed_probability"] == 0.01
+        # the same answer as a new run of the whole step at that probability
+        direct = forecast.target(
+            data.load_rate_series("servegen-m-large"), trials=300, seed=1, exceed_probability=0.01
+        )
+        assert float(worksheet["target"].buffer_qps) == float(direct.buffer_qps)
+
+        # the plan's quantile re-runs the months (the fixed plan is on their capacity grid) but
+        # nothing before them, and redraws only the charts that show it
+        worksheet.set(quantile=0.95)
+        assert all(worksheet[name] is kept[name] for name in ("series", "baseline", "bursts"))
+        assert worksheet["months"] is not kept["months"]
+        assert sorted(worksheet.last_redrawn) == ["exceedance", "plans", "series"]
+        assert "P95" in worksheet.answer
+    finally:
+        worksheet.set(exceed_probability=0.05, quantile=0.99)
+        worksheet._handles.clear()
+    # back to the first inputs: every stage answers from memory
+    assert all(worksheet[name] is kept[name] for name in names)
+    assert float(worksheet["target"].buffer_qps) == before
+
+
+def test_a_new_interval_reruns_what_depends_on_it(worksheet):
+    series, months = worksheet["series"], worksheet["months"]
+    worksheet.set(interval="20min")
+    try:
+        assert float(worksheet["series"].attrs["interval_s"]) == 1200
+        assert worksheet["months"] is not months and "buffer_qps" in worksheet["target"]
+    finally:
+        worksheet.set(interval="10min")
+    assert worksheet["series"] is series and worksheet["months"] is months
+
+
+def test_a_short_log_changes_the_interval_says_so_and_keeps_the_monte_carlo(worksheet):
+    # the Mooncake log spans 17 min: 10-min intervals would be fewer than 4, and hour-of-day slots
+    # would leave 23 of 24 never seen (no month could be simulated)
+    with pytest.warns(data.TraceWarning, match="share their timestamp"):
+        worksheet.set(trace="mooncake-synthetic")
+    try:
+        assert worksheet.inputs["interval"] == "10min"  # the control keeps what was asked
+        assert worksheet["interval"] == "1min"
+        assert float(worksheet["series"].attrs["interval_s"]) == 60
+        answer = worksheet.answer
+        assert answer.startswith("Planned at 1min intervals, not 10min: mooncake-synthetic spans")
+        assert "Planned on one slot" in answer
+        assert "buffer_qps" in worksheet["target"] and "No Monte Carlo" not in answer
+        assert "elastic buffer of" in answer
+        assert "(00:00-01:00) to" not in answer and "at every time (a single slot)" in answer
+        curve = worksheet.chart("exceedance").to_dict()
+        assert any(p.get("name") == "exceed_p" for p in curve.get("params", []))
+        for name in worksheet.charts:
+            assert worksheet.chart(name).to_dict()
+    finally:
+        worksheet.set(trace="servegen-m-large")
+    assert worksheet["interval"] == "10min" and worksheet["notes"] == []
+    assert "Planned" not in worksheet.answer
+
+
+def test_a_rate_series_is_not_split_finer_than_it_was_counted(worksheet):
+    worksheet.set(interval="1min")
+    try:
+        assert worksheet["interval"] == "10min"
+        note = "Planned at 10min intervals, not 1min: servegen-m-large counts requests per 10 min"
+        assert worksheet.answer.startswith(note)
+    finally:
+        worksheet.set(interval="10min")
+
+
+def test_a_short_log_at_seconds_states_why_there_is_no_monte_carlo(worksheet):
     worksheet.set(trace="azure-conv-2023")
     try:
-        assert worksheet.inputs["interval"] in worksheet.controls["interval"].options
-        assert "buffer_qps" not in worksheet.result
-        assert "Too little history" in worksheet.answer and "No Monte Carlo" in worksheet.answer
-        assert "No Monte Carlo" in str(worksheet.chart("exceedance").to_dict())
         assert "hour_of_week" in worksheet.controls["slots"].options  # the log has real dates
+        assert "Too little history" in worksheet.answer
+        assert "buffer_qps" in worksheet["target"]  # 10-min intervals fit in its hour
+        worksheet.set(interval="1s")
+        assert worksheet["interval"] == "1s" and "buffer_qps" not in worksheet["target"]
+        assert "No Monte Carlo: the Monte Carlo runs per minute" in worksheet.answer
+        assert "No Monte Carlo" in str(worksheet.chart("exceedance").to_dict())
     finally:
         worksheet.set(trace="servegen-m-large", interval="10min")
+    assert worksheet.inputs["slots"] == "hour_of_day"
 
 
 def test_every_chart_draws_the_result(worksheet):
-    result = worksheet.result
+    result = worksheet["target"]
     plans = worksheet.chart("plans").to_dict()
     values = plans["datasets"][next(iter(plans["datasets"]))]
     assert len(values) == 25  # 24 slots and the end of the last step
@@ -100,8 +192,46 @@ def test_a_path_or_dataset_can_be_the_trace(tmp_path):
             f"2024-05-13 09:{m:02d}:{s:02d},10,5\n" for m in range(20) for s in range(0, 60, 7)
         )
     )
-    sheet = widgets.ForecastWorksheet(str(path), trials=50)
-    assert sheet.inputs["trace"] == str(path) and sheet.inputs["interval"] == "1min"
+    sheet = notebook.worksheet("01_forecasting", TRACE=str(path), TRIALS=50)
+    assert sheet.inputs["trace"] == "log.csv" and sheet["interval"] == "1min"
+    assert "Planned at 1min intervals, not 10min: log.csv spans" in sheet.answer
+    assert "buffer_qps" in sheet["target"]
     series = data.load_rate_series("servegen-m-small")
-    sheet = widgets.ForecastWorksheet(series, interval="1h", trials=50)
-    assert float(sheet.series.attrs["interval_s"]) == 3600
+    sheet = notebook.worksheet("01_forecasting", TRACE=series, INTERVAL="1h", TRIALS=50)
+    assert float(sheet["series"].attrs["interval_s"]) == 3600
+    assert sheet.inputs["trace"] == series.attrs["title"]
+
+
+def test_parameters_outside_the_dropdowns_are_offered():
+    # capnb report --config may inject a quantile or a probability the dropdowns do not list
+    sheet = notebook.worksheet("01_forecasting", QUANTILE=0.9, EXCEED_PROBABILITY=0.03, TRIALS=50)
+    assert sheet["target"].attrs["plan_quantile"] == 0.9
+    assert sheet["target"].attrs["chosen_exceed_probability"] == 0.03
+    assert "Plan on the P90" in sheet.answer
+
+
+def test_target_from_assembles_what_target_returns():
+    series = data.load_rate_series("servegen-m-large")
+    baseline = forecast.fit_baseline(series)
+    found = forecast.detect_bursts(series, baseline)
+    months = forecast.simulate(series, baseline, trials=200, seed=3, exclude=found)
+    direct = forecast.target(series, trials=200, seed=3, exceed_probability=0.02)
+    parts = forecast.target_from(baseline, months, detected=found, exceed_probability=0.02)
+    assert parts.identical(direct)
+    assert forecast.target_from(baseline, months).attrs["bursts_detected"] == 0
+    with pytest.raises(InputError, match="did not run on this baseline"):
+        forecast.target_from(baseline.assign(target_qps=baseline.target_qps * 2), months)
+    with pytest.raises(InputError, match="simulate"):
+        forecast.target_from(baseline, baseline)
+
+
+def test_describe_a_single_slot_plan_in_one_rate():
+    with pytest.warns(data.TraceWarning, match="share their timestamp"):
+        log = data.load_trace("mooncake-synthetic")  # 17 minutes of one hour
+    series = forecast.resample(log, "1min")
+    one = forecast.describe(forecast.fit_baseline(series, slots=("1D", "1D")))
+    assert one.startswith("Plan on the P99: ") and "at every time (a single slot)" in one
+    hourly = forecast.describe(forecast.fit_baseline(series))
+    assert hourly.startswith("Plan on the P99 per hour of day: ")
+    assert "in 00:00-01:00, the only one of 24 slots with data" in hourly
+    assert "from " not in hourly.split(" A plan at")[0]

@@ -13,9 +13,10 @@ The pipeline, one function each::
                                                           +-> simulate -> exceedance curve, buffer_qps
                                                           +-> backtest, project
 
-:func:`target` chains them into the one Dataset the capacity step takes. Slot codes: ``hour_of_day``
-0-23, ``hour_of_week`` 0-167 with Monday 00:00 = 0, or a custom ``(slot length, period)``, all on the
-trace's own clock.
+:func:`target` chains them into the one Dataset the capacity step takes; :func:`target_from`
+assembles that Dataset from a baseline and a simulation run separately (as a worksheet does, to keep
+the parts between changes). Slot codes: ``hour_of_day`` 0-23, ``hour_of_week`` 0-167 with Monday
+00:00 = 0, or a custom ``(slot length, period)``, all on the trace's own clock.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ._bursts import (
     simulate,
 )
 from ._outlook import backtest, fit_trend, plan_name, project, project_factor
-from ._target import describe, slot_label, target
+from ._target import describe, slot_label, target, target_from
 
 __all__ = [
     "DEFAULT_QUANTILES",
@@ -57,4 +58,5 @@ __all__ = [
     "slot_label",
     "slots",
     "target",
+    "target_from",
 ]

@@ -444,7 +444,8 @@ def simulate(
 def _choose(simulation: xr.Dataset, probability: float) -> xr.Dataset:
     """``required_qps`` and ``buffer_qps`` of a simulation for another exceedance probability.
 
-    The months do not depend on the probability: the worksheet re-chooses without re-simulating.
+    The months do not depend on the probability: :func:`capnb.forecast.target_from` re-chooses
+    without re-simulating.
     """
     probability = _validate.fraction(probability, "exceed_probability", low_open=True)
     fixed_plan = float(simulation.attrs["fixed_plan_qps"])

@@ -8,8 +8,10 @@ import xarray as xr
 from ..data._series import NS, Slots, checked_series, duration_text
 from ..errors import InputError
 from ._baseline import DEFAULT_QUANTILES, fit_baseline
-from ._bursts import MONTH_DAYS, BurstModel, detect_bursts, fit_burst_model, simulate
+from ._bursts import MONTH_DAYS, BurstModel, _choose, detect_bursts, fit_burst_model, simulate
 from ._outlook import plan_name, project_factor
+
+__all__ = ["describe", "slot_label", "target", "target_from"]
 
 
 # -- the step's answer -----------------------------------------------------------------------
@@ -32,8 +34,10 @@ def target(
 ) -> xr.Dataset:
     """The forecast step's answer: per-slot targets, and the burst buffer from a Monte Carlo.
 
-    Chains :func:`fit_baseline`, :func:`simulate` and (with ``growth``/``trend_per_day``) the
-    projection, on one series. This is what the capacity step takes as its target.
+    Chains :func:`fit_baseline`, :func:`detect_bursts`, :func:`simulate` and :func:`target_from`
+    (and, with ``growth``/``trend_per_day``, the projection) on one series. This is what the
+    capacity step takes as its target. To keep the parts between changes (a worksheet does), run
+    those steps yourself and assemble them with :func:`target_from`: the answer is the same.
 
     Parameters
     ----------
@@ -94,20 +98,82 @@ def target(
         exclude=found,
         chunks=chunks,
     )
-    result = _target_from(baseline, run, found)
+    result = target_from(baseline, run, detected=found)
     if scale != 1.0:
         result.attrs["projection"] = f"history scaled by x{scale:.4g}"
     return result
 
 
-def _target_from(baseline: xr.Dataset, run: xr.Dataset, found: xr.Dataset) -> xr.Dataset:
-    """:func:`target`'s answer from its parts (the worksheet keeps the parts between changes)."""
+def target_from(
+    baseline: xr.Dataset,
+    simulation: xr.Dataset,
+    *,
+    detected: xr.Dataset | None = None,
+    exceed_probability: float | None = None,
+) -> xr.Dataset:
+    """The forecast step's answer assembled from its parts: a baseline and its Monte Carlo.
+
+    :func:`target` is :func:`fit_baseline`, :func:`detect_bursts` and :func:`simulate` followed by
+    this function. Call it yourself to keep the parts between changes: the simulated months do not
+    depend on the exceedance probability, so a new probability needs only this function (it
+    re-chooses ``required_qps`` and ``buffer_qps`` from the same months), not a new simulation.
+
+    Parameters
+    ----------
+    baseline
+        The slot baselines (:func:`fit_baseline`) the simulation ran on.
+    simulation
+        A :func:`simulate` result on ``baseline``.
+    detected
+        The bursts (:func:`detect_bursts`) the simulation left out of the baseline, counted in the
+        ``bursts_detected`` attr (0 if not given).
+    exceed_probability
+        The monthly probability of exceeding capacity that ``required_qps`` and ``buffer_qps`` are
+        chosen for (default: the simulation's own ``chosen_exceed_probability``).
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`target`: the baseline's variables, the simulation's (its ``mean_qps`` over trials
+        left out: the baseline's ``mean_qps`` is per slot), and both their attrs.
+
+    Examples
+    --------
+    >>> from capnb.data import load_rate_series
+    >>> series = load_rate_series("servegen-m-large")
+    >>> baseline = fit_baseline(series)
+    >>> found = detect_bursts(series, baseline)
+    >>> months = simulate(series, baseline, trials=200, exclude=found)
+    >>> strict = target_from(baseline, months, detected=found, exceed_probability=0.01)
+    >>> float(strict.buffer_qps) >= float(target_from(baseline, months).buffer_qps)
+    True
+    """
+    if "monthly_peak_qps" not in simulation or "fixed_plan_qps" not in simulation.attrs:
+        raise InputError("target_from: simulation must be the output of capnb.forecast.simulate")
+    if "target_qps" not in baseline or "slot" not in baseline.dims:
+        raise InputError("target_from: baseline must be the output of capnb.forecast.fit_baseline")
+    plan_quantile = float(simulation.attrs["plan_quantile"])
+    if plan_quantile not in baseline.traffic_quantile.values or not np.isclose(
+        float(baseline.target_qps.sel(traffic_quantile=plan_quantile).max("slot")),
+        float(simulation.attrs["fixed_plan_qps"]),
+        rtol=1e-12,
+    ):
+        raise InputError(
+            "target_from: the simulation did not run on this baseline (its fixed plan is not the "
+            "baseline's busiest slot at its plan quantile)"
+        )
+    if exceed_probability is not None:
+        simulation = _choose(simulation, exceed_probability)
     result = baseline.copy()
-    for name in run.data_vars:
+    for name in simulation.data_vars:
         if name != "mean_qps":  # the months' mean demand; the baseline's mean_qps is per slot
-            result[name] = run[name]
-    result.attrs = {**baseline.attrs, **run.attrs, "title": "traffic forecast: targets and buffer"}
-    result.attrs["bursts_detected"] = int(found.sizes["burst"])
+            result[name] = simulation[name]
+    result.attrs = {
+        **baseline.attrs,
+        **simulation.attrs,
+        "title": "traffic forecast: targets and buffer",
+        "bursts_detected": 0 if detected is None else int(detected.sizes["burst"]),
+    }
     return result
 
 
@@ -161,14 +227,28 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
         if result.attrs["mean_plan"] == "overall"
         else "a plan at each slot's mean"
     )
+    per = kind.replace("_", " ") if kind != "custom" else "slot"
+    planned = int(plan.notnull().sum())
+    if planned > 1:
+        first = (
+            f"Plan on the {name} per {per}: from {_rate(float(plan[quietest]))} "
+            f"({slot_label(quietest, kind, slot_s)}) to {_rate(float(plan[busiest]))} "
+            f"({slot_label(busiest, kind, slot_s)}); the busiest slot's mean is "
+            f"{float(result.peak_to_trough):.2f}x the quietest's."
+        )
+    elif plan.sizes["slot"] == 1:  # no cycle to describe: one rate at every time
+        first = f"Plan on the {name}: {_rate(float(plan[busiest]))} at every time (a single slot)."
+    else:
+        first = (
+            f"Plan on the {name} per {per}: {_rate(float(plan[busiest]))} in "
+            f"{slot_label(busiest, kind, slot_s)}, the only one of {plan.sizes['slot']} slots with "
+            "data."
+        )
     text = [
-        f"Plan on the {name} per {kind.replace('_', ' ') if kind != 'custom' else 'slot'}: from "
-        f"{_rate(float(plan[quietest]))} ({slot_label(quietest, kind, slot_s)}) to "
-        f"{_rate(float(plan[busiest]))} ({slot_label(busiest, kind, slot_s)}); the busiest slot's "
-        f"mean is {float(result.peak_to_trough):.2f}x the quietest's.",
-        f"{mean_words[0].upper()}{mean_words[1:]} falls {shortfall:.0%} short of the {name} in the "
-        f"busiest slot and leaves {float(result.overall_underprovisioned_share):.0%} of intervals "
-        "under-provisioned.",
+        first,
+        f"{mean_words[0].upper()}{mean_words[1:]} falls {shortfall:.0%} short of the {name}"
+        f"{' in the busiest slot' if planned > 1 else ''} and leaves "
+        f"{float(result.overall_underprovisioned_share):.0%} of intervals under-provisioned.",
     ]
     if "buffer_qps" in result:
         peaks = result.monthly_peak_qps.values
