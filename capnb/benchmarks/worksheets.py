@@ -1,9 +1,10 @@
 """Worksheet responsiveness: one control change, from the new value to every changed chart redrawn.
 
-Each worksheet is built with its defaults and every chart is "displayed" on a headless handle that
-does what IPython does with a displayed object (asks for its MIME bundle through the active
-renderer, here capnb's offline one). A change then runs the worksheet's own path: recompute
-through the step module, refresh the answer, redraw the charts whose content changed. Each control
+Each worksheet is the notebook's own (``capnb.notebook.worksheet``: its cells run headless up to
+its ``ws``), built with its defaults, and every chart is "displayed" on a headless handle that does
+what IPython does with a displayed object (asks for its MIME bundle through the active renderer,
+here capnb's offline one). A change then runs the worksheet's own path: the notebook's visible step
+function again, the answer, the charts whose content changed. Each control
 flips between two values so that every timed call is a real change; each direction keeps its best
 of several flips, and the row reports the slower direction. Goal (issue 7): under 150 ms for every
 control of every worksheet.
@@ -28,26 +29,36 @@ class _Handle:
 
 
 def _displayed(worksheet) -> None:
-    for name in worksheet.chart_makers:
+    for name in worksheet.charts:
         worksheet.attach(name, _Handle())
 
 
 def _values(worksheet, control: str, values: tuple | None) -> tuple:
-    # selection controls whose options depend on the data: another option and the current one
+    # no values given: another option of a selection (or a step of a slider) and the current one
     if values is None:
         widget = worksheet.controls[control]
-        options = [o[1] if isinstance(o, tuple) else o for o in widget.options]
-        other = next(o for o in options if o != widget.value)
+        if hasattr(widget, "options"):
+            options = [o[1] if isinstance(o, tuple) else o for o in widget.options]
+            other = next(o for o in options if o != widget.value)
+        else:
+            step = getattr(widget, "step", 1) or 1
+            other = (
+                widget.value + step if widget.value + step <= widget.max else widget.value - step
+            )
         values = (other, widget.value)
     return values
 
 
-def _forget_months() -> None:
-    # capnb keeps the last few Monte Carlo months without bursts; a new interval or trace makes
-    # new ones, so forget the kept ones to time a first visit, not a return to a value
+def _forget_months(worksheet) -> None:
+    # capnb keeps the last few Monte Carlo months without bursts, and the notebook's kept stages
+    # their last answers; a new interval or trace makes new ones, so forget the kept ones to time
+    # a first visit, not a return to a value
     from ..forecast import _months
 
     _months._KEPT.clear()
+    for value in worksheet.compute.__globals__.values():
+        if callable(getattr(value, "clear", None)) and hasattr(value, "__wrapped__"):
+            value.clear()
 
 
 #: Controls whose new values need new Monte Carlo months (their first visit is timed).
@@ -69,7 +80,7 @@ def _flip(
     for _ in range(repeat * len(values)):
         value = next(cycle)
         if control in _NEW_MONTHS:
-            _forget_months()
+            _forget_months(worksheet)
         start = time.perf_counter()
         worksheet.set(**{control: value})
         best[value] = min(best[value], time.perf_counter() - start)
@@ -78,12 +89,12 @@ def _flip(
 
 
 def _cases(quick: bool) -> list[tuple[str, Callable, list[tuple[str, tuple | None]]]]:
-    from ..widgets import CapacityWorksheet, ElasticityWorksheet, ForecastWorksheet, MemoryWorksheet
+    from ..notebook import worksheet
 
     return [
         (
-            "ForecastWorksheet (servegen-m-large, 10,000 months)",
-            lambda: ForecastWorksheet(trials=1_000 if quick else 10_000),
+            "01_forecasting (servegen-m-large, 10,000 months)",
+            lambda: worksheet("01_forecasting", TRIALS=1_000 if quick else 10_000),
             [
                 ("quantile", (0.95, 0.99)),
                 ("exceed_probability", (0.01, 0.05)),
@@ -94,42 +105,42 @@ def _cases(quick: bool) -> list[tuple[str, Callable, list[tuple[str, tuple | Non
             ],
         ),
         (
-            "MemoryWorksheet (Llama-3.1-70B, 12 GPUs x 4 TP x 8 lengths overview)",
-            MemoryWorksheet,
+            "02_memory (Llama-3.1-70B, 12 GPUs x 4 TP x 8 lengths overview)",
+            lambda: worksheet("02_memory"),
             [
                 ("gpu", ("H200", "H100-SXM")),
                 ("seq_len", (4096, 8192)),
                 ("tensor_parallel", (4, 2)),
-                ("max_concurrency", (128, 64)),
+                ("axis_up_to", (128, 64)),
                 ("kv_dtype", ("fp8", "auto")),
-                ("headroom_fraction", (0.2, 0.15)),
+                ("headroom", (0.2, 0.15)),
                 ("model", ("Llama-3.1-8B", "Llama-3.1-70B")),
             ],
         ),
         (
-            "CapacityWorksheet (dstack vLLM MI300X curve, 12 GPUs x 4 TP x 10 SLAs overview)",
-            CapacityWorksheet,
+            "03_capacity (dstack vLLM MI300X curve, 12 GPUs x 4 TP x 10 SLAs overview)",
+            lambda: worksheet("03_capacity"),
             [
-                ("sla", (3.0, 2.0)),
-                ("target_qps", (30.0, 20.0)),
-                ("buffer", (3, 2)),
-                ("metric", ("tpot", "ttft")),
-                ("gpu", ("H200", "H100-SXM")),
-                ("curve", ("analytic model", "dstack-vllm-mi300x-short")),
+                ("sla", None),
+                ("target_qps", None),
+                ("buffer", None),
+                ("metric", None),
+                ("gpu", None),
+                ("curve", None),
             ],
         ),
         (
-            "ElasticityWorksheet (servegen-m-large at 1 s steps, 5 policies x 120 runs)",
-            ElasticityWorksheet,
+            "04_elasticity (servegen-m-large at 1 s steps, 5 policies x the policy grid)",
+            lambda: worksheet("04_elasticity"),
             [
-                ("policy", ("Knative KPA", "Kubernetes HPA")),
-                ("scale_up_threshold", (0.8, 0.7)),
-                ("cooldown_s", (900.0, 300.0)),
+                ("policy", None),
+                ("scale_up_threshold", None),
+                ("cooldown_s", None),
                 ("min_instances", None),
-                ("buffer_instances", (2, 0)),
-                ("breach_budget", (0.01, 0.001)),
-                ("tolerance_s", (120.0, 60.0)),
-                ("cold_start_s", (90.0, 76.0)),
+                ("buffer_instances", None),
+                ("breach_budget", None),
+                ("tolerance_s", None),
+                ("cold_start_s", None),
             ],
         ),
     ]
