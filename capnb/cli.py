@@ -28,9 +28,14 @@ def _report(args: argparse.Namespace) -> int:
 
     names = tuple(args.worksheet or WORKSHEETS)
     start = time.perf_counter()
-    written = run_report(
-        args.config, args.out, worksheets=names, jobs=args.jobs, progress=not args.quiet
-    )
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always")
+        written = run_report(
+            args.config, args.out, worksheets=names, jobs=args.jobs, progress=not args.quiet
+        )
+    for warning in raised:  # a worksheet that cannot apply to these inputs: one line each
+        if "cannot apply" in str(warning.message):
+            print(f"capnb report: {warning.message}")
     elapsed = time.perf_counter() - start
     print(f"Report written in {elapsed:.0f} s (open it in any browser; it needs no network):")
     for path in written:

@@ -204,22 +204,22 @@ def worksheet(path: str | Path, **parameters: object):
     """
     import ast
 
-    import nbformat
-
     from .report import worksheet_path
 
     file = Path(path) if str(path).endswith(".ipynb") else worksheet_path(str(path))
-    notebook = nbformat.read(file, as_version=4)
+    # the notebook's JSON read as is (nbformat would validate it through jsonschema: seconds)
+    cells = json.loads(file.read_text(encoding="utf-8"))["cells"]
     namespace: dict[str, object] = {"__name__": f"worksheet_{file.stem}"}
-    for cell in notebook.cells:
-        if cell.cell_type != "code":
+    for cell in cells:
+        if cell["cell_type"] != "code":
             continue
-        exec(compile(cell.source, str(file), "exec"), namespace)  # the reader's own code
-        if "parameters" in cell.metadata.get("tags", []):
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        exec(compile(source, str(file), "exec"), namespace)  # the reader's own code
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
             namespace.update(parameters)
         assigned = {
             target.id
-            for node in ast.walk(ast.parse(cell.source))
+            for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.Assign)
             for target in node.targets
             if isinstance(target, ast.Name)

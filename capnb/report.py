@@ -127,7 +127,9 @@ def execute(
         try:
             client.execute()
         except CellExecutionError as error:
-            raise CellExecutionError(f"worksheet {path.name} failed:\n{error}", "", "") from None
+            raise CellExecutionError(
+                f"worksheet {path.name} failed:\n{error}", error.ename, error.evalue
+            ) from None
     notebook.metadata["capnb_worksheet"] = path.stem
     return notebook
 
@@ -163,8 +165,12 @@ def run_worksheet(
     return target
 
 
-def combine(notebooks: list) -> object:
-    """One notebook of several executed worksheets, in order, with the vega bundle kept once."""
+def combine(notebooks: list, *, skipped: Mapping[str, str] | None = None) -> object:
+    """One notebook of several executed worksheets, in order, with the vega bundle kept once.
+
+    ``skipped`` names worksheets that could not apply to the inputs, each with its reason: the
+    report lists them after its contents.
+    """
     import copy
 
     import nbformat
@@ -177,6 +183,11 @@ def combine(notebooks: list) -> object:
     contents = "\n".join(
         f"{i + 1}. {heading} (`{name}`)" for i, (name, heading) in enumerate(titles)
     )
+    if skipped:
+        contents += (
+            "\n\nNot in this report, because they cannot apply to these inputs:\n\n"
+            + "\n".join(f"- `{name}`: {why}" for name, why in skipped.items())
+        )
     combined = nbformat.v4.new_notebook(metadata=copy.deepcopy(notebooks[0].metadata))
     combined.cells.append(
         nbformat.v4.new_markdown_cell(
@@ -236,25 +247,46 @@ def run_report(
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from nbclient.exceptions import CellExecutionError
+
     out_dir = Path(out_dir)
     parameters = _parameters(config, out_dir) if config is not None else {}
     bar = _progress(len(worksheets), progress)
-    executed = {}
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {
-            name: pool.submit(execute, name, parameters=parameters.get(name), timeout=timeout)
-            for name in worksheets
-        }
-        for name in worksheets:
-            executed[name] = futures[name].result()
-            bar(name)
+    executed, skipped = {}, {}
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = {
+                name: pool.submit(execute, name, parameters=parameters.get(name), timeout=timeout)
+                for name in worksheets
+            }
+            for name in worksheets:
+                try:
+                    executed[name] = futures[name].result()
+                except CellExecutionError as error:
+                    if config is None:  # the bundled defaults must always run: a bug, not data
+                        raise
+                    # on a user's inputs a worksheet may not apply: say why in one line, go on
+                    skipped[name] = f"{error.ename}: {error.evalue}".strip(": ")
+                bar(name)
+    finally:
+        bar(None)
+    if not executed:
+        raise CellExecutionError(
+            "no worksheet could run on these inputs: "
+            + "; ".join(f"{n}: {why}" for n, why in skipped.items()),
+            "",
+            "",
+        )
+    ran = [n for n in worksheets if n in executed]
     paths = []
-    for name in worksheets:
+    for name in ran:
         target = out_dir / f"{name}.html"
         write_atomic(target, export_html(executed[name]))
         paths.append(target)
     combined = out_dir / REPORT_NAME
-    write_atomic(combined, export_html(combine([executed[n] for n in worksheets])))
+    write_atomic(combined, export_html(combine([executed[n] for n in ran], skipped=skipped)))
+    for name, why in skipped.items():
+        warnings.warn(f"worksheet {name} cannot apply to these inputs: {why}", stacklevel=2)
     return [combined, *paths]
 
 
@@ -265,13 +297,26 @@ def _progress(total: int, enabled: bool):
 
     bar = tqdm(total=total, unit="worksheet", desc="capnb report")
 
-    def step(name: str) -> None:
+    def step(name: str | None) -> None:
+        if name is None:  # the end (or a failure): the bar closes, nothing trails the output
+            bar.close()
+            return
         bar.set_postfix_str(name)
         bar.update(1)
-        if bar.n == total:
-            bar.close()
 
     return step
+
+
+def _curve_parameters(cfg, gpu: str, tp: int) -> dict[str, object]:
+    """Worksheet 03's curve: the model, a bundled measured curve, or the user's measured files."""
+    from . import data
+
+    if cfg.latency == "model":
+        return {"CURVE": "analytic model"}
+    if cfg.latency in data.list_latency_curves():
+        return {"CURVE": cfg.latency}
+    setup = {"model": data.load_model(cfg.model).name, "gpu": gpu, "tensor_parallel": tp}
+    return {"BENCHMARK": cfg.latency, "BENCHMARK_SETUP": setup}
 
 
 def _parameters(config, out_dir: Path) -> dict[str, dict[str, object]]:
@@ -287,6 +332,8 @@ def _parameters(config, out_dir: Path) -> dict[str, dict[str, object]]:
     gpu, tp = plan.attrs["gpu"], int(plan.attrs["tensor_parallel"])
     per_instance = float(plan.attrs["per_instance_qps"])
     target = plan.forecast_target_qps.sel(traffic_quantile=cfg.traffic_quantile)
+    # the lengths the plan priced (workload "auto" or "trace": the trace's own, when it has them)
+    workload = str(plan.attrs["workload_trace"])
     return {
         "01_forecasting": {
             "TRACE": cfg.trace,
@@ -305,24 +352,37 @@ def _parameters(config, out_dir: Path) -> dict[str, dict[str, object]]:
             "ACCOUNTING": cfg.accounting,
         },
         "03_capacity": {
-            "CURVE": "analytic model" if cfg.latency == "model" else cfg.latency,
+            **_curve_parameters(cfg, gpu, tp),
             "METRIC": cfg.sla_metric,
+            "QUANTILE": cfg.sla_quantile,
             "SLA": cfg.sla_s,
             "TARGET_QPS": float(target.max()) * 1.0,
             "BUFFER": int(plan.attrs["buffer_instances"]),
             "MODEL": cfg.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
-            "WORKLOAD": cfg.workload,
+            "WORKLOAD": workload,
         },
+        # the plan's elasticity stage, input for input: the worksheet gives the plan's answer
         "04_elasticity": {
             "TRACE": cfg.trace,
+            "TRACE_KIND": cfg.trace_kind,
+            "START": cfg.start,
+            "INTERVAL": cfg.interval,
+            "SLOTS": cfg.slots,
+            "DEMAND_SCALE": cfg.demand_scale,
             "STEP_S": cfg.step_s,
-            "PER_INSTANCE_QPS": per_instance / cfg.demand_scale,
+            "PER_INSTANCE_QPS": per_instance,
             "MODEL": cfg.model,
             "GPU": gpu,
+            "TENSOR_PARALLEL": tp,
+            "COLD_START_S": float(plan.attrs["cold_start_s"]),
             "TOLERANCE_S": cfg.tolerance_s,
             "BREACH_BUDGET": cfg.breach_budget,
+            "POLICIES": list(cfg.policies),
+            "SCALE_UP_THRESHOLDS": list(cfg.scale_up_threshold),
+            "COOLDOWNS_S": list(cfg.cooldown_s),
+            "BUFFER_INSTANCES": list(cfg.buffer_instances),
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
     }

@@ -1,4 +1,4 @@
-"""Capacity charts through ``to_dict()`` and the worksheet driven headless."""
+"""Capacity charts through ``to_dict()`` and the worksheet (notebook 03) driven headless."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from capnb import capacity, charts, data, latency, widgets
+from capnb import capacity, charts, data, latency, notebook
 from capnb.errors import InputError
 
 
@@ -16,11 +16,12 @@ def short():
     return data.load_latency_curve("dstack-vllm-mi300x-short")
 
 
+SMALL = {"WORKLOAD_SAMPLES": 64, "OVERVIEW_GPUS": ["A100-80GB", "H100-SXM", "H200"]}
+
+
 @pytest.fixture(scope="module")
 def worksheet():
-    return widgets.CapacityWorksheet(
-        workload_samples=64, overview_gpus=["A100-80GB", "H100-SXM", "H200"]
-    )
+    return notebook.worksheet("03_capacity", **SMALL)
 
 
 def layer_data(spec):
@@ -42,12 +43,12 @@ def test_latency_curve_draws_the_measured_quantiles_and_a_live_sla_slider(short)
     assert "abs(datum.sla - sla)" in json.dumps(spec)
 
 
-def test_latency_curve_needs_one_cell_and_an_even_sla_grid(short, worksheet):
+def test_latency_curve_needs_one_cell_and_an_even_sla_grid(short):
     stack = latency.analytic(
         "Llama-3.1-8B",
         ["A100-80GB", "H100-SXM"],
         1,
-        workload=worksheet.workload,
+        workload=latency.workload(data.load_trace("azure-conv-2023"), samples=64),
         concurrency=[1, 2],
     )
     with pytest.raises(InputError, match="choose one gpu"):
@@ -71,7 +72,7 @@ def test_throughput_curve_marks_the_operating_point(short):
 
 
 def test_cost_vs_sla_picks_each_gpus_cheapest_tp(worksheet):
-    sweep = worksheet.overview
+    sweep = worksheet["overview"]
     spec = charts.cost_vs_sla(sweep, sla=2.0).to_dict()
     rows = [r for rs in layer_data(spec).values() for r in rs if "gpu" in r]
     for row in rows:
@@ -89,15 +90,15 @@ def test_plan_contrast_shows_both_plans(short):
 
 def test_worksheet_headless_defaults_and_changes(worksheet):
     assert worksheet.inputs["sla"] == 2.0 and worksheet.inputs["metric"] == "ttft"
-    assert int(worksheet.result.safe_concurrency) == 24
+    assert int(worksheet["result"].safe_concurrency) == 24
     assert worksheet.answer.startswith("At ttft P99 <= 2.00 s, one instance of Llama-3.1-405B")
     for name in ("curve", "throughput", "contrast", "cost"):
         worksheet.chart(name).to_dict()
     worksheet.set(sla=0.3)
     assert worksheet.answer.startswith("Infeasible: ttft P99 is already 315 ms")
-    assert worksheet.contrast is not None
+    assert worksheet["contrast"] is not None
     worksheet.set(curve="analytic model", metric="e2e", sla=19.0)
-    assert worksheet.curve.attrs["kind"] == "analytic"
+    assert worksheet["curve"].attrs["kind"] == "analytic"
     assert "Llama-3.1-70B on 4 x H100-SXM" in worksheet.answer
     worksheet.set(curve="dstack-vllm-mi300x-short", metric="ttft", sla=2.0)
     assert worksheet.record().startswith("Inputs: curve = dstack-vllm-mi300x-short")
@@ -108,18 +109,80 @@ def test_worksheet_headless_defaults_and_changes(worksheet):
 def test_worksheet_takes_a_users_own_curve():
     from pathlib import Path
 
-    own = data.read_vllm_bench(
-        Path(__file__).parent / "fixtures" / "capacity" / "vllm", model="gpt-oss-120b"
-    )
-    ws = widgets.CapacityWorksheet(
-        own, metric="ttft", sla=1.0, workload_samples=32, overview_gpus=["H100-SXM"],
-        overview_tensor_parallel=[1],
+    files = Path(__file__).parent / "fixtures" / "capacity" / "vllm"
+    own = data.read_vllm_bench(files, model="gpt-oss-120b")
+    ws = notebook.worksheet(
+        "03_capacity", BENCHMARK=str(files), BENCHMARK_SETUP={"model": "gpt-oss-120b"},
+        METRIC="ttft", SLA=1.0, WORKLOAD_SAMPLES=32, OVERVIEW_GPUS=["H100-SXM"],
+        OVERVIEW_TENSOR_PARALLEL=[1],
     )  # fmt: skip
     assert ws.inputs["curve"] == "your curve"
     p32, p64 = (
         float(own.latency.sel(metric="ttft", latency_quantile=0.99, concurrency=c))
         for c in (32, 64)
     )
-    assert int(ws.result.safe_concurrency) == int(32 + (1.0 - p32) / (p64 - p32) * 32)
-    assert ws.contrast is None  # the curve starts at 32: no single-request baseline
+    assert int(ws["result"].safe_concurrency) == int(32 + (1.0 - p32) / (p64 - p32) * 32)
+    assert ws["contrast"] is None  # the curve starts at 32: no single-request baseline
     assert "GPUs and cost not computed" in ws.answer  # the files name no GPU or TP
+
+
+def test_the_overview_search_is_kept_and_only_repriced(monkeypatch):
+    """The cost chart's search runs once per model and metric; a target or buffer re-prices it."""
+    searches = []
+    sweep = capacity.sweep
+
+    def counted(*args, **kwargs):
+        searches.append(kwargs["metric"])
+        return sweep(*args, **kwargs)
+
+    monkeypatch.setattr(capacity, "sweep", counted)
+    ws = notebook.worksheet("03_capacity", **SMALL)
+    assert searches == ["ttft"]
+    overview = ws["overview"]
+    ws.set(sla=3.0, gpu="H200", curve="dstack-vllm-mi300x-short")
+    assert ws["overview"] is overview and searches == ["ttft"]  # not even re-priced
+    ws.set(target_qps=35.0, buffer=1)
+    assert searches == ["ttft"] and ws["overview"] is not overview
+    # re-pricing the kept search is the capacity step's own answer for this target and buffer
+    direct = sweep(
+        "Llama-3.1-70B", SMALL["OVERVIEW_GPUS"], [1, 2, 4, 8], int(ws["overview"].seq_len.item()),
+        [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0],
+        workload=latency.workload(data.load_trace("azure-conv-2023"), samples=64),
+        metric="ttft", target_qps=35.0, buffer=1,
+    )  # fmt: skip
+    assert ws["overview"].identical(direct)
+    ws.set(metric="tpot")
+    assert searches == ["ttft", "tpot"]
+    ws.set(metric="ttft")  # kept: back to the first search without running it again
+    assert searches == ["ttft", "tpot"]
+
+
+def test_charts_redraw_only_when_what_they_read_changes(monkeypatch):
+    ws = notebook.worksheet("03_capacity", **SMALL)
+    for name in ws.charts:
+        ws.attach(name, type("Handle", (), {"update": lambda self, drawing: None})())
+    ws.set(target_qps=30.0)  # the operating point and the curve stay: so do their charts
+    assert ws.last_redrawn == ["contrast", "cost"]
+    ws.set(gpu="H200")  # a measured curve: the GPU only matters to the analytic model
+    assert ws.last_redrawn == ["contrast"]
+    ws.set(sla=3.0)
+    assert set(ws.last_redrawn) == {"curve", "throughput", "contrast", "cost"}
+
+
+def test_every_control_keeps_a_usable_slider_track(worksheet):
+    widths = {c.style.description_width for c in worksheet.controls.values()}
+    assert widths == {"12em"}
+    assert all(c.layout.width == "36em" for c in worksheet.controls.values())
+
+
+def test_price_takes_a_search_and_names_what_else_it_got(short):
+    w = latency.workload(prompt_tokens=[1000] * 8, output_tokens=[200] * 8)
+    searched = capacity.sweep("Llama-3.1-8B", ["H100-SXM"], [1], 1200, [1.0], workload=w)
+    priced = capacity.price(searched, 10.0)
+    assert "usd_per_hour" not in searched and "usd_per_hour" in priced  # the search is untouched
+    with pytest.raises(InputError, match="already priced"):
+        capacity.price(priced, 20.0)
+    with pytest.raises(InputError, match="no dim 'model'"):
+        capacity.price(capacity.plan(short, 2.0, 20.0, metric="ttft"), 20.0)
+    with pytest.raises(InputError, match="attr 'prompt_tokens'"):
+        capacity.price(searched.drop_attrs(), 20.0)

@@ -11,7 +11,6 @@ import pytest
 from altair.utils.data import to_values
 
 from capnb import notebook
-from capnb.widgets import CapacityWorksheet, ElasticityWorksheet, ForecastWorksheet
 
 
 @pytest.fixture
@@ -73,9 +72,9 @@ def _specs(worksheet) -> dict[str, dict]:
     "make",
     [
         lambda: notebook.worksheet("02_memory"),
-        lambda: CapacityWorksheet(),
-        lambda: ForecastWorksheet(trials=200),
-        lambda: ElasticityWorksheet("azure-code-2023", per_instance_qps=1.0),
+        lambda: notebook.worksheet("03_capacity"),
+        lambda: notebook.worksheet("01_forecasting", TRIALS=200),
+        lambda: notebook.worksheet("04_elasticity", TRACE="azure-code-2023", PER_INSTANCE_QPS=1.0),
     ],
     ids=["memory", "capacity", "forecast", "elasticity"],
 )

@@ -1,11 +1,24 @@
-"""Elasticity charts (through their specs) and the worksheet, driven headless."""
+"""Elasticity charts (through their specs) and the worksheet (notebook 04), driven headless."""
 
+import json
+import warnings
+
+import nbformat
 import numpy as np
 import pytest
+from traitlets import TraitError
 
-from capnb import charts, coldstart, data, elasticity
-from capnb.errors import InputError
-from capnb.widgets import ElasticityWorksheet
+from capnb import charts, coldstart, data, elasticity, notebook, plan, report
+from capnb.errors import CapnbError, InputError
+
+#: A short request log and a small grid: the worksheet answers in a second.
+SHORT = {
+    "TRACE": "azure-conv-2023",
+    "PER_INSTANCE_QPS": 1.0,
+    "COOLDOWNS_S": [0.0, 300.0],
+    "SCALE_UP_THRESHOLDS": [0.6, 0.7],
+    "TOLERANCE_S": 120.0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -15,8 +28,7 @@ def burst():
 
 @pytest.fixture(scope="module")
 def worksheet():
-    return ElasticityWorksheet("azure-conv-2023", per_instance_qps=1.0, cooldowns=(0.0, 300.0),
-                               thresholds=(0.6, 0.7), cooldown_s=300.0, tolerance_s=120.0)  # fmt: skip
+    return notebook.worksheet("04_elasticity", **SHORT)
 
 
 def _values(spec):
@@ -64,31 +76,144 @@ def test_worksheet_answers_and_follows_its_controls(worksheet):
         ("Scale elastically", "Hold capacity that needs no cold start", "Run a fixed fleet")
     )
     assert "Your selection:" in ws.answer
-    cell = ws.sweep.sel(ws.selection)
-    assert float(ws.result.breach_s) == float(cell.breach_s)
-    before = float(ws.result.gpu_hours)
-    ws.set(policy="fixed fleet", min_instances=ws.floors[-1])
-    assert ws.policy == "fixed" and float(ws.result.gpu_hours) != before
-    assert int(ws.result.ready_instances.min()) == ws.floors[-1]
-    assert list(ws.table().run.values) == ["recommended", "selected"]
-    for name in ("timeline", "pareto", "cold_start"):
+    cell = ws["sweep"].sel(ws["selection"])
+    assert float(ws["result"].breach_s) == float(cell.breach_s)
+    before = float(ws["result"].gpu_hours)
+    floors = ws.controls["min_instances"].options
+    ws.set(policy="fixed", min_instances=floors[-1])
+    assert ws["result"].attrs["policy"] == "fixed" and float(ws["result"].gpu_hours) != before
+    assert int(ws["result"].ready_instances.min()) == floors[-1]
+    assert float(ws["result"].usd) == float(ws["sweep"].usd.sel(ws["selection"]))
+    for name in ("timeline", "pareto", "policies", "cold_start"):
         assert ws.chart(name).to_dict()
 
 
 def test_worksheet_recomputes_the_sweep_only_for_a_new_cold_start(worksheet):
     ws = worksheet
-    sweep = ws.sweep
+    sweep, advice = ws["sweep"], ws["recommendation"]
     ws.set(buffer_instances=2)
-    assert ws.sweep is sweep
+    assert ws["sweep"] is sweep and ws["recommendation"] is advice
+    ws.set(breach_budget=0.01)
+    assert ws["sweep"] is sweep and ws["recommendation"] is not advice
+    run = ws["result"]
+    ws.set(breach_budget=0.001)  # the advice reads the sweep, not the selection: no new run
+    assert ws["result"] is run
     ws.set(cold_start_s=10.0)
-    assert ws.sweep is not sweep and float(ws.sweep.cold_start_s) == 10.0
-    assert any("short enough" in reason for reason in ws.recommendation.reasons)
+    assert ws["sweep"] is not sweep and float(ws["sweep"].cold_start_s) == 10.0
+    assert any("short enough" in reason for reason in ws["recommendation"].reasons)
+    ws.set(tolerance_s=60.0)
+    assert float(ws["sweep"].attrs["tolerance_s"]) == 60.0
 
 
-def test_worksheet_rejects_values_off_its_grid():
-    with pytest.raises(InputError, match="cooldown_s=60.0 is not in the sweep's grid"):
-        ElasticityWorksheet("azure-conv-2023", per_instance_qps=1.0, cooldown_s=60.0)
-    with pytest.raises(InputError, match="not a bundled trace"):
-        ElasticityWorksheet("no-such-trace")
-    assert np.isfinite(ElasticityWorksheet("azure-conv-2023", per_instance_qps=1.0,
-                                           cooldowns=(0.0, 300.0)).cold_start_estimate_s)  # fmt: skip
+def test_worksheet_redraws_only_what_a_control_changes(worksheet):
+    ws = worksheet
+    for name in ws.charts:
+        ws.attach(name, type("Handle", (), {"update": lambda self, drawing: None})())
+    ws.set(breach_budget=0.01)
+    assert ws.last_redrawn == ["pareto"]
+    ws.set(cooldown_s=300.0)
+    assert ws.last_redrawn == ["timeline", "pareto"]
+    ws.set(breach_budget=0.001, cooldown_s=0.0)
+    ws.set(tolerance_s=300.0)  # a new sweep: the policies' chart too
+    assert ws.last_redrawn == ["timeline", "pareto", "policies"]
+
+
+def test_the_report_keeps_a_live_control_over_the_sweep(worksheet):
+    """Dropdowns bound in the chart itself (vega-lite params) pick settings of the swept runs."""
+    ws = worksheet
+    spec = ws.chart("policies").to_dict()
+    params = {p["name"]: p for p in spec["params"]}
+    settings = ["scale_up_threshold", "cooldown_s", "min_instances", "buffer_instances"]
+    assert list(params) == [f"pick_{name}" for name in settings]
+    for name in settings:
+        assert params[f"pick_{name}"]["bind"]["input"] == "select"
+        assert params[f"pick_{name}"]["bind"]["options"] == ws["sweep"][name].values.tolist()
+    rows = [row for rows in spec["datasets"].values() for row in rows]
+    assert len(rows) == ws["sweep"].usd.size  # every run, filtered in the browser
+    pick = {name: params[f"pick_{name}"]["value"] for name in settings}
+    hpa = next(
+        r
+        for r in rows
+        if r["policy"] == "Kubernetes HPA" and all(r[k] == v for k, v in pick.items())
+    )
+    assert hpa["usd"] == float(ws["sweep"].usd.sel(policy="hpa", **pick))
+
+
+def test_worksheet_keeps_its_grid_and_names_a_bad_trace():
+    ws = notebook.worksheet("04_elasticity", **SHORT)
+    with pytest.raises(TraitError):  # a selection slider offers the sweep's grid only
+        ws.set(cooldown_s=60.0)
+    assert ws.controls["cooldown_s"].options == (("0 min", 0.0), ("5 min", 300.0))
+    with pytest.raises(CapnbError, match="no-such-trace"):
+        notebook.worksheet("04_elasticity", TRACE="no-such-trace")
+    assert np.isfinite(ws.inputs["cold_start_s"])
+
+
+def test_every_control_keeps_a_usable_slider_track(worksheet):
+    """A long label ("scale-up threshold / target utilisation") has a fixed width beside the track."""
+    widths = {c.style.description_width for c in worksheet.controls.values()}
+    assert widths == {"20em"}
+    assert all(c.layout.width == "46em" for c in worksheet.controls.values())
+
+
+def _parameters_cell() -> dict:
+    book = nbformat.read(report.worksheet_path("04_elasticity"), as_version=4)
+    cell = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
+    values: dict = {}
+    exec(cell.source, values)
+    return values
+
+
+def test_the_worksheets_defaults_are_the_plans():
+    values, cfg = _parameters_cell(), plan.PlanConfig()
+    for name, field in [
+        ("TRACE", "trace"), ("TRACE_KIND", "trace_kind"), ("START", "start"),
+        ("INTERVAL", "interval"), ("SLOTS", "slots"), ("DEMAND_SCALE", "demand_scale"),
+        ("STEP_S", "step_s"), ("MODEL", "model"), ("TOLERANCE_S", "tolerance_s"),
+        ("BREACH_BUDGET", "breach_budget"),
+    ]:  # fmt: skip
+        assert values[name] == getattr(cfg, field), name
+    assert values["COLD_START_S"] is None and cfg.cold_start_s == "estimate"
+    assert values["POLICIES"] == list(cfg.policies) == list(elasticity.POLICIES)
+    for name, field in [
+        ("SCALE_UP_THRESHOLDS", "scale_up_threshold"),
+        ("COOLDOWNS_S", "cooldown_s"),
+        ("BUFFER_INSTANCES", "buffer_instances"),
+    ]:
+        assert values[name] == list(getattr(cfg, field)) == list(elasticity.POLICY_GRID[field])
+
+
+def test_worksheet_and_plan_give_the_same_answer(small_plan, tmp_path, monkeypatch):
+    """Worksheet 04 on a plan's inputs (as a report passes them) recommends what the plan does."""
+    config = plan.read_config(small_plan).replace(demand_scale=2.5)  # a scaled trace with holes
+    built = []
+    build = plan.build
+
+    def keep(cfg):
+        built.append(build(cfg))
+        return built[-1]
+
+    monkeypatch.setattr(plan, "build", keep)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        parameters = report._parameters(config, tmp_path)["04_elasticity"]
+    (made,) = built
+    assert made.attrs["demand_filled_share"] > 0  # the holes were filled from the forecast
+    ws = notebook.worksheet("04_elasticity", **parameters)
+    advice = ws["recommendation"]
+    assert advice.selection == json.loads(made.attrs["policy"])
+    assert advice.kind == made.attrs["policy_kind"]
+    assert ws.inputs["cold_start_s"] == made.attrs["cold_start_s"]
+    assert ws["sweep"].attrs["per_instance_qps"] == made.attrs["per_instance_qps"]
+    # every run of the sweep: the same grid and the same cost and breach figures
+    for name in ("usd", "gpu_hours", "breach_s", "breach_share", "unserved_share", "thrash"):
+        mine, theirs = ws["sweep"][name], made[f"elasticity_{name}"]
+        assert set(mine.dims) == set(theirs.dims), name
+        for dim in mine.dims:
+            np.testing.assert_array_equal(mine[dim].values, theirs[dim].values)
+        np.testing.assert_array_equal(mine.values, theirs.transpose(*mine.dims).values, name)
+    # the recommended run, simulated step by step, is the plan's recommended cell
+    ws.set(**advice.selection)
+    cell = made.sel(advice.selection)
+    assert float(ws["result"].usd) == float(cell.elasticity_usd)
+    assert float(ws["result"].breach_s) == float(cell.elasticity_breach_s)

@@ -19,15 +19,17 @@ concurrency. capnb's rules:
 
 Entry points: :func:`safe_concurrency` (the search), :func:`plan` (instances and cost for a curve),
 :func:`sweep` (analytic curves over sla x gpu x model x tensor_parallel x seq_len, searched by numba
-kernels, with the cheapest option per SLA), :func:`contrast` (plan by maximum concurrency vs by
-latency), :func:`describe` and :func:`applicability` (the answer and its limits in words).
+kernels, with the cheapest option per SLA), :func:`price` (a sweep searched once, priced for each
+new target: the search does not depend on it), :func:`cheapest`, :func:`contrast` (plan by maximum
+concurrency vs by latency), :func:`describe` and :func:`applicability` (the answer and its limits
+in words).
 """
 
 from __future__ import annotations
 
 from ._answer import applicability, contrast, describe
 from ._safe import BINDING, fleet, instances, plan, safe_concurrency
-from ._sweep import cheapest, sweep
+from ._sweep import cheapest, price, sweep
 
 __all__ = [
     "BINDING",
@@ -38,6 +40,7 @@ __all__ = [
     "fleet",
     "instances",
     "plan",
+    "price",
     "safe_concurrency",
     "sweep",
 ]

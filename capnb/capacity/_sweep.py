@@ -1,6 +1,6 @@
 """The capacity sweep: analytic curves over a grid of options, searched by numba kernels (private).
 
-Public as ``capnb.capacity.sweep`` and ``capnb.capacity.cheapest``.
+Public as ``capnb.capacity.sweep``, ``capnb.capacity.price`` and ``capnb.capacity.cheapest``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..kernels import capacity as kernels
 from . import _safe as capacity
 
-__all__ = ["cheapest", "sweep"]
+__all__ = ["cheapest", "price", "sweep"]
 
 
 def sweep(
@@ -54,7 +54,9 @@ def sweep(
         Prompt and output length distribution (:func:`capnb.latency.workload`).
     target_qps
         Optional requests/s to size for (a number or any DataArray); adds instances and cost, and
-        ``cheapest_*`` per SLA and target.
+        ``cheapest_*`` per SLA and target: ``sweep(..., target_qps=t)`` is
+        ``price(sweep(...), t)``. Without it the result is the search alone, which does not
+        depend on the target: keep it and :func:`price` each new target.
     metric, quantile, buffer, buffer_qps, calibration, accounting
         As in :func:`plan` and :func:`capnb.latency.analytic`.
     concurrency
@@ -69,23 +71,38 @@ def sweep(
     xarray.Dataset
         :func:`plan`'s variables over model, gpu, tensor_parallel, seq_len, sla (then the target's
         dims), plus ``cheapest_gpu``, ``cheapest_tensor_parallel``, ``cheapest_usd_per_hour``,
-        ``runner_up_*`` and ``cost_gap`` when a target is given.
+        ``runner_up_*`` and ``cost_gap`` when a target is given. Without a target: the search
+        (safe concurrency, per-instance throughput, binding), whose attrs carry the workload's
+        mean ``prompt_tokens`` and ``output_tokens`` that :func:`price` needs.
+
+    Examples
+    --------
+    >>> from capnb.latency import workload
+    >>> w = workload(prompt_tokens=[1000] * 8, output_tokens=[200] * 8)
+    >>> searched = sweep("Llama-3.1-8B", ["H100-SXM", "H200"], [1, 2], 1200, [1.0, 5.0],
+    ...                  workload=w, metric="ttft")
+    >>> "usd_per_hour" in searched, searched.attrs["output_tokens"]
+    (False, 200.0)
+    >>> priced = price(searched, 20.0, buffer=2)
+    >>> priced.identical(sweep("Llama-3.1-8B", ["H100-SXM", "H200"], [1, 2], 1200, [1.0, 5.0],
+    ...                        workload=w, metric="ttft", target_qps=20.0, buffer=2))
+    True
     """
-    result, curves = _searched(
+    result = _searched(
         model, gpu, tensor_parallel, seq_len, sla, workload=workload, metric=metric,
         quantile=quantile, concurrency=concurrency, max_grid_concurrency=max_grid_concurrency,
         calibration=calibration, accounting=accounting, chunks=chunks,
     )  # fmt: skip
     if target_qps is None:
         return result
-    return _priced(result, curves, target_qps, buffer=buffer, buffer_qps=buffer_qps)
+    return price(result, target_qps, buffer=buffer, buffer_qps=buffer_qps)
 
 
 def _searched(
     model, gpu, tensor_parallel, seq_len, sla, *, workload, metric, quantile, concurrency,
     max_grid_concurrency, calibration, accounting, chunks,
-) -> tuple[xr.Dataset, xr.Dataset]:  # fmt: skip
-    """:func:`sweep` without a target: the safe-concurrency search, and the curves it ran on."""
+) -> xr.Dataset:  # fmt: skip
+    """:func:`sweep` without a target: the safe-concurrency search, with the workload's lengths."""
     from .. import memory
 
     models = model if isinstance(model, list | tuple) else [model]
@@ -112,15 +129,78 @@ def _searched(
     )
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
     result.attrs["workload"] = curves.attrs["workload"]
-    return result.assign_coords(calibration=curves.calibration), curves
+    # what price() needs: the workload's mean lengths (each seq_len rescales them)
+    result.attrs["prompt_tokens"] = curves.attrs["prompt_tokens"]
+    result.attrs["output_tokens"] = curves.attrs["output_tokens"]
+    return result.assign_coords(calibration=curves.calibration)
 
 
-def _priced(result, curves, target_qps, *, buffer=None, buffer_qps=None) -> xr.Dataset:
-    """Instances, cost and the cheapest options of a searched sweep for a target.
+#: What :func:`price` reads from a searched sweep.
+_SEARCHED_DIMS = ("model", "gpu", "tensor_parallel", "seq_len")
 
-    The search does not depend on the target: a worksheet keeps it and prices each new target.
+
+def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> xr.Dataset:
+    """Instances, cost and the cheapest options of a searched :func:`sweep` for a target.
+
+    The search (analytic curves for every option, and the safe concurrency under each SLA) does
+    not depend on the target: keep :func:`sweep`'s answer without a target and price it again for
+    each new target or buffer. ``sweep(..., target_qps=t, buffer=b)`` is
+    ``price(sweep(...), t, buffer=b)``, number for number.
+
+    Parameters
+    ----------
+    searched
+        A :func:`sweep` result without a target (its attrs carry the workload's mean
+        ``prompt_tokens`` and ``output_tokens``).
+    target_qps
+        Requests/s to size for: a number or any DataArray (the forecast's ``target_qps`` over
+        slot x traffic_quantile, say); its dims are added to the result.
+    buffer, buffer_qps
+        Instances added for bursts, as in :func:`plan` (default: the article's 2 instances, or
+        ``ceil(buffer_qps / per_instance_qps)`` from the forecast's burst model).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``searched`` with ``target_qps``, the fleet (``instances``, ``fixed_instances``,
+        ``burst_instances``), ``gpus``, ``usd_per_hour``, ``usd_per_million_tokens``,
+        utilisation, and the cheapest options per remaining cell (:func:`cheapest`).
+
+    Raises
+    ------
+    InputError
+        ``searched`` is not a searched sweep (a :func:`plan` result, or one already priced).
+
+    Examples
+    --------
+    >>> from capnb.latency import workload
+    >>> w = workload(prompt_tokens=[1000] * 8, output_tokens=[200] * 8)
+    >>> searched = sweep("Llama-3.1-8B", ["H100-SXM", "H200"], [1, 2], 1200, 5.0, workload=w,
+    ...                  metric="ttft")
+    >>> for target in (10.0, 100.0):  # the search runs once; each target only re-prices it
+    ...     best = price(searched, target, buffer=0)
+    ...     print(target, best.cheapest_gpu.item(), float(best.cheapest_usd_per_hour.item()))
+    10.0 H200 3.5
+    100.0 H100-SXM 32.89
     """
-    result = result.copy()
+    if not isinstance(searched, xr.Dataset):
+        raise InputError(
+            f"price: expected a capnb.capacity.sweep result, got {type(searched).__name__}"
+        )
+    lacks = [f"dim {d!r}" for d in _SEARCHED_DIMS if d not in searched.dims]
+    lacks += [f"attr {k!r}" for k in ("prompt_tokens", "output_tokens") if k not in searched.attrs]
+    lacks += [] if "per_instance_qps" in searched else ["variable 'per_instance_qps'"]
+    if lacks:
+        raise InputError(
+            f"price: expected a capnb.capacity.sweep result without a target; this one has no "
+            f"{', no '.join(lacks)} (a single curve's capacity.plan takes its target itself)"
+        )
+    if "target_qps" in searched:
+        raise InputError(
+            "price: this sweep is already priced (it has target_qps); price the search: "
+            "capacity.sweep(...) without target_qps"
+        )
+    result = searched.copy()
     gpus = [str(g) for g in result.gpu.values]
     target = capacity._target(target_qps)
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
@@ -129,8 +209,9 @@ def _priced(result, curves, target_qps, *, buffer=None, buffer_qps=None) -> xr.D
     )
     for name in planned_fleet.data_vars:
         result[name] = planned_fleet[name]
-    scale = result.seq_len / (curves.attrs["prompt_tokens"] + curves.attrs["output_tokens"])
-    output_tokens = curves.attrs["output_tokens"] * scale
+    prompt, output = result.attrs["prompt_tokens"], result.attrs["output_tokens"]
+    scale = result.seq_len / (prompt + output)
+    output_tokens = output * scale
     from ..data import load_model
 
     price = capacity._gpu_price(result.gpu, None)

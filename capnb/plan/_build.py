@@ -230,6 +230,7 @@ def _assemble(
         model_used=f"{cfg.model} (from {_model_source(cfg.model)})",
         latency_used=str(cap.attrs.get("latency_source", cfg.latency)),
         workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
+        workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
         model=cfg.model,
         gpu=gpu,
         tensor_parallel=tp,

@@ -56,7 +56,7 @@ def _workload(cfg: PlanConfig, source):
             "(name a bundled trace or a file that has them)"
         )
     if cfg.workload in ("trace", "auto") and own:
-        return latency.workload(source), f"the plan's own trace ({cfg.trace})"
+        return latency.workload(source), cfg.trace
     name = "azure-conv-2023" if cfg.workload == "auto" else cfg.workload
     return latency.workload(data.load_trace(name)), name
 
@@ -111,7 +111,11 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             accounting=cfg.accounting,
         )
         result.attrs["latency_source"] = where
-    result.attrs["workload_source"] = workload_from
+    result.attrs["workload_trace"] = workload_from  # a bundled trace name or a file
+    own = workload_from == cfg.trace
+    result.attrs["workload_source"] = (
+        f"the plan's own trace ({cfg.trace})" if own else workload_from
+    )
     return result, workload, seq_len
 
 

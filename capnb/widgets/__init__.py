@@ -10,16 +10,10 @@ not change its arguments do not recompute it. Tests drive a worksheet headless w
 """
 
 from ._base import Chart, Drawing, Worksheet, dropdown, kept, slider_style
-from ._capacity import CapacityWorksheet
-from ._elasticity import ElasticityWorksheet
-from ._forecast import ForecastWorksheet
 
 __all__ = [
-    "CapacityWorksheet",
     "Chart",
     "Drawing",
-    "ElasticityWorksheet",
-    "ForecastWorksheet",
     "Worksheet",
     "dropdown",
     "kept",
