@@ -9,6 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from capnb.data._series import long_runs
+from capnb.forecast import BurstModel, MonthInputs, _months
+from capnb.forecast._baseline import slot_statistics
 from capnb.kernels import forecast as kernels
 from capnb.kernels.forecast_reference import expected_month_mean
 from capnb.kernels.reference import REGISTRY
@@ -93,12 +96,7 @@ def test_slot_statistics_matches_references(values, n_slots, quantiles):
     values = np.asarray(values)
     slot = np.arange(values.size) % n_slots
     q = np.sort(np.asarray(quantiles))
-    out_q, out_mean, out_count = (
-        np.empty((n_slots, q.size)),
-        np.empty(n_slots),
-        np.empty(n_slots, np.int64),
-    )
-    kernels.slot_statistics(values, slot, q, out_q, out_mean, out_count)
+    out_q, out_mean, out_count = slot_statistics(values, slot, q, n_slots)
     for name in ("python", "numpy"):
         ref_q, ref_mean, ref_count = R["slot_statistics"][name](values, slot, q, n_slots)
         np.testing.assert_allclose(out_q, ref_q, rtol=1e-12, atol=1e-9)
@@ -111,8 +109,7 @@ def test_slot_statistics_is_numpys_default_quantile_exactly():
     values = rng.lognormal(3, 1, 5000)
     slot = rng.integers(0, 24, values.size)
     q = np.array([0.5, 0.95, 0.99])
-    out_q, out_mean, out_count = np.empty((24, 3)), np.empty(24), np.empty(24, np.int64)
-    kernels.slot_statistics(values, slot, q, out_q, out_mean, out_count)
+    out_q = slot_statistics(values, slot, q, 24)[0]
     for s in range(24):
         np.testing.assert_array_equal(out_q[s], np.quantile(values[slot == s], q))
 
@@ -120,54 +117,8 @@ def test_slot_statistics_is_numpys_default_quantile_exactly():
 @given(st.lists(st.booleans(), max_size=60), st.integers(1, 6))
 def test_long_runs_matches_python(flags, min_length):
     flags = np.asarray(flags, dtype=bool)
-    out = np.empty(flags.size, bool)
-    kernels.long_runs(flags, min_length, out)
+    out = long_runs(flags, min_length)
     np.testing.assert_array_equal(out, R["long_runs"]["python"](flags, min_length))
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        b"t,a\n2024-05-10 00:00:00+00:00,1\n2024-05-10 00:00:01Z,2\n2024-05-10 00:00:02+02:00,3\n",
-        b"a,t\n1,2024-05-10 00:00:00.5-0530\n2,2024-05-10 00:00:01-0530\r\n",
-        b"t\n2023-11-16 18:17:03.9799600\n2023-11-16 18:17:04\n",
-        b"t,a\n2024-05-10 00:00:00+01:00,1\n\n2024-05-10 00:00:00,2\n",
-    ],
-)
-def test_offset_codes_match_python(text):
-    column = text.split(b"\n")[0].decode().split(",").index("t")
-    codes = R["offset_codes"]["python"](text, column, 1)
-    buffer = np.frombuffer(text, np.uint8)
-    first, position, other = kernels.offset_codes(buffer, column, text.index(b"\n") + 1)
-    assert first == codes[0]
-    differing = [i for i, c in enumerate(codes) if c != codes[0]]
-    if differing:
-        assert other == codes[differing[0]]
-        data_lines = [i for i, line in enumerate(text.split(b"\n")[1:]) if line.strip()]
-        assert text[:position].count(b"\n") - 1 == data_lines[differing[0]]
-    else:
-        assert position == -1
-
-
-@pytest.mark.parametrize("rows", [1, 2, 63, 64, 65, 1000])
-def test_offset_codes_find_the_first_change_whatever_the_chunking(rows):
-    for changed in sorted({0, rows // 2, rows - 1}):
-        lines = [
-            f"2024-05-10 00:00:{i % 60:02d}+0{2 if i == changed else 1}:00,{i}" for i in range(rows)
-        ]
-        text = ("t,n\n" + "\n".join(lines) + "\n").encode()
-        first, position, other = kernels.offset_codes(np.frombuffer(text, np.uint8), 0, 4)
-        if changed == 0:
-            assert (first, other) == ((120, 60) if rows > 1 else (120, 120))
-            assert position == (-1 if rows == 1 else text.index(b"\n2024", 4) + 1)
-        else:
-            assert (first, other) == (60, 120)
-            assert text[:position].count(b"\n") == changed + 1
-
-
-def test_offset_codes_refuse_quoted_files():
-    text = b't,a\n"2024-05-10 00:00:00+00:00",1\n'
-    assert kernels.offset_codes(np.frombuffer(text, np.uint8), 0, 4)[0] == kernels.QUOTED
 
 
 # -- Monte Carlo -----------------------------------------------------------------------------
@@ -183,14 +134,26 @@ def _month(minutes=600, block=3, seed_words=(12345, 678)):
     return np.uint64(seed_words[0]), np.uint64(seed_words[1]), args
 
 
-def _kernel(key0, key1, first, trials, args, cap_low, cap_step, levels):
-    peak, mean = np.empty(trials), np.empty(trials)
-    above = np.empty((trials, levels), np.int64)
-    kernels.simulate_months(
-        key0, key1, first, args["base"], args["noise"], args["noise_block"], args["mean_count"],
-        args["d_low"], args["d_high"], args["m_low"], args["m_high"], cap_low, cap_step,
-        peak, mean, above,
-    )  # fmt: skip
+def _kernel(key0, key1, first, trials, args, cap_low, cap_step, levels, *, per_trial=True):
+    """The two-pass kernels (:mod:`capnb.kernels.months`): per-trial peaks, means, minutes above.
+
+    ``per_trial=False``: the minutes above summed over the trials (one block, much faster).
+    """
+    inputs = MonthInputs(args["base"], args["noise"], args["noise_block"], 0)
+    model = BurstModel(
+        duration_s=(args["d_low"] * 60, args["d_high"] * 60),
+        multiplier=(args["m_low"], args["m_high"]),
+    )
+    grid = cap_low + cap_step * np.arange(levels)
+    kw = dict(inputs=inputs, bursts=model, mean_count=args["mean_count"], key=(key0, key1))
+    _months._KEPT.clear()
+    peak, mean, block = _months.month_block(np.arange(first, first + trials), grid=grid, **kw)
+    if not per_trial:
+        return peak, mean, block.sum(axis=0)
+    # a block's minutes above come summed over its trials: one block per trial
+    above = np.concatenate(
+        [_months.month_block([t], grid=grid, **kw)[2] for t in range(first, first + trials)]
+    )
     return peak, mean, above
 
 
@@ -250,7 +213,7 @@ def test_monte_carlo_mean_matches_its_analytic_mean():
     # bursts long and frequent enough to matter: the analytic mean must include them exactly
     key0, key1, args = _month(minutes=2880, block=5)
     trials = 4000
-    _, mean, _ = _kernel(key0, key1, 0, trials, args, 0.0, 50.0, 4)
+    _, mean, _ = _kernel(key0, key1, 0, trials, args, 0.0, 50.0, 4, per_trial=False)
     expected = expected_month_mean(**args)
     no_bursts = float(np.mean(args["base"]) * np.mean(args["noise"]))
     standard_error = mean.std(ddof=1) / np.sqrt(trials)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numba
+import pytest
 
 from capnb.kernels import _lazy
 from capnb.kernels import memory as kernels
@@ -54,3 +55,11 @@ def test_compiled_code_is_cached_on_disk(tmp_path):
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True)
     assert list(tmp_path.rglob("*.nbi")), "numba wrote no cache index"
+
+
+def test_numbas_parallel_target_is_refused():
+    # work is split over plain threads (over_threads): no kernel may launch numba parallel regions
+    with pytest.raises(ValueError, match="over_threads"):
+        _lazy.njit(parallel=True)
+    with pytest.raises(ValueError, match="over_threads"):
+        _lazy.jit("void()", parallel=True)

@@ -1,5 +1,7 @@
 """Trace readers: bundled traces against their published figures, every format, and bad input."""
 
+import gzip
+import re
 import warnings
 
 import numpy as np
@@ -7,10 +9,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import xarray as xr
 
 from capnb import data, forecast
+from capnb.data import _traces
+from capnb.data._times import offset_name
 from capnb.errors import ConfigError, InputError, UnknownNameError
 from capnb.kernels import forecast as kernels
+from capnb.kernels.forecast_reference import NO_ZONE, offset_codes_python
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
@@ -154,6 +160,95 @@ def test_times_with_and_without_offsets_are_refused_by_row(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"with and without a UTC offset.*row 2"):
         data.load_trace(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"t,a\n2024-05-10 00:00:00+00:00,1\n2024-05-10 00:00:01Z,2\n2024-05-10 00:00:02+02:00,3\n",
+        b"a,t\n1,2024-05-10 00:00:00.5-0530\n2,2024-05-10 00:00:01-05:30\r\n",
+        b"t\n2023-11-16 18:17:03.9799600\n2023-11-16 18:17:04\n",
+        b"t,a\n2024-05-10 00:00:00+01:00,1\n\n2024-05-10 00:00:00,2\n",
+        b"t,a\n2024-05-10 00:00:00Z,1\n2024-05-10 00:00:01+0000,2\n 2024-05-10 00:00:02+00:00 ,3\n",
+        b"t,a\n2024-05-10 00:00:00+01:00,1\n2024-05-10 00:00:01+03:00,2\n2024-05-10 00:00:02,3\n",
+        b"t,a\n2024-05-10 00:00:00+01:00,1\n2024-05-10 00:00:01,2\n2024-05-10 00:00:02+03:00,3\n",
+    ],
+)
+@pytest.mark.parametrize("small", [False, True])
+def test_utc_offsets_are_read_as_the_reference_reads_them(tmp_path, monkeypatch, text, small):
+    # one offset: the trace is on its clock; another offset first: an error naming both rows; a
+    # time without an offset first: the error of a log mixing times with and without offsets
+    if small:  # small batches and parts: rows across batches and threads
+        _small_parts(monkeypatch, block=48, part=40)
+    path = tmp_path / "t.csv"
+    path.write_bytes(text)
+    codes = offset_codes_python(text, text.split(b"\n")[0].decode().split(",").index("t"), 1)
+    differ = [k for k, code in enumerate(codes) if code != codes[0]]
+    if not differ:
+        trace = data.load_trace(path, time_column="t")
+        expected = "unknown" if codes[0] == NO_ZONE else offset_name(codes[0])
+        assert trace.attrs["timezone"] == expected
+    elif codes[differ[0]] == NO_ZONE:
+        with pytest.raises(
+            ConfigError, match=rf"with and without a UTC offset.*row {differ[0] + 1}"
+        ):
+            data.load_trace(path, time_column="t")
+    else:
+        first, other = offset_name(codes[0]), offset_name(codes[differ[0]])
+        with pytest.raises(
+            ConfigError,
+            match=rf"mixes UTC offsets \({re.escape(first)} in row 1, {re.escape(other)} in row "
+            rf"{differ[0] + 1} ",
+        ):
+            data.load_trace(path, time_column="t")
+
+
+def _small_parts(monkeypatch, block: int, part: int) -> None:
+    monkeypatch.setattr(_traces, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(_traces, "_PART_BYTES", part)
+    monkeypatch.setattr(_traces, "_MAX_PARTS", 7)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 63, 64, 65, 1000])
+@pytest.mark.parametrize("small", [False, True])
+def test_the_first_other_offset_is_found_whatever_the_parts(tmp_path, monkeypatch, rows, small):
+    if small:
+        _small_parts(monkeypatch, block=200, part=500)
+    for changed in sorted({0, rows // 2, rows - 1}):
+        lines = [
+            f"2024-05-10 00:00:{i % 60:02d}+0{2 if i == changed else 1}:00,{i}" for i in range(rows)
+        ]
+        path = tmp_path / f"t{changed}.csv"
+        path.write_text("t,n\n" + "\n".join(lines) + "\n")
+        if rows == 1:
+            assert data.load_trace(path, time_column="t").attrs["timezone"] == "UTC+02:00"
+            continue
+        first, other, row = (
+            ("+02:00", "+01:00", 2) if changed == 0 else ("+01:00", "+02:00", changed + 1)
+        )
+        said = rf"mixes UTC offsets \(UTC\{first} in row 1, UTC\{other} in row {row} "
+        with pytest.raises(ConfigError, match=said + rf"\(line {row + 1}\)"):
+            data.load_trace(path, time_column="t")
+
+
+def test_quoted_and_compressed_times_with_offsets_load_as_plain_ones(tmp_path):
+    times = [f"2024-05-10 09:00:{i:02d}.5+02:00" for i in range(30)]
+    body = "".join(f"{t},{i},1\n" for i, t in enumerate(times))
+    plain = _write(tmp_path, "plain.csv", AZURE_HEADER + body)
+    quoted = _write(
+        tmp_path,
+        "quoted.csv",
+        AZURE_HEADER + "".join(f'"{t}",{i},1\n' for i, t in enumerate(times)),
+    )
+    packed = tmp_path / "packed.csv.gz"
+    packed.write_bytes(gzip.compress((AZURE_HEADER + body).encode()))
+    reference = data.load_trace(plain)
+    assert reference.attrs["timezone"] == "UTC+02:00"
+    assert str(reference.time.values[0]) == "2024-05-10T09:00:00.500000000"
+    for path in (quoted, packed):
+        other = data.load_trace(path)
+        xr.testing.assert_identical(other.drop_attrs(), reference.drop_attrs())
+        assert other.attrs["timezone"] == "UTC+02:00"
 
 
 def test_naive_times_with_a_named_zone_are_labelled_not_shifted(tmp_path):

@@ -73,7 +73,7 @@ def load_rate_series(
     >>> series.sizes["time"], int(series.qps.isnull().sum())
     (2016, 37)
     """
-    from ._series import interval_ns  # one parser of durations (it brings numba: load lazily)
+    from ._series import interval_ns  # one parser of durations (it brings xarray: load lazily)
 
     text = str(name_or_path) if isinstance(name_or_path, str | os.PathLike) else None
     if text in _BUNDLED_SERIES:

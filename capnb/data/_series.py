@@ -14,14 +14,15 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..kernels import forecast as kernels
 
 __all__ = [
     "Slots",
     "checked_series",
     "interval_ns_of",
     "interval_seconds",
+    "long_runs",
     "resample",
+    "runs",
     "slot_codes",
     "slots",
 ]
@@ -238,6 +239,8 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
             f"interval {duration_text(step)} is longer than the trace ({what}); choose a shorter "
             "interval or a longer trace"
         )
+    from ..kernels import forecast as kernels  # numba loads when a log is resampled
+
     origin = first - first % step
     n_bins = (last - origin) // step + 1
     requests = np.zeros(n_bins)
@@ -261,11 +264,12 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
     edges = int(missing.sum())
     if edges:
         notes.append(f"{edges} edge interval(s) observed for under half their length are missing")
-    longest = _longest_run(requests == 0) * step
+    idle_starts, idle_stops = runs(requests == 0)
+    longest = int((idle_stops - idle_starts).max(initial=0)) * step
     if gap is not None:
         gap_ns = interval_ns(gap, "gap", low_s=1)
-        holes = np.zeros(n_bins, bool)
-        kernels.long_runs(requests == 0, -(-gap_ns // step), holes)
+        long = idle_stops - idle_starts >= -(-gap_ns // step)
+        holes = _mark(n_bins, idle_starts[long], idle_stops[long])
         if holes.any():
             notes.append(
                 f"{int(holes.sum()):,} intervals in empty runs of at least {duration_text(gap_ns)} "
@@ -294,12 +298,30 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
     return xr.Dataset(data, coords=_time_coord(starts), attrs=attrs)
 
 
-def _longest_run(flags: np.ndarray) -> int:
-    if not flags.any():
-        return 0
-    padded = np.concatenate(([False], flags, [False])).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))
-    return int((edges[1::2] - edges[::2]).max())
+def runs(flags) -> tuple[np.ndarray, np.ndarray]:
+    """Where the runs of True in ``flags`` start and stop (exclusive), as two int64 arrays.
+
+    Plain numpy (``np.diff`` of the flags): with the runs found once for both the longest empty
+    stretch and the holes, this measured as fast as the numba loop it replaced.
+    """
+    flags = np.asarray(flags, dtype=bool)
+    edges = np.flatnonzero(np.diff(flags, prepend=False, append=False))
+    return edges[::2], edges[1::2]
+
+
+def long_runs(flags, min_length: int) -> np.ndarray:
+    """The runs of True in ``flags`` that are at least ``min_length`` long, as a boolean array."""
+    starts, stops = runs(flags)
+    long = stops - starts >= min_length
+    return _mark(np.size(flags), starts[long], stops[long])
+
+
+def _mark(size: int, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """A boolean array of ``size``, True on ``[starts[k], stops[k])`` (disjoint, apart)."""
+    steps = np.zeros(size + 1, np.int8)
+    steps[starts] = 1
+    steps[stops] = -1
+    return np.cumsum(steps[:-1], dtype=np.int8).astype(bool)
 
 
 def _time_coord(starts: np.ndarray) -> dict[str, tuple]:

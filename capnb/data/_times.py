@@ -227,7 +227,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start):
         raise ConfigError(f"{where(row)}: column {column!r} is empty (no time)")
     if pat.is_timestamp(kind):
         own = values.cast(pa.timestamp(kind.unit)).to_numpy().astype(f"datetime64[{kind.unit}]")
-        _check_dates(own, column, where, own.astype(str).tolist())
+        _check_dates(own, column, where, own)  # the text of one row only, when one is wrong
         ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
         if kind.tz is None:
             return ns, Clock(timezone or "unknown", True, "")
@@ -262,8 +262,9 @@ def _check_dates(values: np.ndarray, column: str, where, shown) -> None:
     outside = (values < np.datetime64("1678-01-01")) | (values > np.datetime64("2261-12-31"))
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
+        text = str(shown[row])
         raise ConfigError(
-            f"{where(row)}: column {column!r} holds {shown[row]!r}, outside the years 1678-2261 "
+            f"{where(row)}: column {column!r} holds {text!r}, outside the years 1678-2261 "
             "that capnb can hold"
         )
 

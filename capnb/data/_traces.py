@@ -10,7 +10,9 @@ duplicate times, which are sorted and kept) a :class:`TraceWarning` repeated in 
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import json
 import os
 import warnings
@@ -260,9 +262,11 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     """Read a CSV request log with pyarrow.
 
     The time column is typed from the first row's form (naive, or with a UTC offset), so pyarrow
-    parses it in its multi-threaded reader. When the file's offsets need checking, a byte scan of
-    the column finds whether they all agree; the result is a timestamp column with the file's one
-    offset as its zone. Anything less regular is read as text and parsed with row-level messages.
+    parses it while it reads. When the file's offsets need checking (times with offsets and no
+    ``timezone=``), the column is read as text batch by batch, each batch's offsets are checked
+    against the first row's and the batch is parsed (:func:`_read_one_offset`); the result is a
+    timestamp column with the file's one offset as its zone. Anything less regular is read as text
+    and parsed with row-level messages.
     """
     import re
 
@@ -296,7 +300,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     first = _first_values(path).get(columns["time"], "")  # a short first row: pyarrow names it
     types: dict[str, object] = {c: pa.int64() for k, c in columns.items() if k != "time" and c}
     aware = re.search(_times.OFFSET_PATTERN, first) is not None
-    offset = None
+    table, offset = None, None
     if _is_number(first):
         _times.unit_ns(time_unit, "time_unit", columns["time"])
     elif not aware:
@@ -304,20 +308,21 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     elif timezone is not None:
         types[columns["time"]] = pa.timestamp("ns", tz="UTC")
     else:
-        offset = _single_offset(path, header.index(columns["time"]), columns["time"])
-        # offsets that a byte scan could not settle: keep the text, parse it row by row
-        types[columns["time"]] = pa.string() if offset is None else pa.timestamp("ns", tz="UTC")
-    try:
-        table = _arrow_csv(path, wanted, types)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
-        # a value did not convert: read the columns as text and name the row at fault
-        options = pacsv.ConvertOptions(
-            column_types=dict.fromkeys(wanted, pa.string()),
-            include_columns=wanted,
-            strings_can_be_null=True,
-        )
-        table = _read_csv_table(path, options)
-        offset = None
+        # the offsets are checked as the text is read; what the check cannot settle (a time without
+        # an offset, an empty cell, a value pyarrow does not parse) stays text, parsed row by row
+        types[columns["time"]] = pa.string()
+        table, offset = _read_one_offset(path, wanted, types, columns["time"], first)
+    if table is None:
+        try:
+            table = _arrow_csv(path, wanted, types)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
+            # a value did not convert: read the columns as text and name the row at fault
+            options = pacsv.ConvertOptions(
+                column_types=dict.fromkeys(wanted, pa.string()),
+                include_columns=wanted,
+                strings_can_be_null=True,
+            )
+            table = _read_csv_table(path, options)
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds a header but no rows")
     if offset is not None:  # the file's one offset becomes the column's zone
@@ -385,28 +390,188 @@ def _malformed_row(path: Path) -> str:
     return ""
 
 
-def _single_offset(path: Path, column: int, name: str) -> int | None:
-    """The one UTC offset (minutes) of a CSV's time column, by a byte scan; None: not scannable."""
-    if path.suffix.lower() == ".gz":
-        return None
-    from ..kernels import forecast as kernels  # numba loads only when a file needs the scan
+def _read_one_offset(path: Path, columns, types, name: str, first: str):
+    """Read a CSV whose times carry UTC offsets, checking that they all state the first row's.
 
-    text = np.memmap(path, dtype=np.uint8, mode="r")
-    header_end = int(np.argmax(text[: 1 << 20] == 10)) + 1
-    code, position, other = kernels.offset_codes(text, column, header_end)
-    if code in (kernels.QUOTED, kernels.NO_ZONE) or other == kernels.QUOTED:
-        return None
-    if position >= 0:
-        if other == kernels.NO_ZONE:
-            return None  # a time without an offset: the text parser names the row
-        line = int(np.count_nonzero(text[:position] == 10)) + 1
-        first, second = _times.offset_name(code), _times.offset_name(other)
-        raise ConfigError(
-            f"{path.name}: column {name!r} mixes UTC offsets ({first} in row 1, {second} in row "
-            f"{line - 1} (line {line})): say which clock to count hours of the day on with "
-            "timezone= (e.g. timezone='Europe/Berlin', or 'UTC')"
+    The time column (``types[name]`` is text) is read batch by batch by pyarrow's streaming reader,
+    and each batch's offsets are compared with the first row's before the batch is parsed to UTC
+    instants. The file's rows are cut at line ends into one part per core, read side by side on
+    threads (a compressed file is one part). Returns ``(table, offset)``: the table with the time
+    column as ``timestamp[ns, UTC]`` and the offset in minutes east of UTC; ``(None, None)`` when
+    the check cannot settle it (a time without an offset comes first; an empty cell, a value
+    pyarrow does not parse, a row pyarrow cannot read), for the text path to name the row.
+
+    Raises
+    ------
+    ConfigError
+        A row states another offset than the first row, before any row without one (the message
+        names both rows).
+    """
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    zone = re.search(_times.OFFSET_PATTERN, first).group(1)
+    minutes = _times.fixed_offset(zone)
+    options = pacsv.ConvertOptions(
+        column_types=types, include_columns=columns, strings_can_be_null=True
+    )
+    sources = _row_parts(path)
+
+    def read(source) -> _Part:
+        return _read_part(source, options, name, zone, minutes)
+
+    with ThreadPoolExecutor(len(sources)) as pool:
+        parts = list(pool.map(read, sources))
+    rows, batches, parsed = 0, [], True
+    for part in parts:  # in file order: the first event decides
+        if part.event == "other":
+            first_name, other_name = _times.offset_name(minutes), _times.offset_name(part.minutes)
+            row = rows + part.row
+            raise ConfigError(
+                f"{path.name}: column {name!r} mixes UTC offsets ({first_name} in row 1, "
+                f"{other_name} in row {row + 1} (line {row + 2})): say which clock to count hours "
+                "of the day on with timezone= (e.g. timezone='Europe/Berlin', or 'UTC')"
+            )
+        if part.event is not None:  # a time without an offset, or a row pyarrow cannot read
+            return None, None
+        rows += part.row
+        parsed = parsed and part.batches is not None
+        batches += part.batches or []
+    if not parsed or not batches:  # a time pyarrow does not parse: the text path names its row
+        return None, None
+    return pa.Table.from_batches(batches), minutes
+
+
+#: Bytes of CSV per batch of :func:`_read_one_offset` (pyarrow's default block size), the least
+#: bytes of rows worth a part (and a thread) of their own, and the most parts (None: one per core).
+_BLOCK_BYTES = 1 << 20
+_PART_BYTES = 16 << 20
+_MAX_PARTS: int | None = None
+
+
+def _row_parts(path: Path) -> list:
+    """The sources :func:`_read_part` reads: byte ranges of rows cut at line ends, or the path.
+
+    A part is ``(buffer, column names)`` (the header is read once, from the first line) or, for a
+    compressed file or one pyarrow cannot map, ``(path, None)``: one part, header included.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    if path.suffix.lower() == ".gz":
+        return [(path, None)]
+    try:
+        data = pa.memory_map(str(path)).read_buffer()
+        text = np.frombuffer(data, dtype=np.uint8)
+        header_end = _line_start(text, 1)
+        header = pacsv.read_csv(
+            pa.BufferReader(data.slice(0, header_end)), pacsv.ReadOptions(use_threads=False)
         )
-    return int(code)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
+        return [(path, None)]
+    size = text.size - header_end
+    count = max(1, min(_MAX_PARTS or pa.cpu_count(), size // _PART_BYTES))
+    bounds = [header_end]
+    for k in range(1, count):
+        cut = _line_start(text, header_end + size * k // count)
+        if bounds[-1] < cut < text.size:
+            bounds.append(cut)
+    bounds.append(text.size)
+    names = header.schema.names
+    return [(data.slice(a, b - a), names) for a, b in itertools.pairwise(bounds)]
+
+
+def _line_start(text: np.ndarray, position: int) -> int:
+    """The first byte at or after ``position`` that starts a line (``text.size`` if none)."""
+    while position < text.size:
+        window = text[position - 1 : position - 1 + (1 << 16)]
+        ends = np.flatnonzero(window == 10)
+        if ends.size:
+            return position + int(ends[0])
+        position += window.size
+    return text.size
+
+
+class _Part:
+    """What :func:`_read_part` found in one part of a file.
+
+    ``batches`` (None when a time did not parse or a cell is empty), ``row`` (rows read; with an
+    event, the part's row it names) and ``event``: ``"other"`` (a row stating another offset,
+    ``minutes``), ``"none"`` (a time stating none, or a row pyarrow cannot read) or None.
+    """
+
+    def __init__(self, batches, row: int, event: str | None = None, minutes: int | None = None):
+        self.batches, self.row, self.event, self.minutes = batches, row, event, minutes
+
+
+def _read_part(source, options, name: str, zone: str, minutes: int) -> _Part:
+    """Read one part batch by batch: check each batch's offsets, then parse its times to UTC."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    where, names = source
+    read = pacsv.ReadOptions(block_size=_BLOCK_BYTES, column_names=names, use_threads=False)
+    batches, rows = [], 0
+    try:
+        reader = pacsv.open_csv(
+            pa.BufferReader(where) if names else where, read_options=read, convert_options=options
+        )
+        for batch in reader:
+            index = batch.schema.get_field_index(name)
+            event, parsed = _batch_times(batch.column(index), zone, minutes)
+            if event is not None:
+                row, other = event
+                return _Part(None, rows + row, "none" if other is None else "other", other)
+            if parsed is None:
+                batches = None  # a time pyarrow does not parse: still check the offsets
+            elif batches is not None:
+                arrays = [
+                    parsed if i == index else batch.column(i) for i in range(batch.num_columns)
+                ]
+                batches.append(pa.RecordBatch.from_arrays(arrays, names=batch.schema.names))
+            rows += batch.num_rows
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
+        return _Part(None, rows, "none")
+    return _Part(batches, rows)
+
+
+def _batch_times(text, zone: str, minutes: int):
+    """Check one batch's times against the first row's offset, then parse them to UTC instants.
+
+    Returns ``(event, parsed)``: ``event`` is the first row stating another offset, as ``(row, its
+    minutes)``, or a time stating none, as ``(row, None)``; without one, ``parsed`` holds the
+    instants, or is None when pyarrow does not parse a time or a cell is empty.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    utc = pa.timestamp("ns", tz="UTC")
+    if not text.null_count and pc.all(pc.ends_with(text, zone)).as_py() is not False:
+        # every time ends in the first row's offset as the first row writes it; spaces around a
+        # time or a value that is not one fail to parse and are looked at row by row below
+        with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None, text.cast(utc)
+    text = pc.utf8_trim_whitespace(text)  # other spellings ("Z", "+0000"), spaces, other offsets
+    found = pc.extract_regex(text, r"(?P<zone>Z|[+-]\d\d:?\d\d)$")
+    stated = pc.struct_field(found, "zone")  # null where a row states no offset
+    spellings = stated.dictionary_encode()
+    # each spelling's minutes, and a last entry for the rows that state none
+    codes = np.array([_times.fixed_offset(z) for z in spellings.dictionary.to_pylist()] + [0])
+    which = spellings.indices.fill_null(len(codes) - 1).to_numpy(zero_copy_only=False)
+    empty = text.is_null().to_numpy(zero_copy_only=False)  # no time at all: not an offset
+    odd = np.flatnonzero(((which == len(codes) - 1) | (codes[which] != minutes)) & ~empty)
+    if odd.size:
+        row = int(odd[0])
+        return (row, None if which[row] == len(codes) - 1 else int(codes[which[row]])), None
+    if empty.any():
+        return None, None  # the text path names the empty cell, unless another offset comes later
+    try:
+        return None, text.cast(utc)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None, None
 
 
 def _read_jsonl(path: Path, columns: dict[str, str]):

@@ -26,10 +26,10 @@ import numpy as np
 import xarray as xr
 
 from .. import _validate, glossary
-from ..data._series import Slots, checked_series, interval_ns, interval_ns_of, slot_codes
+from ..data._series import Slots, checked_series, interval_ns, interval_ns_of, runs, slot_codes
 from ..errors import InputError
-from ..kernels import forecast as kernels
 from . import _months
+from ._baseline import fit_baseline, slot_statistics
 
 __all__ = [
     "MONTH_DAYS",
@@ -140,8 +140,6 @@ def detect_bursts(
         qps over its slot reference). Attrs: the settings and ``observed_s``, the observed
         (non-missing) time the bursts were looked for in.
     """
-    from ._baseline import fit_baseline
-
     series = checked_series(series)
     baseline = fit_baseline(series) if baseline is None else baseline
     factor = _validate.fraction(factor, "factor", low=1.0, high=1e6)
@@ -160,18 +158,20 @@ def detect_bursts(
     expected = reference[codes]
     with np.errstate(invalid="ignore"):
         above = qps > factor * expected  # NaN (missing) compares False: a hole breaks a run
-    runs = np.zeros(qps.size, bool)
     length = -(-min_ns // step)
-    kernels.long_runs(above, length, runs)
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], runs.astype(np.int8), [0]))))
-    starts, stops = edges[::2], edges[1::2]
+    starts, stops = runs(above)
+    long = stops - starts >= length
+    starts, stops = starts[long], stops[long]
+    in_burst = np.zeros(qps.size, bool)
+    for a, b in zip(starts, stops, strict=True):
+        in_burst[a:b] = True
     ratio = np.where(expected > 0, qps / np.where(expected > 0, expected, 1.0), np.inf)
     peak = np.array([np.nanmax(qps[a:b]) for a, b in zip(starts, stops, strict=True)])
     multiplier = np.array([np.nanmax(ratio[a:b]) for a, b in zip(starts, stops, strict=True)])
     observed_s = float(np.count_nonzero(~np.isnan(qps)) * step / NS)
     return xr.Dataset(
         {
-            "in_burst": ("time", runs, glossary.attrs("in_burst")),
+            "in_burst": ("time", in_burst, glossary.attrs("in_burst")),
             "burst_start": ("burst", series["time"].values[starts], glossary.attrs("burst_start")),
             "duration_s": ("burst", (stops - starts) * step / NS, glossary.attrs("duration_s")),
             "peak_qps": ("burst", peak.reshape(-1), glossary.attrs("peak_qps")),
@@ -281,12 +281,7 @@ def month_inputs(
     else:
         excluded = 0
     codes = slot_codes(series["time"], spec)
-    quantile, mean, count = (
-        np.empty((spec.count, 1)),
-        np.empty(spec.count),
-        np.empty(spec.count, np.int64),
-    )
-    kernels.slot_statistics(qps, codes, np.array([0.5]), quantile, mean, count)
+    _, mean, count = slot_statistics(qps, codes, np.array([0.5]), spec.count)
     empty = np.flatnonzero(count == 0)
     if empty.size:
         raise InputError(

@@ -4,6 +4,9 @@ numba compiles a gufunc with explicit signatures at decoration time, which would
 capnb.memory`` pay for every kernel. :func:`guvectorize` here defers that to the first call and caches
 the machine code on disk. When the package directory is read-only (a system-wide install) and numba
 has no cache directory set, the cache goes to a per-user directory instead of failing.
+
+No kernel uses numba's ``parallel`` target: work is split over plain threads by :func:`over_threads`,
+so any number of threads (dask's) may call any kernel at once, whatever numba's threading layer.
 """
 
 from __future__ import annotations
@@ -23,42 +26,8 @@ __all__ = [
     "jit",
     "njit",
     "over_threads",
-    "parallel_launch",
     "threads_for",
-    "threadsafe_layer",
 ]
-
-# numba's ``workqueue`` threading layer aborts the process when two threads launch parallel regions
-# at once (dask's threaded workers do). capnb's parallel kernels take this lock unless the layer in
-# use is one that allows concurrent launches (``omp``, ``tbb``): then they run side by side.
-_LAUNCH_LOCK = threading.RLock()
-_THREADSAFE_LAYERS = ("omp", "tbb")
-_layer_is_threadsafe = False
-
-
-def threadsafe_layer() -> bool:
-    """Whether numba's threading layer allows parallel launches from several threads at once.
-
-    False until the first parallel launch has chosen the layer (numba picks it then), and for
-    ``workqueue``; True for ``omp`` and ``tbb``.
-    """
-    global _layer_is_threadsafe
-    if not _layer_is_threadsafe:
-        import numba
-
-        try:
-            _layer_is_threadsafe = numba.threading_layer() in _THREADSAFE_LAYERS
-        except ValueError:  # no parallel region has run yet: the layer is not chosen
-            return False
-    return _layer_is_threadsafe
-
-
-def parallel_launch(func: Callable, *args, **kwargs):
-    """Call a parallel kernel, one launch at a time when the threading layer is not thread-safe."""
-    if threadsafe_layer():
-        return func(*args, **kwargs)
-    with _LAUNCH_LOCK:
-        return func(*args, **kwargs)
 
 
 def _writable(path: Path) -> bool:
@@ -101,11 +70,9 @@ class _LazyKernel:
         build: Callable[[], Callable],
         pyfunc: Callable,
         *,
-        parallel: bool = False,
         core_ndims: tuple[int, ...] | None = None,
     ):
         self._build = build
-        self._parallel = parallel
         self._core_ndims = core_ndims  # set: a gufunc whose outer loop may be split over threads
         self._compiled: Callable | None = None
         self._lock = threading.Lock()  # dask runs blocks in threads: compile once, not concurrently
@@ -124,8 +91,6 @@ class _LazyKernel:
         return self._compiled
 
     def __call__(self, *args, **kwargs):
-        if self._parallel:
-            return parallel_launch(self.compiled, *args, **kwargs)
         if self._core_ndims is not None and not kwargs:
             return _over_threads(self.compiled, args, self._core_ndims)
         return self.compiled(*args, **kwargs)
@@ -242,14 +207,11 @@ def _core_ndims(layout: str) -> tuple[int, ...]:
                  inputs.replace("),(", ")|(").split("|"))  # fmt: skip
 
 
-def guvectorize(
-    signatures: list[str], layout: str, *, parallel: bool = False, threads: bool = False
-):
+def guvectorize(signatures: list[str], layout: str, *, threads: bool = False):
     """Declare a numba gufunc with explicit dtype signatures and core-dim layout, compiled lazily.
 
-    ``parallel=True`` selects numba's ``parallel`` target (threads over the broadcast dims);
-    ``threads=True`` keeps the serial gufunc and splits large calls over Python threads (see
-    :func:`_over_threads`), for kernels whose cells are costly.
+    ``threads=True`` splits large calls over Python threads (see :func:`_over_threads`), for
+    kernels whose cells are costly.
     """
 
     def decorate(pyfunc: Callable) -> _LazyKernel:
@@ -257,15 +219,19 @@ def guvectorize(
             import numba
 
             use_cache = bool(cache_dir())
-            target = "parallel" if parallel else "cpu"
-            return numba.guvectorize(
-                signatures, layout, nopython=True, cache=use_cache, target=target
-            )(pyfunc)
+            return numba.guvectorize(signatures, layout, nopython=True, cache=use_cache)(pyfunc)
 
         cores = _core_ndims(layout) if threads else None
-        return _LazyKernel(build, pyfunc, parallel=parallel, core_ndims=cores)
+        return _LazyKernel(build, pyfunc, core_ndims=cores)
 
     return decorate
+
+
+def _refuse_parallel(options: dict) -> None:
+    if options.get("parallel"):
+        raise ValueError(
+            "capnb kernels do not use numba's parallel target: split the work with over_threads"
+        )
 
 
 def jit(signature: str, **options):
@@ -274,6 +240,7 @@ def jit(signature: str, **options):
     numba compiles a function with an explicit signature at decoration time; this defers it to the
     first call (and caches it on disk), so that importing a step module compiles nothing.
     """
+    _refuse_parallel(options)
 
     def decorate(pyfunc: Callable) -> _LazyKernel:
         def build() -> Callable:
@@ -281,7 +248,7 @@ def jit(signature: str, **options):
 
             return numba.njit(signature, cache=bool(cache_dir()), **options)(pyfunc)
 
-        return _LazyKernel(build, pyfunc, parallel=bool(options.get("parallel")))
+        return _LazyKernel(build, pyfunc)
 
     return decorate
 
@@ -291,36 +258,13 @@ def njit(pyfunc: Callable | None = None, **options):
 
     Without explicit signatures numba compiles on the first call, so this costs nothing at import
     beyond importing numba. Use it for the small scalar helpers that hold the formulas; they stay
-    callable from other kernels. With ``parallel=True`` the result is an entry point for Python
-    callers only: calls go through :func:`parallel_launch`, so that threads (dask's) never launch
-    parallel regions concurrently on a threading layer that does not allow it.
+    callable from other kernels. ``parallel=True`` is refused (see the module docstring).
     """
+    _refuse_parallel(options)
 
     def decorate(func: Callable) -> Callable:
         import numba
 
-        dispatcher = numba.njit(cache=bool(cache_dir()), **options)(func)
-        return _Guarded(dispatcher) if options.get("parallel") else dispatcher
+        return numba.njit(cache=bool(cache_dir()), **options)(func)
 
     return decorate(pyfunc) if pyfunc is not None else decorate
-
-
-class _Guarded:
-    """A parallel ``@njit`` dispatcher called through :func:`parallel_launch` (Python callers only)."""
-
-    def __init__(self, dispatcher):
-        self.dispatcher = dispatcher
-        self.py_func = dispatcher.py_func
-        self.__name__ = dispatcher.__name__
-        self.__doc__ = dispatcher.__doc__
-        self.__wrapped__ = dispatcher.py_func
-
-    def __call__(self, *args, **kwargs):
-        return parallel_launch(self.dispatcher, *args, **kwargs)
-
-    def __getattr__(self, name):  # signatures, stats, inspect_* ... of the dispatcher
-        return getattr(self.dispatcher, name)
-
-    def __reduce__(self):
-        # by module and name, as _LazyKernel: each dask worker compiles or loads its own copy
-        return (_kernel_by_name, (self.py_func.__module__, self.py_func.__name__))

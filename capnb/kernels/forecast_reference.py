@@ -1,5 +1,10 @@
 """Plain Python and numpy references of the forecast kernels (see :mod:`capnb.kernels.reference`).
 
+Some of the computations they check are plain numpy themselves now (runs of flags, per-slot
+statistics): the references are the straightforward versions those are held to.
+The one-pass Monte Carlo (``simulate_months_*``) is the reference of the two-pass kernels in
+:mod:`capnb.kernels.months`.
+
 Besides the references, :func:`expected_month_mean` is the Monte Carlo's analytic mean: what the
 average simulated demand converges to, derived from the model (Poisson bursts, uniform starts and
 lengths, the larger multiplier where bursts overlap) without simulating.
@@ -194,9 +199,10 @@ def simulate_months_python(
     key, trials, base, noise, noise_block, mean_count, d_low, d_high, m_low, m_high,
     cap_low, cap_step, levels,
 ):  # fmt: skip
-    """The Monte Carlo kernel minute by minute in plain Python (slow: for a few short months).
+    """The one-pass Monte Carlo minute by minute in plain Python (slow: for a few short months).
 
-    ``trials`` is a list of trial ids; returns (peaks, means, minutes_above) like the kernel.
+    ``trials`` is a list of trial ids; returns (peaks, means, minutes_above): per trial the highest
+    and mean demand, and (trials, levels) the minutes with demand strictly above each level.
     """
     key = (int(key[0]), int(key[1]))
     peaks, means, above = [], [], []
@@ -230,9 +236,9 @@ def simulate_months_numpy(
 ):  # fmt: skip
     """The Monte Carlo with numpy, one trial at a time vectorised over its minutes.
 
-    This is the straightforward array version the benchmark compares with: the same random
-    numbers (vectorised Philox), the demand of a month as one array, its peak and a histogram
-    of levels by ``np.searchsorted`` semantics.
+    This is the straightforward array version the tests and the benchmark compare the two-pass
+    kernels with: the same random numbers (vectorised Philox), the demand of a month as one array,
+    its peak and a histogram of levels by ``np.searchsorted`` semantics.
     """
     base = np.asarray(base, float)
     noise = np.asarray(noise, float)
@@ -263,7 +269,7 @@ def simulate_months_numpy(
             np.maximum(window, multiplier, out=window)
         demand *= factor
         peaks[i], means[i] = demand.max(), demand.mean()
-        # level j is exceeded where (demand - low) / step > j, the kernel's own comparison
+        # level j is exceeded where (demand - low) / step > j, the kernels' own comparison
         position = np.sort((demand - cap_low) / cap_step)
         above[i] = minutes - np.searchsorted(position, level_index, side="right")
     return peaks, means, above

@@ -1,8 +1,10 @@
 """The burst Monte Carlo in two passes: the months without bursts, then the bursts on top.
 
-:func:`capnb.kernels.forecast.simulate_months` walks each month once with its bursts and histograms
-every minute against the capacity levels. The same numbers come out of two passes that split what
-depends on the burst model from what does not:
+A month is per-minute demand = baseline x noise x burst factor; each minute is histogrammed against
+evenly spaced capacity levels. Walking each month once with its bursts is the plain reference
+(:func:`capnb.kernels.forecast_reference.simulate_months_numpy`, and minute by minute
+``simulate_months_python``). The same numbers come out of two passes that split what depends on the
+burst model from what does not:
 
 1. :func:`quiet_months` walks each month without bursts (demand = baseline x noise, the same
    Philox draws) and keeps each trial's peak and total, and how many minutes of all the trials
@@ -13,7 +15,7 @@ depends on the burst model from what does not:
    over the capacity levels, and raises the peak and the total.
 
 Binning the pair table (:func:`bin_counts`) and adding the corrections gives the histogram of every
-minute of every month, the same integers as the one-pass kernel; peaks are the same values (a
+minute of every month, the same integers as the one-pass walk; peaks are the same values (a
 multiplier is >= 1, so a burst never lowers a minute); totals agree to rounding (the sums run in a
 different order). Pass 1 is most of the work and depends only on the baseline, the noise and the
 seed, so a worksheet keeps it while the burst model or the plan changes. Everything is integer or
@@ -36,7 +38,8 @@ __all__ = ["bin_counts", "burst_months", "level_bin", "quiet_months"]
 def level_bin(demand, capacity_low, capacity_step, levels):
     """How many of the capacity levels ``low + j x step`` (j < levels) lie strictly below demand.
 
-    The one-pass kernel's own arithmetic, so that both histogram a minute identically.
+    The references' own comparison (``(demand - low) / step > j``), so that every path histograms a
+    minute identically.
     """
     position = (demand - capacity_low) / capacity_step
     if position <= 0.0:
@@ -61,7 +64,8 @@ def quiet_months(
         (minutes,) baseline (requests/s), the index of each minute's value among the distinct
         baseline values, and the first later minute whose baseline differs.
     noise, noise_block
-        The residual pool and the minutes per noise draw, as in ``simulate_months``.
+        The residual pool (multiplicative residuals, one drawn per block) and the minutes per
+        noise draw.
     peak_out, total_out
         (trials,) highest minute and sum over minutes of demand (requests/s).
     counts_out
