@@ -44,7 +44,11 @@ DIMS: dict[str, Term] = _table(
     ("latency_quantile", "1", "quantile of the per-request latency distribution"),
     ("traffic_quantile", "1", "quantile of the per-interval request rate within a slot"),
     ("metric", "1", "latency metric: ttft, tpot, itl or e2e"),
-    ("time", "datetime64", "time of the interval start"),
+    (
+        "time",
+        "datetime64",
+        "time of the interval start on the trace's own clock (attrs say what is known)",
+    ),
     ("slot", "1", "seasonal slot: hour_of_day 0-23, or hour_of_week 0-167 with Monday 00:00 = 0"),
     ("trial", "1", "Monte Carlo trial"),
     ("request", "1", "one request of a request log"),

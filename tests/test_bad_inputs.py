@@ -503,6 +503,11 @@ ROWS = [
         lambda _: capacity.plan(data.load_latency_curve("dstack-vllm-mi300x-short"), 2.0, 20.0,
                                 metric="ttft", tensor_parallel=2.5),
         Raises(InputError, r"tensor_parallel must be a positive integer, got 2\.5")),
+    Row("forecast: hours of the day from an unknown start",
+        lambda write: forecast.fit_baseline(forecast.resample(
+            data.load_trace(write("rel.csv", "time\n1.5\n2.5\n3600.0\n7300.0\n"), time_unit="s"),
+            "10min")),
+        Raises(InputError, r"slots='hour_of_day': this series counts time from an unknown start")),
     Row("table: one statistic in two units",
         table("concurrency,e2e_p99_ms,e2e_p99_s\n1,100,0.2\n2,150,0.25\n"),
         Raises(ConfigError, r"columns 'e2e_p99_ms' and 'e2e_p99_s' both give e2e p99; keep one")),

@@ -231,7 +231,12 @@ def test_describe_a_single_slot_plan_in_one_rate():
     series = forecast.resample(log, "1min")
     one = forecast.describe(forecast.fit_baseline(series, slots=("1D", "1D")))
     assert one.startswith("Plan on the P99: ") and "at every time (a single slot)" in one
-    hourly = forecast.describe(forecast.fit_baseline(series))
+    # its time 0 is the first request: no hour of the day until the trace says when that was
+    with pytest.raises(InputError, match="counts time from an unknown start"):
+        forecast.fit_baseline(series)
+    with pytest.warns(data.TraceWarning, match="share their timestamp"):
+        dated = data.load_trace("mooncake-synthetic", start="2026-05-04 09:00")
+    hourly = forecast.describe(forecast.fit_baseline(forecast.resample(dated, "1min")))
     assert hourly.startswith("Plan on the P99 per hour of day: ")
-    assert "in 00:00-01:00, the only one of 24 slots with data" in hourly
+    assert "in 09:00-10:00, the only one of 24 slots with data" in hourly
     assert "from " not in hourly.split(" A plan at")[0]

@@ -105,7 +105,10 @@ def load_rate_series(
     kind = table.column(time_column).type
     if not (pat.is_integer(kind) or pat.is_floating(kind)):
         relative = False
-    ns, clock = _times.table_times(table, time_column, where, time_unit, timezone, relative, start)
+    midnight = text in _BUNDLED_SERIES  # ServeGen's time 0 is 00:00 of its day 0
+    ns, clock = _times.table_times(
+        table, time_column, where, time_unit, timezone, relative, start, midnight
+    )
     value_column = rate_column or count_column
     values = _number_column(table, value_column, where)
     order = np.argsort(ns, kind="stable")

@@ -221,7 +221,7 @@ def resample(
 
 
 def _clock_attrs(trace: xr.Dataset) -> dict[str, object]:
-    keys = ("source", "timezone", "weekday_known", "time_origin")
+    keys = ("source", "timezone", "weekday_known", "hours_known", "time_origin")
     return {k: trace.attrs[k] for k in keys if k in trace.attrs}
 
 

@@ -43,10 +43,15 @@ class Clock:
     timezone: str  # "UTC", "UTC+02:00", "Europe/Berlin", or "unknown"
     weekday_known: bool
     origin: str  # what time 0 means for relative timestamps ("" for absolute ones)
+    hours_known: bool = True  # False: time 0 is an unknown moment, so the hour of day is too
 
     def attrs(self) -> dict[str, str]:
         """The attrs a trace carries to say which clock its times are on."""
-        out = {"timezone": self.timezone, "weekday_known": "yes" if self.weekday_known else "no"}
+        out = {
+            "timezone": self.timezone,
+            "weekday_known": "yes" if self.weekday_known else "no",
+            "hours_known": "yes" if self.hours_known else "no",
+        }
         if self.origin:
             out["time_origin"] = self.origin
         return out
@@ -215,8 +220,15 @@ def _zone_minutes(zone: str) -> int:
     return (-1 if sign == "-" else 1) * (int(hours) * 60 + int(minutes))
 
 
-def table_times(table, column, where, time_unit, timezone, relative, start):
-    """Times of a pyarrow column (timestamp, text or numbers) onto the trace's clock."""
+def table_times(table, column, where, time_unit, timezone, relative, start, midnight=False):
+    """Times of a pyarrow column (timestamp, text or numbers) onto the trace's clock.
+
+    Numbers count from the Unix epoch (UTC), or, ``relative``, from time 0: ``start`` when given,
+    else an unknown moment placed at a placeholder date. ``midnight``: time 0 is known to be a
+    midnight (ServeGen's day 0), so the hour of the day holds though the date does not. Numbers
+    that as Unix times would fall before 2000 are taken to count from an unknown start, not from
+    1970 (a clock and a weekday they never had), and the clock says so.
+    """
     import pyarrow as pa
     import pyarrow.types as pat
 
@@ -246,11 +258,14 @@ def table_times(table, column, where, time_unit, timezone, relative, start):
             row = int(np.flatnonzero(~np.isfinite(numbers))[0])
             raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
         per_unit = unit_ns(time_unit, "time_unit", column)
+        if not relative and float(numbers[0]) * per_unit < _YEAR_2000_NS:
+            relative = True  # seconds (or ms) since a start nobody named, not Unix time
         origin, known = origin_ns(start) if relative else (0, True)
         _check_range(numbers, per_unit, origin, column, where, time_unit)
         ns = epoch_ns(numbers, per_unit)
         if relative:
-            return ns + origin, Clock(timezone or "unknown", known, origin_text(start))
+            clock = Clock(timezone or "unknown", known, origin_text(start), known or midnight)
+            return ns + origin, clock
         if timezone is not None:  # epoch numbers are UTC instants: move them onto that clock
             return utc_to_clock(ns, timezone, None), Clock(timezone, True, "")
         return ns, Clock("UTC", True, "")
@@ -270,6 +285,7 @@ def _check_dates(values: np.ndarray, column: str, where, shown) -> None:
 
 
 _FIRST_NS = float(np.datetime64("1678-01-01", "ns").view(np.int64))
+_YEAR_2000_NS = float(np.datetime64("2000-01-01", "ns").view(np.int64))
 _LAST_NS = float(np.datetime64("2261-12-31", "ns").view(np.int64))
 
 

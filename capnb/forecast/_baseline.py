@@ -121,6 +121,12 @@ def _slot_block(qps: np.ndarray, codes: np.ndarray, quantiles: np.ndarray, n_slo
 
 
 def _check_weekday(series: xr.Dataset, spec: Slots) -> None:
+    if spec.count > 1 and series.attrs.get("hours_known") == "no":
+        raise InputError(
+            f"slots={spec.kind!r}: this series counts time from an unknown start "
+            f"({series.attrs.get('time_origin', 'relative timestamps')}), so its hours of the day "
+            "are not known; load it with start= (the date and time of time 0), or use one slot"
+        )
     if spec.needs_weekday and series.attrs.get("weekday_known") == "no":
         raise InputError(
             f"slots={spec.kind!r} needs the weekday, and this series' weekday is not known "
@@ -215,7 +221,11 @@ def fit_baseline(
     result = _shortfall(result, qps, codes, q, mean_plan)
     result.attrs = {
         "title": f"slot baselines ({spec.label()})",
-        **{k: v for k, v in series.attrs.items() if k in ("source", "timezone", "weekday_known")},
+        **{
+            k: v
+            for k, v in series.attrs.items()
+            if k in ("source", "timezone", "weekday_known", "hours_known")
+        },
         "slots": spec.kind,
         "slot_s": spec.slot_ns / NS,
         "period_s": spec.period_ns / NS,
