@@ -61,8 +61,9 @@ def _forget_months(worksheet) -> None:
             value.clear()
 
 
-#: Controls whose new values need new Monte Carlo months (their first visit is timed).
-_NEW_MONTHS = {"interval", "trace", "slots"}
+#: Controls whose new values need new Monte Carlo months or a new policy sweep: their first visit
+#: is timed (the worksheet's kept stages would otherwise return to a value already computed).
+_NEW_MONTHS = {"interval", "trace", "slots", "tolerance_s", "cold_start_s"}
 
 
 def _flip(
