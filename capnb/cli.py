@@ -37,6 +37,13 @@ def _report(args: argparse.Namespace) -> int:
         if "cannot apply" in str(warning.message):
             print(f"capnb report: {warning.message}")
     elapsed = time.perf_counter() - start
+    if args.config is not None:  # the plan the worksheets ran on was exported beside the report
+        import json
+
+        from .plan import inputs_used
+
+        summary = json.loads((Path(args.out) / "plan.json").read_text(encoding="utf-8"))
+        print(f"Inputs: {inputs_used(summary)}")
     print(f"Report written in {elapsed:.0f} s (open it in any browser; it needs no network):")
     for path in written:
         print(f"  {path.resolve()}")

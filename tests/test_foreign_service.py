@@ -193,10 +193,13 @@ def test_the_instance_counts_follow_by_hand(service):
 
 
 @pytest.mark.parametrize(("trace", "latency"), [("requests.csv", "model"), ("rates.csv", "bench")])
-def test_capnb_report_runs_every_worksheet_on_the_users_files(service, trace, latency, tmp_path):
+def test_capnb_report_runs_every_worksheet_on_the_users_files(
+    service, trace, latency, tmp_path, capsys
+):
     path = _config(service, "acme-5b", trace, latency)
     out = tmp_path / "report"
     assert main(["report", "--config", str(path), "--out", str(out), "--quiet"]) == 0
+    assert "Inputs: config: " in capsys.readouterr().out
     combined = (out / "capnb_report.html").read_text(encoding="utf-8")
     assert "acme-5b" in combined
     assert len(list(out.glob("*.html"))) >= 6

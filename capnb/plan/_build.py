@@ -271,15 +271,19 @@ def _model_source(model: str) -> str:
     return "the bundled catalog" if model in data.list_models() else str(spec.source)
 
 
-def inputs_used(plan: xr.Dataset) -> str:
+def inputs_used(plan: xr.Dataset | dict) -> str:
     """Which inputs a plan was built on, in words: config, trace, model, latency, workload, GPUs.
+
+    Takes a plan, or the summary :func:`export` writes (``plan.json``, read as a mapping).
 
     Examples
     --------
     >>> print(inputs_used(build(trials=200, policies=["fixed"], gpus=["H100-SXM"])))  # doctest: +SKIP
     config: defaults; trace: servegen-m-large (rates (bundled servegen-m-large)); ...
     """
-    config = json.loads(plan.attrs["config"])
+    attrs = plan.attrs if isinstance(plan, xr.Dataset) else dict(plan)  # a plan, or its plan.json
+    config = json.loads(attrs["config"])
+    plan = xr.Dataset(attrs=attrs)
     parts = [
         f"config: {plan.attrs.get('config_source', 'defaults')}",
         f"trace: {plan.attrs.get('trace_used', config['trace'])}",
