@@ -23,15 +23,15 @@ _WORKSHEET_RUN = r"""
 import sys, time
 start = time.perf_counter()
 import capnb
-from capnb import notebook, widgets
+from capnb import notebook
 notebook.setup()
-worksheet = getattr(widgets, sys.argv[1])()
-for name in worksheet.chart_makers:
+worksheet = notebook.worksheet(sys.argv[1])
+for name in worksheet.charts:
     worksheet.chart(name).to_dict()
 print(time.perf_counter() - start)
 """
 
-WORKSHEETS = ("ForecastWorksheet", "MemoryWorksheet", "CapacityWorksheet", "ElasticityWorksheet")
+WORKSHEETS = ("01_forecasting", "02_memory", "03_capacity", "04_elasticity")
 
 
 def _python(code: str, cache: str, *args: str) -> str:
