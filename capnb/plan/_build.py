@@ -276,10 +276,9 @@ def inputs_used(plan: xr.Dataset | dict) -> str:
 
     Takes a plan, or the summary :func:`export` writes (``plan.json``, read as a mapping).
 
-    Examples
-    --------
-    >>> print(inputs_used(build(trials=200, policies=["fixed"], gpus=["H100-SXM"])))  # doctest: +SKIP
-    config: defaults; trace: servegen-m-large (rates (bundled servegen-m-large)); ...
+    For the bundled defaults it reads ``config: defaults; trace: servegen-m-large (rates (bundled
+    servegen-m-large)); model: Llama-3.1-8B (from the bundled catalog); latency: the calibrated
+    analytic model; workload: azure-conv-2023; ...``.
     """
     attrs = plan.attrs if isinstance(plan, xr.Dataset) else dict(plan)  # a plan, or its plan.json
     config = json.loads(attrs["config"])
