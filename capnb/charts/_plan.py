@@ -99,6 +99,10 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
 def plan_options(plan: xr.Dataset) -> alt.Chart:
     """Monthly cost of every feasible (GPU, tensor-parallel) option; the chosen one highlighted."""
     monthly = plan.capacity_usd_per_hour.mean("slot") * glossary.HOURS_PER_MONTH
+    if "gpu" not in monthly.dims:  # a measured curve: the one configuration it was measured on
+        monthly = monthly.drop_vars(
+            [c for c in ("gpu", "tensor_parallel") if c in monthly.coords]
+        ).expand_dims(gpu=[plan.attrs["gpu"]], tensor_parallel=[int(plan.attrs["tensor_parallel"])])
     table = (
         monthly.to_dataframe(name="usd").reset_index()[["gpu", "tensor_parallel", "usd"]].dropna()
     )
