@@ -29,16 +29,15 @@ BASE = {
 
 
 def config(**changes):
-    values = {**BASE, **changes}
-    return np.array([float(values[name]) for name in kernels.CONFIG_FIELDS])
+    return kernels.Config.of(**{**BASE, **changes})
 
 
 def run_kernel(demand, up, cooldown, cold, low, buffer, cfg):
     n = demand.size
     metrics = np.empty(len(kernels.METRICS))
-    timeline = [np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n),
-                np.empty(n, np.bool_)]  # fmt: skip
-    kernels.simulate(demand, up, cooldown, cold, low, buffer, cfg, metrics, *timeline)
+    timeline = kernels.Timeline.empty(n)
+    run = kernels.Run.of(up=up, cooldown=cooldown, cold=cold, low=low, buffer=buffer)
+    kernels.simulate(demand, cfg, run, metrics, timeline)
     return dict(zip(kernels.METRICS, metrics, strict=True)), timeline
 
 
@@ -136,7 +135,7 @@ def test_grid_of_runs_matches_numpy_and_python_references(policy):
     cfg = config(policy=policy, period_steps={kernels.KNATIVE: 1, kernels.HPA: 3}.get(policy, 6),
                  tolerance_steps=10, thrash_steps=60)  # fmt: skip
     metrics = np.empty((n, len(kernels.METRICS)))
-    kernels.simulate_many(demand, up, cooldown, cold, low, buffer, cfg, metrics)
+    kernels.simulate_many(demand, cfg, kernels.Run.grid(up, cooldown, cold, low, buffer), metrics)
     numpy_metrics = simulate_numpy(demand, up, cooldown, cold, low, buffer, cfg)
     for i in range(n):
         got = dict(zip(kernels.METRICS, metrics[i], strict=True))
@@ -154,8 +153,9 @@ def test_threads_give_the_same_answer_as_one_thread():
     rng = np.random.default_rng(3)
     demand = rng.gamma(2.0, 20.0, 60_000)
     n = 40
-    args = (rng.uniform(0.5, 0.9, n), rng.integers(0, 60, n), rng.integers(0, 20, n),
-            rng.integers(1, 4, n), rng.integers(0, 2, n), config(policy=kernels.HPA))  # fmt: skip
+    args = (config(policy=kernels.HPA), kernels.Run.grid(rng.uniform(0.5, 0.9, n),
+            rng.integers(0, 60, n), rng.integers(0, 20, n), rng.integers(1, 4, n),
+            rng.integers(0, 2, n)))  # fmt: skip
     assert n * demand.size >= _lazy.PARALLEL_MIN_WORK  # the threaded path ran
     threaded = np.empty((n, len(kernels.METRICS)))
     kernels.simulate_many(demand, *args, threaded)
@@ -191,7 +191,7 @@ def test_kernel_matches_references_on_real_traces(source, step_s, policy, period
     cold = np.array([0, 30, 60, 90, 150, 300]) // step_s
     low, buffer = np.array([1, 1, 2, 2, 3, 1]), np.array([0, 1, 0, 2, 0, 1])
     metrics = np.empty((n, len(kernels.METRICS)))
-    kernels.simulate_many(demand, up, cooldown, cold, low, buffer, cfg, metrics)
+    kernels.simulate_many(demand, cfg, kernels.Run.grid(up, cooldown, cold, low, buffer), metrics)
     numpy_metrics = simulate_numpy(demand, up, cooldown, cold, low, buffer, cfg)
     for i in range(n):
         got = dict(zip(kernels.METRICS, metrics[i], strict=True))

@@ -80,7 +80,9 @@ def capacity():
 
 
 def forecast():
+    # runs and slot statistics are numpy (nothing to compile); binning and the months are numba
     from capnb.kernels import forecast as k
+    from capnb.kernels import months as mk
 
     z = np.zeros(4)
     yield (
@@ -89,44 +91,6 @@ def forecast():
             np.arange(4, dtype=np.int64), z, z, 0, 2, z.copy(), z.copy(), z.copy()
         ),
     )
-    yield (
-        "forecast.offset_codes",
-        lambda: k.offset_codes(np.frombuffer(b"t\n2024-01-01 00:00:00+00:00\n", np.uint8), 0, 2),
-    )
-    yield (
-        "forecast.slot_statistics",
-        lambda: k.slot_statistics(
-            np.arange(4.0),
-            np.array([0, 0, 1, 1]),
-            np.array([0.5]),
-            np.empty((2, 1)),
-            np.empty(2),
-            np.empty(2, np.int64),
-        ),
-    )
-    yield "forecast.long_runs", lambda: k.long_runs(np.ones(4, bool), 2, np.empty(4, bool))
-    yield (
-        "forecast.simulate_months",
-        lambda: k.simulate_months(
-            np.uint64(0),
-            np.uint64(0),
-            0,
-            np.ones(60),
-            np.ones(3),
-            10,
-            1.0,
-            10.0,
-            20.0,
-            2.0,
-            3.0,
-            0.0,
-            1.0,
-            np.empty(2),
-            np.empty(2),
-            np.empty((2, 4), np.int64),
-        ),
-    )
-    from capnb.kernels import months as mk
 
     base, cls, ends, noise = np.ones(60), np.zeros(60, np.int64), np.full(60, 60), np.ones(3)
     peak, total, counts = np.empty(2), np.empty(2), np.zeros((1, 3), np.int64)
@@ -169,7 +133,7 @@ def elasticity():
     from capnb.kernels import autoscale as k
 
     demand = np.full(50, 10.0)
-    runs = (np.array([0.7]), np.array([6]), np.array([6]), np.array([1]), np.array([0]))
+    runs = k.Run.grid(0.7, 6, 6, 1, 0)
     metrics = np.empty((1, len(k.METRICS)))
     # one compiled loop serves every policy (the policy is a runtime code in the config)
     config = build_config(
@@ -181,18 +145,12 @@ def elasticity():
         thrash_window_s=900.0,
         options={},
     )
-    yield "autoscale.simulate_many", lambda: k._runs_serial(demand, *runs, config, metrics)
-    timeline = [
-        np.empty(50, np.int64),
-        np.empty(50, np.int64),
-        np.empty(50),
-        np.empty(50),
-        np.empty(50),
-        np.empty(50, bool),
-    ]
+    yield "autoscale.simulate_many", lambda: k._runs_serial(demand, config, runs, metrics)
+    run, timeline = k.Run.of(up=0.7, cooldown=6, cold=6, low=1, buffer=0), k.Timeline.empty(50)
+    # the timeline path runs the same compiled loop (a grid of one run): nothing more to compile
     yield (
         "autoscale.simulate (timeline)",
-        lambda: k.simulate(demand, 0.7, 6, 6, 1, 0, config, metrics[0], *timeline),
+        lambda: k.simulate(demand, config, run, metrics[0], timeline),
     )
 
 

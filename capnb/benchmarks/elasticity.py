@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from .. import data, elasticity
-from ..elasticity._policy import build_config
+from ..elasticity._simulate import _kernel_inputs
 from ..kernels import autoscale as kernels
 from ..kernels.reference import REGISTRY
 from . import Row, best_time
@@ -51,18 +51,6 @@ def _demand(source: str, step_s: int, days: float) -> tuple[np.ndarray, float]:
     return np.ascontiguousarray(np.resize(one, n)), per_instance_qps
 
 
-def _flat_grid(grid: dict, step_s: int) -> tuple[np.ndarray, ...]:
-    mesh = np.meshgrid(*grid.values(), indexing="ij")
-    up, cooldown, cold, low, buffer = (m.ravel() for m in mesh)
-    return (
-        up.astype(float),
-        (cooldown // step_s).astype(np.int64),
-        (cold // step_s).astype(np.int64),
-        low.astype(np.int64),
-        buffer.astype(np.int64),
-    )
-
-
 def _family(
     policy: str,
     source: str,
@@ -74,47 +62,37 @@ def _family(
     options: dict,
 ) -> list[Row]:
     demand, qps = _demand(source, step_s, days)
-    runs = _flat_grid(grid, step_s)
-    n_runs, n_steps = runs[0].size, demand.size
-    policy_steps = n_runs * n_steps
     kwargs = {
         "step_s": step_s,
         "per_instance_qps": qps,
         "policy": policy,
         "tolerance_s": TOLERANCE_S,
-        **grid,
-        **options,
     }
-    swept = elasticity.sweep(demand, **kwargs)
-    config = build_config(
-        policy,
-        step_s=step_s,
-        per_instance_qps=qps,
-        tolerance_s=TOLERANCE_S,
-        max_instances=int(swept.attrs["max_instances"]),
-        thrash_window_s=900.0,
-        options=options,
-    )
+    # the kernel's inputs as the sweep builds them: validated, the grid in whole steps
+    _, config, runs = _kernel_inputs(demand, **kwargs, options=options, **grid)
+    kwargs.update(grid, **options)
+    n_runs, n_steps = runs.up.size, demand.size
+    policy_steps = n_runs * n_steps
 
     # check before timing: kernel, numpy and pure Python agree on the slice
     part = demand[:slice_steps]
     kernel_part = np.empty((n_runs, len(kernels.METRICS)))
-    kernels.simulate_many(part, *runs, config, kernel_part)
+    kernels.simulate_many(part, config, runs, kernel_part)
     numpy_part = REGISTRY["autoscale.simulate"]["numpy"](part, *runs, config)
     np.testing.assert_allclose(kernel_part, numpy_part, rtol=1e-9, atol=1e-6)
     python = REGISTRY["autoscale.simulate"]["python"]
     for i in (0, n_runs - 1):
-        want, _ = python(part, runs[0][i], runs[1][i], runs[2][i], runs[3][i], runs[4][i], config)
+        want, _ = python(part, *(knob[i] for knob in runs), config)
         np.testing.assert_allclose(
             kernel_part[i], [want[m] for m in kernels.METRICS], rtol=1e-9, atol=1e-6
         )
 
     metrics = np.empty((n_runs, len(kernels.METRICS)))
-    t_kernel = best_time(lambda: kernels.simulate_many(demand, *runs, config, metrics))
+    t_kernel = best_time(lambda: kernels.simulate_many(demand, config, runs, metrics))
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        t_one = best_time(lambda: kernels.simulate_many(demand, *runs, config, metrics), repeat=2)
+        t_one = best_time(lambda: kernels.simulate_many(demand, config, runs, metrics), repeat=2)
     finally:
         numba.set_num_threads(threads)
     t_sweep = best_time(lambda: elasticity.sweep(demand, **kwargs), repeat=2)
@@ -123,15 +101,7 @@ def _family(
     t_numpy = (time.perf_counter() - start) / slice_steps * n_steps
     start = time.perf_counter()
     for i in (0, n_runs - 1):
-        python(
-            demand[:python_steps],
-            runs[0][i],
-            runs[1][i],
-            runs[2][i],
-            runs[3][i],
-            runs[4][i],
-            config,
-        )
+        python(demand[:python_steps], *(knob[i] for knob in runs), config)
     t_python = (time.perf_counter() - start) / (2 * python_steps) * policy_steps
     scale = f"{metrics[:, kernels.METRICS.index('scale_up_events')].mean():,.0f}"
     size = f"{n_runs:,} policies x {n_steps:,} steps ({step_s} s) = {policy_steps:.2e} policy-steps"

@@ -1,4 +1,4 @@
-"""Autoscaling policies' settings: defaults, validation, and the kernel's config vector.
+"""Autoscaling policies' settings: defaults, validation, and the kernel's config record.
 
 Every time is given in seconds and must be a whole number of simulation steps; a window or period
 shorter than one step is an error that names the largest step it allows.
@@ -10,10 +10,8 @@ import math
 import numbers
 from collections.abc import Mapping
 
-import numpy as np
-
 from ..errors import InputError
-from ..kernels import autoscale as kernels
+from ..kernels import autoscale_records as kernels
 
 __all__ = ["COOLDOWN_MEANING", "DEFAULT_COOLDOWN_S", "OPTIONS", "POLICIES", "build_config", "steps"]
 
@@ -153,27 +151,21 @@ def build_config(
     max_instances: int,
     thrash_window_s: float,
     options: Mapping[str, object],
-) -> np.ndarray:
-    """Validate a policy's settings and pack them in the order of the kernel's ``CONFIG_FIELDS``."""
+) -> kernels.Config:
+    """Validate a policy's settings and build the kernel's :class:`~capnb.kernels.autoscale.Config`.
+
+    The one place the simulator's settings are made from the step's inputs: times become whole
+    steps (or an error that names a step that would work), and options the policy does not use
+    keep the record's neutral defaults.
+    """
     o = policy_options(policy, options)
-    config = dict.fromkeys(kernels.CONFIG_FIELDS, 0.0)
-    config.update(
+    config = dict(
         step_s=step_s,
         per_instance_qps=per_instance_qps,
         tolerance_steps=steps(tolerance_s, step_s, "tolerance_s"),
         max_instances=max_instances,
         thrash_steps=steps(thrash_window_s, step_s, "thrash_window_s"),
         policy=_CODES[policy],
-        period_steps=1,
-        up_pods=-1,
-        up_percent=-1,
-        down_pods=-1,
-        down_percent=-1,
-        up_period_steps=1,
-        down_period_steps=1,
-        stable_steps=1,
-        panic_steps=1,
-        max_scale_down_rate=1.0,
     )
     if policy in ("article", "fixed_elastic"):
         config["scale_down_threshold"] = _share(
@@ -229,7 +221,7 @@ def build_config(
         config["max_scale_down_rate"] = _share(
             o["max_scale_down_rate"], "max_scale_down_rate", low=1.0, high=1e9, open_low=True
         )
-    return np.array([float(config[name]) for name in kernels.CONFIG_FIELDS])
+    return kernels.Config.of(**config)
 
 
 def config_attrs(policy: str, options: Mapping[str, object]) -> dict[str, object]:

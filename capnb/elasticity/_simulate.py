@@ -113,16 +113,9 @@ def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) 
 def _runs(up, cooldown, cold, low, buffer, *, demand, config):
     """apply_ufunc block: broadcast the parameters, run the kernel, return (..., metric)."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in (up, cooldown, cold, low, buffer)))
-    flat = [
-        np.ascontiguousarray(np.broadcast_to(a, shape).ravel(), dtype=d)
-        for a, d in zip(
-            (up, cooldown, cold, low, buffer),
-            (np.float64, np.int64, np.int64, np.int64, np.int64),
-            strict=True,
-        )
-    ]
-    metrics = np.empty((flat[0].size, len(kernels.METRICS)))
-    kernels.simulate_many(demand, *flat, config, metrics)
+    runs = kernels.Run.grid(up, cooldown, cold, low, buffer)
+    metrics = np.empty((runs.up.size, len(kernels.METRICS)))
+    kernels.simulate_many(demand, config, runs, metrics)
     return metrics.reshape((*shape, len(kernels.METRICS)))
 
 
@@ -161,6 +154,52 @@ def _prepared(
         for name in ("cooldown_s", "cold_start_s")
     }
     return values, times, step, qps, grid, in_steps, config, high
+
+
+def _kernel_inputs(
+    demand,
+    *,
+    per_instance_qps,
+    policy="article",
+    step_s=None,
+    max_instances=None,
+    tolerance_s=_DEFAULTS["tolerance_s"],
+    thrash_window_s=_DEFAULTS["thrash_window_s"],
+    options=None,
+    **params,
+):
+    """One policy's grid as :func:`sweep` validates it: ``(demand, Config, Run)``, for benchmarks.
+
+    ``params`` are :func:`sweep`'s grid arguments (``scale_up_threshold``, ``cooldown_s``, ...,
+    each a value or a sequence); the runs are their every combination, the first varying slowest.
+    """
+    params = {
+        "scale_up_threshold": 0.7,
+        "cooldown_s": None,
+        "cold_start_s": _DEFAULTS["cold_start_s"],
+        "min_instances": 1,
+        "buffer_instances": 0,
+        **params,
+    }
+    values, _, _, _, grid, in_steps, config, _ = _prepared(
+        demand,
+        step_s,
+        policy,
+        params,
+        options or {},
+        per_instance_qps,
+        max_instances,
+        tolerance_s,
+        thrash_window_s,
+    )
+    knobs = xr.broadcast(
+        grid["scale_up_threshold"],
+        in_steps["cooldown_s"],
+        in_steps["cold_start_s"],
+        grid["min_instances"],
+        grid["buffer_instances"],
+    )
+    return values, config, kernels.Run.grid(*(k.values for k in knobs))
 
 
 def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options):
@@ -302,29 +341,17 @@ def simulate(
     )
     n = values.size
     metrics = np.empty(len(kernels.METRICS))
-    ready, starting = np.empty(n, np.int64), np.empty(n, np.int64)
-    served, dropped, backlog = np.empty(n), np.empty(n), np.empty(n)
-    breach = np.empty(n, np.bool_)
-    kernels.simulate(
-        values,
-        float(grid["scale_up_threshold"]),
-        int(in_steps["cooldown_s"]),
-        int(in_steps["cold_start_s"]),
-        int(grid["min_instances"]),
-        int(grid["buffer_instances"]),
-        config,
-        metrics,
-        ready,
-        starting,
-        served,
-        dropped,
-        backlog,
-        breach,
+    per_step = kernels.Timeline.empty(n)
+    run = kernels.Run.of(
+        up=float(grid["scale_up_threshold"]),
+        cooldown=int(in_steps["cooldown_s"]),
+        cold=int(in_steps["cold_start_s"]),
+        low=int(grid["min_instances"]),
+        buffer=int(grid["buffer_instances"]),
     )
+    kernels.simulate(values, config, run, metrics, per_step)
     raw = xr.DataArray(metrics, dims="metric")
-    timeline = timeline_variables(
-        values, times, qps, ready, starting, served, dropped, backlog, breach
-    )
+    timeline = timeline_variables(values, times, qps, *per_step)
     time = timeline.pop("time")
     result = xr.Dataset(
         {**timeline, **metric_variables(raw, n, step, qps, gpus, price)},

@@ -13,7 +13,7 @@ import itertools
 import math
 from collections import deque
 
-from .autoscale import ARTICLE, CONFIG_FIELDS, FIXED, FIXED_ELASTIC, HPA, KNATIVE, METRICS
+from .autoscale_records import ARTICLE, CONFIG_FIELDS, FIXED, FIXED_ELASTIC, HPA, KNATIVE, METRICS
 from .elasticity_reference_numpy import simulate_numpy
 
 __all__ = ["REGISTRY", "hpa_replicas_python", "simulate_python"]
@@ -153,9 +153,10 @@ class _Knative:
 def simulate_python(demand, up, cooldown, cold, low, buffer, config):
     """Simulate one policy; return ``(metrics, timeline)``.
 
-    Same arguments as :func:`capnb.kernels.autoscale.simulate` (``config`` in the order of
-    ``CONFIG_FIELDS``). ``metrics`` is a dict keyed by ``METRICS``; ``timeline`` a dict of lists:
-    ready, starting, served, dropped, backlog.
+    The knobs of :class:`~capnb.kernels.autoscale_records.Run` one by one, and the settings
+    ``config`` (a :class:`~capnb.kernels.autoscale_records.Config`, or any sequence in the order
+    of ``CONFIG_FIELDS``). ``metrics`` is a dict keyed by ``METRICS``; ``timeline`` a dict of
+    lists: ready, starting, served, dropped, backlog, breach.
     """
     s = dict(zip(CONFIG_FIELDS, (float(v) for v in config), strict=True))
     for key in CONFIG_FIELDS:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .autoscale import ARTICLE, CONFIG_FIELDS, FIXED, FIXED_ELASTIC, HPA, KNATIVE, METRICS
+from .autoscale_records import ARTICLE, CONFIG_FIELDS, FIXED, FIXED_ELASTIC, HPA, KNATIVE, METRICS
 
 __all__ = ["simulate_numpy"]
 
@@ -64,7 +64,9 @@ def _hpa_replicas(load, target, ready, unready, tolerance):
 def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
     """Simulate ``P`` runs at once; return metrics as a ``(P, len(METRICS))`` float64 array.
 
-    Same arguments as :func:`capnb.kernels.autoscale.simulate_many` (without ``metrics``).
+    The knobs of :class:`~capnb.kernels.autoscale_records.Run` as ``P``-arrays, one by one, and
+    the settings ``config`` (a :class:`~capnb.kernels.autoscale_records.Config`, or any sequence
+    in the order of ``CONFIG_FIELDS``).
     """
     s = _settings(config)
     demand = np.asarray(demand, dtype=np.float64)
