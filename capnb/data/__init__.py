@@ -32,6 +32,7 @@ from ._catalog import (
     resolve_model,
 )
 from ._files import write_atomic
+from ._measured import list_measurement_sources, load_measurements
 from ._measurements import (
     list_latency_curves,
     load_latency_curve,
@@ -57,11 +58,13 @@ __all__ = [
     "gpu_column",
     "list_gpus",
     "list_latency_curves",
+    "list_measurement_sources",
     "list_models",
     "list_rate_series",
     "list_traces",
     "load_gpus",
     "load_latency_curve",
+    "load_measurements",
     "load_model",
     "load_rate_series",
     "load_step_times",

@@ -1,0 +1,183 @@
+"""The published-measurements table: schema, figures checked against their sources, bad files."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from capnb.data import _measured, list_gpus, list_measurement_sources, load_measurements
+from capnb.errors import InputError, UnknownNameError
+
+COLUMNS = [
+    "source", "gpu", "model", "engine", "engine_version", "tensor_parallel", "dtype",
+    "input_tokens", "output_tokens", "mode", "load", "metric", "stat", "value", "unit",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_measurements()
+
+
+def test_schema(table):
+    assert list(table.columns) == COLUMNS
+    assert set(table.gpu) <= set(list_gpus())
+    assert set(table["mode"]) <= {"concurrency", "request_rate", "batch"}
+    assert set(table.metric) <= {"ttft", "tpot", "itl", "e2e", "output_throughput",
+                                 "request_throughput"}  # fmt: skip
+    for column in ("input_tokens", "output_tokens", "load", "value", "tensor_parallel"):
+        assert (table[column] > 0).all() and table[column].map(math.isfinite).all()
+    throughput = table.metric.str.endswith("throughput")
+    assert set(table.stat[throughput]) == {"value"}
+    assert set(table.stat[~throughput]) <= {"mean", "p50", "p90", "p95", "p99"}
+    assert set(table.unit[~throughput]) == {"s"}
+
+
+def test_sources_and_counts(table):
+    sources = list_measurement_sources()
+    assert {
+        "dstack-mi300x-tgi-vs-vllm",
+        "lmdeploy-a100",
+        "trtllm-static-batch",
+        "datacrunch-h200-sglang",
+        "datacrunch-h200-sglang-deepseek-v3",
+    } <= set(sources)
+    assert sum(sources.values()) == len(table)
+    for name, rows in sources.items():
+        one = load_measurements(name)
+        assert len(one) == rows and set(one.source) == {name}
+    # one figure per row: no configuration repeats a (metric, stat)
+    keys = [c for c in COLUMNS if c not in ("value", "unit")]
+    assert not table.duplicated(keys).any()
+
+
+def _figure(table, **where):
+    rows = table
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    assert len(rows) == 1, where
+    return float(rows.value.iloc[0])
+
+
+def test_dstack_figures():
+    """Figures of github.com/dstackai/benchmarks @06c957ab amd/tgi_vs_vllm/*/data/result_*.csv."""
+    table = load_measurements("dstack-mi300x-tgi-vs-vllm")
+    vllm = table[(table.engine == "vLLM") & (table.engine_version == "0.6.3.dev116+g151ef4ef")]
+    # result_vllm_short.csv, 64 requests: P99 TTFT 4723.29 ms, median TPOT 237.99 ms
+    short = vllm[(vllm.input_tokens < 100) & (vllm.load == 64)]
+    assert _figure(short, metric="ttft", stat="p99") == pytest.approx(4.72329, rel=1e-12)
+    assert _figure(short, metric="tpot", stat="p50") == pytest.approx(0.23799, rel=1e-12)
+    # the run's mean prompt: 5189 input tokens / 64 requests
+    assert set(short.input_tokens) == {5189 / 64}
+    tgi = table[(table.engine == "TGI") & (table.load == 2048)]
+    assert _figure(tgi, metric="output_throughput", stat="value") == 852.79
+    assert set(tgi["mode"]) == {"batch"} and set(tgi.gpu) == {"MI300X"}
+    assert set(table.tensor_parallel) == {8} and set(table.model) == {"Llama-3.1-405B"}
+
+
+def test_lmdeploy_figures():
+    """Figures of InternLM/lmdeploy docs/en/benchmark/a100_fp16.md @3e391df4 (v0.1.0a1), @f148d471."""
+    table = load_measurements("lmdeploy-a100")
+    seventy = table[(table.model == "Llama-2-70B") & (table.engine_version == "0.1.0a1")]
+    static = seventy[(seventy.input_tokens == 2048) & (seventy.output_tokens == 2048)]
+    static = static[static.load == 64]
+    assert set(static.tensor_parallel) == {4}
+    # request-throughput run of v0.2.0, llama2-70b, concurrency 256: P99 per-token latency 0.482 s
+    v020 = table[(table.engine_version == "0.2.0") & (table.model == "Llama-2-70B")]
+    assert _figure(v020, metric="itl", stat="p99") == 0.482
+    assert _figure(v020, metric="request_throughput", stat="value") == 7.231
+    assert set(v020.load) == {256.0}
+    assert set(table.gpu) == {"A100-80GB"} and set(table["mode"]) == {"concurrency"}
+
+
+def test_trtllm_figures():
+    """Figures of NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d4 and blogs/H200launch.md."""
+    table = load_measurements("trtllm-static-batch")
+    h100 = table[
+        (table.gpu == "H100-SXM") & (table.model == "Llama-2-70B") & (table.metric == "ttft")
+    ]
+    assert _figure(h100, input_tokens=2048, tensor_parallel=4) == pytest.approx(0.109, rel=1e-12)
+    # 1,654 output tokens/s per GPU at TP2 -> 3308 for the replica
+    h200 = table[(table.gpu == "H200") & (table.engine_version == "0.5.0")]
+    assert _figure(h200, model="Llama-2-70B", tensor_parallel=2, load=512) == 3308
+    assert set(table["mode"]) == {"batch"}
+
+
+def test_datacrunch_figures():
+    """Figures of datacrunch-research/h200-benchmarks @c091ef53 sglang/outputs/llama_405b_online_output."""
+    table = load_measurements("datacrunch-h200-sglang")
+    run = table[(table.model == "Llama-3.1-405B") & (table["mode"] == "request_rate")]
+    run = run[(run.load == 4) & (run.input_tokens == 615860 / 1200)]
+    assert _figure(run, metric="ttft", stat="p50") == pytest.approx(0.6021358293946832, rel=1e-12)
+    assert _figure(run, metric="output_throughput") == pytest.approx(1598.64314902264, rel=1e-12)
+    assert set(run.tensor_parallel) == {8} and set(run.gpu) == {"H200"}
+
+
+def test_datacrunch_deepseek_figures():
+    """Figures of datacrunch-research/blogs @f5752e89 deepseek-v3-h200-deployment.md."""
+    table = load_measurements("datacrunch-h200-sglang-deepseek-v3")
+    one_node = table[(table.tensor_parallel == 8) & (table.dtype == "fp8") & (table.load == 1)]
+    assert _figure(one_node, metric="e2e", stat="p50") == pytest.approx(147.73543, rel=1e-12)
+    two_nodes = table[(table.tensor_parallel == 16) & (table.dtype == "bf16") & (table.load == 8)]
+    assert _figure(two_nodes, metric="ttft", stat="p50") == pytest.approx(4072.70672, rel=1e-12)
+    assert set(table.model) == {"DeepSeek-V3"} and set(table.input_tokens) == {1024}
+
+
+def test_unknown_source():
+    with pytest.raises(UnknownNameError, match="measurement source"):
+        load_measurements("no-such-source")
+
+
+def _write(folder, name, rows, header=None):
+    path = folder / f"{name}.csv"
+    header = header or ",".join(COLUMNS)
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+GOOD = "bad,H100-SXM,Llama-3.1-8B,vLLM,0.6.0,1,bf16,1000,100,concurrency,8,ttft,p99,0.5,s"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (GOOD.replace("H100-SXM", "H100-NVL"), "row 3: gpu 'H100-NVL'"),
+        (GOOD.replace("concurrency", "closed"), "row 3: mode 'closed'"),
+        (GOOD.replace("ttft", "latency"), "row 3: metric 'latency'"),
+        (GOOD.replace("p99", "p75"), "row 3: stat 'p75'"),
+        (GOOD.replace(",s", ",ms"), "row 3: unit 'ms'"),
+        (GOOD.replace("0.5,s", "-0.5,s"), "row 3: value '-0.5'"),
+        (GOOD.replace("0.5,s", "nan,s"), "row 3: value 'nan'"),
+        (GOOD.replace(",8,", ",inf,"), "row 3: load 'inf'"),
+        (GOOD.replace(",1000,", ",many,"), "row 3: input_tokens 'many' is not a number"),
+        (GOOD.replace(",vLLM,", ",,"), "row 3: engine is empty"),
+        (GOOD.replace("bad,", "other,"), "row 3: source 'other'"),
+        (
+            GOOD.replace("ttft,p99", "output_throughput,p99"),
+            "row 3: stat 'p99' of output_throughput",
+        ),
+    ],
+)
+def test_bad_rows_name_file_and_row(tmp_path, monkeypatch, row, message):
+    _write(tmp_path, "bad", [GOOD, row])
+    monkeypatch.setattr(_measured, "_folder", lambda: tmp_path)
+    with pytest.raises(InputError, match=f"bad.csv {message}"):
+        load_measurements("bad")
+
+
+def test_bad_columns(tmp_path, monkeypatch):
+    _write(tmp_path, "bad", [GOOD + ",x"], header=",".join([*COLUMNS, "extra"]))
+    monkeypatch.setattr(_measured, "_folder", lambda: tmp_path)
+    with pytest.raises(InputError, match="bad.csv: columns must be exactly"):
+        load_measurements()
+    with pytest.raises(InputError, match="bad.csv"):
+        list_measurement_sources()
+
+
+def test_good_file_reads(tmp_path, monkeypatch):
+    _write(tmp_path, "bad", [GOOD])
+    monkeypatch.setattr(_measured, "_folder", lambda: tmp_path)
+    one = load_measurements()
+    assert one.value.tolist() == [0.5] and one.tensor_parallel.tolist() == [1]
+    assert list_measurement_sources() == {"bad": 1}
