@@ -81,25 +81,26 @@ def test_vllm_detailed_lists_recompute_percentiles_without_failed_requests(tmp_p
         run = _detailed_run(c, ttfts, itls, outs, errors)
         (tmp_path / f"c{c}.json").write_text(json.dumps(run))
     curve = data.read_vllm_bench(tmp_path)
-    # inverse-CDF P50 of [0.1 .. 0.5] is the third value; the summary's 9999 ms is ignored
+    # vLLM's percentiles: linear interpolation (P99 of [0.1 .. 0.5] is 0.4 + 0.96 x 0.1); the
+    # summary's 9999 ms is ignored
     assert p(curve, "ttft", 0.5)[0] == pytest.approx(0.30)
-    assert p(curve, "ttft", 0.99)[0] == pytest.approx(0.50)
+    assert p(curve, "ttft", 0.99)[0] == pytest.approx(0.496)
     assert p(curve, "tpot", 0.5)[0] == pytest.approx(0.03)
-    assert p(curve, "e2e", 0.99)[0] == pytest.approx(0.5 + 9 * 0.05)
+    assert p(curve, "e2e", 0.99)[0] == pytest.approx(0.76 + 0.96 * (0.95 - 0.76))
     assert any("1 failed requests left out" in n for n in latency.notes(curve))
 
 
-def test_vllm_rate_run_without_concurrency_is_placed_by_littles_law(tmp_path):
+def test_vllm_summary_only_rate_run_is_refused(tmp_path):
+    # a rate run has no fixed concurrency; without its per-request lists the requests that
+    # produced no output cannot be left out of the throughput that would place it
+    # (tests/test_vllm_bench_fixes.py places rate runs that keep their lists)
     record = json.loads((FIXTURES / "vllm_appended.jsonl").read_text().splitlines()[0])
-    for rate, e2e_ms, qps in ((2.0, 5000.0, 2.0), (4.0, 6000.0, 3.9)):
-        run = dict(record, max_concurrency=None, request_rate=rate, request_throughput=qps)
-        run["mean_e2el_ms"] = e2e_ms
-        run["p99_e2el_ms"] = e2e_ms * 1.5
-        run["median_e2el_ms"] = e2e_ms
-        (tmp_path / f"rate{rate}.json").write_text(json.dumps(run))
-    curve = data.read_vllm_bench(tmp_path)
-    assert curve.concurrency.values.tolist() == [10, 23]  # 2 x 5 s; 3.9 x 6 s = 23.4
-    assert any("Little's law" in n for n in latency.notes(curve))
+    run = dict(record, max_concurrency=None, request_rate=2.0, request_throughput=2.0)
+    run["mean_e2el_ms"] = run["median_e2el_ms"] = 5000.0
+    run["p99_e2el_ms"] = 7500.0
+    (tmp_path / "rate2.json").write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match=r"rate2.json: .*keeps only its summary"):
+        data.read_vllm_bench(tmp_path)
 
 
 def test_vllm_rate_run_without_e2e_cannot_be_placed(tmp_path):

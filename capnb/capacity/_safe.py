@@ -82,6 +82,30 @@ def _names_of(curve: xr.Dataset, name: str):
     return curve.attrs.get(name)
 
 
+def _recorded_dtype(curve: xr.Dataset, name: str) -> str | None:
+    """A dtype the curve records (``weight_dtype``/``kv_dtype`` coord or attr); None for "auto".
+
+    Analytic curves record ``weight_dtype`` and ``kv_dtype`` in their attrs; a measured curve
+    records them when its reader was given them (``read_vllm_bench(..., weight_dtype="fp8")``).
+    A per-model coordinate must hold one value: the memory step takes one override.
+    """
+    value = _names_of(curve, name)
+    if isinstance(value, xr.DataArray):
+        values = sorted({str(v) for v in np.atleast_1d(value.values)})
+        if len(values) > 1:
+            raise InputError(
+                f"memory_limit='auto': the curve's {name} differs between its models ({values}); "
+                "pass memory_limit= from capnb.memory.max_concurrency per model"
+            )
+        value = values[0]
+    if value is None or str(value) in ("auto", "", "None"):
+        return None
+    from ..data.modelspec import dtype_bytes
+
+    dtype_bytes(str(value), argument=f"the curve's {name}")  # a clear error for a bad one
+    return str(value)
+
+
 def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
     """(DataArray or None, note) of the memory limit the search applies."""
     if memory_limit is None:
@@ -104,6 +128,14 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
             "memory not checked: the curve does not name its model, GPU and tensor parallelism "
             "(read it with model=..., gpu=..., tensor_parallel=...)"
         )
+    # the curve's own precision: FP8 weights take half the bytes of bf16 ones
+    weight_dtype = _recorded_dtype(curve, "weight_dtype")
+    kv_dtype = _recorded_dtype(curve, "kv_dtype") or "auto"
+    dtypes = (
+        f" ({weight_dtype or 'config-dtype'} weights, {kv_dtype} KV cache, as the curve records)"
+        if weight_dtype or kv_dtype != "auto"
+        else ""
+    )
     if isinstance(model, xr.DataArray):  # an analytic curve or stack: its own coords
         limit = memory.max_concurrency(
             model=[str(v) for v in np.atleast_1d(curve.model.values)],
@@ -111,10 +143,12 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
             tensor_parallel=[int(v) for v in np.atleast_1d(curve.tensor_parallel.values)],
             seq_len=[int(v) for v in np.atleast_1d(curve.seq_len.values)],
             accounting=accounting,
+            weight_dtype=weight_dtype,
+            kv_dtype=kv_dtype,
             invalid_tensor_parallel="mask",
         ).max_concurrency
         scalar = [d for d in _LEAD if d not in curve.latency.dims]
-        note = f"memory: {accounting} accounting at seq_len per cell"
+        note = f"memory: {accounting} accounting at seq_len per cell{dtypes}"
         return limit.squeeze(scalar, drop=True), note
     if "prompt_tokens" not in curve.attrs or "output_tokens" not in curve.attrs:
         return None, "memory not checked: the curve records no workload (prompt/output tokens)"
@@ -125,10 +159,12 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
         tensor_parallel=int(tp),
         seq_len=seq_len,
         accounting=accounting,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
     ).max_concurrency.squeeze(drop=True)
     return limit, (
         f"memory: {accounting} accounting at {seq_len:,} tokens per sequence (the curve's mean "
-        "prompt + output)"
+        f"prompt + output){dtypes}"
     )
 
 

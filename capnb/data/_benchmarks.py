@@ -340,22 +340,35 @@ def _number(record: Mapping, key: str, where: str, *, required: bool = True) -> 
 
 
 def _detailed(record: Mapping, where: str) -> dict | None:
-    """Percentiles recomputed from --save-detailed per-request lists, failed requests dropped."""
+    """Per-request values from ``--save-detailed`` lists, keeping only requests that produced output.
+
+    vLLM's ``benchmark_serving.py`` saves one entry per request in ``ttfts``, ``itls``,
+    ``output_lens``, ``errors`` (and ``input_lens``); a failed request has a non-empty error and
+    output length 0. Older versions also record requests that returned no token with an empty
+    error and count them in ``completed`` (and so in ``request_throughput``): both kinds are left
+    out here, of the percentiles, of the throughput and of the workload lengths.
+    """
     needed = ("ttfts", "itls", "output_lens")
     if not all(isinstance(record.get(k), list) for k in needed):
         return None
     ttfts, itls, outs = record["ttfts"], record["itls"], record["output_lens"]
     errors = record.get("errors") or [""] * len(ttfts)
     latencies = record.get("latencies")
+    inputs = record.get("input_lens")
     if not len(ttfts) == len(itls) == len(outs) == len(errors):
         raise ConfigError(f"{where}: per-request lists have different lengths")
-    ok = [
-        i
-        for i in range(len(ttfts))
-        if not errors[i] and not (outs[i] == 0 and (ttfts[i] or 0) == 0)
-    ]
+    if isinstance(inputs, list) and len(inputs) != len(ttfts):
+        raise ConfigError(f"{where}: 'input_lens' has {len(inputs)} entries, 'ttfts' {len(ttfts)}")
+    for i, out in enumerate(outs):
+        if isinstance(out, bool) or not isinstance(out, int | float) or not out >= 0:
+            raise ConfigError(f"{where}: output_lens[{i}] is not a token count ({out!r})")
+    failed = [i for i in range(len(ttfts)) if errors[i]]
+    empty = [i for i in range(len(ttfts)) if not errors[i] and outs[i] == 0]
+    ok = [i for i in range(len(ttfts)) if not errors[i] and outs[i] > 0]
     if not ok:
-        raise ConfigError(f"{where}: every request failed; no latency to read")
+        raise ConfigError(
+            f"{where}: every request failed or produced no output; no latency to read"
+        )
     ttft = np.array([ttfts[i] for i in ok], dtype=float)
     if isinstance(latencies, list) and len(latencies) == len(ttfts):
         e2e = np.array([latencies[i] for i in ok], dtype=float)
@@ -366,12 +379,20 @@ def _detailed(record: Mapping, where: str) -> dict | None:
     tpot = (e2e[many] - ttft[many]) / (out[many] - 1)
     itl = np.array([gap for i in ok for gap in itls[i]], dtype=float)
     values = {"ttft": ttft, "tpot": tpot, "itl": itl, "e2e": e2e}
-    return {"values": values, "failed": len(ttfts) - len(ok)}
+    prompt = float(np.mean([inputs[i] for i in ok])) if isinstance(inputs, list) else None
+    return {
+        "values": values,
+        "failed": len(failed),
+        "empty": len(empty),
+        "ok": len(ok),
+        "prompt_tokens": prompt,
+        "output_tokens": float(out.mean()),
+    }
 
 
-def _inverse_cdf_quantile(values: np.ndarray, q: float) -> float:
-    ordered = np.sort(values)
-    return float(ordered[min(max(math.ceil(q * ordered.size - 1e-9) - 1, 0), ordered.size - 1)])
+def _percentile(values: np.ndarray, q: float) -> float:
+    # vLLM's benchmark_serving.py: np.percentile with numpy's default (linear) interpolation
+    return float(np.percentile(values, q * 100.0))
 
 
 def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> xr.Dataset:
@@ -384,8 +405,10 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
         (``--append-result``), a directory of them, or CSV files with one flattened result per row.
     prefer_detailed
         When a run kept its per-request lists (``--save-detailed``), recompute P50/P90/P95/P99 of
-        every metric from them, dropping failed requests (those with an error, or with zero output
-        and zero TTFT), instead of using the summary fields.
+        every metric from them as vLLM does (``numpy.percentile``, linear interpolation), dropping
+        failed requests (those with an error) and those that produced no output (zero
+        ``output_lens``: older vLLM versions record them with an empty error and count them as
+        successes), instead of using the summary fields.
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
@@ -394,7 +417,11 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
     Concurrency is ``max_concurrency``. A run without it that sent every request at once
     (``request_rate`` ``"inf"``) is read at ``num_prompts``; a run at a finite request rate has
     no fixed concurrency and is read at its mean concurrency by Little's law, throughput x mean
-    e2e latency, rounded (noted on the curve). Summary fields are milliseconds (``*_ms``) and are
+    e2e latency, rounded (noted on the curve). Such a run needs its per-request lists: the
+    throughput that places it counts only requests that produced output (served requests /
+    ``duration``), which a summary-only result cannot tell (it is refused). Wherever the lists
+    are kept, the measured throughput and the workload's mean prompt and output lengths are those
+    of the requests that produced output. Summary fields are milliseconds (``*_ms``) and are
     converted to seconds; per-request lists are seconds. ``e2el`` (end-to-end) appears only when
     the run asked for it (``--percentile-metrics ...,e2el``).
     """
@@ -454,16 +481,35 @@ def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[st
     prompt = _number(record, "total_input_tokens", where) / completed
     output = _number(record, "total_output_tokens", where) / completed
     latency, mean = {}, {}
-    detailed = _detailed(record, where) if prefer_detailed else None
-    if detailed is not None:
-        for metric, values in detailed["values"].items():
+    lists = _detailed(record, where)
+    if lists is not None:
+        # requests that produced no output count in vLLM's `completed` (older versions) but are no
+        # served request: the throughput and the workload lengths are those of the others
+        duration = _number(record, "duration", where, required=False)
+        if duration is not None and duration > 0:
+            qps = lists["ok"] / duration
+        else:
+            qps = qps * lists["ok"] / completed
+        output = lists["output_tokens"]
+        if lists["prompt_tokens"] is not None:
+            prompt = lists["prompt_tokens"]
+        if lists["empty"]:
+            notes.append(
+                f"{where}: {lists['empty']} requests without error but with no output left out "
+                "of the throughput, the workload lengths and the percentiles"
+            )
+    if lists is not None and prefer_detailed:
+        for metric, values in lists["values"].items():
             if values.size:
                 mean[metric] = float(values.mean())
                 for q in _curve.QUANTILES:
-                    latency[(metric, q)] = _inverse_cdf_quantile(values, q)
-        if detailed["failed"]:
-            notes.append(f"{where}: {detailed['failed']} failed requests left out of percentiles")
-        notes.append("percentiles recomputed from per-request lists (--save-detailed)")
+                    latency[(metric, q)] = _percentile(values, q)
+        if lists["failed"]:
+            notes.append(f"{where}: {lists['failed']} failed requests left out of percentiles")
+        notes.append(
+            "percentiles recomputed from per-request lists (--save-detailed) with numpy's linear "
+            "interpolation, as vLLM computes them"
+        )
     else:
         for key in record:
             match = _VLLM_KEY.match(str(key))
@@ -496,13 +542,17 @@ def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[st
                 "read at concurrency = num_prompts"
             )
         else:
+            if lists is None:
+                raise ConfigError(
+                    f"{where}: a run at request_rate {rate} has no fixed concurrency, and this "
+                    "result keeps only its summary: without the per-request lists capnb cannot "
+                    "leave out the requests that produced no output (older vLLM versions count "
+                    "them as successes, in request_throughput) and so cannot place the run; rerun "
+                    "with --max-concurrency, or with --save-result --save-detailed"
+                )
             e2e = mean.get("e2e")
             if e2e is None:
-                raise ConfigError(
-                    f"{where}: a run at request_rate {rate} has no fixed concurrency, and without "
-                    "mean_e2el_ms capnb cannot place it (rerun with --max-concurrency, or with "
-                    "--percentile-metrics ttft,tpot,itl,e2el)"
-                )
+                e2e = float(lists["values"]["e2e"].mean())
             concurrency = max(1, round(qps * e2e))
             notes.append(
                 f"{where}: run at request_rate {rate} placed at its mean concurrency by Little's "

@@ -44,6 +44,10 @@ _GPU_TEXT = (
     "spec_source",
     "notes",
 )
+#: Columns outside the glossary: the memory the driver reports (``torch.cuda.mem_get_info`` total),
+#: empty where no published figure was found (the memory step then falls back to ``memory_bytes``).
+_GPU_REPORTED = ("memory_reported_bytes",)
+_GPU_REPORTED_TEXT = ("memory_reported_source",)
 
 
 def dataset_path(*parts: str) -> Path:
@@ -81,7 +85,7 @@ def _gpu_table():
         dataset_path("gpus.csv"),
         dtype={"aliases": str},
         keep_default_na=False,
-        na_values={c: [""] for c in _GPU_NUMERIC},
+        na_values={c: [""] for c in (*_GPU_NUMERIC, *_GPU_REPORTED)},
     )
     return table.set_index("gpu")
 
@@ -149,7 +153,8 @@ def resolve_gpu(name: str) -> str:
 def _gpu_columns() -> dict[str, dict[str, float]]:
     table = _gpu_table()
     return {
-        c: dict(zip(table.index, table[c].to_numpy(dtype=float), strict=True)) for c in _GPU_NUMERIC
+        c: dict(zip(table.index, table[c].to_numpy(dtype=float), strict=True))
+        for c in (*_GPU_NUMERIC, *_GPU_REPORTED)
     }
 
 
@@ -192,6 +197,20 @@ def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:
         c: ("gpu", rows[c].to_numpy(dtype=str), {"long_name": c.replace("_", " ")})
         for c in _GPU_TEXT
     }
+    data["memory_reported_bytes"] = (
+        "gpu",
+        rows["memory_reported_bytes"].to_numpy(dtype=float),
+        {
+            "units": "bytes",
+            "long_name": "GPU memory as the driver reports it (torch.cuda.mem_get_info total); "
+            "NaN where no published figure was found",
+        },
+    )
+    data["memory_reported_source"] = (
+        "gpu",
+        rows["memory_reported_source"].to_numpy(dtype=str),
+        {"long_name": "memory reported source"},
+    )
     return xr.Dataset(
         data,
         coords={"gpu": ("gpu", ids, glossary.attrs("gpu"))},

@@ -453,6 +453,8 @@ def analytic(
         "workload": f"{workload.attrs.get('source', 'workload')}: {prompt.size} representative "
         f"requests of {workload.attrs.get('requests', prompt.size)}{scale_note}",
         "kv_dtype": kv_dtype,
+        # the memory check of capnb.capacity.safe_concurrency reads it ("auto": each config's)
+        "weight_dtype": weight_dtype or "auto",
         "notes": "",
     }
     return result

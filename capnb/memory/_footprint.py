@@ -16,6 +16,55 @@ from . import _grid as _grid
 GIB = 2**30
 
 
+#: vLLM's profiler, by version (pass ``vllm_version=`` to :func:`accounting`). Each bucket holds the
+#: settings of the releases whose profiler counts memory the same way; the sources are in
+#: ``datasets/README.md`` (section ``benchmarks/vllm_logs/``) and in VALIDATION.md.
+#:
+#: ``"0.6"``: the V0 engine after vllm-project/vllm pull request 10511 (merged 2024-12; the V0
+#:     releases from 0.6.5 on). KV budget = gpu_memory_utilization x total - weights - non-torch
+#:     increase since start-up - activation peak of a profile run of ``max_num_batched_tokens``
+#:     tokens over ``max_num_seqs`` (256) sequences. Non-torch: 1.79 GiB at TP 1 and 3.58 GiB per
+#:     GPU at TP 2, as that pull request logged for Meta-Llama-3-8B on an H100.
+#: ``"0.10"``: the V1 engine as its 2025 releases run it, checked against logs of 0.11 and of mid
+#:     2025 (``gpu_worker.determine_available_memory`` with ``memory_profiling``): the same
+#:     subtraction; the profile run ends with a dummy sampler run over ``max_num_seqs`` requests
+#:     (``vllm serve`` on GPUs of 70 GiB or more other than A100: 1,024; elsewhere 256, pass
+#:     ``max_num_seqs=256``). Non-torch: 0.13 GiB at TP 1 and 0.55 GiB per GPU at TP 2, as vLLM
+#:     0.11 logged on H100s (llm-d-benchmark's empirical results); no published TP 4 or 8 figure
+#:     was found, so TP >= 2 uses the TP 2 figure.
+#:
+#: Neither bucket subtracts CUDA graph memory: both capture CUDA graphs after the KV cache is
+#: allocated, out of the (1 - gpu_memory_utilization) share.
+VLLM_VERSIONS = ("0.6", "0.10")
+
+#: fp32 logits-sized buffers live at the sampler's peak (see :meth:`Accounting.activation_bytes`),
+#: each from one logged activation peak: 1.26 GiB for Meta-Llama-3-8B with 256 sequences
+#: (pull request 10511) and 4.76 GiB for Llama-3.1-8B-Instruct with 1,024 (vLLM 0.11, llm-d).
+_VOCAB = 128_256
+_SAMPLER_BUFFERS = {
+    "0.6": 1.26 * 2**30 / (256 * _VOCAB * 4),
+    "0.10": 4.76 * 2**30 / (1024 * _VOCAB * 4),
+}
+_VLLM_PRESETS = {
+    "0.6": {
+        "non_torch_bytes_single": 1.79 * 2**30,
+        "non_torch_bytes_multi": 3.58 * 2**30,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 256,
+        "sampler_buffers": _SAMPLER_BUFFERS["0.6"],
+        "block_tokens": 16,
+    },
+    "0.10": {
+        "non_torch_bytes_single": 0.13 * 2**30,
+        "non_torch_bytes_multi": 0.55 * 2**30,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 1024,
+        "sampler_buffers": _SAMPLER_BUFFERS["0.10"],
+        "block_tokens": 16,
+    },
+}
+
+
 @dataclass(frozen=True)
 class Accounting:
     """How memory is counted. Build it with :func:`accounting`.
@@ -36,6 +85,16 @@ class Accounting:
         for Meta-Llama-3-8B on an H100 (vllm-project/vllm pull request 10511, 2024-12).
     max_num_batched_tokens
         Tokens in vLLM's profiling forward pass, which sets the activation reserve.
+    vllm_version
+        ``None`` (capnb's first vLLM-like accounting: the catalog's marketed memory, the forward
+        pass's activations only) or a bucket of :data:`VLLM_VERSIONS`: vLLM's profiler as that
+        version counts, on the memory the driver reports (``memory_reported_bytes`` in the GPU
+        catalog; the marketed ``memory_bytes`` where no reported figure is catalogued).
+    max_num_seqs
+        Sequences of the profile run (the sampler's dummy batch); used with ``vllm_version``.
+    sampler_buffers
+        fp32 buffers of ``max_num_seqs x vocab`` live at the sampler's peak; used with
+        ``vllm_version``.
     """
 
     name: str
@@ -45,6 +104,9 @@ class Accounting:
     non_torch_bytes_single: float = 0.0
     non_torch_bytes_multi: float = 0.0
     max_num_batched_tokens: int = 0
+    vllm_version: str | None = None
+    max_num_seqs: int = 0
+    sampler_buffers: float = 0.0
 
     def reserve_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Fixed per-GPU reserve: non-torch memory plus the activation peak (0 for the article)."""
@@ -55,18 +117,44 @@ class Accounting:
         )
         return non_torch + self.activation_bytes(spec, tensor_parallel)
 
-    def activation_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
-        """Estimated peak activations of one profiling forward pass, per GPU.
+    def forward_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
+        """Peak activations of the profiling forward pass, per GPU.
 
         The widest live tensors of a decoder layer for ``max_num_batched_tokens`` tokens in the
         model's 16-bit dtype: the gate/up projection output (2 x intermediate / TP), the activated
         output (intermediate / TP) and two hidden-size buffers (residual and normed input). For
-        Meta-Llama-3-8B at 8,192 tokens this is 0.78 GiB; vLLM measured 1.26 GiB (pull request
-        10511), the rest being allocator slack and logits. The difference moves the KV budget of that
-        example by under 1 %.
+        Meta-Llama-3-8B at 8,192 tokens this is 0.78 GiB.
         """
         width = 2 * spec.hidden_size + 3 * spec.intermediate_size / tensor_parallel
         return float(self.max_num_batched_tokens * width * 2)
+
+    def sampler_bytes(self, spec: ModelSpec) -> float:
+        """Peak of the profile run's sampling step, per GPU: ``sampler_buffers`` fp32 logits.
+
+        Logits are gathered to the full vocabulary on every rank, so this does not shrink with
+        tensor parallelism. 0 without ``vllm_version``.
+        """
+        if self.vllm_version is None:
+            return 0.0
+        return float(self.sampler_buffers * self.max_num_seqs * spec.vocab_size * 4)
+
+    def activation_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
+        """Estimated activation peak of vLLM's profile run, per GPU.
+
+        Without ``vllm_version``: the forward pass (:meth:`forward_bytes`); vLLM measured 1.26 GiB
+        for Meta-Llama-3-8B where this gives 0.78 GiB (pull request 10511). With it: the larger of
+        the forward pass and the sampling step (:meth:`sampler_bytes`), which run one after the
+        other and free their tensors in between. The sampling step's fp32 logits
+        (``max_num_seqs x vocab``), their sorted copy and indices for top-k/top-p, softmax and
+        cumulative sums dominate for every model vLLM's logs show; the count of such buffers is
+        one figure per version, taken from one published log (:data:`VLLM_VERSIONS`).
+        """
+        forward = self.forward_bytes(spec, tensor_parallel)
+        return max(forward, self.sampler_bytes(spec))
+
+    def capacity_column(self) -> str:
+        """The GPU catalog column whose memory the accounting's share applies to."""
+        return "memory_reported_bytes" if self.vllm_version is not None else "memory_bytes"
 
 
 _ACCOUNTINGS = {
@@ -86,8 +174,11 @@ _ACCOUNTINGS = {
 ACCOUNTINGS = tuple(_ACCOUNTINGS)
 
 
-def accounting(name: str | Accounting = "article", **overrides: float) -> Accounting:
+def accounting(name: str | Accounting = "article", **overrides: object) -> Accounting:
     """Return a memory accounting by name, with any field overridden.
+
+    ``vllm_version`` (``"0.6"`` or ``"0.10"``, see :data:`VLLM_VERSIONS`) sets that version's
+    profiler settings first; other overrides apply on top of them.
 
     Examples
     --------
@@ -95,6 +186,8 @@ def accounting(name: str | Accounting = "article", **overrides: float) -> Accoun
     0.2
     >>> accounting("vllm").block_tokens
     16
+    >>> accounting("vllm", vllm_version="0.10").max_num_seqs
+    1024
     """
     if isinstance(name, Accounting):
         base = name
@@ -108,12 +201,29 @@ def accounting(name: str | Accounting = "article", **overrides: float) -> Accoun
         raise InputError(
             f"accounting: unknown setting(s) {sorted(unknown)}; known: {sorted(fields)}"
         )
-    result = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    version = overrides.get("vllm_version")
+    if version is not None:
+        version = str(version)
+        if version not in _VLLM_PRESETS:
+            raise InputError(
+                f"vllm_version={version!r} is not known; use one of {list(VLLM_VERSIONS)} "
+                "(0.6: the V0 engine from 0.6.5 on; 0.10: the V1 engine of 2025, checked on 0.11)"
+            )
+        if base.name != "vllm":
+            raise InputError(f"vllm_version applies to accounting='vllm', not {base.name!r}")
+        base = replace(base, vllm_version=version, **_VLLM_PRESETS[version])
+    result = replace(
+        base, **{k: v for k, v in overrides.items() if v is not None and k != "vllm_version"}
+    )
     _validate.fraction(result.headroom_fraction, "headroom_fraction", high=10.0)
     _validate.fraction(result.gpu_memory_utilization, "gpu_memory_utilization", low_open=True)
     _validate.positive_int(result.block_tokens, "block_tokens")
-    for field in ("non_torch_bytes_single", "non_torch_bytes_multi"):
+    for field in ("non_torch_bytes_single", "non_torch_bytes_multi", "sampler_buffers"):
         _validate.fraction(getattr(result, field), field, high=float("inf"))
+    for field in ("max_num_batched_tokens", "max_num_seqs"):
+        value = getattr(result, field)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise InputError(f"{field} must be an integer >= 0 (tokens, sequences), got {value!r}")
     return result
 
 
@@ -132,6 +242,7 @@ def sweep(
     gpu_memory_utilization: float | None = None,
     chunks: Mapping[str, int] | None = None,
     invalid_tensor_parallel: str = "raise",
+    vllm_version: str | None = None,
 ) -> xr.Dataset:
     """Memory per GPU over a grid of model x gpu x tensor_parallel x concurrency x seq_len.
 
@@ -157,6 +268,11 @@ def sweep(
     invalid_tensor_parallel
         ``"raise"`` (default) when a tensor-parallel degree cannot shard a model, or ``"mask"`` to mark
         those cells (NaN bytes, ``fits`` False, ``limit_reason`` ``tensor_parallel_invalid``).
+    vllm_version
+        With ``accounting="vllm"``: count memory as that version of vLLM's profiler does
+        (``"0.6"``: the V0 engine from 0.6.5 on; ``"0.10"``: the V1 engine of 2025; see
+        :data:`VLLM_VERSIONS`), on the memory the driver reports. None (default): capnb's first
+        vLLM-like accounting, unchanged.
 
     Returns
     -------
@@ -167,7 +283,9 @@ def sweep(
         ``capacity_bytes`` and ``usable_bytes`` over gpu; ``max_concurrency`` and ``limit_reason``
         over (model, gpu, tensor_parallel, seq_len); ``min_tensor_parallel`` over (model, gpu,
         seq_len). Bytes are per GPU. ``max_concurrency`` is the largest integer concurrency that fits,
-        not capped by the concurrency axis; 0 means none fits and ``limit_reason`` says why.
+        not capped by the concurrency axis; 0 means none fits and ``limit_reason`` says why. With
+        the vllm accounting, ``kv_cache_tokens`` over (model, gpu, tensor_parallel): the figure vLLM
+        logs as "GPU KV cache size: N tokens" (per GPU of the group, not multiplied by TP).
 
     Examples
     --------
@@ -180,6 +298,7 @@ def sweep(
         accounting,
         headroom_fraction=headroom_fraction,
         gpu_memory_utilization=gpu_memory_utilization,
+        vllm_version=vllm_version,
     )
     given = {
         "model": model,
@@ -215,7 +334,9 @@ def sweep(
 
 
 def _reduced(grid, largest, acct) -> dict[str, xr.Variable]:
+    tokens = {"kv_cache_tokens": _grid.kv_cache_tokens(grid, acct)} if acct.name == "vllm" else {}
     return {
+        **tokens,
         "max_concurrency": largest,
         "limit_reason": _grid.reasons(largest, grid, acct),
         "min_tensor_parallel": xr.Variable(
@@ -238,16 +359,22 @@ def max_concurrency(
     gpu_memory_utilization: float | None = None,
     chunks: Mapping[str, int] | None = None,
     invalid_tensor_parallel: str = "raise",
+    vllm_version: str | None = None,
 ) -> xr.Dataset:
     """The largest concurrency that fits per (model, gpu, tensor_parallel, seq_len), without the grid.
 
     Same arguments as :func:`sweep` minus ``concurrency``: the search is over all positive integers
     in closed form, so no concurrency grid is materialised. Returns ``max_concurrency``,
     ``limit_reason``, ``min_tensor_parallel``, ``weights_bytes``, ``kv_bytes_per_token`` and
-    ``usable_bytes``; this is what the capacity step takes from memory.
+    ``usable_bytes`` (and ``kv_cache_tokens`` with the vllm accounting); this is what the capacity
+    step takes from memory.
 
     Examples
     --------
+    >>> ds = max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+    ...                      seq_len=16000, accounting="vllm", vllm_version="0.10")
+    >>> int(ds.kv_cache_tokens.item())
+    421184
     >>> ds = max_concurrency(model="Llama-3.1-405B", gpu="H100-SXM", tensor_parallel=1, seq_len=8192)
     >>> str(ds.limit_reason.item()), int(ds.min_tensor_parallel.item())
     ('weights', 16)
@@ -256,6 +383,7 @@ def max_concurrency(
         accounting,
         headroom_fraction=headroom_fraction,
         gpu_memory_utilization=gpu_memory_utilization,
+        vllm_version=vllm_version,
     )
     given = {"model": model, "gpu": gpu, "tensor_parallel": tensor_parallel, "seq_len": seq_len}
     grid = _grid.prepare(

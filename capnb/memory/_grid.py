@@ -33,6 +33,9 @@ LIMIT_REASONS = {
 }
 _REASON_CODES = np.array(list(LIMIT_REASONS))
 
+#: Accounting settings that only a versioned vLLM accounting uses (and records in its attrs).
+_VERSIONED = ("vllm_version", "max_num_seqs", "sampler_buffers")
+
 #: Tensor-parallel degrees tried when naming the smallest one that would fit.
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -55,6 +58,7 @@ class Grid:
     usable: np.ndarray  # (gpu,) bytes
     weight_dtype: list[str]
     kv_dtype: list[str]
+    reported_fallback: list[str]  # GPUs whose driver-reported memory is not catalogued
 
     @property
     def model(self) -> list[str]:
@@ -151,6 +155,12 @@ def prepare(
             + " (pass invalid_tensor_parallel='mask' to mark such cells instead)"
         )
     capacity = gpu_column(gpus, "memory_bytes")
+    base = capacity
+    fallback: list[str] = []
+    if acct.capacity_column() != "memory_bytes":
+        reported = gpu_column(gpus, acct.capacity_column())
+        fallback = [g for g, r in zip(gpus, reported, strict=True) if not np.isfinite(r)]
+        base = np.where(np.isfinite(reported), reported, capacity)
     return Grid(
         order=list(axes),
         chunks=chunks,
@@ -163,9 +173,10 @@ def prepare(
         kv_per_token=kv_per_token,
         reserve=reserve,
         capacity=capacity,
-        usable=capacity * acct.gpu_memory_utilization,
+        usable=base * acct.gpu_memory_utilization,
         weight_dtype=weight_dtypes,
         kv_dtype=kv_dtypes,
+        reported_fallback=fallback,
     )
 
 
@@ -357,6 +368,20 @@ def min_tensor_parallel(grid: Grid, acct) -> np.ndarray:
     return out
 
 
+def kv_cache_tokens(grid: Grid, acct) -> xr.Variable:
+    """Tokens of KV cache vLLM allocates, over (model, gpu, tensor_parallel); 0 where none fit.
+
+    ``floor((usable - weights - reserve) / (block_tokens x KV bytes per token)) x block_tokens``,
+    per GPU of the tensor-parallel group: vLLM's ``num_gpu_blocks x block_size``.
+    """
+    room = grid.usable[None, :, None] - grid.weights[:, None, :] - grid.reserve[:, None, :]
+    per_block = acct.block_tokens * grid.kv_per_token[:, None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        blocks = np.floor(room / per_block)
+    blocks = np.where(np.isfinite(blocks) & (blocks > 0), blocks, 0).astype(np.int64)
+    return xr.Variable(("model", "gpu", "tensor_parallel"), blocks * acct.block_tokens)
+
+
 # -- the result -----------------------------------------------------------------------------------
 def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str) -> xr.Dataset:
     """One Dataset: variables in the caller's dim order, glossary attrs, coords, accounting attrs."""
@@ -364,6 +389,15 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
     for name, var in variables.items():
         dims = [d for d in grid.order if d in var.dims]
         var = var.transpose(*dims)
+        if name == "kv_cache_tokens":  # not a glossary term: vLLM's own log line
+            var.attrs = {
+                "units": "tokens",
+                "long_name": "KV cache tokens as vLLM logs them ('GPU KV cache size: N tokens'): "
+                "KV blocks that fit per GPU x block_tokens; with tensor parallelism every rank "
+                "holds its share of the heads for all of them (not multiplied by the TP degree)",
+            }
+            data[name] = var
+            continue
         extra = {"meanings": str(LIMIT_REASONS)} if name == "limit_reason" else {}
         if name == "min_tensor_parallel":
             extra = {
@@ -386,10 +420,26 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
     attrs = {
         "title": "capnb memory sweep: bytes per GPU of weights + KV cache + headroom",
         "accounting": acct.name,
-        **{k: v for k, v in asdict(acct).items() if k != "name"},
+        **{
+            k: v
+            for k, v in asdict(acct).items()
+            if k != "name" and (acct.vllm_version is not None or k not in _VERSIONED)
+        },
         "kv_dtype": kv_dtype,
         "convention": "all byte variables are per GPU (per tensor-parallel rank)",
     }
+    if acct.vllm_version is not None:
+        attrs["vllm_version"] = acct.vllm_version
+        attrs["usable_memory_from"] = (
+            "gpu_memory_utilization x the memory the driver reports (memory_reported_bytes)"
+            + (
+                f"; no reported figure catalogued for {', '.join(grid.reported_fallback)}: "
+                "their marketed memory_bytes is used instead"
+                if grid.reported_fallback
+                else ""
+            )
+        )
+
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
