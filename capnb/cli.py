@@ -1,7 +1,8 @@
 """``capnb`` on the command line (also ``python -m capnb``).
 
-- ``capnb report [--config plan.toml] [--out DIR]``: execute the worksheets (the bundled defaults, or
-  the config's inputs) and write one self-contained HTML report plus one per worksheet.
+- ``capnb report [--config plan.toml] [--out DIR] [--show-code]``: execute the worksheets (the
+  bundled defaults, or the config's inputs) and write one self-contained HTML report plus one per
+  worksheet, code hidden unless ``--show-code``.
 - ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
   [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
   used, write ``plan.nc`` and ``plan.json``.
@@ -31,7 +32,12 @@ def _report(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as raised:
         warnings.simplefilter("always")
         written = run_report(
-            args.config, args.out, worksheets=names, jobs=args.jobs, progress=not args.quiet
+            args.config,
+            args.out,
+            worksheets=names,
+            jobs=args.jobs,
+            progress=not args.quiet,
+            show_code=args.show_code,
         )
     for warning in raised:  # a worksheet that cannot apply to these inputs: one line each
         if "cannot apply" in str(warning.message):
@@ -121,6 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
     report.add_argument("--jobs", type=int, default=2, help="worksheets run at once (default: 2)")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
+    report.add_argument(
+        "--show-code",
+        action="store_true",
+        help="include the worksheets' code (hidden by default; their checks are never shown)",
+    )
     report.set_defaults(run=_report)
 
     plan = commands.add_parser("plan", help="build the plan, print the recommendation, export it")

@@ -155,6 +155,11 @@ def test_every_worksheet_runs_and_draws_in_jupyterlab(browser, lab, tmp_path, wo
             page.locator(".jp-OutputArea .widget-dropdown, .jp-OutputArea .widget-slider").count()
             >= 2
         )
+        # a long label has a fixed width beside the slider: every track keeps room to drag
+        tracks = page.locator(".jp-OutputArea .widget-slider .slider-container").evaluate_all(
+            "es => es.map(e => e.getBoundingClientRect().width)"
+        )
+        assert tracks and min(tracks) > 100, tracks
     assert seen["errors"] == [] and seen["external"] == []
     page.close()
 
@@ -210,4 +215,94 @@ def test_report_draws_offline_and_its_bound_controls_work(browser, full_report):
             tried += 1
     assert tried >= 3
     assert seen["errors"] == [] and seen["external"] == []
+    context.close()
+
+
+def _console(page):
+    """Record the console's warnings and errors (vega logs "WARN ..." there) and page errors."""
+    seen = []
+    page.on(
+        "console",
+        lambda message: (
+            seen.append(f"{message.type}: {message.text}")
+            if message.type in ("warning", "error") or "WARN" in message.text
+            else None
+        ),
+    )
+    page.on("pageerror", lambda error: seen.append(f"pageerror: {error}"))
+    return seen
+
+
+def _open_drawn(page, path) -> int:
+    page.goto(path.as_uri())
+    total = page.locator(".capnb-chart").count()
+    page.wait_for_function(
+        f"document.querySelectorAll('.capnb-chart svg.marks').length >= {total}", timeout=90_000
+    )
+    page.wait_for_timeout(300)  # vega logs its warnings as it renders
+    return total
+
+
+_VISIBLE_CODE = """() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea')]
+    .filter(e => e.offsetParent !== null && e.getBoundingClientRect().height > 0).length"""
+
+_TOC_MISSING = """() => [...document.querySelectorAll('nav.capnb-toc a')]
+    .map(a => a.getAttribute('href'))
+    .filter(h => !h.startsWith('#') || !document.getElementById(h.slice(1)))"""
+
+
+def test_report_answers_on_its_first_screen_for_readers(browser, full_report):
+    """The reader's report: the answer in numbers first, no code, no checks, titled, linked."""
+    combined, *pages = full_report
+    context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+    for path in [combined, *pages]:
+        page = context.new_page()
+        console = _console(page)
+        _open_drawn(page, path)
+        title = page.title()
+        assert title and "Notebook" not in title and "capnb report" in title, (path.name, title)
+        assert page.evaluate(_VISIBLE_CODE) == 0, f"{path.name}: code shown by default"
+        text = page.locator("body").inner_text()
+        assert "checks passed" not in text and "assert " not in text, f"{path.name}: a check cell"
+        assert page.evaluate(_TOC_MISSING) == [], f"{path.name}: a contents link goes nowhere"
+        assert page.locator("nav.capnb-toc a").count() >= 2, path.name
+        assert console == [], f"{path.name}: {console}"  # no vega warning (infinite extents ...)
+        if path == combined:
+            assert title.startswith("Capacity plan: ")
+            # the first screen holds the answer: GPU, instances (a drawn chart), policy, cost,
+            # breach minutes, what binds, the checks that fired
+            for term in (
+                "GPU and tensor parallelism",
+                "Instances",
+                "Autoscaling policy",
+                "Monthly cost",
+                "Expected SLA breach",
+            ):
+                box = page.locator("dl.capnb-numbers dt", has_text=term).first.bounding_box()
+                assert box is not None and box["y"] + box["height"] <= 900, term
+            assert page.locator("dl.capnb-numbers dd strong").count() >= 8  # numbers set apart
+            assert page.locator("#the-plan .capnb-static-chart svg.marks").count() == 1
+            assert page.locator("#the-plan table.capnb-steps tr").count() == 4  # one per step
+            assert page.locator("#the-plan h2", has_text="Checks that fired").count() == 1
+            assert "1970" not in page.locator("#the-plan").inner_text()
+            # the steps follow, each a titled section
+            assert page.locator(".capnb-section").count() == len(pages)
+        page.close()
+    context.close()
+
+
+def test_a_report_with_code_still_leaves_the_checks_out(browser, tmp_path):
+    from capnb.report import run_worksheet
+
+    path = run_worksheet("02_memory", tmp_path, show_code=True)
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    console = _console(page)
+    _open_drawn(page, path)
+    assert page.evaluate(_VISIBLE_CODE) >= 3  # the code is there when asked for
+    text = page.locator("body").inner_text()
+    assert "memory_step" in text
+    assert "checks passed" not in text and "assert " not in text
+    assert page.evaluate(_TOC_MISSING) == []
+    assert console == []
     context.close()

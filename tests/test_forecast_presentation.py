@@ -161,7 +161,7 @@ def test_every_chart_draws_the_result(worksheet):
     assert any(p.get("name") == "exceed_p" for p in curve.get("params", []))
     assert "buffer" in str(curve)
     series = worksheet.chart("series").to_dict()
-    assert "days since day 0" in str(series)  # ServeGen's date is a placeholder
+    assert "day 1 is its first day" in str(series)  # ServeGen's date is a placeholder
     heatmap = worksheet.chart("heatmap").to_dict()
     assert "one row per day" in heatmap["title"]
     with pytest.raises(InputError, match="unknown chart"):

@@ -30,7 +30,10 @@ def test_report_is_self_contained(memory_report):
     assert html.count('class="capnb-chart"') == 2
     assert "Inputs: model = Llama-3.1-70B" in html  # the widget panel, as a record of its values
     assert "application/vnd.jupyter.widget-view+json" not in html
-    assert "checks passed: 3 sequences" in html
+    # for readers: titled, the code and the worksheet's checks left out, the answer set as prose
+    assert "<title>Step 2 — Memory" in html
+    assert "memory_step" not in html and "checks passed" not in html and "assert " not in html
+    assert '<div class="capnb-answer"><p>' in html
     assert len(html) < 5_000_000
 
 
@@ -52,7 +55,11 @@ def test_main_job_writes_one_combined_report_and_one_per_worksheet(full_report):
     assert html.count('class="capnb-chart"') == charts
     assert "Traceback (most recent call last)" not in html
     assert len(html) < 5_000_000
-    assert html.index("Start here") < html.index("Step 2") < html.index("The plan")
+    # the plan in numbers first, then the contents, then one section per worksheet in order
+    order = ['id="the-plan"', 'id="contents"'] + [
+        f'id="step-{name.replace("_", "-")}"' for name in report.WORKSHEETS
+    ]
+    assert [html.index(mark) for mark in order] == sorted(html.index(mark) for mark in order)
 
 
 @pytest.mark.slow
@@ -67,12 +74,19 @@ def test_a_config_drives_every_worksheet_and_exports_the_plan(small_plan, tmp_pa
         f"gpu = {plan['gpu']}" in memory_page.read_text()
     )  # the memory worksheet ran on the plan's GPU
     assert plan["recommendation"].split("\n")[0] in html_unescape(plan_page.read_text())
+    # the combined report opens on the plan in numbers, read from the plan it exported
+    page = _combined.read_text()
+    front = html_unescape(page.split('id="the-plan"', 1)[1].split("</section>")[0])
+    assert "The plan in numbers" in front and "What binds at each step" in front
+    assert f"{plan['tensor_parallel']} x {plan['gpu']}" in front
+    assert f"{plan['monthly_usd']:,.0f}" in front
 
 
 def html_unescape(text: str) -> str:
+    """A page's text: its tags dropped (the answers set numbers in bold), its entities read."""
     import html
 
-    return html.unescape(text)
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
 
 
 @pytest.mark.slow
@@ -128,3 +142,58 @@ def test_report_draws_every_chart_with_no_network(memory_report):
     assert len(charts) == 2
     assert all('class="marks"' in chart for chart in charts), "a chart drew no SVG"
     assert ">chart failed:" not in dom  # the text a chart shows when vega-embed rejects it
+
+
+def test_progress_closes_before_anything_else_is_printed(capsys):
+    step = report._progress(2, True)  # not a terminal under pytest: one plain line per worksheet
+    step("02_memory")
+    step("05_plan")
+    step(None)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "capnb report: 02_memory done",
+        "capnb report: 05_plan done",
+    ]
+    assert "\r" not in "".join(lines) and "0/2" not in "".join(lines)
+
+
+def test_readme_links_resolve_inside_the_repository():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    anchors = {
+        re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^#+ (.*)$", text, flags=re.M)
+    }
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        assert not re.match(r"[a-z]+:", link), f"{link}: a README link leaves the repository"
+        path, _, anchor = link.partition("#")
+        if path:
+            assert (root / path).exists(), f"{link}: no such file in the repository"
+        else:
+            assert anchor in anchors, f"{link}: no such heading"
+
+
+@pytest.mark.slow
+def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(small_plan):
+    import warnings
+
+    from capnb import plan as planning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        built = planning.build(small_plan)
+    page = html_unescape(report.summary_html(built))
+    assert f"{built.attrs['tensor_parallel']} x {built.attrs['gpu']} per instance" in page
+    assert f"{built.attrs['monthly_usd']:,.0f} USD a month" in page
+    assert f"{built.attrs['breach_minutes_per_month']:,.0f} minutes a month" in page
+    assert "1970" not in page  # ServeGen has no date: the burst test starts on "day N hh:mm"
+    assert re.search(r"from day \d+ \d\d:\d\d\)", page)
+    assert "Latency model uncertainty" not in page and "Backtest" not in page
+    built.attrs.update(latency_uncertainty="P99 within 12% (held out)", backtest="covers 95%")
+    page = html_unescape(report.summary_html(built))
+    assert "Latency model uncertainty" in page and "P99 within 12% (held out)" in page
+    assert "Backtest" in page and "covers 95%" in page

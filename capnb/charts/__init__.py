@@ -10,14 +10,16 @@ from ._altair import load as import_altair
 import_altair()  # before the chart modules import altair: see capnb.charts._altair
 
 from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve  # noqa: E402
+from ._clock import day_label, is_undated  # noqa: E402
 from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline  # noqa: E402
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series  # noqa: E402
 from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
-from ._plan import plan_options, plan_policies, plan_slots, plan_timeline  # noqa: E402
+from ._plan import plan_instances, plan_options, plan_policies, plan_slots, plan_timeline  # noqa: E402
 
 __all__ = [
     "cold_start_stages",
     "cost_vs_sla",
+    "day_label",
     "elasticity_pareto",
     "elasticity_timeline",
     "forecast_exceedance",
@@ -25,10 +27,12 @@ __all__ = [
     "forecast_plans",
     "forecast_series",
     "import_altair",
+    "is_undated",
     "latency_curve",
     "memory_breakdown",
     "memory_heatmap",
     "plan_contrast",
+    "plan_instances",
     "plan_options",
     "plan_policies",
     "plan_slots",

@@ -79,6 +79,7 @@ def latency_curve(
                         "latency_s": values,
                         "quantile": _label(q),
                         "source": "model" if source == "model" else kind,
+                        "compared": source == "model",  # drawn dashed, beside the curve
                     }
                 )
             )
@@ -111,14 +112,14 @@ def latency_curve(
         alt.Tooltip(field="latency_s", type="quantitative", format=",.3f", title="latency (s)"),
     ]
     base = alt.Chart(table).encode(x=x, y=y, color=color, tooltip=tooltip)
-    measured = base.transform_filter(alt.datum.source != "model")
-    layers = [
-        measured.mark_line(strokeWidth=2),
-        measured.mark_point(filled=True, size=45),
-        base.transform_filter(alt.datum.source == "model").mark_line(
-            strokeDash=[5, 3], opacity=0.8
-        ),
-    ]
+    measured = base.transform_filter("!datum.compared")
+    layers = [measured.mark_line(strokeWidth=2), measured.mark_point(filled=True, size=45)]
+    if table["compared"].any():
+        # only with a model curve: a layer over no rows gives vega an infinite extent on the
+        # log axes, and it logs a warning in the reader's console
+        layers.append(
+            base.transform_filter("datum.compared").mark_line(strokeDash=[5, 3], opacity=0.8)
+        )
     name = cell.attrs.get("name") or cell.attrs.get("source", "")
     title = f"{_label(quantile)} {metric} latency vs concurrency ({name})"
     if sla_table is not None:

@@ -146,8 +146,10 @@ def elasticity_pareto(
     """Every run of a sweep: cost against the share of time in SLA breach, the Pareto front drawn.
 
     Click a policy in the legend to highlight it (a vega-lite selection: it works in the HTML
-    report). ``chosen`` and ``recommended`` are selections (dicts of coordinates) marked with a
-    ring and a diamond; ``breach_budget`` (a share) is drawn as a dotted line.
+    report). With ``breach_budget`` (a share), a dropdown under the chart (a vega-lite param, live
+    in the HTML report too) moves the budget's dotted line over the sweep, and the runs above it
+    fade. ``chosen`` and ``recommended`` are selections (dicts of coordinates) marked with a ring
+    and a diamond.
     """
     from ..elasticity import pareto_front
 
@@ -192,6 +194,12 @@ def elasticity_pareto(
         alt.Tooltip("unserved_pct:Q", format=".3f"),
         alt.Tooltip("thrash:Q"),
     ]
+    # a run above the breach budget (picked in the dropdown under the chart) fades; otherwise the
+    # policy clicked in the legend stands out
+    over_budget = (
+        [] if breach_budget is None else [{"test": "datum.breach_pct > budget_pct", "value": 0.12}]
+    )
+    opacity = alt.OpacityValue(0.08, condition=[*over_budget, {"param": pick.name, "value": 0.75}])
     points = (
         alt.Chart(table)
         .mark_circle(size=45)
@@ -199,7 +207,7 @@ def elasticity_pareto(
             x=x,
             y=y,
             color=alt.Color("policy_name:N", title="policy", legend=alt.Legend(orient="right")),
-            opacity=alt.OpacityValue(0.08, condition={"param": pick.name, "value": 0.75}),
+            opacity=opacity,
             tooltip=tooltip,
         )
         .add_params(pick)
@@ -212,8 +220,25 @@ def elasticity_pareto(
     )
     layers = [points, front_line]
     if breach_budget is not None:
-        budget = pd.DataFrame({"breach_pct": [breach_budget * 100], "label": ["breach budget"]})
-        layers.append(alt.Chart(budget).mark_rule(color="#e45756", strokeDash=[2, 2]).encode(y=y))
+        # the budget is a vega-lite param over the sweep already computed: the dropdown moves the
+        # line and fades the runs above it, in a static report too
+        budgets = sorted({0.0001, 0.001, 0.01, 0.05, float(breach_budget)})
+        budget = alt.param(
+            name="budget_pct",
+            value=float(breach_budget) * 100,
+            bind=alt.binding_select(
+                options=[b * 100 for b in budgets],
+                labels=[f"{b:.2%}" for b in budgets],
+                name="breach budget (share of time) ",
+            ),
+        )
+        layers.append(
+            alt.Chart(pd.DataFrame({"label": ["breach budget"]}))
+            .transform_calculate(breach_pct="budget_pct")
+            .mark_rule(color="#e45756", strokeDash=[2, 2])
+            .encode(y=y)
+            .add_params(budget)
+        )
     for selection, shape, size, label in (
         (chosen, "circle", 260, "your policy"),
         (recommended, "diamond", 320, "recommended"),

@@ -11,6 +11,7 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
+from ._clock import is_undated, time_encoding
 
 __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
 
@@ -73,15 +74,11 @@ def forecast_series(
             {c: ("first" if c == "time" else "mean") for c in frame.columns}
         )
         shown = f"mean of every {factor} intervals of {step:g} s"
-    if series.attrs.get("weekday_known") == "no":
-        # the date is a placeholder: count days from time 0 instead of showing 1970
-        origin = np.datetime64(str(series["time"].values[0])[:10])
-        frame["day"] = (frame["time"] - origin) / np.timedelta64(1, "D")
-        x = alt.X("day:Q", title="days since day 0 (the date is not known)")
-    else:
-        x = alt.X("time:T", title=None)
-    # ISO strings made in one numpy call: altair would format each timestamp in Python
-    frame["time"] = np.datetime_as_string(frame["time"].values, unit="auto")
+    # the trace's own clock; a placeholder date (a trace with no date) is counted in days instead
+    x, when = time_encoding(
+        frame, "time", undated=is_undated(series.attrs, frame["time"].to_numpy()), title=None
+    )
+    frame = frame.drop(columns="time")
     missing = frame[frame["qps"].isna()]
     base = alt.Chart(frame).encode(x=x)
     layers = []
@@ -103,14 +100,14 @@ def forecast_series(
     layers.append(
         base.mark_line(color="#333", strokeWidth=1).encode(
             y=alt.Y("qps:Q", title="requests/s"),
-            tooltip=[alt.Tooltip("time:T"), alt.Tooltip("qps:Q", format=",.2f")],
+            tooltip=[when, alt.Tooltip("qps:Q", format=",.2f")],
         )
     )
     if len(missing):
         layers.append(
             alt.Chart(missing)
             .mark_tick(color=_SHORT_COLOR, thickness=2, size=10)
-            .encode(x=x, y=alt.YValue(300), tooltip=[alt.Tooltip("time:T", title="missing")])
+            .encode(x=x, y=alt.YValue(300), tooltip=[alt.Tooltip("when:N", title="missing")])
         )
         title += f"; red ticks: {len(missing)} missing"
     return alt.layer(*layers, title=title, width=640, height=300)
@@ -122,7 +119,7 @@ def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
     times = pd.DatetimeIndex(series["time"].values)
     frame = pd.DataFrame({"qps": series["qps"].values, "hour": times.hour})
     if series.attrs.get("weekday_known") == "no":
-        frame["row"] = [f"day {d}" for d in (times.normalize() - times[0].normalize()).days]
+        frame["row"] = [f"day {d + 1}" for d in (times.normalize() - times[0].normalize()).days]
         order = sorted(frame["row"].unique(), key=lambda r: int(r.split()[1]))
         title = "Mean requests/s by hour (weekday not known: one row per day of the trace)"
     else:

@@ -10,8 +10,9 @@ import pandas as pd
 import xarray as xr
 
 from .. import glossary
+from ._clock import is_undated, time_encoding
 
-__all__ = ["plan_options", "plan_policies", "plan_slots", "plan_timeline"]
+__all__ = ["plan_instances", "plan_options", "plan_policies", "plan_slots", "plan_timeline"]
 
 _CHOSEN = "#e45756"
 
@@ -94,6 +95,35 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
     )
     title = "Targets per slot and the fleet planned for them (the mean plan for contrast)"
     return layers.add_params(pick).properties(title=title, width=560, height=280)
+
+
+def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> alt.Chart:
+    """A small bar chart: the fixed instances per slot at the plan's quantile (the plan's fleet).
+
+    The elastic buffer the plan holds above them is named in the title: it is one number for
+    every slot.
+    """
+    quantile = float(_config(plan)["traffic_quantile"])
+    fixed = plan.fleet_fixed_instances.sel(traffic_quantile=quantile)
+    table = pd.DataFrame(
+        {"slot": fixed.slot.values.astype(int), "instances": fixed.values.astype(float)}
+    )
+    slots = str(plan.attrs.get("slots", _config(plan).get("slots", "slot"))).replace("_", " ")
+    buffer = int(plan.attrs.get("buffer_instances", 0))
+    title = f"Fixed instances per {slots} slot (P{100 * quantile:g}); elastic buffer: {buffer:,}"
+    return (
+        alt.Chart(table)
+        .mark_bar(color="#4c78a8")
+        .encode(
+            x=alt.X(field="slot", type="ordinal", title=slots, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(field="instances", type="quantitative", title="instances"),
+            tooltip=[
+                alt.Tooltip(field="slot", type="ordinal"),
+                alt.Tooltip(field="instances", type="quantitative", format=",.0f"),
+            ],
+        )
+        .properties(title=title, width=width, height=height)
+    )
 
 
 def plan_options(plan: xr.Dataset) -> alt.Chart:
@@ -205,16 +235,21 @@ def plan_policies(plan: xr.Dataset) -> alt.Chart:
 def plan_timeline(plan: xr.Dataset) -> alt.Chart:
     """The recommended policy over the trace: demand against ready capacity, per forecast interval."""
     per_instance = float(plan.attrs["per_instance_qps"])
+    times = plan.timeline_time.values
     frame = pd.DataFrame(
         {
-            "time": pd.to_datetime(plan.timeline_time.values),
+            "time": times,
             "demand": plan.timeline_qps.values,
             "ready capacity": plan.timeline_ready_instances.values * per_instance,
             "breach_min": plan.timeline_breach_s.values / 60,
         }
     )
+    # the trace's own clock, or days counted from its first day when its date is a placeholder
+    clock = {**plan.traffic_qps.attrs, **plan.attrs} if "traffic_qps" in plan else plan.attrs
+    x, when = time_encoding(frame, "time", undated=is_undated(clock, times))
+    frame = frame.drop(columns="time")
     long = frame.melt(
-        id_vars=["time"],
+        id_vars=["t_ms", "when"],
         value_vars=["demand", "ready capacity"],
         var_name="series",
         value_name="qps",
@@ -223,20 +258,28 @@ def plan_timeline(plan: xr.Dataset) -> alt.Chart:
         alt.Chart(long)
         .mark_line(strokeWidth=1)
         .encode(
-            x=alt.X(field="time", type="temporal", title=None),
+            x=x,
             y=alt.Y(field="qps", type="quantitative", title="requests/s"),
             color=alt.Color(field="series", type="nominal", title=None),
+            tooltip=[
+                when,
+                alt.Tooltip(field="series", type="nominal"),
+                alt.Tooltip(field="qps", type="quantitative", format=",.1f"),
+            ],
         )
     )
     breach = (
         alt.Chart(frame[frame.breach_min > 0])
         .mark_bar(color=_CHOSEN, opacity=0.5)
         .encode(
-            x=alt.X(field="time", type="temporal"),
+            x=x,
             y=alt.Y(field="breach_min", type="quantitative", title="minutes in breach"),
+            tooltip=[when, alt.Tooltip(field="breach_min", type="quantitative", format=",.1f")],
         )
     )
     title = "The recommended policy over the trace (mean per interval; red: minutes in SLA breach)"
+    if not len(frame[frame.breach_min > 0]):  # no breach: no empty layer (vega warns on one)
+        return lines.properties(title=title, width=620, height=260)
     return (
         alt.layer(lines, breach)
         .resolve_scale(y="independent")

@@ -309,5 +309,11 @@ def dropdown(description: str, options, value) -> widgets.Dropdown:
     )
 
 
-#: Keyword arguments of sliders that start a kernel: recompute on release, not on every pixel.
-slider_style = {"continuous_update": False, "style": {"description_width": "initial"}}
+#: Keyword arguments of sliders that start a kernel: recompute on release, not on every pixel. The
+#: label has a fixed width and the control a wider one, so a long label ("burst height (x
+#: baseline)") never squeezes the slider's track: the track keeps about 20em (260 px).
+slider_style = {
+    "continuous_update": False,
+    "style": {"description_width": "14em"},
+    "layout": {"width": "40em"},
+}

@@ -1,0 +1,77 @@
+"""Time axes on a trace's own clock: dates where the trace has them, "day 1 08:00" where it has not.
+
+A trace whose date is not known (ServeGen's rate series, Mooncake's relative timestamps) is loaded
+with time 0 on a placeholder date (1970-01-01) and says so in its clock attrs (``weekday_known`` /
+``hours_known`` = ``"no"``). Charts then count days from the trace's first day instead of showing
+the placeholder: ``day 1 08:00``. Times go to the browser as milliseconds on a UTC scale, so a
+trace's naive clock is drawn as it is, not shifted into the reader's time zone.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+__all__ = ["day_label", "is_undated", "time_encoding"]
+
+_DAY_MS = 86_400_000
+_PLACEHOLDER_YEAR = 1970  # where the loaders put time 0 of a trace with no date
+
+
+def is_undated(attrs: dict, times: np.ndarray) -> bool:
+    """Whether a trace's dates are placeholders.
+
+    Its clock attrs say so or, where the attrs were lost on the way (a plan's timeline), its times
+    start on the loaders' placeholder date.
+    """
+    if attrs.get("weekday_known") == "no" or attrs.get("hours_known") == "no":
+        return True
+    if "weekday_known" in attrs:
+        return False
+    times = np.asarray(times)
+    return bool(times.size) and pd.Timestamp(times[0]).year == _PLACEHOLDER_YEAR
+
+
+def _origin(times: np.ndarray) -> np.datetime64:
+    return np.datetime64(pd.Timestamp(np.asarray(times)[0]).normalize().to_datetime64(), "ns")
+
+
+def day_label(times, origin=None) -> list[str]:
+    """``day 1 08:00`` for each time, counting days from the first one's (or ``origin``'s) day."""
+    times = np.asarray(times, dtype="datetime64[ns]")
+    start = _origin(times) if origin is None else np.datetime64(origin, "ns")
+    minutes = ((times - start) // np.timedelta64(1, "m")).astype(np.int64)
+    days, rest = np.divmod(minutes, 1440)
+    return [f"day {d + 1} {r // 60:02d}:{r % 60:02d}" for d, r in zip(days, rest, strict=True)]
+
+
+def time_encoding(frame: pd.DataFrame, column: str, *, undated: bool, title: str | None = None):
+    """The x encoding and the tooltip of a time column; adds ``t_ms`` and ``when`` to ``frame``.
+
+    ``t_ms`` holds the milliseconds the axis draws, ``when`` a label for tooltips.
+    Dated: the trace's own clock on a UTC time scale. Undated: days counted from the first day.
+    """
+    times = frame[column].to_numpy().astype("datetime64[ns]")
+    if undated:
+        start = _origin(times)
+        frame["t_ms"] = ((times - start) // np.timedelta64(1, "ms")).astype(np.int64)
+        frame["when"] = day_label(times, start)
+        axis = alt.Axis(
+            labelExpr=(
+                f"'day ' + (floor(datum.value / {_DAY_MS}) + 1) + "
+                "(datum.value % 86400000 ? ' ' + utcFormat(datum.value, '%H:%M') : '')"
+            ),
+            labelOverlap=True,
+        )
+        title = (
+            title
+            if title is not None
+            else "the trace's clock (date not known: day 1 is its first day)"
+        )
+    else:
+        frame["t_ms"] = (times.astype("datetime64[ms]").astype(np.int64)).astype(np.int64)
+        frame["when"] = np.datetime_as_string(times, unit="m")
+        axis = alt.Axis(labelOverlap=True)
+    x = alt.X(field="t_ms", type="temporal", title=title, scale=alt.Scale(type="utc"), axis=axis)
+    return x, alt.Tooltip(field="when", type="nominal", title="time")
