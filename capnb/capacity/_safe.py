@@ -170,13 +170,14 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
 
 def _ordered(result: xr.Dataset, lead: list[str]) -> xr.Dataset:
     """Each variable in the order: the curve's dims (``lead``), sla, then any new dims."""
-    for name in result.data_vars:
-        dims = result[name].dims
-        first = [d for d in lead if d in dims]
-        order = (*first, *[d for d in dims if d not in first])
-        if order != dims:  # assigning a variable re-merges the Dataset: only when it moves
-            result[name] = result[name].transpose(*order)
-    return result
+    moved = {}
+    for name, variable in result.data_vars.items():
+        first = [d for d in lead if d in variable.dims]
+        order = (*first, *[d for d in variable.dims if d not in first])
+        if order != variable.dims:
+            moved[name] = variable.transpose(*order)
+    # one assignment: each one re-aligns every coordinate of the Dataset
+    return result.assign(moved) if moved else result
 
 
 def _labels(codes: xr.DataArray) -> xr.DataArray:
@@ -441,7 +442,7 @@ def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_requ
     new = {"gpus": (result.instances * tensor_parallel).assign_attrs(glossary.attrs("gpus"))}
     if price is not None:
         new["usd_per_hour"] = (new["gpus"] * price).assign_attrs(glossary.attrs("usd_per_hour"))
-        if output_tokens:
+        if output_tokens is not None and np.all(output_tokens):
             tokens_per_hour = target * 3600.0 * output_tokens
             per_million = (new["usd_per_hour"] / tokens_per_hour * 1e6).where(target > 0)
             new["usd_per_million_tokens"] = per_million.assign_attrs(

@@ -203,12 +203,13 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
     result = searched.copy()
     gpus = [str(g) for g in result.gpu.values]
     target = capacity._target(target_qps)
-    result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
     planned_fleet = capacity.fleet(
         result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
     )
-    for name in planned_fleet.data_vars:
-        result[name] = planned_fleet[name]
+    # variables are added in as few assignments as possible: each re-aligns every coordinate
+    result = result.assign(
+        target_qps=target.assign_attrs(glossary.attrs("target_qps")), **planned_fleet.data_vars
+    )
     prompt, output = result.attrs["prompt_tokens"], result.attrs["output_tokens"]
     scale = result.seq_len / (prompt + output)
     output_tokens = output * scale
@@ -225,16 +226,10 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
         dims=("model", "gpu"),
         coords={"model": result.model, "gpu": result.gpu},
     )
-    result = capacity._costs(result, target, result.tensor_parallel, price, 1.0, per_request, flops)
-    tokens_per_hour = target * 3600.0 * output_tokens
-    result["usd_per_million_tokens"] = (
-        (result.usd_per_hour / tokens_per_hour * 1e6)
-        .where(target > 0)
-        .assign_attrs(glossary.attrs("usd_per_million_tokens"))
+    result = capacity._costs(
+        result, target, result.tensor_parallel, price, output_tokens, per_request, flops
     )
-    best = cheapest(result)
-    for name in best.data_vars:
-        result[name] = best[name]
+    result = result.assign(cheapest(result).data_vars)
     return capacity._ordered(result, ["model", "gpu", "tensor_parallel", "seq_len", "sla"])
 
 
