@@ -75,20 +75,24 @@ def envelope(curve: xr.Dataset) -> xr.Dataset:
     >>> bool((curve.latency.sel(metric="ttft", latency_quantile=0.99).diff("concurrency") >= 0).all())
     True
     """
-    result = curve.copy()
-    for name in ("latency", "mean_latency"):
-        if name not in curve:
-            continue
-        data = curve[name]
-        raised = xr.apply_ufunc(
+    names = [name for name in ("latency", "mean_latency") if name in curve]
+    envelopes = {
+        name: xr.apply_ufunc(
             kernels.monotone_envelope,
-            data,
+            curve[name],
             input_core_dims=[["concurrency"]],
             output_core_dims=[["concurrency"]],
             dask="parallelized",
             output_dtypes=[float],
-        ).transpose(*data.dims)
-        result[name] = raised.assign_attrs(data.attrs)
+        )
+        .transpose(*curve[name].dims)
+        .assign_attrs(curve[name].attrs)
+        for name in names
+    }
+    result = curve.assign(envelopes)  # one assignment: each re-aligns every coordinate
+    result.attrs = dict(curve.attrs)
+    for name in names:
+        data, raised = curve[name], envelopes[name]
         if "concurrency" in data.dims and data.ndim <= 3 and not data.chunks:
             changed = (raised > data) & data.notnull()
             for index in zip(*np.nonzero(changed.values), strict=True):
