@@ -12,6 +12,7 @@ The pipeline, one function each::
                                                           +-> detect_bursts -> fit_burst_model
                                                           +-> simulate -> exceedance curve, buffer_qps
                                                           +-> backtest, project
+                                                          +-> predict, carry_forward, rolling_origin
 
 :func:`target` chains them into the one Dataset the capacity step takes; :func:`target_from`
 assembles that Dataset from a baseline and a simulation run separately (as a worksheet does, to keep
@@ -32,27 +33,36 @@ from ._bursts import (
     month_inputs,
     simulate,
 )
+from ._growth import GROWTH_MODELS, MIN_DAYS, carry_forward, fit_growth, observed_days, predict
 from ._outlook import backtest, fit_trend, plan_name, project, project_factor
+from ._rolling import rolling_origin
 from ._target import describe, slot_label, target, target_from
 
 __all__ = [
     "DEFAULT_QUANTILES",
+    "GROWTH_MODELS",
+    "MIN_DAYS",
     "MONTH_DAYS",
     "BurstModel",
     "MonthInputs",
     "Slots",
     "backtest",
+    "carry_forward",
     "describe",
     "detect_bursts",
     "fit_baseline",
     "fit_burst_model",
+    "fit_growth",
     "fit_trend",
     "interval_seconds",
     "month_inputs",
+    "observed_days",
     "plan_name",
+    "predict",
     "project",
     "project_factor",
     "resample",
+    "rolling_origin",
     "simulate",
     "slot_codes",
     "slot_label",

@@ -145,6 +145,7 @@ def backtest(
     mean_plan: str = "overall",
     growth: float = 1.0,
     trend_per_day: float | str = 0.0,
+    growth_model: str = "probabilistic",
 ) -> xr.Dataset:
     """Fit slot baselines on the start of a series and score the plans on the rest.
 
@@ -159,6 +160,12 @@ def backtest(
     growth, trend_per_day
         Carry the fitted plans forward as :func:`project` does, each scored interval by its days
         after the fitted part; ``trend_per_day="fit"`` takes :func:`fit_trend` of the fitted part.
+    growth_model
+        ``"probabilistic"`` (default): each quantile plan is :func:`capnb.forecast.predict` of the
+        fitted part over the scored days (the fitted trend with its prediction band; needs 7 days);
+        ``"trend"``: the past quantiles carried by :func:`fit_trend` of the fitted part (the same as
+        ``trend_per_day="fit"``); ``"none"``: the past quantiles, carried by ``trend_per_day``.
+        ``growth`` multiplies every model's plans; the mean plan is never grown by a model.
 
     Returns
     -------
@@ -177,6 +184,8 @@ def backtest(
     ['mean', 'P50', 'P95', 'P99']
     """
     from ._baseline import fit_baseline
+    from ._growth import growth_model as _growth_model
+    from ._growth import predict
 
     series = checked_series(series)
     fit_ns = interval_ns(fit, "fit", low_s=1)
@@ -186,7 +195,15 @@ def backtest(
         span = duration_text(int(ns[-1] - ns[0]) + interval_ns_of(series))
         raise InputError(f"fit={fit!r} covers the whole series ({span}); nothing is left to score")
     fitted, scored = series.isel(time=ns < split), series.isel(time=ns >= split)
+    model = _growth_model(growth_model)
     baseline = fit_baseline(fitted, slots=slots, quantiles=quantiles, mean_plan=mean_plan)
+    if model != "none" and not (isinstance(trend_per_day, int | float) and trend_per_day == 0):
+        raise InputError(
+            f"trend_per_day={trend_per_day!r} applies to growth_model='none'; "
+            f"growth_model={model!r} fits its own trend"
+        )
+    if model == "trend":
+        trend_per_day = "fit"
     if isinstance(trend_per_day, str):
         if trend_per_day != "fit":
             raise InputError(f"trend_per_day must be a number or 'fit', got {trend_per_day!r}")
@@ -197,8 +214,14 @@ def backtest(
     codes = slot_codes(scored["time"], _slot_spec(baseline))
     qps = scored["qps"].values.astype(float)
     plans = {"mean": baseline.mean_plan_qps.values[codes] * factor}
+    if model == "probabilistic":
+        horizon = max(1, math.ceil((scored_ns[-1] + interval_ns_of(series) - split) / DAY_NS))
+        ahead = predict(fitted, slots=slots, quantiles=quantiles, horizon_days=horizon)
+        targets = ahead.target_qps
+    else:
+        targets = baseline.target_qps
     for q in baseline.traffic_quantile.values:
-        plans[plan_name(q)] = baseline.target_qps.sel(traffic_quantile=q).values[codes] * factor
+        plans[plan_name(q)] = targets.sel(traffic_quantile=q).values[codes] * factor
     usable = ~np.isnan(qps)
     for plan in plans.values():
         usable &= ~np.isnan(plan)
@@ -237,6 +260,7 @@ def backtest(
             "boundaries": baseline.attrs["boundaries"],
             "interval_s": step / NS,
             "projection": f"growth {growth:g} x (1 + {trend_per_day:.4g}/day) ^ days after the fit",
+            "growth_model": model,
         },
     )
 

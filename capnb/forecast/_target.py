@@ -7,7 +7,7 @@ import xarray as xr
 
 from ..data._series import NS, Slots, checked_series, duration_text
 from ..errors import InputError
-from ._baseline import DEFAULT_QUANTILES, fit_baseline
+from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
 from ._bursts import MONTH_DAYS, BurstModel, _choose, detect_bursts, fit_burst_model, simulate
 from ._outlook import plan_name, project_factor
 
@@ -31,6 +31,8 @@ def target(
     trend_per_day: float = 0.0,
     days_ahead: float = 0.0,
     chunks: int | None = None,
+    growth_model: str = "probabilistic",
+    horizon_days: int = 7,
 ) -> xr.Dataset:
     """The forecast step's answer: per-slot targets, and the burst buffer from a Monte Carlo.
 
@@ -55,6 +57,13 @@ def target(
     growth, trend_per_day, days_ahead
         Carry the history forward before planning (as in :func:`project`): every rate of the
         series is multiplied by ``growth x (1 + trend_per_day) ** days_ahead``.
+    growth_model, horizon_days
+        ``"probabilistic"`` (default): plan for the ``horizon_days`` after the series, each slot's
+        plan quantile being that of the coming days' demand, the fitted trend and its prediction
+        band included (:func:`carry_forward`; the other quantiles are scaled by the same per-slot
+        factor). It needs 7 days observed: a shorter history is planned as it is, and the attr
+        ``growth_model`` says so. ``"none"``: the history's quantiles (with ``trend_per_day`` and
+        ``days_ahead`` if given, which ``"probabilistic"`` refuses: it fits its own trend).
 
     Returns
     -------
@@ -71,15 +80,48 @@ def target(
     >>> plan.target_qps.dims, plan.buffer_qps.attrs["units"]
     (('slot', 'traffic_quantile'), 'requests/s')
     """
+    from ._growth import MIN_DAYS, carry_forward, observed_days
+    from ._growth import growth_model as _growth_model
+
     series = checked_series(series)
+    growth_kind = _growth_model(growth_model)
+    if growth_kind == "trend":
+        raise InputError(
+            "growth_model='trend': target plans with 'probabilistic' or 'none'; for a point trend "
+            "give growth_model='none', trend_per_day=float(fit_trend(series).trend_per_day) and "
+            "days_ahead"
+        )
     scale = project_factor(growth, trend_per_day, days_ahead)
+    grown, history = "none", None
+    if growth_kind == "probabilistic":
+        if trend_per_day != 0 or days_ahead != 0:
+            raise InputError(
+                "trend_per_day and days_ahead apply to growth_model='none'; "
+                "growth_model='probabilistic' fits its own trend over horizon_days"
+            )
+        if isinstance(horizon_days, bool) or not isinstance(horizon_days, int) or horizon_days < 1:
+            raise InputError(f"horizon_days must be a positive integer, got {horizon_days!r}")
+        if series["qps"].ndim > 1:
+            grown = "none: the probabilistic growth takes one series (qps over time only)"
+        elif observed_days(series) >= MIN_DAYS:
+            planned = plan_quantile if plan_quantile is not None else _quantiles(quantiles)[-1]
+            history = series
+            series = carry_forward(series, slots=slots, quantile=planned, horizon_days=horizon_days)
+            grown = f"probabilistic: {series.attrs['growth']}"
+        else:
+            grown = f"none: fewer than {MIN_DAYS} days observed, planned on the history as it is"
     if scale != 1.0:
         series = series.copy()
         for name in ("qps", "requests"):
             if name in series:
                 series[name] = (series[name] * scale).assign_attrs(series[name].attrs)
     baseline = fit_baseline(series, slots=slots, quantiles=quantiles, mean_plan=mean_plan)
-    found = detect_bursts(series, baseline)
+    if history is None:
+        found = detect_bursts(series, baseline)
+    else:  # the bursts are events of the history (its slot levels), found where they happened
+        found = detect_bursts(
+            history, fit_baseline(history, slots=slots, quantiles=quantiles, mean_plan=mean_plan)
+        )
     if bursts == "fitted":
         model = fit_burst_model(found)
     elif bursts is None or isinstance(bursts, BurstModel):
@@ -99,6 +141,7 @@ def target(
         chunks=chunks,
     )
     result = target_from(baseline, run, detected=found)
+    result.attrs["growth_model"] = grown
     if scale != 1.0:
         result.attrs["projection"] = f"history scaled by x{scale:.4g}"
     return result
@@ -222,8 +265,10 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     name = plan_name(q)
     shortfall = float(result.shortfall_fraction.sel(traffic_quantile=q).isel(slot=busiest))
     mean_plan = result.mean_plan_qps.isel(slot=busiest)
+    carried = str(result.attrs.get("growth_model", "")).startswith("probabilistic: ")
     mean_words = (
-        f"a plan at the historical mean ({_rate(float(mean_plan))})"
+        f"a plan at the {'mean of the demand carried forward' if carried else 'historical mean'} "
+        f"({_rate(float(mean_plan))})"
         if result.attrs["mean_plan"] == "overall"
         else "a plan at each slot's mean"
     )
@@ -262,6 +307,9 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
             f"month on average); {_rate(float(result.required_qps))} keeps that to {chosen:.0%}: an "
             f"elastic buffer of {_rate(float(result.buffer_qps))} above the fixed plan."
         )
+    if str(result.attrs.get("growth_model", "")).startswith("probabilistic: "):
+        words = result.attrs["growth_model"].removeprefix("probabilistic: ")
+        text.append(f"The plan is for the coming days, not the past ones: {words}.")
     if result.attrs.get("boundaries", "none") != "none":
         text.append(result.attrs["boundaries"])
     return " ".join(text)
