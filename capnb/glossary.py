@@ -61,6 +61,11 @@ DIMS: dict[str, Term] = _table(
     ("min_instances", "instances", "fewest instances the autoscaler keeps"),
     ("buffer_instances", "instances", "instances held above the computed need for bursts"),
     ("policy", "1", "autoscaling policy: article, hpa, knative, fixed or fixed_elastic"),
+    ("block", "1", "one prefix block of a request's prompt (a block hash of the request log)"),
+    ("cache_tokens", "tokens", "size of a prefix cache"),
+    ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),
+    ("pool", "1", "one GPU type and tensor-parallel degree of a mixed fleet"),
+    ("pricing", "1", "price kind: on_demand, reserved_1y, reserved_3y, reserved or spot"),
 )
 
 #: Variables (data_vars and non-index coordinates).
@@ -207,6 +212,21 @@ VARIABLES: dict[str, Term] = _table(
     ("load_s", "s", "weight load into GPU memory"),
     ("engine_init_s", "s", "serving engine start-up"),
     ("warm_up_s", "s", "warm-up inference before taking traffic"),
+    # prefix caching and mixed fleets
+    ("block_hash", "1", "hash of a prompt block (equal hashes: equal prompts to its end)"),
+    ("block_start", "1", "index of a request's first block along dim block"),
+    ("block_prompt_tokens", "tokens", "prompt tokens a block holds"),
+    ("prefix_hit_rate", "1", "share of prompt tokens served from the prefix cache"),
+    ("hit_tokens", "tokens", "prompt tokens served from the prefix cache"),
+    ("prefix_cache_tokens", "tokens", "KV cache tokens held by the prefix cache"),
+    ("running_tokens", "tokens", "KV cache tokens left for running sequences"),
+    ("prefill_share", "1", "share of prompt tokens still computed: 1 - prefix_hit_rate"),
+    ("reserved_instances", "instances", "instances on reserved or committed pricing, every slot"),
+    ("on_demand_instances", "instances", "instances on on-demand pricing in the slot"),
+    ("spot_instances", "instances", "instances on spot pricing in the slot"),
+    ("served_qps", "requests/s", "requests per second the slot's fleet serves (spot discounted)"),
+    ("usd_per_gpu_hour_reserved", "USD/hour", "reserved or committed price of one GPU"),
+    ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
 )
 
 

@@ -51,6 +51,7 @@ WORKSHEETS = (
     "03_capacity",
     "04_elasticity",
     "05_plan",
+    "06_serving",
 )
 
 #: File name of the combined report.
@@ -998,4 +999,5 @@ def _parameters(config, out_dir: Path, *, keep: list | None = None) -> dict[str,
             "BUFFER_INSTANCES": list(cfg.buffer_instances),
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
+        "06_serving": {"CONFIG": str((out_dir / "plan.toml").resolve())},
     }

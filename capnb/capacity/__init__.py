@@ -22,12 +22,14 @@ Entry points: :func:`safe_concurrency` (the search), :func:`plan` (instances and
 kernels, with the cheapest option per SLA), :func:`price` (a sweep searched once, priced for each
 new target: the search does not depend on it), :func:`cheapest`, :func:`contrast` (plan by maximum
 concurrency vs by latency), :func:`describe` and :func:`applicability` (the answer and its limits
-in words).
+in words); :func:`mix` (the cheapest mix of GPU types per slot, a reserved base held all day and
+on-demand or spot above it, an integer program solved by scipy's HiGHS).
 """
 
 from __future__ import annotations
 
 from ._answer import applicability, contrast, describe
+from ._mix import mix
 from ._safe import BINDING, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
 
@@ -39,6 +41,7 @@ __all__ = [
     "describe",
     "fleet",
     "instances",
+    "mix",
     "plan",
     "price",
     "safe_concurrency",

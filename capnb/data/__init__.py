@@ -21,6 +21,7 @@ from ._benchmarks import (
     read_latency_table,
     read_vllm_bench,
 )
+from ._blocks import MOONCAKE_BLOCK_TOKENS, load_block_hashes
 from ._catalog import (
     dataset_path,
     gpu_column,
@@ -39,6 +40,7 @@ from ._measurements import (
     load_step_times,
     load_trtllm_throughput,
 )
+from ._prices import PRICINGS, gpu_prices, load_gpu_prices
 from ._rates import load_rate_series
 from ._traces import (
     TRACE_FORMATS,
@@ -50,18 +52,23 @@ from ._traces import (
 from ._traffic import TRAFFIC_KINDS, load_traffic, traffic_columns
 
 __all__ = [
+    "MOONCAKE_BLOCK_TOKENS",
+    "PRICINGS",
     "TRACE_FORMATS",
     "TRAFFIC_KINDS",
     "TraceWarning",
     "benchmark_format",
     "dataset_path",
     "gpu_column",
+    "gpu_prices",
     "list_gpus",
     "list_latency_curves",
     "list_measurement_sources",
     "list_models",
     "list_rate_series",
     "list_traces",
+    "load_block_hashes",
+    "load_gpu_prices",
     "load_gpus",
     "load_latency_curve",
     "load_measurements",

@@ -20,7 +20,9 @@ Two accountings (:func:`accounting`):
     in 16-token blocks.
 
 Entry points: :func:`sweep` (the full grid as a Dataset), :func:`max_concurrency` (the reduced answer
-only) and :func:`describe` (the answer in words).
+only) and :func:`describe` (the answer in words); prefix caching: :func:`prefix_hit_rate` (an LRU
+replay of a log's block hashes, every cache size at once) and :func:`split_kv` (the KV budget split
+between running sequences and the prefix cache).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ._footprint import (
     sweep,
 )
 from ._grid import LIMIT_REASONS
+from ._prefix import prefix_hit_rate, split_kv
 
 __all__ = [
     "ACCOUNTINGS",
@@ -44,5 +47,7 @@ __all__ = [
     "concurrency_ticks",
     "describe",
     "max_concurrency",
+    "prefix_hit_rate",
+    "split_kv",
     "sweep",
 ]

@@ -1,0 +1,360 @@
+"""The cheapest mix of GPU types per slot: a reserved base held all day, on-demand (and spot) above it.
+
+One GPU type priced on demand is the plan's default. Two things make it dearer than it needs to
+be: a reserved (committed) price is lower but paid in every slot, so it pays for the load every
+slot has (the base); and the type that is cheapest per request/s may be capped by a quota. The
+cheapest fleet is an integer program, solved exactly by HiGHS through
+:func:`scipy.optimize.milp`. Per pool ``p`` (a GPU type and tensor-parallel degree serving
+``q_p`` requests/s per instance on ``g_p`` GPUs) and slot ``s`` (``S`` slots of equal length):
+
+    minimise   sum_p g_p (S r_p R_p + sum_s (o_p O_ps + v_p V_ps))
+    subject to sum_p q_p (R_p + O_ps + (1 - preemption) V_ps) >= demand_s     for every slot s
+               sum_{p of GPU type G} g_p (R_p + O_ps + V_ps) <= limit_G       for every s, G
+               R_p, O_ps, V_ps whole numbers >= 0
+
+with ``R`` reserved instances (every slot), ``O`` on-demand and ``V`` spot instances, ``r``, ``o``
+and ``v`` the prices per GPU-hour. Spot capacity counts at ``1 - spot_preemption`` of its
+throughput: the expected share lost to preemption, stated by the caller (providers publish no
+rate). A pool without a price of a kind cannot buy that kind.
+
+A pool is left out of the program when another pool of the same GPU type does at least as well
+exactly: ``k`` of its instances (``k`` whole) hold the same GPUs at the same prices and serve at
+least as many requests/s (e.g. TP 2 at under twice TP 1's throughput); such a pool can only tie.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .. import glossary
+from ..errors import InputError
+
+__all__ = ["mix"]
+
+
+def _pools(options: xr.Dataset) -> xr.Dataset:
+    if not isinstance(options, xr.Dataset) or "per_instance_qps" not in options:
+        raise InputError(
+            "options must be a Dataset with per_instance_qps (over gpu, tensor_parallel)"
+        )
+    qps = options.per_instance_qps
+    if "pool" not in qps.dims:
+        extra = [d for d in qps.dims if d not in ("gpu", "tensor_parallel")]
+        if extra:
+            raise InputError(
+                f"options.per_instance_qps has dims {extra} beside gpu, tensor_parallel"
+            )
+        qps = qps.stack(pool=[d for d in ("gpu", "tensor_parallel") if d in qps.dims])
+        qps = qps.where(np.isfinite(qps) & (qps > 0), drop=True)
+        qps = qps.reset_index("pool").assign_coords(
+            pool=[
+                f"{g} TP{int(t)}"
+                for g, t in zip(qps.gpu.values, qps.tensor_parallel.values, strict=False)
+            ]
+        )
+    for name in ("gpu", "tensor_parallel"):
+        if name not in qps.coords:
+            raise InputError(f"options needs a {name} coordinate along pool")
+    return qps
+
+
+def _prices(prices: xr.Dataset, gpus, kind: str | None) -> np.ndarray:
+    if kind is None:
+        return np.full(len(gpus), np.nan)
+    if kind not in prices.pricing.values:
+        raise InputError(f"pricing {kind!r} is not in prices ({list(prices.pricing.values)})")
+    table = prices.usd_per_gpu_hour.sel(pricing=kind)
+    known = set(table.gpu.values)
+    return np.array([float(table.sel(gpu=g)) if g in known else np.nan for g in gpus])
+
+
+def mix(
+    options,
+    demand_qps,
+    *,
+    prices,
+    reserved: str | None = "reserved",
+    spot_preemption: float | None = None,
+    limits=None,
+    mip_gap: float = 0.0,
+):
+    """The cheapest fleet per slot from several GPU types: reserved base, on-demand and spot above.
+
+    Parameters
+    ----------
+    options
+        Per-instance throughput under the SLA: a Dataset with ``per_instance_qps`` over
+        (``gpu``, ``tensor_parallel``), e.g. a plan's ``capacity_per_instance_qps`` renamed, or
+        already over ``pool`` with ``gpu`` and ``tensor_parallel`` coordinates. Pools that do not
+        meet the SLA (NaN, 0) are left out.
+    demand_qps
+        Requests/s to serve per slot: a DataArray over ``slot`` (a plan's
+        ``capacity_target_qps``).
+    prices
+        Prices per GPU-hour over (``gpu``, ``pricing``): :func:`capnb.data.gpu_prices` of one
+        provider. A missing price means that kind cannot be bought for that GPU.
+    reserved
+        The pricing kind of the base held in every slot (``"reserved"``, ``"reserved_1y"``,
+        ``"reserved_3y"``), or None for no reserved base.
+    spot_preemption
+        Expected share of spot capacity lost to preemption, in [0, 1); None: no spot.
+    limits
+        Mapping GPU type -> the most GPUs of it held at once (a quota), over all its pools.
+    mip_gap
+        Relative gap to the proven lower bound at which the day's program (the one that chooses
+        the reserved base) may stop. 0 (the default) proves the optimum (about 1-2 s of CPU for
+        24 slots and four GPU types); a larger gap answers sooner on bigger cases, and the
+        result's ``optimality_gap`` says how far from the bound it stopped. With the base fixed,
+        each slot's on-demand and spot part is solved exactly, one slot at a time.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``reserved_instances`` (pool), ``on_demand_instances``, ``spot_instances`` and
+        ``instances`` (pool, slot), ``served_qps`` and ``usd_per_hour`` (slot);
+        ``single_type_usd_per_hour`` (pool): the mean cost of serving every slot with that pool
+        alone on demand (``ceil(demand / per_instance_qps)``; NaN where a limit forbids it).
+        Attrs: the mix's and the cheapest single type's mean USD/hour (slots of equal length),
+        the saving, ``optimality_gap`` (the mix's cost over the solver's proven lower bound,
+        minus 1), the pricing used and the solver.
+
+    Raises
+    ------
+    InputError
+        Bad arguments (named), or no fleet within the limits meets a slot's demand ("infeasible",
+        naming the slot and what the limits allow).
+    """
+    qps = _pools(options)
+    if not isinstance(demand_qps, xr.DataArray) or demand_qps.dims != ("slot",):
+        raise InputError("demand_qps must be a DataArray over slot (requests/s)")
+    demand = demand_qps.values.astype(float)
+    if not np.all(np.isfinite(demand)) or (demand < 0).any():
+        raise InputError("demand_qps must be finite requests/s >= 0 in every slot")
+    if not isinstance(prices, xr.Dataset) or "usd_per_gpu_hour" not in prices:
+        raise InputError("prices must be a Dataset over (gpu, pricing): capnb.data.gpu_prices(...)")
+    if spot_preemption is not None and not 0 <= float(spot_preemption) < 1:
+        raise InputError(f"spot_preemption must be in [0, 1), got {spot_preemption!r}")
+    if not 0 <= mip_gap < 1:
+        raise InputError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
+    limits = dict(limits or {})
+    gpus = [str(g) for g in qps.gpu.values]
+    for gpu, cap in limits.items():
+        if gpu not in gpus:
+            raise InputError(f"limits names {gpu!r}, which is in no pool ({sorted(set(gpus))})")
+        if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or cap < 0:
+            raise InputError(f"limits[{gpu!r}] must be a whole number of GPUs >= 0, got {cap!r}")
+
+    everything = qps
+    priced = [g in set(prices.gpu.values) for g in gpus]  # a GPU the provider does not list
+    qps = qps.isel(pool=[i for i in _undominated(qps.values, qps.tensor_parallel.values, gpus)
+                         if priced[i]])  # fmt: skip
+    gpus = [str(x) for x in qps.gpu.values]
+    q = qps.values.astype(float)
+    g = qps.tensor_parallel.values.astype(float)
+    price = {
+        "reserved": _prices(prices, gpus, reserved),
+        "on_demand": _prices(prices, gpus, "on_demand"),
+        "spot": _prices(prices, gpus, "spot" if spot_preemption is not None else None),
+    }
+    keep = 1.0 - float(spot_preemption or 0.0)
+    _check_reachable(demand, q, g, gpus, price, keep, limits, demand_qps.slot.values)
+    problem = dict(q=q, g=g, gpus=gpus, price=price, keep=keep, limits=limits)
+    if np.isfinite(price["reserved"]).any():
+        # the base couples the slots: one program over the day chooses it (within mip_gap) ...
+        joint = _solve(demand, **problem, gap=mip_gap)
+        held, bound = joint.x[: q.size], float(joint.mip_dual_bound)
+    else:
+        held, bound = np.zeros(q.size), None
+    # ... and, the base fixed, each slot's on-demand and spot part is its own small program, exact
+    on_demand = np.zeros((q.size, demand.size), np.int64)
+    spot = np.zeros_like(on_demand)
+    for s in range(demand.size):
+        one = _solve(demand[s : s + 1], **problem, gap=0.0, held=held)
+        on_demand[:, s], spot[:, s] = one.x[q.size : 2 * q.size], one.x[2 * q.size :]
+    held = held.astype(np.int64)
+    total = held[:, None] + on_demand + spot
+    served = q @ (held[:, None] + on_demand + keep * spot)
+    slot_cost = (
+        (g * np.nan_to_num(price["reserved"]) * held).sum()
+        + (g[:, None] * np.nan_to_num(price["on_demand"])[:, None] * on_demand).sum(0)
+        + (g[:, None] * np.nan_to_num(price["spot"])[:, None] * spot).sum(0)
+    )  # USD/hour while the slot lasts
+    day = float(slot_cost.sum())
+    bound = day if bound is None else min(bound, day)
+    single_cost = _single_type(demand, q, g, gpus, price["on_demand"], limits)
+    best = int(np.nanargmin(single_cost)) if np.isfinite(single_cost).any() else None
+    mean_cost = float(slot_cost.mean())
+    pool_coords = {
+        "pool": ("pool", qps.pool.values, glossary.attrs("pool")),
+        "gpu": ("pool", gpus, glossary.attrs("gpu")),
+        "tensor_parallel": ("pool", g.astype(np.int64), glossary.attrs("tensor_parallel")),
+        "per_instance_qps": ("pool", q, glossary.attrs("per_instance_qps")),
+    }
+    both = ("pool", "slot")
+    result = xr.Dataset(
+        {
+            "reserved_instances": ("pool", held, glossary.attrs("reserved_instances")),
+            "on_demand_instances": (both, on_demand, glossary.attrs("on_demand_instances")),
+            "spot_instances": (both, spot, glossary.attrs("spot_instances")),
+            "instances": (both, total, glossary.attrs("instances")),
+            "served_qps": ("slot", served, glossary.attrs("served_qps")),
+            "target_qps": ("slot", demand, glossary.attrs("target_qps")),
+            "usd_per_hour": ("slot", slot_cost, glossary.attrs("usd_per_hour")),
+            "single_type_usd_per_hour": (
+                "pool",
+                single_cost,
+                glossary.attrs("usd_per_hour", long_name="mean cost of that pool alone, on demand"),
+            ),
+        },
+        coords={**pool_coords, "slot": demand_qps.slot.values},
+        attrs={
+            "mix_usd_per_hour": mean_cost,
+            "single_type_pool": "" if best is None else str(qps.pool.values[best]),
+            "single_type_usd_per_hour": np.nan if best is None else float(single_cost[best]),
+            "saving": np.nan if best is None else float(1 - mean_cost / single_cost[best]),
+            "reserved_pricing": reserved or "none",
+            "spot_preemption": np.nan if spot_preemption is None else float(spot_preemption),
+            "limits": ", ".join(f"{k}: {v} GPUs" for k, v in limits.items()) or "none",
+            "provider": prices.attrs.get("provider", ""),
+            "optimality_gap": float((day - bound) / day) if day > 0 else 0.0,
+            "solver": "scipy.optimize.milp (HiGHS): the base within mip_gap, each slot exact",
+        },
+    )
+    return _with_left_out(
+        result,
+        everything,
+        demand,
+        price_of=lambda gpu: _prices(prices, [gpu], "on_demand")[0],
+        limits=limits,
+    )
+
+
+def _solve(demand, *, q, g, gpus, price, keep, limits, gap, held=None):
+    """One integer program over the given slots: R (pool), then O and V (pool, slot) per pool.
+
+    With ``held``, the reserved instances are fixed to it. The objective is the sum over slots of
+    USD/hour. Returns scipy's result, ``x`` rounded to whole instances.
+    """
+    from scipy.optimize import LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
+    n_pool, n_slot = q.size, demand.size
+    n = n_pool * (1 + 2 * n_slot)
+    o_at = lambda p, s: n_pool + p * n_slot + s  # noqa: E731
+    v_at = lambda p, s: n_pool + n_pool * n_slot + p * n_slot + s  # noqa: E731
+    cost = np.zeros(n)
+    lower, upper = np.zeros(n), np.full(n, np.inf)
+    for p in range(n_pool):
+        for kind, index in (("reserved", [p]), ("on_demand", [o_at(p, s) for s in range(n_slot)]),
+                            ("spot", [v_at(p, s) for s in range(n_slot)])):  # fmt: skip
+            per = price[kind][p]
+            if np.isnan(per):
+                upper[index] = 0.0
+                continue
+            # never more of a pool than covers the slot (or the busiest slot) alone
+            rate = q[p] * (keep if kind == "spot" else 1.0)
+            need = demand.max() if kind == "reserved" else demand
+            upper[index] = np.ceil(need / rate - 1e-9) if rate > 0 else 0.0
+            cost[index] = g[p] * per * (n_slot if kind == "reserved" else 1)
+    if held is not None:
+        lower[:n_pool] = upper[:n_pool] = held
+    rows = lil_matrix((n_slot * (1 + len(limits)), n))
+    lower_b = np.r_[demand, np.full(n_slot * len(limits), -np.inf)]
+    upper_b = np.r_[np.full(n_slot, np.inf), np.zeros(n_slot * len(limits))]
+    for s in range(n_slot):
+        for p in range(n_pool):
+            rows[s, p] = rows[s, o_at(p, s)] = q[p]
+            rows[s, v_at(p, s)] = q[p] * keep
+    for k, (gpu, cap) in enumerate(limits.items()):
+        for s in range(n_slot):
+            r = n_slot + k * n_slot + s
+            upper_b[r] = cap
+            for p in np.flatnonzero(np.array(gpus) == gpu):
+                rows[r, p] = rows[r, o_at(p, s)] = rows[r, v_at(p, s)] = g[p]
+    result = milp(
+        cost,
+        constraints=LinearConstraint(rows.tocsr(), lower_b, upper_b),
+        integrality=np.ones(n),
+        bounds=(lower, upper),
+        options={"mip_rel_gap": gap},
+    )
+    if result.status == 2:
+        raise InputError("infeasible: no whole-instance fleet within the limits meets every slot")
+    if result.x is None:
+        raise InputError(f"the integer program was not solved: {result.message}")
+    result.x = np.round(result.x).astype(np.int64)
+    return result
+
+
+def _single_type(demand, q, g, gpus, on_demand, limits) -> np.ndarray:
+    """Mean USD per slot-hour of each pool alone, on demand; NaN where a limit forbids it."""
+    count = np.ceil(demand[None, :] / q[:, None] - 1e-9)
+    cost = (count * g[:, None] * on_demand[:, None]).mean(1)
+    for p, gpu in enumerate(gpus):
+        if gpu in limits and (count[p] * g[p] > limits[gpu]).any():
+            cost[p] = np.nan
+    return cost
+
+
+def _undominated(q, tp, gpus) -> np.ndarray:
+    """Indices of the pools no other pool of the same GPU type beats exactly (see the module)."""
+    keep = []
+    for i in range(q.size):
+        beaten = False
+        for j in range(q.size):
+            if j == i or gpus[j] != gpus[i] or tp[i] % tp[j]:
+                continue
+            k = tp[i] // tp[j]
+            if k * q[j] > q[i] or (k * q[j] == q[i] and j < i):  # ties: the first pool stays
+                beaten = True
+                break
+        if not beaten:
+            keep.append(i)
+    return np.array(keep, dtype=np.int64)
+
+
+def _with_left_out(
+    result: xr.Dataset, everything: xr.DataArray, demand, price_of, limits
+) -> xr.Dataset:
+    """Put the dominated pools back with no instances, and their single-type costs."""
+    if everything.sizes["pool"] == result.sizes["pool"]:
+        return result
+    full = result.drop_vars(["gpu", "tensor_parallel", "per_instance_qps"]).reindex(
+        pool=everything.pool.values, fill_value=0
+    )
+    q = everything.values.astype(float)
+    g = everything.tensor_parallel.values.astype(float)
+    gpus = [str(x) for x in everything.gpu.values]
+    on_demand = np.array([price_of(gpu) for gpu in gpus])
+    single = _single_type(demand, q, g, gpus, on_demand, limits)
+    full["single_type_usd_per_hour"] = ("pool", single, result.single_type_usd_per_hour.attrs)
+    return full.assign_coords(
+        gpu=("pool", [str(x) for x in everything.gpu.values], glossary.attrs("gpu")),
+        tensor_parallel=("pool", g.astype(np.int64), glossary.attrs("tensor_parallel")),
+        per_instance_qps=("pool", q, glossary.attrs("per_instance_qps")),
+    ).assign_attrs(result.attrs)
+
+
+def _check_reachable(demand, q, g, gpus, price, keep, limits, slots) -> None:
+    """Name the first slot no fleet within the limits can serve (a bound, before the solver)."""
+    buyable = ~(
+        np.isnan(price["reserved"]) & np.isnan(price["on_demand"]) & np.isnan(price["spot"])
+    )
+    if not buyable.any():
+        raise InputError("infeasible: no pool has a price (check prices' GPUs and pricing kinds)")
+    rate = np.where(np.isnan(price["reserved"]) & np.isnan(price["on_demand"]), keep, 1.0)
+    ceiling = 0.0
+    for gpu in sorted(set(gpus)):
+        mine = np.array(gpus) == gpu
+        if gpu not in limits and (mine & buyable).any():
+            return  # an unlimited type can serve any demand
+        per_gpu = q[mine & buyable] * rate[mine & buyable] / g[mine & buyable]
+        ceiling += limits.get(gpu, 0) * (per_gpu.max() if per_gpu.size else 0.0)
+    over = np.flatnonzero(demand > ceiling + 1e-9)
+    if over.size:
+        s = int(over[0])
+        raise InputError(
+            f"infeasible: slot {slots[s]} needs {demand[s]:,.1f} requests/s; the limits allow at "
+            f"most {ceiling:,.1f} ({', '.join(f'{k}: {v} GPUs' for k, v in limits.items())})"
+        )

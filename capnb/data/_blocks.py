@@ -1,0 +1,111 @@
+"""Prefix blocks of a request log: the block hashes of each prompt (Mooncake's ``hash_ids``).
+
+Mooncake's traces give each request's prompt as a list of block hashes, one per 512 tokens (the
+last block holds the rest); two requests share a hash when they share the prompt up to the end of
+that block. The blocks load flat, request by request, over dim ``block``; ``block_start`` says
+where each request's blocks begin (the prefix-cache replay, :func:`capnb.memory.prefix_hit_rate`,
+reads them in that order).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import glossary
+from ..errors import ConfigError, InputError
+from ._traces import _trace_source
+
+__all__ = ["MOONCAKE_BLOCK_TOKENS", "load_block_hashes"]
+
+#: Tokens per hash block in Mooncake's traces (FAST'25 release README: "block size is 512").
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+def load_block_hashes(
+    name_or_path: str | os.PathLike = "mooncake-synthetic",
+    *,
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+    hash_field: str = "hash_ids",
+    prompt_field: str = "input_length",
+):
+    """Load a request log's prompt block hashes (JSON lines, Mooncake's format).
+
+    Parameters
+    ----------
+    name_or_path
+        ``"mooncake-synthetic"`` (bundled) or the path of a JSON-lines file whose records hold
+        ``hash_field`` (a list of integers) and ``prompt_field`` (prompt tokens).
+    block_tokens
+        Tokens per hash block (Mooncake: 512). Block ``k`` of a prompt of ``L`` tokens holds
+        ``min(block_tokens, L - k * block_tokens)`` tokens.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``prompt_tokens`` and ``block_start`` over ``request`` (file order, which is arrival
+        order), ``block_hash`` and ``block_prompt_tokens`` over ``block``; attrs ``block_tokens``
+        and ``source``.
+
+    Raises
+    ------
+    ConfigError
+        A record lacks a field, or its hash count is not ``ceil(prompt / block_tokens)`` (the
+        message names the line).
+
+    Examples
+    --------
+    >>> blocks = load_block_hashes()
+    >>> blocks.sizes["request"], blocks.sizes["block"]
+    (3993, 121877)
+    """
+    import pyarrow as pa
+    import pyarrow.json as pajson
+    import xarray as xr
+
+    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int | np.integer):
+        raise InputError(f"block_tokens must be a whole number of tokens, got {block_tokens!r}")
+    if block_tokens < 1:
+        raise InputError(f"block_tokens must be >= 1, got {block_tokens}")
+    path, _ = _trace_source(name_or_path, "mooncake")
+    try:
+        table = pajson.read_json(path)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise ConfigError(f"{path}: not readable as JSON lines ({err})") from None
+    for field in (hash_field, prompt_field):
+        if field not in table.column_names:
+            raise ConfigError(f"{path}: no field {field!r}; fields: {table.column_names}")
+    hashes = table.column(hash_field).combine_chunks()
+    if not pa.types.is_list(hashes.type) or not pa.types.is_integer(hashes.type.value_type):
+        raise ConfigError(f"{path}: field {hash_field!r} must be a list of integers per line")
+    if hashes.null_count:
+        row = int(np.flatnonzero(hashes.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ConfigError(f"{path.name}, line {row + 1}: {hash_field!r} is missing")
+    prompt = table.column(prompt_field).to_numpy()
+    if prompt.dtype.kind not in "iu" or (prompt < 0).any():
+        raise ConfigError(f"{path}: {prompt_field!r} must hold whole token counts >= 0")
+    prompt = prompt.astype(np.int64)
+    starts = hashes.offsets.to_numpy().astype(np.int64)
+    counts = np.diff(starts)
+    expected = -(-prompt // block_tokens)
+    wrong = np.flatnonzero(counts != expected)
+    if wrong.size:
+        row = int(wrong[0])
+        raise ConfigError(
+            f"{path.name}, line {row + 1}: {counts[row]} block hashes for {prompt[row]} prompt "
+            f"tokens; {block_tokens}-token blocks need {expected[row]} (is block_tokens right?)"
+        )
+    flat = hashes.values.to_numpy().astype(np.int64)
+    request = np.repeat(np.arange(prompt.size), counts)
+    position = np.arange(flat.size) - starts[request]
+    held = np.minimum(block_tokens, prompt[request] - position * block_tokens)
+    return xr.Dataset(
+        {
+            "prompt_tokens": ("request", prompt, glossary.attrs("prompt_tokens")),
+            "block_start": ("request", starts[:-1], glossary.attrs("block_start")),
+            "block_hash": ("block", flat, glossary.attrs("block_hash")),
+            "block_prompt_tokens": ("block", held, glossary.attrs("block_prompt_tokens")),
+        },
+        attrs={"block_tokens": int(block_tokens), "source": str(path)},
+    )

@@ -1,0 +1,140 @@
+"""Prefix caching: the one-pass LRU (stack distances) against an OrderedDict LRU replayed per size."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import capnb
+from capnb.errors import ConfigError, InputError
+from capnb.kernels import prefix
+from capnb.kernels.prefix_reference import lru_hit_tokens_python
+
+
+def _requests(blocks):
+    """(hashes, tokens) per request, for the reference."""
+    starts = np.append(blocks.block_start.values, blocks.sizes["block"])
+    hashes, held = blocks.block_hash.values, blocks.block_prompt_tokens.values
+    return [(hashes[a:b].tolist(), held[a:b].tolist()) for a, b in itertools.pairwise(starts)]
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return capnb.data.load_block_hashes("mooncake-synthetic")
+
+
+@pytest.fixture(scope="module")
+def head(bundled):
+    """The first 400 requests of the bundled Mooncake trace."""
+    stop = int(bundled.block_start[400])
+    return bundled.isel(request=slice(0, 400), block=slice(0, stop)).assign_attrs(bundled.attrs)
+
+
+def test_stack_distances_by_hand():
+    # a b c a b b d a: a's second use saw b, c (2); b's saw c, a (2); b again (0); a's last: b, d (2)
+    keys = np.array([0, 1, 2, 0, 1, 1, 3, 0], dtype=np.int64)
+    assert prefix.stack_distances(keys, 4).tolist() == [-1, -1, -1, 2, 2, 0, -1, 2]
+
+
+def test_prefix_rule_stops_at_the_first_miss():
+    distances = np.array([0, 5, 1, -1, 0, 3], dtype=np.int64)
+    starts = np.array([0, 3, 6], dtype=np.int64)
+    needs = prefix.prefix_needs(distances, starts)
+    assert needs.tolist() == [1, 6, 6, prefix.NEVER, prefix.NEVER, prefix.NEVER]
+
+
+def test_every_size_equals_the_ordereddict_lru_on_the_bundled_trace_head(head):
+    requests = _requests(head)
+    sizes = [0, 1, 2, 5, 40, 79, 80, 200, 1000, 3000, 6000, 100_000]
+    ds = capnb.memory.prefix_hit_rate(head, cache_tokens=np.array(sizes) * 512)
+    expected = [lru_hit_tokens_python(requests, c) for c in sizes]
+    assert ds.hit_tokens.values.tolist() == expected
+    assert expected[0] == 0 and expected[-1] > expected[4] > 0  # the sizes span the curve
+
+
+@pytest.mark.parametrize("capacity", [500, 20_000])
+def test_the_whole_bundled_trace_equals_the_reference(bundled, capacity):
+    ds = capnb.memory.prefix_hit_rate(bundled, cache_tokens=capacity * 512)
+    assert int(ds.hit_tokens.item()) == lru_hit_tokens_python(_requests(bundled), capacity)
+
+
+def test_random_logs_with_shared_prefixes_equal_the_reference():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        # prompts drawn from a few templates, so prefixes repeat and diverge at random depths
+        templates = rng.integers(0, 1000, size=(4, 12))
+        requests = []
+        for _ in range(60):
+            t = templates[rng.integers(4)].copy()
+            cut = rng.integers(0, 12)
+            t[cut:] = rng.integers(1000, 1200, size=12 - cut)  # a private tail, sometimes repeated
+            length = int(rng.integers(1, 13))
+            hashes = t[:length].tolist()
+            tokens = rng.integers(1, 17, size=length).tolist()
+            requests.append((hashes, tokens))
+        _, keys = np.unique(np.concatenate([h for h, _ in requests]), return_inverse=True)
+        starts = np.cumsum([0] + [len(h) for h, _ in requests]).astype(np.int64)
+        needs = prefix.prefix_needs(
+            prefix.stack_distances(keys.astype(np.int64), keys.max() + 1), starts
+        )
+        held = np.concatenate([t for _, t in requests]).astype(np.int64)
+        curve = prefix.hit_tokens_by_capacity(needs, held, 60)
+        for c in (0, 1, 3, 8, 13, 30, 60):
+            assert curve[c] == lru_hit_tokens_python(requests, c), c
+
+
+def test_the_curve_rises_to_the_unbounded_cache(bundled):
+    ds = capnb.memory.prefix_hit_rate(bundled)
+    rate = ds.prefix_hit_rate.values
+    assert rate[0] == 0 and np.all(np.diff(rate) >= 0)
+    assert rate[-1] == pytest.approx(ds.attrs["max_prefix_hit_rate"])
+    assert ds.cache_tokens.attrs["units"] == "tokens" and ds.prefix_hit_rate.attrs["units"] == "1"
+
+
+def test_split_kv_trades_sequences_for_hits(bundled):
+    ds = capnb.memory.split_kv(
+        bundled, kv_cache_tokens=1_000_000, seq_len=20_000, cache_share=[0.0, 0.25, 0.5]
+    )
+    assert ds.max_concurrency.values.tolist() == [50, 37, 25]
+    assert ds.prefix_cache_tokens.values.tolist() == [0, 250_000, 500_000]
+    direct = capnb.memory.prefix_hit_rate(bundled, cache_tokens=[0, 250_000, 500_000])
+    np.testing.assert_array_equal(ds.prefix_hit_rate.values, direct.prefix_hit_rate.values)
+    np.testing.assert_array_equal(ds.prefill_share.values, 1 - direct.prefix_hit_rate.values)
+
+
+@pytest.mark.parametrize(
+    ("call", "names"),
+    [
+        (lambda: capnb.memory.prefix_hit_rate(cache_tokens=[-1]), "cache_tokens"),
+        (lambda: capnb.memory.prefix_hit_rate(cache_tokens=[1.5]), "cache_tokens"),
+        (lambda: capnb.memory.split_kv(kv_cache_tokens=0, seq_len=10), "kv_cache_tokens"),
+        (
+            lambda: capnb.memory.split_kv(kv_cache_tokens=10, seq_len=10, cache_share=1.0),
+            "cache_share",
+        ),
+        (lambda: capnb.data.load_block_hashes(block_tokens=0), "block_tokens"),
+    ],
+)
+def test_bad_arguments_are_named(call, names):
+    with pytest.raises(InputError, match=names):
+        call()
+
+
+def test_a_hash_count_that_does_not_match_the_prompt_names_the_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [
+        {"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]},
+        {"timestamp": 1, "input_length": 600, "output_length": 1, "hash_ids": [1]},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(ConfigError, match="line 2"):
+        capnb.data.load_block_hashes(path)
+
+
+def test_a_dataset_without_block_hashes_is_refused():
+    with pytest.raises(InputError, match="load_block_hashes"):
+        capnb.memory.prefix_hit_rate(xr.Dataset({"prompt_tokens": ("request", [512])}))
