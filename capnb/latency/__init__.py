@@ -10,6 +10,12 @@ Measured curves come from :mod:`capnb.data` (``read_latency_table``, ``read_vllm
 creates a dip; each raised point is noted) and :func:`at` interpolates between measured points and
 never past the last one.
 
+:func:`engine` simulates a serving engine (continuous batching with vLLM V1 / SGLang scheduling:
+chunked prefill, a token budget per step, KV-block admission, preemption, prefix caching) request by
+request, in a closed loop (fixed concurrency) or an open loop (a request rate), and returns the
+same curve with its knee; it is calibrated on published per-request latencies
+(:mod:`capnb.latency.validate` reports its leave-one-dataset-out error).
+
 :func:`analytic` computes curves for models and GPUs nobody measured, from the model's architecture,
 the GPU's catalog figures, a calibration (:mod:`capnb.calibration`) and the workload's prompt and
 output length distribution (:func:`workload`, e.g. from the bundled Azure traces). The model and its
@@ -30,6 +36,8 @@ from ._curves import (
     notes,
     workload,
 )
+from ._engine import engine, knee
+from ._fitted import engine_calibration
 
 __all__ = [
     "METRICS",
@@ -39,7 +47,22 @@ __all__ = [
     "calibration",
     "check",
     "concurrency_grid",
+    "engine",
+    "engine_calibration",
+    "engine_validation",
     "envelope",
+    "knee",
     "notes",
     "workload",
 ]
+
+
+def engine_validation():
+    """The stored leave-one-dataset-out table of the engine model (a pandas DataFrame).
+
+    See :func:`capnb.latency.validate.engine_validation` (imported on call, so that ``python -m
+    capnb.latency.validate`` runs the module once).
+    """
+    from . import validate
+
+    return validate.engine_validation()

@@ -58,6 +58,9 @@ class Calibration:
         Shares (0, 1] of the catalog's dense FLOP/s, HBM bandwidth and interconnect bandwidth.
     step_overhead_s, sequence_overhead_s, allreduce_latency_s
         Seconds per step, per sequence per step, per all-reduce per log2(TP) hop.
+    request_overhead_s
+        Seconds added once to each request's TTFT outside the GPU's steps (tokenising, the
+        server's queues and network); the engine model's only (the analytic model has none).
     fitted_on
         What the values were fitted on (source and selection).
     points
@@ -72,6 +75,7 @@ class Calibration:
     step_overhead_s: float
     sequence_overhead_s: float
     allreduce_latency_s: float
+    request_overhead_s: float = 0.0
     fitted_on: str = "given"
     points: int = 0
     fit_error: float = math.nan
@@ -81,7 +85,8 @@ class Calibration:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(f"Calibration.{name} must be in (0, 1], got {value!r}")
-        for name in ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s"):
+        for name in ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
+                     "request_overhead_s"):  # fmt: skip
             value = getattr(self, name)
             if not value >= 0.0:
                 raise InputError(f"Calibration.{name} must be >= 0 seconds, got {value!r}")
@@ -90,14 +95,23 @@ class Calibration:
         """The six values in :data:`capnb.kernels.latency.CALIBRATION_FIELDS` order."""
         return np.array([getattr(self, name) for name in kernels.CALIBRATION_FIELDS], dtype=float)
 
+    def engine_array(self) -> np.ndarray:
+        """The engine model's seven values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
+        return np.append(self.as_array(), self.request_overhead_s)
+
     def describe(self) -> str:
         """One line: the efficiencies and overheads, and the fit's error."""
         return (
             f"compute {self.compute_efficiency:.0%}, HBM {self.bandwidth_efficiency:.0%}, "
             f"interconnect {self.interconnect_efficiency:.0%} of catalog; overheads "
             f"{self.step_overhead_s * 1e3:.1f} ms/step, {self.sequence_overhead_s * 1e3:.2f} "
-            f"ms/sequence, {self.allreduce_latency_s * 1e6:.0f} us/all-reduce hop "
-            f"(fitted on {self.fitted_on}: {self.points} points, mean error {self.fit_error:.1%})"
+            f"ms/sequence, {self.allreduce_latency_s * 1e6:.0f} us/all-reduce hop"
+            + (
+                f", {self.request_overhead_s * 1e3:.1f} ms/request"
+                if self.request_overhead_s
+                else ""
+            )
+            + f" (fitted on {self.fitted_on}: {self.points} points, mean error {self.fit_error:.1%})"
         )
 
 

@@ -1,0 +1,193 @@
+"""Plain-Python reference of the engine simulation (see :mod:`capnb.kernels.engine`).
+
+Written for reading, not speed: requests are objects, the queues are a deque and a list, the step
+time is computed from the roofline formula directly. Tests compare its per-request times with the
+numba kernel's on small cases; they must be identical.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+__all__ = ["simulate_python", "step_seconds_python"]
+
+
+def step_seconds_python(
+    tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration
+):
+    """Seconds of one step computing ``tokens`` new tokens (the engine kernel's formula)."""
+    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model)
+    flops, bandwidth, link = (float(v) for v in gpu)
+    compute_eff, bandwidth_eff, link_eff, step_s, sequence_s, allreduce_s = (
+        float(v) for v in calibration[:6]
+    )
+    compute = (flop_per_token * tokens + 4.0 * layers * width * pairs) / flops
+    memory = (weights + kv_per_token * kv_read) / bandwidth
+    if tensor_parallel > 1:
+        ring = 2.0 * (tensor_parallel - 1) / tensor_parallel  # ring all-reduce: bytes on the wire
+        wire = 2.0 * layers * tokens * hidden * 2.0 * ring / link  # bf16 activations, 2 per layer
+        hops = 2.0 * layers * math.log2(tensor_parallel)
+    else:
+        wire, hops = 0.0, 0.0
+    return (
+        step_s
+        + sequence_s * sequences
+        + allreduce_s * hops
+        + wire / link_eff
+        + max(compute / compute_eff, memory / bandwidth_eff)
+    )
+
+
+@dataclass(eq=False)  # identity: requests are dict keys
+class _Request:
+    index: int  # position in the arrival order (closed loop: past n reuses sample index % n)
+    prompt: int
+    output: int
+    cached: int
+    arrival: float
+    computed: int = 0
+    generated: int = 0
+    blocks: int = 0
+    first: float = math.nan
+    last: float = math.nan
+
+
+def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
+                    max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
+                    tensor_parallel, calibration):  # fmt: skip
+    """Per-request (ttft, e2e, itls) of the reported requests (index >= warmup), in index order.
+
+    Returns a dict: ``ttft`` and ``e2e`` (lists, NaN for warm-up requests), ``itl`` (list of
+    lists), ``preemptions`` and ``steps``.
+    """
+    n = len(prompt)
+    free = int(kv_blocks)
+    waiting: deque[_Request] = deque()
+    running: list[_Request] = []
+    results = {"ttft": [math.nan] * n, "e2e": [math.nan] * n, "itl": [[] for _ in range(n)]}
+    preemptions = steps = 0
+    now = 0.0
+    issued = 0
+
+    def new(index, at):
+        j = index % n
+        return _Request(index, int(prompt[j]), int(output[j]), int(cached[j]), at)
+
+    arrivals = []
+    if closed:
+        for _ in range(int(load)):
+            waiting.append(new(issued, 0.0))
+            issued += 1
+    else:
+        clock = 0.0
+        for i in range(n):
+            clock = clock + float(gaps[i]) / load
+            arrivals.append(clock)
+
+    def outstanding():
+        return sum(1 for i in range(warmup, n) if math.isnan(results["e2e"][i]))
+
+    while outstanding():
+        if not closed:
+            if not running and not waiting and issued < n and arrivals[issued] > now:
+                now = arrivals[issued]
+            while issued < n and arrivals[issued] <= now:
+                waiting.append(new(issued, arrivals[issued]))
+                issued += 1
+        budget = max_num_batched_tokens
+        plan = {}  # request -> (new tokens, tokens already in its cache), this step
+        preempted_any = False
+        full = False  # a request had to preempt itself: nothing more is scheduled
+        for decoding in (True, False):  # decodes first, then prompts in progress
+            for request in list(running):
+                if full or budget == 0:
+                    break
+                if request not in running:  # preempted earlier in this loop
+                    continue
+                if (request.computed >= request.prompt) != decoding:
+                    continue
+                want = min(request.prompt + request.generated - request.computed, budget)
+                extra = -(-(request.computed + want) // block_size) - request.blocks
+                while extra > free:
+                    victim = running.pop()
+                    if victim in plan:  # its token this step is given back
+                        budget += plan.pop(victim)[0]
+                    free += victim.blocks
+                    victim.blocks = 0
+                    victim.computed = 0
+                    waiting.appendleft(victim)
+                    preemptions += 1
+                    preempted_any = True
+                    if victim is request:
+                        full = True
+                        break
+                if full:
+                    break
+                free -= extra
+                request.blocks += extra
+                plan[request] = (want, request.computed)
+                budget -= want
+        if not preempted_any:
+            while waiting and len(running) < max_num_seqs and budget > 0:
+                request = waiting[0]
+                reuse = min((request.cached // block_size) * block_size, request.prompt - 1)
+                want = min(request.prompt + request.generated - reuse, budget)
+                blocks = -(-(reuse + want) // block_size)
+                if blocks > free:
+                    break
+                waiting.popleft()
+                free -= blocks
+                request.blocks = blocks
+                request.computed = reuse
+                running.append(request)
+                plan[request] = (want, reuse)
+                budget -= want
+        if not plan:
+            now = max(now, arrivals[issued])
+            continue
+        # in running order, as the kernel sums them (float addition is order-sensitive)
+        order = [(r, *plan[r]) for r in running if r in plan]
+        tokens = sum(w for _, w, _ in order)
+        pairs = sum(w * s + 0.5 * w * (w + 1.0) for _, w, s in order)
+        kv_read = sum(s + w for _, w, s in order)
+        now += step_seconds_python(
+            float(tokens),
+            pairs,
+            float(kv_read),
+            float(len(plan)),
+            model,
+            gpu,
+            tensor_parallel,
+            calibration,
+        )
+        steps += 1
+        finished = []
+        for request, want, _ in order:
+            request.computed += want
+            if request.computed != request.prompt + request.generated:
+                continue
+            request.generated += 1
+            reported = warmup <= request.index < n
+            if request.generated == 1:
+                request.first = now
+            elif reported:
+                results["itl"][request.index].append(now - request.last)
+            request.last = now
+            if request.generated == request.output:
+                finished.append(request)
+        for request in finished:
+            running.remove(request)
+            free += request.blocks
+            request.blocks = 0
+            if warmup <= request.index < n:
+                overhead = float(calibration[6])  # outside the steps, once per request
+                results["ttft"][request.index] = request.first - request.arrival + overhead
+                results["e2e"][request.index] = now - request.arrival + overhead
+            if closed:
+                waiting.append(new(issued, now))
+                issued += 1
+    results["preemptions"] = preemptions
+    results["steps"] = steps
+    return results

@@ -1,0 +1,400 @@
+"""The serving-engine model: latency curves from a simulation of continuous batching.
+
+:func:`engine` samples requests from a workload, simulates vLLM-style continuous batching at each
+load (:mod:`capnb.kernels.engine`) and returns a latency curve over ``concurrency`` (closed loop) or
+``request_rate`` (open loop), with its knee.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import xarray as xr
+
+from .. import _validate, glossary
+from ..data import _curve
+from ..errors import InputError
+from ..kernels import engine as kernels
+from ..kernels._lazy import over_threads
+from . import _fitted
+from . import calibration as _calibration
+
+__all__ = ["engine", "knee", "sample_requests"]
+
+BLOCK_SIZE = 16  # vLLM's default KV block (tokens)
+WARMUP_SHARE = 0.1  # share of the first requests left out of the statistics
+
+
+def sample_requests(workload: xr.Dataset, requests: int, seed: int):
+    """``requests`` (prompt, output) token pairs drawn with replacement from a workload (seeded)."""
+    if not isinstance(workload, xr.Dataset) or "prompt_tokens" not in workload:
+        raise InputError("workload: pass capnb.latency.workload(...) (a Dataset over 'request')")
+    rng = np.random.default_rng(seed)
+    prompt = np.asarray(workload["prompt_tokens"].values, dtype=float)
+    output = np.asarray(workload["output_tokens"].values, dtype=float)
+    pick = rng.integers(0, prompt.size, requests)
+    as_tokens = lambda v: np.maximum(np.rint(v), 1).astype(np.int64)  # noqa: E731
+    return as_tokens(prompt[pick]), as_tokens(output[pick]), rng
+
+
+def arrival_gaps(rng: np.random.Generator, requests: int, cv: float) -> np.ndarray:
+    """Unit-mean inter-arrival gaps: Gamma with shape 1 / cv^2 (cv 1: Poisson, 0: evenly spaced)."""
+    if cv == 0.0:
+        return np.ones(requests)
+    return rng.gamma(1.0 / cv**2, cv**2, requests)
+
+
+def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "auto",
+                   weight_dtype: str | None = None) -> int:  # fmt: skip
+    """KV cache tokens vLLM (V1 engine accounting, 0.9-0.11) would allocate, from capnb.memory."""
+    from .. import memory
+
+    ds = memory.max_concurrency(
+        model=spec, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=BLOCK_SIZE,
+        accounting="vllm", vllm_version="0.10", kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+    )  # fmt: skip
+    return int(ds.kv_cache_tokens.item())
+
+
+def simulate_points(
+    model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
+    closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
+    quantiles=_curve.QUANTILES,
+):  # fmt: skip
+    """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
+    loads = np.asarray(loads, dtype=float)
+    settings = np.zeros((loads.size, len(kernels.SETTINGS)))
+    settings[:, 0] = 1.0 if closed else 0.0
+    settings[:, 1] = loads
+    settings[:, 2] = max_num_seqs
+    settings[:, 3] = max_num_batched_tokens
+    settings[:, 4] = kv_blocks
+    settings[:, 5] = BLOCK_SIZE
+    settings[:, 6] = warmup
+    qs = np.asarray(quantiles, dtype=float)
+    shapes = (len(kernels.METRICS), len(kernels.STATS), 3, len(kernels.FEATURES))
+    sizes = [np.zeros(s) for s in shapes]
+    outputs = (
+        np.empty((loads.size, shapes[0], qs.size)),
+        np.empty((loads.size, shapes[0])),
+        np.empty((loads.size, shapes[1])),
+        np.empty((loads.size, shapes[2], shapes[3])),
+    )
+
+    def run(first: int, stop: int) -> None:
+        part = slice(first, stop)
+        kernels.engine_curve.compiled(
+            prompt, output, gaps, cached, settings[part], model_vec, gpu_vec,
+            int(tensor_parallel), calibration_vec, qs, *sizes, *(o[part] for o in outputs),
+        )  # fmt: skip
+
+    # the load points are independent simulations: split over threads when the work pays (each
+    # point steps through about every output token of the sample). One part per point: the pool
+    # hands them out as threads free up, the costly low loads (one step per token) first.
+    work = loads.size * int(output.sum())
+    over_threads(run, loads.size, work, pieces=loads.size)
+    return outputs
+
+
+def knee(load: np.ndarray, p99_ttft: np.ndarray) -> tuple[float, str]:
+    """The load at which P99 TTFT first reaches twice its floor (its value at the lowest load).
+
+    Linear between grid points. (NaN, reason) when the grid never reaches it.
+    """
+    load = np.asarray(load, dtype=float)
+    values = np.asarray(p99_ttft, dtype=float)
+    if values.size == 0 or not np.isfinite(values[0]):
+        return math.nan, "no P99 TTFT at the lowest load"
+    target = 2.0 * values[0]
+    above = np.flatnonzero(values >= target)
+    if above.size == 0:
+        return math.nan, (
+            f"P99 TTFT stays below twice its floor ({values[0]:.4g} s) up to the last load "
+            f"{load[-1]:g}: the knee is past the grid"
+        )
+    i = int(above[0])
+    if i == 0:
+        return float(load[0]), "reached at the first load"
+    share = (target - values[i - 1]) / (values[i] - values[i - 1])
+    return float(load[i - 1] + share * (load[i] - load[i - 1])), (
+        f"P99 TTFT reaches twice its floor ({target:.4g} s) between {load[i - 1]:g} and {load[i]:g}"
+    )
+
+
+def _loads(values, argument: str, *, integer: bool) -> np.ndarray:
+    if integer:
+        return np.sort(_validate.positive_ints(values, argument))
+    array = np.atleast_1d(np.asarray(values, dtype=float))
+    if array.ndim != 1 or array.size == 0 or not (np.isfinite(array) & (array > 0)).all():
+        raise InputError(f"{argument} must be positive numbers (requests/s), got {values!r}")
+    if np.unique(array).size != array.size:
+        raise InputError(f"{argument}: duplicate values in {array.tolist()}")
+    return np.sort(array)
+
+
+def engine(
+    model,
+    gpu,
+    tensor_parallel,
+    workload: xr.Dataset,
+    *,
+    concurrency=None,
+    request_rate=None,
+    arrival_cv: float = 1.0,
+    requests: int = 2000,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    kv_cache_tokens=None,
+    prefix_hit_rate: float = 0.0,
+    calibration=None,
+    seed: int = 0,
+    quantiles: Sequence[float] = _curve.QUANTILES,
+    warmup_share: float = WARMUP_SHARE,
+    kv_dtype: str = "auto",
+    weight_dtype: str | None = None,
+) -> xr.Dataset:
+    """A latency curve from a simulation of continuous batching (vLLM V1 / SGLang scheduling).
+
+    Parameters
+    ----------
+    model, gpu, tensor_parallel
+        One catalog model (or ModelSpec, config path), one catalog GPU, one degree.
+    workload
+        Prompt and output length distribution (:func:`capnb.latency.workload`); ``requests`` pairs
+        are drawn from it with a numpy Generator seeded by ``seed``.
+    concurrency
+        Closed loop (a finished request is replaced at once): requests in flight per point.
+        Default, when ``request_rate`` is None too: :func:`concurrency_grid` up to twice
+        ``max_num_seqs``.
+    request_rate
+        Open loop: requests/s per point (arrivals Gamma-distributed with coefficient of variation
+        ``arrival_cv``: 1 is Poisson), or ``"auto"``: 16 rates from 5 % to 150 % of the throughput
+        simulated at concurrency ``max_num_seqs``. Give ``concurrency`` or ``request_rate``.
+    requests
+        Requests simulated per point; the first ``warmup_share`` are left out of the statistics.
+    max_num_seqs, max_num_batched_tokens
+        The engine's limits: sequences per step, tokens per step (chunked prefill fills what the
+        decodes leave).
+    kv_cache_tokens
+        KV cache capacity per GPU in tokens (``block_size`` 16). None or ``"auto"``: what vLLM
+        would allocate (:func:`capnb.memory.max_concurrency`, vllm accounting, V1 engine).
+    prefix_hit_rate
+        Share of each prompt's tokens found in the prefix cache (whole blocks only): not computed.
+    calibration
+        None (the bundled engine calibration for the GPU, fitted on published request latencies;
+        :func:`capnb.latency.engine_calibration`), or a :class:`~capnb.calibration.Calibration`.
+    seed
+        Seeds the request sample and the arrivals: the same seed gives the same curve.
+    quantiles, warmup_share, kv_dtype, weight_dtype
+        Latency quantiles reported; share of warm-up requests; as in :func:`analytic`.
+
+    Returns
+    -------
+    xarray.Dataset
+        A curve: ``latency`` (s) over (concurrency or request_rate, metric, latency_quantile),
+        ``mean_latency``, ``measured_qps`` (NaN: nothing was measured), ``throughput``
+        (requests/s) and ``output_throughput`` (tokens/s) simulated, ``preemptions``,
+        ``mean_batch`` (sequences per step), and ``knee`` (the load where P99 TTFT reaches twice
+        its floor; NaN with ``knee.attrs['reason']`` when the grid does not reach it). Attrs name
+        every input of the model (``kind="engine"``).
+
+    Examples
+    --------
+    >>> from capnb.latency import workload
+    >>> w = workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
+    >>> curve = engine("Llama-3.1-8B", "H100-SXM", 1, w, concurrency=[1, 16, 64], requests=200)
+    >>> bool(curve.latency.sel(metric="e2e", latency_quantile=0.99).diff("concurrency").min() > 0)
+    True
+    """
+    from ..data import load_gpus, load_model
+
+    if concurrency is not None and request_rate is not None:
+        raise InputError("give concurrency (closed loop) or request_rate (open loop), not both")
+    spec = load_model(model)
+    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
+    if gpu_id is None:
+        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
+    reason = spec.valid_tensor_parallel(tp)
+    if reason:
+        raise InputError(f"tensor_parallel: {reason}")
+    n = _validate.positive_int(requests, "requests")
+    seqs = _validate.positive_int(max_num_seqs, "max_num_seqs")
+    budget = _validate.positive_int(max_num_batched_tokens, "max_num_batched_tokens")
+    hit = _validate.fraction(prefix_hit_rate, "prefix_hit_rate")
+    warm_share = _validate.fraction(warmup_share, "warmup_share")
+    if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
+        raise InputError(f"arrival_cv must be a number >= 0, got {arrival_cv!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise InputError(f"seed must be an integer, got {seed!r}")
+    qs = np.asarray(quantiles, dtype=float)
+    if qs.size == 0 or ((qs <= 0) | (qs >= 1)).any() or (np.diff(qs) <= 0).any():
+        raise InputError(f"quantiles must ascend inside (0, 1), got {list(quantiles)}")
+    warmup = min(math.ceil(warm_share * n), n - 1)
+
+    gpus = load_gpus([gpu_id])
+    model_vec = _calibration.model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
+    if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
+        raise InputError(
+            f"gpu: {gpu_id} lacks a figure the model needs (FLOP/s, HBM bandwidth, or the "
+            "interconnect bandwidth at tensor_parallel > 1)"
+        )
+    if calibration is None:
+        cal = _fitted.engine_calibration(gpu_id)
+    elif isinstance(calibration, _calibration.Calibration):
+        cal = calibration
+    else:
+        raise InputError(
+            f"calibration must be None or a Calibration, got {type(calibration).__name__}"
+        )
+
+    if kv_cache_tokens is None or kv_cache_tokens == "auto":
+        kv_tokens = kv_tokens_auto(spec, gpu_id, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+        kv_from = "auto: vLLM V1 accounting (capnb.memory, gpu_memory_utilization 0.9)"
+    else:
+        kv_tokens = _validate.positive_int(kv_cache_tokens, "kv_cache_tokens")
+        kv_from = "given"
+    if kv_tokens <= 0:
+        raise InputError(
+            f"kv_cache_tokens: {spec.name} leaves no KV cache on {tp} x {gpu_id} (vLLM accounting); "
+            "raise tensor_parallel or give kv_cache_tokens"
+        )
+    kv_blocks = kv_tokens // BLOCK_SIZE
+
+    prompt, output, rng = sample_requests(workload, n, seed)
+    longest = int((prompt + output).max())
+    if _kv_blocks_needed(longest) > kv_blocks:
+        raise InputError(
+            f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
+            "(prompt + output); the engine would reject it"
+        )
+    gaps = arrival_gaps(rng, n, float(arrival_cv))
+    cached = np.floor(hit * prompt).astype(np.int64)
+    run = dict(
+        max_num_seqs=seqs, max_num_batched_tokens=budget, kv_blocks=kv_blocks, warmup=warmup,
+        quantiles=qs,
+    )  # fmt: skip
+    args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
+
+    if request_rate is None:
+        dim = "concurrency"
+        conc = (
+            _latency_grid(2 * seqs)
+            if concurrency is None
+            else _loads(concurrency, "concurrency", integer=True)
+        )
+        loads = conc
+        lat, mean, stats, _ = simulate_points(*args, closed=True, loads=conc, **run)
+    else:
+        dim = "request_rate"
+        if isinstance(request_rate, str):
+            if request_rate != "auto":
+                raise InputError(f"request_rate must be numbers or 'auto', got {request_rate!r}")
+            _, _, top, _ = simulate_points(*args, closed=True, loads=[seqs], **run)
+            ceiling = float(top[0, kernels.STATS.index("request_throughput")])
+            loads = np.round(ceiling * np.linspace(0.05, 1.5, 16), 6)
+        else:
+            loads = _loads(request_rate, "request_rate", integer=False)
+        lat, mean, stats, _ = simulate_points(*args, closed=False, loads=loads, **run)
+
+    # the knee is read from P99 TTFT (the highest quantile computed when 0.99 is not among them)
+    at = [i for i, q in enumerate(qs) if math.isclose(q, 0.99)]
+    knee_value, knee_reason = knee(loads, lat[:, 0, at[0] if at else -1])
+    coords = {
+        dim: (dim, loads, glossary.attrs(dim) if dim == "concurrency" else _RATE_ATTRS),
+        "metric": ("metric", list(kernels.METRICS), glossary.attrs("metric")),
+        "latency_quantile": ("latency_quantile", qs, glossary.attrs("latency_quantile")),
+    }
+    column = {name: stats[:, i] for i, name in enumerate(kernels.STATS)}
+    result = xr.Dataset(
+        {
+            "latency": ((dim, "metric", "latency_quantile"), lat, glossary.attrs("latency")),
+            "mean_latency": ((dim, "metric"), mean, glossary.attrs("mean_latency")),
+            "measured_qps": (dim, np.full(loads.size, np.nan), glossary.attrs("measured_qps")),
+            "throughput": (
+                dim,
+                column["request_throughput"],
+                {"long_name": "simulated throughput", "units": "requests/s"},
+            ),
+            "output_throughput": (
+                dim,
+                column["output_throughput"],
+                {"long_name": "simulated output throughput", "units": "tokens/s"},
+            ),
+            "preemptions": (
+                dim,
+                column["preemptions"].astype(np.int64),
+                {"long_name": "preemptions (recompute)", "units": "requests"},
+            ),
+            "steps": (
+                dim,
+                column["steps"].astype(np.int64),
+                {"long_name": "engine steps simulated", "units": "steps"},
+            ),
+            "mean_batch": (
+                dim,
+                column["mean_batch"],
+                {"long_name": "mean sequences per step", "units": "sequences"},
+            ),
+            "knee": (
+                (),
+                knee_value,
+                {
+                    "long_name": "knee: load where P99 TTFT reaches twice its floor",
+                    "units": "requests" if dim == "concurrency" else "requests/s",
+                    "reason": knee_reason,
+                },
+            ),
+        },
+        coords=coords,
+    )
+    result.attrs = {
+        "source": "capnb engine model (capnb.kernels.engine)",
+        "kind": "engine",
+        "mode": "closed loop (concurrency)" if dim == "concurrency" else "open loop (request rate)",
+        "model": spec.name,
+        "gpu": gpu_id,
+        "tensor_parallel": tp,
+        "prompt_tokens": float(prompt.mean()),
+        "output_tokens": float(output.mean()),
+        "workload": f"{workload.attrs.get('source', 'workload')}: {n} requests drawn (seed {seed})",
+        "requests": n,
+        "warmup_requests": warmup,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": budget,
+        "kv_cache_tokens": kv_tokens,
+        "kv_cache_tokens_from": kv_from,
+        "block_size": BLOCK_SIZE,
+        "prefix_hit_rate": hit,
+        "arrival_cv": float(arrival_cv) if dim == "request_rate" else math.nan,
+        "seed": int(seed),
+        "calibration": cal.fitted_on,
+        "calibration_values": cal.describe(),
+        "kv_dtype": kv_dtype,
+        "knee": knee_value,
+        "knee_reason": knee_reason,
+        "notes": "",
+    }
+    if tp > 8:
+        _curve.add_note(
+            result,
+            f"tensor_parallel {tp} spans more than one 8-GPU node: all-reduces are priced at the "
+            "catalog's intra-node bandwidth, so the curve is optimistic",
+        )
+    return result
+
+
+_RATE_ATTRS = {"long_name": "request rate (open loop)", "units": "requests/s"}
+
+
+def _kv_blocks_needed(tokens: int) -> int:
+    return -(-tokens // BLOCK_SIZE)
+
+
+def _latency_grid(upper: int) -> np.ndarray:
+    from ._curves import concurrency_grid
+
+    return concurrency_grid(upper, dense_up_to=16, per_doubling=4)

@@ -1,0 +1,256 @@
+"""The engine model: the kernel against the plain-Python simulator, invariants, inputs, the stored fit."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import capnb
+from capnb import latency
+from capnb.data import load_gpus, load_model
+from capnb.errors import InputError
+from capnb.kernels import engine as kernels
+from capnb.kernels import latency as latency_kernels
+from capnb.kernels.engine_reference import simulate_python
+from capnb.latency import calibration as cal
+
+SPEC = load_model("Llama-3.1-8B")
+GPUS = load_gpus(["H100-SXM"])
+
+
+def _vectors(tp):
+    return (
+        cal.model_vector(SPEC, tp),
+        cal.gpu_vector(GPUS, "H100-SXM", SPEC.weight_dtype),
+        latency.engine_calibration("H100-SXM").engine_array(),
+    )
+
+
+CASES = {
+    "closed, light": dict(closed=True, load=4, tp=1),
+    "closed, TP 2": dict(closed=True, load=20, tp=2),
+    "open, Poisson, TP 4": dict(closed=False, load=50.0, tp=4),
+    "open, prefix hits": dict(closed=False, load=3.0, tp=1, hit=0.5),
+    "closed, tiny KV cache (preemption)": dict(closed=True, load=30, tp=1, kv=1200),
+    "batch at time 0": dict(closed=False, load=1.0, tp=1, zero_gaps=True, warmup=0),
+    "small token budget": dict(closed=True, load=12, tp=1, budget=64),
+    "a request overhead": dict(closed=False, load=20.0, tp=2, overhead=0.0123),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kernel_matches_the_python_simulator(case):
+    c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
+         **CASES[case]}  # fmt: skip
+    rng = np.random.default_rng(1)
+    n = 60
+    prompt = rng.integers(1, 700, n)
+    output = rng.integers(1, 60, n)
+    gaps = np.zeros(n) if c["zero_gaps"] else rng.exponential(1.0, n)
+    cached = (c["hit"] * prompt).astype(np.int64)
+    model, gpu, calibration = _vectors(c["tp"])
+    if c["overhead"] is not None:
+        calibration = calibration.copy()
+        calibration[6] = c["overhead"]
+    settings = np.array(
+        [float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16, c["warmup"]]
+    )
+    ttft, e2e = np.empty(n), np.empty(n)
+    itl = np.empty(max(int(np.maximum(output[c["warmup"] :] - 1, 0).sum()), 1))
+    stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
+    written = kernels.simulate(
+        prompt, output, gaps, cached, settings, model, gpu, c["tp"], calibration,
+        ttft, e2e, itl, stats, features,
+    )  # fmt: skip
+    ref = simulate_python(
+        prompt, output, gaps, cached, closed=c["closed"], load=c["load"], max_num_seqs=8,
+        max_num_batched_tokens=c["budget"], kv_blocks=c["kv"] // 16, block_size=16,
+        warmup=c["warmup"], model=model, gpu=gpu, tensor_parallel=c["tp"], calibration=calibration,
+    )  # fmt: skip
+    w = c["warmup"]
+    assert np.array_equal(ttft[w:], np.array(ref["ttft"][w:]))  # identical, not close
+    assert np.array_equal(e2e[w:], np.array(ref["e2e"][w:]))
+    assert np.array_equal(itl[:written], np.concatenate([ref["itl"][i] for i in range(w, n)]))
+    assert stats[kernels.STATS.index("preemptions")] == ref["preemptions"]
+    assert stats[kernels.STATS.index("steps")] == ref["steps"]
+    if case.startswith("closed, tiny"):
+        assert ref["preemptions"] > 0
+
+
+def test_a_pure_decode_step_is_the_analytic_models():
+    model, gpu, calibration = _vectors(2)
+    features = np.empty(len(kernels.FEATURES))
+    batch, context = 24.0, 1500.0
+    pairs = batch * ((context - 1) + 1.0)  # one new token after context - 1 cached ones
+    mine = kernels.mixed_step(batch, pairs, batch * context, batch, model, gpu, 2, calibration,
+                              features)  # fmt: skip
+    theirs = latency_kernels.decode_seconds(batch, context, model, gpu, 2, calibration)
+    assert mine == pytest.approx(theirs, rel=1e-12)
+    # the features, weighted by the calibration, are the step time
+    weights = np.array(
+        [1 / calibration[0], 1 / calibration[1], 1 / calibration[2], *calibration[3:]]
+    )  # (the request overhead's feature is 0 in a step)
+    assert features @ weights == pytest.approx(mine, rel=1e-12)
+
+
+def test_quantile_selection_is_the_inverse_cdf():
+    rng = np.random.default_rng(3)
+    values = rng.exponential(1.0, 1001)
+    out = np.empty(4)
+    qs = np.array([0.5, 0.9, 0.95, 0.99])
+    kernels._quantiles(values.copy(), values.size, qs, out)
+    assert np.array_equal(out, np.quantile(values, qs, method="inverted_cdf"))
+
+
+# -- the public function ----------------------------------------------------------------------
+W = latency.workload(prompt_tokens=[200, 800, 1500, 3000], output_tokens=[50, 150, 300, 100])
+
+
+def _engine(**kw):
+    args = {"requests": 300, "seed": 0, **kw}
+    return latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, **args)
+
+
+def test_ttft_grows_with_load_and_the_knee_is_past_max_num_seqs():
+    curve = _engine(concurrency=[1, 4, 8, 16, 24, 32, 48, 64], max_num_seqs=16)
+    ttft = curve.mean_latency.sel(metric="ttft").values
+    assert (np.diff(ttft) > 0).all()
+    p99 = curve.latency.sel(metric="ttft", latency_quantile=0.99)
+    assert float(p99.sel(concurrency=32)) > 3 * float(p99.sel(concurrency=16))
+    # past max_num_seqs a request waits for a whole request to finish: TTFT jumps
+    assert float(p99.sel(concurrency=24)) > 5 * float(p99.sel(concurrency=16))
+    assert math.isfinite(float(curve.knee)) and float(curve.knee) <= 24
+    # read from max_num_seqs on, the knee is the first point past it
+    grid = curve.concurrency.values[3:]
+    assert latency.knee(grid, p99.values[3:])[0] == pytest.approx(17.0, abs=7.0)
+    assert curve.attrs["kind"] == "engine" and curve.knee.attrs["units"] == "requests"
+
+
+def test_open_loop_above_the_throughput_saturates():
+    closed = _engine(concurrency=[256], requests=900)  # max_num_seqs in flight: the capacity
+    capacity = float(closed.throughput[0])
+    short = _engine(request_rate=[0.3 * capacity, 2 * capacity], requests=300)
+    long = _engine(request_rate=[0.3 * capacity, 2 * capacity], requests=900)
+    ttft = lambda c: c.mean_latency.sel(metric="ttft").values  # noqa: E731
+    assert ttft(long)[0] == pytest.approx(ttft(short)[0], rel=0.5)  # below capacity: steady
+    assert ttft(long)[1] > 2.5 * ttft(short)[1]  # above: the queue grows with the run
+    # served: about the closed loop's capacity, far below the 2 x capacity offered
+    assert 0.7 * capacity < float(long.throughput[1]) < 0.7 * 2 * capacity
+    assert "request_rate" in long.dims and long.knee.attrs["units"] == "requests/s"
+
+
+def test_prefix_hits_lower_ttft():
+    plain = _engine(concurrency=[8])
+    cached = _engine(concurrency=[8], prefix_hit_rate=0.8)
+    assert float(cached.mean_latency.sel(metric="ttft")[0]) < 0.5 * float(
+        plain.mean_latency.sel(metric="ttft")[0]
+    )
+
+
+def test_a_tiny_kv_cache_preempts():
+    roomy = _engine(concurrency=[32])
+    tight = _engine(concurrency=[32], kv_cache_tokens=8000)
+    assert int(roomy.preemptions[0]) == 0 and int(tight.preemptions[0]) > 0
+    assert float(tight.mean_latency.sel(metric="e2e")[0]) > float(
+        roomy.mean_latency.sel(metric="e2e")[0]
+    )
+
+
+def test_the_same_seed_gives_the_same_curve():
+    a = _engine(request_rate=[5.0, 20.0], seed=7)
+    b = _engine(request_rate=[5.0, 20.0], seed=7)
+    c = _engine(request_rate=[5.0, 20.0], seed=8)
+    assert a.identical(b)
+    assert not np.array_equal(a.latency.values, c.latency.values)
+
+
+def test_threads_give_the_same_answer():
+    import numba
+
+    grid = np.arange(1, 41)
+    many = latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, concurrency=grid, requests=2000)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        one = latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, concurrency=grid, requests=2000)
+    finally:
+        numba.set_num_threads(threads)
+    assert many.identical(one)
+
+
+def test_an_engine_curve_plans_like_any_curve():
+    curve = _engine(concurrency=[1, 2, 4, 8, 16, 32, 64])
+    plan = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft")
+    assert int(plan.safe_concurrency) >= 1 and float(plan.per_instance_qps) > 0
+    assert int(plan.gpus) == int(plan.instances)  # tensor_parallel 1, read from the curve
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"concurrency": [0, 4]}, "concurrency"),
+        ({"request_rate": [-1.0]}, "request_rate"),
+        ({"request_rate": "fast"}, "request_rate"),
+        ({"concurrency": [4], "request_rate": [1.0]}, "not both"),
+        ({"prefix_hit_rate": 1.5}, "prefix_hit_rate"),
+        ({"kv_cache_tokens": 1000}, "kv_cache_tokens"),
+        ({"max_num_seqs": 0}, "max_num_seqs"),
+        ({"max_num_batched_tokens": -5}, "max_num_batched_tokens"),
+        ({"arrival_cv": -1.0}, "arrival_cv"),
+        ({"requests": 0}, "requests"),
+        ({"seed": 1.5}, "seed"),
+        ({"calibration": "fast"}, "calibration"),
+    ],
+)
+def test_bad_inputs_name_the_argument(kwargs, named):
+    with pytest.raises(InputError, match=named):
+        _engine(**kwargs)
+
+
+def test_an_invalid_tensor_parallel_is_named():
+    with pytest.raises(InputError, match="tensor_parallel"):
+        latency.engine("Llama-3.1-8B", "H100-SXM", 3, W, concurrency=[1, 2])
+
+
+# -- the stored calibration and validation ------------------------------------------------------
+def test_the_stored_fit_is_of_the_current_measurements():
+    from capnb.latency import _fit, _fitted, validate
+
+    record = _fitted.stored()
+    if record is None:
+        pytest.skip("no stored engine calibration yet")
+    assert record["data_hash"] == validate.data_hash(), (
+        "the measurement files changed: run python -m capnb.latency.validate --write VALIDATION.md"
+    )
+    # a few stored held-out predictions are reproduced from the stored fold calibration
+    from capnb.data import load_measurements
+
+    pts, _ = _fit.points(load_measurements())
+    by_key = {(pt.source, tuple(_fit.curve_key(pt)), pt.load): pt for pt in pts}
+    checked = 0
+    for row in record["rows"][:: max(len(record["rows"]) // 5, 1)]:
+        pt = by_key[(row["source"], tuple(row["curve"]), row["load"])]
+        fold = record["folds"][row["source"]]
+        values = fold["gpus"].get(row["gpu"], fold["pooled"])
+        calibration = _fitted.from_record(values, "stored").engine_array()
+        got, _ = _fit.simulate_point(pt, calibration, requests=validate.REQUESTS)
+        assert got[(row["metric"], row["stat"])] == pytest.approx(row["engine"], rel=1e-9)
+        checked += 1
+    assert checked >= 3
+    text = json.dumps(record["calibration"])
+    assert "NaN" not in text
+
+
+def test_the_validation_section_is_the_stored_records():
+    from pathlib import Path
+
+    from capnb.latency import _fitted, validate
+
+    record = _fitted.stored()
+    if record is None:
+        pytest.skip("no stored engine calibration yet")
+    text = (Path(__file__).resolve().parents[1] / "VALIDATION.md").read_text(encoding="utf-8")
+    assert validate.markdown(record) in text
