@@ -189,6 +189,7 @@ def test_every_step_balances_backlog_arrivals_served_and_dropped(
         buffer_instances=buffer, tolerance_s=5 * tolerance,
         **({"evaluation_s": 15} if policy in ("article", "fixed_elastic") else {}),
         **({"tick_s": 5, "panic_window_s": 5} if policy == "knative" else {}),
+        **({"forecast": np.asarray(demand)[::-1].copy()} if policy == "predictive" else {}),
     )  # fmt: skip
     backlog_out = run.backlog.values
     backlog_in = np.concatenate([[0.0], backlog_out[:-1]])

@@ -176,3 +176,18 @@ def test_a_failing_step_is_named():
         planning.build(planning.PlanConfig(**SMALL), gpus=("H1000",))
     with pytest.raises(InputError, match="config must be a PlanConfig"):
         planning.build(42)
+
+
+def test_the_backtest_rides_on_the_plan(small):
+    plan, _ = small
+    # servegen-m-small has 14 days: the plan on the first 7 is replayed on the last 7
+    assert plan.attrs["backtest_score_days"] == pytest.approx(7.0, abs=0.01)
+    assert list(plan.backtest_policy.plan.values)[:2] == ["recommended", "hindsight"]
+    assert plan.backtest_breach_min.attrs["units"] == "min"
+    assert plan.attrs["recommendation"].endswith("Backtest: " + plan.attrs["backtest"])
+    minutes = float(plan.backtest_breach_min.sel(plan="recommended"))
+    assert plan.attrs["backtest"].startswith("on the last held-out week this plan")
+    assert f"{minutes:,.0f} minutes" in plan.attrs["backtest"]
+    usd = plan.backtest_usd
+    if bool(plan.backtest_meets_budget.sel(plan="recommended")):
+        assert float(usd.sel(plan="hindsight")) <= float(usd.sel(plan="recommended"))

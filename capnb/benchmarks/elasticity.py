@@ -69,7 +69,7 @@ def _family(
         "tolerance_s": TOLERANCE_S,
     }
     # the kernel's inputs as the sweep builds them: validated, the grid in whole steps
-    _, config, runs = _kernel_inputs(demand, **kwargs, options=options, **grid)
+    _, config, runs, _ = _kernel_inputs(demand, **kwargs, options=options, **grid)
     kwargs.update(grid, **options)
     n_runs, n_steps = runs.up.size, demand.size
     policy_steps = n_runs * n_steps

@@ -14,7 +14,14 @@ from ._clock import day_label, is_undated  # noqa: E402
 from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline  # noqa: E402
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series  # noqa: E402
 from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
-from ._plan import plan_instances, plan_options, plan_policies, plan_slots, plan_timeline  # noqa: E402
+from ._plan import (  # noqa: E402
+    plan_backtest,
+    plan_instances,
+    plan_options,
+    plan_policies,
+    plan_slots,
+    plan_timeline,
+)
 
 __all__ = [
     "cold_start_stages",
@@ -31,6 +38,7 @@ __all__ = [
     "latency_curve",
     "memory_breakdown",
     "memory_heatmap",
+    "plan_backtest",
     "plan_contrast",
     "plan_instances",
     "plan_options",

@@ -21,6 +21,7 @@ _POLICY_NAMES = {
     "knative": "Knative KPA",
     "fixed": "fixed fleet",
     "fixed_elastic": "fixed + elastic",
+    "predictive": "predictive (forecast)",
 }
 _STAGES = {
     "provisioning_s": ("provisioning", "#9d755d"),
@@ -160,7 +161,7 @@ def elasticity_pareto(
     table = flat.to_dataframe().reset_index() if dims else flat.expand_dims("run").to_dataframe()
     if "policy" not in table:
         table["policy"] = sweep.attrs["policy"]
-    table["policy_name"] = table.policy.map(_POLICY_NAMES).astype(object)
+    table["policy_name"] = table.policy.map(lambda p: _POLICY_NAMES.get(p, p)).astype(object)
     table["breach_pct"] = table.breach_share * 100
     table["unserved_pct"] = table.unserved_share * 100
     full = table

@@ -285,3 +285,65 @@ def plan_timeline(plan: xr.Dataset) -> alt.Chart:
         .resolve_scale(y="independent")
         .properties(title=title, width=620, height=260)
     )
+
+
+def plan_backtest(plan: xr.Dataset) -> alt.Chart:
+    """The backtest: each plan's cost against its minutes in SLA breach on the held-out window.
+
+    Reads a plan's ``backtest_*`` variables (:func:`capnb.plan.build` with ``backtest_days``) or
+    the table :func:`capnb.plan.backtest` returns. The dashed line is the breach budget over the
+    window.
+    """
+    table = plan if "breach_min" in plan else _unprefixed(plan, "backtest_")
+    if "breach_min" not in table:
+        raise ValueError("the plan carries no backtest (build it with backtest_days > 0)")
+    cost = "usd" if "usd" in table else "gpu_hours"
+    frame = table[["breach_min", cost, "policy", "burst_hold_share"]].to_dataframe().reset_index()
+    budget = float(plan.attrs.get("breach_budget", _config(plan)["breach_budget"]))
+    days = float(table.attrs.get("score_days", 7.0))
+    units = table[cost].attrs.get("units", "")
+    x = alt.X(
+        field="breach_min",
+        type="quantitative",
+        title="minutes in SLA breach on the held-out window",
+        scale=alt.Scale(type="symlog", constant=1),
+    )
+    y = alt.Y(
+        field=cost,
+        type="quantitative",
+        title=f"{units} over the window",
+        scale=alt.Scale(zero=False),
+    )
+    points = (
+        alt.Chart(frame)
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(field="plan", type="nominal", sort=list(frame.plan)),
+            tooltip=[
+                alt.Tooltip(field="plan", type="nominal"),
+                alt.Tooltip(field="policy", type="nominal"),
+                alt.Tooltip(field="breach_min", type="quantitative", format=",.1f"),
+                alt.Tooltip(field=cost, type="quantitative", format=",.0f"),
+                alt.Tooltip(field="burst_hold_share", type="quantitative", format=".0%"),
+            ],
+        )
+    )
+    labels = (
+        alt.Chart(frame).mark_text(align="left", dx=8).encode(x=x, y=y, text=alt.Text(field="plan"))
+    )
+    rule = (
+        alt.Chart(pd.DataFrame({"breach_min": [budget * days * 1440]}))
+        .mark_rule(color="gray", strokeDash=[4, 3])
+        .encode(x=alt.X(field="breach_min", type="quantitative"))
+    )
+    title = "Backtest: each plan replayed on the held-out window (line: the breach budget)"
+    return (points + labels + rule).properties(title=title, width=560, height=300)
+
+
+def _unprefixed(plan: xr.Dataset, prefix: str) -> xr.Dataset:
+    names = [v for v in plan.data_vars if v.startswith(prefix)]
+    table = plan[names].rename({v: v.removeprefix(prefix) for v in names})
+    table.attrs = {"score_days": float(plan.attrs.get("backtest_score_days", 7.0))}
+    return table

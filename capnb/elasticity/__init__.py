@@ -21,6 +21,10 @@ request waits at most ``tolerance_s``, then is dropped) and the policy's own sta
 ``"fixed_elastic"``
     Fixed capacity at ``min_instances`` with the article's rule above it, without its cold-start
     veto: the baseline carries the load while the elastic part starts.
+``"predictive"``
+    Instances started one cold start ahead of the forecast's per-slot quantile
+    (:func:`forecast_demand`), with the load seen above the forecast added (a reactive correction),
+    and scale-down following the forecast's troughs after a stabilisation window.
 
 The article's "latency budget" is the response tolerance ``tolerance_s``: how long a request may
 wait (the service may run over capacity) before the SLA counts as breached.
@@ -36,7 +40,7 @@ from __future__ import annotations
 from . import coldstart
 from ._advice import Recommendation, choose, describe, pareto_front, recommend, troughs
 from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
-from ._demand import prepare_demand, resample_demand
+from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES
 from ._simulate import fixed_instances, simulate, sweep
@@ -46,6 +50,7 @@ __all__ = [
     "OPTIONS",
     "POLICIES",
     "POLICY_GRID",
+    "PREDICTIVE_QUANTILE",
     "NoAction",
     "Recommendation",
     "ScaleDown",
@@ -55,6 +60,7 @@ __all__ = [
     "decide_scaling_action",
     "describe",
     "fixed_instances",
+    "forecast_demand",
     "pareto_front",
     "policy_grid",
     "prepare_demand",

@@ -264,8 +264,10 @@ def _run_words(cell: xr.Dataset, policy: str) -> str:
         "fixed": f"a fixed fleet of {_count(floor, 'instance')}",
         "fixed_elastic": f"{_count(floor, 'fixed instance')} with the article's rule above "
         f"(scale up above {threshold:g}, no cold-start veto)",
+        "predictive": f"the predictive policy (the forecast one cold start ahead, target "
+        f"utilisation {threshold:g}, corrected when load exceeds it)",
     }[policy]
-    if policy in ("article", "hpa", "knative") and floor > 1:
+    if policy in ("article", "hpa", "knative", "predictive") and floor > 1:
         words += f", never below {_count(floor, 'instance')}"
     if policy != "fixed":
         words += f", scale-down delay {_minutes(float(cell.cooldown_s))}"
@@ -278,9 +280,17 @@ def recommend(
     *,
     breach_budget: float = 0.001,
     cost: str | None = None,
+    held_out=None,
     **selection: object,
 ) -> Recommendation:
     """Apply the article's rules to a sweep and pick a policy.
+
+    The predictive policy's forecast may have seen the traffic it is tested on, so it is chosen
+    only when it also wins on ``held_out`` traffic: a sweep of the same policies over traffic its
+    forecast was not fitted to (or a function that returns one, called only when the predictive
+    policy would be chosen; it may return None: nothing to hold out). There, its cheapest run within
+    the budget must cost less than every other policy's; otherwise the choice is made again without
+    it. The comparison is in the reasons.
 
     Parameters
     ----------
@@ -299,6 +309,41 @@ def recommend(
     -------
     Recommendation
     """
+    first = _recommend(result, breach_budget, cost, selection)
+    if first.selection.get("policy") != "predictive":
+        return first
+    others = result.drop_sel(policy="predictive")
+    held = held_out() if callable(held_out) else held_out
+    if held is None:
+        advice = _recommend(others, breach_budget, cost, selection)
+        advice.reasons.append(
+            "The predictive policy was cheapest here, but without held-out traffic to test its "
+            "forecast on it is not recommended."
+        )
+        return advice
+    name = _cost_name(held, cost)
+    mine = choose(held, breach_budget=breach_budget, cost=name, policies=["predictive"])
+    rest = [str(p) for p in held.policy.values if p != "predictive"]
+    best = choose(held, breach_budget=breach_budget, cost=name, policies=rest)
+
+    def price(sel):
+        return math.inf if sel is None else float(held[name].sel(sel))
+
+    words = f"its cheapest run within the budget costs {price(mine):,.1f} {held[name].units}" + (
+        f" against {price(best):,.1f} for {best['policy']}" if best else ""
+    )
+    if price(mine) < price(best):
+        first.reasons.append(f"The predictive policy also wins on held-out traffic: {words}.")
+        return first
+    advice = _recommend(others, breach_budget, cost, selection)
+    advice.reasons.append(
+        "The predictive policy was cheapest here, where its forecast saw the traffic, but not on "
+        f"held-out traffic ({words}); it is not recommended."
+    )
+    return advice
+
+
+def _recommend(result, breach_budget, cost, selection) -> Recommendation:
     cost = _cost_name(result, cost)
     result = result.sel(selection) if selection else result
     if "cold_start_s" in result.dims:

@@ -16,7 +16,7 @@ from ..kernels import autoscale_records as kernels
 __all__ = ["COOLDOWN_MEANING", "DEFAULT_COOLDOWN_S", "OPTIONS", "POLICIES", "build_config", "steps"]
 
 #: The policies the simulator knows.
-POLICIES = ("article", "hpa", "knative", "fixed", "fixed_elastic")
+POLICIES = ("article", "hpa", "knative", "fixed", "fixed_elastic", "predictive")
 
 _CODES = {
     "article": kernels.ARTICLE,
@@ -24,6 +24,7 @@ _CODES = {
     "knative": kernels.KNATIVE,
     "fixed": kernels.FIXED,
     "fixed_elastic": kernels.FIXED_ELASTIC,
+    "predictive": kernels.PREDICTIVE,
 }
 
 #: Default scale-down window per policy (s): the article's shortest cool-down (15 min), HPA's
@@ -34,6 +35,7 @@ DEFAULT_COOLDOWN_S = {
     "knative": 0.0,
     "fixed": 0.0,
     "fixed_elastic": 900.0,
+    "predictive": 300.0,
 }
 
 #: What ``cooldown_s`` means for each policy.
@@ -43,11 +45,13 @@ COOLDOWN_MEANING = {
     "knative": "scale-down delay (autoscaling.knative.dev/scale-down-delay)",
     "fixed": "not used",
     "fixed_elastic": "time the load must stay below the scale-down threshold before an instance stops",
+    "predictive": "scale-down stabilisation window over the forecast-driven counts",
 }
 
 #: Policy options and their defaults. Article: the article's thresholds, evaluated once a minute.
 #: HPA: Kubernetes' documented defaults (sync period, tolerance, behaviour policies). Knative:
-#: the KPA's config-autoscaler defaults (tick, windows, panic threshold, rates).
+#: the KPA's config-autoscaler defaults (tick, windows, panic threshold, rates). Predictive:
+#: evaluated at the HPA's 15-second sync period.
 OPTIONS: dict[str, dict[str, object]] = {
     "article": {"scale_down_threshold": 0.3, "evaluation_s": 60.0},
     "fixed_elastic": {"scale_down_threshold": 0.3, "evaluation_s": 60.0},
@@ -71,6 +75,7 @@ OPTIONS: dict[str, dict[str, object]] = {
         "max_scale_down_rate": 2.0,
     },
     "fixed": {},
+    "predictive": {"evaluation_s": 15.0},
 }
 
 
@@ -171,6 +176,8 @@ def build_config(
         config["scale_down_threshold"] = _share(
             o["scale_down_threshold"], "scale_down_threshold", low=0.0, high=1.0
         )
+        config["period_steps"] = steps(o["evaluation_s"], step_s, "evaluation_s", allow_zero=False)
+    elif policy == "predictive":
         config["period_steps"] = steps(o["evaluation_s"], step_s, "evaluation_s", allow_zero=False)
     elif policy == "hpa":
         config["period_steps"] = steps(o["sync_s"], step_s, "sync_s", allow_zero=False)

@@ -77,6 +77,29 @@ def _grid(params: Mapping[str, object]) -> dict[str, xr.DataArray]:
     return grid
 
 
+def _forecast_values(forecast, values: np.ndarray, policy: str) -> np.ndarray | None:
+    """The predictive policy's forecast as float64 requests/s, one per demand step; checked."""
+    if forecast is None:
+        if policy == "predictive":
+            raise InputError(
+                "forecast: the predictive policy needs the forecast demand per step (requests/s); "
+                "make one with capnb.elasticity.forecast_demand(demand, baseline)"
+            )
+        return None
+    array = np.asarray(forecast.values if isinstance(forecast, xr.DataArray) else forecast)
+    if array.ndim != 1 or array.dtype.kind not in "iuf":
+        raise InputError(f"forecast must be a 1-D series of requests/s, got shape {array.shape}")
+    if array.size != values.size:
+        raise InputError(
+            f"forecast has {array.size} steps but the demand has {values.size}; give one forecast "
+            "rate per demand step"
+        )
+    if not np.isfinite(array).all() or (array < 0).any():
+        i = int(np.flatnonzero(~np.isfinite(array) | (array < 0))[0])
+        raise InputError(f"forecast: {float(array[i])!r} at position {i} is not a rate >= 0")
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
 def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) -> int:
     lowest = int(grid["min_instances"].max())
     spares = int(grid["buffer_instances"].max())
@@ -110,12 +133,25 @@ def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) 
     return max(lowest, 1, math.ceil(need))
 
 
-def _runs(up, cooldown, cold, low, buffer, *, demand, config):
+def _runs(up, cooldown, cold, low, buffer, *, demand, config, forecast=None):
     """apply_ufunc block: broadcast the parameters, run the kernel, return (..., metric)."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in (up, cooldown, cold, low, buffer)))
     runs = kernels.Run.grid(up, cooldown, cold, low, buffer)
+    if config.policy == kernels.FIXED:
+        # a fixed fleet never decides: only its size and warm spares change a run, so each
+        # distinct pair runs once and the grid's other knobs share its metrics
+        pairs, first, again = np.unique(
+            np.stack([runs.low, runs.buffer], axis=1),
+            axis=0,
+            return_index=True,
+            return_inverse=True,
+        )
+        distinct = kernels.Run(*(np.ascontiguousarray(knob[first]) for knob in runs))
+        once = np.empty((pairs.shape[0], len(kernels.METRICS)))
+        kernels.simulate_many(demand, config, distinct, once, forecast)
+        return once[again.ravel()].reshape((*shape, len(kernels.METRICS)))
     metrics = np.empty((runs.up.size, len(kernels.METRICS)))
-    kernels.simulate_many(demand, config, runs, metrics)
+    kernels.simulate_many(demand, config, runs, metrics, forecast)
     return metrics.reshape((*shape, len(kernels.METRICS)))
 
 
@@ -129,15 +165,19 @@ def _prepared(
     max_instances,
     tolerance_s,
     thrash_window_s,
+    forecast=None,
 ):
     values, times, step = demand_values(demand, step_s)
+    ahead = _forecast_values(forecast, values, policy)
     qps = real(per_instance_qps, "per_instance_qps", open_low=True)
     if params["cooldown_s"] is None:
         params = {**params, "cooldown_s": DEFAULT_COOLDOWN_S[policy]}
     grid = _grid(params)
     if policy == "hpa" and int(grid["min_instances"].min()) < 1:
         raise InputError("min_instances must be at least 1 for the HPA (minReplicas >= 1)")
-    high = _max_pool(values, qps, grid, max_instances)
+    # the predictive policy provisions for the forecast, which may rise above the demand
+    peak = values if ahead is None or policy != "predictive" else np.maximum(values, ahead)
+    high = _max_pool(peak, qps, grid, max_instances)
     config = build_config(
         policy,
         step_s=step,
@@ -153,7 +193,8 @@ def _prepared(
         )
         for name in ("cooldown_s", "cold_start_s")
     }
-    return values, times, step, qps, grid, in_steps, config, high
+    ahead = ahead if policy == "predictive" else None
+    return values, times, step, qps, grid, in_steps, config, high, ahead
 
 
 def _kernel_inputs(
@@ -166,9 +207,12 @@ def _kernel_inputs(
     tolerance_s=_DEFAULTS["tolerance_s"],
     thrash_window_s=_DEFAULTS["thrash_window_s"],
     options=None,
+    forecast=None,
     **params,
 ):
-    """One policy's grid as :func:`sweep` validates it: ``(demand, Config, Run)``, for benchmarks.
+    """One policy's grid as :func:`sweep` validates it: ``(demand, Config, Run, forecast)``.
+
+    For benchmarks; ``forecast`` is the validated forecast (None unless the policy is predictive).
 
     ``params`` are :func:`sweep`'s grid arguments (``scale_up_threshold``, ``cooldown_s``, ...,
     each a value or a sequence); the runs are their every combination, the first varying slowest.
@@ -181,7 +225,7 @@ def _kernel_inputs(
         "buffer_instances": 0,
         **params,
     }
-    values, _, _, _, grid, in_steps, config, _ = _prepared(
+    values, _, _, _, grid, in_steps, config, _, ahead = _prepared(
         demand,
         step_s,
         policy,
@@ -191,6 +235,7 @@ def _kernel_inputs(
         max_instances,
         tolerance_s,
         thrash_window_s,
+        forecast,
     )
     knobs = xr.broadcast(
         grid["scale_up_threshold"],
@@ -199,7 +244,7 @@ def _kernel_inputs(
         grid["min_instances"],
         grid["buffer_instances"],
     )
-    return values, config, kernels.Run.grid(*(k.values for k in knobs))
+    return values, config, kernels.Run.grid(*(k.values for k in knobs)), ahead
 
 
 def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options):
@@ -256,6 +301,7 @@ def simulate(
     gpus_per_instance: int = 1,
     gpu: str | None = None,
     usd_per_gpu_hour: float | None = None,
+    forecast=None,
     **options: object,
 ) -> xr.Dataset:
     """Simulate one autoscaling policy over a demand series, with its timeline.
@@ -293,6 +339,10 @@ def simulate(
         GPUs per instance (tensor parallelism), for GPU-hours.
     gpu, usd_per_gpu_hour
         A catalog GPU (its price) or a price, for the cost ``usd``.
+    forecast
+        Forecast demand per step (requests/s, one per demand value): the ``"predictive"``
+        policy provisions for it (:func:`capnb.elasticity.forecast_demand` makes one from the
+        forecast step's per-slot quantiles); the other policies ignore it.
     **options
         Policy options with their defaults in :data:`OPTIONS`, e.g. ``evaluation_s`` or
         ``scale_down_threshold`` (article), ``sync_s`` (HPA), ``panic_window_s`` (Knative).
@@ -328,7 +378,7 @@ def simulate(
             raise InputError(f"simulate takes one {name}; got {value!r} (use sweep for a grid)")
     policy_options(policy, options)
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
-    values, times, step, qps, grid, in_steps, config, high = _prepared(
+    values, times, step, qps, grid, in_steps, config, high, ahead = _prepared(
         demand,
         step_s,
         policy,
@@ -338,6 +388,7 @@ def simulate(
         max_instances,
         tolerance_s,
         thrash_window_s,
+        forecast,
     )
     n = values.size
     metrics = np.empty(len(kernels.METRICS))
@@ -349,7 +400,7 @@ def simulate(
         low=int(grid["min_instances"]),
         buffer=int(grid["buffer_instances"]),
     )
-    kernels.simulate(values, config, run, metrics, per_step)
+    kernels.simulate(values, config, run, metrics, per_step, ahead)
     raw = xr.DataArray(metrics, dims="metric")
     timeline = timeline_variables(values, times, qps, *per_step)
     time = timeline.pop("time")
@@ -382,6 +433,7 @@ def sweep(
     gpu: str | None = None,
     usd_per_gpu_hour: float | None = None,
     chunks: Mapping[str, int] | None = None,
+    forecast=None,
     **options: object,
 ) -> xr.Dataset:
     """Run a grid of policies over one demand series; the metrics as a Dataset over the grid.
@@ -391,7 +443,8 @@ def sweep(
     dim of the result, in that order - and ``policy`` may be a list (a ``policy`` dim, first).
     ``cooldown_s=None`` takes each policy's default (a ``cooldown_s`` coordinate over ``policy``).
     ``options`` go to the policies that know them. ``chunks`` (dim -> size) runs the grid as dask
-    blocks; runs are spread over threads inside each block.
+    blocks; runs are spread over threads inside each block. ``forecast`` (requests/s per step)
+    is what the ``"predictive"`` policy provisions for.
 
     Returns
     -------
@@ -432,7 +485,7 @@ def sweep(
             "min_instances": min_instances,
             "buffer_instances": buffer_instances,
         }
-        values, _, step, qps, grid, in_steps, config, high = _prepared(
+        values, _, step, qps, grid, in_steps, config, high, ahead = _prepared(
             demand,
             step_s,
             name,
@@ -442,6 +495,7 @@ def sweep(
             max_instances,
             tolerance_s,
             thrash_window_s,
+            forecast,
         )
         inputs = [
             grid["scale_up_threshold"],
@@ -455,7 +509,7 @@ def sweep(
         raw = xr.apply_ufunc(
             _runs,
             *inputs,
-            kwargs={"demand": values, "config": config},
+            kwargs={"demand": values, "config": config, "forecast": ahead},
             output_core_dims=[["metric"]],
             dask="parallelized",
             output_dtypes=[np.float64],

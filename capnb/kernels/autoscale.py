@@ -38,6 +38,12 @@ and their rules, one small function each in :mod:`capnb.kernels.autoscale_rules`
     cumulative request counter, as a metrics pipeline reads a rate), panic when the panic-window load
     needs at least ``panic_threshold`` x the ready pods, no scale-down while panicking, max
     scale-up and scale-down rates, and the scale-down delay as a windowed maximum.
+``PREDICTIVE`` (:func:`~capnb.kernels.autoscale_rules.predictive_rule`)
+    Provisions for a forecast of the demand (one rate per step, ``forecast``, given beside the
+    demand): the forecast's largest rate until the next decision's instances can serve (one cold
+    start ahead), plus the observed load above the forecast over the last period (a reactive
+    correction), at target utilisation ``run.up``; scale-down stabilised over ``run.cooldown``,
+    so the pool follows the forecast's troughs.
 ``FIXED``
     ``run.low`` instances throughout: no rule.
 
@@ -62,6 +68,7 @@ from .autoscale_records import (
     HPA,
     KNATIVE,
     METRICS,
+    PREDICTIVE,
     Config,
     Run,
     Timeline,
@@ -81,6 +88,7 @@ from .autoscale_rules import (
     new_events,
     new_knative_state,
     new_window,
+    predictive_rule,
 )
 
 __all__ = [
@@ -91,6 +99,7 @@ __all__ = [
     "HPA",
     "KNATIVE",
     "METRICS",
+    "PREDICTIVE",
     "Config",
     "Run",
     "Timeline",
@@ -114,9 +123,10 @@ def _counter(demand):
 
 
 @njit(error_model="numpy")
-def _run(demand, stable_need, panic_need, config, run, metrics, timeline):
+def _run(demand, forecast, stable_need, panic_need, config, run, metrics, timeline):
     """One run: the fleet and the backlog step by step, the policy's rule at its decisions.
 
+    ``forecast`` is the predictive policy's forecast demand (empty for the other policies);
     ``stable_need`` and ``panic_need`` are Knative's precomputed counts
     (:func:`~capnb.kernels.autoscale_rules.knative_needs`; empty for the other policies). The
     rules are inlined here and no division raises (``error_model="numpy"``), so that the loop
@@ -168,7 +178,7 @@ def _run(demand, stable_need, panic_need, config, run, metrics, timeline):
     article = ArticleState(0, 0)
     hpa = HpaState(0)
     knative = new_knative_state(pool if policy == KNATIVE else 0)
-    down = new_window(cooldown, period)  # HPA: scale-down stabilisation; Knative: delay
+    down = new_window(cooldown, period)  # HPA, predictive: scale-down stabilisation; Knative: delay
     up_window = new_window(config.up_stabilization_steps, period)  # HPA: scale-up stabilisation
     events = new_events(config)  # HPA: recent scale events, for the rate policies
 
@@ -328,6 +338,8 @@ def _run(demand, stable_need, panic_need, config, run, metrics, timeline):
             load_sum = 0.0
             if policy == HPA:
                 target, hpa = hpa_rule(config, run, seen, hpa, up_window, down, events)
+            elif policy == PREDICTIVE:
+                target = predictive_rule(config, run, seen, forecast, down)
             else:
                 target, article = article_rule(config, run, seen, article)
         target = min(max(target, low), high)
@@ -389,7 +401,7 @@ def _needs(demand, arrived, up, config):
 
 
 @njit(nogil=True)
-def _runs(demand, arrived, config, runs, metrics, timeline, first, stop):
+def _runs(demand, forecast, arrived, config, runs, metrics, timeline, first, stop):
     # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range.
     # The one compiled entry point: simulate is a grid of one run with a timeline, so the
     # simulator's loop is compiled (and optimised by LLVM) once, not once per caller.
@@ -401,10 +413,10 @@ def _runs(demand, arrived, config, runs, metrics, timeline, first, stop):
         if i > first and runs.up[i] != runs.up[i - 1]:
             stable_need, panic_need = _needs(demand, arrived, runs.up[i], config)
         run = Run(runs.up[i], runs.cooldown[i], runs.cold[i], runs.low[i], runs.buffer[i])
-        _run(demand, stable_need, panic_need, config, run, metrics[i], timeline)
+        _run(demand, forecast, stable_need, panic_need, config, run, metrics[i], timeline)
 
 
-def simulate(demand, config, run, metrics, timeline):
+def simulate(demand, config, run, metrics, timeline, forecast=None):
     """One run with its timeline.
 
     The compiled loop of :func:`simulate_many`, on a grid of one run that records its timeline:
@@ -423,20 +435,36 @@ def simulate(demand, config, run, metrics, timeline):
     timeline : Timeline
         Output: instances ready and starting, requests served and dropped and the backlog at the
         end of each step, and whether it was in SLA breach (:meth:`Timeline.empty`).
+    forecast : float64[T], optional
+        Forecast demand per step (requests/s); ``PREDICTIVE`` needs it, the others ignore it.
     """
     one = metrics[np.newaxis]  # a view: the kernel writes through it
-    _runs(demand, _counter(demand), config, Run.grid(*run), one, timeline, 0, 1)
+    forecast = _forecast(demand, config, forecast)
+    _runs(demand, forecast, _counter(demand), config, Run.grid(*run), one, timeline, 0, 1)
 
 
-def _runs_serial(demand, config, runs, metrics):
-    _runs(demand, _counter(demand), config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0])
+def _forecast(demand, config, forecast):
+    """The forecast array the kernel reads: checked for ``PREDICTIVE``, empty for the others."""
+    if config.policy != PREDICTIVE:
+        return _NO_FORECAST
+    if forecast is None or forecast.shape != demand.shape or forecast.dtype != np.float64:
+        raise ValueError("PREDICTIVE needs a float64 forecast of the demand's shape")
+    return forecast
 
 
-#: The timeline of runs that record none.
+def _runs_serial(demand, config, runs, metrics, forecast=None):
+    forecast = _NO_FORECAST if forecast is None else forecast
+    # only Knative reads the cumulative counter
+    arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
+    _runs(demand, forecast, arrived, config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0])
+
+
+#: The timeline of runs that record none, and the forecast of policies that read none.
 _NO_TIMELINE = Timeline.empty(0)
+_NO_FORECAST = np.empty(0)
 
 
-def simulate_many(demand, config, runs, metrics):
+def simulate_many(demand, config, runs, metrics, forecast=None):
     """Runs over a flat grid of policies, metrics only; threads over policies when it pays.
 
     The threads are Python threads running the compiled loop without the GIL, as many as numba's
@@ -456,15 +484,18 @@ def simulate_many(demand, config, runs, metrics):
         One array per knob, ``P`` runs (:meth:`Run.grid`).
     metrics : float64[P, len(METRICS)]
         Output.
+    forecast : float64[T], optional
+        Forecast demand per step (requests/s); ``PREDICTIVE`` needs it, the others ignore it.
     """
     count = runs.up.shape[0]
+    forecast = _forecast(demand, config, forecast)
     if threads_for(count, count * demand.shape[0]) < 2:
-        _runs_serial(demand, config, runs, metrics)
+        _runs_serial(demand, config, runs, metrics, forecast)
         return
-    arrived = _counter(demand)
+    arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance
     over_threads(
-        lambda a, b: _runs(demand, arrived, config, runs, metrics, _NO_TIMELINE, a, b),
+        lambda a, b: _runs(demand, forecast, arrived, config, runs, metrics, _NO_TIMELINE, a, b),
         count,
         count * demand.shape[0],
         pieces=4,

@@ -33,13 +33,14 @@ __all__ = [
     "HPA",
     "KNATIVE",
     "METRICS",
+    "PREDICTIVE",
     "Config",
     "Run",
     "Timeline",
 ]
 
 #: Policy codes of :attr:`Config.policy`.
-ARTICLE, HPA, KNATIVE, FIXED, FIXED_ELASTIC = 0, 1, 2, 3, 4
+ARTICLE, HPA, KNATIVE, FIXED, FIXED_ELASTIC, PREDICTIVE = 0, 1, 2, 3, 4, 5
 
 #: Entries of a run's ``metrics`` vector (float64). Counts of steps are converted to seconds by
 #: the step module.
@@ -85,9 +86,9 @@ class Config(NamedTuple):
     thrash_steps: int
     """An instance stopped sooner than this after becoming ready counts as thrash."""
     policy: int
-    """``ARTICLE``, ``HPA``, ``KNATIVE``, ``FIXED`` or ``FIXED_ELASTIC``."""
+    """``ARTICLE``, ``HPA``, ``KNATIVE``, ``FIXED``, ``FIXED_ELASTIC`` or ``PREDICTIVE``."""
     period_steps: int = 1
-    """Evaluation (article), sync (HPA) or tick (Knative) period."""
+    """Evaluation (article, predictive), sync (HPA) or tick (Knative) period."""
     scale_down_threshold: float = 0.0
     """Article: load ratio below which the pool may shrink."""
     hpa_tolerance: float = 0.0

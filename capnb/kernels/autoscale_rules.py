@@ -19,9 +19,11 @@ state
     :class:`KnativeState`); the rule returns a new one. Windows of past decisions are preallocated
     arrays (:class:`Window`, :class:`Events`) that the rule updates in place.
 
-``FIXED`` has no rule: it never decides. The formulas the rules apply (:func:`article_decision`,
-:func:`hpa_replicas`, :func:`knative_desired`) take and return plain numbers and are tested on their
-own against the references.
+``FIXED`` has no rule: it never decides. :func:`predictive_rule` also reads the forecast demand
+array (one rate per step, given to the simulator beside the demand). The formulas the rules apply
+(:func:`article_decision`, :func:`hpa_replicas`, :func:`knative_desired`,
+:func:`predictive_need`) take and return plain numbers and are tested on their own against the
+references.
 
 To change a policy, edit its rule (and its state record if it needs to remember more); the
 simulator does not change. numba's on-disk cache checks only the file of the function it caches,
@@ -56,6 +58,7 @@ from .autoscale_records import (
     FIXED_ELASTIC,
     HPA,
     KNATIVE,
+    PREDICTIVE,
     Config,
     Run,
 )
@@ -67,6 +70,7 @@ __all__ = [
     "FIXED_ELASTIC",
     "HPA",
     "KNATIVE",
+    "PREDICTIVE",
     "ArticleState",
     "Config",
     "Events",
@@ -86,6 +90,8 @@ __all__ = [
     "new_events",
     "new_knative_state",
     "new_window",
+    "predictive_need",
+    "predictive_rule",
     "window_push",
 ]
 
@@ -541,3 +547,67 @@ def knative_rule(config, run, seen, state, delay):
         max_panic = target
     target = window_push(delay, seen.t, target, run.cooldown, True)
     return target, KnativeState(panicking, panic_since, max_panic, pods, most, least, panic_limit)
+
+
+# -- predictive: the forecast one cold start ahead, corrected by the observed error --------------
+@njit
+def predictive_need(forecast, t, period, cold, load_qps):
+    """The rate (requests/s) the predictive policy provisions for at the decision ending step ``t``.
+
+    ``ahead``: the forecast's largest rate over steps ``t + 1`` to ``t + period + cold`` (cut at
+    the end of the series; at the last step, the forecast of that step): instances started now
+    serve from ``t + 1 + cold``, the next decision's from ``t + period + 1 + cold``, and instances
+    stopped now stop at ``t + 1``, so this span is what this decision alone must cover.
+    ``error``: the observed mean rate ``load_qps`` over the last ``period`` steps minus the
+    forecast's mean over the same steps (added left to right, as the simulator adds the demand),
+    counted only when positive: the load above the forecast is added to what is provisioned.
+    Returns ``ahead + max(error, 0)``.
+    """
+    last_step = forecast.shape[0] - 1
+    first = min(t + 1, last_step)
+    last = min(t + period + cold, last_step)
+    ahead = forecast[first]
+    for k in range(first + 1, last + 1):
+        if forecast[k] > ahead:
+            ahead = forecast[k]
+    seen = 0.0
+    for k in range(t - period + 1, t + 1):
+        seen += forecast[k]
+    error = load_qps - seen / period
+    return ahead + error if error > 0.0 else ahead
+
+
+@njit(inline="always")
+def predictive_rule(config, run, seen, forecast, down):
+    """The predictive policy at one evaluation: the target pool (it keeps no state of its own).
+
+    1. the rate to provision: :func:`predictive_need` - the forecast over the span until the next
+       decision's instances can serve (one cold start ahead), plus the observed load above the
+       forecast over the last period (a reactive correction for the forecast's error);
+    2. desired = ``ceil(rate / (run.up x per_instance_qps))`` (``run.up`` is the target
+       utilisation, as for the HPA);
+    3. scale-down stabilisation: the largest desired count over the last ``run.cooldown`` steps
+       (``down``, a :class:`Window` updated in place), so the pool follows the forecast's troughs
+       after that window.
+
+    Parameters
+    ----------
+    config : Config
+        ``period_steps`` (between evaluations), ``per_instance_qps``.
+    run : Run
+        ``up``, ``cooldown``, ``cold``.
+    seen : Seen
+        ``t`` and ``load_qps`` (mean observed rate over the period).
+    forecast : float64[T]
+        Forecast demand (requests/s) at every step of the run.
+    down : Window
+
+    Returns
+    -------
+    target_pool : int
+    """
+    rate = predictive_need(forecast, seen.t, config.period_steps, run.cold, seen.load_qps)
+    need = rate / (run.up * config.per_instance_qps)
+    # cap before converting: a huge forecast must not overflow an int
+    desired = 1 << 40 if need > 1e12 else math.ceil(need)
+    return window_push(down, seen.t, desired, run.cooldown, True)

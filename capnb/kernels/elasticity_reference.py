@@ -13,7 +13,16 @@ import itertools
 import math
 from collections import deque
 
-from .autoscale_records import ARTICLE, CONFIG_FIELDS, FIXED, FIXED_ELASTIC, HPA, KNATIVE, METRICS
+from .autoscale_records import (
+    ARTICLE,
+    CONFIG_FIELDS,
+    FIXED,
+    FIXED_ELASTIC,
+    HPA,
+    KNATIVE,
+    METRICS,
+    PREDICTIVE,
+)
 from .elasticity_reference_numpy import simulate_numpy
 
 __all__ = ["REGISTRY", "hpa_replicas_python", "simulate_python"]
@@ -150,12 +159,38 @@ class _Knative:
         return desired
 
 
-def simulate_python(demand, up, cooldown, cold, low, buffer, config):
+class _Predictive:
+    """Provision for the forecast one cold start ahead, plus the load seen above the forecast."""
+
+    def __init__(self, up, cooldown, cold, settings, forecast):
+        self.up, self.window, self.cold = up, cooldown, cold
+        self.period = settings["period_steps"]
+        self.forecast = [float(f) for f in forecast]
+        self.desired = []  # (step, desired) for the scale-down stabilisation window
+
+    def decide(self, t, rates, pool, ready_pool, starting, q):
+        last = len(self.forecast) - 1
+        # what this decision must cover: from the next step (a stop acts at once) until the
+        # next decision's instances are ready
+        span = self.forecast[min(t + 1, last) : min(t + self.period + self.cold, last) + 1]
+        observed = sum(rates[t - self.period + 1 : t + 1]) / self.period
+        expected = sum(self.forecast[t - self.period + 1 : t + 1]) / self.period
+        rate = max(span) + max(observed - expected, 0.0)
+        need = rate / (self.up * q)
+        desired = 1 << 40 if need > 1e12 else math.ceil(need)
+        if self.window > 0:
+            self.desired.append((t, desired))
+            desired = max(d for s, d in self.desired if s > t - self.window)
+        return desired
+
+
+def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=None):
     """Simulate one policy; return ``(metrics, timeline)``.
 
     The knobs of :class:`~capnb.kernels.autoscale_records.Run` one by one, and the settings
     ``config`` (a :class:`~capnb.kernels.autoscale_records.Config`, or any sequence in the order
-    of ``CONFIG_FIELDS``). ``metrics`` is a dict keyed by ``METRICS``; ``timeline`` a dict of
+    of ``CONFIG_FIELDS``); ``forecast`` (requests/s per step) for the predictive policy.
+    ``metrics`` is a dict keyed by ``METRICS``; ``timeline`` a dict of
     lists: ready, starting, served, dropped, backlog, breach.
     """
     s = dict(zip(CONFIG_FIELDS, (float(v) for v in config), strict=True))
@@ -182,6 +217,8 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config):
         controller = _HPA(up, cooldown, s, low, high)
     elif policy == KNATIVE:
         controller = _Knative(up, cooldown, s, pool, rates)
+    elif policy == PREDICTIVE:
+        controller = _Predictive(up, cooldown, cold, s, forecast)
     else:
         controller = None
 

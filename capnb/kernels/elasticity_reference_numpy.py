@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .autoscale_records import ARTICLE, CONFIG_FIELDS, FIXED, FIXED_ELASTIC, HPA, KNATIVE, METRICS
+from .autoscale_records import (
+    ARTICLE,
+    CONFIG_FIELDS,
+    FIXED,
+    FIXED_ELASTIC,
+    HPA,
+    KNATIVE,
+    METRICS,
+    PREDICTIVE,
+)
 
 __all__ = ["simulate_numpy"]
 
@@ -61,12 +70,24 @@ def _hpa_replicas(load, target, ready, unready, tolerance):
     return np.where(plain, first, second)
 
 
-def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
+def _predictive(demand, forecast, t, period, cold, up, q):
+    """The predictive policy's desired count for every run (the span ahead depends on the cold start)."""
+    last = forecast.size - 1
+    ends = np.minimum(t + period + cold, last)
+    ahead = np.array([forecast[min(t + 1, last) : end + 1].max() for end in ends.tolist()])
+    observed = _sequential_sum(demand[t - period + 1 : t + 1]) / period
+    expected = _sequential_sum(forecast[t - period + 1 : t + 1]) / period
+    need = (ahead + max(observed - expected, 0.0)) / (up * q)
+    return np.where(need > 1e12, 1 << 40, _ceil_int(need))
+
+
+def simulate_numpy(demand, up, cooldown, cold, low, buffer, config, forecast=None):
     """Simulate ``P`` runs at once; return metrics as a ``(P, len(METRICS))`` float64 array.
 
     The knobs of :class:`~capnb.kernels.autoscale_records.Run` as ``P``-arrays, one by one, and
     the settings ``config`` (a :class:`~capnb.kernels.autoscale_records.Config`, or any sequence
-    in the order of ``CONFIG_FIELDS``).
+    in the order of ``CONFIG_FIELDS``); ``forecast`` (requests/s per step) for the predictive
+    policy.
     """
     s = _settings(config)
     demand = np.asarray(demand, dtype=np.float64)
@@ -167,6 +188,9 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
             events = [(step, c) for step, c in events if step > t - longest]
             target = _hpa_limits(target, pool, low, high, t, events, s)
             events.append((t, target - pool))
+        elif policy == PREDICTIVE:
+            desired = _predictive(demand, np.asarray(forecast, float), t, period, cold, up, q)
+            target = _windowed_max(delayed, t, desired, cooldown)
         else:
             target = _knative(demand, t, s, up * q, ready_pool, panicking, panic_since, max_panic)
             if (cooldown > 0).any():
@@ -205,6 +229,14 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config):
             ready[run] -= from_ready
     m["final_backlog"] = backlog
     return np.stack([m[name] for name in METRICS], axis=1).astype(np.float64)
+
+
+def _windowed_max(history, t, desired, window):
+    """The largest desired count over each run's last ``window`` steps (``history`` is updated)."""
+    history.append((t, desired))
+    history[:] = [(step, d) for step, d in history if step > t - max(int(window.max()), 1)]
+    held = np.max([np.where(step > t - window, d, desired) for step, d in history], 0)
+    return np.where(window > 0, held, desired)
 
 
 def _hpa_limits(rec, pool, low, high, t, events, s):

@@ -12,11 +12,22 @@ and returns one ``xarray.Dataset``: every step's results with their units, varia
 their step (``forecast_target_qps``, ``capacity_instances``, ...), the recommendation in
 ``attrs["recommendation"]`` and the article's applicability checks in ``attrs["warnings"]`` (also
 issued as :class:`PlanWarning`). :func:`export` writes it as NetCDF and a JSON summary.
+:func:`backtest` builds the plan on one window of the trace and replays it on a later one, against
+the hindsight-best and naive plans.
 """
 
 from __future__ import annotations
 
-from ._build import PlanWarning, build, describe, export, inputs_used, load, read_config
+from ._build import (
+    PlanWarning,
+    backtest,
+    build,
+    describe,
+    export,
+    inputs_used,
+    load,
+    read_config,
+)
 from ._config import PlanConfig, load_config, save_config
 from ._steps import PlanError
 
@@ -24,6 +35,7 @@ __all__ = [
     "PlanConfig",
     "PlanError",
     "PlanWarning",
+    "backtest",
     "build",
     "describe",
     "export",

@@ -99,7 +99,10 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
     xarray.Dataset
         Every step's results, prefixed by step, with units; ``attrs``: ``recommendation`` (text),
         ``warnings`` (the applicability checks), ``gpu``, ``tensor_parallel``, ``policy``,
-        ``monthly_usd``, ``breach_minutes_per_month`` and the config.
+        ``monthly_usd``, ``breach_minutes_per_month`` and the config. With ``backtest_days`` > 0
+        and a trace longer than that, the plan built on the days before is replayed on them
+        (:func:`backtest`): its table as ``backtest_*`` variables over ``plan``, and attrs
+        ``backtest`` (one sentence, quoted in the recommendation).
 
     Raises
     ------
@@ -107,11 +110,98 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A step failed (the message names it) or no configuration meets the SLA ("infeasible", with
         the reasons); never a silent fallback.
     """
-    from .. import capacity, memory
+    from ._backtest import held_out_windows, run_backtest
 
     cfg = read_config(config, **overrides)
     with _Stage("forecast", cfg):
-        source, series = _traffic(cfg)
+        source = _load(cfg)
+    windows = held_out_windows(source, cfg.backtest_days) if cfg.backtest_days else None
+    plan, _ = _build_on(cfg, source)
+    if windows is not None:
+        with _Stage("backtest", cfg):
+            table = run_backtest(cfg, source, *windows, builder=_build_on)
+        _attach(plan, table)
+    for check in plan.attrs["warnings"]:
+        warnings.warn(check, PlanWarning, stacklevel=2)
+    return plan
+
+
+def backtest(
+    config: PlanConfig | dict | str | os.PathLike | None = None,
+    *,
+    fit,
+    score,
+    draws: int = 100,
+    **overrides,
+) -> xr.Dataset:
+    """Build the plan on one window of the trace and replay it on another.
+
+    The whole plan (forecast, capacity, elasticity) is built on the ``fit`` window alone; the
+    ``score`` window's traffic is then replayed through the elasticity simulator with the plan's
+    GPU, fleet, warm spares and policy, and compared with the hindsight-best plan for that window
+    (the cheapest policy run of the same grid that met the breach budget there, the plan's own run
+    among the candidates) and with naive fixed fleets sized on the fit window's mean rate, on its
+    last interval's rate and on the plan's own fixed fleet (the P-quantile of the forecast).
+
+    Parameters
+    ----------
+    config, **overrides
+        As in :func:`build`.
+    fit, score
+        Windows of the trace, half-open ``slice(start, stop)``: whole days counted from the trace's
+        first time (``slice(0, 7)``: its first week) or dates and times (``slice("2024-03-04",
+        "2024-03-11")``). They must not overlap.
+    draws
+        Burst draws: the score window again with bursts from the plan's burst model (seeded by the
+        config's ``seed``), to count in how many each plan holds its breach budget.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``plan`` (``recommended``, ``hindsight``, ``naive-mean``, ``naive-last``,
+        ``fixed-plan``): the run's settings (``policy``, ``min_instances``, ...), ``breach_min``,
+        ``unserved``, ``late``, ``unserved_share``, ``gpu_hours``, ``usd``, ``meets_budget``,
+        ``usd_above_hindsight`` and ``burst_hold_share``, with units; attrs the windows, the budget
+        and ``summary`` (one sentence).
+
+    Examples
+    --------
+    >>> table = backtest(fit=slice(0, 7), score=slice(7, 14))  # doctest: +SKIP
+    >>> table.breach_min.sel(plan="recommended")  # doctest: +SKIP
+    """
+    from ._backtest import run_backtest, windows_of
+
+    cfg = read_config(config, **overrides)
+    with _Stage("forecast", cfg):
+        source = _load(cfg)
+    fit_window, score_window = windows_of(source, fit, score)
+    with _Stage("backtest", cfg):
+        return run_backtest(cfg, source, fit_window, score_window, builder=_build_on, draws=draws)
+
+
+def _load(cfg: PlanConfig):
+    """The trace as stored (a request log or a rate series), before any window is cut."""
+    from .. import data
+
+    return data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start)
+
+
+def _attach(plan: xr.Dataset, table: xr.Dataset) -> None:
+    """The backtest's table and sentence on the plan (and quoted in its recommendation)."""
+    for name in table.data_vars:
+        plan[f"backtest_{name}"] = table[name].assign_attrs(step="backtest")
+    plan.attrs["backtest"] = table.attrs["summary"]
+    for key in ("fit_start", "fit_stop", "score_start", "score_stop", "score_days", "burst_draws"):
+        plan.attrs[f"backtest_{key}"] = table.attrs[key]
+    plan.attrs["recommendation"] += f"\nBacktest: {table.attrs['summary']}"
+
+
+def _build_on(cfg: PlanConfig, source):
+    """The plan on one trace (or a window of it): ``(plan, parts)``, the steps' own results in parts."""
+    from .. import capacity, memory
+
+    with _Stage("forecast", cfg):
+        source, series = _traffic(cfg, source)
         fc = _forecast(cfg, series)
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile)
     buffer_qps = fc.buffer_qps if "buffer_qps" in fc else None
@@ -138,20 +228,22 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         raise PlanError(f"infeasible: {capacity.describe(chosen)}")
     with _Stage("elasticity", cfg):
         demand = _demand(cfg, source, fc)
-        demand, sweep, advice, _estimate, estimated, cold = _elasticity(
-            cfg, demand, chosen, gpu, tp
+        demand, sweep, advice, _estimate, estimated, cold, ahead = _elasticity(
+            cfg, demand, chosen, gpu, tp, fc, series
         )
 
     plan = _assemble(
         cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
-        seq_len,
+        seq_len, ahead,
     )  # fmt: skip
     checks = _checks(cfg, fc, chosen, advice, demand, estimated)
     plan.attrs["warnings"] = checks
     plan.attrs["recommendation"] = _recommendation(plan, cfg, fc, chosen, advice, checks)
-    for check in checks:
-        warnings.warn(check, PlanWarning, stacklevel=2)
-    return plan
+    parts = dict(
+        series=series, fc=fc, chosen=chosen, advice=advice, demand=demand, gpu=gpu, tp=tp,
+        cold=cold,
+    )  # fmt: skip
+    return plan, parts
 
 
 # -- the result -----------------------------------------------------------------------------------
@@ -179,7 +271,7 @@ def _timeline(run: xr.Dataset, interval_s: float, step_s: float) -> xr.Dataset:
 
 def _assemble(
     cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
-    seq_len,
+    seq_len, ahead,
 ):  # fmt: skip
     from .. import capacity, elasticity
 
@@ -192,6 +284,8 @@ def _assemble(
         gpu=gpu,
         **advice.selection,
     )
+    if advice.selection.get("policy") == "predictive":
+        settings["forecast"] = ahead
     run = elasticity.simulate(demand, **settings)
     burst = _burst_test(demand, cfg, settings)
     # the chosen run's timeline, per forecast interval (the full timeline has one row per step)

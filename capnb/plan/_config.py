@@ -35,6 +35,7 @@ SECTIONS = {
         "slots",
         "traffic_quantile",
         "demand_scale",
+        "growth_model",
         "bursts",
         "exceed_probability",
         "trials",
@@ -51,6 +52,7 @@ SECTIONS = {
         "cold_start_s",
         "tolerance_s",
         "breach_budget",
+        "backtest_days",
     ),
 }
 
@@ -65,7 +67,7 @@ def _doc(meaning: str, unit: str = "") -> Any:
 Share = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Policy = Literal["article", "hpa", "knative", "fixed", "fixed_elastic"]
+Policy = Literal["article", "hpa", "knative", "fixed", "fixed_elastic", "predictive"]
 Name = Annotated[str, Field(min_length=1)]
 
 
@@ -82,8 +84,11 @@ class PlanConfig:
         ``start`` the date and time its clock starts, for times counted from an unknown start;
         ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
         ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
-        or a smaller service); ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"``
-        (detected in the trace) or ``"none"``; ``exceed_probability`` for the burst buffer; Monte
+        or a smaller service); ``growth_model`` ``"probabilistic"`` (plan on the quantile of the
+        next week's demand: the fitted trend with its prediction band; needs 7 days of history,
+        a shorter one is planned as it is) or ``"none"`` (the history's own quantiles);
+        ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"`` (detected in the trace) or
+        ``"none"``; ``exceed_probability`` for the burst buffer; Monte
         Carlo ``trials`` and ``seed``.
     Serving
         ``model`` (catalog id, a ``config.json`` path or a Hugging Face model folder); candidate
@@ -98,7 +103,8 @@ class PlanConfig:
         ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
         ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
         ``tolerance_s`` the latency budget of scaling decisions; ``breach_budget`` the share of
-        time in SLA breach accepted.
+        time in SLA breach accepted; ``backtest_days`` the last days of the trace held out to
+        backtest the plan (0: none; skipped when the trace has no other day to fit on).
     """
 
     trace: Annotated[Name, _doc("bundled trace or rate series name, or a file path")] = (
@@ -120,6 +126,13 @@ class PlanConfig:
     ] = "hour_of_day"
     traffic_quantile: Annotated[Share, _doc("quantile of the request rate the plan serves")] = 0.99
     demand_scale: Annotated[Positive, _doc("multiplies every request rate of the trace")] = 1.0
+    growth_model: Annotated[
+        Literal["probabilistic", "none"],
+        _doc(
+            "probabilistic: plan on the quantile of next week's demand (trend with its prediction "
+            "band, from 7 days of history); none: the history's own quantiles"
+        ),
+    ] = "probabilistic"
     bursts: Annotated[
         Literal["article", "fit", "none"],
         _doc("burst model: the article's (1-2 a month, 1-2 h, 3-5x), fitted to the trace, or none"),
@@ -161,7 +174,7 @@ class PlanConfig:
     sla_s: Annotated[Positive, _doc("latency SLA", "s")] = 0.05
     policies: Annotated[
         tuple[Policy, ...], Field(min_length=1), _doc("autoscaling policies to simulate")
-    ] = ("article", "hpa", "knative", "fixed", "fixed_elastic")
+    ] = ("article", "hpa", "knative", "fixed", "fixed_elastic", "predictive")
     scale_up_threshold: Annotated[
         tuple[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)], ...],
         Field(min_length=1),
@@ -186,6 +199,11 @@ class PlanConfig:
     breach_budget: Annotated[
         float, Field(ge=0, lt=1, allow_inf_nan=False), _doc("share of time in SLA breach accepted")
     ] = 0.001
+    backtest_days: Annotated[
+        int,
+        Field(ge=0),
+        _doc("last days of the trace held out to backtest the plan (0: no backtest)", "days"),
+    ] = 7
     source: str = dataclasses.field(default="defaults", compare=False)
 
     @field_validator(

@@ -15,11 +15,15 @@ class PlanError(CapnbError):
     """A step of the plan failed; the message names the step and the input."""
 
 
-def _traffic(cfg: PlanConfig):
-    """The trace as the plan reads it (a request log or a rate series), and its forecast series."""
+def _traffic(cfg: PlanConfig, source=None):
+    """The trace as the plan reads it (a request log or a rate series), and its forecast series.
+
+    ``source``: the trace already loaded (a window of it, for a backtest).
+    """
     from .. import data, forecast
 
-    source = data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start)
+    if source is None:
+        source = data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start)
     series = forecast.resample(source, cfg.interval)
     series["qps"] = (series.qps * cfg.demand_scale).assign_attrs(series.qps.attrs)
     series.attrs["traffic_kind"] = source.attrs.get("traffic_kind", "")
@@ -42,6 +46,7 @@ def _forecast(cfg: PlanConfig, series):
         trials=cfg.trials,
         seed=cfg.seed,
         exceed_probability=cfg.exceed_probability,
+        growth_model=cfg.growth_model,
     )
 
 
@@ -149,8 +154,19 @@ def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
 
 
 def _elasticity(
-    cfg: PlanConfig, demand: xr.DataArray, chosen_cap: xr.Dataset, gpu: str, tensor_parallel: int
+    cfg: PlanConfig,
+    demand: xr.DataArray,
+    chosen_cap: xr.Dataset,
+    gpu: str,
+    tensor_parallel: int,
+    fc: xr.Dataset | None = None,
+    series: xr.Dataset | None = None,
 ):
+    """The elasticity step: the policy grid swept, and the recommendation.
+
+    The predictive policy reads the forecast ``fc`` (:func:`predictive_forecast`); it is
+    recommended only when it also wins on held-out traffic (:func:`_predictive_gate`).
+    """
     from .. import elasticity
     from ..elasticity import coldstart
 
@@ -168,19 +184,63 @@ def _elasticity(
         cooldown_s=list(cfg.cooldown_s),
         buffer_instances=list(cfg.buffer_instances),
     )
-    sweep = elasticity.sweep(
-        demand,
+    ahead = predictive_forecast(demand, fc) if "predictive" in cfg.policies else None
+    settings = dict(
         per_instance_qps=per_instance,
         step_s=cfg.step_s,
-        policy=list(cfg.policies),
-        **grid,
         cold_start_s=cold,
         tolerance_s=cfg.tolerance_s,
         gpus_per_instance=tensor_parallel,
         gpu=gpu,
     )
-    advice = elasticity.recommend(sweep, breach_budget=cfg.breach_budget)
-    return demand, sweep, advice, estimate, estimated, cold
+    sweep = elasticity.sweep(demand, policy=list(cfg.policies), **grid, **settings, forecast=ahead)
+    advice = elasticity.recommend(
+        sweep,
+        breach_budget=cfg.breach_budget,
+        held_out=lambda: _held_out(cfg, demand, series, settings),
+    )
+    return demand, sweep, advice, estimate, estimated, cold, ahead
+
+
+def predictive_forecast(demand: xr.DataArray, fc: xr.Dataset) -> xr.DataArray:
+    """The forecast the predictive policy reads: each step's slot at its default quantile."""
+    from .. import elasticity
+
+    return elasticity.forecast_demand(demand, fc)
+
+
+def _held_out(cfg: PlanConfig, demand, series, settings):
+    """Every policy swept on the trace's later half, the forecast fitted on its first half.
+
+    The predictive policy is recommended only if it wins there (:func:`capnb.elasticity.recommend`,
+    which calls this only when it would be chosen). The cut is at a whole day; a trace of less
+    than two days has nothing to hold out (None: the policy is not recommended).
+    """
+    from .. import elasticity, forecast
+
+    day = round(86400 / cfg.step_s)
+    cut = demand.size // day // 2 * day
+    if cut == 0 or series is None:
+        return None
+    split = demand.time.values[cut]
+    baseline = forecast.fit_baseline(
+        series.isel(time=np.flatnonzero(series.time.values < split)), slots=cfg.slots
+    )
+    later = demand.isel(time=slice(cut, None))
+    grid = elasticity.policy_grid(
+        later,
+        settings["per_instance_qps"],
+        scale_up_threshold=list(cfg.scale_up_threshold),
+        cooldown_s=list(cfg.cooldown_s),
+        buffer_instances=list(cfg.buffer_instances),
+    )
+    return elasticity.sweep(
+        later,
+        policy=list(cfg.policies),
+        **grid,
+        **settings,
+        forecast=predictive_forecast(later, baseline),
+    )
 
 
 def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr.Dataset:

@@ -1,0 +1,101 @@
+"""capnb.plan.backtest: the plan built on one week, replayed on the next."""
+
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from capnb import plan
+from capnb.errors import InputError
+from capnb.plan._backtest import burst_factors
+
+#: A small plan: one GPU, 15-second steps, policies whose periods are whole steps of it.
+SMALL = dict(
+    gpus=["H100-SXM"], tensor_parallel=[1], trials=200, step_s=15.0, cold_start_s=75.0,
+    policies=["article", "hpa", "fixed", "fixed_elastic", "predictive"], breach_budget=0.05,
+    backtest_days=0,
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def table():
+    return plan.backtest(fit=slice(0, 7), score=slice(7, 14), draws=20, **SMALL)
+
+
+def test_the_table_has_every_plan_with_units(table):
+    assert list(table.plan.values) == ["recommended", "hindsight", "naive-mean", "naive-last",
+                                       "fixed-plan"]  # fmt: skip
+    for name in ("breach_min", "unserved", "late", "gpu_hours", "usd", "burst_hold_share"):
+        assert table[name].attrs["units"], name
+    assert table.breach_min.attrs["units"] == "min" and table.usd.attrs["units"] == "USD"
+    assert table.attrs["score_days"] == pytest.approx(7.0, abs=0.01)
+    assert "held-out week" in table.attrs["summary"]
+
+
+def test_hindsight_is_never_dearer_than_the_recommendation_within_the_budget(table):
+    rec, best = table.sel(plan="recommended"), table.sel(plan="hindsight")
+    assert bool(rec.meets_budget), "the loose budget should hold on the next week"
+    assert bool(best.meets_budget)
+    assert float(best.usd) <= float(rec.usd)
+    assert float(rec.above_hindsight) >= 0
+    # the naive fixed fleets sized on the mean or the last rate breach far more than the plan
+    assert float(table.breach_min.sel(plan="naive-mean")) > float(rec.breach_min)
+
+
+def test_burst_draws_can_only_lower_the_share_a_fixed_fleet_holds(table):
+    # a draw without a burst is the week as observed; for a fixed fleet bursts only add breach
+    fixed = table.where(table.policy == "fixed", drop=True)
+    assert fixed.sizes["plan"] == 3
+    observed = fixed.meets_budget.values.astype(float)
+    assert (fixed.burst_hold_share.values <= observed + 1e-12).all()
+    assert ((table.burst_hold_share >= 0) & (table.burst_hold_share <= 1)).all()
+    assert 0 < table.attrs["burst_draws_with_bursts"] < 20
+
+
+def test_backtest_is_deterministic_for_a_seed(table):
+    again = plan.backtest(fit=slice(0, 7), score=slice(7, 14), draws=20, **SMALL)
+    xr.testing.assert_identical(table, again)
+
+
+def test_burst_draws_follow_the_model_and_the_seed():
+    from capnb.forecast import BurstModel
+
+    model = BurstModel(rate_per_month=30.0)  # one a day
+    one = burst_factors(model, 7 * 1440, 60.0, 50, seed=3)
+    again = burst_factors(model, 7 * 1440, 60.0, 50, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip(one, again, strict=True))
+    counts = [f.size > 0 for f in one]
+    assert sum(counts) >= 45  # P(no burst in a week at one a day) = e^-7
+    heights = np.concatenate([f[f > 1] for f in one if f.size])
+    assert heights.min() >= 3.0 and heights.max() <= 5.0
+    assert all(f.size == 0 for f in burst_factors(None, 100, 60.0, 5, seed=0))
+
+
+@pytest.mark.parametrize(
+    ("fit", "score", "message"),
+    [
+        (slice(0, 8), slice(7, 14), "overlap"),
+        ((0, 7), slice(7, 14), "fit must be a slice"),
+        (slice(0, 7), slice(7, None), "score: give both ends"),
+        (slice(0, 7), slice(30, 37), "score: no traffic"),
+        (slice(7, 0), slice(7, 14), "fit: its start"),
+        (slice(0, 7), slice("not a date", 14), "score: a window bound"),
+    ],
+)
+def test_bad_windows_are_input_errors_naming_them(fit, score, message):
+    with pytest.raises(InputError, match=message):
+        plan.backtest(fit=fit, score=score, **SMALL)
+
+
+def test_bad_draws_is_an_input_error():
+    with pytest.raises(plan.PlanError, match="draws must be a whole number"):
+        plan.backtest(fit=slice(0, 7), score=slice(7, 14), draws=-1, **SMALL)
+
+
+def test_dates_and_days_name_the_same_windows(table):
+    start = np.datetime64(table.attrs["fit_start"])
+    assert not math.isnan(float(table.usd.sel(plan="recommended")))
+    day = np.timedelta64(1, "D")
+    assert np.datetime64(table.attrs["fit_stop"]) == start + 7 * day
+    assert np.datetime64(table.attrs["score_stop"]) == start + 14 * day
