@@ -192,6 +192,11 @@ def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(s
     assert f"{built.attrs['breach_minutes_per_month']:,.0f} minutes a month" in page
     assert "1970" not in page  # ServeGen has no date: the burst test starts on "day N hh:mm"
     assert re.search(r"from day \d+ \d\d:\d\d\)", page)
+    # the plan carries both by default: the close call of its GPU choice and its backtest
+    assert built.attrs["latency_uncertainty"] in page and built.attrs["backtest"] in page
+    for name in ("latency_uncertainty", "backtest"):
+        del built.attrs[name]
+    page = html_unescape(report.summary_html(built))
     assert "Latency model uncertainty" not in page and "Backtest" not in page
     built.attrs.update(latency_uncertainty="P99 within 12% (held out)", backtest="covers 95%")
     page = html_unescape(report.summary_html(built))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from . import _fit, _fitted
 
 SECTION = "## Latency model: leave-one-dataset-out"
@@ -355,3 +356,50 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
+    """The latency model's held-out error for one GPU and SLA metric, from the stored validation.
+
+    Reads the leave-one-dataset-out record (``engine_calibration.json``): the median absolute
+    relative error of ``model`` (``"analytic"`` or ``"engine"``) over every held-out figure of the
+    metric's group (TTFT; ITL/TPOT; E2E) below the knee, on the sources that measured ``gpu``.
+    Where no source measured that GPU, the error pooled over every source stands in for it and
+    ``measured_on_gpu`` is False: the error of an unmeasured GPU cannot itself be measured.
+
+    Returns
+    -------
+    dict
+        ``median`` (a share, NaN where the model was scored on no figure of the group),
+        ``figures`` (how many), ``sources`` (their names), ``measured_on_gpu`` (bool).
+
+    Examples
+    --------
+    >>> e = held_out_error("A100-80GB", "tpot", model="engine")
+    >>> e["measured_on_gpu"], e["sources"]
+    (True, ('lmdeploy-a100',))
+    """
+    if model not in ("analytic", "engine"):
+        raise InputError(f"model must be 'analytic' or 'engine', got {model!r}")
+    if metric not in GROUPS:
+        raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
+    record = _fitted.stored()
+    if record is None:
+        raise InputError(
+            "no stored validation: run python -m capnb.latency.validate --write VALIDATION.md"
+        )
+    group = GROUPS[metric]
+    rows = [
+        r
+        for r in record["rows"]
+        if r["below_knee"] and GROUPS[r["metric"]] == group and math.isfinite(r[model])
+    ]
+    mine = [r for r in rows if r["gpu"] == gpu]
+    used = mine or rows
+    errors = [abs(r[model] / r["measured"] - 1) for r in used]
+    return {
+        "median": float(np.median(errors)) if errors else math.nan,
+        "figures": len(errors),
+        "sources": tuple(sorted({r["source"] for r in used})),
+        "measured_on_gpu": bool(mine),
+    }

@@ -227,7 +227,7 @@ def _build_on(cfg: PlanConfig, source):
     if str(chosen.binding.values) not in ("latency", "memory", "measured_range"):
         raise PlanError(f"infeasible: {capacity.describe(chosen)}")
     with _Stage("elasticity", cfg):
-        demand = _demand(cfg, source, fc)
+        demand = _demand(cfg, source, series)
         demand, sweep, advice, _estimate, estimated, cold, ahead = _elasticity(
             cfg, demand, chosen, gpu, tp, fc, series
         )
@@ -236,6 +236,16 @@ def _build_on(cfg: PlanConfig, source):
         cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
         seq_len, ahead,
     )  # fmt: skip
+    if best is not None and cfg.latency == "model":  # GPUs ranked by the model: how sure?
+        from ._closecall import close_call
+
+        plan.attrs.update(
+            close_call(
+                cap, best, model=cfg.model, metric=cfg.sla_metric,
+                prompt_tokens=float(_workload.prompt_tokens.mean()),
+                output_tokens=float(_workload.output_tokens.mean()),
+            )
+        )  # fmt: skip
     checks = _checks(cfg, fc, chosen, advice, demand, estimated)
     plan.attrs["warnings"] = checks
     plan.attrs["recommendation"] = _recommendation(plan, cfg, fc, chosen, advice, checks)

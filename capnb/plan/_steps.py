@@ -146,11 +146,17 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
     return best
 
 
-def _demand(cfg: PlanConfig, source, fc: xr.Dataset) -> xr.DataArray:
-    """Demand per simulation step, holes filled from the forecast (the elasticity step's rule)."""
-    from .. import elasticity
+def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:
+    """Demand per simulation step, holes filled with the history's slot median.
 
-    return elasticity.prepare_demand(source, cfg.step_s, baseline=fc, scale=cfg.demand_scale)
+    The elasticity step's rule (:func:`capnb.elasticity.prepare_demand`), with the baseline of the
+    history itself (as worksheet 04 fits it): a hole is a window of the past, so the forecast
+    carried forward to the coming week is not what it would have shown.
+    """
+    from .. import elasticity, forecast
+
+    baseline = forecast.fit_baseline(series, slots=cfg.slots)
+    return elasticity.prepare_demand(source, cfg.step_s, baseline=baseline, scale=cfg.demand_scale)
 
 
 def _elasticity(

@@ -48,6 +48,17 @@ def _checks(cfg, fc, chosen, advice, demand, estimated) -> list[str]:
     return checks
 
 
+def _when(stamp: str) -> str:
+    """A time of the trace in words: ``day 8 22:30`` on an undated trace's clock, else the date.
+
+    The loaders put time 0 of a trace with no date on 1970-01-01 (its clock attrs say so), so a
+    time in January 1970 is a day count, not a date.
+    """
+    if stamp.startswith("1970-01-"):
+        return f"day {int(stamp[8:10])} {stamp[11:16]}"
+    return stamp[:16].replace("T", " ")
+
+
 def _choice_words(plan) -> str:
     """The chosen option in words, with the runner-up and its extra cost when there is one."""
     gpu, tp = plan.attrs["gpu"], plan.attrs["tensor_parallel"]
@@ -79,6 +90,9 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
         f"requests/s at {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe "
         f"concurrency of {int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
     ]
+    if plan.attrs.get("close_call"):
+        lines.append(f"Close call: {plan.attrs['latency_uncertainty']}")
+        lines.append("To settle it, on each GPU:\n" + plan.attrs["settle_commands"])
     target = chosen.target_qps
     fixed = np.asarray(chosen.fixed_instances.values, dtype=float)
     buffer_qps = float(fc.buffer_qps) if "buffer_qps" in fc else 0.0
@@ -105,7 +119,7 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
     )
     lines.append(
         f"Burst test: under one burst of 4x for 1.5 h at the busiest hour (from "
-        f"{plan.attrs['burst_test_start'][:16]}), this policy is in SLA breach for "
+        f"{_when(plan.attrs['burst_test_start'])}), this policy is in SLA breach for "
         f"{plan.attrs['burst_test_breach_minutes']:,.0f} min and leaves "
         f"{plan.attrs['burst_test_unserved_share']:.2%} of requests unserved"
         + (

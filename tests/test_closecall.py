@@ -1,0 +1,93 @@
+"""The plan's close call: the latency model's held-out error against the cost gap of its choice."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from capnb.errors import InputError
+from capnb.latency import validate
+from capnb.plan._closecall import close_call
+
+STORED = validate._fitted.PATH
+
+
+def _by_hand(gpu, group, model="analytic"):
+    rows = json.loads(STORED.read_text())["rows"]
+    keep = [
+        abs(r[model] / r["measured"] - 1)
+        for r in rows
+        if r["below_knee"]
+        and r["gpu"] == gpu
+        and validate.GROUPS[r["metric"]] == group
+        and math.isfinite(r[model])
+    ]
+    return float(np.median(keep)), len(keep)
+
+
+def test_held_out_error_is_the_median_of_the_stored_figures_of_that_gpu():
+    for gpu, metric, group in (("A100-80GB", "tpot", "ITL/TPOT"), ("H200", "ttft", "TTFT")):
+        for model in ("analytic", "engine"):
+            want, count = _by_hand(gpu, group, model)
+            got = validate.held_out_error(gpu, metric, model=model)
+            assert got["measured_on_gpu"] and got["figures"] == count
+            assert got["median"] == pytest.approx(want, rel=1e-12)
+
+
+def test_an_unmeasured_gpu_gets_the_pooled_error_and_says_so():
+    got = validate.held_out_error("B200", "tpot")
+    assert not got["measured_on_gpu"]
+    assert got["figures"] > validate.held_out_error("A100-80GB", "tpot")["figures"]
+    with pytest.raises(InputError, match="metric"):
+        validate.held_out_error("B200", "latency")
+    with pytest.raises(InputError, match="model"):
+        validate.held_out_error("B200", "ttft", model="roofline")
+
+
+def _choice(gap_share, gpus=("A100-80GB", "H100-SXM")):
+    cheapest = 10.0
+    best = xr.Dataset(
+        {
+            "cheapest_gpu": gpus[0],
+            "cheapest_tensor_parallel": 1,
+            "runner_up_gpu": gpus[1],
+            "runner_up_tensor_parallel": 2,
+            "cheapest_usd_per_hour": cheapest,
+            "cost_gap": cheapest * gap_share,
+            "feasible_options": 5,
+        }
+    )
+    options = xr.Dataset(
+        {"safe_concurrency": (("gpu", "tensor_parallel"), [[40, 80], [30, 64]])},
+        coords={"gpu": list(gpus), "tensor_parallel": [1, 2]},
+    )
+    return options, best
+
+
+@pytest.mark.parametrize("metric", ["ttft", "tpot"])
+def test_a_gap_within_the_error_is_a_close_call_with_the_commands_that_settle_it(metric):
+    error = max(validate.held_out_error(g, metric)["median"] for g in ("A100-80GB", "H100-SXM"))
+    options, best = _choice(0.5 * error)
+    got = close_call(
+        options, best, model="Llama-3.1-8B", metric=metric, prompt_tokens=1000, output_tokens=200
+    )
+    assert got["close_call"] == 1 and "close call" in got["latency_uncertainty"]
+    commands = got["settle_commands"]
+    assert "--tensor-parallel-size 1" in commands and "--tensor-parallel-size 2" in commands
+    assert "for c in 20 40 80;" in commands  # around A100's predicted 40 at TP 1
+    assert "for c in 32 64 128;" in commands  # around H100's 64 at TP 2
+    assert "--random-input-len 1000 --random-output-len 200" in commands
+    assert "--benchmark capnb-H100-SXM-tp2/" in commands
+
+
+def test_a_gap_beyond_the_error_holds_and_prints_nothing_to_run():
+    error = max(validate.held_out_error(g, "tpot")["median"] for g in ("A100-80GB", "H100-SXM"))
+    options, best = _choice(2.0 * error)
+    got = close_call(
+        options, best, model="Llama-3.1-8B", metric="tpot", prompt_tokens=1000, output_tokens=200
+    )
+    assert got["close_call"] == 0 and got["settle_commands"] == ""
+    assert "the ranking holds" in got["latency_uncertainty"]
+    assert got["cost_gap_share"] == pytest.approx(2.0 * error)
