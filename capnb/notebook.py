@@ -25,6 +25,7 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 from pathlib import Path
 
 __all__ = ["bundle_html", "chart_html", "records", "setup", "worksheet"]
@@ -88,12 +89,109 @@ def bundle_html() -> str:
     )
 
 
-def chart_html(spec: dict, *, embed_options: dict | None = None) -> str:
-    """HTML for one chart: a div and a script that draws it with the offline ``vegaEmbed``."""
-    text = json.dumps(spec, sort_keys=True)
-    div = f"capnb-chart-{hashlib.sha1(text.encode()).hexdigest()[:10]}-{next(_counter)}"
+_VIEW_NAME = re.compile(r'"view_[0-9a-f]{16}"')
+
+
+_VIEW_KEYS = ("mark", "layer", "vconcat", "hconcat", "concat", "facet", "repeat")
+
+
+def _lift_titles(node, titles: list) -> None:
+    """Make each chart title a param's value (``capnb_title_0``...), in place; list the texts."""
+    if isinstance(node, list):
+        for item in node:
+            _lift_titles(item, titles)
+        return
+    if not isinstance(node, dict):
+        return
+    title = node.get("title")
+    if any(k in node for k in _VIEW_KEYS) and title is not None:
+        text = title.get("text") if isinstance(title, dict) else title
+        if isinstance(text, str) or (
+            isinstance(text, list) and all(isinstance(t, str) for t in text)
+        ):
+            name = f"capnb_title_{len(titles)}"
+            titles.append(text)
+            expr = {"expr": name}
+            node["title"] = {**title, "text": expr} if isinstance(title, dict) else {"text": expr}
+    for key, value in node.items():
+        if key not in ("title", "data", "datasets"):
+            _lift_titles(value, titles)
+
+
+def _param_values(node, values: dict, *, strip: bool) -> None:
+    """Collect the values of variable params (no ``select``) by name; with ``strip``, remove them."""
+    if isinstance(node, list):
+        for item in node:
+            _param_values(item, values, strip=strip)
+        return
+    if not isinstance(node, dict):
+        return
+    for param in node.get("params") or []:
+        if isinstance(param, dict) and "select" not in param and "value" in param:
+            values[param["name"]] = param.pop("value") if strip else param["value"]
+    for key, value in node.items():
+        if key not in ("data", "datasets"):
+            _param_values(value, values, strip=strip)
+
+
+def _named_datasets(spec: dict) -> tuple[dict, dict, dict, str]:
+    """A chart's spec as a worksheet draws it again: spec, datasets, param values, and its shape.
+
+    altair names a dataset, and each layer of a layered chart, after a hash of its values, so new
+    values give the spec new names; here they are named by position (``capnb-data-0``...). Chart
+    titles often carry numbers of the data: each becomes the value of a top-level param
+    (``capnb_title_0``...). The shape is the spec without its datasets and without the values of
+    its variable params (titles included): a chart drawn again with the same shape differs only in
+    data and param values, which a live vega view takes without being built again.
+    """
+    datasets = spec.get("datasets") or {}
+    rest = {k: v for k, v in spec.items() if k != "datasets"}
+    text = json.dumps(rest, sort_keys=True)
+    views: dict[str, str] = {}
+    text = _VIEW_NAME.sub(
+        lambda m: views.setdefault(m.group(0), f'"capnb-view-{len(views)}"'), text
+    )
+    renamed = {}
+    for i, (name, values) in enumerate(datasets.items()):
+        new = f"capnb-data-{i}"
+        text = text.replace(json.dumps(name), json.dumps(new))
+        renamed[new] = values
+    rest = json.loads(text)
+    titles: list = []
+    _lift_titles(rest, titles)
+    if titles:
+        lifted = [{"name": f"capnb_title_{i}", "value": t} for i, t in enumerate(titles)]
+        rest["params"] = [*rest.get("params", []), *lifted]
+    signals: dict = {}
+    _param_values(rest, signals, strip=False)
+    shape = json.loads(json.dumps(rest))
+    _param_values(shape, {}, strip=True)
+    return rest, renamed, signals, json.dumps(shape, sort_keys=True)
+
+
+def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None = None) -> str:
+    """HTML for one chart: a div and a script that draws it with the offline ``vegaEmbed``.
+
+    With a ``key`` (a worksheet's displayed chart: one per display), the drawn vega view is kept in
+    the page under that key. When the chart is drawn again under the same key with the same shape
+    (the spec apart from its data, its titles and its params' values: see :func:`_named_datasets`),
+    the script puts the kept view in place of the new div and gives it the new datasets
+    (``view.data``) and param values (``view.signal``): vega updates its SVG in place instead of
+    compiling, parsing and laying out a new chart. Anything else (a first drawing, a new shape, a
+    kept view still on the page, an error) draws the chart from scratch. The output still holds the
+    whole spec, so a saved notebook or an exported report draws it as any other chart.
+    """
+    if key is None:
+        text = json.dumps(spec, sort_keys=True)
+        shape = hashlib.sha1(text.encode()).hexdigest()[:16]
+    else:
+        rest, datasets, signals, form = _named_datasets(spec)
+        text = json.dumps(rest, sort_keys=True)
+        shape = hashlib.sha1(form.encode()).hexdigest()[:16]
+    div = f"capnb-chart-{shape[:10]}-{next(_counter)}"
     options = json.dumps({"renderer": "svg", "actions": False, **(embed_options or {})})
-    return f"""<div id="{div}" class="capnb-chart"></div>
+    if key is None:
+        return f"""<div id="{div}" class="capnb-chart"></div>
 <script type="text/javascript">
 (function () {{
   var draw = function () {{
@@ -101,6 +199,44 @@ def chart_html(spec: dict, *, embed_options: dict | None = None) -> str:
       document.getElementById("{div}").textContent = "chart failed: " + error;
     }});
   }};
+  if (window.vegaEmbed) {{ draw(); }}
+  else {{ (window.capnbVegaQueue = window.capnbVegaQueue || []).push(draw); }}
+}})();
+</script>"""
+    data = json.dumps(datasets)
+    return f"""<div id="{div}" class="capnb-chart"></div>
+<script type="text/javascript">
+(function () {{
+  var key = {json.dumps(key)}, shape = "{shape}", datasets = {data}, signals = {json.dumps(signals)};
+  var views = (window.capnbViews = window.capnbViews || {{}});
+  var embed = function () {{
+    var spec = {text};
+    spec.datasets = datasets;
+    window.vegaEmbed("#{div}", spec, {options}).then(function (result) {{
+      views[key] = {{ shape: shape, view: result.view, element: document.getElementById("{div}") }};
+    }}).catch(function (error) {{
+      document.getElementById("{div}").textContent = "chart failed: " + error;
+    }});
+  }};
+  var reuse = function () {{
+    // the same chart with new data: keep its vega view (no compile, no new layout), swap the data
+    var kept = views[key], element = document.getElementById("{div}");
+    if (!kept || kept.shape !== shape || kept.element.isConnected || !element) return false;
+    element.replaceWith(kept.element);
+    try {{
+      Object.keys(datasets).forEach(function (name) {{ kept.view.data(name, datasets[name]); }});
+      Object.keys(signals).forEach(function (name) {{ kept.view.signal(name, signals[name]); }});
+    }} catch (error) {{
+      kept.element.replaceWith(element);
+      delete views[key];
+      return false;
+    }}
+    kept.view.runAsync().catch(function (error) {{
+      kept.element.textContent = "chart failed: " + error;
+    }});
+    return true;
+  }};
+  var draw = function () {{ if (!reuse()) embed(); }};
   if (window.vegaEmbed) {{ draw(); }}
   else {{ (window.capnbVegaQueue = window.capnbVegaQueue || []).push(draw); }}
 }})();

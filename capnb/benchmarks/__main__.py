@@ -8,8 +8,8 @@ import importlib
 from . import machine, print_rows
 
 STEPS = (
-    "forecast", "memory", "capacity", "elasticity", "worksheets", "scaleout", "compile",
-    "crosscheck", "startup", "report",
+    "forecast", "memory", "prefix", "capacity", "engine", "elasticity", "backtest", "worksheets", "scaleout",
+    "compile", "crosscheck", "startup", "report", "browser",
 )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML report
 """
 
 from ._altair import load as import_altair
+from ._altair import quick_build
 
 import_altair()  # before the chart modules import altair: see capnb.charts._altair
 
@@ -45,5 +46,6 @@ __all__ = [
     "plan_policies",
     "plan_slots",
     "plan_timeline",
+    "quick_build",
     "throughput_curve",
 ]

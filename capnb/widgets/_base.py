@@ -8,7 +8,10 @@ Nothing here computes or decides anything about capacity.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,10 +30,16 @@ class Drawing:
     much as building the chart. A worksheet redraws the same tested chart functions on every change
     (the test suite validates each of them through ``to_dict()``), so its drawings skip that step.
     ``to_dict()`` still validates.
+
+    ``key`` names the place the chart is displayed (one per display of a worksheet's chart): with
+    capnb's offline renderer, a chart drawn again under the same key with the same spec apart from
+    its data keeps its vega view in the page and only swaps the data (see
+    :func:`capnb.notebook.chart_html`).
     """
 
-    def __init__(self, chart):
+    def __init__(self, chart, key: str | None = None):
         self.chart = chart
+        self.key = key
 
     def to_dict(self, *args, **kwargs) -> dict:
         """The chart's vega-lite spec (validated, as ``alt.Chart.to_dict``)."""
@@ -39,9 +48,38 @@ class Drawing:
     def _repr_mimebundle_(self, include=None, exclude=None):
         import altair as alt
 
-        spec = self.chart.to_dict(validate=False, context={"pre_transform": False})
+        from ..notebook import RENDERER, chart_html
+
+        with _unchecked():
+            spec = self.chart.to_dict(validate=False, context={"pre_transform": False})
+        if self.key is not None and alt.renderers.active == RENDERER:
+            return {"text/html": chart_html(spec, key=self.key)}
         renderer = alt.renderers.get()
         return renderer(spec) if renderer else {}
+
+
+def _full_redraw() -> bool:
+    """``CAPNB_REDRAW=full``: redraw as before issue 16 (a new chart each time, altair's checks)."""
+    return os.environ.get("CAPNB_REDRAW", "").strip().lower() == "full"
+
+
+def _unchecked():
+    """Build a worksheet's drawings without altair's repeated checks (see ``quick_build``).
+
+    altair (in its default debug mode) validates each object it builds against the vega-lite
+    schema, and matches each encoding given as a dict against its channel's alternatives by
+    validating it against each: most of the time to build a chart. The chart functions a worksheet
+    draws are tested through ``to_dict()``, which still validates; :meth:`Worksheet.chart` keeps the
+    checks.
+    """
+    if _full_redraw():
+        return contextlib.nullcontext()
+    from ..charts import quick_build
+
+    return quick_build()
+
+
+_displays = itertools.count()
 
 
 def _same(a: tuple | None, b: tuple | None) -> bool:
@@ -161,6 +199,7 @@ class Worksheet:
         self.results: dict[str, object] = {}
         self.error: str | None = None
         self._handles: dict[str, object] = {}
+        self._keys: dict[str, str | None] = {}
         self._drawn: dict[str, tuple | None] = {}
         self.last_redrawn: list[str] = []
         self._holding = False
@@ -252,7 +291,7 @@ class Worksheet:
             key = self._key(name)
             if _same(key, self._drawn.get(name)):
                 continue
-            handle.update(self.drawing(name))
+            handle.update(self._drawing(name, self._keys.get(name)))
             self._drawn[name] = key
             redrawn.append(name)
         return redrawn
@@ -275,18 +314,34 @@ class Worksheet:
 
     def drawing(self, name: str) -> Drawing:
         """The named chart as it is displayed (see :class:`Drawing`)."""
-        return Drawing(self.chart(name))
+        return self._drawing(name, None)
+
+    def _drawing(self, name: str, key: str | None) -> Drawing:
+        self._known(name)
+        with _unchecked():
+            chart = self.charts[name].draw(self.results, self.inputs)
+        return Drawing(chart, key=None if _full_redraw() else key)
+
+    def _new_key(self, name: str) -> str:
+        return f"capnb-{id(self):x}-{name}-{next(_displays)}"
 
     def show(self, name: str):
         """Display the named chart as a cell output that follows every later change of the controls."""
         from IPython.display import display
 
-        self.attach(name, display(self.drawing(name), display_id=True))
+        self._known(name)
+        key = self._new_key(name)
+        handle = display(self._drawing(name, key), display_id=True)
+        self._attach(name, handle, key)
 
     def attach(self, name: str, handle) -> None:
         """Keep the named chart drawn on ``handle`` (anything with ``update(drawing)``)."""
+        self._attach(name, handle, self._new_key(name))
+
+    def _attach(self, name: str, handle, key: str) -> None:
         self._known(name)
         self._handles[name] = handle
+        self._keys[name] = key
         self._drawn[name] = self._key(name)
 
     def record(self) -> str:

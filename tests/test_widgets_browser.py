@@ -1,0 +1,70 @@
+"""In JupyterLab (chromium, a real kernel): a control's change updates the drawn vega view in place."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from capnb.benchmarks import browser as bench
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(bench._chromium() is None, reason="needs Debian's chromium"),
+]
+
+_TITLES = "[...document.querySelectorAll('svg.marks .role-title-text')].map(t => t.textContent)"
+
+
+@pytest.fixture(scope="module")
+def page():
+    playwright = pytest.importorskip("playwright.sync_api")
+    root = Path(tempfile.mkdtemp(prefix="capnb-widgets-"))
+    bench._copy("02_memory", root)
+    lab = bench._Lab(root)
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=bench._chromium(), args=bench.ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            bench._run_all(page, f"{lab.url}/lab/workspaces/inplace/tree/02_memory.ipynb?reset")
+            page.errors = errors
+            yield page
+            browser.close()
+    finally:
+        lab.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _mark_svgs(page) -> None:
+    page.evaluate(
+        "document.querySelectorAll('.capnb-chart svg.marks').forEach(s => s.capnbOld = 1)"
+    )
+
+
+def test_new_data_and_title_update_the_same_svg(page):
+    _mark_svgs(page)
+    assert any("2 x H100-SXM" in t for t in page.evaluate(_TITLES))
+    bench._act(page, "GPU", "H200")
+    page.wait_for_function(f"{_TITLES}.some(t => t.includes('2 x H200'))", timeout=60_000)
+    # the breakdown's svg is the one drawn before: its view took the new data and title
+    kept = page.evaluate(
+        "[...document.querySelectorAll('.capnb-chart svg.marks')]"
+        ".filter(s => s.textContent.includes('2 x H200')).map(s => s.capnbOld === 1)"
+    )
+    assert kept == [True]
+    assert page.errors == []
+
+
+def test_a_param_value_from_the_kernel_moves_the_kept_view(page):
+    _mark_svgs(page)
+    heatmap = "document.querySelectorAll('.capnb-chart svg.marks')[1]"
+    before = page.evaluate(f"{heatmap}.innerHTML")
+    bench._act(page, "tensor parallel (GPUs)", "4")
+    page.wait_for_function(f"{heatmap}.innerHTML !== {before!r}", timeout=60_000)
+    page.wait_for_timeout(500)
+    assert page.evaluate(f"{heatmap}.capnbOld") == 1
+    assert page.locator(".capnb-chart").count() == page.locator(".capnb-chart svg.marks").count()
+    assert page.errors == []

@@ -1,0 +1,132 @@
+"""A worksheet's charts drawn again: the same chart with new data keeps its shape; altair unchanged."""
+
+import json
+
+import pytest
+
+from capnb import notebook
+from capnb.widgets import _base
+
+
+@pytest.fixture(scope="module")
+def memory():
+    notebook.setup()
+    return notebook.worksheet("02_memory")
+
+
+def _spec(ws, name):
+    drawing = ws._drawing(name, "key")
+    return drawing.chart.to_dict(validate=False, context={"pre_transform": False})
+
+
+def test_new_data_keeps_the_shape_and_names_datasets_by_position(memory):
+    before = notebook._named_datasets(_spec(memory, "breakdown"))
+    memory.set(gpu="H200")
+    try:
+        after = notebook._named_datasets(_spec(memory, "breakdown"))
+    finally:
+        memory.set(gpu="H100-SXM")
+    spec, datasets, signals, shape = after
+    assert shape == before[3]  # same chart, new data: the same shape
+    assert list(datasets) == [f"capnb-data-{i}" for i in range(len(datasets))]
+    assert datasets != before[1]
+    # the title carries the GPU: a param's value, not part of the shape
+    assert any("H200" in str(v) for v in signals.values())
+    assert "H200" not in shape and "H200" in json.dumps(spec)
+    assert {"name": "capnb_title_0"} in json.loads(shape)["params"]
+
+
+def test_a_new_structure_is_a_new_shape():
+    point = {"mark": "point", "data": {"values": [{"a": 1}]}, "encoding": {"x": {"field": "a"}}}
+    line = {**point, "mark": "line"}
+    assert notebook._named_datasets(point)[3] != notebook._named_datasets(line)[3]
+
+
+def test_param_values_and_titles_are_lifted():
+    spec = {
+        "params": [
+            {"name": "sla", "value": 2.0, "bind": {"input": "range"}},
+            {"name": "pick", "select": "point", "value": [{"x": 1}]},
+        ],
+        "title": {"text": "2 x H100", "anchor": "start"},
+        "layer": [{"mark": "rule", "title": ["a", "b"]}],
+    }
+    spec_out, _, signals, shape = notebook._named_datasets(spec)
+    assert signals == {"sla": 2.0, "capnb_title_0": "2 x H100", "capnb_title_1": ["a", "b"]}
+    assert spec_out["title"] == {"text": {"expr": "capnb_title_0"}, "anchor": "start"}
+    form = json.loads(shape)
+    assert "value" not in form["params"][0]  # a variable param's value is not shape
+    assert form["params"][1]["value"] == [{"x": 1}]  # a selection's is
+
+
+def test_chart_html_keeps_views_only_with_a_key():
+    spec = {"mark": "point", "datasets": {"data-abc": [{"a": 1}]}, "data": {"name": "data-abc"}}
+    plain = notebook.chart_html(spec)
+    keyed = notebook.chart_html(spec, key="k1")
+    assert "capnbViews" not in plain and '"data-abc"' in plain
+    assert "capnbViews" in keyed and '"capnb-data-0"' in keyed and "data-abc" not in keyed
+    assert 'class="capnb-chart"' in keyed and "capnbVegaQueue" in keyed
+
+
+def test_show_draws_with_a_key_and_full_redraw_without(memory, monkeypatch):
+    drawn = []
+
+    class Handle:
+        def update(self, drawing):
+            drawn.append(drawing)
+
+    def display(drawing, display_id=False):
+        drawn.append(drawing)
+        return Handle()
+
+    monkeypatch.setattr("IPython.display.display", display)
+    memory.show("breakdown")
+    memory.set(seq_len=4096)
+    assert len(drawn) == 2 and drawn[0].key and drawn[0].key == drawn[1].key
+    html = drawn[1]._repr_mimebundle_()["text/html"]
+    assert f'"{drawn[0].key}"' in html and "capnbViews" in html
+    monkeypatch.setenv("CAPNB_REDRAW", "full")
+    memory.set(seq_len=8192)
+    assert drawn[2].key is None
+    assert "capnbViews" not in drawn[2]._repr_mimebundle_()["text/html"]
+
+
+@pytest.mark.parametrize("name", ["breakdown", "heatmap"])
+def test_a_quick_build_draws_the_same_chart(memory, name):
+    from capnb.charts._altair import quick_build
+
+    checked = notebook._named_datasets(memory.chart(name).to_dict())
+    with quick_build():
+        quick = memory.charts[name].draw(memory.results, memory.inputs)
+    assert notebook._named_datasets(quick.to_dict()) == checked
+
+
+def test_a_quick_build_leaves_altair_as_it_was_and_still_refuses_bad_specs():
+    import altair as alt
+    import jsonschema
+    from altair.utils import schemapi
+
+    from capnb.charts._altair import quick_build
+
+    validate, naming, debug = (
+        schemapi.validate_jsonschema,
+        alt.Chart._compute_hash,
+        schemapi.DEBUG_MODE,
+    )
+    bad = {"field": "a", "type": "no such type"}
+    for _ in range(2):  # the second verdict is remembered, and still an error
+        with quick_build(), pytest.raises(jsonschema.ValidationError):
+            alt.X.validate(bad)
+    with quick_build():
+        alt.X.validate({"field": "a", "type": "quantitative"})
+        alt.X.validate({"field": "a", "type": "quantitative"})
+    assert schemapi.validate_jsonschema is validate
+    assert alt.Chart._compute_hash is naming and schemapi.DEBUG_MODE is debug
+
+
+def test_worksheet_chart_keeps_altair_checks(memory):
+    from altair.utils import schemapi
+
+    assert schemapi.DEBUG_MODE
+    memory.chart("breakdown")
+    assert schemapi.DEBUG_MODE and not _base._full_redraw()
