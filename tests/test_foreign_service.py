@@ -205,4 +205,4 @@ def test_capnb_report_runs_every_worksheet_on_the_users_files(
     assert "cannot apply" not in printed  # every worksheet ran on the user's files
     combined = (out / "capnb_report.html").read_text(encoding="utf-8")
     assert "acme-5b" in combined
-    assert len(list(out.glob("*.html"))) == 7  # the report and the six worksheets
+    assert len(list(out.glob("*.html"))) == 8  # the report and the seven worksheets
