@@ -180,15 +180,8 @@ def fit_baseline(
     >>> base.target_qps.sizes["slot"], base.attrs["enough_history"]
     (24, 'yes')
     """
-    series = checked_series(series)
-    spec = slot_spec(slots)
+    series, spec = _series_and_slots(series, slots)
     step = interval_ns_of(series)
-    if spec.slot_ns % step:
-        raise InputError(
-            f"the series' interval ({duration_text(step)}) does not divide the slot length "
-            f"({duration_text(spec.slot_ns)}): resample to an interval that does"
-        )
-    _check_weekday(series, spec)
     if mean_plan not in _MEAN_PLANS:
         raise InputError(f"mean_plan must be one of {list(_MEAN_PLANS)}, got {mean_plan!r}")
     tolerance = _validate.fraction(flat_tolerance, "flat_tolerance", high=10.0)
@@ -340,3 +333,17 @@ def _boundaries(result: xr.Dataset, spec: Slots, tolerance: float) -> xr.Dataset
     result.attrs["flat"] = "yes" if flat else "no"
     result.attrs["boundaries"] = " ".join(statements) or "none"
     return result
+
+
+def _series_and_slots(series, slots):
+    """The checked series and its slot spec: the interval divides the slot; weekdays known if used."""
+    series = checked_series(series)
+    spec = slot_spec(slots)
+    step = interval_ns_of(series)
+    if spec.slot_ns % step:
+        raise InputError(
+            f"the series' interval ({duration_text(step)}) does not divide the slot length "
+            f"({duration_text(spec.slot_ns)}): resample to an interval that does"
+        )
+    _check_weekday(series, spec)
+    return series, spec

@@ -286,17 +286,9 @@ def predict(
     >>> bool((ahead.growth_factor > 1).all())
     True
     """
-    from ._baseline import _check_weekday, _quantiles, slot_statistics
+    from ._baseline import _quantiles, _series_and_slots, slot_statistics
 
-    series = checked_series(series)
-    spec = slot_spec(slots)
-    step = interval_ns_of(series)
-    if spec.slot_ns % step:
-        raise InputError(
-            f"the series' interval ({duration_text(step)}) does not divide the slot length "
-            f"({duration_text(spec.slot_ns)}): resample to an interval that does"
-        )
-    _check_weekday(series, spec)
+    series, spec = _series_and_slots(series, slots)
     horizon = _horizon(horizon_days)
     q = _quantiles(quantiles)
     qps, days, means, day_mean = _days(series, MIN_DAYS)
