@@ -193,6 +193,9 @@ def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(s
     assert "1970" not in page  # ServeGen has no date: the burst test starts on "day N hh:mm"
     assert re.search(r"from day \d+ \d\d:\d\d\)", page)
     # the plan carries both by default: the close call of its GPU choice and its backtest
+    recommendation = built.attrs["recommendation"]
+    said = "Close call: " if built.attrs["close_call"] else "Latency model: "
+    assert said + built.attrs["latency_uncertainty"] in recommendation
     assert built.attrs["latency_uncertainty"] in page and built.attrs["backtest"] in page
     for name in ("latency_uncertainty", "backtest"):
         del built.attrs[name]

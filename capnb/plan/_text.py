@@ -93,6 +93,8 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
     if plan.attrs.get("close_call"):
         lines.append(f"Close call: {plan.attrs['latency_uncertainty']}")
         lines.append("To settle it, on each GPU:\n" + plan.attrs["settle_commands"])
+    elif "latency_uncertainty" in plan.attrs:
+        lines.append(f"Latency model: {plan.attrs['latency_uncertainty']}")
     target = chosen.target_qps
     fixed = np.asarray(chosen.fixed_instances.values, dtype=float)
     buffer_qps = float(fc.buffer_qps) if "buffer_qps" in fc else 0.0
