@@ -191,3 +191,32 @@ def test_the_backtest_rides_on_the_plan(small):
     usd = plan.backtest_usd
     if bool(plan.backtest_meets_budget.sel(plan="recommended")):
         assert float(usd.sel(plan="hindsight")) <= float(usd.sel(plan="recommended"))
+
+
+def test_the_cheapest_mix_and_its_pools_ride_on_the_plan(small):
+    plan, _ = small
+    assert plan.mix_instances.dims == ("pool", "slot")
+    used = plan.mix_instances.sum("slot") > 0
+    # every slot's target is served by the mix, and the replay ran every pool it uses
+    served = (plan.mix_instances * plan.pool_per_instance_qps).sum("pool")
+    assert (served >= plan.capacity_target_qps - 1e-6).all()
+    assert np.isfinite(plan.pool_breach_s.sel(pool=used)).all()
+    assert plan.attrs["mix_usd_per_hour"] <= plan.attrs["mix_single_type_usd_per_hour"] + 1e-9
+    assert plan.attrs["fleet"] in plan.attrs["recommendation"]
+    replay_month = plan.attrs["mix_replay_usd"] / plan.attrs["simulated_hours"] * 730
+    assert f"the mix costs {replay_month:,.0f} USD a month" in plan.attrs["fleet"]
+    assert plan.pool_usd.attrs["units"] == "USD"
+
+
+def test_no_mix_when_asked_and_an_unknown_provider_is_named():
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.PlanConfig(**cheap, provider="none"))
+    assert "mix_instances" not in plan and "fleet" not in plan.attrs
+    with (
+        pytest.raises(planning.PlanError, match="price provider.*'nowhere'"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        planning.build(planning.PlanConfig(**cheap, provider="nowhere"))

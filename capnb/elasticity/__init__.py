@@ -43,6 +43,7 @@ from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
 from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES
+from ._pools import pool_demand, simulate_pools
 from ._simulate import fixed_instances, simulate, sweep
 
 __all__ = [
@@ -63,10 +64,12 @@ __all__ = [
     "forecast_demand",
     "pareto_front",
     "policy_grid",
+    "pool_demand",
     "prepare_demand",
     "recommend",
     "resample_demand",
     "simulate",
+    "simulate_pools",
     "sweep",
     "troughs",
 ]

@@ -230,6 +230,18 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     hold = _burst_holds(rows, factors, demand, ahead, settings, cfg, model, _kernel_inputs, kernels)
 
     table = _table(rows, hold, cost, cfg, sweep)
+    if parts.get("mixed") is not None:  # the fit window's mix, replayed pool by pool
+        from ._fleet import replay_mix
+
+        pools = replay_mix(cfg, parts["mixed"], demand, fc, advice.selection)
+        table["pool_breach_min"] = pools.breach_s / 60
+        table["pool_breach_min"].attrs = {"units": "min", "long_name": "minutes the pool breached"}
+        table["pool_usd"] = pools.usd.reset_coords(drop=True)
+        table.attrs.update(
+            mix_breach_min=float(pools.attrs["breach_s"]) / 60,
+            mix_usd=float(pools.attrs["usd"]),
+            mix_pricing=str(pools.attrs["pricing"]),
+        )
     fit_days = (fit_window[1] - fit_window[0]) / np.timedelta64(_DAY_NS, "ns")
     score_days = demand.size * cfg.step_s / 86400
     table.attrs.update(
@@ -378,11 +390,18 @@ def summary(table: xr.Dataset) -> str:
         if not math.isnan(hold)
         else ""
     )
+    mix = (
+        f"; the mix of GPU types planned on the same fit window, replayed pool by pool, breached for "
+        f"{table.attrs['mix_breach_min']:,.0f} minutes at {table.attrs['mix_usd']:,.0f} USD "
+        f"(at {table.attrs['mix_pricing']})"
+        if "mix_breach_min" in table.attrs
+        else ""
+    )
     return (
         f"on the last held-out {span} this plan ({rec.policy.item()}) breached the SLA for "
         f"{float(rec.breach_min):,.0f} minutes ({'within' if bool(rec.meets_budget) else 'over'} "
         f"its budget of {float(table.attrs['breach_budget']) * days * 1440:,.0f}) at "
         f"{abs(above):.0%} {cost} the hindsight cost "
         f"(hindsight: {table.sel(plan='hindsight').policy.item()}, "
-        f"{float(table.sel(plan='hindsight').breach_min):,.0f} minutes){bursts}."
+        f"{float(table.sel(plan='hindsight').breach_min):,.0f} minutes){bursts}{mix}."
     )

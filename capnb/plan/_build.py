@@ -15,6 +15,9 @@ from .. import glossary
 from ..data import write_atomic
 from ..errors import CapnbError, InputError
 from ._config import PlanConfig, from_mapping, load_config
+from ._fleet import elastic_at, mixed_fleet
+from ._fleet import sentence as fleet_sentence
+from ._fleet import variables as fleet_variables
 from ._steps import (
     PlanError,
     _burst_test,
@@ -191,8 +194,10 @@ def _attach(plan: xr.Dataset, table: xr.Dataset) -> None:
     for name in table.data_vars:
         plan[f"backtest_{name}"] = table[name].assign_attrs(step="backtest")
     plan.attrs["backtest"] = table.attrs["summary"]
-    for key in ("fit_start", "fit_stop", "score_start", "score_stop", "score_days", "burst_draws"):
-        plan.attrs[f"backtest_{key}"] = table.attrs[key]
+    for key in ("fit_start", "fit_stop", "score_start", "score_stop", "score_days", "burst_draws",
+                "mix_breach_min", "mix_usd"):  # fmt: skip
+        if key in table.attrs:
+            plan.attrs[f"backtest_{key}"] = table.attrs[key]
     plan.attrs["recommendation"] += f"\nBacktest: {table.attrs['summary']}"
 
 
@@ -246,12 +251,35 @@ def _build_on(cfg: PlanConfig, source):
                 output_tokens=float(_workload.output_tokens.mean()),
             )
         )  # fmt: skip
+    mixed = None
+    if best is not None:  # the same throughputs as a mix of GPU types, priced and replayed
+        from .. import data
+
+        with _Stage("fleet", cfg):
+            mixed, replay = mixed_fleet(cfg, cap, fc, demand, advice.selection)
+        if mixed is not None:
+            plan.update(fleet_variables(mixed, replay))
+            elastic = {
+                "usd": elastic_at(data.gpu_prices(cfg.provider), gpu, advice.metrics["gpu_hours"]),
+                "breach_s": advice.metrics["breach_s"],
+            }
+            plan.attrs["fleet"] = fleet_sentence(
+                mixed, replay, plan.attrs["simulated_hours"], elastic
+            )
+            plan.attrs["mix_replay_usd"] = float(replay.attrs["usd"])
+            plan.attrs["mix_replay_breach_s"] = float(replay.attrs["breach_s"])
+            plan.attrs["single_type_replay_usd"] = float(elastic["usd"])
+            plan.attrs["mix_usd_per_hour"] = float(mixed.attrs["mix_usd_per_hour"])
+            plan.attrs["mix_single_type_usd_per_hour"] = float(
+                mixed.attrs["single_type_usd_per_hour"]
+            )
+            plan.attrs["mix_provider"] = str(mixed.attrs["provider"])
     checks = _checks(cfg, fc, chosen, advice, demand, estimated)
     plan.attrs["warnings"] = checks
     plan.attrs["recommendation"] = _recommendation(plan, cfg, fc, chosen, advice, checks)
     parts = dict(
         series=series, fc=fc, chosen=chosen, advice=advice, demand=demand, gpu=gpu, tp=tp,
-        cold=cold,
+        cold=cold, mixed=mixed,
     )  # fmt: skip
     return plan, parts
 

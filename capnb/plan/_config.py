@@ -54,6 +54,7 @@ SECTIONS = {
         "breach_budget",
         "backtest_days",
     ),
+    "fleet": ("provider", "reserved", "spot_preemption"),
 }
 
 #: Fields that may name a file: relative paths in a config file are read from the file's folder.
@@ -105,6 +106,11 @@ class PlanConfig:
         ``tolerance_s`` the latency budget of scaling decisions; ``breach_budget`` the share of
         time in SLA breach accepted; ``backtest_days`` the last days of the trace held out to
         backtest the plan (0: none; skipped when the trace has no other day to fit on).
+    Fleet
+        ``provider`` whose prices (``capnb.data.gpu_prices``) price the cheapest mix of GPU types
+        per slot beside the single type on demand (``"none"``: no mix); ``reserved`` the pricing
+        of the base held in every slot (``"none"``: on demand only); ``spot_preemption`` the
+        share of spot capacity lost to preemption (``"none"``: no spot).
     """
 
     trace: Annotated[Name, _doc("bundled trace or rate series name, or a file path")] = (
@@ -204,6 +210,17 @@ class PlanConfig:
         Field(ge=0),
         _doc("last days of the trace held out to backtest the plan (0: no backtest)", "days"),
     ] = 7
+    provider: Annotated[
+        Name, _doc("price provider of the fleet mix (capnb.data.gpu_prices), or 'none'")
+    ] = "hyperstack"
+    reserved: Annotated[
+        Literal["reserved", "reserved_1y", "reserved_3y", "none"],
+        _doc("pricing of the mix's base held in every slot, or 'none'"),
+    ] = "reserved"
+    spot_preemption: Annotated[
+        Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | Literal["none"],
+        _doc("share of spot capacity lost to preemption, or 'none' (no spot)"),
+    ] = "none"
     source: str = dataclasses.field(default="defaults", compare=False)
 
     @field_validator(
@@ -268,7 +285,10 @@ def _line_of(text: str, section: str | None, key: str, suffix: str) -> int | Non
 
 
 #: Fields whose type is a choice of kinds: one message instead of one per kind.
-_UNION_RULES = {"cold_start_s": "expected a finite number of seconds >= 0, or 'estimate'"}
+_UNION_RULES = {
+    "cold_start_s": "expected a finite number of seconds >= 0, or 'estimate'",
+    "spot_preemption": "expected a share in [0, 1), or 'none'",
+}
 
 
 def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]) -> str:

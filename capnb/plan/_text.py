@@ -119,6 +119,8 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
         f"for the plan plus the burst buffer would cost {plan.attrs['fixed_monthly_usd']:,.0f} USD "
         "a month."
     )
+    if plan.attrs.get("fleet"):
+        lines.append(plan.attrs["fleet"])
     lines.append(
         f"Burst test: under one burst of 4x for 1.5 h at the busiest hour (from "
         f"{_when(plan.attrs['burst_test_start'])}), this policy is in SLA breach for "

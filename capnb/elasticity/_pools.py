@@ -1,0 +1,281 @@
+"""A fleet of several pools replayed over the traffic, one autoscaled pool at a time.
+
+Part of :mod:`capnb.elasticity`. When the capacity step answers with more than one pool (a mix of
+GPU types, :func:`capnb.capacity.mix`; or prefill and decode pools,
+:func:`capnb.capacity.disaggregate`), each pool serves its own share of the traffic with its own
+per-instance throughput, GPUs per instance, cold start and price, and its own reserved base. The
+hand-off is a Dataset over ``pool`` (see :mod:`capnb.glossary`):
+
+``per_instance_qps`` (pool), ``tensor_parallel`` (pool), ``gpu`` (pool)
+    What one instance of the pool serves under the SLA, on how many GPUs of which type.
+``instances`` (pool, slot), optional ``reserved_instances`` (pool)
+    The planned fleet per forecast slot and the base held in every slot (0 when absent).
+``demand_share`` (pool[, slot]), optional
+    The share of each step's requests the pool serves. Absent, a mix splits the traffic in
+    proportion to the capacity it planned for the step's slot (``per_instance_qps x
+    instances``); stages of one request (prefill and decode) each carry 1.
+
+Every pool is simulated by :func:`capnb.elasticity.simulate` with the same policy, its reserved
+base as the fewest instances, and spot capacity lost as the caller states it; the result puts the
+runs side by side over ``pool`` and the service's own figures in attrs: its seconds in breach are
+the steps in which *any* pool breaches (a request needs every stage, and a mix's pools each serve
+requests of their own).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .. import glossary
+from ..errors import InputError
+from ._demand import demand_values
+
+__all__ = ["pool_demand", "simulate_pools"]
+
+_SLOTS_BY_COUNT = {24: "hour_of_day", 168: "hour_of_week"}
+
+
+def _fleet(fleet) -> xr.Dataset:
+    if not isinstance(fleet, xr.Dataset) or "pool" not in fleet.dims:
+        raise InputError(
+            "fleet must be a Dataset over pool (capnb.capacity.mix or capnb.capacity.disaggregate)"
+        )
+    for name in ("per_instance_qps", "tensor_parallel", "instances"):
+        if name not in fleet.variables:
+            raise InputError(f"fleet has no {name!r} (over pool); it has {sorted(fleet.variables)}")
+    qps = np.asarray(fleet.per_instance_qps.values, dtype=float)
+    if not (np.isfinite(qps) & (qps > 0)).all():
+        bad = str(fleet.pool.values[int(np.flatnonzero(~(np.isfinite(qps) & (qps > 0)))[0])])
+        raise InputError(f"fleet.per_instance_qps of pool {bad!r} must be > 0 requests/s")
+    if "slot" not in fleet.instances.dims:
+        raise InputError("fleet.instances must be over (pool, slot)")
+    return fleet
+
+
+def _slot_kind(fleet: xr.Dataset, slots) -> str:
+    if slots is not None:
+        return slots
+    kind = fleet.attrs.get("slots") or _SLOTS_BY_COUNT.get(fleet.sizes["slot"])
+    if kind is None:
+        raise InputError(
+            f"fleet has {fleet.sizes['slot']} slots and no 'slots' attr; give slots= "
+            "('hour_of_day' or 'hour_of_week')"
+        )
+    return kind
+
+
+def _shares(fleet: xr.Dataset) -> xr.DataArray:
+    """The share of the traffic each pool serves, over (pool, slot)."""
+    if "demand_share" in fleet:
+        share = fleet.demand_share.broadcast_like(fleet.instances).transpose("pool", "slot")
+        values = np.asarray(share.values, dtype=float)
+        if not (np.isfinite(values) & (values >= 0) & (values <= 1)).all():
+            raise InputError("fleet.demand_share must be in [0, 1]")
+        return share
+    capacity = (fleet.per_instance_qps * fleet.instances).transpose("pool", "slot")
+    total = capacity.sum("pool")
+    if (total <= 0).any():
+        slot = fleet.slot.values[int(np.flatnonzero((total <= 0).values)[0])]
+        raise InputError(f"fleet has no instances in slot {slot}: its share cannot be split")
+    return capacity / total
+
+
+def pool_demand(demand, fleet: xr.Dataset, *, step_s=None, slots=None) -> xr.DataArray:
+    """Each pool's requests/s at every step: the demand times the pool's share of its slot.
+
+    Parameters
+    ----------
+    demand
+        Requests/s per step over datetime ``time`` (:func:`prepare_demand`).
+    fleet
+        The capacity step's pools (see the module): ``instances`` over (pool, slot) and
+        ``per_instance_qps`` over pool, or a ``demand_share``.
+    step_s
+        Seconds per demand value (default: the demand's own step).
+    slots
+        The slots of the fleet (``"hour_of_day"``, ``"hour_of_week"``); default: the fleet's
+        ``slots`` attr, else read from its number of slots (24 or 168).
+
+    Returns
+    -------
+    xarray.DataArray
+        ``qps`` over (pool, time), requests/s; summed over ``pool`` it gives the demand back for a
+        mix (for stages, every pool carries all of it).
+    """
+    from .. import forecast
+
+    fleet = _fleet(fleet)
+    values, times, step = demand_values(demand, step_s)
+    if times is None or times.dtype.kind != "M":
+        raise InputError(
+            "demand: its times must be dates to find each step's slot of the fleet; use "
+            "capnb.elasticity.prepare_demand on a trace with a clock"
+        )
+    codes = forecast.slot_codes(times, _slot_kind(fleet, slots))
+    share = _shares(fleet)
+    known = {int(s): i for i, s in enumerate(np.asarray(fleet.slot.values))}
+    missing = sorted(set(np.unique(codes).tolist()) - set(known))
+    if missing:
+        raise InputError(f"fleet has no plan for slot(s) {missing[:5]} of the demand")
+    lookup = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+    for s, i in known.items():
+        if s < lookup.size:
+            lookup[s] = i
+    per_pool = np.asarray(share.values, dtype=float)[:, lookup[codes]] * values[None, :]
+    return xr.DataArray(
+        per_pool,
+        dims=("pool", "time"),
+        coords={"pool": fleet.pool.values, "time": times},
+        name="qps",
+        attrs={**glossary.attrs("qps"), "step_s": step},
+    )
+
+
+def _price(prices, gpu: str, kind: str) -> float:
+    if prices is None or gpu not in set(prices.gpu.values) or kind not in prices.pricing.values:
+        return float("nan")
+    return float(prices.usd_per_gpu_hour.sel(gpu=gpu, pricing=kind))
+
+
+def simulate_pools(
+    demand,
+    fleet: xr.Dataset,
+    *,
+    policy: str = "fixed_elastic",
+    cold_start_s=75.0,
+    prices=None,
+    step_s=None,
+    slots=None,
+    **settings,
+) -> xr.Dataset:
+    """Replay every pool of a fleet over the traffic with one autoscaling policy.
+
+    Parameters
+    ----------
+    demand
+        Requests/s per step over datetime ``time`` (:func:`prepare_demand`).
+    fleet
+        The capacity step's pools (see the module).
+    policy
+        One of :data:`POLICIES`; each pool's fewest instances is its ``reserved_instances``
+        (0 when the fleet has none, or at least 1 for ``"hpa"``) unless ``min_instances`` is
+        given in ``settings``.
+    cold_start_s
+        Seconds, one for every pool, or a mapping pool -> seconds (GPU types load at their own
+        speed: :func:`capnb.coldstart.estimate`).
+    prices
+        :func:`capnb.data.gpu_prices` of one provider: the reserved base is priced at its
+        ``reserved`` price (on demand where none is listed), the rest at ``on_demand``. None: the
+        catalog's on-demand price of the GPU for every instance.
+    step_s, slots
+        As in :func:`pool_demand`.
+    **settings
+        Further arguments of :func:`simulate` (``scale_up_threshold``, ``cooldown_s``,
+        ``tolerance_s``, ``buffer_instances``, ...), the same for every pool; a ``forecast``
+        (requests/s per step, for ``"predictive"``) is split among the pools like the demand.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``pool``: every metric of :func:`simulate` (``breach_s``, ``unserved_share``,
+        ``gpu_hours``, ``mean_instances``, ...), ``usd`` (the pool's cost at the prices above),
+        ``qps`` over (pool, time) and the timelines' ``ready_instances`` and ``breach``. Attrs:
+        ``breach_s`` (steps in which any pool breaches, times the step), ``usd``,
+        ``gpu_hours`` and ``unserved_share`` of the whole service.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, xarray as xr
+    >>> times = pd.date_range("2024-05-13", periods=7200, freq="s").values
+    >>> demand = xr.DataArray(np.full(7200, 30.0), dims="time", coords={"time": times})
+    >>> fleet = xr.Dataset(
+    ...     {"instances": (("pool", "slot"), np.full((2, 24), 2)),
+    ...      "reserved_instances": ("pool", [2, 1])},
+    ...     coords={"pool": ["A TP1", "B TP1"], "per_instance_qps": ("pool", [10.0, 5.0]),
+    ...             "tensor_parallel": ("pool", [1, 1]), "gpu": ("pool", ["L4", "L4"]),
+    ...             "slot": np.arange(24)})
+    >>> runs = simulate_pools(demand, fleet, cold_start_s=60, tolerance_s=60)
+    >>> [round(float(q), 1) for q in runs.qps.mean("time")]
+    [20.0, 10.0]
+    """
+    from ._simulate import simulate
+
+    fleet = _fleet(fleet)
+    per_pool = pool_demand(demand, fleet, step_s=step_s, slots=slots)
+    step = float(per_pool.attrs["step_s"])
+    pools = [str(p) for p in fleet.pool.values]
+    if isinstance(cold_start_s, dict):
+        unknown = sorted(set(cold_start_s) - set(pools))
+        if unknown or set(pools) - set(cold_start_s):
+            raise InputError(f"cold_start_s: give one per pool {pools}; got {sorted(cold_start_s)}")
+        colds = [float(cold_start_s[p]) for p in pools]
+    else:
+        colds = [float(cold_start_s)] * len(pools)
+    reserved = (
+        np.asarray(fleet.reserved_instances.values, dtype=np.int64)
+        if "reserved_instances" in fleet
+        else np.zeros(len(pools), np.int64)
+    )
+    gpus = [str(g) for g in fleet.gpu.values] if "gpu" in fleet.variables else [None] * len(pools)
+    ahead = settings.pop("forecast", None)
+    if ahead is not None:  # the predictive policy's forecast, split like the demand
+        ahead = pool_demand(ahead, fleet, step_s=step, slots=slots)
+    runs, ready, breach, cost = [], [], [], []
+    for i in range(len(pools)):
+        floor = settings.get("min_instances", max(int(reserved[i]), 1 if policy == "hpa" else 0))
+        own = {k: v for k, v in settings.items() if k != "min_instances"}
+        tp = int(fleet.tensor_parallel.values[i])
+        run = simulate(
+            per_pool.isel(pool=i, drop=True),
+            per_instance_qps=float(fleet.per_instance_qps.values[i]),
+            policy=policy,
+            cold_start_s=colds[i],
+            min_instances=floor,
+            gpus_per_instance=tp,
+            gpu=gpus[i] if prices is None else None,
+            usd_per_gpu_hour=None,
+            forecast=None if ahead is None else ahead.isel(pool=i, drop=True),
+            **own,
+        )
+        hours = float(run.gpu_hours)
+        if prices is None:
+            usd = float(run.usd) if "usd" in run else float("nan")
+        else:
+            base_hours = min(hours, int(reserved[i]) * tp * per_pool.sizes["time"] * step / 3600)
+            at_reserved = _price(prices, gpus[i], "reserved")
+            on_demand = _price(prices, gpus[i], "on_demand")
+            if np.isnan(at_reserved):
+                at_reserved = on_demand
+            usd = base_hours * at_reserved + (hours - base_hours) * on_demand
+        cost.append(usd)
+        ready.append(run.ready_instances.values)
+        breach.append(run.breach.values)
+        runs.append(run.drop_dims("time").drop_vars(
+            [c for c in run.coords if c not in run.dims], errors="ignore"
+        ))  # fmt: skip
+    stacked = xr.concat(runs, dim="pool", coords="minimal", compat="override",
+                        combine_attrs="drop_conflicts")  # fmt: skip
+    stacked = stacked.assign_coords(
+        pool=("pool", pools, glossary.attrs("pool")),
+        cold_start_s=("pool", colds, glossary.attrs("cold_start_s")),
+        reserved_instances=("pool", reserved, glossary.attrs("reserved_instances")),
+    )
+    stacked["usd"] = ("pool", np.asarray(cost), glossary.attrs("usd"))
+    stacked["qps"] = per_pool
+    stacked["ready_instances"] = (("pool", "time"), np.stack(ready),
+                                  glossary.attrs("ready_instances"))  # fmt: skip
+    any_breach = np.logical_or.reduce(np.stack(breach).astype(bool), axis=0)
+    stacked["breach"] = (("pool", "time"), np.stack(breach), glossary.attrs("breach"))
+    arrivals = float(stacked.arrivals.sum())
+    stacked.attrs = {
+        "policy": policy,
+        "step_s": step,
+        "breach_s": float(any_breach.sum() * step),
+        "usd": float(np.sum(cost)),
+        "gpu_hours": float(stacked.gpu_hours.sum()),
+        "unserved_share": float(stacked.unserved.sum() / arrivals) if arrivals > 0 else 0.0,
+        "pricing": "catalog on-demand" if prices is None else
+        f"{prices.attrs.get('provider', 'given')}: reserved base, on demand above",
+    }  # fmt: skip
+    return stacked

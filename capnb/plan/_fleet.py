@@ -1,0 +1,154 @@
+"""The plan's fleet: the cheapest mix of GPU types per slot, and its pools replayed over the trace.
+
+The capacity step answers with one GPU type on demand; :func:`capnb.capacity.mix` prices the
+same per-instance throughputs at one provider's reserved, on-demand (and spot) prices and finds the
+cheapest whole-instance fleet per slot; :func:`capnb.elasticity.simulate_pools` replays each of its
+pools over the trace with the policy the elasticity step chose, its reserved base as the floor.
+The plan quotes both beside the single type on demand at the same prices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import xarray as xr
+
+from ..glossary import HOURS_PER_MONTH
+from ._config import PlanConfig
+
+__all__ = ["elastic_at", "mixed_fleet", "replay_mix", "sentence", "variables"]
+
+
+def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, selection: dict):
+    """``(mix, replay)`` or ``(None, None)`` when the config asks for no mix.
+
+    ``cap``: the capacity step over (gpu, tensor_parallel); ``fc``: the forecast step's target
+    (requests/s per slot at ``cfg.traffic_quantile``); ``demand``: requests/s per simulation
+    step; ``selection``: the elasticity step's choice (its scale-down window is the pools').
+    """
+    from .. import capacity, data
+
+    if cfg.provider == "none":
+        return None, None
+    prices = data.gpu_prices(cfg.provider)
+    options = xr.Dataset({"per_instance_qps": cap.per_instance_qps})
+    target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
+    mixed = capacity.mix(
+        options,
+        target,
+        prices=prices,
+        reserved=None if cfg.reserved == "none" else cfg.reserved,
+        spot_preemption=None if cfg.spot_preemption == "none" else float(cfg.spot_preemption),
+    )
+    mixed.attrs["slots"] = cfg.slots
+    return mixed, replay_mix(cfg, mixed, demand, fc, selection)
+
+
+def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, selection: dict):
+    """The mix's pools replayed over ``demand`` (requests/s per step), pool by pool.
+
+    The mix is a schedule: each pool reads its own share of the forecast's slot plan (``fc`` at
+    ``cfg.traffic_quantile``) one cold start ahead (the predictive policy at full utilisation of
+    the planned instances) and adds the load seen above it; its reserved base is its floor; the
+    scale-down window is the elasticity step's choice. ``fc`` may be fitted on other days than
+    ``demand`` (a backtest).
+    """
+    from .. import data, elasticity
+    from ..elasticity import coldstart
+
+    used = mixed.sel(pool=(mixed.instances.sum("slot") > 0).values)
+    colds = {}
+    for pool, gpu, tp in zip(used.pool.values, used.gpu.values, used.tensor_parallel.values,
+                             strict=True):  # fmt: skip
+        if cfg.cold_start_s == "estimate":
+            estimate = coldstart.estimate(cfg.model, str(gpu), tensor_parallel=int(tp))
+            seconds = float(estimate.cold_start_s.squeeze())
+        else:
+            seconds = float(cfg.cold_start_s)
+        colds[str(pool)] = math.ceil(seconds / cfg.step_s) * cfg.step_s
+    return elasticity.simulate_pools(
+        demand,
+        used,
+        policy="predictive",
+        scale_up_threshold=1.0,
+        cooldown_s=float(selection.get("cooldown_s", 900.0)),
+        cold_start_s=colds,
+        prices=data.gpu_prices(cfg.provider),
+        step_s=cfg.step_s,
+        tolerance_s=cfg.tolerance_s,
+        forecast=elasticity.forecast_demand(demand, fc, quantile=cfg.traffic_quantile),
+    )
+
+
+def elastic_at(prices: xr.Dataset, gpu: str, gpu_hours: float) -> float:
+    """USD of the elasticity step's chosen run (one type) at the provider's on-demand price."""
+    known = gpu in set(prices.gpu.values)
+    per = float(prices.usd_per_gpu_hour.sel(gpu=gpu, pricing="on_demand")) if known else math.nan
+    return gpu_hours * per
+
+
+def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict) -> str:
+    """The plan's line on the mix: the mix beside one type, both planned and both replayed.
+
+    ``elastic``: the elasticity step's chosen run of one type, ``usd`` at the provider's
+    on-demand price and ``breach_s``, over the same ``hours``. The mix is never dearer than one
+    type on demand *as planned* (that fleet is one of the integer program's solutions); replayed
+    over the trace, it is compared with the elastic run, which may serve the same traffic for less.
+    """
+    used = mixed.sel(pool=(mixed.instances.sum("slot") > 0).values)
+    base = [
+        f"{int(n)} x {p}"
+        for p, n in zip(used.pool.values, used.reserved_instances.values, strict=True)
+        if n > 0
+    ]
+    per_month = HOURS_PER_MONTH / hours
+    mix_month = replay.attrs["usd"] * per_month
+    one_month = elastic["usd"] * per_month
+    if not math.isfinite(one_month):
+        verdict = "the chosen GPU has no on-demand price at this provider to compare with"
+    elif mix_month < one_month:
+        verdict = f"{1 - mix_month / one_month:.0%} less than the chosen single-type run"
+    else:
+        verdict = f"{mix_month / one_month - 1:.0%} more than the chosen single-type run"
+    if replay.attrs["breach_s"] > elastic["breach_s"]:
+        verdict += (
+            ", and in breach longer (it holds no warm spares or burst buffer: it is planned on the "
+            "forecast alone)"
+        )
+    return (
+        f"Fleet at {mixed.attrs['provider']}'s prices: planned per slot for the forecast, one type "
+        f"on demand ({mixed.attrs['single_type_pool']}) costs "
+        f"{mixed.attrs['single_type_usd_per_hour'] * HOURS_PER_MONTH:,.0f} USD a month and the "
+        f"cheapest mix ({', '.join(base) or 'nothing'} reserved; "
+        f"{' + '.join(str(p) for p in used.pool.values)} on demand above) "
+        f"{mixed.attrs['mix_usd_per_hour'] * HOURS_PER_MONTH:,.0f} USD a month "
+        f"({float(mixed.attrs['saving']):.0%} less). Replayed over the trace pool by pool (each "
+        f"pool started one cold start ahead of its slot plan, its reserved base as its floor), "
+        f"the mix costs {mix_month:,.0f} USD a month with "
+        f"{replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a month; the chosen "
+        f"single-type run at the same on-demand prices costs {one_month:,.0f} USD a month with "
+        f"{elastic['breach_s'] * per_month / 60:,.0f}: the mix is {verdict}."
+    )
+
+
+def variables(mixed: xr.Dataset, replay: xr.Dataset) -> xr.Dataset:
+    """The mix and its replay as plan variables over ``pool``: ``mix_*`` and ``pool_*``.
+
+    The pools' GPU, tensor-parallel degree and throughput become ``pool_gpu``,
+    ``pool_tensor_parallel`` and ``pool_per_instance_qps`` (the plan's ``gpu`` and
+    ``tensor_parallel`` are the capacity step's dims).
+    """
+    keep = ["reserved_instances", "on_demand_instances", "spot_instances", "instances",
+            "served_qps", "usd_per_hour", "single_type_usd_per_hour"]  # fmt: skip
+    described = {"gpu": "pool_gpu", "tensor_parallel": "pool_tensor_parallel",
+                 "per_instance_qps": "pool_per_instance_qps"}  # fmt: skip
+    mix_part = mixed[keep].rename({name: f"mix_{name}" for name in keep})
+    mix_part = mix_part.rename(described).set_coords(list(described.values()))
+    metrics = ["breach_s", "unserved_share", "gpu_hours", "mean_instances", "peak_instances", "usd"]
+    pool_part = replay[metrics].reset_coords(drop=True)
+    pool_part = pool_part.rename({name: f"pool_{name}" for name in metrics})
+    out = xr.merge([mix_part, pool_part], join="outer", compat="override")
+    for name in out.data_vars:
+        out[name].attrs["step"] = "fleet"
+    out.attrs = {}
+    return out

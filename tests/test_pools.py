@@ -1,0 +1,114 @@
+"""The per-pool hand-off: a fleet over ``pool`` split over the traffic and replayed pool by pool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import capnb
+from capnb.errors import InputError
+
+HOURS = 6
+
+
+def _demand(seed: int = 3) -> xr.DataArray:
+    rng = np.random.default_rng(seed)
+    times = pd.date_range("2024-05-13", periods=HOURS * 3600, freq="s").values
+    hour = (times.astype("datetime64[h]").astype(np.int64) % 24).astype(float)
+    values = 40 + 10 * hour + rng.gamma(4.0, 2.0, times.size)
+    return xr.DataArray(values, dims="time", coords={"time": times}, attrs={"step_s": 1.0})
+
+
+def _fleet() -> xr.Dataset:
+    slots = np.arange(24)
+    a = np.where(slots < 3, 4, 6)
+    b = np.where(slots < 3, 2, 0)
+    return xr.Dataset(
+        {
+            "instances": (("pool", "slot"), np.stack([a, b])),
+            "reserved_instances": ("pool", [3, 0]),
+        },
+        coords={
+            "pool": ["H200 TP1", "A100-80GB TP1"],
+            "gpu": ("pool", ["H200", "A100-80GB"]),
+            "tensor_parallel": ("pool", [1, 1]),
+            "per_instance_qps": ("pool", [12.0, 5.0]),
+            "slot": slots,
+        },
+    )
+
+
+def test_pool_demand_splits_by_planned_capacity_and_sums_back():
+    demand, fleet = _demand(), _fleet()
+    split = capnb.elasticity.pool_demand(demand, fleet)
+    assert split.dims == ("pool", "time")
+    np.testing.assert_allclose(split.sum("pool").values, demand.values)
+    hour = demand.time.dt.hour.values
+    early = hour < 3
+    # hours 0-2: 4 x 12 against 2 x 5 requests/s of capacity; later the A100 pool holds none
+    np.testing.assert_allclose(split.isel(pool=0).values[early], demand.values[early] * 48 / 58)
+    assert (split.isel(pool=1).values[~early] == 0).all()
+
+
+def test_stages_carry_every_request():
+    demand = _demand()
+    fleet = _fleet().assign(demand_share=("pool", [1.0, 1.0]))
+    split = capnb.elasticity.pool_demand(demand, fleet)
+    np.testing.assert_allclose(split.isel(pool=1).values, demand.values)
+
+
+def test_simulate_pools_equals_each_pool_simulated_alone():
+    demand, fleet = _demand(), _fleet()
+    runs = capnb.elasticity.simulate_pools(
+        demand, fleet, policy="knative", cold_start_s={"H200 TP1": 60, "A100-80GB TP1": 90},
+        tolerance_s=60, scale_up_threshold=0.8,
+    )  # fmt: skip
+    split = capnb.elasticity.pool_demand(demand, fleet)
+    breach = np.zeros(demand.size, bool)
+    for i, (cold, floor, qps, gpu) in enumerate([(60, 3, 12.0, "H200"), (90, 0, 5.0, "A100-80GB")]):
+        alone = capnb.elasticity.simulate(
+            split.isel(pool=i, drop=True), per_instance_qps=qps, policy="knative",
+            cold_start_s=cold, min_instances=floor, tolerance_s=60, scale_up_threshold=0.8,
+            gpu=gpu,
+        )  # fmt: skip
+        for name in ("breach_s", "served", "dropped", "gpu_hours", "usd", "peak_instances"):
+            assert float(runs[name].isel(pool=i)) == pytest.approx(float(alone[name]), rel=1e-12)
+        np.testing.assert_array_equal(runs.ready_instances.isel(pool=i), alone.ready_instances)
+        breach |= alone.breach.values.astype(bool)
+    assert runs.attrs["breach_s"] == breach.sum() * 1.0
+    assert runs.attrs["usd"] == pytest.approx(float(runs.usd.sum()))
+    assert runs.reserved_instances.values.tolist() == [3, 0]
+
+
+def test_reserved_base_priced_at_the_reserved_price():
+    demand, fleet = _demand(), _fleet()
+    prices = capnb.data.gpu_prices("hyperstack")
+    runs = capnb.elasticity.simulate_pools(
+        demand, fleet, policy="fixed", min_instances=3, cold_start_s=60, prices=prices
+    )
+    hours = HOURS * 1.0
+    h200 = prices.usd_per_gpu_hour.sel(gpu="H200")
+    expected = 3 * hours * float(h200.sel(pricing="reserved"))
+    assert float(runs.usd.isel(pool=0)) == pytest.approx(expected)
+    a100 = prices.usd_per_gpu_hour.sel(gpu="A100-80GB", pricing="on_demand")
+    assert float(runs.usd.isel(pool=1)) == pytest.approx(3 * hours * float(a100))
+
+
+def test_bad_fleets_are_named():
+    demand, fleet = _demand(), _fleet()
+    with pytest.raises(InputError, match="Dataset over pool"):
+        capnb.elasticity.simulate_pools(demand, fleet.isel(pool=0))
+    with pytest.raises(InputError, match="per_instance_qps of pool 'A100-80GB TP1'"):
+        capnb.elasticity.pool_demand(
+            demand, fleet.assign_coords(per_instance_qps=("pool", [12.0, 0.0]))
+        )
+    with pytest.raises(InputError, match="no instances in slot 0"):
+        capnb.elasticity.pool_demand(demand, fleet.assign(instances=fleet.instances * 0))
+    with pytest.raises(InputError, match="cold_start_s: give one per pool"):
+        capnb.elasticity.simulate_pools(demand, fleet, cold_start_s={"H200 TP1": 60})
+    with pytest.raises(InputError, match="dates"):
+        capnb.elasticity.pool_demand(np.ones(100), fleet, step_s=1.0)
+    with pytest.raises(InputError, match="slots="):
+        capnb.elasticity.pool_demand(demand, fleet.isel(slot=slice(0, 12)))
