@@ -130,3 +130,51 @@ def test_worksheet_chart_keeps_altair_checks(memory):
     assert schemapi.DEBUG_MODE
     memory.chart("breakdown")
     assert schemapi.DEBUG_MODE and not _base._full_redraw()
+
+
+def test_a_staged_step_shows_each_stage_as_it_comes():
+    """A step that yields a quick stage: its charts redraw before the slow stage runs (issue 16)."""
+    import ipywidgets as widgets
+
+    from capnb.errors import InputError
+
+    seen = []  # (what was drawn, the answer then), in order
+    box = {}
+
+    class Handle:
+        def __init__(self, name):
+            self.name = name
+
+        def update(self, drawing):
+            seen.append((self.name, ws.answer))
+
+    def step(x):
+        yield {"quick": x}
+        if x == 3:
+            raise InputError("no 3")
+        if "ws" in box:  # the answer shown while the slow stage runs
+            seen.append(("slow stage ran", box["ws"].answer_widget.value))
+        yield {"quick": x, "slow": 2 * x}
+
+    def answer(results, inputs):
+        return f"slow {results['slow']}" if "slow" in results else "slow pending"
+
+    charts = {
+        "quick": _base.Chart(lambda r, i: r["quick"], ("quick",)),
+        "slow": _base.Chart(lambda r, i: r["slow"], ("slow",)),
+    }
+    ws = box["ws"] = _base.Worksheet(
+        step, {"x": widgets.IntSlider(1)}, charts=charts, answer=answer
+    )
+    for name in charts:
+        ws.attach(name, Handle(name))
+    ws.controls["x"].value = 2
+    assert seen == [
+        ("quick", "slow pending"),
+        ("slow stage ran", "<b>slow pending</b>"),
+        ("slow", "slow 4"),
+    ]
+    assert ws.results == {"quick": 2, "slow": 4} and ws.last_redrawn == ["quick", "slow"]
+    ws.controls["x"].value = 3  # a later stage fails: the last results that worked are kept
+    assert ws.error == "no 3" and ws.results == {"quick": 2, "slow": 4}
+    assert ws.answer_widget.value == "<b>Not computed: no 3</b>"

@@ -89,6 +89,7 @@ from .autoscale_rules import (
     new_knative_state,
     new_window,
     predictive_rule,
+    predictive_table,
 )
 
 __all__ = [
@@ -123,10 +124,11 @@ def _counter(demand):
 
 
 @njit(error_model="numpy")
-def _run(demand, forecast, stable_need, panic_need, config, run, metrics, timeline):
+def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline):
     """One run: the fleet and the backlog step by step, the policy's rule at its decisions.
 
-    ``forecast`` is the predictive policy's forecast demand (empty for the other policies);
+    ``table`` is the predictive policy's reads of its forecast at each decision
+    (:func:`~capnb.kernels.autoscale_rules.predictive_table`; empty for the other policies);
     ``stable_need`` and ``panic_need`` are Knative's precomputed counts
     (:func:`~capnb.kernels.autoscale_rules.knative_needs`; empty for the other policies). The
     rules are inlined here and no division raises (``error_model="numpy"``), so that the loop
@@ -339,7 +341,7 @@ def _run(demand, forecast, stable_need, panic_need, config, run, metrics, timeli
             if policy == HPA:
                 target, hpa = hpa_rule(config, run, seen, hpa, up_window, down, events)
             elif policy == PREDICTIVE:
-                target = predictive_rule(config, run, seen, forecast, down)
+                target = predictive_rule(config, run, seen, table, down)
             else:
                 target, article = article_rule(config, run, seen, article)
         target = min(max(target, low), high)
@@ -400,6 +402,14 @@ def _needs(demand, arrived, up, config):
     )
 
 
+@njit
+def _table(forecast, config, cold):
+    # the predictive policy's reads of its forecast at each decision; empty for the others
+    if config.policy != PREDICTIVE:
+        return np.empty(0), np.empty(0)
+    return predictive_table(forecast, config.period_steps, cold)
+
+
 @njit(nogil=True)
 def _runs(demand, forecast, arrived, config, runs, metrics, timeline, first, stop):
     # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range.
@@ -409,11 +419,15 @@ def _runs(demand, forecast, arrived, config, runs, metrics, timeline, first, sto
         return
     # the grid varies the target slowest: recompute Knative's counts only when it changes
     stable_need, panic_need = _needs(demand, arrived, runs.up[first], config)
+    # and the predictive policy's forecast reads only when the cold start changes
+    table = _table(forecast, config, runs.cold[first])
     for i in range(first, stop):
         if i > first and runs.up[i] != runs.up[i - 1]:
             stable_need, panic_need = _needs(demand, arrived, runs.up[i], config)
+        if i > first and runs.cold[i] != runs.cold[i - 1]:
+            table = _table(forecast, config, runs.cold[i])
         run = Run(runs.up[i], runs.cooldown[i], runs.cold[i], runs.low[i], runs.buffer[i])
-        _run(demand, forecast, stable_need, panic_need, config, run, metrics[i], timeline)
+        _run(demand, table, stable_need, panic_need, config, run, metrics[i], timeline)
 
 
 def simulate(demand, config, run, metrics, timeline, forecast=None):

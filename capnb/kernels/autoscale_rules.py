@@ -20,7 +20,8 @@ state
     arrays (:class:`Window`, :class:`Events`) that the rule updates in place.
 
 ``FIXED`` has no rule: it never decides. :func:`predictive_rule` also reads the forecast demand
-array (one rate per step, given to the simulator beside the demand). The formulas the rules apply
+(one rate per step, given to the simulator beside the demand) through :func:`predictive_table`,
+its reads at every decision, made once per cold start. The formulas the rules apply
 (:func:`article_decision`, :func:`hpa_replicas`, :func:`knative_desired`,
 :func:`predictive_need`) take and return plain numbers and are tested on their own against the
 references.
@@ -91,7 +92,10 @@ __all__ = [
     "new_knative_state",
     "new_window",
     "predictive_need",
+    "predictive_parts",
+    "predictive_rate",
     "predictive_rule",
+    "predictive_table",
     "window_push",
 ]
 
@@ -551,6 +555,51 @@ def knative_rule(config, run, seen, state, delay):
 
 # -- predictive: the forecast one cold start ahead, corrected by the observed error --------------
 @njit
+def predictive_parts(forecast, t, period, cold):
+    """The two forecast reads of the decision ending step ``t``: ``(ahead, forecast_mean)``.
+
+    ``ahead``: the forecast's largest rate over steps ``t + 1`` to ``t + period + cold`` (cut at
+    the end of the series; at the last step, the forecast of that step); ``forecast_mean``: its
+    mean over the last ``period`` steps (added left to right, as the simulator adds the demand).
+    Neither depends on the fleet: a sweep reads them once per cold start for every run
+    (:func:`predictive_table`).
+    """
+    last_step = forecast.shape[0] - 1
+    first = min(t + 1, last_step)
+    last = min(t + period + cold, last_step)
+    ahead = forecast[first]
+    for k in range(first + 1, last + 1):
+        if forecast[k] > ahead:
+            ahead = forecast[k]
+    seen = 0.0
+    for k in range(t - period + 1, t + 1):
+        seen += forecast[k]
+    return ahead, seen / period
+
+
+@njit
+def predictive_table(forecast, period, cold):
+    """:func:`predictive_parts` at every decision step ``d x period + period - 1``: two float64 arrays.
+
+    Decisions fall on the same steps in every run (every ``period`` steps, after a full period), so
+    a sweep computes these once per cold start instead of once per run and decision.
+    """
+    count = forecast.shape[0] // period
+    ahead = np.empty(count)
+    mean = np.empty(count)
+    for d in range(count):
+        ahead[d], mean[d] = predictive_parts(forecast, d * period + period - 1, period, cold)
+    return ahead, mean
+
+
+@njit
+def predictive_rate(ahead, forecast_mean, load_qps):
+    """The rate to provision: ``ahead`` plus the observed load above the forecast, if any."""
+    error = load_qps - forecast_mean
+    return ahead + error if error > 0.0 else ahead
+
+
+@njit
 def predictive_need(forecast, t, period, cold, load_qps):
     """The rate (requests/s) the predictive policy provisions for at the decision ending step ``t``.
 
@@ -563,22 +612,12 @@ def predictive_need(forecast, t, period, cold, load_qps):
     counted only when positive: the load above the forecast is added to what is provisioned.
     Returns ``ahead + max(error, 0)``.
     """
-    last_step = forecast.shape[0] - 1
-    first = min(t + 1, last_step)
-    last = min(t + period + cold, last_step)
-    ahead = forecast[first]
-    for k in range(first + 1, last + 1):
-        if forecast[k] > ahead:
-            ahead = forecast[k]
-    seen = 0.0
-    for k in range(t - period + 1, t + 1):
-        seen += forecast[k]
-    error = load_qps - seen / period
-    return ahead + error if error > 0.0 else ahead
+    ahead, forecast_mean = predictive_parts(forecast, t, period, cold)
+    return predictive_rate(ahead, forecast_mean, load_qps)
 
 
 @njit(inline="always")
-def predictive_rule(config, run, seen, forecast, down):
+def predictive_rule(config, run, seen, table, down):
     """The predictive policy at one evaluation: the target pool (it keeps no state of its own).
 
     1. the rate to provision: :func:`predictive_need` - the forecast over the span until the next
@@ -598,15 +637,17 @@ def predictive_rule(config, run, seen, forecast, down):
         ``up``, ``cooldown``, ``cold``.
     seen : Seen
         ``t`` and ``load_qps`` (mean observed rate over the period).
-    forecast : float64[T]
-        Forecast demand (requests/s) at every step of the run.
+    table : (float64[D], float64[D])
+        :func:`predictive_table` of the forecast for ``run.cold``: the forecast's two reads at
+        each decision (the same arithmetic as :func:`predictive_need`, done once per sweep).
     down : Window
 
     Returns
     -------
     target_pool : int
     """
-    rate = predictive_need(forecast, seen.t, config.period_steps, run.cold, seen.load_qps)
+    d = seen.t // config.period_steps
+    rate = predictive_rate(table[0][d], table[1][d], seen.load_qps)
     need = rate / (run.up * config.per_instance_qps)
     # cap before converting: a huge forecast must not overflow an int
     desired = 1 << 40 if need > 1e12 else math.ceil(need)

@@ -124,6 +124,8 @@ def kept(func: Callable | None = None, *, size: int = 4):
     ...     return 2 * x
     >>> slow(3), slow(3), len(calls)
     (6, 6, 1)
+    >>> slow.remembers(3), slow.remembers(4)
+    (True, False)
     """
 
     def decorate(function: Callable) -> Callable:
@@ -141,7 +143,12 @@ def kept(func: Callable | None = None, *, size: int = 4):
                 memory.popitem(last=False)
             return value
 
+        def remembers(*args, **kwargs) -> bool:
+            """Whether a call with these arguments would answer from memory."""
+            return (_token(args), _token(kwargs)) in memory
+
         wrapper.clear = memory.clear
+        wrapper.remembers = remembers
         return wrapper
 
     return decorate(func) if func is not None else decorate
@@ -167,7 +174,9 @@ class Worksheet:
     compute
         ``compute(**inputs) -> dict``: the worksheet's step calls, defined in the notebook. Its
         keyword arguments are the controls' names; it returns the named results the answer and the
-        charts read (``ws["result"]``).
+        charts read (``ws["result"]``). A generator that yields dicts shows each as it comes: a
+        quick first stage (the charts it can draw, an answer that says what is still running),
+        then the full results (see :meth:`update`).
     controls
         Name -> ipywidgets control; its value is passed to ``compute`` under that name.
     charts
@@ -262,20 +271,40 @@ class Worksheet:
             self.update()
 
     def update(self, *, raise_errors: bool = False) -> None:
-        """Run ``compute`` on the controls' values; refresh the answer and the displayed charts."""
+        """Run ``compute`` on the controls' values; refresh the answer and the displayed charts.
+
+        A ``compute`` that yields its results in stages (a generator of dicts) is shown stage by
+        stage: after each one the answer is re-read and the charts whose inputs are all there are
+        redrawn at once, while the next stage runs (the browser draws them meanwhile). Charts that
+        read a result no stage has produced yet keep their drawing until it comes. ``results``
+        holds the last stage's once every stage has run.
+        """
         inputs = self.inputs
+        before = self.results
+        redrawn: list[str] = []
         try:
-            results = dict(self.compute(**inputs))
+            produced = self.compute(**inputs)
+            stages = [produced] if isinstance(produced, Mapping) else produced
+            shown = False
+            for stage in stages:  # each stage shown as it comes, while the next one runs
+                self._show(dict(stage), redrawn)
+                shown = True
+            if not shown:
+                raise InputError("the worksheet's compute produced no results")
         except CapnbError as error:
+            self.results = before  # the last inputs that worked
             if raise_errors:
                 raise
             self.error = str(error)
             self.answer_widget.value = f"<b>Not computed: {self.error}</b>"
-            self.last_redrawn = []
+            self.last_redrawn = redrawn
             return
+        self.last_redrawn = list(dict.fromkeys(redrawn))
+
+    def _show(self, results: dict, redrawn: list[str]) -> None:
         self.results, self.error = results, None
         self.answer_widget.value = f"<b>{self.answer}</b>"
-        self.last_redrawn = self.redraw()
+        redrawn.extend(self.redraw())
 
     @property
     def answer(self) -> str:
@@ -288,6 +317,8 @@ class Worksheet:
         """Redraw the displayed charts whose content changed; returns their names."""
         redrawn = []
         for name, handle in self._handles.items():
+            if not self._ready(name):  # a staged update has not produced what it reads yet
+                continue
             key = self._key(name)
             if _same(key, self._drawn.get(name)):
                 continue
@@ -295,6 +326,10 @@ class Worksheet:
             self._drawn[name] = key
             redrawn.append(name)
         return redrawn
+
+    def _ready(self, name: str) -> bool:
+        reads = self.charts[name].reads
+        return reads is None or all(r in self.results or r in self.controls for r in reads)
 
     def _key(self, name: str) -> tuple | None:
         reads = self.charts[name].reads
