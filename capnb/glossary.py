@@ -64,8 +64,19 @@ DIMS: dict[str, Term] = _table(
     ("block", "1", "one prefix block of a request's prompt (a block hash of the request log)"),
     ("cache_tokens", "tokens", "size of a prefix cache"),
     ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),
-    ("pool", "1", "one GPU type and tensor-parallel degree of a mixed fleet"),
+    (
+        "pool",
+        "1",
+        "one group of identical instances: a GPU type and tensor-parallel degree of a mixed "
+        "fleet, or the prefill or decode stage of disaggregated serving",
+    ),
     ("pricing", "1", "price kind: on_demand, reserved_1y, reserved_3y, reserved or spot"),
+    ("ratio", "1", "prefill:decode instances of a disaggregated fleet, as P:D"),
+    (
+        "serving",
+        "1",
+        "serving mode: aggregated (prefill and decode on one instance) or disaggregated",
+    ),
 )
 
 #: Variables (data_vars and non-index coordinates).
@@ -227,6 +238,19 @@ VARIABLES: dict[str, Term] = _table(
     ("served_qps", "requests/s", "requests per second the slot's fleet serves (spot discounted)"),
     ("usd_per_gpu_hour_reserved", "USD/hour", "reserved or committed price of one GPU"),
     ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
+    # disaggregated serving (prefill and decode pools)
+    ("instance_qps", "requests/s", "requests per second one instance completes (simulated)"),
+    ("pool_tensor_parallel", "GPUs", "tensor-parallel degree of the pool's instances"),
+    ("pool_concurrency", "requests", "requests in flight on one instance of the pool"),
+    ("fleet_qps", "requests/s", "requests per second the whole fleet completes"),
+    ("output_tokens_per_gpu", "tokens/s", "output tokens per second per GPU of the fleet"),
+    ("meets_sla", "1", "whether the latency quantiles are within every SLA"),
+    ("bottleneck", "1", "the pool that is saturated (prefill or decode), or empty"),
+    ("kv_transfer_s", "s", "time to move one prompt's KV cache from prefill to decode"),
+    ("best_ratio", "1", "the P:D ratio with the most output tokens/s per GPU within the SLA"),
+    ("best_reason", "1", "why best_ratio is what it is, in numbers"),
+    ("serving_reason", "1", "why the serving mode is chosen, feasible or not, in numbers"),
+    ("pd_ratio", "1", "prefill instances per decode instance"),
 )
 
 

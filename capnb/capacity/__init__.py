@@ -23,27 +23,44 @@ kernels, with the cheapest option per SLA), :func:`price` (a sweep searched once
 new target: the search does not depend on it), :func:`cheapest`, :func:`contrast` (plan by maximum
 concurrency vs by latency), :func:`describe` and :func:`applicability` (the answer and its limits
 in words); :func:`mix` (the cheapest mix of GPU types per slot, a reserved base held all day and
-on-demand or spot above it, an integer program solved by scipy's HiGHS).
+on-demand or spot above it, an integer program solved by scipy's HiGHS); :func:`disaggregate`
+(prefill and decode on separate pools: a plan per pool over the slots against the aggregated plan)
+and :func:`pd_ratio` (each prefill:decode ratio of a fixed fleet in a closed loop, and the best),
+from :func:`pool_curves` (the engine per pool) and :func:`kv_transfer_s`; :func:`prefix_trade`
+(each share of the KV budget given to a prefix cache: the hit rate replayed from the trace, the
+engine at that hit rate with the rest of the budget, and the requests/s per instance under the SLA);
+:func:`sweep_engine` (:func:`plan` on a serving-engine curve for every GPU and degree, with an
+optional prefix cache: what the plan uses with ``latency = "engine"``).
 """
 
 from __future__ import annotations
 
 from ._answer import applicability, contrast, describe
+from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
+from ._engine_sweep import sweep_engine
 from ._mix import mix
+from ._prefix import prefix_trade
 from ._safe import BINDING, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
 
 __all__ = [
     "BINDING",
+    "POOLS",
     "applicability",
     "cheapest",
     "contrast",
     "describe",
+    "disaggregate",
     "fleet",
     "instances",
+    "kv_transfer_s",
     "mix",
+    "pd_ratio",
     "plan",
+    "pool_curves",
+    "prefix_trade",
     "price",
     "safe_concurrency",
     "sweep",
+    "sweep_engine",
 ]

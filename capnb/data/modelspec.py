@@ -8,7 +8,13 @@ KV-cache bytes per token, per tensor-parallel rank the way serving runtimes shar
 Published facts the formulas are checked against (tests/test_modelspec.py):
 Llama-3.1-8B keeps 131,072 bytes of bf16 KV cache per token and has 8.03 B parameters;
 Llama-3.1-70B 327,680 bytes and 70.6 B; DeepSeek-V3's MLA latent cache is 61 x (512 + 64) x 2 =
-70,272 bytes per token and it has 671 B parameters; Mixtral-8x7B has 46.7 B.
+70,272 bytes per token and it has 671 B parameters; Mixtral-8x7B has 46.7 B; gpt-oss-120b has
+116.8 B (5.1 B active without the input embedding), 36 layers of which 18 attend over a sliding window
+of 128 tokens.
+
+gpt-oss's MXFP4 checkpoint: the experts are 4-bit with one 8-bit scale per 32 weights (4.25 bits a
+weight); the modules its ``quantization_config`` leaves unconverted (attention, router, embeddings)
+stay in ``torch_dtype``. Its attention sinks (one scalar per head and layer) are not counted.
 """
 
 from __future__ import annotations
@@ -99,6 +105,10 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_layers: int = 0
+    unquantized_attention: bool = False
+    weight_scale_bytes: float = 0.0
     config: Mapping = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -160,15 +170,24 @@ class ModelSpec:
         """Bytes of all weights in ``dtype`` (default: the config's weight dtype).
 
         When the weights are quantized below 16 bits, the embeddings and the LM head stay in the
-        config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them).
+        config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them). In the checkpoint's own
+        dtype, the modules its ``quantization_config`` leaves unconverted (attention and router,
+        ``unquantized_attention``) stay in ``torch_dtype`` too, and block scales add
+        ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32).
         """
         weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
         per_param = DTYPE_BYTES[weight_dtype]
         if per_param >= 2.0:
             return float(self.parameters * per_param)
-        embedding_params = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
-        embedding_bytes = embedding_params * DTYPE_BYTES[self.torch_dtype]
-        return float((self.parameters - embedding_params) * per_param + embedding_bytes)
+        kept = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+        own = weight_dtype == self.weight_dtype
+        if own and self.unquantized_attention:
+            kept += self.layers * self._attention_parameters()
+            kept += self.moe_layers * self.hidden_size * self.experts  # routers
+        if own:
+            per_param += self.weight_scale_bytes
+        kept_bytes = kept * DTYPE_BYTES[self.torch_dtype]
+        return float((self.parameters - kept) * per_param + kept_bytes)
 
     def kv_heads_per_rank(self, tensor_parallel: int = 1) -> int:
         """KV heads each tensor-parallel rank holds: split, or replicated when TP exceeds KV heads."""
@@ -195,6 +214,28 @@ class ModelSpec:
             return float(self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * element)
         heads = self.kv_heads_per_rank(tensor_parallel)
         return float(2 * self.layers * heads * self.head_dim * element)
+
+    def kv_bytes_per_sequence(
+        self, tokens: float, kv_dtype: str = "auto", tensor_parallel: int = 1
+    ) -> float:
+        """KV-cache bytes of one sequence of ``tokens`` on one rank, sliding-window layers windowed.
+
+        A sliding-window layer holds ``min(tokens, sliding_window)`` tokens: what a prefill hands to
+        decode in disaggregated serving.
+
+        :meth:`kv_bytes_per_token` counts every layer at full length, as a runtime without a hybrid
+        (sliding-window aware) KV allocator stores it.
+
+        Examples
+        --------
+        >>> from capnb.data import load_model
+        >>> load_model("gpt-oss-120b").kv_bytes_per_sequence(2048)  # 18 full + 18 windowed layers
+        80216064.0
+        """
+        per_layer = self.kv_bytes_per_token(kv_dtype, tensor_parallel) / self.layers
+        full = self.layers - self.sliding_layers
+        windowed = min(float(tokens), float(self.sliding_window)) if self.sliding_layers else 0.0
+        return float(per_layer * (full * float(tokens) + self.sliding_layers * windowed))
 
     def valid_tensor_parallel(self, tensor_parallel: int) -> str | None:
         """Return why ``tensor_parallel`` cannot shard this model, or None when it can."""
@@ -406,6 +447,15 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         config.get("torch_dtype") or config.get("dtype") or "bfloat16",
         f"{source}: field 'torch_dtype'",
     )
+    sliding_window, sliding_layers = 0, 0
+    layer_types = config.get("layer_types")
+    if config.get("sliding_window") and isinstance(layer_types, list):
+        sliding_layers = sum(1 for kind in layer_types if kind == "sliding_attention")
+        if sliding_layers:
+            sliding_window = _positive_int(config["sliding_window"], "sliding_window", source)
+    quant = config.get("quantization_config")
+    mxfp4 = isinstance(quant, Mapping) and str(quant.get("quant_method", "")).lower() == "mxfp4"
+    kept = " ".join(str(m) for m in (quant.get("modules_to_not_convert") or [])) if mxfp4 else ""
     if "tie_word_embeddings" in config:
         tied = config["tie_word_embeddings"]
         if not isinstance(tied, bool):  # JSON has true/false; "false" would read as true
@@ -435,6 +485,10 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         moe_intermediate_size=moe_intermediate,
         moe_layers=moe_layers,
         kv_lora_rank=kv_lora,
+        sliding_window=sliding_window,
+        sliding_layers=sliding_layers,
+        unquantized_attention="self_attn" in kept,
+        weight_scale_bytes=1.0 / 32.0 if mxfp4 else 0.0,
         config=dict(config),
         **mla,
     )

@@ -1,0 +1,890 @@
+"""Disaggregated serving: prefill and decode on separate pools, sized separately, against aggregated.
+
+DistServe, Splitwise, Mooncake, Dynamo and SGLang run a request's prefill on one instance and its
+decode on another, moving its KV cache between them. Each pool is then sized by the SLA it owns:
+TTFT bounds the prefill pool (with the KV transfer and the wait for a decode slot in it), TPOT the
+decode pool. The prefill:decode ratio follows from the prompt/output mix.
+
+capnb models each pool with the engine simulation (:func:`capnb.latency.engine`), closed loop over
+the requests in flight on one instance:
+
+- prefill pool: the workload's prompts, one output token each (the first token is the prefill's);
+- decode pool: the same requests with their prompts already in the KV cache (``prefix_hit_rate=1``:
+  the cache holds them, nothing is recomputed but the last block) and their full output. The decode
+  instance's own TTFT is its wait for a batch slot plus one step: one step more than SGLang's decode
+  takes, a few milliseconds;
+- KV transfer: the prompt's KV bytes on one rank (sliding-window layers at their window,
+  :meth:`~capnb.data.modelspec.ModelSpec.kv_bytes_per_sequence`) over one GPU's link
+  (``link_bandwidth``: the catalog's intra-node interconnect by default; give a NIC's bytes/s for
+  pools on separate nodes).
+
+Client TTFT = prefill TTFT + transfer + decode TTFT; its P99 is taken as the sum of the P99s
+(conservative when the waits are not correlated); TPOT is the decode pool's.
+
+:func:`pd_ratio` places a closed loop of ``c`` requests on a fixed fleet of ``P`` prefill and ``D``
+decode instances (:func:`capnb.kernels.disagg.balance`: both pools complete the same requests/s,
+and the requests each holds add up to ``c``), per ratio, and picks the ratio with the most output
+tokens/s per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
+forecast's target) at the operating points that cost fewest GPUs per request/s under the SLA, and
+compares the aggregated fleet for the same demand.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .. import _validate, glossary
+from ..errors import InputError
+from ..kernels import disagg as kernels
+
+__all__ = ["POOLS", "disaggregate", "kv_transfer_s", "pd_ratio", "pool_curves"]
+
+#: The pools of a disaggregated fleet, in order.
+POOLS = ("prefill", "decode")
+#: Latency metrics the disaggregated model reports.
+_METRICS = ("ttft", "tpot")
+
+
+def _tensor_parallel(value, argument: str = "tensor_parallel") -> dict[str, int]:
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(POOLS)
+        if unknown or set(value) != set(POOLS):
+            raise InputError(
+                f"{argument}: give one degree or a mapping with keys 'prefill' and 'decode', "
+                f"got {dict(value)!r}"
+            )
+        return {
+            pool: _validate.positive_int(value[pool], f"{argument}[{pool!r}]") for pool in POOLS
+        }
+    tp = _validate.positive_int(value, argument)
+    return dict.fromkeys(POOLS, tp)
+
+
+def _seconds(value, argument: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise InputError(f"{argument} must be a positive number of seconds, got {value!r}")
+    if not math.isfinite(value):
+        raise InputError(f"{argument} must be finite, got {value!r}")
+    return float(value)
+
+
+def _quantile(value) -> float:
+    q = _validate.fraction(value, "quantile", low_open=True)
+    if q >= 1.0:
+        raise InputError(f"quantile must be inside (0, 1), got {value!r}")
+    return q
+
+
+def _link(gpu_id: str, link_bandwidth) -> tuple[float, str]:
+    from ..data import load_gpus
+
+    if link_bandwidth is None:
+        bandwidth = float(load_gpus([gpu_id]).interconnect_bandwidth.item())
+        if not np.isfinite(bandwidth):
+            raise InputError(
+                f"link_bandwidth: {gpu_id} has no interconnect bandwidth in the catalog; give the "
+                "bytes/s of the link between the pools"
+            )
+        return bandwidth, f"{gpu_id}'s intra-node interconnect (catalog), {bandwidth / 1e9:g} GB/s"
+    if isinstance(link_bandwidth, bool) or not isinstance(link_bandwidth, numbers.Real):
+        raise InputError(f"link_bandwidth must be bytes/s (a number > 0), got {link_bandwidth!r}")
+    if not (link_bandwidth > 0 and math.isfinite(link_bandwidth)):
+        raise InputError(f"link_bandwidth must be bytes/s (a number > 0), got {link_bandwidth!r}")
+    return float(link_bandwidth), f"given, {link_bandwidth / 1e9:g} GB/s"
+
+
+def kv_transfer_s(
+    model, prompt_tokens, *, tensor_parallel: int = 1, link_bandwidth: float, kv_dtype: str = "auto"
+) -> np.ndarray:
+    """Seconds to move a prompt's KV cache from a prefill to a decode instance.
+
+    Each of the ``tensor_parallel`` ranks sends its share over its own link at the same time:
+    ``kv_bytes_per_sequence(prompt, tp) / link_bandwidth`` (bytes/s of one GPU's link).
+
+    Examples
+    --------
+    >>> float(kv_transfer_s("gpt-oss-120b", 2048, tensor_parallel=2, link_bandwidth=450e9))  # s
+    8.912896e-05
+    """
+    from ..data import load_model
+
+    spec = load_model(model)
+    tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
+    spec.check_tensor_parallel(tp)
+    if (
+        isinstance(link_bandwidth, bool)
+        or not isinstance(link_bandwidth, numbers.Real)
+        or not (link_bandwidth > 0 and math.isfinite(link_bandwidth))
+    ):
+        raise InputError(f"link_bandwidth must be bytes/s (a number > 0), got {link_bandwidth!r}")
+    tokens = np.asarray(prompt_tokens, dtype=float)
+    if (~np.isfinite(tokens) | (tokens < 0)).any():
+        raise InputError(f"prompt_tokens must be finite numbers >= 0, got {prompt_tokens!r}")
+    per_layer = spec.kv_bytes_per_token(kv_dtype, tp) / spec.layers
+    windowed = np.minimum(tokens, spec.sliding_window) if spec.sliding_layers else 0.0
+    full = spec.layers - spec.sliding_layers
+    bytes_ = per_layer * (full * tokens + spec.sliding_layers * windowed)
+    return bytes_ / float(link_bandwidth)
+
+
+def _check_workload(workload) -> None:
+    if not isinstance(workload, xr.Dataset) or not {"prompt_tokens", "output_tokens"} <= set(
+        workload.data_vars
+    ):
+        raise InputError("workload: pass capnb.latency.workload(...) (a Dataset over 'request')")
+
+
+def pool_curves(
+    model,
+    gpu,
+    workload: xr.Dataset,
+    *,
+    tensor_parallel=1,
+    concurrency=None,
+    requests: int = 1000,
+    seed: int = 0,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    calibration=None,
+) -> xr.Dataset:
+    """Closed-loop engine curves of one prefill and one decode instance (a ``pool`` dim).
+
+    Parameters
+    ----------
+    model, gpu, workload
+        As in :func:`capnb.latency.engine`.
+    tensor_parallel
+        One degree for both pools, or ``{"prefill": p, "decode": d}``.
+    concurrency
+        Requests in flight on one instance (default: 1 to 256, two points a doubling past 4).
+    requests, seed, max_num_seqs, max_num_batched_tokens, calibration
+        Passed to :func:`capnb.latency.engine` for both pools.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``latency`` (pool, concurrency, metric, latency_quantile), ``mean_latency`` (pool,
+        concurrency, metric), ``instance_qps`` (pool, concurrency: requests/s one instance
+        completes), ``pool_tensor_parallel`` (pool); attrs name the inputs.
+    """
+    from .. import latency
+
+    _check_workload(workload)
+    tps = _tensor_parallel(tensor_parallel)
+    grid = (
+        latency.concurrency_grid(256, dense_up_to=4, per_doubling=2)
+        if concurrency is None
+        else np.sort(_validate.positive_ints(concurrency, "concurrency"))
+    )
+    prefill_work = workload.copy()
+    prefill_work["output_tokens"] = xr.ones_like(workload["output_tokens"])
+    common = dict(
+        concurrency=grid,
+        requests=requests,
+        seed=seed,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+    )
+    curves = {
+        "prefill": latency.engine(model, gpu, tps["prefill"], prefill_work, **common),
+        "decode": latency.engine(
+            model, gpu, tps["decode"], workload, prefix_hit_rate=1.0, **common
+        ),
+    }
+    pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
+    result = xr.Dataset(
+        {
+            "latency": xr.concat([curves[p].latency for p in POOLS], dim=pool),
+            "mean_latency": xr.concat([curves[p].mean_latency for p in POOLS], dim=pool),
+            "instance_qps": xr.concat([curves[p].throughput for p in POOLS], dim=pool).assign_attrs(
+                glossary.attrs("instance_qps")
+            ),
+            "pool_tensor_parallel": (
+                "pool",
+                [tps[p] for p in POOLS],
+                glossary.attrs("pool_tensor_parallel"),
+            ),
+        }
+    )
+    first = curves["decode"]
+    result.attrs = {
+        "source": "capnb engine model per pool (capnb.capacity.pool_curves)",
+        "model": first.attrs["model"],
+        "gpu": first.attrs["gpu"],
+        "prompt_tokens": first.attrs["prompt_tokens"],
+        "output_tokens": first.attrs["output_tokens"],
+        "requests": int(requests),
+        "seed": int(seed),
+        "prefill_kv_cache_tokens": curves["prefill"].attrs["kv_cache_tokens"],
+        "decode_kv_cache_tokens": first.attrs["kv_cache_tokens"],
+        "pools": "prefill: the prompts with one output token; decode: the same requests with "
+        "their prompts in the KV cache (prefix_hit_rate 1)",
+        "calibration": first.attrs["calibration"],
+    }
+    return result
+
+
+def _envelope(values: np.ndarray) -> np.ndarray:
+    return np.maximum.accumulate(np.nan_to_num(values, nan=0.0))
+
+
+def _at(grid: np.ndarray, values: np.ndarray, k: float) -> float:
+    """A curve's value at concurrency ``k`` (linear; flat below the first point, NaN past the last)."""
+    if not np.isfinite(k) or k > grid[-1] * (1 + 1e-9):
+        return math.nan
+    return float(np.interp(k, grid, values))
+
+
+def _ratios(ratios) -> list[tuple[int, int]]:
+    if isinstance(ratios, str) or not isinstance(ratios, Sequence) or not ratios:
+        raise InputError(
+            f"ratios must be a list of (prefill, decode) instances or 'P:D', got {ratios!r}"
+        )
+    out = []
+    for r in ratios:
+        if isinstance(r, str):
+            parts = r.split(":")
+            if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+                raise InputError(f"ratios: {r!r} is not 'P:D' with two whole numbers")
+            r = (int(parts[0]), int(parts[1]))
+        if not isinstance(r, Sequence) or len(r) != 2:
+            raise InputError(f"ratios: {r!r} is not a (prefill, decode) pair")
+        out.append(
+            (
+                _validate.positive_int(r[0], "ratios (prefill)"),
+                _validate.positive_int(r[1], "ratios (decode)"),
+            )
+        )
+    if len(set(out)) != len(out):
+        raise InputError(f"ratios: duplicate pairs in {out}")
+    return out
+
+
+def _ratio_tensor_parallel(value, labels: list[str]) -> list[dict[str, int]]:
+    """Per ratio, the degree of each pool: one for all, or a mapping from "P:D" to one."""
+    if isinstance(value, Mapping) and set(value) - set(POOLS):
+        missing = [label for label in labels if label not in value]
+        if missing or set(value) - set(labels):
+            raise InputError(
+                f"tensor_parallel: a mapping per ratio needs exactly the ratios {labels}, got "
+                f"{sorted(value)}"
+            )
+        return [_tensor_parallel(value[label], f"tensor_parallel[{label!r}]") for label in labels]
+    one = _tensor_parallel(value)
+    return [one for _ in labels]
+
+
+def _quantile_index(curves: xr.Dataset, q: float) -> xr.Dataset:
+    qs = curves.latency_quantile.values
+    hit = np.flatnonzero(np.isclose(qs, q))
+    if hit.size == 0:
+        raise InputError(f"quantile {q} is not among the curves' latency quantiles {qs.tolist()}")
+    return curves.isel(latency_quantile=int(hit[0]))
+
+
+def pd_ratio(
+    model,
+    gpu,
+    workload: xr.Dataset,
+    *,
+    concurrency,
+    sla_ttft: float,
+    sla_tpot: float,
+    ratios=((1, 1), (1, 3), (2, 2), (3, 1)),
+    tensor_parallel=1,
+    aggregated_tensor_parallel: int | None = None,
+    aggregated_gpus: int | None = None,
+    quantile: float = 0.99,
+    link_bandwidth: float | None = None,
+    curves: xr.Dataset | None = None,
+    aggregated_curve: xr.Dataset | None = None,
+    requests: int = 1000,
+    seed: int = 0,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    calibration=None,
+) -> xr.Dataset:
+    """Each prefill:decode ratio of a fixed fleet at ``concurrency`` requests in flight, and the best.
+
+    Parameters
+    ----------
+    model, gpu, workload
+        As in :func:`capnb.latency.engine`.
+    concurrency
+        Requests in flight on the whole fleet (a closed loop, as ``vllm bench serve
+        --max-concurrency`` runs): one or more.
+    sla_ttft, sla_tpot
+        The SLA: the ``quantile`` of TTFT and of TPOT (s) must be ``<=`` these.
+    ratios
+        Fleets to compare: ``(prefill instances, decode instances)`` pairs or ``"P:D"`` strings.
+    tensor_parallel
+        GPUs per instance: one degree, or ``{"prefill": p, "decode": d}``, or a mapping from each
+        ``"P:D"`` label to one of those (fleets of different degrees side by side).
+    aggregated_tensor_parallel, aggregated_gpus
+        The aggregated alternative: instances of this degree (default the decode pool's) on this
+        many GPUs (default the largest fleet of ``ratios``), sharing the same concurrency.
+        Default degree: the first ratio's decode pool's.
+    link_bandwidth
+        Bytes/s of one GPU's link between the pools (default: the catalog's intra-node figure).
+    curves, aggregated_curve
+        Precomputed :func:`pool_curves` (one, or a list: one per pair of degrees) and aggregated
+        :func:`capnb.latency.engine` curve (their concurrency grids must reach every instance's
+        share: past a grid's end the latency is NaN and the ratio does not meet the SLA);
+        computed when None.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``ratio`` (``"P:D"`` labels), ``concurrency`` (the fleet's), ``pool`` and ``metric``
+        (ttft, tpot): ``instances`` (ratio, pool), ``gpus`` (ratio), ``pool_concurrency``,
+        ``fleet_qps``, ``output_tokens_per_gpu``, ``latency`` (the quantile; TTFT includes the
+        transfer), ``meets_sla``, ``bottleneck`` (the saturated pool, or ""), ``kv_transfer_s``;
+        ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
+        aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
+        ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
+        the SLA) and ``serving_reason``.
+    """
+    from .. import latency
+    from ..data import load_gpus, load_model
+
+    _check_workload(workload)
+    spec = load_model(model)
+    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
+    if gpu_id is None:
+        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    conc = np.sort(_validate.positive_ints(concurrency, "concurrency"))
+    ttft_sla = _seconds(sla_ttft, "sla_ttft")
+    tpot_sla = _seconds(sla_tpot, "sla_tpot")
+    q = _quantile(quantile)
+    pairs = _ratios(ratios)
+    labels = [f"{p}:{d}" for p, d in pairs]
+    tps = _ratio_tensor_parallel(tensor_parallel, labels)
+    agg_tp = _validate.positive_int(
+        aggregated_tensor_parallel or tps[0]["decode"], "aggregated_tensor_parallel"
+    )
+    fleet_gpus = np.array(
+        [p * tp["prefill"] + d * tp["decode"] for (p, d), tp in zip(pairs, tps, strict=True)]
+    )
+    agg_gpus = _validate.positive_int(aggregated_gpus or int(fleet_gpus.max()), "aggregated_gpus")
+    agg_instances = agg_gpus // agg_tp
+    if agg_instances < 1:
+        raise InputError(
+            f"aggregated_gpus: {agg_gpus} GPUs hold no instance of tensor_parallel {agg_tp}"
+        )
+    bandwidth, link_from = _link(gpu_id, link_bandwidth)
+    engine_args = dict(
+        requests=requests,
+        seed=seed,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+    )
+    need = int(conc.max())
+    by_tp = {}  # (prefill TP, decode TP) -> pool curves
+    for given in [curves] if isinstance(curves, xr.Dataset) else list(curves or []):
+        if not isinstance(given, xr.Dataset) or "pool_tensor_parallel" not in given:
+            raise InputError("curves: pass capnb.capacity.pool_curves(...) results")
+        key = tuple(int(v) for v in given.pool_tensor_parallel.sel(pool=list(POOLS)).values)
+        by_tp[key] = given
+    for tp in tps:
+        key = (tp["prefill"], tp["decode"])
+        if key not in by_tp:
+            grid = latency.concurrency_grid(need, dense_up_to=4, per_doubling=2)
+            by_tp[key] = pool_curves(
+                spec, gpu_id, workload, tensor_parallel=tp, concurrency=grid, **engine_args
+            )
+    if aggregated_curve is None:
+        top = max(1, math.ceil(need / agg_instances))
+        aggregated_curve = latency.engine(
+            spec,
+            gpu_id,
+            agg_tp,
+            workload,
+            concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
+            **engine_args,
+        )
+
+    prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
+    output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
+    shape = (len(pairs), conc.size)
+    pool_k = np.full((*shape, 2), np.nan)
+    rate = np.full(shape, np.nan)
+    lat = np.full((*shape, 2), np.nan)
+    transfer = np.full(len(pairs), np.nan)
+    bottleneck = np.full(shape, "", dtype=object)
+    out = np.zeros(4)
+    for i, (npf, ndc) in enumerate(pairs):
+        tp = tps[i]
+        pool = by_tp[(tp["prefill"], tp["decode"])]
+        at_q = _quantile_index(pool, q)
+        grid = pool.concurrency.values.astype(float)
+        x = {p: _envelope(pool.instance_qps.sel(pool=p).values) for p in POOLS}
+        transfer[i] = float(
+            kv_transfer_s(
+                spec,
+                np.quantile(prompt, q),
+                tensor_parallel=tp["prefill"],
+                link_bandwidth=bandwidth,
+            )
+        )
+        transfer_mean = float(
+            kv_transfer_s(
+                spec, prompt, tensor_parallel=tp["prefill"], link_bandwidth=bandwidth
+            ).mean()
+        )
+        p_ttft = at_q.latency.sel(pool="prefill", metric="ttft").values
+        d_ttft = at_q.latency.sel(pool="decode", metric="ttft").values
+        d_tpot = at_q.latency.sel(pool="decode", metric="tpot").values
+        for j, c in enumerate(conc):
+            args = (float(c), float(npf), float(ndc), transfer_mean)
+            kernels.balance(*args, grid, x["prefill"], grid, x["decode"], out)
+            rate[i, j] = out[0]
+            pool_k[i, j] = out[1:3]
+            bottleneck[i, j] = ("", "prefill", "decode")[int(out[3])]
+            kp, kd = out[1], out[2]
+            lat[i, j, 0] = _at(grid, p_ttft, kp) + transfer[i] + _at(grid, d_ttft, kd)
+            lat[i, j, 1] = _at(grid, d_tpot, kd)
+    per_gpu = rate * output_mean / fleet_gpus[:, None]
+    meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
+
+    best, best_reason = [], []
+    for j, c in enumerate(conc):
+        ok = np.flatnonzero(meets[:, j])
+        if ok.size == 0:
+            worst = [
+                f"{labels[i]} P{q * 100:g} TTFT {lat[i, j, 0]:.3g} s / TPOT {lat[i, j, 1] * 1e3:.3g} ms"
+                for i in range(len(pairs))
+            ]
+            best.append("")
+            best_reason.append(
+                f"infeasible at concurrency {c}: no ratio meets TTFT <= {ttft_sla:g} s and TPOT <= "
+                f"{tpot_sla * 1e3:g} ms ({'; '.join(worst)})"
+            )
+            continue
+        i = int(ok[np.argmax(per_gpu[ok, j])])
+        best.append(labels[i])
+        others = [labels[k] for k in range(len(pairs)) if k != i and meets[k, j]]
+        best_reason.append(
+            f"{labels[i]} serves {per_gpu[i, j]:,.0f} output tokens/s per GPU within the SLA "
+            f"(P{q * 100:g} TTFT {lat[i, j, 0]:.3g} s, TPOT {lat[i, j, 1] * 1e3:.3g} ms)"
+            + (f", more than {', '.join(others)}" if others else ", the only ratio within it")
+        )
+
+    # the aggregated alternative: agg_instances instances sharing each concurrency
+    agg_q = _quantile_index(aggregated_curve, q)
+    agg_grid = aggregated_curve.concurrency.values.astype(float)
+    agg_x = _envelope(aggregated_curve.throughput.values)
+    agg_lat = np.full((conc.size, 2), np.nan)
+    agg_rate = np.full(conc.size, np.nan)
+    for j, c in enumerate(conc):
+        k = c / agg_instances
+        agg_rate[j] = agg_instances * _at(agg_grid, agg_x, k)
+        for m, metric in enumerate(_METRICS):
+            agg_lat[j, m] = _at(agg_grid, agg_q.latency.sel(metric=metric).values, k)
+    agg_per_gpu = agg_rate * output_mean / (agg_instances * agg_tp)
+    agg_meets = (agg_lat[:, 0] <= ttft_sla) & (agg_lat[:, 1] <= tpot_sla)
+
+    serving, serving_reason = [], []
+    for j in range(conc.size):
+        i = labels.index(best[j]) if best[j] else -1
+        disagg = per_gpu[i, j] if i >= 0 else math.nan
+        agg = agg_per_gpu[j] if agg_meets[j] else math.nan
+        agg_text = (
+            f"aggregated ({agg_instances} x TP{agg_tp}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
+            f"P{q * 100:g} TTFT {agg_lat[j, 0]:.3g} s, TPOT {agg_lat[j, 1] * 1e3:.3g} ms"
+        )
+        if i < 0 and not agg_meets[j]:
+            serving.append("infeasible")
+            serving_reason.append(f"neither meets the SLA: {agg_text}; {best_reason[j]}")
+        elif i < 0 or (agg_meets[j] and agg >= disagg):
+            serving.append("aggregated")
+            serving_reason.append(
+                f"{agg_text}"
+                + (
+                    f" against {disagg:,.0f} for disaggregated {best[j]}"
+                    if i >= 0
+                    else "; no disaggregated ratio meets the SLA"
+                )
+            )
+        else:
+            serving.append("disaggregated")
+            serving_reason.append(
+                f"disaggregated {best[j]} {disagg:,.0f} tokens/s per GPU against {agg_text}"
+                + ("" if agg_meets[j] else " (outside the SLA)")
+            )
+
+    pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
+    coords = {
+        "ratio": ("ratio", labels, glossary.attrs("ratio")),
+        "concurrency": ("concurrency", conc, glossary.attrs("concurrency")),
+        "pool": pool,
+        "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
+        "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
+    }
+    ds = xr.Dataset(
+        {
+            "instances": (("ratio", "pool"), np.array(pairs), glossary.attrs("instances")),
+            "pool_tensor_parallel": (
+                ("ratio", "pool"),
+                [[tp[p] for p in POOLS] for tp in tps],
+                glossary.attrs("pool_tensor_parallel"),
+            ),
+            "gpus": ("ratio", fleet_gpus, glossary.attrs("gpus")),
+            "pool_concurrency": (
+                ("ratio", "concurrency", "pool"),
+                pool_k,
+                glossary.attrs("pool_concurrency"),
+            ),
+            "fleet_qps": (("ratio", "concurrency"), rate, glossary.attrs("fleet_qps")),
+            "output_tokens_per_gpu": (
+                ("ratio", "concurrency"),
+                per_gpu,
+                glossary.attrs("output_tokens_per_gpu"),
+            ),
+            "latency": (("ratio", "concurrency", "metric"), lat, glossary.attrs("latency")),
+            "meets_sla": (("ratio", "concurrency"), meets, glossary.attrs("meets_sla")),
+            "bottleneck": (
+                ("ratio", "concurrency"),
+                bottleneck.astype(str),
+                glossary.attrs("bottleneck"),
+            ),
+            "kv_transfer_s": ("ratio", transfer, glossary.attrs("kv_transfer_s")),
+            "best_ratio": ("concurrency", best, glossary.attrs("best_ratio")),
+            "best_reason": ("concurrency", best_reason, glossary.attrs("best_reason")),
+            "aggregated_latency": (("concurrency", "metric"), agg_lat, glossary.attrs("latency")),
+            "aggregated_output_tokens_per_gpu": (
+                "concurrency",
+                agg_per_gpu,
+                glossary.attrs("output_tokens_per_gpu"),
+            ),
+            "aggregated_meets_sla": ("concurrency", agg_meets, glossary.attrs("meets_sla")),
+            "serving": ("concurrency", serving, glossary.attrs("serving")),
+            "serving_reason": ("concurrency", serving_reason, glossary.attrs("serving_reason")),
+        },
+        coords=coords,
+    )
+    ds.attrs = {
+        "source": "capnb.capacity.pd_ratio (closed loop on a fixed fleet, engine model per pool)",
+        "model": spec.name,
+        "gpu": gpu_id,
+        "sla_ttft": ttft_sla,
+        "sla_tpot": tpot_sla,
+        "quantile": q,
+        "link": link_from,
+        "kv_transfer_mean_s": transfer_mean,
+        "output_tokens_mean": output_mean,
+        "prompt_tokens_mean": float(prompt.mean()),
+        "aggregated": f"{agg_instances} x {gpu_id} TP{agg_tp} ({agg_instances * agg_tp} GPUs)",
+        "ttft": "prefill P-quantile TTFT + KV transfer at the P-quantile prompt + decode "
+        "P-quantile wait and first step (a sum of quantiles: conservative)",
+    }
+    return ds
+
+
+def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
+    if isinstance(target_qps, xr.DataArray):
+        if target_qps.ndim == 0:
+            values, slots, name = np.atleast_1d(float(target_qps)), np.array([0]), "slot"
+        elif target_qps.ndim == 1:
+            name = target_qps.dims[0]
+            values = np.asarray(target_qps.values, dtype=float)
+            slots = (
+                np.asarray(target_qps[name].values)
+                if name in target_qps.coords
+                else np.arange(values.size)
+            )
+        else:
+            raise InputError(
+                f"target_qps must be one rate per slot (1-D), got dims {target_qps.dims}; select a "
+                "traffic_quantile first"
+            )
+    else:
+        values = np.atleast_1d(np.asarray(target_qps, dtype=float))
+        if values.ndim != 1:
+            raise InputError(
+                f"target_qps must be a number or one rate per slot, got {target_qps!r}"
+            )
+        slots, name = np.arange(values.size), "slot"
+    if values.size == 0 or not (np.isfinite(values) & (values >= 0)).all():
+        raise InputError(f"target_qps must be finite requests/s >= 0, got {values.tolist()}")
+    return values, slots, name
+
+
+def disaggregate(
+    model,
+    gpu,
+    workload: xr.Dataset,
+    *,
+    target_qps,
+    sla_ttft: float,
+    sla_tpot: float,
+    tensor_parallel=1,
+    aggregated_tensor_parallel: int | None = None,
+    quantile: float = 0.99,
+    link_bandwidth: float | None = None,
+    usd_per_gpu_hour: float | None = None,
+    curves: xr.Dataset | None = None,
+    aggregated_curve: xr.Dataset | None = None,
+    requests: int = 1000,
+    seed: int = 0,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 8192,
+    calibration=None,
+) -> xr.Dataset:
+    """A plan per pool (prefill, decode) for a demand per slot, against the aggregated plan.
+
+    Each pool's operating point is a concurrency per instance on its closed-loop curve
+    (:func:`pool_curves`): the decode pool's keeps the quantile of TPOT within ``sla_tpot``; the
+    prefill pool's keeps prefill TTFT + KV transfer + the decode pool's wait within ``sla_ttft``.
+    Of all pairs meeting both, the one with the fewest GPUs per request/s
+    (``tp_p / r_p + tp_d / r_d``, ``r`` the requests/s an instance completes there by the engine)
+    is taken. Each slot then holds ``ceil(target / r_p)`` prefill and ``ceil(target / r_d)`` decode
+    instances: the P:D ratio per slot. The aggregated plan: instances of
+    ``aggregated_tensor_parallel`` (default the decode pool's) at the concurrency with the most
+    requests/s keeping both quantiles within the SLA. The cheaper over the day (GPU-hours, every slot
+    the same length) is chosen; where one is infeasible the other is chosen and the reason says why;
+    where both are, ``serving`` is ``"infeasible"`` (never a silent fallback).
+
+    Parameters
+    ----------
+    target_qps
+        Requests/s per slot: a number, a 1-D array or a DataArray over one dim (e.g. the forecast's
+        ``target_qps.sel(traffic_quantile=0.99)`` over ``slot``).
+    Others
+        As in :func:`pd_ratio`; ``usd_per_gpu_hour`` defaults to the catalog's price.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``pool``, the slot dim and ``serving`` (aggregated, disaggregated): ``pool_tensor_parallel``,
+        ``pool_concurrency`` and ``per_instance_qps`` (pool), ``instances`` (pool, slot),
+        ``pd_ratio`` (slot), ``aggregated_instances`` (slot), ``gpus`` and ``usd_per_hour``
+        (serving, slot), ``latency`` (serving, metric) at the operating points, ``meets_sla`` and
+        ``serving_reason`` (serving), ``kv_transfer_s``; attrs ``serving`` (the choice) and
+        ``recommendation`` (one sentence with the reason).
+    """
+    from .. import latency
+    from ..data import load_gpus, load_model
+
+    _check_workload(workload)
+    spec = load_model(model)
+    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
+    if gpu_id is None:
+        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    demand, slots, slot_dim = _target(target_qps)
+    ttft_sla = _seconds(sla_ttft, "sla_ttft")
+    tpot_sla = _seconds(sla_tpot, "sla_tpot")
+    q = _quantile(quantile)
+    tps = _tensor_parallel(tensor_parallel)
+    agg_tp = _validate.positive_int(
+        aggregated_tensor_parallel or tps["decode"], "aggregated_tensor_parallel"
+    )
+    bandwidth, link_from = _link(gpu_id, link_bandwidth)
+    if usd_per_gpu_hour is None:
+        price = float(load_gpus([gpu_id]).usd_per_gpu_hour.item())
+    else:
+        price = float(usd_per_gpu_hour)
+        if not (math.isfinite(price) and price >= 0):
+            raise InputError(f"usd_per_gpu_hour must be a number >= 0, got {usd_per_gpu_hour!r}")
+    engine_args = dict(
+        requests=requests,
+        seed=seed,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+    )
+    if curves is None:
+        curves = pool_curves(spec, gpu_id, workload, tensor_parallel=tps, **engine_args)
+    if aggregated_curve is None:
+        aggregated_curve = latency.engine(
+            spec,
+            gpu_id,
+            agg_tp,
+            workload,
+            concurrency=latency.concurrency_grid(256, dense_up_to=4, per_doubling=2),
+            **engine_args,
+        )
+
+    at_q = _quantile_index(curves, q)
+    grid = curves.concurrency.values.astype(float)
+    prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
+    transfer_q = float(
+        kv_transfer_s(
+            spec, np.quantile(prompt, q), tensor_parallel=tps["prefill"], link_bandwidth=bandwidth
+        )
+    )
+    x_p = curves.instance_qps.sel(pool="prefill").values
+    x_d = curves.instance_qps.sel(pool="decode").values
+    p_ttft = at_q.latency.sel(pool="prefill", metric="ttft").values
+    d_ttft = at_q.latency.sel(pool="decode", metric="ttft").values
+    d_tpot = at_q.latency.sel(pool="decode", metric="tpot").values
+
+    best = None  # (GPUs per request/s, i_p, i_d)
+    for i_d in np.flatnonzero(d_tpot <= tpot_sla):
+        budget = ttft_sla - transfer_q - d_ttft[i_d]
+        ok_p = np.flatnonzero(p_ttft <= budget)
+        if ok_p.size == 0:
+            continue
+        i_p = int(ok_p[np.argmax(x_p[ok_p])])
+        cost = tps["prefill"] / x_p[i_p] + tps["decode"] / x_d[i_d]
+        if best is None or cost < best[0]:
+            best = (cost, i_p, int(i_d))
+    if best is None:
+        if not (d_tpot <= tpot_sla).any():
+            disagg_reason = (
+                f"infeasible: the decode pool's P{q * 100:g} TPOT is {d_tpot[0] * 1e3:.3g} ms at "
+                f"one request in flight, above the SLA's {tpot_sla * 1e3:g} ms"
+            )
+        else:
+            floor = p_ttft[0] + transfer_q + np.nanmin(d_ttft[d_tpot <= tpot_sla])
+            disagg_reason = (
+                f"infeasible: prefill TTFT + KV transfer + decode wait is at least {floor:.3g} s "
+                f"(P{q * 100:g}), above the SLA's {ttft_sla:g} s"
+            )
+        i_p = i_d = None
+    else:
+        _, i_p, i_d = best
+        disagg_reason = (
+            f"prefill at {grid[i_p]:g} and decode at {grid[i_d]:g} requests in flight per instance: "
+            f"{x_p[i_p]:.3g} and {x_d[i_d]:.3g} requests/s per instance"
+        )
+
+    agg_q = _quantile_index(aggregated_curve, q)
+    a_grid = aggregated_curve.concurrency.values.astype(float)
+    a_x = aggregated_curve.throughput.values
+    a_ttft = agg_q.latency.sel(metric="ttft").values
+    a_tpot = agg_q.latency.sel(metric="tpot").values
+    ok_a = np.flatnonzero((a_ttft <= ttft_sla) & (a_tpot <= tpot_sla))
+    if ok_a.size:
+        i_a = int(ok_a[np.argmax(a_x[ok_a])])
+        agg_reason = f"{a_grid[i_a]:g} requests in flight per instance: {a_x[i_a]:.3g} requests/s"
+    else:
+        i_a = None
+        agg_reason = (
+            f"infeasible: at one request in flight P{q * 100:g} TTFT is {a_ttft[0]:.3g} s and TPOT "
+            f"{a_tpot[0] * 1e3:.3g} ms against the SLA's {ttft_sla:g} s and {tpot_sla * 1e3:g} ms"
+        )
+
+    nan_slots = np.full(demand.size, np.nan)
+    if i_p is not None:
+        inst = np.stack([np.ceil(demand / x_p[i_p]), np.ceil(demand / x_d[i_d])])
+        disagg_gpus = inst[0] * tps["prefill"] + inst[1] * tps["decode"]
+        ratio = np.where(inst[1] > 0, inst[0] / np.where(inst[1] > 0, inst[1], 1), np.nan)
+        disagg_lat = [p_ttft[i_p] + transfer_q + d_ttft[i_d], d_tpot[i_d]]
+        pool_k = [grid[i_p], grid[i_d]]
+        pool_r = [x_p[i_p], x_d[i_d]]
+    else:
+        inst = np.stack([nan_slots, nan_slots])
+        disagg_gpus, ratio = nan_slots, nan_slots
+        disagg_lat, pool_k, pool_r = [math.nan] * 2, [math.nan] * 2, [math.nan] * 2
+    if i_a is not None:
+        agg_inst = np.ceil(demand / a_x[i_a])
+        agg_gpus = agg_inst * agg_tp
+        agg_lat = [a_ttft[i_a], a_tpot[i_a]]
+    else:
+        agg_inst, agg_gpus, agg_lat = nan_slots, nan_slots, [math.nan] * 2
+
+    hours = {"aggregated": float(np.sum(agg_gpus)), "disaggregated": float(np.sum(disagg_gpus))}
+    peak = int(np.argmax(demand))
+    if i_a is None and i_p is None:
+        choice = "infeasible"
+        recommendation = f"Infeasible: aggregated {agg_reason}; disaggregated {disagg_reason}."
+    elif i_p is None or (i_a is not None and hours["aggregated"] <= hours["disaggregated"]):
+        choice = "aggregated"
+        why = (
+            f"disaggregated is {disagg_reason}"
+            if i_p is None
+            else f"{hours['aggregated']:,.0f} GPU-slots over the day against {hours['disaggregated']:,.0f} "
+            f"disaggregated ({int(inst[0, peak])}:{int(inst[1, peak])} at the busiest slot)"
+        )
+        recommendation = (
+            f"Serve aggregated: {int(agg_inst[peak])} x {agg_tp} {gpu_id} at the busiest slot "
+            f"({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {agg_lat[0]:.3g} s, TPOT "
+            f"{agg_lat[1] * 1e3:.3g} ms; {why}."
+        )
+    else:
+        choice = "disaggregated"
+        why = (
+            f"aggregated is {agg_reason}"
+            if i_a is None
+            else f"{hours['disaggregated']:,.0f} GPU-slots over the day against {hours['aggregated']:,.0f} "
+            f"aggregated ({int(agg_inst[peak])} x TP{agg_tp} at the busiest slot)"
+        )
+        recommendation = (
+            f"Serve disaggregated: {int(inst[0, peak])} prefill (TP{tps['prefill']}) and "
+            f"{int(inst[1, peak])} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
+            f"slot ({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {disagg_lat[0]:.3g} s "
+            f"(KV transfer {transfer_q * 1e3:.2g} ms), TPOT {disagg_lat[1] * 1e3:.3g} ms; {why}."
+        )
+
+    pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
+    serving = ["aggregated", "disaggregated"]
+    slot_attrs = glossary.attrs("slot") if slot_dim == "slot" else {}
+    ds = xr.Dataset(
+        {
+            "pool_tensor_parallel": (
+                "pool",
+                [tps[p] for p in POOLS],
+                glossary.attrs("pool_tensor_parallel"),
+            ),
+            "pool_concurrency": ("pool", pool_k, glossary.attrs("pool_concurrency")),
+            "per_instance_qps": ("pool", pool_r, glossary.attrs("per_instance_qps")),
+            "instances": (("pool", slot_dim), inst, glossary.attrs("instances")),
+            "pd_ratio": (slot_dim, ratio, glossary.attrs("pd_ratio")),
+            "aggregated_instances": (slot_dim, agg_inst, glossary.attrs("instances")),
+            "target_qps": (slot_dim, demand, glossary.attrs("target_qps")),
+            "gpus": (
+                ("serving", slot_dim),
+                np.stack([agg_gpus, disagg_gpus]),
+                glossary.attrs("gpus"),
+            ),
+            "usd_per_hour": (
+                ("serving", slot_dim),
+                np.stack([agg_gpus, disagg_gpus]) * price,
+                glossary.attrs("usd_per_hour"),
+            ),
+            "latency": (
+                ("serving", "metric"),
+                np.array([agg_lat, disagg_lat]),
+                glossary.attrs("latency"),
+            ),
+            "meets_sla": (
+                "serving",
+                [i_a is not None, i_p is not None],
+                glossary.attrs("meets_sla"),
+            ),
+            "serving_reason": (
+                "serving",
+                [agg_reason, disagg_reason],
+                glossary.attrs("serving_reason"),
+            ),
+            "kv_transfer_s": ((), transfer_q, glossary.attrs("kv_transfer_s")),
+        },
+        coords={
+            "pool": pool,
+            slot_dim: (slot_dim, slots, slot_attrs),
+            "serving": ("serving", serving, glossary.attrs("serving")),
+            "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
+            "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
+        },
+    )
+    ds.attrs = {
+        "source": "capnb.capacity.disaggregate (engine model per pool)",
+        "model": spec.name,
+        "gpu": gpu_id,
+        "sla_ttft": ttft_sla,
+        "sla_tpot": tpot_sla,
+        "quantile": q,
+        "link": link_from,
+        "usd_per_gpu_hour": price,
+        "aggregated_tensor_parallel": agg_tp,
+        "serving": choice,
+        "recommendation": recommendation,
+    }
+    return ds

@@ -1,0 +1,149 @@
+"""The capacity step over GPUs and tensor-parallel degrees with engine curves (and a prefix cache).
+
+:func:`capnb.capacity.sweep` searches analytic curves in numba kernels; this does the same search
+on curves from the serving-engine simulation (:func:`capnb.latency.engine`), one curve per
+(GPU, degree), each read by :func:`capnb.capacity.plan`. With a prefix cache, each instance's KV
+budget (vLLM's accounting) is split first (:func:`capnb.memory.split_kv`): the cache's share is
+taken from the running sequences, and the hit rate replayed from the trace's block hashes goes to
+the engine, which skips that share of each prompt's prefill.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from ..errors import InputError
+
+__all__ = ["sweep_engine"]
+
+#: Concurrency points per engine curve: a geometric grid from 1 to what memory holds (at most 512).
+POINTS = 10
+
+
+def sweep_engine(
+    model,
+    gpus,
+    tensor_parallel,
+    workload: xr.Dataset,
+    sla_s: float,
+    target_qps,
+    *,
+    buffer_qps=None,
+    metric: str = "e2e",
+    quantile: float = 0.99,
+    prefix_cache_share: float = 0.0,
+    blocks: xr.Dataset | None = None,
+    requests: int = 1000,
+    seed: int = 0,
+    vllm_version: str = "0.10",
+) -> xr.Dataset:
+    """:func:`plan` on an engine curve for every (gpu, tensor_parallel), stacked over both.
+
+    Parameters
+    ----------
+    model, gpus, tensor_parallel
+        One model; candidate GPUs and degrees (lists).
+    workload
+        Prompt and output lengths (:func:`capnb.latency.workload`).
+    sla_s, target_qps, buffer_qps, metric, quantile
+        As in :func:`plan` (``target_qps`` a number or a DataArray, e.g. over ``slot``).
+    prefix_cache_share
+        Share of each instance's KV budget held by a prefix cache, in [0, 1).
+    blocks
+        The trace's block hashes (:func:`capnb.data.load_block_hashes`); needed when
+        ``prefix_cache_share > 0``.
+    requests, seed
+        Requests simulated per curve point, and their seed.
+    vllm_version
+        Whose KV budget the engine and the split use (vLLM's accounting).
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`plan`'s variables over (``gpu``, ``tensor_parallel``) (then the target's dims);
+        options that cannot run (the degree does not shard the model, or no sequence fits) are
+        NaN with ``binding`` saying why. ``prefix_hit_rate`` and ``kv_cache_tokens`` (the
+        running sequences' share) per option. Attrs: ``latency_source``, ``prefix_cache_share``.
+    """
+    from .. import data, latency, memory
+    from ._safe import plan
+
+    share = float(prefix_cache_share)
+    if not (math.isfinite(share) and 0.0 <= share < 1.0):
+        raise InputError(f"prefix_cache_share must be in [0, 1), got {prefix_cache_share!r}")
+    if share > 0 and blocks is None:
+        raise InputError(
+            "prefix_cache_share > 0 needs the trace's block hashes (blocks=, "
+            "capnb.data.load_block_hashes): the hit rate is replayed from them"
+        )
+    spec = data.load_model(model)
+    seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    rows = {}
+    for gpu in gpus:
+        for tp in tensor_parallel:
+            reason = spec.valid_tensor_parallel(int(tp))
+            if reason:
+                rows[(gpu, tp)] = ("invalid_tensor_parallel", None)
+                continue
+            budget = memory.max_concurrency(
+                model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len,
+                accounting="vllm", vllm_version=vllm_version,
+            )  # fmt: skip
+            kv = int(budget.kv_cache_tokens.item()) if np.isfinite(budget.kv_cache_tokens) else 0
+            hit, running = 0.0, kv
+            if share > 0 and kv > 0:
+                split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,
+                                        cache_share=[share])  # fmt: skip
+                hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
+            fits = running // seq_len
+            if fits < 1:
+                rows[(gpu, tp)] = ("memory", (hit, running))
+                continue
+            top = min(int(fits), 512)
+            grid = np.unique(np.round(np.geomspace(1, top, num=min(top, POINTS))).astype(np.int64))
+            curve = latency.engine(
+                model, gpu, int(tp), workload, concurrency=grid.tolist(), requests=requests,
+                kv_cache_tokens=running, prefix_hit_rate=hit, seed=seed, max_num_seqs=top,
+            )  # fmt: skip
+            result = plan(curve, sla_s, target_qps, buffer_qps=buffer_qps, metric=metric,
+                          quantile=quantile, memory_limit=int(fits))  # fmt: skip
+            result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
+            result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
+            rows[(gpu, tp)] = ("ok", result)
+    template = next((r for kind, r in rows.values() if kind == "ok"), None)
+    if template is None:
+        raise InputError(
+            f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} can hold one "
+            f"{seq_len}-token sequence of {spec.name} (with {share:.0%} of the KV budget for a "
+            "prefix cache)"
+        )
+    template = template.drop_vars([c for c in ("gpu", "tensor_parallel") if c in template.coords])
+    stacked = []
+    for gpu in gpus:
+        per_tp = []
+        for tp in tensor_parallel:
+            kind, result = rows[(gpu, tp)]
+            if kind != "ok":
+                empty = xr.full_like(template, np.nan).astype(
+                    {v: float for v in template.data_vars if template[v].dtype.kind in "iuf"}
+                )
+                empty["binding"] = xr.full_like(template.binding, kind)
+                result = empty
+            else:
+                result = result.drop_vars(
+                    [c for c in ("gpu", "tensor_parallel") if c in result.coords]
+                )
+            per_tp.append(result)
+        stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
+    out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
+    out = out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
+    out.attrs.update(
+        latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
+        prefix_cache_share=share,
+        prompt_tokens=float(workload.prompt_tokens.mean()),
+        output_tokens=float(workload.output_tokens.mean()),
+    )
+    return out

@@ -1,0 +1,162 @@
+"""What a prefix cache does to capacity: more cache, fewer running sequences, less prefill.
+
+The memory step splits one instance's KV budget between running sequences and a prefix cache
+(:func:`capnb.memory.split_kv`, the hit rate replayed from the trace's block hashes); the engine
+model (:func:`capnb.latency.engine`) serves the trace's lengths with the running share as its KV
+capacity and the hit rate as the share of prompt tokens not computed; the capacity step reads the
+SLA off each curve. The answer is the cache share that serves the most requests/s per instance,
+and what it changes in instances for a target rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+
+from .. import glossary
+from ..errors import InputError
+
+__all__ = ["prefix_trade"]
+
+DEFAULT_SHARES = (0.0, 0.1, 0.2, 0.3, 0.5)
+
+
+def prefix_trade(
+    model,
+    gpu: str,
+    trace="mooncake-synthetic",
+    *,
+    sla_s: float,
+    metric: str = "ttft",
+    quantile: float = 0.99,
+    cache_share=DEFAULT_SHARES,
+    target_qps: float | None = None,
+    tensor_parallel: int = 1,
+    requests: int = 600,
+    vllm_version: str = "0.10",
+    seed: int = 0,
+) -> xr.Dataset:
+    """Per-instance capacity under the SLA for each share of the KV budget given to a prefix cache.
+
+    Parameters
+    ----------
+    model, gpu, tensor_parallel
+        One catalog model and GPU, one degree.
+    trace
+        A request log with block hashes (a bundled name, e.g. ``"mooncake-synthetic"``, or a
+        path in Mooncake's JSON-lines format): its block hashes give the hit rate, its prompt and
+        output lengths the workload.
+    sla_s, metric, quantile
+        The SLA: ``quantile`` of ``metric`` (default P99 TTFT, the latency a cache shortens) in
+        seconds.
+    cache_share
+        Shares of the KV budget held by the cache, in [0, 1).
+    target_qps
+        Requests/s to serve (optional): instances needed at each share.
+    requests, seed
+        Requests simulated per engine point, and their seed.
+    vllm_version
+        Whose KV budget (vLLM's accounting, :func:`capnb.memory.max_concurrency`).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``cache_share``: ``prefix_hit_rate``, ``running_tokens``, ``max_concurrency`` (memory's
+        limit), ``safe_concurrency`` (under the SLA, 0 where infeasible), ``binding``,
+        ``per_instance_qps``, ``latency_floor`` (the metric's quantile at concurrency 1, s) and,
+        with a target, ``instances``. Attrs: ``best_cache_share`` (most requests/s per instance;
+        NaN when no share is feasible) and ``reason``.
+    """
+    from .. import data, latency, memory
+    from ._safe import safe_concurrency
+
+    if not (isinstance(sla_s, int | float) and math.isfinite(sla_s) and sla_s > 0):
+        raise InputError(f"sla_s must be a number of seconds > 0, got {sla_s!r}")
+    if target_qps is not None and not (
+        isinstance(target_qps, int | float) and math.isfinite(target_qps) and target_qps > 0
+    ):
+        raise InputError(f"target_qps must be requests/s > 0, got {target_qps!r}")
+    blocks = data.load_block_hashes(trace)
+    log = data.load_trace(trace)
+    if "output_tokens" not in log:
+        raise InputError(f"trace {trace!r} has no output_tokens: its output lengths are needed")
+    work = latency.workload(log)
+    seq_len = math.ceil(float((work.prompt_tokens + work.output_tokens).mean()))
+    budget = memory.max_concurrency(
+        model=model, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=seq_len,
+        accounting="vllm", vllm_version=vllm_version,
+    )  # fmt: skip
+    kv_tokens = int(budget.kv_cache_tokens.item())
+    split = memory.split_kv(blocks, kv_cache_tokens=kv_tokens, seq_len=seq_len,
+                            cache_share=cache_share)  # fmt: skip
+    n = split.sizes["cache_share"]
+    safe = np.zeros(n, np.int64)
+    qps = np.zeros(n)
+    floor = np.full(n, np.nan)
+    binding = np.full(n, "infeasible", dtype=object)
+    for i in range(n):
+        fits = int(split.max_concurrency.values[i])
+        if fits < 1:
+            binding[i] = "memory"
+            continue
+        grid = np.unique(np.round(np.geomspace(1, fits, num=min(fits, 12))).astype(np.int64))
+        curve = latency.engine(
+            model, gpu, tensor_parallel, work, concurrency=grid.tolist(), requests=requests,
+            kv_cache_tokens=int(split.running_tokens.values[i]),
+            prefix_hit_rate=float(split.prefix_hit_rate.values[i]), seed=seed,
+        )  # fmt: skip
+        floor[i] = float(curve.latency.sel(metric=metric, latency_quantile=quantile).isel(
+            concurrency=0))  # fmt: skip
+        found = safe_concurrency(curve, sla_s, metric=metric, quantile=quantile,
+                                 memory_limit=fits)  # fmt: skip
+        binding[i] = str(found.binding.item())
+        if binding[i] in ("latency", "memory", "measured_range"):
+            safe[i] = int(found.safe_concurrency.item())
+            qps[i] = float(found.per_instance_qps.item())
+    out = xr.Dataset(
+        {
+            "prefix_hit_rate": split.prefix_hit_rate,
+            "running_tokens": split.running_tokens,
+            "max_concurrency": split.max_concurrency,
+            "safe_concurrency": ("cache_share", safe, glossary.attrs("safe_concurrency")),
+            "binding": ("cache_share", binding.astype(str), glossary.attrs("binding")),
+            "per_instance_qps": ("cache_share", qps, glossary.attrs("per_instance_qps")),
+            "latency_floor": (
+                "cache_share",
+                floor,
+                {"units": "s", "long_name": f"P{100 * quantile:g} {metric} at concurrency 1"},
+            ),
+        },
+        coords={"cache_share": split.cache_share},
+    )
+    if target_qps is not None:
+        need = np.where(qps > 0, np.ceil(target_qps / np.where(qps > 0, qps, 1.0) - 1e-9), np.nan)
+        out["instances"] = ("cache_share", need, glossary.attrs("instances"))
+    if (qps > 0).any():
+        best = int(np.argmax(qps))
+        share = float(out.cache_share.values[best])
+        none = float(qps[0]) if float(out.cache_share.values[0]) == 0.0 else math.nan
+        reason = (
+            f"a cache of {share:.0%} of the KV budget serves {qps[best]:.3f} requests/s per "
+            f"instance at {metric} P{100 * quantile:g} <= {sla_s:g} s (hit rate "
+            f"{float(out.prefix_hit_rate.values[best]):.1%}, {int(safe[best])} running "
+            f"sequences)" + (f"; no cache: {none:.3f}" if math.isfinite(none) else "")
+        )
+    else:
+        share = math.nan
+        reason = (
+            f"infeasible: no cache share meets {metric} P{100 * quantile:g} <= {sla_s:g} s; the "
+            f"lowest floor is {np.nanmin(floor):.2f} s"
+            if np.isfinite(floor).any()
+            else "infeasible: no running sequence fits in memory at any cache share"
+        )
+    out.attrs = {
+        "model": str(model), "gpu": str(gpu), "tensor_parallel": int(tensor_parallel),
+        "trace": str(trace), "kv_cache_tokens": kv_tokens, "seq_len": seq_len,
+        "sla_s": float(sla_s), "metric": metric, "quantile": float(quantile),
+        "best_cache_share": share, "reason": reason,
+        "latency_model": "capnb.latency.engine (calibrated continuous-batching simulation)",
+    }  # fmt: skip
+    return out

@@ -1,0 +1,306 @@
+"""Disaggregated serving checked against dstack's measured prefill:decode runs (gpt-oss-120b, 8 x H200).
+
+``python -m capnb.capacity.validate_disagg`` prints, per (prompt, output, concurrency) group of
+``datasets/benchmarks/disaggregated/comparison_pd_ratio_results.csv``, the ratio that served best in
+the data (the most output tokens/s per GPU with P99 TTFT and P99 TPOT within the SLA) beside the
+one capnb picks (:func:`capnb.capacity.pd_ratio`'s rule on its predictions), and per run the
+predicted P99 TTFT and TPOT with their errors. ``--write VALIDATION.md`` also stores the record
+(``capnb/capacity/disagg_validation.csv``) and the section "Disaggregated serving: dstack's P:D
+runs" of that file (no other section is touched).
+
+The runs (dstack's ``comparison/pd_ratio`` benchmark, SGLang with NIXL transfers, ``vllm bench
+serve`` random prompts, 500 prompts per run, a closed loop at ``--max-concurrency``):
+
+- GPUs per worker: dstack's README gives TP 2 for every worker of 3:1, 2:2 and 1:3 (8 GPUs). It
+  does not give the 1:1 setup; capnb assumes 4 + 4 GPUs at TP 4 (``--tp-1to1``, default 4), because
+  at concurrency 32 the single decode worker of 1:1 streamed faster (mean TPOT 7.0-7.5 ms) than the
+  single TP 2 decode worker of 3:1 at the same batch (10.1-11.4 ms). ``--tp-1to1 2`` checks 2 + 2.
+- Prompts: each run's mean (``total_input_tokens / completed``), all the same length (vLLM's random
+  dataset). Outputs: the model stopped before the nominal length, so each run's real mean
+  (``total_output_tokens / completed``) is used, spread as an exponential capped at the nominal
+  length (its mean solved to match); the spread is capnb's assumption, the mean is measured.
+- A run that did not complete every prompt is left out (the 1:1 run at 2,048 / 32,784 tokens and
+  concurrency 128 completed 380 of 500), and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "RECORD",
+    "SECTION",
+    "check",
+    "load_runs",
+    "main",
+    "markdown",
+    "output_lengths",
+    "picks",
+    "stored",
+]
+
+SECTION = "## Disaggregated serving: dstack's P:D runs"
+RECORD = Path(__file__).with_name("disagg_validation.csv")
+#: The SLA the check picks by: P99 TTFT and P99 TPOT (s).
+SLA_TTFT = 2.0
+SLA_TPOT = 0.025
+_ORDER = ("1:1", "1:3", "2:2", "3:1")
+
+
+def load_runs() -> pd.DataFrame:
+    """The measured runs, one row each, with the ratio label and the real mean lengths."""
+    from ..data._catalog import dataset_path
+
+    path = dataset_path("benchmarks", "disaggregated", "comparison_pd_ratio_results.csv")
+    runs = pd.read_csv(path)
+    runs["ratio"] = runs["prefill"].astype(str) + ":" + runs["decode"].astype(str)
+    runs["prompt_mean"] = runs["total_input_tokens"] / runs["completed"]
+    runs["output_mean"] = runs["total_output_tokens"] / runs["completed"]
+    runs["complete"] = runs["completed"] == runs["num_prompts"]
+    runs["p99_ttft_s"] = runs["p99_ttft_ms"] / 1e3
+    runs["p99_tpot_s"] = runs["p99_tpot_ms"] / 1e3
+    key = ["isl", "osl", "conc"]
+    return runs.sort_values([*key, "ratio"]).reset_index(drop=True)
+
+
+def output_lengths(mean: float, cap: float, samples: int = 256) -> np.ndarray:
+    """``samples`` output lengths: an exponential capped at ``cap`` whose capped mean is ``mean``.
+
+    Evenly spaced quantiles (deterministic). The scale solves ``s (1 - exp(-cap / s)) = mean``.
+    """
+    if not 0 < mean < cap:
+        return np.full(samples, float(min(max(mean, 1.0), cap)))
+    lo, hi = mean, 1e3 * cap
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid * (1 - math.exp(-cap / mid)) < mean:
+            lo = mid
+        else:
+            hi = mid
+    u = (np.arange(samples) + 0.5) / samples
+    return np.minimum(-0.5 * (lo + hi) * np.log1p(-u), cap)
+
+
+def _tensor_parallel(ratio: str, tp_1to1: int) -> int:
+    return tp_1to1 if ratio == "1:1" else 2
+
+
+def _requests(output_mean: float) -> int:
+    """Requests simulated per point: about 400,000 output tokens, 150 to 1,000 requests."""
+    return int(min(1000, max(150, round(400_000 / max(output_mean, 1.0)))))
+
+
+def check(
+    *,
+    sla_ttft: float = SLA_TTFT,
+    sla_tpot: float = SLA_TPOT,
+    tp_1to1: int = 4,
+    groups=None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all)."""
+    from .. import latency
+    from ._disagg import pd_ratio
+
+    runs = load_runs()
+    if groups is not None:
+        wanted = {tuple(int(v) for v in g) for g in groups}
+        runs = runs[
+            [(a, b, c) in wanted for a, b, c in zip(runs.isl, runs.osl, runs.conc, strict=True)]
+        ]
+    rows = []
+    for _, run in runs.iterrows():
+        row = {
+            "isl": int(run.isl), "osl": int(run.osl), "conc": int(run.conc), "ratio": run.ratio,
+            "tensor_parallel": _tensor_parallel(run.ratio, tp_1to1),
+            "prompt_mean": round(float(run.prompt_mean), 1),
+            "output_mean": round(float(run.output_mean), 1),
+            "complete": bool(run.complete),
+            "measured_ttft_s": float(run.p99_ttft_s), "measured_tpot_s": float(run.p99_tpot_s),
+            "measured_tokens_per_gpu": float(run.output_throughput) / 8.0
+            if run.ratio != "1:1" else float(run.output_throughput) / (2 * tp_1to1),
+        }  # fmt: skip
+        if run.complete:
+            outputs = output_lengths(float(run.output_mean), float(run.osl))
+            w = latency.workload(
+                prompt_tokens=np.full(outputs.size, round(float(run.prompt_mean))),
+                output_tokens=np.maximum(np.rint(outputs), 1),
+                samples=None,
+            )
+            ds = pd_ratio(
+                "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla_ttft=sla_ttft,
+                sla_tpot=sla_tpot, ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
+                requests=_requests(float(run.output_mean)), seed=seed,
+            )  # fmt: skip
+            one = ds.isel(ratio=0, concurrency=0)
+            row["predicted_ttft_s"] = float(one.latency.sel(metric="ttft"))
+            row["predicted_tpot_s"] = float(one.latency.sel(metric="tpot"))
+            row["predicted_tokens_per_gpu"] = float(one.output_tokens_per_gpu)
+            row["bottleneck"] = str(one.bottleneck.item())
+        else:
+            row.update(predicted_ttft_s=math.nan, predicted_tpot_s=math.nan,
+                       predicted_tokens_per_gpu=math.nan, bottleneck="")  # fmt: skip
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for what in ("ttft", "tpot", "tokens_per_gpu"):
+        measured = table[f"measured_{what}" + ("_s" if what != "tokens_per_gpu" else "")]
+        predicted = table[f"predicted_{what}" + ("_s" if what != "tokens_per_gpu" else "")]
+        table[f"{what}_error"] = predicted / measured - 1.0
+    table["measured_meets"] = (table.measured_ttft_s <= sla_ttft) & (
+        table.measured_tpot_s <= sla_tpot
+    )
+    table["predicted_meets"] = (table.predicted_ttft_s <= sla_ttft) & (
+        table.predicted_tpot_s <= sla_tpot
+    )
+    return table
+
+
+def _best(group: pd.DataFrame, prefix: str) -> str:
+    ok = group[group[f"{prefix}_meets"] & group.complete]
+    if ok.empty:
+        return ""
+    return str(ok.loc[ok[f"{prefix}_tokens_per_gpu"].idxmax(), "ratio"])
+
+
+def picks(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (isl, osl, conc): the measured best ratio, capnb's pick, and whether they agree."""
+    out = []
+    for (isl, osl, conc), group in table.groupby(["isl", "osl", "conc"], sort=True):
+        measured, predicted = _best(group, "measured"), _best(group, "predicted")
+        note = ""
+        if measured != predicted:
+            if not measured:
+                m = group.set_index("ratio")
+                note = (
+                    f"no run met the SLA; capnb predicts {predicted} does (P99 TTFT "
+                    f"{m.predicted_ttft_s[predicted]:.3g} s predicted, {m.measured_ttft_s[predicted]:.3g} "
+                    f"s measured; TPOT {m.predicted_tpot_s[predicted] * 1e3:.3g} / "
+                    f"{m.measured_tpot_s[predicted] * 1e3:.3g} ms)"
+                )
+            elif not predicted:
+                note = f"capnb predicts no ratio meets the SLA (measured: {measured} does)"
+            else:
+                m = group.set_index("ratio")
+                note = (
+                    f"capnb ranks {predicted} ({m.predicted_tokens_per_gpu[predicted]:,.0f} "
+                    f"tokens/s/GPU predicted, {m.measured_tokens_per_gpu[predicted]:,.0f} measured) "
+                    f"above {measured} ({m.predicted_tokens_per_gpu[measured]:,.0f} predicted, "
+                    f"{m.measured_tokens_per_gpu[measured]:,.0f} measured)"
+                )
+                if not m.predicted_meets[measured]:
+                    note += f"; it predicts {measured} outside the SLA"
+        missing = [r for r in _ORDER if r not in set(group.ratio[group.complete])]
+        out.append(
+            {"isl": isl, "osl": osl, "conc": conc, "measured_best": measured or "none",
+             "capnb_pick": predicted or "none", "agree": measured == predicted,
+             "not_run": ", ".join(missing), "note": note}
+        )  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def markdown(table: pd.DataFrame, *, sla_ttft: float = SLA_TTFT, sla_tpot: float = SLA_TPOT,
+             tp_1to1: int = 4) -> str:  # fmt: skip
+    """The VALIDATION.md section for a :func:`check` table."""
+    chosen = picks(table)
+    done = table[table.complete]
+    agree = int(chosen.agree.sum())
+    med = {w: float(done[f"{w}_error"].abs().median()) for w in ("ttft", "tpot", "tokens_per_gpu")}
+    lines = [
+        SECTION,
+        "",
+        "Generated by `python -m capnb.capacity.validate_disagg --write VALIDATION.md` (do not edit "
+        "by hand). dstack's SGLang prefill/decode runs of gpt-oss-120b on 8 x H200 SXM "
+        "(github.com/dstackai/benchmarks @06c957ab, `comparison/pd_ratio`, "
+        "`datasets/benchmarks/disaggregated/`) against `capnb.capacity.pd_ratio` (engine model per "
+        "pool, closed loop on the fleet). SLA: P99 TTFT <= "
+        f"{sla_ttft:g} s and P99 TPOT <= {sla_tpot * 1e3:g} ms; the best ratio is the one with the "
+        "most output tokens/s per GPU within it. GPUs per worker: TP 2 for 1:3, 2:2 and 3:1 "
+        f"(dstack's README), TP {tp_1to1} for 1:1 (capnb's assumption: "
+        "`capnb.capacity.validate_disagg` says why).",
+        "",
+        f"capnb picks the measured best ratio in {agree} of {len(chosen)} groups. Median absolute "
+        f"error over {len(done)} runs: P99 TTFT {med['ttft']:.0%}, P99 TPOT {med['tpot']:.0%}, "
+        f"output tokens/s per GPU {med['tokens_per_gpu']:.0%}.",
+        "",
+        "| ISL / OSL | concurrency | measured best | capnb's pick | not run or left out | why not |",
+        "|---|---:|---|---|---|---|",
+    ]
+    for _, r in chosen.iterrows():
+        lines.append(
+            f"| {r.isl} / {r.osl} | {r.conc} | {r.measured_best} | {r.capnb_pick} | "
+            f"{r.not_run or '-'} | {r.note or ('-' if r.agree else '')} |"
+        )
+    lines += [
+        "",
+        "Per run (P99s; error = predicted / measured - 1; tokens/s per GPU of output):",
+        "",
+        "| ISL / OSL | conc. | ratio | output mean | TTFT meas. / pred. (s) | error | "
+        "TPOT meas. / pred. (ms) | error | tokens/s/GPU meas. / pred. | bottleneck |",
+        "|---|---:|---|---:|---|---:|---|---:|---|---|",
+    ]
+    for _, r in table.iterrows():
+        if not r.complete:
+            lines.append(
+                f"| {r.isl} / {r.osl} | {r.conc} | {r.ratio} | {r.output_mean:,.0f} | left out: "
+                "not every prompt completed | | | | | |"
+            )
+            continue
+        lines.append(
+            f"| {r.isl} / {r.osl} | {r.conc} | {r.ratio} | {r.output_mean:,.0f} | "
+            f"{r.measured_ttft_s:.3g} / {r.predicted_ttft_s:.3g} | {r.ttft_error:+.0%} | "
+            f"{r.measured_tpot_s * 1e3:.3g} / {r.predicted_tpot_s * 1e3:.3g} | "
+            f"{r.tpot_error:+.0%} | {r.measured_tokens_per_gpu:,.0f} / "
+            f"{r.predicted_tokens_per_gpu:,.0f} | {r.bottleneck or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace (or append) this section of a Markdown file, leaving every other section alone."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    if start is None:
+        joiner = (
+            "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        )
+        path.write_text(text + joiner + section, encoding="utf-8")
+        return
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = "".join(lines[end:])
+    path.write_text("".join(lines[:start]) + section + ("\n" + tail if tail else ""), "utf-8")
+
+
+def stored() -> pd.DataFrame:
+    """The stored record of :func:`check` (written by ``--write``)."""
+    table = pd.read_csv(RECORD)
+    table["bottleneck"] = table["bottleneck"].fillna("")
+    return table
+
+
+def main(argv=None) -> int:
+    """The command line: print the table; with ``--write``, store the record and the section."""
+    parser = argparse.ArgumentParser(
+        prog="python -m capnb.capacity.validate_disagg", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--write", metavar="VALIDATION.md", help="store the record and the section")
+    parser.add_argument("--tp-1to1", type=int, default=4, help="GPUs per worker of the 1:1 runs")
+    parser.add_argument("--sla-ttft", type=float, default=SLA_TTFT, help="P99 TTFT SLA (s)")
+    parser.add_argument("--sla-tpot", type=float, default=SLA_TPOT, help="P99 TPOT SLA (s)")
+    args = parser.parse_args(argv)
+    table = check(sla_ttft=args.sla_ttft, sla_tpot=args.sla_tpot, tp_1to1=args.tp_1to1)
+    text = markdown(table, sla_ttft=args.sla_ttft, sla_tpot=args.sla_tpot, tp_1to1=args.tp_1to1)
+    print(text)
+    if args.write:
+        table.to_csv(RECORD, index=False)
+        write_section(Path(args.write), text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""capacity.prefix_trade: the KV budget split between a prefix cache and running sequences, priced."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import capnb
+from capnb.errors import InputError
+
+MODEL, GPU = "Llama-3.1-8B", "H100-SXM"
+
+# the bundled Mooncake log has requests sharing a timestamp: said once as a TraceWarning, kept
+pytestmark = pytest.mark.filterwarnings("ignore::capnb.data.TraceWarning")
+
+
+@pytest.fixture(scope="module")
+def shared_prefix_log(tmp_path_factory):
+    """A Mooncake-format log in which every request repeats a 20-block (10,240-token) prefix."""
+    rng = np.random.default_rng(5)
+    path = tmp_path_factory.mktemp("log") / "shared.jsonl"
+    rows, fresh = [], 1000
+    for i in range(300):
+        own = list(range(fresh, fresh + 2))
+        fresh += 2
+        output = int(rng.integers(50, 150))
+        rows.append({"timestamp": i * 500, "input_length": 22 * 512, "output_length": output,
+                     "hash_ids": list(range(20)) + own})  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return str(path)
+
+
+def test_a_repeated_prefix_pays_for_its_cache(shared_prefix_log):
+    trade = capnb.capacity.prefix_trade(
+        MODEL, GPU, shared_prefix_log, sla_s=3.0, cache_share=[0.0, 0.1, 0.3], target_qps=20.0,
+        requests=300,
+    )  # fmt: skip
+    hit = trade.prefix_hit_rate.values
+    assert hit[0] == 0.0 and hit[1] > 0.85  # 20 of 22 blocks, once the prefix is cached
+    assert (np.diff(trade.running_tokens.values) < 0).all()
+    # less prefill: the floor of P99 TTFT falls, and an instance serves more under the SLA
+    assert trade.latency_floor.values[1] < 0.5 * trade.latency_floor.values[0]
+    assert trade.per_instance_qps.values[1] > trade.per_instance_qps.values[0]
+    assert trade.attrs["best_cache_share"] in (0.1, 0.3)
+    assert (trade.instances.values[1:] <= trade.instances.values[0]).all()
+    assert trade.attrs["reason"].startswith("a cache of")
+
+
+def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
+    """The composition, by hand: split_kv, then engine at that hit rate and budget, then the SLA."""
+    trade = capnb.capacity.prefix_trade(MODEL, GPU, sla_s=10.0, cache_share=[0.2], requests=200)
+    log = capnb.data.load_trace("mooncake-synthetic")
+    work = capnb.latency.workload(log)
+    seq_len = math.ceil(float((work.prompt_tokens + work.output_tokens).mean()))
+    assert trade.attrs["seq_len"] == seq_len
+    split = capnb.memory.split_kv(
+        capnb.data.load_block_hashes("mooncake-synthetic"),
+        kv_cache_tokens=trade.attrs["kv_cache_tokens"], seq_len=seq_len, cache_share=[0.2],
+    )  # fmt: skip
+    fits = int(split.max_concurrency.item())
+    grid = np.unique(np.round(np.geomspace(1, fits, num=min(fits, 12))).astype(np.int64))
+    curve = capnb.latency.engine(
+        MODEL, GPU, 1, work, concurrency=grid.tolist(), requests=200,
+        kv_cache_tokens=int(split.running_tokens.item()),
+        prefix_hit_rate=float(split.prefix_hit_rate.item()),
+    )  # fmt: skip
+    by_hand = capnb.capacity.safe_concurrency(curve, 10.0, metric="ttft", memory_limit=fits)
+    assert float(trade.per_instance_qps.item()) > 0
+    assert float(trade.per_instance_qps.item()) == float(by_hand.per_instance_qps.item())
+    assert int(trade.safe_concurrency.item()) == int(by_hand.safe_concurrency.item())
+    assert float(trade.prefix_hit_rate.item()) == float(split.prefix_hit_rate.item())
+
+
+def test_infeasible_is_said_and_bad_arguments_are_named():
+    trade = capnb.capacity.prefix_trade(MODEL, GPU, sla_s=0.01, cache_share=[0.0], requests=100)
+    assert math.isnan(trade.attrs["best_cache_share"])
+    assert trade.attrs["reason"].startswith("infeasible: no cache share meets ttft P99 <= 0.01 s")
+    assert trade.per_instance_qps.item() == 0.0 and trade.binding.item() != "latency"
+    with pytest.raises(InputError, match="sla_s"):
+        capnb.capacity.prefix_trade(MODEL, GPU, sla_s=0)
+    with pytest.raises(InputError, match="target_qps"):
+        capnb.capacity.prefix_trade(MODEL, GPU, sla_s=1.0, target_qps=-1.0)
+    with pytest.raises(InputError, match="cache_share"):
+        capnb.capacity.prefix_trade(MODEL, GPU, sla_s=1.0, cache_share=[1.5])
