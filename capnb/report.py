@@ -619,6 +619,13 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
             ),
         )
     )
+    if a.get("fleet"):  # one type on demand beside the cheapest mix, planned and replayed
+        rows.append(
+            (
+                "Mixed fleet",
+                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["fleet"])))}</span>',
+            )
+        )
     budget = float(config["breach_budget"]) * glossary.HOURS_PER_MONTH * 60
     rows.append(
         (
@@ -922,6 +929,8 @@ def _curve_parameters(cfg, gpu: str, tp: int) -> dict[str, object]:
 
     if cfg.latency == "model":
         return {"CURVE": "analytic model"}
+    if cfg.latency == "engine":
+        return {"CURVE": "engine model"}
     if cfg.latency in data.list_latency_curves():
         return {"CURVE": cfg.latency}
     setup = {"model": data.load_model(cfg.model).name, "gpu": gpu, "tensor_parallel": tp}

@@ -220,3 +220,36 @@ def test_no_mix_when_asked_and_an_unknown_provider_is_named():
     ):
         warnings.simplefilter("ignore", planning.PlanWarning)
         planning.build(planning.PlanConfig(**cheap, provider="nowhere"))
+
+
+def test_an_engine_plan_with_a_prefix_cache_reads_the_hit_rate_from_the_workload_log():
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H100-SXM", "H200"), tensor_parallel=(1,),
+                 sla_metric="ttft", sla_s=5.0, workload="mooncake-synthetic", demand_scale=0.01)  # fmt: skip
+    with warnings.catch_warnings():  # the plan's checks, and the log's shared timestamps
+        warnings.simplefilter("ignore")
+        none = planning.build(planning.PlanConfig(**cheap, latency="engine"))
+        cached = planning.build(
+            planning.PlanConfig(**cheap, latency="engine", prefix_cache_share=0.3)
+        )
+    assert none.attrs["latency_used"].startswith("the serving-engine model")
+    assert (none.capacity_prefix_hit_rate == 0).all()
+    hit = cached.capacity_prefix_hit_rate
+    assert (hit > 0).all() and (hit < 0.2).all()  # the bundled log's prefixes repeat far apart
+    # the cache's tokens come out of the running sequences' budget
+    assert (cached.capacity_kv_cache_tokens < none.capacity_kv_cache_tokens).all()
+    assert "Prefix cache: 30% of each instance's KV budget" in cached.attrs["recommendation"]
+    assert "serving-engine model's held-out median error" in cached.attrs["recommendation"]
+
+
+def test_a_prefix_cache_needs_the_engine_and_block_hashes():
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,))
+    with pytest.raises(
+        planning.PlanError, match="prefix_cache_share = 0.3 needs latency = 'engine'"
+    ):
+        planning.build(planning.PlanConfig(**cheap, prefix_cache_share=0.3))
+    with pytest.raises(planning.PlanError, match="must carry prompt block hashes"):
+        planning.build(
+            planning.PlanConfig(
+                **cheap, latency="engine", prefix_cache_share=0.3, workload="azure-conv-2023"
+            )
+        )

@@ -197,6 +197,8 @@ def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(s
     said = "Close call: " if built.attrs["close_call"] else "Latency model: "
     assert said + built.attrs["latency_uncertainty"] in recommendation
     assert built.attrs["latency_uncertainty"] in page and built.attrs["backtest"] in page
+    # one type on demand beside the cheapest mix with a reserved base, planned and replayed
+    assert "Mixed fleet" in page and built.attrs["fleet"] in page
     for name in ("latency_uncertainty", "backtest"):
         del built.attrs[name]
     page = html_unescape(report.summary_html(built))

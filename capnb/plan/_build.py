@@ -241,7 +241,7 @@ def _build_on(cfg: PlanConfig, source):
         cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
         seq_len, ahead,
     )  # fmt: skip
-    if best is not None and cfg.latency == "model":  # GPUs ranked by the model: how sure?
+    if best is not None and cfg.latency in ("model", "engine"):  # ranked by a model: how sure?
         from ._closecall import close_call
 
         plan.attrs.update(
@@ -249,6 +249,7 @@ def _build_on(cfg: PlanConfig, source):
                 cap, best, model=cfg.model, metric=cfg.sla_metric,
                 prompt_tokens=float(_workload.prompt_tokens.mean()),
                 output_tokens=float(_workload.output_tokens.mean()),
+                latency_model="analytic" if cfg.latency == "model" else "engine",
             )
         )  # fmt: skip
     mixed = None

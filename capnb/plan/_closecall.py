@@ -27,6 +27,7 @@ def close_call(
     metric: str,
     prompt_tokens: float,
     output_tokens: float,
+    latency_model: str = "analytic",
 ) -> dict[str, object]:
     """The plan's attrs on the choice's uncertainty: ``latency_uncertainty``, ``close_call``, ...
 
@@ -41,12 +42,15 @@ def close_call(
         The model served and the SLA's latency metric (ttft, tpot, itl, e2e).
     prompt_tokens, output_tokens
         The workload's mean lengths (tokens), for the benchmark commands.
+    latency_model
+        Which model ranked the options: ``"analytic"`` or ``"engine"`` (whose held-out error is
+        quoted).
 
     Returns
     -------
     dict
         ``latency_uncertainty`` (a sentence), ``latency_error_chosen`` and
-        ``latency_error_runner_up`` (shares, the analytic model's held-out median error for the
+        ``latency_error_runner_up`` (shares, the latency model's held-out median error for the
         metric on each GPU), ``cost_gap_share`` (the runner-up's extra cost over the chosen),
         ``close_call`` (1 when the gap is within the larger error, else 0; an int so the plan
         writes to NetCDF) and ``settle_commands`` (shell lines, empty when not a close call).
@@ -60,7 +64,10 @@ def close_call(
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
     runner = (str(best.runner_up_gpu.item()), int(best.runner_up_tensor_parallel.item()))
     gap = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
-    errors = {gpu: validate.held_out_error(gpu, metric) for gpu in {chosen[0], runner[0]}}
+    errors = {
+        gpu: validate.held_out_error(gpu, metric, model=latency_model)
+        for gpu in {chosen[0], runner[0]}
+    }
     worst = max(e["median"] for e in errors.values())
     close = bool(math.isfinite(worst) and gap <= worst) or not math.isfinite(worst)
 
@@ -76,7 +83,8 @@ def close_call(
         return f"{gpu} {e['median']:.0%} ({where})"
 
     sentence = (
-        f"The analytic latency model's held-out median error on {metric.upper()}: "
+        f"The {'analytic latency' if latency_model == 'analytic' else 'serving-engine'} model's "
+        f"held-out median error on {metric.upper()}: "
         + "; ".join(words(g) for g in dict.fromkeys((chosen[0], runner[0])))
         + f". The runner-up, {runner[1]} x {runner[0]}, costs {gap:+.0%}"
         + (

@@ -41,7 +41,15 @@ SECTIONS = {
         "trials",
         "seed",
     ),
-    "serving": ("model", "gpus", "tensor_parallel", "latency", "workload", "accounting"),
+    "serving": (
+        "model",
+        "gpus",
+        "tensor_parallel",
+        "latency",
+        "prefix_cache_share",
+        "workload",
+        "accounting",
+    ),
     "sla": ("sla_metric", "sla_quantile", "sla_s"),
     "elasticity": (
         "policies",
@@ -94,8 +102,11 @@ class PlanConfig:
     Serving
         ``model`` (catalog id, a ``config.json`` path or a Hugging Face model folder); candidate
         ``gpus`` and ``tensor_parallel`` degrees; ``latency`` ``"model"`` (the calibrated analytic
-        model), a bundled measured curve name or a path to measured latency files (``vllm bench
-        serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``workload`` the trace whose prompt/output
+        model), ``"engine"`` (the calibrated serving-engine simulation, one curve per GPU and
+        degree), a bundled measured curve name or a path to measured latency files (``vllm bench
+        serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
+        instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
+        hashes (``latency = "engine"`` only); ``workload`` the trace whose prompt/output
         lengths the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it
         has token columns, else the Azure conversation trace); memory ``accounting``.
     SLA
@@ -165,8 +176,20 @@ class PlanConfig:
         _doc("candidate tensor-parallel degrees", "GPUs"),
     ] = (1, 2, 4)
     latency: Annotated[
-        Name, _doc("'model' (calibrated analytic model), a bundled curve name or latency files")
+        Name,
+        _doc(
+            "'model' (calibrated analytic model), 'engine' (the serving-engine simulation), a "
+            "bundled curve name or latency files"
+        ),
     ] = "model"
+    prefix_cache_share: Annotated[
+        float,
+        Field(ge=0, lt=1, allow_inf_nan=False),
+        _doc(
+            "share of each instance's KV budget held by a prefix cache (latency = 'engine' and a "
+            "trace with block hashes)"
+        ),
+    ] = 0.0
     workload: Annotated[
         Name, _doc("prompt/output lengths: 'auto', 'trace', a bundled trace name or a path")
     ] = "auto"
@@ -392,7 +415,7 @@ def _resolve_paths(values: dict, folder: Path) -> dict:
     bundled = {
         "trace": {*data.list_traces(), *data.list_rate_series()},
         "model": set(data.list_models()),
-        "latency": {"model", *data.list_latency_curves()},
+        "latency": {"model", "engine", *data.list_latency_curves()},
         "workload": {"auto", "trace", *data.list_traces()},
     }
 

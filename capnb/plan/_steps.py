@@ -66,8 +66,32 @@ def _workload(cfg: PlanConfig, source):
     return latency.workload(data.load_trace(name)), name
 
 
+def _blocks(cfg: PlanConfig, workload_from: str):
+    """The prompt block hashes of the request log the workload comes from (the cache's hit rate).
+
+    The lengths and the prefix reuse are read from the same log: the plan's own trace when it has
+    token columns, else the ``workload`` trace (e.g. ``workload = "mooncake-synthetic"``).
+    """
+    from .. import data
+
+    try:
+        return data.load_block_hashes(workload_from)
+    except (CapnbError, OSError) as error:
+        raise InputError(
+            f"prefix_cache_share = {cfg.prefix_cache_share:g}: the workload's request log "
+            f"{workload_from!r} must carry prompt block hashes (Mooncake's hash_ids) to replay "
+            f"the cache; set workload to one that does (e.g. 'mooncake-synthetic'): {error}"
+        ) from error
+
+
 def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     from .. import capacity, data
+
+    if cfg.prefix_cache_share > 0 and cfg.latency != "engine":
+        raise InputError(
+            f"prefix_cache_share = {cfg.prefix_cache_share:g} needs latency = 'engine' (the "
+            f"serving-engine model takes the hit rate; latency = {cfg.latency!r} does not)"
+        )
 
     workload, workload_from = _workload(cfg, source)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
@@ -87,6 +111,24 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         )
         result = result.squeeze(["model", "seq_len", "sla"], drop=False)
         result.attrs["latency_source"] = "the calibrated analytic model"
+    elif cfg.latency == "engine":
+        blocks = None
+        if cfg.prefix_cache_share > 0:
+            blocks = _blocks(cfg, workload_from)
+        result = capacity.sweep_engine(
+            cfg.model,
+            list(cfg.gpus),
+            list(cfg.tensor_parallel),
+            workload,
+            cfg.sla_s,
+            target_qps,
+            buffer_qps=buffer_qps,
+            metric=cfg.sla_metric,
+            quantile=cfg.sla_quantile,
+            prefix_cache_share=cfg.prefix_cache_share,
+            blocks=blocks,
+            seed=cfg.seed,
+        )
     else:
         if cfg.latency in data.list_latency_curves():
             curve = data.load_latency_curve(cfg.latency)

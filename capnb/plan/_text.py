@@ -90,6 +90,13 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
         f"requests/s at {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe "
         f"concurrency of {int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
     ]
+    if cfg.prefix_cache_share > 0 and "prefix_hit_rate" in chosen:
+        lines.append(
+            f"Prefix cache: {cfg.prefix_cache_share:.0%} of each instance's KV budget holds a prefix "
+            f"cache; replayed over the block hashes of {plan.attrs['workload_trace']}, it serves "
+            f"{float(chosen.prefix_hit_rate):.1%} of prompt tokens (their prefill skipped) and "
+            f"leaves {int(chosen.kv_cache_tokens):,} tokens to running sequences."
+        )
     if plan.attrs.get("close_call"):
         lines.append(f"Close call: {plan.attrs['latency_uncertainty']}")
         lines.append("To settle it, on each GPU:\n" + plan.attrs["settle_commands"])
