@@ -186,3 +186,25 @@ def test_price_takes_a_search_and_names_what_else_it_got(short):
         capacity.price(capacity.plan(short, 2.0, 20.0, metric="ttft"), 20.0)
     with pytest.raises(InputError, match="attr 'prompt_tokens'"):
         capacity.price(searched.drop_attrs(), 20.0)
+
+
+def test_the_engine_curve_choice_runs_in_the_whole_notebook():
+    """Worksheet 03 priced on the serving-engine model, every cell run (a later cell must not shadow
+    the step's names), and a GPU change re-simulates."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from capnb.report import _inject_parameters, worksheet_path
+
+    nb = nbformat.read(worksheet_path("03_capacity"), as_version=4)
+    _inject_parameters(nb, {**SMALL, "CURVE": "engine model", "MODEL": "Llama-3.1-8B",
+                            "GPU": "H200", "TENSOR_PARALLEL": 1})  # fmt: skip
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "first = ws.answer\nws.set(gpu='H100-SXM')\n"
+            "assert ws.error is None, ws.error\nassert ws['curve'].attrs['kind'] == 'engine'\n"
+            "assert 'H100-SXM' in ws.answer and ws.answer != first\nprint('engine ok')"
+        )
+    )
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    assert "engine ok" in nb.cells[-1].outputs[0]["text"]

@@ -14,7 +14,8 @@ what the ``worksheets`` step times headless) is shown beside it.
 The floor: each notebook gets one more worksheet, a dropdown whose step function does nothing and a
 one-point chart that shows the dropdown's value, measured the same way in the same page; no control
 can respond faster than that. Controls that re-run a simulation or a sweep (a new cold start, a new
-tolerance, a new interval; the capacity worksheet's model, GPU and TP on the analytic curve) walk
+tolerance, a new interval; the capacity worksheet's model, GPU and TP on the analytic and the engine
+curves) walk
 through values never visited before, so the notebook's kept stages cannot answer from memory; the
 others flip between two values and report the median of the changes.
 
@@ -357,6 +358,15 @@ def _cases(quick: bool) -> dict[str, list[tuple[str, str, list[str], str]]]:
             ),
             ("tensor parallel (GPUs)", "tensor_parallel, analytic, new values", ["8", "2"], "new"),
             ("model", "model, analytic, new values", ["Llama-3.1-8B", "Qwen3-32B"], "new"),
+            ("latency curve", "curve -> engine model (new)", ["engine model"], "new"),
+            (
+                "GPU",
+                "gpu, engine curve, new values",
+                ["H200", "B200", "A100-80GB", "L40S"][: len(walk)],
+                "new",
+            ),
+            ("tensor parallel (GPUs)", "tensor_parallel, engine, new values", ["4", "1"], "new"),
+            ("model", "model, engine, new values", ["Llama-3.1-70B", "Qwen3-8B"], "new"),
         ],
         "04_elasticity": [
             (
