@@ -70,6 +70,11 @@ DIMS: dict[str, Term] = _table(
         "one group of identical instances: a GPU type and tensor-parallel degree of a mixed "
         "fleet, or the prefill or decode stage of disaggregated serving",
     ),
+    (
+        "serving_pool",
+        "1",
+        "inside a plan, the pool dim of its prefill/decode comparison (the mix's pools hold pool)",
+    ),
     ("pricing", "1", "price kind: on_demand, reserved_1y, reserved_3y, reserved or spot"),
     ("ratio", "1", "prefill:decode instances of a disaggregated fleet, as P:D"),
     (

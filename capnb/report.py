@@ -619,6 +619,13 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
             ),
         )
     )
+    if a.get("serving"):  # prefill and decode pools against the aggregated fleet
+        rows.append(
+            (
+                "Serving mode",
+                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["serving"])))}</span>',
+            )
+        )
     if a.get("fleet"):  # one type on demand beside the cheapest mix, planned and replayed
         rows.append(
             (

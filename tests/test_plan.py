@@ -253,3 +253,33 @@ def test_a_prefix_cache_needs_the_engine_and_block_hashes():
                 **cheap, latency="engine", prefix_cache_share=0.3, workload="azure-conv-2023"
             )
         )
+
+
+def test_the_serving_mode_is_compared_on_the_chosen_gpu(small):
+    plan, _ = small
+    assert list(plan.serving_pool.values) == ["prefill", "decode"]
+    assert plan.attrs["serving_mode"] in ("aggregated", "disaggregated", "infeasible")
+    gpus = plan.serving_gpus.mean("slot")
+    cheaper = (
+        "disaggregated"
+        if float(gpus.sel(serving="disaggregated")) < float(gpus.sel(serving="aggregated"))
+        else "aggregated"
+    )
+    if bool(plan.serving_meets_sla.all()):
+        assert plan.attrs["serving_mode"] == cheaper
+    assert "Serving mode: " + plan.attrs["serving"] in plan.attrs["recommendation"]
+    # every request passes through both pools: each pool's instances serve the whole target
+    served = plan.serving_instances * plan.serving_per_instance_qps
+    assert (served >= plan.capacity_target_qps - 1e-6).all()
+
+
+def test_an_e2e_sla_is_not_split_between_pools_and_says_so():
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
+                 sla_metric="e2e", sla_s=20.0)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.PlanConfig(**cheap))
+        off = planning.build(planning.PlanConfig(**cheap, disaggregation="none"))
+    assert plan.attrs["serving"].startswith("not compared: an E2E SLA does not split")
+    assert "serving_instances" not in plan
+    assert "serving" not in off.attrs and "Serving mode" not in off.attrs["recommendation"]

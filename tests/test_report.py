@@ -199,6 +199,7 @@ def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(s
     assert built.attrs["latency_uncertainty"] in page and built.attrs["backtest"] in page
     # one type on demand beside the cheapest mix with a reserved base, planned and replayed
     assert "Mixed fleet" in page and built.attrs["fleet"] in page
+    assert "Serving mode" in page and built.attrs["serving"] in page
     for name in ("latency_uncertainty", "backtest"):
         del built.attrs[name]
     page = html_unescape(report.summary_html(built))

@@ -166,7 +166,9 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         raise InputError(f"draws must be a whole number >= 0, got {draws!r}")
     with warnings.catch_warnings():  # the plan's checks are about the fit window, not news here
         warnings.simplefilter("ignore", UserWarning)
-        _, parts = builder(cfg.replace(backtest_days=0), _cut(source, fit_window))
+        _, parts = builder(
+            cfg.replace(backtest_days=0, disaggregation="none"), _cut(source, fit_window)
+        )
     fc, advice, chosen = parts["fc"], parts["advice"], parts["chosen"]
     per_instance = float(chosen.per_instance_qps)
     demand = elasticity.prepare_demand(

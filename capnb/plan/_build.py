@@ -18,6 +18,7 @@ from ._config import PlanConfig, from_mapping, load_config
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
+from ._serving import compare_serving, serving_sentence, serving_variables
 from ._steps import (
     PlanError,
     _burst_test,
@@ -275,6 +276,15 @@ def _build_on(cfg: PlanConfig, source):
                 mixed.attrs["single_type_usd_per_hour"]
             )
             plan.attrs["mix_provider"] = str(mixed.attrs["provider"])
+    with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
+        serving, serving_replay = compare_serving(cfg, _workload, fc, gpu, tp, demand, cold)
+    if isinstance(serving, xr.Dataset):
+        plan.update(serving_variables(serving, serving_replay))
+        plan.attrs["serving_mode"] = str(serving.attrs["serving"])
+    if serving is not None:
+        plan.attrs["serving"] = serving_sentence(
+            serving, serving_replay, plan.attrs["simulated_hours"]
+        )
     checks = _checks(cfg, fc, chosen, advice, demand, estimated)
     plan.attrs["warnings"] = checks
     plan.attrs["recommendation"] = _recommendation(plan, cfg, fc, chosen, advice, checks)

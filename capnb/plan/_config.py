@@ -47,6 +47,8 @@ SECTIONS = {
         "tensor_parallel",
         "latency",
         "prefix_cache_share",
+        "disaggregation",
+        "disaggregation_sla_s",
         "workload",
         "accounting",
     ),
@@ -106,9 +108,12 @@ class PlanConfig:
         degree), a bundled measured curve name or a path to measured latency files (``vllm bench
         serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
         instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
-        hashes (``latency = "engine"`` only); ``workload`` the trace whose prompt/output
-        lengths the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it
-        has token columns, else the Azure conversation trace); memory ``accounting``.
+        hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
+        decode pools on the chosen GPU against the aggregated fleet (the engine model), with
+        ``disaggregation_sla_s`` bounding the latency the SLA does not (TTFT for a TPOT SLA);
+        ``workload`` the trace whose prompt/output lengths the model prices (``"trace"``: the
+        plan's own trace; ``"auto"``: the trace's when it has token columns, else the Azure
+        conversation trace); memory ``accounting``.
     SLA
         ``sla_metric`` (ttft, tpot, itl, e2e), ``sla_quantile``, ``sla_s`` seconds.
     Elasticity
@@ -190,6 +195,18 @@ class PlanConfig:
             "trace with block hashes)"
         ),
     ] = 0.0
+    disaggregation: Annotated[
+        Literal["compare", "none"],
+        _doc("compare aggregated with disaggregated prefill/decode serving on the chosen GPU"),
+    ] = "compare"
+    disaggregation_sla_s: Annotated[
+        Positive,
+        _doc(
+            "the comparison's bound on the other latency: TTFT when the SLA is on TPOT or ITL, "
+            "TPOT when it is on TTFT",
+            "s",
+        ),
+    ] = 2.0
     workload: Annotated[
         Name, _doc("prompt/output lengths: 'auto', 'trace', a bundled trace name or a path")
     ] = "auto"

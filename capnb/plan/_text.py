@@ -128,6 +128,8 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
     )
     if plan.attrs.get("fleet"):
         lines.append(plan.attrs["fleet"])
+    if plan.attrs.get("serving"):
+        lines.append(f"Serving mode: {plan.attrs['serving']}")
     lines.append(
         f"Burst test: under one burst of 4x for 1.5 h at the busiest hour (from "
         f"{_when(plan.attrs['burst_test_start'])}), this policy is in SLA breach for "

@@ -1,0 +1,131 @@
+"""The plan's serving mode: aggregated against disaggregated prefill/decode on the chosen GPU.
+
+:func:`capnb.capacity.disaggregate` sizes a prefill pool and a decode pool per slot on the
+serving-engine model (TTFT bounds the prefill pool, TPOT the decode pool) and the aggregated
+fleet for the same demand and SLA on the same model, and chooses the cheaper with its reason. The
+plan's SLA bounds one latency; the comparison needs both, so ``disaggregation_sla_s`` bounds the
+other (TTFT when the plan's SLA is on TPOT or ITL, TPOT when it is on TTFT). An E2E SLA does not
+split between the pools: the plan says so and does not compare.
+
+Its pools then hand off to the elasticity step one by one
+(:func:`capnb.elasticity.simulate_pools`: every request passes through both, a ``demand_share``
+of 1 each), replayed over the trace with the cold start of the chosen GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ..glossary import HOURS_PER_MONTH
+from ._config import PlanConfig
+
+__all__ = ["compare_serving", "serving_sentence", "serving_variables"]
+
+
+def _slas(cfg: PlanConfig) -> tuple[float, float] | str:
+    """``(sla_ttft, sla_tpot)`` for the comparison, or why there is none."""
+    other = float(cfg.disaggregation_sla_s)
+    if cfg.sla_metric in ("tpot", "itl"):
+        return other, float(cfg.sla_s)
+    if cfg.sla_metric == "ttft":
+        return float(cfg.sla_s), other
+    return (
+        "not compared: an E2E SLA does not split between a prefill and a decode pool (set the "
+        "SLA on TTFT or TPOT to compare)"
+    )
+
+
+def compare_serving(cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold):
+    """``(comparison, replay)``; ``(None, None)`` when not asked; ``(reason, None)`` when it cannot.
+
+    ``workload``: the lengths the capacity step priced; ``fc``: the forecast's target per slot;
+    ``gpu``, ``tp``: the capacity step's choice (both pools and the aggregated fleet use that GPU and
+    degree); ``demand``: requests/s per simulation step; ``cold``: the chosen GPU's cold start (s).
+    """
+    from .. import capacity, elasticity
+
+    if cfg.disaggregation == "none":
+        return None, None
+    slas = _slas(cfg)
+    if isinstance(slas, str):
+        return slas, None
+    target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
+    result = capacity.disaggregate(
+        cfg.model,
+        gpu,
+        workload,
+        target_qps=target,
+        sla_ttft=slas[0],
+        sla_tpot=slas[1],
+        tensor_parallel=tp,
+        aggregated_tensor_parallel=tp,
+        quantile=cfg.sla_quantile,
+        seed=cfg.seed,
+    )
+    replay = None
+    if bool(result.meets_sla.sel(serving="disaggregated")):
+        fleet = xr.Dataset(
+            {"instances": result.instances.astype(np.int64), "demand_share": ("pool", [1.0, 1.0])},
+            coords={
+                "per_instance_qps": result.per_instance_qps,
+                "tensor_parallel": result.pool_tensor_parallel,
+                "gpu": ("pool", [gpu, gpu]),
+            },
+        ).assign_attrs(slots=cfg.slots)
+        replay = elasticity.simulate_pools(
+            demand,
+            fleet,
+            policy="predictive",
+            scale_up_threshold=1.0,
+            cold_start_s=cold,
+            step_s=cfg.step_s,
+            tolerance_s=cfg.tolerance_s,
+            forecast=elasticity.forecast_demand(demand, fc, quantile=cfg.traffic_quantile),
+        )
+    return result, replay
+
+
+def serving_sentence(result, replay, hours: float) -> str:
+    """The plan's line on the serving mode: the choice, its reason, and the pools' replay."""
+    if isinstance(result, str):
+        return result
+    gpus = result.gpus.mean(result.usd_per_hour.dims[-1])
+    saving = 1 - float(gpus.sel(serving="disaggregated")) / float(gpus.sel(serving="aggregated"))
+    line = (
+        f"{str(result.attrs['recommendation']).rstrip('.')}: "
+        f"{abs(saving):.0%} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated. Both sized on "
+        f"the serving-engine model (which the plan's own fleet above is not, unless latency = "
+        f"'engine'), the KV moved over {result.attrs['link']}"
+    )
+    if replay is not None:
+        per_month = HOURS_PER_MONTH / hours
+        line += (
+            f"; the two pools replayed over the trace (each started one cold start ahead of its "
+            f"slot plan): {replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a "
+            f"month, {replay.attrs['usd'] * per_month:,.0f} USD a month"
+        )
+    return line + "."
+
+
+def serving_variables(result, replay) -> xr.Dataset:
+    """The comparison as plan variables (``serving_*``) over ``serving_pool``, ``serving``, slot.
+
+    The disaggregated pools are ``serving_pool`` inside a plan: the mix's pools hold ``pool``.
+    """
+    keep = ["pool_tensor_parallel", "pool_concurrency", "per_instance_qps", "instances",
+            "pd_ratio", "aggregated_instances", "gpus", "usd_per_hour", "meets_sla",
+            "serving_reason", "kv_transfer_s"]  # fmt: skip
+    out = result[keep].rename({v: f"serving_{v}" for v in keep if not v.startswith("serving_")})
+    out = out.rename({"pool": "serving_pool"})
+    if replay is not None:
+        for name in ("breach_s", "usd", "gpu_hours"):
+            out[f"serving_pool_{name}"] = (
+                ("serving_pool",),
+                replay[name].values,
+                dict(replay[name].attrs),
+            )
+    for name in out.data_vars:
+        out[name].attrs["step"] = "serving"
+    out.attrs = {}
+    return out.drop_vars([c for c in out.coords if c not in out.dims], errors="ignore")
