@@ -191,6 +191,16 @@ VARIABLES: dict[str, Term] = _table(
     ("dropped", "requests", "requests dropped past the latency tolerance"),
     ("breach_s", "s", "time in SLA breach"),
     ("gpu_hours", "GPU·h", "GPU time"),
+    (
+        "preempted",
+        "instances",
+        "ready instances lost to (spot) preemption, replaced as the policy decides",
+    ),
+    (
+        "spot_gpu_hours",
+        "GPU·h",
+        "GPU-hours priced at spot: the planned spot share of the elastic part",
+    ),
     ("scale_events", "1", "scale-up plus scale-down decisions carried out"),
     ("ready_capacity_qps", "requests/s", "requests per second the ready instances can serve"),
     ("served_in_step", "requests", "requests served in the step"),

@@ -231,3 +231,117 @@ def test_knative_desired_keeps_within_the_rates():
     stable, panic, needed = kernels.knative_desired(0.0, 700.0, 7.0, 10, 1000.0, 2.0)
     assert (stable, panic, needed) == (5, 100, 100)  # halving at most; ready 0 counts as 1 below
     assert kernels.knative_desired(70.0, 70.0, 7.0, 0, 2.0, 2.0) == (2, 2, 10)
+
+
+# -- preemption: instances lost at given steps ---------------------------------------------------
+def run_with_losses(demand, run, cfg, losses, forecast=None):
+    metrics = np.empty(len(kernels.METRICS))
+    timeline = kernels.Timeline.empty(demand.size)
+    kernels.simulate(demand, cfg, kernels.Run.of(**run), metrics, timeline, forecast, losses)
+    return dict(zip(kernels.METRICS, metrics, strict=True)), timeline
+
+
+def test_a_fixed_fleet_that_loses_an_instance_restarts_it_through_the_cold_start():
+    # 3 instances of 10 requests/s serve 25 requests/s; one is lost at step 10 and restarted at
+    # the end of that step, serving again from 10 + 1 + 5 = 16. Short of it, 2 instances serve
+    # 20 of 25 requests/s: 5 requests queue per step for 6 steps, then drain at 5 per step.
+    cfg = config(policy=kernels.FIXED, step_s=1.0, tolerance_steps=30, thrash_steps=10)
+    lost = np.zeros(40, np.int64)
+    lost[10] = 1
+    got, timeline = run_with_losses(
+        np.full(40, 25.0), dict(up=0.7, cooldown=0, cold=5, low=3, buffer=0), cfg,
+        kernels.Losses.of_counts(lost),
+    )  # fmt: skip
+    assert timeline.ready.tolist() == [3] * 10 + [2] * 6 + [3] * 24
+    assert timeline.starting.tolist() == [0] * 11 + [1] * 5 + [0] * 24
+    # in breach while short (steps 10-15) and while the 30 queued requests drain at 5 a step
+    # (16-20: 30 + 25 arrive, 30 served, 25 left, ... 5 + 25 fit at step 21)
+    assert np.flatnonzero(timeline.breach).tolist() == list(range(10, 21))
+    assert timeline.backlog[15] == 30.0 and timeline.backlog[20] == 5.0
+    assert timeline.backlog[21] == 0.0
+    assert got["preempted"] == 1 and got["instances_started"] == 1
+    assert got["instances_stopped"] == 0 and got["thrash"] == 0 and got["scale_down_events"] == 0
+    assert got["starting_steps"] == 5 and got["instance_steps"] == 40 * 3 - 1
+    assert got["dropped"] == 0.0 and got["served"] == got["arrivals"] == 1000.0
+    want, _ = simulate_python(np.full(40, 25.0), 0.7, 0, 5, 3, 0, cfg,
+                              losses=kernels.Losses.of_counts(lost))  # fmt: skip
+    assert_same_metrics(got, want)
+
+
+def test_a_policy_sees_the_smaller_pool_at_its_next_decision():
+    # HPA syncing every 15 steps over a steady load: 2 of 4 instances lost at step 20 (not a
+    # sync) are replaced at the sync ending step 29, ready from 29 + 1 + 3 = 33
+    cfg = config(policy=kernels.HPA, step_s=1.0, period_steps=15, tolerance_steps=60,
+                 per_instance_qps=10.0, hpa_tolerance=0.1)  # fmt: skip
+    lost = np.zeros(60, np.int64)
+    lost[20] = 2
+    got, timeline = run_with_losses(
+        np.full(60, 28.0), dict(up=0.7, cooldown=0, cold=3, low=1, buffer=0), cfg,
+        kernels.Losses.of_counts(lost),
+    )  # fmt: skip
+    assert timeline.ready.tolist() == [4] * 20 + [2] * 13 + [4] * 27
+    assert timeline.starting[29] == 0 and timeline.starting[30] == 2
+    assert got["preempted"] == 2 and got["instances_started"] == 2
+
+
+def test_a_loss_takes_no_more_than_is_ready_and_a_mark_spares_small_fleets():
+    cfg = config(policy=kernels.FIXED, step_s=1.0)
+    run = dict(up=0.7, cooldown=0, cold=2, low=2, buffer=1)
+    events = kernels.Losses(np.array([3, 3, 8], np.int64), np.array([5, 1, 1], np.int64),
+                            np.array([-1.0, -1.0, 2.5]))  # fmt: skip
+    got, timeline = run_with_losses(np.full(12, 5.0), run, cfg, events)
+    # step 3: all 3 lost (not 5), the second event finds none; step 8: 3 ready > 2.5, one lost
+    assert got["preempted"] == 4
+    assert timeline.ready.tolist() == [3, 3, 3, 0, 0, 0, 3, 3, 2, 2, 2, 3]
+    events = events._replace(marks=np.array([-1.0, -1.0, 3.0]))  # 3 ready is not above 3
+    assert run_with_losses(np.full(12, 5.0), run, cfg, events)[0]["preempted"] == 3
+
+
+@pytest.mark.parametrize("policy", [kernels.ARTICLE, kernels.HPA, kernels.KNATIVE, kernels.FIXED,
+                                    kernels.FIXED_ELASTIC, kernels.PREDICTIVE])  # fmt: skip
+def test_preemptions_match_the_python_reference_run_by_run(policy):
+    rng = np.random.default_rng(10 + policy)
+    t = np.arange(1_500)
+    demand = 50 + 40 * np.sin(2 * np.pi * t / 500) + rng.gamma(0.5, 40.0, t.size) * (
+        rng.random(t.size) < 0.1)  # fmt: skip
+    forecast = 50 + 40 * np.sin(2 * np.pi * (t + 20) / 500)
+    cfg = config(policy=policy, period_steps={kernels.KNATIVE: 1, kernels.HPA: 3}.get(policy, 6),
+                 tolerance_steps=10, thrash_steps=60)  # fmt: skip
+    # a rate's thinned candidates (marks in [0, 20)) and a given series (mark -1), both sparse
+    steps = np.sort(rng.integers(0, t.size, 120))
+    counts = rng.integers(1, 4, steps.size)
+    marks = np.where(rng.random(steps.size) < 0.5, -1.0, rng.random(steps.size) * 20)
+    losses = kernels.Losses(steps, counts, marks)
+    seen = 0
+    for i in range(8):
+        run = dict(up=float(rng.uniform(0.4, 0.95)), cooldown=int(rng.integers(0, 90)),
+                   cold=int(rng.integers(0, 40)), low=int(rng.integers(1, 5)),
+                   buffer=int(rng.integers(0, 3)))  # fmt: skip
+        got, timeline = run_with_losses(demand, run, cfg, losses, forecast)
+        want, want_timeline = simulate_python(demand, *run.values(), cfg, forecast, losses)
+        assert_same_metrics(got, want, (policy, i))
+        np.testing.assert_array_equal(timeline.ready, want_timeline["ready"])
+        np.testing.assert_array_equal(timeline.starting, want_timeline["starting"])
+        np.testing.assert_array_equal(timeline.breach, want_timeline["breach"])
+        seen += got["preempted"]
+        # and a grid of runs gives each run's answer
+        grid = np.empty((1, len(kernels.METRICS)))
+        kernels.simulate_many(demand, cfg, kernels.Run.grid(*run.values()), grid, forecast, losses)
+        np.testing.assert_array_equal(grid[0], [got[m] for m in kernels.METRICS])
+    assert seen > 0
+
+
+def test_no_losses_change_nothing():
+    rng = np.random.default_rng(5)
+    demand = rng.gamma(2.0, 20.0, 3_000)
+    cfg = config(policy=kernels.HPA)
+    runs = kernels.Run.grid([0.6, 0.8], [0, 30], [5, 20], [1, 3], [0, 2])
+    plain = np.empty((runs.up.size, len(kernels.METRICS)))
+    kernels.simulate_many(demand, cfg, runs, plain)
+    empty = np.empty_like(plain)
+    kernels.simulate_many(demand, cfg, runs, empty, losses=kernels.Losses.none())
+    np.testing.assert_array_equal(plain, empty)
+    assert (plain[:, kernels.METRICS.index("preempted")] == 0).all()
+    with pytest.raises(ValueError, match="losses"):
+        kernels.simulate_many(demand, cfg, runs, empty, losses=kernels.Losses(
+            np.array([5, 2]), np.array([1, 1]), np.array([-1.0, -1.0])))  # fmt: skip

@@ -371,3 +371,82 @@ def test_a_gap_in_a_request_log_is_named():
     with pytest.raises(InputError, match=r"no requests for at least 60s from 2023-11-16T18:17:44"):
         elasticity.resample_demand(log, 1, gap="60s")
     assert elasticity.resample_demand(log, 1, gap=None).sizes["time"] == 3436
+
+
+# -- spot preemption ------------------------------------------------------------------------------
+def _steady(n=14_400, qps=45.0):
+    return np.full(n, qps)
+
+
+def test_preemption_rate_is_deterministic_for_a_seed_and_shared_by_a_sweep():
+    settings = dict(step_s=1, per_instance_qps=10, policy="hpa", min_instances=2, cold_start_s=60,
+                    tolerance_s=60)  # fmt: skip
+    one = elasticity.simulate(_steady(), **settings, preemption=1.0, seed=4)
+    again = elasticity.simulate(_steady(), **settings, preemption=1.0, seed=4)
+    other = elasticity.simulate(_steady(), **settings, preemption=1.0, seed=5)
+    assert int(one.preempted) > 0
+    np.testing.assert_array_equal(one.ready_instances, again.ready_instances)
+    assert int(one.preempted) == int(again.preempted)
+    assert not np.array_equal(one.ready_instances, other.ready_instances)
+    # a run of a sweep meets the same draws as the run alone (its grid holds more spares)
+    grid = elasticity.sweep(_steady(), **{**settings, "min_instances": [2, 4]},
+                            buffer_instances=[0, 3], preemption=1.0, seed=4)  # fmt: skip
+    row = grid.sel(min_instances=2, buffer_instances=0)
+    for name in ("preempted", "breach_s", "gpu_hours", "instances_started"):
+        assert float(row[name]) == float(one[name]), name
+    assert one.attrs["preemption_per_instance_hour"] == 1.0 and one.attrs["preemption_seed"] == 4
+    # without preemption there is no such variable, and nothing changes
+    plain = elasticity.simulate(_steady(), **settings)
+    assert "preempted" not in plain
+    none = elasticity.simulate(_steady(), **settings, preemption=0.0)
+    assert float(none.breach_s) == float(plain.breach_s)
+
+
+def test_preemption_rate_loses_instances_at_that_rate():
+    # a fixed fleet of 10 for 4 hours at 0.5 per instance-hour: about 20 preemptions (its lost
+    # instances are restarted within a minute, so it holds about 10 throughout)
+    run = elasticity.simulate(_steady(), step_s=1, per_instance_qps=10, policy="fixed",
+                              min_instances=10, cold_start_s=30, preemption=0.5, seed=1)  # fmt: skip
+    lost = [int(elasticity.simulate(_steady(), step_s=1, per_instance_qps=10, policy="fixed",
+                                    min_instances=10, cold_start_s=30, preemption=0.5,
+                                    seed=s).preempted) for s in range(20)]  # fmt: skip
+    assert 20 * 20 - 5 * math.sqrt(20 * 20) < sum(lost) < 20 * 20 + 5 * math.sqrt(20 * 20)
+    assert int(run.instances_started) == int(run.preempted)
+    # a per-step rate: none lost where it is 0
+    rate = np.r_[np.zeros(7_200), np.full(7_200, 3.0)]
+    half = elasticity.simulate(_steady(), step_s=1, per_instance_qps=10, policy="fixed",
+                               min_instances=10, cold_start_s=30, preemption=rate, seed=2)  # fmt: skip
+    assert int(half.preempted) > 0
+    assert (half.ready_instances.values[:7_200] == 10).all()
+
+
+def test_lost_instances_given_per_step():
+    lost = np.zeros(600, np.int64)
+    lost[100] = 2
+    run = elasticity.simulate(_steady(600), step_s=1, per_instance_qps=10, policy="fixed",
+                              min_instances=5, cold_start_s=20, lost_instances=lost)  # fmt: skip
+    ready = run.ready_instances.values
+    assert ready[99] == 5 and (ready[100:121] == 3).all() and ready[121] == 5
+    assert int(run.preempted) == 2 and float(run.breach_s) > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"preemption": -0.1}, "preemption"),
+        ({"preemption": np.ones(5)}, "preemption has 5 steps"),
+        ({"preemption": [0.1, np.nan] * 300}, "preemption: nan at position 1"),
+        ({"preemption": "often"}, "preemption"),
+        ({"preemption": 0.1, "seed": -1}, "seed"),
+        ({"preemption": 0.1, "seed": 1.5}, "seed"),
+        ({"lost_instances": np.ones(10)}, "lost_instances has 10 steps"),
+        ({"lost_instances": np.full(600, 0.5)}, "lost_instances: 0.5 at position 0 is not whole"),
+        ({"lost_instances": np.full(600, -1)}, "lost_instances"),
+        ({"preemption": 0.1, "lost_instances": np.zeros(600)}, "not both"),
+        ({"preemption": 1e9}, "preemption=1e\\+09 per instance-hour"),
+    ],
+)
+def test_bad_preemption_is_named(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        elasticity.simulate(_steady(600), step_s=1, per_instance_qps=10, policy="fixed",
+                            min_instances=2, **kwargs)  # fmt: skip

@@ -112,3 +112,56 @@ def test_bad_fleets_are_named():
         capnb.elasticity.pool_demand(np.ones(100), fleet, step_s=1.0)
     with pytest.raises(InputError, match="slots="):
         capnb.elasticity.pool_demand(demand, fleet.isel(slot=slice(0, 12)))
+
+
+def _spot_fleet() -> xr.Dataset:
+    # the H200 pool: a reserved base of 3, then 1 on demand and 2 spot in every slot after hour 2
+    fleet = _fleet()
+    spot = np.zeros((2, 24), np.int64)
+    spot[0, 3:] = 2
+    return fleet.assign(spot_instances=(("pool", "slot"), spot))
+
+
+def _prices() -> xr.Dataset:
+    kinds = ["on_demand", "reserved", "spot"]
+    return xr.Dataset(
+        {"usd_per_gpu_hour": (("gpu", "pricing"), [[4.0, 3.0, 1.0], [2.0, 1.5, 0.5]])},
+        coords={"gpu": ["H200", "A100-80GB"], "pricing": kinds},
+        attrs={"provider": "test"},
+    )
+
+
+def test_spot_instances_priced_at_spot_and_preempted_at_the_stated_rate():
+    demand, fleet = _demand(), _spot_fleet()
+    settings = dict(policy="fixed", cold_start_s=60, prices=_prices(), min_instances=6)
+    calm = capnb.elasticity.simulate_pools(demand, fleet, **settings)
+    # a fixed 6 of which 3 reserved, above them hours 0-2 plan 1 on demand (no spot) and later
+    # 1 on demand and 2 spot: the elastic 3 are a third on demand there, two thirds spot
+    early, late = 3 * 3600, (HOURS - 3) * 3600
+    spot_hours = late * 3 * 2 / 3 / 3600
+    assert float(calm.spot_gpu_hours.isel(pool=0)) == pytest.approx(spot_hours)
+    want = HOURS * 3 * 3.0 + spot_hours * 1.0 + (HOURS * 3 - spot_hours) * 4.0
+    assert float(calm.usd.isel(pool=0)) == pytest.approx(want)
+    assert calm.preempted.values.tolist() == [0, 0] and early > 0
+    assert "spot share of the elastic part at spot" in calm.attrs["pricing"]
+    # at 2 preemptions per spot instance-hour: about 2 x 2 spot x 3 h = 12 lost, all in the
+    # H200 pool after hour 2, each restarted through the 60-s cold start
+    lost = capnb.elasticity.simulate_pools(demand, fleet, **settings, spot_preemption_rate=2.0,
+                                           seed=7)  # fmt: skip
+    assert 0 < int(lost.preempted.isel(pool=0)) < 40 and int(lost.preempted.isel(pool=1)) == 0
+    assert lost.attrs["preempted"] == int(lost.preempted.sum())
+    ready = lost.ready_instances.isel(pool=0).values
+    assert (ready[:early] == 6).all() and ready[early:].min() < 6
+    assert int(lost.instances_started.isel(pool=0)) == int(lost.preempted.isel(pool=0))
+    assert float(lost.gpu_hours.isel(pool=0)) < float(calm.gpu_hours.isel(pool=0))
+    again = capnb.elasticity.simulate_pools(demand, fleet, **settings, spot_preemption_rate=2.0,
+                                            seed=7)  # fmt: skip
+    np.testing.assert_array_equal(again.ready_instances, lost.ready_instances)
+    with pytest.raises(InputError, match="spot_preemption_rate"):
+        capnb.elasticity.simulate_pools(demand, fleet, **settings, spot_preemption_rate=-1.0)
+    with pytest.raises(InputError, match="spot_instances"):
+        capnb.elasticity.simulate_pools(
+            demand, fleet.assign(spot_instances=fleet.spot_instances * 3), **settings
+        )
+    with pytest.raises(InputError, match="spot_preemption_rate instead"):
+        capnb.elasticity.simulate_pools(demand, fleet, **settings, preemption=1.0)

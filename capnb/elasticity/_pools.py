@@ -14,21 +14,27 @@ hand-off is a Dataset over ``pool`` (see :mod:`capnb.glossary`):
     The share of each step's requests the pool serves. Absent, a mix splits the traffic in
     proportion to the capacity it planned for the step's slot (``per_instance_qps x
     instances``); stages of one request (prefill and decode) each carry 1.
+``spot_instances`` (pool, slot), optional
+    The planned instances on spot pricing (:func:`capnb.capacity.mix`); the rest of the elastic
+    part (``instances - reserved_instances``) is on demand.
 
 Every pool is simulated by :func:`capnb.elasticity.simulate` with the same policy, its reserved
-base as the fewest instances, and spot capacity lost as the caller states it; the result puts the
-runs side by side over ``pool`` and the service's own figures in attrs: its seconds in breach are
-the steps in which *any* pool breaches (a request needs every stage, and a mix's pools each serve
-requests of their own).
+base as the fewest instances, and spot capacity lost at the preemption rate the caller states
+(providers publish none); the result puts the runs side by side over ``pool`` and the service's
+own figures in attrs: its seconds in breach are the steps in which *any* pool breaches (a request
+needs every stage, and a mix's pools each serve requests of their own).
 """
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ._decision import real
 from ._demand import demand_values
 
 __all__ = ["pool_demand", "simulate_pools"]
@@ -103,8 +109,6 @@ def pool_demand(demand, fleet: xr.Dataset, *, step_s=None, slots=None) -> xr.Dat
         ``qps`` over (pool, time), requests/s; summed over ``pool`` it gives the demand back for a
         mix (for stages, every pool carries all of it).
     """
-    from .. import forecast
-
     fleet = _fleet(fleet)
     values, times, step = demand_values(demand, step_s)
     if times is None or times.dtype.kind != "M":
@@ -112,8 +116,23 @@ def pool_demand(demand, fleet: xr.Dataset, *, step_s=None, slots=None) -> xr.Dat
             "demand: its times must be dates to find each step's slot of the fleet; use "
             "capnb.elasticity.prepare_demand on a trace with a clock"
         )
-    codes = forecast.slot_codes(times, _slot_kind(fleet, slots))
     share = _shares(fleet)
+    at = _slot_index(times, fleet, slots)
+    per_pool = np.asarray(share.values, dtype=float)[:, at] * values[None, :]
+    return xr.DataArray(
+        per_pool,
+        dims=("pool", "time"),
+        coords={"pool": fleet.pool.values, "time": times},
+        name="qps",
+        attrs={**glossary.attrs("qps"), "step_s": step},
+    )
+
+
+def _slot_index(times: np.ndarray, fleet: xr.Dataset, slots) -> np.ndarray:
+    """The position along ``fleet.slot`` of every step's slot."""
+    from .. import forecast
+
+    codes = forecast.slot_codes(times, _slot_kind(fleet, slots))
     known = {int(s): i for i, s in enumerate(np.asarray(fleet.slot.values))}
     missing = sorted(set(np.unique(codes).tolist()) - set(known))
     if missing:
@@ -122,14 +141,25 @@ def pool_demand(demand, fleet: xr.Dataset, *, step_s=None, slots=None) -> xr.Dat
     for s, i in known.items():
         if s < lookup.size:
             lookup[s] = i
-    per_pool = np.asarray(share.values, dtype=float)[:, lookup[codes]] * values[None, :]
-    return xr.DataArray(
-        per_pool,
-        dims=("pool", "time"),
-        coords={"pool": fleet.pool.values, "time": times},
-        name="qps",
-        attrs={**glossary.attrs("qps"), "step_s": step},
-    )
+    return lookup[codes]
+
+
+def _spot_shares(fleet: xr.Dataset, reserved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per (pool, slot): spot instances over all planned, and over the elastic part (0 if none)."""
+    if "spot_instances" not in fleet:
+        zeros = np.zeros((fleet.sizes["pool"], fleet.sizes["slot"]))
+        return zeros, zeros
+    spot = np.asarray(fleet.spot_instances.transpose("pool", "slot").values, dtype=float)
+    total = np.asarray(fleet.instances.transpose("pool", "slot").values, dtype=float)
+    if not (np.isfinite(spot) & (spot >= 0)).all() or (spot > total - reserved[:, None]).any():
+        raise InputError(
+            "fleet.spot_instances must be whole instances >= 0 within instances - "
+            "reserved_instances of each slot"
+        )
+    elastic = total - reserved[:, None]
+    of_all = np.divide(spot, total, out=np.zeros_like(spot), where=total > 0)
+    of_elastic = np.divide(spot, elastic, out=np.zeros_like(spot), where=elastic > 0)
+    return of_all, of_elastic
 
 
 def _price(prices, gpu: str, kind: str) -> float:
@@ -147,6 +177,8 @@ def simulate_pools(
     prices=None,
     step_s=None,
     slots=None,
+    spot_preemption_rate: float | None = None,
+    seed: int = 0,
     **settings,
 ) -> xr.Dataset:
     """Replay every pool of a fleet over the traffic with one autoscaling policy.
@@ -166,10 +198,27 @@ def simulate_pools(
         speed: :func:`capnb.coldstart.estimate`).
     prices
         :func:`capnb.data.gpu_prices` of one provider: the reserved base is priced at its
-        ``reserved`` price (on demand where none is listed), the rest at ``on_demand``. None: the
-        catalog's on-demand price of the GPU for every instance.
+        ``reserved`` price (on demand where none is listed), the spot instance-hours (below) at
+        ``spot``, the rest at ``on_demand``. None: the catalog's on-demand price of the GPU for
+        every instance.
     step_s, slots
         As in :func:`pool_demand`.
+    spot_preemption_rate
+        Preemptions per spot instance-hour, for a fleet with ``spot_instances``. Providers
+        publish no rate: state one (:func:`capnb.capacity.mix`'s ``spot_preemption`` is a share
+        of capacity, not this rate). In each step, every ready instance of a pool is lost at
+        ``rate x spot_instances / instances`` of the step's slot - at the planned fleet, its
+        planned spot instances each at the rate - and the policy replaces them at its next
+        decision, through a cold start (:func:`simulate`'s ``preemption``). None: no preemption.
+    seed
+        Seed of the preemption draws; each pool draws its own stream from it.
+
+    Instance-hours are priced as follows: the reserved base ``reserved_instances`` for the whole
+    trace (or the pool's whole use, if less); of the hours above the base, each step's
+    ``max(instances held - reserved_instances, 0)`` times the planned spot share of the slot's
+    elastic part (``spot_instances / (instances - reserved_instances)``) are spot, the rest on
+    demand. The replay thus prices its elastic part in the proportion the plan bought it, also
+    when it holds more or fewer instances than planned.
     **settings
         Further arguments of :func:`simulate` (``scale_up_threshold``, ``cooldown_s``,
         ``tolerance_s``, ``buffer_instances``, ...), the same for every pool; a ``forecast``
@@ -179,10 +228,11 @@ def simulate_pools(
     -------
     xarray.Dataset
         Over ``pool``: every metric of :func:`simulate` (``breach_s``, ``unserved_share``,
-        ``gpu_hours``, ``mean_instances``, ...), ``usd`` (the pool's cost at the prices above),
-        ``qps`` over (pool, time) and the timelines' ``ready_instances`` and ``breach``. Attrs:
-        ``breach_s`` (steps in which any pool breaches, times the step), ``usd``,
-        ``gpu_hours`` and ``unserved_share`` of the whole service.
+        ``gpu_hours``, ``mean_instances``, ...), ``preempted`` (instances lost to preemption),
+        ``spot_gpu_hours`` (the GPU-hours priced at spot), ``usd`` (the pool's cost at the prices
+        above), ``qps`` over (pool, time) and the timelines' ``ready_instances`` and ``breach``.
+        Attrs: ``breach_s`` (steps in which any pool breaches, times the step), ``usd``,
+        ``gpu_hours``, ``preempted`` and ``unserved_share`` of the whole service.
 
     Examples
     --------
@@ -221,11 +271,23 @@ def simulate_pools(
     ahead = settings.pop("forecast", None)
     if ahead is not None:  # the predictive policy's forecast, split like the demand
         ahead = pool_demand(ahead, fleet, step_s=step, slots=slots)
-    runs, ready, breach, cost = [], [], [], []
+    for name in ("preemption", "lost_instances"):
+        if name in settings:
+            raise InputError(f"{name}: give simulate_pools spot_preemption_rate instead")
+    if spot_preemption_rate is not None:
+        spot_preemption_rate = real(spot_preemption_rate, "spot_preemption_rate")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed must be a whole number >= 0, got {seed!r}")
+    spot_of_all, spot_of_elastic = _spot_shares(fleet, reserved)
+    at = _slot_index(per_pool.time.values, fleet, slots)
+    runs, ready, breach, cost, spot_hours, lost = [], [], [], [], [], []
     for i in range(len(pools)):
         floor = settings.get("min_instances", max(int(reserved[i]), 1 if policy == "hpa" else 0))
         own = {k: v for k, v in settings.items() if k != "min_instances"}
         tp = int(fleet.tensor_parallel.values[i])
+        preemption = None
+        if spot_preemption_rate and spot_of_all[i].any():
+            preemption = spot_preemption_rate * spot_of_all[i][at]
         run = simulate(
             per_pool.isel(pool=i, drop=True),
             per_instance_qps=float(fleet.per_instance_qps.values[i]),
@@ -236,18 +298,32 @@ def simulate_pools(
             gpu=gpus[i] if prices is None else None,
             usd_per_gpu_hour=None,
             forecast=None if ahead is None else ahead.isel(pool=i, drop=True),
+            preemption=preemption,
+            seed=int(np.random.SeedSequence([int(seed), i]).generate_state(1)[0]),
             **own,
         )
         hours = float(run.gpu_hours)
+        base_hours = min(hours, int(reserved[i]) * tp * per_pool.sizes["time"] * step / 3600)
+        held = run.ready_instances.values + run.starting_instances.values
+        above = np.maximum(held - int(reserved[i]), 0)
+        spot = min(
+            float(np.dot(above, spot_of_elastic[i][at])) * tp * step / 3600, hours - base_hours
+        )
         if prices is None:
             usd = float(run.usd) if "usd" in run else float("nan")
         else:
-            base_hours = min(hours, int(reserved[i]) * tp * per_pool.sizes["time"] * step / 3600)
             at_reserved = _price(prices, gpus[i], "reserved")
             on_demand = _price(prices, gpus[i], "on_demand")
+            at_spot = _price(prices, gpus[i], "spot")
             if np.isnan(at_reserved):
                 at_reserved = on_demand
-            usd = base_hours * at_reserved + (hours - base_hours) * on_demand
+            if np.isnan(at_spot):
+                at_spot = on_demand
+            usd = (
+                base_hours * at_reserved + (hours - base_hours - spot) * on_demand + spot * at_spot
+            )
+        spot_hours.append(spot if prices is not None else 0.0)
+        lost.append(int(run.preempted) if "preempted" in run else 0)
         cost.append(usd)
         ready.append(run.ready_instances.values)
         breach.append(run.breach.values)
@@ -262,6 +338,8 @@ def simulate_pools(
         reserved_instances=("pool", reserved, glossary.attrs("reserved_instances")),
     )
     stacked["usd"] = ("pool", np.asarray(cost), glossary.attrs("usd"))
+    stacked["preempted"] = ("pool", np.asarray(lost, np.int64), glossary.attrs("preempted"))
+    stacked["spot_gpu_hours"] = ("pool", np.asarray(spot_hours), glossary.attrs("spot_gpu_hours"))
     stacked["qps"] = per_pool
     stacked["ready_instances"] = (("pool", "time"), np.stack(ready),
                                   glossary.attrs("ready_instances"))  # fmt: skip
@@ -274,8 +352,13 @@ def simulate_pools(
         "breach_s": float(any_breach.sum() * step),
         "usd": float(np.sum(cost)),
         "gpu_hours": float(stacked.gpu_hours.sum()),
+        "preempted": int(np.sum(lost)),
         "unserved_share": float(stacked.unserved.sum() / arrivals) if arrivals > 0 else 0.0,
         "pricing": "catalog on-demand" if prices is None else
-        f"{prices.attrs.get('provider', 'given')}: reserved base, on demand above",
+        f"{prices.attrs.get('provider', 'given')}: reserved base, "
+        + ("spot share of the elastic part at spot, " if "spot_instances" in fleet else "")
+        + "on demand above",
+        "spot_preemption_rate": "none" if spot_preemption_rate is None else spot_preemption_rate,
+        "seed": int(seed),
     }  # fmt: skip
     return stacked

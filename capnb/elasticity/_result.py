@@ -25,10 +25,12 @@ def metric_variables(
     per_instance_qps: float,
     gpus_per_instance: int,
     usd_per_gpu_hour: float | None,
+    preemption: bool = False,
 ) -> dict:
     """Variables of a run (or a grid of runs) from the kernel's ``metrics`` vector on dim ``metric``.
 
-    ``raw`` may be dask-backed; everything here is elementwise.
+    ``raw`` may be dask-backed; everything here is elementwise. ``preemption``: the run was given
+    preemptions, so ``preempted`` (instances lost) is one of the variables.
     """
     m = {name: raw.isel(metric=i, drop=True) for i, name in enumerate(METRICS)}
     gpu_hours_per_step = step_s * gpus_per_instance / _HOUR_S
@@ -61,6 +63,8 @@ def metric_variables(
         "vetoed_scale_ups": m["vetoed_scale_ups"].astype(np.int64),
         "panic_s": m["panic_steps"] * step_s,
     }
+    if preemption:
+        out["preempted"] = m["preempted"].astype(np.int64)
     if usd_per_gpu_hour is not None:
         out["usd"] = out["gpu_hours"] * usd_per_gpu_hour
     return {name: value.assign_attrs(glossary.attrs(name)) for name, value in out.items()}

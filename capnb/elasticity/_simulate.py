@@ -32,6 +32,10 @@ from ._result import metric_variables, timeline_variables
 _DEFAULTS = {"cold_start_s": 90.0, "tolerance_s": 60.0, "thrash_window_s": 900.0}
 #: Most instances a simulated pool may hold (ready, starting and warm spares).
 _LARGEST_POOL = 10_000_000
+#: Instance slots per random stream of a preemption rate (see :func:`_preemption_losses`).
+_SLOTS_PER_STREAM = 64
+#: Most candidate preemptions a rate may draw (memory: 24 bytes each).
+_MOST_CANDIDATES = 20_000_000
 
 
 # -- the grid ------------------------------------------------------------------------------------
@@ -100,6 +104,79 @@ def _forecast_values(forecast, values: np.ndarray, policy: str) -> np.ndarray | 
     return np.ascontiguousarray(array, dtype=np.float64)
 
 
+def _per_step(values, n: int, name: str) -> np.ndarray:
+    """A 1-D series of finite numbers >= 0, one per demand step."""
+    array = np.asarray(values.values if isinstance(values, xr.DataArray) else values)
+    if array.ndim != 1 or array.dtype.kind not in "iuf":
+        raise InputError(f"{name} must be a number or a 1-D series of numbers, one per demand step")
+    if array.size != n:
+        raise InputError(f"{name} has {array.size} steps but the demand has {n}; give one per step")
+    bad = ~np.isfinite(array) | (array < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}: {float(array[i])!r} at position {i} is not a number >= 0")
+    return array
+
+
+def _preemption_losses(preemption, lost_instances, seed, n: int, step: float, most_ready: int):
+    """The kernel's preemption events (:class:`~capnb.kernels.autoscale.Losses`), or None.
+
+    ``lost_instances``: the given series, one event per step that loses any. ``preemption``: a
+    rate per ready instance-hour (one number, or one per step), drawn as a Poisson process on
+    (time x instance slot): slot ``y`` in ``[0, most_ready)`` carries candidate preemptions at the
+    highest rate ``r_max``, and a candidate at step ``t`` takes an instance when ``y x r_max /
+    r[t]`` is below the instances ready then - so each ready instance is lost at ``r[t]`` per hour,
+    whatever the fleet holds at the time. Every 64 slots have their own stream seeded by
+    ``(seed, block)``: the draws do not depend on how many slots are drawn, so a run gives the same
+    answer alone (:func:`simulate`) as in a sweep, and every run of a sweep meets the same draws.
+    """
+    if preemption is not None and lost_instances is not None:
+        raise InputError("give preemption (a rate) or lost_instances (a series), not both")
+    if lost_instances is not None:
+        lost = _per_step(lost_instances, n, "lost_instances")
+        if (lost != np.round(lost)).any():
+            i = int(np.flatnonzero(lost != np.round(lost))[0])
+            raise InputError(f"lost_instances: {float(lost[i])!r} at position {i} is not whole")
+        return kernels.Losses.of_counts(lost.astype(np.int64))
+    if preemption is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed must be a whole number >= 0, got {seed!r}")
+    constant = isinstance(preemption, numbers.Real) and not isinstance(preemption, bool)
+    if constant:
+        rates = None
+        highest = real(preemption, "preemption")
+    else:
+        if isinstance(preemption, bool | str):
+            raise InputError(f"preemption must be a rate per instance-hour, got {preemption!r}")
+        rates = _per_step(preemption, n, "preemption").astype(np.float64)
+        highest = float(rates.max())
+    if highest == 0.0:
+        return kernels.Losses.none()
+    per_slot = highest * n * step / 3600.0  # candidates per instance slot over the run
+    streams = math.ceil(max(most_ready, 1) / _SLOTS_PER_STREAM)
+    if per_slot * streams * _SLOTS_PER_STREAM > _MOST_CANDIDATES:
+        raise InputError(
+            f"preemption={highest:g} per instance-hour over {n * step / 3600:,.0f} hours and "
+            f"{most_ready:,} instances draws more than {_MOST_CANDIDATES:,} preemptions; "
+            "is it a rate per instance-hour?"
+        )
+    at, slot = [], []
+    for block in range(streams):
+        rng = np.random.default_rng([int(seed), block])
+        count = rng.poisson(per_slot * _SLOTS_PER_STREAM)
+        at.append(rng.random(count) * n)
+        slot.append(block * _SLOTS_PER_STREAM + rng.random(count) * _SLOTS_PER_STREAM)
+    steps = np.minimum(np.concatenate(at).astype(np.int64), n - 1)
+    marks = np.concatenate(slot)
+    order = np.lexsort((marks, steps))
+    steps, marks = steps[order], marks[order]
+    if rates is not None:  # thinned to the step's rate; a step at rate 0 loses nothing
+        with np.errstate(divide="ignore"):
+            marks = np.where(rates[steps] > 0, marks * highest / rates[steps], np.inf)
+    return kernels.Losses(steps, np.ones(steps.size, np.int64), np.ascontiguousarray(marks))
+
+
 def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) -> int:
     lowest = int(grid["min_instances"].max())
     spares = int(grid["buffer_instances"].max())
@@ -133,25 +210,29 @@ def _max_pool(values: np.ndarray, per_instance_qps: float, grid, max_instances) 
     return max(lowest, 1, math.ceil(need))
 
 
-def _runs(up, cooldown, cold, low, buffer, *, demand, config, forecast=None):
+def _runs(up, cooldown, cold, low, buffer, *, demand, config, forecast=None, losses=None):
     """apply_ufunc block: broadcast the parameters, run the kernel, return (..., metric)."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in (up, cooldown, cold, low, buffer)))
     runs = kernels.Run.grid(up, cooldown, cold, low, buffer)
     if config.policy == kernels.FIXED:
-        # a fixed fleet never decides: only its size and warm spares change a run, so each
-        # distinct pair runs once and the grid's other knobs share its metrics
+        # a fixed fleet never decides: only its size and warm spares change a run (and the cold
+        # start of what it restarts after a preemption), so each distinct pair runs once and the
+        # grid's other knobs share its metrics
+        keys = [runs.low, runs.buffer]
+        if losses is not None and losses.steps.size:
+            keys.append(runs.cold)
         pairs, first, again = np.unique(
-            np.stack([runs.low, runs.buffer], axis=1),
+            np.stack(keys, axis=1),
             axis=0,
             return_index=True,
             return_inverse=True,
         )
         distinct = kernels.Run(*(np.ascontiguousarray(knob[first]) for knob in runs))
         once = np.empty((pairs.shape[0], len(kernels.METRICS)))
-        kernels.simulate_many(demand, config, distinct, once, forecast)
+        kernels.simulate_many(demand, config, distinct, once, forecast, losses)
         return once[again.ravel()].reshape((*shape, len(kernels.METRICS)))
     metrics = np.empty((runs.up.size, len(kernels.METRICS)))
-    kernels.simulate_many(demand, config, runs, metrics, forecast)
+    kernels.simulate_many(demand, config, runs, metrics, forecast, losses)
     return metrics.reshape((*shape, len(kernels.METRICS)))
 
 
@@ -264,6 +345,17 @@ def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, 
     }
 
 
+def _preemption_attrs(preemption, lost_instances, seed) -> dict:
+    """What was preempted, for a result's attrs (nothing when nothing was)."""
+    if lost_instances is not None:
+        return {"preemption": "given per step (lost_instances)"}
+    if preemption is None:
+        return {}
+    if isinstance(preemption, numbers.Real):
+        return {"preemption_per_instance_hour": float(preemption), "preemption_seed": int(seed)}
+    return {"preemption_per_instance_hour": "given per step", "preemption_seed": int(seed)}
+
+
 def _price(gpu, usd_per_gpu_hour) -> float | None:
     if gpu is not None and usd_per_gpu_hour is not None:
         raise InputError("give gpu or usd_per_gpu_hour, not both")
@@ -302,6 +394,9 @@ def simulate(
     gpu: str | None = None,
     usd_per_gpu_hour: float | None = None,
     forecast=None,
+    preemption=None,
+    lost_instances=None,
+    seed: int = 0,
     **options: object,
 ) -> xr.Dataset:
     """Simulate one autoscaling policy over a demand series, with its timeline.
@@ -343,6 +438,20 @@ def simulate(
         Forecast demand per step (requests/s, one per demand value): the ``"predictive"``
         policy provisions for it (:func:`capnb.elasticity.forecast_demand` makes one from the
         forecast step's per-slot quantiles); the other policies ignore it.
+    preemption
+        Spot preemption as a rate: preemptions per ready instance-hour (one number, or a series
+        with one rate per demand step, e.g. the spot rate times the spot share of the fleet).
+        Providers publish no such rate: you state it. Each ready instance (warm spares included)
+        is lost at that rate, a Poisson process drawn with ``seed``: the same seed gives the same
+        preemptions, alone or in a :func:`sweep` (where every run meets the same draws). A lost
+        instance stops before its step serves, the most recently ready first; the policy sees the
+        smaller pool at its next decision and starts replacements, which pay the cold start (a
+        ``fixed`` fleet restarts them at once). Default None: nothing is preempted.
+    lost_instances
+        Instead of a rate, the instances lost at each step: whole numbers, one per demand step
+        (never more than are ready).
+    seed
+        Seed of the preemption draws (a whole number >= 0).
     **options
         Policy options with their defaults in :data:`OPTIONS`, e.g. ``evaluation_s`` or
         ``scale_down_threshold`` (article), ``sync_s`` (HPA), ``panic_window_s`` (Knative).
@@ -353,7 +462,8 @@ def simulate(
         Over ``time``: ``qps``, ``ready_instances``, ``starting_instances``,
         ``ready_capacity_qps``, ``served_in_step``, ``dropped_in_step``, ``backlog`` (end of step)
         and ``breach``.
-        0-d: the run's metrics (as in :func:`sweep`). Every time and every window is a whole
+        0-d: the run's metrics (as in :func:`sweep`), with ``preempted`` (instances lost) when
+        ``preemption`` or ``lost_instances`` is given. Every time and every window is a whole
         number of steps: a window shorter than one step is an error.
 
     Examples
@@ -391,6 +501,9 @@ def simulate(
         forecast,
     )
     n = values.size
+    losses = _preemption_losses(
+        preemption, lost_instances, seed, n, step, high + int(grid["buffer_instances"])
+    )
     metrics = np.empty(len(kernels.METRICS))
     per_step = kernels.Timeline.empty(n)
     run = kernels.Run.of(
@@ -400,17 +513,18 @@ def simulate(
         low=int(grid["min_instances"]),
         buffer=int(grid["buffer_instances"]),
     )
-    kernels.simulate(values, config, run, metrics, per_step, ahead)
+    kernels.simulate(values, config, run, metrics, per_step, ahead, losses)
     raw = xr.DataArray(metrics, dims="metric")
     timeline = timeline_variables(values, times, qps, *per_step)
     time = timeline.pop("time")
     result = xr.Dataset(
-        {**timeline, **metric_variables(raw, n, step, qps, gpus, price)},
+        {**timeline, **metric_variables(raw, n, step, qps, gpus, price, losses is not None)},
         coords={"time": time, **{name: grid[name] for name in grid}},
     )
     result.attrs = _attrs(
         policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options
     )
+    result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
     result.attrs["title"] = f"capnb autoscaling timeline: {policy}"
     return result
 
@@ -434,6 +548,9 @@ def sweep(
     usd_per_gpu_hour: float | None = None,
     chunks: Mapping[str, int] | None = None,
     forecast=None,
+    preemption=None,
+    lost_instances=None,
+    seed: int = 0,
     **options: object,
 ) -> xr.Dataset:
     """Run a grid of policies over one demand series; the metrics as a Dataset over the grid.
@@ -444,7 +561,9 @@ def sweep(
     ``cooldown_s=None`` takes each policy's default (a ``cooldown_s`` coordinate over ``policy``).
     ``options`` go to the policies that know them. ``chunks`` (dim -> size) runs the grid as dask
     blocks; runs are spread over threads inside each block. ``forecast`` (requests/s per step)
-    is what the ``"predictive"`` policy provisions for.
+    is what the ``"predictive"`` policy provisions for. ``preemption`` (a rate per instance-hour)
+    or ``lost_instances`` (a series), with ``seed``, as in :func:`simulate`: every run of the grid
+    meets the same draws, and the result has ``preempted``.
 
     Returns
     -------
@@ -497,6 +616,14 @@ def sweep(
             thrash_window_s,
             forecast,
         )
+        losses = _preemption_losses(
+            preemption,
+            lost_instances,
+            seed,
+            values.size,
+            step,
+            high + int(grid["buffer_instances"].max()),
+        )
         inputs = [
             grid["scale_up_threshold"],
             in_steps["cooldown_s"],
@@ -509,19 +636,22 @@ def sweep(
         raw = xr.apply_ufunc(
             _runs,
             *inputs,
-            kwargs={"demand": values, "config": config, "forecast": ahead},
+            kwargs={"demand": values, "config": config, "forecast": ahead, "losses": losses},
             output_core_dims=[["metric"]],
             dask="parallelized",
             output_dtypes=[np.float64],
             dask_gufunc_kwargs={"output_sizes": {"metric": len(kernels.METRICS)}},
         )
-        result = xr.Dataset(metric_variables(raw, values.size, step, qps, gpus, price))
+        result = xr.Dataset(
+            metric_variables(raw, values.size, step, qps, gpus, price, losses is not None)
+        )
         result = result.assign_coords({k: grid[k] for k in grid})
         order = [d for d in grid if d in result.dims]
         result = result.transpose(*order)
         result.attrs = _attrs(
             name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine
         )
+        result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
         results.append(result)
     if len(results) == 1:
         results[0].attrs["title"] = f"capnb autoscaling sweep: {policies[0]}"

@@ -2,7 +2,12 @@
 
 One run steps through ``T`` steps of ``config.step_s`` seconds. Per step ``t``:
 
-1. starting instances whose cold start ends at ``t`` become ready;
+1. starting instances whose cold start ends at ``t`` become ready; then instances lost to
+   preemption at ``t`` (``losses``, :class:`~capnb.kernels.autoscale_records.Losses`; none unless
+   given) stop at once, the most recently ready first, as a scale-down would take them, but counted
+   as ``preempted``, not as stopped or thrash. Nothing replaces them until the policy's next
+   decision, which sees the smaller pool (a fixed fleet restarts them at the end of the step); a
+   replacement is a start like any other and pays the cold start;
 2. the ready instances serve up to ``ready x per_instance_qps x step_s`` requests, oldest first: the
    backlog carried in, then this step's arrivals ``demand[t] x step_s``. Requests served after their
    own step are *late*;
@@ -32,7 +37,8 @@ and their rules, one small function each in :mod:`capnb.kernels.autoscale_rules`
 ``HPA`` (:func:`~capnb.kernels.autoscale_rules.hpa_rule`)
     Kubernetes HPA v2 on a per-pod requests/s metric: desired = ceil(ratio x ready) outside the
     tolerance, starting pods counted as unready, scale-up/scale-down stabilisation windows, rate
-    policies (Pods and Percent, ``selectPolicy: Max``) and min/max replicas.
+    policies (Pods and Percent, ``selectPolicy: Max``) and min/max replicas. With no ready pod
+    (only after a preemption) there is no metric: the sync holds the count and records nothing.
 ``KNATIVE`` (:func:`~capnb.kernels.autoscale_rules.knative_rule`)
     Knative's KPA in requests/s mode: stable and panic windows (the stable one read from a
     cumulative request counter, as a metrics pipeline reads a rate), panic when the panic-window load
@@ -45,7 +51,7 @@ and their rules, one small function each in :mod:`capnb.kernels.autoscale_rules`
     correction), at target utilisation ``run.up``; scale-down stabilised over ``run.cooldown``,
     so the pool follows the forecast's troughs.
 ``FIXED``
-    ``run.low`` instances throughout: no rule.
+    ``run.low`` instances throughout: no rule (instances lost to preemption are restarted at once).
 
 The scale-down window of each policy is ``run.cooldown`` (article: sustained-low time; HPA:
 scale-down stabilisation window; Knative: scale-down delay). Everything is in whole steps; the step
@@ -70,20 +76,24 @@ from .autoscale_records import (
     METRICS,
     PREDICTIVE,
     Config,
+    Losses,
     Run,
     Timeline,
 )
 from .autoscale_rules import (
     ArticleState,
     HpaState,
+    KnativeState,
     Seen,
     _wrap,
     article_decision,
     article_rule,
     hpa_replicas,
     hpa_rule,
+    knative_bounds,
     knative_desired,
     knative_needs,
+    knative_over,
     knative_rule,
     new_events,
     new_knative_state,
@@ -102,6 +112,7 @@ __all__ = [
     "METRICS",
     "PREDICTIVE",
     "Config",
+    "Losses",
     "Run",
     "Timeline",
     "article_decision",
@@ -124,13 +135,14 @@ def _counter(demand):
 
 
 @njit(error_model="numpy")
-def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline):
+def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, timeline):
     """One run: the fleet and the backlog step by step, the policy's rule at its decisions.
 
     ``table`` is the predictive policy's reads of its forecast at each decision
     (:func:`~capnb.kernels.autoscale_rules.predictive_table`; empty for the other policies);
     ``stable_need`` and ``panic_need`` are Knative's precomputed counts
-    (:func:`~capnb.kernels.autoscale_rules.knative_needs`; empty for the other policies). The
+    (:func:`~capnb.kernels.autoscale_rules.knative_needs`; empty for the other policies);
+    ``losses`` the instances lost to preemption (:class:`Losses`; empty arrays: none). The
     rules are inlined here and no division raises (``error_model="numpy"``), so that the loop
     touches no reference count (see :mod:`capnb.kernels.autoscale_rules`).
     """
@@ -173,6 +185,11 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
     breach_steps = dropping_steps = instance_steps = starting_steps = wasted = 0
     up_events = down_events = started = stopped = thrash = cancelled = panic_steps = 0
     peak_instances = ready
+    # preemptions: events by step, the next one at loss_steps[next_loss]
+    loss_steps, loss_counts, loss_marks = losses
+    n_losses = loss_steps.shape[0]
+    next_loss = 0
+    preempted = 0
 
     # the policy: each rule's state (scalars, replaced at each decision) and windows (in place)
     countdown = period
@@ -183,10 +200,14 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
     down = new_window(cooldown, period)  # HPA, predictive: scale-down stabilisation; Knative: delay
     up_window = new_window(config.up_stabilization_steps, period)  # HPA: scale-up stabilisation
     events = new_events(config)  # HPA: recent scale events, for the rate policies
+    delay_steps, delay_values, delay_ends = down  # Knative's delay, for its quiet ticks
+    delay_size = delay_steps.shape[0]
 
     counts_load = policy not in (FIXED, KNATIVE)
-    # a policy that decides every step leaves no quiet stretch: no look-ahead
-    look_ahead = policy == FIXED or period > 1
+    # Knative's ticks that change nothing are taken inside a quiet stretch (below)
+    ticks = policy == KNATIVE
+    # a policy that decides every step leaves no quiet stretch (Knative's may): no look-ahead
+    look_ahead = policy == FIXED or period > 1 or ticks
     t = 0
     while t < n_steps:
         if look_ahead and queue_len == 0:
@@ -195,14 +216,87 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
             # The same sums in the same order as the full steps below: the same bits, at a few
             # instructions a step instead of the whole plant and policy.
             end = n_steps
-            if policy != FIXED and t + countdown - 1 < end:
+            if policy != FIXED and not ticks and t + countdown - 1 < end:
                 end = t + countdown - 1  # that step decides: it runs in full
             if start_len > 0 and start_ready_at[start_first] < end:
                 end = start_ready_at[start_first]
+            if next_loss < n_losses and loss_steps[next_loss] < end:
+                end = loss_steps[next_loss]  # a step that loses instances runs in full
             if end > t:
                 capacity = ready * per_step
                 k = t
-                while k < end:
+                if ticks:  # a loop of its own: the other policies' stays as small as it was
+                    pool = ready + starting - buffer
+                    while k < end:
+                        rate = demand[k]
+                        arriving = rate * step_s
+                        if arriving > capacity:
+                            break
+                        if countdown == 1:
+                            # Knative's tick ending step k, taken here only if it changes
+                            # nothing: not panicking, the panic condition does not hold, and
+                            # the delayed count is the pool. Its state and delay window are
+                            # then updated as knative_rule would (which is what it does then).
+                            if knative.panicking:
+                                break
+                            pods, most, least, panic_limit = knative_bounds(
+                                config, ready - buffer, knative
+                            )
+                            if knative_over(config, panic_need[k], pods, panic_limit):
+                                break
+                            wanted = min(max(stable_need[k], least), most)
+                            if cooldown > 0:
+                                # the delayed count: this tick's, or the first entry of the
+                                # queue still inside the delay if larger. If that is the pool, the
+                                # tick is pushed as window_push would push it, on the queue's
+                                # arrays held in locals (a call here cost more than the tick)
+                                first, length = delay_ends[0], delay_ends[1]
+                                front, left = first, length
+                                while left > 0 and delay_steps[front] <= k - cooldown:
+                                    front = _wrap(front + 1, delay_size)
+                                    left -= 1
+                                held = wanted
+                                if left > 0 and delay_values[front] > wanted:
+                                    held = delay_values[front]
+                                if min(max(held, low), high) != pool:
+                                    break
+                                while length > 0:
+                                    if delay_values[_wrap(first + length - 1, delay_size)] > wanted:
+                                        break
+                                    length -= 1
+                                slot = _wrap(first + length, delay_size)
+                                delay_steps[slot] = k
+                                delay_values[slot] = wanted
+                                length += 1
+                                while delay_steps[first] <= k - cooldown:
+                                    first = _wrap(first + 1, delay_size)
+                                    length -= 1
+                                delay_ends[0], delay_ends[1] = first, length
+                            elif min(max(wanted, low), high) != pool:
+                                break
+                            knative = KnativeState(
+                                False,
+                                knative.panic_since,
+                                knative.max_panic,
+                                pods,
+                                most,
+                                least,
+                                panic_limit,
+                            )
+                            countdown = period
+                        else:
+                            countdown -= 1
+                        arrivals += arriving
+                        served += arriving
+                        if record:
+                            timeline.ready[k] = ready
+                            timeline.starting[k] = starting
+                            timeline.served[k] = arriving
+                            timeline.dropped[k] = 0.0
+                            timeline.backlog[k] = backlog
+                            timeline.breach[k] = False
+                        k += 1
+                while k < end and not ticks:
                     rate = demand[k]
                     arriving = rate * step_s
                     if arriving > capacity:
@@ -225,7 +319,7 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
                     starting_steps += quiet * starting
                     if knative.panicking:
                         panic_steps += quiet
-                    if policy != FIXED:
+                    if policy != FIXED and not ticks:
                         countdown -= quiet
                     t = k
                     if t == n_steps:
@@ -239,6 +333,21 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
             ready_since[ready_top] = t
             ready_count[ready_top] = n
             ready_top += 1
+        # preemption: ready instances lost before the step serves, newest first
+        lost_now = 0
+        while next_loss < n_losses and loss_steps[next_loss] == t:
+            if loss_marks[next_loss] < ready:
+                n = min(loss_counts[next_loss], ready)
+                lost_now += n
+                ready -= n
+                while n > 0:
+                    k = min(n, ready_count[ready_top - 1])
+                    ready_count[ready_top - 1] -= k
+                    n -= k
+                    if ready_count[ready_top - 1] == 0:
+                        ready_top -= 1
+            next_loss += 1
+        preempted += lost_now
         capacity = ready * per_step
         rate = demand[t]
         arriving = rate * step_s
@@ -321,30 +430,39 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
             timeline.breach[t] = breached
 
         if policy == FIXED:
-            t += 1
-            continue
-        if policy != KNATIVE:
-            load_sum += rate
-        countdown -= 1
-        if countdown > 0:
-            t += 1
-            continue
-        countdown = period
-
-        pool = ready + starting - buffer
-        if policy == KNATIVE:
-            seen = Seen(t, 0.0, stable_need[t], panic_need[t], pool, ready - buffer, starting)
-            target, knative = knative_rule(config, run, seen, knative, down)
+            if lost_now == 0:
+                t += 1
+                continue
+            # a fixed fleet restarts what it lost at once
+            pool = ready + starting - buffer
+            target = low
         else:
-            seen = Seen(t, load_sum / period, 0, 0, pool, ready - buffer, starting)
-            load_sum = 0.0
-            if policy == HPA:
-                target, hpa = hpa_rule(config, run, seen, hpa, up_window, down, events)
-            elif policy == PREDICTIVE:
-                target = predictive_rule(config, run, seen, table, down)
+            if policy != KNATIVE:
+                load_sum += rate
+            countdown -= 1
+            if countdown > 0:
+                t += 1
+                continue
+            countdown = period
+
+            pool = ready + starting - buffer
+            if policy == KNATIVE:
+                seen = Seen(t, 0.0, stable_need[t], panic_need[t], pool, ready - buffer, starting)
+                target, knative = knative_rule(config, run, seen, knative, down)
             else:
-                target, article = article_rule(config, run, seen, article)
-        target = min(max(target, low), high)
+                seen = Seen(t, load_sum / period, 0, 0, pool, ready - buffer, starting)
+                load_sum = 0.0
+                if policy == HPA:
+                    if ready - buffer < 1:
+                        # no ready pod, no metric: the HPA holds (only after a preemption)
+                        target = pool
+                    else:
+                        target, hpa = hpa_rule(config, run, seen, hpa, up_window, down, events)
+                elif policy == PREDICTIVE:
+                    target = predictive_rule(config, run, seen, table, down)
+                else:
+                    target, article = article_rule(config, run, seen, article)
+            target = min(max(target, low), high)
 
         if target > pool:
             n = target - pool
@@ -390,6 +508,7 @@ def _run(demand, table, stable_need, panic_need, config, run, metrics, timeline)
     metrics[11], metrics[12] = up_events, down_events
     metrics[13], metrics[14], metrics[15], metrics[16] = started, stopped, thrash, cancelled
     metrics[17], metrics[18], metrics[19] = peak_instances, article.vetoed, panic_steps
+    metrics[20] = preempted
 
 
 @njit
@@ -411,7 +530,7 @@ def _table(forecast, config, cold):
 
 
 @njit(nogil=True)
-def _runs(demand, forecast, arrived, config, runs, metrics, timeline, first, stop):
+def _runs(demand, forecast, arrived, losses, config, runs, metrics, timeline, first, stop):
     # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range.
     # The one compiled entry point: simulate is a grid of one run with a timeline, so the
     # simulator's loop is compiled (and optimised by LLVM) once, not once per caller.
@@ -427,10 +546,10 @@ def _runs(demand, forecast, arrived, config, runs, metrics, timeline, first, sto
         if i > first and runs.cold[i] != runs.cold[i - 1]:
             table = _table(forecast, config, runs.cold[i])
         run = Run(runs.up[i], runs.cooldown[i], runs.cold[i], runs.low[i], runs.buffer[i])
-        _run(demand, table, stable_need, panic_need, config, run, metrics[i], timeline)
+        _run(demand, table, stable_need, panic_need, losses, config, run, metrics[i], timeline)
 
 
-def simulate(demand, config, run, metrics, timeline, forecast=None):
+def simulate(demand, config, run, metrics, timeline, forecast=None, losses=None):
     """One run with its timeline.
 
     The compiled loop of :func:`simulate_many`, on a grid of one run that records its timeline:
@@ -451,10 +570,13 @@ def simulate(demand, config, run, metrics, timeline, forecast=None):
         end of each step, and whether it was in SLA breach (:meth:`Timeline.empty`).
     forecast : float64[T], optional
         Forecast demand per step (requests/s); ``PREDICTIVE`` needs it, the others ignore it.
+    losses : Losses, optional
+        Instances lost to preemption (default: none).
     """
     one = metrics[np.newaxis]  # a view: the kernel writes through it
     forecast = _forecast(demand, config, forecast)
-    _runs(demand, forecast, _counter(demand), config, Run.grid(*run), one, timeline, 0, 1)
+    losses = _losses(losses)
+    _runs(demand, forecast, _counter(demand), losses, config, Run.grid(*run), one, timeline, 0, 1)
 
 
 def _forecast(demand, config, forecast):
@@ -466,19 +588,37 @@ def _forecast(demand, config, forecast):
     return forecast
 
 
-def _runs_serial(demand, config, runs, metrics, forecast=None):
+def _losses(losses):
+    """The preemption events the kernel reads: checked, or none."""
+    if losses is None:
+        return _NO_LOSSES
+    steps, counts, marks = (np.ascontiguousarray(a) for a in losses)
+    if not (steps.dtype == counts.dtype == np.int64 and marks.dtype == np.float64):
+        raise ValueError("losses: int64 steps and counts, float64 marks")
+    if not steps.shape == counts.shape == marks.shape or steps.ndim != 1:
+        raise ValueError("losses: three 1-D arrays of one length")
+    if steps.size and ((np.diff(steps) < 0).any() or steps[0] < 0 or (counts < 0).any()):
+        raise ValueError("losses: steps sorted and >= 0, counts >= 0")
+    return Losses(steps, counts, marks)
+
+
+def _runs_serial(demand, config, runs, metrics, forecast=None, losses=None):
     forecast = _NO_FORECAST if forecast is None else forecast
     # only Knative reads the cumulative counter
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
-    _runs(demand, forecast, arrived, config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0])
+    losses = _losses(losses)
+    _runs(
+        demand, forecast, arrived, losses, config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0]
+    )
 
 
-#: The timeline of runs that record none, and the forecast of policies that read none.
+#: The timeline of runs that record none, the forecast of policies that read none, no preemption.
 _NO_TIMELINE = Timeline.empty(0)
 _NO_FORECAST = np.empty(0)
+_NO_LOSSES = Losses.none()
 
 
-def simulate_many(demand, config, runs, metrics, forecast=None):
+def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
     """Runs over a flat grid of policies, metrics only; threads over policies when it pays.
 
     The threads are Python threads running the compiled loop without the GIL, as many as numba's
@@ -500,16 +640,21 @@ def simulate_many(demand, config, runs, metrics, forecast=None):
         Output.
     forecast : float64[T], optional
         Forecast demand per step (requests/s); ``PREDICTIVE`` needs it, the others ignore it.
+    losses : Losses, optional
+        Instances lost to preemption, the same events for every run (default: none).
     """
     count = runs.up.shape[0]
     forecast = _forecast(demand, config, forecast)
+    losses = _losses(losses)
     if threads_for(count, count * demand.shape[0]) < 2:
-        _runs_serial(demand, config, runs, metrics, forecast)
+        _runs_serial(demand, config, runs, metrics, forecast, losses)
         return
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance
     over_threads(
-        lambda a, b: _runs(demand, forecast, arrived, config, runs, metrics, _NO_TIMELINE, a, b),
+        lambda a, b: _runs(
+            demand, forecast, arrived, losses, config, runs, metrics, _NO_TIMELINE, a, b
+        ),
         count,
         count * demand.shape[0],
         pieces=4,

@@ -15,6 +15,8 @@ fields with defaults, and needs no dtype.) Every field is in whole steps, instan
     same record with one array per knob is a flat grid of runs.
 :class:`Timeline`
     Output arrays, one entry per step (or empty: metrics only).
+:class:`Losses`
+    Instances lost to preemption (spot capacity): events by step, or none.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "METRICS",
     "PREDICTIVE",
     "Config",
+    "Losses",
     "Run",
     "Timeline",
 ]
@@ -65,6 +68,7 @@ METRICS = (
     "peak_instances",  # largest ready + starting
     "vetoed_scale_ups",  # article: evaluations where the cold start vetoed a scale-up
     "panic_steps",  # Knative: steps spent in panic mode
+    "preempted",  # ready instances lost to preemption (not counted as stopped)
 )
 
 
@@ -189,6 +193,38 @@ class Timeline(NamedTuple):
         ints = (np.empty(steps, np.int64) for _ in range(2))
         floats = (np.empty(steps) for _ in range(3))
         return cls(*ints, *floats, np.empty(steps, np.bool_))
+
+
+class Losses(NamedTuple):
+    """Instances lost to preemption: events sorted by step (all empty: no preemption).
+
+    At step ``steps[i]`` (before it serves) the event takes ``counts[i]`` ready instances, newest
+    first, if ``marks[i] < ready`` (the ready instances at that moment, warm spares included);
+    never more than are ready. An event of a given series has mark -1 (it always applies); a
+    preemption *rate* is a Poisson stream of candidate events thinned by their marks
+    (:func:`capnb.elasticity.simulate`), so that each ready instance is lost at the rate
+    whatever the fleet holds. Events of one step apply in order.
+    """
+
+    steps: np.ndarray
+    """int64, non-decreasing: the step of each event."""
+    counts: np.ndarray
+    """int64 >= 0: instances the event takes."""
+    marks: np.ndarray
+    """float64: the event applies only while more than this many instances are ready."""
+
+    @classmethod
+    def none(cls) -> Losses:
+        """No preemption."""
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+
+    @classmethod
+    def of_counts(cls, lost) -> Losses:
+        """Events from a series of instances lost at each step (whole numbers >= 0)."""
+        lost = np.asarray(lost)
+        steps = np.flatnonzero(lost).astype(np.int64)
+        counts = lost[steps].astype(np.int64)
+        return cls(steps, counts, np.full(steps.size, -1.0))
 
 
 #: Fields of :class:`Config`, in order.

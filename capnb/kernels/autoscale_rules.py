@@ -85,8 +85,10 @@ __all__ = [
     "hpa_rate_limit",
     "hpa_replicas",
     "hpa_rule",
+    "knative_bounds",
     "knative_desired",
     "knative_needs",
+    "knative_over",
     "knative_rule",
     "new_events",
     "new_knative_state",
@@ -490,6 +492,27 @@ def new_knative_state(pool):
 
 
 @njit(inline="always")
+def knative_bounds(config, ready, state):
+    """``(pods, most, least, panic_limit)`` for ``ready`` pods: the state's, unless they changed."""
+    pods = max(ready, 1)
+    if pods == state.pods:
+        return pods, state.most, state.least, state.panic_limit
+    most = math.ceil(config.max_scale_up_rate * pods)
+    least = math.floor(pods / config.max_scale_down_rate)
+    return pods, most, least, config.panic_threshold * pods
+
+
+@njit(inline="always")
+def knative_over(config, needed, pods, panic_limit):
+    """The panic condition ``needed / pods >= panic_threshold``, without dividing unless a near tie."""
+    if needed > panic_limit * (1.0 + 1e-12):
+        return True
+    if needed < panic_limit * (1.0 - 1e-12):
+        return False
+    return needed / pods >= config.panic_threshold
+
+
+@njit(inline="always")
 def knative_rule(config, run, seen, state, delay):
     """Knative's KPA at one tick, in requests/s mode: ``(target_pool, KnativeState)``.
 
@@ -522,22 +545,10 @@ def knative_rule(config, run, seen, state, delay):
     target_pool : int
     state : KnativeState
     """
-    pods = max(seen.ready, 1)
-    most, least, panic_limit = state.most, state.least, state.panic_limit
-    if pods != state.pods:
-        most = math.ceil(config.max_scale_up_rate * pods)
-        least = math.floor(pods / config.max_scale_down_rate)
-        panic_limit = config.panic_threshold * pods
+    pods, most, least, panic_limit = knative_bounds(config, seen.ready, state)
     stable_pods = min(max(seen.stable_need, least), most)
     panic_pods = min(max(seen.panic_need, least), most)
-    needed = seen.panic_need
-    # needed / pods >= threshold, decided without dividing unless it is a near tie
-    if needed > panic_limit * (1.0 + 1e-12):
-        over = True
-    elif needed < panic_limit * (1.0 - 1e-12):
-        over = False
-    else:
-        over = needed / pods >= config.panic_threshold
+    over = knative_over(config, seen.panic_need, pods, panic_limit)
     panicking, panic_since, max_panic = state.panicking, state.panic_since, state.max_panic
     if over:  # enter panic, or extend it
         panicking = True

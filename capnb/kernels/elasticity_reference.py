@@ -88,6 +88,8 @@ class _HPA:
         return added, removed
 
     def decide(self, t, rates, pool, ready_pool, starting, q):
+        if ready_pool < 1:  # no ready pod (after a preemption): no metric, hold
+            return pool
         load = sum(rates[t - self.period + 1 : t + 1]) / self.period
         desired = hpa_replicas_python(
             load, self.target_share * q, ready_pool, starting, self.s["hpa_tolerance"]
@@ -184,12 +186,14 @@ class _Predictive:
         return desired
 
 
-def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=None):
+def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=None, losses=None):
     """Simulate one policy; return ``(metrics, timeline)``.
 
     The knobs of :class:`~capnb.kernels.autoscale_records.Run` one by one, and the settings
     ``config`` (a :class:`~capnb.kernels.autoscale_records.Config`, or any sequence in the order
-    of ``CONFIG_FIELDS``); ``forecast`` (requests/s per step) for the predictive policy.
+    of ``CONFIG_FIELDS``); ``forecast`` (requests/s per step) for the predictive policy;
+    ``losses`` (steps, counts, marks: :class:`~capnb.kernels.autoscale_records.Losses`) the
+    instances lost to preemption.
     ``metrics`` is a dict keyed by ``METRICS``; ``timeline`` a dict of
     lists: ready, starting, served, dropped, backlog, breach.
     """
@@ -200,6 +204,10 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=No
     step_s, q, policy = s["step_s"], s["per_instance_qps"], s["policy"]
     high, tolerance, thrash_window = s["max_instances"], s["tolerance_steps"], s["thrash_steps"]
     rates = [float(r) for r in demand]
+    lost_at = {}  # step -> [(count, mark), ...] in order
+    if losses is not None:
+        for step, count, mark in zip(*(list(a) for a in losses), strict=True):
+            lost_at.setdefault(int(step), []).append((int(count), float(mark)))
 
     if policy == FIXED:
         pool = low
@@ -229,6 +237,13 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=No
     for t, rate in enumerate(rates):
         while starting and starting[0] == t:
             ready.append(starting.pop(0))
+        lost_now = 0
+        for count, mark in lost_at.get(t, ()):
+            if mark < len(ready):  # preempted: the most recently ready first
+                for _ in range(min(count, len(ready))):
+                    ready.pop()
+                    lost_now += 1
+        m["preempted"] += lost_now
         capacity = len(ready) * (q * step_s)
         arriving = rate * step_s
         m["arrivals"] += arriving
@@ -266,11 +281,16 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=No
         for name, value in zip(timeline, values, strict=True):
             timeline[name].append(value)
 
-        if controller is None or (t + 1) % s["period_steps"] != 0:
-            continue
         pool = len(ready) + len(starting) - buffer
-        target = controller.decide(t, rates, pool, len(ready) - buffer, len(starting), q)
-        target = min(max(target, low), high)
+        if controller is None:  # a fixed fleet restarts what it lost at once
+            if not lost_now:
+                continue
+            target = low
+        elif (t + 1) % s["period_steps"] != 0:
+            continue
+        else:
+            target = controller.decide(t, rates, pool, len(ready) - buffer, len(starting), q)
+            target = min(max(target, low), high)
         if target > pool:
             starting.extend([t + 1 + cold] * (target - pool))
             m["scale_up_events"] += 1

@@ -4,7 +4,8 @@ Time is a Python loop; every step updates arrays over the ``P`` runs at once. St
 and starting counts; starting instances in a ring indexed by the step they become ready; instances
 that became ready recently (within the thrash window) in a ring by that step, so that stopping the
 newest first is a walk back through it; the backlog in a ring of cohorts by arrival step. Stops are
-rare, so the runs that stop instances in a step are handled one by one.
+rare, so the runs that stop instances in a step are handled one by one. It models no preemption
+(its ``preempted`` metric is 0): the plain-Python reference checks the kernel's losses.
 """
 
 from __future__ import annotations
