@@ -85,3 +85,26 @@ def test_infeasible_is_said_and_bad_arguments_are_named():
         capnb.capacity.prefix_trade(MODEL, GPU, sla_s=1.0, target_qps=-1.0)
     with pytest.raises(InputError, match="cache_share"):
         capnb.capacity.prefix_trade(MODEL, GPU, sla_s=1.0, cache_share=[1.5])
+
+
+def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot_run():
+    work = capnb.latency.workload(prompt_tokens=[1500] * 32, output_tokens=[200] * 32)
+    swept = capnb.capacity.sweep_engine(
+        "Qwen3-32B", ["L40S", "H100-SXM"], [1, 2], work, 2.0, 10.0, metric="ttft", requests=300
+    )
+    assert swept.per_instance_qps.dims == ("gpu", "tensor_parallel")
+    # 64 GB of bf16 weights do not fit one 48 GB L40S: said, never a number
+    assert str(swept.binding.sel(gpu="L40S", tensor_parallel=1).item()) == "memory"
+    assert np.isnan(swept.per_instance_qps.sel(gpu="L40S", tensor_parallel=1))
+    # an option that runs is capacity.plan on its own engine curve
+    one = swept.sel(gpu="H100-SXM", tensor_parallel=2)
+    budget = capnb.memory.max_concurrency(model="Qwen3-32B", gpu="H100-SXM", tensor_parallel=2,
+                                          seq_len=1700, accounting="vllm", vllm_version="0.10")  # fmt: skip
+    fits = int(budget.kv_cache_tokens.item()) // 1700
+    top = min(fits, 512)
+    grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
+    curve = capnb.latency.engine("Qwen3-32B", "H100-SXM", 2, work, concurrency=grid.tolist(),
+                                 requests=300, max_num_seqs=top)  # fmt: skip
+    by_hand = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft", memory_limit=fits)
+    assert float(one.per_instance_qps) == float(by_hand.per_instance_qps)
+    assert int(one.instances) == int(by_hand.instances)

@@ -126,12 +126,12 @@ def sweep_engine(
         per_tp = []
         for tp in tensor_parallel:
             kind, result = rows[(gpu, tp)]
-            if kind != "ok":
-                empty = xr.full_like(template, np.nan).astype(
-                    {v: float for v in template.data_vars if template[v].dtype.kind in "iuf"}
-                )
-                empty["binding"] = xr.full_like(template.binding, kind)
-                result = empty
+            if kind != "ok":  # the option cannot run: NaN everywhere, binding says why
+                result = template.copy()
+                for name, var in template.data_vars.items():
+                    if var.dtype.kind in "iufb":
+                        result[name] = xr.full_like(var, np.nan, dtype=float)
+                result["binding"] = xr.full_like(template.binding, kind)
             else:
                 result = result.drop_vars(
                     [c for c in ("gpu", "tensor_parallel") if c in result.coords]
