@@ -283,3 +283,17 @@ def test_an_e2e_sla_is_not_split_between_pools_and_says_so():
     assert plan.attrs["serving"].startswith("not compared: an E2E SLA does not split")
     assert "serving_instances" not in plan
     assert "serving" not in off.attrs and "Serving mode" not in off.attrs["recommendation"]
+
+
+def test_spot_in_the_mix_is_preempted_in_its_replay():
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("A100-80GB-PCIe", "H100-PCIe"),
+                 tensor_parallel=(1,), disaggregation="none", demand_scale=0.05)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(
+            planning.PlanConfig(**cheap, spot_preemption=0.1, spot_preemption_rate=0.5)
+        )
+    assert int(plan.mix_spot_instances.sum()) > 0  # hyperstack lists spot for both GPUs
+    assert 0 <= plan.attrs["mix_optimality_gap"] <= 1e-3 + 1e-12
+    assert "on demand or spot above" in plan.attrs["fleet"]
+    assert "spot instances preempted at 0.5 an instance-hour and replaced" in plan.attrs["fleet"]

@@ -276,6 +276,7 @@ def _build_on(cfg: PlanConfig, source):
                 mixed.attrs["single_type_usd_per_hour"]
             )
             plan.attrs["mix_provider"] = str(mixed.attrs["provider"])
+            plan.attrs["mix_optimality_gap"] = float(mixed.attrs["optimality_gap"])
     with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
         serving, serving_replay = compare_serving(cfg, _workload, fc, gpu, tp, demand, cold)
     if isinstance(serving, xr.Dataset):

@@ -64,7 +64,7 @@ SECTIONS = {
         "breach_budget",
         "backtest_days",
     ),
-    "fleet": ("provider", "reserved", "spot_preemption"),
+    "fleet": ("provider", "reserved", "spot_preemption", "spot_preemption_rate"),
 }
 
 #: Fields that may name a file: relative paths in a config file are read from the file's folder.
@@ -126,7 +126,9 @@ class PlanConfig:
         ``provider`` whose prices (``capnb.data.gpu_prices``) price the cheapest mix of GPU types
         per slot beside the single type on demand (``"none"``: no mix); ``reserved`` the pricing
         of the base held in every slot (``"none"``: on demand only); ``spot_preemption`` the
-        share of spot capacity lost to preemption (``"none"``: no spot).
+        share of spot capacity the mix counts as lost (``"none"``: no spot);
+        ``spot_preemption_rate`` the preemptions per spot instance-hour the replay draws (each
+        replaced after a cold start; providers publish no rate: state yours).
     """
 
     trace: Annotated[Name, _doc("bundled trace or rate series name, or a file path")] = (
@@ -261,6 +263,10 @@ class PlanConfig:
         Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] | Literal["none"],
         _doc("share of spot capacity lost to preemption, or 'none' (no spot)"),
     ] = "none"
+    spot_preemption_rate: Annotated[
+        NonNegative,
+        _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
+    ] = 0.0
     source: str = dataclasses.field(default="defaults", compare=False)
 
     @field_validator(
