@@ -619,20 +619,6 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
             ),
         )
     )
-    if a.get("serving"):  # prefill and decode pools against the aggregated fleet
-        rows.append(
-            (
-                "Serving mode",
-                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["serving"])))}</span>',
-            )
-        )
-    if a.get("fleet"):  # one type on demand beside the cheapest mix, planned and replayed
-        rows.append(
-            (
-                "Mixed fleet",
-                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["fleet"])))}</span>',
-            )
-        )
     budget = float(config["breach_budget"]) * glossary.HOURS_PER_MONTH * 60
     rows.append(
         (
@@ -660,6 +646,21 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
             )
         )
 
+    # the serving mode and the mixed fleet: below the first screen's answer
+    if a.get("serving"):  # prefill and decode pools against the aggregated fleet
+        rows.append(
+            (
+                "Serving mode",
+                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["serving"])))}</span>',
+            )
+        )
+    if a.get("fleet"):  # one type on demand beside the cheapest mix, planned and replayed
+        rows.append(
+            (
+                "Mixed fleet",
+                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["fleet"])))}</span>',
+            )
+        )
     # -- later work: the latency model's uncertainty and a backtest of the plan. Shown only when
     # the plan Dataset carries them (attrs "latency_uncertainty", "backtest": a sentence each).
     later = [
