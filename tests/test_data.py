@@ -161,3 +161,14 @@ def test_datasets_reachable_from_an_installed_wheel(tmp_path):
     assert path.startswith(str(site)) and notebook.startswith(str(site))
     assert int(count) == len(data.list_gpus())
     assert int(params) == data.load_model("Llama-3.1-8B").parameters
+
+
+def test_write_section_replaces_one_section_and_appends_a_new_one(tmp_path):
+    path = tmp_path / "V.md"
+    path.write_text("# V\n\n## A\nold a\n\n## B\nb\n", encoding="utf-8")
+    data.write_section(path, "## A\nnew a\n")
+    assert path.read_text(encoding="utf-8") == "# V\n\n## A\nnew a\n\n## B\nb\n"
+    data.write_section(path, "## C\nc\n")
+    assert path.read_text(encoding="utf-8").endswith("## B\nb\n\n## C\nc\n")
+    with pytest.raises(ValueError, match="'## ' heading"):
+        data.write_section(path, "no heading\n")

@@ -144,9 +144,7 @@ def test_presentation_imports_public_names_only(area):
             if _private(target, name):
                 offenders.append(f"{name}:{line} imports the private module {target}")
             own = target.split(".")[:2] == name.split(".")[:2]
-            hidden = [
-                n for n in names if n.startswith("_") and not n.startswith("__") and not own
-            ]
+            hidden = [n for n in names if n.startswith("_") and not n.startswith("__") and not own]
             if hidden:
                 offenders.append(f"{name}:{line} imports private names {hidden} from {target}")
     assert offenders == []

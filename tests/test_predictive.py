@@ -64,8 +64,10 @@ def test_kernel_matches_python_and_numpy_references(case):
 def test_grid_of_runs_matches_references_and_scales():
     rng = np.random.default_rng(5)
     t = np.arange(3_000)
-    demand = 60 + 40 * np.sin(2 * np.pi * t / 900) + rng.gamma(0.5, 40.0, t.size) * (
-        rng.random(t.size) < 0.05
+    demand = (
+        60
+        + 40 * np.sin(2 * np.pi * t / 900)
+        + rng.gamma(0.5, 40.0, t.size) * (rng.random(t.size) < 0.05)
     )
     forecast = np.maximum(60 + 40 * np.sin(2 * np.pi * (t - 30) / 900), 0.0)  # late by 30 steps
     n = 16

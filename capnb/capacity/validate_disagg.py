@@ -260,22 +260,6 @@ def markdown(table: pd.DataFrame, *, sla_ttft: float = SLA_TTFT, sla_tpot: float
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) this section of a Markdown file, leaving every other section alone."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        joiner = (
-            "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        )
-        path.write_text(text + joiner + section, encoding="utf-8")
-        return
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    tail = "".join(lines[end:])
-    path.write_text("".join(lines[:start]) + section + ("\n" + tail if tail else ""), "utf-8")
-
-
 def stored() -> pd.DataFrame:
     """The stored record of :func:`check` (written by ``--write``)."""
     table = pd.read_csv(RECORD)
@@ -298,6 +282,8 @@ def main(argv=None) -> int:
     print(text)
     if args.write:
         table.to_csv(RECORD, index=False)
+        from ..data import write_section
+
         write_section(Path(args.write), text)
     return 0
 

@@ -32,7 +32,7 @@ from ._catalog import (
     resolve_gpu,
     resolve_model,
 )
-from ._files import write_atomic
+from ._files import write_atomic, write_section
 from ._measured import list_measurement_sources, load_measurements
 from ._measurements import (
     list_latency_curves,
@@ -86,4 +86,5 @@ __all__ = [
     "resolve_model",
     "traffic_columns",
     "write_atomic",
+    "write_section",
 ]

@@ -27,3 +27,26 @@ def write_atomic(path: str | os.PathLike, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_section(path: str | os.PathLike, section: str) -> Path:
+    """Replace one ``## `` section of a Markdown file (or append it), leaving the others alone.
+
+    ``section`` starts with its own ``## `` heading line; the section it replaces runs from the
+    line equal to that heading to the next ``## `` heading. Written whole (:func:`write_atomic`).
+    """
+    path = Path(path)
+    heading = section.splitlines()[0].strip()
+    if not heading.startswith("## "):
+        raise ValueError(f"section must start with a '## ' heading, got {heading!r}")
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
+    if start is None:
+        joiner = (
+            "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        )
+        return write_atomic(path, text + joiner + section)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = "".join(lines[end:])
+    return write_atomic(path, "".join(lines[:start]) + section + ("\n" + tail if tail else ""))

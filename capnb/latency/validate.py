@@ -307,24 +307,6 @@ def markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) this section of a Markdown file, leaving every other section alone."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        joiner = (
-            "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        )
-        path.write_text(text + joiner + section, encoding="utf-8")
-        return
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    tail = "".join(lines[end:])
-    path.write_text(
-        "".join(lines[:start]) + section + ("\n" + tail if tail else ""), encoding="utf-8"
-    )
-
-
 def main(argv=None) -> int:
     """The command line: print the table; with ``--write``, store the fit and the section."""
     parser = argparse.ArgumentParser(prog="python -m capnb.latency.validate", description=__doc__)
@@ -350,6 +332,8 @@ def main(argv=None) -> int:
             _fitted.PATH.write_text(
                 json.dumps(record, separators=(",", ":"), default=float) + "\n", encoding="utf-8"
             )
+        from ..data import write_section
+
         write_section(Path(args.write), text)
     return 0
 

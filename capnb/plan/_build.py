@@ -278,7 +278,9 @@ def _build_on(cfg: PlanConfig, source):
             plan.attrs["mix_provider"] = str(mixed.attrs["provider"])
             plan.attrs["mix_optimality_gap"] = float(mixed.attrs["optimality_gap"])
     with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
-        serving, serving_replay = compare_serving(cfg, _workload, fc, gpu, tp, demand, cold)
+        serving, serving_replay = compare_serving(
+            cfg, _workload, fc, gpu, tp, demand, cold, advice.selection
+        )
     if isinstance(serving, xr.Dataset):
         plan.update(serving_variables(serving, serving_replay))
         plan.attrs["serving_mode"] = str(serving.attrs["serving"])

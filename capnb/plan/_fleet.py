@@ -16,7 +16,15 @@ import xarray as xr
 from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
 
-__all__ = ["MIP_GAP", "elastic_at", "mixed_fleet", "replay_mix", "sentence", "variables"]
+__all__ = [
+    "MIP_GAP",
+    "elastic_at",
+    "mixed_fleet",
+    "replay_mix",
+    "replay_schedule",
+    "sentence",
+    "variables",
+]
 
 #: The plan's mix may stop within 0.1 % of the solver's proven lower bound (the mix reports the gap
 #: it reached). Proving the optimum exactly can take minutes with spot capacity: 430 s of CPU on
@@ -60,7 +68,7 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, selec
     scale-down window is the elasticity step's choice. ``fc`` may be fitted on other days than
     ``demand`` (a backtest).
     """
-    from .. import data, elasticity
+    from .. import data
     from ..elasticity import coldstart
 
     used = mixed.sel(pool=(mixed.instances.sum("slot") > 0).values)
@@ -73,19 +81,41 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, selec
         else:
             seconds = float(cfg.cold_start_s)
         colds[str(pool)] = math.ceil(seconds / cfg.step_s) * cfg.step_s
+    return replay_schedule(
+        cfg,
+        used,
+        demand,
+        fc,
+        cold_start_s=colds,
+        cooldown_s=float(selection.get("cooldown_s", 900.0)),
+        prices=data.gpu_prices(cfg.provider),
+        spot_preemption_rate=cfg.spot_preemption_rate if cfg.spot_preemption != "none" else None,
+        seed=cfg.seed,
+    )
+
+
+def replay_schedule(cfg: PlanConfig, fleet: xr.Dataset, demand, fc: xr.Dataset, *, cold_start_s,
+                    cooldown_s: float, **extra):  # fmt: skip
+    """A fleet planned per slot (over ``pool``), replayed over ``demand`` pool by pool.
+
+    Each pool reads its own share of the forecast's slot plan (``fc`` at ``cfg.traffic_quantile``)
+    one cold start ahead (the predictive policy at full utilisation of the planned instances) and
+    adds the load seen above it; ``cooldown_s`` is its scale-down window. ``extra``: further
+    arguments of :func:`capnb.elasticity.simulate_pools` (prices, spot preemption, seed).
+    """
+    from .. import elasticity
+
     return elasticity.simulate_pools(
         demand,
-        used,
+        fleet,
         policy="predictive",
         scale_up_threshold=1.0,
-        cooldown_s=float(selection.get("cooldown_s", 900.0)),
-        cold_start_s=colds,
-        prices=data.gpu_prices(cfg.provider),
+        cooldown_s=cooldown_s,
+        cold_start_s=cold_start_s,
         step_s=cfg.step_s,
         tolerance_s=cfg.tolerance_s,
         forecast=elasticity.forecast_demand(demand, fc, quantile=cfg.traffic_quantile),
-        spot_preemption_rate=cfg.spot_preemption_rate if cfg.spot_preemption != "none" else None,
-        seed=cfg.seed,
+        **extra,
     )
 
 

@@ -9,7 +9,8 @@ split between the pools: the plan says so and does not compare.
 
 Its pools then hand off to the elasticity step one by one
 (:func:`capnb.elasticity.simulate_pools`: every request passes through both, a ``demand_share``
-of 1 each), replayed over the trace with the cold start of the chosen GPU.
+of 1 each), replayed over the trace with the cold start of the chosen GPU and the scale-down window
+the elasticity step chose (:func:`capnb.plan._fleet.replay_schedule`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import xarray as xr
 
 from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
+from ._fleet import replay_schedule
 
 __all__ = ["compare_serving", "serving_sentence", "serving_variables"]
 
@@ -36,14 +38,17 @@ def _slas(cfg: PlanConfig) -> tuple[float, float] | str:
     )
 
 
-def compare_serving(cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold):
+def compare_serving(
+    cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold, selection: dict
+):
     """``(comparison, replay)``; ``(None, None)`` when not asked; ``(reason, None)`` when it cannot.
 
     ``workload``: the lengths the capacity step priced; ``fc``: the forecast's target per slot;
     ``gpu``, ``tp``: the capacity step's choice (both pools and the aggregated fleet use that GPU and
-    degree); ``demand``: requests/s per simulation step; ``cold``: the chosen GPU's cold start (s).
+    degree); ``demand``: requests/s per simulation step; ``cold``: the chosen GPU's cold start (s);
+    ``selection``: the elasticity step's choice (its scale-down window is the pools').
     """
-    from .. import capacity, elasticity
+    from .. import capacity
 
     if cfg.disaggregation == "none":
         return None, None
@@ -73,16 +78,10 @@ def compare_serving(cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int
                 "gpu": ("pool", [gpu, gpu]),
             },
         ).assign_attrs(slots=cfg.slots)
-        replay = elasticity.simulate_pools(
-            demand,
-            fleet,
-            policy="predictive",
-            scale_up_threshold=1.0,
-            cold_start_s=cold,
-            step_s=cfg.step_s,
-            tolerance_s=cfg.tolerance_s,
-            forecast=elasticity.forecast_demand(demand, fc, quantile=cfg.traffic_quantile),
-        )
+        replay = replay_schedule(
+            cfg, fleet, demand, fc, cold_start_s=cold,
+            cooldown_s=float(selection.get("cooldown_s", 900.0)),
+        )  # fmt: skip
     return result, replay
 
 
