@@ -798,8 +798,8 @@ def run_report(
         mapping or TOML/YAML path): the plan is built once, exported to ``out_dir`` (``plan.nc``,
         ``plan.json``), and each worksheet runs on the config's inputs and the plan's choices.
         On the defaults, when ``05_plan`` is among the worksheets, the plan is built once too
-        (beside the other worksheets), exported, and both the plan worksheet and the report's first
-        page read it.
+        (first, before the worksheets' kernels start: they share numba's on-disk cache), exported,
+        and both the plan worksheet and the report's first page read it.
     out_dir
         Where the reports go (created if needed). Every file is written atomically.
     worksheets
@@ -826,15 +826,22 @@ def run_report(
     bar = _progress(len(worksheets), progress)
     executed, skipped = {}, {}
     try:
+        planned = None
+        if config is None and "05_plan" in worksheets:
+            # Built before any worksheet's kernel starts, not beside them: this process and the
+            # kernels compile the same numba kernels (the engine model, the autoscaler) into one
+            # on-disk cache, and numba's cache index is not safe against processes writing it at
+            # once. A kernel with several overloads, compiled by two processes in a different
+            # order, can end up indexed under the other overload's machine code: a segmentation
+            # fault on a fresh install (seen with the serving comparison's engine runs). Built
+            # first, the plan fills the cache; the worksheets then load it.
+            planned = _default_plan(out_dir)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            planned = None
-            if config is None and "05_plan" in worksheets:
-                planned = pool.submit(_default_plan, out_dir)  # first: the plan page waits on it
 
             def run(name: str):
                 given = parameters.get(name)
                 if name == "05_plan" and planned is not None:
-                    given = {"PLAN_FILE": str(planned.result().resolve())}
+                    given = {"PLAN_FILE": str(planned.resolve())}
                 return execute(name, parameters=given, timeout=timeout)
 
             futures = {name: pool.submit(run, name) for name in worksheets}
@@ -850,7 +857,7 @@ def run_report(
             if planned is not None:
                 from . import plan as planning
 
-                kept.append(planning.load(planned.result()))
+                kept.append(planning.load(planned))
     finally:
         bar(None)
     if not executed:
