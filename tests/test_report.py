@@ -208,3 +208,26 @@ def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(s
     page = html_unescape(report.summary_html(built))
     assert "Latency model uncertainty" in page and "P99 within 12% (held out)" in page
     assert "Backtest" in page and "covers 95%" in page
+
+
+def test_the_default_plan_is_built_before_any_worksheet_kernel_starts(monkeypatch, tmp_path):
+    """This process and the worksheets' kernels share numba's on-disk cache, which is not safe
+    against processes writing it at once: the plan (which compiles the engine and the autoscaler)
+    runs alone first, and only then do kernels start."""
+    import nbformat
+
+    events = []
+
+    def plan_first(out_dir):
+        events.append("plan")
+        raise RuntimeError("stop here")  # what follows is not under test
+
+    def kernel(name, **kwargs):
+        events.append(name)
+        return nbformat.v4.new_notebook()
+
+    monkeypatch.setattr(report, "_default_plan", plan_first)
+    monkeypatch.setattr(report, "execute", kernel)
+    with pytest.raises(RuntimeError, match="stop here"):
+        report.run_report(None, tmp_path, worksheets=("02_memory", "05_plan"), progress=False)
+    assert events == ["plan"]  # no kernel started beside the plan
