@@ -6,23 +6,12 @@ sets CAPNB_REQUIRE_BROWSER so that these tests fail rather than skip in CI.
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
+from capnb.benchmarks.browser import ARGS  # chromium flags, shared with the benchmark
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,12 +21,6 @@ pytestmark = [
         reason="needs Debian's chromium (.ci/run installs it and sets CAPNB_REQUIRE_BROWSER)",
     ),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -73,37 +56,11 @@ def lab(tmp_path_factory):
 
     for name in WORKSHEETS:
         shutil.copy(worksheet_path(name), root / f"{name}.ipynb")
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            "--no-browser",
-            f"--port={port}",
-            "--ip=127.0.0.1",
-            "--ServerApp.token=",
-            "--ServerApp.password=",
-            f"--ServerApp.root_dir={root}",
-            "--LabApp.news_url=",
-            "--allow-root",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(f"{url}/api", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        server.kill()
-        pytest.fail("JupyterLab did not start")
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
+    from capnb.benchmarks.browser import _Lab  # the benchmark's own JupyterLab, one place
+
+    server = _Lab(root)  # raises if JupyterLab does not answer
+    yield server.url
+    server.close()
 
 
 def _run_all(page, url: str, screenshot) -> None:
