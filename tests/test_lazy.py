@@ -63,3 +63,49 @@ def test_numbas_parallel_target_is_refused():
         _lazy.njit(parallel=True)
     with pytest.raises(ValueError, match="over_threads"):
         _lazy.jit("void()", parallel=True)
+
+
+def test_a_second_process_compiles_only_after_the_first_lets_go_of_the_cache(tmp_path):
+    # numba's cache is not safe against two processes writing it at once (numba #4807, #10128): a
+    # process that holds capnb's compile lock keeps every other process's compile waiting
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from capnb.kernels import _lazy\n"
+         "with _lazy.compile_lock():\n    print('held', flush=True); time.sleep(4)\n"
+         "print('released', flush=True)"],
+        env={"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    code = (
+        "import time; t = time.monotonic(); import capnb.memory as m; "
+        "m.max_concurrency(model='Llama-3.1-8B', gpu='L4', tensor_parallel=1, seq_len=1024); "
+        "print(time.monotonic() - t)"
+    )
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    waited = subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True,
+                            text=True)  # fmt: skip
+    assert holder.wait(timeout=30) == 0
+    with holder.stdout:
+        assert holder.stdout.read().strip() == "released"
+    # it started while the lock was held, so its first compile waited for the rest of the 4 s
+    assert float(waited.stdout.split()[-1]) > 2.0
+    assert list(tmp_path.rglob("*.nbi")), "numba wrote no cache index"
+
+
+def test_helpers_compile_under_the_compile_lock(monkeypatch):
+    entered = []
+    real = _lazy.compile_lock
+
+    def counting():
+        entered.append(1)
+        return real()
+
+    monkeypatch.setattr(_lazy, "compile_lock", counting)
+
+    @_lazy.njit
+    def twice(x):
+        return 2 * x
+
+    assert twice(3) == 6 and twice(2.5) == 5.0  # two overloads, each compiled under the lock
+    assert len(entered) == 2
+    assert twice(4) == 8 and len(entered) == 2  # a compiled overload takes no lock

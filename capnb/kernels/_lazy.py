@@ -7,10 +7,19 @@ has no cache directory set, the cache goes to a per-user directory instead of fa
 
 No kernel uses numba's ``parallel`` target: work is split over plain threads by :func:`over_threads`,
 so any number of threads (dask's) may call any kernel at once, whatever numba's threading layer.
+
+Processes that share the disk cache compile one at a time (:func:`compile_lock`). numba's cache is
+not safe against two processes writing it at once: each numbers a function's data files in the
+order it compiles its overloads, so two processes can file different overloads under one number,
+and a gufunc's two files can come from different processes (numba issues #4807 and #10128). A
+kernel then loads another overload's machine code and crashes (a fresh install did, running the
+report's plan beside its worksheets' kernels). Under the lock a second process finds the first
+one's work in the cache and loads it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import os
@@ -22,6 +31,7 @@ from pathlib import Path
 __all__ = [
     "PARALLEL_MIN_WORK",
     "cache_dir",
+    "compile_lock",
     "guvectorize",
     "jit",
     "njit",
@@ -62,6 +72,48 @@ def cache_dir() -> str:
     return ""  # nothing writable: numba compiles without a disk cache
 
 
+_FILE_LOCKS: dict = {}
+
+
+@contextlib.contextmanager
+def compile_lock():
+    """Hold capnb's compile lock: one process at a time loads or writes the disk cache.
+
+    numba's own (re-entrant, per process) compiler lock is taken first, then a file lock in the
+    cache directory (``capnb-compile.lock``, the ``filelock`` package), always in that order, so
+    nested compiles (a kernel's helpers) and threads cannot deadlock. Without a disk cache there is
+    nothing to share and only numba's lock is held.
+    """
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        directory = cache_dir()
+        if not directory:
+            yield
+            return
+        lock = _FILE_LOCKS.get(directory)
+        if lock is None:
+            from filelock import FileLock
+
+            lock = _FILE_LOCKS[directory] = FileLock(os.path.join(directory, "capnb-compile.lock"))
+        with lock:
+            yield
+
+
+def _locked(dispatcher):
+    """A numba dispatcher whose compiles (and cache loads) happen under :func:`compile_lock`."""
+    compile_one = dispatcher.compile
+
+    def compile(sig):
+        if isinstance(sig, tuple) and sig in dispatcher.overloads:
+            return compile_one(sig)  # compiled already in this process: nothing to load or write
+        with compile_lock():
+            return compile_one(sig)
+
+    dispatcher.compile = compile
+    return dispatcher
+
+
 class _LazyKernel:
     """A kernel compiled on first use; calls pass straight through to the compiled object."""
 
@@ -87,7 +139,8 @@ class _LazyKernel:
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
-                    self._compiled = self._build()
+                    with compile_lock():
+                        self._compiled = self._build()
         return self._compiled
 
     def __call__(self, *args, **kwargs):
@@ -265,6 +318,7 @@ def njit(pyfunc: Callable | None = None, **options):
     def decorate(func: Callable) -> Callable:
         import numba
 
-        return numba.njit(cache=bool(cache_dir()), **options)(func)
+        compiled = numba.njit(cache=bool(cache_dir()), **options)(func)
+        return _locked(compiled) if cache_dir() else compiled
 
     return decorate(pyfunc) if pyfunc is not None else decorate
