@@ -99,6 +99,29 @@ def test_a_quick_build_draws_the_same_chart(memory, name):
     with quick_build():
         quick = memory.charts[name].draw(memory.results, memory.inputs)
     assert notebook._named_datasets(quick.to_dict()) == checked
+    with quick_build():  # written out as a worksheet writes it: its copies made inside too
+        quick = memory.charts[name].draw(memory.results, memory.inputs)
+        written = quick.to_dict(validate=False)
+    assert notebook._named_datasets(written) == checked
+
+
+@pytest.mark.parametrize("path", ["01_forecasting", "03_capacity", "04_elasticity"])
+def test_every_chart_of_a_worksheet_is_the_same_built_quickly(path):
+    """altair's copies and channel conversions done the quick way give the same specs (issue 16)."""
+    from altair.utils import schemapi
+
+    from capnb.charts._altair import quick_build
+
+    ws = notebook.worksheet(path)
+    for name in ws.charts:
+        checked = notebook._named_datasets(ws.chart(name).to_dict())
+        with quick_build():
+            assert schemapi._deep_copy.capnb_copies_less
+            assert schemapi._FromDict.capnb_converts_once
+            written = ws.charts[name].draw(ws.results, ws.inputs).to_dict(validate=False)
+        assert notebook._named_datasets(written) == checked, name
+    assert not hasattr(schemapi._deep_copy, "capnb_copies_less")
+    assert isinstance(schemapi._FromDict, type)
 
 
 def test_a_quick_build_leaves_altair_as_it_was_and_still_refuses_bad_specs():
@@ -108,10 +131,12 @@ def test_a_quick_build_leaves_altair_as_it_was_and_still_refuses_bad_specs():
 
     from capnb.charts._altair import quick_build
 
-    validate, naming, debug = (
+    validate, naming, debug, copy, converter = (
         schemapi.validate_jsonschema,
         alt.Chart._compute_hash,
         schemapi.DEBUG_MODE,
+        schemapi._deep_copy,
+        schemapi._FromDict,
     )
     bad = {"field": "a", "type": "no such type"}
     for _ in range(2):  # the second verdict is remembered, and still an error
@@ -122,6 +147,7 @@ def test_a_quick_build_leaves_altair_as_it_was_and_still_refuses_bad_specs():
         alt.X.validate({"field": "a", "type": "quantitative"})
     assert schemapi.validate_jsonschema is validate
     assert alt.Chart._compute_hash is naming and schemapi.DEBUG_MODE is debug
+    assert schemapi._deep_copy is copy and schemapi._FromDict is converter
 
 
 def test_worksheet_chart_keeps_altair_checks(memory):

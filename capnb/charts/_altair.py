@@ -126,6 +126,73 @@ def _parsing_once(parse):
     return parsed
 
 
+def _copying_less(deep_copy, schemapi):
+    """The ``_deep_copy`` of altair, with the values that need no copy returned where they are met.
+
+    Every altair object holds each of its schema's properties, most of them ``Undefined``, and a
+    layered chart is deep-copied several times as it is built and written out: most of the calls
+    were for values that are returned as they are (``Undefined``, strings, numbers, tables). The
+    copies are the same objects altair makes; anything with its own ``__deepcopy__`` goes to
+    altair's function.
+    """
+    base, undefined, debug_mode = schemapi.SchemaBase, schemapi.Undefined, schemapi.debug_mode
+    atoms = (str, int, float, bool, type(None), type(undefined))
+    own_copier: dict[type, bool] = {}
+
+    def copy(obj, by_ref):
+        kind = type(obj)
+        if kind in atoms:
+            return obj
+        if isinstance(obj, base):
+            if kind not in own_copier:
+                own_copier[kind] = hasattr(kind, "__deepcopy__")
+            if own_copier[kind]:
+                return deep_copy(obj, by_ref)
+            args = [copy(a, by_ref) for a in obj._args]
+            kwds = {
+                k: v if (type(v) in atoms or k in by_ref) else copy(v, by_ref)
+                for k, v in obj._kwds.items()
+            }
+            with debug_mode(False):
+                return kind(*args, **kwds)
+        if kind is list:
+            return [v if type(v) in atoms else copy(v, by_ref) for v in obj]
+        if kind is dict:
+            return {
+                k: v if (type(v) in atoms or k in by_ref) else copy(v, by_ref)
+                for k, v in obj.items()
+            }
+        if isinstance(obj, list | dict):  # subclasses: as altair copies them
+            return deep_copy(obj, by_ref)
+        return obj
+
+    copy.capnb_copies_less = True
+    return copy
+
+
+_CONVERTERS: dict = {}
+
+
+def _converting_once(converter_class):
+    """The ``_FromDict`` of altair, made once per set of classes instead of once per encoding.
+
+    An encoding given as a string or a dict (``color="gpu:N"``) becomes its channel's class through
+    ``from_dict``, which first hashes the schema of every one of altair's ~900 schema classes into
+    a table: about 3 ms, for each such encoding of each chart drawn. The table depends only on the
+    classes (fixed once altair is imported), so it is made once and kept.
+    """
+
+    def converter(wrapper_classes):
+        classes = tuple(wrapper_classes)
+        made = _CONVERTERS.get(classes)
+        if made is None:
+            made = _CONVERTERS[classes] = converter_class(classes)
+        return made
+
+    converter.capnb_converts_once = True
+    return converter
+
+
 @contextlib.contextmanager
 def quick_build():
     """Build charts without altair's repeated schema checks (a worksheet's redraws).
@@ -138,7 +205,11 @@ def quick_build():
     change; specs longer than 20,000 characters of JSON are checked every time). A third: a layered
     chart names its layers after their data printed as text; here after a digest of the values. A
     fourth: each encoding's shorthand is parsed against the table, its column types inferred
-    again each time; here once per shorthand and table.
+    again each time; here once per shorthand and table. A fifth: altair deep-copies each layered
+    chart several times, calling itself for every one of each object's mostly undefined
+    properties; here values that need no copy are returned where they are met
+    (:func:`_copying_less`). A sixth: each encoding given as a string or dict hashes altair's
+    whole schema class table; here the table is made once (:func:`_converting_once`).
     ``to_dict()`` outside of it validates as always.
     """
     import altair as alt
@@ -151,8 +222,11 @@ def quick_build():
 
     original = schemapi.validate_jsonschema
     nested = getattr(original, "capnb_remembers", False)
+    deep_copy, from_dict = schemapi._deep_copy, schemapi._FromDict
     if not nested:
         schemapi.validate_jsonschema = _remembering(original)
+        schemapi._deep_copy = _copying_less(deep_copy, schemapi)
+        schemapi._FromDict = _converting_once(from_dict)
         naming = alt.Chart.__dict__.get("_compute_hash")
         if naming is not None:
             alt.Chart._compute_hash = _quick_hash(naming)
@@ -165,6 +239,7 @@ def quick_build():
     finally:
         if not nested:
             schemapi.validate_jsonschema = original
+            schemapi._deep_copy, schemapi._FromDict = deep_copy, from_dict
             if parse is not None:
                 channels.parse_shorthand = parse
             if naming is not None:
