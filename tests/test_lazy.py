@@ -109,3 +109,17 @@ def test_helpers_compile_under_the_compile_lock(monkeypatch):
     assert twice(3) == 6 and twice(2.5) == 5.0  # two overloads, each compiled under the lock
     assert len(entered) == 2
     assert twice(4) == 8 and len(entered) == 2  # a compiled overload takes no lock
+
+
+def test_every_reference_module_is_in_the_one_registry():
+    from pathlib import Path
+
+    from capnb.kernels import reference
+
+    modules = sorted(p.stem for p in Path(reference.__file__).parent.glob("*_reference.py"))
+    assert modules  # the references the tests and benchmarks compare the kernels with
+    for name in modules:
+        module = __import__(f"capnb.kernels.{name}", fromlist=["REGISTRY"])
+        assert module.REGISTRY, name
+        for kernel, implementations in module.REGISTRY.items():
+            assert reference.REGISTRY[kernel] is implementations, (name, kernel)

@@ -11,7 +11,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["simulate_python", "step_seconds_python"]
+__all__ = ["REGISTRY", "simulate_python", "step_seconds_python"]
 
 
 def step_seconds_python(
@@ -191,3 +191,9 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
     results["preemptions"] = preemptions
     results["steps"] = steps
     return results
+
+
+REGISTRY: dict[str, dict[str, object]] = {
+    "engine.simulate": {"python": simulate_python},
+    "engine.step_seconds": {"python": step_seconds_python},
+}

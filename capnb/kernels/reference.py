@@ -8,7 +8,15 @@ feeds both the tests and the benchmark suite.
 
 from __future__ import annotations
 
-from . import capacity_reference, elasticity_reference, forecast_reference, memory_reference
+from . import (
+    capacity_reference,
+    disagg_reference,
+    elasticity_reference,
+    engine_reference,
+    forecast_reference,
+    memory_reference,
+    prefix_reference,
+)
 
 __all__ = ["REGISTRY"]
 
@@ -17,4 +25,7 @@ REGISTRY: dict[str, dict[str, object]] = {
     **capacity_reference.REGISTRY,
     **forecast_reference.REGISTRY,
     **elasticity_reference.REGISTRY,
+    **engine_reference.REGISTRY,
+    **disagg_reference.REGISTRY,
+    **prefix_reference.REGISTRY,
 }
