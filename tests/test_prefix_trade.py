@@ -61,11 +61,14 @@ def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
         kv_cache_tokens=trade.attrs["kv_cache_tokens"], seq_len=seq_len, cache_share=[0.2],
     )  # fmt: skip
     fits = int(split.max_concurrency.item())
-    grid = np.unique(np.round(np.geomspace(1, fits, num=min(fits, 12))).astype(np.int64))
+    # the engine-curve rule of every engine search (capacity.sweep_engine's too): 10 geometric
+    # points from 1 to what memory holds (at most 512), all of them allowed to run at once
+    top = min(fits, 512)
+    grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
     curve = capnb.latency.engine(
         MODEL, GPU, 1, work, concurrency=grid.tolist(), requests=200,
         kv_cache_tokens=int(split.running_tokens.item()),
-        prefix_hit_rate=float(split.prefix_hit_rate.item()),
+        prefix_hit_rate=float(split.prefix_hit_rate.item()), max_num_seqs=top,
     )  # fmt: skip
     by_hand = capnb.capacity.safe_concurrency(curve, 10.0, metric="ttft", memory_limit=fits)
     assert float(trade.per_instance_qps.item()) > 0

@@ -21,6 +21,28 @@ __all__ = ["sweep_engine"]
 
 #: Concurrency points per engine curve: a geometric grid from 1 to what memory holds (at most 512).
 POINTS = 10
+MOST_SEQUENCES = 512
+
+
+def engine_curve(model, gpu, tensor_parallel, workload, *, fits, running_tokens, hit_rate,
+                 requests, seed):  # fmt: skip
+    """The engine's latency curve for one option, as every engine-curve search in capnb runs it.
+
+    ``fits`` sequences fit in the running share of the KV budget (``running_tokens``); the curve
+    covers a geometric grid of :data:`POINTS` concurrencies from 1 to ``fits`` (at most
+    :data:`MOST_SEQUENCES`), and the engine may run all of them at once (``max_num_seqs``), so
+    memory, not a scheduler limit, bounds the search. ``hit_rate``: the prefix cache's share of
+    prompt tokens not computed.
+    """
+    from .. import latency
+
+    top = min(int(fits), MOST_SEQUENCES)
+    grid = np.unique(np.round(np.geomspace(1, top, num=min(top, POINTS))).astype(np.int64))
+    return latency.engine(
+        model, gpu, int(tensor_parallel), workload, concurrency=grid.tolist(), requests=requests,
+        kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
+        max_num_seqs=top,
+    )  # fmt: skip
 
 
 def sweep_engine(
@@ -68,7 +90,7 @@ def sweep_engine(
         NaN with ``binding`` saying why. ``prefix_hit_rate`` and ``kv_cache_tokens`` (the
         running sequences' share) per option. Attrs: ``latency_source``, ``prefix_cache_share``.
     """
-    from .. import data, latency, memory
+    from .. import data, memory
     from ._safe import plan
 
     share = float(prefix_cache_share)
@@ -102,12 +124,8 @@ def sweep_engine(
             if fits < 1:
                 rows[(gpu, tp)] = ("memory", (hit, running))
                 continue
-            top = min(int(fits), 512)
-            grid = np.unique(np.round(np.geomspace(1, top, num=min(top, POINTS))).astype(np.int64))
-            curve = latency.engine(
-                model, gpu, int(tp), workload, concurrency=grid.tolist(), requests=requests,
-                kv_cache_tokens=running, prefix_hit_rate=hit, seed=seed, max_num_seqs=top,
-            )  # fmt: skip
+            curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
+                                 hit_rate=hit, requests=requests, seed=seed)  # fmt: skip
             result = plan(curve, sla_s, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits))  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})

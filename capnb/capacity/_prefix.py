@@ -70,6 +70,7 @@ def prefix_trade(
         NaN when no share is feasible) and ``reason``.
     """
     from .. import data, latency, memory
+    from ._engine_sweep import engine_curve
     from ._safe import safe_concurrency
 
     if not (isinstance(sla_s, int | float) and math.isfinite(sla_s) and sla_s > 0):
@@ -101,12 +102,10 @@ def prefix_trade(
         if fits < 1:
             binding[i] = "memory"
             continue
-        grid = np.unique(np.round(np.geomspace(1, fits, num=min(fits, 12))).astype(np.int64))
-        curve = latency.engine(
-            model, gpu, tensor_parallel, work, concurrency=grid.tolist(), requests=requests,
-            kv_cache_tokens=int(split.running_tokens.values[i]),
-            prefix_hit_rate=float(split.prefix_hit_rate.values[i]), seed=seed,
-        )  # fmt: skip
+        curve = engine_curve(model, gpu, tensor_parallel, work, fits=fits,
+                             running_tokens=split.running_tokens.values[i],
+                             hit_rate=split.prefix_hit_rate.values[i], requests=requests,
+                             seed=seed)  # fmt: skip
         floor[i] = float(curve.latency.sel(metric=metric, latency_quantile=quantile).isel(
             concurrency=0))  # fmt: skip
         found = safe_concurrency(curve, sla_s, metric=metric, quantile=quantile,
