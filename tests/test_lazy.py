@@ -123,3 +123,20 @@ def test_every_reference_module_is_in_the_one_registry():
         assert module.REGISTRY, name
         for kernel, implementations in module.REGISTRY.items():
             assert reference.REGISTRY[kernel] is implementations, (name, kernel)
+
+
+def test_a_compile_lock_held_too_long_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_lazy, "LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(_lazy, "_FILE_LOCKS", {})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from filelock import FileLock\n"
+         f"with FileLock({str(tmp_path / 'capnb-compile.lock')!r}):\n"
+         "    print('held', flush=True); time.sleep(3)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with holder.stdout:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match="capnb-compile.lock"), _lazy.compile_lock():
+            pass
+    holder.wait(timeout=30)

@@ -73,6 +73,8 @@ def cache_dir() -> str:
 
 
 _FILE_LOCKS: dict = {}
+#: How long a compile waits for another process's (a cold compile of every kernel takes minutes).
+LOCK_TIMEOUT_S = 900.0
 
 
 @contextlib.contextmanager
@@ -95,9 +97,22 @@ def compile_lock():
         if lock is None:
             from filelock import FileLock
 
-            lock = _FILE_LOCKS[directory] = FileLock(os.path.join(directory, "capnb-compile.lock"))
-        with lock:
+            path = os.path.join(directory, "capnb-compile.lock")
+            lock = _FILE_LOCKS[directory] = FileLock(path, timeout=LOCK_TIMEOUT_S)
+        from filelock import Timeout
+
+        try:
+            lock.acquire()
+        except Timeout:
+            raise RuntimeError(
+                f"another process has held capnb's compile lock {lock.lock_file} for "
+                f"{LOCK_TIMEOUT_S:.0f} s; if no capnb process is compiling, delete that file (or "
+                "set NUMBA_CACHE_DIR to another directory)"
+            ) from None
+        try:
             yield
+        finally:
+            lock.release()
 
 
 def _locked(dispatcher):
