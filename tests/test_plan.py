@@ -169,6 +169,16 @@ def test_infeasible_sla_is_stated_never_a_fallback():
         planning.build(planning.PlanConfig(**SMALL), sla_s=0.001)
 
 
+def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():
+    # the curve's floor is above the SLA at every slot's target: the curve's own sentence, no crash
+    config = planning.PlanConfig(
+        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (1,)},
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-70B", sla_metric="ttft", sla_s=0.01,
+    )  # fmt: skip
+    with pytest.raises(planning.PlanError, match=r"infeasible: Infeasible: ttft P99 is already"):
+        planning.build(config)
+
+
 def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
         planning.build(planning.PlanConfig(**SMALL), trace="nope")
