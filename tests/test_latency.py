@@ -34,6 +34,31 @@ def test_envelope_raises_dips_notes_them_and_keeps_the_rest():
     assert (flat.latency.sel(metric="ttft", latency_quantile=0.99) == untouched).all()
 
 
+def test_envelope_refuses_a_dip_too_deep_to_be_noise():
+    curve = data.load_latency_curve("dstack-vllm-mi300x-short")
+    odd = curve.copy(deep=True)
+    point = {"metric": "ttft", "latency_quantile": 0.99, "concurrency": 8}
+    odd.latency.loc[point] = float(curve.latency.sel(point)) / 1000  # one run saved in seconds/1000
+    with pytest.raises(InputError, match=r"ttft 0.99 at concurrency 8 is .*x below.*other units"):
+        latency.envelope(odd)
+    before = float(curve.latency.sel({**point, "concurrency": 4}))
+    odd.latency.loc[point] = before / 1.5  # a dip of noise size below concurrency 4's: raised
+    assert any(
+        "ttft 0.99 at concurrency 8 raised" in n for n in latency.notes(latency.envelope(odd))
+    )
+
+
+def test_a_plans_inputs_carry_the_latency_curves_notes():
+    from capnb import plan
+
+    summary = {"config": plan.PlanConfig().as_dict(), "latency_used": "measured latencies",
+               "latency_notes": "envelope: itl 0.5 at concurrency 8 raised\nrows sorted"}  # fmt: skip
+    summary["config"] = __import__("json").dumps(summary["config"])
+    words = plan.inputs_used(summary)
+    assert "latency: measured latencies (note: envelope: itl 0.5 at concurrency 8 raised) " in words
+    assert "(note: rows sorted)" in words
+
+
 def test_at_interpolates_linearly_and_never_extrapolates():
     curve = data.load_latency_curve("dstack-vllm-mi300x-short")
     values = latency.at(curve, [8, 12, 16, 2048, 2049]).latency.sel(

@@ -62,11 +62,18 @@ def check(curve: xr.Dataset) -> xr.Dataset:
     return rebuilt
 
 
+#: The largest dip :func:`envelope` raises as noise: a point this many times below the highest
+#: value measured at a smaller concurrency is refused (seconds against milliseconds is 1000x).
+LARGEST_DIP = 10.0
+
+
 def envelope(curve: xr.Dataset) -> xr.Dataset:
     """The curve made non-decreasing in concurrency (running maximum), each raised point noted.
 
     Latency that falls as concurrency rises is measurement noise (a warm cache, a lucky batch); a
-    plan must not read a dip as extra headroom. Applies to ``latency`` and ``mean_latency``.
+    plan must not read a dip as extra headroom. Applies to ``latency`` and ``mean_latency``. A
+    point more than :data:`LARGEST_DIP` times below the highest value at a smaller concurrency is
+    not noise (a run saved in other units, a warm-up outlier): an ``InputError`` names it.
 
     Examples
     --------
@@ -102,11 +109,21 @@ def envelope(curve: xr.Dataset) -> xr.Dataset:
                     for d in data.dims
                     if d != "concurrency"
                 )
+                low, high = float(data.values[index]), float(raised.values[index])
+                label = f"{name} {what}" if what else name
+                if high > LARGEST_DIP * low:
+                    source = curve.attrs.get("source", "the curve")
+                    raise InputError(
+                        f"{source}: {label} at concurrency {point['concurrency']} is "
+                        f"{low:.4g} s, {high / low:,.0f}x below the {high:.4g} s measured at a "
+                        "smaller concurrency: not noise. Was that run saved in other units "
+                        "(seconds in a *_ms field), or is the other a warm-up outlier? Fix or "
+                        "drop the run."
+                    )
                 _curve.add_note(
                     result,
-                    f"envelope: {name} {what} at concurrency {point['concurrency']} raised from "
-                    f"{float(data.values[index]):.4g} s to {float(raised.values[index]):.4g} s "
-                    "(a lower value than at a smaller concurrency)",
+                    f"envelope: {label} at concurrency {point['concurrency']} raised from "
+                    f"{low:.4g} s to {high:.4g} s (a lower value than at a smaller concurrency)",
                 )
     return result
 

@@ -377,6 +377,9 @@ def _assemble(
         trace_used=f"{cfg.trace} ({series.attrs.get('traffic_kind', '')})",
         model_used=f"{cfg.model} (from {_model_source(cfg.model)})",
         latency_used=str(cap.attrs.get("latency_source", cfg.latency)),
+        # a measured curve's corrections and derivations (envelope raises, placements, derived
+        # means), one per line: the reader of the plan sees what was done to the measurements
+        latency_notes=str(cap.attrs.get("notes", "")),
         workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
         model=cfg.model,
@@ -435,7 +438,12 @@ def inputs_used(plan: xr.Dataset | dict) -> str:
         f"config: {plan.attrs.get('config_source', 'defaults')}",
         f"trace: {plan.attrs.get('trace_used', config['trace'])}",
         f"model: {plan.attrs.get('model_used', config['model'])}",
-        f"latency: {plan.attrs.get('latency_used', config['latency'])}",
+        f"latency: {plan.attrs.get('latency_used', config['latency'])}"
+        + "".join(
+            f" (note: {note})"
+            for note in str(plan.attrs.get("latency_notes", "")).split("\n")
+            if note
+        ),
         f"workload: {plan.attrs.get('workload_used', config['workload'])}",
         f"GPUs compared: {', '.join(config['gpus'])} at tensor parallelism "
         f"{', '.join(str(t) for t in config['tensor_parallel'])}",
