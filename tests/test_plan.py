@@ -179,6 +179,21 @@ def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():
         planning.build(config)
 
 
+def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate():
+    config = planning.PlanConfig(
+        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (1,)},
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-70B", sla_metric="ttft", sla_s=600.0,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)  # its cold start: not tested here
+        plan = planning.build(config)
+    assert "(binding: measured_range" in plan.attrs["recommendation"]
+    assert "capnb does not extrapolate past what was measured" in plan.attrs["recommendation"]
+    # MI300X has no GPU-to-GPU link figure in the catalog: the serving comparison says so and the
+    # plan stands
+    assert "not compared: MI300X has no GPU-to-GPU link bandwidth" in plan.attrs["serving"]
+
+
 def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
         planning.build(planning.PlanConfig(**SMALL), trace="nope")

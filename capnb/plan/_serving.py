@@ -55,6 +55,14 @@ def compare_serving(
     slas = _slas(cfg)
     if isinstance(slas, str):
         return slas, None
+    from ..data import load_gpus
+
+    if not np.isfinite(float(load_gpus([gpu]).interconnect_bandwidth.item())):
+        return (
+            f"not compared: {gpu} has no GPU-to-GPU link bandwidth in the catalog, "
+            "so the KV transfer between a prefill and a decode pool cannot be timed (give it to "
+            "capnb.capacity.disaggregate as link_bandwidth, in bytes/s, to compare)."
+        ), None
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
     result = capacity.disaggregate(
         cfg.model,

@@ -90,6 +90,12 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
         f"requests/s at {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe "
         f"concurrency of {int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
     ]
+    if binding == "measured_range":
+        lines[0] += (
+            " The SLA is met at the curve's last measured concurrency, so the safe concurrency is "
+            "that point: capnb does not extrapolate past what was measured; benchmark higher "
+            "concurrencies to find more."
+        )
     if cfg.prefix_cache_share > 0 and "prefix_hit_rate" in chosen:
         lines.append(
             f"Prefix cache: {cfg.prefix_cache_share:.0%} of each instance's KV budget holds a prefix "
