@@ -194,6 +194,17 @@ def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate():
     assert "not compared: MI300X has no GPU-to-GPU link bandwidth" in plan.attrs["serving"]
 
 
+def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
+    # hyperstack (the default provider) lists no L4 or L40S price: the mix is said not to be
+    # planned, and the plan on its catalog prices stands
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.PlanConfig(**{**SMALL, "gpus": ("L4", "L40S")}))
+    assert "not priced: hyperstack lists no price for" in plan.attrs["fleet"]
+    assert "L40S" in plan.attrs["fleet"] and "mix_usd_per_hour" not in plan.attrs
+    assert plan.attrs["fleet"] in plan.attrs["recommendation"]
+
+
 def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
         planning.build(planning.PlanConfig(**SMALL), trace="nope")

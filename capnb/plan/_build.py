@@ -261,6 +261,8 @@ def _build_on(cfg: PlanConfig, source):
 
         with _Stage("fleet", cfg):
             mixed, replay = mixed_fleet(cfg, cap, fc, demand, advice.selection)
+        if isinstance(mixed, str):  # the provider prices none of the GPUs: said, not planned
+            plan.attrs["fleet"], mixed = mixed, None
         if mixed is not None:
             plan.update(fleet_variables(mixed, replay))
             elastic = {

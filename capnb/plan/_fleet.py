@@ -34,7 +34,10 @@ MIP_GAP = 1e-3
 
 
 def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, selection: dict):
-    """``(mix, replay)`` or ``(None, None)`` when the config asks for no mix.
+    """``(mix, replay)``, ``(None, None)`` (no mix asked) or ``(reason, None)`` (none priced).
+
+    The reason: the provider prices none of the GPUs that meet the SLA; the plan states it and
+    stands.
 
     ``cap``: the capacity step over (gpu, tensor_parallel); ``fc``: the forecast step's target
     (requests/s per slot at ``cfg.traffic_quantile``); ``demand``: requests/s per simulation
@@ -45,6 +48,16 @@ def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, select
     if cfg.provider == "none":
         return None, None
     prices = data.gpu_prices(cfg.provider)
+    feasible = cap.per_instance_qps.where(cap.per_instance_qps > 0)
+    meets = [str(g) for g in cap.gpu.values if bool(feasible.sel(gpu=g).notnull().any())]
+    priced = [g for g in meets if g in prices.gpu.values
+              and bool(prices.usd_per_gpu_hour.sel(gpu=g).notnull().any())]  # fmt: skip
+    if not priced:
+        return (
+            f"Fleet at {cfg.provider}'s prices: not priced: {cfg.provider} lists no price for "
+            f"{', '.join(meets) or 'any GPU'} that meets the SLA, so no mix of GPU types is "
+            f'planned (set [fleet] provider to one that prices them, or "none").'
+        ), None
     options = xr.Dataset({"per_instance_qps": cap.per_instance_qps})
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
     mixed = capacity.mix(
