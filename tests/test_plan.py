@@ -205,6 +205,21 @@ def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
     assert plan.attrs["fleet"] in plan.attrs["recommendation"]
 
 
+def test_an_option_that_meets_the_sla_without_a_price_is_named_not_dropped():
+    from capnb.plan._text import _unpriced
+
+    plan = xr.Dataset(
+        {
+            "capacity_binding": (("gpu", "tensor_parallel"), [["latency", "memory"],
+                                                               ["latency", "infeasible_latency"]]),
+            "capacity_usd_per_hour": (("gpu", "tensor_parallel", "slot"),
+                                      [[[1.0, 1.0], [2.0, 2.0]], [[np.nan] * 2, [np.nan] * 2]]),
+        },
+        coords={"gpu": ["L40S", "MI250X"], "tensor_parallel": [1, 2], "slot": [0, 1]},
+    )  # fmt: skip
+    assert _unpriced(plan) == ["1 x MI250X"]  # TP 2 does not meet the SLA: nothing to rank
+
+
 def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
         planning.build(planning.PlanConfig(**SMALL), trace="nope")

@@ -74,7 +74,32 @@ def _choice_words(plan) -> str:
             f" (the cheapest of {int(plan.choice_feasible_options)} feasible GPU and "
             f"tensor-parallel options; next: {runner[1]} x {runner[0]} at {gap:+.0%})"
         )
+    unpriced = _unpriced(plan)
+    if unpriced:
+        words += (
+            f"; {', '.join(unpriced)} also meet{'s' if len(unpriced) == 1 else ''} the SLA but "
+            "ha" + ("s" if len(unpriced) == 1 else "ve") + " no price in the catalog, so "
+            "could not be ranked (add a usd_per_gpu_hour to compare)"
+        )
     return words
+
+
+def _unpriced(plan) -> list[str]:
+    """Options (``TP x GPU``) that meet the SLA but have no price, so the ranking leaves them out."""
+    if "capacity_binding" not in plan or "capacity_usd_per_hour" not in plan:
+        return []
+    binding, cost = plan.capacity_binding, plan.capacity_usd_per_hour
+    if set(binding.dims) != {"gpu", "tensor_parallel"}:
+        return []
+    meets = binding.isin(["latency", "memory", "measured_range"])
+    priced = cost.notnull().all([d for d in cost.dims if d not in binding.dims])
+    left = meets & ~priced
+    return [
+        f"{int(tp)} x {gpu}"
+        for gpu in left.gpu.values
+        for tp in left.tensor_parallel.values
+        if bool(left.sel(gpu=gpu, tensor_parallel=tp))
+    ]
 
 
 def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
