@@ -67,6 +67,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "sla_quantile": args.sla_quantile,
         "trace": args.trace,
         "trace_kind": args.trace_kind,
+        "start": args.start,
+        "time_column": args.time_column,
+        "time_unit": args.time_unit,
+        "timezone": args.timezone,
         "latency": args.benchmark,
     }
     return {k: v for k, v in given.items() if v is not None}
@@ -153,6 +157,12 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--sla-quantile", type=float, help="quantile the SLA bounds (0.99 = P99)")
     plan.add_argument("--trace", help="bundled trace name, or a request log or rate series file")
     plan.add_argument("--trace-kind", choices=["auto", "requests", "rates"])
+    plan.add_argument("--start", help="date and time the trace's clock starts (times from 0)")
+    plan.add_argument("--time-column", help="the trace file's time column")
+    plan.add_argument(
+        "--time-unit", choices=["s", "ms", "us", "ns"], help="what numeric trace times count"
+    )
+    plan.add_argument("--timezone", help="the trace's clock, a zone name (e.g. Europe/Berlin)")
     plan.add_argument(
         "--benchmark",
         help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "

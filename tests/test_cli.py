@@ -35,3 +35,25 @@ def test_failures_print_the_step_and_exit_1(tmp_path, capsys):
     path.write_text("[sla]\nseconds = 1\n")
     assert main(["plan", "--config", str(path)]) == 1
     assert "[sla] has no setting 'seconds'" in capsys.readouterr().err
+
+
+def test_the_trace_loaders_options_are_flags_of_plan():
+    import argparse
+
+    from capnb import cli
+
+    seen = {}
+
+    def grab(args: argparse.Namespace) -> int:
+        seen.update(cli._overrides(args))
+        return 0
+
+    parser = cli._parser()
+    args = parser.parse_args(["plan", "--trace", "t.csv", "--time-unit", "s", "--timezone",
+                              "Europe/Berlin", "--time-column", "Timestamp", "--start",
+                              "2024-05-01 00:00"])  # fmt: skip
+    grab(args)
+    assert seen == {"trace": "t.csv", "time_unit": "s", "timezone": "Europe/Berlin",
+                    "time_column": "Timestamp", "start": "2024-05-01 00:00"}  # fmt: skip
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plan", "--time-unit", "minutes"])

@@ -160,6 +160,8 @@ def test_kernels_import_numpy_numba_and_the_standard_library_only():
             top = target.split(".")[0]
             if target.startswith("capnb.kernels") or top in allowed:
                 continue
+            if name == "capnb.kernels._lazy" and top == "filelock":
+                continue  # the compile lock over numba's disk cache, shared between processes
             offenders.append(f"{name}:{line} imports {target}")
     assert offenders == []
 

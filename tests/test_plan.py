@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from capnb import data
 from capnb import plan as planning
 from capnb.errors import ConfigError, InputError
 
@@ -218,6 +219,27 @@ def test_an_option_that_meets_the_sla_without_a_price_is_named_not_dropped():
         coords={"gpu": ["L40S", "MI250X"], "tensor_parallel": [1, 2], "slot": [0, 1]},
     )  # fmt: skip
     assert _unpriced(plan) == ["1 x MI250X"]  # TP 2 does not meet the SLA: nothing to rank
+
+
+def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp_path):
+    # epoch seconds as plain numbers: the loader needs time_unit, which the config passes on
+    series = data.load_rate_series("servegen-m-small")
+    seconds = series.time.values.astype("datetime64[s]").astype(np.int64) + 1_700_000_000
+    path = tmp_path / "epoch.csv"
+    path.write_text("timestamp,qps\n" + "".join(
+        f"{t},{q}\n" for t, q in zip(seconds, series.qps.values, strict=True) if q == q))  # fmt: skip
+    config = planning.PlanConfig(**{**SMALL, "trace": str(path), "trace_kind": "rates"})
+    with pytest.raises(planning.PlanError, match="time_unit"):
+        planning.build(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.PlanConfig(**{**config.as_dict(), "time_unit": "s"}))
+    assert plan.attrs["per_instance_qps"] > 0
+    assert planning.PlanConfig(time_unit="s").as_dict()["time_unit"] == "s"
+    bad = tmp_path / "plan.toml"
+    bad.write_text('[traffic]\ntime_unit = "minutes"\n')
+    with pytest.raises(ConfigError, match="plan.toml.*time_unit"):
+        planning.load_config(bad)
 
 
 def test_a_failing_step_is_named():

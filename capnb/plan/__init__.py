@@ -28,7 +28,7 @@ from ._build import (
     load,
     read_config,
 )
-from ._config import PlanConfig, load_config, save_config
+from ._config import PlanConfig, load_config, save_config, trace_options
 from ._steps import PlanError
 
 __all__ = [
@@ -44,4 +44,5 @@ __all__ = [
     "load_config",
     "read_config",
     "save_config",
+    "trace_options",
 ]

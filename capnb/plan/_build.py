@@ -14,7 +14,7 @@ import xarray as xr
 from .. import glossary
 from ..data import write_atomic
 from ..errors import CapnbError, InputError
-from ._config import PlanConfig, from_mapping, load_config
+from ._config import PlanConfig, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
@@ -187,7 +187,7 @@ def _load(cfg: PlanConfig):
     """The trace as stored (a request log or a rate series), before any window is cut."""
     from .. import data
 
-    return data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start)
+    return data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start, **trace_options(cfg))
 
 
 def _attach(plan: xr.Dataset, table: xr.Dataset) -> None:

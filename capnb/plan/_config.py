@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field, field_validator
 from ..data import write_atomic
 from ..errors import ConfigError
 
-__all__ = ["SECTIONS", "PlanConfig", "from_mapping", "load_config", "save_config"]
+__all__ = ["SECTIONS", "PlanConfig", "from_mapping", "load_config", "save_config", "trace_options"]
 
 #: Which table of a config file each field lives in (files group them; the record is flat).
 SECTIONS = {
@@ -31,6 +31,9 @@ SECTIONS = {
         "trace",
         "trace_kind",
         "start",
+        "time_column",
+        "time_unit",
+        "timezone",
         "interval",
         "slots",
         "traffic_quantile",
@@ -93,6 +96,8 @@ class PlanConfig:
         ``list_rate_series()``) or a path to a request log (CSV, Parquet, JSON lines) or a rate
         series; ``trace_kind`` ``"auto"`` (read from its columns), ``"requests"`` or ``"rates"``;
         ``start`` the date and time its clock starts, for times counted from an unknown start;
+        ``time_column``, ``time_unit`` and ``timezone`` as the trace loaders take them
+        (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone;
         ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
         ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
         or a smaller service); ``growth_model`` ``"probabilistic"`` (plan on the quantile of the
@@ -143,6 +148,19 @@ class PlanConfig:
     start: Annotated[
         str | None,
         _doc("date and time the trace's clock starts, for times counted from an unknown start"),
+    ] = None
+    time_column: Annotated[
+        str | None, _doc("the trace file's time column, when capnb cannot tell which it is")
+    ] = None
+    time_unit: Annotated[
+        Literal["s", "ms", "us", "ns"] | None,
+        _doc("what a numeric time column counts: since the epoch, or since start"),
+    ] = None
+    timezone: Annotated[
+        str | None,
+        _doc(
+            "the clock of times without an offset, or of times whose offsets change (a zone name)"
+        ),
     ] = None
     interval: Annotated[Name, _doc("window of the forecast series (e.g. 10min, 1h)")] = "10min"
     slots: Annotated[
@@ -542,3 +560,9 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
 
 # every field is in exactly one section, so a saved file loads back to the same record
 assert sorted(n for names in SECTIONS.values() for n in names) == sorted(_KNOWN)
+
+
+def trace_options(cfg: PlanConfig) -> dict:
+    """The config's options for the trace loaders (:func:`capnb.data.load_traffic`): those set."""
+    given = {"time_column": cfg.time_column, "time_unit": cfg.time_unit, "timezone": cfg.timezone}
+    return {name: value for name, value in given.items() if value is not None}

@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import CapnbError, InputError
-from ._config import PlanConfig
+from ._config import PlanConfig, trace_options
 
 
 class PlanError(CapnbError):
@@ -23,7 +23,9 @@ def _traffic(cfg: PlanConfig, source=None):
     from .. import data, forecast
 
     if source is None:
-        source = data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start)
+        source = data.load_traffic(
+            cfg.trace, kind=cfg.trace_kind, start=cfg.start, **trace_options(cfg)
+        )
     series = forecast.resample(source, cfg.interval)
     series["qps"] = (series.qps * cfg.demand_scale).assign_attrs(series.qps.attrs)
     series.attrs["traffic_kind"] = source.attrs.get("traffic_kind", "")
