@@ -172,3 +172,22 @@ def test_write_section_replaces_one_section_and_appends_a_new_one(tmp_path):
     assert path.read_text(encoding="utf-8").endswith("## B\nb\n\n## C\nc\n")
     with pytest.raises(ValueError, match="'## ' heading"):
         data.write_section(path, "no heading\n")
+
+
+def test_empty_windows_of_a_quiet_service_are_idle_not_missing(tmp_path):
+    # 1-minute counts of a service at 0.02 requests/s: a third of the windows are empty, as a
+    # Poisson process at that rate leaves them; they are idle time, not holes in the data
+    rng = np.random.default_rng(3)
+    counts = rng.poisson(0.02 * 60, 7 * 1440)
+    times = np.datetime64("2024-05-13T00:00") + np.arange(counts.size).astype("timedelta64[m]")
+    path = tmp_path / "quiet.csv"
+    path.write_text("time,requests\n" + "".join(
+        f"{t},{c}\n" for t, c in zip(times.astype(str), counts, strict=True)))  # fmt: skip
+    quiet = data.load_rate_series(path, time_column="time", count_column="requests")
+    assert quiet.attrs["missing_windows"] == 0
+    assert float(quiet.qps.mean()) == pytest.approx(counts.sum() / (counts.size * 60))
+    assert "kept as idle, not missing" in quiet.attrs["notes"]
+    holes = data.load_rate_series(
+        path, time_column="time", count_column="requests", zero_is_missing=True
+    )
+    assert holes.attrs["missing_windows"] == int((counts == 0).sum()) > 2000

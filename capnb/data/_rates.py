@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from pathlib import Path
@@ -24,7 +25,11 @@ from ._traces import (
     list_rate_series,
 )
 
-__all__ = ["load_rate_series"]
+__all__ = ["IDLE_MEDIAN_COUNT", "load_rate_series"]
+
+#: The median requests per non-empty window at which a window of 0 is taken for missing data: a
+#: Poisson window with this mean is empty with probability exp(-6.91) = 0.1 %.
+IDLE_MEDIAN_COUNT = 6.91
 
 
 # -- rate series -------------------------------------------------------------------------------
@@ -38,7 +43,7 @@ def load_rate_series(
     time_unit: str | None = None,
     timezone: str | None = None,
     start: str | None = None,
-    zero_is_missing: bool = True,
+    zero_is_missing: bool | None = None,
 ):
     """Load a pre-aggregated series: a request rate (or count) per fixed window.
 
@@ -58,7 +63,13 @@ def load_rate_series(
         time zone are not published: they load with a placeholder date and ``weekday_known="no"``.
     zero_is_missing
         Treat windows with a rate of exactly 0 as missing (NaN), as in production series where a
-        zero is a hole in the data, not an idle service (ServeGen m-small has 37 such windows).
+        zero is a hole in the data, not an idle service (ServeGen m-small has 37 such windows), or
+        keep them as idle windows (False). None (default): decided from the series itself. A
+        zero is missing data when an empty window would be improbable at the series' typical
+        load: the median count of its non-empty windows at least :data:`IDLE_MEDIAN_COUNT`
+        requests (at which a Poisson window is empty with probability below 0.1 %); below it,
+        empty windows are what a quiet service has, and they are kept as zeros. The notes say
+        which, and why.
 
     Returns
     -------
@@ -136,6 +147,17 @@ def load_rate_series(
     qps = full if rate_column else full / seconds
     absent = grid.size - ns.size
     zeros = int(np.count_nonzero(qps == 0.0))
+    if zeros and zero_is_missing is None:
+        counts = qps[np.isfinite(qps) & (qps > 0)] * seconds
+        typical = float(np.median(counts)) if counts.size else 0.0
+        zero_is_missing = typical >= IDLE_MEDIAN_COUNT
+        if not zero_is_missing:
+            notes.append(
+                f"{zeros:,} windows with a rate of 0 are kept as idle, not missing: at a median "
+                f"of {typical:.3g} requests per non-empty window, an empty window is expected "
+                f"(Poisson probability {math.exp(-typical):.1%}); zero_is_missing=True marks "
+                "them missing"
+            )
     if zero_is_missing and zeros:
         qps = np.where(qps == 0.0, np.nan, qps)
         notes.append(f"{zeros:,} windows with a rate of exactly 0 are marked missing")
