@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capnb import data, latency
+from capnb import capacity, data, latency
 from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity"
@@ -65,7 +66,8 @@ def _detailed_run(concurrency, ttfts, itls, outs, errors):
     latencies = [t + sum(i) for t, i in zip(ttfts, itls, strict=True)]
     return {
         "max_concurrency": concurrency, "completed": sum(1 for e in errors if not e),
-        "request_throughput": 1.0, "total_input_tokens": 100 * len(ttfts),
+        # about concurrency / mean e2e, as a closed loop measures it
+        "request_throughput": float(concurrency), "total_input_tokens": 100 * len(ttfts),
         "total_output_tokens": sum(outs), "ttfts": ttfts, "itls": itls, "output_lens": outs,
         "latencies": latencies, "errors": errors, "p99_ttft_ms": 9999.0,
     }  # fmt: skip
@@ -125,6 +127,244 @@ def test_vllm_invalid_json_names_the_file(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ConfigError, match="bad.json: not valid JSON"):
         data.read_vllm_bench(tmp_path / "bad.json")
+
+
+# -- where a run goes on the curve: its concurrency, or Little's law ---------------------------------
+def _summary_run(concurrency, e2e_s, qps, *, rate="inf", prompts=None, **extra):
+    """A vllm bench serve --save-result summary: 128 output tokens, latencies in ms."""
+    n = prompts or max(100, 4 * (concurrency or 1))
+    ttft = 0.1 * e2e_s
+    tpot = (e2e_s - ttft) / 127
+    record = {
+        "backend": "vllm", "num_prompts": n, "request_rate": rate, "max_concurrency": concurrency,
+        "duration": n / qps, "completed": n, "total_input_tokens": 512 * n,
+        "total_output_tokens": 128 * n, "request_throughput": qps,
+    }  # fmt: skip
+    for name, mean in (("ttft", ttft), ("tpot", tpot), ("e2el", e2e_s)):
+        record[f"mean_{name}_ms"] = record[f"median_{name}_ms"] = 1000 * mean
+        record[f"p99_{name}_ms"] = 1500 * mean
+    return record | extra
+
+
+def _write(folder, runs):
+    folder.mkdir(exist_ok=True)
+    for name, run in runs.items():
+        (folder / name).write_text(json.dumps(run))
+    return folder
+
+
+@pytest.mark.parametrize("ratio", [0.55, 1.0, 1.9])
+def test_a_closed_loop_stays_at_its_concurrency_while_its_throughput_agrees(tmp_path, ratio):
+    # ratio: max_concurrency / mean e2e against the measured request_throughput
+    runs = {f"c{c}.json": _summary_run(c, 2.0 + c / 8, c / (2.0 + c / 8) / ratio) for c in (4, 16)}
+    curve = data.read_vllm_bench(_write(tmp_path / "runs", runs))
+    assert curve.concurrency.values.tolist() == [4, 16]
+    assert not any("Little's law" in n for n in latency.notes(curve))
+
+
+@pytest.mark.parametrize(("ratio", "apart"), [(2.1, "2.1x apart"), (1 / 2.1, "2.1x apart"),
+                                              (1000.0, "1,000.0x apart")])  # fmt: skip
+def test_a_closed_loop_whose_throughput_disagrees_is_an_error(tmp_path, ratio, apart):
+    # 1000x: seconds written into the *_ms fields; beyond 2x either way: an error naming the file
+    runs = {
+        "c4.json": _summary_run(4, 2.5, 4 / 2.5),
+        "c16.json": _summary_run(16, 4.0, 4.0 / ratio),
+    }
+    with pytest.raises(ConfigError) as err:
+        data.read_vllm_bench(_write(tmp_path / "runs", runs))
+    message = str(err.value)
+    assert message.startswith("c16.json: the latencies and the throughput this run measured")
+    assert "max_concurrency 16 / mean e2e 4 s = 4 requests/s" in message
+    assert f"request_throughput {4.0 / ratio:.4g} requests/s, {apart}" in message
+    assert "check the latency units" in message.lower() and "held 16 requests" in message
+
+
+def test_the_bundled_closed_loops_agree_with_their_throughput_well_inside_the_tolerance():
+    # the three gpt-oss runs derive their mean e2e (no e2el): C / L is 0.96, 1.05 and 1.25
+    curve = data.read_vllm_bench(FIXTURES / "vllm")
+    e2e = curve.mean_latency.sel(metric="e2e").values
+    ratio = curve.concurrency.values / e2e / curve.measured_qps.values
+    assert ((ratio > 0.9) & (ratio < 1.3)).all()
+
+
+def test_rate_capped_runs_are_placed_by_littles_law_with_a_note(tmp_path):
+    runs = {
+        "c1.json": _summary_run(1, 1.5, 1 / 1.5),
+        # --request-rate 2 --max-concurrency 64: 2 requests/s x 2 s = 4 in flight, never 64
+        "r2-c64.json": _summary_run(64, 2.0, 2.0, rate=2.0),
+        # --request-rate 4 --max-concurrency 8: 3.9 x 2.2 = 8.58, capped at 8
+        "r4-c8.json": _summary_run(8, 2.2, 3.9, rate=4.0),
+    }
+    curve = data.read_vllm_bench(_write(tmp_path / "runs", runs))
+    assert curve.concurrency.values.tolist() == [1, 4, 8]
+    notes = latency.notes(curve)
+    assert any(n.startswith("r2-c64.json: a run at request_rate 2 with max_concurrency 64") and
+               "Little's law" in n and "= 4): concurrency 4" in n for n in notes)  # fmt: skip
+    assert any(n.startswith("r4-c8.json") and "capped at 8" in n for n in notes)
+    # the plan's throughput is what the files measured (read at 64, it claimed 32 requests/s)
+    plan = capacity.plan(curve, 10.0, 10.0, metric="ttft", memory_limit=None)
+    assert float(plan.per_instance_qps) <= 1.01 * float(curve.measured_qps.max())
+
+
+def test_an_unlimited_run_and_a_short_run_are_placed_at_their_mean_in_flight(tmp_path):
+    runs = {
+        "c8.json": _summary_run(8, 2.0, 4.0),
+        # no max_concurrency, request_rate inf: 1000 prompts at once, 5 x 20 s = 100 in flight
+        "all.json": _summary_run(None, 20.0, 5.0, prompts=1000),
+        # 50 prompts at max_concurrency 256: 4.5 x 8 s = 36 in flight
+        "short.json": _summary_run(256, 8.0, 4.5, prompts=50),
+    }
+    curve = data.read_vllm_bench(_write(tmp_path / "runs", runs))
+    assert curve.concurrency.values.tolist() == [8, 36, 100]
+    notes = latency.notes(curve)
+    assert any(n.startswith("all.json: a run with no max_concurrency") for n in notes)
+    assert any(
+        n.startswith("short.json: a run of 50 prompts at max_concurrency 256") for n in notes
+    )
+
+
+def test_a_run_holding_more_than_it_could_or_without_a_mean_latency_is_an_error(tmp_path):
+    runs = {"c8.json": _summary_run(8, 2.0, 4.0),
+            "all.json": _summary_run(None, 2000.0, 5.0, prompts=100)}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"all\.json: .* = 10,000 requests in flight on average, "
+                                          r"more than the 100 the run could hold"):  # fmt: skip
+        data.read_vllm_bench(_write(tmp_path / "big", runs))
+    bare = {k: v for k, v in runs["all.json"].items() if not k.startswith("mean_")}
+    with pytest.raises(ConfigError, match=r"all\.json: .*no mean e2e latency"):
+        data.read_vllm_bench(
+            _write(tmp_path / "bare", {"c8.json": runs["c8.json"], "all.json": bare})
+        )
+
+
+def test_rate_runs_rounding_to_one_concurrency_say_where_littles_law_put_them(tmp_path):
+    ttfts, itls, outs, errors = [0.05] * 10, [[0.01] * 9] * 10, [10] * 10, [""] * 10
+    runs = {}
+    for rate, duration in ((0.1, 100.0), (1.0, 10.0), (2.0, 5.0)):  # 0.014, 0.14, 0.28 in flight
+        run = _detailed_run(1, ttfts, itls, outs, errors)
+        runs[f"rate{rate:g}.json"] = run | {
+            "max_concurrency": None, "request_rate": rate, "duration": duration
+        }  # fmt: skip
+    with pytest.raises(InputError) as err:
+        data.read_vllm_bench(_write(tmp_path / "runs", runs))
+    message = str(err.value)
+    assert "concurrency 1 appears more than once (rate0.1.json, rate1.json, rate2.json)" in message
+    assert "placed them by Little's law" in message and "at 0.014, 0.14, 0.28 requests" in message
+    assert "--max-concurrency" in message and "keep one measurement" not in message
+
+
+# -- other result files: appended runs, SGLang, P100, JSON that is no result, file order -----------
+def test_an_appended_result_file_with_a_json_suffix_reads_as_read_vllm_bench_reads_it(tmp_path):
+    lines = (FIXTURES / "vllm_appended.jsonl").read_text().splitlines()
+    path = tmp_path / "results.json"
+    path.write_text("\n".join(lines))  # vllm bench serve --append-result: one object a line
+    assert data.benchmark_format(path) == "vllm"
+    curve = data.read_benchmark(path)
+    expected = data.read_vllm_bench(path)
+    assert curve.concurrency.values.tolist() == [32, 64, 128]
+    np.testing.assert_array_equal(curve.latency.values, expected.latency.values)
+
+
+def _sglang_run(concurrency, e2e_ms, qps):
+    n = 10 * concurrency
+    return {
+        "backend": "sglang-oai", "dataset_name": "random", "request_rate": math.inf,
+        "max_concurrency": concurrency, "random_range_ratio": 0.5, "duration": n / qps,
+        "completed": n, "total_input_tokens": 1024 * n, "total_output_tokens": 200 * n,
+        "request_throughput": qps, "mean_e2e_latency_ms": e2e_ms, "median_e2e_latency_ms": e2e_ms,
+        "std_e2e_latency_ms": 100.0, "p99_e2e_latency_ms": 1.6 * e2e_ms, "mean_ttft_ms": 50.0,
+        "median_ttft_ms": 45.0, "p99_ttft_ms": 90.0, "mean_tpot_ms": 10.0, "median_tpot_ms": 9.0,
+        "p99_tpot_ms": 14.0, "mean_itl_ms": 10.0, "median_itl_ms": 9.0, "p95_itl_ms": 12.0,
+        "p99_itl_ms": 20.0, "concurrency": 0.97 * concurrency,
+    }  # fmt: skip
+
+
+def test_sglang_e2e_latency_keys_are_the_e2e_metric(tmp_path):
+    # output lengths vary (random_range_ratio 0.5): mean TTFT + mean TPOT x 199 would be 2.04 s
+    path = tmp_path / "sglang.jsonl"
+    path.write_text("\n".join(json.dumps(_sglang_run(c, e, c / e * 1000))
+                              for c, e in ((4, 2500.0), (16, 3000.0))))  # fmt: skip
+    curve = data.read_benchmark(path)
+    assert p(curve, "e2e", 0.99).tolist() == pytest.approx([4.0, 4.8])
+    assert p(curve, "e2e", 0.5).tolist() == pytest.approx([2.5, 3.0])
+    assert curve.mean_latency.sel(metric="e2e").values.tolist() == pytest.approx([2.5, 3.0])
+    assert not any("derived" in n for n in latency.notes(curve))
+    plan = capacity.plan(curve, 4.5, 10.0, metric="e2e", memory_limit=None)
+    assert 4 < int(plan.safe_concurrency) < 16
+
+
+def test_an_sglang_run_without_max_concurrency_is_placed_at_its_measured_concurrency(tmp_path):
+    unlimited = _sglang_run(64, 6000.0, 8.0) | {"max_concurrency": None, "concurrency": 47.6}
+    path = tmp_path / "sglang.jsonl"  # SGLang writes no num_prompts
+    path.write_text("\n".join(json.dumps(r) for r in (_sglang_run(4, 2500.0, 1.6), unlimited)))
+    curve = data.read_vllm_bench(path)
+    assert curve.concurrency.values.tolist() == [4, 48]
+    assert any("SGLang's measured concurrency = 47.6" in n for n in latency.notes(curve))
+
+
+def test_p100_keys_are_skipped_with_a_note_and_a_percentile_above_it_names_file_and_key(tmp_path):
+    lines = (FIXTURES / "vllm_appended.jsonl").read_text().splitlines()
+    runs = [json.loads(line) for line in lines]
+    for run in runs:  # --metric-percentiles 99,100
+        for metric in ("ttft", "tpot", "itl"):
+            run[f"p100_{metric}_ms"] = 2 * run[f"p99_{metric}_ms"]
+    folder = _write(tmp_path / "p100", {f"c{r['max_concurrency']}.json": r for r in runs})
+    curve = data.read_benchmark(folder)
+    assert curve.concurrency.values.tolist() == [32, 64, 128]
+    assert 1.0 not in curve.latency_quantile.values.tolist()
+    assert any(n.startswith("p100_*_ms keys (P100, the maximum") for n in latency.notes(curve))
+    runs[1]["p150_ttft_ms"] = 1.0
+    folder = _write(tmp_path / "p150", {f"c{r['max_concurrency']}.json": r for r in runs})
+    with pytest.raises(
+        ConfigError, match=r"^c64\.json: key 'p150_ttft_ms': 'p150' is not a percentile"
+    ):
+        data.read_benchmark(folder)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("profile_export_genai_perf.json",
+         {"request_throughput": {"unit": "requests/sec", "avg": 2.5},
+          "time_to_first_token": {"unit": "ms", "avg": 48, "p99": 70},
+          "input_config": {"concurrency": 8}},
+         r"a GenAI-Perf / AIPerf JSON export, not a vllm bench serve result; .*"
+         r"analyze_export_genai_perf\.csv"),
+        ("llama_1024_256_summary.json",
+         {"num_concurrent_requests": 8, "results_ttft_s_quantiles_p99": 0.07,
+          "results_num_completed_requests": 80},
+         r"an LLMPerf summary .*does not read LLMPerf's format"),
+        ("server_config.json", {"model": "x", "tensor_parallel_size": 1},
+         r"not a vllm bench serve or SGLang bench_serving result .*its keys: model, "
+         r"tensor_parallel_size\); capnb reads"),
+    ],
+)  # fmt: skip
+def test_json_that_is_no_result_says_what_it_is_and_what_capnb_reads(tmp_path, name, content,
+                                                                      message):  # fmt: skip
+    path = tmp_path / name
+    path.write_text(json.dumps(content))
+    with pytest.raises(ConfigError, match=message):
+        data.benchmark_format(path)
+    folder = tmp_path / "results"  # among good results, named by file, before 'missing field'
+    shutil.copytree(FIXTURES / "vllm", folder)
+    (folder / name).write_text(json.dumps(content))
+    with pytest.raises(ConfigError, match=rf"^{name.replace('.', '[.]')}: (a|an|not) "):
+        data.read_benchmark(folder)
+
+
+def test_files_in_text_order_are_sorted_without_a_note_and_disordered_lines_are_noted(tmp_path):
+    # 1p1d_conc128..., conc32..., conc64...: text order is not concurrency order
+    assert not any(
+        "sorted them" in n for n in latency.notes(data.read_vllm_bench(FIXTURES / "vllm"))
+    )
+    runs = {f"c{c}.json": _summary_run(c, 2.0 + c / 8, c / (2.0 + c / 8)) for c in (1, 16, 2, 128)}
+    curve = data.read_vllm_bench(_write(tmp_path / "runs", runs))
+    assert curve.concurrency.values.tolist() == [1, 2, 16, 128]
+    assert not any("sorted them" in n for n in latency.notes(curve))
+    lines = (FIXTURES / "vllm_appended.jsonl").read_text().splitlines()
+    (tmp_path / "shuffled.jsonl").write_text("\n".join([lines[1], lines[0], lines[2]]))
+    assert any(
+        "sorted them" in n for n in latency.notes(data.read_vllm_bench(tmp_path / "shuffled.jsonl"))
+    )
 
 
 # -- AIPerf and GenAI-Perf ------------------------------------------------------------------------
@@ -236,6 +476,35 @@ def test_table_from_a_dataframe_needs_units_when_columns_carry_none():
 def test_table_bad_input_gets_a_clear_error(name, error, message):
     with pytest.raises(error, match=message):
         data.read_latency_table(FIXTURES / name)
+
+
+@pytest.mark.parametrize(
+    ("text", "rename"),
+    [
+        ("concurrency,p99_latency_ms\n1,3260\n4,3672\n", "rename 'p99_latency_ms' to e2e_p99_ms"),
+        ("Concurrency,P99 Latency (ms),Throughput (req/s)\n1,3260,0.38\n4,3672,1.38\n",
+         "rename 'P99 Latency (ms)' to e2e_p99_ms"),
+        # qps alone would give a mean e2e by Little's law: still no latency the file measured
+        ("concurrency,latency_p99_ms,qps\n1,3260,0.38\n4,3672,1.38\n",
+         "rename 'latency_p99_ms' to e2e_p99_ms"),
+    ],
+)  # fmt: skip
+def test_a_table_without_a_latency_column_is_refused_naming_what_it_ignored(tmp_path, text, rename):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    ignored = text.split("\n")[0].split(",")[1:]
+    with pytest.raises(ConfigError) as err:
+        data.read_benchmark(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: no latency column capnb recognises (columns it ignored: ")
+    assert all(repr(c) in message for c in ignored if c not in ("qps",))
+    assert "<metric>_<stat>_<unit>" in message and f"(e.g. {rename})" in message
+
+
+def test_a_curve_without_quantiles_says_it_measured_nothing():
+    curve = data.read_latency_table(pd.DataFrame({"concurrency": [1, 2], "e2e_mean_ms": [9, 10]}))
+    with pytest.raises(InputError, match=r"the curve has no e2e P99; it measured: nothing$"):
+        capacity.safe_concurrency(curve, 1.0)
 
 
 def test_table_unsorted_rows_are_sorted_and_noted():

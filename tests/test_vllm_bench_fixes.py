@@ -62,6 +62,11 @@ def _requests(n, seed, *, empty=0):
     return ttfts, itls, outs, [""] * n, inputs
 
 
+def _closed_loop_duration(ttfts, itls, concurrency):
+    """A closed loop's duration: the requests' e2e latencies, ``concurrency`` at a time."""
+    return sum(t + sum(i) for t, i in zip(ttfts, itls, strict=True)) / concurrency
+
+
 def _p(curve, metric, q):
     return curve.latency.sel(metric=metric, latency_quantile=q).values
 
@@ -70,7 +75,8 @@ def test_recomputed_percentiles_equal_vllms_own(tmp_path):
     # 37 requests: P90/P95/P99 fall between two of them, where nearest rank and linear differ
     for c, seed in ((4, 1), (16, 2)):
         ttfts, itls, outs, errors, inputs = _requests(37, seed)
-        record = _vllm_result(ttfts, itls, outs, errors, inputs, 60.0, concurrency=c)
+        duration = _closed_loop_duration(ttfts, itls, c)
+        record = _vllm_result(ttfts, itls, outs, errors, inputs, duration, concurrency=c)
         (tmp_path / f"c{c}.json").write_text(json.dumps(record))
     curve = data.read_vllm_bench(tmp_path)
     for c in (4, 16):
@@ -90,16 +96,19 @@ def test_recomputed_percentiles_equal_vllms_own(tmp_path):
 
 def test_requests_without_output_leave_throughput_lengths_and_percentiles(tmp_path):
     ttfts, itls, outs, errors, inputs = _requests(40, 3, empty=8)
-    record = _vllm_result(ttfts, itls, outs, errors, inputs, 50.0, concurrency=8)
+    duration = _closed_loop_duration(ttfts, itls, 8)
+    record = _vllm_result(ttfts, itls, outs, errors, inputs, duration, concurrency=8)
     assert record["completed"] == 40  # vLLM counted the 8 empty ones as successes
     (tmp_path / "c8.json").write_text(json.dumps(record))
-    other = _vllm_result(*_requests(40, 7), 40.0, concurrency=16)  # no empty request
+    requests = _requests(40, 7)  # no empty request
+    other_duration = _closed_loop_duration(requests[0], requests[1], 16)
+    other = _vllm_result(*requests, other_duration, concurrency=16)
     (tmp_path / "c16.json").write_text(json.dumps(other))
     curve = data.read_vllm_bench(tmp_path)
     served = slice(8, None)
     qps = curve.measured_qps.sel(concurrency=8).item()
-    assert qps == pytest.approx(32 / 50.0)
-    assert curve.measured_qps.sel(concurrency=16).item() == pytest.approx(40 / 40.0)
+    assert qps == pytest.approx(32 / duration)
+    assert curve.measured_qps.sel(concurrency=16).item() == pytest.approx(40 / other_duration)
     # the workload: means of the runs' served requests
     runs_out = [np.mean(outs[served]), np.mean(other["output_lens"])]
     runs_in = [np.mean(inputs[served]), np.mean(other["input_lens"])]

@@ -56,7 +56,7 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
             if bool(curve.latency.sel(metric=m, latency_quantile=q).notnull().any())
         ]
         raise InputError(
-            f"the curve has no {metric} P{quantile * 100:g}; it measured: {', '.join(measured)}"
+            f"the curve has no {metric} P{quantile * 100:g}; it measured: {', '.join(measured) or 'nothing'}"
         )
     return selected
 

@@ -6,8 +6,9 @@ Readers return a latency curve (see :mod:`capnb._curve`): a Dataset over ``concu
 - :func:`read_latency_table`: a plain table (CSV, Parquet, JSON lines or a DataFrame) with one row
   per concurrency and columns such as ``e2e_p99_ms``.
 - :func:`read_vllm_bench`: the JSON results of ``vllm bench serve`` (and of SGLang's
-  ``bench_serving``, which writes the same keys), one file per run, a JSON-lines file of appended
-  runs, or those results flattened to CSV.
+  ``bench_serving``, which writes the same keys but ``*_e2e_latency_ms`` for ``*_e2el_ms``), one
+  file per run, a file of appended runs (one JSON object a line), or those results flattened to
+  CSV.
 - :func:`read_aiperf`: NVIDIA AIPerf and GenAI-Perf CSV exports (one run per file, AIPerf's sweep
   file, GenAI-Perf's ``analyze`` summary).
 """
@@ -174,6 +175,8 @@ def read_latency_table(
             mean[metric] = values
         else:
             latency[(metric, q)] = values
+    if not latency and not mean:
+        raise ConfigError(_no_latency_column(name, ignored))
     qps_column = columns.get("qps", columns.get("request_throughput"))
     qps = None if qps_column is None else _numbers(frame, qps_column, name)
     workload = {}
@@ -200,6 +203,27 @@ def read_latency_table(
         source=name,
         attrs={**workload, **attrs},
         notes=notes,
+    )
+
+
+def _no_latency_column(name: str, ignored: list[str]) -> str:
+    """Why a table without a latency column capnb recognises is refused, and how to name one."""
+    example = "rename 'P99 latency (ms)' to e2e_p99_ms"
+    for column in ignored:  # the first that reads as a latency statistic: "P99 Latency (ms)"
+        words = re.findall(r"[a-z]+\d*(?:\.\d+)?", column.lower())
+        stat = next((w for w in words if _STAT.match(w)), None)
+        metric = next((_METRIC_ALIASES[w] for w in words if w in _METRIC_ALIASES), None)
+        unit = next((w for w in words if w in _curve.UNITS), None)
+        if stat is None or (metric is None and unit is None and "latency" not in words):
+            continue
+        stat = "mean" if stat == "avg" else stat
+        example = f"rename {column!r} to {metric or 'e2e'}_{stat}_{unit or 'ms'}"
+        break
+    listed = ", ".join(repr(c) for c in ignored) if ignored else "none"
+    return (
+        f"{name}: no latency column capnb recognises (columns it ignored: {listed}); a latency "
+        "column is named <metric>_<stat>_<unit>: metric ttft, tpot, itl or e2e, stat mean, "
+        f"median or pNN, unit s, ms, us or ns (e.g. {example})"
     )
 
 
@@ -260,8 +284,17 @@ def _numbers(frame: pd.DataFrame, column, name: str) -> np.ndarray:
 
 
 # -- vllm bench serve ----------------------------------------------------------------------------
-_VLLM_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e"}
-_VLLM_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+# vLLM writes end-to-end latency as `*_e2el_ms`, SGLang's bench_serving as `*_e2e_latency_ms`
+_VLLM_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2el": "e2e", "e2e_latency": "e2e"}
+_VLLM_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
+# A closed loop (request_rate inf, max_concurrency C, at least C prompts) holds C requests in
+# flight until its queue empties, then drains: its measured mean in flight, L = request_throughput
+# x mean e2e, is C / (1 + C x drain / (prompts x mean e2e)), so C / L is 1 + C / prompts for a
+# drain of one mean request (fixed output lengths), at most 2 with at least C prompts. Longer
+# tails, a mean e2e derived from TTFT and TPOT, and client overhead move it a little (the bundled
+# vLLM runs: 0.96-1.25). Seconds written into `*_ms` fields put it 1000x off, a run that never
+# held C requests C / L off. C / L beyond this factor, either way, is an error.
+_CLOSED_LOOP_TOLERANCE = 2.0
 
 
 def _text(path: Path, encoding: str = "utf-8") -> str:
@@ -306,23 +339,69 @@ def _records(paths) -> list[tuple[str, dict]]:
             for i, row in enumerate(csv.DictReader(io.StringIO(text))):
                 records.append((f"{path.name} row {i + 2}", dict(row)))
             continue
-        lines = [line for line in text.splitlines() if line.strip()]
-        try:
-            if path.suffix.lower() == ".jsonl" or _one_per_line(lines):
-                for i, line in enumerate(lines):
-                    records.append((f"{path.name} line {i + 1}", json.loads(line)))
-            else:
-                records.append((path.name, json.loads(text)))
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        records += _json_documents(path, text)
     if not records:
         raise ConfigError("read_vllm_bench: no result files given")
     return records
 
 
+def _json_documents(path: Path, text: str) -> list[tuple[str, object]]:
+    """(label, document) for a ``.json``/``.jsonl`` file: one document, or one per line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        if path.suffix.lower() == ".jsonl" or _one_per_line(lines):
+            return [(f"{path.name} line {i + 1}", json.loads(line)) for i, line in enumerate(lines)]
+        return [(path.name, json.loads(text))]
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
 def _one_per_line(lines: list[str]) -> bool:
-    # --append-result writes one JSON object per line into the same file
+    # --append-result writes one JSON object per line into the same file (with a .json suffix)
     return len(lines) > 1 and all(line.lstrip().startswith("{") for line in lines)
+
+
+_READS = (
+    "capnb reads vllm bench serve / SGLang bench_serving result JSON, AIPerf / GenAI-Perf CSV "
+    "exports, or a latency table"
+)
+_GENAI_PERF_KEYS = ("request_throughput", "request_latency", "time_to_first_token")
+
+
+def _check_result_json(record: object, where: str) -> None:
+    """A JSON document that is no vLLM or SGLang result is an error saying what it is."""
+    if not isinstance(record, Mapping):
+        raise ConfigError(
+            f"{where}: expected a JSON object (a vllm bench serve result), got "
+            f"{type(record).__name__}; {_READS}"
+        )
+    keys = [str(k) for k in record]
+    if "input_config" in record or any(
+        isinstance(record.get(k), Mapping) for k in _GENAI_PERF_KEYS
+    ):
+        raise ConfigError(
+            f"{where}: a GenAI-Perf / AIPerf JSON export, not a vllm bench serve result; capnb "
+            "reads their CSV exports instead: pass GenAI-Perf's analyze_export_genai_perf.csv "
+            "(genai-perf analyze, one row per concurrency) or AIPerf's "
+            "profile_export_aiperf_sweep.csv to read_benchmark / --benchmark, or each run's "
+            "profile_export_genai_perf.csv with its concurrency to "
+            "read_aiperf({concurrency: path, ...})"
+        )
+    if any(k.startswith("results_") for k in keys) or "num_concurrent_requests" in record:
+        raise ConfigError(
+            f"{where}: an LLMPerf summary (results_* keys), not a vllm bench serve result; capnb "
+            "does not read LLMPerf's format: write its figures into a table, one row per "
+            "num_concurrent_requests (columns concurrency, ttft_p99_s, e2e_p99_s, e2e_mean_s, "
+            "qps), and read that (read_latency_table, or --benchmark table.csv)"
+        )
+    if "completed" in record or "request_throughput" in record or any(map(_VLLM_KEY.match, keys)):
+        return
+    shown = ", ".join(keys[:8]) + (", ..." if len(keys) > 8 else "") if keys else "none"
+    raise ConfigError(
+        f"{where}: not a vllm bench serve or SGLang bench_serving result (no 'completed', "
+        f"'request_throughput' or '<stat>_<metric>_ms' latency key; its keys: {shown}); "
+        f"{_READS}: move other JSON files (server_config.json, ...) out of the folder"
+    )
 
 
 def _number(record: Mapping, key: str, where: str, *, required: bool = True) -> float | None:
@@ -401,8 +480,9 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
     Parameters
     ----------
     paths
-        Result files (``--save-result``: one JSON object each), JSON-lines files of appended runs
-        (``--append-result``), a directory of them, or CSV files with one flattened result per row.
+        Result files (``--save-result``: one JSON object each), files of appended runs
+        (``--append-result``: one JSON object a line, ``.json`` or ``.jsonl``), a directory of
+        them, or CSV files with one flattened result per row.
     prefer_detailed
         When a run kept its per-request lists (``--save-detailed``), recompute P50/P90/P95/P99 of
         every metric from them as vLLM does (``numpy.percentile``, linear interpolation), dropping
@@ -414,21 +494,38 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
 
     Notes
     -----
-    Concurrency is ``max_concurrency``. A run without it that sent every request at once
-    (``request_rate`` ``"inf"``) is read at ``num_prompts``; a run at a finite request rate has
-    no fixed concurrency and is read at its mean concurrency by Little's law, throughput x mean
-    e2e latency, rounded (noted on the curve). Such a run needs its per-request lists: the
-    throughput that places it counts only requests that produced output (served requests /
-    ``duration``), which a summary-only result cannot tell (it is refused). Wherever the lists
-    are kept, the measured throughput and the workload's mean prompt and output lengths are those
-    of the requests that produced output. Summary fields are milliseconds (``*_ms``) and are
-    converted to seconds; per-request lists are seconds. ``e2el`` (end-to-end) appears only when
-    the run asked for it (``--percentile-metrics ...,e2el``).
+    A closed loop (``request_rate`` ``"inf"``, ``max_concurrency`` C, at least C prompts) is read
+    at C, once its latencies and throughput agree: C / mean e2e and the measured
+    ``request_throughput`` more than 2x apart, either way, is an error (latencies in the wrong
+    unit, or a run that never held C requests). Every other run holds the requests its load
+    brought, and is read where Little's law puts it: at its measured mean in flight,
+    ``request_throughput`` x mean e2e (SGLang's ``concurrency``, where written), rounded, and at
+    most the requests it could hold (noted on the curve). That is a run at a finite request rate
+    (capped at its ``max_concurrency``, if any), a run with no ``max_concurrency`` that sent every
+    prompt at once (capped at ``num_prompts``), and a run of fewer prompts than its
+    ``max_concurrency``. A run at a finite rate with no ``max_concurrency`` needs its
+    per-request lists: the throughput that places it counts only requests that produced output
+    (served requests / ``duration``), which a summary-only result cannot tell (it is refused).
+    Wherever the lists are kept, the measured throughput and the workload's mean prompt and
+    output lengths are those of the requests that produced output. Summary fields are
+    milliseconds (``*_ms``) and are converted to seconds; per-request lists are seconds.
+    ``e2el`` (end-to-end; SGLang's ``e2e_latency``) appears only when the run asked for it
+    (``--percentile-metrics ...,e2el``). ``p100_*_ms`` and ``p0_*_ms`` keys (the maximum and the
+    minimum) are skipped, and noted. A JSON file that is no vLLM or SGLang result (a GenAI-Perf
+    or LLMPerf JSON export, a ``server_config.json``) is an error saying what capnb reads.
     """
     runs = []
     notes: list[str] = []
     for where, record in _records(paths):
         runs.append(_vllm_run(record, where, prefer_detailed, notes))
+    first = runs[0]["record"]
+    # files list in text order (c1, c128, c16, ...): put them in concurrency order here, so that
+    # the curve notes an order only when one file's own runs were out of it
+    by_file: dict[str, list[int]] = {}
+    for r in runs:
+        by_file.setdefault(re.sub(r" (line|row) \d+$", "", r["where"]), []).append(r["concurrency"])
+    if all(values == sorted(values) for values in by_file.values()):
+        runs.sort(key=lambda r: r["concurrency"])
     concurrency = [r["concurrency"] for r in runs]
     metrics_seen = sorted({key for r in runs for key in r["latency"]})
     latency = {}
@@ -448,7 +545,6 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
     output = np.array([r["output_tokens"] for r in runs])
     qps = np.array([r["qps"] for r in runs])
     _derive_mean_e2e(concurrency, mean, latency, output, qps, notes)
-    first = runs[0]["record"]
     workload = {
         "prompt_tokens": float(np.mean([r["prompt_tokens"] for r in runs])),
         "output_tokens": float(np.mean(output)),
@@ -468,15 +564,17 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
             **attrs,
         },
         notes=list(dict.fromkeys(notes)),
+        in_flight=[r["in_flight"] for r in runs],
     )
 
 
 def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[str]) -> dict:
-    if not isinstance(record, Mapping):
-        raise ConfigError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    _check_result_json(record, where)
     completed = _number(record, "completed", where)
     if not completed or completed <= 0:
         raise ConfigError(f"{where}: 'completed' is {completed}: no request succeeded")
+    if not math.isfinite(completed):
+        raise ConfigError(f"{where}: 'completed' is {completed}, not a count of requests")
     qps = _number(record, "request_throughput", where)
     prompt = _number(record, "total_input_tokens", where) / completed
     output = _number(record, "total_output_tokens", where) / completed
@@ -516,11 +614,22 @@ def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[st
             if not match:
                 continue
             stat, metric = match.group(1), _VLLM_METRICS[match.group(2)]
-            number = _number(record, key, where)
             if stat == "std":
                 continue
-            seconds = float(_curve.to_seconds(number, "ms", f"{where}: {key}"))
             q = _quantile_of(stat)
+            if q is not None and not 0.0 < q < 1.0:
+                if q in (0.0, 1.0):  # --metric-percentiles 0,...,100: the minimum, the maximum
+                    extreme = "the maximum" if q else "the minimum"
+                    notes.append(
+                        f"{stat}_*_ms keys ({stat.upper()}, {extreme} of each run) skipped: capnb "
+                        "plans on percentiles between P0 and P100 (P50, P99, P99.9, ...)"
+                    )
+                    continue
+                raise ConfigError(
+                    f"{where}: key {key!r}: {stat!r} is not a percentile between p0 and p100"
+                )
+            number = _number(record, key, where)
+            seconds = float(_curve.to_seconds(number, "ms", f"{where}: {key}"))
             if q is None:
                 mean[metric] = seconds
             else:
@@ -528,46 +637,153 @@ def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[st
         if not latency:
             raise ConfigError(
                 f"{where}: missing latency fields: no p<NN>_<metric>_ms or median_<metric>_ms key "
-                "(ttft, tpot, itl, e2el); is this a `vllm bench serve` result?"
+                "(ttft, tpot, itl, e2el; SGLang: e2e_latency); is this a `vllm bench serve` result?"
             )
-    concurrency = _number(record, "max_concurrency", where, required=False)
-    if concurrency is None or (isinstance(concurrency, float) and math.isnan(concurrency)):
-        rate = _number(record, "request_rate", where, required=False)
-        if rate is None:
-            raise ConfigError(f"{where}: missing field 'max_concurrency' (and no 'request_rate')")
-        if math.isinf(rate):
-            concurrency = _number(record, "num_prompts", where)
-            notes.append(
-                "runs with no max_concurrency and request_rate inf sent every prompt at once: "
-                "read at concurrency = num_prompts"
-            )
-        else:
-            if lists is None:
-                raise ConfigError(
-                    f"{where}: a run at request_rate {rate} has no fixed concurrency, and this "
-                    "result keeps only its summary: without the per-request lists capnb cannot "
-                    "leave out the requests that produced no output (older vLLM versions count "
-                    "them as successes, in request_throughput) and so cannot place the run; rerun "
-                    "with --max-concurrency, or with --save-result --save-detailed"
-                )
-            e2e = mean.get("e2e")
-            if e2e is None:
-                e2e = float(lists["values"]["e2e"].mean())
-            concurrency = max(1, round(qps * e2e))
-            notes.append(
-                f"{where}: run at request_rate {rate} placed at its mean concurrency by Little's "
-                f"law ({qps:.3g} requests/s x {e2e:.3g} s = {qps * e2e:.3g}, rounded)"
-            )
+    concurrency, in_flight = _place(record, where, completed, qps, mean, output, lists, notes)
     return {
         "where": where,
         "record": record,
-        "concurrency": int(concurrency),
+        "concurrency": concurrency,
+        "in_flight": in_flight,
         "latency": latency,
         "mean": mean,
         "qps": qps,
         "prompt_tokens": prompt,
         "output_tokens": output,
     }
+
+
+def _place(record, where, completed, qps, mean, output, lists, notes) -> tuple[int, float]:
+    """Where a run goes on the curve, and its measured mean in flight when that placed it.
+
+    A closed loop (request_rate inf, max_concurrency C, at least C prompts) goes at C, once its
+    latencies and throughput agree (:data:`_CLOSED_LOOP_TOLERANCE`). Any other run holds the
+    requests in flight its load gave it: it goes where Little's law puts it, request_throughput x
+    mean e2e (SGLang's ``concurrency``, where written), rounded, and no higher than the requests
+    it could hold (C, the prompts it sent).
+    """
+    limit = _number(record, "max_concurrency", where, required=False)
+    if limit is not None and math.isnan(limit):
+        limit = None
+    if limit is not None and not (math.isfinite(limit) and limit >= 1 and limit == round(limit)):
+        raise ConfigError(
+            f"{where}: 'max_concurrency' is {limit:g}, not a whole number of requests >= 1"
+        )
+    rate = _number(record, "request_rate", where, required=False)
+    if limit is None and rate is None:
+        raise ConfigError(f"{where}: missing field 'max_concurrency' (and no 'request_rate')")
+    if limit is None and not math.isinf(rate):
+        if lists is None:
+            raise ConfigError(
+                f"{where}: a run at request_rate {rate} has no fixed concurrency, and this "
+                "result keeps only its summary: without the per-request lists capnb cannot "
+                "leave out the requests that produced no output (older vLLM versions count "
+                "them as successes, in request_throughput) and so cannot place the run; rerun "
+                "with --max-concurrency, or with --save-result --save-detailed"
+            )
+        e2e = mean.get("e2e")
+        if e2e is None:
+            e2e = float(lists["values"]["e2e"].mean())
+        notes.append(
+            f"{where}: run at request_rate {rate} placed at its mean concurrency by Little's "
+            f"law ({qps:.3g} requests/s x {e2e:.3g} s = {qps * e2e:.3g}, rounded)"
+        )
+        return max(1, round(qps * e2e)), qps * e2e
+    in_flight, how, e2e = _in_flight(record, where, qps, mean, output)
+    failed = _number(record, "failed", where, required=False) or 0.0
+    given = _number(record, "num_prompts", where, required=False)
+    usable = given is not None and math.isfinite(given) and given >= 1
+    prompts = given if usable else completed + failed
+    closed = rate is None or math.isinf(rate)
+    if limit is not None and closed and prompts >= limit:
+        _check_closed_loop(where, int(limit), qps, in_flight, e2e)
+        return int(limit), math.nan
+    if limit is None:
+        cap = int(prompts)
+        why = (
+            f"a run with no max_concurrency at request_rate inf (every one of its {cap} prompts "
+            "sent at once) does not hold them all in flight"
+        )
+    elif not closed:
+        cap = int(min(limit, prompts))
+        why = (
+            f"a run at request_rate {rate:g} with max_concurrency {limit:g} holds the requests "
+            "its rate brings, up to that limit"
+        )
+    else:
+        cap = int(prompts)
+        why = (
+            f"a run of {cap} prompts at max_concurrency {limit:g} never held {limit:g} requests "
+            "in flight"
+        )
+    if in_flight is None:
+        raise ConfigError(
+            f"{where}: {why}; capnb places such a run at its measured mean requests in flight "
+            "(Little's law: request_throughput x mean e2e), but the result has no mean e2e "
+            "latency (mean_e2el_ms, or mean_ttft_ms and mean_tpot_ms); rerun with "
+            "--percentile-metrics ttft,tpot,itl,e2el"
+        )
+    if not in_flight <= _CLOSED_LOOP_TOLERANCE * cap:
+        raise ConfigError(
+            f"{where}: {how} = {_figure(in_flight)} requests in flight on average, more than the "
+            f"{cap} the run could hold: check the latency units (milliseconds in *_ms fields) "
+            "and request_throughput (requests/s)"
+        )
+    placed = min(cap, max(1, round(in_flight)))
+    capped = f", capped at {cap}" if placed == cap and in_flight > cap else ""
+    notes.append(
+        f"{where}: {why}: placed where Little's law puts it, at its measured mean in flight "
+        f"({how} = {in_flight:.3g}{capped}): concurrency {placed}"
+    )
+    return placed, in_flight
+
+
+def _in_flight(record, where, qps, mean, output) -> tuple[float | None, str, float | None]:
+    """A run's measured mean requests in flight (None: no figure), how it was found, mean e2e."""
+    e2e, derived = mean.get("e2e"), ""
+    if e2e is None and "ttft" in mean and "tpot" in mean:
+        e2e = mean["ttft"] + mean["tpot"] * max(output - 1, 0)
+        derived = " (derived: mean TTFT + mean TPOT x (mean output tokens - 1))"
+    sglang = _number(record, "concurrency", where, required=False)
+    if sglang is not None and math.isfinite(sglang) and sglang > 0:
+        return sglang, "SGLang's measured concurrency", e2e
+    if e2e is None or math.isnan(qps * e2e):
+        return None, "", None
+    return qps * e2e, f"{_figure(qps)} requests/s x {_figure(e2e)} s mean e2e{derived}", e2e
+
+
+def _figure(value: float) -> str:
+    """A figure for a message: 4 significant digits, thousands written out (12,500 not 1.25e+04)."""
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def _check_closed_loop(where, limit, qps, in_flight, e2e) -> None:
+    """A closed loop at ``limit``: its latencies and measured throughput must agree."""
+    if e2e is not None and e2e > 0:
+        ratio = limit / e2e / qps if qps > 0 else math.inf
+        figures = (
+            f"max_concurrency {limit} / mean e2e {_figure(e2e)} s = {_figure(limit / e2e)} "
+            f"requests/s, but the run measured request_throughput {_figure(qps)} requests/s"
+        )
+    elif in_flight is not None:
+        ratio = limit / in_flight
+        figures = (
+            f"max_concurrency {limit}, but the run measured {_figure(in_flight)} requests in flight "
+            "on average (SGLang's concurrency)"
+        )
+    else:
+        return  # no mean latency: nothing to hold the throughput to
+    if math.isnan(ratio) or 1 / _CLOSED_LOOP_TOLERANCE <= ratio <= _CLOSED_LOOP_TOLERANCE:
+        return
+    factor = max(ratio, 1 / ratio) if ratio > 0 else math.inf
+    requests = "request" if limit == 1 else "requests"
+    raise ConfigError(
+        f"{where}: the latencies and the throughput this run measured disagree: {figures}, "
+        f"{factor:,.1f}x apart (capnb accepts {_CLOSED_LOOP_TOLERANCE:g}x either way). Check the "
+        "latency units (seconds written into *_ms fields make every latency 1000x too short) "
+        f"or whether the run ever held {limit} {requests} in flight (fewer prompts than that, a "
+        "server max_num_seqs below it, a client that could not keep up)"
+    )
 
 
 # -- AIPerf and GenAI-Perf -----------------------------------------------------------------------
@@ -838,10 +1054,12 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
 def benchmark_format(path: str | os.PathLike) -> str:
     """Which reader a measured latency file (or folder) needs: ``vllm``, ``aiperf`` or ``table``.
 
-    A folder or a ``.json``/``.jsonl`` file of ``vllm bench serve`` results is ``vllm`` (a JSON-lines
-    table with a ``concurrency`` field is a ``table``); a CSV with a ``Metric`` column or AIPerf's
-    ``<tag>_<stat>_mean`` / GenAI-Perf's ``Config Name`` columns is ``aiperf``; a CSV or Parquet
-    table with a ``concurrency`` column and ``<metric>_<stat>[_<unit>]`` columns is a ``table``.
+    A folder or a ``.json``/``.jsonl`` file of ``vllm bench serve`` or SGLang ``bench_serving``
+    results (one, or several appended one a line) is ``vllm`` (a JSON-lines table with a
+    ``concurrency`` field is a ``table``; any other JSON is an error saying what it is); a CSV
+    with a ``Metric`` column or AIPerf's ``<tag>_<stat>_mean`` / GenAI-Perf's ``Config Name``
+    columns is ``aiperf``; a CSV or Parquet table with a ``concurrency`` column and
+    ``<metric>_<stat>[_<unit>]`` columns is a ``table``.
 
     Raises
     ------
@@ -857,15 +1075,19 @@ def benchmark_format(path: str | os.PathLike) -> str:
         raise ConfigError(f"{path}: no such benchmark file or folder")
     suffix = path.suffix.lower()
     if suffix in (".json", ".jsonl"):
-        with path.open(encoding="utf-8") as handle:
-            first = handle.readline().strip()
-        try:
-            record = json.loads(first) if suffix == ".jsonl" else json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        if suffix == ".jsonl":
+            with path.open(encoding="utf-8") as handle:
+                first = handle.readline().strip()
+            try:
+                record = json.loads(first)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{path}: not valid JSON ({err.msg} at line 1)") from None
+        else:  # one result, or several appended one a line (vllm bench serve --append-result)
+            record = _json_documents(path, _text(path))[0][1]
         keys = set(record) if isinstance(record, dict) else set()
         if "concurrency" in keys and not keys & {"max_concurrency", "request_throughput"}:
             return "table"
+        _check_result_json(record, str(path))
         return "vllm"
     if suffix in (".parquet", ".pq"):
         return "table"

@@ -72,6 +72,7 @@ def build(
     attrs: Mapping[str, object] | None = None,
     notes: Sequence[str] = (),
     min_points: int = 2,
+    in_flight: Sequence[float] | None = None,
 ) -> xr.Dataset:
     """Check measured values and return them as a curve Dataset (values in seconds).
 
@@ -94,6 +95,10 @@ def build(
         Stored on the Dataset.
     min_points
         Fewest rows a curve may have (two: one point cannot show how latency grows).
+    in_flight
+        For rows a reader placed by Little's law (a run at a request rate has no fixed
+        concurrency): the measured mean requests in flight before rounding, NaN for rows run at a
+        fixed concurrency. Only the message for two rows on one concurrency uses it.
 
     Raises
     ------
@@ -121,7 +126,24 @@ def build(
     values, counts = np.unique(conc, return_counts=True)
     if (counts > 1).any():
         twice = int(values[counts > 1][0])
-        where = [labels[i] for i in np.flatnonzero(conc == twice)]
+        rows_twice = np.flatnonzero(conc == twice)
+        where = [labels[i] for i in rows_twice]
+        placed = np.full(conc.size, np.nan) if in_flight is None else np.asarray(in_flight, float)
+        placed_rows = [i for i in rows_twice if np.isfinite(placed[i])]
+        if placed_rows:
+            figures = ", ".join(f"{placed[i]:.3g}" for i in placed_rows)
+            runs = "these were rate runs"
+            if len(placed_rows) < len(rows_twice):
+                runs = f"{', '.join(labels[i] for i in placed_rows)} were rate runs"
+            raise InputError(
+                f"{source}: concurrency {twice} appears more than once ({', '.join(where)}): "
+                f"{runs}, which have no fixed concurrency; capnb placed them by Little's law "
+                f"(request_throughput x mean e2e) at {figures} requests in flight, which "
+                f"round to {twice}. A curve holds one run per whole number of "
+                "requests in flight: keep the one nearest the load you plan for and leave the "
+                "others out, or measure these loads at a fixed concurrency "
+                "(vllm bench serve --max-concurrency N without --request-rate)"
+            )
         raise InputError(
             f"{source}: concurrency {twice} appears more than once ({', '.join(where)}); "
             "keep one measurement per concurrency (or average the repeats before reading)"
