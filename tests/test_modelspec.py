@@ -187,3 +187,215 @@ def test_dtype_bytes():
     assert dtype_bytes("bfloat16") == 2 and dtype_bytes("fp8") == 1 and dtype_bytes("int4") == 0.5
     with pytest.raises(InputError, match="kv_dtype"):
         dtype_bytes("fp7", argument="kv_dtype")
+
+
+# -- configs outside the catalog (public Hugging Face config.json files, trimmed) ----------------
+FALCON_40B = {
+    "model_type": "falcon", "new_decoder_architecture": True, "num_attention_heads": 128,
+    "num_kv_heads": 8, "num_hidden_layers": 60, "hidden_size": 8192, "vocab_size": 65024,
+    "parallel_attn": True, "bias": False, "alibi": False, "torch_dtype": "bfloat16",
+}  # fmt: skip
+CHATGLM3_6B = {
+    "model_type": "chatglm", "num_layers": 28, "hidden_size": 4096, "num_attention_heads": 32,
+    "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128,
+    "ffn_hidden_size": 13696, "padded_vocab_size": 65024, "add_qkv_bias": True,
+    "tie_word_embeddings": False, "torch_dtype": "float16",
+}  # fmt: skip
+GEMMA2_9B = {
+    "model_type": "gemma2", "head_dim": 256, "hidden_size": 3584, "intermediate_size": 14336,
+    "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
+    "vocab_size": 256000, "sliding_window": 4096, "torch_dtype": "float32",
+}  # fmt: skip
+GEMMA3_12B = {
+    "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+    "text_config": {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
+                    "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+                    "sliding_window": 1024},
+    "torch_dtype": "bfloat16",
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                      "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False},
+}  # fmt: skip
+MISTRAL_SMALL_31 = {
+    "model_type": "mistral3", "multimodal_projector_bias": False, "spatial_merge_size": 2,
+    "text_config": {"head_dim": 128, "hidden_size": 5120, "intermediate_size": 32768,
+                    "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 40,
+                    "num_key_value_heads": 8, "sliding_window": None, "vocab_size": 131072},
+    "torch_dtype": "bfloat16",
+    "vision_config": {"head_dim": 64, "hidden_size": 1024, "image_size": 1540,
+                      "intermediate_size": 4096, "model_type": "pixtral", "num_attention_heads": 16,
+                      "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14},
+    "vision_feature_layer": -1,
+}  # fmt: skip
+QWEN2_VL_7B = {
+    "model_type": "qwen2_vl", "hidden_size": 3584, "intermediate_size": 18944,
+    "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 152064,
+    "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16,
+                      "in_chans": 3, "hidden_size": 3584, "patch_size": 14,
+                      "spatial_merge_size": 2, "spatial_patch_size": 14, "temporal_patch_size": 2},
+}  # fmt: skip
+LLAMA4_TEXT = {
+    "model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384, "num_attention_heads": 40, "num_key_value_heads": 8,
+    "head_dim": 128, "num_hidden_layers": 48, "num_experts_per_tok": 1, "vocab_size": 202048,
+    "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+def llama4(experts, step):
+    text = {**LLAMA4_TEXT, "num_local_experts": experts, "interleave_moe_layer_step": step}
+    vision = {"model_type": "llama4_vision_model", "hidden_size": 1408, "num_hidden_layers": 34}
+    return {"model_type": "llama4", "text_config": text, "vision_config": vision,
+            "tie_word_embeddings": False, "torch_dtype": "bfloat16"}  # fmt: skip
+
+
+def test_falcon_kv_heads_from_its_own_keys():
+    spec = parse(FALCON_40B)  # new decoder architecture: num_kv_heads
+    assert (spec.kv_heads, spec.attention) == (8, "GQA")
+    assert spec.kv_bytes_per_token() == 122_880  # 2 x 60 layers x 8 KV heads x 64 x 2 bytes
+    assert spec.parameters == 41_302_302_720  # not 48.85 B with 128 KV heads
+    rw = {k: v for k, v in FALCON_40B.items() if k != "num_kv_heads"} | {"n_head_kv": 8}
+    assert parse(rw).kv_heads == 8  # the older RW spelling
+    falcon_7b = {**FALCON_40B, "new_decoder_architecture": False, "num_attention_heads": 71,
+                 "hidden_size": 4544, "num_hidden_layers": 32, "multi_query": True}  # fmt: skip
+    del falcon_7b["num_kv_heads"]
+    assert parse(falcon_7b).attention == "MQA"
+    # FalconConfig's multi_query defaults to true: no key is still one KV head
+    assert parse({k: v for k, v in falcon_7b.items() if k != "multi_query"}).kv_heads == 1
+
+
+def test_chatglm_kv_groups_and_megatron_names():
+    spec = parse(CHATGLM3_6B)
+    assert (spec.layers, spec.kv_heads, spec.head_dim, spec.vocab_size) == (28, 2, 128, 65024)
+    assert spec.kv_bytes_per_token() == 28_672  # 2 x 28 x 2 x 128 x 2 bytes (fp16)
+    # published 6,243,584,000 counts the q/k/v biases (28 x 4,608) that capnb leaves out
+    assert spec.parameters == 6_243_584_000 - 28 * 4608
+
+
+def test_kv_heads_that_cannot_be_read_are_refused():
+    config = {k: v for k, v in load_model("Llama-3.1-8B").config.items()}
+    del config["num_key_value_heads"]
+    with pytest.raises(ConfigError, match=r"cfg\.json: .*KV heads.*'num_key_value_heads'"):
+        parse({**config, "model_type": "newfamily"}, source="cfg.json")
+    with pytest.raises(ConfigError, match="KV heads"):
+        parse({k: v for k, v in config.items() if k != "model_type"})
+    # Llama-1/2-7B configs omit the key: LlamaConfig then uses one KV head per attention head
+    assert parse({**config, "model_type": "llama"}).attention == "MHA"
+    assert load_model("Llama-2-7B").attention == load_model("BLOOM-176B").attention == "MHA"
+    assert load_model("InternLM-20B").attention == "MHA"
+
+
+def test_tied_embeddings_default_follows_the_model_type():
+    gemma = parse({**GEMMA2_9B, "torch_dtype": "bfloat16"})  # Gemma2Config ties by default
+    assert gemma.tied_embeddings
+    # published 9,241,705,984 has Gemma-2's two extra norms per layer, not counted by capnb
+    assert gemma.parameters == 9_241_705_984 - 42 * 2 * 3584
+    assert gemma.weight_bytes() == 2 * gemma.parameters
+    llama = {k: v for k, v in load_model("Llama-3.1-8B").config.items()}
+    del llama["tie_word_embeddings"]
+    assert not parse(llama).tied_embeddings  # LlamaConfig does not tie
+    assert parse(llama).notes == ()
+    unknown = parse({**llama, "model_type": "newfamily"})
+    assert not unknown.tied_embeddings
+    assert any("tie_word_embeddings" in note and "untied" in note for note in unknown.notes)
+
+
+def test_float32_config_is_planned_at_16_bits_as_vllm_serves_it():
+    spec = parse(GEMMA2_9B)  # the base gemma-2-9b declares float32
+    assert spec.torch_dtype == spec.weight_dtype == "bf16"  # vLLM refuses fp16 for Gemma-2
+    assert spec.weight_bytes() == 2 * spec.parameters
+    assert spec.kv_bytes_per_token() == 344_064  # 2 x 42 x 8 x 256 x 2 bytes, not 4 bytes
+    assert any("float32" in note for note in spec.notes)
+    llama = parse({**load_model("Llama-3.1-8B").config, "torch_dtype": "float32"})
+    assert llama.torch_dtype == "fp16" and llama.kv_bytes_per_token() == 131_072
+    assert llama.weight_bytes("fp32") == 4 * llama.parameters  # still there when asked
+
+
+def test_text_config_is_read_with_its_class_defaults_and_the_vision_tower_counted():
+    gemma = parse(GEMMA3_12B)
+    # Gemma3TextConfig defaults: head_dim 256 (not 3840 / 16), vocab 262,208, tied embeddings
+    assert (gemma.head_dim, gemma.vocab_size, gemma.tied_embeddings) == (256, 262_208, True)
+    assert gemma.kv_bytes_per_token() == 393_216  # 2 x 48 x 8 x 256 x 2
+    assert gemma.vision_parameters == 421_290_864  # SigLIP tower + projector
+    # published 12,187,325,040 also has Gemma-3's 2 extra norms per layer and its q/k norms
+    assert gemma.parameters == 12_187_325_040 - 48 * (2 * 3840 + 2 * 256)
+    mistral = parse(MISTRAL_SMALL_31)
+    assert mistral.parameters - mistral.vision_parameters == 23_572_403_200
+    assert mistral.parameters == 24_011_361_280  # published, Pixtral tower and projector included
+    assert mistral.active_parameters == 23_572_403_200  # text tokens do not run the vision tower
+    assert mistral.torch_dtype == "bf16" and not mistral.tied_embeddings  # MistralConfig: untied
+    # torch_dtype came from the outer config; the text part alone has none and says so
+    assert not any("torch_dtype" in note for note in mistral.notes)
+    assert any("torch_dtype" in note for note in parse(MISTRAL_SMALL_31["text_config"]).notes)
+
+
+def test_vision_tower_of_qwen2_vl_is_counted():
+    spec = parse(QWEN2_VL_7B)
+    assert spec.vision_parameters == 675_759_104
+    # published 8,291,375,616 counts the text q/k/v biases (28 x 4,608) that capnb leaves out
+    assert spec.parameters == 8_291_375_616 - 28 * 4608
+    assert spec.kv_bytes_per_token() == 57_344
+
+
+def test_llama4_moe_layout_and_uncounted_vision_tower():
+    scout, maverick = parse(llama4(16, 1)), parse(llama4(128, 2))
+    assert scout.active_parameters == pytest.approx(17e9, rel=0.02)
+    assert maverick.active_parameters == pytest.approx(17e9, rel=0.02)
+    assert maverick.parameters == pytest.approx(400e9, rel=0.02)
+    assert scout.parameters == pytest.approx(109e9, rel=0.02)  # its vision tower is not counted
+    assert scout.vision_parameters == 0
+    assert any("vision" in note and "not counted" in note for note in scout.notes)
+
+
+def test_awq_and_gptq_group_scales_and_zeros_are_counted():
+    base = {k: v for k, v in load_model("Llama-3.1-70B").config.items()}
+    awq = parse(
+        {
+            **base,
+            "torch_dtype": "float16",
+            "quantization_config": {
+                "bits": 4,
+                "group_size": 128,
+                "quant_method": "awq",
+                "version": "gemm",
+                "zero_point": True,
+            },
+        }
+    )
+    # per 128 weights: an fp16 scale and a packed 4-bit zero (2.5 bytes)
+    assert awq.weight_scale_bytes == 2.5 / 128
+    assert awq.weight_bytes() == pytest.approx(39.77e9, rel=1e-3)
+    gptq = parse(
+        {
+            **base,
+            "quantization_config": {
+                "bits": 4,
+                "group_size": 128,
+                "quant_method": "gptq",
+                "sym": True,
+                "desc_act": False,
+            },
+        }
+    )
+    assert gptq.weight_scale_bytes == 2.5 / 128  # GPTQ stores qzeros even when symmetric
+    per_channel = parse({**base, "quantization_config": {"bits": 4, "group_size": -1,
+                                                         "quant_method": "gptq"}})  # fmt: skip
+    assert per_channel.weight_scale_bytes == 0.0
+
+
+def test_a_folder_named_like_a_catalog_model_keeps_its_own_figures(tmp_path):
+    fp8 = {**load_model("Llama-3.1-8B").config, "quantization_config": {"quant_method": "fp8"}}
+    folder = tmp_path / "Llama-3.1-8B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(fp8))
+    spec = load_model(folder)
+    assert spec.weight_dtype == "fp8" and spec.name != "Llama-3.1-8B"
+    assert load_model(spec.name).weight_dtype == "fp8"  # a later step given its name
+    assert load_model("Llama-3.1-8B").weight_dtype == "bf16"  # the catalog id, unchanged
+    with pytest.raises(InputError, match="Llama-3.1-8B"):
+        load_model(folder, name="llama-3.1-8b")
+    same = tmp_path / "copy" / "Llama-3.1-8B"
+    same.mkdir(parents=True)
+    (same / "config.json").write_text(json.dumps(dict(load_model("Llama-3.1-8B").config)))
+    assert load_model(same).name == "Llama-3.1-8B"  # the catalog's own config: no clash

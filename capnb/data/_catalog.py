@@ -256,7 +256,9 @@ def load_model(
         A bundled model id (``"Llama-3.1-70B"``), a path to a Hugging Face ``config.json`` or to a
         model folder holding one, a mapping holding such a config, or a ModelSpec (returned as is).
         A model read from a file is known by its name for the rest of the process, so a result
-        that names it (``model="my-llm"``) can be read by the next step.
+        that names it (``model="my-llm"``) can be read by the next step. A catalog id always
+        means the bundled model: a file whose folder is named like one (``Llama-3.1-8B/``) but
+        holds a different model is named by its full path instead (which later steps read again).
     name
         Name to give the model (default: the catalog id, the file's parent folder, or ``"custom"``).
 
@@ -266,13 +268,18 @@ def load_model(
         ``model`` is a string that is neither a bundled id nor an existing file.
     ConfigError
         The config lacks a field or has a bad one; the message names the field and the file.
+    InputError
+        ``name`` (or a mapping's ``_name_or_path``) is a catalog id but the config differs from
+        the bundled model's: a later step given that name would read the catalog's.
     """
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, Mapping):
-        return parse(
+        spec = parse(
             model, name=name or str(model.get("_name_or_path") or "custom"), source="config"
         )
+        _check_clash(spec, "the config given")
+        return spec
     if not isinstance(model, str | os.PathLike):
         raise InputError(f"model must be a name, a path or a mapping, got {type(model).__name__}")
     path = Path(model)
@@ -297,8 +304,43 @@ def load_model(
         raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem
     spec = parse(config, name=name or default_name, source=str(path))
+    if name is not None:
+        _check_clash(spec, str(path))
+    elif _clashing_id(spec) is not None:
+        # a later step given the folder's name would read the catalog model: name it by its
+        # path, which the next step reads again (folder for a config.json, else the file)
+        where = (path.parent if path.name == "config.json" else path).absolute()
+        spec = dataclasses.replace(
+            spec,
+            name=str(where),
+            notes=(
+                *spec.notes,
+                f"named by its path: its name {default_name!r} is the bundled catalog model "
+                f"{_clashing_id(spec)!r}, which has different figures",
+            ),
+        )
     _LOADED[spec.name] = spec  # later steps may name it: the plan's capacity step, a worksheet
     return spec
+
+
+def _clashing_id(spec: ModelSpec) -> str | None:
+    """The catalog id ``spec.name`` spells (any case) when its figures differ from that model's."""
+    model_id = {m.lower(): m for m in _model_files()}.get(spec.name.strip().lower())
+    if model_id is None:
+        return None
+    bundled = _bundled_model(model_id)
+    same = dataclasses.replace(spec, name=bundled.name, source=bundled.source) == bundled
+    return None if same else model_id
+
+
+def _check_clash(spec: ModelSpec, where: str) -> None:
+    model_id = _clashing_id(spec)
+    if model_id is not None:
+        raise InputError(
+            f"model name {spec.name!r} is the bundled catalog model {model_id!r}, but {where} "
+            "holds a different model (another dtype, quantization or shape); a later step given "
+            "that name would read the catalog's: choose another name (load_model(..., name=...))"
+        )
 
 
 #: Models read from files in this process, by name, so that a step given the name finds them.

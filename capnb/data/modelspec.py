@@ -15,6 +15,11 @@ of 128 tokens.
 gpt-oss's MXFP4 checkpoint: the experts are 4-bit with one 8-bit scale per 32 weights (4.25 bits a
 weight); the modules its ``quantization_config`` leaves unconverted (attention, router, embeddings)
 stay in ``torch_dtype``. Its attention sinks (one scalar per head and layer) are not counted.
+
+Fields a config omits take the default of that model type's transformers config class (tables below,
+each with its source); where capnb has to assume something else, :attr:`ModelSpec.notes` says what.
+A multimodal config's text model is read from its ``text_config``; its vision tower is counted for
+the families in ``_VISION_COUNTERS`` and named as not counted in the notes otherwise.
 """
 
 from __future__ import annotations
@@ -109,7 +114,10 @@ class ModelSpec:
     sliding_layers: int = 0
     unquantized_attention: bool = False
     weight_scale_bytes: float = 0.0
+    vision_parameters: int = 0
     config: Mapping = field(default_factory=dict, repr=False, compare=False)
+    #: What capnb assumed or changed while reading the config (defaults, dtype), one sentence each.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def attention(self) -> str:
@@ -157,29 +165,37 @@ class ModelSpec:
 
     @property
     def parameters(self) -> int:
-        """Total parameter count (biases and the MTP head of DeepSeek-V3 are not counted)."""
-        return self._parameters(self.experts)
+        """Total parameter count, with a counted vision tower (``vision_parameters``).
+
+        Biases and the MTP head of DeepSeek-V3 are not counted.
+        """
+        return self._parameters(self.experts) + self.vision_parameters
 
     @property
     def active_parameters(self) -> int:
-        """Parameters used per token: dense parts plus routed + shared experts."""
-        return self._parameters(self.experts_per_token) if self.is_moe else self.parameters
+        """Parameters used per text token: dense parts plus routed + shared experts.
+
+        The vision tower runs on images only and is not part of it.
+        """
+        return self._parameters(self.experts_per_token if self.is_moe else self.experts)
 
     # -- bytes --------------------------------------------------------------------------------
     def weight_bytes(self, dtype: str | None = None) -> float:
         """Bytes of all weights in ``dtype`` (default: the config's weight dtype).
 
-        When the weights are quantized below 16 bits, the embeddings and the LM head stay in the
-        config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them). In the checkpoint's own
-        dtype, the modules its ``quantization_config`` leaves unconverted (attention and router,
-        ``unquantized_attention``) stay in ``torch_dtype`` too, and block scales add
-        ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32).
+        When the weights are quantized below 16 bits, the embeddings, the LM head and a counted
+        vision tower stay in the config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them).
+        In the checkpoint's own dtype, the modules its ``quantization_config`` leaves unconverted
+        (attention and router, ``unquantized_attention``) stay in ``torch_dtype`` too, and block
+        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; AWQ and
+        GPTQ: a 16-bit scale and a packed zero per group).
         """
         weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
         per_param = DTYPE_BYTES[weight_dtype]
         if per_param >= 2.0:
             return float(self.parameters * per_param)
         kept = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+        kept += self.vision_parameters
         own = weight_dtype == self.weight_dtype
         if own and self.unquantized_attention:
             kept += self.layers * self._attention_parameters()
@@ -199,7 +215,8 @@ class ModelSpec:
 
         GQA/MHA/MQA: 2 (K and V) x layers x KV heads per rank x head_dim x bytes. MLA caches one
         compressed latent per layer, layers x (kv_lora_rank + qk_rope_head_dim) x bytes, replicated
-        on every rank. ``kv_dtype="auto"`` uses the config's ``torch_dtype`` (as vLLM does).
+        on every rank. ``kv_dtype="auto"`` uses the model's ``torch_dtype`` (as vLLM does: a
+        float32 config is served, and so planned, in 16 bits; see :func:`parse`).
 
         Examples
         --------
@@ -269,17 +286,84 @@ class ModelSpec:
 
 
 # -- parsing ------------------------------------------------------------------------------------
-#: Config keys, first match wins: Hugging Face names, then the GPT-style names BLOOM and others use.
+#: Config keys, first match wins: Hugging Face names, then the GPT-style names BLOOM and others use
+#: (``n_embed``: Falcon's RW configs; ``num_layers``/``padded_vocab_size``: ChatGLM's).
 _KEYS = {
     "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
-    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "hidden_size": ("hidden_size", "n_embd", "n_embed", "d_model"),
     "attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
     "vocab_size": ("vocab_size", "padded_vocab_size"),
 }
+#: Falcon's model types: today's ``falcon`` and the remote-code RW names it replaced.
+_FALCON = {"falcon", "refinedweb", "refinedwebmodel"}
 #: Model families whose MLP is up/down only (no gate) and 4 x hidden wide unless stated.
-_UNGATED = {"bloom", "gpt2", "gpt_neox", "gptj", "opt", "falcon", "gpt_bigcode", "starcoder"}
-#: Families whose configs omit tie_word_embeddings because the tie is part of the architecture.
-_TIED_BY_DEFAULT = {"bloom", "gpt2", "gpt_bigcode", "falcon"}
+_UNGATED = {"bloom", "gpt2", "gpt_neox", "gptj", "opt", "gpt_bigcode", "starcoder"} | _FALCON
+
+#: ``tie_word_embeddings`` when a config omits it: the default of the model type's config class.
+#: Source: transformers 4.57.1, ``src/transformers/models/<type>/configuration_<type>.py``; the
+#: classes that do not set it (bloom, gpt2, gpt_bigcode, falcon, opt, mpt, starcoder2) inherit
+#: ``PretrainedConfig``'s ``tie_word_embeddings=True`` (``configuration_utils.py``). ``internlm``:
+#: the remote-code ``InternLMConfig`` of internlm/internlm-7b (``tie_word_embeddings=False``).
+#: A composite config (gemma3, mistral3, llama4) is read through its text config's type.
+_TIE_DEFAULTS = {
+    **dict.fromkeys(["gemma", "gemma2", "gemma3_text", "cohere"], True),
+    **dict.fromkeys(["bloom", "gpt2", "gpt_bigcode", "opt", "mpt", "starcoder2"], True),
+    **dict.fromkeys(_FALCON, True),
+    **dict.fromkeys(
+        ["llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen2_vl", "qwen3"],
+        False,
+    ),
+    **dict.fromkeys(["qwen3_moe", "phi", "phi3", "phimoe", "deepseek_v2", "deepseek_v3"], False),
+    **dict.fromkeys(["gpt_neox", "gptj", "olmo", "olmo2", "stablelm", "glm", "glm4"], False),
+    **dict.fromkeys(["granite", "nemotron", "internlm"], False),
+}
+
+#: Families that use one KV head per attention head when the config names no KV-head count.
+#: Source: transformers 4.57.1 config classes. These set ``num_key_value_heads`` to
+#: ``num_attention_heads`` when it is absent (llama: Llama-1 and Llama-2-7B/13B configs omit it):
+#: llama, phi, phi3, cohere, olmo, olmo2, granite, nemotron, deepseek_v2. These have no KV-head
+#: field at all (multi-head only): bloom, gpt2, gpt_neo, gpt_neox, gptj, opt, codegen, mpt, and
+#: the remote-code ``InternLMConfig`` (internlm). Other families (mistral's class defaults to 8,
+#: qwen2's to 32, ...) are refused without the field rather than guessed.
+_MHA_WHEN_ABSENT = {
+    "llama", "phi", "phi3", "cohere", "olmo", "olmo2", "granite", "nemotron", "deepseek_v2",
+    "bloom", "gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "codegen", "mpt", "internlm",
+}  # fmt: skip
+
+#: Defaults of config fields that public configs of these types omit (the nested ``text_config``
+#: of gemma-3 leaves vocab_size and head_dim to them). Source: transformers 4.57.1,
+#: ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig`` and ``Llama4TextConfig`` ``__init__``.
+_CLASS_DEFAULTS: dict[str, dict[str, int]] = {
+    "gemma": {"head_dim": 256, "num_key_value_heads": 16},
+    "gemma2": {"head_dim": 256, "num_key_value_heads": 4},
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+    },
+    "llama4_text": {
+        "vocab_size": 202_048,
+        "intermediate_size": 8_192,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size_mlp": 16_384,
+    },
+}
+_CLASS_NAMES = {
+    "gemma": "GemmaConfig",
+    "gemma2": "Gemma2Config",
+    "gemma3_text": "Gemma3TextConfig",
+    "llama4_text": "Llama4TextConfig",
+}
+
+#: Fields a nested ``text_config`` takes from the outer config when it lacks them.
+_INHERITED = ("vocab_size", "torch_dtype", "dtype", "quantization_config", "tie_word_embeddings")
+
+#: Model types vLLM refuses to run in float16; its ``--dtype auto`` serves their float32
+#: checkpoints in bfloat16. Source: vLLM ``vllm/config/model.py``, ``_FLOAT16_NOT_SUPPORTED_MODELS``
+#: (gemma2, gemma3, gemma3_text, plamo2, glm4) and ``_resolve_auto_dtype``.
+_FP16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
 
 
 def _get(config: Mapping, what: str, source: str, *, required: bool = True) -> int | None:
@@ -341,8 +425,251 @@ def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
     )
 
 
+def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
+    """Bytes of block scales (and zeros) per quantized weight, from ``quantization_config``.
+
+    MXFP4 (gpt-oss): one 8-bit scale per 32 weights. AWQ and GPTQ: per ``group_size`` weights of
+    an output column, a 16-bit scale and a zero packed at the weight width (AutoAWQ's ``qzeros``
+    with ``zero_point``, the default; GPTQ stores ``qzeros`` even when symmetric). GPTQ's ``g_idx``
+    (4 bytes per input row of a layer, about 0.03 % of the weights) is not counted. A group size
+    of -1 (one scale per output column) is negligible and counted as 0.
+    """
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return 0.0
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        return 1.0 / 32.0
+    if method not in {"awq", "gptq"} or weight_dtype not in {"int4", "int8"}:
+        return 0.0
+    key = "group_size" if quant.get("group_size") is not None else "q_group_size"
+    group = quant.get(key)
+    if group is None or group == -1:
+        return 0.0
+    group = _positive_int(group, f"quantization_config.{key}", source)
+    zero = DTYPE_BYTES[weight_dtype] if method == "gptq" or quant.get("zero_point", True) else 0.0
+    return (2.0 + zero) / group
+
+
+def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
+    """The text model's config: ``text_config`` (plus the outer fields it lacks) or ``config``."""
+    text = config.get("text_config")
+    if text is None:
+        return config
+    if not isinstance(text, Mapping):
+        raise ConfigError(f"{source}: field 'text_config' must be a mapping, got {text!r}")
+    merged = {k: config[k] for k in _INHERITED if config.get(k) is not None}
+    merged |= {k: v for k, v in text.items() if v is not None}
+    merged.setdefault("model_type", config.get("model_type", ""))
+    notes.append(
+        f"the text model is read from text_config (model_type {merged['model_type']!r}) of the "
+        f"{config.get('model_type', 'multimodal')!r} config"
+    )
+    return merged
+
+
+def _class_defaults(config: Mapping, model_type: str, notes: list[str]) -> Mapping:
+    defaults = _CLASS_DEFAULTS.get(model_type, {})
+    missing = {k: v for k, v in defaults.items() if config.get(k) is None}
+    if not missing:
+        return config
+    given = ", ".join(f"{k}={v:,}" for k, v in missing.items())
+    notes.append(
+        f"fields the config omits take transformers' {_CLASS_NAMES[model_type]} defaults: {given}"
+    )
+    return {**config, **missing}
+
+
+def _kv_heads(config: Mapping, model_type: str, heads: int, source: str) -> tuple[int, str]:
+    """(KV heads, the field they were read from): each family's own keys and conventions."""
+
+    def first(*keys: str) -> tuple[int, str] | None:
+        for key in keys:
+            if config.get(key) is not None:
+                return _positive_int(config[key], key, source), key
+        return None
+
+    if model_type in _FALCON:
+        # transformers' FalconAttention: num_kv_heads if new_decoder_architecture or not
+        # multi_query, else 1; FalconConfig defaults multi_query to true and num_kv_heads (formerly
+        # n_head_kv) to num_attention_heads
+        if config.get("new_decoder_architecture") or not config.get("multi_query", True):
+            return first("num_kv_heads", "n_head_kv", "num_key_value_heads") or (heads, "")
+        return 1, "multi_query"
+    if model_type == "chatglm":
+        # THUDM's modeling_chatglm.py: multi_query_group_num KV groups under multi_query_attention
+        if not config.get("multi_query_attention"):
+            return heads, ""
+        found = first("multi_query_group_num")
+        if found is None:
+            raise ConfigError(
+                f"{source}: field 'multi_query_attention' is true but 'multi_query_group_num' "
+                "(the number of KV heads) is missing"
+            )
+        return found
+    if model_type == "gpt_bigcode":  # GPTBigCodeConfig: multi_query defaults to true
+        return (1, "multi_query") if config.get("multi_query", True) else (heads, "")
+    found = first("num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if found is not None:
+        return found
+    if config.get("multi_query"):
+        return 1, "multi_query"
+    if model_type in _MHA_WHEN_ABSENT:
+        return heads, ""
+    raise ConfigError(
+        f"{source}: cannot tell the number of KV heads: no field 'num_key_value_heads' (nor "
+        f"'num_kv_heads', 'n_head_kv', 'multi_query'), and model_type {model_type or None!r} is "
+        'not a family known to use one KV head per attention head; add "num_key_value_heads" '
+        f"to the config (= num_attention_heads, {heads}, for multi-head attention)"
+    )
+
+
+def _tied(config: Mapping, model_type: str, source: str, notes: list[str]) -> bool:
+    if "tie_word_embeddings" in config:
+        tied = config["tie_word_embeddings"]
+        if not isinstance(tied, bool):  # JSON has true/false; "false" would read as true
+            raise ConfigError(
+                f"{source}: field 'tie_word_embeddings' must be true or false, got {tied!r}"
+            )
+        return tied
+    if model_type in _TIE_DEFAULTS:
+        return _TIE_DEFAULTS[model_type]
+    notes.append(
+        f"no field 'tie_word_embeddings' and model_type {model_type or None!r} is not in capnb's "
+        "table of transformers defaults: assumed untied (an LM head of its own, the larger weight "
+        "count; transformers' generic PretrainedConfig default would tie them)"
+    )
+    return False
+
+
+def _served_dtype(config: Mapping, model_type: str, source: str, notes: list[str]) -> str:
+    declared = config.get("torch_dtype") or config.get("dtype")
+    if declared is None:
+        notes.append("no field 'torch_dtype': bf16 assumed for weights and KV cache")
+        return "bf16"
+    dtype = _canonical_dtype(declared, f"{source}: field 'torch_dtype'")
+    if dtype != "fp32":
+        return dtype
+    # vLLM's engine arguments: '--dtype "auto" will use FP16 precision for FP32 and FP16 models,
+    # and BF16 precision for BF16 models' (https://docs.vllm.ai/en/v0.8.3/serving/engine_args.html;
+    # newer releases downcast float32 to the platform's first supported 16-bit dtype, and never to
+    # float16 for the model types in _FP16_UNSUPPORTED). Either way 2 bytes per value.
+    served = "bf16" if model_type in _FP16_UNSUPPORTED else "fp16"
+    notes.append(
+        f"torch_dtype float32: planned in {served} (2 bytes per weight and KV value), as vLLM's "
+        "dtype 'auto' serves float32 checkpoints; pass weight_dtype='fp32' and kv_dtype='fp32' to "
+        "plan float32 serving"
+    )
+    return served
+
+
+# -- vision towers --------------------------------------------------------------------------------
+# Each counts the vision encoder and the projector into the text model, by the modules of
+# transformers 4.57.1 (``modeling_<type>.py``), defaults from the vision config classes. Checked
+# against the published totals of Qwen2-VL-7B-Instruct (8,291,375,616 with the text q/k/v biases),
+# gemma-3-12b-it (12,187,325,040 with its extra norms) and Mistral-Small-3.1-24B (24,011,361,280).
+def _vision_qwen2_vl(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
+    # Qwen2VisionTransformerPretrainedModel: Conv3d patch embedding (no bias); blocks of 2
+    # LayerNorms, qkv and proj Linear (biased), fc1/fc2 MLP (biased); PatchMerger: LayerNorm and
+    # two biased Linear layers from embed_dim x merge^2 to hidden_size
+    embed, depth = read("embed_dim", 1280), read("depth", 32)
+    channels = read("in_chans", read("in_channels", 3))
+    patch, temporal = read("patch_size", 14), read("temporal_patch_size", 2)
+    merged = embed * read("spatial_merge_size", 2) ** 2
+    out = read("hidden_size", text_hidden)
+    ratio = vision.get("mlp_ratio", 4)
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not ratio > 0:
+        raise ConfigError(
+            f"{source}: field 'vision_config.mlp_ratio' must be a positive number, got {ratio!r}"
+        )
+    mlp = int(embed * ratio)
+    block = 4 * embed + (3 * embed * embed + 3 * embed) + (embed * embed + embed)
+    block += (embed * mlp + mlp) + (mlp * embed + embed)
+    merger = 2 * embed + (merged * merged + merged) + (merged * out + out)
+    return channels * temporal * patch * patch * embed + depth * block + merger
+
+
+def _vision_gemma3(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
+    # SigLIP vision transformer without its pooling head (vision_use_head false): biased Conv2d
+    # patch embedding, learned position embeddings, layers of 2 LayerNorms, 4 biased attention
+    # Linear and a biased fc1/fc2 MLP, a post LayerNorm; Gemma3MultiModalProjector: a
+    # vision x text projection matrix and an RMSNorm over the vision width
+    h, inner, layers = (
+        read("hidden_size", 768),
+        read("intermediate_size", 3072),
+        read("num_hidden_layers", 12),
+    )
+    patch, image = read("patch_size", 16), read("image_size", 224)
+    embeddings = read("num_channels", 3) * patch * patch * h + h + (image // patch) ** 2 * h
+    layer = 4 * h + 4 * (h * h + h) + (h * inner + inner) + (inner * h + h)
+    return embeddings + layers * layer + 2 * h + (h * text_hidden + h)
+
+
+def _vision_mistral3(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
+    # PixtralVisionModel: Conv2d patch embedding and Linear layers without bias, RMSNorms (ln_pre,
+    # 2 per layer), a gated MLP; Mistral3MultiModalProjector: RMSNorm, the patch merger's Linear
+    # (width x merge^2 -> width) and two Linear layers into the text width
+    h, inner, layers = (
+        read("hidden_size", 1024),
+        read("intermediate_size", 4096),
+        read("num_hidden_layers", 24),
+    )
+    tower = read("num_channels", 3) * read("patch_size", 16) ** 2 * h + h
+    tower += layers * (2 * h + 4 * h * h + 3 * h * inner)
+    merge = _positive_int(outer.get("spatial_merge_size", 2), "spatial_merge_size", source)
+    feature = outer.get("vision_feature_layer", -1)
+    feature_layers = len(feature) if isinstance(feature, list) and feature else 1
+    bias = text_hidden if outer.get("multimodal_projector_bias", False) else 0
+    projector = h + h * merge**2 * h
+    projector += (h * feature_layers * text_hidden + bias) + (text_hidden * text_hidden + bias)
+    return tower + projector
+
+
+#: Vision counters by the outer config's model_type.
+_VISION_COUNTERS = {
+    "qwen2_vl": _vision_qwen2_vl,
+    "gemma3": _vision_gemma3,
+    "mistral3": _vision_mistral3,
+}
+
+
+def _vision_parameters(outer: Mapping, text_hidden: int, source: str, notes: list[str]) -> int:
+    vision = outer.get("vision_config")
+    if not vision:
+        return 0
+    if not isinstance(vision, Mapping):
+        raise ConfigError(f"{source}: field 'vision_config' must be a mapping, got {vision!r}")
+    kind = str(outer.get("model_type", "")).lower()
+    counter = _VISION_COUNTERS.get(kind)
+    if kind == "gemma3" and vision.get("vision_use_head", True) is not False:
+        counter = None  # a SigLIP pooling head capnb does not count
+    if counter is None:
+        notes.append(
+            f"the vision tower (vision_config, model_type {vision.get('model_type')!r}) is not "
+            f"counted: capnb has no checked formula for it in a {kind or 'model'!r} config; its "
+            "weights come on top of the figures here"
+        )
+        return 0
+
+    def read(key: str, default: int) -> int:
+        return _positive_int(vision.get(key, default), f"vision_config.{key}", source)
+
+    count = counter(outer, vision, text_hidden, read, source)
+    notes.append(
+        f"the vision tower and projector (vision_config) are counted: {count:,} parameters, in "
+        "the weights but not in active_parameters"
+    )
+    return count
+
+
 def parse(config: Mapping, *, name: str | None = None, source: str | None = None) -> ModelSpec:
     """Read a Hugging Face ``config.json`` mapping into a :class:`ModelSpec`.
+
+    A multimodal config's text model is read from its ``text_config`` (with the outer config's
+    vocab_size, torch_dtype, quantization_config and tie_word_embeddings where it lacks them).
+    Fields a config omits take the defaults of its transformers config class where capnb knows
+    them; a float32 config is planned in 16 bits, as vLLM serves it. The spec's ``notes`` say
+    what was assumed.
 
     Parameters
     ----------
@@ -356,27 +683,26 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     Raises
     ------
     ConfigError
-        A field is missing or has a value that cannot be read; the message names the field and the
-        source.
+        A field is missing or has a value that cannot be read, or the number of KV heads cannot
+        be told; the message names the field and the source.
     """
     source = source or "config"
     if not isinstance(config, Mapping):
         raise ConfigError(
             f"{source}: a model config must be a JSON object, got {type(config).__name__}"
         )
+    outer = config
+    notes: list[str] = []
+    config = _text_model(outer, source, notes)
     model_type = str(config.get("model_type", "")).lower()
+    config = _class_defaults(config, model_type, notes)
     layers = _get(config, "layers", source)
     hidden = _get(config, "hidden_size", source)
     heads = _get(config, "attention_heads", source)
     vocab = _get(config, "vocab_size", source)
-    if config.get("num_key_value_heads") is not None:
-        kv_heads = _positive_int(config["num_key_value_heads"], "num_key_value_heads", source)
-    elif config.get("multi_query"):
-        kv_heads = 1
-    else:  # Hugging Face's own default: no num_key_value_heads means one KV head per query head
-        kv_heads = heads
-    if config.get("head_dim") is not None:
-        head_dim = _positive_int(config["head_dim"], "head_dim", source)
+    head_dim_key = next((k for k in ("head_dim", "kv_channels") if config.get(k) is not None), None)
+    if head_dim_key is not None:  # kv_channels: ChatGLM's and Megatron's name
+        head_dim = _positive_int(config[head_dim_key], head_dim_key, source)
     elif hidden % heads:
         raise ConfigError(
             f"{source}: no field 'head_dim' and hidden_size {hidden} is not a multiple of "
@@ -384,13 +710,21 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         )
     else:
         head_dim = hidden // heads
+    torch_dtype = _served_dtype(config, model_type, source, notes)
+    weight_dtype = _weight_dtype(config, torch_dtype, source)
+    kv_heads, kv_key = _kv_heads(config, model_type, heads, source)
     if heads % kv_heads:
         raise ConfigError(
-            f"{source}: field 'num_key_value_heads'={kv_heads} does not divide {heads} attention heads"
+            f"{source}: field {kv_key or 'num_key_value_heads'!r}={kv_heads} does not divide "
+            f"{heads} attention heads"
         )
 
     gated = model_type not in _UNGATED
-    if config.get("intermediate_size") is not None:
+    if model_type == "llama4_text":  # its dense layers use intermediate_size_mlp (see below)
+        intermediate = _positive_int(
+            config["intermediate_size_mlp"], "intermediate_size_mlp", source
+        )
+    elif config.get("intermediate_size") is not None:
         intermediate = _positive_int(config["intermediate_size"], "intermediate_size", source)
     elif config.get("ffn_hidden_size") is not None:
         intermediate = _positive_int(config["ffn_hidden_size"], "ffn_hidden_size", source)
@@ -423,7 +757,19 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         )
         shared = width / (moe_intermediate or intermediate)
     moe_layers = 0
-    if experts:
+    if experts and model_type == "llama4_text":
+        # transformers' Llama4TextMoe: routed experts and one shared expert, all intermediate_size
+        # wide, in the layers of moe_layers (default: every interleave_moe_layer_step-th)
+        moe_intermediate = _positive_int(config["intermediate_size"], "intermediate_size", source)
+        shared = 1
+        step = _optional_int(config, "interleave_moe_layer_step", source) or 1
+        listed = config.get("moe_layers")
+        moe_layers = (
+            len({i for i in listed if isinstance(i, int)} & set(range(layers)))
+            if isinstance(listed, list)
+            else sum(1 for i in range(layers) if (i + 1) % step == 0)
+        )
+    elif experts:
         dense_first = _optional_int(config, "first_k_dense_replace", source)
         step = _optional_int(config, "decoder_sparse_step", source) or 1
         step = _optional_int(config, "moe_layer_freq", source) or step
@@ -443,10 +789,6 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
             mla[key] = _positive_int(config[key], key, source)
         mla["q_lora_rank"] = _optional_int(config, "q_lora_rank", source)
 
-    torch_dtype = _canonical_dtype(
-        config.get("torch_dtype") or config.get("dtype") or "bfloat16",
-        f"{source}: field 'torch_dtype'",
-    )
     sliding_window, sliding_layers = 0, 0
     layer_types = config.get("layer_types")
     if config.get("sliding_window") and isinstance(layer_types, list):
@@ -456,16 +798,10 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     quant = config.get("quantization_config")
     mxfp4 = isinstance(quant, Mapping) and str(quant.get("quant_method", "")).lower() == "mxfp4"
     kept = " ".join(str(m) for m in (quant.get("modules_to_not_convert") or [])) if mxfp4 else ""
-    if "tie_word_embeddings" in config:
-        tied = config["tie_word_embeddings"]
-        if not isinstance(tied, bool):  # JSON has true/false; "false" would read as true
-            raise ConfigError(
-                f"{source}: field 'tie_word_embeddings' must be true or false, got {tied!r}"
-            )
-    else:
-        tied = model_type in _TIED_BY_DEFAULT
+    tied = _tied(config, model_type, source, notes)
+    vision = _vision_parameters(outer, hidden, source, notes)
     return ModelSpec(
-        name=name or str(config.get("_name_or_path") or model_type or "model"),
+        name=name or str(outer.get("_name_or_path") or outer.get("model_type") or "model"),
         source=source,
         model_type=model_type,
         layers=layers,
@@ -477,7 +813,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         vocab_size=vocab,
         tied_embeddings=tied,
         gated_mlp=gated,
-        weight_dtype=_weight_dtype(config, torch_dtype, source),
+        weight_dtype=weight_dtype,
         torch_dtype=torch_dtype,
         experts=experts,
         experts_per_token=experts_per_token,
@@ -488,7 +824,9 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         sliding_window=sliding_window,
         sliding_layers=sliding_layers,
         unquantized_attention="self_attn" in kept,
-        weight_scale_bytes=1.0 / 32.0 if mxfp4 else 0.0,
-        config=dict(config),
+        weight_scale_bytes=_scale_bytes(config, weight_dtype, source),
+        vision_parameters=vision,
+        config=dict(outer),
+        notes=tuple(notes),
         **mla,
     )
