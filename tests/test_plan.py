@@ -370,3 +370,15 @@ def test_spot_in_the_mix_is_preempted_in_its_replay():
     assert 0 <= plan.attrs["mix_optimality_gap"] <= 1e-3 + 1e-12
     assert "on demand or spot above" in plan.attrs["fleet"]
     assert "spot instances preempted at 0.5 an instance-hour and replaced" in plan.attrs["fleet"]
+
+
+def test_what_capnb_assumed_reading_a_models_config_is_in_the_plans_inputs(tmp_path):
+    from capnb.plan._build import _model_source
+
+    folder = tmp_path / "my-llama-fp32"
+    folder.mkdir()
+    config = {**data.load_model("Llama-3.1-8B").config, "torch_dtype": "float32"}
+    (folder / "config.json").write_text(json.dumps(config))
+    data.load_model(str(folder))
+    words = _model_source(str(folder))
+    assert "; note: " in words and "float32" in words

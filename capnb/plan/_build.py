@@ -421,7 +421,9 @@ def _model_source(model: str) -> str:
     from .. import data
 
     spec = data.load_model(model)
-    return "the bundled catalog" if model in data.list_models() else str(spec.source)
+    where = "the bundled catalog" if model in data.list_models() else str(spec.source)
+    # what capnb assumed reading the config (a dtype, tied embeddings, a vision tower not counted)
+    return where + "".join(f"; note: {note}" for note in getattr(spec, "notes", ()))
 
 
 def inputs_used(plan: xr.Dataset | dict) -> str:
