@@ -28,12 +28,14 @@ class ConfigError(CapnbError):
 class UnknownNameError(CapnbError, KeyError):
     """A catalog name (GPU, model) is not known; the message lists the closest known names."""
 
-    def __init__(self, kind: str, name: object, known: Iterable[str]):
+    def __init__(self, kind: str, name: object, known: Iterable[str], *, add: str = ""):
         known = sorted(known)
         close = difflib.get_close_matches(str(name), known, n=3, cutoff=0.3)
         close += [k for k in known if str(name).lower() in k.lower() and k not in close]
         hint = f"closest: {', '.join(close[:3])}" if close else f"known: {', '.join(known)}"
-        super().__init__(f"unknown {kind} {name!r}; {hint}")
+        if close and len(known) <= 20:  # a short catalog is listed whole: "closest" can mislead
+            hint += f" (all: {', '.join(known)})"
+        super().__init__(f"unknown {kind} {name!r}; {hint}" + (f"; {add}" if add else ""))
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0])

@@ -191,3 +191,10 @@ def test_empty_windows_of_a_quiet_service_are_idle_not_missing(tmp_path):
         path, time_column="time", count_column="requests", zero_is_missing=True
     )
     assert holes.attrs["missing_windows"] == int((counts == 0).sum()) > 2000
+
+
+def test_an_unknown_gpu_lists_the_catalog_and_says_how_to_add_one():
+    with pytest.raises(
+        UnknownNameError, match=r"unknown GPU 'RTX-4090'.*all: .*MI300X.*CAPNB_DATASETS"
+    ):
+        data.resolve_gpu("RTX-4090")

@@ -146,7 +146,13 @@ def resolve_gpu(name: str) -> str:
         )
     if len(fitting) == 1:
         return fitting[0]
-    raise UnknownNameError("GPU", name, list_gpus())
+    raise UnknownNameError(
+        "GPU",
+        name,
+        list_gpus(),
+        add="to add your own, copy capnb's datasets folder, add a row to its gpus.csv and set "
+        "CAPNB_DATASETS to the copy (README: 'Your own GPU')",
+    )
 
 
 @functools.cache
