@@ -973,8 +973,11 @@ def _parameters(config, out_dir: Path, *, keep: list | None = None) -> dict[str,
     # the lengths the plan priced (workload "auto" or "trace": the trace's own, when it has them)
     workload = str(plan.attrs["workload_trace"])
     return {
-        "01_forecasting": {
+        "01_forecasting": {  # the trace read as the plan reads it: its kind and clock too
             "TRACE": cfg.trace,
+            "TRACE_KIND": cfg.trace_kind,
+            "START": cfg.start,
+            "TRACE_OPTIONS": planning.trace_options(cfg),
             "INTERVAL": cfg.interval,
             "SLOTS": cfg.slots,
             "QUANTILE": cfg.traffic_quantile,

@@ -231,3 +231,61 @@ def test_the_default_plan_is_built_before_any_worksheet_kernel_starts(monkeypatc
     with pytest.raises(RuntimeError, match="stop here"):
         report.run_report(None, tmp_path, worksheets=("02_memory", "05_plan"), progress=False)
     assert events == ["plan"]  # no kernel started beside the plan
+
+
+@pytest.mark.slow
+def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_plan, tmp_path):
+    """Worksheet 01 on a report's parameters reads the trace as the plan does (its kind and the
+    start of its clock) and gives the plan's forecast, slot for slot."""
+    import warnings
+
+    import numpy as np
+
+    from capnb import notebook
+    from capnb import plan as planning
+
+    config = planning.read_config(small_plan).replace(
+        trace_kind="rates",
+        start="2024-05-06 00:00",
+        slots="hour_of_week",  # needs the weekday
+    )
+    built = []
+    build = planning.build
+
+    def keep(cfg):
+        built.append(build(cfg))
+        return built[-1]
+
+    with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        patch.setattr(planning, "build", keep)
+        parameters = report._parameters(config, tmp_path)["01_forecasting"]
+    (made,) = built
+    assert (parameters["TRACE_KIND"], parameters["START"]) == ("rates", "2024-05-06 00:00")
+    assert parameters["TRACE_OPTIONS"] == {}  # a bundled trace: the loader needs nothing said
+    sheet = notebook.worksheet("01_forecasting", **parameters)
+    assert sheet["slots"] == "hour_of_week" and sheet["notes"] == []
+    target = sheet["target"]
+    np.testing.assert_array_equal(
+        target.target_qps.values, made.forecast_target_qps.transpose(*target.target_qps.dims)
+    )
+    assert float(target.buffer_qps) == float(made.forecast_buffer_qps)
+
+
+def test_the_trace_worksheets_take_the_loaders_options(tmp_path):
+    """A file whose times need saying (epoch seconds as numbers) runs in worksheet 01 with the
+    options the plan config gives (``TRACE_OPTIONS``, as the report passes them to 01 and 04)."""
+    import numpy as np
+
+    from capnb import data, notebook
+
+    series = data.load_rate_series("servegen-m-small")
+    seconds = series.time.values.astype("datetime64[s]").astype(np.int64) + 1_700_000_000
+    path = tmp_path / "epoch.csv"
+    path.write_text("timestamp,qps\n" + "".join(
+        f"{t},{q}\n" for t, q in zip(seconds, series.qps.values, strict=True) if q == q))  # fmt: skip
+    options = {"TRACE": str(path), "TRACE_KIND": "rates", "TRACE_OPTIONS": {"time_unit": "s"}}
+    sheet = notebook.worksheet("01_forecasting", **options)
+    assert float(sheet["target"].target_qps.max()) > 0
+    with pytest.raises(Exception, match="time_unit"):
+        notebook.worksheet("01_forecasting", TRACE=str(path), TRACE_KIND="rates")

@@ -279,7 +279,8 @@ def test_generic_csv_without_a_time_column_names_the_columns(tmp_path):
     path = _write(tmp_path, "cols.csv", "when,tokens\n2024-05-10 00:00:00,1\n")
     with pytest.raises(ConfigError, match=r"time_column.*\['when', 'tokens'\]"):
         data.load_trace(path)
-    assert data.load_trace(path, time_column="when").sizes["request"] == 1
+    with pytest.warns(data.TraceWarning, match="'tokens' looks like token counts"):
+        assert data.load_trace(path, time_column="when").sizes["request"] == 1
 
 
 def test_parquet_with_aware_naive_and_text_times(tmp_path):
@@ -437,3 +438,210 @@ def test_no_warnings_on_clean_bundled_loads():
         warnings.simplefilter("error")
         data.load_trace("azure-conv-2023")
         data.load_rate_series("servegen-m-small")
+
+
+# -- users' own logs: column names, JSON lines, time units, kinds --------------------------------
+EPOCH_S = 1715558400  # 2024-05-13 00:00 UTC, a Monday
+
+
+def _jsonl(tmp_path, name, records):
+    import json
+
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_token_columns_under_other_names_are_read_and_unread_ones_said(tmp_path):
+    # BurstGPT's names (seconds from 0) and capitalised ones: read, and the two readers agree
+    burst = _write(
+        tmp_path,
+        "burstgpt.csv",
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5.0,ChatGPT,472,18,490,Conversation log\n7.5,GPT-4,1021,310,1331,API log\n",
+    )
+    found = data.traffic_columns(burst)
+    assert (found["time"], found["prompt"], found["output"]) == (
+        "Timestamp",
+        "Request tokens",
+        "Response tokens",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every token column read: nothing to report
+        trace = data.load_trace(burst, time_unit="s", start="2024-05-13 00:00")
+        traffic = data.load_traffic(burst, time_unit="s", start="2024-05-13 00:00")
+    assert trace.prompt_tokens.values.tolist() == [472, 1021]
+    assert trace.output_tokens.values.tolist() == [18, 310]
+    assert "prompt_tokens from 'Request tokens'" in trace.attrs["columns"]
+    xr.testing.assert_identical(traffic.drop_attrs(), trace.drop_attrs())
+    case = _write(
+        tmp_path,
+        "case.csv",
+        "TimeStamp,PROMPT_TOKENS,Completion Tokens\n2024-05-13 09:00:00,10,2\n",
+    )
+    trace = data.load_trace(case)
+    assert (int(trace.prompt_tokens[0]), int(trace.output_tokens[0])) == (10, 2)
+    assert data.traffic_columns(case)["output"] == "Completion Tokens"
+    # a column that looks like token counts under no known name: said, not "no such column"
+    odd = _write(tmp_path, "odd.csv", "time,tokens_in,tokens_out\n2024-05-13 09:00:00,10,2\n")
+    with pytest.warns(data.TraceWarning, match=r"'tokens_in', 'tokens_out' look like token counts"):
+        trace = data.load_trace(odd)
+    assert "prompt_tokens" not in trace and "no such column" not in trace.attrs["columns"]
+    assert "name it with prompt_column=" in trace.attrs["columns"]
+    assert "not read" in trace.attrs["notes"]
+    named = data.load_trace(odd, prompt_column="tokens_in", output_column="tokens_out")
+    assert int(named.output_tokens[0]) == 2
+    # two spellings of one name, neither exact: which one is the caller's to say
+    twice = _write(tmp_path, "twice.csv", "Time,TIME\n2024-05-13 09:00:00,2024-05-13 09:00:01\n")
+    with pytest.raises(
+        ConfigError, match=r"columns \['Time', 'TIME'\] both read as .*time_column="
+    ):
+        data.load_trace(twice)
+
+
+def test_json_lines_are_mooncakes_by_their_fields_and_other_logs_by_the_csv_rules(tmp_path):
+    times = EPOCH_S + np.arange(0.0, 3 * 3600, 7.5)  # 3 h, one request every 7.5 s
+    # a generic log: the CSV column rules, and a numeric time needs its unit, as in a CSV
+    generic = _jsonl(
+        tmp_path,
+        "generic.jsonl",
+        [{"timestamp": int(t * 1000), "prompt_tokens": 500, "output_tokens": 9} for t in times],
+    )
+    with pytest.raises(InputError, match="time_unit"):
+        data.load_trace(generic)
+    trace = data.load_trace(generic, time_unit="ms")
+    assert trace.attrs["format"] == "jsonl" and trace.attrs["hours_known"] == "yes"
+    assert str(trace.time.values[0]) == "2024-05-13T00:00:00.000000000"
+    assert trace.sizes["request"] == times.size and int(trace.output_tokens[0]) == 9
+    iso = _jsonl(
+        tmp_path,
+        "iso.jsonl",
+        [
+            {"created_at": "2024-05-13T09:00:00Z", "Input Tokens": 3, "completion_tokens": 1},
+            {"created_at": "2024-05-13T09:00:02Z", "Input Tokens": 4, "completion_tokens": 2},
+        ],
+    )
+    trace = data.load_trace(iso)
+    assert trace.attrs["timezone"] == "UTC" and trace.prompt_tokens.values.tolist() == [3, 4]
+    # Mooncake's fields, Unix times in ms: its unit, said in the notes, and real dates
+    epoch = _jsonl(
+        tmp_path,
+        "epoch.jsonl",
+        [{"timestamp": int(t * 1000), "input_length": 500, "output_length": 9} for t in times],
+    )
+    trace = data.load_trace(epoch)
+    assert trace.attrs["format"] == "mooncake" and trace.attrs["timezone"] == "UTC"
+    assert trace.attrs["hours_known"] == "yes" and "time_origin" not in trace.attrs
+    assert str(trace.time.values[-1]) == "2024-05-13T02:59:52.500000000"
+    assert "read as milliseconds (Mooncake's unit)" in trace.attrs["notes"]
+    forecast.fit_baseline(forecast.resample(trace, "1min"))  # hours of the day are known
+    # Mooncake's fields holding seconds: read as ms, 1000x too short, and said
+    seconds = _jsonl(
+        tmp_path,
+        "seconds.jsonl",
+        [
+            {"timestamp": round(t - EPOCH_S + 0.25, 3), "input_length": 5, "output_length": 1}
+            for t in times
+        ],
+    )
+    with pytest.warns(data.TraceWarning, match=r"fractions of a millisecond.*time_unit='s'"):
+        data.load_trace(seconds, start="2024-05-13 00:00")
+    trace = data.load_trace(seconds, time_unit="s", start="2024-05-13 00:00")
+    assert round((_ns(trace)[-1] - _ns(trace)[0]) / 3600e9, 2) == 3.0
+    assert "milliseconds" not in trace.attrs["notes"]
+    # the bundled one: relative ms, as before, and its unit said
+    with pytest.warns(data.TraceWarning, match="share their timestamp"):
+        bundled = data.load_trace("mooncake-synthetic")
+    assert bundled.attrs["format"] == "mooncake" and bundled.attrs["hours_known"] == "no"
+    assert "read as milliseconds" in bundled.attrs["notes"]
+
+
+def test_a_time_unit_that_puts_unix_times_in_1970_is_refused_with_both_readings(tmp_path):
+    seconds = EPOCH_S + np.cumsum(np.full(1000, 2.0))  # 0.5 req/s for 33 min, Unix seconds
+    path = tmp_path / "epoch_s.csv"
+    pd.DataFrame({"timestamp": seconds, "prompt_tokens": 5}).to_csv(path, index=False)
+    with pytest.raises(
+        ConfigError,
+        match=r"row 1 \(line 2\): column 'timestamp' holds 1,715,558,402 to 1,715,560,400: "
+        r"time_unit='ms' reads them as Unix times before 2000, from 1970-01-20 20:32:38 .*"
+        r"a span of 2 s\).*19\.9 days after time 0; as Unix times in seconds \(time_unit='s'\) "
+        r"they run from 2024-05-13 00:00:02 to 2024-05-13 00:33:20 UTC \(a span of 33.3 min\)\. "
+        r"Pass time_unit='s'",
+    ):
+        data.load_trace(path, time_unit="ms")
+    assert str(data.load_trace(path, time_unit="s").time.values[0]).startswith(
+        "2024-05-13T00:00:02"
+    )
+    with pytest.raises(ConfigError, match=r"time_unit='s'.*2024-05-13 00:00:02"):
+        data.load_rate_series(path, time_column="timestamp", count_column="prompt_tokens",
+                              time_unit="ms")  # fmt: skip
+    # the reverse: ms read as s lands past 2261, and the message says what ms would give
+    ms = tmp_path / "epoch_ms.csv"
+    pd.DataFrame({"timestamp": (seconds * 1000).astype(np.int64)}).to_csv(ms, index=False)
+    with pytest.raises(
+        ConfigError, match=r"outside the years 1678-2261.*time_unit='ms'\) they run from 2024-05-13"
+    ):
+        data.load_trace(ms, time_unit="s")
+    us = _write(tmp_path, "us.csv", "timestamp\n1715558400000000\n1715558401000000\n")
+    with pytest.raises(ConfigError, match=r"in microseconds \(time_unit='us'\)"):
+        data.load_trace(us, time_unit="ns")  # Unix us read as ns: 1970-01-20
+    # start= says they count from time 0: kept, with a warning giving both readings
+    with pytest.warns(data.TraceWarning, match=r"2078-09-2.*load them without start="):
+        data.load_trace(path, time_unit="s", start="2024-05-13 00:00")
+    # times that count from 0 are not Unix times in any unit: no word
+    relative = _write(tmp_path, "rel.csv", "timestamp\n0.5\n60\n3600\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert data.load_trace(relative, time_unit="s").attrs["hours_known"] == "no"
+
+
+def test_a_rate_series_read_as_a_request_log_is_warned_about(tmp_path):
+    path = _write(
+        tmp_path,
+        "rates.csv",
+        "time,qps\n2024-05-13 00:00,5\n2024-05-13 00:01,6\n2024-05-13 00:02,5\n",
+    )
+    with pytest.warns(data.TraceWarning, match=r"column 'qps' looks like a rate series"):
+        assert data.load_trace(path).sizes["request"] == 3
+    assert float(data.load_traffic(path).qps.mean()) == pytest.approx(16 / 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the caller's word: no warning
+        assert data.load_traffic(path, kind="requests").sizes["request"] == 3
+
+
+def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
+    from capnb import notebook
+
+    # a rate series of 3 days at 5 requests/s: its rates, not one request per row
+    rng = np.random.default_rng(42)
+    minutes = pd.date_range("2024-05-13", periods=3 * 1440, freq="1min")
+    shape = 1 + 0.5 * np.sin(2 * np.pi * minutes.hour / 24)
+    path = tmp_path / "rates.csv"
+    pd.DataFrame(
+        {"time": minutes.strftime("%Y-%m-%d %H:%M"), "qps": rng.poisson(300 * shape) / 60}
+    ).to_csv(path, index=False)
+    sheet = notebook.worksheet("01_forecasting", TRACE=str(path), TRIALS=50)
+    source = data.load_traffic(path)
+    assert float(sheet["series"].qps.mean()) == pytest.approx(float(source.qps.mean()))
+    assert 4.5 < float(sheet["target"].mean_plan_qps[0]) < 5.5
+    direct = forecast.target(forecast.resample(source, "10min"), trials=50, seed=0)
+    np.testing.assert_array_equal(sheet["target"].target_qps, direct.target_qps)
+    # a log whose times count from 0 over 2 days: one slot without START, hours of day with it
+    times = np.cumsum(rng.exponential(2.0, 86_400))
+    log = _jsonl(
+        tmp_path,
+        "log.jsonl",
+        [{"timestamp": int(t * 1000), "input_length": 5, "output_length": 1} for t in times],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", data.TraceWarning)  # simultaneous arrivals
+        undated = notebook.worksheet("01_forecasting", TRACE=str(log), TRIALS=50)
+        dated = notebook.worksheet("01_forecasting", TRACE=str(log), TRIALS=50,
+                                   START="2024-05-13 00:00")  # fmt: skip
+        kind = notebook.worksheet("01_forecasting", TRACE=str(path), TRIALS=50, INTERVAL="1h",
+                                  TRACE_KIND="requests")  # fmt: skip
+    assert undated["slots"] == ("1D", "1D")
+    assert "its hours of the day are not known; set START" in undated.answer
+    assert dated["slots"] == "hour_of_day" and dated["notes"] == []
+    assert str(dated["series"].time.values[0]).startswith("2024-05-13")
+    assert float(kind["series"].qps.mean()) == pytest.approx(1 / 60, rel=0.01)  # one per row

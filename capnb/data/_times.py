@@ -10,6 +10,7 @@ hours of the day would otherwise be counted on a clock nobody chose.
 from __future__ import annotations
 
 import re
+import warnings
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, InputError
+
+
+class TraceWarning(UserWarning):
+    """A trace loaded, but something in it was repaired (sorted, merged) and is reported."""
+
 
 __all__ = [
     "Clock",
@@ -227,7 +233,10 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
     else an unknown moment placed at a placeholder date. ``midnight``: time 0 is known to be a
     midnight (ServeGen's day 0), so the hour of the day holds though the date does not. Numbers
     that as Unix times would fall before 2000 are taken to count from an unknown start, not from
-    1970 (a clock and a weekday they never had), and the clock says so.
+    1970 (a clock and a weekday they never had), and the clock says so, unless another unit makes
+    them Unix times of 2000-2099 that start long after time 0 (epoch seconds read as ms): that is
+    a wrong ``time_unit``, refused with the dates and span each unit gives. Numbers stated to count
+    from ``start`` that are plainly Unix times are a :class:`TraceWarning` with both readings.
     """
     import pyarrow as pa
     import pyarrow.types as pat
@@ -258,10 +267,13 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             row = int(np.flatnonzero(~np.isfinite(numbers))[0])
             raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
         per_unit = unit_ns(time_unit, "time_unit", column)
+        stated = relative  # the caller said they count from time 0 (start=, or a bundled series)
         if not relative and float(numbers[0]) * per_unit < _YEAR_2000_NS:
             relative = True  # seconds (or ms) since a start nobody named, not Unix time
         origin, known = origin_ns(start) if relative else (0, True)
         _check_range(numbers, per_unit, origin, column, where, time_unit)
+        if relative:
+            _check_relative(numbers, time_unit, origin if stated else None, column, where)
         ns = epoch_ns(numbers, per_unit)
         if relative:
             clock = Clock(timezone or "unknown", known, origin_text(start), known or midnight)
@@ -296,11 +308,103 @@ def _check_range(numbers, per_unit, origin, column, where, time_unit) -> None:
     outside = (instants < _FIRST_NS) | (instants > _LAST_NS)
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
+        other = _unix_unit(numbers, exclude=time_unit)
+        hint = ""
+        if other is not None:
+            hint = (
+                f" As Unix times in {_UNIT_WORDS[other]} (time_unit={other!r}) they run "
+                f"{_unix_reading(numbers, _UNITS[other])}."
+            )
         raise ConfigError(
             f"{where(row)}: column {column!r} holds {numbers[row].item()!r}, which as {time_unit} "
             "falls outside the years 1678-2261 that capnb can hold; is time_unit right ('s', "
-            "'ms', 'us' or 'ns')?"
+            f"'ms', 'us' or 'ns')?{hint}"
         )
+
+
+#: Unix times outside these years are not taken for a log's dates when a unit is checked.
+_YEAR_2100_NS = float(np.datetime64("2100-01-01", "ns").view(np.int64))
+_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def _unix_unit(numbers: np.ndarray, exclude: str | None = None) -> str | None:
+    """The unit in which numbers read as Unix times of 2000-2099 that start long after time 0.
+
+    At most one unit fits (the units are 1000x apart, and 2000-2099 spans a factor of 4.3); None
+    when none does. "Long after time 0": the first is later than the span from first to last,
+    as a log's Unix times are and times counted from its first request are not.
+    """
+    low, high = float(numbers.min()), float(numbers.max())
+    if not low > high - low:
+        return None
+    for unit, per_unit in _UNITS.items():
+        if unit != exclude and _YEAR_2000_NS <= low * per_unit and high * per_unit < _YEAR_2100_NS:
+            return unit
+    return None
+
+
+def _unix_reading(numbers: np.ndarray, per_unit: int, origin: int = 0) -> str:
+    """'from 2024-05-13 00:00:00 to 2024-05-15 07:33:00 UTC (a span of 2.31 days)'."""
+    low = float(numbers.min()) * per_unit + origin
+    high = float(numbers.max()) * per_unit + origin
+    return f"from {_stamp(low)} to {_stamp(high)} UTC (a span of {_span_text(high - low)})"
+
+
+def _stamp(ns: float) -> str:
+    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
+
+
+def _span_text(ns: float) -> str:
+    seconds = ns / 1e9
+    for unit, size in (("years", 365.25 * 86_400), ("days", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def _number_text(value: float) -> str:
+    """1715558400 -> '1,715,558,400'; 1715558400.214 -> '1,715,558,400.214'."""
+    if float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:,.3f}".rstrip("0") if abs(value) >= 1 else f"{value:.3g}"
+
+
+def _check_relative(numbers, time_unit, origin, column, where) -> None:
+    """Times read as counted from time 0 that are plainly Unix times: refused, or warned about.
+
+    ``origin`` is None when the numbers were taken to count from an unknown start because as Unix
+    times in ``time_unit`` they fall before 2000: if another unit makes them Unix times of
+    2000-2099, the unit is wrong (epoch seconds read as ms land in January 1970), and the load is
+    refused with both readings. Otherwise ``origin`` is the stated time 0 (``start=``): numbers
+    that are Unix times in some unit are then warned about, with the dates each reading gives.
+    """
+    own = _UNITS[time_unit]
+    unit = _unix_unit(numbers, exclude=time_unit if origin is None else None)
+    if unit is None or (unit == time_unit and origin == 0):  # start= 1970-01-01: Unix times
+        return
+    row = int(np.argmin(numbers))
+    low, high = (_number_text(float(v)) for v in (numbers.min(), numbers.max()))
+    first_after = _span_text(float(numbers.min()) * own)
+    as_unix = (
+        f"as Unix times in {_UNIT_WORDS[unit]} (time_unit={unit!r}) they run "
+        f"{_unix_reading(numbers, _UNITS[unit])}"
+    )
+    if origin is None:
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {low} to {high}: time_unit={time_unit!r} "
+            f"reads them as Unix times before 2000, {_unix_reading(numbers, own)}, and so as "
+            f"times counted from an unknown start, the first {first_after} after time 0; "
+            f"{as_unix}. Pass time_unit={unit!r} if they are Unix times in {_UNIT_WORDS[unit]}, "
+            "or start= (the date and time of time 0) if they count from it"
+        )
+    warnings.warn(
+        f"column {column!r} holds {low} to {high}: counted in {_UNIT_WORDS[time_unit]} from time 0 "
+        f"(start=) they run {_unix_reading(numbers, own, origin)}, the first {first_after} after "
+        f"time 0; {as_unix}: if they are, load them without start="
+        + ("" if unit == time_unit else f" and with time_unit={unit!r}"),
+        TraceWarning,
+        stacklevel=4,
+    )
 
 
 def origin_ns(start) -> tuple[int, bool]:

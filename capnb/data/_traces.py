@@ -15,6 +15,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -25,8 +26,10 @@ from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
+from ._times import TraceWarning
 
 __all__ = [
+    "COLUMN_NAMES",
     "TRACE_FORMATS",
     "TraceWarning",
     "list_rate_series",
@@ -35,13 +38,68 @@ __all__ = [
 ]
 
 #: Formats :func:`load_trace` reads.
-TRACE_FORMATS = ("azure", "mooncake", "csv", "parquet")
+TRACE_FORMATS = ("azure", "mooncake", "csv", "parquet", "jsonl")
 
 _AZURE = {"time": "TIMESTAMP", "prompt": "ContextTokens", "output": "GeneratedTokens"}
 _MOONCAKE = {"time": "timestamp", "prompt": "input_length", "output": "output_length"}
-_TIME_NAMES = ("timestamp", "time", "TIMESTAMP", "arrival_time", "created_at")
-_PROMPT_NAMES = ("prompt_tokens", "input_tokens", "input_length", "ContextTokens")
-_OUTPUT_NAMES = ("output_tokens", "output_length", "GeneratedTokens")
+#: Fields only Mooncake's JSON lines have: a JSON-lines log with one of them is read as Mooncake's.
+_MOONCAKE_FIELDS = ("hash_ids", "input_length", "output_length")
+
+#: The columns a request log's time and token counts are read from when none is named: the first
+#: of each list the file has, by its exact name, else by its name compared without case, spaces,
+#: "_", "-" and "." (``Request tokens``, ``PROMPT_TOKENS`` and ``promptTokens`` all match).
+COLUMN_NAMES = {
+    "time": (
+        "timestamp",  # Mooncake, BurstGPT ("Timestamp"), most exports
+        "time",
+        "TIMESTAMP",  # Azure LLM inference traces
+        "arrival_time",
+        "arrival_timestamp",
+        "request_time",
+        "created_at",  # OpenAI-style logs
+    ),
+    "prompt": (
+        "prompt_tokens",  # OpenAI usage, vLLM
+        "input_tokens",
+        "input_length",  # Mooncake
+        "ContextTokens",  # Azure
+        "Request tokens",  # BurstGPT
+        "prompt_length",
+        "prompt_len",
+        "input_len",
+        "num_prompt_tokens",
+        "num_input_tokens",
+        "prompt_token_count",
+        "input_token_count",
+    ),
+    "output": (
+        "output_tokens",
+        "output_length",  # Mooncake
+        "GeneratedTokens",  # Azure
+        "Response tokens",  # BurstGPT
+        "completion_tokens",  # OpenAI usage
+        "output_len",
+        "response_length",
+        "num_output_tokens",
+        "num_completion_tokens",
+        "output_token_count",
+        "completion_token_count",
+    ),
+}
+_TIME_NAMES = COLUMN_NAMES["time"]
+_PROMPT_NAMES = COLUMN_NAMES["prompt"]
+_OUTPUT_NAMES = COLUMN_NAMES["output"]
+#: Column names of a rate series: requests/s per window, or requests per window.
+_RATE_NAMES = (
+    "qps",
+    "rps",
+    "rate",
+    "request_rate",
+    "requests_per_s",
+    "req_per_s",
+    "total_rate_rps",
+)
+_COUNT_NAMES = ("requests", "count", "request_count", "num_requests", "arrivals")
 
 _BUNDLED_TRACES = {
     "azure-code-2023": ("AzureLLMInferenceTrace_code.csv", "azure"),
@@ -52,10 +110,6 @@ _BUNDLED_SERIES = {
     "servegen-m-large": "servegen_language_m-large_aggregate_rate_10min.csv",
     "servegen-m-small": "servegen_language_m-small_aggregate_rate_10min.csv",
 }
-
-
-class TraceWarning(UserWarning):
-    """A trace loaded, but something in it was repaired (sorted, merged) and is reported."""
 
 
 def list_traces() -> list[str]:
@@ -88,32 +142,43 @@ def load_trace(
         A bundled trace (:func:`list_traces`: ``"azure-code-2023"``, ``"azure-conv-2023"``,
         ``"mooncake-synthetic"``) or the path of a file.
     format
-        ``"azure"`` (CSV ``TIMESTAMP, ContextTokens, GeneratedTokens``), ``"mooncake"`` (JSONL
-        ``timestamp`` in ms since the first request, ``input_length``, ``output_length``), ``"csv"``
-        or ``"parquet"`` (a named time column, optional token columns). Default: from the file's
-        suffix and, for CSV, its header.
+        ``"azure"`` (CSV ``TIMESTAMP, ContextTokens, GeneratedTokens``), ``"mooncake"`` (JSON lines
+        ``timestamp`` in ms, ``input_length``, ``output_length``, ``hash_ids``), or ``"csv"``,
+        ``"parquet"`` or ``"jsonl"`` (any log: a time column, optional token columns). Default:
+        from the file's suffix and its columns: a CSV with Azure's three columns is ``"azure"``, a
+        JSON-lines file (``.jsonl``, ``.json``, ``.ndjson``) whose first record has one of
+        Mooncake's own fields (``hash_ids``, ``input_length``, ``output_length``) ``"mooncake"``.
     time_column, prompt_column, output_column
-        Column names for ``csv``/``parquet`` (defaults: the first present of ``timestamp``, ``time``,
-        ``TIMESTAMP``, ``arrival_time``, ``created_at``; of ``prompt_tokens``, ``input_tokens``,
-        ``input_length``, ``ContextTokens``; of ``output_tokens``, ``output_length``,
-        ``GeneratedTokens``). Token columns are optional; a log without them has no token variables.
+        Column names (Mooncake: its fields). Default: the first the file has of
+        :data:`COLUMN_NAMES` (compared exactly, then without case, spaces, ``_``, ``-`` and
+        ``.``): times from ``timestamp``, ``time``, ``arrival_time``, ``created_at``, ...; prompt
+        tokens from ``prompt_tokens``, ``input_tokens``, ``input_length``, ``ContextTokens``,
+        ``Request tokens`` (BurstGPT), ``prompt_len``, ...; output tokens from ``output_tokens``,
+        ``output_length``, ``GeneratedTokens``, ``Response tokens``, ``completion_tokens``, ....
+        Token columns are optional; a log without them has no token variables, and a column that
+        looks like token counts but is not one of these names is reported (``attrs["columns"]``
+        and a :class:`TraceWarning`), not read.
     time_unit
-        For a numeric time column: ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` (Mooncake: ``"ms"``).
+        For a numeric time column: ``"s"``, ``"ms"``, ``"us"`` or ``"ns"``; required, except for
+        Mooncake, whose unit is ms (``attrs["notes"]`` says so). Numbers are Unix times (UTC), or,
+        before 2000 as Unix times, counts from an unknown time 0. A unit that makes Unix times of
+        another unit fall in 1970 (or past 2261) is refused with the dates each unit gives.
     timezone
         The clock to count hours of the day on (IANA name). Times with UTC offsets are converted to
         it; naive times are taken to be on it already. Default: the single offset the file states,
         or unknown for naive times.
     start
-        For relative times (Mooncake; numbers with ``time_unit`` that count from the first request):
-        the date and time of time 0. Default: 1970-01-01 00:00 as a placeholder, with
-        ``weekday_known = "no"``.
+        For relative times (numbers that count from the first request, e.g. Mooncake's): the date
+        and time of time 0. Default: 1970-01-01 00:00 as a placeholder, with
+        ``weekday_known = "no"`` and ``hours_known = "no"``.
 
     Returns
     -------
     xarray.Dataset
         Over dim ``request``, sorted by time: ``time`` (datetime64[ns], the trace's own clock),
         ``prompt_tokens`` and ``output_tokens`` (tokens, int64) when present. Attrs: ``source``,
-        ``format``, ``timezone``, ``weekday_known``, ``notes`` (what was repaired).
+        ``format``, ``timezone``, ``weekday_known``, ``columns`` (which column gave what),
+        ``notes`` (what was repaired or decided).
 
     Raises
     ------
@@ -130,19 +195,23 @@ def load_trace(
     path, fmt = _trace_source(name_or_path, format)
     timezone = _times.resolve_timezone(timezone)
     relative = start is not None
-    if fmt == "mooncake":
-        columns = {
-            "time": time_column or _MOONCAKE["time"],
-            "prompt": prompt_column or _MOONCAKE["prompt"],
-            "output": output_column or _MOONCAKE["output"],
-        }
-        table, where = _read_jsonl(path, columns)
-        time_unit, relative = time_unit or "ms", True
+    notes: list[str] = []  # what the reader decided, for the attrs
+    warned: list[str] = []  # ... and what of it a user should hear about
+    if fmt in ("mooncake", "jsonl"):
+        table, where, columns, header = _read_jsonl(
+            path, fmt, time_column, prompt_column, output_column
+        )
+        if fmt == "mooncake" and time_unit is None and _numeric(table, columns["time"]):
+            time_unit = "ms"  # Mooncake's unit, said in the notes (and doubted when it may not be)
+            notes.append(f"column {columns['time']!r} read as milliseconds (Mooncake's unit)")
+            warned += _mooncake_unit_doubts(table, columns["time"], where)
     elif fmt == "parquet":
-        table, where, columns = _read_parquet(path, time_column, prompt_column, output_column)
+        table, where, columns, header = _read_parquet(
+            path, time_column, prompt_column, output_column
+        )
     else:
         preset = _AZURE if fmt == "azure" else {}
-        table, where, columns = _read_csv(
+        table, where, columns, header = _read_csv(
             path, preset, time_column, prompt_column, output_column, time_unit, timezone
         )
     ns, clock = _times.table_times(
@@ -158,12 +227,15 @@ def load_trace(
         "prompt_tokens": columns.get("prompt"),
         "output_tokens": columns.get("output"),
     }
-    return _request_dataset(path, fmt, ns, tokens, clock, where, used)
+    if not tokens:
+        notes += _warn_rate_columns(path, header)
+    return _request_dataset(path, fmt, ns, tokens, clock, where, used, header, notes, warned)
 
 
 def _trace_source(name_or_path, format) -> tuple[Path, str]:
     if format is not None and format not in TRACE_FORMATS:
-        raise InputError(f"format must be one of {list(TRACE_FORMATS)}, got {format!r}")
+        *layouts, last = TRACE_FORMATS
+        raise InputError(f"format must be one of {layouts} or {last!r}, got {format!r}")
     if not isinstance(name_or_path, str | os.PathLike):
         raise InputError(
             f"name_or_path must be a bundled trace name or a path, got {type(name_or_path).__name__}"
@@ -190,7 +262,7 @@ def _trace_source(name_or_path, format) -> tuple[Path, str]:
         return path, format
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
-        return path, "mooncake"
+        return path, _jsonl_format(path)
     if suffix in (".parquet", ".pq"):
         return path, "parquet"
     if suffix in (".csv", ".txt", ".gz"):
@@ -200,6 +272,24 @@ def _trace_source(name_or_path, format) -> tuple[Path, str]:
         f"{path}: cannot tell the format from the suffix {suffix!r}; pass format= one of "
         f"{list(TRACE_FORMATS)}"
     )
+
+
+def _jsonl_format(path: Path) -> str:
+    """``"mooncake"`` when the first record has a field only Mooncake's logs have, else ``"jsonl"``.
+
+    A first line that is not a JSON object reads as ``"jsonl"``: the reader then names the line.
+    """
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    return "jsonl"
+                if isinstance(record, dict) and any(f in record for f in _MOONCAKE_FIELDS):
+                    return "mooncake"
+                return "jsonl"
+    return "jsonl"
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -238,14 +328,49 @@ def _first_values(path: Path) -> dict[str, str]:
     return {}
 
 
+def _normal(name: object) -> str:
+    """A column name without case, spaces, "_", "-" and "." (``Request tokens``: ``requesttokens``)."""
+    return re.sub(r"[^0-9a-z]", "", str(name).lower())
+
+
+def _find_column(header, candidates, argument: str, path) -> str | None:
+    """The column of ``header`` that ``candidates`` name first, or None when none does.
+
+    By exact name first, else by :func:`_normal` name. Two columns matching one name without case
+    and spacing (``Time`` and ``TIME``), and none exactly, are an error asking for ``argument``.
+    """
+    for name in candidates:
+        if name in header:
+            return name
+    normal: dict[str, list[str]] = {}
+    for column in header:
+        normal.setdefault(_normal(column), []).append(column)
+    for name in candidates:
+        found = normal.get(_normal(name), [])
+        if len(found) > 1:
+            raise ConfigError(
+                f"{path}: columns {found} both read as {name!r}; name the one to use with "
+                f"{argument}="
+            )
+        if found:
+            return found[0]
+    return None
+
+
+def _looks_like_tokens(name: object) -> bool:
+    """A column whose name says it counts tokens (``Total tokens``, ``prompt_len``)."""
+    normal = _normal(name)
+    return "token" in normal or normal.endswith(("len", "length"))
+
+
 def _pick_column(header, given, candidates, argument, path, required) -> str | None:
     if given is not None:
         if given not in header:
             raise ConfigError(f"{path}: no column {given!r} ({argument}); columns: {header}")
         return given
-    for name in candidates:
-        if name in header:
-            return name
+    found = _find_column(header, candidates, argument, path)
+    if found is not None:
+        return found
     if required:
         raise ConfigError(
             f"{path}: no time column among {list(candidates)}; name it with {argument}= "
@@ -268,8 +393,6 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     timestamp column with the file's one offset as its zone. Anything less regular is read as text
     and parsed with row-level messages.
     """
-    import re
-
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -331,7 +454,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
         index = table.column_names.index(name)
         typed = table.column(name).cast(pa.timestamp("ns", tz=zone))
         table = table.set_column(index, name, typed)
-    return table, where, columns
+    return table, where, columns, header
 
 
 def _is_number(text: str) -> bool:
@@ -407,7 +530,6 @@ def _read_one_offset(path: Path, columns, types, name: str, first: str):
         A row states another offset than the first row, before any row without one (the message
         names both rows).
     """
-    import re
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow as pa
@@ -574,7 +696,8 @@ def _batch_times(text, zone: str, minutes: int):
         return None, None
 
 
-def _read_jsonl(path: Path, columns: dict[str, str]):
+def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column):
+    """Read JSON lines with pyarrow: Mooncake's fields, or any log's by the CSV column rules."""
     import pyarrow as pa
     import pyarrow.json as pajson
 
@@ -586,12 +709,87 @@ def _read_jsonl(path: Path, columns: dict[str, str]):
         raise
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds no rows")
-    for key, name in columns.items():
-        if name not in table.column_names:
-            raise ConfigError(
-                f"{path}: no field {name!r} ({key} column); fields: {table.column_names}"
-            )
-    return table, where
+    header = table.column_names
+    if fmt == "mooncake":
+        columns = {
+            "time": time_column or _MOONCAKE["time"],
+            "prompt": prompt_column or _MOONCAKE["prompt"],
+            "output": output_column or _MOONCAKE["output"],
+        }
+        for key, name in columns.items():
+            if name not in header:
+                raise ConfigError(f"{path}: no field {name!r} ({key} column); fields: {header}")
+    else:
+        columns = {
+            "time": _pick_column(header, time_column, _TIME_NAMES, "time_column", path, True),
+            "prompt": _pick_column(
+                header, prompt_column, _PROMPT_NAMES, "prompt_column", path, False
+            ),
+            "output": _pick_column(
+                header, output_column, _OUTPUT_NAMES, "output_column", path, False
+            ),
+        }
+    if pa.types.is_timestamp(table.column(columns["time"]).type):
+        # pyarrow parsed ISO times with their offsets to naive UTC: the offsets (one clock, or
+        # several) are lost; read the text, as a CSV's, for the clock rules of the CSV readers
+        schema = pa.schema([(columns["time"], pa.string())])
+        options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+        table = pajson.read_json(path, parse_options=options)
+    return table, where, columns, header
+
+
+def _numeric(table, column: str) -> bool:
+    import pyarrow.types as pat
+
+    kind = table.column(column).type
+    return pat.is_integer(kind) or pat.is_floating(kind)
+
+
+def _mooncake_unit_doubts(table, column: str, where) -> list[str]:
+    """Why Mooncake's ms may be the wrong unit for this file: times with fractions of a ms.
+
+    Mooncake counts whole milliseconds; fractions suggest seconds (``0.215``), read 1000x too
+    short. Returned as a note for the warning, with the span either way.
+    """
+    numbers = table.column(column).to_numpy(zero_copy_only=False)
+    if numbers.dtype.kind != "f" or not np.isfinite(numbers).all():
+        return []
+    fractions = np.flatnonzero(numbers != np.round(numbers))
+    if not fractions.size:
+        return []
+    row = int(fractions[0])
+    span = float(numbers.max() - numbers.min())
+    return [
+        f"column {column!r} holds fractions of a millisecond ({numbers[row].item():g} in "
+        f"{where(row)}) though Mooncake counts whole ms: read as ms the log spans "
+        f"{_times._span_text(span * 1e6)} ({_rate(table.num_rows, span * 1e-3)}); as seconds it would span "
+        f"{_times._span_text(span * 1e9)} ({_rate(table.num_rows, span)}): if the times are seconds, pass "
+        "time_unit='s'"
+    ]
+
+
+def _rate(requests: int, seconds: float) -> str:
+    rate = requests / max(seconds, 1e-9)
+    return f"{rate:,.0f} requests/s" if rate >= 100 else f"{rate:.3g} requests/s"
+
+
+def _warn_rate_columns(path: Path, header) -> list[str]:
+    """A log without token columns but with a rate or count column is likely a rate series.
+
+    Warned about on its own (:func:`load_traffic` told ``kind="requests"`` silences it), and
+    returned as a note.
+    """
+    names = {_normal(name) for name in (*_RATE_NAMES, *_COUNT_NAMES)}
+    found = next((column for column in header if _normal(column) in names), None)
+    if found is None:
+        return []
+    note = (
+        f"column {found!r} looks like a rate series' column (requests/s or requests per window), "
+        "which load_trace does not read: each row was counted as one request; if the file is a "
+        "rate series, load it with capnb.data.load_traffic or load_rate_series"
+    )
+    warnings.warn(f"{path.name}: {note}", TraceWarning, stacklevel=3)
+    return [note]
 
 
 def _diagnose_jsonl(path: Path) -> None:
@@ -627,7 +825,7 @@ def _read_parquet(path: Path, time_column, prompt_column, output_column):
     table = pq.read_table(path, columns=[c for c in columns.values() if c])
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds no rows")
-    return table, (lambda row: f"{path.name}, row {row + 1}"), columns
+    return table, (lambda row: f"{path.name}, row {row + 1}"), columns, header
 
 
 def _token_column(table, column: str, where) -> np.ndarray:
@@ -669,15 +867,20 @@ def _token_column(table, column: str, where) -> np.ndarray:
     return numbers
 
 
-def _request_dataset(path, fmt, ns, tokens, clock, where, used):
+def _request_dataset(path, fmt, ns, tokens, clock, where, used, header, decided, doubts):
+    """The Dataset of a request log, sorted by time.
+
+    ``decided`` and ``doubts`` are the readers' notes (``doubts`` are also warned about), put
+    ahead of the repairs made here.
+    """
     import xarray as xr
 
-    notes = []
+    notes, warned = [*decided, *doubts], list(doubts)
     order = None
     steps_back = np.flatnonzero(ns[1:] < ns[:-1])
     if steps_back.size:
         order = np.argsort(ns, kind="stable")
-        notes.append(
+        warned.append(
             f"{steps_back.size:,} rows were earlier than the row before them (first: "
             f"{where(int(steps_back[0]) + 1)}); the requests were sorted by time"
         )
@@ -685,12 +888,28 @@ def _request_dataset(path, fmt, ns, tokens, clock, where, used):
         tokens = {k: v[order] for k, v in tokens.items()}
     same = int(np.count_nonzero(ns[1:] == ns[:-1]))
     if same:
-        notes.append(
+        warned.append(
             f"{same:,} requests share their timestamp with the one before (kept: simultaneous "
             "arrivals at the log's time resolution)"
         )
-    if notes:
-        warnings.warn(f"{path.name}: " + "; ".join(notes), TraceWarning, stacklevel=3)
+    # columns that look like token counts, where a token variable was not found
+    unread = [
+        str(c)
+        for c in header
+        if c not in used.values() and _looks_like_tokens(c) and c != used["time"]
+    ]
+    missing = [name for name, column in used.items() if column is None]
+    if missing and unread:
+        arguments = " / ".join(f"{n.split('_')[0]}_column=" for n in missing)
+        warned.append(
+            f"no {' or '.join(missing)}: column{'s' if len(unread) > 1 else ''} "
+            f"{', '.join(map(repr, unread))} look{'' if len(unread) > 1 else 's'} like token "
+            f"counts but {'were' if len(unread) > 1 else 'was'} not read (not a known name); "
+            f"name the column with {arguments}"
+        )
+    notes += warned[len(doubts) :]
+    if warned:
+        warnings.warn(f"{path.name}: " + "; ".join(warned), TraceWarning, stacklevel=3)
     data = {
         "time": (
             "request",
@@ -700,15 +919,24 @@ def _request_dataset(path, fmt, ns, tokens, clock, where, used):
     }
     for name, values in tokens.items():
         data[name] = ("request", values, glossary.attrs(name))
+
+    def said(name, column):
+        if column:
+            return f"{name} from {column!r}"
+        if unread:
+            return (
+                f"no {name} ({', '.join(map(repr, unread))} look{'' if len(unread) > 1 else 's'} "
+                f"like token counts but {'are' if len(unread) > 1 else 'is'} not a known name "
+                f"for it: name it with {name.split('_')[0]}_column=)"
+            )
+        return f"no {name} (the file has no such column)"
+
     attrs = {
         "title": f"request log {path.name}",
         "source": str(path),
         "format": fmt,
         **clock.attrs(),
         "notes": "; ".join(notes) or "none",
-        "columns": ", ".join(
-            f"{name} from {column!r}" if column else f"no {name} (the file has no such column)"
-            for name, column in used.items()
-        ),
+        "columns": ", ".join(said(name, column) for name, column in used.items()),
     }
     return xr.Dataset(data, attrs=attrs)

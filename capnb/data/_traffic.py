@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
@@ -17,10 +18,14 @@ from ._rates import load_rate_series
 from ._traces import (
     _BUNDLED_SERIES,
     _BUNDLED_TRACES,
+    _COUNT_NAMES,
     _OUTPUT_NAMES,
     _PROMPT_NAMES,
+    _RATE_NAMES,
     _TIME_NAMES,
+    TraceWarning,
     _csv_header,
+    _find_column,
     load_trace,
 )
 
@@ -28,17 +33,6 @@ __all__ = ["TRAFFIC_KINDS", "load_traffic", "traffic_columns"]
 
 TRAFFIC_KINDS = ("auto", "requests", "rates")
 
-#: Column names of a rate series: requests/s per window, or requests per window.
-_RATE_NAMES = (
-    "qps",
-    "rps",
-    "rate",
-    "request_rate",
-    "requests_per_s",
-    "req_per_s",
-    "total_rate_rps",
-)
-_COUNT_NAMES = ("requests", "count", "request_count", "num_requests", "arrivals")
 _WINDOW_NAMES = ("window_start", "window_start_s", *_TIME_NAMES)
 
 
@@ -52,33 +46,42 @@ def _columns(path: Path) -> list[str]:
         except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
             raise ConfigError(f"{path}: not a readable Parquet file ({err})") from None
     if suffix in (".jsonl", ".json", ".ndjson"):
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
+        with path.open(encoding="utf-8", errors="replace") as handle:  # a bad byte: a JSON error
+            for number, line in enumerate(handle, 1):
                 if line.strip():
                     try:
                         record = json.loads(line)
                     except json.JSONDecodeError as err:
-                        raise ConfigError(f"{path}, line 1: not valid JSON ({err.msg})") from None
+                        raise ConfigError(
+                            f"{path}, line {number}: not valid JSON ({err.msg})"
+                        ) from None
                     return list(record) if isinstance(record, dict) else []
         raise ConfigError(f"{path}: the file is empty")
     return _csv_header(path)
 
 
-def _first(names, header) -> str | None:
-    lowered = {h.lower(): h for h in header}
-    return next((lowered[n.lower()] for n in names if n.lower() in lowered), None)
+def traffic_columns(path: str | os.PathLike, **given: str | None) -> dict[str, str | None]:
+    """The columns a traffic file's kind is read from: time, rate, count, prompt and output tokens.
 
-
-def traffic_columns(path: str | os.PathLike) -> dict[str, str | None]:
-    """The columns a traffic file's kind is read from: time, rate, count, prompt and output tokens."""
-    header = _columns(Path(path))
-    return {
-        "time": _first(_WINDOW_NAMES, header),
-        "rate": _first(_RATE_NAMES, header),
-        "count": _first(_COUNT_NAMES, header),
-        "prompt": _first(_PROMPT_NAMES, header),
-        "output": _first(_OUTPUT_NAMES, header),
-    }
+    Found by the names :func:`load_trace` reads (``capnb.data._traces.COLUMN_NAMES``, compared
+    exactly, then without case, spaces, ``_``, ``-`` and ``.``) and a rate series' (``qps``,
+    ``requests``, ...); ``given`` (``time_column=``, ``rate_column=``, ...) names a column.
+    """
+    path = Path(path)
+    header = _columns(path)
+    found = {}
+    for key, names in (
+        ("time", _WINDOW_NAMES),
+        ("rate", _RATE_NAMES),
+        ("count", _COUNT_NAMES),
+        ("prompt", _PROMPT_NAMES),
+        ("output", _OUTPUT_NAMES),
+    ):
+        named = given.get(f"{key}_column")
+        if named is not None and named not in header:
+            raise ConfigError(f"{path}: no column {named!r} ({key}_column); columns: {header}")
+        found[key] = named or _find_column(header, names, f"{key}_column", path)
+    return found
 
 
 def load_traffic(
@@ -102,7 +105,10 @@ def load_traffic(
         For times counted from an unknown start: the date and time of time 0 (see
         :func:`load_trace`).
     **options
-        Passed to :func:`load_trace` or :func:`load_rate_series`.
+        Passed to :func:`load_trace` or :func:`load_rate_series`. The columns they name
+        (``time_column``, ``prompt_column``, ``output_column``, ``rate_column``,
+        ``count_column``) are the ones the kind is read from; the others are found by the names
+        both readers use (:func:`traffic_columns`).
 
     Returns
     -------
@@ -139,7 +145,11 @@ def load_traffic(
             f"trace={text!r} is neither a bundled trace or rate series ({known}) nor a file"
             + (f" (no file at {path.resolve()})" if path.suffix or os.sep in text else "")
         )
-    columns = traffic_columns(path)
+    named = ("time_column", "rate_column", "count_column", "prompt_column", "output_column")
+    columns = traffic_columns(path, **{k: options.get(k) for k in named})
+    if options.get("rate_column") is not None or options.get("count_column") is not None:
+        # the value column the caller named, not another the file also has
+        columns["count" if options.get("rate_column") is not None else "rate"] = None
     value = columns["rate"] or columns["count"]
     tokens = columns["prompt"] or columns["output"]
     how = "as stated (trace_kind)"
@@ -165,16 +175,22 @@ def load_traffic(
                 f"{path}: a rate series needs a requests/s column ({', '.join(_RATE_NAMES)}) or a "
                 f"requests-per-window column ({', '.join(_COUNT_NAMES)})"
             )
+        rest = {k: v for k, v in options.items() if k not in named}
         loaded = load_rate_series(
             path,
             time_column=columns["time"],
             **({"rate_column": columns["rate"]} if columns["rate"] else {}),
             **({"count_column": columns["count"]} if not columns["rate"] else {}),
             **extra,
-            **options,
+            **rest,
         )
     else:
-        loaded = load_trace(path, **extra, **options)
+        with warnings.catch_warnings():
+            if how == "as stated (trace_kind)":  # the caller's word: a rate column is not one
+                warnings.filterwarnings(
+                    "ignore", "[^:]*: column .* looks like a rate", TraceWarning
+                )
+            loaded = load_trace(path, **extra, **options)
     loaded.attrs["traffic_kind"] = f"{_words(kind)}, {how}"
     return loaded
 
