@@ -382,3 +382,13 @@ def test_what_capnb_assumed_reading_a_models_config_is_in_the_plans_inputs(tmp_p
     data.load_model(str(folder))
     words = _model_source(str(folder))
     assert "; note: " in words and "float32" in words
+
+
+def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_dropped():
+    with pytest.raises(planning.PlanError, match=r"no tensor-parallel degree in \[3\] can shard "
+                       r"Llama-3.1-8B: tensor_parallel=3 does not divide"):  # fmt: skip
+        planning.build(planning.PlanConfig(**{**SMALL, "tensor_parallel": (3,)}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.PlanConfig(**{**SMALL, "tensor_parallel": (1, 3)}))
+    assert "not compared: tensor_parallel=3 does not divide" in plan.attrs["recommendation"]

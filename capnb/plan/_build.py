@@ -211,6 +211,12 @@ def _build_on(cfg: PlanConfig, source):
         fc = _forecast(cfg, series)
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile)
     buffer_qps = fc.buffer_qps if "buffer_qps" in fc else None
+    unshardable = _unshardable(cfg)
+    if len(unshardable) == len(cfg.tensor_parallel):
+        raise PlanError(
+            f"no tensor-parallel degree in {list(cfg.tensor_parallel)} can shard {cfg.model}: "
+            + "; ".join(unshardable.values())
+        )
     with _Stage("capacity", cfg):
         cap, _workload, seq_len = _capacity(cfg, source, target, buffer_qps)
     with _Stage("memory", cfg):
@@ -382,6 +388,7 @@ def _assemble(
         # a measured curve's corrections and derivations (envelope raises, placements, derived
         # means), one per line: the reader of the plan sees what was done to the measurements
         latency_notes=str(cap.attrs.get("notes", "")),
+        unshardable="; ".join(_unshardable(cfg).values()),  # degrees left out, and why
         workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
         model=cfg.model,
@@ -415,6 +422,15 @@ def _jsonable(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _unshardable(cfg: PlanConfig) -> dict[int, str]:
+    """The config's tensor-parallel degrees that cannot shard its model, each with the reason."""
+    from .. import data
+
+    spec = data.load_model(cfg.model)
+    reasons = {int(tp): spec.valid_tensor_parallel(int(tp)) for tp in cfg.tensor_parallel}
+    return {tp: why for tp, why in reasons.items() if why}
 
 
 def _model_source(model: str) -> str:

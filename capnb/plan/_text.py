@@ -74,6 +74,9 @@ def _choice_words(plan) -> str:
             f" (the cheapest of {int(plan.choice_feasible_options)} feasible GPU and "
             f"tensor-parallel options; next: {runner[1]} x {runner[0]} at {gap:+.0%})"
         )
+    skipped = plan.attrs.get("unshardable")
+    if skipped:
+        words += f"; not compared: {skipped}"
     unpriced = _unpriced(plan)
     if unpriced:
         words += (
@@ -100,6 +103,25 @@ def _unpriced(plan) -> list[str]:
         for tp in left.tensor_parallel.values
         if bool(left.sel(gpu=gpu, tensor_parallel=tp))
     ]
+
+
+def _rate(value: float) -> str:
+    """Requests/s in words, with the digits a small rate needs (0.19, not 0)."""
+    value = float(value)
+    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
+
+
+def _count(n, noun: str) -> str:
+    return f"{int(n):,} {noun}" + ("" if int(n) == 1 else "s")
+
+
+def _span(low, high, unit: str) -> str:
+    """``low-high unit`` (instances counted, rates with their digits); one value when equal."""
+    if unit == "instance":
+        low, high = int(low), int(high)
+        return _count(low, unit) if low == high else f"{low:,}-{high:,} {unit}s"
+    low, high = _rate(low), _rate(high)
+    return f"{low} {unit}" if low == high else f"{low}-{high} {unit}"
 
 
 def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
@@ -138,10 +160,10 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
     buffer_qps = float(fc.buffer_qps) if "buffer_qps" in fc else 0.0
     buffer = plan.attrs["buffer_instances"]
     lines.append(
-        f"Fixed part: {fixed.min():.0f}-{fixed.max():.0f} instances per "
+        f"Fixed part: {_span(fixed.min(), fixed.max(), 'instance')} per "
         f"{fc.attrs.get('slots', 'slot')} slot for the P{100 * cfg.traffic_quantile:g} plan "
-        f"({float(target.min()):,.0f}-{float(target.max()):,.0f} requests/s); elastic buffer: "
-        f"{buffer} instances for {buffer_qps:,.0f} requests/s of bursts."
+        f"({_span(float(target.min()), float(target.max()), 'requests/s')}); elastic buffer: "
+        f"{_count(buffer, 'instance')} for {_rate(buffer_qps)} requests/s of bursts."
     )
     lines.append(f"Run: {advice.text}")
     filled = plan.attrs.get("demand_filled_share", 0.0)
