@@ -305,3 +305,18 @@ def test_only_periods_longer_than_a_day_need_the_weekday():
     assert not forecast.slots("hour_of_day").needs_weekday
     assert forecast.slots("hour_of_week").needs_weekday
     assert forecast.slots(("1h", "2D")).needs_weekday
+
+
+def test_a_quiet_logs_empty_stretches_are_idle_not_holes():
+    # a Poisson log at 0.003 requests/s: empty 15-minute stretches are common (6.7 % each), and
+    # are idle time at that rate, not holes in the log
+    rng = np.random.default_rng(5)
+    seconds = np.sort(rng.uniform(0, 3 * 86400, rng.poisson(0.003 * 3 * 86400)))
+    times = np.datetime64("2024-05-13T00:00", "ns") + (seconds * 1e9).astype("timedelta64[ns]")
+    log = xr.Dataset(coords={"time": ("request", times)})
+    series = forecast.resample(log, "1min")
+    assert series.attrs["missing_intervals"] < 0.01 * series.sizes["time"]
+    assert float(series.qps.mean()) == pytest.approx(0.003, rel=0.1)
+    assert "are idle, not holes" in series.attrs["notes"]
+    strict = forecast.resample(log, "1min", gap=None)  # every empty interval a real zero
+    assert strict.attrs["missing_intervals"] <= 2  # the edges

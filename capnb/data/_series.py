@@ -268,6 +268,18 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
     longest = int((idle_stops - idle_starts).max(initial=0)) * step
     if gap is not None:
         gap_ns = interval_ns(gap, "gap", low_s=1)
+        # an empty stretch is a hole only where the log's mean rate makes it improbable: at
+        # IDLE_MEDIAN_COUNT expected requests a Poisson stretch is empty with probability 0.1 %
+        from ._rates import IDLE_MEDIAN_COUNT
+
+        expected_ns = IDLE_MEDIAN_COUNT * span / max(ns.size - 1, 1)
+        if expected_ns > gap_ns:
+            notes.append(
+                f"empty runs shorter than {duration_text(expected_ns)} are idle, not holes: at "
+                f"this log's mean of {(ns.size - 1) / span * NS:.3g} requests/s one that long "
+                f"is empty with probability 0.1 % (gap={duration_text(gap_ns)} is shorter)"
+            )
+            gap_ns = int(expected_ns)
         long = idle_stops - idle_starts >= -(-gap_ns // step)
         holes = _mark(n_bins, idle_starts[long], idle_stops[long])
         if holes.any():
