@@ -179,9 +179,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``capnb`` command."""
+    args = _parser().parse_args(argv)
+    # a warning reads as one line of the command's output, not Python's source line
+    formatting, warnings.formatwarning = warnings.formatwarning, _one_line
+    try:
+        return _run(args)
+    finally:
+        warnings.formatwarning = formatting
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    return f"capnb: {category.__name__}: {message}\n"
+
+
+def _run(args: argparse.Namespace) -> int:
     from .errors import CapnbError
 
-    args = _parser().parse_args(argv)
     try:
         return args.run(args)
     except CapnbError as error:  # capnb's own errors name the field, file or row

@@ -57,3 +57,15 @@ def test_the_trace_loaders_options_are_flags_of_plan():
                     "time_column": "Timestamp", "start": "2024-05-01 00:00"}  # fmt: skip
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--time-unit", "minutes"])
+
+
+def test_warnings_print_as_one_line_of_the_commands_output():
+    import warnings
+
+    from capnb import cli
+    from capnb.data import TraceWarning
+
+    with warnings.catch_warnings():
+        warnings.formatwarning = cli._one_line
+        text = warnings.formatwarning("rows sorted", TraceWarning, "/x/_traces.py", 12)
+    assert text == "capnb: TraceWarning: rows sorted\n"

@@ -645,3 +645,24 @@ def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
     assert dated["slots"] == "hour_of_day" and dated["notes"] == []
     assert str(dated["series"].time.values[0]).startswith("2024-05-13")
     assert float(kind["series"].qps.mean()) == pytest.approx(1 / 60, rel=0.01)  # one per row
+
+
+def test_a_trace_across_a_daylight_saving_change_counts_each_hour_once(tmp_path):
+    # flat 2 requests/s over New York's fall-back: on the local wall clock 01:00-02:00 would hold
+    # two hours of requests; on the zone's standard time every hour holds one
+    import pandas as pd
+
+    from capnb import forecast
+
+    rng = np.random.default_rng(9)
+    seconds = np.sort(rng.uniform(0, 3 * 86400, rng.poisson(2 * 3 * 86400)))
+    start = pd.Timestamp("2024-11-02 00:00", tz="America/New_York").tz_convert("UTC")
+    times = (start + pd.to_timedelta(np.round(seconds * 1e6).astype(np.int64), unit="us"))
+    path = tmp_path / "dst.parquet"
+    pd.DataFrame({"timestamp": times.tz_convert("America/New_York"), "prompt_tokens": 100,
+                  "output_tokens": 10}).to_parquet(path)  # fmt: skip
+    with pytest.warns(data.TraceWarning, match="daylight-saving change of America/New_York"):
+        trace = data.load_trace(path)
+    assert trace.attrs["timezone"] == "America/New_York standard time (UTC-05:00 all year)"
+    hourly = forecast.resample(trace, "1h").qps.values[1:-1]
+    assert hourly.max() < 2.3 and hourly.min() > 1.7  # no hour holds two

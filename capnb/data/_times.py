@@ -113,6 +113,35 @@ def utc_to_clock(
     return utc_ns + np.int64(offset_minutes) * 60_000_000_000
 
 
+def on_zone(utc_ns: np.ndarray, zone: str) -> tuple[np.ndarray, str]:
+    """UTC instants (int64 ns) -> naive ns on a named zone's clock, and that clock's label.
+
+    A trace that crosses a daylight-saving change has no single wall clock to count hours on:
+    when the clocks go back, one local hour holds two hours of requests (a slot's rate doubles);
+    when they go forward, an hour is missing. Such a trace is put on the zone's standard time
+    all year (a fixed offset, the label says which), so every slot holds one real hour; a
+    :class:`TraceWarning` says so.
+    """
+    local = utc_to_clock(utc_ns, zone, None)
+    offsets = np.unique(local - utc_ns) if utc_ns.size else np.zeros(0, np.int64)
+    if offsets.size <= 1:
+        return local, zone
+    import datetime
+
+    first = datetime.datetime.fromtimestamp(int(utc_ns[0]) // 1_000_000_000, datetime.UTC)
+    here = first.astimezone(zoneinfo.ZoneInfo(zone))
+    standard = int((here.utcoffset() - (here.dst() or datetime.timedelta(0))).total_seconds() // 60)
+    label = f"{zone} standard time ({offset_name(standard)} all year)"
+    warnings.warn(
+        f"the trace crosses a daylight-saving change of {zone}: its hours are counted on {label}, "
+        "so that no local hour holds two hours of requests or none (pass timezone='UTC' or a "
+        "fixed offset to choose another clock)",
+        TraceWarning,
+        stacklevel=3,
+    )
+    return utc_to_clock(utc_ns, None, standard), label
+
+
 def epoch_ns(values: np.ndarray, per_unit: int) -> np.ndarray:
     """Numeric times in a unit -> int64 ns (integers stay exact; floats round to the nearest ns)."""
     if values.dtype.kind in "iu":
@@ -191,7 +220,8 @@ def parse_strings(
     if not aware:
         return ns, timezone or "unknown", False
     if timezone is not None:
-        return utc_to_clock(ns, timezone, None), timezone, True
+        local, label = on_zone(ns, timezone)
+        return local, label, True
     offsets = pc.extract_regex(strings, r"(?P<zone>Z|[+-]\d\d:?\d\d)$")
     zones = offsets.field("zone").to_numpy(zero_copy_only=False)
     minutes = np.array([_zone_minutes(z) for z in np.unique(zones)])
@@ -256,8 +286,8 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         if timezone is None and offset is not None:
             clock = Clock(offset_name(offset), True, "")
             return utc_to_clock(ns, None, offset), clock
-        zone = timezone or kind.tz
-        return utc_to_clock(ns, zone, None), Clock(zone, True, "")
+        local, label = on_zone(ns, timezone or kind.tz)
+        return local, Clock(label, True, "")
     if pat.is_string(kind) or pat.is_large_string(kind):
         ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
         return ns, Clock(label, True, "")
@@ -279,7 +309,8 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             clock = Clock(timezone or "unknown", known, origin_text(start), known or midnight)
             return ns + origin, clock
         if timezone is not None:  # epoch numbers are UTC instants: move them onto that clock
-            return utc_to_clock(ns, timezone, None), Clock(timezone, True, "")
+            local, label = on_zone(ns, timezone)
+            return local, Clock(label, True, "")
         return ns, Clock("UTC", True, "")
     raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
 
