@@ -13,6 +13,7 @@ from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
+from ._times import IDLE_MEDIAN_COUNT
 from ._traces import (
     _BUNDLED_SERIES,
     _BUNDLED_TRACES,
@@ -25,11 +26,7 @@ from ._traces import (
     list_rate_series,
 )
 
-__all__ = ["IDLE_MEDIAN_COUNT", "load_rate_series"]
-
-#: The median requests per non-empty window at which a window of 0 is taken for missing data: a
-#: Poisson window with this mean is empty with probability exp(-6.91) = 0.1 %.
-IDLE_MEDIAN_COUNT = 6.91
+__all__ = ["load_rate_series"]
 
 
 # -- rate series -------------------------------------------------------------------------------

@@ -19,6 +19,10 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 
+#: The requests expected in a window (or an empty stretch of a log) at which finding none is taken
+#: for missing data: a Poisson count with this mean is 0 with probability exp(-6.91) = 0.1 %.
+IDLE_MEDIAN_COUNT = 6.91
+
 
 class TraceWarning(UserWarning):
     """A trace loaded, but something in it was repaired (sorted, merged) and is reported."""
