@@ -659,7 +659,7 @@ def test_a_trace_across_a_daylight_saving_change_counts_each_hour_once(tmp_path)
     rng = np.random.default_rng(9)
     seconds = np.sort(rng.uniform(0, 3 * 86400, rng.poisson(2 * 3 * 86400)))
     start = pd.Timestamp("2024-11-02 00:00", tz="America/New_York").tz_convert("UTC")
-    times = (start + pd.to_timedelta(np.round(seconds * 1e6).astype(np.int64), unit="us"))
+    times = start + pd.to_timedelta(np.round(seconds * 1e6).astype(np.int64), unit="us")
     path = tmp_path / "dst.parquet"
     pd.DataFrame({"timestamp": times.tz_convert("America/New_York"), "prompt_tokens": 100,
                   "output_tokens": 10}).to_parquet(path)  # fmt: skip
