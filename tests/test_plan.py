@@ -75,7 +75,10 @@ def test_instances_are_the_fixed_part_plus_the_burst_buffer(small):
     np.testing.assert_array_equal(
         chosen.capacity_instances.values, np.ceil(target / q - 1e-12) + buffer
     )
-    assert f"elastic buffer: {buffer} instances" in plan.attrs["recommendation"]
+    assert (
+        f"elastic buffer: {buffer:,} instance{'' if buffer == 1 else 's'}"
+        in plan.attrs["recommendation"]
+    )
 
 
 def test_recommended_policy_and_its_monthly_figures(small):
