@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import _words, glossary
 from ..errors import InputError
 from ._demand import demand_values
 
@@ -251,28 +251,24 @@ def _policy_of(cell: xr.Dataset, result: xr.Dataset) -> str:
     return str(cell.policy.item()) if "policy" in cell.coords else str(result.attrs["policy"])
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
 def _run_words(cell: xr.Dataset, policy: str) -> str:
     floor, threshold = int(cell.min_instances), float(cell.scale_up_threshold)
     words = {
         "article": f"the article's threshold policy (scale up above {threshold:g})",
         "hpa": f"Kubernetes HPA (target utilisation {threshold:g})",
         "knative": f"Knative KPA (target utilisation {threshold:g})",
-        "fixed": f"a fixed fleet of {_count(floor, 'instance')}",
-        "fixed_elastic": f"{_count(floor, 'fixed instance')} with the article's rule above "
+        "fixed": f"a fixed fleet of {_words.count(floor, 'instance')}",
+        "fixed_elastic": f"{_words.count(floor, 'fixed instance')} with the article's rule above "
         f"(scale up above {threshold:g}, no cold-start veto)",
         "predictive": f"the predictive policy (the forecast one cold start ahead, target "
         f"utilisation {threshold:g}, corrected when load exceeds it)",
     }[policy]
     if policy in ("article", "hpa", "knative", "predictive") and floor > 1:
-        words += f", never below {_count(floor, 'instance')}"
+        words += f", never below {_words.count(floor, 'instance')}"
     if policy != "fixed":
         words += f", scale-down delay {_minutes(float(cell.cooldown_s))}"
     spares = int(cell.buffer_instances)
-    return words + (f", {_count(spares, 'warm spare')}" if spares else "")
+    return words + (f", {_words.count(spares, 'warm spare')}" if spares else "")
 
 
 def recommend(

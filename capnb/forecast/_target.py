@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .. import _words
 from ..data._series import NS, Slots, checked_series, duration_text
 from ..errors import InputError
 from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
@@ -237,7 +238,7 @@ def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
 
 
 def _rate(value: float) -> str:
-    return f"{value:,.0f} requests/s" if value >= 100 else f"{value:,.3g} requests/s"
+    return f"{_words.rate(value)} requests/s"
 
 
 def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:

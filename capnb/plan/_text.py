@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import glossary
+from .. import _words, glossary
 
 
 def _checks(cfg, fc, chosen, advice, demand, estimated) -> list[str]:
@@ -105,22 +105,12 @@ def _unpriced(plan) -> list[str]:
     ]
 
 
-def _rate(value: float) -> str:
-    """Requests/s in words, with the digits a small rate needs (0.19, not 0)."""
-    value = float(value)
-    return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
-
-
-def _count(n, noun: str) -> str:
-    return f"{int(n):,} {noun}" + ("" if int(n) == 1 else "s")
-
-
 def _span(low, high, unit: str) -> str:
     """``low-high unit`` (instances counted, rates with their digits); one value when equal."""
     if unit == "instance":
         low, high = int(low), int(high)
-        return _count(low, unit) if low == high else f"{low:,}-{high:,} {unit}s"
-    low, high = _rate(low), _rate(high)
+        return _words.count(low, unit) if low == high else f"{low:,}-{high:,} {unit}s"
+    low, high = _words.rate(low), _words.rate(high)
     return f"{low} {unit}" if low == high else f"{low}-{high} {unit}"
 
 
@@ -163,7 +153,7 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
         f"Fixed part: {_span(fixed.min(), fixed.max(), 'instance')} per "
         f"{fc.attrs.get('slots', 'slot')} slot for the P{100 * cfg.traffic_quantile:g} plan "
         f"({_span(float(target.min()), float(target.max()), 'requests/s')}); elastic buffer: "
-        f"{_count(buffer, 'instance')} for {_rate(buffer_qps)} requests/s of bursts."
+        f"{_words.count(buffer, 'instance')} for {_words.rate(buffer_qps)} requests/s of bursts."
     )
     lines.append(f"Run: {advice.text}")
     filled = plan.attrs.get("demand_filled_share", 0.0)
