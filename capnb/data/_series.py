@@ -14,6 +14,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ._times import IDLE_MEDIAN_COUNT
 
 __all__ = [
     "Slots",
@@ -270,8 +271,6 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
         gap_ns = interval_ns(gap, "gap", low_s=1)
         # an empty stretch is a hole only where the log's mean rate makes it improbable: at
         # IDLE_MEDIAN_COUNT expected requests a Poisson stretch is empty with probability 0.1 %
-        from ._times import IDLE_MEDIAN_COUNT
-
         expected_ns = IDLE_MEDIAN_COUNT * span / max(ns.size - 1, 1)
         if expected_ns > gap_ns:
             notes.append(

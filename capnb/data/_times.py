@@ -127,8 +127,8 @@ def on_zone(utc_ns: np.ndarray, zone: str) -> tuple[np.ndarray, str]:
     :class:`TraceWarning` says so.
     """
     local = utc_to_clock(utc_ns, zone, None)
-    offsets = np.unique(local - utc_ns) if utc_ns.size else np.zeros(0, np.int64)
-    if offsets.size <= 1:
+    offsets = local - utc_ns
+    if not offsets.size or offsets.min() == offsets.max():  # one offset throughout
         return local, zone
     import datetime
 

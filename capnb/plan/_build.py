@@ -250,6 +250,7 @@ def _build_on(cfg: PlanConfig, source):
         cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
         seq_len, ahead,
     )  # fmt: skip
+    plan.attrs["unshardable"] = "; ".join(unshardable.values())  # degrees left out, and why
     if best is not None and cfg.latency in ("model", "engine"):  # ranked by a model: how sure?
         from ._closecall import close_call
 
@@ -388,7 +389,6 @@ def _assemble(
         # a measured curve's corrections and derivations (envelope raises, placements, derived
         # means), one per line: the reader of the plan sees what was done to the measurements
         latency_notes=str(cap.attrs.get("notes", "")),
-        unshardable="; ".join(_unshardable(cfg).values()),  # degrees left out, and why
         workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
         model=cfg.model,
