@@ -328,7 +328,9 @@ def _kernel_inputs(
     return values, config, kernels.Run.grid(*(k.values for k in knobs)), ahead
 
 
-def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options):
+def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options,
+           summary=None):
+    # summary: demand_summary(values, step) when the caller has it (a sweep: once, not per policy)
     return {
         "policy": policy,
         "step_s": step,
@@ -341,7 +343,7 @@ def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, 
         "usd_per_gpu_hour": "none" if price is None else price,
         "cooldown_meaning": COOLDOWN_MEANING[policy],
         **config_attrs(policy, options),
-        **demand_summary(values, step),
+        **(demand_summary(values, step) if summary is None else summary),
     }
 
 
@@ -595,6 +597,7 @@ def sweep(
         raise InputError(f"no policy in {policies} has option(s) {sorted(unknown)}")
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
     results = []
+    summary = None  # the demand's summary, the same for every policy
     for name in policies:
         mine = {k: v for k, v in options.items() if k in OPTIONS.get(name, {})}
         params = {
@@ -648,8 +651,9 @@ def sweep(
         result = result.assign_coords({k: grid[k] for k in grid})
         order = [d for d in grid if d in result.dims]
         result = result.transpose(*order)
+        summary = demand_summary(values, step) if summary is None else summary
         result.attrs = _attrs(
-            name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine
+            name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine, summary
         )
         result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
         results.append(result)
