@@ -328,9 +328,8 @@ def _kernel_inputs(
     return values, config, kernels.Run.grid(*(k.values for k in knobs)), ahead
 
 
-def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options,
-           summary=None):
-    # summary: demand_summary(values, step) when the caller has it (a sweep: once, not per policy)
+def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options):
+    # without the demand's summary (demand_summary), which a sweep makes once for every policy
     return {
         "policy": policy,
         "step_s": step,
@@ -343,7 +342,6 @@ def _attrs(policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, 
         "usd_per_gpu_hour": "none" if price is None else price,
         "cooldown_meaning": COOLDOWN_MEANING[policy],
         **config_attrs(policy, options),
-        **(demand_summary(values, step) if summary is None else summary),
     }
 
 
@@ -525,7 +523,7 @@ def simulate(
     )
     result.attrs = _attrs(
         policy, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, options
-    )
+    ) | demand_summary(values, step)
     result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
     result.attrs["title"] = f"capnb autoscaling timeline: {policy}"
     return result
@@ -652,8 +650,9 @@ def sweep(
         order = [d for d in grid if d in result.dims]
         result = result.transpose(*order)
         summary = demand_summary(values, step) if summary is None else summary
-        result.attrs = _attrs(
-            name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine, summary
+        result.attrs = (
+            _attrs(name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine)
+            | summary
         )
         result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
         results.append(result)
