@@ -147,6 +147,11 @@ VARIABLES: dict[str, Term] = _table(
     ("runner_up_tensor_parallel", "GPUs", "tensor-parallel degree of the second-cheapest plan"),
     ("runner_up_usd_per_hour", "USD/hour", "cost per hour of the second-cheapest plan"),
     ("cost_gap", "USD/hour", "runner-up cost minus cheapest cost"),
+    (
+        "unpriced_options",
+        "1",
+        "options (TP x GPU) that meet the SLA but have no price, so are not ranked",
+    ),
     # forecast
     ("qps", "requests/s", "request rate"),
     ("target_qps", "requests/s", "request rate a plan must serve"),

@@ -210,18 +210,32 @@ def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
 
 
 def test_an_option_that_meets_the_sla_without_a_price_is_named_not_dropped():
+    # the capacity step names them (cheapest); the plan's text only reads the name
+    from capnb import capacity
     from capnb.plan._text import _unpriced
 
-    plan = xr.Dataset(
+    cap = xr.Dataset(
         {
-            "capacity_binding": (("gpu", "tensor_parallel"), [["latency", "memory"],
-                                                               ["latency", "infeasible_latency"]]),
-            "capacity_usd_per_hour": (("gpu", "tensor_parallel", "slot"),
-                                      [[[1.0, 1.0], [2.0, 2.0]], [[np.nan] * 2, [np.nan] * 2]]),
+            "binding": (("gpu", "tensor_parallel"), [["latency", "memory"],
+                                                      ["latency", "infeasible_latency"]]),
+            "usd_per_hour": (("gpu", "tensor_parallel", "slot"),
+                             [[[1.0, 1.0], [2.0, 2.0]], [[np.nan] * 2, [np.nan] * 2]]),
         },
         coords={"gpu": ["L40S", "MI250X"], "tensor_parallel": [1, 2], "slot": [0, 1]},
     )  # fmt: skip
-    assert _unpriced(plan) == ["1 x MI250X"]  # TP 2 does not meet the SLA: nothing to rank
+    best = capacity.cheapest(cap, over="slot")
+    # TP 2 on MI250X does not meet the SLA: nothing to rank, so not named
+    assert str(best.unpriced_options.item()) == "1 x MI250X" and int(best.feasible_options) == 2
+    assert best.unpriced_options.attrs["units"] == "1"
+    plan = best.rename({name: f"choice_{name}" for name in best.data_vars})
+    assert _unpriced(plan) == ["1 x MI250X"]
+    # priced everywhere: none named; an option infeasible in one slot is not named either
+    cap["usd_per_hour"] = cap.usd_per_hour.fillna(3.0)
+    assert str(capacity.cheapest(cap, over="slot").unpriced_options.item()) == ""
+    cap["binding"] = cap.binding.expand_dims(slot=[0, 1]).copy()
+    cap["binding"][1, 1, 0] = "infeasible_memory"
+    cap["usd_per_hour"][1, 0, :] = np.nan
+    assert str(capacity.cheapest(cap, over="slot").unpriced_options.item()) == ""
 
 
 def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp_path):

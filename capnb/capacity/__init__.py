@@ -40,11 +40,12 @@ from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import sweep_engine
 from ._mix import mix
 from ._prefix import prefix_trade
-from ._safe import BINDING, fleet, instances, plan, safe_concurrency
+from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
 
 __all__ = [
     "BINDING",
+    "FEASIBLE",
     "POOLS",
     "applicability",
     "cheapest",

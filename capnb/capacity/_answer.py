@@ -294,7 +294,7 @@ def applicability(result: xr.Dataset, **selection: object) -> str:
     """
     cell = _cell(result, selection)
     binding = str(cell.binding.values)
-    if binding not in ("latency", "memory", "measured_range"):
+    if binding not in capacity.FEASIBLE:
         return "The SLA cannot be met here, so the question of how to plan under it does not arise."
     if binding == "memory":
         return (

@@ -71,7 +71,7 @@ def prefix_trade(
     """
     from .. import data, latency, memory
     from ._engine_sweep import engine_curve
-    from ._safe import safe_concurrency
+    from ._safe import FEASIBLE, safe_concurrency
 
     if not (isinstance(sla_s, int | float) and math.isfinite(sla_s) and sla_s > 0):
         raise InputError(f"sla_s must be a number of seconds > 0, got {sla_s!r}")
@@ -111,7 +111,7 @@ def prefix_trade(
         found = safe_concurrency(curve, sla_s, metric=metric, quantile=quantile,
                                  memory_limit=fits)  # fmt: skip
         binding[i] = str(found.binding.item())
-        if binding[i] in ("latency", "memory", "measured_range"):
+        if binding[i] in FEASIBLE:
             safe[i] = int(found.safe_concurrency.item())
             qps[i] = float(found.per_instance_qps.item())
     out = xr.Dataset(

@@ -14,7 +14,9 @@ from ..kernels import capacity as kernels
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
 BINDING = kernels.BINDING
-_FEASIBLE = ("latency", "memory", "measured_range")
+#: The ``binding`` values of an option that meets the SLA (a safe concurrency of at least 1); the
+#: others say why it cannot. The one place this is decided: the plan, charts and text ask here.
+FEASIBLE = BINDING[:3]
 _NO_MEMORY_LIMIT = np.iinfo(np.int64).max
 _LEAD = ("model", "gpu", "tensor_parallel", "seq_len")
 
@@ -270,7 +272,7 @@ def safe_concurrency(
     if int(curve.concurrency[0]) == 1:
         single = 1.0 / flat.mean_latency.isel(concurrency=0, drop=True)
         # from the codes: comparing the label strings cost more than the search itself
-        feasible = code.isin([BINDING.index(b) for b in _FEASIBLE])
+        feasible = code.isin([BINDING.index(b) for b in FEASIBLE])
         naive = (result.safe_concurrency * single).where(feasible)
         result["naive_qps"] = naive.assign_attrs(glossary.attrs("naive_qps"))
         result["overstatement"] = (naive / result.per_instance_qps).assign_attrs(

@@ -265,7 +265,10 @@ def cheapest(
     xarray.Dataset
         ``cheapest_<dim>`` and ``runner_up_<dim>`` for each option dim ("" or 0 where none is
         feasible), ``cheapest_usd_per_hour``, ``runner_up_usd_per_hour``, ``cost_gap`` and
-        ``feasible_options``, over every other dim of ``result[variable]`` (less ``over``).
+        ``feasible_options``, over every other dim of ``result[variable]`` (less ``over``); and,
+        when the result has ``binding``, ``unpriced_options``: the options that meet the SLA but
+        have no cost (no price for their GPU), which the ranking cannot place ("2 x MI250X, ...";
+        "" when none).
     """
     if variable not in result:
         raise InputError(f"cheapest: the result has no {variable!r} (give a target_qps)")
@@ -299,9 +302,38 @@ def cheapest(
     out["runner_up_usd_per_hour"] = second_value
     out["cost_gap"] = second_value - first_value
     out["feasible_options"] = stacked.notnull().sum("option")
+    if "binding" in result and set(options) <= set(result.binding.dims):
+        out["unpriced_options"] = _unpriced(result.binding, cost, options, over)
     out = xr.Dataset(out)
     for name in out.data_vars:
         out[name].attrs = glossary.attrs(name)
     if over:
         out.attrs["averaged_over"] = ", ".join(over)
     return out
+
+
+def _unpriced(binding: xr.DataArray, cost: xr.DataArray, options: list, over: list) -> xr.DataArray:
+    """Per remaining cell, the options that meet the SLA (in every cell of ``over``) with no cost.
+
+    ``cost`` is already averaged over ``over``; named ``TP x GPU`` for (gpu, tensor_parallel)
+    options, ``dim=value`` joined by " x " for others.
+    """
+    meets = binding.isin(capacity.FEASIBLE)
+    meets = meets.all([d for d in over if d in meets.dims])
+    left = (meets & cost.isnull()).reset_coords(drop=True).compute().stack(option=options)
+    if set(options) == {"gpu", "tensor_parallel"}:
+        order = [options.index("tensor_parallel"), options.index("gpu")]
+        labels = [f"{o[order[0]]} x {o[order[1]]}" for o in left.option.values]
+    else:
+        labels = [
+            " x ".join(f"{d}={v}" for d, v in zip(options, np.atleast_1d(o), strict=True))
+            for o in left.option.values
+        ]
+
+    def names(mask: np.ndarray) -> str:
+        return ", ".join(label for label, m in zip(labels, mask, strict=True) if m)
+
+    named = np.vectorize(names, signature="(n)->()", otypes=[object])
+    rest = [d for d in left.dims if d != "option"]
+    values = named(left.transpose(*rest, "option").values).astype(str)
+    return xr.DataArray(values, dims=rest, coords={d: left[d] for d in rest if d in left.coords})

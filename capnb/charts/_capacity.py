@@ -155,8 +155,10 @@ def _sla_slider_layers(sla_table, sla) -> list:
         value=start,
         bind=alt.binding_range(min=float(grid[0]), max=float(grid[-1]), step=step, name="SLA (s) "),
     )
+    from ..capacity import FEASIBLE
+
     frame["label"] = [
-        f"safe {s:,} ({b})" if b in ("latency", "memory", "measured_range") else f"infeasible ({b})"
+        f"safe {s:,} ({b})" if b in FEASIBLE else f"infeasible ({b})"
         for s, b in zip(frame.safe, frame.binding, strict=True)
     ]
     chosen = (
@@ -239,7 +241,9 @@ def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.L
     layers = [lines]
     if plan is not None:
         point = plan.squeeze(drop=True)
-        if str(point.binding.values) in ("latency", "memory", "measured_range"):
+        from ..capacity import FEASIBLE
+
+        if str(point.binding.values) in FEASIBLE:
             marks = pd.DataFrame(
                 {
                     "concurrency": [float(point.operating_concurrency)],

@@ -236,7 +236,7 @@ def _build_on(cfg: PlanConfig, source):
         chosen = cap
         gpu = str(cap.attrs.get("gpu", chosen.coords.get("gpu", "unknown")))
         tp = int(chosen.coords["tensor_parallel"]) if "tensor_parallel" in chosen.coords else 1
-    if str(chosen.binding.values) not in ("latency", "memory", "measured_range"):
+    if str(chosen.binding.values) not in capacity.FEASIBLE:
         # why a curve meets no SLA does not depend on the traffic: one cell of the target says it
         one = chosen.isel({dim: 0 for dim in chosen.dims})
         raise PlanError(f"infeasible: {capacity.describe(one)}")

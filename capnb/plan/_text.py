@@ -88,21 +88,11 @@ def _choice_words(plan) -> str:
 
 
 def _unpriced(plan) -> list[str]:
-    """Options (``TP x GPU``) that meet the SLA but have no price, so the ranking leaves them out."""
-    if "capacity_binding" not in plan or "capacity_usd_per_hour" not in plan:
+    """Options (``TP x GPU``) that meet the SLA but have no price: the capacity step names them."""
+    if "choice_unpriced_options" not in plan:
         return []
-    binding, cost = plan.capacity_binding, plan.capacity_usd_per_hour
-    if set(binding.dims) != {"gpu", "tensor_parallel"}:
-        return []
-    meets = binding.isin(["latency", "memory", "measured_range"])
-    priced = cost.notnull().all([d for d in cost.dims if d not in binding.dims])
-    left = meets & ~priced
-    return [
-        f"{int(tp)} x {gpu}"
-        for gpu in left.gpu.values
-        for tp in left.tensor_parallel.values
-        if bool(left.sel(gpu=gpu, tensor_parallel=tp))
-    ]
+    names = str(plan.choice_unpriced_options.item())
+    return names.split(", ") if names else []
 
 
 def _span(low, high, unit: str) -> str:
