@@ -28,7 +28,7 @@ def _by_hand(gpu, group, model="analytic"):
 
 
 def test_held_out_error_is_the_median_of_the_stored_figures_of_that_gpu():
-    for gpu, metric, group in (("A100-80GB", "tpot", "ITL/TPOT"), ("H200", "ttft", "TTFT")):
+    for gpu, metric, group in (("A100-80GB", "tpot", "ITL/TPOT"), ("H100-SXM", "ttft", "TTFT")):
         for model in ("analytic", "engine"):
             want, count = _by_hand(gpu, group, model)
             got = validate.held_out_error(gpu, metric, model=model)
@@ -37,9 +37,15 @@ def test_held_out_error_is_the_median_of_the_stored_figures_of_that_gpu():
 
 
 def test_an_unmeasured_gpu_gets_the_pooled_error_and_says_so():
-    got = validate.held_out_error("B200", "tpot")
+    got = validate.held_out_error("B200", "tpot", model="engine")
     assert not got["measured_on_gpu"]
-    assert got["figures"] > validate.held_out_error("A100-80GB", "tpot")["figures"]
+    assert got["figures"] > validate.held_out_error("A100-80GB", "tpot", model="engine")["figures"]
+    # H200 was measured, but only in request-rate runs and batches far larger than one prefill
+    # step, where the analytic model (a steady closed loop) is not scored: its error is pooled,
+    # and said so; the engine model (which simulates both) has H200's own
+    analytic = validate.held_out_error("H200", "tpot")
+    assert not analytic["measured_on_gpu"] and analytic["sources"] == ("lmdeploy-a100",)
+    assert validate.held_out_error("H200", "tpot", model="engine")["measured_on_gpu"]
     with pytest.raises(InputError, match="metric"):
         validate.held_out_error("B200", "latency")
     with pytest.raises(InputError, match="model"):
@@ -91,3 +97,27 @@ def test_a_gap_beyond_the_error_holds_and_prints_nothing_to_run():
     assert got["close_call"] == 0 and got["settle_commands"] == ""
     assert "the ranking holds" in got["latency_uncertainty"]
     assert got["cost_gap_share"] == pytest.approx(2.0 * error)
+
+
+def test_the_analytic_model_is_scored_only_where_a_measurement_is_its_closed_loop():
+    from capnb.data import load_measurements
+    from capnb.latency import _fit
+
+    pts, _ = _fit.points(load_measurements())
+    big_batch = next(p for p in pts if p.mode == "batch" and p.load >= 2000)
+    assert validate._analytic(big_batch) is None  # prefilled over many steps: not comparable
+    one = next(p for p in pts if p.mode == "batch" and p.load * p.input_tokens <= validate.STEP_TOKENS)
+    assert all(math.isfinite(v) for v in validate._analytic(one).values())
+    rate = next(p for p in pts if p.mode == "request_rate")
+    assert validate._analytic(rate) is None
+    # a closed loop above what the engine runs at once queues: only per-token figures are scored
+    loop = next(p for p in pts if p.mode == "concurrency")
+    running = validate._running(loop)
+    above = _fit.Point(loop.config, float(running * 4), dict(loop.figures))
+    figures = validate._analytic(above)
+    for (metric, _stat), value in figures.items():
+        assert math.isfinite(value) == (metric in ("itl", "tpot")), metric
+    at = _fit.Point(loop.config, float(running), dict(loop.figures))
+    for key in figures:
+        if key[0] in ("itl", "tpot"):  # read at the running batch, not at 4x it
+            assert figures[key] == validate._analytic(at)[key]

@@ -13,7 +13,9 @@ per-GPU error then cannot be measured). Errors are absolute relative errors ``|p
 measured - 1|`` of each figure at loads up to the measured knee; the knee error compares the load
 where the TTFT statistic reaches twice its floor, measured and predicted over the same loads. The
 analytic model (:func:`capnb.latency.analytic`, step-time calibration, no refit) is scored on the
-same figures where it applies (closed loop; a batch read as a concurrency).
+same figures where it applies: a closed loop, at the concurrency the engine runs (its running-request
+limit and KV cache; above it only ITL/TPOT, as requests queue), and a batch's TTFT when one step
+prefills the whole batch (a batch then decodes with no prefill beside it, unlike a closed loop).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from . import _fit, _fitted
 SECTION = "## Latency model: leave-one-dataset-out"
 GROUPS = {"ttft": "TTFT", "tpot": "ITL/TPOT", "itl": "ITL/TPOT", "e2e": "E2E"}
 REQUESTS = 2000
+#: Prompt tokens the engine prefills in one step (max_num_batched_tokens, as the engine model runs).
+STEP_TOKENS = 8192
 
 
 def data_hash() -> str:
@@ -54,10 +58,37 @@ def _fits(pts):
     return _fit.fit_all(pts)
 
 
+def _running(pt: _fit.Point) -> int:
+    """Requests the engine runs at once at a point: its running-request limit and its KV cache.
+
+    A batch of 6,000 requests (or a closed loop above the limit) is not 6,000 sequences decoding
+    together: the engine runs what its limit and KV cache hold and queues the rest, as the engine
+    model simulates (:func:`capnb.latency._fit.simulate_point`).
+    """
+    _, _, kv_tokens = _fit._vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    length = max(round(pt.input_tokens), 1) + max(round(pt.output_tokens), 1)
+    return max(1, min(_fit.engine_max_num_seqs(pt.engine, kv_tokens), kv_tokens // length))
+
+
 def _analytic(pt: _fit.Point):
-    """The analytic model's figures for a closed-loop or batch point (None where it does not apply)."""
+    """The analytic model's figures for a point, NaN where it does not apply (None: none apply).
+
+    The analytic model is a steady closed loop: ``C`` requests in flight, each finished one
+    replaced by a new one whose prefill shares the steps. It is scored where a measurement is that:
+    a closed loop, read at the concurrency the engine runs (:func:`_running`); above that,
+    requests queue, which it does not model, so only the per-token figures (ITL, TPOT), set by the
+    running batch, are scored. A batch submitted at once is prefilled first and then decodes with
+    no prefill beside it, so only its TTFT is scored, and only when one step prefills the whole
+    batch (:data:`STEP_TOKENS`; a larger batch's TTFT is mostly waiting for the others' prefill).
+    A request-rate run's concurrency is not known: nothing is scored.
+    """
     if pt.mode == "request_rate":
         return None
+    if pt.mode == "batch" and pt.load * max(round(pt.input_tokens), 1) > STEP_TOKENS:
+        return None
+    running = _running(pt)
+    queued = int(pt.load) > running
+    scored = {"ttft"} if pt.mode == "batch" else {"itl", "tpot"} if queued else None
     from . import _curves
 
     spec_name = _fit.MODEL_ALIASES.get(pt.model, pt.model)
@@ -66,16 +97,21 @@ def _analytic(pt: _fit.Point):
         output_tokens=[max(round(pt.output_tokens), 1)],
     )
     curve = _curves.analytic(
-        spec_name, pt.gpu, pt.tensor_parallel, workload=w, concurrency=[int(pt.load)],
+        spec_name, pt.gpu, pt.tensor_parallel, workload=w,
+        concurrency=[min(int(pt.load), running)],
         weight_dtype="fp8" if pt.dtype == "fp8" else None,
     )  # fmt: skip
     out = {}
     for metric, stat in pt.figures:
-        if stat == "mean":
-            value = curve.mean_latency.sel(metric=metric)
+        if scored is not None and metric not in scored:
+            out[(metric, stat)] = math.nan
+        elif stat == "mean":
+            out[(metric, stat)] = float(curve.mean_latency.sel(metric=metric).squeeze())
         else:
-            value = curve.latency.sel(metric=metric, latency_quantile=_fit._STAT_QUANTILE[stat])
-        out[(metric, stat)] = float(value.squeeze())
+            q = _fit._STAT_QUANTILE[stat]
+            out[(metric, stat)] = float(
+                curve.latency.sel(metric=metric, latency_quantile=q).squeeze()
+            )
     return out
 
 
@@ -241,7 +277,10 @@ def markdown(record: dict) -> str:
         "requests per point). Errors are |predicted / measured - 1| of every latency figure (mean "
         "or percentile) at loads up to the measured knee (the load where the source's TTFT "
         "statistic reaches twice its floor). The analytic model (step-time calibration) is scored "
-        "on the same figures where it applies (closed loop; a batch read as a concurrency).",
+        "on the same figures where it applies: a closed loop, at the concurrency the engine runs "
+        "(its running-request limit and KV cache; above it ITL/TPOT only, as requests queue), and "
+        "a batch's TTFT when one step prefills the whole batch (8,192 tokens; a batch then "
+        "decodes with no prefill beside it, unlike the analytic model's closed loop).",
         "",
         "| held-out source | metric | figures | engine median | engine P90 | analytic median | "
         "analytic P90 | knee error (median) | GPU not in training |",
@@ -348,8 +387,9 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
     Reads the leave-one-dataset-out record (``engine_calibration.json``): the median absolute
     relative error of ``model`` (``"analytic"`` or ``"engine"``) over every held-out figure of the
     metric's group (TTFT; ITL/TPOT; E2E) below the knee, on the sources that measured ``gpu``.
-    Where no source measured that GPU, the error pooled over every source stands in for it and
-    ``measured_on_gpu`` is False: the error of an unmeasured GPU cannot itself be measured.
+    Where no figure of that GPU scores the model (no source measured it, or not where the model
+    applies: the analytic model is not scored on request-rate runs or queued batches), the error
+    pooled over every source stands in for it and ``measured_on_gpu`` is False.
 
     Returns
     -------

@@ -78,7 +78,8 @@ def close_call(
         where = (
             f"{e['figures']} held-out figures of {', '.join(e['sources'])}"
             if e["measured_on_gpu"]
-            else f"no source measured {gpu}; pooled over {e['figures']} figures of every source"
+            else f"no held-out figure of {gpu} scores this model; pooled over the {e['figures']} "
+            f"that do, of {', '.join(e['sources'])}"
         )
         return f"{gpu} {e['median']:.0%} ({where})"
 
