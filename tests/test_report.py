@@ -248,6 +248,7 @@ def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_
         trace_kind="rates",
         start="2024-05-06 00:00",
         slots="hour_of_week",  # needs the weekday
+        demand_scale=1.5,  # growth: the worksheet scales the trace as the plan does
     )
     built = []
     build = planning.build
@@ -263,6 +264,7 @@ def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_
     (made,) = built
     assert (parameters["TRACE_KIND"], parameters["START"]) == ("rates", "2024-05-06 00:00")
     assert parameters["TRACE_OPTIONS"] == {}  # a bundled trace: the loader needs nothing said
+    assert parameters["DEMAND_SCALE"] == 1.5
     sheet = notebook.worksheet("01_forecasting", **parameters)
     assert sheet["slots"] == "hour_of_week" and sheet["notes"] == []
     target = sheet["target"]
