@@ -9,6 +9,7 @@ __all__ = [
     "CapnbError",
     "ConfigError",
     "InputError",
+    "NotPricedError",
     "UnknownNameError",
 ]
 
@@ -23,6 +24,20 @@ class InputError(CapnbError):
 
 class ConfigError(CapnbError):
     """A file or mapping (model config, benchmark file, trace) lacks a field or has a bad one."""
+
+
+class NotPricedError(InputError):
+    """No option can be bought: the prices list none of the GPUs that meet the SLA.
+
+    ``gpus`` names those GPUs (sorted), so that a caller can say what was not priced.
+    """
+
+    def __init__(self, gpus: Iterable[str]):
+        self.gpus = sorted(set(gpus))
+        super().__init__(
+            "infeasible: no pool has a price (the prices list none of "
+            f"{', '.join(self.gpus) or 'the pools'}; check prices' GPUs and pricing kinds)"
+        )
 
 
 class UnknownNameError(CapnbError, KeyError):

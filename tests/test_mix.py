@@ -190,6 +190,19 @@ def test_infeasible_limits_name_the_slot():
         )
 
 
+def test_the_gpus_no_price_covers_are_named_in_a_typed_error():
+    # the provider lists only B; A and C meet the SLA (C's throughput is 0: it does not, unnamed)
+    from capnb.errors import NotPricedError
+
+    with pytest.raises(NotPricedError, match="A, D") as caught:
+        capnb.capacity.mix(
+            _options(["A", "C", "D"], [1, 1, 2], [10.0, 0.0, 20.0]),
+            xr.DataArray([5.0], dims="slot"),
+            prices=_prices({"B": {"on_demand": 1.0}}),
+        )
+    assert caught.value.gpus == ["A", "D"] and isinstance(caught.value, InputError)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [

@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..errors import InputError
+from ..errors import InputError, NotPricedError
 
 __all__ = ["mix"]
 
@@ -126,6 +126,8 @@ def mix(
     InputError
         Bad arguments (named), or no fleet within the limits meets a slot's demand ("infeasible",
         naming the slot and what the limits allow).
+    NotPricedError
+        The prices list none of the options' GPUs (``error.gpus`` names them).
     """
     qps = _pools(options)
     if not isinstance(demand_qps, xr.DataArray) or demand_qps.dims != ("slot",):
@@ -160,6 +162,9 @@ def mix(
         "spot": _prices(prices, gpus, "spot" if spot_preemption is not None else None),
     }
     keep = 1.0 - float(spot_preemption or 0.0)
+    if not _buyable(price).any():  # the GPUs that meet the SLA, named for the caller
+        serves = np.isfinite(everything.values) & (everything.values > 0)
+        raise NotPricedError(str(x) for x in everything.gpu.values[serves])
     _check_reachable(demand, q, g, gpus, price, keep, limits, demand_qps.slot.values)
     problem = dict(q=q, g=g, gpus=gpus, price=price, keep=keep, limits=limits)
     if np.isfinite(price["reserved"]).any():
@@ -338,13 +343,14 @@ def _with_left_out(
     ).assign_attrs(result.attrs)
 
 
+def _buyable(price: dict) -> np.ndarray:
+    """Pools with at least one price (reserved, on demand or spot)."""
+    return ~(np.isnan(price["reserved"]) & np.isnan(price["on_demand"]) & np.isnan(price["spot"]))
+
+
 def _check_reachable(demand, q, g, gpus, price, keep, limits, slots) -> None:
     """Name the first slot no fleet within the limits can serve (a bound, before the solver)."""
-    buyable = ~(
-        np.isnan(price["reserved"]) & np.isnan(price["on_demand"]) & np.isnan(price["spot"])
-    )
-    if not buyable.any():
-        raise InputError("infeasible: no pool has a price (check prices' GPUs and pricing kinds)")
+    buyable = _buyable(price)
     rate = np.where(np.isnan(price["reserved"]) & np.isnan(price["on_demand"]), keep, 1.0)
     ceiling = 0.0
     for gpu in sorted(set(gpus)):

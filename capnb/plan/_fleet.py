@@ -44,30 +44,28 @@ def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, select
     step; ``selection``: the elasticity step's choice (its scale-down window is the pools').
     """
     from .. import capacity, data
+    from ..errors import NotPricedError
 
     if cfg.provider == "none":
         return None, None
     prices = data.gpu_prices(cfg.provider)
-    feasible = cap.per_instance_qps.where(cap.per_instance_qps > 0)
-    meets = [str(g) for g in cap.gpu.values if bool(feasible.sel(gpu=g).notnull().any())]
-    priced = [g for g in meets if g in prices.gpu.values
-              and bool(prices.usd_per_gpu_hour.sel(gpu=g).notnull().any())]  # fmt: skip
-    if not priced:
-        return (
-            f"Fleet at {cfg.provider}'s prices: not priced: {cfg.provider} lists no price for "
-            f"{', '.join(meets) or 'any GPU'} that meets the SLA, so no mix of GPU types is "
-            f'planned (set [fleet] provider to one that prices them, or "none").'
-        ), None
     options = xr.Dataset({"per_instance_qps": cap.per_instance_qps})
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
-    mixed = capacity.mix(
-        options,
-        target,
-        prices=prices,
-        reserved=None if cfg.reserved == "none" else cfg.reserved,
-        spot_preemption=None if cfg.spot_preemption == "none" else float(cfg.spot_preemption),
-        mip_gap=MIP_GAP,
-    )
+    try:
+        mixed = capacity.mix(
+            options,
+            target,
+            prices=prices,
+            reserved=None if cfg.reserved == "none" else cfg.reserved,
+            spot_preemption=None if cfg.spot_preemption == "none" else float(cfg.spot_preemption),
+            mip_gap=MIP_GAP,
+        )
+    except NotPricedError as error:  # the capacity step names the GPUs that meet the SLA
+        return (
+            f"Fleet at {cfg.provider}'s prices: not priced: {cfg.provider} lists no price for "
+            f"{', '.join(error.gpus) or 'any GPU'} that meets the SLA, so no mix of GPU types is "
+            f'planned (set [fleet] provider to one that prices them, or "none").'
+        ), None
     mixed.attrs["slots"] = cfg.slots
     return mixed, replay_mix(cfg, mixed, demand, fc, selection)
 
