@@ -106,7 +106,9 @@ def test_the_analytic_model_is_scored_only_where_a_measurement_is_its_closed_loo
     pts, _ = _fit.points(load_measurements())
     big_batch = next(p for p in pts if p.mode == "batch" and p.load >= 2000)
     assert validate._analytic(big_batch) is None  # prefilled over many steps: not comparable
-    one = next(p for p in pts if p.mode == "batch" and p.load * p.input_tokens <= validate.STEP_TOKENS)
+    one = next(
+        p for p in pts if p.mode == "batch" and p.load * p.input_tokens <= validate.STEP_TOKENS
+    )
     assert all(math.isfinite(v) for v in validate._analytic(one).values())
     rate = next(p for p in pts if p.mode == "request_rate")
     assert validate._analytic(rate) is None
