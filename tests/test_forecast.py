@@ -320,3 +320,25 @@ def test_a_quiet_logs_empty_stretches_are_idle_not_holes():
     assert "are idle, not holes" in series.attrs["notes"]
     strict = forecast.resample(log, "1min", gap=None)  # every empty interval a real zero
     assert strict.attrs["missing_intervals"] <= 2  # the edges
+
+
+def test_the_answer_names_the_clock_its_hours_are_on(tmp_path):
+    # a series at 5-min windows over 3 days, busiest at 06:00 UTC: the answer's hours say "UTC",
+    # and on Berlin's clock the same windows are two hours later (summer time, May)
+    times = pd.date_range("2024-05-06", periods=3 * 288, freq="5min", tz="UTC")
+    rates = 20 + 10 * np.sin(2 * np.pi * (np.arange(times.size) / 288 - 0.0))
+    path = tmp_path / "utc.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%dT%H:%M:%SZ"), "qps": rates}).to_csv(
+        path, index=False
+    )
+    utc = forecast.fit_baseline(forecast.resample(data.load_traffic(path), "10min"))
+    assert "(06:00-07:00 UTC)" in forecast.describe(utc)
+    berlin = data.load_traffic(path, timezone="Europe/Berlin")
+    assert "(08:00-09:00 Europe/Berlin)" in forecast.describe(
+        forecast.fit_baseline(forecast.resample(berlin, "10min"))
+    )
+    # a clock the trace does not say: the hours stand alone
+    unknown = forecast.fit_baseline(
+        forecast.resample(data.load_rate_series("servegen-m-small"), "10min")
+    )
+    assert " UTC" not in forecast.describe(unknown) and "unknown" not in forecast.describe(unknown)

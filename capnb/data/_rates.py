@@ -97,10 +97,14 @@ def load_rate_series(
         path = _series_path(name_or_path)
     if (rate_column is None) == (count_column is None):
         raise InputError(
-            "give exactly one of rate_column= (requests/s) or count_column= (requests)"
+            f"{path}: give exactly one of rate_column= (requests/s) or count_column= (requests) "
+            "(capnb.data.load_traffic finds the columns itself in a time,qps or time,requests file)"
         )
     if time_column is None:
-        raise InputError(f"{path}: name the column of window start times with time_column=")
+        raise InputError(
+            f"{path}: name the column of window start times with time_column= "
+            "(capnb.data.load_traffic finds it itself in a time,qps or time,requests file)"
+        )
     timezone = _times.resolve_timezone(timezone)
     table, where = _read_series_table(path, time_column, rate_column or count_column)
     relative = start is not None or text in _BUNDLED_SERIES

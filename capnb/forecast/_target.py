@@ -261,6 +261,13 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     if q not in result.traffic_quantile.values:
         raise InputError(f"quantile={q} is not among {result.traffic_quantile.values.tolist()}")
     kind, slot_s = result.attrs["slots"], result.attrs["slot_s"]
+    # the clock the hours are on, when the trace says it ("UTC", "Europe/Berlin standard time ...")
+    zone = str(result.attrs.get("timezone", "unknown"))
+    clock = "" if zone == "unknown" or kind == "custom" else f" {zone.split(' (')[0]}"
+
+    def when(slot: int) -> str:
+        return slot_label(slot, kind, slot_s) + clock
+
     plan = result.target_qps.sel(traffic_quantile=q)
     busiest, quietest = int(plan.argmax("slot")), int(plan.argmin("slot"))
     name = plan_name(q)
@@ -278,8 +285,8 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     if planned > 1:
         first = (
             f"Plan on the {name} per {per}: from {_rate(float(plan[quietest]))} "
-            f"({slot_label(quietest, kind, slot_s)}) to {_rate(float(plan[busiest]))} "
-            f"({slot_label(busiest, kind, slot_s)}); the busiest slot's mean is "
+            f"({when(quietest)}) to {_rate(float(plan[busiest]))} "
+            f"({when(busiest)}); the busiest slot's mean is "
             f"{float(result.peak_to_trough):.2f}x the quietest's."
         )
     elif plan.sizes["slot"] == 1:  # no cycle to describe: one rate at every time
@@ -287,7 +294,7 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     else:
         first = (
             f"Plan on the {name} per {per}: {_rate(float(plan[busiest]))} in "
-            f"{slot_label(busiest, kind, slot_s)}, the only one of {plan.sizes['slot']} slots with "
+            f"{when(busiest)}, the only one of {plan.sizes['slot']} slots with "
             "data."
         )
     text = [
