@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from capnb import data
+from capnb import data, memory
 from capnb import plan as planning
 from capnb.errors import ConfigError, InputError
 
@@ -176,23 +176,65 @@ def test_infeasible_sla_is_stated_never_a_fallback():
 def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():
     # the curve's floor is above the SLA at every slot's target: the curve's own sentence, no crash
     config = planning.PlanConfig(
-        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (1,)},
-        latency="dstack-vllm-mi300x-short", model="Llama-3.1-70B", sla_metric="ttft", sla_s=0.01,
+        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla_metric="ttft", sla_s=0.01,
     )  # fmt: skip
     with pytest.raises(planning.PlanError, match=r"infeasible: Infeasible: ttft P99 is already"):
         planning.build(config)
 
 
-def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate():
+def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate(tmp_path):
+    # traffic as short as the benchmark's (about 80 prompt and 60 output tokens), so that memory
+    # does not bind before the curve ends
+    times = [f"2023-11-16 18:{m:02d}:00" for m in range(60)]
+    (tmp_path / "short.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+        f"{t},80,60\n" for t in times))  # fmt: skip
     config = planning.PlanConfig(
-        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (1,)},
-        latency="dstack-vllm-mi300x-short", model="Llama-3.1-70B", sla_metric="ttft", sla_s=600.0,
+        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla_metric="ttft", sla_s=600.0,
+        workload=str(tmp_path / "short.csv"),
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)  # its cold start: not tested here
         plan = planning.build(config)
     assert "(binding: measured_range" in plan.attrs["recommendation"]
     assert "capnb does not extrapolate past what was measured" in plan.attrs["recommendation"]
+    assert "on 8 x MI300X per instance" in plan.attrs["recommendation"]
+    assert int(plan.attrs["tensor_parallel"]) == 8
+    # the workload's lengths are close to the benchmark's: nothing to say about them
+    assert "the benchmark measured" not in plan.attrs["latency_notes"]
+
+
+def test_a_bundled_measured_curve_is_planned_only_on_its_own_configuration():
+    # dstack measured Llama-3.1-405B on 8 x MI300X: a plan of another model or TP on it mixed the
+    # curve's latency and GPUs with the config's model and degree
+    for changes in ({"model": "Llama-3.1-70B"}, {"tensor_parallel": (1,)}, {"gpus": ("H100-SXM",)}):
+        config = planning.PlanConfig(**{
+            **SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,), "model": "Llama-3.1-405B",
+            "latency": "dstack-vllm-mi300x-short", **changes})  # fmt: skip
+        with pytest.raises(
+            (planning.PlanError, InputError), match="measured on Llama-3.1-405B at 8 x MI300X"
+        ):
+            planning.build(config)
+
+
+def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
+    # the same curve under the default workload (1,214 + 211 tokens a request against the
+    # benchmark's 81 + 63): memory binds at the workload's lengths, and the plan says the curve's
+    config = planning.PlanConfig(
+        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla_metric="ttft", sla_s=600.0,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(config)
+    seq_len = int(plan.attrs["seq_len"])
+    assert "(binding: memory" in plan.attrs["recommendation"]
+    assert f"memory is checked at the workload's {seq_len:,} tokens" in plan.attrs["latency_notes"]
+    assert "the benchmark measured 81 prompt and 63 output tokens" in plan.attrs["latency_notes"]
+    held = memory.max_concurrency(model="Llama-3.1-405B", gpu="MI300X", tensor_parallel=8,
+                                  seq_len=seq_len, accounting=config.accounting)  # fmt: skip
+    assert int(plan.capacity_safe_concurrency.max()) == int(held.max_concurrency.item())
     # MI300X has no GPU-to-GPU link figure in the catalog: the serving comparison says so and the
     # plan stands
     assert "not compared: MI300X has no GPU-to-GPU link bandwidth" in plan.attrs["serving"]

@@ -108,7 +108,7 @@ def _recorded_dtype(curve: xr.Dataset, name: str) -> str | None:
     return str(value)
 
 
-def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
+def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str, seq_len: int | None = None):
     """(DataArray or None, note) of the memory limit the search applies."""
     if memory_limit is None:
         return None, "memory not checked (memory_limit=None)"
@@ -152,9 +152,19 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
         scalar = [d for d in _LEAD if d not in curve.latency.dims]
         note = f"memory: {accounting} accounting at seq_len per cell{dtypes}"
         return limit.squeeze(scalar, drop=True), note
-    if "prompt_tokens" not in curve.attrs or "output_tokens" not in curve.attrs:
+    if seq_len is not None:
+        seq_len = _validate.positive_int(seq_len, "seq_len")
+        measured = curve.attrs.get("prompt_tokens", math.nan) + curve.attrs.get("output_tokens", 0)
+        where = (
+            f"the traffic's, given; the curve was measured at {measured:,.0f}"
+            if math.isfinite(measured)
+            else "the traffic's, given; the curve records no lengths"
+        )
+    elif "prompt_tokens" not in curve.attrs or "output_tokens" not in curve.attrs:
         return None, "memory not checked: the curve records no workload (prompt/output tokens)"
-    seq_len = math.ceil(curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"])
+    else:
+        seq_len = math.ceil(curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"])
+        where = "the curve's mean prompt + output"
     limit = memory.max_concurrency(
         model=str(model),
         gpu=str(gpu),
@@ -164,9 +174,9 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str):
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
     ).max_concurrency.squeeze(drop=True)
-    return limit, (
-        f"memory: {accounting} accounting at {seq_len:,} tokens per sequence (the curve's mean "
-        f"prompt + output){dtypes}"
+    return (
+        limit,
+        f"memory: {accounting} accounting at {seq_len:,} tokens per sequence ({where}){dtypes}",
     )
 
 
@@ -198,6 +208,7 @@ def safe_concurrency(
     quantile: float = 0.99,
     memory_limit="auto",
     accounting: str = "article",
+    seq_len: int | None = None,
 ) -> xr.Dataset:
     """The largest concurrency under the SLA (and in memory), and the best throughput under it.
 
@@ -217,6 +228,10 @@ def safe_concurrency(
         an integer or a DataArray (requests); or None (not checked; said in ``attrs``).
     accounting
         Memory accounting for ``"auto"`` (see :func:`capnb.memory.accounting`).
+    seq_len
+        Tokens per sequence the ``"auto"`` memory check holds for a measured curve, when the
+        traffic served is not the benchmark's (default: the curve's mean prompt + output). The
+        latency stays the curve's, measured at its own lengths; the note says both.
 
     Returns
     -------
@@ -241,7 +256,7 @@ def safe_concurrency(
     flat = _latency.envelope(
         xr.Dataset({"latency": selected, "mean_latency": mean}).assign_attrs(notes="")
     )
-    limit, memory_note = _memory_limit(curve, memory_limit, accounting)
+    limit, memory_note = _memory_limit(curve, memory_limit, accounting, seq_len)
     limit_da = xr.DataArray(np.int64(_NO_MEMORY_LIMIT)) if limit is None else limit
     safe, code, qps, operating, at_safe = xr.apply_ufunc(
         kernels.search,
@@ -502,12 +517,13 @@ def plan(
     accounting: str = "article",
     tensor_parallel: int | None = None,
     usd_per_gpu_hour=None,
+    seq_len: int | None = None,
 ) -> xr.Dataset:
     """Safe concurrency, per-instance throughput, instances, GPUs and cost for a target rate.
 
     Parameters
     ----------
-    curve, sla, metric, quantile, memory_limit, accounting
+    curve, sla, metric, quantile, memory_limit, accounting, seq_len
         As in :func:`safe_concurrency`.
     target_qps
         Requests/s to serve: a number or a DataArray over any dims (the forecast's ``target_qps``
@@ -544,6 +560,7 @@ def plan(
         quantile=quantile,
         memory_limit=memory_limit,
         accounting=accounting,
+        seq_len=seq_len,
     )
     target = _target(target_qps)
     result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))

@@ -235,7 +235,12 @@ def _build_on(cfg: PlanConfig, source):
     else:
         chosen = cap
         gpu = str(cap.attrs.get("gpu", chosen.coords.get("gpu", "unknown")))
-        tp = int(chosen.coords["tensor_parallel"]) if "tensor_parallel" in chosen.coords else 1
+        # a measured curve: the config names its one GPU and degree (checked against the curve's)
+        tp = (
+            int(chosen.coords["tensor_parallel"])
+            if "tensor_parallel" in chosen.coords
+            else int(cfg.tensor_parallel[0])
+        )
     if str(chosen.binding.values) not in capacity.FEASIBLE:
         # why a curve meets no SLA does not depend on the traffic: one cell of the target says it
         one = chosen.isel({dim: 0 for dim in chosen.dims})

@@ -135,6 +135,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         if cfg.latency in data.list_latency_curves():
             curve = data.load_latency_curve(cfg.latency)
             where = f"the bundled measured curve {cfg.latency}"
+            _same_configuration(cfg, curve)
         else:
             if len(cfg.gpus) != 1 or len(cfg.tensor_parallel) != 1:
                 raise InputError(
@@ -158,14 +159,63 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             metric=cfg.sla_metric,
             quantile=cfg.sla_quantile,
             accounting=cfg.accounting,
+            seq_len=seq_len,  # memory holds the plan's traffic, as the memory step checks it
         )
         result.attrs["latency_source"] = where
+        lengths = _lengths_note(curve, workload, workload_from, seq_len)
+        if lengths:
+            notes = str(result.attrs.get("notes", ""))
+            result.attrs["notes"] = f"{notes}\n{lengths}" if notes else lengths
     result.attrs["workload_trace"] = workload_from  # a bundled trace name or a file
     own = workload_from == cfg.trace
     result.attrs["workload_source"] = (
         f"the plan's own trace ({cfg.trace})" if own else workload_from
     )
     return result, workload, seq_len
+
+
+def _same_configuration(cfg: PlanConfig, curve) -> None:
+    """A measured curve holds for the model, GPU and TP it was measured on: the config must say them."""
+    from .. import data
+
+    measured = (
+        str(curve.attrs["model"]),
+        str(curve.attrs["gpu"]),
+        int(curve.attrs["tensor_parallel"]),
+    )
+    asked = (
+        data.load_model(cfg.model).name,
+        [data.resolve_gpu(g) for g in cfg.gpus],
+        list(cfg.tensor_parallel),
+    )
+    if asked != (measured[0], [measured[1]], [measured[2]]):
+        raise InputError(
+            f"latency = {cfg.latency!r} was measured on {measured[0]} at {measured[2]} x "
+            f"{measured[1]}; a measured curve holds for that configuration only: set model = "
+            f"{measured[0]!r}, gpus = [{measured[1]!r}] and tensor_parallel = [{measured[2]}] "
+            f"(now {cfg.model!r}, {list(cfg.gpus)} and {list(cfg.tensor_parallel)}), or plan "
+            "with latency = 'model'"
+        )
+
+
+#: A benchmark's mean prompt or output length this far from the workload's is said in the plan.
+LENGTHS_APART = 0.25
+
+
+def _lengths_note(curve, workload, workload_from: str, seq_len: int) -> str:
+    """What the plan says when a measured curve's lengths are not its traffic's ("" if close)."""
+    measured = (curve.attrs.get("prompt_tokens"), curve.attrs.get("output_tokens"))
+    if None in measured:
+        return ""
+    mine = (float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean()))
+    if all(abs(m / w - 1) <= LENGTHS_APART for m, w in zip(measured, mine, strict=True)):
+        return ""
+    return (
+        f"the benchmark measured {measured[0]:,.0f} prompt and {measured[1]:,.0f} output tokens "
+        f"per request on average; the plan's workload ({workload_from}) averages "
+        f"{mine[0]:,.0f} and {mine[1]:,.0f}: the latencies are the benchmark's, and memory is "
+        f"checked at the workload's {seq_len:,} tokens per sequence"
+    )
 
 
 def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
