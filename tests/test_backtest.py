@@ -99,3 +99,26 @@ def test_dates_and_days_name_the_same_windows(table):
     day = np.timedelta64(1, "D")
     assert np.datetime64(table.attrs["fit_stop"]) == start + 7 * day
     assert np.datetime64(table.attrs["score_stop"]) == start + 14 * day
+
+
+def test_a_request_logs_windows_run_midnight_to_midnight_and_are_replayed_whole():
+    # a log whose first request is at 00:02:57.7 and last at 23:50 of day 6: the score window's
+    # days start at midnight (the fit stops where the score starts), and its replay covers the
+    # whole window, idle before the window's first request and after its last
+    from capnb.plan._backtest import _over_window, held_out_windows
+
+    first = np.datetime64("2025-03-10T00:02:57.755698")
+    times = first + np.arange(0, 6 * 86_400 - 900, 60).astype("timedelta64[s]")
+    log = xr.Dataset(coords={"time": ("request", times)})
+    fit, score = held_out_windows(log, 2)
+    day = np.timedelta64(1, "D")
+    assert fit == (np.datetime64("2025-03-10T00:00"), np.datetime64("2025-03-14T00:00"))
+    assert score == (fit[1], fit[1] + 2 * day)
+    step = np.timedelta64(15, "s")
+    grid = np.datetime64("2025-03-14T00:04:30") + np.arange(100) * step
+    demand = xr.DataArray(np.arange(1.0, 101.0), dims="time", coords={"time": grid}, attrs={"a": 1})
+    whole = _over_window(demand, score, 15.0)
+    assert whole.time.values[0] == score[0] and whole.time.values[-1] == score[1] - step
+    assert whole.sizes["time"] == 2 * 86_400 // 15 and bool((np.diff(whole.time) == step).all())
+    np.testing.assert_array_equal(whole.sel(time=grid).values, demand.values)
+    assert float(whole.sum()) == float(demand.sum()) and whole.attrs == {"a": 1}

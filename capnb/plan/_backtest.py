@@ -84,12 +84,13 @@ def windows_of(source: xr.Dataset, fit, score):
 def held_out_windows(source: xr.Dataset, days: int):
     """The last ``days`` whole days of the trace as the score window, the days before as fit.
 
-    None when the trace has no whole day before them (no backtest then).
+    Days run midnight to midnight on the trace's clock (a request log's first request is rarely
+    at 00:00). None when the trace has no whole day before them (no backtest then).
     """
     times = _times(source)
     if times.dtype.kind != "M":
         return None
-    origin, end = times.min(), times.max()
+    origin, end = times.min().astype("datetime64[D]").astype(times.dtype), times.max()
     span_days = int((end - origin) // np.timedelta64(_DAY_NS, "ns")) + 1
     if span_days <= days:
         return None
@@ -174,6 +175,8 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     demand = elasticity.prepare_demand(
         _cut(source, score_window), cfg.step_s, baseline=fc, scale=cfg.demand_scale
     )
+    if "request" in source.dims:  # a log is idle before its window's first request, after its last
+        demand = _over_window(demand, score_window, cfg.step_s)
     ahead = predictive_forecast(demand, fc)
     settings = dict(
         per_instance_qps=per_instance,
@@ -263,6 +266,20 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     )
     table.attrs["summary"] = summary(table)
     return table
+
+
+def _over_window(demand: xr.DataArray, window, step_s: float) -> xr.DataArray:
+    """``demand`` extended to the whole ``(start, stop)`` window with idle steps (0 requests/s)."""
+    step = np.timedelta64(round(step_s * 1e9), "ns")
+    first, last = demand.time.values[0], demand.time.values[-1]
+    before = max(0, int((first - window[0]) // step))
+    after = max(0, int((window[1] - last) // step) - 1)
+    if not before and not after:
+        return demand
+    times = np.concatenate([first - np.arange(before, 0, -1) * step,
+                            last + np.arange(1, after + 1) * step])  # fmt: skip
+    idle = xr.DataArray(np.zeros(times.size), dims="time", coords={"time": times})
+    return xr.concat([demand, idle], "time").sortby("time").assign_attrs(demand.attrs)
 
 
 def _burst_holds(rows, factors, demand, ahead, settings, cfg, model, kernel_inputs, kernels):
