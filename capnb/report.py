@@ -447,13 +447,32 @@ def _intro(skipped: Mapping[str, str] | None) -> str:
     return text + _skipped_html(skipped) + "</section>"
 
 
+#: How the report words a worksheet left out because one of its closing checks failed: unlike an
+#: input it cannot apply to, a failed check is a defect (a number the worksheet shows is wrong).
+FAILED_CHECK = "failed a closing check"
+
+
 def _skipped_html(skipped: Mapping[str, str] | None) -> str:
     if not skipped:
         return ""
-    items = "".join(
-        f"<li><code>{html.escape(n)}</code>: {html.escape(w)}</li>" for n, w in skipped.items()
-    )
-    return f"<p>Not in this report, because they cannot apply to these inputs:</p><ul>{items}</ul>"
+
+    def items(pairs) -> str:
+        return "".join(
+            f"<li><code>{html.escape(n)}</code>: {html.escape(w)}</li>" for n, w in pairs
+        )
+
+    failed = [(n, w) for n, w in skipped.items() if w.startswith(FAILED_CHECK)]
+    moot = [(n, w) for n, w in skipped.items() if not w.startswith(FAILED_CHECK)]
+    text = ""
+    if moot:
+        text += f"<p>Not in this report, because they cannot apply to these inputs:</p><ul>{items(moot)}</ul>"
+    if failed:
+        text += (
+            '<p class="capnb-failed">Not in this report, because a closing check failed on these '
+            "inputs: a number the worksheet shows disagrees with another, which is a defect in "
+            f"capnb (please report it with the inputs):</p><ul>{items(failed)}</ul>"
+        )
+    return text
 
 
 # -- the first page: the plan in numbers --------------------------------------------------------
@@ -822,7 +841,10 @@ def run_report(
 
     out_dir = Path(out_dir)
     kept: list = []
-    parameters = _parameters(config, out_dir, keep=kept) if config is not None else {}
+    written: list = []  # the plan's exports: removed again if no worksheet runs
+    parameters = (
+        _parameters(config, out_dir, keep=kept, written=written) if config is not None else {}
+    )
     bar = _progress(len(worksheets), progress)
     executed, skipped = {}, {}
     try:
@@ -852,7 +874,7 @@ def run_report(
                     if config is None:  # the bundled defaults must always run: a bug, not data
                         raise
                     # on a user's inputs a worksheet may not apply: say why in one line, go on
-                    skipped[name] = f"{error.ename}: {error.evalue}".strip(": ")
+                    skipped[name] = _why(error)
                 bar(name)
             if planned is not None:
                 from . import plan as planning
@@ -861,6 +883,8 @@ def run_report(
     finally:
         bar(None)
     if not executed:
+        for path in written:  # nothing half written: no report, so none of its files
+            Path(path).unlink(missing_ok=True)
         raise CellExecutionError(
             "no worksheet could run on these inputs: "
             + "; ".join(f"{n}: {why}" for n, why in skipped.items()),
@@ -884,6 +908,22 @@ def run_report(
     for name, why in skipped.items():
         warnings.warn(f"worksheet {name} cannot apply to these inputs: {why}", stacklevel=2)
     return [combined, *paths]
+
+
+def _why(error) -> str:
+    """One line on why a worksheet did not run: its error, or the closing check that failed."""
+    if error.ename != "AssertionError":
+        return f"{error.ename}: {error.evalue}".strip(": ")
+    # the failing line of the check cell, from the traceback (its "---->" marker)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [line for line in plain.splitlines() if line.lstrip().startswith("---->")]
+    where = lines[-1].split("---->", 1)[1].strip() if lines else ""
+    where = re.sub(r"^\d+\s*", "", where)
+    return (
+        f"{FAILED_CHECK}"
+        + (f": {where}" if where else "")
+        + (f" ({error.evalue})" if error.evalue else "")
+    )
 
 
 def _default_plan(out_dir: Path) -> Path:
@@ -952,10 +992,13 @@ def _curve_parameters(cfg, gpu: str, tp: int) -> dict[str, object]:
     return {"BENCHMARK": cfg.latency, "BENCHMARK_SETUP": setup}
 
 
-def _parameters(config, out_dir: Path, *, keep: list | None = None) -> dict[str, dict[str, object]]:
+def _parameters(
+    config, out_dir: Path, *, keep: list | None = None, written: list | None = None
+) -> dict[str, dict[str, object]]:
     """Each worksheet's parameters for a plan config, from the config and the plan built on it.
 
-    ``keep``: a list the plan Dataset is appended to (the report's first page reads it).
+    ``keep``: a list the plan Dataset is appended to (the report's first page reads it);
+    ``written``: a list the paths of the files written (the plan's exports) are appended to.
     """
     from . import plan as planning
 
@@ -967,6 +1010,8 @@ def _parameters(config, out_dir: Path, *, keep: list | None = None) -> dict[str,
         keep.append(plan)
     files = planning.export(plan, out_dir)
     planning.save_config(cfg, out_dir / "plan.toml")
+    if written is not None:
+        written.extend([*files.values(), out_dir / "plan.toml"])
     gpu, tp = plan.attrs["gpu"], int(plan.attrs["tensor_parallel"])
     per_instance = float(plan.attrs["per_instance_qps"])
     target = plan.forecast_target_qps.sel(traffic_quantile=cfg.traffic_quantile)

@@ -291,3 +291,38 @@ def test_the_trace_worksheets_take_the_loaders_options(tmp_path):
     assert float(sheet["target"].target_qps.max()) > 0
     with pytest.raises(Exception, match="time_unit"):
         notebook.worksheet("01_forecasting", TRACE=str(path), TRACE_KIND="rates")
+
+
+def test_a_failed_check_is_reported_as_a_defect_not_as_inputs_it_cannot_apply_to():
+    from nbclient.exceptions import CellExecutionError
+
+    failed = CellExecutionError(
+        "\x1b[0;32m----> 3\x1b[0m assert fit_stop == score_start\n", "AssertionError", ""
+    )
+    why = report._why(failed)
+    assert why == f"{report.FAILED_CHECK}: assert fit_stop == score_start"
+    moot = report._why(CellExecutionError("", "InputError", "slots [0] have no data"))
+    assert moot == "InputError: slots [0] have no data"
+    page = report._skipped_html({"05_plan": why, "01_forecasting": moot})
+    cannot, defect = page.split('<p class="capnb-failed">')
+    assert "01_forecasting" in cannot and "05_plan" not in cannot
+    assert "05_plan" in defect and "defect" in defect
+
+
+def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypatch):
+    from nbclient.exceptions import CellExecutionError
+
+    def parameters(config, out_dir, *, keep=None, written=None):
+        for name in ("plan.nc", "plan.json", "plan.toml"):
+            (out_dir / name).write_text("x")
+            written.append(out_dir / name)
+        return {}
+
+    def fails(name, parameters=None, timeout=None):
+        raise CellExecutionError("", "InputError", f"{name} cannot apply")
+
+    monkeypatch.setattr(report, "_parameters", parameters)
+    monkeypatch.setattr(report, "execute", fails)
+    with pytest.raises(CellExecutionError, match="no worksheet could run"):
+        report.run_report({"model": "x"}, tmp_path, worksheets=("02_memory",), progress=False)
+    assert list(tmp_path.iterdir()) == []
