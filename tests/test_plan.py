@@ -451,3 +451,36 @@ def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_droppe
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(planning.PlanConfig(**{**SMALL, "tensor_parallel": (1, 3)}))
     assert "not compared: tensor_parallel=3 does not divide" in plan.attrs["recommendation"]
+
+
+def test_options_the_latency_model_cannot_price_are_named_with_the_missing_figure():
+    # MI300X has no GPU-to-GPU link figure in the catalog: at TP 2 the analytic model has no
+    # latency; the capacity step says why (it said "the curve has no tpot P99; it measured:
+    # nothing"), and a plan comparing it with other options names it as not compared
+    from capnb import capacity, latency
+    from capnb.plan._steps import unmodelled
+
+    w = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
+    with pytest.raises(InputError, match=r"no latency on MI300X at tensor parallelism 2: .*"
+                                         r"interconnect_bandwidth"):  # fmt: skip
+        capacity.sweep("Llama-3.1-8B", "MI300X", 2, 640, 0.05, workload=w, metric="tpot")
+    both = capacity.sweep(
+        "Llama-3.1-8B", ["MI300X", "H100-SXM"], [1, 2], 640, 0.05, workload=w, metric="tpot"
+    ).squeeze(["model", "seq_len", "sla"], drop=True)
+    assert str(both.binding.sel(gpu="MI300X", tensor_parallel=2).item()) == "no_data"
+    assert unmodelled(both).startswith("no latency on MI300X at tensor parallelism 2")
+    assert unmodelled(both.sel(gpu=["H100-SXM"])) == ""
+
+
+def test_options_that_meet_the_sla_only_without_a_price_say_so_not_infeasible():
+    from capnb.plan._steps import _choose
+
+    cap = xr.Dataset(
+        {
+            "binding": (("gpu", "tensor_parallel"), [["latency", "infeasible_latency"]]),
+            "usd_per_hour": (("gpu", "tensor_parallel"), [[np.nan, np.nan]]),
+        },
+        coords={"gpu": ["RTXPRO6000"], "tensor_parallel": [1, 2]},
+    )
+    with pytest.raises(planning.PlanError, match=r"no price: 1 x RTXPRO6000 meets tpot"):
+        _choose(cap, planning.PlanConfig(sla_metric="tpot"))

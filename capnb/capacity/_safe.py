@@ -51,6 +51,11 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
     q = quantiles[[math.isclose(quantile, v) for v in quantiles].index(True)]
     selected = curve.latency.sel(metric=metric, latency_quantile=q, drop=True)
     if bool(selected.isnull().all()):
+        why = [
+            line for line in str(curve.attrs.get("notes", "")).split("\n") if "no latency" in line
+        ]
+        if why:  # a modelled curve the model could not price: the latency step says why
+            raise InputError("; ".join(why))
         measured = [
             f"{m} P{q * 100:g}"
             for m in curve.metric.values

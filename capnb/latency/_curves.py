@@ -382,6 +382,7 @@ def analytic(
     gpu_vectors = np.array([[_calibration.gpu_vector(gpus, g, d) for g in gpu_ids] for d in dtypes])
     fitted = _calibration.calibrations(gpu_ids, calibration, calibration_source)
     cal = np.array([fitted[g].as_array() for g in gpu_ids])
+    missing = _missing_figures(gpu_ids, gpu_vectors[0], tps)
 
     prompt = workload["prompt_tokens"].values.astype(float)
     output = workload["output_tokens"].values.astype(float)
@@ -476,6 +477,32 @@ def analytic(
         "kv_dtype": kv_dtype,
         # the memory check of capnb.capacity.safe_concurrency reads it ("auto": each config's)
         "weight_dtype": weight_dtype or "auto",
-        "notes": "",
+        "notes": "\n".join(missing),
     }
     return result
+
+
+def _missing_figures(gpu_ids: list[str], vectors: np.ndarray, tps: np.ndarray) -> list[str]:
+    """Why a GPU gets no latency (NaN): a catalog figure the model needs is missing (one line each).
+
+    ``vectors``: each GPU's (FLOP/s, HBM bytes/s, link bytes/s) as the model reads them.
+    """
+    lines, unlinked = [], []
+    fields = ("dense FLOP/s (dense_bf16_flops)", "HBM bandwidth (hbm_bandwidth)")
+    above = [int(tp) for tp in tps if tp > 1]
+    for gpu, vector in zip(gpu_ids, vectors, strict=True):
+        missing = [name for name, value in zip(fields, vector[:2], strict=True) if not value > 0]
+        if missing:
+            lines.append(
+                f"no latency on {gpu}: the GPU catalog has no {' or '.join(missing)} for it"
+            )
+        elif above and not vector[2] > 0:
+            unlinked.append(gpu)
+    if unlinked:
+        lines.append(
+            f"no latency on {', '.join(unlinked)} at tensor parallelism "
+            f"{', '.join(map(str, above))}: the GPU catalog has no GPU-to-GPU link bandwidth "
+            f"(interconnect_bandwidth) for {'it' if len(unlinked) == 1 else 'them'}, which the "
+            "model needs above TP 1"
+        )
+    return lines

@@ -28,6 +28,7 @@ from ._steps import (
     _elasticity,
     _forecast,
     _traffic,
+    unmodelled,
 )
 from ._text import _checks, _recommendation
 
@@ -256,12 +257,13 @@ def _build_on(cfg: PlanConfig, source):
         seq_len, ahead,
     )  # fmt: skip
     plan.attrs["unshardable"] = "; ".join(unshardable.values())  # degrees left out, and why
+    plan.attrs["unmodelled"] = unmodelled(cap)  # options the latency model could not price, why
     if best is not None and cfg.latency in ("model", "engine"):  # ranked by a model: how sure?
         from ._closecall import close_call
 
         plan.attrs.update(
             close_call(
-                cap, best, model=cfg.model, metric=cfg.sla_metric,
+                cap, best, model=_model_name(cfg.model), metric=cfg.sla_metric,
                 prompt_tokens=float(_workload.prompt_tokens.mean()),
                 output_tokens=float(_workload.output_tokens.mean()),
                 latency_model="analytic" if cfg.latency == "model" else "engine",
@@ -389,14 +391,14 @@ def _assemble(
         config=json.dumps(cfg.as_dict()),
         config_source=cfg.source,
         trace_used=f"{cfg.trace} ({series.attrs.get('traffic_kind', '')})",
-        model_used=f"{cfg.model} (from {_model_source(cfg.model)})",
+        model_used=f"{_model_name(cfg.model)} (from {_model_source(cfg.model)})",
         latency_used=str(cap.attrs.get("latency_source", cfg.latency)),
         # a measured curve's corrections and derivations (envelope raises, placements, derived
         # means), one per line: the reader of the plan sees what was done to the measurements
         latency_notes=str(cap.attrs.get("notes", "")),
         workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
-        model=cfg.model,
+        model=_model_name(cfg.model),  # a config file's model by its name, not its path
         gpu=gpu,
         tensor_parallel=tp,
         seq_len=seq_len,
@@ -436,6 +438,13 @@ def _unshardable(cfg: PlanConfig) -> dict[int, str]:
     spec = data.load_model(cfg.model)
     reasons = {int(tp): spec.valid_tensor_parallel(int(tp)) for tp in cfg.tensor_parallel}
     return {tp: why for tp, why in reasons.items() if why}
+
+
+def _model_name(model: str) -> str:
+    """The model's name as capnb.data.load_model gives it (a config file's, not its path)."""
+    from .. import data
+
+    return data.load_model(model).name
 
 
 def _model_source(model: str) -> str:

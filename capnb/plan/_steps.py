@@ -230,14 +230,34 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         return None
     over = ["slot"] if "slot" in cap.usd_per_hour.dims else []
     best = capacity.cheapest(cap, over=over)
+    unpriced = str(best.unpriced_options.item()) if "unpriced_options" in best else ""
+    if int(best.feasible_options) == 0 and unpriced:
+        raise PlanError(
+            f"no price: {unpriced} meet{'s' if ', ' not in unpriced else ''} {cfg.sla_metric} "
+            f"P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model}, but the GPU catalog "
+            "has no usd_per_gpu_hour for it, so no plan can be priced or ranked; add the price to "
+            "your GPU catalog (README: 'Your own GPU') or add a priced GPU to gpus"
+        )
     if int(best.feasible_options) == 0:
         reasons = sorted(set(np.asarray(cap.binding.values).ravel().tolist()))
+        if reasons == ["no_data"]:  # not one option could be modelled: say why, not "relax"
+            raise PlanError(f"no latency for any option: {unmodelled(cap)}")
+        why = unmodelled(cap)
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.gpus)} at tensor parallelism {list(cfg.tensor_parallel)} "
             f"meets {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model} "
-            f"(bindings: {', '.join(reasons)}); relax the SLA, add GPUs or tensor parallelism"
+            f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}); relax the SLA, add GPUs "
+            "or tensor parallelism"
         )
     return best
+
+
+def unmodelled(cap: xr.Dataset) -> str:
+    """Why some options have no latency (binding ``no_data``), from the latency step's notes."""
+    if "no_data" not in np.asarray(cap.binding.values).ravel().tolist():
+        return ""
+    lines = [line for line in str(cap.attrs.get("notes", "")).split("\n") if "no latency" in line]
+    return "; ".join(lines) or "the latency model has no figures for some options"
 
 
 def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:

@@ -77,6 +77,9 @@ def _choice_words(plan) -> str:
     skipped = plan.attrs.get("unshardable")
     if skipped:
         words += f"; not compared: {skipped}"
+    unmodelled = plan.attrs.get("unmodelled")
+    if unmodelled:
+        words += f"; not compared: {unmodelled}"
     unpriced = _unpriced(plan)
     if unpriced:
         words += (
@@ -113,7 +116,7 @@ def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
         f"; memory holds {int(chosen.max_concurrency)}" if "max_concurrency" in chosen else ""
     )
     lines = [
-        f"Serve {cfg.model} on {_choice_words(plan)}: one instance serves {per_instance:.2f} "
+        f"Serve {plan.attrs['model']} on {_choice_words(plan)}: one instance serves {per_instance:.2f} "
         f"requests/s at {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe "
         f"concurrency of {int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
     ]
