@@ -289,8 +289,8 @@ def test_kv_heads_that_cannot_be_read_are_refused():
 def test_tied_embeddings_default_follows_the_model_type():
     gemma = parse({**GEMMA2_9B, "torch_dtype": "bfloat16"})  # Gemma2Config ties by default
     assert gemma.tied_embeddings
-    # published 9,241,705,984 has Gemma-2's two extra norms per layer, not counted by capnb
-    assert gemma.parameters == 9_241_705_984 - 42 * 2 * 3584
+    # published 9,241,705,984, with Gemma-2's four norms per layer (Gemma2DecoderLayer)
+    assert gemma.parameters == 9_241_705_984
     assert gemma.weight_bytes() == 2 * gemma.parameters
     llama = {k: v for k, v in load_model("Llama-3.1-8B").config.items()}
     del llama["tie_word_embeddings"]
@@ -318,8 +318,8 @@ def test_text_config_is_read_with_its_class_defaults_and_the_vision_tower_counte
     assert (gemma.head_dim, gemma.vocab_size, gemma.tied_embeddings) == (256, 262_208, True)
     assert gemma.kv_bytes_per_token() == 393_216  # 2 x 48 x 8 x 256 x 2
     assert gemma.vision_parameters == 421_290_864  # SigLIP tower + projector
-    # published 12,187,325,040 also has Gemma-3's 2 extra norms per layer and its q/k norms
-    assert gemma.parameters == 12_187_325_040 - 48 * (2 * 3840 + 2 * 256)
+    # published 12,187,325,040, with Gemma-3's four norms per layer and its q/k norms
+    assert gemma.parameters == 12_187_325_040
     mistral = parse(MISTRAL_SMALL_31)
     assert mistral.parameters - mistral.vision_parameters == 23_572_403_200
     assert mistral.parameters == 24_011_361_280  # published, Pixtral tower and projector included
@@ -333,8 +333,8 @@ def test_text_config_is_read_with_its_class_defaults_and_the_vision_tower_counte
 def test_vision_tower_of_qwen2_vl_is_counted():
     spec = parse(QWEN2_VL_7B)
     assert spec.vision_parameters == 675_759_104
-    # published 8,291,375,616 counts the text q/k/v biases (28 x 4,608) that capnb leaves out
-    assert spec.parameters == 8_291_375_616 - 28 * 4608
+    # published 8,291,375,616, with the text q/k/v biases (28 x 4,608)
+    assert spec.parameters == 8_291_375_616
     assert spec.kv_bytes_per_token() == 57_344
 
 
@@ -399,3 +399,100 @@ def test_a_folder_named_like_a_catalog_model_keeps_its_own_figures(tmp_path):
     same.mkdir(parents=True)
     (same / "config.json").write_text(json.dumps(dict(load_model("Llama-3.1-8B").config)))
     assert load_model(same).name == "Llama-3.1-8B"  # the catalog's own config: no clash
+
+
+# -- sliding-window attention, read as transformers reads each model type ---------------------
+MISTRAL_7B_V01 = {
+    "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "sliding_window": 4096, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "vocab_size": 32000,
+}  # fmt: skip
+QWEN25_72B = {
+    "model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568,
+    "max_window_layers": 80, "num_attention_heads": 64, "num_hidden_layers": 80,
+    "num_key_value_heads": 8, "sliding_window": 131072, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "use_sliding_window": False, "vocab_size": 152064,
+}  # fmt: skip
+
+
+def window_notes(spec):
+    return [note for note in spec.notes if "sliding_window" in note or "layer_types" in note]
+
+
+def test_mistral_windows_every_layer():
+    spec = parse(MISTRAL_7B_V01)  # MistralAttention: the window in every layer
+    assert (spec.sliding_window, spec.sliding_layers) == (4096, 32)
+    assert spec.kv_bytes_per_token() == 131_072  # every layer at full length, as before
+    assert spec.kv_bytes_per_sequence(32_768) == 4096 * 131_072
+    assert spec.kv_bytes_per_sequence(1000) == 1000 * 131_072
+    assert window_notes(spec) == []  # the config's own window: nothing assumed
+    # no field: MistralConfig's default window of 4096, said in the notes
+    default = parse({k: v for k, v in MISTRAL_7B_V01.items() if k != "sliding_window"})
+    assert (default.sliding_window, default.sliding_layers) == (4096, 32)
+    assert any("MistralConfig" in note and "4,096" in note for note in default.notes)
+    # Mistral-7B-v0.2 and later say null: no window, also inside a text_config
+    assert parse({**MISTRAL_7B_V01, "sliding_window": None}).sliding_layers == 0
+    assert parse(MISTRAL_SMALL_31).sliding_layers == 0
+
+
+def test_gemma2_without_layer_types_alternates_from_layer_0():
+    spec = parse(GEMMA2_9B)  # the published config has no layer_types
+    assert (spec.sliding_window, spec.sliding_layers) == (4096, 21)
+    # 21 full layers at 8,192 tokens + 21 windowed at 4,096; 2 x 8 KV heads x 256 x 2 bytes
+    assert spec.kv_bytes_per_sequence(8192) == 2_113_929_216
+    assert spec.kv_bytes_per_sequence(8192) == 2 * 8 * 256 * 2 * (21 * 8192 + 21 * 4096)
+    assert spec.kv_bytes_per_token() * 8192 == 2_818_572_288  # what was reported before
+    assert any("Gemma2Config" in note and "21 of 42" in note for note in window_notes(spec))
+    # Gemma2Config: "sliding_attention" if (i + 1) % 2, so layers 0 and 2 of 3 are windowed
+    assert parse({**GEMMA2_9B, "num_hidden_layers": 3}).sliding_layers == 2
+
+
+def test_layer_types_in_the_config_are_kept():
+    kinds = ["full_attention"] * 40 + ["sliding_attention"] * 2
+    spec = parse({**GEMMA2_9B, "layer_types": kinds})
+    assert (spec.sliding_window, spec.sliding_layers) == (4096, 2)
+    assert window_notes(spec) == []
+    assert load_model("gpt-oss-120b").sliding_layers == 18  # its config lists them
+    with pytest.raises(ConfigError, match="layer_types"):
+        parse({**GEMMA2_9B, "layer_types": kinds[:41]}, source="cfg.json")
+    # a Mistral config's layer_types is kept too, and the note says transformers ignores it
+    mistral = parse({**MISTRAL_7B_V01, "layer_types": ["full_attention"] * 32})
+    assert mistral.sliding_layers == 0
+    assert any("ignores it" in note for note in mistral.notes)
+
+
+def test_unknown_model_type_with_a_window_says_it_was_not_applied():
+    config = {**MISTRAL_7B_V01, "model_type": "newfamily"}
+    spec = parse(config)
+    assert (spec.sliding_window, spec.sliding_layers) == (0, 0)
+    assert any("4,096 not applied" in note for note in spec.notes)
+    listed = parse({**config, "layer_types": ["sliding_attention", "full_attention"] * 16})
+    assert (listed.sliding_window, listed.sliding_layers) == (4096, 16)
+
+
+def test_qwen2_window_needs_use_sliding_window_and_starts_at_max_window_layers():
+    spec = parse(QWEN25_72B)  # use_sliding_window false: Qwen2Config drops the window
+    assert (spec.sliding_window, spec.sliding_layers) == (0, 0)
+    assert window_notes(spec) == []
+    on = parse({**QWEN25_72B, "use_sliding_window": True, "sliding_window": 4096,
+                "max_window_layers": 60})  # fmt: skip
+    assert (on.sliding_window, on.sliding_layers) == (4096, 20)  # layers 60..79
+    unsaid = parse({k: v for k, v in QWEN25_72B.items() if k != "use_sliding_window"})
+    assert unsaid.sliding_layers == 0
+    assert any("use_sliding_window" in note for note in unsaid.notes)
+
+
+def test_gemma3_and_phi3_windows():
+    gemma = parse(GEMMA3_12B)  # sliding_window_pattern 6: every sixth layer attends fully
+    assert (gemma.sliding_window, gemma.sliding_layers) == (1024, 40)
+    assert any("sliding_window_pattern 6" in note for note in gemma.notes)
+    phi3 = {**MISTRAL_7B_V01, "model_type": "phi3", "sliding_window": 2047}
+    assert (parse(phi3).sliding_window, parse(phi3).sliding_layers) == (2047, 32)
+
+
+def test_qwen2_attention_biases_are_counted():
+    spec = parse(QWEN25_72B)
+    biases = 80 * (64 + 2 * 8) * 128  # q, k and v of every layer
+    assert spec.parameters - parse({**QWEN25_72B, "model_type": "llama"}).parameters == biases
+    assert spec.parameters == pytest.approx(72.7e9, rel=1e-3)  # model card: 72.7 B

@@ -20,6 +20,12 @@ Fields a config omits take the default of that model type's transformers config 
 each with its source); where capnb has to assume something else, :attr:`ModelSpec.notes` says what.
 A multimodal config's text model is read from its ``text_config``; its vision tower is counted for
 the families in ``_VISION_COUNTERS`` and named as not counted in the notes otherwise.
+
+Sliding-window attention is read as transformers reads each model type (``_WINDOWS``): a config's
+``layer_types`` as given; without it, the type's rule (Mistral, Mixtral, Phi-3: every layer;
+Gemma-2 and gpt-oss: layers 0, 2, 4, ...; Gemma-3 and Cohere2: all but every
+``sliding_window_pattern``-th; Qwen2 and Qwen3: layers from ``max_window_layers`` on, only with
+``use_sliding_window``). A window capnb cannot place is not applied, and the notes say so.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import ConfigError, InputError
 
@@ -115,6 +122,8 @@ class ModelSpec:
     unquantized_attention: bool = False
     weight_scale_bytes: float = 0.0
     vision_parameters: int = 0
+    qkv_bias: bool = False
+    extra_norm_parameters: int = 0
     config: Mapping = field(default_factory=dict, repr=False, compare=False)
     #: What capnb assumed or changed while reading the config (defaults, dtype), one sentence each.
     notes: tuple[str, ...] = field(default=(), compare=False)
@@ -148,7 +157,8 @@ class ModelSpec:
             return q + kv_down + kv_up + out
         q_and_out = 2 * h * heads * self.head_dim
         k_and_v = 2 * h * self.kv_heads * self.head_dim
-        return q_and_out + k_and_v
+        biases = (heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
+        return q_and_out + k_and_v + biases
 
     def _mlp_parameters(self, intermediate: int) -> int:
         return (3 if self.gated_mlp else 2) * self.hidden_size * intermediate
@@ -156,7 +166,7 @@ class ModelSpec:
     def _parameters(self, experts_used: int) -> int:
         h = self.hidden_size
         dense_layers = self.layers - self.moe_layers
-        per_layer = self._attention_parameters() + 2 * h  # two norms per layer
+        per_layer = self._attention_parameters() + 2 * h + self.extra_norm_parameters
         dense = dense_layers * self._mlp_parameters(self.intermediate_size)
         expert = self._mlp_parameters(self.moe_intermediate_size or self.intermediate_size)
         moe_layer = (experts_used + self.shared_experts) * expert + h * self.experts  # + router
@@ -167,7 +177,9 @@ class ModelSpec:
     def parameters(self) -> int:
         """Total parameter count, with a counted vision tower (``vision_parameters``).
 
-        Biases and the MTP head of DeepSeek-V3 are not counted.
+        Two norms per layer (plus ``extra_norm_parameters`` where a family has more); biases
+        only where ``qkv_bias`` (the q/k/v biases of Qwen2-family attention); the MTP head of
+        DeepSeek-V3 is not counted.
         """
         return self._parameters(self.experts) + self.vision_parameters
 
@@ -366,6 +378,28 @@ _INHERITED = ("vocab_size", "torch_dtype", "dtype", "quantization_config", "tie_
 _FP16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
 
 
+#: Model types whose attention q/k/v projections carry biases: transformers 4.57.1
+#: ``modeling_qwen2.py``, ``modeling_qwen2_vl.py`` and ``modeling_qwen2_5_vl.py`` build them with
+#: ``nn.Linear(..., bias=True)``; ``modeling_qwen2_moe.py`` with ``bias=self.config.qkv_bias``
+#: (``Qwen2MoeConfig``: ``qkv_bias=True``), read in :func:`parse`.
+_QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}
+
+
+def _extra_norms(model_type: str, hidden: int, head_dim: int) -> int:
+    """Norm weights per layer beyond the two hidden-size norms every decoder layer has.
+
+    transformers 4.57.1: ``Gemma2DecoderLayer`` and ``Gemma3DecoderLayer`` have four RMSNorms
+    (``input_layernorm``, ``post_attention_layernorm``, ``pre_feedforward_layernorm``,
+    ``post_feedforward_layernorm``); ``Gemma3Attention`` adds ``q_norm`` and ``k_norm``, each
+    ``head_dim`` wide.
+    """
+    if model_type == "gemma2":
+        return 2 * hidden
+    if model_type == "gemma3_text":
+        return 2 * hidden + 2 * head_dim
+    return 0
+
+
 def _get(config: Mapping, what: str, source: str, *, required: bool = True) -> int | None:
     for key in _KEYS[what]:
         if config.get(key) is not None:
@@ -459,7 +493,8 @@ def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
     if not isinstance(text, Mapping):
         raise ConfigError(f"{source}: field 'text_config' must be a mapping, got {text!r}")
     merged = {k: config[k] for k in _INHERITED if config.get(k) is not None}
-    merged |= {k: v for k, v in text.items() if v is not None}
+    # an explicit null window is kept: it says "no window" where the class default has one
+    merged |= {k: v for k, v in text.items() if v is not None or k == "sliding_window"}
     merged.setdefault("model_type", config.get("model_type", ""))
     notes.append(
         f"the text model is read from text_config (model_type {merged['model_type']!r}) of the "
@@ -561,6 +596,174 @@ def _served_dtype(config: Mapping, model_type: str, source: str, notes: list[str
         "plan float32 serving"
     )
     return served
+
+
+# -- sliding windows ------------------------------------------------------------------------------
+class _Window(NamedTuple):
+    """How transformers windows a model type's layers when its config names no ``layer_types``."""
+
+    config_class: str  # named in the notes
+    layers: str  # "all": every layer; "pattern": all but every pattern-th; "after": i >= first
+    window: int | None  # the class's sliding_window default
+    pattern: int = 0  # the class's sliding_window_pattern default ("pattern")
+    reads_pattern: bool = False  # a config's sliding_window_pattern overrides it
+    first: int = 0  # the class's max_window_layers default ("after")
+    gated: bool = False  # the window applies only with use_sliding_window (default false)
+    reads_layer_types: bool = True  # the model honours a config's layer_types
+
+
+#: Source: transformers 4.57.1, ``models/<type>/configuration_<type>.py`` (defaults, the
+#: ``layer_types`` a class fills in when the config has none) and ``modeling_<type>.py`` (which
+#: layers the window reaches):
+#: - mistral, mixtral, phi3, phimoe, starcoder2: the attention passes
+#:   ``sliding_window=getattr(self.config, "sliding_window", None)`` in every layer; MistralConfig
+#:   defaults the window to 4096 (its docstring: "Sliding window attention window size"), the
+#:   others to None; MistralConfig warns that a ``layer_types`` is ignored.
+#: - gemma2 (``Gemma2Config``) and gpt_oss (``GptOssConfig``): ``layer_types`` default
+#:   ``"sliding_attention" if bool((i + 1) % 2)``: layers 0, 2, 4, ... windowed; window 4096 and 128.
+#: - gemma3_text and cohere2: the same with ``sliding_window_pattern`` (default 6 and 4, "the
+#:   pattern used to be a simple int, and it's still present in configs on the Hub"): every
+#:   pattern-th layer attends fully; window 4096. The attention of each reads
+#:   ``config.sliding_window if config.layer_types[layer_idx] == "sliding_attention" else None``.
+#: - qwen2, qwen3, qwen2_vl(_text), qwen2_5_vl(_text): ``sliding_window`` is set to None unless
+#:   ``use_sliding_window`` (default false); ``layer_types`` default: layer i windowed when
+#:   ``i >= max_window_layers`` (default 28; 80 for the VL text configs).
+#: - qwen2_moe: the same rule in ``Qwen2MoeAttention.forward`` (no ``layer_types``).
+#: - qwen3_moe: ``sliding_window`` None unless ``use_sliding_window``; then every layer
+#:   (``Qwen3MoeAttention``: ``self.sliding_window = getattr(config, "sliding_window", None)``).
+_WINDOWS: dict[str, _Window] = {
+    "mistral": _Window("MistralConfig", "all", 4096, reads_layer_types=False),
+    "mixtral": _Window("MixtralConfig", "all", None, reads_layer_types=False),
+    "phi3": _Window("Phi3Config", "all", None, reads_layer_types=False),
+    "phimoe": _Window("PhimoeConfig", "all", None, reads_layer_types=False),
+    "starcoder2": _Window("Starcoder2Config", "all", None, reads_layer_types=False),
+    "gemma2": _Window("Gemma2Config", "pattern", 4096, pattern=2),
+    "gpt_oss": _Window("GptOssConfig", "pattern", 128, pattern=2),
+    "gemma3_text": _Window("Gemma3TextConfig", "pattern", 4096, pattern=6, reads_pattern=True),
+    "cohere2": _Window("Cohere2Config", "pattern", 4096, pattern=4, reads_pattern=True),
+    "qwen2": _Window("Qwen2Config", "after", 4096, first=28, gated=True),
+    "qwen3": _Window("Qwen3Config", "after", 4096, first=28, gated=True),
+    **dict.fromkeys(
+        ["qwen2_vl", "qwen2_vl_text"],
+        _Window("Qwen2VLTextConfig", "after", 4096, first=80, gated=True),
+    ),
+    **dict.fromkeys(
+        ["qwen2_5_vl", "qwen2_5_vl_text"],
+        _Window("Qwen2_5_VLTextConfig", "after", 4096, first=80, gated=True),
+    ),
+    "qwen2_moe": _Window(
+        "Qwen2MoeConfig", "after", 4096, first=28, gated=True, reads_layer_types=False
+    ),
+    "qwen3_moe": _Window("Qwen3MoeConfig", "all", 4096, gated=True, reads_layer_types=False),
+}
+
+
+def _layer_list(indices: list[int]) -> str:
+    shown = [str(i) for i in indices[:3]]
+    if len(indices) > 4:
+        shown.append(f"..., {indices[-1]}")
+    elif len(indices) == 4:
+        shown.append(str(indices[-1]))
+    return ", ".join(shown)
+
+
+def _sliding_window(
+    config: Mapping, model_type: str, layers: int, source: str, notes: list[str]
+) -> tuple[int, int]:
+    """(window, number of windowed layers), read as transformers reads the model type.
+
+    A ``layer_types`` in the config is kept as given; without it, the windowed layers follow the
+    type's rule in ``_WINDOWS``, and a default capnb applies is named in the notes. A window
+    capnb cannot place (a type outside the table) is not applied, and the notes say so.
+    """
+    layer_types = config.get("layer_types")
+    if layer_types is not None and (
+        not isinstance(layer_types, list) or len(layer_types) != layers
+    ):
+        # transformers' layer_type_validation: one entry per layer
+        raise ConfigError(
+            f"{source}: field 'layer_types' must list one attention kind for each of the "
+            f"{layers} layers, got {layer_types!r}"
+        )
+    rule = _WINDOWS.get(model_type)
+    declared = "sliding_window" in config
+    value = config.get("sliding_window")
+    if rule is None:
+        if not value:
+            return 0, 0
+        window = _positive_int(value, "sliding_window", source)
+        if layer_types is None:
+            notes.append(
+                f"sliding_window {window:,} not applied: capnb does not know which layers a "
+                f"model_type {model_type or None!r} model windows and the config has no "
+                "'layer_types'; every layer is counted at full length"
+            )
+            return 0, 0
+        windowed = sum(1 for kind in layer_types if kind == "sliding_attention")
+        return (window, windowed) if windowed else (0, 0)
+
+    assumed: list[str] = []
+    if rule.gated and not config.get("use_sliding_window", False):
+        if value and "use_sliding_window" not in config:
+            notes.append(
+                f"sliding_window {value} not applied: no field 'use_sliding_window', and "
+                f"transformers' {rule.config_class} defaults it to false (no window)"
+            )
+        return 0, 0
+    if not declared and rule.window:
+        value = rule.window
+        assumed.append(f"sliding_window {rule.window:,}")
+    if not value:
+        return 0, 0
+    window = _positive_int(value, "sliding_window", source)
+    if layer_types is not None:
+        windowed = sum(1 for kind in layer_types if kind == "sliding_attention")
+        if not rule.reads_layer_types:
+            own = "every layer" if rule.layers == "all" else "the layers from max_window_layers on"
+            notes.append(
+                f"layer_types kept as given ({windowed} of {layers} layers windowed), though "
+                f"transformers' {model_type} model ignores it and windows {own}"
+            )
+    else:
+        if rule.layers == "all":
+            indices = list(range(layers))
+        elif rule.layers == "pattern":
+            pattern = rule.pattern
+            if rule.reads_pattern and config.get("sliding_window_pattern") is not None:
+                pattern = _positive_int(
+                    config["sliding_window_pattern"], "sliding_window_pattern", source
+                )
+            elif rule.reads_pattern:
+                assumed.append(f"sliding_window_pattern {rule.pattern}")
+            indices = [i for i in range(layers) if (i + 1) % pattern]
+        else:
+            first = rule.first
+            if config.get("max_window_layers") is not None:
+                first = _positive_int(
+                    config["max_window_layers"], "max_window_layers", source, allow_zero=True
+                )
+            else:
+                assumed.append(f"max_window_layers {rule.first}")
+            indices = list(range(first, layers))
+        windowed = len(indices)
+        if rule.layers != "all":
+            chosen = set(indices)
+            full = [i for i in range(layers) if i not in chosen]
+            assumed.append(
+                f"layer_types: {windowed} of {layers} layers windowed ("
+                + "; ".join(
+                    f"{kind} {_layer_list(group)}"
+                    for kind, group in (("windowed", indices), ("full attention", full))
+                    if group
+                )
+                + ")"
+            )
+    if assumed:
+        notes.append(
+            f"fields the config omits take transformers' {rule.config_class} defaults: "
+            + "; ".join(assumed)
+        )
+    return (window, windowed) if windowed else (0, 0)
 
 
 # -- vision towers --------------------------------------------------------------------------------
@@ -789,12 +992,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
             mla[key] = _positive_int(config[key], key, source)
         mla["q_lora_rank"] = _optional_int(config, "q_lora_rank", source)
 
-    sliding_window, sliding_layers = 0, 0
-    layer_types = config.get("layer_types")
-    if config.get("sliding_window") and isinstance(layer_types, list):
-        sliding_layers = sum(1 for kind in layer_types if kind == "sliding_attention")
-        if sliding_layers:
-            sliding_window = _positive_int(config["sliding_window"], "sliding_window", source)
+    sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
     quant = config.get("quantization_config")
     mxfp4 = isinstance(quant, Mapping) and str(quant.get("quant_method", "")).lower() == "mxfp4"
     kept = " ".join(str(m) for m in (quant.get("modules_to_not_convert") or [])) if mxfp4 else ""
@@ -826,6 +1024,9 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         unquantized_attention="self_attn" in kept,
         weight_scale_bytes=_scale_bytes(config, weight_dtype, source),
         vision_parameters=vision,
+        qkv_bias=model_type in _QKV_BIAS
+        or (model_type == "qwen2_moe" and config.get("qkv_bias", True) is not False),
+        extra_norm_parameters=_extra_norms(model_type, hidden, head_dim),
         config=dict(outer),
         notes=tuple(notes),
         **mla,
