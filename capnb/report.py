@@ -1049,6 +1049,8 @@ def _parameters(
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
             "WORKLOAD": workload,
+            # the plan's representative requests, so that the worksheet prices what the plan did
+            "WORKLOAD_SAMPLES": int(plan.attrs["workload_samples"]),
         },
         # the plan's elasticity stage, input for input: the worksheet gives the plan's answer
         "04_elasticity": {

@@ -326,3 +326,36 @@ def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypa
     with pytest.raises(CellExecutionError, match="no worksheet could run"):
         report.run_report({"model": "x"}, tmp_path, worksheets=("02_memory",), progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path):
+    """Worksheet 03 in a report: the plan's curve parameters and representative requests, so its
+    safe concurrency and throughput are the plan's (it sampled 256 requests against the plan's
+    512, and disagreed with the plan's first page)."""
+    import warnings
+
+    from capnb import notebook
+    from capnb import plan as planning
+
+    built = []
+    build = planning.build
+
+    def keep(cfg):
+        built.append(build(cfg))
+        return built[-1]
+
+    with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        patch.setattr(planning, "build", keep)
+        parameters = report._parameters(small_plan, tmp_path)["03_capacity"]
+    (made,) = built
+    assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
+    sheet = notebook.worksheet("03_capacity", **parameters)
+    result = sheet["result"].squeeze(drop=True)
+    mine = {"gpu": made.attrs["gpu"], "tensor_parallel": int(made.attrs["tensor_parallel"])}
+    planned = made.capacity_safe_concurrency.sel(mine)
+    assert int(result.safe_concurrency.max()) == int(planned.max())
+    # within 0.5 %: the worksheet's curve has its own concurrency grid to interpolate on (256
+    # against 512 requests had put it 5 % off: 9.20 against 8.80 requests/s)
+    qps = float(result.per_instance_qps.max())
+    assert qps == pytest.approx(made.attrs["per_instance_qps"], rel=0.005)

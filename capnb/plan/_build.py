@@ -20,6 +20,7 @@ from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
 from ._serving import compare_serving, serving_sentence, serving_variables
 from ._steps import (
+    WORKLOAD_SAMPLES,
     PlanError,
     _burst_test,
     _capacity,
@@ -398,6 +399,7 @@ def _assemble(
         latency_notes=str(cap.attrs.get("notes", "")),
         workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
+        workload_samples=WORKLOAD_SAMPLES,
         model=_model_name(cfg.model),  # a config file's model by its name, not its path
         gpu=gpu,
         tensor_parallel=tp,

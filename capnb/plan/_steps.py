@@ -52,6 +52,11 @@ def _forecast(cfg: PlanConfig, series):
     )
 
 
+#: Representative requests the latency model prices (capnb.latency.workload); the plan's attrs
+#: carry it (``workload_samples``) so that worksheet 03 in a report prices the same ones.
+WORKLOAD_SAMPLES = 512
+
+
 def _workload(cfg: PlanConfig, source):
     """Prompt and output lengths the latency model prices, and where they came from."""
     from .. import data, latency
@@ -63,9 +68,9 @@ def _workload(cfg: PlanConfig, source):
             "(name a bundled trace or a file that has them)"
         )
     if cfg.workload in ("trace", "auto") and own:
-        return latency.workload(source), cfg.trace
+        return latency.workload(source, samples=WORKLOAD_SAMPLES), cfg.trace
     name = "azure-conv-2023" if cfg.workload == "auto" else cfg.workload
-    return latency.workload(data.load_trace(name)), name
+    return latency.workload(data.load_trace(name), samples=WORKLOAD_SAMPLES), name
 
 
 def _blocks(cfg: PlanConfig, workload_from: str):
