@@ -304,7 +304,9 @@ def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp
 def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
         planning.build(planning.PlanConfig(**SMALL), trace="nope")
-    with pytest.raises(planning.PlanError, match="the capacity step failed"):
+    with pytest.raises(planning.PlanError, match="the capacity step failed.*needs latency"):
+        planning.build(planning.PlanConfig(**SMALL), prefix_cache_share=0.5)
+    with pytest.raises(ConfigError, match=r"gpus\[0\] = 'H1000': unknown GPU"):  # before any step
         planning.build(planning.PlanConfig(**SMALL), gpus=("H1000",))
     with pytest.raises(InputError, match="config must be a PlanConfig"):
         planning.build(42)
@@ -484,3 +486,16 @@ def test_options_that_meet_the_sla_only_without_a_price_say_so_not_infeasible():
     )
     with pytest.raises(planning.PlanError, match=r"no price: 1 x RTXPRO6000 meets tpot"):
         _choose(cap, planning.PlanConfig(sla_metric="tpot"))
+
+
+def test_a_catalog_name_a_config_gets_wrong_is_named_with_its_field_and_line(tmp_path):
+    # they failed seconds later as "the capacity step failed ...: unknown GPU", no field or line
+    path = tmp_path / "typo.toml"
+    path.write_text('[serving]\nmodel = "Qwen3-8B"\ngpus = ["H100-SXM", "H100-SMX"]\n')
+    with pytest.raises(ConfigError, match=r"typo.toml:3: gpus\[1\] = 'H100-SMX': unknown GPU"):
+        planning.read_config(path)
+    path.write_text('[serving]\nmodel = "Qwen3-9B"\n')
+    with pytest.raises(ConfigError, match=r"typo.toml:2: model = 'Qwen3-9B': unknown model"):
+        planning.read_config(path)
+    with pytest.raises(ConfigError, match=r"gpus\[0\] = 'B300': unknown GPU"):
+        planning.read_config(None, gpus=["B300"])

@@ -14,7 +14,7 @@ import xarray as xr
 from .. import glossary
 from ..data import write_atomic
 from ..errors import CapnbError, InputError
-from ._config import PlanConfig, from_mapping, load_config, trace_options
+from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
@@ -61,7 +61,9 @@ def read_config(
         raise InputError(
             f"config must be a PlanConfig, a mapping or a file path, got {type(config).__name__}"
         )
-    return config.replace(**overrides) if overrides else config
+    config = config.replace(**overrides) if overrides else config
+    check_names(config)  # a file's names were checked where it was read, with their lines
+    return config
 
 
 class _Stage:

@@ -417,9 +417,33 @@ def from_mapping(
                 raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
             flat[inner], where[inner] = item, place
     try:
-        return PlanConfig(**flat, source=source)
+        config = PlanConfig(**flat, source=source)
     except pydantic.ValidationError as error:
         raise ConfigError(_message(error, source, where)) from None
+    check_names(config, where)
+    return config
+
+
+def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None:
+    """The model and GPUs a config names exist; else a ConfigError naming the field (and line).
+
+    ``where``: each field's place (``file:line``) when the config came from a file.
+    """
+    from .. import data
+    from ..errors import CapnbError
+
+    def place(name: str) -> str:
+        return (where or {}).get(name, config.source)
+
+    try:
+        data.load_model(config.model)
+    except (CapnbError, OSError) as error:
+        raise ConfigError(f"{place('model')}: model = {config.model!r}: {error}") from None
+    for i, gpu in enumerate(config.gpus):
+        try:
+            data.resolve_gpu(gpu)
+        except CapnbError as error:
+            raise ConfigError(f"{place('gpus')}: gpus[{i}] = {gpu!r}: {error}") from None
 
 
 class _UniqueKeyLoader:
