@@ -406,6 +406,7 @@ def test_gaps_in_a_log_are_missing_not_zero(tmp_path):
     assert float(series.qps.sel(time="2024-05-10 00:20")) == pytest.approx(6 / 60)
     assert "30 intervals in empty runs" in series.attrs["notes"]
     assert series.attrs["missing_intervals"] == 31  # and the last minute, observed for 0 s
+    assert "not the time of day: it spans under two days" in series.attrs["notes"]
     zeros = forecast.resample(data.load_trace(path), "1min", gap=None)
     assert float(zeros.qps.sel(time="2024-05-10 00:50")) == 0.0
 
@@ -433,6 +434,103 @@ def test_counts_per_window_become_rates(tmp_path):
     series = data.load_rate_series(path, time_column="t", count_column="n")
     assert series.qps.values.tolist() == [1.0, 2.0] and series.attrs["interval_s"] == 600
     assert series.attrs["weekday_known"] == "yes"
+
+
+def _diurnal_log(tmp_path, name, rate_by_hour, days=4, seed=11, drop=None):
+    """A Poisson request log (CSV) from 2024-05-13 00:00, requests/s by hour of day.
+
+    ``drop``: a (start, stop) pair of times with no requests (a hole in the logging)."""
+    rng = np.random.default_rng(seed)
+    seconds = np.arange(days * 86_400)
+    arrivals = np.repeat(seconds, rng.poisson(np.asarray(rate_by_hour)[seconds % 86_400 // 3600]))
+    times = pd.Timestamp("2024-05-13") + pd.to_timedelta(
+        np.sort(arrivals + rng.random(arrivals.size)), unit="s"
+    )
+    if drop is not None:
+        times = times[(times < drop[0]) | (times >= drop[1])]
+    path = tmp_path / name
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M:%S.%f"), "prompt_tokens": 100,
+                  "output_tokens": 10}).to_csv(path, index=False)  # fmt: skip
+    return path
+
+
+def test_a_service_idle_every_night_has_idle_nights_not_holes(tmp_path):
+    # busy 06:00-22:00, no request at all 22:00-06:00: the log's mean rate (0.13/s) expects 7
+    # requests in a minute, but at night the other nights expect none, so the empty nights are
+    # idle time (zeros), not holes; they used to be missing, and the plan then had no night slots
+    day = [0.0] * 6 + [0.2] * 16 + [0.0] * 2
+    series = forecast.resample(data.load_trace(_diurnal_log(tmp_path, "idle.csv", day)), "1min")
+    night = series.qps.where(series.time.dt.hour.isin([22, 23, 0, 1, 2, 3, 4, 5]), drop=True)
+    assert night.size == 3 * 480 and (night.fillna(-1) == 0).all()  # the log is from 06:00
+    assert series.attrs["missing_intervals"] <= 2  # the edges, if observed under half a minute
+    assert "3 empty run(s) of at least 15 min are idle, not holes" in series.attrs["notes"]
+    plan = forecast.target(series, trials=200)
+    p99 = plan.target_qps.sel(traffic_quantile=0.99).values
+    assert (p99[[22, 23, 0, 1, 2, 3, 4, 5]] == 0).all() and (p99[6:22] > 0.2).all()
+    # hours of the day not known (times from an unknown start): the mean rate decides, and says so
+    log = data.load_trace(tmp_path / "idle.csv").assign_attrs(hours_known="no")
+    unknown = forecast.resample(log, "1min")
+    assert unknown.qps.sel(time="2024-05-14 02:00").isnull()
+    assert "not the time of day: its hours of the day are not known" in unknown.attrs["notes"]
+
+
+def test_one_empty_night_among_busy_ones_is_a_hole_and_a_daily_pause_is_not(tmp_path):
+    # traffic day and night but none 03:00-03:30 every day (a daily pause), and none at all in
+    # the night of 2024-05-15 00:00-06:00 (logging was down): that night is missing, the pauses
+    # are idle time (the old mean-rate rule made every pause a hole too)
+    rates = [0.05] * 24
+    path = _diurnal_log(tmp_path, "busy.csv", rates, drop=("2024-05-15 00:00", "2024-05-15 06:00"))
+    trace = data.load_trace(path)
+    keep = ~((trace.time.dt.hour == 3) & (trace.time.dt.minute < 30))
+    series = forecast.resample(trace.isel(request=keep.values), "1min")
+    hole = series.qps.sel(time=slice("2024-05-15 00:00", "2024-05-15 05:58"))
+    assert hole.isnull().all() and hole.size == 359  # the first request can fall at 05:59
+    pauses = series.qps.where(series.time.dt.hour == 3, drop=True)
+    pauses = pauses.where(pauses.time.dt.minute < 30, drop=True)
+    assert pauses.sel(time=slice("2024-05-14 03:00", "2024-05-14 03:29")).sum() == 0
+    assert int(pauses.isnull().sum()) == 30  # those of the missing night only
+    assert series.attrs["missing_intervals"] == int(series.qps.isnull().sum())
+    assert re.search(r"1 empty run\(s\) of at least 15 min are missing", series.attrs["notes"])
+    assert "3 empty run(s) of at least 15 min are idle, not holes" in series.attrs["notes"]
+
+
+def test_zeros_at_night_of_a_rate_series_are_idle_and_a_zero_night_among_busy_ones_missing(
+    tmp_path,
+):
+    # 10-minute counts over 4 days, 600 a window by day: explicit zeros every night are idle
+    # (they were all missing, as the median window holds 600 requests)
+    rng = np.random.default_rng(5)
+    times = pd.date_range("2024-05-13", periods=4 * 144, freq="10min")
+    busy_night = rng.poisson(600, times.size)
+    idle_night = np.where((times.hour >= 6) & (times.hour < 22), busy_night, 0)
+    for name, counts in (("idle.csv", idle_night), ("hole.csv", busy_night.copy())):
+        if name == "hole.csv":
+            counts[(times >= "2024-05-15 00:00") & (times < "2024-05-15 06:00")] = 0
+        pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M"), "requests": counts}).to_csv(
+            tmp_path / name, index=False
+        )
+    idle = data.load_traffic(tmp_path / "idle.csv")
+    assert idle.attrs["missing_windows"] == 0 and int((idle.qps == 0).sum()) == 4 * 48
+    assert "192 windows with a rate of 0 are kept as idle, not missing" in idle.attrs["notes"]
+    plan = forecast.target(idle, trials=200)
+    assert (
+        plan.target_qps.sel(traffic_quantile=0.99).values[[22, 23, 0, 1, 2, 3, 4, 5]] == 0
+    ).all()
+    hole = data.load_traffic(tmp_path / "hole.csv")
+    assert hole.attrs["missing_windows"] == 36 == int(hole.qps.isnull().sum())
+    assert hole.qps.sel(time=slice("2024-05-15 00:00", "2024-05-15 05:50")).isnull().all()
+    assert "36 windows with a rate of exactly 0 are marked missing" in hole.attrs["notes"]
+
+
+def test_slots_without_a_baseline_are_all_named_with_advice_for_their_cause():
+    times = pd.date_range("2024-05-13", periods=4 * 24, freq="1h")
+    qps = np.where((times.hour >= 6) & (times.hour < 22), 1.0 + 0.1 * (times.hour % 3), np.nan)
+    series = xr.Dataset({"qps": ("time", qps)}, coords={"time": times}, attrs={"interval_s": 3600})
+    with pytest.raises(InputError) as raised:
+        forecast.target(series, trials=50)
+    assert "8 hour of day slots (0-5, 22-23) have no observed interval" in str(raised.value)
+    assert "coarser slots or more history" not in str(raised.value)
+    assert "gap=None" in str(raised.value) and "zero_is_missing=False" in str(raised.value)
 
 
 def test_no_warnings_on_clean_bundled_loads():

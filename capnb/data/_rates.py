@@ -61,12 +61,15 @@ def load_rate_series(
     zero_is_missing
         Treat windows with a rate of exactly 0 as missing (NaN), as in production series where a
         zero is a hole in the data, not an idle service (ServeGen m-small has 37 such windows), or
-        keep them as idle windows (False). None (default): decided from the series itself. A
-        zero is missing data when an empty window would be improbable at the series' typical
-        load: the median count of its non-empty windows at least :data:`IDLE_MEDIAN_COUNT`
-        requests (at which a Poisson window is empty with probability below 0.1 %); below it,
-        empty windows are what a quiet service has, and they are kept as zeros. The notes say
-        which, and why.
+        keep them as idle windows (False). None (default): decided window by window. A zero is
+        missing data when an empty window would be improbable at the traffic of the windows at
+        the same time of day on the other days (and, over two weeks or more, of the week on the
+        other weeks): Poisson probability below 0.1 %, about :data:`IDLE_MEDIAN_COUNT` requests
+        expected; otherwise it is idle time and kept, so a service idle every night keeps its
+        nights. A series under two days, whose hours are not known or whose windows do not
+        divide a day has no time of day to compare with: there the median count of its non-empty
+        windows decides (at least :data:`IDLE_MEDIAN_COUNT`: every zero is missing). The notes
+        say which, and why.
 
     Returns
     -------
@@ -147,21 +150,12 @@ def load_rate_series(
     seconds = step / 1e9
     qps = full if rate_column else full / seconds
     absent = grid.size - ns.size
-    zeros = int(np.count_nonzero(qps == 0.0))
-    if zeros and zero_is_missing is None:
-        counts = qps[np.isfinite(qps) & (qps > 0)] * seconds
-        typical = float(np.median(counts)) if counts.size else 0.0
-        zero_is_missing = typical >= IDLE_MEDIAN_COUNT
-        if not zero_is_missing:
-            notes.append(
-                f"{zeros:,} windows with a rate of 0 are kept as idle, not missing: at a median "
-                f"of {typical:.3g} requests per non-empty window, an empty window is expected "
-                f"(Poisson probability {math.exp(-typical):.1%}); zero_is_missing=True marks "
-                "them missing"
-            )
-    if zero_is_missing and zeros:
-        qps = np.where(qps == 0.0, np.nan, qps)
-        notes.append(f"{zeros:,} windows with a rate of exactly 0 are marked missing")
+    zeros = qps == 0.0
+    if zeros.any() and zero_is_missing is None:
+        qps = np.where(_zero_holes(qps * seconds, step, clock.attrs(), notes), np.nan, qps)
+    elif zeros.any() and zero_is_missing:
+        qps = np.where(zeros, np.nan, qps)
+        notes.append(f"{int(zeros.sum()):,} windows with a rate of exactly 0 are marked missing")
     if absent:
         notes.append(f"{absent:,} absent windows are inserted as missing")
     repairs = [n for n in notes if "sorted" in n or "merged" in n]
@@ -184,6 +178,79 @@ def load_rate_series(
             "notes": "; ".join(notes) or "none",
         },
     )
+
+
+def _zero_holes(counts: np.ndarray, step: int, clock: dict, notes: list[str]) -> np.ndarray:
+    """Which windows of 0 requests are missing data: those where an empty window is improbable.
+
+    A window of 0 is compared with the windows at the same time of day on the other days (and of
+    the week on the other weeks, :func:`capnb.data._times.compared_periods`): it is missing when
+    every comparison makes it improbable (:func:`capnb.data._times.emptiness_score`), and idle
+    otherwise, so a service idle every night keeps its nights, and one empty night among busy
+    ones is a hole. Where there is nothing to compare with (a series under two days, hours not
+    known, windows that do not divide a day, or no observed window at that time on another day),
+    the series' median non-empty window decides, as for a service without a time of day.
+    """
+    zero = np.flatnonzero(counts == 0.0)
+    positive = counts[np.isfinite(counts) & (counts > 0)]
+    typical = float(np.median(positive)) if positive.size else 0.0
+    by_median = typical >= IDLE_MEDIAN_COUNT
+    periods, why = _times.compared_periods(counts.size * step, clock)
+    if periods and (86_400 * 1_000_000_000) % step:  # no same time of day to compare with
+        periods, why = (), f"its windows ({step / 1e9:g} s) do not divide a day"
+    hole = np.ones(zero.size, bool)
+    compared = np.zeros(zero.size, bool)
+    for period in periods:
+        cycle = period // step
+        total, seen = np.zeros(zero.size), np.zeros(zero.size)
+        reach = (counts.size - 1) // cycle
+        for cycles in (*range(-reach, 0), *range(1, reach + 1)):
+            other = zero + cycles * cycle
+            inside = np.flatnonzero((other >= 0) & (other < counts.size))
+            values = counts[other[inside]]
+            total[inside] += np.nan_to_num(values)
+            seen[inside] += np.isfinite(values)
+        improbable = _times.emptiness_score(total, seen, 1.0) >= IDLE_MEDIAN_COUNT
+        hole &= improbable | (seen == 0)  # nothing at that time on another cycle: no say
+        compared |= seen > 0
+    hole = np.where(compared, hole, by_median)
+    missing = np.zeros(counts.size, bool)
+    missing[zero[hole]] = True
+    if periods:
+        basis = _times.compared_text(periods)
+        idle = int((compared & ~hole).sum())
+        if idle:
+            notes.append(
+                f"{idle:,} windows with a rate of 0 are kept as idle, not missing: at {basis} the "
+                "series has too little traffic for an empty window to be improbable (Poisson "
+                "probability over 0.1 %); zero_is_missing=True marks them missing"
+            )
+        if (compared & hole).any():
+            notes.append(
+                f"{int((compared & hole).sum()):,} windows with a rate of exactly 0 are marked "
+                f"missing: at {basis} the series' traffic makes an empty window improbable "
+                "(Poisson probability under 0.1 %); zero_is_missing=False keeps them as idle"
+            )
+        if not compared.all():
+            notes.append(
+                f"{int((~compared).sum()):,} windows with a rate of 0 have no observed window at "
+                f"{basis}: judged by the series' median non-empty window ({typical:.3g} "
+                f"requests), they are {'missing' if by_median else 'kept as idle'}"
+            )
+        return missing
+    median = f"judged against the series' median window, not the time of day: {why}"
+    if by_median:
+        notes.append(
+            f"{zero.size:,} windows with a rate of exactly 0 are marked missing ({median})"
+        )
+    else:
+        notes.append(
+            f"{zero.size:,} windows with a rate of 0 are kept as idle, not missing: at a median "
+            f"of {typical:.3g} requests per non-empty window, an empty window is expected "
+            f"(Poisson probability {math.exp(-typical):.1%}); zero_is_missing=True marks them "
+            f"missing ({median})"
+        )
+    return missing
 
 
 def _series_path(name_or_path) -> Path:

@@ -14,6 +14,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from . import _times
 from ._times import IDLE_MEDIAN_COUNT
 
 __all__ = [
@@ -180,7 +181,12 @@ def resample(
         For a rate series, a whole multiple of its own interval.
     gap
         A request log's runs of empty intervals at least this long are marked missing (a hole in
-        the log, not an idle service); ``None`` keeps every empty interval as a real zero.
+        the log, not an idle service) where the log's traffic at the same time of day on its other
+        days (and, over two weeks or more, of the week on its other weeks) makes a stretch that
+        empty improbable (Poisson probability under 0.1 %); elsewhere they are idle time, zeros
+        (a service idle every night keeps its nights). A log under two days, or whose hours of the
+        day are not known, is judged at its mean rate instead. ``None`` keeps every empty interval
+        as a real zero. The notes say which.
 
     Returns
     -------
@@ -269,23 +275,22 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
     longest = int((idle_stops - idle_starts).max(initial=0)) * step
     if gap is not None:
         gap_ns = interval_ns(gap, "gap", low_s=1)
-        # an empty stretch is a hole only where the log's mean rate makes it improbable: at
-        # IDLE_MEDIAN_COUNT expected requests a Poisson stretch is empty with probability 0.1 %
-        expected_ns = IDLE_MEDIAN_COUNT * span / max(ns.size - 1, 1)
-        if expected_ns > gap_ns:
-            notes.append(
-                f"empty runs shorter than {duration_text(expected_ns)} are idle, not holes: at "
-                f"this log's mean of {(ns.size - 1) / span * NS:.3g} requests/s one that long "
-                f"is empty with probability 0.1 % (gap={duration_text(gap_ns)} is shorter)"
-            )
-            gap_ns = int(expected_ns)
         long = idle_stops - idle_starts >= -(-gap_ns // step)
-        holes = _mark(n_bins, idle_starts[long], idle_stops[long])
-        if holes.any():
-            notes.append(
-                f"{int(holes.sum()):,} intervals in empty runs of at least {duration_text(gap_ns)} "
-                "are missing (a hole in the log); pass gap=None to count them as zero"
-            )
+        stretches = (origin + idle_starts[long] * step, origin + idle_stops[long] * step)
+        periods, why = _times.compared_periods(span, trace.attrs)
+        if periods:
+            hole = _improbably_empty(ns, *stretches, periods)
+            holes = _mark(n_bins, idle_starts[long][hole], idle_stops[long][hole])
+            whole = bool((stretches[1] - stretches[0] >= min(periods)).any())
+            counts = (int(hole.sum()), int(holes.sum()), hole.size)
+            notes.extend(_hole_notes(periods, gap_ns, *counts, whole))
+        else:
+            holes = _mean_rate_holes(ns, step, n_bins, idle_starts, idle_stops, gap_ns, notes)
+            if long.any():
+                notes.append(
+                    "empty stretches are judged against the log's mean rate, not the time of day: "
+                    + why
+                )
         missing |= holes
     qps = np.where(missing, np.nan, requests / np.where(covered > 0, covered, 1.0) * NS)
     data = {
@@ -307,6 +312,76 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
         "notes": "; ".join(notes) or "none",
     }
     return xr.Dataset(data, coords=_time_coord(starts), attrs=attrs)
+
+
+def _improbably_empty(ns, a, b, periods) -> np.ndarray:
+    """Which empty stretches ``[a, b)`` of a log are holes: improbable at every period's phase.
+
+    A stretch shorter than a period is compared with the same phase (time of day, of the week)
+    on the log's other cycles (:func:`capnb.data._times.emptiness_score`); one at least a period
+    long holds every phase, and is compared with the log's mean rate. Idle nights are then idle
+    (the other nights are empty too), and one empty night among busy ones is a hole.
+    """
+    first, last = int(ns[0]), int(ns[-1])
+    length = (b - a).astype(np.float64)
+    hole = np.ones(a.size, bool)
+    for period in periods:
+        score = length * (ns.size - 1) / (last - first)  # at the log's mean rate
+        short = np.flatnonzero(length < period)
+        total, exposure = np.zeros(short.size), np.zeros(short.size)
+        reach = (last - first) // period + 1  # the other cycles the log touches, either side
+        for cycles in (*range(-reach, 0), *range(1, reach + 1)):
+            shift = cycles * period
+            low = np.clip(a[short] + shift, first, last)
+            high = np.clip(b[short] + shift, first, last)
+            exposure += high - low
+            total += np.searchsorted(ns, high) - np.searchsorted(ns, low)
+        score[short] = _times.emptiness_score(total, exposure, length[short])
+        hole &= score >= IDLE_MEDIAN_COUNT
+    return hole
+
+
+def _hole_notes(periods, gap_ns: int, hole_runs: int, hole_intervals: int, runs_in_all: int, whole):
+    basis = _times.compared_text(periods)
+    if whole:  # a run a day long holds every time of day
+        basis += " (runs of a day or more: at its mean rate)"
+    notes = []
+    if runs_in_all > hole_runs:
+        notes.append(
+            f"{runs_in_all - hole_runs:,} empty run(s) of at least {duration_text(gap_ns)} are "
+            f"idle, not holes: at {basis} the log has too few requests for them to be improbable"
+        )
+    if hole_runs:
+        notes.append(
+            f"{hole_intervals:,} intervals in {hole_runs:,} empty run(s) of at least "
+            f"{duration_text(gap_ns)} are missing (a hole in the log): at {basis} the log's "
+            "requests make them improbable (Poisson probability under 0.1 %); pass gap=None to "
+            "count them as zero"
+        )
+    return notes
+
+
+def _mean_rate_holes(ns, step, n_bins, idle_starts, idle_stops, gap_ns, notes) -> np.ndarray:
+    """The holes of a log whose time of day cannot be compared: judged at its mean rate."""
+    span = int(ns[-1] - ns[0])
+    # an empty stretch is a hole only where the log's mean rate makes it improbable: at
+    # IDLE_MEDIAN_COUNT expected requests a Poisson stretch is empty with probability 0.1 %
+    expected_ns = IDLE_MEDIAN_COUNT * span / max(ns.size - 1, 1)
+    if expected_ns > gap_ns:
+        notes.append(
+            f"empty runs shorter than {duration_text(expected_ns)} are idle, not holes: at "
+            f"this log's mean of {(ns.size - 1) / span * NS:.3g} requests/s one that long "
+            f"is empty with probability 0.1 % (gap={duration_text(gap_ns)} is shorter)"
+        )
+        gap_ns = int(expected_ns)
+    long = idle_stops - idle_starts >= -(-gap_ns // step)
+    holes = _mark(n_bins, idle_starts[long], idle_stops[long])
+    if holes.any():
+        notes.append(
+            f"{int(holes.sum()):,} intervals in empty runs of at least {duration_text(gap_ns)} "
+            "are missing (a hole in the log); pass gap=None to count them as zero"
+        )
+    return holes
 
 
 def runs(flags) -> tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,53 @@ from ..errors import ConfigError, InputError
 #: for missing data: a Poisson count with this mean is 0 with probability exp(-6.91) = 0.1 %.
 IDLE_MEDIAN_COUNT = 6.91
 
+_DAY_NS = 86_400 * 1_000_000_000
+_WEEK_NS = 7 * _DAY_NS
+
+
+def compared_periods(span_ns: int, attrs) -> tuple[tuple[int, ...], str]:
+    """The periods (ns) whose other cycles an empty stretch is compared with; or none, and why.
+
+    Traffic has a time of day: an empty night is what a service idle at night has, and a hole
+    only where the other nights have traffic. So an empty stretch is judged against the same
+    time of day on the other days (the hours must be known and the trace span two days, so that
+    every moment of a stretch has one other day); and, when the weekday is known and the trace
+    spans two weeks, against the same time of the week on the other weeks too (an idle weekend
+    is no hole either). No period: the caller falls back on the trace's mean rate.
+    """
+    if attrs.get("hours_known") == "no":
+        return (), "its hours of the day are not known"
+    if span_ns < 2 * _DAY_NS:
+        return (), "it spans under two days"
+    if attrs.get("weekday_known") != "no" and span_ns >= 2 * _WEEK_NS:
+        return (_DAY_NS, _WEEK_NS), ""
+    return (_DAY_NS,), ""
+
+
+def compared_text(periods: tuple[int, ...]) -> str:
+    """Words for :func:`compared_periods`' answer, for notes."""
+    text = "the same time of day on the other days"
+    return text + (" and of the week on the other weeks" if len(periods) > 1 else "")
+
+
+def emptiness_score(total, exposure, length) -> np.ndarray:
+    """-ln P(a stretch of ``length`` is empty), given ``total`` requests seen in ``exposure``.
+
+    ``exposure`` is time at the same time of day elsewhere (in the same unit as ``length``). If
+    both had one Poisson rate, the stretch would hold none of the ``total`` requests with
+    probability ``(exposure / (exposure + length)) ** total``: the score is ``total x
+    ln(1 + length / exposure)``, the expected count ``rate x length`` when the exposure is long,
+    and lower when the rate rests on few days. A stretch scoring at least
+    :data:`IDLE_MEDIAN_COUNT` is improbably empty (0.1 %). 0 where there is no exposure.
+    """
+    total, exposure, length = np.broadcast_arrays(
+        np.asarray(total, float), np.asarray(exposure, float), np.asarray(length, float)
+    )
+    score = np.zeros(total.shape)
+    seen = exposure > 0
+    score[seen] = total[seen] * np.log1p(length[seen] / exposure[seen])
+    return score
+
 
 class TraceWarning(UserWarning):
     """A trace loaded, but something in it was repaired (sorted, merged) and is reported."""

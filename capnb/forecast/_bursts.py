@@ -273,6 +273,7 @@ def month_inputs(
             f"exclude must be 'detect', a detect_bursts result or None, got {exclude!r}"
         )
     qps = series["qps"].values.astype(float).copy()
+    observed = ~np.isnan(qps)
     if exclude is not None:
         found = detect_bursts(series, baseline) if isinstance(exclude, str) else exclude
         mask = found["in_burst"].reindex(time=series["time"], fill_value=False).values
@@ -284,16 +285,44 @@ def month_inputs(
     _, mean, count = slot_statistics(qps, codes, np.array([0.5]), spec.count)
     empty = np.flatnonzero(count == 0)
     if empty.size:
-        raise InputError(
-            f"slots {empty[:5].tolist()} have no observed interval outside bursts: the Monte Carlo "
-            "needs a baseline for every slot (use coarser slots or more history)"
-        )
+        seen = np.bincount(codes[observed], minlength=spec.count)[empty] > 0
+        raise InputError(_no_baseline(spec, empty[~seen], empty[seen]))
     seen = ~np.isnan(qps) & (mean[codes] > 0)
     noise = qps[seen] / mean[codes][seen]
     minutes = int(days) * 1440
     minute_ns = np.arange(minutes, dtype=np.int64) * 60 * NS
     base = mean[(minute_ns % spec.period_ns) // spec.slot_ns]
     return MonthInputs(base, noise, int(step // (60 * NS)), excluded)
+
+
+def _no_baseline(spec: Slots, unobserved: np.ndarray, in_bursts: np.ndarray) -> str:
+    """Why slots have no baseline, for each cause the advice that fits it."""
+    parts = []
+    if unobserved.size:
+        parts.append(
+            f"{_slot_list(spec, unobserved)} no observed interval: the series is missing there "
+            "(it does not cover those times, or they fall in holes). Give a series that covers "
+            "them or coarser slots; if the service was idle then (not unlogged), count those "
+            "stretches as zero (resample the log with gap=None, or load the rate series with "
+            "zero_is_missing=False)"
+        )
+    if in_bursts.size:
+        parts.append(
+            f"{_slot_list(spec, in_bursts)} every observed interval inside a detected burst. Give "
+            "more history, or keep the bursts in the baseline (exclude=None)"
+        )
+    return "the Monte Carlo needs a baseline for every slot, but " + "; and ".join(parts) + "."
+
+
+def _slot_list(spec: Slots, slots: np.ndarray) -> str:
+    """'3 hour of day slots (0-1, 5) have': runs of consecutive slots, the first 8, then '...'."""
+    starts, stops = runs(np.isin(np.arange(spec.count), slots))
+    text = [f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in zip(starts, stops, strict=True)]
+    shown = ", ".join(text[:8]) + (", ..." if len(text) > 8 else "")
+    many = slots.size != 1
+    return (
+        f"{slots.size} {spec.label()} slot{'s' if many else ''} ({shown}) ha{'ve' if many else 's'}"
+    )
 
 
 def _seed_words(seed: object) -> tuple[np.uint64, np.uint64]:
