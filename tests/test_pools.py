@@ -104,8 +104,10 @@ def test_bad_fleets_are_named():
         capnb.elasticity.pool_demand(
             demand, fleet.assign_coords(per_instance_qps=("pool", [12.0, 0.0]))
         )
-    with pytest.raises(InputError, match="no instances in slot 0"):
-        capnb.elasticity.pool_demand(demand, fleet.assign(instances=fleet.instances * 0))
+    # a fleet with no instances at all is no error any more: an idle slot's traffic is split as if
+    # each pool had one instance (test_a_slot_the_fleet_left_empty_still_sends_its_traffic...)
+    split = capnb.elasticity.pool_demand(demand, fleet.assign(instances=fleet.instances * 0))
+    np.testing.assert_allclose(split.sum("pool"), demand.values)
     with pytest.raises(InputError, match="cold_start_s: give one per pool"):
         capnb.elasticity.simulate_pools(demand, fleet, cold_start_s={"H200 TP1": 60})
     with pytest.raises(InputError, match="dates"):
@@ -165,3 +167,20 @@ def test_spot_instances_priced_at_spot_and_preempted_at_the_stated_rate():
         )
     with pytest.raises(InputError, match="spot_preemption_rate instead"):
         capnb.elasticity.simulate_pools(demand, fleet, **settings, preemption=1.0)
+
+
+def test_a_slot_the_fleet_left_empty_still_sends_its_traffic_to_the_pools():
+    # an idle hour planned at 0 instances: traffic arriving then is split as if each pool had
+    # one instance (it raised "fleet has no instances in slot 0" and no idle service could plan)
+    from capnb.elasticity._pools import _shares
+
+    fleet = xr.Dataset(
+        {"instances": (("pool", "slot"), [[0, 2, 3], [0, 1, 0]]),
+         "per_instance_qps": ("pool", [2.0, 5.0])},
+        coords={"pool": ["a", "b"], "slot": [0, 1, 2]},
+    )  # fmt: skip
+    share = _shares(fleet)
+    assert share.dims == ("pool", "slot")
+    np.testing.assert_allclose(share.sel(slot=0), [2 / 7, 5 / 7])
+    np.testing.assert_allclose(share.sel(slot=1), [4 / 9, 5 / 9])
+    np.testing.assert_allclose(share.sum("pool"), 1.0)

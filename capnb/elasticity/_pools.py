@@ -72,7 +72,12 @@ def _slot_kind(fleet: xr.Dataset, slots) -> str:
 
 
 def _shares(fleet: xr.Dataset) -> xr.DataArray:
-    """The share of the traffic each pool serves, over (pool, slot)."""
+    """The share of the traffic each pool serves, over (pool, slot).
+
+    In proportion to the instances' throughput in the slot; in a slot the fleet planned no
+    instance for (an idle hour), in proportion to one instance of each pool, so that traffic
+    arriving then still reaches the pools whose policies start instances for it.
+    """
     if "demand_share" in fleet:
         share = fleet.demand_share.broadcast_like(fleet.instances).transpose("pool", "slot")
         values = np.asarray(share.values, dtype=float)
@@ -80,10 +85,13 @@ def _shares(fleet: xr.Dataset) -> xr.DataArray:
             raise InputError("fleet.demand_share must be in [0, 1]")
         return share
     capacity = (fleet.per_instance_qps * fleet.instances).transpose("pool", "slot")
+    idle = capacity.sum("pool") <= 0
+    one_each = fleet.per_instance_qps.broadcast_like(capacity).transpose("pool", "slot")
+    capacity = xr.where(idle, one_each, capacity).transpose("pool", "slot")
     total = capacity.sum("pool")
-    if (total <= 0).any():
+    if (total <= 0).any():  # a pool of no throughput at all: nothing to split by
         slot = fleet.slot.values[int(np.flatnonzero((total <= 0).values)[0])]
-        raise InputError(f"fleet has no instances in slot {slot}: its share cannot be split")
+        raise InputError(f"fleet has no throughput in slot {slot}: its share cannot be split")
     return capacity / total
 
 

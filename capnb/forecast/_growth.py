@@ -153,7 +153,8 @@ def _mixture_quantiles(log_shape: np.ndarray, mu, sd, dof: int, quantiles) -> np
     high = np.where(seen[:, None, None, :], own, -np.inf).max(axis=(2, 3))
     density = math.exp(special.gammaln((dof + 1) / 2) - special.gammaln(dof / 2))
     density /= math.sqrt(dof * math.pi)
-    x = 0.5 * (low + high)
+    with np.errstate(invalid="ignore"):  # a slot with no value: inf - inf, NaN, settled at once
+        x = 0.5 * (low + high)
     for _ in range(_MAX_STEPS):
         z = (x[:, :, None, None] - shape - mu) / sd
         gap = (special.stdtr(dof, z) * weight).sum(axis=(2, 3)) - q
@@ -294,7 +295,8 @@ def predict(
     qps, days, means, day_mean = _days(series, MIN_DAYS)
     fit = _level(days, means, horizon)
     codes = slot_codes(series["time"], spec)
-    shape = np.log(qps / day_mean)  # NaN for a missing interval or a day left out
+    with np.errstate(divide="ignore", invalid="ignore"):  # an idle interval: log(0), left out
+        shape = np.log(qps / day_mean)  # NaN for a missing interval or a day left out
     shape[~np.isfinite(shape)] = np.nan
     # one row per slot of its past shapes, padded with NaN
     seen = ~np.isnan(shape)
