@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import json
 import re
+import warnings
 from pathlib import Path
 
 __all__ = ["bundle_html", "chart_html", "records", "setup", "worksheet"]
@@ -296,8 +297,21 @@ def _render(spec: dict, **embed_options) -> dict:
     return {"text/html": chart_html(spec, embed_options=embed_options or None)}
 
 
+_FORMAT = warnings.formatwarning  # Python's own, for every other warning
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    """A warning of capnb's as a reader sees it: the kind and the message, no source path."""
+    if category.__module__.split(".")[0] == "capnb":
+        return f"{category.__name__}: {message}\n"
+    return _FORMAT(message, category, filename, lineno, line)
+
+
 def setup():
     """Make altair charts draw offline; display the returned object once at the top of a worksheet.
+
+    Also prints capnb's own warnings as one line each (``TraceWarning: ...``), without the path of
+    the module that raised them: a report's readers see what was repaired, not capnb's files.
 
     Returns
     -------
@@ -320,6 +334,7 @@ def setup():
     if RENDERER not in alt.data_transformers.names():
         alt.data_transformers.register(RENDERER, records)
     alt.data_transformers.enable(RENDERER)
+    warnings.formatwarning = _one_line
     return HTML(bundle_html())
 
 

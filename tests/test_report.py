@@ -359,3 +359,20 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     # against 512 requests had put it 5 % off: 9.20 against 8.80 requests/s)
     qps = float(result.per_instance_qps.max())
     assert qps == pytest.approx(made.attrs["per_instance_qps"], rel=0.005)
+
+
+def test_worksheets_print_capnbs_warnings_as_one_line_without_paths():
+    import warnings
+
+    from capnb import notebook
+    from capnb.data import TraceWarning
+
+    before = warnings.formatwarning
+    try:
+        notebook.setup()
+        text = warnings.formatwarning("3 rows merged", TraceWarning, "/work/x/_traffic.py", 193)
+        assert text == "TraceWarning: 3 rows merged\n"
+        other = warnings.formatwarning("x", UserWarning, "/work/x/y.py", 1)
+        assert "/work/x/y.py:1" in other  # not capnb's: Python's own format
+    finally:
+        warnings.formatwarning = before
