@@ -141,7 +141,7 @@ ROWS = [
                                r"row 2 \(line 3\)\); the requests were sorted by time",
                  lambda ds: bool((np.diff(ds.time.values) >= np.timedelta64(0)).all()))),
     Row("trace: duplicate timestamps", trace(f"timestamp\n{GOOD_ROW}\n{GOOD_ROW}\n"),
-        Corrects(TraceWarning, r"1 requests share their timestamp .*kept",
+        Corrects(TraceWarning, r"1 request shares its timestamp .*kept",
                  lambda ds: ds.sizes["request"] == 2 and "share" in ds.attrs["notes"])),
     Row("trace: mixed time zones",
         trace("timestamp\n2024-01-01T00:00:05+01:00\n2024-01-01T00:00:06+02:00\n"),

@@ -157,7 +157,7 @@ def test_target_over_slots_and_traffic_quantiles_broadcasts(short):
     qps = p.per_instance_qps
     expected = np.ceil(target / qps * (1 - 1e-12)) + np.ceil(6.0 / qps * (1 - 1e-12))
     xr.testing.assert_equal(p.instances.drop_attrs(), expected.transpose(*p.instances.dims))
-    assert p.attrs["buffer"].startswith("ceil(buffer_qps")
+    assert p.attrs["buffer"].startswith("a buffer of ceil(buffer_qps")
 
 
 @settings(max_examples=40)

@@ -341,7 +341,7 @@ def test_duplicate_timestamps_are_kept_and_reported(tmp_path):
         AZURE_HEADER
         + "2023-11-16 18:00:00,1,1\n2023-11-16 18:00:00,2,2\n2023-11-16 18:00:01,3,3\n",
     )
-    with pytest.warns(data.TraceWarning, match="1 requests share their timestamp"):
+    with pytest.warns(data.TraceWarning, match="1 request shares its timestamp"):
         trace = data.load_trace(path)
     assert trace.sizes["request"] == 3
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import _validate, glossary
+from .. import _validate, _words, glossary
 from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
@@ -592,8 +592,8 @@ def plan(
     lead = [d for d in curve.latency.dims if d not in ("concurrency", "metric", "latency_quantile")]
     result = _ordered(result, [*lead, "sla"])
     result.attrs["buffer"] = (
-        "ceil(buffer_qps / per_instance_qps) instances"
+        "a buffer of ceil(buffer_qps / per_instance_qps) instances"
         if buffer_qps is not None
-        else f"{2 if buffer is None else buffer} instances"
+        else f"a buffer of {_words.count(2 if buffer is None else buffer, 'instance')}"
     )
     return result
