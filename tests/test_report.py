@@ -376,3 +376,12 @@ def test_worksheets_print_capnbs_warnings_as_one_line_without_paths():
         assert "/work/x/y.py:1" in other  # not capnb's: Python's own format
     finally:
         warnings.formatwarning = before
+
+
+def test_numbers_are_set_apart_but_not_inside_dates_or_words():
+    bold = report._bold_numbers
+    assert bold("on 2025-03-12 at 18:00") == "on 2025-03-12 at <strong>18:00</strong>"
+    assert bold("36-58 requests, 13% and 4x") == (
+        "<strong>36-58</strong> requests, <strong>13%</strong> and <strong>4x</strong>"
+    )
+    assert bold("a 5-minute gap") == "a 5-minute gap"

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .. import _validate, glossary
+from .. import _validate, _words, glossary
 from ..errors import InputError
 from ..kernels import disagg as kernels
 
@@ -804,7 +804,8 @@ def disaggregate(
             f"disaggregated ({int(inst[0, peak])}:{int(inst[1, peak])} at the busiest slot)"
         )
         recommendation = (
-            f"Serve aggregated: {int(agg_inst[peak])} x {agg_tp} {gpu_id} at the busiest slot "
+            f"Serve aggregated: {_words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
+            f"{gpu_id} at the busiest slot "
             f"({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {agg_lat[0]:.3g} s, TPOT "
             f"{agg_lat[1] * 1e3:.3g} ms; {why}."
         )
