@@ -233,11 +233,23 @@ def test_the_default_plan_is_built_before_any_worksheet_kernel_starts(monkeypatc
     assert events == ["plan"]  # no kernel started beside the plan
 
 
+def _parameters_and_plan(config, out_dir):
+    """The report's worksheet parameters for a plan config, and the plan they were read from."""
+    import warnings
+
+    from capnb import plan as planning
+
+    kept = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        parameters = report._parameters(config, out_dir, keep=kept)
+    return parameters, kept[0]
+
+
 @pytest.mark.slow
 def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_plan, tmp_path):
     """Worksheet 01 on a report's parameters reads the trace as the plan does (its kind and the
     start of its clock) and gives the plan's forecast, slot for slot."""
-    import warnings
 
     import numpy as np
 
@@ -250,18 +262,8 @@ def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_
         slots="hour_of_week",  # needs the weekday
         demand_scale=1.5,  # growth: the worksheet scales the trace as the plan does
     )
-    built = []
-    build = planning.build
-
-    def keep(cfg):
-        built.append(build(cfg))
-        return built[-1]
-
-    with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
-        warnings.simplefilter("ignore", planning.PlanWarning)
-        patch.setattr(planning, "build", keep)
-        parameters = report._parameters(config, tmp_path)["01_forecasting"]
-    (made,) = built
+    parameters, made = _parameters_and_plan(config, tmp_path)
+    parameters = parameters["01_forecasting"]
     assert (parameters["TRACE_KIND"], parameters["START"]) == ("rates", "2024-05-06 00:00")
     assert parameters["TRACE_OPTIONS"] == {}  # a bundled trace: the loader needs nothing said
     assert parameters["DEMAND_SCALE"] == 1.5
@@ -332,23 +334,10 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     """Worksheet 03 in a report: the plan's curve parameters and representative requests, so its
     safe concurrency and throughput are the plan's (it sampled 256 requests against the plan's
     512, and disagreed with the plan's first page)."""
-    import warnings
-
     from capnb import notebook
-    from capnb import plan as planning
 
-    built = []
-    build = planning.build
-
-    def keep(cfg):
-        built.append(build(cfg))
-        return built[-1]
-
-    with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
-        warnings.simplefilter("ignore", planning.PlanWarning)
-        patch.setattr(planning, "build", keep)
-        parameters = report._parameters(small_plan, tmp_path)["03_capacity"]
-    (made,) = built
+    parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    parameters = parameters["03_capacity"]
     assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
     sheet = notebook.worksheet("03_capacity", **parameters)
     result = sheet["result"].squeeze(drop=True)
