@@ -306,3 +306,12 @@ def test_hand_off_to_elasticity_is_one_rate_and_one_count(short):
     p = capacity.plan(short, 10.0, 20.0, metric="ttft").squeeze()
     assert p.per_instance_qps.attrs["units"] == "requests/s" and p.per_instance_qps.ndim == 0
     assert p.instances.attrs["units"] == "instances" and p.instances.ndim == 0
+
+
+def test_a_floor_just_over_the_sla_is_written_with_the_digits_that_show_it():
+    # P99 12.48 ms against a 12 ms SLA read "already 12 ms ..., above the 12 ms SLA"
+    from capnb.capacity._answer import _apart
+
+    assert _apart(0.01248, 0.012) == ("12.5 ms", "12 ms")
+    assert _apart(0.315, 0.3) == ("315 ms", "300 ms")
+    assert _apart(1.2041, 1.2) == ("1.204 s", "1.2 s")

@@ -161,6 +161,17 @@ def _seconds(value: float) -> str:
     return f"{value * 1e3:,.0f} ms" if value < 1 else f"{value:,.2f} s"
 
 
+def _apart(value: float, bound: float) -> tuple[str, str]:
+    """``value`` and ``bound`` in words, with digits enough to tell them apart (12.5 over 12 ms)."""
+    texts = _seconds(value), _seconds(bound)
+    digits = 3
+    while texts[0] == texts[1] and value != bound and digits < 8:
+        unit, scale = ("ms", 1e3) if max(value, bound) < 1 else ("s", 1.0)
+        texts = tuple(f"{v * scale:.{digits}g} {unit}" for v in (value, bound))
+        digits += 1
+    return texts
+
+
 def _where(cell: xr.Dataset) -> str:
     def value(name):
         if name in cell.coords:
@@ -207,9 +218,10 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     floor = float(cell.latency_floor)
     first = cell.attrs.get("first_concurrency", 1)
     if binding == "infeasible_latency":
+        floor_text, sla_text = _apart(floor, sla)
         return (
-            f"Infeasible: {label} is already {_seconds(floor)} at concurrency 1, above the "
-            f"{_seconds(sla)} SLA, so no concurrency of {where} meets it; a faster GPU, more "
+            f"Infeasible: {label} is already {floor_text} at concurrency 1, above the "
+            f"{sla_text} SLA, so no concurrency of {where} meets it; a faster GPU, more "
             "tensor parallelism, shorter prompts or outputs, or a looser SLA are the ways out."
         )
     if binding == "infeasible_unmeasured":
