@@ -237,11 +237,13 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
     best = capacity.cheapest(cap, over=over)
     unpriced = str(best.unpriced_options.item()) if "unpriced_options" in best else ""
     if int(best.feasible_options) == 0 and unpriced:
+        one = ", " not in unpriced
         raise PlanError(
-            f"no price: {unpriced} meet{'s' if ', ' not in unpriced else ''} {cfg.sla_metric} "
+            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla_metric} "
             f"P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model}, but the GPU catalog "
-            "has no usd_per_gpu_hour for it, so no plan can be priced or ranked; add the price to "
-            "your GPU catalog (README: 'Your own GPU') or add a priced GPU to gpus"
+            f"has no usd_per_gpu_hour for {'it' if one else 'them'}, so no plan can be priced or "
+            "ranked; add the price to your GPU catalog (README: 'Your own GPU') or add a priced "
+            "GPU to gpus"
         )
     if int(best.feasible_options) == 0:
         reasons = sorted(set(np.asarray(cap.binding.values).ravel().tolist()))
