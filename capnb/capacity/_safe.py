@@ -51,11 +51,8 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
     q = quantiles[[math.isclose(quantile, v) for v in quantiles].index(True)]
     selected = curve.latency.sel(metric=metric, latency_quantile=q, drop=True)
     if bool(selected.isnull().all()):
-        why = [
-            line for line in str(curve.attrs.get("notes", "")).split("\n") if "no latency" in line
-        ]
-        if why:  # a modelled curve the model could not price: the latency step says why
-            raise InputError("; ".join(why))
+        if curve.attrs.get("unmodelled"):  # a modelled curve the model could not price: why
+            raise InputError(str(curve.attrs["unmodelled"]))
         measured = [
             f"{m} P{q * 100:g}"
             for m in curve.metric.values
@@ -319,6 +316,7 @@ def safe_concurrency(
             k: float(curve.attrs[k]) for k in ("prompt_tokens", "output_tokens") if k in curve.attrs
         },
         "notes": "\n".join(_latency.notes(curve) + _latency.notes(flat)),
+        "unmodelled": str(curve.attrs.get("unmodelled", "")),
     }
     return result
 

@@ -478,6 +478,8 @@ def analytic(
         # the memory check of capnb.capacity.safe_concurrency reads it ("auto": each config's)
         "weight_dtype": weight_dtype or "auto",
         "notes": "\n".join(missing),
+        # the same reasons on their own: which options have no latency, and why ("" if none)
+        "unmodelled": "; ".join(missing),
     }
     return result
 

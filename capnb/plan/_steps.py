@@ -260,11 +260,12 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
 
 
 def unmodelled(cap: xr.Dataset) -> str:
-    """Why some options have no latency (binding ``no_data``), from the latency step's notes."""
+    """Why some options have no latency (binding ``no_data``), as the latency step said it."""
     if "no_data" not in np.asarray(cap.binding.values).ravel().tolist():
         return ""
-    lines = [line for line in str(cap.attrs.get("notes", "")).split("\n") if "no latency" in line]
-    return "; ".join(lines) or "the latency model has no figures for some options"
+    return (
+        str(cap.attrs.get("unmodelled", "")) or "the latency model has no figures for some options"
+    )
 
 
 def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:
