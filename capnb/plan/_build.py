@@ -51,6 +51,7 @@ def read_config(
     **overrides
         Fields to change.
     """
+    checked = isinstance(config, str | os.PathLike | dict)  # read with their names checked
     if config is None:
         config = PlanConfig()
     elif isinstance(config, str | os.PathLike):
@@ -61,8 +62,10 @@ def read_config(
         raise InputError(
             f"config must be a PlanConfig, a mapping or a file path, got {type(config).__name__}"
         )
-    config = config.replace(**overrides) if overrides else config
-    check_names(config)  # a file's names were checked where it was read, with their lines
+    if overrides:
+        config = config.replace(**overrides)
+    if overrides or not checked:  # a file's names were checked where it was read, with lines
+        check_names(config)
     return config
 
 
