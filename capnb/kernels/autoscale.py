@@ -56,6 +56,14 @@ and their rules, one small function each in :mod:`capnb.kernels.autoscale_rules`
 The scale-down window of each policy is ``run.cooldown`` (article: sustained-low time; HPA:
 scale-down stabilisation window; Knative: scale-down delay). Everything is in whole steps; the step
 module converts seconds, validates, and builds the records (:mod:`capnb.kernels.autoscale_records`).
+
+Two shortcuts keep a long sweep fast and change no result (the same float sums in the same order,
+checked against the references): a *quiet stretch* (nothing queued, no cohort becoming ready, no
+loss) adds each step's arrivals without the plant; and a decision *at rest* - the last decision
+changed nothing, the fleet has not changed since, and this one reads the same (the article's load
+band, the HPA's or the predictive policy's desired count, Knative's two pod counts) before the front
+of one of its windows leaves - is taken as a quiet step. Held rates (a 10-minute series at 1-s
+steps) make most decisions such. A ``FIXED`` grid runs each distinct ``(cold, low, buffer)`` once.
 Metrics are written to ``metrics`` in the order of :data:`METRICS`.
 """
 
@@ -81,12 +89,14 @@ from .autoscale_records import (
     Timeline,
 )
 from .autoscale_rules import (
+    NEVER_ENDS,
     ArticleState,
     HpaState,
     KnativeState,
     Seen,
     _wrap,
     article_decision,
+    article_ratio,
     article_rule,
     hpa_replicas,
     hpa_rule,
@@ -98,8 +108,10 @@ from .autoscale_rules import (
     new_events,
     new_knative_state,
     new_window,
+    predictive_desired,
     predictive_rule,
     predictive_table,
+    window_rest,
 )
 
 __all__ = [
@@ -195,7 +207,7 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     countdown = period
     load_sum = 0.0
     article = ArticleState(0, 0)
-    hpa = HpaState(0)
+    hpa = HpaState(0, -1, -1)
     knative = new_knative_state(pool if policy == KNATIVE else 0)
     down = new_window(cooldown, period)  # HPA, predictive: scale-down stabilisation; Knative: delay
     up_window = new_window(config.up_stabilization_steps, period)  # HPA: scale-up stabilisation
@@ -206,23 +218,36 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     counts_load = policy not in (FIXED, KNATIVE)
     # Knative's ticks that change nothing are taken inside a quiet stretch (below)
     ticks = policy == KNATIVE
-    # a policy that decides every step leaves no quiet stretch (Knative's may): no look-ahead
+    # a policy that decides every step leaves no quiet stretch unless at rest (below)
     look_ahead = policy == FIXED or period > 1 or ticks
+    # At rest: the last decision changed nothing, and a decision that reads the same (`rest_key`:
+    # the article's load band, the HPA's and the predictive policy's desired count, Knative's
+    # stable count, with its panic count in `rest_key2`) with the fleet unchanged answers the same
+    # until step `rest_until`, when the front of one of its windows leaves (window_rest). A quiet
+    # stretch takes such decisions as quiet steps, renewing the step of the windows' back entries
+    # (`rest_back`, `rest_back2`) as the push would. A cohort becoming ready, a loss or a decision
+    # that is not at rest ends the rest (-1).
+    rest_until = -1
+    rest_key = rest_key2 = 0
+    rest_back = rest_back2 = -1
+    veto = policy == ARTICLE and 2 * cold > config.tolerance_steps
     t = 0
     while t < n_steps:
-        if look_ahead and queue_len == 0:
+        if (look_ahead or rest_until > t) and queue_len == 0:
             # Quiet stretch: nothing queued, and no cohort becomes ready and no decision falls
             # before `end`, so a step only adds its arrivals, served in full while they fit.
             # The same sums in the same order as the full steps below: the same bits, at a few
             # instructions a step instead of the whole plant and policy.
-            end = n_steps
-            if policy != FIXED and not ticks and t + countdown - 1 < end:
-                end = t + countdown - 1  # that step decides: it runs in full
-            if start_len > 0 and start_ready_at[start_first] < end:
-                end = start_ready_at[start_first]
-            if next_loss < n_losses and loss_steps[next_loss] < end:
-                end = loss_steps[next_loss]  # a step that loses instances runs in full
-            if end > t:
+            limit = n_steps
+            if start_len > 0 and start_ready_at[start_first] < limit:
+                limit = start_ready_at[start_first]
+            if next_loss < n_losses and loss_steps[next_loss] < limit:
+                limit = loss_steps[next_loss]  # a step that loses instances runs in full
+            decide_at = t + countdown - 1
+            end = limit
+            if policy != FIXED and not ticks and decide_at < end:
+                end = decide_at  # that step decides: it runs in full, unless at rest
+            if end > t or rest_until > t:
                 capacity = ready * per_step
                 k = t
                 if ticks:  # a loop of its own: the other policies' stays as small as it was
@@ -232,7 +257,17 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                         arriving = rate * step_s
                         if arriving > capacity:
                             break
-                        if countdown == 1:
+                        if (
+                            countdown == 1
+                            and k < rest_until
+                            and stable_need[k] == rest_key
+                            and panic_need[k] == rest_key2
+                        ):
+                            # at rest, a tick that reads what the last one read: the same answer
+                            if rest_back >= 0:
+                                delay_steps[rest_back] = k
+                            countdown = period
+                        elif countdown == 1:
                             # Knative's tick ending step k, taken here only if it changes
                             # nothing: not panicking, the panic condition does not hold, and
                             # the delayed count is the pool. Its state and delay window are
@@ -284,6 +319,9 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                                 panic_limit,
                             )
                             countdown = period
+                            # a tick that changed nothing: at rest
+                            rest_until, rest_back = window_rest(down, cooldown)
+                            rest_key, rest_key2 = stable_need[k], panic_need[k]
                         else:
                             countdown -= 1
                         arrivals += arriving
@@ -296,15 +334,45 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                             timeline.backlog[k] = backlog
                             timeline.breach[k] = False
                         k += 1
-                while k < end and not ticks:
+                while not ticks:
+                    while k < end:
+                        rate = demand[k]
+                        arriving = rate * step_s
+                        if arriving > capacity:
+                            break
+                        arrivals += arriving
+                        served += arriving
+                        if counts_load:
+                            load_sum += rate
+                        if record:
+                            timeline.ready[k] = ready
+                            timeline.starting[k] = starting
+                            timeline.served[k] = arriving
+                            timeline.dropped[k] = 0.0
+                            timeline.backlog[k] = backlog
+                            timeline.breach[k] = False
+                        k += 1
+                    if k < end or end == limit or k >= rest_until:
+                        break  # not at a decision (or one that runs in full), or not at rest
+                    # the decision ending step k, at rest: taken here if it reads the same
                     rate = demand[k]
                     arriving = rate * step_s
                     if arriving > capacity:
                         break
+                    load = (load_sum + rate) / period  # as the full step adds and divides
+                    pool = ready + starting - buffer
+                    if policy == HPA:
+                        key = hpa_replicas(
+                            load, up * per_qps, ready - buffer, starting, config.hpa_tolerance
+                        )
+                    elif policy == PREDICTIVE:
+                        key = predictive_desired(config, run, k, load, table)
+                    else:
+                        key = _article_band(load, pool, per_qps, up, config.scale_down_threshold)
+                    if key != rest_key:
+                        break
                     arrivals += arriving
                     served += arriving
-                    if counts_load:
-                        load_sum += rate
                     if record:
                         timeline.ready[k] = ready
                         timeline.starting[k] = starting
@@ -312,7 +380,19 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                         timeline.dropped[k] = 0.0
                         timeline.backlog[k] = backlog
                         timeline.breach[k] = False
+                    load_sum = 0.0
+                    if policy in (HPA, PREDICTIVE):
+                        if rest_back >= 0:
+                            down.steps[rest_back] = k
+                        if rest_back2 >= 0:
+                            up_window.steps[rest_back2] = k
+                    elif key < 0:
+                        article = ArticleState(article.low_evals + 1, article.vetoed)
+                    elif key > 0 and veto:
+                        article = ArticleState(0, article.vetoed + 1)
                     k += 1
+                    decide_at = k + period - 1
+                    end = decide_at if decide_at < limit else limit
                 if k > t:
                     quiet = k - t
                     instance_steps += quiet * (ready + starting)
@@ -320,7 +400,7 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                     if knative.panicking:
                         panic_steps += quiet
                     if policy != FIXED and not ticks:
-                        countdown -= quiet
+                        countdown = decide_at - k + 1
                     t = k
                     if t == n_steps:
                         break
@@ -333,6 +413,7 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
             ready_since[ready_top] = t
             ready_count[ready_top] = n
             ready_top += 1
+            rest_until = -1  # the fleet the rest was read on has changed
         # preemption: ready instances lost before the step serves, newest first
         lost_now = 0
         while next_loss < n_losses and loss_steps[next_loss] == t:
@@ -348,6 +429,8 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                         ready_top -= 1
             next_loss += 1
         preempted += lost_now
+        if lost_now > 0:
+            rest_until = -1
         capacity = ready * per_step
         rate = demand[t]
         arriving = rate * step_s
@@ -463,6 +546,30 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                 else:
                     target, article = article_rule(config, run, seen, article)
             target = min(max(target, low), high)
+            # at rest if this decision changed nothing and the same reading will change nothing
+            rest_until = -1
+            if target == pool:
+                if policy == KNATIVE:
+                    if not knative.panicking:
+                        rest_until, rest_back = window_rest(down, cooldown)
+                        rest_key, rest_key2 = stable_need[t], panic_need[t]
+                elif policy == HPA:
+                    if ready - buffer >= 1 and hpa.rec == pool:
+                        rest_until, rest_back = window_rest(down, cooldown)
+                        until, rest_back2 = window_rest(up_window, config.up_stabilization_steps)
+                        rest_until = min(rest_until, until)
+                        rest_key = hpa.desired
+                elif policy == PREDICTIVE:
+                    rest_until, rest_back = window_rest(down, cooldown)
+                    rest_key = predictive_desired(config, run, t, seen.load_qps, table)
+                else:
+                    rest_key = _article_band(
+                        seen.load_qps, pool, per_qps, up, config.scale_down_threshold
+                    )
+                    if rest_key >= 0 or pool == low:
+                        rest_until = NEVER_ENDS
+                    else:  # below the band, above the floor: until the sustained-low time
+                        rest_until = t + (cooldown // period + 1 - article.low_evals) * period
 
         if target > pool:
             n = target - pool
@@ -509,6 +616,13 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     metrics[13], metrics[14], metrics[15], metrics[16] = started, stopped, thrash, cancelled
     metrics[17], metrics[18], metrics[19] = peak_instances, article.vetoed, panic_steps
     metrics[20] = preempted
+
+
+@njit(inline="always")
+def _article_band(load_qps, pool, per_qps, up, down):
+    """The article's decision band: 1 above the scale-up threshold, -1 below the scale-down one."""
+    ratio = article_ratio(load_qps, pool, per_qps)
+    return 1 if ratio > up else (-1 if ratio < down else 0)
 
 
 @njit
@@ -618,6 +732,25 @@ _NO_FORECAST = np.empty(0)
 _NO_LOSSES = Losses.none()
 
 
+def _distinct(config, runs):
+    """The runs that differ: ``(runs, None)``, or for ``FIXED`` ``(distinct runs, where)``.
+
+    A fixed fleet reads neither the threshold nor the scale-down window, so runs of a grid that
+    differ only there are one run: ``metrics[i]`` is the distinct run ``where[i]``'s.
+    """
+    if config.policy != FIXED:
+        return runs, None
+    knobs = np.stack([runs.cold, runs.low, runs.buffer], axis=1)
+    keys, first, where = np.unique(knobs, axis=0, return_index=True, return_inverse=True)
+    if keys.shape[0] == knobs.shape[0]:
+        return runs, None
+    pick = np.sort(first)  # the distinct runs in the grid's order; `where` indexes them
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first)] = np.arange(first.size)
+    distinct = Run.grid(*(np.ascontiguousarray(np.asarray(k)[pick]) for k in runs))
+    return distinct, rank[where.ravel()]
+
+
 def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
     """Runs over a flat grid of policies, metrics only; threads over policies when it pays.
 
@@ -643,6 +776,12 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
     losses : Losses, optional
         Instances lost to preemption, the same events for every run (default: none).
     """
+    distinct, where = _distinct(config, runs)
+    if distinct is not runs:  # each distinct run once, then every run its copy
+        some = np.empty((distinct.up.shape[0], metrics.shape[1]))
+        simulate_many(demand, config, distinct, some, forecast, losses)
+        metrics[:] = some[where]
+        return
     count = runs.up.shape[0]
     forecast = _forecast(demand, config, forecast)
     losses = _losses(losses)

@@ -27,11 +27,14 @@ its reads at every decision, made once per cold start. The formulas the rules ap
 references.
 
 To change a policy, edit its rule (and its state record if it needs to remember more); the
-simulator does not change. numba's on-disk cache checks only the file of the function it caches,
-so after editing this file remove the simulator's cached code (``autoscale.*`` in the numba cache
-directory, :func:`capnb.kernels._lazy.cache_dir`) or touch ``autoscale.py``. Three things keep a
-rule as fast as the same lines written inside the simulator's loop, and are worth keeping when
-editing one:
+simulator does not change, except where it takes a decision at rest as a quiet step: it compares
+what the rule reads (``rest_key`` in :func:`~capnb.kernels.autoscale._run`: the article's load
+band, the HPA's and the predictive policy's desired count, Knative's pod counts), and a rule that
+reads or remembers more must be compared there too (the tests on held rates catch a miss). numba's
+on-disk cache checks only the file of the function it caches, so after editing this file remove the
+simulator's cached code (``autoscale.*`` in the numba cache directory,
+:func:`capnb.kernels._lazy.cache_dir`) or touch ``autoscale.py``. Three things keep a rule as fast
+as the same lines written inside the simulator's loop, and are worth keeping when editing one:
 
 - a rule is declared ``@njit(inline="always")``: numba copies it into the loop before typing it,
   so its named tuples become scalars in registers and no call is made per decision;
@@ -81,6 +84,7 @@ __all__ = [
     "Seen",
     "Window",
     "article_decision",
+    "article_ratio",
     "article_rule",
     "hpa_rate_limit",
     "hpa_replicas",
@@ -93,16 +97,20 @@ __all__ = [
     "new_events",
     "new_knative_state",
     "new_window",
+    "predictive_desired",
     "predictive_need",
     "predictive_parts",
     "predictive_rate",
     "predictive_rule",
     "predictive_table",
     "window_push",
+    "window_rest",
 ]
 
 #: A step before every run: the step of an empty slot of a window or event log.
 NEVER = -(1 << 40)
+#: A step after every run.
+NEVER_ENDS = 1 << 62
 
 
 class Seen(NamedTuple):
@@ -134,6 +142,14 @@ class ArticleState(NamedTuple):
     """Evaluations so far whose scale-up the cold start vetoed (reported as a metric)."""
 
 
+@njit(inline="always")
+def article_ratio(load_qps, pool, per_instance_qps):
+    """The article's load ratio: ``load_qps / (pool x per_instance_qps)`` (an empty pool: inf or 0)."""
+    if pool > 0:
+        return load_qps / (pool * per_instance_qps)
+    return math.inf if load_qps > 0.0 else 0.0
+
+
 @njit
 def article_decision(load_qps, pool, per_instance_qps, up, down, low_evals, period, cooldown, veto):
     """The article's decision for one evaluation: ``(desired_pool, low_evals, vetoed)``.
@@ -163,12 +179,7 @@ def article_decision(load_qps, pool, per_instance_qps, up, down, low_evals, peri
         below ``down`` for longer than ``cooldown``: ``pool - 1``; otherwise ``pool``. The caller
         clamps ``desired_pool`` to the pool bounds.
     """
-    if pool > 0:
-        ratio = load_qps / (pool * per_instance_qps)
-    elif load_qps > 0.0:
-        ratio = math.inf
-    else:
-        ratio = 0.0
+    ratio = article_ratio(load_qps, pool, per_instance_qps)
     if ratio > up:
         if veto:
             return pool, 0, True
@@ -254,6 +265,24 @@ def _wrap(index, size):
     return index - size if index >= size else index
 
 
+@njit(inline="always")
+def window_rest(window, span):
+    """How long pushing the last value again returns the same answer: ``(until, back)``.
+
+    Pushing the value last pushed replaces the queue's back entry (equal values leave), so the
+    answer stays the front's until the front leaves the window, at step ``front + span``; with the
+    back alone in the queue (or no window), forever (``until`` is then ``NEVER_ENDS``). ``back``
+    is the back entry's slot, whose step such a push would renew (-1: no window).
+    """
+    if span <= 0:
+        return NEVER_ENDS, -1
+    first, length = window.ends[0], window.ends[1]
+    back = _wrap(first + length - 1, window.steps.shape[0])
+    if length <= 1:
+        return NEVER_ENDS, back
+    return window.steps[first] + span, back
+
+
 @njit
 def window_push(window, step, value, span, keep_max):
     """Record ``value`` at ``step``; return the max (or min) over entries with step > step - span.
@@ -289,6 +318,10 @@ class HpaState(NamedTuple):
 
     next_event: int
     """Slot of the event log that the next scale event goes to."""
+    desired: int
+    """The last sync's desired count, before stabilisation (-1: none yet)."""
+    rec: int
+    """The last sync's stabilised recommendation, before the rate policies (-1: none yet)."""
 
 
 class Events(NamedTuple):
@@ -421,7 +454,7 @@ def hpa_rule(config, run, seen, state, up_window, down_window, events):
             events.steps[slot] = seen.t
             events.changes[slot] = target - seen.pool
             slot += 1
-    return target, HpaState(_wrap(slot, events.steps.shape[0]))
+    return target, HpaState(_wrap(slot, events.steps.shape[0]), desired, rec)
 
 
 # -- Knative KPA ----------------------------------------------------------------------------------
@@ -628,6 +661,20 @@ def predictive_need(forecast, t, period, cold, load_qps):
 
 
 @njit(inline="always")
+def predictive_desired(config, run, t, load_qps, table):
+    """The predictive policy's desired count at the decision ending step ``t``, before the window.
+
+    ``ceil(rate / (run.up x per_instance_qps))`` of :func:`predictive_rate` at the decision's
+    forecast reads (``table``, :func:`predictive_table`) and the observed mean rate ``load_qps``.
+    """
+    d = t // config.period_steps
+    rate = predictive_rate(table[0][d], table[1][d], load_qps)
+    need = rate / (run.up * config.per_instance_qps)
+    # cap before converting: a huge forecast must not overflow an int
+    return 1 << 40 if need > 1e12 else math.ceil(need)
+
+
+@njit(inline="always")
 def predictive_rule(config, run, seen, table, down):
     """The predictive policy at one evaluation: the target pool (it keeps no state of its own).
 
@@ -657,9 +704,5 @@ def predictive_rule(config, run, seen, table, down):
     -------
     target_pool : int
     """
-    d = seen.t // config.period_steps
-    rate = predictive_rate(table[0][d], table[1][d], seen.load_qps)
-    need = rate / (run.up * config.per_instance_qps)
-    # cap before converting: a huge forecast must not overflow an int
-    desired = 1 << 40 if need > 1e12 else math.ceil(need)
+    desired = predictive_desired(config, run, seen.t, seen.load_qps, table)
     return window_push(down, seen.t, desired, run.cooldown, True)
