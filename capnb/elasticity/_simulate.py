@@ -214,23 +214,6 @@ def _runs(up, cooldown, cold, low, buffer, *, demand, config, forecast=None, los
     """apply_ufunc block: broadcast the parameters, run the kernel, return (..., metric)."""
     shape = np.broadcast_shapes(*(np.shape(a) for a in (up, cooldown, cold, low, buffer)))
     runs = kernels.Run.grid(up, cooldown, cold, low, buffer)
-    if config.policy == kernels.FIXED:
-        # a fixed fleet never decides: only its size and warm spares change a run (and the cold
-        # start of what it restarts after a preemption), so each distinct pair runs once and the
-        # grid's other knobs share its metrics
-        keys = [runs.low, runs.buffer]
-        if losses is not None and losses.steps.size:
-            keys.append(runs.cold)
-        pairs, first, again = np.unique(
-            np.stack(keys, axis=1),
-            axis=0,
-            return_index=True,
-            return_inverse=True,
-        )
-        distinct = kernels.Run(*(np.ascontiguousarray(knob[first]) for knob in runs))
-        once = np.empty((pairs.shape[0], len(kernels.METRICS)))
-        kernels.simulate_many(demand, config, distinct, once, forecast, losses)
-        return once[again.ravel()].reshape((*shape, len(kernels.METRICS)))
     metrics = np.empty((runs.up.size, len(kernels.METRICS)))
     kernels.simulate_many(demand, config, runs, metrics, forecast, losses)
     return metrics.reshape((*shape, len(kernels.METRICS)))

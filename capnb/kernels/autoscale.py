@@ -109,6 +109,7 @@ from .autoscale_rules import (
     new_knative_state,
     new_window,
     predictive_desired,
+    predictive_rate,
     predictive_rule,
     predictive_table,
     window_rest,
@@ -147,8 +148,24 @@ def _counter(demand):
 
 
 @njit(error_model="numpy")
-def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, timeline):
+def _run(
+    demand,
+    shared,
+    next_read,
+    table,
+    stable_need,
+    panic_need,
+    losses,
+    config,
+    run,
+    metrics,
+    timeline,
+):
     """One run: the fleet and the backlog step by step, the policy's rule at its decisions.
+
+    ``shared`` is what every run of a grid reads alike (:func:`_shared`): the total arrivals, the
+    demand's largest rate per block of steps and the mean rate each decision reads;
+    ``next_read[d]`` the first decision after ``d`` that reads otherwise (:func:`_next_read`).
 
     ``table`` is the predictive policy's reads of its forecast at each decision
     (:func:`~capnb.kernels.autoscale_rules.predictive_table`; empty for the other policies);
@@ -169,6 +186,7 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     period = config.period_steps
     up, cooldown, cold, low, buffer = run
     record = timeline.ready.shape[0] > 0
+    block_max, loads = shared[1], shared[2]
 
     # the fleet: a FIFO of starting cohorts (ready step, count) and a stack of ready cohorts
     start_ready_at = np.empty(cold + 2, np.int64)
@@ -193,7 +211,7 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     queue_first, queue_slot, queue_len = 0, 0, 0
     backlog = 0.0
 
-    arrivals = served = late = dropped = peak_backlog = 0.0
+    late = dropped = peak_backlog = 0.0
     breach_steps = dropping_steps = instance_steps = starting_steps = wasted = 0
     up_events = down_events = started = stopped = thrash = cancelled = panic_steps = 0
     peak_instances = ready
@@ -205,7 +223,6 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
 
     # the policy: each rule's state (scalars, replaced at each decision) and windows (in place)
     countdown = period
-    load_sum = 0.0
     article = ArticleState(0, 0)
     hpa = HpaState(0, -1, -1)
     knative = new_knative_state(pool if policy == KNATIVE else 0)
@@ -215,7 +232,6 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     delay_steps, delay_values, delay_ends = down  # Knative's delay, for its quiet ticks
     delay_size = delay_steps.shape[0]
 
-    counts_load = policy not in (FIXED, KNATIVE)
     # Knative's ticks that change nothing are taken inside a quiet stretch (below)
     ticks = policy == KNATIVE
     # a policy that decides every step leaves no quiet stretch unless at rest (below)
@@ -234,10 +250,10 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     t = 0
     while t < n_steps:
         if (look_ahead or rest_until > t) and queue_len == 0:
-            # Quiet stretch: nothing queued, and no cohort becomes ready and no decision falls
-            # before `end`, so a step only adds its arrivals, served in full while they fit.
-            # The same sums in the same order as the full steps below: the same bits, at a few
-            # instructions a step instead of the whole plant and policy.
+            # Quiet stretch: nothing queued, and no cohort becomes ready, no loss and no decision
+            # that must run in full before `limit`, so a step only serves its arrivals in full
+            # while they fit (blocks of steps whose largest rate fits pass whole). A decision at
+            # rest is taken here, with every later one that reads the same.
             limit = n_steps
             if start_len > 0 and start_ready_at[start_first] < limit:
                 limit = start_ready_at[start_first]
@@ -245,165 +261,115 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                 limit = loss_steps[next_loss]  # a step that loses instances runs in full
             decide_at = t + countdown - 1
             end = limit
-            if policy != FIXED and not ticks and decide_at < end:
-                end = decide_at  # that step decides: it runs in full, unless at rest
-            if end > t or rest_until > t:
-                capacity = ready * per_step
-                k = t
-                if ticks:  # a loop of its own: the other policies' stays as small as it was
-                    pool = ready + starting - buffer
-                    while k < end:
-                        rate = demand[k]
-                        arriving = rate * step_s
-                        if arriving > capacity:
-                            break
-                        if (
-                            countdown == 1
-                            and k < rest_until
-                            and stable_need[k] == rest_key
-                            and panic_need[k] == rest_key2
-                        ):
-                            # at rest, a tick that reads what the last one read: the same answer
-                            if rest_back >= 0:
-                                delay_steps[rest_back] = k
-                            countdown = period
-                        elif countdown == 1:
-                            # Knative's tick ending step k, taken here only if it changes
-                            # nothing: not panicking, the panic condition does not hold, and
-                            # the delayed count is the pool. Its state and delay window are
-                            # then updated as knative_rule would (which is what it does then).
-                            if knative.panicking:
-                                break
-                            pods, most, least, panic_limit = knative_bounds(
-                                config, ready - buffer, knative
-                            )
-                            if knative_over(config, panic_need[k], pods, panic_limit):
-                                break
-                            wanted = min(max(stable_need[k], least), most)
-                            if cooldown > 0:
-                                # the delayed count: this tick's, or the first entry of the
-                                # queue still inside the delay if larger. If that is the pool, the
-                                # tick is pushed as window_push would push it, on the queue's
-                                # arrays held in locals (a call here cost more than the tick)
-                                first, length = delay_ends[0], delay_ends[1]
-                                front, left = first, length
-                                while left > 0 and delay_steps[front] <= k - cooldown:
-                                    front = _wrap(front + 1, delay_size)
-                                    left -= 1
-                                held = wanted
-                                if left > 0 and delay_values[front] > wanted:
-                                    held = delay_values[front]
-                                if min(max(held, low), high) != pool:
-                                    break
-                                while length > 0:
-                                    if delay_values[_wrap(first + length - 1, delay_size)] > wanted:
-                                        break
-                                    length -= 1
-                                slot = _wrap(first + length, delay_size)
-                                delay_steps[slot] = k
-                                delay_values[slot] = wanted
-                                length += 1
-                                while delay_steps[first] <= k - cooldown:
-                                    first = _wrap(first + 1, delay_size)
-                                    length -= 1
-                                delay_ends[0], delay_ends[1] = first, length
-                            elif min(max(wanted, low), high) != pool:
-                                break
-                            knative = KnativeState(
-                                False,
-                                knative.panic_since,
-                                knative.max_panic,
-                                pods,
-                                most,
-                                least,
-                                panic_limit,
-                            )
-                            countdown = period
-                            # a tick that changed nothing: at rest
-                            rest_until, rest_back = window_rest(down, cooldown)
-                            rest_key, rest_key2 = stable_need[k], panic_need[k]
-                        else:
-                            countdown -= 1
-                        arrivals += arriving
-                        served += arriving
-                        if record:
-                            timeline.ready[k] = ready
-                            timeline.starting[k] = starting
-                            timeline.served[k] = arriving
-                            timeline.dropped[k] = 0.0
-                            timeline.backlog[k] = backlog
-                            timeline.breach[k] = False
-                        k += 1
-                while not ticks:
-                    while k < end:
-                        rate = demand[k]
-                        arriving = rate * step_s
-                        if arriving > capacity:
-                            break
-                        arrivals += arriving
-                        served += arriving
-                        if counts_load:
-                            load_sum += rate
-                        if record:
-                            timeline.ready[k] = ready
-                            timeline.starting[k] = starting
-                            timeline.served[k] = arriving
-                            timeline.dropped[k] = 0.0
-                            timeline.backlog[k] = backlog
-                            timeline.breach[k] = False
-                        k += 1
-                    if k < end or end == limit or k >= rest_until:
-                        break  # not at a decision (or one that runs in full), or not at rest
-                    # the decision ending step k, at rest: taken here if it reads the same
-                    rate = demand[k]
-                    arriving = rate * step_s
-                    if arriving > capacity:
-                        break
-                    load = (load_sum + rate) / period  # as the full step adds and divides
-                    pool = ready + starting - buffer
-                    if policy == HPA:
-                        key = hpa_replicas(
-                            load, up * per_qps, ready - buffer, starting, config.hpa_tolerance
-                        )
-                    elif policy == PREDICTIVE:
-                        key = predictive_desired(config, run, k, load, table)
-                    else:
-                        key = _article_band(load, pool, per_qps, up, config.scale_down_threshold)
-                    if key != rest_key:
-                        break
-                    arrivals += arriving
-                    served += arriving
+            if policy != FIXED and decide_at < end:
+                end = decide_at
+            capacity = ready * per_step
+            k = t
+            while True:
+                stop = _fit(demand, block_max, k, end, step_s, capacity)
+                if record:
+                    _record_quiet(timeline, demand, k, stop, step_s, ready, starting, backlog)
+                k = stop
+                if k < end or end == limit:
+                    break  # arrivals that do not fit, or a step that runs in full
+                # k decides, before anything else happens
+                if demand[k] * step_s > capacity:
+                    break
+                d = k // period
+                if k < rest_until and _reads_as_rest(
+                    policy, config, run, k, loads, table, stable_need, panic_need, ready - buffer,
+                    starting, ready + starting - buffer, rest_key, rest_key2,
+                ):  # fmt: skip
+                    # at rest: this decision and every later one that reads the same, before
+                    # the rest ends, the limit, or arrivals that do not fit
+                    last = next_read[d] - 1
+                    last = min(last, (rest_until - period) // period, (limit - period) // period)
+                    stop = _fit(demand, block_max, k, last * period + period, step_s, capacity)
+                    last = min(last, (stop - period) // period)
+                    stop = last * period + period  # the step after the last decision taken
                     if record:
-                        timeline.ready[k] = ready
-                        timeline.starting[k] = starting
-                        timeline.served[k] = arriving
-                        timeline.dropped[k] = 0.0
-                        timeline.backlog[k] = backlog
-                        timeline.breach[k] = False
-                    load_sum = 0.0
-                    if policy in (HPA, PREDICTIVE):
+                        _record_quiet(timeline, demand, k, stop, step_s, ready, starting, backlog)
+                    taken = last - d + 1
+                    if policy == KNATIVE:
                         if rest_back >= 0:
-                            down.steps[rest_back] = k
+                            delay_steps[rest_back] = stop - 1
+                    elif policy in (HPA, PREDICTIVE):
+                        if rest_back >= 0:
+                            down.steps[rest_back] = stop - 1
                         if rest_back2 >= 0:
-                            up_window.steps[rest_back2] = k
-                    elif key < 0:
-                        article = ArticleState(article.low_evals + 1, article.vetoed)
-                    elif key > 0 and veto:
-                        article = ArticleState(0, article.vetoed + 1)
-                    k += 1
-                    decide_at = k + period - 1
-                    end = decide_at if decide_at < limit else limit
-                if k > t:
-                    quiet = k - t
-                    instance_steps += quiet * (ready + starting)
-                    starting_steps += quiet * starting
-                    if knative.panicking:
-                        panic_steps += quiet
-                    if policy != FIXED and not ticks:
-                        countdown = decide_at - k + 1
-                    t = k
-                    if t == n_steps:
+                            up_window.steps[rest_back2] = stop - 1
+                    elif rest_key < 0:
+                        article = ArticleState(article.low_evals + taken, article.vetoed)
+                    elif rest_key > 0 and veto:
+                        article = ArticleState(0, article.vetoed + taken)
+                    k = stop
+                elif ticks and not knative.panicking:
+                    # Knative's tick ending step k, taken here only if it changes nothing: the
+                    # panic condition does not hold, and the delayed count is the pool. Its state
+                    # and delay window are then updated as knative_rule would.
+                    pool = ready + starting - buffer
+                    pods, most, least, panic_limit = knative_bounds(config, ready - buffer, knative)
+                    if knative_over(config, panic_need[k], pods, panic_limit):
                         break
+                    wanted = min(max(stable_need[k], least), most)
+                    if cooldown > 0:
+                        # the delayed count: this tick's, or the first entry of the queue still
+                        # inside the delay if larger. If that is the pool, the tick is pushed as
+                        # window_push would push it, on the queue's arrays held in locals
+                        first, length = delay_ends[0], delay_ends[1]
+                        front, left = first, length
+                        while left > 0 and delay_steps[front] <= k - cooldown:
+                            front = _wrap(front + 1, delay_size)
+                            left -= 1
+                        held = wanted
+                        if left > 0 and delay_values[front] > wanted:
+                            held = delay_values[front]
+                        if min(max(held, low), high) != pool:
+                            break
+                        while length > 0:
+                            if delay_values[_wrap(first + length - 1, delay_size)] > wanted:
+                                break
+                            length -= 1
+                        slot = _wrap(first + length, delay_size)
+                        delay_steps[slot] = k
+                        delay_values[slot] = wanted
+                        length += 1
+                        while delay_steps[first] <= k - cooldown:
+                            first = _wrap(first + 1, delay_size)
+                            length -= 1
+                        delay_ends[0], delay_ends[1] = first, length
+                    elif min(max(wanted, low), high) != pool:
+                        break
+                    knative = KnativeState(
+                        False,
+                        knative.panic_since,
+                        knative.max_panic,
+                        pods,
+                        most,
+                        least,
+                        panic_limit,
+                    )
+                    # a tick that changed nothing: at rest
+                    rest_until, rest_back = window_rest(down, cooldown)
+                    rest_key, rest_key2 = stable_need[k], panic_need[k]
+                    if record:
+                        _record_quiet(timeline, demand, k, k + 1, step_s, ready, starting, backlog)
+                    k += 1
+                else:
+                    break
+                decide_at = k + period - 1
+                end = decide_at if decide_at < limit else limit
+            if k > t:
+                quiet = k - t
+                instance_steps += quiet * (ready + starting)
+                starting_steps += quiet * starting
+                if knative.panicking:
+                    panic_steps += quiet
+                if policy != FIXED:
+                    countdown = decide_at - k + 1
+                t = k
+                if t == n_steps:
+                    break
         if start_len > 0 and start_ready_at[start_first] == t:
             n = start_count[start_first]
             start_first = _wrap(start_first + 1, start_ready_at.shape[0])
@@ -434,7 +400,6 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
         capacity = ready * per_step
         rate = demand[t]
         arriving = rate * step_s
-        arrivals += arriving
         served_now = 0.0
         dropped_now = 0.0
         # breach: requests remain after serving, i.e. backlog_in + arrivals > capacity, decided
@@ -497,7 +462,6 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                 dropped += dropped_now
         if breached:
             breach_steps += 1
-        served += served_now
         if backlog > peak_backlog:
             peak_backlog = backlog
         instance_steps += ready + starting
@@ -520,8 +484,6 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
             pool = ready + starting - buffer
             target = low
         else:
-            if policy != KNATIVE:
-                load_sum += rate
             countdown -= 1
             if countdown > 0:
                 t += 1
@@ -533,8 +495,7 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                 seen = Seen(t, 0.0, stable_need[t], panic_need[t], pool, ready - buffer, starting)
                 target, knative = knative_rule(config, run, seen, knative, down)
             else:
-                seen = Seen(t, load_sum / period, 0, 0, pool, ready - buffer, starting)
-                load_sum = 0.0
+                seen = Seen(t, loads[t // period], 0, 0, pool, ready - buffer, starting)
                 if policy == HPA:
                     if ready - buffer < 1:
                         # no ready pod, no metric: the HPA holds (only after a preemption)
@@ -554,7 +515,10 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                         rest_until, rest_back = window_rest(down, cooldown)
                         rest_key, rest_key2 = stable_need[t], panic_need[t]
                 elif policy == HPA:
-                    if ready - buffer >= 1 and hpa.rec == pool:
+                    # the recommendation is the pool, or beyond the bound that holds it there
+                    # (the rate policies then give the bound, whatever the recent events)
+                    held = hpa.rec == pool or (hpa.rec > pool == high) or (hpa.rec < pool == low)
+                    if ready - buffer >= 1 and held:
                         rest_until, rest_back = window_rest(down, cooldown)
                         until, rest_back2 = window_rest(up_window, config.up_stabilization_steps)
                         rest_until = min(rest_until, until)
@@ -608,7 +572,10 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
                     ready_top -= 1
         t += 1
 
-    metrics[0], metrics[1], metrics[2], metrics[3] = arrivals, served, late, dropped
+    # every request is served, dropped or still waiting at the end
+    arrivals = shared[0]
+    metrics[0], metrics[1] = arrivals, arrivals - dropped - backlog
+    metrics[2], metrics[3] = late, dropped
     metrics[4], metrics[5] = backlog, peak_backlog
     metrics[6], metrics[7] = breach_steps, dropping_steps
     metrics[8], metrics[9], metrics[10] = instance_steps, starting_steps, wasted
@@ -616,6 +583,115 @@ def _run(demand, table, stable_need, panic_need, losses, config, run, metrics, t
     metrics[13], metrics[14], metrics[15], metrics[16] = started, stopped, thrash, cancelled
     metrics[17], metrics[18], metrics[19] = peak_instances, article.vetoed, panic_steps
     metrics[20] = preempted
+
+
+#: Steps per block of the demand's largest rates (:func:`_shared`): a quiet stretch passes a
+#: block whose largest rate fits at once.
+BLOCK = 64
+
+
+@njit
+def _shared(demand, config):
+    """What every run of a grid reads alike: ``(arrivals, block_max, loads)``.
+
+    ``arrivals``: the requests over the trace, each step's ``demand x step_s`` added in step order;
+    ``block_max``: the largest rate of each block of :data:`BLOCK` steps; ``loads``: the mean rate
+    over each decision's period (added in step order), which the article's, the HPA's and the
+    predictive rules read. Decisions fall on the same steps in every run (every ``period`` steps,
+    after a full period), so these are made once per grid instead of in every run's loop.
+    """
+    n = demand.shape[0]
+    arrivals = 0.0
+    for k in range(n):
+        arrivals += demand[k] * config.step_s
+    block_max = np.empty((n + BLOCK - 1) // BLOCK)
+    for b in range(block_max.shape[0]):
+        top = demand[b * BLOCK]
+        for k in range(b * BLOCK + 1, min(n, b * BLOCK + BLOCK)):
+            if demand[k] > top:
+                top = demand[k]
+        block_max[b] = top
+    period = config.period_steps
+    loads = np.empty(n // period)
+    for d in range(loads.shape[0]):
+        total = 0.0
+        for k in range(d * period, d * period + period):
+            total += demand[k]
+        loads[d] = total / period
+    return arrivals, block_max, loads
+
+
+@njit
+def _next_read(config, loads, table, stable_need, panic_need):
+    """For each decision ``d``: the first decision after it that reads otherwise (int64).
+
+    What a decision reads apart from the fleet: the mean rate (article, HPA); the rate the
+    predictive policy provisions for; Knative's stable and panic counts at its step.
+    """
+    period = config.period_steps
+    n = loads.shape[0]
+    first = np.empty(n)
+    second = np.empty(n)
+    for d in range(n):
+        if config.policy == KNATIVE:
+            first[d] = stable_need[d * period + period - 1]
+            second[d] = panic_need[d * period + period - 1]
+        elif config.policy == PREDICTIVE:
+            first[d] = second[d] = predictive_rate(table[0][d], table[1][d], loads[d])
+        else:
+            first[d] = second[d] = loads[d]
+    following = np.empty(n, np.int64)
+    after = n
+    for d in range(n - 1, -1, -1):
+        following[d] = after
+        if d > 0 and (first[d] != first[d - 1] or second[d] != second[d - 1]):
+            after = d
+    return following
+
+
+@njit(inline="always")
+def _fit(demand, block_max, k, stop, step_s, capacity):
+    """The first step of ``[k, stop)`` whose arrivals exceed ``capacity``, else ``stop``.
+
+    A block whose largest rate fits is passed whole (``rate x step_s`` rises with the rate).
+    """
+    while k < stop:
+        if k % BLOCK == 0 and k + BLOCK <= stop and block_max[k // BLOCK] * step_s <= capacity:
+            k += BLOCK
+        elif demand[k] * step_s > capacity:
+            return k
+        else:
+            k += 1
+    return stop
+
+
+@njit(inline="always")
+def _record_quiet(timeline, demand, k, stop, step_s, ready, starting, backlog):
+    """The timeline of quiet steps ``[k, stop)``: every arrival served in its step."""
+    for i in range(k, stop):
+        timeline.ready[i] = ready
+        timeline.starting[i] = starting
+        timeline.served[i] = demand[i] * step_s
+        timeline.dropped[i] = 0.0
+        timeline.backlog[i] = backlog
+        timeline.breach[i] = False
+
+
+@njit(inline="always")
+def _reads_as_rest(
+    policy, config, run, k, loads, table, stable_need, panic_need, ready, starting, pool, key, key2
+):
+    """Whether the decision ending step ``k`` reads what the decision at rest read."""
+    if policy == KNATIVE:
+        return stable_need[k] == key and panic_need[k] == key2
+    load = loads[k // config.period_steps]
+    if policy == HPA:
+        target = run.up * config.per_instance_qps
+        return hpa_replicas(load, target, ready, starting, config.hpa_tolerance) == key
+    if policy == PREDICTIVE:
+        return predictive_desired(config, run, k, load, table) == key
+    band = _article_band(load, pool, config.per_instance_qps, run.up, config.scale_down_threshold)
+    return band == key
 
 
 @njit(inline="always")
@@ -644,7 +720,7 @@ def _table(forecast, config, cold):
 
 
 @njit(nogil=True)
-def _runs(demand, forecast, arrived, losses, config, runs, metrics, timeline, first, stop):
+def _runs(demand, forecast, arrived, shared, losses, config, runs, metrics, timeline, first, stop):
     # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range.
     # The one compiled entry point: simulate is a grid of one run with a timeline, so the
     # simulator's loop is compiled (and optimised by LLVM) once, not once per caller.
@@ -654,13 +730,22 @@ def _runs(demand, forecast, arrived, losses, config, runs, metrics, timeline, fi
     stable_need, panic_need = _needs(demand, arrived, runs.up[first], config)
     # and the predictive policy's forecast reads only when the cold start changes
     table = _table(forecast, config, runs.cold[first])
+    next_read = _next_read(config, shared[2], table, stable_need, panic_need)
     for i in range(first, stop):
+        reads = False
         if i > first and runs.up[i] != runs.up[i - 1]:
             stable_need, panic_need = _needs(demand, arrived, runs.up[i], config)
+            reads = config.policy == KNATIVE
         if i > first and runs.cold[i] != runs.cold[i - 1]:
             table = _table(forecast, config, runs.cold[i])
+            reads = reads or config.policy == PREDICTIVE
+        if reads:
+            next_read = _next_read(config, shared[2], table, stable_need, panic_need)
         run = Run(runs.up[i], runs.cooldown[i], runs.cold[i], runs.low[i], runs.buffer[i])
-        _run(demand, table, stable_need, panic_need, losses, config, run, metrics[i], timeline)
+        _run(
+            demand, shared, next_read, table, stable_need, panic_need, losses, config, run,
+            metrics[i], timeline,
+        )  # fmt: skip
 
 
 def simulate(demand, config, run, metrics, timeline, forecast=None, losses=None):
@@ -690,7 +775,9 @@ def simulate(demand, config, run, metrics, timeline, forecast=None, losses=None)
     one = metrics[np.newaxis]  # a view: the kernel writes through it
     forecast = _forecast(demand, config, forecast)
     losses = _losses(losses)
-    _runs(demand, forecast, _counter(demand), losses, config, Run.grid(*run), one, timeline, 0, 1)
+    shared = _shared(demand, config)
+    grid = Run.grid(*run)
+    _runs(demand, forecast, _counter(demand), shared, losses, config, grid, one, timeline, 0, 1)
 
 
 def _forecast(demand, config, forecast):
@@ -721,9 +808,11 @@ def _runs_serial(demand, config, runs, metrics, forecast=None, losses=None):
     # only Knative reads the cumulative counter
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     losses = _losses(losses)
+    shared = _shared(demand, config)
     _runs(
-        demand, forecast, arrived, losses, config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0]
-    )
+        demand, forecast, arrived, shared, losses, config, runs, metrics, _NO_TIMELINE, 0,
+        runs.up.shape[0],
+    )  # fmt: skip
 
 
 #: The timeline of runs that record none, the forecast of policies that read none, no preemption.
@@ -732,15 +821,19 @@ _NO_FORECAST = np.empty(0)
 _NO_LOSSES = Losses.none()
 
 
-def _distinct(config, runs):
+def _distinct(config, runs, losses):
     """The runs that differ: ``(runs, None)``, or for ``FIXED`` ``(distinct runs, where)``.
 
-    A fixed fleet reads neither the threshold nor the scale-down window, so runs of a grid that
-    differ only there are one run: ``metrics[i]`` is the distinct run ``where[i]``'s.
+    A fixed fleet never decides: only its size and warm spares change a run, and the cold start
+    of what it restarts after a preemption. Runs of a grid that differ only in the other knobs
+    are one run: ``metrics[i]`` is the distinct run ``where[i]``'s.
     """
     if config.policy != FIXED:
         return runs, None
-    knobs = np.stack([runs.cold, runs.low, runs.buffer], axis=1)
+    keys = [runs.low, runs.buffer]
+    if losses is not None and np.size(losses[0]):
+        keys.append(runs.cold)
+    knobs = np.stack(keys, axis=1)
     keys, first, where = np.unique(knobs, axis=0, return_index=True, return_inverse=True)
     if keys.shape[0] == knobs.shape[0]:
         return runs, None
@@ -776,7 +869,7 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
     losses : Losses, optional
         Instances lost to preemption, the same events for every run (default: none).
     """
-    distinct, where = _distinct(config, runs)
+    distinct, where = _distinct(config, runs, losses)
     if distinct is not runs:  # each distinct run once, then every run its copy
         some = np.empty((distinct.up.shape[0], metrics.shape[1]))
         simulate_many(demand, config, distinct, some, forecast, losses)
@@ -789,10 +882,11 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
         _runs_serial(demand, config, runs, metrics, forecast, losses)
         return
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
+    shared = _shared(demand, config)
     # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance
     over_threads(
         lambda a, b: _runs(
-            demand, forecast, arrived, losses, config, runs, metrics, _NO_TIMELINE, a, b
+            demand, forecast, arrived, shared, losses, config, runs, metrics, _NO_TIMELINE, a, b
         ),
         count,
         count * demand.shape[0],
