@@ -577,9 +577,9 @@ def sweep(
     if unknown:
         raise InputError(f"no policy in {policies} has option(s) {sorted(unknown)}")
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
-    results = []
-    summary = None  # the demand's summary, the same for every policy
-    for name in policies:
+
+    def one(name):
+        """One policy's grid: its metrics, its demand as simulated and its step (s)."""
         mine = {k: v for k, v in options.items() if k in OPTIONS.get(name, {})}
         params = {
             "scale_up_threshold": scale_up_threshold,
@@ -632,11 +632,29 @@ def sweep(
         result = result.assign_coords({k: grid[k] for k in grid})
         order = [d for d in grid if d in result.dims]
         result = result.transpose(*order)
-        summary = demand_summary(values, step) if summary is None else summary
-        result.attrs = (
-            _attrs(name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine)
-            | summary
+        result.attrs = _attrs(
+            name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine
         )
+        return result, values, step
+
+    import numba
+
+    threads = 1 if chunks else min(len(policies), numba.get_num_threads())
+    if threads < 2:
+        done = [one(name) for name in policies]
+    else:
+        # the policies side by side: each one's runs already share the cores, but a policy's
+        # last runs leave a core idle that the next policy's first runs fill (the kernel
+        # releases the GIL; every result is the same as one after the other)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            done = list(pool.map(one, policies))
+    _, values, step = done[0]
+    summary = demand_summary(values, step)  # the demand's summary, the same for every policy
+    results = []
+    for result, _, _ in done:
+        result.attrs.update(summary)
         result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
         results.append(result)
     if len(results) == 1:
