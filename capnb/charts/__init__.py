@@ -1,8 +1,10 @@
 """Charts: pure functions from a capnb Dataset to an ``altair.Chart``, one module per step.
 
 Nothing here computes a result; each function selects, reshapes to a long table and draws. Test them
-through ``chart.to_dict()``. Rendering (in JupyterLab and in offline HTML reports) is set up once by
-:func:`capnb.notebook.setup`.
+through ``chart.to_dict()``. Each function does its data work first and builds the altair chart
+from its tables through :func:`capnb.charts._draft.draft`, so a worksheet's redraw of the same chart
+can fill in the spec it wrote out last time instead of building the chart again. Rendering (in
+JupyterLab and in offline HTML reports) is set up once by :func:`capnb.notebook.setup`.
 """
 
 from ._altair import load as import_altair
@@ -12,6 +14,7 @@ import_altair()  # before the chart modules import altair: see capnb.charts._alt
 
 from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve  # noqa: E402
 from ._clock import day_label, is_undated  # noqa: E402
+from ._draft import Draft, drafting, written  # noqa: E402
 from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline  # noqa: E402
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series  # noqa: E402
 from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
@@ -25,9 +28,11 @@ from ._plan import (  # noqa: E402
 )
 
 __all__ = [
+    "Draft",
     "cold_start_stages",
     "cost_vs_sla",
     "day_label",
+    "drafting",
     "elasticity_pareto",
     "elasticity_timeline",
     "forecast_exceedance",
@@ -48,4 +53,5 @@ __all__ = [
     "plan_timeline",
     "quick_build",
     "throughput_curve",
+    "written",
 ]

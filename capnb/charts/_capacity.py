@@ -8,6 +8,7 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
+from ._draft import draft
 
 __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 
@@ -86,6 +87,31 @@ def latency_curve(
     if not frames:
         raise InputError(f"latency_curve: the curve has no {metric} P50 or {_label(quantile)}")
     table = pd.concat(frames, ignore_index=True).dropna()
+    shown = [label for label in _QUANTILE_COLORS if label in set(table["quantile"])]
+    name = cell.attrs.get("name") or cell.attrs.get("source", "")
+    tables = {"table": table}
+    values = {
+        "title": f"{_label(quantile)} {metric} latency vs concurrency ({name})",
+        "y_title": f"{metric} latency (s)",
+    }
+    shape = {"shown": shown, "compared": bool(table["compared"].any()), "slider": None}
+    if sla_table is not None:
+        tables["slas"], values["sla"], shape["slider"] = _sla_slider(sla_table, sla)
+    return draft(_latency_chart, tables=tables, values=values, shape=shape)
+
+
+def _latency_chart(
+    table: pd.DataFrame,
+    *,
+    title: str,
+    y_title: str,
+    shown: list[str],
+    compared: bool,
+    slider: dict | None,
+    slas: pd.DataFrame | None = None,
+    sla: float | None = None,
+) -> alt.LayerChart:
+    """The latency curve's chart from its tables (see :mod:`capnb.charts._draft`)."""
     x = alt.X(
         field="concurrency",
         type="quantitative",
@@ -96,9 +122,8 @@ def latency_curve(
         field="latency_s",
         type="quantitative",
         scale=alt.Scale(type="log"),
-        title=f"{metric} latency (s)",
+        title=y_title,
     )
-    shown = [label for label in _QUANTILE_COLORS if label in set(table["quantile"])]
     color = alt.Color(
         field="quantile",
         type="nominal",
@@ -114,16 +139,14 @@ def latency_curve(
     base = alt.Chart(table).encode(x=x, y=y, color=color, tooltip=tooltip)
     measured = base.transform_filter("!datum.compared")
     layers = [measured.mark_line(strokeWidth=2), measured.mark_point(filled=True, size=45)]
-    if table["compared"].any():
+    if compared:
         # only with a model curve: a layer over no rows gives vega an infinite extent on the
         # log axes, and it logs a warning in the reader's console
         layers.append(
             base.transform_filter("datum.compared").mark_line(strokeDash=[5, 3], opacity=0.8)
         )
-    name = cell.attrs.get("name") or cell.attrs.get("source", "")
-    title = f"{_label(quantile)} {metric} latency vs concurrency ({name})"
-    if sla_table is not None:
-        layers += _sla_slider_layers(sla_table, sla)
+    if slider is not None:
+        layers += _sla_slider_layers(slas, sla, **slider)
     return alt.layer(*layers, title=title, width=560, height=320)
 
 
@@ -142,25 +165,29 @@ def _sla_frame(sla_table: xr.Dataset) -> pd.DataFrame:
     )
 
 
-def _sla_slider_layers(sla_table, sla) -> list:
+def _sla_slider(sla_table, sla) -> tuple[pd.DataFrame, float, dict]:
+    """The SLA slider's table, its starting SLA and its grid (``low``, ``high``, ``step``)."""
     frame = _sla_frame(sla_table)
     grid = frame.sla.to_numpy()
     steps = np.diff(grid)
     if grid.size < 2 or not np.allclose(steps, steps[0], rtol=1e-6):
         raise InputError("sla_table: the SLA grid must be evenly spaced for the slider")
-    step = float(steps[0])
     start = float(grid[len(grid) // 2] if sla is None else grid[np.argmin(np.abs(grid - sla))])
-    param = alt.param(
-        name="sla",
-        value=start,
-        bind=alt.binding_range(min=float(grid[0]), max=float(grid[-1]), step=step, name="SLA (s) "),
-    )
     from ..capacity import FEASIBLE
 
     frame["label"] = [
         f"safe {s:,} ({b})" if b in FEASIBLE else f"infeasible ({b})"
         for s, b in zip(frame.safe, frame.binding, strict=True)
     ]
+    return frame, start, {"low": float(grid[0]), "high": float(grid[-1]), "step": float(steps[0])}
+
+
+def _sla_slider_layers(frame: pd.DataFrame, start: float, *, low, high, step) -> list:
+    param = alt.param(
+        name="sla",
+        value=start,
+        bind=alt.binding_range(min=low, max=high, step=step, name="SLA (s) "),
+    )
     chosen = (
         alt.Chart(frame)
         .transform_filter(f"abs(datum.sla - sla) < {step / 2}")
@@ -209,6 +236,30 @@ def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.L
     if conc[0] == 1:
         frames.append(pd.DataFrame({"concurrency": conc, "qps": conc / mean[0], "rule": "naive"}))
     table = pd.concat(frames, ignore_index=True)
+    tables = {"table": table}
+    if plan is not None:
+        point = plan.squeeze(drop=True)
+        from ..capacity import FEASIBLE
+
+        if str(point.binding.values) in FEASIBLE:
+            tables["marks"] = pd.DataFrame(
+                {
+                    "concurrency": [float(point.operating_concurrency)],
+                    "qps": [float(point.per_instance_qps)],
+                    "label": [
+                        f"operating point: {float(point.per_instance_qps):.3g} requests/s at "
+                        f"{int(point.operating_concurrency):,}"
+                    ],
+                }
+            )
+            tables["safe"] = pd.DataFrame({"concurrency": [float(point.safe_concurrency)]})
+    return draft(_throughput_chart, tables=tables)
+
+
+def _throughput_chart(
+    table: pd.DataFrame, marks: pd.DataFrame | None = None, safe: pd.DataFrame | None = None
+) -> alt.LayerChart:
+    """The throughput curve's chart from its tables (see :mod:`capnb.charts._draft`)."""
     x = alt.X(
         field="concurrency", type="quantitative", scale=alt.Scale(type="log"),
         title="concurrency (requests in flight on one instance)",
@@ -239,33 +290,18 @@ def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.L
         )
     )
     layers = [lines]
-    if plan is not None:
-        point = plan.squeeze(drop=True)
-        from ..capacity import FEASIBLE
-
-        if str(point.binding.values) in FEASIBLE:
-            marks = pd.DataFrame(
-                {
-                    "concurrency": [float(point.operating_concurrency)],
-                    "qps": [float(point.per_instance_qps)],
-                    "label": [
-                        f"operating point: {float(point.per_instance_qps):.3g} requests/s at "
-                        f"{int(point.operating_concurrency):,}"
-                    ],
-                }
-            )
-            safe = pd.DataFrame({"concurrency": [float(point.safe_concurrency)]})
-            layers += [
-                alt.Chart(safe)
-                .mark_rule(color="#333333", strokeDash=[4, 3])
-                .encode(x=alt.X(field="concurrency", type="quantitative")),
-                alt.Chart(marks)
-                .mark_point(shape="diamond", size=160, filled=True, color="#e45756")
-                .encode(x=x, y=y),
-                alt.Chart(marks)
-                .mark_text(align="left", dx=10, dy=-10, fontSize=12)
-                .encode(x=x, y=y, text=alt.Text(field="label", type="nominal")),
-            ]
+    if marks is not None:
+        layers += [
+            alt.Chart(safe)
+            .mark_rule(color="#333333", strokeDash=[4, 3])
+            .encode(x=alt.X(field="concurrency", type="quantitative")),
+            alt.Chart(marks)
+            .mark_point(shape="diamond", size=160, filled=True, color="#e45756")
+            .encode(x=x, y=y),
+            alt.Chart(marks)
+            .mark_text(align="left", dx=10, dy=-10, fontSize=12)
+            .encode(x=x, y=y, text=alt.Text(field="label", type="nominal")),
+        ]
     title = "Per-instance throughput: Little's law vs safe concurrency x single-request QPS"
     return alt.layer(*layers, title=title, width=560, height=280)
 
@@ -316,6 +352,24 @@ def cost_vs_sla(
             ).ravel(),
         }
     )
+    metric = sweep.attrs.get("metric", "latency")
+    quantile = sweep.attrs.get("quantile", 0.99)
+    target = cell.target_qps.values.item() if "target_qps" in cell else None
+    title = f"Cost vs {_label(quantile)} {metric} SLA, cheapest TP per GPU"
+    if target is not None:
+        title += f" ({target:,.3g} requests/s)"
+    tables = {"table": table}
+    if sla is not None:
+        tables["rule"] = pd.DataFrame({"sla": [float(sla)]})
+    return draft(
+        _cost_chart, tables=tables, values={"title": title}, shape={"gpus": [str(g) for g in gpus]}
+    )
+
+
+def _cost_chart(
+    table: pd.DataFrame, rule: pd.DataFrame | None = None, *, title: str, gpus: list[str]
+) -> alt.LayerChart:
+    """The cost chart from its tables (see :mod:`capnb.charts._draft`)."""
     x = alt.X(field="sla", type="quantitative", scale=alt.Scale(type="log"), title="SLA (s)")
     lines = (
         alt.Chart(table)
@@ -328,7 +382,7 @@ def cost_vs_sla(
                 scale=alt.Scale(type="log"),
                 title="USD per hour for the target",
             ),
-            color=alt.Color(field="gpu", type="nominal", title="GPU", sort=list(gpus)),
+            color=alt.Color(field="gpu", type="nominal", title="GPU", sort=gpus),
             tooltip=[
                 alt.Tooltip(field="gpu", type="nominal"),
                 alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),
@@ -340,18 +394,12 @@ def cost_vs_sla(
         )
     )
     layers = [lines]
-    if sla is not None:
+    if rule is not None:
         layers.append(
-            alt.Chart(pd.DataFrame({"sla": [float(sla)]}))
+            alt.Chart(rule)
             .mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2)
             .encode(x=alt.X(field="sla", type="quantitative"))
         )
-    metric = sweep.attrs.get("metric", "latency")
-    quantile = sweep.attrs.get("quantile", 0.99)
-    target = cell.target_qps.values.item() if "target_qps" in cell else None
-    title = f"Cost vs {_label(quantile)} {metric} SLA, cheapest TP per GPU"
-    if target is not None:
-        title += f" ({target:,.3g} requests/s)"
     return alt.layer(*layers, title=title, width=560, height=300)
 
 
@@ -372,18 +420,31 @@ def plan_contrast(contrast: xr.Dataset) -> alt.HConcatChart:
             "compute": contrast.compute_utilisation.values,
         }
     )
-    colors = alt.Color(
-        field="plan", type="nominal", legend=None,
-        scale=alt.Scale(domain=list(names.values()), range=["#e45756", "#4c78a8"]),
-    )  # fmt: skip
-    y = alt.Y(field="plan", type="nominal", title=None, sort=list(names.values()))
     # a log axis has no zero for bars to start from: draw each value as a stick from the axis floor
     table["floor"] = 0.5 * min(sla, float(np.nanmin(table.latency_s)))
+    latency_title = f"{contrast.attrs['metric']} P{contrast.attrs['quantile'] * 100:g} (s)"
+    return draft(
+        _contrast_chart,
+        tables={"table": table, "slas": pd.DataFrame({"sla": [sla]})},
+        values={"latency_title": latency_title},
+        shape={"plans": list(names.values())},
+    )
+
+
+def _contrast_chart(
+    table: pd.DataFrame, slas: pd.DataFrame, *, latency_title: str, plans: list[str]
+) -> alt.HConcatChart:
+    """The contrast's charts from their tables (see :mod:`capnb.charts._draft`)."""
+    colors = alt.Color(
+        field="plan", type="nominal", legend=None,
+        scale=alt.Scale(domain=plans, range=["#e45756", "#4c78a8"]),
+    )  # fmt: skip
+    y = alt.Y(field="plan", type="nominal", title=None, sort=plans)
     x_latency = alt.X(
         field="latency_s",
         type="quantitative",
         scale=alt.Scale(type="log"),
-        title=f"{contrast.attrs['metric']} P{contrast.attrs['quantile'] * 100:g} (s)",
+        title=latency_title,
     )
     tooltip = [
         alt.Tooltip(field="plan", type="nominal"),
@@ -394,7 +455,7 @@ def plan_contrast(contrast: xr.Dataset) -> alt.HConcatChart:
     latency = alt.layer(
         sticks.mark_rule(size=6).encode(x=x_latency, x2=alt.X2(field="floor")),
         sticks.mark_point(filled=True, size=120, opacity=1).encode(x=x_latency),
-        alt.Chart(pd.DataFrame({"sla": [sla]}))
+        alt.Chart(slas)
         .mark_rule(color=_SLA_COLOR, strokeDash=[6, 3], size=2)
         .encode(x=alt.X(field="sla", type="quantitative")),
         title="latency at the operating point vs the SLA",

@@ -52,11 +52,25 @@ def time_encoding(frame: pd.DataFrame, column: str, *, undated: bool, title: str
     ``t_ms`` holds the milliseconds the axis draws, ``when`` a label for tooltips.
     Dated: the trace's own clock on a UTC time scale. Undated: days counted from the first day.
     """
+    time_columns(frame, column, undated=undated)
+    return time_x(undated=undated, title=title)
+
+
+def time_columns(frame: pd.DataFrame, column: str, *, undated: bool) -> None:
+    """The data half of :func:`time_encoding`: adds ``t_ms`` and ``when`` to ``frame``."""
     times = frame[column].to_numpy().astype("datetime64[ns]")
     if undated:
         start = _origin(times)
         frame["t_ms"] = ((times - start) // np.timedelta64(1, "ms")).astype(np.int64)
         frame["when"] = day_label(times, start)
+    else:
+        frame["t_ms"] = (times.astype("datetime64[ms]").astype(np.int64)).astype(np.int64)
+        frame["when"] = np.datetime_as_string(times, unit="m")
+
+
+def time_x(*, undated: bool, title: str | None = None):
+    """The chart half of :func:`time_encoding`: the x encoding and the tooltip of ``t_ms``."""
+    if undated:
         axis = alt.Axis(
             labelExpr=(
                 f"'day ' + (floor(datum.value / {_DAY_MS}) + 1) + "
@@ -70,8 +84,6 @@ def time_encoding(frame: pd.DataFrame, column: str, *, undated: bool, title: str
             else "the trace's clock (date not known: day 1 is its first day)"
         )
     else:
-        frame["t_ms"] = (times.astype("datetime64[ms]").astype(np.int64)).astype(np.int64)
-        frame["when"] = np.datetime_as_string(times, unit="m")
         axis = alt.Axis(labelOverlap=True)
     x = alt.X(field="t_ms", type="temporal", title=title, scale=alt.Scale(type="utc"), axis=axis)
     return x, alt.Tooltip(field="when", type="nominal", title="time")

@@ -11,7 +11,8 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
-from ._clock import is_undated, time_encoding
+from ._clock import is_undated, time_columns, time_x
+from ._draft import draft
 
 __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
 
@@ -75,15 +76,39 @@ def forecast_series(
         )
         shown = f"mean of every {factor} intervals of {step:g} s"
     # the trace's own clock; a placeholder date (a trace with no date) is counted in days instead
-    x, when = time_encoding(
-        frame, "time", undated=is_undated(series.attrs, frame["time"].to_numpy()), title=None
-    )
+    undated = is_undated(series.attrs, frame["time"].to_numpy())
+    time_columns(frame, "time", undated=undated)
     frame = frame.drop(columns="time")
     missing = frame[frame["qps"].isna()]
+    tables = {"frame": frame}
+    if baseline is not None:
+        title = f"Requests/s {shown}; band: slot P50 to {_quantile_name(q)}; dashed: the mean plan"
+    else:
+        title = f"Requests/s {shown}"
+    if len(missing):
+        tables["missing"] = missing
+        title += f"; red ticks: {len(missing)} missing"
+    return draft(
+        _series_chart,
+        tables=tables,
+        values={"title": title},
+        shape={"undated": undated, "banded": baseline is not None},
+    )
+
+
+def _series_chart(
+    frame: pd.DataFrame,
+    missing: pd.DataFrame | None = None,
+    *,
+    title: str,
+    undated: bool,
+    banded: bool,
+) -> alt.LayerChart:
+    """The series chart from its tables (see :mod:`capnb.charts._draft`)."""
+    x, when = time_x(undated=undated, title=None)
     base = alt.Chart(frame).encode(x=x)
     layers = []
-    if baseline is not None:
-        name = _quantile_name(q)
+    if banded:
         layers.append(
             base.mark_area(opacity=0.25, color=_PLAN_COLOR, interpolate="step-after").encode(
                 y=alt.Y("low:Q"), y2=alt.Y2("high:Q")
@@ -94,22 +119,18 @@ def forecast_series(
                 y=alt.Y("mean_plan:Q")
             )
         )
-        title = f"Requests/s {shown}; band: slot P50 to {name}; dashed: the mean plan"
-    else:
-        title = f"Requests/s {shown}"
     layers.append(
         base.mark_line(color="#333", strokeWidth=1).encode(
             y=alt.Y("qps:Q", title="requests/s"),
             tooltip=[when, alt.Tooltip("qps:Q", format=",.2f")],
         )
     )
-    if len(missing):
+    if missing is not None:
         layers.append(
             alt.Chart(missing)
             .mark_tick(color=_SHORT_COLOR, thickness=2, size=10)
             .encode(x=x, y=alt.YValue(300), tooltip=[alt.Tooltip("when:N", title="missing")])
         )
-        title += f"; red ticks: {len(missing)} missing"
     return alt.layer(*layers, title=title, width=640, height=300)
 
 
@@ -127,6 +148,13 @@ def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
         order = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
         title = "Mean requests/s by hour of day and weekday"
     table = frame.groupby(["row", "hour"], as_index=False)["qps"].mean()
+    return draft(
+        _heatmap_chart, tables={"table": table}, values={"title": title}, shape={"order": order}
+    )
+
+
+def _heatmap_chart(table: pd.DataFrame, *, title: str, order: list[str]) -> alt.Chart:
+    """The heatmap from its table (see :mod:`capnb.charts._draft`)."""
     return (
         alt.Chart(table)
         .mark_rect()
@@ -162,8 +190,27 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
     frame["top"] = np.maximum(frame["plan"], frame["mean_plan"])
     # a step line needs the end of the last slot to draw it
     frame = pd.concat([frame, frame.tail(1).assign(slot=len(frame))], ignore_index=True)
-    x = alt.X("slot:Q", title=baseline.attrs.get("slots", "slot").replace("_", " "))
-    base = alt.Chart(frame).encode(x=x)
+    worst = float(frame["shortfall"].max())
+    title = (
+        f"{name} plan (blue) vs the mean plan (orange, dashed); red: the mean plan's shortfall "
+        f"(up to {worst:.0%} of the {name})"
+    )
+    return draft(
+        _plans_chart,
+        tables={"frame": frame},
+        values={
+            "title": title,
+            "plan_title": f"{name} plan",
+            "slot_title": baseline.attrs.get("slots", "slot").replace("_", " "),
+        },
+    )
+
+
+def _plans_chart(
+    frame: pd.DataFrame, *, title: str, plan_title: str, slot_title: str
+) -> alt.LayerChart:
+    """The plans chart from its table (see :mod:`capnb.charts._draft`)."""
+    base = alt.Chart(frame).encode(x=alt.X("slot:Q", title=slot_title))
     short = base.mark_area(color=_SHORT_COLOR, opacity=0.3, interpolate="step-after").encode(
         y=alt.Y("mean_plan:Q"), y2=alt.Y2("top:Q")
     )
@@ -171,7 +218,7 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
         y=alt.Y("plan:Q", title="requests/s"),
         tooltip=[
             alt.Tooltip("slot:Q"),
-            alt.Tooltip("plan:Q", title=f"{name} plan", format=",.1f"),
+            alt.Tooltip("plan:Q", title=plan_title, format=",.1f"),
             alt.Tooltip("mean_plan:Q", title="mean plan", format=",.1f"),
             alt.Tooltip("shortfall:Q", title="mean plan short by", format=".0%"),
         ],
@@ -181,11 +228,6 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
     ).encode(y=alt.Y("P50:Q"))
     mean = base.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
         y=alt.Y("mean_plan:Q")
-    )
-    worst = float(frame["shortfall"].max())
-    title = (
-        f"{name} plan (blue) vs the mean plan (orange, dashed); red: the mean plan's shortfall "
-        f"(up to {worst:.0%} of the {name})"
     )
     return alt.layer(short, median, plan, mean, title=title, width=640, height=280)
 
@@ -214,24 +256,6 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
     frame = frame[
         (frame["capacity"] <= max(last, required, fixed) * 1.1) & (frame["capacity"] >= low)
     ]
-    pick = alt.param(
-        name="exceed_p",
-        value=chosen,
-        bind=alt.binding_range(
-            min=0.01, max=0.5, step=0.01, name="monthly exceedance probability "
-        ),
-    )
-    domain = [float(frame["capacity"].min()), float(frame["capacity"].max())]
-    x = alt.X("capacity:Q", title="capacity (requests/s)", scale=alt.Scale(domain=domain))
-    base = alt.Chart(frame).encode(x=x)
-    curve = base.mark_line(color="#333", interpolate="step-after").encode(
-        y=alt.Y("probability:Q", title="P(monthly peak > capacity)", axis=alt.Axis(format="%")),
-        tooltip=[
-            alt.Tooltip("capacity:Q", format=",.0f"),
-            alt.Tooltip("probability:Q", format=".1%"),
-            alt.Tooltip("minutes:Q", title="minutes above / month", format=",.1f"),
-        ],
-    )
     marks = pd.DataFrame(
         {
             "capacity": [fixed, required],
@@ -242,6 +266,52 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
             "color": ["#888", _SHORT_COLOR],
             "row": [40, 12],  # pixels from the top: the two labels never overlap
         }
+    )
+    title = (
+        f"Monthly exceedance over {simulation.attrs['trials']:,} simulated months: the shaded "
+        "gap is the elastic buffer"
+    )
+    return draft(
+        _exceedance_chart,
+        tables={
+            "frame": frame,
+            "marks": marks,
+            "gap": pd.DataFrame({"a": [fixed], "b": [max(required, fixed)]}),
+        },
+        values={
+            "title": title,
+            "chosen": chosen,
+            "domain": [float(frame["capacity"].min()), float(frame["capacity"].max())],
+        },
+    )
+
+
+def _exceedance_chart(
+    frame: pd.DataFrame,
+    marks: pd.DataFrame,
+    gap: pd.DataFrame,
+    *,
+    title: str,
+    chosen: float,
+    domain: list[float],
+) -> alt.VConcatChart:
+    """The exceedance charts from their tables (see :mod:`capnb.charts._draft`)."""
+    pick = alt.param(
+        name="exceed_p",
+        value=chosen,
+        bind=alt.binding_range(
+            min=0.01, max=0.5, step=0.01, name="monthly exceedance probability "
+        ),
+    )
+    x = alt.X("capacity:Q", title="capacity (requests/s)", scale=alt.Scale(domain=domain))
+    base = alt.Chart(frame).encode(x=x)
+    curve = base.mark_line(color="#333", interpolate="step-after").encode(
+        y=alt.Y("probability:Q", title="P(monthly peak > capacity)", axis=alt.Axis(format="%")),
+        tooltip=[
+            alt.Tooltip("capacity:Q", format=",.0f"),
+            alt.Tooltip("probability:Q", format=".1%"),
+            alt.Tooltip("minutes:Q", title="minutes above / month", format=",.1f"),
+        ],
     )
     rules = (
         alt.Chart(marks)
@@ -259,7 +329,7 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
         )
     )
     buffer = (
-        alt.Chart(pd.DataFrame({"a": [fixed], "b": [max(required, fixed)]}))
+        alt.Chart(gap)
         .mark_rect(color=_SHORT_COLOR, opacity=0.12)
         .encode(x=alt.X("a:Q", scale=alt.Scale(domain=domain)), x2=alt.X2("b:Q"))
     )
@@ -273,17 +343,7 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
         )
     )
     top = alt.layer(
-        buffer,
-        curve,
-        rules,
-        labels,
-        moving.add_params(pick),
-        title=(
-            f"Monthly exceedance over {simulation.attrs['trials']:,} simulated months: the shaded "
-            "gap is the elastic buffer"
-        ),
-        width=640,
-        height=240,
+        buffer, curve, rules, labels, moving.add_params(pick), title=title, width=640, height=240
     )
     minutes = base.mark_line(color=_PLAN_COLOR, interpolate="step-after").encode(
         y=alt.Y("minutes:Q", title="minutes above / month", scale=alt.Scale(type="symlog"))

@@ -8,6 +8,7 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
+from ._draft import draft
 
 __all__ = ["memory_breakdown", "memory_heatmap"]
 
@@ -73,6 +74,12 @@ def memory_breakdown(
         f"{cell.model.item()} on {int(cell.tensor_parallel)} x {cell.gpu.item()}, "
         f"{int(cell.seq_len):,} tokens per sequence: memory per GPU"
     )
+    limit = pd.DataFrame({"GiB": [usable], "label": [f"usable {usable:,.1f} GiB"]})
+    return draft(_breakdown_chart, tables={"table": table, "limit": limit}, values={"title": title})
+
+
+def _breakdown_chart(table: pd.DataFrame, limit: pd.DataFrame, *, title: str) -> alt.LayerChart:
+    """The breakdown's chart from its tables (see :mod:`capnb.charts._draft`)."""
     bars = (
         alt.Chart(table)
         .mark_bar()
@@ -88,7 +95,7 @@ def memory_breakdown(
             color=alt.Color(
                 field="component",
                 type="nominal",
-                sort=list(parts),
+                sort=list(_COMPONENT_COLORS),
                 scale=alt.Scale(
                     domain=list(_COMPONENT_COLORS), range=list(_COMPONENT_COLORS.values())
                 ),
@@ -104,7 +111,6 @@ def memory_breakdown(
             ],
         )
     )
-    limit = pd.DataFrame({"GiB": [usable], "label": [f"usable {usable:,.1f} GiB"]})
     limit_y = alt.Y(field="GiB", type="quantitative")
     rule = alt.Chart(limit).mark_rule(color="#e45756", strokeDash=[6, 3], size=2).encode(y=limit_y)
     text = (
@@ -146,9 +152,25 @@ def memory_heatmap(
     tps = [int(t) for t in cell.tensor_parallel.values]
     if tensor_parallel is not None and tensor_parallel not in tps:
         raise InputError(f"chart: tensor_parallel={tensor_parallel} is not in the data ({tps})")
+    title = f"{cell.model.item()}: largest concurrency that fits in memory"
+    return draft(
+        _heatmap_chart,
+        tables={"table": table},
+        values={
+            "title": title,
+            "tensor_parallel": tps[0] if tensor_parallel is None else int(tensor_parallel),
+        },
+        shape={"tps": tps, "gpus": [str(g) for g in cell.gpu.values]},
+    )
+
+
+def _heatmap_chart(
+    table: pd.DataFrame, *, title: str, tensor_parallel: int, tps: list[int], gpus: list[str]
+) -> alt.LayerChart:
+    """The heatmap's chart from its table (see :mod:`capnb.charts._draft`)."""
     tp_param = alt.param(
         name="tensor_parallel",
-        value=tps[0] if tensor_parallel is None else int(tensor_parallel),
+        value=tensor_parallel,
         bind=alt.binding_select(options=tps, name="tensor_parallel ") if len(tps) > 1 else None,
     )
     base = (
@@ -156,7 +178,7 @@ def memory_heatmap(
         .transform_filter(alt.datum.tensor_parallel == tp_param)
         .encode(
             x=alt.X(field="seq_len", type="ordinal", title="tokens per sequence (seq_len)"),
-            y=alt.Y(field="gpu", type="nominal", title=None, sort=list(cell.gpu.values)),
+            y=alt.Y(field="gpu", type="nominal", title=None, sort=gpus),
         )
     )
     rects = base.mark_rect().encode(
@@ -177,6 +199,5 @@ def memory_heatmap(
         text=alt.Text(field="label", type="nominal"),
         color=alt.condition("datum.max_concurrency > 0", alt.value("white"), alt.value("#e45756")),
     )
-    title = f"{cell.model.item()}: largest concurrency that fits in memory"
-    chart = (rects + labels).properties(title=title, width=560, height=24 * cell.sizes["gpu"])
+    chart = (rects + labels).properties(title=title, width=560, height=24 * len(gpus))
     return chart.add_params(tp_param)

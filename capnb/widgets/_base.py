@@ -31,6 +31,10 @@ class Drawing:
     (the test suite validates each of them through ``to_dict()``), so its drawings skip that step.
     ``to_dict()`` still validates.
 
+    ``chart`` may come as a draft (:mod:`capnb.charts._draft`: a capnb chart's data, its altair chart
+    not built yet): its spec is then filled into the one written out for the last drawing of the
+    same shape, and the altair chart is built only when asked for (``drawing.chart``).
+
     ``key`` names the place the chart is displayed (one per display of a worksheet's chart): with
     capnb's offline renderer, a chart drawn again under the same key with the same spec apart from
     its data keeps its vega view in the page and only swaps the data (see
@@ -38,8 +42,15 @@ class Drawing:
     """
 
     def __init__(self, chart, key: str | None = None):
-        self.chart = chart
+        self._chart = chart
         self.key = key
+
+    @property
+    def chart(self):
+        """The altair chart (built now, if it came as a draft)."""
+        from ..charts import Draft
+
+        return self._chart.chart() if isinstance(self._chart, Draft) else self._chart
 
     def to_dict(self, *args, **kwargs) -> dict:
         """The chart's vega-lite spec (validated, as ``alt.Chart.to_dict``)."""
@@ -48,10 +59,11 @@ class Drawing:
     def _repr_mimebundle_(self, include=None, exclude=None):
         import altair as alt
 
+        from ..charts import written
         from ..notebook import RENDERER, chart_html
 
         with _unchecked():
-            spec = self.chart.to_dict(validate=False, context={"pre_transform": False})
+            spec = written(self._chart)
         if self.key is not None and alt.renderers.active == RENDERER:
             return {"text/html": chart_html(spec, key=self.key)}
         renderer = alt.renderers.get()
@@ -352,10 +364,26 @@ class Worksheet:
         return self._drawing(name, None)
 
     def _drawing(self, name: str, key: str | None) -> Drawing:
+        """The named chart for the current results, as a draft where its chart function makes one.
+
+        A draft skips building the altair chart when it is drawn again in the same shape (see
+        :class:`Drawing`). A draw that fails on drafts (a notebook's drawing that hands a capnb
+        chart to altair's own ``alt.layer``, say) is drawn again without them.
+        """
+        from ..charts import drafting
+
         self._known(name)
+        draw = self.charts[name].draw
+        full = _full_redraw()
         with _unchecked():
-            chart = self.charts[name].draw(self.results, self.inputs)
-        return Drawing(chart, key=None if _full_redraw() else key)
+            try:
+                with drafting() if not full else contextlib.nullcontext():
+                    chart = draw(self.results, self.inputs)
+            except Exception:
+                if full:
+                    raise
+                chart = draw(self.results, self.inputs)
+        return Drawing(chart, key=None if full else key)
 
     def _new_key(self, name: str) -> str:
         return f"capnb-{id(self):x}-{name}-{next(_displays)}"
