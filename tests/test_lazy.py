@@ -140,3 +140,16 @@ def test_a_compile_lock_held_too_long_is_a_clear_error(monkeypatch, tmp_path):
         with pytest.raises(RuntimeError, match="capnb-compile.lock"), _lazy.compile_lock():
             pass
     holder.wait(timeout=30)
+
+
+def test_over_threads_ends_parts_at_the_cuts_given(monkeypatch):
+    # parts of work that is cheaper between two cuts (Knative's counts per target) end at them
+    import numba
+
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    parts = []
+    _lazy.over_threads(lambda a, b: parts.append((a, b)), 90, 10**9, pieces=4, cuts=[30, 60])
+    assert sorted(parts) == [(0, 30), (30, 60), (60, 90)]
+    parts.clear()
+    _lazy.over_threads(lambda a, b: parts.append((a, b)), 90, 10**9, pieces=4)
+    assert len(parts) == 8 and sorted(parts)[0][0] == 0 and sorted(parts)[-1][1] == 90

@@ -201,14 +201,23 @@ def threads_for(size: int, work: int) -> int:
     return max(1, min(numba.get_num_threads(), size))
 
 
-def over_threads(run: Callable[[int, int], object], size: int, work: int, *, pieces: int = 1):
+def over_threads(
+    run: Callable[[int, int], object],
+    size: int,
+    work: int,
+    *,
+    pieces: int = 1,
+    cuts: list[int] | None = None,
+):
     """Run ``run(first, stop)`` over ``range(size)``: once, or in contiguous parts on threads.
 
     The kernels release the GIL (numba ``nogil`` loops, numpy's ufunc machinery around a gufunc),
     so plain Python threads share the cores, and every piece is computed as in one call: the
     answer is the same on any number of threads. ``pieces`` parts per thread balance pieces of
-    unequal cost. (numba's ``parallel`` target would compile each kernel a second time, seconds on
-    a fresh install, and needs a thread-safe threading layer under dask.)
+    unequal cost. ``cuts`` (sorted, within ``range(size)``) are where a part may end, when the
+    work of a part is cheaper if it stays between two cuts; each part then ends at the cut closest
+    to where ``pieces`` would end it. (numba's ``parallel`` target would compile each kernel a
+    second time, seconds on a fresh install, and needs a thread-safe threading layer under dask.)
     """
     threads = threads_for(size, work)
     if threads < 2:
@@ -216,6 +225,9 @@ def over_threads(run: Callable[[int, int], object], size: int, work: int, *, pie
         return
     parts = min(size, pieces * threads)
     bounds = [size * k // parts for k in range(parts + 1)]
+    if cuts:
+        ends = sorted({0, size, *cuts})
+        bounds = sorted({min(ends, key=lambda c, b=b: abs(c - b)) for b in bounds})
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads) as pool:

@@ -883,7 +883,13 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
         return
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     shared = _shared(demand, config)
-    # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance
+    # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance.
+    # Knative's counts are made per target (the predictive policy's reads per cold start) in
+    # each piece: pieces end where the target (the cold start) changes, when they can
+    cuts = None
+    if config.policy in (KNATIVE, PREDICTIVE):
+        knob = runs.up if config.policy == KNATIVE else runs.cold
+        cuts = (np.flatnonzero(np.diff(knob)) + 1).tolist()
     over_threads(
         lambda a, b: _runs(
             demand, forecast, arrived, shared, losses, config, runs, metrics, _NO_TIMELINE, a, b
@@ -891,4 +897,5 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
         count,
         count * demand.shape[0],
         pieces=4,
+        cuts=cuts,
     )
