@@ -130,6 +130,34 @@ def test_decisions_at_rest_match_the_python_reference_on_held_rates(demand, run,
     np.testing.assert_array_equal(timeline.breach, want_timeline["breach"])
 
 
+@pytest.mark.parametrize("policy", [kernels.ARTICLE, kernels.HPA, kernels.KNATIVE, kernels.FIXED,
+                                    kernels.FIXED_ELASTIC, kernels.PREDICTIVE])  # fmt: skip
+def test_a_saturated_queue_matches_the_python_reference(policy):
+    # a fleet held too small for held rates: the queue fills with cohorts of the same arrivals,
+    # the oldest served in part and dropped each step; then a quieter rate drains it
+    demand = np.repeat([50.0, 200.0, 120.0, 30.0, 260.0, 10.0], [80, 150, 100, 80, 120, 90])
+    forecast = np.roll(demand, -20)
+    cfg = config(policy=policy, step_s=1.0, per_instance_qps=10.0, tolerance_steps=12,
+                 max_instances=4, period_steps={kernels.KNATIVE: 2}.get(policy, 5),
+                 thrash_steps=30, stable_steps=10, panic_steps=2)  # fmt: skip
+    knobs = [(0.8, 20, 30, 1, 0), (0.6, 0, 3, 2, 1), (0.9, 40, 8, 3, 0)]
+    for up, cooldown, cold, low, buffer in knobs:
+        metrics = np.empty(len(kernels.METRICS))
+        timeline = kernels.Timeline.empty(demand.size)
+        run_ = kernels.Run.of(up=up, cooldown=cooldown, cold=cold, low=low, buffer=buffer)
+        given_forecast = forecast if policy == kernels.PREDICTIVE else None
+        kernels.simulate(demand, cfg, run_, metrics, timeline, forecast=given_forecast)
+        want, want_timeline = simulate_python(demand, up, cooldown, cold, low, buffer, cfg,
+                                              given_forecast)  # fmt: skip
+        got = dict(zip(kernels.METRICS, metrics, strict=True))
+        assert_same_metrics(got, want, (policy, up, low))
+        for name in ("served", "dropped", "backlog"):
+            np.testing.assert_allclose(getattr(timeline, name), want_timeline[name], rtol=1e-9,
+                                       atol=1e-6)  # fmt: skip
+        np.testing.assert_array_equal(timeline.ready, want_timeline["ready"])
+        assert got["dropping_steps"] > 100  # the queue was saturated
+
+
 @given(demand_st, runs())
 def test_every_step_balances_requests(demand, run):
     """backlog_in + arrivals = served + dropped + backlog_out, at every step."""

@@ -370,6 +370,81 @@ def _run(
                 t = k
                 if t == n_steps:
                     break
+        if (
+            tolerance > 0
+            and queue_len == tolerance
+            and queue_first == t - tolerance
+            and demand[t] * step_s > ready * per_step
+            and _all_equal(ring, queue_slot, queue_len, demand[t] * step_s)
+        ):
+            # Saturated stretch: the queue holds `tolerance` cohorts of this step's arrivals, more
+            # than the ready instances serve in a step. Each step then serves the oldest cohort
+            # in part and drops the rest of it, and the queue is as it was, one step on, while the
+            # arrivals, the fleet and the policy (at rest) stay. The same float operations per
+            # step as a full step, without the queue's bookkeeping.
+            arriving = demand[t] * step_s
+            capacity = ready * per_step
+            dropped_now = arriving - capacity
+            limit = n_steps
+            if start_len > 0 and start_ready_at[start_first] < limit:
+                limit = start_ready_at[start_first]
+            if next_loss < n_losses and loss_steps[next_loss] < limit:
+                limit = loss_steps[next_loss]
+            decide_at = t + countdown - 1
+            k = t
+            while k < limit and demand[k] * step_s == arriving:
+                if policy != FIXED and k == decide_at:
+                    if k >= rest_until or not _reads_as_rest(
+                        policy, config, run, k, loads, table, stable_need, panic_need,
+                        ready - buffer, starting, ready + starting - buffer, rest_key, rest_key2,
+                    ):  # fmt: skip
+                        break  # this decision runs in full
+                    if policy == KNATIVE:
+                        if rest_back >= 0:
+                            delay_steps[rest_back] = k
+                    elif policy in (HPA, PREDICTIVE):
+                        if rest_back >= 0:
+                            down.steps[rest_back] = k
+                        if rest_back2 >= 0:
+                            up_window.steps[rest_back2] = k
+                    elif rest_key < 0:
+                        article = ArticleState(article.low_evals + 1, article.vetoed)
+                    elif rest_key > 0 and veto:
+                        article = ArticleState(0, article.vetoed + 1)
+                    decide_at = k + period
+                backlog -= capacity
+                backlog += arriving
+                backlog = backlog - dropped_now
+                late += capacity
+                dropped += dropped_now
+                if backlog > peak_backlog:
+                    peak_backlog = backlog
+                if record:
+                    timeline.ready[k] = ready
+                    timeline.starting[k] = starting
+                    timeline.served[k] = capacity
+                    timeline.dropped[k] = dropped_now
+                    timeline.backlog[k] = backlog
+                    timeline.breach[k] = True
+                k += 1
+            if k > t:
+                steps = k - t
+                breach_steps += steps
+                dropping_steps += steps
+                instance_steps += steps * (ready + starting)
+                starting_steps += steps * starting
+                if knative.panicking:
+                    panic_steps += steps
+                if policy != FIXED:
+                    countdown = decide_at - k + 1
+                # the queue one step on per step: its free slot moves on as many
+                ring[_wrap(queue_slot + queue_len, ring_size)] = arriving
+                queue_first += steps
+                queue_slot = (queue_slot + steps) % ring_size
+                ring[_wrap(queue_slot + queue_len, ring_size)] = 0.0
+                t = k
+                if t == n_steps:
+                    break
         if start_len > 0 and start_ready_at[start_first] == t:
             n = start_count[start_first]
             start_first = _wrap(start_first + 1, start_ready_at.shape[0])
@@ -663,6 +738,16 @@ def _fit(demand, block_max, k, stop, step_s, capacity):
         else:
             k += 1
     return stop
+
+
+@njit(inline="always")
+def _all_equal(ring, first, length, value):
+    """Whether the ``length`` cohorts of the queue from slot ``first`` all hold ``value``."""
+    size = ring.shape[0]
+    for i in range(length):  # noqa: SIM110 (a loop numba compiles to a plain loop)
+        if ring[_wrap(first + i, size)] != value:
+            return False
+    return True
 
 
 @njit(inline="always")
