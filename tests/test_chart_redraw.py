@@ -38,7 +38,19 @@ CHANGES = {
         ("gpu", "A10G"),
         ("curve", "dstack-vllm-mi300x-long"),
     ],
+    # the cheap controls only: a new cold start or tolerance runs the policy sweep again
+    "04_elasticity": [
+        ("policy", "knative"),
+        ("scale_up_threshold", 0.8),
+        ("cooldown_s", 900.0),
+        ("min_instances", 6),
+        ("buffer_instances", 2),
+        ("breach_budget", 0.01),
+        ("policy", "fixed"),
+    ],
 }
+# charts a notebook draws with altair itself (no capnb chart function): never drafts
+NOTEBOOK_CHARTS = {"04_elasticity": {"policies"}}
 
 
 def _full(ws, name) -> dict:
@@ -58,7 +70,9 @@ def _drafted(ws, name) -> tuple[object, dict]:
 def test_every_chart_drawn_again_is_the_spec_altair_writes(path):
     notebook.setup()
     ws = notebook.worksheet(path, **({"TRIALS": 200} if path == "01_forecasting" else {}))
-    filled = dict.fromkeys(ws.charts, 0)  # drawings filled in from a kept template
+    own = NOTEBOOK_CHARTS.get(path, set())
+    assert own <= set(ws.charts)
+    filled = dict.fromkeys(set(ws.charts) - own, 0)  # drawings filled in from a kept template
 
     def check(when):
         for name in ws.charts:
@@ -68,6 +82,8 @@ def test_every_chart_drawn_again_is_the_spec_altair_writes(path):
             assert json.dumps(spec) == json.dumps(full), (when, name)
             if isinstance(drawn, charts.Draft):
                 filled[name] += _draft._TEMPLATES.get(drawn._key()) is not None
+            else:
+                assert name in own, (when, name)
 
     check("first")
     for control, value in CHANGES[path]:
@@ -76,7 +92,7 @@ def test_every_chart_drawn_again_is_the_spec_altair_writes(path):
         check(f"{control}={value}")
         ws.set(**{control: before})
         check(f"{control}={before}")
-    # every chart came as a draft, and was filled in from its template each time
+    # every capnb chart came as a draft, and was filled in from its template each time
     assert all(n == 1 + 2 * len(CHANGES[path]) for n in filled.values()), filled
 
 
@@ -166,3 +182,67 @@ def test_outside_a_worksheet_chart_functions_return_altair_charts():
     ws = notebook.worksheet("02_memory")
     chart = charts.memory_breakdown(ws["result"])
     assert isinstance(chart, alt.LayerChart) and chart.to_dict()["title"].startswith("Llama")
+
+
+@pytest.fixture(scope="module")
+def small_sweep():
+    from capnb import data, elasticity
+
+    burst = elasticity.resample_demand(data.load_trace("azure-code-2023"), 1)
+    return elasticity.sweep(burst, per_instance_qps=2, policy=["hpa", "fixed"], cold_start_s=60,
+                            min_instances=[1, 4, 8], gpu="L4")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"chosen": {"policy": "fixed", "min_instances": 8}, "breach_budget": 0.001},
+        # the same run ringed twice; a selection of several runs (labelled at its first)
+        {"chosen": {"policy": "fixed", "min_instances": 8}, "recommended": {"policy": "fixed"}},
+        {"chosen": {"policy": "hpa"}, "recommended": {"policy": "hpa"}, "cost": "gpu_hours"},
+        {"chosen": {"policy": "none of them"}, "breach_budget": 0.05},
+    ],
+    ids=["budget", "several-rows", "same-picks", "no-rows"],
+)
+def test_the_pareto_chart_drawn_again_is_the_spec_altair_writes(small_sweep, kwargs):
+    for _ in range(2):  # the template written, then filled in
+        with charts.quick_build():
+            with charts.drafting():
+                drawn = charts.elasticity_pareto(small_sweep, **kwargs)
+            assert json.dumps(charts.written(drawn)) == json.dumps(charts.written(drawn.chart()))
+    assert _draft._TEMPLATES.get(drawn._key()) is not None
+
+
+def test_what_a_chart_worked_out_is_kept_only_while_its_input_lives_unchanged(small_sweep):
+    import gc
+
+    from capnb.charts._draft import Kept
+
+    kept, calls = Kept(), []
+
+    def make():
+        calls.append(1)
+        return len(calls)
+
+    one = small_sweep.copy()
+    assert kept.get(one, "k", make) == kept.get(one, "k", make) == 1
+    assert kept.get(one, "other", make) == 2 and kept.get(one, ["unhashable"], make) == 3
+    one["usd"] = one.usd * 2  # a variable replaced: worked out again
+    assert kept.get(one, "k", make) == 4 and kept.get(one, "k", make) == 4
+    # the entry goes with its object: a new object (perhaps at the same address) starts afresh
+    del one
+    gc.collect()
+    assert not kept._entries
+    assert kept.get(small_sweep.copy(), "k", make) == 5
+    gc.collect()
+    assert not kept._entries
+
+
+def test_a_chart_of_a_changed_sweep_shows_the_change(small_sweep):
+    chart = charts.elasticity_pareto(small_sweep)
+    changed = small_sweep.copy()
+    assert json.dumps(charts.elasticity_pareto(changed).to_dict()) == json.dumps(chart.to_dict())
+    changed["usd"] = changed.usd * 2
+    doubled = charts.elasticity_pareto(changed).to_dict()
+    first = next(iter(doubled["datasets"].values()))[0]
+    assert first["usd"] == 2 * float(small_sweep.usd.values.ravel()[0])

@@ -8,7 +8,7 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
-from ._draft import draft
+from ._draft import Kept, draft
 
 __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 
@@ -18,6 +18,10 @@ __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 # every layer's schema objects, which cost more than all the rest of a redraw.
 _QUANTILE_COLORS = {"P50": "#4c78a8", "P90": "#72b7b2", "P95": "#54a24b", "P99": "#e45756"}
 _SLA_COLOR = "#b279a2"
+
+
+_THROUGHPUT = Kept()  # the curve's Little's law table, per curve
+_COST = Kept()  # the cost table, per sweep and selection
 
 
 def _single(curve: xr.Dataset, what: str) -> xr.Dataset:
@@ -225,17 +229,7 @@ def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.L
     :func:`capnb.capacity.plan` or ``safe_concurrency`` result for one SLA) the safe concurrency and
     the chosen operating point are marked.
     """
-    from ..latency import envelope
-
-    cell = envelope(_single(curve, "throughput_curve"))
-    conc = cell.concurrency.values.astype(float)
-    mean = cell.mean_latency.sel(metric="e2e").values
-    if np.isnan(mean).any():
-        raise InputError("throughput_curve: the curve has no mean e2e latency")
-    frames = [pd.DataFrame({"concurrency": conc, "qps": conc / mean, "rule": "Little's law"})]
-    if conc[0] == 1:
-        frames.append(pd.DataFrame({"concurrency": conc, "qps": conc / mean[0], "rule": "naive"}))
-    table = pd.concat(frames, ignore_index=True)
+    table = _THROUGHPUT.get(curve, None, lambda: _throughput_table(curve))
     tables = {"table": table}
     if plan is not None:
         point = plan.squeeze(drop=True)
@@ -254,6 +248,21 @@ def throughput_curve(curve: xr.Dataset, plan: xr.Dataset | None = None) -> alt.L
             )
             tables["safe"] = pd.DataFrame({"concurrency": [float(point.safe_concurrency)]})
     return draft(_throughput_chart, tables=tables)
+
+
+def _throughput_table(curve: xr.Dataset) -> pd.DataFrame:
+    """Requests/s one instance serves at each concurrency, by each rule (the chart's lines)."""
+    from ..latency import envelope
+
+    cell = envelope(_single(curve, "throughput_curve"))
+    conc = cell.concurrency.values.astype(float)
+    mean = cell.mean_latency.sel(metric="e2e").values
+    if np.isnan(mean).any():
+        raise InputError("throughput_curve: the curve has no mean e2e latency")
+    frames = [pd.DataFrame({"concurrency": conc, "qps": conc / mean, "rule": "Little's law"})]
+    if conc[0] == 1:
+        frames.append(pd.DataFrame({"concurrency": conc, "qps": conc / mean[0], "rule": "naive"}))
+    return pd.concat(frames, ignore_index=True)
 
 
 def _throughput_chart(
@@ -323,7 +332,25 @@ def cost_vs_sla(
     if "usd_per_hour" not in sweep:
         raise InputError("cost_vs_sla: the sweep has no cost (give it a target_qps)")
     picked = {"model": model, "seq_len": seq_len, **selection}
-    cell = sweep.sel({k: v for k, v in picked.items() if v is not None})
+    chosen = {k: v for k, v in picked.items() if v is not None}
+    # the same sweep, another SLA: the table is the one worked out last time
+    table, gpus, target = _COST.get(
+        sweep, tuple(sorted(chosen.items())), lambda: _cost_table(sweep, chosen)
+    )
+    metric = sweep.attrs.get("metric", "latency")
+    quantile = sweep.attrs.get("quantile", 0.99)
+    title = f"Cost vs {_label(quantile)} {metric} SLA, cheapest TP per GPU"
+    if target is not None:
+        title += f" ({target:,.3g} requests/s)"
+    tables = {"table": table}
+    if sla is not None:
+        tables["rule"] = pd.DataFrame({"sla": [float(sla)]})
+    return draft(_cost_chart, tables=tables, values={"title": title}, shape={"gpus": list(gpus)})
+
+
+def _cost_table(sweep: xr.Dataset, chosen: dict) -> tuple[pd.DataFrame, tuple[str, ...], object]:
+    """Each GPU's cheapest TP per SLA of one cell of a sweep: the table, its GPUs, the target."""
+    cell = sweep.sel(chosen)
     for dim in [d for d in cell.usd_per_hour.dims if d not in ("gpu", "tensor_parallel", "sla")]:
         if cell.sizes[dim] != 1:
             raise InputError(f"cost_vs_sla: choose one {dim} (the sweep has {cell.sizes[dim]})")
@@ -352,18 +379,8 @@ def cost_vs_sla(
             ).ravel(),
         }
     )
-    metric = sweep.attrs.get("metric", "latency")
-    quantile = sweep.attrs.get("quantile", 0.99)
     target = cell.target_qps.values.item() if "target_qps" in cell else None
-    title = f"Cost vs {_label(quantile)} {metric} SLA, cheapest TP per GPU"
-    if target is not None:
-        title += f" ({target:,.3g} requests/s)"
-    tables = {"table": table}
-    if sla is not None:
-        tables["rule"] = pd.DataFrame({"sla": [float(sla)]})
-    return draft(
-        _cost_chart, tables=tables, values={"title": title}, shape={"gpus": [str(g) for g in gpus]}
-    )
+    return table, tuple(str(g) for g in gpus), target
 
 
 def _cost_chart(

@@ -8,12 +8,15 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
+from ._draft import Kept, draft
 
 __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_timeline"]
 
 # Every encoding is a channel object (alt.Y(...), alt.OpacityValue(...)), never a bare string or
 # dict: altair turns those into channels through its schema's from_dict, which hashes the whole
-# vega-lite schema each time (about 5 ms a channel).
+# vega-lite schema each time (about 5 ms a channel). Each chart function does its data work and
+# hands its tables to draft() with the function that builds the altair chart from them (see
+# capnb.charts._draft): a worksheet's redraw of the same shape fills in the spec written last time.
 
 _POLICY_NAMES = {
     "article": "article (thresholds)",
@@ -78,6 +81,23 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
         }
     )
     table["end"] = np.r_[table[x_field].values[1:], span_s / per]
+    share = float(run.breach_share)
+    title = (
+        f"{_POLICY_NAMES.get(run.attrs['policy'], run.attrs['policy'])}: demand vs ready "
+        f"capacity, breach shaded ({share:.2%} of the time)"
+    )
+    return draft(
+        _timeline_chart,
+        tables={"table": table},
+        values={"title": title, "x_title": x_title},
+        shape={"x_field": x_field},
+    )
+
+
+def _timeline_chart(
+    table: pd.DataFrame, *, title: str, x_title: str, x_field: str
+) -> alt.VConcatChart:
+    """The timeline's charts from their table (see :mod:`capnb.charts._draft`)."""
     x = alt.X(f"{x_field}:Q", title=x_title, scale=alt.Scale(nice=False))
     base = alt.Chart().properties(width=620)  # the table goes once, at the top
     shading = (
@@ -102,11 +122,6 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VCon
                 ),
             ),
         )
-    )
-    share = float(run.breach_share)
-    title = (
-        f"{_POLICY_NAMES.get(run.attrs['policy'], run.attrs['policy'])}: demand vs ready "
-        f"capacity, breach shaded ({share:.2%} of the time)"
     )
     top = alt.layer(shading, lines, title=title, height=200)
     instances = (
@@ -152,9 +167,46 @@ def elasticity_pareto(
     fade. ``chosen`` and ``recommended`` are selections (dicts of coordinates) marked with a ring
     and a diamond.
     """
+    cost = cost or ("usd" if "usd" in sweep else "gpu_hours")
+    # the same sweep, another selection or budget: its runs and front are the ones worked out last
+    kept_as = (cost, sweep.attrs.get("policy"))
+    full, table, front, shown = _RUNS.get(sweep, kept_as, lambda: _runs(sweep, cost))
+    tables = {"runs": table, "front": front}
+    values: dict = {"x_title": f"cost over the trace ({sweep[cost].attrs.get('units', '')})"}
+    budgets = None
+    if breach_budget is not None:
+        budgets = sorted({0.0001, 0.001, 0.01, 0.05, float(breach_budget)})
+        values["budget_pct"] = float(breach_budget) * 100
+        tables["budget_label"] = pd.DataFrame({"label": ["breach budget"]})
+    for name, selection, label in (
+        ("chosen", chosen, "your policy"),
+        ("recommended", recommended, "recommended"),
+    ):
+        if selection is None:
+            continue
+        mask = np.ones(len(full), bool)
+        for key, value in selection.items():
+            mask &= full[key].values == value
+        rows = table[mask]
+        if len(rows):
+            tables[name] = rows.assign(label=label)
+            if len(rows) > 1:  # the label's table: the first row (one table when there is one)
+                tables[f"{name}_label"] = rows.head(1).assign(label=label)
+    return draft(
+        _pareto_chart,
+        tables=tables,
+        values=values,
+        shape={"cost": cost, "shown": list(shown), "budgets": budgets},
+    )
+
+
+_RUNS = Kept()  # a sweep's runs and Pareto front, per sweep
+
+
+def _runs(sweep: xr.Dataset, cost: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, tuple]:
+    """Every run of a sweep (all its columns, and the columns drawn), its front, the dims shown."""
     from ..elasticity import pareto_front
 
-    cost = cost or ("usd" if "usd" in sweep else "gpu_hours")
     front = pareto_front(sweep, cost=cost)
     dims = list(sweep[cost].dims)
     flat = sweep[[cost, "breach_share", "unserved_share", "thrash"]].assign(pareto=front)
@@ -164,18 +216,30 @@ def elasticity_pareto(
     table["policy_name"] = table.policy.map(lambda p: _POLICY_NAMES.get(p, p)).astype(object)
     table["breach_pct"] = table.breach_share * 100
     table["unserved_pct"] = table.unserved_share * 100
-    full = table
+    shown = [c for c in ("policy_name", *dims) if c in table and c != "policy"]
+    # only the columns drawn: altair converts every column of every row to JSON on each redraw
+    drawn = table[[*shown, cost, "breach_pct", "unserved_pct", "thrash", "pareto"]]
+    front_runs = table.loc[table.pareto, [cost, "breach_pct"]].sort_values(cost)
+    return table, drawn, front_runs, tuple(shown)
 
-    def marked(selection):
-        if selection is None:
-            return table.iloc[0:0]
-        mask = np.ones(len(full), bool)
-        for key, value in selection.items():
-            mask &= full[key].values == value
-        return table[mask]
 
-    units = sweep[cost].attrs.get("units", "")
-    x = alt.X(f"{cost}:Q", title=f"cost over the trace ({units})", scale=alt.Scale(zero=False))
+def _pareto_chart(
+    runs: pd.DataFrame,
+    front: pd.DataFrame,
+    budget_label: pd.DataFrame | None = None,
+    chosen: pd.DataFrame | None = None,
+    chosen_label: pd.DataFrame | None = None,
+    recommended: pd.DataFrame | None = None,
+    recommended_label: pd.DataFrame | None = None,
+    *,
+    x_title: str,
+    cost: str,
+    shown: list[str],
+    budgets: list[float] | None,
+    budget_pct: float | None = None,
+) -> alt.LayerChart:
+    """The sweep's chart from its tables (see :mod:`capnb.charts._draft`)."""
+    x = alt.X(f"{cost}:Q", title=x_title, scale=alt.Scale(zero=False))
     # symlog: 0 stays on the chart, and each decade from 0.01 % to 100 % gets the same room
     y = alt.Y(
         "breach_pct:Q",
@@ -185,9 +249,6 @@ def elasticity_pareto(
     )
 
     pick = alt.selection_point(fields=["policy_name"], bind="legend")
-    shown = [c for c in ("policy_name", *dims) if c in table and c != "policy"]
-    # only the columns drawn: altair converts every column of every row to JSON on each redraw
-    table = full[[*shown, cost, "breach_pct", "unserved_pct", "thrash", "pareto"]]
     tooltip = [alt.Tooltip(c) for c in shown]
     tooltip += [
         alt.Tooltip(f"{cost}:Q", format=",.1f"),
@@ -198,11 +259,11 @@ def elasticity_pareto(
     # a run above the breach budget (picked in the dropdown under the chart) fades; otherwise the
     # policy clicked in the legend stands out
     over_budget = (
-        [] if breach_budget is None else [{"test": "datum.breach_pct > budget_pct", "value": 0.12}]
+        [] if budgets is None else [{"test": "datum.breach_pct > budget_pct", "value": 0.12}]
     )
     opacity = alt.OpacityValue(0.08, condition=[*over_budget, {"param": pick.name, "value": 0.75}])
     points = (
-        alt.Chart(table)
+        alt.Chart(runs)
         .mark_circle(size=45)
         .encode(
             x=x,
@@ -215,18 +276,17 @@ def elasticity_pareto(
         .properties(name="runs")  # named: altair would name the view by hashing its whole spec
     )
     front_line = (
-        alt.Chart(full.loc[full.pareto, [cost, "breach_pct"]].sort_values(cost))
+        alt.Chart(front)
         .mark_line(color="#333333", strokeDash=[4, 3], interpolate="step-after")
         .encode(x=x, y=y)
     )
     layers = [points, front_line]
-    if breach_budget is not None:
+    if budgets is not None:
         # the budget is a vega-lite param over the sweep already computed: the dropdown moves the
         # line and fades the runs above it, in a static report too
-        budgets = sorted({0.0001, 0.001, 0.01, 0.05, float(breach_budget)})
         budget = alt.param(
             name="budget_pct",
-            value=float(breach_budget) * 100,
+            value=budget_pct,
             bind=alt.binding_select(
                 options=[b * 100 for b in budgets],
                 labels=[f"{b:.2%}" for b in budgets],
@@ -234,20 +294,19 @@ def elasticity_pareto(
             ),
         )
         layers.append(
-            alt.Chart(pd.DataFrame({"label": ["breach budget"]}))
+            alt.Chart(budget_label)
             .transform_calculate(breach_pct="budget_pct")
             .mark_rule(color="#e45756", strokeDash=[2, 2])
             .encode(y=y)
             .add_params(budget)
         )
-    for selection, shape, size, label in (
-        (chosen, "circle", 260, "your policy"),
-        (recommended, "diamond", 320, "recommended"),
+    for rows, first, shape, size in (
+        (chosen, chosen_label, "circle", 260),
+        (recommended, recommended_label, "diamond", 320),
     ):
-        rows = marked(selection)
-        if len(rows):
+        if rows is not None:
             ring = (
-                alt.Chart(rows.assign(label=label))
+                alt.Chart(rows)
                 .mark_point(
                     shape=shape,
                     size=size,
@@ -258,7 +317,7 @@ def elasticity_pareto(
                 .encode(x=x, y=y, tooltip=[alt.Tooltip("label:N"), *tooltip])
             )
             text = (
-                alt.Chart(rows.head(1).assign(label=label))
+                alt.Chart(rows if first is None else first)
                 .mark_text(align="left", dx=10, dy=-10, fontWeight="bold")
                 .encode(x=x, y=y, text=alt.Text("label:N"))
             )
@@ -287,8 +346,24 @@ def cold_start_stages(estimate: xr.Dataset, *, gpu: str | None = None) -> alt.La
             rows.append({"model": str(model), "stage": label, "order": order, "seconds": seconds})
     table = pd.DataFrame(rows)
     low, high = estimate.attrs.get("article_range_s", [40.0, 150.0])
-    band = (
-        alt.Chart(pd.DataFrame({"low": [low], "high": [high]}))
+    gpu_name = str(cell.gpu.values) if "gpu" in cell.coords else ""
+    return draft(
+        _cold_start_chart,
+        tables={"band": pd.DataFrame({"low": [low], "high": [high]}), "table": table},
+        values={"title": f"Cold start by stage on {gpu_name}"},
+        shape={
+            "models": list(map(str, cell.model.values)),
+            "height": 22 * cell.sizes.get("model", 1),
+        },
+    )
+
+
+def _cold_start_chart(
+    band: pd.DataFrame, table: pd.DataFrame, *, title: str, models: list[str], height: int
+) -> alt.LayerChart:
+    """The cold start's chart from its tables (see :mod:`capnb.charts._draft`)."""
+    shaded = (
+        alt.Chart(band)
         .mark_rect(color="#bab0ac", opacity=0.25)
         .encode(x=alt.X("low:Q"), x2=alt.X2("high:Q"))
     )
@@ -296,7 +371,7 @@ def cold_start_stages(estimate: xr.Dataset, *, gpu: str | None = None) -> alt.La
         alt.Chart(table)
         .mark_bar()
         .encode(
-            y=alt.Y("model:N", title=None, sort=list(map(str, cell.model.values))),
+            y=alt.Y("model:N", title=None, sort=models),
             x=alt.X("sum(seconds):Q", title="cold start (s); shaded: the article's 40-150 s"),
             color=alt.Color(
                 "stage:N",
@@ -314,11 +389,4 @@ def cold_start_stages(estimate: xr.Dataset, *, gpu: str | None = None) -> alt.La
             ],
         )
     )
-    gpu_name = str(cell.gpu.values) if "gpu" in cell.coords else ""
-    return alt.layer(
-        band,
-        bars,
-        width=520,
-        height=22 * cell.sizes.get("model", 1),
-        title=f"Cold start by stage on {gpu_name}",
-    )
+    return alt.layer(shaded, bars, width=520, height=height, title=title)
