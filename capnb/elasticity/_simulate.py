@@ -219,6 +219,12 @@ def _runs(up, cooldown, cold, low, buffer, *, demand, config, forecast=None, los
     return metrics.reshape((*shape, len(kernels.METRICS)))
 
 
+def _checked(demand, step_s, forecast):
+    """``(values, times, step, forecast)``: the demand and the forecast (or None), checked."""
+    values, times, step = demand_values(demand, step_s)
+    return values, times, step, _forecast_values(forecast, values, "")
+
+
 def _prepared(
     demand,
     step_s,
@@ -230,9 +236,12 @@ def _prepared(
     tolerance_s,
     thrash_window_s,
     forecast=None,
+    checked=None,
 ):
-    values, times, step = demand_values(demand, step_s)
-    ahead = _forecast_values(forecast, values, policy)
+    # `checked`: the demand and forecast as _checked returns them, when a sweep already has them
+    values, times, step, ahead = checked or _checked(demand, step_s, forecast)
+    if ahead is None:
+        _forecast_values(None, values, policy)  # the predictive policy needs one
     qps = real(per_instance_qps, "per_instance_qps", open_low=True)
     if params["cooldown_s"] is None:
         params = {**params, "cooldown_s": DEFAULT_COOLDOWN_S[policy]}
@@ -577,6 +586,7 @@ def sweep(
     if unknown:
         raise InputError(f"no policy in {policies} has option(s) {sorted(unknown)}")
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
+    checked = _checked(demand, step_s, forecast)  # once for every policy
 
     def one(name):
         """One policy's grid: its metrics, its demand as simulated and its step (s)."""
@@ -599,6 +609,7 @@ def sweep(
             tolerance_s,
             thrash_window_s,
             forecast,
+            checked,
         )
         losses = _preemption_losses(
             preemption,

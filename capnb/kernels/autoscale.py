@@ -728,11 +728,13 @@ def _next_read(config, loads, table, stable_need, panic_need):
 def _fit(demand, block_max, k, stop, step_s, capacity):
     """The first step of ``[k, stop)`` whose arrivals exceed ``capacity``, else ``stop``.
 
-    A block whose largest rate fits is passed whole (``rate x step_s`` rises with the rate).
+    The rest of a block whose largest rate fits is passed at once (``rate x step_s`` rises with
+    the rate).
     """
     while k < stop:
-        if k % BLOCK == 0 and k + BLOCK <= stop and block_max[k // BLOCK] * step_s <= capacity:
-            k += BLOCK
+        after = (k // BLOCK + 1) * BLOCK  # the first step of the next block
+        if after <= stop and block_max[k // BLOCK] * step_s <= capacity:
+            k = after  # the rest of this block fits
         elif demand[k] * step_s > capacity:
             return k
         else:
