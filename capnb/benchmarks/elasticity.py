@@ -131,10 +131,88 @@ def _family(
     ]
 
 
+def _worksheet(quick: bool) -> list[Row]:
+    """Worksheet 04's sweep, which its cold-start and tolerance controls re-run.
+
+    Every policy over the worksheet's grid on ServeGen m-large's 14 days at 1-s steps (its
+    10-minute rates held), cold start 120 s, tolerance 60 s. Each policy's kernel on one thread
+    against the numpy reference (checked equal, then timed, on a slice of the steps and scaled),
+    and the whole sweep on numba's threads.
+    """
+    from .. import forecast as fc
+    from ..elasticity import POLICIES
+
+    source = data.load_rate_series("servegen-m-large")
+    baseline = fc.fit_baseline(fc.resample(source, "10min"), slots="hour_of_day")
+    demand = elasticity.prepare_demand(source, 1, baseline=baseline)
+    if quick:
+        demand = demand.isel(time=slice(0, 2 * DAY_S))
+    ahead = elasticity.forecast_demand(demand, baseline)
+    grid = elasticity.policy_grid(
+        demand, 20.0, scale_up_threshold=[0.6, 0.7, 0.8], cooldown_s=[300.0, 900.0, 1800.0],
+        buffer_instances=[0, 2],
+    )  # fmt: skip
+    common = {"per_instance_qps": 20.0, "step_s": 1, "tolerance_s": 60.0, "cold_start_s": 120.0}
+    part = slice(0, 5_000 if quick else 20_000)
+    threads = numba.get_num_threads()
+    rows, total = [], 0.0
+    for policy in POLICIES:
+        given = ahead.values if policy == "predictive" else None
+        values, config, runs, forecast = _kernel_inputs(
+            demand.values, policy=policy, forecast=given, **common, **grid
+        )
+        n_runs, n_steps = runs.up.size, values.size
+        check = np.empty((n_runs, len(kernels.METRICS)))
+        kernels.simulate_many(values[part], config, runs, check, forecast=_cut(forecast, part))
+        reference = REGISTRY["autoscale.simulate"]["numpy"]
+        start = time.perf_counter()
+        want = reference(values[part], *runs, config, _cut(forecast, part))
+        t_numpy = (time.perf_counter() - start) / (part.stop - part.start) * n_steps
+        np.testing.assert_allclose(check, want, rtol=1e-9, atol=1e-6)
+        metrics = np.empty((n_runs, len(kernels.METRICS)))
+        numba.set_num_threads(1)
+        try:
+            args = (values, config, runs, metrics, forecast)
+            t_one = best_time(lambda args=args: kernels.simulate_many(*args), repeat=2)
+        finally:
+            numba.set_num_threads(threads)
+        total += t_one
+        steps = n_runs * n_steps
+        rows.append(
+            Row(
+                f"autoscale kernel, worksheet 04's sweep: {policy}",
+                f"{n_runs} runs x {n_steps:,} steps (1 s) = {steps:.2e} policy-steps",
+                t_one,
+                f"{steps / t_one / 1e6:,.0f} M policy-steps/s",
+                {"numpy (vectorised over runs)": t_numpy / t_one},
+                f"one thread; numpy timed on {part.stop:,} steps and scaled",
+            )
+        )
+    t_sweep = best_time(
+        lambda: elasticity.sweep(demand, policy=list(POLICIES), forecast=ahead, **common, **grid),
+        repeat=2,
+    )
+    rows.append(
+        Row(
+            "elasticity.sweep, worksheet 04's sweep: every policy",
+            f"{len(POLICIES)} policies x {n_runs} runs x {n_steps:,} steps",
+            t_sweep,
+            f"kernels {total:.2f} s on one thread",
+            {},
+            f"end to end on {threads} threads: validation, grid, kernels, one Dataset",
+        )
+    )
+    return rows
+
+
+def _cut(forecast, part: slice):
+    return None if forecast is None else np.ascontiguousarray(forecast[part])
+
+
 def run(quick: bool = False) -> list[Row]:
     grid = QUICK_GRID if quick else GRID
     days = 1.0 if quick else 30.0
-    rows = []
+    rows = _worksheet(quick)
     for source in ("servegen", "azure-code"):
         rows += _family(
             "article",
