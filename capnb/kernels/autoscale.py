@@ -289,19 +289,10 @@ def _run(
                     stop = last * period + period  # the step after the last decision taken
                     if record:
                         _record_quiet(timeline, demand, k, stop, step_s, ready, starting, backlog)
-                    taken = last - d + 1
-                    if policy == KNATIVE:
-                        if rest_back >= 0:
-                            delay_steps[rest_back] = stop - 1
-                    elif policy in (HPA, PREDICTIVE):
-                        if rest_back >= 0:
-                            down.steps[rest_back] = stop - 1
-                        if rest_back2 >= 0:
-                            up_window.steps[rest_back2] = stop - 1
-                    elif rest_key < 0:
-                        article = ArticleState(article.low_evals + taken, article.vetoed)
-                    elif rest_key > 0 and veto:
-                        article = ArticleState(0, article.vetoed + taken)
+                    article = _taken_at_rest(
+                        policy, stop - 1, last - d + 1, rest_key, veto, rest_back, rest_back2,
+                        down, up_window, article,
+                    )  # fmt: skip
                     k = stop
                 elif ticks and not knative.panicking:
                     # Knative's tick ending step k, taken here only if it changes nothing: the
@@ -399,18 +390,10 @@ def _run(
                         ready - buffer, starting, ready + starting - buffer, rest_key, rest_key2,
                     ):  # fmt: skip
                         break  # this decision runs in full
-                    if policy == KNATIVE:
-                        if rest_back >= 0:
-                            delay_steps[rest_back] = k
-                    elif policy in (HPA, PREDICTIVE):
-                        if rest_back >= 0:
-                            down.steps[rest_back] = k
-                        if rest_back2 >= 0:
-                            up_window.steps[rest_back2] = k
-                    elif rest_key < 0:
-                        article = ArticleState(article.low_evals + 1, article.vetoed)
-                    elif rest_key > 0 and veto:
-                        article = ArticleState(0, article.vetoed + 1)
+                    article = _taken_at_rest(
+                        policy, k, 1, rest_key, veto, rest_back, rest_back2, down, up_window,
+                        article,
+                    )  # fmt: skip
                     decide_at = k + period
                 backlog -= capacity
                 backlog += arriving
@@ -420,12 +403,7 @@ def _run(
                 if backlog > peak_backlog:
                     peak_backlog = backlog
                 if record:
-                    timeline.ready[k] = ready
-                    timeline.starting[k] = starting
-                    timeline.served[k] = capacity
-                    timeline.dropped[k] = dropped_now
-                    timeline.backlog[k] = backlog
-                    timeline.breach[k] = True
+                    _record(timeline, k, ready, starting, capacity, dropped_now, backlog, True)
                 k += 1
             if k > t:
                 steps = k - t
@@ -544,12 +522,7 @@ def _run(
         if knative.panicking:
             panic_steps += 1
         if record:
-            timeline.ready[t] = ready
-            timeline.starting[t] = starting
-            timeline.served[t] = served_now
-            timeline.dropped[t] = dropped_now
-            timeline.backlog[t] = backlog
-            timeline.breach[t] = breached
+            _record(timeline, t, ready, starting, served_now, dropped_now, backlog, breached)
 
         if policy == FIXED:
             if lost_now == 0:
@@ -756,12 +729,37 @@ def _all_equal(ring, first, length, value):
 def _record_quiet(timeline, demand, k, stop, step_s, ready, starting, backlog):
     """The timeline of quiet steps ``[k, stop)``: every arrival served in its step."""
     for i in range(k, stop):
-        timeline.ready[i] = ready
-        timeline.starting[i] = starting
-        timeline.served[i] = demand[i] * step_s
-        timeline.dropped[i] = 0.0
-        timeline.backlog[i] = backlog
-        timeline.breach[i] = False
+        _record(timeline, i, ready, starting, demand[i] * step_s, 0.0, backlog, False)
+
+
+@njit(inline="always")
+def _record(timeline, k, ready, starting, served, dropped, backlog, breach):
+    """Step ``k`` of the timeline."""
+    timeline.ready[k] = ready
+    timeline.starting[k] = starting
+    timeline.served[k] = served
+    timeline.dropped[k] = dropped
+    timeline.backlog[k] = backlog
+    timeline.breach[k] = breach
+
+
+@njit(inline="always")
+def _taken_at_rest(policy, step, taken, key, veto, back, back2, down, up_window, article):
+    """``taken`` decisions at rest taken at once, the last ending ``step``: the new ArticleState.
+
+    The windows' back entries get the step that pushing the same value again would give them
+    (Knative's delay is ``down``); the article's counts move on as its rule would count.
+    """
+    if policy in (KNATIVE, HPA, PREDICTIVE):
+        if back >= 0:
+            down.steps[back] = step
+        if back2 >= 0:
+            up_window.steps[back2] = step
+    elif key < 0:
+        return ArticleState(article.low_evals + taken, article.vetoed)
+    elif key > 0 and veto:
+        return ArticleState(0, article.vetoed + taken)
+    return article
 
 
 @njit(inline="always")
