@@ -342,3 +342,12 @@ def test_the_answer_names_the_clock_its_hours_are_on(tmp_path):
         forecast.resample(data.load_rate_series("servegen-m-small"), "10min")
     )
     assert " UTC" not in forecast.describe(unknown) and "unknown" not in forecast.describe(unknown)
+
+
+def test_a_service_idle_at_night_is_described_without_an_infinite_ratio():
+    # two weeks of hourly rates, idle 01:00-05:00: the quietest slot's mean is 0
+    day = np.where((np.arange(24) >= 1) & (np.arange(24) < 5), 0.0, 5.0 + np.arange(24))
+    base = forecast.fit_baseline(_series(np.tile(day, 14), freq="1h"))
+    assert np.isinf(float(base.peak_to_trough))
+    text = forecast.describe(base)
+    assert "the quietest slot has no traffic at all." in text and "infx" not in text

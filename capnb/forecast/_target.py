@@ -286,8 +286,12 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
         first = (
             f"Plan on the {name} per {per}: from {_rate(float(plan[quietest]))} "
             f"({when(quietest)}) to {_rate(float(plan[busiest]))} "
-            f"({when(busiest)}); the busiest slot's mean is "
-            f"{float(result.peak_to_trough):.2f}x the quietest's."
+            f"({when(busiest)}); "
+            + (
+                f"the busiest slot's mean is {float(result.peak_to_trough):.2f}x the quietest's."
+                if np.isfinite(float(result.peak_to_trough))
+                else "the quietest slot has no traffic at all."
+            )
         )
     elif plan.sizes["slot"] == 1:  # no cycle to describe: one rate at every time
         first = f"Plan on the {name}: {_rate(float(plan[busiest]))} at every time (a single slot)."
