@@ -114,10 +114,26 @@ def _cost_name(result: xr.Dataset, cost: str | None) -> str:
     return name
 
 
-def _flat(result: xr.Dataset, names: list[str]) -> tuple[xr.Dataset, list[str]]:
-    dims = [d for d in result[names[0]].dims]
-    flat = result[names].stack(run=dims) if dims else result[names].expand_dims("run")
-    return flat, dims
+def _flat(result: xr.Dataset, *values) -> tuple[xr.DataArray, list[np.ndarray]]:
+    """Every run of a sweep in one flat order: the first value's grid, and each value over it.
+
+    ``values`` are variable names or DataArrays over some of the grid's dims; each comes back as
+    a flat array in the C order of the first one's dims (``np.unravel_index`` finds a run's cell).
+    """
+    arrays = [result[v] if isinstance(v, str) else v for v in values]
+    grid = arrays[0]
+    flat = []
+    for array in arrays:
+        if array.dims != grid.dims:
+            array = array.broadcast_like(grid).transpose(*grid.dims)
+        flat.append(np.ravel(array.values))
+    return grid, flat
+
+
+def _selection(grid: xr.DataArray, i: int) -> dict[str, object]:
+    """The coordinates of run ``i`` of :func:`_flat`'s order, as a selection for ``.sel``."""
+    cell = np.unravel_index(i, grid.shape) if grid.dims else ()
+    return {d: grid[d].values[j].item() for d, j in zip(grid.dims, cell, strict=True)}
 
 
 def pareto_front(result: xr.Dataset, *, cost: str | None = None, breach: str = "breach_s"):
@@ -143,8 +159,7 @@ def pareto_front(result: xr.Dataset, *, cost: str | None = None, breach: str = "
     cost = _cost_name(result, cost)
     if breach not in result:
         raise InputError(f"breach={breach!r} is not a variable of the result")
-    flat, dims = _flat(result, [cost, breach])
-    c, b = flat[cost].values, flat[breach].values
+    grid, (c, b) = _flat(result, cost, breach)
     order = np.lexsort((b, c))
     on_front = np.zeros(c.size, bool)
     best = math.inf
@@ -152,15 +167,8 @@ def pareto_front(result: xr.Dataset, *, cost: str | None = None, breach: str = "
         if b[i] < best:
             on_front[i] = True
             best = b[i]
-    marked = xr.DataArray(on_front, dims="run", coords=flat.coords)
-    marked = marked.unstack("run") if dims else marked.isel(run=0, drop=True)
-    marked = marked.transpose(*dims) if dims else marked
+    marked = xr.DataArray(on_front.reshape(grid.shape), dims=grid.dims, coords=grid.coords)
     return marked.rename("pareto").assign_attrs(glossary.attrs("pareto"), cost=cost, breach=breach)
-
-
-def _selection(flat: xr.Dataset, dims: list[str], i: int) -> dict[str, object]:
-    run = flat.isel(run=i)
-    return {d: run[d].item() for d in dims}
 
 
 def _policy_names(result: xr.Dataset) -> xr.DataArray:
@@ -184,25 +192,19 @@ def choose(
     cost = _cost_name(result, cost)
     if not 0 <= breach_budget <= 1:
         raise InputError(f"breach_budget must be a share in [0, 1], got {breach_budget}")
-    allowed = xr.ones_like(result[cost], dtype=bool)
-    if policies is not None:
-        allowed = allowed & _policy_names(result).isin(policies)
-    if where is not None:
-        allowed = allowed & where
-    flat, dims = _flat(result.assign(allowed=allowed), [cost, "breach_share", "allowed"])
-    keep = (flat.breach_share.values <= breach_budget) & flat.allowed.values
+    rules = [_policy_names(result).isin(policies)] if policies is not None else []
+    rules += [where] if where is not None else []
+    grid, (c, b, *allowed) = _flat(result, cost, "breach_share", *rules)
+    keep = np.logical_and.reduce([b <= breach_budget, *allowed])
     if not keep.any():
         return None
-    c = np.where(keep, flat[cost].values, np.inf)
-    b = flat.breach_share.values
-    i = int(np.lexsort((b, c))[0])
-    return _selection(flat, dims, i)
+    i = int(np.lexsort((b, np.where(keep, c, np.inf)))[0])
+    return _selection(grid, i)
 
 
 def _least_breach(result: xr.Dataset, cost: str) -> dict[str, object]:
-    flat, dims = _flat(result, [cost, "breach_share"])
-    i = int(np.lexsort((flat[cost].values, flat.breach_share.values))[0])
-    return _selection(flat, dims, i)
+    grid, (c, b) = _flat(result, cost, "breach_share")
+    return _selection(grid, int(np.lexsort((c, b))[0]))
 
 
 # -- the recommendation ---------------------------------------------------------------------------

@@ -352,9 +352,9 @@ def _price(gpu, usd_per_gpu_hour) -> float | None:
     if gpu is not None and usd_per_gpu_hour is not None:
         raise InputError("give gpu or usd_per_gpu_hour, not both")
     if gpu is not None:
-        from ..data import load_gpus
+        from ..data import gpu_column, resolve_gpu
 
-        return float(load_gpus([gpu]).usd_per_gpu_hour.values[0])
+        return float(gpu_column([resolve_gpu(gpu)], "usd_per_gpu_hour")[0])
     if usd_per_gpu_hour is not None:
         return real(usd_per_gpu_hour, "usd_per_gpu_hour")
     return None
@@ -589,7 +589,7 @@ def sweep(
     checked = _checked(demand, step_s, forecast)  # once for every policy
 
     def one(name):
-        """One policy's grid: its metrics, its demand as simulated and its step (s)."""
+        """One policy's runs: the kernel's metrics over the grid's dims, its grid and its attrs."""
         mine = {k: v for k, v in options.items() if k in OPTIONS.get(name, {})}
         params = {
             "scale_up_threshold": scale_up_threshold,
@@ -637,16 +637,11 @@ def sweep(
             output_dtypes=[np.float64],
             dask_gufunc_kwargs={"output_sizes": {"metric": len(kernels.METRICS)}},
         )
-        result = xr.Dataset(
-            metric_variables(raw, values.size, step, qps, gpus, price, losses is not None)
-        )
-        result = result.assign_coords({k: grid[k] for k in grid})
-        order = [d for d in grid if d in result.dims]
-        result = result.transpose(*order)
-        result.attrs = _attrs(
+        raw = raw.transpose(*[d for d in grid if d in raw.dims], "metric")
+        attrs = _attrs(
             name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine
         )
-        return result, values, step
+        return raw, grid, attrs, values, step, qps
 
     import numba
 
@@ -661,26 +656,40 @@ def sweep(
 
         with ThreadPoolExecutor(threads) as pool:
             done = list(pool.map(one, policies))
-    _, values, step = done[0]
-    summary = demand_summary(values, step)  # the demand's summary, the same for every policy
-    results = []
-    for result, _, _ in done:
-        result.attrs.update(summary)
-        result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
-        results.append(result)
-    if len(results) == 1:
-        results[0].attrs["title"] = f"capnb autoscaling sweep: {policies[0]}"
-        return results[0]
+    raws, grids, attrs, (values, *_), (step, *_), (qps, *_) = zip(*done, strict=True)
+    # every policy ran on the same demand, step and grid of settings: one set of variables over
+    # (policy, grid dims) from the kernels' metrics side by side (np.stack keeps dask's blocks)
+    several = len(policies) > 1
+    raw = raws[0]
+    if several:
+        raw = xr.DataArray(np.stack([r.data for r in raws]), dims=("policy", *raw.dims))
+    losses_given = preemption is not None or lost_instances is not None
+    variables = metric_variables(raw, values.size, step, qps, gpus, price, losses_given)
+    coords = {}
+    for name, value in grids[0].items():
+        if all(g[name].dims == value.dims and np.array_equal(g[name], value) for g in grids):
+            coords[name] = value
+        else:  # a policy's own default scale-down delay (cooldown_s=None): a value per policy
+            coords[name] = ("policy", [g[name].item() for g in grids], glossary.attrs(name))
+    if several:
+        coords["policy"] = ("policy", policies, glossary.attrs("policy"))
+    result = xr.Dataset(variables, coords=coords)
     # attrs that differ between policies (their name, what cooldown_s means) are dropped; each
     # policy's own options keep their policy-prefixed names
-    combined = xr.concat(
-        results, dim="policy", coords="different", compat="equals", combine_attrs="drop_conflicts"
-    )
-    combined = combined.assign_coords(policy=("policy", policies, glossary.attrs("policy")))
-    if "policy" in combined["cooldown_s"].dims:
-        combined["cooldown_s"].attrs.update(glossary.attrs("cooldown_s"))
-    combined.attrs["title"] = "capnb autoscaling sweep: " + ", ".join(policies)
-    return combined
+    result.attrs = _shared_attrs(attrs) | demand_summary(values, step)
+    result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
+    result.attrs["title"] = "capnb autoscaling sweep: " + ", ".join(policies)
+    return result
+
+
+def _shared_attrs(attrs: Sequence[dict]) -> dict:
+    """The attrs of every policy's runs that no two policies give different values."""
+    shared = {}
+    for one in attrs:
+        for name, value in one.items():
+            if all(np.array_equal(value, other.get(name, value)) for other in attrs):
+                shared.setdefault(name, value)
+    return shared
 
 
 def fixed_instances(
