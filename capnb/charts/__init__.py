@@ -15,7 +15,12 @@ import_altair()  # before the chart modules import altair: see capnb.charts._alt
 from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve  # noqa: E402
 from ._clock import day_label, is_undated  # noqa: E402
 from ._draft import Draft, drafting, written  # noqa: E402
-from ._elasticity import cold_start_stages, elasticity_pareto, elasticity_timeline  # noqa: E402
+from ._elasticity import (  # noqa: E402
+    cold_start_stages,
+    elasticity_pareto,
+    elasticity_policies,
+    elasticity_timeline,
+)
 from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series  # noqa: E402
 from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
 from ._plan import (  # noqa: E402
@@ -34,6 +39,7 @@ __all__ = [
     "day_label",
     "drafting",
     "elasticity_pareto",
+    "elasticity_policies",
     "elasticity_timeline",
     "forecast_exceedance",
     "forecast_heatmap",

@@ -10,7 +10,7 @@ import xarray as xr
 from ..errors import InputError
 from ._draft import Kept, draft
 
-__all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_timeline"]
+__all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_policies", "elasticity_timeline"]
 
 # Every encoding is a channel object (alt.Y(...), alt.OpacityValue(...)), never a bare string or
 # dict: altair turns those into channels through its schema's from_dict, which hashes the whole
@@ -390,3 +390,90 @@ def _cold_start_chart(
         )
     )
     return alt.layer(shaded, bars, width=520, height=height, title=title)
+
+
+_SETTINGS = {
+    "scale_up_threshold": "scale-up threshold",
+    "cooldown_s": "scale-down delay",
+    "min_instances": "fewest instances",
+    "buffer_instances": "warm spares",
+}
+
+
+def elasticity_policies(sweep: xr.Dataset, settings: dict, *, cost: str | None = None):
+    """Every policy at the same settings: its cost over the trace and its share of time in breach.
+
+    Dropdowns under the chart pick the settings (``settings`` gives their first values: one per
+    setting the sweep varies). They are vega-lite params over the sweep already computed, so they
+    work in an HTML report too, where a worksheet's controls are only a record of their values.
+    """
+    cost = cost or ("usd" if "usd" in sweep else "gpu_hours")
+    grid = sweep[cost]
+    names = [d for d in _SETTINGS if d in grid.dims]
+    missing = [d for d in names if d not in settings]
+    if missing:
+        raise InputError(f"elasticity_policies: settings has no value for {missing}")
+    # every run as a row, without xarray's to_dataframe (its index costs more than the chart)
+    policies = grid.policy.values if "policy" in grid.dims else np.array([sweep.attrs["policy"]])
+    axes = {d: grid[d].values for d in grid.dims} | {"policy": policies}
+    cells = np.meshgrid(*(axes[d] for d in grid.dims), indexing="ij")
+    columns = {d: cell.ravel() for d, cell in zip(grid.dims, cells, strict=True)}
+    if "policy" not in grid.dims:
+        columns["policy"] = np.repeat(policies, grid.size)
+    columns["policy"] = [_POLICY_NAMES.get(str(p), str(p)) for p in columns["policy"]]
+    columns[cost] = grid.values.ravel()
+    columns["breach_share"] = sweep.breach_share.transpose(*grid.dims).values.ravel()
+    runs = pd.DataFrame({c: columns[c] for c in ("policy", *names, cost, "breach_share")})
+    options = {d: grid[d].values.tolist() for d in names}
+    return draft(
+        _policies_chart,
+        tables={"runs": runs},
+        values={
+            "x_title": f"cost over the trace ({grid.attrs.get('units', '')})",
+            "cost_max": float(np.max(columns[cost])),
+        },
+        shape={
+            "cost": cost,
+            "options": options,
+            "start": {d: np.asarray(settings[d]).item() for d in names},
+            "order": [_POLICY_NAMES.get(str(p), str(p)) for p in policies],
+        },
+    )
+
+
+def _policies_chart(
+    runs: pd.DataFrame,
+    *,
+    x_title: str,
+    cost_max: float,
+    cost: str,
+    options: dict,
+    start: dict,
+    order: list[str],
+) -> alt.LayerChart:
+    """The policies chart from its table (see :mod:`capnb.charts._draft`)."""
+    picks = []
+    for name, values in options.items():
+        words = [f"{v / 60:g} min" if name == "cooldown_s" else f"{v:g}" for v in values]
+        binding = alt.binding_select(options=values, labels=words, name=f"{_SETTINGS[name]} ")
+        picks.append(alt.param(name=f"pick_{name}", value=start[name], bind=binding))
+    picked = alt.Chart(runs)
+    if options:
+        picked = picked.transform_filter(" && ".join(f"datum.{n} == pick_{n}" for n in options))
+    x = alt.X(f"{cost}:Q", title=x_title, scale=alt.Scale(domain=[0, cost_max]))  # one axis
+    y = alt.Y("policy:N", title=None, sort=order)
+    tooltip = [
+        alt.Tooltip("policy:N"),
+        alt.Tooltip(f"{cost}:Q", format=",.1f"),
+        alt.Tooltip("breach_share:Q", format=".3%"),
+    ]
+    bars = picked.mark_bar(color="#4c78a8").encode(x=x, y=y, tooltip=tooltip)
+    labels = picked.mark_text(align="left", dx=4).encode(
+        x=x, y=y, text=alt.Text("breach_share:Q", format=".2%")
+    )
+    return alt.layer(
+        bars,
+        labels,
+        width=460,
+        title="Each policy at the settings picked below: cost, and the share of time in breach",
+    ).add_params(*picks)
