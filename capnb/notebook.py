@@ -178,15 +178,19 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     (the spec apart from its data, its titles and its params' values: see :func:`_named_datasets`),
     the script puts the kept view in place of the new div and gives it the new datasets
     (``view.data``) and param values (``view.signal``): vega updates its SVG in place instead of
-    compiling, parsing and laying out a new chart. Anything else (a first drawing, a new shape, a
-    kept view still on the page, an error) draws the chart from scratch. The output still holds the
-    whole spec, so a saved notebook or an exported report draws it as any other chart.
+    compiling, parsing and laying out a new chart. A dataset whose values the view holds already
+    (altair names a dataset after a digest of its values: the same name, the same values) is not
+    given again, so vega does not run the marks drawn from it again. Anything else (a first
+    drawing, a new shape, a kept view still on the page, an error) draws the chart from scratch.
+    The output still holds the whole spec, so a saved notebook or an exported report draws it as
+    any other chart.
     """
     if key is None:
         text = json.dumps(spec, sort_keys=True)
         shape = hashlib.sha1(text.encode()).hexdigest()[:16]
     else:
         rest, datasets, signals, form = _named_datasets(spec)
+        digests = dict(zip(datasets, spec.get("datasets") or {}, strict=True))
         text = json.dumps(rest, sort_keys=True)
         shape = hashlib.sha1(form.encode()).hexdigest()[:16]
     div = f"capnb-chart-{shape[:10]}-{next(_counter)}"
@@ -209,12 +213,14 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
 <script type="text/javascript">
 (function () {{
   var key = {json.dumps(key)}, shape = "{shape}", datasets = {data}, signals = {json.dumps(signals)};
+  var digests = {json.dumps(digests)};
   var views = (window.capnbViews = window.capnbViews || {{}});
   var embed = function () {{
     var spec = {text};
     spec.datasets = datasets;
     window.vegaEmbed("#{div}", spec, {options}).then(function (result) {{
-      views[key] = {{ shape: shape, view: result.view, element: document.getElementById("{div}") }};
+      views[key] = {{ shape: shape, view: result.view, element: document.getElementById("{div}"),
+                     digests: digests }};
     }}).catch(function (error) {{
       document.getElementById("{div}").textContent = "chart failed: " + error;
     }});
@@ -225,8 +231,12 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     if (!kept || kept.shape !== shape || kept.element.isConnected || !element) return false;
     element.replaceWith(kept.element);
     try {{
-      Object.keys(datasets).forEach(function (name) {{ kept.view.data(name, datasets[name]); }});
+      Object.keys(datasets).forEach(function (name) {{
+        // the same digest: the view holds these values already
+        if (kept.digests[name] !== digests[name]) kept.view.data(name, datasets[name]);
+      }});
       Object.keys(signals).forEach(function (name) {{ kept.view.signal(name, signals[name]); }});
+      kept.digests = digests;
     }} catch (error) {{
       kept.element.replaceWith(element);
       delete views[key];

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from capnb import notebook
 from capnb.benchmarks import browser as bench
 
 pytestmark = [
@@ -67,4 +68,52 @@ def test_a_param_value_from_the_kernel_moves_the_kept_view(page):
     page.wait_for_timeout(500)
     assert page.evaluate(f"{heatmap}.capnbOld") == 1
     assert page.locator(".capnb-chart").count() == page.locator(".capnb-chart svg.marks").count()
+    assert page.errors == []
+
+
+def _layered(second: list[dict], title: str) -> dict:
+    """Two layers, each from its own dataset, named as altair names them."""
+    import altair as alt
+    import pandas as pd
+
+    first = alt.Chart(pd.DataFrame({"x": [1, 2, 3], "y": [1, 4, 9]})).mark_line()
+    other = alt.Chart(pd.DataFrame(second)).mark_point()
+    chart = alt.layer(first.encode(x="x:Q", y="y:Q"), other.encode(x="x:Q", y="y:Q"), title=title)
+    return chart.to_dict()
+
+
+def _draw(page, html: str) -> None:
+    """Put a chart's HTML in the page as an output would: its div, then its script run."""
+    div, script = html.split("<script", 1)
+    body = script.split(">", 1)[1].rsplit("</script>", 1)[0]
+    page.evaluate(
+        "([div, body]) => { const box = document.createElement('div'); box.className = 'capnb-test';"
+        " box.innerHTML = div; document.body.appendChild(box); (0, eval)(body); }",
+        [div, body],
+    )
+
+
+def test_a_dataset_the_view_holds_already_is_not_given_again(page):
+    first = _layered([{"x": 1, "y": 2}], "before")
+    _draw(page, notebook.chart_html(first, key="capnb-test-key"))
+    page.wait_for_function("window.capnbViews && window.capnbViews['capnb-test-key']")
+    # a new output replaces the old one (JupyterLab removes it); the kept view records its data
+    page.evaluate(
+        "() => { const kept = window.capnbViews['capnb-test-key']; kept.given = [];"
+        " const data = kept.view.data.bind(kept.view);"
+        " kept.view.data = (name, values) => { if (values !== undefined) kept.given.push(name);"
+        " return data(name, values); };"
+        " document.querySelectorAll('.capnb-test').forEach(b => b.remove()); }"
+    )
+    second = _layered([{"x": 2, "y": 3}, {"x": 3, "y": 1}], "after")
+    _draw(page, notebook.chart_html(second, key="capnb-test-key"))
+    page.wait_for_function(
+        "[...document.querySelectorAll('.capnb-test svg .role-title-text')]"
+        ".some(t => t.textContent === 'after')",
+        timeout=30_000,
+    )
+    kept = page.evaluate("window.capnbViews['capnb-test-key'].given")
+    # only the point layer's new values went to vega: the line's dataset is the same digest
+    assert kept == ["capnb-data-1"], kept
+    assert page.locator(".capnb-test svg .mark-symbol path").count() == 2
     assert page.errors == []
