@@ -12,7 +12,7 @@ import xarray as xr
 
 from ..errors import InputError
 from ._clock import is_undated, time_columns, time_x
-from ._draft import draft
+from ._draft import Kept, draft
 
 __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
 
@@ -60,28 +60,31 @@ def forecast_series(
     than 5,000 intervals are averaged down for display (the title says by how much).
     """
     series = _one_series(series)
-    frame = pd.DataFrame({"time": series["time"].values, "qps": series["qps"].values})
+    # the series as drawn is the same for every baseline and quantile: worked out once per series
+    clock = tuple(sorted((k, str(v)) for k, v in series.attrs.items()))  # undated reads them
+    frame, missing, factor, undated = _SERIES.get(series, clock, lambda: _series_table(series))
     step = float(series.attrs.get("interval_s", 0))
     shown = f"per {step:g} s interval" if step else ""
-    if baseline is not None:
-        q = float(baseline.traffic_quantile[-1]) if quantile is None else float(quantile)
-        codes = _slot_codes(frame["time"].values, baseline)
-        frame["low"] = baseline.target_qps.sel(traffic_quantile=0.5, method="nearest").values[codes]
-        frame["high"] = baseline.target_qps.sel(traffic_quantile=q).values[codes]
-        frame["mean_plan"] = baseline.mean_plan_qps.values[codes]
-    factor = int(np.ceil(len(frame) / _MAX_POINTS))
     if factor > 1:
-        frame = frame.groupby(np.arange(len(frame)) // factor).agg(
-            {c: ("first" if c == "time" else "mean") for c in frame.columns}
-        )
         shown = f"mean of every {factor} intervals of {step:g} s"
-    # the trace's own clock; a placeholder date (a trace with no date) is counted in days instead
-    undated = is_undated(series.attrs, frame["time"].to_numpy())
-    time_columns(frame, "time", undated=undated)
-    frame = frame.drop(columns="time")
-    missing = frame[frame["qps"].isna()]
+    # the band in a table of its own: a new quantile gives the chart new band values only
     tables = {"frame": frame}
     if baseline is not None:
+        q = float(baseline.traffic_quantile[-1]) if quantile is None else float(quantile)
+        codes = _slot_codes(series["time"].values, baseline)
+        band = pd.DataFrame(
+            {
+                "low": baseline.target_qps.sel(traffic_quantile=0.5, method="nearest").values[
+                    codes
+                ],
+                "high": baseline.target_qps.sel(traffic_quantile=q).values[codes],
+                "mean_plan": baseline.mean_plan_qps.values[codes],
+            }
+        )
+        if factor > 1:
+            band = band.groupby(np.arange(len(band)) // factor).mean()
+        band.insert(0, "t_ms", frame["t_ms"].to_numpy())
+        tables["band"] = band
         title = f"Requests/s {shown}; band: slot P50 to {_quantile_name(q)}; dashed: the mean plan"
     else:
         title = f"Requests/s {shown}"
@@ -92,30 +95,50 @@ def forecast_series(
         _series_chart,
         tables=tables,
         values={"title": title},
-        shape={"undated": undated, "banded": baseline is not None},
+        shape={"undated": undated},
     )
+
+
+_SERIES = Kept()  # a series as drawn, per series
+
+
+def _series_table(series: xr.Dataset) -> tuple[pd.DataFrame, pd.DataFrame, int, bool]:
+    """The series as drawn (``t_ms``, ``when``, ``qps``) and its missing intervals.
+
+    With the factor it is averaged down by, and whether its clock is undated (from its attrs).
+    """
+    frame = pd.DataFrame({"time": series["time"].values, "qps": series["qps"].values})
+    factor = int(np.ceil(len(frame) / _MAX_POINTS))
+    if factor > 1:
+        frame = frame.groupby(np.arange(len(frame)) // factor).agg({"time": "first", "qps": "mean"})
+    # the trace's own clock; a placeholder date (a trace with no date) is counted in days instead
+    undated = is_undated(series.attrs, frame["time"].to_numpy())
+    time_columns(frame, "time", undated=undated)
+    frame = frame.drop(columns="time")
+    return frame, frame[frame["qps"].isna()], factor, undated
 
 
 def _series_chart(
     frame: pd.DataFrame,
+    band: pd.DataFrame | None = None,
     missing: pd.DataFrame | None = None,
     *,
     title: str,
     undated: bool,
-    banded: bool,
 ) -> alt.LayerChart:
     """The series chart from its tables (see :mod:`capnb.charts._draft`)."""
     x, when = time_x(undated=undated, title=None)
     base = alt.Chart(frame).encode(x=x)
     layers = []
-    if banded:
+    if band is not None:
+        banded = alt.Chart(band).encode(x=x)
         layers.append(
-            base.mark_area(opacity=0.25, color=_PLAN_COLOR, interpolate="step-after").encode(
+            banded.mark_area(opacity=0.25, color=_PLAN_COLOR, interpolate="step-after").encode(
                 y=alt.Y("low:Q"), y2=alt.Y2("high:Q")
             )
         )
         layers.append(
-            base.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
+            banded.mark_line(color=_MEAN_COLOR, strokeDash=[6, 3], interpolate="step-after").encode(
                 y=alt.Y("mean_plan:Q")
             )
         )
