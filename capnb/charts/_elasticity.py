@@ -40,13 +40,17 @@ def _buckets(n: int, max_points: int) -> np.ndarray:
     return np.arange(n) // size
 
 
-def elasticity_timeline(run: xr.Dataset, *, max_points: int = 1_000) -> alt.VConcatChart:
+_TIMELINE_WIDTH = 620  # px
+
+
+def elasticity_timeline(run: xr.Dataset, *, max_points: int = _TIMELINE_WIDTH) -> alt.VConcatChart:
     """Demand against ready capacity with breaches shaded; instances; backlog.
 
     Takes a :func:`capnb.elasticity.simulate` result. Long runs are shown in buckets of whole steps
-    (at most ``max_points``): demand at its highest, capacity at its lowest and the backlog at its
-    largest in each bucket, and a bucket is shaded when any of its steps is in breach, so the
-    picture never hides a burst. The metrics are computed on every step, not on the buckets.
+    (at most ``max_points``, by default one per pixel of the chart's width): demand at its highest,
+    capacity at its lowest and the backlog at its largest in each bucket, and a bucket is shaded
+    when any of its steps is in breach, so the picture never hides a burst. The metrics are
+    computed on every step, not on the buckets.
     """
     if "time" not in run.dims or "ready_instances" not in run:
         raise InputError("chart: elasticity_timeline takes a capnb.elasticity.simulate result")
@@ -99,7 +103,7 @@ def _timeline_chart(
 ) -> alt.VConcatChart:
     """The timeline's charts from their table (see :mod:`capnb.charts._draft`)."""
     x = alt.X(f"{x_field}:Q", title=x_title, scale=alt.Scale(nice=False))
-    base = alt.Chart().properties(width=620)  # the table goes once, at the top
+    base = alt.Chart().properties(width=_TIMELINE_WIDTH)  # the table goes once, at the top
     shading = (
         base.transform_filter("datum.breach")
         .mark_rect(color="#e45756", opacity=0.25)
