@@ -218,7 +218,7 @@ def test_the_pareto_chart_drawn_again_is_the_spec_altair_writes(small_sweep, kwa
 def test_what_a_chart_worked_out_is_kept_only_while_its_input_lives_unchanged(small_sweep):
     import gc
 
-    from capnb.charts._draft import Kept
+    from capnb.memo import Kept
 
     kept, calls = Kept(), []
 
@@ -231,11 +231,13 @@ def test_what_a_chart_worked_out_is_kept_only_while_its_input_lives_unchanged(sm
     assert kept.get(one, "other", make) == 2 and kept.get(one, ["unhashable"], make) == 3
     one["usd"] = one.usd * 2  # a variable replaced: worked out again
     assert kept.get(one, "k", make) == 4 and kept.get(one, "k", make) == 4
+    one.attrs["gpu"] = "H200"  # an attribute replaced: worked out again
+    assert kept.get(one, "k", make) == 5 and kept.get(one, "k", make) == 5
     # the entry goes with its object: a new object (perhaps at the same address) starts afresh
     del one
     gc.collect()
     assert not kept._entries
-    assert kept.get(small_sweep.copy(), "k", make) == 5
+    assert kept.get(small_sweep.copy(), "k", make) == 6
     gc.collect()
     assert not kept._entries
 

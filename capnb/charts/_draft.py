@@ -39,11 +39,10 @@ import contextlib
 import contextvars
 import copy
 import json
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 
-__all__ = ["Draft", "Kept", "draft", "drafting", "written"]
+__all__ = ["Draft", "draft", "drafting", "written"]
 
 _DRAFTING = contextvars.ContextVar("capnb_drafting", default=False)
 _TEMPLATES: OrderedDict = OrderedDict()
@@ -251,53 +250,3 @@ def _filled(node, filling: dict):
         value = filling[node]
         return copy.deepcopy(value) if isinstance(value, list) else value
     return node
-
-
-class Kept:
-    """What a chart function worked out from an input Dataset, kept while that Dataset lives.
-
-    A worksheet hands its charts the same result object until the result changes (a control that
-    moves only a chart's marker, an SLA, redraws from the same overview), so the work that depends
-    on the object alone is done once per object. An entry is found by the object's identity and is
-    dropped when the object is collected (a weak reference's callback, run before its address can
-    be reused), so a new object never finds an old object's answers. An object whose variables were
-    replaced since (``ds["x"] = ...``) is worked out again; numbers changed in place inside an
-    array are not noticed (results are new objects, never edited). Attributes are not looked at: a
-    caller reads them outside, or puts them in the key.
-    """
-
-    def __init__(self, objects: int = 8, answers: int = 8):
-        self._entries: OrderedDict = OrderedDict()
-        self._objects, self._answers = objects, answers
-
-    def get(self, obj, key: Hashable, make: Callable[[], object]):
-        """``make()``, or what it returned before for this object and ``key``."""
-        try:
-            hash(key)
-        except TypeError:
-            return make()
-        ident, variables = id(obj), tuple(obj.variables.values())
-        entry = self._entries.get(ident)
-        if (
-            entry is None
-            or entry[0]() is not obj
-            or len(entry[1]) != len(variables)
-            or any(a is not b for a, b in zip(entry[1], variables, strict=True))
-        ):
-            entries = self._entries
-
-            def forget(_, ident=ident):
-                entries.pop(ident, None)
-
-            entry = self._entries[ident] = (weakref.ref(obj, forget), variables, OrderedDict())
-            while len(self._entries) > self._objects:
-                self._entries.popitem(last=False)
-        self._entries.move_to_end(ident)
-        answers = entry[2]
-        if key in answers:
-            answers.move_to_end(key)
-        else:
-            answers[key] = make()  # nothing kept when it raises
-            while len(answers) > self._answers:
-                answers.popitem(last=False)
-        return answers[key]

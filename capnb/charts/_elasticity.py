@@ -8,7 +8,8 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
-from ._draft import Kept, draft
+from ..memo import Kept
+from ._draft import draft
 
 __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_policies", "elasticity_timeline"]
 

@@ -11,8 +11,9 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
+from ..memo import Kept
 from ._clock import is_undated, time_columns, time_x
-from ._draft import Kept, draft
+from ._draft import draft
 
 __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
 
