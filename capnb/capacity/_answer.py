@@ -69,10 +69,9 @@ def contrast(
             memory_limit=memory_limit, accounting=accounting, tensor_parallel=tensor_parallel,
             usd_per_gpu_hour=usd_per_gpu_hour,
         )  # fmt: skip
-    selected = capacity._curve_selection(curve, metric, quantile)
-    flat = _latency.envelope(
-        xr.Dataset({"latency": selected, "mean_latency": capacity._mean_e2e(curve, selected)})
-    )
+    # the curve's envelope, as the search reads it (kept per curve: a worksheet contrasts the same
+    # curve again for each new SLA, target or buffer)
+    selected, flat = capacity._flat(curve, metric, quantile)
     if selected.ndim != 1:
         raise InputError("contrast: give a single curve (select one model, GPU, ...)")
     last = int(curve.concurrency[-1])
@@ -80,7 +79,9 @@ def contrast(
     held = last if limit is None else int(min(int(limit), last))
     if held < 1:
         raise InputError("contrast: the model does not fit in memory; there is nothing to contrast")
-    at_held = _latency.at(flat, [held])
+    at_held = capacity._CURVES.get(
+        curve, ("at", metric, quantile, held), lambda: _latency.at(flat, [held])
+    )
     p_held = float(at_held.latency.squeeze())
     e2e_held = float(at_held.mean_latency.squeeze())
     single = 1.0 / float(flat.mean_latency.isel(concurrency=0))

@@ -11,6 +11,7 @@ from .. import _validate, _words, glossary
 from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
+from ..memo import Kept
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
 BINDING = kernels.BINDING
@@ -19,6 +20,35 @@ BINDING = kernels.BINDING
 FEASIBLE = BINDING[:3]
 _NO_MEMORY_LIMIT = np.iinfo(np.int64).max
 _LEAD = ("model", "gpu", "tensor_parallel", "seq_len")
+
+
+# -- what a curve alone decides ------------------------------------------------------------------
+# the latency quantile picked, its envelope and the memory limit depend on the curve (and the
+# metric, quantile and memory settings in the key) only: a worksheet plans the same curve object
+# again for each new SLA, target or buffer, so they are worked out once per curve
+_CURVES = Kept()
+
+
+def _flat(curve: xr.Dataset, metric: str, quantile: float) -> tuple[xr.DataArray, xr.Dataset]:
+    """The latency the SLA bounds and the envelope the search reads (quantile and mean e2e)."""
+
+    def make():
+        selected = _curve_selection(curve, metric, quantile)
+        mean = _mean_e2e(curve, selected)
+        flat = _latency.envelope(
+            xr.Dataset({"latency": selected, "mean_latency": mean}).assign_attrs(notes="")
+        )
+        return selected, flat
+
+    return _CURVES.get(curve, ("flat", metric, quantile), make)
+
+
+def _kept_memory_limit(curve: xr.Dataset, memory_limit, accounting: str, seq_len):
+    """:func:`_memory_limit`, kept per curve for ``"auto"`` (the memory step's answer) and None."""
+    if not (memory_limit is None or isinstance(memory_limit, str)):
+        return _memory_limit(curve, memory_limit, accounting, seq_len)
+    key = ("memory", memory_limit, accounting, seq_len)
+    return _CURVES.get(curve, key, lambda: _memory_limit(curve, memory_limit, accounting, seq_len))
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -253,13 +283,95 @@ def safe_concurrency(
     (10, 'latency')
     """
     sla_da = _sla(sla)
-    selected = _curve_selection(curve, metric, quantile)
-    mean = _mean_e2e(curve, selected)
-    flat = _latency.envelope(
-        xr.Dataset({"latency": selected, "mean_latency": mean}).assign_attrs(notes="")
-    )
-    limit, memory_note = _memory_limit(curve, memory_limit, accounting, seq_len)
+    selected, flat = _flat(curve, metric, quantile)
+    limit, memory_note = _kept_memory_limit(curve, memory_limit, accounting, seq_len)
     limit_da = xr.DataArray(np.int64(_NO_MEMORY_LIMIT)) if limit is None else limit
+    scalar = np.ndim(sla) == 0 and not isinstance(sla, xr.DataArray)
+    coords = _one_curve(flat, limit_da)
+    if coords is not None:
+        result = _searched_one(curve, flat, sla_da, limit, limit_da, coords, scalar)
+    else:
+        result = _searched(curve, selected, flat, sla_da, limit, limit_da, scalar)
+    result.attrs = {
+        "metric": metric,
+        "quantile": float(quantile),
+        "condition": f"{metric} P{quantile * 100:g} <= SLA (the article writes <)",
+        "memory": memory_note,
+        "curve": str(curve.attrs.get("name", curve.attrs.get("source", ""))),
+        "curve_kind": str(curve.attrs.get("kind", "")),
+        "first_concurrency": int(curve.concurrency[0]),
+        "last_concurrency": int(curve.concurrency[-1]),
+        **{k: curve.attrs[k] for k in ("model", "gpu", "tensor_parallel") if k in curve.attrs},
+        **{
+            k: float(curve.attrs[k]) for k in ("prompt_tokens", "output_tokens") if k in curve.attrs
+        },
+        "notes": "\n".join(_latency.notes(curve) + _latency.notes(flat)),
+        "unmodelled": str(curve.attrs.get("unmodelled", "")),
+    }
+    return result
+
+
+def _one_curve(flat: xr.Dataset, limit: xr.DataArray) -> dict | None:
+    """The scalar coordinates of one curve (latency 1-D over concurrency, one memory limit).
+
+    None for anything else (a stack of curves, a memory limit over dims): the general search.
+    """
+    latency, mean = flat.latency, flat.mean_latency
+    if latency.dims != ("concurrency",) or mean.dims != ("concurrency",):
+        return None
+    if limit.ndim or limit.coords:
+        return None
+    coords = {n: c.variable for n, c in latency.coords.items() if "concurrency" not in c.dims}
+    others = {n: c.variable for n, c in mean.coords.items() if "concurrency" not in c.dims}
+    if coords.keys() != others.keys() or not all(c.identical(others[n]) for n, c in coords.items()):
+        return None
+    return coords
+
+
+def _searched_one(curve, flat, sla_da, limit, limit_da, coords: dict, scalar: bool) -> xr.Dataset:
+    """:func:`_searched` for one curve: the same Dataset, from numpy, built in one step.
+
+    The search itself takes microseconds; through xarray (apply_ufunc, where, each variable
+    added and aligned) one curve's search took ~10 ms, what a worksheet pays on every change of
+    its SLA, target or buffer. The same kernel runs on the same arrays, and the variables, their
+    attrs, dtypes and coordinates are those :func:`_searched` gives (the tests compare the two).
+    """
+    latency, mean = flat.latency.values, flat.mean_latency.values
+    safe, code, qps, operating, at_safe = kernels.search(
+        latency, mean, curve.concurrency.values.astype(float), sla_da.values, limit_da.values
+    )
+    dims = ("sla",)
+    variables = {
+        "safe_concurrency": (dims, safe),
+        "binding": (dims, np.asarray(BINDING)[code]),
+        "per_instance_qps": (dims, qps),
+        "operating_concurrency": (dims, operating),
+        "latency_at_safe": (dims, at_safe),
+        "latency_floor": ((), latency[0], flat.latency.attrs),
+    }
+    if int(curve.concurrency[0]) == 1:
+        feasible = np.isin(code, [BINDING.index(b) for b in FEASIBLE])
+        with np.errstate(all="ignore"):  # as xarray's arithmetic
+            single = 1.0 / mean[0]
+            naive = np.where(feasible, safe * single, np.nan)
+            variables["naive_qps"] = (dims, naive)
+            variables["overstatement"] = (dims, naive / qps)
+    if limit is not None:
+        variables["max_concurrency"] = ((), limit.values, limit.attrs)
+    # each variable's attrs as assign_attrs leaves them: its source's, then the glossary's
+    data_vars = {
+        name: xr.Variable(dims, values, {**(own[0] if own else {}), **glossary.attrs(name)})
+        for name, (dims, values, *own) in variables.items()
+    }
+    sla = sla_da.sla.variable
+    if scalar:  # a number in, a number out (sla stays as a coordinate)
+        data_vars = {name: v.squeeze("sla") if v.ndim else v for name, v in data_vars.items()}
+        sla = sla.squeeze("sla")
+    return xr.Dataset(data_vars, coords={**coords, "sla": sla})
+
+
+def _searched(curve, selected, flat, sla_da, limit, limit_da, scalar: bool) -> xr.Dataset:
+    """The search over every curve of ``flat`` and every SLA, as a Dataset (attrs aside)."""
     safe, code, qps, operating, at_safe = xr.apply_ufunc(
         kernels.search,
         flat.latency,
@@ -300,24 +412,8 @@ def safe_concurrency(
     order = [d for d in selected.dims if d != "concurrency"] + ["sla"]
     result = _ordered(result, order)
     result = result.assign_coords(sla=sla_da.sla)
-    if np.ndim(sla) == 0 and not isinstance(sla, xr.DataArray):
+    if scalar:
         result = result.squeeze("sla")  # a number in, a number out (sla stays as a coordinate)
-    result.attrs = {
-        "metric": metric,
-        "quantile": float(quantile),
-        "condition": f"{metric} P{quantile * 100:g} <= SLA (the article writes <)",
-        "memory": memory_note,
-        "curve": str(curve.attrs.get("name", curve.attrs.get("source", ""))),
-        "curve_kind": str(curve.attrs.get("kind", "")),
-        "first_concurrency": int(curve.concurrency[0]),
-        "last_concurrency": int(curve.concurrency[-1]),
-        **{k: curve.attrs[k] for k in ("model", "gpu", "tensor_parallel") if k in curve.attrs},
-        **{
-            k: float(curve.attrs[k]) for k in ("prompt_tokens", "output_tokens") if k in curve.attrs
-        },
-        "notes": "\n".join(_latency.notes(curve) + _latency.notes(flat)),
-        "unmodelled": str(curve.attrs.get("unmodelled", "")),
-    }
     return result
 
 
@@ -382,35 +478,66 @@ def fleet(
     >>> int(f.fixed_instances), int(f.burst_instances), int(f.instances)
     (4, 2, 6)
     """
-    if buffer is not None and buffer_qps is not None:
-        raise InputError("give buffer (instances) or buffer_qps (requests/s), not both")
+    _one_buffer(buffer, buffer_qps)
     per_instance = (
         per_instance_qps
         if isinstance(per_instance_qps, xr.DataArray)
         else xr.DataArray(per_instance_qps)
     )
     target = _target(target_qps)
-    serves = per_instance.notnull() & (per_instance > 0)
-
-    def need(rate):
-        ratio = rate / per_instance
-        return np.ceil(ratio * (1.0 - 1e-12))
-
-    if buffer_qps is not None:
-        extra = need(_target(buffer_qps))
-    else:
-        count = 2 if buffer is None else buffer
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
-            raise InputError(f"buffer must be a whole number of instances >= 0, got {count!r}")
-        extra = xr.full_like(per_instance, float(count), dtype=float)
-    fixed = need(target).where(serves)
-    extra = extra.where(serves)
-    out = xr.Dataset(
-        {"fixed_instances": fixed, "burst_instances": extra, "instances": fixed + extra}
-    )
+    out = xr.Dataset(_fleet_terms(per_instance, target, buffer, buffer_qps))
     for name in out.data_vars:
         out[name].attrs = glossary.attrs(name)
     return out
+
+
+def _fleet_terms(per_instance, target, buffer, buffer_qps) -> dict:
+    """:func:`fleet`'s variables (attrs aside), from DataArrays or from aligned Variables.
+
+    Variables (``DataArray.variable``) give the same numbers, dims and attrs as their DataArrays
+    when the DataArrays' coordinates agree, without aligning them at each step (most of the time
+    of an operation on a few hundred numbers); the callers check that they agree.
+    """
+    serves = per_instance.notnull() & (per_instance > 0)
+    rate, count = _burst(buffer, buffer_qps)
+    if rate is not None:
+        extra = _need(
+            rate if isinstance(per_instance, xr.DataArray) else rate.variable, per_instance
+        )
+    else:
+        extra = xr.full_like(per_instance, float(count), dtype=float)
+    fixed = _need(target, per_instance).where(serves)
+    extra = extra.where(serves)
+    return {"fixed_instances": fixed, "burst_instances": extra, "instances": fixed + extra}
+
+
+def _with_attrs(terms: dict, *, keep: bool) -> dict:
+    """Variables with their glossary attrs: added to their own (as ``assign_attrs``) or instead."""
+    return {
+        name: xr.Variable(v.dims, v.data, {**(v.attrs if keep else {}), **glossary.attrs(name)})
+        for name, v in terms.items()
+    }
+
+
+def _need(rate, per_instance):
+    """Instances that serve ``rate``: ``ceil(rate / per_instance)`` after the 1e-12 tolerance."""
+    ratio = rate / per_instance
+    return np.ceil(ratio * (1.0 - 1e-12))
+
+
+def _one_buffer(buffer, buffer_qps) -> None:
+    if buffer is not None and buffer_qps is not None:
+        raise InputError("give buffer (instances) or buffer_qps (requests/s), not both")
+
+
+def _burst(buffer, buffer_qps) -> tuple[xr.DataArray | None, int | None]:
+    """The burst buffer asked for: (the rate it absorbs, None) or (None, its instances)."""
+    if buffer_qps is not None:
+        return _target(buffer_qps), None
+    count = 2 if buffer is None else buffer
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+        raise InputError(f"buffer must be a whole number of instances >= 0, got {count!r}")
+    return None, count
 
 
 def instances(
@@ -459,21 +586,30 @@ def _costs(result, target, tensor_parallel, price, output_tokens, flops_per_requ
     The variables are computed first and added in one step (each assignment to a Dataset aligns
     every coordinate again, which cost more than the arithmetic).
     """
-    new = {"gpus": (result.instances * tensor_parallel).assign_attrs(glossary.attrs("gpus"))}
+    new = _cost_terms(
+        result.instances, result.per_instance_qps, target, tensor_parallel, price, output_tokens,
+        flops_per_request, flops,
+    )  # fmt: skip
+    return result.assign({name: v.assign_attrs(glossary.attrs(name)) for name, v in new.items()})
+
+
+def _cost_terms(
+    instances, per_instance_qps, target, tensor_parallel, price, output_tokens,
+    flops_per_request, flops,
+) -> dict:  # fmt: skip
+    """:func:`_costs`' variables (attrs aside), from DataArrays or aligned Variables alike."""
+    new = {"gpus": instances * tensor_parallel}
     if price is not None:
-        new["usd_per_hour"] = (new["gpus"] * price).assign_attrs(glossary.attrs("usd_per_hour"))
+        new["usd_per_hour"] = new["gpus"] * price
         if output_tokens is not None and np.all(output_tokens):
             tokens_per_hour = target * 3600.0 * output_tokens
-            per_million = (new["usd_per_hour"] / tokens_per_hour * 1e6).where(target > 0)
-            new["usd_per_million_tokens"] = per_million.assign_attrs(
-                glossary.attrs("usd_per_million_tokens")
-            )
-    capacity = result.instances * result.per_instance_qps
-    new["utilisation"] = (target / capacity).assign_attrs(glossary.attrs("utilisation"))
+            per_million = new["usd_per_hour"] / tokens_per_hour * 1e6
+            new["usd_per_million_tokens"] = per_million.where(target > 0)
+    capacity = instances * per_instance_qps
+    new["utilisation"] = target / capacity
     if flops_per_request is not None and flops is not None:
-        used = target * flops_per_request / (new["gpus"] * flops)
-        new["compute_utilisation"] = used.assign_attrs(glossary.attrs("compute_utilisation"))
-    return result.assign(new)
+        new["compute_utilisation"] = target * flops_per_request / (new["gpus"] * flops)
+    return new
 
 
 def _dense_flops(specs, gpus: list[str]) -> np.ndarray:
@@ -566,15 +702,31 @@ def plan(
         seq_len=seq_len,
     )
     target = _target(target_qps)
-    result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
-    planned_fleet = fleet(result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps)
-    result = result.assign(planned_fleet.data_vars)
+    # one curve, one SLA, one target (a worksheet's plan): the same formulas on the Variables, the
+    # variables added in one step; through DataArrays each of a dozen operations on one number
+    # aligned every coordinate and cost more than the search (the tests compare the two paths)
+    one = _one_cell(result, curve, target, buffer_qps, tensor_parallel, usd_per_gpu_hour)
+    if one:
+        _one_buffer(buffer, buffer_qps)
+        per_instance, values = result.per_instance_qps.variable, target.variable
+        new = {"target_qps": values}
+        fleet_terms = _with_attrs(
+            _fleet_terms(per_instance, values, buffer, buffer_qps), keep=False
+        )
+    else:
+        result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
+        planned_fleet = fleet(result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps)
+        result = result.assign(planned_fleet.data_vars)
     if tensor_parallel is not None:
         tensor_parallel = _validate.positive_int(tensor_parallel, "tensor_parallel")
     tp = tensor_parallel if tensor_parallel is not None else _names_of(curve, "tensor_parallel")
     if tp is None:
-        planned = result.instances * result.per_instance_qps
-        result["utilisation"] = (target / planned).assign_attrs(glossary.attrs("utilisation"))
+        if one:
+            planned = fleet_terms["instances"] * per_instance
+            new["utilisation"] = values / planned
+        else:
+            planned = result.instances * result.per_instance_qps
+            result["utilisation"] = (target / planned).assign_attrs(glossary.attrs("utilisation"))
         result.attrs["cost"] = (
             "GPUs and cost not computed: the curve does not record its tensor parallelism (read it "
             "with tensor_parallel=..., or pass tensor_parallel= here)"
@@ -582,16 +734,51 @@ def plan(
     else:
         price = _gpu_price(_names_of(curve, "gpu"), usd_per_gpu_hour)
         flops_per_request, flops = _model_flops(curve)
-        result = _costs(
-            result, target, tp, price, curve.attrs.get("output_tokens"), flops_per_request, flops
-        )
+        output_tokens = curve.attrs.get("output_tokens")
+        if one:
+            new |= _cost_terms(
+                fleet_terms["instances"], per_instance, values, tp,
+                None if price is None else price.variable, output_tokens, flops_per_request, flops,
+            )  # fmt: skip
+        else:
+            result = _costs(result, target, tp, price, output_tokens, flops_per_request, flops)
         if price is None:
             result.attrs["cost"] = "cost not computed: the curve names no catalog GPU"
-    lead = [d for d in curve.latency.dims if d not in ("concurrency", "metric", "latency_quantile")]
-    result = _ordered(result, [*lead, "sla"])
+    if one:
+        new = _with_attrs(new, keep=True)
+        result = result.assign({"target_qps": new.pop("target_qps"), **fleet_terms, **new})
+    else:
+        lead = [
+            d for d in curve.latency.dims if d not in ("concurrency", "metric", "latency_quantile")
+        ]
+        result = _ordered(result, [*lead, "sla"])
     result.attrs["buffer"] = (
         "a buffer of ceil(buffer_qps / per_instance_qps) instances"
         if buffer_qps is not None
         else f"a buffer of {_words.count(2 if buffer is None else buffer, 'instance')}"
     )
     return result
+
+
+def _one_cell(result, curve, target, buffer_qps, tensor_parallel, usd_per_gpu_hour) -> bool:
+    """Whether :func:`plan` works on one number each: a result and inputs without dims.
+
+    Then nothing needs aligning, and the plan's arithmetic runs on the Variables.
+    """
+
+    def number(value) -> bool:
+        return value is None or (not isinstance(value, xr.DataArray) and np.ndim(value) == 0)
+
+    return (
+        not result.dims
+        and not target.dims
+        and not target.coords
+        and not target.attrs
+        and number(buffer_qps)
+        and number(usd_per_gpu_hour)
+        and not isinstance(tensor_parallel, xr.DataArray)
+        and not any(
+            isinstance(_names_of(curve, name), xr.DataArray)
+            for name in ("model", "gpu", "tensor_parallel")
+        )
+    )

@@ -203,12 +203,23 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
     result = searched.copy()
     gpus = [str(g) for g in result.gpu.values]
     target = capacity._target(target_qps)
-    planned_fleet = capacity.fleet(
-        result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
-    )
+    # a target and a buffer without dims (a worksheet's): every operand below is a variable of
+    # the search or built on its coordinates, so the arithmetic runs on the Variables (the same
+    # numbers, dims and attrs) without aligning the coordinates at each step (the tests compare)
+    plain = not target.dims and not target.coords and _number(buffer_qps)
+    if plain:
+        capacity._one_buffer(buffer, buffer_qps)
+        terms = capacity._fleet_terms(
+            result.per_instance_qps.variable, target.variable, buffer, buffer_qps
+        )
+        planned_fleet = capacity._with_attrs(terms, keep=False)
+    else:
+        planned_fleet = capacity.fleet(
+            result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
+        ).data_vars
     # variables are added in as few assignments as possible: each re-aligns every coordinate
     result = result.assign(
-        target_qps=target.assign_attrs(glossary.attrs("target_qps")), **planned_fleet.data_vars
+        target_qps=target.assign_attrs(glossary.attrs("target_qps")), **planned_fleet
     )
     prompt, output = result.attrs["prompt_tokens"], result.attrs["output_tokens"]
     scale = result.seq_len / (prompt + output)
@@ -226,11 +237,24 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
         dims=("model", "gpu"),
         coords={"model": result.model, "gpu": result.gpu},
     )
-    result = capacity._costs(
-        result, target, result.tensor_parallel, price, output_tokens, per_request, flops
-    )
+    if plain and price.indexes["gpu"].equals(result.indexes["gpu"]):
+        terms = capacity._cost_terms(
+            result.instances.variable, result.per_instance_qps.variable, target.variable,
+            result.tensor_parallel.variable, price.variable, output_tokens.variable,
+            per_request.variable, flops.variable,
+        )  # fmt: skip
+        result = result.assign(capacity._with_attrs(terms, keep=True))
+    else:
+        result = capacity._costs(
+            result, target, result.tensor_parallel, price, output_tokens, per_request, flops
+        )
     result = result.assign(cheapest(result).data_vars)
     return capacity._ordered(result, ["model", "gpu", "tensor_parallel", "seq_len", "sla"])
+
+
+def _number(value) -> bool:
+    """None, or one number (not an array, not a DataArray)."""
+    return value is None or (not isinstance(value, xr.DataArray) and np.ndim(value) == 0)
 
 
 def cheapest(
@@ -304,9 +328,19 @@ def cheapest(
     out["feasible_options"] = stacked.notnull().sum("option")
     if "binding" in result and set(options) <= set(result.binding.dims):
         out["unpriced_options"] = _unpriced(result.binding, cost, options, over)
-    out = xr.Dataset(out)
-    for name in out.data_vars:
-        out[name].attrs = glossary.attrs(name)
+    coords = first.coords
+    shared = coords.variables
+    if all(
+        v.coords.keys() == shared.keys()
+        and all(c is shared[k] or c.equals(shared[k]) for k, c in v.coords.variables.items())
+        for v in out.values()
+    ):  # the remaining cells' coordinates, shared: one Dataset of the variables, not aligned
+        variables = {n: xr.Variable(v.dims, v.data, glossary.attrs(n)) for n, v in out.items()}
+        out = xr.Dataset(variables, coords=coords)
+    else:
+        out = xr.Dataset(out)
+        for name in out.data_vars:
+            out[name].attrs = glossary.attrs(name)
     if over:
         out.attrs["averaged_over"] = ", ".join(over)
     return out

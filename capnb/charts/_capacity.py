@@ -8,7 +8,8 @@ import pandas as pd
 import xarray as xr
 
 from ..errors import InputError
-from ._draft import Kept, draft
+from ..memo import Kept
+from ._draft import draft
 
 __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 
@@ -21,6 +22,8 @@ _SLA_COLOR = "#b279a2"
 
 
 _THROUGHPUT = Kept()  # the curve's Little's law table, per curve
+_LATENCY = Kept()  # the curve's latency table, per curve, metric and quantile
+_SLIDER = Kept()  # the SLA slider's table and grid, per safe-concurrency table
 _COST = Kept()  # the cost table, per sweep and selection
 
 
@@ -64,6 +67,31 @@ def latency_curve(
         An analytic curve of the same configuration, drawn dashed ("measured vs model").
     """
     cell = _single(curve, "latency_curve")
+    if model_curve is None:
+        # the same curve, another SLA: the table is the one worked out last time (the attrs it
+        # reads are in the key)
+        key = (metric, float(quantile), cell.attrs.get("kind"))
+        table, shown, compared = _LATENCY.get(
+            curve, key, lambda: _latency_table(cell, None, metric, quantile)
+        )
+    else:
+        table, shown, compared = _latency_table(cell, model_curve, metric, quantile)
+    name = cell.attrs.get("name") or cell.attrs.get("source", "")
+    tables = {"table": table}
+    values = {
+        "title": f"{_label(quantile)} {metric} latency vs concurrency ({name})",
+        "y_title": f"{metric} latency (s)",
+    }
+    shape = {"shown": list(shown), "compared": compared, "slider": None}
+    if sla_table is not None:
+        tables["slas"], values["sla"], shape["slider"] = _sla_slider(sla_table, sla)
+    return draft(_latency_chart, tables=tables, values=values, shape=shape)
+
+
+def _latency_table(
+    cell: xr.Dataset, model_curve: xr.Dataset | None, metric: str, quantile: float
+) -> tuple[pd.DataFrame, tuple[str, ...], bool]:
+    """The latency chart's table, the quantiles it shows, and whether it holds a model curve."""
     quantiles = sorted({0.5, float(quantile)})
     frames = []
     for source, data in (("measured", cell), ("model", model_curve)):
@@ -91,17 +119,8 @@ def latency_curve(
     if not frames:
         raise InputError(f"latency_curve: the curve has no {metric} P50 or {_label(quantile)}")
     table = pd.concat(frames, ignore_index=True).dropna()
-    shown = [label for label in _QUANTILE_COLORS if label in set(table["quantile"])]
-    name = cell.attrs.get("name") or cell.attrs.get("source", "")
-    tables = {"table": table}
-    values = {
-        "title": f"{_label(quantile)} {metric} latency vs concurrency ({name})",
-        "y_title": f"{metric} latency (s)",
-    }
-    shape = {"shown": shown, "compared": bool(table["compared"].any()), "slider": None}
-    if sla_table is not None:
-        tables["slas"], values["sla"], shape["slider"] = _sla_slider(sla_table, sla)
-    return draft(_latency_chart, tables=tables, values=values, shape=shape)
+    shown = tuple(label for label in _QUANTILE_COLORS if label in set(table["quantile"]))
+    return table, shown, bool(table["compared"].any())
 
 
 def _latency_chart(
@@ -158,12 +177,13 @@ def _sla_frame(sla_table: xr.Dataset) -> pd.DataFrame:
     table = sla_table.squeeze(drop=True) if sla_table.safe_concurrency.ndim > 1 else sla_table
     if "sla" not in table.dims:
         raise InputError("sla_table: expected a safe_concurrency result over several SLAs")
+    # what the slider's layers draw (its tooltip, rules and label), nothing more: the browser
+    # parses every row again on each redraw
     return pd.DataFrame(
         {
             "sla": table.sla.values,
             "safe": table.safe_concurrency.values,
             "binding": table.binding.values.astype(str),
-            "latency_at_safe": table.latency_at_safe.values,
             "qps": table.per_instance_qps.values,
         }
     )
@@ -171,19 +191,26 @@ def _sla_frame(sla_table: xr.Dataset) -> pd.DataFrame:
 
 def _sla_slider(sla_table, sla) -> tuple[pd.DataFrame, float, dict]:
     """The SLA slider's table, its starting SLA and its grid (``low``, ``high``, ``step``)."""
+    # the same table, another SLA: only the starting value is new
+    frame, grid, slider = _SLIDER.get(sla_table, None, lambda: _slider_table(sla_table))
+    start = float(grid[len(grid) // 2] if sla is None else grid[np.argmin(np.abs(grid - sla))])
+    return frame, start, dict(slider)
+
+
+def _slider_table(sla_table) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """The SLA slider's table, its SLA grid and its range (``low``, ``high``, ``step``)."""
     frame = _sla_frame(sla_table)
     grid = frame.sla.to_numpy()
     steps = np.diff(grid)
     if grid.size < 2 or not np.allclose(steps, steps[0], rtol=1e-6):
         raise InputError("sla_table: the SLA grid must be evenly spaced for the slider")
-    start = float(grid[len(grid) // 2] if sla is None else grid[np.argmin(np.abs(grid - sla))])
     from ..capacity import FEASIBLE
 
     frame["label"] = [
         f"safe {s:,} ({b})" if b in FEASIBLE else f"infeasible ({b})"
         for s, b in zip(frame.safe, frame.binding, strict=True)
     ]
-    return frame, start, {"low": float(grid[0]), "high": float(grid[-1]), "step": float(steps[0])}
+    return frame, grid, {"low": float(grid[0]), "high": float(grid[-1]), "step": float(steps[0])}
 
 
 def _sla_slider_layers(frame: pd.DataFrame, start: float, *, low, high, step) -> list:
@@ -357,8 +384,10 @@ def _cost_table(sweep: xr.Dataset, chosen: dict) -> tuple[pd.DataFrame, tuple[st
         cell = cell.squeeze(dim, drop=True)
     from ..capacity import cheapest
 
-    # each GPU's cheapest TP per SLA, by the capacity step's own rule
-    best = cheapest(cell, options="tensor_parallel").transpose("gpu", "sla")
+    # each GPU's cheapest TP per SLA, by the capacity step's own rule (the options that meet the
+    # SLA without a price are not drawn: without ``binding`` cheapest does not name them)
+    ranked = cheapest(cell[["usd_per_hour"]], options="tensor_parallel")
+    best = ranked.transpose("gpu", "sla")
     tp = best.cheapest_tensor_parallel
     feasible = (tp > 0).values
     at = cell[["instances", "safe_concurrency"]].sel(
