@@ -250,3 +250,17 @@ def test_a_chart_of_a_changed_sweep_shows_the_change(small_sweep):
     doubled = charts.elasticity_pareto(changed).to_dict()
     first = next(iter(doubled["datasets"].values()))[0]
     assert first["usd"] == 2 * float(small_sweep.usd.values.ravel()[0])
+
+
+def test_a_kept_table_is_written_out_once_while_it_lives():
+    import gc
+
+    table = pd.DataFrame({"a": [1.0, 2.0]})
+    name, values = _draft._dataset(table)
+    assert _draft._dataset(table)[1] is values  # the same table again: not written again
+    other = pd.DataFrame({"a": [1.0, 3.0]})
+    assert _draft._dataset(other)[0] != name  # another table: its own values and name
+    assert _draft._dataset(table.copy())[0] == name  # the same values: the same digest
+    del table, other
+    gc.collect()
+    assert all(entry[0]() is not None for entry in _draft._DATASETS.values())

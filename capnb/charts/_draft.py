@@ -39,6 +39,7 @@ import contextlib
 import contextvars
 import copy
 import json
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
@@ -159,15 +160,33 @@ def _plain(value) -> bool:
     return False
 
 
+_DATASETS: dict[int, tuple] = {}  # a table's dataset, per table object while it lives
+
+
 def _dataset(table) -> tuple[str, list] | None:
-    """A table's dataset name and values, as altair's ``to_dict`` writes them (None: otherwise)."""
+    """A table's dataset name and values, as altair's ``to_dict`` writes them (None: otherwise).
+
+    A table a chart function kept (:class:`capnb.memo.Kept`: the same object on each redraw) is
+    written out once: its rows and the digest that names them are kept while it lives (tables are
+    made new for new data, never edited).
+    """
     import altair as alt
     from altair.vegalite.v6.api import _dataset_name
 
+    ident, transformer = id(table), alt.data_transformers.active
+    entry = _DATASETS.get(ident)
+    if entry is not None and entry[0]() is table and entry[1] == transformer:
+        return entry[2]
     data = alt.data_transformers.get()(table)
     if not isinstance(data, dict) or list(data) != ["values"]:
         return None  # a transformer that writes a file or a URL: altair's own path
-    return _dataset_name(data["values"]), data["values"]
+    written = _dataset_name(data["values"]), data["values"]
+
+    def forget(_, ident=ident):  # run before the table's address can be reused
+        _DATASETS.pop(ident, None)
+
+    _DATASETS[ident] = (weakref.ref(table, forget), transformer, written)
+    return written
 
 
 class _Template:
