@@ -282,6 +282,13 @@ def test_plan_by_max_concurrency_breaches_the_sla_and_leaves_gpus_idle(short):
         capacity.contrast(short, [1.0, 2.0], 5.0, metric="ttft")
 
 
+def test_a_contrast_with_no_traffic_and_no_buffer_holds_no_instance(short):
+    c = capacity.contrast(short, 1.0, 0.0, buffer=0, metric="ttft")
+    assert c.instances.values.tolist() == [0.0, 0.0]
+    assert c.served_share.values.tolist() == [1.0, 1.0]
+    assert np.isnan(c.compute_utilisation.values).all()  # no instance to use, not a division by 0
+
+
 def test_applicability_states_the_articles_boundary(short):
     strict = capacity.safe_concurrency(short, 0.5, metric="ttft")
     assert float(strict.overstatement) < 1.1

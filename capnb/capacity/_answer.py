@@ -94,8 +94,8 @@ def contrast(
     flops_per_request, flops = capacity._model_flops(curve)
 
     def utilisation(count_instances):
-        if flops_per_request is None or tp is None:
-            return math.nan
+        if flops_per_request is None or tp is None or count_instances == 0:
+            return math.nan  # not modelled, or no instance to use (a target of 0, no buffer)
         return target_qps * flops_per_request / (count_instances * tp * flops)
 
     lat_instances = float(by_latency.instances)
