@@ -667,6 +667,8 @@ def _next_read(config, loads, table, stable_need, panic_need):
     What a decision reads apart from the fleet: the mean rate (article, HPA); the rate the
     predictive policy provisions for; Knative's stable and panic counts at its step.
     """
+    if config.policy == FIXED:  # never decides: nothing to read ahead (its period is one step)
+        return np.empty(0, np.int64)
     period = config.period_steps
     n = loads.shape[0]
     first = np.empty(n)
@@ -834,32 +836,68 @@ def _table(forecast, config, cold):
 
 
 @njit(nogil=True)
-def _runs(demand, forecast, arrived, shared, losses, config, runs, metrics, timeline, first, stop):
-    # runs first..stop-1 of the grid, without the GIL: simulate_many gives each thread a range.
-    # The one compiled entry point: simulate is a grid of one run with a timeline, so the
-    # simulator's loop is compiled (and optimised by LLVM) once, not once per caller.
-    if first >= stop:
-        return
-    # the grid varies the target slowest: recompute Knative's counts only when it changes
-    stable_need, panic_need = _needs(demand, arrived, runs.up[first], config)
-    # and the predictive policy's forecast reads only when the cold start changes
-    table = _table(forecast, config, runs.cold[first])
-    next_read = _next_read(config, shared[2], table, stable_need, panic_need)
+def _reads(demand, forecast, arrived, shared, config, up, cold):
+    """What a run reads apart from its fleet: ``(stable_need, panic_need, table, next_read)``.
+
+    Knative's counts depend on its target (``up``), the predictive policy's forecast reads on the
+    cold start (``cold``), and the other policies' on neither, so runs that share those share
+    these: they are made once per value (:func:`_read_groups`), not once per run or thread.
+    """
+    stable_need, panic_need = _needs(demand, arrived, up, config)
+    table = _table(forecast, config, cold)
+    following = _next_read(config, shared[2], table, stable_need, panic_need)
+    return stable_need, panic_need, table, following
+
+
+@njit(nogil=True)
+def _runs(demand, shared, reads, losses, config, runs, metrics, timeline, first, stop):
+    # runs first..stop-1 of the grid, which read alike (`reads`), without the GIL: a thread gets
+    # a range. The one compiled entry point of the loop: simulate is a grid of one run with a
+    # timeline, so the simulator's loop is compiled (and optimised by LLVM) once, not per caller.
+    stable_need, panic_need, table, next_read = reads
     for i in range(first, stop):
-        reads = False
-        if i > first and runs.up[i] != runs.up[i - 1]:
-            stable_need, panic_need = _needs(demand, arrived, runs.up[i], config)
-            reads = config.policy == KNATIVE
-        if i > first and runs.cold[i] != runs.cold[i - 1]:
-            table = _table(forecast, config, runs.cold[i])
-            reads = reads or config.policy == PREDICTIVE
-        if reads:
-            next_read = _next_read(config, shared[2], table, stable_need, panic_need)
         run = Run(runs.up[i], runs.cooldown[i], runs.cold[i], runs.low[i], runs.buffer[i])
         _run(
             demand, shared, next_read, table, stable_need, panic_need, losses, config, run,
             metrics[i], timeline,
         )  # fmt: skip
+
+
+def _read_groups(demand, forecast, arrived, shared, config, runs):
+    """``(key, reads)``: the knob that changes what a run reads, and its values' reads.
+
+    ``key`` is None when no knob does; ``reads`` maps each value to its :func:`_reads`, made once
+    per value (on threads when there are several).
+    """
+    key = (
+        runs.up if config.policy == KNATIVE else runs.cold if config.policy == PREDICTIVE else None
+    )
+    values = [None] if key is None else np.unique(key).tolist()
+    made = {}
+
+    def make(a, b):
+        for value in values[a:b]:
+            up = np.float64(value if config.policy == KNATIVE else runs.up[0])
+            cold = np.int64(value if config.policy == PREDICTIVE else runs.cold[0])
+            made[value] = _reads(demand, forecast, arrived, shared, config, up, cold)
+
+    over_threads(make, len(values), len(values) * demand.shape[0])
+    return key, made
+
+
+def _grouped(demand, shared, groups, losses, config, runs, metrics, timeline, first, stop):
+    """Runs ``first..stop-1``: each stretch of runs that read alike with its group's reads."""
+    key, made = groups
+    i = first
+    while i < stop:
+        j = stop
+        if key is not None:
+            j = i + 1
+            while j < stop and key[j] == key[i]:
+                j += 1
+        reads = made[None if key is None else key[i].item()]
+        _runs(demand, shared, reads, losses, config, runs, metrics, timeline, i, j)
+        i = j
 
 
 def simulate(demand, config, run, metrics, timeline, forecast=None, losses=None):
@@ -891,7 +929,8 @@ def simulate(demand, config, run, metrics, timeline, forecast=None, losses=None)
     losses = _losses(losses)
     shared = _shared(demand, config)
     grid = Run.grid(*run)
-    _runs(demand, forecast, _counter(demand), shared, losses, config, grid, one, timeline, 0, 1)
+    groups = _read_groups(demand, forecast, _counter(demand), shared, config, grid)
+    _grouped(demand, shared, groups, losses, config, grid, one, timeline, 0, 1)
 
 
 def _forecast(demand, config, forecast):
@@ -923,10 +962,10 @@ def _runs_serial(demand, config, runs, metrics, forecast=None, losses=None):
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     losses = _losses(losses)
     shared = _shared(demand, config)
-    _runs(
-        demand, forecast, arrived, shared, losses, config, runs, metrics, _NO_TIMELINE, 0,
-        runs.up.shape[0],
-    )  # fmt: skip
+    groups = _read_groups(demand, forecast, arrived, shared, config, runs)
+    _grouped(
+        demand, shared, groups, losses, config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0]
+    )
 
 
 #: The timeline of runs that record none, the forecast of policies that read none, no preemption.
@@ -997,19 +1036,15 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
         return
     arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     shared = _shared(demand, config)
-    # a few pieces per thread: runs differ in cost (a bursty policy queues), so they balance.
-    # Knative's counts are made per target (the predictive policy's reads per cold start) in
-    # each piece: pieces end where the target (the cold start) changes, when they can
-    cuts = None
-    if config.policy in (KNATIVE, PREDICTIVE):
-        knob = runs.up if config.policy == KNATIVE else runs.cold
-        cuts = (np.flatnonzero(np.diff(knob)) + 1).tolist()
+    # Knative's counts per target, the predictive policy's reads per cold start: made once, so
+    # a thread's piece may hold several of them. A few pieces per thread: runs differ in cost (a
+    # bursty policy queues), so they balance.
+    groups = _read_groups(demand, forecast, arrived, shared, config, runs)
     over_threads(
-        lambda a, b: _runs(
-            demand, forecast, arrived, shared, losses, config, runs, metrics, _NO_TIMELINE, a, b
+        lambda a, b: _grouped(
+            demand, shared, groups, losses, config, runs, metrics, _NO_TIMELINE, a, b
         ),
         count,
         count * demand.shape[0],
         pieces=4,
-        cuts=cuts,
     )
