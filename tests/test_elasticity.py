@@ -284,6 +284,12 @@ def test_pareto_front_and_choice():
         assert float(grid.usd.sel(none_or_best)) == grid.usd.values[spotless].min()
     else:
         assert none_or_best is None
+    # the run least in breach, the cheaper of equals: against every run
+    least = grid.sel(elasticity.least_breach(grid))
+    fewest = grid.breach_share.values.min()
+    assert float(least.breach_share) == fewest
+    assert float(least.usd) == grid.usd.values[grid.breach_share.values == fewest].min()
+    assert elasticity.least_breach(grid.sel(policy="hpa", min_instances=3)) == {}  # one run
 
 
 def test_recommendation_applies_the_article_rules():

@@ -31,14 +31,22 @@ wait (the service may run over capacity) before the SLA counts as breached.
 
 Entry points: :func:`resample_demand` (a trace or rate series at the simulation step),
 :func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,
-as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`recommend` and
-:func:`describe`.
+as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`least_breach`,
+:func:`recommend` and :func:`describe`.
 """
 
 from __future__ import annotations
 
 from . import coldstart
-from ._advice import Recommendation, choose, describe, pareto_front, recommend, troughs
+from ._advice import (
+    Recommendation,
+    choose,
+    describe,
+    least_breach,
+    pareto_front,
+    recommend,
+    troughs,
+)
 from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
 from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
@@ -62,6 +70,7 @@ __all__ = [
     "describe",
     "fixed_instances",
     "forecast_demand",
+    "least_breach",
     "pareto_front",
     "policy_grid",
     "pool_demand",

@@ -28,6 +28,7 @@ __all__ = [
     "choose",
     "demand_summary",
     "describe",
+    "least_breach",
     "pareto_front",
     "recommend",
     "troughs",
@@ -202,7 +203,12 @@ def choose(
     return _selection(grid, i)
 
 
-def _least_breach(result: xr.Dataset, cost: str) -> dict[str, object]:
+def least_breach(result: xr.Dataset, *, cost: str | None = None) -> dict[str, object]:
+    """The run least in SLA breach (the cheaper of equals), as a selection for ``.sel``.
+
+    What to show when no run meets the breach budget (:func:`choose` returns None).
+    """
+    cost = _cost_name(result, cost)
     grid, (c, b) = _flat(result, cost, "breach_share")
     return _selection(grid, int(np.lexsort((c, b))[0]))
 
@@ -390,7 +396,7 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
         chosen, meets, follows = best_any, True, False
         notes.append(f"None of the {shape} meets the budget; the cheapest run that does is shown.")
     else:
-        chosen, meets, follows = _least_breach(result, cost), False, False
+        chosen, meets, follows = least_breach(result, cost=cost), False, False
         notes.append(
             f"No run meets the breach budget of {breach_budget:.2%}: the run with the least "
             "breach is shown."

@@ -150,13 +150,6 @@ def burst_factors(model, steps: int, step_s: float, draws: int, seed: int) -> li
 
 
 # -- the replay -----------------------------------------------------------------------------------
-def _least_breach(sweep: xr.Dataset, cost: str) -> dict:
-    dims = list(sweep[cost].dims)
-    flat = sweep[[cost, "breach_share"]].stack(run=dims)
-    i = int(np.lexsort((flat[cost].values, flat.breach_share.values))[0])
-    return {d: flat.isel(run=i)[d].item() for d in dims}
-
-
 def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, draws: int = 100):
     """The backtest table (see :func:`capnb.plan.backtest`); ``builder(cfg, source)`` builds a plan."""
     from .. import elasticity
@@ -201,7 +194,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     cost = "usd" if "usd" in sweep else "gpu_hours"
     hindsight = elasticity.choose(sweep, breach_budget=cfg.breach_budget, cost=cost)
     if hindsight is None:
-        hindsight = _least_breach(sweep, cost)
+        hindsight = elasticity.least_breach(sweep, cost=cost)
     if "policy" not in hindsight:  # one policy swept: no policy dim
         hindsight = {"policy": str(sweep.attrs["policy"]), **hindsight}
     runs = {"recommended": chosen_run, "hindsight": hindsight}
