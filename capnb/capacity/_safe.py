@@ -760,22 +760,23 @@ def plan(
     return result
 
 
+def _number(value) -> bool:
+    """None, or one number (not an array, not a DataArray)."""
+    return value is None or (not isinstance(value, xr.DataArray) and np.ndim(value) == 0)
+
+
 def _one_cell(result, curve, target, buffer_qps, tensor_parallel, usd_per_gpu_hour) -> bool:
     """Whether :func:`plan` works on one number each: a result and inputs without dims.
 
     Then nothing needs aligning, and the plan's arithmetic runs on the Variables.
     """
-
-    def number(value) -> bool:
-        return value is None or (not isinstance(value, xr.DataArray) and np.ndim(value) == 0)
-
     return (
         not result.dims
         and not target.dims
         and not target.coords
         and not target.attrs
-        and number(buffer_qps)
-        and number(usd_per_gpu_hour)
+        and _number(buffer_qps)
+        and _number(usd_per_gpu_hour)
         and not isinstance(tensor_parallel, xr.DataArray)
         and not any(
             isinstance(_names_of(curve, name), xr.DataArray)

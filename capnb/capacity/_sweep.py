@@ -15,6 +15,7 @@ from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
 from . import _safe as capacity
+from ._safe import _number
 
 __all__ = ["cheapest", "price", "sweep"]
 
@@ -250,11 +251,6 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
         )
     result = result.assign(cheapest(result).data_vars)
     return capacity._ordered(result, ["model", "gpu", "tensor_parallel", "seq_len", "sla"])
-
-
-def _number(value) -> bool:
-    """None, or one number (not an array, not a DataArray)."""
-    return value is None or (not isinstance(value, xr.DataArray) and np.ndim(value) == 0)
 
 
 def cheapest(
