@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 __all__ = ["Kept"]
 
@@ -16,7 +16,7 @@ _PLAIN = (str, int, float, bool, type(None))
 
 
 class Kept:
-    """What was worked out from an input Dataset, kept while that Dataset lives.
+    """What was worked out from an input Dataset (or table), kept while that object lives.
 
     A worksheet hands its charts the same result object until the result changes (a control that
     moves only a chart's marker, an SLA, redraws from the same overview), and plans the same curve
@@ -39,7 +39,9 @@ class Kept:
             hash(key)
         except TypeError:
             return make()
-        ident, variables, attrs = id(obj), tuple(obj.variables.values()), dict(obj.attrs)
+        held = getattr(obj, "variables", None)  # a Dataset's; a table (DataFrame) has none
+        variables = tuple(held.values()) if isinstance(held, Mapping) else ()
+        ident, attrs = id(obj), dict(getattr(obj, "attrs", {}))
         entry = self._entries.get(ident)
         if (
             entry is None

@@ -263,4 +263,4 @@ def test_a_kept_table_is_written_out_once_while_it_lives():
     assert _draft._dataset(table.copy())[0] == name  # the same values: the same digest
     del table, other
     gc.collect()
-    assert all(entry[0]() is not None for entry in _draft._DATASETS.values())
+    assert all(entry[0]() is not None for entry in _draft._DATASETS._entries.values())

@@ -39,9 +39,10 @@ import contextlib
 import contextvars
 import copy
 import json
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+
+from ..memo import Kept
 
 __all__ = ["Draft", "draft", "drafting", "written"]
 
@@ -160,7 +161,7 @@ def _plain(value) -> bool:
     return False
 
 
-_DATASETS: dict[int, tuple] = {}  # a table's dataset, per table object while it lives
+_DATASETS = Kept(objects=64, answers=2)  # a table's dataset, per table object while it lives
 
 
 def _dataset(table) -> tuple[str, list] | None:
@@ -171,22 +172,18 @@ def _dataset(table) -> tuple[str, list] | None:
     made new for new data, never edited).
     """
     import altair as alt
+
+    return _DATASETS.get(table, alt.data_transformers.active, lambda: _written_out(table))
+
+
+def _written_out(table) -> tuple[str, list] | None:
+    import altair as alt
     from altair.vegalite.v6.api import _dataset_name
 
-    ident, transformer = id(table), alt.data_transformers.active
-    entry = _DATASETS.get(ident)
-    if entry is not None and entry[0]() is table and entry[1] == transformer:
-        return entry[2]
     data = alt.data_transformers.get()(table)
     if not isinstance(data, dict) or list(data) != ["values"]:
         return None  # a transformer that writes a file or a URL: altair's own path
-    written = _dataset_name(data["values"]), data["values"]
-
-    def forget(_, ident=ident):  # run before the table's address can be reused
-        _DATASETS.pop(ident, None)
-
-    _DATASETS[ident] = (weakref.ref(table, forget), transformer, written)
-    return written
+    return _dataset_name(data["values"]), data["values"]
 
 
 class _Template:
