@@ -863,7 +863,7 @@ def _runs(demand, shared, reads, losses, config, runs, metrics, timeline, first,
         )  # fmt: skip
 
 
-def _read_groups(demand, forecast, arrived, shared, config, runs):
+def _read_groups(demand, forecast, shared, config, runs):
     """``(key, reads)``: the knob that changes what a run reads, and its values' reads.
 
     ``key`` is None when no knob does; ``reads`` maps each value to its :func:`_reads`, made once
@@ -873,6 +873,8 @@ def _read_groups(demand, forecast, arrived, shared, config, runs):
         runs.up if config.policy == KNATIVE else runs.cold if config.policy == PREDICTIVE else None
     )
     values = [None] if key is None else np.unique(key).tolist()
+    # only Knative reads the cumulative counter (its stable window, as a metrics pipeline would)
+    arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     made = {}
 
     def make(a, b):
@@ -929,7 +931,7 @@ def simulate(demand, config, run, metrics, timeline, forecast=None, losses=None)
     losses = _losses(losses)
     shared = _shared(demand, config)
     grid = Run.grid(*run)
-    groups = _read_groups(demand, forecast, _counter(demand), shared, config, grid)
+    groups = _read_groups(demand, forecast, shared, config, grid)
     _grouped(demand, shared, groups, losses, config, grid, one, timeline, 0, 1)
 
 
@@ -958,11 +960,9 @@ def _losses(losses):
 
 def _runs_serial(demand, config, runs, metrics, forecast=None, losses=None):
     forecast = _NO_FORECAST if forecast is None else forecast
-    # only Knative reads the cumulative counter
-    arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     losses = _losses(losses)
     shared = _shared(demand, config)
-    groups = _read_groups(demand, forecast, arrived, shared, config, runs)
+    groups = _read_groups(demand, forecast, shared, config, runs)
     _grouped(
         demand, shared, groups, losses, config, runs, metrics, _NO_TIMELINE, 0, runs.up.shape[0]
     )
@@ -1034,12 +1034,11 @@ def simulate_many(demand, config, runs, metrics, forecast=None, losses=None):
     if threads_for(count, count * demand.shape[0]) < 2:
         _runs_serial(demand, config, runs, metrics, forecast, losses)
         return
-    arrived = _counter(demand) if config.policy == KNATIVE else _NO_FORECAST
     shared = _shared(demand, config)
     # Knative's counts per target, the predictive policy's reads per cold start: made once, so
     # a thread's piece may hold several of them. A few pieces per thread: runs differ in cost (a
     # bursty policy queues), so they balance.
-    groups = _read_groups(demand, forecast, arrived, shared, config, runs)
+    groups = _read_groups(demand, forecast, shared, config, runs)
     over_threads(
         lambda a, b: _grouped(
             demand, shared, groups, losses, config, runs, metrics, _NO_TIMELINE, a, b
