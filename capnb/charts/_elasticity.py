@@ -418,24 +418,19 @@ def elasticity_policies(sweep: xr.Dataset, settings: dict, *, cost: str | None =
     missing = [d for d in names if d not in settings]
     if missing:
         raise InputError(f"elasticity_policies: settings has no value for {missing}")
-    # every run as a row, without xarray's to_dataframe (its index costs more than the chart)
+    # every run as a row: the Pareto chart's table of the same sweep, kept per sweep
+    full, _, _, _ = _RUNS.get(sweep, (cost, sweep.attrs.get("policy")), lambda: _runs(sweep, cost))
+    runs = full[["policy_name", *names, cost, "breach_share"]].rename(
+        columns={"policy_name": "policy"}
+    )
     policies = grid.policy.values if "policy" in grid.dims else np.array([sweep.attrs["policy"]])
-    axes = {d: grid[d].values for d in grid.dims} | {"policy": policies}
-    cells = np.meshgrid(*(axes[d] for d in grid.dims), indexing="ij")
-    columns = {d: cell.ravel() for d, cell in zip(grid.dims, cells, strict=True)}
-    if "policy" not in grid.dims:
-        columns["policy"] = np.repeat(policies, grid.size)
-    columns["policy"] = [_POLICY_NAMES.get(str(p), str(p)) for p in columns["policy"]]
-    columns[cost] = grid.values.ravel()
-    columns["breach_share"] = sweep.breach_share.transpose(*grid.dims).values.ravel()
-    runs = pd.DataFrame({c: columns[c] for c in ("policy", *names, cost, "breach_share")})
     options = {d: grid[d].values.tolist() for d in names}
     return draft(
         _policies_chart,
         tables={"runs": runs},
         values={
             "x_title": f"cost over the trace ({grid.attrs.get('units', '')})",
-            "cost_max": float(np.max(columns[cost])),
+            "cost_max": float(runs[cost].max()),
         },
         shape={
             "cost": cost,
