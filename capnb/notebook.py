@@ -29,7 +29,7 @@ import re
 import warnings
 from pathlib import Path
 
-__all__ = ["bundle_html", "chart_html", "records", "setup", "worksheet"]
+__all__ = ["bundle_html", "chart_html", "keep_freed_memory", "records", "setup", "worksheet"]
 
 RENDERER = "capnb"
 _BUNDLE_MARK = "capnb-vega-bundle"
@@ -317,11 +317,13 @@ def _one_line(message, category, filename, lineno, line=None) -> str:
     return _FORMAT(message, category, filename, lineno, line)
 
 
-def setup():
+def setup(*, keep_memory: bool = True):
     """Make altair charts draw offline; display the returned object once at the top of a worksheet.
 
     Also prints capnb's own warnings as one line each (``TraceWarning: ...``), without the path of
-    the module that raised them: a report's readers see what was repaired, not capnb's files.
+    the module that raised them: a report's readers see what was repaired, not capnb's files. And,
+    unless ``keep_memory=False``, the kernel keeps the memory it frees for its next changes
+    (:func:`keep_freed_memory`).
 
     Returns
     -------
@@ -345,7 +347,47 @@ def setup():
         alt.data_transformers.register(RENDERER, records)
     alt.data_transformers.enable(RENDERER)
     warnings.formatwarning = _one_line
+    if keep_memory:
+        keep_freed_memory()
     return HTML(bundle_html())
+
+
+# glibc's mallopt parameters (malloc.h) and the values keep_freed_memory gives them
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD_MAX = 32 * 2**20  # glibc's ceiling for it on 64-bit systems
+_TRIM_THRESHOLD = 2**31 - 1  # the largest value mallopt takes (a C int): never give the heap back
+
+
+def keep_freed_memory() -> bool:
+    """Keep the memory this process frees for its next allocations; True if it could (glibc).
+
+    Each change of a worksheet allocates per-step arrays of a whole trace and frees the last ones:
+    about 100 MB for a new tolerance on the elasticity worksheet's 1.2M steps. glibc gives such
+    blocks back to the operating system when they are freed (blocks above its mmap threshold, and
+    a heap top larger than its trim threshold), and takes new pages for the next change. On a
+    virtual machine whose host takes back the guest's free pages (virtio-balloon free page
+    reporting, as on the Firecracker VMs capnb's benchmarks run on), each new page then costs what
+    the host pays to give it again: measured there, 18-36 us per 4-KiB page against 0.6 us for a
+    page the process reuses, so a change took 0.12-0.18 s instead of 0.08-0.10 s
+    (BENCHMARKS.md). With blocks up to 32 MiB taken from the heap and the heap never trimmed, the
+    process reuses its own pages; it stays at its peak size (worksheet 04: 0.95 GB against 0.76).
+
+    Does nothing (returns False) where malloc is not glibc's.
+    """
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:  # pragma: no cover - glibc always has it
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # mallopt returns 1 on success
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)
+        and mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+    )
 
 
 def worksheet(path: str | Path, **parameters: object):
