@@ -124,10 +124,28 @@ _START = """() => {
   window.capnbTrial = {t0: null, first: {}, last: {}, snap};
 }"""
 
-_QUIET = """(quiet) => {
-  const t = window.capnbTrial;
-  const times = Object.values(t.last);
-  return times.length > 0 && performance.now() - Math.max(...times) > quiet;
+# the kernel's label (its element found once) and the wait for a change's end, both in the page: a
+# wait from Python (a CSS and text query of the page every 100 ms, each a round trip through the
+# driver) cost the page's main thread and the machine's two cores during the change it measured
+_KERNEL = """() => {
+  const found = window.capnbKernelLabel;
+  if (found && found.isConnected) return found.textContent;
+  window.capnbKernelLabel = [...document.querySelectorAll('.widget-label')]
+    .find((e) => /^kernel /.test(e.textContent));
+  return window.capnbKernelLabel ? window.capnbKernelLabel.textContent : null;
+}"""
+
+# quiet for `quiet` ms after a chart changed, and the kernel's label changed (it follows the
+# update's last stage: a staged update goes quiet between its stages); false after `wait` ms
+_WAIT = """async ([before, quiet, wait]) => {
+  const t = window.capnbTrial, kernel = window.capnbKernel, end = performance.now() + wait;
+  while (performance.now() < end) {
+    const times = Object.values(t.last);
+    if (times.length > 0 && performance.now() - Math.max(...times) > quiet
+        && kernel() !== before) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
 }"""
 
 _RESULT = """() => {
@@ -267,31 +285,18 @@ def _act(page, label: str, action: str) -> None:
 
 
 def _kernel_ms(page) -> str:
-    return (
-        page.locator(".widget-label").filter(has_text=re.compile(r"^kernel ")).first.text_content()
-    )
+    return page.evaluate("() => window.capnbKernel()")
 
 
 def _measure(page, label: str, action: str, *, quiet_ms: int = 1_000, wait_s: float = 120) -> dict:
     page.evaluate(_START)
     before = _kernel_ms(page)
     _act(page, label, action)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        # quiet, and the update over (the kernel's label follows its last stage): a staged
-        # update goes quiet between its stages
-        if page.evaluate(_QUIET, quiet_ms) and _kernel_ms(page) != before:
-            break
-        page.wait_for_timeout(100)
-    else:
+    if not page.evaluate(_WAIT, [before, quiet_ms, wait_s * 1e3]):
         return {"seconds": None, "first": None, "charts": 0, "kernel": None}
     result = page.evaluate(_RESULT)
-    for _ in range(50):  # the kernel's label follows its last chart
-        kernel = _kernel_ms(page)
-        if kernel != before:
-            break
-        page.wait_for_timeout(100)
-    match = re.match(r"kernel ([\d.]+) ms", kernel)
+    kernel = _kernel_ms(page)
+    match = re.match(r"kernel ([\d.]+) ms", kernel or "")
     times = list(result["changed"].values())
     return {
         "seconds": max(times) / 1e3 if times else None,
@@ -460,6 +465,7 @@ def _worksheet(browser, url: str, name: str, controls, quick: bool, mode: str) -
     _run_all(page, f"{url}/lab/workspaces/bench-{name}/tree/{name}.ipynb?reset")
     opened = time.perf_counter() - start
     page.evaluate(_INSTALL)
+    page.evaluate(f"() => {{ window.capnbKernel = {_KERNEL}; }}")
     rows = [
         Row(
             f"{name}: open and run all",
