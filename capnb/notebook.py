@@ -25,6 +25,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import re
 import warnings
 from pathlib import Path
@@ -170,6 +171,25 @@ def _named_datasets(spec: dict) -> tuple[dict, dict, dict, str]:
     return rest, renamed, signals, json.dumps(shape, sort_keys=True)
 
 
+def _finite(value):
+    # JSON has no NaN or infinity: vega reads null as missing, as it reads NaN
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json(values) -> str:
+    """A dataset's values as strict JSON (``JSON.parse`` reads no NaN): non-finite numbers as null."""
+    try:
+        return json.dumps(values, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(values), allow_nan=False)
+
+
 def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None = None) -> str:
     """HTML for one chart: a div and a script that draws it with the offline ``vegaEmbed``.
 
@@ -180,7 +200,9 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     (``view.data``) and param values (``view.signal``): vega updates its SVG in place instead of
     compiling, parsing and laying out a new chart. A dataset whose values the view holds already
     (altair names a dataset after a digest of its values: the same name, the same values) is not
-    given again, so vega does not run the marks drawn from it again. Anything else (a first
+    given again, so vega does not run the marks drawn from it again, nor does the page read it: each
+    dataset comes in a JSON script element of its own, parsed only when it is given to a view.
+    Anything else (a first
     drawing, a new shape, a kept view still on the page, an error) draws the chart from scratch.
     The output still holds the whole spec, so a saved notebook or an exported report draws it as
     any other chart.
@@ -208,16 +230,27 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
   else {{ (window.capnbVegaQueue = window.capnbVegaQueue || []).push(draw); }}
 }})();
 </script>"""
-    data = json.dumps(datasets)
+    # each dataset as JSON in an element of its own ("<" escaped, so no text ends the element)
+    tables = div.replace("capnb-chart-", "capnb-tables-")
+    elements = "".join(
+        f'<script type="application/json" id="{tables}-{name}">'
+        + _json(values).replace("<", "\\u003c")
+        + "</script>\n"
+        for name, values in datasets.items()
+    )
     return f"""<div id="{div}" class="capnb-chart"></div>
-<script type="text/javascript">
+{elements}<script type="text/javascript">
 (function () {{
-  var key = {json.dumps(key)}, shape = "{shape}", datasets = {data}, signals = {json.dumps(signals)};
+  var key = {json.dumps(key)}, shape = "{shape}", signals = {json.dumps(signals)};
   var digests = {json.dumps(digests)};
   var views = (window.capnbViews = window.capnbViews || {{}});
+  var values = function (name) {{
+    return JSON.parse(document.getElementById("{tables}-" + name).textContent);
+  }};
   var embed = function () {{
     var spec = {text};
-    spec.datasets = datasets;
+    spec.datasets = {{}};
+    Object.keys(digests).forEach(function (name) {{ spec.datasets[name] = values(name); }});
     window.vegaEmbed("#{div}", spec, {options}).then(function (result) {{
       views[key] = {{ shape: shape, view: result.view, element: document.getElementById("{div}"),
                      digests: digests }};
@@ -231,9 +264,9 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     if (!kept || kept.shape !== shape || kept.element.isConnected || !element) return false;
     element.replaceWith(kept.element);
     try {{
-      Object.keys(datasets).forEach(function (name) {{
+      Object.keys(digests).forEach(function (name) {{
         // the same digest: the view holds these values already
-        if (kept.digests[name] !== digests[name]) kept.view.data(name, datasets[name]);
+        if (kept.digests[name] !== digests[name]) kept.view.data(name, values(name));
       }});
       Object.keys(signals).forEach(function (name) {{ kept.view.signal(name, signals[name]); }});
       kept.digests = digests;

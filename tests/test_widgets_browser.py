@@ -83,13 +83,13 @@ def _layered(second: list[dict], title: str) -> dict:
 
 
 def _draw(page, html: str) -> None:
-    """Put a chart's HTML in the page as an output would: its div, then its script run."""
-    div, script = html.split("<script", 1)
-    body = script.split(">", 1)[1].rsplit("</script>", 1)[0]
+    """Put a chart's HTML in the page as an output would: its div and tables, then its script run."""
+    head, script = html.rsplit('<script type="text/javascript">', 1)
+    body = script.rsplit("</script>", 1)[0]
     page.evaluate(
-        "([div, body]) => { const box = document.createElement('div'); box.className = 'capnb-test';"
-        " box.innerHTML = div; document.body.appendChild(box); (0, eval)(body); }",
-        [div, body],
+        "([head, body]) => { const box = document.createElement('div'); box.className = 'capnb-test';"
+        " box.innerHTML = head; document.body.appendChild(box); (0, eval)(body); }",
+        [head, body],
     )
 
 
