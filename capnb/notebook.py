@@ -28,6 +28,7 @@ import json
 import math
 import re
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 
 __all__ = ["bundle_html", "chart_html", "keep_freed_memory", "records", "setup", "worksheet"]
@@ -190,6 +191,34 @@ def _json(values) -> str:
         return json.dumps(_finite(values), allow_nan=False)
 
 
+_TEXTS: OrderedDict = OrderedDict()  # altair's dataset name -> its values as JSON, the last few
+_TEXTS_SIZE = 32
+_DIGEST_NAME = re.compile(r"data-[0-9a-f]{32}")
+
+
+def _table_text(name: str, values) -> str:
+    """A dataset's values as the text of a JSON script element: ``<`` escaped, so no text ends it.
+
+    A dataset altair named after a digest of its values is written out once per name (the last
+    few): the same name means the same values, so a chart drawn again with a table it drew before
+    (the Pareto chart's runs, a forecast's series) does not write it out again.
+    """
+    if not _DIGEST_NAME.fullmatch(name):
+        return _escaped(values)
+    text = _TEXTS.get(name)
+    if text is None:
+        text = _TEXTS[name] = _escaped(values)
+        while len(_TEXTS) > _TEXTS_SIZE:
+            _TEXTS.popitem(last=False)
+    else:
+        _TEXTS.move_to_end(name)
+    return text
+
+
+def _escaped(values) -> str:
+    return _json(values).replace("<", "\\u003c")
+
+
 def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None = None) -> str:
     """HTML for one chart: a div and a script that draws it with the offline ``vegaEmbed``.
 
@@ -234,7 +263,7 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     tables = div.replace("capnb-chart-", "capnb-tables-")
     elements = "".join(
         f'<script type="application/json" id="{tables}-{name}">'
-        + _json(values).replace("<", "\\u003c")
+        + _table_text(digests[name], values)
         + "</script>\n"
         for name, values in datasets.items()
     )

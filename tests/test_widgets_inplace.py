@@ -70,6 +70,35 @@ def test_chart_html_keeps_views_only_with_a_key():
     assert 'class="capnb-chart"' in keyed and "capnbVegaQueue" in keyed
 
 
+def _tables(html: str) -> list:
+    """The datasets of a keyed chart's HTML, as the page parses them (JSON, strictly)."""
+    parts = html.split('<script type="application/json"')[1:]
+    return [json.loads(p.split(">", 1)[1].split("</script>", 1)[0]) for p in parts]
+
+
+def test_a_keyed_chart_s_tables_are_strict_json_that_no_text_can_end():
+    values = [{"a": float("nan"), "b": "</script><b>", "c": float("inf")}, {"a": 1.5}]
+    spec = {"mark": "point", "datasets": {"data-x": values}, "data": {"name": "data-x"}}
+    html = notebook.chart_html(spec, key="k2")
+    assert html.count("</script>") == 2  # the table's element and the script's: nothing in between
+    assert _tables(html) == [[{"a": None, "b": "</script><b>", "c": None}, {"a": 1.5}]]
+
+
+def test_a_table_named_by_its_digest_is_written_out_once():
+    from altair.vegalite.v6.api import _dataset_name
+
+    values = [{"x": i, "y": i * i} for i in range(50)]
+    name = _dataset_name(values)
+    spec = {"mark": "point", "datasets": {name: values}, "data": {"name": name}}
+    first = notebook.chart_html(spec, key="k3")
+    assert notebook._TEXTS[name] and _tables(first) == [values]
+    notebook._TEXTS[name] = notebook._TEXTS[name].replace('"y": 0', '"y": -1')  # marked
+    assert _tables(notebook.chart_html(spec, key="k3"))[0][0] == {"x": 0, "y": -1}
+    other = {"mark": "point", "datasets": {"data-abc": values}, "data": {"name": "data-abc"}}
+    assert _tables(notebook.chart_html(other, key="k3")) == [values]  # not a digest: written out
+    del notebook._TEXTS[name]
+
+
 def test_show_draws_with_a_key_and_full_redraw_without(memory, monkeypatch):
     drawn = []
 
