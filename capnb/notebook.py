@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import warnings
 from collections import OrderedDict
@@ -379,13 +380,14 @@ def _one_line(message, category, filename, lineno, line=None) -> str:
     return _FORMAT(message, category, filename, lineno, line)
 
 
-def setup(*, keep_memory: bool = True):
+def setup(*, keep_memory: bool | None = None):
     """Make altair charts draw offline; display the returned object once at the top of a worksheet.
 
     Also prints capnb's own warnings as one line each (``TraceWarning: ...``), without the path of
     the module that raised them: a report's readers see what was repaired, not capnb's files. And,
-    unless ``keep_memory=False``, the kernel keeps the memory it frees for its next changes
-    (:func:`keep_freed_memory`).
+    unless ``keep_memory=False`` (or, when it is not given, ``CAPNB_KEEP_MEMORY=0`` in the
+    kernel's environment, to measure both), the kernel keeps the memory it frees for its next
+    changes (:func:`keep_freed_memory`).
 
     Returns
     -------
@@ -409,10 +411,14 @@ def setup(*, keep_memory: bool = True):
         alt.data_transformers.register(RENDERER, records)
     alt.data_transformers.enable(RENDERER)
     warnings.formatwarning = _one_line
+    if keep_memory is None:
+        keep_memory = os.environ.get("CAPNB_KEEP_MEMORY", "1").strip().lower() not in _OFF
     if keep_memory:
         keep_freed_memory()
     return HTML(bundle_html())
 
+
+_OFF = ("0", "false", "no", "off")
 
 # glibc's mallopt parameters (malloc.h) and the values keep_freed_memory gives them
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3

@@ -55,3 +55,8 @@ def test_setup_keeps_memory_unless_asked_not_to(monkeypatch):
     assert called == []
     notebook.setup()
     assert called == [1]
+    monkeypatch.setenv("CAPNB_KEEP_MEMORY", "0")  # to measure without it
+    notebook.setup()
+    assert called == [1]
+    notebook.setup(keep_memory=True)  # an explicit argument wins
+    assert called == [1, 1]
