@@ -232,8 +232,8 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     (altair names a dataset after a digest of its values: the same name, the same values) is not
     given again, so vega does not run the marks drawn from it again, nor does the page read it: each
     dataset comes in a JSON script element of its own, parsed only when it is given to a view.
-    Anything else (a first
-    drawing, a new shape, a kept view still on the page, an error) draws the chart from scratch.
+    Anything else (a first drawing, a new shape, a kept view still on the page, an error) draws the
+    chart from scratch.
     The output still holds the whole spec, so a saved notebook or an exported report draws it as
     any other chart.
     """
@@ -436,9 +436,11 @@ def keep_freed_memory() -> bool:
     virtual machine whose host takes back the guest's free pages (virtio-balloon free page
     reporting, as on the Firecracker VMs capnb's benchmarks run on), each new page then costs what
     the host pays to give it again: measured there, 18-36 us per 4-KiB page against 0.6 us for a
-    page the process reuses, so a change took 0.12-0.18 s instead of 0.08-0.10 s
-    (BENCHMARKS.md). With blocks up to 32 MiB taken from the heap and the heap never trimmed, the
-    process reuses its own pages; it stays at its peak size (worksheet 04: 0.95 GB against 0.76).
+    page the process reuses. With blocks up to 32 MiB taken from the heap and the heap never
+    trimmed, the process reuses its own pages. There, on worksheet 04, a change that simulates a
+    new run took 0.07-0.10 s instead of 0.12-0.16 s, a new cold start 0.54-0.66 s instead of
+    0.59-0.90 s. Changes between values already visited gain nothing (BENCHMARKS.md, round 7). The
+    process stays at its peak size (worksheet 04: 0.88-0.99 GB against 0.70-0.75 GB).
 
     Does nothing (returns False) where malloc is not glibc's.
     """
