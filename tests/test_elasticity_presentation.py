@@ -115,7 +115,8 @@ def test_worksheet_redraws_only_what_a_control_changes(worksheet):
     assert ws.last_redrawn == ["timeline", "pareto"]
     ws.set(breach_budget=0.001, cooldown_s=0.0)
     ws.set(tolerance_s=300.0)  # a new sweep: the policies' chart too
-    assert ws.last_redrawn == ["timeline", "pareto", "policies"]
+    # the selected run is new, but at this tolerance its timeline looks the same: not sent again
+    assert ws.last_redrawn == ["pareto", "policies"]
 
 
 def test_the_report_keeps_a_live_control_over_the_sweep(worksheet):

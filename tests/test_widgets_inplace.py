@@ -235,3 +235,33 @@ def test_a_staged_step_shows_each_stage_as_it_comes():
     ws.controls["x"].value = 3  # a later stage fails: the last results that worked are kept
     assert ws.error == "no 3" and ws.results == {"quick": 2, "slow": 4}
     assert ws.answer_widget.value == "<b>Not computed: no 3</b>"
+
+
+def test_a_new_result_that_draws_the_same_picture_is_not_sent_again():
+    """A chart whose inputs changed is drawn again, and sent only when its spec changed."""
+    import altair as alt
+    import ipywidgets as widgets
+    import pandas as pd
+
+    sent = []
+
+    class Handle:
+        def update(self, drawing):
+            sent.append(drawing.spec)
+
+    def step(x):  # a new table on every change; its values only follow x // 2
+        return {"table": pd.DataFrame({"a": [0, 1], "b": [x // 2, 1]})}
+
+    def draw(results, inputs):
+        return alt.Chart(results["table"]).mark_point().encode(x="a:Q", y="b:Q")
+
+    ws = _base.Worksheet(
+        step, {"x": widgets.IntSlider(2)}, charts={"c": _base.Chart(draw, ("table",))}
+    )
+    ws.attach("c", Handle())
+    ws.set(x=4)  # new values: sent
+    assert ws.last_redrawn == ["c"] and len(sent) == 1
+    ws.set(x=5)  # a new table with the same values: drawn, not sent
+    assert ws.last_redrawn == [] and len(sent) == 1
+    ws.set(x=2)
+    assert ws.last_redrawn == ["c"] and len(sent) == 2 and sent[0] != sent[1]

@@ -44,6 +44,17 @@ class Drawing:
     def __init__(self, chart, key: str | None = None):
         self._chart = chart
         self.key = key
+        self._spec: dict | None = None
+
+    @property
+    def spec(self) -> dict:
+        """The vega-lite spec as drawn (written out once; not validated: see the class)."""
+        if self._spec is None:
+            from ..charts import written
+
+            with _unchecked():
+                self._spec = written(self._chart)
+        return self._spec
 
     @property
     def chart(self):
@@ -59,15 +70,21 @@ class Drawing:
     def _repr_mimebundle_(self, include=None, exclude=None):
         import altair as alt
 
-        from ..charts import written
         from ..notebook import RENDERER, chart_html
 
-        with _unchecked():
-            spec = written(self._chart)
+        spec = self.spec
         if self.key is not None and alt.renderers.active == RENDERER:
             return {"text/html": chart_html(spec, key=self.key)}
         renderer = alt.renderers.get()
         return renderer(spec) if renderer else {}
+
+
+def _spec_or_none(drawing: Drawing) -> dict | None:
+    # a spec that cannot be written out is sent as before: the display shows why
+    try:
+        return drawing.spec
+    except Exception:
+        return None
 
 
 def _full_redraw() -> bool:
@@ -222,6 +239,7 @@ class Worksheet:
         self._handles: dict[str, object] = {}
         self._keys: dict[str, str | None] = {}
         self._drawn: dict[str, tuple | None] = {}
+        self._shown: dict[str, dict] = {}  # the spec each displayed chart last sent
         self.last_redrawn: list[str] = []
         self._holding = False
         self.answer_widget = widgets.HTML()
@@ -326,7 +344,12 @@ class Worksheet:
         return self._answer(self.results, self.inputs) if self._answer else ""
 
     def redraw(self) -> list[str]:
-        """Redraw the displayed charts whose content changed; returns their names."""
+        """Redraw the displayed charts whose content changed; returns their names.
+
+        A chart is drawn again when what it reads changed; it is sent to the page only when its
+        spec changed too (a new result can draw the same picture: the selected run's timeline
+        at another latency tolerance, say), so the page has nothing to redo for it.
+        """
         redrawn = []
         for name, handle in self._handles.items():
             if not self._ready(name):  # a staged update has not produced what it reads yet
@@ -334,8 +357,14 @@ class Worksheet:
             key = self._key(name)
             if _same(key, self._drawn.get(name)):
                 continue
-            handle.update(self._drawing(name, self._keys.get(name)))
+            drawing = self._drawing(name, self._keys.get(name))
             self._drawn[name] = key
+            if not _full_redraw():
+                spec = _spec_or_none(drawing)
+                if spec is not None and self._shown.get(name) == spec:
+                    continue
+                self._shown[name] = spec
+            handle.update(drawing)
             redrawn.append(name)
         return redrawn
 
@@ -394,18 +423,22 @@ class Worksheet:
 
         self._known(name)
         key = self._new_key(name)
-        handle = display(self._drawing(name, key), display_id=True)
-        self._attach(name, handle, key)
+        drawing = self._drawing(name, key)
+        handle = display(drawing, display_id=True)
+        self._attach(name, handle, key, None if _full_redraw() else _spec_or_none(drawing))
 
     def attach(self, name: str, handle) -> None:
         """Keep the named chart drawn on ``handle`` (anything with ``update(drawing)``)."""
         self._attach(name, handle, self._new_key(name))
 
-    def _attach(self, name: str, handle, key: str) -> None:
+    def _attach(self, name: str, handle, key: str, shown: dict | None = None) -> None:
         self._known(name)
         self._handles[name] = handle
         self._keys[name] = key
         self._drawn[name] = self._key(name)
+        self._shown.pop(name, None)
+        if shown is not None:
+            self._shown[name] = shown
 
     def record(self) -> str:
         """The inputs as plain text (what a static report shows in place of the controls)."""
