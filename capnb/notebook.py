@@ -32,7 +32,15 @@ import warnings
 from collections import OrderedDict
 from pathlib import Path
 
-__all__ = ["bundle_html", "chart_html", "keep_freed_memory", "records", "setup", "worksheet"]
+__all__ = [
+    "bundle_html",
+    "chart_html",
+    "chart_update",
+    "keep_freed_memory",
+    "records",
+    "setup",
+    "worksheet",
+]
 
 RENDERER = "capnb"
 _BUNDLE_MARK = "capnb-vega-bundle"
@@ -220,6 +228,30 @@ def _escaped(values) -> str:
     return _json(values).replace("<", "\\u003c")
 
 
+def _keyed(spec: dict) -> tuple[dict, dict]:
+    """A spec drawn under a key: the spec without its data, and what a kept view of it needs."""
+    rest, datasets, signals, form = _named_datasets(spec)
+    digests = dict(zip(datasets, spec.get("datasets") or {}, strict=True))
+    update = {
+        "shape": hashlib.sha1(form.encode()).hexdigest()[:16],
+        "digests": digests,
+        "tables": {name: _table_text(digests[name], v) for name, v in datasets.items()},
+        "signals": signals,
+    }
+    return rest, update
+
+
+def chart_update(spec: dict, key: str) -> dict:
+    """A chart drawn again under ``key``, as a message for its kept vega view in a live page.
+
+    The message holds the chart's shape (see :func:`_named_datasets`), each dataset's digest and
+    its values as JSON text, and its param values: what :func:`chart_html`'s script gives a kept
+    view, without a new output. :class:`capnb.widgets.Worksheet` sends it through the notebook's
+    live channel when the chart keeps its shape; the page draws it in the view already there.
+    """
+    return {"key": key, **_keyed(spec)[1]}
+
+
 def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None = None) -> str:
     """HTML for one chart: a div and a script that draws it with the offline ``vegaEmbed``.
 
@@ -241,10 +273,9 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
         text = json.dumps(spec, sort_keys=True)
         shape = hashlib.sha1(text.encode()).hexdigest()[:16]
     else:
-        rest, datasets, signals, form = _named_datasets(spec)
-        digests = dict(zip(datasets, spec.get("datasets") or {}, strict=True))
+        rest, update = _keyed(spec)
+        shape, digests, signals = update["shape"], update["digests"], update["signals"]
         text = json.dumps(rest, sort_keys=True)
-        shape = hashlib.sha1(form.encode()).hexdigest()[:16]
     div = f"capnb-chart-{shape[:10]}-{next(_counter)}"
     options = json.dumps({"renderer": "svg", "actions": False, **(embed_options or {})})
     if key is None:
@@ -263,10 +294,8 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     # each dataset as JSON in an element of its own ("<" escaped, so no text ends the element)
     tables = div.replace("capnb-chart-", "capnb-tables-")
     elements = "".join(
-        f'<script type="application/json" id="{tables}-{name}">'
-        + _table_text(digests[name], values)
-        + "</script>\n"
-        for name, values in datasets.items()
+        f'<script type="application/json" id="{tables}-{name}">{table}</script>\n'
+        for name, table in update["tables"].items()
     )
     return f"""<div id="{div}" class="capnb-chart"></div>
 {elements}<script type="text/javascript">

@@ -1,5 +1,6 @@
 """In JupyterLab (chromium, a real kernel): a control's change updates the drawn vega view in place."""
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -116,4 +117,26 @@ def test_a_dataset_the_view_holds_already_is_not_given_again(page):
     # only the point layer's new values went to vega: the line's dataset is the same digest
     assert kept == ["capnb-data-1"], kept
     assert page.locator(".capnb-test svg .mark-symbol path").count() == 2
+    assert page.errors == []
+
+
+_TABLES = "[...document.querySelectorAll('.capnb-chart ~ script[type=\"application/json\"]')].map(s => s.id)"
+
+
+def test_new_data_comes_as_a_message_and_the_outputs_follow_at_rest(page):
+    """In a live page no output is redrawn on a change; once the controls rest, the outputs are."""
+    _mark_svgs(page)
+    outputs = page.evaluate(_TABLES)
+    assert outputs, "the charts' outputs hold their tables"
+    bench._act(page, "GPU", "B200")
+    page.wait_for_function(f"{_TITLES}.some(t => t.includes('B200'))", timeout=60_000)
+    assert page.evaluate(_TABLES) == outputs  # the same outputs: the view took a message
+    page.wait_for_function(
+        f"JSON.stringify({_TABLES}) !== {json.dumps(json.dumps(outputs))}", timeout=30_000
+    )  # at rest: new outputs, drawn by the kept views
+    kept = page.evaluate(
+        "[...document.querySelectorAll('.capnb-chart svg.marks')]"
+        ".filter(s => s.textContent.includes('B200')).map(s => s.capnbOld === 1)"
+    )
+    assert kept and all(kept)
     assert page.errors == []

@@ -135,14 +135,17 @@ _KERNEL = """() => {
   return window.capnbKernelLabel ? window.capnbKernelLabel.textContent : null;
 }"""
 
-# quiet for `quiet` ms after a chart changed, and the kernel's label changed (it follows the
-# update's last stage: a staged update goes quiet between its stages); false after `wait` ms
+# the kernel's label changed (it follows the update's last stage: a staged update goes quiet
+# between its stages), then quiet for `quiet` ms after the last chart change, or after the label's
+# change when no chart changed (a change whose pictures stay the same); false after `wait` ms
 _WAIT = """async ([before, quiet, wait]) => {
   const t = window.capnbTrial, kernel = window.capnbKernel, end = performance.now() + wait;
+  let done = null;
   while (performance.now() < end) {
+    if (done === null && kernel() !== before) done = performance.now();
     const times = Object.values(t.last);
-    if (times.length > 0 && performance.now() - Math.max(...times) > quiet
-        && kernel() !== before) return true;
+    const last = Math.max(done === null ? Infinity : done, ...times);
+    if (done !== null && performance.now() - last > quiet) return true;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return false;

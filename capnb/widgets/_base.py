@@ -8,6 +8,7 @@ Nothing here computes or decides anything about capacity.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import itertools
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import ipywidgets as widgets
 
 from ..errors import CapnbError, InputError
+from ._live import LiveCharts
 
 __all__ = ["Chart", "Drawing", "Worksheet", "dropdown", "kept", "slider_style"]
 
@@ -240,6 +242,13 @@ class Worksheet:
         self._keys: dict[str, str | None] = {}
         self._drawn: dict[str, tuple | None] = {}
         self._shown: dict[str, dict] = {}  # the spec each displayed chart last sent
+        # in a live page (see ``_live``): what the page holds per chart (its last chart_update),
+        # and the drawings sent as messages whose outputs are not brought up to date yet
+        self.live = LiveCharts(on_missed=self._missed)
+        self.rest_s = 2.0
+        self._page: dict[str, dict] = {}
+        self._stale: dict[str, Drawing] = {}
+        self._resting = None
         self.last_redrawn: list[str] = []
         self._holding = False
         self.answer_widget = widgets.HTML()
@@ -350,8 +359,8 @@ class Worksheet:
         spec changed too (a new result can draw the same picture: the selected run's timeline
         at another latency tolerance, say), so the page has nothing to redo for it.
         """
-        redrawn = []
-        for name, handle in self._handles.items():
+        redrawn, messages = [], []
+        for name in self._handles:
             if not self._ready(name):  # a staged update has not produced what it reads yet
                 continue
             key = self._key(name)
@@ -359,14 +368,73 @@ class Worksheet:
                 continue
             drawing = self._drawing(name, self._keys.get(name))
             self._drawn[name] = key
-            if not _full_redraw():
+            if _full_redraw():
+                self._output(name, drawing)
+            else:
                 spec = _spec_or_none(drawing)
                 if spec is not None and self._shown.get(name) == spec:
-                    continue
-                self._shown[name] = spec
-            handle.update(drawing)
+                    continue  # the same picture: nothing to send
+                before, self._shown[name] = self._shown.get(name), spec
+                message = self._message(name, before, spec)
+                if message is None:
+                    self._output(name, drawing)
+                else:  # the page's kept view takes the new data
+                    messages.append(message)
+                    self._stale[name] = drawing
             redrawn.append(name)
+        if messages:
+            self.live.draw(messages)
+            self._rest()
         return redrawn
+
+    def _message(self, name: str, before: dict | None, spec: dict | None) -> dict | None:
+        """The live page's message for a chart drawn again in its shape; None: draw an output."""
+        from ..notebook import chart_update
+
+        key = self._keys.get(name)
+        if not self.live.here or key is None or before is None or spec is None:
+            self._page.pop(name, None)
+            return None
+        held = self._page.get(name) or chart_update(before, key)
+        update = self._page[name] = chart_update(spec, key)
+        if update["shape"] != held["shape"]:
+            return None
+        # the tables the view holds already are not sent again
+        tables = {
+            n: t
+            for n, t in update["tables"].items()
+            if held["digests"].get(n) != update["digests"][n]
+        }
+        return {**update, "tables": tables}
+
+    def _output(self, name: str, drawing: Drawing) -> None:
+        self._stale.pop(name, None)
+        self._handles[name].update(drawing)
+
+    def _missed(self, keys: list[str]) -> None:
+        """The page could not draw these charts from a message (no kept view): draw their outputs."""
+        for name, key in self._keys.items():
+            if key in keys and name in self._stale:
+                self._page.pop(name, None)
+                self._output(name, self._stale[name])
+
+    def _rest(self) -> None:
+        """Bring the outputs up to date once the controls have rested ``rest_s`` seconds."""
+        if self._resting is not None:
+            self._resting.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a script): now
+            self._resting = None
+            self.sync()
+            return
+        self._resting = loop.call_later(self.rest_s, self.sync)
+
+    def sync(self) -> None:
+        """Bring every output the live page drew from a message up to date (a saved notebook shows it)."""
+        self._resting = None
+        for name, drawing in list(self._stale.items()):
+            self._output(name, drawing)
 
     def _ready(self, name: str) -> bool:
         reads = self.charts[name].reads
@@ -437,6 +505,8 @@ class Worksheet:
         self._keys[name] = key
         self._drawn[name] = self._key(name)
         self._shown.pop(name, None)
+        self._page.pop(name, None)
+        self._stale.pop(name, None)
         if shown is not None:
             self._shown[name] = shown
 
