@@ -130,6 +130,36 @@ def _lift_titles(node, titles: list) -> None:
             _lift_titles(value, titles)
 
 
+def _numbers(value) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) >= 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _lift_domains(node, domains: dict) -> None:
+    """Make each numeric scale domain a param's value (``capnb_domain_0``...), in place.
+
+    ``domains`` maps each domain (as JSON) to its param's name: layers that share a domain share
+    its param.
+    """
+    if isinstance(node, list):
+        for item in node:
+            _lift_domains(item, domains)
+        return
+    if not isinstance(node, dict):
+        return
+    scale = node.get("scale")
+    if isinstance(scale, dict) and _numbers(scale.get("domain")):
+        text = json.dumps(scale["domain"])
+        name = domains.setdefault(text, f"capnb_domain_{len(domains)}")
+        node["scale"] = {**scale, "domain": {"expr": name}}
+    for key, value in node.items():
+        if key not in ("data", "datasets", "params", "config"):
+            _lift_domains(value, domains)
+
+
 def _param_values(node, values: dict, *, strip: bool) -> None:
     """Collect the values of variable params (no ``select``) by name; with ``strip``, remove them."""
     if isinstance(node, list):
@@ -154,7 +184,8 @@ def _named_datasets(spec: dict) -> tuple[dict, dict, dict, str]:
     titles often carry numbers of the data: each becomes the value of a top-level param
     (``capnb_title_0``...). The shape is the spec without its datasets and without the values of
     its variable params (titles included): a chart drawn again with the same shape differs only in
-    data and param values, which a live vega view takes without being built again.
+    data and param values, which a live vega view takes without being built again. Numeric scale
+    domains (an axis fitted to the data) become param values too (``capnb_domain_0``...).
     """
     datasets = spec.get("datasets") or {}
     rest = {k: v for k, v in spec.items() if k != "datasets"}
@@ -171,8 +202,11 @@ def _named_datasets(spec: dict) -> tuple[dict, dict, dict, str]:
     rest = json.loads(text)
     titles: list = []
     _lift_titles(rest, titles)
-    if titles:
-        lifted = [{"name": f"capnb_title_{i}", "value": t} for i, t in enumerate(titles)]
+    domains: dict[str, str] = {}
+    _lift_domains(rest, domains)
+    lifted = [{"name": f"capnb_title_{i}", "value": t} for i, t in enumerate(titles)]
+    lifted += [{"name": name, "value": json.loads(text)} for text, name in domains.items()]
+    if lifted:
         rest["params"] = [*rest.get("params", []), *lifted]
     signals: dict = {}
     _param_values(rest, signals, strip=False)

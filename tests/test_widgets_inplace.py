@@ -59,6 +59,29 @@ def test_param_values_and_titles_are_lifted():
     assert form["params"][1]["value"] == [{"x": 1}]  # a selection's is
 
 
+def test_numeric_scale_domains_are_lifted_and_shared_between_layers():
+    def layered(domain):
+        y = {"field": "y", "type": "quantitative", "scale": {"domain": domain, "type": "log"}}
+        colour = {"field": "c", "type": "nominal", "scale": {"domain": ["a", "b"]}}
+        return {
+            "layer": [
+                {"mark": "line", "encoding": {"y": y, "color": colour}},
+                {"mark": "rule", "encoding": {"y": {**y, "scale": {"domain": [0, 1]}}}},
+            ]
+        }
+
+    spec, _, signals, shape = notebook._named_datasets(layered([1.5, 30]))
+    assert signals == {"capnb_domain_0": [1.5, 30], "capnb_domain_1": [0, 1]}
+    line = spec["layer"][0]["encoding"]
+    assert line["y"]["scale"] == {"domain": {"expr": "capnb_domain_0"}, "type": "log"}
+    assert line["color"]["scale"] == {"domain": ["a", "b"]}  # categories are the chart's shape
+    other = notebook._named_datasets(layered([2.5, 40]))
+    assert other[3] == shape and other[2]["capnb_domain_0"] == [2.5, 40]
+    # layers that share a domain share its param
+    same = notebook._named_datasets(layered([0, 1]))[2]
+    assert same == {"capnb_domain_0": [0, 1]}
+
+
 def test_chart_html_keeps_views_only_with_a_key():
     spec = {"mark": "point", "datasets": {"data-abc": [{"a": 1}]}, "data": {"name": "data-abc"}}
     plain = notebook.chart_html(spec)

@@ -208,6 +208,7 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
             "P50": baseline.target_qps.sel(traffic_quantile=0.5, method="nearest").values,
             "mean_plan": baseline.mean_plan_qps.values,
             "shortfall": baseline.shortfall_fraction.sel(traffic_quantile=q).values,
+            "quantile": name,  # in the table, not a title: another quantile keeps the chart's shape
         }
     )
     frame["top"] = np.maximum(frame["plan"], frame["mean_plan"])
@@ -223,15 +224,12 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
         tables={"frame": frame},
         values={
             "title": title,
-            "plan_title": f"{name} plan",
             "slot_title": baseline.attrs.get("slots", "slot").replace("_", " "),
         },
     )
 
 
-def _plans_chart(
-    frame: pd.DataFrame, *, title: str, plan_title: str, slot_title: str
-) -> alt.LayerChart:
+def _plans_chart(frame: pd.DataFrame, *, title: str, slot_title: str) -> alt.LayerChart:
     """The plans chart from its table (see :mod:`capnb.charts._draft`)."""
     base = alt.Chart(frame).encode(x=alt.X("slot:Q", title=slot_title))
     short = base.mark_area(color=_SHORT_COLOR, opacity=0.3, interpolate="step-after").encode(
@@ -241,7 +239,8 @@ def _plans_chart(
         y=alt.Y("plan:Q", title="requests/s"),
         tooltip=[
             alt.Tooltip("slot:Q"),
-            alt.Tooltip("plan:Q", title=plan_title, format=",.1f"),
+            alt.Tooltip("quantile:N", title="plan on"),
+            alt.Tooltip("plan:Q", title="plan", format=",.1f"),
             alt.Tooltip("mean_plan:Q", title="mean plan", format=",.1f"),
             alt.Tooltip("shortfall:Q", title="mean plan short by", format=".0%"),
         ],
