@@ -7,7 +7,9 @@ a slider by the keyboard on its handle (one step). In the page, a capture listen
 the control's event (``performance.now()``) and a MutationObserver the time of the last change inside
 each chart's cell; the figure is the time from the event to the last chart's SVG change, once the page
 has been quiet for a second, and the time to the first chart's first change (a worksheet whose step
-shows a quick first stage redraws some charts before the others). The kernel's own time for the
+shows a quick first stage redraws some charts before the others). The time to the answer's last
+change is shown too; for a change that redraws no chart (its pictures stay the same) it is the
+figure. The kernel's own time for the
 same change (the worksheet's update: the step function, the answer, the charts re-rendered and sent:
 what the ``worksheets`` step times headless) is shown beside it.
 
@@ -104,6 +106,7 @@ _INSTALL = """() => {
     const all = cells();
     for (const r of records) {
       const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      if (node && node.closest('.widget-html-content')) t.answer = now;  // a worksheet's answer
       const cell = node && node.closest('.jp-Cell');
       if (!cell || !cell.querySelector('.capnb-chart')) continue;
       const i = all.indexOf(cell);
@@ -121,7 +124,7 @@ _START = """() => {
     const svg = c.querySelector('.capnb-chart svg.marks');
     if (svg) snap[i] = svg.outerHTML;
   });
-  window.capnbTrial = {t0: null, first: {}, last: {}, snap};
+  window.capnbTrial = {t0: null, first: {}, last: {}, snap, answer: null};
 }"""
 
 # the kernel's label (its element found once) and the wait for a change's end, both in the page: a
@@ -163,7 +166,7 @@ _RESULT = """() => {
       first[i] = t.first[i] - t.t0;
     }
   }
-  return {t0: t.t0, changed, first};
+  return {t0: t.t0, changed, first, answer: t.answer === null ? null : t.answer - t.t0};
 }"""
 
 
@@ -307,6 +310,7 @@ def _measure(page, label: str, action: str, *, quiet_ms: int = 1_000, wait_s: fl
         # before the others: the first chart's first change
         "first": min(result["first"].values()) / 1e3 if times else None,
         "charts": len(times),
+        "answer": result["answer"] / 1e3 if result["answer"] is not None else None,
         "kernel": float(match.group(1)) / 1e3 if match and kernel != before else None,
     }
 
@@ -494,8 +498,12 @@ def _worksheet(browser, url: str, name: str, controls, quick: bool, mode: str) -
     for label, what, actions, kind in controls:
         runs = [_measure(page, label, action) for action in actions]
         seconds, spread = _summary([r["seconds"] for r in runs])
+        if seconds is None:  # no chart changed (the same pictures): the figure is the answer's
+            seconds, spread = _summary([r["answer"] for r in runs])
+            spread += ", the answer (no chart changed)"
         kernel, _ = _summary([r["kernel"] for r in runs])
         first, first_spread = _summary([r["first"] for r in runs])
+        answer, _ = _summary([r["answer"] for r in runs])
         goal = GOAL_SIMULATION_S if kind == "new" else GOAL_S
         met = "-" if seconds is None else ("met" if seconds < goal else "NOT met")
         first_met = "-" if first is None else ("met" if first < goal else "NOT met")
@@ -508,7 +516,8 @@ def _worksheet(browser, url: str, name: str, controls, quick: bool, mode: str) -
                 f"{_fmt(seconds)} median, {spread} (floor {_fmt(floor)}; goal < {goal * 1e3:,.0f} ms: {met})",
                 {},
                 f"first chart redrawn {_fmt(first)} median, {first_spread} (goal: {first_met}); "
-                f"kernel {_fmt(kernel)}; {len(runs)} changes, charts changed {charts}; {_load()}",
+                f"answer {_fmt(answer)}; kernel {_fmt(kernel)}; {len(runs)} changes, charts "
+                f"changed {charts}; {_load()}",
             )
         )
         print(rows[-1].kernel, rows[-1].throughput, rows[-1].note, file=sys.stderr, flush=True)
