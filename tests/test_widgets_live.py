@@ -99,3 +99,11 @@ def test_without_an_event_loop_the_output_follows_at_once(ws):
     ws.live._received(ws.live, {"here": True}, [])
     ws.set(x=4)
     assert len(ws.messages) == 1 and len(ws.handle.outputs) == 2
+
+
+def test_capnb_redraw_output_draws_outputs_in_a_live_page(ws, monkeypatch):
+    monkeypatch.setenv("CAPNB_REDRAW", "output")
+    ws.set(x=3)
+    ws.live._received(ws.live, {"here": True}, [])
+    ws.set(x=4)
+    assert ws.messages == [] and len(ws.handle.outputs) == 2

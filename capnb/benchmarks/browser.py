@@ -354,7 +354,6 @@ def _cases(quick: bool) -> dict[str, list[tuple[str, str, list[str], str]]]:
             ("target (requests/s)", "target_qps one step", right_left, "flip"),
             ("buffer (instances)", "buffer one step", right_left, "flip"),
             ("SLA metric", "metric tpot <-> ttft", _flip("tpot", "ttft", n), "flip"),
-            ("GPU", "gpu A10G <-> H100-SXM (measured curve)", _flip("A10G", "H100-SXM", n), "flip"),
             (
                 "latency curve",
                 "curve long <-> short",

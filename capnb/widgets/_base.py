@@ -94,6 +94,14 @@ def _full_redraw() -> bool:
     return os.environ.get("CAPNB_REDRAW", "").strip().lower() == "full"
 
 
+def _by_message() -> bool:
+    """Whether a live page's charts take new data as a message (see ``_live``).
+
+    ``CAPNB_REDRAW=output`` (or ``full``) redraws them as outputs, as before, to compare.
+    """
+    return os.environ.get("CAPNB_REDRAW", "").strip().lower() not in ("full", "output")
+
+
 def _unchecked():
     """Build a worksheet's drawings without altair's repeated checks (see ``quick_build``).
 
@@ -392,7 +400,7 @@ class Worksheet:
         from ..notebook import chart_update
 
         key = self._keys.get(name)
-        if not self.live.here or key is None or before is None or spec is None:
+        if not (self.live.here and _by_message()) or key is None or before is None or spec is None:
             self._page.pop(name, None)
             return None
         held = self._page.get(name) or chart_update(before, key)
