@@ -107,16 +107,27 @@ _VIEW_NAME = re.compile(r'"view_[0-9a-f]{16}"')
 _VIEW_KEYS = ("mark", "layer", "vconcat", "hconcat", "concat", "facet", "repeat")
 
 
-def _lift_titles(node, titles: list) -> None:
-    """Make each chart title a param's value (``capnb_title_0``...), in place; list the texts."""
+def _nodes(node, skip: tuple[str, ...]):
+    """Every dict of a spec, each before what it holds, not entering the keys in ``skip``.
+
+    A caller may replace a value of the dict it is given: what it holds is read after.
+    """
     if isinstance(node, list):
         for item in node:
-            _lift_titles(item, titles)
-        return
-    if not isinstance(node, dict):
-        return
-    title = node.get("title")
-    if any(k in node for k in _VIEW_KEYS) and title is not None:
+            yield from _nodes(item, skip)
+    elif isinstance(node, dict):
+        yield node
+        for key, value in node.items():
+            if key not in skip:
+                yield from _nodes(value, skip)
+
+
+def _lift_titles(spec, titles: list) -> None:
+    """Make each chart title a param's value (``capnb_title_0``...), in place; list the texts."""
+    for node in _nodes(spec, ("title", "data", "datasets")):
+        title = node.get("title")
+        if not any(k in node for k in _VIEW_KEYS) or title is None:
+            continue
         text = title.get("text") if isinstance(title, dict) else title
         if isinstance(text, str) or (
             isinstance(text, list) and all(isinstance(t, str) for t in text)
@@ -125,9 +136,6 @@ def _lift_titles(node, titles: list) -> None:
             titles.append(text)
             expr = {"expr": name}
             node["title"] = {**title, "text": expr} if isinstance(title, dict) else {"text": expr}
-    for key, value in node.items():
-        if key not in ("title", "data", "datasets"):
-            _lift_titles(value, titles)
 
 
 def _numbers(value) -> bool:
@@ -138,42 +146,26 @@ def _numbers(value) -> bool:
     )
 
 
-def _lift_domains(node, domains: dict) -> None:
+def _lift_domains(spec, domains: dict) -> None:
     """Make each numeric scale domain a param's value (``capnb_domain_0``...), in place.
 
     ``domains`` maps each domain (as JSON) to its param's name: layers that share a domain share
     its param.
     """
-    if isinstance(node, list):
-        for item in node:
-            _lift_domains(item, domains)
-        return
-    if not isinstance(node, dict):
-        return
-    scale = node.get("scale")
-    if isinstance(scale, dict) and _numbers(scale.get("domain")):
-        text = json.dumps(scale["domain"])
-        name = domains.setdefault(text, f"capnb_domain_{len(domains)}")
-        node["scale"] = {**scale, "domain": {"expr": name}}
-    for key, value in node.items():
-        if key not in ("data", "datasets", "params", "config"):
-            _lift_domains(value, domains)
+    for node in _nodes(spec, ("data", "datasets", "params", "config")):
+        scale = node.get("scale")
+        if isinstance(scale, dict) and _numbers(scale.get("domain")):
+            text = json.dumps(scale["domain"])
+            name = domains.setdefault(text, f"capnb_domain_{len(domains)}")
+            node["scale"] = {**scale, "domain": {"expr": name}}
 
 
-def _param_values(node, values: dict, *, strip: bool) -> None:
+def _param_values(spec, values: dict, *, strip: bool) -> None:
     """Collect the values of variable params (no ``select``) by name; with ``strip``, remove them."""
-    if isinstance(node, list):
-        for item in node:
-            _param_values(item, values, strip=strip)
-        return
-    if not isinstance(node, dict):
-        return
-    for param in node.get("params") or []:
-        if isinstance(param, dict) and "select" not in param and "value" in param:
-            values[param["name"]] = param.pop("value") if strip else param["value"]
-    for key, value in node.items():
-        if key not in ("data", "datasets"):
-            _param_values(value, values, strip=strip)
+    for node in _nodes(spec, ("data", "datasets")):
+        for param in node.get("params") or []:
+            if isinstance(param, dict) and "select" not in param and "value" in param:
+                values[param["name"]] = param.pop("value") if strip else param["value"]
 
 
 def _named_datasets(spec: dict) -> tuple[dict, dict, dict, str]:

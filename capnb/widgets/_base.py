@@ -512,11 +512,12 @@ class Worksheet:
         self._handles[name] = handle
         self._keys[name] = key
         self._drawn[name] = self._key(name)
-        self._shown.pop(name, None)
+        if shown is None:
+            self._shown.pop(name, None)
+        else:
+            self._shown[name] = shown
         self._page.pop(name, None)
         self._stale.pop(name, None)
-        if shown is not None:
-            self._shown[name] = shown
 
     def record(self) -> str:
         """The inputs as plain text (what a static report shows in place of the controls)."""
