@@ -89,11 +89,23 @@ print("capnb floor ready")
 """
 _FLOOR_CHART_CELL = 'capnb_floor.show("floor")'
 
+# the kernel's label (its element found once); it and the wait for a change's end run in the page: a
+# wait from Python (a CSS and text query of the page every 100 ms, each a round trip through the
+# driver) cost the page's main thread and the machine's two cores during the change it measured
+_KERNEL = """() => {
+  const found = window.capnbKernelLabel;
+  if (found && found.isConnected) return found.textContent;
+  window.capnbKernelLabel = [...document.querySelectorAll('.widget-label')]
+    .find((e) => /^kernel /.test(e.textContent));
+  return window.capnbKernelLabel ? window.capnbKernelLabel.textContent : null;
+}"""
+
 # JavaScript: the page's record of one change
 _INSTALL = """() => {
   const cells = () => [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
   window.capnbCells = cells;
   window.capnbTrial = null;
+  window.capnbKernel = @KERNEL@;
   const note = (e) => {
     const t = window.capnbTrial;
     if (t && t.t0 === null) t.t0 = performance.now();
@@ -116,7 +128,7 @@ _INSTALL = """() => {
   });
   observer.observe(document.querySelector('.jp-Notebook'),
                    {subtree: true, childList: true, attributes: true, characterData: true});
-}"""
+}""".replace("@KERNEL@", _KERNEL)
 
 _START = """() => {
   const snap = {};
@@ -125,17 +137,6 @@ _START = """() => {
     if (svg) snap[i] = svg.outerHTML;
   });
   window.capnbTrial = {t0: null, first: {}, last: {}, snap, answer: null};
-}"""
-
-# the kernel's label (its element found once) and the wait for a change's end, both in the page: a
-# wait from Python (a CSS and text query of the page every 100 ms, each a round trip through the
-# driver) cost the page's main thread and the machine's two cores during the change it measured
-_KERNEL = """() => {
-  const found = window.capnbKernelLabel;
-  if (found && found.isConnected) return found.textContent;
-  window.capnbKernelLabel = [...document.querySelectorAll('.widget-label')]
-    .find((e) => /^kernel /.test(e.textContent));
-  return window.capnbKernelLabel ? window.capnbKernelLabel.textContent : null;
 }"""
 
 # the kernel's label changed (it follows the update's last stage: a staged update goes quiet
@@ -299,7 +300,7 @@ def _measure(page, label: str, action: str, *, quiet_ms: int = 1_000, wait_s: fl
     before = _kernel_ms(page)
     _act(page, label, action)
     if not page.evaluate(_WAIT, [before, quiet_ms, wait_s * 1e3]):
-        return {"seconds": None, "first": None, "charts": 0, "kernel": None}
+        return {"seconds": None, "first": None, "charts": 0, "kernel": None, "answer": None}
     result = page.evaluate(_RESULT)
     kernel = _kernel_ms(page)
     match = re.match(r"kernel ([\d.]+) ms", kernel or "")
@@ -471,7 +472,6 @@ def _worksheet(browser, url: str, name: str, controls, quick: bool, mode: str) -
     _run_all(page, f"{url}/lab/workspaces/bench-{name}/tree/{name}.ipynb?reset")
     opened = time.perf_counter() - start
     page.evaluate(_INSTALL)
-    page.evaluate(f"() => {{ window.capnbKernel = {_KERNEL}; }}")
     rows = [
         Row(
             f"{name}: open and run all",
