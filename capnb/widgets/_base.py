@@ -228,6 +228,10 @@ class Worksheet:
     When ``compute`` raises a capnb error (an input the step refuses, an infeasible plan), the
     answer shows the message and the charts keep their last drawing; the results stay those of the
     last inputs that worked, and ``error`` holds the message.
+
+    In a live page, ``live`` (a :class:`LiveCharts` widget) carries the new data of a chart drawn
+    again in its shape to the vega view already drawn; the outputs follow once the controls have
+    rested ``rest_s`` seconds (``sync()`` does it at once).
     """
 
     def __init__(
