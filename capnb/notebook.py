@@ -86,15 +86,33 @@ def _bundle_js() -> str:
     return js
 
 
+# the one way a kept vega view takes new data, for a chart's script (chart_html) and for the live
+# page's message (capnb.widgets.LiveCharts): the tables whose digest changed (``values(name)``
+# gives their values), the param values, then one run
+_GIVE = """window.capnbGive = function (kept, digests, signals, values) {
+  Object.keys(digests).forEach(function (name) {
+    // the same digest: the view holds these values already
+    if (kept.digests[name] !== digests[name]) kept.view.data(name, values(name));
+  });
+  Object.keys(signals).forEach(function (name) { kept.view.signal(name, signals[name]); });
+  kept.digests = digests;
+  kept.view.runAsync().catch(function (error) {
+    kept.element.textContent = "chart failed: " + error;
+  });
+};"""
+
+
 def bundle_html() -> str:
     """The ``<script>`` that defines ``vegaEmbed`` offline; a second copy on a page does nothing.
 
     The bundle declares top-level constants, so it is wrapped in a function to keep a second copy
-    from clashing with the first.
+    from clashing with the first. The same script defines how a kept view takes new data
+    (``capnbGive``).
     """
     return (
         f'<div class="{_BUNDLE_MARK}" style="display:none"></div>\n'
         '<script type="text/javascript">\n'
+        f"{_GIVE}\n"
         'if (!window.vegaEmbed) { (function () { "use strict";\n'
         f"{_bundle_js()}\n"
         "})(); }\n</script>"
@@ -349,20 +367,12 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     if (!kept || kept.shape !== shape || kept.element.isConnected || !element) return false;
     element.replaceWith(kept.element);
     try {{
-      Object.keys(digests).forEach(function (name) {{
-        // the same digest: the view holds these values already
-        if (kept.digests[name] !== digests[name]) kept.view.data(name, values(name));
-      }});
-      Object.keys(signals).forEach(function (name) {{ kept.view.signal(name, signals[name]); }});
-      kept.digests = digests;
+      window.capnbGive(kept, digests, signals, values);
     }} catch (error) {{
       kept.element.replaceWith(element);
       delete views[key];
       return false;
     }}
-    kept.view.runAsync().catch(function (error) {{
-      kept.element.textContent = "chart failed: " + error;
-    }});
     return true;
   }};
   var draw = function () {{ if (!reuse()) embed(); }};
