@@ -133,6 +133,12 @@ VARIABLES: dict[str, Term] = _table(
     ("mean_latency", "s", "mean request latency"),
     ("measured_qps", "requests/s", "request throughput the benchmark reported"),
     ("binding", "1", "what sets safe_concurrency (latency, memory, measured_range) or blocks it"),
+    (
+        "binding_metric",
+        "1",
+        "the latency bound of the SLA that sets safe_concurrency (ttft, tpot, itl, e2e; '' when "
+        "latency does not bind)",
+    ),
     ("operating_concurrency", "requests", "concurrency of the highest throughput under the SLA"),
     ("latency_at_safe", "s", "latency quantile at the safe concurrency"),
     ("latency_floor", "s", "latency quantile at the curve's first concurrency"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .. import _words
+from .. import words
 from ..data._series import NS, Slots, checked_series, duration_text
 from ..errors import InputError
 from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
@@ -238,7 +238,7 @@ def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
 
 
 def _rate(value: float) -> str:
-    return f"{_words.rate(value)} requests/s"
+    return f"{words.rate(value)} requests/s"
 
 
 def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
@@ -320,8 +320,8 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
             f"elastic buffer of {_rate(float(result.buffer_qps))} above the fixed plan."
         )
     if str(result.attrs.get("growth_model", "")).startswith("probabilistic: "):
-        words = result.attrs["growth_model"].removeprefix("probabilistic: ")
-        text.append(f"The plan is for the coming days, not the past ones: {words}.")
+        how = result.attrs["growth_model"].removeprefix("probabilistic: ")
+        text.append(f"The plan is for the coming days, not the past ones: {how}.")
     if result.attrs.get("boundaries", "none") != "none":
         text.append(result.attrs["boundaries"])
     return " ".join(text)
