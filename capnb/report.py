@@ -405,6 +405,9 @@ def combine(
         notebook = copy.deepcopy(notebook)
         name = notebook.metadata.get("capnb_worksheet", "worksheet")
         contents += _for_readers(notebook, show_code=show_code, prefix=_anchor(name))
+        if plan is not None:  # under its heading: the inputs the section was computed on
+            at = next((i for i, c in enumerate(notebook.cells) if _heading(c)), -1) + 1
+            notebook.cells.insert(at, _raw(_computed_on(plan)))
         sections.append(notebook)
     combined = nbformat.v4.new_notebook(metadata=copy.deepcopy(notebooks[0].metadata))
     combined.metadata.pop("capnb_worksheet", None)
@@ -437,6 +440,20 @@ def combine(
                 cell.outputs = kept
             combined.cells.append(cell)
     return combined
+
+
+def _computed_on(plan) -> str:
+    """The line under each section's heading: the plan's own inputs it was computed on."""
+    from . import plan as planning
+
+    a = planning.answer(plan)
+    trace = json.loads(plan.attrs["config"])["trace"]
+    return (
+        '<p class="capnb-inputs">Computed on the plan\'s own inputs: '
+        f"<strong>{html.escape(a.model)}</strong> on <strong>{a.tensor_parallel} x "
+        f"{html.escape(a.gpu)}</strong>, trace {html.escape(str(trace))}, "
+        f"{html.escape(str(a.sla))}.</p>"
+    )
 
 
 def _intro(skipped: Mapping[str, str] | None) -> str:
@@ -859,5 +876,8 @@ def _parameters(
             "PROVIDER": cfg.provider if cfg.provider != "none" else "hyperstack",
             "RESERVED": None if cfg.reserved == "none" else cfg.reserved,
             "SPOT_PREEMPTION": None if cfg.spot_preemption == "none" else cfg.spot_preemption,
+            # the prefix-cache trade at the plan's TTFT bound (the latency a cache shortens)
+            **({"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}
+               if "ttft" in a.sla.bounds else {}),
         },
     }

@@ -32,13 +32,26 @@ class Policy:
     """The autoscaling policy the elasticity step chose, with the settings the replay used."""
 
     name: str = _f("1", "policy: article, hpa, knative, fixed, fixed_elastic or predictive")
-    scale_up_threshold: float = _f("1", "load ratio (or target utilisation) that scales up")
+    scale_up_threshold: float = _f(
+        "1", "load ratio (or target utilisation) that scales up (a fixed fleet: the sweep's cell)"
+    )
     cooldown_s: float = _f("s", "the policy's scale-down window")
     min_instances: int = _f("instances", "fewest instances the autoscaler keeps (its floor)")
     buffer_instances: int = _f("instances", "warm spare instances held above the pool")
     kind: str = _f("1", "fixed, fixed_plus_buffer (capacity needing no cold start) or elastic")
     cold_start_s: float = _f("s", "time from a scale-up decision until the instance serves")
     cold_start_vetoes: bool = _f("1", "whether the cold start is too long for scale-ups to count")
+
+    @property
+    def selection(self) -> dict[str, object]:
+        """The chosen run's cell of the elasticity step's sweep (``sweep.sel(**selection)``)."""
+        return {
+            "policy": self.name,
+            "scale_up_threshold": self.scale_up_threshold,
+            "cooldown_s": self.cooldown_s,
+            "min_instances": self.min_instances,
+            "buffer_instances": self.buffer_instances,
+        }
 
 
 @dataclass(frozen=True)
@@ -109,6 +122,7 @@ class Answer:
     options_compared: int = _f("1", "GPU and tensor-parallel options that met the SLA and were ranked")
     runner_up: str = _f("1", "the next cheapest option (TP x GPU), or empty")
     runner_up_above: float = _f("1", "the runner-up's extra cost as a share of the chosen's")
+    not_compared: tuple[str, ...] = _f("1", "options left out of the ranking, each with why")
     sla: SLA = _f("s", "the latency bounds met together")
     binding: str = _f("1", "what sets the safe concurrency: latency, memory or measured_range")
     binding_metric: str = _f("1", "the SLA bound that binds (empty when memory does)")
@@ -119,6 +133,9 @@ class Answer:
     latency_model: str = _f("1", "analytic, engine or measured: where the latencies come from")
     latency_error: float = _f("1", "the latency model's held-out median error on the binding metric")
     latency_error_basis: str = _f("1", "which held-out figures the error is from")
+    latency_notes: tuple[str, ...] = _f("1", "what was done to measured latencies, one note each")
+    prefix_cache_share: float = _f("1", "share of each instance's KV budget held by a prefix cache")
+    prefix_hit_rate: float = _f("1", "share of prompt tokens the prefix cache serves (replayed)")
     slots: str = _f("1", "seasonal slots of the forecast (hour_of_day, hour_of_week)")
     slot_labels: tuple[str, ...] = _f("1", "each slot in words")
     traffic_quantile: float = _f("1", "quantile of the request rate the fixed part serves")
@@ -138,6 +155,7 @@ class Answer:
     breach_budget_minutes: float = _f("min/month", "the breach budget a month")
     unserved_share: float = _f("1", "share of requests unserved in the replay")
     simulated_hours: float = _f("h", "hours of traffic replayed")
+    filled_share: float = _f("1", "share of the replayed steps missing from the trace, filled")
     held_out: HeldOut | None = _f("1", "the plan's held-out record (None: no held-out window)")
     held_out_missing: str = _f("1", "why there is no held-out record (empty when there is one)")
     burst_test: BurstTest | None = _f("1", "the chosen run under one burst (None: no burst model)")

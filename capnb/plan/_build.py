@@ -277,6 +277,7 @@ def _build_on(cfg: PlanConfig, source):
             mixed, replay = mixed_fleet(cfg, cap, fc, demand, advice.selection)
         if isinstance(mixed, str):  # the provider prices none of the GPUs: said, not planned
             alternatives.append(_alternative("mixed fleet", mixed))
+            mixed = None
         elif mixed is not None:
             plan.update(fleet_variables(mixed, replay))
             alternatives.append(_mix_alternative(cfg, mixed, replay, gpu, advice, run))

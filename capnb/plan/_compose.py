@@ -36,15 +36,21 @@ def _per_slot(values: xr.DataArray) -> list:
     return [v.item() for v in values.transpose("slot", ...).values.reshape(values.sizes["slot"], -1)[:, 0]]
 
 
-def _policy(advice, cold: float) -> Policy:
-    sel = advice.selection
-    threshold = sel.get("scale_up_threshold", math.nan)
+def _policy(cfg: PlanConfig, advice, cold: float) -> Policy:
+    """The chosen run's settings; a setting swept at one value (no dim) is the config's."""
+    sel = {
+        "policy": cfg.policies[0],
+        "scale_up_threshold": cfg.scale_up_threshold[0],
+        "cooldown_s": cfg.cooldown_s[0],
+        "buffer_instances": cfg.buffer_instances[0],
+        **advice.selection,
+    }
     return Policy(
         name=str(sel["policy"]),
-        scale_up_threshold=math.nan if sel["policy"] == "fixed" else float(threshold),
-        cooldown_s=float(sel.get("cooldown_s", 0.0)),
+        scale_up_threshold=float(sel["scale_up_threshold"]),
+        cooldown_s=float(sel["cooldown_s"]),
         min_instances=int(sel["min_instances"]),
-        buffer_instances=int(sel.get("buffer_instances", 0)),
+        buffer_instances=int(sel["buffer_instances"]),
         kind=advice.kind,
         cold_start_s=float(cold),
         cold_start_vetoes=bool(advice.cold_start_vetoes),
@@ -155,7 +161,19 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     """The plan's answer from the steps' results (see :mod:`capnb.plan._answer`)."""
     from .. import data, forecast
 
-    del estimated, unshardable, plan  # said in the inputs and the capacity step's results
+    from ._steps import unmodelled
+
+    del estimated, plan
+    unpriced = str(best.unpriced_options.item()) if best is not None and "unpriced_options" in best else ""
+    not_compared = [*unshardable.values()]
+    if unmodelled(cap):
+        not_compared.append(unmodelled(cap))
+    if unpriced:
+        not_compared.append(
+            f"{unpriced} also meet{'s' if ', ' not in unpriced else ''} the SLA but the GPU "
+            "catalog has no price for it (add a usd_per_gpu_hour to rank it)"
+        )
+    hit = float(_first(chosen.prefix_hit_rate)) if "prefix_hit_rate" in chosen else 0.0
     hours = float(run.attrs["duration_s"]) / 3600.0
     per_month = glossary.HOURS_PER_MONTH / hours
     options = int(best.feasible_options) if best is not None else 1
@@ -170,6 +188,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         options_compared=options,
         runner_up=runner,
         runner_up_above=above,
+        not_compared=tuple(not_compared),
         sla=cfg.sla,
         binding=str(_first(chosen.binding)),
         binding_metric=str(_first(chosen.binding_metric)) if "binding_metric" in chosen else "",
@@ -181,9 +200,12 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_error=math.nan,
         latency_error_basis="measured latencies: no model error"
         if cfg.latency not in ("model", "engine") else "",
+        latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
+        prefix_cache_share=float(cfg.prefix_cache_share),
+        prefix_hit_rate=hit,
     )  # fmt: skip
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
-    policy = _policy(advice, cold)
+    policy = _policy(cfg, advice, cold)
     reserved = policy.min_instances + policy.buffer_instances
     price = float(run.attrs["usd_per_gpu_hour"]) if run.attrs["usd_per_gpu_hour"] != "none" else math.nan
     gpu_hours = float(run.gpu_hours) * per_month
@@ -222,6 +244,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         breach_budget_minutes=cfg.breach_budget * glossary.HOURS_PER_MONTH * 60,
         unserved_share=float(run.unserved_share),
         simulated_hours=hours,
+        filled_share=float(demand.attrs.get("filled_share", 0.0)),
         held_out=None,
         held_out_missing="",
         burst_test=_burst(burst),

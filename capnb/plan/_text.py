@@ -56,10 +56,17 @@ def serve_words(a: Answer) -> str:
         "extrapolate: benchmark higher concurrencies to find more)",
     }.get(a.binding, a.binding)
     memory = f"; memory holds {a.memory_concurrency:,}" if a.memory_concurrency >= 0 else ""
+    left = f" Not compared: {'; '.join(a.not_compared)}." if a.not_compared else ""
+    cache = (
+        f" A prefix cache holds {a.prefix_cache_share:.0%} of each instance's KV budget and serves "
+        f"{a.prefix_hit_rate:.1%} of prompt tokens (replayed from the workload's block hashes)."
+        if a.prefix_cache_share > 0
+        else ""
+    )
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{why}. One instance serves "
         f"{a.per_instance_qps:.2f} requests/s within {a.sla}, at {a.safe_concurrency:,} requests "
-        f"in flight ({binds}{memory})."
+        f"in flight ({binds}{memory}).{cache}{left}"
     )
 
 
@@ -70,11 +77,15 @@ def latency_words(a: Answer) -> str:
         "engine": "the serving-engine model",
         "measured": "measured latencies",
     }[a.latency_model]
+    notes = "".join(f" Note: {n}." for n in a.latency_notes)
     if a.latency_model == "measured":
-        return f"Latencies: {model}."
+        return f"Latencies: {model}.{notes}"
     error = f"{a.latency_error:.0%}" if math.isfinite(a.latency_error) else "unknown"
     metric = (a.binding_metric or next(iter(a.sla.bounds))).upper()
-    return f"Latencies: {model}; its held-out median {metric} error is {error} ({a.latency_error_basis})."
+    return (
+        f"Latencies: {model}; its held-out median {metric} error is {error} "
+        f"({a.latency_error_basis}).{notes}"
+    )
 
 
 def policy_words(a: Answer) -> str:
@@ -128,10 +139,16 @@ def cost_words(a: Answer) -> str:
         if math.isfinite(a.monthly_usd)
         else f"not priced ({a.gpu} has no price in the GPU catalog)"
     )
+    filled = (
+        f" {a.filled_share:.1%} of the trace was missing; the replay filled those steps with "
+        "their slot's median demand."
+        if a.filled_share
+        else ""
+    )
     return (
         f"Cost: {cost} ({a.cost_includes}). Expected SLA breach: {a.breach_minutes_per_month:,.0f} "
         f"minutes a month against a budget of {a.breach_budget_minutes:,.0f}; "
-        f"{a.unserved_share:.2%} of requests unserved."
+        f"{a.unserved_share:.2%} of requests unserved.{filled}"
     )
 
 
