@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+from . import words
 from .data import write_atomic
 
 __all__ = [
@@ -145,7 +146,9 @@ _ONE = r"\d[\d,]*(?:\.\d+)?(?::\d\d)?"
 # not inside a date (2025-03-12) or a word (5-minute): no word character or dash on either side
 _NUMBER = re.compile(rf"(?<![\w.\-+/])([-+]?{_ONE}(?:\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])")
 # a time on the loaders' placeholder date (a trace with no date), as the plan's text writes it
-_PLACEHOLDER_TIME = re.compile(r"\b1970-01-(\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?")
+_PLACEHOLDER_TIME = re.compile(
+    rf"\b{words.PLACEHOLDER_YEAR}-01-(\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?"
+)
 
 
 def _bold_numbers(escaped: str) -> str:
@@ -155,7 +158,7 @@ def _bold_numbers(escaped: str) -> str:
 
 def _undated(text: str) -> str:
     """``1970-01-08T22:30`` (a trace with no date) as the reader's ``day 8 22:30``."""
-    return _PLACEHOLDER_TIME.sub(lambda m: f"day {int(m.group(1))} {m.group(2)}", text)
+    return _PLACEHOLDER_TIME.sub(lambda m: words.when(m.group(0).replace(" ", "T")), text)
 
 
 def _prose(text: str) -> str:
@@ -577,8 +580,6 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
 
 def _lede(a) -> str:
     """The answer in one sentence: GPU, fleet, cost and breach (the plan's one of each)."""
-    from . import words
-
     cost = f"{a.monthly_usd:,.0f} USD a month" if a.monthly_usd == a.monthly_usd else "unpriced"
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance: reserve "
