@@ -184,12 +184,17 @@ def _answer_outputs(cell) -> None:
     """An answer cell's printed text, set as prose (a proportional font, numbers in bold)."""
     import nbformat
 
+    def live(output) -> bool:  # a worksheet's answer view: a widget, its sentence as plain text
+        return _WIDGET_MIME in output.get("data", {})
+
     text = "".join(
         "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("name") == "stdout"
+    ) + "".join(
+        "".join(o["data"].get("text/plain", "")) + "\n" for o in cell.get("outputs", []) if live(o)
     )
     if not text.strip():
         return
-    others = [o for o in cell.outputs if o.get("output_type") != "stream"]
+    others = [o for o in cell.outputs if o.get("output_type") != "stream" and not live(o)]
     answer = nbformat.v4.new_output(
         "display_data",
         data={
@@ -219,9 +224,11 @@ def _for_readers(notebook, *, show_code: bool, prefix: str) -> list[tuple[int, s
     """
     checks = _checks(notebook)
     kept, contents, seen = [], [], set()
+    notes = notebook.metadata.setdefault("capnb_notes", [])
     for index, cell in enumerate(notebook.cells):
         if index in checks:
             continue
+        _take_warnings(cell, notes)
         if not show_code and "about-code" in _tags(cell):
             continue  # prose about the code (the parameters cell, the step function): with the code
         if cell.cell_type == "code":
@@ -243,6 +250,36 @@ def _for_readers(notebook, *, show_code: bool, prefix: str) -> list[tuple[int, s
     if contents:
         notebook.metadata["title"] = f"{contents[0][2]} — capnb report"
     return contents
+
+
+_WARNING_LINE = re.compile(r"^(?:capnb: )?[A-Z]\w*Warning: .+$")
+
+
+def _take_warnings(cell, notes: list[str]) -> None:
+    """Move the warnings a cell printed (capnb's one-line form) into ``notes``, each once.
+
+    A reader sees a warning once, among the notes on the inputs, not as a box in every section
+    that read the same file.
+    """
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "stream" or output.get("name") != "stderr":
+            continue
+        lines = "".join(output.get("text", "")).splitlines()
+        for line in lines:
+            if _WARNING_LINE.match(line) and line not in notes:
+                notes.append(line)
+        output["text"] = "".join(f"{l}\n" for l in lines if not _WARNING_LINE.match(l))
+    if cell.get("outputs"):
+        cell["outputs"] = [
+            o for o in cell["outputs"] if o.get("output_type") != "stream" or o.get("text")
+        ]
+
+
+def _notes_html(notes: list[str]) -> str:
+    if not notes:
+        return ""
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    return f'<div class="capnb-notes"><p>Notes on reading the inputs:</p><ul>{items}</ul></div>'
 
 
 def _toc(entries: list[tuple[int, str, str]], *, title: str = "Contents") -> str:
@@ -305,9 +342,11 @@ def _page(notebook, *, show_code: bool):
     notebook = copy.deepcopy(notebook)
     name = notebook.metadata.get("capnb_worksheet", "worksheet")
     contents = _for_readers(notebook, show_code=show_code, prefix=_anchor(name))
+    first = next((i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown"), -1)
     if len(contents) > 1:
-        first = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown")
         notebook.cells.insert(first + 1, _raw(_toc(contents[1:], title="On this page")))
+    if notebook.metadata.get("capnb_notes"):
+        notebook.cells.insert(first + 1, _raw(_notes_html(notebook.metadata["capnb_notes"])))
     return notebook
 
 
@@ -412,8 +451,10 @@ def combine(
             at = next((i for i, c in enumerate(notebook.cells) if _heading(c)), -1) + 1
             notebook.cells.insert(at, _raw(_computed_on(plan)))
         sections.append(notebook)
+    notes = list(dict.fromkeys(n for nb in sections for n in nb.metadata.get("capnb_notes", [])))
     combined = nbformat.v4.new_notebook(metadata=copy.deepcopy(notebooks[0].metadata))
     combined.metadata.pop("capnb_worksheet", None)
+    combined.metadata.pop("capnb_notes", None)
     front = [(1, "the-plan", "The plan in numbers")] if plan is not None else []
     if plan is not None:
         from . import plan as planning
@@ -425,8 +466,9 @@ def combine(
     else:
         combined.metadata["title"] = "capnb report"
     combined.cells.append(
-        _raw(summary_html(plan, skipped=skipped) if plan is not None else _intro(skipped))
-    )
+        _raw(summary_html(plan, skipped=skipped, notes=notes) if plan is not None
+             else _intro(skipped) + _notes_html(notes))
+    )  # fmt: skip
     combined.cells.append(_raw(_toc(front + contents)))
     bundle_seen = False
     for notebook in sections:
@@ -503,12 +545,14 @@ def _num(value: float, digits: int = 0) -> str:
     return f"<strong>{value:,.{digits}f}</strong>"
 
 
-def _prose(text: str) -> str:
+def _sentence(text: str) -> str:
     """A sentence of the plan's text, escaped, its numbers in bold."""
     return _bold_numbers(html.escape(text))
 
 
-def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
+def summary_html(
+    plan, *, skipped: Mapping[str, str] | None = None, notes: list[str] | None = None
+) -> str:
     """The report's first page: the plan's answer record (:func:`capnb.plan.answer`), typeset.
 
     One fleet, one monthly cost, the expected breach and the held-out record, in the words of
@@ -522,13 +566,13 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
     said = planning.sections(a)
     sla = html.escape(str(a.sla)).replace("&lt;=", "&le;")
     rows: list[tuple[str, str]] = [
-        ("What to deploy", _prose(said["serve"])),
-        ("Fleet", _prose(said["fleet"].removeprefix("Fleet: "))
+        ("What to deploy", _sentence(said["serve"])),
+        ("Fleet", _sentence(said["fleet"].removeprefix("Fleet: "))
          + f'<figure class="capnb-figure">{_static_chart(plan)}</figure>'),
-        ("Monthly cost", _prose(said["cost"].removeprefix("Cost: "))),
-        ("Held out", _prose(said["held_out"].removeprefix("Held out: "))),
-        ("Burst test", _prose(said["burst"].removeprefix("Burst test: "))),
-        ("Latencies", _prose(said["latency"].removeprefix("Latencies: "))),
+        ("Monthly cost", _sentence(said["cost"].removeprefix("Cost: "))),
+        ("Held out", _sentence(said["held_out"].removeprefix("Held out: "))),
+        ("Burst test", _sentence(said["burst"].removeprefix("Burst test: "))),
+        ("Latencies", _sentence(said["latency"].removeprefix("Latencies: "))),
     ]  # fmt: skip
     if a.settle_commands:
         rows.append(("To settle it", f"<pre>{html.escape(a.settle_commands)}</pre>"))
@@ -552,7 +596,7 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
     binds = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in steps)
     notes = [c for c in a.checks if c.kind == "article"]
     fired = (
-        "<ul>" + "".join(f"<li>{_prose(c.finding)}</li>" for c in notes) + "</ul>"
+        "<ul>" + "".join(f"<li>{_sentence(c.finding)}</li>" for c in notes) + "</ul>"
         if notes
         else "<p>None: the article's method applies to these inputs as it stands.</p>"
     )
@@ -567,14 +611,15 @@ def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
     return (
         '<section class="capnb-front" id="the-plan">'
         f"<h1>Capacity plan for {html.escape(a.model)}</h1>"
-        f'<p class="capnb-lede">{_prose(_lede(a))}</p>'
+        f'<p class="capnb-lede">{_sentence(_lede(a))}</p>'
         f'<p class="capnb-headline{" capnb-caution" if failed else ""}">'
-        f"{_prose(said['headline'])} {_prose(said['held_out'])}</p>"
+        f"{_sentence(said['headline'])} {_sentence(said['held_out'])}</p>"
         f'<h2>The plan in numbers</h2><dl class="capnb-numbers">{numbers}</dl>'
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'
         f"<h2>The article's checks</h2>{fired}{alternatives}"
         f'<p class="capnb-prose">Inputs: {html.escape(a.inputs)}. Every section below ran on '
-        "them and passed its closing checks.</p>" + _skipped_html(skipped) + "</section>"
+        "them and passed its closing checks.</p>" + _notes_html(notes or [])
+        + _skipped_html(skipped) + "</section>"
     )
 
 

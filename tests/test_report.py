@@ -376,3 +376,20 @@ def test_numbers_are_set_apart_but_not_inside_dates_or_words():
         "<strong>36-58</strong> requests, <strong>13%</strong> and <strong>4x</strong>"
     )
     assert bold("a 5-minute gap") == "a 5-minute gap"
+
+
+def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
+    import nbformat
+
+    def worksheet(name):
+        nb = nbformat.v4.new_notebook(metadata={"capnb_worksheet": name})
+        cell = nbformat.v4.new_code_cell("x")
+        cell.outputs = [nbformat.v4.new_output(
+            "stream", name="stderr", text="TraceWarning: t.jsonl: 11 requests share a time\nother\n")]
+        nb.cells = [nbformat.v4.new_markdown_cell(f"# {name}"), cell]
+        return nb
+
+    combined = report.combine([worksheet("01_a"), worksheet("02_b")])
+    page = report.export_html(combined, prepared=True)
+    assert page.count("11 requests share a time") == 1 and "Notes on reading the inputs" in page
+    assert page.count("other") >= 2  # what is not a warning stays where it was printed
