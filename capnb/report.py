@@ -594,10 +594,10 @@ def summary_html(
          + f"; {html.escape(a.policy.kind.replace('_', ' '))}"),
     ]  # fmt: skip
     binds = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in steps)
-    notes = [c for c in a.checks if c.kind == "article"]
+    article = [c for c in a.checks if c.kind == "article"]
     fired = (
-        "<ul>" + "".join(f"<li>{_sentence(c.finding)}</li>" for c in notes) + "</ul>"
-        if notes
+        "<ul>" + "".join(f"<li>{_sentence(c.finding)}</li>" for c in article) + "</ul>"
+        if article
         else "<p>None: the article's method applies to these inputs as it stands.</p>"
     )
     others = ", ".join(html.escape(alt.name) for alt in a.alternatives)
