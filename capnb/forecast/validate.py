@@ -156,9 +156,9 @@ def _old(old) -> str:
 def _summary_row(name, role, choice, old) -> str:
     every = _pooled(choice, _rows(choice))
     late = _pooled(choice, _rows(choice, 7.0))
-    step = choice.attrs["origin_step"]
+    step = "daily" if choice.attrs["origin_step"] == "day" else "hourly"
     return (
-        f"| {name} | {role} | {every['origins']} ({'daily' if step == 'day' else 'hourly'}) | {choice.attrs['chosen_model']} | "
+        f"| {name} | {role} | {every['origins']} ({step}) | {choice.attrs['chosen_model']} | "
         f"{_percent(every['coverage'][0])} | {_percent(every['coverage'][1])} | "
         f"{_times(every['ratio'][1])} | {_times(every['flat_ratio'][1])} ({every['flat']}) | "
         f"{_percent(late['coverage'][0])} / {_percent(late['coverage'][1])} | {_old(old)} |"
