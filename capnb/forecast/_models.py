@@ -127,12 +127,15 @@ def damped_trend(history: np.ndarray, per_day: int, steps: int) -> Forecast | No
             f"the damped trend's level ({level.min():.4g} to {level.max():.4g} requests/s) was "
             f"kept inside the past daily levels ({low:.4g} to {high:.4g})"
         )
-    recent = days[-7:]
-    recent_means = np.nanmean(recent, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        shape = np.nanmean(recent / recent_means[:, None], axis=0)
-    if np.isnan(shape).any():
+    recent = days[-7:][kept[-7:]]  # the last week's days observed for half their length
+    if recent.shape[0] == 0:
         return None
+    recent_seen = ~np.isnan(recent)
+    ratio = np.where(recent_seen, recent, 0.0) / means[-recent.shape[0] :, None]
+    count = recent_seen.sum(axis=0)
+    if (count == 0).any():
+        return None  # a time of day never observed in the last week: no shape to repeat
+    shape = ratio.sum(axis=0) / count
     return Forecast((capped[:, None] * shape[None, :]).ravel()[:steps], note)
 
 

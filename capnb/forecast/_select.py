@@ -535,6 +535,7 @@ def _dataset(series, setup: _Setup, names, record, scores, plan) -> xr.Dataset:
         hindsight = record["hindsight_excess"] / record["demand"][:, None]
         over = record["excess"] / record["demand"][:, None, None]
         mean_demand = record["demand"] / record["count"]
+        growth = plan / history  # a slot idle in the past and planned idle: NaN
     coverage, pooled_ratio = _pooled(record, _selected_rows(record))
     flat_coverage, flat_ratio = _pooled(record, _flat_rows(record))
     o, m, q = "origin", "forecast_model", "traffic_quantile"
@@ -543,7 +544,7 @@ def _dataset(series, setup: _Setup, names, record, scores, plan) -> xr.Dataset:
     data = {
         "target_qps": (("slot", q), plan, glossary.attrs("target_qps")),
         "history_qps": (("slot", q), history, _attrs("requests/s", "past per-slot quantile")),
-        "growth_factor": (("slot", q), plan / history, _attrs("1", "target over history")),
+        "growth_factor": (("slot", q), growth, _attrs("1", "target over history")),
         "coverage": ((o, m, q), record["coverage"], cover),
         "overprovision_fraction": ((o, m, q), over, glossary.attrs("overprovision_fraction")),
         "overprovision_ratio": ((o, m, q), ratio, _RATIO),
