@@ -215,7 +215,8 @@ def markdown(results: dict) -> str:
         "them, except once: a first run of this table showed plans 100-15,000x hindsight's "
         "over-provisioning on the clients (errors in units of each slot's own forecast blow up "
         "where a slot is forecast nearly idle), and the unit of error was changed to the one in "
-        "`capnb/forecast/_select.py::_scales`. The old default (`probabilistic`, fit days 1..k, score the next week, "
+        "`capnb/forecast/_select.py::_scales`. The old default (`probabilistic`, fit days "
+        "1..k, score the next week, "
         "k = 7..13) is shown for comparison. Sources and licences: `datasets/README.md`.",
         "",
         "| series | role | origins scored | chosen at the end | P95 coverage | P99 coverage | "
