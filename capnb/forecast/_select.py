@@ -322,7 +322,7 @@ def _choose(tracks: dict, boundary: int):
         sums = tracks[name].sums
         loss = sum(sums[o]["pinball"][_cut(sums[o], o, boundary)] for o in common)
         demand = sum(sums[o]["demand"][_cut(sums[o], o, boundary)] for o in common)
-        scores[name] = loss / demand
+        scores[name] = loss / demand if demand > 0 else np.inf
     return min(eligible, key=lambda name: scores[name]), scores, common
 
 
@@ -353,7 +353,7 @@ def _level_change(setup: _Setup, origin: int) -> float:
     end = min(origin + setup.horizon, setup.values.size)
     before = setup.values[max(0, origin - 7 * setup.per_day) : origin]
     after = setup.values[origin:end]
-    if np.isnan(after).all() or np.isnan(before).all():
+    if np.isnan(after).all() or np.isnan(before).all() or np.nanmean(before) <= 0:
         return math.nan
     return float(np.nanmean(after) / np.nanmean(before) - 1.0)
 
@@ -386,7 +386,7 @@ def _per_origin(setup: _Setup, tracks: dict) -> dict:
             if sums is not None and count:
                 out["coverage"][i, m] = sums["hits"][-1] / count
                 out["excess"][i, m] = sums["excess"][-1]
-                out["pinball"][i, m] = sums["pinball"][-1] / demand
+                out["pinball"][i, m] = sums["pinball"][-1] / demand if demand > 0 else np.nan
         chosen = _choose(tracks, origin)[0]
         if chosen is not None and origin in tracks[chosen].sums and count:
             out["selected"][i] = chosen

@@ -68,7 +68,8 @@ def load(name: str):
 
 def check(names=None) -> dict:
     """Per series: the :func:`capnb.forecast.select` result and the old default's backtest."""
-    from . import rolling_origin, select
+    from ._rolling import rolling_origin
+    from ._select import select
 
     results = {}
     for name, role in SERIES:
