@@ -1028,6 +1028,7 @@ def _parameters(
             "SLOTS": cfg.slots,
             "DEMAND_SCALE": cfg.demand_scale,
             "QUANTILE": cfg.traffic_quantile,
+            "GROWTH_MODEL": cfg.growth_model,  # the forecast the plan carried its trace forward by
             "EXCEED_PROBABILITY": cfg.exceed_probability,
             "TRIALS": cfg.trials,
             "SEED": cfg.seed,
