@@ -870,6 +870,7 @@ def _parameters(
             "BURSTS_PER_MONTH": a.bursts.rate_per_month,
             "BURST_HOURS": tuple(s / 3600 for s in a.bursts.duration_s),
             "BURST_MULTIPLIER": a.bursts.multiplier,
+            "GROWTH_MODEL": cfg.growth_model,  # the forecast the plan carried its trace forward by
             "EXCEED_PROBABILITY": cfg.exceed_probability,
             "TRIALS": cfg.trials,
             "SEED": cfg.seed,

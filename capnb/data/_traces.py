@@ -108,6 +108,7 @@ _BUNDLED_TRACES = {
 }
 _BUNDLED_SERIES = {
     "servegen-m-large": "servegen_language_m-large_aggregate_rate_10min.csv",
+    "servegen-m-mid": "servegen_language_m-mid_aggregate_rate_10min.csv",
     "servegen-m-small": "servegen_language_m-small_aggregate_rate_10min.csv",
 }
 
