@@ -509,3 +509,15 @@ def test_a_catalog_name_a_config_gets_wrong_is_named_with_its_field_and_line(tmp
         planning.read_config(path)
     with pytest.raises(ConfigError, match=r"gpus\[0\] = 'B300': unknown GPU"):
         planning.read_config(None, gpus=["B300"])
+
+
+def test_the_config_takes_the_forecast_steps_growth_models():
+    import dataclasses
+    import typing
+
+    from capnb import forecast
+
+    field = next(f for f in dataclasses.fields(planning.PlanConfig) if f.name == "growth_model")
+    hint = typing.get_type_hints(planning.PlanConfig, include_extras=True)["growth_model"]
+    assert typing.get_args(typing.get_args(hint)[0]) == forecast.TARGET_GROWTH_MODELS
+    assert field.default == "auto"

@@ -10,9 +10,17 @@ import pandas as pd
 import xarray as xr
 
 from .. import glossary
-from ._clock import is_undated, time_encoding
+from ._clock import day_label, is_undated, time_encoding
 
-__all__ = ["plan_instances", "plan_options", "plan_policies", "plan_slots", "plan_timeline"]
+__all__ = [
+    "plan_backtest",
+    "plan_held_out",
+    "plan_instances",
+    "plan_options",
+    "plan_policies",
+    "plan_slots",
+    "plan_timeline",
+]
 
 _CHOSEN = "#e45756"
 
@@ -351,6 +359,53 @@ def plan_backtest(plan: xr.Dataset) -> alt.Chart:
     )
     title = "Backtest: each plan replayed on the held-out window (line: the breach budget)"
     return (points + labels + rule).properties(title=title, width=560, height=300)
+
+
+def plan_held_out(plan: xr.Dataset) -> alt.Chart:
+    """The plan's record on its held-out windows, one point per origin and plan.
+
+    Left: minutes in SLA breach against each window's budget (the grey dashes); right: cost as a
+    share of the hindsight plan's (the cheapest of the grid that met the budget, knowing the
+    window). Reads the plan's ``held_out_*`` variables (rolling origins, :func:`capnb.plan.build`).
+    """
+    names = [v for v in plan.data_vars if v.startswith("held_out_")]
+    if not names:
+        raise ValueError("the plan carries no held-out record (its trace leaves no held-out window)")
+    table = plan[names].rename({v: v.removeprefix("held_out_") for v in names})
+    table = table.rename({"held_out_origin": "origin", "held_out_plan": "plan"})
+    cost = table.usd if bool(np.isfinite(table.usd).all()) else table.gpu_hours
+    relative = cost / cost.sel(plan="hindsight")
+    frame = pd.DataFrame({
+        "origin": np.repeat(table.origin.values, table.sizes["plan"]),
+        "plan": np.tile(table.plan.values.astype(str), table.sizes["origin"]),
+        "breach_min": table.breach_min.transpose("origin", "plan").values.ravel(),
+        "cost_vs_hindsight": relative.transpose("origin", "plan").values.ravel(),
+    })  # fmt: skip
+    undated = is_undated({}, table.origin.values)
+    frame["when"] = (day_label(frame.origin.values) if undated
+                     else [str(t)[:10] for t in frame.origin.values])  # fmt: skip
+    budget = pd.DataFrame({"when": frame.when.unique(), "budget_min": table.budget_min.values})
+    x = alt.X(field="when", type="ordinal", title="held-out origin", sort=None)
+    tip = [alt.Tooltip(field="when", type="nominal"), alt.Tooltip(field="plan", type="nominal"),
+           alt.Tooltip(field="breach_min", type="quantitative", format=",.1f"),
+           alt.Tooltip(field="cost_vs_hindsight", type="quantitative", format=".2f")]  # fmt: skip
+    color = alt.Color(field="plan", type="nominal", sort=list(table.plan.values.astype(str)))
+    shown = frame[frame.plan != "instant-bound"]
+    breach = alt.Chart(shown).mark_line(point=True).encode(
+        x=x, y=alt.Y(field="breach_min", type="quantitative", title="minutes in SLA breach",
+                     scale=alt.Scale(type="symlog", constant=1)), color=color, tooltip=tip,
+    ) + alt.Chart(budget).mark_tick(color="gray", thickness=2, size=18).encode(
+        x=x, y=alt.Y(field="budget_min", type="quantitative"))  # fmt: skip
+    spent = alt.Chart(frame).mark_line(point=True).encode(
+        x=x, y=alt.Y(field="cost_vs_hindsight", type="quantitative",
+                     title="cost / hindsight plan's", scale=alt.Scale(zero=False)),
+        color=color, tooltip=tip,
+    )  # fmt: skip
+    return alt.hconcat(
+        breach.properties(title="Breach on each held-out window (ticks: the budget)", width=300,
+                          height=240),
+        spent.properties(title="Cost against the hindsight plan", width=300, height=240),
+    )  # fmt: skip
 
 
 def _unprefixed(plan: xr.Dataset, prefix: str) -> xr.Dataset:

@@ -39,12 +39,16 @@ from __future__ import annotations
 
 from . import coldstart
 from ._advice import (
+    HOLD_GOAL,
+    HOLD_MARGIN,
     Recommendation,
     choose,
+    choose_held_out,
     describe,
     least_breach,
     pareto_front,
     recommend,
+    recommendation_for,
     troughs,
 )
 from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
@@ -56,6 +60,8 @@ from ._simulate import fixed_instances, simulate, sweep
 
 __all__ = [
     "FLOOR_SHARES",
+    "HOLD_GOAL",
+    "HOLD_MARGIN",
     "OPTIONS",
     "POLICIES",
     "POLICY_GRID",
@@ -65,6 +71,7 @@ __all__ = [
     "ScaleDown",
     "ScaleUp",
     "choose",
+    "choose_held_out",
     "cold_start_vetoes",
     "coldstart",
     "decide_scaling_action",
@@ -77,6 +84,7 @@ __all__ = [
     "pool_demand",
     "prepare_demand",
     "recommend",
+    "recommendation_for",
     "resample_demand",
     "simulate",
     "simulate_pools",

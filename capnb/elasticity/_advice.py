@@ -25,13 +25,17 @@ from ._decision import cold_start_vetoes
 from ._demand import demand_values
 
 __all__ = [
+    "HOLD_GOAL",
+    "HOLD_MARGIN",
     "Recommendation",
     "choose",
+    "choose_held_out",
     "demand_summary",
     "describe",
     "least_breach",
     "pareto_front",
     "recommend",
+    "recommendation_for",
     "troughs",
 ]
 
@@ -212,6 +216,77 @@ def least_breach(result: xr.Dataset, *, cost: str | None = None) -> dict[str, ob
     cost = _cost_name(result, cost)
     grid, (c, b) = _flat(result, cost, "breach_share")
     return _selection(grid, int(np.lexsort((c, b))[0]))
+
+
+#: The share of held-out windows a configuration must keep its breach budget in to be chosen.
+HOLD_GOAL = 0.9
+#: The share of its budget a configuration may use on a window it is chosen on: the windows it will
+#: serve hold events the ones it was chosen on did not (level shifts, sharper steps), so it is held
+#: to a quarter of its budget there. Set on the bundled design series (ServeGen m-large and m-small)
+#: and scored on the others (VALIDATION.md, "The plan on weeks it did not see").
+HOLD_MARGIN = 0.25
+
+
+def choose_held_out(
+    breach_s, budget_s, cost, eligible=None, *, goal: float = HOLD_GOAL,
+    margin: float = HOLD_MARGIN,
+) -> tuple[int, str]:  # fmt: skip
+    """The configuration to deploy, chosen on windows it was not fitted on.
+
+    The cheapest configuration (total cost over the windows; the less breach of equals) that
+    kept within ``margin`` of its breach budget in at least ``goal`` of them; when none did, the
+    one that did so most often (the cheapest of equals), and the words say so.
+
+    Parameters
+    ----------
+    breach_s
+        Seconds in SLA breach, windows x configurations (each window replayed with the plan its
+        origin's history gave).
+    budget_s
+        Each window's breach budget (s).
+    cost
+        USD or GPU-hours, windows x configurations.
+    eligible
+        Configurations the rules allow (default all); with none eligible, all are.
+    goal
+        Share of windows within budget a configuration needs.
+    margin
+        Share of each window's budget a configuration may use (1: the budget itself).
+
+    Returns
+    -------
+    (int, str)
+        The index of the chosen configuration, and the outcome in words.
+
+    Examples
+    --------
+    >>> breach = [[0, 5, 30], [0, 50, 0]]  # two windows, three configurations
+    >>> choose_held_out(breach, [10, 10], [[9, 5, 1], [9, 5, 1]], margin=1.0)[0]
+    0
+    >>> choose_held_out([[0, 5], [0, 2]], [40, 40], [[9, 5], [9, 5]])[1]
+    'it kept within 25% of its breach budget in 2 of 2 held-out windows, the cheapest that did in 90% or more'
+    """
+    breach = np.asarray(breach_s, dtype=float)
+    held = breach <= margin * np.asarray(budget_s, dtype=float)[:, None]
+    total = np.asarray(cost, dtype=float).sum(axis=0)
+    allowed = np.ones(breach.shape[1], bool) if eligible is None else np.asarray(eligible, bool)
+    if not allowed.any():
+        allowed = np.ones_like(allowed)
+    share = held.mean(axis=0)
+    windows = breach.shape[0]
+    good = allowed & (share >= goal - 1e-12)
+    if good.any():
+        i = int(np.lexsort((breach.sum(axis=0), np.where(good, total, np.inf)))[0])
+        return i, (
+            f"it kept within {margin:.0%} of its breach budget in {int(held[:, i].sum())} of "
+            f"{windows} held-out windows, the cheapest that did in {goal:.0%} or more"
+        )
+    i = int(np.lexsort((np.where(allowed, total, np.inf), -np.where(allowed, share, -1)))[0])
+    return i, (
+        f"no configuration kept within {margin:.0%} of its breach budget in {goal:.0%} of the "
+        f"{windows} held-out windows; this one did most often ({int(held[:, i].sum())} of "
+        f"{windows}), the cheapest of those"
+    )
 
 
 # -- the recommendation ---------------------------------------------------------------------------
@@ -400,6 +475,33 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
             "breach is shown."
         )
 
+    return _advice_for(result, chosen, meets=meets, follows=follows, notes=notes, cost=cost,
+                       breach_budget=breach_budget, vetoed=vetoed)  # fmt: skip
+
+
+def recommendation_for(
+    result: xr.Dataset, selection: dict, *, breach_budget: float, reasons=(), cost=None
+) -> Recommendation:
+    """The advice for a run chosen elsewhere (on held-out windows): its kind, numbers and words.
+
+    ``selection`` picks one run of the sweep ``result``; ``reasons`` say how it was chosen and
+    come first. The rules' own sentences (cold start, troughs, swing) follow.
+    """
+    cost = _cost_name(result, cost)
+    if "cold_start_s" in result.dims:
+        result = result.squeeze("cold_start_s")
+    cell = result.sel(selection)
+    meets = float(cell.breach_share) <= breach_budget
+    vetoed = cold_start_vetoes(float(result.cold_start_s), float(result.attrs["tolerance_s"]))
+    advice = _advice_for(result, selection, meets=meets, follows=True, notes=[], cost=cost,
+                         breach_budget=breach_budget, vetoed=vetoed)  # fmt: skip
+    advice.reasons[:0] = list(reasons)
+    return advice
+
+
+def _advice_for(result, chosen, *, meets, follows, notes, cost, breach_budget, vetoed):
+    """The Recommendation of the run ``chosen`` (a selection of ``result``)."""
+    cold, tolerance = float(result.cold_start_s), float(result.attrs["tolerance_s"])
     cell = result.sel(chosen)
     policy = _policy_of(cell, result)
     in_reserve = int(cell.min_instances) > 1 or int(cell.buffer_instances) > 0

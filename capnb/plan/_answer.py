@@ -78,17 +78,23 @@ class BurstTest:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """How the plan's choices did on traffic they were not made on."""
+    """How the plan's choices did on windows they were not made on (rolling origins)."""
 
     windows: int = _f("1", "held-out windows scored")
     held: int = _f("1", "windows in which the plan kept its breach budget")
-    window_days: float = _f("days", "length of a held-out window")
-    breach_minutes: float = _f("min", "minutes in breach on the last held-out window")
-    budget_minutes: float = _f("min", "the breach budget of that window")
-    above_hindsight: float = _f("1", "cost above the hindsight plan, as a share of it (last window)")
+    window_days: float = _f("days", "length of a held-out window (the last ones are cut)")
+    origin_step: str = _f("1", "origins every day, or every hour for a short trace")
+    worst_breach_minutes: float = _f("min", "minutes in breach in the plan's worst window")
+    worst_budget_minutes: float = _f("min", "that window's breach budget")
+    above_hindsight: float = _f("1", "cost above the hindsight plans', over all windows")
+    above_bound: float = _f("1", "cost above the instant-scaling lower bound, over all windows")
+    beats_naive: int = _f("1", "windows in which it was cheaper or less in breach than last week's fleet")
+    coverage_p95: float = _f("1", "share of held-out intervals within the forecast's P95")
+    coverage_p99: float = _f("1", "share of held-out intervals within the forecast's P99")
     burst_hold_share: float = _f("1", "share of burst draws in which the plan kept its budget")
-    burst_draws: int = _f("1", "burst draws replayed")
-    how: str = _f("1", "how the windows were cut and what was fitted on them")
+    burst_draws: int = _f("1", "burst draws replayed (on the first full held-out window)")
+    how: str = _f("1", "how the choice was made and scored")
+    left_out: tuple[str, ...] = _f("1", "windows not scored (the trace does not cover them), why")
 
 
 @dataclass(frozen=True)

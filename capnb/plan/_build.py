@@ -21,6 +21,7 @@ from ._fleet import variables as fleet_variables
 from ._serving import compare_serving, serving_sentence, serving_variables
 from ._answer import Alternative, answer, units
 from ._compose import make_answer, with_held_out
+from ._origins import held_out_bursts
 from ._steps import (
     WORKLOAD_SAMPLES,
     PlanError,
@@ -114,10 +115,10 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         Every step's results, prefixed by step, with units; ``attrs["answer"]``: the answer
         record (:func:`answer` reads it: GPU and degree, fleet, policy, cost, breach, held-out
         record, checks), ``config`` and ``config_source``. With ``backtest_days`` > 0 and a trace
-        longer than that, the plan built on the days before is replayed on them
-        (:func:`backtest`): its table as ``backtest_*`` variables over ``plan``, and its figures
-        in the answer's ``held_out``. The article's applicability checks are also issued as
-        :class:`PlanWarning`.
+        that leaves held-out windows, the policy is chosen out of sample (rolling origins inside
+        the trace, :mod:`capnb.plan._origins`) and its record on the held-out windows is the
+        table ``held_out_*`` (over ``origin`` and ``plan``) and the answer's ``held_out``. The
+        article's applicability checks are also issued as :class:`PlanWarning`.
 
     Raises
     ------
@@ -125,37 +126,14 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A step failed (the message names it) or no configuration meets the SLA ("infeasible", with
         the reasons); never a silent fallback.
     """
-    from ._backtest import held_out_windows, run_backtest
-
     cfg = read_config(config, **overrides)
     with _Stage("forecast", cfg):
         source = _load(cfg)
-    windows = held_out_windows(source, cfg.backtest_days) if cfg.backtest_days else None
-    plan, _ = _build_on(cfg, source)
-    table = None
-    if windows is not None:
-        with _Stage("backtest", cfg):
-            table = run_backtest(cfg, source, *windows, builder=_build_on)
-        for name in table.data_vars:
-            plan[f"backtest_{name}"] = table[name].assign_attrs(step="backtest")
-    why = _no_held_out(cfg, windows)
-    plan.attrs["answer"] = json.dumps(with_held_out(answer(plan), table, cfg, why).to_dict())
+    plan, _ = _build_on(cfg, source, held_out=True)
     for check in answer(plan).checks:
         if check.kind == "article":
             warnings.warn(check.finding, PlanWarning, stacklevel=2)
     return plan
-
-
-def _no_held_out(cfg: PlanConfig, windows) -> str:
-    """Why the plan has no held-out record ("" when it has one)."""
-    if windows is not None:
-        return ""
-    if cfg.backtest_days == 0:
-        return "backtest_days = 0: no held-out window was asked for"
-    return (
-        f"the trace is not longer than backtest_days = {cfg.backtest_days}: no day is left to fit "
-        "on before the held-out window"
-    )
 
 
 def backtest(
@@ -218,8 +196,12 @@ def _load(cfg: PlanConfig):
     return data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start, **trace_options(cfg))
 
 
-def _build_on(cfg: PlanConfig, source):
-    """The plan on one trace (or a window of it): ``(plan, parts)``, the steps' own results in parts."""
+def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
+    """The plan on one trace (or a window of it): ``(plan, parts)``, the steps' own results in parts.
+
+    ``held_out``: choose the policy by rolling origins inside the trace (:func:`build`); a
+    backtest's plan on its fit window does not.
+    """
     from .. import capacity, memory
 
     with _Stage("forecast", cfg):
@@ -264,8 +246,8 @@ def _build_on(cfg: PlanConfig, source):
         raise PlanError(f"infeasible: {capacity.describe(one)}")
     with _Stage("elasticity", cfg):
         demand = _demand(cfg, source, series)
-        demand, sweep, advice, _estimate, estimated, cold, ahead = _elasticity(
-            cfg, demand, chosen, gpu, tp, fc, series
+        demand, sweep, advice, _estimate, estimated, cold, ahead, record = _elasticity(
+            cfg, demand, chosen, gpu, tp, fc, series, held_out=held_out
         )
     plan, run, burst = _assemble(
         cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, ahead, bursts,
@@ -291,13 +273,25 @@ def _build_on(cfg: PlanConfig, source):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
         alternatives.append(_serving_alternative(serving, serving_replay, run))
-    record = make_answer(
+    made = make_answer(
         cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
         burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,
         workload=workload, seq_len=seq_len, unshardable=unshardable,
         alternatives=alternatives, inputs=_inputs_words(cfg, cap, series), bursts=bursts,
     )  # fmt: skip
-    plan.attrs["answer"] = json.dumps(record.to_dict())
+    if not isinstance(record, str):
+        for name in record.table.data_vars:
+            plan[f"held_out_{name}"] = record.table[name].assign_attrs(step="held_out")
+        plan = plan.rename({"origin": "held_out_origin", "plan": "held_out_plan"})
+    with _Stage("held-out bursts", cfg):
+        burst_share = (
+            None if isinstance(record, str)
+            else held_out_bursts(cfg, record, demand, series, bursts, dict(
+                per_instance_qps=float(chosen.per_instance_qps), step_s=cfg.step_s,
+                cold_start_s=cold, tolerance_s=cfg.tolerance_s, gpus_per_instance=tp, gpu=gpu))
+        )  # fmt: skip
+    made = with_held_out(made, record, cfg, burst_share)
+    plan.attrs["answer"] = json.dumps(made.to_dict())
     parts = dict(
         series=series, fc=fc, chosen=chosen, advice=advice, demand=demand, gpu=gpu, tp=tp,
         cold=cold, mixed=mixed, bursts=bursts,

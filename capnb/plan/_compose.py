@@ -256,47 +256,95 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )
 
 
-def with_held_out(record: Answer, table: xr.Dataset | None, cfg: PlanConfig, why: str) -> Answer:
-    """The answer with its held-out record and the checks on it (``table``: the backtest's)."""
-    own = [c for c in record.checks if c.name not in ("held_out_budget", "burst_draws", "held_out")]
-    if table is None:
+#: The plan's goals on held-out windows (issue 29): its budget kept in this share of them, at
+#: most this far above the hindsight plans' cost, and a P99 forecast covering this range.
+HELD_GOAL, COST_GOAL, COVERAGE_P99 = 0.9, 0.3, (0.97, 0.995)
+_SPARES = "hold more warm spares or a higher floor ([elasticity] buffer_instances, e.g. [0, 2, 4])"
+
+
+def _pooled(table: xr.Dataset, plan: str, against: str) -> float:
+    cost = table.usd if bool(np.isfinite(table.usd).all()) else table.gpu_hours
+    return float(cost.sel(plan=plan).sum() / cost.sel(plan=against).sum() - 1)
+
+
+def _held_out_record(rolling, burst) -> HeldOut:
+    table, origins = rolling.table, rolling.origins
+    rec = table.sel(plan="recommended")
+    ratio = (rec.breach_min / table.budget_min).values
+    worst = int(np.argmax(ratio))
+    share, draws = burst if burst is not None else (math.nan, 0)
+    unit = origins.unit
+    length = origins.window_units * (1 if unit == "day" else 1 / 24)
+    return HeldOut(
+        windows=table.sizes["origin"],
+        held=int(rec.meets_budget.sum()),
+        window_days=float(length),
+        origin_step=unit,
+        worst_breach_minutes=float(rec.breach_min[worst]),
+        worst_budget_minutes=float(table.budget_min[worst]),
+        above_hindsight=_pooled(table, "recommended", "hindsight"),
+        above_bound=_pooled(table, "recommended", "instant-bound"),
+        beats_naive=int(table.beats_naive.sum()),
+        coverage_p95=float(np.nanmean(table.coverage_p95)),
+        coverage_p99=float(np.nanmean(table.coverage_p99)),
+        burst_hold_share=float(share),
+        burst_draws=int(draws),
+        how=(
+            f"rolling origins every {unit} inside the trace: at each, the policy was chosen from "
+            f"the windows before it alone ({rolling.choice_why.split(',')[0]} for the plan) and "
+            "scored on the window after it"
+        ),
+        left_out=tuple(rolling.left_out),
+    )
+
+
+def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
+    """The answer with its held-out record and the checks on it.
+
+    ``rolling``: the rolling-origin record (:func:`capnb.plan._origins.rolling`) or why there is
+    none; ``burst``: ``(share, draws)`` of the burst replays, or None.
+    """
+    own = [c for c in record.checks if not c.name.startswith(("held_out", "burst", "forecast_"))]
+    if isinstance(rolling, str):
         action = (
             "set backtest_days (7 holds out the last week)"
             if cfg.backtest_days == 0
-            else "give a trace longer than backtest_days (8 days or more for a week held out)"
+            else "give a longer trace (two days at least; eight for whole days held out)"
         )
-        missing = Check("held_out", False, f"it has no held-out record ({why})", action, "own")
-        return dataclasses.replace(record, held_out=None, held_out_missing=why,
+        missing = Check("held_out", False, f"its policy was chosen on the trace itself, with no "
+                        f"held-out record ({rolling})", action, "own")  # fmt: skip
+        return dataclasses.replace(record, held_out=None, held_out_missing=rolling,
                                    checks=(missing, *own))  # fmt: skip
-    rec = table.sel(plan="recommended")
-    days = float(table.attrs["score_days"])
-    held = HeldOut(
-        windows=1,
-        held=int(bool(rec.meets_budget)),
-        window_days=days,
-        breach_minutes=float(rec.breach_min),
-        budget_minutes=float(table.attrs["breach_budget"]) * days * 1440,
-        above_hindsight=float(rec.above_hindsight),
-        burst_hold_share=float(rec.burst_hold_share),
-        burst_draws=int(table.attrs["burst_draws"]),
-        how=f"built on {float(table.attrs['fit_days']):g} days, replayed on the {days:g} days after",
-    )
-    window = "week" if round(days) == 7 else f"{days:g} days"
-    spares = "hold more warm spares or a higher floor ([elasticity] buffer_instances, e.g. [0, 2, 4])"
-    checks = [Check(
-        "held_out_budget", held.held == held.windows,
-        f"it breached {held.breach_minutes:,.0f} minutes against a budget of "
-        f"{held.budget_minutes:,.0f} on its held-out {window}",
-        "" if held.held == held.windows else spares,
+    held = _held_out_record(rolling, burst)
+    n = held.windows
+    checks = [
+        Check("held_out_budget", held.held >= HELD_GOAL * n,
+              f"it kept its breach budget in {held.held} of {n} held-out windows (worst: "
+              f"{held.worst_breach_minutes:,.0f} minutes against {held.worst_budget_minutes:,.0f})",
+              "" if held.held >= HELD_GOAL * n else _SPARES, "own"),
+        Check("held_out_cost", held.above_hindsight <= COST_GOAL,
+              f"it cost {held.above_hindsight:+.0%} against the hindsight plans",
+              "" if held.above_hindsight <= COST_GOAL else "a longer history narrows the choice",
+              "own"),
+        Check("held_out_naive", held.beats_naive == n,
+              f"it beat last week's fixed fleet (on cost or breach) in {held.beats_naive} of {n}",
+              "" if held.beats_naive == n else "compare with a fixed fleet for last week's P99",
+              "own"),
+    ]  # fmt: skip
+    low, high = COVERAGE_P99
+    checks.append(Check(
+        "forecast_coverage", low <= held.coverage_p99 <= high,
+        f"its forecast's P99 covered {held.coverage_p99:.1%} of held-out intervals (goal "
+        f"{low:.0%}-{high:.1%})",
+        "" if low <= held.coverage_p99 <= high else "a longer history calibrates it better",
         "own",
-    )]  # fmt: skip
+    ))  # fmt: skip
     if held.burst_draws and math.isfinite(held.burst_hold_share):
         enough = held.burst_hold_share >= 1 - cfg.exceed_probability
         checks.append(Check(
             "burst_draws", enough,
             f"it kept its budget in {held.burst_hold_share:.0%} of {held.burst_draws} burst draws",
-            "" if enough else spares,
-            "own",
+            "" if enough else _SPARES, "own",
         ))  # fmt: skip
     return dataclasses.replace(record, held_out=held, held_out_missing="",
                                checks=(*checks, *own))  # fmt: skip

@@ -113,9 +113,10 @@ class PlanConfig:
         (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone;
         ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
         ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
-        or a smaller service); ``growth_model`` ``"probabilistic"`` (plan on the quantile of the
-        next week's demand: the fitted trend with its prediction band; needs 7 days of history,
-        a shorter one is planned as it is) or ``"none"`` (the history's own quantiles);
+        or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
+        origins inside the history, :func:`capnb.forecast.select`), a candidate by name,
+        ``"probabilistic"`` (the log-linear trend with its prediction band) or ``"none"`` (the
+        history's own quantiles);
         ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"`` (detected in the trace) or
         ``"none"``; ``exceed_probability`` for the burst buffer; Monte
         Carlo ``trials`` and ``seed``.
@@ -184,12 +185,21 @@ class PlanConfig:
     traffic_quantile: Annotated[Share, _doc("quantile of the request rate the plan serves")] = 0.99
     demand_scale: Annotated[Positive, _doc("multiplies every request rate of the trace")] = 1.0
     growth_model: Annotated[
-        Literal["probabilistic", "none"],
+        Literal[
+            "auto",
+            "seasonal_naive_day",
+            "seasonal_naive_week",
+            "last_week",
+            "damped_trend",
+            "probabilistic",
+            "none",
+        ],
         _doc(
-            "probabilistic: plan on the quantile of next week's demand (trend with its prediction "
-            "band, from 7 days of history); none: the history's own quantiles"
+            "auto: the forecast chosen by rolling origins inside the history (calibrated on its "
+            "held-out errors); a candidate by name; probabilistic: the log-linear trend with its "
+            "band; none: the history's own quantiles"
         ),
-    ] = "probabilistic"
+    ] = "auto"
     bursts: Annotated[
         Literal["article", "fit", "none"],
         _doc("burst model: the article's (1-2 a month, 1-2 h, 3-5x), fitted to the trace, or none"),

@@ -289,22 +289,35 @@ def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:
     return elasticity.prepare_demand(source, cfg.step_s, baseline=baseline, scale=cfg.demand_scale)
 
 
+def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
+    """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
+    need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile).max())
+    return max(1, math.ceil(need / per_instance - 1e-9))
+
+
 def _elasticity(
     cfg: PlanConfig,
     demand: xr.DataArray,
     chosen_cap: xr.Dataset,
     gpu: str,
     tensor_parallel: int,
-    fc: xr.Dataset | None = None,
-    series: xr.Dataset | None = None,
+    fc: xr.Dataset,
+    series: xr.Dataset,
+    held_out: bool = True,
 ):
-    """The elasticity step: the policy grid swept, and the recommendation.
+    """The elasticity step: the policy grid swept over the trace, and the policy chosen.
 
-    The predictive policy reads the forecast ``fc`` (:func:`predictive_forecast`); it is
-    recommended only when it also wins on held-out traffic (:func:`_predictive_gate`).
+    The policy is chosen out of sample (:func:`capnb.plan._origins.rolling`: by rolling origins
+    inside the trace, on windows each choice never saw) when ``held_out`` and the trace leaves
+    held-out windows; otherwise on the trace itself (:func:`capnb.elasticity.recommend`, which
+    tries the predictive policy on the trace's later half first), and the plan says so. Floors
+    are shares of the forecast's busiest-slot fleet (:data:`capnb.plan._origins.FLOOR_SHARES`).
+    Returns ``(demand, sweep, advice, estimate, estimated, cold, ahead, rolling)``; ``rolling``
+    is the rolling-origin record, or why there is none.
     """
     from .. import elasticity
     from ..elasticity import coldstart
+    from ._origins import FLOOR_SHARES, Config, rolling
 
     per_instance = float(chosen_cap.per_instance_qps)
     if cfg.cold_start_s == "estimate":
@@ -313,13 +326,8 @@ def _elasticity(
     else:
         estimate, estimated = None, float(cfg.cold_start_s)
     cold = math.ceil(estimated / cfg.step_s) * cfg.step_s  # the simulator counts whole steps
-    grid = elasticity.policy_grid(
-        demand,
-        per_instance,
-        scale_up_threshold=list(cfg.scale_up_threshold),
-        cooldown_s=list(cfg.cooldown_s),
-        buffer_instances=list(cfg.buffer_instances),
-    )
+    fleet = forecast_fleet(fc, cfg, per_instance)
+    floors = sorted({Config("", 0, 0, 0, share).floor(fleet) for share in FLOOR_SHARES})
     ahead = predictive_forecast(demand, fc) if "predictive" in cfg.policies else None
     settings = dict(
         per_instance_qps=per_instance,
@@ -329,13 +337,33 @@ def _elasticity(
         gpus_per_instance=tensor_parallel,
         gpu=gpu,
     )
-    sweep = elasticity.sweep(demand, policy=list(cfg.policies), **grid, **settings, forecast=ahead)
-    advice = elasticity.recommend(
-        sweep,
-        breach_budget=cfg.breach_budget,
-        held_out=lambda: _held_out(cfg, demand, series, settings),
+    sweep = elasticity.sweep(
+        demand, policy=list(cfg.policies), scale_up_threshold=list(cfg.scale_up_threshold),
+        cooldown_s=list(cfg.cooldown_s), buffer_instances=list(cfg.buffer_instances),
+        min_instances=floors, **settings, forecast=ahead,
+    )  # fmt: skip
+    record = (
+        rolling(cfg, series, demand, settings, elasticity.choose_held_out)
+        if held_out and cfg.backtest_days
+        else "backtest_days = 0: no held-out window was asked for"
     )
-    return demand, sweep, advice, estimate, estimated, cold, ahead
+    if isinstance(record, str):
+        advice = elasticity.recommend(
+            sweep,
+            breach_budget=cfg.breach_budget,
+            held_out=lambda: _held_out(cfg, demand, series, settings),
+        )
+        advice.reasons.insert(0, f"Chosen on the trace itself, not out of sample: {record}.")
+    else:
+        c = record.choice
+        selection = {"policy": c.policy, "scale_up_threshold": c.scale_up_threshold,
+                     "cooldown_s": c.cooldown_s, "min_instances": c.floor(fleet),
+                     "buffer_instances": c.buffer_instances}  # fmt: skip
+        advice = elasticity.recommendation_for(
+            sweep, selection, breach_budget=cfg.breach_budget,
+            reasons=[f"Chosen out of sample: {record.choice_why}."],
+        )  # fmt: skip
+    return demand, sweep, advice, estimate, estimated, cold, ahead, record
 
 
 def predictive_forecast(demand: xr.DataArray, fc: xr.Dataset) -> xr.DataArray:

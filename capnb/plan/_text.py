@@ -153,22 +153,28 @@ def cost_words(a: Answer) -> str:
 
 
 def held_out_words(a: Answer) -> str:
-    """The plan's record on traffic it was not built on."""
+    """The plan's record on windows its choices never saw."""
     h = a.held_out
     if h is None:
-        return f"Held out: none ({a.held_out_missing})."
-    window = "week" if round(h.window_days) == 7 else f"{h.window_days:g}-day window"
-    kept = f"kept its breach budget in {h.held} of {words.count(h.windows, f'held-out {window}')}"
+        return f"Held out: none: its policy was chosen on the trace itself ({a.held_out_missing})."
+    length = (
+        f"{h.window_days:g} days" if h.origin_step == "day" else f"{h.window_days * 24:g} hours"
+    )
     bursts = (
-        f"; with bursts drawn from its burst model, in {h.burst_hold_share:.0%} of "
-        f"{h.burst_draws} draws"
+        f"; with bursts drawn from its burst model it kept its budget in "
+        f"{h.burst_hold_share:.0%} of {h.burst_draws} draws"
         if h.burst_draws and math.isfinite(h.burst_hold_share)
         else ""
     )
+    left = f" Not scored: {'; '.join(h.left_out)}." if h.left_out else ""
     return (
-        f"Held out: {h.how}, the plan {kept} ({h.breach_minutes:,.0f} minutes against "
-        f"{h.budget_minutes:,.0f}), at {abs(h.above_hindsight):.0%} "
-        f"{'above' if h.above_hindsight >= 0 else 'below'} the hindsight plan's cost{bursts}."
+        f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
+        f"up to {length} (worst: {h.worst_breach_minutes:,.0f} minutes against "
+        f"{h.worst_budget_minutes:,.0f}), at {h.above_hindsight:+.0%} against the hindsight "
+        f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
+        f"fixed fleet in {h.beats_naive} of {h.windows}; its forecast's P99 covered "
+        f"{h.coverage_p99:.1%} of held-out intervals (P95 {h.coverage_p95:.1%}){bursts}. "
+        f"How: {h.how}.{left}"
     )
 
 
