@@ -863,7 +863,13 @@ def _parameters(
         "DEMAND_SCALE": cfg.demand_scale,
     }
     return {
-        "00_start_here": {"SHOW_TRACE": cfg.trace, "SHOW_MODELS": [cfg.model]},
+        "00_start_here": {
+            "SHOW_TRACE": cfg.trace,
+            "SHOW_TRACE_OPTIONS": {"kind": cfg.trace_kind, "start": cfg.start,
+                                   **planning.trace_options(cfg)},
+            "SHOW_MODELS": [cfg.model],
+            "SHOW_GPU": gpu,
+        },
         "01_forecasting": {
             **trace,
             "QUANTILE": cfg.traffic_quantile,

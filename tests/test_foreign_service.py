@@ -212,3 +212,53 @@ def test_capnb_report_runs_every_worksheet_on_the_users_files(
     combined = (out / "capnb_report.html").read_text(encoding="utf-8")
     assert "acme-5b" in combined
     assert len(list(out.glob("*.html"))) == 8  # the report and the seven worksheets
+    # one record behind every answer: plan.json, describe() and the report's first page
+    summary = json.loads((out / "plan.json").read_text())
+    built = plan.load(out / "plan.nc")
+    a = plan.answer(built)
+    assert summary["answer"] == a.to_dict() and summary["text"] == plan.describe(built)
+    front = _text(combined.split('id="the-plan"', 1)[1].split("</section>", 1)[0])
+    for number in _numbers(front):  # every figure on the first page is one the record renders
+        assert number in _numbers(plan.describe(built)) | _fields(a), number
+    assert f"{a.monthly_usd:,.0f} USD a month" in front and front.count(" USD a month") == 1
+    # every worksheet section says it ran on the plan's model and GPU
+    sections = combined.split('class="capnb-section"')[1:]
+    assert len(sections) == 7
+    for section in sections:
+        said = _text(section.split('class="capnb-inputs"', 1)[1].split("</p>", 1)[0])
+        assert f"{a.model} on {a.tensor_parallel} x {a.gpu}" in said
+
+
+def _text(page: str) -> str:
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<svg.*?</svg>", "", page, flags=re.S)))
+
+
+def _numbers(text: str) -> set[str]:
+    import re
+
+    return {m.replace(",", "") for m in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+
+
+def _fields(a) -> set[str]:
+    """The record's numbers as a page may write them (whole, two decimals, percentages)."""
+    found: set[str] = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            for text in (f"{value:.0f}", f"{value:.2f}", f"{value:g}", f"{100 * value:.0f}",
+                         f"{100 * value:.1f}", f"{100 * value:.2f}"):  # fmt: skip
+                found.add(text)
+        elif isinstance(value, str):
+            found.update(_numbers(value))
+
+    walk(a.to_dict())
+    return found

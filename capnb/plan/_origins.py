@@ -190,7 +190,8 @@ def replay(cfg, demand, observed, fit: Fit, grid: list[Config], settings: dict) 
     for a, b in _stretches(observed, least):
         part = demand.isel(time=slice(a, b))
         out.observed_s += (b - a) * cfg.step_s
-        ahead = elasticity.forecast_demand(part, fit.baseline)
+        # a slot the history never observed has no forecast: the predictive policy reads none
+        ahead = elasticity.forecast_demand(part, fit.baseline).fillna(0.0)
         swept = elasticity.sweep(
             part, policy=list(cfg.policies), scale_up_threshold=list(cfg.scale_up_threshold),
             cooldown_s=list(cfg.cooldown_s), buffer_instances=list(cfg.buffer_instances),
@@ -516,7 +517,7 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
             float(chosen.window_days) * 86400
         )
 
-    ahead = elasticity.forecast_demand(window, fit.baseline)
+    ahead = elasticity.forecast_demand(window, fit.baseline).fillna(0.0)
     factors = burst_factors(model, window.size, cfg.step_s, draws, cfg.seed)
     share = _burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
                          model, _kernel_inputs, kernels)["recommended"]  # fmt: skip

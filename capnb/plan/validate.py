@@ -97,6 +97,7 @@ def _rows(name: str, role: str, plan) -> list[dict]:
 
 def check(names=None) -> pd.DataFrame:
     """The record: one row per series and held-out origin (a series with none: one row, why)."""
+    from ..errors import CapnbError
     from ..forecast.validate import SERIES
 
     rows = []
@@ -104,7 +105,10 @@ def check(names=None) -> pd.DataFrame:
         for name, role in SERIES:
             if names is not None and name not in names:
                 continue
-            rows += _rows(name, role, plan_series(name, Path(folder)))
+            try:
+                rows += _rows(name, role, plan_series(name, Path(folder)))
+            except CapnbError as error:  # a plan that cannot be made is a finding too
+                rows.append({"series": name, "role": role, "origin": "", "why_none": str(error)})
     return pd.DataFrame(rows)
 
 
