@@ -8,7 +8,8 @@ import importlib
 from . import machine, print_rows
 
 STEPS = (
-    "forecast", "memory", "prefix", "capacity", "engine", "elasticity", "backtest", "worksheets", "scaleout",
+    "forecast", "memory", "prefix", "capacity", "engine", "elasticity", "backtest", "held_out",
+    "worksheets", "scaleout",
     "compile", "crosscheck", "startup", "report", "browser",
 )  # fmt: skip
 
