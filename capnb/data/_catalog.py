@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
+from ._files import read_text, user_path
 from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -288,7 +289,7 @@ def load_model(
         return spec
     if not isinstance(model, str | os.PathLike):
         raise InputError(f"model must be a name, a path or a mapping, got {type(model).__name__}")
-    path = Path(model)
+    path = user_path(model, "model")
     looks_like_path = path.suffix == ".json" or os.sep in str(model) or path.exists()
     if not looks_like_path:
         if str(model) in _LOADED and str(model).lower() not in {m.lower() for m in _model_files()}:
@@ -303,11 +304,11 @@ def load_model(
     if not path.is_file():
         raise ConfigError(f"{path}: no such model config file")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(read_text(path, "model config"))
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem
     spec = parse(config, name=name or default_name, source=str(path))
     if name is not None:

@@ -26,6 +26,7 @@ from .. import _words, glossary
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
+from ._files import user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -249,7 +250,7 @@ def _trace_source(name_or_path, format) -> tuple[Path, str]:
             f"{text!r} is a rate series (counts per window, not requests): load it with "
             "capnb.data.load_rate_series"
         )
-    path = Path(name_or_path)
+    path = user_path(name_or_path, "trace")
     if not path.exists():
         if os.sep not in text and "." not in text:
             raise UnknownNameError("trace", text, list_traces())
