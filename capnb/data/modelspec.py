@@ -454,10 +454,23 @@ def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
         )
 
 
+#: Largest size any config field may give (2**31 - 1), and the most layers capnb plans: the
+#: parsing and the memory step loop over layers; the deepest catalog model has 126.
+_MAX_FIELD = 2**31 - 1
+_MAX_LAYERS = 4096
+
+
 def _get(config: Mapping, what: str, source: str, *, required: bool = True) -> int | None:
     for key in _KEYS[what]:
         if config.get(key) is not None:
-            return _positive_int(config[key], key, source)
+            value = _positive_int(config[key], key, source)
+            if what == "layers" and value > _MAX_LAYERS:
+                raise ConfigError(
+                    f"{source}: field {key!r} = {value:,}: capnb plans models of at most "
+                    f"{_MAX_LAYERS:,} layers (the deepest in its catalog has 126); is it the "
+                    "right field?"
+                )
+            return value
     if required:
         names = " or ".join(repr(k) for k in _KEYS[what])
         raise ConfigError(f"{source}: missing field {names} (the model's {what.replace('_', ' ')})")
@@ -470,6 +483,11 @@ def _positive_int(value: object, key: str, source: str, *, allow_zero: bool = Fa
         raise ConfigError(f"{source}: field {key!r} must be an integer, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{source}: field {key!r} must be positive, got {value!r}")
+    if value > _MAX_FIELD:
+        raise ConfigError(
+            f"{source}: field {key!r} = {value:,} is above {_MAX_FIELD:,}, larger than any model "
+            "capnb plans; is it the right field?"
+        )
     return int(value)
 
 

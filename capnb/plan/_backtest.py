@@ -98,6 +98,23 @@ def held_out_windows(source: xr.Dataset, days: int):
     return (origin, start), (start, origin + np.timedelta64(span_days * _DAY_NS, "ns"))
 
 
+def no_backtest(source: xr.Dataset, days: int) -> str:
+    """Why ``backtest_days`` leaves nothing to backtest, in words (said in the plan, not dropped)."""
+    times = _times(source)
+    if times.dtype.kind != "M":
+        return (
+            f"none: backtest_days = {days} needs a trace on a calendar, and this one counts "
+            "time from an unknown start (set start)"
+        )
+    origin = times.min().astype("datetime64[D]").astype(times.dtype)
+    span_days = int((times.max() - origin) // np.timedelta64(_DAY_NS, "ns")) + 1
+    return (
+        f"none: backtest_days = {days} holds out the whole trace ({span_days} calendar "
+        f"day{'s' if span_days != 1 else ''}), leaving no day to fit on; set backtest_days "
+        f"below {span_days}" + (" (or 0)" if span_days > 1 else " or give a longer trace")
+    )
+
+
 def _cut(source: xr.Dataset, window) -> xr.Dataset:
     times = _times(source)
     inside = np.flatnonzero((times >= window[0]) & (times < window[1]))

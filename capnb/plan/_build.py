@@ -122,7 +122,7 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A step failed (the message names it) or no configuration meets the SLA ("infeasible", with
         the reasons); never a silent fallback.
     """
-    from ._backtest import held_out_windows, run_backtest
+    from ._backtest import held_out_windows, no_backtest, run_backtest
 
     cfg = read_config(config, **overrides)
     with _Stage("forecast", cfg):
@@ -133,6 +133,9 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         with _Stage("backtest", cfg):
             table = run_backtest(cfg, source, *windows, builder=_build_on)
         _attach(plan, table)
+    elif cfg.backtest_days:  # asked for, but the trace is too short: said, not dropped
+        plan.attrs["backtest"] = no_backtest(source, cfg.backtest_days)
+        plan.attrs["recommendation"] += f"\nBacktest: {plan.attrs['backtest']}"
     for check in plan.attrs["warnings"]:
         warnings.warn(check, PlanWarning, stacklevel=2)
     return plan
