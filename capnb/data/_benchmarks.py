@@ -542,8 +542,9 @@ def read_vllm_bench(
     or LLMPerf JSON export, a ``server_config.json``) is an error saying what capnb reads.
     """
     notes: list[str] = []
-    label = str(paths) if isinstance(paths, str | os.PathLike) else f"{len(list(paths))} paths"
-    records = _one_configuration(_records(paths), model_id, attrs, notes, label)
+    records = _records(paths)
+    label = str(paths) if isinstance(paths, str | os.PathLike) else "the files given"
+    records = _one_configuration(records, model_id, attrs, notes, label)
     runs = [_vllm_run(record, where, prefer_detailed, notes) for where, record in records]
     first = runs[0]["record"]
     # files list in text order (c1, c128, c16, ...): put them in concurrency order here, so that

@@ -125,7 +125,7 @@ def _check_gpu_table(table, path) -> None:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ConfigError(
-                f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): {column} = {values[row]!r}; "
+                f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): {column} = {float(values[row])!r}; "
                 f"expected {unit} > 0 and at most {largest:g}" + ("" if required else " (or empty)")
             )
     twice = table["gpu"][table["gpu"].duplicated()]
