@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import glossary
 from ..errors import ConfigError, InputError
+from ._files import json_lines_objects
 from ._traces import _trace_source
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "load_block_hashes"]
@@ -69,6 +70,7 @@ def load_block_hashes(
     if block_tokens < 1:
         raise InputError(f"block_tokens must be >= 1, got {block_tokens}")
     path, _ = _trace_source(name_or_path, "mooncake")
+    json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as err:

@@ -13,6 +13,7 @@ import numpy as np
 from .. import glossary
 from ..errors import ConfigError
 from ._catalog import dataset_path, list_gpus
+from ._files import user_path
 
 __all__ = ["PRICINGS", "gpu_prices", "load_gpu_prices"]
 
@@ -38,7 +39,7 @@ def load_gpu_prices(path=None):
     """
     import pandas as pd
 
-    path = dataset_path("gpu_prices.csv") if path is None else path
+    path = dataset_path("gpu_prices.csv") if path is None else user_path(path, "price table")
     try:
         table = pd.read_csv(path, dtype={"captured": str}, keep_default_na=False, na_values=[""])
     except (ValueError, OSError) as err:  # text in a number column, bytes that are not UTF-8

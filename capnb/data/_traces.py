@@ -26,7 +26,7 @@ from .. import _words, glossary
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
-from ._files import user_path
+from ._files import json_lines_objects, user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -426,7 +426,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     aware = re.search(_times.OFFSET_PATTERN, first) is not None
     table, offset = None, None
     if _is_number(first):
-        _times.unit_ns(time_unit, "time_unit", columns["time"])
+        _times.unit_ns(time_unit, f"{path}: time_unit", columns["time"])
     elif not aware:
         types[columns["time"]] = pa.timestamp("ns")
     elif timezone is not None:
@@ -703,6 +703,7 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
     import pyarrow.json as pajson
 
     where = lambda row: f"{path.name}, line {row + 1}"  # noqa: E731
+    json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
