@@ -134,8 +134,8 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
             table = run_backtest(cfg, source, *windows, builder=_build_on)
         _attach(plan, table)
     elif cfg.backtest_days:  # asked for, but the trace is too short: said, not dropped
-        plan.attrs["backtest"] = no_backtest(source, cfg.backtest_days)
-        plan.attrs["recommendation"] += f"\nBacktest: {plan.attrs['backtest']}"
+        plan.attrs["backtest_skipped"] = no_backtest(source, cfg.backtest_days)
+        plan.attrs["recommendation"] += f"\nBacktest: {plan.attrs['backtest_skipped']}"
     for check in plan.attrs["warnings"]:
         warnings.warn(check, PlanWarning, stacklevel=2)
     return plan

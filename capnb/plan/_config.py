@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..data import write_atomic
 from ..errors import ConfigError
@@ -330,8 +330,10 @@ class PlanConfig:
 
     @field_validator("*", mode="before")
     @classmethod
-    def _printable(cls, value: object) -> object:
+    def _printable(cls, value: object, info: ValidationInfo) -> object:
         """Names and paths hold no control character (a NUL byte a TOML string escaped)."""
+        if info.field_name == "source":  # where the config came from: a path, as it is
+            return value
         for text in value if isinstance(value, list | tuple) else (value,):
             if isinstance(text, str):
                 at = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
