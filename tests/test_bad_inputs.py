@@ -719,9 +719,10 @@ ROWS = [
         Raises(ConfigError, r"p\.yaml: holds no settings")),
     Row("plan: backtest_days longer than the trace",
         lambda w: planned(w, backtest_days=7),
-        States(lambda built: built.attrs["recommendation"].splitlines()[-1],
-               r"^Backtest: none: backtest_days = 7 holds out the whole trace \(2 calendar days\), "
-               r"leaving no day to fit on; set backtest_days below 2")),
+        States(lambda built: f"{plan.answer(built).held_out_missing} | said: "
+                             f"{'has no held-out record' in plan.describe(built)}",
+               r"^the trace is not longer than backtest_days = 7: no day is left to fit on .* "
+               r"\| said: True$")),
     Row("output: a plan.json the user wrote",
         lambda w: data.write_set(w("plan.json", '{"mine": 1}').parent, {"plan.json": "{}"}),
         Raises(OutputError, r"plan\.json: exists and capnb did not write it .* --force")),

@@ -83,9 +83,10 @@ def _toml_value(value) -> str:
 
 
 def _toml(mapping: dict) -> str:
-    top = [f"{k} = {_toml_value(v)}" for k, v in mapping.items() if k not in SECTIONS]
+    tables = {k: v for k, v in mapping.items() if k in SECTIONS and isinstance(v, dict)}
+    top = [f"{k} = {_toml_value(v)}" for k, v in mapping.items() if k not in tables]
     tables = [f"[{k}]\n" + "\n".join(f"{json.dumps(n)} = {_toml_value(v)}" for n, v in v.items())
-              for k, v in mapping.items() if k in SECTIONS]  # fmt: skip
+              for k, v in tables.items()]  # fmt: skip
     return "\n".join(top + tables) + "\n"
 
 

@@ -42,11 +42,13 @@ from ._mix import mix
 from ._prefix import prefix_trade
 from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
+from ..records import SLA
 
 __all__ = [
     "BINDING",
     "FEASIBLE",
     "POOLS",
+    "SLA",
     "applicability",
     "cheapest",
     "contrast",

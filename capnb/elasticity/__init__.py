@@ -47,7 +47,7 @@ from ._advice import (
     recommend,
     troughs,
 )
-from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
+from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
 from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES
@@ -65,6 +65,7 @@ __all__ = [
     "ScaleDown",
     "ScaleUp",
     "choose",
+    "cold_start_vetoes",
     "coldstart",
     "decide_scaling_action",
     "describe",
