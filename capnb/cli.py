@@ -88,7 +88,7 @@ def _plan(args: argparse.Namespace) -> int:
         result = plan.build(config)
     print(plan.describe(result))
     print(f"\nInputs: {plan.inputs_used(result)}")
-    files = plan.export(result, args.out)
+    files = plan.export(result, args.out, force=args.force)
     print("\nWritten:")
     for path in files.values():
         print(f"  {path.resolve()}")
@@ -147,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     plan.add_argument(
         "--out", default="reports", help="where plan.nc and plan.json go (default: reports)"
+    )
+    plan.add_argument(
+        "--force", action="store_true", help="replace plan files in --out that capnb did not write"
     )
     plan.add_argument("--model", help="model: catalog id, config.json path or model folder")
     plan.add_argument(

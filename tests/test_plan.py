@@ -1,7 +1,9 @@
 """The plan: the chain on one set of inputs, its recommendation, configs and exports."""
 
+import errno
 import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -10,7 +12,7 @@ import xarray as xr
 
 from capnb import data, memory
 from capnb import plan as planning
-from capnb.errors import ConfigError, InputError
+from capnb.errors import ConfigError, InputError, OutputError
 
 #: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
 SMALL = {
@@ -129,15 +131,21 @@ def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch)
     plan, _ = small
     files = planning.export(plan, tmp_path)
     before = files["netcdf"].read_bytes()
+    real = os.write
 
-    def broken(self, *args, **kwargs):
-        raise OSError("disk full")
+    def full(fd, data):  # the disk fills while the new NetCDF file is written
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OutputError, match=r"plan\.nc: no space left on its file system"):
         planning.export(plan, tmp_path)
+    monkeypatch.setattr(os, "write", real)
     assert files["netcdf"].read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "plan.nc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".capnb-outputs.json",
+        "plan.json",
+        "plan.nc",
+    ]
 
 
 def test_config_files_round_trip(tmp_path):

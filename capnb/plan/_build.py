@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -12,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..data import write_atomic
+from ..data import settle, write_set
 from ..errors import CapnbError, InputError
 from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
@@ -504,26 +505,25 @@ def summary(plan: xr.Dataset) -> dict:
 
 
 def export(
-    plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan"
+    plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan", force: bool = False
 ) -> dict[str, Path]:
-    """Write ``<name>.nc`` (NetCDF, every result) and ``<name>.json`` (:func:`summary`), atomically."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    netcdf = directory / f"{name}.nc"
-    tmp = directory / f".{name}.nc.tmp"
-    try:
-        _netcdf_ready(plan).to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, netcdf)
-    finally:
-        tmp.unlink(missing_ok=True)
-    path = directory / f"{name}.json"
-    write_atomic(path, json.dumps(summary(plan), indent=2) + "\n")
-    return {"netcdf": netcdf, "json": path}
+    """Write ``<name>.nc`` (NetCDF, every result) and ``<name>.json`` (:func:`summary`) as one set.
+
+    Both files are made in memory, then written together (:func:`capnb.data.write_set`): the
+    folder holds the old pair or the new one, and a file capnb did not write is replaced only
+    with ``force``.
+    """
+    netcdf = bytes(_netcdf_ready(plan).to_netcdf(engine="h5netcdf"))
+    text = json.dumps(summary(plan), indent=2) + "\n"
+    files = write_set(directory, {f"{name}.nc": netcdf, f"{name}.json": text}, force=force)
+    return {"netcdf": files[f"{name}.nc"], "json": files[f"{name}.json"]}
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a plan written by :func:`export` (its NetCDF file) back into memory."""
     path = Path(path)
+    with contextlib.suppress(OSError):
+        settle(path.parent)  # a set a killed writer committed: moved into place before reading
     if not path.is_file():
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
