@@ -114,7 +114,9 @@ def _sla(text: str):
     try:
         return SLA.parse(text)
     except CapnbError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix("--sla: ").removeprefix("sla: ")) from None
+        raise argparse.ArgumentTypeError(
+            str(error).removeprefix("--sla: ").removeprefix("sla: ")
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -129,9 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="execute the worksheets and write offline HTML reports"
     )
-    report.add_argument(
-        "--config", help="plan config (TOML/YAML); default: the bundled defaults"
-    )
+    report.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
     report.add_argument("--jobs", type=int, default=2, help="worksheets run at once (default: 2)")

@@ -291,7 +291,11 @@ VARIABLES: dict[str, Term] = _table(
 
 #: Names capnb used for a quantity that now has one name: the old name, where it was, the name now.
 RETIRED: tuple[tuple[str, str, str], ...] = (
-    ("sla_s", "plan config, CLI --sla", "[sla] ttft_s / tpot_s / itl_s / e2e_s (capnb.records.SLA)"),
+    (
+        "sla_s",
+        "plan config, CLI --sla",
+        "[sla] ttft_s / tpot_s / itl_s / e2e_s (capnb.records.SLA)",
+    ),
     ("sla_metric", "plan config, CLI --sla-metric", "the metric in the bound's name (tpot_s)"),
     ("sla_quantile", "plan config, CLI --sla-quantile", "[sla] quantile"),
     ("disaggregation_sla_s", "plan config", "the SLA's own ttft_s and tpot_s"),

@@ -268,7 +268,7 @@ def _take_warnings(cell, notes: list[str]) -> None:
         for line in lines:
             if _WARNING_LINE.match(line) and line not in notes:
                 notes.append(line)
-        output["text"] = "".join(f"{l}\n" for l in lines if not _WARNING_LINE.match(l))
+        output["text"] = "".join(f"{kept}\n" for kept in lines if not _WARNING_LINE.match(kept))
     if cell.get("outputs"):
         cell["outputs"] = [
             o for o in cell["outputs"] if o.get("output_type") != "stream" or o.get("text")
@@ -618,8 +618,10 @@ def summary_html(
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'
         f"<h2>The article's checks</h2>{fired}{alternatives}"
         f'<p class="capnb-prose">Inputs: {html.escape(a.inputs)}. Every section below ran on '
-        "them and passed its closing checks.</p>" + _notes_html(notes or [])
-        + _skipped_html(skipped) + "</section>"
+        "them and passed its closing checks.</p>"
+        + _notes_html(notes or [])
+        + _skipped_html(skipped)
+        + "</section>"
     )
 
 
@@ -865,8 +867,11 @@ def _parameters(
     return {
         "00_start_here": {
             "SHOW_TRACE": cfg.trace,
-            "SHOW_TRACE_OPTIONS": {"kind": cfg.trace_kind, "start": cfg.start,
-                                   **planning.trace_options(cfg)},
+            "SHOW_TRACE_OPTIONS": {
+                "kind": cfg.trace_kind,
+                "start": cfg.start,
+                **planning.trace_options(cfg),
+            },
             "SHOW_MODELS": [cfg.model],
             "SHOW_GPU": gpu,
         },
@@ -930,7 +935,10 @@ def _parameters(
             "RESERVED": None if cfg.reserved == "none" else cfg.reserved,
             "SPOT_PREEMPTION": None if cfg.spot_preemption == "none" else cfg.spot_preemption,
             # the prefix-cache trade at the plan's TTFT bound (the latency a cache shortens)
-            **({"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}
-               if "ttft" in a.sla.bounds else {}),
+            **(
+                {"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}
+                if "ttft" in a.sla.bounds
+                else {}
+            ),
         },
     }

@@ -717,12 +717,11 @@ ROWS = [
         Raises(ConfigError, r"p\.toml: holds no settings")),
     Row("config: an empty YAML file", plan_file("# nothing\n", "p.yaml"),
         Raises(ConfigError, r"p\.yaml: holds no settings")),
-    Row("plan: backtest_days longer than the trace",
+    Row("plan: a trace too short for weekly held-out windows (two days)",
         lambda w: planned(w, backtest_days=7),
-        States(lambda built: f"{plan.answer(built).held_out_missing} | said: "
-                             f"{'has no held-out record' in plan.describe(built)}",
-               r"^the trace is not longer than backtest_days = 7: no day is left to fit on .* "
-               r"\| said: True$")),
+        States(lambda built: f"{plan.answer(built).held_out.origin_step} | said: "
+                             f"{'rolling origins every hour' in plan.describe(built)}",
+               r"^hour \| said: True$")),
     Row("output: a plan.json the user wrote",
         lambda w: data.write_set(w("plan.json", '{"mine": 1}').parent, {"plan.json": "{}"}),
         Raises(OutputError, r"plan\.json: exists and capnb did not write it .* --force")),

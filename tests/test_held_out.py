@@ -126,5 +126,5 @@ def test_the_choice_rule_takes_the_cheapest_within_its_margin_at_the_goal():
     assert elasticity.choose_held_out(breach, budget, cost, goal=0.75)[0] == 2
     # only the ones the rules allow; none of them at the goal: the one that held most often
     assert elasticity.choose_held_out(breach, budget, cost, [False, True, False])[0] == 1
-    index, words = elasticity.choose_held_out(breach * 100, budget, cost)
+    _, words = elasticity.choose_held_out(breach * 100, budget, cost)
     assert words.startswith("no configuration kept within 25% of its breach budget")

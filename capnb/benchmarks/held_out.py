@@ -36,13 +36,17 @@ def run(quick: bool = False) -> list[Row]:
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        select = lambda: rolling(cfg, series, demand, settings, elasticity.choose_held_out)  # noqa: E731
+
+        def select():
+            return rolling(cfg, series, demand, settings, elasticity.choose_held_out)
+
         select()  # compile and warm
         wall, cpu, record = _timed(select)
         windows = record.table.sizes["origin"]
-        rows.append(Row("plan rolling-origin selection", f"{len(record.origins.inner)} inner days, "
-                        f"{windows} held-out windows, {len(record.grid)} configurations", wall,
-                        f"CPU {cpu:.1f} s", {}, f"goal < 60 s warm; choice {record.choice.policy}"))  # fmt: skip
+        size = (f"{len(record.origins.inner)} inner days, {windows} held-out windows, "
+                f"{len(record.grid)} configurations")  # fmt: skip
+        note = f"goal < 60 s warm; choice {record.choice.policy}"
+        rows.append(Row("plan rolling-origin selection", size, wall, f"CPU {cpu:.1f} s", {}, note))
         plan.build(**overrides)
         wall, cpu, built = _timed(lambda: plan.build(**overrides))
         rows.append(Row("plan.build (defaults)", "every step, held out, alternatives", wall,

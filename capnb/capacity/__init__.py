@@ -35,6 +35,7 @@ optional prefix cache: what the plan uses with ``latency = "engine"``).
 
 from __future__ import annotations
 
+from ..records import SLA
 from ._answer import applicability, contrast, describe
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import sweep_engine
@@ -42,7 +43,6 @@ from ._mix import mix
 from ._prefix import prefix_trade
 from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
-from ..records import SLA
 
 __all__ = [
     "BINDING",

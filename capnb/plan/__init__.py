@@ -19,6 +19,7 @@ the hindsight-best and naive plans.
 
 from __future__ import annotations
 
+from ..records import SLA
 from ._answer import Answer, answer, units
 from ._build import (
     PlanWarning,
@@ -34,7 +35,6 @@ from ._build import (
 )
 from ._config import PlanConfig, load_config, save_config, trace_options
 from ._steps import PlanError
-from ..records import SLA
 
 __all__ = [
     "SLA",

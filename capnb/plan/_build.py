@@ -15,14 +15,14 @@ import xarray as xr
 from .. import glossary
 from ..data import settle, write_set
 from ..errors import CapnbError, InputError
+from ._answer import Alternative, answer, units
+from ._compose import make_answer, with_held_out
 from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
-from ._serving import compare_serving, serving_sentence, serving_variables
-from ._answer import Alternative, answer, units
-from ._compose import make_answer, with_held_out
 from ._origins import held_out_bursts
+from ._serving import compare_serving, serving_sentence, serving_variables
 from ._steps import (
     WORKLOAD_SAMPLES,
     PlanError,

@@ -33,7 +33,10 @@ def _first(values) -> object:
 
 
 def _per_slot(values: xr.DataArray) -> list:
-    return [v.item() for v in values.transpose("slot", ...).values.reshape(values.sizes["slot"], -1)[:, 0]]
+    return [
+        v.item()
+        for v in values.transpose("slot", ...).values.reshape(values.sizes["slot"], -1)[:, 0]
+    ]
 
 
 def _policy(cfg: PlanConfig, advice, cold: float) -> Policy:
@@ -79,9 +82,14 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
         str(v) for k, v in fc.attrs.items() if "boundar" in k or k in ("flat", "history")
     ).strip()
     flat = fc.attrs.get("boundary_flat") or fc.attrs.get("flat")
-    if flat in (True, "yes", "True") or "mean suffices" in statements or "flat" in statements.lower():
-        checks.append(Check("flat_traffic", False, f"Flat traffic: {statements or 'planning on the mean would do.'}",
-                            "a plan on the mean rate would do (traffic_quantile = 0.5)", "article"))  # fmt: skip
+    if (
+        flat in (True, "yes", "True")
+        or "mean suffices" in statements
+        or "flat" in statements.lower()
+    ):
+        finding = f"Flat traffic: {statements or 'planning on the mean would do.'}"
+        action = "a plan on the mean rate would do (traffic_quantile = 0.5)"
+        checks.append(Check("flat_traffic", False, finding, action, "article"))
     one = chosen.isel({d: 0 for d in chosen.dims if d == "slot"})
     applicability = capacity.applicability(one)
     if "adds little" in applicability:
@@ -160,11 +168,12 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
                 inputs, bursts) -> Answer:  # fmt: skip
     """The plan's answer from the steps' results (see :mod:`capnb.plan._answer`)."""
     from .. import data, forecast
-
     from ._steps import unmodelled
 
     del estimated, plan
-    unpriced = str(best.unpriced_options.item()) if best is not None and "unpriced_options" in best else ""
+    unpriced = (
+        str(best.unpriced_options.item()) if best is not None and "unpriced_options" in best else ""
+    )
     not_compared = [*unshardable.values()]
     if unmodelled(cap):
         not_compared.append(unmodelled(cap))
@@ -207,7 +216,11 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
     policy = _policy(cfg, advice, cold)
     reserved = policy.min_instances + policy.buffer_instances
-    price = float(run.attrs["usd_per_gpu_hour"]) if run.attrs["usd_per_gpu_hour"] != "none" else math.nan
+    price = (
+        float(run.attrs["usd_per_gpu_hour"])
+        if run.attrs["usd_per_gpu_hour"] != "none"
+        else math.nan
+    )
     gpu_hours = float(run.gpu_hours) * per_month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]

@@ -32,7 +32,9 @@ def headline(a: Answer) -> str:
     """One sentence: the plan fails its own checks (which, and what to do), or it passes them."""
     failed = a.failed
     if not failed:
-        return "The plan passes its own checks (held-out budget, bursts, GPU ranking, latency model)."
+        return (
+            "The plan passes its own checks (held-out budget, bursts, GPU ranking, latency model)."
+        )
     findings = [c.finding for c in failed]
     actions = list(dict.fromkeys(c.action for c in failed if c.action))
     listed = findings[0] if len(findings) == 1 else f"{', '.join(findings[:-1])} and {findings[-1]}"

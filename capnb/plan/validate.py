@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import words
+
 __all__ = ["PEAK_QPS", "RECORD", "SECTION", "check", "markdown", "plan_series", "stored"]
 
 SECTION = "## The plan on windows it did not see: its policy chosen by rolling origins"
@@ -49,7 +51,8 @@ def plan_series(name: str, folder: Path):
     del forecast
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return build(trace=str(path), trace_kind="rates", time_unit="s", start="1970-01-01",
+        start = f"{words.PLACEHOLDER_YEAR}-01-01"
+        return build(trace=str(path), trace_kind="rates", time_unit="s", start=start,
                      demand_scale=PEAK_QPS / peak, disaggregation="none", provider="none")  # fmt: skip
 
 
