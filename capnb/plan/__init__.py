@@ -29,12 +29,15 @@ from ._build import (
     read_config,
 )
 from ._config import PlanConfig, load_config, save_config, trace_options
+from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._steps import PlanError
 
 __all__ = [
+    "Manifests",
     "PlanConfig",
     "PlanError",
     "PlanWarning",
+    "PolicyChoice",
     "backtest",
     "build",
     "describe",
@@ -42,6 +45,9 @@ __all__ = [
     "inputs_used",
     "load",
     "load_config",
+    "manifest_settings",
+    "manifests",
+    "policy_choice",
     "read_config",
     "save_config",
     "trace_options",
