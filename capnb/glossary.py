@@ -64,6 +64,9 @@ DIMS: dict[str, Term] = _table(
     ("block", "1", "one prefix block of a request's prompt (a block hash of the request log)"),
     ("cache_tokens", "tokens", "size of a prefix cache"),
     ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),
+    ("size_bin", "1", "a bin of requests by prompt and output length"),
+    ("routing", "1", "how requests reach instances: random, round_robin or prefix_aware"),
+    ("instance", "1", "one instance of a fleet"),
     (
         "pool",
         "1",
@@ -259,6 +262,8 @@ VARIABLES: dict[str, Term] = _table(
     ("block_prompt_tokens", "tokens", "prompt tokens a block holds"),
     ("prefix_hit_rate", "1", "share of prompt tokens served from the prefix cache"),
     ("hit_tokens", "tokens", "prompt tokens served from the prefix cache"),
+    ("instance_requests", "requests", "requests the routing sends to the instance"),
+    ("load_imbalance", "1", "busiest instance's prompt tokens over the mean instance's"),
     ("prefix_cache_tokens", "tokens", "KV cache tokens held by the prefix cache"),
     ("running_tokens", "tokens", "KV cache tokens left for running sequences"),
     ("prefill_share", "1", "share of prompt tokens still computed: 1 - prefix_hit_rate"),
@@ -268,6 +273,8 @@ VARIABLES: dict[str, Term] = _table(
     ("served_qps", "requests/s", "requests per second the slot's fleet serves (spot discounted)"),
     ("usd_per_gpu_hour_reserved", "USD/hour", "reserved or committed price of one GPU"),
     ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
+    ("size_bin_index", "1", "the request's size bin, an index along size_bin"),
+    ("request_share", "1", "share of the requests in the size bin"),
     # disaggregated serving (prefill and decode pools)
     ("instance_qps", "requests/s", "requests per second one instance completes (simulated)"),
     ("pool_tensor_parallel", "GPUs", "tensor-parallel degree of the pool's instances"),
