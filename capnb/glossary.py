@@ -65,6 +65,7 @@ DIMS: dict[str, Term] = _table(
     ("cache_tokens", "tokens", "size of a prefix cache"),
     ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),
     ("size_bin", "1", "a bin of requests by prompt and output length"),
+    ("fleet", "1", "one way to buy the fleet: pricing and the GPU types it mixes"),
     ("routing", "1", "how requests reach instances: random, round_robin or prefix_aware"),
     ("instance", "1", "one instance of a fleet"),
     (
@@ -275,6 +276,9 @@ VARIABLES: dict[str, Term] = _table(
     ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
     ("size_bin_index", "1", "the request's size bin, an index along size_bin"),
     ("request_share", "1", "share of the requests in the size bin"),
+    ("saving", "1", "cost saved against the first fleet of the same latency curves"),
+    ("curves", "1", "latency curves the fleet is sized on: whole workload, or per size bin"),
+    ("pools", "1", "the pools (GPU and tensor-parallel degree) the fleet holds"),
     # disaggregated serving (prefill and decode pools)
     ("instance_qps", "requests/s", "requests per second one instance completes (simulated)"),
     ("pool_tensor_parallel", "GPUs", "tensor-parallel degree of the pool's instances"),

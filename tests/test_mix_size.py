@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from capnb.capacity import mix_by_size, size_bins, validate_mix
+from capnb.capacity import compare_fleets, mix_by_size, size_bins, validate_mix
 from capnb.errors import InputError
 
 
@@ -188,3 +188,28 @@ def test_bins_and_bad_inputs():
     with pytest.raises(InputError, match="slices"):
         mix_by_size(options_of([[1.0]]), demand_of([3]), prices=prices_of([1.0]),
                     shares=xr.DataArray([1.0], dims="size_bin"), reserved=None, slices=0)  # fmt: skip
+
+
+def test_fleets_side_by_side_never_get_dearer_down_each_curve():
+    whole = xr.Dataset(
+        {"per_instance_qps": (("gpu", "tensor_parallel"), [[4.0], [9.0]])},
+        coords={"gpu": ["G0", "G1"], "tensor_parallel": [1]},
+    )
+    by_size = xr.Dataset(
+        {"per_instance_qps": (("size_bin", "gpu", "tensor_parallel"), [[[12.0], [14.0]],
+                                                                       [[1.5], [6.0]]]),
+         "request_share": ("size_bin", [0.6, 0.4])},
+        coords={"size_bin": ["short", "long"], "gpu": ["G0", "G1"], "tensor_parallel": [1]},
+    )  # fmt: skip
+    demand = demand_of([30, 12, 45, 60])
+    table = compare_fleets(whole, by_size, demand, prices=prices_of([1.0, 2.5], [0.7, 1.8]))
+    cost = dict(zip(table.fleet.values, table.usd_per_hour.values, strict=True))
+    assert cost["by size: types mixed by size, reserved base"] <= min(
+        cost["by size: one type, reserved base"], cost["by size: types mixed by size, on demand"]
+    ) * (1 + table.attrs["optimality_gap"])
+    assert (
+        cost["whole workload: types mixed, reserved base"]
+        <= cost["whole workload: one type, reserved base"] + 1e-9
+    )
+    first = table.saving.values[[0, 3]]
+    assert (first == 0).all() and (table.saving.values >= -1e-9).all()

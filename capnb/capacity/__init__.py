@@ -26,7 +26,8 @@ in words); :func:`mix` (the cheapest mix of GPU types per slot, a reserved base 
 on-demand or spot above it, an integer program solved by scipy's HiGHS); :func:`mix_by_size`
 (requests binned by prompt and output length, :func:`size_bins`; each bin's throughput per GPU,
 :func:`size_options`; the bins sent to the GPU types where they are cheapest: Mélange's mixed
-fleet); :func:`disaggregate`
+fleet; :func:`compare_fleets` sets one type, a reserved base and both mixes side by side);
+:func:`disaggregate`
 (prefill and decode on separate pools: a plan per pool over the slots against the aggregated plan)
 and :func:`pd_ratio` (each prefill:decode ratio of a fixed fleet in a closed loop, and the best),
 from :func:`pool_curves` (the engine per pool) and :func:`kv_transfer_s`; :func:`prefix_trade`
@@ -42,7 +43,7 @@ from ._answer import applicability, contrast, describe
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import sweep_engine
 from ._mix import mix
-from ._mix_size import mix_by_size, size_bins, size_options
+from ._mix_size import compare_fleets, mix_by_size, size_bins, size_options
 from ._prefix import prefix_trade
 from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
@@ -53,6 +54,7 @@ __all__ = [
     "POOLS",
     "applicability",
     "cheapest",
+    "compare_fleets",
     "contrast",
     "describe",
     "disaggregate",

@@ -508,3 +508,76 @@ def _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served,
             "solver": "scipy.optimize.milp (HiGHS): the base within mip_gap, each slot exact",
         },
     )  # fmt: skip
+
+
+# -- the fleets side by side ----------------------------------------------------------------------
+def _only(options: xr.Dataset, pool: str) -> xr.Dataset:
+    gpu, tp = pool.rsplit(" TP", 1)
+    return options.sel(gpu=[gpu], tensor_parallel=[int(tp)])
+
+
+def _held(fleet: xr.Dataset) -> str:
+    used = fleet.instances.sum("slot").values
+    names = fleet.pool.values
+    return ", ".join(str(p) for p, n in zip(names, used, strict=True) if n) or "none"
+
+
+def compare_fleets(
+    whole: xr.Dataset, by_size: xr.Dataset, demand_qps, *, prices, reserved: str = "reserved",
+    mip_gap: float = 1e-3,
+) -> xr.Dataset:  # fmt: skip
+    """Seven fleets for one demand, cheapest last: what mixing by size adds to a reserved base.
+
+    ``whole``: per-instance requests/s over (``gpu``, ``tensor_parallel``) from one latency curve
+    per GPU for the whole workload (the capacity step's); ``by_size``: :func:`size_options`'s.
+    Rows (``fleet``): the cheapest single type on demand, that type with a reserved base, the
+    mix of types (:func:`capnb.capacity.mix`), then the same three from the per-bin curves
+    (the single type serving every bin) and the mix by size on demand. ``usd_per_hour`` is the
+    mean over the slots; ``saving`` is against the first row of the same curves (one type on
+    demand).
+    """
+    from ._mix import mix
+
+    rows = []
+    one = mix(whole, demand_qps, prices=prices, reserved=None, mip_gap=mip_gap)
+    best = one.attrs["single_type_pool"]
+    only = mix(_only(whole, best), demand_qps, prices=prices, reserved=reserved, mip_gap=mip_gap)
+    types = mix(whole, demand_qps, prices=prices, reserved=reserved, mip_gap=mip_gap)
+    base = one.attrs["single_type_usd_per_hour"]
+    rows += [("whole workload", "one type, on demand", base, best),
+             ("whole workload", "one type, reserved base", only.attrs["mix_usd_per_hour"], best),
+             ("whole workload", "types mixed, reserved base", types.attrs["mix_usd_per_hour"],
+              _held(types))]  # fmt: skip
+    size_od = mix_by_size(by_size, demand_qps, prices=prices, reserved=None)
+    best = size_od.attrs["single_type_pool"]
+    size_only = mix_by_size(_only(by_size, best), demand_qps, prices=prices, reserved=reserved)
+    size_res = mix_by_size(by_size, demand_qps, prices=prices, reserved=reserved, mip_gap=mip_gap)
+    rows += [("by size", "one type, on demand", size_od.attrs["single_type_usd_per_hour"], best),
+             ("by size", "one type, reserved base", size_only.attrs["mix_usd_per_hour"], best),
+             ("by size", "types mixed by size, on demand", size_od.attrs["mix_usd_per_hour"],
+              _held(size_od)),
+             ("by size", "types mixed by size, reserved base", size_res.attrs["mix_usd_per_hour"],
+              _held(size_res))]  # fmt: skip
+    curves, names, cost, pools = (list(x) for x in zip(*rows, strict=True))
+    first = {c: cost[curves.index(c)] for c in set(curves)}
+    saving = [1 - v / first[c] for c, v in zip(curves, cost, strict=True)]
+    return xr.Dataset(
+        {
+            "usd_per_hour": ("fleet", cost, glossary.attrs("usd_per_hour")),
+            "saving": ("fleet", saving, glossary.attrs("saving")),
+            "curves": ("fleet", curves, glossary.attrs("curves")),
+            "pools": ("fleet", pools, glossary.attrs("pools")),
+        },
+        coords={
+            "fleet": (
+                "fleet",
+                [f"{c}: {n}" for c, n in zip(curves, names, strict=True)],
+                glossary.attrs("fleet"),
+            )
+        },
+        attrs={
+            "reserved_pricing": reserved,
+            "provider": prices.attrs.get("provider", ""),
+            "optimality_gap": max(types.attrs["optimality_gap"], size_res.attrs["optimality_gap"]),
+        },
+    )
