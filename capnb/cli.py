@@ -46,13 +46,13 @@ def _report(args: argparse.Namespace) -> int:
         if "cannot apply" in str(warning.message):
             print(f"capnb report: {warning.message}")
     elapsed = time.perf_counter() - start
-    if args.config is not None:  # the plan the worksheets ran on was exported beside the report
-        import json
+    import json
 
-        from .plan import inputs_used
+    from .plan import inputs_used
 
-        summary = json.loads((Path(args.out) / "plan.json").read_text(encoding="utf-8"))
-        print(f"Inputs: {inputs_used(summary)}")
+    # the plan every worksheet ran on, exported beside the report
+    summary = json.loads((Path(args.out) / "plan.json").read_text(encoding="utf-8"))
+    print(f"Inputs: {inputs_used(summary)}")
     print(f"Report written in {elapsed:.0f} s (open it in any browser; it needs no network):")
     for path in written:
         print(f"  {path.resolve()}")
@@ -65,9 +65,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "model": args.model,
         "gpus": args.gpus,
         "tensor_parallel": args.tensor_parallel,
-        "sla_s": args.sla,
-        "sla_metric": args.sla_metric,
-        "sla_quantile": args.sla_quantile,
+        "sla": args.sla,
         "trace": args.trace,
         "trace_kind": args.trace_kind,
         "start": args.start,
@@ -124,8 +122,15 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(v) for v in text.split(","))
+def _sla(text: str):
+    """``--sla``: the bounds as an SLA record, or argparse's one-line error naming the flag."""
+    from .errors import CapnbError
+    from .records import SLA
+
+    try:
+        return SLA.parse(text)
+    except CapnbError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--sla: ").removeprefix("sla: ")) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         "report", help="execute the worksheets and write offline HTML reports"
     )
     report.add_argument(
-        "--config", help="plan config (TOML/YAML); default: each worksheet's bundled inputs"
+        "--config", help="plan config (TOML/YAML); default: the bundled defaults"
     )
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
@@ -168,9 +173,12 @@ def _parser() -> argparse.ArgumentParser:
         type=lambda t: tuple(int(v) for v in t.split(",")),
         help="candidate tensor-parallel degrees, comma-separated",
     )
-    plan.add_argument("--sla", type=float, help="latency SLA in seconds (0.5 = 500 ms)")
-    plan.add_argument("--sla-metric", choices=["ttft", "tpot", "itl", "e2e"])
-    plan.add_argument("--sla-quantile", type=float, help="quantile the SLA bounds (0.99 = P99)")
+    plan.add_argument(
+        "--sla",
+        type=_sla,
+        help="latency bounds met together, metric=seconds: ttft=1.5,tpot=60ms (metrics ttft, "
+        "tpot, itl, e2e; quantile=0.99 by default; confirm accepts implausible bounds)",
+    )
     plan.add_argument("--trace", help="bundled trace name, or a request log or rate series file")
     plan.add_argument("--trace-kind", choices=["auto", "requests", "rates"])
     plan.add_argument("--start", help="date and time the trace's clock starts (times from 0)")

@@ -14,7 +14,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-__all__ = ["DIMS", "HOURS_PER_MONTH", "VARIABLES", "Term", "attrs", "describe", "unit_registry"]
+__all__ = [
+    "DIMS",
+    "HOURS_PER_MONTH",
+    "RETIRED",
+    "VARIABLES",
+    "Term",
+    "attrs",
+    "describe",
+    "unit_registry",
+]
 
 #: Hours in a month, 8,760 / 12: every monthly figure capnb gives (cost, breach minutes) uses it.
 HOURS_PER_MONTH = 730.0
@@ -137,6 +146,12 @@ VARIABLES: dict[str, Term] = _table(
     ("mean_latency", "s", "mean request latency"),
     ("measured_qps", "requests/s", "request throughput the benchmark reported"),
     ("binding", "1", "what sets safe_concurrency (latency, memory, measured_range) or blocks it"),
+    (
+        "binding_metric",
+        "1",
+        "the latency bound of the SLA that sets safe_concurrency (ttft, tpot, itl, e2e; '' when "
+        "latency does not bind)",
+    ),
     ("operating_concurrency", "requests", "concurrency of the highest throughput under the SLA"),
     ("latency_at_safe", "s", "latency quantile at the safe concurrency"),
     ("latency_floor", "s", "latency quantile at the curve's first concurrency"),
@@ -295,6 +310,18 @@ VARIABLES: dict[str, Term] = _table(
 )
 
 
+#: Names capnb used for a quantity that now has one name: the old name, where it was, the name now.
+RETIRED: tuple[tuple[str, str, str], ...] = (
+    ("sla_s", "plan config, CLI --sla", "[sla] ttft_s / tpot_s / itl_s / e2e_s (capnb.records.SLA)"),
+    ("sla_metric", "plan config, CLI --sla-metric", "the metric in the bound's name (tpot_s)"),
+    ("sla_quantile", "plan config, CLI --sla-quantile", "[sla] quantile"),
+    ("disaggregation_sla_s", "plan config", "the SLA's own ttft_s and tpot_s"),
+    ("sla_ttft, sla_tpot", "capacity.pd_ratio, capacity.disaggregate", "sla (an SLA record)"),
+    ("sla_s", "capacity.prefix_trade, capacity.sweep_engine", "sla"),
+    ("recommendation, monthly_usd, ...", "plan attrs", "capnb.plan.answer(plan) fields"),
+)
+
+
 def attrs(name: str, **extra: object) -> dict[str, object]:
     """Return the ``units`` and ``long_name`` attrs of a glossary name.
 
@@ -357,6 +384,9 @@ def describe() -> str:
     lines = ["| name | kind | units | meaning |", "|---|---|---|---|"]
     for kind, table in (("dim", DIMS), ("variable", VARIABLES)):
         lines += [f"| `{t.name}` | {kind} | {t.units} | {t.long_name} |" for t in table.values()]
+    lines += ["", "Names retired (one name per quantity):", "",
+              "| old name | where | the name now |", "|---|---|---|"]  # fmt: skip
+    lines += [f"| `{old}` | {where} | {now} |" for old, where, now in RETIRED]
     return "\n".join(lines)
 
 

@@ -96,7 +96,7 @@ def test_bundled_mooncake_trace_is_relative_and_says_so():
 
 def test_names_and_kinds_are_checked():
     assert data.list_traces()[:2] == ["azure-code-2023", "azure-conv-2023"]
-    assert data.list_rate_series() == ["servegen-m-large", "servegen-m-small"]
+    assert data.list_rate_series() == ["servegen-m-large", "servegen-m-mid", "servegen-m-small"]
     with pytest.raises(UnknownNameError, match="azure-code-2023"):
         data.load_trace("azure-code")
     with pytest.raises(InputError, match="load_rate_series"):

@@ -47,11 +47,13 @@ from ._mix_size import compare_fleets, mix_by_size, size_bins, size_options
 from ._prefix import prefix_trade
 from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
+from ..records import SLA
 
 __all__ = [
     "BINDING",
     "FEASIBLE",
     "POOLS",
+    "SLA",
     "applicability",
     "cheapest",
     "compare_fleets",

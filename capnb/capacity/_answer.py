@@ -190,6 +190,21 @@ def _where(cell: xr.Dataset) -> str:
     return where
 
 
+def _bound(cell: xr.Dataset) -> tuple[str, float]:
+    """The bound a cell's answer is about, in words (``tpot P99``), and its seconds.
+
+    Under an :class:`capnb.records.SLA` of several bounds, the one that decides (``binding_metric``);
+    where none does (memory binds), the first bound.
+    """
+    quantile = cell.attrs.get("quantile", 0.99)
+    if "binding_metric" not in cell:
+        metric = cell.attrs.get("metric", "latency")
+        return f"{metric} P{quantile * 100:g}", float(cell.sla)
+    bounds = {k.removesuffix("_s"): v for k, v in cell.attrs["sla_bounds"].items() if k.endswith("_s")}
+    metric = str(cell.binding_metric.values) or next(iter(bounds))
+    return f"{metric} P{quantile * 100:g}", float(bounds[metric])
+
+
 def describe(result: xr.Dataset, **selection: object) -> str:
     """The answer for one cell of a capacity result, in one plain sentence with its numbers.
 
@@ -210,10 +225,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     'Infeasible: ttft P99 is already 315 ms at concurrency 1, above the 300 ms SLA...'
     """
     cell = _cell(result, selection)
-    metric = cell.attrs.get("metric", "latency")
-    quantile = cell.attrs.get("quantile", 0.99)
-    label = f"{metric} P{quantile * 100:g}"
-    sla = float(cell.sla)
+    label, sla = _bound(cell)
     binding = str(cell.binding.values)
     where = _where(cell)
     floor = float(cell.latency_floor)
@@ -251,6 +263,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     at_safe = float(cell.latency_at_safe)
     if binding == "latency":
         why = f"the SLA binds: {label} reaches {_seconds(at_safe)} there"
+        if "binding_metric" in cell and len(cell.attrs["sla_bounds"]) > 2:  # several bounds
+            why = f"the {label} bound binds: it reaches {_seconds(at_safe)} there"
     elif binding == "memory":
         why = f"memory binds: the KV cache holds no more, while {label} is only {_seconds(at_safe)}"
     else:
@@ -261,7 +275,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         )
     qps = float(cell.per_instance_qps)
     sentence = (
-        f"At {label} <= {_seconds(sla)}, one instance of {where} safely holds {safe:,} "
+        f"At {cell.attrs.get('sla') or f'{label} <= {_seconds(sla)}'}, one instance of {where} "
+        f"safely holds {safe:,} "
         f"concurrent requests ({why}) and serves {qps:.3g} requests/s by Little's law at "
         f"concurrency {int(cell.operating_concurrency):,}"
     )

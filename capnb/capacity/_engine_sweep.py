@@ -50,7 +50,7 @@ def sweep_engine(
     gpus,
     tensor_parallel,
     workload: xr.Dataset,
-    sla_s: float,
+    sla,
     target_qps,
     *,
     buffer_qps=None,
@@ -70,8 +70,9 @@ def sweep_engine(
         One model; candidate GPUs and degrees (lists).
     workload
         Prompt and output lengths (:func:`capnb.latency.workload`).
-    sla_s, target_qps, buffer_qps, metric, quantile
-        As in :func:`plan` (``target_qps`` a number or a DataArray, e.g. over ``slot``).
+    sla, target_qps, buffer_qps, metric, quantile
+        As in :func:`plan` (``sla`` seconds of ``metric`` or a :class:`capnb.records.SLA`;
+        ``target_qps`` a number or a DataArray, e.g. over ``slot``).
     prefix_cache_share
         Share of each instance's KV budget held by a prefix cache, in [0, 1).
     blocks
@@ -126,7 +127,7 @@ def sweep_engine(
                 continue
             curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
                                  hit_rate=hit, requests=requests, seed=seed)  # fmt: skip
-            result = plan(curve, sla_s, target_qps, buffer_qps=buffer_qps, metric=metric,
+            result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits))  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})

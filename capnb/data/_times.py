@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import words
 from ..errors import ConfigError, InputError
 
 #: The requests expected in a window (or an empty stretch of a log) at which finding none is taken
@@ -87,7 +88,8 @@ __all__ = [
     "unit_ns",
 ]
 
-_PLACEHOLDER_ORIGIN = "1970-01-01"
+#: Where time 0 of a trace with no date is put (a placeholder: the clock attrs say so).
+_PLACEHOLDER_ORIGIN = f"{words.PLACEHOLDER_YEAR}-01-01"
 
 _UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 OFFSET_PATTERN = r"(Z|[+-]\d\d:?\d\d)$"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _words, glossary
+from .. import glossary, words
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
@@ -108,6 +108,7 @@ _BUNDLED_TRACES = {
 }
 _BUNDLED_SERIES = {
     "servegen-m-large": "servegen_language_m-large_aggregate_rate_10min.csv",
+    "servegen-m-mid": "servegen_language_m-mid_aggregate_rate_10min.csv",
     "servegen-m-small": "servegen_language_m-small_aggregate_rate_10min.csv",
 }
 
@@ -889,7 +890,7 @@ def _request_dataset(path, fmt, ns, tokens, clock, where, used, header, decided,
     same = int(np.count_nonzero(ns[1:] == ns[:-1]))
     if same:
         warned.append(
-            f"{_words.count(same, 'request')} share{'s' if same == 1 else ''} "
+            f"{words.count(same, 'request')} share{'s' if same == 1 else ''} "
             f"{'its' if same == 1 else 'their'} timestamp with the one before (kept: simultaneous "
             "arrivals at the log's time resolution)"
         )

@@ -50,7 +50,7 @@ from ._advice import (
     troughs,
 )
 from ._advisory import MOST_REVERSALS_PER_DAY, advise, advisory, flapping_warning
-from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
+from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
 from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES
@@ -71,6 +71,7 @@ __all__ = [
     "advise",
     "advisory",
     "choose",
+    "cold_start_vetoes",
     "coldstart",
     "decide_scaling_action",
     "describe",

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from .. import _words, glossary
+from .. import glossary, words
 from ..errors import InputError
+from ._decision import cold_start_vetoes
 from ._demand import demand_values
 
 __all__ = [
@@ -236,6 +237,9 @@ class Recommendation:
         One sentence per rule, with its numbers.
     text
         The answer in one sentence.
+    cold_start_vetoes
+        Whether the cold start is too long for scale-ups to count (:func:`cold_start_vetoes`):
+        the rule the choice followed.
     """
 
     kind: str
@@ -245,14 +249,7 @@ class Recommendation:
     metrics: dict[str, float]
     reasons: list[str] = field(default_factory=list)
     text: str = ""
-
-
-def _minutes(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    cold_start_vetoes: bool = False
 
 
 def _policy_of(cell: xr.Dataset, result: xr.Dataset) -> str:
@@ -261,22 +258,23 @@ def _policy_of(cell: xr.Dataset, result: xr.Dataset) -> str:
 
 def _run_words(cell: xr.Dataset, policy: str) -> str:
     floor, threshold = int(cell.min_instances), float(cell.scale_up_threshold)
-    words = {
-        "article": f"the article's threshold policy (scale up above {threshold:g})",
-        "hpa": f"Kubernetes HPA (target utilisation {threshold:g})",
-        "knative": f"Knative KPA (target utilisation {threshold:g})",
-        "fixed": f"a fixed fleet of {_words.count(floor, 'instance')}",
-        "fixed_elastic": f"{_words.count(floor, 'fixed instance')} with the article's rule above "
-        f"(scale up above {threshold:g}, no cold-start veto)",
-        "predictive": f"the predictive policy (the forecast one cold start ahead, target "
+    name = words.POLICY_NAMES[policy]
+    phrase = {
+        "article": f"the {name} policy (scale up above {threshold:g})",
+        "hpa": f"{name} (target utilisation {threshold:g})",
+        "knative": f"{name} (target utilisation {threshold:g})",
+        "fixed": f"a {name} of {words.count(floor, 'instance')}",
+        "fixed_elastic": f"{name}: {words.count(floor, 'fixed instance')} with the article's rule "
+        f"above (scale up above {threshold:g}, no cold-start veto)",
+        "predictive": f"the {name} policy (the forecast one cold start ahead, target "
         f"utilisation {threshold:g}, corrected when load exceeds it)",
     }[policy]
     if policy in ("article", "hpa", "knative", "predictive") and floor > 1:
-        words += f", never below {_words.count(floor, 'instance')}"
+        phrase += f", never below {words.count(floor, 'instance')}"
     if policy != "fixed":
-        words += f", scale-down delay {_minutes(float(cell.cooldown_s))}"
+        phrase += f", scale-down delay {words.duration(float(cell.cooldown_s))}"
     spares = int(cell.buffer_instances)
-    return words + (f", {_words.count(spares, 'warm spare')}" if spares else "")
+    return phrase + (f", {words.count(spares, 'warm spare')}" if spares else "")
 
 
 def recommend(
@@ -333,16 +331,16 @@ def recommend(
     def price(sel):
         return math.inf if sel is None else float(held[name].sel(sel))
 
-    words = f"its cheapest run within the budget costs {price(mine):,.1f} {held[name].units}" + (
+    versus = f"its cheapest run within the budget costs {price(mine):,.1f} {held[name].units}" + (
         f" against {price(best):,.1f} for {best['policy']}" if best else ""
     )
     if price(mine) < price(best):
-        first.reasons.append(f"The predictive policy also wins on held-out traffic: {words}.")
+        first.reasons.append(f"The predictive policy also wins on held-out traffic: {versus}.")
         return first
     advice = _recommend(others, breach_budget, cost, selection)
     advice.reasons.append(
         "The predictive policy was cheapest here, where its forecast saw the traffic, but not on "
-        f"held-out traffic ({words}); it is not recommended."
+        f"held-out traffic ({versus}); it is not recommended."
     )
     return advice
 
@@ -358,7 +356,7 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
             )
         result = result.squeeze("cold_start_s")
     cold, tolerance = float(result.cold_start_s), float(result.attrs["tolerance_s"])
-    vetoed = cold > tolerance / 2
+    vetoed = cold_start_vetoes(cold, tolerance)
     names = _policy_names(result)
     elastic = names != "fixed"
     # capacity that needs no cold start: a floor above one instance, or warm spares
@@ -435,12 +433,12 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
             else ("shorter than some of" if delay >= median else "shorter than most of")
         )
         reasons.append(
-            f"Dips below {result.attrs['trough_level_qps']:.1f} requests/s last {_minutes(median)} "
-            f"(median) to {_minutes(p90)} (P90); the scale-down delay of {_minutes(delay)} is "
+            f"Dips below {result.attrs['trough_level_qps']:.1f} requests/s last {words.duration(median)} "
+            f"(median) to {words.duration(p90)} (P90); the scale-down delay of {words.duration(delay)} is "
             f"{longer} {'than them' if longer == 'longer' else 'them'}"
             + (
                 f", and {metrics['thrash']} instance(s) stopped within "
-                f"{_minutes(float(result.attrs['thrash_window_s']))} of becoming ready."
+                f"{words.duration(float(result.attrs['thrash_window_s']))} of becoming ready."
                 if metrics["thrash"]
                 else ", and no instance stopped soon after becoming ready."
             )
@@ -453,18 +451,18 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
             "little: a long scale-down delay buys nothing."
         )
     reasons += notes
-    words = {
+    lead = {
         "elastic": "Scale elastically",
         "fixed_plus_buffer": "Hold capacity that needs no cold start and scale elastically above it",
         "fixed": "Run a fixed fleet",
     }[kind]
     verdict = "within" if meets else "missing"
     text = (
-        f"{words}: {_run_words(cell, policy)} - {metrics['breach_share']:.2%} of the time in breach "
+        f"{lead}: {_run_words(cell, policy)} - {metrics['breach_share']:.2%} of the time in breach "
         f"({verdict} the {breach_budget:.2%} budget), {metrics['unserved_share']:.2%} of requests "
         f"unserved, {metrics[cost]:,.1f} {result[cost].units} over the trace."
     )
-    return Recommendation(kind, chosen, meets, follows, metrics, reasons, text)
+    return Recommendation(kind, chosen, meets, follows, metrics, reasons, text, vetoed)
 
 
 def describe(result: xr.Dataset, **selection: object) -> str:

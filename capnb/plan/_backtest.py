@@ -105,16 +105,6 @@ def _cut(source: xr.Dataset, window) -> xr.Dataset:
 
 
 # -- bursts ---------------------------------------------------------------------------------------
-def _burst_model(cfg: PlanConfig, series: xr.Dataset, fc: xr.Dataset):
-    from .. import forecast
-
-    if cfg.bursts == "none":
-        return None
-    if cfg.bursts == "fit":
-        return forecast.fit_burst_model(forecast.detect_bursts(series, fc))
-    return forecast.BurstModel()
-
-
 def burst_factors(model, steps: int, step_s: float, draws: int, seed: int) -> list[np.ndarray]:
     """Multipliers of the demand for ``draws`` windows of ``steps`` steps; one array per draw.
 
@@ -223,7 +213,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         rows.append((name, run, cell))
 
     # bursts: each plan again on the score window with bursts drawn from the plan's burst model
-    model = _burst_model(cfg, parts["series"], fc)
+    model = parts["bursts"]
     factors = burst_factors(model, demand.size, cfg.step_s, draws, cfg.seed)
     hold = _burst_holds(rows, factors, demand, ahead, settings, cfg, model, _kernel_inputs, kernels)
 
@@ -252,7 +242,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         breach_budget=cfg.breach_budget,
         burst_draws=int(draws),
         burst_draws_with_bursts=int(sum(f.size > 0 for f in factors)),
-        burst_model="none" if model is None else model.describe(),
+        burst_model=model.describe(),
         seed=int(cfg.seed),
         cost=cost,
         plans="; ".join(f"{k}: {v}" for k, v in _MEANING.items()),

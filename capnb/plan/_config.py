@@ -21,7 +21,8 @@ import pydantic
 from pydantic import ConfigDict, Field, field_validator
 
 from ..data import write_atomic
-from ..errors import ConfigError
+from ..errors import CapnbError, ConfigError
+from ..records import SLA
 
 __all__ = ["SECTIONS", "PlanConfig", "from_mapping", "load_config", "save_config", "trace_options"]
 
@@ -51,11 +52,10 @@ SECTIONS = {
         "latency",
         "prefix_cache_share",
         "disaggregation",
-        "disaggregation_sla_s",
         "workload",
         "accounting",
     ),
-    "sla": ("sla_metric", "sla_quantile", "sla_s"),
+    "sla": ("sla",),
     "elasticity": (
         "policies",
         "scale_up_threshold",
@@ -68,6 +68,19 @@ SECTIONS = {
         "backtest_days",
     ),
     "fleet": ("provider", "reserved", "spot_preemption", "spot_preemption_rate"),
+}
+
+#: Sections that are one record each: the table's keys are the record's fields.
+RECORDS = {"sla": SLA}
+
+#: Settings of earlier releases, each with what replaced it (one name per quantity).
+RETIRED = {
+    "sla_s": "the SLA is a table of bounds: [sla] tpot_s = 0.05 (ttft_s, tpot_s, itl_s, e2e_s)",
+    "sla_metric": "name the metric in the bound's key: [sla] ttft_s, tpot_s, itl_s or e2e_s",
+    "sla_quantile": "[sla] quantile = 0.99",
+    "disaggregation_sla_s": (
+        "the prefill/decode comparison bounds TTFT and TPOT with the SLA's own ttft_s and tpot_s"
+    ),
 }
 
 #: Fields that may name a file: relative paths in a config file are read from the file's folder.
@@ -114,13 +127,15 @@ class PlanConfig:
         serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
         instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
         hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
-        decode pools on the chosen GPU against the aggregated fleet (the engine model), with
-        ``disaggregation_sla_s`` bounding the latency the SLA does not (TTFT for a TPOT SLA);
+        decode pools on the chosen GPU against the aggregated fleet (the engine model), under the
+        SLA's TTFT and TPOT bounds (both needed);
         ``workload`` the trace whose prompt/output lengths the model prices (``"trace"``: the
         plan's own trace; ``"auto"``: the trace's when it has token columns, else the Azure
         conversation trace); memory ``accounting``.
     SLA
-        ``sla_metric`` (ttft, tpot, itl, e2e), ``sla_quantile``, ``sla_s`` seconds.
+        ``sla``: a :class:`capnb.records.SLA`, the bounds met together (``ttft_s``, ``tpot_s``,
+        ``itl_s``, ``e2e_s`` in seconds, each optional) at its ``quantile``; a config file's
+        ``[sla]`` table holds its fields.
     Elasticity
         ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
         ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
@@ -219,25 +234,18 @@ class PlanConfig:
         Literal["compare", "none"],
         _doc("compare aggregated with disaggregated prefill/decode serving on the chosen GPU"),
     ] = "compare"
-    disaggregation_sla_s: Annotated[
-        Positive,
-        _doc(
-            "the comparison's bound on the other latency: TTFT when the SLA is on TPOT or ITL, "
-            "TPOT when it is on TTFT",
-            "s",
-        ),
-    ] = 2.0
     workload: Annotated[
         Name, _doc("prompt/output lengths: 'auto', 'trace', a bundled trace name or a path")
     ] = "auto"
     accounting: Annotated[
         Literal["article", "vllm"], _doc("memory accounting: the article's headroom, or vLLM's")
     ] = "article"
-    sla_metric: Annotated[Literal["ttft", "tpot", "itl", "e2e"], _doc("latency the SLA bounds")] = (
-        "tpot"
-    )
-    sla_quantile: Annotated[Share, _doc("quantile of the latency the SLA bounds")] = 0.99
-    sla_s: Annotated[Positive, _doc("latency SLA", "s")] = 0.05
+    sla: Annotated[
+        SLA,
+        _doc(
+            "latency bounds met together: a quantile of TTFT, TPOT, ITL, E2E (each optional)", "s"
+        ),
+    ] = SLA(ttft_s=2.0, tpot_s=0.05)
     policies: Annotated[
         tuple[Policy, ...], Field(min_length=1), _doc("autoscaling policies to simulate")
     ] = ("article", "hpa", "knative", "fixed", "fixed_elastic", "predictive")
@@ -305,6 +313,17 @@ class PlanConfig:
             return (value,)
         return value
 
+    @field_validator("sla", mode="before")
+    @classmethod
+    def _sla_record(cls, value: object) -> object:
+        """An SLA table (a mapping of its fields) stands for the record."""
+        if isinstance(value, dict):
+            try:
+                return SLA.from_mapping(value)
+            except CapnbError as error:
+                raise ValueError(str(error).removeprefix("sla: ")) from None
+        return value
+
     def replace(self, **changes: object) -> PlanConfig:
         """A copy with some fields changed, validated (an unknown name is an error naming it)."""
         return from_mapping({**self.as_dict(), **changes}, source=self.source)
@@ -319,6 +338,8 @@ class PlanConfig:
 
 
 def _plain(value: object) -> object:
+    if isinstance(value, SLA):
+        return value.as_dict()
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -374,7 +395,7 @@ def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]
             items = [i for i in items if len(i["loc"]) > 1]
         for item in items:
             index = "".join(f"[{p}]" for p in item["loc"][1:] if isinstance(p, int))
-            rule = item["msg"]
+            rule = item["msg"].removeprefix("Value error, ")
             if item["type"] == "literal_error":
                 rule = f"expected one of {item['ctx']['expected']}"
             lines.append(f"{place}: {name}{index} = {item['input']!r}: {rule}")
@@ -394,7 +415,9 @@ def from_mapping(
     flat: dict[str, object] = {}
     where: dict[str, str] = {}
     for key, value in values.items():
-        if key in SECTIONS and isinstance(value, dict):
+        if key in RECORDS and isinstance(value, dict):
+            items, section = [(key, _record_table(key, value, source, text, suffix))], None
+        elif key in SECTIONS and isinstance(value, dict):
             items, section = value.items(), key
         else:
             items, section = [(key, value)], None
@@ -402,6 +425,8 @@ def from_mapping(
             line = _line_of(text, section, inner, suffix) if text is not None else None
             place = f"{source}:{line}" if line else source
             label = f"[{section}] {inner}" if section else inner
+            if inner in RETIRED:
+                raise ConfigError(f"{place}: {label} is no longer a setting: {RETIRED[inner]}")
             if section is not None and inner not in SECTIONS[section]:
                 raise ConfigError(
                     f"{place}: [{section}] has no setting {inner!r}; "
@@ -422,6 +447,30 @@ def from_mapping(
         raise ConfigError(_message(error, source, where)) from None
     check_names(config, where)
     return config
+
+
+def _record_table(key: str, table: dict, source: str, text: str | None, suffix: str) -> dict:
+    """A record's table (``[sla]``): its keys checked against the record's fields, with lines."""
+    known = [f.name for f in dataclasses.fields(RECORDS[key])]
+    for inner in table:
+        if inner in known:
+            continue
+        line = _line_of(text, key, inner, suffix) if text is not None else None
+        place = f"{source}:{line}" if line else source
+        if inner in RETIRED:
+            raise ConfigError(f"{place}: [{key}] {inner} is no longer a setting: {RETIRED[inner]}")
+        raise ConfigError(
+            f"{place}: [{key}] has no setting {inner!r}; known: {', '.join(known)}"
+        )
+    try:
+        RECORDS[key].from_mapping(table)
+    except CapnbError as error:  # the message names the field; the place is the field's line
+        message = str(error).removeprefix(f"{key}: ")
+        field = message.partition(" = ")[0]
+        line = _line_of(text, key, field, suffix) if text is not None else None
+        place = f"{source}:{line}" if line else source
+        raise ConfigError(f"{place}: [{key}] {message}") from None
+    return table
 
 
 def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None:
@@ -551,6 +600,30 @@ def _comment(name: str) -> str:
     return f"{meaning}{units}; default: {default!r}"
 
 
+#: What each field of the [sla] table means, for the written config's comments.
+_SLA_FIELDS = {
+    "ttft_s": "bound on the time to first token [s]",
+    "tpot_s": "bound on the time per output token [s per token: 60 ms is 0.06]",
+    "itl_s": "bound on the inter-token latency [s]",
+    "e2e_s": "bound on the end-to-end latency [s]",
+    "quantile": "the quantile of each latency the bounds hold for (0.99: P99)",
+    "confirm": "true accepts a bound outside its metric's plausible range",
+}
+
+
+def _record_comments(table, values: dict) -> None:
+    """The [sla] table: each bound set, the others as comments, every key explained."""
+    import tomlkit
+
+    table.add(tomlkit.comment("latency bounds met together; give at least one (each optional)"))
+    for name, meaning in _SLA_FIELDS.items():
+        table.add(tomlkit.comment(meaning))
+        if name in values:
+            table.add(name, values[name])
+        else:
+            table.add(tomlkit.comment(f"{name} = ..."))
+
+
 def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = True) -> Path:
     """Write a plan config as commented TOML (atomically), one table per section.
 
@@ -570,6 +643,10 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
     document.add(tomlkit.comment("Relative paths are read from this file's folder."))
     for section, names in SECTIONS.items():
         table = tomlkit.table()
+        if section in RECORDS:
+            _record_comments(table, values[section])
+            document.add(section, table)
+            continue
         for name in names:
             value = values[name]
             table.add(tomlkit.comment(_comment(name)))

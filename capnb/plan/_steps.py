@@ -32,19 +32,33 @@ def _traffic(cfg: PlanConfig, source=None):
     return source, series
 
 
+def burst_model(cfg: PlanConfig, series):
+    """The plan's burst model, decided once: the forecast, the burst test and the backtest use it.
+
+    ``"article"``: the article's (1-2 a month, 1-2 h, 3-5x); ``"fit"``: fitted to the bursts
+    detected in ``series``; ``"none"``: no bursts (a model of rate 0, so that nothing draws one).
+    """
+    from .. import forecast
+
+    if cfg.bursts == "article":
+        return forecast.BurstModel()
+    if cfg.bursts == "none":
+        return forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
+    return forecast.fit_burst_model(
+        forecast.detect_bursts(series, forecast.fit_baseline(series, slots=cfg.slots))
+    )
+
+
 def _forecast(cfg: PlanConfig, series):
     from .. import forecast
 
-    bursts = {"article": forecast.BurstModel(), "fit": "fit", "none": None}
-    if cfg.bursts not in bursts:
-        raise InputError(f"bursts must be one of {list(bursts)}, got {cfg.bursts!r}")
     quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic_quantile)}))
     return forecast.target(
         series,
         slots=cfg.slots,
         quantiles=quantiles,
         plan_quantile=cfg.traffic_quantile,
-        bursts=bursts[cfg.bursts],
+        bursts=burst_model(cfg, series),
         trials=cfg.trials,
         seed=cfg.seed,
         exceed_probability=cfg.exceed_probability,
@@ -108,15 +122,13 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             list(cfg.gpus),
             list(cfg.tensor_parallel),
             seq_len,
-            cfg.sla_s,
+            cfg.sla,
             workload=workload,
             target_qps=target_qps,
             buffer_qps=buffer_qps,
-            metric=cfg.sla_metric,
-            quantile=cfg.sla_quantile,
             accounting=cfg.accounting,
         )
-        result = result.squeeze(["model", "seq_len", "sla"], drop=False)
+        result = result.squeeze(["model", "seq_len"], drop=False)
         result.attrs["latency_source"] = "the calibrated analytic model"
     elif cfg.latency == "engine":
         blocks = None
@@ -127,11 +139,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             list(cfg.gpus),
             list(cfg.tensor_parallel),
             workload,
-            cfg.sla_s,
+            cfg.sla,
             target_qps,
             buffer_qps=buffer_qps,
-            metric=cfg.sla_metric,
-            quantile=cfg.sla_quantile,
             prefix_cache_share=cfg.prefix_cache_share,
             blocks=blocks,
             seed=cfg.seed,
@@ -158,11 +168,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             where = f"measured latencies ({curve.attrs['format']} files) at {cfg.latency}"
         result = capacity.plan(
             curve,
-            cfg.sla_s,
+            cfg.sla,
             target_qps,
             buffer_qps=buffer_qps,
-            metric=cfg.sla_metric,
-            quantile=cfg.sla_quantile,
             accounting=cfg.accounting,
             seq_len=seq_len,  # memory holds the plan's traffic, as the memory step checks it
         )
@@ -239,8 +247,8 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
     if int(best.feasible_options) == 0 and unpriced:
         one = ", " not in unpriced
         raise PlanError(
-            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla_metric} "
-            f"P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model}, but the GPU catalog "
+            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {cfg.model}, but the "
+            "GPU catalog "
             f"has no usd_per_gpu_hour for {'it' if one else 'them'}, so no plan can be priced or "
             "ranked; add the price to your GPU catalog (README: 'Your own GPU') or add a priced "
             "GPU to gpus"
@@ -252,7 +260,7 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         why = unmodelled(cap)
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.gpus)} at tensor parallelism {list(cfg.tensor_parallel)} "
-            f"meets {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model} "
+            f"meets {cfg.sla} for {cfg.model} "
             f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}); relax the SLA, add GPUs "
             "or tensor parallelism"
         )
@@ -371,15 +379,19 @@ def _held_out(cfg: PlanConfig, demand, series, settings):
     )
 
 
-def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr.Dataset:
-    """The chosen policy under one burst of the article's mid size, at the trace's busiest hour.
+def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model):
+    """The chosen policy under one burst of the plan's burst model, at the trace's busiest hour.
 
-    The trace replays only the bursts it happened to contain; this injects a 4x burst for 1.5 h
-    (the middle of the article's 3-5x, 1-2 h) starting at the busiest step of the trace's middle
-    day, to show what the elastic buffer must absorb.
+    The trace replays only the bursts it happened to contain; this injects one burst of the
+    middle size of ``model`` (:func:`burst_model`: its mean factor for its mean length) starting
+    at the busiest step of the trace's middle day, to show what the elastic buffer must absorb.
+    None when the model draws no bursts.
     """
     from .. import elasticity
 
+    if model.rate_per_month == 0:
+        return None
+    multiplier, seconds = float(np.mean(model.multiplier)), float(np.mean(model.duration_s))
     values = demand.values.copy()
     per_day = round(86400 / cfg.step_s)
     middle = (values.size // per_day // 2) * per_day
@@ -389,11 +401,12 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr
         if values.size >= middle + per_day
         else int(np.nanargmax(values))
     )
-    length = round(1.5 * 3600 / cfg.step_s)
-    values[start : start + length] *= 4.0
-    burst = demand.copy(data=values)
-    run = elasticity.simulate(burst, **run_settings)
+    values[start : start + max(1, round(seconds / cfg.step_s))] *= multiplier
+    run = elasticity.simulate(demand.copy(data=values), **run_settings)
     run.attrs.update(
-        burst_start=str(demand.time.values[start]), burst_multiplier=4.0, burst_hours=1.5
+        burst_start=str(demand.time.values[start]),
+        burst_multiplier=multiplier,
+        burst_hours=seconds / 3600,
+        burst_model=model.describe(),
     )
     return run
