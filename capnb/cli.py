@@ -6,7 +6,7 @@
 - ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
   [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
   used, write ``plan.nc`` and ``plan.json``.
-- ``capnb export [--plan reports/plan.nc] [--out DIR] [--name NAME] [--namespace NS]``: the plan's
+- ``capnb export [--plan reports/plan.nc|plan.json] [--out DIR] [--name NAME] [--namespace NS]``: the plan's
   chosen autoscaling policy as ``hpa.yaml`` (Kubernetes HPA v2), ``knative.yaml`` (Knative KPA) and
   ``keda.yaml`` (KEDA ScaledObject), beside the plan unless ``--out`` says otherwise.
 - ``capnb config plan.toml [--force]``: write the default plan config, every setting commented.
@@ -101,7 +101,13 @@ def _plan(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from . import plan
 
-    built = plan.load(args.plan)
+    path = Path(args.plan)
+    if path.suffix == ".json" and path.is_file():  # plan.json holds the answer record too
+        import json
+
+        built = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        built = plan.load(path)
     out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
     written = out.write(args.out or Path(args.plan).parent)
     print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
@@ -130,7 +136,9 @@ def _sla(text: str):
     try:
         return SLA.parse(text)
     except CapnbError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix("--sla: ").removeprefix("sla: ")) from None
+        raise argparse.ArgumentTypeError(
+            str(error).removeprefix("--sla: ").removeprefix("sla: ")
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -145,9 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="execute the worksheets and write offline HTML reports"
     )
-    report.add_argument(
-        "--config", help="plan config (TOML/YAML); default: the bundled defaults"
-    )
+    report.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
     report.add_argument("--jobs", type=int, default=2, help="worksheets run at once (default: 2)")
@@ -198,7 +204,9 @@ def _parser() -> argparse.ArgumentParser:
         "export", help="the plan's autoscaling policy as Kubernetes HPA, Knative and KEDA YAML"
     )
     export.add_argument(
-        "--plan", default="reports/plan.nc", help="plan.nc written by capnb plan (default: reports)"
+        "--plan",
+        default="reports/plan.nc",
+        help="plan.nc or plan.json written by capnb plan (default: reports/plan.nc)",
     )
     export.add_argument("--out", help="output directory (default: the plan's)")
     export.add_argument("--name", help="the Deployment / Knative Service (default: the model)")

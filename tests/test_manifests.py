@@ -201,10 +201,14 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
 
     plan, path = small_plan_built
     choice = capnb.plan.policy_choice(plan)
-    selection = json.loads(plan.attrs["policy"])
-    assert (
-        choice.policy == selection["policy"] and choice.min_instances == selection["min_instances"]
+    record = capnb.plan.answer(plan)
+    selection = record.policy.selection
+    assert (choice.policy, choice.min_instances) == (
+        selection["policy"],
+        selection["min_instances"],
     )
+    # plan.json carries the same answer: the same choice
+    assert capnb.plan.policy_choice(json.loads((path.parent / "plan.json").read_text())) == choice
     out = manifests(choice)
     kind = "knative" if choice.policy == "knative" else "hpa"
     assert out.exact[kind]
@@ -215,7 +219,7 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
     series = load_rate_series("servegen-m-small")
     demand = capnb.elasticity.prepare_demand(series, 1.0, baseline=fit_baseline(series))
     replay = capnb.elasticity.simulate(
-        demand, step_s=1.0, cold_start_s=float(plan.attrs["cold_start_s"]), tolerance_s=60.0,
+        demand, step_s=1.0, cold_start_s=float(record.policy.cold_start_s), tolerance_s=60.0,
         **manifest_settings(parsed(out, kind)),
     )  # fmt: skip
     grid = {k: v for k, v in selection.items() if k != "policy"}
@@ -224,6 +228,11 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
         assert float(replay[name]) == pytest.approx(float(swept[f"elasticity_{name}"]), rel=1e-12)
     # capnb export writes the three files beside the plan, every object schema-valid
     assert main(["export", "--plan", str(path)]) == 0
+    assert (
+        main(["export", "--plan", str(path.parent / "plan.json"), "--out", str(path.parent / "j")])
+        == 0
+    )
+    assert (path.parent / "j" / "hpa.yaml").read_text() == (path.parent / "hpa.yaml").read_text()
     for kind in ("hpa", "knative", "keda"):
         for doc in yaml.safe_load_all((path.parent / f"{kind}.yaml").read_text()):
             assert schema_errors(doc) == []

@@ -161,7 +161,8 @@ def size_options(
     Parameters
     ----------
     model, gpu, tensor_parallel, sla
-        As in :func:`capnb.capacity.sweep` (``sla`` one number, seconds).
+        As in :func:`capnb.capacity.sweep`: ``sla`` in seconds of ``metric``, or one
+        :class:`capnb.records.SLA` (then it gives the metrics and the quantile).
     bins
         :func:`size_bins`' answer.
     metric, quantile, accounting, calibration
@@ -190,11 +191,11 @@ def size_options(
         load = _one_bin(bins, i)
         if latency == "analytic":
             seq = math.ceil(float((load.prompt_tokens + load.output_tokens).mean()))
-            one = sweep(model, gpus, tps, seq, float(sla), workload=load, metric=metric,
+            one = sweep(model, gpus, tps, seq, sla, workload=load, metric=metric,
                         quantile=quantile, accounting=accounting, calibration=calibration)  # fmt: skip
-            one = one.squeeze(["model", "seq_len", "sla"], drop=True)
+            one = one.squeeze([d for d in ("model", "seq_len", "sla") if d in one.dims], drop=True)
         else:
-            one = sweep_engine(model, gpus, tps, load, float(sla), 1.0, metric=metric,
+            one = sweep_engine(model, gpus, tps, load, sla, 1.0, metric=metric,
                                quantile=quantile)  # fmt: skip
         qps = one.per_instance_qps.where(one.per_instance_qps > 0)
         parts.append(xr.Dataset({"per_instance_qps": qps, "binding": one.binding}))
@@ -203,7 +204,7 @@ def size_options(
     out = out.assign_coords(size_bin=bins.size_bin)
     out["per_instance_qps"].attrs = glossary.attrs("per_instance_qps")
     out["request_share"] = bins.request_share
-    out.attrs = {"latency": latency, "metric": metric, "quantile": quantile, "sla": float(sla)}
+    out.attrs = {"latency": latency, "metric": metric, "quantile": quantile, "sla": str(sla)}
     return out.transpose("size_bin", "gpu", "tensor_parallel")
 
 

@@ -707,43 +707,34 @@ def manifests(
 
 # -- from a plan ----------------------------------------------------------------------------------
 def policy_choice(plan) -> PolicyChoice:
-    """The :class:`PolicyChoice` of a plan built by :func:`capnb.plan.build` (or loaded).
+    """The :class:`PolicyChoice` of a plan.
 
-    Reads ``attrs["policy"]`` (the elasticity step's selection, JSON), ``per_instance_qps``,
-    ``model``, ``gpu`` and ``tensor_parallel``. The pool's largest size is the larger of the chosen
-    run's peak (``elasticity_peak_instances`` at the selection, less its warm spares: the replay
-    never went above it, so a bound there changes no step) and the plan's own fleet at its peak
-    (``fleet_fixed_instances`` at the plan's traffic quantile plus the burst buffer
-    ``attrs["buffer_instances"]``).
+    Takes what :func:`capnb.plan.build` or :func:`capnb.plan.load` gives, the mapping
+    ``plan.json`` holds, or its :class:`capnb.plan.Answer`, and reads the answer record: the
+    policy and its settings (``answer.policy``), ``per_instance_qps``, ``model``, ``gpu`` and
+    ``tensor_parallel``. The pool's largest size is the larger of the replay's peak less its warm
+    spares (``peak_instances``: the replay never went above it, so a bound there changes no step)
+    and the plan's own fleet at its peak (the largest of ``fixed_instances`` plus the burst buffer
+    ``burst_instances``).
     """
-    import xarray as xr
+    from ._answer import answer
 
-    if not isinstance(plan, xr.Dataset) or "policy" not in plan.attrs:
-        raise InputError("plan must be a capnb plan Dataset (capnb.plan.build or capnb.plan.load)")
-    selection = json.loads(plan.attrs["policy"])
-    policy = selection.pop("policy")
-    grid = {k: v for k, v in selection.items() if k in plan.elasticity_peak_instances.dims}
-    options = {k: v for k, v in selection.items() if k not in grid}
-    try:
-        peak = plan.elasticity_peak_instances.sel(policy=policy, **grid)
-    except KeyError as error:
-        raise InputError(
-            f"the plan's sweep holds no run at its own selection {selection}"
-        ) from error
-    quantile = json.loads(plan.attrs["config"])["traffic_quantile"]
-    fleet = int(plan.fleet_fixed_instances.sel(traffic_quantile=quantile).max())
-    spares = int(selection.get("buffer_instances", 0))
-    most = max(int(peak) - spares, fleet + int(plan.attrs.get("buffer_instances", 0)))
+    record = answer(plan)
+    chosen = record.policy
+    most = max(
+        int(record.peak_instances) - int(chosen.buffer_instances),
+        max(record.fixed_instances, default=0) + int(record.burst_instances),
+        int(chosen.min_instances),
+    )
     return PolicyChoice(
-        policy=policy,
-        per_instance_qps=float(plan.attrs["per_instance_qps"]),
-        scale_up_threshold=float(selection["scale_up_threshold"]),
-        cooldown_s=float(selection["cooldown_s"]),
-        min_instances=int(selection["min_instances"]),
-        max_instances=max(most, int(selection["min_instances"])),
-        buffer_instances=spares,
-        options=options,
-        model=str(plan.attrs.get("model", "model")),
-        gpu=str(plan.attrs.get("gpu", "")),
-        tensor_parallel=int(plan.attrs.get("tensor_parallel", 1)),
+        policy=chosen.name,
+        per_instance_qps=float(record.per_instance_qps),
+        scale_up_threshold=float(chosen.scale_up_threshold),
+        cooldown_s=float(chosen.cooldown_s),
+        min_instances=int(chosen.min_instances),
+        max_instances=most,
+        buffer_instances=int(chosen.buffer_instances),
+        model=str(record.model),
+        gpu=str(record.gpu),
+        tensor_parallel=int(record.tensor_parallel),
     )
