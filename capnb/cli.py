@@ -6,6 +6,9 @@
 - ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
   [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
   used, write ``plan.nc`` and ``plan.json``.
+- ``capnb export [--plan reports/plan.nc|plan.json] [--out DIR] [--name NAME] [--namespace NS]``: the plan's
+  chosen autoscaling policy as ``hpa.yaml`` (Kubernetes HPA v2), ``knative.yaml`` (Knative KPA) and
+  ``keda.yaml`` (KEDA ScaledObject), beside the plan unless ``--out`` says otherwise.
 - ``capnb config plan.toml [--force]``: write the default plan config, every setting commented.
 - ``capnb --version``.
 
@@ -95,6 +98,25 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from . import plan
+
+    path = Path(args.plan)
+    if path.suffix == ".json" and path.is_file():  # plan.json holds the answer record too
+        import json
+
+        built = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        built = plan.load(path)
+    out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
+    written = out.write(args.out or Path(args.plan).parent)
+    print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
+    for kind, path in written.items():
+        same = "the chosen run" if out.exact[kind] else "a different run (see its notes)"
+        print(f"  {path.resolve()}  (replays as {same})")
+    return 0
+
+
 def _config(args: argparse.Namespace) -> int:
     from . import plan
 
@@ -180,6 +202,19 @@ def _parser() -> argparse.ArgumentParser:
         "the plan uses them instead of the latency model",
     )
     plan.set_defaults(run=_plan)
+
+    export = commands.add_parser(
+        "export", help="the plan's autoscaling policy as Kubernetes HPA, Knative and KEDA YAML"
+    )
+    export.add_argument(
+        "--plan",
+        default="reports/plan.nc",
+        help="plan.nc or plan.json written by capnb plan (default: reports/plan.nc)",
+    )
+    export.add_argument("--out", help="output directory (default: the plan's)")
+    export.add_argument("--name", help="the Deployment / Knative Service (default: the model)")
+    export.add_argument("--namespace", default="default", help="Kubernetes namespace")
+    export.set_defaults(run=_export)
 
     config = commands.add_parser("config", help="write the default plan config, commented")
     config.add_argument("path", help="file to write, e.g. plan.toml")

@@ -34,14 +34,17 @@ from ._build import (
     summary,
 )
 from ._config import PlanConfig, load_config, save_config, trace_options
+from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._steps import PlanError
 
 __all__ = [
     "SLA",
     "Answer",
+    "Manifests",
     "PlanConfig",
     "PlanError",
     "PlanWarning",
+    "PolicyChoice",
     "answer",
     "backtest",
     "build",
@@ -50,6 +53,9 @@ __all__ = [
     "inputs_used",
     "load",
     "load_config",
+    "manifest_settings",
+    "manifests",
+    "policy_choice",
     "read_config",
     "save_config",
     "sections",
