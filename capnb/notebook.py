@@ -462,7 +462,9 @@ def _render(spec: dict, **embed_options) -> dict:
     return {"text/html": chart_html(spec, embed_options=embed_options or None)}
 
 
-_FORMAT = warnings.formatwarning  # Python's own, for every other warning
+# Python's own format, for every other warning (not whatever formatwarning is at import: the
+# command line installs its own while it runs)
+_FORMAT = getattr(warnings, "_formatwarning_orig", warnings.formatwarning)
 
 
 def _one_line(message, category, filename, lineno, line=None) -> str:

@@ -469,7 +469,10 @@ def combine(
         _raw(summary_html(plan, skipped=skipped, notes=notes) if plan is not None
              else _intro(skipped) + _notes_html(notes))
     )  # fmt: skip
-    combined.cells.append(_raw(_toc(front + contents)))
+    appendix = (
+        [(1, "appendix", "Appendix: the policy as cluster objects")] if plan is not None else []
+    )
+    combined.cells.append(_raw(_toc(front + contents + appendix)))
     bundle_seen = False
     for notebook in sections:
         for cell in notebook.cells:
@@ -484,7 +487,26 @@ def combine(
             if cell.cell_type == "code":
                 cell.outputs = kept
             combined.cells.append(cell)
+    if plan is not None:
+        combined.cells.append(_raw(_appendix(plan)))
     return combined
+
+
+def _appendix(plan) -> str:
+    """The chosen policy as the cluster objects ``capnb plan`` writes beside ``plan.json``."""
+    from . import plan as planning
+
+    objects = planning.manifests(planning.policy_choice(plan))
+    parts = [
+        '<section class="capnb-appendix" id="appendix"><h1>Appendix: the policy as cluster '
+        'objects</h1><p class="capnb-prose">The chosen policy with the values its replay used, '
+        "as written beside <code>plan.json</code> (<code>capnb export</code> writes them again "
+        "from a plan). Whether each object replays as the chosen run, and what it assumes, is "
+        "in its comments.</p>"
+    ]
+    for kind, text in ((k, objects.yaml(k)) for k in objects.documents):
+        parts.append(f"<h2>{html.escape(kind)}.yaml</h2><pre>{html.escape(text)}</pre>")
+    return "".join(parts) + "</section>"
 
 
 def _computed_on(plan) -> str:

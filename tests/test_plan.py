@@ -143,6 +143,9 @@ def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch)
     assert files["netcdf"].read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".capnb-outputs.json",
+        "hpa.yaml",
+        "keda.yaml",
+        "knative.yaml",
         "plan.json",
         "plan.nc",
     ]

@@ -20,7 +20,17 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..records import SLA
 
-__all__ = ["Answer", "BurstTest", "Bursts", "Check", "HeldOut", "Policy", "answer", "units"]
+__all__ = [
+    "Advisory",
+    "Answer",
+    "BurstTest",
+    "Bursts",
+    "Check",
+    "HeldOut",
+    "Policy",
+    "answer",
+    "units",
+]
 
 
 def _f(units: str, meaning: str, **kw):
@@ -52,6 +62,19 @@ class Policy:
             "min_instances": self.min_instances,
             "buffer_instances": self.buffer_instances,
         }
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """How the chosen policy moves the fleet over the replay (what an operator watches for)."""
+
+    scale_events_per_hour: float = _f("1/hour", "scale events of the pool per hour")
+    reversals_per_day: float = _f(
+        "1/day", "scale events reversing the one before within a cool-down"
+    )
+    flapping: bool = _f("1", "whether the policy flaps (more reversals a day than the step allows)")
+    above_need_share: float = _f("1", "share of the time the pool held more than its recent need")
+    cold_starts_per_day: float = _f("instances/day", "instances started a day (each a cold start)")
 
 
 @dataclass(frozen=True)
@@ -157,6 +180,7 @@ class Answer:
     burst_instances: int = _f("instances", "instances above the slot plan for bursts")
     burst_qps: float = _f("requests/s", "requests/s of bursts the burst buffer holds")
     policy: Policy = _f("1", "the autoscaling policy")
+    advisory: Advisory = _f("1", "how the chosen policy moves the fleet in the replay")
     reserved_instances: int = _f("instances", "instances always running: reserve them")
     peak_instances: int = _f("instances", "most instances running at once in the replay")
     on_demand_instance_hours: float = _f("instance·h/month", "instance-hours above the reserve")

@@ -507,16 +507,30 @@ def summary(plan: xr.Dataset) -> dict:
 def export(
     plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan", force: bool = False
 ) -> dict[str, Path]:
-    """Write ``<name>.nc`` (NetCDF, every result) and ``<name>.json`` (:func:`summary`) as one set.
+    """Write the plan's files as one set: ``<name>.nc``, ``<name>.json`` and its autoscaler objects.
 
-    Both files are made in memory, then written together (:func:`capnb.data.write_set`): the
-    folder holds the old pair or the new one, and a file capnb did not write is replaced only
-    with ``force``.
+    ``<name>.nc`` holds every result (NetCDF), ``<name>.json`` the answer (:func:`summary`), and
+    ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` the chosen policy as a Kubernetes HPA, a
+    Knative Service and a KEDA ScaledObject with the values the replay used
+    (:func:`capnb.plan.manifests`). The files are made in memory, then written together
+    (:func:`capnb.data.write_set`): the folder holds the old set or the new one, and a file capnb
+    did not write is replaced only with ``force``.
+
+    Returns
+    -------
+    dict
+        Paths by key: ``netcdf``, ``json``, ``hpa``, ``knative``, ``keda``.
     """
+    from ._manifests import manifests, policy_choice
+
+    objects = manifests(policy_choice(plan))
     netcdf = bytes(_netcdf_ready(plan).to_netcdf(engine="h5netcdf"))
     text = json.dumps(summary(plan), indent=2) + "\n"
-    files = write_set(directory, {f"{name}.nc": netcdf, f"{name}.json": text}, force=force)
-    return {"netcdf": files[f"{name}.nc"], "json": files[f"{name}.json"]}
+    contents = {f"{name}.nc": netcdf, f"{name}.json": text}
+    contents |= {f"{kind}.yaml": objects.yaml(kind) for kind in objects.documents}
+    files = write_set(directory, contents, force=force)
+    return {"netcdf": files[f"{name}.nc"], "json": files[f"{name}.json"],
+            **{kind: files[f"{kind}.yaml"] for kind in objects.documents}}  # fmt: skip
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:

@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ._answer import Answer, Bursts, BurstTest, Check, HeldOut, Policy
+from ._answer import Advisory, Answer, Bursts, BurstTest, Check, HeldOut, Policy
 from ._config import PlanConfig
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -58,6 +58,21 @@ def _policy(cfg: PlanConfig, advice, cold: float) -> Policy:
         cold_start_s=float(cold),
         cold_start_vetoes=bool(advice.cold_start_vetoes),
     )
+
+
+def _advisory(run) -> tuple[Advisory, str]:
+    """The replay's advisory figures (:func:`capnb.elasticity.advise`), and its warning if it flaps."""
+    from .. import elasticity
+
+    view = elasticity.advise(run)
+    figures = Advisory(
+        scale_events_per_hour=float(view.scale_events_per_hour),
+        reversals_per_day=float(view.reversals_per_day),
+        flapping=bool(view.flapping),
+        above_need_share=float(view.above_need_share),
+        cold_starts_per_day=float(view.cold_starts_per_day),
+    )
+    return figures, elasticity.flapping_warning(view)
 
 
 def _burst(run) -> BurstTest | None:
@@ -215,6 +230,10 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )  # fmt: skip
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
     policy = _policy(cfg, advice, cold)
+    advisory, flaps = _advisory(run)
+    if flaps:
+        checks.append(Check("flapping", False, flaps.split(";")[0],
+                            "lengthen its scale-down window or raise its floor", "own"))  # fmt: skip
     reserved = policy.min_instances + policy.buffer_instances
     price = (
         float(run.attrs["usd_per_gpu_hour"])
@@ -241,6 +260,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         burst_instances=int(chosen.burst_instances.max()),
         burst_qps=float(fc.buffer_qps) if "buffer_qps" in fc else 0.0,
         policy=policy,
+        advisory=advisory,
         reserved_instances=reserved,
         peak_instances=int(run.peak_instances),
         on_demand_instance_hours=on_demand,

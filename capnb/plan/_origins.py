@@ -539,7 +539,7 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
     from .. import elasticity
     from ..elasticity._simulate import _kernel_inputs
     from ..kernels import autoscale as kernels
-    from ._backtest import _burst_holds, burst_factors
+    from ._draws import burst_factors, burst_holds
 
     table, origins = record.table, record.origins
     last = int(np.argmax(table.window_days.values))  # the longest (the first full) window
@@ -553,7 +553,7 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
            "cooldown_s": float(chosen.cooldown_s), "min_instances": int(chosen.min_instances),
            "buffer_instances": int(chosen.buffer_instances)}  # fmt: skip
 
-    class _Cell:  # what _burst_holds reads of the observed replay
+    class _Cell:  # what burst_holds reads of the observed replay
         breach_share = (
             float(chosen.breach_min.sel(plan="recommended"))
             * 60
@@ -562,6 +562,6 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
 
     ahead = elasticity.forecast_demand(window, fit.baseline).fillna(0.0)
     factors = burst_factors(model, window.size, cfg.step_s, draws, cfg.seed)
-    share = _burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
+    share = burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
                          model, _kernel_inputs, kernels)["recommended"]  # fmt: skip
     return float(share), int(draws)

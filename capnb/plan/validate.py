@@ -40,7 +40,7 @@ def plan_series(name: str, folder: Path):
     """The default plan on one series (scaled to :data:`PEAK_QPS`), as a user would build it."""
     from .. import forecast
     from ..forecast import validate as series_of
-    from . import build
+    from ._build import build
 
     series = series_of.load(name)
     peak = float(np.nanquantile(series.qps.values, 0.99))
@@ -63,7 +63,7 @@ def _model(words: str) -> str:
 
 
 def _rows(name: str, role: str, plan) -> list[dict]:
-    from . import answer
+    from ._answer import answer
 
     a = answer(plan)
     if a.held_out is None:
