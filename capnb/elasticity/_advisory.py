@@ -27,6 +27,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ..units import declare_units
 
 __all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_warning"]
 
@@ -67,6 +68,7 @@ def _coordinate(run: xr.Dataset, name: str) -> float:
     return float(run[name])
 
 
+@declare_units(window_s="s", hold_s="s")
 def advise(
     run: xr.Dataset,
     *,
@@ -153,6 +155,7 @@ def advise(
     )
 
 
+@declare_units(window_s="s", hold_s="s")
 def advisory(demand, *, policies, forecast=None, window_s=None, hold_s=None, **settings):
     """Each policy's advisory figures, every policy run at the same settings.
 

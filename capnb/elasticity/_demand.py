@@ -13,6 +13,7 @@ import xarray as xr
 
 from .. import _validate, glossary
 from ..errors import InputError
+from ..units import declare_units
 from ._decision import real
 from ._policy import steps
 
@@ -65,6 +66,7 @@ def _check_values(values: np.ndarray, times: np.ndarray, what: str) -> None:
         )
 
 
+@declare_units(step_s="s")
 def resample_demand(source, step_s: float, *, gap: str | float | None = "15min") -> xr.DataArray:
     """A request log or a rate series as demand per simulation step (requests/s).
 
@@ -209,6 +211,7 @@ def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
     return values, times, step
 
 
+@declare_units(step_s="s")
 def prepare_demand(
     source, step_s: float, *, baseline: xr.Dataset | None = None, scale: float = 1.0
 ) -> xr.DataArray:
@@ -285,6 +288,7 @@ def _slot_spec(baseline: xr.Dataset):
     )
 
 
+@declare_units(step_s="s")
 def forecast_demand(
     demand,
     baseline: xr.Dataset,

@@ -28,6 +28,7 @@ import xarray as xr
 from .. import _validate, glossary
 from ..data._series import Slots, checked_series, interval_ns, interval_ns_of, runs, slot_codes
 from ..errors import InputError
+from ..units import declare_units
 from . import _months
 from ._baseline import fit_baseline, slot_statistics
 
@@ -347,6 +348,7 @@ def _capacity_grid(capacity_qps, inputs: MonthInputs, bursts: BurstModel, fixed_
     return grid
 
 
+@declare_units(capacity_qps="requests/s")
 def simulate(
     series: xr.Dataset,
     baseline: xr.Dataset,
