@@ -947,6 +947,7 @@ def _parameters(
             "COOLDOWNS_S": list(cfg.cooldown_s),
             "BUFFER_INSTANCES": list(cfg.buffer_instances),
             "POLICY": a.policy.name,
+            "PLAN_FILE": str(files["netcdf"].resolve()),  # its policy, chosen out of sample
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
         "06_serving": {

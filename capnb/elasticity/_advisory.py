@@ -133,7 +133,9 @@ def advise(
     excess = np.maximum(pool - held_need(need, int(hold // step)), 0.0)
     span = pool.size * step
     values = {
-        "scale_events_per_hour": steps.size / (span / _HOUR_S),
+        # the simulator's own count: a decision at the first step changes the pool before the
+        # timeline's first value, so the timeline alone misses it
+        "scale_events_per_hour": int(run.scale_events) / (span / _HOUR_S),
         "reversals": flips,
         "reversals_per_day": flips / (span / _DAY_S),
         "flapping": flips / (span / _DAY_S) > most_reversals_per_day,
