@@ -98,6 +98,12 @@ def read_latency_table(
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
+
     Notes
     -----
     Columns: ``concurrency`` (required); latency columns ``<metric>_<stat>[_<unit>]`` with metric
@@ -491,6 +497,12 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
         successes), instead of using the summary fields.
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
 
     Notes
     -----
@@ -912,6 +924,12 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
         it).
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
 
     Notes
     -----

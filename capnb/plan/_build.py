@@ -522,7 +522,11 @@ def export(
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a plan written by :func:`export` (its NetCDF file) back into memory."""
+    """Read a plan written by :func:`export` (its NetCDF file) back into memory.
+
+    Its variables carry the glossary's names with their ``units`` attrs, as :func:`build` returned
+    them (``capacity_per_instance_qps`` in requests/s, ...).
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(
