@@ -6,6 +6,7 @@
 - ``{validation-section} TITLE``: a section of ``VALIDATION.md`` (the one whose heading starts with
   TITLE), as the command named in it wrote it; a section that is missing is a warning, so a build
   with ``-W`` fails, unless the directive says ``:optional:`` (then the page says it is missing).
+- ``{capnb-record} MODULE.CLASS``: a record's fields with the units and meanings of their metadata.
 - ``{capnb-worksheets}``: the worksheets, each linked to its page of ``capnb report``; the pages are
   copied from the folder of ``capnb_report_dir`` into ``worksheets/`` of the built site. A page
   that is missing is a warning.
@@ -333,6 +334,35 @@ class Glossary(SphinxDirective):
         return [container]
 
 
+# --- a record's fields ---------------------------------------------------------------------------
+
+
+class Record(SphinxDirective):
+    """``{capnb-record} capnb.plan.Answer``: a record's fields with their units and meanings.
+
+    From the fields' ``units`` and ``long_name`` metadata (the record's own words), so the table
+    cannot drift from the code.
+    """
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        """The table of fields, parsed as Markdown."""
+        import dataclasses
+
+        module_name, _, name = self.arguments[0].rpartition(".")
+        cls = getattr(importlib.import_module(module_name), name)
+        self.env.note_dependency(inspect.getsourcefile(cls))
+        rows = ["| field | units | meaning |", "|---|---|---|"]
+        for field in dataclasses.fields(cls):
+            units = field.metadata.get("units", "")
+            meaning = field.metadata.get("long_name", "").replace("|", "\\|")
+            rows.append(f"| `{field.name}` | {units} | {meaning} |")
+        container = nodes.container(classes=["capnb-record"])
+        self.state.nested_parse(StringList(rows), 0, container)
+        return [container]
+
+
 # --- the worksheets' pages -----------------------------------------------------------------------
 
 
@@ -403,13 +433,31 @@ def copy_report(app: Sphinx, exception: Exception | None) -> None:
             shutil.copyfile(folder / page, target / page)
 
 
+def drop_absent_pages(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Leave out of a toctree the optional pages (``capnb_optional_pages``) this checkout lacks.
+
+    Pages other branches bring (``latency``, ``cluster``, ...) are listed where they belong; until
+    they arrive, their toctree line is dropped (Sphinx cannot be told to let a missing entry pass).
+    """
+    absent = {
+        page
+        for page in app.config.capnb_optional_pages
+        if not (Path(app.srcdir) / f"{page}.md").is_file()
+    }
+    if absent:
+        source[0] = "\n".join(line for line in source[0].split("\n") if line.strip() not in absent)
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     """Register the directives, the API pages and the report's pages."""
     app.add_config_value("capnb_report_dir", "reports", "env")
     app.add_config_value("capnb_validation", "VALIDATION.md", "env")
+    app.add_config_value("capnb_optional_pages", (), "env")
     app.add_directive("validation-section", ValidationSection)
     app.add_directive("capnb-glossary", Glossary)
     app.add_directive("capnb-worksheets", Worksheets)
+    app.add_directive("capnb-record", Record)
     app.connect("builder-inited", write_api)
     app.connect("build-finished", copy_report)
+    app.connect("source-read", drop_absent_pages)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
