@@ -278,3 +278,25 @@ def _environ() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_every_validation_section_a_page_names_is_in_validation_md():
+    sections = capnb_docs.validation_sections(ROOT / "VALIDATION.md")
+    named = re.findall(
+        r"```\{validation-section\} (.+)\n(:optional:)?",
+        "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))),
+    )
+    assert named, "no page includes a VALIDATION.md section"
+    for title, optional in named:
+        found = [heading for heading in sections if heading.startswith(title.strip())]
+        assert len(found) == 1 or (optional and not found), (title, found)
+
+
+def test_a_section_reads_as_a_page_holds_it():
+    lines = ["See [the data](datasets/README.md) and [vLLM](https://github.com/vllm-project/vllm).",
+             "### Per origin", "| a |"]  # fmt: skip
+    assert capnb_docs.for_the_site(lines) == [
+        "See the data and [vLLM](https://github.com/vllm-project/vllm).",
+        "**Per origin**",
+        "| a |",
+    ]

@@ -214,13 +214,17 @@ def api_index(modules: list[ModuleType]) -> str:
         for m in sorted(members, key=lambda m: _group_order(m.__name__, prefixes)):
             placed.add(m.__name__)
             toc.append(m.__name__)
-            summary = (
-                (inspect.getdoc(m) or "").split("\n\n")[0].replace("\n", " ").replace("|", "\\|")
-            )
+            summary = _markdown((inspect.getdoc(m) or "").split("\n\n")[0])
             lines.append(f"| [`{m.__name__}`]({m.__name__}.md) | {summary} |")
         lines.append("")
     lines += ["```{toctree}", ":hidden:", "", *toc, "```", ""]
     return "\n".join(lines)
+
+
+def _markdown(rst: str) -> str:
+    """A docstring's summary as one line of a Markdown table (roles and reST literals as code)."""
+    text = re.sub(r":[\w:]+:`~?([^`]+)`", r"`\1`", rst.replace("\n", " "))
+    return text.replace("``", "`").replace("|", "\\|")
 
 
 def _group_order(name: str, prefixes: tuple[str, ...]) -> tuple[int, str]:
