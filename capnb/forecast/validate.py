@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import words
+
 __all__ = ["SECTION", "SERIES", "check", "load", "main", "markdown", "records"]
 
 #: The heading of the section this module writes in VALIDATION.md.
@@ -62,7 +64,7 @@ def load(name: str):
     if "_client_" in name:
         return load_rate_series(
             dataset_path("traces", _CLIENTS), time_column="window_start_s", rate_column=name,
-            time_unit="s", start="1970-01-01",
+            time_unit="s", start=f"{words.PLACEHOLDER_YEAR}-01-01",
         )  # fmt: skip
     return load_rate_series(name)
 
