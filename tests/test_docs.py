@@ -271,7 +271,7 @@ def test_the_site_builds_offline_with_warnings_as_errors(full_report, tmp_path):
         if page.parent.name == "worksheets":
             continue  # the report's own pages are checked offline by test_browser.py
         text = page.read_text(encoding="utf-8")
-        assert not re.search(r"<(script|link)[^>]+(src|href)=\"(https?:)?//", text), page
+        assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=\"(https?:)?//", text), page
 
 
 def _environ() -> dict[str, str]:
