@@ -360,6 +360,11 @@ def unit_registry():
     requests never convert to tokens: ``request``, ``instance``, ``GPU``, ``token`` (``Mtoken`` is
     pint's mega prefix on it), ``USD`` and ``FLOP``; and reads ``GPU·h`` as ``GPU * h``.
 
+    Returns
+    -------
+    pint.UnitRegistry
+        The registry (one per process: the call is cached).
+
     Examples
     --------
     >>> ureg = unit_registry()

@@ -37,9 +37,7 @@ MELANGE_PRICES = {"L4": 0.70, "A10G": 1.01, "A100-80GB": 3.67, "H100-SXM": 7.516
 
 #: Plot 1 (Llama-2-7B, A10G vs A100): percent more tokens per dollar of the better GPU, signed
 #: positive where A10G is better (red tiles), negative where A100 is (blue). Rows: output tokens;
-#: columns: input tokens. Tiles of 1-4 % are pale: their sign is not read here, only |x| >= 5.
-PLOT1_INPUTS = (25, 100, 250, 500, 1000, 2000)
-PLOT1_OUTPUTS = (25, 100, 250, 500, 1000, 2000)
+#: columns: input tokens. Tiles of 1-4 % are pale: their sign is not read here, only abs(x) >= 5.
 PLOT1 = np.array(
     [
         [72, 52, 20, 17, 13, 11],
@@ -51,6 +49,10 @@ PLOT1 = np.array(
     ],
     dtype=float,
 )
+#: Plot 1's columns: input tokens per request.
+PLOT1_INPUTS = (25, 100, 250, 500, 1000, 2000)
+#: Plot 1's rows: output tokens per request.
+PLOT1_OUTPUTS = (25, 100, 250, 500, 1000, 2000)
 
 #: Plots 7, 8, 9 and 11: the best single type's cost over Mélange's, per request rate (read off
 #: the bars), so the saving is ``1 - 1 / ratio``.

@@ -99,6 +99,12 @@ def read_latency_table(
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
+
     Notes
     -----
     Columns: ``concurrency`` (required); latency columns ``<metric>_<stat>[_<unit>]`` with metric
@@ -518,6 +524,12 @@ def read_vllm_bench(
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ... A ``model``
         or ``gpu`` the runs contradict (their ``model_id`` names another model, their ``gpu``
         another GPU) is an error naming both.
+
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
 
     Notes
     -----
@@ -1022,6 +1034,12 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
         it).
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
 
     Notes
     -----

@@ -208,7 +208,14 @@ def _gpu_columns() -> dict[str, dict[str, float]]:
 
 
 def gpu_column(ids: list[str], column: str):
-    """One numeric catalog column for GPU ids (already resolved), as a float64 numpy array."""
+    """One numeric catalog column for GPU ids (already resolved), as a float64 numpy array.
+
+    Returns
+    -------
+    numpy.ndarray
+        The column's values in the catalog's units (``memory_bytes`` in bytes, ``hbm_bandwidth``
+        in bytes/s, ``usd_per_gpu_hour`` in USD/hour: the glossary's names and units).
+    """
     import numpy as np
 
     values = _gpu_columns()[column]

@@ -436,10 +436,10 @@ def _commit(folder: Path, staging: Path, contents: Mapping[str, bytes], force: b
 
 
 def write_section(path: str | os.PathLike, section: str) -> Path:
-    """Replace one ``## `` section of a Markdown file (or append it), leaving the others alone.
+    """Replace one ``##`` section of a Markdown file (or append it), leaving the others alone.
 
-    ``section`` starts with its own ``## `` heading line; the section it replaces runs from the
-    line equal to that heading to the next ``## `` heading. Written whole (:func:`write_atomic`).
+    ``section`` starts with its own ``##`` heading line; the section it replaces runs from the
+    line equal to that heading to the next ``##`` heading. Written whole (:func:`write_atomic`).
     """
     path = Path(path)
     heading = section.splitlines()[0].strip()

@@ -26,6 +26,9 @@ _COLUMNS = ("gpu", "provider", "pricing", "usd_per_gpu_hour", "source", "capture
 def load_gpu_prices(path=None):
     """Read the price table (default: the bundled ``datasets/gpu_prices.csv``) as a DataFrame.
 
+    One row per (gpu, provider, pricing), ``usd_per_gpu_hour`` in USD/hour, with its source and
+    capture date.
+
     Every row is checked: a catalog GPU, a known pricing kind, a finite price > 0, a source, an
     ISO capture date and no (gpu, provider, pricing) twice; a bad row is a ConfigError naming its
     line.
@@ -81,6 +84,8 @@ def load_gpu_prices(path=None):
 
 def gpu_prices(provider: str, *, path=None):
     """One provider's prices as a Dataset over (gpu, pricing); a price not found is NaN.
+
+    ``usd_per_gpu_hour`` (USD/hour) and ``price_source`` (where the price was read).
 
     Examples
     --------

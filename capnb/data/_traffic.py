@@ -30,6 +30,7 @@ from ._traces import (
 
 __all__ = ["TRAFFIC_KINDS", "load_traffic", "traffic_columns"]
 
+#: What a traffic file holds: a request log, a rate series, or "auto" (read from its columns).
 TRAFFIC_KINDS = ("auto", "requests", "rates")
 
 _WINDOW_NAMES = ("window_start", "window_start_s", *_TIME_NAMES)

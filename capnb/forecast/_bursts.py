@@ -240,12 +240,24 @@ def _poisson_upper(count: int, level: float = 0.95) -> float:
 # -- Monte Carlo -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MonthInputs:
-    """What the Monte Carlo kernel takes: a month of baseline minutes and the noise pool."""
+    """What the Monte Carlo kernel takes: a month of baseline minutes and the noise pool.
 
-    base: np.ndarray  # (minutes,) requests/s
-    noise: np.ndarray  # (k,) multiplicative residuals, mean 1 per slot
-    noise_block: int  # minutes per noise draw (the series' interval)
-    excluded: int  # intervals left out of the baseline and noise as bursts
+    Attributes
+    ----------
+    base
+        The baseline of each minute of the month, requests/s (minutes,).
+    noise
+        Multiplicative residuals (k,), ratios with mean 1 per slot.
+    noise_block
+        Minutes per noise draw (the series' interval).
+    excluded
+        The number of intervals left out of the baseline and noise as bursts.
+    """
+
+    base: np.ndarray
+    noise: np.ndarray
+    noise_block: int
+    excluded: int
 
 
 def month_inputs(

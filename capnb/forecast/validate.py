@@ -33,6 +33,7 @@ from .. import words
 
 __all__ = ["SECTION", "SERIES", "check", "load", "main", "markdown", "records"]
 
+#: The heading of the section this module writes in VALIDATION.md.
 SECTION = "## Forecast: the model chosen by rolling origins, on windows it never saw"
 _CLIENTS = "servegen_language_top_clients_rate_10min.csv"
 #: (name, role): role "design" (looked at while the method was settled), "unseen" or "short".
@@ -55,7 +56,7 @@ _QUANTILES = (0.95, 0.99)
 
 
 def load(name: str):
-    """The series of :data:`SERIES` by its name."""
+    """The series of :data:`SERIES` by its name: ``qps`` (requests/s) over ``time``."""
     from ..data import dataset_path, load_rate_series
 
     if name.endswith(", first 5 days"):
@@ -87,7 +88,14 @@ def check(names=None) -> dict:
 
 
 def records(results: dict) -> pd.DataFrame:
-    """One row per series and origin where a model was chosen: the out-of-sample record."""
+    """One row per series and origin where a model was chosen: the out-of-sample record.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The model chosen, its P95 and P99 coverage (shares of the window's intervals) and its
+        over-provisioning against hindsight (a ratio), per series and origin.
+    """
     rows = []
     for name, (role, choice, _) in results.items():
         for i in range(choice.sizes["origin"]):

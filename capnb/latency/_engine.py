@@ -109,7 +109,8 @@ def simulate_points(
 def knee(load: np.ndarray, p99_ttft: np.ndarray) -> tuple[float, str]:
     """The load at which P99 TTFT first reaches twice its floor (its value at the lowest load).
 
-    Linear between grid points. (NaN, reason) when the grid never reaches it.
+    Linear between grid points. (NaN, reason) when the grid never reaches it. The load is in the
+    grid's unit: requests in flight (closed loop) or requests/s (open loop).
     """
     load = np.asarray(load, dtype=float)
     values = np.asarray(p99_ttft, dtype=float)

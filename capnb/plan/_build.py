@@ -534,7 +534,11 @@ def export(
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a plan written by :func:`export` (its NetCDF file) back into memory."""
+    """Read a plan written by :func:`export` (its NetCDF file) back into memory.
+
+    Its variables carry the glossary's names with their ``units`` attrs, as :func:`build` returned
+    them (``capacity_per_instance_qps`` in requests/s, ...).
+    """
     path = Path(path)
     with contextlib.suppress(OSError):
         settle(path.parent)  # a set a killed writer committed: moved into place before reading

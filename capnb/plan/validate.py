@@ -30,14 +30,23 @@ from .. import words
 
 __all__ = ["PEAK_QPS", "RECORD", "SECTION", "check", "markdown", "plan_series", "stored"]
 
+#: The heading of the section this module writes in VALIDATION.md.
 SECTION = "## The plan on windows it did not see: its policy chosen by rolling origins"
+#: The stored record (CSV) that :func:`stored` reads and ``--write`` replaces.
 RECORD = Path(__file__).with_name("held_out_validation.csv")
 #: Every series is scaled so that its P99 10-minute rate is this (requests/s).
 PEAK_QPS = 440.0
 
 
 def plan_series(name: str, folder: Path):
-    """The default plan on one series (scaled to :data:`PEAK_QPS`), as a user would build it."""
+    """The default plan on one series (scaled to :data:`PEAK_QPS`), as a user would build it.
+
+    Returns
+    -------
+    xarray.Dataset
+        The plan of :func:`capnb.plan.build`: its variables with the glossary's names and
+        ``units`` attrs (``capacity_per_instance_qps`` in requests/s, ...).
+    """
     from .. import forecast
     from ..forecast import validate as series_of
     from ._build import build
@@ -101,7 +110,11 @@ def _rows(name: str, role: str, plan) -> list[dict]:
 
 
 def check(names=None) -> pd.DataFrame:
-    """The record: one row per series and held-out origin (a series with none: one row, why)."""
+    """The record: one row per series and held-out origin (a series with none: one row, why).
+
+    Breach and its budget in minutes, cost in USD (GPU-hours where a GPU has no price) and as a
+    ratio to hindsight's.
+    """
     from ..errors import CapnbError
     from ..forecast.validate import SERIES
 
@@ -118,7 +131,7 @@ def check(names=None) -> pd.DataFrame:
 
 
 def stored() -> pd.DataFrame:
-    """The stored record (written by ``--write``)."""
+    """The stored record (written by ``--write``): the columns of :func:`check`, in minutes and USD."""
     table = pd.read_csv(RECORD, keep_default_na=False, na_values=[""])
     return table
 
