@@ -1,9 +1,8 @@
 """The one glossary of capnb: dimension names, variable names, their units and long names.
 
 Every Dataset that capnb returns uses these names, and every variable carries the ``units`` and
-``long_name`` written here (see :func:`attrs`). The same table is rendered in the README; a test keeps
-the two in step. The shared architecture document (``ARCHITECTURE.md``) is the source; this module is
-the project's copy of it in code.
+``long_name`` written here (see :func:`attrs`). The docs' glossary page is rendered from this
+table when the site is built, so the two cannot drift apart.
 
 Units are plain strings that a reader understands without a units library: ``bytes``, ``s``,
 ``requests/s``, ``tokens/s``, ``instances``, ``USD/hour``.
@@ -389,7 +388,7 @@ def unit_registry():
 
 
 def describe() -> str:
-    """Return the glossary as a Markdown table (the README carries the same table)."""
+    """Return the glossary as a Markdown table (the docs' glossary page renders it)."""
     lines = ["| name | kind | units | meaning |", "|---|---|---|---|"]
     for kind, table in (("dim", DIMS), ("variable", VARIABLES)):
         lines += [f"| `{t.name}` | {kind} | {t.units} | {t.long_name} |" for t in table.values()]
@@ -399,5 +398,5 @@ def describe() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # `python -m capnb.glossary` prints the README's table
+if __name__ == "__main__":  # `python -m capnb.glossary` prints the docs' glossary table
     print(describe())

@@ -194,7 +194,7 @@ def resolve_gpu(name: str) -> str:
         name,
         list_gpus(),
         add="to add your own, copy capnb's datasets folder, add a row to its gpus.csv and set "
-        "CAPNB_DATASETS to the copy (README: 'Your own GPU')",
+        "CAPNB_DATASETS to the copy (docs/data.md: 'Your own GPU')",
     )
 
 

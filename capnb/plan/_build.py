@@ -108,7 +108,7 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A :class:`PlanConfig`, a mapping of its fields, a path to a TOML/YAML file, or None for
         the bundled defaults.
     **overrides
-        Fields to change (``sla_s=1.0``, ``gpus=["H100-SXM"]``, ...).
+        Fields to change (``sla="ttft=1.5,tpot=60ms"``, ``gpus=["H100-SXM"]``, ...).
 
     Returns
     -------

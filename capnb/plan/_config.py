@@ -378,10 +378,11 @@ class PlanConfig:
     @field_validator("sla", mode="before")
     @classmethod
     def _sla_record(cls, value: object) -> object:
-        """An SLA table (a mapping of its fields) stands for the record."""
-        if isinstance(value, dict):
+        """An SLA table (a mapping of its fields) or its text (``"ttft=1.5,tpot=60ms"``, as the
+        command line's ``--sla``) stands for the record."""
+        if isinstance(value, dict | str):
             try:
-                return SLA.from_mapping(value)
+                return SLA.from_mapping(value) if isinstance(value, dict) else SLA.parse(value)
             except CapnbError as error:
                 raise ValueError(str(error).removeprefix("sla: ")) from None
         return value

@@ -250,7 +250,7 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
             f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {cfg.model}, but the "
             "GPU catalog "
             f"has no usd_per_gpu_hour for {'it' if one else 'them'}, so no plan can be priced or "
-            "ranked; add the price to your GPU catalog (README: 'Your own GPU') or add a priced "
+            "ranked; add the price to your GPU catalog (docs/data.md: 'Your own GPU') or add a priced "
             "GPU to gpus"
         )
     if int(best.feasible_options) == 0:
