@@ -300,3 +300,26 @@ def test_a_section_reads_as_a_page_holds_it():
         "**Per origin**",
         "| a |",
     ]
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: Every ```python block of a page, except those that say why they are not run (a cluster).
+EXAMPLES = [
+    (f"{page.name}#{k}", code)
+    for page in sorted(DOCS.glob("*.md"))
+    for k, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S))
+    if not code.startswith("# not run by the tests:")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_the_pages_examples_run(where, code, tmp_path, monkeypatch):
+    """A page's example runs as written, on the bundled data (a ``plan.toml`` written beside it)."""
+    from capnb import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["config", "plan.toml"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the plan's warnings are part of its answer, not a failure
+        exec(compile(code, where, "exec"), {"__name__": "__docs__"})

@@ -379,7 +379,8 @@ class PlanConfig:
     @classmethod
     def _sla_record(cls, value: object) -> object:
         """An SLA table (a mapping of its fields) or its text (``"ttft=1.5,tpot=60ms"``, as the
-        command line's ``--sla``) stands for the record."""
+        command line's ``--sla``) stands for the record.
+        """
         if isinstance(value, dict | str):
             try:
                 return SLA.from_mapping(value) if isinstance(value, dict) else SLA.parse(value)
