@@ -378,8 +378,9 @@ class PlanConfig:
     @field_validator("sla", mode="before")
     @classmethod
     def _sla_record(cls, value: object) -> object:
-        """An SLA table (a mapping of its fields) or its text (``"ttft=1.5,tpot=60ms"``, as the
-        command line's ``--sla``) stands for the record.
+        """An SLA table (a mapping of its fields) or its text stands for the record.
+
+        The text is the command line's ``--sla``: ``"ttft=1.5,tpot=60ms"``.
         """
         if isinstance(value, dict | str):
             try:
