@@ -589,8 +589,7 @@ def summary_html(
     sla = html.escape(str(a.sla)).replace("&lt;=", "&le;")
     rows: list[tuple[str, str]] = [
         ("What to deploy", _sentence(said["serve"])),
-        ("Fleet", _sentence(said["fleet"].removeprefix("Fleet: "))
-         + f'<figure class="capnb-figure">{_static_chart(plan)}</figure>'),
+        ("Fleet", _sentence(said["fleet"].removeprefix("Fleet: "))),
         ("Monthly cost", _sentence(said["cost"].removeprefix("Cost: "))),
         ("Held out", _sentence(said["held_out"].removeprefix("Held out: "))),
         ("Burst test", _sentence(said["burst"].removeprefix("Burst test: "))),
@@ -637,6 +636,7 @@ def summary_html(
         f'<p class="capnb-headline{" capnb-caution" if failed else ""}">'
         f"{_sentence(said['headline'])} {_sentence(said['held_out'])}</p>"
         f'<h2>The plan in numbers</h2><dl class="capnb-numbers">{numbers}</dl>'
+        f'<figure class="capnb-figure">{_static_chart(plan)}</figure>'
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'
         f"<h2>The article's checks</h2>{fired}{alternatives}"
         f'<p class="capnb-prose">Inputs: {html.escape(a.inputs)}. Every section below ran on '
