@@ -1,0 +1,234 @@
+"""The autoscaling kernel against an earlier version of itself, timed in one run.
+
+``python -m capnb.benchmarks.kernel_split BEFORE [--repeat N] [--compile N]``
+
+``BEFORE`` is a directory holding an earlier ``autoscale.py`` and ``autoscale_rules.py`` (and
+``autoscale_records.py`` if it differs), e.g. from git::
+
+    mkdir -p /tmp/before && for f in autoscale autoscale_rules; do
+        git show 8813808:capnb/kernels/$f.py > /tmp/before/$f.py; done
+    python -m capnb.benchmarks.kernel_split /tmp/before
+
+Both kernels run in this one process, interleaved (each repetition alternates which goes first),
+on one thread, timed as CPU time (``time.process_time``): worksheet 04's sweep (every policy over
+its grid of 18 runs on ServeGen m-large's 14 days at 1-s steps) and one long run with its timeline
+per policy. Their metrics and timelines are checked equal first (``np.array_equal``). With
+``--compile``, each kernel's first call (compiling every function of the loop into an empty numba
+cache) is timed in fresh processes, alternating, as its first call minus its second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+_BEFORE_PACKAGE = "capnb_kernel_before"
+
+
+def load_before(directory: str | Path, into: str | Path):
+    """The earlier kernel in ``directory`` as a package copied under ``into``: its module ``autoscale``.
+
+    Its relative imports of files it does not hold point at capnb's own (``_lazy``, and the records
+    unless given).
+    """
+    package = Path(into) / _BEFORE_PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    given = {p.stem for p in Path(directory).glob("autoscale*.py")}
+    if not {"autoscale", "autoscale_rules"} <= given:
+        raise SystemExit(f"{directory} must hold autoscale.py and autoscale_rules.py")
+    (package / "__init__.py").write_text("")
+    for name in given:
+        text = (Path(directory) / f"{name}.py").read_text()
+        for module in ("_lazy", "autoscale_records"):
+            if module not in given:
+                text = text.replace(f"from .{module} import", f"from capnb.kernels.{module} import")
+        (package / f"{name}.py").write_text(text)
+    sys.path.insert(0, str(into))
+    return importlib.import_module(f"{_BEFORE_PACKAGE}.autoscale")
+
+
+def _inputs():
+    """Worksheet 04's sweep per policy: ``{policy: (demand, config, runs, forecast)}``."""
+    from .. import data, elasticity
+    from .. import forecast as fc
+    from ..elasticity._simulate import _kernel_inputs
+
+    source = data.load_rate_series("servegen-m-large")
+    baseline = fc.fit_baseline(fc.resample(source, "10min"), slots="hour_of_day")
+    demand = elasticity.prepare_demand(source, 1, baseline=baseline)
+    ahead = elasticity.forecast_demand(demand, baseline)
+    grid = elasticity.policy_grid(
+        demand, 20.0, scale_up_threshold=[0.6, 0.7, 0.8], cooldown_s=[300.0, 900.0, 1800.0],
+        buffer_instances=[0, 2],
+    )  # fmt: skip
+    common = {"per_instance_qps": 20.0, "step_s": 1, "tolerance_s": 60.0, "cold_start_s": 120.0}
+    inputs = {}
+    for policy in elasticity.POLICIES:
+        given = ahead.values if policy == "predictive" else None
+        inputs[policy] = _kernel_inputs(
+            demand.values, policy=policy, forecast=given, **common, **grid
+        )
+    return inputs
+
+
+def _one_run(kernel, demand, config, runs, forecast):
+    """The grid's middle run with its timeline: ``(seconds, metrics, timeline)``."""
+    i = runs.up.size // 2
+    run = kernel.Run(*(knob[i].item() for knob in runs))
+    metrics = np.empty(len(kernel.METRICS))
+    timeline = kernel.Timeline.empty(demand.size)
+    for series in timeline:  # its pages mapped before the clock starts, for either kernel alike
+        series.fill(0)
+    start = time.process_time()
+    kernel.simulate(demand, config, run, metrics, timeline, forecast)
+    return time.process_time() - start, metrics, timeline
+
+
+def _sweep(kernel, demand, config, runs, forecast):
+    """The grid's runs, metrics only: ``(seconds, metrics)``."""
+    metrics = np.empty((runs.up.size, len(kernel.METRICS)))
+    start = time.process_time()
+    kernel.simulate_many(demand, config, runs, metrics, forecast)
+    return time.process_time() - start, metrics
+
+
+def throughput(before, after, repeat: int) -> list[str]:
+    """Markdown rows: each policy's policy-steps/s before and after (median of ``repeat``)."""
+    import numba
+
+    numba.set_num_threads(1)  # one thread: the sweep's runs in one loop, CPU time is its time
+    inputs = _inputs()
+    kernels = {"before": before, "after": after}
+    times = {(what, policy, k): [] for what in ("sweep", "timeline") for policy in inputs
+             for k in kernels}  # fmt: skip
+    for r in range(repeat + 1):  # the first round compiles and checks, untimed
+        order = list(kernels) if r % 2 == 0 else list(reversed(kernels))
+        for policy, args in inputs.items():
+            got = {}
+            for name in order:
+                seconds, metrics = _sweep(kernels[name], *args)
+                one_s, one, timeline = _one_run(kernels[name], *args)
+                if r:
+                    times["sweep", policy, name].append(seconds)
+                    times["timeline", policy, name].append(one_s)
+                got[name] = (metrics, one, *timeline)
+            if r == 0 and not all(
+                np.array_equal(a, b) for a, b in zip(got["before"], got["after"], strict=True)
+            ):
+                raise SystemExit(f"{policy}: the two kernels' results differ")
+    rows = [
+        "| run | policy | policy-steps | before: M policy-steps/s, median (best) | after | "
+        "after / before, median (best) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for what in ("sweep", "timeline"):
+        total = {k: np.zeros(repeat) for k in kernels}
+        steps_all = 0
+        for policy, (demand, _, runs, _) in inputs.items():
+            steps = demand.size * (runs.up.size if what == "sweep" else 1)
+            steps_all += steps
+            for k in kernels:
+                total[k] += times[what, policy, k]
+            rows.append(_row(what, policy, steps, {k: times[what, policy, k] for k in kernels}))
+        rows.append(_row(what, "all", steps_all, total))
+    return rows
+
+
+def _row(what, policy, steps, seconds):
+    median = {k: steps / statistics.median(s) / 1e6 for k, s in seconds.items()}
+    best = {k: steps / min(s) / 1e6 for k, s in seconds.items()}
+    label = "worksheet 04's sweep" if what == "sweep" else "one run with its timeline"
+    return (
+        f"| {label} | {policy} | {steps:.3g} | {median['before']:,.0f} ({best['before']:,.0f}) | "
+        f"{median['after']:,.0f} ({best['after']:,.0f}) | "
+        f"{median['after'] / median['before']:.2f} ({best['after'] / best['before']:.2f}) |"
+    )
+
+
+_FIRST_CALL = r"""
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from capnb.elasticity._policy import build_config
+import importlib
+k = importlib.import_module(sys.argv[1])
+demand = np.full(50, 10.0)
+config = build_config("knative", step_s=1.0, per_instance_qps=5.0, tolerance_s=60.0,
+                      max_instances=10, thrash_window_s=900.0, options={})
+runs = k.Run.grid(0.7, 6, 6, 1, 0)
+metrics = np.empty((1, len(k.METRICS)))
+run, timeline = k.Run.of(up=0.7, cooldown=6, cold=6, low=1, buffer=0), k.Timeline.empty(50)
+def call():
+    k._runs_serial(demand, config, runs, metrics)
+    k.simulate(demand, config, run, metrics[0], timeline)
+out = []
+for _ in range(2):
+    start = time.process_time()
+    call()
+    out.append(time.process_time() - start)
+print(json.dumps(out[0] - out[1]))
+"""
+
+
+def first_compile(into: str | Path, count: int) -> list[str]:
+    """Markdown rows: each kernel's first call into an empty cache, in fresh processes (s)."""
+    seconds = {"before": [], "after": []}
+    modules = {"before": f"{_BEFORE_PACKAGE}.autoscale", "after": "capnb.kernels.autoscale"}
+    for r in range(count):
+        for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+                out = subprocess.run(
+                    [sys.executable, "-c", _FIRST_CALL, modules[name], str(into)],
+                    capture_output=True, text=True, check=True, env=env,
+                )  # fmt: skip
+            seconds[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return [
+        "| first call (compile, CPU s) | runs | median | each |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {count} | {statistics.median(s):.1f} | "
+            f"{', '.join(f'{x:.1f}' for x in s)} |"
+            for name, s in seconds.items()
+        ),
+    ]
+
+
+def main() -> None:
+    """Parse the command line, time both kernels, print the tables."""
+    from . import machine
+
+    parser = argparse.ArgumentParser(prog="python -m capnb.benchmarks.kernel_split")
+    parser.add_argument(
+        "before", help="directory with the earlier autoscale.py, autoscale_rules.py"
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default 5)")
+    parser.add_argument("--compile", type=int, default=0, help="fresh-process compiles per kernel")
+    args = parser.parse_args()
+    into = tempfile.mkdtemp(prefix="capnb-before-")
+    try:
+        before = load_before(args.before, into)
+        from ..kernels import autoscale as after
+
+        print(f"machine: {machine()}\n")
+        if args.repeat:
+            print("\n".join(throughput(before, after, args.repeat)), "\n")
+        if args.compile:
+            print("\n".join(first_compile(into, args.compile)))
+    finally:
+        shutil.rmtree(into, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
