@@ -1,6 +1,6 @@
 """The autoscaling kernel against an earlier version of itself, timed in one run.
 
-``python -m capnb.benchmarks.kernel_split BEFORE [--repeat N] [--compile N]``
+``python -m capnb.benchmarks.kernel_split BEFORE [--check N] [--repeat N] [--compile N]``
 
 ``BEFORE`` is a directory holding an earlier ``autoscale.py`` and ``autoscale_rules.py`` (and
 ``autoscale_records.py`` if it differs), e.g. from git::
@@ -9,7 +9,9 @@
         git show 8813808:capnb/kernels/$f.py > /tmp/before/$f.py; done
     python -m capnb.benchmarks.kernel_split /tmp/before
 
-Both kernels run in this one process, interleaved (each repetition alternates which goes first),
+With ``--check N`` both kernels first run ``N`` random cases (every policy and option, preemptions,
+forecasts; as the tests draw them), compared bit for bit. Both kernels then run in this one process,
+interleaved (each repetition alternates which goes first),
 on one thread, timed as CPU time (``time.process_time``): worksheet 04's sweep (every policy over
 its grid of 18 runs on ServeGen m-large's 14 days at 1-s steps) and one long run with its timeline
 per policy. Their metrics and timelines are checked equal first (``np.array_equal``). With
@@ -156,6 +158,125 @@ def _row(what, policy, steps, seconds):
     )
 
 
+# -- bit for bit: both kernels on a broad grid of random runs ------------------------------------
+_BASE = {
+    "step_s": 5.0, "per_instance_qps": 10.0, "tolerance_steps": 12, "max_instances": 40,
+    "thrash_steps": 12, "period_steps": 3, "scale_down_threshold": 0.3, "hpa_tolerance": 0.1,
+    "up_stabilization_steps": 0, "up_pods": 4, "up_percent": 100, "up_period_steps": 3,
+    "down_pods": -1, "down_percent": 100, "down_period_steps": 3, "stable_steps": 12,
+    "panic_steps": 3, "panic_threshold": 2.0, "max_scale_up_rate": 1000.0,
+    "max_scale_down_rate": 2.0,
+}  # fmt: skip
+
+
+def _random_demand(rng, n):
+    """Rates as the tests draw them: scattered (zeros, low, high), held in blocks, or a wave."""
+    kind = rng.integers(3)
+    if kind == 0:
+        choice = rng.integers(3, size=n)
+        low, high = rng.uniform(0, 40, n), rng.uniform(40, 200, n)
+        return np.where(choice == 0, 0.0, np.where(choice == 1, low, high))
+    if kind == 1:
+        blocks = int(rng.integers(1, 13))
+        values = np.where(rng.random(blocks) < 0.2, 0.0, rng.uniform(0, 200, blocks))
+        return np.repeat(values, rng.integers(1, max(2, 2 * n // blocks), blocks))
+    wave = np.sin(np.arange(n) / n * 2 * np.pi * rng.uniform(1, 4))
+    return np.maximum(0.0, 60 + 50 * wave + rng.normal(0, 10, n))
+
+
+def _random_config(rng, kernel, policy):
+    """A config and a run drawn over every option, as ``tests/test_autoscale_kernels.py`` does."""
+    from ..elasticity._decision import veto_cold_steps
+
+    low = int(rng.integers(1 if policy == kernel.HPA else 0, 5))
+    up_pods, up = int(rng.choice([-1, 0, 2, 4])), float(rng.uniform(0.3, 1.0))
+    stable, tolerance = int(rng.integers(1, 21)), int(rng.integers(0, 16))
+    fields = _BASE | {
+        "per_instance_qps": rng.uniform(2, 30), "step_s": rng.choice([1.0, 2.0, 5.0]),
+        "tolerance_steps": tolerance, "max_instances": rng.integers(low, low + 31),
+        "thrash_steps": rng.integers(0, 21), "policy": policy,
+        "period_steps": rng.integers(1, 6), "scale_down_threshold": rng.uniform(0, up * 0.9),
+        "hpa_tolerance": rng.choice([0.0, 0.05, 0.1, 0.2]),
+        "up_stabilization_steps": rng.choice([0, 3, 9]), "up_pods": up_pods,
+        "up_percent": rng.choice([0, 50, 100, 200] if up_pods < 0 else [-1, 0, 100]),
+        "up_period_steps": rng.integers(1, 10), "down_pods": rng.choice([-1, 1, 3]),
+        "down_percent": rng.choice([10, 50, 100]), "down_period_steps": rng.integers(1, 10),
+        "stable_steps": stable, "panic_steps": rng.integers(1, stable + 1),
+        "panic_threshold": rng.choice([1.0, 1.5, 2.0]),
+        "max_scale_up_rate": rng.choice([1.5, 10.0, 1000.0]),
+        "max_scale_down_rate": rng.choice([1.5, 2.0, 4.0]),
+        "veto_cold_steps": veto_cold_steps(tolerance) if rng.random() < 0.8 else rng.integers(20),
+    }  # fmt: skip
+    run = kernel.Run.of(
+        up=up, cooldown=rng.integers(0, 31), cold=rng.integers(0, 13), low=low,
+        buffer=rng.integers(0, 3),
+    )  # fmt: skip
+    return kernel.Config.of(**fields), run
+
+
+def _random_losses(rng, kernel, n):
+    """No preemption, a series of instances lost, or events with marks."""
+    draw = rng.random()
+    if draw < 0.5:
+        return None
+    if draw < 0.75:
+        return kernel.Losses.of_counts(np.where(rng.random(n) < 0.03, rng.integers(1, 4, n), 0))
+    m = int(rng.integers(1, max(2, n // 10)))
+    steps = np.sort(rng.integers(0, n, m)).astype(np.int64)
+    return kernel.Losses(steps, rng.integers(0, 3, m).astype(np.int64), rng.uniform(-1, 10, m))
+
+
+def _random_case(rng, kernel, i):
+    """Case ``i``: ``(demand, config, run, forecast, losses)``, every policy in turn."""
+    policies = (kernel.ARTICLE, kernel.HPA, kernel.KNATIVE, kernel.FIXED, kernel.FIXED_ELASTIC,
+                kernel.PREDICTIVE)  # fmt: skip
+    policy = policies[i % len(policies)]
+    n = int(rng.integers(1, 600) if i % 10 else rng.integers(600, 5000))
+    demand = np.ascontiguousarray(_random_demand(rng, n), dtype=np.float64)
+    config, run = _random_config(rng, kernel, policy)
+    forecast = None
+    if policy == kernel.PREDICTIVE:
+        forecast = demand * rng.uniform(0.6, 1.4) + rng.normal(0, 5, demand.size)
+        forecast = np.ascontiguousarray(np.roll(np.maximum(forecast, 0.0), rng.integers(-30, 30)))
+    return demand, config, run, forecast, _random_losses(rng, kernel, demand.size)
+
+
+def _results(kernel, demand, config, run, forecast, losses, grid):
+    """One run's metrics and timeline, and a grid's metrics, by ``kernel``."""
+    metrics = np.empty(len(kernel.METRICS))
+    timeline = kernel.Timeline.empty(demand.size)
+    kernel.simulate(demand, config, run, metrics, timeline, forecast, losses)
+    many = np.empty((grid.up.size, len(kernel.METRICS)))
+    kernel.simulate_many(demand, config, grid, many, forecast, losses)
+    return (metrics, *timeline, many)
+
+
+def check(before, after, count: int, seed: int = 0) -> str:
+    """Both kernels on ``count`` random runs and grids of 12: the arrays that differ (none).
+
+    Each case draws a policy, a demand of 1-5,000 steps, every option of the config, the run's
+    knobs, preemptions and (predictive) a forecast; its grid varies the knobs around the run
+    (repeated knobs for ``FIXED``). Results are compared with ``np.array_equal``.
+    """
+    rng = np.random.default_rng(seed)
+    compared = differ = 0
+    for i in range(count):
+        demand, config, run, forecast, losses = _random_case(rng, after, i)
+        size = 12
+        knobs = (rng.uniform(0.3, 1.0, size), rng.integers(0, 31, size),
+                 np.repeat(rng.integers(0, 13, 4), 3), np.full(size, run.low),
+                 np.repeat(rng.integers(0, 3, 3), 4))  # fmt: skip
+        grid = after.Run.grid(*knobs)
+        want = _results(before, demand, config, run, forecast, losses, grid)
+        got = _results(after, demand, config, run, forecast, losses, grid)
+        compared += len(got)
+        differ += sum(not np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+    return (
+        f"{count} random cases (a run with its timeline and a grid of 12 each): "
+        f"{compared} arrays compared with np.array_equal, {differ} differ"
+    )
+
+
 _FIRST_CALL = r"""
 import json, sys, time
 import numpy as np
@@ -215,6 +336,7 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument("--compile", type=int, default=0, help="fresh-process compiles per kernel")
+    parser.add_argument("--check", type=int, default=0, help="random cases checked bit for bit")
     args = parser.parse_args()
     into = tempfile.mkdtemp(prefix="capnb-before-")
     try:
@@ -222,6 +344,8 @@ def main() -> None:
         from ..kernels import autoscale as after
 
         print(f"machine: {machine()}\n")
+        if args.check:
+            print(check(before, after, args.check), "\n")
         if args.repeat:
             print("\n".join(throughput(before, after, args.repeat)), "\n")
         if args.compile:
