@@ -6,6 +6,9 @@
 - ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
   [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
   used, write ``plan.nc`` and ``plan.json``.
+- ``capnb export [--plan reports/plan.nc|plan.json] [--out DIR] [--name NAME] [--namespace NS]``: the plan's
+  chosen autoscaling policy as ``hpa.yaml`` (Kubernetes HPA v2), ``knative.yaml`` (Knative KPA) and
+  ``keda.yaml`` (KEDA ScaledObject), beside the plan unless ``--out`` says otherwise.
 - ``capnb config plan.toml [--force]``: write the default plan config, every setting commented.
 - ``capnb --version``.
 
@@ -88,10 +91,29 @@ def _plan(args: argparse.Namespace) -> int:
         result = plan.build(config)
     print(plan.describe(result))
     print(f"\nInputs: {plan.inputs_used(result)}")
-    files = plan.export(result, args.out)
+    files = plan.export(result, args.out, force=args.force)
     print("\nWritten:")
     for path in files.values():
         print(f"  {path.resolve()}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from . import plan
+
+    path = Path(args.plan)
+    if path.suffix == ".json" and path.is_file():  # plan.json holds the answer record too
+        import json
+
+        built = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        built = plan.load(path)
+    out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
+    written = out.write(args.out or Path(args.plan).parent)
+    print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
+    for kind, path in written.items():
+        same = "the chosen run" if out.exact[kind] else "a different run (see its notes)"
+        print(f"  {path.resolve()}  (replays as {same})")
     return 0
 
 
@@ -114,7 +136,9 @@ def _sla(text: str):
     try:
         return SLA.parse(text)
     except CapnbError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix("--sla: ").removeprefix("sla: ")) from None
+        raise argparse.ArgumentTypeError(
+            str(error).removeprefix("--sla: ").removeprefix("sla: ")
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -129,9 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="execute the worksheets and write offline HTML reports"
     )
-    report.add_argument(
-        "--config", help="plan config (TOML/YAML); default: the bundled defaults"
-    )
+    report.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
     report.add_argument("--jobs", type=int, default=2, help="worksheets run at once (default: 2)")
@@ -147,6 +169,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     plan.add_argument(
         "--out", default="reports", help="where plan.nc and plan.json go (default: reports)"
+    )
+    plan.add_argument(
+        "--force", action="store_true", help="replace plan files in --out that capnb did not write"
     )
     plan.add_argument("--model", help="model: catalog id, config.json path or model folder")
     plan.add_argument(
@@ -177,6 +202,19 @@ def _parser() -> argparse.ArgumentParser:
         "the plan uses them instead of the latency model",
     )
     plan.set_defaults(run=_plan)
+
+    export = commands.add_parser(
+        "export", help="the plan's autoscaling policy as Kubernetes HPA, Knative and KEDA YAML"
+    )
+    export.add_argument(
+        "--plan",
+        default="reports/plan.nc",
+        help="plan.nc or plan.json written by capnb plan (default: reports/plan.nc)",
+    )
+    export.add_argument("--out", help="output directory (default: the plan's)")
+    export.add_argument("--name", help="the Deployment / Knative Service (default: the model)")
+    export.add_argument("--namespace", default="default", help="Kubernetes namespace")
+    export.set_defaults(run=_export)
 
     config = commands.add_parser("config", help="write the default plan config, commented")
     config.add_argument("path", help="file to write, e.g. plan.toml")

@@ -73,6 +73,10 @@ DIMS: dict[str, Term] = _table(
     ("block", "1", "one prefix block of a request's prompt (a block hash of the request log)"),
     ("cache_tokens", "tokens", "size of a prefix cache"),
     ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),
+    ("size_bin", "1", "a bin of requests by prompt and output length"),
+    ("fleet", "1", "one way to buy the fleet: pricing and the GPU types it mixes"),
+    ("routing", "1", "how requests reach instances: random, round_robin or prefix_aware"),
+    ("instance", "1", "one instance of a fleet"),
     (
         "pool",
         "1",
@@ -252,6 +256,16 @@ VARIABLES: dict[str, Term] = _table(
     ("vetoed_scale_ups", "1", "article's policy: evaluations whose scale-up the cold start vetoed"),
     ("panic_s", "s", "Knative: time in panic mode"),
     ("pareto", "1", "whether the run is on the cost vs SLA-breach Pareto front"),
+    # the replay's advisory view (capnb.elasticity.advise)
+    ("scale_events_per_hour", "1/hour", "steps where the policy's pool changes, per hour"),
+    ("reversals", "1", "scale events reversing the one before within the window (flapping)"),
+    ("reversals_per_day", "1/day", "reversals per day of the run"),
+    ("flapping", "1", "whether the reversals per day exceed the limit"),
+    ("above_need_s", "s", "time the pool holds more than the largest need of its hold window"),
+    ("above_need_share", "1", "share of the time the pool is above the need it may hold"),
+    ("excess_instance_hours", "instance·h", "instance time above the need the pool may hold"),
+    ("cold_starts", "instances", "instances started: each pays a cold start"),
+    ("cold_starts_per_day", "instances/day", "instances started per day of the run"),
     ("model_bytes", "bytes", "model weights, whole model"),
     ("provisioning_s", "s", "node provisioning before the model download"),
     ("download_s", "s", "weight download"),
@@ -264,6 +278,8 @@ VARIABLES: dict[str, Term] = _table(
     ("block_prompt_tokens", "tokens", "prompt tokens a block holds"),
     ("prefix_hit_rate", "1", "share of prompt tokens served from the prefix cache"),
     ("hit_tokens", "tokens", "prompt tokens served from the prefix cache"),
+    ("instance_requests", "requests", "requests the routing sends to the instance"),
+    ("load_imbalance", "1", "busiest instance's prompt tokens over the mean instance's"),
     ("prefix_cache_tokens", "tokens", "KV cache tokens held by the prefix cache"),
     ("running_tokens", "tokens", "KV cache tokens left for running sequences"),
     ("prefill_share", "1", "share of prompt tokens still computed: 1 - prefix_hit_rate"),
@@ -273,6 +289,11 @@ VARIABLES: dict[str, Term] = _table(
     ("served_qps", "requests/s", "requests per second the slot's fleet serves (spot discounted)"),
     ("usd_per_gpu_hour_reserved", "USD/hour", "reserved or committed price of one GPU"),
     ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
+    ("size_bin_index", "1", "the request's size bin, an index along size_bin"),
+    ("request_share", "1", "share of the requests in the size bin"),
+    ("saving", "1", "cost saved against the first fleet of the same latency curves"),
+    ("curves", "1", "latency curves the fleet is sized on: whole workload, or per size bin"),
+    ("pools", "1", "the pools (GPU and tensor-parallel degree) the fleet holds"),
     # disaggregated serving (prefill and decode pools)
     ("instance_qps", "requests/s", "requests per second one instance completes (simulated)"),
     ("pool_tensor_parallel", "GPUs", "tensor-parallel degree of the pool's instances"),
@@ -291,7 +312,11 @@ VARIABLES: dict[str, Term] = _table(
 
 #: Names capnb used for a quantity that now has one name: the old name, where it was, the name now.
 RETIRED: tuple[tuple[str, str, str], ...] = (
-    ("sla_s", "plan config, CLI --sla", "[sla] ttft_s / tpot_s / itl_s / e2e_s (capnb.records.SLA)"),
+    (
+        "sla_s",
+        "plan config, CLI --sla",
+        "[sla] ttft_s / tpot_s / itl_s / e2e_s (capnb.records.SLA)",
+    ),
     ("sla_metric", "plan config, CLI --sla-metric", "the metric in the bound's name (tpot_s)"),
     ("sla_quantile", "plan config, CLI --sla-quantile", "[sla] quantile"),
     ("disaggregation_sla_s", "plan config", "the SLA's own ttft_s and tpot_s"),
@@ -334,6 +359,11 @@ def unit_registry():
     read them too. It adds capnb's counting units to pint's defaults, each its own dimension so that
     requests never convert to tokens: ``request``, ``instance``, ``GPU``, ``token`` (``Mtoken`` is
     pint's mega prefix on it), ``USD`` and ``FLOP``; and reads ``GPU·h`` as ``GPU * h``.
+
+    Returns
+    -------
+    pint.UnitRegistry
+        The registry (one per process: the call is cached).
 
     Examples
     --------

@@ -73,10 +73,10 @@ class SLA:
     'P99 TTFT <= 1.5 s and P99 TPOT <= 60 ms'
     >>> SLA.parse("ttft=1.5,tpot=60ms,quantile=0.95") == SLA(ttft_s=1.5, tpot_s=0.06, quantile=0.95)
     True
-    >>> SLA(tpot_s=60)
+    >>> SLA(tpot_s=60)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    capnb.errors.InputError: sla: tpot_s = 60: a P99 time per output token of 60 s is outside the plausible 1 ms-1 s (tpot_s is in seconds per token: 60 ms is 0.06); give confirm=True ([sla] confirm = true, --sla ...,confirm) to plan on it anyway
+    capnb.errors.InputError: sla: tpot_s = 60: a P99 time per output token of 60 s is outside ...
     """
 
     ttft_s: float | None = None
@@ -134,9 +134,7 @@ class SLA:
     @property
     def bounds(self) -> dict[str, float]:
         """The bounded metrics and their bounds (seconds), in the order ttft, tpot, itl, e2e."""
-        return {
-            m: getattr(self, f"{m}_s") for m in METRICS if getattr(self, f"{m}_s") is not None
-        }
+        return {m: getattr(self, f"{m}_s") for m in METRICS if getattr(self, f"{m}_s") is not None}
 
     @property
     def name(self) -> str:

@@ -268,7 +268,7 @@ def _take_warnings(cell, notes: list[str]) -> None:
         for line in lines:
             if _WARNING_LINE.match(line) and line not in notes:
                 notes.append(line)
-        output["text"] = "".join(f"{l}\n" for l in lines if not _WARNING_LINE.match(l))
+        output["text"] = "".join(f"{kept}\n" for kept in lines if not _WARNING_LINE.match(kept))
     if cell.get("outputs"):
         cell["outputs"] = [
             o for o in cell["outputs"] if o.get("output_type") != "stream" or o.get("text")
@@ -469,7 +469,10 @@ def combine(
         _raw(summary_html(plan, skipped=skipped, notes=notes) if plan is not None
              else _intro(skipped) + _notes_html(notes))
     )  # fmt: skip
-    combined.cells.append(_raw(_toc(front + contents)))
+    appendix = (
+        [(1, "appendix", "Appendix: the policy as cluster objects")] if plan is not None else []
+    )
+    combined.cells.append(_raw(_toc(front + contents + appendix)))
     bundle_seen = False
     for notebook in sections:
         for cell in notebook.cells:
@@ -484,7 +487,26 @@ def combine(
             if cell.cell_type == "code":
                 cell.outputs = kept
             combined.cells.append(cell)
+    if plan is not None:
+        combined.cells.append(_raw(_appendix(plan)))
     return combined
+
+
+def _appendix(plan) -> str:
+    """The chosen policy as the cluster objects ``capnb plan`` writes beside ``plan.json``."""
+    from . import plan as planning
+
+    objects = planning.manifests(planning.policy_choice(plan))
+    parts = [
+        '<section class="capnb-appendix" id="appendix"><h1>Appendix: the policy as cluster '
+        'objects</h1><p class="capnb-prose">The chosen policy with the values its replay used, '
+        "as written beside <code>plan.json</code> (<code>capnb export</code> writes them again "
+        "from a plan). Whether each object replays as the chosen run, and what it assumes, is "
+        "in its comments.</p>"
+    ]
+    for kind, text in ((k, objects.yaml(k)) for k in objects.documents):
+        parts.append(f"<h2>{html.escape(kind)}.yaml</h2><pre>{html.escape(text)}</pre>")
+    return "".join(parts) + "</section>"
 
 
 def _computed_on(plan) -> str:
@@ -618,8 +640,10 @@ def summary_html(
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'
         f"<h2>The article's checks</h2>{fired}{alternatives}"
         f'<p class="capnb-prose">Inputs: {html.escape(a.inputs)}. Every section below ran on '
-        "them and passed its closing checks.</p>" + _notes_html(notes or [])
-        + _skipped_html(skipped) + "</section>"
+        "them and passed its closing checks.</p>"
+        + _notes_html(notes or [])
+        + _skipped_html(skipped)
+        + "</section>"
     )
 
 
@@ -865,8 +889,11 @@ def _parameters(
     return {
         "00_start_here": {
             "SHOW_TRACE": cfg.trace,
-            "SHOW_TRACE_OPTIONS": {"kind": cfg.trace_kind, "start": cfg.start,
-                                   **planning.trace_options(cfg)},
+            "SHOW_TRACE_OPTIONS": {
+                "kind": cfg.trace_kind,
+                "start": cfg.start,
+                **planning.trace_options(cfg),
+            },
             "SHOW_MODELS": [cfg.model],
             "SHOW_GPU": gpu,
         },
@@ -920,6 +947,7 @@ def _parameters(
             "COOLDOWNS_S": list(cfg.cooldown_s),
             "BUFFER_INSTANCES": list(cfg.buffer_instances),
             "POLICY": a.policy.name,
+            "PLAN_FILE": str(files["netcdf"].resolve()),  # its policy, chosen out of sample
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
         "06_serving": {
@@ -930,7 +958,10 @@ def _parameters(
             "RESERVED": None if cfg.reserved == "none" else cfg.reserved,
             "SPOT_PREEMPTION": None if cfg.spot_preemption == "none" else cfg.spot_preemption,
             # the prefix-cache trade at the plan's TTFT bound (the latency a cache shortens)
-            **({"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}
-               if "ttft" in a.sla.bounds else {}),
+            **(
+                {"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}
+                if "ttft" in a.sla.bounds
+                else {}
+            ),
         },
     }

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from capnb import data
-from capnb.elasticity._decision import veto_cold_steps
 from capnb.elasticity import resample_demand
+from capnb.elasticity._decision import veto_cold_steps
 from capnb.kernels import _lazy
 from capnb.kernels import autoscale as kernels
 from capnb.kernels.reference import REGISTRY

@@ -1,7 +1,9 @@
 """The plan: the chain on one set of inputs, its recommendation, configs and exports."""
 
+import errno
 import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -10,7 +12,7 @@ import xarray as xr
 
 from capnb import data, memory
 from capnb import plan as planning
-from capnb.errors import ConfigError, InputError
+from capnb.errors import ConfigError, InputError, OutputError
 
 #: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
 SMALL = {
@@ -129,15 +131,24 @@ def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch)
     plan, _ = small
     files = planning.export(plan, tmp_path)
     before = files["netcdf"].read_bytes()
+    real = os.write
 
-    def broken(self, *args, **kwargs):
-        raise OSError("disk full")
+    def full(fd, data):  # the disk fills while the new NetCDF file is written
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OutputError, match=r"plan\.nc: no space left on its file system"):
         planning.export(plan, tmp_path)
+    monkeypatch.setattr(os, "write", real)
     assert files["netcdf"].read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "plan.nc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".capnb-outputs.json",
+        "hpa.yaml",
+        "keda.yaml",
+        "knative.yaml",
+        "plan.json",
+        "plan.nc",
+    ]
 
 
 def test_config_files_round_trip(tmp_path):
@@ -318,19 +329,16 @@ def test_a_failing_step_is_named():
         planning.build(42)
 
 
-def test_the_backtest_rides_on_the_plan(small):
+def test_the_held_out_record_rides_on_the_plan(small):
     plan, _ = small
-    # servegen-m-small has 14 days: the plan on the first 7 is replayed on the last 7
     held = planning.answer(plan).held_out
-    assert held.window_days == pytest.approx(7.0, abs=0.01)
-    assert list(plan.backtest_policy.plan.values)[:2] == ["recommended", "hindsight"]
-    assert plan.backtest_breach_min.attrs["units"] == "min"
-    minutes = float(plan.backtest_breach_min.sel(plan="recommended"))
-    assert held.breach_minutes == minutes
-    assert f"({minutes:,.0f} minutes against" in planning.sections(plan)["held_out"]
-    usd = plan.backtest_usd
-    if bool(plan.backtest_meets_budget.sel(plan="recommended")):
-        assert float(usd.sel(plan="hindsight")) <= float(usd.sel(plan="recommended"))
+    # servegen-m-small has 14 days: daily origins, the last 7 held out (windows cut at its end)
+    assert held.origin_step == "day" and held.windows == 7 and held.window_days == 7
+    assert list(plan.held_out_plan.values)[:3] == ["recommended", "hindsight", "steady-hindsight"]
+    assert plan.held_out_breach_min.attrs["units"] == "min"
+    rec = plan.held_out_breach_min.sel(held_out_plan="recommended")
+    assert held.held == int((rec <= plan.held_out_budget_min + 1e-9).sum())
+    assert f"in {held.held} of 7 held-out windows" in planning.sections(plan)["held_out"]
 
 
 def test_the_cheapest_mix_and_its_pools_ride_on_the_plan(small):
@@ -341,7 +349,10 @@ def test_the_cheapest_mix_and_its_pools_ride_on_the_plan(small):
     served = (plan.mix_instances * plan.pool_per_instance_qps).sum("pool")
     assert (served >= plan.capacity_target_qps - 1e-6).all()
     assert np.isfinite(plan.pool_breach_s.sel(pool=used)).all()
-    assert float(plan.mix_usd_per_hour.mean()) <= float(plan.mix_single_type_usd_per_hour.mean()) + 1e-9
+    assert (
+        float(plan.mix_usd_per_hour.mean())
+        <= float(plan.mix_single_type_usd_per_hour.mean()) + 1e-9
+    )
     a = planning.answer(plan)
     mix = next(alt for alt in a.alternatives if alt.name.startswith("mixed fleet"))
     assert mix.words in planning.describe(plan)
@@ -401,7 +412,9 @@ def test_a_prefix_cache_needs_the_engine_and_block_hashes():
 def test_the_serving_mode_is_compared_on_the_chosen_gpu(small):
     plan, _ = small
     assert list(plan.serving_pool.values) == ["prefill", "decode"]
-    serving = next(alt for alt in planning.answer(plan).alternatives if alt.name == "prefill/decode pools")
+    serving = next(
+        alt for alt in planning.answer(plan).alternatives if alt.name == "prefill/decode pools"
+    )
     gpus = plan.serving_gpus.mean("slot")
     cheaper = (
         "disaggregated"
@@ -424,7 +437,9 @@ def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
         plan = planning.build(planning.PlanConfig(**cheap))
         off = planning.build(planning.PlanConfig(**cheap, disaggregation="none"))
     serving = planning.answer(plan).alternatives[-1]
-    assert serving.words.startswith("not compared: the SLA (P99 E2E <= 20 s) has no ttft_s or tpot_s")
+    assert serving.words.startswith(
+        "not compared: the SLA (P99 E2E <= 20 s) has no ttft_s or tpot_s"
+    )
     assert "serving_instances" not in plan
     assert all(alt.name != "prefill/decode pools" for alt in planning.answer(off).alternatives)
 

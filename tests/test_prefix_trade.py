@@ -52,7 +52,9 @@ def test_a_repeated_prefix_pays_for_its_cache(shared_prefix_log):
 
 def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
     """The composition, by hand: split_kv, then engine at that hit rate and budget, then the SLA."""
-    trade = capnb.capacity.prefix_trade(MODEL, GPU, sla=SLA(ttft_s=10.0), cache_share=[0.2], requests=200)
+    trade = capnb.capacity.prefix_trade(
+        MODEL, GPU, sla=SLA(ttft_s=10.0), cache_share=[0.2], requests=200
+    )
     log = capnb.data.load_trace("mooncake-synthetic")
     work = capnb.latency.workload(log)
     seq_len = math.ceil(float((work.prompt_tokens + work.output_tokens).mean()))

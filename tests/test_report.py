@@ -195,7 +195,10 @@ def test_the_first_page_renders_the_answer_record_and_nothing_else(small_plan):
     assert page.count(f"{a.monthly_usd:,.0f} USD a month") >= 1
     assert "1970" not in page  # ServeGen has no date: the burst test starts on "day N hh:mm"
     assert re.search(r"from day \d+ \d\d:\d\d ", page)
-    assert planning.sections(built)["headline"] in page and planning.sections(built)["held_out"] in page
+    assert (
+        planning.sections(built)["headline"] in page
+        and planning.sections(built)["held_out"] in page
+    )
     # the alternatives are named on the first page; their costs are in their own section
     for alt in a.alternatives:
         assert alt.name in page and alt.words not in page
@@ -384,8 +387,13 @@ def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
     def worksheet(name):
         nb = nbformat.v4.new_notebook(metadata={"capnb_worksheet": name})
         cell = nbformat.v4.new_code_cell("x")
-        cell.outputs = [nbformat.v4.new_output(
-            "stream", name="stderr", text="TraceWarning: t.jsonl: 11 requests share a time\nother\n")]
+        cell.outputs = [
+            nbformat.v4.new_output(
+                "stream",
+                name="stderr",
+                text="TraceWarning: t.jsonl: 11 requests share a time\nother\n",
+            )
+        ]
         nb.cells = [nbformat.v4.new_markdown_cell(f"# {name}"), cell]
         return nb
 

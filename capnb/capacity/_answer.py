@@ -200,7 +200,9 @@ def _bound(cell: xr.Dataset) -> tuple[str, float]:
     if "binding_metric" not in cell:
         metric = cell.attrs.get("metric", "latency")
         return f"{metric} P{quantile * 100:g}", float(cell.sla)
-    bounds = {k.removesuffix("_s"): v for k, v in cell.attrs["sla_bounds"].items() if k.endswith("_s")}
+    bounds = {
+        k.removesuffix("_s"): v for k, v in cell.attrs["sla_bounds"].items() if k.endswith("_s")
+    }
     metric = str(cell.binding_metric.values) or next(iter(bounds))
     return f"{metric} P{quantile * 100:g}", float(bounds[metric])
 

@@ -143,8 +143,7 @@ def prefix_trade(
     else:
         share = math.nan
         reason = (
-            f"infeasible: no cache share meets {sla}; the "
-            f"lowest floor is {np.nanmin(floor):.2f} s"
+            f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
             if np.isfinite(floor).any()
             else "infeasible: no running sequence fits in memory at any cache share"
         )

@@ -131,7 +131,11 @@ def _searched(
     ).compute()  # fmt: skip
     limits = limits.sel(model=curves.model, gpu=curves.gpu)
     result = capacity.safe_concurrency(
-        curves, sla_axis, metric=metric, quantile=quantile, memory_limit=limits,
+        curves,
+        sla_axis,
+        metric=metric,
+        quantile=quantile,
+        memory_limit=limits,
         accounting=accounting,
     )
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"

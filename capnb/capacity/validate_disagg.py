@@ -46,7 +46,9 @@ __all__ = [
     "stored",
 ]
 
+#: The heading of the section this module writes in VALIDATION.md.
 SECTION = "## Disaggregated serving: dstack's P:D runs"
+#: The stored record (CSV) that :func:`stored` reads and ``--write`` replaces.
 RECORD = Path(__file__).with_name("disagg_validation.csv")
 #: The SLA the check picks by: P99 TTFT and P99 TPOT (s).
 #: dstack's SLA for the runs: P99 TTFT <= 2 s and P99 TPOT <= 25 ms.
@@ -104,7 +106,14 @@ def check(
     groups=None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all)."""
+    """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run: the measured and predicted P99 TTFT and TPOT (s) and output tokens/s
+        per GPU, with the prediction's relative errors.
+    """
     from .. import latency
     from ._disagg import pd_ratio
 
@@ -257,7 +266,7 @@ def markdown(table: pd.DataFrame, *, sla: SLA = DSTACK_SLA, tp_1to1: int = 4) ->
 
 
 def stored() -> pd.DataFrame:
-    """The stored record of :func:`check` (written by ``--write``)."""
+    """The stored record of :func:`check` (written by ``--write``): latencies in s, tokens/s per GPU."""
     table = pd.read_csv(RECORD)
     table["bottleneck"] = table["bottleneck"].fillna("")
     return table

@@ -112,8 +112,10 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
 
 
 def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> alt.Chart:
-    """A small chart of the plan's one fleet: instances the forecast needs per slot (bars) over
-    the reserved instances that always run (the line); the burst allowance is named in the title.
+    """A small chart of the plan's one fleet: the forecast's need per slot over the reserve.
+
+    Bars: the instances the forecast needs per slot; the line: the reserved instances that always
+    run.
     """
     a = _answer(plan)
     table = pd.DataFrame(
@@ -137,8 +139,10 @@ def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> 
             ],
         )
     )
-    floor = alt.Chart(table).mark_line(color=_CHOSEN, strokeDash=[4, 3]).encode(
-        x=x, y=alt.Y(field="reserved", type="quantitative", axis=whole)
+    floor = (
+        alt.Chart(table)
+        .mark_line(color=_CHOSEN, strokeDash=[4, 3])
+        .encode(x=x, y=alt.Y(field="reserved", type="quantitative", axis=whole))
     )
     return (bars + floor).properties(title=title, width=width, height=height)
 
@@ -370,7 +374,9 @@ def plan_held_out(plan: xr.Dataset) -> alt.Chart:
     """
     names = [v for v in plan.data_vars if v.startswith("held_out_")]
     if not names:
-        raise ValueError("the plan carries no held-out record (its trace leaves no held-out window)")
+        raise ValueError(
+            "the plan carries no held-out record (its trace leaves no held-out window)"
+        )
     table = plan[names].rename({v: v.removeprefix("held_out_") for v in names})
     table = table.rename({"held_out_origin": "origin", "held_out_plan": "plan"})
     cost = table.usd if bool(np.isfinite(table.usd).all()) else table.gpu_hours

@@ -26,6 +26,7 @@ from .. import glossary, words
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
+from ._files import json_lines_objects, user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -250,7 +251,7 @@ def _trace_source(name_or_path, format) -> tuple[Path, str]:
             f"{text!r} is a rate series (counts per window, not requests): load it with "
             "capnb.data.load_rate_series"
         )
-    path = Path(name_or_path)
+    path = user_path(name_or_path, "trace")
     if not path.exists():
         if os.sep not in text and "." not in text:
             raise UnknownNameError("trace", text, list_traces())
@@ -426,7 +427,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     aware = re.search(_times.OFFSET_PATTERN, first) is not None
     table, offset = None, None
     if _is_number(first):
-        _times.unit_ns(time_unit, "time_unit", columns["time"])
+        _times.unit_ns(time_unit, f"{path}: time_unit", columns["time"])
     elif not aware:
         types[columns["time"]] = pa.timestamp("ns")
     elif timezone is not None:
@@ -703,6 +704,7 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
     import pyarrow.json as pajson
 
     where = lambda row: f"{path.name}, line {row + 1}"  # noqa: E731
+    json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -21,6 +21,7 @@ import xarray as xr
 
 from .. import glossary, words
 from ..errors import InputError
+from ..units import declare_units
 from ._decision import cold_start_vetoes
 from ._demand import demand_values
 
@@ -58,6 +59,7 @@ def _runs_below(values: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarra
     return starts[inside], (ends - starts)[inside]
 
 
+@declare_units(step_s="s", level_qps="requests/s")
 def troughs(demand, *, step_s: float | None = None, level_qps: float | None = None) -> xr.DataArray:
     """Dips of the demand: maximal runs below a level, with their durations (s).
 
@@ -227,6 +229,7 @@ HOLD_GOAL = 0.9
 HOLD_MARGIN = 0.25
 
 
+@declare_units(breach_s="s", budget_s="s")
 def choose_held_out(
     breach_s, budget_s, cost, eligible=None, *, goal: float = HOLD_GOAL,
     margin: float = HOLD_MARGIN,

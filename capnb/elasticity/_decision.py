@@ -14,6 +14,7 @@ import numbers
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..units import declare_units
 
 __all__ = [
     "NoAction",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 
+@declare_units(cold_start_s="s", tolerance_s="s")
 def cold_start_vetoes(cold_start_s: float, tolerance_s: float) -> bool:
     """The article's cold-start rule: whether scaling up reacts too late to count on.
 
@@ -85,6 +87,14 @@ def real(value: object, name: str, *, low: float = 0.0, open_low: bool = False) 
     return float(value)
 
 
+@declare_units(
+    current_qps="requests/s",
+    max_qps="requests/s",
+    cold_start_s="s",
+    latency_budget_s="s",
+    low_duration_s="s",
+    cooldown_s="s",
+)
 def decide_scaling_action(
     current_qps: float,
     max_qps: float,

@@ -46,6 +46,7 @@ __all__ = [
     "select",
 ]
 
+#: The candidates :func:`select` compares by default: every model of :data:`FORECAST_MODELS`.
 DEFAULT_MODELS = tuple(FORECAST_MODELS)
 #: A trace shorter than this (days) is backtested from an origin every hour instead of every day.
 HOURLY_BELOW_DAYS = 8

@@ -8,6 +8,7 @@ import xarray as xr
 from .. import words
 from ..data._series import NS, Slots, checked_series, duration_text
 from ..errors import InputError
+from ..units import declare_units
 from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
 from ._bursts import MONTH_DAYS, BurstModel, _choose, detect_bursts, fit_burst_model, simulate
 from ._outlook import plan_name, project_factor
@@ -227,6 +228,7 @@ def target_from(
     return result
 
 
+@declare_units(slot_s="s")
 def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
     """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
 

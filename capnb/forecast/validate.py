@@ -29,8 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import words
+
 __all__ = ["SECTION", "SERIES", "check", "load", "main", "markdown", "records"]
 
+#: The heading of the section this module writes in VALIDATION.md.
 SECTION = "## Forecast: the model chosen by rolling origins, on windows it never saw"
 _CLIENTS = "servegen_language_top_clients_rate_10min.csv"
 #: (name, role): role "design" (looked at while the method was settled), "unseen" or "short".
@@ -53,7 +56,7 @@ _QUANTILES = (0.95, 0.99)
 
 
 def load(name: str):
-    """The series of :data:`SERIES` by its name."""
+    """The series of :data:`SERIES` by its name: ``qps`` (requests/s) over ``time``."""
     from ..data import dataset_path, load_rate_series
 
     if name.endswith(", first 5 days"):
@@ -61,7 +64,7 @@ def load(name: str):
     if "_client_" in name:
         return load_rate_series(
             dataset_path("traces", _CLIENTS), time_column="window_start_s", rate_column=name,
-            time_unit="s", start="1970-01-01",
+            time_unit="s", start=f"{words.PLACEHOLDER_YEAR}-01-01",
         )  # fmt: skip
     return load_rate_series(name)
 
@@ -85,7 +88,14 @@ def check(names=None) -> dict:
 
 
 def records(results: dict) -> pd.DataFrame:
-    """One row per series and origin where a model was chosen: the out-of-sample record."""
+    """One row per series and origin where a model was chosen: the out-of-sample record.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The model chosen, its P95 and P99 coverage (shares of the window's intervals) and its
+        over-provisioning against hindsight (a ratio), per series and origin.
+    """
     rows = []
     for name, (role, choice, _) in results.items():
         for i in range(choice.sizes["origin"]):

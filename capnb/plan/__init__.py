@@ -19,6 +19,7 @@ the hindsight-best and naive plans.
 
 from __future__ import annotations
 
+from ..records import SLA
 from ._answer import Answer, answer, units
 from ._build import (
     PlanWarning,
@@ -33,15 +34,17 @@ from ._build import (
     summary,
 )
 from ._config import PlanConfig, load_config, save_config, trace_options
+from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._steps import PlanError
-from ..records import SLA
 
 __all__ = [
     "SLA",
     "Answer",
+    "Manifests",
     "PlanConfig",
     "PlanError",
     "PlanWarning",
+    "PolicyChoice",
     "answer",
     "backtest",
     "build",
@@ -50,6 +53,9 @@ __all__ = [
     "inputs_used",
     "load",
     "load_config",
+    "manifest_settings",
+    "manifests",
+    "policy_choice",
     "read_config",
     "save_config",
     "sections",

@@ -20,7 +20,17 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..records import SLA
 
-__all__ = ["Answer", "BurstTest", "Bursts", "Check", "HeldOut", "Policy", "answer", "units"]
+__all__ = [
+    "Advisory",
+    "Answer",
+    "BurstTest",
+    "Bursts",
+    "Check",
+    "HeldOut",
+    "Policy",
+    "answer",
+    "units",
+]
 
 
 def _f(units: str, meaning: str, **kw):
@@ -52,6 +62,19 @@ class Policy:
             "min_instances": self.min_instances,
             "buffer_instances": self.buffer_instances,
         }
+
+
+@dataclass(frozen=True)
+class Advisory:
+    """How the chosen policy moves the fleet over the replay (what an operator watches for)."""
+
+    scale_events_per_hour: float = _f("1/hour", "scale events of the pool per hour")
+    reversals_per_day: float = _f(
+        "1/day", "scale events reversing the one before within a cool-down"
+    )
+    flapping: bool = _f("1", "whether the policy flaps (more reversals a day than the step allows)")
+    above_need_share: float = _f("1", "share of the time the pool held more than its recent need")
+    cold_starts_per_day: float = _f("instances/day", "instances started a day (each a cold start)")
 
 
 @dataclass(frozen=True)
@@ -88,7 +111,9 @@ class HeldOut:
     worst_budget_minutes: float = _f("min", "that window's breach budget")
     above_hindsight: float = _f("1", "cost above the hindsight plans', over all windows")
     above_bound: float = _f("1", "cost above the instant-scaling lower bound, over all windows")
-    beats_naive: int = _f("1", "windows in which it was cheaper or less in breach than last week's fleet")
+    beats_naive: int = _f(
+        "1", "windows in which it was cheaper or less in breach than last week's fleet"
+    )
     coverage_p95: float = _f("1", "share of held-out intervals within the forecast's P95")
     coverage_p99: float = _f("1", "share of held-out intervals within the forecast's P99")
     burst_hold_share: float = _f("1", "share of burst draws in which the plan kept its budget")
@@ -125,7 +150,9 @@ class Answer:
     model: str = _f("1", "model served")
     gpu: str = _f("1", "GPU profile of every instance")
     tensor_parallel: int = _f("GPUs", "GPUs per instance")
-    options_compared: int = _f("1", "GPU and tensor-parallel options that met the SLA and were ranked")
+    options_compared: int = _f(
+        "1", "GPU and tensor-parallel options that met the SLA and were ranked"
+    )
     runner_up: str = _f("1", "the next cheapest option (TP x GPU), or empty")
     runner_up_above: float = _f("1", "the runner-up's extra cost as a share of the chosen's")
     not_compared: tuple[str, ...] = _f("1", "options left out of the ranking, each with why")
@@ -137,7 +164,9 @@ class Answer:
     seq_len: int = _f("tokens", "tokens held per sequence (prompt + output) memory is checked at")
     per_instance_qps: float = _f("requests/s", "requests per second one instance serves")
     latency_model: str = _f("1", "analytic, engine or measured: where the latencies come from")
-    latency_error: float = _f("1", "the latency model's held-out median error on the binding metric")
+    latency_error: float = _f(
+        "1", "the latency model's held-out median error on the binding metric"
+    )
     latency_error_basis: str = _f("1", "which held-out figures the error is from")
     latency_notes: tuple[str, ...] = _f("1", "what was done to measured latencies, one note each")
     prefix_cache_share: float = _f("1", "share of each instance's KV budget held by a prefix cache")
@@ -151,6 +180,7 @@ class Answer:
     burst_instances: int = _f("instances", "instances above the slot plan for bursts")
     burst_qps: float = _f("requests/s", "requests/s of bursts the burst buffer holds")
     policy: Policy = _f("1", "the autoscaling policy")
+    advisory: Advisory = _f("1", "how the chosen policy moves the fleet in the replay")
     reserved_instances: int = _f("instances", "instances always running: reserve them")
     peak_instances: int = _f("instances", "most instances running at once in the replay")
     on_demand_instance_hours: float = _f("instance·h/month", "instance-hours above the reserve")
@@ -167,7 +197,9 @@ class Answer:
     burst_test: BurstTest | None = _f("1", "the chosen run under one burst (None: no burst model)")
     checks: tuple[Check, ...] = _f("1", "the plan's own checks and the article's boundaries")
     settle_commands: str = _f("1", "benchmark commands that settle a close call (empty: none)")
-    alternatives: tuple[Alternative, ...] = _f("1", "other ways to serve, costed on the same inputs")
+    alternatives: tuple[Alternative, ...] = _f(
+        "1", "other ways to serve, costed on the same inputs"
+    )
     traffic: str = _f("1", "the forecast in words")
     inputs: str = _f("1", "the inputs the plan was built on")
 

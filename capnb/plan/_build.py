@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -12,16 +13,16 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..data import write_atomic
+from ..data import settle, write_set
 from ..errors import CapnbError, InputError
+from ._answer import Alternative, answer, units
+from ._compose import make_answer, with_held_out
 from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
-from ._serving import compare_serving, serving_sentence, serving_variables
-from ._answer import Alternative, answer, units
-from ._compose import make_answer, with_held_out
 from ._origins import held_out_bursts
+from ._serving import compare_serving, serving_sentence, serving_variables
 from ._steps import (
     WORKLOAD_SAMPLES,
     PlanError,
@@ -504,26 +505,43 @@ def summary(plan: xr.Dataset) -> dict:
 
 
 def export(
-    plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan"
+    plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan", force: bool = False
 ) -> dict[str, Path]:
-    """Write ``<name>.nc`` (NetCDF, every result) and ``<name>.json`` (:func:`summary`), atomically."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    netcdf = directory / f"{name}.nc"
-    tmp = directory / f".{name}.nc.tmp"
-    try:
-        _netcdf_ready(plan).to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, netcdf)
-    finally:
-        tmp.unlink(missing_ok=True)
-    path = directory / f"{name}.json"
-    write_atomic(path, json.dumps(summary(plan), indent=2) + "\n")
-    return {"netcdf": netcdf, "json": path}
+    """Write the plan's files as one set: ``<name>.nc``, ``<name>.json`` and its autoscaler objects.
+
+    ``<name>.nc`` holds every result (NetCDF), ``<name>.json`` the answer (:func:`summary`), and
+    ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` the chosen policy as a Kubernetes HPA, a
+    Knative Service and a KEDA ScaledObject with the values the replay used
+    (:func:`capnb.plan.manifests`). The files are made in memory, then written together
+    (:func:`capnb.data.write_set`): the folder holds the old set or the new one, and a file capnb
+    did not write is replaced only with ``force``.
+
+    Returns
+    -------
+    dict
+        Paths by key: ``netcdf``, ``json``, ``hpa``, ``knative``, ``keda``.
+    """
+    from ._manifests import manifests, policy_choice
+
+    objects = manifests(policy_choice(plan))
+    netcdf = bytes(_netcdf_ready(plan).to_netcdf(engine="h5netcdf"))
+    text = json.dumps(summary(plan), indent=2) + "\n"
+    contents = {f"{name}.nc": netcdf, f"{name}.json": text}
+    contents |= {f"{kind}.yaml": objects.yaml(kind) for kind in objects.documents}
+    files = write_set(directory, contents, force=force)
+    return {"netcdf": files[f"{name}.nc"], "json": files[f"{name}.json"],
+            **{kind: files[f"{kind}.yaml"] for kind in objects.documents}}  # fmt: skip
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a plan written by :func:`export` (its NetCDF file) back into memory."""
+    """Read a plan written by :func:`export` (its NetCDF file) back into memory.
+
+    Its variables carry the glossary's names with their ``units`` attrs, as :func:`build` returned
+    them (``capacity_per_instance_qps`` in requests/s, ...).
+    """
     path = Path(path)
+    with contextlib.suppress(OSError):
+        settle(path.parent)  # a set a killed writer committed: moved into place before reading
     if not path.is_file():
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"

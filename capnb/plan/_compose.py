@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ._answer import Answer, Bursts, BurstTest, Check, HeldOut, Policy
+from ._answer import Advisory, Answer, Bursts, BurstTest, Check, HeldOut, Policy
 from ._config import PlanConfig
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -33,7 +33,10 @@ def _first(values) -> object:
 
 
 def _per_slot(values: xr.DataArray) -> list:
-    return [v.item() for v in values.transpose("slot", ...).values.reshape(values.sizes["slot"], -1)[:, 0]]
+    return [
+        v.item()
+        for v in values.transpose("slot", ...).values.reshape(values.sizes["slot"], -1)[:, 0]
+    ]
 
 
 def _policy(cfg: PlanConfig, advice, cold: float) -> Policy:
@@ -55,6 +58,21 @@ def _policy(cfg: PlanConfig, advice, cold: float) -> Policy:
         cold_start_s=float(cold),
         cold_start_vetoes=bool(advice.cold_start_vetoes),
     )
+
+
+def _advisory(run) -> tuple[Advisory, str]:
+    """The replay's advisory figures (:func:`capnb.elasticity.advise`), and its warning if it flaps."""
+    from .. import elasticity
+
+    view = elasticity.advise(run)
+    figures = Advisory(
+        scale_events_per_hour=float(view.scale_events_per_hour),
+        reversals_per_day=float(view.reversals_per_day),
+        flapping=bool(view.flapping),
+        above_need_share=float(view.above_need_share),
+        cold_starts_per_day=float(view.cold_starts_per_day),
+    )
+    return figures, elasticity.flapping_warning(view)
 
 
 def _burst(run) -> BurstTest | None:
@@ -79,9 +97,14 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
         str(v) for k, v in fc.attrs.items() if "boundar" in k or k in ("flat", "history")
     ).strip()
     flat = fc.attrs.get("boundary_flat") or fc.attrs.get("flat")
-    if flat in (True, "yes", "True") or "mean suffices" in statements or "flat" in statements.lower():
-        checks.append(Check("flat_traffic", False, f"Flat traffic: {statements or 'planning on the mean would do.'}",
-                            "a plan on the mean rate would do (traffic_quantile = 0.5)", "article"))  # fmt: skip
+    if (
+        flat in (True, "yes", "True")
+        or "mean suffices" in statements
+        or "flat" in statements.lower()
+    ):
+        finding = f"Flat traffic: {statements or 'planning on the mean would do.'}"
+        action = "a plan on the mean rate would do (traffic_quantile = 0.5)"
+        checks.append(Check("flat_traffic", False, finding, action, "article"))
     one = chosen.isel({d: 0 for d in chosen.dims if d == "slot"})
     applicability = capacity.applicability(one)
     if "adds little" in applicability:
@@ -160,11 +183,12 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
                 inputs, bursts) -> Answer:  # fmt: skip
     """The plan's answer from the steps' results (see :mod:`capnb.plan._answer`)."""
     from .. import data, forecast
-
     from ._steps import unmodelled
 
     del estimated, plan
-    unpriced = str(best.unpriced_options.item()) if best is not None and "unpriced_options" in best else ""
+    unpriced = (
+        str(best.unpriced_options.item()) if best is not None and "unpriced_options" in best else ""
+    )
     not_compared = [*unshardable.values()]
     if unmodelled(cap):
         not_compared.append(unmodelled(cap))
@@ -206,8 +230,16 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )  # fmt: skip
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
     policy = _policy(cfg, advice, cold)
+    advisory, flaps = _advisory(run)
+    if flaps:
+        checks.append(Check("flapping", False, flaps.split(";")[0],
+                            "lengthen its scale-down window or raise its floor", "own"))  # fmt: skip
     reserved = policy.min_instances + policy.buffer_instances
-    price = float(run.attrs["usd_per_gpu_hour"]) if run.attrs["usd_per_gpu_hour"] != "none" else math.nan
+    price = (
+        float(run.attrs["usd_per_gpu_hour"])
+        if run.attrs["usd_per_gpu_hour"] != "none"
+        else math.nan
+    )
     gpu_hours = float(run.gpu_hours) * per_month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]
@@ -228,6 +260,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         burst_instances=int(chosen.burst_instances.max()),
         burst_qps=float(fc.buffer_qps) if "buffer_qps" in fc else 0.0,
         policy=policy,
+        advisory=advisory,
         reserved_instances=reserved,
         peak_instances=int(run.peak_instances),
         on_demand_instance_hours=on_demand,

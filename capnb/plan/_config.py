@@ -11,6 +11,7 @@ keeps comments, so ``capnb config`` writes a file that documents every field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..data import write_atomic
 from ..errors import CapnbError, ConfigError
@@ -95,7 +96,16 @@ Share = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Policy = Literal["article", "hpa", "knative", "fixed", "fixed_elastic", "predictive"]
-Name = Annotated[str, Field(min_length=1)]
+#: A name or a path: at most 4,096 characters (PATH_MAX on Linux).
+Name = Annotated[str, Field(min_length=1, max_length=4096)]
+#: Upper bounds of the sizes and durations a config sets: a value beyond them is a typo or a unit
+#: slip (a month typed in seconds as milliseconds), and would run out of memory or time.
+DAY_S = 86_400.0
+#: Seconds: an SLA, a response tolerance, a cold start of at most a day; a cooldown of a week.
+Seconds = Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)]
+#: Most values one swept setting may list, and most cells the policy grid may hold.
+MAX_VALUES = 64
+MAX_GRID_CELLS = 2_000
 
 
 @pydantic.dataclasses.dataclass(
@@ -183,7 +193,9 @@ class PlanConfig:
         Literal["hour_of_day", "hour_of_week"], _doc("seasonal slots of the forecast")
     ] = "hour_of_day"
     traffic_quantile: Annotated[Share, _doc("quantile of the request rate the plan serves")] = 0.99
-    demand_scale: Annotated[Positive, _doc("multiplies every request rate of the trace")] = 1.0
+    demand_scale: Annotated[
+        Positive, Field(le=1e6), _doc("multiplies every request rate of the trace")
+    ] = 1.0
     growth_model: Annotated[
         Literal[
             "auto",
@@ -207,12 +219,16 @@ class PlanConfig:
     exceed_probability: Annotated[
         Share, _doc("monthly probability that demand may exceed the buffered capacity")
     ] = 0.05
-    trials: Annotated[int, Field(ge=1), _doc("Monte Carlo months")] = 2000
-    seed: Annotated[int, Field(ge=0), _doc("Monte Carlo seed")] = 0
+    trials: Annotated[int, Field(ge=1, le=1_000_000), _doc("Monte Carlo months")] = 2000
+    seed: Annotated[int, Field(ge=0, lt=2**64), _doc("Monte Carlo seed")] = 0
     model: Annotated[Name, _doc("model catalog id, config.json path or Hugging Face folder")] = (
         "Llama-3.1-8B"
     )
-    gpus: Annotated[tuple[Name, ...], Field(min_length=1), _doc("candidate GPU catalog ids")] = (
+    gpus: Annotated[
+        tuple[Name, ...],
+        Field(min_length=1, max_length=MAX_VALUES),
+        _doc("candidate GPU catalog ids"),
+    ] = (
         "L4",
         "L40S",
         "A100-80GB",
@@ -222,7 +238,7 @@ class PlanConfig:
     )
     tensor_parallel: Annotated[
         tuple[Annotated[int, Field(ge=1, le=64)], ...],
-        Field(min_length=1),
+        Field(min_length=1, max_length=MAX_VALUES),
         _doc("candidate tensor-parallel degrees", "GPUs"),
     ] = (1, 2, 4)
     latency: Annotated[
@@ -257,35 +273,41 @@ class PlanConfig:
         ),
     ] = SLA(ttft_s=2.0, tpot_s=0.05)
     policies: Annotated[
-        tuple[Policy, ...], Field(min_length=1), _doc("autoscaling policies to simulate")
+        tuple[Policy, ...],
+        Field(min_length=1, max_length=MAX_VALUES),
+        _doc("autoscaling policies to simulate"),
     ] = ("article", "hpa", "knative", "fixed", "fixed_elastic", "predictive")
     scale_up_threshold: Annotated[
         tuple[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)], ...],
-        Field(min_length=1),
+        Field(min_length=1, max_length=MAX_VALUES),
         _doc("load ratios (or HPA/Knative target utilisations) above which to scale up"),
     ] = (0.6, 0.7, 0.8)
     cooldown_s: Annotated[
-        tuple[NonNegative, ...], Field(min_length=1), _doc("scale-down delays", "s")
+        tuple[Annotated[float, Field(ge=0, le=7 * DAY_S, allow_inf_nan=False)], ...],
+        Field(min_length=1, max_length=MAX_VALUES),
+        _doc("scale-down delays", "s"),
     ] = (300.0, 900.0, 1800.0)
     buffer_instances: Annotated[
-        tuple[Annotated[int, Field(ge=0)], ...],
-        Field(min_length=1),
+        tuple[Annotated[int, Field(ge=0, le=100_000)], ...],
+        Field(min_length=1, max_length=MAX_VALUES),
         _doc("warm spare instances", "instances"),
     ] = (0, 2)
-    step_s: Annotated[Positive, _doc("simulation step", "s")] = 1.0
+    step_s: Annotated[
+        float, Field(ge=0.01, le=3600, allow_inf_nan=False), _doc("simulation step", "s")
+    ] = 1.0
     cold_start_s: Annotated[
-        NonNegative | Literal["estimate"],
+        Seconds | Literal["estimate"],
         _doc("cold start: seconds, or 'estimate' from the model and GPU", "s"),
     ] = "estimate"
     tolerance_s: Annotated[
-        NonNegative, _doc("how long the service may run over capacity (the latency budget)", "s")
+        Seconds, _doc("how long the service may run over capacity (the latency budget)", "s")
     ] = 60.0
     breach_budget: Annotated[
         float, Field(ge=0, lt=1, allow_inf_nan=False), _doc("share of time in SLA breach accepted")
     ] = 0.001
     backtest_days: Annotated[
         int,
-        Field(ge=0),
+        Field(ge=0, le=366),
         _doc("last days of the trace held out to backtest the plan (0: no backtest)", "days"),
     ] = 7
     provider: Annotated[
@@ -300,7 +322,7 @@ class PlanConfig:
         _doc("share of spot capacity lost to preemption, or 'none' (no spot)"),
     ] = "none"
     spot_preemption_rate: Annotated[
-        NonNegative,
+        Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)],
         _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
     ] = 0.0
     source: str = dataclasses.field(default="defaults", compare=False)
@@ -322,6 +344,36 @@ class PlanConfig:
         if isinstance(value, str | int | float) and not isinstance(value, bool):
             return (value,)
         return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _printable(cls, value: object, info: ValidationInfo) -> object:
+        """Names and paths hold no control character (a NUL byte a TOML string escaped)."""
+        if info.field_name == "source":  # where the config came from: a path, as it is
+            return value
+        for text in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(text, str):
+                at = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
+                if at is not None:
+                    raise ValueError(
+                        f"holds the control character {text[at]!r} at position {at}; names and "
+                        "paths are printable text"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _grid_size(self) -> PlanConfig:
+        """The policy grid is simulated cell by cell over the whole trace: its size is bounded."""
+        sizes = [len(self.policies), len(self.scale_up_threshold), len(self.cooldown_s)]
+        sizes.append(len(self.buffer_instances))
+        cells = math.prod(sizes)
+        if cells > MAX_GRID_CELLS:
+            raise ValueError(
+                f"the policy grid has {cells:,} cells (policies x scale_up_threshold x "
+                f"cooldown_s x buffer_instances = {' x '.join(map(str, sizes))}), more than the "
+                f"{MAX_GRID_CELLS:,} one plan simulates; list fewer values"
+            )
+        return self
 
     @field_validator("sla", mode="before")
     @classmethod
@@ -386,6 +438,16 @@ _UNION_RULES = {
 }
 
 
+#: What a bound on a size protects, said beside a value over it.
+_BUDGETS = {
+    "trials": "each trial simulates a month minute by minute (2,000 resolve a 5 % exceedance to "
+    "about 0.5 %); lower trials",
+    "step_s": "the simulation takes one step per step_s over the whole trace, for every policy "
+    "grid cell; use a step of 0.01 s or more",
+    "seed": "a seed is an integer in [0, 2**64)",
+}
+
+
 def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]) -> str:
     """Every field the schema refused, each with its value, the rule, and its file and line."""
     by_field: dict[str, list[dict]] = {}
@@ -398,6 +460,9 @@ def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]
         if items[0]["type"] == "unexpected_keyword_argument":
             lines.append(f"{place}: unknown setting {name!r}; known: {', '.join(sorted(_KNOWN))}")
             continue
+        if name == "config":  # the record's own rule (the policy grid): no one value to show
+            lines += [f"{place}: {item['msg'].removeprefix('Value error, ')}" for item in items]
+            continue
         if name in _UNION_RULES:
             lines.append(f"{place}: {name} = {items[0]['input']!r}: {_UNION_RULES[name]}")
             continue
@@ -408,6 +473,8 @@ def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]
             rule = item["msg"].removeprefix("Value error, ")
             if item["type"] == "literal_error":
                 rule = f"expected one of {item['ctx']['expected']}"
+            elif item["type"].startswith(("less_than", "greater_than")) and name in _BUDGETS:
+                rule = f"{rule}: {_BUDGETS[name]}"
             lines.append(f"{place}: {name}{index} = {item['input']!r}: {rule}")
     return "; ".join(lines)
 
@@ -451,6 +518,11 @@ def from_mapping(
                 also = f"on line {before}" if before.isdigit() else f"at {where[inner]}"
                 raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
             flat[inner], where[inner] = item, place
+    if not flat:
+        raise ConfigError(
+            f"{source}: holds no settings; an empty config is not the defaults (name the "
+            "settings to change, or plan on the defaults without a config)"
+        )
     try:
         config = PlanConfig(**flat, source=source)
     except pydantic.ValidationError as error:
@@ -469,9 +541,7 @@ def _record_table(key: str, table: dict, source: str, text: str | None, suffix: 
         place = f"{source}:{line}" if line else source
         if inner in RETIRED:
             raise ConfigError(f"{place}: [{key}] {inner} is no longer a setting: {RETIRED[inner]}")
-        raise ConfigError(
-            f"{place}: [{key}] has no setting {inner!r}; known: {', '.join(known)}"
-        )
+        raise ConfigError(f"{place}: [{key}] has no setting {inner!r}; known: {', '.join(known)}")
     try:
         RECORDS[key].from_mapping(table)
     except CapnbError as error:  # the message names the field; the place is the field's line
@@ -505,31 +575,83 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
             raise ConfigError(f"{place('gpus')}: gpus[{i}] = {gpu!r}: {error}") from None
 
 
-class _UniqueKeyLoader:
-    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last)."""
+#: Largest plan config file read (a config holds a few dozen settings: about 2 KB).
+MAX_CONFIG_BYTES = 2**20
+#: Most values a YAML config may expand to, each alias counted at every use: a config holds a
+#: few dozen, while a "billion laughs" of a few hundred bytes expands to billions.
+MAX_YAML_VALUES = 10_000
 
-    @staticmethod
-    def load(text: str, path: Path):
-        import yaml
 
-        class Loader(yaml.SafeLoader):
-            pass
+def _expanded_size(node, path: Path) -> int:
+    """Values a YAML node stands for once its aliases are expanded (capped past the limit)."""
+    import yaml
 
-        def mapping(loader, node, deep=False):
-            seen: dict[object, int] = {}
-            for key_node, _ in node.value:
-                key = loader.construct_object(key_node, deep=deep)
-                line = key_node.start_mark.line + 1
-                if key in seen:
-                    raise ConfigError(
-                        f"{path}:{line}: {key!r} is given twice (also on line {seen[key]}); "
-                        "keep one"
-                    )
-                seen[key] = line
-            return loader.construct_mapping(node, deep=deep)
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
 
-        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-        return yaml.load(text, Loader=Loader)
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ConfigError(
+                f"{path}:{node.start_mark.line + 1}: an alias inside its own anchor (a recursive "
+                "structure); a plan config is a tree of settings"
+            )
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        open_nodes.discard(key)
+        sizes[key] = min(total, MAX_YAML_VALUES + 1)
+        return sizes[key]
+
+    return size(node)
+
+
+def _load_yaml(text: str, path: Path) -> object:
+    """A YAML config through PyYAML's safe loader, its size checked before anything is built.
+
+    Merge keys (``<<``) work; a key given twice is an error; the document's size with its
+    aliases expanded is bounded (``MAX_YAML_VALUES``).
+    """
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged keys may be overridden by the mapping's own (YAML's rule)
+            key = loader.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"{path}:{line}: {key!r} is given twice (also on line {seen[key]}); keep one"
+                )
+            seen[key] = line
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    loader = Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        values = _expanded_size(node, path)
+        if values > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{path}: expands to more than {MAX_YAML_VALUES:,} values once its aliases (*name) "
+                "are expanded; a plan config holds a few dozen: write the settings out"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _resolve_paths(values: dict, folder: Path) -> dict:
@@ -570,24 +692,35 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
         The file is missing, not valid TOML/YAML, sets a key twice, or has an unknown or invalid
         setting (named in the message, with its line).
     """
-    path = Path(path)
-    if not path.is_file():
+    from ..data import read_text, user_path
+
+    path = user_path(path, "plan config")
+    if path.suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigError(f"{path}: a plan config is a .toml, .yaml or .yml file")
+    if not path.exists():
         raise ConfigError(f"{path}: no such plan config file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "plan config", limit=MAX_CONFIG_BYTES)
     if path.suffix == ".toml":
         try:
             values = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML ({error})") from None
-    elif path.suffix in (".yaml", ".yml"):
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid TOML (nested too deeply)") from None
+    else:
         import yaml
 
         try:
-            values = _UniqueKeyLoader.load(text, path) or {}
+            values = _load_yaml(text, path)
         except yaml.YAMLError as error:
-            raise ConfigError(f"{path}: not valid YAML ({error})") from None
-    else:
-        raise ConfigError(f"{path}: a plan config is a .toml, .yaml or .yml file")
+            raise ConfigError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
+    if values is None or values == {}:
+        raise ConfigError(
+            f"{path}: holds no settings; an empty config is not the defaults: write them with "
+            f"`capnb config {path.name}` and edit, or leave out --config to plan on the defaults"
+        )
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: a plan config is a mapping of settings")
     values = _resolve_paths(values, path.resolve().parent)

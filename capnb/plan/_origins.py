@@ -198,9 +198,10 @@ def replay(cfg, demand, observed, fit: Fit, grid: list[Config], settings: dict) 
             min_instances=sorted(set(floors.values())), forecast=ahead, **settings,
         )  # fmt: skip
         for i, c in enumerate(grid):
-            cell = swept.sel(policy=c.policy, scale_up_threshold=c.scale_up_threshold,
-                             cooldown_s=c.cooldown_s, buffer_instances=c.buffer_instances,
-                             min_instances=floors[c.floor_share])  # fmt: skip
+            where = {"policy": c.policy, "scale_up_threshold": c.scale_up_threshold,
+                     "cooldown_s": c.cooldown_s, "buffer_instances": c.buffer_instances,
+                     "min_instances": floors[c.floor_share]}  # fmt: skip
+            cell = swept.sel({k: v for k, v in where.items() if k in swept.dims})
             out.breach_s[i] += float(cell.breach_s)
             out.gpu_hours[i] += float(cell.gpu_hours)
             out.usd[i] += float(cell.usd) if "usd" in cell else math.nan
@@ -267,11 +268,13 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             continue
         inner[j] = replay(cfg, window, seen, fit(j), grid, settings)
     eligible = _eligible(grid, settings, cfg)
-    rows = []
+    rows, replays = [], []
     for k in origins.held_out:
         spans = _spans(inner, k, origins.window_units, cfg)
         if spans is None:
-            left_out.append(f"held-out origin {origins.time(k)}: fewer than 2 inner windows before it")
+            left_out.append(
+                f"held-out origin {origins.time(k)}: fewer than 2 inner windows before it"
+            )
             continue
         chosen, _ = chooser(*spans, eligible)
         window, seen = _window(demand, observed_all, origins, k, origins.window_units)
@@ -279,11 +282,14 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             left_out.append(f"held-out window from {origins.time(k)}: observed {seen.mean():.0%}")
             continue
         scored = replay(cfg, window, seen, fit(k), grid, settings)
+        replays.append(scored)
         rows.append(_row(cfg, series, demand, window, seen, origins, k, fit(k), grid, chosen,
                          scored, settings))  # fmt: skip
     if not inner:
         return "no inner window of the trace is observed for half its length or more"
     choice, why = chooser(*_spans(inner, origins.units, origins.window_units, cfg), eligible)
+    if rows:  # the price of the goal: one configuration for every held-out window, in hindsight
+        _steady(rows, replays, grid, cfg)
     table = _table(rows, cfg) if rows else None
     if table is None:
         return "no held-out window could be scored: " + "; ".join(left_out)
@@ -306,10 +312,10 @@ def _cost(replay: Replay) -> np.ndarray:
 
 
 def _spans(inner: dict, until: int, width: int, cfg: PlanConfig):
-    """The inner windows before ``until`` as held-out windows are: ``width`` units from each
-    origin, cut at ``until`` (as the trace's end cuts the last held-out windows).
+    """The inner windows before ``until``, grouped as held-out windows are.
 
-    Each unit was replayed with the plan of its own origin; a span sums its units' breach, budget
+    ``width`` units from each origin, cut at ``until`` (as the trace's end cuts the last held-out
+    windows). Each unit was replayed with the plan of its own origin; a span sums its units' breach, budget
     and cost. None when fewer than two units come before ``until``.
     """
     units = sorted(j for j in inner if j < until)
@@ -317,13 +323,37 @@ def _spans(inner: dict, until: int, width: int, cfg: PlanConfig):
         return None
     spans = [[d for d in units if j <= d < min(j + width, until)] for j in units]
     breach = np.stack([sum(inner[d].breach_s for d in span) for span in spans])
-    budget = np.array([cfg.breach_budget * sum(inner[d].observed_s for d in span) for span in spans])
+    budget = np.array(
+        [cfg.breach_budget * sum(inner[d].observed_s for d in span) for span in spans]
+    )
     cost = np.stack([sum(_cost(inner[d]) for d in span) for span in spans])
     return breach, budget, cost
 
 
 # -- the held-out table ------------------------------------------------------------------------------
-PLANS = ("recommended", "hindsight", "naive-last-week", "naive-mean", "instant-bound")
+PLANS = ("recommended", "hindsight", "steady-hindsight", "naive-last-week", "naive-mean",
+         "instant-bound")  # fmt: skip
+
+
+def _steady(rows: list[dict], replays: list[Replay], grid, cfg: PlanConfig) -> None:
+    """Add the *steady-hindsight* plan to each row: the price of the goal, known afterwards.
+
+    The one configuration of the grid that, knowing every held-out window, kept its budget in 90 %
+    of them at the least cost: what a choice made before the windows tries to meet.
+    """
+    from .. import elasticity
+
+    breach = np.stack([r.breach_s for r in replays])
+    budget = np.array([cfg.breach_budget * r.observed_s for r in replays])
+    cost = np.stack([_cost(r) for r in replays])
+    i, _ = elasticity.choose_held_out(breach, budget, cost, margin=1.0)
+    for row, r in zip(rows, replays, strict=True):
+        row["breach_min"]["steady-hindsight"] = r.breach_s[i] / 60
+        row["usd"]["steady-hindsight"] = r.usd[i]
+        row["gpu_hours"]["steady-hindsight"] = r.gpu_hours[i]
+        row["steady"] = (
+            f"{grid[i].policy} (floor share {grid[i].floor_share:g}, {grid[i].buffer_instances} spares)"
+        )
 
 
 def _fixed(cfg, window, seen, size: int, settings: dict) -> tuple[float, float, float]:
@@ -365,7 +395,9 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float]:
     if rates.size == 0:
         return math.nan, math.nan, math.nan
     planned = fit.target.sel(slot=xr.DataArray(codes, dims="i"))
-    cover = {q: float((rates <= planned.sel(traffic_quantile=q).values).mean()) for q in (0.95, 0.99)}
+    cover = {
+        q: float((rates <= planned.sel(traffic_quantile=q).values).mean()) for q in (0.95, 0.99)
+    }
     q = float(cfg.traffic_quantile)
     plan = planned.sel(traffic_quantile=q).values
     hindsight = np.array([np.quantile(rates[codes == c], q) for c in codes])
@@ -378,13 +410,19 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
     budget = cfg.breach_budget * scored.observed_s
     cost = scored.usd if np.isfinite(scored.usd).all() else scored.gpu_hours
     ok = scored.breach_s <= budget
-    hindsight = int(np.argmin(np.where(ok, cost, np.inf))) if ok.any() else int(np.argmin(scored.breach_s))
+    hindsight = (
+        int(np.argmin(np.where(ok, cost, np.inf))) if ok.any() else int(np.argmin(scored.breach_s))
+    )
     a, b = origins.time(k), origins.time(min(k + origins.window_units, origins.units))
     history = series.isel(time=np.flatnonzero(series.time.values < a))
-    last_week = history.isel(time=np.flatnonzero(history.time.values >= a - np.timedelta64(7 * _DAY_NS, "ns")))
+    last_week = history.isel(
+        time=np.flatnonzero(history.time.values >= a - np.timedelta64(7 * _DAY_NS, "ns"))
+    )
     per = float(settings["per_instance_qps"])
     sizes = {
-        "naive-last-week": max(1, math.ceil(float(np.nanquantile(last_week.qps.values, 0.99)) / per)),
+        "naive-last-week": max(
+            1, math.ceil(float(np.nanquantile(last_week.qps.values, 0.99)) / per)
+        ),
         "naive-mean": max(1, math.ceil(float(np.nanmean(history.qps.values)) / per)),
     }
     naive = {name: _fixed(cfg, window, seen, size, settings) for name, size in sizes.items()}
@@ -455,7 +493,8 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
     }  # fmt: skip
     for name, text in (("forecast", "the forecast the origin's plan rests on"),
                        ("policy", "the policy chosen from the windows before the origin"),
-                       ("hindsight", "the hindsight plan's policy and floor")):  # fmt: skip
+                       ("hindsight", "the hindsight plan's policy and floor"),
+                       ("steady", "the steady-hindsight configuration")):  # fmt: skip
         data[name] = ("origin", np.array([r[name] for r in rows], dtype=str), {"long_name": text})
     data["breach_min"] = (("origin", "plan"), per_plan("breach_min"),
                           {"units": "min", "long_name": "minutes in SLA breach"})  # fmt: skip
@@ -470,7 +509,9 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
     table["meets_budget"] = (table.breach_min <= budget + 1e-9).assign_attrs(
         units="1", long_name="minutes in breach within the window's budget"
     )
-    cost = table.usd if bool(np.isfinite(table.usd.sel(plan="recommended")).all()) else table.gpu_hours
+    cost = (
+        table.usd if bool(np.isfinite(table.usd.sel(plan="recommended")).all()) else table.gpu_hours
+    )
     table["above_hindsight"] = (cost / cost.sel(plan="hindsight") - 1).assign_attrs(
         units="1", long_name="cost above the hindsight plan's, as a share of it"
     )
@@ -498,7 +539,7 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
     from .. import elasticity
     from ..elasticity._simulate import _kernel_inputs
     from ..kernels import autoscale as kernels
-    from ._backtest import _burst_holds, burst_factors
+    from ._draws import burst_factors, burst_holds
 
     table, origins = record.table, record.origins
     last = int(np.argmax(table.window_days.values))  # the longest (the first full) window
@@ -512,13 +553,15 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
            "cooldown_s": float(chosen.cooldown_s), "min_instances": int(chosen.min_instances),
            "buffer_instances": int(chosen.buffer_instances)}  # fmt: skip
 
-    class _Cell:  # what _burst_holds reads of the observed replay
-        breach_share = float(chosen.breach_min.sel(plan="recommended")) * 60 / (
-            float(chosen.window_days) * 86400
+    class _Cell:  # what burst_holds reads of the observed replay
+        breach_share = (
+            float(chosen.breach_min.sel(plan="recommended"))
+            * 60
+            / (float(chosen.window_days) * 86400)
         )
 
     ahead = elasticity.forecast_demand(window, fit.baseline).fillna(0.0)
     factors = burst_factors(model, window.size, cfg.step_s, draws, cfg.seed)
-    share = _burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
+    share = burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
                          model, _kernel_inputs, kernels)["recommended"]  # fmt: skip
     return float(share), int(draws)

@@ -359,6 +359,7 @@ def _elasticity(
         selection = {"policy": c.policy, "scale_up_threshold": c.scale_up_threshold,
                      "cooldown_s": c.cooldown_s, "min_instances": c.floor(fleet),
                      "buffer_instances": c.buffer_instances}  # fmt: skip
+        selection = {k: v for k, v in selection.items() if k in sweep.dims}
         advice = elasticity.recommendation_for(
             sweep, selection, breach_budget=cfg.breach_budget,
             reasons=[f"Chosen out of sample: {record.choice_why}."],

@@ -32,7 +32,9 @@ def headline(a: Answer) -> str:
     """One sentence: the plan fails its own checks (which, and what to do), or it passes them."""
     failed = a.failed
     if not failed:
-        return "The plan passes its own checks (held-out budget, bursts, GPU ranking, latency model)."
+        return (
+            "The plan passes its own checks (held-out budget, bursts, GPU ranking, latency model)."
+        )
     findings = [c.finding for c in failed]
     actions = list(dict.fromkeys(c.action for c in failed if c.action))
     listed = findings[0] if len(findings) == 1 else f"{', '.join(findings[:-1])} and {findings[-1]}"
@@ -124,11 +126,15 @@ def fleet_words(a: Answer) -> str:
             f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run them all month, a "
             f"{policy_words(a)}; the forecast needs {need}{bursts}."
         )
+    v = a.advisory
     return (
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
         f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running); "
         f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
-        f"{words.count(a.peak_instances, 'instance')} ran at once in the replay."
+        f"{words.count(a.peak_instances, 'instance')} ran at once in the replay, with "
+        f"{v.scale_events_per_hour:.1f} scale events an hour, {v.reversals_per_day:.1f} reversals "
+        f"a day{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.0f} cold starts a "
+        "day."
     )
 
 

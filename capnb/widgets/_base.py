@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import html
 import itertools
 import os
 from collections import OrderedDict
@@ -368,14 +369,14 @@ class Worksheet:
             if raise_errors:
                 raise
             self.error = str(error)
-            self.answer_widget.value = f"<b>Not computed: {self.error}</b>"
+            self.answer_widget.value = f"<b>Not computed: {html.escape(self.error)}</b>"
             self.last_redrawn = redrawn
             return
         self.last_redrawn = list(dict.fromkeys(redrawn))
 
     def _show(self, results: dict, redrawn: list[str]) -> None:
         self.results, self.error = results, None
-        self.answer_widget.value = f"<b>{self.answer}</b>"
+        self.answer_widget.value = f"<b>{html.escape(self.answer)}</b>"  # plain text, not HTML
         redrawn.extend(self.redraw())
 
     def answer_view(self) -> _AnswerView:
