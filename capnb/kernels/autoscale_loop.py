@@ -85,6 +85,7 @@ __all__ = [
     "Cohorts",
     "Reads",
     "Rules",
+    "State",
     "Windows",
     "run_one",
     "runs",
@@ -108,7 +109,8 @@ _step = njit(
 #: A few lines copied into their one small caller by numba.
 _piece = njit(inline="always")
 
-#: The instances: counts, the cohort structures' cursors, the next loss and the fleet's totals.
+#: The instances: counts, the cohort structures' cursors, the next loss and the fleet's totals
+#: (instances, events, steps).
 FLEET = np.dtype(
     [
         ("ready", _COUNT),  # instances ready, warm spares included
@@ -129,7 +131,7 @@ FLEET = np.dtype(
     ]
 )
 #: The backlog: a FIFO ring of cohorts by arrival step (first step, first slot, length), the
-#: requests waiting, and the queue's totals.
+#: requests waiting, and the queue's totals (requests, steps).
 QUEUE = np.dtype(
     [
         ("first", _COUNT),
@@ -143,7 +145,8 @@ QUEUE = np.dtype(
         ("dropping_steps", _COUNT),
     ]
 )
-#: The step, the countdown to the next decision, and the totals over steps.
+#: The step, the countdown to the next decision (steps), and the totals over steps
+#: (instance-steps, steps).
 CLOCK = np.dtype(
     [
         ("t", _COUNT),
@@ -183,9 +186,9 @@ class Reads(NamedTuple):
     demand: np.ndarray
     """float64[T]: arrival rate per step (requests/s)."""
     block_max: np.ndarray
-    """float64: the largest rate of each block of :data:`BLOCK` steps."""
+    """float64: the largest rate of each block of :data:`BLOCK` steps (requests/s)."""
     loads: np.ndarray
-    """float64: the mean rate over each decision's period."""
+    """float64: the mean rate over each decision's period (requests/s)."""
     next_read: np.ndarray
     """int64: for each decision, the first one after it that reads otherwise."""
     table: tuple
@@ -230,7 +233,7 @@ class State(NamedTuple):
     """:data:`REST` record."""
     cohorts: Cohorts
     ring: np.ndarray
-    """float64[tolerance + 1]: the backlog's cohorts, by arrival step."""
+    """float64[tolerance + 1]: the requests of the backlog's cohorts, by arrival step."""
     windows: Windows
 
 
