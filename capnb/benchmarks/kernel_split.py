@@ -2,21 +2,22 @@
 
 ``python -m capnb.benchmarks.kernel_split BEFORE [--check N] [--repeat N] [--compile N]``
 
-``BEFORE`` is a directory holding an earlier ``autoscale.py`` and ``autoscale_rules.py`` (and
-``autoscale_records.py`` if it differs), e.g. from git::
+``BEFORE`` is a directory holding an earlier ``autoscale.py`` and ``autoscale_rules.py`` (with its
+``autoscale_loop.py`` if it has one, and ``autoscale_records.py`` if it differs), e.g. the one-body
+loop from before issue 32::
 
     mkdir -p /tmp/before && for f in autoscale autoscale_rules; do
         git show 8813808:capnb/kernels/$f.py > /tmp/before/$f.py; done
-    python -m capnb.benchmarks.kernel_split /tmp/before
+    python -m capnb.benchmarks.kernel_split /tmp/before --check 300 --repeat 21 --compile 5
 
-With ``--check N`` both kernels first run ``N`` random cases (every policy and option, preemptions,
-forecasts; as the tests draw them), compared bit for bit. Both kernels then run in this one process,
-interleaved (each repetition alternates which goes first),
-on one thread, timed as CPU time (``time.process_time``): worksheet 04's sweep (every policy over
-its grid of 18 runs on ServeGen m-large's 14 days at 1-s steps) and one long run with its timeline
-per policy. Their metrics and timelines are checked equal first (``np.array_equal``). With
-``--compile``, each kernel's first call (compiling every function of the loop into an empty numba
-cache) is timed in fresh processes, alternating, as its first call minus its second.
+``--check N`` first runs both kernels on ``N`` random cases (every policy and option, preemptions,
+forecasts, as the tests draw them) and compares their results bit for bit. Then both kernels run
+in this one process on one thread, interleaved (each round alternates which goes first), timed as
+CPU time (``time.process_time``): worksheet 04's sweep (every policy over its grid of 18 runs on
+ServeGen m-large's 14 days at 1-s steps) and one long run with its timeline per policy, their
+metrics and timelines checked equal (``np.array_equal``) before the timed rounds. ``--compile N``
+times each kernel's first call (compiling every function of the loop into an empty numba cache)
+in ``N`` fresh processes each, alternating, as the first call's CPU time minus the second's.
 """
 
 from __future__ import annotations
