@@ -13,7 +13,7 @@ loop from before issue 32::
 ``--check N`` first runs both kernels on ``N`` random cases (every policy and option, preemptions,
 forecasts, as the tests draw them) and compares their results bit for bit. Then both kernels run
 in this one process on one thread, interleaved (each round alternates which goes first), timed as
-CPU time (``time.process_time``): worksheet 04's sweep (every policy over its grid of 18 runs on
+CPU time (``time.process_time``): worksheet 04's sweep (every policy over its grid of 90 runs on
 ServeGen m-large's 14 days at 1-s steps) and one long run with its timeline per policy, their
 metrics and timelines checked equal (``np.array_equal``) before the timed rounds. ``--compile N``
 times each kernel's first call (compiling every function of the loop into an empty numba cache)
@@ -304,25 +304,30 @@ print(json.dumps(out[0] - out[1]))
 
 
 def first_compile(into: str | Path, count: int) -> list[str]:
-    """Markdown rows: each kernel's first call into an empty cache, in fresh processes (s)."""
-    seconds = {"before": [], "after": []}
+    """Markdown rows: each kernel's first call into an empty cache, then from it, in fresh processes.
+
+    CPU seconds of the first call minus the second: compiling into an empty numba cache (cold), and
+    loading what that wrote in a second process (warm).
+    """
+    seconds = {(name, kind): [] for name in ("before", "after") for kind in ("cold", "warm")}
     modules = {"before": f"{_BEFORE_PACKAGE}.autoscale", "after": "capnb.kernels.autoscale"}
     for r in range(count):
         for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
             with tempfile.TemporaryDirectory() as cache:
                 env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-                out = subprocess.run(
-                    [sys.executable, "-c", _FIRST_CALL, modules[name], str(into)],
-                    capture_output=True, text=True, check=True, env=env,
-                )  # fmt: skip
-            seconds[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                for kind in ("cold", "warm"):
+                    out = subprocess.run(
+                        [sys.executable, "-c", _FIRST_CALL, modules[name], str(into)],
+                        capture_output=True, text=True, check=True, env=env,
+                    )  # fmt: skip
+                    seconds[name, kind].append(json.loads(out.stdout.strip().splitlines()[-1]))
     return [
-        "| first call (compile, CPU s) | runs | median | each |",
-        "|---|---|---|---|",
+        "| first call (CPU s) | cache | runs | median | each |",
+        "|---|---|---|---|---|",
         *(
-            f"| {name} | {count} | {statistics.median(s):.1f} | "
-            f"{', '.join(f'{x:.1f}' for x in s)} |"
-            for name, s in seconds.items()
+            f"| {name} | {kind} | {count} | {statistics.median(s):.3g} | "
+            f"{', '.join(f'{x:.3g}' for x in s)} |"
+            for (name, kind), s in seconds.items()
         ),
     ]
 
