@@ -350,19 +350,83 @@ def pd_ratio(
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
         the SLA) and ``serving_reason``.
     """
-    from .. import latency
-    from ..data import load_gpus, load_model
+    from ..data import load_model
 
     _check_workload(workload)
     spec = load_model(model)
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    gpu_id = _catalog_gpu(gpu)
     conc = np.sort(_validate.positive_ints(concurrency, "concurrency"))
     ttft_sla, tpot_sla, q = _pd_bounds(sla)
     pairs = _ratios(ratios)
     labels = [f"{p}:{d}" for p, d in pairs]
     tps = _ratio_tensor_parallel(tensor_parallel, labels)
+    fleet_gpus, agg_tp, agg_instances = _fleets(
+        pairs, tps, aggregated_tensor_parallel, aggregated_gpus
+    )
+    bandwidth, link_from = _link(gpu_id, link_bandwidth)
+    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
+    need = int(conc.max())
+    by_tp = _curves_by_tp(curves, tps, need, spec, gpu_id, workload, settings)
+    if aggregated_curve is None:
+        top = max(1, math.ceil(need / agg_instances))
+        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, top, settings)
+
+    prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
+    output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
+    runs = _ratio_runs(spec, pairs, tps, by_tp, conc, q, prompt, bandwidth)
+    lat = runs["latency"]
+    per_gpu = runs["fleet_qps"] * output_mean / fleet_gpus[:, None]
+    meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
+    best = _best_ratios(labels, conc, per_gpu, lat, meets, q, ttft_sla, tpot_sla)
+    # the aggregated alternative: agg_instances instances sharing each concurrency
+    agg = _aggregated_at(aggregated_curve, conc, (agg_instances, agg_tp), output_mean, q, sla)
+    serving = _serving_per_concurrency(labels, *best, per_gpu, agg, q)
+    ds = _pd_ratio_dataset(
+        labels, conc, q, pairs, tps, fleet_gpus, runs, per_gpu, meets, best, agg, serving
+    )
+    ds.attrs = _pd_ratio_attrs(
+        spec, gpu_id, sla, link_from, prompt, output_mean, runs, (agg_instances, agg_tp)
+    )
+    return ds
+
+
+def _catalog_gpu(gpu) -> str:
+    """The catalog's id of one GPU name."""
+    from ..data import load_gpus
+
+    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
+    if gpu_id is None:
+        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    return gpu_id
+
+
+def _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration) -> dict:
+    """The engine simulation's settings, the same for both pools and the aggregated instance."""
+    return dict(
+        requests=requests,
+        seed=seed,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+    )
+
+
+def _aggregated_engine(spec, gpu_id: str, tp: int, workload, top: int, settings: dict):
+    """The aggregated instance's closed-loop curve, 1 to ``top`` requests in flight."""
+    from .. import latency
+
+    return latency.engine(
+        spec,
+        gpu_id,
+        tp,
+        workload,
+        concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
+        **settings,
+    )
+
+
+def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
+    """GPUs of each ratio's fleet, and the aggregated alternative's degree and instances."""
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps[0]["decode"], "aggregated_tensor_parallel"
     )
@@ -375,16 +439,14 @@ def pd_ratio(
         raise InputError(
             f"aggregated_gpus: {agg_gpus} GPUs hold no instance of tensor_parallel {agg_tp}"
         )
-    bandwidth, link_from = _link(gpu_id, link_bandwidth)
-    engine_args = dict(
-        requests=requests,
-        seed=seed,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        calibration=calibration,
-    )
-    need = int(conc.max())
-    by_tp = {}  # (prefill TP, decode TP) -> pool curves
+    return fleet_gpus, agg_tp, agg_instances
+
+
+def _curves_by_tp(curves, tps, need: int, spec, gpu_id: str, workload, settings: dict) -> dict:
+    """Pool curves per (prefill TP, decode TP): the given ones, the missing computed to ``need``."""
+    from .. import latency
+
+    by_tp = {}
     for given in [curves] if isinstance(curves, xr.Dataset) else list(curves or []):
         if not isinstance(given, xr.Dataset) or "pool_tensor_parallel" not in given:
             raise InputError("curves: pass capnb.capacity.pool_curves(...) results")
@@ -395,21 +457,16 @@ def pd_ratio(
         if key not in by_tp:
             grid = latency.concurrency_grid(need, dense_up_to=4, per_doubling=2)
             by_tp[key] = pool_curves(
-                spec, gpu_id, workload, tensor_parallel=tp, concurrency=grid, **engine_args
+                spec, gpu_id, workload, tensor_parallel=tp, concurrency=grid, **settings
             )
-    if aggregated_curve is None:
-        top = max(1, math.ceil(need / agg_instances))
-        aggregated_curve = latency.engine(
-            spec,
-            gpu_id,
-            agg_tp,
-            workload,
-            concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
-            **engine_args,
-        )
+    return by_tp
 
-    prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
-    output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
+
+def _ratio_runs(spec, pairs, tps, by_tp, conc, q, prompt, bandwidth) -> dict:
+    """Each ratio's fleet at each concurrency: the balance of its pools and their latency.
+
+    ``kv_transfer_mean_s`` is the mean transfer of the last ratio's prefill degree.
+    """
     shape = (len(pairs), conc.size)
     pool_k = np.full((*shape, 2), np.nan)
     rate = np.full(shape, np.nan)
@@ -448,16 +505,25 @@ def pd_ratio(
             kp, kd = out[1], out[2]
             lat[i, j, 0] = _at(grid, p_ttft, kp) + transfer[i] + _at(grid, d_ttft, kd)
             lat[i, j, 1] = _at(grid, d_tpot, kd)
-    per_gpu = rate * output_mean / fleet_gpus[:, None]
-    meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
+    return {
+        "pool_concurrency": pool_k,
+        "fleet_qps": rate,
+        "latency": lat,
+        "bottleneck": bottleneck,
+        "kv_transfer_s": transfer,
+        "kv_transfer_mean_s": transfer_mean,
+    }
 
+
+def _best_ratios(labels, conc, per_gpu, lat, meets, q, ttft_sla, tpot_sla):
+    """Per concurrency, the ratio with the most output tokens/s per GPU within the SLA, and why."""
     best, best_reason = [], []
     for j, c in enumerate(conc):
         ok = np.flatnonzero(meets[:, j])
         if ok.size == 0:
             worst = [
                 f"{labels[i]} P{q * 100:g} TTFT {lat[i, j, 0]:.3g} s / TPOT {lat[i, j, 1] * 1e3:.3g} ms"
-                for i in range(len(pairs))
+                for i in range(len(labels))
             ]
             best.append("")
             best_reason.append(
@@ -467,40 +533,55 @@ def pd_ratio(
             continue
         i = int(ok[np.argmax(per_gpu[ok, j])])
         best.append(labels[i])
-        others = [labels[k] for k in range(len(pairs)) if k != i and meets[k, j]]
+        others = [labels[k] for k in range(len(labels)) if k != i and meets[k, j]]
         best_reason.append(
             f"{labels[i]} serves {per_gpu[i, j]:,.0f} output tokens/s per GPU within the SLA "
             f"(P{q * 100:g} TTFT {lat[i, j, 0]:.3g} s, TPOT {lat[i, j, 1] * 1e3:.3g} ms)"
             + (f", more than {', '.join(others)}" if others else ", the only ratio within it")
         )
+    return best, best_reason
 
-    # the aggregated alternative: agg_instances instances sharing each concurrency
-    agg_q = _quantile_index(aggregated_curve, q)
-    agg_grid = aggregated_curve.concurrency.values.astype(float)
-    agg_x = _envelope(aggregated_curve.throughput.values)
+
+def _aggregated_at(curve: xr.Dataset, conc, fleet, output_mean: float, q: float, sla) -> dict:
+    """The aggregated fleet (``fleet``: instances, degree) with its instances sharing each concurrency.
+
+    Its latency quantiles (concurrency, metric), output tokens/s per GPU, whether it meets the SLA.
+    """
+    instances, tp = fleet
+    agg_q = _quantile_index(curve, q)
+    agg_grid = curve.concurrency.values.astype(float)
+    agg_x = _envelope(curve.throughput.values)
     agg_lat = np.full((conc.size, 2), np.nan)
     agg_rate = np.full(conc.size, np.nan)
     for j, c in enumerate(conc):
-        k = c / agg_instances
-        agg_rate[j] = agg_instances * _at(agg_grid, agg_x, k)
+        k = c / instances
+        agg_rate[j] = instances * _at(agg_grid, agg_x, k)
         for m, metric in enumerate(_METRICS):
             agg_lat[j, m] = _at(agg_grid, agg_q.latency.sel(metric=metric).values, k)
-    agg_per_gpu = agg_rate * output_mean / (agg_instances * agg_tp)
-    agg_meets = (agg_lat[:, 0] <= ttft_sla) & (agg_lat[:, 1] <= tpot_sla)
+    return {
+        "latency": agg_lat,
+        "output_tokens_per_gpu": agg_rate * output_mean / (instances * tp),
+        "meets_sla": (agg_lat[:, 0] <= sla.bounds["ttft"]) & (agg_lat[:, 1] <= sla.bounds["tpot"]),
+        "fleet": f"{instances} x TP{tp}",
+    }
 
+
+def _serving_per_concurrency(labels, best, best_reason, per_gpu, agg: dict, q: float):
+    """Per concurrency, aggregated or disaggregated (more tokens/s per GPU within the SLA), and why."""
     serving, serving_reason = [], []
-    for j in range(conc.size):
+    agg_lat, agg_per_gpu, agg_meets = agg["latency"], agg["output_tokens_per_gpu"], agg["meets_sla"]
+    for j in range(len(best)):
         i = labels.index(best[j]) if best[j] else -1
         disagg = per_gpu[i, j] if i >= 0 else math.nan
-        agg = agg_per_gpu[j] if agg_meets[j] else math.nan
+        agg_j = agg_per_gpu[j] if agg_meets[j] else math.nan
         agg_text = (
-            f"aggregated ({agg_instances} x TP{agg_tp}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
+            f"aggregated ({agg['fleet']}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
             f"P{q * 100:g} TTFT {agg_lat[j, 0]:.3g} s, TPOT {agg_lat[j, 1] * 1e3:.3g} ms"
         )
         if i < 0 and not agg_meets[j]:
             serving.append("infeasible")
             serving_reason.append(f"neither meets the SLA: {agg_text}; {best_reason[j]}")
-        elif i < 0 or (agg_meets[j] and agg >= disagg):
+        elif i < 0 or (agg_meets[j] and agg_j >= disagg):
             serving.append("aggregated")
             serving_reason.append(
                 f"{agg_text}"
@@ -516,7 +597,15 @@ def pd_ratio(
                 f"disaggregated {best[j]} {disagg:,.0f} tokens/s per GPU against {agg_text}"
                 + ("" if agg_meets[j] else " (outside the SLA)")
             )
+    return serving, serving_reason
 
+
+def _pd_ratio_dataset(
+    labels, conc, q, pairs, tps, fleet_gpus, runs, per_gpu, meets, best, agg, serving
+) -> xr.Dataset:
+    """pd_ratio's result without its attrs: per ratio, the aggregated alternative, the choice."""
+    best, best_reason = best
+    serving, serving_reason = serving
     pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
     coords = {
         "ratio": ("ratio", labels, glossary.attrs("ratio")),
@@ -525,7 +614,7 @@ def pd_ratio(
         "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
         "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
     }
-    ds = xr.Dataset(
+    return xr.Dataset(
         {
             "instances": (("ratio", "pool"), np.array(pairs), glossary.attrs("instances")),
             "pool_tensor_parallel": (
@@ -536,52 +625,64 @@ def pd_ratio(
             "gpus": ("ratio", fleet_gpus, glossary.attrs("gpus")),
             "pool_concurrency": (
                 ("ratio", "concurrency", "pool"),
-                pool_k,
+                runs["pool_concurrency"],
                 glossary.attrs("pool_concurrency"),
             ),
-            "fleet_qps": (("ratio", "concurrency"), rate, glossary.attrs("fleet_qps")),
+            "fleet_qps": (("ratio", "concurrency"), runs["fleet_qps"], glossary.attrs("fleet_qps")),
             "output_tokens_per_gpu": (
                 ("ratio", "concurrency"),
                 per_gpu,
                 glossary.attrs("output_tokens_per_gpu"),
             ),
-            "latency": (("ratio", "concurrency", "metric"), lat, glossary.attrs("latency")),
+            "latency": (
+                ("ratio", "concurrency", "metric"),
+                runs["latency"],
+                glossary.attrs("latency"),
+            ),
             "meets_sla": (("ratio", "concurrency"), meets, glossary.attrs("meets_sla")),
             "bottleneck": (
                 ("ratio", "concurrency"),
-                bottleneck.astype(str),
+                runs["bottleneck"].astype(str),
                 glossary.attrs("bottleneck"),
             ),
-            "kv_transfer_s": ("ratio", transfer, glossary.attrs("kv_transfer_s")),
+            "kv_transfer_s": ("ratio", runs["kv_transfer_s"], glossary.attrs("kv_transfer_s")),
             "best_ratio": ("concurrency", best, glossary.attrs("best_ratio")),
             "best_reason": ("concurrency", best_reason, glossary.attrs("best_reason")),
-            "aggregated_latency": (("concurrency", "metric"), agg_lat, glossary.attrs("latency")),
+            "aggregated_latency": (
+                ("concurrency", "metric"),
+                agg["latency"],
+                glossary.attrs("latency"),
+            ),
             "aggregated_output_tokens_per_gpu": (
                 "concurrency",
-                agg_per_gpu,
+                agg["output_tokens_per_gpu"],
                 glossary.attrs("output_tokens_per_gpu"),
             ),
-            "aggregated_meets_sla": ("concurrency", agg_meets, glossary.attrs("meets_sla")),
+            "aggregated_meets_sla": ("concurrency", agg["meets_sla"], glossary.attrs("meets_sla")),
             "serving": ("concurrency", serving, glossary.attrs("serving")),
             "serving_reason": ("concurrency", serving_reason, glossary.attrs("serving_reason")),
         },
         coords=coords,
     )
-    ds.attrs = {
+
+
+def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, runs, aggregated) -> dict:
+    """pd_ratio's attrs: the inputs, the means it used, the aggregated fleet, how TTFT adds up."""
+    instances, tp = aggregated
+    return {
         "source": "capnb.capacity.pd_ratio (closed loop on a fixed fleet, engine model per pool)",
         "model": spec.name,
         "gpu": gpu_id,
         "sla": str(sla),
-        "quantile": q,
+        "quantile": sla.quantile,
         "link": link_from,
-        "kv_transfer_mean_s": transfer_mean,
+        "kv_transfer_mean_s": runs["kv_transfer_mean_s"],
         "output_tokens_mean": output_mean,
         "prompt_tokens_mean": float(prompt.mean()),
-        "aggregated": f"{agg_instances} x {gpu_id} TP{agg_tp} ({agg_instances * agg_tp} GPUs)",
+        "aggregated": f"{instances} x {gpu_id} TP{tp} ({instances * tp} GPUs)",
         "ttft": "prefill P-quantile TTFT + KV transfer at the P-quantile prompt + decode "
         "P-quantile wait and first step (a sum of quantiles: conservative)",
     }
-    return ds
 
 
 def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
