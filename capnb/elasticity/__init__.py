@@ -57,7 +57,7 @@ from ._advisory import MOST_REVERSALS_PER_DAY, advise, advisory, flapping_warnin
 from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
 from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
-from ._policy import OPTIONS, POLICIES
+from ._policy import OPTIONS, POLICIES, Policy
 from ._pools import pool_demand, simulate_pools
 from ._simulate import fixed_instances, simulate, sweep
 
@@ -71,6 +71,7 @@ __all__ = [
     "POLICY_GRID",
     "PREDICTIVE_QUANTILE",
     "NoAction",
+    "Policy",
     "Recommendation",
     "ScaleDown",
     "ScaleUp",

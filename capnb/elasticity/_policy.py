@@ -8,13 +8,27 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
+import xarray as xr
+
+from .. import glossary
 from ..errors import InputError
 from ..kernels import autoscale_records as kernels
+from ..units import _convert
 from ._decision import veto_cold_steps
 
-__all__ = ["COOLDOWN_MEANING", "DEFAULT_COOLDOWN_S", "OPTIONS", "POLICIES", "build_config", "steps"]
+__all__ = [
+    "COOLDOWN_MEANING",
+    "DEFAULT_COOLDOWN_S",
+    "OPTIONS",
+    "POLICIES",
+    "Policy",
+    "build_config",
+    "steps",
+]
 
 #: The policies the simulator knows.
 POLICIES = ("article", "hpa", "knative", "fixed", "fixed_elastic", "predictive")
@@ -78,6 +92,29 @@ OPTIONS: dict[str, dict[str, object]] = {
     "fixed": {},
     "predictive": {"evaluation_s": 15.0},
 }
+
+
+def _axis(values, name: str, kind: str) -> tuple[np.ndarray, bool]:
+    """A parameter as a 1-D array and whether it was given as a sequence (then it is a dim)."""
+    is_dim = isinstance(values, Sequence | np.ndarray | xr.DataArray) and not isinstance(
+        values, str
+    )
+    array = np.atleast_1d(np.asarray(values.values if isinstance(values, xr.DataArray) else values))
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iuf":
+        raise InputError(f"{name}: expected a number or a 1-D sequence of numbers, got {values!r}")
+    if not np.isfinite(array).all():
+        raise InputError(f"{name}: values must be finite, got {array.tolist()}")
+    if kind == "count":
+        if (array != np.round(array)).any() or (array < 0).any():
+            raise InputError(f"{name}: values must be whole numbers >= 0, got {array.tolist()}")
+        array = array.astype(np.int64)
+    elif kind == "share" and ((array <= 0) | (array > 1)).any():
+        raise InputError(f"{name}: values must be in (0, 1], got {array.tolist()}")
+    elif kind == "seconds" and (array < 0).any():
+        raise InputError(f"{name}: values must be >= 0 s, got {array.tolist()}")
+    if is_dim and np.unique(array).size != array.size:
+        raise InputError(f"{name}: duplicate values in {array.tolist()}")
+    return array, is_dim
 
 
 def _number(value: object, name: str) -> float:
@@ -242,3 +279,166 @@ def config_attrs(policy: str, options: Mapping[str, object]) -> dict[str, object
         (k if k.startswith(prefix) else prefix + k): ("none" if v is None else v)
         for k, v in o.items()
     }
+
+
+#: The settings of :class:`Policy` a run takes as numbers, and how :func:`_axis` checks each.
+_KINDS = {
+    "scale_up_threshold": "share",
+    "cooldown_s": "seconds",
+    "min_instances": "count",
+    "buffer_instances": "count",
+}
+
+
+def _meta(name: str, **override: str) -> dict[str, str]:
+    return {**glossary.attrs(name), **override}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An autoscaling policy and its settings: what the autoscaler is configured with.
+
+    :func:`capnb.elasticity.simulate` and :func:`capnb.elasticity.simulate_pools` take one as
+    ``policy=`` instead of the settings one by one (``simulate(demand, policy=Policy("hpa",
+    scale_up_threshold=0.6), ...)``); the keywords keep working, and a keyword that differs from
+    its default next to a record is an error. The cold start (the deployment's), the latency
+    tolerance (the service's) and the simulation step are not the policy's: they stay arguments.
+
+    Parameters
+    ----------
+    name
+        One of :data:`POLICIES` (default ``"article"``).
+    scale_up_threshold
+        Load ratio above which the article's policy adds instances; HPA's and Knative's target
+        utilisation of ``per_instance_qps`` (1, in (0, 1]).
+    cooldown_s
+        The policy's scale-down window (s); None takes the policy's default
+        (:data:`DEFAULT_COOLDOWN_S`), which the record then holds. A quantity in another unit
+        (``"15 min"``) is converted.
+    min_instances
+        Fewest instances the policy keeps (instances; ``fixed``: the fleet). None: the caller's
+        floor (:func:`~capnb.elasticity.simulate`: 1; :func:`~capnb.elasticity.simulate_pools`:
+        each pool's reserved base).
+    buffer_instances
+        Warm spare instances held above the policy's pool, never scaled (instances).
+    max_instances
+        Most instances the policy may hold (instances); None: enough for the peak at the
+        threshold, never binding.
+    options
+        The policy's options (:data:`OPTIONS`, e.g. HPA's ``sync_s``); the record holds every
+        one, those not given at the policy's defaults.
+
+    Numbers are kept as given once checked (whole counts as ``int``). A bad value is an
+    :class:`~capnb.errors.InputError` that names its field.
+
+    Examples
+    --------
+    >>> Policy("hpa", scale_up_threshold=0.6).cooldown_s
+    300.0
+    >>> Policy("hpa", min_instances=0)
+    Traceback (most recent call last):
+    ...
+    capnb.errors.InputError: min_instances must be at least 1 for the HPA (minReplicas >= 1)
+    """
+
+    name: str = field(default="article", metadata=_meta("policy"))
+    scale_up_threshold: float = field(default=0.7, metadata=_meta("scale_up_threshold"))
+    cooldown_s: float | None = field(default=None, metadata=_meta("cooldown_s"))
+    min_instances: int | None = field(default=None, metadata=_meta("min_instances"))
+    buffer_instances: int = field(default=0, metadata=_meta("buffer_instances"))
+    max_instances: int | None = field(
+        default=None,
+        metadata={"units": "instances", "long_name": "most instances the autoscaler may hold"},
+    )
+    options: Mapping[str, object] = field(
+        default_factory=dict,
+        metadata={"units": "1", "long_name": "the policy's options, each in its own unit"},
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InputError(f"policy: name = {self.name!r}: expected one of {list(POLICIES)}")
+        if not isinstance(self.options, Mapping):
+            raise InputError(
+                f"policy: options = {self.options!r}: expected a mapping name -> value"
+            )
+        object.__setattr__(self, "options", policy_options(self.name, dict(self.options)))
+        cooldown = self.cooldown_s
+        if cooldown is None:
+            cooldown = DEFAULT_COOLDOWN_S[self.name]
+        object.__setattr__(self, "cooldown_s", _convert(cooldown, "s", "cooldown_s"))
+        for name, kind in _KINDS.items():
+            value = getattr(self, name)
+            if value is None and name == "min_instances":
+                continue
+            if isinstance(value, Sequence | np.ndarray | xr.DataArray) and not isinstance(
+                value, str
+            ):
+                raise InputError(
+                    f"policy: {name} = {value!r}: one number (sweep takes a grid of them)"
+                )
+            array, _ = _axis(value, name, kind)
+            if kind == "count":
+                object.__setattr__(self, name, int(array[0]))
+        if self.name == "hpa" and self.min_instances is not None and self.min_instances < 1:
+            raise InputError("min_instances must be at least 1 for the HPA (minReplicas >= 1)")
+        high = self.max_instances
+        if high is not None:
+            if isinstance(high, bool) or not isinstance(high, numbers.Integral):
+                raise InputError(f"max_instances must be a whole number, got {high!r}")
+            if high < (self.min_instances or 0):
+                raise InputError(
+                    f"min_instances={self.min_instances} is more than max_instances={high}"
+                )
+            object.__setattr__(self, "max_instances", int(high))
+
+    def settings(self) -> dict[str, object]:
+        """The record as :func:`capnb.elasticity.simulate`'s keywords (``policy`` is the name).
+
+        ``min_instances`` is left out when None (the caller's floor).
+        """
+        out: dict[str, object] = {
+            "policy": self.name,
+            "scale_up_threshold": self.scale_up_threshold,
+            "cooldown_s": self.cooldown_s,
+            "min_instances": self.min_instances,
+            "buffer_instances": self.buffer_instances,
+            "max_instances": self.max_instances,
+            **self.options,
+        }
+        if self.min_instances is None:
+            del out["min_instances"]
+        return out
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, object]) -> Policy:
+        """A record from :func:`capnb.elasticity.simulate`'s keywords (``policy`` is the name).
+
+        Keys that are not the policy's (``cold_start_s``, ``tolerance_s``, ...) are errors.
+        """
+        given = dict(settings)
+        name = given.pop("policy", "article")
+        fields_ = {k: given.pop(k) for k in SETTINGS if k in given}
+        known = {k for o in OPTIONS.values() for k in o}
+        other = sorted(set(given) - known)
+        if other:
+            raise InputError(f"policy: {other} are not a policy's settings or options")
+        return cls(name, **fields_, options=given)
+
+
+#: The settings of :class:`Policy` that :func:`capnb.elasticity.simulate` takes as keywords
+#: (with ``policy``, the name, and the policy's options).
+SETTINGS = (
+    "scale_up_threshold",
+    "cooldown_s",
+    "min_instances",
+    "buffer_instances",
+    "max_instances",
+)
+
+
+def split_settings(settings: Mapping[str, object]) -> tuple[dict, dict]:
+    """``(the policy's settings and options, the rest)`` of a mapping of simulate's keywords."""
+    known = {*SETTINGS, *(k for o in OPTIONS.values() for k in o)}
+    ours = {k: v for k, v in settings.items() if k in known}
+    return ours, {k: v for k, v in settings.items() if k not in known}

@@ -27,6 +27,7 @@ needs every stage, and a mix's pools each serve requests of their own).
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -37,6 +38,7 @@ from ..errors import InputError
 from ..units import declare_units
 from ._decision import real
 from ._demand import demand_values
+from ._policy import Policy, split_settings
 
 __all__ = ["pool_demand", "simulate_pools"]
 
@@ -183,7 +185,7 @@ def simulate_pools(
     demand,
     fleet: xr.Dataset,
     *,
-    policy: str = "fixed_elastic",
+    policy: str | Policy = "fixed_elastic",
     cold_start_s=75.0,
     prices=None,
     step_s=None,
@@ -201,9 +203,10 @@ def simulate_pools(
     fleet
         The capacity step's pools (see the module).
     policy
-        One of :data:`POLICIES`; each pool's fewest instances is its ``reserved_instances``
+        One of :data:`POLICIES`, or a :class:`Policy` record of the policy and its settings (then
+        not given in ``settings``); each pool's fewest instances is its ``reserved_instances``
         (0 when the fleet has none, or at least 1 for ``"hpa"``) unless ``min_instances`` is
-        given in ``settings``.
+        given (in ``settings``, or the record's).
     cold_start_s
         Seconds, one for every pool, or a mapping pool -> seconds (GPU types load at their own
         speed: :func:`capnb.coldstart.estimate`).
@@ -275,13 +278,28 @@ def simulate_pools(
     if ahead is not None:  # the predictive policy's forecast, split like the demand
         ahead = pool_demand(ahead, fleet, step_s=step, slots=slots)
     spot_preemption_rate = _checked_preemption(settings, spot_preemption_rate, seed)
+    policy, settings = _pool_policy(policy, settings)
     runs, figures = _replay_pools(
         per_pool, fleet, ahead, slots=slots, policy=policy, colds=colds, reserved=reserved,
         gpus=gpus, prices=prices, rate=spot_preemption_rate, seed=seed, settings=settings,
     )  # fmt: skip
     stacked = _side_by_side(runs, figures, per_pool, pools, colds, reserved)
-    stacked.attrs = _service_attrs(stacked, policy, step, prices, fleet, spot_preemption_rate, seed)
+    stacked.attrs = _service_attrs(
+        stacked, policy.name, step, prices, fleet, spot_preemption_rate, seed
+    )
     return stacked
+
+
+def _pool_policy(policy, settings: dict) -> tuple[Policy, dict]:
+    """The replay's :class:`Policy` (given, or made of ``settings``) and the other settings."""
+    ours, rest = split_settings(settings)
+    if not isinstance(policy, Policy):
+        return Policy.from_settings({"policy": policy, **ours}), rest
+    if ours:
+        raise InputError(
+            f"policy is a Policy record: give {', '.join(sorted(ours))} in it, not as keywords"
+        )
+    return policy, rest
 
 
 def _replay_pools(per_pool, fleet, ahead, *, slots, policy, colds, reserved, gpus, prices, rate,
@@ -289,8 +307,9 @@ def _replay_pools(per_pool, fleet, ahead, *, slots, policy, colds, reserved, gpu
     """Every pool replayed by :func:`simulate`: its runs' metrics and the figures over pool.
 
     The runs lose their timelines; the figures (name: (dims, values)) are each pool's cost, spot
-    GPU-hours and instances lost, and its ready instances and breaches over time. A pool's fewest
-    instances is its reserved base (unless ``min_instances`` is in ``settings``); its spot
+    GPU-hours and instances lost, and its ready instances and breaches over time. ``policy`` is
+    the :class:`Policy` of every pool; a pool's fewest instances is its reserved base (unless the
+    record has a ``min_instances``); ``settings`` are simulate's other arguments. Its spot
     instances are lost at ``rate`` times the slot's spot share; each pool draws its own seed from
     ``seed``.
     """
@@ -299,28 +318,27 @@ def _replay_pools(per_pool, fleet, ahead, *, slots, policy, colds, reserved, gpu
     step = float(per_pool.attrs["step_s"])
     spot_of_all, spot_of_elastic = _spot_shares(fleet, reserved)
     at = _slot_index(per_pool.time.values, fleet, slots)
-    own = {k: v for k, v in settings.items() if k != "min_instances"}
     runs, ready, breach, cost, spot_hours, lost = [], [], [], [], [], []
     for i in range(len(colds)):
         tp = int(fleet.tensor_parallel.values[i])
         preemption = None
         if rate and spot_of_all[i].any():
             preemption = rate * spot_of_all[i][at]
+        floor = policy.min_instances
+        if floor is None:
+            floor = max(int(reserved[i]), 1 if policy.name == "hpa" else 0)
         run = simulate(
             per_pool.isel(pool=i, drop=True),
             per_instance_qps=float(fleet.per_instance_qps.values[i]),
-            policy=policy,
+            policy=dataclasses.replace(policy, min_instances=floor),
             cold_start_s=colds[i],
-            min_instances=settings.get(
-                "min_instances", max(int(reserved[i]), 1 if policy == "hpa" else 0)
-            ),
             gpus_per_instance=tp,
             gpu=gpus[i] if prices is None else None,
             usd_per_gpu_hour=None,
             forecast=None if ahead is None else ahead.isel(pool=i, drop=True),
             preemption=preemption,
             seed=int(np.random.SeedSequence([int(seed), i]).generate_state(1)[0]),
-            **own,
+            **settings,
         )
         held = (int(reserved[i]), tp, per_pool.sizes["time"], step)
         usd, spot = _pool_cost(run, held, spot_of_elastic[i][at], prices, gpus[i])

@@ -24,9 +24,10 @@ from ._policy import (
     DEFAULT_COOLDOWN_S,
     OPTIONS,
     POLICIES,
+    Policy,
+    _axis,
     build_config,
     config_attrs,
-    policy_options,
     steps,
 )
 from ._result import metric_variables, timeline_variables
@@ -41,29 +42,6 @@ _MOST_CANDIDATES = 20_000_000
 
 
 # -- the grid ------------------------------------------------------------------------------------
-def _axis(values, name: str, kind: str) -> tuple[np.ndarray, bool]:
-    """A parameter as a 1-D array and whether it was given as a sequence (then it is a dim)."""
-    is_dim = isinstance(values, Sequence | np.ndarray | xr.DataArray) and not isinstance(
-        values, str
-    )
-    array = np.atleast_1d(np.asarray(values.values if isinstance(values, xr.DataArray) else values))
-    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "iuf":
-        raise InputError(f"{name}: expected a number or a 1-D sequence of numbers, got {values!r}")
-    if not np.isfinite(array).all():
-        raise InputError(f"{name}: values must be finite, got {array.tolist()}")
-    if kind == "count":
-        if (array != np.round(array)).any() or (array < 0).any():
-            raise InputError(f"{name}: values must be whole numbers >= 0, got {array.tolist()}")
-        array = array.astype(np.int64)
-    elif kind == "share" and ((array <= 0) | (array > 1)).any():
-        raise InputError(f"{name}: values must be in (0, 1], got {array.tolist()}")
-    elif kind == "seconds" and (array < 0).any():
-        raise InputError(f"{name}: values must be >= 0 s, got {array.tolist()}")
-    if is_dim and np.unique(array).size != array.size:
-        raise InputError(f"{name}: duplicate values in {array.tolist()}")
-    return array, is_dim
-
-
 def _grid(params: Mapping[str, object]) -> dict[str, xr.DataArray]:
     kinds = {
         "scale_up_threshold": "share",
@@ -384,7 +362,7 @@ def simulate(
     *,
     per_instance_qps: float,
     step_s: float | None = None,
-    policy: str = "article",
+    policy: str | Policy = "article",
     scale_up_threshold: float = 0.7,
     cooldown_s: float | None = None,
     cold_start_s: float = _DEFAULTS["cold_start_s"],
@@ -414,7 +392,9 @@ def simulate(
     step_s
         Seconds per demand value (default: the demand's own step).
     policy
-        One of :data:`POLICIES`.
+        One of :data:`POLICIES`, or a :class:`Policy` record of the policy and its settings
+        (``scale_up_threshold``, ``cooldown_s``, ``min_instances``, ``buffer_instances``,
+        ``max_instances`` and the options), which then are not given as keywords.
     scale_up_threshold
         Load ratio above which the article's policy adds instances; HPA's and Knative's target
         utilisation of ``per_instance_qps``.
@@ -477,15 +457,22 @@ def simulate(
     >>> int(run.ready_instances[0]), int(run.ready_instances[-1]), float(run.breach_s)
     (2, 6, 85.0)
     """
-    if not isinstance(policy, str):
-        raise InputError(f"simulate runs one policy; got policy={policy!r} (use sweep for several)")
+    record = _one_policy(policy, dict(
+        scale_up_threshold=scale_up_threshold, cooldown_s=cooldown_s, min_instances=min_instances,
+        buffer_instances=buffer_instances, max_instances=max_instances, **options,
+    ))  # fmt: skip
+    policy, options, max_instances = record.name, dict(record.options), record.max_instances
     params = _settings(
-        scale_up_threshold, cooldown_s, cold_start_s, min_instances, buffer_instances
+        record.scale_up_threshold,
+        record.cooldown_s,
+        cold_start_s,
+        1 if record.min_instances is None else record.min_instances,
+        record.buffer_instances,
     )
-    for name, value in params.items():
-        if isinstance(value, Sequence | np.ndarray) and not isinstance(value, str):
-            raise InputError(f"simulate takes one {name}; got {value!r} (use sweep for a grid)")
-    policy_options(policy, options)
+    if isinstance(cold_start_s, Sequence | np.ndarray) and not isinstance(cold_start_s, str):
+        raise InputError(
+            f"simulate takes one cold_start_s; got {cold_start_s!r} (use sweep for a grid)"
+        )
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
     values, times, step, qps, grid, in_steps, config, high, ahead = _prepared(
         demand, step_s, policy, params, options, per_instance_qps, max_instances, tolerance_s,
@@ -508,6 +495,48 @@ def simulate(
     result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
     result.attrs["title"] = f"capnb autoscaling timeline: {policy}"
     return result
+
+
+#: simulate's keywords that a :class:`Policy` record holds, at their defaults.
+_KEYWORD_DEFAULTS = {
+    "scale_up_threshold": 0.7,
+    "cooldown_s": None,
+    "min_instances": 1,
+    "buffer_instances": 0,
+    "max_instances": None,
+}
+
+
+def _one_policy(policy, keywords: dict) -> Policy:
+    """The run's :class:`Policy`: the record given, or one made of the keywords (checked).
+
+    ``keywords``: simulate's policy settings and options as given. Next to a record, each must be
+    at its default (options absent): the record holds them.
+    """
+    if isinstance(policy, Policy):
+        given = sorted(
+            k for k, v in keywords.items()
+            if k not in _KEYWORD_DEFAULTS or not _is_default(v, _KEYWORD_DEFAULTS[k])
+        )  # fmt: skip
+        if given:
+            raise InputError(
+                f"policy is a Policy record: give {', '.join(given)} in it, not as keywords"
+            )
+        return policy
+    if not isinstance(policy, str):
+        raise InputError(f"simulate runs one policy; got policy={policy!r} (use sweep for several)")
+    for name in ("scale_up_threshold", "cooldown_s", "min_instances", "buffer_instances"):
+        value = keywords[name]
+        if isinstance(value, Sequence | np.ndarray) and not isinstance(value, str):
+            raise InputError(f"simulate takes one {name}; got {value!r} (use sweep for a grid)")
+    settings = {k: keywords.pop(k) for k in _KEYWORD_DEFAULTS}
+    return Policy(policy, **settings, options=keywords)
+
+
+def _is_default(value, default) -> bool:
+    if default is None or value is None:
+        return value is default
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == default
 
 
 def _settings(scale_up_threshold, cooldown_s, cold_start_s, min_instances, buffer_instances):
