@@ -15,7 +15,7 @@ import xarray as xr
 from ..errors import InputError
 from ._config import PlanConfig
 from ._draws import burst_factors, burst_holds
-from ._steps import predictive_forecast
+from ._steps import chosen_policy, predictive_forecast
 
 _DAY_NS = 86_400 * 1_000_000_000
 
@@ -188,7 +188,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     if parts.get("mixed") is not None:  # the fit window's mix, replayed pool by pool
         from ._fleet import replay_mix
 
-        pools = replay_mix(cfg, parts["mixed"], demand, fc, advice.selection)
+        pools = replay_mix(cfg, parts["mixed"], demand, fc, chosen_policy(cfg, advice.selection))
         table["pool_breach_min"] = pools.breach_s / 60
         table["pool_breach_min"].attrs = {"units": "min", "long_name": "minutes the pool breached"}
         table["pool_usd"] = pools.usd.reset_coords(drop=True)

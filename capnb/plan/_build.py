@@ -34,6 +34,7 @@ from ._steps import (
     _forecast,
     _traffic,
     burst_model,
+    chosen_policy,
 )
 from ._text import render_text
 from ._text import sections as _sections
@@ -250,14 +251,15 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         demand, sweep, advice, _estimate, estimated, cold, ahead, record = _elasticity(
             cfg, demand, chosen, gpu, tp, fc, series, held_out=held_out
         )
+    policy = chosen_policy(cfg, advice.selection)
     plan, run, burst = _assemble(
-        cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, ahead, bursts,
+        cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gpu, tp, ahead, bursts,
         cold,
     )  # fmt: skip
     alternatives = []
     if best is not None:  # the same throughputs as a mix of GPU types, priced and replayed
         with _Stage("fleet", cfg):
-            mixed, replay = mixed_fleet(cfg, cap, fc, demand, advice.selection)
+            mixed, replay = mixed_fleet(cfg, cap, fc, demand, policy)
         if isinstance(mixed, str):  # the provider prices none of the GPUs: said, not planned
             alternatives.append(_alternative("mixed fleet", mixed))
             mixed = None
@@ -267,9 +269,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
     else:
         mixed = None
     with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
-        serving, serving_replay = compare_serving(
-            cfg, workload, fc, gpu, tp, demand, cold, advice.selection
-        )
+        serving, serving_replay = compare_serving(cfg, workload, fc, gpu, tp, demand, cold, policy)
     if isinstance(serving, xr.Dataset):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
@@ -363,9 +363,12 @@ def _timeline(run: xr.Dataset, interval_s: float, step_s: float) -> xr.Dataset:
     return out
 
 
-def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, ahead,
+def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gpu, tp, ahead,
               bursts, cold):  # fmt: skip
-    """Every step's results in one Dataset, the chosen run and its burst test: ``(plan, run, burst)``."""
+    """Every step's results in one Dataset, the chosen run and its burst test: ``(plan, run, burst)``.
+
+    ``policy``: the chosen run's :class:`capnb.elasticity.Policy` (:func:`chosen_policy`).
+    """
     from .. import capacity, elasticity
 
     settings = dict(
@@ -375,9 +378,9 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gp
         tolerance_s=cfg.tolerance_s,
         gpus_per_instance=tp,
         gpu=gpu,
-        **advice.selection,
+        policy=policy,
     )
-    if advice.selection.get("policy") == "predictive":
+    if policy.name == "predictive":
         settings["forecast"] = ahead
     run = elasticity.simulate(demand, **settings)
     burst = _burst_test(demand, cfg, settings, bursts)

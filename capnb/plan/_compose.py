@@ -40,20 +40,16 @@ def _per_slot(values: xr.DataArray) -> list:
 
 
 def _policy(cfg: PlanConfig, advice, cold: float) -> Policy:
-    """The chosen run's settings; a setting swept at one value (no dim) is the config's."""
-    sel = {
-        "policy": cfg.policies[0],
-        "scale_up_threshold": cfg.scale_up_threshold[0],
-        "cooldown_s": cfg.cooldown_s[0],
-        "buffer_instances": cfg.buffer_instances[0],
-        **advice.selection,
-    }
+    """The chosen run's settings (:func:`chosen_policy`), with what the step decided of them."""
+    from ._steps import chosen_policy
+
+    chosen = chosen_policy(cfg, advice.selection)
     return Policy(
-        name=str(sel["policy"]),
-        scale_up_threshold=float(sel["scale_up_threshold"]),
-        cooldown_s=float(sel["cooldown_s"]),
-        min_instances=int(sel["min_instances"]),
-        buffer_instances=int(sel["buffer_instances"]),
+        name=chosen.name,
+        scale_up_threshold=float(chosen.scale_up_threshold),
+        cooldown_s=float(chosen.cooldown_s),
+        min_instances=int(chosen.min_instances),
+        buffer_instances=int(chosen.buffer_instances),
         kind=advice.kind,
         cold_start_s=float(cold),
         cold_start_vetoes=bool(advice.cold_start_vetoes),

@@ -33,7 +33,7 @@ __all__ = [
 MIP_GAP = 1e-3
 
 
-def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, selection: dict):
+def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, policy):
     """``(mix, replay)``, ``(None, None)`` (no mix asked) or ``(reason, None)`` (none priced).
 
     The reason: the provider prices none of the GPUs that meet the SLA; the plan states it and
@@ -41,7 +41,8 @@ def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, select
 
     ``cap``: the capacity step over (gpu, tensor_parallel); ``fc``: the forecast step's target
     (requests/s per slot at ``cfg.traffic_quantile``); ``demand``: requests/s per simulation
-    step; ``selection``: the elasticity step's choice (its scale-down window is the pools').
+    step; ``policy``: the elasticity step's chosen :class:`capnb.elasticity.Policy` (its
+    scale-down window is the pools').
     """
     from .. import capacity, data
     from ..errors import NotPricedError
@@ -67,16 +68,17 @@ def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, select
             f'planned (set [fleet] provider to one that prices them, or "none").'
         ), None
     mixed.attrs["slots"] = cfg.slots
-    return mixed, replay_mix(cfg, mixed, demand, fc, selection)
+    return mixed, replay_mix(cfg, mixed, demand, fc, policy)
 
 
-def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, selection: dict):
+def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, policy):
     """The mix's pools replayed over ``demand`` (requests/s per step), pool by pool.
 
     The mix is a schedule: each pool reads its own share of the forecast's slot plan (``fc`` at
     ``cfg.traffic_quantile``) one cold start ahead (the predictive policy at full utilisation of
     the planned instances) and adds the load seen above it; its reserved base is its floor; the
-    scale-down window is the elasticity step's choice. ``fc`` may be fitted on other days than
+    scale-down window is the elasticity step's choice (``policy``, a
+    :class:`capnb.elasticity.Policy`). ``fc`` may be fitted on other days than
     ``demand`` (a backtest).
     """
     from .. import data
@@ -98,7 +100,7 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, selec
         demand,
         fc,
         cold_start_s=colds,
-        cooldown_s=float(selection.get("cooldown_s", 900.0)),
+        cooldown_s=float(policy.cooldown_s),
         prices=data.gpu_prices(cfg.provider),
         spot_preemption_rate=cfg.spot_preemption_rate if cfg.spot_preemption != "none" else None,
         seed=cfg.seed,
@@ -119,9 +121,7 @@ def replay_schedule(cfg: PlanConfig, fleet: xr.Dataset, demand, fc: xr.Dataset, 
     return elasticity.simulate_pools(
         demand,
         fleet,
-        policy="predictive",
-        scale_up_threshold=1.0,
-        cooldown_s=cooldown_s,
+        policy=elasticity.Policy("predictive", scale_up_threshold=1.0, cooldown_s=cooldown_s),
         cold_start_s=cold_start_s,
         step_s=cfg.step_s,
         tolerance_s=cfg.tolerance_s,

@@ -36,14 +36,15 @@ def _unsplit(cfg: PlanConfig) -> str:
 
 
 def compare_serving(
-    cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold, selection: dict
+    cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold, policy
 ):
     """``(comparison, replay)``; ``(None, None)`` when not asked; ``(reason, None)`` when it cannot.
 
     ``workload``: the lengths the capacity step priced; ``fc``: the forecast's target per slot;
     ``gpu``, ``tp``: the capacity step's choice (both pools and the aggregated fleet use that GPU and
     degree); ``demand``: requests/s per simulation step; ``cold``: the chosen GPU's cold start (s);
-    ``selection``: the elasticity step's choice (its scale-down window is the pools').
+    ``policy``: the elasticity step's chosen :class:`capnb.elasticity.Policy` (its scale-down
+    window is the pools').
     """
     from .. import capacity
 
@@ -83,7 +84,7 @@ def compare_serving(
         ).assign_attrs(slots=cfg.slots)
         replay = replay_schedule(
             cfg, fleet, demand, fc, cold_start_s=cold,
-            cooldown_s=float(selection.get("cooldown_s", 900.0)),
+            cooldown_s=float(policy.cooldown_s),
         )  # fmt: skip
     return result, replay
 

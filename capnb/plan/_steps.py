@@ -367,6 +367,20 @@ def _elasticity(
     return demand, sweep, advice, estimate, estimated, cold, ahead, record
 
 
+def chosen_policy(cfg: PlanConfig, selection: dict):
+    """The elasticity step's chosen run as a :class:`capnb.elasticity.Policy` record.
+
+    ``selection`` is the run's cell of the sweep (``Recommendation.selection``); a setting the
+    sweep has no dim for (the policy, when the config names one) is the config's.
+    """
+    from .. import elasticity
+
+    return elasticity.Policy.from_settings({
+        "policy": cfg.policies[0], "scale_up_threshold": cfg.scale_up_threshold[0],
+        "cooldown_s": cfg.cooldown_s[0], "buffer_instances": cfg.buffer_instances[0], **selection,
+    })  # fmt: skip
+
+
 def predictive_forecast(demand: xr.DataArray, fc: xr.Dataset) -> xr.DataArray:
     """The forecast the predictive policy reads: each step's slot at its default quantile."""
     from .. import elasticity
