@@ -269,7 +269,17 @@ def _kernel_inputs(
 
     ``params`` are :func:`sweep`'s grid arguments (``scale_up_threshold``, ``cooldown_s``, ...,
     each a value or a sequence); the runs are their every combination, the first varying slowest.
+    ``policy`` may be a :class:`Policy` record instead (one run; ``params`` then holds only
+    ``cold_start_s``).
     """
+    if isinstance(policy, Policy):
+        cold = params.pop("cold_start_s", _DEFAULTS["cold_start_s"])
+        record = _one_policy(policy, {**params, "max_instances": max_instances, **(options or {})})
+        policy, options, max_instances = record.name, dict(record.options), record.max_instances
+        floor = 1 if record.min_instances is None else record.min_instances
+        params = _settings(
+            record.scale_up_threshold, record.cooldown_s, cold, floor, record.buffer_instances
+        )
     params = {
         "scale_up_threshold": 0.7,
         "cooldown_s": None,

@@ -59,6 +59,8 @@ def burst_holds(rows, factors, demand, ahead, settings, cfg, model, kernel_input
 
     import numba
 
+    from ..elasticity import Policy
+
     if not factors:
         return dict.fromkeys((r[0] for r in rows), math.nan)
     observed = demand.values
@@ -72,19 +74,22 @@ def burst_holds(rows, factors, demand, ahead, settings, cfg, model, kernel_input
         inputs = []
         for _, run, _ in rows:
             threshold = run["scale_up_threshold"]
-            _, config, runs, forecast = kernel_inputs(
-                observed,
-                policy=run["policy"],
-                per_instance_qps=settings["per_instance_qps"],
-                step_s=settings["step_s"],
-                cold_start_s=settings["cold_start_s"],
-                tolerance_s=settings["tolerance_s"],
-                max_instances=max(high, int(run["min_instances"])),
-                forecast=ahead.values if run["policy"] == "predictive" else None,
+            policy = Policy(
+                run["policy"],
                 scale_up_threshold=0.7 if math.isnan(threshold) else threshold,
                 cooldown_s=run["cooldown_s"],
                 min_instances=run["min_instances"],
                 buffer_instances=run["buffer_instances"],
+                max_instances=max(high, int(run["min_instances"])),
+            )
+            _, config, runs, forecast = kernel_inputs(
+                observed,
+                policy=policy,
+                per_instance_qps=settings["per_instance_qps"],
+                step_s=settings["step_s"],
+                cold_start_s=settings["cold_start_s"],
+                tolerance_s=settings["tolerance_s"],
+                forecast=ahead.values if policy.name == "predictive" else None,
             )
             inputs.append((config, runs, forecast))
         budget_steps = cfg.breach_budget * observed.size
