@@ -114,3 +114,16 @@ def test_simulate_pools_takes_the_record_for_every_pool():
     )
     with pytest.raises(InputError, match="give cooldown_s in it"):
         elasticity.simulate_pools(demand, fleet, policy=record, cooldown_s=60, **run)
+
+
+def test_a_plans_answer_gives_its_policy_as_a_record():
+    from capnb.plan._answer import Policy as Chosen
+
+    chosen = Chosen(name="hpa", scale_up_threshold=0.7, cooldown_s=900.0, min_instances=2,
+                    buffer_instances=1, kind="fixed_plus_buffer", cold_start_s=30.0,
+                    cold_start_vetoes=False)  # fmt: skip
+    assert chosen.record == Policy("hpa", cooldown_s=900.0, min_instances=2, buffer_instances=1)
+    assert identical(
+        elasticity.simulate(RATE, **RUN, policy=chosen.record),
+        elasticity.simulate(RATE, **RUN, **chosen.selection),
+    )

@@ -276,10 +276,7 @@ def _kernel_inputs(
         cold = params.pop("cold_start_s", _DEFAULTS["cold_start_s"])
         record = _one_policy(policy, {**params, "max_instances": max_instances, **(options or {})})
         policy, options, max_instances = record.name, dict(record.options), record.max_instances
-        floor = 1 if record.min_instances is None else record.min_instances
-        params = _settings(
-            record.scale_up_threshold, record.cooldown_s, cold, floor, record.buffer_instances
-        )
+        params = _record_settings(record, cold)
     params = {
         "scale_up_threshold": 0.7,
         "cooldown_s": None,
@@ -472,17 +469,7 @@ def simulate(
         buffer_instances=buffer_instances, max_instances=max_instances, **options,
     ))  # fmt: skip
     policy, options, max_instances = record.name, dict(record.options), record.max_instances
-    params = _settings(
-        record.scale_up_threshold,
-        record.cooldown_s,
-        cold_start_s,
-        1 if record.min_instances is None else record.min_instances,
-        record.buffer_instances,
-    )
-    if isinstance(cold_start_s, Sequence | np.ndarray) and not isinstance(cold_start_s, str):
-        raise InputError(
-            f"simulate takes one cold_start_s; got {cold_start_s!r} (use sweep for a grid)"
-        )
+    params = _record_settings(record, cold_start_s)
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
     values, times, step, qps, grid, in_steps, config, high, ahead = _prepared(
         demand, step_s, policy, params, options, per_instance_qps, max_instances, tolerance_s,
@@ -541,6 +528,18 @@ def _one_policy(policy, keywords: dict) -> Policy:
             raise InputError(f"simulate takes one {name}; got {value!r} (use sweep for a grid)")
     settings = {k: keywords.pop(k) for k in _KEYWORD_DEFAULTS}
     return Policy(policy, **settings, options=keywords)
+
+
+def _record_settings(record: Policy, cold_start_s) -> dict:
+    """The settings of one run of ``record`` (:func:`_settings`; a floor of 1 when it has none)."""
+    if isinstance(cold_start_s, Sequence | np.ndarray) and not isinstance(cold_start_s, str):
+        raise InputError(
+            f"simulate takes one cold_start_s; got {cold_start_s!r} (use sweep for a grid)"
+        )
+    floor = 1 if record.min_instances is None else record.min_instances
+    return _settings(
+        record.scale_up_threshold, record.cooldown_s, cold_start_s, floor, record.buffer_instances
+    )
 
 
 def _is_default(value, default) -> bool:

@@ -53,6 +53,23 @@ class Policy:
     cold_start_vetoes: bool = _f("1", "whether the cold start is too long for scale-ups to count")
 
     @property
+    def record(self):
+        """The policy and its settings as a :class:`capnb.elasticity.Policy`, to replay it.
+
+        ``simulate(demand, policy=answer.policy.record, cold_start_s=answer.policy.cold_start_s,
+        ...)``.
+        """
+        from ..elasticity import Policy as Settings
+
+        return Settings(
+            self.name,
+            scale_up_threshold=self.scale_up_threshold,
+            cooldown_s=self.cooldown_s,
+            min_instances=self.min_instances,
+            buffer_instances=self.buffer_instances,
+        )
+
+    @property
     def selection(self) -> dict[str, object]:
         """The chosen run's cell of the elasticity step's sweep (``sweep.sel(**selection)``)."""
         return {
