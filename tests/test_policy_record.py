@@ -127,3 +127,16 @@ def test_a_plans_answer_gives_its_policy_as_a_record():
         elasticity.simulate(RATE, **RUN, policy=chosen.record),
         elasticity.simulate(RATE, **RUN, **chosen.selection),
     )
+
+
+def test_a_plan_of_one_policy_replays_that_policy():
+    # a sweep of one policy has no policy dim, so the chosen cell does not name it: the plan's
+    # replay once fell back to simulate's default (the article's rule) while the answer said hpa
+    from capnb.plan import PlanConfig
+    from capnb.plan._steps import chosen_policy
+
+    cfg = PlanConfig(policies=("hpa",), scale_up_threshold=(0.6,), cooldown_s=(300.0,))
+    cell = {"scale_up_threshold": 0.6, "cooldown_s": 300.0, "min_instances": 3,
+            "buffer_instances": 2}  # fmt: skip
+    assert chosen_policy(cfg, cell) == Policy("hpa", 0.6, 300.0, 3, 2)
+    assert chosen_policy(cfg, {**cell, "policy": "knative"}).name == "knative"
