@@ -290,8 +290,9 @@ _KINDS = {
 }
 
 
-def _meta(name: str, **override: str) -> dict[str, str]:
-    return {**glossary.attrs(name), **override}
+def _meta(name: str) -> dict[str, object]:
+    """A field's metadata: its glossary ``units`` and ``long_name``."""
+    return glossary.attrs(name)
 
 
 @dataclass(frozen=True)
