@@ -1,8 +1,8 @@
 """Benchmarks: each kernel against its plain-numpy and pure-Python references, timed in one run.
 
-Run ``python -m capnb.benchmarks`` (all) or ``python -m capnb.benchmarks memory`` (one step);
-``--quick`` shrinks the grids for a smoke run. Each step's module ``capnb/benchmarks/<step>.py`` has a
-``run(quick: bool) -> list[Row]``. References come from :data:`capnb.kernels.reference.REGISTRY`, the
+Run ``python -m benchmarks`` (all) or ``python -m benchmarks memory`` (one step) from the repository's
+root; ``--quick`` shrinks the grids for a smoke run. Each step's module ``benchmarks/<step>.py`` has a
+``run(quick: bool) -> list[Row]``. References come from :data:`benchmarks.reference.REGISTRY`, the
 same table the tests use. Speed is never asserted in a test; the figures go to ``BENCHMARKS.md``.
 """
 

@@ -1,4 +1,4 @@
-"""``python -m capnb.benchmarks [step ...] [--quick]``: run the benchmark suite and print its table."""
+"""``python -m benchmarks [step ...] [--quick]``: run the benchmark suite and print its table."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ ABOUT = {
 
 def main() -> None:
     """Parse the command line and run the chosen steps' benchmarks."""
-    parser = argparse.ArgumentParser(prog="python -m capnb.benchmarks")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument(
         "steps", nargs="*", help=f"steps to run, of {', '.join(STEPS)} (default: all)"
     )
@@ -65,9 +65,9 @@ def main() -> None:
         print(text + "\n")
         sections.append(f"## {step}\n\n{ABOUT.get(step, '')}\n\n{text}\n")
     if args.write:
-        from ..data import write_atomic
+        from capnb.data import write_atomic
 
-        command = "python -m capnb.benchmarks " + " ".join(args.steps) + (" --quick" * args.quick)
+        command = "python -m benchmarks " + " ".join(args.steps) + (" --quick" * args.quick)
         head = (
             "# Benchmarks\n\nThe current figures, written by `"
             + command.strip()
