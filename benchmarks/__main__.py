@@ -1,13 +1,19 @@
-"""``python -m benchmarks [step ...] [--quick]``: run the benchmark suite and print its table."""
+"""``python -m benchmarks [step ...] [--quick] [--write BENCHMARKS.md]``: run the benchmark suite.
+
+Each step prints its full table; ``--write`` writes the short tables as BENCHMARKS.md.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime
 import importlib
+import os
 from pathlib import Path
 
-from . import machine, table
+from capnb.data import write_atomic
+
+from . import brief_table, machine, table
 
 STEPS = (
     "forecast", "memory", "prefix", "capacity", "engine", "elasticity", "backtest", "held_out",
@@ -16,24 +22,32 @@ STEPS = (
 )  # fmt: skip
 
 
-#: What each step's table measures, one sentence each (BENCHMARKS.md's words between the tables).
+#: What each step's table measures and against what, one sentence each (BENCHMARKS.md's line above
+#: each table).
 ABOUT = {
     "forecast": "Reading, resampling and slot statistics of traces against pyarrow, numpy and pandas.",
     "memory": "The memory sweep and its closed form against numpy.",
     "prefix": "Prefix-cache hit rates by stack distance against an OrderedDict LRU per size.",
     "capacity": "The safe-concurrency search and the capacity sweep against numpy.",
-    "engine": "The serving-engine simulation: one curve, and a curve of many points.",
+    "engine": "The serving-engine simulation (one curve, and a curve of many points) against Python.",
     "elasticity": "The autoscaling simulator against its numpy and Python references.",
-    "backtest": "A plan built on one week and replayed on the next.",
-    "held_out": "The plan's policy chosen by rolling origins (goal: under 60 s warm), and the whole plan.",
-    "worksheets": "Each worksheet's controls, headless (the step calls behind a redraw).",
+    "backtest": "A plan built on one week and replayed on the next, end to end (its time alone).",
+    "held_out": "The plan's policy chosen by rolling origins, and the whole plan, against 60 s warm.",
+    "worksheets": "Each worksheet's controls headless (the step calls behind a redraw), against 150 ms.",
     "scaleout": "The memory and capacity sweeps on dask, against one process.",
-    "compile": "First-call compile times of the numba kernels.",
-    "crosscheck": "The simulator against a request-level SimPy model.",
-    "startup": "Import time of capnb and its steps.",
-    "report": "`capnb report` on the bundled defaults.",
-    "browser": "Each worksheet control's redraw in JupyterLab, in chromium (answer and charts).",
+    "compile": "First-call compile times of the numba kernels, a cold cache against a warm one.",
+    "crosscheck": "The autoscaling simulator against a request-level SimPy model.",
+    "startup": "Import time of capnb and its steps, against importing its heavy libraries.",
+    "report": "`capnb report` on the bundled defaults, a cold kernel cache against a warm one.",
+    "browser": "Each worksheet control's redraw in JupyterLab in chromium, against its goal.",
 }
+
+#: What the machine note says beside the machine's own line.
+SHARED = (
+    "A VM shared with other jobs while the command ran (load average {load:.1f} over the last "
+    "minute when this file was written): absolute figures move by 20-50 % between runs an hour "
+    "apart; ratios within one run are steadier."
+)
 
 
 def main() -> None:
@@ -48,7 +62,7 @@ def main() -> None:
     parser.add_argument(
         "--write",
         metavar="BENCHMARKS.md",
-        help="write the tables as this file (the current figures)",
+        help="write the current tables as this file, after each step (run from the repository's root)",
     )
     args = parser.parse_args()
     unknown = sorted(set(args.steps) - set(STEPS))
@@ -61,25 +75,43 @@ def main() -> None:
     for step in steps:
         module = importlib.import_module(f"{__package__}.{step}")
         print(f"## {step}\n")
-        text = table(module.run(quick=args.quick))
-        print(text + "\n")
-        sections.append(f"## {step}\n\n{ABOUT.get(step, '')}\n\n{text}\n")
-    if args.write:
-        from capnb.data import write_atomic
+        rows = module.run(quick=args.quick)
+        print(table(rows) + "\n")
+        sections.append(section(step, rows, args.quick))
+        if args.write:  # after each step: a run stopped part-way leaves what it measured, said so
+            text = document(args, started, sections, steps[len(sections) :])
+            write_atomic(Path(args.write), text)
 
-        command = "python -m benchmarks " + " ".join(args.steps) + (" --quick" * args.quick)
-        head = (
-            "# Benchmarks\n\nThe current figures, written by `"
-            + command.strip()
-            + f" --write BENCHMARKS.md` on {started} (earlier rounds are in git's history). Each "
-            "kernel is timed on fixed, seeded inputs against the best plain implementation of the "
-            "same computation (numpy, pyarrow, pandas) in the same run, after checking their results "
-            "equal; best of several repeats after a warm-up unless a row says otherwise. Speed is never "
-            "asserted in a test.\n\n"
-            f"**Machine**: {machine()}. A shared 2-core VM: absolute figures move by 20-50 % between "
-            "runs an hour apart; ratios within one run are steadier.\n\n"
-        )
-        write_atomic(Path(args.write), head + "\n".join(sections))
+
+def section(step: str, rows: list, quick: bool) -> str:
+    """One step's part of BENCHMARKS.md: its heading, what it measures, how to rerun it, its table."""
+    command = f"python -m benchmarks {step}" + " --quick" * quick
+    return f"## {step}\n\n{ABOUT[step]} Reproduce: `{command}`.\n\n{brief_table(rows)}\n"
+
+
+def document(args, started: str, sections: list[str], missing) -> str:
+    """BENCHMARKS.md: the command that wrote it, the date, the machine, then one table per step."""
+    command = " ".join(["python -m benchmarks", *args.steps, "--quick" * args.quick])
+    command = " ".join(command.split()) + f" --write {Path(args.write).name}"
+    ended = datetime.datetime.now(datetime.UTC).strftime("%H:%M UTC")
+    missing_note = (
+        f" **Not in this run**: {', '.join(missing)} (the run stopped before them).\n\n"
+        if missing
+        else ""
+    )
+    head = (
+        "# Benchmarks\n\n"
+        f"Generated by `{command}` from the repository's root, {started} to {ended}: the current "
+        "tables only (earlier rounds are in git's history). Each kernel is timed on fixed, seeded "
+        "inputs against the best plain implementation of the same computation (numpy, pyarrow, "
+        "pandas, the references in `benchmarks/reference/`) in the same run, after checking "
+        "their results equal; best of several repeats after a warm-up unless a row says "
+        "otherwise. Ratios are how many times faster capnb is. The command also prints each "
+        "row's throughput and notes. Speed is never asserted in a test.\n\n"
+        + missing_note
+        + f"**Machine**: {machine()}. {SHARED.format(load=os.getloadavg()[0])}\n\n"
+    )
+    return head + "\n".join(sections)
 
 
 if __name__ == "__main__":
