@@ -97,7 +97,8 @@ def brief_table(rows: list[Row]) -> str:
     lines = ["|" + "|".join(head) + "|", "|" + "---|" * len(head)]
     for row in rows:
         ratios = ", ".join(f"{v:,.1f}x {k}" for k, v in row.ratios.items())
-        goals = "; ".join(dict.fromkeys(_GOAL.findall(f"{row.throughput}; {row.note}")))
+        found = _GOAL.findall(f"{row.throughput}; {row.note}")
+        goals = "; ".join(dict.fromkeys(g.split(". ")[0].strip() for g in found))  # its sentence
         cells = [row.kernel, *([] if shared else [row.size]), _seconds(row.seconds), ratios, goals]
         lines.append("|" + "|".join(str(c).strip().replace("|", "/") for c in cells) + "|")
     if shared:

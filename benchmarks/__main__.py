@@ -95,7 +95,7 @@ def document(args, started: str, sections: list[str], missing) -> str:
     command = " ".join(command.split()) + f" --write {Path(args.write).name}"
     ended = datetime.datetime.now(datetime.UTC).strftime("%H:%M UTC")
     missing_note = (
-        f" **Not in this run**: {', '.join(missing)} (the run stopped before them).\n\n"
+        f"**Not in this run**: {', '.join(missing)} (the run stopped before them).\n\n"
         if missing
         else ""
     )
