@@ -5,12 +5,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.reference import REGISTRY
 from capnb import data
 from capnb.elasticity import resample_demand
 from capnb.elasticity._decision import veto_cold_steps
 from capnb.kernels import _lazy
 from capnb.kernels import autoscale as kernels
-from capnb.kernels.reference import REGISTRY
 
 simulate_python = REGISTRY["autoscale.simulate"]["python"]
 simulate_numpy = REGISTRY["autoscale.simulate"]["numpy"]

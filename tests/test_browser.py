@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from capnb.benchmarks.browser import ARGS  # chromium flags, shared with the benchmark
+from benchmarks.browser import ARGS  # chromium flags, shared with the benchmark
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -56,7 +56,7 @@ def lab(tmp_path_factory):
 
     for name in WORKSHEETS:
         shutil.copy(worksheet_path(name), root / f"{name}.ipynb")
-    from capnb.benchmarks.browser import _Lab  # the benchmark's own JupyterLab, one place
+    from benchmarks.browser import _Lab  # the benchmark's own JupyterLab, one place
 
     server = _Lab(root)  # raises if JupyterLab does not answer
     yield server.url

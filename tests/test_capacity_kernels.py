@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.reference import REGISTRY
 from capnb.kernels import capacity as capacity_kernels
 from capnb.kernels import latency as latency_kernels
-from capnb.kernels.reference import REGISTRY
 
 SEARCH = REGISTRY["capacity.search"]
 CURVE = REGISTRY["latency.analytic_curve"]

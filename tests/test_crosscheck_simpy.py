@@ -39,7 +39,7 @@ vetoed and drops run all hour), the initial pool sized on the first step's rate,
 (starting instances, newest first, then the most recently ready).
 
 The speed ratio of this model to capnb's simulator is in the benchmark suite
-(``python -m capnb.benchmarks crosscheck`` times :func:`run_flows` against :func:`run_events`).
+(``python -m benchmarks crosscheck`` times :func:`run_flows` against :func:`run_events`).
 """
 
 from __future__ import annotations

@@ -146,6 +146,9 @@ def test_datasets_reachable_from_an_installed_wheel(tmp_path):
     assert "capnb/datasets/gpus.csv" in names
     assert "capnb/notebooks/02_memory.ipynb" in names
     assert "capnb/templates/capnb_report/index.html.j2" in names
+    # the benchmarks and the kernels' plain references stay in the repository (benchmarks/)
+    outside = [n for n in names if n.split("/")[0] == "benchmarks" or "reference" in n]
+    assert outside + [n for n in names if n.startswith("capnb/benchmarks/")] == []
     code = (
         "import capnb.data as d, capnb.report as r; p = d.dataset_path('gpus.csv'); "
         "print(p); print(len(d.load_gpus().gpu)); print(d.load_model('Llama-3.1-8B').parameters); "

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capnb
+from benchmarks.reference.disagg import balance_python
 from capnb.capacity import validate_disagg
 from capnb.errors import InputError
 from capnb.kernels import disagg as kernels
-from capnb.kernels.disagg_reference import balance_python
 from capnb.records import SLA
 
 

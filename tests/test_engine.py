@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import capnb
+from benchmarks.reference.engine import simulate_python
 from capnb import latency
 from capnb.data import load_gpus, load_model
 from capnb.errors import InputError
 from capnb.kernels import engine as kernels
 from capnb.kernels import latency as latency_kernels
-from capnb.kernels.engine_reference import simulate_python
 from capnb.latency import calibration as cal
 
 SPEC = load_model("Llama-3.1-8B")

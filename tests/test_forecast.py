@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from benchmarks.reference.forecast import expected_month_mean
 from capnb import data, forecast
 from capnb.errors import InputError
-from capnb.kernels.forecast_reference import expected_month_mean
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.reference import REGISTRY
+from benchmarks.reference import forecast as forecast_reference
+from benchmarks.reference.forecast import expected_month_mean
 from capnb.data._series import long_runs
 from capnb.forecast import BurstModel, MonthInputs, _months
 from capnb.forecast._baseline import slot_statistics
 from capnb.kernels import forecast as kernels
-from capnb.kernels.forecast_reference import expected_month_mean
-from capnb.kernels.reference import REGISTRY
 
 R = {name.split(".", 1)[1]: refs for name, refs in REGISTRY.items() if name.startswith("forecast.")}
 
@@ -32,8 +33,8 @@ PHILOX_KAT = [
 
 
 def test_kernels_import_numpy_and_numba_only():
-    for name in ("forecast.py", "forecast_reference.py"):
-        tree = ast.parse((pathlib.Path(kernels.__file__).parent / name).read_text())
+    for path in (pathlib.Path(kernels.__file__), pathlib.Path(forecast_reference.__file__)):
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 roots = {a.name.split(".")[0] for a in node.names}

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capnb.benchmarks.browser import ARGS
+from benchmarks.browser import ARGS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"

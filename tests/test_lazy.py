@@ -112,14 +112,18 @@ def test_helpers_compile_under_the_compile_lock(monkeypatch):
 
 
 def test_every_reference_module_is_in_the_one_registry():
+    import importlib
     from pathlib import Path
 
-    from capnb.kernels import reference
+    from benchmarks import reference
 
-    modules = sorted(p.stem for p in Path(reference.__file__).parent.glob("*_reference.py"))
+    folder = Path(reference.__file__).parent
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
     assert modules  # the references the tests and benchmarks compare the kernels with
     for name in modules:
-        module = __import__(f"capnb.kernels.{name}", fromlist=["REGISTRY"])
+        module = importlib.import_module(f"benchmarks.reference.{name}")
+        if name == "elasticity_numpy":
+            continue  # elasticity's table names its numpy half
         assert module.REGISTRY, name
         for kernel, implementations in module.REGISTRY.items():
             assert reference.REGISTRY[kernel] is implementations, (name, kernel)

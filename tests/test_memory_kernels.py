@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.reference import REGISTRY
 from capnb.kernels import memory as kernels
-from capnb.kernels.reference import REGISTRY
 
 footprint_python = REGISTRY["memory.footprint"]["python"]
 footprint_numpy = REGISTRY["memory.footprint"]["numpy"]

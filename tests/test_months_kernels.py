@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.reference.forecast import simulate_months_numpy
 from capnb.forecast import BurstModel, MonthInputs, _months
-from capnb.kernels.forecast_reference import simulate_months_numpy
 
 
 def _one_pass(inputs, model, key, first, trials, grid):

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_autoscale_kernels import assert_same_metrics, config, run_kernel
 
+from benchmarks.reference import REGISTRY
 from capnb import elasticity
 from capnb.errors import InputError
 from capnb.kernels import autoscale as kernels
-from capnb.kernels.reference import REGISTRY
 
 simulate_python = REGISTRY["autoscale.simulate"]["python"]
 simulate_numpy = REGISTRY["autoscale.simulate"]["numpy"]

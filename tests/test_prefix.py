@@ -10,9 +10,9 @@ import pytest
 import xarray as xr
 
 import capnb
+from benchmarks.reference.prefix import lru_hit_tokens_python
 from capnb.errors import ConfigError, InputError
 from capnb.kernels import prefix
-from capnb.kernels.prefix_reference import lru_hit_tokens_python
 
 
 def _requests(blocks):

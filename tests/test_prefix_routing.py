@@ -9,15 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capnb import memory
-from capnb.data import load_block_hashes
-from capnb.errors import InputError
-from capnb.kernels import prefix
-from capnb.kernels.prefix_reference import (
+from benchmarks.reference.prefix import (
     consistent_route_python,
     lru_hit_tokens_python,
     mix64_python,
 )
+from capnb import memory
+from capnb.data import load_block_hashes
+from capnb.errors import InputError
+from capnb.kernels import prefix
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 import xarray as xr
 
+from benchmarks.reference.forecast import NO_ZONE, offset_codes_python
 from capnb import data, forecast
 from capnb.data import _traces
 from capnb.data._times import offset_name
 from capnb.errors import ConfigError, InputError, UnknownNameError
 from capnb.kernels import forecast as kernels
-from capnb.kernels.forecast_reference import NO_ZONE, offset_codes_python
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 

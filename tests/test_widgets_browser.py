@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import browser as bench
 from capnb import notebook
-from capnb.benchmarks import browser as bench
 
 pytestmark = [
     pytest.mark.slow,

@@ -25,7 +25,7 @@ replaced at each decision.
 
 Each step holds the lines of the former one-body loop in their order, so every float is the same
 sum of the same terms: the results are bit for bit those of that loop, and it runs as fast or
-faster (``docs/development.md``; ``python -m capnb.benchmarks.kernel_split`` measures both in one
+faster (``docs/development.md``; ``python -m benchmarks.kernel_split`` measures both in one
 run). How the steps are compiled is what keeps it so:
 
 - a step (``_step``) is compiled on its own by numba and copied into its caller by LLVM

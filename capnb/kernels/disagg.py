@@ -16,7 +16,7 @@ The right side grows with ``X``; :func:`balance` finds ``X`` by bisection on
 ``[0, min(P x_p(max), D x_d(max))]``. When the requests outnumber what the pools hold at that
 ceiling (the slower pool saturated), the rest queue at the saturated pool: its ``k`` takes them.
 
-The plain reference (a fine scan of ``X``) is :mod:`capnb.kernels.disagg_reference`.
+The plain reference (a fine scan of ``X``) is :mod:`benchmarks.reference.disagg`.
 """
 
 from __future__ import annotations

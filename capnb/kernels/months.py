@@ -2,7 +2,7 @@
 
 A month is per-minute demand = baseline x noise x burst factor; each minute is histogrammed against
 evenly spaced capacity levels. Walking each month once with its bursts is the plain reference
-(:func:`capnb.kernels.forecast_reference.simulate_months_numpy`, and minute by minute
+(:func:`benchmarks.reference.forecast.simulate_months_numpy`, and minute by minute
 ``simulate_months_python``). The same numbers come out of two passes that split what depends on the
 burst model from what does not:
 

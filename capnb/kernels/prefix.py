@@ -21,7 +21,7 @@ blocks, :func:`prefix_keys`, so that requests sharing that prefix meet on one in
 splitmix64's finaliser (:func:`mix64`) in wrapping uint64 arithmetic.
 
 The plain references (an ``OrderedDict`` LRU replayed for one size, ``bisect`` on a Python list for
-the ring) are in :mod:`capnb.kernels.prefix_reference`.
+the ring) are in :mod:`benchmarks.reference.prefix`.
 """
 
 from __future__ import annotations

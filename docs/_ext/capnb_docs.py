@@ -36,8 +36,9 @@ from sphinx.util.docutils import SphinxDirective
 logger = logging.getLogger(__name__)
 
 #: Packages under capnb whose names are not the user's API: the numba array layer the steps call
-#: (each kernel is tested against a plain reference, not called by users) and the benchmarks.
-INTERNAL = ("capnb.kernels", "capnb.benchmarks")
+#: (each kernel is tested against a plain reference, not called by users). The benchmarks and the
+#: references live outside the package, in the repository's ``benchmarks/``.
+INTERNAL = ("capnb.kernels",)
 
 #: How the API index groups the modules (first match of a name's prefix wins).
 STEPS = ("forecast", "memory", "latency", "capacity", "elasticity", "plan")

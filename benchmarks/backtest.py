@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 import warnings
 
-from .. import plan
+from capnb import plan
+
 from . import Row
 
 FIT, SCORE = slice(0, 7), slice(7, 14)

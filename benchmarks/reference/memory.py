@@ -1,4 +1,4 @@
-"""Plain Python and numpy references of the memory kernels (see :mod:`capnb.kernels.reference`)."""
+"""Plain Python and numpy references of the memory kernels (see :mod:`benchmarks.reference`)."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ def _timed(func) -> tuple[float, float, object]:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from .. import data, elasticity, forecast, plan
-    from ..plan._origins import rolling
+    from capnb import data, elasticity, forecast, plan
+    from capnb.plan._origins import rolling
 
     overrides = {"gpus": ["H200"], "tensor_parallel": [1], "trials": 200} if quick else {}
     cfg = plan.read_config(None, **overrides)

@@ -13,10 +13,11 @@ import time
 
 import numpy as np
 
-from .. import data, memory
-from ..kernels import prefix
-from ..kernels.prefix_reference import lru_hit_tokens_python
+from capnb import data, memory
+from capnb.kernels import prefix
+
 from . import Row, best_time
+from .reference.prefix import lru_hit_tokens_python
 
 
 def run(quick: bool = False) -> list[Row]:

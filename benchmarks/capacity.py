@@ -23,11 +23,12 @@ import time
 import numba
 import numpy as np
 
-from .. import capacity, data, latency, memory
-from ..kernels import capacity as kernels
-from ..kernels.reference import REGISTRY
+from capnb import capacity, data, latency, memory
+from capnb.kernels import capacity as kernels
+
 from . import Row, best_time
 from .memory import _fill_bound
+from .reference import REGISTRY
 
 MODELS = [
     "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Mixtral-8x7B", "Mixtral-8x22B",

@@ -53,7 +53,7 @@ def _forget_months(worksheet) -> None:
     # capnb keeps the last few Monte Carlo months without bursts, and the notebook's kept stages
     # their last answers; a new interval or trace makes new ones, so forget the kept ones to time
     # a first visit, not a return to a value
-    from ..forecast import _months
+    from capnb.forecast import _months
 
     _months._KEPT.clear()
     for value in worksheet.compute.__globals__.values():
@@ -90,7 +90,7 @@ def _flip(
 
 
 def _cases(quick: bool) -> list[tuple[str, Callable, list[tuple[str, tuple | None]]]]:
-    from ..notebook import worksheet
+    from capnb.notebook import worksheet
 
     return [
         (
@@ -148,7 +148,7 @@ def _cases(quick: bool) -> list[tuple[str, Callable, list[tuple[str, tuple | Non
 
 
 def run(quick: bool = False) -> list[Row]:
-    from .. import notebook
+    from capnb import notebook
 
     notebook.setup()  # capnb's offline renderer, as in a worksheet's first cell
     repeat = 2 if quick else 4

@@ -1,6 +1,6 @@
 """The autoscaling kernel against an earlier version of itself, timed in one run.
 
-``python -m capnb.benchmarks.kernel_split BEFORE [--check N] [--repeat N] [--compile N]``
+``python -m benchmarks.kernel_split BEFORE [--check N] [--repeat N] [--compile N]``
 
 ``BEFORE`` is a directory holding an earlier ``autoscale.py`` and ``autoscale_rules.py`` (with its
 ``autoscale_loop.py`` if it has one, and ``autoscale_records.py`` if it differs), e.g. the one-body
@@ -8,7 +8,7 @@ loop from before issue 32::
 
     mkdir -p /tmp/before && for f in autoscale autoscale_rules; do
         git show 8813808:capnb/kernels/$f.py > /tmp/before/$f.py; done
-    python -m capnb.benchmarks.kernel_split /tmp/before --check 300 --repeat 21 --compile 5
+    python -m benchmarks.kernel_split /tmp/before --check 300 --repeat 21 --compile 5
 
 ``--check N`` first runs both kernels on ``N`` random cases (every policy and option, preemptions,
 forecasts, as the tests draw them) and compares their results bit for bit. Then both kernels run
@@ -63,9 +63,9 @@ def load_before(directory: str | Path, into: str | Path):
 
 def _inputs():
     """Worksheet 04's sweep per policy: ``{policy: (demand, config, runs, forecast)}``."""
-    from .. import data, elasticity
-    from .. import forecast as fc
-    from ..elasticity._simulate import _kernel_inputs
+    from capnb import data, elasticity
+    from capnb import forecast as fc
+    from capnb.elasticity._simulate import _kernel_inputs
 
     source = data.load_rate_series("servegen-m-large")
     baseline = fc.fit_baseline(fc.resample(source, "10min"), slots="hour_of_day")
@@ -187,7 +187,7 @@ def _random_demand(rng, n):
 
 def _random_config(rng, kernel, policy):
     """A config and a run drawn over every option, as ``tests/test_autoscale_kernels.py`` does."""
-    from ..elasticity._decision import veto_cold_steps
+    from capnb.elasticity._decision import veto_cold_steps
 
     low = int(rng.integers(1 if policy == kernel.HPA else 0, 5))
     up_pods, up = int(rng.choice([-1, 0, 2, 4])), float(rng.uniform(0.3, 1.0))
@@ -336,7 +336,7 @@ def main() -> None:
     """Parse the command line, time both kernels, print the tables."""
     from . import machine
 
-    parser = argparse.ArgumentParser(prog="python -m capnb.benchmarks.kernel_split")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kernel_split")
     parser.add_argument(
         "before", help="directory with the earlier autoscale.py, autoscale_rules.py"
     )
@@ -347,7 +347,7 @@ def main() -> None:
     into = tempfile.mkdtemp(prefix="capnb-before-")
     try:
         before = load_before(args.before, into)
-        from ..kernels import autoscale as after
+        from capnb.kernels import autoscale as after
 
         print(f"machine: {machine()}\n")
         if args.check:

@@ -4,7 +4,7 @@ Written for clarity, not speed: every instance is a list entry holding the step 
 become) ready, the backlog is a deque of ``[arrival_step, requests]`` cohorts, and each policy is a
 small class that sees only what its real controller sees. The kernel must produce the same metrics
 and timeline. A numpy version vectorised over policies lives in
-:mod:`capnb.kernels.elasticity_reference_numpy`; :data:`REGISTRY` names both.
+:mod:`benchmarks.reference.elasticity_numpy`; :data:`REGISTRY` names both.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import itertools
 import math
 from collections import deque
 
-from .autoscale_records import (
+from capnb.kernels.autoscale_records import (
     ARTICLE,
     CONFIG_FIELDS,
     FIXED,
@@ -23,7 +23,8 @@ from .autoscale_records import (
     METRICS,
     PREDICTIVE,
 )
-from .elasticity_reference_numpy import simulate_numpy
+
+from .elasticity_numpy import simulate_numpy
 
 __all__ = ["REGISTRY", "hpa_replicas_python", "simulate_python"]
 

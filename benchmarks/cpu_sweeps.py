@@ -5,9 +5,9 @@ identical runs.
 
 Run it in a worktree of each commit to compare (``git worktree add /tmp/old <commit>``)::
 
-    NUMBA_NUM_THREADS=1 PYTHONPATH=/tmp/old python -m capnb.benchmarks.cpu_sweeps
-    NUMBA_NUM_THREADS=1 python -m capnb.benchmarks.cpu_sweeps
-    NUMBA_NUM_THREADS=1 python -m capnb.benchmarks.cpu_sweeps worksheet
+    NUMBA_NUM_THREADS=1 PYTHONPATH=/tmp/old python -m benchmarks.cpu_sweeps
+    NUMBA_NUM_THREADS=1 python -m benchmarks.cpu_sweeps
+    NUMBA_NUM_THREADS=1 python -m benchmarks.cpu_sweeps worksheet
 
 Each line: the policy and source, the best of three CPU times after a warm-up call, a checksum over
 the sweep's float variables and a SHA-256 over every variable's bytes (equal: bit-identical).
@@ -28,7 +28,8 @@ import time
 
 import numpy as np
 
-from .. import elasticity
+from capnb import elasticity
+
 from . import elasticity as bench
 
 FAMILIES = (("article", 5, 30.0), ("hpa", 5, 30.0), ("knative", 2, 1.0))
@@ -78,7 +79,7 @@ def main(policies=None) -> None:
 
 def worksheet_inputs():
     """The worksheet's demand, forecasts and grids: ``[(label, demand, forecast, grid), ...]``."""
-    from .. import data, forecast
+    from capnb import data, forecast
 
     w = WORKSHEET
     source = data.load_traffic(w["trace"])
@@ -131,7 +132,7 @@ def worksheet(cold_start_s: float = 76.0, repeat: int = 3, policies=None) -> Non
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m capnb.benchmarks.cpu_sweeps")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cpu_sweeps")
     parser.add_argument("which", nargs="?", default="grid", choices=("grid", "worksheet"))
     parser.add_argument("--cold", type=float, default=76.0, help="worksheet: cold start (s)")
     parser.add_argument("--repeat", type=int, default=3, help="worksheet: timed calls")

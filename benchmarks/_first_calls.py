@@ -1,4 +1,4 @@
-"""One tiny call per kernel, for the compile-time benchmark (:mod:`capnb.benchmarks.compile`).
+"""One tiny call per kernel, for the compile-time benchmark (:mod:`benchmarks.compile`).
 
 Run in a fresh process: each kernel is called twice with the same tiny arguments and the difference
 (compiling, or loading from the on-disk cache) is printed as JSON. Helpers (``@njit`` scalar

@@ -21,10 +21,11 @@ import time
 
 import numpy as np
 
-from .. import data, memory
-from ..kernels import memory as kernels
-from ..kernels.reference import REGISTRY
+from capnb import data, memory
+from capnb.kernels import memory as kernels
+
 from . import Row, best_time
+from .reference import REGISTRY
 
 MODELS = [
     "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Mixtral-8x7B", "Mixtral-8x22B",

@@ -42,7 +42,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from .. import words
+from capnb import words
+
 from . import Row
 
 GOAL_S = 0.150
@@ -187,7 +188,7 @@ def _free_port() -> int:
 
 
 def _copy(name: str, root: Path) -> None:
-    from ..report import worksheet_path
+    from capnb.report import worksheet_path
 
     notebook = json.loads(worksheet_path(name).read_text(encoding="utf-8"))
     for source in (_FLOOR_CELL, _FLOOR_CHART_CELL):

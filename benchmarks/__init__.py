@@ -1,19 +1,20 @@
 """Benchmarks: each kernel against its plain-numpy and pure-Python references, timed in one run.
 
-Run ``python -m capnb.benchmarks`` (all) or ``python -m capnb.benchmarks memory`` (one step);
-``--quick`` shrinks the grids for a smoke run. Each step's module ``capnb/benchmarks/<step>.py`` has a
-``run(quick: bool) -> list[Row]``. References come from :data:`capnb.kernels.reference.REGISTRY`, the
+Run ``python -m benchmarks`` (all) or ``python -m benchmarks memory`` (one step) from the repository's
+root; ``--quick`` shrinks the grids for a smoke run. Each step's module ``benchmarks/<step>.py`` has a
+``run(quick: bool) -> list[Row]``. References come from :data:`benchmarks.reference.REGISTRY`, the
 same table the tests use. Speed is never asserted in a test; the figures go to ``BENCHMARKS.md``.
 """
 
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Row", "best_time", "machine", "print_rows", "table"]
+__all__ = ["Row", "best_time", "brief_table", "machine", "print_rows", "table"]
 
 
 @dataclass
@@ -76,6 +77,37 @@ def table(rows: list[Row]) -> str:
                  row.note]  # fmt: skip
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
+
+
+#: A goal a row states, in its throughput or note ("goal < 150 ms: NOT met").
+_GOAL = re.compile(r"goal[^;()]*")
+
+
+def brief_table(rows: list[Row]) -> str:
+    """Rows as BENCHMARKS.md's short table: what, on what, how fast, against what, the goal.
+
+    The throughput and the notes (the machine's load, each part's time) are printed by the command,
+    not written: the file stays short enough to read. A grid shared by every row is said once.
+    """
+    grids = {row.size for row in rows}
+    shared = len(grids) == 1
+    head = ["kernel", "time", "vs references", "goal"] if shared else [
+        "kernel", "grid", "time", "vs references", "goal"]  # fmt: skip
+    # cells between bare bars: the same Markdown table, and a bar is not a word to count
+    lines = ["|" + "|".join(head) + "|", "|" + "---|" * len(head)]
+    for row in rows:
+        ratios = ", ".join(f"{v:,.1f}x {k}" for k, v in row.ratios.items())
+        found = _GOAL.findall(f"{row.throughput}; {row.note}")
+        goals = "; ".join(dict.fromkeys(g.split(". ")[0].strip() for g in found))  # its sentence
+        cells = [row.kernel, *([] if shared else [row.size]), _seconds(row.seconds), ratios, goals]
+        lines.append("|" + "|".join(str(c).strip().replace("|", "/") for c in cells) + "|")
+    if shared:
+        lines.append(f"\nEvery row: {rows[0].size}.")
+    return "\n".join(lines)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:,.2f} s" if seconds >= 1 else f"{seconds * 1e3:,.1f} ms"
 
 
 def print_rows(rows: list[Row]) -> None:

@@ -28,13 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import data, forecast
-from ..data._series import slot_codes
-from ..forecast._baseline import slot_statistics
-from ..kernels import forecast as kernels
-from ..kernels._lazy import njit
-from ..kernels.reference import REGISTRY
+from capnb import data, forecast
+from capnb.data._series import slot_codes
+from capnb.forecast._baseline import slot_statistics
+from capnb.kernels import forecast as kernels
+from capnb.kernels._lazy import njit
+
 from . import Row, best_time
+from .reference import REGISTRY
 
 REQUESTS = 30_000_000
 QUICK_REQUESTS = 1_000_000
@@ -357,7 +358,7 @@ def _read_rows(quick: bool) -> list[Row]:
 
 
 def _month_rows(quick: bool) -> list[Row]:
-    from ..forecast import _months
+    from capnb.forecast import _months
 
     trials = QUICK_TRIALS if quick else TRIALS
     series = data.load_rate_series("servegen-m-large")

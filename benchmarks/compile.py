@@ -15,10 +15,13 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from pathlib import Path
 
 from . import Row
 
-_KERNEL_CALLS = "from capnb.benchmarks import _first_calls; _first_calls.main()"
+ROOT = Path(__file__).resolve().parents[1]
+
+_KERNEL_CALLS = "from benchmarks import _first_calls; _first_calls.main()"
 _WORKSHEET_RUN = r"""
 import sys, time
 start = time.perf_counter()
@@ -35,7 +38,9 @@ WORKSHEETS = ("01_forecasting", "02_memory", "03_capacity", "04_elasticity")
 
 
 def _python(code: str, cache: str, *args: str) -> str:
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    # the repository's root on the path: ``benchmarks`` is not installed with capnb
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": path}
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args],
         capture_output=True,

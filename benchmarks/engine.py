@@ -14,10 +14,11 @@ import time
 import numba
 import numpy as np
 
-from .. import data, latency
-from ..kernels.engine_reference import simulate_python
-from ..latency import _engine
+from capnb import data, latency
+from capnb.latency import _engine
+
 from . import Row, best_time
+from .reference.engine import simulate_python
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -71,9 +72,9 @@ def run(quick: bool = False) -> list[Row]:
 
 
 def _reference_args(prompt, output):
-    from ..data import load_gpus, load_model
-    from ..latency import calibration as cal
-    from ..latency import engine_calibration
+    from capnb.data import load_gpus, load_model
+    from capnb.latency import calibration as cal
+    from capnb.latency import engine_calibration
 
     spec = load_model("Llama-3.1-8B")
     return dict(

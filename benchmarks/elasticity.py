@@ -21,11 +21,12 @@ import time
 import numba
 import numpy as np
 
-from .. import data, elasticity
-from ..elasticity._simulate import _kernel_inputs
-from ..kernels import autoscale as kernels
-from ..kernels.reference import REGISTRY
+from capnb import data, elasticity
+from capnb.elasticity._simulate import _kernel_inputs
+from capnb.kernels import autoscale as kernels
+
 from . import Row, best_time
+from .reference import REGISTRY
 
 GRID = {
     "scale_up_threshold": [0.5, 0.6, 0.7, 0.8, 0.9],
@@ -139,8 +140,8 @@ def _worksheet(quick: bool) -> list[Row]:
     against the numpy reference (checked equal, then timed, on a slice of the steps and scaled),
     and the whole sweep on numba's threads.
     """
-    from .. import forecast as fc
-    from ..elasticity import POLICIES
+    from capnb import forecast as fc
+    from capnb.elasticity import POLICIES
 
     source = data.load_rate_series("servegen-m-large")
     baseline = fc.fit_baseline(fc.resample(source, "10min"), slots="hour_of_day")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .autoscale_records import (
+from capnb.kernels.autoscale_records import (
     ARTICLE,
     CONFIG_FIELDS,
     FIXED,

@@ -36,7 +36,7 @@ def summary(ds: xr.Dataset) -> xr.Dataset:
 
 
 def _grid(concurrency: int, lengths: int) -> dict:
-    from .. import data
+    from capnb import data
 
     return {
         "model": MODELS,
@@ -59,7 +59,7 @@ def run(quick: bool = False) -> list[Row]:
     import distributed
     from distributed.diagnostics import MemorySampler
 
-    from .. import memory
+    from capnb import memory
 
     grid = _grid(256 if quick else 2048, 256 if quick else 2048)
     chunks = {"model": 1, "concurrency": 256, "seq_len": 512 if not quick else 256}

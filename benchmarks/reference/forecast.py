@@ -1,4 +1,4 @@
-"""Plain Python and numpy references of the forecast kernels (see :mod:`capnb.kernels.reference`).
+"""Plain Python and numpy references of the forecast kernels (see :mod:`benchmarks.reference`).
 
 Some of the computations they check are plain numpy themselves now (runs of flags, per-slot
 statistics): the references are the straightforward versions those are held to.

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from . import Row, best_time
 
-_MODEL = Path(__file__).resolve().parents[2] / "tests" / "test_crosscheck_simpy.py"
+_MODEL = Path(__file__).resolve().parents[1] / "tests" / "test_crosscheck_simpy.py"
 
 
 def _model():
     if not _MODEL.is_file():
         raise RuntimeError(
             f"the SimPy model is test code ({_MODEL.name}); run this benchmark from a source "
-            "checkout of capnb"
+            "checkout of capnb (the repository's root)"
         )
     if importlib.util.find_spec("simpy") is None:
         raise RuntimeError("the SimPy model needs SimPy: pip install -e '.[test]'")
