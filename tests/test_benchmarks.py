@@ -51,8 +51,14 @@ def _needs_browser(step: str):
         pytest.skip("needs Debian's chromium (.ci/run installs it and sets CAPNB_REQUIRE_BROWSER)")
 
 
+#: Steps whose --quick run repeats what other tests already run whole: the report (the main job,
+#: tests/test_report.py) and the worksheets in chromium (tests/test_browser.py); 7 of the smoke run's
+#: 13 minutes. ``python -m benchmarks report browser --quick`` runs them by hand.
+COVERED_ELSEWHERE = ("report", "browser")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("step", [s for s in STEPS if s not in COVERED_ELSEWHERE])
 def test_each_benchmark_runs_quick_and_writes_its_table(step, tmp_path):
     _needs_browser(step)
     out = tmp_path / "BENCHMARKS.md"
