@@ -18,13 +18,17 @@ def step_seconds_python(
     tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration
 ):
     """Seconds of one step computing ``tokens`` new tokens (the engine kernel's formula)."""
-    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model)
+    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model[:6])
     flops, bandwidth, link = (float(v) for v in gpu)
     compute_eff, bandwidth_eff, link_eff, step_s, sequence_s, allreduce_s = (
         float(v) for v in calibration[:6]
     )
+    read = weights
+    if len(model) > 8 and model[6] > 0:  # routed experts: the share the step's tokens touch
+        expert_bytes, experts, per_token = float(model[6]), float(model[7]), float(model[8])
+        read = weights - expert_bytes * (1.0 - per_token / experts) ** tokens
     compute = (flop_per_token * tokens + 4.0 * layers * width * pairs) / flops
-    memory = (weights + kv_per_token * kv_read) / bandwidth
+    memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel  # ring all-reduce: bytes on the wire
         wire = 2.0 * layers * tokens * hidden * 2.0 * ring / link  # bf16 activations, 2 per layer
@@ -56,8 +60,12 @@ class _Request:
 
 def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                     max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
-                    tensor_parallel, calibration):  # fmt: skip
+                    tensor_parallel, calibration, policy="mixed", chunked_prefill=True):  # fmt: skip
     """Per-request (ttft, e2e, itls) of the reported requests (index >= warmup), in index order.
+
+    ``policy``: ``"mixed"`` (decodes, prompts in progress, then admission, in one step) or
+    ``"prefill_first"`` (a prefill-only step whenever a prompt can run, else the decodes).
+    ``chunked_prefill`` False: a waiting prompt is admitted only when all of it fits the budget.
 
     Returns a dict: ``ttft`` and ``e2e`` (lists, NaN for warm-up requests), ``itl`` (list of
     lists), ``preemptions`` and ``steps``.
@@ -98,53 +106,72 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                 issued += 1
         budget = max_num_batched_tokens
         plan = {}  # request -> (new tokens, tokens already in its cache), this step
-        preempted_any = False
-        full = False  # a request had to preempt itself: nothing more is scheduled
-        for decoding in (True, False):  # decodes first, then prompts in progress
+        state = {"budget": budget, "preempted": False, "full": False, "free": free,
+                 "preemptions": preemptions}  # fmt: skip
+
+        def run_kind(decoding):
             for request in list(running):
-                if full or budget == 0:
-                    break
+                if state["full"] or state["budget"] == 0:
+                    return
                 if request not in running:  # preempted earlier in this loop
                     continue
                 if (request.computed >= request.prompt) != decoding:
                     continue
-                want = min(request.prompt + request.generated - request.computed, budget)
+                want = min(request.prompt + request.generated - request.computed, state["budget"])
                 extra = -(-(request.computed + want) // block_size) - request.blocks
-                while extra > free:
+                while extra > state["free"]:
                     victim = running.pop()
                     if victim in plan:  # its token this step is given back
-                        budget += plan.pop(victim)[0]
-                    free += victim.blocks
+                        state["budget"] += plan.pop(victim)[0]
+                    state["free"] += victim.blocks
                     victim.blocks = 0
                     victim.computed = 0
                     waiting.appendleft(victim)
-                    preemptions += 1
-                    preempted_any = True
+                    state["preemptions"] += 1
+                    state["preempted"] = True
                     if victim is request:
-                        full = True
-                        break
-                if full:
-                    break
-                free -= extra
+                        state["full"] = True
+                        return
+                state["free"] -= extra
                 request.blocks += extra
                 plan[request] = (want, request.computed)
-                budget -= want
-        if not preempted_any:
-            while waiting and len(running) < max_num_seqs and budget > 0:
+                state["budget"] -= want
+
+        def admit_waiting(whole):
+            while waiting and len(running) < max_num_seqs and state["budget"] > 0:
                 request = waiting[0]
                 reuse = min((request.cached // block_size) * block_size, request.prompt - 1)
-                want = min(request.prompt + request.generated - reuse, budget)
-                blocks = -(-(reuse + want) // block_size)
-                if blocks > free:
-                    break
+                rest = request.prompt + request.generated - reuse
+                if not chunked_prefill and rest > state["budget"]:
+                    return
+                want = min(rest, state["budget"])
+                # prefill-first engines reserve the whole prompt's blocks at admission
+                blocks = -(-(reuse + (rest if whole else want)) // block_size)
+                if blocks > state["free"]:
+                    return
                 waiting.popleft()
-                free -= blocks
+                state["free"] -= blocks
                 request.blocks = blocks
                 request.computed = reuse
                 running.append(request)
                 plan[request] = (want, reuse)
-                budget -= want
+                state["budget"] -= want
+
+        if policy == "mixed":
+            run_kind(True)
+            run_kind(False)
+            if not state["preempted"]:
+                admit_waiting(False)
+        else:
+            run_kind(False)
+            if not state["preempted"]:
+                admit_waiting(True)
+            if not plan:
+                run_kind(True)
+        free, preemptions = state["free"], state["preemptions"]
         if not plan:
+            if state["preempted"]:
+                continue  # a prompt preempted itself: the freed blocks let the decodes run next
             now = max(now, arrivals[issued])
             continue
         # in running order, as the kernel sums them (float addition is order-sensitive)

@@ -61,7 +61,7 @@ def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "aut
 def simulate_points(
     model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
     closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
-    quantiles=_curve.QUANTILES,
+    quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True,
 ):  # fmt: skip
     """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
     loads = np.asarray(loads, dtype=float)
@@ -73,6 +73,8 @@ def simulate_points(
     settings[:, 4] = kv_blocks
     settings[:, 5] = BLOCK_SIZE
     settings[:, 6] = warmup
+    settings[:, 7] = kernels.POLICIES.index(policy)
+    settings[:, 8] = 1.0 if chunked_prefill else 0.0
     qs = np.asarray(quantiles, dtype=float)
     shapes = (len(kernels.METRICS), len(kernels.STATS), 3, len(kernels.FEATURES))
     sizes = [np.zeros(s) for s in shapes]
