@@ -38,11 +38,13 @@ CASES = {
     "batch at time 0": dict(closed=False, load=1.0, tp=1, zero_gaps=True, warmup=0),
     "small token budget": dict(closed=True, load=12, tp=1, budget=64),
     "a request overhead": dict(closed=False, load=20.0, tp=2, overhead=0.0123),
-    "prefill first, no chunking": dict(closed=False, load=30.0, tp=1, policy=1, chunked=0,
-                                       budget=900),
+    "prefill first, no chunking": dict(
+        closed=False, load=30.0, tp=1, policy=1, chunked=0, budget=900
+    ),
     "prefill first, chunked, preemption": dict(closed=True, load=30, tp=2, policy=1, kv=1500),
-    "prefill first, batch at time 0": dict(closed=False, load=1.0, tp=1, policy=1, chunked=0,
-                                           zero_gaps=True, warmup=0, budget=2048),
+    "prefill first, batch at time 0": dict(
+        closed=False, load=1.0, tp=1, policy=1, chunked=0, zero_gaps=True, warmup=0, budget=2048
+    ),
     "mixed, no chunking": dict(closed=True, load=16, tp=1, chunked=0, budget=800),
     "mixture of experts": dict(closed=False, load=40.0, tp=2, moe=True),
 }

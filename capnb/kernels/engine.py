@@ -124,7 +124,8 @@ _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
 # columns of the per-slot times ``clock``
 _ARR, _FIRST, _LAST = 0, 1, 2
 # the integer scalars ``st``
-_HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT, _STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(11)
+_HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT = range(7)
+_STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(7, 11)
 # the float scalars ``ft``
 _T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS = range(8)
 # the step's scheduling scalars ``sched``: budget left, requests scheduled, preempted, stopped

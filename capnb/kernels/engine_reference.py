@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["REGISTRY", "simulate_python", "step_seconds_python"]
 
@@ -58,6 +58,73 @@ class _Request:
     last: float = math.nan
 
 
+@dataclass(eq=False)
+class _Step:
+    """One step's schedule in the making: the queues, what is planned, the budget and blocks."""
+
+    running: list
+    waiting: deque
+    budget: int
+    free: int
+    preemptions: int
+    block: int
+    plan: dict = field(default_factory=dict)  # request -> (new tokens, tokens in its cache)
+    preempted: bool = False
+    full: bool = False  # a request preempted itself: nothing more is scheduled
+
+
+def _run_kind(step, decoding):
+    """The running requests of one kind (decoding, or in their prompt) get their next tokens."""
+    for request in list(step.running):
+        if step.full or step.budget == 0:
+            return
+        if request not in step.running:  # preempted earlier in this loop
+            continue
+        if (request.computed >= request.prompt) != decoding:
+            continue
+        want = min(request.prompt + request.generated - request.computed, step.budget)
+        extra = -(-(request.computed + want) // step.block) - request.blocks
+        while extra > step.free:
+            victim = step.running.pop()  # the last admitted is preempted (recompute)
+            if victim in step.plan:  # its token this step is given back
+                step.budget += step.plan.pop(victim)[0]
+            step.free += victim.blocks
+            victim.blocks = 0
+            victim.computed = 0
+            step.waiting.appendleft(victim)
+            step.preemptions += 1
+            step.preempted = True
+            if victim is request:
+                step.full = True
+                return
+        step.free -= extra
+        request.blocks += extra
+        step.plan[request] = (want, request.computed)
+        step.budget -= want
+
+
+def _admit_waiting(step, max_num_seqs, chunked_prefill, whole):
+    """Waiting requests are admitted first come first served while they fit."""
+    while step.waiting and len(step.running) < max_num_seqs and step.budget > 0:
+        request = step.waiting[0]
+        reuse = min((request.cached // step.block) * step.block, request.prompt - 1)
+        rest = request.prompt + request.generated - reuse
+        if not chunked_prefill and rest > step.budget:
+            return
+        want = min(rest, step.budget)
+        # prefill-first engines reserve the whole prompt's blocks at admission
+        blocks = -(-(reuse + (rest if whole else want)) // step.block)
+        if blocks > step.free:
+            return
+        step.waiting.popleft()
+        step.free -= blocks
+        request.blocks = blocks
+        request.computed = reuse
+        step.running.append(request)
+        step.plan[request] = (want, reuse)
+        step.budget -= want
+
+
 def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                     max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
                     tensor_parallel, calibration, policy="mixed", chunked_prefill=True):  # fmt: skip
@@ -104,73 +171,22 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
             while issued < n and arrivals[issued] <= now:
                 waiting.append(new(issued, arrivals[issued]))
                 issued += 1
-        budget = max_num_batched_tokens
-        plan = {}  # request -> (new tokens, tokens already in its cache), this step
-        state = {"budget": budget, "preempted": False, "full": False, "free": free,
-                 "preemptions": preemptions}  # fmt: skip
-
-        def run_kind(decoding):
-            for request in list(running):
-                if state["full"] or state["budget"] == 0:
-                    return
-                if request not in running:  # preempted earlier in this loop
-                    continue
-                if (request.computed >= request.prompt) != decoding:
-                    continue
-                want = min(request.prompt + request.generated - request.computed, state["budget"])
-                extra = -(-(request.computed + want) // block_size) - request.blocks
-                while extra > state["free"]:
-                    victim = running.pop()
-                    if victim in plan:  # its token this step is given back
-                        state["budget"] += plan.pop(victim)[0]
-                    state["free"] += victim.blocks
-                    victim.blocks = 0
-                    victim.computed = 0
-                    waiting.appendleft(victim)
-                    state["preemptions"] += 1
-                    state["preempted"] = True
-                    if victim is request:
-                        state["full"] = True
-                        return
-                state["free"] -= extra
-                request.blocks += extra
-                plan[request] = (want, request.computed)
-                state["budget"] -= want
-
-        def admit_waiting(whole):
-            while waiting and len(running) < max_num_seqs and state["budget"] > 0:
-                request = waiting[0]
-                reuse = min((request.cached // block_size) * block_size, request.prompt - 1)
-                rest = request.prompt + request.generated - reuse
-                if not chunked_prefill and rest > state["budget"]:
-                    return
-                want = min(rest, state["budget"])
-                # prefill-first engines reserve the whole prompt's blocks at admission
-                blocks = -(-(reuse + (rest if whole else want)) // block_size)
-                if blocks > state["free"]:
-                    return
-                waiting.popleft()
-                state["free"] -= blocks
-                request.blocks = blocks
-                request.computed = reuse
-                running.append(request)
-                plan[request] = (want, reuse)
-                state["budget"] -= want
-
+        step = _Step(running, waiting, budget=max_num_batched_tokens, free=free,
+                     preemptions=preemptions, block=block_size)  # fmt: skip
         if policy == "mixed":
-            run_kind(True)
-            run_kind(False)
-            if not state["preempted"]:
-                admit_waiting(False)
+            _run_kind(step, True)
+            _run_kind(step, False)
+            if not step.preempted:
+                _admit_waiting(step, max_num_seqs, chunked_prefill, False)
         else:
-            run_kind(False)
-            if not state["preempted"]:
-                admit_waiting(True)
-            if not plan:
-                run_kind(True)
-        free, preemptions = state["free"], state["preemptions"]
+            _run_kind(step, False)
+            if not step.preempted:
+                _admit_waiting(step, max_num_seqs, chunked_prefill, True)
+            if not step.plan:
+                _run_kind(step, True)
+        plan, free, preemptions = step.plan, step.free, step.preemptions
         if not plan:
-            if state["preempted"]:
+            if step.preempted:
                 continue  # a prompt preempted itself: the freed blocks let the decodes run next
             now = max(now, arrivals[issued])
             continue
