@@ -245,8 +245,7 @@ def test_the_stored_fit_is_of_the_current_measurements():
     for row in record["rows"][:: max(len(record["rows"]) // 5, 1)]:
         pt = by_key[(row["source"], tuple(row["curve"]), row["load"])]
         fold = record["folds"][row["source"]]
-        values = fold["gpus"].get(row["gpu"], fold["pooled"])
-        calibration = _fitted.from_record(values, "stored").engine_array()
+        calibration = _fitted.from_fold(fold, row["gpu"], row["engine_id"]).engine_array()
         got, _ = _fit.simulate_point(pt, calibration, requests=validate.REQUESTS)
         assert got[(row["metric"], row["stat"])] == pytest.approx(row["engine"], rel=1e-9)
         checked += 1
@@ -265,3 +264,4 @@ def test_the_validation_section_is_the_stored_records():
         pytest.skip("no stored engine calibration yet")
     text = (Path(__file__).resolve().parents[1] / "VALIDATION.md").read_text(encoding="utf-8")
     assert validate.markdown(record) in text
+    assert validate.own_run_markdown(record) in text

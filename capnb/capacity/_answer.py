@@ -19,7 +19,7 @@ from .. import latency as _latency
 from ..errors import InputError
 from . import _safe as capacity
 
-__all__ = ["applicability", "contrast", "describe"]
+__all__ = ["applicability", "band", "contrast", "describe"]
 
 
 def contrast(
@@ -332,3 +332,58 @@ def applicability(result: xr.Dataset, **selection: object) -> str:
         f"and planning by safe concurrency x single-request QPS would overstate throughput "
         f"{over:.1f}x."
     )
+
+
+#: The band's variables: (name, long name, units).
+BAND_VARIABLES = (
+    ("per_instance_qps_low", "requests/s per instance at the SLA, low end of the model's error band",
+     "requests/s"),
+    ("per_instance_qps_high",
+     "requests/s per instance at the SLA, high end of the model's error band", "requests/s"),
+    ("instances_low", "instances the band's high requests/s imply", "instances"),
+    ("instances_high", "instances the band's low requests/s imply", "instances"),
+)  # fmt: skip
+
+
+def band(result: xr.Dataset, tight: xr.Dataset, loose: xr.Dataset, ratio) -> xr.Dataset:
+    """A capacity answer with its band: requests/s per instance if latency is off as held out.
+
+    The latency model's held-out error says how far measured latency falls from predicted: its
+    ratio measured / predicted lies between ``ratio[0]`` and ``ratio[1]`` (the P10 and P90,
+    :func:`capnb.latency.validate.error_band`). Latencies ``k`` times the curve's meet an SLA
+    where the curve meets ``SLA / k``, so the band is the same plan at two other SLAs: ``tight``
+    at ``SLA / ratio[1]`` (latency higher than predicted: fewer requests/s per instance, more
+    instances) and ``loose`` at ``SLA / ratio[0]``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``result`` with ``per_instance_qps_low`` and ``per_instance_qps_high`` (requests/s) and
+        ``instances_low`` and ``instances_high`` (instances; the low count goes with the high
+        requests/s), and attrs ``band_ratio_low`` and ``band_ratio_high``.
+    """
+    low, high = (float(r) for r in ratio)
+    if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+        raise InputError(f"ratio must be two positive numbers, low <= high; got {ratio!r}")
+    out = result.copy()
+    values = {
+        "per_instance_qps_low": tight.per_instance_qps,
+        "per_instance_qps_high": loose.per_instance_qps,
+    }
+    if "instances" in tight and "instances" in loose:
+        values |= {"instances_low": loose.instances, "instances_high": tight.instances}
+    for name, long_name, units in BAND_VARIABLES:
+        if name not in values:
+            continue
+        var = values[name]
+        # the band's plans ran at other SLAs: their values stand at the answer's SLA
+        var = (var.assign_coords(sla=result.sla.values) if "sla" in var.dims
+               else var.drop_vars("sla", errors="ignore"))  # fmt: skip
+        out[name] = var.assign_attrs(long_name=long_name, units=units)
+    out.attrs["band_ratio_low"] = low
+    out.attrs["band_ratio_high"] = high
+    out.attrs["band"] = (
+        f"requests/s per instance if measured latency is {low:.2f} to {high:.2f} times the "
+        "model's (the P10-P90 of its held-out ratio measured / predicted)"
+    )
+    return out

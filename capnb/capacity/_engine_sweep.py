@@ -25,7 +25,7 @@ MOST_SEQUENCES = 512
 
 
 def engine_curve(model, gpu, tensor_parallel, workload, *, fits, running_tokens, hit_rate,
-                 requests, seed):  # fmt: skip
+                 requests, seed, engine="vllm-v1"):  # fmt: skip
     """The engine's latency curve for one option, as every engine-curve search in capnb runs it.
 
     ``fits`` sequences fit in the running share of the KV budget (``running_tokens``); the curve
@@ -41,7 +41,7 @@ def engine_curve(model, gpu, tensor_parallel, workload, *, fits, running_tokens,
     return latency.engine(
         model, gpu, int(tensor_parallel), workload, concurrency=grid.tolist(), requests=requests,
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
-        max_num_seqs=top,
+        max_num_seqs=top, engine=engine,
     )  # fmt: skip
 
 
@@ -61,6 +61,8 @@ def sweep_engine(
     requests: int = 1000,
     seed: int = 0,
     vllm_version: str = "0.10",
+    engine: str = "vllm-v1",
+    latency_band="held-out",
 ) -> xr.Dataset:
     """:func:`plan` on an engine curve for every (gpu, tensor_parallel), stacked over both.
 
@@ -81,6 +83,13 @@ def sweep_engine(
         Requests simulated per curve point, and their seed.
     vllm_version
         Whose KV budget the engine and the split use (vLLM's accounting).
+    engine
+        The serving engine simulated (:func:`capnb.latency.engine`).
+    latency_band
+        ``"held-out"`` (default): every answer carries its band, from the engine model's held-out
+        error on the SLA's metric (:func:`capnb.latency.validate.error_band`;
+        :func:`capnb.capacity.band`); ``(low, high)``: that ratio measured / predicted; None: no
+        band.
 
     Returns
     -------
@@ -103,6 +112,7 @@ def sweep_engine(
         )
     spec = data.load_model(model)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    ratio = _band_ratio(latency_band, metric)
     rows = {}
     for gpu in gpus:
         for tp in tensor_parallel:
@@ -125,9 +135,9 @@ def sweep_engine(
                 rows[(gpu, tp)] = ("memory", (hit, running))
                 continue
             curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
-                                 hit_rate=hit, requests=requests, seed=seed)  # fmt: skip
+                                 hit_rate=hit, requests=requests, seed=seed, engine=engine)  # fmt: skip
             result = plan(curve, sla_s, target_qps, buffer_qps=buffer_qps, metric=metric,
-                          quantile=quantile, memory_limit=int(fits))  # fmt: skip
+                          quantile=quantile, memory_limit=int(fits), latency_band=ratio)  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
             rows[(gpu, tp)] = ("ok", result)
@@ -158,6 +168,9 @@ def sweep_engine(
         stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
     out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
     out = out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
+    if ratio is not None:
+        out.attrs.update(band_ratio_low=ratio[0], band_ratio_high=ratio[1],
+                         band=str(template.attrs.get("band", "")))  # fmt: skip
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,
@@ -165,3 +178,20 @@ def sweep_engine(
         output_tokens=float(workload.output_tokens.mean()),
     )
     return out
+
+
+def _band_ratio(latency_band, metric: str):
+    """The (low, high) ratio measured / predicted a sweep's answers are banded by (None: none)."""
+    if latency_band is None:
+        return None
+    if isinstance(latency_band, str):
+        if latency_band != "held-out":
+            raise InputError(
+                f"latency_band must be 'held-out', (low, high) or None, got {latency_band!r}"
+            )
+        from ..latency import validate
+
+        low, high, figures = validate.error_band(metric, model="engine")
+        return None if figures == 0 else (low, high)
+    low, high = (float(v) for v in latency_band)
+    return low, high

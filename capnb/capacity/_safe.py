@@ -657,6 +657,7 @@ def plan(
     tensor_parallel: int | None = None,
     usd_per_gpu_hour=None,
     seq_len: int | None = None,
+    latency_band=None,
 ) -> xr.Dataset:
     """Safe concurrency, per-instance throughput, instances, GPUs and cost for a target rate.
 
@@ -673,6 +674,11 @@ def plan(
         GPUs per instance (default: the curve's).
     usd_per_gpu_hour
         Price per GPU-hour (default: the catalog price of the curve's GPU).
+    latency_band
+        ``(low, high)``: the latency model's held-out ratio measured / predicted (P10, P90;
+        :func:`capnb.latency.validate.error_band`). Adds the answer's band
+        (:func:`capnb.capacity.band`): ``per_instance_qps_low``/``_high`` and
+        ``instances_low``/``_high``. None: no band (a measured curve needs none).
 
     Returns
     -------
@@ -692,6 +698,22 @@ def plan(
     >>> int(p.instances.item()), int(p.gpus.item())
     (6, 48)
     """
+    if latency_band is not None:
+        from ._answer import band
+
+        args = dict(metric=metric, quantile=quantile, buffer=buffer, buffer_qps=buffer_qps,
+                    memory_limit=memory_limit, accounting=accounting,
+                    tensor_parallel=tensor_parallel, usd_per_gpu_hour=usd_per_gpu_hour,
+                    seq_len=seq_len)  # fmt: skip
+        low, high = (float(r) for r in latency_band)
+        if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+            raise InputError(f"latency_band must be (low, high) ratios > 0, got {latency_band!r}")
+        return band(
+            plan(curve, sla, target_qps, **args),
+            plan(curve, _scaled_sla(sla, 1.0 / high), target_qps, **args),
+            plan(curve, _scaled_sla(sla, 1.0 / low), target_qps, **args),
+            (low, high),
+        )
     result = safe_concurrency(
         curve,
         sla,
@@ -758,6 +780,15 @@ def plan(
         else f"a buffer of {_words.count(2 if buffer is None else buffer, 'instance')}"
     )
     return result
+
+
+def _scaled_sla(sla, factor: float):
+    """The SLA times ``factor``, keeping its form (a number, a list, a DataArray over ``sla``)."""
+    if isinstance(sla, xr.DataArray):
+        return sla * factor
+    if np.ndim(sla) == 0:
+        return float(sla) * factor
+    return [float(s) * factor for s in sla]
 
 
 def _number(value) -> bool:

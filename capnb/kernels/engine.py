@@ -169,12 +169,12 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
 mixed_step = step_time
 
 
-@njit
+@njit(inline="always")
 def _blocks_for(tokens, block):
     return (tokens + block - 1) // block
 
 
-@njit
+@njit(inline="always")
 def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start, waiting, st):
     """Request ``index`` (sample ``j``) arrives at ``at`` into slot ``s``, at the waiting tail."""
     slots = waiting.shape[0]
@@ -191,7 +191,7 @@ def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start
     st[_NWAIT] += 1
 
 
-@njit
+@njit(inline="always")
 def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots, st, ft,
            cumulative, step_features, start):  # fmt: skip
     """Open loop: every request arrived by now joins the waiting queue (idle: jump to the next).
@@ -218,7 +218,7 @@ def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, fr
             ft[_NEXT_T] = ft[_NEXT_T] + gaps[st[_NEXT]] / load
 
 
-@njit
+@njit(inline="always")
 def preempt_last(req, running, scheduled, waiting, st, sched):
     """Preempt the most recently admitted running request (recompute); returns its slot."""
     slots = waiting.shape[0]
@@ -240,13 +240,19 @@ def preempt_last(req, running, scheduled, waiting, st, sched):
     return victim
 
 
-@njit
+@njit(inline="always")
 def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, sched, block):
-    """Give the running requests of one kind (decoding, or in their prompt) their next tokens."""
+    """Give the running requests of one kind (decoding, or in their prompt) their next tokens.
+
+    Returns how many running requests of the other kind were passed over (a pass over the
+    prompts in progress is skipped when the decode pass met none).
+    """
+    other = 0
     i = 0
     while sched[_STOPPED] == 0 and i < st[_NRUN] and sched[_BUDGET] > 0:
         s = running[i]
         if (req[s, _COMP] >= req[s, _PLEN]) != decoding:
+            other += 1
             i += 1
             continue
         need = min(req[s, _PLEN] + req[s, _GEN] - req[s, _COMP], sched[_BUDGET])
@@ -266,9 +272,10 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
         sched[_BUDGET] -= need
         sched[_COUNT] += 1
         i += 1
+    return other + (st[_NRUN] - i)  # (those not reached are counted as possibly of the other kind)
 
 
-@njit
+@njit(inline="always")
 def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
           whole):  # fmt: skip
     """Admit waiting requests first come first served while they fit (sequences, budget, blocks).
@@ -301,7 +308,7 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, bloc
         sched[_COUNT] += 1
 
 
-@njit
+@njit(inline="always")
 def _work(running, scheduled, start_ctx, n_running):
     """(tokens, token pairs of attention, KV tokens read) of the scheduled work, in running order."""
     tokens = 0.0
@@ -318,7 +325,7 @@ def _work(running, scheduled, start_ctx, n_running):
     return tokens, pairs, kv_read
 
 
-@njit
+@njit(inline="always")
 def finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, features, warmup,
            request_overhead):  # fmt: skip
     """A request's last token: record its latencies and features, count the window."""
@@ -352,7 +359,7 @@ def finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, feat
             ft[_WSTART] = 0.0
 
 
-@njit
+@njit(inline="always")
 def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled, waiting,
              free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset, features, warmup,
              request_overhead):  # fmt: skip
@@ -374,6 +381,7 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
                     itl[itl_offset[r] + req[s, _GEN] - 2] = ft[_T] - clock[s, _LAST]
                 clock[s, _LAST] = ft[_T]
                 done = req[s, _GEN] == req[s, _OLEN]
+        scheduled[i] = 0  # consumed (the next step starts from none)
         if not done:
             running[kept] = s
             kept += 1
@@ -394,7 +402,7 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
     st[_NRUN] = kept
 
 
-@njit
+@njit(inline="always")
 def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled, start_ctx,
               waiting, st, sched):  # fmt: skip
     """One step's schedule under the engine's policy; the requests scheduled."""
@@ -402,11 +410,10 @@ def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled,
     sched[_COUNT] = 0
     sched[_PREEMPTED] = 0
     sched[_STOPPED] = 0
-    for i in range(st[_NRUN]):
-        scheduled[i] = 0
+    # (scheduled[:n_running] is 0 here: :func:`_advance` clears what it consumed)
     if policy == 0:  # mixed: decodes, prompts in progress, then admission
-        schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, block)
-        schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, block)
+        if schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, block):
+            schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, block)
         if sched[_PREEMPTED] == 0:
             admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
                   False)  # fmt: skip

@@ -18,7 +18,7 @@ from ..data import _curve
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
-from . import _fitted
+from . import _engines, _fitted
 from . import calibration as _calibration
 
 __all__ = ["engine", "knee", "sample_requests"]
@@ -44,6 +44,24 @@ def arrival_gaps(rng: np.random.Generator, requests: int, cv: float) -> np.ndarr
     if cv == 0.0:
         return np.ones(requests)
     return rng.gamma(1.0 / cv**2, cv**2, requests)
+
+
+def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
+                 weight_dtype: str | None = None) -> np.ndarray:  # fmt: skip
+    """The engine's model vector (:data:`capnb.kernels.engine.MODEL_FIELDS`).
+
+    The analytic model's six per-GPU figures, then the routed experts' weight bytes per GPU, the
+    experts and the experts each token is routed to (0, 0, 0 for a dense model).
+    """
+    base = _calibration.model_vector(spec, tensor_parallel, kv_dtype=kv_dtype,
+                                     weight_dtype=weight_dtype)  # fmt: skip
+    if not spec.is_moe or spec.moe_layers == 0:
+        return np.append(base, [0.0, 0.0, 0.0])
+    expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
+    routed = spec.moe_layers * spec.experts * expert
+    per_parameter = spec.weight_bytes(weight_dtype) / spec.parameters
+    expert_bytes = routed * per_parameter / tensor_parallel
+    return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token)])
 
 
 def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "auto",
@@ -146,8 +164,8 @@ def engine(
     request_rate=None,
     arrival_cv: float = 1.0,
     requests: int = 2000,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
     kv_cache_tokens=None,
     prefix_hit_rate: float = 0.0,
     calibration=None,
@@ -156,8 +174,11 @@ def engine(
     warmup_share: float = WARMUP_SHARE,
     kv_dtype: str = "auto",
     weight_dtype: str | None = None,
+    engine: str = "vllm-v1",
+    chunked_prefill: bool | None = None,
+    max_model_len: int | None = None,
 ) -> xr.Dataset:
-    """A latency curve from a simulation of continuous batching (vLLM V1 / SGLang scheduling).
+    """A latency curve from a simulation of a serving engine's continuous batching.
 
     Parameters
     ----------
@@ -178,15 +199,23 @@ def engine(
         Requests simulated per point; the first ``warmup_share`` are left out of the statistics.
     max_num_seqs, max_num_batched_tokens
         The engine's limits: sequences per step, tokens per step (chunked prefill fills what the
-        decodes leave).
+        decodes leave). None: the engine's defaults on this GPU
+        (:func:`capnb.latency.engine_settings`; vLLM V1 on an H100: 1,024 and 8,192).
+    engine, chunked_prefill, max_model_len
+        The serving engine (``"vllm-v1"``, ``"vllm-v0"``, ``"sglang"``, ``"tgi"``, ``"trtllm"``,
+        ``"lmdeploy"``): its scheduling policy and default limits, and its own step overheads in
+        the bundled calibration. ``chunked_prefill`` None: the engine's default; ``max_model_len``
+        matters to vLLM V0's defaults only.
     kv_cache_tokens
         KV cache capacity per GPU in tokens (``block_size`` 16). None or ``"auto"``: what vLLM
         would allocate (:func:`capnb.memory.max_concurrency`, vllm accounting, V1 engine).
     prefix_hit_rate
         Share of each prompt's tokens found in the prefix cache (whole blocks only): not computed.
     calibration
-        None (the bundled engine calibration for the GPU, fitted on published request latencies;
-        :func:`capnb.latency.engine_calibration`), or a :class:`~capnb.calibration.Calibration`.
+        None (the bundled engine calibration for the GPU and engine, fitted on published request
+        latencies; :func:`capnb.latency.engine_calibration`), or a
+        :class:`~capnb.calibration.Calibration` (e.g. from your own runs,
+        :func:`capnb.latency.calibrate`).
     seed
         Seeds the request sample and the arrivals: the same seed gives the same curve.
     quantiles, warmup_share, kv_dtype, weight_dtype
@@ -223,8 +252,10 @@ def engine(
     if reason:
         raise InputError(f"tensor_parallel: {reason}")
     n = _validate.positive_int(requests, "requests")
-    seqs = _validate.positive_int(max_num_seqs, "max_num_seqs")
-    budget = _validate.positive_int(max_num_batched_tokens, "max_num_batched_tokens")
+    if max_num_seqs is not None:
+        _validate.positive_int(max_num_seqs, "max_num_seqs")
+    if max_num_batched_tokens is not None:
+        _validate.positive_int(max_num_batched_tokens, "max_num_batched_tokens")
     hit = _validate.fraction(prefix_hit_rate, "prefix_hit_rate")
     warm_share = _validate.fraction(warmup_share, "warmup_share")
     if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
@@ -237,7 +268,7 @@ def engine(
     warmup = min(math.ceil(warm_share * n), n - 1)
 
     gpus = load_gpus([gpu_id])
-    model_vec = _calibration.model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    model_vec = model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
     if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
         raise InputError(
@@ -245,7 +276,7 @@ def engine(
             "interconnect bandwidth at tensor_parallel > 1)"
         )
     if calibration is None:
-        cal = _fitted.engine_calibration(gpu_id)
+        cal = _fitted.engine_calibration(gpu_id, engine)
     elif isinstance(calibration, _calibration.Calibration):
         cal = calibration
     else:
@@ -265,6 +296,13 @@ def engine(
             "raise tensor_parallel or give kv_cache_tokens"
         )
     kv_blocks = kv_tokens // BLOCK_SIZE
+    settings = _engines.engine_settings(
+        engine, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), gpu=gpu_id,
+        max_model_len=max_model_len, kv_tokens=kv_tokens, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
+    )  # fmt: skip
+    seqs = settings.running_limit(kv_tokens)
+    budget = settings.max_num_batched_tokens
 
     prompt, output, rng = sample_requests(workload, n, seed)
     longest = int((prompt + output).max())
@@ -277,7 +315,7 @@ def engine(
     cached = np.floor(hit * prompt).astype(np.int64)
     run = dict(
         max_num_seqs=seqs, max_num_batched_tokens=budget, kv_blocks=kv_blocks, warmup=warmup,
-        quantiles=qs,
+        quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
@@ -375,7 +413,13 @@ def engine(
         "seed": int(seed),
         "calibration": cal.fitted_on,
         "calibration_values": cal.describe(),
+        "engine": settings.engine,
+        "scheduling_policy": settings.policy,
+        "chunked_prefill": int(settings.chunked_prefill),
+        "engine_settings": settings.source,
         "kv_dtype": kv_dtype,
+        # the precision the memory limit sizes: a curve of FP8 weights must not be checked as bf16
+        "weight_dtype": weight_dtype or spec.weight_dtype,
         "knee": knee_value,
         "knee_reason": knee_reason,
         "notes": "",
