@@ -119,8 +119,10 @@ def own_points(runs, **given) -> list[_fit.Point]:
             raise InputError(
                 f"runs: one {column} at a time (found {sorted(set(table.get(column, [])))})"
             )
-    table["engine"] = given["engine"]
-    table["engine_version"] = given.get("engine_version") or ""
+    bundled = "source" in table and set(table["source"]) <= _bundled_sources()
+    if not bundled:  # (a bundled source keeps the engine and release it names)
+        table["engine"] = given["engine"]
+        table["engine_version"] = given.get("engine_version") or ""
     if given.get("dtype"):
         table["dtype"] = given["dtype"]
     _engines.engine_id(given["engine"])  # a clear error for an unknown engine
@@ -137,10 +139,19 @@ def own_points(runs, **given) -> list[_fit.Point]:
         requests = rows["requests"].iloc[0] if "requests" in rows else math.nan
         run = {**{k: v for k, v in flags.items() if v is not None},
                "requests": float(requests), "lengths": "mean"}  # fmt: skip
-        pts.append(_fit.Point(config, float(load), figures, run=run))
+        point = _fit.Point(config, float(load), figures, run=run)
+        if config[0] in _bundled_sources():  # a bundled run: simulated as it was run
+            point = _fit.Point(config, float(load), figures)
+        pts.append(point)
     if not pts:
         raise InputError("runs: no latency figure to fit")
     return pts
+
+
+def _bundled_sources() -> set[str]:
+    from ..data import list_measurement_sources
+
+    return set(list_measurement_sources())
 
 
 def _curve_table(curve: xr.Dataset, given: dict):

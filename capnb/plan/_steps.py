@@ -93,6 +93,7 @@ def _blocks(cfg: PlanConfig, workload_from: str):
 
 def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     from .. import capacity, data
+    from ..latency import validate as latency_validate
 
     if cfg.prefix_cache_share > 0 and cfg.latency != "engine":
         raise InputError(
@@ -103,20 +104,23 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     workload, workload_from = _workload(cfg, source)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     if cfg.latency == "model":
-        result = capacity.sweep(
-            cfg.model,
-            list(cfg.gpus),
-            list(cfg.tensor_parallel),
-            seq_len,
-            cfg.sla_s,
-            workload=workload,
-            target_qps=target_qps,
-            buffer_qps=buffer_qps,
-            metric=cfg.sla_metric,
-            quantile=cfg.sla_quantile,
-            accounting=cfg.accounting,
-        )
-        result = result.squeeze(["model", "seq_len", "sla"], drop=False)
+
+        def analytic_sweep(sla_s):
+            return capacity.sweep(
+                cfg.model, list(cfg.gpus), list(cfg.tensor_parallel), seq_len, sla_s,
+                workload=workload, target_qps=target_qps, buffer_qps=buffer_qps,
+                metric=cfg.sla_metric, quantile=cfg.sla_quantile, accounting=cfg.accounting,
+            ).squeeze(["model", "seq_len", "sla"], drop=False)  # fmt: skip
+
+        result = analytic_sweep(cfg.sla_s)
+        low, high, _ = latency_validate.error_band(cfg.sla_metric, model="analytic")
+        if math.isfinite(low):  # the answer's band: the analytic model's held-out error
+            result = capacity.band(
+                result,
+                analytic_sweep(cfg.sla_s / high),
+                analytic_sweep(cfg.sla_s / low),
+                (low, high),
+            )
         result.attrs["latency_source"] = "the calibrated analytic model"
     elif cfg.latency == "engine":
         blocks = None
@@ -171,6 +175,10 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         if lengths:
             notes = str(result.attrs.get("notes", ""))
             result.attrs["notes"] = f"{notes}\n{lengths}" if notes else lengths
+    # which latency model the held-out figures favour for the SLA's metric, said in the result
+    choice = latency_validate.preferred_model(cfg.sla_metric)
+    result.attrs["latency_model_preferred"] = choice["model"]
+    result.attrs["latency_model_preferred_reason"] = choice["reason"]
     result.attrs["workload_trace"] = workload_from  # a bundled trace name or a file
     own = workload_from == cfg.trace
     result.attrs["workload_source"] = (
