@@ -132,7 +132,7 @@ _T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS = range
 _BUDGET, _COUNT, _PREEMPTED, _STOPPED = range(4)
 
 
-@njit
+@njit(error_model="numpy")
 def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration, out):
     """Seconds of one step; ``out`` (7) receives its features (:data:`FEATURES`)."""
     flop_per_token, weights, kv_per_token = model[0], model[1], model[2]
@@ -169,12 +169,12 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
 mixed_step = step_time
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _blocks_for(tokens, block):
     return (tokens + block - 1) // block
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start, waiting, st):
     """Request ``index`` (sample ``j``) arrives at ``at`` into slot ``s``, at the waiting tail."""
     slots = waiting.shape[0]
@@ -191,7 +191,7 @@ def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start
     st[_NWAIT] += 1
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots, st, ft,
            cumulative, step_features, start):  # fmt: skip
     """Open loop: every request arrived by now joins the waiting queue (idle: jump to the next).
@@ -218,7 +218,7 @@ def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, fr
             ft[_NEXT_T] = ft[_NEXT_T] + gaps[st[_NEXT]] / load
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def preempt_last(req, running, scheduled, waiting, st, sched):
     """Preempt the most recently admitted running request (recompute); returns its slot."""
     slots = waiting.shape[0]
@@ -240,7 +240,7 @@ def preempt_last(req, running, scheduled, waiting, st, sched):
     return victim
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, sched, block):
     """Give the running requests of one kind (decoding, or in their prompt) their next tokens.
 
@@ -275,7 +275,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
     return other + (st[_NRUN] - i)  # (those not reached are counted as possibly of the other kind)
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
           whole):  # fmt: skip
     """Admit waiting requests first come first served while they fit (sequences, budget, blocks).
@@ -308,7 +308,7 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, bloc
         sched[_COUNT] += 1
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _work(running, scheduled, start_ctx, n_running):
     """(tokens, token pairs of attention, KV tokens read) of the scheduled work, in running order."""
     tokens = 0.0
@@ -325,7 +325,7 @@ def _work(running, scheduled, start_ctx, n_running):
     return tokens, pairs, kv_read
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, features, warmup,
            request_overhead):  # fmt: skip
     """A request's last token: record its latencies and features, count the window."""
@@ -359,7 +359,7 @@ def finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, feat
             ft[_WSTART] = 0.0
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled, waiting,
              free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset, features, warmup,
              request_overhead):  # fmt: skip
@@ -402,7 +402,7 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
     st[_NRUN] = kept
 
 
-@njit(inline="always")
+@njit(inline="always", error_model="numpy")
 def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled, start_ctx,
               waiting, st, sched):  # fmt: skip
     """One step's schedule under the engine's policy; the requests scheduled."""
@@ -427,7 +427,7 @@ def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled,
     return sched[_COUNT]
 
 
-@njit
+@njit(error_model="numpy")
 def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel, calibration,
              ttft, e2e, itl, stats, features):  # fmt: skip
     """Simulate one load point; per-request outputs over the ``n`` sampled requests.
@@ -512,7 +512,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     return itl_offset[n]
 
 
-@njit
+@njit(error_model="numpy")
 def _summary_stats(output, warmup, st, ft, features, stats):
     n = output.shape[0]
     reported = n - warmup
@@ -534,7 +534,7 @@ def _summary_stats(output, warmup, st, ft, features, stats):
     stats[5] = ft[_T]
 
 
-@njit
+@njit(error_model="numpy")
 def _select(values, lo, hi, k):
     """Move the k-th smallest of values[lo:hi] to index k (values[lo:k] <= it <= values[k+1:hi])."""
     while hi - lo > 1:
@@ -565,13 +565,13 @@ def _select(values, lo, hi, k):
             return
 
 
-@njit
+@njit(error_model="numpy")
 def _quantile_rank(q, n):
     k = math.ceil(q * n - 1e-9) - 1  # inverse-CDF rank (the tolerance keeps q n = 99.0000001 at 99)
     return min(max(k, 0), n - 1)
 
 
-@njit
+@njit(error_model="numpy")
 def _quantiles(values, count, quantiles, out):
     """Inverse-CDF quantiles of values[:count] (reordered in place); NaN when count is 0."""
     if count == 0:
@@ -588,7 +588,7 @@ def _quantiles(values, count, quantiles, out):
         lo = rank
 
 
-@njit
+@njit(error_model="numpy")
 def _summarise(ttft, e2e, output, itl, n_itl, warmup, quantiles, latency_out, mean_out):
     n = ttft.shape[0]
     reported = n - warmup
@@ -620,7 +620,7 @@ def _summarise(ttft, e2e, output, itl, n_itl, warmup, quantiles, latency_out, me
             _quantiles(itl, n_itl, quantiles, latency_out[m])
 
 
-@njit
+@njit(error_model="numpy")
 def _engine_curve(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel,
                   calibration, quantiles, latency_out, mean_out, stats_out, features_out):  # fmt: skip
     n = prompt.shape[0]

@@ -249,10 +249,23 @@ class Setup:
     gaps: np.ndarray
     settings: np.ndarray
     timed: np.ndarray  # which requests the run timed (reported by the client)
-    itl_owner: np.ndarray  # the request each packed ITL belongs to
+    itl_count: int  # inter-token gaps of the reported requests
+
+    def itl_timed(self) -> np.ndarray | None:
+        """Which packed inter-token gaps belong to timed requests (None: all of them)."""
+        if self.timed[int(self.settings[6]) :].all():
+            return None
+        warmup = int(self.settings[6])
+        counts = np.where(np.arange(self.output.size) >= warmup, np.maximum(self.output - 1, 0), 0)
+        return np.repeat(self.timed, counts)
 
 
-@functools.lru_cache(maxsize=4096)
+#: Setups kept (each holds a run's request arrays; a fit asks for the same few hundred again and
+#: again).
+_SETUPS = 512
+
+
+@functools.lru_cache(maxsize=_SETUPS)
 def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
            seed: int) -> Setup | None:  # fmt: skip
     run = dict(run_items)
@@ -295,10 +308,9 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
     budget = engine.max_num_batched_tokens or _UNLIMITED
     settings = np.array([closed, load_value, max_seqs, budget, blocks, _engine.BLOCK_SIZE, warmup,
                          kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill)])  # fmt: skip
-    counts = np.where(np.arange(n) >= warmup, np.maximum(output - 1, 0), 0)
-    owner = np.repeat(np.arange(n), counts)
+    gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
     return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
-                 timed & (np.arange(n) >= warmup), owner)  # fmt: skip
+                 timed & (np.arange(n) >= warmup), gaps_count)  # fmt: skip
 
 
 def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -334,6 +346,8 @@ def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray,
 def setup(pt: Point, *, requests: int | None = None, seed: int = 0) -> Setup | None:
     """The kernel's inputs for a measured point (None: it cannot be simulated)."""
     run = run_of(pt)
+    if pt.mode == "batch" or _number(run, "requests") is not None:
+        requests = None  # (the run's own length: one setup, whatever the caller's default)
     return _setup(pt.config, pt.load, tuple(sorted(run.items())), requests, seed)
 
 
@@ -341,7 +355,7 @@ def simulate_setup(s: Setup, calibration_vec: np.ndarray):
     """Run the kernel on a setup: (ttft, e2e, itl, stats, features) of every request."""
     n = s.prompt.size
     ttft, e2e = np.empty(n), np.empty(n)
-    itl = np.empty(max(s.itl_owner.size, 1))
+    itl = np.empty(max(s.itl_count, 1))
     stats = np.empty(len(kernels.STATS))
     features = np.empty((3, len(kernels.FEATURES)))
     written = kernels.simulate(
@@ -359,7 +373,7 @@ def figures_of(s: Setup, ttft, e2e, itl, wanted) -> dict:
         "ttft": ttft[timed],
         "e2e": e2e[timed],
         "tpot": (e2e[many] - ttft[many]) / (s.output[many] - 1),
-        "itl": itl[timed[s.itl_owner]] if itl.size else itl,
+        "itl": itl if (mask := s.itl_timed()) is None or not itl.size else itl[mask],
     }
     out = {}
     for metric, stat in wanted:

@@ -176,6 +176,15 @@ def _knee_rows(curves, knees):
 
 def run(progress=None) -> dict:
     """Fit on everything, leave each source out, then each rate and length; the stored record."""
+    say = progress or (lambda text: None)
+    record, pts = leave_sources_out(progress=say)
+    say("calibrating on each source's own runs")
+    record["own_run"] = own_run_rows(pts, record["folds"], progress=say)
+    return record
+
+
+def leave_sources_out(progress=None) -> tuple[dict, list]:
+    """The fit on every source and the leave-one-source-out rows: (record, the points)."""
     from ..data import load_measurements
 
     say = progress or (lambda text: None)
@@ -207,9 +216,7 @@ def run(progress=None) -> dict:
         "rows": rows,
         "knees": knee_rows,
     }
-    say("calibrating on each source's own runs")
-    record["own_run"] = own_run_rows(pts, folds, progress=say)
-    return record
+    return record, pts
 
 
 # -- calibrated on the user's own run ----------------------------------------------------------
