@@ -30,6 +30,7 @@ _SUBMODULES = (
     "modelspec",
     "notebook",
     "plan",
+    "records",
     "report",
     "widgets",
 )
@@ -50,6 +51,7 @@ __all__ = [
     "modelspec",
     "notebook",
     "plan",
+    "records",
     "report",
     "widgets",
 ]
@@ -70,6 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover
         modelspec,
         notebook,
         plan,
+        records,
         report,
         widgets,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -83,3 +84,59 @@ def _distinct(array: np.ndarray, argument: str) -> None:
     unique, counts = np.unique(array, return_counts=True)
     if (counts > 1).any():
         raise InputError(f"{argument}: duplicate values {unique[counts > 1][:3].tolist()}")
+
+
+# -- budgets ---------------------------------------------------------------------------------------
+#: Most memory (bytes) and CPU time (s, one thread) one call may start on, unless the environment
+#: raises them (``CAPNB_MAX_BYTES``, ``CAPNB_MAX_SECONDS``): a size beyond them is refused before
+#: the work starts, with the figure and the setting that lowers it, instead of running out of
+#: memory or seemingly hanging.
+DEFAULT_MAX_BYTES = 8 * 2**30
+DEFAULT_MAX_SECONDS = 1800.0
+
+
+def _limit(variable: str, default: float) -> float:
+    text = os.environ.get(variable)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{variable}={text!r} is not a number") from None
+    if not value > 0:
+        raise InputError(f"{variable}={text!r} must be > 0")
+    return value
+
+
+def _bytes(count: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if count >= size:
+            return f"{count / size:,.1f} {unit}"
+    return f"{count:,.0f} bytes"
+
+
+def within_budget(what: str, *, nbytes: float = 0.0, seconds: float = 0.0, lower: str) -> None:
+    """Refuse work whose estimated memory or CPU time is over the budget, before it starts.
+
+    ``what`` names the work and its size (``"trials=10**9 Monte Carlo months"``); ``nbytes`` and
+    ``seconds`` are the caller's estimates; ``lower`` says how to make it smaller.
+
+    Raises
+    ------
+    BudgetError
+        With the estimate, the budget and ``lower``.
+    """
+    from .errors import BudgetError
+
+    most_bytes = _limit("CAPNB_MAX_BYTES", DEFAULT_MAX_BYTES)
+    if nbytes > most_bytes:
+        raise BudgetError(
+            f"{what} needs about {_bytes(nbytes)} of memory, over capnb's budget of "
+            f"{_bytes(most_bytes)} (CAPNB_MAX_BYTES); {lower}"
+        )
+    most_seconds = _limit("CAPNB_MAX_SECONDS", DEFAULT_MAX_SECONDS)
+    if seconds > most_seconds:
+        raise BudgetError(
+            f"{what} takes about {seconds:,.0f} s of CPU, over capnb's budget of "
+            f"{most_seconds:,.0f} s (CAPNB_MAX_SECONDS); {lower}"
+        )

@@ -6,6 +6,9 @@
 - ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
   [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
   used, write ``plan.nc`` and ``plan.json``.
+- ``capnb export [--plan reports/plan.nc|plan.json] [--out DIR] [--name NAME] [--namespace NS]``: the plan's
+  chosen autoscaling policy as ``hpa.yaml`` (Kubernetes HPA v2), ``knative.yaml`` (Knative KPA) and
+  ``keda.yaml`` (KEDA ScaledObject), beside the plan unless ``--out`` says otherwise.
 - ``capnb config plan.toml [--force]``: write the default plan config, every setting commented.
 - ``capnb --version``.
 
@@ -43,13 +46,13 @@ def _report(args: argparse.Namespace) -> int:
         if "cannot apply" in str(warning.message):
             print(f"capnb report: {warning.message}")
     elapsed = time.perf_counter() - start
-    if args.config is not None:  # the plan the worksheets ran on was exported beside the report
-        import json
+    import json
 
-        from .plan import inputs_used
+    from .plan import inputs_used
 
-        summary = json.loads((Path(args.out) / "plan.json").read_text(encoding="utf-8"))
-        print(f"Inputs: {inputs_used(summary)}")
+    # the plan every worksheet ran on, exported beside the report
+    summary = json.loads((Path(args.out) / "plan.json").read_text(encoding="utf-8"))
+    print(f"Inputs: {inputs_used(summary)}")
     print(f"Report written in {elapsed:.0f} s (open it in any browser; it needs no network):")
     for path in written:
         print(f"  {path.resolve()}")
@@ -62,9 +65,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "model": args.model,
         "gpus": args.gpus,
         "tensor_parallel": args.tensor_parallel,
-        "sla_s": args.sla,
-        "sla_metric": args.sla_metric,
-        "sla_quantile": args.sla_quantile,
+        "sla": args.sla,
         "trace": args.trace,
         "trace_kind": args.trace_kind,
         "start": args.start,
@@ -90,10 +91,29 @@ def _plan(args: argparse.Namespace) -> int:
         result = plan.build(config)
     print(plan.describe(result))
     print(f"\nInputs: {plan.inputs_used(result)}")
-    files = plan.export(result, args.out)
+    files = plan.export(result, args.out, force=args.force)
     print("\nWritten:")
     for path in files.values():
         print(f"  {path.resolve()}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from . import plan
+
+    path = Path(args.plan)
+    if path.suffix == ".json" and path.is_file():  # plan.json holds the answer record too
+        import json
+
+        built = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        built = plan.load(path)
+    out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
+    written = out.write(args.out or Path(args.plan).parent)
+    print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
+    for kind, path in written.items():
+        same = "the chosen run" if out.exact[kind] else "a different run (see its notes)"
+        print(f"  {path.resolve()}  (replays as {same})")
     return 0
 
 
@@ -108,8 +128,17 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(v) for v in text.split(","))
+def _sla(text: str):
+    """``--sla``: the bounds as an SLA record, or argparse's one-line error naming the flag."""
+    from .errors import CapnbError
+    from .records import SLA
+
+    try:
+        return SLA.parse(text)
+    except CapnbError as error:
+        raise argparse.ArgumentTypeError(
+            str(error).removeprefix("--sla: ").removeprefix("sla: ")
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,9 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="execute the worksheets and write offline HTML reports"
     )
-    report.add_argument(
-        "--config", help="plan config (TOML/YAML); default: each worksheet's bundled inputs"
-    )
+    report.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
     report.add_argument("--jobs", type=int, default=2, help="worksheets run at once (default: 2)")
@@ -143,6 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--out", default="reports", help="where plan.nc and plan.json go (default: reports)"
     )
+    plan.add_argument(
+        "--force", action="store_true", help="replace plan files in --out that capnb did not write"
+    )
     plan.add_argument("--model", help="model: catalog id, config.json path or model folder")
     plan.add_argument(
         "--gpus", type=lambda t: tuple(t.split(",")), help="candidate GPUs, comma-separated"
@@ -152,9 +182,12 @@ def _parser() -> argparse.ArgumentParser:
         type=lambda t: tuple(int(v) for v in t.split(",")),
         help="candidate tensor-parallel degrees, comma-separated",
     )
-    plan.add_argument("--sla", type=float, help="latency SLA in seconds (0.5 = 500 ms)")
-    plan.add_argument("--sla-metric", choices=["ttft", "tpot", "itl", "e2e"])
-    plan.add_argument("--sla-quantile", type=float, help="quantile the SLA bounds (0.99 = P99)")
+    plan.add_argument(
+        "--sla",
+        type=_sla,
+        help="latency bounds met together, metric=seconds: ttft=1.5,tpot=60ms (metrics ttft, "
+        "tpot, itl, e2e; quantile=0.99 by default; confirm accepts implausible bounds)",
+    )
     plan.add_argument("--trace", help="bundled trace name, or a request log or rate series file")
     plan.add_argument("--trace-kind", choices=["auto", "requests", "rates"])
     plan.add_argument("--start", help="date and time the trace's clock starts (times from 0)")
@@ -169,6 +202,19 @@ def _parser() -> argparse.ArgumentParser:
         "the plan uses them instead of the latency model",
     )
     plan.set_defaults(run=_plan)
+
+    export = commands.add_parser(
+        "export", help="the plan's autoscaling policy as Kubernetes HPA, Knative and KEDA YAML"
+    )
+    export.add_argument(
+        "--plan",
+        default="reports/plan.nc",
+        help="plan.nc or plan.json written by capnb plan (default: reports/plan.nc)",
+    )
+    export.add_argument("--out", help="output directory (default: the plan's)")
+    export.add_argument("--name", help="the Deployment / Knative Service (default: the model)")
+    export.add_argument("--namespace", default="default", help="Kubernetes namespace")
+    export.set_defaults(run=_export)
 
     config = commands.add_parser("config", help="write the default plan config, commented")
     config.add_argument("path", help="file to write, e.g. plan.toml")

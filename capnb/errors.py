@@ -6,10 +6,12 @@ import difflib
 from collections.abc import Iterable
 
 __all__ = [
+    "BudgetError",
     "CapnbError",
     "ConfigError",
     "InputError",
     "NotPricedError",
+    "OutputError",
     "UnknownNameError",
 ]
 
@@ -24,6 +26,20 @@ class InputError(CapnbError):
 
 class ConfigError(CapnbError):
     """A file or mapping (model config, benchmark file, trace) lacks a field or has a bad one."""
+
+
+class BudgetError(InputError):
+    """A size a user controls would take more memory or time than capnb allows for one call.
+
+    The message gives the figure, the limit and the setting that lowers it.
+    """
+
+
+class OutputError(CapnbError):
+    """A file capnb writes cannot be written whole, or would replace one capnb did not write.
+
+    No space, a file-size limit, no permission: the message names the path and what to do.
+    """
 
 
 class NotPricedError(InputError):

@@ -1,9 +1,8 @@
 """The one glossary of capnb: dimension names, variable names, their units and long names.
 
 Every Dataset that capnb returns uses these names, and every variable carries the ``units`` and
-``long_name`` written here (see :func:`attrs`). The same table is rendered in the README; a test keeps
-the two in step. The shared architecture document (``ARCHITECTURE.md``) is the source; this module is
-the project's copy of it in code.
+``long_name`` written here (see :func:`attrs`). The docs' glossary page is rendered from this
+table when the site is built, so the two cannot drift apart.
 
 Units are plain strings that a reader understands without a units library: ``bytes``, ``s``,
 ``requests/s``, ``tokens/s``, ``instances``, ``USD/hour``.
@@ -14,7 +13,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-__all__ = ["DIMS", "HOURS_PER_MONTH", "VARIABLES", "Term", "attrs", "describe", "unit_registry"]
+__all__ = [
+    "DIMS",
+    "HOURS_PER_MONTH",
+    "RETIRED",
+    "VARIABLES",
+    "Term",
+    "attrs",
+    "describe",
+    "unit_registry",
+]
 
 #: Hours in a month, 8,760 / 12: every monthly figure capnb gives (cost, breach minutes) uses it.
 HOURS_PER_MONTH = 730.0
@@ -64,6 +72,10 @@ DIMS: dict[str, Term] = _table(
     ("block", "1", "one prefix block of a request's prompt (a block hash of the request log)"),
     ("cache_tokens", "tokens", "size of a prefix cache"),
     ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),
+    ("size_bin", "1", "a bin of requests by prompt and output length"),
+    ("fleet", "1", "one way to buy the fleet: pricing and the GPU types it mixes"),
+    ("routing", "1", "how requests reach instances: random, round_robin or prefix_aware"),
+    ("instance", "1", "one instance of a fleet"),
     (
         "pool",
         "1",
@@ -133,6 +145,12 @@ VARIABLES: dict[str, Term] = _table(
     ("mean_latency", "s", "mean request latency"),
     ("measured_qps", "requests/s", "request throughput the benchmark reported"),
     ("binding", "1", "what sets safe_concurrency (latency, memory, measured_range) or blocks it"),
+    (
+        "binding_metric",
+        "1",
+        "the latency bound of the SLA that sets safe_concurrency (ttft, tpot, itl, e2e; '' when "
+        "latency does not bind)",
+    ),
     ("operating_concurrency", "requests", "concurrency of the highest throughput under the SLA"),
     ("latency_at_safe", "s", "latency quantile at the safe concurrency"),
     ("latency_floor", "s", "latency quantile at the curve's first concurrency"),
@@ -237,6 +255,16 @@ VARIABLES: dict[str, Term] = _table(
     ("vetoed_scale_ups", "1", "article's policy: evaluations whose scale-up the cold start vetoed"),
     ("panic_s", "s", "Knative: time in panic mode"),
     ("pareto", "1", "whether the run is on the cost vs SLA-breach Pareto front"),
+    # the replay's advisory view (capnb.elasticity.advise)
+    ("scale_events_per_hour", "1/hour", "steps where the policy's pool changes, per hour"),
+    ("reversals", "1", "scale events reversing the one before within the window (flapping)"),
+    ("reversals_per_day", "1/day", "reversals per day of the run"),
+    ("flapping", "1", "whether the reversals per day exceed the limit"),
+    ("above_need_s", "s", "time the pool holds more than the largest need of its hold window"),
+    ("above_need_share", "1", "share of the time the pool is above the need it may hold"),
+    ("excess_instance_hours", "instance·h", "instance time above the need the pool may hold"),
+    ("cold_starts", "instances", "instances started: each pays a cold start"),
+    ("cold_starts_per_day", "instances/day", "instances started per day of the run"),
     ("model_bytes", "bytes", "model weights, whole model"),
     ("provisioning_s", "s", "node provisioning before the model download"),
     ("download_s", "s", "weight download"),
@@ -249,6 +277,8 @@ VARIABLES: dict[str, Term] = _table(
     ("block_prompt_tokens", "tokens", "prompt tokens a block holds"),
     ("prefix_hit_rate", "1", "share of prompt tokens served from the prefix cache"),
     ("hit_tokens", "tokens", "prompt tokens served from the prefix cache"),
+    ("instance_requests", "requests", "requests the routing sends to the instance"),
+    ("load_imbalance", "1", "busiest instance's prompt tokens over the mean instance's"),
     ("prefix_cache_tokens", "tokens", "KV cache tokens held by the prefix cache"),
     ("running_tokens", "tokens", "KV cache tokens left for running sequences"),
     ("prefill_share", "1", "share of prompt tokens still computed: 1 - prefix_hit_rate"),
@@ -258,6 +288,11 @@ VARIABLES: dict[str, Term] = _table(
     ("served_qps", "requests/s", "requests per second the slot's fleet serves (spot discounted)"),
     ("usd_per_gpu_hour_reserved", "USD/hour", "reserved or committed price of one GPU"),
     ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
+    ("size_bin_index", "1", "the request's size bin, an index along size_bin"),
+    ("request_share", "1", "share of the requests in the size bin"),
+    ("saving", "1", "cost saved against the first fleet of the same latency curves"),
+    ("curves", "1", "latency curves the fleet is sized on: whole workload, or per size bin"),
+    ("pools", "1", "the pools (GPU and tensor-parallel degree) the fleet holds"),
     # disaggregated serving (prefill and decode pools)
     ("instance_qps", "requests/s", "requests per second one instance completes (simulated)"),
     ("pool_tensor_parallel", "GPUs", "tensor-parallel degree of the pool's instances"),
@@ -271,6 +306,22 @@ VARIABLES: dict[str, Term] = _table(
     ("best_reason", "1", "why best_ratio is what it is, in numbers"),
     ("serving_reason", "1", "why the serving mode is chosen, feasible or not, in numbers"),
     ("pd_ratio", "1", "prefill instances per decode instance"),
+)
+
+
+#: Names capnb used for a quantity that now has one name: the old name, where it was, the name now.
+RETIRED: tuple[tuple[str, str, str], ...] = (
+    (
+        "sla_s",
+        "plan config, CLI --sla",
+        "[sla] ttft_s / tpot_s / itl_s / e2e_s (capnb.records.SLA)",
+    ),
+    ("sla_metric", "plan config, CLI --sla-metric", "the metric in the bound's name (tpot_s)"),
+    ("sla_quantile", "plan config, CLI --sla-quantile", "[sla] quantile"),
+    ("disaggregation_sla_s", "plan config", "the SLA's own ttft_s and tpot_s"),
+    ("sla_ttft, sla_tpot", "capacity.pd_ratio, capacity.disaggregate", "sla (an SLA record)"),
+    ("sla_s", "capacity.prefix_trade, capacity.sweep_engine", "sla"),
+    ("recommendation, monthly_usd, ...", "plan attrs", "capnb.plan.answer(plan) fields"),
 )
 
 
@@ -308,6 +359,11 @@ def unit_registry():
     requests never convert to tokens: ``request``, ``instance``, ``GPU``, ``token`` (``Mtoken`` is
     pint's mega prefix on it), ``USD`` and ``FLOP``; and reads ``GPU·h`` as ``GPU * h``.
 
+    Returns
+    -------
+    pint.UnitRegistry
+        The registry (one per process: the call is cached).
+
     Examples
     --------
     >>> ureg = unit_registry()
@@ -332,12 +388,15 @@ def unit_registry():
 
 
 def describe() -> str:
-    """Return the glossary as a Markdown table (the README carries the same table)."""
+    """Return the glossary as a Markdown table (the docs' glossary page renders it)."""
     lines = ["| name | kind | units | meaning |", "|---|---|---|---|"]
     for kind, table in (("dim", DIMS), ("variable", VARIABLES)):
         lines += [f"| `{t.name}` | {kind} | {t.units} | {t.long_name} |" for t in table.values()]
+    lines += ["", "Names retired (one name per quantity):", "",
+              "| old name | where | the name now |", "|---|---|---|"]  # fmt: skip
+    lines += [f"| `{old}` | {where} | {now} |" for old, where, now in RETIRED]
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # `python -m capnb.glossary` prints the README's table
+if __name__ == "__main__":  # `python -m capnb.glossary` prints the docs' glossary table
     print(describe())

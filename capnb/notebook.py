@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import html
 import itertools
 import json
 import math
@@ -269,7 +270,30 @@ def _table_text(name: str, values) -> str:
 
 
 def _escaped(values) -> str:
-    return _json(values).replace("<", "\\u003c")
+    return _in_script(_json(values))
+
+
+#: Characters a JSON text is written with as escapes inside an HTML ``<script>`` element: ``<``
+#: and ``>`` (no ``</script>`` or ``<!--`` can end or bend the element), ``&`` (for XHTML-minded
+#: readers), and U+2028/U+2029 (line breaks to older JavaScript parsers). json.dumps escapes none.
+_SCRIPT_UNSAFE = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_SCRIPT_UNSAFE_RE = re.compile("[<>&\u2028\u2029]")
+
+
+def _in_script(text: str) -> str:
+    """A JSON text made safe inside a ``<script>`` element: the same value, no HTML in it."""
+    return _SCRIPT_UNSAFE_RE.sub(lambda m: _SCRIPT_UNSAFE[m.group()], text)
+
+
+def script_json(value, **options) -> str:
+    """``json.dumps(value)`` safe to write inside an HTML ``<script>`` element (see _in_script)."""
+    return _in_script(json.dumps(value, **options))
 
 
 def _keyed(spec: dict) -> tuple[dict, dict]:
@@ -313,15 +337,18 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     The output still holds the whole spec, so a saved notebook or an exported report draws it as
     any other chart.
     """
+    # every value written into the script is JSON with "<", ">" and "&" escaped: a title, label
+    # or path holding "</script>" stays a string (user strings reach the spec as chart text)
     if key is None:
         text = json.dumps(spec, sort_keys=True)
         shape = hashlib.sha1(text.encode()).hexdigest()[:16]
+        text = _in_script(text)
     else:
         rest, update = _keyed(spec)
         shape, digests, signals = update["shape"], update["digests"], update["signals"]
-        text = json.dumps(rest, sort_keys=True)
+        text = script_json(rest, sort_keys=True)
     div = f"capnb-chart-{shape[:10]}-{next(_counter)}"
-    options = json.dumps({"renderer": "svg", "actions": False, **(embed_options or {})})
+    options = script_json({"renderer": "svg", "actions": False, **(embed_options or {})})
     if key is None:
         return f"""<div id="{div}" class="capnb-chart"></div>
 <script type="text/javascript">
@@ -338,14 +365,14 @@ def chart_html(spec: dict, *, embed_options: dict | None = None, key: str | None
     # each dataset as JSON in an element of its own ("<" escaped, so no text ends the element)
     tables = div.replace("capnb-chart-", "capnb-tables-")
     elements = "".join(
-        f'<script type="application/json" id="{tables}-{name}">{table}</script>\n'
+        f'<script type="application/json" id="{html.escape(f"{tables}-{name}")}">{table}</script>\n'
         for name, table in update["tables"].items()
     )
     return f"""<div id="{div}" class="capnb-chart"></div>
 {elements}<script type="text/javascript">
 (function () {{
-  var key = {json.dumps(key)}, shape = "{shape}", signals = {json.dumps(signals)};
-  var digests = {json.dumps(digests)};
+  var key = {script_json(key)}, shape = "{shape}", signals = {script_json(signals)};
+  var digests = {script_json(digests)};
   var views = (window.capnbViews = window.capnbViews || {{}});
   var values = function (name) {{
     return JSON.parse(document.getElementById("{tables}-" + name).textContent);
@@ -435,7 +462,9 @@ def _render(spec: dict, **embed_options) -> dict:
     return {"text/html": chart_html(spec, embed_options=embed_options or None)}
 
 
-_FORMAT = warnings.formatwarning  # Python's own, for every other warning
+# Python's own format, for every other warning (not whatever formatwarning is at import: the
+# command line installs its own while it runs)
+_FORMAT = getattr(warnings, "_formatwarning_orig", warnings.formatwarning)
 
 
 def _one_line(message, category, filename, lineno, line=None) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+from . import words
 from .data import write_atomic
 
 __all__ = [
@@ -145,7 +146,9 @@ _ONE = r"\d[\d,]*(?:\.\d+)?(?::\d\d)?"
 # not inside a date (2025-03-12) or a word (5-minute): no word character or dash on either side
 _NUMBER = re.compile(rf"(?<![\w.\-+/])([-+]?{_ONE}(?:\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])")
 # a time on the loaders' placeholder date (a trace with no date), as the plan's text writes it
-_PLACEHOLDER_TIME = re.compile(r"\b1970-01-(\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?")
+_PLACEHOLDER_TIME = re.compile(
+    rf"\b{words.PLACEHOLDER_YEAR}-01-(\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?"
+)
 
 
 def _bold_numbers(escaped: str) -> str:
@@ -155,7 +158,7 @@ def _bold_numbers(escaped: str) -> str:
 
 def _undated(text: str) -> str:
     """``1970-01-08T22:30`` (a trace with no date) as the reader's ``day 8 22:30``."""
-    return _PLACEHOLDER_TIME.sub(lambda m: f"day {int(m.group(1))} {m.group(2)}", text)
+    return _PLACEHOLDER_TIME.sub(lambda m: words.when(m.group(0).replace(" ", "T")), text)
 
 
 def _prose(text: str) -> str:
@@ -181,12 +184,17 @@ def _answer_outputs(cell) -> None:
     """An answer cell's printed text, set as prose (a proportional font, numbers in bold)."""
     import nbformat
 
+    def live(output) -> bool:  # a worksheet's answer view: a widget, its sentence as plain text
+        return _WIDGET_MIME in output.get("data", {})
+
     text = "".join(
         "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("name") == "stdout"
+    ) + "".join(
+        "".join(o["data"].get("text/plain", "")) + "\n" for o in cell.get("outputs", []) if live(o)
     )
     if not text.strip():
         return
-    others = [o for o in cell.outputs if o.get("output_type") != "stream"]
+    others = [o for o in cell.outputs if o.get("output_type") != "stream" and not live(o)]
     answer = nbformat.v4.new_output(
         "display_data",
         data={
@@ -216,9 +224,11 @@ def _for_readers(notebook, *, show_code: bool, prefix: str) -> list[tuple[int, s
     """
     checks = _checks(notebook)
     kept, contents, seen = [], [], set()
+    notes = notebook.metadata.setdefault("capnb_notes", [])
     for index, cell in enumerate(notebook.cells):
         if index in checks:
             continue
+        _take_warnings(cell, notes)
         if not show_code and "about-code" in _tags(cell):
             continue  # prose about the code (the parameters cell, the step function): with the code
         if cell.cell_type == "code":
@@ -240,6 +250,36 @@ def _for_readers(notebook, *, show_code: bool, prefix: str) -> list[tuple[int, s
     if contents:
         notebook.metadata["title"] = f"{contents[0][2]} — capnb report"
     return contents
+
+
+_WARNING_LINE = re.compile(r"^(?:capnb: )?[A-Z]\w*Warning: .+$")
+
+
+def _take_warnings(cell, notes: list[str]) -> None:
+    """Move the warnings a cell printed (capnb's one-line form) into ``notes``, each once.
+
+    A reader sees a warning once, among the notes on the inputs, not as a box in every section
+    that read the same file.
+    """
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "stream" or output.get("name") != "stderr":
+            continue
+        lines = "".join(output.get("text", "")).splitlines()
+        for line in lines:
+            if _WARNING_LINE.match(line) and line not in notes:
+                notes.append(line)
+        output["text"] = "".join(f"{kept}\n" for kept in lines if not _WARNING_LINE.match(kept))
+    if cell.get("outputs"):
+        cell["outputs"] = [
+            o for o in cell["outputs"] if o.get("output_type") != "stream" or o.get("text")
+        ]
+
+
+def _notes_html(notes: list[str]) -> str:
+    if not notes:
+        return ""
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    return f'<div class="capnb-notes"><p>Notes on reading the inputs:</p><ul>{items}</ul></div>'
 
 
 def _toc(entries: list[tuple[int, str, str]], *, title: str = "Contents") -> str:
@@ -302,9 +342,11 @@ def _page(notebook, *, show_code: bool):
     notebook = copy.deepcopy(notebook)
     name = notebook.metadata.get("capnb_worksheet", "worksheet")
     contents = _for_readers(notebook, show_code=show_code, prefix=_anchor(name))
+    first = next((i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown"), -1)
     if len(contents) > 1:
-        first = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown")
         notebook.cells.insert(first + 1, _raw(_toc(contents[1:], title="On this page")))
+    if notebook.metadata.get("capnb_notes"):
+        notebook.cells.insert(first + 1, _raw(_notes_html(notebook.metadata["capnb_notes"])))
     return notebook
 
 
@@ -405,21 +447,32 @@ def combine(
         notebook = copy.deepcopy(notebook)
         name = notebook.metadata.get("capnb_worksheet", "worksheet")
         contents += _for_readers(notebook, show_code=show_code, prefix=_anchor(name))
+        if plan is not None:  # under its heading: the inputs the section was computed on
+            at = next((i for i, c in enumerate(notebook.cells) if _heading(c)), -1) + 1
+            notebook.cells.insert(at, _raw(_computed_on(plan)))
         sections.append(notebook)
+    notes = list(dict.fromkeys(n for nb in sections for n in nb.metadata.get("capnb_notes", [])))
     combined = nbformat.v4.new_notebook(metadata=copy.deepcopy(notebooks[0].metadata))
     combined.metadata.pop("capnb_worksheet", None)
+    combined.metadata.pop("capnb_notes", None)
     front = [(1, "the-plan", "The plan in numbers")] if plan is not None else []
     if plan is not None:
+        from . import plan as planning
+
+        record = planning.answer(plan)
         combined.metadata["title"] = (
-            f"Capacity plan: {plan.attrs.get('model', '')} on {plan.attrs.get('tensor_parallel')} x "
-            f"{plan.attrs.get('gpu')} — capnb report"
+            f"Capacity plan: {record.model} on {record.tensor_parallel} x {record.gpu} — capnb report"
         )
     else:
         combined.metadata["title"] = "capnb report"
     combined.cells.append(
-        _raw(summary_html(plan, skipped=skipped) if plan is not None else _intro(skipped))
+        _raw(summary_html(plan, skipped=skipped, notes=notes) if plan is not None
+             else _intro(skipped) + _notes_html(notes))
+    )  # fmt: skip
+    appendix = (
+        [(1, "appendix", "Appendix: the policy as cluster objects")] if plan is not None else []
     )
-    combined.cells.append(_raw(_toc(front + contents)))
+    combined.cells.append(_raw(_toc(front + contents + appendix)))
     bundle_seen = False
     for notebook in sections:
         for cell in notebook.cells:
@@ -434,7 +487,40 @@ def combine(
             if cell.cell_type == "code":
                 cell.outputs = kept
             combined.cells.append(cell)
+    if plan is not None:
+        combined.cells.append(_raw(_appendix(plan)))
     return combined
+
+
+def _appendix(plan) -> str:
+    """The chosen policy as the cluster objects ``capnb plan`` writes beside ``plan.json``."""
+    from . import plan as planning
+
+    objects = planning.manifests(planning.policy_choice(plan))
+    parts = [
+        '<section class="capnb-appendix" id="appendix"><h1>Appendix: the policy as cluster '
+        'objects</h1><p class="capnb-prose">The chosen policy with the values its replay used, '
+        "as written beside <code>plan.json</code> (<code>capnb export</code> writes them again "
+        "from a plan). Whether each object replays as the chosen run, and what it assumes, is "
+        "in its comments.</p>"
+    ]
+    for kind, text in ((k, objects.yaml(k)) for k in objects.documents):
+        parts.append(f"<h2>{html.escape(kind)}.yaml</h2><pre>{html.escape(text)}</pre>")
+    return "".join(parts) + "</section>"
+
+
+def _computed_on(plan) -> str:
+    """The line under each section's heading: the plan's own inputs it was computed on."""
+    from . import plan as planning
+
+    a = planning.answer(plan)
+    trace = json.loads(plan.attrs["config"])["trace"]
+    return (
+        '<p class="capnb-inputs">Computed on the plan\'s own inputs: '
+        f"<strong>{html.escape(a.model)}</strong> on <strong>{a.tensor_parallel} x "
+        f"{html.escape(a.gpu)}</strong>, trace {html.escape(str(trace))}, "
+        f"{html.escape(str(a.sla))}.</p>"
+    )
 
 
 def _intro(skipped: Mapping[str, str] | None) -> str:
@@ -477,303 +563,99 @@ def _skipped_html(skipped: Mapping[str, str] | None) -> str:
 
 
 # -- the first page: the plan in numbers --------------------------------------------------------
-_POLICY_WORDS = {
-    "article": "the article's thresholds",
-    "hpa": "Kubernetes HPA",
-    "knative": "Knative KPA",
-    "fixed": "a fixed fleet",
-    "fixed_elastic": "fixed capacity + an elastic buffer",
-}
-
-
-def _lines(plan) -> dict[str, str]:
-    """The recommendation's lines by their lead word (``Run``, ``Cost``, ``Check`` ...)."""
-    from . import plan as planning
-
-    found: dict[str, str] = {}
-    for line in planning.describe(plan).splitlines():
-        head, _, rest = line.partition(": ")
-        if rest and head in ("Run", "Cost", "Burst test", "Traffic", "Note"):
-            found.setdefault(head, rest)
-    return found
-
-
 def _num(value: float, digits: int = 0) -> str:
     return f"<strong>{value:,.{digits}f}</strong>"
 
 
-def _slot_words(slot: int, kind: str) -> str:
-    if kind == "hour_of_day":
-        return f"{slot:02d}:00-{(slot + 1) % 24:02d}:00"
-    if kind == "hour_of_week":
-        days = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-        return f"{days[slot // 24]} {slot % 24:02d}:00"
-    return f"slot {slot}"
+def _sentence(text: str) -> str:
+    """A sentence of the plan's text, escaped, its numbers in bold."""
+    return _bold_numbers(html.escape(text))
 
 
-def _when(stamp: str) -> str:
-    """A time of the trace: ``day 8 22:30`` when its date is a placeholder, else as it is."""
-    import numpy as np
+def summary_html(
+    plan, *, skipped: Mapping[str, str] | None = None, notes: list[str] | None = None
+) -> str:
+    """The report's first page: the plan's answer record (:func:`capnb.plan.answer`), typeset.
 
-    from .charts import day_label, is_undated
-
-    time = np.datetime64(stamp[:19])
-    if is_undated({}, np.array([time])):
-        return day_label([time], np.datetime64("1970-01-01"))[0]
-    return str(time)[:16].replace("T", " ")
-
-
-def _chosen(plan):
-    """The plan's variables at its chosen GPU and tensor-parallel degree."""
-    if "capacity_binding" in plan and "gpu" in plan.capacity_binding.dims:
-        return plan.sel(gpu=plan.attrs["gpu"], tensor_parallel=int(plan.attrs["tensor_parallel"]))
-    return plan
-
-
-def _item(plan, name: str):
-    """A scalar of the chosen option (the first value of a variable with other dims left)."""
-    if name not in plan:
-        return None
-    value = plan[name]
-    return value.values.ravel()[0].item() if value.size else None
-
-
-def summary_html(plan, *, skipped: Mapping[str, str] | None = None) -> str:
-    """The report's first page: the plan's answer in numbers, typeset (HTML).
-
-    Everything is read from the plan Dataset (:func:`capnb.plan.build` or :func:`capnb.plan.load`)
-    and its words (:func:`capnb.plan.describe`): the GPU and tensor parallelism, the fixed instances
-    per slot (a small chart) and the elastic buffer, the policy, the monthly cost, the expected
-    breach minutes, what binds at each step and the checks that fired. The latency model's
-    uncertainty and a backtest of the plan are shown when the plan carries them (attrs
-    ``latency_uncertainty``, ``backtest``).
+    One fleet, one monthly cost, the expected breach and the held-out record, in the words of
+    :func:`capnb.plan.describe` (the same renderers): nothing here computes or decides. The
+    alternatives the plan costed (a mix of GPU types, prefill/decode pools) are named with a link
+    to their section; their costs are there, not here.
     """
-    from . import glossary
+    from . import plan as planning
 
-    a = plan.attrs
-    config = json.loads(a["config"])
-    chosen = _chosen(plan)
-    words = _lines(plan)
-    gpu, tp, model = a["gpu"], int(a["tensor_parallel"]), a.get("model", config.get("model"))
-    quantile = float(config["traffic_quantile"])
-    esc = html.escape
-    sla = (
-        f"{esc(config['sla_metric'])} P{100 * float(config['sla_quantile']):g} &le; "
-        f"{float(config['sla_s']):g} s"
-    )
-    rows: list[tuple[str, str]] = []
-
-    # which GPU, and why this one
-    options = _item(plan, "choice_feasible_options")
-    why = ""
-    if options and int(options) > 1 and "choice_runner_up_gpu" in plan:
-        gap = float(plan.choice_cost_gap) / float(plan.choice_cheapest_usd_per_hour)
-        why = (
-            f" &mdash; the cheapest of <strong>{int(options)}</strong> feasible options; next: "
-            f"{int(plan.choice_runner_up_tensor_parallel)} x "
-            f"{esc(str(plan.choice_runner_up_gpu.item()))} at <strong>{gap:+.0%}</strong>"
-        )
-    rows.append(
-        ("GPU and tensor parallelism", f"<strong>{tp} x {esc(gpu)}</strong> per instance{why}")
-    )
-    safe = _item(chosen, "capacity_safe_concurrency")
-    rows.append(
-        (
-            "One instance serves",
-            f"{_num(float(a['per_instance_qps']), 2)} requests/s at {sla}"
-            + (f", {_num(float(safe))} requests in flight" if safe is not None else ""),
-        )
-    )
-
-    # instances per slot: the small chart, and the numbers under it
-    fixed = plan.fleet_fixed_instances.sel(traffic_quantile=quantile).values
-    slots = str(config.get("slots", "slot"))
-    chart = _static_chart(plan)
-    rows.append(
-        (
-            "Instances",
-            f"{_num(float(fixed.min()))}-{_num(float(fixed.max()))} fixed instances per "
-            f"{esc(slots.replace('_', ' '))} slot (P{100 * quantile:g} plan), plus an elastic "
-            f"buffer of {_num(float(a['buffer_instances']))} instances for bursts"
-            f'<figure class="capnb-figure">{chart}</figure>',
-        )
-    )
-
-    # the policy
-    policy = json.loads(a["policy"])
-    settings = []
-    if "scale_up_threshold" in policy:
-        settings.append(
-            f"scale up above <strong>{float(policy['scale_up_threshold']):g}</strong> load"
-        )
-    if "cooldown_s" in policy:
-        settings.append(
-            f"scale down after <strong>{float(policy['cooldown_s']) / 60:g}</strong> min low"
-        )
-    if "min_instances" in policy:
-        settings.append(f"at least <strong>{int(policy['min_instances'])}</strong> instances")
-    if "buffer_instances" in policy:
-        settings.append(f"<strong>{int(policy['buffer_instances'])}</strong> warm spares")
-    name = _POLICY_WORDS.get(policy.get("policy", ""), esc(str(policy.get("policy", ""))))
-    run = words.get("Run", "")
-    rows.append(
-        (
-            "Autoscaling policy",
-            f"<strong>{name}</strong>"
-            + (f" ({', '.join(settings)})" if settings else "")
-            + (f'<div class="capnb-prose">{_bold_numbers(esc(run))}</div>' if run else ""),
-        )
-    )
-
-    # money and breaches
-    fixed_usd = float(a.get("fixed_monthly_usd", float("nan")))
-    rows.append(
-        (
-            "Monthly cost",
-            f"{_num(float(a['monthly_usd']))} USD a month ({glossary.HOURS_PER_MONTH:.0f} h) with "
-            "this policy"
-            + (
-                f"; a fixed fleet for the plan plus the buffer: {_num(fixed_usd)} USD"
-                if fixed_usd == fixed_usd  # NaN: no price for a fixed fleet (not computed)
-                else ""
-            ),
-        )
-    )
-    budget = float(config["breach_budget"]) * glossary.HOURS_PER_MONTH * 60
-    rows.append(
-        (
-            "Expected SLA breach",
-            f"{_num(float(a['breach_minutes_per_month']))} minutes a month (budget: "
-            f"{_num(budget)} min, {float(config['breach_budget']):.2%} of the time), simulated over "
-            f"{_num(float(a['simulated_hours']))} h of the trace",
-        )
-    )
-    burst = words.get("Burst test")  # the plan's own sentence, its placeholder date as "day N"
-    if burst:
-        rows.append(
-            (
-                "Burst test",
-                f'<span class="capnb-prose">{_bold_numbers(esc(_undated(burst)))}</span>',
-            )
-        )
-    else:
-        rows.append(
-            (
-                "Burst test",
-                f"from {esc(_when(str(a['burst_test_start'])))}: "
-                f"{_num(float(a['burst_test_breach_minutes']))} min in breach, "
-                f"{_num(100 * float(a['burst_test_unserved_share']), 2)}% of requests unserved",
-            )
-        )
-
-    # the serving mode and the mixed fleet: below the first screen's answer
-    if a.get("serving"):  # prefill and decode pools against the aggregated fleet
-        rows.append(
-            (
-                "Serving mode",
-                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["serving"])))}</span>',
-            )
-        )
-    if a.get("fleet"):  # one type on demand beside the cheapest mix, planned and replayed
-        rows.append(
-            (
-                "Mixed fleet",
-                f'<span class="capnb-prose">{_bold_numbers(esc(str(a["fleet"])))}</span>',
-            )
-        )
-    # -- later work: the latency model's uncertainty and a backtest of the plan. Shown only when
-    # the plan Dataset carries them (attrs "latency_uncertainty", "backtest": a sentence each).
-    later = [
-        (label, a[key])
-        for key, label in (
-            ("latency_uncertainty", "Latency model uncertainty"),
-            ("backtest", "Backtest"),
-        )
-        if a.get(key)
-    ]
-    for label, text in later:
-        rows.append((label, f'<span class="capnb-later">{_bold_numbers(esc(str(text)))}</span>'))
-
-    numbers = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in rows)
-
-    # what binds at each step
-    kind = slots
-    target = plan.forecast_target_qps.sel(traffic_quantile=quantile)
-    busiest = int(target.argmax("slot"))
-    forecast_bind = (
-        f"the P{100 * quantile:g} of the busiest slot, {esc(_slot_words(int(target.slot[busiest]), kind))}: "
-        f"{_num(float(target.max()))} requests/s"
-    )
-    if "forecast_buffer_qps" in plan:
-        forecast_bind += (
-            f"; bursts add {_num(float(plan.forecast_buffer_qps))} requests/s (the buffer)"
-        )
-    memory_fits = _item(chosen, "memory_max_concurrency")
-    memory_bind = (
-        f"{_num(float(memory_fits))} sequences of {_num(float(a['seq_len']))} tokens fit beside the "
-        f"weights on {tp} x {esc(gpu)}"
-        if memory_fits is not None
-        else "not computed for a measured curve"
-    )
-    binding = _item(chosen, "capacity_binding")
-    latency_at = _item(chosen, "capacity_latency_at_safe")
-    capacity_bind = f"<strong>{esc(str(binding))}</strong>"
-    if binding == "latency" and latency_at is not None:
-        capacity_bind += (
-            f": {_num(float(latency_at), 3)} s at the safe concurrency against the {sla} SLA"
-        )
-    elif binding == "memory":
-        capacity_bind += ": memory fills before latency reaches the SLA"
-    elif binding == "measured_range":
-        capacity_bind += ": the measured curve ends before the SLA binds"
-    cold, tolerance = float(a["cold_start_s"]), float(config["tolerance_s"])
-    kind_words = {"fixed_plus_buffer": "fixed capacity plus an elastic buffer"}.get(
-        str(a.get("policy_kind", "")), esc(str(a.get("policy_kind", "")).replace("_", " "))
-    )
-    elastic_bind = (
-        f"cold start {_num(cold)} s against a {_num(tolerance)} s latency budget"
-        + (" (more than half: scale-ups come too late)" if cold > tolerance / 2 else "")
-        + f"; the cheapest run within the breach budget is {kind_words}"
-    )
+    a = planning.answer(plan)
+    said = planning.sections(a)
+    sla = html.escape(str(a.sla)).replace("&lt;=", "&le;")
+    rows: list[tuple[str, str]] = [
+        ("What to deploy", _sentence(said["serve"])),
+        ("Fleet", _sentence(said["fleet"].removeprefix("Fleet: "))),
+        ("Monthly cost", _sentence(said["cost"].removeprefix("Cost: "))),
+        ("Held out", _sentence(said["held_out"].removeprefix("Held out: "))),
+        ("Burst test", _sentence(said["burst"].removeprefix("Burst test: "))),
+        ("Latencies", _sentence(said["latency"].removeprefix("Latencies: "))),
+    ]  # fmt: skip
+    if a.settle_commands:
+        rows.append(("To settle it", f"<pre>{html.escape(a.settle_commands)}</pre>"))
+    numbers = "".join(f"<dt>{html.escape(k)}</dt><dd>{v}</dd>" for k, v in rows)
+    slot = a.target_qps.index(max(a.target_qps))
     steps = [
-        ("1. forecast", forecast_bind),
-        ("2. memory", memory_bind),
-        ("3. capacity", capacity_bind),
-        ("4. elasticity", elastic_bind),
-    ]
+        ("1. forecast", f"the P{100 * a.traffic_quantile:g} of the busiest slot, "
+         f"{html.escape(a.slot_labels[slot])}: {_num(a.target_qps[slot])} requests/s; bursts add "
+         f"{_num(a.burst_qps)} requests/s"),
+        ("2. memory", f"{_num(a.memory_concurrency)} sequences of {_num(a.seq_len)} tokens fit "
+         f"beside the weights on {a.tensor_parallel} x {html.escape(a.gpu)}"
+         if a.memory_concurrency >= 0 else "not checked"),
+        ("3. capacity", f"<strong>{html.escape(a.binding)}</strong>"
+         + (f" ({html.escape(a.binding_metric.upper())} bound of {sla})" if a.binding_metric else "")
+         + f": {_num(a.safe_concurrency)} requests in flight"),
+        ("4. elasticity", f"cold start {_num(a.policy.cold_start_s)} s"
+         + (" (too long for scale-ups to count: hold capacity that needs none)"
+            if a.policy.cold_start_vetoes else "")
+         + f"; {html.escape(a.policy.kind.replace('_', ' '))}"),
+    ]  # fmt: skip
     binds = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in steps)
-
-    checks = a.get("warnings", [])
-    if isinstance(checks, str):
-        try:
-            checks = json.loads(checks)
-        except ValueError:
-            checks = [checks]
+    article = [c for c in a.checks if c.kind == "article"]
     fired = (
-        "<ul>" + "".join(f"<li>{_bold_numbers(esc(str(c)))}</li>" for c in checks) + "</ul>"
-        if checks
+        "<ul>" + "".join(f"<li>{_sentence(c.finding)}</li>" for c in article) + "</ul>"
+        if article
         else "<p>None: the article's method applies to these inputs as it stands.</p>"
     )
-    note = words.get("Note")
-    lede = (
-        f"Serve <strong>{esc(str(model))}</strong> on <strong>{tp} x {esc(gpu)}</strong> per "
-        f"instance, <strong>{fixed.min():.0f}-{fixed.max():.0f}</strong> instances per slot plus "
-        f"<strong>{int(a['buffer_instances'])}</strong> for bursts, scaled by {name}: about "
-        f"<strong>{float(a['monthly_usd']):,.0f} USD</strong> a month and "
-        f"<strong>{float(a['breach_minutes_per_month']):,.0f}</strong> minutes of SLA breach."
+    others = ", ".join(html.escape(alt.name) for alt in a.alternatives)
+    alternatives = (
+        f'<p class="capnb-prose">Also costed on the same inputs, in '
+        f'<a href="#{_anchor("06_serving")}">the serving choices</a>: {others}.</p>'
+        if others
+        else ""
     )
+    failed = bool(a.failed)
     return (
         '<section class="capnb-front" id="the-plan">'
-        f"<h1>Capacity plan for {esc(str(model))}</h1>"
-        f'<p class="capnb-lede">{lede}</p>'
+        f"<h1>Capacity plan for {html.escape(a.model)}</h1>"
+        f'<p class="capnb-lede">{_sentence(_lede(a))}</p>'
+        f'<p class="capnb-headline{" capnb-caution" if failed else ""}">'
+        f"{_sentence(said['headline'])} {_sentence(said['held_out'])}</p>"
         f'<h2>The plan in numbers</h2><dl class="capnb-numbers">{numbers}</dl>'
-        "<!-- capnb: the latency model's uncertainty and the plan's backtest are listed above when "
-        "the plan carries them (attrs latency_uncertainty, backtest) -->"
+        f'<figure class="capnb-figure">{_static_chart(plan)}</figure>'
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'
-        f"<h2>Checks that fired</h2>{fired}"
-        + (f'<p class="capnb-prose">{_bold_numbers(esc(note))}</p>' if note else "")
-        + f'<p class="capnb-prose">Inputs: {esc(_inputs(plan))}. Every worksheet below ran on '
-        "them and passed its closing checks.</p>" + _skipped_html(skipped) + "</section>"
+        f"<h2>The article's checks</h2>{fired}{alternatives}"
+        f'<p class="capnb-prose">Inputs: {html.escape(a.inputs)}. Every section below ran on '
+        "them and passed its closing checks.</p>"
+        + _notes_html(notes or [])
+        + _skipped_html(skipped)
+        + "</section>"
+    )
+
+
+def _lede(a) -> str:
+    """The answer in one sentence: GPU, fleet, cost and breach (the plan's one of each)."""
+    cost = f"{a.monthly_usd:,.0f} USD a month" if a.monthly_usd == a.monthly_usd else "unpriced"
+    return (
+        f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance: reserve "
+        f"{words.count(a.reserved_instances, 'instance')} and let "
+        f"{words.POLICY_NAMES[a.policy.name]} run up to {a.peak_instances:,} as traffic needs, for "
+        f"{cost} with {a.breach_minutes_per_month:,.0f} minutes of SLA breach a month (budget "
+        f"{a.breach_budget_minutes:,.0f})."
     )
 
 
@@ -814,12 +696,10 @@ def run_report(
     Parameters
     ----------
     config
-        None (every worksheet on its bundled defaults), or a plan config (:class:`capnb.plan.PlanConfig`,
-        mapping or TOML/YAML path): the plan is built once, exported to ``out_dir`` (``plan.nc``,
-        ``plan.json``), and each worksheet runs on the config's inputs and the plan's choices.
-        On the defaults, when ``05_plan`` is among the worksheets, the plan is built once too
-        (first, before the worksheets' kernels start: they share numba's on-disk cache), exported,
-        and both the plan worksheet and the report's first page read it.
+        A plan config (:class:`capnb.plan.PlanConfig`, mapping or TOML/YAML path), or None for
+        the bundled defaults: the plan is built once, exported to ``out_dir`` (``plan.nc``,
+        ``plan.json``, ``plan.toml``), and every worksheet runs on the config's inputs and the
+        plan's choices; the report's first page renders the plan's answer.
     out_dir
         Where the reports go (created if needed). Every file is written atomically.
     worksheets
@@ -843,44 +723,33 @@ def run_report(
     out_dir = Path(out_dir)
     kept: list = []
     written: list = []  # the plan's exports: removed again if no worksheet runs
-    parameters = (
-        _parameters(config, out_dir, keep=kept, written=written) if config is not None else {}
-    )
+    defaults = config is None
+    # The plan is built first, before any worksheet's kernel starts, and every worksheet runs on
+    # its inputs (the bundled defaults when no config is given). First, not beside them: this
+    # process and the kernels compile the same numba kernels (the engine model, the autoscaler)
+    # into one on-disk cache, and numba's cache index is not safe against processes writing it
+    # at once (a kernel with several overloads, compiled by two processes in a different order,
+    # can end up indexed under the other overload's machine code: a segmentation fault on a fresh
+    # install). Built first, the plan fills the cache; the worksheets then load it.
+    parameters = _parameters(config, out_dir, keep=kept, written=written)
     bar = _progress(len(worksheets), progress)
     executed, skipped = {}, {}
     try:
-        planned = None
-        if config is None and "05_plan" in worksheets:
-            # Built before any worksheet's kernel starts, not beside them: this process and the
-            # kernels compile the same numba kernels (the engine model, the autoscaler) into one
-            # on-disk cache, and numba's cache index is not safe against processes writing it at
-            # once. A kernel with several overloads, compiled by two processes in a different
-            # order, can end up indexed under the other overload's machine code: a segmentation
-            # fault on a fresh install (seen with the serving comparison's engine runs). Built
-            # first, the plan fills the cache; the worksheets then load it.
-            planned = _default_plan(out_dir)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
 
             def run(name: str):
-                given = parameters.get(name)
-                if name == "05_plan" and planned is not None:
-                    given = {"PLAN_FILE": str(planned.resolve())}
-                return execute(name, parameters=given, timeout=timeout)
+                return execute(name, parameters=parameters.get(name), timeout=timeout)
 
             futures = {name: pool.submit(run, name) for name in worksheets}
             for name in worksheets:
                 try:
                     executed[name] = futures[name].result()
                 except CellExecutionError as error:
-                    if config is None:  # the bundled defaults must always run: a bug, not data
+                    if defaults:  # the bundled defaults must always run: a bug, not data
                         raise
                     # on a user's inputs a worksheet may not apply: say why in one line, go on
                     skipped[name] = _why(error)
                 bar(name)
-            if planned is not None:
-                from . import plan as planning
-
-                kept.append(planning.load(planned))
     finally:
         bar(None)
     if not executed:
@@ -925,16 +794,6 @@ def _why(error) -> str:
         + (f": {where}" if where else "")
         + (f" ({error.evalue})" if error.evalue else "")
     )
-
-
-def _default_plan(out_dir: Path) -> Path:
-    """The plan on the bundled defaults, built once and exported; the path of its NetCDF file."""
-    from . import plan as planning
-
-    with warnings.catch_warnings():  # the checks are part of the plan's text and of 05_plan
-        warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build()
-    return planning.export(plan, out_dir)["netcdf"]
 
 
 def _progress(total: int, enabled: bool):
@@ -998,8 +857,10 @@ def _parameters(
 ) -> dict[str, dict[str, object]]:
     """Each worksheet's parameters for a plan config, from the config and the plan built on it.
 
-    ``keep``: a list the plan Dataset is appended to (the report's first page reads it);
-    ``written``: a list the paths of the files written (the plan's exports) are appended to.
+    Every worksheet runs on the plan's own inputs and choices: its model, GPU and degree, SLA,
+    trace and clock, burst model, prices and policy grid. ``keep``: a list the plan Dataset is
+    appended to (the report's first page reads it); ``written``: a list the paths of the files
+    written (the plan's exports) are appended to.
     """
     from . import plan as planning
 
@@ -1013,21 +874,36 @@ def _parameters(
     planning.save_config(cfg, out_dir / "plan.toml")
     if written is not None:
         written.extend([*files.values(), out_dir / "plan.toml"])
-    gpu, tp = plan.attrs["gpu"], int(plan.attrs["tensor_parallel"])
-    per_instance = float(plan.attrs["per_instance_qps"])
-    target = plan.forecast_target_qps.sel(traffic_quantile=cfg.traffic_quantile)
-    # the lengths the plan priced (workload "auto" or "trace": the trace's own, when it has them)
-    workload = str(plan.attrs["workload_trace"])
+    a = planning.answer(plan)
+    gpu, tp = a.gpu, a.tensor_parallel
+    metric = a.binding_metric or next(iter(a.sla.bounds))
+    trace = {  # the trace read as the plan reads it: its kind and clock too
+        "TRACE": cfg.trace,
+        "TRACE_KIND": cfg.trace_kind,
+        "START": cfg.start,
+        "TRACE_OPTIONS": planning.trace_options(cfg),
+        "INTERVAL": cfg.interval,
+        "SLOTS": cfg.slots,
+        "DEMAND_SCALE": cfg.demand_scale,
+    }
     return {
-        "01_forecasting": {  # the trace read as the plan reads it: its kind and clock too
-            "TRACE": cfg.trace,
-            "TRACE_KIND": cfg.trace_kind,
-            "START": cfg.start,
-            "TRACE_OPTIONS": planning.trace_options(cfg),
-            "INTERVAL": cfg.interval,
-            "SLOTS": cfg.slots,
-            "DEMAND_SCALE": cfg.demand_scale,
+        "00_start_here": {
+            "SHOW_TRACE": cfg.trace,
+            "SHOW_TRACE_OPTIONS": {
+                "kind": cfg.trace_kind,
+                "start": cfg.start,
+                **planning.trace_options(cfg),
+            },
+            "SHOW_MODELS": [cfg.model],
+            "SHOW_GPU": gpu,
+        },
+        "01_forecasting": {
+            **trace,
             "QUANTILE": cfg.traffic_quantile,
+            "BURSTS_PER_MONTH": a.bursts.rate_per_month,
+            "BURST_HOURS": tuple(s / 3600 for s in a.bursts.duration_s),
+            "BURST_MULTIPLIER": a.bursts.multiplier,
+            "GROWTH_MODEL": cfg.growth_model,  # the forecast the plan carried its trace forward by
             "EXCEED_PROBABILITY": cfg.exceed_probability,
             "TRIALS": cfg.trials,
             "SEED": cfg.seed,
@@ -1036,45 +912,56 @@ def _parameters(
             "MODEL": cfg.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
-            "SEQ_LEN": int(plan.attrs["seq_len"]),
+            "SEQ_LEN": a.seq_len,
             "ACCOUNTING": cfg.accounting,
         },
         "03_capacity": {
             **_curve_parameters(cfg, gpu, tp),
-            "METRIC": cfg.sla_metric,
-            "QUANTILE": cfg.sla_quantile,
-            "SLA": cfg.sla_s,
-            "TARGET_QPS": float(target.max()) * 1.0,
-            "BUFFER": int(plan.attrs["buffer_instances"]),
+            "METRIC": metric,
+            "QUANTILE": a.sla.quantile,
+            "SLA": a.sla.bounds[metric],
+            "TARGET_QPS": max(a.target_qps),
+            "BUFFER": a.burst_instances,
             "MODEL": cfg.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
-            "WORKLOAD": workload,
-            # the plan's representative requests, so that the worksheet prices what the plan did
+            # the lengths and representative requests the plan priced
+            "WORKLOAD": str(plan.attrs["workload_trace"]),
             "WORKLOAD_SAMPLES": int(plan.attrs["workload_samples"]),
+            "OVERVIEW_GPUS": list(cfg.gpus),
+            "OVERVIEW_TENSOR_PARALLEL": list(cfg.tensor_parallel),
         },
         # the plan's elasticity stage, input for input: the worksheet gives the plan's answer
         "04_elasticity": {
-            "TRACE": cfg.trace,
-            "TRACE_KIND": cfg.trace_kind,
-            "START": cfg.start,
-            "TRACE_OPTIONS": planning.trace_options(cfg),
-            "INTERVAL": cfg.interval,
-            "SLOTS": cfg.slots,
-            "DEMAND_SCALE": cfg.demand_scale,
+            **trace,
             "STEP_S": cfg.step_s,
-            "PER_INSTANCE_QPS": per_instance,
+            "PER_INSTANCE_QPS": a.per_instance_qps,
             "MODEL": cfg.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
-            "COLD_START_S": float(plan.attrs["cold_start_s"]),
+            "COLD_START_S": a.policy.cold_start_s,
             "TOLERANCE_S": cfg.tolerance_s,
             "BREACH_BUDGET": cfg.breach_budget,
             "POLICIES": list(cfg.policies),
             "SCALE_UP_THRESHOLDS": list(cfg.scale_up_threshold),
             "COOLDOWNS_S": list(cfg.cooldown_s),
             "BUFFER_INSTANCES": list(cfg.buffer_instances),
+            "POLICY": a.policy.name,
+            "PLAN_FILE": str(files["netcdf"].resolve()),  # its policy, chosen out of sample
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
-        "06_serving": {"CONFIG": str((out_dir / "plan.toml").resolve())},
+        "06_serving": {
+            "CONFIG": str((out_dir / "plan.toml").resolve()),
+            "MODEL": cfg.model,
+            "GPU": gpu,
+            "PROVIDER": cfg.provider if cfg.provider != "none" else "hyperstack",
+            "RESERVED": None if cfg.reserved == "none" else cfg.reserved,
+            "SPOT_PREEMPTION": None if cfg.spot_preemption == "none" else cfg.spot_preemption,
+            # the prefix-cache trade at the plan's TTFT bound (the latency a cache shortens)
+            **(
+                {"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}
+                if "ttft" in a.sla.bounds
+                else {}
+            ),
+        },
     }

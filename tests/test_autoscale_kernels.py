@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from capnb import data
 from capnb.elasticity import resample_demand
+from capnb.elasticity._decision import veto_cold_steps
 from capnb.kernels import _lazy
 from capnb.kernels import autoscale as kernels
 from capnb.kernels.reference import REGISTRY
@@ -29,7 +30,9 @@ BASE = {
 
 
 def config(**changes):
-    return kernels.Config.of(**{**BASE, **changes})
+    fields = {**BASE, **changes}
+    fields.setdefault("veto_cold_steps", veto_cold_steps(fields["tolerance_steps"]))
+    return kernels.Config.of(**fields)
 
 
 def run_kernel(demand, up, cooldown, cold, low, buffer, cfg):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,14 @@ import xarray as xr
 
 from capnb import capacity, coldstart, data, elasticity, forecast, latency, memory, plan
 from capnb.data import TraceWarning
-from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
+from capnb.errors import (
+    BudgetError,
+    CapnbError,
+    ConfigError,
+    InputError,
+    OutputError,
+    UnknownNameError,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity"
 
@@ -114,6 +122,120 @@ TABLE_HEAD = "concurrency,e2e_p99_ms,e2e_mean_ms\n"
 VLLM_OK = ('{"completed": 10, "request_throughput": 1.0, "total_input_tokens": 100, '
            '"total_output_tokens": 100, "max_concurrency": 4, "p99_e2el_ms": 900}')  # fmt: skip
 SERVEGEN = functools.cache(lambda: data.load_rate_series("servegen-m-large"))
+
+
+# -- issue 31: inputs anyone may give -------------------------------------------------------------
+def catalog_config(model_id, **changes):
+    """A bundled model's config.json with ``changes`` (None: the key removed)."""
+    base = dict(data.load_model(model_id).config)
+    return {k: v for k, v in (base | changes).items() if v is not None}
+
+
+def vllm_run(concurrency, **fields):
+    """One closed-loop vllm bench serve result whose latencies and throughput agree."""
+    e2e = 1000.0 * (1 + concurrency / 16)
+    return {"completed": 10 * concurrency, "num_prompts": 10 * concurrency, "request_rate": "inf",
+            "max_concurrency": concurrency, "request_throughput": concurrency / (e2e / 1000),
+            "total_input_tokens": 500 * concurrency, "total_output_tokens": 500 * concurrency,
+            "p99_e2el_ms": 1.2 * e2e, "mean_e2el_ms": e2e, **fields}  # fmt: skip
+
+
+def bench_folder(write, runs):
+    """A folder of vllm bench serve results, one file per run: its path."""
+    folder = write("bench/.keep", "").parent
+    for i, run in enumerate(runs):
+        write(f"bench/run{i}.json", json.dumps(run))
+    return folder
+
+
+def symlink_loop(write, name):
+    first = write("loop/x", "").parent / name
+    other = first.with_name("other" + first.suffix)
+    first.symlink_to(other.name)
+    other.symlink_to(first.name)
+    return first
+
+
+def folder_named(write, name):
+    folder = write(f"{name}/.keep", "").parent
+    return folder
+
+
+BINARY = bytes(range(256)) * 2
+
+
+def own_catalog(write, edit):
+    """Plan with a copied GPU catalog (CAPNB_DATASETS) that ``edit`` changed; its GPUs read."""
+    import os
+    import shutil
+
+    root = write("catalog/.keep", "").parent / "datasets"
+    shutil.copytree(data.dataset_path(), root)
+    gpus = pd.read_csv(root / "gpus.csv", dtype=str, keep_default_na=False)
+    edit(gpus).to_csv(root / "gpus.csv", index=False)
+    before = os.environ.get("CAPNB_DATASETS")
+    os.environ["CAPNB_DATASETS"] = str(root)
+    data._catalog._gpu_table.cache_clear()
+    try:
+        return data.load_gpus()
+    finally:
+        if before is None:
+            del os.environ["CAPNB_DATASETS"]
+        else:
+            os.environ["CAPNB_DATASETS"] = before
+        data._catalog._gpu_table.cache_clear()
+        data._catalog._gpu_names.cache_clear()
+        data._catalog._gpu_columns.cache_clear()
+
+
+def with_file_size_limit(limit, call):
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        return call()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def stale_cleaned(write):
+    """A dead writer's staged folder beside the outputs, and the next write: what is left."""
+    import subprocess
+    import sys
+
+    folder = write("out/.keep", "").parent
+    (folder / ".keep").unlink()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    host = data._files._tag().rsplit("-", 1)[0]
+    (folder / f".capnb-tmp-{host}-{dead}-x").mkdir()
+    (folder / ".plan.nc.tmp").write_bytes(b"half")
+    data.write_set(folder, {"plan.json": "{}"})
+    return sorted(p.name for p in folder.iterdir())
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+TINY_PLAN = {"trials": 50, "gpus": ["H100-SXM"], "tensor_parallel": [1], "policies": ["fixed"],
+             "scale_up_threshold": [0.7], "cooldown_s": [900.0], "step_s": 5.0,
+             "disaggregation": "none", "provider": "none"}  # fmt: skip
+
+
+def two_day_rates(write):
+    times = pd.date_range("2026-03-02", periods=288, freq="10min")
+    qps = 40 + 20 * np.sin(2 * np.pi * np.arange(times.size) / 144)
+    return write("two_days.csv", pd.DataFrame({"timestamp": times, "qps": qps}).to_csv(index=False))
+
+
+def planned(write, **changes):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        return plan.build({**TINY_PLAN, "trace": str(two_day_rates(write)), **changes})
+
 
 ROWS = [
     # -- request logs: capnb.data.load_trace ----------------------------------------------------
@@ -302,7 +424,7 @@ ROWS = [
     Row("model: a truncated config.json", lambda w: data.load_model(w("config.json", '{"hidd')),
         Raises(ConfigError, r"config\.json: not valid JSON")),
     Row("model: a config.json that is not text", lambda w: data.load_model(w("config.json", b"\x80")),
-        Raises(ConfigError, r"config\.json: not UTF-8 text")),
+        Raises(ConfigError, r"config\.json, line 1: byte 0x80 \(byte 0\) is not UTF-8")),
     Row("model: an unknown name", lambda _: data.load_model("Llama-9-1T"),
         Raises(UnknownNameError, r"unknown model 'Llama-9-1T'; closest: Llama-")),
     Row("model: a negative size", lambda _: data.load_model(config(hidden_size=-4096)),
@@ -511,6 +633,206 @@ ROWS = [
     Row("table: one statistic in two units",
         table("concurrency,e2e_p99_ms,e2e_p99_s\n1,100,0.2\n2,150,0.25\n"),
         Raises(ConfigError, r"columns 'e2e_p99_ms' and 'e2e_p99_s' both give e2e p99; keep one")),
+
+    # -- issue 31: silent answers that became errors, or said ----------------------------------
+    Row("model: a Mixtral config without its expert count",
+        lambda _: data.load_model(catalog_config("Mixtral-8x7B", num_local_experts=None)),
+        Raises(ConfigError, r"missing field 'num_local_experts', which a mixtral "
+                            r"\(mixture-of-experts\) config needs")),
+    Row("model: a DeepSeek-V3 config without its latent rank",
+        lambda _: data.load_model(catalog_config("DeepSeek-V3", kv_lora_rank=None)),
+        Raises(ConfigError, r"missing field 'kv_lora_rank', which a deepseek_v3 \(MLA\) config")),
+    Row("model: a Qwen3-MoE config without its expert width",
+        lambda _: data.load_model(catalog_config("Qwen3-30B-A3B", moe_intermediate_size=None)),
+        Raises(ConfigError, r"missing field 'moe_intermediate_size', which a qwen3_moe")),
+    Row("model: experts per token and no expert count (any family)",
+        lambda _: data.load_model(config(model_type="newfamily", num_experts_per_tok=2,
+                                         num_key_value_heads=32)),
+        Raises(ConfigError, r"'num_experts_per_tok' routes tokens to experts, but no field names "
+                            r"how many experts")),
+    Row("model: MLA head sizes without the latent rank (any family)",
+        lambda _: data.load_model(config(model_type="newfamily", qk_rope_head_dim=64,
+                                         num_key_value_heads=32)),
+        Raises(ConfigError, r"field 'qk_rope_head_dim' is MLA's .* 'kv_lora_rank' .* is missing")),
+    Row("traffic: trace_kind requests for a rate series",
+        lambda w: data.load_traffic(w("r.csv", "timestamp,qps\n2026-01-01 00:00,5\n"
+                                               "2026-01-01 00:10,6\n"), kind="requests"),
+        Raises(ConfigError, r"r\.csv: trace_kind = 'requests', but column 'qps' holds a rate "
+                            r"series' values")),
+    Row("rates: every window 0",
+        rates("t,qps\n0,0\n600,0\n1200,0\n"),
+        Raises(ConfigError, r"r\.csv: every window's 'qps' is 0 or missing")),
+    Row("vllm: a folder with runs of two models",
+        lambda w: data.read_benchmark(bench_folder(w, [vllm_run(1, model_id="org/model-a"),
+                                                       vllm_run(4, model_id="org/model-b")])),
+        Raises(ConfigError, r"bench: the runs are of 2 models \('org/model-a' in run0\.json; "
+                            r"'org/model-b' in run1\.json\).*model_id=")),
+    Row("vllm: a folder with runs on two GPUs",
+        lambda w: data.read_benchmark(bench_folder(w, [vllm_run(1, gpu="H100-SXM"),
+                                                       vllm_run(4, gpu="L4")])),
+        Raises(ConfigError, r"the runs are of 2 GPUs \('H100-SXM' in run0\.json; 'L4'")),
+    Row("vllm: runs of another model than the plan's",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, model_id="deepseek-ai/DeepSeek-R1") for c in (1, 4)]),
+            model="Llama-3.1-8B"),
+        Raises(ConfigError, r"run0\.json: the runs measured model_id 'deepseek-ai/DeepSeek-R1', "
+                            r"not model 'Llama-3\.1-8B'")),
+    Row("vllm: runs of another GPU than the plan's",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, gpu="L4") for c in (1, 4)]), gpu="H100-SXM"),
+        Raises(ConfigError, r"run0\.json: the runs measured GPU 'L4', not gpu 'H100-SXM'")),
+    Row("gpu: a copied catalog with a negative price",
+        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
+            t.gpu != "L4", "-0.44"))),
+        Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): usd_per_gpu_hour = -0\.44; expected USD "
+                            r"per GPU-hour > 0")),
+    Row("gpu: a copied catalog with a high but possible price",
+        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
+            t.gpu != "L4", "320"))),
+        States(lambda gpus: f"{float(gpus.usd_per_gpu_hour.sel(gpu='L4')):g} USD/hour kept",
+               r"^320 USD/hour kept")),
+    Row("gpu: a copied catalog with a price in USD per GPU-month",
+        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
+            t.gpu != "L4", "2400"))),
+        Raises(ConfigError, r"usd_per_gpu_hour = 2400\.0; expected USD per GPU-hour > 0 and at "
+                            r"most 1000")),
+    Row("capacity: a negative price", ttft(2.0, usd_per_gpu_hour=-3.0),
+        Raises(InputError, r"usd_per_gpu_hour must be >= 0, got -3")),
+    Row("config: a negative spot preemption rate",
+        plan_file("[fleet]\nspot_preemption_rate = -1\n"),
+        Raises(ConfigError, r"p\.toml:2: spot_preemption_rate = -1: Input should be greater than")),
+    Row("config: a share of 1.5", plan_file("[serving]\nprefix_cache_share = 1.5\n"),
+        Raises(ConfigError, r"p\.toml:2: prefix_cache_share = 1\.5: Input should be less than 1")),
+    Row("prefix: a null among a request's hash_ids",
+        lambda w: data.load_block_hashes(w("h.jsonl", '{"timestamp": 0, "input_length": 600, '
+                                                      '"output_length": 5, "hash_ids": [1, null]}\n')),
+        Raises(ConfigError, r"h\.jsonl, line 1: 'hash_ids' holds a null among its block hashes")),
+    Row("prefix: hash_ids written as text",
+        lambda w: data.load_block_hashes(w("h.jsonl", '{"timestamp": 0, "input_length": 600, '
+                                                      '"output_length": 5, "hash_ids": "1,2"}\n')),
+        Raises(ConfigError, r"h\.jsonl: field 'hash_ids' must be a list of integers per line")),
+    Row("config: an empty file", plan_file(""),
+        Raises(ConfigError, r"p\.toml: holds no settings; an empty config is not the defaults")),
+    Row("config: tables without a setting", plan_file("[traffic]\n[serving]\n"),
+        Raises(ConfigError, r"p\.toml: holds no settings")),
+    Row("config: an empty YAML file", plan_file("# nothing\n", "p.yaml"),
+        Raises(ConfigError, r"p\.yaml: holds no settings")),
+    Row("plan: a trace too short for weekly held-out windows (two days)",
+        lambda w: planned(w, backtest_days=7),
+        States(lambda built: f"{plan.answer(built).held_out.origin_step} | said: "
+                             f"{'rolling origins every hour' in plan.describe(built)}",
+               r"^hour \| said: True$")),
+    Row("output: a plan.json the user wrote",
+        lambda w: data.write_set(w("plan.json", '{"mine": 1}').parent, {"plan.json": "{}"}),
+        Raises(OutputError, r"plan\.json: exists and capnb did not write it .* --force")),
+    Row("output: a file-size limit below the file",
+        lambda w: with_file_size_limit(
+            4096, lambda: data.write_set(w("out/.keep", "").parent, {"plan.nc": b"0" * 10_000})),
+        Raises(OutputError, r"out/plan\.nc: 10,000 bytes, above the file-size limit of 4,096 "
+                            r"bytes \(ulimit -f\)")),
+    Row("output: a folder where the output folder goes",
+        lambda w: data.write_set(w("taken", "a file"), {"plan.json": "{}"}),
+        Raises(OutputError, r"taken: a file, not a folder to write into")),
+    Row("output: a dead writer's temporaries", stale_cleaned,
+        States(lambda names: ", ".join(names), r"^\.capnb-outputs\.json, plan\.json$")),
+    Row("html: a chart title holding </script>",
+        lambda _: __import__("capnb.notebook").notebook.chart_html(
+            {"title": "</script><script>alert(1)</script>", "mark": "point"}),
+        States(lambda page: f"{page.count('</script>')} script end, {page.count('<script')} start",
+               r"^1 script end, 1 start$")),
+    # -- issue 31: tracebacks and exhaustion that became errors -------------------------------
+    Row("config: a binary file", lambda w: plan.load_config(w("p.toml", BINARY)),
+        Raises(ConfigError, r"p\.toml, line 1: a NUL byte \(byte 0\): a binary file")),
+    Row("config: UTF-16 text", lambda w: plan.load_config(w("p.toml", 'trials = 5\n'.encode("utf-16"))),
+        Raises(ConfigError, r"p\.toml: UTF-16 text .*save it as UTF-8")),
+    Row("config: Latin-1 text",
+        lambda w: plan.load_config(w("p.yaml", "serving:\n  model: caf\xe9\n".encode("latin-1"))),
+        Raises(ConfigError, r"p\.yaml, line 2: byte 0xe9 \(byte 21\) is not UTF-8")),
+    Row("config: a NUL byte in a TOML string", plan_file('[serving]\nmodel = "a\\u0000b"\n'),
+        Raises(ConfigError, r"p\.toml:2: model = 'a\\x00b': holds the control character '\\x00' "
+                            r"at position 1")),
+    Row("config: a YAML alias bomb", plan_file(BOMB, "p.yaml"),
+        Raises(ConfigError, r"p\.yaml: expands to more than 10,000 values once its aliases")),
+    Row("config: a YAML alias inside its own anchor", plan_file("sla: &a\n  sla_s: [*a]\n", "p.yaml"),
+        Raises(ConfigError, r"p\.yaml:1: an alias inside its own anchor")),
+    Row("config: a YAML merge key",
+        plan_file("serving:\n  <<: {gpus: [H100-SXM], tensor_parallel: [1]}\n  model: Qwen3-8B\n",
+                  "p.yaml"),
+        States(lambda cfg: f"{cfg.model} on {cfg.gpus}", r"^Qwen3-8B on \('H100-SXM',\)$")),
+    Row("config: a billion trials", plan_file("[traffic]\ntrials = 1000000000\n"),
+        Raises(ConfigError, r"p\.toml:2: trials = 1000000000: Input should be less than or "
+                            r"equal to 1000000: each trial simulates a month")),
+    Row("config: a microsecond step", plan_file("[elasticity]\nstep_s = 0.000001\n"),
+        Raises(ConfigError, r"step_s = 1e-06: Input should be greater than or equal to 0\.01")),
+    Row("config: a policy grid of 42,480 cells",
+        plan_file("[elasticity]\nscale_up_threshold = [" + ", ".join(f"{i / 100}" for i in range(1, 60))
+                  + "]\ncooldown_s = [" + ", ".join(map(str, range(60))) + "]\n"),
+        Raises(ConfigError, r"p\.toml: the policy grid has 42,480 cells .* more than the 2,000")),
+    Row("config: a file of 3 MB", plan_file("# " + "x" * 3_000_000 + "\n"),
+        Raises(ConfigError, r"p\.toml: 3,000,003 bytes; capnb reads a plan config of at most")),
+    Row("model: 10**12 layers",
+        lambda _: data.load_model(config(num_hidden_layers=10**12)),
+        Raises(ConfigError, r"field 'num_hidden_layers' = 1,000,000,000,000 is above "
+                            r"2,147,483,647")),
+    Row("model: 100,000 layers", lambda _: data.load_model(config(num_hidden_layers=100_000)),
+        Raises(ConfigError, r"'num_hidden_layers' = 100,000: capnb plans models of at most 4,096")),
+    Row("model: a config.json in UTF-16",
+        lambda w: data.load_model(w("config.json", json.dumps(config()).encode("utf-16"))),
+        Raises(ConfigError, r"config\.json: UTF-16 text")),
+    Row("forecast: a billion trials", lambda _: forecast.target(SERVEGEN(), trials=10**9),
+        Raises(BudgetError, r"trials=1,000,000,000 Monte Carlo months of 30 days needs about "
+                            r"1\.6 TiB of memory, over capnb's budget .*lower trials")),
+    Row("latency: ten billion simulated requests",
+        lambda _: latency.engine("Llama-3.1-8B", "H100-SXM", 1, concurrency=[1],
+                                 workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),
+                                 requests=10**10),
+        Raises(BudgetError, r"requests=10,000,000,000 simulated requests needs about 7\.3 TiB")),
+    Row("elasticity: a millisecond step over two weeks",
+        lambda _: elasticity.resample_demand(SERVEGEN(), 0.001),
+        Raises(BudgetError, r"1,209,600,000 steps of 0\.001 s needs about 27\.0 GiB of memory.*"
+                            r"use a longer step_s")),
+    Row("elasticity: 20 million 1 s steps x 20,000 policy cells",
+        lambda _: elasticity.sweep(np.ones(20_000_000), step_s=1, per_instance_qps=1,
+                                   cooldown_s=list(range(100)), scale_up_threshold=[
+                                       i / 201 for i in range(1, 201)]),
+        Raises(BudgetError, r"20,000,000 steps of 1 s x 20,000 article policy cells takes about "
+                            r"6,400 s of CPU, over capnb's budget of 1,800 s")),
+    Row("trace: a symlink loop", lambda w: data.load_trace(symlink_loop(w, "t.csv")),
+        Raises(ConfigError, r"t\.csv: a loop of symbolic links \(trace\)")),
+    Row("model: a symlink loop", lambda w: data.load_model(symlink_loop(w, "config.json")),
+        Raises(ConfigError, r"config\.json: a loop of symbolic links \(model\)")),
+    Row("vllm: a symlink loop in a results folder",
+        lambda w: data.read_benchmark(symlink_loop(w, "run.json").parent),
+        Raises(ConfigError, r"(run|other)\.json: a loop of symbolic links \(benchmark file\)")),
+    Row("vllm: a sub-folder named like a result file",
+        lambda w: data.read_benchmark(folder_named(w, "results/sub.json").parent),
+        Raises(ConfigError, r"results: a folder of measured latencies holds vllm bench JSON")),
+    Row("vllm: a sub-folder named .json beside results",
+        lambda w: (folder_named(w, "bench/sub.json"),
+                   data.read_vllm_bench(bench_folder(w, [vllm_run(1), vllm_run(4)])))[1],
+        States(lambda curve: f"{curve.sizes['concurrency']} runs read", r"^2 runs read$")),
+    Row("trace: a folder named t.json", lambda w: data.load_trace(folder_named(w, "t.json")),
+        Raises(ConfigError, r"t\.json: is a directory, not a trace file")),
+    Row("traffic: a folder named t.csv", lambda w: data.load_traffic(folder_named(w, "t.csv")),
+        Raises(ConfigError, r"t\.csv: a folder, not a trace file")),
+    Row("trace: a binary .jsonl", lambda w: data.load_trace(w("t.jsonl", BINARY)),
+        Raises(ConfigError, r"t\.jsonl")),
+    Row("vllm: a binary .jsonl", lambda w: data.read_benchmark(w("v.jsonl", BINARY)),
+        Raises(ConfigError, r"v\.jsonl, line 1: a NUL byte \(byte 0\)")),
+    Row("table: a binary .jsonl", lambda w: data.read_latency_table(w("t.jsonl", BINARY)),
+        Raises(ConfigError, r"t\.jsonl.*a NUL byte")),
+    Row("prefix: a binary .jsonl", lambda w: data.load_block_hashes(w("h.jsonl", BINARY)),
+        Raises(ConfigError, r"h\.jsonl, line 1: not a JSON object")),
+    Row("trace: a JSON-lines file of null (pyarrow 26 segfaults on it)",
+        lambda w: data.load_trace(w("t.jsonl", "null\n")),
+        Raises(ConfigError, r"t\.jsonl, line 1: not a JSON object \(starts 'null'\)")),
+    Row("prefix: a null line among the requests",
+        lambda w: data.load_block_hashes(w("h.jsonl", '{"input_length": 1, "hash_ids": [1]}\nnull\n')),
+        Raises(ConfigError, r"h\.jsonl, line 2: not a JSON object")),
+    Row("trace: a NUL byte in the path", lambda _: data.load_trace("a\x00b.csv"),
+        Raises(ConfigError, r"trace 'a\\x00b\.csv': a path cannot hold a NUL byte")),
+    Row("model: a NUL byte in the path", lambda _: data.load_model("a\x00b/config.json"),
+        Raises(ConfigError, r"model 'a\\x00b/config\.json': a path cannot hold a NUL byte")),
 ]  # fmt: skip
 
 
@@ -526,6 +848,7 @@ def test_the_table_covers_every_loader_and_step():
 def test_bad_input(row, tmp_path):
     def write(name, content):
         path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:

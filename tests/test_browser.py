@@ -226,21 +226,16 @@ def test_report_answers_on_its_first_screen_for_readers(browser, full_report):
         assert console == [], f"{path.name}: {console}"  # no vega warning (infinite extents ...)
         if path == combined:
             assert title.startswith("Capacity plan: ")
-            # the first screen holds the answer: GPU, instances (a drawn chart), policy, cost,
-            # breach minutes, what binds, the checks that fired
-            for term in (
-                "GPU and tensor parallelism",
-                "Instances",
-                "Autoscaling policy",
-                "Monthly cost",
-                "Expected SLA breach",
-            ):
+            # the first screen holds the answer: what to deploy, the fleet and its policy (a drawn
+            # chart), the cost with the breach minutes; how it did held out follows
+            for term in ("What to deploy", "Fleet", "Monthly cost"):
                 box = page.locator("dl.capnb-numbers dt", has_text=term).first.bounding_box()
-                assert box is not None and box["y"] + box["height"] <= 900, term
+                assert box is not None and box["y"] + 30 <= 900, term  # its first line shows
+            assert page.locator("dl.capnb-numbers dt", has_text="Held out").count() == 1
             assert page.locator("dl.capnb-numbers dd strong").count() >= 8  # numbers set apart
             assert page.locator("#the-plan .capnb-static-chart svg.marks").count() == 1
             assert page.locator("#the-plan table.capnb-steps tr").count() == 4  # one per step
-            assert page.locator("#the-plan h2", has_text="Checks that fired").count() == 1
+            assert page.locator("#the-plan h2", has_text="The article's checks").count() == 1
             assert "1970" not in page.locator("#the-plan").inner_text()
             # the steps follow, each a titled section
             assert page.locator(".capnb-section").count() == len(pages)

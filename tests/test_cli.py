@@ -21,8 +21,26 @@ def test_plan_prints_the_recommendation_and_exports(small_plan, tmp_path, capsys
     assert main(["plan", "--config", str(path), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "out" / "plan.json").read_text())
-    assert out.startswith(summary["recommendation"].split("\n")[0])
+    assert out.startswith(summary["text"])  # the answer as describe() renders it, then the inputs
+    assert f"Inputs: {summary['answer']['inputs']}" in out
     assert (tmp_path / "out" / "plan.nc").is_file()
+
+
+def test_the_sla_flag_takes_bounds_with_units_and_names_a_slip(capsys):
+    from capnb import cli
+    from capnb.records import SLA
+
+    args = cli._parser().parse_args(["plan", "--sla", "ttft=1.5,tpot=60ms"])
+    assert cli._overrides(args) == {"sla": SLA(ttft_s=1.5, tpot_s=0.06)}
+    with pytest.raises(SystemExit):  # a TPOT of 60 s: seconds meant as milliseconds
+        cli._parser().parse_args(["plan", "--sla", "tpot=60"])
+    err = capsys.readouterr().err
+    assert "argument --sla: tpot_s = 60" in err and "60 ms is 0.06" in err
+    args = cli._parser().parse_args(["plan", "--sla", "tpot=60,confirm"])
+    assert cli._overrides(args)["sla"].bounds == {"tpot": 60.0}
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["plan", "--sla", "latency=1"])
+    assert "expected metric=seconds" in capsys.readouterr().err
 
 
 def test_failures_print_the_step_and_exit_1(tmp_path, capsys):

@@ -14,6 +14,7 @@ from capnb.capacity import validate_disagg
 from capnb.errors import InputError
 from capnb.kernels import disagg as kernels
 from capnb.kernels.disagg_reference import balance_python
+from capnb.records import SLA
 
 
 def _kernel(*args):
@@ -119,7 +120,7 @@ def test_pool_curves_have_a_pool_dim(small):
 def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
     w, curves, agg = small
     ds = capnb.capacity.pd_ratio(
-        "gpt-oss-120b", "H200", w, concurrency=[16, 64], sla_ttft=1.0, sla_tpot=0.05,
+        "gpt-oss-120b", "H200", w, concurrency=[16, 64], sla=SLA(ttft_s=1.0, tpot_s=0.05),
         ratios=["1:1", (1, 3), "3:1"], tensor_parallel=2, curves=curves, aggregated_curve=agg,
     )  # fmt: skip
     assert list(ds.ratio.values) == ["1:1", "1:3", "3:1"]
@@ -144,7 +145,7 @@ def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
 def test_pd_ratio_is_deterministic_for_a_seed():
     w = capnb.latency.workload(prompt_tokens=[512] * 8, output_tokens=[64] * 8)
     run = lambda: capnb.capacity.pd_ratio(  # noqa: E731
-        "gpt-oss-120b", "H200", w, concurrency=8, sla_ttft=1.0, sla_tpot=0.05, ratios=["1:1"],
+        "gpt-oss-120b", "H200", w, concurrency=8, sla=SLA(ttft_s=1.0, tpot_s=0.05), ratios=["1:1"],
         tensor_parallel=2, requests=100, seed=3,
     )  # fmt: skip
     a, b = run(), run()
@@ -155,7 +156,7 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     w, curves, agg = small
     demand = np.array([2.0, 10.0, 30.0])
     ds = capnb.capacity.disaggregate(
-        "gpt-oss-120b", "H200", w, target_qps=demand, sla_ttft=1.0, sla_tpot=0.05,
+        "gpt-oss-120b", "H200", w, target_qps=demand, sla=SLA(ttft_s=1.0, tpot_s=0.05),
         tensor_parallel=2, curves=curves, aggregated_curve=agg,
     )  # fmt: skip
     r = ds.per_instance_qps.values
@@ -180,7 +181,7 @@ def test_disaggregate_plans_each_pool_per_slot(small):
 def test_disaggregate_says_infeasible_never_falls_back(small):
     w, curves, agg = small
     ds = capnb.capacity.disaggregate(
-        "gpt-oss-120b", "H200", w, target_qps=5.0, sla_ttft=1.0, sla_tpot=0.001,
+        "gpt-oss-120b", "H200", w, target_qps=5.0, sla=SLA(ttft_s=1.0, tpot_s=0.001),
         tensor_parallel=2, curves=curves, aggregated_curve=agg,
     )  # fmt: skip
     assert ds.attrs["serving"] == "infeasible"
@@ -192,13 +193,12 @@ def test_disaggregate_says_infeasible_never_falls_back(small):
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
-        ({"sla_ttft": -1.0}, "sla_ttft"),
-        ({"sla_tpot": "fast"}, "sla_tpot"),
+        ({"sla": SLA(ttft_s=1.0)}, "has no tpot_s"),
+        ({"sla": 1.0}, "sla: expected a capnb.records.SLA"),
         ({"ratios": ["1-3"]}, "ratios"),
         ({"ratios": [(0, 1)]}, "ratios"),
         ({"tensor_parallel": {"prefill": 2}}, "tensor_parallel"),
         ({"tensor_parallel": 0}, "tensor_parallel"),
-        ({"quantile": 1.0}, "quantile"),
         ({"link_bandwidth": 0}, "link_bandwidth"),
         ({"concurrency": [0]}, "concurrency"),
         ({"aggregated_gpus": 1}, "aggregated_gpus"),
@@ -207,7 +207,7 @@ def test_disaggregate_says_infeasible_never_falls_back(small):
 def test_bad_inputs_name_the_argument(small, kwargs, argument):
     w, curves, agg = small
     args = dict(
-        concurrency=8, sla_ttft=1.0, sla_tpot=0.05, tensor_parallel=2, curves=curves,
+        concurrency=8, sla=SLA(ttft_s=1.0, tpot_s=0.05), tensor_parallel=2, curves=curves,
         aggregated_curve=agg,
     )  # fmt: skip
     args.update(kwargs)
@@ -219,12 +219,12 @@ def test_disaggregate_bad_target(small):
     w, curves, agg = small
     with pytest.raises(InputError, match="target_qps"):
         capnb.capacity.disaggregate(
-            "gpt-oss-120b", "H200", w, target_qps=[-1.0], sla_ttft=1.0, sla_tpot=0.05,
+            "gpt-oss-120b", "H200", w, target_qps=[-1.0], sla=SLA(ttft_s=1.0, tpot_s=0.05),
             curves=curves, aggregated_curve=agg, tensor_parallel=2,
         )  # fmt: skip
     with pytest.raises(InputError, match="workload"):
         capnb.capacity.disaggregate(
-            "gpt-oss-120b", "H200", {"prompt": 1}, target_qps=1.0, sla_ttft=1.0, sla_tpot=0.05
+            "gpt-oss-120b", "H200", {"prompt": 1}, target_qps=1.0, sla=SLA(ttft_s=1.0, tpot_s=0.05)
         )
 
 

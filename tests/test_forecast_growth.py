@@ -140,7 +140,7 @@ def test_results_are_deterministic():
 
 
 # -- the defaults: backtest, target and the plan ---------------------------------------------------
-def test_backtest_and_target_default_to_the_probabilistic_plan():
+def test_backtest_defaults_to_and_target_offers_the_probabilistic_plan():
     large = data.load_rate_series("servegen-m-large")
     fitted = large.isel(time=slice(0, 7 * 144))
     score = forecast.backtest(large, fit="7D")
@@ -150,7 +150,7 @@ def test_backtest_and_target_default_to_the_probabilistic_plan():
     plan = ahead.target_qps.sel(traffic_quantile=0.99).values[np.arange(7 * 144) // 6 % 24]
     assert float(score.coverage.sel(plan="P99")) == pytest.approx(np.mean(scored <= plan))
 
-    plan = forecast.target(large, trials=50, seed=1)
+    plan = forecast.target(large, trials=50, seed=1, growth_model="probabilistic")
     expected = forecast.predict(large, quantiles=(0.99,)).target_qps[:, 0]
     np.testing.assert_allclose(plan.target_qps.sel(traffic_quantile=0.99), expected, rtol=1e-9)
     assert plan.attrs["growth_model"].startswith("probabilistic: ")
@@ -162,7 +162,7 @@ def test_backtest_and_target_default_to_the_probabilistic_plan():
 
 def test_a_history_shorter_than_a_week_is_planned_as_it_is():
     short = _growing(5)
-    plan = forecast.target(short, trials=20)
+    plan = forecast.target(short, trials=20, growth_model="probabilistic")
     assert plan.attrs["growth_model"].startswith("none: fewer than 7 days")
     np.testing.assert_array_equal(plan.target_qps, forecast.fit_baseline(short).target_qps)
 

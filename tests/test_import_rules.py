@@ -166,8 +166,8 @@ def test_kernels_import_numpy_numba_and_the_standard_library_only():
     assert offenders == []
 
 
-def test_the_readme_layout_matches_the_tree():
-    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+def test_the_documented_layout_matches_the_tree():
+    readme = (ROOT.parent / "docs" / "development.md").read_text(encoding="utf-8")
     layout = readme.split("## Layout", 1)[1].split("```", 2)[1]
     tokens = {t.rstrip(":,").rstrip("/") for t in layout.split()}
     listed = {t for t in tokens if t.startswith("capnb/")}

@@ -1,7 +1,9 @@
 """The plan: the chain on one set of inputs, its recommendation, configs and exports."""
 
+import errno
 import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -10,7 +12,7 @@ import xarray as xr
 
 from capnb import data, memory
 from capnb import plan as planning
-from capnb.errors import ConfigError, InputError
+from capnb.errors import ConfigError, InputError, OutputError
 
 #: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
 SMALL = {
@@ -40,103 +42,113 @@ def test_plan_holds_every_step_with_units(small):
     for name, var in plan.data_vars.items():
         if var.dtype.kind in "fi":
             assert "units" in var.attrs, name
-    for key in (
-        "recommendation",
-        "gpu",
-        "tensor_parallel",
-        "per_instance_qps",
-        "monthly_usd",
-        "breach_minutes_per_month",
-        "policy",
-        "config",
-    ):
-        assert key in plan.attrs, key
+    assert {"answer", "config", "config_source"} <= set(plan.attrs)
+    a = planning.answer(plan)
+    assert a.gpu and a.tensor_parallel >= 1 and a.per_instance_qps > 0 and a.monthly_usd > 0
+    # every field of the record has a unit in the glossary's words
+    assert set(planning.units()) >= {"monthly_usd", "policy.cooldown_s", "sla.tpot_s"}
+    assert planning.units()["monthly_usd"] == "USD/month"
 
 
 def test_the_choice_is_the_cheapest_feasible_option(small):
     plan, _ = small
     monthly = plan.capacity_usd_per_hour.mean("slot")
-    gpu, tp = plan.attrs["gpu"], plan.attrs["tensor_parallel"]
+    a = planning.answer(plan)
+    gpu, tp = a.gpu, a.tensor_parallel
     assert float(monthly.sel(gpu=gpu, tensor_parallel=tp)) == float(monthly.min())
     chosen = plan.sel(gpu=gpu, tensor_parallel=tp)
     assert str(chosen.capacity_binding.values) in ("latency", "memory", "measured_range")
-    assert math.isclose(float(chosen.capacity_per_instance_qps), plan.attrs["per_instance_qps"])
-    # the SLA holds at the operating point, and the memory step allows the safe concurrency
-    assert float(chosen.capacity_latency_at_safe) <= planning.PlanConfig(**SMALL).sla_s
+    assert math.isclose(float(chosen.capacity_per_instance_qps), a.per_instance_qps)
+    # every bound holds at the operating point, and the memory step allows the safe concurrency
+    bound = planning.PlanConfig(**SMALL).sla.bounds[str(chosen.capacity_binding_metric.values)]
+    assert float(chosen.capacity_latency_at_safe) <= bound
     assert int(chosen.capacity_safe_concurrency) <= int(chosen.memory_max_concurrency.squeeze())
 
 
 def test_instances_are_the_fixed_part_plus_the_burst_buffer(small):
     plan, _ = small
-    chosen = plan.sel(gpu=plan.attrs["gpu"], tensor_parallel=plan.attrs["tensor_parallel"])
-    q = plan.attrs["per_instance_qps"]
+    a = planning.answer(plan)
+    chosen = plan.sel(gpu=a.gpu, tensor_parallel=a.tensor_parallel)
+    q = a.per_instance_qps
     target = plan.forecast_target_qps.sel(traffic_quantile=0.99).values
     buffer = math.ceil(float(plan.forecast_buffer_qps) / q - 1e-12)
     np.testing.assert_array_equal(
         chosen.capacity_instances.values, np.ceil(target / q - 1e-12) + buffer
     )
-    assert (
-        f"elastic buffer: {buffer:,} instance{'' if buffer == 1 else 's'}"
-        in plan.attrs["recommendation"]
-    )
+    assert a.burst_instances == buffer
+    assert list(a.fixed_instances) == np.ceil(target / q - 1e-12).astype(int).tolist()
+    assert f"up to {buffer:,} more instance" in planning.describe(plan)
 
 
 def test_recommended_policy_and_its_monthly_figures(small):
     plan, _ = small
-    selection = json.loads(plan.attrs["policy"])
-    run = plan.sel(selection)
-    hours = plan.attrs["simulated_hours"]
-    assert math.isclose(
-        float(run.elasticity_usd) / hours * 730, plan.attrs["monthly_usd"], rel_tol=1e-9
-    )
+    a = planning.answer(plan)
+    run = plan.sel(a.policy.selection)
+    hours = a.simulated_hours
+    assert math.isclose(float(run.elasticity_usd) / hours * 730, a.monthly_usd, rel_tol=1e-9)
     assert math.isclose(
         float(run.elasticity_breach_s) / hours * 730 / 60,
-        plan.attrs["breach_minutes_per_month"],
+        a.breach_minutes_per_month,
         rel_tol=1e-9,
     )
+    # what to reserve: the floor and the warm spares, which never stop
+    assert a.reserved_instances == a.policy.min_instances + a.policy.buffer_instances
+    assert a.peak_instances >= a.reserved_instances
     text = planning.describe(plan)
-    assert f"{plan.attrs['monthly_usd']:,.0f} USD a month" in text
-    assert text.startswith(
-        f"Serve Llama-3.1-8B on {plan.attrs['tensor_parallel']} x {plan.attrs['gpu']}"
-    )
+    assert f"{a.monthly_usd:,.0f} USD a month" in text
+    assert text.startswith(f"Serve Llama-3.1-8B on {a.tensor_parallel} x {a.gpu}")
 
 
 def test_applicability_checks_are_warnings_and_in_the_text(small):
     plan, raised = small
-    assert sorted(raised) == sorted(plan.attrs["warnings"])
-    for check in plan.attrs["warnings"]:
-        assert f"Check: {check}" in plan.attrs["recommendation"]
-    # the bundled 8B model's estimated cold start exceeds half the 60 s budget
-    assert any(c.startswith("Cold start") for c in plan.attrs["warnings"])
+    article = [c.finding for c in planning.answer(plan).checks if c.kind == "article"]
+    assert sorted(raised) == sorted(article)
+    for check in article:
+        assert f"Check: {check}" in planning.describe(plan)
+    # the bundled 8B model's estimated cold start vetoes pure elasticity against the 60 s budget
+    assert any(c.startswith("Cold start") for c in article)
+    assert planning.answer(plan).policy.cold_start_vetoes
 
 
 def test_export_and_load_round_trip(small, tmp_path):
     plan, _ = small
     files = planning.export(plan, tmp_path)
     back = planning.load(files["netcdf"])
-    assert back.attrs["recommendation"] == plan.attrs["recommendation"]
-    assert back.attrs["warnings"] == plan.attrs["warnings"]
+    assert planning.answer(back).to_dict() == planning.answer(plan).to_dict()
+    assert planning.describe(back) == planning.describe(plan)
     xr.testing.assert_allclose(back.capacity_instances, plan.capacity_instances)
     assert str(back.capacity_binding.sel(gpu="H100-SXM", tensor_parallel=1).values) == str(
         plan.capacity_binding.sel(gpu="H100-SXM", tensor_parallel=1).values
     )
     summary = json.loads(files["json"].read_text())
-    assert summary["gpu"] == plan.attrs["gpu"] and summary["warnings"] == plan.attrs["warnings"]
+    assert summary["answer"] == planning.answer(plan).to_dict()
+    assert summary["text"] == planning.describe(plan)
+    assert summary["units"]["per_instance_qps"] == "requests/s"
+    assert planning.answer(summary).to_dict() == summary["answer"]
 
 
 def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch):
     plan, _ = small
     files = planning.export(plan, tmp_path)
     before = files["netcdf"].read_bytes()
+    real = os.write
 
-    def broken(self, *args, **kwargs):
-        raise OSError("disk full")
+    def full(fd, data):  # the disk fills while the new NetCDF file is written
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OutputError, match=r"plan\.nc: no space left on its file system"):
         planning.export(plan, tmp_path)
+    monkeypatch.setattr(os, "write", real)
     assert files["netcdf"].read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "plan.nc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".capnb-outputs.json",
+        "hpa.yaml",
+        "keda.yaml",
+        "knative.yaml",
+        "plan.json",
+        "plan.nc",
+    ]
 
 
 def test_config_files_round_trip(tmp_path):
@@ -144,15 +156,18 @@ def test_config_files_round_trip(tmp_path):
     path = planning.save_config(config, tmp_path / "plan.toml")
     assert planning.load_config(path) == config
     yaml_path = tmp_path / "plan.yaml"
-    yaml_path.write_text("sla:\n  sla_s: 0.1\nserving:\n  gpus: [H200]\n")
+    yaml_path.write_text("sla:\n  tpot_s: 0.1\nserving:\n  gpus: [H200]\n")
     loaded = planning.load_config(yaml_path)
-    assert loaded.sla_s == 0.1 and loaded.gpus == ("H200",)
+    assert loaded.sla.bounds == {"tpot": 0.1} and loaded.gpus == ("H200",)
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("[sla]\nsla_seconds = 1\n", r"\[sla\] has no setting 'sla_seconds'"),
+        ("[sla]\nsla_s = 1\n", r"\[sla\] sla_s is no longer a setting: the SLA is a table"),
+        ("[sla]\ntpot_s = 60\n", r":2: \[sla\] tpot_s = 60: .* 60 s is outside the plausible"),
+        ("[sla]\nquantile = 0.99\n", r"give at least one bound"),
         ("colour = 'red'\n", "unknown setting 'colour'"),
         ("[sla\n", "not valid TOML"),
     ],
@@ -168,16 +183,16 @@ def test_bad_config_files_name_the_setting_and_file(tmp_path, text, message):
 
 def test_infeasible_sla_is_stated_never_a_fallback():
     with pytest.raises(
-        planning.PlanError, match=r"infeasible: no GPU .* meets tpot P99 <= 0.001 s"
+        planning.PlanError, match=r"infeasible: no GPU .* meets P99 TPOT <= 1 ms for"
     ):
-        planning.build(planning.PlanConfig(**SMALL), sla_s=0.001)
+        planning.build(planning.PlanConfig(**SMALL), sla={"tpot_s": 0.001})
 
 
 def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():
     # the curve's floor is above the SLA at every slot's target: the curve's own sentence, no crash
     config = planning.PlanConfig(
         **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
-        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla_metric="ttft", sla_s=0.01,
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla={"ttft_s": 0.01},
     )  # fmt: skip
     with pytest.raises(planning.PlanError, match=r"infeasible: Infeasible: ttft P99 is already"):
         planning.build(config)
@@ -191,18 +206,18 @@ def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate(tmp_path):
         f"{t},80,60\n" for t in times))  # fmt: skip
     config = planning.PlanConfig(
         **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
-        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla_metric="ttft", sla_s=600.0,
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla={"ttft_s": 600.0},
         workload=str(tmp_path / "short.csv"),
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)  # its cold start: not tested here
         plan = planning.build(config)
-    assert "(binding: measured_range" in plan.attrs["recommendation"]
-    assert "capnb does not extrapolate past what was measured" in plan.attrs["recommendation"]
-    assert "on 8 x MI300X per instance" in plan.attrs["recommendation"]
-    assert int(plan.attrs["tensor_parallel"]) == 8
+    a, text = planning.answer(plan), planning.describe(plan)
+    assert a.binding == "measured_range"
+    assert "the measured curve ends before any bound binds (capnb does not extrapolate" in text
+    assert "on 8 x MI300X per instance" in text and a.tensor_parallel == 8
     # the workload's lengths are close to the benchmark's: nothing to say about them
-    assert "the benchmark measured" not in plan.attrs["latency_notes"]
+    assert not any("the benchmark measured" in n for n in a.latency_notes)
 
 
 def test_a_bundled_measured_curve_is_planned_only_on_its_own_configuration():
@@ -223,21 +238,25 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     # benchmark's 81 + 63): memory binds at the workload's lengths, and the plan says the curve's
     config = planning.PlanConfig(
         **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
-        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla_metric="ttft", sla_s=600.0,
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B",
+        sla={"ttft_s": 600.0, "tpot_s": 1.0},
     )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(config)
-    seq_len = int(plan.attrs["seq_len"])
-    assert "(binding: memory" in plan.attrs["recommendation"]
-    assert f"memory is checked at the workload's {seq_len:,} tokens" in plan.attrs["latency_notes"]
-    assert "the benchmark measured 81 prompt and 63 output tokens" in plan.attrs["latency_notes"]
+    a = planning.answer(plan)
+    seq_len = a.seq_len
+    notes = " ".join(a.latency_notes)
+    assert a.binding == "memory" and "memory binds before latency" in planning.describe(plan)
+    assert f"memory is checked at the workload's {seq_len:,} tokens" in notes
+    assert "the benchmark measured 81 prompt and 63 output tokens" in notes
     held = memory.max_concurrency(model="Llama-3.1-405B", gpu="MI300X", tensor_parallel=8,
                                   seq_len=seq_len, accounting=config.accounting)  # fmt: skip
     assert int(plan.capacity_safe_concurrency.max()) == int(held.max_concurrency.item())
     # MI300X has no GPU-to-GPU link figure in the catalog: the serving comparison says so and the
     # plan stands
-    assert "not compared: MI300X has no GPU-to-GPU link bandwidth" in plan.attrs["serving"]
+    serving = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
+    assert serving.words.startswith("not compared: MI300X has no GPU-to-GPU link bandwidth")
 
 
 def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
@@ -246,15 +265,15 @@ def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(planning.PlanConfig(**{**SMALL, "gpus": ("L4", "L40S")}))
-    assert "not priced: hyperstack lists no price for" in plan.attrs["fleet"]
-    assert "L40S" in plan.attrs["fleet"] and "mix_usd_per_hour" not in plan.attrs
-    assert plan.attrs["fleet"] in plan.attrs["recommendation"]
+    mix = next(alt for alt in planning.answer(plan).alternatives if alt.name == "mixed fleet")
+    assert "not priced: hyperstack lists no price for" in mix.words and "L40S" in mix.words
+    assert "mix_usd_per_hour" not in plan and math.isnan(mix.monthly_usd)
+    assert mix.words in planning.describe(plan)
 
 
 def test_an_option_that_meets_the_sla_without_a_price_is_named_not_dropped():
     # the capacity step names them (cheapest); the plan's text only reads the name
     from capnb import capacity
-    from capnb.plan._text import _unpriced
 
     cap = xr.Dataset(
         {
@@ -269,8 +288,6 @@ def test_an_option_that_meets_the_sla_without_a_price_is_named_not_dropped():
     # TP 2 on MI250X does not meet the SLA: nothing to rank, so not named
     assert str(best.unpriced_options.item()) == "1 x MI250X" and int(best.feasible_options) == 2
     assert best.unpriced_options.attrs["units"] == "1"
-    plan = best.rename({name: f"choice_{name}" for name in best.data_vars})
-    assert _unpriced(plan) == ["1 x MI250X"]
     # priced everywhere: none named; an option infeasible in one slot is not named either
     cap["usd_per_hour"] = cap.usd_per_hour.fillna(3.0)
     assert str(capacity.cheapest(cap, over="slot").unpriced_options.item()) == ""
@@ -293,7 +310,7 @@ def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(planning.PlanConfig(**{**config.as_dict(), "time_unit": "s"}))
-    assert plan.attrs["per_instance_qps"] > 0
+    assert planning.answer(plan).per_instance_qps > 0
     assert planning.PlanConfig(time_unit="s").as_dict()["time_unit"] == "s"
     bad = tmp_path / "plan.toml"
     bad.write_text('[traffic]\ntime_unit = "minutes"\n')
@@ -312,19 +329,16 @@ def test_a_failing_step_is_named():
         planning.build(42)
 
 
-def test_the_backtest_rides_on_the_plan(small):
+def test_the_held_out_record_rides_on_the_plan(small):
     plan, _ = small
-    # servegen-m-small has 14 days: the plan on the first 7 is replayed on the last 7
-    assert plan.attrs["backtest_score_days"] == pytest.approx(7.0, abs=0.01)
-    assert list(plan.backtest_policy.plan.values)[:2] == ["recommended", "hindsight"]
-    assert plan.backtest_breach_min.attrs["units"] == "min"
-    assert plan.attrs["recommendation"].endswith("Backtest: " + plan.attrs["backtest"])
-    minutes = float(plan.backtest_breach_min.sel(plan="recommended"))
-    assert plan.attrs["backtest"].startswith("on the last held-out week this plan")
-    assert f"{minutes:,.0f} minutes" in plan.attrs["backtest"]
-    usd = plan.backtest_usd
-    if bool(plan.backtest_meets_budget.sel(plan="recommended")):
-        assert float(usd.sel(plan="hindsight")) <= float(usd.sel(plan="recommended"))
+    held = planning.answer(plan).held_out
+    # servegen-m-small has 14 days: daily origins, the last 7 held out (windows cut at its end)
+    assert held.origin_step == "day" and held.windows == 7 and held.window_days == 7
+    assert list(plan.held_out_plan.values)[:3] == ["recommended", "hindsight", "steady-hindsight"]
+    assert plan.held_out_breach_min.attrs["units"] == "min"
+    rec = plan.held_out_breach_min.sel(held_out_plan="recommended")
+    assert held.held == int((rec <= plan.held_out_budget_min + 1e-9).sum())
+    assert f"in {held.held} of 7 held-out windows" in planning.sections(plan)["held_out"]
 
 
 def test_the_cheapest_mix_and_its_pools_ride_on_the_plan(small):
@@ -335,10 +349,16 @@ def test_the_cheapest_mix_and_its_pools_ride_on_the_plan(small):
     served = (plan.mix_instances * plan.pool_per_instance_qps).sum("pool")
     assert (served >= plan.capacity_target_qps - 1e-6).all()
     assert np.isfinite(plan.pool_breach_s.sel(pool=used)).all()
-    assert plan.attrs["mix_usd_per_hour"] <= plan.attrs["mix_single_type_usd_per_hour"] + 1e-9
-    assert plan.attrs["fleet"] in plan.attrs["recommendation"]
-    replay_month = plan.attrs["mix_replay_usd"] / plan.attrs["simulated_hours"] * 730
-    assert f"the mix costs {replay_month:,.0f} USD a month" in plan.attrs["fleet"]
+    assert (
+        float(plan.mix_usd_per_hour.mean())
+        <= float(plan.mix_single_type_usd_per_hour.mean()) + 1e-9
+    )
+    a = planning.answer(plan)
+    mix = next(alt for alt in a.alternatives if alt.name.startswith("mixed fleet"))
+    assert mix.words in planning.describe(plan)
+    replay_month = float(plan.pool_usd.sum()) / a.simulated_hours * 730
+    assert mix.monthly_usd == pytest.approx(replay_month)
+    assert f"the mix costs {replay_month:,.0f} USD a month" in mix.words
     assert plan.pool_usd.attrs["units"] == "USD"
 
 
@@ -358,21 +378,21 @@ def test_no_mix_when_asked_and_an_unknown_provider_is_named():
 
 def test_an_engine_plan_with_a_prefix_cache_reads_the_hit_rate_from_the_workload_log():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H100-SXM", "H200"), tensor_parallel=(1,),
-                 sla_metric="ttft", sla_s=5.0, workload="mooncake-synthetic", demand_scale=0.01)  # fmt: skip
+                 sla={"ttft_s": 5.0}, workload="mooncake-synthetic", demand_scale=0.01)  # fmt: skip
     with warnings.catch_warnings():  # the plan's checks, and the log's shared timestamps
         warnings.simplefilter("ignore")
         none = planning.build(planning.PlanConfig(**cheap, latency="engine"))
         cached = planning.build(
             planning.PlanConfig(**cheap, latency="engine", prefix_cache_share=0.3)
         )
-    assert none.attrs["latency_used"].startswith("the serving-engine model")
+    assert "latency: the serving-engine model" in planning.inputs_used(none)
     assert (none.capacity_prefix_hit_rate == 0).all()
     hit = cached.capacity_prefix_hit_rate
     assert (hit > 0).all() and (hit < 0.2).all()  # the bundled log's prefixes repeat far apart
     # the cache's tokens come out of the running sequences' budget
     assert (cached.capacity_kv_cache_tokens < none.capacity_kv_cache_tokens).all()
-    assert "Prefix cache: 30% of each instance's KV budget" in cached.attrs["recommendation"]
-    assert "serving-engine model's held-out median error" in cached.attrs["recommendation"]
+    assert "A prefix cache holds 30% of each instance's KV budget" in planning.describe(cached)
+    assert "serving-engine model; its held-out median TTFT error" in planning.describe(cached)
 
 
 def test_a_prefix_cache_needs_the_engine_and_block_hashes():
@@ -392,7 +412,9 @@ def test_a_prefix_cache_needs_the_engine_and_block_hashes():
 def test_the_serving_mode_is_compared_on_the_chosen_gpu(small):
     plan, _ = small
     assert list(plan.serving_pool.values) == ["prefill", "decode"]
-    assert plan.attrs["serving_mode"] in ("aggregated", "disaggregated", "infeasible")
+    serving = next(
+        alt for alt in planning.answer(plan).alternatives if alt.name == "prefill/decode pools"
+    )
     gpus = plan.serving_gpus.mean("slot")
     cheaper = (
         "disaggregated"
@@ -400,23 +422,26 @@ def test_the_serving_mode_is_compared_on_the_chosen_gpu(small):
         else "aggregated"
     )
     if bool(plan.serving_meets_sla.all()):
-        assert plan.attrs["serving_mode"] == cheaper
-    assert "Serving mode: " + plan.attrs["serving"] in plan.attrs["recommendation"]
+        assert serving.words.startswith(f"Serve {cheaper}")
+    assert serving.words in planning.describe(plan)
     # every request passes through both pools: each pool's instances serve the whole target
     served = plan.serving_instances * plan.serving_per_instance_qps
     assert (served >= plan.capacity_target_qps - 1e-6).all()
 
 
-def test_an_e2e_sla_is_not_split_between_pools_and_says_so():
+def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
-                 sla_metric="e2e", sla_s=20.0)  # fmt: skip
+                 sla={"e2e_s": 20.0})  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(planning.PlanConfig(**cheap))
         off = planning.build(planning.PlanConfig(**cheap, disaggregation="none"))
-    assert plan.attrs["serving"].startswith("not compared: an E2E SLA does not split")
+    serving = planning.answer(plan).alternatives[-1]
+    assert serving.words.startswith(
+        "not compared: the SLA (P99 E2E <= 20 s) has no ttft_s or tpot_s"
+    )
     assert "serving_instances" not in plan
-    assert "serving" not in off.attrs and "Serving mode" not in off.attrs["recommendation"]
+    assert all(alt.name != "prefill/decode pools" for alt in planning.answer(off).alternatives)
 
 
 def test_spot_in_the_mix_is_preempted_in_its_replay():
@@ -428,9 +453,9 @@ def test_spot_in_the_mix_is_preempted_in_its_replay():
             planning.PlanConfig(**cheap, spot_preemption=0.1, spot_preemption_rate=0.5)
         )
     assert int(plan.mix_spot_instances.sum()) > 0  # hyperstack lists spot for both GPUs
-    assert 0 <= plan.attrs["mix_optimality_gap"] <= 1e-3 + 1e-12
-    assert "on demand or spot above" in plan.attrs["fleet"]
-    assert "spot instances preempted at 0.5 an instance-hour and replaced" in plan.attrs["fleet"]
+    mix = next(alt for alt in planning.answer(plan).alternatives if alt.name.startswith("mixed"))
+    assert "on demand or spot above" in mix.words
+    assert "spot instances preempted at 0.5 an instance-hour and replaced" in mix.words
 
 
 def test_what_capnb_assumed_reading_a_models_config_is_in_the_plans_inputs(tmp_path):
@@ -452,7 +477,7 @@ def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_droppe
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(planning.PlanConfig(**{**SMALL, "tensor_parallel": (1, 3)}))
-    assert "not compared: tensor_parallel=3 does not divide" in plan.attrs["recommendation"]
+    assert "Not compared: tensor_parallel=3 does not divide" in planning.describe(plan)
 
 
 def test_options_the_latency_model_cannot_price_are_named_with_the_missing_figure():
@@ -484,8 +509,8 @@ def test_options_that_meet_the_sla_only_without_a_price_say_so_not_infeasible():
         },
         coords={"gpu": ["RTXPRO6000"], "tensor_parallel": [1, 2]},
     )
-    with pytest.raises(planning.PlanError, match=r"no price: 1 x RTXPRO6000 meets tpot"):
-        _choose(cap, planning.PlanConfig(sla_metric="tpot"))
+    with pytest.raises(planning.PlanError, match=r"no price: 1 x RTXPRO6000 meets P99 TTFT"):
+        _choose(cap, planning.PlanConfig())
 
 
 def test_a_catalog_name_a_config_gets_wrong_is_named_with_its_field_and_line(tmp_path):
@@ -499,3 +524,15 @@ def test_a_catalog_name_a_config_gets_wrong_is_named_with_its_field_and_line(tmp
         planning.read_config(path)
     with pytest.raises(ConfigError, match=r"gpus\[0\] = 'B300': unknown GPU"):
         planning.read_config(None, gpus=["B300"])
+
+
+def test_the_config_takes_the_forecast_steps_growth_models():
+    import dataclasses
+    import typing
+
+    from capnb import forecast
+
+    field = next(f for f in dataclasses.fields(planning.PlanConfig) if f.name == "growth_model")
+    hint = typing.get_type_hints(planning.PlanConfig, include_extras=True)["growth_model"]
+    assert typing.get_args(typing.get_args(hint)[0]) == forecast.TARGET_GROWTH_MODELS
+    assert field.default == "auto"

@@ -69,17 +69,17 @@ def test_a_config_drives_every_worksheet_and_exports_the_plan(small_plan, tmp_pa
         path, tmp_path / "out", worksheets=("02_memory", "05_plan"), progress=False
     )
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    a = plan["answer"]
     assert (tmp_path / "out" / "plan.nc").is_file() and (tmp_path / "out" / "plan.toml").is_file()
-    assert (
-        f"gpu = {plan['gpu']}" in memory_page.read_text()
-    )  # the memory worksheet ran on the plan's GPU
-    assert plan["recommendation"].split("\n")[0] in html_unescape(plan_page.read_text())
+    # the memory worksheet ran on the plan's GPU
+    assert f"gpu = {a['gpu']}" in memory_page.read_text()
+    assert plan["text"].split("\n")[0] in html_unescape(plan_page.read_text())
     # the combined report opens on the plan in numbers, read from the plan it exported
     page = _combined.read_text()
     front = html_unescape(page.split('id="the-plan"', 1)[1].split("</section>")[0])
     assert "The plan in numbers" in front and "What binds at each step" in front
-    assert f"{plan['tensor_parallel']} x {plan['gpu']}" in front
-    assert f"{plan['monthly_usd']:,.0f}" in front
+    assert f"{a['tensor_parallel']} x {a['gpu']}" in front
+    assert f"{a['monthly_usd']:,.0f}" in front
 
 
 def html_unescape(text: str) -> str:
@@ -178,7 +178,10 @@ def test_readme_links_resolve_inside_the_repository():
 
 
 @pytest.mark.slow
-def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(small_plan):
+def test_the_first_page_renders_the_answer_record_and_nothing_else(small_plan):
+    """Every figure of the first page comes from the plan's answer: a record changed by hand is
+    what the page, describe() and plan.json then show, and the old figures are gone from all."""
+    import dataclasses
     import warnings
 
     from capnb import plan as planning
@@ -186,39 +189,40 @@ def test_the_first_page_reads_the_plan_and_shows_later_lines_only_when_carried(s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         built = planning.build(small_plan)
+    a = planning.answer(built)
     page = html_unescape(report.summary_html(built))
-    assert f"{built.attrs['tensor_parallel']} x {built.attrs['gpu']} per instance" in page
-    assert f"{built.attrs['monthly_usd']:,.0f} USD a month" in page
-    assert f"{built.attrs['breach_minutes_per_month']:,.0f} minutes a month" in page
+    assert f"{a.tensor_parallel} x {a.gpu} per instance" in page
+    assert page.count(f"{a.monthly_usd:,.0f} USD a month") >= 1
     assert "1970" not in page  # ServeGen has no date: the burst test starts on "day N hh:mm"
-    assert re.search(r"from day \d+ \d\d:\d\d\)", page)
-    # the plan carries both by default: the close call of its GPU choice and its backtest
-    recommendation = built.attrs["recommendation"]
-    said = "Close call: " if built.attrs["close_call"] else "Latency model: "
-    assert said + built.attrs["latency_uncertainty"] in recommendation
-    assert built.attrs["latency_uncertainty"] in page and built.attrs["backtest"] in page
-    # one type on demand beside the cheapest mix with a reserved base, planned and replayed
-    assert "Mixed fleet" in page and built.attrs["fleet"] in page
-    assert "Serving mode" in page and built.attrs["serving"] in page
-    for name in ("latency_uncertainty", "backtest"):
-        del built.attrs[name]
+    assert re.search(r"from day \d+ \d\d:\d\d ", page)
+    assert (
+        planning.sections(built)["headline"] in page
+        and planning.sections(built)["held_out"] in page
+    )
+    # the alternatives are named on the first page; their costs are in their own section
+    for alt in a.alternatives:
+        assert alt.name in page and alt.words not in page
+    changed = dataclasses.replace(
+        a, monthly_usd=123_456.0, breach_minutes_per_month=7.0, gpu="B200", peak_instances=4321
+    )
+    built.attrs["answer"] = json.dumps(changed.to_dict())
     page = html_unescape(report.summary_html(built))
-    assert "Latency model uncertainty" not in page and "Backtest" not in page
-    built.attrs.update(latency_uncertainty="P99 within 12% (held out)", backtest="covers 95%")
-    page = html_unescape(report.summary_html(built))
-    assert "Latency model uncertainty" in page and "P99 within 12% (held out)" in page
-    assert "Backtest" in page and "covers 95%" in page
+    text = planning.describe(built)
+    for new in ("123,456 USD a month", "7 minutes a month", "1 x B200", "4,321"):
+        assert new in page and new in text, new
+    for old in (f"{a.monthly_usd:,.0f} USD", f"x {a.gpu} per"):
+        assert old not in page and old not in text, old
 
 
-def test_the_default_plan_is_built_before_any_worksheet_kernel_starts(monkeypatch, tmp_path):
+def test_the_plan_is_built_before_any_worksheet_kernel_starts(monkeypatch, tmp_path):
     """This process and the worksheets' kernels share numba's on-disk cache, which is not safe
     against processes writing it at once: the plan (which compiles the engine and the autoscaler)
-    runs alone first, and only then do kernels start."""
+    runs alone first, on the defaults too, and only then do kernels start."""
     import nbformat
 
     events = []
 
-    def plan_first(out_dir):
+    def plan_first(config, out_dir, **kwargs):
         events.append("plan")
         raise RuntimeError("stop here")  # what follows is not under test
 
@@ -226,7 +230,7 @@ def test_the_default_plan_is_built_before_any_worksheet_kernel_starts(monkeypatc
         events.append(name)
         return nbformat.v4.new_notebook()
 
-    monkeypatch.setattr(report, "_default_plan", plan_first)
+    monkeypatch.setattr(report, "_parameters", plan_first)
     monkeypatch.setattr(report, "execute", kernel)
     with pytest.raises(RuntimeError, match="stop here"):
         report.run_report(None, tmp_path, worksheets=("02_memory", "05_plan"), progress=False)
@@ -334,20 +338,21 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     """Worksheet 03 in a report: the plan's curve parameters and representative requests, so its
     safe concurrency and throughput are the plan's (it sampled 256 requests against the plan's
     512, and disagreed with the plan's first page)."""
-    from capnb import notebook
+    from capnb import notebook, plan
 
     parameters, made = _parameters_and_plan(small_plan, tmp_path)
     parameters = parameters["03_capacity"]
     assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
     sheet = notebook.worksheet("03_capacity", **parameters)
     result = sheet["result"].squeeze(drop=True)
-    mine = {"gpu": made.attrs["gpu"], "tensor_parallel": int(made.attrs["tensor_parallel"])}
+    a = plan.answer(made)
+    mine = {"gpu": a.gpu, "tensor_parallel": a.tensor_parallel}
     planned = made.capacity_safe_concurrency.sel(mine)
     assert int(result.safe_concurrency.max()) == int(planned.max())
     # within 0.5 %: the worksheet's curve has its own concurrency grid to interpolate on (256
     # against 512 requests had put it 5 % off: 9.20 against 8.80 requests/s)
     qps = float(result.per_instance_qps.max())
-    assert qps == pytest.approx(made.attrs["per_instance_qps"], rel=0.005)
+    assert qps == pytest.approx(a.per_instance_qps, rel=0.005)
 
 
 def test_worksheets_print_capnbs_warnings_as_one_line_without_paths():
@@ -374,3 +379,25 @@ def test_numbers_are_set_apart_but_not_inside_dates_or_words():
         "<strong>36-58</strong> requests, <strong>13%</strong> and <strong>4x</strong>"
     )
     assert bold("a 5-minute gap") == "a 5-minute gap"
+
+
+def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
+    import nbformat
+
+    def worksheet(name):
+        nb = nbformat.v4.new_notebook(metadata={"capnb_worksheet": name})
+        cell = nbformat.v4.new_code_cell("x")
+        cell.outputs = [
+            nbformat.v4.new_output(
+                "stream",
+                name="stderr",
+                text="TraceWarning: t.jsonl: 11 requests share a time\nother\n",
+            )
+        ]
+        nb.cells = [nbformat.v4.new_markdown_cell(f"# {name}"), cell]
+        return nb
+
+    combined = report.combine([worksheet("01_a"), worksheet("02_b")])
+    page = report.export_html(combined, prepared=True)
+    assert page.count("11 requests share a time") == 1 and "Notes on reading the inputs" in page
+    assert page.count("other") >= 2  # what is not a warning stays where it was printed

@@ -96,7 +96,7 @@ def test_bundled_mooncake_trace_is_relative_and_says_so():
 
 def test_names_and_kinds_are_checked():
     assert data.list_traces()[:2] == ["azure-code-2023", "azure-conv-2023"]
-    assert data.list_rate_series() == ["servegen-m-large", "servegen-m-small"]
+    assert data.list_rate_series() == ["servegen-m-large", "servegen-m-mid", "servegen-m-small"]
     with pytest.raises(UnknownNameError, match="azure-code-2023"):
         data.load_trace("azure-code")
     with pytest.raises(InputError, match="load_rate_series"):
@@ -704,9 +704,9 @@ def test_a_rate_series_read_as_a_request_log_is_warned_about(tmp_path):
     with pytest.warns(data.TraceWarning, match=r"column 'qps' looks like a rate series"):
         assert data.load_trace(path).sizes["request"] == 3
     assert float(data.load_traffic(path).qps.mean()) == pytest.approx(16 / 3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the caller's word: no warning
-        assert data.load_traffic(path, kind="requests").sizes["request"] == 3
+    # a trace kind that contradicts the columns is an error, not one request per row
+    with pytest.raises(ConfigError, match=r"trace_kind = 'requests', but column 'qps' holds"):
+        data.load_traffic(path, kind="requests")
 
 
 def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
@@ -738,7 +738,10 @@ def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
         undated = notebook.worksheet("01_forecasting", TRACE=str(log), TRIALS=50)
         dated = notebook.worksheet("01_forecasting", TRACE=str(log), TRIALS=50,
                                    START="2024-05-13 00:00")  # fmt: skip
-        kind = notebook.worksheet("01_forecasting", TRACE=str(path), TRIALS=50, INTERVAL="1h",
+        # a log with a rate-like column beside its token counts: the stated kind decides
+        both = tmp_path / "both.csv"
+        pd.read_csv(path).assign(prompt_tokens=5).to_csv(both, index=False)
+        kind = notebook.worksheet("01_forecasting", TRACE=str(both), TRIALS=50, INTERVAL="1h",
                                   TRACE_KIND="requests")  # fmt: skip
     assert undated["slots"] == ("1D", "1D")
     assert "its hours of the day are not known; set START" in undated.answer

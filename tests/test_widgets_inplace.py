@@ -288,3 +288,26 @@ def test_a_new_result_that_draws_the_same_picture_is_not_sent_again():
     assert ws.last_redrawn == [] and len(sent) == 1
     ws.set(x=2)
     assert ws.last_redrawn == ["c"] and len(sent) == 2 and sent[0] != sent[1]
+
+
+def test_the_answer_view_follows_the_controls_and_reads_as_its_sentence():
+    """The answer a worksheet shows below its charts is a view of the panel's answer: after a
+    control changes it describes the same run as the charts (a printed sentence did not)."""
+    import ipywidgets as widgets
+
+    from capnb.widgets import Worksheet
+
+    ws = Worksheet(
+        lambda n: {"square": n * n},
+        controls={"n": widgets.IntSlider(3, min=1, max=9)},
+        answer=lambda results, inputs: f"{inputs['n']} squared is {results['square']}",
+    )
+    view = ws.answer_view()
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/plain"] == "3 squared is 9"
+    model = bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    ws.controls["n"].value = 4
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/plain"] == "4 squared is 16" == str(view)
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == model
+    assert "4 squared is 16" in ws.answer_widget.value

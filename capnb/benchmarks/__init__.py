@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Row", "best_time", "machine", "print_rows"]
+__all__ = ["Row", "best_time", "machine", "print_rows", "table"]
 
 
 @dataclass
@@ -64,18 +64,20 @@ def machine() -> str:
     )
 
 
-def print_rows(rows: list[Row]) -> None:
-    """Print rows as a Markdown table (ready for BENCHMARKS.md)."""
-    print("| kernel | grid | time | throughput | vs references | note |")
-    print("|---|---|---|---|---|---|")
+def table(rows: list[Row]) -> str:
+    """Rows as a Markdown table (what BENCHMARKS.md holds)."""
+    lines = [
+        "| kernel | grid | time | throughput | vs references | note |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
         ratios = ", ".join(f"{v:,.1f}x {k}" for k, v in row.ratios.items())
-        cells = [
-            row.kernel,
-            row.size,
-            f"{row.seconds * 1e3:,.1f} ms",
-            row.throughput,
-            ratios,
-            row.note,
-        ]
-        print("| " + " | ".join(cells) + " |")
+        cells = [row.kernel, row.size, f"{row.seconds * 1e3:,.1f} ms", row.throughput, ratios,
+                 row.note]  # fmt: skip
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def print_rows(rows: list[Row]) -> None:
+    """Print rows as a Markdown table (ready for BENCHMARKS.md)."""
+    print(table(rows))

@@ -42,6 +42,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from .. import words
 from . import Row
 
 GOAL_S = 0.150
@@ -384,7 +385,7 @@ def _cases(quick: bool) -> dict[str, list[tuple[str, str, list[str], str]]]:
             (
                 "policy",
                 "policy article <-> hpa",
-                _flip("the article's thresholds", "Kubernetes HPA", n),
+                _flip(words.POLICY_NAMES["article"], words.POLICY_NAMES["hpa"], n),
                 "flip",
             ),
             (

@@ -23,7 +23,11 @@ kernels, with the cheapest option per SLA), :func:`price` (a sweep searched once
 new target: the search does not depend on it), :func:`cheapest`, :func:`contrast` (plan by maximum
 concurrency vs by latency), :func:`describe` and :func:`applicability` (the answer and its limits
 in words); :func:`mix` (the cheapest mix of GPU types per slot, a reserved base held all day and
-on-demand or spot above it, an integer program solved by scipy's HiGHS); :func:`disaggregate`
+on-demand or spot above it, an integer program solved by scipy's HiGHS); :func:`mix_by_size`
+(requests binned by prompt and output length, :func:`size_bins`; each bin's throughput per GPU,
+:func:`size_options`; the bins sent to the GPU types where they are cheapest: Mélange's mixed
+fleet; :func:`compare_fleets` sets one type, a reserved base and both mixes side by side);
+:func:`disaggregate`
 (prefill and decode on separate pools: a plan per pool over the slots against the aggregated plan)
 and :func:`pd_ratio` (each prefill:decode ratio of a fixed fleet in a closed loop, and the best),
 from :func:`pool_curves` (the engine per pool) and :func:`kv_transfer_s`; :func:`prefix_trade`
@@ -37,10 +41,12 @@ measurements: ``plan(..., latency_band=...)``).
 
 from __future__ import annotations
 
-from ._answer import applicability, band, contrast, describe
+from ..records import SLA
+from ._answer import applicability, band, band_ratios, contrast, describe, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import sweep_engine
 from ._mix import mix
+from ._mix_size import compare_fleets, mix_by_size, size_bins, size_options
 from ._prefix import prefix_trade
 from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
 from ._sweep import cheapest, price, sweep
@@ -49,9 +55,12 @@ __all__ = [
     "BINDING",
     "FEASIBLE",
     "POOLS",
+    "SLA",
     "applicability",
     "band",
+    "band_ratios",
     "cheapest",
+    "compare_fleets",
     "contrast",
     "describe",
     "disaggregate",
@@ -59,12 +68,16 @@ __all__ = [
     "instances",
     "kv_transfer_s",
     "mix",
+    "mix_by_size",
     "pd_ratio",
     "plan",
     "pool_curves",
     "prefix_trade",
     "price",
     "safe_concurrency",
+    "scaled_sla",
+    "size_bins",
+    "size_options",
     "sweep",
     "sweep_engine",
 ]

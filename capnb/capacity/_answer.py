@@ -9,6 +9,7 @@ All three are public as ``capnb.capacity.describe``, ``applicability`` and ``con
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from .. import latency as _latency
 from ..errors import InputError
 from . import _safe as capacity
 
-__all__ = ["applicability", "band", "contrast", "describe"]
+__all__ = ["applicability", "band", "band_ratios", "contrast", "describe", "scaled_sla"]
 
 
 def contrast(
@@ -190,6 +191,23 @@ def _where(cell: xr.Dataset) -> str:
     return where
 
 
+def _bound(cell: xr.Dataset) -> tuple[str, float]:
+    """The bound a cell's answer is about, in words (``tpot P99``), and its seconds.
+
+    Under an :class:`capnb.records.SLA` of several bounds, the one that decides (``binding_metric``);
+    where none does (memory binds), the first bound.
+    """
+    quantile = cell.attrs.get("quantile", 0.99)
+    if "binding_metric" not in cell:
+        metric = cell.attrs.get("metric", "latency")
+        return f"{metric} P{quantile * 100:g}", float(cell.sla)
+    bounds = {
+        k.removesuffix("_s"): v for k, v in cell.attrs["sla_bounds"].items() if k.endswith("_s")
+    }
+    metric = str(cell.binding_metric.values) or next(iter(bounds))
+    return f"{metric} P{quantile * 100:g}", float(bounds[metric])
+
+
 def describe(result: xr.Dataset, **selection: object) -> str:
     """The answer for one cell of a capacity result, in one plain sentence with its numbers.
 
@@ -210,10 +228,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     'Infeasible: ttft P99 is already 315 ms at concurrency 1, above the 300 ms SLA...'
     """
     cell = _cell(result, selection)
-    metric = cell.attrs.get("metric", "latency")
-    quantile = cell.attrs.get("quantile", 0.99)
-    label = f"{metric} P{quantile * 100:g}"
-    sla = float(cell.sla)
+    label, sla = _bound(cell)
     binding = str(cell.binding.values)
     where = _where(cell)
     floor = float(cell.latency_floor)
@@ -251,6 +266,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     at_safe = float(cell.latency_at_safe)
     if binding == "latency":
         why = f"the SLA binds: {label} reaches {_seconds(at_safe)} there"
+        if "binding_metric" in cell and len(cell.attrs["sla_bounds"]) > 2:  # several bounds
+            why = f"the {label} bound binds: it reaches {_seconds(at_safe)} there"
     elif binding == "memory":
         why = f"memory binds: the KV cache holds no more, while {label} is only {_seconds(at_safe)}"
     else:
@@ -261,7 +278,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         )
     qps = float(cell.per_instance_qps)
     sentence = (
-        f"At {label} <= {_seconds(sla)}, one instance of {where} safely holds {safe:,} "
+        f"At {cell.attrs.get('sla') or f'{label} <= {_seconds(sla)}'}, one instance of {where} "
+        f"safely holds {safe:,} "
         f"concurrent requests ({why}) and serves {qps:.3g} requests/s by Little's law at "
         f"concurrency {int(cell.operating_concurrency):,}"
     )
@@ -345,26 +363,106 @@ BAND_VARIABLES = (
 )  # fmt: skip
 
 
+def band_ratios(sla, *, model: str = "engine", metric: str | None = None) -> dict:
+    """The latency model's held-out ratio measured / predicted, per metric the SLA bounds.
+
+    Parameters
+    ----------
+    sla
+        A :class:`capnb.records.SLA` (each bound gets its metric's ratio) or seconds of ``metric``.
+    model
+        ``"engine"`` or ``"analytic"``: whose held-out error (:func:`capnb.latency.validate.error_band`).
+
+    Returns
+    -------
+    dict
+        ``{metric: (low, high)}``, the P10 and P90 of measured / predicted (ratios, unit 1); a
+        metric with no held-out figure is left out, so ``{}`` means no band can be given.
+    """
+    from ..latency import validate
+    from ..records import SLA
+
+    metrics = list(sla.bounds) if isinstance(sla, SLA) else [metric or "e2e"]
+    out = {}
+    for name in metrics:
+        low, high, figures = validate.error_band(name, model=model)
+        if figures:
+            out[name] = (float(low), float(high))
+    return out
+
+
+def _ratios(ratio, sla, metric: str | None) -> dict:
+    """``(low, high)`` for every bound, or a mapping metric -> (low, high), checked."""
+    from ..records import SLA
+
+    if isinstance(ratio, dict):
+        pairs = dict(ratio)
+    else:
+        metrics = list(sla.bounds) if isinstance(sla, SLA) else [metric or "e2e"]
+        pairs = dict.fromkeys(metrics, tuple(ratio))
+    out = {}
+    for name, pair in pairs.items():
+        low, high = (float(r) for r in pair)
+        if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+            raise InputError(
+                f"latency_band: {name}: the ratios must be two numbers > 0, low <= high; got {pair!r}"
+            )
+        out[name] = (low, high)
+    return out
+
+
+def scaled_sla(sla, ratios: dict, side: str, *, metric: str | None = None):
+    """The SLA where the model's curve must stand for latency ``side`` of its band to meet ``sla``.
+
+    Latencies ``k`` times the curve's meet a bound where the curve meets ``bound / k``: ``side``
+    ``"high"`` divides each bound by its metric's high ratio (a tighter SLA: fewer requests/s),
+    ``"low"`` by its low ratio. Bounds of metrics without a ratio stay. A number stays a number
+    (seconds of ``metric``); a list or DataArray of them is scaled alike.
+    """
+    from ..records import SLA
+
+    index = {"low": 0, "high": 1}[side]
+    if isinstance(sla, SLA):
+        changed = {f"{m}_s": b / ratios[m][index] for m, b in sla.bounds.items() if m in ratios}
+        # a scaled bound may leave the plausible range; it is a computation, not a user's slip
+        return dataclasses.replace(sla, **changed, confirm=True)
+    factor = 1.0 / ratios[metric or "e2e"][index]
+    if isinstance(sla, xr.DataArray):
+        return sla * factor
+    if np.ndim(sla) == 0:
+        return float(sla) * factor
+    return [float(v) * factor for v in sla]
+
+
 def band(result: xr.Dataset, tight: xr.Dataset, loose: xr.Dataset, ratio) -> xr.Dataset:
     """A capacity answer with its band: requests/s per instance if latency is off as held out.
 
     The latency model's held-out error says how far measured latency falls from predicted: its
-    ratio measured / predicted lies between ``ratio[0]`` and ``ratio[1]`` (the P10 and P90,
-    :func:`capnb.latency.validate.error_band`). Latencies ``k`` times the curve's meet an SLA
-    where the curve meets ``SLA / k``, so the band is the same plan at two other SLAs: ``tight``
-    at ``SLA / ratio[1]`` (latency higher than predicted: fewer requests/s per instance, more
-    instances) and ``loose`` at ``SLA / ratio[0]``.
+    ratio measured / predicted lies between a low and a high (the P10 and P90,
+    :func:`capnb.latency.validate.error_band`), one pair per metric the SLA bounds. Latencies
+    ``k`` times the curve's meet an SLA where the curve meets ``SLA / k``, so the band is the same
+    plan at two other SLAs (:func:`scaled_sla`): ``tight`` with every bound divided by its high
+    ratio (latency higher than predicted: fewer requests/s per instance, more instances) and
+    ``loose`` divided by its low ratio.
+
+    Parameters
+    ----------
+    ratio
+        ``(low, high)`` for every bound, or ``{metric: (low, high)}`` (:func:`band_ratios`).
 
     Returns
     -------
     xarray.Dataset
         ``result`` with ``per_instance_qps_low`` and ``per_instance_qps_high`` (requests/s) and
         ``instances_low`` and ``instances_high`` (instances; the low count goes with the high
-        requests/s), and attrs ``band_ratio_low`` and ``band_ratio_high``.
+        requests/s), and attrs ``band_ratio_low`` and ``band_ratio_high`` (the widest over the
+        metrics) and ``band`` (the ratios in words).
     """
-    low, high = (float(r) for r in ratio)
-    if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
-        raise InputError(f"ratio must be two positive numbers, low <= high; got {ratio!r}")
+    ratios = ratio if isinstance(ratio, dict) else {"": tuple(ratio)}
+    ratios = {m: tuple(float(v) for v in pair) for m, pair in ratios.items()}
+    for name, (low, high) in ratios.items():
+        if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
+            raise InputError(f"ratio must be two positive numbers, low <= high; got {ratio!r}")
     out = result.copy()
     values = {
         "per_instance_qps_low": tight.per_instance_qps,
@@ -380,10 +478,14 @@ def band(result: xr.Dataset, tight: xr.Dataset, loose: xr.Dataset, ratio) -> xr.
         var = (var.assign_coords(sla=result.sla.values) if "sla" in var.dims
                else var.drop_vars("sla", errors="ignore"))  # fmt: skip
         out[name] = var.assign_attrs(long_name=long_name, units=units)
-    out.attrs["band_ratio_low"] = low
-    out.attrs["band_ratio_high"] = high
+    out.attrs["band_ratio_low"] = min(low for low, _ in ratios.values())
+    out.attrs["band_ratio_high"] = max(high for _, high in ratios.values())
+    each = "; ".join(
+        f"{name.upper() + ' ' if name else ''}{low:.2f} to {high:.2f}"
+        for name, (low, high) in ratios.items()
+    )
     out.attrs["band"] = (
-        f"requests/s per instance if measured latency is {low:.2f} to {high:.2f} times the "
-        "model's (the P10-P90 of its held-out ratio measured / predicted)"
+        f"requests/s per instance if measured latency is {each} times the model's (the P10-P90 "
+        "of its held-out ratio measured / predicted)"
     )
     return out

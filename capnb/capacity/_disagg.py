@@ -38,9 +38,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .. import _validate, _words, glossary
+from .. import _validate, glossary, words
 from ..errors import InputError
 from ..kernels import disagg as kernels
+from ..records import SLA
 
 __all__ = ["POOLS", "disaggregate", "kv_transfer_s", "pd_ratio", "pool_curves"]
 
@@ -65,19 +66,19 @@ def _tensor_parallel(value, argument: str = "tensor_parallel") -> dict[str, int]
     return dict.fromkeys(POOLS, tp)
 
 
-def _seconds(value, argument: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
-        raise InputError(f"{argument} must be a positive number of seconds, got {value!r}")
-    if not math.isfinite(value):
-        raise InputError(f"{argument} must be finite, got {value!r}")
-    return float(value)
-
-
-def _quantile(value) -> float:
-    q = _validate.fraction(value, "quantile", low_open=True)
-    if q >= 1.0:
-        raise InputError(f"quantile must be inside (0, 1), got {value!r}")
-    return q
+def _pd_bounds(sla: SLA) -> tuple[float, float, float]:
+    """The SLA's TTFT and TPOT bounds (s) and quantile: prefill answers to one, decode to the other."""
+    if not isinstance(sla, SLA):
+        raise InputError(
+            f"sla: expected a capnb.records.SLA with ttft_s and tpot_s, got {type(sla).__name__}"
+        )
+    missing = [f"{m}_s" for m in ("ttft", "tpot") if m not in sla.bounds]
+    if missing:
+        raise InputError(
+            f"sla: {sla} has no {' or '.join(missing)}: prefill and decode pools are sized on a "
+            "TTFT and a TPOT bound together; give both"
+        )
+    return sla.bounds["ttft"], sla.bounds["tpot"], sla.quantile
 
 
 def _link(gpu_id: str, link_bandwidth) -> tuple[float, str]:
@@ -294,13 +295,11 @@ def pd_ratio(
     workload: xr.Dataset,
     *,
     concurrency,
-    sla_ttft: float,
-    sla_tpot: float,
+    sla: SLA,
     ratios=((1, 1), (1, 3), (2, 2), (3, 1)),
     tensor_parallel=1,
     aggregated_tensor_parallel: int | None = None,
     aggregated_gpus: int | None = None,
-    quantile: float = 0.99,
     link_bandwidth: float | None = None,
     curves: xr.Dataset | None = None,
     aggregated_curve: xr.Dataset | None = None,
@@ -319,8 +318,9 @@ def pd_ratio(
     concurrency
         Requests in flight on the whole fleet (a closed loop, as ``vllm bench serve
         --max-concurrency`` runs): one or more.
-    sla_ttft, sla_tpot
-        The SLA: the ``quantile`` of TTFT and of TPOT (s) must be ``<=`` these.
+    sla
+        The SLA (:class:`capnb.records.SLA`): its quantile of TTFT and of TPOT must be within its
+        ``ttft_s`` and ``tpot_s`` (both needed: each pool answers to one of them).
     ratios
         Fleets to compare: ``(prefill instances, decode instances)`` pairs or ``"P:D"`` strings.
     tensor_parallel
@@ -359,9 +359,7 @@ def pd_ratio(
     if gpu_id is None:
         raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
     conc = np.sort(_validate.positive_ints(concurrency, "concurrency"))
-    ttft_sla = _seconds(sla_ttft, "sla_ttft")
-    tpot_sla = _seconds(sla_tpot, "sla_tpot")
-    q = _quantile(quantile)
+    ttft_sla, tpot_sla, q = _pd_bounds(sla)
     pairs = _ratios(ratios)
     labels = [f"{p}:{d}" for p, d in pairs]
     tps = _ratio_tensor_parallel(tensor_parallel, labels)
@@ -573,8 +571,7 @@ def pd_ratio(
         "source": "capnb.capacity.pd_ratio (closed loop on a fixed fleet, engine model per pool)",
         "model": spec.name,
         "gpu": gpu_id,
-        "sla_ttft": ttft_sla,
-        "sla_tpot": tpot_sla,
+        "sla": str(sla),
         "quantile": q,
         "link": link_from,
         "kv_transfer_mean_s": transfer_mean,
@@ -622,11 +619,9 @@ def disaggregate(
     workload: xr.Dataset,
     *,
     target_qps,
-    sla_ttft: float,
-    sla_tpot: float,
+    sla: SLA,
     tensor_parallel=1,
     aggregated_tensor_parallel: int | None = None,
-    quantile: float = 0.99,
     link_bandwidth: float | None = None,
     usd_per_gpu_hour: float | None = None,
     curves: xr.Dataset | None = None,
@@ -640,8 +635,9 @@ def disaggregate(
     """A plan per pool (prefill, decode) for a demand per slot, against the aggregated plan.
 
     Each pool's operating point is a concurrency per instance on its closed-loop curve
-    (:func:`pool_curves`): the decode pool's keeps the quantile of TPOT within ``sla_tpot``; the
-    prefill pool's keeps prefill TTFT + KV transfer + the decode pool's wait within ``sla_ttft``.
+    (:func:`pool_curves`): the decode pool's keeps the quantile of TPOT within the SLA's
+    ``tpot_s``; the prefill pool's keeps prefill TTFT + KV transfer + the decode pool's wait
+    within its ``ttft_s``.
     Of all pairs meeting both, the one with the fewest GPUs per request/s
     (``tp_p / r_p + tp_d / r_d``, ``r`` the requests/s an instance completes there by the engine)
     is taken. Each slot then holds ``ceil(target / r_p)`` prefill and ``ceil(target / r_d)`` decode
@@ -678,9 +674,7 @@ def disaggregate(
     if gpu_id is None:
         raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
     demand, slots, slot_dim = _target(target_qps)
-    ttft_sla = _seconds(sla_ttft, "sla_ttft")
-    tpot_sla = _seconds(sla_tpot, "sla_tpot")
-    q = _quantile(quantile)
+    ttft_sla, tpot_sla, q = _pd_bounds(sla)
     tps = _tensor_parallel(tensor_parallel)
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps["decode"], "aggregated_tensor_parallel"
@@ -804,7 +798,7 @@ def disaggregate(
             f"disaggregated ({int(inst[0, peak])}:{int(inst[1, peak])} at the busiest slot)"
         )
         recommendation = (
-            f"Serve aggregated: {_words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
+            f"Serve aggregated: {words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
             f"{gpu_id} at the busiest slot "
             f"({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {agg_lat[0]:.3g} s, TPOT "
             f"{agg_lat[1] * 1e3:.3g} ms; {why}."
@@ -879,8 +873,7 @@ def disaggregate(
         "source": "capnb.capacity.disaggregate (engine model per pool)",
         "model": spec.name,
         "gpu": gpu_id,
-        "sla_ttft": ttft_sla,
-        "sla_tpot": tpot_sla,
+        "sla": str(sla),
         "quantile": q,
         "link": link_from,
         "usd_per_gpu_hour": price,

@@ -50,7 +50,7 @@ def sweep_engine(
     gpus,
     tensor_parallel,
     workload: xr.Dataset,
-    sla_s: float,
+    sla,
     target_qps,
     *,
     buffer_qps=None,
@@ -72,8 +72,9 @@ def sweep_engine(
         One model; candidate GPUs and degrees (lists).
     workload
         Prompt and output lengths (:func:`capnb.latency.workload`).
-    sla_s, target_qps, buffer_qps, metric, quantile
-        As in :func:`plan` (``target_qps`` a number or a DataArray, e.g. over ``slot``).
+    sla, target_qps, buffer_qps, metric, quantile
+        As in :func:`plan` (``sla`` seconds of ``metric`` or a :class:`capnb.records.SLA`;
+        ``target_qps`` a number or a DataArray, e.g. over ``slot``).
     prefix_cache_share
         Share of each instance's KV budget held by a prefix cache, in [0, 1).
     blocks
@@ -112,7 +113,7 @@ def sweep_engine(
         )
     spec = data.load_model(model)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    ratio = _band_ratio(latency_band, metric)
+    ratio = _band_ratio(latency_band, sla, metric)
     rows = {}
     for gpu in gpus:
         for tp in tensor_parallel:
@@ -136,8 +137,8 @@ def sweep_engine(
                 continue
             curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
                                  hit_rate=hit, requests=requests, seed=seed, engine=engine)  # fmt: skip
-            result = plan(curve, sla_s, target_qps, buffer_qps=buffer_qps, metric=metric,
-                          quantile=quantile, memory_limit=int(fits), latency_band=ratio)  # fmt: skip
+            result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
+                          quantile=quantile, memory_limit=int(fits), latency_band=ratio or None)  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
             rows[(gpu, tp)] = ("ok", result)
@@ -168,9 +169,9 @@ def sweep_engine(
         stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
     out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
     out = out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
-    if ratio is not None:
-        out.attrs.update(band_ratio_low=ratio[0], band_ratio_high=ratio[1],
-                         band=str(template.attrs.get("band", "")))  # fmt: skip
+    if ratio:
+        out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
+                          if k in template.attrs})  # fmt: skip
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,
@@ -180,8 +181,8 @@ def sweep_engine(
     return out
 
 
-def _band_ratio(latency_band, metric: str):
-    """The (low, high) ratio measured / predicted a sweep's answers are banded by (None: none)."""
+def _band_ratio(latency_band, sla, metric: str | None):
+    """The ratios measured / predicted a sweep's answers are banded by (None or {}: none)."""
     if latency_band is None:
         return None
     if isinstance(latency_band, str):
@@ -189,9 +190,7 @@ def _band_ratio(latency_band, metric: str):
             raise InputError(
                 f"latency_band must be 'held-out', (low, high) or None, got {latency_band!r}"
             )
-        from ..latency import validate
+        from ._answer import band_ratios
 
-        low, high, figures = validate.error_band(metric, model="engine")
-        return None if figures == 0 else (low, high)
-    low, high = (float(v) for v in latency_band)
-    return low, high
+        return band_ratios(sla, model="engine", metric=metric)
+    return latency_band

@@ -17,6 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ..records import SLA
 
 __all__ = ["prefix_trade"]
 
@@ -28,9 +29,7 @@ def prefix_trade(
     gpu: str,
     trace="mooncake-synthetic",
     *,
-    sla_s: float,
-    metric: str = "ttft",
-    quantile: float = 0.99,
+    sla: SLA,
     cache_share=DEFAULT_SHARES,
     target_qps: float | None = None,
     tensor_parallel: int = 1,
@@ -48,9 +47,9 @@ def prefix_trade(
         A request log with block hashes (a bundled name, e.g. ``"mooncake-synthetic"``, or a
         path in Mooncake's JSON-lines format): its block hashes give the hit rate, its prompt and
         output lengths the workload.
-    sla_s, metric, quantile
-        The SLA: ``quantile`` of ``metric`` (default P99 TTFT, the latency a cache shortens) in
-        seconds.
+    sla
+        The SLA (:class:`capnb.records.SLA`; a prefix cache shortens TTFT, so a TTFT bound is
+        the one it moves).
     cache_share
         Shares of the KV budget held by the cache, in [0, 1).
     target_qps
@@ -65,7 +64,7 @@ def prefix_trade(
     xarray.Dataset
         Over ``cache_share``: ``prefix_hit_rate``, ``running_tokens``, ``max_concurrency`` (memory's
         limit), ``safe_concurrency`` (under the SLA, 0 where infeasible), ``binding``,
-        ``per_instance_qps``, ``latency_floor`` (the metric's quantile at concurrency 1, s) and,
+        ``per_instance_qps``, ``latency_floor`` (the deciding bound's latency at concurrency 1, s) and,
         with a target, ``instances``. Attrs: ``best_cache_share`` (most requests/s per instance;
         NaN when no share is feasible) and ``reason``.
     """
@@ -73,8 +72,8 @@ def prefix_trade(
     from ._engine_sweep import engine_curve
     from ._safe import FEASIBLE, safe_concurrency
 
-    if not (isinstance(sla_s, int | float) and math.isfinite(sla_s) and sla_s > 0):
-        raise InputError(f"sla_s must be a number of seconds > 0, got {sla_s!r}")
+    if not isinstance(sla, SLA):
+        raise InputError(f"sla: expected a capnb.records.SLA, got {sla!r}")
     if target_qps is not None and not (
         isinstance(target_qps, int | float) and math.isfinite(target_qps) and target_qps > 0
     ):
@@ -106,10 +105,8 @@ def prefix_trade(
                              running_tokens=split.running_tokens.values[i],
                              hit_rate=split.prefix_hit_rate.values[i], requests=requests,
                              seed=seed)  # fmt: skip
-        floor[i] = float(curve.latency.sel(metric=metric, latency_quantile=quantile).isel(
-            concurrency=0))  # fmt: skip
-        found = safe_concurrency(curve, sla_s, metric=metric, quantile=quantile,
-                                 memory_limit=fits)  # fmt: skip
+        found = safe_concurrency(curve, sla, memory_limit=fits)
+        floor[i] = float(found.latency_floor)
         binding[i] = str(found.binding.item())
         if binding[i] in FEASIBLE:
             safe[i] = int(found.safe_concurrency.item())
@@ -125,7 +122,7 @@ def prefix_trade(
             "latency_floor": (
                 "cache_share",
                 floor,
-                {"units": "s", "long_name": f"P{100 * quantile:g} {metric} at concurrency 1"},
+                {"units": "s", "long_name": "the deciding bound's latency at concurrency 1"},
             ),
         },
         coords={"cache_share": split.cache_share},
@@ -139,22 +136,21 @@ def prefix_trade(
         none = float(qps[0]) if float(out.cache_share.values[0]) == 0.0 else math.nan
         reason = (
             f"a cache of {share:.0%} of the KV budget serves {qps[best]:.3f} requests/s per "
-            f"instance at {metric} P{100 * quantile:g} <= {sla_s:g} s (hit rate "
+            f"instance at {sla} (hit rate "
             f"{float(out.prefix_hit_rate.values[best]):.1%}, {int(safe[best])} running "
             f"sequences)" + (f"; no cache: {none:.3f}" if math.isfinite(none) else "")
         )
     else:
         share = math.nan
         reason = (
-            f"infeasible: no cache share meets {metric} P{100 * quantile:g} <= {sla_s:g} s; the "
-            f"lowest floor is {np.nanmin(floor):.2f} s"
+            f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
             if np.isfinite(floor).any()
             else "infeasible: no running sequence fits in memory at any cache share"
         )
     out.attrs = {
         "model": str(model), "gpu": str(gpu), "tensor_parallel": int(tensor_parallel),
         "trace": str(trace), "kv_cache_tokens": kv_tokens, "seq_len": seq_len,
-        "sla_s": float(sla_s), "metric": metric, "quantile": float(quantile),
+        "sla": str(sla), "sla_bounds": sla.as_dict(),
         "best_cache_share": share, "reason": reason,
         "latency_model": "capnb.latency.engine (calibrated continuous-batching simulation)",
     }  # fmt: skip

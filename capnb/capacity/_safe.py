@@ -7,11 +7,12 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import _validate, _words, glossary
+from .. import _validate, glossary, words
 from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
 from ..memo import Kept
+from ..records import SLA
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
 BINDING = kernels.BINDING
@@ -19,6 +20,8 @@ BINDING = kernels.BINDING
 #: others say why it cannot. The one place this is decided: the plan, charts and text ask here.
 FEASIBLE = BINDING[:3]
 _NO_MEMORY_LIMIT = np.iinfo(np.int64).max
+#: The ``binding`` values a latency bound decides (so ``binding_metric`` names it).
+_BOUND_DECIDES = ("latency", "infeasible_latency", "infeasible_unmeasured")
 _LEAD = ("model", "gpu", "tensor_parallel", "seq_len")
 
 
@@ -250,10 +253,13 @@ def safe_concurrency(
         A latency curve (measured, :mod:`capnb.data`; or analytic, :func:`capnb.latency.analytic`).
         It is made monotone first (:func:`capnb.latency.envelope`).
     sla
-        Latency SLA(s) in seconds (> 0): a number, a list, or a DataArray over ``sla``.
+        Latency SLA(s) in seconds (> 0) of one metric: a number, a list, or a DataArray over
+        ``sla``; or an :class:`capnb.records.SLA`, bounds on several metrics met together (then
+        ``metric`` and ``quantile`` are the record's, and ``binding_metric`` names the bound that
+        sets the safe concurrency).
     metric, quantile
-        Which latency the SLA bounds: ``e2e`` (end to end), ``ttft``, ``tpot`` or ``itl``; and which
-        quantile of it (0.99 = P99). The condition is quantile <= SLA.
+        Which latency a number SLA bounds: ``e2e`` (end to end), ``ttft``, ``tpot`` or ``itl``; and
+        which quantile of it (0.99 = P99). The condition is quantile <= SLA.
     memory_limit
         ``"auto"``: the memory step's largest fitting concurrency for the curve's model, GPU and
         tensor parallelism (at its mean prompt + output tokens; an analytic curve per seq_len);
@@ -282,16 +288,19 @@ def safe_concurrency(
     >>> int(r.safe_concurrency.item()), str(r.binding.item())
     (10, 'latency')
     """
-    sla_da = _sla(sla)
+    if isinstance(sla, SLA):
+        return _bounded(curve, sla, memory_limit=memory_limit, accounting=accounting,
+                        seq_len=seq_len)  # fmt: skip
+    sla_axis = _sla(sla)
     selected, flat = _flat(curve, metric, quantile)
     limit, memory_note = _kept_memory_limit(curve, memory_limit, accounting, seq_len)
     limit_da = xr.DataArray(np.int64(_NO_MEMORY_LIMIT)) if limit is None else limit
     scalar = np.ndim(sla) == 0 and not isinstance(sla, xr.DataArray)
     coords = _one_curve(flat, limit_da)
     if coords is not None:
-        result = _searched_one(curve, flat, sla_da, limit, limit_da, coords, scalar)
+        result = _searched_one(curve, flat, sla_axis, limit, limit_da, coords, scalar)
     else:
-        result = _searched(curve, selected, flat, sla_da, limit, limit_da, scalar)
+        result = _searched(curve, selected, flat, sla_axis, limit, limit_da, scalar)
     result.attrs = {
         "metric": metric,
         "quantile": float(quantile),
@@ -308,6 +317,46 @@ def safe_concurrency(
         "notes": "\n".join(_latency.notes(curve) + _latency.notes(flat)),
         "unmodelled": str(curve.attrs.get("unmodelled", "")),
     }
+    return result
+
+
+def _bounded(curve: xr.Dataset, sla: SLA, **memory) -> xr.Dataset:
+    """:func:`safe_concurrency` under every bound of ``sla`` at once.
+
+    The envelope makes each bounded latency non-decreasing in concurrency, so the concurrencies
+    that meet one bound run from 1 up to its own safe concurrency, and those that meet them all
+    run up to the smallest of these: the bound with the smallest answer binds, and its result
+    (its best operating point lies within the others' ranges) is the answer. ``binding_metric``
+    names it where a bound decides (it binds, or it is the one not met at any concurrency); ""
+    where memory or the measured range sets the limit.
+    """
+    per_bound = [
+        safe_concurrency(curve, bound, metric=metric, quantile=sla.quantile, **memory)
+        for metric, bound in sla.bounds.items()
+    ]
+    if len(per_bound) == 1:
+        result = per_bound[0].drop_vars("sla")
+        metrics = xr.DataArray(next(iter(sla.bounds)))
+    else:
+        stacked = xr.concat(
+            [r.drop_vars("sla") for r in per_bound], dim="metric", combine_attrs="override"
+        ).assign_coords(metric=list(sla.bounds))
+        first = stacked.safe_concurrency.argmin("metric")
+        result = stacked.isel(metric=first)
+        metrics = result.metric.drop_vars(list(result.metric.coords))
+        result = result.drop_vars("metric")
+    a_bound_decides = result.binding.isin(list(_BOUND_DECIDES))
+    result["binding_metric"] = xr.where(a_bound_decides, metrics, "").assign_attrs(
+        glossary.attrs("binding_metric")
+    )
+    result.attrs.update(
+        per_bound[0].attrs,
+        metric=",".join(sla.bounds),
+        quantile=sla.quantile,
+        sla=str(sla),
+        sla_bounds=sla.as_dict(),
+        condition=f"{sla} (the article writes <)",
+    )
     return result
 
 
@@ -328,7 +377,7 @@ def _one_curve(flat: xr.Dataset, limit: xr.DataArray) -> dict | None:
     return coords
 
 
-def _searched_one(curve, flat, sla_da, limit, limit_da, coords: dict, scalar: bool) -> xr.Dataset:
+def _searched_one(curve, flat, sla_axis, limit, limit_da, coords: dict, scalar: bool) -> xr.Dataset:
     """:func:`_searched` for one curve: the same Dataset, from numpy, built in one step.
 
     The search itself takes microseconds; through xarray (apply_ufunc, where, each variable
@@ -338,7 +387,7 @@ def _searched_one(curve, flat, sla_da, limit, limit_da, coords: dict, scalar: bo
     """
     latency, mean = flat.latency.values, flat.mean_latency.values
     safe, code, qps, operating, at_safe = kernels.search(
-        latency, mean, curve.concurrency.values.astype(float), sla_da.values, limit_da.values
+        latency, mean, curve.concurrency.values.astype(float), sla_axis.values, limit_da.values
     )
     dims = ("sla",)
     variables = {
@@ -363,21 +412,21 @@ def _searched_one(curve, flat, sla_da, limit, limit_da, coords: dict, scalar: bo
         name: xr.Variable(dims, values, {**(own[0] if own else {}), **glossary.attrs(name)})
         for name, (dims, values, *own) in variables.items()
     }
-    sla = sla_da.sla.variable
+    sla = sla_axis.sla.variable
     if scalar:  # a number in, a number out (sla stays as a coordinate)
         data_vars = {name: v.squeeze("sla") if v.ndim else v for name, v in data_vars.items()}
         sla = sla.squeeze("sla")
     return xr.Dataset(data_vars, coords={**coords, "sla": sla})
 
 
-def _searched(curve, selected, flat, sla_da, limit, limit_da, scalar: bool) -> xr.Dataset:
+def _searched(curve, selected, flat, sla_axis, limit, limit_da, scalar: bool) -> xr.Dataset:
     """The search over every curve of ``flat`` and every SLA, as a Dataset (attrs aside)."""
     safe, code, qps, operating, at_safe = xr.apply_ufunc(
         kernels.search,
         flat.latency,
         flat.mean_latency,
         curve.concurrency.astype(float),
-        sla_da,
+        sla_axis,
         limit_da,
         input_core_dims=[["concurrency"], ["concurrency"], ["concurrency"], ["sla"], []],
         output_core_dims=[["sla"]] * 5,
@@ -411,7 +460,7 @@ def _searched(curve, selected, flat, sla_da, limit, limit_da, scalar: bool) -> x
         result["max_concurrency"] = limit.assign_attrs(glossary.attrs("max_concurrency"))
     order = [d for d in selected.dims if d != "concurrency"] + ["sla"]
     result = _ordered(result, order)
-    result = result.assign_coords(sla=sla_da.sla)
+    result = result.assign_coords(sla=sla_axis.sla)
     if scalar:
         result = result.squeeze("sla")  # a number in, a number out (sla stays as a coordinate)
     return result
@@ -676,7 +725,8 @@ def plan(
         Price per GPU-hour (default: the catalog price of the curve's GPU).
     latency_band
         ``(low, high)``: the latency model's held-out ratio measured / predicted (P10, P90;
-        :func:`capnb.latency.validate.error_band`). Adds the answer's band
+        :func:`capnb.latency.validate.error_band`), for every bound, or ``{metric: (low,
+        high)}`` (:func:`capnb.capacity.band_ratios`). Adds the answer's band
         (:func:`capnb.capacity.band`): ``per_instance_qps_low``/``_high`` and
         ``instances_low``/``_high``. None: no band (a measured curve needs none).
 
@@ -699,20 +749,18 @@ def plan(
     (6, 48)
     """
     if latency_band is not None:
-        from ._answer import band
+        from ._answer import _ratios, band, scaled_sla
 
         args = dict(metric=metric, quantile=quantile, buffer=buffer, buffer_qps=buffer_qps,
                     memory_limit=memory_limit, accounting=accounting,
                     tensor_parallel=tensor_parallel, usd_per_gpu_hour=usd_per_gpu_hour,
                     seq_len=seq_len)  # fmt: skip
-        low, high = (float(r) for r in latency_band)
-        if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
-            raise InputError(f"latency_band must be (low, high) ratios > 0, got {latency_band!r}")
+        ratios = _ratios(latency_band, sla, metric)
         return band(
             plan(curve, sla, target_qps, **args),
-            plan(curve, _scaled_sla(sla, 1.0 / high), target_qps, **args),
-            plan(curve, _scaled_sla(sla, 1.0 / low), target_qps, **args),
-            (low, high),
+            plan(curve, scaled_sla(sla, ratios, "high", metric=metric), target_qps, **args),
+            plan(curve, scaled_sla(sla, ratios, "low", metric=metric), target_qps, **args),
+            ratios,
         )
     result = safe_concurrency(
         curve,
@@ -777,18 +825,9 @@ def plan(
     result.attrs["buffer"] = (
         "a buffer of ceil(buffer_qps / per_instance_qps) instances"
         if buffer_qps is not None
-        else f"a buffer of {_words.count(2 if buffer is None else buffer, 'instance')}"
+        else f"a buffer of {words.count(2 if buffer is None else buffer, 'instance')}"
     )
     return result
-
-
-def _scaled_sla(sla, factor: float):
-    """The SLA times ``factor``, keeping its form (a number, a list, a DataArray over ``sla``)."""
-    if isinstance(sla, xr.DataArray):
-        return sla * factor
-    if np.ndim(sla) == 0:
-        return float(sla) * factor
-    return [float(s) * factor for s in sla]
 
 
 def _number(value) -> bool:

@@ -14,6 +14,7 @@ from .. import _validate, glossary
 from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
+from ..records import SLA
 from . import _safe as capacity
 from ._safe import _number
 
@@ -50,7 +51,8 @@ def sweep(
     Parameters
     ----------
     model, gpu, tensor_parallel, seq_len, sla
-        The grid (lists or scalars; ``sla`` in seconds).
+        The grid (lists or scalars; ``sla`` in seconds of ``metric``, or one
+        :class:`capnb.records.SLA` of bounds met together, which then gives the quantile).
     workload
         Prompt and output length distribution (:func:`capnb.latency.workload`).
     target_qps
@@ -110,7 +112,10 @@ def _searched(
     gpus = gpu if isinstance(gpu, list | tuple) else [gpu]
     tps = _validate.positive_ints(tensor_parallel, "tensor_parallel")
     seqs = _validate.positive_ints(seq_len, "seq_len")
-    sla_da = capacity._sla(sla)
+    if isinstance(sla, SLA):  # bounds on several metrics: the record's own quantile
+        bounded, quantile, sla_axis = list(sla.bounds), sla.quantile, sla
+    else:
+        bounded, sla_axis = [metric], capacity._sla(sla)
     limits = memory.max_concurrency(
         model=models, gpu=gpus, tensor_parallel=tps, seq_len=seqs, accounting=accounting,
         invalid_tensor_parallel="mask",
@@ -118,7 +123,7 @@ def _searched(
     if concurrency is None:
         upper = int(np.clip(int(limits.max()), 1, max_grid_concurrency))
         concurrency = _latency.concurrency_grid(upper)
-    metrics = [metric] if metric == "e2e" else [metric, "e2e"]
+    metrics = list(dict.fromkeys([*bounded, "e2e"]))  # the mean e2e gives Little's law
     curves = _latency.analytic(
         models, gpus, tps, workload=workload, concurrency=concurrency, seq_len=seqs,
         metrics=metrics, quantiles=[quantile], calibration=calibration,
@@ -126,7 +131,12 @@ def _searched(
     ).compute()  # fmt: skip
     limits = limits.sel(model=curves.model, gpu=curves.gpu)
     result = capacity.safe_concurrency(
-        curves, sla_da, metric=metric, quantile=quantile, memory_limit=limits, accounting=accounting
+        curves,
+        sla_axis,
+        metric=metric,
+        quantile=quantile,
+        memory_limit=limits,
+        accounting=accounting,
     )
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
     result.attrs["workload"] = curves.attrs["workload"]

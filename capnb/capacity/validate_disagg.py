@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..records import SLA
+
 __all__ = [
     "RECORD",
     "SECTION",
@@ -44,11 +46,13 @@ __all__ = [
     "stored",
 ]
 
+#: The heading of the section this module writes in VALIDATION.md.
 SECTION = "## Disaggregated serving: dstack's P:D runs"
+#: The stored record (CSV) that :func:`stored` reads and ``--write`` replaces.
 RECORD = Path(__file__).with_name("disagg_validation.csv")
 #: The SLA the check picks by: P99 TTFT and P99 TPOT (s).
-SLA_TTFT = 2.0
-SLA_TPOT = 0.025
+#: dstack's SLA for the runs: P99 TTFT <= 2 s and P99 TPOT <= 25 ms.
+DSTACK_SLA = SLA(ttft_s=2.0, tpot_s=0.025)
 _ORDER = ("1:1", "1:3", "2:2", "3:1")
 
 
@@ -97,13 +101,19 @@ def _requests(output_mean: float) -> int:
 
 def check(
     *,
-    sla_ttft: float = SLA_TTFT,
-    sla_tpot: float = SLA_TPOT,
+    sla: SLA = DSTACK_SLA,
     tp_1to1: int = 4,
     groups=None,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all)."""
+    """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run: the measured and predicted P99 TTFT and TPOT (s) and output tokens/s
+        per GPU, with the prediction's relative errors.
+    """
     from .. import latency
     from ._disagg import pd_ratio
 
@@ -133,8 +143,8 @@ def check(
                 samples=None,
             )
             ds = pd_ratio(
-                "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla_ttft=sla_ttft,
-                sla_tpot=sla_tpot, ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
+                "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla=sla,
+                ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
                 requests=_requests(float(run.output_mean)), seed=seed,
             )  # fmt: skip
             one = ds.isel(ratio=0, concurrency=0)
@@ -151,12 +161,9 @@ def check(
         measured = table[f"measured_{what}" + ("_s" if what != "tokens_per_gpu" else "")]
         predicted = table[f"predicted_{what}" + ("_s" if what != "tokens_per_gpu" else "")]
         table[f"{what}_error"] = predicted / measured - 1.0
-    table["measured_meets"] = (table.measured_ttft_s <= sla_ttft) & (
-        table.measured_tpot_s <= sla_tpot
-    )
-    table["predicted_meets"] = (table.predicted_ttft_s <= sla_ttft) & (
-        table.predicted_tpot_s <= sla_tpot
-    )
+    ttft, tpot = sla.bounds["ttft"], sla.bounds["tpot"]
+    table["measured_meets"] = (table.measured_ttft_s <= ttft) & (table.measured_tpot_s <= tpot)
+    table["predicted_meets"] = (table.predicted_ttft_s <= ttft) & (table.predicted_tpot_s <= tpot)
     return table
 
 
@@ -203,8 +210,7 @@ def picks(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def markdown(table: pd.DataFrame, *, sla_ttft: float = SLA_TTFT, sla_tpot: float = SLA_TPOT,
-             tp_1to1: int = 4) -> str:  # fmt: skip
+def markdown(table: pd.DataFrame, *, sla: SLA = DSTACK_SLA, tp_1to1: int = 4) -> str:
     """The VALIDATION.md section for a :func:`check` table."""
     chosen = picks(table)
     done = table[table.complete]
@@ -217,8 +223,7 @@ def markdown(table: pd.DataFrame, *, sla_ttft: float = SLA_TTFT, sla_tpot: float
         "by hand). dstack's SGLang prefill/decode runs of gpt-oss-120b on 8 x H200 SXM "
         "(github.com/dstackai/benchmarks @06c957ab, `comparison/pd_ratio`, "
         "`datasets/benchmarks/disaggregated/`) against `capnb.capacity.pd_ratio` (engine model per "
-        "pool, closed loop on the fleet). SLA: P99 TTFT <= "
-        f"{sla_ttft:g} s and P99 TPOT <= {sla_tpot * 1e3:g} ms; the best ratio is the one with the "
+        f"pool, closed loop on the fleet). SLA: {sla}; the best ratio is the one with the "
         "most output tokens/s per GPU within it. GPUs per worker: TP 2 for 1:3, 2:2 and 3:1 "
         f"(dstack's README), TP {tp_1to1} for 1:1 (capnb's assumption: "
         "`capnb.capacity.validate_disagg` says why).",
@@ -261,7 +266,7 @@ def markdown(table: pd.DataFrame, *, sla_ttft: float = SLA_TTFT, sla_tpot: float
 
 
 def stored() -> pd.DataFrame:
-    """The stored record of :func:`check` (written by ``--write``)."""
+    """The stored record of :func:`check` (written by ``--write``): latencies in s, tokens/s per GPU."""
     table = pd.read_csv(RECORD)
     table["bottleneck"] = table["bottleneck"].fillna("")
     return table
@@ -274,11 +279,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--write", metavar="VALIDATION.md", help="store the record and the section")
     parser.add_argument("--tp-1to1", type=int, default=4, help="GPUs per worker of the 1:1 runs")
-    parser.add_argument("--sla-ttft", type=float, default=SLA_TTFT, help="P99 TTFT SLA (s)")
-    parser.add_argument("--sla-tpot", type=float, default=SLA_TPOT, help="P99 TPOT SLA (s)")
+    parser.add_argument(
+        "--sla", type=SLA.parse, default=DSTACK_SLA, help="the SLA (default ttft=2,tpot=25ms)"
+    )
     args = parser.parse_args(argv)
-    table = check(sla_ttft=args.sla_ttft, sla_tpot=args.sla_tpot, tp_1to1=args.tp_1to1)
-    text = markdown(table, sla_ttft=args.sla_ttft, sla_tpot=args.sla_tpot, tp_1to1=args.tp_1to1)
+    table = check(sla=args.sla, tp_1to1=args.tp_1to1)
+    text = markdown(table, sla=args.sla, tp_1to1=args.tp_1to1)
     print(text)
     if args.write:
         table.to_csv(RECORD, index=False)

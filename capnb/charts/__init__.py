@@ -25,6 +25,7 @@ from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, fo
 from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
 from ._plan import (  # noqa: E402
     plan_backtest,
+    plan_held_out,
     plan_instances,
     plan_options,
     plan_policies,
@@ -52,6 +53,7 @@ __all__ = [
     "memory_heatmap",
     "plan_backtest",
     "plan_contrast",
+    "plan_held_out",
     "plan_instances",
     "plan_options",
     "plan_policies",

@@ -13,10 +13,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .. import words
+
 __all__ = ["day_label", "is_undated", "time_encoding"]
 
 _DAY_MS = 86_400_000
-_PLACEHOLDER_YEAR = 1970  # where the loaders put time 0 of a trace with no date
+_PLACEHOLDER_YEAR = words.PLACEHOLDER_YEAR  # where the loaders put time 0 of an undated trace
 
 
 def is_undated(attrs: dict, times: np.ndarray) -> bool:
@@ -42,8 +44,7 @@ def day_label(times, origin=None) -> list[str]:
     times = np.asarray(times, dtype="datetime64[ns]")
     start = _origin(times) if origin is None else np.datetime64(origin, "ns")
     minutes = ((times - start) // np.timedelta64(1, "m")).astype(np.int64)
-    days, rest = np.divmod(minutes, 1440)
-    return [f"day {d + 1} {r // 60:02d}:{r % 60:02d}" for d, r in zip(days, rest, strict=True)]
+    return [words.day_time(m) for m in minutes]
 
 
 def time_encoding(frame: pd.DataFrame, column: str, *, undated: bool, title: str | None = None):

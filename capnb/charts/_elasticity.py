@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .. import words
 from ..errors import InputError
 from ..memo import Kept
 from ._draft import draft
@@ -19,14 +20,7 @@ __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_policies", "ela
 # hands its tables to draft() with the function that builds the altair chart from them (see
 # capnb.charts._draft): a worksheet's redraw of the same shape fills in the spec written last time.
 
-_POLICY_NAMES = {
-    "article": "article (thresholds)",
-    "hpa": "Kubernetes HPA",
-    "knative": "Knative KPA",
-    "fixed": "fixed fleet",
-    "fixed_elastic": "fixed + elastic",
-    "predictive": "predictive (forecast)",
-}
+_POLICY_NAMES = words.POLICY_NAMES
 _STAGES = {
     "provisioning_s": ("provisioning", "#9d755d"),
     "download_s": ("download", "#4c78a8"),

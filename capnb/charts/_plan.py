@@ -10,15 +10,29 @@ import pandas as pd
 import xarray as xr
 
 from .. import glossary
-from ._clock import is_undated, time_encoding
+from ._clock import day_label, is_undated, time_encoding
 
-__all__ = ["plan_instances", "plan_options", "plan_policies", "plan_slots", "plan_timeline"]
+__all__ = [
+    "plan_backtest",
+    "plan_held_out",
+    "plan_instances",
+    "plan_options",
+    "plan_policies",
+    "plan_slots",
+    "plan_timeline",
+]
 
 _CHOSEN = "#e45756"
 
 
 def _config(plan: xr.Dataset) -> dict:
     return json.loads(plan.attrs["config"])
+
+
+def _answer(plan: xr.Dataset):
+    from ..plan import answer
+
+    return answer(plan)
 
 
 def plan_slots(plan: xr.Dataset) -> alt.Chart:
@@ -28,7 +42,7 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
     fleet line is drawn for: the plan's fixed fleet for that quantile (``fleet_fixed_instances``,
     from :func:`capnb.capacity.fleet`) times the per-instance requests/s.
     """
-    per_instance = float(plan.attrs["per_instance_qps"])
+    per_instance = _answer(plan).per_instance_qps
     target = plan.forecast_target_qps.transpose("slot", "traffic_quantile")
     instances = plan.fleet_fixed_instances.transpose("slot", "traffic_quantile")
     rows = []
@@ -98,51 +112,59 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
 
 
 def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> alt.Chart:
-    """A small bar chart: the fixed instances per slot at the plan's quantile (the plan's fleet).
+    """A small chart of the plan's one fleet: the forecast's need per slot over the reserve.
 
-    The elastic buffer the plan holds above them is named in the title: it is one number for
-    every slot.
+    Bars: the instances the forecast needs per slot; the line: the reserved instances that always
+    run.
     """
-    quantile = float(_config(plan)["traffic_quantile"])
-    fixed = plan.fleet_fixed_instances.sel(traffic_quantile=quantile)
+    a = _answer(plan)
     table = pd.DataFrame(
-        {"slot": fixed.slot.values.astype(int), "instances": fixed.values.astype(float)}
-    )
-    slots = str(plan.attrs.get("slots", _config(plan).get("slots", "slot"))).replace("_", " ")
-    buffer = int(plan.attrs.get("buffer_instances", 0))
-    title = f"Fixed instances per {slots} slot (P{100 * quantile:g}); elastic buffer: {buffer:,}"
-    return (
+        {"slot": list(a.slot_labels), "instances": list(a.fixed_instances),
+         "reserved": [a.reserved_instances] * len(a.slot_labels)}
+    )  # fmt: skip
+    slots = a.slots.replace("_", " ")
+    title = f"Instances per {slots}, P{100 * a.traffic_quantile:g} (line: {a.reserved_instances:,} reserved)"
+    x = alt.X(field="slot", type="ordinal", title=slots, sort=None,
+              axis=alt.Axis(labelAngle=-90, labelExpr="split(datum.label, '-')[0]"))  # fmt: skip
+    whole = alt.Axis(format="d", tickMinStep=1)  # instance counts are whole numbers
+    bars = (
         alt.Chart(table)
         .mark_bar(color="#4c78a8")
         .encode(
-            x=alt.X(field="slot", type="ordinal", title=slots, axis=alt.Axis(labelAngle=0)),
-            y=alt.Y(field="instances", type="quantitative", title="instances"),
+            x=x,
+            y=alt.Y(field="instances", type="quantitative", title="instances", axis=whole),
             tooltip=[
-                alt.Tooltip(field="slot", type="ordinal"),
+                alt.Tooltip(field="slot", type="nominal"),
                 alt.Tooltip(field="instances", type="quantitative", format=",.0f"),
             ],
         )
-        .properties(title=title, width=width, height=height)
     )
+    floor = (
+        alt.Chart(table)
+        .mark_line(color=_CHOSEN, strokeDash=[4, 3])
+        .encode(x=x, y=alt.Y(field="reserved", type="quantitative", axis=whole))
+    )
+    return (bars + floor).properties(title=title, width=width, height=height)
 
 
 def plan_options(plan: xr.Dataset) -> alt.Chart:
     """Monthly cost of every feasible (GPU, tensor-parallel) option; the chosen one highlighted."""
+    a = _answer(plan)
     monthly = plan.capacity_usd_per_hour.mean("slot") * glossary.HOURS_PER_MONTH
     if "gpu" not in monthly.dims:  # a measured curve: the one configuration it was measured on
         monthly = monthly.drop_vars(
             [c for c in ("gpu", "tensor_parallel") if c in monthly.coords]
-        ).expand_dims(gpu=[plan.attrs["gpu"]], tensor_parallel=[int(plan.attrs["tensor_parallel"])])
+        ).expand_dims(gpu=[a.gpu], tensor_parallel=[a.tensor_parallel])
     table = (
         monthly.to_dataframe(name="usd").reset_index()[["gpu", "tensor_parallel", "usd"]].dropna()
     )
     table["option"] = table.tensor_parallel.astype(str) + " x " + table.gpu
-    chosen = f"{plan.attrs['tensor_parallel']} x {plan.attrs['gpu']}"
+    chosen = f"{a.tensor_parallel} x {a.gpu}"
     table["chosen"] = table.option == chosen
     gpus = sorted(table.gpu.unique())
     pick = alt.param(
         name="gpu",
-        value=plan.attrs["gpu"],
+        value=a.gpu,
         bind=alt.binding_select(options=gpus, name="highlight GPU "),
     )
     bars = (
@@ -171,14 +193,15 @@ def plan_options(plan: xr.Dataset) -> alt.Chart:
 
 def plan_policies(plan: xr.Dataset) -> alt.Chart:
     """Every simulated autoscaling run: monthly cost against time in SLA breach; the choice marked."""
-    hours = float(plan.attrs["simulated_hours"])
+    a = _answer(plan)
+    hours = a.simulated_hours
     usd = plan.elasticity_usd / hours * glossary.HOURS_PER_MONTH
     frame = (
         xr.Dataset({"usd": usd, "breach": plan.elasticity_breach_share})
         .to_dataframe()
         .reset_index()
     )
-    selection = json.loads(plan.attrs["policy"])
+    selection = {k: v for k, v in a.policy.selection.items() if k in frame}
     chosen = np.ones(len(frame), dtype=bool)
     for key, value in selection.items():
         chosen &= frame[key].astype(str).to_numpy() == str(value)
@@ -234,7 +257,7 @@ def plan_policies(plan: xr.Dataset) -> alt.Chart:
 
 def plan_timeline(plan: xr.Dataset) -> alt.Chart:
     """The recommended policy over the trace: demand against ready capacity, per forecast interval."""
-    per_instance = float(plan.attrs["per_instance_qps"])
+    per_instance = _answer(plan).per_instance_qps
     times = plan.timeline_time.values
     frame = pd.DataFrame(
         {
@@ -340,6 +363,55 @@ def plan_backtest(plan: xr.Dataset) -> alt.Chart:
     )
     title = "Backtest: each plan replayed on the held-out window (line: the breach budget)"
     return (points + labels + rule).properties(title=title, width=560, height=300)
+
+
+def plan_held_out(plan: xr.Dataset) -> alt.Chart:
+    """The plan's record on its held-out windows, one point per origin and plan.
+
+    Left: minutes in SLA breach against each window's budget (the grey dashes); right: cost as a
+    share of the hindsight plan's (the cheapest of the grid that met the budget, knowing the
+    window). Reads the plan's ``held_out_*`` variables (rolling origins, :func:`capnb.plan.build`).
+    """
+    names = [v for v in plan.data_vars if v.startswith("held_out_")]
+    if not names:
+        raise ValueError(
+            "the plan carries no held-out record (its trace leaves no held-out window)"
+        )
+    table = plan[names].rename({v: v.removeprefix("held_out_") for v in names})
+    table = table.rename({"held_out_origin": "origin", "held_out_plan": "plan"})
+    cost = table.usd if bool(np.isfinite(table.usd).all()) else table.gpu_hours
+    relative = cost / cost.sel(plan="hindsight")
+    frame = pd.DataFrame({
+        "origin": np.repeat(table.origin.values, table.sizes["plan"]),
+        "plan": np.tile(table.plan.values.astype(str), table.sizes["origin"]),
+        "breach_min": table.breach_min.transpose("origin", "plan").values.ravel(),
+        "cost_vs_hindsight": relative.transpose("origin", "plan").values.ravel(),
+    })  # fmt: skip
+    undated = is_undated({}, table.origin.values)
+    frame["when"] = (day_label(frame.origin.values) if undated
+                     else [str(t)[:10] for t in frame.origin.values])  # fmt: skip
+    budget = pd.DataFrame({"when": frame.when.unique(), "budget_min": table.budget_min.values})
+    x = alt.X(field="when", type="ordinal", title="held-out origin", sort=None)
+    tip = [alt.Tooltip(field="when", type="nominal"), alt.Tooltip(field="plan", type="nominal"),
+           alt.Tooltip(field="breach_min", type="quantitative", format=",.1f"),
+           alt.Tooltip(field="cost_vs_hindsight", type="quantitative", format=".2f")]  # fmt: skip
+    color = alt.Color(field="plan", type="nominal", sort=list(table.plan.values.astype(str)))
+    shown = frame[frame.plan != "instant-bound"]
+    breach = alt.Chart(shown).mark_line(point=True).encode(
+        x=x, y=alt.Y(field="breach_min", type="quantitative", title="minutes in SLA breach",
+                     scale=alt.Scale(type="symlog", constant=1)), color=color, tooltip=tip,
+    ) + alt.Chart(budget).mark_tick(color="gray", thickness=2, size=18).encode(
+        x=x, y=alt.Y(field="budget_min", type="quantitative"))  # fmt: skip
+    spent = alt.Chart(frame).mark_line(point=True).encode(
+        x=x, y=alt.Y(field="cost_vs_hindsight", type="quantitative",
+                     title="cost / hindsight plan's", scale=alt.Scale(zero=False)),
+        color=color, tooltip=tip,
+    )  # fmt: skip
+    return alt.hconcat(
+        breach.properties(title="Breach on each held-out window (ticks: the budget)", width=300,
+                          height=240),
+        spent.properties(title="Cost against the hindsight plan", width=300, height=240),
+    )  # fmt: skip
 
 
 def _unprefixed(plan: xr.Dataset, prefix: str) -> xr.Dataset:

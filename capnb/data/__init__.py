@@ -12,6 +12,8 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
   (users' benchmark files as latency curves), :func:`list_latency_curves`,
   :func:`load_latency_curve` (bundled curves), :func:`load_step_times` (calibration data),
   :func:`load_trtllm_throughput` (published throughput bounds).
+- Files: :func:`user_path` and :func:`read_text` check what a user gives where it enters;
+  :func:`write_atomic` and :func:`write_set` write capnb's outputs whole (:func:`settle`).
 """
 
 from ._benchmarks import (
@@ -33,7 +35,7 @@ from ._catalog import (
     resolve_gpu,
     resolve_model,
 )
-from ._files import write_atomic, write_section
+from ._files import read_text, settle, user_path, write_atomic, write_section, write_set
 from ._measured import (
     list_measurement_sources,
     load_measured_requests,
@@ -90,10 +92,14 @@ __all__ = [
     "read_bench_runs",
     "read_benchmark",
     "read_latency_table",
+    "read_text",
     "read_vllm_bench",
     "resolve_gpu",
     "resolve_model",
+    "settle",
     "traffic_columns",
+    "user_path",
     "write_atomic",
     "write_section",
+    "write_set",
 ]

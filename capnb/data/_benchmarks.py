@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from . import _curve
+from ._files import decode_text, user_path
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -99,6 +100,12 @@ def read_latency_table(
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
+
     Notes
     -----
     Columns: ``concurrency`` (required); latency columns ``<metric>_<stat>[_<unit>]`` with metric
@@ -123,7 +130,7 @@ def read_latency_table(
             f"source must be a path or a pandas DataFrame, got {type(source).__name__}"
         )
     else:
-        path = Path(source)
+        path = user_path(source, "latency table")
         name = str(path)
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
@@ -298,13 +305,29 @@ _VLLM_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e
 _CLOSED_LOOP_TOLERANCE = 2.0
 
 
+#: Largest benchmark file read whole (``--save-detailed`` results of long runs reach tens of MB).
+MAX_BENCHMARK_BYTES = 512 * 2**20
+
+
 def _text(path: Path, encoding: str = "utf-8") -> str:
-    try:
-        return path.read_text(encoding=encoding)
-    except UnicodeDecodeError as err:
+    """A benchmark file's text: UTF-8 (a byte-order mark allowed), within the size budget."""
+    size = path.stat().st_size
+    if size > MAX_BENCHMARK_BYTES:
         raise ConfigError(
-            f"{path}: not a UTF-8 text file ({err.reason} at byte {err.start})"
-        ) from None
+            f"{path}: {size:,} bytes; capnb reads benchmark files of at most "
+            f"{MAX_BENCHMARK_BYTES:,} bytes (split the runs into one file each)"
+        )
+    return decode_text(path.read_bytes(), path)
+
+
+def _result_files(folder: Path) -> list[Path]:
+    """The .json/.jsonl files in a folder: files only (a sub-folder named x.json is no result)."""
+    found = []
+    for path in sorted(folder.glob("*.json")) + sorted(folder.glob("*.jsonl")):
+        path = user_path(path, "benchmark file")  # a symbolic-link loop is an error naming it
+        if path.is_file():
+            found.append(path)
+    return found
 
 
 def _paths(paths, argument: str) -> list:
@@ -323,9 +346,9 @@ def _records(paths) -> list[tuple[str, dict]]:
     paths = _paths(paths, "paths")
     files: list[Path] = []
     for entry in paths:
-        path = Path(entry)
+        path = user_path(entry, "benchmark path")
         if path.is_dir():
-            found = sorted(path.glob("*.json")) + sorted(path.glob("*.jsonl"))
+            found = _result_files(path)
             if not found:
                 raise ConfigError(f"{path}: no .json or .jsonl result files in this directory")
             files += found
@@ -475,7 +498,9 @@ def _percentile(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q * 100.0))
 
 
-def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> xr.Dataset:
+def read_vllm_bench(
+    paths, *, prefer_detailed: bool = True, model_id: str | None = None, **attrs: object
+) -> xr.Dataset:
     """Read ``vllm bench serve`` results (one run per concurrency) into a latency curve.
 
     Parameters
@@ -490,8 +515,22 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
         failed requests (those with an error) and those that produced no output (zero
         ``output_lens``: older vLLM versions record them with an empty error and count them as
         successes), instead of using the summary fields.
+    model_id
+        Read only the runs of this model (their ``model_id``), when the files hold several. By
+        default every run is read, and runs of two models (or of two GPUs, where a run records
+        one in a ``gpu`` field, as ``--metadata gpu=...`` writes it) are an error: a latency
+        curve is one model's on one GPU. Given, it also says that the runs are of ``model``,
+        whatever their ``model_id``.
     **attrs
-        Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+        Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ... A ``model``
+        or ``gpu`` the runs contradict (their ``model_id`` names another model, their ``gpu``
+        another GPU) is an error naming both.
+
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
 
     Notes
     -----
@@ -515,10 +554,11 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
     minimum) are skipped, and noted. A JSON file that is no vLLM or SGLang result (a GenAI-Perf
     or LLMPerf JSON export, a ``server_config.json``) is an error saying what capnb reads.
     """
-    runs = []
     notes: list[str] = []
-    for where, record in _records(paths):
-        runs.append(_vllm_run(record, where, prefer_detailed, notes))
+    records = _records(paths)
+    label = str(paths) if isinstance(paths, str | os.PathLike) else "the files given"
+    records = _one_configuration(records, model_id, attrs, notes, label)
+    runs = [_vllm_run(record, where, prefer_detailed, notes) for where, record in records]
     first = runs[0]["record"]
     # files list in text order (c1, c128, c16, ...): put them in concurrency order here, so that
     # the curve notes an order only when one file's own runs were out of it
@@ -567,6 +607,88 @@ def read_vllm_bench(paths, *, prefer_detailed: bool = True, **attrs: object) -> 
         notes=list(dict.fromkeys(notes)),
         in_flight=[r["in_flight"] for r in runs],
     )
+
+
+#: Fields a run may record its GPU in (vllm bench serve ``--metadata gpu=H100-SXM``).
+_GPU_FIELDS = ("gpu", "gpu_type", "gpu_name", "device_name")
+
+
+def _recorded(record: object, fields: tuple[str, ...]) -> str | None:
+    if not isinstance(record, Mapping):
+        return None
+    value = next((record[f] for f in fields if isinstance(record.get(f), str)), None)
+    return value.strip() or None if value is not None else None
+
+
+def _squeezed(name: str) -> str:
+    return "".join(ch for ch in name.replace("\\", "/").rsplit("/", 1)[-1].lower() if ch.isalnum())
+
+
+def _same_model(model_id: str, model: str) -> bool:
+    """Whether a run's ``model_id`` (``org/Name-Instruct``) names ``model`` (an id or a folder).
+
+    One's letters and digits hold the other's, ignoring case and separators.
+    """
+    a, b = _squeezed(model_id), _squeezed(model)
+    return bool(a and b) and (a in b or b in a)
+
+
+def _same_gpu(recorded: str, gpu: str) -> bool:
+    from ._catalog import resolve_gpu
+
+    try:
+        return resolve_gpu(recorded) == resolve_gpu(gpu)
+    except (ConfigError, InputError, KeyError):
+        return _squeezed(recorded) == _squeezed(gpu)
+
+
+def _only_one(
+    records, fields: tuple[str, ...], what: str, hint: str, label: str
+) -> tuple[str, str] | None:
+    """(value, first file) of the one model or GPU the runs record, or None; two are an error."""
+    first: dict[str, str] = {}
+    for where, record in records:
+        value = _recorded(record, fields)
+        if value is not None:
+            first.setdefault(value, where)
+    if len(first) > 1:
+        shown = "; ".join(f"{v!r} in {w}" for v, w in list(first.items())[:3])
+        raise ConfigError(
+            f"{label}: the runs are of {len(first)} {what} ({shown}): a latency curve holds for one "
+            f"model on one GPU; keep one configuration's files together{hint}"
+        )
+    return next(iter(first.items()), None)
+
+
+def _one_configuration(records, model_id, attrs: Mapping, notes: list[str], label: str) -> list:
+    """The runs of one model on one GPU, as the caller asked: else an error naming the files."""
+    if model_id is not None:
+        kept = [(w, r) for w, r in records if _recorded(r, ("model_id",)) == model_id]
+        if not kept:
+            seen = sorted({m for _, r in records if (m := _recorded(r, ("model_id",)))})
+            raise ConfigError(
+                f"{label}: no run has model_id {model_id!r}; the runs': {seen or 'none'}"
+            )
+        if len(kept) < len(records):
+            left = len(records) - len(kept)
+            notes.append(f"{left} runs of other models left out (model_id={model_id!r})")
+        records = kept
+    model = _only_one(records, ("model_id",), "models", ", or pick one with model_id=", label)
+    gpu = _only_one(records, _GPU_FIELDS, "GPUs", "", label)
+    wanted = attrs.get("model")
+    if model and wanted is not None and model_id is None and not _same_model(model[0], str(wanted)):
+        raise ConfigError(
+            f"{model[1]}: the runs measured model_id {model[0]!r}, not model {str(wanted)!r}: "
+            "measured latencies hold for the model they measured; plan that model (--model, "
+            f"model =), or pass model_id={model[0]!r} if they are of {str(wanted)!r}"
+        )
+    wanted = attrs.get("gpu")
+    if gpu and wanted is not None and not _same_gpu(gpu[0], str(wanted)):
+        raise ConfigError(
+            f"{gpu[1]}: the runs measured GPU {gpu[0]!r}, not gpu {str(wanted)!r}: measured "
+            "latencies hold for the GPU they measured; plan that GPU (--gpus, gpus =)"
+        )
+    return records
 
 
 def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[str]) -> dict:
@@ -914,6 +1036,12 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s) where the runs report them.
+
     Notes
     -----
     Units come from the metric names (``Time to First Token (ms)``) and are converted to seconds;
@@ -927,7 +1055,7 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
             raise InputError("read_aiperf: give concurrency either as mapping keys or as a list")
         pairs = list(source.items())
     elif isinstance(source, str | os.PathLike):
-        path = Path(source)
+        path = user_path(source, "AIPerf export")
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
         table = _sweep_table(path)
@@ -947,7 +1075,7 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
         pairs = list(zip(concurrency, paths, strict=True))
     runs = []
     for value, path in pairs:
-        path = Path(path)
+        path = user_path(path, "AIPerf export")
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
         runs.append({"concurrency": value, "where": path.name, **_aiperf_run(path)})
@@ -1067,9 +1195,9 @@ def benchmark_format(path: str | os.PathLike) -> str:
     ConfigError
         The path does not exist, or its form is none of these (the message says what it holds).
     """
-    path = Path(path)
+    path = user_path(path, "benchmark")
     if path.is_dir():
-        if any(p.suffix in (".json", ".jsonl") for p in path.iterdir()):
+        if _result_files(path):
             return "vllm"
         raise ConfigError(f"{path}: a folder of measured latencies holds vllm bench JSON files")
     if not path.is_file():
@@ -1077,8 +1205,7 @@ def benchmark_format(path: str | os.PathLike) -> str:
     suffix = path.suffix.lower()
     if suffix in (".json", ".jsonl"):
         if suffix == ".jsonl":
-            with path.open(encoding="utf-8") as handle:
-                first = handle.readline().strip()
+            first = next((line for line in _text(path).splitlines() if line.strip()), "")
             try:
                 record = json.loads(first)
             except json.JSONDecodeError as err:
@@ -1114,20 +1241,23 @@ def benchmark_format(path: str | os.PathLike) -> str:
 
 
 def _first_line(path: Path) -> str:
-    with path.open(encoding="utf-8-sig") as handle:
-        return handle.readline().strip()
+    with path.open("rb") as handle:
+        return decode_text(handle.readline(), path).strip()
 
 
-def read_benchmark(path: str | os.PathLike, **attrs: object) -> xr.Dataset:
+def read_benchmark(
+    path: str | os.PathLike, *, model_id: str | None = None, **attrs: object
+) -> xr.Dataset:
     """Read measured latency files of any supported form into a latency curve.
 
     The form comes from :func:`benchmark_format`; ``attrs`` (``model``, ``gpu``,
     ``tensor_parallel``, ``engine``...) are stored on the curve as by :func:`read_vllm_bench`,
     :func:`read_aiperf` and :func:`read_latency_table`. The curve's ``format`` attr names the reader.
+    ``model_id`` picks one model's runs from ``vllm bench serve`` files (:func:`read_vllm_bench`).
     """
     kind = benchmark_format(path)
     if kind == "vllm":
-        curve = read_vllm_bench(path, **attrs)
+        curve = read_vllm_bench(path, model_id=model_id, **attrs)
     elif kind == "aiperf":
         curve = read_aiperf(path, **attrs)
     else:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import glossary
 from ..errors import ConfigError, InputError
+from ._files import json_lines_objects
 from ._traces import _trace_source
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "load_block_hashes"]
@@ -69,10 +70,12 @@ def load_block_hashes(
     if block_tokens < 1:
         raise InputError(f"block_tokens must be >= 1, got {block_tokens}")
     path, _ = _trace_source(name_or_path, "mooncake")
+    json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
-        raise ConfigError(f"{path}: not readable as JSON lines ({err})") from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as err:
+        first = str(err).splitlines()[0]
+        raise ConfigError(f"{path}: not readable as JSON lines ({first})") from None
     for field in (hash_field, prompt_field):
         if field not in table.column_names:
             raise ConfigError(f"{path}: no field {field!r}; fields: {table.column_names}")
@@ -82,7 +85,20 @@ def load_block_hashes(
     if hashes.null_count:
         row = int(np.flatnonzero(hashes.is_null().to_numpy(zero_copy_only=False))[0])
         raise ConfigError(f"{path.name}, line {row + 1}: {hash_field!r} is missing")
-    prompt = table.column(prompt_field).to_numpy()
+    if hashes.values.null_count:  # [1, null]: a list with a hole, not a hash
+        holes = hashes.values.is_null().to_numpy(zero_copy_only=False)
+        starts = hashes.offsets.to_numpy()
+        row = int(np.searchsorted(starts, np.flatnonzero(holes)[0], side="right") - 1)
+        raise ConfigError(
+            f"{path.name}, line {row + 1}: {hash_field!r} holds a null among its block hashes; "
+            "each block of the prompt needs its hash (an integer)"
+        )
+    if prompt_field in table.column_names and table.column(prompt_field).null_count:
+        row = int(
+            np.flatnonzero(table.column(prompt_field).is_null().to_numpy(zero_copy_only=False))[0]
+        )
+        raise ConfigError(f"{path.name}, line {row + 1}: {prompt_field!r} is missing")
+    prompt = table.column(prompt_field).to_numpy(zero_copy_only=False)
     if prompt.dtype.kind not in "iu" or (prompt < 0).any():
         raise ConfigError(f"{path}: {prompt_field!r} must hold whole token counts >= 0")
     prompt = prompt.astype(np.int64)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
+from ._files import read_text, user_path
 from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,17 +78,59 @@ def dataset_path(*parts: str) -> Path:
 
 
 # -- GPUs ---------------------------------------------------------------------------------------
+#: Range of each numeric catalog column: (unit, required, largest). A value outside is a unit slip
+#: (a monthly price in the hourly column, GB for bytes) in a catalog a user copied and edited
+#: (``CAPNB_DATASETS``), and would plan with it: a negative price, a negative monthly cost.
+_GPU_RANGES = {
+    "memory_bytes": ("bytes", True, 2.0**44),
+    "hbm_bandwidth": ("bytes/s", True, 1e15),
+    "dense_bf16_flops": ("FLOP/s", True, 1e18),
+    "dense_fp8_flops": ("FLOP/s", False, 1e18),
+    "interconnect_bandwidth": ("bytes/s", False, 1e15),
+    "usd_per_gpu_hour": ("USD per GPU-hour", True, 1000.0),
+    "memory_reported_bytes": ("bytes", False, 2.0**44),
+}
+
+
 @functools.cache
 def _gpu_table():
     import pandas as pd
 
-    table = pd.read_csv(
-        dataset_path("gpus.csv"),
-        dtype={"aliases": str},
-        keep_default_na=False,
-        na_values={c: [""] for c in (*_GPU_NUMERIC, *_GPU_REPORTED)},
-    )
+    path = dataset_path("gpus.csv")
+    try:
+        table = pd.read_csv(
+            path,
+            dtype={"aliases": str},
+            keep_default_na=False,
+            na_values={c: [""] for c in (*_GPU_NUMERIC, *_GPU_REPORTED)},
+        )
+    except (ValueError, OSError) as err:  # a number column holding text, bytes not UTF-8
+        raise ConfigError(f"{path}: not a readable GPU catalog ({err})") from None
+    _check_gpu_table(table, path)
     return table.set_index("gpu")
+
+
+def _check_gpu_table(table, path) -> None:
+    """Every GPU row has its figures in range; else a ConfigError naming the line and column."""
+    import numpy as np
+
+    missing = [c for c in ("gpu", *_GPU_RANGES) if c not in table.columns]
+    if missing:
+        raise ConfigError(f"{path}: missing columns {missing}")
+    for column, (unit, required, largest) in _GPU_RANGES.items():
+        values = table[column].to_numpy(dtype=float)
+        bad = ~((values > 0) & (values <= largest))
+        if not required:
+            bad &= ~np.isnan(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ConfigError(
+                f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): {column} = {float(values[row])!r}; "
+                f"expected {unit} > 0 and at most {largest:g}" + ("" if required else " (or empty)")
+            )
+    twice = table["gpu"][table["gpu"].duplicated()]
+    if len(twice):
+        raise ConfigError(f"{path}: gpu {twice.iloc[0]!r} is listed twice")
 
 
 @functools.cache
@@ -151,7 +194,7 @@ def resolve_gpu(name: str) -> str:
         name,
         list_gpus(),
         add="to add your own, copy capnb's datasets folder, add a row to its gpus.csv and set "
-        "CAPNB_DATASETS to the copy (README: 'Your own GPU')",
+        "CAPNB_DATASETS to the copy (docs/data.md: 'Your own GPU')",
     )
 
 
@@ -165,7 +208,14 @@ def _gpu_columns() -> dict[str, dict[str, float]]:
 
 
 def gpu_column(ids: list[str], column: str):
-    """One numeric catalog column for GPU ids (already resolved), as a float64 numpy array."""
+    """One numeric catalog column for GPU ids (already resolved), as a float64 numpy array.
+
+    Returns
+    -------
+    numpy.ndarray
+        The column's values in the catalog's units (``memory_bytes`` in bytes, ``hbm_bandwidth``
+        in bytes/s, ``usd_per_gpu_hour`` in USD/hour: the glossary's names and units).
+    """
     import numpy as np
 
     values = _gpu_columns()[column]
@@ -288,7 +338,7 @@ def load_model(
         return spec
     if not isinstance(model, str | os.PathLike):
         raise InputError(f"model must be a name, a path or a mapping, got {type(model).__name__}")
-    path = Path(model)
+    path = user_path(model, "model")
     looks_like_path = path.suffix == ".json" or os.sep in str(model) or path.exists()
     if not looks_like_path:
         if str(model) in _LOADED and str(model).lower() not in {m.lower() for m in _model_files()}:
@@ -303,11 +353,11 @@ def load_model(
     if not path.is_file():
         raise ConfigError(f"{path}: no such model config file")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(read_text(path, "model config"))
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem
     spec = parse(config, name=name or default_name, source=str(path))
     if name is not None:

@@ -1,39 +1,445 @@
-"""Writing files whole: a report, an exported plan or a config never half written."""
+"""Reading users' files safely, and writing capnb's files whole.
+
+Reading: :func:`user_path` checks a path where it enters (no NUL byte, no symbolic-link loop) and
+:func:`read_text` reads a small text file (a config) within a size budget, as UTF-8, with an error
+that says what the file is instead (UTF-16, Latin-1, binary).
+
+Writing: :func:`write_atomic` writes one file whole or not at all; :func:`write_set` writes a set
+of files (a plan's ``plan.nc`` and ``plan.json``) so that readers see the old set or the new one:
+
+1. every file is written into a fresh hidden folder beside the targets, named by host and process;
+   space and the file-size limit (``ulimit -f``) are checked before, and a failed write (a full
+   disk) is an :class:`~capnb.errors.OutputError` naming the path, the folder removed;
+2. under an exclusive lock on the output folder (``flock``: a second writer waits its turn, and
+   then wins whole), the folder is renamed to ``.capnb-commit``: the set is committed;
+3. each file is renamed over its target, then the folder is removed. A process killed during 3
+   leaves ``.capnb-commit`` behind, and the next capnb that writes to the folder (or
+   :func:`settle`) moves the rest into place before anything else: the committed set, whole.
+
+A hidden ``.capnb-outputs.json`` in the folder records the SHA-256 of each file capnb wrote there;
+an existing target that is not one of them (a ``plan.json`` the user wrote, or edited) is not
+replaced without ``force``. Temporary folders and files of processes that died on this host (or
+of any host, after a week) are removed by the next writer.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
+import json
 import os
+import re
+import shutil
+import socket
 import tempfile
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from ..errors import ConfigError, OutputError
+
+__all__ = [
+    "json_lines_objects",
+    "read_text",
+    "settle",
+    "user_path",
+    "write_atomic",
+    "write_section",
+    "write_set",
+]
+
+#: Largest text file (a plan config, a model's config.json) read whole into memory.
+MAX_TEXT_BYTES = 16 * 2**20
+_MANIFEST = ".capnb-outputs.json"
+_COMMIT = ".capnb-commit"
+_TMP_PREFIX = ".capnb-tmp-"
+#: Temporaries of another host (or whose process cannot be checked) count as stale after this.
+_STALE_S = 7 * 86_400
+
+
+# -- reading ----------------------------------------------------------------------------------------
+def user_path(value: str | os.PathLike, what: str = "path") -> Path:
+    """A path a user gave, checked where it enters: a NUL byte or a symbolic-link loop is an error.
+
+    Existence is left to the caller (each says what it expected to find there).
+    """
+    text = os.fspath(value)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\x00" in text:
+        raise ConfigError(f"{what} {text!r}: a path cannot hold a NUL byte")
+    path = Path(text)
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return path
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ConfigError(
+                f"{path}: a loop of symbolic links ({what}); point the link at a file"
+            ) from None
+        if err.errno == errno.ENAMETOOLONG:
+            raise ConfigError(f"{what}: the path is too long for the file system") from None
+        if err.errno == errno.ENOTDIR:
+            return path  # a file where a folder was expected: "no such file"
+        raise ConfigError(f"{path}: cannot be read ({err.strerror}; {what})") from None
+    return path
+
+
+def read_text(path: str | os.PathLike, what: str = "file", *, limit: int = MAX_TEXT_BYTES) -> str:
+    """A small text file, read whole as UTF-8 (a byte-order mark is allowed).
+
+    Raises
+    ------
+    ConfigError
+        The path is a folder, larger than ``limit`` bytes, or not UTF-8 text: the message says
+        what it is instead (UTF-16, a Latin-1 byte and its line, binary) and how to fix it.
+    """
+    path = user_path(path, what)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a {what}")
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ConfigError(
+                f"{path}: {size:,} bytes; capnb reads a {what} of at most {limit:,} bytes"
+            )
+        data = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror})") from None
+    return decode_text(data, path)
+
+
+def decode_text(data: bytes, where: str | os.PathLike) -> str:
+    """``data`` as UTF-8 text, or a ConfigError saying which encoding it looks like instead."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"{where}: UTF-16 text (it starts with a UTF-16 byte-order mark); save "
+                          "it as UTF-8")  # fmt: skip
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise ConfigError(
+            f"{where}, line {line}: a NUL byte (byte {nul}): a binary file or UTF-16 without a "
+            "byte-order mark, not UTF-8 text"
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{where}, line {line}: byte 0x{data[err.start]:02x} (byte {err.start}) is not UTF-8 "
+            "(Latin-1 or another code page, or a binary file); save the file as UTF-8"
+        ) from None
+
+
+_NOT_AN_OBJECT = re.compile(rb"(?:\A(?:\xef\xbb\xbf)?|\n)[ \t\r]*([^{ \t\r\n])")
+
+
+def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None:
+    """Every non-blank line of a JSON-lines file starts an object (``{``), or a ConfigError.
+
+    Checked before pyarrow's JSON reader sees a file: pyarrow 26 crashes the process
+    (segmentation fault) on a file whose first value is ``null``, and reads a later ``null``
+    line as an empty row. A scan of the bytes, at the speed of ``re`` (a 100 MB trace in well
+    under a second); what the objects hold is the reader's to check.
+    """
+    import mmap
+
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            found = _NOT_AN_OBJECT.search(view)
+            if found is None:
+                return
+            line = view[: found.start(1)].count(b"\n") + 1
+            start = bytes(view[found.start(1) : found.start(1) + 12])
+    shown = start.decode("utf-8", "replace").split("\n")[0]
+    raise ConfigError(
+        f"{name or path}, line {line}: not a JSON object (starts {shown!r}); JSON lines hold "
+        "one object per line"
+    )
+
+
+# -- writing ----------------------------------------------------------------------------------------
+def _tag() -> str:
+    """Host and process id, so that a later writer can tell a dead writer's leftovers."""
+    host = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def _failed(path: Path, err: OSError, size: int | None = None) -> OutputError:
+    """One line naming the path and what to do, for an OSError while writing it."""
+    bytes_ = f" ({size:,} bytes to write)" if size is not None else ""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        why = "no space left on its file system" if err.errno == errno.ENOSPC else "disk quota full"
+        return OutputError(f"{path}: {why}{bytes_}; free space or write elsewhere (--out)")
+    if err.errno == errno.EFBIG:
+        return OutputError(f"{path}: larger than the file-size limit (ulimit -f){bytes_}; raise "
+                           "the limit or write elsewhere")  # fmt: skip
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return OutputError(f"{path}: cannot write there ({err.strerror}); write elsewhere (--out)")
+    return OutputError(f"{path}: cannot be written ({err.strerror or err})")
+
+
+def _file_size_limit() -> int | None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _check_room(folder: Path, sizes: Mapping[str, int]) -> None:
+    """Refuse before writing when the files cannot fit: the file-size limit, the free space."""
+    limit = _file_size_limit()
+    for name, size in sizes.items():
+        if limit is not None and size > limit:
+            raise OutputError(
+                f"{folder / name}: {size:,} bytes, above the file-size limit of {limit:,} bytes "
+                "(ulimit -f); raise the limit or write elsewhere"
+            )
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    total = sum(sizes.values())
+    if total > free:
+        raise OutputError(
+            f"{folder}: {total:,} bytes to write but {free:,} free on its file system; free "
+            "space or write elsewhere (--out)"
+        )
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Write a new file (its mode from the umask), flushed to the disk; OSError on failure."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system syncs a folder
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(f"{folder}: a file, not a folder to write into") from None
+    except OSError as err:
+        raise _failed(folder, err) from None
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> Path:
     """Write a text file whole or not at all: a temporary file beside it, renamed over it.
 
-    A failure leaves the old file (or no file) and no temporary behind. The file gets the usual
-    permissions of a new file (the umask's), not the temporary file's private ones.
+    A failure leaves the old file (or no file) and no temporary behind, and is an
+    :class:`~capnb.errors.OutputError` naming the path. The file gets the usual permissions of a
+    new file (the umask's), not a temporary file's private ones.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    path = user_path(path, "output file")
+    _make_folder(path.parent)
+    with contextlib.suppress(OSError):
+        _clean_stale(path.parent)
+    data = text.encode("utf-8")
+    _check_room(path.parent, {path.name: len(data)})
+    tmp = path.parent / f".{path.name}.{_tag()}-{os.urandom(4).hex()}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a report is for sharing
+        _write_bytes(tmp, data)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as err:
+        raise _failed(path, err, len(data)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
-def write_section(path: str | os.PathLike, section: str) -> Path:
-    """Replace one ``## `` section of a Markdown file (or append it), leaving the others alone.
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on the folder itself (no lock file): concurrent writers take turns."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no lock; the commit folder still guards
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
-    ``section`` starts with its own ``## `` heading line; the section it replaces runs from the
-    line equal to that heading to the next ``## `` heading. Written whole (:func:`write_atomic`).
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _manifest(folder: Path) -> dict[str, str]:
+    try:
+        recorded = json.loads((folder / _MANIFEST).read_text(encoding="utf-8"))
+        files = recorded["files"]
+        return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _roll_forward(folder: Path) -> None:
+    """Finish a commit a killed writer left: move the committed files into place, manifest last."""
+    commit = folder / _COMMIT
+    if not commit.is_dir():
+        return
+    names = sorted(p.name for p in commit.iterdir())
+    for name in sorted(names, key=lambda n: n == _MANIFEST):
+        os.replace(commit / name, folder / name)
+    commit.rmdir()
+    _fsync_folder(folder)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _clean_stale(folder: Path) -> None:
+    """Remove temporaries of writers that died: this host's dead pids, anyone's after a week."""
+    host = _tag().rsplit("-", 1)[0]
+    now = time.time()
+    pattern = re.compile(r"(?:\.capnb-tmp-|\..+\.)(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)-")
+    for entry in folder.iterdir():
+        name = entry.name
+        legacy = re.fullmatch(r"\..+\.nc\.tmp", name)  # an older capnb's one fixed name
+        match = pattern.match(name)
+        if not (legacy or (match and (name.startswith(_TMP_PREFIX) or name.endswith(".tmp")))):
+            continue
+        try:
+            old = now - entry.lstat().st_mtime > _STALE_S
+        except OSError:
+            continue
+        dead = bool(match) and match["host"] == host and not _alive(int(match["pid"]))
+        if not (dead or old or legacy):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def settle(folder: str | os.PathLike) -> None:
+    """Bring an output folder to a whole set: finish a killed writer's commit, drop stale files.
+
+    Every :func:`write_set` does this first; a reader may call it before reading a set.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    with _locked(folder):
+        _roll_forward(folder)
+        _clean_stale(folder)
+
+
+def write_set(
+    folder: str | os.PathLike, files: Mapping[str, bytes | str], *, force: bool = False
+) -> dict[str, Path]:
+    """Write several files into ``folder`` as one set: a reader sees the old set or the new one.
+
+    Parameters
+    ----------
+    folder
+        The output folder (made if missing).
+    files
+        File name (no folder) -> its content (``str`` is written as UTF-8).
+    force
+        Replace a target that capnb did not write there (or that was changed since).
+
+    Returns
+    -------
+    dict
+        File name -> its path.
+
+    Raises
+    ------
+    OutputError
+        The files do not fit (the free space, the file-size limit), a write failed, or a target
+        exists that capnb did not write and ``force`` is false; the message names the path. The
+        folder keeps its previous files, and no temporary is left behind.
+    """
+    folder = user_path(folder, "output folder")
+    contents = {
+        name: (c.encode("utf-8") if isinstance(c, str) else bytes(c)) for name, c in files.items()
+    }
+    for name in contents:
+        if not name or Path(name).name != name or name.startswith(".capnb"):
+            raise OutputError(f"{folder}: {name!r} is not a plain file name capnb may write")
+    _make_folder(folder)
+    if not folder.is_dir():
+        raise OutputError(f"{folder}: not a folder to write into")
+    _check_room(folder, {name: len(data) for name, data in contents.items()})
+    staging = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_tag()}-", dir=folder))
+    try:
+        for name, data in contents.items():
+            try:
+                _write_bytes(staging / name, data)
+            except OSError as err:
+                raise _failed(folder / name, err, len(data)) from None
+        with _locked(folder):
+            _roll_forward(folder)
+            _clean_stale(folder)
+            _commit(folder, staging, contents, force)
+    except OSError as err:
+        raise _failed(folder, err) from None
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return {name: folder / name for name in contents}
+
+
+def _commit(folder: Path, staging: Path, contents: Mapping[str, bytes], force: bool) -> None:
+    """Under the folder's lock: refuse foreign targets, then commit and move the set into place."""
+    recorded = _manifest(folder)
+    for name in contents:
+        target = folder / name
+        if target.is_dir():
+            raise OutputError(f"{target}: a folder is in the way of the file capnb writes")
+        if target.exists() and not force and recorded.get(name) != _sha256(target):
+            raise OutputError(
+                f"{target}: exists and capnb did not write it (or it was changed since); move it "
+                "or pass --force (force=True) to replace it"
+            )
+    manifest = {**recorded, **{name: hashlib.sha256(d).hexdigest() for name, d in contents.items()}}
+    _write_bytes(staging / _MANIFEST, json.dumps({"files": manifest}, indent=1).encode())
+    _fsync_folder(staging)
+    os.rename(staging, folder / _COMMIT)  # the commit point: from here on the set is whole
+    _fsync_folder(folder)
+    _roll_forward(folder)
+
+
+def write_section(path: str | os.PathLike, section: str) -> Path:
+    """Replace one ``##`` section of a Markdown file (or append it), leaving the others alone.
+
+    ``section`` starts with its own ``##`` heading line; the section it replaces runs from the
+    line equal to that heading to the next ``##`` heading. Written whole (:func:`write_atomic`).
     """
     path = Path(path)
     heading = section.splitlines()[0].strip()

@@ -79,7 +79,7 @@ def _files() -> dict[str, Path]:
 
 
 def list_measurement_sources() -> dict[str, int]:
-    """The bundled measurement sources and how many figures (rows) each holds.
+    """The bundled measurement sources and the number of figures (rows) each holds.
 
     Examples
     --------

@@ -13,6 +13,7 @@ import numpy as np
 from .. import glossary
 from ..errors import ConfigError
 from ._catalog import dataset_path, list_gpus
+from ._files import user_path
 
 __all__ = ["PRICINGS", "gpu_prices", "load_gpu_prices"]
 
@@ -24,6 +25,9 @@ _COLUMNS = ("gpu", "provider", "pricing", "usd_per_gpu_hour", "source", "capture
 
 def load_gpu_prices(path=None):
     """Read the price table (default: the bundled ``datasets/gpu_prices.csv``) as a DataFrame.
+
+    One row per (gpu, provider, pricing), ``usd_per_gpu_hour`` in USD/hour, with its source and
+    capture date.
 
     Every row is checked: a catalog GPU, a known pricing kind, a finite price > 0, a source, an
     ISO capture date and no (gpu, provider, pricing) twice; a bad row is a ConfigError naming its
@@ -38,8 +42,11 @@ def load_gpu_prices(path=None):
     """
     import pandas as pd
 
-    path = dataset_path("gpu_prices.csv") if path is None else path
-    table = pd.read_csv(path, dtype={"captured": str}, keep_default_na=False, na_values=[""])
+    path = dataset_path("gpu_prices.csv") if path is None else user_path(path, "price table")
+    try:
+        table = pd.read_csv(path, dtype={"captured": str}, keep_default_na=False, na_values=[""])
+    except (ValueError, OSError) as err:  # text in a number column, bytes that are not UTF-8
+        raise ConfigError(f"{path}: not a readable price table ({err})") from None
     missing = [c for c in _COLUMNS if c not in table.columns]
     if missing:
         raise ConfigError(f"{path}: missing columns {missing}")
@@ -51,9 +58,17 @@ def load_gpu_prices(path=None):
             raise ConfigError(f"{where}: gpu {row.gpu!r} is not in the GPU catalog")
         if row.pricing not in PRICINGS:
             raise ConfigError(f"{where}: pricing {row.pricing!r} is not one of {PRICINGS}")
-        price = float(row.usd_per_gpu_hour)
-        if not np.isfinite(price) or price <= 0:
-            raise ConfigError(f"{where}: usd_per_gpu_hour must be a price > 0, got {price!r}")
+        try:
+            price = float(row.usd_per_gpu_hour)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{where}: usd_per_gpu_hour {row.usd_per_gpu_hour!r} is not a number"
+            ) from None
+        if not np.isfinite(price) or price <= 0 or price > 1000:
+            raise ConfigError(
+                f"{where}: usd_per_gpu_hour must be a price per GPU-hour > 0 and at most 1000 "
+                f"USD, got {price!r}"
+            )
         if not isinstance(row.source, str) or not row.source.strip():
             raise ConfigError(f"{where}: every price needs a source")
         try:
@@ -69,6 +84,8 @@ def load_gpu_prices(path=None):
 
 def gpu_prices(provider: str, *, path=None):
     """One provider's prices as a Dataset over (gpu, pricing); a price not found is NaN.
+
+    ``usd_per_gpu_hour`` (USD/hour) and ``price_source`` (where the price was read).
 
     Examples
     --------

@@ -13,6 +13,7 @@ from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
+from ._files import user_path
 from ._times import IDLE_MEDIAN_COUNT
 from ._traces import (
     _BUNDLED_SERIES,
@@ -156,6 +157,11 @@ def load_rate_series(
     elif zeros.any() and zero_is_missing:
         qps = np.where(zeros, np.nan, qps)
         notes.append(f"{int(zeros.sum()):,} windows with a rate of exactly 0 are marked missing")
+    if not (qps > 0).any():  # NaN compares false: missing windows are no traffic either
+        raise ConfigError(
+            f"{path}: every window's {value_column!r} is 0 or missing: a series without traffic "
+            "plans nothing (is it the right column, or the right file?)"
+        )
     if absent:
         notes.append(f"{absent:,} absent windows are inserted as missing")
     repairs = [n for n in notes if "sorted" in n or "merged" in n]
@@ -258,11 +264,13 @@ def _series_path(name_or_path) -> Path:
         raise InputError(
             f"name_or_path must be a bundled series name or a path, got {type(name_or_path).__name__}"
         )
-    path = Path(name_or_path)
+    path = user_path(name_or_path, "rate series")
     if not path.exists():
         if os.sep not in str(name_or_path) and "." not in str(name_or_path):
             raise UnknownNameError("rate series", name_or_path, list_rate_series())
         raise ConfigError(f"{path}: no such file")
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a rate series file")
     if path.stat().st_size == 0:
         raise ConfigError(f"{path}: the file is empty")
     return path

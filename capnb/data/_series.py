@@ -147,7 +147,7 @@ def slots(kind: str | tuple | Slots = "hour_of_day") -> Slots:
 
 
 def slot_codes(time: np.ndarray | xr.DataArray, kind: str | tuple | Slots = "hour_of_day"):
-    """Slot code of each time (datetime64), on the trace's own clock.
+    """Slot code of each time (datetime64), on the trace's own clock: a ``slot`` index per time.
 
     Examples
     --------

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import words
 from ..errors import ConfigError, InputError
 
 #: The requests expected in a window (or an empty stretch of a log) at which finding none is taken
@@ -87,7 +88,8 @@ __all__ = [
     "unit_ns",
 ]
 
-_PLACEHOLDER_ORIGIN = "1970-01-01"
+#: Where time 0 of a trace with no date is put (a placeholder: the clock attrs say so).
+_PLACEHOLDER_ORIGIN = f"{words.PLACEHOLDER_YEAR}-01-01"
 
 _UNITS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 OFFSET_PATTERN = r"(Z|[+-]\d\d:?\d\d)$"
@@ -347,7 +349,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         if pat.is_floating(kind) and not np.isfinite(numbers).all():
             row = int(np.flatnonzero(~np.isfinite(numbers))[0])
             raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
-        per_unit = unit_ns(time_unit, "time_unit", column)
+        per_unit = unit_ns(time_unit, f"{where(0)}: time_unit", column)
         stated = relative  # the caller said they count from time 0 (start=, or a bundled series)
         if not relative and float(numbers[0]) * per_unit < _YEAR_2000_NS:
             relative = True  # seconds (or ms) since a start nobody named, not Unix time
@@ -363,7 +365,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             local, label = on_zone(ns, timezone)
             return local, Clock(label, True, "")
         return ns, Clock("UTC", True, "")
-    raise ConfigError(f"column {column!r} has type {kind}, which is not a time")
+    raise ConfigError(f"{where(0)}: column {column!r} has type {kind}, which is not a time")
 
 
 def _check_dates(values: np.ndarray, column: str, where, shown) -> None:

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _words, glossary
+from .. import glossary, words
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
+from ._files import json_lines_objects, user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -108,6 +109,7 @@ _BUNDLED_TRACES = {
 }
 _BUNDLED_SERIES = {
     "servegen-m-large": "servegen_language_m-large_aggregate_rate_10min.csv",
+    "servegen-m-mid": "servegen_language_m-mid_aggregate_rate_10min.csv",
     "servegen-m-small": "servegen_language_m-small_aggregate_rate_10min.csv",
 }
 
@@ -249,7 +251,7 @@ def _trace_source(name_or_path, format) -> tuple[Path, str]:
             f"{text!r} is a rate series (counts per window, not requests): load it with "
             "capnb.data.load_rate_series"
         )
-    path = Path(name_or_path)
+    path = user_path(name_or_path, "trace")
     if not path.exists():
         if os.sep not in text and "." not in text:
             raise UnknownNameError("trace", text, list_traces())
@@ -425,7 +427,7 @@ def _read_csv(path, preset, time_column, prompt_column, output_column, time_unit
     aware = re.search(_times.OFFSET_PATTERN, first) is not None
     table, offset = None, None
     if _is_number(first):
-        _times.unit_ns(time_unit, "time_unit", columns["time"])
+        _times.unit_ns(time_unit, f"{path}: time_unit", columns["time"])
     elif not aware:
         types[columns["time"]] = pa.timestamp("ns")
     elif timezone is not None:
@@ -702,6 +704,7 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
     import pyarrow.json as pajson
 
     where = lambda row: f"{path.name}, line {row + 1}"  # noqa: E731
+    json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -889,7 +892,7 @@ def _request_dataset(path, fmt, ns, tokens, clock, where, used, header, decided,
     same = int(np.count_nonzero(ns[1:] == ns[:-1]))
     if same:
         warned.append(
-            f"{_words.count(same, 'request')} share{'s' if same == 1 else ''} "
+            f"{words.count(same, 'request')} share{'s' if same == 1 else ''} "
             f"{'its' if same == 1 else 'their'} timestamp with the one before (kept: simultaneous "
             "arrivals at the log's time resolution)"
         )

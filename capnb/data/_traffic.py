@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
+from ._files import user_path
 from ._rates import load_rate_series
 from ._traces import (
     _BUNDLED_SERIES,
@@ -23,7 +23,6 @@ from ._traces import (
     _PROMPT_NAMES,
     _RATE_NAMES,
     _TIME_NAMES,
-    TraceWarning,
     _csv_header,
     _find_column,
     load_trace,
@@ -31,6 +30,7 @@ from ._traces import (
 
 __all__ = ["TRAFFIC_KINDS", "load_traffic", "traffic_columns"]
 
+#: What a traffic file holds: a request log, a rate series, or "auto" (read from its columns).
 TRAFFIC_KINDS = ("auto", "requests", "rates")
 
 _WINDOW_NAMES = ("window_start", "window_start_s", *_TIME_NAMES)
@@ -120,7 +120,9 @@ def load_traffic(
     ------
     ConfigError
         Both readings are possible (a rate or count column beside token columns), or neither:
-        the message names the columns and asks for ``kind``.
+        the message names the columns and asks for ``kind``; or ``kind`` contradicts the
+        columns (``"requests"`` for a file whose only value column is a rate or a count,
+        ``"rates"`` for one without either).
     """
     if kind not in TRAFFIC_KINDS:
         raise InputError(f"kind must be one of {list(TRAFFIC_KINDS)}, got {kind!r}")
@@ -138,7 +140,9 @@ def load_traffic(
         )
         loaded.attrs["traffic_kind"] = f"{bundled} (bundled {text})"
         return loaded
-    path = Path(text)
+    path = user_path(text, "trace")
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a trace file")
     if not path.is_file():
         known = ", ".join([*_BUNDLED_TRACES, *_BUNDLED_SERIES])
         raise ConfigError(
@@ -168,6 +172,13 @@ def load_traffic(
                 f"{path}: no time column among {list(_WINDOW_NAMES)}; name the file's columns "
                 "or load it with capnb.data.load_trace / load_rate_series"
             )
+    if kind == "requests" and value and not tokens:
+        raise ConfigError(
+            f"{path}: trace_kind = 'requests', but column {value!r} holds a rate series' values "
+            "(requests/s or requests per window) and no column holds token counts: each row "
+            "would count as one request; use trace_kind = 'rates' (or 'auto'), or remove the "
+            "column if each row really is one request"
+        )
     extra = {"start": start} if start else {}
     if kind == "rates":
         if not value:
@@ -185,12 +196,7 @@ def load_traffic(
             **rest,
         )
     else:
-        with warnings.catch_warnings():
-            if how == "as stated (trace_kind)":  # the caller's word: a rate column is not one
-                warnings.filterwarnings(
-                    "ignore", "[^:]*: column .* looks like a rate", TraceWarning
-                )
-            loaded = load_trace(path, **extra, **options)
+        loaded = load_trace(path, **extra, **options)
     loaded.attrs["traffic_kind"] = f"{_words(kind)}, {how}"
     return loaded
 

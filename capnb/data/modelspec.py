@@ -400,10 +400,77 @@ def _extra_norms(model_type: str, hidden: int, head_dim: int) -> int:
     return 0
 
 
+_DEEPSEEK_KEYS = (
+    "n_routed_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermediate_size",
+    "first_k_dense_replace", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+)  # fmt: skip
+#: Keys each architecture needs, which transformers' config class would otherwise fill with its
+#: own default - and capnb would then plan another model: Mixtral without ``num_local_experts``
+#: reads as a dense 7 B model, DeepSeek-V3 without ``kv_lora_rank`` as full K and V (25x the KV
+#: bytes). Source: transformers 4.57.1, ``configuration_<type>.py`` (the fields each class
+#: defaults); the DeepSeek, Kimi and Qwen-MoE layouts as :func:`parse` reads them.
+_REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "mixtral": ("num_local_experts", "num_experts_per_tok"),
+    "phimoe": ("num_local_experts", "num_experts_per_tok"),
+    "granitemoe": ("num_local_experts", "num_experts_per_tok"),
+    "gpt_oss": ("num_local_experts", "num_experts_per_tok"),
+    "llama4_text": ("num_local_experts", "num_experts_per_tok"),
+    "olmoe": ("num_experts", "num_experts_per_tok"),
+    "qwen3_moe": ("num_experts", "num_experts_per_tok", "moe_intermediate_size"),
+    "qwen2_moe": (
+        "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+        "shared_expert_intermediate_size",
+    ),
+    **dict.fromkeys(["deepseek_v2", "deepseek_v3", "kimi_k2"], _DEEPSEEK_KEYS),
+}  # fmt: skip
+_EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
+
+
+def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
+    """The keys the architecture needs are there, or a ConfigError naming the first missing one.
+
+    Beyond the families in ``_REQUIRED_KEYS``: a config that routes tokens to experts
+    (``num_experts_per_tok``) names how many experts there are, and one with MLA's decoupled
+    rope/nope head sizes names its latent rank (``kv_lora_rank``).
+    """
+    for key in _REQUIRED_KEYS.get(model_type, ()):
+        if config.get(key) is None:
+            kind = "MLA" if key.startswith(("kv_lora", "qk_", "v_head")) else "mixture-of-experts"
+            raise ConfigError(
+                f"{source}: missing field {key!r}, which a {model_type} ({kind}) config needs; "
+                "capnb does not fill it with transformers' class default (that would plan "
+                "another model): copy it from the model's config.json"
+            )
+    if config.get("num_experts_per_tok") and not any(config.get(k) for k in _EXPERT_KEYS):
+        raise ConfigError(
+            f"{source}: field 'num_experts_per_tok' routes tokens to experts, but no field names "
+            f"how many experts there are ({' or '.join(map(repr, _EXPERT_KEYS))})"
+        )
+    mla = [k for k in ("qk_rope_head_dim", "qk_nope_head_dim") if config.get(k) is not None]
+    if mla and config.get("kv_lora_rank") is None:
+        raise ConfigError(
+            f"{source}: field {mla[0]!r} is MLA's (multi-head latent attention), but field "
+            "'kv_lora_rank' (the latent rank, what the KV cache holds) is missing"
+        )
+
+
+#: Largest size any config field may give (2**31 - 1), and the most layers capnb plans: the
+#: parsing and the memory step loop over layers; the deepest catalog model has 126.
+_MAX_FIELD = 2**31 - 1
+_MAX_LAYERS = 4096
+
+
 def _get(config: Mapping, what: str, source: str, *, required: bool = True) -> int | None:
     for key in _KEYS[what]:
         if config.get(key) is not None:
-            return _positive_int(config[key], key, source)
+            value = _positive_int(config[key], key, source)
+            if what == "layers" and value > _MAX_LAYERS:
+                raise ConfigError(
+                    f"{source}: field {key!r} = {value:,}: capnb plans models of at most "
+                    f"{_MAX_LAYERS:,} layers (the deepest in its catalog has 126); is it the "
+                    "right field?"
+                )
+            return value
     if required:
         names = " or ".join(repr(k) for k in _KEYS[what])
         raise ConfigError(f"{source}: missing field {names} (the model's {what.replace('_', ' ')})")
@@ -416,6 +483,11 @@ def _positive_int(value: object, key: str, source: str, *, allow_zero: bool = Fa
         raise ConfigError(f"{source}: field {key!r} must be an integer, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{source}: field {key!r} must be positive, got {value!r}")
+    if value > _MAX_FIELD:
+        raise ConfigError(
+            f"{source}: field {key!r} = {value:,} is above {_MAX_FIELD:,}, larger than any model "
+            "capnb plans; is it the right field?"
+        )
     return int(value)
 
 
@@ -898,6 +970,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     notes: list[str] = []
     config = _text_model(outer, source, notes)
     model_type = str(config.get("model_type", "")).lower()
+    _check_architecture(config, model_type, source)
     config = _class_defaults(config, model_type, notes)
     layers = _get(config, "layers", source)
     hidden = _get(config, "hidden_size", source)

@@ -32,22 +32,29 @@ wait (the service may run over capacity) before the SLA counts as breached.
 Entry points: :func:`resample_demand` (a trace or rate series at the simulation step),
 :func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,
 as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`least_breach`,
-:func:`recommend` and :func:`describe`.
+:func:`recommend` and :func:`describe`; :func:`advise` and :func:`advisory` (the advisory view:
+scale events per hour, reversals within a cool-down, time above the need, cold starts paid) and
+:func:`flapping_warning`.
 """
 
 from __future__ import annotations
 
 from . import coldstart
 from ._advice import (
+    HOLD_GOAL,
+    HOLD_MARGIN,
     Recommendation,
     choose,
+    choose_held_out,
     describe,
     least_breach,
     pareto_front,
     recommend,
+    recommendation_for,
     troughs,
 )
-from ._decision import NoAction, ScaleDown, ScaleUp, decide_scaling_action
+from ._advisory import MOST_REVERSALS_PER_DAY, advise, advisory, flapping_warning
+from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
 from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES
@@ -56,6 +63,9 @@ from ._simulate import fixed_instances, simulate, sweep
 
 __all__ = [
     "FLOOR_SHARES",
+    "HOLD_GOAL",
+    "HOLD_MARGIN",
+    "MOST_REVERSALS_PER_DAY",
     "OPTIONS",
     "POLICIES",
     "POLICY_GRID",
@@ -64,11 +74,16 @@ __all__ = [
     "Recommendation",
     "ScaleDown",
     "ScaleUp",
+    "advise",
+    "advisory",
     "choose",
+    "choose_held_out",
+    "cold_start_vetoes",
     "coldstart",
     "decide_scaling_action",
     "describe",
     "fixed_instances",
+    "flapping_warning",
     "forecast_demand",
     "least_breach",
     "pareto_front",
@@ -76,6 +91,7 @@ __all__ = [
     "pool_demand",
     "prepare_demand",
     "recommend",
+    "recommendation_for",
     "resample_demand",
     "simulate",
     "simulate_pools",

@@ -1,8 +1,8 @@
 """The article's scaling decision engine (part of :mod:`capnb.elasticity`, which re-exports it).
 
 Per evaluation: ``load_ratio = current_qps / max_qps``. Above the scale-up threshold (0.7) the fleet
-grows - unless the cold start exceeds half the latency budget, when the article recommends fixed
-capacity instead; below the scale-down threshold (0.3) for longer than the cool-down it shrinks by
+grows - unless the cold start vetoes it (:func:`cold_start_vetoes`), when the article recommends
+fixed capacity instead; below the scale-down threshold (0.3) for longer than the cool-down it shrinks by
 one instance; otherwise nothing changes. The simulator applies the same rule in
 :func:`capnb.kernels.autoscale_rules.article_decision`.
 """
@@ -14,8 +14,47 @@ import numbers
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..units import declare_units
 
-__all__ = ["NoAction", "ScaleDown", "ScaleUp", "decide_scaling_action", "real"]
+__all__ = [
+    "NoAction",
+    "ScaleDown",
+    "ScaleUp",
+    "cold_start_vetoes",
+    "decide_scaling_action",
+    "real",
+    "veto_cold_steps",
+]
+
+
+@declare_units(cold_start_s="s", tolerance_s="s")
+def cold_start_vetoes(cold_start_s: float, tolerance_s: float) -> bool:
+    """The article's cold-start rule: whether scaling up reacts too late to count on.
+
+    A new instance that takes more than half the latency tolerance to start cannot relieve a
+    burst before the SLA counts as breached: the article then holds fixed capacity (its engine
+    vetoes scale-ups) and puts an elastic buffer above it. This is the one place the rule is
+    written; the simulator, the recommendation and the plan's text ask here.
+
+    Examples
+    --------
+    >>> cold_start_vetoes(75.0, 60.0), cold_start_vetoes(30.0, 60.0)
+    (True, False)
+    """
+    return float(cold_start_s) > float(tolerance_s) / 2
+
+
+def veto_cold_steps(tolerance_steps: int) -> int:
+    """The shortest cold start (whole steps) that :func:`cold_start_vetoes` vetoes.
+
+    The simulator counts time in steps; it vetoes a run whose cold start is at least this long.
+
+    Examples
+    --------
+    >>> veto_cold_steps(60), veto_cold_steps(61)
+    (31, 31)
+    """
+    return next(c for c in range(int(tolerance_steps) + 2) if cold_start_vetoes(c, tolerance_steps))
 
 
 @dataclass(frozen=True)
@@ -48,6 +87,14 @@ def real(value: object, name: str, *, low: float = 0.0, open_low: bool = False) 
     return float(value)
 
 
+@declare_units(
+    current_qps="requests/s",
+    max_qps="requests/s",
+    cold_start_s="s",
+    latency_budget_s="s",
+    low_duration_s="s",
+    cooldown_s="s",
+)
 def decide_scaling_action(
     current_qps: float,
     max_qps: float,
@@ -85,8 +132,8 @@ def decide_scaling_action(
     -------
     ScaleUp, ScaleDown or NoAction
         Above the scale-up threshold: ``ScaleUp(ceil(n x (ratio / threshold - 1)))`` (at least 1),
-        enough to bring the ratio back under the threshold - unless the cold start exceeds half the
-        latency budget. Below the scale-down threshold for longer than the cool-down:
+        enough to bring the ratio back under the threshold - unless :func:`cold_start_vetoes`.
+        Below the scale-down threshold for longer than the cool-down:
         ``ScaleDown(1)``.
 
     Examples
@@ -114,7 +161,7 @@ def decide_scaling_action(
         raise InputError(f"scale_down_threshold={down:g} must be below scale_up_threshold={up:g}")
     load_ratio = qps / capacity
     if load_ratio > up:
-        if cold > budget / 2:
+        if cold_start_vetoes(cold, budget):
             return NoAction(
                 "cold start time exceeds latency budget",
                 "increase fixed capacity instead of elastic scaling",

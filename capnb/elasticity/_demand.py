@@ -11,8 +11,9 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import _validate, glossary
 from ..errors import InputError
+from ..units import declare_units
 from ._decision import real
 from ._policy import steps
 
@@ -65,6 +66,7 @@ def _check_values(values: np.ndarray, times: np.ndarray, what: str) -> None:
         )
 
 
+@declare_units(step_s="s")
 def resample_demand(source, step_s: float, *, gap: str | float | None = "15min") -> xr.DataArray:
     """A request log or a rate series as demand per simulation step (requests/s).
 
@@ -102,6 +104,12 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
             raise InputError(
                 f"step_s must be a whole number of seconds for a request log, got {step_s}"
             )
+        span = np.ptp(source.time.values.astype("datetime64[ns]").view(np.int64)) / 1e9
+        _validate.within_budget(
+            f"{span / step:,.0f} steps of {step:g} s",
+            nbytes=span / step * 24.0,
+            lower="use a longer step_s",
+        )
         series = forecast.resample(source, int(step), gap=gap).qps
         observed = np.flatnonzero(np.isfinite(series.values))
         if observed.size == 0:
@@ -128,6 +136,11 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
         )
         if interval > step:
             repeat = steps(interval, step, "the series' window (interval_s)")
+            _validate.within_budget(  # times and values, 8 bytes each, and a temporary
+                f"{series.size * repeat:,} steps of {step:g} s",
+                nbytes=series.size * repeat * 24.0,
+                lower="use a longer step_s",
+            )
             offsets = (np.arange(repeat) * round(step * _NS)).astype("timedelta64[ns]")
             times = (series.time.values[:, None] + offsets[None, :]).ravel()
             series = xr.DataArray(
@@ -198,6 +211,7 @@ def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
     return values, times, step
 
 
+@declare_units(step_s="s")
 def prepare_demand(
     source, step_s: float, *, baseline: xr.Dataset | None = None, scale: float = 1.0
 ) -> xr.DataArray:
@@ -274,6 +288,7 @@ def _slot_spec(baseline: xr.Dataset):
     )
 
 
+@declare_units(step_s="s")
 def forecast_demand(
     demand,
     baseline: xr.Dataset,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..errors import InputError
+from ..units import declare_units
 from ._demand import demand_values
 from ._simulate import fixed_instances
 
@@ -36,6 +37,7 @@ def _values(values, name: str, kind) -> list:
         raise InputError(f"{name} must hold numbers, got {values!r}") from error
 
 
+@declare_units(per_instance_qps="requests/s", cooldown_s="s", step_s="s")
 def policy_grid(
     demand,
     per_instance_qps: float,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ..errors import InputError
 from ..kernels import autoscale_records as kernels
+from ._decision import veto_cold_steps
 
 __all__ = ["COOLDOWN_MEANING", "DEFAULT_COOLDOWN_S", "OPTIONS", "POLICIES", "build_config", "steps"]
 
@@ -164,13 +165,15 @@ def build_config(
     keep the record's neutral defaults.
     """
     o = policy_options(policy, options)
+    tolerance_steps = steps(tolerance_s, step_s, "tolerance_s")
     config = dict(
         step_s=step_s,
         per_instance_qps=per_instance_qps,
-        tolerance_steps=steps(tolerance_s, step_s, "tolerance_s"),
+        tolerance_steps=tolerance_steps,
         max_instances=max_instances,
         thrash_steps=steps(thrash_window_s, step_s, "thrash_window_s"),
         policy=_CODES[policy],
+        veto_cold_steps=veto_cold_steps(tolerance_steps),
     )
     if policy in ("article", "fixed_elastic"):
         config["scale_down_threshold"] = _share(

@@ -34,6 +34,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ..units import declare_units
 from ._decision import real
 from ._demand import demand_values
 
@@ -95,6 +96,7 @@ def _shares(fleet: xr.Dataset) -> xr.DataArray:
     return capacity / total
 
 
+@declare_units(step_s="s")
 def pool_demand(demand, fleet: xr.Dataset, *, step_s=None, slots=None) -> xr.DataArray:
     """Each pool's requests/s at every step: the demand times the pool's share of its slot.
 
@@ -176,6 +178,7 @@ def _price(prices, gpu: str, kind: str) -> float:
     return float(prices.usd_per_gpu_hour.sel(gpu=gpu, pricing=kind))
 
 
+@declare_units(cold_start_s="s", step_s="s")
 def simulate_pools(
     demand,
     fleet: xr.Dataset,

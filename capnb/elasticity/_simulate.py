@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import _validate, glossary
 from ..errors import InputError
 from ..kernels import autoscale as kernels
+from ..units import declare_units
 from ._advice import (
     demand_summary,
 )
@@ -368,6 +369,15 @@ def _gpus(gpus_per_instance) -> int:
     return int(gpus_per_instance)
 
 
+@declare_units(
+    per_instance_qps="requests/s",
+    step_s="s",
+    cooldown_s="s",
+    cold_start_s="s",
+    tolerance_s="s",
+    thrash_window_s="s",
+    usd_per_gpu_hour="USD/hour",
+)
 def simulate(
     demand,
     *,
@@ -521,6 +531,15 @@ def simulate(
     return result
 
 
+@declare_units(
+    per_instance_qps="requests/s",
+    step_s="s",
+    cooldown_s="s",
+    cold_start_s="s",
+    tolerance_s="s",
+    thrash_window_s="s",
+    usd_per_gpu_hour="USD/hour",
+)
 def sweep(
     demand,
     *,
@@ -611,6 +630,12 @@ def sweep(
             forecast,
             checked,
         )
+        cells = int(np.prod([np.size(v) for v in grid.values()]))
+        _validate.within_budget(  # measured: about 16 ns of CPU per step and grid cell
+            f"{values.size:,} steps of {step:g} s x {cells:,} {name} policy cells",
+            seconds=values.size * cells * 16e-9,
+            lower="use a longer step_s, a shorter trace or fewer policy values",
+        )
         losses = _preemption_losses(
             preemption,
             lost_instances,
@@ -692,6 +717,7 @@ def _shared_attrs(attrs: Sequence[dict]) -> dict:
     return shared
 
 
+@declare_units(per_instance_qps="requests/s", step_s="s")
 def fixed_instances(
     demand, per_instance_qps: float, *, quantile: float = 0.99, step_s: float | None = None
 ) -> int:

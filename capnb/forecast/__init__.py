@@ -12,6 +12,7 @@ The pipeline, one function each::
                                                           +-> detect_bursts -> fit_burst_model
                                                           +-> simulate -> exceedance curve, buffer_qps
                                                           +-> backtest, project
+                                                          +-> select, carry (the growth model)
                                                           +-> predict, carry_forward, rolling_origin
 
 :func:`target` chains them into the one Dataset the capacity step takes; :func:`target_from`
@@ -23,6 +24,7 @@ the parts between changes). Slot codes: ``hour_of_day`` 0-23, ``hour_of_week`` 0
 from __future__ import annotations
 
 from ..data._series import Slots, interval_seconds, resample, slot_codes, slots
+from ._auto import TARGET_GROWTH_MODELS, carry, selection_quantiles
 from ._baseline import DEFAULT_QUANTILES, fit_baseline
 from ._bursts import (
     MONTH_DAYS,
@@ -34,19 +36,30 @@ from ._bursts import (
     simulate,
 )
 from ._growth import GROWTH_MODELS, MIN_DAYS, carry_forward, fit_growth, observed_days, predict
+from ._models import FORECAST_MODELS as _RULES
 from ._outlook import backtest, fit_trend, plan_name, project, project_factor
 from ._rolling import rolling_origin
+from ._select import CALIBRATION_DAYS, DEFAULT_MODELS, HOURLY_BELOW_DAYS, select
 from ._target import describe, slot_label, target, target_from
 
+#: The candidate forecasts :func:`select` chooses from (see ``capnb/forecast/_models.py``).
+FORECAST_MODELS = tuple(_RULES)
+
 __all__ = [
+    "CALIBRATION_DAYS",
+    "DEFAULT_MODELS",
     "DEFAULT_QUANTILES",
+    "FORECAST_MODELS",
     "GROWTH_MODELS",
+    "HOURLY_BELOW_DAYS",
     "MIN_DAYS",
     "MONTH_DAYS",
+    "TARGET_GROWTH_MODELS",
     "BurstModel",
     "MonthInputs",
     "Slots",
     "backtest",
+    "carry",
     "carry_forward",
     "describe",
     "detect_bursts",
@@ -63,6 +76,8 @@ __all__ = [
     "project_factor",
     "resample",
     "rolling_origin",
+    "select",
+    "selection_quantiles",
     "simulate",
     "slot_codes",
     "slot_label",

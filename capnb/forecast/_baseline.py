@@ -20,6 +20,7 @@ from ..data._series import (
 from ..data._series import slots as slot_spec
 from ..errors import InputError
 
+#: The traffic quantiles a baseline gives each slot: P50, P95 and P99 of its request rate.
 DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
 
 

@@ -51,6 +51,7 @@ __all__ = [
 #: prediction band), ``"trend"`` (the fitted compound trend alone, no band) or ``"none"`` (the past
 #: quantiles as they are).
 GROWTH_MODELS = ("probabilistic", "trend", "none")
+#: Days of history a growth model needs (shorter histories are planned as they are).
 MIN_DAYS = 7  # a week at least, so that a weekday pattern does not pass for a trend
 
 _MAX_STEPS = 200  # Newton steps, each kept inside the bracket: a few suffice

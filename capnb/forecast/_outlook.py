@@ -266,7 +266,7 @@ def backtest(
 
 
 def project_factor(growth: float, trend_per_day: float, days_ahead: float) -> float:
-    """Growth x (1 + trend_per_day) ** days_ahead, with the arguments checked as in :func:`project`."""
+    """The ratio growth x (1 + ``trend_per_day``) ** days_ahead, arguments checked as :func:`project` does."""
     growth = _validate.fraction(growth, "growth", low=0.0, high=1e6, low_open=True)
     trend = _validate.fraction(trend_per_day, "trend_per_day", low=-1.0, high=10.0, low_open=True)
     days = _validate.fraction(days_ahead, "days_ahead", high=36_500.0)

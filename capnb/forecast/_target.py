@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .. import _words
+from .. import words
 from ..data._series import NS, Slots, checked_series, duration_text
 from ..errors import InputError
+from ..units import declare_units
 from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
 from ._bursts import MONTH_DAYS, BurstModel, _choose, detect_bursts, fit_burst_model, simulate
 from ._outlook import plan_name, project_factor
@@ -32,8 +33,9 @@ def target(
     trend_per_day: float = 0.0,
     days_ahead: float = 0.0,
     chunks: int | None = None,
-    growth_model: str = "probabilistic",
+    growth_model: str = "auto",
     horizon_days: int = 7,
+    selection: xr.Dataset | None = None,
 ) -> xr.Dataset:
     """The forecast step's answer: per-slot targets, and the burst buffer from a Monte Carlo.
 
@@ -58,13 +60,18 @@ def target(
     growth, trend_per_day, days_ahead
         Carry the history forward before planning (as in :func:`project`): every rate of the
         series is multiplied by ``growth x (1 + trend_per_day) ** days_ahead``.
-    growth_model, horizon_days
-        ``"probabilistic"`` (default): plan for the ``horizon_days`` after the series, each slot's
-        plan quantile being that of the coming days' demand, the fitted trend and its prediction
-        band included (:func:`carry_forward`; the other quantiles are scaled by the same per-slot
-        factor). It needs 7 days observed: a shorter history is planned as it is, and the attr
-        ``growth_model`` says so. ``"none"``: the history's quantiles (with ``trend_per_day`` and
-        ``days_ahead`` if given, which ``"probabilistic"`` refuses: it fits its own trend).
+    growth_model, horizon_days, selection
+        ``"auto"`` (default): plan for the ``horizon_days`` after the series with the forecast
+        model chosen by rolling origins inside the history (:func:`select`; a given
+        ``selection`` is reused): each slot's plan quantile is the chosen model's calibrated
+        quantile of the coming days, and the other quantiles are scaled by the same per-slot
+        factor (:func:`carry`). A candidate's name (:data:`FORECAST_MODELS`) plans with it alone.
+        ``"probabilistic"``: the log-linear trend of the daily mean with its Student-t band
+        (:func:`carry_forward`; needs 7 days). A history too short for the model is planned as it
+        is, and the attr ``growth_model`` says so and why. ``"none"``: the history's quantiles
+        (with ``trend_per_day`` and ``days_ahead`` if given, which the other models refuse: they
+        forecast their own growth). Attrs ``forecast_choice``, ``forecast_goals``,
+        ``forecast_origins`` and ``forecast_gaps`` carry the selection's words.
 
     Returns
     -------
@@ -81,36 +88,33 @@ def target(
     >>> plan.target_qps.dims, plan.buffer_qps.attrs["units"]
     (('slot', 'traffic_quantile'), 'requests/s')
     """
-    from ._growth import MIN_DAYS, carry_forward, observed_days
-    from ._growth import growth_model as _growth_model
+    from ._auto import TARGET_GROWTH_MODELS, carry
 
     series = checked_series(series)
-    growth_kind = _growth_model(growth_model)
-    if growth_kind == "trend":
+    if growth_model == "trend":
         raise InputError(
-            "growth_model='trend': target plans with 'probabilistic' or 'none'; for a point trend "
-            "give growth_model='none', trend_per_day=float(fit_trend(series).trend_per_day) and "
-            "days_ahead"
+            "growth_model='trend': target plans with 'auto', a candidate, 'probabilistic' or "
+            "'none'; for a point trend give growth_model='none', "
+            "trend_per_day=float(fit_trend(series).trend_per_day) and days_ahead"
+        )
+    if growth_model not in TARGET_GROWTH_MODELS:
+        raise InputError(
+            f"growth_model must be one of {list(TARGET_GROWTH_MODELS)}, got {growth_model!r}"
         )
     scale = project_factor(growth, trend_per_day, days_ahead)
-    grown, history = "none", None
-    if growth_kind == "probabilistic":
-        if trend_per_day != 0 or days_ahead != 0:
-            raise InputError(
-                "trend_per_day and days_ahead apply to growth_model='none'; "
-                "growth_model='probabilistic' fits its own trend over horizon_days"
-            )
-        if isinstance(horizon_days, bool) or not isinstance(horizon_days, int) or horizon_days < 1:
-            raise InputError(f"horizon_days must be a positive integer, got {horizon_days!r}")
-        if series["qps"].ndim > 1:
-            grown = "none: the probabilistic growth takes one series (qps over time only)"
-        elif observed_days(series) >= MIN_DAYS:
-            planned = plan_quantile if plan_quantile is not None else _quantiles(quantiles)[-1]
-            history = series
-            series = carry_forward(series, slots=slots, quantile=planned, horizon_days=horizon_days)
-            grown = f"probabilistic: {series.attrs['growth']}"
-        else:
-            grown = f"none: fewer than {MIN_DAYS} days observed, planned on the history as it is"
+    if growth_model != "none" and (trend_per_day != 0 or days_ahead != 0):
+        raise InputError(
+            "trend_per_day and days_ahead apply to growth_model='none'; "
+            f"growth_model={growth_model!r} forecasts its own growth over horizon_days"
+        )
+    planned = plan_quantile if plan_quantile is not None else _quantiles(quantiles)[-1]
+    carried = carry(
+        series, slots=slots, quantile=planned, growth_model=growth_model,
+        horizon_days=horizon_days, selection=selection,
+    )  # fmt: skip
+    grown = carried.attrs["growth_model"]
+    history = None if grown.startswith("none") else series
+    series = series if history is None else carried
     if scale != 1.0:
         series = series.copy()
         for name in ("qps", "requests"):
@@ -143,6 +147,9 @@ def target(
     )
     result = target_from(baseline, run, detected=found)
     result.attrs["growth_model"] = grown
+    for name in ("choice", "goals", "origins", "gaps"):
+        if f"forecast_{name}" in carried.attrs:
+            result.attrs[f"forecast_{name}"] = carried.attrs[f"forecast_{name}"]
     if scale != 1.0:
         result.attrs["projection"] = f"history scaled by x{scale:.4g}"
     return result
@@ -221,6 +228,7 @@ def target_from(
     return result
 
 
+@declare_units(slot_s="s")
 def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
     """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
 
@@ -238,7 +246,7 @@ def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
 
 
 def _rate(value: float) -> str:
-    return f"{_words.rate(value)} requests/s"
+    return f"{words.rate(value)} requests/s"
 
 
 def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
@@ -273,7 +281,8 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     name = plan_name(q)
     shortfall = float(result.shortfall_fraction.sel(traffic_quantile=q).isel(slot=busiest))
     mean_plan = result.mean_plan_qps.isel(slot=busiest)
-    carried = str(result.attrs.get("growth_model", "")).startswith("probabilistic: ")
+    grown = str(result.attrs.get("growth_model", ""))
+    carried = ": " in grown and not grown.startswith("none")
     mean_words = (
         f"a plan at the {'mean of the demand carried forward' if carried else 'historical mean'} "
         f"({_rate(float(mean_plan))})"
@@ -319,9 +328,8 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
             f"month on average); {_rate(float(result.required_qps))} keeps that to {chosen:.0%}: an "
             f"elastic buffer of {_rate(float(result.buffer_qps))} above the fixed plan."
         )
-    if str(result.attrs.get("growth_model", "")).startswith("probabilistic: "):
-        words = result.attrs["growth_model"].removeprefix("probabilistic: ")
-        text.append(f"The plan is for the coming days, not the past ones: {words}.")
+    if carried:
+        text.append(f"The plan is for the coming days, not the past ones: {grown}.")
     if result.attrs.get("boundaries", "none") != "none":
         text.append(result.attrs["boundaries"])
     return " ".join(text)

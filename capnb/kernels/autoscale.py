@@ -250,7 +250,7 @@ def _run(
     rest_until = np.int64(-1)
     rest_key = rest_key2 = zero
     rest_back = rest_back2 = np.int64(-1)
-    veto = policy == ARTICLE and 2 * cold > config.tolerance_steps
+    veto = policy == ARTICLE and cold >= config.veto_cold_steps
     t = zero
     while t < n_steps:
         if (look_ahead or rest_until > t) and queue_len == 0:

@@ -91,6 +91,9 @@ class Config(NamedTuple):
     """An instance stopped sooner than this after becoming ready counts as thrash."""
     policy: int
     """``ARTICLE``, ``HPA``, ``KNATIVE``, ``FIXED``, ``FIXED_ELASTIC`` or ``PREDICTIVE``."""
+    veto_cold_steps: int
+    """Article: a run whose cold start lasts at least this many steps vetoes every scale-up (the
+    elasticity step decides the threshold from its cold-start rule)."""
     period_steps: int = 1
     """Evaluation (article, predictive), sync (HPA) or tick (Knative) period."""
     scale_down_threshold: float = 0.0

@@ -169,7 +169,7 @@ def article_decision(load_qps, pool, per_instance_qps, up, down, low_evals, peri
         Steps between evaluations and the sustained-low time: the low duration is ``low_evals x
         period`` steps and must exceed ``cooldown``.
     veto : bool
-        Whether the cold start exceeds half the latency tolerance (the article then holds fixed
+        Whether the cold start vetoes scaling up (the elasticity step's rule; the article then holds fixed
         capacity instead of scaling up).
 
     Returns
@@ -221,7 +221,7 @@ def article_rule(config, run, seen, state):
     target_pool : int
     state : ArticleState
     """
-    veto = config.policy == ARTICLE and 2 * run.cold > config.tolerance_steps
+    veto = config.policy == ARTICLE and run.cold >= config.veto_cold_steps
     target, low_evals, vetoed = article_decision(
         seen.load_qps,
         seen.pool,

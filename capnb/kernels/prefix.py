@@ -14,8 +14,14 @@ blocks iff that distance is ``< C``. The prefix rule makes a block's need the la
 ``distance + 1`` over its prompt up to it (:func:`prefix_needs`). Distances are counted with a
 Fenwick tree over access times, O(n log n) for n block accesses.
 
-The plain references (an ``OrderedDict`` LRU replayed for one size) are in
-:mod:`capnb.kernels.prefix_reference`.
+Routing over ``N`` instances (each with its own cache) splits the log before the replay:
+:func:`route_random`, :func:`route_round_robin` and :func:`route_consistent` (prefix-aware: a
+consistent-hash ring of ``vnodes`` points per instance, keyed by a hash of the request's first
+blocks, :func:`prefix_keys`, so that requests sharing that prefix meet on one instance). Hashes are
+splitmix64's finaliser (:func:`mix64`) in wrapping uint64 arithmetic.
+
+The plain references (an ``OrderedDict`` LRU replayed for one size, ``bisect`` on a Python list for
+the ring) are in :mod:`capnb.kernels.prefix_reference`.
 """
 
 from __future__ import annotations
@@ -24,7 +30,18 @@ import numpy as np
 
 from ._lazy import njit
 
-__all__ = ["NEVER", "hit_tokens_by_capacity", "prefix_needs", "stack_distances"]
+__all__ = [
+    "NEVER",
+    "hit_tokens_by_capacity",
+    "mix64",
+    "prefix_keys",
+    "prefix_needs",
+    "ring",
+    "route_consistent",
+    "route_random",
+    "route_round_robin",
+    "stack_distances",
+]
 
 #: A block's need when no cache size hits it (its first use, or a prefix that includes one).
 NEVER = np.iinfo(np.int64).max
@@ -99,3 +116,59 @@ def hit_tokens_by_capacity(needs, tokens, max_blocks):
         total += curve[c]
         curve[c] = total
     return curve
+
+
+# -- routing over instances (numpy: one vectorised pass each, nothing for numba to add) -----------
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def mix64(x):
+    """splitmix64's finaliser of ``x + golden ratio``, element-wise over uint64 (wrapping)."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(x, dtype=np.uint64) + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def prefix_keys(hashes, starts, blocks):
+    """Per request, the hash of its first ``blocks`` block hashes (fewer if its prompt has fewer).
+
+    ``starts`` holds each request's first block index with the block count appended. A request
+    without blocks keys on its own index (it shares no prefix).
+    """
+    counts = np.diff(starts)
+    n = counts.size
+    keys = np.where(counts > 0, np.uint64(0), mix64(np.arange(n, dtype=np.uint64) ^ _M2))
+    for k in range(blocks):
+        has = counts > k
+        block = hashes[starts[:-1][has] + k].astype(np.int64).view(np.uint64)
+        keys[has] = mix64(keys[has] ^ block)
+    return keys
+
+
+def ring(instances, vnodes, seed):
+    """A consistent-hash ring: ``(points, owners)``, points sorted, ``vnodes`` per instance."""
+    ids = np.arange(instances * vnodes, dtype=np.uint64)
+    points = mix64(ids ^ mix64(np.full(ids.size, seed, dtype=np.uint64)))
+    order = np.argsort(points, kind="stable")
+    return points[order], (ids[order] // np.uint64(vnodes)).astype(np.int64)
+
+
+def route_consistent(keys, points, owners):
+    """The instance owning each key: the first ring point at or after it (wrapping)."""
+    at = np.searchsorted(points, keys, side="left")
+    at[at == points.size] = 0
+    return owners[at]
+
+
+def route_round_robin(n_requests, instances):
+    """Request ``i`` to instance ``i mod N``."""
+    return np.arange(n_requests, dtype=np.int64) % instances
+
+
+def route_random(n_requests, instances, seed):
+    """Each request to an instance drawn uniformly (numpy's PCG64, ``seed``)."""
+    return np.random.default_rng(seed).integers(0, instances, size=n_requests, dtype=np.int64)

@@ -68,6 +68,8 @@ __all__ = [
 def engine_validation():
     """The stored leave-one-dataset-out table of the engine model (a pandas DataFrame).
 
+    Its errors are relative, abs(predicted / measured - 1), as fractions.
+
     See :func:`capnb.latency.validate.engine_validation` (imported on call, so that ``python -m
     capnb.latency.validate`` runs the module once).
     """

@@ -14,13 +14,17 @@ from ..errors import InputError
 from ..kernels import latency as kernels
 from . import calibration as _calibration
 
+#: Latency metrics every curve carries: ttft, tpot, itl, e2e (:data:`capnb.data` curves).
 METRICS = _curve.METRICS
+#: Latency quantiles every curve carries (others a source measured are kept too).
 QUANTILES = _curve.QUANTILES
 notes = _curve.notes
 
 
 def check(curve: xr.Dataset) -> xr.Dataset:
     """Check a curve built by hand (or edited) the way every reader checks its output; return it.
+
+    The curve holds ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``.
 
     Raises
     ------
@@ -129,7 +133,7 @@ def envelope(curve: xr.Dataset) -> xr.Dataset:
 
 
 def at(curve: xr.Dataset, concurrency) -> xr.Dataset:
-    """Latency at the given concurrencies, linear between measured points, NaN outside them.
+    """Latency (s) at the given concurrencies, linear between measured points, NaN outside them.
 
     Examples
     --------
@@ -249,7 +253,7 @@ def workload(
 
 
 def concurrency_grid(upper: int, *, dense_up_to: int = 64, per_doubling: int = 8) -> np.ndarray:
-    """Concurrencies from 1 to ``upper``, dense at first, then geometric.
+    """Concurrencies (requests in flight) from 1 to ``upper``, dense at first, then geometric.
 
     Every integer up to ``dense_up_to``, then ``per_doubling`` values per doubling, always ending at
     ``upper``.

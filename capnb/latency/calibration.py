@@ -340,7 +340,7 @@ def holdout_report(source: str = "splitwise"):
     -------
     pandas.DataFrame
         Columns ``label``, ``fitted``, ``tested``, ``mean_error``, ``median_error``, ``p90_error``,
-        ``max_error``.
+        ``max_error``: relative errors, abs(predicted / measured - 1), as fractions.
     """
     import pandas as pd
 

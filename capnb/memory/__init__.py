@@ -22,7 +22,9 @@ Two accountings (:func:`accounting`):
 Entry points: :func:`sweep` (the full grid as a Dataset), :func:`max_concurrency` (the reduced answer
 only) and :func:`describe` (the answer in words); prefix caching: :func:`prefix_hit_rate` (an LRU
 replay of a log's block hashes, every cache size at once) and :func:`split_kv` (the KV budget split
-between running sequences and the prefix cache).
+between running sequences and the prefix cache); :func:`prefix_routing` (each instance's hit rate when
+a fleet shares the log under random, round-robin or prefix-aware routing; :func:`prefix_hit_rate`
+takes ``instances`` and ``routing``, and :func:`routing_assumed` says the routing in words).
 """
 
 from __future__ import annotations
@@ -37,17 +39,20 @@ from ._footprint import (
     sweep,
 )
 from ._grid import LIMIT_REASONS
-from ._prefix import prefix_hit_rate, split_kv
+from ._prefix import ROUTINGS, prefix_hit_rate, prefix_routing, routing_assumed, split_kv
 
 __all__ = [
     "ACCOUNTINGS",
     "LIMIT_REASONS",
+    "ROUTINGS",
     "Accounting",
     "accounting",
     "concurrency_ticks",
     "describe",
     "max_concurrency",
     "prefix_hit_rate",
+    "prefix_routing",
+    "routing_assumed",
     "split_kv",
     "sweep",
 ]

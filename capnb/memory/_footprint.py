@@ -110,7 +110,7 @@ class Accounting:
     max_num_seqs
         Sequences of the profile run (the sampler's dummy batch); used with ``vllm_version``.
     sampler_buffers
-        fp32 buffers of ``max_num_seqs x vocab`` live at the sampler's peak; used with
+        Number of fp32 buffers of ``max_num_seqs x vocab`` live at the sampler's peak; used with
         ``vllm_version``.
     """
 
@@ -188,6 +188,7 @@ _ACCOUNTINGS = {
         max_num_batched_tokens=8192,
     ),
 }
+#: The memory accountings: "article" (15 % headroom) and "vllm" (90 % of the GPU, as vLLM counts).
 ACCOUNTINGS = tuple(_ACCOUNTINGS)
 
 

@@ -9,15 +9,18 @@
 
 :func:`build` runs the chain (inputs as a :class:`PlanConfig`, a config file, or keyword overrides)
 and returns one ``xarray.Dataset``: every step's results with their units, variables prefixed by
-their step (``forecast_target_qps``, ``capacity_instances``, ...), the recommendation in
-``attrs["recommendation"]`` and the article's applicability checks in ``attrs["warnings"]`` (also
-issued as :class:`PlanWarning`). :func:`export` writes it as NetCDF and a JSON summary.
+their step (``forecast_target_qps``, ``capacity_instances``, ...), and the answer: one typed record
+(:class:`Answer`, read with :func:`answer`) that :func:`describe`, ``plan.json``, the report and the
+command line render. The article's applicability checks are issued as :class:`PlanWarning` too.
+:func:`export` writes the plan as NetCDF and ``plan.json`` (:func:`summary`).
 :func:`backtest` builds the plan on one window of the trace and replays it on a later one, against
 the hindsight-best and naive plans.
 """
 
 from __future__ import annotations
 
+from ..records import SLA
+from ._answer import Answer, answer, units
 from ._build import (
     PlanWarning,
     backtest,
@@ -27,14 +30,22 @@ from ._build import (
     inputs_used,
     load,
     read_config,
+    sections,
+    summary,
 )
 from ._config import PlanConfig, load_config, save_config, trace_options
+from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._steps import PlanError
 
 __all__ = [
+    "SLA",
+    "Answer",
+    "Manifests",
     "PlanConfig",
     "PlanError",
     "PlanWarning",
+    "PolicyChoice",
+    "answer",
     "backtest",
     "build",
     "describe",
@@ -42,7 +53,13 @@ __all__ = [
     "inputs_used",
     "load",
     "load_config",
+    "manifest_settings",
+    "manifests",
+    "policy_choice",
     "read_config",
     "save_config",
+    "sections",
+    "summary",
     "trace_options",
+    "units",
 ]

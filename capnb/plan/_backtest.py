@@ -14,6 +14,7 @@ import xarray as xr
 
 from ..errors import InputError
 from ._config import PlanConfig
+from ._draws import burst_factors, burst_holds
 from ._steps import predictive_forecast
 
 _DAY_NS = 86_400 * 1_000_000_000
@@ -105,50 +106,6 @@ def _cut(source: xr.Dataset, window) -> xr.Dataset:
 
 
 # -- bursts ---------------------------------------------------------------------------------------
-def _burst_model(cfg: PlanConfig, series: xr.Dataset, fc: xr.Dataset):
-    from .. import forecast
-
-    if cfg.bursts == "none":
-        return None
-    if cfg.bursts == "fit":
-        return forecast.fit_burst_model(forecast.detect_bursts(series, fc))
-    return forecast.BurstModel()
-
-
-def burst_factors(model, steps: int, step_s: float, draws: int, seed: int) -> list[np.ndarray]:
-    """Multipliers of the demand for ``draws`` windows of ``steps`` steps; one array per draw.
-
-    A draw without a burst is an empty array (the window as observed). Bursts arrive as in
-    :class:`capnb.forecast.BurstModel`: a Poisson count for the window's share of a 30-day month,
-    uniform start (whole minutes), uniform duration rounded to whole minutes, uniform factor; where
-    two overlap the larger factor holds.
-    """
-    from .. import forecast
-
-    rng = np.random.default_rng(seed)
-    minute = max(1, round(60 / step_s))
-    mean = (
-        0.0
-        if model is None
-        else model.rate_per_month * steps * step_s / 86400 / forecast.MONTH_DAYS
-    )
-    out = []
-    for _ in range(draws):
-        count = int(rng.poisson(mean))
-        if count == 0:
-            out.append(np.empty(0))
-            continue
-        factor = np.ones(steps)
-        for _ in range(count):
-            start = int(rng.integers(0, max(1, steps // minute))) * minute
-            length = round(rng.uniform(*model.duration_s) / 60) * minute
-            height = rng.uniform(*model.multiplier)
-            window = factor[start : start + length]
-            np.maximum(window, height, out=window)
-        out.append(factor)
-    return out
-
-
 # -- the replay -----------------------------------------------------------------------------------
 def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, draws: int = 100):
     """The backtest table (see :func:`capnb.plan.backtest`); ``builder(cfg, source)`` builds a plan."""
@@ -223,9 +180,9 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         rows.append((name, run, cell))
 
     # bursts: each plan again on the score window with bursts drawn from the plan's burst model
-    model = _burst_model(cfg, parts["series"], fc)
+    model = parts["bursts"]
     factors = burst_factors(model, demand.size, cfg.step_s, draws, cfg.seed)
-    hold = _burst_holds(rows, factors, demand, ahead, settings, cfg, model, _kernel_inputs, kernels)
+    hold = burst_holds(rows, factors, demand, ahead, settings, cfg, model, _kernel_inputs, kernels)
 
     table = _table(rows, hold, cost, cfg, sweep)
     if parts.get("mixed") is not None:  # the fit window's mix, replayed pool by pool
@@ -252,7 +209,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         breach_budget=cfg.breach_budget,
         burst_draws=int(draws),
         burst_draws_with_bursts=int(sum(f.size > 0 for f in factors)),
-        burst_model="none" if model is None else model.describe(),
+        burst_model=model.describe(),
         seed=int(cfg.seed),
         cost=cost,
         plans="; ".join(f"{k}: {v}" for k, v in _MEANING.items()),
@@ -273,63 +230,6 @@ def _over_window(demand: xr.DataArray, window, step_s: float) -> xr.DataArray:
                             last + np.arange(1, after + 1) * step])  # fmt: skip
     idle = xr.DataArray(np.zeros(times.size), dims="time", coords={"time": times})
     return xr.concat([demand, idle], "time").sortby("time").assign_attrs(demand.attrs)
-
-
-def _burst_holds(rows, factors, demand, ahead, settings, cfg, model, kernel_inputs, kernels):
-    """Per plan: the share of burst draws in which it holds the breach budget.
-
-    A draw without a burst is the window as observed, so it holds when the observed replay does;
-    the draws with bursts run on threads (the simulator releases the GIL), each draw on its own,
-    so the answer does not depend on the thread count.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    import numba
-
-    if not factors:
-        return dict.fromkeys((r[0] for r in rows), math.nan)
-    observed = demand.values
-    held_observed = np.array([float(cell.breach_share) <= cfg.breach_budget for _, _, cell in rows])
-    bursty = [f for f in factors if f.size]
-    held = held_observed * (len(factors) - len(bursty))
-    if bursty:
-        # a pool large enough for the highest burst: no policy is held back by the maximum
-        top = float(np.maximum(observed, ahead.values).max()) * model.multiplier[1]
-        high = max(1, math.ceil(top / (settings["per_instance_qps"] * min(cfg.scale_up_threshold))))
-        inputs = []
-        for _, run, _ in rows:
-            threshold = run["scale_up_threshold"]
-            _, config, runs, forecast = kernel_inputs(
-                observed,
-                policy=run["policy"],
-                per_instance_qps=settings["per_instance_qps"],
-                step_s=settings["step_s"],
-                cold_start_s=settings["cold_start_s"],
-                tolerance_s=settings["tolerance_s"],
-                max_instances=max(high, int(run["min_instances"])),
-                forecast=ahead.values if run["policy"] == "predictive" else None,
-                scale_up_threshold=0.7 if math.isnan(threshold) else threshold,
-                cooldown_s=run["cooldown_s"],
-                min_instances=run["min_instances"],
-                buffer_instances=run["buffer_instances"],
-            )
-            inputs.append((config, runs, forecast))
-        budget_steps = cfg.breach_budget * observed.size
-        breach = kernels.METRICS.index("breach_steps")
-
-        def one_draw(factor):
-            burst = observed * factor
-            metrics = np.empty((1, len(kernels.METRICS)))
-            out = np.empty(len(inputs), bool)
-            for i, (config, runs, forecast) in enumerate(inputs):
-                kernels.simulate_many(burst, config, runs, metrics, forecast)
-                out[i] = metrics[0, breach] <= budget_steps
-            return out
-
-        with ThreadPoolExecutor(max(1, numba.get_num_threads())) as pool:
-            for out in pool.map(one_draw, bursty):
-                held = held + out
-    return {name: float(h) / len(factors) for (name, _, _), h in zip(rows, held, strict=True)}
 
 
 def _table(rows, hold, cost, cfg, sweep) -> xr.Dataset:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -12,12 +13,15 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..data import write_atomic
+from ..data import settle, write_set
 from ..errors import CapnbError, InputError
+from ._answer import Alternative, answer, units
+from ._compose import make_answer, with_held_out
 from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
+from ._origins import held_out_bursts
 from ._serving import compare_serving, serving_sentence, serving_variables
 from ._steps import (
     WORKLOAD_SAMPLES,
@@ -29,9 +33,10 @@ from ._steps import (
     _elasticity,
     _forecast,
     _traffic,
-    unmodelled,
+    burst_model,
 )
-from ._text import _checks, _recommendation
+from ._text import render_text
+from ._text import sections as _sections
 
 
 class PlanWarning(UserWarning):
@@ -103,17 +108,18 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A :class:`PlanConfig`, a mapping of its fields, a path to a TOML/YAML file, or None for
         the bundled defaults.
     **overrides
-        Fields to change (``sla_s=1.0``, ``gpus=["H100-SXM"]``, ...).
+        Fields to change (``sla="ttft=1.5,tpot=60ms"``, ``gpus=["H100-SXM"]``, ...).
 
     Returns
     -------
     xarray.Dataset
-        Every step's results, prefixed by step, with units; ``attrs``: ``recommendation`` (text),
-        ``warnings`` (the applicability checks), ``gpu``, ``tensor_parallel``, ``policy``,
-        ``monthly_usd``, ``breach_minutes_per_month`` and the config. With ``backtest_days`` > 0
-        and a trace longer than that, the plan built on the days before is replayed on them
-        (:func:`backtest`): its table as ``backtest_*`` variables over ``plan``, and attrs
-        ``backtest`` (one sentence, quoted in the recommendation).
+        Every step's results, prefixed by step, with units; ``attrs["answer"]``: the answer
+        record (:func:`answer` reads it: GPU and degree, fleet, policy, cost, breach, held-out
+        record, checks), ``config`` and ``config_source``. With ``backtest_days`` > 0 and a trace
+        that leaves held-out windows, the policy is chosen out of sample (rolling origins inside
+        the trace, :mod:`capnb.plan._origins`) and its record on the held-out windows is the
+        table ``held_out_*`` (over ``origin`` and ``plan``) and the answer's ``held_out``. The
+        article's applicability checks are also issued as :class:`PlanWarning`.
 
     Raises
     ------
@@ -121,19 +127,13 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A step failed (the message names it) or no configuration meets the SLA ("infeasible", with
         the reasons); never a silent fallback.
     """
-    from ._backtest import held_out_windows, run_backtest
-
     cfg = read_config(config, **overrides)
     with _Stage("forecast", cfg):
         source = _load(cfg)
-    windows = held_out_windows(source, cfg.backtest_days) if cfg.backtest_days else None
-    plan, _ = _build_on(cfg, source)
-    if windows is not None:
-        with _Stage("backtest", cfg):
-            table = run_backtest(cfg, source, *windows, builder=_build_on)
-        _attach(plan, table)
-    for check in plan.attrs["warnings"]:
-        warnings.warn(check, PlanWarning, stacklevel=2)
+    plan, _ = _build_on(cfg, source, held_out=True)
+    for check in answer(plan).checks:
+        if check.kind == "article":
+            warnings.warn(check.finding, PlanWarning, stacklevel=2)
     return plan
 
 
@@ -197,24 +197,17 @@ def _load(cfg: PlanConfig):
     return data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start, **trace_options(cfg))
 
 
-def _attach(plan: xr.Dataset, table: xr.Dataset) -> None:
-    """The backtest's table and sentence on the plan (and quoted in its recommendation)."""
-    for name in table.data_vars:
-        plan[f"backtest_{name}"] = table[name].assign_attrs(step="backtest")
-    plan.attrs["backtest"] = table.attrs["summary"]
-    for key in ("fit_start", "fit_stop", "score_start", "score_stop", "score_days", "burst_draws",
-                "mix_breach_min", "mix_usd"):  # fmt: skip
-        if key in table.attrs:
-            plan.attrs[f"backtest_{key}"] = table.attrs[key]
-    plan.attrs["recommendation"] += f"\nBacktest: {table.attrs['summary']}"
+def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
+    """The plan on one trace (or a window of it): ``(plan, parts)``, the steps' own results in parts.
 
-
-def _build_on(cfg: PlanConfig, source):
-    """The plan on one trace (or a window of it): ``(plan, parts)``, the steps' own results in parts."""
+    ``held_out``: choose the policy by rolling origins inside the trace (:func:`build`); a
+    backtest's plan on its fit window does not.
+    """
     from .. import capacity, memory
 
     with _Stage("forecast", cfg):
         source, series = _traffic(cfg, source)
+        bursts = burst_model(cfg, series)
         fc = _forecast(cfg, series)
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile)
     buffer_qps = fc.buffer_qps if "buffer_qps" in fc else None
@@ -225,7 +218,7 @@ def _build_on(cfg: PlanConfig, source):
             + "; ".join(unshardable.values())
         )
     with _Stage("capacity", cfg):
-        cap, _workload, seq_len = _capacity(cfg, source, target, buffer_qps)
+        cap, workload, seq_len = _capacity(cfg, source, target, buffer_qps)
     with _Stage("memory", cfg):
         mem = memory.max_concurrency(
             model=cfg.model,
@@ -254,72 +247,97 @@ def _build_on(cfg: PlanConfig, source):
         raise PlanError(f"infeasible: {capacity.describe(one)}")
     with _Stage("elasticity", cfg):
         demand = _demand(cfg, source, series)
-        demand, sweep, advice, _estimate, estimated, cold, ahead = _elasticity(
-            cfg, demand, chosen, gpu, tp, fc, series
+        demand, sweep, advice, _estimate, estimated, cold, ahead, record = _elasticity(
+            cfg, demand, chosen, gpu, tp, fc, series, held_out=held_out
         )
-
-    plan = _assemble(
-        cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
-        seq_len, ahead,
+    plan, run, burst = _assemble(
+        cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, ahead, bursts,
+        cold,
     )  # fmt: skip
-    plan.attrs["unshardable"] = "; ".join(unshardable.values())  # degrees left out, and why
-    plan.attrs["unmodelled"] = unmodelled(cap)  # options the latency model could not price, why
-    if best is not None and cfg.latency in ("model", "engine"):  # ranked by a model: how sure?
-        from ._closecall import close_call
-
-        plan.attrs.update(
-            close_call(
-                cap, best, model=_model_name(cfg.model), metric=cfg.sla_metric,
-                prompt_tokens=float(_workload.prompt_tokens.mean()),
-                output_tokens=float(_workload.output_tokens.mean()),
-                latency_model="analytic" if cfg.latency == "model" else "engine",
-            )
-        )  # fmt: skip
-    mixed = None
+    alternatives = []
     if best is not None:  # the same throughputs as a mix of GPU types, priced and replayed
-        from .. import data
-
         with _Stage("fleet", cfg):
             mixed, replay = mixed_fleet(cfg, cap, fc, demand, advice.selection)
         if isinstance(mixed, str):  # the provider prices none of the GPUs: said, not planned
-            plan.attrs["fleet"], mixed = mixed, None
-        if mixed is not None:
+            alternatives.append(_alternative("mixed fleet", mixed))
+            mixed = None
+        elif mixed is not None:
             plan.update(fleet_variables(mixed, replay))
-            elastic = {
-                "usd": elastic_at(data.gpu_prices(cfg.provider), gpu, advice.metrics["gpu_hours"]),
-                "breach_s": advice.metrics["breach_s"],
-            }
-            plan.attrs["fleet"] = fleet_sentence(
-                mixed, replay, plan.attrs["simulated_hours"], elastic
-            )
-            plan.attrs["mix_replay_usd"] = float(replay.attrs["usd"])
-            plan.attrs["mix_replay_breach_s"] = float(replay.attrs["breach_s"])
-            plan.attrs["single_type_replay_usd"] = float(elastic["usd"])
-            plan.attrs["mix_usd_per_hour"] = float(mixed.attrs["mix_usd_per_hour"])
-            plan.attrs["mix_single_type_usd_per_hour"] = float(
-                mixed.attrs["single_type_usd_per_hour"]
-            )
-            plan.attrs["mix_provider"] = str(mixed.attrs["provider"])
-            plan.attrs["mix_optimality_gap"] = float(mixed.attrs["optimality_gap"])
+            alternatives.append(_mix_alternative(cfg, mixed, replay, gpu, advice, run))
+    else:
+        mixed = None
     with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
         serving, serving_replay = compare_serving(
-            cfg, _workload, fc, gpu, tp, demand, cold, advice.selection
+            cfg, workload, fc, gpu, tp, demand, cold, advice.selection
         )
     if isinstance(serving, xr.Dataset):
         plan.update(serving_variables(serving, serving_replay))
-        plan.attrs["serving_mode"] = str(serving.attrs["serving"])
     if serving is not None:
-        plan.attrs["serving"] = serving_sentence(
-            serving, serving_replay, plan.attrs["simulated_hours"]
-        )
-    checks = _checks(cfg, fc, chosen, advice, demand, estimated)
-    plan.attrs["warnings"] = checks
-    plan.attrs["recommendation"] = _recommendation(plan, cfg, fc, chosen, advice, checks)
+        alternatives.append(_serving_alternative(serving, serving_replay, run))
+    made = make_answer(
+        cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
+        burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,
+        workload=workload, seq_len=seq_len, unshardable=unshardable,
+        alternatives=alternatives, inputs=_inputs_words(cfg, cap, series), bursts=bursts,
+    )  # fmt: skip
+    if not isinstance(record, str):
+        for name in record.table.data_vars:
+            plan[f"held_out_{name}"] = record.table[name].assign_attrs(step="held_out")
+        plan = plan.rename({"origin": "held_out_origin", "plan": "held_out_plan"})
+    with _Stage("held-out bursts", cfg):
+        burst_share = (
+            None if isinstance(record, str)
+            else held_out_bursts(cfg, record, demand, series, bursts, dict(
+                per_instance_qps=float(chosen.per_instance_qps), step_s=cfg.step_s,
+                cold_start_s=cold, tolerance_s=cfg.tolerance_s, gpus_per_instance=tp, gpu=gpu))
+        )  # fmt: skip
+    made = with_held_out(made, record, cfg, burst_share)
+    plan.attrs["answer"] = json.dumps(made.to_dict())
     parts = dict(
         series=series, fc=fc, chosen=chosen, advice=advice, demand=demand, gpu=gpu, tp=tp,
-        cold=cold, mixed=mixed,
+        cold=cold, mixed=mixed, bursts=bursts,
     )  # fmt: skip
     return plan, parts
+
+
+def _alternative(name: str, words: str) -> Alternative:
+    """An alternative that could not be costed: its reason, no numbers."""
+    return Alternative(name=name, monthly_usd=math.nan, breach_minutes_per_month=math.nan,
+                       words=words)  # fmt: skip
+
+
+def _per_month(value: float, run: xr.Dataset) -> float:
+    """A total over the replay as a figure a month (730 h)."""
+    return float(value) / (float(run.attrs["duration_s"]) / 3600.0) * glossary.HOURS_PER_MONTH
+
+
+def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
+    from .. import data
+
+    elastic = {
+        "usd": elastic_at(data.gpu_prices(cfg.provider), gpu, advice.metrics["gpu_hours"]),
+        "breach_s": advice.metrics["breach_s"],
+    }
+    hours = float(run.attrs["duration_s"]) / 3600.0
+    return Alternative(
+        name=f"mixed fleet at {cfg.provider}'s prices",
+        monthly_usd=_per_month(replay.attrs["usd"], run),
+        breach_minutes_per_month=_per_month(replay.attrs["breach_s"], run) / 60,
+        words=fleet_sentence(mixed, replay, hours, elastic),
+    )
+
+
+def _serving_alternative(serving, replay, run) -> Alternative:
+    hours = float(run.attrs["duration_s"]) / 3600.0
+    words = serving_sentence(serving, replay, hours)
+    if replay is None:
+        return _alternative("prefill/decode pools", words)
+    return Alternative(
+        name="prefill/decode pools",
+        monthly_usd=_per_month(replay.attrs["usd"], run),
+        breach_minutes_per_month=_per_month(replay.attrs["breach_s"], run) / 60,
+        words=words,
+    )
 
 
 # -- the result -----------------------------------------------------------------------------------
@@ -345,10 +363,9 @@ def _timeline(run: xr.Dataset, interval_s: float, step_s: float) -> xr.Dataset:
     return out
 
 
-def _assemble(
-    cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, estimated, cold,
-    seq_len, ahead,
-):  # fmt: skip
+def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, advice, demand, gpu, tp, ahead,
+              bursts, cold):  # fmt: skip
+    """Every step's results in one Dataset, the chosen run and its burst test: ``(plan, run, burst)``."""
     from .. import capacity, elasticity
 
     settings = dict(
@@ -363,7 +380,7 @@ def _assemble(
     if advice.selection.get("policy") == "predictive":
         settings["forecast"] = ahead
     run = elasticity.simulate(demand, **settings)
-    burst = _burst_test(demand, cfg, settings)
+    burst = _burst_test(demand, cfg, settings, bursts)
     # the chosen run's timeline, per forecast interval (the full timeline has one row per step)
     timeline = _timeline(run, float(series.attrs.get("interval_s", 600)), cfg.step_s)
     fc_vars = fc.drop_vars([v for v in fc.data_vars if "trial" in fc[v].dims])
@@ -388,48 +405,15 @@ def _assemble(
     if best is not None:  # the capacity step's choice over the day, as choice_*
         parts.append(_prefixed(best, "choice"))
     plan = xr.merge(parts, compat="override", join="outer", combine_attrs="drop_conflicts")
-    plan.attrs = {}
-    per_instance = float(chosen.per_instance_qps)
-    hours = float(run.attrs.get("duration_s", demand.size * cfg.step_s)) / 3600.0
-    metrics = advice.metrics
-    plan.attrs.update(
+    plan.attrs = dict(
         title="capnb capacity plan",
         config=json.dumps(cfg.as_dict()),
         config_source=cfg.source,
-        trace_used=f"{cfg.trace} ({series.attrs.get('traffic_kind', '')})",
-        model_used=f"{_model_name(cfg.model)} (from {_model_source(cfg.model)})",
-        latency_used=str(cap.attrs.get("latency_source", cfg.latency)),
-        # a measured curve's corrections and derivations (envelope raises, placements, derived
-        # means), one per line: the reader of the plan sees what was done to the measurements
         latency_notes=str(cap.attrs.get("notes", "")),
-        workload_used=str(cap.attrs.get("workload_source", cfg.workload)),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
         workload_samples=WORKLOAD_SAMPLES,
-        model=_model_name(cfg.model),  # a config file's model by its name, not its path
-        gpu=gpu,
-        tensor_parallel=tp,
-        seq_len=seq_len,
-        per_instance_qps=per_instance,
-        policy=json.dumps({k: _jsonable(v) for k, v in advice.selection.items()}),
-        policy_kind=advice.kind,
-        cold_start_estimate_s=estimated,
-        cold_start_s=cold,
-        simulated_hours=hours,
-        monthly_usd=float(metrics.get("usd", math.nan)) / hours * glossary.HOURS_PER_MONTH,
-        breach_minutes_per_month=float(metrics.get("breach_s", math.nan))
-        / hours
-        * glossary.HOURS_PER_MONTH
-        / 60,
-        fixed_monthly_usd=float(chosen.usd_per_hour.mean()) * glossary.HOURS_PER_MONTH
-        if "usd_per_hour" in chosen
-        else math.nan,
-        buffer_instances=int(chosen.burst_instances.max()),
-        burst_test_start=burst.attrs["burst_start"],
-        burst_test_breach_minutes=float(burst.breach_s) / 60,
-        burst_test_unserved_share=float(burst.unserved_share),
-        demand_filled_share=float(demand.attrs.get("filled_share", 0.0)),
     )
-    return plan
+    return plan, run, burst
 
 
 def _jsonable(value):
@@ -463,77 +447,109 @@ def _model_source(model: str) -> str:
     return where + "".join(f"; note: {note}" for note in getattr(spec, "notes", ()))
 
 
-def inputs_used(plan: xr.Dataset | dict) -> str:
-    """Which inputs a plan was built on, in words: config, trace, model, latency, workload, GPUs.
-
-    Takes a plan, or the summary :func:`export` writes (``plan.json``, read as a mapping).
-
-    For the bundled defaults it reads ``config: defaults; trace: servegen-m-large (rates (bundled
-    servegen-m-large)); model: Llama-3.1-8B (from the bundled catalog); latency: the calibrated
-    analytic model; workload: azure-conv-2023; ...``.
-    """
-    attrs = plan.attrs if isinstance(plan, xr.Dataset) else dict(plan)  # a plan, or its plan.json
-    config = json.loads(attrs["config"])
-    plan = xr.Dataset(attrs=attrs)
+def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
+    """The inputs a plan was built on, in words (the record's ``inputs``)."""
+    notes = "".join(
+        f" (note: {note})" for note in str(cap.attrs.get("notes", "")).split("\n") if note
+    )
     parts = [
-        f"config: {plan.attrs.get('config_source', 'defaults')}",
-        f"trace: {plan.attrs.get('trace_used', config['trace'])}",
-        f"model: {plan.attrs.get('model_used', config['model'])}",
-        f"latency: {plan.attrs.get('latency_used', config['latency'])}"
-        + "".join(
-            f" (note: {note})"
-            for note in str(plan.attrs.get("latency_notes", "")).split("\n")
-            if note
-        ),
-        f"workload: {plan.attrs.get('workload_used', config['workload'])}",
-        f"GPUs compared: {', '.join(config['gpus'])} at tensor parallelism "
-        f"{', '.join(str(t) for t in config['tensor_parallel'])}",
-        f"SLA: {config['sla_metric']} P{100 * config['sla_quantile']:g} <= {config['sla_s']:g} s",
+        f"config: {cfg.source}",
+        f"trace: {cfg.trace} ({series.attrs.get('traffic_kind', '')})",
+        f"model: {_model_name(cfg.model)} (from {_model_source(cfg.model)})",
+        f"latency: {cap.attrs.get('latency_source', cfg.latency)}{notes}",
+        f"workload: {cap.attrs.get('workload_source', cfg.workload)}",
+        f"GPUs compared: {', '.join(cfg.gpus)} at tensor parallelism "
+        f"{', '.join(str(t) for t in cfg.tensor_parallel)}",
+        f"SLA: {cfg.sla}",
     ]
     return "; ".join(parts)
 
 
-def describe(plan: xr.Dataset) -> str:
-    """The plan's recommendation, as text a person can read."""
-    return str(plan.attrs["recommendation"])
+def inputs_used(plan: xr.Dataset | dict) -> str:
+    """Which inputs a plan was built on, in words: config, trace, model, latency, workload, GPUs.
+
+    Takes a plan, or the mapping ``plan.json`` holds. For the bundled defaults it reads
+    ``config: defaults; trace: servegen-m-large (rates (bundled servegen-m-large)); model:
+    Llama-3.1-8B (from the bundled catalog); latency: the calibrated analytic model; ...``.
+    """
+    return answer(plan).inputs
+
+
+def describe(plan: xr.Dataset | dict) -> str:
+    """The plan's answer as text a person reads (a rendering of :func:`answer`)."""
+    return render_text(answer(plan))
+
+
+def sections(plan: xr.Dataset | dict) -> dict[str, str]:
+    """The answer's paragraphs by name (``serve``, ``headline``, ``fleet``, ``cost``, ...).
+
+    :func:`describe` is these joined by new lines; the report's first page typesets the same.
+    """
+    return _sections(answer(plan))
+
+
+def summary(plan: xr.Dataset) -> dict:
+    """What ``plan.json`` holds: the answer's fields, their units, the config and the text.
+
+    ``answer``: :meth:`Answer.to_dict` (NaN as null); ``units``: each field's unit (nested
+    fields as ``parent.field``); ``config``: the inputs as a mapping; ``text``: :func:`describe`.
+    """
+    record = answer(plan)
+    return {
+        "answer": record.to_dict(),
+        "units": units(),
+        "config": json.loads(plan.attrs["config"]),
+        "config_source": plan.attrs.get("config_source", "defaults"),
+        "text": render_text(record),
+    }
 
 
 def export(
-    plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan"
+    plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan", force: bool = False
 ) -> dict[str, Path]:
-    """Write ``<name>.nc`` (NetCDF, every result) and ``<name>.json`` (the summary), atomically."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    netcdf = directory / f"{name}.nc"
-    tmp = directory / f".{name}.nc.tmp"
-    try:
-        _netcdf_ready(plan).to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, netcdf)
-    finally:
-        tmp.unlink(missing_ok=True)
-    summary = {
-        k: _jsonable(v)
-        for k, v in plan.attrs.items()
-        if isinstance(v, str | int | float | np.generic)
-    }
-    summary["warnings"] = list(plan.attrs.get("warnings", []))
-    path = directory / f"{name}.json"
-    write_atomic(path, json.dumps(summary, indent=2, default=str) + "\n")
-    return {"netcdf": netcdf, "json": path}
+    """Write the plan's files as one set: ``<name>.nc``, ``<name>.json`` and its autoscaler objects.
+
+    ``<name>.nc`` holds every result (NetCDF), ``<name>.json`` the answer (:func:`summary`), and
+    ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` the chosen policy as a Kubernetes HPA, a
+    Knative Service and a KEDA ScaledObject with the values the replay used
+    (:func:`capnb.plan.manifests`). The files are made in memory, then written together
+    (:func:`capnb.data.write_set`): the folder holds the old set or the new one, and a file capnb
+    did not write is replaced only with ``force``.
+
+    Returns
+    -------
+    dict
+        Paths by key: ``netcdf``, ``json``, ``hpa``, ``knative``, ``keda``.
+    """
+    from ._manifests import manifests, policy_choice
+
+    objects = manifests(policy_choice(plan))
+    netcdf = bytes(_netcdf_ready(plan).to_netcdf(engine="h5netcdf"))
+    text = json.dumps(summary(plan), indent=2) + "\n"
+    contents = {f"{name}.nc": netcdf, f"{name}.json": text}
+    contents |= {f"{kind}.yaml": objects.yaml(kind) for kind in objects.documents}
+    files = write_set(directory, contents, force=force)
+    return {"netcdf": files[f"{name}.nc"], "json": files[f"{name}.json"],
+            **{kind: files[f"{kind}.yaml"] for kind in objects.documents}}  # fmt: skip
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a plan written by :func:`export` (its NetCDF file) back into memory."""
+    """Read a plan written by :func:`export` (its NetCDF file) back into memory.
+
+    Its variables carry the glossary's names with their ``units`` attrs, as :func:`build` returned
+    them (``capacity_per_instance_qps`` in requests/s, ...).
+    """
     path = Path(path)
+    with contextlib.suppress(OSError):
+        settle(path.parent)  # a set a killed writer committed: moved into place before reading
     if not path.is_file():
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
         )
     with xr.open_dataset(path, engine="h5netcdf") as stored:
         plan = stored.load()
-    if "recommendation" not in plan.attrs:
-        raise InputError(f"{path}: not a capnb plan (it has no recommendation)")
-    plan.attrs["warnings"] = json.loads(plan.attrs.get("warnings", "[]"))
+    if "answer" not in plan.attrs:
+        raise InputError(f"{path}: not a capnb plan (it carries no answer)")
     for name in plan.variables:
         if plan[name].dtype == object:
             plan[name] = plan[name].astype(str)

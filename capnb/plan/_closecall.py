@@ -19,6 +19,23 @@ from ..latency import validate
 AROUND = (0.5, 1.0, 2.0)
 
 
+def held_out_error(gpu: str, metric: str, latency_model: str) -> tuple[float, str]:
+    """The latency model's held-out median error on ``metric`` for ``gpu``, and its basis in words.
+
+    ``latency_model``: ``"analytic"`` or ``"engine"`` (:func:`capnb.latency.validate.held_out_error`).
+    """
+    e = validate.held_out_error(gpu, metric, model=latency_model)
+    if not math.isfinite(e["median"]):
+        return math.nan, f"no held-out figure scores the {latency_model} model on {metric.upper()}"
+    sources = ", ".join(e["sources"])
+    basis = (
+        f"{e['figures']} held-out figures of {gpu} ({sources})"
+        if e["measured_on_gpu"]
+        else f"no held-out figure of {gpu}: pooled over the {e['figures']} of {sources}"
+    )
+    return float(e["median"]), basis
+
+
 def close_call(
     options: xr.Dataset,
     best: xr.Dataset,
@@ -29,7 +46,7 @@ def close_call(
     output_tokens: float,
     latency_model: str = "analytic",
 ) -> dict[str, object]:
-    """The plan's attrs on the choice's uncertainty: ``latency_uncertainty``, ``close_call``, ...
+    """Whether the GPU ranking is a close call: the runner-up's extra cost within the model's error.
 
     Parameters
     ----------
@@ -39,78 +56,43 @@ def close_call(
         :func:`capnb.capacity.cheapest` over the day (``cheapest_*``, ``runner_up_*``,
         ``cost_gap``, ``feasible_options``).
     model, metric
-        The model served and the SLA's latency metric (ttft, tpot, itl, e2e).
+        The model served and the SLA's binding latency metric (ttft, tpot, itl, e2e).
     prompt_tokens, output_tokens
         The workload's mean lengths (tokens), for the benchmark commands.
     latency_model
-        Which model ranked the options: ``"analytic"`` or ``"engine"`` (whose held-out error is
-        quoted).
+        Which model ranked the options: ``"analytic"`` or ``"engine"``.
 
     Returns
     -------
     dict
-        ``latency_uncertainty`` (a sentence), ``latency_error_chosen`` and
-        ``latency_error_runner_up`` (shares, the latency model's held-out median error for the
-        metric on each GPU), ``cost_gap_share`` (the runner-up's extra cost over the chosen),
-        ``close_call`` (1 when the gap is within the larger error, else 0; an int so the plan
-        writes to NetCDF) and ``settle_commands`` (shell lines, empty when not a close call).
+        ``latency_error`` and ``latency_error_basis`` (the chosen GPU's held-out median error,
+        a share, and which figures it is from), ``latency_error_runner_up``, ``cost_gap_share``
+        (the runner-up's extra cost over the chosen; NaN with one option), ``close`` (the gap is
+        within the larger error, or an error is unknown) and ``settle_commands`` (shell lines
+        benchmarking both options; empty when not a close call).
     """
-    if int(best.feasible_options) < 2:
-        return {
-            "latency_uncertainty": "only one option meets the SLA: no ranking to doubt",
-            "close_call": 0,
-            "settle_commands": "",
-        }
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
+    error, basis = held_out_error(chosen[0], metric, latency_model)
+    out = {"latency_error": error, "latency_error_basis": basis, "close": False,
+           "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
+           "settle_commands": ""}  # fmt: skip
+    if int(best.feasible_options) < 2:
+        return out
     runner = (str(best.runner_up_gpu.item()), int(best.runner_up_tensor_parallel.item()))
     gap = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
-    errors = {
-        gpu: validate.held_out_error(gpu, metric, model=latency_model)
-        for gpu in {chosen[0], runner[0]}
-    }
-    worst = max(e["median"] for e in errors.values())
-    close = bool(math.isfinite(worst) and gap <= worst) or not math.isfinite(worst)
-
-    def words(gpu):
-        e = errors[gpu]
-        if not math.isfinite(e["median"]):
-            return f"{gpu}: not measured"
-        where = (
-            f"{e['figures']} held-out figures of {', '.join(e['sources'])}"
-            if e["measured_on_gpu"]
-            else f"no held-out figure of {gpu} scores this model; pooled over the {e['figures']} "
-            f"that do, of {', '.join(e['sources'])}"
-        )
-        return f"{gpu} {e['median']:.0%} ({where})"
-
-    sentence = (
-        f"The {'analytic latency' if latency_model == 'analytic' else 'serving-engine'} model's "
-        f"held-out median error on {metric.upper()}: "
-        + "; ".join(words(g) for g in dict.fromkeys((chosen[0], runner[0])))
-        + f". The runner-up, {runner[1]} x {runner[0]}, costs {gap:+.0%}"
-        + (
-            ": within that error, so the choice is a close call; benchmark both to settle it."
-            if close
-            else ": beyond that error, so the ranking holds."
-        )
-    )
-    commands = ""
+    other, _ = held_out_error(runner[0], metric, latency_model)
+    worst = max(error, other)
+    close = not math.isfinite(worst) or gap <= worst
+    out.update(latency_error_runner_up=other, cost_gap_share=gap, close=close)
     if close:
-        commands = "\n".join(
-            _commands(options, gpu, tp, model, prompt_tokens, output_tokens)
+        out["settle_commands"] = "\n".join(
+            benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens)
             for gpu, tp in (chosen, runner)
         )
-    return {
-        "latency_uncertainty": sentence,
-        "latency_error_chosen": errors[chosen[0]]["median"],
-        "latency_error_runner_up": errors[runner[0]]["median"],
-        "cost_gap_share": gap,
-        "close_call": int(close),
-        "settle_commands": commands,
-    }
+    return out
 
 
-def _commands(options, gpu, tp, model, prompt_tokens, output_tokens) -> str:
+def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) -> str:
     """``vllm serve`` and ``vllm bench serve`` around the option's predicted safe concurrency."""
     safe = int(options.safe_concurrency.sel(gpu=gpu, tensor_parallel=tp))
     levels = sorted({max(1, round(safe * k)) for k in AROUND})

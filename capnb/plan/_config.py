@@ -11,6 +11,7 @@ keeps comments, so ``capnb config`` writes a file that documents every field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -18,10 +19,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..data import write_atomic
-from ..errors import ConfigError
+from ..errors import CapnbError, ConfigError
+from ..records import SLA
 
 __all__ = ["SECTIONS", "PlanConfig", "from_mapping", "load_config", "save_config", "trace_options"]
 
@@ -51,11 +53,10 @@ SECTIONS = {
         "latency",
         "prefix_cache_share",
         "disaggregation",
-        "disaggregation_sla_s",
         "workload",
         "accounting",
     ),
-    "sla": ("sla_metric", "sla_quantile", "sla_s"),
+    "sla": ("sla",),
     "elasticity": (
         "policies",
         "scale_up_threshold",
@@ -70,6 +71,19 @@ SECTIONS = {
     "fleet": ("provider", "reserved", "spot_preemption", "spot_preemption_rate"),
 }
 
+#: Sections that are one record each: the table's keys are the record's fields.
+RECORDS = {"sla": SLA}
+
+#: Settings of earlier releases, each with what replaced it (one name per quantity).
+RETIRED = {
+    "sla_s": "the SLA is a table of bounds: [sla] tpot_s = 0.05 (ttft_s, tpot_s, itl_s, e2e_s)",
+    "sla_metric": "name the metric in the bound's key: [sla] ttft_s, tpot_s, itl_s or e2e_s",
+    "sla_quantile": "[sla] quantile = 0.99",
+    "disaggregation_sla_s": (
+        "the prefill/decode comparison bounds TTFT and TPOT with the SLA's own ttft_s and tpot_s"
+    ),
+}
+
 #: Fields that may name a file: relative paths in a config file are read from the file's folder.
 PATH_FIELDS = ("trace", "model", "latency", "workload")
 
@@ -82,7 +96,16 @@ Share = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Policy = Literal["article", "hpa", "knative", "fixed", "fixed_elastic", "predictive"]
-Name = Annotated[str, Field(min_length=1)]
+#: A name or a path: at most 4,096 characters (PATH_MAX on Linux).
+Name = Annotated[str, Field(min_length=1, max_length=4096)]
+#: Upper bounds of the sizes and durations a config sets: a value beyond them is a typo or a unit
+#: slip (a month typed in seconds as milliseconds), and would run out of memory or time.
+DAY_S = 86_400.0
+#: Seconds: an SLA, a response tolerance, a cold start of at most a day; a cooldown of a week.
+Seconds = Annotated[float, Field(ge=0, le=DAY_S, allow_inf_nan=False)]
+#: Most values one swept setting may list, and most cells the policy grid may hold.
+MAX_VALUES = 64
+MAX_GRID_CELLS = 2_000
 
 
 @pydantic.dataclasses.dataclass(
@@ -100,9 +123,10 @@ class PlanConfig:
         (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone;
         ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
         ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
-        or a smaller service); ``growth_model`` ``"probabilistic"`` (plan on the quantile of the
-        next week's demand: the fitted trend with its prediction band; needs 7 days of history,
-        a shorter one is planned as it is) or ``"none"`` (the history's own quantiles);
+        or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
+        origins inside the history, :func:`capnb.forecast.select`), a candidate by name,
+        ``"probabilistic"`` (the log-linear trend with its prediction band) or ``"none"`` (the
+        history's own quantiles);
         ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"`` (detected in the trace) or
         ``"none"``; ``exceed_probability`` for the burst buffer; Monte
         Carlo ``trials`` and ``seed``.
@@ -114,13 +138,15 @@ class PlanConfig:
         serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
         instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
         hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
-        decode pools on the chosen GPU against the aggregated fleet (the engine model), with
-        ``disaggregation_sla_s`` bounding the latency the SLA does not (TTFT for a TPOT SLA);
+        decode pools on the chosen GPU against the aggregated fleet (the engine model), under the
+        SLA's TTFT and TPOT bounds (both needed);
         ``workload`` the trace whose prompt/output lengths the model prices (``"trace"``: the
         plan's own trace; ``"auto"``: the trace's when it has token columns, else the Azure
         conversation trace); memory ``accounting``.
     SLA
-        ``sla_metric`` (ttft, tpot, itl, e2e), ``sla_quantile``, ``sla_s`` seconds.
+        ``sla``: a :class:`capnb.records.SLA`, the bounds met together (``ttft_s``, ``tpot_s``,
+        ``itl_s``, ``e2e_s`` in seconds, each optional) at its ``quantile``; a config file's
+        ``[sla]`` table holds its fields.
     Elasticity
         ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
         ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
@@ -167,14 +193,25 @@ class PlanConfig:
         Literal["hour_of_day", "hour_of_week"], _doc("seasonal slots of the forecast")
     ] = "hour_of_day"
     traffic_quantile: Annotated[Share, _doc("quantile of the request rate the plan serves")] = 0.99
-    demand_scale: Annotated[Positive, _doc("multiplies every request rate of the trace")] = 1.0
+    demand_scale: Annotated[
+        Positive, Field(le=1e6), _doc("multiplies every request rate of the trace")
+    ] = 1.0
     growth_model: Annotated[
-        Literal["probabilistic", "none"],
+        Literal[
+            "auto",
+            "seasonal_naive_day",
+            "seasonal_naive_week",
+            "last_week",
+            "damped_trend",
+            "probabilistic",
+            "none",
+        ],
         _doc(
-            "probabilistic: plan on the quantile of next week's demand (trend with its prediction "
-            "band, from 7 days of history); none: the history's own quantiles"
+            "auto: the forecast chosen by rolling origins inside the history (calibrated on its "
+            "held-out errors); a candidate by name; probabilistic: the log-linear trend with its "
+            "band; none: the history's own quantiles"
         ),
-    ] = "probabilistic"
+    ] = "auto"
     bursts: Annotated[
         Literal["article", "fit", "none"],
         _doc("burst model: the article's (1-2 a month, 1-2 h, 3-5x), fitted to the trace, or none"),
@@ -182,12 +219,16 @@ class PlanConfig:
     exceed_probability: Annotated[
         Share, _doc("monthly probability that demand may exceed the buffered capacity")
     ] = 0.05
-    trials: Annotated[int, Field(ge=1), _doc("Monte Carlo months")] = 2000
-    seed: Annotated[int, Field(ge=0), _doc("Monte Carlo seed")] = 0
+    trials: Annotated[int, Field(ge=1, le=1_000_000), _doc("Monte Carlo months")] = 2000
+    seed: Annotated[int, Field(ge=0, lt=2**64), _doc("Monte Carlo seed")] = 0
     model: Annotated[Name, _doc("model catalog id, config.json path or Hugging Face folder")] = (
         "Llama-3.1-8B"
     )
-    gpus: Annotated[tuple[Name, ...], Field(min_length=1), _doc("candidate GPU catalog ids")] = (
+    gpus: Annotated[
+        tuple[Name, ...],
+        Field(min_length=1, max_length=MAX_VALUES),
+        _doc("candidate GPU catalog ids"),
+    ] = (
         "L4",
         "L40S",
         "A100-80GB",
@@ -197,7 +238,7 @@ class PlanConfig:
     )
     tensor_parallel: Annotated[
         tuple[Annotated[int, Field(ge=1, le=64)], ...],
-        Field(min_length=1),
+        Field(min_length=1, max_length=MAX_VALUES),
         _doc("candidate tensor-parallel degrees", "GPUs"),
     ] = (1, 2, 4)
     latency: Annotated[
@@ -219,55 +260,54 @@ class PlanConfig:
         Literal["compare", "none"],
         _doc("compare aggregated with disaggregated prefill/decode serving on the chosen GPU"),
     ] = "compare"
-    disaggregation_sla_s: Annotated[
-        Positive,
-        _doc(
-            "the comparison's bound on the other latency: TTFT when the SLA is on TPOT or ITL, "
-            "TPOT when it is on TTFT",
-            "s",
-        ),
-    ] = 2.0
     workload: Annotated[
         Name, _doc("prompt/output lengths: 'auto', 'trace', a bundled trace name or a path")
     ] = "auto"
     accounting: Annotated[
         Literal["article", "vllm"], _doc("memory accounting: the article's headroom, or vLLM's")
     ] = "article"
-    sla_metric: Annotated[Literal["ttft", "tpot", "itl", "e2e"], _doc("latency the SLA bounds")] = (
-        "tpot"
-    )
-    sla_quantile: Annotated[Share, _doc("quantile of the latency the SLA bounds")] = 0.99
-    sla_s: Annotated[Positive, _doc("latency SLA", "s")] = 0.05
+    sla: Annotated[
+        SLA,
+        _doc(
+            "latency bounds met together: a quantile of TTFT, TPOT, ITL, E2E (each optional)", "s"
+        ),
+    ] = SLA(ttft_s=2.0, tpot_s=0.05)
     policies: Annotated[
-        tuple[Policy, ...], Field(min_length=1), _doc("autoscaling policies to simulate")
+        tuple[Policy, ...],
+        Field(min_length=1, max_length=MAX_VALUES),
+        _doc("autoscaling policies to simulate"),
     ] = ("article", "hpa", "knative", "fixed", "fixed_elastic", "predictive")
     scale_up_threshold: Annotated[
         tuple[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)], ...],
-        Field(min_length=1),
+        Field(min_length=1, max_length=MAX_VALUES),
         _doc("load ratios (or HPA/Knative target utilisations) above which to scale up"),
     ] = (0.6, 0.7, 0.8)
     cooldown_s: Annotated[
-        tuple[NonNegative, ...], Field(min_length=1), _doc("scale-down delays", "s")
+        tuple[Annotated[float, Field(ge=0, le=7 * DAY_S, allow_inf_nan=False)], ...],
+        Field(min_length=1, max_length=MAX_VALUES),
+        _doc("scale-down delays", "s"),
     ] = (300.0, 900.0, 1800.0)
     buffer_instances: Annotated[
-        tuple[Annotated[int, Field(ge=0)], ...],
-        Field(min_length=1),
+        tuple[Annotated[int, Field(ge=0, le=100_000)], ...],
+        Field(min_length=1, max_length=MAX_VALUES),
         _doc("warm spare instances", "instances"),
     ] = (0, 2)
-    step_s: Annotated[Positive, _doc("simulation step", "s")] = 1.0
+    step_s: Annotated[
+        float, Field(ge=0.01, le=3600, allow_inf_nan=False), _doc("simulation step", "s")
+    ] = 1.0
     cold_start_s: Annotated[
-        NonNegative | Literal["estimate"],
+        Seconds | Literal["estimate"],
         _doc("cold start: seconds, or 'estimate' from the model and GPU", "s"),
     ] = "estimate"
     tolerance_s: Annotated[
-        NonNegative, _doc("how long the service may run over capacity (the latency budget)", "s")
+        Seconds, _doc("how long the service may run over capacity (the latency budget)", "s")
     ] = 60.0
     breach_budget: Annotated[
         float, Field(ge=0, lt=1, allow_inf_nan=False), _doc("share of time in SLA breach accepted")
     ] = 0.001
     backtest_days: Annotated[
         int,
-        Field(ge=0),
+        Field(ge=0, le=366),
         _doc("last days of the trace held out to backtest the plan (0: no backtest)", "days"),
     ] = 7
     provider: Annotated[
@@ -282,7 +322,7 @@ class PlanConfig:
         _doc("share of spot capacity lost to preemption, or 'none' (no spot)"),
     ] = "none"
     spot_preemption_rate: Annotated[
-        NonNegative,
+        Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)],
         _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
     ] = 0.0
     source: str = dataclasses.field(default="defaults", compare=False)
@@ -305,6 +345,50 @@ class PlanConfig:
             return (value,)
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _printable(cls, value: object, info: ValidationInfo) -> object:
+        """Names and paths hold no control character (a NUL byte a TOML string escaped)."""
+        if info.field_name == "source":  # where the config came from: a path, as it is
+            return value
+        for text in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(text, str):
+                at = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
+                if at is not None:
+                    raise ValueError(
+                        f"holds the control character {text[at]!r} at position {at}; names and "
+                        "paths are printable text"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _grid_size(self) -> PlanConfig:
+        """The policy grid is simulated cell by cell over the whole trace: its size is bounded."""
+        sizes = [len(self.policies), len(self.scale_up_threshold), len(self.cooldown_s)]
+        sizes.append(len(self.buffer_instances))
+        cells = math.prod(sizes)
+        if cells > MAX_GRID_CELLS:
+            raise ValueError(
+                f"the policy grid has {cells:,} cells (policies x scale_up_threshold x "
+                f"cooldown_s x buffer_instances = {' x '.join(map(str, sizes))}), more than the "
+                f"{MAX_GRID_CELLS:,} one plan simulates; list fewer values"
+            )
+        return self
+
+    @field_validator("sla", mode="before")
+    @classmethod
+    def _sla_record(cls, value: object) -> object:
+        """An SLA table (a mapping of its fields) or its text stands for the record.
+
+        The text is the command line's ``--sla``: ``"ttft=1.5,tpot=60ms"``.
+        """
+        if isinstance(value, dict | str):
+            try:
+                return SLA.from_mapping(value) if isinstance(value, dict) else SLA.parse(value)
+            except CapnbError as error:
+                raise ValueError(str(error).removeprefix("sla: ")) from None
+        return value
+
     def replace(self, **changes: object) -> PlanConfig:
         """A copy with some fields changed, validated (an unknown name is an error naming it)."""
         return from_mapping({**self.as_dict(), **changes}, source=self.source)
@@ -319,6 +403,8 @@ class PlanConfig:
 
 
 def _plain(value: object) -> object:
+    if isinstance(value, SLA):
+        return value.as_dict()
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -355,6 +441,16 @@ _UNION_RULES = {
 }
 
 
+#: What a bound on a size protects, said beside a value over it.
+_BUDGETS = {
+    "trials": "each trial simulates a month minute by minute (2,000 resolve a 5 % exceedance to "
+    "about 0.5 %); lower trials",
+    "step_s": "the simulation takes one step per step_s over the whole trace, for every policy "
+    "grid cell; use a step of 0.01 s or more",
+    "seed": "a seed is an integer in [0, 2**64)",
+}
+
+
 def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]) -> str:
     """Every field the schema refused, each with its value, the rule, and its file and line."""
     by_field: dict[str, list[dict]] = {}
@@ -367,6 +463,9 @@ def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]
         if items[0]["type"] == "unexpected_keyword_argument":
             lines.append(f"{place}: unknown setting {name!r}; known: {', '.join(sorted(_KNOWN))}")
             continue
+        if name == "config":  # the record's own rule (the policy grid): no one value to show
+            lines += [f"{place}: {item['msg'].removeprefix('Value error, ')}" for item in items]
+            continue
         if name in _UNION_RULES:
             lines.append(f"{place}: {name} = {items[0]['input']!r}: {_UNION_RULES[name]}")
             continue
@@ -374,9 +473,11 @@ def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]
             items = [i for i in items if len(i["loc"]) > 1]
         for item in items:
             index = "".join(f"[{p}]" for p in item["loc"][1:] if isinstance(p, int))
-            rule = item["msg"]
+            rule = item["msg"].removeprefix("Value error, ")
             if item["type"] == "literal_error":
                 rule = f"expected one of {item['ctx']['expected']}"
+            elif item["type"].startswith(("less_than", "greater_than")) and name in _BUDGETS:
+                rule = f"{rule}: {_BUDGETS[name]}"
             lines.append(f"{place}: {name}{index} = {item['input']!r}: {rule}")
     return "; ".join(lines)
 
@@ -394,7 +495,9 @@ def from_mapping(
     flat: dict[str, object] = {}
     where: dict[str, str] = {}
     for key, value in values.items():
-        if key in SECTIONS and isinstance(value, dict):
+        if key in RECORDS and isinstance(value, dict):
+            items, section = [(key, _record_table(key, value, source, text, suffix))], None
+        elif key in SECTIONS and isinstance(value, dict):
             items, section = value.items(), key
         else:
             items, section = [(key, value)], None
@@ -402,6 +505,8 @@ def from_mapping(
             line = _line_of(text, section, inner, suffix) if text is not None else None
             place = f"{source}:{line}" if line else source
             label = f"[{section}] {inner}" if section else inner
+            if inner in RETIRED:
+                raise ConfigError(f"{place}: {label} is no longer a setting: {RETIRED[inner]}")
             if section is not None and inner not in SECTIONS[section]:
                 raise ConfigError(
                     f"{place}: [{section}] has no setting {inner!r}; "
@@ -416,12 +521,39 @@ def from_mapping(
                 also = f"on line {before}" if before.isdigit() else f"at {where[inner]}"
                 raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
             flat[inner], where[inner] = item, place
+    if not flat:
+        raise ConfigError(
+            f"{source}: holds no settings; an empty config is not the defaults (name the "
+            "settings to change, or plan on the defaults without a config)"
+        )
     try:
         config = PlanConfig(**flat, source=source)
     except pydantic.ValidationError as error:
         raise ConfigError(_message(error, source, where)) from None
     check_names(config, where)
     return config
+
+
+def _record_table(key: str, table: dict, source: str, text: str | None, suffix: str) -> dict:
+    """A record's table (``[sla]``): its keys checked against the record's fields, with lines."""
+    known = [f.name for f in dataclasses.fields(RECORDS[key])]
+    for inner in table:
+        if inner in known:
+            continue
+        line = _line_of(text, key, inner, suffix) if text is not None else None
+        place = f"{source}:{line}" if line else source
+        if inner in RETIRED:
+            raise ConfigError(f"{place}: [{key}] {inner} is no longer a setting: {RETIRED[inner]}")
+        raise ConfigError(f"{place}: [{key}] has no setting {inner!r}; known: {', '.join(known)}")
+    try:
+        RECORDS[key].from_mapping(table)
+    except CapnbError as error:  # the message names the field; the place is the field's line
+        message = str(error).removeprefix(f"{key}: ")
+        field = message.partition(" = ")[0]
+        line = _line_of(text, key, field, suffix) if text is not None else None
+        place = f"{source}:{line}" if line else source
+        raise ConfigError(f"{place}: [{key}] {message}") from None
+    return table
 
 
 def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None:
@@ -446,31 +578,83 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
             raise ConfigError(f"{place('gpus')}: gpus[{i}] = {gpu!r}: {error}") from None
 
 
-class _UniqueKeyLoader:
-    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last)."""
+#: Largest plan config file read (a config holds a few dozen settings: about 2 KB).
+MAX_CONFIG_BYTES = 2**20
+#: Most values a YAML config may expand to, each alias counted at every use: a config holds a
+#: few dozen, while a "billion laughs" of a few hundred bytes expands to billions.
+MAX_YAML_VALUES = 10_000
 
-    @staticmethod
-    def load(text: str, path: Path):
-        import yaml
 
-        class Loader(yaml.SafeLoader):
-            pass
+def _expanded_size(node, path: Path) -> int:
+    """Values a YAML node stands for once its aliases are expanded (capped past the limit)."""
+    import yaml
 
-        def mapping(loader, node, deep=False):
-            seen: dict[object, int] = {}
-            for key_node, _ in node.value:
-                key = loader.construct_object(key_node, deep=deep)
-                line = key_node.start_mark.line + 1
-                if key in seen:
-                    raise ConfigError(
-                        f"{path}:{line}: {key!r} is given twice (also on line {seen[key]}); "
-                        "keep one"
-                    )
-                seen[key] = line
-            return loader.construct_mapping(node, deep=deep)
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
 
-        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-        return yaml.load(text, Loader=Loader)
+    def size(node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ConfigError(
+                f"{path}:{node.start_mark.line + 1}: an alias inside its own anchor (a recursive "
+                "structure); a plan config is a tree of settings"
+            )
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        open_nodes.discard(key)
+        sizes[key] = min(total, MAX_YAML_VALUES + 1)
+        return sizes[key]
+
+    return size(node)
+
+
+def _load_yaml(text: str, path: Path) -> object:
+    """A YAML config through PyYAML's safe loader, its size checked before anything is built.
+
+    Merge keys (``<<``) work; a key given twice is an error; the document's size with its
+    aliases expanded is bounded (``MAX_YAML_VALUES``).
+    """
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged keys may be overridden by the mapping's own (YAML's rule)
+            key = loader.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"{path}:{line}: {key!r} is given twice (also on line {seen[key]}); keep one"
+                )
+            seen[key] = line
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    loader = Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        values = _expanded_size(node, path)
+        if values > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{path}: expands to more than {MAX_YAML_VALUES:,} values once its aliases (*name) "
+                "are expanded; a plan config holds a few dozen: write the settings out"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _resolve_paths(values: dict, folder: Path) -> dict:
@@ -511,24 +695,35 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
         The file is missing, not valid TOML/YAML, sets a key twice, or has an unknown or invalid
         setting (named in the message, with its line).
     """
-    path = Path(path)
-    if not path.is_file():
+    from ..data import read_text, user_path
+
+    path = user_path(path, "plan config")
+    if path.suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigError(f"{path}: a plan config is a .toml, .yaml or .yml file")
+    if not path.exists():
         raise ConfigError(f"{path}: no such plan config file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "plan config", limit=MAX_CONFIG_BYTES)
     if path.suffix == ".toml":
         try:
             values = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"{path}: not valid TOML ({error})") from None
-    elif path.suffix in (".yaml", ".yml"):
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid TOML (nested too deeply)") from None
+    else:
         import yaml
 
         try:
-            values = _UniqueKeyLoader.load(text, path) or {}
+            values = _load_yaml(text, path)
         except yaml.YAMLError as error:
-            raise ConfigError(f"{path}: not valid YAML ({error})") from None
-    else:
-        raise ConfigError(f"{path}: a plan config is a .toml, .yaml or .yml file")
+            raise ConfigError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
+    if values is None or values == {}:
+        raise ConfigError(
+            f"{path}: holds no settings; an empty config is not the defaults: write them with "
+            f"`capnb config {path.name}` and edit, or leave out --config to plan on the defaults"
+        )
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: a plan config is a mapping of settings")
     values = _resolve_paths(values, path.resolve().parent)
@@ -551,6 +746,30 @@ def _comment(name: str) -> str:
     return f"{meaning}{units}; default: {default!r}"
 
 
+#: What each field of the [sla] table means, for the written config's comments.
+_SLA_FIELDS = {
+    "ttft_s": "bound on the time to first token [s]",
+    "tpot_s": "bound on the time per output token [s per token: 60 ms is 0.06]",
+    "itl_s": "bound on the inter-token latency [s]",
+    "e2e_s": "bound on the end-to-end latency [s]",
+    "quantile": "the quantile of each latency the bounds hold for (0.99: P99)",
+    "confirm": "true accepts a bound outside its metric's plausible range",
+}
+
+
+def _record_comments(table, values: dict) -> None:
+    """The [sla] table: each bound set, the others as comments, every key explained."""
+    import tomlkit
+
+    table.add(tomlkit.comment("latency bounds met together; give at least one (each optional)"))
+    for name, meaning in _SLA_FIELDS.items():
+        table.add(tomlkit.comment(meaning))
+        if name in values:
+            table.add(name, values[name])
+        else:
+            table.add(tomlkit.comment(f"{name} = ..."))
+
+
 def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = True) -> Path:
     """Write a plan config as commented TOML (atomically), one table per section.
 
@@ -570,6 +789,10 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
     document.add(tomlkit.comment("Relative paths are read from this file's folder."))
     for section, names in SECTIONS.items():
         table = tomlkit.table()
+        if section in RECORDS:
+            _record_comments(table, values[section])
+            document.add(section, table)
+            continue
         for name in names:
             value = values[name]
             table.add(tomlkit.comment(_comment(name)))

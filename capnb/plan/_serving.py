@@ -3,9 +3,8 @@
 :func:`capnb.capacity.disaggregate` sizes a prefill pool and a decode pool per slot on the
 serving-engine model (TTFT bounds the prefill pool, TPOT the decode pool) and the aggregated
 fleet for the same demand and SLA on the same model, and chooses the cheaper with its reason. The
-plan's SLA bounds one latency; the comparison needs both, so ``disaggregation_sla_s`` bounds the
-other (TTFT when the plan's SLA is on TPOT or ITL, TPOT when it is on TTFT). An E2E SLA does not
-split between the pools: the plan says so and does not compare.
+comparison needs the SLA's TTFT and TPOT bounds (an SLA without both does not split between the
+pools: the plan says so and does not compare).
 
 Its pools then hand off to the elasticity step one by one
 (:func:`capnb.elasticity.simulate_pools`: every request passes through both, a ``demand_share``
@@ -25,16 +24,14 @@ from ._fleet import replay_schedule
 __all__ = ["compare_serving", "serving_sentence", "serving_variables"]
 
 
-def _slas(cfg: PlanConfig) -> tuple[float, float] | str:
-    """``(sla_ttft, sla_tpot)`` for the comparison, or why there is none."""
-    other = float(cfg.disaggregation_sla_s)
-    if cfg.sla_metric in ("tpot", "itl"):
-        return other, float(cfg.sla_s)
-    if cfg.sla_metric == "ttft":
-        return float(cfg.sla_s), other
+def _unsplit(cfg: PlanConfig) -> str:
+    """Why the SLA cannot size prefill and decode pools apart ("" when it can)."""
+    missing = [f"{m}_s" for m in ("ttft", "tpot") if m not in cfg.sla.bounds]
+    if not missing:
+        return ""
     return (
-        "not compared: an E2E SLA does not split between a prefill and a decode pool (set the "
-        "SLA on TTFT or TPOT to compare)"
+        f"not compared: the SLA ({cfg.sla}) has no {' or '.join(missing)}, and a prefill pool "
+        "answers to a TTFT bound and a decode pool to a TPOT bound (give both in [sla] to compare)"
     )
 
 
@@ -52,9 +49,9 @@ def compare_serving(
 
     if cfg.disaggregation == "none":
         return None, None
-    slas = _slas(cfg)
-    if isinstance(slas, str):
-        return slas, None
+    unsplit = _unsplit(cfg)
+    if unsplit:
+        return unsplit, None
     from ..data import load_gpus
 
     if not np.isfinite(float(load_gpus([gpu]).interconnect_bandwidth.item())):
@@ -69,11 +66,9 @@ def compare_serving(
         gpu,
         workload,
         target_qps=target,
-        sla_ttft=slas[0],
-        sla_tpot=slas[1],
+        sla=cfg.sla,
         tensor_parallel=tp,
         aggregated_tensor_parallel=tp,
-        quantile=cfg.sla_quantile,
         seed=cfg.seed,
     )
     replay = None

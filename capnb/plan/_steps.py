@@ -32,19 +32,33 @@ def _traffic(cfg: PlanConfig, source=None):
     return source, series
 
 
+def burst_model(cfg: PlanConfig, series):
+    """The plan's burst model, decided once: the forecast, the burst test and the backtest use it.
+
+    ``"article"``: the article's (1-2 a month, 1-2 h, 3-5x); ``"fit"``: fitted to the bursts
+    detected in ``series``; ``"none"``: no bursts (a model of rate 0, so that nothing draws one).
+    """
+    from .. import forecast
+
+    if cfg.bursts == "article":
+        return forecast.BurstModel()
+    if cfg.bursts == "none":
+        return forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
+    return forecast.fit_burst_model(
+        forecast.detect_bursts(series, forecast.fit_baseline(series, slots=cfg.slots))
+    )
+
+
 def _forecast(cfg: PlanConfig, series):
     from .. import forecast
 
-    bursts = {"article": forecast.BurstModel(), "fit": "fit", "none": None}
-    if cfg.bursts not in bursts:
-        raise InputError(f"bursts must be one of {list(bursts)}, got {cfg.bursts!r}")
     quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic_quantile)}))
     return forecast.target(
         series,
         slots=cfg.slots,
         quantiles=quantiles,
         plan_quantile=cfg.traffic_quantile,
-        bursts=bursts[cfg.bursts],
+        bursts=burst_model(cfg, series),
         trials=cfg.trials,
         seed=cfg.seed,
         exceed_probability=cfg.exceed_probability,
@@ -105,21 +119,21 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     if cfg.latency == "model":
 
-        def analytic_sweep(sla_s):
+        def analytic_sweep(sla):
             return capacity.sweep(
-                cfg.model, list(cfg.gpus), list(cfg.tensor_parallel), seq_len, sla_s,
+                cfg.model, list(cfg.gpus), list(cfg.tensor_parallel), seq_len, sla,
                 workload=workload, target_qps=target_qps, buffer_qps=buffer_qps,
-                metric=cfg.sla_metric, quantile=cfg.sla_quantile, accounting=cfg.accounting,
-            ).squeeze(["model", "seq_len", "sla"], drop=False)  # fmt: skip
+                accounting=cfg.accounting,
+            ).squeeze(["model", "seq_len"], drop=False)  # fmt: skip
 
-        result = analytic_sweep(cfg.sla_s)
-        low, high, _ = latency_validate.error_band(cfg.sla_metric, model="analytic")
-        if math.isfinite(low):  # the answer's band: the analytic model's held-out error
+        result = analytic_sweep(cfg.sla)
+        ratios = capacity.band_ratios(cfg.sla, model="analytic")
+        if ratios:  # the answer's band: the analytic model's held-out error, bound by bound
             result = capacity.band(
                 result,
-                analytic_sweep(cfg.sla_s / high),
-                analytic_sweep(cfg.sla_s / low),
-                (low, high),
+                analytic_sweep(capacity.scaled_sla(cfg.sla, ratios, "high")),
+                analytic_sweep(capacity.scaled_sla(cfg.sla, ratios, "low")),
+                ratios,
             )
         result.attrs["latency_source"] = "the calibrated analytic model"
     elif cfg.latency == "engine":
@@ -131,11 +145,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             list(cfg.gpus),
             list(cfg.tensor_parallel),
             workload,
-            cfg.sla_s,
+            cfg.sla,
             target_qps,
             buffer_qps=buffer_qps,
-            metric=cfg.sla_metric,
-            quantile=cfg.sla_quantile,
             prefix_cache_share=cfg.prefix_cache_share,
             blocks=blocks,
             seed=cfg.seed,
@@ -162,11 +174,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             where = f"measured latencies ({curve.attrs['format']} files) at {cfg.latency}"
         result = capacity.plan(
             curve,
-            cfg.sla_s,
+            cfg.sla,
             target_qps,
             buffer_qps=buffer_qps,
-            metric=cfg.sla_metric,
-            quantile=cfg.sla_quantile,
             accounting=cfg.accounting,
             seq_len=seq_len,  # memory holds the plan's traffic, as the memory step checks it
         )
@@ -175,10 +185,16 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         if lengths:
             notes = str(result.attrs.get("notes", ""))
             result.attrs["notes"] = f"{notes}\n{lengths}" if notes else lengths
-    # which latency model the held-out figures favour for the SLA's metric, said in the result
-    choice = latency_validate.preferred_model(cfg.sla_metric)
-    result.attrs["latency_model_preferred"] = choice["model"]
-    result.attrs["latency_model_preferred_reason"] = choice["reason"]
+    # which latency model the held-out figures favour for each of the SLA's metrics, said
+    choices = {m: latency_validate.preferred_model(m) for m in cfg.sla.bounds}
+    preferred = {c["model"] for c in choices.values()}
+    result.attrs["latency_model_preferred"] = (
+        preferred.pop() if len(preferred) == 1
+        else ", ".join(f"{m.upper()}: {c['model']}" for m, c in choices.items())
+    )  # fmt: skip
+    result.attrs["latency_model_preferred_reason"] = " ".join(
+        f"{m.upper()}: {c['reason']}" for m, c in choices.items()
+    )
     result.attrs["workload_trace"] = workload_from  # a bundled trace name or a file
     own = workload_from == cfg.trace
     result.attrs["workload_source"] = (
@@ -247,10 +263,10 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
     if int(best.feasible_options) == 0 and unpriced:
         one = ", " not in unpriced
         raise PlanError(
-            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla_metric} "
-            f"P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model}, but the GPU catalog "
+            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {cfg.model}, but the "
+            "GPU catalog "
             f"has no usd_per_gpu_hour for {'it' if one else 'them'}, so no plan can be priced or "
-            "ranked; add the price to your GPU catalog (README: 'Your own GPU') or add a priced "
+            "ranked; add the price to your GPU catalog (docs/data.md: 'Your own GPU') or add a priced "
             "GPU to gpus"
         )
     if int(best.feasible_options) == 0:
@@ -260,7 +276,7 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         why = unmodelled(cap)
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.gpus)} at tensor parallelism {list(cfg.tensor_parallel)} "
-            f"meets {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s for {cfg.model} "
+            f"meets {cfg.sla} for {cfg.model} "
             f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}); relax the SLA, add GPUs "
             "or tensor parallelism"
         )
@@ -289,22 +305,35 @@ def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:
     return elasticity.prepare_demand(source, cfg.step_s, baseline=baseline, scale=cfg.demand_scale)
 
 
+def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
+    """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
+    need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile).max())
+    return max(1, math.ceil(need / per_instance - 1e-9))
+
+
 def _elasticity(
     cfg: PlanConfig,
     demand: xr.DataArray,
     chosen_cap: xr.Dataset,
     gpu: str,
     tensor_parallel: int,
-    fc: xr.Dataset | None = None,
-    series: xr.Dataset | None = None,
+    fc: xr.Dataset,
+    series: xr.Dataset,
+    held_out: bool = True,
 ):
-    """The elasticity step: the policy grid swept, and the recommendation.
+    """The elasticity step: the policy grid swept over the trace, and the policy chosen.
 
-    The predictive policy reads the forecast ``fc`` (:func:`predictive_forecast`); it is
-    recommended only when it also wins on held-out traffic (:func:`_predictive_gate`).
+    The policy is chosen out of sample (:func:`capnb.plan._origins.rolling`: by rolling origins
+    inside the trace, on windows each choice never saw) when ``held_out`` and the trace leaves
+    held-out windows; otherwise on the trace itself (:func:`capnb.elasticity.recommend`, which
+    tries the predictive policy on the trace's later half first), and the plan says so. Floors
+    are shares of the forecast's busiest-slot fleet (:data:`capnb.plan._origins.FLOOR_SHARES`).
+    Returns ``(demand, sweep, advice, estimate, estimated, cold, ahead, rolling)``; ``rolling``
+    is the rolling-origin record, or why there is none.
     """
     from .. import elasticity
     from ..elasticity import coldstart
+    from ._origins import FLOOR_SHARES, Config, rolling
 
     per_instance = float(chosen_cap.per_instance_qps)
     if cfg.cold_start_s == "estimate":
@@ -313,13 +342,8 @@ def _elasticity(
     else:
         estimate, estimated = None, float(cfg.cold_start_s)
     cold = math.ceil(estimated / cfg.step_s) * cfg.step_s  # the simulator counts whole steps
-    grid = elasticity.policy_grid(
-        demand,
-        per_instance,
-        scale_up_threshold=list(cfg.scale_up_threshold),
-        cooldown_s=list(cfg.cooldown_s),
-        buffer_instances=list(cfg.buffer_instances),
-    )
+    fleet = forecast_fleet(fc, cfg, per_instance)
+    floors = sorted({Config("", 0, 0, 0, share).floor(fleet) for share in FLOOR_SHARES})
     ahead = predictive_forecast(demand, fc) if "predictive" in cfg.policies else None
     settings = dict(
         per_instance_qps=per_instance,
@@ -329,13 +353,34 @@ def _elasticity(
         gpus_per_instance=tensor_parallel,
         gpu=gpu,
     )
-    sweep = elasticity.sweep(demand, policy=list(cfg.policies), **grid, **settings, forecast=ahead)
-    advice = elasticity.recommend(
-        sweep,
-        breach_budget=cfg.breach_budget,
-        held_out=lambda: _held_out(cfg, demand, series, settings),
+    sweep = elasticity.sweep(
+        demand, policy=list(cfg.policies), scale_up_threshold=list(cfg.scale_up_threshold),
+        cooldown_s=list(cfg.cooldown_s), buffer_instances=list(cfg.buffer_instances),
+        min_instances=floors, **settings, forecast=ahead,
+    )  # fmt: skip
+    record = (
+        rolling(cfg, series, demand, settings, elasticity.choose_held_out)
+        if held_out and cfg.backtest_days
+        else "backtest_days = 0: no held-out window was asked for"
     )
-    return demand, sweep, advice, estimate, estimated, cold, ahead
+    if isinstance(record, str):
+        advice = elasticity.recommend(
+            sweep,
+            breach_budget=cfg.breach_budget,
+            held_out=lambda: _held_out(cfg, demand, series, settings),
+        )
+        advice.reasons.insert(0, f"Chosen on the trace itself, not out of sample: {record}.")
+    else:
+        c = record.choice
+        selection = {"policy": c.policy, "scale_up_threshold": c.scale_up_threshold,
+                     "cooldown_s": c.cooldown_s, "min_instances": c.floor(fleet),
+                     "buffer_instances": c.buffer_instances}  # fmt: skip
+        selection = {k: v for k, v in selection.items() if k in sweep.dims}
+        advice = elasticity.recommendation_for(
+            sweep, selection, breach_budget=cfg.breach_budget,
+            reasons=[f"Chosen out of sample: {record.choice_why}."],
+        )  # fmt: skip
+    return demand, sweep, advice, estimate, estimated, cold, ahead, record
 
 
 def predictive_forecast(demand: xr.DataArray, fc: xr.Dataset) -> xr.DataArray:
@@ -379,15 +424,19 @@ def _held_out(cfg: PlanConfig, demand, series, settings):
     )
 
 
-def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr.Dataset:
-    """The chosen policy under one burst of the article's mid size, at the trace's busiest hour.
+def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model):
+    """The chosen policy under one burst of the plan's burst model, at the trace's busiest hour.
 
-    The trace replays only the bursts it happened to contain; this injects a 4x burst for 1.5 h
-    (the middle of the article's 3-5x, 1-2 h) starting at the busiest step of the trace's middle
-    day, to show what the elastic buffer must absorb.
+    The trace replays only the bursts it happened to contain; this injects one burst of the
+    middle size of ``model`` (:func:`burst_model`: its mean factor for its mean length) starting
+    at the busiest step of the trace's middle day, to show what the elastic buffer must absorb.
+    None when the model draws no bursts.
     """
     from .. import elasticity
 
+    if model.rate_per_month == 0:
+        return None
+    multiplier, seconds = float(np.mean(model.multiplier)), float(np.mean(model.duration_s))
     values = demand.values.copy()
     per_day = round(86400 / cfg.step_s)
     middle = (values.size // per_day // 2) * per_day
@@ -397,11 +446,12 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict) -> xr
         if values.size >= middle + per_day
         else int(np.nanargmax(values))
     )
-    length = round(1.5 * 3600 / cfg.step_s)
-    values[start : start + length] *= 4.0
-    burst = demand.copy(data=values)
-    run = elasticity.simulate(burst, **run_settings)
+    values[start : start + max(1, round(seconds / cfg.step_s))] *= multiplier
+    run = elasticity.simulate(demand.copy(data=values), **run_settings)
     run.attrs.update(
-        burst_start=str(demand.time.values[start]), burst_multiplier=4.0, burst_hours=1.5
+        burst_start=str(demand.time.values[start]),
+        burst_multiplier=multiplier,
+        burst_hours=seconds / 3600,
+        burst_model=model.describe(),
     )
     return run

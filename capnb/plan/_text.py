@@ -1,182 +1,229 @@
-"""The plan in words: the article's applicability checks and the recommendation.
+"""The plan's answer in words: a rendering of the record, deciding nothing.
 
-Everything here reads decisions the steps made and stored (the capacity step's cheapest option
-over the day and its fleet, the elasticity step's recommendation); nothing is decided again.
+:func:`render_text` is what :func:`capnb.plan.describe` prints and the command line shows; the
+report's first page renders the same record as HTML (:func:`capnb.report.summary_html`). Both ask
+the record for every number, and the helpers here (:func:`headline`, :func:`fleet_words`, ...)
+give the report the same sentences.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from .. import _words, glossary
+from .. import words
+from ._answer import Answer
+
+__all__ = ["render_text", "sections"]
 
 
-def _checks(cfg, fc, chosen, advice, demand, estimated) -> list[str]:
-    """The article's applicability checks, as sentences (empty when the full method pays)."""
-    from .. import capacity, elasticity
+def _span(values, noun: str) -> str:
+    low, high = min(values), max(values)
+    if noun == "instance":
+        return words.count(low, noun) if low == high else f"{low:,}-{high:,} {noun}s"
+    a, b = words.rate(low), words.rate(high)
+    return f"{a} {noun}" if a == b else f"{a}-{b} {noun}"
 
-    checks = []
-    flat = fc.attrs.get("boundary_flat") or fc.attrs.get("flat")
-    statements = " ".join(
-        str(v) for k, v in fc.attrs.items() if "boundar" in k or k in ("flat", "history")
+
+def _slot_noun(kind: str) -> str:
+    return kind.replace("_", " ")
+
+
+def headline(a: Answer) -> str:
+    """One sentence: the plan fails its own checks (which, and what to do), or it passes them."""
+    failed = a.failed
+    if not failed:
+        return (
+            "The plan passes its own checks (held-out budget, bursts, GPU ranking, latency model)."
+        )
+    findings = [c.finding for c in failed]
+    actions = list(dict.fromkeys(c.action for c in failed if c.action))
+    listed = findings[0] if len(findings) == 1 else f"{', '.join(findings[:-1])} and {findings[-1]}"
+    todo = actions[0] if len(actions) == 1 else f"{', '.join(actions[:-1])}, and {actions[-1]}"
+    count = "one of its own checks" if len(failed) == 1 else f"{len(failed)} of its own checks"
+    return f"Caution: the plan fails {count}: {listed}; {todo}."
+
+
+def serve_words(a: Answer) -> str:
+    """What one instance is and serves, and why this GPU."""
+    why = ""
+    if a.options_compared > 1:
+        why = (
+            f" (the cheapest of {a.options_compared} options that meet the SLA; next: "
+            f"{a.runner_up} at {a.runner_up_above:+.0%})"
+        )
+    binds = {
+        "latency": f"the {a.binding_metric.upper()} bound binds",
+        "memory": "memory binds before latency",
+        "measured_range": "the measured curve ends before any bound binds (capnb does not "
+        "extrapolate: benchmark higher concurrencies to find more)",
+    }.get(a.binding, a.binding)
+    memory = f"; memory holds {a.memory_concurrency:,}" if a.memory_concurrency >= 0 else ""
+    left = f" Not compared: {'; '.join(a.not_compared)}." if a.not_compared else ""
+    cache = (
+        f" A prefix cache holds {a.prefix_cache_share:.0%} of each instance's KV budget and serves "
+        f"{a.prefix_hit_rate:.1%} of prompt tokens (replayed from the workload's block hashes)."
+        if a.prefix_cache_share > 0
+        else ""
     )
-    if (
-        flat in (True, "yes", "True")
-        or "mean suffices" in statements
-        or "flat" in statements.lower()
-    ):
-        checks.append(
-            f"Flat traffic: {statements.strip()}"
-            if statements.strip()
-            else "Flat traffic: planning on the mean would do."
-        )
-    applicability = capacity.applicability(chosen.isel(slot=0) if "slot" in chosen.dims else chosen)
-    if "adds little" in applicability:
-        checks.append(applicability)
-    if estimated > cfg.tolerance_s / 2:
-        checks.append(
-            f"Cold start ({estimated:.0f} s) exceeds half the {cfg.tolerance_s:g} s latency budget: pure "
-            "elasticity cannot react to a burst in time; hold fixed capacity plus an elastic buffer."
-        )
-    dips = elasticity.troughs(demand)
-    if dips.size and float(dips.max()) > max(cfg.cooldown_s) * 4:
-        checks.append(
-            f"Long troughs (up to {float(dips.max()) / 3600:.1f} h below the scale-down level): "
-            "scaling down in them pays whatever the delay, so a scale-down cool-down is unnecessary "
-            f"here (the swept {min(cfg.cooldown_s) / 60:g}-{max(cfg.cooldown_s) / 60:g} min change little)."
-        )
-    return checks
+    return (
+        f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{why}. One instance serves "
+        f"{a.per_instance_qps:.2f} requests/s within {a.sla}, at {a.safe_concurrency:,} requests "
+        f"in flight ({binds}{memory}).{cache}{left}"
+    )
 
 
-def _when(stamp: str) -> str:
-    """A time of the trace in words: ``day 8 22:30`` on an undated trace's clock, else the date.
+def latency_words(a: Answer) -> str:
+    """Where the latencies come from, and how far they were off on data they never saw."""
+    model = {
+        "analytic": "the calibrated analytic latency model",
+        "engine": "the serving-engine model",
+        "measured": "measured latencies",
+    }[a.latency_model]
+    notes = "".join(f" Note: {n}." for n in a.latency_notes)
+    if a.latency_model == "measured":
+        return f"Latencies: {model}.{notes}"
+    error = f"{a.latency_error:.0%}" if math.isfinite(a.latency_error) else "unknown"
+    metric = (a.binding_metric or next(iter(a.sla.bounds))).upper()
+    return (
+        f"Latencies: {model}; its held-out median {metric} error is {error} "
+        f"({a.latency_error_basis}).{notes}"
+    )
 
-    The loaders put time 0 of a trace with no date on 1970-01-01 (its clock attrs say so), so a
-    time in January 1970 is a day count, not a date.
+
+def policy_words(a: Answer) -> str:
+    """The policy with the settings the replay used."""
+    p = a.policy
+    name = words.POLICY_NAMES[p.name]
+    if p.name == "fixed":
+        return f"a {name} of {words.count(p.min_instances, 'instance')}"
+    settings = []
+    if math.isfinite(p.scale_up_threshold):
+        target = "scale up above load" if p.name in ("article", "fixed_elastic") else "target"
+        settings.append(f"{target} {p.scale_up_threshold:g}")
+    settings.append(f"scale-down delay {words.duration(p.cooldown_s)}")
+    settings.append(f"floor {words.count(p.min_instances, 'instance')}")
+    if p.buffer_instances:
+        settings.append(words.count(p.buffer_instances, "warm spare"))
+    return f"{name} ({', '.join(settings)})"
+
+
+def fleet_words(a: Answer) -> str:
+    """The one fleet: what to reserve, how the autoscaler grows it, what the forecast needs."""
+    per = f"per {_slot_noun(a.slots)}"
+    plan = f"P{100 * a.traffic_quantile:g}"
+    need = f"{_span(a.fixed_instances, 'instance')} {per} for the {plan} forecast " + (
+        f"({_span(a.target_qps, 'requests/s')})"
+    )
+    bursts = (
+        f", and up to {words.count(a.burst_instances, 'more instance')} in a burst "
+        f"({words.rate(a.burst_qps)} requests/s)"
+        if a.burst_instances
+        else ""
+    )
+    if a.policy.name == "fixed":
+        return (
+            f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
+            f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run them all month, a "
+            f"{policy_words(a)}; the forecast needs {need}{bursts}."
+        )
+    v = a.advisory
+    return (
+        f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
+        f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running); "
+        f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
+        f"{words.count(a.peak_instances, 'instance')} ran at once in the replay, with "
+        f"{v.scale_events_per_hour:.1f} scale events an hour, {v.reversals_per_day:.1f} reversals "
+        f"a day{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.0f} cold starts a "
+        "day."
+    )
+
+
+def cost_words(a: Answer) -> str:
+    """The one monthly cost, what it includes, and the breach it buys."""
+    cost = (
+        f"{a.monthly_usd:,.0f} USD a month"
+        if math.isfinite(a.monthly_usd)
+        else f"not priced ({a.gpu} has no price in the GPU catalog)"
+    )
+    filled = (
+        f" {a.filled_share:.1%} of the trace was missing; the replay filled those steps with "
+        "their slot's median demand."
+        if a.filled_share
+        else ""
+    )
+    return (
+        f"Cost: {cost} ({a.cost_includes}). Expected SLA breach: {a.breach_minutes_per_month:,.0f} "
+        f"minutes a month against a budget of {a.breach_budget_minutes:,.0f}; "
+        f"{a.unserved_share:.2%} of requests unserved.{filled}"
+    )
+
+
+def held_out_words(a: Answer) -> str:
+    """The plan's record on windows its choices never saw."""
+    h = a.held_out
+    if h is None:
+        return f"Held out: none: its policy was chosen on the trace itself ({a.held_out_missing})."
+    length = (
+        f"{h.window_days:g} days" if h.origin_step == "day" else f"{h.window_days * 24:g} hours"
+    )
+    bursts = (
+        f"; with bursts drawn from its burst model it kept its budget in "
+        f"{h.burst_hold_share:.0%} of {h.burst_draws} draws"
+        if h.burst_draws and math.isfinite(h.burst_hold_share)
+        else ""
+    )
+    left = f" Not scored: {'; '.join(h.left_out)}." if h.left_out else ""
+    return (
+        f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
+        f"up to {length} (worst: {h.worst_breach_minutes:,.0f} minutes against "
+        f"{h.worst_budget_minutes:,.0f}), at {h.above_hindsight:+.0%} against the hindsight "
+        f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
+        f"fixed fleet in {h.beats_naive} of {h.windows}; its forecast's P99 covered "
+        f"{h.coverage_p99:.1%} of held-out intervals (P95 {h.coverage_p95:.1%}){bursts}. "
+        f"How: {h.how}.{left}"
+    )
+
+
+def burst_words(a: Answer) -> str:
+    """The chosen run under one burst of the plan's burst model."""
+    b = a.burst_test
+    if b is None:
+        return "Burst test: none (the burst model draws no bursts)."
+    return (
+        f"Burst test: one burst of {b.multiplier:.3g}x for {words.duration(b.hours * 3600)} from "
+        f"{words.when(b.start)} (the middle size of {b.model}): {b.breach_minutes:,.0f} minutes in "
+        f"breach, {b.unserved_share:.2%} of requests unserved."
+    )
+
+
+def sections(a: Answer) -> dict[str, str]:
+    """The answer's paragraphs by name, each a sentence or two with its numbers.
+
+    ``serve``, ``headline``, ``fleet``, ``cost``, ``held_out``, ``burst``, ``latency`` and, when
+    there are any, ``settle`` (benchmark commands), then ``traffic``, the article's checks
+    (``check_<name>``) and the alternatives (``alternative_<n>``). :func:`render_text` joins them;
+    the report typesets the same ones.
     """
-    if stamp.startswith("1970-01-"):
-        return f"day {int(stamp[8:10])} {stamp[11:16]}"
-    return stamp[:16].replace("T", " ")
+    out = {
+        "serve": serve_words(a),
+        "headline": headline(a),
+        "fleet": fleet_words(a),
+        "cost": cost_words(a),
+        "held_out": held_out_words(a),
+        "burst": burst_words(a),
+        "latency": latency_words(a),
+    }
+    if a.settle_commands:
+        out["settle"] = "To settle the latency, benchmark:\n" + a.settle_commands
+    out["traffic"] = f"Traffic: {a.traffic}"
+    for c in a.checks:
+        if c.kind == "article":
+            out[f"check_{c.name}"] = f"Check: {c.finding}"
+    for i, alt in enumerate(a.alternatives):
+        out[f"alternative_{i}"] = f"Alternative, {alt.name}: {alt.words}"
+    return out
 
 
-def _choice_words(plan) -> str:
-    """The chosen option in words, with the runner-up and its extra cost when there is one."""
-    gpu, tp = plan.attrs["gpu"], plan.attrs["tensor_parallel"]
-    words = f"{tp} x {gpu} per instance"
-    if "choice_feasible_options" in plan and int(plan.choice_feasible_options) > 1:
-        best = float(plan.choice_cheapest_usd_per_hour)
-        runner = (
-            str(plan.choice_runner_up_gpu.item()),
-            int(plan.choice_runner_up_tensor_parallel),
-        )
-        gap = float(plan.choice_cost_gap) / best
-        words += (
-            f" (the cheapest of {int(plan.choice_feasible_options)} feasible GPU and "
-            f"tensor-parallel options; next: {runner[1]} x {runner[0]} at {gap:+.0%})"
-        )
-    skipped = plan.attrs.get("unshardable")
-    if skipped:
-        words += f"; not compared: {skipped}"
-    unmodelled = plan.attrs.get("unmodelled")
-    if unmodelled:
-        words += f"; not compared: {unmodelled}"
-    unpriced = _unpriced(plan)
-    if unpriced:
-        words += (
-            f"; {', '.join(unpriced)} also meet{'s' if len(unpriced) == 1 else ''} the SLA but "
-            "ha" + ("s" if len(unpriced) == 1 else "ve") + " no price in the catalog, so "
-            "could not be ranked (add a usd_per_gpu_hour to compare)"
-        )
-    return words
-
-
-def _unpriced(plan) -> list[str]:
-    """Options (``TP x GPU``) that meet the SLA but have no price: the capacity step names them."""
-    if "choice_unpriced_options" not in plan:
-        return []
-    names = str(plan.choice_unpriced_options.item())
-    return names.split(", ") if names else []
-
-
-def _span(low, high, unit: str) -> str:
-    """``low-high unit`` (instances counted, rates with their digits); one value when equal."""
-    if unit == "instance":
-        low, high = int(low), int(high)
-        return _words.count(low, unit) if low == high else f"{low:,}-{high:,} {unit}s"
-    low, high = _words.rate(low), _words.rate(high)
-    return f"{low} {unit}" if low == high else f"{low}-{high} {unit}"
-
-
-def _recommendation(plan, cfg, fc, chosen, advice, checks) -> str:
-    from .. import forecast
-
-    per_instance = plan.attrs["per_instance_qps"]
-    binding = str(chosen.binding.item())
-    memory_limit = (
-        f"; memory holds {int(chosen.max_concurrency)}" if "max_concurrency" in chosen else ""
-    )
-    lines = [
-        f"Serve {plan.attrs['model']} on {_choice_words(plan)}: one instance serves {per_instance:.2f} "
-        f"requests/s at {cfg.sla_metric} P{100 * cfg.sla_quantile:g} <= {cfg.sla_s:g} s, at a safe "
-        f"concurrency of {int(chosen.safe_concurrency)} (binding: {binding}{memory_limit}).",
-    ]
-    if binding == "measured_range":
-        lines[0] += (
-            " The SLA is met at the curve's last measured concurrency, so the safe concurrency is "
-            "that point: capnb does not extrapolate past what was measured; benchmark higher "
-            "concurrencies to find more."
-        )
-    if cfg.prefix_cache_share > 0 and "prefix_hit_rate" in chosen:
-        lines.append(
-            f"Prefix cache: {cfg.prefix_cache_share:.0%} of each instance's KV budget holds a prefix "
-            f"cache; replayed over the block hashes of {plan.attrs['workload_trace']}, it serves "
-            f"{float(chosen.prefix_hit_rate):.1%} of prompt tokens (their prefill skipped) and "
-            f"leaves {int(chosen.kv_cache_tokens):,} tokens to running sequences."
-        )
-    if plan.attrs.get("close_call"):
-        lines.append(f"Close call: {plan.attrs['latency_uncertainty']}")
-        lines.append("To settle it, on each GPU:\n" + plan.attrs["settle_commands"])
-    elif "latency_uncertainty" in plan.attrs:
-        lines.append(f"Latency model: {plan.attrs['latency_uncertainty']}")
-    target = chosen.target_qps
-    fixed = np.asarray(chosen.fixed_instances.values, dtype=float)
-    buffer_qps = float(fc.buffer_qps) if "buffer_qps" in fc else 0.0
-    buffer = plan.attrs["buffer_instances"]
-    lines.append(
-        f"Fixed part: {_span(fixed.min(), fixed.max(), 'instance')} per "
-        f"{fc.attrs.get('slots', 'slot')} slot for the P{100 * cfg.traffic_quantile:g} plan "
-        f"({_span(float(target.min()), float(target.max()), 'requests/s')}); elastic buffer: "
-        f"{_words.count(buffer, 'instance')} for {_words.rate(buffer_qps)} requests/s of bursts."
-    )
-    lines.append(f"Run: {advice.text}")
-    filled = plan.attrs.get("demand_filled_share", 0.0)
-    if filled:
-        lines.append(
-            f"Note: {filled:.1%} of the trace was missing; the simulation filled those steps "
-            "with their slot's median demand."
-        )
-    lines.append(
-        f"Cost: {plan.attrs['monthly_usd']:,.0f} USD a month ({glossary.HOURS_PER_MONTH:.0f} h) "
-        f"with this policy and {plan.attrs['breach_minutes_per_month']:,.0f} SLA-breach minutes a "
-        f"month (simulated over {plan.attrs['simulated_hours']:.0f} h of the trace); a fixed fleet "
-        f"for the plan plus the burst buffer would cost {plan.attrs['fixed_monthly_usd']:,.0f} USD "
-        "a month."
-    )
-    if plan.attrs.get("fleet"):
-        lines.append(plan.attrs["fleet"])
-    if plan.attrs.get("serving"):
-        lines.append(f"Serving mode: {plan.attrs['serving']}")
-    lines.append(
-        f"Burst test: under one burst of 4x for 1.5 h at the busiest hour (from "
-        f"{_when(plan.attrs['burst_test_start'])}), this policy is in SLA breach for "
-        f"{plan.attrs['burst_test_breach_minutes']:,.0f} min and leaves "
-        f"{plan.attrs['burst_test_unserved_share']:.2%} of requests unserved"
-        + (
-            ": hold more warm spares or a higher floor if that is too much."
-            if plan.attrs["burst_test_breach_minutes"] > 1
-            else "."
-        )
-    )
-    lines.append(f"Traffic: {forecast.describe(fc)}")
-    lines += [f"Check: {c}" for c in checks]
-    return "\n".join(lines)
+def render_text(a: Answer) -> str:
+    """The whole answer as text, one paragraph a line (what :func:`capnb.plan.describe` returns)."""
+    return "\n".join(sections(a).values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import html
 import itertools
 import os
 from collections import OrderedDict
@@ -205,6 +206,27 @@ class Chart:
     reads: tuple[str, ...] | None = None
 
 
+def _plain_value(value) -> str:
+    """A control's value as a reader reads it: 469.94, not 469.93882953232725."""
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+class _AnswerView:
+    """A worksheet's answer as a live widget view, with the sentence as its plain text."""
+
+    def __init__(self, worksheet: Worksheet):
+        self.worksheet = worksheet
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = self.worksheet.answer_widget._repr_mimebundle_(**kwargs)
+        return {**bundle, "text/plain": self.worksheet.answer}
+
+    def __str__(self) -> str:
+        return self.worksheet.answer
+
+
 class Worksheet:
     """Controls that re-run a visible step function; its answer; charts that update in place.
 
@@ -347,15 +369,24 @@ class Worksheet:
             if raise_errors:
                 raise
             self.error = str(error)
-            self.answer_widget.value = f"<b>Not computed: {self.error}</b>"
+            self.answer_widget.value = f"<b>Not computed: {html.escape(self.error)}</b>"
             self.last_redrawn = redrawn
             return
         self.last_redrawn = list(dict.fromkeys(redrawn))
 
     def _show(self, results: dict, redrawn: list[str]) -> None:
         self.results, self.error = results, None
-        self.answer_widget.value = f"<b>{self.answer}</b>"
+        self.answer_widget.value = f"<b>{html.escape(self.answer)}</b>"  # plain text, not HTML
         redrawn.extend(self.redraw())
+
+    def answer_view(self) -> _AnswerView:
+        """The answer where a worksheet shows it: it follows the controls in a live notebook.
+
+        Displayed, it is a second view of the panel's answer (one widget model): after a control
+        changes, the sentence and every chart describe the same run. Its plain text is the
+        sentence itself, which a report or a headless run keeps.
+        """
+        return _AnswerView(self)
 
     @property
     def answer(self) -> str:
@@ -525,7 +556,7 @@ class Worksheet:
 
     def record(self) -> str:
         """The inputs as plain text (what a static report shows in place of the controls)."""
-        return "Inputs: " + ", ".join(f"{k} = {v}" for k, v in self.inputs.items())
+        return "Inputs: " + ", ".join(f"{k} = {_plain_value(v)}" for k, v in self.inputs.items())
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.panel._repr_mimebundle_(**kwargs) or {}

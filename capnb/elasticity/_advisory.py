@@ -1,0 +1,197 @@
+"""The replay's advisory view: how a policy moves the fleet, read from its run's timeline.
+
+Part of :mod:`capnb.elasticity`. What a planner would do before it controls the fleet, in the four
+figures an operator watches for (production planners have shipped 2-to-1 oscillation and
+scale-downs that never happen):
+
+- **scale events per hour**: steps where the pool the policy manages (ready plus starting, warm
+  spares left out) changes, per hour of the run;
+- **reversals** (flapping): a scale event in the opposite direction of the one before it, within
+  ``window_s`` of it (default the run's ``thrash_window_s``, 900 s: the article's shortest
+  cool-down);
+- **time above the need**: steps where the pool holds more instances than the largest need of the
+  last ``hold_s`` (default: the run's scale-down window plus 60 s), the need being
+  ``ceil(rate / (scale_up_threshold x per_instance_qps))`` within the pool's bounds. Holding the
+  peak for the scale-down window is the policy's design; holding more, longer, is capacity that
+  is not coming down;
+- **cold starts paid**: instances started, and their GPU-hours in cold start (the simulator's).
+
+Preempted instances (a run with ``preemption``) count as scale-downs here: read such runs with care.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .. import glossary
+from ..errors import InputError
+from ..units import declare_units
+
+__all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_warning"]
+
+#: A policy whose reversals exceed this many a day flaps (a daily cycle needs none: its rises and
+#: falls are hours apart, never within a cool-down).
+MOST_REVERSALS_PER_DAY = 1.0
+_HOUR_S, _DAY_S = 3600.0, 86400.0
+#: Added to the scale-down window when reading the need the policy may still hold: a decision
+#: period or an averaging window (HPA 15 s, Knative 60 s, the article 60 s).
+_GRACE_S = 60.0
+
+
+def scale_events(pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, directions)`` of the steps where ``pool`` changes (+1 up, -1 down)."""
+    change = np.diff(np.asarray(pool, dtype=np.int64))
+    steps = np.flatnonzero(change) + 1
+    return steps, np.sign(change[steps - 1])
+
+
+def reversals(steps: np.ndarray, directions: np.ndarray, window_steps: int) -> int:
+    """Events whose direction reverses the previous event's within ``window_steps`` steps."""
+    flips = directions[1:] != directions[:-1]
+    close = np.diff(steps) <= window_steps
+    return int(np.count_nonzero(flips & close))
+
+
+def held_need(need: np.ndarray, hold_steps: int) -> np.ndarray:
+    """The largest need over the last ``hold_steps`` steps and this one."""
+    series = pd.Series(np.asarray(need, dtype=np.float64))
+    return series.rolling(hold_steps + 1, min_periods=1).max().to_numpy()
+
+
+def _coordinate(run: xr.Dataset, name: str) -> float:
+    if name not in run.coords or run[name].ndim:
+        raise InputError(
+            f"run: expected one simulated run (capnb.elasticity.simulate), no {name!r}"
+        )
+    return float(run[name])
+
+
+@declare_units(window_s="s", hold_s="s")
+def advise(
+    run: xr.Dataset,
+    *,
+    window_s: float | None = None,
+    hold_s: float | None = None,
+    most_reversals_per_day: float = MOST_REVERSALS_PER_DAY,
+) -> xr.Dataset:
+    """The advisory figures of one run (:func:`capnb.elasticity.simulate`'s answer).
+
+    Parameters
+    ----------
+    run
+        One simulated run, with its timeline.
+    window_s
+        Two opposite scale events this close are a reversal (default: the run's
+        ``thrash_window_s``).
+    hold_s
+        How long the policy may hold a past need (default: its scale-down window + 60 s).
+    most_reversals_per_day
+        Above this many reversals a day, ``flapping`` is true.
+
+    Returns
+    -------
+    xarray.Dataset
+        0-d: ``scale_events_per_hour`` (1/hour), ``reversals`` (1), ``reversals_per_day``
+        (1/day), ``flapping`` (1, boolean), ``above_need_s`` (s), ``above_need_share`` (1),
+        ``excess_instance_hours`` (instance·h), ``cold_starts`` (instances),
+        ``cold_starts_per_day`` (instances/day), ``cold_start_gpu_hours`` (GPU·h). Attrs: the
+        windows used.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from capnb.elasticity import simulate
+    >>> rate = np.r_[np.full(600, 10.0), np.full(600, 60.0), np.full(2400, 10.0)]
+    >>> for policy in ("hpa", "article"):  # a 10-minute burst: up, then down 11 minutes later
+    ...     run = simulate(rate, step_s=1, per_instance_qps=10, policy=policy, cooldown_s=60,
+    ...                    cold_start_s=30)
+    ...     view = advise(run)
+    ...     print(policy, int(view.scale_events_per_hour), int(view.reversals), float(view.above_need_s))
+    hpa 3 1 0.0
+    article 7 1 2280.0
+
+    The article's rule scales down only below a 0.3 load ratio: it holds 4 instances where its
+    0.7 target needs 2, for the rest of the run.
+    """
+    if not isinstance(run, xr.Dataset) or "ready_instances" not in run:
+        raise InputError("run: expected capnb.elasticity.simulate's answer (it has a timeline)")
+    step = float(run.attrs["step_s"])
+    spares = _coordinate(run, "buffer_instances")
+    pool = run.ready_instances.values + run.starting_instances.values - spares
+    window = float(run.attrs["thrash_window_s"] if window_s is None else window_s)
+    hold = _coordinate(run, "cooldown_s") + _GRACE_S if hold_s is None else float(hold_s)
+    if window < 0 or hold < 0:
+        raise InputError(f"window_s and hold_s must be >= 0 s, got {window:g} and {hold:g}")
+    steps, directions = scale_events(pool)
+    flips = reversals(steps, directions, int(window // step))
+    up = _coordinate(run, "scale_up_threshold")
+    low = _coordinate(run, "min_instances")
+    need = np.clip(np.ceil(run.qps.values / (up * float(run.attrs["per_instance_qps"])) - 1e-9),
+                   low, float(run.attrs["max_instances"]))  # fmt: skip
+    excess = np.maximum(pool - held_need(need, int(hold // step)), 0.0)
+    span = pool.size * step
+    values = {
+        # the simulator's own count: a decision at the first step changes the pool before the
+        # timeline's first value, so the timeline alone misses it
+        "scale_events_per_hour": int(run.scale_events) / (span / _HOUR_S),
+        "reversals": flips,
+        "reversals_per_day": flips / (span / _DAY_S),
+        "flapping": flips / (span / _DAY_S) > most_reversals_per_day,
+        "above_need_s": np.count_nonzero(excess) * step,
+        "above_need_share": np.count_nonzero(excess) / pool.size,
+        "excess_instance_hours": float(excess.sum()) * step / _HOUR_S,
+        "cold_starts": int(run.instances_started),
+        "cold_starts_per_day": int(run.instances_started) / (span / _DAY_S),
+        "cold_start_gpu_hours": float(run.cold_start_gpu_hours),
+    }
+    return xr.Dataset(
+        {name: ((), value, glossary.attrs(name)) for name, value in values.items()},
+        attrs={
+            "policy": run.attrs.get("policy", ""),
+            "window_s": window,
+            "hold_s": hold,
+            "most_reversals_per_day": float(most_reversals_per_day),
+        },
+    )
+
+
+@declare_units(window_s="s", hold_s="s")
+def advisory(demand, *, policies, forecast=None, window_s=None, hold_s=None, **settings):
+    """Each policy's advisory figures, every policy run at the same settings.
+
+    ``settings`` are :func:`capnb.elasticity.simulate`'s (``per_instance_qps``, ``step_s``,
+    ``scale_up_threshold``, ``cooldown_s``, ``min_instances``, ``buffer_instances``, ...: the
+    chosen run's); ``cooldown_s=None`` takes each policy's own default. ``forecast`` goes to the
+    predictive policy. Returns :func:`advise`'s variables over ``policy``.
+    """
+    from ._simulate import simulate
+
+    names = [policies] if isinstance(policies, str) else list(policies)
+    if not names:
+        raise InputError("policies: give at least one policy")
+    views = []
+    for name in names:
+        extra = {"forecast": forecast} if name == "predictive" else {}
+        run = simulate(demand, policy=name, **settings, **extra)
+        views.append(advise(run, window_s=window_s, hold_s=hold_s))
+    out = xr.concat(views, dim="policy", combine_attrs="drop_conflicts")
+    return out.assign_coords(policy=("policy", names, glossary.attrs("policy")))
+
+
+def flapping_warning(view: xr.Dataset, policy: str | None = None) -> str:
+    """A sentence when the policy flaps (``view.flapping``), else ``""``.
+
+    ``view`` is :func:`advise`'s or :func:`advisory`'s answer (then name the ``policy``).
+    """
+    one = view.sel(policy=policy) if policy is not None else view
+    if not bool(one.flapping):
+        return ""
+    name = policy or one.attrs.get("policy", "the policy")
+    return (
+        f"{name} flaps: {int(one.reversals)} direction reversals within "
+        f"{one.attrs['window_s'] / 60:g} min of the scale event before "
+        f"({float(one.reversals_per_day):.1f} a day, {float(one.scale_events_per_hour):.1f} scale "
+        f"events an hour); lengthen its scale-down window or raise its floor."
+    )

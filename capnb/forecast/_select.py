@@ -1,0 +1,685 @@
+"""Choose the forecast by how it did on days it had not seen: rolling origins inside the history.
+
+At every origin (every day, or every hour for a trace under :data:`HOURLY_BELOW_DAYS` days) each
+candidate of :mod:`._models` forecasts the coming ``horizon_days`` from the values before the
+origin alone. Its plan for a slot at quantile q is then calibrated on its own errors at the
+earlier origins (split conformal): the q-quantile, over the slot's intervals of the horizon and
+over the errors, of forecast + unit x error, an error being (demand - forecast) in the slot's
+unit at its origin (``_scales``), taken from the windows of the origins of the last
+:data:`CALIBRATION_DAYS` days, each cut at the origin (nothing after the origin is read). The
+plan at an origin is therefore what one would have planned there.
+
+A candidate is scored at each origin by the pinball loss of its plans over the scored window: a
+proper score, whose best constant per slot is the window's own per-slot quantile (the hindsight
+plan). :func:`select` chooses, at the end of the history and at every origin before it, the
+candidate with the least pooled loss over the origins before: the record of those choices scored
+on the windows after them is the selection's own out-of-sample record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+
+from .. import _validate, glossary
+from ..data._series import (
+    DAY_NS,
+    NS,
+    Slots,
+    checked_series,
+    duration_text,
+    interval_ns_of,
+    runs,
+    slot_codes,
+)
+from ..errors import InputError
+from ._models import FORECAST_MODELS
+
+__all__ = [
+    "CALIBRATION_DAYS",
+    "DEFAULT_MODELS",
+    "HOURLY_BELOW_DAYS",
+    "MIN_SCORED_ORIGINS",
+    "select",
+]
+
+#: The candidates :func:`select` compares by default: every model of :data:`FORECAST_MODELS`.
+DEFAULT_MODELS = tuple(FORECAST_MODELS)
+#: A trace shorter than this (days) is backtested from an origin every hour instead of every day.
+HOURLY_BELOW_DAYS = 8
+#: The errors of the origins of the last this many days calibrate a plan (older ones are dropped:
+#: traffic changes, and the oldest errors say least about the coming week).
+CALIBRATION_DAYS = 28
+#: A candidate is compared once it has plans scored at this many origins.
+MIN_SCORED_ORIGINS = 2
+_BISECTIONS = 64  # halvings of the bracket of a slot's mixture quantile
+
+
+class _TooShort(InputError):
+    """The history leaves too few origins for a rolling-origin choice (a plan falls back)."""
+
+
+@dataclass
+class _Setup:
+    """The series as arrays, and the origins every candidate forecasts from."""
+
+    values: np.ndarray  # requests/s, NaN where missing
+    ns: np.ndarray  # interval starts
+    step_ns: int
+    per_day: int
+    origin_step: int  # intervals between origins
+    horizon: int  # intervals forecast from each origin
+    origins: np.ndarray  # interval positions (the first scored interval of each)
+    codes: np.ndarray  # slot of every interval, and of the horizon after the last one
+    spec: Slots
+    q: np.ndarray
+    scored: np.ndarray  # which of q the score sums
+    calibration: int  # intervals of origins whose errors calibrate a plan
+    min_errors: int
+
+
+@dataclass
+class _Track:
+    """One candidate's plans at every origin and their running sums over each scored window."""
+
+    plans: dict = field(default_factory=dict)  # origin position -> (slot, q) plan
+    errors: dict = field(default_factory=dict)  # origin position -> (demand - forecast) / scale
+    sums: dict = field(default_factory=dict)  # origin position -> running sums (see _score)
+    notes: list = field(default_factory=list)
+
+
+def _origin_step(choice: str, days: float, per_day: int, step_ns: int) -> tuple[str, int]:
+    if choice == "auto":
+        choice = "day" if days >= HOURLY_BELOW_DAYS else "hour"
+    if choice == "day":
+        return "day", per_day
+    if choice != "hour":
+        raise InputError(f"origin_step must be 'auto', 'day' or 'hour', got {choice!r}")
+    if (3600 * NS) % step_ns:
+        raise InputError(
+            f"origin_step='hour': the series' interval ({duration_text(step_ns)}) does not divide "
+            "an hour; resample it or use origin_step='day'"
+        )
+    return "hour", (3600 * NS) // step_ns
+
+
+def _setup(series, slots, quantiles, score_quantiles, horizon_days, origin_step):
+    from ._baseline import _quantiles, _series_and_slots
+
+    series, spec = _series_and_slots(series, slots)
+    if series["qps"].ndim != 1:
+        raise InputError("series: give one series (qps over time only); select the others away")
+    step = interval_ns_of(series)
+    if DAY_NS % step:
+        raise InputError(
+            f"the series' interval ({duration_text(step)}) does not divide a day: resample it"
+        )
+    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
+    if ns.size > 1 and (np.diff(ns) != step).any():
+        raise InputError("series: its times are not a regular grid of its interval; resample it")
+    q = _quantiles(quantiles)
+    scored = np.isin(q, _quantiles(score_quantiles))
+    if scored.sum() != np.unique(np.asarray(score_quantiles, dtype=float)).size:
+        raise InputError(
+            f"score_quantiles {list(np.atleast_1d(score_quantiles))} must be among quantiles "
+            f"{q.tolist()}"
+        )
+    per_day = DAY_NS // step
+    horizon = _validate.positive_int(horizon_days, "horizon_days") * per_day
+    kind, every = _origin_step(origin_step, ns.size / per_day, per_day, step)
+    origins = np.arange(per_day, ns.size, every)
+    ahead = ns[-1] + step * np.arange(1, horizon + 1, dtype=np.int64)
+    codes = slot_codes(np.concatenate([ns, ahead]).view("datetime64[ns]"), spec)
+    setup = _Setup(
+        values=series["qps"].values.astype(float),
+        ns=ns,
+        step_ns=step,
+        per_day=per_day,
+        origin_step=every,
+        horizon=horizon,
+        origins=origins,
+        codes=codes,
+        spec=spec,
+        q=q,
+        scored=scored,
+        calibration=CALIBRATION_DAYS * per_day,
+        min_errors=math.ceil(1.0 / (1.0 - q[-1])),
+    )
+    return series, setup, kind
+
+
+# -- plans: a candidate's forecast plus its calibrated errors ----------------------------------
+def _scales(setup: _Setup, origin: int, forecast: np.ndarray) -> np.ndarray | None:
+    """Each slot's unit of error: sqrt(slot's mean forecast x whole forecast's mean).
+
+    Count noise grows as the square root of the rate, a level shift as the rate itself: the
+    geometric mean of the slot's rate and the overall rate sits between. A unit per slot alone
+    (its own mean) made a slot forecast nearly idle turn every later request into an enormous
+    error that widened every slot's plan (plans 100-15,000x the hindsight's on ServeGen clients);
+    one unit for all (the overall mean) planned capacity at night for a service idle every
+    night. A slot forecast idle has unit 0: its errors are left out and its plan is 0.
+    None for a forecast of no traffic at all.
+    """
+    codes = setup.codes[origin : origin + setup.horizon]
+    ok = np.isfinite(forecast)
+    if not ok.any() or forecast[ok].mean() <= 0:
+        return None
+    total = np.bincount(codes[ok], weights=forecast[ok], minlength=setup.spec.count)
+    count = np.bincount(codes[ok], minlength=setup.spec.count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(np.maximum(total / count, 0.0) * forecast[ok].mean())
+
+
+def _errors(setup: _Setup, origin: int, forecast: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(demand - forecast) / the slot's unit over the origin's window (NaN where not defined)."""
+    end = min(origin + setup.horizon, setup.values.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        error = (setup.values[origin:end] - forecast[: end - origin]) / scale[
+            setup.codes[origin:end]
+        ]
+    error[~np.isfinite(error)] = np.nan
+    return error
+
+
+def _mixture_quantiles(points, codes, scale, calibration, q) -> np.ndarray:
+    """Per slot, the q-quantiles of point + scale x error over the slot's points and the errors.
+
+    The mixture's CDF at x is the mean over the slot's points p of the share of errors below
+    (x - p) / scale; its q-quantile (the least x where it reaches q) is found by bisection. A
+    slot without a point gets NaN; a quantile below 0 is 0 (no negative capacity).
+    """
+    errors, cumulative = calibration
+    n_slots = scale.size
+    idle = scale == 0
+    ok = np.isfinite(points) & ~idle[codes]
+    points, codes = points[ok] / scale[codes[ok]], codes[ok]
+    count = np.bincount(codes, minlength=n_slots)
+    width = max(int(count.max()) if count.size else 0, 1)
+    order = np.argsort(codes, kind="stable")
+    rank = np.arange(order.size) - np.repeat(np.cumsum(count) - count, count)
+    table = np.full((n_slots, width), np.nan)
+    table[codes[order], rank] = points[order]
+    seen = ~np.isnan(table)
+    filled = np.where(seen, table, 0.0)
+    with np.errstate(invalid="ignore"):  # a slot without points: its bracket is empty
+        low = np.nanmin(np.where(seen, table, np.inf), axis=1) + errors[0]
+        high = np.nanmax(np.where(seen, table, -np.inf), axis=1) + errors[-1]
+    result = np.full((n_slots, q.size), np.nan)
+    rows = count > 0
+    total = count[rows].astype(float)
+    for j, level in enumerate(q):
+        a, b = low[rows].copy(), high[rows].copy()
+        for _ in range(_BISECTIONS):
+            middle = 0.5 * (a + b)
+            below = np.searchsorted(errors, middle[:, None] - filled[rows], side="right")
+            share = (cumulative[below] * seen[rows]).sum(axis=1) / total
+            reached = share >= level
+            a, b = np.where(reached, a, middle), np.where(reached, middle, b)
+        result[rows, j] = np.maximum(b, 0.0) * scale[rows]
+    result[idle] = 0.0
+    return result
+
+
+def _calibration(setup: _Setup, track: _Track, origin: int) -> np.ndarray | None:
+    """The sorted errors of the earlier origins' windows, each cut at ``origin``.
+
+    Returned with the share of errors at or below each (0 first), which the mixture reads.
+    """
+    starts = [
+        start for start in track.errors if start < origin and start >= origin - setup.calibration
+    ]
+    if not starts:
+        return None
+    pooled = np.concatenate([track.errors[start][: origin - start] for start in starts])
+    pooled = np.sort(pooled[~np.isnan(pooled)])
+    if pooled.size < setup.min_errors:
+        return None
+    return pooled, np.arange(pooled.size + 1) / pooled.size
+
+
+def _plan(setup: _Setup, track: _Track, origin: int, forecast: np.ndarray, scale: np.ndarray):
+    """The (slot, q) plan at ``origin``: None without enough errors or with a slot unplanned."""
+    calibration = _calibration(setup, track, origin)
+    if calibration is None:
+        return None
+    codes = setup.codes[origin : origin + setup.horizon]
+    plan = _mixture_quantiles(forecast, codes, scale, calibration, setup.q)
+    if np.isnan(plan[np.unique(codes)]).any():
+        return None
+    return plan
+
+
+# -- scores: running sums over each origin's window -------------------------------------------
+def _score(setup: _Setup, origin: int, plan: np.ndarray) -> dict:
+    """Running sums over the window after ``origin`` (so that any cut of it is one lookup).
+
+    ``pinball`` sums the pinball loss of the scored quantiles, ``demand`` and ``count`` the
+    observed demand and intervals, ``hits`` and ``excess`` per quantile the covered intervals and
+    the capacity above demand.
+    """
+    end = min(origin + setup.horizon, setup.values.size)
+    demand = setup.values[origin:end]
+    seen = ~np.isnan(demand)
+    demand = np.where(seen, demand, 0.0)
+    capacity = plan[setup.codes[origin:end]]  # (t, q)
+    gap = demand[:, None] - capacity
+    loss = np.where(gap > 0, setup.q * gap, (setup.q - 1.0) * gap)
+    loss = np.where(seen[:, None], loss, 0.0)
+    return {
+        "pinball": np.cumsum(loss[:, setup.scored].sum(axis=1)),
+        "demand": np.cumsum(demand),
+        "count": np.cumsum(seen),
+        "hits": np.cumsum((gap <= 0) & seen[:, None], axis=0),
+        "excess": np.cumsum(np.where(seen[:, None], np.maximum(-gap, 0.0), 0.0), axis=0),
+    }
+
+
+def _track(setup: _Setup, name: str) -> _Track:
+    """Forecasts, errors, plans and their scores of one candidate at every origin."""
+    rule, _ = FORECAST_MODELS[name]
+    track = _Track()
+    for origin in setup.origins:
+        forecast = rule(setup.values[:origin], setup.per_day, setup.horizon)
+        scale = None if forecast is None else _scales(setup, origin, forecast.values)
+        if scale is None:
+            continue
+        plan = _plan(setup, track, origin, forecast.values, scale)
+        track.errors[int(origin)] = _errors(setup, origin, forecast.values, scale)
+        if plan is not None:
+            track.plans[int(origin)] = plan
+            track.sums[int(origin)] = _score(setup, origin, plan)
+    return track
+
+
+def _cut(sums: dict, origin: int, boundary: int) -> int:
+    """Index of the last running sum of the window after ``origin`` cut at ``boundary``."""
+    return min(boundary - origin, sums["pinball"].size) - 1
+
+
+def _choose(tracks: dict, boundary: int):
+    """The candidate with the least pooled loss over the origins before ``boundary``.
+
+    Compared on the origins where every candidate with plans at :data:`MIN_SCORED_ORIGINS` or
+    more has one (a later starter narrows the comparison rather than being compared on other
+    days). Returns (name or None, {name: score}, origins compared).
+    """
+    planned = {
+        name: [
+            o for o, s in track.sums.items() if o < boundary and s["count"][_cut(s, o, boundary)]
+        ]
+        for name, track in tracks.items()
+    }
+    eligible = [name for name, found in planned.items() if len(found) >= MIN_SCORED_ORIGINS]
+    if not eligible:
+        return None, {}, []
+    common = sorted(set.intersection(*(set(planned[name]) for name in eligible)))
+    if len(common) < MIN_SCORED_ORIGINS:
+        return None, {}, []
+    scores = {}
+    for name in eligible:
+        sums = tracks[name].sums
+        loss = sum(sums[o]["pinball"][_cut(sums[o], o, boundary)] for o in common)
+        demand = sum(sums[o]["demand"][_cut(sums[o], o, boundary)] for o in common)
+        scores[name] = loss / demand if demand > 0 else np.inf
+    return min(eligible, key=lambda name: scores[name]), scores, common
+
+
+# -- the record --------------------------------------------------------------------------------
+#: The issue's goals for a calibrated plan: pooled coverage of held-out windows per quantile, and
+#: the over-provisioning over the hindsight plan's where the level is flat.
+COVERAGE_GOALS = {0.95: (0.93, 0.97), 0.99: (0.97, 0.995)}
+FLAT_RATIO_GOAL = 1.25
+#: A scored window counts as flat when its mean is within this share of the last fitted week's.
+FLAT_CHANGE = 0.10
+
+
+def _hindsight(setup: _Setup, origin: int) -> tuple[np.ndarray, float, int]:
+    """The window's own per-slot quantiles' excess capacity (per q), demand and observed count."""
+    from ._baseline import slot_statistics
+
+    end = min(origin + setup.horizon, setup.values.size)
+    demand = setup.values[origin:end]
+    codes = setup.codes[origin:end]
+    own = slot_statistics(demand, codes, setup.q, setup.spec.count)[0]
+    seen = ~np.isnan(demand)
+    excess = np.maximum(own[codes[seen]] - demand[seen, None], 0.0).sum(axis=0)
+    return excess, float(demand[seen].sum()), int(seen.sum())
+
+
+def _level_change(setup: _Setup, origin: int) -> float:
+    """The window's mean over the mean of the (up to) 7 days before the origin, minus 1."""
+    end = min(origin + setup.horizon, setup.values.size)
+    before = setup.values[max(0, origin - 7 * setup.per_day) : origin]
+    after = setup.values[origin:end]
+    if np.isnan(after).all() or np.isnan(before).all() or np.nanmean(before) <= 0:
+        return math.nan
+    return float(np.nanmean(after) / np.nanmean(before) - 1.0)
+
+
+def _per_origin(setup: _Setup, tracks: dict) -> dict:
+    """Every candidate's and the selection's scores at every origin (full windows)."""
+    n_o, n_m, n_q = setup.origins.size, len(tracks), setup.q.size
+    out = {
+        "coverage": np.full((n_o, n_m, n_q), np.nan),
+        "excess": np.full((n_o, n_m, n_q), np.nan),
+        "pinball": np.full((n_o, n_m), np.nan),
+        "selected": [""] * n_o,
+        "hits_selected": np.full((n_o, n_q), np.nan),
+        "excess_selected": np.full((n_o, n_q), np.nan),
+        "hindsight_excess": np.zeros((n_o, n_q)),
+        "demand": np.zeros(n_o),
+        "count": np.zeros(n_o, np.int64),
+        "missing": np.zeros(n_o, np.int64),
+        "level_change": np.full(n_o, np.nan),
+    }
+    names = list(tracks)
+    for i, origin in enumerate(int(o) for o in setup.origins):
+        excess, demand, count = _hindsight(setup, origin)
+        end = min(origin + setup.horizon, setup.values.size)
+        out["hindsight_excess"][i], out["demand"][i], out["count"][i] = excess, demand, count
+        out["missing"][i] = end - origin - count
+        out["level_change"][i] = _level_change(setup, origin)
+        for m, name in enumerate(names):
+            sums = tracks[name].sums.get(origin)
+            if sums is not None and count:
+                out["coverage"][i, m] = sums["hits"][-1] / count
+                out["excess"][i, m] = sums["excess"][-1]
+                out["pinball"][i, m] = sums["pinball"][-1] / demand if demand > 0 else np.nan
+        chosen = _choose(tracks, origin)[0]
+        if chosen is not None and origin in tracks[chosen].sums and count:
+            out["selected"][i] = chosen
+            m = names.index(chosen)
+            out["hits_selected"][i] = tracks[chosen].sums[origin]["hits"][-1]
+            out["excess_selected"][i] = out["excess"][i, m]
+    return out
+
+
+def _attrs(units: str, long_name: str, **extra) -> dict:
+    return {"units": units, "long_name": long_name, **extra}
+
+
+_RATIO = _attrs("1", "over-provisioning over the hindsight plan's (the window's own quantiles)")
+_PINBALL = _attrs("1", "pinball loss of the scored quantiles, summed, over demand")
+_CHOSEN = _attrs("", "model chosen from the origins before this one ('' where none could be)")
+_HINDSIGHT = _attrs("1", "over-provisioning of the window's own per-slot quantiles")
+_CHANGE = _attrs("1", "window mean over the last fitted week's, minus 1")
+_MISSING = _attrs("1", "intervals of the window not observed (left out of the scores)")
+
+
+def select(
+    series: xr.Dataset,
+    *,
+    slots: str | tuple | Slots = "hour_of_day",
+    quantiles=(0.5, 0.95, 0.99),
+    score_quantiles=(0.95, 0.99),
+    models=DEFAULT_MODELS,
+    horizon_days: int = 7,
+    origin_step: str = "auto",
+) -> xr.Dataset:
+    """Choose the forecast model of a series by rolling origins inside its own history.
+
+    Every candidate forecasts the ``horizon_days`` after each origin from the values before it,
+    and its per-slot quantiles are calibrated on its errors at the earlier origins (see the
+    module's docstring). The chosen model has the least pinball loss of the ``score_quantiles``
+    pooled over the origins; the same choice made at each origin from the origins before it, and
+    scored on the window after it, is the out-of-sample record.
+
+    Parameters
+    ----------
+    series
+        A QPS series over a regular grid whose interval divides a day (missing intervals NaN).
+        It needs a day and a few origins after it: the first origin is one day in.
+    slots, quantiles
+        As in :func:`capnb.forecast.fit_baseline`: the plan's slots and quantiles.
+    score_quantiles
+        The quantiles whose pinball loss chooses (among ``quantiles``).
+    models
+        Candidates (:data:`capnb.forecast.FORECAST_MODELS`).
+    horizon_days
+        The days each origin plans for (windows are cut where the series ends).
+    origin_step
+        ``"day"``, ``"hour"`` or ``"auto"``: daily origins, hourly for a trace under
+        :data:`HOURLY_BELOW_DAYS` days (attr ``origin_step`` says which).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``target_qps`` (slot, traffic_quantile): the chosen model's plan for the horizon after the
+        series, with ``history_qps`` (the past per-slot quantiles) and ``growth_factor``; over
+        (origin, forecast_model[, traffic_quantile]) every candidate's ``coverage``,
+        ``overprovision_fraction``, ``overprovision_ratio`` and ``pinball_loss``; over origin the
+        ``selected_model`` (chosen from the origins before it; "" where none could be),
+        ``selected_coverage``, ``selected_overprovision_ratio``, ``hindsight_overprovision_fraction``,
+        ``level_change``, ``scored_intervals`` and ``missing_intervals``; ``score`` over
+        forecast_model; ``pooled_coverage`` and ``pooled_overprovision_ratio`` (all origins and the
+        flat ones) of the selected plans. Attrs: ``chosen_model``, ``origin_step``, ``origins``,
+        ``gaps``, ``goals`` (each goal met or by how far, and why) and ``notes``.
+
+    Examples
+    --------
+    >>> from capnb.data import load_rate_series
+    >>> choice = select(load_rate_series("servegen-m-large"))
+    >>> choice.attrs["origin_step"], choice.sizes["origin"]
+    ('day', 13)
+    """
+    series = checked_series(series)
+    names = _validate.names(models, "models")
+    unknown = [name for name in names if name not in FORECAST_MODELS]
+    if unknown:
+        raise InputError(f"models: unknown {unknown}; choose from {list(FORECAST_MODELS)}")
+    series, setup, kind = _setup(
+        series, slots, quantiles, score_quantiles, horizon_days, origin_step
+    )
+    if setup.origins.size < MIN_SCORED_ORIGINS + 1:
+        span = duration_text(setup.values.size * setup.step_ns)
+        raise _TooShort(
+            f"series: {span} leaves {setup.origins.size} origin(s) after its first day; a "
+            f"rolling-origin choice needs {MIN_SCORED_ORIGINS + 1} (origins every {kind})"
+        )
+    tracks = {name: _track(setup, name) for name in names}
+    chosen, scores, common = _choose(tracks, setup.values.size)
+    if chosen is None:
+        raise _TooShort(
+            f"series: no candidate has plans at {MIN_SCORED_ORIGINS} origins of this "
+            f"{duration_text(setup.values.size * setup.step_ns)} history (origins every {kind}); "
+            "give a longer history"
+        )
+    rule = FORECAST_MODELS[chosen][0]
+    forecast = rule(setup.values, setup.per_day, setup.horizon)
+    scale = None if forecast is None else _scales(setup, setup.values.size, forecast.values)
+    plan = (
+        None
+        if scale is None
+        else _plan(setup, tracks[chosen], setup.values.size, forecast.values, scale)
+    )
+    if plan is None:
+        raise InputError(f"series: the chosen model {chosen!r} has no plan at the series' end")
+    record = _per_origin(setup, tracks)
+    result = _dataset(series, setup, names, record, scores, plan)
+    result.attrs.update(
+        _words(setup, kind, chosen, scores, common, record, forecast.note, names, tracks)
+    )
+    return result
+
+
+def _pooled(record: dict, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coverage and over-provisioning ratio of the selected plans, pooled over ``rows``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        coverage = record["hits_selected"][rows].sum(axis=0) / record["count"][rows].sum()
+        ratio = record["excess_selected"][rows].sum(axis=0) / record["hindsight_excess"][rows].sum(
+            axis=0
+        )
+    return coverage, ratio
+
+
+def _selected_rows(record: dict) -> np.ndarray:
+    return np.array([bool(name) for name in record["selected"]], dtype=bool)
+
+
+def _flat_rows(record: dict) -> np.ndarray:
+    return _selected_rows(record) & (np.abs(record["level_change"]) <= FLAT_CHANGE)
+
+
+def _dataset(series, setup: _Setup, names, record, scores, plan) -> xr.Dataset:
+    from ._baseline import slot_statistics
+
+    history = slot_statistics(
+        setup.values, setup.codes[: setup.values.size], setup.q, setup.spec.count
+    )[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = record["excess"] / record["hindsight_excess"][:, None, :]
+        selected_ratio = record["excess_selected"] / record["hindsight_excess"]
+        selected_cover = record["hits_selected"] / record["count"][:, None]
+        hindsight = record["hindsight_excess"] / record["demand"][:, None]
+        over = record["excess"] / record["demand"][:, None, None]
+        mean_demand = record["demand"] / record["count"]
+        growth = plan / history  # a slot idle in the past and planned idle: NaN
+    coverage, pooled_ratio = _pooled(record, _selected_rows(record))
+    flat_coverage, flat_ratio = _pooled(record, _flat_rows(record))
+    o, m, q = "origin", "forecast_model", "traffic_quantile"
+    flat = f"selected plans, origins within {FLAT_CHANGE:.0%} of the last week's level"
+    ratio_name, cover = _RATIO["long_name"], glossary.attrs("coverage")
+    data = {
+        "target_qps": (("slot", q), plan, glossary.attrs("target_qps")),
+        "history_qps": (("slot", q), history, _attrs("requests/s", "past per-slot quantile")),
+        "growth_factor": (("slot", q), growth, _attrs("1", "target over history")),
+        "coverage": ((o, m, q), record["coverage"], cover),
+        "overprovision_fraction": ((o, m, q), over, glossary.attrs("overprovision_fraction")),
+        "overprovision_ratio": ((o, m, q), ratio, _RATIO),
+        "pinball_loss": ((o, m), record["pinball"], _PINBALL),
+        "score": ((m,), [scores.get(n, np.nan) for n in names], _PINBALL),
+        "selected_model": ((o,), np.asarray(record["selected"], dtype=str), _CHOSEN),
+        "selected_coverage": ((o, q), selected_cover, cover),
+        "selected_overprovision_ratio": ((o, q), selected_ratio, _RATIO),
+        "hindsight_overprovision_fraction": ((o, q), hindsight, _HINDSIGHT),
+        "level_change": ((o,), record["level_change"], _CHANGE),
+        "scored_intervals": ((o,), record["count"], _attrs("1", "observed intervals scored")),
+        "scored_mean_qps": (
+            (o,),
+            mean_demand,
+            glossary.attrs("mean_qps", long_name="mean demand scored"),
+        ),
+        "missing_intervals": ((o,), record["missing"], _MISSING),
+        "pooled_coverage": ((q,), coverage, {**cover, "pooled": "selected plans"}),
+        "pooled_overprovision_ratio": ((q,), pooled_ratio, _attrs("1", ratio_name, pooled="all")),
+        "flat_pooled_coverage": ((q,), flat_coverage, {**cover, "pooled": flat}),
+        "flat_pooled_overprovision_ratio": ((q,), flat_ratio, _attrs("1", ratio_name, pooled=flat)),
+    }
+    starts = setup.ns[setup.origins].view("datetime64[ns]")
+    coords = {
+        "slot": ("slot", np.arange(setup.spec.count), glossary.attrs("slot", kind=setup.spec.kind)),
+        q: (q, setup.q, glossary.attrs(q)),
+        m: (m, list(names), _attrs("1", "candidate forecast (capnb.forecast.FORECAST_MODELS)")),
+        o: (o, starts, _attrs("datetime64", "rolling origin: planned from the trace before it")),
+        "fitted_days": (o, setup.origins / setup.per_day, _attrs("d", "days before the origin")),
+    }
+    return xr.Dataset(data, coords=coords, attrs={
+        "title": "forecast model chosen by rolling origins",
+        "slots": setup.spec.kind,
+        "slot_s": setup.spec.slot_ns / NS,
+        "horizon_days": setup.horizon // setup.per_day,
+        "interval_s": setup.step_ns / NS,
+        "score_quantiles": ", ".join(f"{v:g}" for v in setup.q[setup.scored]),
+        "source": series.attrs.get("source", ""),
+    })  # fmt: skip
+
+
+def _when(setup: _Setup, position: int) -> str:
+    return str(setup.ns[position].view("datetime64[ns]").astype("datetime64[m]")).replace("T", " ")
+
+
+def _gap_words(setup: _Setup, record: dict) -> str:
+    starts, stops = runs(np.isnan(setup.values))
+    if starts.size == 0:
+        return "none: every interval is observed"
+    shown = [
+        f"{_when(setup, a)} for {duration_text(int(b - a) * setup.step_ns)}"
+        for a, b in zip(starts[:5], stops[:5], strict=True)
+    ]
+    more = f" and {starts.size - 5} more" if starts.size > 5 else ""
+    empty = [
+        _when(setup, int(o)) for o, c in zip(setup.origins, record["count"], strict=True) if c == 0
+    ]
+    text = (
+        f"{int(np.isnan(setup.values).sum()):,} intervals missing in {starts.size} run(s) "
+        f"({'; '.join(shown)}{more}): left out of every score and calibration, never filled"
+    )
+    if empty:
+        text += f"; origins whose whole window is missing, not scored: {', '.join(empty)}"
+    return text
+
+
+def _goal_words(setup: _Setup, record: dict) -> str:
+    """Each goal of a calibrated plan, met or by how far, with the origins that missed it."""
+    rows = _selected_rows(record)
+    if not rows.any():
+        return "not measured: no origin had a selection to score"
+    coverage, _ = _pooled(record, rows)
+    _, flat_ratio = _pooled(record, _flat_rows(record))
+    words = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_origin = record["hits_selected"] / record["count"][:, None]
+    for j, level in enumerate(setup.q):
+        goal = COVERAGE_GOALS.get(round(float(level), 6))
+        if goal is None:
+            continue
+        name = f"P{100 * level:g}"
+        got = float(coverage[j])
+        if goal[0] <= got <= goal[1]:
+            words.append(f"{name} coverage {got:.1%}: within the goal {goal[0]:.0%}-{goal[1]:.1%}")
+            continue
+        worst = np.argsort(np.where(rows, per_origin[:, j], np.inf))[:2]
+        why = ", ".join(
+            f"{_when(setup, int(setup.origins[i]))} covered {per_origin[i, j]:.0%} with the level "
+            f"{record['level_change'][i]:+.0%} on the week before"
+            for i in worst
+            if rows[i]
+        )
+        side = "short of" if got < goal[0] else "above"
+        words.append(
+            f"{name} coverage {got:.1%}: {side} the goal {goal[0]:.0%}-{goal[1]:.1%} "
+            f"(lowest: {why})"
+        )
+        if name == "P99" and np.isfinite(flat_ratio[j]):
+            verdict = "within" if flat_ratio[j] <= FLAT_RATIO_GOAL else "above"
+            words.append(
+                f"P99 over-provisioning {flat_ratio[j]:.2f}x the hindsight plan's on the "
+                f"{int(_flat_rows(record).sum())} flat origin(s): {verdict} the goal "
+                f"{FLAT_RATIO_GOAL:g}x"
+            )
+    return "; ".join(words) or "no goal among the quantiles planned"
+
+
+def _words(setup, kind, chosen, scores, common, record, note, names, tracks) -> dict:
+    per = "day" if kind == "day" else "hour"
+    origins = (
+        f"{setup.origins.size} origins, one every {per}"
+        f"{' (the trace is under ' + str(HOURLY_BELOW_DAYS) + ' days)' if per == 'hour' else ''}"
+        f", from {_when(setup, int(setup.origins[0]))} to {_when(setup, int(setup.origins[-1]))};"
+        f" each scores the {setup.horizon // setup.per_day} days after it, cut where the series ends"
+    )
+    ranked = sorted(scores, key=scores.get)
+    score = ", ".join(f"{name} {100 * scores[name]:.3g} %" for name in ranked)
+    notes = [
+        f"{name} never had a plan: it needs {FORECAST_MODELS[name][1]} days before an origin and "
+        "errors at earlier origins"
+        for name in names
+        if not tracks[name].plans
+    ]
+    if note:
+        notes.append(note)
+    return {
+        "chosen_model": chosen,
+        "origin_step": per,
+        "origins": origins,
+        "choice": (
+            f"{chosen}: least pinball loss of P{', P'.join(f'{100 * v:g}' for v in setup.q[setup.scored])} "
+            f"over demand, pooled over the {len(common)} origins every candidate planned ({score})"
+        ),
+        "gaps": _gap_words(setup, record),
+        "goals": _goal_words(setup, record),
+        "notes": "; ".join(notes) or "none",
+    }

@@ -1,0 +1,740 @@
+"""The chosen autoscaling policy as cluster objects: Kubernetes HPA v2, Knative KPA and KEDA.
+
+The elasticity step replays every policy over the trace and chooses one; an operator then writes
+the same settings by hand. :func:`manifests` writes them: a ``HorizontalPodAutoscaler``
+(``autoscaling/v2``), a Knative ``Service`` with the KPA's annotations, and a KEDA ``ScaledObject``,
+each from one :class:`PolicyChoice` (the policy, its settings and the pool's bounds).
+:func:`manifest_settings` reads such objects back into :func:`capnb.elasticity.simulate`'s
+arguments, so an exported object can be replayed: for the policy the object implements (the HPA and
+KEDA objects as capnb's HPA, the Knative Service as its KPA) the replay of the exported values is the
+replay of the chosen values, step for step, wherever :attr:`Manifests.exact` says so.
+
+What maps to what (``up`` is the target utilisation, ``qps`` the per-instance requests/s):
+
+- the HPA and KEDA scale on the load per pod, arrival requests/s over ``qps``, with the target
+  ``up`` (``800m`` for 0.8): the simulator's ratio ``(rate / ready) / (up x qps)``, with ``up``
+  written exactly (Kubernetes reads a target to a thousandth; a finer one is rounded up, and
+  noted). ``cooldown_s`` is ``behavior.scaleDown.stabilizationWindowSeconds``; the rate policies
+  and the scale-up window are ``behavior``'s; the sync period and the tolerance are the
+  controller's flags (``--horizontal-pod-autoscaler-sync-period``, ``-tolerance``), carried as
+  annotations;
+- Knative: ``metric: rps``, ``target: qps``, ``target-utilization-percentage: 100 x up``,
+  ``window``, ``panic-window-percentage``, ``panic-threshold-percentage``, ``scale-down-delay``,
+  ``min-scale``/``max-scale``/``initial-scale``; the scale rates are the cluster's
+  ``config-autoscaler`` (a ConfigMap, written only when they differ from Knative's defaults) and
+  the 2 s tick is fixed in Knative;
+- warm spares (``buffer_instances``) are pods outside the autoscaler: a second Deployment of the
+  same pods (``<name>-spares``) for the HPA and KEDA, whose query reads the whole service's
+  arrivals. Knative holds no pod outside its autoscaler: its spares are folded into
+  ``min-scale`` (a different run, noted).
+
+A policy with no Kubernetes form (the article's rule, the predictive policy, a fixed fleet) is
+exported as the HPA/KPA that holds its target, floor and scale-down window, and noted: its replay
+is a different run, which the caller can simulate from :attr:`Manifests.replays`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import InputError
+
+__all__ = [
+    "KINDS",
+    "Manifests",
+    "PolicyChoice",
+    "manifest_settings",
+    "manifests",
+    "policy_choice",
+]
+
+#: The objects :func:`manifests` writes, by key.
+KINDS = ("hpa", "knative", "keda")
+_CAPNB = "capnb.io/"
+_KNATIVE = "autoscaling.knative.dev/"
+#: Knative's cluster-wide defaults (config-autoscaler) and its fixed tick (multiscaler.go).
+_KNATIVE_CLUSTER = {"max_scale_up_rate": 1000.0, "max_scale_down_rate": 2.0}
+_KNATIVE_TICK_S = 2.0
+#: Kubernetes' limits on behavior fields (HPAScalingRules, HPAScalingPolicy).
+_MOST_WINDOW_S = 3600
+_MOST_PERIOD_S = 1800
+#: Knative's limits: window and scale-down delay (6 s to 1 h), panic percentages.
+_KNATIVE_WINDOW_S = (6, 3600)
+_PANIC_WINDOW_PERCENT = (1.0, 100.0)
+_PANIC_THRESHOLD_PERCENT = (110.0, 1000.0)
+
+
+def _number(value, name: str, *, low: float = 0.0, open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value!r}")
+    if value < low or (open_low and value == low):
+        raise InputError(f"{name} must be {'>' if open_low else '>='} {low:g}, got {value!r}")
+    return float(value)
+
+
+def _count(value, name: str, *, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise InputError(f"{name} must be a whole number >= {low}, got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyChoice:
+    """The autoscaling policy a plan chose, as the replay ran it: the input of :func:`manifests`.
+
+    ``policy`` is one of :data:`capnb.elasticity.POLICIES`; ``scale_up_threshold`` its target
+    utilisation (1); ``cooldown_s`` its scale-down window (s); ``min_instances`` and
+    ``max_instances`` the pool's bounds, ``buffer_instances`` warm spares above it (instances);
+    ``per_instance_qps`` what one instance serves under the SLA (requests/s); ``options`` the
+    policy's options (:data:`capnb.elasticity.OPTIONS`; those not given take its defaults);
+    ``model``, ``gpu``, ``tensor_parallel`` what one instance runs.
+    """
+
+    policy: str
+    per_instance_qps: float
+    scale_up_threshold: float
+    cooldown_s: float
+    min_instances: int
+    max_instances: int
+    buffer_instances: int = 0
+    options: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    model: str = "model"
+    gpu: str = ""
+    tensor_parallel: int = 1
+
+    def __post_init__(self):
+        from ..elasticity import OPTIONS, POLICIES
+
+        if self.policy not in POLICIES:
+            raise InputError(f"policy={self.policy!r} is not known; use one of {list(POLICIES)}")
+        _number(self.per_instance_qps, "per_instance_qps", open_low=True)
+        up = _number(self.scale_up_threshold, "scale_up_threshold", open_low=True)
+        if up > 1:
+            raise InputError(f"scale_up_threshold must be in (0, 1], got {up!r}")
+        _number(self.cooldown_s, "cooldown_s")
+        low = _count(self.min_instances, "min_instances", low=1)
+        if _count(self.max_instances, "max_instances", low=1) < low:
+            raise InputError(
+                f"max_instances={self.max_instances} is below min_instances={self.min_instances}"
+            )
+        _count(self.buffer_instances, "buffer_instances")
+        _count(self.tensor_parallel, "tensor_parallel", low=1)
+        unknown = set(self.options) - set(OPTIONS[self.policy])
+        if unknown:
+            raise InputError(
+                f"options {sorted(unknown)} are not {self.policy!r}'s; its options: "
+                f"{sorted(OPTIONS[self.policy])}"
+            )
+        full = {**OPTIONS[self.policy], **self.options}
+        object.__setattr__(self, "options", full)
+
+    def settings(self) -> dict[str, object]:
+        """The policy's arguments of :func:`capnb.elasticity.simulate`.
+
+        Add the demand, ``step_s``, ``cold_start_s`` and ``tolerance_s`` of the replay.
+        """
+        return {
+            "policy": self.policy,
+            "per_instance_qps": float(self.per_instance_qps),
+            "scale_up_threshold": float(self.scale_up_threshold),
+            "cooldown_s": float(self.cooldown_s),
+            "min_instances": int(self.min_instances),
+            "max_instances": int(self.max_instances),
+            "buffer_instances": int(self.buffer_instances),
+            **dict(self.options),
+        }
+
+
+# -- numbers as the objects write them -----------------------------------------------------------
+def _decimal(value: float) -> str:
+    """The shortest decimal that reads back as ``value`` (``repr``), without a trailing ``.0``."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _milli(value: float) -> tuple[str, float]:
+    """A Kubernetes quantity of ``value`` and what it reads back as.
+
+    The controller reads a target to a thousandth (``MilliValue``, rounded up).
+    """
+    millis = math.ceil(round(value * 1000, 6))
+    return f"{millis}m", millis / 1000
+
+
+def _seconds(value: float, name: str, low: int, high: int, notes: list[str]) -> int:
+    """Whole seconds within ``[low, high]``; a value that is not is clamped and noted."""
+    whole = min(max(round(value), low), high)
+    if whole != value:
+        notes.append(f"{name}={value:g} s is written as {whole} s (whole seconds, {low}-{high})")
+    return whole
+
+
+def _percent(value: float, name: str, notes: list[str]) -> int:
+    whole = max(1, round(value))
+    if whole != value:
+        notes.append(f"{name}={value:g} % is written as {whole} % (a whole percentage)")
+    return whole
+
+
+# -- the HPA (and KEDA's HPA) ----------------------------------------------------------------------
+def _hpa_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]:
+    """The HPA settings that hold ``choice``.
+
+    Its own for ``"hpa"``; for the other policies, their target, floor and scale-down window with
+    HPA's defaults for the rest.
+    """
+    from ..elasticity import OPTIONS
+
+    values = choice.settings()
+    if choice.policy != "hpa":
+        values = {k: v for k, v in values.items() if k not in OPTIONS[choice.policy]}
+        values |= {**OPTIONS["hpa"], "policy": "hpa"}
+        if choice.policy == "fixed":
+            values["max_instances"] = values["min_instances"]
+            notes.append(
+                f"a fixed fleet of {choice.min_instances}: minReplicas = maxReplicas (the HPA "
+                "never moves it)"
+            )
+        else:
+            notes.append(
+                f"the {choice.policy!r} policy has no Kubernetes form: this HPA holds its target "
+                f"utilisation ({choice.scale_up_threshold:g}), floor ({choice.min_instances}) and "
+                f"scale-down window ({choice.cooldown_s:g} s) with HPA's own rules; its replay is "
+                "a different run (Manifests.replays['hpa'])"
+            )
+    return values
+
+
+def _rules(values: dict, direction: str, window_s: float, notes: list[str]) -> dict:
+    policies = []
+    period = _seconds(
+        values[f"scale_{direction}_period_s"], f"scale_{direction}_period_s", 1, _MOST_PERIOD_S,
+        notes,
+    )  # fmt: skip
+    if values[f"scale_{direction}_pods"] is not None:
+        pods = int(values[f"scale_{direction}_pods"])
+        policies.append({"type": "Pods", "value": pods, "periodSeconds": period})
+    if values[f"scale_{direction}_percent"] is not None:
+        percent = _percent(
+            values[f"scale_{direction}_percent"], f"scale_{direction}_percent", notes
+        )
+        policies.append({"type": "Percent", "value": percent, "periodSeconds": period})
+    name = "cooldown_s" if direction == "down" else "scale_up_stabilization_s"
+    return {
+        "stabilizationWindowSeconds": _seconds(window_s, name, 0, _MOST_WINDOW_S, notes),
+        "selectPolicy": "Max",
+        "policies": policies,
+    }
+
+
+def _behavior(values: dict, notes: list[str]) -> dict:
+    return {
+        "scaleUp": _rules(values, "up", values["scale_up_stabilization_s"], notes),
+        "scaleDown": _rules(values, "down", values["cooldown_s"], notes),
+    }
+
+
+def _metadata(name: str, namespace: str, annotations: dict) -> dict:
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "capnb"},
+        "annotations": annotations,
+    }
+
+
+def _annotations(choice: PolicyChoice, values: dict, extra: Mapping[str, object]) -> dict:
+    """What the object cannot say in its own fields, for the reader and for the replay."""
+    notes = {
+        "chosen-policy": choice.policy,
+        "model": choice.model,
+        "gpu": choice.gpu,
+        "tensor-parallel": choice.tensor_parallel,
+        "per-instance-qps": _decimal(values["per_instance_qps"]),
+        "warm-spares": values["buffer_instances"],
+        **extra,
+    }
+    return {_CAPNB + k: str(v) for k, v in notes.items()}
+
+
+def _target(values: dict, notes: list[str]) -> str:
+    quantity, read = _milli(values["scale_up_threshold"])
+    if read != values["scale_up_threshold"]:
+        notes.append(
+            f"target load {values['scale_up_threshold']:g} is read by Kubernetes as {read:g} (a "
+            "thousandth)"
+        )
+    return quantity
+
+
+def _hpa(choice, values, name, namespace, metric, notes) -> dict:
+    controller = {"sync-period-s": _decimal(values["sync_s"]),
+                  "tolerance": _decimal(values["hpa_tolerance"]),
+                  "metric": f"{metric}: arrival requests/s per pod / per-instance-qps"}  # fmt: skip
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(name, namespace, _annotations(choice, values, controller)),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": values["min_instances"],
+            "maxReplicas": values["max_instances"],
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": metric},
+                        "target": {"type": "AverageValue", "averageValue": _target(values, notes)},
+                    },
+                }
+            ],
+            "behavior": _behavior(values, notes),
+        },
+    }
+
+
+def _query(counter: str, name: str, namespace: str, values: dict) -> str:
+    window = _decimal(values["sync_s"])
+    return (
+        f'sum(rate({counter}{{namespace="{namespace}",pod=~"{name}-.*"}}[{window}s])) / '
+        f"{_decimal(values['per_instance_qps'])}"
+    )
+
+
+def _keda(choice, values, name, namespace, counter, prometheus, notes) -> dict:
+    controller = {"sync-period-s": _decimal(values["sync_s"]),
+                  "tolerance": _decimal(values["hpa_tolerance"])}  # fmt: skip
+    threshold = _target(values, [])  # noted once, with the HPA's
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": _metadata(name, namespace, _annotations(choice, values, controller)),
+        "spec": {
+            "scaleTargetRef": {"name": name},
+            "pollingInterval": max(1, round(values["sync_s"])),
+            "minReplicaCount": values["min_instances"],
+            "maxReplicaCount": values["max_instances"],
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(values, [])}},
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": prometheus,
+                        "query": _query(counter, name, namespace, values),
+                        "threshold": _decimal(int(threshold[:-1]) / 1000),
+                    },
+                }
+            ],
+        },
+    }
+
+
+# -- Knative --------------------------------------------------------------------------------------
+def _knative_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]:
+    from ..elasticity import OPTIONS
+
+    values = choice.settings()
+    if choice.policy != "knative":
+        values = {k: v for k, v in values.items() if k not in OPTIONS[choice.policy]}
+        values |= {**OPTIONS["knative"], "policy": "knative"}
+        if choice.policy == "fixed":
+            values["max_instances"] = values["min_instances"]
+        else:
+            notes.append(
+                f"the {choice.policy!r} policy has no Knative form: this KPA holds its target, "
+                "floor and scale-down window with the KPA's own rules (a different run)"
+            )
+    if values["buffer_instances"]:
+        spares = values["buffer_instances"]
+        notes.append(
+            f"Knative holds no pod outside its autoscaler: the {spares} warm spares are folded "
+            f"into min-scale ({values['min_instances']} + {spares}), which the KPA counts (a "
+            "different run from spares held above the pool)"
+        )
+        values["min_instances"] += spares
+        values["max_instances"] += spares
+        values["buffer_instances"] = 0
+    if values["tick_s"] != _KNATIVE_TICK_S:
+        notes.append(
+            f"tick_s={values['tick_s']:g} s: Knative's tick is fixed at {_KNATIVE_TICK_S:g} s"
+        )
+        values["tick_s"] = _KNATIVE_TICK_S
+    return values
+
+
+def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
+    stable = _seconds(values["stable_window_s"], "stable_window_s", *_KNATIVE_WINDOW_S, notes)
+    panic_pct = min(max(100.0 * values["panic_window_s"] / stable, 1.0), 100.0)
+    threshold = min(max(100.0 * values["panic_threshold"], 110.0), 1000.0)
+    if threshold != 100.0 * values["panic_threshold"]:
+        notes.append(f"panic_threshold={values['panic_threshold']:g} is written as {threshold:g} %")
+    utilisation = 100.0 * values["scale_up_threshold"]
+    delay = _seconds(values["cooldown_s"], "cooldown_s", 0, _KNATIVE_WINDOW_S[1], notes)
+    return {
+        _KNATIVE + "class": "kpa.autoscaling.knative.dev",
+        _KNATIVE + "metric": "rps",
+        _KNATIVE + "target": _decimal(values["per_instance_qps"]),
+        _KNATIVE + "target-utilization-percentage": _decimal(round(utilisation, 9)),
+        _KNATIVE + "min-scale": str(values["min_instances"]),
+        _KNATIVE + "max-scale": str(values["max_instances"]),
+        _KNATIVE + "initial-scale": str(values["min_instances"]),
+        _KNATIVE + "window": f"{stable}s",
+        _KNATIVE + "panic-window-percentage": _decimal(round(panic_pct, 9)),
+        _KNATIVE + "panic-threshold-percentage": _decimal(round(threshold, 9)),
+        _KNATIVE + "scale-down-delay": f"{delay}s",
+    }
+
+
+def _serve_args(choice: PolicyChoice) -> list[str]:
+    return ["--model", choice.model, "--tensor-parallel-size", str(choice.tensor_parallel)]
+
+
+def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
+    service = {
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": _metadata(name, namespace, _annotations(choice, values, {})),
+        "spec": {
+            "template": {
+                "metadata": {"annotations": _knative_annotations(values, notes)},
+                "spec": {
+                    "containers": [
+                        {
+                            "image": image,
+                            "args": _serve_args(choice),
+                            "ports": [{"containerPort": 8000}],
+                            "resources": {"limits": {"nvidia.com/gpu": choice.tensor_parallel}},
+                        }
+                    ]
+                },
+            }
+        },
+    }
+    rates = {k: values[k] for k in _KNATIVE_CLUSTER}
+    if rates == _KNATIVE_CLUSTER:
+        return [service]
+    notes.append(
+        "the scale rates differ from Knative's defaults: the ConfigMap config-autoscaler sets them "
+        "for every service of the cluster"
+    )
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "config-autoscaler", "namespace": "knative-serving"},
+        "data": {k.replace("_", "-"): _decimal(v) for k, v in rates.items()},
+    }
+    return [service, config]
+
+
+# -- reading the objects back ---------------------------------------------------------------------
+def _float(text, where: str) -> float:
+    try:
+        return float(str(text).strip().rstrip("s"))
+    except ValueError:
+        raise InputError(f"{where}: {text!r} is not a number") from None
+
+
+def _quantity(text, where: str) -> float:
+    text = str(text)
+    if text.endswith("m"):
+        return _float(text[:-1], where) / 1000
+    return _float(text, where)
+
+
+def _capnb(meta: Mapping, key: str):
+    found = (meta.get("annotations") or {}).get(_CAPNB + key)
+    if found is None:
+        raise InputError(f"{meta.get('name', 'object')}: no annotation {_CAPNB + key}")
+    return found
+
+
+def _read_rules(behavior: Mapping, direction: str) -> dict:
+    rules = behavior[f"scale{direction.capitalize()}"]
+    out = {f"scale_{direction}_pods": None, f"scale_{direction}_percent": None}
+    periods = {float(p["periodSeconds"]) for p in rules["policies"]}
+    if len(periods) != 1:
+        raise InputError(
+            f"behavior.scale{direction.capitalize()}: capnb replays one period per direction, got "
+            f"{sorted(periods)}"
+        )
+    for p in rules["policies"]:
+        kind = "pods" if p["type"] == "Pods" else "percent"
+        out[f"scale_{direction}_{kind}"] = int(p["value"]) if kind == "pods" else float(p["value"])
+    out[f"scale_{direction}_period_s"] = periods.pop()
+    return out, float(rules["stabilizationWindowSeconds"])
+
+
+def _read_hpa_like(meta, low, high, target, behavior) -> dict:
+    up, up_window = _read_rules(behavior, "up")
+    down, down_window = _read_rules(behavior, "down")
+    name = meta.get("name", "object")
+    return {
+        "policy": "hpa",
+        "per_instance_qps": _float(_capnb(meta, "per-instance-qps"), f"{name}: per-instance-qps"),
+        "scale_up_threshold": _quantity(target, f"{name}: target"),
+        "cooldown_s": down_window,
+        "min_instances": int(low),
+        "max_instances": int(high),
+        "buffer_instances": int(_capnb(meta, "warm-spares")),
+        "sync_s": _float(_capnb(meta, "sync-period-s"), f"{name}: sync-period-s"),
+        "hpa_tolerance": _float(_capnb(meta, "tolerance"), f"{name}: tolerance"),
+        "scale_up_stabilization_s": up_window,
+        **up,
+        **down,
+    }
+
+
+def _read_hpa(doc: Mapping) -> dict:
+    spec = doc["spec"]
+    (metric,) = spec["metrics"]
+    target = metric["pods"]["target"]["averageValue"]
+    return _read_hpa_like(
+        doc["metadata"], spec["minReplicas"], spec["maxReplicas"], target, spec["behavior"]
+    )
+
+
+def _read_keda(doc: Mapping) -> dict:
+    spec = doc["spec"]
+    (trigger,) = spec["triggers"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    settings = _read_hpa_like(
+        doc["metadata"], spec["minReplicaCount"], spec["maxReplicaCount"],
+        trigger["metadata"]["threshold"], behavior,
+    )  # fmt: skip
+    divisor = re.search(r"/\s*([0-9.eE+-]+)\s*$", trigger["metadata"]["query"])
+    if divisor is None or float(divisor.group(1)) != settings["per_instance_qps"]:
+        raise InputError(
+            f"{doc['metadata'].get('name')}: the trigger's query must divide the arrival rate by "
+            f"the per-instance requests/s ({settings['per_instance_qps']!r})"
+        )
+    return settings
+
+
+def _read_knative(docs: list[Mapping]) -> dict:
+    service = next(d for d in docs if d["kind"] == "Service")
+    config = next((d["data"] for d in docs if d["kind"] == "ConfigMap"), {})
+    notes = service["spec"]["template"]["metadata"]["annotations"]
+
+    def one(key):
+        return notes[_KNATIVE + key]
+
+    stable = _float(one("window"), "window")
+    return {
+        "policy": "knative",
+        "per_instance_qps": _float(one("target"), "target"),
+        "scale_up_threshold": _float(one("target-utilization-percentage"), "utilization") / 100,
+        "cooldown_s": _float(one("scale-down-delay"), "scale-down-delay"),
+        "min_instances": int(one("min-scale")),
+        "max_instances": int(one("max-scale")),
+        "buffer_instances": 0,
+        "tick_s": _KNATIVE_TICK_S,
+        "stable_window_s": stable,
+        "panic_window_s": stable * _float(one("panic-window-percentage"), "panic window") / 100,
+        "panic_threshold": _float(one("panic-threshold-percentage"), "panic threshold") / 100,
+        **{k: _float(config.get(k.replace("_", "-"), v), k) for k, v in _KNATIVE_CLUSTER.items()},
+    }
+
+
+def manifest_settings(documents) -> dict[str, object]:
+    """The :func:`capnb.elasticity.simulate` arguments an exported object replays as.
+
+    Parameters
+    ----------
+    documents
+        One object of :func:`manifests` (a mapping, as parsed from its YAML), or the list of one
+        key's objects (a Knative Service with its ConfigMap).
+
+    Returns
+    -------
+    dict
+        ``policy`` (``"hpa"`` for the HPA and KEDA, ``"knative"``), ``per_instance_qps``,
+        ``scale_up_threshold``, ``cooldown_s``, ``min_instances``, ``max_instances``,
+        ``buffer_instances`` and the policy's options: add the demand, ``step_s``,
+        ``cold_start_s`` and ``tolerance_s``.
+    """
+    docs = [documents] if isinstance(documents, Mapping) else list(documents)
+    kinds = {d.get("kind") for d in docs}
+    if "HorizontalPodAutoscaler" in kinds:
+        return _read_hpa(next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler"))
+    if "ScaledObject" in kinds:
+        return _read_keda(next(d for d in docs if d["kind"] == "ScaledObject"))
+    if "Service" in kinds:
+        return _read_knative(docs)
+    raise InputError(f"no HorizontalPodAutoscaler, ScaledObject or Knative Service in {kinds}")
+
+
+# -- the result -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Manifests:
+    """:func:`manifests`' answer.
+
+    ``documents``: per key of :data:`KINDS`, its objects (mappings). ``replays``: the
+    :func:`capnb.elasticity.simulate` arguments each key replays as (:func:`manifest_settings` of
+    its objects). ``exact``: whether that is the chosen policy's own replay, setting for setting.
+    ``notes``: what each object could not say as the replay ran it, and what it assumes.
+    """
+
+    choice: PolicyChoice
+    documents: dict[str, list[dict]]
+    replays: dict[str, dict]
+    exact: dict[str, bool]
+    notes: dict[str, list[str]]
+
+    def yaml(self, kind: str) -> str:
+        """One key's objects as a YAML stream, its notes as comments on top."""
+        import yaml
+
+        if kind not in self.documents:
+            raise InputError(f"kind={kind!r}: use one of {list(self.documents)}")
+        head = [f"# capnb: the {self.choice.policy!r} policy as {_TITLES[kind]}"]
+        head.append("# the replay of these values: " + json.dumps(self.replays[kind]))
+        head += [f"# note: {line}" for line in self.notes[kind]]
+        body = yaml.safe_dump_all(self.documents[kind], sort_keys=False, explicit_start=True)
+        return "\n".join(head) + "\n" + body
+
+    def write(self, directory) -> dict[str, Path]:
+        """Write ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` into ``directory``."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = {}
+        for kind in self.documents:
+            path = folder / f"{kind}.yaml"
+            path.write_text(self.yaml(kind), encoding="utf-8")
+            written[kind] = path
+        return written
+
+
+_TITLES = {
+    "hpa": "a Kubernetes HorizontalPodAutoscaler (autoscaling/v2)",
+    "knative": "a Knative Service (KPA)",
+    "keda": "a KEDA ScaledObject",
+}
+_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+def _dns_name(text: str) -> str:
+    name = _NAME.sub("-", text.lower()).strip("-")[:63].strip("-")
+    if not name:
+        raise InputError(f"name={text!r} has no letters or digits for a Kubernetes name")
+    return name
+
+
+def manifests(
+    choice: PolicyChoice,
+    *,
+    name: str | None = None,
+    namespace: str = "default",
+    metric: str = "capnb_instance_load",
+    arrivals_counter: str = "vllm:request_success_total",
+    prometheus: str = "http://prometheus.monitoring.svc:9090",
+    image: str = "vllm/vllm-openai",
+) -> Manifests:
+    """The chosen policy as a Kubernetes HPA v2, a Knative Service (KPA) and a KEDA ScaledObject.
+
+    Parameters
+    ----------
+    choice
+        The policy and its settings as the replay used them (:class:`PolicyChoice`, or
+        :func:`policy_choice` of a plan).
+    name, namespace
+        The Deployment (HPA, KEDA) or Knative Service the objects scale (default: the model's
+        name as a DNS label).
+    metric
+        The HPA's per-pod metric (a custom metrics adapter serves it): arrival requests/s of the
+        pod divided by the per-instance requests/s (the ``capnb.io/per-instance-qps`` annotation).
+    arrivals_counter, prometheus
+        KEDA's Prometheus trigger: the request counter whose rate is the arrival rate, and the
+        server's address.
+    image
+        The Knative Service's serving image (it runs ``--model <model>``: put the Hugging Face
+        id you serve there).
+
+    Returns
+    -------
+    Manifests
+        The objects per key of :data:`KINDS`, what each replays as, whether that is the chosen
+        run (``exact``), and the notes.
+
+    Examples
+    --------
+    >>> choice = PolicyChoice("hpa", per_instance_qps=8.8, scale_up_threshold=0.8,
+    ...                       cooldown_s=300.0, min_instances=2, max_instances=40)
+    >>> out = manifests(choice)
+    >>> out.documents["hpa"][0]["spec"]["metrics"][0]["pods"]["target"]["averageValue"]
+    '800m'
+    >>> out.exact
+    {'hpa': True, 'knative': False, 'keda': True}
+    """
+    if not isinstance(choice, PolicyChoice):
+        raise InputError(f"choice must be a capnb.plan.PolicyChoice, got {type(choice).__name__}")
+    name = _dns_name(name or choice.model)
+    namespace = _dns_name(namespace)
+    notes = {kind: [] for kind in KINDS}
+    hpa_values = _hpa_values(choice, notes["hpa"])
+    notes["keda"] = list(notes["hpa"])
+    documents = {
+        "hpa": [_hpa(choice, hpa_values, name, namespace, metric, notes["hpa"])],
+        "knative": _knative(
+            choice, _knative_values(choice, notes["knative"]), name, namespace, image,
+            notes["knative"],
+        ),
+        "keda": [_keda(choice, hpa_values, name, namespace, arrivals_counter, prometheus,
+                       notes["keda"])],
+    }  # fmt: skip
+    notes["keda"] = list(dict.fromkeys(notes["keda"] + notes["hpa"]))
+    for kind in ("hpa", "keda"):
+        if choice.buffer_instances:
+            notes[kind].append(
+                f"hold the {choice.buffer_instances} warm spares as a second Deployment "
+                f"'{name}-spares' of the same pods (replicas: {choice.buffer_instances}), outside "
+                "the autoscaler and behind the same Service"
+            )
+    notes["keda"].append(
+        "KEDA's HPA reads an external metric: with pods still starting it does not hold the count "
+        "as capnb's HPA replay does (Kubernetes' unready-pod rule applies to per-pod metrics only)"
+    )
+    replays = {kind: manifest_settings(documents[kind]) for kind in KINDS}
+    exact = {kind: replays[kind] == choice.settings() for kind in KINDS}
+    return Manifests(choice, documents, replays, exact, notes)
+
+
+# -- from a plan ----------------------------------------------------------------------------------
+def policy_choice(plan) -> PolicyChoice:
+    """The :class:`PolicyChoice` of a plan.
+
+    Takes what :func:`capnb.plan.build` or :func:`capnb.plan.load` gives, the mapping
+    ``plan.json`` holds, or its :class:`capnb.plan.Answer`, and reads the answer record: the
+    policy and its settings (``answer.policy``), ``per_instance_qps``, ``model``, ``gpu`` and
+    ``tensor_parallel``. The pool's largest size is the larger of the replay's peak less its warm
+    spares (``peak_instances``: the replay never went above it, so a bound there changes no step)
+    and the plan's own fleet at its peak (the largest of ``fixed_instances`` plus the burst buffer
+    ``burst_instances``).
+    """
+    from ._answer import answer
+
+    record = answer(plan)
+    chosen = record.policy
+    most = max(
+        int(record.peak_instances) - int(chosen.buffer_instances),
+        max(record.fixed_instances, default=0) + int(record.burst_instances),
+        int(chosen.min_instances),
+    )
+    return PolicyChoice(
+        policy=chosen.name,
+        per_instance_qps=float(record.per_instance_qps),
+        scale_up_threshold=float(chosen.scale_up_threshold),
+        cooldown_s=float(chosen.cooldown_s),
+        min_instances=int(chosen.min_instances),
+        max_instances=most,
+        buffer_instances=int(chosen.buffer_instances),
+        model=str(record.model),
+        gpu=str(record.gpu),
+        tensor_parallel=int(record.tensor_parallel),
+    )

@@ -1,0 +1,161 @@
+"""Units declared at a public function's boundary: checked and converted there, once.
+
+capnb's public functions take plain numbers in the unit their argument's name and docstring give
+(``cold_start_s`` in seconds, ``per_instance_qps`` in requests/s). :func:`declare_units` states
+that unit in code, from the glossary's unit strings (:mod:`capnb.glossary`), and lets a caller
+give a quantity in another unit instead:
+
+- a pint quantity (``capnb.glossary.unit_registry()("90 s")``, ``ureg.Quantity(1.5, "min")``);
+- a string with its unit (``"90 s"``, ``"1.5 min"``, ``"60 ms"``);
+- an xarray DataArray whose ``units`` attr names its unit (converted, its attr set to the
+  declared unit);
+- or a plain number, list or array: taken to be in the declared unit already.
+
+A quantity of another kind (a rate given for a time, ``"5 GB"`` for ``cold_start_s``) is an
+error naming the argument, the unit given and the unit expected; nothing is converted silently.
+The declared units travel with the function (``function.__capnb_units__``), where the docs and
+the tests read them.
+
+Examples
+--------
+>>> @declare_units(cold_start_s="s", per_instance_qps="requests/s")
+... def replay(cold_start_s, per_instance_qps=1.0):
+...     return cold_start_s, per_instance_qps
+>>> replay("1.5 min", per_instance_qps="600 requests/min")
+(90.0, 10.0)
+>>> replay("5 GB")
+Traceback (most recent call last):
+...
+capnb.errors.InputError: cold_start_s: '5 GB' is gigabyte, not a time in s ([time])
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+
+from .errors import InputError
+
+__all__ = ["declare_units", "declared"]
+
+
+def _registry():
+    from .glossary import unit_registry
+
+    return unit_registry()
+
+
+def _dimension(ureg, unit: str) -> str:
+    return str(ureg(unit).dimensionality)
+
+
+def _convert(value, unit: str, argument: str):
+    """``value`` in ``unit``: plain values as they are, quantities converted (or an error)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Number) and not isinstance(value, complex):
+        return value
+    import xarray as xr
+
+    if isinstance(value, xr.DataArray):
+        given = value.attrs.get("units")
+        if not given or given == unit:
+            return value
+        factor = _factor(given, unit, argument, value)
+        return (value * factor).assign_attrs({**value.attrs, "units": unit})
+    ureg = _registry()
+    if isinstance(value, str):
+        try:
+            quantity = ureg(value)
+        except Exception:  # pint raises several kinds on text it cannot read
+            return value  # not a quantity: a keyword ("estimate") the function reads itself
+        if not hasattr(quantity, "to"):
+            return value
+        return _to(quantity, unit, argument, value)
+    if isinstance(value, ureg.Quantity):
+        return _to(value, unit, argument, value)
+    return value
+
+
+def _to(quantity, unit: str, argument: str, shown):
+    import pint
+
+    try:
+        return quantity.to(unit).magnitude
+    except pint.DimensionalityError:
+        raise InputError(
+            f"{argument}: {shown!r} is {quantity.units}, not a {_kind(unit)} in {unit} "
+            f"({_dimension(_registry(), unit)})"
+        ) from None
+
+
+def _factor(given: str, unit: str, argument: str, shown) -> float:
+    ureg = _registry()
+    try:
+        quantity = ureg.Quantity(1.0, given)
+    except Exception:
+        raise InputError(
+            f"{argument}: its units attr {given!r} is not a unit capnb reads"
+        ) from None
+    return float(_to(quantity, unit, argument, f"a DataArray in {given}"))
+
+
+_KINDS = {"[time]": "time", "[request] / [time]": "rate", "[byte]": "size"}
+
+
+def _kind(unit: str) -> str:
+    return _KINDS.get(_dimension(_registry(), unit), "quantity")
+
+
+def declare_units(**units: str):
+    """Declare the units of a function's arguments: quantities given in others are converted.
+
+    Parameters
+    ----------
+    **units
+        Argument name -> the glossary unit string it is taken in (``"s"``, ``"requests/s"``,
+        ``"bytes"``, ``"USD/hour"``). Every name must be a parameter of the function.
+
+    Returns
+    -------
+    Callable
+        A decorator. The decorated function carries ``__capnb_units__`` (the mapping).
+    """
+    ureg = _registry()
+    for name, unit in units.items():
+        try:
+            ureg(unit)
+        except Exception as error:
+            raise ValueError(f"declare_units: {name}={unit!r} is not a unit: {error}") from None
+
+    def decorate(function):
+        signature = inspect.signature(function)
+        missing = sorted(set(units) - set(signature.parameters))
+        if missing:
+            raise TypeError(f"declare_units: {function.__qualname__} has no parameter {missing}")
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            bound = signature.bind_partial(*args, **kwargs)
+            for name, unit in units.items():
+                if name in bound.arguments:
+                    bound.arguments[name] = _each(bound.arguments[name], unit, name)
+            return function(*bound.args, **bound.kwargs)
+
+        wrapper.__capnb_units__ = dict(units)
+        return wrapper
+
+    return decorate
+
+
+def _each(value, unit: str, argument: str):
+    """A value, or each value of a list or tuple (a swept grid), in ``unit``."""
+    if isinstance(value, list | tuple):
+        return type(value)(_convert(v, unit, argument) for v in value)
+    return _convert(value, unit, argument)
+
+
+def declared(function) -> dict[str, str]:
+    """The units a function declares (``{}`` when it declares none)."""
+    return dict(getattr(function, "__capnb_units__", {}))

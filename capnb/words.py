@@ -1,0 +1,59 @@
+"""How capnb writes numbers, spans of time, trace times and policy names, one way everywhere."""
+
+from __future__ import annotations
+
+
+def count(n: int, noun: str) -> str:
+    """``1 instance``, ``1,410 instances``."""
+    return f"{int(n):,} {noun}" + ("" if int(n) == 1 else "s")
+
+
+def rate(value: float) -> str:
+    """A rate's digits (requests/s): whole from 100 up, three significant digits below (0.19)."""
+    value = float(value)
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.3g}"
+
+
+def duration(seconds: float) -> str:
+    """A span of time: ``45 s``, ``1 minute``, ``30 minutes``, ``1.5 h``."""
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        minutes = round(seconds / 60)
+        return f"{minutes} minute" + ("" if minutes == 1 else "s")
+    return f"{seconds / 3600:.1f} h"
+
+
+def day_time(minutes: int) -> str:
+    """A time on an undated trace's clock, counted from its first day: ``day 8 22:30``."""
+    days, rest = divmod(int(minutes), 1440)
+    return f"day {days + 1} {rest // 60:02d}:{rest % 60:02d}"
+
+
+#: The year the trace loaders put time 0 of a trace with no date in (a placeholder, not a date).
+PLACEHOLDER_YEAR = 1970
+
+
+def when(stamp: str) -> str:
+    """A time of a trace in words: ``day 8 22:30`` on an undated trace's clock, else the date.
+
+    >>> when("1970-01-08T22:30:00.000000000"), when("2024-03-04T09:15:00")
+    ('day 8 22:30', '2024-03-04 09:15')
+    """
+    text = str(stamp)
+    if text.startswith(f"{PLACEHOLDER_YEAR}-01-"):
+        day, hour, minute = int(text[8:10]), int(text[11:13]), int(text[14:16])
+        return day_time((day - 1) * 1440 + hour * 60 + minute)
+    return text[:16].replace("T", " ")
+
+
+#: Each autoscaling policy's name on every page (charts, sentences, the report, the CLI).
+POLICY_NAMES = {
+    "article": "article thresholds",
+    "hpa": "Kubernetes HPA",
+    "knative": "Knative KPA",
+    "fixed": "fixed fleet",
+    "fixed_elastic": "fixed + elastic",
+    "predictive": "predictive",
+}

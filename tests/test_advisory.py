@@ -1,0 +1,111 @@
+"""The replay's advisory view (capnb.elasticity.advise): events, reversals, time above the need.
+
+Each figure is checked against a plain loop over the timeline, and against the simulator's own
+counters where it has one (scale events, instances started).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capnb import elasticity
+from capnb.elasticity import _advisory
+from capnb.errors import InputError
+
+
+def reversals_loop(steps, directions, window):
+    count = 0
+    for i in range(1, len(steps)):
+        if directions[i] != directions[i - 1] and steps[i] - steps[i - 1] <= window:
+            count += 1
+    return count
+
+
+def held_loop(need, hold):
+    return np.array([max(need[max(0, t - hold) : t + 1]) for t in range(len(need))], dtype=float)
+
+
+def test_the_kernels_match_plain_loops():
+    rng = np.random.default_rng(7)
+    pool = np.cumsum(rng.choice([-1, 0, 0, 0, 1], size=3000)) + 50
+    steps, directions = _advisory.scale_events(pool)
+    loop = [(t, 1 if pool[t] > pool[t - 1] else -1) for t in range(1, pool.size)
+            if pool[t] != pool[t - 1]]  # fmt: skip
+    assert steps.tolist() == [t for t, _ in loop]
+    assert directions.tolist() == [d for _, d in loop]
+    for window in (0, 1, 5, 60):
+        assert _advisory.reversals(steps, directions, window) == reversals_loop(
+            steps, directions, window
+        )
+    need = rng.integers(1, 40, size=2000).astype(float)
+    for hold in (0, 1, 7, 300):
+        np.testing.assert_array_equal(_advisory.held_need(need, hold), held_loop(need, hold))
+
+
+def square_wave(period_s: int, hours: float = 6.0) -> np.ndarray:
+    t = np.arange(int(hours * 3600))
+    return np.where((t // (period_s // 2)) % 2 == 0, 20.0, 80.0)
+
+
+@pytest.mark.parametrize("policy", ["hpa", "knative", "article", "fixed_elastic"])
+def test_events_and_cold_starts_agree_with_the_simulators_counters(policy):
+    rate = square_wave(1200)
+    run = elasticity.simulate(rate, step_s=1, per_instance_qps=10, policy=policy, cooldown_s=120,
+                              cold_start_s=30, tolerance_s=60)  # fmt: skip
+    view = elasticity.advise(run)
+    hours = rate.size / 3600
+    assert float(view.scale_events_per_hour) * hours == pytest.approx(int(run.scale_events))
+    assert int(view.cold_starts) == int(run.instances_started)
+    assert float(view.cold_start_gpu_hours) == float(run.cold_start_gpu_hours)
+    for name in view.data_vars:
+        assert "units" in view[name].attrs and "long_name" in view[name].attrs, name
+
+
+def test_a_short_scale_down_window_flaps_on_a_ten_minute_wave_and_a_long_one_does_not():
+    rate = square_wave(1200)  # 10 minutes at 20 requests/s, 10 at 80, for 6 hours
+    common = dict(step_s=1, per_instance_qps=10, policy="hpa", cold_start_s=30, tolerance_s=60)
+    quick = elasticity.advise(elasticity.simulate(rate, cooldown_s=60, **common))
+    calm = elasticity.advise(elasticity.simulate(rate, cooldown_s=1800, **common))
+    assert bool(quick.flapping) and int(quick.reversals) >= 30  # up and down every 10 minutes
+    assert not bool(calm.flapping) and int(calm.reversals) <= 1
+    assert "hpa flaps: " in elasticity.flapping_warning(quick)
+    assert elasticity.flapping_warning(calm) == ""
+    # holding the peak through a 30-minute window is the policy's design, not time above the need
+    assert float(calm.above_need_s) == 0.0
+
+
+def test_a_fixed_fleet_is_never_above_its_own_need_and_never_moves():
+    run = elasticity.simulate(square_wave(1200), step_s=1, per_instance_qps=10, policy="fixed",
+                              min_instances=9)  # fmt: skip
+    view = elasticity.advise(run)
+    assert float(view.scale_events_per_hour) == 0 and float(view.above_need_s) == 0
+
+
+def test_the_articles_hysteresis_holds_capacity_above_its_target():
+    rate = np.r_[np.full(600, 10.0), np.full(600, 60.0), np.full(2400, 10.0)]
+    run = elasticity.simulate(rate, step_s=1, per_instance_qps=10, policy="article",
+                              cooldown_s=60, cold_start_s=30)  # fmt: skip
+    view = elasticity.advise(run)
+    # it scales down only below a 0.3 load ratio: 3 instances at 10 requests/s are at 0.33, so it
+    # holds 3 where its 0.7 target needs 2 (ceil(10 / 7))
+    assert int(run.ready_instances[-1]) == 3
+    need = np.clip(np.ceil(rate / 7.0), 1, run.attrs["max_instances"])
+    excess = np.maximum(run.ready_instances.values - held_loop(need, 60 + 60), 0)
+    assert float(view.above_need_s) == np.count_nonzero(excess) > 1800
+    assert float(view.excess_instance_hours) == pytest.approx(excess.sum() / 3600)
+
+
+def test_advisory_runs_each_policy_at_the_same_settings():
+    rate = square_wave(1200, hours=2)
+    view = elasticity.advisory(rate, policies=["hpa", "knative", "fixed"], step_s=1,
+                               per_instance_qps=10, min_instances=2, cold_start_s=30)  # fmt: skip
+    assert view.policy.values.tolist() == ["hpa", "knative", "fixed"]
+    one = elasticity.advise(elasticity.simulate(rate, step_s=1, per_instance_qps=10,
+                                                policy="knative", min_instances=2,
+                                                cold_start_s=30))  # fmt: skip
+    assert float(view.reversals.sel(policy="knative")) == float(one.reversals)
+    with pytest.raises(InputError, match="policies"):
+        elasticity.advisory(rate, policies=[], step_s=1, per_instance_qps=10)
+    with pytest.raises(InputError, match="simulate's answer"):
+        elasticity.advise(view)

@@ -1,0 +1,325 @@
+"""The documentation: every public name is documented and says its units; the site builds.
+
+The rule, checked for every public name (each public module's ``__all__``, as the API reference
+lists them: ``docs/_ext/capnb_docs.public_modules``):
+
+1. It is documented: a module, class, exception or function has a docstring of its own; a constant
+   has a ``#:`` comment where it is assigned (what autodoc shows).
+2. A function that returns a quantity names its units. It returns a quantity when its return
+   annotation (or, without one, the type of its numpydoc ``Returns`` section) names a number or an
+   array or table: ``int``, ``float``, a numpy array, an xarray Dataset or DataArray, a pandas
+   Series or DataFrame; a function with neither is held to the rule too. Its ``Returns`` section
+   (or, without one, its summary paragraphs) then holds at least one of: a unit of the glossary
+   (``requests/s``, ``bytes``, ``s``, ...) or its word (seconds, minutes, ...); a glossary name in
+   code markup (``target_qps``: the glossary gives its units); or a word saying it has none
+   (share, fraction, ratio, probability, count, %, ...).
+3. A public dataclass (a record) says the units of each field that holds a number or an array:
+   by the field's name (a glossary name, or one ending in a unit: ``_s``, ``_bytes``, ``_qps``,
+   ``_usd``, ``_share``, ...), by the field's ``units`` metadata, or in the class docstring (its
+   Parameters or Attributes entry, or else the words after the field's name in code markup up to
+   the next ';' or '.'), as for a function's returns.
+4. The exceptions, each with its reason, are :data:`NOT_QUANTITY_RETURNS` and
+   :data:`FIELDS_WITHOUT_UNITS`.
+
+The site itself is built with warnings as errors (``sphinx-build -W``) from the report the suite
+builds once (``full_report``), and its pages are checked to be there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from capnb import glossary
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+capnb_docs = importlib.import_module("capnb_docs")
+
+#: Public functions whose return is not a quantity although no annotation says so, with why.
+NOT_QUANTITY_RETURNS = {
+    "capnb.charts.drafting": "a context manager: charts built inside it are drafts",
+    "capnb.charts.quick_build": "a context manager: charts built inside it skip schema checks",
+    "capnb.charts.elasticity_policies": "returns an altair chart",
+    "capnb.charts.import_altair": "returns the altair module",
+    "capnb.notebook.worksheet": "returns the worksheet's widget object",
+    "capnb.report.execute": "returns the executed notebook node",
+    "capnb.widgets.kept": "a decorator: returns the wrapped step function",
+    "capnb.cli.main": "a command's entry point: returns its exit status",
+    "capnb.elasticity.choose_held_out": "returns a position among its inputs, and words",
+    "capnb.forecast.validate.main": "a command's entry point: returns its exit status",
+    "capnb.memory.validate.main": "a command's entry point: returns its exit status",
+    "capnb.capacity.validate_disagg.main": "a command's entry point: returns its exit status",
+}
+
+#: Public records whose number fields carry no unit, with why.
+FIELDS_WITHOUT_UNITS = {
+    "capnb.data.modelspec.ModelSpec": "an architecture: counts and sizes as the Hugging Face "
+    "config names them (layers, heads, hidden_size, ...)",
+    "capnb.plan.PlanConfig.trials": "a count of Monte Carlo trials",
+    "capnb.plan.PlanConfig.seed": "a random seed",
+}
+
+_UNIT_SUFFIX = re.compile(
+    r"_(s|ms|ns|bytes|qps|usd|tokens|instances|minutes|min|hours|days|share|ratio|fraction|gpus"
+    r"|bandwidth|threshold|quantile|rate|flops)$|^(usd|gpus|instances|tokens)_|_per_"
+)
+_QUANTITY_TYPES = re.compile(
+    r"\b(int|float|ndarray|np\.\w+|numpy|Dataset|DataArray|Series|DataFrame|xr\.\w+|pd\.\w+)\b"
+)
+_UNIT_WORDS = (
+    r"seconds?|minutes?|hours?|days?|bytes?|GiB|tokens?|requests?|instances?|GPUs?|USD|FLOP"
+    r"|dimensionless|unitless|shares?|fractions?|ratios?|probabilit(y|ies)|counts?|number of"
+    r"|quantiles?|per second|per hour|per day|relative|sequences|%"
+)
+_UNITS = sorted(
+    {t.units for t in (*glossary.DIMS.values(), *glossary.VARIABLES.values())} - {"1"},
+    key=len,
+    reverse=True,
+)
+_UNIT_PATTERN = re.compile(
+    r"(?<![\w/'])(" + "|".join(re.escape(u) for u in _UNITS) + r"|" + _UNIT_WORDS + r")(?![\w-])",
+    re.IGNORECASE,
+)
+_CODE = re.compile(r"`{1,2}([A-Za-z_][\w]*)(?:\([^`]*\))?`{1,2}")
+_NAMES = set(glossary.DIMS) | set(glossary.VARIABLES)
+
+
+def _public_names():
+    for module in capnb_docs.public_modules():
+        yield module.__name__, module, None
+        for name in module.__all__:
+            yield f"{module.__name__}.{name}", module, name
+
+
+PUBLIC = list(_public_names())
+
+
+def _own_docstring(obj) -> str | None:
+    if inspect.isclass(obj):
+        return vars(obj).get("__doc__")
+    return getattr(obj, "__doc__", None)
+
+
+def _sections(doc: str) -> tuple[str, str | None, str]:
+    """(summary paragraphs, the Returns type line or None, the Returns section's text)."""
+    from numpydoc.docscrape import NumpyDocString
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpydoc warns of sections it does not know
+        parsed = NumpyDocString(inspect.cleandoc(doc))
+    summary = " ".join(parsed["Summary"] + parsed["Extended Summary"])
+    returns = parsed["Returns"] or parsed["Yields"]
+    types = " ".join(r.type for r in returns) if returns else None
+    text = " ".join(f"{r.name} {r.type} {' '.join(r.desc)}" for r in returns)
+    return summary, types, text
+
+
+def names_units(text: str) -> bool:
+    """Whether a text names a unit, a glossary name in code markup, or says it has none."""
+    if _UNIT_PATTERN.search(text):
+        return True
+    return any(name in _NAMES for name in _CODE.findall(text))
+
+
+def test_the_unit_rule_reads_what_it_should():
+    assert names_units("Seconds to move a prompt's KV cache")
+    assert names_units("requests/s one instance serves")
+    assert names_units("Dataset with ``target_qps`` per slot")
+    assert names_units("the latency (s) at each point")
+    assert not names_units("The answer in one sentence, as a Dataset.")
+    assert not names_units("Dataset with ``foo`` per slot")
+    assert not names_units("the plan's s-curve")
+
+
+@pytest.mark.parametrize(("qualname", "module", "name"), PUBLIC, ids=[p[0] for p in PUBLIC])
+def test_every_public_name_is_documented(qualname, module, name):
+    if name is None:
+        assert (module.__doc__ or "").strip(), f"{qualname}: no module docstring"
+        return
+    obj = getattr(module, name)
+    kind = capnb_docs.kind_of(obj)
+    if kind == "data":
+        assert capnb_docs.data_doc(module, name), (
+            f"{qualname}: a constant needs a #: comment where it is assigned"
+        )
+    elif kind != "module":
+        assert (_own_docstring(obj) or "").strip(), f"{qualname}: no docstring"
+
+
+FUNCTIONS = [
+    (qualname, getattr(module, name))
+    for qualname, module, name in PUBLIC
+    if name is not None and capnb_docs.kind_of(getattr(module, name)) == "function"
+]
+
+
+@pytest.mark.parametrize(("qualname", "func"), FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
+def test_functions_returning_quantities_name_their_units(qualname, func):
+    if qualname in NOT_QUANTITY_RETURNS:
+        return
+    doc = _own_docstring(func) or ""
+    summary, returns_type, returns_text = _sections(doc)
+    annotation = getattr(func, "__annotations__", {}).get("return")
+    annotation = (
+        annotation if isinstance(annotation, str) or annotation is None else repr(annotation)
+    )
+    # Neither an annotation nor a Returns section says what it returns: held to the rule.
+    declared = annotation if annotation is not None else returns_type or "unknown"
+    if declared != "unknown" and not _QUANTITY_TYPES.search(declared):
+        return
+    where = "Returns section" if returns_text else "summary"
+    assert names_units(returns_text or summary), (
+        f"{qualname} returns {declared}: its {where} names no unit, glossary name or "
+        "'share'/'ratio'/... (see tests/test_docs.py for the rule)"
+    )
+
+
+RECORDS = [
+    (qualname, getattr(module, name))
+    for qualname, module, name in PUBLIC
+    if name is not None
+    and inspect.isclass(getattr(module, name))
+    and dataclasses.is_dataclass(getattr(module, name))
+]
+
+
+@pytest.mark.parametrize(("qualname", "cls"), RECORDS, ids=[r[0] for r in RECORDS])
+def test_records_name_the_units_of_their_fields(qualname, cls):
+    if qualname in FIELDS_WITHOUT_UNITS:
+        return
+    documented = _documented_fields(_own_docstring(cls) or "")
+    missing = []
+    for field in dataclasses.fields(cls):
+        annotation = field.type if isinstance(field.type, str) else repr(field.type)
+        if field.name.startswith("_") or not _QUANTITY_TYPES.search(annotation):
+            continue
+        if f"{qualname}.{field.name}" in FIELDS_WITHOUT_UNITS:
+            continue
+        if field.name in _NAMES or _UNIT_SUFFIX.search(field.name) or "units" in field.metadata:
+            continue
+        if not names_units(documented.get(field.name) or _in_prose(cls, field.name)):
+            missing.append(field.name)
+    assert not missing, f"{qualname}: fields {missing} say no unit (see tests/test_docs.py)"
+
+
+def _in_prose(cls, name: str) -> str:
+    """What the class docstring says of ``name`` in its prose, up to the next ';' or '.'."""
+    found = re.search(rf"``{name}``([^;.]*)", _own_docstring(cls) or "")
+    return found.group(1) if found else ""
+
+
+def _documented_fields(doc: str) -> dict[str, str]:
+    from numpydoc.docscrape import NumpyDocString
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parsed = NumpyDocString(inspect.cleandoc(doc)) if doc else None
+    found = {}
+    for section in ("Parameters", "Attributes", "Other Parameters"):
+        for entry in parsed[section] if parsed else ():
+            for name in re.split(r",\s*", entry.name):
+                found[name.strip()] = f"{entry.type} {' '.join(entry.desc)}"
+    return found
+
+
+def test_the_exceptions_are_public_names():
+    functions = {qualname for qualname, _ in FUNCTIONS}
+    assert set(NOT_QUANTITY_RETURNS) <= functions
+    records = {qualname for qualname, _ in RECORDS}
+    assert {name for name in FIELDS_WITHOUT_UNITS if name in records or name.rsplit(".", 1)[0]
+            in records} == set(FIELDS_WITHOUT_UNITS)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_site_builds_offline_with_warnings_as_errors(full_report, tmp_path):
+    combined = full_report[0]
+    out = tmp_path / "html"
+    start = time.perf_counter()
+    command = ["-W", "--keep-going", "-q", "-b", "html", "-d", str(tmp_path / "doctrees")]
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", *command, str(ROOT / "docs"), str(out)],
+        env={**_environ(), "CAPNB_DOCS_REPORT": str(combined.parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr[-4000:]
+    print(f"docs built in {wall:.0f} s wall")
+    from capnb.report import REPORT_NAME, WORKSHEETS
+
+    for name in (*WORKSHEETS, REPORT_NAME.removesuffix(".html")):
+        assert (out / "worksheets" / f"{name}.html").stat().st_size > 10_000, name
+    assert (out / "api" / "index.html").is_file()
+    for module in capnb_docs.public_modules():
+        assert (out / "api" / f"{module.__name__}.html").is_file(), module.__name__
+    glossary_page = (out / "glossary.html").read_text(encoding="utf-8")
+    assert all(f"<code class=\"docutils literal notranslate\"><span class=\"pre\">{n}</span>"
+               in glossary_page for n in ("target_qps", "per_instance_qps"))  # fmt: skip
+    # Offline: no page asks the network for a script, a style sheet or a font.
+    for page in out.rglob("*.html"):
+        if page.parent.name == "worksheets":
+            continue  # the report's own pages are checked offline by test_browser.py
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=\"(https?:)?//", text), page
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def test_every_validation_section_a_page_names_is_in_validation_md():
+    sections = capnb_docs.validation_sections(ROOT / "VALIDATION.md")
+    named = re.findall(
+        r"```\{validation-section\} (.+)\n(:optional:)?",
+        "".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))),
+    )
+    assert named, "no page includes a VALIDATION.md section"
+    for title, optional in named:
+        found = [heading for heading in sections if heading.startswith(title.strip())]
+        assert len(found) == 1 or (optional and not found), (title, found)
+
+
+def test_a_section_reads_as_a_page_holds_it():
+    lines = ["See [the data](datasets/README.md) and [vLLM](https://github.com/vllm-project/vllm).",
+             "### Per origin", "| a |"]  # fmt: skip
+    assert capnb_docs.for_the_site(lines) == [
+        "See the data and [vLLM](https://github.com/vllm-project/vllm).",
+        "**Per origin**",
+        "| a |",
+    ]
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: Every ```python block of a page, except those that say why they are not run (a cluster).
+EXAMPLES = [
+    (f"{page.name}#{k}", code)
+    for page in sorted(DOCS.glob("*.md"))
+    for k, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S))
+    if not code.startswith("# not run by the tests:")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_the_pages_examples_run(where, code, tmp_path, monkeypatch):
+    """A page's example runs as written, on the bundled data (a ``plan.toml`` written beside it)."""
+    from capnb import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["config", "plan.toml"]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the plan's warnings are part of its answer, not a failure
+        exec(compile(code, where, "exec"), {"__name__": "__docs__"})

@@ -1,0 +1,243 @@
+"""The forecast chosen by rolling origins: select, its calibration, its record, gaps and short traces."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from capnb import data, forecast
+from capnb.errors import InputError
+from capnb.forecast import _select, validate
+from capnb.forecast._models import FORECAST_MODELS, damped_trend
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _series(values, start="2024-05-13", interval="10min"):
+    times = pd.date_range(start, periods=len(values), freq=interval)
+    return xr.Dataset(
+        {"qps": ("time", np.asarray(values, dtype=float))},
+        coords={"time": times},
+        attrs={"interval_s": pd.Timedelta(interval).total_seconds()},
+    )
+
+
+def _daily(days, seed=0, level=100.0, growth=0.0):
+    """10-minute demand with a daily cycle, multiplicative noise and a compound growth per day."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(days * 144)
+    shape = 1 + 0.5 * np.sin(2 * np.pi * t / 144)
+    return _series(level * (1 + growth) ** (t / 144) * shape * rng.lognormal(0, 0.1, t.size))
+
+
+@pytest.fixture(scope="module")
+def large():
+    return data.load_rate_series("servegen-m-large")
+
+
+@pytest.fixture(scope="module")
+def choice(large):
+    return forecast.select(large)
+
+
+# -- the stored validation -------------------------------------------------------------------
+def test_validation_md_carries_the_generated_section():
+    text = (ROOT / "VALIDATION.md").read_text(encoding="utf-8")
+    assert validate.SECTION in text, "VALIDATION.md lacks the forecast section"
+    start = text.index(validate.SECTION)
+    following = text.find("\n## ", start + len(validate.SECTION))
+    section = text[start:] if following < 0 else text[start : following + 1]
+    assert section.rstrip("\n") == validate.markdown(validate.check()).rstrip("\n"), (
+        "VALIDATION.md is stale: run `python -m capnb.forecast.validate --write VALIDATION.md`"
+    )
+
+
+# -- the calibration: a mixture quantile, by hand ----------------------------------------------
+def test_mixture_quantiles_against_every_combination():
+    rng = np.random.default_rng(3)
+    points = rng.gamma(2.0, 50.0, 60)
+    codes = np.repeat(np.arange(3), 20)
+    scale = np.array([10.0, 0.0, 30.0])  # slot 1 forecast idle: planned at 0
+    errors = np.sort(rng.normal(0.2, 1.0, 400))
+    calibration = (errors, np.arange(errors.size + 1) / errors.size)
+    q = np.array([0.5, 0.95, 0.99])
+    plan = _select._mixture_quantiles(points, codes, scale, calibration, q)
+    for slot in (0, 2):
+        every = (points[codes == slot][:, None] + scale[slot] * errors[None, :]).ravel()
+        expected = np.quantile(every, q, method="inverted_cdf")
+        np.testing.assert_allclose(plan[slot], np.maximum(expected, 0), rtol=1e-9)
+    assert (plan[1] == 0).all()
+
+
+def test_a_periodic_series_is_planned_on_its_own_day():
+    # every day the same: the seasonal naive forecast has no error, so its plan is each slot's
+    # quantile of the day's own values and it covers every later interval
+    day = 50 + 40 * np.sin(2 * np.pi * np.arange(144) / 144)
+    series = _series(np.tile(day, 10))
+    result = forecast.select(series, models=("seasonal_naive_day",))
+    per_slot = day.reshape(24, 6)
+    expected = np.quantile(per_slot, [0.5, 0.95, 0.99], axis=1, method="inverted_cdf").T
+    np.testing.assert_allclose(result.target_qps.values, expected, rtol=1e-9)
+    covered = result.coverage.sel(forecast_model="seasonal_naive_day").values
+    assert np.nanmin(covered[:, 1:]) >= 1 - 1 / 144  # equal values: one may round below
+
+
+# -- out of sample: nothing after an origin is read --------------------------------------------
+def test_plans_at_an_origin_do_not_read_the_days_after_it(large):
+    origin = 9 * 144
+    changed = large.copy()
+    changed["qps"] = changed.qps.where(np.arange(changed.sizes["time"]) < origin, changed.qps * 5)
+    first, second = (
+        forecast.select(s, quantiles=(0.95, 0.99), score_quantiles=(0.95, 0.99))
+        for s in (large, changed)
+    )
+    early = first.fitted_days.values <= 9
+    np.testing.assert_array_equal(first.selected_model[early], second.selected_model[early])
+    setups = [
+        _select._setup(s, "hour_of_day", (0.95, 0.99), (0.95, 0.99), 7, "auto")[1]
+        for s in (large, changed)
+    ]
+    for name in FORECAST_MODELS:
+        a, b = (_select._track(setup, name) for setup in setups)
+        for o in a.plans:
+            if o <= origin:
+                np.testing.assert_array_equal(a.plans[o], b.plans[o])
+    # and the plan at the end of a shorter history is the full run's plan at that origin
+    short = forecast.select(large.isel(time=slice(0, origin)), quantiles=(0.95, 0.99))
+    chosen = short.attrs["chosen_model"]
+    assert str(first.selected_model.sel(origin=large.time[origin]).item()) == chosen
+    plans = _select._track(setups[0], chosen).plans
+    np.testing.assert_allclose(short.target_qps.values, plans[origin], rtol=1e-12)
+
+
+def test_the_record_is_the_choice_scored_on_the_window_after_it(choice, large):
+    assert choice.attrs["origin_step"] == "day"
+    assert choice.sizes["origin"] == 13 and choice.fitted_days.values.tolist() == list(range(1, 14))
+    row = int(np.flatnonzero(choice.fitted_days.values == 8)[0])
+    model = str(choice.selected_model.values[row])
+    assert model in FORECAST_MODELS
+    np.testing.assert_array_equal(
+        choice.selected_coverage.values[row], choice.coverage.sel(forecast_model=model).values[row]
+    )
+    # coverage counted by hand from the plan at that origin
+    setup = _select._setup(large, "hour_of_day", (0.5, 0.95, 0.99), (0.95, 0.99), 7, "auto")[1]
+    plan = _select._track(setup, model).plans[8 * 144]
+    window = large.qps.values[8 * 144 : 15 * 144]
+    slot = (np.arange(window.size) // 6) % 24
+    assert choice.selected_coverage.values[row, 2] == pytest.approx(
+        np.mean(window <= plan[slot, 2])
+    )
+    assert choice.attrs["chosen_model"] == min(
+        (
+            m
+            for m in choice.forecast_model.values
+            if np.isfinite(choice.score.sel(forecast_model=m))
+        ),
+        key=lambda m: float(choice.score.sel(forecast_model=m)),
+    )
+    assert "P99 coverage" in choice.attrs["goals"] and "origins" in choice.attrs["choice"]
+
+
+def test_results_are_deterministic(large):
+    first = forecast.select(large.isel(time=slice(0, 10 * 144)))
+    assert first.identical(forecast.select(large.isel(time=slice(0, 10 * 144))))
+
+
+# -- growth: capped at what the history shows ---------------------------------------------------
+def test_the_damped_trend_never_leaves_the_past_levels_and_says_so():
+    series = _daily(12, growth=0.3).qps.values
+    result = damped_trend(series, 144, 7 * 144)
+    levels = series.reshape(12, 144).mean(axis=1)
+    ahead = result.values.reshape(7, 144).mean(axis=1)
+    shape = np.nanmean(series[-7 * 144 :].reshape(7, 144) / levels[-7:, None], axis=0).mean()
+    assert ahead.max() <= levels.max() * shape * (1 + 1e-9)
+    assert "kept inside the past daily levels" in result.note
+
+
+# -- gaps and short traces ---------------------------------------------------------------------
+def test_gaps_are_left_out_and_named_never_filled(large):
+    holed = large.copy()
+    qps = holed.qps.values.copy()
+    qps[10 * 144 : 11 * 144] = np.nan  # day 10 missing
+    holed["qps"] = ("time", qps, large.qps.attrs)
+    result = forecast.select(holed)
+    row = int(np.flatnonzero(result.fitted_days.values == 10)[0])
+    assert int(result.missing_intervals[row]) == 144
+    assert int(result.scored_intervals[row]) == (14 - 10) * 144 - 144
+    assert "144 intervals missing in 1 run(s)" in result.attrs["gaps"]
+    assert "never filled" in result.attrs["gaps"]
+    # the forecasts read no filled value: the naive day after the hole repeats its gap's day
+    # from the day before it, and the windows score only observed intervals
+    assert int(result.scored_intervals.sum()) == int(
+        sum(np.isfinite(qps[o * 144 : (o + 7) * 144]).sum() for o in range(1, 14))
+    )
+
+
+def test_a_short_trace_is_backtested_from_hourly_origins_and_says_so():
+    result = forecast.select(_daily(3, seed=2))
+    assert result.attrs["origin_step"] == "hour"
+    assert "one every hour (the trace is under 8 days)" in result.attrs["origins"]
+    assert result.sizes["origin"] == 2 * 24
+    with pytest.raises(InputError, match="origin"):
+        forecast.select(_daily(3).isel(time=slice(0, 144 + 12)))
+    plan = forecast.target(_daily(3).isel(time=slice(0, 144 + 12)), trials=20)
+    assert plan.attrs["growth_model"].startswith("none: series: ")
+    assert "planned on the history as it is" in plan.attrs["growth_model"]
+
+
+# -- the step's answer uses the choice -----------------------------------------------------------
+def test_target_plans_on_the_chosen_model(large):
+    plan = forecast.target(large, trials=50, seed=1)
+    chosen = forecast.select(large, quantiles=forecast.selection_quantiles(0.99)[0])
+    assert plan.attrs["growth_model"].startswith(f"auto: {chosen.attrs['chosen_model']}")
+    np.testing.assert_allclose(
+        plan.target_qps.sel(traffic_quantile=0.99),
+        chosen.target_qps.sel(traffic_quantile=0.99),
+        rtol=1e-9,
+    )
+    assert plan.attrs["forecast_goals"] == chosen.attrs["goals"]
+    assert "The plan is for the coming days" in forecast.describe(plan)
+    # a given selection is reused; a candidate by name plans with it alone
+    again = forecast.target(large, trials=50, seed=1, selection=chosen)
+    np.testing.assert_array_equal(again.target_qps, plan.target_qps)
+    named = forecast.target(large, trials=50, seed=1, growth_model="last_week")
+    assert named.attrs["growth_model"].startswith("last_week: last_week")
+
+
+def test_a_service_idle_every_night_is_planned_idle_at_night():
+    t = np.arange(10 * 144)
+    hour = (t // 6) % 24
+    rng = np.random.default_rng(1)
+    qps = np.where((hour >= 6) & (hour < 22), rng.poisson(600, t.size) / 600.0, 0.0)
+    result = forecast.select(_series(qps))
+    night = result.target_qps.values[[22, 23, 0, 1, 2, 3, 4, 5]]
+    assert (night == 0).all() and (result.target_qps.values[6:22] > 0).all()
+
+
+def test_selection_is_fast(large):
+    forecast.select(large)
+    start = time.process_time()
+    forecast.select(large)
+    assert time.process_time() - start < 5.0  # measured 0.23 s (BENCHMARKS: docs/forecast.md)
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda s: forecast.select(s, models=("prophet",)), "models"),
+        (lambda s: forecast.select(s, score_quantiles=(0.9,)), "score_quantiles"),
+        (lambda s: forecast.select(s, origin_step="week"), "origin_step"),
+        (lambda s: forecast.select(s, horizon_days=0), "horizon_days"),
+        (lambda s: forecast.select(s.isel(time=[0, 1, 3, 4, 5])), "regular grid"),
+        (lambda s: forecast.target(s, trials=10, growth_model="guess"), "growth_model"),
+        (lambda s: forecast.target(s, trials=10, selection=s), "selection"),
+    ],
+)
+def test_bad_inputs_name_the_argument(call, argument):
+    with pytest.raises(InputError, match=argument):
+        call(_daily(9))

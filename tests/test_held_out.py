@@ -1,0 +1,130 @@
+"""The plan's policy chosen out of sample: rolling origins, spans, gaps and the held-out table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from capnb import elasticity, forecast
+from capnb.plan import PlanConfig
+from capnb.plan import _origins as origins_module
+
+#: A small grid: two policies, one threshold and delay, two spare counts, every floor share.
+SMALL = dict(policies=("hpa", "fixed"), scale_up_threshold=(0.7,), cooldown_s=(900.0,),
+             buffer_instances=(0, 2), step_s=5.0, growth_model="last_week")  # fmt: skip
+SETTINGS = dict(per_instance_qps=5.0, step_s=5.0, cold_start_s=75.0, tolerance_s=60.0,
+                gpus_per_instance=1, gpu="H100-SXM")  # fmt: skip
+
+
+def _series(days: float, *, seed: int = 0, jump_after: float | None = None) -> xr.Dataset:
+    """A 10-minute rate series with a daily cycle (about 40-120 requests/s), from midnight."""
+    rng = np.random.default_rng(seed)
+    n = round(days * 144)
+    t = np.arange(n)
+    qps = 80 + 40 * np.sin(2 * np.pi * (t / 144 - 0.3)) + rng.normal(0, 4, n)
+    if jump_after is not None:
+        qps[t >= jump_after * 144] *= 3.0
+    times = pd.Timestamp("2024-03-04") + pd.to_timedelta(t * 600, unit="s")
+    return xr.Dataset({"qps": ("time", qps, {"units": "requests/s"})},
+                      coords={"time": times.values}, attrs={"interval_s": 600.0})  # fmt: skip
+
+
+def _demand(series: xr.Dataset) -> xr.DataArray:
+    return elasticity.prepare_demand(series, 5.0, baseline=forecast.fit_baseline(series))
+
+
+def test_a_fortnight_has_daily_origins_and_a_week_of_held_out_windows():
+    cut = origins_module.origins_of(_series(14), 7)
+    assert cut.unit == "day" and cut.units == 14 and cut.window_units == 7
+    assert cut.inner == tuple(range(2, 14)) and cut.held_out == tuple(range(7, 14))
+    short = origins_module.origins_of(_series(5), 7)
+    assert short.unit == "hour" and short.window_units == 6
+    assert len(short.held_out) == origins_module.MOST_HELD_OUT
+    assert all(b - a == 6 for a, b in zip(short.held_out, short.held_out[1:], strict=False))
+    assert isinstance(origins_module.origins_of(_series(1), 7), str)  # nothing to hold out
+
+
+def test_spans_sum_the_units_before_the_origin_as_held_out_windows_are_cut():
+    def unit(breach, cost):
+        r = origins_module.Replay(np.array(breach, float), np.array(cost, float),
+                                  np.array(cost, float), np.zeros(2), 100.0, 100.0)  # fmt: skip
+        return r
+
+    inner = {2: unit([1, 5], [10, 1]), 3: unit([2, 0], [10, 1]), 4: unit([0, 9], [10, 1])}
+    breach, budget, cost = origins_module._spans(inner, until=4, width=7,
+                                                 cfg=PlanConfig(breach_budget=0.01))  # fmt: skip
+    # spans from units 2 and 3, each cut at the origin (unit 4 is not before it)
+    np.testing.assert_array_equal(breach, [[3, 5], [2, 0]])
+    np.testing.assert_array_equal(budget, [2.0, 1.0])
+    np.testing.assert_array_equal(cost, [[20, 2], [10, 1]])
+    assert origins_module._spans(inner, until=3, width=7, cfg=PlanConfig()) is None
+
+
+@pytest.fixture(scope="module")
+def steady_and_jumped():
+    config = PlanConfig(**SMALL)
+    runs = []
+    for jump in (None, 12.5):  # the same history; only the last day and a half differ
+        series = _series(14, jump_after=jump)
+        runs.append(origins_module.rolling(config, series, _demand(series), SETTINGS,
+                                           elasticity.choose_held_out))  # fmt: skip
+    return runs
+
+
+def test_each_choice_reads_only_the_windows_before_its_origin(steady_and_jumped):
+    steady, jumped = steady_and_jumped
+    a, b = steady.table, jumped.table
+    # origins before the change: the same choice and the same forecast (nothing after them read)
+    before = a.origin.values < np.datetime64("2024-03-16T12:00")
+    np.testing.assert_array_equal(a.policy.values[before], b.policy.values[before])
+    np.testing.assert_array_equal(a.min_instances.values[before], b.min_instances.values[before])
+    np.testing.assert_array_equal(a.forecast.values[before], b.forecast.values[before])
+    # ... while what their windows scored did change: they reach past the change
+    assert not np.allclose(a.breach_min.sel(plan="recommended").values[before],
+                           b.breach_min.sel(plan="recommended").values[before])  # fmt: skip
+
+
+def test_the_held_out_table_keeps_its_bounds(steady_and_jumped):
+    table = steady_and_jumped[0].table
+    assert table.sizes["origin"] == 7 and list(table.plan.values) == list(origins_module.PLANS)
+    # the steady-hindsight configuration kept its budget in 90 % of the windows, knowing them
+    assert float(table.meets_budget.sel(plan="steady-hindsight").mean()) >= 0.9
+    rec = table.sel(plan="recommended")
+    # the hindsight plan keeps the budget wherever the recommended one does, and costs no more
+    assert bool((table.meets_budget.sel(plan="hindsight") | ~rec.meets_budget).all())
+    cheaper = table.usd.sel(plan="hindsight") <= rec.usd * (1 + 1e-12)
+    assert bool((cheaper | ~rec.meets_budget).all())
+    # the instant-scaling bound: fewer GPU-hours than any plan that kept its budget
+    within = table.meets_budget
+    assert bool(((table.gpu_hours >= table.gpu_hours.sel(plan="instant-bound") * 0.99)
+                 | ~within).all())  # fmt: skip
+    assert table.breach_min.attrs["units"] == "min" and table.usd.attrs["units"] == "USD"
+    assert (table.window_days.values[:1] > 6.9).all() and table.window_days.values[-1] < 1.1
+
+
+def test_a_window_the_trace_does_not_cover_is_left_out_and_named():
+    series = _series(14)
+    qps = series.qps.values.copy()
+    qps[4 * 144 : 5 * 144] = np.nan  # day 5 is missing
+    series = series.assign(qps=series.qps.copy(data=qps))
+    record = origins_module.rolling(PlanConfig(**SMALL), series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    assert any("2024-03-08" in why and "observed 0%" in why for why in record.left_out)
+
+
+def test_the_choice_rule_takes_the_cheapest_within_its_margin_at_the_goal():
+    # three configurations over four windows (budget 100 s each)
+    breach = np.array([[0, 20, 90], [0, 30, 0], [10, 20, 0], [0, 0, 0]], float)
+    cost = np.tile([9.0, 5.0, 1.0], (4, 1))
+    budget = np.full(4, 100.0)
+    # a quarter of the budget: 25 s. The second went over it once in four windows (30 s), the
+    # third once (90 s): 75 % < 90 %. The first never did: the cheapest that holds
+    assert elasticity.choose_held_out(breach, budget, cost)[0] == 0
+    assert elasticity.choose_held_out(breach, budget, cost, margin=1.0)[0] == 2  # all hold
+    assert elasticity.choose_held_out(breach, budget, cost, goal=0.75)[0] == 2
+    # only the ones the rules allow; none of them at the goal: the one that held most often
+    assert elasticity.choose_held_out(breach, budget, cost, [False, True, False])[0] == 1
+    _, words = elasticity.choose_held_out(breach * 100, budget, cost)
+    assert words.startswith("no configuration kept within 25% of its breach budget")

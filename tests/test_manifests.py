@@ -1,0 +1,238 @@
+"""capnb.plan.manifests: the chosen policy as HPA / Knative / KEDA objects, schema-valid, replayed.
+
+The round trip: a choice -> its YAML -> parsed back -> capnb's own simulator gives the same run,
+step for step, as the choice's own settings. The schemas are the published ones, vendored in
+datasets/schemas/ (Kubernetes 1.33 via kubernetes-validate, Knative Serving's and KEDA's CRDs), checked
+offline with jsonschema.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import capnb
+from capnb.errors import InputError
+from capnb.plan import PolicyChoice, manifest_settings, manifests
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "datasets" / "schemas"
+SCHEMA_FILES = {
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "horizontalpodautoscaler-autoscaling-v2.json",
+    ("serving.knative.dev/v1", "Service"): "service-serving-knative-v1.json",
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject-keda-v1alpha1.json",
+    ("v1", "ConfigMap"): "configmap-v1.json",
+}
+
+
+def schema_errors(doc: dict) -> list[str]:
+    import jsonschema
+
+    schema = json.loads((SCHEMAS / SCHEMA_FILES[(doc["apiVersion"], doc["kind"])]).read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def parsed(out, kind: str) -> list[dict]:
+    """The objects as a cluster would read them: the YAML text, parsed."""
+    return list(yaml.safe_load_all(out.yaml(kind)))
+
+
+CHOICES = {
+    "hpa": PolicyChoice("hpa", per_instance_qps=30.0, scale_up_threshold=0.7, cooldown_s=900.0,
+                        min_instances=2, max_instances=120),
+    "hpa with spares": PolicyChoice("hpa", per_instance_qps=30.0, scale_up_threshold=0.8,
+                                    cooldown_s=300.0, min_instances=3, max_instances=120,
+                                    buffer_instances=2,
+                                    options={"scale_down_pods": 2, "scale_up_pods": None}),
+    "knative": PolicyChoice("knative", per_instance_qps=8.798333690623629, scale_up_threshold=0.6,
+                            cooldown_s=1800.0, min_instances=1, max_instances=400),
+    "knative, own rates": PolicyChoice("knative", per_instance_qps=30.0, scale_up_threshold=0.7,
+                                       cooldown_s=0.0, min_instances=1, max_instances=120,
+                                       options={"max_scale_down_rate": 4.0,
+                                                "stable_window_s": 120.0,
+                                                "panic_window_s": 12.0}),
+    "article": PolicyChoice("article", per_instance_qps=30.0, scale_up_threshold=0.7,
+                            cooldown_s=900.0, min_instances=4, max_instances=120),
+    "fixed": PolicyChoice("fixed", per_instance_qps=30.0, scale_up_threshold=0.7, cooldown_s=0.0,
+                          min_instances=40, max_instances=40),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CHOICES)
+def test_every_object_is_valid_against_its_published_schema(case):
+    out = manifests(CHOICES[case])
+    for kind in ("hpa", "knative", "keda"):
+        for doc in parsed(out, kind):
+            assert schema_errors(doc) == [], (kind, doc["kind"])
+
+
+def test_the_schemas_are_strict_a_misspelt_field_fails():
+    out = manifests(CHOICES["hpa"])
+    hpa, (service,) = parsed(out, "hpa")[0], parsed(out, "knative")
+    hpa["spec"]["behavior"]["scaleDown"]["stabilisationWindowSeconds"] = 60
+    assert any("stabilisationWindowSeconds" in e for e in schema_errors(hpa))
+    service["spec"]["template"]["spec"]["containers"][0]["imag"] = "x"
+    assert schema_errors(service)
+    keda = parsed(out, "keda")[0]
+    keda["spec"]["minReplicaCount"] = "two"
+    assert schema_errors(keda)
+
+
+@pytest.fixture(scope="module")
+def demand():
+    """One day of the bundled servegen-m-small trace at 1-second steps (requests/s)."""
+    from capnb.data import load_rate_series
+    from capnb.forecast import fit_baseline
+
+    series = load_rate_series("servegen-m-small")
+    full = capnb.elasticity.prepare_demand(series, 1.0, baseline=fit_baseline(series))
+    return full.isel(time=slice(0, 86_400))
+
+
+def same_run(a, b) -> bool:
+    return set(a.data_vars) == set(b.data_vars) and all(
+        np.array_equal(a[name].values, b[name].values) for name in a.data_vars
+    )
+
+
+@pytest.mark.parametrize("case", ["hpa", "hpa with spares", "knative", "knative, own rates"])
+def test_the_exported_values_replay_the_chosen_run_step_for_step(case, demand):
+    choice = CHOICES[case]
+    out = manifests(choice)
+    run = dict(step_s=1.0, cold_start_s=90.0, tolerance_s=60.0)
+    chosen = capnb.elasticity.simulate(demand, **run, **choice.settings())
+    assert int(chosen.scale_events) > 0  # the run does scale: the round trip has work to do
+    kinds = ["hpa", "keda"] if choice.policy == "hpa" else ["knative"]
+    for kind in kinds:
+        assert out.exact[kind], (kind, out.notes[kind])
+        settings = manifest_settings(parsed(out, kind))
+        assert settings == choice.settings()
+        assert same_run(chosen, capnb.elasticity.simulate(demand, **run, **settings))
+
+
+def test_what_cannot_be_said_is_noted_and_replayed_as_written(demand):
+    run = dict(step_s=1.0, cold_start_s=90.0, tolerance_s=60.0)
+    spares = CHOICES["hpa with spares"]
+    knative = manifests(PolicyChoice("knative", **{
+        k: getattr(spares, k) for k in ("per_instance_qps", "scale_up_threshold", "cooldown_s",
+                                        "min_instances", "max_instances", "buffer_instances")}))  # fmt: skip
+    assert not knative.exact["knative"] and "folded into min-scale" in knative.notes["knative"][0]
+    folded = manifest_settings(parsed(knative, "knative"))
+    assert (folded["min_instances"], folded["buffer_instances"]) == (5, 0)
+    replay = capnb.elasticity.simulate(demand, **run, **folded)
+    assert same_run(replay, capnb.elasticity.simulate(demand, **run, **knative.replays["knative"]))
+    # a policy with no Kubernetes form: the HPA that holds its target, floor and window
+    article = manifests(CHOICES["article"])
+    assert not article.exact["hpa"] and "no Kubernetes form" in article.notes["hpa"][0]
+    assert article.replays["hpa"]["policy"] == "hpa"
+    assert article.replays["hpa"]["cooldown_s"] == 900.0
+    # a fixed fleet: min = max, and the HPA's replay is the fixed run
+    fixed = manifests(CHOICES["fixed"])
+    spec = fixed.documents["hpa"][0]["spec"]
+    assert spec["minReplicas"] == spec["maxReplicas"] == 40
+    a = capnb.elasticity.simulate(demand, **run, **CHOICES["fixed"].settings())
+    b = capnb.elasticity.simulate(demand, **run, **fixed.replays["hpa"])
+    assert np.array_equal(a.ready_instances, b.ready_instances)
+
+
+def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():
+    choice = PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.8125,
+                          cooldown_s=300.0, min_instances=1, max_instances=10)  # fmt: skip
+    out = manifests(choice)
+    target = out.documents["hpa"][0]["spec"]["metrics"][0]["pods"]["target"]["averageValue"]
+    assert target == "813m" and not out.exact["hpa"]
+    assert any("read by Kubernetes as 0.813" in n for n in out.notes["hpa"])
+    assert manifest_settings(out.documents["hpa"])["scale_up_threshold"] == 0.813
+
+
+def test_knative_rates_go_to_the_cluster_configmap():
+    out = manifests(CHOICES["knative, own rates"])
+    service, config = out.documents["knative"]
+    assert config["metadata"] == {"name": "config-autoscaler", "namespace": "knative-serving"}
+    assert config["data"]["max-scale-down-rate"] == "4"
+    notes = service["spec"]["template"]["metadata"]["annotations"]
+    assert notes["autoscaling.knative.dev/window"] == "120s"
+    assert notes["autoscaling.knative.dev/panic-window-percentage"] == "10"
+    assert len(manifests(CHOICES["knative"]).documents["knative"]) == 1  # defaults: no ConfigMap
+
+
+def test_bad_choices_name_the_field():
+    with pytest.raises(InputError, match="policy='kpa'"):
+        PolicyChoice("kpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=0.0,
+                     min_instances=1, max_instances=2)  # fmt: skip
+    with pytest.raises(InputError, match="max_instances=1 is below min_instances=3"):
+        PolicyChoice("hpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=0.0,
+                     min_instances=3, max_instances=1)  # fmt: skip
+    with pytest.raises(InputError, match="panic_window_s"):
+        PolicyChoice("hpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=0.0,
+                     min_instances=1, max_instances=2, options={"panic_window_s": 6.0})  # fmt: skip
+    with pytest.raises(InputError, match="scale_up_threshold"):
+        PolicyChoice("hpa", per_instance_qps=1.0, scale_up_threshold=1.5, cooldown_s=0.0,
+                     min_instances=1, max_instances=2)  # fmt: skip
+    with pytest.raises(InputError, match="no HorizontalPodAutoscaler"):
+        manifest_settings({"kind": "Deployment"})
+
+
+@pytest.fixture(scope="module")
+def small_plan_built(tmp_path_factory):
+    """A small plan (m-small trace, HPA and Knative, no spares), exported as plan.nc."""
+    import warnings
+
+    config = capnb.plan.PlanConfig(
+        trace="servegen-m-small", trials=200, gpus=("H100-SXM",), tensor_parallel=(1,),
+        policies=("hpa", "knative"), scale_up_threshold=(0.7,), cooldown_s=(900.0,),
+        buffer_instances=(0,), backtest_days=0, provider="none",
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", capnb.plan.PlanWarning)
+        plan = capnb.plan.build(config)
+    out = tmp_path_factory.mktemp("plan")
+    capnb.plan.export(plan, out)
+    return plan, out / "plan.nc"
+
+
+@pytest.mark.slow
+def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built):
+    from capnb.cli import main
+
+    plan, path = small_plan_built
+    choice = capnb.plan.policy_choice(plan)
+    record = capnb.plan.answer(plan)
+    selection = record.policy.selection
+    assert (choice.policy, choice.min_instances) == (
+        selection["policy"],
+        selection["min_instances"],
+    )
+    # plan.json carries the same answer: the same choice
+    assert capnb.plan.policy_choice(json.loads((path.parent / "plan.json").read_text())) == choice
+    out = manifests(choice)
+    kind = "knative" if choice.policy == "knative" else "hpa"
+    assert out.exact[kind]
+    # the exported values, replayed on the plan's demand, give the sweep's numbers at the choice
+    from capnb.data import load_rate_series
+    from capnb.forecast import fit_baseline
+
+    series = load_rate_series("servegen-m-small")
+    demand = capnb.elasticity.prepare_demand(series, 1.0, baseline=fit_baseline(series))
+    replay = capnb.elasticity.simulate(
+        demand, step_s=1.0, cold_start_s=float(record.policy.cold_start_s), tolerance_s=60.0,
+        **manifest_settings(parsed(out, kind)),
+    )  # fmt: skip
+    grid = {k: v for k, v in selection.items() if k != "policy"}
+    swept = plan.sel(policy=selection["policy"], **grid)
+    for name in ("breach_s", "gpu_hours", "scale_events", "instances_started"):
+        assert float(replay[name]) == pytest.approx(float(swept[f"elasticity_{name}"]), rel=1e-12)
+    # capnb export writes the three files beside the plan, every object schema-valid
+    assert main(["export", "--plan", str(path)]) == 0
+    assert (
+        main(["export", "--plan", str(path.parent / "plan.json"), "--out", str(path.parent / "j")])
+        == 0
+    )
+    assert (path.parent / "j" / "hpa.yaml").read_text() == (path.parent / "hpa.yaml").read_text()
+    for kind in ("hpa", "knative", "keda"):
+        for doc in yaml.safe_load_all((path.parent / f"{kind}.yaml").read_text()):
+            assert schema_errors(doc) == []

@@ -1,0 +1,78 @@
+"""Each decision and each name is written once: read from the source.
+
+A rule copied into a second module drifts apart from the first (the cold-start veto lived in four
+files; the burst test hard-coded 4x for 1.5 h whatever the burst model said; policy names had three
+spellings). The plain reference implementations of the kernels (``*_reference*.py``) are left out:
+they restate the rules on purpose, to test the kernels against.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1] / "capnb"
+SOURCES = {
+    p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
+    for p in sorted(ROOT.rglob("*.py"))
+    if "reference" not in p.name
+}
+
+
+def _code(text: str) -> str:
+    """The source without comments and docstrings' prose lines (a rule is code, not words)."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.split("#", 1)[0]
+        lines.append(stripped)
+    return "\n".join(lines)
+
+
+def _where(pattern: str) -> list[str]:
+    rule = re.compile(pattern)
+    return sorted(name for name, text in SOURCES.items() if rule.search(_code(text)))
+
+
+def test_the_cold_start_rule_is_written_once():
+    # "cold start above half the tolerance", in any of the forms it took
+    halves = _where(r"toleran\w*\)?\s*/\s*2|2\s*\*\s*\w*cold\w*\s*>|cold\w*\)?\s*>\s*\w*toleran")
+    assert halves == ["elasticity/_decision.py"]
+    # everyone else asks the rule
+    users = _where(r"cold_start_vetoes\(|veto_cold_steps\(")
+    assert {"elasticity/_advice.py", "elasticity/_policy.py"} <= set(users)
+
+
+def test_the_burst_test_is_sized_by_the_burst_model():
+    # no burst size of its own: the plan's burst test reads the burst model it was given
+    assert _where(r"\*=\s*4\.0|1\.5\s*\*\s*3600") == []
+    assert _where(r"def _burst_test\(") == ["plan/_steps.py"]
+    from capnb import forecast
+    from capnb.plan import PlanConfig
+    from capnb.plan._steps import _burst_test, burst_model
+
+    demand_times = np.arange("2024-01-01", "2024-01-03", dtype="datetime64[m]")
+    import xarray as xr
+
+    demand = xr.DataArray(np.full(demand_times.size, 10.0), dims="time",
+                          coords={"time": demand_times.astype("datetime64[ns]")})  # fmt: skip
+    settings = dict(per_instance_qps=2.0, step_s=60.0, cold_start_s=120.0, tolerance_s=120.0,
+                    policy="fixed", min_instances=6)  # fmt: skip
+    model = forecast.BurstModel(duration_s=(600.0, 1800.0), multiplier=(2.0, 2.5))
+    run = _burst_test(demand, PlanConfig(step_s=60.0), settings, model)
+    assert run.attrs["burst_multiplier"] == 2.25 and run.attrs["burst_hours"] == 1200 / 3600
+    none = burst_model(PlanConfig(bursts="none"), None)
+    assert none.rate_per_month == 0 and _burst_test(demand, PlanConfig(), settings, none) is None
+
+
+def test_policy_names_are_written_once():
+    for name in ("Kubernetes HPA", "Knative KPA", "fixed + elastic"):
+        found = _where(f"[\"']{re.escape(name)}[\"']\\s*[,):\\]}}]")
+        assert found == ["words.py"], (name, found)
+
+
+def test_times_of_an_undated_trace_are_worded_once():
+    # "day 8 22:30" on a trace whose dates are placeholders
+    assert _where(r"f\"day \{[^}]*\+ 1\} \{") == ["words.py"]
+    assert _where(r"=\s*1970\b|[\"']1970-") == ["words.py"]
