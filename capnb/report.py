@@ -648,14 +648,16 @@ def summary_html(
 
 
 def _lede(a) -> str:
-    """The answer in one sentence: GPU, fleet, cost and breach (the plan's one of each)."""
-    cost = f"{a.monthly_usd:,.0f} USD a month" if a.monthly_usd == a.monthly_usd else "unpriced"
+    """The answer in one sentence: model, GPU and fleet (the cost and breach follow, once each)."""
+    grows = (
+        "and run them all month"
+        if a.policy.name == "fixed"
+        else f"and let {words.POLICY_NAMES[a.policy.name]} add on-demand ones up to "
+        f"{a.peak_instances:,} as traffic needs"
+    )
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance: reserve "
-        f"{words.count(a.reserved_instances, 'instance')} and let "
-        f"{words.POLICY_NAMES[a.policy.name]} run up to {a.peak_instances:,} as traffic needs, for "
-        f"{cost} with {a.breach_minutes_per_month:,.0f} minutes of SLA breach a month (budget "
-        f"{a.breach_budget_minutes:,.0f})."
+        f"{words.count(a.reserved_instances, 'instance')} {grows}."
     )
 
 

@@ -28,12 +28,28 @@ def dask_client():
 
 
 @pytest.fixture(scope="session")
-def full_report(tmp_path_factory):
-    """The main job's report on the bundled defaults: every worksheet, executed once per session."""
+def full_report(tmp_path_factory, worker_id):
+    """The main job's report on the bundled defaults: every worksheet, executed once per session.
+
+    Under pytest-xdist the workers share one report: the first to ask writes it into the run's
+    common temporary folder, holding a lock, and the others read the list of files it wrote.
+    """
+    import fcntl
+    import json
+    from pathlib import Path
+
     from capnb.report import run_report
 
-    out = tmp_path_factory.mktemp("report")
-    return run_report(None, out, jobs=2, progress=False)
+    if worker_id == "master":  # one process
+        return run_report(None, tmp_path_factory.mktemp("report"), jobs=2, progress=False)
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker
+    listing = shared / "full_report.json"
+    with open(shared / "full_report.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not listing.exists():
+            written = run_report(None, shared / "report", jobs=2, progress=False)
+            listing.write_text(json.dumps([str(p) for p in written]))
+    return [Path(p) for p in json.loads(listing.read_text())]
 
 
 @pytest.fixture

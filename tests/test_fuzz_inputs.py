@@ -63,7 +63,9 @@ def settings_mapping(draw):
             out[name] = value
         else:
             table = SECTION_OF[name] if where == "table" else draw(st.sampled_from(list(SECTIONS)))
-            out.setdefault(table, {})[name] = value
+            if not isinstance(out.setdefault(table, {}), dict):
+                continue  # a field named as its table (sla) already holds a value at the top level
+            out[table][name] = value
     return out
 
 

@@ -48,17 +48,6 @@ def test_envelope_refuses_a_dip_too_deep_to_be_noise():
     )
 
 
-def test_a_plans_inputs_carry_the_latency_curves_notes():
-    from capnb import plan
-
-    summary = {"config": plan.PlanConfig().as_dict(), "latency_used": "measured latencies",
-               "latency_notes": "envelope: itl 0.5 at concurrency 8 raised\nrows sorted"}  # fmt: skip
-    summary["config"] = __import__("json").dumps(summary["config"])
-    words = plan.inputs_used(summary)
-    assert "latency: measured latencies (note: envelope: itl 0.5 at concurrency 8 raised) " in words
-    assert "(note: rows sorted)" in words
-
-
 def test_at_interpolates_linearly_and_never_extrapolates():
     curve = data.load_latency_curve("dstack-vllm-mi300x-short")
     values = latency.at(curve, [8, 12, 16, 2048, 2049]).latency.sel(

@@ -102,6 +102,7 @@ _WRITER = """
 import hashlib, json, os, sys
 from capnb.data import write_set
 folder, size = sys.argv[1], int(sys.argv[2])
+print("ready", flush=True)  # imports done: the kill lands inside the writes, however loaded the machine
 for i in range(10**6):
     body = os.urandom(size)
     write_set(folder, {"body.bin": body,
@@ -123,10 +124,14 @@ def test_kill_9_at_random_moments_leaves_a_whole_set(tmp_path):
     rng = np.random.default_rng(7)
     seen = set()
     for _ in range(12):
-        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), str(8 * 2**20)])
+        writer = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(folder), str(8 * 2**20)], stdout=subprocess.PIPE
+        )
+        assert writer.stdout.readline() == b"ready\n"
         time.sleep(float(rng.uniform(0.3, 2.0)))  # inside some write: staging, commit or moves
         writer.send_signal(signal.SIGKILL)
         writer.wait()
+        writer.stdout.close()
         data.settle(folder)  # what the next writer (or plan.load) does first
         seen.add(_consistent(folder))
         names = sorted(p.name for p in folder.iterdir())

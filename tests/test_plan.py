@@ -536,3 +536,14 @@ def test_the_config_takes_the_forecast_steps_growth_models():
     hint = typing.get_type_hints(planning.PlanConfig, include_extras=True)["growth_model"]
     assert typing.get_args(typing.get_args(hint)[0]) == forecast.TARGET_GROWTH_MODELS
     assert field.default == "auto"
+
+
+def test_the_answer_carries_the_latency_curves_notes(small):
+    record = planning.summary(small[0])
+    record["answer"] |= {
+        "latency_model": "measured",
+        "latency_notes": ["envelope: itl 0.5 at concurrency 8 raised", "rows sorted"],
+    }
+    text = planning.describe(record)
+    assert "Latencies: measured latencies. Note: envelope: itl 0.5 at concurrency 8 raised." in text
+    assert "Note: rows sorted." in text

@@ -48,9 +48,7 @@ def test_every_public_function_declares_the_units_its_argument_names_carry():
     for qualified, function in _public_functions():
         if qualified in EXCEPTIONS:
             continue
-        wanted = {
-            p: _unit_of(p) for p in inspect.signature(function).parameters if _unit_of(p)
-        }
+        wanted = {p: _unit_of(p) for p in inspect.signature(function).parameters if _unit_of(p)}
         if wanted and declared(function) != {**declared(function), **wanted}:
             missing.append(f"{qualified}: {wanted} declared as {declared(function)}")
     assert missing == []

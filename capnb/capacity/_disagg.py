@@ -186,11 +186,7 @@ def pool_curves(
     prefill_work["output_tokens"] = xr.ones_like(workload["output_tokens"])
     common = dict(
         concurrency=grid,
-        requests=requests,
-        seed=seed,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        calibration=calibration,
+        **_engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration),
     )
     curves = {
         "prefill": latency.engine(model, gpu, tps["prefill"], prefill_work, **common),
@@ -350,19 +346,83 @@ def pd_ratio(
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
         the SLA) and ``serving_reason``.
     """
-    from .. import latency
-    from ..data import load_gpus, load_model
+    from ..data import load_model
 
     _check_workload(workload)
     spec = load_model(model)
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    gpu_id = _catalog_gpu(gpu)
     conc = np.sort(_validate.positive_ints(concurrency, "concurrency"))
     ttft_sla, tpot_sla, q = _pd_bounds(sla)
     pairs = _ratios(ratios)
     labels = [f"{p}:{d}" for p, d in pairs]
     tps = _ratio_tensor_parallel(tensor_parallel, labels)
+    fleet_gpus, agg_tp, agg_instances = _fleets(
+        pairs, tps, aggregated_tensor_parallel, aggregated_gpus
+    )
+    bandwidth, link_from = _link(gpu_id, link_bandwidth)
+    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
+    need = int(conc.max())
+    by_tp = _curves_by_tp(curves, tps, need, spec, gpu_id, workload, settings)
+    if aggregated_curve is None:
+        top = max(1, math.ceil(need / agg_instances))
+        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, top, settings)
+
+    prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
+    output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
+    runs = _ratio_runs(spec, pairs, tps, by_tp, conc, q, prompt, bandwidth)
+    lat = runs["latency"]
+    per_gpu = runs["fleet_qps"] * output_mean / fleet_gpus[:, None]
+    meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
+    best = _best_ratios(labels, conc, per_gpu, lat, meets, q, ttft_sla, tpot_sla)
+    # the aggregated alternative: agg_instances instances sharing each concurrency
+    agg = _aggregated_at(aggregated_curve, conc, (agg_instances, agg_tp), output_mean, q, sla)
+    serving = _serving_per_concurrency(labels, *best, per_gpu, agg, q)
+    ds = _pd_ratio_dataset(
+        labels, conc, q, pairs, tps, fleet_gpus, runs, per_gpu, meets, best, agg, serving
+    )
+    ds.attrs = _pd_ratio_attrs(
+        spec, gpu_id, sla, link_from, prompt, output_mean, runs, (agg_instances, agg_tp)
+    )
+    return ds
+
+
+def _catalog_gpu(gpu) -> str:
+    """The catalog's id of one GPU name."""
+    from ..data import load_gpus
+
+    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
+    if gpu_id is None:
+        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    return gpu_id
+
+
+def _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration) -> dict:
+    """The engine simulation's settings, the same for both pools and the aggregated instance."""
+    return dict(
+        requests=requests,
+        seed=seed,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        calibration=calibration,
+    )
+
+
+def _aggregated_engine(spec, gpu_id: str, tp: int, workload, top: int, settings: dict):
+    """The aggregated instance's closed-loop curve, 1 to ``top`` requests in flight."""
+    from .. import latency
+
+    return latency.engine(
+        spec,
+        gpu_id,
+        tp,
+        workload,
+        concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
+        **settings,
+    )
+
+
+def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
+    """GPUs of each ratio's fleet, and the aggregated alternative's degree and instances."""
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps[0]["decode"], "aggregated_tensor_parallel"
     )
@@ -375,16 +435,14 @@ def pd_ratio(
         raise InputError(
             f"aggregated_gpus: {agg_gpus} GPUs hold no instance of tensor_parallel {agg_tp}"
         )
-    bandwidth, link_from = _link(gpu_id, link_bandwidth)
-    engine_args = dict(
-        requests=requests,
-        seed=seed,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        calibration=calibration,
-    )
-    need = int(conc.max())
-    by_tp = {}  # (prefill TP, decode TP) -> pool curves
+    return fleet_gpus, agg_tp, agg_instances
+
+
+def _curves_by_tp(curves, tps, need: int, spec, gpu_id: str, workload, settings: dict) -> dict:
+    """Pool curves per (prefill TP, decode TP): the given ones, the missing computed to ``need``."""
+    from .. import latency
+
+    by_tp = {}
     for given in [curves] if isinstance(curves, xr.Dataset) else list(curves or []):
         if not isinstance(given, xr.Dataset) or "pool_tensor_parallel" not in given:
             raise InputError("curves: pass capnb.capacity.pool_curves(...) results")
@@ -395,21 +453,16 @@ def pd_ratio(
         if key not in by_tp:
             grid = latency.concurrency_grid(need, dense_up_to=4, per_doubling=2)
             by_tp[key] = pool_curves(
-                spec, gpu_id, workload, tensor_parallel=tp, concurrency=grid, **engine_args
+                spec, gpu_id, workload, tensor_parallel=tp, concurrency=grid, **settings
             )
-    if aggregated_curve is None:
-        top = max(1, math.ceil(need / agg_instances))
-        aggregated_curve = latency.engine(
-            spec,
-            gpu_id,
-            agg_tp,
-            workload,
-            concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
-            **engine_args,
-        )
+    return by_tp
 
-    prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
-    output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
+
+def _ratio_runs(spec, pairs, tps, by_tp, conc, q, prompt, bandwidth) -> dict:
+    """Each ratio's fleet at each concurrency: the balance of its pools and their latency.
+
+    ``kv_transfer_mean_s`` is the mean transfer of the last ratio's prefill degree.
+    """
     shape = (len(pairs), conc.size)
     pool_k = np.full((*shape, 2), np.nan)
     rate = np.full(shape, np.nan)
@@ -448,16 +501,25 @@ def pd_ratio(
             kp, kd = out[1], out[2]
             lat[i, j, 0] = _at(grid, p_ttft, kp) + transfer[i] + _at(grid, d_ttft, kd)
             lat[i, j, 1] = _at(grid, d_tpot, kd)
-    per_gpu = rate * output_mean / fleet_gpus[:, None]
-    meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
+    return {
+        "pool_concurrency": pool_k,
+        "fleet_qps": rate,
+        "latency": lat,
+        "bottleneck": bottleneck,
+        "kv_transfer_s": transfer,
+        "kv_transfer_mean_s": transfer_mean,
+    }
 
+
+def _best_ratios(labels, conc, per_gpu, lat, meets, q, ttft_sla, tpot_sla):
+    """Per concurrency, the ratio with the most output tokens/s per GPU within the SLA, and why."""
     best, best_reason = [], []
     for j, c in enumerate(conc):
         ok = np.flatnonzero(meets[:, j])
         if ok.size == 0:
             worst = [
                 f"{labels[i]} P{q * 100:g} TTFT {lat[i, j, 0]:.3g} s / TPOT {lat[i, j, 1] * 1e3:.3g} ms"
-                for i in range(len(pairs))
+                for i in range(len(labels))
             ]
             best.append("")
             best_reason.append(
@@ -467,40 +529,55 @@ def pd_ratio(
             continue
         i = int(ok[np.argmax(per_gpu[ok, j])])
         best.append(labels[i])
-        others = [labels[k] for k in range(len(pairs)) if k != i and meets[k, j]]
+        others = [labels[k] for k in range(len(labels)) if k != i and meets[k, j]]
         best_reason.append(
             f"{labels[i]} serves {per_gpu[i, j]:,.0f} output tokens/s per GPU within the SLA "
             f"(P{q * 100:g} TTFT {lat[i, j, 0]:.3g} s, TPOT {lat[i, j, 1] * 1e3:.3g} ms)"
             + (f", more than {', '.join(others)}" if others else ", the only ratio within it")
         )
+    return best, best_reason
 
-    # the aggregated alternative: agg_instances instances sharing each concurrency
-    agg_q = _quantile_index(aggregated_curve, q)
-    agg_grid = aggregated_curve.concurrency.values.astype(float)
-    agg_x = _envelope(aggregated_curve.throughput.values)
+
+def _aggregated_at(curve: xr.Dataset, conc, fleet, output_mean: float, q: float, sla) -> dict:
+    """The aggregated fleet (``fleet``: instances, degree) with its instances sharing each concurrency.
+
+    Its latency quantiles (concurrency, metric), output tokens/s per GPU, whether it meets the SLA.
+    """
+    instances, tp = fleet
+    agg_q = _quantile_index(curve, q)
+    agg_grid = curve.concurrency.values.astype(float)
+    agg_x = _envelope(curve.throughput.values)
     agg_lat = np.full((conc.size, 2), np.nan)
     agg_rate = np.full(conc.size, np.nan)
     for j, c in enumerate(conc):
-        k = c / agg_instances
-        agg_rate[j] = agg_instances * _at(agg_grid, agg_x, k)
+        k = c / instances
+        agg_rate[j] = instances * _at(agg_grid, agg_x, k)
         for m, metric in enumerate(_METRICS):
             agg_lat[j, m] = _at(agg_grid, agg_q.latency.sel(metric=metric).values, k)
-    agg_per_gpu = agg_rate * output_mean / (agg_instances * agg_tp)
-    agg_meets = (agg_lat[:, 0] <= ttft_sla) & (agg_lat[:, 1] <= tpot_sla)
+    return {
+        "latency": agg_lat,
+        "output_tokens_per_gpu": agg_rate * output_mean / (instances * tp),
+        "meets_sla": (agg_lat[:, 0] <= sla.bounds["ttft"]) & (agg_lat[:, 1] <= sla.bounds["tpot"]),
+        "fleet": f"{instances} x TP{tp}",
+    }
 
+
+def _serving_per_concurrency(labels, best, best_reason, per_gpu, agg: dict, q: float):
+    """Per concurrency, aggregated or disaggregated (more tokens/s per GPU within the SLA), and why."""
     serving, serving_reason = [], []
-    for j in range(conc.size):
+    agg_lat, agg_per_gpu, agg_meets = agg["latency"], agg["output_tokens_per_gpu"], agg["meets_sla"]
+    for j in range(len(best)):
         i = labels.index(best[j]) if best[j] else -1
         disagg = per_gpu[i, j] if i >= 0 else math.nan
-        agg = agg_per_gpu[j] if agg_meets[j] else math.nan
+        agg_j = agg_per_gpu[j] if agg_meets[j] else math.nan
         agg_text = (
-            f"aggregated ({agg_instances} x TP{agg_tp}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
+            f"aggregated ({agg['fleet']}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
             f"P{q * 100:g} TTFT {agg_lat[j, 0]:.3g} s, TPOT {agg_lat[j, 1] * 1e3:.3g} ms"
         )
         if i < 0 and not agg_meets[j]:
             serving.append("infeasible")
             serving_reason.append(f"neither meets the SLA: {agg_text}; {best_reason[j]}")
-        elif i < 0 or (agg_meets[j] and agg >= disagg):
+        elif i < 0 or (agg_meets[j] and agg_j >= disagg):
             serving.append("aggregated")
             serving_reason.append(
                 f"{agg_text}"
@@ -516,7 +593,15 @@ def pd_ratio(
                 f"disaggregated {best[j]} {disagg:,.0f} tokens/s per GPU against {agg_text}"
                 + ("" if agg_meets[j] else " (outside the SLA)")
             )
+    return serving, serving_reason
 
+
+def _pd_ratio_dataset(
+    labels, conc, q, pairs, tps, fleet_gpus, runs, per_gpu, meets, best, agg, serving
+) -> xr.Dataset:
+    """pd_ratio's result without its attrs: per ratio, the aggregated alternative, the choice."""
+    best, best_reason = best
+    serving, serving_reason = serving
     pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
     coords = {
         "ratio": ("ratio", labels, glossary.attrs("ratio")),
@@ -525,7 +610,7 @@ def pd_ratio(
         "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
         "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
     }
-    ds = xr.Dataset(
+    return xr.Dataset(
         {
             "instances": (("ratio", "pool"), np.array(pairs), glossary.attrs("instances")),
             "pool_tensor_parallel": (
@@ -536,52 +621,64 @@ def pd_ratio(
             "gpus": ("ratio", fleet_gpus, glossary.attrs("gpus")),
             "pool_concurrency": (
                 ("ratio", "concurrency", "pool"),
-                pool_k,
+                runs["pool_concurrency"],
                 glossary.attrs("pool_concurrency"),
             ),
-            "fleet_qps": (("ratio", "concurrency"), rate, glossary.attrs("fleet_qps")),
+            "fleet_qps": (("ratio", "concurrency"), runs["fleet_qps"], glossary.attrs("fleet_qps")),
             "output_tokens_per_gpu": (
                 ("ratio", "concurrency"),
                 per_gpu,
                 glossary.attrs("output_tokens_per_gpu"),
             ),
-            "latency": (("ratio", "concurrency", "metric"), lat, glossary.attrs("latency")),
+            "latency": (
+                ("ratio", "concurrency", "metric"),
+                runs["latency"],
+                glossary.attrs("latency"),
+            ),
             "meets_sla": (("ratio", "concurrency"), meets, glossary.attrs("meets_sla")),
             "bottleneck": (
                 ("ratio", "concurrency"),
-                bottleneck.astype(str),
+                runs["bottleneck"].astype(str),
                 glossary.attrs("bottleneck"),
             ),
-            "kv_transfer_s": ("ratio", transfer, glossary.attrs("kv_transfer_s")),
+            "kv_transfer_s": ("ratio", runs["kv_transfer_s"], glossary.attrs("kv_transfer_s")),
             "best_ratio": ("concurrency", best, glossary.attrs("best_ratio")),
             "best_reason": ("concurrency", best_reason, glossary.attrs("best_reason")),
-            "aggregated_latency": (("concurrency", "metric"), agg_lat, glossary.attrs("latency")),
+            "aggregated_latency": (
+                ("concurrency", "metric"),
+                agg["latency"],
+                glossary.attrs("latency"),
+            ),
             "aggregated_output_tokens_per_gpu": (
                 "concurrency",
-                agg_per_gpu,
+                agg["output_tokens_per_gpu"],
                 glossary.attrs("output_tokens_per_gpu"),
             ),
-            "aggregated_meets_sla": ("concurrency", agg_meets, glossary.attrs("meets_sla")),
+            "aggregated_meets_sla": ("concurrency", agg["meets_sla"], glossary.attrs("meets_sla")),
             "serving": ("concurrency", serving, glossary.attrs("serving")),
             "serving_reason": ("concurrency", serving_reason, glossary.attrs("serving_reason")),
         },
         coords=coords,
     )
-    ds.attrs = {
+
+
+def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, runs, aggregated) -> dict:
+    """pd_ratio's attrs: the inputs, the means it used, the aggregated fleet, how TTFT adds up."""
+    instances, tp = aggregated
+    return {
         "source": "capnb.capacity.pd_ratio (closed loop on a fixed fleet, engine model per pool)",
         "model": spec.name,
         "gpu": gpu_id,
         "sla": str(sla),
-        "quantile": q,
+        "quantile": sla.quantile,
         "link": link_from,
-        "kv_transfer_mean_s": transfer_mean,
+        "kv_transfer_mean_s": runs["kv_transfer_mean_s"],
         "output_tokens_mean": output_mean,
         "prompt_tokens_mean": float(prompt.mean()),
-        "aggregated": f"{agg_instances} x {gpu_id} TP{agg_tp} ({agg_instances * agg_tp} GPUs)",
+        "aggregated": f"{instances} x {gpu_id} TP{tp} ({instances * tp} GPUs)",
         "ttft": "prefill P-quantile TTFT + KV transfer at the P-quantile prompt + decode "
         "P-quantile wait and first step (a sum of quantiles: conservative)",
     }
-    return ds
 
 
 def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
@@ -665,210 +762,30 @@ def disaggregate(
         ``serving_reason`` (serving), ``kv_transfer_s``; attrs ``serving`` (the choice) and
         ``recommendation`` (one sentence with the reason).
     """
-    from .. import latency
-    from ..data import load_gpus, load_model
+    from ..data import load_model
 
     _check_workload(workload)
     spec = load_model(model)
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    gpu_id = _catalog_gpu(gpu)
     demand, slots, slot_dim = _target(target_qps)
-    ttft_sla, tpot_sla, q = _pd_bounds(sla)
+    q = _pd_bounds(sla)[2]  # the SLA must bound both TTFT (prefill) and TPOT (decode)
     tps = _tensor_parallel(tensor_parallel)
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps["decode"], "aggregated_tensor_parallel"
     )
     bandwidth, link_from = _link(gpu_id, link_bandwidth)
-    if usd_per_gpu_hour is None:
-        price = float(load_gpus([gpu_id]).usd_per_gpu_hour.item())
-    else:
-        price = float(usd_per_gpu_hour)
-        if not (math.isfinite(price) and price >= 0):
-            raise InputError(f"usd_per_gpu_hour must be a number >= 0, got {usd_per_gpu_hour!r}")
-    engine_args = dict(
-        requests=requests,
-        seed=seed,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        calibration=calibration,
-    )
+    price = _gpu_price(gpu_id, usd_per_gpu_hour)
+    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
     if curves is None:
-        curves = pool_curves(spec, gpu_id, workload, tensor_parallel=tps, **engine_args)
+        curves = pool_curves(spec, gpu_id, workload, tensor_parallel=tps, **settings)
     if aggregated_curve is None:
-        aggregated_curve = latency.engine(
-            spec,
-            gpu_id,
-            agg_tp,
-            workload,
-            concurrency=latency.concurrency_grid(256, dense_up_to=4, per_doubling=2),
-            **engine_args,
-        )
+        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, 256, settings)
 
-    at_q = _quantile_index(curves, q)
-    grid = curves.concurrency.values.astype(float)
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
-    transfer_q = float(
-        kv_transfer_s(
-            spec, np.quantile(prompt, q), tensor_parallel=tps["prefill"], link_bandwidth=bandwidth
-        )
-    )
-    x_p = curves.instance_qps.sel(pool="prefill").values
-    x_d = curves.instance_qps.sel(pool="decode").values
-    p_ttft = at_q.latency.sel(pool="prefill", metric="ttft").values
-    d_ttft = at_q.latency.sel(pool="decode", metric="ttft").values
-    d_tpot = at_q.latency.sel(pool="decode", metric="tpot").values
-
-    best = None  # (GPUs per request/s, i_p, i_d)
-    for i_d in np.flatnonzero(d_tpot <= tpot_sla):
-        budget = ttft_sla - transfer_q - d_ttft[i_d]
-        ok_p = np.flatnonzero(p_ttft <= budget)
-        if ok_p.size == 0:
-            continue
-        i_p = int(ok_p[np.argmax(x_p[ok_p])])
-        cost = tps["prefill"] / x_p[i_p] + tps["decode"] / x_d[i_d]
-        if best is None or cost < best[0]:
-            best = (cost, i_p, int(i_d))
-    if best is None:
-        if not (d_tpot <= tpot_sla).any():
-            disagg_reason = (
-                f"infeasible: the decode pool's P{q * 100:g} TPOT is {d_tpot[0] * 1e3:.3g} ms at "
-                f"one request in flight, above the SLA's {tpot_sla * 1e3:g} ms"
-            )
-        else:
-            floor = p_ttft[0] + transfer_q + np.nanmin(d_ttft[d_tpot <= tpot_sla])
-            disagg_reason = (
-                f"infeasible: prefill TTFT + KV transfer + decode wait is at least {floor:.3g} s "
-                f"(P{q * 100:g}), above the SLA's {ttft_sla:g} s"
-            )
-        i_p = i_d = None
-    else:
-        _, i_p, i_d = best
-        disagg_reason = (
-            f"prefill at {grid[i_p]:g} and decode at {grid[i_d]:g} requests in flight per instance: "
-            f"{x_p[i_p]:.3g} and {x_d[i_d]:.3g} requests/s per instance"
-        )
-
-    agg_q = _quantile_index(aggregated_curve, q)
-    a_grid = aggregated_curve.concurrency.values.astype(float)
-    a_x = aggregated_curve.throughput.values
-    a_ttft = agg_q.latency.sel(metric="ttft").values
-    a_tpot = agg_q.latency.sel(metric="tpot").values
-    ok_a = np.flatnonzero((a_ttft <= ttft_sla) & (a_tpot <= tpot_sla))
-    if ok_a.size:
-        i_a = int(ok_a[np.argmax(a_x[ok_a])])
-        agg_reason = f"{a_grid[i_a]:g} requests in flight per instance: {a_x[i_a]:.3g} requests/s"
-    else:
-        i_a = None
-        agg_reason = (
-            f"infeasible: at one request in flight P{q * 100:g} TTFT is {a_ttft[0]:.3g} s and TPOT "
-            f"{a_tpot[0] * 1e3:.3g} ms against the SLA's {ttft_sla:g} s and {tpot_sla * 1e3:g} ms"
-        )
-
-    nan_slots = np.full(demand.size, np.nan)
-    if i_p is not None:
-        inst = np.stack([np.ceil(demand / x_p[i_p]), np.ceil(demand / x_d[i_d])])
-        disagg_gpus = inst[0] * tps["prefill"] + inst[1] * tps["decode"]
-        ratio = np.where(inst[1] > 0, inst[0] / np.where(inst[1] > 0, inst[1], 1), np.nan)
-        disagg_lat = [p_ttft[i_p] + transfer_q + d_ttft[i_d], d_tpot[i_d]]
-        pool_k = [grid[i_p], grid[i_d]]
-        pool_r = [x_p[i_p], x_d[i_d]]
-    else:
-        inst = np.stack([nan_slots, nan_slots])
-        disagg_gpus, ratio = nan_slots, nan_slots
-        disagg_lat, pool_k, pool_r = [math.nan] * 2, [math.nan] * 2, [math.nan] * 2
-    if i_a is not None:
-        agg_inst = np.ceil(demand / a_x[i_a])
-        agg_gpus = agg_inst * agg_tp
-        agg_lat = [a_ttft[i_a], a_tpot[i_a]]
-    else:
-        agg_inst, agg_gpus, agg_lat = nan_slots, nan_slots, [math.nan] * 2
-
-    hours = {"aggregated": float(np.sum(agg_gpus)), "disaggregated": float(np.sum(disagg_gpus))}
-    peak = int(np.argmax(demand))
-    if i_a is None and i_p is None:
-        choice = "infeasible"
-        recommendation = f"Infeasible: aggregated {agg_reason}; disaggregated {disagg_reason}."
-    elif i_p is None or (i_a is not None and hours["aggregated"] <= hours["disaggregated"]):
-        choice = "aggregated"
-        why = (
-            f"disaggregated is {disagg_reason}"
-            if i_p is None
-            else f"{hours['aggregated']:,.0f} GPU-slots over the day against {hours['disaggregated']:,.0f} "
-            f"disaggregated ({int(inst[0, peak])}:{int(inst[1, peak])} at the busiest slot)"
-        )
-        recommendation = (
-            f"Serve aggregated: {words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
-            f"{gpu_id} at the busiest slot "
-            f"({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {agg_lat[0]:.3g} s, TPOT "
-            f"{agg_lat[1] * 1e3:.3g} ms; {why}."
-        )
-    else:
-        choice = "disaggregated"
-        why = (
-            f"aggregated is {agg_reason}"
-            if i_a is None
-            else f"{hours['disaggregated']:,.0f} GPU-slots over the day against {hours['aggregated']:,.0f} "
-            f"aggregated ({int(agg_inst[peak])} x TP{agg_tp} at the busiest slot)"
-        )
-        recommendation = (
-            f"Serve disaggregated: {int(inst[0, peak])} prefill (TP{tps['prefill']}) and "
-            f"{int(inst[1, peak])} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
-            f"slot ({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {disagg_lat[0]:.3g} s "
-            f"(KV transfer {transfer_q * 1e3:.2g} ms), TPOT {disagg_lat[1] * 1e3:.3g} ms; {why}."
-        )
-
-    pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
-    serving = ["aggregated", "disaggregated"]
-    slot_attrs = glossary.attrs("slot") if slot_dim == "slot" else {}
-    ds = xr.Dataset(
-        {
-            "pool_tensor_parallel": (
-                "pool",
-                [tps[p] for p in POOLS],
-                glossary.attrs("pool_tensor_parallel"),
-            ),
-            "pool_concurrency": ("pool", pool_k, glossary.attrs("pool_concurrency")),
-            "per_instance_qps": ("pool", pool_r, glossary.attrs("per_instance_qps")),
-            "instances": (("pool", slot_dim), inst, glossary.attrs("instances")),
-            "pd_ratio": (slot_dim, ratio, glossary.attrs("pd_ratio")),
-            "aggregated_instances": (slot_dim, agg_inst, glossary.attrs("instances")),
-            "target_qps": (slot_dim, demand, glossary.attrs("target_qps")),
-            "gpus": (
-                ("serving", slot_dim),
-                np.stack([agg_gpus, disagg_gpus]),
-                glossary.attrs("gpus"),
-            ),
-            "usd_per_hour": (
-                ("serving", slot_dim),
-                np.stack([agg_gpus, disagg_gpus]) * price,
-                glossary.attrs("usd_per_hour"),
-            ),
-            "latency": (
-                ("serving", "metric"),
-                np.array([agg_lat, disagg_lat]),
-                glossary.attrs("latency"),
-            ),
-            "meets_sla": (
-                "serving",
-                [i_a is not None, i_p is not None],
-                glossary.attrs("meets_sla"),
-            ),
-            "serving_reason": (
-                "serving",
-                [agg_reason, disagg_reason],
-                glossary.attrs("serving_reason"),
-            ),
-            "kv_transfer_s": ((), transfer_q, glossary.attrs("kv_transfer_s")),
-        },
-        coords={
-            "pool": pool,
-            slot_dim: (slot_dim, slots, slot_attrs),
-            "serving": ("serving", serving, glossary.attrs("serving")),
-            "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
-            "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
-        },
-    )
+    disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth)
+    agg = _aggregated_plan(aggregated_curve, demand, agg_tp, sla)
+    choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
+    ds = _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q)
     ds.attrs = {
         "source": "capnb.capacity.disaggregate (engine model per pool)",
         "model": spec.name,
@@ -882,3 +799,228 @@ def disaggregate(
         "recommendation": recommendation,
     }
     return ds
+
+
+def _gpu_price(gpu_id: str, usd_per_gpu_hour) -> float:
+    """USD per GPU-hour: the given price, checked, or the catalog's."""
+    from ..data import load_gpus
+
+    if usd_per_gpu_hour is None:
+        return float(load_gpus([gpu_id]).usd_per_gpu_hour.item())
+    price = float(usd_per_gpu_hour)
+    if not (math.isfinite(price) and price >= 0):
+        raise InputError(f"usd_per_gpu_hour must be a number >= 0, got {usd_per_gpu_hour!r}")
+    return price
+
+
+def _pool_columns(curves: xr.Dataset, q: float) -> dict:
+    """The pool curves' grid, requests/s per instance and quantile latencies as arrays."""
+    at_q = _quantile_index(curves, q)
+    return {
+        "grid": curves.concurrency.values.astype(float),
+        "x_p": curves.instance_qps.sel(pool="prefill").values,
+        "x_d": curves.instance_qps.sel(pool="decode").values,
+        "p_ttft": at_q.latency.sel(pool="prefill", metric="ttft").values,
+        "d_ttft": at_q.latency.sel(pool="decode", metric="ttft").values,
+        "d_tpot": at_q.latency.sel(pool="decode", metric="tpot").values,
+    }
+
+
+def _pool_points(cols: dict, q, tps, transfer_q, sla) -> tuple[tuple[int, int] | None, str]:
+    """The (prefill, decode) points on the pool curves with the fewest GPUs per request/s, and why.
+
+    None when no pair meets the SLA; the reason then says which bound no point meets.
+    """
+    ttft_sla, tpot_sla = sla.bounds["ttft"], sla.bounds["tpot"]
+    grid, x_p, x_d = cols["grid"], cols["x_p"], cols["x_d"]
+    p_ttft, d_ttft, d_tpot = cols["p_ttft"], cols["d_ttft"], cols["d_tpot"]
+    best = None  # (GPUs per request/s, i_p, i_d)
+    for i_d in np.flatnonzero(d_tpot <= tpot_sla):
+        budget = ttft_sla - transfer_q - d_ttft[i_d]
+        ok_p = np.flatnonzero(p_ttft <= budget)
+        if ok_p.size == 0:
+            continue
+        i_p = int(ok_p[np.argmax(x_p[ok_p])])
+        cost = tps["prefill"] / x_p[i_p] + tps["decode"] / x_d[i_d]
+        if best is None or cost < best[0]:
+            best = (cost, i_p, int(i_d))
+    if best is not None:
+        _, i_p, i_d = best
+        return (i_p, i_d), (
+            f"prefill at {grid[i_p]:g} and decode at {grid[i_d]:g} requests in flight per instance: "
+            f"{x_p[i_p]:.3g} and {x_d[i_d]:.3g} requests/s per instance"
+        )
+    if not (d_tpot <= tpot_sla).any():
+        return None, (
+            f"infeasible: the decode pool's P{q * 100:g} TPOT is {d_tpot[0] * 1e3:.3g} ms at "
+            f"one request in flight, above the SLA's {tpot_sla * 1e3:g} ms"
+        )
+    floor = p_ttft[0] + transfer_q + np.nanmin(d_ttft[d_tpot <= tpot_sla])
+    return None, (
+        f"infeasible: prefill TTFT + KV transfer + decode wait is at least {floor:.3g} s "
+        f"(P{q * 100:g}), above the SLA's {ttft_sla:g} s"
+    )
+
+
+def _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth) -> dict:
+    """Both pools at their operating points: instances per slot, GPUs, P:D ratio, latency."""
+    q = sla.quantile
+    cols = _pool_columns(curves, q)
+    transfer_q = float(
+        kv_transfer_s(
+            spec, np.quantile(prompt, q), tensor_parallel=tps["prefill"], link_bandwidth=bandwidth
+        )
+    )
+    points, reason = _pool_points(cols, q, tps, transfer_q, sla)
+    plan = {"meets_sla": points is not None, "reason": reason, "kv_transfer_s": transfer_q}
+    if points is None:
+        nan_slots = np.full(demand.size, np.nan)
+        return plan | {
+            "instances": np.stack([nan_slots, nan_slots]),
+            "gpus": nan_slots,
+            "pd_ratio": nan_slots,
+            "latency": [math.nan] * 2,
+            "pool_concurrency": [math.nan] * 2,
+            "per_instance_qps": [math.nan] * 2,
+        }
+    i_p, i_d = points
+    x_p, x_d = cols["x_p"], cols["x_d"]
+    inst = np.stack([np.ceil(demand / x_p[i_p]), np.ceil(demand / x_d[i_d])])
+    return plan | {
+        "instances": inst,
+        "gpus": inst[0] * tps["prefill"] + inst[1] * tps["decode"],
+        "pd_ratio": np.where(inst[1] > 0, inst[0] / np.where(inst[1] > 0, inst[1], 1), np.nan),
+        "latency": [cols["p_ttft"][i_p] + transfer_q + cols["d_ttft"][i_d], cols["d_tpot"][i_d]],
+        "pool_concurrency": [cols["grid"][i_p], cols["grid"][i_d]],
+        "per_instance_qps": [x_p[i_p], x_d[i_d]],
+    }
+
+
+def _aggregated_plan(curve: xr.Dataset, demand, tp: int, sla) -> dict:
+    """Aggregated instances at the concurrency with the most requests/s within the SLA, per slot."""
+    q, ttft_sla, tpot_sla = sla.quantile, sla.bounds["ttft"], sla.bounds["tpot"]
+    agg_q = _quantile_index(curve, q)
+    a_grid = curve.concurrency.values.astype(float)
+    a_x = curve.throughput.values
+    a_ttft = agg_q.latency.sel(metric="ttft").values
+    a_tpot = agg_q.latency.sel(metric="tpot").values
+    ok_a = np.flatnonzero((a_ttft <= ttft_sla) & (a_tpot <= tpot_sla))
+    if ok_a.size == 0:
+        nan_slots = np.full(demand.size, np.nan)
+        return {
+            "meets_sla": False,
+            "reason": f"infeasible: at one request in flight P{q * 100:g} TTFT is {a_ttft[0]:.3g} "
+            f"s and TPOT {a_tpot[0] * 1e3:.3g} ms against the SLA's {ttft_sla:g} s and "
+            f"{tpot_sla * 1e3:g} ms",
+            "instances": nan_slots,
+            "gpus": nan_slots,
+            "latency": [math.nan] * 2,
+        }
+    i_a = int(ok_a[np.argmax(a_x[ok_a])])
+    inst = np.ceil(demand / a_x[i_a])
+    return {
+        "meets_sla": True,
+        "reason": f"{a_grid[i_a]:g} requests in flight per instance: {a_x[i_a]:.3g} requests/s",
+        "instances": inst,
+        "gpus": inst * tp,
+        "latency": [a_ttft[i_a], a_tpot[i_a]],
+    }
+
+
+def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple[str, str]:
+    """The cheaper plan over the day in GPU-slots (or "infeasible"), in one sentence with why."""
+    hours = {
+        "aggregated": float(np.sum(agg["gpus"])),
+        "disaggregated": float(np.sum(disagg["gpus"])),
+    }
+    peak = int(np.argmax(demand))
+    inst, agg_inst = disagg["instances"], agg["instances"]
+    if not agg["meets_sla"] and not disagg["meets_sla"]:
+        return "infeasible", (
+            f"Infeasible: aggregated {agg['reason']}; disaggregated {disagg['reason']}."
+        )
+    if not disagg["meets_sla"] or (
+        agg["meets_sla"] and hours["aggregated"] <= hours["disaggregated"]
+    ):
+        why = (
+            f"disaggregated is {disagg['reason']}"
+            if not disagg["meets_sla"]
+            else f"{hours['aggregated']:,.0f} GPU-slots over the day against {hours['disaggregated']:,.0f} "
+            f"disaggregated ({int(inst[0, peak])}:{int(inst[1, peak])} at the busiest slot)"
+        )
+        lat = agg["latency"]
+        return "aggregated", (
+            f"Serve aggregated: {words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
+            f"{gpu_id} at the busiest slot "
+            f"({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s, TPOT "
+            f"{lat[1] * 1e3:.3g} ms; {why}."
+        )
+    why = (
+        f"aggregated is {agg['reason']}"
+        if not agg["meets_sla"]
+        else f"{hours['disaggregated']:,.0f} GPU-slots over the day against {hours['aggregated']:,.0f} "
+        f"aggregated ({int(agg_inst[peak])} x TP{agg_tp} at the busiest slot)"
+    )
+    lat = disagg["latency"]
+    return "disaggregated", (
+        f"Serve disaggregated: {int(inst[0, peak])} prefill (TP{tps['prefill']}) and "
+        f"{int(inst[1, peak])} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
+        f"slot ({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s "
+        f"(KV transfer {disagg['kv_transfer_s'] * 1e3:.2g} ms), TPOT {lat[1] * 1e3:.3g} ms; {why}."
+    )
+
+
+def _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q) -> xr.Dataset:
+    """The result of disaggregate without its attrs: both pools, both plans side by side per slot."""
+    pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
+    serving = ["aggregated", "disaggregated"]
+    slot_attrs = glossary.attrs("slot") if slot_dim == "slot" else {}
+    gpus = np.stack([agg["gpus"], disagg["gpus"]])
+    return xr.Dataset(
+        {
+            "pool_tensor_parallel": (
+                "pool",
+                [tps[p] for p in POOLS],
+                glossary.attrs("pool_tensor_parallel"),
+            ),
+            "pool_concurrency": (
+                "pool",
+                disagg["pool_concurrency"],
+                glossary.attrs("pool_concurrency"),
+            ),
+            "per_instance_qps": (
+                "pool",
+                disagg["per_instance_qps"],
+                glossary.attrs("per_instance_qps"),
+            ),
+            "instances": (("pool", slot_dim), disagg["instances"], glossary.attrs("instances")),
+            "pd_ratio": (slot_dim, disagg["pd_ratio"], glossary.attrs("pd_ratio")),
+            "aggregated_instances": (slot_dim, agg["instances"], glossary.attrs("instances")),
+            "target_qps": (slot_dim, demand, glossary.attrs("target_qps")),
+            "gpus": (("serving", slot_dim), gpus, glossary.attrs("gpus")),
+            "usd_per_hour": (("serving", slot_dim), gpus * price, glossary.attrs("usd_per_hour")),
+            "latency": (
+                ("serving", "metric"),
+                np.array([agg["latency"], disagg["latency"]]),
+                glossary.attrs("latency"),
+            ),
+            "meets_sla": (
+                "serving",
+                [agg["meets_sla"], disagg["meets_sla"]],
+                glossary.attrs("meets_sla"),
+            ),
+            "serving_reason": (
+                "serving",
+                [agg["reason"], disagg["reason"]],
+                glossary.attrs("serving_reason"),
+            ),
+            "kv_transfer_s": ((), disagg["kv_transfer_s"], glossary.attrs("kv_transfer_s")),
+        },
+        coords={
+            "pool": pool,
+            slot_dim: (slot_dim, slots, slot_attrs),
+            "serving": ("serving", serving, glossary.attrs("serving")),
+            "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
+            "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
+        },
+    )

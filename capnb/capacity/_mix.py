@@ -130,6 +130,40 @@ def mix(
         The prices list none of the options' GPUs (``error.gpus`` names them).
     """
     qps = _pools(options)
+    demand, limits = _mix_args(qps, demand_qps, prices, spot_preemption, mip_gap, limits)
+    everything = qps
+    qps, price = _candidates(qps, prices, reserved, spot_preemption)
+    gpus = [str(x) for x in qps.gpu.values]
+    q = qps.values.astype(float)
+    g = qps.tensor_parallel.values.astype(float)
+    keep = 1.0 - float(spot_preemption or 0.0)
+    if not _buyable(price).any():  # the GPUs that meet the SLA, named for the caller
+        serves = np.isfinite(everything.values) & (everything.values > 0)
+        raise NotPricedError(str(x) for x in everything.gpu.values[serves])
+    _check_reachable(demand, q, g, gpus, price, keep, limits, demand_qps.slot.values)
+    problem = dict(q=q, g=g, gpus=gpus, price=price, keep=keep, limits=limits)
+    held, on_demand, spot, bound = _cheapest_fleet(demand, problem, mip_gap)
+    slot_cost = (
+        (g * np.nan_to_num(price["reserved"]) * held).sum()
+        + (g[:, None] * np.nan_to_num(price["on_demand"])[:, None] * on_demand).sum(0)
+        + (g[:, None] * np.nan_to_num(price["spot"])[:, None] * spot).sum(0)
+    )  # USD/hour while the slot lasts
+    single_cost = _single_type(demand, q, g, gpus, price["on_demand"], limits)
+    result = _mix_dataset(qps, demand_qps, (held, on_demand, spot), keep, slot_cost, single_cost)
+    result.attrs = _mix_attrs(
+        slot_cost, single_cost, bound, qps.pool.values, reserved, spot_preemption, limits, prices
+    )
+    return _with_left_out(
+        result,
+        everything,
+        demand,
+        price_of=lambda gpu: _prices(prices, [gpu], "on_demand")[0],
+        limits=limits,
+    )
+
+
+def _mix_args(qps, demand_qps, prices, spot_preemption, mip_gap, limits):
+    """The checked demand (requests/s per slot) and limits (GPU type -> most GPUs)."""
     if not isinstance(demand_qps, xr.DataArray) or demand_qps.dims != ("slot",):
         raise InputError("demand_qps must be a DataArray over slot (requests/s)")
     demand = demand_qps.values.astype(float)
@@ -148,28 +182,37 @@ def mix(
             raise InputError(f"limits names {gpu!r}, which is in no pool ({sorted(set(gpus))})")
         if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or cap < 0:
             raise InputError(f"limits[{gpu!r}] must be a whole number of GPUs >= 0, got {cap!r}")
+    return demand, limits
 
-    everything = qps
+
+def _candidates(qps: xr.DataArray, prices: xr.Dataset, reserved, spot_preemption):
+    """The pools the program may buy (priced, not dominated) and their prices by kind (USD/GPU-h).
+
+    A price is NaN where that kind cannot be bought: no spot without ``spot_preemption``, no
+    reserved base without ``reserved``.
+    """
+    gpus = [str(g) for g in qps.gpu.values]
     priced = [g in set(prices.gpu.values) for g in gpus]  # a GPU the provider does not list
     qps = qps.isel(pool=[i for i in _undominated(qps.values, qps.tensor_parallel.values, gpus)
                          if priced[i]])  # fmt: skip
     gpus = [str(x) for x in qps.gpu.values]
-    q = qps.values.astype(float)
-    g = qps.tensor_parallel.values.astype(float)
     price = {
         "reserved": _prices(prices, gpus, reserved),
         "on_demand": _prices(prices, gpus, "on_demand"),
         "spot": _prices(prices, gpus, "spot" if spot_preemption is not None else None),
     }
-    keep = 1.0 - float(spot_preemption or 0.0)
-    if not _buyable(price).any():  # the GPUs that meet the SLA, named for the caller
-        serves = np.isfinite(everything.values) & (everything.values > 0)
-        raise NotPricedError(str(x) for x in everything.gpu.values[serves])
-    _check_reachable(demand, q, g, gpus, price, keep, limits, demand_qps.slot.values)
-    problem = dict(q=q, g=g, gpus=gpus, price=price, keep=keep, limits=limits)
-    if np.isfinite(price["reserved"]).any():
+    return qps, price
+
+
+def _cheapest_fleet(demand: np.ndarray, problem: dict, gap: float):
+    """Reserved (pool), on-demand and spot instances (pool, slot), and the day's proven bound.
+
+    The bound is None when there is no reserved price (then every slot is solved exactly alone).
+    """
+    q = problem["q"]
+    if np.isfinite(problem["price"]["reserved"]).any():
         # the base couples the slots: one program over the day chooses it (within mip_gap) ...
-        joint = _solve(demand, **problem, gap=mip_gap)
+        joint = _solve(demand, **problem, gap=gap)
         held, bound = joint.x[: q.size], float(joint.mip_dual_bound)
     else:
         held, bound = np.zeros(q.size), None
@@ -179,34 +222,51 @@ def mix(
     for s in range(demand.size):
         one = _solve(demand[s : s + 1], **problem, gap=0.0, held=held)
         on_demand[:, s], spot[:, s] = one.x[q.size : 2 * q.size], one.x[2 * q.size :]
-    held = held.astype(np.int64)
-    total = held[:, None] + on_demand + spot
-    served = q @ (held[:, None] + on_demand + keep * spot)
-    slot_cost = (
-        (g * np.nan_to_num(price["reserved"]) * held).sum()
-        + (g[:, None] * np.nan_to_num(price["on_demand"])[:, None] * on_demand).sum(0)
-        + (g[:, None] * np.nan_to_num(price["spot"])[:, None] * spot).sum(0)
-    )  # USD/hour while the slot lasts
+    return held.astype(np.int64), on_demand, spot, bound
+
+
+def _mix_attrs(slot_cost, single_cost, bound, pools, reserved, spot_preemption, limits, prices):
+    """The mix's mean cost against the cheapest single type's, its optimality gap, its settings."""
     day = float(slot_cost.sum())
     bound = day if bound is None else min(bound, day)
-    single_cost = _single_type(demand, q, g, gpus, price["on_demand"], limits)
     best = int(np.nanargmin(single_cost)) if np.isfinite(single_cost).any() else None
     mean_cost = float(slot_cost.mean())
+    return {
+        "mix_usd_per_hour": mean_cost,
+        "single_type_pool": "" if best is None else str(pools[best]),
+        "single_type_usd_per_hour": np.nan if best is None else float(single_cost[best]),
+        "saving": np.nan if best is None else float(1 - mean_cost / single_cost[best]),
+        "reserved_pricing": reserved or "none",
+        "spot_preemption": np.nan if spot_preemption is None else float(spot_preemption),
+        "limits": ", ".join(f"{k}: {v} GPUs" for k, v in limits.items()) or "none",
+        "provider": prices.attrs.get("provider", ""),
+        "optimality_gap": float((day - bound) / day) if day > 0 else 0.0,
+        "solver": "scipy.optimize.milp (HiGHS): the base within mip_gap, each slot exact",
+    }
+
+
+def _mix_dataset(qps, demand_qps, fleet: tuple, keep, slot_cost, single_cost) -> xr.Dataset:
+    """The fleet (reserved, on-demand, spot instances) per pool and slot, with its service and cost."""
+    held, on_demand, spot = fleet
+    q = qps.values.astype(float)
+    g = qps.tensor_parallel.values.astype(float)
+    total = held[:, None] + on_demand + spot
+    served = q @ (held[:, None] + on_demand + keep * spot)
     pool_coords = {
         "pool": ("pool", qps.pool.values, glossary.attrs("pool")),
-        "gpu": ("pool", gpus, glossary.attrs("gpu")),
+        "gpu": ("pool", [str(x) for x in qps.gpu.values], glossary.attrs("gpu")),
         "tensor_parallel": ("pool", g.astype(np.int64), glossary.attrs("tensor_parallel")),
         "per_instance_qps": ("pool", q, glossary.attrs("per_instance_qps")),
     }
     both = ("pool", "slot")
-    result = xr.Dataset(
+    return xr.Dataset(
         {
             "reserved_instances": ("pool", held, glossary.attrs("reserved_instances")),
             "on_demand_instances": (both, on_demand, glossary.attrs("on_demand_instances")),
             "spot_instances": (both, spot, glossary.attrs("spot_instances")),
             "instances": (both, total, glossary.attrs("instances")),
             "served_qps": ("slot", served, glossary.attrs("served_qps")),
-            "target_qps": ("slot", demand, glossary.attrs("target_qps")),
+            "target_qps": ("slot", demand_qps.values.astype(float), glossary.attrs("target_qps")),
             "usd_per_hour": ("slot", slot_cost, glossary.attrs("usd_per_hour")),
             "single_type_usd_per_hour": (
                 "pool",
@@ -215,25 +275,6 @@ def mix(
             ),
         },
         coords={**pool_coords, "slot": demand_qps.slot.values},
-        attrs={
-            "mix_usd_per_hour": mean_cost,
-            "single_type_pool": "" if best is None else str(qps.pool.values[best]),
-            "single_type_usd_per_hour": np.nan if best is None else float(single_cost[best]),
-            "saving": np.nan if best is None else float(1 - mean_cost / single_cost[best]),
-            "reserved_pricing": reserved or "none",
-            "spot_preemption": np.nan if spot_preemption is None else float(spot_preemption),
-            "limits": ", ".join(f"{k}: {v} GPUs" for k, v in limits.items()) or "none",
-            "provider": prices.attrs.get("provider", ""),
-            "optimality_gap": float((day - bound) / day) if day > 0 else 0.0,
-            "solver": "scipy.optimize.milp (HiGHS): the base within mip_gap, each slot exact",
-        },
-    )
-    return _with_left_out(
-        result,
-        everything,
-        demand,
-        price_of=lambda gpu: _prices(prices, [gpu], "on_demand")[0],
-        limits=limits,
     )
 
 

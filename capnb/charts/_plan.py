@@ -388,9 +388,12 @@ def plan_held_out(plan: xr.Dataset) -> alt.Chart:
         "cost_vs_hindsight": relative.transpose("origin", "plan").values.ravel(),
     })  # fmt: skip
     undated = is_undated({}, table.origin.values)
-    frame["when"] = (day_label(frame.origin.values) if undated
-                     else [str(t)[:10] for t in frame.origin.values])  # fmt: skip
-    budget = pd.DataFrame({"when": frame.when.unique(), "budget_min": table.budget_min.values})
+    origins = pd.DatetimeIndex(table.origin.values) if not undated else None
+    # a date names an origin when each starts on its own day; sub-day windows add the time
+    stamp = "%Y-%m-%d" if undated or origins.normalize().is_unique else "%Y-%m-%d %H:%M"
+    labels = day_label(table.origin.values) if undated else list(origins.strftime(stamp))
+    frame["when"] = np.repeat(labels, table.sizes["plan"])
+    budget = pd.DataFrame({"when": labels, "budget_min": table.budget_min.values})
     x = alt.X(field="when", type="ordinal", title="held-out origin", sort=None)
     tip = [alt.Tooltip(field="when", type="nominal"), alt.Tooltip(field="plan", type="nominal"),
            alt.Tooltip(field="breach_min", type="quantitative", format=",.1f"),

@@ -85,20 +85,43 @@ def load_rate_series(
     >>> series.sizes["time"], int(series.qps.isnull().sum())
     (2016, 37)
     """
-    from ._series import interval_ns  # one parser of durations (it brings xarray: load lazily)
-
     text = str(name_or_path) if isinstance(name_or_path, str | os.PathLike) else None
-    if text in _BUNDLED_SERIES:
+    bundled = text in _BUNDLED_SERIES
+    if bundled:
         path = dataset_path("traces", _BUNDLED_SERIES[text])
         time_column, rate_column = time_column or "window_start_s", rate_column or "total_rate_rps"
         time_unit, interval = time_unit or "s", interval or 600
-    elif text in _BUNDLED_TRACES:
-        raise InputError(
-            f"{text!r} is a request log: load it with capnb.data.load_trace and aggregate it with "
-            "capnb.forecast.resample"
-        )
     else:
-        path = _series_path(name_or_path)
+        path = _series_path(name_or_path, text)
+    _check_columns(path, time_column, rate_column, count_column)
+    timezone = _times.resolve_timezone(timezone)
+    value_column = rate_column or count_column
+    table, where = _read_series_table(path, time_column, value_column)
+    # a bundled series counts from 00:00 of its day 0 (ServeGen's time 0)
+    ns, clock = _window_starts(table, path, where, time_column, time_unit, timezone, start, bundled)
+    values = _number_column(table, value_column, where)
+    notes = []
+    ns, values, rows = _in_time_order(ns, values, where, value_column, notes)
+    step, grid, full = _on_grid(ns, values, rows, interval, where)
+    seconds = step / 1e9
+    qps = full if rate_column else full / seconds
+    absent = grid.size - ns.size
+    qps = _missing_zeros(qps, seconds, step, clock, zero_is_missing, notes)
+    if not (qps > 0).any():  # NaN compares false: missing windows are no traffic either
+        raise ConfigError(
+            f"{path}: every window's {value_column!r} is 0 or missing: a series without traffic "
+            "plans nothing (is it the right column, or the right file?)"
+        )
+    if absent:
+        notes.append(f"{absent:,} absent windows are inserted as missing")
+    repairs = [n for n in notes if "sorted" in n or "merged" in n]
+    if repairs:  # missing windows are data, stated in the attrs; repairs are worth a warning
+        warnings.warn(f"{path.name}: " + "; ".join(repairs), TraceWarning, stacklevel=2)
+    return _rate_dataset(qps, seconds, grid, path, clock, notes)
+
+
+def _check_columns(path: Path, time_column, rate_column, count_column) -> None:
+    """The columns named: a time column and exactly one of a rate or a count column."""
     if (rate_column is None) == (count_column is None):
         raise InputError(
             f"{path}: give exactly one of rate_column= (requests/s) or count_column= (requests) "
@@ -109,11 +132,17 @@ def load_rate_series(
             f"{path}: name the column of window start times with time_column= "
             "(capnb.data.load_traffic finds it itself in a time,qps or time,requests file)"
         )
-    timezone = _times.resolve_timezone(timezone)
-    table, where = _read_series_table(path, time_column, rate_column or count_column)
-    relative = start is not None or text in _BUNDLED_SERIES
+
+
+def _window_starts(table, path, where, time_column, time_unit, timezone, start, bundled):
+    """Each window's start (ns since the epoch on the series' clock) and the clock.
+
+    Numbers count ``time_unit`` from ``start`` (from 00:00 of day 0 for a bundled series, whose
+    date is not known); datetimes are read as they are.
+    """
     import pyarrow.types as pat
 
+    relative = start is not None or bundled
     if time_column is None or time_column not in table.column_names:
         raise ConfigError(
             f"{path}: no column {time_column!r} (time_column); columns: {table.column_names}"
@@ -121,21 +150,31 @@ def load_rate_series(
     kind = table.column(time_column).type
     if not (pat.is_integer(kind) or pat.is_floating(kind)):
         relative = False
-    midnight = text in _BUNDLED_SERIES  # ServeGen's time 0 is 00:00 of its day 0
-    ns, clock = _times.table_times(
-        table, time_column, where, time_unit, timezone, relative, start, midnight
+    return _times.table_times(
+        table, time_column, where, time_unit, timezone, relative, start, bundled
     )
-    value_column = rate_column or count_column
-    values = _number_column(table, value_column, where)
+
+
+def _in_time_order(ns, values, where, column: str, notes: list[str]):
+    """The windows sorted by start and repeats of the same value merged (each noted).
+
+    Returns the starts, values and each window's row in the file (its position before sorting).
+    """
     order = np.argsort(ns, kind="stable")
-    notes = []
     if (np.diff(ns) < 0).any():
         first = int(np.flatnonzero(np.diff(ns) < 0)[0]) + 1
         notes.append(f"windows were out of time order (first: {where(first)}); sorted")
     ns, values, rows = ns[order], values[order], order
-    ns, values, merged = _merge_duplicates(ns, values, rows, where, value_column)
+    ns, values, merged = _merge_duplicates(ns, values, rows, where, column)
     if merged:
         notes.append(f"{merged:,} repeated windows with the same value were merged")
+    return ns, values, rows
+
+
+def _on_grid(ns, values, rows, interval, where):
+    """The step (ns), the regular grid of window starts, and the values on it (NaN: absent)."""
+    from ._series import interval_ns  # one parser of durations (it brings xarray: load lazily)
+
     step = _series_step(ns, interval, where, rows, interval_ns)
     grid = np.arange(ns[0], ns[-1] + step, step, dtype=np.int64)
     position = (ns - ns[0]) // step
@@ -148,25 +187,11 @@ def load_rate_series(
         )
     full = np.full(grid.size, np.nan)
     full[position] = values
-    seconds = step / 1e9
-    qps = full if rate_column else full / seconds
-    absent = grid.size - ns.size
-    zeros = qps == 0.0
-    if zeros.any() and zero_is_missing is None:
-        qps = np.where(_zero_holes(qps * seconds, step, clock.attrs(), notes), np.nan, qps)
-    elif zeros.any() and zero_is_missing:
-        qps = np.where(zeros, np.nan, qps)
-        notes.append(f"{int(zeros.sum()):,} windows with a rate of exactly 0 are marked missing")
-    if not (qps > 0).any():  # NaN compares false: missing windows are no traffic either
-        raise ConfigError(
-            f"{path}: every window's {value_column!r} is 0 or missing: a series without traffic "
-            "plans nothing (is it the right column, or the right file?)"
-        )
-    if absent:
-        notes.append(f"{absent:,} absent windows are inserted as missing")
-    repairs = [n for n in notes if "sorted" in n or "merged" in n]
-    if repairs:  # missing windows are data, stated in the attrs; repairs are worth a warning
-        warnings.warn(f"{path.name}: " + "; ".join(repairs), TraceWarning, stacklevel=2)
+    return step, grid, full
+
+
+def _rate_dataset(qps, seconds: float, grid, path: Path, clock, notes: list[str]):
+    """The series as a Dataset over ``time``: ``qps`` and ``requests``, its clock and notes."""
     import xarray as xr
 
     return xr.Dataset(
@@ -184,6 +209,21 @@ def load_rate_series(
             "notes": "; ".join(notes) or "none",
         },
     )
+
+
+def _missing_zeros(qps, seconds, step, clock, zero_is_missing, notes: list[str]) -> np.ndarray:
+    """The rates with the windows of exactly 0 that are missing data set to NaN (and noted).
+
+    ``zero_is_missing``: None decides window by window (:func:`_zero_holes`), True marks every
+    zero missing, False keeps them all as idle windows.
+    """
+    zeros = qps == 0.0
+    if zeros.any() and zero_is_missing is None:
+        return np.where(_zero_holes(qps * seconds, step, clock.attrs(), notes), np.nan, qps)
+    if zeros.any() and zero_is_missing:
+        notes.append(f"{int(zeros.sum()):,} windows with a rate of exactly 0 are marked missing")
+        return np.where(zeros, np.nan, qps)
+    return qps
 
 
 def _zero_holes(counts: np.ndarray, step: int, clock: dict, notes: list[str]) -> np.ndarray:
@@ -259,7 +299,13 @@ def _zero_holes(counts: np.ndarray, step: int, clock: dict, notes: list[str]) ->
     return missing
 
 
-def _series_path(name_or_path) -> Path:
+def _series_path(name_or_path, text: str | None) -> Path:
+    """The path of a user's series file (``text``: the argument as text, None if not a path)."""
+    if text in _BUNDLED_TRACES:
+        raise InputError(
+            f"{text!r} is a request log: load it with capnb.data.load_trace and aggregate it with "
+            "capnb.forecast.resample"
+        )
     if not isinstance(name_or_path, str | os.PathLike):
         raise InputError(
             f"name_or_path must be a bundled series name or a path, got {type(name_or_path).__name__}"

@@ -976,16 +976,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     hidden = _get(config, "hidden_size", source)
     heads = _get(config, "attention_heads", source)
     vocab = _get(config, "vocab_size", source)
-    head_dim_key = next((k for k in ("head_dim", "kv_channels") if config.get(k) is not None), None)
-    if head_dim_key is not None:  # kv_channels: ChatGLM's and Megatron's name
-        head_dim = _positive_int(config[head_dim_key], head_dim_key, source)
-    elif hidden % heads:
-        raise ConfigError(
-            f"{source}: no field 'head_dim' and hidden_size {hidden} is not a multiple of "
-            f"{heads} attention heads"
-        )
-    else:
-        head_dim = hidden // heads
+    head_dim = _head_dim(config, hidden, heads, source)
     torch_dtype = _served_dtype(config, model_type, source, notes)
     weight_dtype = _weight_dtype(config, torch_dtype, source)
     kv_heads, kv_key = _kv_heads(config, model_type, heads, source)
@@ -994,21 +985,73 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
             f"{source}: field {kv_key or 'num_key_value_heads'!r}={kv_heads} does not divide "
             f"{heads} attention heads"
         )
-
     gated = model_type not in _UNGATED
-    if model_type == "llama4_text":  # its dense layers use intermediate_size_mlp (see below)
-        intermediate = _positive_int(
-            config["intermediate_size_mlp"], "intermediate_size_mlp", source
-        )
-    elif config.get("intermediate_size") is not None:
-        intermediate = _positive_int(config["intermediate_size"], "intermediate_size", source)
-    elif config.get("ffn_hidden_size") is not None:
-        intermediate = _positive_int(config["ffn_hidden_size"], "ffn_hidden_size", source)
-    elif not gated:
-        intermediate = 4 * hidden  # the GPT/BLOOM architecture fixes the MLP at 4 x hidden
-    else:
-        raise ConfigError(f"{source}: missing field 'intermediate_size' (the MLP width)")
+    intermediate = _intermediate_size(config, model_type, hidden, gated, source)
+    moe = _experts(config, model_type, layers, intermediate, source)
+    kv_lora, mla = _mla(config, source)
+    sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
+    unquantized_attention = _unquantized_attention(config)
+    tied = _tied(config, model_type, source, notes)
+    vision = _vision_parameters(outer, hidden, source, notes)
+    return ModelSpec(
+        name=name or str(outer.get("_name_or_path") or outer.get("model_type") or "model"),
+        source=source,
+        model_type=model_type,
+        layers=layers,
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        tied_embeddings=tied,
+        gated_mlp=gated,
+        weight_dtype=weight_dtype,
+        torch_dtype=torch_dtype,
+        **moe,
+        kv_lora_rank=kv_lora,
+        sliding_window=sliding_window,
+        sliding_layers=sliding_layers,
+        unquantized_attention=unquantized_attention,
+        weight_scale_bytes=_scale_bytes(config, weight_dtype, source),
+        vision_parameters=vision,
+        qkv_bias=model_type in _QKV_BIAS
+        or (model_type == "qwen2_moe" and config.get("qkv_bias", True) is not False),
+        extra_norm_parameters=_extra_norms(model_type, hidden, head_dim),
+        config=dict(outer),
+        notes=tuple(notes),
+        **mla,
+    )
 
+
+def _head_dim(config: Mapping, hidden: int, heads: int, source: str) -> int:
+    """The width of one attention head: the config's, else hidden_size / attention heads."""
+    head_dim_key = next((k for k in ("head_dim", "kv_channels") if config.get(k) is not None), None)
+    if head_dim_key is not None:  # kv_channels: ChatGLM's and Megatron's name
+        return _positive_int(config[head_dim_key], head_dim_key, source)
+    if hidden % heads:
+        raise ConfigError(
+            f"{source}: no field 'head_dim' and hidden_size {hidden} is not a multiple of "
+            f"{heads} attention heads"
+        )
+    return hidden // heads
+
+
+def _intermediate_size(config: Mapping, model_type: str, hidden: int, gated: bool, source: str):
+    """The width of a dense layer's MLP."""
+    if model_type == "llama4_text":  # its dense layers use intermediate_size_mlp (see _experts)
+        return _positive_int(config["intermediate_size_mlp"], "intermediate_size_mlp", source)
+    if config.get("intermediate_size") is not None:
+        return _positive_int(config["intermediate_size"], "intermediate_size", source)
+    if config.get("ffn_hidden_size") is not None:
+        return _positive_int(config["ffn_hidden_size"], "ffn_hidden_size", source)
+    if not gated:
+        return 4 * hidden  # the GPT/BLOOM architecture fixes the MLP at 4 x hidden
+    raise ConfigError(f"{source}: missing field 'intermediate_size' (the MLP width)")
+
+
+def _experts(config: Mapping, model_type: str, layers: int, intermediate: int, source: str):
+    """The mixture-of-experts fields of a :class:`ModelSpec` (experts 0 for a dense model)."""
     experts = 0
     for key in ("n_routed_experts", "num_local_experts", "num_experts"):
         if config.get(key):
@@ -1032,30 +1075,43 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
             config["shared_expert_intermediate_size"], "shared_expert_intermediate_size", source
         )
         shared = width / (moe_intermediate or intermediate)
-    moe_layers = 0
     if experts and model_type == "llama4_text":
-        # transformers' Llama4TextMoe: routed experts and one shared expert, all intermediate_size
-        # wide, in the layers of moe_layers (default: every interleave_moe_layer_step-th)
+        # transformers' Llama4TextMoe: routed experts and one shared expert, all intermediate_size wide
         moe_intermediate = _positive_int(config["intermediate_size"], "intermediate_size", source)
         shared = 1
+    return {
+        "experts": experts,
+        "experts_per_token": experts_per_token,
+        "shared_experts": shared,
+        "moe_intermediate_size": moe_intermediate,
+        "moe_layers": _moe_layers(config, model_type, layers, source) if experts else 0,
+    }
+
+
+def _moe_layers(config: Mapping, model_type: str, layers: int, source: str) -> int:
+    """How many of the layers hold experts (the others are dense)."""
+    if model_type == "llama4_text":
+        # the layers of moe_layers (default: every interleave_moe_layer_step-th)
         step = _optional_int(config, "interleave_moe_layer_step", source) or 1
         listed = config.get("moe_layers")
-        moe_layers = (
+        return (
             len({i for i in listed if isinstance(i, int)} & set(range(layers)))
             if isinstance(listed, list)
             else sum(1 for i in range(layers) if (i + 1) % step == 0)
         )
-    elif experts:
-        dense_first = _optional_int(config, "first_k_dense_replace", source)
-        step = _optional_int(config, "decoder_sparse_step", source) or 1
-        step = _optional_int(config, "moe_layer_freq", source) or step
-        mlp_only = set(config.get("mlp_only_layers") or [])
-        moe_layers = sum(
-            1
-            for i in range(layers)
-            if i >= dense_first and i not in mlp_only and (i + 1 - dense_first) % step == 0
-        )
+    dense_first = _optional_int(config, "first_k_dense_replace", source)
+    step = _optional_int(config, "decoder_sparse_step", source) or 1
+    step = _optional_int(config, "moe_layer_freq", source) or step
+    mlp_only = set(config.get("mlp_only_layers") or [])
+    return sum(
+        1
+        for i in range(layers)
+        if i >= dense_first and i not in mlp_only and (i + 1 - dense_first) % step == 0
+    )
 
+
+def _mla(config: Mapping, source: str) -> tuple[int, dict]:
+    """Multi-head latent attention: ``kv_lora_rank`` (0: none) and the head widths it needs."""
     kv_lora = _optional_int(config, "kv_lora_rank", source)
     mla = {}
     if kv_lora:
@@ -1064,43 +1120,12 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
                 raise ConfigError(f"{source}: an MLA config (kv_lora_rank set) needs field {key!r}")
             mla[key] = _positive_int(config[key], key, source)
         mla["q_lora_rank"] = _optional_int(config, "q_lora_rank", source)
+    return kv_lora, mla
 
-    sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
+
+def _unquantized_attention(config: Mapping) -> bool:
+    """An MXFP4 config that keeps its attention in 16 bits (modules_to_not_convert)."""
     quant = config.get("quantization_config")
     mxfp4 = isinstance(quant, Mapping) and str(quant.get("quant_method", "")).lower() == "mxfp4"
     kept = " ".join(str(m) for m in (quant.get("modules_to_not_convert") or [])) if mxfp4 else ""
-    tied = _tied(config, model_type, source, notes)
-    vision = _vision_parameters(outer, hidden, source, notes)
-    return ModelSpec(
-        name=name or str(outer.get("_name_or_path") or outer.get("model_type") or "model"),
-        source=source,
-        model_type=model_type,
-        layers=layers,
-        hidden_size=hidden,
-        attention_heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate_size=intermediate,
-        vocab_size=vocab,
-        tied_embeddings=tied,
-        gated_mlp=gated,
-        weight_dtype=weight_dtype,
-        torch_dtype=torch_dtype,
-        experts=experts,
-        experts_per_token=experts_per_token,
-        shared_experts=shared,
-        moe_intermediate_size=moe_intermediate,
-        moe_layers=moe_layers,
-        kv_lora_rank=kv_lora,
-        sliding_window=sliding_window,
-        sliding_layers=sliding_layers,
-        unquantized_attention="self_attn" in kept,
-        weight_scale_bytes=_scale_bytes(config, weight_dtype, source),
-        vision_parameters=vision,
-        qkv_bias=model_type in _QKV_BIAS
-        or (model_type == "qwen2_moe" and config.get("qkv_bias", True) is not False),
-        extra_norm_parameters=_extra_norms(model_type, hidden, head_dim),
-        config=dict(outer),
-        notes=tuple(notes),
-        **mla,
-    )
+    return "self_attn" in kept

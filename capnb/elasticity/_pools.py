@@ -260,19 +260,11 @@ def simulate_pools(
     >>> [round(float(q), 1) for q in runs.qps.mean("time")]
     [20.0, 10.0]
     """
-    from ._simulate import simulate
-
     fleet = _fleet(fleet)
     per_pool = pool_demand(demand, fleet, step_s=step_s, slots=slots)
     step = float(per_pool.attrs["step_s"])
     pools = [str(p) for p in fleet.pool.values]
-    if isinstance(cold_start_s, dict):
-        unknown = sorted(set(cold_start_s) - set(pools))
-        if unknown or set(pools) - set(cold_start_s):
-            raise InputError(f"cold_start_s: give one per pool {pools}; got {sorted(cold_start_s)}")
-        colds = [float(cold_start_s[p]) for p in pools]
-    else:
-        colds = [float(cold_start_s)] * len(pools)
+    colds = _cold_starts(cold_start_s, pools)
     reserved = (
         np.asarray(fleet.reserved_instances.values, dtype=np.int64)
         if "reserved_instances" in fleet
@@ -282,29 +274,46 @@ def simulate_pools(
     ahead = settings.pop("forecast", None)
     if ahead is not None:  # the predictive policy's forecast, split like the demand
         ahead = pool_demand(ahead, fleet, step_s=step, slots=slots)
-    for name in ("preemption", "lost_instances"):
-        if name in settings:
-            raise InputError(f"{name}: give simulate_pools spot_preemption_rate instead")
-    if spot_preemption_rate is not None:
-        spot_preemption_rate = real(spot_preemption_rate, "spot_preemption_rate")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise InputError(f"seed must be a whole number >= 0, got {seed!r}")
+    spot_preemption_rate = _checked_preemption(settings, spot_preemption_rate, seed)
+    runs, figures = _replay_pools(
+        per_pool, fleet, ahead, slots=slots, policy=policy, colds=colds, reserved=reserved,
+        gpus=gpus, prices=prices, rate=spot_preemption_rate, seed=seed, settings=settings,
+    )  # fmt: skip
+    stacked = _side_by_side(runs, figures, per_pool, pools, colds, reserved)
+    stacked.attrs = _service_attrs(stacked, policy, step, prices, fleet, spot_preemption_rate, seed)
+    return stacked
+
+
+def _replay_pools(per_pool, fleet, ahead, *, slots, policy, colds, reserved, gpus, prices, rate,
+                  seed, settings) -> tuple[list[xr.Dataset], dict]:  # fmt: skip
+    """Every pool replayed by :func:`simulate`: its runs' metrics and the figures over pool.
+
+    The runs lose their timelines; the figures (name: (dims, values)) are each pool's cost, spot
+    GPU-hours and instances lost, and its ready instances and breaches over time. A pool's fewest
+    instances is its reserved base (unless ``min_instances`` is in ``settings``); its spot
+    instances are lost at ``rate`` times the slot's spot share; each pool draws its own seed from
+    ``seed``.
+    """
+    from ._simulate import simulate
+
+    step = float(per_pool.attrs["step_s"])
     spot_of_all, spot_of_elastic = _spot_shares(fleet, reserved)
     at = _slot_index(per_pool.time.values, fleet, slots)
+    own = {k: v for k, v in settings.items() if k != "min_instances"}
     runs, ready, breach, cost, spot_hours, lost = [], [], [], [], [], []
-    for i in range(len(pools)):
-        floor = settings.get("min_instances", max(int(reserved[i]), 1 if policy == "hpa" else 0))
-        own = {k: v for k, v in settings.items() if k != "min_instances"}
+    for i in range(len(colds)):
         tp = int(fleet.tensor_parallel.values[i])
         preemption = None
-        if spot_preemption_rate and spot_of_all[i].any():
-            preemption = spot_preemption_rate * spot_of_all[i][at]
+        if rate and spot_of_all[i].any():
+            preemption = rate * spot_of_all[i][at]
         run = simulate(
             per_pool.isel(pool=i, drop=True),
             per_instance_qps=float(fleet.per_instance_qps.values[i]),
             policy=policy,
             cold_start_s=colds[i],
-            min_instances=floor,
+            min_instances=settings.get(
+                "min_instances", max(int(reserved[i]), 1 if policy == "hpa" else 0)
+            ),
             gpus_per_instance=tp,
             gpu=gpus[i] if prices is None else None,
             usd_per_gpu_hour=None,
@@ -313,26 +322,8 @@ def simulate_pools(
             seed=int(np.random.SeedSequence([int(seed), i]).generate_state(1)[0]),
             **own,
         )
-        hours = float(run.gpu_hours)
-        base_hours = min(hours, int(reserved[i]) * tp * per_pool.sizes["time"] * step / 3600)
-        held = run.ready_instances.values + run.starting_instances.values
-        above = np.maximum(held - int(reserved[i]), 0)
-        spot = min(
-            float(np.dot(above, spot_of_elastic[i][at])) * tp * step / 3600, hours - base_hours
-        )
-        if prices is None:
-            usd = float(run.usd) if "usd" in run else float("nan")
-        else:
-            at_reserved = _price(prices, gpus[i], "reserved")
-            on_demand = _price(prices, gpus[i], "on_demand")
-            at_spot = _price(prices, gpus[i], "spot")
-            if np.isnan(at_reserved):
-                at_reserved = on_demand
-            if np.isnan(at_spot):
-                at_spot = on_demand
-            usd = (
-                base_hours * at_reserved + (hours - base_hours - spot) * on_demand + spot * at_spot
-            )
+        held = (int(reserved[i]), tp, per_pool.sizes["time"], step)
+        usd, spot = _pool_cost(run, held, spot_of_elastic[i][at], prices, gpus[i])
         spot_hours.append(spot if prices is not None else 0.0)
         lost.append(int(run.preempted) if "preempted" in run else 0)
         cost.append(usd)
@@ -341,6 +332,68 @@ def simulate_pools(
         runs.append(run.drop_dims("time").drop_vars(
             [c for c in run.coords if c not in run.dims], errors="ignore"
         ))  # fmt: skip
+    figures = {
+        "usd": ("pool", np.asarray(cost)),
+        "preempted": ("pool", np.asarray(lost, np.int64)),
+        "spot_gpu_hours": ("pool", np.asarray(spot_hours)),
+        "ready_instances": (("pool", "time"), np.stack(ready)),
+        "breach": (("pool", "time"), np.stack(breach)),
+    }
+    return runs, figures
+
+
+def _cold_starts(cold_start_s, pools: list[str]) -> list[float]:
+    """Seconds of cold start per pool: one for all, or a mapping that names every pool."""
+    if isinstance(cold_start_s, dict):
+        unknown = sorted(set(cold_start_s) - set(pools))
+        if unknown or set(pools) - set(cold_start_s):
+            raise InputError(f"cold_start_s: give one per pool {pools}; got {sorted(cold_start_s)}")
+        return [float(cold_start_s[p]) for p in pools]
+    return [float(cold_start_s)] * len(pools)
+
+
+def _checked_preemption(settings: dict, spot_preemption_rate, seed):
+    """The checked spot preemption rate (preemptions per spot instance-hour, or None); checks seed.
+
+    :func:`simulate`'s own ``preemption`` and ``lost_instances`` are refused: the fleet's spot
+    share sets them per pool.
+    """
+    for name in ("preemption", "lost_instances"):
+        if name in settings:
+            raise InputError(f"{name}: give simulate_pools spot_preemption_rate instead")
+    if spot_preemption_rate is not None:
+        spot_preemption_rate = real(spot_preemption_rate, "spot_preemption_rate")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed must be a whole number >= 0, got {seed!r}")
+    return spot_preemption_rate
+
+
+def _pool_cost(run: xr.Dataset, held: tuple, spot_share: np.ndarray, prices, gpu) -> tuple:
+    """One pool's USD and spot GPU-hours, priced as :func:`simulate_pools` says.
+
+    ``held``: the pool's reserved instances, GPUs per instance, steps and seconds per step;
+    ``spot_share``: per step, the planned spot share of the slot's elastic part.
+    """
+    reserved, tp, steps, step = held
+    hours = float(run.gpu_hours)
+    base_hours = min(hours, reserved * tp * steps * step / 3600)
+    above = np.maximum(run.ready_instances.values + run.starting_instances.values - reserved, 0)
+    spot = min(float(np.dot(above, spot_share)) * tp * step / 3600, hours - base_hours)
+    if prices is None:
+        return (float(run.usd) if "usd" in run else float("nan")), spot
+    at_reserved = _price(prices, gpu, "reserved")
+    on_demand = _price(prices, gpu, "on_demand")
+    at_spot = _price(prices, gpu, "spot")
+    if np.isnan(at_reserved):
+        at_reserved = on_demand
+    if np.isnan(at_spot):
+        at_spot = on_demand
+    usd = base_hours * at_reserved + (hours - base_hours - spot) * on_demand + spot * at_spot
+    return usd, spot
+
+
+def _side_by_side(runs, figures: dict, per_pool, pools, colds, reserved) -> xr.Dataset:
+    """The pools' runs over ``pool``, with their ``figures`` (name: (dims, values)) and ``qps``."""
     stacked = xr.concat(runs, dim="pool", coords="minimal", compat="override",
                         combine_attrs="drop_conflicts")  # fmt: skip
     stacked = stacked.assign_coords(
@@ -348,28 +401,30 @@ def simulate_pools(
         cold_start_s=("pool", colds, glossary.attrs("cold_start_s")),
         reserved_instances=("pool", reserved, glossary.attrs("reserved_instances")),
     )
-    stacked["usd"] = ("pool", np.asarray(cost), glossary.attrs("usd"))
-    stacked["preempted"] = ("pool", np.asarray(lost, np.int64), glossary.attrs("preempted"))
-    stacked["spot_gpu_hours"] = ("pool", np.asarray(spot_hours), glossary.attrs("spot_gpu_hours"))
+    for name in ("usd", "preempted", "spot_gpu_hours"):
+        stacked[name] = (*figures[name], glossary.attrs(name))
     stacked["qps"] = per_pool
-    stacked["ready_instances"] = (("pool", "time"), np.stack(ready),
-                                  glossary.attrs("ready_instances"))  # fmt: skip
-    any_breach = np.logical_or.reduce(np.stack(breach).astype(bool), axis=0)
-    stacked["breach"] = (("pool", "time"), np.stack(breach), glossary.attrs("breach"))
+    for name in ("ready_instances", "breach"):
+        stacked[name] = (*figures[name], glossary.attrs(name))
+    return stacked
+
+
+def _service_attrs(stacked: xr.Dataset, policy, step, prices, fleet, rate, seed) -> dict:
+    """The whole service's figures: a step breaches if any pool does; costs and losses summed."""
+    any_breach = np.logical_or.reduce(stacked.breach.values.astype(bool), axis=0)
     arrivals = float(stacked.arrivals.sum())
-    stacked.attrs = {
+    return {
         "policy": policy,
         "step_s": step,
         "breach_s": float(any_breach.sum() * step),
-        "usd": float(np.sum(cost)),
+        "usd": float(np.sum(stacked.usd.values)),
         "gpu_hours": float(stacked.gpu_hours.sum()),
-        "preempted": int(np.sum(lost)),
+        "preempted": int(np.sum(stacked.preempted.values)),
         "unserved_share": float(stacked.unserved.sum() / arrivals) if arrivals > 0 else 0.0,
         "pricing": "catalog on-demand" if prices is None else
         f"{prices.attrs.get('provider', 'given')}: reserved base, "
         + ("spot share of the elastic part at spot, " if "spot_instances" in fleet else "")
         + "on demand above",
-        "spot_preemption_rate": "none" if spot_preemption_rate is None else spot_preemption_rate,
+        "spot_preemption_rate": "none" if rate is None else rate,
         "seed": int(seed),
     }  # fmt: skip
-    return stacked

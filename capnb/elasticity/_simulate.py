@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -478,45 +479,23 @@ def simulate(
     """
     if not isinstance(policy, str):
         raise InputError(f"simulate runs one policy; got policy={policy!r} (use sweep for several)")
-    params = {
-        "scale_up_threshold": scale_up_threshold,
-        "cooldown_s": cooldown_s,
-        "cold_start_s": cold_start_s,
-        "min_instances": min_instances,
-        "buffer_instances": buffer_instances,
-    }
+    params = _settings(
+        scale_up_threshold, cooldown_s, cold_start_s, min_instances, buffer_instances
+    )
     for name, value in params.items():
         if isinstance(value, Sequence | np.ndarray) and not isinstance(value, str):
             raise InputError(f"simulate takes one {name}; got {value!r} (use sweep for a grid)")
     policy_options(policy, options)
     gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
     values, times, step, qps, grid, in_steps, config, high, ahead = _prepared(
-        demand,
-        step_s,
-        policy,
-        params,
-        options,
-        per_instance_qps,
-        max_instances,
-        tolerance_s,
-        thrash_window_s,
-        forecast,
-    )
+        demand, step_s, policy, params, options, per_instance_qps, max_instances, tolerance_s,
+        thrash_window_s, forecast,
+    )  # fmt: skip
     n = values.size
     losses = _preemption_losses(
         preemption, lost_instances, seed, n, step, high + int(grid["buffer_instances"])
     )
-    metrics = np.empty(len(kernels.METRICS))
-    per_step = kernels.Timeline.empty(n)
-    run = kernels.Run.of(
-        up=float(grid["scale_up_threshold"]),
-        cooldown=int(in_steps["cooldown_s"]),
-        cold=int(in_steps["cold_start_s"]),
-        low=int(grid["min_instances"]),
-        buffer=int(grid["buffer_instances"]),
-    )
-    kernels.simulate(values, config, run, metrics, per_step, ahead, losses)
-    raw = xr.DataArray(metrics, dims="metric")
+    raw, per_step = _run_once(values, config, grid, in_steps, ahead, losses)
     timeline = timeline_variables(values, times, qps, *per_step)
     time = timeline.pop("time")
     result = xr.Dataset(
@@ -529,6 +508,32 @@ def simulate(
     result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
     result.attrs["title"] = f"capnb autoscaling timeline: {policy}"
     return result
+
+
+def _settings(scale_up_threshold, cooldown_s, cold_start_s, min_instances, buffer_instances):
+    """The policy settings a run takes (each a value, or in a sweep a sequence: a grid dim)."""
+    return {
+        "scale_up_threshold": scale_up_threshold,
+        "cooldown_s": cooldown_s,
+        "cold_start_s": cold_start_s,
+        "min_instances": min_instances,
+        "buffer_instances": buffer_instances,
+    }
+
+
+def _run_once(values, config, grid, in_steps, ahead, losses):
+    """One run of the kernel with its timeline: its metrics (a DataArray over metric), the steps."""
+    metrics = np.empty(len(kernels.METRICS))
+    per_step = kernels.Timeline.empty(values.size)
+    run = kernels.Run.of(
+        up=float(grid["scale_up_threshold"]),
+        cooldown=int(in_steps["cooldown_s"]),
+        cold=int(in_steps["cold_start_s"]),
+        low=int(grid["min_instances"]),
+        buffer=int(grid["buffer_instances"]),
+    )
+    kernels.simulate(values, config, run, metrics, per_step, ahead, losses)
+    return xr.DataArray(metrics, dims="metric"), per_step
 
 
 @declare_units(
@@ -595,6 +600,32 @@ def sweep(
     >>> dict(grid.sizes)
     {'cooldown_s': 3, 'cold_start_s': 2}
     """
+    policies = _distinct_policies(policy, options)
+    gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
+    one = functools.partial(
+        _policy_runs,
+        params=_settings(scale_up_threshold, cooldown_s, cold_start_s, min_instances, buffer_instances),
+        options=options, demand=demand, step_s=step_s, forecast=forecast,
+        checked=_checked(demand, step_s, forecast),  # once for every policy
+        per_instance_qps=per_instance_qps, max_instances=max_instances, tolerance_s=tolerance_s,
+        thrash_window_s=thrash_window_s, losses=(preemption, lost_instances, seed),
+        cost=(gpus, price), chunks=chunks,
+    )  # fmt: skip
+    done = _side_by_side(one, policies, chunks)
+    raws, grids, attrs, (values, *_), (step, *_), (qps, *_) = zip(*done, strict=True)
+    losses_given = preemption is not None or lost_instances is not None
+    variables = _policy_variables(raws, values.size, step, qps, gpus, price, losses_given)
+    result = xr.Dataset(variables, coords=_sweep_coords(policies, grids))
+    # attrs that differ between policies (their name, what cooldown_s means) are dropped; each
+    # policy's own options keep their policy-prefixed names
+    result.attrs = _shared_attrs(attrs) | demand_summary(values, step)
+    result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
+    result.attrs["title"] = "capnb autoscaling sweep: " + ", ".join(policies)
+    return result
+
+
+def _distinct_policies(policy, options) -> list[str]:
+    """The policies of a sweep, known and distinct; every option known to one of them."""
     policies = [policy] if isinstance(policy, str) else list(policy)
     if not policies or len(set(policies)) != len(policies):
         raise InputError(f"policy: give distinct policies, got {policy!r}")
@@ -604,107 +635,108 @@ def sweep(
     unknown = set(options) - {k for name in policies for k in OPTIONS[name]}
     if unknown:
         raise InputError(f"no policy in {policies} has option(s) {sorted(unknown)}")
-    gpus, price = _gpus(gpus_per_instance), _price(gpu, usd_per_gpu_hour)
-    checked = _checked(demand, step_s, forecast)  # once for every policy
+    return policies
 
-    def one(name):
-        """One policy's runs: the kernel's metrics over the grid's dims, its grid and its attrs."""
-        mine = {k: v for k, v in options.items() if k in OPTIONS.get(name, {})}
-        params = {
-            "scale_up_threshold": scale_up_threshold,
-            "cooldown_s": cooldown_s,
-            "cold_start_s": cold_start_s,
-            "min_instances": min_instances,
-            "buffer_instances": buffer_instances,
-        }
-        values, _, step, qps, grid, in_steps, config, high, ahead = _prepared(
-            demand,
-            step_s,
-            name,
-            params,
-            mine,
-            per_instance_qps,
-            max_instances,
-            tolerance_s,
-            thrash_window_s,
-            forecast,
-            checked,
-        )
-        cells = int(np.prod([np.size(v) for v in grid.values()]))
-        _validate.within_budget(  # measured: about 16 ns of CPU per step and grid cell
-            f"{values.size:,} steps of {step:g} s x {cells:,} {name} policy cells",
-            seconds=values.size * cells * 16e-9,
-            lower="use a longer step_s, a shorter trace or fewer policy values",
-        )
-        losses = _preemption_losses(
-            preemption,
-            lost_instances,
-            seed,
-            values.size,
-            step,
-            high + int(grid["buffer_instances"].max()),
-        )
-        inputs = [
-            grid["scale_up_threshold"],
-            in_steps["cooldown_s"],
-            in_steps["cold_start_s"],
-            grid["min_instances"],
-            grid["buffer_instances"],
-        ]
-        if chunks:
-            inputs = [a.chunk({d: c for d, c in chunks.items() if d in a.dims}) for a in inputs]
-        raw = xr.apply_ufunc(
-            _runs,
-            *inputs,
-            kwargs={"demand": values, "config": config, "forecast": ahead, "losses": losses},
-            output_core_dims=[["metric"]],
-            dask="parallelized",
-            output_dtypes=[np.float64],
-            dask_gufunc_kwargs={"output_sizes": {"metric": len(kernels.METRICS)}},
-        )
-        raw = raw.transpose(*[d for d in grid if d in raw.dims], "metric")
-        attrs = _attrs(
-            name, step, qps, tolerance_s, thrash_window_s, high, values, gpus, price, mine
-        )
-        return raw, grid, attrs, values, step, qps
 
+def _policy_runs(
+    name,
+    *,
+    params,
+    options,
+    demand,
+    step_s,
+    forecast,
+    checked,
+    per_instance_qps,
+    max_instances,
+    tolerance_s,
+    thrash_window_s,
+    losses,
+    cost,
+    chunks,
+):
+    """One policy's runs: the kernel's metrics over the grid's dims, its grid and its attrs.
+
+    ``losses`` is (preemption, lost_instances, seed), ``cost`` (gpus per instance, price).
+    """
+    mine = {k: v for k, v in options.items() if k in OPTIONS.get(name, {})}
+    values, _, step, qps, grid, in_steps, config, high, ahead = _prepared(
+        demand, step_s, name, params, mine, per_instance_qps, max_instances, tolerance_s,
+        thrash_window_s, forecast, checked,
+    )  # fmt: skip
+    cells = int(np.prod([np.size(v) for v in grid.values()]))
+    _validate.within_budget(  # measured: about 16 ns of CPU per step and grid cell
+        f"{values.size:,} steps of {step:g} s x {cells:,} {name} policy cells",
+        seconds=values.size * cells * 16e-9,
+        lower="use a longer step_s, a shorter trace or fewer policy values",
+    )
+    most_ready = high + int(grid["buffer_instances"].max())
+    events = _preemption_losses(*losses, values.size, step, most_ready)
+    raw = _grid_runs(grid, in_steps, chunks, values, config, ahead, events)
+    attrs = _attrs(name, step, qps, tolerance_s, thrash_window_s, high, values, *cost, mine)
+    return raw, grid, attrs, values, step, qps
+
+
+def _grid_runs(grid, in_steps, chunks, values, config, ahead, losses) -> xr.DataArray:
+    """The kernel's metrics for every cell of the grid (dask blocks when ``chunks``)."""
+    inputs = [
+        grid["scale_up_threshold"],
+        in_steps["cooldown_s"],
+        in_steps["cold_start_s"],
+        grid["min_instances"],
+        grid["buffer_instances"],
+    ]
+    if chunks:
+        inputs = [a.chunk({d: c for d, c in chunks.items() if d in a.dims}) for a in inputs]
+    raw = xr.apply_ufunc(
+        _runs,
+        *inputs,
+        kwargs={"demand": values, "config": config, "forecast": ahead, "losses": losses},
+        output_core_dims=[["metric"]],
+        dask="parallelized",
+        output_dtypes=[np.float64],
+        dask_gufunc_kwargs={"output_sizes": {"metric": len(kernels.METRICS)}},
+    )
+    return raw.transpose(*[d for d in grid if d in raw.dims], "metric")
+
+
+def _side_by_side(one, policies, chunks) -> list:
+    """``one(policy)`` for each policy, in threads when the runs are not dask blocks."""
     import numba
 
     threads = 1 if chunks else min(len(policies), numba.get_num_threads())
     if threads < 2:
-        done = [one(name) for name in policies]
-    else:
-        # the policies side by side: each one's runs already share the cores, but a policy's
-        # last runs leave a core idle that the next policy's first runs fill (the kernel
-        # releases the GIL; every result is the same as one after the other)
-        from concurrent.futures import ThreadPoolExecutor
+        return [one(name) for name in policies]
+    # the policies side by side: each one's runs already share the cores, but a policy's
+    # last runs leave a core idle that the next policy's first runs fill (the kernel
+    # releases the GIL; every result is the same as one after the other)
+    from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(threads) as pool:
-            done = list(pool.map(one, policies))
-    raws, grids, attrs, (values, *_), (step, *_), (qps, *_) = zip(*done, strict=True)
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(one, policies))
+
+
+def _policy_variables(raws, n, step, qps, gpus, price, losses_given) -> dict:
+    """The metric variables of every policy's runs, over (policy, grid dims) when several."""
     # every policy ran on the same demand, step and grid of settings: one set of variables over
     # (policy, grid dims) from the kernels' metrics side by side (np.stack keeps dask's blocks)
-    several = len(policies) > 1
     raw = raws[0]
-    if several:
+    if len(raws) > 1:
         raw = xr.DataArray(np.stack([r.data for r in raws]), dims=("policy", *raw.dims))
-    losses_given = preemption is not None or lost_instances is not None
-    variables = metric_variables(raw, values.size, step, qps, gpus, price, losses_given)
+    return metric_variables(raw, n, step, qps, gpus, price, losses_given)
+
+
+def _sweep_coords(policies, grids) -> dict:
+    """The grid's settings as coordinates, a setting that differs between policies over policy."""
     coords = {}
     for name, value in grids[0].items():
         if all(g[name].dims == value.dims and np.array_equal(g[name], value) for g in grids):
             coords[name] = value
         else:  # a policy's own default scale-down delay (cooldown_s=None): a value per policy
             coords[name] = ("policy", [g[name].item() for g in grids], glossary.attrs(name))
-    if several:
+    if len(policies) > 1:
         coords["policy"] = ("policy", policies, glossary.attrs("policy"))
-    result = xr.Dataset(variables, coords=coords)
-    # attrs that differ between policies (their name, what cooldown_s means) are dropped; each
-    # policy's own options keep their policy-prefixed names
-    result.attrs = _shared_attrs(attrs) | demand_summary(values, step)
-    result.attrs.update(_preemption_attrs(preemption, lost_instances, seed))
-    result.attrs["title"] = "capnb autoscaling sweep: " + ", ".join(policies)
-    return result
+    return coords
 
 
 def _shared_attrs(attrs: Sequence[dict]) -> dict:

@@ -212,6 +212,9 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     >>> describe(estimate("Llama-3.1-8B", "H100-SXM"))  # doctest: +ELLIPSIS
     "Llama-3.1-8B on 1 x H100-SXM starts in 75 s: 48 s download, 10 s load, 14 s engine..."
     """
+    model = selection.get("model")
+    if isinstance(model, str) and "model" in result.coords and model not in result.model:
+        selection["model"] = load_model(model).name  # a config.json path: its model's name
     cell = result.sel(selection) if selection else result
     cell = cell.squeeze([d for d in ("model", "gpu") if d in cell.dims and cell.sizes[d] == 1])
     for dim in ("model", "gpu"):

@@ -74,27 +74,9 @@ def rolling_origin(
     [7, 8, 9, 10, 11, 12, 13]
     """
     series = checked_series(series)
-    first = _validate.positive_int(min_fit_days, "min_fit_days")
-    if first < MIN_DAYS:
-        raise InputError(f"min_fit_days must be at least {MIN_DAYS}, got {min_fit_days!r}")
-    horizon = _horizon(horizon_days)
-    q = _quantiles(quantiles)
-    if isinstance(growth_models, str):
-        growth_models = (growth_models,)
-    methods = tuple(growth_model(m, "growth_models") for m in growth_models)
-    if not methods or len(set(methods)) != len(methods):
-        raise InputError(f"growth_models: give distinct names from {list(GROWTH_MODELS)}")
-    step = interval_ns_of(series)
-    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
-    if ns[0] % DAY_NS:
-        raise InputError("series: rolling origins count whole days; start the series at midnight")
-    total_days = -(-(int(ns[-1] - ns[0]) + step) // DAY_NS)
+    first, horizon, q, methods = _rolling_args(min_fit_days, horizon_days, quantiles, growth_models)
+    ns, step, total_days = _whole_days(series, first)
     origins = list(range(first, total_days))
-    if not origins:
-        raise InputError(
-            f"series: {duration_text(int(ns[-1] - ns[0]) + step)} leaves no day to score after "
-            f"min_fit_days={first}"
-        )
     spec = slot_spec(slots)
     shape = (len(origins), len(methods), q.size)
     coverage, over = np.full(shape, np.nan), np.full(shape, np.nan)
@@ -115,14 +97,75 @@ def rolling_origin(
             plans = score.isel(plan=slice(1, None))  # the mean plan left out
             coverage[o, m] = plans.coverage.values
             over[o, m] = plans.overprovision_fraction.values
-        # the hindsight plan: the scored days' own per-slot quantiles (as fit_baseline computes them)
-        codes = slot_codes(scored["time"], spec)
-        values = scored["qps"].values.astype(float)
-        own = slot_statistics(values, codes, q, spec.count)[0]
-        seen = ~np.isnan(values)
-        for j in range(q.size):
-            plan = own[codes, j]
-            hindsight[o, j] = np.mean(np.maximum(plan[seen] - values[seen], 0)) / demand.mean()
+        hindsight[o] = _hindsight(scored, spec, q, demand.mean())
+    table = _pooled(coverage, over, hindsight, demand_sum, intervals)
+    table["scored_days"] = ("origin", np.asarray(scored_days), _attrs("d", "days scored"))
+    table["scored_intervals"] = ("origin", intervals.astype(np.int64), _attrs("1", "intervals"))
+    return table.assign_coords(
+        origin=("origin", np.asarray(origins), _attrs("d", "days fitted (days 1..k)")),
+        growth_model=(
+            "growth_model",
+            list(methods),
+            _attrs("", "how the plan carries history forward"),
+        ),
+        traffic_quantile=("traffic_quantile", q, glossary.attrs("traffic_quantile")),
+    ).assign_attrs(
+        title="rolling-origin backtest of slot plans",
+        slots=spec.kind,
+        horizon_days=horizon,
+        interval_s=step / NS,
+        source=series.attrs.get("source", ""),
+    )
+
+
+def _rolling_args(min_fit_days, horizon_days, quantiles, growth_models):
+    """The checked first origin (days), horizon (days), quantiles and growth model names."""
+    first = _validate.positive_int(min_fit_days, "min_fit_days")
+    if first < MIN_DAYS:
+        raise InputError(f"min_fit_days must be at least {MIN_DAYS}, got {min_fit_days!r}")
+    horizon = _horizon(horizon_days)
+    q = _quantiles(quantiles)
+    if isinstance(growth_models, str):
+        growth_models = (growth_models,)
+    methods = tuple(growth_model(m, "growth_models") for m in growth_models)
+    if not methods or len(set(methods)) != len(methods):
+        raise InputError(f"growth_models: give distinct names from {list(GROWTH_MODELS)}")
+    return first, horizon, q, methods
+
+
+def _whole_days(series: xr.Dataset, first: int) -> tuple[np.ndarray, int, int]:
+    """The series' times and step (ns) and its days from midnight: at least one after ``first``."""
+    step = interval_ns_of(series)
+    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
+    if ns[0] % DAY_NS:
+        raise InputError("series: rolling origins count whole days; start the series at midnight")
+    total_days = -(-(int(ns[-1] - ns[0]) + step) // DAY_NS)
+    if total_days <= first:
+        raise InputError(
+            f"series: {duration_text(int(ns[-1] - ns[0]) + step)} leaves no day to score after "
+            f"min_fit_days={first}"
+        )
+    return ns, step, total_days
+
+
+def _hindsight(scored: xr.Dataset, spec: Slots, q: np.ndarray, mean_demand: float) -> np.ndarray:
+    """Over-provisioning of the scored days' own per-slot quantiles (as fit_baseline computes them).
+
+    Per quantile: the mean capacity above demand over the observed intervals, over mean demand.
+    """
+    codes = slot_codes(scored["time"], spec)
+    values = scored["qps"].values.astype(float)
+    own = slot_statistics(values, codes, q, spec.count)[0]
+    seen = ~np.isnan(values)
+    out = np.full(q.size, np.nan)
+    for j in range(q.size):
+        plan = own[codes, j]
+        out[j] = np.mean(np.maximum(plan[seen] - values[seen], 0)) / mean_demand
+    return out
+
+
+def _pooled(coverage, over, hindsight, demand_sum, intervals) -> xr.Dataset:
+    """The per-origin scores and their pools over every scored interval of every origin."""
     weights = intervals[:, None, None]
     excess = over * demand_sum[:, None, None]  # capacity above demand, summed over the intervals
     hind_excess = (hindsight * demand_sum[:, None]).sum(axis=0)
@@ -160,23 +203,5 @@ def rolling_origin(
                 pooled_ratio,
                 _attrs("1", "pooled over-provisioning over the hindsight plans' pooled"),
             ),
-            "scored_days": ("origin", np.asarray(scored_days), _attrs("d", "days scored")),
-            "scored_intervals": ("origin", intervals.astype(np.int64), _attrs("1", "intervals")),
-        },
-        coords={
-            "origin": ("origin", np.asarray(origins), _attrs("d", "days fitted (days 1..k)")),
-            "growth_model": (
-                "growth_model",
-                list(methods),
-                _attrs("", "how the plan carries history forward"),
-            ),
-            "traffic_quantile": ("traffic_quantile", q, glossary.attrs("traffic_quantile")),
-        },
-        attrs={
-            "title": "rolling-origin backtest of slot plans",
-            "slots": spec.kind,
-            "horizon_days": horizon,
-            "interval_s": step / NS,
-            "source": series.attrs.get("source", ""),
-        },
+        }
     )

@@ -28,23 +28,24 @@ references.
 
 To change a policy, edit its rule (and its state record if it needs to remember more); the
 simulator does not change, except where it takes a decision at rest as a quiet step: it compares
-what the rule reads (``rest_key`` in :func:`~capnb.kernels.autoscale._run`: the article's load
-band, the HPA's and the predictive policy's desired count, Knative's pod counts), and a rule that
-reads or remembers more must be compared there too (the tests on held rates catch a miss). numba's
-on-disk cache checks only the file of the function it caches, so after editing this file remove the
-simulator's cached code (``autoscale.*`` in the numba cache directory,
-:func:`capnb.kernels._lazy.cache_dir`) or touch ``autoscale.py``. Three things keep a rule as fast
-as the same lines written inside the simulator's loop, and are worth keeping when editing one:
+what the rule reads (``REST.key`` in :mod:`~capnb.kernels.autoscale_loop`, set by its ``at_rest``
+and compared by its ``reads_as_rest``: the article's load band, the HPA's and the predictive
+policy's desired count, Knative's pod counts), and a rule that reads or remembers more must be
+compared there too (the tests on held rates catch a miss). numba's on-disk cache checks only the
+file of the function it caches, so after editing this file remove the simulator's cached code
+(``autoscale*`` in the numba cache directory, :func:`capnb.kernels._lazy.cache_dir`) or touch
+``autoscale_loop.py``. Three things keep a rule as fast as the same lines written inside the
+simulator's loop, and are worth keeping when editing one:
 
-- a rule is declared ``@njit(inline="always")``: numba copies it into the loop before typing it,
-  so its named tuples become scalars in registers and no call is made per decision;
-- a window or event log passed to a rule is used on every path through it, last at its end
-  (``window_push`` with a span of 0 returns the value untouched; the HPA reads the event log's
-  size as it returns): numba then removes the reference counting of those arrays, which would
-  otherwise cost several atomic operations per decision;
-- the loop is compiled with ``error_model="numpy"`` (no division raises), for the same reason:
-  a path that may raise keeps the reference counting in. Every divisor is checked nonzero when
-  the settings are validated.
+- a rule is declared ``@njit(inline="always")``: numba copies it into the loop's decision step
+  before typing it, so its named tuples become scalars in registers and no call is made per
+  decision;
+- the loop's steps are compiled without numba's reference counting (``_nrt=False``, see
+  :mod:`~capnb.kernels.autoscale_loop`): a rule may pass its windows around as it likes and costs
+  no atomic operation per decision, but it must not allocate (an array made there does not
+  compile): give it preallocated arrays, as the windows are;
+- the loop is compiled with ``error_model="numpy"`` (no division raises), so that no path needs
+  an exception's machinery. Every divisor is checked nonzero when the settings are validated.
 """
 
 from __future__ import annotations

@@ -337,6 +337,45 @@ def analytic(
     >>> bool(curve.latency.sel(metric="e2e", latency_quantile=0.99).diff("concurrency") > 0)
     True
     """
+    specs, gpus, tps, conc, qs = _analytic_args(
+        model, gpu, tensor_parallel, concurrency, metrics, quantiles, invalid_tensor_parallel
+    )
+    if not isinstance(workload, xr.Dataset) or "prompt_tokens" not in workload:
+        raise InputError("workload: pass capnb.latency.workload(...) (a Dataset over 'request')")
+    gpu_ids = [str(g) for g in gpus.gpu.values]
+    model_vectors = _model_vectors(specs, tps, kv_dtype, weight_dtype, invalid_tensor_parallel)
+    gpu_vectors, fitted = _gpu_figures(specs, gpus, weight_dtype, calibration, calibration_source)
+    missing = _missing_figures(gpu_ids, gpu_vectors[0], tps)
+    prompts, outputs, seq_coord = _scaled_lengths(workload, seq_len)
+    arrays = {
+        "model": xr.DataArray(model_vectors, dims=("model", "tensor_parallel", "model_field")),
+        "gpu": xr.DataArray(gpu_vectors, dims=("model", "gpu", "gpu_field")),
+        "tp": xr.DataArray(tps, dims="tensor_parallel"),
+        "cal": xr.DataArray(
+            np.array([fitted[g].as_array() for g in gpu_ids]), dims=("gpu", "calibration_field")
+        ),
+    }
+    latency, mean = _analytic_kernel(arrays, prompts, outputs, conc, metrics, qs, chunks)
+    coords = {
+        "model": [s.name for s in specs],
+        "gpu": gpu_ids,
+        "tensor_parallel": tps,
+        "concurrency": conc,
+        "metric": list(metrics),
+        "latency_quantile": qs,
+    }
+    result = _analytic_curve(
+        latency, mean, coords, [fitted[g].fitted_on for g in gpu_ids], seq_coord
+    )
+    result.attrs = _analytic_attrs(workload, seq_len, kv_dtype, weight_dtype, missing)
+    return result
+
+
+def _analytic_args(model, gpu, tensor_parallel, concurrency, metrics, quantiles, invalid):
+    """The checked models (specs), GPUs (catalog rows), degrees, sorted concurrencies, quantiles.
+
+    Also checks ``invalid`` (invalid_tensor_parallel).
+    """
     from ..data import load_gpus, load_model
 
     specs = [load_model(m) for m in _names(model, "model")]
@@ -344,7 +383,6 @@ def analytic(
     if len(set(model_ids)) != len(model_ids):
         raise InputError(f"model: {model_ids} names the same model twice")
     gpus = load_gpus(_names(gpu, "gpu"))
-    gpu_ids = [str(g) for g in gpus.gpu.values]
     tps = _validate.positive_ints(
         tensor_parallel.values if isinstance(tensor_parallel, xr.DataArray) else tensor_parallel,
         "tensor_parallel",
@@ -359,12 +397,18 @@ def analytic(
     qs = np.asarray(quantiles, dtype=float)
     if qs.size == 0 or ((qs <= 0) | (qs >= 1)).any():
         raise InputError(f"quantiles must be inside (0, 1), got {list(quantiles)}")
-    if invalid_tensor_parallel not in ("raise", "mask"):
+    if invalid not in ("raise", "mask"):
         raise InputError("invalid_tensor_parallel must be 'raise' or 'mask'")
-    if not isinstance(workload, xr.Dataset) or "prompt_tokens" not in workload:
-        raise InputError("workload: pass capnb.latency.workload(...) (a Dataset over 'request')")
+    return specs, gpus, tps, conc, qs
 
-    model_vectors = np.full((len(specs), tps.size, len(kernels.MODEL_FIELDS)), np.nan)
+
+def _model_vectors(specs, tps, kv_dtype, weight_dtype, invalid) -> np.ndarray:
+    """The kernel's figures of each model at each degree, over (model, tensor_parallel, field).
+
+    NaN where the degree cannot shard the model; with ``invalid="raise"`` that is an error naming
+    every such pair.
+    """
+    vectors = np.full((len(specs), tps.size, len(kernels.MODEL_FIELDS)), np.nan)
     problems = []
     for i, spec in enumerate(specs):
         for j, tp in enumerate(tps):
@@ -372,46 +416,59 @@ def analytic(
             if reason:
                 problems.append(reason)
                 continue
-            model_vectors[i, j] = _calibration.model_vector(
+            vectors[i, j] = _calibration.model_vector(
                 spec, int(tp), kv_dtype=kv_dtype, weight_dtype=weight_dtype
             )
-    if problems and invalid_tensor_parallel == "raise":
+    if problems and invalid == "raise":
         raise InputError(
             "tensor_parallel: "
             + "; ".join(problems)
             + " (invalid_tensor_parallel='mask' marks them)"
         )
+    return vectors
+
+
+def _gpu_figures(specs, gpus, weight_dtype, calibration, calibration_source):
+    """Each GPU's figures per model, over (model, gpu, field), and its calibration by GPU id."""
+    gpu_ids = [str(g) for g in gpus.gpu.values]
     # FP8 weights run at FP8 FLOP/s: the GPU vector depends on the model's weight dtype
     dtypes = [weight_dtype or s.weight_dtype for s in specs]
-    gpu_vectors = np.array([[_calibration.gpu_vector(gpus, g, d) for g in gpu_ids] for d in dtypes])
-    fitted = _calibration.calibrations(gpu_ids, calibration, calibration_source)
-    cal = np.array([fitted[g].as_array() for g in gpu_ids])
-    missing = _missing_figures(gpu_ids, gpu_vectors[0], tps)
+    vectors = np.array([[_calibration.gpu_vector(gpus, g, d) for g in gpu_ids] for d in dtypes])
+    return vectors, _calibration.calibrations(gpu_ids, calibration, calibration_source)
 
+
+def _scaled_lengths(workload: xr.Dataset, seq_len):
+    """The workload's prompt and output tokens (over request[, seq_len]) and the seq_len coordinate.
+
+    None: the workload as given, a scalar ``seq_len`` (its mean context, rounded up). Integers:
+    the lengths rescaled so that the mean context is each ``seq_len`` (outputs at least 1 token).
+    """
     prompt = workload["prompt_tokens"].values.astype(float)
     output = workload["output_tokens"].values.astype(float)
     mean_context = float(np.mean(prompt + output))
-    seq_coord: dict[str, object]
     if seq_len is None:
         prompts = xr.DataArray(prompt, dims="request")
         outputs = xr.DataArray(output, dims="request")
-        seq_coord = {"seq_len": ((), math.ceil(mean_context), glossary.attrs("seq_len"))}
-    else:
-        lengths = _validate.positive_ints(
-            seq_len.values if isinstance(seq_len, xr.DataArray) else seq_len, "seq_len"
+        return (
+            prompts,
+            outputs,
+            {"seq_len": ((), math.ceil(mean_context), glossary.attrs("seq_len"))},
         )
-        scale = xr.DataArray(lengths / mean_context, dims="seq_len")
-        prompts = xr.DataArray(prompt, dims="request") * scale
-        outputs = np.maximum(xr.DataArray(output, dims="request") * scale, 1.0)
-        seq_coord = {"seq_len": ("seq_len", lengths, glossary.attrs("seq_len"))}
+    lengths = _validate.positive_ints(
+        seq_len.values if isinstance(seq_len, xr.DataArray) else seq_len, "seq_len"
+    )
+    scale = xr.DataArray(lengths / mean_context, dims="seq_len")
+    prompts = xr.DataArray(prompt, dims="request") * scale
+    outputs = np.maximum(xr.DataArray(output, dims="request") * scale, 1.0)
+    return prompts, outputs, {"seq_len": ("seq_len", lengths, glossary.attrs("seq_len"))}
 
-    dims_model = ("model", "tensor_parallel", "model_field")
-    arrays = {
-        "model": xr.DataArray(model_vectors, dims=dims_model),
-        "gpu": xr.DataArray(gpu_vectors, dims=("model", "gpu", "gpu_field")),
-        "tp": xr.DataArray(tps, dims="tensor_parallel"),
-        "cal": xr.DataArray(cal, dims=("gpu", "calibration_field")),
-    }
+
+def _analytic_kernel(arrays: dict, prompts, outputs, conc, metrics, qs, chunks):
+    """Latency quantiles and means from :func:`capnb.kernels.latency.analytic_curve`, broadcast.
+
+    ``arrays``: the model, gpu, tp and cal figures as DataArrays. All are chunked per ``chunks``
+    first (dask), which leaves the result the same.
+    """
     if chunks:
         arrays = {
             k: v.chunk({d: c for d, c in chunks.items() if d in v.dims}) for k, v in arrays.items()
@@ -420,7 +477,7 @@ def analytic(
             prompts = prompts.chunk({"seq_len": chunks["seq_len"]})
             outputs = outputs.chunk({"seq_len": chunks["seq_len"]})
     codes = np.array([kernels.METRIC_CODES[m] for m in metrics], dtype=np.int64)
-    latency, mean = xr.apply_ufunc(
+    return xr.apply_ufunc(
         kernels.analytic_curve,
         arrays["model"],
         arrays["gpu"],
@@ -446,6 +503,14 @@ def analytic(
         dask="parallelized",
         output_dtypes=[float, float],
     )
+
+
+def _analytic_curve(latency, mean, coords: dict, fitted_on: list[str], seq_coord: dict):
+    """The kernel's output as a curve: ``latency``, ``mean_latency``, ``measured_qps`` (all NaN).
+
+    ``coords``: the values of each dim, given the glossary's attrs; ``fitted_on``: each GPU's
+    calibration; ``seq_coord``: the ``seq_len`` coordinate.
+    """
     lead = [d for d in ("model", "gpu", "tensor_parallel", "seq_len") if d in latency.dims]
     result = xr.Dataset(
         {
@@ -458,20 +523,21 @@ def analytic(
     result["measured_qps"] = xr.full_like(result.mean_latency.isel(metric=0), np.nan).assign_attrs(
         glossary.attrs("measured_qps")
     )
-    result = result.assign_coords(
-        model=("model", model_ids, glossary.attrs("model")),
-        gpu=("gpu", gpu_ids, glossary.attrs("gpu")),
-        tensor_parallel=("tensor_parallel", tps, glossary.attrs("tensor_parallel")),
-        concurrency=("concurrency", conc, glossary.attrs("concurrency")),
-        metric=("metric", list(metrics), glossary.attrs("metric")),
-        latency_quantile=("latency_quantile", qs, glossary.attrs("latency_quantile")),
-        calibration=("gpu", [fitted[g].fitted_on for g in gpu_ids], {"long_name": "calibration"}),
+    return result.assign_coords(
+        **{name: (name, values, glossary.attrs(name)) for name, values in coords.items()},
+        calibration=("gpu", fitted_on, {"long_name": "calibration"}),
         **seq_coord,
     )
+
+
+def _analytic_attrs(workload: xr.Dataset, seq_len, kv_dtype, weight_dtype, missing) -> dict:
+    """What an analytic curve says of itself: kind, workload means, dtypes, what it cannot price."""
+    prompt = workload["prompt_tokens"].values.astype(float)
+    output = workload["output_tokens"].values.astype(float)
     scale_note = (
         "" if seq_len is None else "; lengths rescaled per seq_len to a mean context of seq_len"
     )
-    result.attrs = {
+    return {
         "source": "capnb analytic model (capnb.kernels.latency)",
         "kind": "analytic",
         "prompt_tokens": float(prompt.mean()),
@@ -485,7 +551,6 @@ def analytic(
         # the same reasons on their own: which options have no latency, and why ("" if none)
         "unmodelled": "; ".join(missing),
     }
-    return result
 
 
 def _missing_figures(gpu_ids: list[str], vectors: np.ndarray, tps: np.ndarray) -> list[str]:

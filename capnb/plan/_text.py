@@ -123,7 +123,7 @@ def fleet_words(a: Answer) -> str:
     if a.policy.name == "fixed":
         return (
             f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
-            f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run them all month, a "
+            f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run them all month, "
             f"{policy_words(a)}; the forecast needs {need}{bursts}."
         )
     v = a.advisory
