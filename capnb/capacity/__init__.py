@@ -42,7 +42,8 @@ measurements: ``plan(..., latency_band=...)``).
 from __future__ import annotations
 
 from ..records import SLA
-from ._answer import applicability, band, band_ratios, contrast, describe, scaled_sla
+from ._answer import applicability, contrast, describe
+from ._band import band, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import sweep_engine
 from ._mix import mix

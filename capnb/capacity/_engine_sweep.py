@@ -190,7 +190,7 @@ def _band_ratio(latency_band, sla, metric: str | None):
             raise InputError(
                 f"latency_band must be 'held-out', (low, high) or None, got {latency_band!r}"
             )
-        from ._answer import band_ratios
+        from ._band import band_ratios
 
         return band_ratios(sla, model="engine", metric=metric)
     return latency_band

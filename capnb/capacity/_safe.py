@@ -749,7 +749,7 @@ def plan(
     (6, 48)
     """
     if latency_band is not None:
-        from ._answer import _ratios, band, scaled_sla
+        from ._band import _ratios, band, scaled_sla
 
         args = dict(metric=metric, quantile=quantile, buffer=buffer, buffer_qps=buffer_qps,
                     memory_limit=memory_limit, accounting=accounting,
