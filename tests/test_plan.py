@@ -253,10 +253,10 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     held = memory.max_concurrency(model="Llama-3.1-405B", gpu="MI300X", tensor_parallel=8,
                                   seq_len=seq_len, accounting=config.accounting)  # fmt: skip
     assert int(plan.capacity_safe_concurrency.max()) == int(held.max_concurrency.item())
-    # MI300X has no GPU-to-GPU link figure in the catalog: the serving comparison says so and the
-    # plan stands
+    # MI300X's GPU-to-GPU link (Infinity Fabric, 448 GB/s) is in the catalog: the serving
+    # comparison prices prefill/decode pools on it
     serving = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
-    assert serving.words.startswith("not compared: MI300X has no GPU-to-GPU link bandwidth")
+    assert serving.words.startswith("Serve disaggregated") and serving.monthly_usd > 0
 
 
 def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
