@@ -63,6 +63,7 @@ def sweep_engine(
     vllm_version: str = "0.10",
     engine: str = "vllm-v1",
     latency_band="held-out",
+    analytic_metrics: tuple[str, ...] = (),
 ) -> xr.Dataset:
     """:func:`plan` on an engine curve for every (gpu, tensor_parallel), stacked over both.
 
@@ -91,6 +92,12 @@ def sweep_engine(
         error on the SLA's metric (:func:`capnb.latency.validate.error_band`;
         :func:`capnb.capacity.band`); ``(low, high)``: that ratio measured / predicted; None: no
         band.
+    analytic_metrics
+        Metrics whose latencies come from the calibrated analytic model
+        (:func:`capnb.latency.analytic`) at the engine curve's concurrencies instead of the
+        engine's, with the analytic model's held-out band: what a plan with ``latency = "auto"``
+        asks for the bounds the held-out record prefers the analytic model on
+        (:func:`capnb.latency.validate.preferred_model`).
 
     Returns
     -------
@@ -113,7 +120,7 @@ def sweep_engine(
         )
     spec = data.load_model(model)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    ratio = _band_ratio(latency_band, sla, metric)
+    ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
     rows = {}
     for gpu in gpus:
         for tp in tensor_parallel:
@@ -137,6 +144,7 @@ def sweep_engine(
                 continue
             curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
                                  hit_rate=hit, requests=requests, seed=seed, engine=engine)  # fmt: skip
+            curve = _analytic_metrics(curve, analytic_metrics, model, gpu, tp, workload)
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits), latency_band=ratio or None)  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
@@ -181,8 +189,12 @@ def sweep_engine(
     return out
 
 
-def _band_ratio(latency_band, sla, metric: str | None):
-    """The ratios measured / predicted a sweep's answers are banded by (None or {}: none)."""
+def _band_ratio(latency_band, sla, metric: str | None, analytic_metrics=()):
+    """The ratios measured / predicted a sweep's answers are banded by (None or {}: none).
+
+    Held out: each bound's metric gets the held-out ratios of the model its latencies come from
+    (the analytic model's for ``analytic_metrics``, else the engine's).
+    """
     if latency_band is None:
         return None
     if isinstance(latency_band, str):
@@ -192,5 +204,30 @@ def _band_ratio(latency_band, sla, metric: str | None):
             )
         from ._band import band_ratios
 
-        return band_ratios(sla, model="engine", metric=metric)
+        ratios = band_ratios(sla, model="engine", metric=metric)
+        if analytic_metrics:
+            analytic = band_ratios(sla, model="analytic", metric=metric)
+            ratios = {m: pair for m, pair in ratios.items() if m not in analytic_metrics}
+            ratios |= {m: pair for m, pair in analytic.items() if m in analytic_metrics}
+        return ratios
     return latency_band
+
+
+def _analytic_metrics(curve: xr.Dataset, metrics, model, gpu, tp, workload) -> xr.Dataset:
+    """The engine curve with ``metrics``' latencies from the analytic model, same concurrencies."""
+    if not metrics:
+        return curve
+    from .. import latency
+
+    other = latency.analytic(
+        model, gpu, int(tp), workload=workload, concurrency=curve.concurrency.values.tolist(),
+        quantiles=[float(q) for q in curve.latency_quantile.values],
+    ).squeeze(["model", "gpu", "tensor_parallel"], drop=True)  # fmt: skip
+    out = curve.copy(deep=True)
+    for m in metrics:
+        out["latency"].loc[{"metric": m}] = (
+            other.latency.sel(metric=m).transpose(*out.latency.sel(metric=m).dims).values
+        )
+        out["mean_latency"].loc[{"metric": m}] = other.mean_latency.sel(metric=m).values
+    out.attrs["analytic_metrics"] = ", ".join(metrics)
+    return out

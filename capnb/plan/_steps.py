@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -109,7 +110,15 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     from .. import capacity, data
     from ..latency import validate as latency_validate
 
-    if cfg.prefix_cache_share > 0 and cfg.latency != "engine":
+    # which latency model the held-out figures favour for each of the SLA's metrics
+    choices = {m: latency_validate.preferred_model(m) for m in cfg.sla.bounds}
+    kind, analytic_metrics = cfg.latency, ()
+    if kind == "auto":  # each bound on the model its metric's held-out error prefers
+        analytic_metrics = tuple(m for m, c in choices.items() if c["model"] == "analytic")
+        kind = "model" if len(analytic_metrics) == len(choices) else "engine"
+        if kind == "model":
+            analytic_metrics = ()
+    if cfg.prefix_cache_share > 0 and kind != "engine":
         raise InputError(
             f"prefix_cache_share = {cfg.prefix_cache_share:g} needs latency = 'engine' (the "
             f"serving-engine model takes the hit rate; latency = {cfg.latency!r} does not)"
@@ -117,7 +126,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
 
     workload, workload_from = _workload(cfg, source)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    if cfg.latency == "model":
+    if kind == "model":
 
         def analytic_sweep(sla):
             return capacity.sweep(
@@ -136,7 +145,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
                 ratios,
             )
         result.attrs["latency_source"] = "the calibrated analytic model"
-    elif cfg.latency == "engine":
+    elif kind == "engine":
         blocks = None
         if cfg.prefix_cache_share > 0:
             blocks = _blocks(cfg, workload_from)
@@ -151,6 +160,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             prefix_cache_share=cfg.prefix_cache_share,
             blocks=blocks,
             seed=cfg.seed,
+            analytic_metrics=analytic_metrics,
         )
     else:
         if cfg.latency in data.list_latency_curves():
@@ -185,8 +195,15 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         if lengths:
             notes = str(result.attrs.get("notes", ""))
             result.attrs["notes"] = f"{notes}\n{lengths}" if notes else lengths
-    # which latency model the held-out figures favour for each of the SLA's metrics, said
-    choices = {m: latency_validate.preferred_model(m) for m in cfg.sla.bounds}
+    # the model each bound was checked on, and the one the held-out figures favour, said
+    used = {"model": "analytic", "engine": "engine"}.get(kind, "measured")
+    result.attrs["latency_models"] = json.dumps(
+        {m: "analytic" if m in analytic_metrics else used for m in cfg.sla.bounds}
+    )
+    if cfg.latency == "auto":
+        result.attrs["latency_source"] = "per bound, the model its held-out error prefers: " + (
+            ", ".join(f"{m.upper()} {c['model']}" for m, c in choices.items())
+        )
     preferred = {c["model"] for c in choices.values()}
     result.attrs["latency_model_preferred"] = (
         preferred.pop() if len(preferred) == 1
