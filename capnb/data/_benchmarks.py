@@ -1305,8 +1305,8 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     >>> _ = (folder / "rate4.json").write_text(json.dumps(run))
     >>> table = read_bench_runs(folder, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
     ...                         engine="vllm", engine_version="0.11.0")
-    >>> table[["mode", "load", "metric", "stat", "value"]].iloc[0].tolist()
-    ['request_rate', 4.0, 'ttft', 'mean', 0.12]
+    >>> [str(v) for v in table[["mode", "load", "metric", "stat", "value"]].iloc[0]]
+    ['request_rate', '4.0', 'ttft', 'mean', '0.12']
     """
     import pandas as pd
 
