@@ -38,13 +38,22 @@ CASES = {
     "batch at time 0": dict(closed=False, load=1.0, tp=1, zero_gaps=True, warmup=0),
     "small token budget": dict(closed=True, load=12, tp=1, budget=64),
     "a request overhead": dict(closed=False, load=20.0, tp=2, overhead=0.0123),
+    "prefill first, no chunking": dict(
+        closed=False, load=30.0, tp=1, policy=1, chunked=0, budget=900
+    ),
+    "prefill first, chunked, preemption": dict(closed=True, load=30, tp=2, policy=1, kv=1500),
+    "prefill first, batch at time 0": dict(
+        closed=False, load=1.0, tp=1, policy=1, chunked=0, zero_gaps=True, warmup=0, budget=2048
+    ),
+    "mixed, no chunking": dict(closed=True, load=16, tp=1, chunked=0, budget=800),
+    "mixture of experts": dict(closed=False, load=40.0, tp=2, moe=True),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_kernel_matches_the_python_simulator(case):
     c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
-         **CASES[case]}  # fmt: skip
+         "policy": 0, "chunked": 1, "moe": False, **CASES[case]}  # fmt: skip
     rng = np.random.default_rng(1)
     n = 60
     prompt = rng.integers(1, 700, n)
@@ -52,12 +61,13 @@ def test_kernel_matches_the_python_simulator(case):
     gaps = np.zeros(n) if c["zero_gaps"] else rng.exponential(1.0, n)
     cached = (c["hit"] * prompt).astype(np.int64)
     model, gpu, calibration = _vectors(c["tp"])
+    if c["moe"]:  # half the weights in 8 routed experts, 2 per token
+        model = np.append(model, [0.5 * model[1], 8.0, 2.0])
     if c["overhead"] is not None:
         calibration = calibration.copy()
         calibration[6] = c["overhead"]
-    settings = np.array(
-        [float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16, c["warmup"]]
-    )
+    settings = np.array([float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16,
+                         c["warmup"], c["policy"], c["chunked"]])  # fmt: skip
     ttft, e2e = np.empty(n), np.empty(n)
     itl = np.empty(max(int(np.maximum(output[c["warmup"] :] - 1, 0).sum()), 1))
     stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
@@ -69,6 +79,7 @@ def test_kernel_matches_the_python_simulator(case):
         prompt, output, gaps, cached, closed=c["closed"], load=c["load"], max_num_seqs=8,
         max_num_batched_tokens=c["budget"], kv_blocks=c["kv"] // 16, block_size=16,
         warmup=c["warmup"], model=model, gpu=gpu, tensor_parallel=c["tp"], calibration=calibration,
+        policy=kernels.POLICIES[c["policy"]], chunked_prefill=bool(c["chunked"]),
     )  # fmt: skip
     w = c["warmup"]
     assert np.array_equal(ttft[w:], np.array(ref["ttft"][w:]))  # identical, not close
@@ -234,8 +245,7 @@ def test_the_stored_fit_is_of_the_current_measurements():
     for row in record["rows"][:: max(len(record["rows"]) // 5, 1)]:
         pt = by_key[(row["source"], tuple(row["curve"]), row["load"])]
         fold = record["folds"][row["source"]]
-        values = fold["gpus"].get(row["gpu"], fold["pooled"])
-        calibration = _fitted.from_record(values, "stored").engine_array()
+        calibration = _fitted.from_fold(fold, row["gpu"], row["engine_id"]).engine_array()
         got, _ = _fit.simulate_point(pt, calibration, requests=validate.REQUESTS)
         assert got[(row["metric"], row["stat"])] == pytest.approx(row["engine"], rel=1e-9)
         checked += 1
@@ -254,3 +264,4 @@ def test_the_validation_section_is_the_stored_records():
         pytest.skip("no stored engine calibration yet")
     text = (Path(__file__).resolve().parents[1] / "VALIDATION.md").read_text(encoding="utf-8")
     assert validate.markdown(record) in text
+    assert validate.own_run_markdown(record) in text

@@ -253,10 +253,10 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     held = memory.max_concurrency(model="Llama-3.1-405B", gpu="MI300X", tensor_parallel=8,
                                   seq_len=seq_len, accounting=config.accounting)  # fmt: skip
     assert int(plan.capacity_safe_concurrency.max()) == int(held.max_concurrency.item())
-    # MI300X has no GPU-to-GPU link figure in the catalog: the serving comparison says so and the
-    # plan stands
+    # MI300X's GPU-to-GPU link (Infinity Fabric, 448 GB/s) is in the catalog: the serving
+    # comparison prices prefill/decode pools on it
     serving = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
-    assert serving.words.startswith("not compared: MI300X has no GPU-to-GPU link bandwidth")
+    assert serving.words.startswith("Serve disaggregated") and serving.monthly_usd > 0
 
 
 def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
@@ -481,21 +481,21 @@ def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_droppe
 
 
 def test_options_the_latency_model_cannot_price_are_named_with_the_missing_figure():
-    # MI300X has no GPU-to-GPU link figure in the catalog: at TP 2 the analytic model has no
+    # A10G has no GPU-to-GPU link figure in the catalog: at TP 2 the analytic model has no
     # latency; the capacity step says why (it said "the curve has no tpot P99; it measured:
     # nothing"), and a plan comparing it with other options names it as not compared
     from capnb import capacity, latency
     from capnb.plan._steps import unmodelled
 
     w = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
-    with pytest.raises(InputError, match=r"no latency on MI300X at tensor parallelism 2: .*"
+    with pytest.raises(InputError, match=r"no latency on A10G at tensor parallelism 2: .*"
                                          r"interconnect_bandwidth"):  # fmt: skip
-        capacity.sweep("Llama-3.1-8B", "MI300X", 2, 640, 0.05, workload=w, metric="tpot")
+        capacity.sweep("Llama-3.1-8B", "A10G", 2, 640, 0.05, workload=w, metric="tpot")
     both = capacity.sweep(
-        "Llama-3.1-8B", ["MI300X", "H100-SXM"], [1, 2], 640, 0.05, workload=w, metric="tpot"
+        "Llama-3.1-8B", ["A10G", "H100-SXM"], [1, 2], 640, 0.05, workload=w, metric="tpot"
     ).squeeze(["model", "seq_len", "sla"], drop=True)
-    assert str(both.binding.sel(gpu="MI300X", tensor_parallel=2).item()) == "no_data"
-    assert unmodelled(both).startswith("no latency on MI300X at tensor parallelism 2")
+    assert str(both.binding.sel(gpu="A10G", tensor_parallel=2).item()) == "no_data"
+    assert unmodelled(both).startswith("no latency on A10G at tensor parallelism 2")
     assert unmodelled(both.sel(gpu=["H100-SXM"])) == ""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["REGISTRY", "simulate_python", "step_seconds_python"]
 
@@ -18,13 +18,17 @@ def step_seconds_python(
     tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration
 ):
     """Seconds of one step computing ``tokens`` new tokens (the engine kernel's formula)."""
-    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model)
+    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model[:6])
     flops, bandwidth, link = (float(v) for v in gpu)
     compute_eff, bandwidth_eff, link_eff, step_s, sequence_s, allreduce_s = (
         float(v) for v in calibration[:6]
     )
+    read = weights
+    if len(model) > 8 and model[6] > 0:  # routed experts: the share the step's tokens touch
+        expert_bytes, experts, per_token = float(model[6]), float(model[7]), float(model[8])
+        read = weights - expert_bytes * (1.0 - per_token / experts) ** tokens
     compute = (flop_per_token * tokens + 4.0 * layers * width * pairs) / flops
-    memory = (weights + kv_per_token * kv_read) / bandwidth
+    memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel  # ring all-reduce: bytes on the wire
         wire = 2.0 * layers * tokens * hidden * 2.0 * ring / link  # bf16 activations, 2 per layer
@@ -54,10 +58,81 @@ class _Request:
     last: float = math.nan
 
 
+@dataclass(eq=False)
+class _Step:
+    """One step's schedule in the making: the queues, what is planned, the budget and blocks."""
+
+    running: list
+    waiting: deque
+    budget: int
+    free: int
+    preemptions: int
+    block: int
+    plan: dict = field(default_factory=dict)  # request -> (new tokens, tokens in its cache)
+    preempted: bool = False
+    full: bool = False  # a request preempted itself: nothing more is scheduled
+
+
+def _run_kind(step, decoding):
+    """The running requests of one kind (decoding, or in their prompt) get their next tokens."""
+    for request in list(step.running):
+        if step.full or step.budget == 0:
+            return
+        if request not in step.running:  # preempted earlier in this loop
+            continue
+        if (request.computed >= request.prompt) != decoding:
+            continue
+        want = min(request.prompt + request.generated - request.computed, step.budget)
+        extra = -(-(request.computed + want) // step.block) - request.blocks
+        while extra > step.free:
+            victim = step.running.pop()  # the last admitted is preempted (recompute)
+            if victim in step.plan:  # its token this step is given back
+                step.budget += step.plan.pop(victim)[0]
+            step.free += victim.blocks
+            victim.blocks = 0
+            victim.computed = 0
+            step.waiting.appendleft(victim)
+            step.preemptions += 1
+            step.preempted = True
+            if victim is request:
+                step.full = True
+                return
+        step.free -= extra
+        request.blocks += extra
+        step.plan[request] = (want, request.computed)
+        step.budget -= want
+
+
+def _admit_waiting(step, max_num_seqs, chunked_prefill, whole):
+    """Waiting requests are admitted first come first served while they fit."""
+    while step.waiting and len(step.running) < max_num_seqs and step.budget > 0:
+        request = step.waiting[0]
+        reuse = min((request.cached // step.block) * step.block, request.prompt - 1)
+        rest = request.prompt + request.generated - reuse
+        if not chunked_prefill and rest > step.budget:
+            return
+        want = min(rest, step.budget)
+        # prefill-first engines reserve the whole prompt's blocks at admission
+        blocks = -(-(reuse + (rest if whole else want)) // step.block)
+        if blocks > step.free:
+            return
+        step.waiting.popleft()
+        step.free -= blocks
+        request.blocks = blocks
+        request.computed = reuse
+        step.running.append(request)
+        step.plan[request] = (want, reuse)
+        step.budget -= want
+
+
 def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                     max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
-                    tensor_parallel, calibration):  # fmt: skip
+                    tensor_parallel, calibration, policy="mixed", chunked_prefill=True):  # fmt: skip
     """Per-request (ttft, e2e, itls) of the reported requests (index >= warmup), in index order.
+
+    ``policy``: ``"mixed"`` (decodes, prompts in progress, then admission, in one step) or
+    ``"prefill_first"`` (a prefill-only step whenever a prompt can run, else the decodes).
+    ``chunked_prefill`` False: a waiting prompt is admitted only when all of it fits the budget.
 
     Returns a dict: ``ttft`` and ``e2e`` (lists, NaN for warm-up requests), ``itl`` (list of
     lists), ``preemptions`` and ``steps``.
@@ -96,55 +171,23 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
             while issued < n and arrivals[issued] <= now:
                 waiting.append(new(issued, arrivals[issued]))
                 issued += 1
-        budget = max_num_batched_tokens
-        plan = {}  # request -> (new tokens, tokens already in its cache), this step
-        preempted_any = False
-        full = False  # a request had to preempt itself: nothing more is scheduled
-        for decoding in (True, False):  # decodes first, then prompts in progress
-            for request in list(running):
-                if full or budget == 0:
-                    break
-                if request not in running:  # preempted earlier in this loop
-                    continue
-                if (request.computed >= request.prompt) != decoding:
-                    continue
-                want = min(request.prompt + request.generated - request.computed, budget)
-                extra = -(-(request.computed + want) // block_size) - request.blocks
-                while extra > free:
-                    victim = running.pop()
-                    if victim in plan:  # its token this step is given back
-                        budget += plan.pop(victim)[0]
-                    free += victim.blocks
-                    victim.blocks = 0
-                    victim.computed = 0
-                    waiting.appendleft(victim)
-                    preemptions += 1
-                    preempted_any = True
-                    if victim is request:
-                        full = True
-                        break
-                if full:
-                    break
-                free -= extra
-                request.blocks += extra
-                plan[request] = (want, request.computed)
-                budget -= want
-        if not preempted_any:
-            while waiting and len(running) < max_num_seqs and budget > 0:
-                request = waiting[0]
-                reuse = min((request.cached // block_size) * block_size, request.prompt - 1)
-                want = min(request.prompt + request.generated - reuse, budget)
-                blocks = -(-(reuse + want) // block_size)
-                if blocks > free:
-                    break
-                waiting.popleft()
-                free -= blocks
-                request.blocks = blocks
-                request.computed = reuse
-                running.append(request)
-                plan[request] = (want, reuse)
-                budget -= want
+        step = _Step(running, waiting, budget=max_num_batched_tokens, free=free,
+                     preemptions=preemptions, block=block_size)  # fmt: skip
+        if policy == "mixed":
+            _run_kind(step, True)
+            _run_kind(step, False)
+            if not step.preempted:
+                _admit_waiting(step, max_num_seqs, chunked_prefill, False)
+        else:
+            _run_kind(step, False)
+            if not step.preempted:
+                _admit_waiting(step, max_num_seqs, chunked_prefill, True)
+            if not step.plan:
+                _run_kind(step, True)
+        plan, free, preemptions = step.plan, step.free, step.preemptions
         if not plan:
+            if step.preempted:
+                continue  # a prompt preempted itself: the freed blocks let the decodes run next
             now = max(now, arrivals[issued])
             continue
         # in running order, as the kernel sums them (float addition is order-sensitive)

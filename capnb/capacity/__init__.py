@@ -34,13 +34,16 @@ from :func:`pool_curves` (the engine per pool) and :func:`kv_transfer_s`; :func:
 (each share of the KV budget given to a prefix cache: the hit rate replayed from the trace, the
 engine at that hit rate with the rest of the budget, and the requests/s per instance under the SLA);
 :func:`sweep_engine` (:func:`plan` on a serving-engine curve for every GPU and degree, with an
-optional prefix cache: what the plan uses with ``latency = "engine"``).
+optional prefix cache: what the plan uses with ``latency = "engine"``); :func:`band` (an answer's
+requests/s per instance and instances if the latency model errs as it did on held-out
+measurements: ``plan(..., latency_band=...)``).
 """
 
 from __future__ import annotations
 
 from ..records import SLA
 from ._answer import applicability, contrast, describe
+from ._band import band, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import sweep_engine
 from ._mix import mix
@@ -55,6 +58,8 @@ __all__ = [
     "POOLS",
     "SLA",
     "applicability",
+    "band",
+    "band_ratios",
     "cheapest",
     "compare_fleets",
     "contrast",
@@ -71,6 +76,7 @@ __all__ = [
     "prefix_trade",
     "price",
     "safe_concurrency",
+    "scaled_sla",
     "size_bins",
     "size_options",
     "sweep",

@@ -25,7 +25,7 @@ MOST_SEQUENCES = 512
 
 
 def engine_curve(model, gpu, tensor_parallel, workload, *, fits, running_tokens, hit_rate,
-                 requests, seed):  # fmt: skip
+                 requests, seed, engine="vllm-v1"):  # fmt: skip
     """The engine's latency curve for one option, as every engine-curve search in capnb runs it.
 
     ``fits`` sequences fit in the running share of the KV budget (``running_tokens``); the curve
@@ -41,7 +41,7 @@ def engine_curve(model, gpu, tensor_parallel, workload, *, fits, running_tokens,
     return latency.engine(
         model, gpu, int(tensor_parallel), workload, concurrency=grid.tolist(), requests=requests,
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
-        max_num_seqs=top,
+        max_num_seqs=top, engine=engine,
     )  # fmt: skip
 
 
@@ -61,6 +61,9 @@ def sweep_engine(
     requests: int = 1000,
     seed: int = 0,
     vllm_version: str = "0.10",
+    engine: str = "vllm-v1",
+    latency_band="held-out",
+    analytic_metrics: tuple[str, ...] = (),
 ) -> xr.Dataset:
     """:func:`plan` on an engine curve for every (gpu, tensor_parallel), stacked over both.
 
@@ -82,6 +85,19 @@ def sweep_engine(
         Requests simulated per curve point, and their seed.
     vllm_version
         Whose KV budget the engine and the split use (vLLM's accounting).
+    engine
+        The serving engine simulated (:func:`capnb.latency.engine`).
+    latency_band
+        ``"held-out"`` (default): every answer carries its band, from the engine model's held-out
+        error on the SLA's metric (:func:`capnb.latency.validate.error_band`;
+        :func:`capnb.capacity.band`); ``(low, high)``: that ratio measured / predicted; None: no
+        band.
+    analytic_metrics
+        Metrics whose latencies come from the calibrated analytic model
+        (:func:`capnb.latency.analytic`) at the engine curve's concurrencies instead of the
+        engine's, with the analytic model's held-out band: what a plan with ``latency = "auto"``
+        asks for the bounds the held-out record prefers the analytic model on
+        (:func:`capnb.latency.validate.preferred_model`).
 
     Returns
     -------
@@ -104,6 +120,7 @@ def sweep_engine(
         )
     spec = data.load_model(model)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
     rows = {}
     for gpu in gpus:
         for tp in tensor_parallel:
@@ -126,9 +143,10 @@ def sweep_engine(
                 rows[(gpu, tp)] = ("memory", (hit, running))
                 continue
             curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
-                                 hit_rate=hit, requests=requests, seed=seed)  # fmt: skip
+                                 hit_rate=hit, requests=requests, seed=seed, engine=engine)  # fmt: skip
+            curve = _analytic_metrics(curve, analytic_metrics, model, gpu, tp, workload)
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
-                          quantile=quantile, memory_limit=int(fits))  # fmt: skip
+                          quantile=quantile, memory_limit=int(fits), latency_band=ratio or None)  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
             rows[(gpu, tp)] = ("ok", result)
@@ -159,10 +177,57 @@ def sweep_engine(
         stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
     out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
     out = out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
+    if ratio:
+        out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
+                          if k in template.attrs})  # fmt: skip
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,
         prompt_tokens=float(workload.prompt_tokens.mean()),
         output_tokens=float(workload.output_tokens.mean()),
     )
+    return out
+
+
+def _band_ratio(latency_band, sla, metric: str | None, analytic_metrics=()):
+    """The ratios measured / predicted a sweep's answers are banded by (None or {}: none).
+
+    Held out: each bound's metric gets the held-out ratios of the model its latencies come from
+    (the analytic model's for ``analytic_metrics``, else the engine's).
+    """
+    if latency_band is None:
+        return None
+    if isinstance(latency_band, str):
+        if latency_band != "held-out":
+            raise InputError(
+                f"latency_band must be 'held-out', (low, high) or None, got {latency_band!r}"
+            )
+        from ._band import band_ratios
+
+        ratios = band_ratios(sla, model="engine", metric=metric)
+        if analytic_metrics:
+            analytic = band_ratios(sla, model="analytic", metric=metric)
+            ratios = {m: pair for m, pair in ratios.items() if m not in analytic_metrics}
+            ratios |= {m: pair for m, pair in analytic.items() if m in analytic_metrics}
+        return ratios
+    return latency_band
+
+
+def _analytic_metrics(curve: xr.Dataset, metrics, model, gpu, tp, workload) -> xr.Dataset:
+    """The engine curve with ``metrics``' latencies from the analytic model, same concurrencies."""
+    if not metrics:
+        return curve
+    from .. import latency
+
+    other = latency.analytic(
+        model, gpu, int(tp), workload=workload, concurrency=curve.concurrency.values.tolist(),
+        quantiles=[float(q) for q in curve.latency_quantile.values],
+    ).squeeze(["model", "gpu", "tensor_parallel"], drop=True)  # fmt: skip
+    out = curve.copy(deep=True)
+    for m in metrics:
+        out["latency"].loc[{"metric": m}] = (
+            other.latency.sel(metric=m).transpose(*out.latency.sel(metric=m).dims).values
+        )
+        out["mean_latency"].loc[{"metric": m}] = other.mean_latency.sel(metric=m).values
+    out.attrs["analytic_metrics"] = ", ".join(metrics)
     return out

@@ -706,6 +706,7 @@ def plan(
     tensor_parallel: int | None = None,
     usd_per_gpu_hour=None,
     seq_len: int | None = None,
+    latency_band=None,
 ) -> xr.Dataset:
     """Safe concurrency, per-instance throughput, instances, GPUs and cost for a target rate.
 
@@ -722,6 +723,12 @@ def plan(
         GPUs per instance (default: the curve's).
     usd_per_gpu_hour
         Price per GPU-hour (default: the catalog price of the curve's GPU).
+    latency_band
+        ``(low, high)``: the latency model's held-out ratio measured / predicted (P10, P90;
+        :func:`capnb.latency.validate.error_band`), for every bound, or ``{metric: (low,
+        high)}`` (:func:`capnb.capacity.band_ratios`). Adds the answer's band
+        (:func:`capnb.capacity.band`): ``per_instance_qps_low``/``_high`` and
+        ``instances_low``/``_high``. None: no band (a measured curve needs none).
 
     Returns
     -------
@@ -741,6 +748,20 @@ def plan(
     >>> int(p.instances.item()), int(p.gpus.item())
     (6, 48)
     """
+    if latency_band is not None:
+        from ._band import _ratios, band, scaled_sla
+
+        args = dict(metric=metric, quantile=quantile, buffer=buffer, buffer_qps=buffer_qps,
+                    memory_limit=memory_limit, accounting=accounting,
+                    tensor_parallel=tensor_parallel, usd_per_gpu_hour=usd_per_gpu_hour,
+                    seq_len=seq_len)  # fmt: skip
+        ratios = _ratios(latency_band, sla, metric)
+        return band(
+            plan(curve, sla, target_qps, **args),
+            plan(curve, scaled_sla(sla, ratios, "high", metric=metric), target_qps, **args),
+            plan(curve, scaled_sla(sla, ratios, "low", metric=metric), target_qps, **args),
+            ratios,
+        )
     result = safe_concurrency(
         curve,
         sla,

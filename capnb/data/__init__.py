@@ -19,6 +19,7 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
 from ._benchmarks import (
     benchmark_format,
     read_aiperf,
+    read_bench_runs,
     read_benchmark,
     read_latency_table,
     read_vllm_bench,
@@ -35,7 +36,12 @@ from ._catalog import (
     resolve_model,
 )
 from ._files import read_text, settle, user_path, write_atomic, write_section, write_set
-from ._measured import list_measurement_sources, load_measurements
+from ._measured import (
+    list_measurement_sources,
+    load_measured_requests,
+    load_measurement_runs,
+    load_measurements,
+)
 from ._measurements import (
     list_latency_curves,
     load_latency_curve,
@@ -73,6 +79,8 @@ __all__ = [
     "load_gpu_prices",
     "load_gpus",
     "load_latency_curve",
+    "load_measured_requests",
+    "load_measurement_runs",
     "load_measurements",
     "load_model",
     "load_rate_series",
@@ -81,6 +89,7 @@ __all__ = [
     "load_traffic",
     "load_trtllm_throughput",
     "read_aiperf",
+    "read_bench_runs",
     "read_benchmark",
     "read_latency_table",
     "read_text",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "read_aiperf",
+    "read_bench_runs",
     "read_latency_table",
     "read_vllm_bench",
 ]
@@ -1263,3 +1264,89 @@ def read_benchmark(
         curve = read_latency_table(path, **attrs)
     curve.attrs["format"] = kind
     return curve
+
+
+#: Latency keys of a vllm bench serve / SGLang bench_serving result: (metric, key names).
+_RUN_METRICS = {
+    "ttft": ("ttft",),
+    "tpot": ("tpot",),
+    "itl": ("itl",),
+    "e2e": ("e2el", "e2e_latency"),
+}
+_RUN_STATS = {"mean": "mean", "median": "p50", "p50": "p50", "p90": "p90", "p95": "p95",
+              "p99": "p99"}  # fmt: skip
+
+
+def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
+                    engine_version: str = "", dtype: str = "bf16", source: str = "own run"):  # fmt: skip
+    """Read ``vllm bench serve`` / SGLang ``bench_serving`` results as runs, one figure a row.
+
+    Unlike :func:`read_vllm_bench` (a curve over concurrency), each run keeps how it was made: a
+    request rate (``--request-rate``: ``mode`` ``request_rate``), a fixed concurrency
+    (``--max-concurrency`` with an infinite rate: ``concurrency``) or every prompt at once
+    (``batch``), and its number of requests; what :func:`capnb.latency.calibrate` fits the engine
+    model on.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`load_measurements`' columns (``source``, ``gpu``, ``model``, ``engine``,
+        ``engine_version``, ``tensor_parallel``, ``dtype``, ``input_tokens``, ``output_tokens``
+        (the run's means), ``mode``, ``load``, ``metric``, ``stat``, ``value`` (s), ``unit``),
+        plus ``requests`` (the run's completed requests).
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> run = {"request_rate": 4.0, "completed": 400, "total_input_tokens": 400000,
+    ...        "total_output_tokens": 51200, "duration": 110.0, "mean_ttft_ms": 120.0,
+    ...        "median_ttft_ms": 100.0, "p99_ttft_ms": 400.0, "median_tpot_ms": 14.0}
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "rate4.json").write_text(json.dumps(run))
+    >>> table = read_bench_runs(folder, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+    ...                         engine="vllm", engine_version="0.11.0")
+    >>> [str(v) for v in table[["mode", "load", "metric", "stat", "value"]].iloc[0]]
+    ['request_rate', '4.0', 'ttft', 'mean', '0.12']
+    """
+    import pandas as pd
+
+    from ._catalog import resolve_gpu
+
+    gpu_id = resolve_gpu(gpu)
+    rows = []
+    for where, record in _records(paths):
+        _check_result_json(record, where)
+        completed = _number(record, "completed", where)
+        if not completed or completed < 1:
+            raise ConfigError(f"{where}: no completed request")
+        rate = _number(record, "request_rate", where, required=False)
+        limit = _number(record, "max_concurrency", where, required=False)
+        if rate is not None and math.isfinite(rate):
+            mode, load = "request_rate", rate
+        elif limit is not None and math.isfinite(limit):
+            mode, load = "concurrency", limit
+        else:
+            mode, load = "batch", completed
+        base = {
+            "source": source, "gpu": gpu_id, "model": model, "engine": engine,
+            "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
+            "dtype": dtype, "input_tokens": _number(record, "total_input_tokens", where) / completed,
+            "output_tokens": _number(record, "total_output_tokens", where) / completed,
+            "mode": mode, "load": float(load), "requests": int(completed),
+        }  # fmt: skip
+        found = 0
+        for metric, names in _RUN_METRICS.items():
+            for prefix, stat in _RUN_STATS.items():
+                for name in names:
+                    value = _number(record, f"{prefix}_{name}_ms", where, required=False)
+                    if value is not None and math.isfinite(value) and value > 0:
+                        rows.append({**base, "metric": metric, "stat": stat,
+                                     "value": value / 1000.0, "unit": "s"})  # fmt: skip
+                        found += 1
+                        break
+        if not found:
+            raise ConfigError(f"{where}: no latency figure (mean_ttft_ms, p99_tpot_ms, ...)")
+    table = pd.DataFrame(rows)
+    return table.drop_duplicates(["mode", "load", "metric", "stat"], keep="last").reset_index(
+        drop=True
+    )

@@ -18,7 +18,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
-__all__ = ["MEASURED_COLUMNS", "list_measurement_sources", "load_measurements"]
+__all__ = [
+    "MEASURED_COLUMNS",
+    "list_measurement_sources",
+    "load_measured_requests",
+    "load_measurement_runs",
+    "load_measurements",
+]
 
 MEASURED_COLUMNS = (
     "source",
@@ -191,4 +197,99 @@ def _validate(frame: pd.DataFrame, file: str, source: str) -> pd.DataFrame:
     for column, values in numbers.items():
         frame[column] = values
     frame["tensor_parallel"] = frame["tensor_parallel"].astype("int64")
+    return frame
+
+
+#: Columns of ``measured_runs.csv``: how each measured run was made (blank: any, or not stated).
+RUN_COLUMNS = (
+    "source", "engine", "gpu", "tensor_parallel", "model", "mode", "load", "input_tokens",
+    "requests", "lengths", "input_min", "input_max", "output_min", "output_max", "max_model_len",
+    "max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "policy",
+    "attention_data_parallel", "note",
+)  # fmt: skip
+#: How a run's request lengths are known: every request at the mean, uniform between the bounds,
+#: each request's own (``requests/<source>.csv``), or drawn from a dataset whose lengths are not
+#: bundled (ShareGPT: simulated at the means, and the percentiles of E2E, which follow the
+#: output lengths' spread, are not compared).
+LENGTHS = ("mean", "uniform", "requests", "dataset")
+_RUN_NUMBERS = ("tensor_parallel", "load", "input_tokens", "requests", "input_min", "input_max",
+                "output_min", "output_max", "max_model_len", "max_num_seqs",
+                "max_num_batched_tokens", "chunked_prefill", "attention_data_parallel")  # fmt: skip
+REQUEST_COLUMNS = ("gpu", "tensor_parallel", "mode", "load", "request", "input_tokens",
+                   "output_tokens", "ttft_s", "e2e_s")  # fmt: skip
+
+
+def load_measurement_runs() -> pd.DataFrame:
+    """How the measured runs were made: run length, request lengths, the engine's flags.
+
+    One row per (source, engine, gpu, tensor_parallel, model, mode, load, input_tokens) pattern; a
+    blank key matches any value (the most specific matching row applies). ``requests``: the run's
+    number of requests (blank: not stated); ``lengths``: ``mean``, ``uniform`` (between
+    ``input_min``/``input_max`` and ``output_min``/``output_max`` tokens) or ``requests`` (each
+    request's own, :func:`load_measured_requests`); ``max_model_len``, ``max_num_seqs``,
+    ``max_num_batched_tokens`` (0: no limit), ``chunked_prefill`` (0/1), ``policy``: the flags the
+    run set (blank: the engine's default); ``attention_data_parallel``: ranks that run attention
+    data-parallel inside the tensor-parallel group (SGLang's ``--enable-dp-attention``: each holds
+    the KV cache of its own requests). Numbers are NaN where blank.
+
+    Examples
+    --------
+    >>> runs = load_measurement_runs()
+    >>> int(runs.query("source == 'dstack-h100-vllm-405b-fp8'").max_model_len.iloc[0])
+    91680
+    """
+    import pandas as pd
+
+    path = dataset_path("benchmarks", "measured_runs.csv")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if tuple(frame.columns) != RUN_COLUMNS:
+        raise InputError(f"{path.name}: columns must be exactly {', '.join(RUN_COLUMNS)}")
+    sources = set(_files())
+    out = frame.copy()
+    for i, row in enumerate(frame.itertuples(index=False), start=2):
+        where = f"{path.name} row {i}"
+        if row.source not in sources:
+            raise InputError(f"{where}: source {row.source!r} has no file in measured/")
+        if row.lengths not in LENGTHS:
+            raise InputError(f"{where}: lengths {row.lengths!r} is not one of {', '.join(LENGTHS)}")
+        if row.policy and row.policy not in ("mixed", "prefill_first"):
+            raise InputError(f"{where}: policy {row.policy!r} is not mixed or prefill_first")
+    for column in _RUN_NUMBERS:
+        values = pd.to_numeric(frame[column].replace("", None), errors="coerce")
+        bad = frame[column].ne("") & values.isna()
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0]) + 2
+            raise InputError(
+                f"{path.name} row {row}: {column} {frame[column][row - 2]!r} is not a number"
+            )
+        out[column] = values.astype(float)
+    return out
+
+
+def load_measured_requests(source: str) -> pd.DataFrame:
+    """Each request of a source's runs (``datasets/benchmarks/requests/<source>.csv``), in order.
+
+    Columns :data:`REQUEST_COLUMNS`: the run (``gpu``, ``tensor_parallel``, ``mode``, ``load``),
+    the request's index in the run, its ``input_tokens`` and ``output_tokens`` (tokens) and its
+    measured ``ttft_s`` and ``e2e_s`` (seconds). A request whose stream carried no text (the
+    client counted 0 output tokens and no first token: it ended at once) has ``output_tokens`` 0
+    and both times 0; it was served (one step of prefill) but not timed.
+
+    Examples
+    --------
+    >>> table = load_measured_requests("dstack-h100-vllm-405b-fp8")
+    >>> len(table), int(table.input_tokens.sum())
+    (3000, 645588)
+    """
+    import pandas as pd
+
+    path = dataset_path("benchmarks", "requests", f"{source}.csv")
+    if not path.exists():
+        raise UnknownNameError("per-request measurement source", source, sorted(
+            p.stem for p in dataset_path("benchmarks", "requests").glob("*.csv")))  # fmt: skip
+    frame = pd.read_csv(path)
+    if tuple(frame.columns) != REQUEST_COLUMNS:
+        raise InputError(f"{path.name}: columns must be exactly {', '.join(REQUEST_COLUMNS)}")
+    if (frame.input_tokens < 1).any() or (frame.output_tokens < 0).any():
+        raise InputError(f"{path.name}: a request has no input token or a negative output count")
     return frame

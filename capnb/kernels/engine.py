@@ -1,55 +1,68 @@
-"""Engine kernel: a request-level simulation of continuous batching, as vLLM (V1) and SGLang schedule.
+"""Engine kernel: a request-level simulation of a serving engine's scheduler, step by step.
 
-One call simulates one serving instance (a tensor-parallel group) at one load, step by step:
+One call simulates one serving instance (a tensor-parallel group) at one load. The driver,
+:func:`simulate`, composes small named steps; each holds one rule of the scheduler:
 
-Scheduling (every step, token budget ``max_num_batched_tokens``)
-    1. *Running* requests get their next tokens: first every decoding request one token, then
-       each request still in its prompt (a chunked prefill, or a recompute after preemption) the
-       rest of its prompt up to the budget left; both in admission order. A request needs KV
-       blocks for all its computed tokens plus the new ones (``block_size`` tokens a block).
-       When the free blocks do not suffice, the most recently admitted running request is
-       *preempted*: its blocks are freed, its computed tokens forgotten (recompute; a decode it
-       was given this step is taken back), and it goes back to the front of the waiting queue.
-       The request being scheduled may preempt itself (then nothing else is scheduled this step).
-    2. If nothing was preempted in this step, *waiting* requests are admitted first come first
-       served while fewer than ``max_num_seqs`` run, budget is left and the free blocks hold the
-       request's cached prefix plus its first chunk; the first that does not fit stops admission.
-    A request's prefix-cache hit (an input share of its prompt, whole blocks only, never the last
-    prompt token) is not computed but holds KV blocks. A step that completes a request's prompt
-    (or its recompute) samples a token, as does every decode; a request ends with its last token
-    and frees its blocks at the end of that step.
+:func:`arrive`
+    Open loop: requests whose arrival time has come join the *waiting* queue (first come first
+    served). Closed loop: ``load`` requests wait at time 0 and each finished one is replaced at
+    once (:func:`finish`).
+:func:`schedule_running`
+    Running requests of one kind get their next tokens within the step's token budget
+    (``max_num_batched_tokens``), in admission order: a *decoding* request one token, a request
+    still *in its prompt* (a chunked prefill) the rest of its prompt up to the budget left. A
+    request needs KV blocks for all its computed tokens plus the new ones (``block_size`` tokens a
+    block). When the free blocks do not suffice, the most recently admitted running request is
+    *preempted* (:func:`preempt_last`): its blocks are freed, its computed tokens forgotten
+    (recompute; a token it was given this step is taken back) and it goes back to the front of
+    the waiting queue. A request may preempt itself; then nothing more is scheduled this step.
+:func:`admit`
+    Waiting requests are admitted first come first served while fewer than ``max_num_seqs`` run,
+    budget is left and the free blocks hold the request's cached prefix plus its first chunk; the
+    first that does not fit stops admission. Without chunked prefill a prompt is admitted only
+    when all of it fits in the budget left (and is never split).
 
-Step time (per GPU of the group; the roofline of :mod:`capnb.kernels.latency`)
+The engine's ``policy`` orders these rules:
+
+- ``mixed`` (vLLM V1 and V0 with chunked prefill, TensorRT-LLM, LMDeploy): decodes first, then
+  the prompts in progress, then admission (only when nothing was preempted); prefill chunks ride
+  in the same step as the decodes.
+- ``prefill_first`` (vLLM V0 without chunked prefill, SGLang and TGI by default): prompts in
+  progress and admissions make a prefill-only step whenever any can run; the running requests
+  decode only in steps where no prompt could be scheduled.
+
+A request's prefix-cache hit (whole blocks, never the last prompt token) is not computed but holds
+KV blocks. A step that completes a request's prompt (or recompute) samples a token, as does every
+decode; a request ends with its last token and frees its blocks at the end of that step.
+
+Step time (:func:`step_time`, per GPU of the group; the roofline of :mod:`capnb.kernels.latency`)
     A step computing ``T`` tokens for ``S`` sequences, where sequence ``i`` computes ``n_i`` new
     tokens after ``s_i`` already in its cache::
 
         FLOP  = active FLOP per token x T + 4 x layers x attention width x sum(n_i s_i + n_i (n_i+1)/2)
-        bytes = weights + KV bytes per token x sum(s_i + n_i)
+        bytes = weights read + KV bytes per token x sum(s_i + n_i)
         step  = step_overhead + sequence_overhead x S + allreduce_latency x 2 layers log2(TP)
                 + 2 layers x T x hidden x 2 bytes x 2 (TP-1)/TP / (link bandwidth x link efficiency)
                 + max(FLOP / (FLOP/s x compute efficiency), bytes / (HBM bytes/s x bandwidth efficiency))
 
-    A pure decode step of ``b`` sequences at context ``L`` and a prefill of ``p`` tokens are the
-    analytic model's (:func:`capnb.kernels.latency.decode_seconds`, ``prefill_seconds``) up to the
-    causal diagonal (``p (p + 1) / 2`` token pairs, not ``p^2 / 2``) and the KV the step writes.
-
-Load
-    Closed loop (``closed`` = 1): ``load`` requests start at time 0 and each one that finishes is
-    replaced at once by the next; requests past the ``n`` sampled ones reuse the samples cyclically,
-    so the reported requests all see the full concurrency. Open loop: request ``i`` arrives at
-    ``sum(gaps[:i + 1]) / load`` (``gaps``: unit-mean inter-arrival times drawn by the caller;
-    all zero: one batch at time 0).
+    The weights read are the dense weights plus, in a mixture of experts, the share of the routed
+    experts that ``T`` tokens touch: ``1 - (1 - k / E)^T`` of them (``k`` of ``E`` experts per
+    token, drawn independently), all of them at large ``T``. A pure decode step of a dense model is
+    the analytic model's (:func:`capnb.kernels.latency.decode_seconds`).
 
 Per reported request (index ``warmup`` to ``n - 1``): TTFT (first token - arrival + the request
 overhead, ``calibration[6]``: time outside the GPU's steps, once per request), E2E (last token -
-arrival + the same overhead), TPOT = (E2E - TTFT) / (output - 1) (requests with one output token
-have none), and every inter-token gap (ITL). Quantiles use the inverse-CDF definition, as in
-:mod:`capnb.kernels.latency`.
+arrival + the same overhead), TPOT = (E2E - TTFT) / (output - 1) and every inter-token gap (ITL).
+Quantiles use the inverse-CDF definition, as in :mod:`capnb.kernels.latency`.
 
 For the calibration the kernel also returns, per metric, the mean over reported requests of the
-step-time *features* their latency is made of (the roofline arm each step priced, the link term,
-1, sequences, all-reduces; :data:`FEATURES`): a step's time is the calibration's linear
-combination of its features, so a closed-loop mean latency is exactly ``features . parameters``.
+step-time *features* their latency is made of (:data:`FEATURES`): a step's time is the
+calibration's linear combination of its features, so a closed-loop mean latency is exactly
+``features . parameters``.
+
+A prefill pool and a decode pool (disaggregated serving) are two calls with other settings: a pool
+that only prefills is a run of one-token outputs, and a decode pool's requests arrive with their
+prompt computed elsewhere (a prefix hit of the whole prompt).
 """
 
 from __future__ import annotations
@@ -66,16 +79,31 @@ __all__ = [
     "CALIBRATION_FIELDS",
     "FEATURES",
     "METRICS",
+    "MODEL_FIELDS",
+    "POLICIES",
     "SETTINGS",
     "STATS",
+    "admit",
+    "arrive",
     "engine_curve",
+    "finish",
     "mixed_step",
+    "preempt_last",
+    "schedule_running",
     "simulate",
+    "step_time",
 ]
 
 #: Order of the ``settings`` vector.
 SETTINGS = ("closed", "load", "max_num_seqs", "max_num_batched_tokens", "kv_blocks", "block_size",
-            "warmup")  # fmt: skip
+            "warmup", "policy", "chunked_prefill")  # fmt: skip
+#: Scheduling policies (``settings[7]``), in code order.
+POLICIES = ("mixed", "prefill_first")
+#: The engine's model vector: the analytic model's six fields, then the routed experts' weight
+#: bytes per GPU (0 for a dense model), the experts and the experts each token is routed to.
+MODEL_FIELDS = ("active_flop_per_token", "weight_bytes", "kv_bytes_per_token", "layers",
+                "attention_width", "hidden_size", "expert_bytes", "experts",
+                "experts_per_token")  # fmt: skip
 #: Metrics of the outputs, in order.
 METRICS = ("ttft", "tpot", "itl", "e2e")
 #: Order of the ``stats`` output: requests/s and output tokens/s completed (by any request) from the
@@ -91,15 +119,31 @@ _NF = 7
 #: to each request's TTFT outside the steps (tokenising, the server's queues, the network).
 CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s")
 
+# columns of the per-slot integer state ``req``
+_RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
+# columns of the per-slot times ``clock``
+_ARR, _FIRST, _LAST = 0, 1, 2
+# the integer scalars ``st``
+_HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT = range(7)
+_STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(7, 11)
+# the float scalars ``ft``
+_T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS = range(8)
+# the step's scheduling scalars ``sched``: budget left, requests scheduled, preempted, stopped
+_BUDGET, _COUNT, _PREEMPTED, _STOPPED = range(4)
 
-@njit
-def mixed_step(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration, out):
-    """Seconds of one mixed step; ``out`` (6) receives its features (:data:`FEATURES`)."""
+
+@njit(error_model="numpy")
+def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration, out):
+    """Seconds of one step; ``out`` (7) receives its features (:data:`FEATURES`)."""
     flop_per_token, weights, kv_per_token = model[0], model[1], model[2]
     layers, attention_width, hidden = model[3], model[4], model[5]
     flops, bandwidth, interconnect = gpu[0], gpu[1], gpu[2]
+    read = weights
+    if model.shape[0] > 8 and model[6] > 0.0:  # routed experts: only those the tokens touch
+        untouched = (1.0 - model[8] / model[7]) ** tokens
+        read = weights - model[6] * untouched
     compute = (flop_per_token * tokens + 4.0 * layers * attention_width * pairs) / flops
-    memory = (weights + kv_per_token * kv_read) / bandwidth
+    memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel
         wire = 2.0 * layers * tokens * hidden * _ACTIVATION_BYTES * ring / interconnect
@@ -121,12 +165,376 @@ def mixed_step(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, c
     return _combine(compute, memory, wire, allreduces, sequences, calibration)
 
 
-@njit
+#: The name the analytic comparison and older callers use.
+mixed_step = step_time
+
+
+@njit(inline="always", error_model="numpy")
 def _blocks_for(tokens, block):
     return (tokens + block - 1) // block
 
 
-@njit
+@njit(inline="always", error_model="numpy")
+def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start, waiting, st):
+    """Request ``index`` (sample ``j``) arrives at ``at`` into slot ``s``, at the waiting tail."""
+    slots = waiting.shape[0]
+    req[s, _RID] = index
+    req[s, _PLEN] = prompt[j]
+    req[s, _OLEN] = output[j]
+    req[s, _HIT] = cached[j]
+    req[s, _COMP] = 0
+    req[s, _GEN] = 0
+    req[s, _HELD] = 0
+    clock[s, _ARR] = at
+    c_arrive[s, :] = start
+    waiting[(st[_HEAD] + st[_NWAIT]) % slots] = s
+    st[_NWAIT] += 1
+
+
+@njit(inline="always", error_model="numpy")
+def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots, st, ft,
+           cumulative, step_features, start):  # fmt: skip
+    """Open loop: every request arrived by now joins the waiting queue (idle: jump to the next).
+
+    A request that arrived during the last step carries the part of that step's features after
+    its arrival, so that its features count only the time it was in the system (``start``:
+    scratch for them).
+    """
+    n = prompt.shape[0]
+    if st[_NRUN] == 0 and st[_NWAIT] == 0 and st[_NEXT] < n and ft[_NEXT_T] > ft[_T]:
+        ft[_T] = ft[_NEXT_T]
+        ft[_LAST_DT] = 0.0
+    while st[_NEXT] < n and ft[_NEXT_T] <= ft[_T]:
+        st[_NFREE] -= 1
+        s = free_slots[st[_NFREE]]
+        share = (ft[_T] - ft[_NEXT_T]) / ft[_LAST_DT] if ft[_LAST_DT] > 0.0 else 0.0
+        for f in range(_NF):
+            start[f] = cumulative[f] - share * step_features[f]
+        i = st[_NEXT]
+        enqueue(s, i, i, ft[_NEXT_T], prompt, output, cached, req, clock, c_arrive, start,
+                waiting, st)  # fmt: skip
+        st[_NEXT] += 1
+        if st[_NEXT] < n:
+            ft[_NEXT_T] = ft[_NEXT_T] + gaps[st[_NEXT]] / load
+
+
+@njit(inline="always", error_model="numpy")
+def preempt_last(req, running, scheduled, waiting, st, sched):
+    """Preempt the most recently admitted running request (recompute); returns its slot."""
+    slots = waiting.shape[0]
+    j = st[_NRUN] - 1
+    victim = running[j]
+    sched[_BUDGET] += scheduled[j]  # a token scheduled already is given back
+    if scheduled[j] > 0:
+        sched[_COUNT] -= 1
+    scheduled[j] = 0
+    st[_NRUN] -= 1
+    st[_BLOCKS] += req[victim, _HELD]
+    req[victim, _HELD] = 0
+    req[victim, _COMP] = 0
+    st[_HEAD] = (st[_HEAD] - 1) % slots
+    waiting[st[_HEAD]] = victim
+    st[_NWAIT] += 1
+    st[_PREEMPT] += 1
+    sched[_PREEMPTED] = 1
+    return victim
+
+
+@njit(inline="always", error_model="numpy")
+def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, sched, block):
+    """Give the running requests of one kind (decoding, or in their prompt) their next tokens.
+
+    Returns how many running requests of the other kind were passed over (a pass over the
+    prompts in progress is skipped when the decode pass met none).
+    """
+    other = 0
+    i = 0
+    while sched[_STOPPED] == 0 and i < st[_NRUN] and sched[_BUDGET] > 0:
+        s = running[i]
+        if (req[s, _COMP] >= req[s, _PLEN]) != decoding:
+            other += 1
+            i += 1
+            continue
+        need = min(req[s, _PLEN] + req[s, _GEN] - req[s, _COMP], sched[_BUDGET])
+        blocks = 0
+        if req[s, _COMP] + need > req[s, _HELD] * block:
+            blocks = _blocks_for(req[s, _COMP] + need, block) - req[s, _HELD]
+        while blocks > st[_BLOCKS]:
+            if preempt_last(req, running, scheduled, waiting, st, sched) == s:
+                sched[_STOPPED] = 1
+                break
+        if sched[_STOPPED] == 1:
+            break
+        st[_BLOCKS] -= blocks
+        req[s, _HELD] += blocks
+        scheduled[i] = need
+        start_ctx[i] = req[s, _COMP]
+        sched[_BUDGET] -= need
+        sched[_COUNT] += 1
+        i += 1
+    return other + (st[_NRUN] - i)  # (those not reached are counted as possibly of the other kind)
+
+
+@njit(inline="always", error_model="numpy")
+def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
+          whole):  # fmt: skip
+    """Admit waiting requests first come first served while they fit (sequences, budget, blocks).
+
+    ``whole``: the blocks of the whole prompt are taken at admission (prefill-first engines
+    reserve them, so a chunked prompt never waits for blocks halfway), else those of its first
+    chunk.
+    """
+    slots = waiting.shape[0]
+    while st[_NWAIT] > 0 and st[_NRUN] < max_seqs and sched[_BUDGET] > 0:
+        s = waiting[st[_HEAD]]
+        base = min((req[s, _HIT] // block) * block, req[s, _PLEN] - 1)
+        rest = req[s, _PLEN] + req[s, _GEN] - base
+        if not chunked and rest > sched[_BUDGET]:
+            break  # the whole prompt must fit in one step
+        need = min(rest, sched[_BUDGET])
+        blocks = _blocks_for(base + (rest if whole else need), block)
+        if blocks > st[_BLOCKS]:
+            break
+        st[_HEAD] = (st[_HEAD] + 1) % slots
+        st[_NWAIT] -= 1
+        st[_BLOCKS] -= blocks
+        req[s, _HELD] = blocks
+        req[s, _COMP] = base
+        running[st[_NRUN]] = s
+        scheduled[st[_NRUN]] = need
+        start_ctx[st[_NRUN]] = base
+        st[_NRUN] += 1
+        sched[_BUDGET] -= need
+        sched[_COUNT] += 1
+
+
+@njit(inline="always", error_model="numpy")
+def _work(running, scheduled, start_ctx, n_running):
+    """(tokens, token pairs of attention, KV tokens read) of the scheduled work, in running order."""
+    tokens = 0.0
+    pairs = 0.0
+    kv_read = 0.0
+    for i in range(n_running):
+        if scheduled[i] == 0:
+            continue
+        nn = float(scheduled[i])
+        ss = float(start_ctx[i])
+        tokens += nn
+        pairs += nn * ss + 0.5 * nn * (nn + 1.0)
+        kv_read += ss + nn
+    return tokens, pairs, kv_read
+
+
+@njit(inline="always", error_model="numpy")
+def finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, features, warmup,
+           request_overhead):  # fmt: skip
+    """A request's last token: record its latencies and features, count the window."""
+    n = ttft.shape[0]
+    reported = n - warmup
+    r = req[s, _RID]
+    if r < n and r >= warmup:
+        ttft[r] = clock[s, _FIRST] - clock[s, _ARR] + request_overhead
+        e2e[r] = ft[_T] - clock[s, _ARR] + request_overhead
+        c_first[s, _NF - 1] += 1.0  # the request's own overhead, once
+        for f in range(_NF):
+            ttft_f = c_first[s, f] - c_arrive[s, f]
+            e2e_f = cumulative[f] + (f == _NF - 1) - c_arrive[s, f]
+            features[0, f] += ttft_f
+            features[2, f] += e2e_f
+            if req[s, _OLEN] > 1:
+                features[1, f] += (e2e_f - ttft_f) / (req[s, _OLEN] - 1)
+        st[_DONE] += 1
+    st[_COMPLETED] += 1
+    ft[_OUT_TOKENS] += req[s, _OLEN]
+    if st[_COMPLETED] == warmup:
+        ft[_WSTART] = ft[_T]
+        ft[_WTOKENS0] = ft[_OUT_TOKENS]
+    if st[_DONE] == reported and st[_WINDOW] == 0:
+        if st[_COMPLETED] > warmup:
+            st[_WINDOW] = st[_COMPLETED] - warmup
+            ft[_WTOKENS] = ft[_OUT_TOKENS] - ft[_WTOKENS0]
+        else:  # (a warm-up share above one half) count from time 0
+            st[_WINDOW] = st[_COMPLETED]
+            ft[_WTOKENS] = ft[_OUT_TOKENS]
+            ft[_WSTART] = 0.0
+
+
+@njit(inline="always", error_model="numpy")
+def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled, waiting,
+             free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset, features, warmup,
+             request_overhead):  # fmt: skip
+    """The step's tokens are sampled; finished requests free their blocks (closed loop: refill)."""
+    n = prompt.shape[0]
+    kept = 0
+    for i in range(st[_NRUN]):
+        s = running[i]
+        done = False
+        if scheduled[i] > 0:
+            req[s, _COMP] += scheduled[i]
+            if req[s, _COMP] == req[s, _PLEN] + req[s, _GEN]:
+                req[s, _GEN] += 1
+                r = req[s, _RID]
+                if req[s, _GEN] == 1:
+                    clock[s, _FIRST] = ft[_T]
+                    c_first[s, :] = cumulative
+                elif r < n and r >= warmup:
+                    itl[itl_offset[r] + req[s, _GEN] - 2] = ft[_T] - clock[s, _LAST]
+                clock[s, _LAST] = ft[_T]
+                done = req[s, _GEN] == req[s, _OLEN]
+        scheduled[i] = 0  # consumed (the next step starts from none)
+        if not done:
+            running[kept] = s
+            kept += 1
+            continue
+        st[_BLOCKS] += req[s, _HELD]
+        req[s, _HELD] = 0
+        finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, features, warmup,
+               request_overhead)  # fmt: skip
+        free_slots[st[_NFREE]] = s
+        st[_NFREE] += 1
+        if closed:  # the next request takes its place at once
+            st[_NFREE] -= 1
+            ns = free_slots[st[_NFREE]]
+            i_next = st[_NEXT]
+            enqueue(ns, i_next, i_next % n, ft[_T], prompt, output, cached, req, clock, c_arrive,
+                    cumulative, waiting, st)  # fmt: skip
+            st[_NEXT] += 1
+    st[_NRUN] = kept
+
+
+@njit(inline="always", error_model="numpy")
+def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled, start_ctx,
+              waiting, st, sched):  # fmt: skip
+    """One step's schedule under the engine's policy; the requests scheduled."""
+    sched[_BUDGET] = budget
+    sched[_COUNT] = 0
+    sched[_PREEMPTED] = 0
+    sched[_STOPPED] = 0
+    # (scheduled[:n_running] is 0 here: :func:`_advance` clears what it consumed)
+    if policy == 0:  # mixed: decodes, prompts in progress, then admission
+        if schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, block):
+            schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, block)
+        if sched[_PREEMPTED] == 0:
+            admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
+                  False)  # fmt: skip
+    else:  # prefill first: a prefill-only step when any prompt can run, else the decodes
+        schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, block)
+        if sched[_PREEMPTED] == 0:
+            admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
+                  True)  # fmt: skip
+        if sched[_COUNT] == 0:
+            schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, block)
+    return sched[_COUNT]
+
+
+@njit(error_model="numpy")
+def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel, calibration,
+             ttft, e2e, itl, stats, features):  # fmt: skip
+    """Simulate one load point; per-request outputs over the ``n`` sampled requests.
+
+    ``ttft``, ``e2e`` (n): seconds, NaN for unreported (warm-up) requests. ``itl``: every gap of
+    the reported requests, packed request by request (length sum of max(output - 1, 0)); returns
+    the number written. ``stats``: :data:`STATS`. ``features`` (3, 7): mean features of TTFT,
+    per-request TPOT and E2E over the reported requests.
+    """
+    n = prompt.shape[0]
+    closed = settings[0] > 0.5
+    load = settings[1]
+    max_seqs = int(settings[2])
+    budget = int(settings[3])
+    block = int(settings[5])
+    warmup = int(settings[6])
+    policy = int(settings[7])
+    chunked = settings[8] > 0.5
+    concurrency = int(load) if closed else 0
+    slots = (concurrency if closed else n) + 1
+    req = np.zeros((slots, 7), np.int64)
+    clock = np.zeros((slots, 3))
+    c_arrive = np.zeros((slots, _NF))  # cumulative features at arrival and first token
+    c_first = np.zeros((slots, _NF))
+    free_slots = np.arange(slots)[::-1].copy()
+    waiting = np.zeros(slots, np.int64)  # a ring of slots: head .. head + n_waiting
+    running = np.zeros(max_seqs, np.int64)
+    scheduled = np.zeros(max_seqs, np.int64)  # new tokens of running[i] this step
+    start_ctx = np.zeros(max_seqs, np.int64)
+    st = np.zeros(11, np.int64)
+    ft = np.zeros(8)
+    sched = np.zeros(4, np.int64)
+    st[_NFREE] = slots
+    st[_BLOCKS] = int(settings[4])
+    itl_offset = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        extra = output[i] - 1 if i >= warmup and output[i] > 1 else 0
+        itl_offset[i + 1] = itl_offset[i] + extra
+    ttft[:] = math.nan
+    e2e[:] = math.nan
+    features[:, :] = 0.0
+    cumulative = np.zeros(_NF)
+    step_features = np.zeros(_NF)
+    scratch = np.zeros(_NF)
+    if not closed and n > 0:
+        ft[_NEXT_T] = gaps[0] / load
+    for _ in range(concurrency):  # closed loop: the first requests arrive at time 0
+        st[_NFREE] -= 1
+        i = st[_NEXT]
+        enqueue(free_slots[st[_NFREE]], i, i % n, 0.0, prompt, output, cached, req, clock,
+                c_arrive, cumulative, waiting, st)  # fmt: skip
+        st[_NEXT] += 1
+
+    while st[_DONE] < n - warmup:
+        if not closed:
+            arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots,
+                   st, ft, cumulative, step_features, scratch)  # fmt: skip
+        count = _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled,
+                          start_ctx, waiting, st, sched)  # fmt: skip
+        if count == 0:
+            if sched[_PREEMPTED] == 1:
+                continue  # a prompt preempted itself: the freed blocks let the decodes run next
+            if closed or st[_NEXT] >= n:
+                break  # nothing can run and nothing will arrive: cannot happen with valid inputs
+            ft[_T] = max(ft[_T], ft[_NEXT_T])
+            ft[_LAST_DT] = 0.0
+            continue
+        tokens, pairs, kv_read = _work(running, scheduled, start_ctx, st[_NRUN])
+        dt = step_time(tokens, pairs, kv_read, float(count), model, gpu, tensor_parallel,
+                       calibration, step_features)  # fmt: skip
+        ft[_T] += dt
+        ft[_LAST_DT] = dt
+        for f in range(_NF):
+            cumulative[f] += step_features[f]
+        st[_STEPS] += 1
+        ft[_BATCH] += count
+        _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled,
+                 waiting, free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset,
+                 features, warmup, calibration[6])  # fmt: skip
+
+    _summary_stats(output, warmup, st, ft, features, stats)
+    return itl_offset[n]
+
+
+@njit(error_model="numpy")
+def _summary_stats(output, warmup, st, ft, features, stats):
+    n = output.shape[0]
+    reported = n - warmup
+    with_tpot = 0
+    for r in range(warmup, n):
+        if output[r] > 1:
+            with_tpot += 1
+    if reported > 0:
+        for f in range(_NF):
+            features[0, f] /= reported
+            features[2, f] /= reported
+            features[1, f] = features[1, f] / with_tpot if with_tpot > 0 else 0.0
+    span = ft[_T] - ft[_WSTART]
+    stats[0] = st[_WINDOW] / span if span > 0.0 else math.nan
+    stats[1] = ft[_WTOKENS] / span if span > 0.0 else math.nan
+    stats[2] = st[_PREEMPT]
+    stats[3] = st[_STEPS]
+    stats[4] = ft[_BATCH] / st[_STEPS] if st[_STEPS] > 0 else 0.0
+    stats[5] = ft[_T]
+
+
+@njit(error_model="numpy")
 def _select(values, lo, hi, k):
     """Move the k-th smallest of values[lo:hi] to index k (values[lo:k] <= it <= values[k+1:hi])."""
     while hi - lo > 1:
@@ -157,13 +565,13 @@ def _select(values, lo, hi, k):
             return
 
 
-@njit
+@njit(error_model="numpy")
 def _quantile_rank(q, n):
     k = math.ceil(q * n - 1e-9) - 1  # inverse-CDF rank (the tolerance keeps q n = 99.0000001 at 99)
     return min(max(k, 0), n - 1)
 
 
-@njit
+@njit(error_model="numpy")
 def _quantiles(values, count, quantiles, out):
     """Inverse-CDF quantiles of values[:count] (reordered in place); NaN when count is 0."""
     if count == 0:
@@ -180,302 +588,7 @@ def _quantiles(values, count, quantiles, out):
         lo = rank
 
 
-@njit
-def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel, calibration,
-             ttft, e2e, itl, stats, features):  # fmt: skip
-    """Simulate one load point; per-request outputs over the ``n`` sampled requests.
-
-    ``ttft``, ``e2e`` (n): seconds, NaN for unreported (warm-up) requests. ``itl``: every gap of
-    the reported requests, packed request by request (length sum of max(output - 1, 0)); returns
-    the number written. ``stats``: :data:`STATS`. ``features`` (3, 6): mean features of TTFT,
-    per-request TPOT and E2E over the reported requests.
-    """
-    n = prompt.shape[0]
-    closed = settings[0] > 0.5
-    load = settings[1]
-    max_seqs = int(settings[2])
-    budget_tokens = int(settings[3])
-    free_blocks = int(settings[4])
-    block = int(settings[5])
-    warmup = int(settings[6])
-    request_overhead = calibration[6]
-    concurrency = int(load) if closed else 0
-    slots = (concurrency if closed else n) + 1
-    # per-slot state (a slot holds one request in flight)
-    rid = np.zeros(slots, np.int64)
-    p_len = np.zeros(slots, np.int64)
-    o_len = np.zeros(slots, np.int64)
-    hit = np.zeros(slots, np.int64)
-    computed = np.zeros(slots, np.int64)
-    generated = np.zeros(slots, np.int64)
-    held = np.zeros(slots, np.int64)  # KV blocks held
-    arrived = np.zeros(slots)
-    first = np.zeros(slots)
-    last = np.zeros(slots)
-    c_arrive = np.zeros((slots, _NF))  # cumulative features at arrival and first token
-    c_first = np.zeros((slots, _NF))
-    free_slots = np.arange(slots)[::-1].copy()
-    n_free = slots
-    waiting = np.zeros(slots, np.int64)  # a ring of slots: head .. head + n_waiting
-    head = 0
-    n_waiting = 0
-    running = np.zeros(max_seqs, np.int64)
-    n_running = 0
-    scheduled = np.zeros(max_seqs, np.int64)  # new tokens of running[i] this step
-    start_ctx = np.zeros(max_seqs, np.int64)
-    itl_offset = np.zeros(n + 1, np.int64)
-    for i in range(n):
-        extra = output[i] - 1 if i >= warmup and output[i] > 1 else 0
-        itl_offset[i + 1] = itl_offset[i] + extra
-    for i in range(n):
-        ttft[i] = math.nan
-        e2e[i] = math.nan
-    for m in range(3):
-        for f in range(_NF):
-            features[m, f] = 0.0
-    cumulative = np.zeros(_NF)
-    step_features = np.zeros(_NF)
-    reported = n - warmup
-    done = 0
-    next_request = 0
-    next_time = 0.0  # open loop: arrival time of request next_request
-    if not closed and n > 0:
-        next_time = gaps[0] / load
-    t = 0.0
-    last_dt = 0.0
-    end_tokens = 0.0
-    preemptions = 0
-    steps = 0
-    batch_sum = 0.0
-    completions = 0  # every finished request, reported or not
-    window_start = (
-        0.0  # the steady-state window: from the warmup-th completion to the last reported
-    )
-    start_tokens = 0.0
-    out_tokens = 0.0
-    window_completions = 0
-
-    # closed loop: the first ``concurrency`` requests arrive at time 0
-    if closed:
-        for _ in range(concurrency):
-            n_free -= 1
-            s = free_slots[n_free]
-            j = next_request % n
-            rid[s] = next_request
-            p_len[s], o_len[s], hit[s] = prompt[j], output[j], cached[j]
-            computed[s], generated[s], held[s] = 0, 0, 0
-            arrived[s] = 0.0
-            c_arrive[s, :] = cumulative
-            waiting[(head + n_waiting) % slots] = s
-            n_waiting += 1
-            next_request += 1
-
-    while done < reported:
-        # open-loop arrivals up to now (those during the last step arrived part-way through it)
-        if not closed:
-            if n_running == 0 and n_waiting == 0 and next_request < n and next_time > t:
-                t = next_time  # idle: jump to the next arrival
-                last_dt = 0.0
-            while next_request < n and next_time <= t:
-                n_free -= 1
-                s = free_slots[n_free]
-                rid[s] = next_request
-                p_len[s], o_len[s], hit[s] = prompt[next_request], output[next_request], cached[
-                    next_request]  # fmt: skip
-                computed[s], generated[s], held[s] = 0, 0, 0
-                arrived[s] = next_time
-                share = (t - next_time) / last_dt if last_dt > 0.0 else 0.0
-                for f in range(_NF):
-                    c_arrive[s, f] = cumulative[f] - share * step_features[f]
-                waiting[(head + n_waiting) % slots] = s
-                n_waiting += 1
-                next_request += 1
-                if next_request < n:
-                    next_time = next_time + gaps[next_request] / load
-        # 1. running requests: decodes first (one token each), then the prompts in progress
-        #    (chunked prefills and recomputes) take what the budget leaves; each in admission order
-        budget = budget_tokens
-        preempted = False
-        stopped = False  # a request preempted itself: the cache is full, nothing more runs
-        count = 0  # requests scheduled this step
-        prompts = 0  # running requests still in their prompt
-        for i in range(n_running):
-            scheduled[i] = 0
-        for decodes in (True, False):
-            if not decodes and prompts == 0:
-                break  # (every running request decodes: no second pass)
-            i = 0
-            while not stopped and i < n_running and budget > 0:
-                s = running[i]
-                if (computed[s] >= p_len[s]) != decodes:
-                    prompts += decodes
-                    i += 1
-                    continue
-                need = min(p_len[s] + generated[s] - computed[s], budget)
-                blocks = 0
-                if computed[s] + need > held[s] * block:  # (a new block is needed)
-                    blocks = _blocks_for(computed[s] + need, block) - held[s]
-                while blocks > free_blocks:  # preempt the last admitted (recompute)
-                    j = n_running - 1
-                    victim = running[j]
-                    budget += scheduled[j]  # a decode scheduled already gives its token back
-                    count -= scheduled[j] > 0
-                    scheduled[j] = 0
-                    n_running -= 1
-                    free_blocks += held[victim]
-                    held[victim] = 0
-                    computed[victim] = 0
-                    head = (head - 1) % slots
-                    waiting[head] = victim
-                    n_waiting += 1
-                    preemptions += 1
-                    preempted = True
-                    if victim == s:
-                        stopped = True
-                        break
-                if stopped:
-                    break
-                free_blocks -= blocks
-                held[s] += blocks
-                scheduled[i] = need
-                start_ctx[i] = computed[s]
-                budget -= need
-                count += 1
-                i += 1
-        # 2. admission, first come first served, only when nothing was preempted
-        if not preempted:
-            while n_waiting > 0 and n_running < max_seqs and budget > 0:
-                s = waiting[head]
-                base = (hit[s] // block) * block
-                base = min(base, p_len[s] - 1)
-                need = min(p_len[s] + generated[s] - base, budget)
-                blocks = _blocks_for(base + need, block)
-                if blocks > free_blocks:
-                    break
-                head = (head + 1) % slots
-                n_waiting -= 1
-                free_blocks -= blocks
-                held[s] = blocks
-                computed[s] = base
-                running[n_running] = s
-                scheduled[n_running] = need
-                start_ctx[n_running] = base
-                n_running += 1
-                budget -= need
-                count += 1
-        if count == 0:
-            if closed or next_request >= n:
-                break  # nothing can run and nothing will arrive: cannot happen with valid inputs
-            t = max(t, next_time)
-            last_dt = 0.0
-            continue
-        # 3. the step's time from what it computes
-        tokens = 0.0
-        pairs = 0.0
-        kv_read = 0.0
-        for i in range(n_running):
-            if scheduled[i] == 0:
-                continue
-            nn = float(scheduled[i])
-            ss = float(start_ctx[i])
-            tokens += nn
-            pairs += nn * ss + 0.5 * nn * (nn + 1.0)
-            kv_read += ss + nn
-        dt = mixed_step(tokens, pairs, kv_read, float(count), model, gpu, tensor_parallel,
-                        calibration, step_features)  # fmt: skip
-        t += dt
-        last_dt = dt
-        for f in range(_NF):
-            cumulative[f] += step_features[f]
-        steps += 1
-        batch_sum += count
-        # 4. advance: tokens sampled, requests finished (blocks freed, closed loop refilled)
-        kept = 0
-        for i in range(n_running):
-            s = running[i]
-            finished = False
-            if scheduled[i] > 0:
-                computed[s] += scheduled[i]
-                if computed[s] == p_len[s] + generated[s]:
-                    generated[s] += 1
-                    r = rid[s]
-                    mine = r < n and r >= warmup
-                    if generated[s] == 1:
-                        first[s] = t
-                        c_first[s, :] = cumulative
-                    elif mine:
-                        itl[itl_offset[r] + generated[s] - 2] = t - last[s]
-                    last[s] = t
-                    if generated[s] == o_len[s]:
-                        finished = True
-            if finished:
-                free_blocks += held[s]
-                held[s] = 0
-                r = rid[s]
-                if r < n and r >= warmup:
-                    ttft[r] = first[s] - arrived[s] + request_overhead
-                    e2e[r] = t - arrived[s] + request_overhead
-                    c_first[s, _NF - 1] += 1.0  # the request's own overhead, once
-                    for f in range(_NF):
-                        ttft_f = c_first[s, f] - c_arrive[s, f]
-                        e2e_f = cumulative[f] + (f == _NF - 1) - c_arrive[s, f]
-                        features[0, f] += ttft_f
-                        features[2, f] += e2e_f
-                        if o_len[s] > 1:
-                            features[1, f] += (e2e_f - ttft_f) / (o_len[s] - 1)
-                    done += 1
-                completions += 1
-                out_tokens += o_len[s]
-                if completions == warmup:
-                    window_start = t
-                    start_tokens = out_tokens
-                if done == reported and window_completions == 0:
-                    if completions > warmup:
-                        window_completions = completions - warmup
-                        end_tokens = out_tokens - start_tokens
-                    else:  # (a warm-up share above one half) count from time 0
-                        window_completions = completions
-                        end_tokens = out_tokens
-                        window_start = 0.0
-                free_slots[n_free] = s
-                n_free += 1
-                if closed:  # the next request takes its place at once
-                    n_free -= 1
-                    ns = free_slots[n_free]
-                    j = next_request % n
-                    rid[ns] = next_request
-                    p_len[ns], o_len[ns], hit[ns] = prompt[j], output[j], cached[j]
-                    computed[ns], generated[ns], held[ns] = 0, 0, 0
-                    arrived[ns] = t
-                    c_arrive[ns, :] = cumulative
-                    waiting[(head + n_waiting) % slots] = ns
-                    n_waiting += 1
-                    next_request += 1
-            else:
-                running[kept] = s
-                kept += 1
-        n_running = kept
-
-    with_tpot = 0
-    for r in range(warmup, n):
-        if output[r] > 1:
-            with_tpot += 1
-    if reported > 0:
-        for f in range(_NF):
-            features[0, f] /= reported
-            features[2, f] /= reported
-            features[1, f] = features[1, f] / with_tpot if with_tpot > 0 else 0.0
-    span = t - window_start
-    stats[0] = window_completions / span if span > 0.0 else math.nan
-    stats[1] = end_tokens / span if span > 0.0 else math.nan
-    stats[2] = preemptions
-    stats[3] = steps
-    stats[4] = batch_sum / steps if steps > 0 else 0.0
-    stats[5] = t
-    return itl_offset[n]
-
-
-@njit
+@njit(error_model="numpy")
 def _summarise(ttft, e2e, output, itl, n_itl, warmup, quantiles, latency_out, mean_out):
     n = ttft.shape[0]
     reported = n - warmup
@@ -507,7 +620,7 @@ def _summarise(ttft, e2e, output, itl, n_itl, warmup, quantiles, latency_out, me
             _quantiles(itl, n_itl, quantiles, latency_out[m])
 
 
-@njit
+@njit(error_model="numpy")
 def _engine_curve(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel,
                   calibration, quantiles, latency_out, mean_out, stats_out, features_out):  # fmt: skip
     n = prompt.shape[0]

@@ -10,11 +10,13 @@ Measured curves come from :mod:`capnb.data` (``read_latency_table``, ``read_vllm
 creates a dip; each raised point is noted) and :func:`at` interpolates between measured points and
 never past the last one.
 
-:func:`engine` simulates a serving engine (continuous batching with vLLM V1 / SGLang scheduling:
-chunked prefill, a token budget per step, KV-block admission, preemption, prefix caching) request by
-request, in a closed loop (fixed concurrency) or an open loop (a request rate), and returns the
-same curve with its knee; it is calibrated on published per-request latencies
-(:mod:`capnb.latency.validate` reports its leave-one-dataset-out error).
+:func:`engine` simulates a serving engine (continuous batching with a waiting queue, admission by
+KV blocks and running-sequence limit, a token budget per step, chunked prefill, preemption, prefix
+caching; each engine's scheduling policy and defaults by release: :func:`engine_settings`)
+request by request, in a closed loop (fixed concurrency) or an open loop (a request rate), and
+returns the same curve with its knee; it is calibrated on published latencies per GPU and engine
+(:mod:`capnb.latency.validate` reports its leave-one-source-out error). :func:`calibrate` fits
+it to your own benchmark runs.
 
 :func:`analytic` computes curves for models and GPUs nobody measured, from the model's architecture,
 the GPU's catalog figures, a calibration (:mod:`capnb.calibration`) and the workload's prompt and
@@ -37,18 +39,24 @@ from ._curves import (
     workload,
 )
 from ._engine import engine, knee
+from ._engines import ENGINES, EngineSettings, engine_settings
 from ._fitted import engine_calibration
+from ._own import calibrate
 
 __all__ = [
+    "ENGINES",
     "METRICS",
     "QUANTILES",
+    "EngineSettings",
     "analytic",
     "at",
+    "calibrate",
     "calibration",
     "check",
     "concurrency_grid",
     "engine",
     "engine_calibration",
+    "engine_settings",
     "engine_validation",
     "envelope",
     "knee",

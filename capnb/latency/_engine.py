@@ -18,7 +18,7 @@ from ..data import _curve
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
-from . import _fitted
+from . import _engines, _fitted
 from . import calibration as _calibration
 
 __all__ = ["engine", "knee", "sample_requests"]
@@ -50,6 +50,24 @@ def arrival_gaps(rng: np.random.Generator, requests: int, cv: float) -> np.ndarr
     return rng.gamma(1.0 / cv**2, cv**2, requests)
 
 
+def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
+                 weight_dtype: str | None = None) -> np.ndarray:  # fmt: skip
+    """The engine's model vector (:data:`capnb.kernels.engine.MODEL_FIELDS`).
+
+    The analytic model's six per-GPU figures, then the routed experts' weight bytes per GPU, the
+    experts and the experts each token is routed to (0, 0, 0 for a dense model).
+    """
+    base = _calibration.model_vector(spec, tensor_parallel, kv_dtype=kv_dtype,
+                                     weight_dtype=weight_dtype)  # fmt: skip
+    if not spec.is_moe or spec.moe_layers == 0:
+        return np.append(base, [0.0, 0.0, 0.0])
+    expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
+    routed = spec.moe_layers * spec.experts * expert
+    per_parameter = spec.weight_bytes(weight_dtype) / spec.parameters
+    expert_bytes = routed * per_parameter / tensor_parallel
+    return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token)])
+
+
 def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "auto",
                    weight_dtype: str | None = None) -> int:  # fmt: skip
     """KV cache tokens vLLM (V1 engine accounting, 0.9-0.11) would allocate, from capnb.memory."""
@@ -65,7 +83,7 @@ def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "aut
 def simulate_points(
     model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
     closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
-    quantiles=_curve.QUANTILES,
+    quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True,
 ):  # fmt: skip
     """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
     loads = np.asarray(loads, dtype=float)
@@ -77,6 +95,8 @@ def simulate_points(
     settings[:, 4] = kv_blocks
     settings[:, 5] = BLOCK_SIZE
     settings[:, 6] = warmup
+    settings[:, 7] = kernels.POLICIES.index(policy)
+    settings[:, 8] = 1.0 if chunked_prefill else 0.0
     qs = np.asarray(quantiles, dtype=float)
     shapes = (len(kernels.METRICS), len(kernels.STATS), 3, len(kernels.FEATURES))
     sizes = [np.zeros(s) for s in shapes]
@@ -153,8 +173,8 @@ def engine(
     request_rate=None,
     arrival_cv: float = 1.0,
     requests: int = 2000,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
     kv_cache_tokens=None,
     prefix_hit_rate: float = 0.0,
     calibration=None,
@@ -163,8 +183,11 @@ def engine(
     warmup_share: float = WARMUP_SHARE,
     kv_dtype: str = "auto",
     weight_dtype: str | None = None,
+    engine: str = "vllm-v1",
+    chunked_prefill: bool | None = None,
+    max_model_len: int | None = None,
 ) -> xr.Dataset:
-    """A latency curve from a simulation of continuous batching (vLLM V1 / SGLang scheduling).
+    """A latency curve from a simulation of a serving engine's continuous batching.
 
     Parameters
     ----------
@@ -185,15 +208,23 @@ def engine(
         Requests simulated per point; the first ``warmup_share`` are left out of the statistics.
     max_num_seqs, max_num_batched_tokens
         The engine's limits: sequences per step, tokens per step (chunked prefill fills what the
-        decodes leave).
+        decodes leave). None: the engine's defaults on this GPU
+        (:func:`capnb.latency.engine_settings`; vLLM V1 on an H100: 1,024 and 8,192).
+    engine, chunked_prefill, max_model_len
+        The serving engine (``"vllm-v1"``, ``"vllm-v0"``, ``"sglang"``, ``"tgi"``, ``"trtllm"``,
+        ``"lmdeploy"``): its scheduling policy and default limits, and its own step overheads in
+        the bundled calibration. ``chunked_prefill`` None: the engine's default; ``max_model_len``
+        matters to vLLM V0's defaults only.
     kv_cache_tokens
         KV cache capacity per GPU in tokens (``block_size`` 16). None or ``"auto"``: what vLLM
         would allocate (:func:`capnb.memory.max_concurrency`, vllm accounting, V1 engine).
     prefix_hit_rate
         Share of each prompt's tokens found in the prefix cache (whole blocks only): not computed.
     calibration
-        None (the bundled engine calibration for the GPU, fitted on published request latencies;
-        :func:`capnb.latency.engine_calibration`), or a :class:`~capnb.calibration.Calibration`.
+        None (the bundled engine calibration for the GPU and engine, fitted on published request
+        latencies; :func:`capnb.latency.engine_calibration`), or a
+        :class:`~capnb.calibration.Calibration` (e.g. from your own runs,
+        :func:`capnb.latency.calibrate`).
     seed
         Seeds the request sample and the arrivals: the same seed gives the same curve.
     quantiles, warmup_share, kv_dtype, weight_dtype
@@ -229,49 +260,26 @@ def engine(
     reason = spec.valid_tensor_parallel(tp)
     if reason:
         raise InputError(f"tensor_parallel: {reason}")
-    n = _validate.positive_int(requests, "requests")
-    seqs = _validate.positive_int(max_num_seqs, "max_num_seqs")
-    budget = _validate.positive_int(max_num_batched_tokens, "max_num_batched_tokens")
-    hit = _validate.fraction(prefix_hit_rate, "prefix_hit_rate")
-    warm_share = _validate.fraction(warmup_share, "warmup_share")
-    if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
-        raise InputError(f"arrival_cv must be a number >= 0, got {arrival_cv!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise InputError(f"seed must be an integer, got {seed!r}")
-    qs = np.asarray(quantiles, dtype=float)
-    if qs.size == 0 or ((qs <= 0) | (qs >= 1)).any() or (np.diff(qs) <= 0).any():
-        raise InputError(f"quantiles must ascend inside (0, 1), got {list(quantiles)}")
-    warmup = min(math.ceil(warm_share * n), n - 1)
+    n, hit, warmup, qs = _checked(requests, max_num_seqs, max_num_batched_tokens, prefix_hit_rate,
+                                  warmup_share, arrival_cv, seed, quantiles)  # fmt: skip
 
     gpus = load_gpus([gpu_id])
-    model_vec = _calibration.model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    model_vec = model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
     if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
         raise InputError(
             f"gpu: {gpu_id} lacks a figure the model needs (FLOP/s, HBM bandwidth, or the "
             "interconnect bandwidth at tensor_parallel > 1)"
         )
-    if calibration is None:
-        cal = _fitted.engine_calibration(gpu_id)
-    elif isinstance(calibration, _calibration.Calibration):
-        cal = calibration
-    else:
-        raise InputError(
-            f"calibration must be None or a Calibration, got {type(calibration).__name__}"
-        )
-
-    if kv_cache_tokens is None or kv_cache_tokens == "auto":
-        kv_tokens = kv_tokens_auto(spec, gpu_id, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-        kv_from = "auto: vLLM V1 accounting (capnb.memory, gpu_memory_utilization 0.9)"
-    else:
-        kv_tokens = _validate.positive_int(kv_cache_tokens, "kv_cache_tokens")
-        kv_from = "given"
-    if kv_tokens <= 0:
-        raise InputError(
-            f"kv_cache_tokens: {spec.name} leaves no KV cache on {tp} x {gpu_id} (vLLM accounting); "
-            "raise tensor_parallel or give kv_cache_tokens"
-        )
+    cal = _calibration_of(calibration, gpu_id, engine)
+    kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype)
     kv_blocks = kv_tokens // BLOCK_SIZE
+    settings = _engines.engine_settings(
+        engine, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), gpu=gpu_id,
+        max_model_len=max_model_len, kv_tokens=kv_tokens, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
+    )  # fmt: skip
+    seqs = settings.running_limit(kv_tokens)
 
     prompt, output, rng = sample_requests(workload, n, seed)
     longest = int((prompt + output).max())
@@ -283,83 +291,14 @@ def engine(
     gaps = arrival_gaps(rng, n, float(arrival_cv))
     cached = np.floor(hit * prompt).astype(np.int64)
     run = dict(
-        max_num_seqs=seqs, max_num_batched_tokens=budget, kv_blocks=kv_blocks, warmup=warmup,
-        quantiles=qs,
+        max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
+        kv_blocks=kv_blocks, warmup=warmup,
+        quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
-    if request_rate is None:
-        dim = "concurrency"
-        conc = (
-            _latency_grid(2 * seqs)
-            if concurrency is None
-            else _loads(concurrency, "concurrency", integer=True)
-        )
-        loads = conc
-        lat, mean, stats, _ = simulate_points(*args, closed=True, loads=conc, **run)
-    else:
-        dim = "request_rate"
-        if isinstance(request_rate, str):
-            if request_rate != "auto":
-                raise InputError(f"request_rate must be numbers or 'auto', got {request_rate!r}")
-            _, _, top, _ = simulate_points(*args, closed=True, loads=[seqs], **run)
-            ceiling = float(top[0, kernels.STATS.index("request_throughput")])
-            loads = np.round(ceiling * np.linspace(0.05, 1.5, 16), 6)
-        else:
-            loads = _loads(request_rate, "request_rate", integer=False)
-        lat, mean, stats, _ = simulate_points(*args, closed=False, loads=loads, **run)
-
-    # the knee is read from P99 TTFT (the highest quantile computed when 0.99 is not among them)
-    at = [i for i, q in enumerate(qs) if math.isclose(q, 0.99)]
-    knee_value, knee_reason = knee(loads, lat[:, 0, at[0] if at else -1])
-    coords = {
-        dim: (dim, loads, glossary.attrs(dim) if dim == "concurrency" else _RATE_ATTRS),
-        "metric": ("metric", list(kernels.METRICS), glossary.attrs("metric")),
-        "latency_quantile": ("latency_quantile", qs, glossary.attrs("latency_quantile")),
-    }
-    column = {name: stats[:, i] for i, name in enumerate(kernels.STATS)}
-    result = xr.Dataset(
-        {
-            "latency": ((dim, "metric", "latency_quantile"), lat, glossary.attrs("latency")),
-            "mean_latency": ((dim, "metric"), mean, glossary.attrs("mean_latency")),
-            "measured_qps": (dim, np.full(loads.size, np.nan), glossary.attrs("measured_qps")),
-            "throughput": (
-                dim,
-                column["request_throughput"],
-                {"long_name": "simulated throughput", "units": "requests/s"},
-            ),
-            "output_throughput": (
-                dim,
-                column["output_throughput"],
-                {"long_name": "simulated output throughput", "units": "tokens/s"},
-            ),
-            "preemptions": (
-                dim,
-                column["preemptions"].astype(np.int64),
-                {"long_name": "preemptions (recompute)", "units": "requests"},
-            ),
-            "steps": (
-                dim,
-                column["steps"].astype(np.int64),
-                {"long_name": "engine steps simulated", "units": "steps"},
-            ),
-            "mean_batch": (
-                dim,
-                column["mean_batch"],
-                {"long_name": "mean sequences per step", "units": "sequences"},
-            ),
-            "knee": (
-                (),
-                knee_value,
-                {
-                    "long_name": "knee: load where P99 TTFT reaches twice its floor",
-                    "units": "requests" if dim == "concurrency" else "requests/s",
-                    "reason": knee_reason,
-                },
-            ),
-        },
-        coords=coords,
-    )
+    dim, loads, (lat, mean, stats, _) = _simulated(args, run, seqs, concurrency, request_rate)
+    result, knee_value, knee_reason = _curve_dataset(dim, loads, qs, lat, mean, stats)
     result.attrs = {
         "source": "capnb engine model (capnb.kernels.engine)",
         "kind": "engine",
@@ -372,8 +311,6 @@ def engine(
         "workload": f"{workload.attrs.get('source', 'workload')}: {n} requests drawn (seed {seed})",
         "requests": n,
         "warmup_requests": warmup,
-        "max_num_seqs": seqs,
-        "max_num_batched_tokens": budget,
         "kv_cache_tokens": kv_tokens,
         "kv_cache_tokens_from": kv_from,
         "block_size": BLOCK_SIZE,
@@ -382,7 +319,10 @@ def engine(
         "seed": int(seed),
         "calibration": cal.fitted_on,
         "calibration_values": cal.describe(),
+        **_engine_attrs(settings, seqs),
         "kv_dtype": kv_dtype,
+        # the precision the memory limit sizes: a curve of FP8 weights must not be checked as bf16
+        "weight_dtype": weight_dtype or spec.weight_dtype,
         "knee": knee_value,
         "knee_reason": knee_reason,
         "notes": "",
@@ -394,6 +334,118 @@ def engine(
             "catalog's intra-node bandwidth, so the curve is optimistic",
         )
     return result
+
+
+def _engine_attrs(settings: _engines.EngineSettings, running_limit: int) -> dict:
+    """The serving engine a curve simulates, as its attrs."""
+    return {
+        "engine": settings.engine,
+        "scheduling_policy": settings.policy,
+        "chunked_prefill": int(settings.chunked_prefill),
+        "max_num_seqs": running_limit,
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "engine_settings": settings.source,
+    }
+
+
+def _calibration_of(calibration, gpu_id: str, engine: str):
+    """The calibration to simulate with: the bundled one of the GPU and engine, or the given one."""
+    if calibration is None:
+        return _fitted.engine_calibration(gpu_id, engine)
+    if isinstance(calibration, _calibration.Calibration):
+        return calibration
+    raise InputError(f"calibration must be None or a Calibration, got {type(calibration).__name__}")
+
+
+def _kv_tokens(kv_cache_tokens, spec, gpu_id: str, tp: int, kv_dtype, weight_dtype):
+    """KV cache tokens per GPU (given, or vLLM's accounting) and where they come from."""
+    if kv_cache_tokens is None or kv_cache_tokens == "auto":
+        kv_tokens = kv_tokens_auto(spec, gpu_id, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+        kv_from = "auto: vLLM V1 accounting (capnb.memory, gpu_memory_utilization 0.9)"
+    else:
+        kv_tokens = _validate.positive_int(kv_cache_tokens, "kv_cache_tokens")
+        kv_from = "given"
+    if kv_tokens <= 0:
+        raise InputError(
+            f"kv_cache_tokens: {spec.name} leaves no KV cache on {tp} x {gpu_id} (vLLM accounting); "
+            "raise tensor_parallel or give kv_cache_tokens"
+        )
+    return kv_tokens, kv_from
+
+
+def _simulated(args, run, seqs, concurrency, request_rate):
+    """(dim, loads, simulated outputs) of a closed loop over concurrencies or an open loop."""
+    if request_rate is None:
+        loads = (
+            _latency_grid(2 * seqs)
+            if concurrency is None
+            else _loads(concurrency, "concurrency", integer=True)
+        )
+        return "concurrency", loads, simulate_points(*args, closed=True, loads=loads, **run)
+    if isinstance(request_rate, str):
+        if request_rate != "auto":
+            raise InputError(f"request_rate must be numbers or 'auto', got {request_rate!r}")
+        _, _, top, _ = simulate_points(*args, closed=True, loads=[seqs], **run)
+        ceiling = float(top[0, kernels.STATS.index("request_throughput")])
+        loads = np.round(ceiling * np.linspace(0.05, 1.5, 16), 6)
+    else:
+        loads = _loads(request_rate, "request_rate", integer=False)
+    return "request_rate", loads, simulate_points(*args, closed=False, loads=loads, **run)
+
+
+def _checked(requests, max_num_seqs, max_num_batched_tokens, prefix_hit_rate, warmup_share,
+             arrival_cv, seed, quantiles):  # fmt: skip
+    """The engine's scalar arguments checked: (requests, hit rate, warm-up requests, quantiles)."""
+    n = _validate.positive_int(requests, "requests")
+    if max_num_seqs is not None:
+        _validate.positive_int(max_num_seqs, "max_num_seqs")
+    if max_num_batched_tokens is not None:
+        _validate.positive_int(max_num_batched_tokens, "max_num_batched_tokens")
+    hit = _validate.fraction(prefix_hit_rate, "prefix_hit_rate")
+    warm_share = _validate.fraction(warmup_share, "warmup_share")
+    if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
+        raise InputError(f"arrival_cv must be a number >= 0, got {arrival_cv!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise InputError(f"seed must be an integer, got {seed!r}")
+    qs = np.asarray(quantiles, dtype=float)
+    if qs.size == 0 or ((qs <= 0) | (qs >= 1)).any() or (np.diff(qs) <= 0).any():
+        raise InputError(f"quantiles must ascend inside (0, 1), got {list(quantiles)}")
+    return n, hit, min(math.ceil(warm_share * n), n - 1), qs
+
+
+def _curve_dataset(dim, loads, qs, lat, mean, stats):
+    """The simulated points as a latency curve over ``dim`` (variables; attrs set by the caller)."""
+    at = [i for i, q in enumerate(qs) if math.isclose(q, 0.99)]
+    # the knee is read from P99 TTFT (the highest quantile computed when 0.99 is not among them)
+    knee_value, knee_reason = knee(loads, lat[:, 0, at[0] if at else -1])
+    coords = {
+        dim: (dim, loads, glossary.attrs(dim) if dim == "concurrency" else _RATE_ATTRS),
+        "metric": ("metric", list(kernels.METRICS), glossary.attrs("metric")),
+        "latency_quantile": ("latency_quantile", qs, glossary.attrs("latency_quantile")),
+    }
+    column = {name: stats[:, i] for i, name in enumerate(kernels.STATS)}
+    per_load = {
+        "throughput": (column["request_throughput"], "simulated throughput", "requests/s"),
+        "output_throughput": (column["output_throughput"], "simulated output throughput",
+                              "tokens/s"),
+        "preemptions": (column["preemptions"].astype(np.int64), "preemptions (recompute)",
+                        "requests"),
+        "steps": (column["steps"].astype(np.int64), "engine steps simulated", "steps"),
+        "mean_batch": (column["mean_batch"], "mean sequences per step", "sequences"),
+    }  # fmt: skip
+    variables = {
+        "latency": ((dim, "metric", "latency_quantile"), lat, glossary.attrs("latency")),
+        "mean_latency": ((dim, "metric"), mean, glossary.attrs("mean_latency")),
+        "measured_qps": (dim, np.full(loads.size, np.nan), glossary.attrs("measured_qps")),
+        **{name: (dim, values, {"long_name": long_name, "units": units})
+           for name, (values, long_name, units) in per_load.items()},
+        "knee": ((), knee_value, {
+            "long_name": "knee: load where P99 TTFT reaches twice its floor",
+            "units": "requests" if dim == "concurrency" else "requests/s",
+            "reason": knee_reason,
+        }),
+    }  # fmt: skip
+    return xr.Dataset(variables, coords=coords), knee_value, knee_reason
 
 
 _RATE_ATTRS = {"long_name": "request rate (open loop)", "units": "requests/s"}

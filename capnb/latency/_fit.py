@@ -1,28 +1,33 @@
-"""Calibrating the engine model on published per-request latencies (:func:`capnb.data.load_measurements`).
+"""Calibrating the engine model on published latencies (:func:`capnb.data.load_measurements`).
 
 Parameters: per GPU the three efficiencies (compute, HBM bandwidth, interconnect: each in (0, 1]);
-shared by every GPU three overheads (per step, per sequence in a step, per all-reduce hop: each
->= 0; the engine's per-request overhead is held at 0, see :data:`_SHARED`). They are fitted
-jointly, by robust relative least squares, on every measured latency figure (TTFT, TPOT, ITL,
-E2E; mean or a percentile): TTFT and E2E at loads up to the measured knee, ITL and TPOT at every
-load.
+per serving engine (:data:`capnb.latency._engines.ENGINES`: vLLM V0 and V1, SGLang, TGI,
+TensorRT-LLM, LMDeploy) three step overheads (per step, per sequence in a step, per all-reduce
+hop: each >= 0), as the engines' schedulers, launches and all-reduces differ. The engine's
+per-request overhead (outside the steps) is held at 0 here: fitted on the pooled sources it lowered
+the in-sample error but raised the held-out errors; a user's own run fits it
+(:func:`capnb.latency.calibrate`).
 
-The fit is a fixed-point iteration. A simulated step's time is a linear combination of its
-features (:data:`capnb.kernels.engine.FEATURES`) with the inverse efficiencies and the overheads
-as coefficients, so a simulated mean latency is ``features . parameters``; the kernel returns the
-mean features of each metric. Each iteration simulates every measured point with the current
-parameters, writes each measured figure as ``(simulated figure / simulated mean) x mean features
-. parameters`` (exact at the current parameters), solves the non-negative least squares problem
-(inverse efficiencies as 1 + x, x >= 0), and repeats until the parameters stop moving. In a
-closed loop the schedule does not depend on step times, so the linear form of a mean is exact;
-in an open loop and for percentiles it is a linearisation around the current parameters.
+The fit is a fixed-point iteration of robust relative least squares. A simulated step's time is a
+linear combination of its features (:data:`capnb.kernels.engine.FEATURES`) with the inverse
+efficiencies and the overheads as coefficients, so a simulated mean latency is ``features .
+parameters``; each iteration simulates every measured point with the current parameters, writes
+each measured figure as ``(simulated figure / simulated mean) x mean features . parameters``
+(exact at the current parameters), solves the non-negative least squares problem (inverse
+efficiencies as 1 + x, x >= 0) and repeats until the parameters stop moving. Each GPU's
+efficiencies and each engine's overheads are pulled towards those pooled over every GPU and engine
+(one penalty row each, :data:`PRIOR_WEIGHT`), so a group measured by few figures stays near the
+pooled values unless its figures agree otherwise.
 
-How each source is simulated is what a user would do with :func:`capnb.latency.engine`: its GPU,
-model, tensor parallelism and dtype, every request at the run's mean input and output lengths, the
-engine's default limits (``max_num_seqs`` 256, or the engine's own: :func:`engine_max_num_seqs`;
-``max_num_batched_tokens`` 8192; KV cache ``"auto"``), and its mode: ``concurrency`` (closed
-loop), ``request_rate`` (Poisson arrivals), ``batch`` (all requests at time 0, none left out as
-warm-up).
+Each point is simulated as it was run (:func:`setup`): its GPU, model, tensor parallelism and
+dtype; the engine's scheduling policy and limits of that release with the run's own flags
+(:func:`capnb.latency._engines.engine_settings`, ``datasets/benchmarks/measured_runs.csv``); the
+run's number of requests when the source states it (every request reported, as the benchmark
+clients do), else 2,000 with the first tenth left out (a steady state); its request lengths (each
+request's own, uniform between the generator's bounds, or all at the run's means); its mode:
+``concurrency`` (closed loop), ``request_rate`` (Poisson arrivals), ``batch`` (all at time 0).
+Figures are computed from the simulated requests as the clients compute them (mean, and
+percentiles by linear interpolation, numpy's default), over the requests the run timed.
 """
 
 from __future__ import annotations
@@ -35,10 +40,19 @@ import numpy as np
 
 from ..errors import CapnbError, InputError
 from ..kernels import engine as kernels
-from . import _engine
+from . import _engine, _engines
 from . import calibration as _calibration
 
-__all__ = ["MODEL_ALIASES", "Point", "fit", "measured_knees", "points", "simulate_point"]
+__all__ = [
+    "MODEL_ALIASES",
+    "Point",
+    "fit",
+    "fit_all",
+    "measured_knees",
+    "points",
+    "setup",
+    "simulate_point",
+]
 
 #: Measured models the catalog holds under another name, with the same architecture.
 MODEL_ALIASES = {"meta-llama/Llama-3.3-70B-Instruct": "Llama-3.1-70B"}
@@ -46,22 +60,25 @@ MODEL_ALIASES = {"meta-llama/Llama-3.3-70B-Instruct": "Llama-3.1-70B"}
 GPUS_PER_NODE = 8
 #: Scale of the robust (Cauchy) weights: a figure off by more than this relative error counts less.
 ROBUST_SCALE = 0.25
-#: Parameters shared by every GPU and fitted: step, sequence and all-reduce overheads (seconds).
-#: The engine's fourth overhead, per request outside the steps, is held at 0: fitted too, it
-#: lowered the in-sample error (10.6 % against 13.9 %) but raised the held-out errors (lmdeploy
-#: ITL/TPOT 25 % against 8 %, trtllm TTFT 44 % against 33 %), so it is not fitted.
-_SHARED = 3
-#: Weight of the pull of each GPU's efficiencies towards the pooled ones (see :func:`fit`).
+#: Overheads fitted per engine: step, sequence and all-reduce (seconds).
+_SHARED = 3  # (the engine overheads: step, sequence, all-reduce)
+#: Weight of the pull of each group's parameters towards the pooled ones (see :func:`fit`).
 PRIOR_WEIGHT = 1.0
+#: Requests simulated per point when the run's length is not stated (steady state), and at most
+#: this many times the concurrency in a closed loop (by then the loop has turned over its
+#: requests 14 times past the warm-up).
+REQUESTS = 2000
+STEADY_TURNS = 16
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 _FEATURE_ROW = {"ttft": 0, "tpot": 1, "itl": 1, "e2e": 2}  # which mean features price a metric
 _STAT_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 _KNEE_STATS = ("p99", "p95", "p90", "p50", "mean")  # the TTFT statistic a knee is read from
-_CONFIG = ("source", "gpu", "model", "engine", "tensor_parallel", "dtype", "input_tokens",
-           "output_tokens", "mode")  # fmt: skip
+_CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_parallel", "dtype",
+           "input_tokens", "output_tokens", "mode")  # fmt: skip
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
           "request_overhead_s": 0.0}  # fmt: skip
+_UNLIMITED = 1 << 40  # a token budget that never binds
 
 
 @dataclass
@@ -71,11 +88,17 @@ class Point:
     config: tuple
     load: float
     figures: dict = field(default_factory=dict)
+    run: dict | None = None  # how the run was made (None: measured_runs.csv says)
 
     def __getattr__(self, name):
         if name in _CONFIG:
             return self.config[_CONFIG.index(name)]
         raise AttributeError(name)
+
+    @property
+    def engine_id(self) -> str:
+        """The engine model's id (:func:`capnb.latency._engines.engine_id`)."""
+        return _engines.engine_id(self.engine, self.engine_version)
 
 
 def points(frame) -> tuple[list[Point], list[str]]:
@@ -97,6 +120,12 @@ def points(frame) -> tuple[list[Point], list[str]]:
         figures = {
             (m, s): float(v) for m, s, v in zip(rows.metric, rows.stat, rows.value, strict=True)
         }
+        if run_of(Point(config, load)).get("lengths") == "dataset":
+            # lengths drawn from a dataset not bundled: E2E percentiles follow the output
+            # lengths' spread, which the simulation (at the means) does not have
+            figures = {k: v for k, v in figures.items() if not (k[0] == "e2e" and k[1] != "mean")}
+            if not figures:
+                continue
         reason = _unsupported(config)
         if reason:
             if reason not in skipped:
@@ -108,13 +137,14 @@ def points(frame) -> tuple[list[Point], list[str]]:
 
 def _unsupported(config) -> str:
     """Why a measured configuration cannot be simulated ('' when it can)."""
-    source, gpu, model, _, tp, dtype = config[:6]
+    source, gpu, model = config[:3]
+    tp, dtype = config[5], config[6]
     if tp > GPUS_PER_NODE:
         return (
             f"{source}: {model} at tensor_parallel {tp} spans more than one {GPUS_PER_NODE}-GPU "
             "node; the model prices all-reduces at the catalog's intra-node bandwidth only"
         )
-    _, gpu_vec, kv = _vectors(model, gpu, tp, dtype)
+    _, gpu_vec, kv = vectors(model, gpu, tp, dtype)
     if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
         return (
             f"{source}: the GPU catalog has no interconnect bandwidth for {gpu} (needed at TP {tp})"
@@ -125,12 +155,13 @@ def _unsupported(config) -> str:
 
 
 @functools.cache
-def _vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
+def vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
+    """(engine model vector, GPU vector, KV cache tokens by vLLM's accounting) of a configuration."""
     from ..data import load_gpus, load_model
 
     spec = load_model(MODEL_ALIASES.get(model, model))
     weight_dtype = "fp8" if dtype == "fp8" else None
-    model_vec = _calibration.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype)
+    model_vec = _engine.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype)
     gpu_vec = _calibration.gpu_vector(load_gpus([gpu]), gpu, weight_dtype or spec.weight_dtype)
     from .. import memory
 
@@ -141,60 +172,234 @@ def _vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
     return model_vec, gpu_vec, int(kv.kv_cache_tokens.item())
 
 
-def simulate_point(point: Point, calibration_vec: np.ndarray, *, requests: int = 2000,
-                   seed: int = 0):  # fmt: skip
-    """Simulate a measured point as a user would; (values ``{(metric, stat): s}``, features).
+@functools.cache
+def _runs():
+    from ..data import load_measurement_runs
 
-    ``requests`` applies to the concurrency and request-rate modes (a batch is its own size).
-    Returns (None, reason) when the point cannot be simulated.
+    return load_measurement_runs()
+
+
+def run_of(pt: Point) -> dict:
+    """How a point's run was made (a dict).
+
+    Its own record, else the most specific matching row of ``measured_runs.csv`` ({} when none
+    matches: the engine's defaults, every request at the means).
     """
-    model_vec, gpu_vec, kv_tokens = _vectors(
-        point.model, point.gpu, point.tensor_parallel, point.dtype
-    )
-    if not np.isfinite(gpu_vec[:2]).all() or (
-        point.tensor_parallel > 1 and not np.isfinite(gpu_vec[2])
-    ):
-        return None, f"{point.gpu} lacks a figure the model needs"
-    p, o = max(round(point.input_tokens), 1), max(round(point.output_tokens), 1)
-    if -(-(p + o) // _engine.BLOCK_SIZE) > kv_tokens // _engine.BLOCK_SIZE or kv_tokens <= 0:
-        return None, "one request does not fit the KV cache"
-    if point.mode == "batch":
-        n, warmup, closed, load = int(point.load), 0, False, 1.0
-        gaps = np.zeros(n)
-    else:
-        n = requests
-        warmup = min(math.ceil(_engine.WARMUP_SHARE * n), n - 1)
-        closed = point.mode == "concurrency"
-        load = point.load
-        gaps = _engine.arrival_gaps(np.random.default_rng(seed), n, 1.0)
-    prompt = np.full(n, p, np.int64)
-    output = np.full(n, o, np.int64)
-    max_num_seqs = engine_max_num_seqs(point.engine, kv_tokens)
-    lat, mean, _, features = _engine.simulate_points(
-        model_vec, gpu_vec, point.tensor_parallel, calibration_vec, prompt, output, gaps,
-        np.zeros(n, np.int64), closed=closed, loads=[load], max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=8192, kv_blocks=kv_tokens // _engine.BLOCK_SIZE, warmup=warmup,
+    if pt.run is not None:
+        return pt.run
+    runs = _runs()
+    best, best_score = {}, -1
+    for row in runs[runs.source == pt.source].to_dict("records"):
+        checks = (
+            (row["engine"], pt.engine),
+            (row["gpu"], pt.gpu),
+            (row["tensor_parallel"], pt.tensor_parallel),
+            (row["model"], pt.model),
+            (row["mode"], pt.mode),
+            (row["load"], pt.load),
+        )
+        score, fits = 0, True
+        for want, have in checks:
+            if want == "" or (isinstance(want, float) and math.isnan(want)):
+                continue
+            same = (math.isclose(want, float(have)) if isinstance(want, float)
+                    else str(want) == str(have))  # fmt: skip
+            fits = fits and same
+            score += 1
+        if math.isfinite(row["input_tokens"]):
+            if abs(pt.input_tokens / row["input_tokens"] - 1) > 0.3:
+                fits = False
+            score += 1
+        if fits and score > best_score:
+            best, best_score = row, score
+    return best
+
+
+def _number(row: dict, name: str):
+    value = row.get(name, math.nan)
+    return None if value is None or value == "" or math.isnan(value) else value
+
+
+def engine_settings_of(pt: Point, kv_tokens: int, run: dict) -> _engines.EngineSettings:
+    """The engine's scheduling settings for a measured run: its release's defaults, its flags."""
+    from ..data import load_gpus
+
+    memory = float(load_gpus([pt.gpu]).memory_bytes.values[0])
+    chunked = _number(run, "chunked_prefill")
+    settings = _engines.engine_settings(
+        pt.engine_id, gpu_memory_bytes=memory, gpu=pt.gpu,
+        max_model_len=_number(run, "max_model_len"), kv_tokens=kv_tokens,
+        max_num_seqs=_number(run, "max_num_seqs"),
+        max_num_batched_tokens=_number(run, "max_num_batched_tokens"),
+        chunked_prefill=None if chunked is None else bool(chunked),
+        policy=run.get("policy") or None,
     )  # fmt: skip
-    values = {}
-    for metric, stat in point.figures:
-        m = kernels.METRICS.index(metric)
-        if stat == "mean":
-            values[(metric, stat)] = float(mean[0, m])
+    return settings
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A measured run as the kernel takes it (everything but the calibration)."""
+
+    model: np.ndarray
+    gpu: np.ndarray
+    tensor_parallel: int
+    prompt: np.ndarray
+    output: np.ndarray
+    gaps: np.ndarray
+    settings: np.ndarray
+    timed: np.ndarray  # which requests the run timed (reported by the client)
+    itl_count: int  # inter-token gaps of the reported requests
+
+    def itl_timed(self) -> np.ndarray | None:
+        """Which packed inter-token gaps belong to timed requests (None: all of them)."""
+        if self.timed[int(self.settings[6]) :].all():
+            return None
+        warmup = int(self.settings[6])
+        counts = np.where(np.arange(self.output.size) >= warmup, np.maximum(self.output - 1, 0), 0)
+        return np.repeat(self.timed, counts)
+
+
+#: Setups kept (each holds a run's request arrays; a fit asks for the same few hundred again and
+#: again).
+_SETUPS = 512
+
+
+@functools.lru_cache(maxsize=_SETUPS)
+def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
+           seed: int) -> Setup | None:  # fmt: skip
+    run = dict(run_items)
+    pt = Point(config, load, run=run)
+    model_vec, gpu_vec, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    if not np.isfinite(gpu_vec[:2]).all() or (
+        pt.tensor_parallel > 1 and not np.isfinite(gpu_vec[2])
+    ):
+        return None
+    rng = np.random.default_rng(seed)
+    stated = _number(run, "requests")
+    if pt.mode == "batch":
+        n, warmup = int(pt.load), 0
+    elif stated is not None:
+        n, warmup = int(stated), 0  # the run as it was: every request reported
+    else:
+        n = requests or REQUESTS
+        if pt.mode == "concurrency":  # a steady closed loop needs a few turns of its requests
+            n = min(n, max(STEADY_TURNS * int(pt.load), 64))
+        warmup = min(math.ceil(_engine.WARMUP_SHARE * n), n - 1)
+    prompt, output, timed = _lengths(pt, run, n, rng)
+    if pt.mode == "batch":
+        gaps, closed, load_value = np.zeros(n), 0.0, 1.0
+    else:
+        gaps = _engine.arrival_gaps(rng, n, 1.0)
+        closed, load_value = float(pt.mode == "concurrency"), pt.load
+    dp = int(_number(run, "attention_data_parallel") or 1)
+    if dp > 1:  # each attention rank holds and reads the KV cache of its own requests only
+        kv_tokens *= dp
+        model_vec = model_vec.copy()
+        model_vec[2] /= dp
+    longest = int((prompt + output).max())
+    blocks = kv_tokens // _engine.BLOCK_SIZE
+    if kv_tokens <= 0 or -(-longest // _engine.BLOCK_SIZE) > blocks:
+        return None
+    engine = engine_settings_of(pt, kv_tokens, run)
+    max_seqs = engine.running_limit(kv_tokens)
+    if pt.mode == "batch" and _number(run, "max_num_seqs") is None and pt.engine_id == "trtllm":
+        max_seqs = n  # a static batch runs together
+    budget = engine.max_num_batched_tokens or _UNLIMITED
+    settings = np.array([closed, load_value, max_seqs, budget, blocks, _engine.BLOCK_SIZE, warmup,
+                         kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill)])  # fmt: skip
+    gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
+    return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
+                 timed & (np.arange(n) >= warmup), gaps_count)  # fmt: skip
+
+
+def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(prompt, output, timed) tokens of the ``n`` requests of a run, as its source states them."""
+    kind = run.get("lengths") or "mean"  # ("dataset": at the means too)
+    timed = np.ones(n, dtype=bool)
+    if kind == "requests":
+        from ..data import load_measured_requests
+
+        table = load_measured_requests(pt.source)
+        mine = table[(table.gpu == pt.gpu) & (table.tensor_parallel == pt.tensor_parallel)
+                     & (table["mode"] == pt.mode) & np.isclose(table.load, pt.load)]  # fmt: skip
+        mine = mine.sort_values("request")
+        prompt = mine.input_tokens.to_numpy(np.int64)
+        measured = mine.output_tokens.to_numpy(np.int64)
+        # a request whose stream carried no text ended at its first token: served, not timed
+        output = np.maximum(measured, 1)
+        timed = measured >= 1
+        if n != prompt.size:
+            pick = np.arange(n) % prompt.size
+            prompt, output, timed = prompt[pick], output[pick], timed[pick]
+        return prompt, output, timed
+    if kind == "uniform":
+        lo_in, hi_in = int(run["input_min"]), int(run["input_max"])
+        lo_out, hi_out = int(run["output_min"]), int(run["output_max"])
+        prompt = rng.integers(lo_in, hi_in + 1, n).astype(np.int64)
+        output = rng.integers(lo_out, hi_out + 1, n).astype(np.int64)
+        return prompt, output, timed
+    p, o = max(round(pt.input_tokens), 1), max(round(pt.output_tokens), 1)
+    return np.full(n, p, np.int64), np.full(n, o, np.int64), timed
+
+
+def setup(pt: Point, *, requests: int | None = None, seed: int = 0) -> Setup | None:
+    """The kernel's inputs for a measured point (None: it cannot be simulated)."""
+    run = run_of(pt)
+    if pt.mode == "batch" or _number(run, "requests") is not None:
+        requests = None  # (the run's own length: one setup, whatever the caller's default)
+    return _setup(pt.config, pt.load, tuple(sorted(run.items())), requests, seed)
+
+
+def simulate_setup(s: Setup, calibration_vec: np.ndarray):
+    """Run the kernel on a setup: (ttft, e2e, itl, stats, features) of every request."""
+    n = s.prompt.size
+    ttft, e2e = np.empty(n), np.empty(n)
+    itl = np.empty(max(s.itl_count, 1))
+    stats = np.empty(len(kernels.STATS))
+    features = np.empty((3, len(kernels.FEATURES)))
+    written = kernels.simulate(
+        s.prompt, s.output, s.gaps, np.zeros(n, np.int64), s.settings, s.model, s.gpu,
+        s.tensor_parallel, calibration_vec, ttft, e2e, itl, stats, features,
+    )  # fmt: skip
+    return ttft, e2e, itl[:written], stats, features
+
+
+def figures_of(s: Setup, ttft, e2e, itl, wanted) -> dict:
+    """The wanted figures ``{(metric, stat): s}`` of simulated requests, as the clients compute them."""
+    timed = s.timed
+    many = timed & (s.output > 1)
+    values = {
+        "ttft": ttft[timed],
+        "e2e": e2e[timed],
+        "tpot": (e2e[many] - ttft[many]) / (s.output[many] - 1),
+        "itl": itl if (mask := s.itl_timed()) is None or not itl.size else itl[mask],
+    }
+    out = {}
+    for metric, stat in wanted:
+        v = values[metric]
+        if v.size == 0:
+            out[(metric, stat)] = math.nan
+        elif stat == "mean":
+            out[(metric, stat)] = float(v.mean())
         else:
-            q = list(_engine._curve.QUANTILES).index(_STAT_QUANTILE[stat])
-            values[(metric, stat)] = float(lat[0, m, q])
-    return values, features[0]
+            out[(metric, stat)] = float(np.percentile(v, 100 * _STAT_QUANTILE[stat]))
+    return out
 
 
-def engine_max_num_seqs(engine: str, kv_tokens: int) -> int:
-    """The running-request limit an engine sets by default (vLLM's 256 for engines without one).
+def simulate_point(point: Point, calibration_vec: np.ndarray, *, requests: int | None = None,
+                   seed: int = 0):  # fmt: skip
+    """Simulate a measured point as it was run; (values ``{(metric, stat): s}``, mean features).
 
-    SGLang sizes it from its KV pool: ``max_total_num_tokens // 2``, capped by its request pool
-    (at least 2,048 slots); capnb takes ``min(KV tokens // 2, 2048)``.
+    ``requests``: how many to simulate when the run's length is not stated (None:
+    :data:`REQUESTS`); a run of stated length, and a batch, are simulated as they were. Returns
+    (None, reason) when the point cannot be simulated.
     """
-    if engine.lower().startswith("sglang"):
-        return max(1, min(kv_tokens // 2, 2048))
-    return 256
+    s = setup(point, requests=requests, seed=seed)
+    if s is None:
+        return None, "one request does not fit the KV cache, or the GPU lacks a figure"
+    ttft, e2e, itl, _, features = simulate_setup(s, np.asarray(calibration_vec, dtype=float))
+    return figures_of(s, ttft, e2e, itl, point.figures), features
 
 
 def measured_knees(pts: list[Point]) -> dict[tuple, tuple[float, str, str]]:
@@ -224,7 +429,7 @@ def curve_key(pt: Point) -> tuple:
     and 128 and 2,048 are two.
     """
     c = pt.config
-    return (*c[:6], round(math.log2(c[6])), round(math.log2(c[7])), c[8])
+    return (*c[:7], round(math.log2(pt.input_tokens)), round(math.log2(pt.output_tokens)), pt.mode)
 
 
 def below_knee(pt: Point, knees) -> bool:
@@ -233,127 +438,226 @@ def below_knee(pt: Point, knees) -> bool:
     return math.isnan(value) or pt.load <= value
 
 
-def _groups(gpus: list[str], pooled: bool) -> dict[str, int]:
-    return dict.fromkeys(gpus, 0) if pooled else {g: i for i, g in enumerate(gpus)}
+# -- the fit ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """Where each group's parameters sit in the fit's vector.
 
-
-def _vector(theta: np.ndarray, group: int) -> np.ndarray:
-    inverse = 1.0 + theta[3 * group : 3 * group + 3]
-    return np.array([*(1.0 / inverse), *theta[-_SHARED:], 0.0])
-
-
-def fit(pts: list[Point], *, pooled: bool = False, iterations: int = 12, requests: int = 400,
-        tolerance: float = 1e-3, prior=None):  # fmt: skip
-    """Fit the engine calibration on measured points (figures at or below each measured knee).
-
-    Returns ``{gpu: Calibration}`` (every GPU the same values when ``pooled``) and the iterations
-    run. ``prior`` (the inverse efficiencies minus 1 of a pooled fit) shrinks each GPU's three
-    efficiencies towards the pooled ones: one penalty row per parameter, weighted like one source
-    whose figures are off by the parameter's relative deviation (:data:`PRIOR_WEIGHT`), so a GPU
-    measured by few figures stays near the pooled values unless its figures agree otherwise.
+    Per GPU: compute and HBM efficiency; shared: interconnect efficiency; per engine: step,
+    sequence and all-reduce overheads; last, when ``request`` is set, the per-request overhead.
     """
-    knees = measured_knees(pts)
-    # TTFT and E2E up to the knee (past it they measure a queue that grows with the run's length);
-    # ITL and TPOT at every load (they price the steps the batch runs, which is what is fitted)
-    used = []
-    for pt in pts:
-        keep = below_knee(pt, knees)
-        figures = {k: v for k, v in pt.figures.items() if keep or k[0] in ("itl", "tpot")}
-        if figures:
-            used.append(Point(pt.config, pt.load, figures))
-    gpus = sorted({pt.gpu for pt in used})
+
+    gpus: dict  # gpu -> group index
+    engines: dict  # engine id -> group index
+    request: bool = False
+
+    @property
+    def n_gpu(self) -> int:
+        return max(self.gpus.values()) + 1
+
+    @property
+    def n_engine(self) -> int:
+        return max(self.engines.values()) + 1
+
+    @property
+    def size(self) -> int:
+        return 2 * self.n_gpu + 1 + 3 * self.n_engine + int(self.request)
+
+    def columns(self, gpu: str, engine: str) -> list[int]:
+        """The seven calibration fields' positions (-1: held at 0)."""
+        g, e = self.gpus[gpu], self.engines[engine]
+        base = 2 * self.n_gpu + 1
+        overheads = [base + 3 * e + k for k in range(3)]
+        return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, self.size - 1 if self.request else -1]
+
+    def vector(self, x: np.ndarray, gpu: str, engine: str) -> np.ndarray:
+        return np.array([x[c] if c >= 0 else 0.0 for c in self.columns(gpu, engine)])
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = np.zeros(self.size), np.zeros(self.size)
+        for gpu in self.gpus:
+            for engine in self.engines:
+                for c, (a, b) in zip(self.columns(gpu, engine), _BOUNDS, strict=True):
+                    if c >= 0:
+                        lo[c], hi[c] = a, b
+        return lo, hi
+
+    def start(self, base: np.ndarray) -> np.ndarray:
+        x = np.zeros(self.size)
+        for gpu in self.gpus:
+            for engine in self.engines:
+                for c, value in zip(self.columns(gpu, engine), base, strict=True):
+                    if c >= 0:
+                        x[c] = value
+        return x
+
+
+#: Bounds of the seven calibration fields in a fit (efficiencies; seconds).
+_BOUNDS = ((0.05, 1.0), (0.05, 1.0), (0.05, 1.0), (0.0, 0.05), (0.0, 2e-3), (0.0, 5e-4),
+           (0.0, 2.0))  # fmt: skip
+#: Their scales (the size of a typical change), for the optimiser and the prior's pull.
+_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02])
+
+
+def layout_of(pts: list[Point], pooled: bool, *, request: bool = False) -> Layout:
+    """The fit's layout: one group per GPU and per engine, or one of each when ``pooled``."""
+    gpus = sorted({pt.gpu for pt in pts})
+    engines = sorted({pt.engine_id for pt in pts})
+    if pooled:
+        return Layout(dict.fromkeys(gpus, 0), dict.fromkeys(engines, 0), request)
+    return Layout({g: i for i, g in enumerate(gpus)}, {e: i for i, e in enumerate(engines)},
+                  request)  # fmt: skip
+
+
+def fitted_figures(pts: list[Point], knees) -> list[Point]:
+    """The figures a fit uses: all of them, each source weighing alike.
+
+    Past the knee TTFT and E2E measure the queue, which the engine model now simulates as the
+    run went (its length, its arrivals): they calibrate the saturation throughput, which figures
+    below the knee say little about. (``knees`` is kept for callers that select.)
+    """
+    return [pt for pt in pts if pt.figures]
+
+
+def _residuals(x, used, layout, requests, shares, prior, prior_weight):
+    """Each figure's robust log error (weighted by its source's share), then the prior's pull."""
+    out = []
+    for pt in used:
+        values, _ = simulate_point(pt, layout.vector(x, pt.gpu, pt.engine_id), requests=requests)
+        share = math.sqrt(shares[pt.source])
+        for key, measured in pt.figures.items():
+            simulated = values[key] if values is not None else math.nan
+            r = math.log(simulated / measured) if simulated > 0 else 5.0
+            r = min(max(r, -5.0), 5.0)  # (a NaN or a collapse counts as a factor of 150)
+            out.append(share * math.copysign(math.sqrt(_robust(r)), r))
+    if prior is not None:
+        for c in range(layout.size):
+            field = _field_of(layout, c)
+            out.append(prior_weight * (x[c] - prior[c]) / max(_SCALES[field], abs(prior[c])))
+    return np.array(out)
+
+
+def _field_of(layout: Layout, c: int) -> int:
+    for gpu in layout.gpus:
+        for engine in layout.engines:
+            cols = layout.columns(gpu, engine)
+            if c in cols:
+                return cols.index(c)
+    raise IndexError(c)
+
+
+def _sparsity(used, layout, prior) -> np.ndarray:
+    rows = []
+    for pt in used:
+        cols = [c for c in layout.columns(pt.gpu, pt.engine_id) if c >= 0]
+        for _ in pt.figures:
+            line = np.zeros(layout.size, dtype=bool)
+            line[cols] = True
+            rows.append(line)
+    if prior is not None:
+        rows += list(np.eye(layout.size, dtype=bool))
+    return np.array(rows)
+
+
+def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=None,
+        start=None, request_overhead: bool = False, prior_weight: float | None = None,
+        max_evaluations: int = 25, knees=None):  # fmt: skip
+    """Fit the engine calibration on measured points: robust least squares of the log errors.
+
+    Every figure's error is ``log(simulated / measured)`` under a Cauchy loss (scale
+    :data:`ROBUST_SCALE`: a figure far off counts less, so one source's unmodelled effect cannot
+    drag every group), each source weighing alike; the simulation is run at each trial (scipy's
+    trust-region least squares, finite differences over the groups a figure depends on).
+    ``prior`` (a parameter vector of the same layout, e.g. the pooled fit spread over the groups)
+    pulls each parameter towards it (:data:`PRIOR_WEIGHT`; a group no figure measures stays there).
+
+    ``max_evaluations`` bounds the trial calibrations (each also costs a finite-difference
+    Jacobian: one simulation of every point per group of parameters no figure shares).
+
+    Returns ``({(gpu, engine): Calibration}, x, layout, evaluations)``.
+    """
+    from scipy.optimize import least_squares
+
+    used = fitted_figures(pts, knees)
     if not used:
         raise InputError("fit: no measured point to fit")
-    groups = _groups(gpus, pooled)
-    n_groups = max(groups.values()) + 1
-    theta = np.zeros(3 * n_groups + _SHARED)
-    start = [_START[k] for k in kernels_fields()]
-    for g in range(n_groups):
-        theta[3 * g : 3 * g + 3] = [
-            1.0 / start[0] - 1.0,
-            1.0 / start[1] - 1.0,
-            1.0 / start[2] - 1.0,
-        ]
-    theta[-_SHARED:] = start[3 : 3 + _SHARED]
-    rows_per_source: dict[str, int] = {}
+    layout = layout_of(used, pooled, request=request_overhead)
+    base = np.array([_START[k] for k in kernels.CALIBRATION_FIELDS])
+    x0 = layout.start(base) if start is None else np.asarray(start, dtype=float)
+    lo, hi = layout.bounds()
+    x0 = np.clip(x0, lo, hi)
+    rows: dict[str, int] = {}
     for pt in used:
-        rows_per_source[pt.source] = rows_per_source.get(pt.source, 0) + len(pt.figures)
-    done = 0
-    for iteration in range(1, iterations + 1):
-        done = iteration
-        design, target, weight = [], [], []
-        for pt in used:
-            group = groups[pt.gpu]
-            cal = _vector(theta, group)
-            values, features = simulate_point(pt, cal, requests=requests)
-            if values is None:
-                continue
-            coefficients = np.array([1.0 / cal[0], 1.0 / cal[1], 1.0 / cal[2], *cal[3:]])
-            for (metric, stat), measured in pt.figures.items():
-                row = features[_FEATURE_ROW[metric]]
-                base = float(row @ coefficients)
-                simulated = values[(metric, stat)]
-                if not (base > 0 and math.isfinite(simulated)):
-                    continue
-                a = row * (simulated / base)
-                line = np.zeros(theta.size)
-                line[3 * group : 3 * group + 3] = a[:3]
-                line[-_SHARED:] = a[3 : 3 + _SHARED]
-                design.append(line)
-                target.append(measured - a[:3].sum())
-                # relative error; each source counts alike; figures far off count less (Cauchy
-                # weights, iteratively re-weighted: one source's unmodelled effect cannot drag
-                # every GPU's parameters)
-                residual = simulated / measured - 1.0
-                robust = 1.0 / math.sqrt(1.0 + (residual / ROBUST_SCALE) ** 2)
-                weight.append(robust / (measured * math.sqrt(rows_per_source[pt.source])))
-        if prior is not None and not pooled:
-            for g in range(n_groups):
-                for k in range(3):
-                    line = np.zeros(theta.size)
-                    line[3 * g + k] = 1.0
-                    design.append(line)
-                    target.append(prior[k])
-                    weight.append(PRIOR_WEIGHT / (1.0 + prior[k]))
-        design, target, weight = np.array(design), np.array(target), np.array(weight)
-        solved = _calibration._nnls(design * weight[:, None], target * weight)
-        change = np.max(np.abs(solved - theta) / np.maximum(np.abs(theta), 1e-6))
-        theta = solved
-        if change < tolerance:
-            break
-    # the fit's own error, simulated at the final parameters
+        rows[pt.source] = rows.get(pt.source, 0) + len(pt.figures)
+    shares = {source: 1.0 / count for source, count in rows.items()}
+    weight = PRIOR_WEIGHT if prior_weight is None else prior_weight
+    scale = np.array([_SCALES[_field_of(layout, c)] for c in range(layout.size)])
+    # tolerances of 1e-3: the figures' own noise (finite runs, percentiles) is larger than that
+    result = least_squares(
+        _residuals, x0, bounds=(lo, hi), x_scale=scale, diff_step=0.05, method="trf",
+        jac_sparsity=_sparsity(used, layout, prior), max_nfev=max_evaluations,
+        ftol=1e-3, xtol=1e-3, gtol=1e-3, args=(used, layout, requests, shares, prior, weight),
+    )  # fmt: skip
+    x = result.x
     errors = []
     for pt in used:
-        values, _ = simulate_point(pt, _vector(theta, groups[pt.gpu]), requests=requests)
-        if values is None:
-            continue
-        errors += [abs(values[k] / v - 1.0) for k, v in pt.figures.items()]
-    label = "pooled over GPUs" if pooled else "per GPU"
-    sources = sorted({pt.source for pt in used})
-    result = {}
-    for gpu in gpus:
-        cal = _vector(theta, groups[gpu])
-        fields = dict(zip(kernels_fields(), (float(v) for v in cal), strict=True))
-        result[gpu] = _calibration.Calibration(
-            **fields, fitted_on=f"{', '.join(sources)} ({label})", points=len(errors),
-            fit_error=float(np.median(errors)) if errors else math.nan,
-        )  # fmt: skip
-    return result, done
+        values, _ = simulate_point(pt, layout.vector(x, pt.gpu, pt.engine_id), requests=requests)
+        if values is not None:
+            errors += [abs(values[k] / v - 1.0) for k, v in pt.figures.items()
+                       if math.isfinite(values[k])]  # fmt: skip
+    sources = sorted(rows)
+    label = "pooled over GPUs and engines" if pooled else "per GPU and engine"
+    out = {}
+    for gpu in layout.gpus:
+        for engine in layout.engines:
+            fields = dict(zip(kernels.CALIBRATION_FIELDS,
+                              (float(v) for v in layout.vector(x, gpu, engine)), strict=True))  # fmt: skip
+            out[(gpu, engine)] = _calibration.Calibration(
+                **fields, fitted_on=f"{', '.join(sources)} ({label})", points=len(errors),
+                fit_error=float(np.median(errors)) if errors else math.nan,
+            )  # fmt: skip
+    return out, x, layout, int(result.nfev)
+
+
+def _robust(residual: float) -> float:
+    """Cauchy loss of an error (:data:`ROBUST_SCALE`)."""
+    return math.log1p((residual / ROBUST_SCALE) ** 2)
 
 
 def fit_all(pts: list[Point], **options):
-    """The pooled fit, then the per-GPU fit shrunk towards it: ({gpu: Calibration}, pooled, iterations)."""
-    pooled, _ = fit(pts, pooled=True, **options)
+    """The pooled fit, then the per-group fit pulled towards it.
+
+    Returns ``(per_group, pooled, evaluations)``: ``per_group`` maps ``(gpu, engine)`` to a
+    :class:`~capnb.latency.calibration.Calibration` for every fitted GPU and engine; ``pooled`` is
+    the one Calibration fitted on every group at once.
+    """
+    pooled, _, _, _ = fit(pts, pooled=True, **options)
     base = next(iter(pooled.values()))
-    prior = 1.0 / base.as_array()[:3] - 1.0
-    per_gpu, iterations = fit(pts, prior=prior, **options)
-    return per_gpu, base, iterations
+    layout = layout_of(fitted_figures(pts, None), pooled=False)
+    prior = layout.start(base.engine_array())
+    per_group, _, _, evaluations = fit(pts, prior=prior, start=prior, **options)
+    return per_group, base, evaluations
 
 
-def kernels_fields():
-    """The engine's calibration fields, in its vector's order."""
-    return kernels.CALIBRATION_FIELDS
+def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
+    """The fitted calibration a point is predicted with, and what was missing from the fit.
 
-
-def feature_names():
-    return kernels.FEATURES
+    A GPU or engine no fitted figure measured takes the pooled values for its part (efficiencies
+    or overheads). Returns ``(Calibration, gpu_seen, engine_seen)``.
+    """
+    gpus = {g for g, _ in per_group}
+    engines = {e for _, e in per_group}
+    gpu_seen, engine_seen = pt.gpu in gpus, pt.engine_id in engines
+    pooled_values = pooled.engine_array()
+    if gpu_seen:
+        efficiencies = per_group[(pt.gpu, next(iter(engines)))].engine_array()[:3]
+    else:
+        efficiencies = pooled_values[:3]
+    if engine_seen:
+        overheads = per_group[(next(iter(gpus)), pt.engine_id)].engine_array()[3:]
+    else:
+        overheads = pooled_values[3:]
+    fields = dict(zip(kernels.CALIBRATION_FIELDS, (float(v) for v in (*efficiencies, *overheads)),
+                      strict=True))  # fmt: skip
+    cal = _calibration.Calibration(**fields, fitted_on=pooled.fitted_on)
+    return cal, gpu_seen, engine_seen

@@ -1,21 +1,25 @@
-"""Leave-one-dataset-out validation of the engine model, and the bundled engine calibration.
+"""Held-out validation of the engine model, and the bundled engine calibration.
 
-``python -m capnb.latency.validate`` prints the table; ``--write VALIDATION.md`` also stores the
-calibration fitted on every source with the table (``capnb/latency/engine_calibration.json``, read
-by :func:`capnb.latency.engine` and the capacity worksheet) and replaces the section
-``## Latency model: leave-one-dataset-out`` of that file (nothing else in it).
+``python -m capnb.latency.validate`` prints the tables; ``--write VALIDATION.md`` also stores the
+record (``capnb/latency/engine_calibration.json``: the calibration fitted on every source, each
+fold's, every held-out figure) and replaces the two latency sections of that file.
 
-For each measurement source (:func:`capnb.data.load_measurements`): fit the engine calibration on
-all the other sources (:mod:`capnb.latency._fit`), then predict the source as a user would (its
-GPU, model, tensor parallelism, mean lengths, mode and load; 2,000 requests per point, seed 0)
-with the fit for its GPU, or the fit pooled over GPUs when no other source measured that GPU (its
-per-GPU error then cannot be measured). Errors are absolute relative errors ``|predicted /
-measured - 1|`` of each figure at loads up to the measured knee; the knee error compares the load
-where the TTFT statistic reaches twice its floor, measured and predicted over the same loads. The
-analytic model (:func:`capnb.latency.analytic`, step-time calibration, no refit) is scored on the
-same figures where it applies: a closed loop, at the concurrency the engine runs (its running-request
-limit and KV cache; above it only ITL/TPOT, as requests queue), and a batch's TTFT when one step
-prefills the whole batch (a batch then decodes with no prefill beside it, unlike a closed loop).
+Leave one source out
+    For each measurement source (:func:`capnb.data.load_measurements`): fit the engine calibration
+    on all the *other* sources (:func:`capnb.latency._fit.fit_all`), then predict the source as it
+    was run (its GPU, model, TP, dtype, engine and flags, lengths, mode, load and run length). A
+    GPU or engine no other source measured takes the values pooled over the others (its error is
+    that of an unmeasured one). Errors are ``|predicted / measured - 1|`` of every latency figure,
+    reported below and above the measured knee (the load where the source's TTFT statistic
+    reaches twice its floor); the knee error compares that load, measured and predicted over the
+    same loads. The analytic model (:func:`capnb.latency.analytic`, step-time calibration) is
+    scored on the same figures where it applies (:func:`_analytic`).
+Calibrated on the user's own run
+    What a user does with two or three runs of their own (:func:`capnb.latency.calibrate`): for
+    each measured curve of three or more loads, each load in turn is held out and the calibration
+    is fitted on the curve's other loads, pulled towards the fold's calibration that never saw the
+    source (leave one rate out); for each configuration measured at several lengths, each length
+    in turn is held out and the calibration fitted on the others (leave one length out).
 """
 
 from __future__ import annotations
@@ -32,11 +36,18 @@ import numpy as np
 from ..errors import InputError
 from . import _fit, _fitted
 
-SECTION = "## Latency model: leave-one-dataset-out"
+SECTION = "## Latency model: leave-one-source-out"
+OWN_RUN_SECTION = "## Latency model: calibrated on the user's own run"
 GROUPS = {"ttft": "TTFT", "tpot": "ITL/TPOT", "itl": "ITL/TPOT", "e2e": "E2E"}
-REQUESTS = 2000
+#: Metric groups in table order.
+GROUP_ORDER = ("TTFT", "ITL/TPOT", "E2E")
+REQUESTS = _fit.REQUESTS
 #: Prompt tokens the engine prefills in one step (max_num_batched_tokens, as the engine model runs).
 STEP_TOKENS = 8192
+#: The goals of issue 30: held-out median error per source, knee error, own-run median error.
+SOURCE_GOAL, KNEE_GOAL, OWN_RUN_GOAL = 0.15, 0.25, 0.10
+#: Quantiles of the held-out ratio measured / predicted that bound a capacity answer's band.
+BAND_QUANTILES = (0.1, 0.9)
 
 
 def data_hash() -> str:
@@ -44,30 +55,24 @@ def data_hash() -> str:
     from ..data import dataset_path
 
     digest = hashlib.sha256()
-    for path in sorted(dataset_path("benchmarks", "measured").glob("*.csv")):
+    paths = [
+        *sorted(dataset_path("benchmarks", "measured").glob("*.csv")),
+        dataset_path("benchmarks", "measured_runs.csv"),
+        *sorted(dataset_path("benchmarks", "requests").glob("*.csv")),
+    ]
+    for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def _record(cal) -> dict:
-    return {k: float(v) for k, v in zip(_fit.kernels_fields(), cal.engine_array(), strict=True)}
-
-
-def _fits(pts):
-    return _fit.fit_all(pts)
-
-
 def _running(pt: _fit.Point) -> int:
-    """Requests the engine runs at once at a point: its running-request limit and its KV cache.
-
-    A batch of 6,000 requests (or a closed loop above the limit) is not 6,000 sequences decoding
-    together: the engine runs what its limit and KV cache hold and queues the rest, as the engine
-    model simulates (:func:`capnb.latency._fit.simulate_point`).
-    """
-    _, _, kv_tokens = _fit._vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    """Requests the engine runs at once at a point: its running-request limit and its KV cache."""
+    s = _fit.setup(pt, requests=REQUESTS)
+    _, _, kv_tokens = _fit.vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
     length = max(round(pt.input_tokens), 1) + max(round(pt.output_tokens), 1)
-    return max(1, min(_fit.engine_max_num_seqs(pt.engine, kv_tokens), kv_tokens // length))
+    limit = int(s.settings[2]) if s is not None else 256
+    return max(1, min(limit, kv_tokens // length))
 
 
 def _analytic(pt: _fit.Point):
@@ -79,8 +84,7 @@ def _analytic(pt: _fit.Point):
     requests queue, which it does not model, so only the per-token figures (ITL, TPOT), set by the
     running batch, are scored. A batch submitted at once is prefilled first and then decodes with
     no prefill beside it, so only its TTFT is scored, and only when one step prefills the whole
-    batch (:data:`STEP_TOKENS`; a larger batch's TTFT is mostly waiting for the others' prefill).
-    A request-rate run's concurrency is not known: nothing is scored.
+    batch (:data:`STEP_TOKENS`). A request-rate run's concurrency is not known: nothing is scored.
     """
     if pt.mode == "request_rate":
         return None
@@ -115,12 +119,26 @@ def _analytic(pt: _fit.Point):
     return out
 
 
-def _predict(held, per_gpu, pooled, knees):
-    """Rows of figures (source, curve, metric, stat, load, measured, engine, analytic, below_knee)."""
+def _record_of(cal) -> dict:
+    return {k: float(v) for k, v in zip(_fit.kernels.CALIBRATION_FIELDS, cal.engine_array(),
+                                        strict=True)}  # fmt: skip
+
+
+def calibration_record(per_group: dict, pooled) -> dict:
+    """A fit as stored: per GPU its efficiencies, per engine its overheads, and the pooled values."""
+    gpus, engines = {}, {}
+    for (gpu, engine), cal in per_group.items():
+        values = _record_of(cal)
+        gpus[gpu] = {k: values[k] for k in _fitted.GPU_FIELDS}
+        engines[engine] = {k: values[k] for k in _fitted.ENGINE_FIELDS}
+    return {"gpus": gpus, "engines": engines, "pooled": _record_of(pooled)}
+
+
+def _predict(held, per_group, pooled, knees):
+    """Rows of figures of the held-out points, and their curves' predictions (for the knees)."""
     rows, curves = [], {}
     for pt in held:
-        seen = pt.gpu in per_gpu
-        cal = per_gpu[pt.gpu] if seen else pooled
+        cal, gpu_seen, engine_seen = _fit.calibration_for_point(pt, per_group, pooled)
         values, _ = _fit.simulate_point(pt, cal.engine_array(), requests=REQUESTS)
         if values is None:
             continue
@@ -129,7 +147,8 @@ def _predict(held, per_gpu, pooled, knees):
         below = _fit.below_knee(pt, knees)
         for (metric, stat), measured in pt.figures.items():
             rows.append({
-                "source": pt.source, "gpu": pt.gpu, "gpu_seen": seen, "curve": key,
+                "source": pt.source, "gpu": pt.gpu, "engine_id": pt.engine_id,
+                "gpu_seen": gpu_seen, "engine_seen": engine_seen, "curve": list(key),
                 "metric": metric, "stat": stat, "load": pt.load, "measured": measured,
                 "engine": values[(metric, stat)],
                 "analytic": math.nan if analytic is None else analytic[(metric, stat)],
@@ -150,119 +169,190 @@ def _knee_rows(curves, knees):
         ttft = np.array([g[1].get(("ttft", stat), math.nan) for g in group])
         predicted, _ = _fit._engine.knee(loads, ttft)
         error = abs(predicted / measured - 1) if math.isfinite(predicted) else math.inf
-        out.append(
-            {"source": key[0], "curve": key, "measured": measured, "predicted": predicted,
-             "error": error}
-        )  # fmt: skip
+        out.append({"source": key[0], "curve": list(key), "measured": measured,
+                    "predicted": predicted, "error": error})  # fmt: skip
     return out
 
 
 def run(progress=None) -> dict:
-    """Fit on everything, then leave each source out; the stored record (a dict)."""
+    """Fit on everything, leave each source out, then each rate and length; the stored record."""
+    say = progress or (lambda text: None)
+    record, pts = leave_sources_out(progress=say)
+    say("calibrating on each source's own runs")
+    record["own_run"] = own_run_rows(pts, record["folds"], progress=say)
+    return record
+
+
+def leave_sources_out(progress=None) -> tuple[dict, list]:
+    """The fit on every source and the leave-one-source-out rows: (record, the points)."""
     from ..data import load_measurements
 
-    frame = load_measurements()
-    pts, skipped = _fit.points(frame)
+    say = progress or (lambda text: None)
+    pts, skipped = _fit.points(load_measurements())
     knees = _fit.measured_knees(pts)
     sources = sorted({pt.source for pt in pts})
-    say = progress or (lambda text: None)
     say("fitting on every source")
-    per_gpu, pooled, iterations = _fits(pts)
+    per_group, pooled, evaluations = _fit.fit_all(pts)
     rows, knee_rows, folds = [], [], {}
     for source in sources:
         say(f"leaving out {source}")
         train = [pt for pt in pts if pt.source != source]
-        held = [pt for pt in pts if pt.source == source]
-        fold_gpu, fold_pooled, _ = _fits(train)
-        folds[source] = {
-            "gpus": {g: _record(c) for g, c in fold_gpu.items()},
-            "pooled": _record(fold_pooled),
-        }
-        fold_rows, curves = _predict(held, fold_gpu, fold_pooled, knees)
+        fold_group, fold_pooled, _ = _fit.fit_all(train)
+        folds[source] = calibration_record(fold_group, fold_pooled)
+        fold_rows, curves = _predict([pt for pt in pts if pt.source == source], fold_group,
+                                     fold_pooled, knees)  # fmt: skip
         rows += fold_rows
         knee_rows += _knee_rows(curves, knees)
-    return {
+    record = {
         "data_hash": data_hash(),
         "calibration": {
             "fitted_on": f"{len(sources)} sources: {', '.join(sources)}",
-            "iterations": iterations,
-            "gpus": {g: _record(c) for g, c in per_gpu.items()},
-            "pooled": _record(pooled),
-            "fit_error_median": next(iter(per_gpu.values())).fit_error,
+            "evaluations": evaluations,
+            **calibration_record(per_group, pooled),
+            "fit_error_median": next(iter(per_group.values())).fit_error,
         },
         "folds": folds,
         "skipped": skipped,
-        "rows": [{**r, "curve": list(r["curve"])} for r in rows],
-        "knees": [{**r, "curve": list(r["curve"])} for r in knee_rows],
+        "rows": rows,
+        "knees": knee_rows,
     }
+    return record, pts
 
 
-def _error(rows, model):
-    errors = [abs(r[model] / r["measured"] - 1) for r in rows if math.isfinite(r[model])]
+# -- calibrated on the user's own run ----------------------------------------------------------
+def own_run_rows(pts, folds, progress=None) -> list[dict]:
+    """Leave-one-rate-out and leave-one-length-out rows (see the module)."""
+    from ._own import fit_own
+
+    say = progress or (lambda text: None)
+    rows = []
+    by_curve: dict[tuple, list] = {}
+    for pt in pts:
+        by_curve.setdefault(_fit.curve_key(pt), []).append(pt)
+    for key, group in sorted(by_curve.items(), key=lambda kv: str(kv[0])):
+        if len(group) < 3:
+            continue
+        say(f"  leave one rate out: {key[0]} {key[2]} TP {key[5]} ({len(group)} loads)")
+        prior = _fitted.from_fold(folds[key[0]], group[0].gpu, group[0].engine_id)
+        for held in group:
+            train = [pt for pt in group if pt is not held]
+            cal = fit_own(train, prior)
+            rows += _own_rows(held, cal, "rate", key)
+    by_config: dict[tuple, dict] = {}
+    for key, group in by_curve.items():
+        config = (*key[:7], key[9])
+        by_config.setdefault(config, {})[(key[7], key[8])] = group
+    for config, lengths in sorted(by_config.items(), key=lambda kv: str(kv[0])):
+        if len(lengths) < 2:
+            continue
+        say(f"  leave one length out: {config[0]} {config[2]} TP {config[5]} ({len(lengths)})")
+        any_pt = next(iter(lengths.values()))[0]
+        prior = _fitted.from_fold(folds[config[0]], any_pt.gpu, any_pt.engine_id)
+        for held_key, held in lengths.items():
+            train = [pt for k, group in lengths.items() if k != held_key for pt in group]
+            cal = fit_own(train, prior)
+            for pt in held:
+                rows += _own_rows(pt, cal, "length", _fit.curve_key(pt))
+    return rows
+
+
+def _own_rows(pt, cal, kind, key) -> list[dict]:
+    values, _ = _fit.simulate_point(pt, cal.engine_array(), requests=REQUESTS)
+    if values is None:
+        return []
+    return [
+        {"source": pt.source, "kind": kind, "curve": list(key), "load": pt.load,
+         "metric": metric, "stat": stat, "measured": measured, "predicted": values[(metric, stat)]}
+        for (metric, stat), measured in pt.figures.items()
+    ]  # fmt: skip
+
+
+# -- tables ------------------------------------------------------------------------------------
+def _errors(rows, model) -> list[float]:
+    return [abs(r[model] / r["measured"] - 1) for r in rows if math.isfinite(r[model])]
+
+
+def _summary(errors):
     if not errors:
         return None
     return float(np.median(errors)), float(np.quantile(errors, 0.9)), len(errors)
 
 
 def table(record: dict) -> list[dict]:
-    """Per source and metric group (below the knee): engine and analytic errors, knee error."""
+    """Per source, metric group and side of the knee: both models' held-out errors, knee error."""
     out = []
-    rows = [r for r in record["rows"] if r["below_knee"]]
-    for source in sorted({r["source"] for r in rows}):
-        mine = [r for r in rows if r["source"] == source]
-        unseen = sorted({r["gpu"] for r in mine if not r["gpu_seen"]})
+    for source in sorted({r["source"] for r in record["rows"]}):
+        mine = [r for r in record["rows"] if r["source"] == source]
         knees = [k for k in record["knees"] if k["source"] == source]
         knee = float(np.median([k["error"] for k in knees])) if knees else math.nan
-        reached = sum(math.isfinite(k["predicted"]) for k in knees)
-        for group in ("TTFT", "ITL/TPOT", "E2E"):
-            sel = [r for r in mine if GROUPS[r["metric"]] == group]
-            engine = _error(sel, "engine")
-            if engine is None:
-                continue
-            out.append({
-                "source": source, "metric": group, "figures": engine[2],
-                "engine_median": engine[0], "engine_p90": engine[1],
-                "analytic": _error(sel, "analytic"), "unseen_gpus": unseen,
-                "knee_error": knee, "knees": len(knees), "knees_reached": reached,
-            })  # fmt: skip
+        unseen = sorted({f"GPU {r['gpu']}" for r in mine if not r["gpu_seen"]}
+                        | {f"engine {r['engine_id']}" for r in mine if not r["engine_seen"]})  # fmt: skip
+        for group in GROUP_ORDER:
+            for side in ("below", "above"):
+                sel = [r for r in mine if GROUPS[r["metric"]] == group
+                       and r["below_knee"] == (side == "below")]  # fmt: skip
+                engine = _summary(_errors(sel, "engine"))
+                if engine is None:
+                    continue
+                out.append({
+                    "source": source, "metric": group, "side": side, "figures": engine[2],
+                    "engine_median": engine[0], "engine_p90": engine[1],
+                    "analytic": _summary(_errors(sel, "analytic")), "unseen": unseen,
+                    "knee_error": knee, "knees": len(knees),
+                    "knees_reached": sum(math.isfinite(k["predicted"]) for k in knees),
+                })  # fmt: skip
+    return out
+
+
+def own_run_table(record: dict) -> list[dict]:
+    """Per source, kind (rate, length), metric group and statistic: the median error."""
+    out = []
+    rows = record.get("own_run", [])
+    for source in sorted({r["source"] for r in rows}):
+        for kind in ("rate", "length"):
+            mine = [r for r in rows if r["source"] == source and r["kind"] == kind]
+            for group in GROUP_ORDER:
+                for stat in ("p50", "p99", "mean", "p90"):
+                    sel = [r for r in mine if GROUPS[r["metric"]] == group and r["stat"] == stat]
+                    errors = _errors(sel, "predicted")
+                    if errors:
+                        out.append({"source": source, "kind": kind, "metric": group, "stat": stat,
+                                    "figures": len(errors), "median": float(np.median(errors))})  # fmt: skip
     return out
 
 
 def engine_validation():
-    """The stored leave-one-dataset-out table (a pandas DataFrame), one row per source and metric.
+    """The stored leave-one-source-out table (a pandas DataFrame), one row per source, metric, side.
 
-    Columns: ``source``, ``metric`` (TTFT, ITL/TPOT, E2E), ``figures``, ``engine_median`` and
-    ``engine_p90`` (absolute relative errors of the engine model, held out), ``analytic_median``
-    (the analytic model on the same figures, NaN where it does not apply), ``knee_error``
-    (median over the source's curves; inf when the model's curve never reaches the knee) and
-    ``unseen_gpus`` (GPUs no other source measured). Empty when nothing is stored.
+    Columns: ``source``, ``metric`` (TTFT, ITL/TPOT, E2E), ``side`` (below or above the knee),
+    ``figures``, ``engine_median`` and ``engine_p90`` (absolute relative errors of the engine
+    model, held out), ``analytic_median`` (NaN where it does not apply), ``knee_error`` (median
+    over the source's curves; inf when the model's curve never reaches the knee) and ``unseen``
+    (GPUs and engines no other source measured). Empty when nothing is stored.
     """
     import pandas as pd
 
     data = _fitted.stored()
     if data is None:
         return pd.DataFrame()
-    rows = table(data)
-    return pd.DataFrame(
-        [
-            {
-                "source": r["source"],
-                "metric": r["metric"],
-                "figures": r["figures"],
-                "engine_median": r["engine_median"],
-                "engine_p90": r["engine_p90"],
-                "analytic_median": r["analytic"][0] if r["analytic"] else float("nan"),
-                "knee_error": r["knee_error"],
-                "unseen_gpus": ", ".join(r["unseen_gpus"]),
-            }
-            for r in rows
-        ]
-    )
+    return pd.DataFrame([
+        {"source": r["source"], "metric": r["metric"], "side": r["side"],
+         "figures": r["figures"], "engine_median": r["engine_median"],
+         "engine_p90": r["engine_p90"],
+         "analytic_median": r["analytic"][0] if r["analytic"] else float("nan"),
+         "knee_error": r["knee_error"], "unseen": ", ".join(r["unseen"])}
+        for r in table(data)
+    ])  # fmt: skip
+
+
+def _percent(value) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.0%}"
 
 
 def markdown(record: dict) -> str:
-    """The VALIDATION.md section (from the heading to the end of the section)."""
-    cal = record["calibration"]
+    """The leave-one-source-out section of VALIDATION.md."""
     lines = [
         SECTION,
         "",
@@ -272,152 +362,149 @@ def markdown(record: dict) -> str:
         "",
         "For each source of `datasets/benchmarks/measured/`, the engine model "
         "(`capnb.latency.engine`) is calibrated on all the *other* sources and predicts the source "
-        "as a user would (its GPU, model, TP, dtype, mean lengths, mode and load; engine defaults "
-        "max_num_seqs 256, max_num_batched_tokens 8192, KV cache from the vLLM accounting; 2,000 "
-        "requests per point). Errors are |predicted / measured - 1| of every latency figure (mean "
-        "or percentile) at loads up to the measured knee (the load where the source's TTFT "
-        "statistic reaches twice its floor). The analytic model (step-time calibration) is scored "
-        "on the same figures where it applies: a closed loop, at the concurrency the engine runs "
-        "(its running-request limit and KV cache; above it ITL/TPOT only, as requests queue), and "
-        "a batch's TTFT when one step prefills the whole batch (8,192 tokens; a batch then "
-        "decodes with no prefill beside it, unlike the analytic model's closed loop).",
+        "as it was run: its GPU, model, TP and dtype; the engine's scheduling policy and limits of "
+        "that release with the run's own flags (`datasets/benchmarks/measured_runs.csv`); the "
+        "run's length, request lengths, mode and load. Errors are |predicted / measured - 1| of "
+        "every latency figure (mean or percentile), below and above the measured knee (the load "
+        "where the source's TTFT statistic reaches twice its floor). The analytic model "
+        "(step-time calibration) is scored on the same figures where it applies: a closed loop "
+        "at the concurrency the engine runs (above it ITL/TPOT only), and a batch's TTFT when one "
+        "step prefills the whole batch; `n/a` where it applies to none. *Unseen* names the GPUs "
+        "and engines no other source measured (predicted with the values pooled over the others).",
         "",
-        "| held-out source | metric | figures | engine median | engine P90 | analytic median | "
-        "analytic P90 | knee error (median) | GPU not in training |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| held-out source | metric | side of knee | figures | engine median | engine P90 | "
+        "analytic median | knee error (median) | unseen |",
+        "|---|---|---|---:|---:|---:|---:|---|---|",
     ]
-    for row in table(record):
-        analytic = row["analytic"]
+    rows = table(record)
+    for row in rows:
         knee = (
-            f"{row['knee_error']:.0%} ({row['knees_reached']}/{row['knees']} reached)"
-            if row["knees"]
-            else "no measured knee"
-        )
+            f"{_percent(row['knee_error'])} ({row['knees_reached']}/{row['knees']} reached)"
+            if row["knees"] else "no measured knee"
+        )  # fmt: skip
         if row["knee_error"] == math.inf:
             knee = f"not reached ({row['knees_reached']}/{row['knees']})"
+        analytic = row["analytic"][0] if row["analytic"] else None
         lines.append(
-            f"| {row['source']} | {row['metric']} | {row['figures']} | "
-            f"{row['engine_median']:.0%} | {row['engine_p90']:.0%} | "
-            + (f"{analytic[0]:.0%} | {analytic[1]:.0%} | " if analytic else "n/a | n/a | ")
-            + f"{knee} | {', '.join(row['unseen_gpus']) or '-'} |"
+            f"| {row['source']} | {row['metric']} | {row['side']} | {row['figures']} | "
+            f"{_percent(row['engine_median'])} | {_percent(row['engine_p90'])} | "
+            f"{_percent(analytic)} | {knee} | {', '.join(row['unseen']) or '-'} |"
         )
-    rows = table(record)
     both = [r for r in rows if r["analytic"]]
     better = [r for r in both if r["engine_median"] < r["analytic"][0]]
-    met = [f"{r['source']} {r['metric']}" for r in rows if r["engine_median"] <= 0.15]
-    knees_met = sorted({r["source"] for r in rows if r["knees"] and r["knee_error"] <= 0.25})
+    met = [r for r in rows if r["engine_median"] <= SOURCE_GOAL]
+    knee_sources = sorted({r["source"] for r in rows if r["knees"]})
+    knees_met = sorted({r["source"] for r in rows if r["knees"] and r["knee_error"] <= KNEE_GOAL})
+    pooled = {g: _summary(_errors([r for r in record["rows"] if GROUPS[r["metric"]] == g],
+                                  "engine")) for g in GROUP_ORDER}  # fmt: skip
     lines += [
         "",
-        f"The engine's median error is below the analytic model's in {len(better)} of "
-        f"{len(both)} rows where both apply. Goal (median <= 15 %) met for: "
-        f"{', '.join(met) or 'none'}; knee within 25 % (median) for: "
-        f"{', '.join(knees_met) or 'none'}.",
-        "",
-        "`capnb.capacity.sweep` and the plan keep the analytic model as their default: the engine "
-        "is better on ITL/TPOT and on the SGLang source's TTFT, but not on every source's TTFT, "
-        "and its held-out error is still above the goal on most rows; `capnb.capacity.plan` and "
-        "`safe_concurrency` take an engine curve (concurrency mode) like any other.",
-        "",
-        "Where the GPU column names a GPU, no other source measured it: the source was predicted "
-        "with the efficiencies pooled over the other GPUs, so its error is that of an unmeasured "
-        "GPU, and the error of that GPU's own calibration cannot be measured held out.",
-        "",
-        f"Calibration fitted on all sources ({cal['fitted_on']}; {cal['iterations']} iterations; "
-        f"median in-sample error {cal['fit_error_median']:.1%}):",
-        "",
-        "| GPU | compute efficiency | HBM efficiency | interconnect efficiency |",
-        "|---|---|---|---|",
-    ]
-    for gpu, values in [*cal["gpus"].items(), ("pooled (other GPUs)", cal["pooled"])]:
-        lines.append(
-            f"| {gpu} | {values['compute_efficiency']:.2f} | {values['bandwidth_efficiency']:.2f} | "
-            f"{values['interconnect_efficiency']:.2f} |"
+        f"Engine better than the analytic model in {len(better)} of {len(both)} rows where both "
+        f"apply. Goal (median <= {SOURCE_GOAL:.0%} per source, below and above the knee) met in "
+        f"{len(met)} of {len(rows)} rows; knee within {KNEE_GOAL:.0%} for "
+        f"{len(knees_met)} of {len(knee_sources)} sources with a measured knee "
+        f"({', '.join(knees_met) or 'none'}). Pooled over every held-out figure, the engine's "
+        "median error is "
+        + ", ".join(
+            f"{g} {_percent(pooled[g][0])} ({pooled[g][2]} figures)"
+            for g in GROUP_ORDER
+            if pooled[g]
         )
-    shared = next(iter(cal["gpus"].values()))
-    lines += [
+        + ".",
         "",
-        f"Shared by every GPU: step overhead {shared['step_overhead_s'] * 1e3:.2f} ms, per "
-        f"sequence {shared['sequence_overhead_s'] * 1e6:.1f} us, per all-reduce hop "
-        f"{shared['allreduce_latency_s'] * 1e6:.1f} us, per request (outside the steps) "
-        f"{shared['request_overhead_s'] * 1e3:.2f} ms.",
+        preferred_sentence(record),
     ]
+    lines += _calibration_lines(record)
     if record["skipped"]:
         lines += ["", "Not simulated: " + "; ".join(record["skipped"]) + "."]
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    """The command line: print the table; with ``--write``, store the fit and the section."""
-    parser = argparse.ArgumentParser(prog="python -m capnb.latency.validate", description=__doc__)
-    parser.add_argument("--write", metavar="VALIDATION.md", help="store the fit and the section")
-    parser.add_argument(
-        "--stored",
-        action="store_true",
-        help="no refit: the section from the stored record (refused if the measurements changed)",
-    )
-    args = parser.parse_args(argv)
-    if args.stored:
-        record = _fitted.stored()
-        if record is None or record["data_hash"] != data_hash():
-            parser.error(
-                "the stored record is missing or of other measurements: run without --stored"
-            )
-    else:
-        record = run(progress=lambda text: print(text, file=sys.stderr))
-    text = markdown(record)
-    print(text)
-    if args.write:
-        if not args.stored:
-            _fitted.PATH.write_text(
-                json.dumps(record, separators=(",", ":"), default=float) + "\n", encoding="utf-8"
-            )
-        from ..data import write_section
-
-        write_section(Path(args.write), text)
-    return 0
+def _calibration_lines(record) -> list[str]:
+    cal = record["calibration"]
+    lines = [
+        "",
+        f"Calibration fitted on all sources ({cal['fitted_on']}; {cal['evaluations']} "
+        f"simulations of every point; median in-sample error {cal['fit_error_median']:.1%}):",
+        "",
+        "| GPU | compute efficiency | HBM efficiency | interconnect efficiency |",
+        "|---|---:|---:|---:|",
+    ]
+    for gpu, v in [*sorted(cal["gpus"].items()), ("pooled", cal["pooled"])]:
+        lines.append(f"| {gpu} | {v['compute_efficiency']:.2f} | {v['bandwidth_efficiency']:.2f} | "
+                     f"{v['interconnect_efficiency']:.2f} |")  # fmt: skip
+    lines += [
+        "",
+        "| engine | step overhead | per sequence | per all-reduce hop |",
+        "|---|---:|---:|---:|",
+    ]
+    for engine, v in [*sorted(cal["engines"].items()), ("pooled", cal["pooled"])]:
+        lines.append(f"| {engine} | {v['step_overhead_s'] * 1e3:.2f} ms | "
+                     f"{v['sequence_overhead_s'] * 1e6:.1f} us | "
+                     f"{v['allreduce_latency_s'] * 1e6:.1f} us |")  # fmt: skip
+    return lines
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def own_run_markdown(record: dict) -> str:
+    """The own-run (leave-one-rate-out, leave-one-length-out) section of VALIDATION.md."""
+    rows = own_run_table(record)
+    lines = [
+        OWN_RUN_SECTION,
+        "",
+        "Generated with the section above (same command, same stored record).",
+        "",
+        "A user calibrates the engine on two or three runs of their own (`capnb.latency.calibrate`: "
+        "the GPU's and engine's calibration from the bundled sources, pulled towards their runs). "
+        "Here each bundled source plays the user: for every measured curve of three or more "
+        "loads, each load in turn is held out and the calibration is fitted on the curve's other "
+        "loads, starting from the fold calibration that never saw the source (leave one rate "
+        "out); for every configuration measured at several prompt/output lengths, each length is "
+        "held out in turn (leave one length out). Median |predicted / measured - 1| per source, "
+        "metric and statistic:",
+        "",
+        "| source | held out | metric | statistic | figures | median error |",
+        "|---|---|---|---|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(f"| {row['source']} | one {row['kind']} | {row['metric']} | {row['stat']} | "
+                     f"{row['figures']} | {_percent(row['median'])} |")  # fmt: skip
+    goal = [r for r in rows if r["stat"] in ("p50", "p99")]
+    met = [r for r in goal if r["median"] <= OWN_RUN_GOAL]
+    lines += [
+        "",
+        f"Goal (median <= {OWN_RUN_GOAL:.0%} for TTFT, TPOT/ITL and E2E at P50 and P99): met in "
+        f"{len(met)} of {len(goal)} rows at P50 or P99. Sources without three loads of one curve "
+        "or two lengths of one configuration have no row of that kind.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- what the plan reads -----------------------------------------------------------------------
+def _stored_record() -> dict:
+    record = _fitted.stored()
+    if record is None:
+        raise InputError(
+            "no stored validation: run python -m capnb.latency.validate --write VALIDATION.md"
+        )
+    return record
 
 
 def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
     """The latency model's held-out error for one GPU and SLA metric, from the stored validation.
 
-    Reads the leave-one-dataset-out record (``engine_calibration.json``): the median absolute
-    relative error of ``model`` (``"analytic"`` or ``"engine"``) over every held-out figure of the
-    metric's group (TTFT; ITL/TPOT; E2E) below the knee, on the sources that measured ``gpu``.
-    Where no figure of that GPU scores the model (no source measured it, or not where the model
-    applies: the analytic model is not scored on request-rate runs or queued batches), the error
-    pooled over every source stands in for it and ``measured_on_gpu`` is False.
+    Reads the leave-one-source-out record: the median absolute relative error of ``model``
+    (``"analytic"`` or ``"engine"``) over every held-out figure of the metric's group (TTFT;
+    ITL/TPOT; E2E) below the knee, on the sources that measured ``gpu``. Where no figure of that
+    GPU scores the model, the error pooled over every source stands in for it and
+    ``measured_on_gpu`` is False.
 
     Returns
     -------
     dict
         ``median`` (a share, NaN where the model was scored on no figure of the group),
         ``figures`` (how many), ``sources`` (their names), ``measured_on_gpu`` (bool).
-
-    Examples
-    --------
-    >>> e = held_out_error("A100-80GB", "tpot", model="engine")
-    >>> e["measured_on_gpu"], e["sources"]
-    (True, ('lmdeploy-a100',))
     """
-    if model not in ("analytic", "engine"):
-        raise InputError(f"model must be 'analytic' or 'engine', got {model!r}")
-    if metric not in GROUPS:
-        raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
-    record = _fitted.stored()
-    if record is None:
-        raise InputError(
-            "no stored validation: run python -m capnb.latency.validate --write VALIDATION.md"
-        )
-    group = GROUPS[metric]
-    rows = [
-        r
-        for r in record["rows"]
-        if r["below_knee"] and GROUPS[r["metric"]] == group and math.isfinite(r[model])
-    ]
+    rows = _scored_rows(metric, model)
     mine = [r for r in rows if r["gpu"] == gpu]
     used = mine or rows
     errors = [abs(r[model] / r["measured"] - 1) for r in used]
@@ -427,3 +514,157 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
         "sources": tuple(sorted({r["source"] for r in used})),
         "measured_on_gpu": bool(mine),
     }
+
+
+def _scored_rows(metric: str, model: str, *, below: bool = True) -> list[dict]:
+    if model not in ("analytic", "engine"):
+        raise InputError(f"model must be 'analytic' or 'engine', got {model!r}")
+    if metric not in GROUPS:
+        raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
+    group = GROUPS[metric]
+    return [
+        r for r in _stored_record()["rows"]
+        if (r["below_knee"] or not below) and GROUPS[r["metric"]] == group
+        and math.isfinite(r[model])
+    ]  # fmt: skip
+
+
+def preferred_model(metric: str, *, gpu: str | None = None) -> dict:
+    """Which latency model the plan should use for an SLA metric, from the held-out record.
+
+    The engine model becomes the default when it beats the analytic model on every held-out row
+    (source, metric group, side of the knee) where both are scored; until then the model with the
+    lower median held-out error on the figures both are scored on (below the knee, where an SLA
+    is met) is preferred, and the answer says which and by how much. Where the analytic model
+    applies to no figure of the group (open-loop runs, queued batches), the engine is the only
+    one measured.
+
+    Parameters
+    ----------
+    metric
+        The SLA metric: ``ttft``, ``tpot``, ``itl`` or ``e2e``.
+    gpu
+        Compare on that GPU's held-out figures when both models are scored on some; else pooled.
+
+    Returns
+    -------
+    dict
+        ``model`` (``"engine"`` or ``"analytic"``), ``engine_median`` and ``analytic_median``
+        (shares, on the figures both are scored on; NaN where none), ``figures`` (how many),
+        ``sources``, ``engine_default`` (True when the engine beats the analytic model on every
+        held-out row), ``band`` (``(low, high)``: the P10 and P90 of measured / predicted of the
+        chosen model, see :func:`error_band`) and ``reason`` (a sentence).
+
+    Examples
+    --------
+    >>> choice = preferred_model("ttft")
+    >>> choice["model"] in ("engine", "analytic")
+    True
+    """
+    record = _stored_record()
+    group = GROUPS.get(metric)
+    if group is None:
+        raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
+    both = [r for r in record["rows"] if r["below_knee"] and GROUPS[r["metric"]] == group
+            and math.isfinite(r["engine"]) and math.isfinite(r["analytic"])]  # fmt: skip
+    mine = [r for r in both if r["gpu"] == gpu] if gpu else []
+    used = mine or both
+    rows = [r for r in table(record) if r["analytic"]]
+    every = bool(rows) and all(r["engine_median"] < r["analytic"][0] for r in rows)
+    if not used:
+        engine = _errors(_scored_rows(metric, "engine"), "engine")
+        chosen, reason = (
+            "engine",
+            (
+                f"the analytic model is scored on no held-out {group} figure (it applies to closed "
+                "loops only); the engine model is the one measured"
+            ),
+        )
+        e_med, a_med, n = (float(np.median(engine)) if engine else math.nan), math.nan, len(engine)
+    else:
+        e_med = float(np.median(_errors(used, "engine")))
+        a_med = float(np.median(_errors(used, "analytic")))
+        n = len(used)
+        chosen = "engine" if every or e_med <= a_med else "analytic"
+        where = f"on {gpu}" if mine else "pooled over the sources"
+        reason = (
+            f"held-out {group} median error {where}: engine {e_med:.0%}, analytic {a_med:.0%} "
+            f"on the {n} figures both are scored on; "
+            + ("the engine beats the analytic model on every held-out row, so it is the default"
+               if every else f"the {chosen} model is preferred for {metric.upper()}")
+        )  # fmt: skip
+    return {
+        "model": chosen, "engine_median": e_med, "analytic_median": a_med, "figures": n,
+        "sources": tuple(sorted({r["source"] for r in used})), "engine_default": every,
+        "band": error_band(metric, model=chosen)[:2], "reason": reason,
+    }  # fmt: skip
+
+
+def preferred_sentence(record: dict) -> str:
+    """What the plan does with these figures (a paragraph of the section)."""
+    rows = [r for r in table(record) if r["analytic"]]
+    every = bool(rows) and all(r["engine_median"] < r["analytic"][0] for r in rows)
+    if every:
+        return ("The engine model beats the analytic model on every held-out row where both are "
+                "scored: it is the plan's default latency model.")  # fmt: skip
+    worse = [f"{r['source']} {r['metric']} ({r['side']})" for r in rows
+             if r["engine_median"] >= r["analytic"][0]]  # fmt: skip
+    return (
+        "The engine model does not beat the analytic model on every held-out row (not on "
+        + ", ".join(worse)
+        + "), so it is not the plan's default: `capnb.latency.validate.preferred_model(metric)` "
+        "names the model with the lower held-out error for the SLA's metric, with its figures."
+    )
+
+
+def error_band(metric: str, *, model: str = "engine") -> tuple[float, float, int]:
+    """The P10 and P90 of measured / predicted over the held-out figures of a metric's group.
+
+    Below the knee (where an SLA is met). A capacity answer scales its latencies by these ratios
+    to bound the requests/s an instance serves at the SLA (:func:`capnb.capacity.band`).
+    Returns ``(low, high, figures)``.
+    """
+    rows = _scored_rows(metric, model)
+    ratios = [r["measured"] / r[model] for r in rows if r[model] > 0]
+    if not ratios:
+        return math.nan, math.nan, 0
+    low, high = np.quantile(ratios, BAND_QUANTILES)
+    return float(low), float(high), len(ratios)
+
+
+def main(argv=None) -> int:
+    """The command line: print the tables; with ``--write``, store the record and the sections."""
+    parser = argparse.ArgumentParser(prog="python -m capnb.latency.validate", description=__doc__)
+    parser.add_argument("--write", metavar="VALIDATION.md", help="store the fit and the sections")
+    parser.add_argument(
+        "--stored",
+        action="store_true",
+        help="no refit: the sections from the stored record (refused if the measurements changed)",
+    )
+    args = parser.parse_args(argv)
+    if args.stored:
+        record = _fitted.stored()
+        if record is None or record["data_hash"] != data_hash():
+            parser.error(
+                "the stored record is missing or of other measurements: run without --stored"
+            )
+    else:
+        record = run(progress=lambda text: print(text, file=sys.stderr, flush=True))
+    text, own = markdown(record), own_run_markdown(record)
+    print(text)
+    print(own)
+    if args.write:
+        if not args.stored:
+            _fitted.PATH.write_text(
+                json.dumps(record, separators=(",", ":"), default=float) + "\n", encoding="utf-8"
+            )
+            _fitted.stored.cache_clear()
+        from ..data import write_section
+
+        write_section(Path(args.write), text)
+        write_section(Path(args.write), own)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -32,10 +32,16 @@ GIB = 2**30
 #:     ``max_num_seqs=256``). Non-torch: 0.13 GiB at TP 1 and 0.55 GiB per GPU at TP 2, as vLLM
 #:     0.11 logged on H100s (llm-d-benchmark's empirical results); no published TP 4 or 8 figure
 #:     was found, so TP >= 2 uses the TP 2 figure.
+#: ``"0.19"``: the V1 engine of 2026, checked against vLLM 0.19.0's own start-up logs on H100s
+#:     (llm-d-planner's accuracy runs): the same subtraction; the profile run's activation peak
+#:     ("torch peak memory increase") is the sampler's, much smaller than 0.11's (1.89 GiB for
+#:     Llama-3.1-8B with 1,024 sequences, against 4.76), and the same at TP 1, 2 and 4. Non-torch:
+#:     0.25 GiB at TP 1 and 2.07 GiB per GPU at TP 2 (NCCL's buffers; 2.13 GiB logged at TP 4).
 #:
-#: Neither bucket subtracts CUDA graph memory: both capture CUDA graphs after the KV cache is
-#: allocated, out of the (1 - gpu_memory_utilization) share.
-VLLM_VERSIONS = ("0.6", "0.10")
+#: No bucket subtracts CUDA graph memory: each release captures CUDA graphs after the KV cache is
+#: sized, out of the (1 - gpu_memory_utilization) share (0.19 logs its estimate, 0.5-1.9 GiB, and
+#: sizes the KV cache without it: weights + activation peak + non-torch + KV = the budget).
+VLLM_VERSIONS = ("0.6", "0.10", "0.19")
 
 #: fp32 logits-sized buffers live at the sampler's peak (see :meth:`Accounting.activation_bytes`),
 #: each from one logged activation peak: 1.26 GiB for Meta-Llama-3-8B with 256 sequences
@@ -44,6 +50,9 @@ _VOCAB = 128_256
 _SAMPLER_BUFFERS = {
     "0.6": 1.26 * 2**30 / (256 * _VOCAB * 4),
     "0.10": 4.76 * 2**30 / (1024 * _VOCAB * 4),
+    "0.19": 1.89
+    * 2**30
+    / (1024 * _VOCAB * 4),  # Llama-3.1-8B-Instruct, vLLM 0.19.0 (llm-d-planner)
 }
 _VLLM_PRESETS = {
     "0.6": {
@@ -60,6 +69,14 @@ _VLLM_PRESETS = {
         "max_num_batched_tokens": 8192,
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.10"],
+        "block_tokens": 16,
+    },
+    "0.19": {
+        "non_torch_bytes_single": 0.25 * 2**30,
+        "non_torch_bytes_multi": 2.07 * 2**30,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 1024,
+        "sampler_buffers": _SAMPLER_BUFFERS["0.19"],
         "block_tokens": 16,
     },
 }
@@ -178,7 +195,7 @@ ACCOUNTINGS = tuple(_ACCOUNTINGS)
 def accounting(name: str | Accounting = "article", **overrides: object) -> Accounting:
     """Return a memory accounting by name, with any field overridden.
 
-    ``vllm_version`` (``"0.6"`` or ``"0.10"``, see :data:`VLLM_VERSIONS`) sets that version's
+    ``vllm_version`` (``"0.6"``, ``"0.10"`` or ``"0.19"``, see :data:`VLLM_VERSIONS`) sets that version's
     profiler settings first; other overrides apply on top of them.
 
     Examples
@@ -208,7 +225,8 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
         if version not in _VLLM_PRESETS:
             raise InputError(
                 f"vllm_version={version!r} is not known; use one of {list(VLLM_VERSIONS)} "
-                "(0.6: the V0 engine from 0.6.5 on; 0.10: the V1 engine of 2025, checked on 0.11)"
+                "(0.6: the V0 engine from 0.6.5 on; 0.10: the V1 engine of 2025, checked on 0.11; "
+                "0.19: the V1 engine of 2026, checked on 0.19.0)"
             )
         if base.name != "vllm":
             raise InputError(f"vllm_version applies to accounting='vllm', not {base.name!r}")

@@ -180,7 +180,9 @@ class Answer:
     memory_concurrency: int = _f("requests", "requests in flight memory holds (-1: not checked)")
     seq_len: int = _f("tokens", "tokens held per sequence (prompt + output) memory is checked at")
     per_instance_qps: float = _f("requests/s", "requests per second one instance serves")
-    latency_model: str = _f("1", "analytic, engine or measured: where the latencies come from")
+    latency_model: str = _f(
+        "1", "analytic, engine or measured: where the binding metric's latencies come from"
+    )
     latency_error: float = _f(
         "1", "the latency model's held-out median error on the binding metric"
     )

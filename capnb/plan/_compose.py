@@ -10,6 +10,7 @@ bursts. :func:`with_held_out` adds the held-out record once the backtest has run
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -129,10 +130,10 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     """The close call and the latency model's error, and the benchmark commands that settle them."""
     from ._closecall import benchmark_commands, close_call
 
-    model_name = {"model": "analytic", "engine": "engine"}.get(cfg.latency)
-    if model_name is None:  # measured latencies: no model error to doubt
-        return [], ""
     metric = answer_kw["binding_metric"] or next(iter(cfg.sla.bounds))
+    model_name = latency_model_of(cap, metric)
+    if model_name == "measured":  # measured latencies: no model error to doubt
+        return [], ""
     prompt, output = float(workload.prompt_tokens.mean()), float(workload.output_tokens.mean())
     if best is None:
         return [], ""
@@ -198,6 +199,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     per_month = glossary.HOURS_PER_MONTH / hours
     options = int(best.feasible_options) if best is not None else 1
     runner, above = "", math.nan
+    binding_metric = str(_first(chosen.binding_metric)) if "binding_metric" in chosen else ""
     if best is not None and options > 1:
         runner = f"{int(best.runner_up_tensor_parallel)} x {best.runner_up_gpu.item()}"
         above = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
@@ -211,15 +213,15 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         not_compared=tuple(not_compared),
         sla=cfg.sla,
         binding=str(_first(chosen.binding)),
-        binding_metric=str(_first(chosen.binding_metric)) if "binding_metric" in chosen else "",
+        binding_metric=binding_metric,
         safe_concurrency=int(_first(chosen.safe_concurrency)),
         memory_concurrency=int(_first(chosen.max_concurrency)) if "max_concurrency" in chosen else -1,
         seq_len=int(seq_len),
         per_instance_qps=float(_first(chosen.per_instance_qps)),
-        latency_model={"model": "analytic", "engine": "engine"}.get(cfg.latency, "measured"),
+        latency_model=latency_model_of(cap, binding_metric),
         latency_error=math.nan,
         latency_error_basis="measured latencies: no model error"
-        if cfg.latency not in ("model", "engine") else "",
+        if latency_model_of(cap, binding_metric) == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
         prefix_cache_share=float(cfg.prefix_cache_share),
         prefix_hit_rate=hit,
@@ -377,3 +379,9 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
         ))  # fmt: skip
     return dataclasses.replace(record, held_out=held, held_out_missing="",
                                checks=(*checks, *own))  # fmt: skip
+
+
+def latency_model_of(cap, metric: str) -> str:
+    """``analytic``, ``engine`` or ``measured``: where the capacity step took ``metric``'s latencies."""
+    models = json.loads(cap.attrs["latency_models"])
+    return models.get(metric) or next(iter(models.values()))

@@ -244,8 +244,9 @@ class PlanConfig:
     latency: Annotated[
         Name,
         _doc(
-            "'model' (calibrated analytic model), 'engine' (the serving-engine simulation), a "
-            "bundled curve name or latency files"
+            "'model' (calibrated analytic model), 'engine' (the serving-engine simulation), "
+            "'auto' (each SLA bound on the model whose held-out error is lower for its metric), "
+            "a bundled curve name or latency files"
         ),
     ] = "model"
     prefix_cache_share: Annotated[

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -107,8 +108,17 @@ def _blocks(cfg: PlanConfig, workload_from: str):
 
 def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     from .. import capacity, data
+    from ..latency import validate as latency_validate
 
-    if cfg.prefix_cache_share > 0 and cfg.latency != "engine":
+    # which latency model the held-out figures favour for each of the SLA's metrics
+    choices = {m: latency_validate.preferred_model(m) for m in cfg.sla.bounds}
+    kind, analytic_metrics = cfg.latency, ()
+    if kind == "auto":  # each bound on the model its metric's held-out error prefers
+        analytic_metrics = tuple(m for m, c in choices.items() if c["model"] == "analytic")
+        kind = "model" if len(analytic_metrics) == len(choices) else "engine"
+        if kind == "model":
+            analytic_metrics = ()
+    if cfg.prefix_cache_share > 0 and kind != "engine":
         raise InputError(
             f"prefix_cache_share = {cfg.prefix_cache_share:g} needs latency = 'engine' (the "
             f"serving-engine model takes the hit rate; latency = {cfg.latency!r} does not)"
@@ -116,21 +126,26 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
 
     workload, workload_from = _workload(cfg, source)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    if cfg.latency == "model":
-        result = capacity.sweep(
-            cfg.model,
-            list(cfg.gpus),
-            list(cfg.tensor_parallel),
-            seq_len,
-            cfg.sla,
-            workload=workload,
-            target_qps=target_qps,
-            buffer_qps=buffer_qps,
-            accounting=cfg.accounting,
-        )
-        result = result.squeeze(["model", "seq_len"], drop=False)
+    if kind == "model":
+
+        def analytic_sweep(sla):
+            return capacity.sweep(
+                cfg.model, list(cfg.gpus), list(cfg.tensor_parallel), seq_len, sla,
+                workload=workload, target_qps=target_qps, buffer_qps=buffer_qps,
+                accounting=cfg.accounting,
+            ).squeeze(["model", "seq_len"], drop=False)  # fmt: skip
+
+        result = analytic_sweep(cfg.sla)
+        ratios = capacity.band_ratios(cfg.sla, model="analytic")
+        if ratios:  # the answer's band: the analytic model's held-out error, bound by bound
+            result = capacity.band(
+                result,
+                analytic_sweep(capacity.scaled_sla(cfg.sla, ratios, "high")),
+                analytic_sweep(capacity.scaled_sla(cfg.sla, ratios, "low")),
+                ratios,
+            )
         result.attrs["latency_source"] = "the calibrated analytic model"
-    elif cfg.latency == "engine":
+    elif kind == "engine":
         blocks = None
         if cfg.prefix_cache_share > 0:
             blocks = _blocks(cfg, workload_from)
@@ -145,6 +160,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             prefix_cache_share=cfg.prefix_cache_share,
             blocks=blocks,
             seed=cfg.seed,
+            analytic_metrics=analytic_metrics,
         )
     else:
         if cfg.latency in data.list_latency_curves():
@@ -179,6 +195,23 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         if lengths:
             notes = str(result.attrs.get("notes", ""))
             result.attrs["notes"] = f"{notes}\n{lengths}" if notes else lengths
+    # the model each bound was checked on, and the one the held-out figures favour, said
+    used = {"model": "analytic", "engine": "engine"}.get(kind, "measured")
+    result.attrs["latency_models"] = json.dumps(
+        {m: "analytic" if m in analytic_metrics else used for m in cfg.sla.bounds}
+    )
+    if cfg.latency == "auto":
+        result.attrs["latency_source"] = "per bound, the model its held-out error prefers: " + (
+            ", ".join(f"{m.upper()} {c['model']}" for m, c in choices.items())
+        )
+    preferred = {c["model"] for c in choices.values()}
+    result.attrs["latency_model_preferred"] = (
+        preferred.pop() if len(preferred) == 1
+        else ", ".join(f"{m.upper()}: {c['model']}" for m, c in choices.items())
+    )  # fmt: skip
+    result.attrs["latency_model_preferred_reason"] = " ".join(
+        f"{m.upper()}: {c['reason']}" for m, c in choices.items()
+    )
     result.attrs["workload_trace"] = workload_from  # a bundled trace name or a file
     own = workload_from == cfg.trace
     result.attrs["workload_source"] = (

@@ -1,0 +1,183 @@
+"""Calibrating the engine model on the user's own benchmark runs.
+
+Two or three runs of ``vllm bench serve`` (or SGLang's ``bench_serving``) at other request rates or
+concurrencies, on one GPU and engine, say more about that deployment than any published source:
+:func:`calibrate` fits the engine calibration to them (:mod:`capnb.latency._fit`'s robust least
+squares, with the per-request overhead outside the steps fitted too), pulled towards the bundled
+calibration of that GPU and engine, so that a parameter the runs say little about stays where the
+published sources put it. The plan then predicts the other rates, lengths and degrees with it.
+How well that holds on runs the fit never saw is measured by leaving one rate (or one length) of
+each bundled source out (:mod:`capnb.latency.validate`, VALIDATION.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import xarray as xr
+
+from ..errors import InputError
+from . import _engines, _fit, _fitted
+from . import calibration as _calibration
+
+__all__ = ["calibrate", "fit_own"]
+
+#: Simulations of the runs a fit may use (each one every run at one trial calibration).
+EVALUATIONS = 40
+
+
+def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
+            label: str = "") -> _calibration.Calibration:  # fmt: skip
+    """The calibration fitted on measured points of one GPU and engine, pulled towards ``prior``."""
+    layout = _fit.layout_of(pts, pooled=True, request=True)
+    start = layout.start(prior.engine_array())
+    # the prior counts as one measured figure per parameter: the runs decide what they measure,
+    # the prior holds what they do not
+    figures = sum(len(pt.figures) for pt in pts)
+    fitted, _, _, _ = _fit.fit(
+        pts, pooled=True, prior=start, start=start, request_overhead=True,
+        max_evaluations=EVALUATIONS, prior_weight=1.0 / math.sqrt(max(figures, 1)),
+    )  # fmt: skip
+    cal = next(iter(fitted.values()))
+    fields = {k: float(v) for k, v in zip(_fit.kernels.CALIBRATION_FIELDS, cal.engine_array(),
+                                          strict=True)}  # fmt: skip
+    return _calibration.Calibration(
+        **fields, fitted_on=label or f"own runs ({len(pts)} loads; prior: {prior.fitted_on})",
+        points=cal.points, fit_error=cal.fit_error,
+    )  # fmt: skip
+
+
+def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, engine="vllm-v1",
+              engine_version: str = "", dtype: str | None = None, max_model_len=None,
+              max_num_seqs=None, max_num_batched_tokens=None,
+              prior: _calibration.Calibration | None = None) -> _calibration.Calibration:  # fmt: skip
+    """Calibrate the engine model on your own benchmark runs (two or three loads are enough).
+
+    Parameters
+    ----------
+    runs
+        The runs: a table from :func:`capnb.data.read_bench_runs` (``vllm bench serve`` or SGLang
+        ``bench_serving`` result files, one run per request rate or concurrency), or a measured
+        closed-loop curve (:func:`capnb.data.read_vllm_bench`, :func:`capnb.data.read_aiperf`,
+        :func:`capnb.data.read_benchmark`; its points are read as concurrencies).
+    model, gpu, tensor_parallel
+        What ran (default: the table's or the curve's own).
+    engine, engine_version
+        The serving engine and its release (``"vllm-v1"``, ``"vllm-v0"``, ``"sglang"``, ...;
+        :func:`capnb.latency.engine_settings`).
+    dtype
+        ``"fp8"`` for FP8 weights (default: the table's, else the model's own).
+    max_model_len, max_num_seqs, max_num_batched_tokens
+        The server's flags where they were set (None: the engine's defaults).
+    prior
+        The calibration to start from and pull towards (default: the bundled one of this GPU and
+        engine, :func:`capnb.latency.engine_calibration`).
+
+    Returns
+    -------
+    capnb.latency.calibration.Calibration
+        Pass it to :func:`capnb.latency.engine` (``calibration=``) to predict other rates,
+        lengths and tensor-parallel degrees on that GPU and engine.
+
+    Raises
+    ------
+    InputError
+        No run, runs of several GPUs, models or degrees, or a run the model cannot simulate.
+    """
+    pts = own_points(runs, model=model, gpu=gpu, tensor_parallel=tensor_parallel, engine=engine,
+                     engine_version=engine_version, dtype=dtype, max_model_len=max_model_len,
+                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)  # fmt: skip
+    first = pts[0]
+    if prior is None:
+        prior = _fitted.engine_calibration(first.gpu, first.engine_id)
+    elif not isinstance(prior, _calibration.Calibration):
+        raise InputError(f"prior must be a Calibration, got {type(prior).__name__}")
+    for pt in pts:
+        if _fit.setup(pt) is None:
+            raise InputError(
+                f"runs: the run at {pt.mode} {pt.load:g} cannot be simulated (one request does "
+                f"not fit {first.model}'s KV cache on {first.tensor_parallel} x {first.gpu})"
+            )
+    loads = ", ".join(f"{pt.load:g}" for pt in pts)
+    return fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
+                   f"{first.engine_id} ({first.mode} {loads}); prior: {prior.fitted_on}")  # fmt: skip
+
+
+def own_points(runs, **given) -> list[_fit.Point]:
+    """The measured points of the user's runs (see :func:`calibrate`)."""
+    import pandas as pd
+
+    if isinstance(runs, xr.Dataset):
+        runs = _curve_table(runs, given)
+    if not isinstance(runs, pd.DataFrame) or runs.empty:
+        raise InputError("runs: pass capnb.data.read_bench_runs(...) or a measured curve")
+    table = runs.copy()
+    for column in ("model", "gpu", "tensor_parallel"):
+        if given.get(column) is not None:
+            table[column] = given[column]
+        if column not in table or table[column].nunique() != 1:
+            raise InputError(
+                f"runs: one {column} at a time (found {sorted(set(table.get(column, [])))})"
+            )
+    bundled = "source" in table and set(table["source"]) <= _bundled_sources()
+    if not bundled:  # (a bundled source keeps the engine and release it names)
+        table["engine"] = given["engine"]
+        table["engine_version"] = given.get("engine_version") or ""
+    if given.get("dtype"):
+        table["dtype"] = given["dtype"]
+    _engines.engine_id(given["engine"])  # a clear error for an unknown engine
+    flags = {k: given.get(k) for k in ("max_model_len", "max_num_seqs", "max_num_batched_tokens")}
+    pts = []
+    for (mode, load), rows in table.groupby(["mode", "load"], sort=True):
+        first = rows.iloc[0]
+        config = (str(first.source if "source" in rows else "own run"), str(first.gpu),
+                  str(first.model), str(first.engine), str(first.engine_version),
+                  int(first.tensor_parallel), str(first.get("dtype", "bf16")),
+                  float(first.input_tokens), float(first.output_tokens), str(mode))  # fmt: skip
+        figures = {(m, s): float(v) for m, s, v in zip(rows.metric, rows.stat, rows.value,
+                                                       strict=True) if m in _fit.LATENCY_METRICS}  # fmt: skip
+        requests = rows["requests"].iloc[0] if "requests" in rows else math.nan
+        run = {**{k: v for k, v in flags.items() if v is not None},
+               "requests": float(requests), "lengths": "mean"}  # fmt: skip
+        point = _fit.Point(config, float(load), figures, run=run)
+        if config[0] in _bundled_sources():  # a bundled run: simulated as it was run
+            point = _fit.Point(config, float(load), figures)
+        pts.append(point)
+    if not pts:
+        raise InputError("runs: no latency figure to fit")
+    return pts
+
+
+def _bundled_sources() -> set[str]:
+    from ..data import list_measurement_sources
+
+    return set(list_measurement_sources())
+
+
+def _curve_table(curve: xr.Dataset, given: dict):
+    """A measured closed-loop curve as a runs table (one run per concurrency)."""
+    import pandas as pd
+
+    if "concurrency" not in curve.dims or "latency" not in curve:
+        raise InputError("runs: a curve must be over 'concurrency' with a 'latency' variable")
+    rows = []
+    for c in curve.concurrency.values:
+        point = curve.sel(concurrency=c)
+        base = {"source": "own run", "model": given.get("model") or curve.attrs.get("model"),
+                "gpu": given.get("gpu") or curve.attrs.get("gpu"),
+                "tensor_parallel": given.get("tensor_parallel") or curve.attrs.get("tensor_parallel"),
+                "dtype": given.get("dtype") or curve.attrs.get("weight_dtype") or "bf16",
+                "input_tokens": float(curve.attrs["prompt_tokens"]),
+                "output_tokens": float(curve.attrs["output_tokens"]),
+                "mode": "concurrency", "load": float(c)}  # fmt: skip
+        for metric in ("ttft", "tpot", "itl", "e2e"):
+            for q, stat in ((0.5, "p50"), (0.9, "p90"), (0.95, "p95"), (0.99, "p99")):
+                if q in point.latency_quantile.values:
+                    value = float(point.latency.sel(metric=metric, latency_quantile=q))
+                    if math.isfinite(value) and value > 0:
+                        rows.append({**base, "metric": metric, "stat": stat, "value": value})
+            if "mean_latency" in curve:
+                value = float(point.mean_latency.sel(metric=metric))
+                if math.isfinite(value) and value > 0:
+                    rows.append({**base, "metric": metric, "stat": "mean", "value": value})
+    return pd.DataFrame(rows)

@@ -1,0 +1,193 @@
+"""Issue 30: queueing past the knee, engines' settings, calibration on one's own runs, the band."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from capnb import capacity, data, latency
+from capnb.errors import ConfigError, InputError
+from capnb.latency import _engines, _fit
+from capnb.latency.calibration import Calibration
+
+W = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
+CAL = Calibration(0.6, 0.85, 0.6, 2e-3, 1e-5, 2e-5, 0.0, fitted_on="test")
+
+
+def _rate_curve(rates, requests=600, **kwargs):
+    kwargs.setdefault("calibration", CAL)
+    return latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, request_rate=rates, requests=requests,
+                          **kwargs)  # fmt: skip
+
+
+def test_past_saturation_requests_queue_and_the_throughput_is_the_engines():
+    """Past the engine's capacity TTFT grows with the queue and throughput stops short of the load.
+
+    Llama-3.1-8B on one H100 with 512-token prompts is compute-bound near 50 requests/s here:
+    at 10 requests/s every request is served at once; at 200 the waiting queue grows for as long
+    as requests arrive.
+    """
+    curve = _rate_curve([10.0, 200.0], requests=1200, warmup_share=0.0)
+    p99 = curve.latency.sel(metric="ttft", latency_quantile=0.99).values
+    served = curve.throughput.values
+    assert served[0] == pytest.approx(10.0, rel=0.1)
+    assert served[1] < 0.6 * 200.0  # the engine's throughput, not the arrival rate
+    assert p99[1] > 20 * p99[0]  # a queue, not a longer step
+    # a longer run at the same overload waits longer: the queue grows with the run
+    longer = _rate_curve([200.0], requests=2400, warmup_share=0.0)
+    assert longer.latency.sel(metric="ttft", latency_quantile=0.99).item() > 1.5 * p99[1]
+
+
+def test_the_engines_settings_change_the_saturation():
+    """vLLM V0 with a 512-token step budget (its long-context default) saturates sooner than V1."""
+    v1 = _rate_curve([1000.0], engine="vllm-v1").throughput.item()
+    v0 = _rate_curve([1000.0], engine="vllm-v0", max_model_len=91680).throughput.item()
+    assert v0 < 0.9 * v1
+    first = _rate_curve([1000.0], engine="vllm-v0")  # 8K context: prefill-first, whole prompts
+    assert first.attrs["scheduling_policy"] == "prefill_first"
+    assert first.attrs["chunked_prefill"] == 0
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "want"),
+    [("vLLM", "0.6.3.post2", "vllm-v0"), ("vllm", "0.11.0", "vllm-v1"), ("SGLang", "0.4.1", "sglang"),
+     ("TGI", "sha-11d7af7", "tgi"), ("TensorRT-LLM", "0.5.0", "trtllm"),
+     ("LMDeploy-TurboMind", "0.2.0", "lmdeploy")],
+)  # fmt: skip
+def test_engine_names_resolve_by_release(engine, version, want):
+    assert _engines.engine_id(engine, version) == want
+
+
+def test_engine_defaults_follow_the_release_and_gpu():
+    h100 = 80 * 2**30
+    v1 = _engines.engine_settings("vllm-v1", gpu_memory_bytes=h100, gpu="H100-SXM")
+    assert (v1.max_num_seqs, v1.max_num_batched_tokens, v1.policy) == (1024, 8192, "mixed")
+    a100 = _engines.engine_settings("vllm-v1", gpu_memory_bytes=h100, gpu="A100-80GB")
+    assert (a100.max_num_seqs, a100.max_num_batched_tokens) == (256, 2048)
+    long = _engines.engine_settings("vllm-v0", max_model_len=131072)
+    assert (long.policy, long.chunked_prefill, long.max_num_batched_tokens) == ("mixed", True, 512)
+    short = _engines.engine_settings("vllm-v0", max_model_len=8192)
+    assert (short.policy, short.chunked_prefill, short.max_num_batched_tokens) == (
+        "prefill_first", False, 8192)  # fmt: skip
+    assert _engines.engine_settings("sglang", kv_tokens=1000).max_num_seqs == 500  # KV // 2
+    assert _engines.engine_settings("sglang", kv_tokens=10**6).max_num_seqs == 2048
+    given = _engines.engine_settings("vllm-v1", max_num_seqs=64)
+    assert given.max_num_seqs == 64 and "given" in given.source
+    with pytest.raises(InputError, match="engine"):
+        _engines.engine_id("fastllm")
+    with pytest.raises(InputError, match="max_num_seqs"):
+        _engines.engine_settings("vllm-v1", max_num_seqs=-1)
+
+
+def test_an_fp8_curve_records_its_dtype_and_the_memory_limit_uses_it():
+    """405B with FP8 weights fits 8 x H100 (the memory limit sized bf16 weights before)."""
+    w = latency.workload(prompt_tokens=[1000] * 4, output_tokens=[200] * 4)
+    curve = latency.engine("Llama-3.1-405B", "H100-SXM", 8, w, concurrency=[1, 8, 32], requests=96,
+                           weight_dtype="fp8", calibration=CAL)  # fmt: skip
+    assert curve.attrs["weight_dtype"] == "fp8"
+    planned = capacity.plan(curve, 60.0, 5.0, metric="e2e")
+    assert str(planned.binding.item()) != "infeasible_memory"
+    assert int(planned.max_concurrency) > 32
+
+
+def _write_runs(folder, calibration, rates, engine="vllm-v1"):
+    """vllm bench serve result files of runs the engine model itself produced."""
+    for rate in rates:
+        curve = latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, request_rate=[rate], requests=300,
+                               calibration=calibration, warmup_share=0.0, engine=engine)  # fmt: skip
+        lat = curve.latency.sel(request_rate=rate)
+        mean = curve.mean_latency.sel(request_rate=rate)
+        record = {"request_rate": rate, "completed": 300, "total_input_tokens": 512 * 300,
+                  "total_output_tokens": 128 * 300, "duration": 300 / rate}  # fmt: skip
+        for metric, key in (("ttft", "ttft"), ("tpot", "tpot"), ("e2e", "e2el")):
+            record[f"mean_{key}_ms"] = 1000 * float(mean.sel(metric=metric))
+            record[f"median_{key}_ms"] = 1000 * float(lat.sel(metric=metric, latency_quantile=0.5))
+            record[f"p99_{key}_ms"] = 1000 * float(lat.sel(metric=metric, latency_quantile=0.99))
+        (folder / f"rate{rate:g}.json").write_text(json.dumps(record))
+
+
+def test_read_bench_runs_keeps_each_runs_mode_and_length(tmp_path):
+    _write_runs(tmp_path, CAL, [2.0, 8.0])
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
+    assert sorted(runs["load"].unique()) == [2.0, 8.0]
+    assert set(runs["mode"]) == {"request_rate"} and set(runs["requests"]) == {300}
+    assert set(runs["metric"]) == {"ttft", "tpot", "e2e"}
+    bad = {"completed": 10, "request_rate": 1.0, "total_input_tokens": 10,
+           "total_output_tokens": 10}  # fmt: skip
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ConfigError, match="bad.json: no latency figure"):
+        data.read_bench_runs(tmp_path / "bad.json", model="Llama-3.1-8B", gpu="H100-SXM",
+                             tensor_parallel=1, engine="vllm")  # fmt: skip
+    (tmp_path / "bad.json").write_text(json.dumps({"completed": 10, "request_rate": 1.0}))
+    with pytest.raises(ConfigError, match="total_input_tokens"):
+        data.read_bench_runs(tmp_path / "bad.json", model="Llama-3.1-8B", gpu="H100-SXM",
+                             tensor_parallel=1, engine="vllm")  # fmt: skip
+
+
+def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
+    """Runs made by a known calibration: two rates calibrate, the held-out rate is predicted."""
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
+    own = latency.calibrate(runs[runs["load"] != 6.0], engine="vllm-v1", prior=CAL)
+    assert "own runs" in own.fitted_on
+    held = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=own)
+    true = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=truth)
+    prior = _rate_curve([6.0], requests=300, warmup_share=0.0)
+    for metric in ("ttft", "tpot", "e2e"):
+        got = held.latency.sel(metric=metric, latency_quantile=0.5).item()
+        want = true.latency.sel(metric=metric, latency_quantile=0.5).item()
+        before = prior.latency.sel(metric=metric, latency_quantile=0.5).item()
+        assert abs(got / want - 1) <= 0.10, metric
+        assert abs(got / want - 1) < abs(before / want - 1), metric  # better than the prior
+    with pytest.raises(InputError, match="runs"):
+        latency.calibrate(runs.iloc[:0], engine="vllm-v1")
+    with pytest.raises(InputError, match="engine"):
+        latency.calibrate(runs, engine="fastllm")
+
+
+def test_a_plan_carries_its_band():
+    curve = data.load_latency_curve("dstack-vllm-mi300x-short")
+    mid = capacity.plan(curve, 10.0, 20.0, metric="ttft")
+    banded = capacity.plan(curve, 10.0, 20.0, metric="ttft", latency_band=(0.8, 1.3))
+    assert float(banded.per_instance_qps) == float(mid.per_instance_qps)
+    low, high = float(banded.per_instance_qps_low), float(banded.per_instance_qps_high)
+    assert low <= float(mid.per_instance_qps) <= high and low < high
+    assert int(banded.instances_low) <= int(mid.instances) <= int(banded.instances_high)
+    assert banded.per_instance_qps_low.attrs["units"] == "requests/s"
+    assert banded.instances_high.attrs["units"] == "instances"
+    # the band is the plan at SLA / ratio: latency 1.3 times the curve's meets 10 s where it meets
+    # 10 / 1.3 s
+    tight = capacity.plan(curve, 10.0 / 1.3, 20.0, metric="ttft")
+    assert low == float(tight.per_instance_qps)
+    with pytest.raises(InputError, match="latency_band"):
+        capacity.plan(curve, 10.0, 20.0, metric="ttft", latency_band=(1.3, 0.8))
+
+
+def test_measured_runs_table_names_a_bad_row(tmp_path, monkeypatch):
+    runs = data.load_measurement_runs()
+    assert set(runs["lengths"]) <= {"mean", "uniform", "requests", "dataset"}
+    requests = data.load_measured_requests("dstack-h100-vllm-405b-fp8")
+    assert len(requests) == 3000 and (requests.output_tokens >= 0).all()
+    # a run whose stream carried no text is served but not timed: the simulation says so
+    pts, _ = _fit.points(data.load_measurements("dstack-h100-vllm-405b-fp8"))
+    s = _fit.setup(pts[0])
+    assert s.timed.sum() == (requests[requests.load == pts[0].load].output_tokens >= 1).sum()
+
+
+def test_a_measured_run_is_simulated_as_it_was_run():
+    pts, _ = _fit.points(data.load_measurements("datacrunch-h200-sglang-deepseek-v3"))
+    one = next(p for p in pts if p.tensor_parallel == 8 and p.load == 8.0)
+    s = _fit.setup(one)
+    assert s.prompt.size == 2400  # the run's 2,400 prompts, every one reported
+    assert s.settings[7] == 1  # SGLang: prefill first
+    # DP attention: each of the 8 ranks holds its own requests' KV cache
+    _, _, kv = _fit.vectors(one.model, one.gpu, 8, one.dtype)
+    assert s.settings[4] == (8 * kv) // 16
+    assert not math.isnan(_fit.simulate_point(one, CAL.engine_array())[0][("ttft", "p50")])
+    assert np.all(s.timed)

@@ -1,0 +1,49 @@
+"""latency = "auto": each SLA bound is checked on the latency model its held-out error prefers."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from capnb import capacity, latency, plan
+from capnb.capacity._engine_sweep import _analytic_metrics, engine_curve
+from capnb.latency import validate
+from capnb.records import SLA
+
+W = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
+
+
+def test_the_named_metrics_come_from_the_analytic_model_at_the_engines_concurrencies():
+    curve = engine_curve("Llama-3.1-8B", "H100-SXM", 1, W, fits=64, running_tokens=64 * 640,
+                         hit_rate=0.0, requests=300, seed=0)  # fmt: skip
+    mixed = _analytic_metrics(curve, ("ttft",), "Llama-3.1-8B", "H100-SXM", 1, W)
+    analytic = latency.analytic("Llama-3.1-8B", "H100-SXM", 1, workload=W,
+                                concurrency=curve.concurrency.values.tolist())  # fmt: skip
+    ttft = analytic.latency.sel(metric="ttft").squeeze(drop=True)
+    np.testing.assert_array_equal(
+        mixed.latency.sel(metric="ttft").values, ttft.transpose("concurrency", ...).values
+    )
+    for m in ("tpot", "itl", "e2e"):  # the other metrics stay the engine's
+        np.testing.assert_array_equal(mixed.latency.sel(metric=m), curve.latency.sel(metric=m))
+    assert _analytic_metrics(curve, (), "Llama-3.1-8B", "H100-SXM", 1, W) is curve
+
+
+def test_each_bound_gets_its_own_models_band():
+    sla = SLA(ttft_s=2.0, tpot_s=0.05)
+    mixed = capacity._engine_sweep._band_ratio("held-out", sla, None, ("ttft",))
+    assert mixed["ttft"] == capacity.band_ratios(sla, model="analytic")["ttft"]
+    assert mixed["tpot"] == capacity.band_ratios(sla, model="engine")["tpot"]
+
+
+def test_an_auto_plan_checks_each_bound_on_the_preferred_model_and_says_so():
+    config = plan.PlanConfig(trace="servegen-m-small", gpus=("H100-SXM",), tensor_parallel=(1,),
+                             policies=("hpa",), trials=100, latency="auto")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        built = plan.build(config)
+    a = plan.answer(built)
+    preferred = {m: validate.preferred_model(m)["model"] for m in config.sla.bounds}
+    assert a.latency_model == preferred[a.binding_metric]
+    for m, model in preferred.items():
+        assert f"{m.upper()} {model}" in a.inputs
