@@ -248,29 +248,13 @@ def engine(
     >>> bool(curve.latency.sel(metric="e2e", latency_quantile=0.99).diff("concurrency").min() > 0)
     True
     """
-    from ..data import load_gpus, load_model
-
     if concurrency is not None and request_rate is not None:
         raise InputError("give concurrency (closed loop) or request_rate (open loop), not both")
-    spec = load_model(model)
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
-    tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
-    reason = spec.valid_tensor_parallel(tp)
-    if reason:
-        raise InputError(f"tensor_parallel: {reason}")
+    spec, gpu_id, tp, gpus, model_vec, gpu_vec = _option(
+        model, gpu, tensor_parallel, kv_dtype, weight_dtype
+    )
     n, hit, warmup, qs = _checked(requests, max_num_seqs, max_num_batched_tokens, prefix_hit_rate,
                                   warmup_share, arrival_cv, seed, quantiles)  # fmt: skip
-
-    gpus = load_gpus([gpu_id])
-    model_vec = model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-    gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
-    if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
-        raise InputError(
-            f"gpu: {gpu_id} lacks a figure the model needs (FLOP/s, HBM bandwidth, or the "
-            "interconnect bandwidth at tensor_parallel > 1)"
-        )
     cal = _calibration_of(calibration, gpu_id, engine)
     kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype)
     kv_blocks = kv_tokens // BLOCK_SIZE
@@ -281,14 +265,7 @@ def engine(
     )  # fmt: skip
     seqs = settings.running_limit(kv_tokens)
 
-    prompt, output, rng = sample_requests(workload, n, seed)
-    longest = int((prompt + output).max())
-    if _kv_blocks_needed(longest) > kv_blocks:
-        raise InputError(
-            f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
-            "(prompt + output); the engine would reject it"
-        )
-    gaps = arrival_gaps(rng, n, float(arrival_cv))
+    prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens)
     cached = np.floor(hit * prompt).astype(np.int64)
     run = dict(
         max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
@@ -334,6 +311,41 @@ def engine(
             "catalog's intra-node bandwidth, so the curve is optimistic",
         )
     return result
+
+
+def _option(model, gpu, tensor_parallel, kv_dtype, weight_dtype):
+    """One (model, GPU, degree), checked: the spec, the GPU's id and row, and the kernel's vectors."""
+    from ..data import load_gpus, load_model
+
+    spec = load_model(model)
+    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
+    if gpu_id is None:
+        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
+    tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
+    reason = spec.valid_tensor_parallel(tp)
+    if reason:
+        raise InputError(f"tensor_parallel: {reason}")
+    gpus = load_gpus([gpu_id])
+    model_vec = model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+    gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
+    if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
+        raise InputError(
+            f"gpu: {gpu_id} lacks a figure the model needs (FLOP/s, HBM bandwidth, or the "
+            "interconnect bandwidth at tensor_parallel > 1)"
+        )
+    return spec, gpu_id, tp, gpus, model_vec, gpu_vec
+
+
+def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int):
+    """``n`` requests' prompt and output tokens drawn from the workload, and their arrival gaps."""
+    prompt, output, rng = sample_requests(workload, n, seed)
+    longest = int((prompt + output).max())
+    if _kv_blocks_needed(longest) > kv_tokens // BLOCK_SIZE:
+        raise InputError(
+            f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
+            "(prompt + output); the engine would reject it"
+        )
+    return prompt, output, arrival_gaps(rng, n, float(arrival_cv))
 
 
 def _engine_attrs(settings: _engines.EngineSettings, running_limit: int) -> dict:
