@@ -27,14 +27,8 @@ from capnb import capacity, data, latency, memory
 from capnb.kernels import capacity as kernels
 
 from . import Row, best_time
-from .memory import _fill_bound
+from .memory import MODELS, TENSOR_PARALLEL, _fill_bound
 from .reference import REGISTRY
-
-MODELS = [
-    "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Mixtral-8x7B", "Mixtral-8x22B",
-    "Qwen3-8B", "Qwen3-32B", "Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3",
-]  # fmt: skip
-TENSOR_PARALLEL = [1, 2, 4, 8]
 
 
 def _grid(quick: bool) -> dict[str, object]:

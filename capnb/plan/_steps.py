@@ -116,8 +116,6 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     if kind == "auto":  # each bound on the model its metric's held-out error prefers
         analytic_metrics = tuple(m for m, c in choices.items() if c["model"] == "analytic")
         kind = "model" if len(analytic_metrics) == len(choices) else "engine"
-        if kind == "model":
-            analytic_metrics = ()
     if cfg.prefix_cache_share > 0 and kind != "engine":
         raise InputError(
             f"prefix_cache_share = {cfg.prefix_cache_share:g} needs latency = 'engine' (the "
