@@ -158,7 +158,9 @@ class _Knative:
             desired = self.max_panic
         if self.delay > 0:
             self.delayed.append((t, desired))
-            desired = max(d for s, d in self.delayed if s > t - self.delay)
+            # what left the window never returns to it (t only grows): drop it
+            self.delayed = [(s, d) for s, d in self.delayed if s > t - self.delay]
+            desired = max(d for s, d in self.delayed)
         return desired
 
 

@@ -95,6 +95,7 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config, forecast=Non
     s["_counter"] = np.concatenate([[0.0], np.cumsum(demand)])  # cumulative requests/s, in order
     up, cooldown, cold = (np.asarray(a) for a in (up, cooldown, cold))
     low, buffer = np.asarray(low), np.asarray(buffer)
+    longest_cooldown = int(cooldown.max())
     runs, policy = up.shape[0], s["policy"]
     step_s, q, high = s["step_s"], s["per_instance_qps"], s["max_instances"]
     tolerance, window, period = s["tolerance_steps"], s["thrash_steps"], s["period_steps"]
@@ -196,8 +197,9 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config, forecast=Non
             target = _knative(demand, t, s, up * q, ready_pool, panicking, panic_since, max_panic)
             if (cooldown > 0).any():
                 delayed.append((t, target))
-                delayed = [(step, d) for step, d in delayed if step > t - int(cooldown.max())]
-                held = np.max([np.where(step > t - cooldown, d, 0) for step, d in delayed], 0)
+                delayed = [(step, d) for step, d in delayed if step > t - longest_cooldown]
+                steps = np.array([step for step, _ in delayed])[:, None]
+                held = np.where(steps > t - cooldown, np.array([d for _, d in delayed]), 0).max(0)
                 target = np.where(cooldown > 0, held, target)
         target = np.minimum(np.maximum(target, low), high)
 
