@@ -26,7 +26,10 @@ def run(quick: bool = False) -> list[Row]:
     from capnb import data, elasticity, forecast, plan
     from capnb.plan._origins import rolling
 
-    overrides = {"gpus": ["H200"], "tensor_parallel": [1], "trials": 200} if quick else {}
+    # quick: every policy, one setting of each knob (the smoke run CI times, not the figure)
+    overrides = {"gpus": ["H200"], "tensor_parallel": [1], "trials": 200,
+                 "scale_up_threshold": [0.7], "cooldown_s": [900.0],
+                 "buffer_instances": [0]} if quick else {}  # fmt: skip
     cfg = plan.read_config(None, **overrides)
     source = data.load_traffic(cfg.trace)
     series = forecast.resample(source, cfg.interval)
