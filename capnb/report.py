@@ -722,6 +722,8 @@ def run_report(
 
     from nbclient.exceptions import CellExecutionError
 
+    for name in worksheets:  # an unknown name fails now, not after the plan is built
+        worksheet_path(name)
     out_dir = Path(out_dir)
     kept: list = []
     written: list = []  # the plan's exports: removed again if no worksheet runs
