@@ -89,6 +89,7 @@ DIMS: dict[str, Term] = _table(
     ),
     ("pricing", "1", "price kind: on_demand, reserved_1y, reserved_3y, reserved or spot"),
     ("ratio", "1", "prefill:decode instances of a disaggregated fleet, as P:D"),
+    ("stage", "1", "a stage of a disaggregated request's TTFT: prefill_queue ... first_step"),
     (
         "serving",
         "1",
@@ -300,7 +301,8 @@ VARIABLES: dict[str, Term] = _table(
     ("fleet_qps", "requests/s", "requests per second the whole fleet completes"),
     ("output_tokens_per_gpu", "tokens/s", "output tokens per second per GPU of the fleet"),
     ("meets_sla", "1", "whether the latency quantiles are within every SLA"),
-    ("bottleneck", "1", "the pool that is saturated (prefill or decode), or empty"),
+    ("bottleneck", "1", "stage whose queue holds most of TTFT: prefill, transfer, decode or empty"),
+    ("ttft_stages", "s", "mean seconds of each stage of TTFT: queues, prefill, transfer, a step"),
     ("kv_transfer_s", "s", "time to move one prompt's KV cache from prefill to decode"),
     ("best_ratio", "1", "the P:D ratio with the most output tokens/s per GPU within the SLA"),
     ("best_reason", "1", "why best_ratio is what it is, in numbers"),
