@@ -304,6 +304,7 @@ VARIABLES: dict[str, Term] = _table(
     ("bottleneck", "1", "stage whose queue holds most of TTFT: prefill, transfer, decode or empty"),
     ("ttft_stages", "s", "mean seconds of each stage of TTFT: queues, prefill, transfer, a step"),
     ("kv_transfer_s", "s", "time to move one prompt's KV cache from prefill to decode"),
+    ("simulated_latency", "s", "latency quantile simulated per request over the whole fleet"),
     ("best_ratio", "1", "the P:D ratio with the most output tokens/s per GPU within the SLA"),
     ("best_reason", "1", "why best_ratio is what it is, in numbers"),
     ("serving_reason", "1", "why the serving mode is chosen, feasible or not, in numbers"),

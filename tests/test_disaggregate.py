@@ -176,6 +176,15 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     )
     assert ds.attrs["serving"] == cheaper
     assert ds.attrs["recommendation"].startswith(f"Serve {cheaper}")
+    # the busiest slot's fleet simulated per request: its TTFT holds the hand-off's queues, so it
+    # is no shorter than the mean of its stages, and it is said when it misses the SLA
+    simulated = ds.simulated_latency.sel(metric="ttft").item()
+    assert simulated >= float(ds.ttft_stages.sum("stage")) * 0.5
+    assert ds.simulated_latency.attrs["units"] == "s"
+    assert ds.stage.values.tolist()[:2] == ["prefill_queue", "prefill"]
+    missed = simulated > 1.0 or ds.simulated_latency.sel(metric="tpot").item() > 0.05
+    said = "Simulated per request" in ds.attrs["recommendation"]
+    assert said == (missed and ds.attrs["serving"] == "disaggregated")
 
 
 def test_disaggregate_says_infeasible_never_falls_back(small):

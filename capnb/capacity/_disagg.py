@@ -785,7 +785,18 @@ def disaggregate(
     disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth)
     agg = _aggregated_plan(aggregated_curve, demand, agg_tp, sla)
     choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
+    simulated = _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, settings,
+                                sla)  # fmt: skip
+    if simulated["note"] and choice == "disaggregated":
+        recommendation += " " + simulated["note"]
     ds = _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q)
+    ds["simulated_latency"] = xr.DataArray(
+        simulated["latency"], dims="metric", attrs=glossary.attrs("simulated_latency")
+    )
+    ds["ttft_stages"] = xr.DataArray(
+        simulated["stages"], dims="stage", attrs=glossary.attrs("ttft_stages")
+    )
+    ds = ds.assign_coords(stage=("stage", list(_pd_fleet.kernels.STAGES), glossary.attrs("stage")))
     ds.attrs = {
         "source": "capnb.capacity.disaggregate (engine model per pool)",
         "model": spec.name,
@@ -799,6 +810,47 @@ def disaggregate(
         "recommendation": recommendation,
     }
     return ds
+
+
+def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, settings, sla) -> dict:
+    """The disaggregated plan's busiest slot simulated per request (:mod:`._pd_fleet`).
+
+    An open loop of Poisson arrivals at the slot's requests/s over its prefill and decode
+    instances: the quantiles of TTFT (with every queue of the hand-off) and TPOT, the mean TTFT
+    stages, and a sentence when they miss the SLA the curves' operating points met.
+    """
+    from ..latency import _engine
+
+    nan = {"latency": [math.nan] * 2, "stages": [math.nan] * len(_pd_fleet.kernels.STAGES),
+           "note": ""}  # fmt: skip
+    peak = int(np.argmax(demand))
+    if not disagg["meets_sla"] or demand[peak] <= 0:
+        return nan
+    pair = tuple(int(v) for v in disagg["instances"][:, peak])
+    n = _validate.positive_int(settings["requests"], "requests")
+    setup = _pd_fleet.pool_setup(spec, gpu_id, tps, "vllm-v1", settings["max_num_seqs"],
+                                 settings["max_num_batched_tokens"])  # fmt: skip
+    cal = _engine._calibration_of(settings["calibration"], gpu_id, "vllm-v1")
+    prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
+    moved = kv_transfer_s(spec, prompt, tensor_parallel=tps["prefill"], link_bandwidth=bandwidth)
+    run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
+                              closed=False, load=float(demand[peak]), warmup=math.ceil(0.1 * n),
+                              quantile=sla.quantile, router="random", rng=rng)  # fmt: skip
+    latency = [run["ttft"], run["tpot"]]
+    missed = [
+        f"{m.upper()} {v * (1e3 if m == 'tpot' else 1):.3g} {'ms' if m == 'tpot' else 's'}"
+        for m, v in zip(_METRICS, latency, strict=True)
+        if not v <= sla.bounds[m]
+    ]
+    note = (
+        f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {demand[peak]:,.3g} "
+        f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
+        f"{' and '.join(missed)}: above the SLA; add instances to the "
+        f"{run['bottleneck'] or 'decode'} pool."
+        if missed
+        else ""
+    )
+    return {"latency": latency, "stages": run["stages"], "note": note}
 
 
 def _gpu_price(gpu_id: str, usd_per_gpu_hour) -> float:

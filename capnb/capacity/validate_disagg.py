@@ -107,6 +107,7 @@ def check(
     tp_1to1: int = 4,
     groups=None,
     seed: int = 0,
+    router: str = "random",
 ) -> pd.DataFrame:
     """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all).
 
@@ -148,7 +149,7 @@ def check(
                 "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla=sla,
                 ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
                 requests=int(run.num_prompts), warmup_share=0.0, engine="sglang",
-                max_num_seqs=None, max_num_batched_tokens=None, seed=seed,
+                max_num_seqs=None, max_num_batched_tokens=None, seed=seed, router=router,
             )  # fmt: skip
             one = ds.isel(ratio=0, concurrency=0)
             row["predicted_ttft_s"] = float(one.latency.sel(metric="ttft"))
