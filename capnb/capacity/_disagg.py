@@ -18,15 +18,18 @@ the requests in flight on one instance:
   (``link_bandwidth``: the catalog's intra-node interconnect by default; give a NIC's bytes/s for
   pools on separate nodes).
 
-Client TTFT = prefill TTFT + transfer + decode TTFT; its P99 is taken as the sum of the P99s
-(conservative when the waits are not correlated); TPOT is the decode pool's.
+For sizing, a pool's TTFT adds up as prefill TTFT + transfer + decode TTFT (the sum of their
+quantiles: conservative); TPOT is the decode pool's.
 
-:func:`pd_ratio` places a closed loop of ``c`` requests on a fixed fleet of ``P`` prefill and ``D``
-decode instances (:func:`capnb.kernels.disagg.balance`: both pools complete the same requests/s,
-and the requests each holds add up to ``c``), per ratio, and picks the ratio with the most output
-tokens/s per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
-forecast's target) at the operating points that cost fewest GPUs per request/s under the SLA, and
-compares the aggregated fleet for the same demand.
+:func:`pd_ratio` simulates a fixed fleet of ``P`` prefill and ``D`` decode instances per request
+(:func:`capnb.kernels.pd.simulate_fleet`, driven by :mod:`._pd_fleet`): every request queues at its
+prefill instance, is prefilled in token-budgeted steps, crosses the link (one transfer at a time
+per instance), waits in its decode instance's admission queue (a sequence slot and KV blocks) and
+decodes, so its TTFT holds every queue; per ratio it picks the ratio with the most output tokens/s
+per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
+forecast's target) at the operating points of their curves that cost fewest GPUs per request/s
+under the SLA, compares the aggregated fleet for the same demand, and simulates its busiest slot
+per request in the same way (``simulated_latency``).
 """
 
 from __future__ import annotations
@@ -356,7 +359,9 @@ def pd_ratio(
         Over ``ratio`` (``"P:D"`` labels), ``concurrency`` (the fleet's), ``pool`` and ``metric``
         (ttft, tpot): ``instances`` (ratio, pool), ``gpus`` (ratio), ``pool_concurrency``,
         ``fleet_qps``, ``output_tokens_per_gpu``, ``latency`` (the quantile; TTFT includes the
-        transfer), ``meets_sla``, ``bottleneck`` (the saturated pool, or ""), ``kv_transfer_s``;
+        transfer and every queue), ``meets_sla``, ``ttft_stages`` (ratio, concurrency, stage: mean
+        seconds), ``bottleneck`` (the stage whose queue holds most of TTFT, or ""),
+        ``kv_transfer_s``;
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
         aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
@@ -759,8 +764,11 @@ def disaggregate(
         ``pool_concurrency`` and ``per_instance_qps`` (pool), ``instances`` (pool, slot),
         ``pd_ratio`` (slot), ``aggregated_instances`` (slot), ``gpus`` and ``usd_per_hour``
         (serving, slot), ``latency`` (serving, metric) at the operating points, ``meets_sla`` and
-        ``serving_reason`` (serving), ``kv_transfer_s``; attrs ``serving`` (the choice) and
-        ``recommendation`` (one sentence with the reason).
+        ``serving_reason`` (serving), ``kv_transfer_s``; ``simulated_latency`` (metric) and
+        ``ttft_stages`` (stage): the busiest slot's disaggregated fleet simulated per request
+        (Poisson arrivals at its demand; NaN when that plan is infeasible); attrs ``serving`` (the
+        choice) and ``recommendation`` (one sentence with the reason, and a warning when the
+        simulation misses the SLA).
     """
     from ..data import load_model
 
