@@ -230,6 +230,19 @@ def picks(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _ttft_by(done: pd.DataFrame) -> str:
+    """The median absolute P99 TTFT error per ratio and per prompt/output shape, as a sentence."""
+    by_ratio = done.groupby("ratio").ttft_error.apply(lambda e: e.abs().median())
+    by_shape = done.groupby(["isl", "osl"]).ttft_error.apply(lambda e: e.abs().median())
+    return (
+        "P99 TTFT error by ratio: "
+        + ", ".join(f"{r} {e:.0%}" for r, e in by_ratio.items())
+        + "; by ISL / OSL: "
+        + ", ".join(f"{i} / {o} {e:.0%}" for (i, o), e in by_shape.items())
+        + "."
+    )
+
+
 def markdown(table: pd.DataFrame, *, sla: SLA = DSTACK_SLA, tp_1to1: int = 4) -> str:
     """The VALIDATION.md section for a :func:`check` table."""
     chosen = picks(table)
@@ -256,7 +269,7 @@ def markdown(table: pd.DataFrame, *, sla: SLA = DSTACK_SLA, tp_1to1: int = 4) ->
         f"a ratio within 5 % of its measured output tokens/s per GPU (within the SLA) in {close} "
         f"of {len(chosen)} (goal: 12). Median absolute error over {len(done)} runs: P99 TTFT "
         f"{med['ttft']:.0%} (goal: 25 %), P99 TPOT {med['tpot']:.0%}, output tokens/s per GPU "
-        f"{med['tokens_per_gpu']:.0%}.",
+        f"{med['tokens_per_gpu']:.0%}. {_ttft_by(done)}",
         "",
         "| ISL / OSL | concurrency | measured best | capnb's pick | within 5 % | not run or left "
         "out | why not |",
