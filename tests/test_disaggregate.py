@@ -1,4 +1,4 @@
-"""Disaggregated serving: the balance kernel against a plain scan, the pools, the plan, the dstack check."""
+"""Disaggregated serving: the pools, the plan, the dstack check (the hand-off kernel: test_pd_fleet)."""
 
 from __future__ import annotations
 
@@ -6,58 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import capnb
-from benchmarks.reference.disagg import balance_python
 from capnb.capacity import validate_disagg
 from capnb.errors import InputError
-from capnb.kernels import disagg as kernels
 from capnb.records import SLA
-
-
-def _kernel(*args):
-    out = np.zeros(4)
-    kernels.balance(*(float(a) if np.isscalar(a) else a for a in args), out)
-    return out
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    c=st.integers(1, 400),
-    p=st.integers(1, 4),
-    d=st.integers(1, 4),
-    transfer=st.floats(0, 0.05),
-    slope_p=st.floats(0.5, 10),
-    cap_p=st.floats(1, 80),
-    slope_d=st.floats(0.05, 2),
-    cap_d=st.floats(1, 40),
-)
-def test_balance_matches_the_plain_scan(c, p, d, transfer, slope_p, cap_p, slope_d, cap_d):
-    k = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128], float)
-    x_p = np.minimum(slope_p * k, cap_p)
-    x_d = np.minimum(slope_d * k, cap_d)
-    fast = _kernel(c, p, d, transfer, k, x_p, k, x_d)
-    plain = balance_python(c, p, d, transfer, k, x_p, k, x_d, steps=20_000)
-    assert fast[3] == plain[3]
-    np.testing.assert_allclose(fast[:3], plain[:3], rtol=2e-3, atol=2e-3)
-    # Little's law: the requests held add up to c
-    held = p * fast[1] + fast[0] * transfer + d * fast[2]
-    assert held == pytest.approx(c, rel=1e-6)
-
-
-def test_balance_by_hand():
-    # linear pools, no saturation: prefill 2 req/s per request held, decode 0.5; P=1, D=1:
-    # c = X/2 + X/0.5 = 2.5 X
-    k = np.array([1.0, 100.0])
-    out = _kernel(10, 1, 1, 0.0, k, 2 * k, k, 0.5 * k)
-    assert out[0] == pytest.approx(4.0) and out[1] == pytest.approx(2.0)
-    assert out[2] == pytest.approx(8.0) and out[3] == 0
-    # a saturated decode pool (1 req/s at most) takes every request the prefill does not hold
-    out = _kernel(50, 1, 1, 0.0, k, 2 * k, k, np.minimum(k, 1.0))
-    assert out[0] == pytest.approx(1.0) and out[3] == 2
-    assert out[1] == pytest.approx(0.5) and out[2] == pytest.approx(49.5)
 
 
 def test_gpt_oss_120b_published_figures():
