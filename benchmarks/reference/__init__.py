@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from . import (
     capacity,
-    disagg,
     elasticity,
     engine,
     forecast,
@@ -26,6 +25,5 @@ REGISTRY: dict[str, dict[str, object]] = {
     **forecast.REGISTRY,
     **elasticity.REGISTRY,
     **engine.REGISTRY,
-    **disagg.REGISTRY,
     **prefix.REGISTRY,
 }
