@@ -14,6 +14,7 @@ from . import (
     engine,
     forecast,
     memory,
+    pd,
     prefix,
 )
 
@@ -25,5 +26,6 @@ REGISTRY: dict[str, dict[str, object]] = {
     **forecast.REGISTRY,
     **elasticity.REGISTRY,
     **engine.REGISTRY,
+    **pd.REGISTRY,
     **prefix.REGISTRY,
 }

@@ -152,3 +152,6 @@ def _decode(j, t, running, admission, free, held, valid, gen, prompt, rec, max_s
         s, m = valid[r], prompt[r] + gen[r] + 1 - valid[r]
         tokens, pairs, kv_read = tokens + m, pairs + m * s + m * (m + 1) / 2, kv_read + s + m
     return step("decode", tokens, pairs, kv_read, len(running[j]))
+
+
+REGISTRY = {"pd.simulate_fleet": {"python": simulate_fleet_python}}
