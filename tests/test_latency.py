@@ -331,3 +331,15 @@ def test_every_stored_fit_holds_only_the_gpus_its_sources_identify():
     # a GPU left out is predicted with the pooled values and the table says it was unseen
     rows = [r for r in record["rows"] if r["source"] == "datacrunch-h200-sglang"]
     assert rows and not any(r["gpu_seen"] for r in rows)
+
+
+def test_a_partial_rerun_names_an_unknown_source_and_refuses_other_measurements():
+    from capnb.latency import _fitted, validate
+
+    record = _fitted.stored()
+    if record is None or record["data_hash"] != validate.data_hash():
+        pytest.skip("no stored engine calibration of these measurements")
+    with pytest.raises(InputError, match="no measured source.*'nope'"):
+        validate.refresh(record, ["nope"])
+    with pytest.raises(InputError, match="other measurements"):
+        validate.refresh({**record, "data_hash": "0" * 16}, ["lmdeploy-a100"])

@@ -256,6 +256,29 @@ def refresh(record: dict, sources: list[str], progress=None) -> dict:
     return record
 
 
+def figures_markdown(record: dict, source: str) -> str:
+    """One source's stored held-out figures side by side: measured, predicted, their ratio."""
+    rows = [r for r in record["rows"] if r["source"] == source]
+    if not rows:
+        sources = sorted({r["source"] for r in record["rows"]})
+        raise InputError(f"--figures: no held-out rows of {source!r}; sources: {sources}")
+    lines = [
+        f"Held-out figures of {source} (engine model, calibrated without it):",
+        "",
+        "| model | TP | dtype | in | out | mode | load | metric | stat | side of knee | measured "
+        "(s) | predicted (s) | predicted / measured |",
+        "|---|---:|---|---:|---:|---|---:|---|---|---|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (str(r["curve"]), r["load"], r["metric"], r["stat"])):
+        c = r["curve"]
+        ratio = r["engine"] / r["measured"]
+        side = "below" if r["below_knee"] else "above"
+        lines.append(f"| {c[2]} | {c[5]} | {c[6]} | 2^{c[7]} | 2^{c[8]} | {c[9]} | {r['load']:g} | "
+                     f"{r['metric']} | {r['stat']} | {side} | {r['measured']:.4g} | "
+                     f"{r['engine']:.4g} | {ratio:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def _relabel(fit: dict, train) -> None:
     """Drop from a stored fit the GPUs its training points do not identify (the pooled values)."""
     known = _fit.identified_gpus(train)
@@ -694,7 +717,18 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="rerun only this source's fold on the stored record (repeatable; see refresh)",
     )
+    parser.add_argument(
+        "--figures",
+        metavar="NAME",
+        help="print one source's stored held-out figures beside their predictions, then stop",
+    )
     args = parser.parse_args(argv)
+    if args.figures:
+        stored = _fitted.stored()
+        if stored is None:
+            parser.error("--figures needs a stored record: run without it first")
+        print(figures_markdown(stored, args.figures))
+        return 0
     if args.source:
         stored = _fitted.stored()
         if stored is None:
