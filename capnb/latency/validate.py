@@ -2,7 +2,9 @@
 
 ``python -m capnb.latency.validate`` prints the tables; ``--write VALIDATION.md`` also stores the
 record (``capnb/latency/engine_calibration.json``: the calibration fitted on every source, each
-fold's, every held-out figure) and replaces the two latency sections of that file.
+fold's, every held-out figure) and replaces the two latency sections of that file. ``--source
+NAME`` reruns only that source's fold on the stored record (:func:`refresh`); ``--figures NAME``
+prints that source's stored held-out figures beside their predictions (:func:`figures_markdown`).
 
 Leave one source out
     For each measurement source (:func:`capnb.data.load_measurements`): fit the engine calibration
