@@ -484,6 +484,8 @@ def markdown(record: dict) -> str:
         + ".",
         "",
         preferred_sentence(record),
+        "",
+        choice_sentence(record),
     ]
     lines += _calibration_lines(record)
     if record["skipped"]:
@@ -686,6 +688,70 @@ def preferred_sentence(record: dict) -> str:
         + ", ".join(worse)
         + "), so it is not the plan's default: `capnb.latency.validate.preferred_model(metric)` "
         "names the model with the lower held-out error for the SLA's metric, with its figures."
+    )
+
+
+def choice_held_out(record: dict) -> list[dict]:
+    """The per-metric model choice itself scored out of sample (leave one source out, nested).
+
+    :func:`preferred_model` picks, per metric group, the model with the lower median held-out
+    error on the figures both models are scored on (below the knee). Picking on the same figures
+    it is then scored on would be tuned; here each source's pick is made from the other sources'
+    figures alone and scored on that source's. A group measured by one source only has no pick
+    made out of sample (its figures say which model fits that source, not which generalises).
+
+    Returns
+    -------
+    list of dict
+        Per group: ``group``, ``sources`` (how many score both models), ``figures``, ``picks``
+        (``{source: model}``, picked without the source), ``chosen``, ``engine`` and ``analytic``
+        (median absolute relative error over the figures of the sources that have a pick, as
+        shares; NaN where none).
+    """
+    rows = [r for r in record["rows"] if r["below_knee"]
+            and math.isfinite(r["engine"]) and math.isfinite(r["analytic"])]  # fmt: skip
+    out = []
+    for group in GROUP_ORDER:
+        mine = [r for r in rows if GROUPS[r["metric"]] == group]
+        sources = sorted({r["source"] for r in mine})
+        picks, scored = {}, {"chosen": [], "engine": [], "analytic": []}
+        for source in sources:
+            train = [r for r in mine if r["source"] != source]
+            if not train:
+                continue
+            engine = np.median(_errors(train, "engine"))
+            analytic = np.median(_errors(train, "analytic"))
+            picks[source] = "engine" if engine <= analytic else "analytic"
+            test = [r for r in mine if r["source"] == source]
+            scored["chosen"] += _errors(test, picks[source])
+            for model in ("engine", "analytic"):
+                scored[model] += _errors(test, model)
+        medians = {k: float(np.median(v)) if v else math.nan for k, v in scored.items()}
+        out.append({"group": group, "sources": len(sources), "figures": len(scored["chosen"]),
+                    "picks": picks, **medians})  # fmt: skip
+    return out
+
+
+def choice_sentence(record: dict) -> str:
+    """The out-of-sample check of the per-metric choice, as a paragraph of the section."""
+    parts = []
+    for g in choice_held_out(record):
+        if not g["picks"]:
+            parts.append(
+                f"{g['group']}: {g['sources']} "
+                f"{'source scores' if g['sources'] == 1 else 'sources score'} both models, so no "
+                "choice is made out of sample"
+            )
+            continue
+        picked = ", ".join(f"{m} for {s}" for s, m in g["picks"].items())
+        parts.append(
+            f"{g['group']}: picked without each source ({picked}), the choice's median error on "
+            f"the {g['figures']} figures is {_percent(g['chosen'])} (engine alone "
+            f"{_percent(g['engine'])}, analytic alone {_percent(g['analytic'])})"
+        )
+    return (
+        "The choice itself, held out (each source's model picked from the other sources' "
+        "figures alone, `capnb.latency.validate.choice_held_out`): " + "; ".join(parts) + "."
     )
 
 
