@@ -60,31 +60,40 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The plan settings given as flags (None: not given)."""
+    """The plan settings given as flags (None: not given), by table of the plan config."""
     given = {
-        "model": args.model,
-        "gpus": args.gpus,
-        "tensor_parallel": args.tensor_parallel,
-        "sla": args.sla,
-        "trace": args.trace,
-        "trace_kind": args.trace_kind,
-        "start": args.start,
-        "time_column": args.time_column,
-        "time_unit": args.time_unit,
-        "timezone": args.timezone,
-        "latency": args.benchmark,
+        "serving": {
+            "model": args.model,
+            "gpus": args.gpus,
+            "tensor_parallel": args.tensor_parallel,
+            "latency": args.benchmark,
+        },
+        "traffic": {
+            "trace": args.trace,
+            "trace_kind": args.trace_kind,
+            "start": args.start,
+            "time_column": args.time_column,
+            "time_unit": args.time_unit,
+            "timezone": args.timezone,
+        },
     }
-    return {k: v for k, v in given.items() if v is not None}
+    tables: dict[str, object] = {}
+    for table, values in given.items():
+        if chosen := {k: v for k, v in values.items() if v is not None}:
+            tables[table] = chosen
+    if args.sla is not None:
+        tables["sla"] = args.sla
+    return tables
 
 
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
 
     overrides = _overrides(args)
-    for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
-        value = overrides.get(name)
+    for table, name in (("serving", "model"), ("traffic", "trace"), ("serving", "latency")):
+        value = overrides.get(table, {}).get(name)  # a path on the command line is the shell's
         if isinstance(value, str) and Path(value).exists():
-            overrides[name] = str(Path(value).resolve())
+            overrides[table][name] = str(Path(value).resolve())
     config = plan.read_config(args.config, **overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text
