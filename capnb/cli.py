@@ -60,40 +60,31 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    """The plan settings given as flags (None: not given), by table of the plan config."""
+    """The plan settings given as flags (None: not given)."""
     given = {
-        "serving": {
-            "model": args.model,
-            "gpus": args.gpus,
-            "tensor_parallel": args.tensor_parallel,
-            "latency": args.benchmark,
-        },
-        "traffic": {
-            "trace": args.trace,
-            "trace_kind": args.trace_kind,
-            "start": args.start,
-            "time_column": args.time_column,
-            "time_unit": args.time_unit,
-            "timezone": args.timezone,
-        },
+        "model": args.model,
+        "gpus": args.gpus,
+        "tensor_parallel": args.tensor_parallel,
+        "sla": args.sla,
+        "trace": args.trace,
+        "trace_kind": args.trace_kind,
+        "start": args.start,
+        "time_column": args.time_column,
+        "time_unit": args.time_unit,
+        "timezone": args.timezone,
+        "latency": args.benchmark,
     }
-    tables: dict[str, object] = {}
-    for table, values in given.items():
-        if chosen := {k: v for k, v in values.items() if v is not None}:
-            tables[table] = chosen
-    if args.sla is not None:
-        tables["sla"] = args.sla
-    return tables
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
 
     overrides = _overrides(args)
-    for table, name in (("serving", "model"), ("traffic", "trace"), ("serving", "latency")):
-        value = overrides.get(table, {}).get(name)  # a path on the command line is the shell's
+    for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
+        value = overrides.get(name)
         if isinstance(value, str) and Path(value).exists():
-            overrides[table][name] = str(Path(value).resolve())
+            overrides[name] = str(Path(value).resolve())
     config = plan.read_config(args.config, **overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text

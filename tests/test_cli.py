@@ -71,8 +71,8 @@ def test_the_trace_loaders_options_are_flags_of_plan():
                               "Europe/Berlin", "--time-column", "Timestamp", "--start",
                               "2024-05-01 00:00"])  # fmt: skip
     grab(args)
-    assert seen == {"traffic": {"trace": "t.csv", "time_unit": "s", "timezone": "Europe/Berlin",
-                                "time_column": "Timestamp", "start": "2024-05-01 00:00"}}  # fmt: skip
+    assert seen == {"trace": "t.csv", "time_unit": "s", "timezone": "Europe/Berlin",
+                    "time_column": "Timestamp", "start": "2024-05-01 00:00"}  # fmt: skip
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--time-unit", "minutes"])
 

@@ -55,8 +55,8 @@ def read_config(
         A :class:`PlanConfig`, a mapping of its settings (by table, as a file holds them, or
         each under its own name), a path to a TOML/YAML file, or None for the bundled defaults.
     **overrides
-        Tables to change, as :meth:`PlanConfig.replace` takes them
-        (``serving={"gpus": ["H100-SXM"]}``, ``sla="ttft=1.5,tpot=60ms"``).
+        Settings to change, as :meth:`PlanConfig.replace` takes them: a table by its name
+        (``serving={"gpus": ["H100-SXM"]}``) or a setting by its own (``sla="ttft=1.5,tpot=60ms"``).
     """
     checked = isinstance(config, str | os.PathLike | dict)  # read with their names checked
     if config is None:
@@ -110,8 +110,9 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         A :class:`PlanConfig`, a mapping of its settings (by table, as a file holds them, or
         each under its own name), a path to a TOML/YAML file, or None for the bundled defaults.
     **overrides
-        Tables to change, as :meth:`PlanConfig.replace` takes them (``sla="ttft=1.5,tpot=60ms"``,
-        ``serving={"gpus": ["H100-SXM"]}``, ...).
+        Settings to change, as :meth:`PlanConfig.replace` takes them: a table by its name
+        (``serving={"gpus": ["H100-SXM"]}``) or a setting by its own (``sla="ttft=1.5,tpot=60ms"``,
+        ``gpus=["H100-SXM"]``, ...).
 
     Returns
     -------

@@ -400,38 +400,22 @@ class PlanConfig:
         return value
 
     def replace(self, **changes: object) -> PlanConfig:
-        """A copy with some tables changed, validated as a file's settings are.
+        """A copy with some settings changed, validated as a file's settings are.
 
-        Each keyword is a table: ``traffic``, ``serving``, ``elasticity`` or ``fleet`` take a
-        mapping of the keys to change (the table's other keys are kept) or a whole record;
-        ``sla`` is given whole (a :class:`capnb.records.SLA`, a mapping of its fields or its
-        text ``"ttft=1.5,tpot=60ms"``), as its bounds are met together. A setting's own name
-        (``gpus=...``) is an error that names its table.
+        The keywords are what a config file's top level holds: a table by its name, or a
+        setting by its own name (names are unique across tables). ``traffic``, ``serving``,
+        ``elasticity`` and ``fleet`` take a mapping of the keys to change (the table's other keys
+        are kept) or a whole record (:class:`Traffic`, ...); ``sla`` is given whole (a
+        :class:`capnb.records.SLA`, a mapping of its fields, or its text
+        ``"ttft=1.5,tpot=60ms"``), as its bounds are met together. So
+        ``cfg.replace(serving={"gpus": ("H200",)})`` and ``cfg.replace(gpus=("H200",))`` are the
+        same copy. An unknown name, or a setting given twice, is a :class:`ConfigError` naming it.
         """
-        tables = self.tables()
-        for key, value in changes.items():
-            if key == "sla":
-                tables["sla"] = value
-            elif key in TABLES and isinstance(value, TABLES[key]):
-                tables[key] = _plain(value)
-            elif key in TABLES and isinstance(value, dict):
-                tables[key] = {**tables[key], **value}
-            elif key in TABLES:
-                raise ConfigError(
-                    f"{self.source}: {key} = {value!r}: expected a mapping of [{key}]'s settings "
-                    f"or a {TABLES[key].__name__} record"
-                )
-            elif key in _TABLE_OF:
-                table = _TABLE_OF[key]
-                raise ConfigError(
-                    f"{self.source}: {key} is a setting of [{table}]: change it with "
-                    f"replace({table}={{{key!r}: ...}})"
-                )
-            else:
-                raise ConfigError(
-                    f"{self.source}: no table {key!r}; the tables are {', '.join(SECTIONS)}"
-                )
-        return from_mapping(tables, source=self.source)
+        given = {k: _plain(v) if isinstance(v, _Table) else v for k, v in changes.items()}
+        flat, where = _flatten(given, self.source)
+        config = _build({**self.as_dict(), **flat}, self.source, where)
+        check_names(config, where)
+        return config
 
     def tables(self) -> dict[str, dict[str, object]]:
         """The settings as a config file holds them: one mapping per table, plain values."""
@@ -554,6 +538,24 @@ def from_mapping(
     """
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: a plan config is a mapping of settings")
+    flat, where = _flatten(values, source, text, suffix)
+    if not flat:
+        raise ConfigError(
+            f"{source}: holds no settings; an empty config is not the defaults (name the "
+            "settings to change, or plan on the defaults without a config)"
+        )
+    config = _build(flat, source, where)
+    check_names(config, where)
+    return config
+
+
+def _flatten(
+    values: dict, source: str, text: str | None = None, suffix: str = ""
+) -> tuple[dict[str, object], dict[str, str]]:
+    """Each setting of a flat or sectioned mapping under its own name, with its place.
+
+    The place is ``file:line`` when the text of a file is given, else ``source``.
+    """
     flat: dict[str, object] = {}
     where: dict[str, str] = {}
     for key, value in values.items():
@@ -583,14 +585,7 @@ def from_mapping(
                 also = f"on line {before}" if before.isdigit() else f"at {where[inner]}"
                 raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
             flat[inner], where[inner] = item, place
-    if not flat:
-        raise ConfigError(
-            f"{source}: holds no settings; an empty config is not the defaults (name the "
-            "settings to change, or plan on the defaults without a config)"
-        )
-    config = _build(flat, source, where)
-    check_names(config, where)
-    return config
+    return flat, where
 
 
 def _build(flat: dict[str, object], source: str, where: dict[str, str]) -> PlanConfig:
