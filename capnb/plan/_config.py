@@ -1,11 +1,14 @@
-"""The plan's inputs: one typed, validated record, read from and written to TOML or YAML files.
+"""The plan's inputs: one typed, validated record per table of a TOML or YAML config file.
 
-The schema is a pydantic dataclass: every field has its type, range, unit and meaning in one place,
-and is checked where it enters, whether from a file, a mapping, keyword overrides or the command
-line. pydantic because its dataclasses keep the plain dataclass API (``fields``, frozen records,
-``PlanConfig(...)`` validates on construction) while each error carries the field, the rule it broke
-and the value, which is what a message naming the field needs. TOML is written by tomlkit, which
-keeps comments, so ``capnb config`` writes a file that documents every field.
+A config file's tables (``[traffic]``, ``[serving]``, ``[sla]``, ``[elasticity]``, ``[fleet]``)
+are the records :class:`PlanConfig` holds, named as the tables are: a file's ``[serving] model``
+is ``cfg.serving.model``. Each record is a pydantic dataclass: every field has its type, range,
+unit and meaning in one place, and is checked where it enters, whether from a file, a mapping,
+keyword overrides or the command line. pydantic because its dataclasses keep the plain dataclass
+API (``fields``, frozen records, ``Serving(...)`` validates on construction) while each error
+carries the field, the rule it broke and the value, which is what a message naming the field
+needs. TOML is written by tomlkit, which keeps comments, so ``capnb config`` writes a file that
+documents every field.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..data import write_atomic
 from ..errors import CapnbError, ConfigError
@@ -88,7 +91,7 @@ class _Table:
 
     @field_validator("*", mode="before")
     @classmethod
-    def _printable(cls, value: object, info: ValidationInfo) -> object:
+    def _printable(cls, value: object) -> object:
         """Names and paths hold no control character (a NUL byte a TOML string escaped)."""
         for text in value if isinstance(value, list | tuple) else (value,):
             if isinstance(text, str):
