@@ -760,7 +760,8 @@ ROWS = [
     Row("config: a YAML merge key",
         plan_file("serving:\n  <<: {gpus: [H100-SXM], tensor_parallel: [1]}\n  model: Qwen3-8B\n",
                   "p.yaml"),
-        States(lambda cfg: f"{cfg.model} on {cfg.gpus}", r"^Qwen3-8B on \('H100-SXM',\)$")),
+        States(lambda cfg: f"{cfg.serving.model} on {cfg.serving.gpus}",
+               r"^Qwen3-8B on \('H100-SXM',\)$")),
     Row("config: a billion trials", plan_file("[traffic]\ntrials = 1000000000\n"),
         Raises(ConfigError, r"p\.toml:2: trials = 1000000000: Input should be less than or "
                             r"equal to 1000000: each trial simulates a month")),

@@ -39,8 +39,9 @@ def test_each_bound_gets_its_own_models_band():
 
 
 def test_an_auto_plan_checks_each_bound_on_the_preferred_model_and_says_so():
-    config = plan.PlanConfig(trace="servegen-m-small", gpus=("H100-SXM",), tensor_parallel=(1,),
-                             policies=("hpa",), trials=100, latency="auto")  # fmt: skip
+    config = plan.read_config(dict(trace="servegen-m-small", gpus=("H100-SXM",),
+                                   tensor_parallel=(1,), policies=("hpa",), trials=100,
+                                   latency="auto"))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)
         built = plan.build(config)

@@ -135,7 +135,9 @@ def test_a_plan_of_one_policy_replays_that_policy():
     from capnb.plan import PlanConfig
     from capnb.plan._steps import chosen_policy
 
-    cfg = PlanConfig(policies=("hpa",), scale_up_threshold=(0.6,), cooldown_s=(300.0,))
+    cfg = PlanConfig().replace(
+        elasticity={"policies": ("hpa",), "scale_up_threshold": (0.6,), "cooldown_s": (300.0,)}
+    )
     cell = {"scale_up_threshold": 0.6, "cooldown_s": 300.0, "min_instances": 3,
             "buffer_instances": 2}  # fmt: skip
     assert chosen_policy(cfg, cell) == Policy("hpa", 0.6, 300.0, 3, 2)

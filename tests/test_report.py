@@ -261,10 +261,12 @@ def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_
     from capnb import plan as planning
 
     config = planning.read_config(small_plan).replace(
-        trace_kind="rates",
-        start="2024-05-06 00:00",
-        slots="hour_of_week",  # needs the weekday
-        demand_scale=1.5,  # growth: the worksheet scales the trace as the plan does
+        traffic={
+            "trace_kind": "rates",
+            "start": "2024-05-06 00:00",
+            "slots": "hour_of_week",  # needs the weekday
+            "demand_scale": 1.5,  # growth: the worksheet scales the trace as the plan does
+        }
     )
     parameters, made = _parameters_and_plan(config, tmp_path)
     parameters = parameters["01_forecasting"]
