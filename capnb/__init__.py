@@ -35,7 +35,13 @@ _SUBMODULES = (
     "widgets",
 )
 
+#: The records of settings that travel together (:mod:`capnb.records`), importable from capnb.
+_RECORDS = ("Deployment", "EngineSettings", "SLA")
+
 __all__ = [
+    "SLA",
+    "Deployment",
+    "EngineSettings",
     "__version__",
     "calibration",
     "capacity",
@@ -76,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
         report,
         widgets,
     )
+    from .records import SLA, Deployment, EngineSettings
 
 
 def __getattr__(name: str):
@@ -83,6 +90,10 @@ def __getattr__(name: str):
         module = importlib.import_module(f"{__name__}.{name}")
         globals()[name] = module
         return module
+    if name in _RECORDS:
+        record = getattr(importlib.import_module(f"{__name__}.records"), name)
+        globals()[name] = record
+        return record
     raise AttributeError(f"module 'capnb' has no attribute {name!r}")
 
 

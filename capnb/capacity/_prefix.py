@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA
+from ..records import SLA, Deployment
 
 __all__ = ["prefix_trade"]
 
@@ -101,7 +101,7 @@ def prefix_trade(
         if fits < 1:
             binding[i] = "memory"
             continue
-        curve = engine_curve(model, gpu, tensor_parallel, work, fits=fits,
+        curve = engine_curve(Deployment(model, gpu, int(tensor_parallel)), work, fits=fits,
                              running_tokens=split.running_tokens.values[i],
                              hit_rate=split.prefix_hit_rate.values[i], requests=requests,
                              seed=seed)  # fmt: skip

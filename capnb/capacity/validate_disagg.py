@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..records import SLA
+from ..records import SLA, Deployment
 
 __all__ = [
     "RECORD",
@@ -143,7 +143,7 @@ def check(
                 samples=None,
             )
             ds = pd_ratio(
-                "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla=sla,
+                Deployment("gpt-oss-120b", "H200"), w, concurrency=[int(run.conc)], sla=sla,
                 ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
                 requests=_requests(float(run.output_mean)), seed=seed,
             )  # fmt: skip

@@ -26,6 +26,7 @@ assumptions are described in :mod:`capnb.kernels.latency`.
 
 from __future__ import annotations
 
+from ..records import Deployment, EngineSettings
 from . import calibration
 from ._curves import (
     METRICS,
@@ -39,7 +40,7 @@ from ._curves import (
     workload,
 )
 from ._engine import engine, knee
-from ._engines import ENGINES, EngineSettings, engine_settings
+from ._engines import ENGINES, engine_settings
 from ._fitted import engine_calibration
 from ._own import calibrate
 
@@ -47,6 +48,7 @@ __all__ = [
     "ENGINES",
     "METRICS",
     "QUANTILES",
+    "Deployment",
     "EngineSettings",
     "analytic",
     "at",
