@@ -10,7 +10,7 @@ import pytest
 
 import capnb
 from capnb.errors import InputError
-from capnb.records import SLA
+from capnb.records import SLA, Deployment, EngineSettings
 
 MODEL, GPU = "Llama-3.1-8B", "H100-SXM"
 
@@ -69,9 +69,10 @@ def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
     top = min(fits, 512)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
     curve = capnb.latency.engine(
-        MODEL, GPU, 1, work, concurrency=grid.tolist(), requests=200,
+        Deployment(MODEL, GPU, 1), work, concurrency=grid.tolist(), requests=200,
         kv_cache_tokens=int(split.running_tokens.item()),
-        prefix_hit_rate=float(split.prefix_hit_rate.item()), max_num_seqs=top,
+        prefix_hit_rate=float(split.prefix_hit_rate.item()),
+        settings=EngineSettings(max_num_seqs=top),
     )  # fmt: skip
     by_hand = capnb.capacity.safe_concurrency(curve, 10.0, metric="ttft", memory_limit=fits)
     assert float(trade.per_instance_qps.item()) > 0
@@ -111,8 +112,9 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     fits = int(budget.kv_cache_tokens.item()) // 1700
     top = min(fits, 512)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
-    curve = capnb.latency.engine("Qwen3-32B", "H100-SXM", 2, work, concurrency=grid.tolist(),
-                                 requests=300, max_num_seqs=top)  # fmt: skip
+    curve = capnb.latency.engine(Deployment("Qwen3-32B", "H100-SXM", 2), work,
+                                 concurrency=grid.tolist(), requests=300,
+                                 settings=EngineSettings(max_num_seqs=top))  # fmt: skip
     by_hand = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft", memory_limit=fits)
     assert float(one.per_instance_qps) == float(by_hand.per_instance_qps)
     assert int(one.instances) == int(by_hand.instances)
