@@ -22,6 +22,7 @@ it expects, unless the record says ``confirm=True``.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field, fields, replace
 
@@ -272,7 +273,7 @@ def engine_id(engine: str, version: str = "") -> str:
 def _whole(value, name: str, unit: str, *, least: int) -> int | None:
     if value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
     if not ok or not float(value).is_integer() or int(value) < least:
         raise InputError(
             f"engine settings: {name} = {value!r}: expected a whole number of {unit} >= {least} "
@@ -301,7 +302,7 @@ class EngineSettings:
     max_num_seqs
         Running sequences at most (requests); 0: bounded by the KV cache only (TGI).
     max_num_batched_tokens
-        Tokens computed per step at most (tokens).
+        Tokens computed per step at most (tokens); 0: no limit (as a run's file may say).
     block_size
         KV cache block (tokens; 16 when None).
     max_model_len
@@ -349,7 +350,7 @@ class EngineSettings:
                 "or false (or None: the engine's default)"
             )
         for name, unit, least in (("max_num_seqs", "requests", 0),
-                                  ("max_num_batched_tokens", "tokens", 1),
+                                  ("max_num_batched_tokens", "tokens", 0),
                                   ("block_size", "tokens", 1), ("max_model_len", "tokens", 1)):  # fmt: skip
             object.__setattr__(self, name, _whole(getattr(self, name), name, unit, least=least))
         if not isinstance(self.source, str):

@@ -126,7 +126,8 @@ SETTINGS = ("engine", "chunked_prefill", "max_num_seqs", "max_num_batched_tokens
 
 def _engine(**kw):
     args = {"requests": 300, "seed": 0, **kw}
-    settings = EngineSettings(**{k: args.pop(k) for k in SETTINGS if k in args})
+    given = {k: args.pop(k) for k in SETTINGS if k in args}
+    settings = args.pop("settings", None) or EngineSettings(**given)
     return latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), W, settings=settings, **args)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 import capnb
@@ -30,6 +31,8 @@ def test_engine_settings_are_frozen_and_none_means_the_engines_default():
     assert (small.max_num_seqs, small.max_num_batched_tokens) == (64, 2048)  # given, SGLang's
     assert small.policy == "prefill_first" and small.chunked_prefill is True
     assert small.source.endswith("given: max_num_seqs")
+    # numbers as run files and numpy give them are whole numbers too
+    assert EngineSettings(max_num_seqs=np.int64(8), max_model_len=4096.0).max_model_len == 4096
 
 
 @pytest.mark.parametrize(
@@ -64,7 +67,7 @@ def test_the_record_and_the_run_flags_agree():
      ({"policy": "fifo"}, "policy = 'fifo'"),
      ({"chunked_prefill": 1}, "chunked_prefill = 1"),
      ({"max_num_seqs": -1}, "max_num_seqs = -1"),
-     ({"max_num_batched_tokens": 0}, "max_num_batched_tokens = 0"),
+     ({"max_num_batched_tokens": -1}, "max_num_batched_tokens = -1"),
      ({"max_num_batched_tokens": 512.5}, "max_num_batched_tokens = 512.5"),
      ({"block_size": True}, "block_size = True"),
      ({"max_model_len": "long"}, "max_model_len = 'long'")],

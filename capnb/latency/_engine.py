@@ -25,6 +25,7 @@ from . import calibration as _calibration
 __all__ = ["engine", "knee", "sample_requests"]
 
 BLOCK_SIZE = 16  # vLLM's default KV block (tokens)
+UNLIMITED = 1 << 40  # a token budget that never binds (max_num_batched_tokens 0)
 WARMUP_SHARE = 0.1  # share of the first requests left out of the statistics
 
 
@@ -263,7 +264,7 @@ def engine(
     prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
     cached = np.floor(hit * prompt).astype(np.int64)
     run = dict(
-        max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
         kv_blocks=kv_blocks, warmup=warmup,
         quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
         block_size=block,
