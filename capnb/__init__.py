@@ -35,13 +35,11 @@ _SUBMODULES = (
     "widgets",
 )
 
-#: The records of settings that travel together (:mod:`capnb.records`), importable from capnb.
+#: The records of settings that travel together (:mod:`capnb.records`), importable from capnb;
+#: not in ``__all__``, which lists capnb's modules (the API reference documents them in records).
 _RECORDS = ("Deployment", "EngineSettings", "SLA")
 
 __all__ = [
-    "SLA",
-    "Deployment",
-    "EngineSettings",
     "__version__",
     "calibration",
     "capacity",
@@ -82,7 +80,9 @@ if TYPE_CHECKING:  # pragma: no cover
         report,
         widgets,
     )
-    from .records import SLA, Deployment, EngineSettings
+    from .records import SLA as SLA
+    from .records import Deployment as Deployment
+    from .records import EngineSettings as EngineSettings
 
 
 def __getattr__(name: str):
@@ -98,4 +98,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_RECORDS])

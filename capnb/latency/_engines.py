@@ -35,7 +35,11 @@ from __future__ import annotations
 import math
 
 from ..errors import InputError
-from ..records import ENGINES, EngineSettings, engine_id
+from ..records import ENGINES as _ENGINES
+from ..records import EngineSettings, engine_id
+
+#: Engine ids the engine model knows, with their display names (:data:`capnb.records.ENGINES`).
+ENGINES = _ENGINES
 
 __all__ = ["ENGINES", "EngineSettings", "engine_id", "engine_settings"]
 
