@@ -137,7 +137,9 @@ def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
     _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
     runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
                                 tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
-    own = latency.calibrate(runs[runs["load"] != 6.0], engine="vllm-v1", prior=CAL)
+    own = latency.calibrate(
+        runs[runs["load"] != 6.0], settings=EngineSettings("vllm-v1"), prior=CAL
+    )
     assert "own runs" in own.fitted_on
     held = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=own)
     true = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=truth)
@@ -149,9 +151,11 @@ def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
         assert abs(got / want - 1) <= 0.10, metric
         assert abs(got / want - 1) < abs(before / want - 1), metric  # better than the prior
     with pytest.raises(InputError, match="runs"):
-        latency.calibrate(runs.iloc[:0], engine="vllm-v1")
-    with pytest.raises(InputError, match="engine"):
-        latency.calibrate(runs, engine="fastllm")
+        latency.calibrate(runs.iloc[:0])
+    with pytest.raises(InputError, match="settings: expected a capnb.records.EngineSettings"):
+        latency.calibrate(runs, settings="fastllm")
+    with pytest.raises(InputError, match="settings: block_size = 32"):
+        latency.calibrate(runs, settings=EngineSettings(block_size=32))
 
 
 def test_a_plan_carries_its_band():
