@@ -634,7 +634,7 @@ def summary_html(
         f"<h1>Capacity plan for {html.escape(a.model)}</h1>"
         f'<p class="capnb-lede">{_sentence(_lede(a))}</p>'
         f'<p class="capnb-headline{" capnb-caution" if failed else ""}">'
-        f"{_sentence(said['headline'])} {_sentence(said['held_out'])}</p>"
+        f"{_sentence(said['headline'])}</p>"
         f'<h2>The plan in numbers</h2><dl class="capnb-numbers">{numbers}</dl>'
         f'<figure class="capnb-figure">{_static_chart(plan)}</figure>'
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'

@@ -698,6 +698,8 @@ ROWS = [
                             r"most 1000")),
     Row("capacity: a negative price", ttft(2.0, usd_per_gpu_hour=-3.0),
         Raises(InputError, r"usd_per_gpu_hour must be >= 0, got -3")),
+    Row("capacity: a price that is a word", ttft(2.0, usd_per_gpu_hour="cheap"),
+        Raises(InputError, r"usd_per_gpu_hour must be a price in USD/hour .* got 'cheap'")),
     Row("config: a negative spot preemption rate",
         plan_file("[fleet]\nspot_preemption_rate = -1\n"),
         Raises(ConfigError, r"p\.toml:2: spot_preemption_rate = -1: Input should be greater than")),
