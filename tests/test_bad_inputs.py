@@ -786,7 +786,7 @@ ROWS = [
         Raises(BudgetError, r"trials=1,000,000,000 Monte Carlo months of 30 days needs about "
                             r"1\.6 TiB of memory, over capnb's budget .*lower trials")),
     Row("latency: ten billion simulated requests",
-        lambda _: latency.engine("Llama-3.1-8B", "H100-SXM", 1, concurrency=[1],
+        lambda _: latency.engine(latency.Deployment("Llama-3.1-8B", "H100-SXM", 1), concurrency=[1],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),
                                  requests=10**10),
         Raises(BudgetError, r"requests=10,000,000,000 simulated requests needs about 7\.3 TiB")),

@@ -10,7 +10,9 @@ import pytest
 import capnb
 from capnb.capacity import validate_disagg
 from capnb.errors import InputError
-from capnb.records import SLA
+from capnb.records import SLA, Deployment
+
+GPT_OSS = Deployment("gpt-oss-120b", "H200", 2)
 
 
 def test_gpt_oss_120b_published_figures():
@@ -50,12 +52,9 @@ def test_kv_transfer_against_a_plain_sum():
 def small():
     w = capnb.latency.workload(prompt_tokens=[1024] * 32, output_tokens=[128] * 32)
     curves = capnb.capacity.pool_curves(
-        "gpt-oss-120b", "H200", w, tensor_parallel=2, concurrency=[1, 2, 4, 8, 16, 32, 64],
-        requests=200,
+        GPT_OSS, w, concurrency=[1, 2, 4, 8, 16, 32, 64], requests=200
     )  # fmt: skip
-    agg = capnb.latency.engine(
-        "gpt-oss-120b", "H200", 2, w, concurrency=[1, 2, 4, 8, 16, 32, 64], requests=200
-    )
+    agg = capnb.latency.engine(GPT_OSS, w, concurrency=[1, 2, 4, 8, 16, 32, 64], requests=200)
     return w, curves, agg
 
 
@@ -73,8 +72,8 @@ def test_pool_curves_have_a_pool_dim(small):
 def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
     w, _, agg = small
     ds = capnb.capacity.pd_ratio(
-        "gpt-oss-120b", "H200", w, concurrency=[16, 64], sla=SLA(ttft_s=1.0, tpot_s=0.05),
-        ratios=["1:1", (1, 3), "3:1"], tensor_parallel=2, aggregated_curve=agg, requests=300,
+        GPT_OSS, w, concurrency=[16, 64], sla=SLA(ttft_s=1.0, tpot_s=0.05),
+        ratios=["1:1", (1, 3), "3:1"], aggregated_curve=agg, requests=300,
     )  # fmt: skip
     assert list(ds.ratio.values) == ["1:1", "1:3", "3:1"]
     assert ds.gpus.values.tolist() == [4, 8, 8]
@@ -98,8 +97,8 @@ def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
 def test_pd_ratio_is_deterministic_for_a_seed():
     w = capnb.latency.workload(prompt_tokens=[512] * 8, output_tokens=[64] * 8)
     run = lambda: capnb.capacity.pd_ratio(  # noqa: E731
-        "gpt-oss-120b", "H200", w, concurrency=8, sla=SLA(ttft_s=1.0, tpot_s=0.05), ratios=["1:1"],
-        tensor_parallel=2, requests=100, seed=3,
+        GPT_OSS, w, concurrency=8, sla=SLA(ttft_s=1.0, tpot_s=0.05), ratios=["1:1"],
+        requests=100, seed=3,
     )  # fmt: skip
     a, b = run(), run()
     assert a.identical(b)
@@ -109,8 +108,8 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     w, curves, agg = small
     demand = np.array([2.0, 10.0, 30.0])
     ds = capnb.capacity.disaggregate(
-        "gpt-oss-120b", "H200", w, target_qps=demand, sla=SLA(ttft_s=1.0, tpot_s=0.05),
-        tensor_parallel=2, curves=curves, aggregated_curve=agg,
+        GPT_OSS, w, target_qps=demand, sla=SLA(ttft_s=1.0, tpot_s=0.05),
+        curves=curves, aggregated_curve=agg,
     )  # fmt: skip
     r = ds.per_instance_qps.values
     np.testing.assert_array_equal(ds.instances.sel(pool="prefill"), np.ceil(demand / r[0]))
@@ -143,8 +142,8 @@ def test_disaggregate_plans_each_pool_per_slot(small):
 def test_disaggregate_says_infeasible_never_falls_back(small):
     w, curves, agg = small
     ds = capnb.capacity.disaggregate(
-        "gpt-oss-120b", "H200", w, target_qps=5.0, sla=SLA(ttft_s=1.0, tpot_s=0.001),
-        tensor_parallel=2, curves=curves, aggregated_curve=agg,
+        GPT_OSS, w, target_qps=5.0, sla=SLA(ttft_s=1.0, tpot_s=0.001),
+        curves=curves, aggregated_curve=agg,
     )  # fmt: skip
     assert ds.attrs["serving"] == "infeasible"
     assert not ds.meets_sla.any()
@@ -176,19 +175,19 @@ def test_bad_inputs_name_the_argument(small, kwargs, argument):
     )  # fmt: skip
     args.update(kwargs)
     with pytest.raises(InputError, match=argument):
-        capnb.capacity.pd_ratio("gpt-oss-120b", "H200", w, **args)
+        capnb.capacity.pd_ratio(GPT_OSS, w, **args)
 
 
 def test_disaggregate_bad_target(small):
     w, curves, agg = small
     with pytest.raises(InputError, match="target_qps"):
         capnb.capacity.disaggregate(
-            "gpt-oss-120b", "H200", w, target_qps=[-1.0], sla=SLA(ttft_s=1.0, tpot_s=0.05),
-            curves=curves, aggregated_curve=agg, tensor_parallel=2,
+            GPT_OSS, w, target_qps=[-1.0], sla=SLA(ttft_s=1.0, tpot_s=0.05),
+            curves=curves, aggregated_curve=agg,
         )  # fmt: skip
     with pytest.raises(InputError, match="workload"):
         capnb.capacity.disaggregate(
-            "gpt-oss-120b", "H200", {"prompt": 1}, target_qps=1.0, sla=SLA(ttft_s=1.0, tpot_s=0.05)
+            GPT_OSS, {"prompt": 1}, target_qps=1.0, sla=SLA(ttft_s=1.0, tpot_s=0.05)
         )
 
 

@@ -11,14 +11,14 @@ import pytest
 from capnb import capacity, latency, plan
 from capnb.capacity._engine_sweep import _analytic_metrics, engine_curve
 from capnb.latency import validate
-from capnb.records import SLA
+from capnb.records import SLA, Deployment
 
 W = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
 
 
 def test_the_named_metrics_come_from_the_analytic_model_at_the_engines_concurrencies():
-    curve = engine_curve("Llama-3.1-8B", "H100-SXM", 1, W, fits=64, running_tokens=64 * 640,
-                         hit_rate=0.0, requests=300, seed=0)  # fmt: skip
+    curve = engine_curve(Deployment("Llama-3.1-8B", "H100-SXM", 1), W, fits=64,
+                         running_tokens=64 * 640, hit_rate=0.0, requests=300, seed=0)  # fmt: skip
     mixed = _analytic_metrics(curve, ("ttft",), "Llama-3.1-8B", "H100-SXM", 1, W)
     analytic = latency.analytic("Llama-3.1-8B", "H100-SXM", 1, workload=W,
                                 concurrency=curve.concurrency.values.tolist())  # fmt: skip

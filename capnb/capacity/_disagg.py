@@ -43,13 +43,16 @@ import xarray as xr
 
 from .. import _validate, glossary, words
 from ..errors import InputError
-from ..records import SLA
+from ..records import SLA, Deployment, EngineSettings
 from . import _pd_fleet
 
 __all__ = ["POOLS", "disaggregate", "kv_transfer_s", "pd_ratio", "pool_curves"]
 
 #: The pools of a disaggregated fleet, in order.
 POOLS = ("prefill", "decode")
+#: The engine both pools and the aggregated instance run unless told: vLLM V1 with 256 running
+#: sequences (requests) and 8,192 tokens a step, the limits of the P:D measurements compared.
+POOL_ENGINE = EngineSettings("vllm-v1", max_num_seqs=256, max_num_batched_tokens=8192)
 #: Latency metrics the disaggregated model reports.
 _METRICS = ("ttft", "tpot")
 
@@ -144,30 +147,31 @@ def _check_workload(workload) -> None:
 
 
 def pool_curves(
-    model,
-    gpu,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
-    tensor_parallel=1,
+    tensor_parallel=None,
     concurrency=None,
     requests: int = 1000,
     seed: int = 0,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    settings: EngineSettings = POOL_ENGINE,
     calibration=None,
 ) -> xr.Dataset:
     """Closed-loop engine curves of one prefill and one decode instance (a ``pool`` dim).
 
     Parameters
     ----------
-    model, gpu, workload
-        As in :func:`capnb.latency.engine`.
+    deployment, workload
+        As in :func:`capnb.latency.engine` (:class:`capnb.records.Deployment`: model, GPU,
+        dtypes, and the degree of both pools unless ``tensor_parallel`` says otherwise).
     tensor_parallel
-        One degree for both pools, or ``{"prefill": p, "decode": d}``.
+        None (the deployment's), one degree for both pools, or ``{"prefill": p, "decode": d}``
+        (GPUs per instance).
     concurrency
         Requests in flight on one instance (default: 1 to 256, two points a doubling past 4).
-    requests, seed, max_num_seqs, max_num_batched_tokens, calibration
-        Passed to :func:`capnb.latency.engine` for both pools.
+    requests, seed, settings, calibration
+        Passed to :func:`capnb.latency.engine` for both pools; ``settings`` (a
+        :class:`capnb.records.EngineSettings`) defaults to :data:`POOL_ENGINE`.
 
     Returns
     -------
@@ -179,7 +183,7 @@ def pool_curves(
     from .. import latency
 
     _check_workload(workload)
-    tps = _tensor_parallel(tensor_parallel)
+    tps = _tensor_parallel(_degree(deployment, tensor_parallel))
     grid = (
         latency.concurrency_grid(256, dense_up_to=4, per_doubling=2)
         if concurrency is None
@@ -189,12 +193,12 @@ def pool_curves(
     prefill_work["output_tokens"] = xr.ones_like(workload["output_tokens"])
     common = dict(
         concurrency=grid,
-        **_engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration),
+        **_engine_settings(requests, seed, settings, calibration),
     )
     curves = {
-        "prefill": latency.engine(model, gpu, tps["prefill"], prefill_work, **common),
+        "prefill": latency.engine(deployment.at(tps["prefill"]), prefill_work, **common),
         "decode": latency.engine(
-            model, gpu, tps["decode"], workload, prefix_hit_rate=1.0, **common
+            deployment.at(tps["decode"]), workload, prefix_hit_rate=1.0, **common
         ),
     }
     pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
@@ -289,24 +293,21 @@ def _quantile_index(curves: xr.Dataset, q: float) -> xr.Dataset:
 
 
 def pd_ratio(
-    model,
-    gpu,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
     concurrency,
     sla: SLA,
     ratios=((1, 1), (1, 3), (2, 2), (3, 1)),
-    tensor_parallel=1,
+    tensor_parallel=None,
     aggregated_tensor_parallel: int | None = None,
     aggregated_gpus: int | None = None,
     link_bandwidth: float | None = None,
     aggregated_curve: xr.Dataset | None = None,
     requests: int = 1000,
     seed: int = 0,
-    max_num_seqs: int | None = 256,
-    max_num_batched_tokens: int | None = 8192,
+    settings: EngineSettings = POOL_ENGINE,
     calibration=None,
-    engine: str = "vllm-v1",
     router: str = "random",
     warmup_share: float = 0.1,
 ) -> xr.Dataset:
@@ -314,8 +315,8 @@ def pd_ratio(
 
     Parameters
     ----------
-    model, gpu, workload
-        As in :func:`capnb.latency.engine`.
+    deployment, workload
+        As in :func:`pool_curves`.
     concurrency
         Requests in flight on the whole fleet (a closed loop, as ``vllm bench serve
         --max-concurrency`` runs): one or more.
@@ -325,8 +326,9 @@ def pd_ratio(
     ratios
         Fleets to compare: ``(prefill instances, decode instances)`` pairs or ``"P:D"`` strings.
     tensor_parallel
-        GPUs per instance: one degree, or ``{"prefill": p, "decode": d}``, or a mapping from each
-        ``"P:D"`` label to one of those (fleets of different degrees side by side).
+        GPUs per instance: None (the deployment's), one degree, or ``{"prefill": p, "decode": d}``,
+        or a mapping from each ``"P:D"`` label to one of those (fleets of different degrees side
+        by side): a grid of degrees, so beside the deployment rather than in it.
     aggregated_tensor_parallel, aggregated_gpus
         The aggregated alternative: instances of this degree (default the decode pool's) on this
         many GPUs (default the largest fleet of ``ratios``), sharing the same concurrency.
@@ -340,10 +342,10 @@ def pd_ratio(
         Requests simulated per (ratio, concurrency), all drawn from ``workload`` with the same seed
         (the same requests and arrivals for every fleet); the first ``warmup_share`` of them are
         left out of the statistics (0: every request counts, as ``vllm bench serve`` reports).
-    max_num_seqs, max_num_batched_tokens, engine, calibration
-        The engine's limits (None: ``engine``'s defaults, :func:`capnb.latency.engine_settings`):
-        a prefill step's token budget, a decode instance's running requests; its bundled
-        calibration unless ``calibration`` is given.
+    settings, calibration
+        The engine (:class:`capnb.records.EngineSettings`, default :data:`POOL_ENGINE`; None
+        fields: the engine's defaults): a prefill step's token budget, a decode instance's
+        running requests; its bundled calibration unless ``calibration`` is given.
     router
         How each request's prefill and decode instances are picked: ``"random"`` (SGLang's mini
         load balancer) or ``"round_robin"``.
@@ -367,33 +369,29 @@ def pd_ratio(
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
         the SLA) and ``serving_reason``.
     """
-    from ..data import load_model
-
     _check_workload(workload)
-    spec = load_model(model)
-    gpu_id = _catalog_gpu(gpu)
+    spec, gpu_id = _deployed(deployment)
     conc = np.sort(_validate.positive_ints(concurrency, "concurrency"))
     ttft_sla, tpot_sla, q = _pd_bounds(sla)
     pairs = _ratios(ratios)
     labels = [f"{p}:{d}" for p, d in pairs]
-    tps = _ratio_tensor_parallel(tensor_parallel, labels)
+    tps = _ratio_tensor_parallel(_degree(deployment, tensor_parallel), labels)
     fleet_gpus, agg_tp, agg_instances = _fleets(
         pairs, tps, aggregated_tensor_parallel, aggregated_gpus
     )
     bandwidth, link_from = _link(gpu_id, link_bandwidth)
-    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
-    settings["engine"] = engine
+    run = _engine_settings(requests, seed, settings, calibration)
     need = int(conc.max())
     if aggregated_curve is None:
         top = max(1, math.ceil(need / agg_instances))
-        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, top, settings)
+        aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, top, run)
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
     output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
     warm = _validate.fraction(warmup_share, "warmup_share")
     if router not in _pd_fleet.ROUTERS:
         raise InputError(f"router must be one of {_pd_fleet.ROUTERS}, got {router!r}")
-    runs = _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings,
+    runs = _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, run,
                        router=router, warmup_share=warm)  # fmt: skip
     lat = runs["latency"]
     per_gpu = runs["output_tokens_per_s"] / fleet_gpus[:, None]
@@ -411,35 +409,33 @@ def pd_ratio(
     return ds
 
 
-def _catalog_gpu(gpu) -> str:
-    """The catalog's id of one GPU name."""
-    from ..data import load_gpus
+def _deployed(deployment) -> tuple:
+    """(model spec, catalog GPU id) of a deployment, checked to be the record."""
+    if not isinstance(deployment, Deployment):
+        raise InputError(
+            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
+            f"got {type(deployment).__name__}"
+        )
+    return deployment.spec, deployment.gpu
 
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
-    return gpu_id
+
+def _degree(deployment, tensor_parallel):
+    """The degrees asked for: the given ones, or the deployment's (GPUs per instance)."""
+    _deployed(deployment)
+    return deployment.tensor_parallel if tensor_parallel is None else tensor_parallel
 
 
-def _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration) -> dict:
+def _engine_settings(requests, seed, settings, calibration) -> dict:
     """The engine simulation's settings, the same for both pools and the aggregated instance."""
-    return dict(
-        requests=requests,
-        seed=seed,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        calibration=calibration,
-    )
+    return dict(requests=requests, seed=seed, settings=settings, calibration=calibration)
 
 
-def _aggregated_engine(spec, gpu_id: str, tp: int, workload, top: int, settings: dict):
+def _aggregated_engine(deployment, workload, top: int, settings: dict):
     """The aggregated instance's closed-loop curve, 1 to ``top`` requests in flight."""
     from .. import latency
 
     return latency.engine(
-        spec,
-        gpu_id,
-        tp,
+        deployment,
         workload,
         concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
         **settings,
@@ -480,10 +476,10 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
     bottleneck = np.full(shape, "", dtype=object)
     n = _validate.positive_int(settings["requests"], "requests")
     warmup = min(math.ceil(warmup_share * n), n - 1)
-    cal = _engine._calibration_of(settings["calibration"], gpu_id, settings["engine"])
+    engine = settings["settings"]
+    cal = _engine._calibration_of(settings["calibration"], gpu_id, engine.engine)
     for i, pair in enumerate(pairs):
-        limits = settings["max_num_seqs"], settings["max_num_batched_tokens"]
-        setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], settings["engine"], *limits)
+        setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], engine)
         for j, c in enumerate(conc):
             prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
             moved = kv_transfer_s(spec, prompt, tensor_parallel=tps[i]["prefill"],
@@ -716,13 +712,12 @@ def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def disaggregate(
-    model,
-    gpu,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
     target_qps,
     sla: SLA,
-    tensor_parallel=1,
+    tensor_parallel=None,
     aggregated_tensor_parallel: int | None = None,
     link_bandwidth: float | None = None,
     usd_per_gpu_hour: float | None = None,
@@ -730,8 +725,7 @@ def disaggregate(
     aggregated_curve: xr.Dataset | None = None,
     requests: int = 1000,
     seed: int = 0,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    settings: EngineSettings = POOL_ENGINE,
     calibration=None,
 ) -> xr.Dataset:
     """A plan per pool (prefill, decode) for a demand per slot, against the aggregated plan.
@@ -770,30 +764,27 @@ def disaggregate(
         choice) and ``recommendation`` (one sentence with the reason, and a warning when the
         simulation misses the SLA).
     """
-    from ..data import load_model
-
     _check_workload(workload)
-    spec = load_model(model)
-    gpu_id = _catalog_gpu(gpu)
+    spec, gpu_id = _deployed(deployment)
     demand, slots, slot_dim = _target(target_qps)
     q = _pd_bounds(sla)[2]  # the SLA must bound both TTFT (prefill) and TPOT (decode)
-    tps = _tensor_parallel(tensor_parallel)
+    tps = _tensor_parallel(_degree(deployment, tensor_parallel))
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps["decode"], "aggregated_tensor_parallel"
     )
     bandwidth, link_from = _link(gpu_id, link_bandwidth)
     price = _gpu_price(gpu_id, usd_per_gpu_hour)
-    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
+    run = _engine_settings(requests, seed, settings, calibration)
     if curves is None:
-        curves = pool_curves(spec, gpu_id, workload, tensor_parallel=tps, **settings)
+        curves = pool_curves(deployment, workload, tensor_parallel=tps, **run)
     if aggregated_curve is None:
-        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, 256, settings)
+        aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, 256, run)
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
     disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth)
     agg = _aggregated_plan(aggregated_curve, demand, agg_tp, sla)
     choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
-    simulated = _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, settings,
+    simulated = _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, run,
                                 sla)  # fmt: skip
     if simulated["note"] and choice == "disaggregated":
         recommendation += " " + simulated["note"]
@@ -836,9 +827,8 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         return nan
     pair = tuple(int(v) for v in disagg["instances"][:, peak])
     n = _validate.positive_int(settings["requests"], "requests")
-    setup = _pd_fleet.pool_setup(spec, gpu_id, tps, "vllm-v1", settings["max_num_seqs"],
-                                 settings["max_num_batched_tokens"])  # fmt: skip
-    cal = _engine._calibration_of(settings["calibration"], gpu_id, "vllm-v1")
+    setup = _pd_fleet.pool_setup(spec, gpu_id, tps, settings["settings"])
+    cal = _engine._calibration_of(settings["calibration"], gpu_id, settings["settings"].engine)
     prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
     moved = kv_transfer_s(spec, prompt, tensor_parallel=tps["prefill"], link_bandwidth=bandwidth)
     run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..kernels import pd as kernels
+from ..records import EngineSettings
 
 __all__ = ["ROUTERS", "fleet_run"]
 
@@ -32,11 +33,15 @@ def _routes(router: str, requests: int, pair, rng: np.random.Generator):
     raise InputError(f"router must be one of {ROUTERS}, got {router!r}")
 
 
-def pool_setup(spec, gpu_id: str, tps: dict, engine: str, max_num_seqs, max_num_batched_tokens,
+def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
                kv_dtype: str = "auto") -> dict:  # fmt: skip
-    """Each pool's model vector, the GPU vector, the prefill budget and the decode limits."""
+    """Each pool's model vector, the GPU vector, the prefill budget and the decode limits.
+
+    ``engine``: the :class:`~capnb.records.EngineSettings` both pools run (None fields: the
+    engine's defaults on this GPU and decode KV cache).
+    """
     from ..data import load_gpus
-    from ..latency import _engine, _engines
+    from ..latency import _engine
     from ..latency import calibration as _calibration
 
     gpus = load_gpus([gpu_id])
@@ -46,11 +51,9 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: str, max_num_seqs, max_num_
             f"tensor_parallel: {spec.name} leaves no KV cache on a decode instance of "
             f"{tps['decode']} x {gpu_id}"
         )
-    settings = _engines.engine_settings(
-        engine, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), gpu=gpu_id,
-        kv_tokens=kv_tokens, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-    )  # fmt: skip
+    settings = engine.resolve(
+        gpu=gpu_id, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), kv_tokens=kv_tokens
+    )
     return {
         "model_p": _engine.model_vector(spec, tps["prefill"], kv_dtype=kv_dtype),
         "model_d": _engine.model_vector(spec, tps["decode"], kv_dtype=kv_dtype),

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..records import SLA
+from ..records import SLA, Deployment, EngineSettings
 
 __all__ = [
     "RECORD",
@@ -146,10 +146,10 @@ def check(
                 samples=None,
             )
             ds = pd_ratio(
-                "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla=sla,
+                Deployment("gpt-oss-120b", "H200"), w, concurrency=[int(run.conc)], sla=sla,
                 ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
-                requests=int(run.num_prompts), warmup_share=0.0, engine="sglang",
-                max_num_seqs=None, max_num_batched_tokens=None, seed=seed, router=router,
+                requests=int(run.num_prompts), warmup_share=0.0,
+                settings=EngineSettings("sglang"), seed=seed, router=router,
             )  # fmt: skip
             one = ds.isel(ratio=0, concurrency=0)
             row["predicted_ttft_s"] = float(one.latency.sel(metric="ttft"))

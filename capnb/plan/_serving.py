@@ -63,12 +63,10 @@ def compare_serving(
         ), None
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile, drop=True)
     result = capacity.disaggregate(
-        cfg.serving.model,
-        gpu,
+        capacity.Deployment(cfg.serving.model, gpu, int(tp)),
         workload,
         target_qps=target,
         sla=cfg.sla,
-        tensor_parallel=tp,
         aggregated_tensor_parallel=tp,
         seed=cfg.traffic.seed,
     )
