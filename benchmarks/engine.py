@@ -29,8 +29,10 @@ def run(quick: bool = False) -> list[Row]:
     while grid.size < points:  # geomspace repeats small integers: fill with the next ones
         grid = np.unique(np.concatenate([grid, [grid.max() + 1]]))
 
+    h100 = latency.Deployment("Llama-3.1-8B", "H100-SXM", 1)
+
     def call():
-        return latency.engine("Llama-3.1-8B", "H100-SXM", 1, w, concurrency=grid, requests=requests)
+        return latency.engine(h100, w, concurrency=grid, requests=requests)
 
     curve = call()  # compile (or load from the cache)
     t_curve = best_time(call, repeat=3, warmup=1)

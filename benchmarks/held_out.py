@@ -30,12 +30,14 @@ def run(quick: bool = False) -> list[Row]:
     overrides = {"gpus": ["H200"], "tensor_parallel": [1], "trials": 200,
                  "scale_up_threshold": [0.7], "cooldown_s": [900.0],
                  "buffer_instances": [0]} if quick else {}  # fmt: skip
-    cfg = plan.read_config(None, **overrides)
-    source = data.load_traffic(cfg.trace)
-    series = forecast.resample(source, cfg.interval)
-    demand = elasticity.prepare_demand(source, cfg.step_s, baseline=forecast.fit_baseline(series))
-    settings = dict(per_instance_qps=8.8, step_s=cfg.step_s, cold_start_s=75.0,
-                    tolerance_s=cfg.tolerance_s, gpus_per_instance=1, gpu="H200")  # fmt: skip
+    cfg = plan.read_config(overrides or None)
+    source = data.load_traffic(cfg.traffic.trace)
+    series = forecast.resample(source, cfg.traffic.interval)
+    demand = elasticity.prepare_demand(
+        source, cfg.elasticity.step_s, baseline=forecast.fit_baseline(series)
+    )
+    settings = dict(per_instance_qps=8.8, step_s=cfg.elasticity.step_s, cold_start_s=75.0,
+                    tolerance_s=cfg.elasticity.tolerance_s, gpus_per_instance=1, gpu="H200")  # fmt: skip
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -35,6 +35,10 @@ _SUBMODULES = (
     "widgets",
 )
 
+#: The records of settings that travel together (:mod:`capnb.records`), importable from capnb;
+#: not in ``__all__``, which lists capnb's modules (the API reference documents them in records).
+_RECORDS = ("Deployment", "EngineSettings", "SLA")
+
 __all__ = [
     "__version__",
     "calibration",
@@ -76,6 +80,9 @@ if TYPE_CHECKING:  # pragma: no cover
         report,
         widgets,
     )
+    from .records import SLA as SLA
+    from .records import Deployment as Deployment
+    from .records import EngineSettings as EngineSettings
 
 
 def __getattr__(name: str):
@@ -83,8 +90,12 @@ def __getattr__(name: str):
         module = importlib.import_module(f"{__name__}.{name}")
         globals()[name] = module
         return module
+    if name in _RECORDS:
+        record = getattr(importlib.import_module(f"{__name__}.records"), name)
+        globals()[name] = record
+        return record
     raise AttributeError(f"module 'capnb' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_RECORDS])

@@ -1,5 +1,13 @@
 """Settings that travel together, one typed record each.
 
+:class:`Deployment` is what one instance runs: a model on a GPU at a tensor-parallel degree, with
+its weight and KV cache dtypes (:func:`capnb.latency.engine`, :func:`capnb.capacity.pool_curves`,
+:func:`capnb.capacity.pd_ratio`, :func:`capnb.capacity.disaggregate`,
+:func:`capnb.memory.max_concurrency` and :func:`capnb.memory.sweep` take it).
+:class:`EngineSettings` is how the serving engine schedules it: engine and release, scheduling
+policy, chunked prefill, the limits of running sequences and tokens per step, KV block size and
+context limit, each left None to take the engine's own default on the GPU.
+
 :class:`SLA` is the latency a service promises: a quantile (P99 by default) of TTFT, TPOT, ITL and
 E2E, each bound optional, all met together. The capacity step takes it
 (:func:`capnb.capacity.safe_concurrency`, :func:`capnb.capacity.plan`, :func:`capnb.capacity.sweep`),
@@ -14,12 +22,13 @@ it expects, unless the record says ``confirm=True``.
 from __future__ import annotations
 
 import math
+import numbers
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 
 from .errors import InputError
 
-__all__ = ["PLAUSIBLE_S", "SLA"]
+__all__ = ["ENGINES", "PLAUSIBLE_S", "SLA", "Deployment", "EngineSettings", "engine_id"]
 
 #: The latency metrics an SLA may bound, in the order they are listed.
 METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -209,3 +218,293 @@ def _number(raw: str, part: str, key: str) -> float:
     except ValueError:
         raise InputError(f"--sla: {part!r}: {match.group(1)!r} is not a number") from None
     return value * _UNITS[match.group(2) or ""]
+
+
+# -- the serving engine ----------------------------------------------------------------------------
+#: Engine ids the engine model knows, with their display names.
+ENGINES = {
+    "vllm-v1": "vLLM (V1 engine, 0.8 and later)",
+    "vllm-v0": "vLLM (V0 engine, up to 0.7)",
+    "sglang": "SGLang",
+    "tgi": "Hugging Face text-generation-inference",
+    "trtllm": "TensorRT-LLM",
+    "lmdeploy": "LMDeploy TurboMind",
+}
+#: Name prefixes of the engines other than vLLM.
+_ENGINE_NAMES = {
+    "sglang": ("sglang",),
+    "tgi": ("tgi", "text-generation"),
+    "trtllm": ("trt", "tensorrt"),
+    "lmdeploy": ("lmdeploy", "turbomind"),
+}
+#: The scheduling policies of :mod:`capnb.kernels.engine` (``POLICIES``).
+SCHEDULING_POLICIES = ("mixed", "prefill_first")
+#: vLLM's long-context rule: above this ``max_model_len`` (tokens) V0 turns chunked prefill on.
+V0_LONG_CONTEXT = 32768
+#: GPU memory (bytes) from which vLLM V1 takes its larger defaults; SGLang's threshold (bytes).
+_LARGE_GPU = 70 * 2**30
+_SGLANG_SMALL_GPU = 25e9
+#: KV cache block (tokens): vLLM's default, and the engine model's for every engine.
+BLOCK_SIZE = 16
+
+
+def engine_id(engine: str, version: str = "") -> str:
+    """The engine model's id for an engine name and release (``"vllm", "0.6.3"`` -> ``vllm-v0``).
+
+    Examples
+    --------
+    >>> engine_id("vLLM", "0.6.3.post2"), engine_id("vllm", "0.11.0"), engine_id("SGLang")
+    ('vllm-v0', 'vllm-v1', 'sglang')
+    """
+    name = str(engine).strip().lower()
+    if name in ENGINES:
+        return name
+    if name.startswith("vllm"):
+        match = re.match(r"v?(\d+)\.(\d+)", str(version).strip())
+        if match and (int(match[1]), int(match[2])) < (0, 8):
+            return "vllm-v0"
+        return "vllm-v1"
+    for key, prefixes in _ENGINE_NAMES.items():
+        if name.startswith(prefixes):
+            return key
+    raise InputError(f"engine: {engine!r} is not one of {sorted(ENGINES)} (nor a name of one)")
+
+
+def _whole(value, name: str, unit: str, *, least: int) -> int | None:
+    if value is None:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if not ok or not float(value).is_integer() or int(value) < least:
+        raise InputError(
+            f"engine settings: {name} = {value!r}: expected a whole number of {unit} >= {least} "
+            "(or None: the engine's default)"
+        )
+    return int(value)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How a serving engine schedules one instance (the engine model's settings, one record).
+
+    Every field but ``engine`` may be None: the engine's own default, which can depend on the GPU
+    (vLLM V1, SGLang), the context limit (vLLM V0) or the KV cache (SGLang);
+    :meth:`resolve` fills them for one GPU and :meth:`defaults` shows them.
+
+    Parameters
+    ----------
+    engine
+        Engine id or name (:data:`ENGINES`: ``"vllm-v1"``, ``"vllm-v0"``, ``"sglang"``, ``"tgi"``,
+        ``"trtllm"``, ``"lmdeploy"``; ``"vLLM"`` alone names no release and is an error).
+    policy
+        ``"mixed"`` (prefill chunks beside the decodes) or ``"prefill_first"``.
+    chunked_prefill
+        Whether a prompt may be split over steps (true or false).
+    max_num_seqs
+        Running sequences at most (requests); 0: bounded by the KV cache only (TGI).
+    max_num_batched_tokens
+        Tokens computed per step at most (tokens); 0: no limit (as a run's file may say).
+    block_size
+        KV cache block (tokens; 16 when None).
+    max_model_len
+        The server's context limit (tokens); only vLLM V0's defaults depend on it.
+    source
+        Where the values come from (the release's defaults, then the fields given).
+
+    The KV cache dtype is not an engine setting here: it sizes memory as the weights' dtype does,
+    so it is a field of :class:`Deployment`.
+
+    Examples
+    --------
+    >>> s = EngineSettings.defaults("vllm-v1", gpu="H100-SXM")
+    >>> s.policy, s.chunked_prefill, s.max_num_seqs, s.max_num_batched_tokens
+    ('mixed', True, 1024, 8192)
+    >>> EngineSettings("vllm-v0", max_model_len=91680).resolve().max_num_batched_tokens
+    512
+    >>> EngineSettings(max_num_seqs=-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    capnb.errors.InputError: engine settings: max_num_seqs = -1: expected a whole number of ...
+    """
+
+    engine: str = "vllm-v1"
+    policy: str | None = None
+    chunked_prefill: bool | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if str(self.engine).strip().lower() == "vllm":
+            raise InputError("engine settings: engine = 'vllm' names no release; say 'vllm-v0' "
+                             "(up to 0.7) or 'vllm-v1' (0.8 and later)")  # fmt: skip
+        object.__setattr__(self, "engine", engine_id(self.engine))
+        if self.policy is not None and self.policy not in SCHEDULING_POLICIES:
+            raise InputError(
+                f"engine settings: policy = {self.policy!r}: expected one of {SCHEDULING_POLICIES}"
+            )
+        if self.chunked_prefill is not None and not isinstance(self.chunked_prefill, bool):
+            raise InputError(
+                f"engine settings: chunked_prefill = {self.chunked_prefill!r}: expected true "
+                "or false (or None: the engine's default)"
+            )
+        for name, unit, least in (("max_num_seqs", "requests", 0),
+                                  ("max_num_batched_tokens", "tokens", 0),
+                                  ("block_size", "tokens", 1), ("max_model_len", "tokens", 1)):  # fmt: skip
+            object.__setattr__(self, name, _whole(getattr(self, name), name, unit, least=least))
+        if not isinstance(self.source, str):
+            raise InputError(f"engine settings: source = {self.source!r}: expected text")
+
+    @property
+    def given(self) -> dict[str, object]:
+        """The scheduling fields set (not None), by name."""
+        names = (
+            "policy",
+            "chunked_prefill",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "block_size",
+        )
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+    def resolve(self, *, gpu: str = "", gpu_memory_bytes: float = math.inf,
+                kv_tokens: int | None = None) -> EngineSettings:  # fmt: skip
+        """Every field filled: the release's defaults on this GPU, then the fields given.
+
+        ``gpu`` (catalog id) and ``gpu_memory_bytes`` (bytes; default: a GPU of 70 GiB or more)
+        choose vLLM V1's and SGLang's defaults; ``kv_tokens`` (tokens of KV cache) SGLang's
+        running-request limit.
+        """
+        base = _release_defaults(self.engine, gpu_memory_bytes, str(gpu), self.max_model_len,
+                                 kv_tokens)  # fmt: skip
+        given = self.given
+        if given:
+            base = replace(base, **given,
+                           source=f"{base.source}; given: {', '.join(sorted(given))}")  # fmt: skip
+        return base
+
+    @classmethod
+    def defaults(cls, engine: str = "vllm-v1", *, gpu: str | None = None,
+                 max_model_len: int | None = None,
+                 kv_tokens: int | None = None) -> EngineSettings:  # fmt: skip
+        """An engine's defaults as its release sets them, every field filled.
+
+        On one catalog GPU (its bytes of memory read from the catalog; None: a GPU of 70 GiB or
+        more), for a context limit ``max_model_len`` (tokens) and a KV cache of ``kv_tokens``
+        tokens where they matter (vLLM V0, SGLang).
+        """
+        memory = math.inf
+        if gpu is not None:
+            from .data import load_gpus
+
+            gpus = load_gpus([gpu])
+            gpu = str(gpus.gpu.values[0])
+            memory = float(gpus.memory_bytes.values[0])
+        return cls(engine, max_model_len=max_model_len).resolve(
+            gpu=gpu or "", gpu_memory_bytes=memory, kv_tokens=kv_tokens
+        )
+
+    def running_limit(self, kv_tokens: int) -> int:
+        """Running sequences (requests) the engine allows with ``kv_tokens`` tokens of KV cache."""
+        if self.max_num_seqs:
+            return self.max_num_seqs
+        return max(1, kv_tokens // (self.block_size or BLOCK_SIZE))
+
+
+def _release_defaults(key, gpu_memory_bytes, gpu, max_model_len, kv_tokens) -> EngineSettings:
+    """One engine's defaults, by release (the sources are in :mod:`capnb.latency._engines`)."""
+    large = gpu_memory_bytes >= _LARGE_GPU and not gpu.startswith("A100")
+    length = int(max_model_len) if max_model_len else 0
+    rows = {
+        "vllm-v1": ("mixed", True, 1024 if large else 256, 8192 if large else 2048,
+                    "vLLM V1 defaults (get_batch_defaults)"),
+        "tgi": ("prefill_first", False, 0, 4096, "TGI defaults (max_batch_prefill_tokens)"),
+        "trtllm": ("mixed", False, 256, 8192,
+                   "TensorRT-LLM defaults (max_batch_size, max_num_tokens)"),
+        "lmdeploy": ("mixed", True, 256, 8192, "LMDeploy TurboMind defaults (max_batch_size)"),
+    }  # fmt: skip
+    if key == "vllm-v0" and length > V0_LONG_CONTEXT:
+        rows[key] = ("mixed", True, 256, 512,
+                     "vLLM V0 defaults, max_model_len > 32K: chunked prefill of 512 tokens")  # fmt: skip
+    elif key == "vllm-v0":
+        rows[key] = ("prefill_first", False, 256, max(length, 2048),
+                     "vLLM V0 defaults (no chunked prefill)")  # fmt: skip
+    elif key == "sglang":
+        chunk = 8192 if gpu_memory_bytes >= _SGLANG_SMALL_GPU else 2048
+        running = 2048 if kv_tokens is None else max(1, min(int(kv_tokens) // 2, 2048))
+        rows[key] = ("prefill_first", True, running, chunk,
+                     "SGLang defaults (chunked prefill, running requests)")  # fmt: skip
+    policy, chunked, seqs, tokens, source = rows[key]
+    return EngineSettings(key, policy, chunked, seqs, tokens, BLOCK_SIZE, max_model_len, source)
+
+
+# -- the deployment --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Deployment:
+    """One instance's hardware and model: a model on a GPU at a tensor-parallel degree, and dtypes.
+
+    Checked when made: the model and GPU are resolved in the catalogs (``gpu`` becomes the
+    catalog's id, ``spec`` holds the model's :class:`~capnb.modelspec.ModelSpec`), the degree is a
+    positive whole number that shards the model, and the dtypes are known; each error names the
+    field.
+
+    Parameters
+    ----------
+    model
+        Catalog model id (``capnb.data.list_models()``), a ``config.json`` path or a ModelSpec.
+    gpu
+        Catalog GPU name (``capnb.data.list_gpus()``).
+    tensor_parallel
+        GPUs per instance (a positive whole number of GPUs).
+    weight_dtype
+        The weights' dtype (``"bf16"``, ``"fp8"``, ``"int4"`` ...; bytes per parameter follow
+        from it); None: the model config's.
+    kv_dtype
+        The KV cache's dtype (``"auto"``: the model's; ``"bf16"``, ``"fp16"``, ``"fp8"``).
+
+    Examples
+    --------
+    >>> d = Deployment("Llama-3.1-8B", "h100-sxm", 1, kv_dtype="fp8")
+    >>> d.gpu, d.spec.name, d.tensor_parallel
+    ('H100-SXM', 'Llama-3.1-8B', 1)
+    >>> Deployment("Llama-3.1-8B", "H100-SXM", 3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    capnb.errors.InputError: deployment: tensor_parallel = 3: ...
+    """
+
+    model: object
+    gpu: str
+    tensor_parallel: int = 1
+    weight_dtype: str | None = None
+    kv_dtype: str = "auto"
+    spec: object = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from .data import load_gpus, load_model
+        from .data.modelspec import dtype_bytes
+
+        object.__setattr__(self, "spec", load_model(self.model))
+        if not isinstance(self.gpu, str):
+            raise InputError(f"deployment: gpu = {self.gpu!r}: expected one catalog GPU name")
+        object.__setattr__(self, "gpu", str(load_gpus([self.gpu]).gpu.values[0]))
+        tp = self.tensor_parallel
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise InputError(
+                f"deployment: tensor_parallel = {tp!r}: expected a positive whole number of GPUs"
+            )
+        reason = self.spec.valid_tensor_parallel(tp)
+        if reason:
+            raise InputError(f"deployment: tensor_parallel = {tp}: {reason}")
+        if self.weight_dtype is not None:
+            dtype_bytes(self.weight_dtype, argument="deployment: weight_dtype")
+        if self.kv_dtype != "auto":
+            dtype_bytes(self.kv_dtype, argument="deployment: kv_dtype")
+
+    def at(self, tensor_parallel: int) -> Deployment:
+        """The same deployment at another tensor-parallel degree (GPUs per instance)."""
+        return replace(self, tensor_parallel=tensor_parallel)
+
+    def __str__(self) -> str:
+        return f"{self.spec.name} on {self.tensor_parallel} x {self.gpu}"

@@ -634,7 +634,7 @@ def summary_html(
         f"<h1>Capacity plan for {html.escape(a.model)}</h1>"
         f'<p class="capnb-lede">{_sentence(_lede(a))}</p>'
         f'<p class="capnb-headline{" capnb-caution" if failed else ""}">'
-        f"{_sentence(said['headline'])} {_sentence(said['held_out'])}</p>"
+        f"{_sentence(said['headline'])}</p>"
         f'<h2>The plan in numbers</h2><dl class="capnb-numbers">{numbers}</dl>'
         f'<figure class="capnb-figure">{_static_chart(plan)}</figure>'
         f'<h2>What binds at each step</h2><table class="capnb-steps">{binds}</table>'
@@ -846,14 +846,14 @@ def _curve_parameters(cfg, gpu: str, tp: int) -> dict[str, object]:
     """Worksheet 03's curve: the model, a bundled measured curve, or the user's measured files."""
     from . import data
 
-    if cfg.latency == "model":
+    if cfg.serving.latency == "model":
         return {"CURVE": "analytic model"}
-    if cfg.latency == "engine":
+    if cfg.serving.latency == "engine":
         return {"CURVE": "engine model"}
-    if cfg.latency in data.list_latency_curves():
-        return {"CURVE": cfg.latency}
-    setup = {"model": data.load_model(cfg.model).name, "gpu": gpu, "tensor_parallel": tp}
-    return {"BENCHMARK": cfg.latency, "BENCHMARK_SETUP": setup}
+    if cfg.serving.latency in data.list_latency_curves():
+        return {"CURVE": cfg.serving.latency}
+    setup = {"model": data.load_model(cfg.serving.model).name, "gpu": gpu, "tensor_parallel": tp}
+    return {"BENCHMARK": cfg.serving.latency, "BENCHMARK_SETUP": setup}
 
 
 def _parameters(
@@ -882,42 +882,42 @@ def _parameters(
     gpu, tp = a.gpu, a.tensor_parallel
     metric = a.binding_metric or next(iter(a.sla.bounds))
     trace = {  # the trace read as the plan reads it: its kind and clock too
-        "TRACE": cfg.trace,
-        "TRACE_KIND": cfg.trace_kind,
-        "START": cfg.start,
+        "TRACE": cfg.traffic.trace,
+        "TRACE_KIND": cfg.traffic.trace_kind,
+        "START": cfg.traffic.start,
         "TRACE_OPTIONS": planning.trace_options(cfg),
-        "INTERVAL": cfg.interval,
-        "SLOTS": cfg.slots,
-        "DEMAND_SCALE": cfg.demand_scale,
+        "INTERVAL": cfg.traffic.interval,
+        "SLOTS": cfg.traffic.slots,
+        "DEMAND_SCALE": cfg.traffic.demand_scale,
     }
     return {
         "00_start_here": {
-            "SHOW_TRACE": cfg.trace,
+            "SHOW_TRACE": cfg.traffic.trace,
             "SHOW_TRACE_OPTIONS": {
-                "kind": cfg.trace_kind,
-                "start": cfg.start,
+                "kind": cfg.traffic.trace_kind,
+                "start": cfg.traffic.start,
                 **planning.trace_options(cfg),
             },
-            "SHOW_MODELS": [cfg.model],
+            "SHOW_MODELS": [cfg.serving.model],
             "SHOW_GPU": gpu,
         },
         "01_forecasting": {
             **trace,
-            "QUANTILE": cfg.traffic_quantile,
+            "QUANTILE": cfg.traffic.traffic_quantile,
             "BURSTS_PER_MONTH": a.bursts.rate_per_month,
             "BURST_HOURS": tuple(s / 3600 for s in a.bursts.duration_s),
             "BURST_MULTIPLIER": a.bursts.multiplier,
-            "GROWTH_MODEL": cfg.growth_model,  # the forecast the plan carried its trace forward by
-            "EXCEED_PROBABILITY": cfg.exceed_probability,
-            "TRIALS": cfg.trials,
-            "SEED": cfg.seed,
+            "GROWTH_MODEL": cfg.traffic.growth_model,  # the forecast the plan carried its trace forward by
+            "EXCEED_PROBABILITY": cfg.traffic.exceed_probability,
+            "TRIALS": cfg.traffic.trials,
+            "SEED": cfg.traffic.seed,
         },
         "02_memory": {
-            "MODEL": cfg.model,
+            "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
             "SEQ_LEN": a.seq_len,
-            "ACCOUNTING": cfg.accounting,
+            "ACCOUNTING": cfg.serving.accounting,
         },
         "03_capacity": {
             **_curve_parameters(cfg, gpu, tp),
@@ -926,41 +926,43 @@ def _parameters(
             "SLA": a.sla.bounds[metric],
             "TARGET_QPS": max(a.target_qps),
             "BUFFER": a.burst_instances,
-            "MODEL": cfg.model,
+            "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
             # the lengths and representative requests the plan priced
             "WORKLOAD": str(plan.attrs["workload_trace"]),
             "WORKLOAD_SAMPLES": int(plan.attrs["workload_samples"]),
-            "OVERVIEW_GPUS": list(cfg.gpus),
-            "OVERVIEW_TENSOR_PARALLEL": list(cfg.tensor_parallel),
+            "OVERVIEW_GPUS": list(cfg.serving.gpus),
+            "OVERVIEW_TENSOR_PARALLEL": list(cfg.serving.tensor_parallel),
         },
         # the plan's elasticity stage, input for input: the worksheet gives the plan's answer
         "04_elasticity": {
             **trace,
-            "STEP_S": cfg.step_s,
+            "STEP_S": cfg.elasticity.step_s,
             "PER_INSTANCE_QPS": a.per_instance_qps,
-            "MODEL": cfg.model,
+            "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
             "COLD_START_S": a.policy.cold_start_s,
-            "TOLERANCE_S": cfg.tolerance_s,
-            "BREACH_BUDGET": cfg.breach_budget,
-            "POLICIES": list(cfg.policies),
-            "SCALE_UP_THRESHOLDS": list(cfg.scale_up_threshold),
-            "COOLDOWNS_S": list(cfg.cooldown_s),
-            "BUFFER_INSTANCES": list(cfg.buffer_instances),
+            "TOLERANCE_S": cfg.elasticity.tolerance_s,
+            "BREACH_BUDGET": cfg.elasticity.breach_budget,
+            "POLICIES": list(cfg.elasticity.policies),
+            "SCALE_UP_THRESHOLDS": list(cfg.elasticity.scale_up_threshold),
+            "COOLDOWNS_S": list(cfg.elasticity.cooldown_s),
+            "BUFFER_INSTANCES": list(cfg.elasticity.buffer_instances),
             "POLICY": a.policy.name,
             "PLAN_FILE": str(files["netcdf"].resolve()),  # its policy, chosen out of sample
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
         "06_serving": {
             "CONFIG": str((out_dir / "plan.toml").resolve()),
-            "MODEL": cfg.model,
+            "MODEL": cfg.serving.model,
             "GPU": gpu,
-            "PROVIDER": cfg.provider if cfg.provider != "none" else "hyperstack",
-            "RESERVED": None if cfg.reserved == "none" else cfg.reserved,
-            "SPOT_PREEMPTION": None if cfg.spot_preemption == "none" else cfg.spot_preemption,
+            "PROVIDER": cfg.fleet.provider if cfg.fleet.provider != "none" else "hyperstack",
+            "RESERVED": None if cfg.fleet.reserved == "none" else cfg.fleet.reserved,
+            "SPOT_PREEMPTION": None
+            if cfg.fleet.spot_preemption == "none"
+            else cfg.fleet.spot_preemption,
             # the prefix-cache trade at the plan's TTFT bound (the latency a cache shortens)
             **(
                 {"PREFIX_SLA": {"ttft_s": a.sla.bounds["ttft"], "quantile": a.sla.quantile}}

@@ -8,6 +8,12 @@ def count(n: int, noun: str) -> str:
     return f"{int(n):,} {noun}" + ("" if int(n) == 1 else "s")
 
 
+def minutes(value: float) -> str:
+    """A whole number of minutes: ``1 minute``, ``1,250 minutes`` (``0.6`` reads ``1 minute``)."""
+    shown = f"{float(value):,.0f}"
+    return f"{shown} {'minute' if shown == '1' else 'minutes'}"
+
+
 def rate(value: float) -> str:
     """A rate's digits (requests/s): whole from 100 up, three significant digits below (0.19)."""
     value = float(value)

@@ -57,13 +57,10 @@ def small_plan(tmp_path):
     """A plan config small enough for a test (the m-small trace, two GPUs, two policies), saved."""
     from capnb.plan import PlanConfig, save_config
 
-    config = PlanConfig(
-        trace="servegen-m-small",
-        trials=200,
-        gpus=("H100-SXM", "H200"),
-        tensor_parallel=(1,),
-        policies=("hpa", "fixed"),
-        scale_up_threshold=(0.7,),
-        cooldown_s=(900.0,),
-    )
+    config = PlanConfig().replace(
+        traffic={"trace": "servegen-m-small", "trials": 200},
+        serving={"gpus": ("H100-SXM", "H200"), "tensor_parallel": (1,)},
+        elasticity={"policies": ("hpa", "fixed"), "scale_up_threshold": (0.7,),
+                    "cooldown_s": (900.0,)},
+    )  # fmt: skip
     return save_config(config, tmp_path / "plan.toml")

@@ -698,6 +698,8 @@ ROWS = [
                             r"most 1000")),
     Row("capacity: a negative price", ttft(2.0, usd_per_gpu_hour=-3.0),
         Raises(InputError, r"usd_per_gpu_hour must be >= 0, got -3")),
+    Row("capacity: a price that is a word", ttft(2.0, usd_per_gpu_hour="cheap"),
+        Raises(InputError, r"usd_per_gpu_hour must be a price in USD/hour .* got 'cheap'")),
     Row("config: a negative spot preemption rate",
         plan_file("[fleet]\nspot_preemption_rate = -1\n"),
         Raises(ConfigError, r"p\.toml:2: spot_preemption_rate = -1: Input should be greater than")),
@@ -758,7 +760,8 @@ ROWS = [
     Row("config: a YAML merge key",
         plan_file("serving:\n  <<: {gpus: [H100-SXM], tensor_parallel: [1]}\n  model: Qwen3-8B\n",
                   "p.yaml"),
-        States(lambda cfg: f"{cfg.model} on {cfg.gpus}", r"^Qwen3-8B on \('H100-SXM',\)$")),
+        States(lambda cfg: f"{cfg.serving.model} on {cfg.serving.gpus}",
+               r"^Qwen3-8B on \('H100-SXM',\)$")),
     Row("config: a billion trials", plan_file("[traffic]\ntrials = 1000000000\n"),
         Raises(ConfigError, r"p\.toml:2: trials = 1000000000: Input should be less than or "
                             r"equal to 1000000: each trial simulates a month")),
@@ -783,7 +786,7 @@ ROWS = [
         Raises(BudgetError, r"trials=1,000,000,000 Monte Carlo months of 30 days needs about "
                             r"1\.6 TiB of memory, over capnb's budget .*lower trials")),
     Row("latency: ten billion simulated requests",
-        lambda _: latency.engine("Llama-3.1-8B", "H100-SXM", 1, concurrency=[1],
+        lambda _: latency.engine(latency.Deployment("Llama-3.1-8B", "H100-SXM", 1), concurrency=[1],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),
                                  requests=10**10),
         Raises(BudgetError, r"requests=10,000,000,000 simulated requests needs about 7\.3 TiB")),

@@ -203,3 +203,15 @@ def test_an_unknown_gpu_lists_the_catalog_and_says_how_to_add_one():
         UnknownNameError, match=r"unknown GPU 'RTX-4090'.*all: .*MI300X.*CAPNB_DATASETS"
     ):
         data.resolve_gpu("RTX-4090")
+
+
+def test_a_rate_series_error_after_a_merged_repeat_names_the_file_row_it_is_on(tmp_path):
+    """Merging a repeated window must not shift the rows later errors name."""
+    from capnb.data import load_rate_series
+    from capnb.errors import ConfigError
+
+    path = tmp_path / "rates.csv"
+    path.write_text("time,qps\n0,5\n600,6\n600,6\n1200,7\n1500,8\n")
+    with pytest.raises(ConfigError, match=r"row 5 \(line 6\): window start is not a whole number"):
+        load_rate_series(path, time_column="time", rate_column="qps", time_unit="s",
+                         start="2026-01-01", interval="10min")  # fmt: skip

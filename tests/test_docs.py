@@ -65,8 +65,8 @@ NOT_QUANTITY_RETURNS = {
 FIELDS_WITHOUT_UNITS = {
     "capnb.data.modelspec.ModelSpec": "an architecture: counts and sizes as the Hugging Face "
     "config names them (layers, heads, hidden_size, ...)",
-    "capnb.plan.PlanConfig.trials": "a count of Monte Carlo trials",
-    "capnb.plan.PlanConfig.seed": "a random seed",
+    "capnb.plan.Traffic.trials": "a count of Monte Carlo trials",
+    "capnb.plan.Traffic.seed": "a random seed",
 }
 
 _UNIT_SUFFIX = re.compile(

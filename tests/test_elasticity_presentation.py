@@ -166,26 +166,31 @@ def _parameters_cell() -> dict:
 
 def test_the_worksheets_defaults_are_the_plans():
     values, cfg = _parameters_cell(), plan.PlanConfig()
-    for name, field in [
-        ("TRACE", "trace"), ("TRACE_KIND", "trace_kind"), ("START", "start"),
-        ("INTERVAL", "interval"), ("SLOTS", "slots"), ("DEMAND_SCALE", "demand_scale"),
-        ("STEP_S", "step_s"), ("MODEL", "model"), ("TOLERANCE_S", "tolerance_s"),
-        ("BREACH_BUDGET", "breach_budget"),
+    traffic, serving, scaling = cfg.traffic, cfg.serving, cfg.elasticity
+    for name, value in [
+        ("TRACE", traffic.trace), ("TRACE_KIND", traffic.trace_kind), ("START", traffic.start),
+        ("INTERVAL", traffic.interval), ("SLOTS", traffic.slots),
+        ("DEMAND_SCALE", traffic.demand_scale), ("STEP_S", scaling.step_s),
+        ("MODEL", serving.model), ("TOLERANCE_S", scaling.tolerance_s),
+        ("BREACH_BUDGET", scaling.breach_budget),
     ]:  # fmt: skip
-        assert values[name] == getattr(cfg, field), name
-    assert values["COLD_START_S"] is None and cfg.cold_start_s == "estimate"
-    assert values["POLICIES"] == list(cfg.policies) == list(elasticity.POLICIES)
+        assert values[name] == value, name
+    assert values["COLD_START_S"] is None and cfg.elasticity.cold_start_s == "estimate"
+    assert values["POLICIES"] == list(cfg.elasticity.policies) == list(elasticity.POLICIES)
     for name, field in [
         ("SCALE_UP_THRESHOLDS", "scale_up_threshold"),
         ("COOLDOWNS_S", "cooldown_s"),
         ("BUFFER_INSTANCES", "buffer_instances"),
     ]:
-        assert values[name] == list(getattr(cfg, field)) == list(elasticity.POLICY_GRID[field])
+        grid = getattr(cfg.elasticity, field)
+        assert values[name] == list(grid) == list(elasticity.POLICY_GRID[field])
 
 
 def test_worksheet_and_plan_give_the_same_answer(small_plan, tmp_path, monkeypatch):
     """Worksheet 04 on a plan's inputs (as a report passes them) recommends what the plan does."""
-    config = plan.read_config(small_plan).replace(demand_scale=2.5)  # a scaled trace with holes
+    config = plan.read_config(small_plan).replace(
+        traffic={"demand_scale": 2.5}
+    )  # a scaled trace with holes
     built = []
     build = plan.build
 

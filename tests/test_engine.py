@@ -16,6 +16,7 @@ from capnb.errors import InputError
 from capnb.kernels import engine as kernels
 from capnb.kernels import latency as latency_kernels
 from capnb.latency import calibration as cal
+from capnb.records import Deployment, EngineSettings
 
 SPEC = load_model("Llama-3.1-8B")
 GPUS = load_gpus(["H100-SXM"])
@@ -120,9 +121,14 @@ def test_quantile_selection_is_the_inverse_cdf():
 W = latency.workload(prompt_tokens=[200, 800, 1500, 3000], output_tokens=[50, 150, 300, 100])
 
 
+SETTINGS = ("engine", "chunked_prefill", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
+
+
 def _engine(**kw):
     args = {"requests": 300, "seed": 0, **kw}
-    return latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, **args)
+    given = {k: args.pop(k) for k in SETTINGS if k in args}
+    settings = args.pop("settings", None) or EngineSettings(**given)
+    return latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), W, settings=settings, **args)
 
 
 def test_ttft_grows_with_load_and_the_knee_is_past_max_num_seqs():
@@ -182,11 +188,15 @@ def test_threads_give_the_same_answer():
     import numba
 
     grid = np.arange(1, 41)
-    many = latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, concurrency=grid, requests=2000)
+    many = latency.engine(
+        Deployment("Llama-3.1-8B", "H100-SXM", 1), W, concurrency=grid, requests=2000
+    )
     threads = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        one = latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, concurrency=grid, requests=2000)
+        one = latency.engine(
+            Deployment("Llama-3.1-8B", "H100-SXM", 1), W, concurrency=grid, requests=2000
+        )
     finally:
         numba.set_num_threads(threads)
     assert many.identical(one)
@@ -208,7 +218,9 @@ def test_an_engine_curve_plans_like_any_curve():
         ({"concurrency": [4], "request_rate": [1.0]}, "not both"),
         ({"prefix_hit_rate": 1.5}, "prefix_hit_rate"),
         ({"kv_cache_tokens": 1000}, "kv_cache_tokens"),
-        ({"max_num_seqs": 0}, "max_num_seqs"),
+        ({"max_num_seqs": -1}, "max_num_seqs"),
+        ({"max_num_seqs": 2.5}, "max_num_seqs"),
+        ({"settings": {"max_num_seqs": 8}}, "settings"),
         ({"max_num_batched_tokens": -5}, "max_num_batched_tokens"),
         ({"arrival_cv": -1.0}, "arrival_cv"),
         ({"requests": 0}, "requests"),
@@ -223,7 +235,7 @@ def test_bad_inputs_name_the_argument(kwargs, named):
 
 def test_an_invalid_tensor_parallel_is_named():
     with pytest.raises(InputError, match="tensor_parallel"):
-        latency.engine("Llama-3.1-8B", "H100-SXM", 3, W, concurrency=[1, 2])
+        latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 3), W, concurrency=[1, 2])
 
 
 # -- the stored calibration and validation ------------------------------------------------------

@@ -12,6 +12,7 @@ from capnb import capacity, data, latency
 from capnb.errors import ConfigError, InputError
 from capnb.latency import _engines, _fit
 from capnb.latency.calibration import Calibration
+from capnb.records import Deployment, EngineSettings
 
 W = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
 CAL = Calibration(0.6, 0.85, 0.6, 2e-3, 1e-5, 2e-5, 0.0, fitted_on="test")
@@ -19,8 +20,9 @@ CAL = Calibration(0.6, 0.85, 0.6, 2e-3, 1e-5, 2e-5, 0.0, fitted_on="test")
 
 def _rate_curve(rates, requests=600, **kwargs):
     kwargs.setdefault("calibration", CAL)
-    return latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, request_rate=rates, requests=requests,
-                          **kwargs)  # fmt: skip
+    given = {k: kwargs.pop(k) for k in ("engine", "max_model_len") if k in kwargs}
+    return latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), W, request_rate=rates,
+                          requests=requests, settings=EngineSettings(**given), **kwargs)  # fmt: skip
 
 
 def test_past_saturation_requests_queue_and_the_throughput_is_the_engines():
@@ -85,8 +87,8 @@ def test_engine_defaults_follow_the_release_and_gpu():
 def test_an_fp8_curve_records_its_dtype_and_the_memory_limit_uses_it():
     """405B with FP8 weights fits 8 x H100 (the memory limit sized bf16 weights before)."""
     w = latency.workload(prompt_tokens=[1000] * 4, output_tokens=[200] * 4)
-    curve = latency.engine("Llama-3.1-405B", "H100-SXM", 8, w, concurrency=[1, 8, 32], requests=96,
-                           weight_dtype="fp8", calibration=CAL)  # fmt: skip
+    curve = latency.engine(Deployment("Llama-3.1-405B", "H100-SXM", 8, weight_dtype="fp8"), w,
+                           concurrency=[1, 8, 32], requests=96, calibration=CAL)  # fmt: skip
     assert curve.attrs["weight_dtype"] == "fp8"
     planned = capacity.plan(curve, 60.0, 5.0, metric="e2e")
     assert str(planned.binding.item()) != "infeasible_memory"
@@ -96,8 +98,9 @@ def test_an_fp8_curve_records_its_dtype_and_the_memory_limit_uses_it():
 def _write_runs(folder, calibration, rates, engine="vllm-v1"):
     """vllm bench serve result files of runs the engine model itself produced."""
     for rate in rates:
-        curve = latency.engine("Llama-3.1-8B", "H100-SXM", 1, W, request_rate=[rate], requests=300,
-                               calibration=calibration, warmup_share=0.0, engine=engine)  # fmt: skip
+        curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), W, request_rate=[rate],
+                               requests=300, calibration=calibration, warmup_share=0.0,
+                               settings=EngineSettings(engine))  # fmt: skip
         lat = curve.latency.sel(request_rate=rate)
         mean = curve.mean_latency.sel(request_rate=rate)
         record = {"request_rate": rate, "completed": 300, "total_input_tokens": 512 * 300,
@@ -134,7 +137,9 @@ def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
     _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
     runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
                                 tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
-    own = latency.calibrate(runs[runs["load"] != 6.0], engine="vllm-v1", prior=CAL)
+    own = latency.calibrate(
+        runs[runs["load"] != 6.0], settings=EngineSettings("vllm-v1"), prior=CAL
+    )
     assert "own runs" in own.fitted_on
     held = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=own)
     true = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=truth)
@@ -146,9 +151,11 @@ def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
         assert abs(got / want - 1) <= 0.10, metric
         assert abs(got / want - 1) < abs(before / want - 1), metric  # better than the prior
     with pytest.raises(InputError, match="runs"):
-        latency.calibrate(runs.iloc[:0], engine="vllm-v1")
-    with pytest.raises(InputError, match="engine"):
-        latency.calibrate(runs, engine="fastllm")
+        latency.calibrate(runs.iloc[:0])
+    with pytest.raises(InputError, match="settings: expected a capnb.records.EngineSettings"):
+        latency.calibrate(runs, settings="fastllm")
+    with pytest.raises(InputError, match="settings: block_size = 32"):
+        latency.calibrate(runs, settings=EngineSettings(block_size=32))
 
 
 def test_a_plan_carries_its_band():

@@ -168,11 +168,11 @@ def test_a_history_shorter_than_a_week_is_planned_as_it_is():
 
 
 def test_the_plan_config_carries_the_setting(tmp_path):
-    assert PlanConfig().growth_model == "auto"  # chosen by rolling origins inside the history
-    assert PlanConfig(growth_model="probabilistic").growth_model == "probabilistic"
-    assert PlanConfig(growth_model="none").growth_model == "none"
+    assert PlanConfig().traffic.growth_model == "auto"  # chosen by rolling origins in the history
+    for kind in ("probabilistic", "none"):
+        assert PlanConfig().replace(traffic={"growth_model": kind}).traffic.growth_model == kind
     with pytest.raises(ConfigError, match="growth_model"):
-        PlanConfig().replace(growth_model="trend")
+        PlanConfig().replace(traffic={"growth_model": "trend"})
     from capnb.plan import save_config
 
     text = save_config(PlanConfig(), tmp_path / "plan.toml").read_text()

@@ -168,7 +168,9 @@ def test_capnb_plan_runs_on_the_users_own_files(service, model, trace, latency, 
 
 def test_the_instance_counts_follow_by_hand(service):
     config = plan.load_config(_config(service, "acme-5b", "rates.csv", "bench"))
-    config = config.replace(growth_model="none")  # the history's own quantiles, as by hand below
+    config = config.replace(
+        traffic={"growth_model": "none"}
+    )  # the history's own quantiles, as by hand below
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)
         built = plan.build(config)

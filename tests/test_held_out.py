@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from capnb import elasticity, forecast
-from capnb.plan import PlanConfig
+from capnb.plan import PlanConfig, read_config
 from capnb.plan import _origins as origins_module
 
 #: A small grid: two policies, one threshold and delay, two spare counts, every floor share.
@@ -53,8 +53,8 @@ def test_spans_sum_the_units_before_the_origin_as_held_out_windows_are_cut():
         return r
 
     inner = {2: unit([1, 5], [10, 1]), 3: unit([2, 0], [10, 1]), 4: unit([0, 9], [10, 1])}
-    breach, budget, cost = origins_module._spans(inner, until=4, width=7,
-                                                 cfg=PlanConfig(breach_budget=0.01))  # fmt: skip
+    cfg = PlanConfig().replace(elasticity={"breach_budget": 0.01})
+    breach, budget, cost = origins_module._spans(inner, until=4, width=7, cfg=cfg)
     # spans from units 2 and 3, each cut at the origin (unit 4 is not before it)
     np.testing.assert_array_equal(breach, [[3, 5], [2, 0]])
     np.testing.assert_array_equal(budget, [2.0, 1.0])
@@ -64,7 +64,7 @@ def test_spans_sum_the_units_before_the_origin_as_held_out_windows_are_cut():
 
 @pytest.fixture(scope="module")
 def steady_and_jumped():
-    config = PlanConfig(**SMALL)
+    config = read_config(SMALL)
     runs = []
     for jump in (None, 12.5):  # the same history; only the last day and a half differ
         series = _series(14, jump_after=jump)
@@ -109,7 +109,7 @@ def test_a_window_the_trace_does_not_cover_is_left_out_and_named():
     qps = series.qps.values.copy()
     qps[4 * 144 : 5 * 144] = np.nan  # day 5 is missing
     series = series.assign(qps=series.qps.copy(data=qps))
-    record = origins_module.rolling(PlanConfig(**SMALL), series, _demand(series), SETTINGS,
+    record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
                                     elasticity.choose_held_out)  # fmt: skip
     assert any("2024-03-08" in why and "observed 0%" in why for why in record.left_out)
 

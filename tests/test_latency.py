@@ -293,3 +293,53 @@ def test_splitwise_step_times_are_reproduced_on_average():
     ]  # fmt: skip
     model = calibration.predict(calibration.calibration_for("H100-SXM"), h100)
     assert np.median(model) == pytest.approx(0.0306, rel=0.15)
+
+
+def test_a_gpu_measured_on_one_model_and_engine_is_not_identified():
+    # one model on one engine cannot tell the GPU from that model's kernels on that engine
+    from capnb.latency import _fit
+
+    def point(gpu, model, engine):
+        config = ("s", gpu, model, engine, "1", 8, "bf16", 512.0, 512.0, "request_rate")
+        return _fit.Point(config, 1.0, {("ttft", "p50"): 0.1})
+
+    pts = [
+        point("H200", "DeepSeek-V3", "SGLang"),
+        point("H200", "DeepSeek-V3", "SGLang"),
+        point("A100-80GB", "Llama-2-7B", "SGLang"),
+        point("A100-80GB", "Llama-2-13B", "SGLang"),
+        point("MI300X", "Llama-3.1-405B", "TGI"),
+        point("MI300X", "Llama-3.1-405B", "vLLM"),
+        # an alias of the catalog's name is the same model
+        point("L40S", "meta-llama/Llama-3.3-70B-Instruct", "SGLang"),
+        point("L40S", "Llama-3.1-70B", "SGLang"),
+    ]
+    assert _fit.identified_gpus(pts) == {"A100-80GB", "MI300X"}
+
+
+def test_every_stored_fit_holds_only_the_gpus_its_sources_identify():
+    from capnb.latency import _fit, _fitted, validate
+
+    record = _fitted.stored()
+    if record is None or record["data_hash"] != validate.data_hash():
+        pytest.skip("no stored engine calibration of these measurements")
+    pts, _ = _fit.points(data.load_measurements())
+    assert set(record["calibration"]["gpus"]) == _fit.identified_gpus(pts)
+    for source, fold in record["folds"].items():
+        train = [pt for pt in pts if pt.source != source]
+        assert set(fold["gpus"]) == _fit.identified_gpus(train), source
+    # a GPU left out is predicted with the pooled values and the table says it was unseen
+    rows = [r for r in record["rows"] if r["source"] == "datacrunch-h200-sglang"]
+    assert rows and not any(r["gpu_seen"] for r in rows)
+
+
+def test_a_partial_rerun_names_an_unknown_source_and_refuses_other_measurements():
+    from capnb.latency import _fitted, validate
+
+    record = _fitted.stored()
+    if record is None or record["data_hash"] != validate.data_hash():
+        pytest.skip("no stored engine calibration of these measurements")
+    with pytest.raises(InputError, match="no measured source.*'nope'"):
+        validate.refresh(record, ["nope"])
+    with pytest.raises(InputError, match="other measurements"):
+        validate.refresh({**record, "data_hash": "0" * 16}, ["lmdeploy-a100"])

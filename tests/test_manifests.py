@@ -182,11 +182,11 @@ def small_plan_built(tmp_path_factory):
     """A small plan (m-small trace, HPA and Knative, no spares), exported as plan.nc."""
     import warnings
 
-    config = capnb.plan.PlanConfig(
+    config = capnb.plan.read_config(dict(
         trace="servegen-m-small", trials=200, gpus=("H100-SXM",), tensor_parallel=(1,),
         policies=("hpa", "knative"), scale_up_threshold=(0.7,), cooldown_s=(900.0,),
         buffer_instances=(0,), backtest_days=0, provider="none",
-    )  # fmt: skip
+    ))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", capnb.plan.PlanWarning)
         plan = capnb.plan.build(config)

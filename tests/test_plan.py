@@ -31,7 +31,7 @@ SMALL = {
 def small():
     with warnings.catch_warnings(record=True) as raised:
         warnings.simplefilter("always", planning.PlanWarning)
-        result = planning.build(planning.PlanConfig(**SMALL))
+        result = planning.build(planning.read_config(SMALL))
     return result, [str(w.message) for w in raised if issubclass(w.category, planning.PlanWarning)]
 
 
@@ -60,7 +60,7 @@ def test_the_choice_is_the_cheapest_feasible_option(small):
     assert str(chosen.capacity_binding.values) in ("latency", "memory", "measured_range")
     assert math.isclose(float(chosen.capacity_per_instance_qps), a.per_instance_qps)
     # every bound holds at the operating point, and the memory step allows the safe concurrency
-    bound = planning.PlanConfig(**SMALL).sla.bounds[str(chosen.capacity_binding_metric.values)]
+    bound = planning.read_config(SMALL).sla.bounds[str(chosen.capacity_binding_metric.values)]
     assert float(chosen.capacity_latency_at_safe) <= bound
     assert int(chosen.capacity_safe_concurrency) <= int(chosen.memory_max_concurrency.squeeze())
 
@@ -152,13 +152,13 @@ def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch)
 
 
 def test_config_files_round_trip(tmp_path):
-    config = planning.PlanConfig(**SMALL)
+    config = planning.read_config(SMALL)
     path = planning.save_config(config, tmp_path / "plan.toml")
     assert planning.load_config(path) == config
     yaml_path = tmp_path / "plan.yaml"
     yaml_path.write_text("sla:\n  tpot_s: 0.1\nserving:\n  gpus: [H200]\n")
     loaded = planning.load_config(yaml_path)
-    assert loaded.sla.bounds == {"tpot": 0.1} and loaded.gpus == ("H200",)
+    assert loaded.sla.bounds == {"tpot": 0.1} and loaded.serving.gpus == ("H200",)
 
 
 @pytest.mark.parametrize(
@@ -185,15 +185,15 @@ def test_infeasible_sla_is_stated_never_a_fallback():
     with pytest.raises(
         planning.PlanError, match=r"infeasible: no GPU .* meets P99 TPOT <= 1 ms for"
     ):
-        planning.build(planning.PlanConfig(**SMALL), sla={"tpot_s": 0.001})
+        planning.build(planning.read_config(SMALL), sla={"tpot_s": 0.001})
 
 
 def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():
     # the curve's floor is above the SLA at every slot's target: the curve's own sentence, no crash
-    config = planning.PlanConfig(
-        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
+    config = planning.read_config(dict(
+        SMALL, gpus=("MI300X",), tensor_parallel=(8,),
         latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla={"ttft_s": 0.01},
-    )  # fmt: skip
+    ))  # fmt: skip
     with pytest.raises(planning.PlanError, match=r"infeasible: Infeasible: ttft P99 is already"):
         planning.build(config)
 
@@ -204,11 +204,11 @@ def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate(tmp_path):
     times = [f"2023-11-16 18:{m:02d}:00" for m in range(60)]
     (tmp_path / "short.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
         f"{t},80,60\n" for t in times))  # fmt: skip
-    config = planning.PlanConfig(
-        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
+    config = planning.read_config(dict(
+        SMALL, gpus=("MI300X",), tensor_parallel=(8,),
         latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla={"ttft_s": 600.0},
         workload=str(tmp_path / "short.csv"),
-    )  # fmt: skip
+    ))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)  # its cold start: not tested here
         plan = planning.build(config)
@@ -224,7 +224,7 @@ def test_a_bundled_measured_curve_is_planned_only_on_its_own_configuration():
     # dstack measured Llama-3.1-405B on 8 x MI300X: a plan of another model or TP on it mixed the
     # curve's latency and GPUs with the config's model and degree
     for changes in ({"model": "Llama-3.1-70B"}, {"tensor_parallel": (1,)}, {"gpus": ("H100-SXM",)}):
-        config = planning.PlanConfig(**{
+        config = planning.read_config({
             **SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,), "model": "Llama-3.1-405B",
             "latency": "dstack-vllm-mi300x-short", **changes})  # fmt: skip
         with pytest.raises(
@@ -236,11 +236,11 @@ def test_a_bundled_measured_curve_is_planned_only_on_its_own_configuration():
 def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     # the same curve under the default workload (1,214 + 211 tokens a request against the
     # benchmark's 81 + 63): memory binds at the workload's lengths, and the plan says the curve's
-    config = planning.PlanConfig(
-        **{**SMALL, "gpus": ("MI300X",), "tensor_parallel": (8,)},
+    config = planning.read_config(dict(
+        SMALL, gpus=("MI300X",), tensor_parallel=(8,),
         latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B",
         sla={"ttft_s": 600.0, "tpot_s": 1.0},
-    )  # fmt: skip
+    ))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(config)
@@ -251,7 +251,7 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     assert f"memory is checked at the workload's {seq_len:,} tokens" in notes
     assert "the benchmark measured 81 prompt and 63 output tokens" in notes
     held = memory.max_concurrency(model="Llama-3.1-405B", gpu="MI300X", tensor_parallel=8,
-                                  seq_len=seq_len, accounting=config.accounting)  # fmt: skip
+                                  seq_len=seq_len, accounting=config.serving.accounting)  # fmt: skip
     assert int(plan.capacity_safe_concurrency.max()) == int(held.max_concurrency.item())
     # MI300X's GPU-to-GPU link (Infinity Fabric, 448 GB/s) is in the catalog: the serving
     # comparison prices prefill/decode pools on it
@@ -264,7 +264,7 @@ def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
     # planned, and the plan on its catalog prices stands
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.PlanConfig(**{**SMALL, "gpus": ("L4", "L40S")}))
+        plan = planning.build(planning.read_config({**SMALL, "gpus": ("L4", "L40S")}))
     mix = next(alt for alt in planning.answer(plan).alternatives if alt.name == "mixed fleet")
     assert "not priced: hyperstack lists no price for" in mix.words and "L40S" in mix.words
     assert "mix_usd_per_hour" not in plan and math.isnan(mix.monthly_usd)
@@ -304,14 +304,14 @@ def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp
     path = tmp_path / "epoch.csv"
     path.write_text("timestamp,qps\n" + "".join(
         f"{t},{q}\n" for t, q in zip(seconds, series.qps.values, strict=True) if q == q))  # fmt: skip
-    config = planning.PlanConfig(**{**SMALL, "trace": str(path), "trace_kind": "rates"})
+    config = planning.read_config({**SMALL, "trace": str(path), "trace_kind": "rates"})
     with pytest.raises(planning.PlanError, match="time_unit"):
         planning.build(config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.PlanConfig(**{**config.as_dict(), "time_unit": "s"}))
+        plan = planning.build(config.replace(traffic={"time_unit": "s"}))
     assert planning.answer(plan).per_instance_qps > 0
-    assert planning.PlanConfig(time_unit="s").as_dict()["time_unit"] == "s"
+    assert planning.PlanConfig().replace(traffic={"time_unit": "s"}).as_dict()["time_unit"] == "s"
     bad = tmp_path / "plan.toml"
     bad.write_text('[traffic]\ntime_unit = "minutes"\n')
     with pytest.raises(ConfigError, match="plan.toml.*time_unit"):
@@ -320,11 +320,11 @@ def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp
 
 def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
-        planning.build(planning.PlanConfig(**SMALL), trace="nope")
+        planning.build(SMALL, traffic={"trace": "nope"})
     with pytest.raises(planning.PlanError, match="the capacity step failed.*needs latency"):
-        planning.build(planning.PlanConfig(**SMALL), prefix_cache_share=0.5)
+        planning.build(SMALL, serving={"prefix_cache_share": 0.5})
     with pytest.raises(ConfigError, match=r"gpus\[0\] = 'H1000': unknown GPU"):  # before any step
-        planning.build(planning.PlanConfig(**SMALL), gpus=("H1000",))
+        planning.build(SMALL, serving={"gpus": ("H1000",)})
     with pytest.raises(InputError, match="config must be a PlanConfig"):
         planning.build(42)
 
@@ -366,14 +366,14 @@ def test_no_mix_when_asked_and_an_unknown_provider_is_named():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.PlanConfig(**cheap, provider="none"))
+        plan = planning.build(planning.read_config(dict(cheap, provider="none")))
     assert "mix_instances" not in plan and "fleet" not in plan.attrs
     with (
         pytest.raises(planning.PlanError, match="price provider.*'nowhere'"),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", planning.PlanWarning)
-        planning.build(planning.PlanConfig(**cheap, provider="nowhere"))
+        planning.build(planning.read_config(dict(cheap, provider="nowhere")))
 
 
 def test_an_engine_plan_with_a_prefix_cache_reads_the_hit_rate_from_the_workload_log():
@@ -381,9 +381,9 @@ def test_an_engine_plan_with_a_prefix_cache_reads_the_hit_rate_from_the_workload
                  sla={"ttft_s": 5.0}, workload="mooncake-synthetic", demand_scale=0.01)  # fmt: skip
     with warnings.catch_warnings():  # the plan's checks, and the log's shared timestamps
         warnings.simplefilter("ignore")
-        none = planning.build(planning.PlanConfig(**cheap, latency="engine"))
+        none = planning.build(planning.read_config(dict(cheap, latency="engine")))
         cached = planning.build(
-            planning.PlanConfig(**cheap, latency="engine", prefix_cache_share=0.3)
+            planning.read_config(dict(cheap, latency="engine", prefix_cache_share=0.3))
         )
     assert "latency: the serving-engine model" in planning.inputs_used(none)
     assert (none.capacity_prefix_hit_rate == 0).all()
@@ -400,11 +400,11 @@ def test_a_prefix_cache_needs_the_engine_and_block_hashes():
     with pytest.raises(
         planning.PlanError, match="prefix_cache_share = 0.3 needs latency = 'engine'"
     ):
-        planning.build(planning.PlanConfig(**cheap, prefix_cache_share=0.3))
+        planning.build(planning.read_config(dict(cheap, prefix_cache_share=0.3)))
     with pytest.raises(planning.PlanError, match="must carry prompt block hashes"):
         planning.build(
-            planning.PlanConfig(
-                **cheap, latency="engine", prefix_cache_share=0.3, workload="azure-conv-2023"
+            planning.read_config(
+                dict(cheap, latency="engine", prefix_cache_share=0.3, workload="azure-conv-2023")
             )
         )
 
@@ -434,8 +434,8 @@ def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
                  sla={"e2e_s": 20.0})  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.PlanConfig(**cheap))
-        off = planning.build(planning.PlanConfig(**cheap, disaggregation="none"))
+        plan = planning.build(planning.read_config(cheap))
+        off = planning.build(planning.read_config(dict(cheap, disaggregation="none")))
     serving = planning.answer(plan).alternatives[-1]
     assert serving.words.startswith(
         "not compared: the SLA (P99 E2E <= 20 s) has no ttft_s or tpot_s"
@@ -450,7 +450,7 @@ def test_spot_in_the_mix_is_preempted_in_its_replay():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(
-            planning.PlanConfig(**cheap, spot_preemption=0.1, spot_preemption_rate=0.5)
+            planning.read_config(dict(cheap, spot_preemption=0.1, spot_preemption_rate=0.5))
         )
     assert int(plan.mix_spot_instances.sum()) > 0  # hyperstack lists spot for both GPUs
     mix = next(alt for alt in planning.answer(plan).alternatives if alt.name.startswith("mixed"))
@@ -473,10 +473,10 @@ def test_what_capnb_assumed_reading_a_models_config_is_in_the_plans_inputs(tmp_p
 def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_dropped():
     with pytest.raises(planning.PlanError, match=r"no tensor-parallel degree in \[3\] can shard "
                        r"Llama-3.1-8B: tensor_parallel=3 does not divide"):  # fmt: skip
-        planning.build(planning.PlanConfig(**{**SMALL, "tensor_parallel": (3,)}))
+        planning.build(planning.read_config({**SMALL, "tensor_parallel": (3,)}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.PlanConfig(**{**SMALL, "tensor_parallel": (1, 3)}))
+        plan = planning.build(planning.read_config({**SMALL, "tensor_parallel": (1, 3)}))
     assert "Not compared: tensor_parallel=3 does not divide" in planning.describe(plan)
 
 
@@ -523,7 +523,7 @@ def test_a_catalog_name_a_config_gets_wrong_is_named_with_its_field_and_line(tmp
     with pytest.raises(ConfigError, match=r"typo.toml:2: model = 'Qwen3-9B': unknown model"):
         planning.read_config(path)
     with pytest.raises(ConfigError, match=r"gpus\[0\] = 'B300': unknown GPU"):
-        planning.read_config(None, gpus=["B300"])
+        planning.read_config(None, serving={"gpus": ["B300"]})
 
 
 def test_the_config_takes_the_forecast_steps_growth_models():
@@ -532,8 +532,8 @@ def test_the_config_takes_the_forecast_steps_growth_models():
 
     from capnb import forecast
 
-    field = next(f for f in dataclasses.fields(planning.PlanConfig) if f.name == "growth_model")
-    hint = typing.get_type_hints(planning.PlanConfig, include_extras=True)["growth_model"]
+    field = next(f for f in dataclasses.fields(planning.Traffic) if f.name == "growth_model")
+    hint = typing.get_type_hints(planning.Traffic, include_extras=True)["growth_model"]
     assert typing.get_args(typing.get_args(hint)[0]) == forecast.TARGET_GROWTH_MODELS
     assert field.default == "auto"
 

@@ -135,8 +135,27 @@ def test_a_plan_of_one_policy_replays_that_policy():
     from capnb.plan import PlanConfig
     from capnb.plan._steps import chosen_policy
 
-    cfg = PlanConfig(policies=("hpa",), scale_up_threshold=(0.6,), cooldown_s=(300.0,))
+    cfg = PlanConfig().replace(
+        elasticity={"policies": ("hpa",), "scale_up_threshold": (0.6,), "cooldown_s": (300.0,)}
+    )
     cell = {"scale_up_threshold": 0.6, "cooldown_s": 300.0, "min_instances": 3,
             "buffer_instances": 2}  # fmt: skip
     assert chosen_policy(cfg, cell) == Policy("hpa", 0.6, 300.0, 3, 2)
     assert chosen_policy(cfg, {**cell, "policy": "knative"}).name == "knative"
+
+
+def test_a_rate_rule_set_to_none_is_absent_as_in_a_manifest_without_it():
+    """HPA's scale-up Pods rule given as None is no rule (a manifest with the Percent rule only),
+    not the default 4 pods: from 1 instance a 10x step grows to 2 (100 %) in one period, and
+    further with the Pods rule."""
+    assert Policy("hpa", options={"scale_up_pods": None}).options["scale_up_pods"] is None
+    step = np.r_[np.full(200, 5.0), np.full(400, 100.0)]
+    run = {"step_s": 5, "per_instance_qps": 10, "cold_start_s": 0, "policy": "hpa",
+           "scale_up_threshold": 1.0, "sync_s": 15}  # fmt: skip
+    both = elasticity.simulate(step, **run)
+    percent_only = elasticity.simulate(step, **run, scale_up_pods=None)
+    first = int(np.argmax(both.ready_instances.values > 1))
+    assert int(percent_only.ready_instances[first]) == 2
+    assert int(both.ready_instances[first]) > 2
+    with pytest.raises(InputError, match="give scale_up_pods or scale_up_percent"):
+        elasticity.simulate(step, **run, scale_up_pods=None, scale_up_percent=None)

@@ -10,9 +10,10 @@ import pytest
 
 import capnb
 from capnb.errors import InputError
-from capnb.records import SLA
+from capnb.records import SLA, Deployment, EngineSettings
 
 MODEL, GPU = "Llama-3.1-8B", "H100-SXM"
+H100 = Deployment(MODEL, GPU)
 
 # the bundled Mooncake log has requests sharing a timestamp: said once as a TraceWarning, kept
 pytestmark = pytest.mark.filterwarnings("ignore::capnb.data.TraceWarning")
@@ -36,7 +37,7 @@ def shared_prefix_log(tmp_path_factory):
 
 def test_a_repeated_prefix_pays_for_its_cache(shared_prefix_log):
     trade = capnb.capacity.prefix_trade(
-        MODEL, GPU, shared_prefix_log, sla=SLA(ttft_s=3.0), cache_share=[0.0, 0.1, 0.3], target_qps=20.0,
+        H100, shared_prefix_log, sla=SLA(ttft_s=3.0), cache_share=[0.0, 0.1, 0.3], target_qps=20.0,
         requests=300,
     )  # fmt: skip
     hit = trade.prefix_hit_rate.values
@@ -52,9 +53,7 @@ def test_a_repeated_prefix_pays_for_its_cache(shared_prefix_log):
 
 def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
     """The composition, by hand: split_kv, then engine at that hit rate and budget, then the SLA."""
-    trade = capnb.capacity.prefix_trade(
-        MODEL, GPU, sla=SLA(ttft_s=10.0), cache_share=[0.2], requests=200
-    )
+    trade = capnb.capacity.prefix_trade(H100, sla=SLA(ttft_s=10.0), cache_share=[0.2], requests=200)
     log = capnb.data.load_trace("mooncake-synthetic")
     work = capnb.latency.workload(log)
     seq_len = math.ceil(float((work.prompt_tokens + work.output_tokens).mean()))
@@ -69,9 +68,10 @@ def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
     top = min(fits, 512)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
     curve = capnb.latency.engine(
-        MODEL, GPU, 1, work, concurrency=grid.tolist(), requests=200,
+        Deployment(MODEL, GPU, 1), work, concurrency=grid.tolist(), requests=200,
         kv_cache_tokens=int(split.running_tokens.item()),
-        prefix_hit_rate=float(split.prefix_hit_rate.item()), max_num_seqs=top,
+        prefix_hit_rate=float(split.prefix_hit_rate.item()),
+        settings=EngineSettings(max_num_seqs=top),
     )  # fmt: skip
     by_hand = capnb.capacity.safe_concurrency(curve, 10.0, metric="ttft", memory_limit=fits)
     assert float(trade.per_instance_qps.item()) > 0
@@ -81,18 +81,18 @@ def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
 
 
 def test_infeasible_is_said_and_bad_arguments_are_named():
-    trade = capnb.capacity.prefix_trade(
-        MODEL, GPU, sla=SLA(ttft_s=0.01), cache_share=[0.0], requests=100
-    )
+    trade = capnb.capacity.prefix_trade(H100, sla=SLA(ttft_s=0.01), cache_share=[0.0], requests=100)
     assert math.isnan(trade.attrs["best_cache_share"])
     assert trade.attrs["reason"].startswith("infeasible: no cache share meets P99 TTFT <= 10 ms")
     assert trade.per_instance_qps.item() == 0.0 and trade.binding.item() != "latency"
     with pytest.raises(InputError, match="sla: expected a capnb.records.SLA"):
-        capnb.capacity.prefix_trade(MODEL, GPU, sla=1.0)
+        capnb.capacity.prefix_trade(H100, sla=1.0)
+    with pytest.raises(InputError, match="deployment: expected a capnb.records.Deployment"):
+        capnb.capacity.prefix_trade(MODEL, sla=SLA(ttft_s=1.0))
     with pytest.raises(InputError, match="target_qps"):
-        capnb.capacity.prefix_trade(MODEL, GPU, sla=SLA(ttft_s=1.0), target_qps=-1.0)
+        capnb.capacity.prefix_trade(H100, sla=SLA(ttft_s=1.0), target_qps=-1.0)
     with pytest.raises(InputError, match="cache_share"):
-        capnb.capacity.prefix_trade(MODEL, GPU, sla=SLA(ttft_s=1.0), cache_share=[1.5])
+        capnb.capacity.prefix_trade(H100, sla=SLA(ttft_s=1.0), cache_share=[1.5])
 
 
 def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot_run():
@@ -111,8 +111,9 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     fits = int(budget.kv_cache_tokens.item()) // 1700
     top = min(fits, 512)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
-    curve = capnb.latency.engine("Qwen3-32B", "H100-SXM", 2, work, concurrency=grid.tolist(),
-                                 requests=300, max_num_seqs=top)  # fmt: skip
+    curve = capnb.latency.engine(Deployment("Qwen3-32B", "H100-SXM", 2), work,
+                                 concurrency=grid.tolist(), requests=300,
+                                 settings=EngineSettings(max_num_seqs=top))  # fmt: skip
     by_hand = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft", memory_limit=fits)
     assert float(one.per_instance_qps) == float(by_hand.per_instance_qps)
     assert int(one.instances) == int(by_hand.instances)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from . import (
     capacity,
-    disagg,
     elasticity,
     engine,
     forecast,
     memory,
+    pd,
     prefix,
 )
 
@@ -26,6 +26,6 @@ REGISTRY: dict[str, dict[str, object]] = {
     **forecast.REGISTRY,
     **elasticity.REGISTRY,
     **engine.REGISTRY,
-    **disagg.REGISTRY,
+    **pd.REGISTRY,
     **prefix.REGISTRY,
 }

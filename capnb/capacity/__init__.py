@@ -41,7 +41,7 @@ measurements: ``plan(..., latency_band=...)``).
 
 from __future__ import annotations
 
-from ..records import SLA
+from ..records import SLA, Deployment, EngineSettings
 from ._answer import applicability, contrast, describe
 from ._band import band, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
@@ -57,6 +57,8 @@ __all__ = [
     "FEASIBLE",
     "POOLS",
     "SLA",
+    "Deployment",
+    "EngineSettings",
     "applicability",
     "band",
     "band_ratios",

@@ -18,15 +18,18 @@ the requests in flight on one instance:
   (``link_bandwidth``: the catalog's intra-node interconnect by default; give a NIC's bytes/s for
   pools on separate nodes).
 
-Client TTFT = prefill TTFT + transfer + decode TTFT; its P99 is taken as the sum of the P99s
-(conservative when the waits are not correlated); TPOT is the decode pool's.
+For sizing, a pool's TTFT adds up as prefill TTFT + transfer + decode TTFT (the sum of their
+quantiles: conservative); TPOT is the decode pool's.
 
-:func:`pd_ratio` places a closed loop of ``c`` requests on a fixed fleet of ``P`` prefill and ``D``
-decode instances (:func:`capnb.kernels.disagg.balance`: both pools complete the same requests/s,
-and the requests each holds add up to ``c``), per ratio, and picks the ratio with the most output
-tokens/s per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
-forecast's target) at the operating points that cost fewest GPUs per request/s under the SLA, and
-compares the aggregated fleet for the same demand.
+:func:`pd_ratio` simulates a fixed fleet of ``P`` prefill and ``D`` decode instances per request
+(:func:`capnb.kernels.pd.simulate_fleet`, driven by :mod:`._pd_fleet`): every request queues at its
+prefill instance, is prefilled in token-budgeted steps, crosses the link (one transfer at a time
+per instance), waits in its decode instance's admission queue (a sequence slot and KV blocks) and
+decodes, so its TTFT holds every queue; per ratio it picks the ratio with the most output tokens/s
+per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
+forecast's target) at the operating points of their curves that cost fewest GPUs per request/s
+under the SLA, compares the aggregated fleet for the same demand, and simulates its busiest slot
+per request in the same way (``simulated_latency``).
 """
 
 from __future__ import annotations
@@ -40,13 +43,16 @@ import xarray as xr
 
 from .. import _validate, glossary, words
 from ..errors import InputError
-from ..kernels import disagg as kernels
-from ..records import SLA
+from ..records import SLA, Deployment, EngineSettings
+from . import _pd_fleet
 
 __all__ = ["POOLS", "disaggregate", "kv_transfer_s", "pd_ratio", "pool_curves"]
 
 #: The pools of a disaggregated fleet, in order.
 POOLS = ("prefill", "decode")
+#: The engine both pools and the aggregated instance run unless told: vLLM V1 with 256 running
+#: sequences (requests) and 8,192 tokens a step, the limits of the P:D measurements compared.
+POOL_ENGINE = EngineSettings("vllm-v1", max_num_seqs=256, max_num_batched_tokens=8192)
 #: Latency metrics the disaggregated model reports.
 _METRICS = ("ttft", "tpot")
 
@@ -141,30 +147,31 @@ def _check_workload(workload) -> None:
 
 
 def pool_curves(
-    model,
-    gpu,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
-    tensor_parallel=1,
+    tensor_parallel=None,
     concurrency=None,
     requests: int = 1000,
     seed: int = 0,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    settings: EngineSettings = POOL_ENGINE,
     calibration=None,
 ) -> xr.Dataset:
     """Closed-loop engine curves of one prefill and one decode instance (a ``pool`` dim).
 
     Parameters
     ----------
-    model, gpu, workload
-        As in :func:`capnb.latency.engine`.
+    deployment, workload
+        As in :func:`capnb.latency.engine` (:class:`capnb.records.Deployment`: model, GPU,
+        dtypes, and the degree of both pools unless ``tensor_parallel`` says otherwise).
     tensor_parallel
-        One degree for both pools, or ``{"prefill": p, "decode": d}``.
+        None (the deployment's), one degree for both pools, or ``{"prefill": p, "decode": d}``
+        (GPUs per instance).
     concurrency
         Requests in flight on one instance (default: 1 to 256, two points a doubling past 4).
-    requests, seed, max_num_seqs, max_num_batched_tokens, calibration
-        Passed to :func:`capnb.latency.engine` for both pools.
+    requests, seed, settings, calibration
+        Passed to :func:`capnb.latency.engine` for both pools; ``settings`` (a
+        :class:`capnb.records.EngineSettings`) defaults to :data:`POOL_ENGINE`.
 
     Returns
     -------
@@ -176,7 +183,7 @@ def pool_curves(
     from .. import latency
 
     _check_workload(workload)
-    tps = _tensor_parallel(tensor_parallel)
+    tps = _tensor_parallel(_degree(deployment, tensor_parallel))
     grid = (
         latency.concurrency_grid(256, dense_up_to=4, per_doubling=2)
         if concurrency is None
@@ -186,12 +193,12 @@ def pool_curves(
     prefill_work["output_tokens"] = xr.ones_like(workload["output_tokens"])
     common = dict(
         concurrency=grid,
-        **_engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration),
+        **_engine_settings(requests, seed, settings, calibration),
     )
     curves = {
-        "prefill": latency.engine(model, gpu, tps["prefill"], prefill_work, **common),
+        "prefill": latency.engine(deployment.at(tps["prefill"]), prefill_work, **common),
         "decode": latency.engine(
-            model, gpu, tps["decode"], workload, prefix_hit_rate=1.0, **common
+            deployment.at(tps["decode"]), workload, prefix_hit_rate=1.0, **common
         ),
     }
     pool = xr.DataArray(list(POOLS), dims="pool", attrs=glossary.attrs("pool"))
@@ -286,31 +293,30 @@ def _quantile_index(curves: xr.Dataset, q: float) -> xr.Dataset:
 
 
 def pd_ratio(
-    model,
-    gpu,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
     concurrency,
     sla: SLA,
     ratios=((1, 1), (1, 3), (2, 2), (3, 1)),
-    tensor_parallel=1,
+    tensor_parallel=None,
     aggregated_tensor_parallel: int | None = None,
     aggregated_gpus: int | None = None,
     link_bandwidth: float | None = None,
-    curves: xr.Dataset | None = None,
     aggregated_curve: xr.Dataset | None = None,
     requests: int = 1000,
     seed: int = 0,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    settings: EngineSettings = POOL_ENGINE,
     calibration=None,
+    router: str = "random",
+    warmup_share: float = 0.1,
 ) -> xr.Dataset:
     """Each prefill:decode ratio of a fixed fleet at ``concurrency`` requests in flight, and the best.
 
     Parameters
     ----------
-    model, gpu, workload
-        As in :func:`capnb.latency.engine`.
+    deployment, workload
+        As in :func:`pool_curves`.
     concurrency
         Requests in flight on the whole fleet (a closed loop, as ``vllm bench serve
         --max-concurrency`` runs): one or more.
@@ -320,19 +326,34 @@ def pd_ratio(
     ratios
         Fleets to compare: ``(prefill instances, decode instances)`` pairs or ``"P:D"`` strings.
     tensor_parallel
-        GPUs per instance: one degree, or ``{"prefill": p, "decode": d}``, or a mapping from each
-        ``"P:D"`` label to one of those (fleets of different degrees side by side).
+        GPUs per instance: None (the deployment's), one degree, or ``{"prefill": p, "decode": d}``,
+        or a mapping from each ``"P:D"`` label to one of those (fleets of different degrees side
+        by side): a grid of degrees, so beside the deployment rather than in it.
     aggregated_tensor_parallel, aggregated_gpus
         The aggregated alternative: instances of this degree (default the decode pool's) on this
         many GPUs (default the largest fleet of ``ratios``), sharing the same concurrency.
         Default degree: the first ratio's decode pool's.
     link_bandwidth
         Bytes/s of one GPU's link between the pools (default: the catalog's intra-node figure).
-    curves, aggregated_curve
-        Precomputed :func:`pool_curves` (one, or a list: one per pair of degrees) and aggregated
-        :func:`capnb.latency.engine` curve (their concurrency grids must reach every instance's
-        share: past a grid's end the latency is NaN and the ratio does not meet the SLA);
-        computed when None.
+    aggregated_curve
+        A precomputed aggregated :func:`capnb.latency.engine` curve (its concurrency grid must
+        reach every instance's share: past its end the latency is NaN); computed when None.
+    requests, seed, warmup_share
+        Requests simulated per (ratio, concurrency), all drawn from ``workload`` with the same seed
+        (the same requests and arrivals for every fleet); the first ``warmup_share`` of them are
+        left out of the statistics (0: every request counts, as ``vllm bench serve`` reports).
+    settings, calibration
+        The engine (:class:`capnb.records.EngineSettings`, default :data:`POOL_ENGINE`; None
+        fields: the engine's defaults): a prefill step's token budget, a decode instance's
+        running requests; its bundled calibration unless ``calibration`` is given.
+    router
+        How each request's prefill and decode instances are picked: ``"random"`` (SGLang's mini
+        load balancer) or ``"round_robin"``.
+
+    Each fleet is simulated per request (:func:`capnb.kernels.pd.simulate_fleet`): a request
+    queues at its prefill instance, is prefilled in token-budgeted steps, crosses the link (its KV
+    bytes, one transfer at a time per instance's link), waits in its decode instance's admission
+    queue (a sequence slot and KV blocks) and decodes; TTFT holds every queue.
 
     Returns
     -------
@@ -340,38 +361,40 @@ def pd_ratio(
         Over ``ratio`` (``"P:D"`` labels), ``concurrency`` (the fleet's), ``pool`` and ``metric``
         (ttft, tpot): ``instances`` (ratio, pool), ``gpus`` (ratio), ``pool_concurrency``,
         ``fleet_qps``, ``output_tokens_per_gpu``, ``latency`` (the quantile; TTFT includes the
-        transfer), ``meets_sla``, ``bottleneck`` (the saturated pool, or ""), ``kv_transfer_s``;
+        transfer and every queue), ``meets_sla``, ``ttft_stages`` (ratio, concurrency, stage: mean
+        seconds), ``bottleneck`` (the stage whose queue holds most of TTFT, or ""),
+        ``kv_transfer_s``;
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
         aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
         the SLA) and ``serving_reason``.
     """
-    from ..data import load_model
-
     _check_workload(workload)
-    spec = load_model(model)
-    gpu_id = _catalog_gpu(gpu)
+    spec, gpu_id = _deployed(deployment)
     conc = np.sort(_validate.positive_ints(concurrency, "concurrency"))
     ttft_sla, tpot_sla, q = _pd_bounds(sla)
     pairs = _ratios(ratios)
     labels = [f"{p}:{d}" for p, d in pairs]
-    tps = _ratio_tensor_parallel(tensor_parallel, labels)
+    tps = _ratio_tensor_parallel(_degree(deployment, tensor_parallel), labels)
     fleet_gpus, agg_tp, agg_instances = _fleets(
         pairs, tps, aggregated_tensor_parallel, aggregated_gpus
     )
     bandwidth, link_from = _link(gpu_id, link_bandwidth)
-    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
+    run = _engine_settings(requests, seed, settings, calibration)
     need = int(conc.max())
-    by_tp = _curves_by_tp(curves, tps, need, spec, gpu_id, workload, settings)
     if aggregated_curve is None:
         top = max(1, math.ceil(need / agg_instances))
-        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, top, settings)
+        aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, top, run)
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
     output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
-    runs = _ratio_runs(spec, pairs, tps, by_tp, conc, q, prompt, bandwidth)
+    warm = _validate.fraction(warmup_share, "warmup_share")
+    if router not in _pd_fleet.ROUTERS:
+        raise InputError(f"router must be one of {_pd_fleet.ROUTERS}, got {router!r}")
+    runs = _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, run,
+                       router=router, warmup_share=warm)  # fmt: skip
     lat = runs["latency"]
-    per_gpu = runs["fleet_qps"] * output_mean / fleet_gpus[:, None]
+    per_gpu = runs["output_tokens_per_s"] / fleet_gpus[:, None]
     meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
     best = _best_ratios(labels, conc, per_gpu, lat, meets, q, ttft_sla, tpot_sla)
     # the aggregated alternative: agg_instances instances sharing each concurrency
@@ -386,35 +409,33 @@ def pd_ratio(
     return ds
 
 
-def _catalog_gpu(gpu) -> str:
-    """The catalog's id of one GPU name."""
-    from ..data import load_gpus
+def _deployed(deployment) -> tuple:
+    """(model spec, catalog GPU id) of a deployment, checked to be the record."""
+    if not isinstance(deployment, Deployment):
+        raise InputError(
+            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
+            f"got {type(deployment).__name__}"
+        )
+    return deployment.spec, deployment.gpu
 
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
-    return gpu_id
+
+def _degree(deployment, tensor_parallel):
+    """The degrees asked for: the given ones, or the deployment's (GPUs per instance)."""
+    _deployed(deployment)
+    return deployment.tensor_parallel if tensor_parallel is None else tensor_parallel
 
 
-def _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration) -> dict:
+def _engine_settings(requests, seed, settings, calibration) -> dict:
     """The engine simulation's settings, the same for both pools and the aggregated instance."""
-    return dict(
-        requests=requests,
-        seed=seed,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        calibration=calibration,
-    )
+    return dict(requests=requests, seed=seed, settings=settings, calibration=calibration)
 
 
-def _aggregated_engine(spec, gpu_id: str, tp: int, workload, top: int, settings: dict):
+def _aggregated_engine(deployment, workload, top: int, settings: dict):
     """The aggregated instance's closed-loop curve, 1 to ``top`` requests in flight."""
     from .. import latency
 
     return latency.engine(
-        spec,
-        gpu_id,
-        tp,
+        deployment,
         workload,
         concurrency=latency.concurrency_grid(top, dense_up_to=4, per_doubling=2),
         **settings,
@@ -438,76 +459,49 @@ def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
     return fleet_gpus, agg_tp, agg_instances
 
 
-def _curves_by_tp(curves, tps, need: int, spec, gpu_id: str, workload, settings: dict) -> dict:
-    """Pool curves per (prefill TP, decode TP): the given ones, the missing computed to ``need``."""
-    from .. import latency
-
-    by_tp = {}
-    for given in [curves] if isinstance(curves, xr.Dataset) else list(curves or []):
-        if not isinstance(given, xr.Dataset) or "pool_tensor_parallel" not in given:
-            raise InputError("curves: pass capnb.capacity.pool_curves(...) results")
-        key = tuple(int(v) for v in given.pool_tensor_parallel.sel(pool=list(POOLS)).values)
-        by_tp[key] = given
-    for tp in tps:
-        key = (tp["prefill"], tp["decode"])
-        if key not in by_tp:
-            grid = latency.concurrency_grid(need, dense_up_to=4, per_doubling=2)
-            by_tp[key] = pool_curves(
-                spec, gpu_id, workload, tensor_parallel=tp, concurrency=grid, **settings
-            )
-    return by_tp
-
-
-def _ratio_runs(spec, pairs, tps, by_tp, conc, q, prompt, bandwidth) -> dict:
-    """Each ratio's fleet at each concurrency: the balance of its pools and their latency.
+def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings, *, router,
+                warmup_share) -> dict:  # fmt: skip
+    """Each ratio's fleet at each concurrency, simulated per request (:mod:`._pd_fleet`).
 
     ``kv_transfer_mean_s`` is the mean transfer of the last ratio's prefill degree.
     """
+    from ..latency import _engine
+
     shape = (len(pairs), conc.size)
     pool_k = np.full((*shape, 2), np.nan)
-    rate = np.full(shape, np.nan)
+    rate, tokens = np.full(shape, np.nan), np.full(shape, np.nan)
     lat = np.full((*shape, 2), np.nan)
+    stages = np.full((*shape, len(_pd_fleet.kernels.STAGES)), np.nan)
     transfer = np.full(len(pairs), np.nan)
     bottleneck = np.full(shape, "", dtype=object)
-    out = np.zeros(4)
-    for i, (npf, ndc) in enumerate(pairs):
-        tp = tps[i]
-        pool = by_tp[(tp["prefill"], tp["decode"])]
-        at_q = _quantile_index(pool, q)
-        grid = pool.concurrency.values.astype(float)
-        x = {p: _envelope(pool.instance_qps.sel(pool=p).values) for p in POOLS}
-        transfer[i] = float(
-            kv_transfer_s(
-                spec,
-                np.quantile(prompt, q),
-                tensor_parallel=tp["prefill"],
-                link_bandwidth=bandwidth,
-            )
-        )
-        transfer_mean = float(
-            kv_transfer_s(
-                spec, prompt, tensor_parallel=tp["prefill"], link_bandwidth=bandwidth
-            ).mean()
-        )
-        p_ttft = at_q.latency.sel(pool="prefill", metric="ttft").values
-        d_ttft = at_q.latency.sel(pool="decode", metric="ttft").values
-        d_tpot = at_q.latency.sel(pool="decode", metric="tpot").values
+    n = _validate.positive_int(settings["requests"], "requests")
+    warmup = min(math.ceil(warmup_share * n), n - 1)
+    engine = settings["settings"]
+    cal = _engine._calibration_of(settings["calibration"], gpu_id, engine.engine)
+    for i, pair in enumerate(pairs):
+        setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], engine)
         for j, c in enumerate(conc):
-            args = (float(c), float(npf), float(ndc), transfer_mean)
-            kernels.balance(*args, grid, x["prefill"], grid, x["decode"], out)
-            rate[i, j] = out[0]
-            pool_k[i, j] = out[1:3]
-            bottleneck[i, j] = ("", "prefill", "decode")[int(out[3])]
-            kp, kd = out[1], out[2]
-            lat[i, j, 0] = _at(grid, p_ttft, kp) + transfer[i] + _at(grid, d_ttft, kd)
-            lat[i, j, 1] = _at(grid, d_tpot, kd)
+            prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
+            moved = kv_transfer_s(spec, prompt, tensor_parallel=tps[i]["prefill"],
+                                  link_bandwidth=bandwidth)  # fmt: skip
+            run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
+                                      closed=True, load=float(c), warmup=warmup, quantile=q,
+                                      router=router, rng=rng)  # fmt: skip
+            rate[i, j], tokens[i, j] = run["fleet_qps"], run["output_tokens_per_s"]
+            lat[i, j] = run["ttft"], run["tpot"]
+            stages[i, j] = run["stages"]
+            pool_k[i, j] = run["pool_concurrency"]
+            bottleneck[i, j] = run["bottleneck"]
+        transfer[i] = float(np.quantile(moved, q, method="inverted_cdf"))
     return {
         "pool_concurrency": pool_k,
         "fleet_qps": rate,
+        "output_tokens_per_s": tokens,
         "latency": lat,
+        "stages": stages,
         "bottleneck": bottleneck,
         "kv_transfer_s": transfer,
-        "kv_transfer_mean_s": transfer_mean,
+        "kv_transfer_mean_s": float(moved.mean()),
     }
 
 
@@ -608,6 +602,7 @@ def _pd_ratio_dataset(
         "concurrency": ("concurrency", conc, glossary.attrs("concurrency")),
         "pool": pool,
         "metric": ("metric", list(_METRICS), glossary.attrs("metric")),
+        "stage": ("stage", list(_pd_fleet.kernels.STAGES), glossary.attrs("stage")),
         "latency_quantile": ((), q, glossary.attrs("latency_quantile")),
     }
     return xr.Dataset(
@@ -642,6 +637,11 @@ def _pd_ratio_dataset(
                 glossary.attrs("bottleneck"),
             ),
             "kv_transfer_s": ("ratio", runs["kv_transfer_s"], glossary.attrs("kv_transfer_s")),
+            "ttft_stages": (
+                ("ratio", "concurrency", "stage"),
+                runs["stages"],
+                glossary.attrs("ttft_stages"),
+            ),
             "best_ratio": ("concurrency", best, glossary.attrs("best_ratio")),
             "best_reason": ("concurrency", best_reason, glossary.attrs("best_reason")),
             "aggregated_latency": (
@@ -676,8 +676,9 @@ def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, runs, agg
         "output_tokens_mean": output_mean,
         "prompt_tokens_mean": float(prompt.mean()),
         "aggregated": f"{instances} x {gpu_id} TP{tp} ({instances * tp} GPUs)",
-        "ttft": "prefill P-quantile TTFT + KV transfer at the P-quantile prompt + decode "
-        "P-quantile wait and first step (a sum of quantiles: conservative)",
+        "ttft": "per request: prefill queue + prefill + KV transfer (with the link's queue) + "
+        "decode admission queue + first decode step, simulated over the fleet "
+        "(capnb.kernels.pd); its quantile over the requests",
     }
 
 
@@ -711,13 +712,12 @@ def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def disaggregate(
-    model,
-    gpu,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
     target_qps,
     sla: SLA,
-    tensor_parallel=1,
+    tensor_parallel=None,
     aggregated_tensor_parallel: int | None = None,
     link_bandwidth: float | None = None,
     usd_per_gpu_hour: float | None = None,
@@ -725,8 +725,7 @@ def disaggregate(
     aggregated_curve: xr.Dataset | None = None,
     requests: int = 1000,
     seed: int = 0,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 8192,
+    settings: EngineSettings = POOL_ENGINE,
     calibration=None,
 ) -> xr.Dataset:
     """A plan per pool (prefill, decode) for a demand per slot, against the aggregated plan.
@@ -759,33 +758,44 @@ def disaggregate(
         ``pool_concurrency`` and ``per_instance_qps`` (pool), ``instances`` (pool, slot),
         ``pd_ratio`` (slot), ``aggregated_instances`` (slot), ``gpus`` and ``usd_per_hour``
         (serving, slot), ``latency`` (serving, metric) at the operating points, ``meets_sla`` and
-        ``serving_reason`` (serving), ``kv_transfer_s``; attrs ``serving`` (the choice) and
-        ``recommendation`` (one sentence with the reason).
+        ``serving_reason`` (serving), ``kv_transfer_s``; ``simulated_latency`` (metric) and
+        ``ttft_stages`` (stage): the busiest slot's disaggregated fleet simulated per request
+        (Poisson arrivals at its demand; NaN when that plan is infeasible); attrs ``serving`` (the
+        choice) and ``recommendation`` (one sentence with the reason, and a warning when the
+        simulation misses the SLA).
     """
-    from ..data import load_model
-
     _check_workload(workload)
-    spec = load_model(model)
-    gpu_id = _catalog_gpu(gpu)
+    spec, gpu_id = _deployed(deployment)
     demand, slots, slot_dim = _target(target_qps)
     q = _pd_bounds(sla)[2]  # the SLA must bound both TTFT (prefill) and TPOT (decode)
-    tps = _tensor_parallel(tensor_parallel)
+    tps = _tensor_parallel(_degree(deployment, tensor_parallel))
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps["decode"], "aggregated_tensor_parallel"
     )
     bandwidth, link_from = _link(gpu_id, link_bandwidth)
     price = _gpu_price(gpu_id, usd_per_gpu_hour)
-    settings = _engine_settings(requests, seed, max_num_seqs, max_num_batched_tokens, calibration)
+    run = _engine_settings(requests, seed, settings, calibration)
     if curves is None:
-        curves = pool_curves(spec, gpu_id, workload, tensor_parallel=tps, **settings)
+        curves = pool_curves(deployment, workload, tensor_parallel=tps, **run)
     if aggregated_curve is None:
-        aggregated_curve = _aggregated_engine(spec, gpu_id, agg_tp, workload, 256, settings)
+        aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, 256, run)
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
     disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth)
     agg = _aggregated_plan(aggregated_curve, demand, agg_tp, sla)
     choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
+    simulated = _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, run,
+                                sla)  # fmt: skip
+    if simulated["note"] and choice == "disaggregated":
+        recommendation += " " + simulated["note"]
     ds = _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q)
+    ds["simulated_latency"] = xr.DataArray(
+        simulated["latency"], dims="metric", attrs=glossary.attrs("simulated_latency")
+    )
+    ds["ttft_stages"] = xr.DataArray(
+        simulated["stages"], dims="stage", attrs=glossary.attrs("ttft_stages")
+    )
+    ds = ds.assign_coords(stage=("stage", list(_pd_fleet.kernels.STAGES), glossary.attrs("stage")))
     ds.attrs = {
         "source": "capnb.capacity.disaggregate (engine model per pool)",
         "model": spec.name,
@@ -799,6 +809,46 @@ def disaggregate(
         "recommendation": recommendation,
     }
     return ds
+
+
+def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, settings, sla) -> dict:
+    """The disaggregated plan's busiest slot simulated per request (:mod:`._pd_fleet`).
+
+    An open loop of Poisson arrivals at the slot's requests/s over its prefill and decode
+    instances: the quantiles of TTFT (with every queue of the hand-off) and TPOT, the mean TTFT
+    stages, and a sentence when they miss the SLA the curves' operating points met.
+    """
+    from ..latency import _engine
+
+    nan = {"latency": [math.nan] * 2, "stages": [math.nan] * len(_pd_fleet.kernels.STAGES),
+           "note": ""}  # fmt: skip
+    peak = int(np.argmax(demand))
+    if not disagg["meets_sla"] or demand[peak] <= 0:
+        return nan
+    pair = tuple(int(v) for v in disagg["instances"][:, peak])
+    n = _validate.positive_int(settings["requests"], "requests")
+    setup = _pd_fleet.pool_setup(spec, gpu_id, tps, settings["settings"])
+    cal = _engine._calibration_of(settings["calibration"], gpu_id, settings["settings"].engine)
+    prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
+    moved = kv_transfer_s(spec, prompt, tensor_parallel=tps["prefill"], link_bandwidth=bandwidth)
+    run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
+                              closed=False, load=float(demand[peak]), warmup=math.ceil(0.1 * n),
+                              quantile=sla.quantile, router="random", rng=rng)  # fmt: skip
+    latency = [run["ttft"], run["tpot"]]
+    missed = [
+        f"{m.upper()} {v * (1e3 if m == 'tpot' else 1):.3g} {'ms' if m == 'tpot' else 's'}"
+        for m, v in zip(_METRICS, latency, strict=True)
+        if not v <= sla.bounds[m]
+    ]
+    note = (
+        f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {demand[peak]:,.3g} "
+        f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
+        f"{' and '.join(missed)}: above the SLA; add instances to the "
+        f"{run['bottleneck'] or 'decode'} pool."
+        if missed
+        else ""
+    )
+    return {"latency": latency, "stages": run["stages"], "note": note}
 
 
 def _gpu_price(gpu_id: str, usd_per_gpu_hour) -> float:

@@ -11,11 +11,13 @@ the engine, which skips that share of each prompt's prefill.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from ..records import Deployment, EngineSettings
 
 __all__ = ["sweep_engine"]
 
@@ -24,24 +26,26 @@ POINTS = 10
 MOST_SEQUENCES = 512
 
 
-def engine_curve(model, gpu, tensor_parallel, workload, *, fits, running_tokens, hit_rate,
-                 requests, seed, engine="vllm-v1"):  # fmt: skip
-    """The engine's latency curve for one option, as every engine-curve search in capnb runs it.
+def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, requests, seed,
+                 settings=None):  # fmt: skip
+    """The engine's latency curve for one deployment, as every engine-curve search in capnb runs it.
 
     ``fits`` sequences fit in the running share of the KV budget (``running_tokens``); the curve
     covers a geometric grid of :data:`POINTS` concurrencies from 1 to ``fits`` (at most
     :data:`MOST_SEQUENCES`), and the engine may run all of them at once (``max_num_seqs``), so
     memory, not a scheduler limit, bounds the search. ``hit_rate``: the prefix cache's share of
-    prompt tokens not computed.
+    prompt tokens not computed. ``settings``: the :class:`~capnb.records.EngineSettings` (None:
+    vLLM V1's defaults); its ``max_num_seqs`` is replaced by the grid's top.
     """
     from .. import latency
 
     top = min(int(fits), MOST_SEQUENCES)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, POINTS))).astype(np.int64))
+    settings = replace(settings or EngineSettings(), max_num_seqs=top)
     return latency.engine(
-        model, gpu, int(tensor_parallel), workload, concurrency=grid.tolist(), requests=requests,
+        deployment, workload, concurrency=grid.tolist(), requests=requests,
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
-        max_num_seqs=top, engine=engine,
+        settings=settings,
     )  # fmt: skip
 
 
@@ -61,7 +65,7 @@ def sweep_engine(
     requests: int = 1000,
     seed: int = 0,
     vllm_version: str = "0.10",
-    engine: str = "vllm-v1",
+    settings: EngineSettings | None = None,
     latency_band="held-out",
     analytic_metrics: tuple[str, ...] = (),
 ) -> xr.Dataset:
@@ -70,7 +74,8 @@ def sweep_engine(
     Parameters
     ----------
     model, gpus, tensor_parallel
-        One model; candidate GPUs and degrees (lists).
+        One model; candidate GPUs and degrees (lists). A grid, so not one
+        :class:`~capnb.records.Deployment`: each (GPU, degree) is one deployment, made here.
     workload
         Prompt and output lengths (:func:`capnb.latency.workload`).
     sla, target_qps, buffer_qps, metric, quantile
@@ -85,8 +90,9 @@ def sweep_engine(
         Requests simulated per curve point, and their seed.
     vllm_version
         Whose KV budget the engine and the split use (vLLM's accounting).
-    engine
-        The serving engine simulated (:func:`capnb.latency.engine`).
+    settings
+        The serving engine simulated and its scheduling (:class:`capnb.records.EngineSettings`;
+        None: vLLM V1's defaults); ``max_num_seqs`` is set per option to what memory holds.
     latency_band
         ``"held-out"`` (default): every answer carries its band, from the engine model's held-out
         error on the SLA's metric (:func:`capnb.latency.validate.error_band`;
@@ -142,8 +148,9 @@ def sweep_engine(
             if fits < 1:
                 rows[(gpu, tp)] = ("memory", (hit, running))
                 continue
-            curve = engine_curve(model, gpu, tp, workload, fits=fits, running_tokens=running,
-                                 hit_rate=hit, requests=requests, seed=seed, engine=engine)  # fmt: skip
+            curve = engine_curve(Deployment(model, gpu, int(tp)), workload, fits=fits,
+                                 running_tokens=running, hit_rate=hit, requests=requests,
+                                 seed=seed, settings=settings)  # fmt: skip
             curve = _analytic_metrics(curve, analytic_metrics, model, gpu, tp, workload)
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits), latency_band=ratio or None)  # fmt: skip

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA
+from ..records import SLA, Deployment
 
 __all__ = ["prefix_trade"]
 
@@ -25,14 +25,12 @@ DEFAULT_SHARES = (0.0, 0.1, 0.2, 0.3, 0.5)
 
 
 def prefix_trade(
-    model,
-    gpu: str,
+    deployment: Deployment,
     trace="mooncake-synthetic",
     *,
     sla: SLA,
     cache_share=DEFAULT_SHARES,
     target_qps: float | None = None,
-    tensor_parallel: int = 1,
     requests: int = 600,
     vllm_version: str = "0.10",
     seed: int = 0,
@@ -41,8 +39,8 @@ def prefix_trade(
 
     Parameters
     ----------
-    model, gpu, tensor_parallel
-        One catalog model and GPU, one degree.
+    deployment
+        The model, GPU, degree (GPUs) and dtypes (:class:`capnb.records.Deployment`).
     trace
         A request log with block hashes (a bundled name, e.g. ``"mooncake-synthetic"``, or a
         path in Mooncake's JSON-lines format): its block hashes give the hit rate, its prompt and
@@ -72,6 +70,11 @@ def prefix_trade(
     from ._engine_sweep import engine_curve
     from ._safe import FEASIBLE, safe_concurrency
 
+    if not isinstance(deployment, Deployment):
+        raise InputError(
+            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
+            f"got {type(deployment).__name__}"
+        )
     if not isinstance(sla, SLA):
         raise InputError(f"sla: expected a capnb.records.SLA, got {sla!r}")
     if target_qps is not None and not (
@@ -85,8 +88,7 @@ def prefix_trade(
     work = latency.workload(log)
     seq_len = math.ceil(float((work.prompt_tokens + work.output_tokens).mean()))
     budget = memory.max_concurrency(
-        model=model, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=seq_len,
-        accounting="vllm", vllm_version=vllm_version,
+        deployment=deployment, seq_len=seq_len, accounting="vllm", vllm_version=vllm_version,
     )  # fmt: skip
     kv_tokens = int(budget.kv_cache_tokens.item())
     split = memory.split_kv(blocks, kv_cache_tokens=kv_tokens, seq_len=seq_len,
@@ -101,7 +103,7 @@ def prefix_trade(
         if fits < 1:
             binding[i] = "memory"
             continue
-        curve = engine_curve(model, gpu, tensor_parallel, work, fits=fits,
+        curve = engine_curve(deployment, work, fits=fits,
                              running_tokens=split.running_tokens.values[i],
                              hit_rate=split.prefix_hit_rate.values[i], requests=requests,
                              seed=seed)  # fmt: skip
@@ -148,7 +150,8 @@ def prefix_trade(
             else "infeasible: no running sequence fits in memory at any cache share"
         )
     out.attrs = {
-        "model": str(model), "gpu": str(gpu), "tensor_parallel": int(tensor_parallel),
+        "model": deployment.spec.name, "gpu": deployment.gpu,
+        "tensor_parallel": deployment.tensor_parallel,
         "trace": str(trace), "kv_cache_tokens": kv_tokens, "seq_len": seq_len,
         "sla": str(sla), "sla_bounds": sla.as_dict(),
         "best_cache_share": share, "reason": reason,

@@ -606,7 +606,13 @@ def instances(
 
 def _gpu_price(gpu, usd_per_gpu_hour):
     if usd_per_gpu_hour is not None:
-        price = np.asarray(usd_per_gpu_hour, dtype=float)
+        try:
+            price = np.asarray(usd_per_gpu_hour, dtype=float)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"usd_per_gpu_hour must be a price in USD/hour (a number >= 0), "
+                f"got {usd_per_gpu_hour!r}"
+            ) from None
         if (~np.isfinite(price) | (price < 0)).any():
             raise InputError(f"usd_per_gpu_hour must be >= 0, got {usd_per_gpu_hour!r}")
         return (

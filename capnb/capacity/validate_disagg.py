@@ -19,6 +19,13 @@ serve`` random prompts, 500 prompts per run, a closed loop at ``--max-concurrenc
   dataset). Outputs: the model stopped before the nominal length, so each run's real mean
   (``total_output_tokens / completed``) is used, spread as an exponential capped at the nominal
   length (its mean solved to match); the spread is capnb's assumption, the mean is measured.
+- The fleet: each run's ``num_prompts`` (500) requests simulated one by one through both pools
+  (:func:`capnb.capacity.pd_ratio`, :mod:`capnb.kernels.pd`) as the benchmark ran them: a closed
+  loop at the run's concurrency that starts with every slot filled at once, every request counted
+  (no warm-up left out); SGLang's defaults (8,192-token prefill chunks, running requests from the
+  KV cache) and its bundled calibration (fitted on other sources, none of these runs); each
+  request's instances picked at random (SGLang's mini load balancer); the KV transfer over the
+  catalog's NVLink figure (one node).
 - A run that did not complete every prompt is left out (the 1:1 run at 2,048 / 32,784 tokens and
   concurrency 128 completed 380 of 500), and said so.
 """
@@ -32,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..records import SLA
+from ..records import SLA, Deployment, EngineSettings
 
 __all__ = [
     "RECORD",
@@ -94,17 +101,13 @@ def _tensor_parallel(ratio: str, tp_1to1: int) -> int:
     return tp_1to1 if ratio == "1:1" else 2
 
 
-def _requests(output_mean: float) -> int:
-    """Requests simulated per point: about 400,000 output tokens, 150 to 1,000 requests."""
-    return int(min(1000, max(150, round(400_000 / max(output_mean, 1.0)))))
-
-
 def check(
     *,
     sla: SLA = DSTACK_SLA,
     tp_1to1: int = 4,
     groups=None,
     seed: int = 0,
+    router: str = "random",
 ) -> pd.DataFrame:
     """Predicted against measured, one row per run (``groups``: (isl, osl, conc) tuples, or all).
 
@@ -143,9 +146,10 @@ def check(
                 samples=None,
             )
             ds = pd_ratio(
-                "gpt-oss-120b", "H200", w, concurrency=[int(run.conc)], sla=sla,
+                Deployment("gpt-oss-120b", "H200"), w, concurrency=[int(run.conc)], sla=sla,
                 ratios=[run.ratio], tensor_parallel=row["tensor_parallel"],
-                requests=_requests(float(run.output_mean)), seed=seed,
+                requests=int(run.num_prompts), warmup_share=0.0,
+                settings=EngineSettings("sglang"), seed=seed, router=router,
             )  # fmt: skip
             one = ds.isel(ratio=0, concurrency=0)
             row["predicted_ttft_s"] = float(one.latency.sel(metric="ttft"))
@@ -174,8 +178,23 @@ def _best(group: pd.DataFrame, prefix: str) -> str:
     return str(ok.loc[ok[f"{prefix}_tokens_per_gpu"].idxmax(), "ratio"])
 
 
+def _close(group: pd.DataFrame, measured: str, predicted: str) -> bool:
+    """Whether capnb's pick met the SLA in the measurement with 95 % of the best's tokens/s per GPU."""
+    if not measured or not predicted:
+        return False
+    m = group.set_index("ratio")
+    return bool(
+        m.measured_meets[predicted]
+        and m.measured_tokens_per_gpu[predicted] >= 0.95 * m.measured_tokens_per_gpu[measured]
+    )
+
+
 def picks(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (isl, osl, conc): the measured best ratio, capnb's pick, and whether they agree."""
+    """Per (isl, osl, conc): the measured best ratio, capnb's pick, and whether they agree.
+
+    ``within_5pct``: they agree, or capnb's pick met the SLA in the measurement with at least 95 %
+    of the best's measured output tokens/s per GPU (the issue's goal counts these).
+    """
     out = []
     for (isl, osl, conc), group in table.groupby(["isl", "osl", "conc"], sort=True):
         measured, predicted = _best(group, "measured"), _best(group, "predicted")
@@ -205,16 +224,30 @@ def picks(table: pd.DataFrame) -> pd.DataFrame:
         out.append(
             {"isl": isl, "osl": osl, "conc": conc, "measured_best": measured or "none",
              "capnb_pick": predicted or "none", "agree": measured == predicted,
+             "within_5pct": measured == predicted or _close(group, measured, predicted),
              "not_run": ", ".join(missing), "note": note}
         )  # fmt: skip
     return pd.DataFrame(out)
+
+
+def _ttft_by(done: pd.DataFrame) -> str:
+    """The median absolute P99 TTFT error per ratio and per prompt/output shape, as a sentence."""
+    by_ratio = done.groupby("ratio").ttft_error.apply(lambda e: e.abs().median())
+    by_shape = done.groupby(["isl", "osl"]).ttft_error.apply(lambda e: e.abs().median())
+    return (
+        "P99 TTFT error by ratio: "
+        + ", ".join(f"{r} {e:.0%}" for r, e in by_ratio.items())
+        + "; by ISL / OSL: "
+        + ", ".join(f"{i} / {o} {e:.0%}" for (i, o), e in by_shape.items())
+        + "."
+    )
 
 
 def markdown(table: pd.DataFrame, *, sla: SLA = DSTACK_SLA, tp_1to1: int = 4) -> str:
     """The VALIDATION.md section for a :func:`check` table."""
     chosen = picks(table)
     done = table[table.complete]
-    agree = int(chosen.agree.sum())
+    agree, close = int(chosen.agree.sum()), int(chosen.within_5pct.sum())
     med = {w: float(done[f"{w}_error"].abs().median()) for w in ("ttft", "tpot", "tokens_per_gpu")}
     lines = [
         SECTION,
@@ -222,23 +255,31 @@ def markdown(table: pd.DataFrame, *, sla: SLA = DSTACK_SLA, tp_1to1: int = 4) ->
         "Generated by `python -m capnb.capacity.validate_disagg --write VALIDATION.md` (do not edit "
         "by hand). dstack's SGLang prefill/decode runs of gpt-oss-120b on 8 x H200 SXM "
         "(github.com/dstackai/benchmarks @06c957ab, `comparison/pd_ratio`, "
-        "`datasets/benchmarks/disaggregated/`) against `capnb.capacity.pd_ratio` (engine model per "
-        f"pool, closed loop on the fleet). SLA: {sla}; the best ratio is the one with the "
+        "`datasets/benchmarks/disaggregated/`) against `capnb.capacity.pd_ratio`: each run's "
+        "500 requests simulated one by one through the prefill queue, prefill, the KV transfer "
+        "over the link, the decode admission queue and decode (`capnb.kernels.pd`, SGLang's "
+        "defaults and the bundled SGLang calibration, fitted on other sources; random routing; "
+        "every request counted, as `vllm bench serve` reports). Nothing is fitted on these runs. "
+        f"SLA: {sla}; the best ratio is the one with the "
         "most output tokens/s per GPU within it. GPUs per worker: TP 2 for 1:3, 2:2 and 3:1 "
         f"(dstack's README), TP {tp_1to1} for 1:1 (capnb's assumption: "
         "`capnb.capacity.validate_disagg` says why).",
         "",
-        f"capnb picks the measured best ratio in {agree} of {len(chosen)} groups. Median absolute "
-        f"error over {len(done)} runs: P99 TTFT {med['ttft']:.0%}, P99 TPOT {med['tpot']:.0%}, "
-        f"output tokens/s per GPU {med['tokens_per_gpu']:.0%}.",
+        f"capnb picks the measured best ratio in {agree} of {len(chosen)} groups, and the best or "
+        f"a ratio within 5 % of its measured output tokens/s per GPU (within the SLA) in {close} "
+        f"of {len(chosen)} (goal: 12). Median absolute error over {len(done)} runs: P99 TTFT "
+        f"{med['ttft']:.0%} (goal: 25 %), P99 TPOT {med['tpot']:.0%}, output tokens/s per GPU "
+        f"{med['tokens_per_gpu']:.0%}. {_ttft_by(done)}",
         "",
-        "| ISL / OSL | concurrency | measured best | capnb's pick | not run or left out | why not |",
-        "|---|---:|---|---|---|---|",
+        "| ISL / OSL | concurrency | measured best | capnb's pick | within 5 % | not run or left "
+        "out | why not |",
+        "|---|---:|---|---|---|---|---|",
     ]
     for _, r in chosen.iterrows():
         lines.append(
             f"| {r.isl} / {r.osl} | {r.conc} | {r.measured_best} | {r.capnb_pick} | "
-            f"{r.not_run or '-'} | {r.note or ('-' if r.agree else '')} |"
+            f"{'yes' if r.within_5pct else 'no'} | {r.not_run or '-'} | "
+            f"{r.note or ('-' if r.agree else '')} |"
         )
     lines += [
         "",

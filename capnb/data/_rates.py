@@ -165,7 +165,7 @@ def _in_time_order(ns, values, where, column: str, notes: list[str]):
         first = int(np.flatnonzero(np.diff(ns) < 0)[0]) + 1
         notes.append(f"windows were out of time order (first: {where(first)}); sorted")
     ns, values, rows = ns[order], values[order], order
-    ns, values, merged = _merge_duplicates(ns, values, rows, where, column)
+    ns, values, rows, merged = _merge_duplicates(ns, values, rows, where, column)
     if merged:
         notes.append(f"{merged:,} repeated windows with the same value were merged")
     return ns, values, rows
@@ -388,7 +388,7 @@ def _number_column(table, column: str, where) -> np.ndarray:
 def _merge_duplicates(ns, values, rows, where, column):
     same = np.flatnonzero(ns[1:] == ns[:-1])
     if not same.size:
-        return ns, values, 0
+        return ns, values, rows, 0
     differ = same[values[same + 1] != values[same]]
     if differ.size:
         a, b = int(rows[differ[0]]), int(rows[differ[0] + 1])
@@ -398,7 +398,7 @@ def _merge_duplicates(ns, values, rows, where, column):
         )
     keep = np.ones(ns.size, bool)
     keep[same + 1] = False
-    return ns[keep], values[keep], int(same.size)
+    return ns[keep], values[keep], rows[keep], int(same.size)
 
 
 def _series_step(ns, interval, where, rows, interval_ns) -> int:

@@ -171,12 +171,19 @@ def _count(value: object, name: str, *, allow_none: bool = False) -> int:
     return int(value)
 
 
+#: HPA options whose None means the rule is absent (Kubernetes' ``behavior`` policies).
+_RATE_RULES = frozenset(f"scale_{d}_{k}" for d in ("up", "down") for k in ("pods", "percent"))
+
+
 def policy_options(policy: str, given: Mapping[str, object]) -> dict[str, object]:
     """The policy's options: defaults updated with ``given``; unknown names are an error."""
     if policy not in POLICIES:
         raise InputError(f"policy={policy!r} is not known; use one of {list(POLICIES)}")
     known = OPTIONS[policy]
-    options = {k: v for k, v in given.items() if v is not None or k == "scale_down_pods"}
+    # None is "unset" for every option but HPA's rate rules, where it is "no such rule" (as a
+    # manifest without that policy): reading it as the default would replay a rule the
+    # autoscaler does not have.
+    options = {k: v for k, v in given.items() if v is not None or k in _RATE_RULES}
     unknown = set(options) - set(known)
     if unknown:
         raise InputError(

@@ -12,11 +12,12 @@ never past the last one.
 
 :func:`engine` simulates a serving engine (continuous batching with a waiting queue, admission by
 KV blocks and running-sequence limit, a token budget per step, chunked prefill, preemption, prefix
-caching; each engine's scheduling policy and defaults by release: :func:`engine_settings`)
-request by request, in a closed loop (fixed concurrency) or an open loop (a request rate), and
-returns the same curve with its knee; it is calibrated on published latencies per GPU and engine
-(:mod:`capnb.latency.validate` reports its leave-one-source-out error). :func:`calibrate` fits
-it to your own benchmark runs.
+caching; each engine's scheduling policy and defaults by release:
+:class:`~capnb.records.EngineSettings`) for one :class:`~capnb.records.Deployment` (model, GPU,
+degree, dtypes) request by request, in a closed loop (fixed concurrency) or an open loop (a
+request rate), and returns the same curve with its knee; it is calibrated on published latencies
+per GPU and engine (:mod:`capnb.latency.validate` reports its leave-one-source-out error).
+:func:`calibrate` fits it to your own benchmark runs.
 
 :func:`analytic` computes curves for models and GPUs nobody measured, from the model's architecture,
 the GPU's catalog figures, a calibration (:mod:`capnb.calibration`) and the workload's prompt and
@@ -26,6 +27,7 @@ assumptions are described in :mod:`capnb.kernels.latency`.
 
 from __future__ import annotations
 
+from ..records import Deployment, EngineSettings
 from . import calibration
 from ._curves import (
     METRICS,
@@ -39,7 +41,7 @@ from ._curves import (
     workload,
 )
 from ._engine import engine, knee
-from ._engines import ENGINES, EngineSettings, engine_settings
+from ._engines import ENGINES, engine_settings
 from ._fitted import engine_calibration
 from ._own import calibrate
 
@@ -47,6 +49,7 @@ __all__ = [
     "ENGINES",
     "METRICS",
     "QUANTILES",
+    "Deployment",
     "EngineSettings",
     "analytic",
     "at",

@@ -18,12 +18,14 @@ from ..data import _curve
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
-from . import _engines, _fitted
+from ..records import Deployment, EngineSettings
+from . import _fitted
 from . import calibration as _calibration
 
 __all__ = ["engine", "knee", "sample_requests"]
 
 BLOCK_SIZE = 16  # vLLM's default KV block (tokens)
+UNLIMITED = 1 << 40  # a token budget that never binds (max_num_batched_tokens 0)
 WARMUP_SHARE = 0.1  # share of the first requests left out of the statistics
 
 
@@ -83,7 +85,7 @@ def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "aut
 def simulate_points(
     model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
     closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
-    quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True,
+    quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True, block_size=BLOCK_SIZE,
 ):  # fmt: skip
     """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
     loads = np.asarray(loads, dtype=float)
@@ -93,7 +95,7 @@ def simulate_points(
     settings[:, 2] = max_num_seqs
     settings[:, 3] = max_num_batched_tokens
     settings[:, 4] = kv_blocks
-    settings[:, 5] = BLOCK_SIZE
+    settings[:, 5] = block_size
     settings[:, 6] = warmup
     settings[:, 7] = kernels.POLICIES.index(policy)
     settings[:, 8] = 1.0 if chunked_prefill else 0.0
@@ -164,60 +166,53 @@ def _loads(values, argument: str, *, integer: bool) -> np.ndarray:
 
 
 def engine(
-    model,
-    gpu,
-    tensor_parallel,
+    deployment: Deployment,
     workload: xr.Dataset,
     *,
+    settings: EngineSettings | None = None,
     concurrency=None,
     request_rate=None,
     arrival_cv: float = 1.0,
     requests: int = 2000,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
     kv_cache_tokens=None,
     prefix_hit_rate: float = 0.0,
     calibration=None,
     seed: int = 0,
     quantiles: Sequence[float] = _curve.QUANTILES,
     warmup_share: float = WARMUP_SHARE,
-    kv_dtype: str = "auto",
-    weight_dtype: str | None = None,
-    engine: str = "vllm-v1",
-    chunked_prefill: bool | None = None,
-    max_model_len: int | None = None,
 ) -> xr.Dataset:
     """A latency curve from a simulation of a serving engine's continuous batching.
 
     Parameters
     ----------
-    model, gpu, tensor_parallel
-        One catalog model (or ModelSpec, config path), one catalog GPU, one degree.
+    deployment
+        The model, GPU, tensor-parallel degree (GPUs) and dtypes simulated
+        (:class:`capnb.records.Deployment`; its ``kv_dtype`` and ``weight_dtype`` size the KV
+        cache and the weights' bytes as in :func:`analytic`).
     workload
         Prompt and output length distribution (:func:`capnb.latency.workload`); ``requests`` pairs
         are drawn from it with a numpy Generator seeded by ``seed``.
     concurrency
         Closed loop (a finished request is replaced at once): requests in flight per point.
-        Default, when ``request_rate`` is None too: :func:`concurrency_grid` up to twice
-        ``max_num_seqs``.
+        Default, when ``request_rate`` is None too: :func:`concurrency_grid` up to twice the
+        running-sequence limit.
     request_rate
         Open loop: requests/s per point (arrivals Gamma-distributed with coefficient of variation
         ``arrival_cv``: 1 is Poisson), or ``"auto"``: 16 rates from 5 % to 150 % of the throughput
-        simulated at concurrency ``max_num_seqs``. Give ``concurrency`` or ``request_rate``.
+        simulated at the running-sequence limit. Give ``concurrency`` or ``request_rate``.
     requests
         Requests simulated per point; the first ``warmup_share`` are left out of the statistics.
-    max_num_seqs, max_num_batched_tokens
-        The engine's limits: sequences per step, tokens per step (chunked prefill fills what the
-        decodes leave). None: the engine's defaults on this GPU
-        (:func:`capnb.latency.engine_settings`; vLLM V1 on an H100: 1,024 and 8,192).
-    engine, chunked_prefill, max_model_len
-        The serving engine (``"vllm-v1"``, ``"vllm-v0"``, ``"sglang"``, ``"tgi"``, ``"trtllm"``,
-        ``"lmdeploy"``): its scheduling policy and default limits, and its own step overheads in
-        the bundled calibration. ``chunked_prefill`` None: the engine's default; ``max_model_len``
-        matters to vLLM V0's defaults only.
+    settings
+        The serving engine and its scheduling (:class:`capnb.records.EngineSettings`: engine,
+        policy, chunked prefill, ``max_num_seqs`` sequences and ``max_num_batched_tokens`` tokens
+        per step at most, KV block size in tokens, ``max_model_len``); fields left None take the
+        engine's defaults on this GPU (vLLM V1 on an H100: 1,024 and 8,192). The engine also
+        picks its own step overheads in the bundled calibration. None: ``EngineSettings()``
+        (vLLM V1's defaults).
     kv_cache_tokens
-        KV cache capacity per GPU in tokens (``block_size`` 16). None or ``"auto"``: what vLLM
-        would allocate (:func:`capnb.memory.max_concurrency`, vllm accounting, V1 engine).
+        KV cache capacity per GPU in tokens (in blocks of the settings' ``block_size``). None or
+        ``"auto"``: what vLLM would allocate (:func:`capnb.memory.max_concurrency`, vllm
+        accounting, V1 engine).
     prefix_hit_rate
         Share of each prompt's tokens found in the prefix cache (whole blocks only): not computed.
     calibration
@@ -227,8 +222,8 @@ def engine(
         :func:`capnb.latency.calibrate`).
     seed
         Seeds the request sample and the arrivals: the same seed gives the same curve.
-    quantiles, warmup_share, kv_dtype, weight_dtype
-        Latency quantiles reported; share of warm-up requests; as in :func:`analytic`.
+    quantiles, warmup_share
+        Latency quantiles reported; share of warm-up requests.
 
     Returns
     -------
@@ -244,33 +239,35 @@ def engine(
     --------
     >>> from capnb.latency import workload
     >>> w = workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
-    >>> curve = engine("Llama-3.1-8B", "H100-SXM", 1, w, concurrency=[1, 16, 64], requests=200)
+    >>> from capnb.records import Deployment
+    >>> curve = engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[1, 16, 64],
+    ...                requests=200)
     >>> bool(curve.latency.sel(metric="e2e", latency_quantile=0.99).diff("concurrency").min() > 0)
     True
     """
     if concurrency is not None and request_rate is not None:
         raise InputError("give concurrency (closed loop) or request_rate (open loop), not both")
-    spec, gpu_id, tp, gpus, model_vec, gpu_vec = _option(
-        model, gpu, tensor_parallel, kv_dtype, weight_dtype
-    )
-    n, hit, warmup, qs = _checked(requests, max_num_seqs, max_num_batched_tokens, prefix_hit_rate,
-                                  warmup_share, arrival_cv, seed, quantiles)  # fmt: skip
-    cal = _calibration_of(calibration, gpu_id, engine)
+    spec, gpu_id, tp, gpus, model_vec, gpu_vec = _option(deployment)
+    kv_dtype, weight_dtype = deployment.kv_dtype, deployment.weight_dtype
+    settings = _settings(settings)
+    n, hit, warmup, qs = _checked(requests, prefix_hit_rate, warmup_share, arrival_cv, seed,
+                                  quantiles)  # fmt: skip
+    cal = _calibration_of(calibration, gpu_id, settings.engine)
     kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype)
-    kv_blocks = kv_tokens // BLOCK_SIZE
-    settings = _engines.engine_settings(
-        engine, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), gpu=gpu_id,
-        max_model_len=max_model_len, kv_tokens=kv_tokens, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
-    )  # fmt: skip
+    settings = settings.resolve(
+        gpu=gpu_id, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), kv_tokens=kv_tokens
+    )
+    block = settings.block_size
+    kv_blocks = kv_tokens // block
     seqs = settings.running_limit(kv_tokens)
 
-    prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens)
+    prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
     cached = np.floor(hit * prompt).astype(np.int64)
     run = dict(
-        max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
         kv_blocks=kv_blocks, warmup=warmup,
         quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
+        block_size=block,
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
@@ -290,7 +287,7 @@ def engine(
         "warmup_requests": warmup,
         "kv_cache_tokens": kv_tokens,
         "kv_cache_tokens_from": kv_from,
-        "block_size": BLOCK_SIZE,
+        "block_size": block,
         "prefix_hit_rate": hit,
         "arrival_cv": float(arrival_cv) if dim == "request_rate" else math.nan,
         "seed": int(seed),
@@ -313,18 +310,17 @@ def engine(
     return result
 
 
-def _option(model, gpu, tensor_parallel, kv_dtype, weight_dtype):
-    """One (model, GPU, degree), checked: the spec, the GPU's id and row, and the kernel's vectors."""
-    from ..data import load_gpus, load_model
+def _option(deployment):
+    """One deployment (checked when made): its spec, GPU id, degree, GPU row and kernel vectors."""
+    from ..data import load_gpus
 
-    spec = load_model(model)
-    gpu_id = str(load_gpus([gpu]).gpu.values[0]) if isinstance(gpu, str) else None
-    if gpu_id is None:
-        raise InputError(f"gpu: expected one catalog GPU name, got {gpu!r}")
-    tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
-    reason = spec.valid_tensor_parallel(tp)
-    if reason:
-        raise InputError(f"tensor_parallel: {reason}")
+    if not isinstance(deployment, Deployment):
+        raise InputError(
+            f"deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
+            f"got {type(deployment).__name__}"
+        )
+    spec, gpu_id, tp = deployment.spec, deployment.gpu, deployment.tensor_parallel
+    kv_dtype, weight_dtype = deployment.kv_dtype, deployment.weight_dtype
     gpus = load_gpus([gpu_id])
     model_vec = model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
     gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
@@ -336,11 +332,11 @@ def _option(model, gpu, tensor_parallel, kv_dtype, weight_dtype):
     return spec, gpu_id, tp, gpus, model_vec, gpu_vec
 
 
-def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int):
+def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int, block: int):
     """``n`` requests' prompt and output tokens drawn from the workload, and their arrival gaps."""
     prompt, output, rng = sample_requests(workload, n, seed)
     longest = int((prompt + output).max())
-    if _kv_blocks_needed(longest) > kv_tokens // BLOCK_SIZE:
+    if -(-longest // block) > kv_tokens // block:
         raise InputError(
             f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
             "(prompt + output); the engine would reject it"
@@ -348,7 +344,7 @@ def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int):
     return prompt, output, arrival_gaps(rng, n, float(arrival_cv))
 
 
-def _engine_attrs(settings: _engines.EngineSettings, running_limit: int) -> dict:
+def _engine_attrs(settings: EngineSettings, running_limit: int) -> dict:
     """The serving engine a curve simulates, as its attrs."""
     return {
         "engine": settings.engine,
@@ -358,6 +354,18 @@ def _engine_attrs(settings: _engines.EngineSettings, running_limit: int) -> dict
         "max_num_batched_tokens": settings.max_num_batched_tokens,
         "engine_settings": settings.source,
     }
+
+
+def _settings(settings) -> EngineSettings:
+    """The engine settings given (None: vLLM V1's defaults), checked to be the record."""
+    if settings is None:
+        return EngineSettings()
+    if not isinstance(settings, EngineSettings):
+        raise InputError(
+            "settings: expected a capnb.records.EngineSettings (engine, max_num_seqs, ...), "
+            f"got {type(settings).__name__}"
+        )
+    return settings
 
 
 def _calibration_of(calibration, gpu_id: str, engine: str):
@@ -405,14 +413,9 @@ def _simulated(args, run, seqs, concurrency, request_rate):
     return "request_rate", loads, simulate_points(*args, closed=False, loads=loads, **run)
 
 
-def _checked(requests, max_num_seqs, max_num_batched_tokens, prefix_hit_rate, warmup_share,
-             arrival_cv, seed, quantiles):  # fmt: skip
+def _checked(requests, prefix_hit_rate, warmup_share, arrival_cv, seed, quantiles):
     """The engine's scalar arguments checked: (requests, hit rate, warm-up requests, quantiles)."""
     n = _validate.positive_int(requests, "requests")
-    if max_num_seqs is not None:
-        _validate.positive_int(max_num_seqs, "max_num_seqs")
-    if max_num_batched_tokens is not None:
-        _validate.positive_int(max_num_batched_tokens, "max_num_batched_tokens")
     hit = _validate.fraction(prefix_hit_rate, "prefix_hit_rate")
     warm_share = _validate.fraction(warmup_share, "warmup_share")
     if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
@@ -461,10 +464,6 @@ def _curve_dataset(dim, loads, qs, lat, mean, stats):
 
 
 _RATE_ATTRS = {"long_name": "request rate (open loop)", "units": "requests/s"}
-
-
-def _kv_blocks_needed(tokens: int) -> int:
-    return -(-tokens // BLOCK_SIZE)
 
 
 def _latency_grid(upper: int) -> np.ndarray:

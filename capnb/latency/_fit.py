@@ -48,6 +48,7 @@ __all__ = [
     "Point",
     "fit",
     "fit_all",
+    "identified_gpus",
     "measured_knees",
     "points",
     "setup",
@@ -628,15 +629,33 @@ def fit_all(pts: list[Point], **options):
     """The pooled fit, then the per-group fit pulled towards it.
 
     Returns ``(per_group, pooled, evaluations)``: ``per_group`` maps ``(gpu, engine)`` to a
-    :class:`~capnb.latency.calibration.Calibration` for every fitted GPU and engine; ``pooled`` is
-    the one Calibration fitted on every group at once.
+    :class:`~capnb.latency.calibration.Calibration` for every fitted engine and every GPU the fit
+    identifies (:func:`identified_gpus`); ``pooled`` is the one Calibration fitted on every group
+    at once.
     """
     pooled, _, _, _ = fit(pts, pooled=True, **options)
     base = next(iter(pooled.values()))
     layout = layout_of(fitted_figures(pts, None), pooled=False)
     prior = layout.start(base.engine_array())
     per_group, _, _, evaluations = fit(pts, prior=prior, start=prior, **options)
+    known = identified_gpus(pts)
+    per_group = {key: cal for key, cal in per_group.items() if key[0] in known}
     return per_group, base, evaluations
+
+
+def identified_gpus(pts: list[Point]) -> set[str]:
+    """GPUs whose own efficiencies a fit can tell apart: measured on two or more (model, engine).
+
+    One model on one engine cannot separate the GPU from that model's kernels on that engine (an
+    engine path far off the roofline, e.g. a run with CUDA graphs off, would pass for a slow GPU
+    and be applied to every other model on it), so such a GPU is predicted with the pooled
+    efficiencies, as an unmeasured one is. Its group is still fitted (it keeps its figures off
+    the engines' overheads).
+    """
+    pairs: dict[str, set] = {}
+    for pt in pts:
+        pairs.setdefault(pt.gpu, set()).add((MODEL_ALIASES.get(pt.model, pt.model), pt.engine_id))
+    return {gpu for gpu, seen in pairs.items() if len(seen) > 1}
 
 
 def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:

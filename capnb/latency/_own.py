@@ -17,7 +17,8 @@ import math
 import xarray as xr
 
 from ..errors import InputError
-from . import _engines, _fit, _fitted
+from ..records import EngineSettings
+from . import _engine, _engines, _fit, _fitted
 from . import calibration as _calibration
 
 __all__ = ["calibrate", "fit_own"]
@@ -47,9 +48,8 @@ def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
     )  # fmt: skip
 
 
-def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, engine="vllm-v1",
-              engine_version: str = "", dtype: str | None = None, max_model_len=None,
-              max_num_seqs=None, max_num_batched_tokens=None,
+def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | None = None,
+              settings: EngineSettings | None = None, engine_version: str = "",
               prior: _calibration.Calibration | None = None) -> _calibration.Calibration:  # fmt: skip
     """Calibrate the engine model on your own benchmark runs (two or three loads are enough).
 
@@ -61,14 +61,17 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, engine="vllm-
         closed-loop curve (:func:`capnb.data.read_vllm_bench`, :func:`capnb.data.read_aiperf`,
         :func:`capnb.data.read_benchmark`; its points are read as concurrencies).
     model, gpu, tensor_parallel
-        What ran (default: the table's or the curve's own).
-    engine, engine_version
-        The serving engine and its release (``"vllm-v1"``, ``"vllm-v0"``, ``"sglang"``, ...;
-        :func:`capnb.latency.engine_settings`).
+        What ran (default: the table's or the curve's own). Each overrides one column of the
+        runs, so they stay single arguments rather than one :class:`~capnb.records.Deployment`.
     dtype
         ``"fp8"`` for FP8 weights (default: the table's, else the model's own).
-    max_model_len, max_num_seqs, max_num_batched_tokens
-        The server's flags where they were set (None: the engine's defaults).
+    settings
+        The serving engine and the server's flags where they were set
+        (:class:`capnb.records.EngineSettings`: engine, ``max_model_len``, ``max_num_seqs``,
+        ``max_num_batched_tokens``, ``chunked_prefill``, ``policy``; None fields: the engine's
+        defaults; None: vLLM V1's). The KV cache is simulated in 16-token blocks.
+    engine_version
+        The engine's release as the runs name it (for the record; ``settings.engine`` decides).
     prior
         The calibration to start from and pull towards (default: the bundled one of this GPU and
         engine, :func:`capnb.latency.engine_calibration`).
@@ -84,9 +87,23 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, engine="vllm-
     InputError
         No run, runs of several GPUs, models or degrees, or a run the model cannot simulate.
     """
-    pts = own_points(runs, model=model, gpu=gpu, tensor_parallel=tensor_parallel, engine=engine,
-                     engine_version=engine_version, dtype=dtype, max_model_len=max_model_len,
-                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)  # fmt: skip
+    if settings is None:
+        settings = EngineSettings()
+    if not isinstance(settings, EngineSettings):
+        raise InputError(
+            "settings: expected a capnb.records.EngineSettings (engine, max_num_seqs, ...), "
+            f"got {type(settings).__name__}"
+        )
+    if settings.block_size not in (None, _engine.BLOCK_SIZE):
+        raise InputError(
+            f"settings: block_size = {settings.block_size}: calibration simulates the runs in "
+            f"{_engine.BLOCK_SIZE}-token KV blocks (leave block_size None)"
+        )
+    flags = {"max_model_len": settings.max_model_len, **settings.given}
+    flags.pop("block_size", None)
+    pts = own_points(runs, model=model, gpu=gpu, tensor_parallel=tensor_parallel,
+                     engine=settings.engine, engine_version=engine_version, dtype=dtype,
+                     **flags)  # fmt: skip
     first = pts[0]
     if prior is None:
         prior = _fitted.engine_calibration(first.gpu, first.engine_id)
@@ -126,7 +143,8 @@ def own_points(runs, **given) -> list[_fit.Point]:
     if given.get("dtype"):
         table["dtype"] = given["dtype"]
     _engines.engine_id(given["engine"])  # a clear error for an unknown engine
-    flags = {k: given.get(k) for k in ("max_model_len", "max_num_seqs", "max_num_batched_tokens")}
+    flags = {k: given.get(k) for k in ("max_model_len", "max_num_seqs", "max_num_batched_tokens",
+                                       "chunked_prefill", "policy")}  # fmt: skip
     pts = []
     for (mode, load), rows in table.groupby(["mode", "load"], sort=True):
         first = rows.iloc[0]

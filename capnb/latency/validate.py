@@ -2,7 +2,9 @@
 
 ``python -m capnb.latency.validate`` prints the tables; ``--write VALIDATION.md`` also stores the
 record (``capnb/latency/engine_calibration.json``: the calibration fitted on every source, each
-fold's, every held-out figure) and replaces the two latency sections of that file.
+fold's, every held-out figure) and replaces the two latency sections of that file. ``--source
+NAME`` reruns only that source's fold on the stored record (:func:`refresh`); ``--figures NAME``
+prints that source's stored held-out figures beside their predictions (:func:`figures_markdown`).
 
 Leave one source out
     For each measurement source (:func:`capnb.data.load_measurements`): fit the engine calibration
@@ -219,6 +221,72 @@ def leave_sources_out(progress=None) -> tuple[dict, list]:
     return record, pts
 
 
+def refresh(record: dict, sources: list[str], progress=None) -> dict:
+    """The stored record with the named sources' folds rerun (the others' kept as stored).
+
+    Each named source's fold is refitted without it and its held-out rows, knees and own-run rows
+    replaced; the fit on every source and the other folds are not refitted (their GPUs relabelled
+    by :func:`capnb.latency._fit.identified_gpus`, a choice made after the fit). A full run is
+    still what makes the record whole after a change of the model or the data.
+    """
+    from ..data import load_measurements
+
+    say = progress or (lambda text: None)
+    if record.get("data_hash") != data_hash():
+        raise InputError("--source: the stored record is of other measurements; run everything")
+    pts, _ = _fit.points(load_measurements())
+    known = {pt.source for pt in pts}
+    unknown = sorted(set(sources) - known)
+    if unknown:
+        raise InputError(f"--source: no measured source {unknown}; sources: {sorted(known)}")
+    knees = _fit.measured_knees(pts)
+    record = json.loads(json.dumps(record))
+    _relabel(record["calibration"], pts)
+    for source, fold in record["folds"].items():
+        _relabel(fold, [pt for pt in pts if pt.source != source])
+    for source in sources:
+        say(f"leaving out {source}")
+        fold_group, fold_pooled, _ = _fit.fit_all([pt for pt in pts if pt.source != source])
+        record["folds"][source] = calibration_record(fold_group, fold_pooled)
+        rows, curves = _predict([pt for pt in pts if pt.source == source], fold_group,
+                                fold_pooled, knees)  # fmt: skip
+        record["rows"] = [r for r in record["rows"] if r["source"] != source] + rows
+        record["knees"] = [k for k in record["knees"] if k["source"] != source]
+        record["knees"] += _knee_rows(curves, knees)
+        own = own_run_rows([pt for pt in pts if pt.source == source], record["folds"], say)
+        record["own_run"] = [r for r in record["own_run"] if r["source"] != source] + own
+    return record
+
+
+def figures_markdown(record: dict, source: str) -> str:
+    """One source's stored held-out figures side by side: measured, predicted, their ratio."""
+    rows = [r for r in record["rows"] if r["source"] == source]
+    if not rows:
+        sources = sorted({r["source"] for r in record["rows"]})
+        raise InputError(f"--figures: no held-out rows of {source!r}; sources: {sources}")
+    lines = [
+        f"Held-out figures of {source} (engine model, calibrated without it):",
+        "",
+        "| model | TP | dtype | in | out | mode | load | metric | stat | side of knee | measured "
+        "(s) | predicted (s) | predicted / measured |",
+        "|---|---:|---|---:|---:|---|---:|---|---|---|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (str(r["curve"]), r["load"], r["metric"], r["stat"])):
+        c = r["curve"]
+        ratio = r["engine"] / r["measured"]
+        side = "below" if r["below_knee"] else "above"
+        lines.append(f"| {c[2]} | {c[5]} | {c[6]} | 2^{c[7]} | 2^{c[8]} | {c[9]} | {r['load']:g} | "
+                     f"{r['metric']} | {r['stat']} | {side} | {r['measured']:.4g} | "
+                     f"{r['engine']:.4g} | {ratio:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _relabel(fit: dict, train) -> None:
+    """Drop from a stored fit the GPUs its training points do not identify (the pooled values)."""
+    known = _fit.identified_gpus(train)
+    fit["gpus"] = {gpu: values for gpu, values in fit["gpus"].items() if gpu in known}
+
+
 # -- calibrated on the user's own run ----------------------------------------------------------
 def own_run_rows(pts, folds, progress=None) -> list[dict]:
     """Leave-one-rate-out and leave-one-length-out rows (see the module)."""
@@ -370,7 +438,10 @@ def markdown(record: dict) -> str:
         "(step-time calibration) is scored on the same figures where it applies: a closed loop "
         "at the concurrency the engine runs (above it ITL/TPOT only), and a batch's TTFT when one "
         "step prefills the whole batch; `n/a` where it applies to none. *Unseen* names the GPUs "
-        "and engines no other source measured (predicted with the values pooled over the others).",
+        "and engines the other sources do not identify (predicted with the values pooled over "
+        "them): an engine no other source measured, a GPU no other source measured on two or "
+        "more models or engines (one model on one engine cannot tell the GPU from that model's "
+        "kernels on that engine).",
         "",
         "| held-out source | metric | side of knee | figures | engine median | engine P90 | "
         "analytic median | knee error (median) | unseen |",
@@ -413,6 +484,8 @@ def markdown(record: dict) -> str:
         + ".",
         "",
         preferred_sentence(record),
+        "",
+        choice_sentence(record),
     ]
     lines += _calibration_lines(record)
     if record["skipped"]:
@@ -425,7 +498,8 @@ def _calibration_lines(record) -> list[str]:
     lines = [
         "",
         f"Calibration fitted on all sources ({cal['fitted_on']}; {cal['evaluations']} "
-        f"simulations of every point; median in-sample error {cal['fit_error_median']:.1%}):",
+        f"simulations of every point; median in-sample error {cal['fit_error_median']:.1%}; a "
+        "GPU measured on one model and one engine only takes the pooled efficiencies):",
         "",
         "| GPU | compute efficiency | HBM efficiency | interconnect efficiency |",
         "|---|---:|---:|---:|",
@@ -617,6 +691,70 @@ def preferred_sentence(record: dict) -> str:
     )
 
 
+def choice_held_out(record: dict) -> list[dict]:
+    """The per-metric model choice itself scored out of sample (leave one source out, nested).
+
+    :func:`preferred_model` picks, per metric group, the model with the lower median held-out
+    error on the figures both models are scored on (below the knee). Picking on the same figures
+    it is then scored on would be tuned; here each source's pick is made from the other sources'
+    figures alone and scored on that source's. A group measured by one source only has no pick
+    made out of sample (its figures say which model fits that source, not which generalises).
+
+    Returns
+    -------
+    list of dict
+        Per group: ``group``, ``sources`` (how many score both models), ``figures``, ``picks``
+        (``{source: model}``, picked without the source), ``chosen``, ``engine`` and ``analytic``
+        (median absolute relative error over the figures of the sources that have a pick, as
+        shares; NaN where none).
+    """
+    rows = [r for r in record["rows"] if r["below_knee"]
+            and math.isfinite(r["engine"]) and math.isfinite(r["analytic"])]  # fmt: skip
+    out = []
+    for group in GROUP_ORDER:
+        mine = [r for r in rows if GROUPS[r["metric"]] == group]
+        sources = sorted({r["source"] for r in mine})
+        picks, scored = {}, {"chosen": [], "engine": [], "analytic": []}
+        for source in sources:
+            train = [r for r in mine if r["source"] != source]
+            if not train:
+                continue
+            engine = np.median(_errors(train, "engine"))
+            analytic = np.median(_errors(train, "analytic"))
+            picks[source] = "engine" if engine <= analytic else "analytic"
+            test = [r for r in mine if r["source"] == source]
+            scored["chosen"] += _errors(test, picks[source])
+            for model in ("engine", "analytic"):
+                scored[model] += _errors(test, model)
+        medians = {k: float(np.median(v)) if v else math.nan for k, v in scored.items()}
+        out.append({"group": group, "sources": len(sources), "figures": len(scored["chosen"]),
+                    "picks": picks, **medians})  # fmt: skip
+    return out
+
+
+def choice_sentence(record: dict) -> str:
+    """The out-of-sample check of the per-metric choice, as a paragraph of the section."""
+    parts = []
+    for g in choice_held_out(record):
+        if not g["picks"]:
+            parts.append(
+                f"{g['group']}: {g['sources']} "
+                f"{'source scores' if g['sources'] == 1 else 'sources score'} both models, so no "
+                "choice is made out of sample"
+            )
+            continue
+        picked = ", ".join(f"{m} for {s}" for s, m in g["picks"].items())
+        parts.append(
+            f"{g['group']}: picked without each source ({picked}), the choice's median error on "
+            f"the {g['figures']} figures is {_percent(g['chosen'])} (engine alone "
+            f"{_percent(g['engine'])}, analytic alone {_percent(g['analytic'])})"
+        )
+    return (
+        "The choice itself, held out (each source's model picked from the other sources' "
+        "figures alone, `capnb.latency.validate.choice_held_out`): " + "; ".join(parts) + "."
+    )
+
+
 def error_band(metric: str, *, model: str = "engine") -> tuple[float, float, int]:
     """The P10 and P90 of measured / predicted over the held-out figures of a metric's group.
 
@@ -641,8 +779,31 @@ def main(argv=None) -> int:
         action="store_true",
         help="no refit: the sections from the stored record (refused if the measurements changed)",
     )
+    parser.add_argument(
+        "--source",
+        action="append",
+        metavar="NAME",
+        help="rerun only this source's fold on the stored record (repeatable; see refresh)",
+    )
+    parser.add_argument(
+        "--figures",
+        metavar="NAME",
+        help="print one source's stored held-out figures beside their predictions, then stop",
+    )
     args = parser.parse_args(argv)
-    if args.stored:
+    if args.figures:
+        stored = _fitted.stored()
+        if stored is None:
+            parser.error("--figures needs a stored record: run without it first")
+        print(figures_markdown(stored, args.figures))
+        return 0
+    if args.source:
+        stored = _fitted.stored()
+        if stored is None:
+            parser.error("--source needs a stored record: run without it first")
+        say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+        record = refresh(stored, args.source, progress=say)
+    elif args.stored:
         record = _fitted.stored()
         if record is None or record["data_hash"] != data_hash():
             parser.error(

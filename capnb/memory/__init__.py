@@ -29,6 +29,7 @@ takes ``instances`` and ``routing``, and :func:`routing_assumed` says the routin
 
 from __future__ import annotations
 
+from ..records import Deployment
 from ._footprint import (
     ACCOUNTINGS,
     Accounting,
@@ -46,6 +47,7 @@ __all__ = [
     "LIMIT_REASONS",
     "ROUTINGS",
     "Accounting",
+    "Deployment",
     "accounting",
     "concurrency_ticks",
     "describe",

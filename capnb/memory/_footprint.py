@@ -11,6 +11,7 @@ import xarray as xr
 from .. import _validate
 from ..data.modelspec import ModelSpec
 from ..errors import InputError
+from ..records import Deployment
 from . import _grid as _grid
 
 GIB = 2**30
@@ -262,6 +263,7 @@ def sweep(
     chunks: Mapping[str, int] | None = None,
     invalid_tensor_parallel: str = "raise",
     vllm_version: str | None = None,
+    deployment: Deployment | None = None,
 ) -> xr.Dataset:
     """Memory per GPU over a grid of model x gpu x tensor_parallel x concurrency x seq_len.
 
@@ -272,7 +274,9 @@ def sweep(
         given as arguments. The result keeps the grid's dim order.
     model, gpu
         Catalog ids (``capnb.data.list_models()``, ``list_gpus()``), paths to ``config.json`` files or
-        ModelSpecs (model only).
+        ModelSpecs (model only). The axes are grids (several models, GPUs, degrees at once), so they
+        stay arguments; one :class:`capnb.records.Deployment` may be given as ``deployment``
+        instead of ``model``, ``gpu``, ``tensor_parallel``, ``kv_dtype`` and ``weight_dtype``.
     tensor_parallel, concurrency, seq_len
         Positive integers: GPUs per model replica, sequences in flight, tokens per sequence.
     kv_dtype
@@ -292,6 +296,9 @@ def sweep(
         (``"0.6"``: the V0 engine from 0.6.5 on; ``"0.10"``: the V1 engine of 2025; see
         :data:`VLLM_VERSIONS`), on the memory the driver reports. None (default): capnb's first
         vLLM-like accounting, unchanged.
+    deployment
+        One model on one GPU at one degree (GPUs) with its dtypes
+        (:class:`capnb.records.Deployment`), in place of the five arguments it holds.
 
     Returns
     -------
@@ -319,6 +326,10 @@ def sweep(
         gpu_memory_utilization=gpu_memory_utilization,
         vllm_version=vllm_version,
     )
+    if deployment is not None:
+        model, gpu, tensor_parallel, kv_dtype, weight_dtype = _deployed(
+            deployment, model, gpu, tensor_parallel, kv_dtype, weight_dtype
+        )
     given = {
         "model": model,
         "gpu": gpu,
@@ -379,14 +390,15 @@ def max_concurrency(
     chunks: Mapping[str, int] | None = None,
     invalid_tensor_parallel: str = "raise",
     vllm_version: str | None = None,
+    deployment: Deployment | None = None,
 ) -> xr.Dataset:
     """The largest concurrency that fits per (model, gpu, tensor_parallel, seq_len), without the grid.
 
-    Same arguments as :func:`sweep` minus ``concurrency``: the search is over all positive integers
-    in closed form, so no concurrency grid is materialised. Returns ``max_concurrency``,
-    ``limit_reason``, ``min_tensor_parallel``, ``weights_bytes``, ``kv_bytes_per_token`` and
-    ``usable_bytes`` (and ``kv_cache_tokens`` with the vllm accounting); this is what the capacity
-    step takes from memory.
+    Same arguments as :func:`sweep` minus ``concurrency`` (``deployment`` included): the search
+    is over all positive integers in closed form, so no concurrency grid is materialised. Returns
+    ``max_concurrency``, ``limit_reason``, ``min_tensor_parallel``, ``weights_bytes``,
+    ``kv_bytes_per_token`` and ``usable_bytes`` (and ``kv_cache_tokens`` with the vllm
+    accounting); this is what the capacity step takes from memory.
 
     Examples
     --------
@@ -404,6 +416,10 @@ def max_concurrency(
         gpu_memory_utilization=gpu_memory_utilization,
         vllm_version=vllm_version,
     )
+    if deployment is not None:
+        model, gpu, tensor_parallel, kv_dtype, weight_dtype = _deployed(
+            deployment, model, gpu, tensor_parallel, kv_dtype, weight_dtype
+        )
     given = {"model": model, "gpu": gpu, "tensor_parallel": tensor_parallel, "seq_len": seq_len}
     grid = _grid.prepare(
         grid,
@@ -423,6 +439,25 @@ def max_concurrency(
         },
     }
     return _grid.assemble(grid, variables, acct, kv_dtype)
+
+
+def _deployed(deployment, model, gpu, tensor_parallel, kv_dtype, weight_dtype) -> tuple:
+    """(model, gpu, tensor_parallel, kv_dtype, weight_dtype) of a deployment given alone."""
+    if not isinstance(deployment, Deployment):
+        raise InputError(
+            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
+            f"got {type(deployment).__name__}"
+        )
+    others = {"model": model, "gpu": gpu, "tensor_parallel": tensor_parallel,
+              "weight_dtype": weight_dtype}  # fmt: skip
+    both = [k for k, v in others.items() if v is not None] + (["kv_dtype"] * (kv_dtype != "auto"))
+    if both:
+        raise InputError(
+            f"deployment: give the deployment or {both[0]}, not both (the deployment holds "
+            "model, gpu, tensor_parallel, kv_dtype and weight_dtype)"
+        )
+    d = deployment
+    return d.spec, d.gpu, d.tensor_parallel, d.kv_dtype, d.weight_dtype
 
 
 def concurrency_ticks(upper: int, *, count: int = 12, include: tuple[int, ...] = ()) -> np.ndarray:

@@ -33,18 +33,31 @@ from ._build import (
     sections,
     summary,
 )
-from ._config import PlanConfig, load_config, save_config, trace_options
+from ._config import (
+    Elasticity,
+    Fleet,
+    PlanConfig,
+    Serving,
+    Traffic,
+    load_config,
+    save_config,
+    trace_options,
+)
 from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._steps import PlanError
 
 __all__ = [
     "SLA",
     "Answer",
+    "Elasticity",
+    "Fleet",
     "Manifests",
     "PlanConfig",
     "PlanError",
     "PlanWarning",
     "PolicyChoice",
+    "Serving",
+    "Traffic",
     "answer",
     "backtest",
     "build",

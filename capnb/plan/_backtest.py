@@ -118,38 +118,42 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     with warnings.catch_warnings():  # the plan's checks are about the fit window, not news here
         warnings.simplefilter("ignore", UserWarning)
         _, parts = builder(
-            cfg.replace(backtest_days=0, disaggregation="none"), _cut(source, fit_window)
+            cfg.replace(elasticity={"backtest_days": 0}, serving={"disaggregation": "none"}),
+            _cut(source, fit_window),
         )
     fc, advice, chosen = parts["fc"], parts["advice"], parts["chosen"]
     per_instance = float(chosen.per_instance_qps)
     demand = elasticity.prepare_demand(
-        _cut(source, score_window), cfg.step_s, baseline=fc, scale=cfg.demand_scale
+        _cut(source, score_window),
+        cfg.elasticity.step_s,
+        baseline=fc,
+        scale=cfg.traffic.demand_scale,
     )
     if "request" in source.dims:  # a log is idle before its window's first request, after its last
-        demand = _over_window(demand, score_window, cfg.step_s)
+        demand = _over_window(demand, score_window, cfg.elasticity.step_s)
     ahead = predictive_forecast(demand, fc)
     settings = dict(
         per_instance_qps=per_instance,
-        step_s=cfg.step_s,
+        step_s=cfg.elasticity.step_s,
         cold_start_s=parts["cold"],
-        tolerance_s=cfg.tolerance_s,
+        tolerance_s=cfg.elasticity.tolerance_s,
         gpus_per_instance=parts["tp"],
         gpu=parts["gpu"],
     )
-    chosen_run = {"policy": str(cfg.policies[0]), **advice.selection}
+    chosen_run = {"policy": str(cfg.elasticity.policies[0]), **advice.selection}
     grid = elasticity.policy_grid(
         demand,
         per_instance,
-        scale_up_threshold=list(cfg.scale_up_threshold),
-        cooldown_s=list(cfg.cooldown_s),
-        buffer_instances=list(cfg.buffer_instances),
+        scale_up_threshold=list(cfg.elasticity.scale_up_threshold),
+        cooldown_s=list(cfg.elasticity.cooldown_s),
+        buffer_instances=list(cfg.elasticity.buffer_instances),
     )
     # the recommended run is one of the hindsight candidates: hindsight is never dearer within budget
     grid["min_instances"] = sorted({*grid["min_instances"], int(chosen_run["min_instances"])})
-    policies = list(dict.fromkeys([*cfg.policies, chosen_run["policy"]]))
+    policies = list(dict.fromkeys([*cfg.elasticity.policies, chosen_run["policy"]]))
     sweep = elasticity.sweep(demand, policy=policies, **grid, **settings, forecast=ahead)
     cost = "usd" if "usd" in sweep else "gpu_hours"
-    hindsight = elasticity.choose(sweep, breach_budget=cfg.breach_budget, cost=cost)
+    hindsight = elasticity.choose(sweep, breach_budget=cfg.elasticity.breach_budget, cost=cost)
     if hindsight is None:
         hindsight = elasticity.least_breach(sweep, cost=cost)
     if "policy" not in hindsight:  # one policy swept: no policy dim
@@ -158,7 +162,9 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
 
     # naive fixed fleets
     fit_demand = parts["demand"]
-    interval = max(1, round(float(parts["series"].attrs.get("interval_s", 600)) / cfg.step_s))
+    interval = max(
+        1, round(float(parts["series"].attrs.get("interval_s", 600)) / cfg.elasticity.step_s)
+    )
     rates = {
         "naive-mean": float(fit_demand.mean()),
         "naive-last": float(fit_demand.values[-interval:].mean()),
@@ -181,7 +187,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
 
     # bursts: each plan again on the score window with bursts drawn from the plan's burst model
     model = parts["bursts"]
-    factors = burst_factors(model, demand.size, cfg.step_s, draws, cfg.seed)
+    factors = burst_factors(model, demand.size, cfg.elasticity.step_s, draws, cfg.traffic.seed)
     hold = burst_holds(rows, factors, demand, ahead, settings, cfg, model, _kernel_inputs, kernels)
 
     table = _table(rows, hold, cost, cfg, sweep)
@@ -198,7 +204,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
             mix_pricing=str(pools.attrs["pricing"]),
         )
     fit_days = (fit_window[1] - fit_window[0]) / np.timedelta64(_DAY_NS, "ns")
-    score_days = demand.size * cfg.step_s / 86400
+    score_days = demand.size * cfg.elasticity.step_s / 86400
     table.attrs.update(
         fit_start=str(fit_window[0]),
         fit_stop=str(fit_window[1]),
@@ -206,11 +212,11 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         score_stop=str(score_window[1]),
         fit_days=float(fit_days),
         score_days=float(score_days),
-        breach_budget=cfg.breach_budget,
+        breach_budget=cfg.elasticity.breach_budget,
         burst_draws=int(draws),
         burst_draws_with_bursts=int(sum(f.size > 0 for f in factors)),
         burst_model=model.describe(),
-        seed=int(cfg.seed),
+        seed=int(cfg.traffic.seed),
         cost=cost,
         plans="; ".join(f"{k}: {v}" for k, v in _MEANING.items()),
     )
@@ -262,7 +268,7 @@ def _table(rows, hold, cost, cfg, sweep) -> xr.Dataset:
         "gpu_hours": ([float(c.gpu_hours) for c in cells], "GPU·h", "GPU time"),
         cost: (spent, str(sweep[cost].attrs.get("units", "")), f"{cost} on the score window"),
         "meets_budget": (
-            [float(c.breach_share) <= cfg.breach_budget for c in cells],
+            [float(c.breach_share) <= cfg.elasticity.breach_budget for c in cells],
             "",
             "time in breach within the budget",
         ),

@@ -52,10 +52,11 @@ def read_config(
     Parameters
     ----------
     config
-        A :class:`PlanConfig`, a mapping of its fields, a path to a TOML/YAML file, or None for
-        the bundled defaults.
+        A :class:`PlanConfig`, a mapping of its settings (by table, as a file holds them, or
+        each under its own name), a path to a TOML/YAML file, or None for the bundled defaults.
     **overrides
-        Fields to change.
+        Settings to change, as :meth:`PlanConfig.replace` takes them: a table by its name
+        (``serving={"gpus": ["H100-SXM"]}``) or a setting by its own (``sla="ttft=1.5,tpot=60ms"``).
     """
     checked = isinstance(config, str | os.PathLike | dict)  # read with their names checked
     if config is None:
@@ -106,10 +107,12 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
     Parameters
     ----------
     config
-        A :class:`PlanConfig`, a mapping of its fields, a path to a TOML/YAML file, or None for
-        the bundled defaults.
+        A :class:`PlanConfig`, a mapping of its settings (by table, as a file holds them, or
+        each under its own name), a path to a TOML/YAML file, or None for the bundled defaults.
     **overrides
-        Fields to change (``sla="ttft=1.5,tpot=60ms"``, ``gpus=["H100-SXM"]``, ...).
+        Settings to change, as :meth:`PlanConfig.replace` takes them: a table by its name
+        (``serving={"gpus": ["H100-SXM"]}``) or a setting by its own (``sla="ttft=1.5,tpot=60ms"``,
+        ``gpus=["H100-SXM"]``, ...).
 
     Returns
     -------
@@ -195,7 +198,12 @@ def _load(cfg: PlanConfig):
     """The trace as stored (a request log or a rate series), before any window is cut."""
     from .. import data
 
-    return data.load_traffic(cfg.trace, kind=cfg.trace_kind, start=cfg.start, **trace_options(cfg))
+    return data.load_traffic(
+        cfg.traffic.trace,
+        kind=cfg.traffic.trace_kind,
+        start=cfg.traffic.start,
+        **trace_options(cfg),
+    )
 
 
 def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
@@ -210,23 +218,23 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         source, series = _traffic(cfg, source)
         bursts = burst_model(cfg, series)
         fc = _forecast(cfg, series)
-    target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile)
+    target = fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile)
     buffer_qps = fc.buffer_qps if "buffer_qps" in fc else None
     unshardable = _unshardable(cfg)
-    if len(unshardable) == len(cfg.tensor_parallel):
+    if len(unshardable) == len(cfg.serving.tensor_parallel):
         raise PlanError(
-            f"no tensor-parallel degree in {list(cfg.tensor_parallel)} can shard {cfg.model}: "
-            + "; ".join(unshardable.values())
+            f"no tensor-parallel degree in {list(cfg.serving.tensor_parallel)} can shard "
+            f"{cfg.serving.model}: " + "; ".join(unshardable.values())
         )
     with _Stage("capacity", cfg):
         cap, workload, seq_len = _capacity(cfg, source, target, buffer_qps)
     with _Stage("memory", cfg):
         mem = memory.max_concurrency(
-            model=cfg.model,
-            gpu=list(cfg.gpus),
-            tensor_parallel=list(cfg.tensor_parallel),
+            model=cfg.serving.model,
+            gpu=list(cfg.serving.gpus),
+            tensor_parallel=list(cfg.serving.tensor_parallel),
             seq_len=seq_len,
-            accounting=cfg.accounting,
+            accounting=cfg.serving.accounting,
             invalid_tensor_parallel="mask",
         )
     best = _choose(cap, cfg)
@@ -240,7 +248,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         tp = (
             int(chosen.coords["tensor_parallel"])
             if "tensor_parallel" in chosen.coords
-            else int(cfg.tensor_parallel[0])
+            else int(cfg.serving.tensor_parallel[0])
         )
     if str(chosen.binding.values) not in capacity.FEASIBLE:
         # why a curve meets no SLA does not depend on the traffic: one cell of the target says it
@@ -288,8 +296,8 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         burst_share = (
             None if isinstance(record, str)
             else held_out_bursts(cfg, record, demand, series, bursts, dict(
-                per_instance_qps=float(chosen.per_instance_qps), step_s=cfg.step_s,
-                cold_start_s=cold, tolerance_s=cfg.tolerance_s, gpus_per_instance=tp, gpu=gpu))
+                per_instance_qps=float(chosen.per_instance_qps), step_s=cfg.elasticity.step_s,
+                cold_start_s=cold, tolerance_s=cfg.elasticity.tolerance_s, gpus_per_instance=tp, gpu=gpu))
         )  # fmt: skip
     made = with_held_out(made, record, cfg, burst_share)
     plan.attrs["answer"] = json.dumps(made.to_dict())
@@ -315,12 +323,12 @@ def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
     from .. import data
 
     elastic = {
-        "usd": elastic_at(data.gpu_prices(cfg.provider), gpu, advice.metrics["gpu_hours"]),
+        "usd": elastic_at(data.gpu_prices(cfg.fleet.provider), gpu, advice.metrics["gpu_hours"]),
         "breach_s": advice.metrics["breach_s"],
     }
     hours = float(run.attrs["duration_s"]) / 3600.0
     return Alternative(
-        name=f"mixed fleet at {cfg.provider}'s prices",
+        name=f"mixed fleet at {cfg.fleet.provider}'s prices",
         monthly_usd=_per_month(replay.attrs["usd"], run),
         breach_minutes_per_month=_per_month(replay.attrs["breach_s"], run) / 60,
         words=fleet_sentence(mixed, replay, hours, elastic),
@@ -373,9 +381,9 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
 
     settings = dict(
         per_instance_qps=float(chosen.per_instance_qps),
-        step_s=cfg.step_s,
+        step_s=cfg.elasticity.step_s,
         cold_start_s=cold,
-        tolerance_s=cfg.tolerance_s,
+        tolerance_s=cfg.elasticity.tolerance_s,
         gpus_per_instance=tp,
         gpu=gpu,
         policy=policy,
@@ -385,7 +393,7 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     run = elasticity.simulate(demand, **settings)
     burst = _burst_test(demand, cfg, settings, bursts)
     # the chosen run's timeline, per forecast interval (the full timeline has one row per step)
-    timeline = _timeline(run, float(series.attrs.get("interval_s", 600)), cfg.step_s)
+    timeline = _timeline(run, float(series.attrs.get("interval_s", 600)), cfg.elasticity.step_s)
     fc_vars = fc.drop_vars([v for v in fc.data_vars if "trial" in fc[v].dims])
     parts = [
         _prefixed(series[["qps"]], "traffic"),
@@ -413,7 +421,7 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
         config=json.dumps(cfg.as_dict()),
         config_source=cfg.source,
         latency_notes=str(cap.attrs.get("notes", "")),
-        workload_trace=str(cap.attrs.get("workload_trace", cfg.workload)),
+        workload_trace=str(cap.attrs.get("workload_trace", cfg.serving.workload)),
         workload_samples=WORKLOAD_SAMPLES,
     )
     return plan, run, burst
@@ -429,8 +437,8 @@ def _unshardable(cfg: PlanConfig) -> dict[int, str]:
     """The config's tensor-parallel degrees that cannot shard its model, each with the reason."""
     from .. import data
 
-    spec = data.load_model(cfg.model)
-    reasons = {int(tp): spec.valid_tensor_parallel(int(tp)) for tp in cfg.tensor_parallel}
+    spec = data.load_model(cfg.serving.model)
+    reasons = {int(tp): spec.valid_tensor_parallel(int(tp)) for tp in cfg.serving.tensor_parallel}
     return {tp: why for tp, why in reasons.items() if why}
 
 
@@ -457,12 +465,12 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
     )
     parts = [
         f"config: {cfg.source}",
-        f"trace: {cfg.trace} ({series.attrs.get('traffic_kind', '')})",
-        f"model: {_model_name(cfg.model)} (from {_model_source(cfg.model)})",
-        f"latency: {cap.attrs.get('latency_source', cfg.latency)}{notes}",
-        f"workload: {cap.attrs.get('workload_source', cfg.workload)}",
-        f"GPUs compared: {', '.join(cfg.gpus)} at tensor parallelism "
-        f"{', '.join(str(t) for t in cfg.tensor_parallel)}",
+        f"trace: {cfg.traffic.trace} ({series.attrs.get('traffic_kind', '')})",
+        f"model: {_model_name(cfg.serving.model)} (from {_model_source(cfg.serving.model)})",
+        f"latency: {cap.attrs.get('latency_source', cfg.serving.latency)}{notes}",
+        f"workload: {cap.attrs.get('workload_source', cfg.serving.workload)}",
+        f"GPUs compared: {', '.join(cfg.serving.gpus)} at tensor parallelism "
+        f"{', '.join(str(t) for t in cfg.serving.tensor_parallel)}",
         f"SLA: {cfg.sla}",
     ]
     return "; ".join(parts)

@@ -110,17 +110,18 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     if advice.cold_start_vetoes:
         checks.append(Check(
             "cold_start", False,
-            f"Cold start ({cold:.0f} s) is too long for the {cfg.tolerance_s:g} s latency budget: "
+            f"Cold start ({cold:.0f} s) is too long for the {cfg.elasticity.tolerance_s:g} s latency budget: "
             "pure elasticity cannot react to a burst in time.",
             "hold fixed capacity plus an elastic buffer (the chosen policy does)", "article",
         ))  # fmt: skip
     dips = elasticity.troughs(demand)
-    if dips.size and float(dips.max()) > max(cfg.cooldown_s) * 4:
+    if dips.size and float(dips.max()) > max(cfg.elasticity.cooldown_s) * 4:
         checks.append(Check(
             "long_troughs", False,
             f"Long troughs (up to {float(dips.max()) / 3600:.1f} h below the scale-down level): "
             "scaling down in them pays whatever the delay, so the scale-down delay matters little "
-            f"here (the swept {min(cfg.cooldown_s) / 60:g}-{max(cfg.cooldown_s) / 60:g} min).",
+            f"here (the swept {min(cfg.elasticity.cooldown_s) / 60:g}-"
+            f"{max(cfg.elasticity.cooldown_s) / 60:g} min).",
             "scale down in the troughs", "article",
         ))  # fmt: skip
     return checks
@@ -204,7 +205,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         runner = f"{int(best.runner_up_tensor_parallel)} x {best.runner_up_gpu.item()}"
         above = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
     kw = dict(
-        model=data.load_model(cfg.model).name,
+        model=data.load_model(cfg.serving.model).name,
         gpu=gpu,
         tensor_parallel=int(tp),
         options_compared=options,
@@ -223,7 +224,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_error_basis="measured latencies: no model error"
         if latency_model_of(cap, binding_metric) == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
-        prefix_cache_share=float(cfg.prefix_cache_share),
+        prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
     )  # fmt: skip
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
@@ -241,12 +242,12 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     gpu_hours = float(run.gpu_hours) * per_month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]
-    kind = str(fc.attrs.get("slots", cfg.slots))
+    kind = str(fc.attrs.get("slots", cfg.traffic.slots))
     return Answer(
         **kw,
         slots=kind,
         slot_labels=tuple(forecast.slot_label(s, kind) for s in slots),
-        traffic_quantile=float(cfg.traffic_quantile),
+        traffic_quantile=float(cfg.traffic.traffic_quantile),
         target_qps=tuple(float(v) for v in _per_slot(chosen.target_qps)),
         fixed_instances=tuple(int(v) for v in _per_slot(chosen.fixed_instances)),
         bursts=Bursts(
@@ -272,7 +273,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
             "burst test), committed-use discounts (see the mixed fleet), hosts, storage, network"
         ),
         breach_minutes_per_month=float(run.breach_s) / 60 * per_month,
-        breach_budget_minutes=cfg.breach_budget * glossary.HOURS_PER_MONTH * 60,
+        breach_budget_minutes=cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60,
         unserved_share=float(run.unserved_share),
         simulated_hours=hours,
         filled_share=float(demand.attrs.get("filled_share", 0.0)),
@@ -339,7 +340,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
     if isinstance(rolling, str):
         action = (
             "set backtest_days (7 holds out the last week)"
-            if cfg.backtest_days == 0
+            if cfg.elasticity.backtest_days == 0
             else "give a longer trace (two days at least; eight for whole days held out)"
         )
         missing = Check("held_out", False, f"its policy was chosen on the trace itself, with no "
@@ -371,7 +372,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
         "own",
     ))  # fmt: skip
     if held.burst_draws and math.isfinite(held.burst_hold_share):
-        enough = held.burst_hold_share >= 1 - cfg.exceed_probability
+        enough = held.burst_hold_share >= 1 - cfg.traffic.exceed_probability
         checks.append(Check(
             "burst_draws", enough,
             f"it kept its budget in {held.burst_hold_share:.0%} of {held.burst_draws} burst draws",

@@ -1,11 +1,14 @@
-"""The plan's inputs: one typed, validated record, read from and written to TOML or YAML files.
+"""The plan's inputs: one typed, validated record per table of a TOML or YAML config file.
 
-The schema is a pydantic dataclass: every field has its type, range, unit and meaning in one place,
-and is checked where it enters, whether from a file, a mapping, keyword overrides or the command
-line. pydantic because its dataclasses keep the plain dataclass API (``fields``, frozen records,
-``PlanConfig(...)`` validates on construction) while each error carries the field, the rule it broke
-and the value, which is what a message naming the field needs. TOML is written by tomlkit, which
-keeps comments, so ``capnb config`` writes a file that documents every field.
+A config file's tables (``[traffic]``, ``[serving]``, ``[sla]``, ``[elasticity]``, ``[fleet]``)
+are the records :class:`PlanConfig` holds, named as the tables are: a file's ``[serving] model``
+is ``cfg.serving.model``. Each record is a pydantic dataclass: every field has its type, range,
+unit and meaning in one place, and is checked where it enters, whether from a file, a mapping,
+keyword overrides or the command line. pydantic because its dataclasses keep the plain dataclass
+API (``fields``, frozen records, ``Serving(...)`` validates on construction) while each error
+carries the field, the rule it broke and the value, which is what a message naming the field
+needs. TOML is written by tomlkit, which keeps comments, so ``capnb config`` writes a file that
+documents every field.
 """
 
 from __future__ import annotations
@@ -19,57 +22,25 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..data import write_atomic
 from ..errors import CapnbError, ConfigError
 from ..records import SLA
 
-__all__ = ["SECTIONS", "PlanConfig", "from_mapping", "load_config", "save_config", "trace_options"]
-
-#: Which table of a config file each field lives in (files group them; the record is flat).
-SECTIONS = {
-    "traffic": (
-        "trace",
-        "trace_kind",
-        "start",
-        "time_column",
-        "time_unit",
-        "timezone",
-        "interval",
-        "slots",
-        "traffic_quantile",
-        "demand_scale",
-        "growth_model",
-        "bursts",
-        "exceed_probability",
-        "trials",
-        "seed",
-    ),
-    "serving": (
-        "model",
-        "gpus",
-        "tensor_parallel",
-        "latency",
-        "prefix_cache_share",
-        "disaggregation",
-        "workload",
-        "accounting",
-    ),
-    "sla": ("sla",),
-    "elasticity": (
-        "policies",
-        "scale_up_threshold",
-        "cooldown_s",
-        "buffer_instances",
-        "step_s",
-        "cold_start_s",
-        "tolerance_s",
-        "breach_budget",
-        "backtest_days",
-    ),
-    "fleet": ("provider", "reserved", "spot_preemption", "spot_preemption_rate"),
-}
+__all__ = [
+    "SECTIONS",
+    "TABLES",
+    "Elasticity",
+    "Fleet",
+    "PlanConfig",
+    "Serving",
+    "Traffic",
+    "from_mapping",
+    "load_config",
+    "save_config",
+    "trace_options",
+]
 
 #: Sections that are one record each: the table's keys are the record's fields.
 RECORDS = {"sla": SLA}
@@ -108,58 +79,58 @@ MAX_VALUES = 64
 MAX_GRID_CELLS = 2_000
 
 
-@pydantic.dataclasses.dataclass(
-    frozen=True, config=ConfigDict(extra="forbid", strict=True, validate_default=False)
-)
-class PlanConfig:
-    """Everything a plan needs, with the bundled defaults; validated on construction.
+_RECORD = {
+    "frozen": True,
+    "config": ConfigDict(extra="forbid", strict=True, validate_default=False),
+}
 
-    Traffic
-        ``trace`` a bundled trace or rate series name (``capnb.data.list_traces()``,
-        ``list_rate_series()``) or a path to a request log (CSV, Parquet, JSON lines) or a rate
-        series; ``trace_kind`` ``"auto"`` (read from its columns), ``"requests"`` or ``"rates"``;
-        ``start`` the date and time its clock starts, for times counted from an unknown start;
-        ``time_column``, ``time_unit`` and ``timezone`` as the trace loaders take them
-        (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone;
-        ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
-        ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
-        or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
-        origins inside the history, :func:`capnb.forecast.select`), a candidate by name,
-        ``"probabilistic"`` (the log-linear trend with its prediction band) or ``"none"`` (the
-        history's own quantiles);
-        ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"`` (detected in the trace) or
-        ``"none"``; ``exceed_probability`` for the burst buffer; Monte
-        Carlo ``trials`` and ``seed``.
-    Serving
-        ``model`` (catalog id, a ``config.json`` path or a Hugging Face model folder); candidate
-        ``gpus`` and ``tensor_parallel`` degrees; ``latency`` ``"model"`` (the calibrated analytic
-        model), ``"engine"`` (the calibrated serving-engine simulation, one curve per GPU and
-        degree), a bundled measured curve name or a path to measured latency files (``vllm bench
-        serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
-        instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
-        hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
-        decode pools on the chosen GPU against the aggregated fleet (the engine model), under the
-        SLA's TTFT and TPOT bounds (both needed);
-        ``workload`` the trace whose prompt/output lengths the model prices (``"trace"``: the
-        plan's own trace; ``"auto"``: the trace's when it has token columns, else the Azure
-        conversation trace); memory ``accounting``.
-    SLA
-        ``sla``: a :class:`capnb.records.SLA`, the bounds met together (``ttft_s``, ``tpot_s``,
-        ``itl_s``, ``e2e_s`` in seconds, each optional) at its ``quantile``; a config file's
-        ``[sla]`` table holds its fields.
-    Elasticity
-        ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
-        ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
-        ``tolerance_s`` the latency budget of scaling decisions; ``breach_budget`` the share of
-        time in SLA breach accepted; ``backtest_days`` the last days of the trace held out to
-        backtest the plan (0: none; skipped when the trace has no other day to fit on).
-    Fleet
-        ``provider`` whose prices (``capnb.data.gpu_prices``) price the cheapest mix of GPU types
-        per slot beside the single type on demand (``"none"``: no mix); ``reserved`` the pricing
-        of the base held in every slot (``"none"``: on demand only); ``spot_preemption`` the
-        share of spot capacity the mix counts as lost (``"none"``: no spot);
-        ``spot_preemption_rate`` the preemptions per spot instance-hour the replay draws (each
-        replaced after a cold start; providers publish no rate: state yours).
+
+@pydantic.dataclasses.dataclass(**_RECORD)
+class _Table:
+    """What every table's record checks: names and paths hold no control character."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _printable(cls, value: object) -> object:
+        """Names and paths hold no control character (a NUL byte a TOML string escaped)."""
+        for text in value if isinstance(value, list | tuple) else (value,):
+            if isinstance(text, str):
+                at = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
+                if at is not None:
+                    raise ValueError(
+                        f"holds the control character {text[at]!r} at position {at}; names and "
+                        "paths are printable text"
+                    )
+        return value
+
+
+def _one_or_many(value: object) -> object:
+    """A list (as TOML, YAML and JSON write them) or one value stands for a tuple."""
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return (value,)
+    return value
+
+
+@pydantic.dataclasses.dataclass(**_RECORD)
+class Traffic(_Table):
+    """The ``[traffic]`` table: the trace, its forecast and the bursts' Monte Carlo months.
+
+    ``trace`` a bundled trace or rate series name (``capnb.data.list_traces()``,
+    ``list_rate_series()``) or a path to a request log (CSV, Parquet, JSON lines) or a rate
+    series; ``trace_kind`` ``"auto"`` (read from its columns), ``"requests"`` or ``"rates"``;
+    ``start`` the date and time its clock starts, for times counted from an unknown start;
+    ``time_column``, ``time_unit`` and ``timezone`` as the trace loaders take them
+    (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone;
+    ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
+    ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
+    or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
+    origins inside the history, :func:`capnb.forecast.select`), a candidate by name,
+    ``"probabilistic"`` (the log-linear trend with its prediction band) or ``"none"`` (the
+    history's own quantiles); ``bursts`` ``"article"`` (1-2 a month, 1-2 h, 3-5x), ``"fit"``
+    (detected in the trace) or ``"none"``; ``exceed_probability`` for the burst buffer; Monte
+    Carlo ``trials`` and ``seed``.
     """
 
     trace: Annotated[Name, _doc("bundled trace or rate series name, or a file path")] = (
@@ -221,6 +192,25 @@ class PlanConfig:
     ] = 0.05
     trials: Annotated[int, Field(ge=1, le=1_000_000), _doc("Monte Carlo months")] = 2000
     seed: Annotated[int, Field(ge=0, lt=2**64), _doc("Monte Carlo seed")] = 0
+
+
+@pydantic.dataclasses.dataclass(**_RECORD)
+class Serving(_Table):
+    """The ``[serving]`` table: the model, the candidate GPUs and degrees, and how latency is priced.
+
+    ``model`` (catalog id, a ``config.json`` path or a Hugging Face model folder); candidate
+    ``gpus`` and ``tensor_parallel`` degrees; ``latency`` ``"model"`` (the calibrated analytic
+    model), ``"engine"`` (the calibrated serving-engine simulation, one curve per GPU and
+    degree), a bundled measured curve name or a path to measured latency files (``vllm bench
+    serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
+    instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
+    hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
+    decode pools on the chosen GPU against the aggregated fleet (the engine model), under the
+    SLA's TTFT and TPOT bounds (both needed); ``workload`` the trace whose prompt/output lengths
+    the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it has
+    token columns, else the Azure conversation trace); memory ``accounting``.
+    """
+
     model: Annotated[Name, _doc("model catalog id, config.json path or Hugging Face folder")] = (
         "Llama-3.1-8B"
     )
@@ -267,12 +257,23 @@ class PlanConfig:
     accounting: Annotated[
         Literal["article", "vllm"], _doc("memory accounting: the article's headroom, or vLLM's")
     ] = "article"
-    sla: Annotated[
-        SLA,
-        _doc(
-            "latency bounds met together: a quantile of TTFT, TPOT, ITL, E2E (each optional)", "s"
-        ),
-    ] = SLA(ttft_s=2.0, tpot_s=0.05)
+
+    _one_or_many = field_validator("gpus", "tensor_parallel", mode="before")(
+        staticmethod(_one_or_many)
+    )
+
+
+@pydantic.dataclasses.dataclass(**_RECORD)
+class Elasticity(_Table):
+    """The ``[elasticity]`` table: the autoscaling policies swept, and how they are judged.
+
+    ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
+    ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
+    ``tolerance_s`` the latency budget of scaling decisions; ``breach_budget`` the share of
+    time in SLA breach accepted; ``backtest_days`` the last days of the trace held out to
+    backtest the plan (0: none; skipped when the trace has no other day to fit on).
+    """
+
     policies: Annotated[
         tuple[Policy, ...],
         Field(min_length=1, max_length=MAX_VALUES),
@@ -311,6 +312,38 @@ class PlanConfig:
         Field(ge=0, le=366),
         _doc("last days of the trace held out to backtest the plan (0: no backtest)", "days"),
     ] = 7
+
+    _one_or_many = field_validator(
+        "policies", "scale_up_threshold", "cooldown_s", "buffer_instances", mode="before"
+    )(staticmethod(_one_or_many))
+
+    @model_validator(mode="after")
+    def _grid_size(self) -> Elasticity:
+        """The policy grid is simulated cell by cell over the whole trace: its size is bounded."""
+        sizes = [len(self.policies), len(self.scale_up_threshold), len(self.cooldown_s)]
+        sizes.append(len(self.buffer_instances))
+        cells = math.prod(sizes)
+        if cells > MAX_GRID_CELLS:
+            raise ValueError(
+                f"the policy grid has {cells:,} cells (policies x scale_up_threshold x "
+                f"cooldown_s x buffer_instances = {' x '.join(map(str, sizes))}), more than the "
+                f"{MAX_GRID_CELLS:,} one plan simulates; list fewer values"
+            )
+        return self
+
+
+@pydantic.dataclasses.dataclass(**_RECORD)
+class Fleet(_Table):
+    """The ``[fleet]`` table: the mix of GPU types, reserved and spot, that prices the plan.
+
+    ``provider`` whose prices (``capnb.data.gpu_prices``) price the cheapest mix of GPU types
+    per slot beside the single type on demand (``"none"``: no mix); ``reserved`` the pricing
+    of the base held in every slot (``"none"``: on demand only); ``spot_preemption`` the
+    share of spot capacity the mix counts as lost (``"none"``: no spot);
+    ``spot_preemption_rate`` the preemptions per spot instance-hour the replay draws (each
+    replaced after a cold start; providers publish no rate: state yours).
+    """
+
     provider: Annotated[
         Name, _doc("price provider of the fleet mix (capnb.data.gpu_prices), or 'none'")
     ] = "hyperstack"
@@ -326,55 +359,34 @@ class PlanConfig:
         Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)],
         _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
     ] = 0.0
+
+
+#: The record of each table of a config file but ``[sla]`` (a :class:`capnb.records.SLA`).
+TABLES = {"traffic": Traffic, "serving": Serving, "elasticity": Elasticity, "fleet": Fleet}
+
+
+@pydantic.dataclasses.dataclass(**_RECORD)
+class PlanConfig:
+    """Everything a plan needs, with the bundled defaults: one record per table of a config file.
+
+    ``cfg.traffic`` (:class:`Traffic`), ``cfg.serving`` (:class:`Serving`), ``cfg.sla`` (a
+    :class:`capnb.records.SLA`, the bounds met together), ``cfg.elasticity``
+    (:class:`Elasticity`) and ``cfg.fleet`` (:class:`Fleet`): a file's ``[serving] model = ...``
+    is ``cfg.serving.model``. Each record is frozen and validated on construction; change one
+    with :meth:`replace`, e.g. ``cfg.replace(serving={"gpus": ("H100-SXM",)})``.
+    """
+
+    traffic: Traffic = Traffic()
+    serving: Serving = Serving()
+    sla: Annotated[
+        SLA,
+        _doc(
+            "latency bounds met together: a quantile of TTFT, TPOT, ITL, E2E (each optional)", "s"
+        ),
+    ] = SLA(ttft_s=2.0, tpot_s=0.05)
+    elasticity: Elasticity = Elasticity()
+    fleet: Fleet = Fleet()
     source: str = dataclasses.field(default="defaults", compare=False)
-
-    @field_validator(
-        "gpus",
-        "tensor_parallel",
-        "policies",
-        "scale_up_threshold",
-        "cooldown_s",
-        "buffer_instances",
-        mode="before",
-    )
-    @classmethod
-    def _one_or_many(cls, value: object) -> object:
-        """A list (as TOML, YAML and JSON write them) or one value stands for a tuple."""
-        if isinstance(value, list):
-            return tuple(value)
-        if isinstance(value, str | int | float) and not isinstance(value, bool):
-            return (value,)
-        return value
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _printable(cls, value: object, info: ValidationInfo) -> object:
-        """Names and paths hold no control character (a NUL byte a TOML string escaped)."""
-        if info.field_name == "source":  # where the config came from: a path, as it is
-            return value
-        for text in value if isinstance(value, list | tuple) else (value,):
-            if isinstance(text, str):
-                at = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
-                if at is not None:
-                    raise ValueError(
-                        f"holds the control character {text[at]!r} at position {at}; names and "
-                        "paths are printable text"
-                    )
-        return value
-
-    @model_validator(mode="after")
-    def _grid_size(self) -> PlanConfig:
-        """The policy grid is simulated cell by cell over the whole trace: its size is bounded."""
-        sizes = [len(self.policies), len(self.scale_up_threshold), len(self.cooldown_s)]
-        sizes.append(len(self.buffer_instances))
-        cells = math.prod(sizes)
-        if cells > MAX_GRID_CELLS:
-            raise ValueError(
-                f"the policy grid has {cells:,} cells (policies x scale_up_threshold x "
-                f"cooldown_s x buffer_instances = {' x '.join(map(str, sizes))}), more than the "
-                f"{MAX_GRID_CELLS:,} one plan simulates; list fewer values"
-            )
-        return self
 
     @field_validator("sla", mode="before")
     @classmethod
@@ -391,25 +403,61 @@ class PlanConfig:
         return value
 
     def replace(self, **changes: object) -> PlanConfig:
-        """A copy with some fields changed, validated (an unknown name is an error naming it)."""
-        return from_mapping({**self.as_dict(), **changes}, source=self.source)
+        """A copy with some settings changed, validated as a file's settings are.
+
+        The keywords are what a config file's top level holds: a table by its name, or a
+        setting by its own name (names are unique across tables). ``traffic``, ``serving``,
+        ``elasticity`` and ``fleet`` take a mapping of the keys to change (the table's other keys
+        are kept) or a whole record (:class:`Traffic`, ...); ``sla`` is given whole (a
+        :class:`capnb.records.SLA`, a mapping of its fields, or its text
+        ``"ttft=1.5,tpot=60ms"``), as its bounds are met together. So
+        ``cfg.replace(serving={"gpus": ("H200",)})`` and ``cfg.replace(gpus=("H200",))`` are the
+        same copy. An unknown name, or a setting given twice, is a :class:`ConfigError` naming it.
+        """
+        given = {k: _plain(v) if isinstance(v, _Table) else v for k, v in changes.items()}
+        flat, where = _flatten(given, self.source)
+        config = _build({**self.as_dict(), **flat}, self.source, where)
+        check_names(config, where)
+        return config
+
+    def tables(self) -> dict[str, dict[str, object]]:
+        """The settings as a config file holds them: one mapping per table, plain values."""
+        return {name: _plain(getattr(self, name)) for name in SECTIONS}
 
     def as_dict(self) -> dict[str, object]:
-        """The fields as plain Python values (lists for tuples), without ``source``."""
-        return {
-            f.name: _plain(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if f.name != "source"
-        }
+        """Every setting under its own name (one mapping, the form a plan's ``config`` stores).
+
+        A setting's name is unique across tables, so this flat form and :meth:`tables` load to
+        the same record (:func:`from_mapping` reads either).
+        """
+        flat: dict[str, object] = {}
+        for name, values in self.tables().items():
+            flat.update({name: values} if name in RECORDS else values)
+        return flat
 
 
 def _plain(value: object) -> object:
     if isinstance(value, SLA):
         return value.as_dict()
+    if isinstance(value, _Table):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return list(value) if isinstance(value, tuple) else value
 
 
-_KNOWN = {f.name for f in dataclasses.fields(PlanConfig)} - {"source"}
+#: Which table of a config file each setting lives in.
+SECTIONS = {
+    **{
+        name: tuple(f.name for f in dataclasses.fields(TABLES[name]))
+        for name in ("traffic", "serving")
+    },
+    "sla": ("sla",),
+    **{
+        name: tuple(f.name for f in dataclasses.fields(TABLES[name]))
+        for name in ("elasticity", "fleet")
+    },
+}
+_TABLE_OF = {name: table for table, names in SECTIONS.items() for name in names}
+_KNOWN = set(_TABLE_OF)
 
 
 def _line_of(text: str, section: str | None, key: str, suffix: str) -> int | None:
@@ -452,10 +500,10 @@ _BUDGETS = {
 }
 
 
-def _message(error: pydantic.ValidationError, source: str, where: dict[str, str]) -> str:
+def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
     """Every field the schema refused, each with its value, the rule, and its file and line."""
     by_field: dict[str, list[dict]] = {}
-    for item in error.errors(include_url=False):
+    for item in errors:
         name = str(item["loc"][0]) if item["loc"] else "config"
         by_field.setdefault(name, []).append(item)
     lines = []
@@ -493,6 +541,24 @@ def from_mapping(
     """
     if not isinstance(values, dict):
         raise ConfigError(f"{source}: a plan config is a mapping of settings")
+    flat, where = _flatten(values, source, text, suffix)
+    if not flat:
+        raise ConfigError(
+            f"{source}: holds no settings; an empty config is not the defaults (name the "
+            "settings to change, or plan on the defaults without a config)"
+        )
+    config = _build(flat, source, where)
+    check_names(config, where)
+    return config
+
+
+def _flatten(
+    values: dict, source: str, text: str | None = None, suffix: str = ""
+) -> tuple[dict[str, object], dict[str, str]]:
+    """Each setting of a flat or sectioned mapping under its own name, with its place.
+
+    The place is ``file:line`` when the text of a file is given, else ``source``.
+    """
     flat: dict[str, object] = {}
     where: dict[str, str] = {}
     for key, value in values.items():
@@ -522,16 +588,31 @@ def from_mapping(
                 also = f"on line {before}" if before.isdigit() else f"at {where[inner]}"
                 raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
             flat[inner], where[inner] = item, place
-    if not flat:
-        raise ConfigError(
-            f"{source}: holds no settings; an empty config is not the defaults (name the "
-            "settings to change, or plan on the defaults without a config)"
-        )
+    return flat, where
+
+
+def _build(flat: dict[str, object], source: str, where: dict[str, str]) -> PlanConfig:
+    """The record of every table from the settings given, the others at their defaults.
+
+    Every table is checked before any error is raised, so one message names every bad setting.
+    """
+    records: dict[str, object] = {}
+    errors: list[dict] = []
+    for table, names in SECTIONS.items():
+        given = {name: flat[name] for name in names if name in flat}
+        if table in RECORDS:
+            records.update(given)
+            continue
+        try:
+            records[table] = TABLES[table](**given)
+        except pydantic.ValidationError as error:
+            errors += error.errors(include_url=False)
     try:
-        config = PlanConfig(**flat, source=source)
+        config = PlanConfig(**records, source=source) if not errors else None
     except pydantic.ValidationError as error:
-        raise ConfigError(_message(error, source, where)) from None
-    check_names(config, where)
+        errors += error.errors(include_url=False)
+    if errors:
+        raise ConfigError(_message(errors, source, where))
     return config
 
 
@@ -569,10 +650,10 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
         return (where or {}).get(name, config.source)
 
     try:
-        data.load_model(config.model)
+        data.load_model(config.serving.model)
     except (CapnbError, OSError) as error:
-        raise ConfigError(f"{place('model')}: model = {config.model!r}: {error}") from None
-    for i, gpu in enumerate(config.gpus):
+        raise ConfigError(f"{place('model')}: model = {config.serving.model!r}: {error}") from None
+    for i, gpu in enumerate(config.serving.gpus):
         try:
             data.resolve_gpu(gpu)
         except CapnbError as error:
@@ -731,14 +812,15 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
     return from_mapping(values, source=str(path), text=text, suffix=path.suffix)
 
 
-def _comment(name: str) -> str:
-    field = next(f for f in dataclasses.fields(PlanConfig) if f.name == name)
+def _comment(table: str, name: str) -> str:
+    record = TABLES[table]
+    field = next(f for f in dataclasses.fields(record) if f.name == name)
     info = next(
         (m for m in getattr(field.type, "__metadata__", ()) if getattr(m, "description", None)),
         None,
     )
     if info is None:  # the annotation is a string under postponed evaluation: read the schema
-        schema = pydantic.TypeAdapter(PlanConfig).json_schema()["properties"][name]
+        schema = pydantic.TypeAdapter(record).json_schema()["properties"][name]
         meaning, unit = schema.get("description", ""), schema.get("unit", "")
     else:
         meaning, unit = info.description, (info.json_schema_extra or {}).get("unit", "")
@@ -784,7 +866,7 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
     if not force and path.exists():
         raise ConfigError(f"{path}: exists; pass --force to overwrite it")
-    values = config.as_dict()
+    values = config.tables()
     document = tomlkit.document()
     document.add(tomlkit.comment("capnb plan config: edit, then `capnb plan --config FILE`"))
     document.add(tomlkit.comment("Relative paths are read from this file's folder."))
@@ -795,8 +877,8 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
             document.add(section, table)
             continue
         for name in names:
-            value = values[name]
-            table.add(tomlkit.comment(_comment(name)))
+            value = values[section][name]
+            table.add(tomlkit.comment(_comment(section, name)))
             if value is None:  # TOML has no null: an unset optional setting stays a comment
                 table.add(tomlkit.comment(f"{name} = ..."))
                 continue
@@ -806,11 +888,16 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
     return path
 
 
-# every field is in exactly one section, so a saved file loads back to the same record
-assert sorted(n for names in SECTIONS.values() for n in names) == sorted(_KNOWN)
+# a setting's name is unique across tables, so a flat mapping names each setting once
+assert len(_KNOWN) == sum(len(names) for names in SECTIONS.values())
 
 
 def trace_options(cfg: PlanConfig) -> dict:
     """The config's options for the trace loaders (:func:`capnb.data.load_traffic`): those set."""
-    given = {"time_column": cfg.time_column, "time_unit": cfg.time_unit, "timezone": cfg.timezone}
+    traffic = cfg.traffic
+    given = {
+        "time_column": traffic.time_column,
+        "time_unit": traffic.time_unit,
+        "timezone": traffic.timezone,
+    }
     return {name: value for name, value in given.items() if value is not None}

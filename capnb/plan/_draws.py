@@ -64,13 +64,20 @@ def burst_holds(rows, factors, demand, ahead, settings, cfg, model, kernel_input
     if not factors:
         return dict.fromkeys((r[0] for r in rows), math.nan)
     observed = demand.values
-    held_observed = np.array([float(cell.breach_share) <= cfg.breach_budget for _, _, cell in rows])
+    held_observed = np.array(
+        [float(cell.breach_share) <= cfg.elasticity.breach_budget for _, _, cell in rows]
+    )
     bursty = [f for f in factors if f.size]
     held = held_observed * (len(factors) - len(bursty))
     if bursty:
         # a pool large enough for the highest burst: no policy is held back by the maximum
         top = float(np.maximum(observed, ahead.values).max()) * model.multiplier[1]
-        high = max(1, math.ceil(top / (settings["per_instance_qps"] * min(cfg.scale_up_threshold))))
+        high = max(
+            1,
+            math.ceil(
+                top / (settings["per_instance_qps"] * min(cfg.elasticity.scale_up_threshold))
+            ),
+        )
         inputs = []
         for _, run, _ in rows:
             threshold = run["scale_up_threshold"]
@@ -92,7 +99,7 @@ def burst_holds(rows, factors, demand, ahead, settings, cfg, model, kernel_input
                 forecast=ahead.values if policy.name == "predictive" else None,
             )
             inputs.append((config, runs, forecast))
-        budget_steps = cfg.breach_budget * observed.size
+        budget_steps = cfg.elasticity.breach_budget * observed.size
         breach = kernels.METRICS.index("breach_steps")
 
         def one_draw(factor):

@@ -40,34 +40,36 @@ def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, policy
     stands.
 
     ``cap``: the capacity step over (gpu, tensor_parallel); ``fc``: the forecast step's target
-    (requests/s per slot at ``cfg.traffic_quantile``); ``demand``: requests/s per simulation
+    (requests/s per slot at ``cfg.traffic.traffic_quantile``); ``demand``: requests/s per simulation
     step; ``policy``: the elasticity step's chosen :class:`capnb.elasticity.Policy` (its
     scale-down window is the pools').
     """
     from .. import capacity, data
     from ..errors import NotPricedError
 
-    if cfg.provider == "none":
+    if cfg.fleet.provider == "none":
         return None, None
-    prices = data.gpu_prices(cfg.provider)
+    prices = data.gpu_prices(cfg.fleet.provider)
     options = xr.Dataset({"per_instance_qps": cap.per_instance_qps})
-    target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
+    target = fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile, drop=True)
     try:
         mixed = capacity.mix(
             options,
             target,
             prices=prices,
-            reserved=None if cfg.reserved == "none" else cfg.reserved,
-            spot_preemption=None if cfg.spot_preemption == "none" else float(cfg.spot_preemption),
+            reserved=None if cfg.fleet.reserved == "none" else cfg.fleet.reserved,
+            spot_preemption=None
+            if cfg.fleet.spot_preemption == "none"
+            else float(cfg.fleet.spot_preemption),
             mip_gap=MIP_GAP,
         )
     except NotPricedError as error:  # the capacity step names the GPUs that meet the SLA
         return (
-            f"Fleet at {cfg.provider}'s prices: not priced: {cfg.provider} lists no price for "
+            f"Fleet at {cfg.fleet.provider}'s prices: not priced: {cfg.fleet.provider} lists no price for "
             f"{', '.join(error.gpus) or 'any GPU'} that meets the SLA, so no mix of GPU types is "
             f'planned (set [fleet] provider to one that prices them, or "none").'
         ), None
-    mixed.attrs["slots"] = cfg.slots
+    mixed.attrs["slots"] = cfg.traffic.slots
     return mixed, replay_mix(cfg, mixed, demand, fc, policy)
 
 
@@ -75,7 +77,7 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, polic
     """The mix's pools replayed over ``demand`` (requests/s per step), pool by pool.
 
     The mix is a schedule: each pool reads its own share of the forecast's slot plan (``fc`` at
-    ``cfg.traffic_quantile``) one cold start ahead (the predictive policy at full utilisation of
+    ``cfg.traffic.traffic_quantile``) one cold start ahead (the predictive policy at full utilisation of
     the planned instances) and adds the load seen above it; its reserved base is its floor; the
     scale-down window is the elasticity step's choice (``policy``, a
     :class:`capnb.elasticity.Policy`). ``fc`` may be fitted on other days than
@@ -88,12 +90,12 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, polic
     colds = {}
     for pool, gpu, tp in zip(used.pool.values, used.gpu.values, used.tensor_parallel.values,
                              strict=True):  # fmt: skip
-        if cfg.cold_start_s == "estimate":
-            estimate = coldstart.estimate(cfg.model, str(gpu), tensor_parallel=int(tp))
+        if cfg.elasticity.cold_start_s == "estimate":
+            estimate = coldstart.estimate(cfg.serving.model, str(gpu), tensor_parallel=int(tp))
             seconds = float(estimate.cold_start_s.squeeze())
         else:
-            seconds = float(cfg.cold_start_s)
-        colds[str(pool)] = math.ceil(seconds / cfg.step_s) * cfg.step_s
+            seconds = float(cfg.elasticity.cold_start_s)
+        colds[str(pool)] = math.ceil(seconds / cfg.elasticity.step_s) * cfg.elasticity.step_s
     return replay_schedule(
         cfg,
         used,
@@ -101,9 +103,11 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, polic
         fc,
         cold_start_s=colds,
         cooldown_s=float(policy.cooldown_s),
-        prices=data.gpu_prices(cfg.provider),
-        spot_preemption_rate=cfg.spot_preemption_rate if cfg.spot_preemption != "none" else None,
-        seed=cfg.seed,
+        prices=data.gpu_prices(cfg.fleet.provider),
+        spot_preemption_rate=cfg.fleet.spot_preemption_rate
+        if cfg.fleet.spot_preemption != "none"
+        else None,
+        seed=cfg.traffic.seed,
     )
 
 
@@ -111,7 +115,7 @@ def replay_schedule(cfg: PlanConfig, fleet: xr.Dataset, demand, fc: xr.Dataset, 
                     cooldown_s: float, **extra):  # fmt: skip
     """A fleet planned per slot (over ``pool``), replayed over ``demand`` pool by pool.
 
-    Each pool reads its own share of the forecast's slot plan (``fc`` at ``cfg.traffic_quantile``)
+    Each pool reads its own share of the forecast's slot plan (``fc`` at ``cfg.traffic.traffic_quantile``)
     one cold start ahead (the predictive policy at full utilisation of the planned instances) and
     adds the load seen above it; ``cooldown_s`` is its scale-down window. ``extra``: further
     arguments of :func:`capnb.elasticity.simulate_pools` (prices, spot preemption, seed).
@@ -123,9 +127,9 @@ def replay_schedule(cfg: PlanConfig, fleet: xr.Dataset, demand, fc: xr.Dataset, 
         fleet,
         policy=elasticity.Policy("predictive", scale_up_threshold=1.0, cooldown_s=cooldown_s),
         cold_start_s=cold_start_s,
-        step_s=cfg.step_s,
-        tolerance_s=cfg.tolerance_s,
-        forecast=elasticity.forecast_demand(demand, fc, quantile=cfg.traffic_quantile),
+        step_s=cfg.elasticity.step_s,
+        tolerance_s=cfg.elasticity.tolerance_s,
+        forecast=elasticity.forecast_demand(demand, fc, quantile=cfg.traffic.traffic_quantile),
         **extra,
     )
 

@@ -75,14 +75,17 @@ def configs(cfg: PlanConfig) -> list[Config]:
     A fixed fleet has no threshold or delay, and its floor is the fleet: one configuration per
     floor share of 1 or more (a fixed fleet below the forecast's need is no plan).
     """
-    out = []
-    for policy in cfg.policies:
+    out, grid = [], cfg.elasticity
+    for policy in grid.policies:
         if policy == "fixed":
-            out += [Config("fixed", cfg.scale_up_threshold[0], cfg.cooldown_s[0], 0, share)
+            out += [Config("fixed", grid.scale_up_threshold[0], grid.cooldown_s[0], 0, share)
                     for share in FLOOR_SHARES if share >= 1]  # fmt: skip
             continue
         for up, down, spare, share in itertools.product(
-            cfg.scale_up_threshold, cfg.cooldown_s, cfg.buffer_instances, FLOOR_SHARES
+            cfg.elasticity.scale_up_threshold,
+            cfg.elasticity.cooldown_s,
+            cfg.elasticity.buffer_instances,
+            FLOOR_SHARES,
         ):
             out.append(Config(policy, float(up), float(down), int(spare), float(share)))
     return out
@@ -146,14 +149,16 @@ def fit_at(cfg: PlanConfig, series: xr.Dataset, at: np.datetime64, per_instance:
     from .. import forecast
 
     history = series.isel(time=np.flatnonzero(series.time.values < at))
-    quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic_quantile)}))
-    carried = forecast.carry(history, slots=cfg.slots, quantile=cfg.traffic_quantile,
-                             growth_model=cfg.growth_model)  # fmt: skip
-    baseline = forecast.fit_baseline(carried, slots=cfg.slots, quantiles=quantiles)
+    quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic.traffic_quantile)}))
+    carried = forecast.carry(history, slots=cfg.traffic.slots, quantile=cfg.traffic.traffic_quantile,
+                             growth_model=cfg.traffic.growth_model)  # fmt: skip
+    baseline = forecast.fit_baseline(carried, slots=cfg.traffic.slots, quantiles=quantiles)
     target = baseline.target_qps
-    need = float(target.sel(traffic_quantile=cfg.traffic_quantile).max())
+    need = float(target.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
     fleet = max(1, math.ceil(need / per_instance - 1e-9)) if np.isfinite(need) else 1
-    return Fit(target, baseline, fleet, str(carried.attrs.get("growth_model", cfg.growth_model)))
+    return Fit(
+        target, baseline, fleet, str(carried.attrs.get("growth_model", cfg.traffic.growth_model))
+    )
 
 
 # -- replaying a window -----------------------------------------------------------------------------
@@ -183,18 +188,19 @@ def replay(cfg, demand, observed, fit: Fit, grid: list[Config], settings: dict) 
 
     n = len(grid)
     out = Replay(np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), 0.0,
-                 demand.size * cfg.step_s)  # fmt: skip
+                 demand.size * cfg.elasticity.step_s)  # fmt: skip
     floors = {share: Config("", 0, 0, 0, share).floor(fit.fleet) for share in FLOOR_SHARES}
     out.floors = floors
-    least = max(1, round(_MIN_STRETCH_S / cfg.step_s))
+    least = max(1, round(_MIN_STRETCH_S / cfg.elasticity.step_s))
     for a, b in _stretches(observed, least):
         part = demand.isel(time=slice(a, b))
-        out.observed_s += (b - a) * cfg.step_s
+        out.observed_s += (b - a) * cfg.elasticity.step_s
         # a slot the history never observed has no forecast: the predictive policy reads none
         ahead = elasticity.forecast_demand(part, fit.baseline).fillna(0.0)
+        scaling = cfg.elasticity
         swept = elasticity.sweep(
-            part, policy=list(cfg.policies), scale_up_threshold=list(cfg.scale_up_threshold),
-            cooldown_s=list(cfg.cooldown_s), buffer_instances=list(cfg.buffer_instances),
+            part, policy=list(scaling.policies), scale_up_threshold=list(scaling.scale_up_threshold),
+            cooldown_s=list(scaling.cooldown_s), buffer_instances=list(scaling.buffer_instances),
             min_instances=sorted(set(floors.values())), forecast=ahead, **settings,
         )  # fmt: skip
         for i, c in enumerate(grid):
@@ -247,7 +253,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     ``chooser(breach_s, budget_s, cost, eligible)``: the elasticity step's rule, indexes of
     windows x configurations in, the chosen configuration's index and its words out.
     """
-    origins = origins_of(series, cfg.backtest_days)
+    origins = origins_of(series, cfg.elasticity.backtest_days)
     if isinstance(origins, str):
         return origins
     grid = configs(cfg)
@@ -300,7 +306,9 @@ def _eligible(grid: list[Config], settings: dict, cfg: PlanConfig) -> np.ndarray
     """The configurations the article's cold-start rule allows (all, when it does not veto)."""
     from .. import elasticity
 
-    if not elasticity.cold_start_vetoes(float(settings["cold_start_s"]), cfg.tolerance_s):
+    if not elasticity.cold_start_vetoes(
+        float(settings["cold_start_s"]), cfg.elasticity.tolerance_s
+    ):
         return np.ones(len(grid), bool)
     # a cold start too long to react in time: capacity that needs no cold start
     return np.array([c.policy == "fixed" or c.floor_share > 0 or c.buffer_instances > 0
@@ -324,7 +332,7 @@ def _spans(inner: dict, until: int, width: int, cfg: PlanConfig):
     spans = [[d for d in units if j <= d < min(j + width, until)] for j in units]
     breach = np.stack([sum(inner[d].breach_s for d in span) for span in spans])
     budget = np.array(
-        [cfg.breach_budget * sum(inner[d].observed_s for d in span) for span in spans]
+        [cfg.elasticity.breach_budget * sum(inner[d].observed_s for d in span) for span in spans]
     )
     cost = np.stack([sum(_cost(inner[d]) for d in span) for span in spans])
     return breach, budget, cost
@@ -344,7 +352,7 @@ def _steady(rows: list[dict], replays: list[Replay], grid, cfg: PlanConfig) -> N
     from .. import elasticity
 
     breach = np.stack([r.breach_s for r in replays])
-    budget = np.array([cfg.breach_budget * r.observed_s for r in replays])
+    budget = np.array([cfg.elasticity.breach_budget * r.observed_s for r in replays])
     cost = np.stack([_cost(r) for r in replays])
     i, _ = elasticity.choose_held_out(breach, budget, cost, margin=1.0)
     for row, r in zip(rows, replays, strict=True):
@@ -361,7 +369,7 @@ def _fixed(cfg, window, seen, size: int, settings: dict) -> tuple[float, float, 
     from .. import elasticity
 
     breach = usd = hours = 0.0
-    least = max(1, round(_MIN_STRETCH_S / cfg.step_s))
+    least = max(1, round(_MIN_STRETCH_S / cfg.elasticity.step_s))
     plain = {k: v for k, v in settings.items() if k != "forecast"}
     for a, b in _stretches(seen, least):
         run = elasticity.sweep(window.isel(time=slice(a, b)), policy="fixed", min_instances=[size],
@@ -378,7 +386,9 @@ def _bound(cfg, window, seen, settings) -> tuple[float, float]:
     instances = np.ceil(values / float(settings["per_instance_qps"]) - 1e-9)
     from .. import data
 
-    hours = float(instances.sum()) * cfg.step_s / 3600 * int(settings["gpus_per_instance"])
+    hours = (
+        float(instances.sum()) * cfg.elasticity.step_s / 3600 * int(settings["gpus_per_instance"])
+    )
     price = float(data.load_gpus([settings["gpu"]]).usd_per_gpu_hour.item())
     return hours, hours * price
 
@@ -390,7 +400,7 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float]:
     part = series.isel(time=np.flatnonzero((series.time.values >= a) & (series.time.values < b)))
     rates = part.qps.values
     ok = np.isfinite(rates)
-    codes = forecast.slot_codes(part.time.values, forecast.slots(cfg.slots))[ok]
+    codes = forecast.slot_codes(part.time.values, forecast.slots(cfg.traffic.slots))[ok]
     rates = rates[ok]
     if rates.size == 0:
         return math.nan, math.nan, math.nan
@@ -398,7 +408,7 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float]:
     cover = {
         q: float((rates <= planned.sel(traffic_quantile=q).values).mean()) for q in (0.95, 0.99)
     }
-    q = float(cfg.traffic_quantile)
+    q = float(cfg.traffic.traffic_quantile)
     plan = planned.sel(traffic_quantile=q).values
     hindsight = np.array([np.quantile(rates[codes == c], q) for c in codes])
     excess = np.clip(plan - rates, 0, None).sum()
@@ -407,7 +417,7 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float]:
 
 
 def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, scored, settings):
-    budget = cfg.breach_budget * scored.observed_s
+    budget = cfg.elasticity.breach_budget * scored.observed_s
     cost = scored.usd if np.isfinite(scored.usd).all() else scored.gpu_hours
     ok = scored.breach_s <= budget
     hindsight = (
@@ -561,7 +571,7 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
         )
 
     ahead = elasticity.forecast_demand(window, fit.baseline).fillna(0.0)
-    factors = burst_factors(model, window.size, cfg.step_s, draws, cfg.seed)
+    factors = burst_factors(model, window.size, cfg.elasticity.step_s, draws, cfg.traffic.seed)
     share = burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
                          model, _kernel_inputs, kernels)["recommended"]  # fmt: skip
     return float(share), int(draws)

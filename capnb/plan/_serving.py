@@ -48,7 +48,7 @@ def compare_serving(
     """
     from .. import capacity
 
-    if cfg.disaggregation == "none":
+    if cfg.serving.disaggregation == "none":
         return None, None
     unsplit = _unsplit(cfg)
     if unsplit:
@@ -61,16 +61,14 @@ def compare_serving(
             "so the KV transfer between a prefill and a decode pool cannot be timed (give it to "
             "capnb.capacity.disaggregate as link_bandwidth, in bytes/s, to compare)."
         ), None
-    target = fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile, drop=True)
+    target = fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile, drop=True)
     result = capacity.disaggregate(
-        cfg.model,
-        gpu,
+        capacity.Deployment(cfg.serving.model, gpu, int(tp)),
         workload,
         target_qps=target,
         sla=cfg.sla,
-        tensor_parallel=tp,
         aggregated_tensor_parallel=tp,
-        seed=cfg.seed,
+        seed=cfg.traffic.seed,
     )
     replay = None
     if bool(result.meets_sla.sel(serving="disaggregated")):
@@ -81,7 +79,7 @@ def compare_serving(
                 "tensor_parallel": result.pool_tensor_parallel,
                 "gpu": ("pool", [gpu, gpu]),
             },
-        ).assign_attrs(slots=cfg.slots)
+        ).assign_attrs(slots=cfg.traffic.slots)
         replay = replay_schedule(
             cfg, fleet, demand, fc, cold_start_s=cold,
             cooldown_s=float(policy.cooldown_s),

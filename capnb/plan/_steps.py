@@ -25,10 +25,13 @@ def _traffic(cfg: PlanConfig, source=None):
 
     if source is None:
         source = data.load_traffic(
-            cfg.trace, kind=cfg.trace_kind, start=cfg.start, **trace_options(cfg)
+            cfg.traffic.trace,
+            kind=cfg.traffic.trace_kind,
+            start=cfg.traffic.start,
+            **trace_options(cfg),
         )
-    series = forecast.resample(source, cfg.interval)
-    series["qps"] = (series.qps * cfg.demand_scale).assign_attrs(series.qps.attrs)
+    series = forecast.resample(source, cfg.traffic.interval)
+    series["qps"] = (series.qps * cfg.traffic.demand_scale).assign_attrs(series.qps.attrs)
     series.attrs["traffic_kind"] = source.attrs.get("traffic_kind", "")
     return source, series
 
@@ -41,29 +44,29 @@ def burst_model(cfg: PlanConfig, series):
     """
     from .. import forecast
 
-    if cfg.bursts == "article":
+    if cfg.traffic.bursts == "article":
         return forecast.BurstModel()
-    if cfg.bursts == "none":
+    if cfg.traffic.bursts == "none":
         return forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
     return forecast.fit_burst_model(
-        forecast.detect_bursts(series, forecast.fit_baseline(series, slots=cfg.slots))
+        forecast.detect_bursts(series, forecast.fit_baseline(series, slots=cfg.traffic.slots))
     )
 
 
 def _forecast(cfg: PlanConfig, series):
     from .. import forecast
 
-    quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic_quantile)}))
+    quantiles = tuple(sorted({0.5, 0.95, 0.99, float(cfg.traffic.traffic_quantile)}))
     return forecast.target(
         series,
-        slots=cfg.slots,
+        slots=cfg.traffic.slots,
         quantiles=quantiles,
-        plan_quantile=cfg.traffic_quantile,
+        plan_quantile=cfg.traffic.traffic_quantile,
         bursts=burst_model(cfg, series),
-        trials=cfg.trials,
-        seed=cfg.seed,
-        exceed_probability=cfg.exceed_probability,
-        growth_model=cfg.growth_model,
+        trials=cfg.traffic.trials,
+        seed=cfg.traffic.seed,
+        exceed_probability=cfg.traffic.exceed_probability,
+        growth_model=cfg.traffic.growth_model,
     )
 
 
@@ -77,14 +80,14 @@ def _workload(cfg: PlanConfig, source):
     from .. import data, latency
 
     own = "request" in source.dims and {"prompt_tokens", "output_tokens"} <= set(source)
-    if cfg.workload == "trace" and not own:
+    if cfg.serving.workload == "trace" and not own:
         raise InputError(
-            f"workload = 'trace': the trace {cfg.trace!r} has no prompt and output token columns "
+            f"workload = 'trace': the trace {cfg.traffic.trace!r} has no prompt and output token columns "
             "(name a bundled trace or a file that has them)"
         )
-    if cfg.workload in ("trace", "auto") and own:
-        return latency.workload(source, samples=WORKLOAD_SAMPLES), cfg.trace
-    name = "azure-conv-2023" if cfg.workload == "auto" else cfg.workload
+    if cfg.serving.workload in ("trace", "auto") and own:
+        return latency.workload(source, samples=WORKLOAD_SAMPLES), cfg.traffic.trace
+    name = "azure-conv-2023" if cfg.serving.workload == "auto" else cfg.serving.workload
     return latency.workload(data.load_trace(name), samples=WORKLOAD_SAMPLES), name
 
 
@@ -100,7 +103,7 @@ def _blocks(cfg: PlanConfig, workload_from: str):
         return data.load_block_hashes(workload_from)
     except (CapnbError, OSError) as error:
         raise InputError(
-            f"prefix_cache_share = {cfg.prefix_cache_share:g}: the workload's request log "
+            f"prefix_cache_share = {cfg.serving.prefix_cache_share:g}: the workload's request log "
             f"{workload_from!r} must carry prompt block hashes (Mooncake's hash_ids) to replay "
             f"the cache; set workload to one that does (e.g. 'mooncake-synthetic'): {error}"
         ) from error
@@ -112,14 +115,14 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
 
     # which latency model the held-out figures favour for each of the SLA's metrics
     choices = {m: latency_validate.preferred_model(m) for m in cfg.sla.bounds}
-    kind, analytic_metrics = cfg.latency, ()
+    kind, analytic_metrics = cfg.serving.latency, ()
     if kind == "auto":  # each bound on the model its metric's held-out error prefers
         analytic_metrics = tuple(m for m, c in choices.items() if c["model"] == "analytic")
         kind = "model" if len(analytic_metrics) == len(choices) else "engine"
-    if cfg.prefix_cache_share > 0 and kind != "engine":
+    if cfg.serving.prefix_cache_share > 0 and kind != "engine":
         raise InputError(
-            f"prefix_cache_share = {cfg.prefix_cache_share:g} needs latency = 'engine' (the "
-            f"serving-engine model takes the hit rate; latency = {cfg.latency!r} does not)"
+            f"prefix_cache_share = {cfg.serving.prefix_cache_share:g} needs latency = 'engine' (the "
+            f"serving-engine model takes the hit rate; latency = {cfg.serving.latency!r} does not)"
         )
 
     workload, workload_from = _workload(cfg, source)
@@ -128,9 +131,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
 
         def analytic_sweep(sla):
             return capacity.sweep(
-                cfg.model, list(cfg.gpus), list(cfg.tensor_parallel), seq_len, sla,
+                cfg.serving.model, list(cfg.serving.gpus), list(cfg.serving.tensor_parallel), seq_len, sla,
                 workload=workload, target_qps=target_qps, buffer_qps=buffer_qps,
-                accounting=cfg.accounting,
+                accounting=cfg.serving.accounting,
             ).squeeze(["model", "seq_len"], drop=False)  # fmt: skip
 
         result = analytic_sweep(cfg.sla)
@@ -145,47 +148,47 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         result.attrs["latency_source"] = "the calibrated analytic model"
     elif kind == "engine":
         blocks = None
-        if cfg.prefix_cache_share > 0:
+        if cfg.serving.prefix_cache_share > 0:
             blocks = _blocks(cfg, workload_from)
         result = capacity.sweep_engine(
-            cfg.model,
-            list(cfg.gpus),
-            list(cfg.tensor_parallel),
+            cfg.serving.model,
+            list(cfg.serving.gpus),
+            list(cfg.serving.tensor_parallel),
             workload,
             cfg.sla,
             target_qps,
             buffer_qps=buffer_qps,
-            prefix_cache_share=cfg.prefix_cache_share,
+            prefix_cache_share=cfg.serving.prefix_cache_share,
             blocks=blocks,
-            seed=cfg.seed,
+            seed=cfg.traffic.seed,
             analytic_metrics=analytic_metrics,
         )
     else:
-        if cfg.latency in data.list_latency_curves():
-            curve = data.load_latency_curve(cfg.latency)
-            where = f"the bundled measured curve {cfg.latency}"
+        if cfg.serving.latency in data.list_latency_curves():
+            curve = data.load_latency_curve(cfg.serving.latency)
+            where = f"the bundled measured curve {cfg.serving.latency}"
             _same_configuration(cfg, curve)
         else:
-            if len(cfg.gpus) != 1 or len(cfg.tensor_parallel) != 1:
+            if len(cfg.serving.gpus) != 1 or len(cfg.serving.tensor_parallel) != 1:
                 raise InputError(
-                    f"latency = {cfg.latency!r}: measured latencies hold for the one GPU and "
+                    f"latency = {cfg.serving.latency!r}: measured latencies hold for the one GPU and "
                     "tensor-parallel degree they were measured on; set gpus = [that GPU] and "
-                    f"tensor_parallel = [its degree] (now {list(cfg.gpus)} and "
-                    f"{list(cfg.tensor_parallel)})"
+                    f"tensor_parallel = [its degree] (now {list(cfg.serving.gpus)} and "
+                    f"{list(cfg.serving.tensor_parallel)})"
                 )
             curve = data.read_benchmark(
-                cfg.latency,
-                model=data.load_model(cfg.model).name,
-                gpu=data.resolve_gpu(cfg.gpus[0]),
-                tensor_parallel=int(cfg.tensor_parallel[0]),
+                cfg.serving.latency,
+                model=data.load_model(cfg.serving.model).name,
+                gpu=data.resolve_gpu(cfg.serving.gpus[0]),
+                tensor_parallel=int(cfg.serving.tensor_parallel[0]),
             )
-            where = f"measured latencies ({curve.attrs['format']} files) at {cfg.latency}"
+            where = f"measured latencies ({curve.attrs['format']} files) at {cfg.serving.latency}"
         result = capacity.plan(
             curve,
             cfg.sla,
             target_qps,
             buffer_qps=buffer_qps,
-            accounting=cfg.accounting,
+            accounting=cfg.serving.accounting,
             seq_len=seq_len,  # memory holds the plan's traffic, as the memory step checks it
         )
         result.attrs["latency_source"] = where
@@ -198,7 +201,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     result.attrs["latency_models"] = json.dumps(
         {m: "analytic" if m in analytic_metrics else used for m in cfg.sla.bounds}
     )
-    if cfg.latency == "auto":
+    if cfg.serving.latency == "auto":
         result.attrs["latency_source"] = "per bound, the model its held-out error prefers: " + (
             ", ".join(f"{m.upper()} {c['model']}" for m, c in choices.items())
         )
@@ -211,9 +214,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         f"{m.upper()}: {c['reason']}" for m, c in choices.items()
     )
     result.attrs["workload_trace"] = workload_from  # a bundled trace name or a file
-    own = workload_from == cfg.trace
+    own = workload_from == cfg.traffic.trace
     result.attrs["workload_source"] = (
-        f"the plan's own trace ({cfg.trace})" if own else workload_from
+        f"the plan's own trace ({cfg.traffic.trace})" if own else workload_from
     )
     return result, workload, seq_len
 
@@ -228,17 +231,17 @@ def _same_configuration(cfg: PlanConfig, curve) -> None:
         int(curve.attrs["tensor_parallel"]),
     )
     asked = (
-        data.load_model(cfg.model).name,
-        [data.resolve_gpu(g) for g in cfg.gpus],
-        list(cfg.tensor_parallel),
+        data.load_model(cfg.serving.model).name,
+        [data.resolve_gpu(g) for g in cfg.serving.gpus],
+        list(cfg.serving.tensor_parallel),
     )
     if asked != (measured[0], [measured[1]], [measured[2]]):
         raise InputError(
-            f"latency = {cfg.latency!r} was measured on {measured[0]} at {measured[2]} x "
+            f"latency = {cfg.serving.latency!r} was measured on {measured[0]} at {measured[2]} x "
             f"{measured[1]}; a measured curve holds for that configuration only: set model = "
             f"{measured[0]!r}, gpus = [{measured[1]!r}] and tensor_parallel = [{measured[2]}] "
-            f"(now {cfg.model!r}, {list(cfg.gpus)} and {list(cfg.tensor_parallel)}), or plan "
-            "with latency = 'model'"
+            f"(now {cfg.serving.model!r}, {list(cfg.serving.gpus)} and "
+            f"{list(cfg.serving.tensor_parallel)}), or plan with latency = 'model'"
         )
 
 
@@ -278,7 +281,7 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
     if int(best.feasible_options) == 0 and unpriced:
         one = ", " not in unpriced
         raise PlanError(
-            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {cfg.model}, but the "
+            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {cfg.serving.model}, but the "
             "GPU catalog "
             f"has no usd_per_gpu_hour for {'it' if one else 'them'}, so no plan can be priced or "
             "ranked; add the price to your GPU catalog (docs/data.md: 'Your own GPU') or add a priced "
@@ -290,8 +293,8 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
             raise PlanError(f"no latency for any option: {unmodelled(cap)}")
         why = unmodelled(cap)
         raise PlanError(
-            f"infeasible: no GPU in {list(cfg.gpus)} at tensor parallelism {list(cfg.tensor_parallel)} "
-            f"meets {cfg.sla} for {cfg.model} "
+            f"infeasible: no GPU in {list(cfg.serving.gpus)} at tensor parallelism "
+            f"{list(cfg.serving.tensor_parallel)} meets {cfg.sla} for {cfg.serving.model} "
             f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}); relax the SLA, add GPUs "
             "or tensor parallelism"
         )
@@ -316,13 +319,15 @@ def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:
     """
     from .. import elasticity, forecast
 
-    baseline = forecast.fit_baseline(series, slots=cfg.slots)
-    return elasticity.prepare_demand(source, cfg.step_s, baseline=baseline, scale=cfg.demand_scale)
+    baseline = forecast.fit_baseline(series, slots=cfg.traffic.slots)
+    return elasticity.prepare_demand(
+        source, cfg.elasticity.step_s, baseline=baseline, scale=cfg.traffic.demand_scale
+    )
 
 
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
     """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
-    need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic_quantile).max())
+    need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
     return max(1, math.ceil(need / per_instance - 1e-9))
 
 
@@ -351,37 +356,40 @@ def _elasticity(
     from ._origins import FLOOR_SHARES, Config, rolling
 
     per_instance = float(chosen_cap.per_instance_qps)
-    if cfg.cold_start_s == "estimate":
-        estimate = coldstart.estimate(cfg.model, gpu, tensor_parallel=tensor_parallel)
+    if cfg.elasticity.cold_start_s == "estimate":
+        estimate = coldstart.estimate(cfg.serving.model, gpu, tensor_parallel=tensor_parallel)
         estimated = float(estimate.cold_start_s.squeeze())
     else:
-        estimate, estimated = None, float(cfg.cold_start_s)
-    cold = math.ceil(estimated / cfg.step_s) * cfg.step_s  # the simulator counts whole steps
+        estimate, estimated = None, float(cfg.elasticity.cold_start_s)
+    cold = (
+        math.ceil(estimated / cfg.elasticity.step_s) * cfg.elasticity.step_s
+    )  # the simulator counts whole steps
     fleet = forecast_fleet(fc, cfg, per_instance)
     floors = sorted({Config("", 0, 0, 0, share).floor(fleet) for share in FLOOR_SHARES})
-    ahead = predictive_forecast(demand, fc) if "predictive" in cfg.policies else None
+    ahead = predictive_forecast(demand, fc) if "predictive" in cfg.elasticity.policies else None
     settings = dict(
         per_instance_qps=per_instance,
-        step_s=cfg.step_s,
+        step_s=cfg.elasticity.step_s,
         cold_start_s=cold,
-        tolerance_s=cfg.tolerance_s,
+        tolerance_s=cfg.elasticity.tolerance_s,
         gpus_per_instance=tensor_parallel,
         gpu=gpu,
     )
+    scaling = cfg.elasticity
     sweep = elasticity.sweep(
-        demand, policy=list(cfg.policies), scale_up_threshold=list(cfg.scale_up_threshold),
-        cooldown_s=list(cfg.cooldown_s), buffer_instances=list(cfg.buffer_instances),
+        demand, policy=list(scaling.policies), scale_up_threshold=list(scaling.scale_up_threshold),
+        cooldown_s=list(scaling.cooldown_s), buffer_instances=list(scaling.buffer_instances),
         min_instances=floors, **settings, forecast=ahead,
     )  # fmt: skip
     record = (
         rolling(cfg, series, demand, settings, elasticity.choose_held_out)
-        if held_out and cfg.backtest_days
+        if held_out and cfg.elasticity.backtest_days
         else "backtest_days = 0: no held-out window was asked for"
     )
     if isinstance(record, str):
         advice = elasticity.recommend(
             sweep,
-            breach_budget=cfg.breach_budget,
+            breach_budget=cfg.elasticity.breach_budget,
             held_out=lambda: _held_out(cfg, demand, series, settings),
         )
         advice.reasons.insert(0, f"Chosen on the trace itself, not out of sample: {record}.")
@@ -392,7 +400,7 @@ def _elasticity(
                      "buffer_instances": c.buffer_instances}  # fmt: skip
         selection = {k: v for k, v in selection.items() if k in sweep.dims}
         advice = elasticity.recommendation_for(
-            sweep, selection, breach_budget=cfg.breach_budget,
+            sweep, selection, breach_budget=cfg.elasticity.breach_budget,
             reasons=[f"Chosen out of sample: {record.choice_why}."],
         )  # fmt: skip
     return demand, sweep, advice, estimate, estimated, cold, ahead, record
@@ -406,9 +414,10 @@ def chosen_policy(cfg: PlanConfig, selection: dict):
     """
     from .. import elasticity
 
+    grid = cfg.elasticity
     return elasticity.Policy.from_settings({
-        "policy": cfg.policies[0], "scale_up_threshold": cfg.scale_up_threshold[0],
-        "cooldown_s": cfg.cooldown_s[0], "buffer_instances": cfg.buffer_instances[0], **selection,
+        "policy": grid.policies[0], "scale_up_threshold": grid.scale_up_threshold[0],
+        "cooldown_s": grid.cooldown_s[0], "buffer_instances": grid.buffer_instances[0], **selection,
     })  # fmt: skip
 
 
@@ -428,25 +437,25 @@ def _held_out(cfg: PlanConfig, demand, series, settings):
     """
     from .. import elasticity, forecast
 
-    day = round(86400 / cfg.step_s)
+    day = round(86400 / cfg.elasticity.step_s)
     cut = demand.size // day // 2 * day
     if cut == 0 or series is None:
         return None
     split = demand.time.values[cut]
     baseline = forecast.fit_baseline(
-        series.isel(time=np.flatnonzero(series.time.values < split)), slots=cfg.slots
+        series.isel(time=np.flatnonzero(series.time.values < split)), slots=cfg.traffic.slots
     )
     later = demand.isel(time=slice(cut, None))
     grid = elasticity.policy_grid(
         later,
         settings["per_instance_qps"],
-        scale_up_threshold=list(cfg.scale_up_threshold),
-        cooldown_s=list(cfg.cooldown_s),
-        buffer_instances=list(cfg.buffer_instances),
+        scale_up_threshold=list(cfg.elasticity.scale_up_threshold),
+        cooldown_s=list(cfg.elasticity.cooldown_s),
+        buffer_instances=list(cfg.elasticity.buffer_instances),
     )
     return elasticity.sweep(
         later,
-        policy=list(cfg.policies),
+        policy=list(cfg.elasticity.policies),
         **grid,
         **settings,
         forecast=predictive_forecast(later, baseline),
@@ -467,7 +476,7 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model
         return None
     multiplier, seconds = float(np.mean(model.multiplier)), float(np.mean(model.duration_s))
     values = demand.values.copy()
-    per_day = round(86400 / cfg.step_s)
+    per_day = round(86400 / cfg.elasticity.step_s)
     middle = (values.size // per_day // 2) * per_day
     day = values[middle : middle + per_day] if values.size >= middle + per_day else values
     start = (
@@ -475,7 +484,7 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model
         if values.size >= middle + per_day
         else int(np.nanargmax(values))
     )
-    values[start : start + max(1, round(seconds / cfg.step_s))] *= multiplier
+    values[start : start + max(1, round(seconds / cfg.elasticity.step_s))] *= multiplier
     run = elasticity.simulate(demand.copy(data=values), **run_settings)
     run.attrs.update(
         burst_start=str(demand.time.values[start]),

@@ -152,8 +152,9 @@ def cost_words(a: Answer) -> str:
         else ""
     )
     return (
-        f"Cost: {cost} ({a.cost_includes}). Expected SLA breach: {a.breach_minutes_per_month:,.0f} "
-        f"minutes a month against a budget of {a.breach_budget_minutes:,.0f}; "
+        f"Cost: {cost} ({a.cost_includes}). Expected SLA breach: "
+        f"{words.minutes(a.breach_minutes_per_month)} a month against a budget of "
+        f"{a.breach_budget_minutes:,.0f}; "
         f"{a.unserved_share:.2%} of requests unserved.{filled}"
     )
 
@@ -175,7 +176,7 @@ def held_out_words(a: Answer) -> str:
     left = f" Not scored: {'; '.join(h.left_out)}." if h.left_out else ""
     return (
         f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
-        f"up to {length} (worst: {h.worst_breach_minutes:,.0f} minutes against "
+        f"up to {length} (worst: {words.minutes(h.worst_breach_minutes)} against "
         f"{h.worst_budget_minutes:,.0f}), at {h.above_hindsight:+.0%} against the hindsight "
         f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
         f"fixed fleet in {h.beats_naive} of {h.windows}; its forecast's P99 covered "
@@ -191,7 +192,7 @@ def burst_words(a: Answer) -> str:
         return "Burst test: none (the burst model draws no bursts)."
     return (
         f"Burst test: one burst of {b.multiplier:.3g}x for {words.duration(b.hours * 3600)} from "
-        f"{words.when(b.start)} (the middle size of {b.model}): {b.breach_minutes:,.0f} minutes in "
+        f"{words.when(b.start)} (the middle size of {b.model}): {words.minutes(b.breach_minutes)} in "
         f"breach, {b.unserved_share:.2%} of requests unserved."
     )
 

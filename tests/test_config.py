@@ -1,0 +1,147 @@
+"""The plan config as one record per table of a config file (issue 32).
+
+A file's ``[serving] model = ...`` is ``cfg.serving.model``; ``replace`` takes what a file's top
+level holds (a table, or a setting by its own name); files keep their format, and a saved config
+loads back to the same record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from capnb import plan
+from capnb.errors import ConfigError
+from capnb.plan._config import SECTIONS, TABLES
+from capnb.records import SLA
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "plan.md"
+
+
+def test_each_table_of_a_file_is_a_record_of_the_config():
+    cfg = plan.PlanConfig()
+    assert [f.name for f in dataclasses.fields(plan.PlanConfig)] == [*SECTIONS, "source"]
+    for table, record in TABLES.items():
+        assert isinstance(getattr(cfg, table), record)
+        assert SECTIONS[table] == tuple(f.name for f in dataclasses.fields(record))
+    assert isinstance(cfg.sla, SLA)
+    assert (cfg.traffic.trace, cfg.serving.model, cfg.fleet.provider) == (
+        "servegen-m-large",
+        "Llama-3.1-8B",
+        "hyperstack",
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.serving.model = "Qwen3-8B"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.serving = plan.Serving()  # type: ignore[misc]
+
+
+def test_a_record_is_validated_on_construction():
+    assert plan.Serving(gpus=("H200",)).gpus == ("H200",)
+    for bad in (dict(gpus=()), dict(tensor_parallel=(0,)), dict(accounting="vllm2")):
+        with pytest.raises(ValueError):
+            plan.Serving(**bad)
+    with pytest.raises(ValueError, match="policy grid has 3,600 cells"):
+        plan.Elasticity(scale_up_threshold=tuple(i / 100 for i in range(1, 31)),
+                        cooldown_s=tuple(float(i) for i in range(10)))  # fmt: skip
+
+
+def test_replace_takes_a_table_or_a_setting_by_its_own_name():
+    cfg = plan.PlanConfig()
+    changed = cfg.replace(serving={"gpus": ["H200"], "tensor_parallel": 1})
+    assert changed.serving.gpus == ("H200",) and changed.serving.tensor_parallel == (1,)
+    assert changed.serving.model == cfg.serving.model  # the table's other keys are kept
+    assert changed.traffic == cfg.traffic and changed.fleet == cfg.fleet
+    assert changed == cfg.replace(gpus=("H200",), tensor_parallel=(1,))
+    whole = cfg.replace(fleet=plan.Fleet(provider="none"))
+    assert whole.fleet == plan.Fleet(provider="none")
+    # the SLA is given whole: its bounds are met together
+    assert cfg.replace(sla={"ttft_s": 1.0}).sla.bounds == {"ttft": 1.0}
+    assert cfg.replace(sla="tpot=60ms").sla.bounds == {"tpot": 0.06}
+    assert cfg.replace() == cfg
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"gpu": "H200"}, r"^defaults: unknown setting 'gpu'; known: "),
+        ({"serving": {"gpu": "H200"}}, r"^defaults: \[serving\] has no setting 'gpu'; known: model"),
+        ({"gpus": ["H200"], "serving": {"gpus": ["L4"]}}, r"\[serving\] gpus is given twice"),
+        ({"serving": {"gpus": ["H1000"]}}, r"^defaults: gpus\[0\] = 'H1000': unknown GPU"),
+        ({"elasticity": {"step_s": 0.0}}, r"^defaults: step_s = 0\.0: Input should be greater"),
+        ({"traffic": {"trials": 0}, "fleet": {"spot_preemption": 2.0}},
+         r"^defaults: trials = 0: .*; defaults: spot_preemption = 2\.0: expected a share"),
+        ({"sla": {"ttft": 1.0}}, r"^defaults: \[sla\] has no setting 'ttft'"),
+    ],
+)  # fmt: skip
+def test_a_bad_change_names_its_setting(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        plan.PlanConfig().replace(**changes)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[traffic]\ntrace = "servegen-m-small"\ntrials = 0\n', r"p\.toml:3: trials = 0: "),
+        ("[serving]\ngpus = [\"H200\"]\nprefix_cache_share = 1.5\n",
+         r"p\.toml:3: prefix_cache_share = 1\.5: Input should be less than 1"),
+        ("[elasticity]\npolicies = [\"hpa\", \"nope\"]\n", r"p\.toml:2: policies\[1\] = 'nope': "),
+        ("[fleet]\nreserved = \"always\"\n", r"p\.toml:2: reserved = 'always': expected one of"),
+        ("[sla]\nttft_s = -1.0\n", r"p\.toml:2: \[sla\] ttft_s = -1"),
+        ("[fleet]\ngpus = [\"H200\"]\n", r"p\.toml:2: \[fleet\] has no setting 'gpus'; known: "),
+        ("gpus = [\"H200\"]\n[serving]\ngpus = [\"L4\"]\n",
+         r"p\.toml:3: \[serving\] gpus is given twice \(also on line 1\); keep one"),
+    ],
+)  # fmt: skip
+def test_a_files_bad_setting_is_named_with_its_table_and_line(tmp_path, text, message):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        plan.load_config(path)
+
+
+def test_a_saved_config_loads_back_and_files_keep_their_format(tmp_path):
+    cfg = plan.PlanConfig().replace(
+        traffic={"trace": "servegen-m-small", "trials": 300, "timezone": "Europe/Berlin"},
+        serving={"gpus": ("H100-SXM", "H200"), "tensor_parallel": (1, 2), "accounting": "vllm"},
+        sla={"ttft_s": 1.5, "tpot_s": 0.06, "quantile": 0.95},
+        elasticity={"policies": ("hpa", "fixed"), "cold_start_s": 90.0, "backtest_days": 0},
+        fleet={"provider": "none", "spot_preemption": 0.1},
+    )
+    path = plan.save_config(cfg, tmp_path / "plan.toml")
+    text = path.read_text()
+    for table in SECTIONS:
+        assert f"\n[{table}]\n" in text
+    loaded = plan.load_config(path)
+    assert loaded == cfg and loaded.tables() == cfg.tables()
+    # the same settings at a file's top level (a flat file, as earlier releases wrote) load alike
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(
+        "trace: servegen-m-small\ntrials: 300\ntimezone: Europe/Berlin\n"
+        "gpus: [H100-SXM, H200]\ntensor_parallel: [1, 2]\naccounting: vllm\n"
+        "sla: {ttft_s: 1.5, tpot_s: 0.06, quantile: 0.95}\n"
+        "policies: [hpa, fixed]\ncold_start_s: 90.0\nbacktest_days: 0\n"
+        "fleet: {provider: none, spot_preemption: 0.1}\n"
+    )
+    assert plan.load_config(flat) == cfg
+
+
+def test_the_flat_form_is_the_one_a_plan_stores():
+    cfg = plan.PlanConfig()
+    flat = cfg.as_dict()
+    assert list(flat) == [name for names in SECTIONS.values() for name in names]
+    assert flat["gpus"] == list(cfg.serving.gpus) and flat["sla"] == cfg.sla.as_dict()
+    assert plan.read_config(flat) == cfg == plan.read_config(cfg.tables())
+
+
+def test_the_plan_page_lists_every_setting_of_every_table():
+    page = DOCS.read_text()
+    for table, names in SECTIONS.items():
+        row = re.search(rf"^\| `\[{table}\]` \|.*$", page, flags=re.M)
+        assert row, table
+        listed = re.findall(r"`(\w+)`", row.group(0).split("|")[3])
+        expected = [f.name for f in dataclasses.fields(SLA)] if table == "sla" else list(names)
+        assert listed == expected, table

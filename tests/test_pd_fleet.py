@@ -1,0 +1,140 @@
+"""The prefill:decode fleet kernel: against the plain reference, closed-form facts, and its limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks.reference.pd import simulate_fleet_python
+from capnb.data import load_gpus, load_model
+from capnb.kernels import pd as kernels
+from capnb.kernels.engine import step_time
+from capnb.latency import _engine, _fitted
+from capnb.latency import calibration as _calibration
+
+
+@pytest.fixture(scope="module")
+def vectors():
+    spec = load_model("Llama-3.1-8B")
+    gpu = _calibration.gpu_vector(load_gpus(["H100-SXM"]), "H100-SXM", spec.weight_dtype)
+    cal = _fitted.engine_calibration("H100-SXM", "sglang").engine_array()
+    return _engine.model_vector(spec, 1), _engine.model_vector(spec, 2), gpu, cal
+
+
+def _step(vectors, pool, tokens, pairs, kv_read, seqs):
+    model_p, model_d, gpu, cal = vectors
+    model, tp = (model_p, 1) if pool == "prefill" else (model_d, 2)
+    return step_time(float(tokens), float(pairs), float(kv_read), float(seqs), model, gpu, tp, cal,
+                     np.zeros(7))  # fmt: skip
+
+
+def _run(vectors, prompt, output, transfer, route_p, route_d, gaps, *, closed, load, pools,
+         budget=8192, max_seqs=64, kv_blocks=100_000):  # fmt: skip
+    model_p, model_d, gpu, cal = vectors
+    setting = np.array([1.0 if closed else 0.0, load, *pools, budget, max_seqs, kv_blocks, 16.0])
+    times = np.empty((len(prompt), len(kernels.TIMES)))
+    stats = np.zeros(len(kernels.STATS))
+    kernels.simulate_fleet(
+        np.asarray(prompt, np.int64), np.asarray(output, np.int64), np.asarray(transfer, float),
+        np.asarray(route_p, np.int64), np.asarray(route_d, np.int64), np.asarray(gaps, float),
+        setting, model_p, model_d, gpu, 1, 2, cal, times, stats,
+    )  # fmt: skip
+    return times, stats
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 30),
+    pools=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    closed=st.booleans(),
+    load=st.integers(1, 12),
+    budget=st.sampled_from([256, 1024, 8192]),
+    max_seqs=st.integers(1, 8),
+    kv_blocks=st.integers(140, 400),
+    seed=st.integers(0, 10_000),
+)
+def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, budget, max_seqs,
+                                            kv_blocks, seed):  # fmt: skip
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(1, 1500, n)
+    output = rng.integers(1, 700, n)  # a request fits in 140 blocks of 16: preemptions happen
+    transfer = rng.uniform(0.0, 0.05, n)
+    route_p, route_d = rng.integers(0, pools[0], n), rng.integers(0, pools[1], n)
+    gaps = rng.exponential(1.0, n)
+    rate = float(load)  # requests/s in the open loop
+    times, _ = _run(vectors, prompt, output, transfer, route_p, route_d, gaps, closed=closed,
+                    load=rate, pools=pools, budget=budget, max_seqs=max_seqs,
+                    kv_blocks=kv_blocks)  # fmt: skip
+    arrivals, at = [], 0.0
+    for g in gaps:  # the kernel's running sum
+        at = at + g / rate
+        arrivals.append(at)
+    arrivals[0] = gaps[0] / rate
+    ref = simulate_fleet_python(
+        prompt.tolist(), output.tolist(), transfer.tolist(), route_p.tolist(), route_d.tolist(),
+        arrivals, closed=closed, load=rate, prefill_instances=pools[0],
+        decode_instances=pools[1], budget=budget, max_seqs=max_seqs, kv_blocks=kv_blocks,
+        block=16, step=lambda *a: _step(vectors, *a),
+    )  # fmt: skip
+    expected = np.array([[r[c] for c in kernels.TIMES] for r in ref])
+    np.testing.assert_allclose(times, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_one_request_adds_up_to_prefill_transfer_and_decode_steps(vectors):
+    prompt, output, transfer = 1000, 5, 0.0123
+    times, _ = _run(vectors, [prompt], [output], [transfer], [0], [0], [1.0], closed=True,
+                    load=1, pools=(1, 1))  # fmt: skip
+    prefill = _step(vectors, "prefill", prompt, prompt * (prompt + 1) / 2, prompt, 1)
+    decode = [_step(vectors, "decode", 1, prompt + g + 1, prompt + g + 1, 1) for g in range(output)]
+    arrival, start, end, landed, admitted, first, done = times[0]
+    assert arrival == start == 0.0
+    assert end == pytest.approx(prefill)
+    assert landed == pytest.approx(prefill + transfer)  # TTFT = prefill + transfer + one step
+    assert admitted == landed and first == pytest.approx(prefill + transfer + decode[0])
+    assert done == pytest.approx(prefill + transfer + sum(decode))
+
+
+def test_throughput_never_above_either_pools_saturation(vectors):
+    n, prompt, output = 400, 2000, 200
+    budget, max_seqs = 8192, 32
+    # requests/s an instance: a full step's prompts, or a full batch's tokens over the outputs
+    ceiling_p = budget / prompt / _step(vectors, "prefill", budget, 0, 0, 1)
+    ceiling_d = max_seqs / _step(vectors, "decode", max_seqs, 0, 0, max_seqs) / output
+    rng = np.random.default_rng(1)
+    for pools in [(1, 1), (1, 3), (3, 1), (2, 2)]:
+        for load in (4, 64, 400):
+            times, _ = _run(vectors, [prompt] * n, [output] * n, [0.001] * n,
+                            rng.integers(0, pools[0], n), rng.integers(0, pools[1], n),
+                            np.ones(n), closed=True, load=load, pools=pools, budget=budget,
+                            max_seqs=max_seqs)  # fmt: skip
+            rate = n / times[:, 6].max()
+            assert rate <= min(pools[0] * ceiling_p, pools[1] * ceiling_d) * (1 + 1e-9)
+
+
+def test_stages_are_ordered_and_every_queue_counts(vectors):
+    n = 60
+    rng = np.random.default_rng(2)
+    times, stats = _run(vectors, rng.integers(100, 3000, n), rng.integers(1, 400, n),
+                        np.full(n, 0.02), np.zeros(n), rng.integers(0, 2, n), np.ones(n),
+                        closed=True, load=60, pools=(1, 2), max_seqs=4)  # fmt: skip
+    assert (np.diff(times, axis=1) >= -1e-12).all()
+    assert np.isfinite(times).all()
+    # the single prefill instance queues the burst, the link sends one KV at a time, and four
+    # sequences a decode instance make the rest wait for admission
+    assert (times[:, 1] > times[:, 0]).sum() > n / 2
+    sent = np.sort(times[:, 3])
+    assert (np.diff(sent) >= 0.02 - 1e-9).all()
+    assert (times[:, 4] > times[:, 3]).sum() > n / 2
+    assert stats[kernels.STATS.index("decode_steps")] > 0
+
+
+def test_the_decode_pool_admits_only_what_its_kv_blocks_hold(vectors):
+    # 70 blocks of 16 hold one request of 1,000 + 100 tokens at a time: decodes never overlap
+    n = 6
+    times, stats = _run(vectors, [1000] * n, [100] * n, [0.0] * n, [0] * n, [0] * n, np.ones(n),
+                        closed=True, load=n, pools=(1, 1), kv_blocks=70)  # fmt: skip
+    order = np.argsort(times[:, 4])
+    assert (times[order[1:], 4] >= times[order[:-1], 6] - 1e-12).all()
+    assert stats[kernels.STATS.index("preemptions")] == 0

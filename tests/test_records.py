@@ -1,0 +1,122 @@
+"""The records of settings that travel together: EngineSettings and Deployment (SLA: test_cli)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import capnb
+from capnb import capacity, latency, memory
+from capnb.errors import CapnbError, InputError
+from capnb.latency import _engines
+from capnb.records import Deployment, EngineSettings
+
+
+def test_the_records_are_exported_where_they_are_used():
+    for module in (capnb, capacity, latency):
+        assert module.EngineSettings is EngineSettings
+    for module in (capnb, capacity, latency, memory):
+        assert module.Deployment is Deployment
+    assert capnb.SLA is capnb.records.SLA
+
+
+def test_engine_settings_are_frozen_and_none_means_the_engines_default():
+    s = EngineSettings("SGLang", max_num_seqs=64)
+    assert s.engine == "sglang" and s.policy is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.max_num_seqs = 8
+    small = s.resolve(gpu="L4", gpu_memory_bytes=24e9, kv_tokens=10**5)
+    assert (small.max_num_seqs, small.max_num_batched_tokens) == (64, 2048)  # given, SGLang's
+    assert small.policy == "prefill_first" and small.chunked_prefill is True
+    assert small.source.endswith("given: max_num_seqs")
+    # numbers as run files and numpy give them are whole numbers too
+    assert EngineSettings(max_num_seqs=np.int64(8), max_model_len=4096.0).max_model_len == 4096
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpu", "want"),
+    [("vllm-v1", "H100-SXM", ("mixed", True, 1024, 8192)),
+     ("vllm-v1", "A100-80GB", ("mixed", True, 256, 2048)),
+     ("vllm-v1", "L4", ("mixed", True, 256, 2048)),
+     ("tgi", "H100-SXM", ("prefill_first", False, 0, 4096)),
+     ("trtllm", None, ("mixed", False, 256, 8192))],
+)  # fmt: skip
+def test_defaults_per_engine_and_gpu(engine, gpu, want):
+    s = EngineSettings.defaults(engine, gpu=gpu)
+    assert (s.policy, s.chunked_prefill, s.max_num_seqs, s.max_num_batched_tokens) == want
+    assert s.block_size == 16
+
+
+def test_the_record_and_the_run_flags_agree():
+    """engine_settings (what a benchmark run's flags say) is the record resolved."""
+    for engine, flags in [("vllm-v0", {"max_num_seqs": 128}), ("sglang", {"policy": "mixed"}),
+                          ("lmdeploy", {"chunked_prefill": 0, "block_size": 64})]:  # fmt: skip
+        by_flags = _engines.engine_settings(engine, gpu="H100-SXM", gpu_memory_bytes=80 * 2**30,
+                                            max_model_len=4096, **flags)  # fmt: skip
+        flags = {k: bool(v) if k == "chunked_prefill" else v for k, v in flags.items()}
+        record = EngineSettings(engine, max_model_len=4096, **flags)
+        assert record.resolve(gpu="H100-SXM", gpu_memory_bytes=80 * 2**30) == by_flags
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [({"engine": "vllm"}, "engine = 'vllm' names no release"),
+     ({"engine": "fastllm"}, "engine"),
+     ({"policy": "fifo"}, "policy = 'fifo'"),
+     ({"chunked_prefill": 1}, "chunked_prefill = 1"),
+     ({"max_num_seqs": -1}, "max_num_seqs = -1"),
+     ({"max_num_batched_tokens": -1}, "max_num_batched_tokens = -1"),
+     ({"max_num_batched_tokens": 512.5}, "max_num_batched_tokens = 512.5"),
+     ({"block_size": True}, "block_size = True"),
+     ({"max_model_len": "long"}, "max_model_len = 'long'")],
+)  # fmt: skip
+def test_engine_settings_errors_name_the_field(fields, named):
+    with pytest.raises(InputError, match=named):
+        EngineSettings(**fields)
+
+
+def test_a_deployment_resolves_catalog_names():
+    d = Deployment("Llama-3.1-70B", "h100-sxm", 4, weight_dtype="fp8", kv_dtype="fp8")
+    assert d.gpu == "H100-SXM" and d.spec.name == "Llama-3.1-70B"
+    assert d.at(8).tensor_parallel == 8 and d.at(8).kv_dtype == "fp8"
+    assert d == Deployment("Llama-3.1-70B", "H100-SXM", 4, weight_dtype="fp8", kv_dtype="fp8")
+    assert str(d) == "Llama-3.1-70B on 4 x H100-SXM"
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [({"model": "no-such-model"}, "unknown model 'no-such-model'"),
+     ({"gpu": "Z900"}, "unknown GPU 'Z900'"),
+     ({"gpu": ["H100-SXM"]}, "deployment: gpu"),
+     ({"tensor_parallel": 0}, "deployment: tensor_parallel = 0"),
+     ({"tensor_parallel": 2.0}, "deployment: tensor_parallel = 2.0"),
+     ({"tensor_parallel": 3}, "deployment: tensor_parallel = 3"),
+     ({"weight_dtype": "fp7"}, "deployment: weight_dtype"),
+     ({"kv_dtype": "int3"}, "deployment: kv_dtype")],
+)  # fmt: skip
+def test_deployment_errors_name_the_field(fields, named):
+    args = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, **fields}
+    with pytest.raises(CapnbError, match=named):  # an unknown name: UnknownNameError
+        Deployment(**args)
+
+
+def test_memory_takes_a_deployment_for_its_five_arguments():
+    d = Deployment("Llama-3.1-70B", "H100-SXM", 4, kv_dtype="fp8")
+    by_record = memory.max_concurrency(deployment=d, seq_len=8192)
+    by_name = memory.max_concurrency(model="Llama-3.1-70B", gpu="H100-SXM", tensor_parallel=4,
+                                     kv_dtype="fp8", seq_len=8192)  # fmt: skip
+    assert by_record.identical(by_name)
+    with pytest.raises(InputError, match="deployment: give the deployment or gpu, not both"):
+        memory.max_concurrency(deployment=d, gpu="H200", seq_len=8192)
+    with pytest.raises(InputError, match="deployment: expected a capnb.records.Deployment"):
+        memory.sweep(deployment="Llama-3.1-8B", concurrency=1, seq_len=1024)
+
+
+def test_the_engine_takes_the_records_only():
+    w = latency.workload(prompt_tokens=[100], output_tokens=[10])
+    with pytest.raises(InputError, match="deployment: expected a capnb.records.Deployment"):
+        latency.engine("Llama-3.1-8B", w, concurrency=[1])
+    with pytest.raises(InputError, match="settings: expected a capnb.records.EngineSettings"):
+        latency.engine(Deployment("Llama-3.1-8B", "H100-SXM"), w, settings="vllm-v1")
