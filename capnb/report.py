@@ -275,6 +275,22 @@ def _take_warnings(cell, notes: list[str]) -> None:
         ]
 
 
+def _notes_by_section(sections) -> list[str]:
+    """Each note once, with the sections that read that input.
+
+    A worksheet may read a bundled file of its own (a trace with block hashes), which the reader
+    must not take for theirs.
+    """
+    where: dict[str, list[str]] = {}
+    for nb in sections:
+        title = nb.metadata.get("title", "").removesuffix(" — capnb report")
+        for note in nb.metadata.get("capnb_notes", []):
+            where.setdefault(note, [])
+            if title and title not in where[note]:
+                where[note].append(title)
+    return [f"{n} (read in: {'; '.join(t)})" if t else n for n, t in where.items()]
+
+
 def _notes_html(notes: list[str]) -> str:
     if not notes:
         return ""
@@ -451,7 +467,7 @@ def combine(
             at = next((i for i, c in enumerate(notebook.cells) if _heading(c)), -1) + 1
             notebook.cells.insert(at, _raw(_computed_on(plan)))
         sections.append(notebook)
-    notes = list(dict.fromkeys(n for nb in sections for n in nb.metadata.get("capnb_notes", [])))
+    notes = _notes_by_section(sections)
     combined = nbformat.v4.new_notebook(metadata=copy.deepcopy(notebooks[0].metadata))
     combined.metadata.pop("capnb_worksheet", None)
     combined.metadata.pop("capnb_notes", None)

@@ -403,4 +403,5 @@ def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
     combined = report.combine([worksheet("01_a"), worksheet("02_b")])
     page = report.export_html(combined, prepared=True)
     assert page.count("11 requests share a time") == 1 and "Notes on reading the inputs" in page
+    assert "11 requests share a time (read in: 01a; 02b)" in page  # the sections that read it
     assert page.count("other") >= 2  # what is not a warning stays where it was printed
