@@ -191,6 +191,16 @@ def test_disaggregate_bad_target(small):
         )
 
 
+def test_disaggregate_refuses_pool_curves_at_other_degrees(small):
+    """Curves built at TP 2 priced as TP 4 pools would halve the GPUs the plan counts."""
+    w, curves, agg = small
+    with pytest.raises(InputError, match=r"curves: pool degrees .* differ from tensor_parallel"):
+        capnb.capacity.disaggregate(
+            GPT_OSS, w, target_qps=1.0, sla=SLA(ttft_s=1.0, tpot_s=0.05), tensor_parallel=4,
+            curves=curves, aggregated_curve=agg,
+        )  # fmt: skip
+
+
 def test_output_lengths_keep_the_measured_mean():
     lengths = validate_disagg.output_lengths(539.0, 2048.0, samples=4096)
     assert lengths.max() <= 2048 and lengths.mean() == pytest.approx(539.0, rel=0.01)

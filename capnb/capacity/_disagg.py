@@ -404,7 +404,7 @@ def pd_ratio(
         labels, conc, q, pairs, tps, fleet_gpus, runs, per_gpu, meets, best, agg, serving
     )
     ds.attrs = _pd_ratio_attrs(
-        spec, gpu_id, sla, link_from, prompt, output_mean, runs, (agg_instances, agg_tp)
+        spec, gpu_id, sla, link_from, prompt, output_mean, (agg_instances, agg_tp)
     )
     return ds
 
@@ -461,10 +461,7 @@ def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
 
 def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings, *, router,
                 warmup_share) -> dict:  # fmt: skip
-    """Each ratio's fleet at each concurrency, simulated per request (:mod:`._pd_fleet`).
-
-    ``kv_transfer_mean_s`` is the mean transfer of the last ratio's prefill degree.
-    """
+    """Each ratio's fleet at each concurrency, simulated per request (:mod:`._pd_fleet`)."""
     from ..latency import _engine
 
     shape = (len(pairs), conc.size)
@@ -501,7 +498,6 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
         "stages": stages,
         "bottleneck": bottleneck,
         "kv_transfer_s": transfer,
-        "kv_transfer_mean_s": float(moved.mean()),
     }
 
 
@@ -662,7 +658,7 @@ def _pd_ratio_dataset(
     )
 
 
-def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, runs, aggregated) -> dict:
+def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, aggregated) -> dict:
     """pd_ratio's attrs: the inputs, the means it used, the aggregated fleet, how TTFT adds up."""
     instances, tp = aggregated
     return {
@@ -672,7 +668,6 @@ def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, runs, agg
         "sla": str(sla),
         "quantile": sla.quantile,
         "link": link_from,
-        "kv_transfer_mean_s": runs["kv_transfer_mean_s"],
         "output_tokens_mean": output_mean,
         "prompt_tokens_mean": float(prompt.mean()),
         "aggregated": f"{instances} x {gpu_id} TP{tp} ({instances * tp} GPUs)",
@@ -777,6 +772,8 @@ def disaggregate(
     run = _engine_settings(requests, seed, settings, calibration)
     if curves is None:
         curves = pool_curves(deployment, workload, tensor_parallel=tps, **run)
+    else:
+        _check_pool_degrees(curves, tps)
     if aggregated_curve is None:
         aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, 256, run)
 
@@ -849,6 +846,18 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         else ""
     )
     return {"latency": latency, "stages": run["stages"], "note": note}
+
+
+def _check_pool_degrees(curves: xr.Dataset, tps: dict[str, int]) -> None:
+    """Given pool curves must be at the degrees the plan sizes and prices (GPUs per instance)."""
+    if "pool_tensor_parallel" not in curves:
+        raise InputError("curves: no pool_tensor_parallel; pass the result of pool_curves")
+    have = {str(p): int(curves.pool_tensor_parallel.sel(pool=p)) for p in POOLS}
+    if have != tps:
+        raise InputError(
+            f"curves: pool degrees {have} differ from tensor_parallel {tps}; build the curves at "
+            "the same degrees (pool_curves(..., tensor_parallel=...)) or pass that tensor_parallel"
+        )
 
 
 def _gpu_price(gpu_id: str, usd_per_gpu_hour) -> float:
