@@ -40,6 +40,7 @@ __all__ = [
     "keep_freed_memory",
     "records",
     "setup",
+    "table",
     "worksheet",
 ]
 
@@ -594,3 +595,35 @@ def worksheet(path: str | Path, **parameters: object):
         if "ws" in assigned:
             return namespace["ws"]
     raise ValueError(f"{file}: no cell assigns the worksheet `ws`")
+
+
+def table(frame, *formats, na_rep: str | None = None):
+    """A worksheet's table: a pandas Styler whose every cell and label is HTML-escaped.
+
+    A table shows the user's own names (a GPU, a model, a series), and pandas' Styler writes them
+    into the page as they are: a name holding ``<script>`` would run in the report. Every cell is
+    escaped first, then each format is laid over its columns (escaped as well).
+
+    Parameters
+    ----------
+    frame
+        The pandas DataFrame to show.
+    *formats
+        Each a format for every cell (``"{:.1%}"``), a mapping column -> format, or a pair
+        ``(format, columns)``; later ones win where they overlap.
+    na_rep
+        What a missing value reads as (e.g. ``"no data"``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"gpu": ["<b>H100</b>"], "share": [0.25]})
+    >>> html = table(frame, {"share": "{:.0%}"}).to_html()
+    >>> "&lt;b&gt;H100&lt;/b&gt;" in html and "25%" in html
+    True
+    """
+    styler = frame.style.format(None, na_rep=na_rep, escape="html")
+    for fmt in formats:
+        fmt, subset = fmt if isinstance(fmt, tuple) else (fmt, None)
+        styler = styler.format(fmt, subset=subset, na_rep=na_rep, escape="html")
+    return styler.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
