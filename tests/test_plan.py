@@ -547,3 +547,11 @@ def test_the_answer_carries_the_latency_curves_notes(small):
     text = planning.describe(record)
     assert "Latencies: measured latencies. Note: envelope: itl 0.5 at concurrency 8 raised." in text
     assert "Note: rows sorted." in text
+    # a measured curve's sentence says where the measurements came from
+    record["answer"]["latency_error_basis"] = (
+        "no model error: measured latencies (vllm files) at runs"
+    )
+    text = planning.describe(record)
+    assert (
+        "Latencies: measured latencies (vllm files) at runs; no model error. Note: envelope" in text
+    )

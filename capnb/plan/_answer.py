@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..records import SLA
 
+#: How a measured curve's ``latency_error_basis`` begins (then where the measurements came from).
+MEASURED_BASIS = "no model error: "
+
 __all__ = [
     "Advisory",
     "Answer",

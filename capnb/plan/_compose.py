@@ -17,7 +17,16 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ._answer import Advisory, Answer, Bursts, BurstTest, Check, HeldOut, Policy
+from ._answer import (
+    MEASURED_BASIS,
+    Advisory,
+    Answer,
+    Bursts,
+    BurstTest,
+    Check,
+    HeldOut,
+    Policy,
+)
 from ._config import PlanConfig
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -221,7 +230,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         per_instance_qps=float(_first(chosen.per_instance_qps)),
         latency_model=latency_model_of(cap, binding_metric),
         latency_error=math.nan,
-        latency_error_basis="measured latencies: no model error"
+        latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"
         if latency_model_of(cap, binding_metric) == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),

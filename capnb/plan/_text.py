@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .. import words
-from ._answer import Answer
+from ._answer import MEASURED_BASIS, Answer
 
 __all__ = ["render_text", "sections"]
 
@@ -81,7 +81,9 @@ def latency_words(a: Answer) -> str:
     }[a.latency_model]
     notes = "".join(f" Note: {n}." for n in a.latency_notes)
     if a.latency_model == "measured":
-        return f"Latencies: {model}.{notes}"
+        basis = a.latency_error_basis
+        source = basis.removeprefix(MEASURED_BASIS) if basis.startswith(MEASURED_BASIS) else ""
+        return f"Latencies: {f'{source}; no model error' if source else model}.{notes}"
     error = f"{a.latency_error:.0%}" if math.isfinite(a.latency_error) else "unknown"
     metric = (a.binding_metric or next(iter(a.sla.bounds))).upper()
     return (
