@@ -79,7 +79,6 @@ _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_paralle
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
           "request_overhead_s": 0.0}  # fmt: skip
-_UNLIMITED = 1 << 40  # a token budget that never binds
 
 
 @dataclass
@@ -306,7 +305,7 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
     max_seqs = engine.running_limit(kv_tokens)
     if pt.mode == "batch" and _number(run, "max_num_seqs") is None and pt.engine_id == "trtllm":
         max_seqs = n  # a static batch runs together
-    budget = engine.max_num_batched_tokens or _UNLIMITED
+    budget = engine.max_num_batched_tokens or _engine.UNLIMITED
     settings = np.array([closed, load_value, max_seqs, budget, blocks, _engine.BLOCK_SIZE, warmup,
                          kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill)])  # fmt: skip
     gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())

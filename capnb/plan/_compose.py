@@ -210,6 +210,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     options = int(best.feasible_options) if best is not None else 1
     runner, above = "", math.nan
     binding_metric = str(_first(chosen.binding_metric)) if "binding_metric" in chosen else ""
+    latency_model = latency_model_of(cap, binding_metric)
     if best is not None and options > 1:
         runner = f"{int(best.runner_up_tensor_parallel)} x {best.runner_up_gpu.item()}"
         above = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
@@ -228,10 +229,10 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         memory_concurrency=int(_first(chosen.max_concurrency)) if "max_concurrency" in chosen else -1,
         seq_len=int(seq_len),
         per_instance_qps=float(_first(chosen.per_instance_qps)),
-        latency_model=latency_model_of(cap, binding_metric),
+        latency_model=latency_model,
         latency_error=math.nan,
         latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"
-        if latency_model_of(cap, binding_metric) == "measured" else "",
+        if latency_model == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
