@@ -89,7 +89,7 @@ DIMS: dict[str, Term] = _table(
     ),
     ("pricing", "1", "price kind: on_demand, reserved_1y, reserved_3y, reserved or spot"),
     ("ratio", "1", "prefill:decode instances of a disaggregated fleet, as P:D"),
-    ("stage", "1", "a stage of a disaggregated request's TTFT: prefill_queue ... first_step"),
+    ("stage", "1", "a stage of a disaggregated request's TTFT: decode_prealloc ... decode_poll"),
     (
         "serving",
         "1",

@@ -133,7 +133,7 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     simulated = ds.simulated_latency.sel(metric="ttft").item()
     assert simulated >= float(ds.ttft_stages.sum("stage")) * 0.5
     assert ds.simulated_latency.attrs["units"] == "s"
-    assert ds.stage.values.tolist()[:2] == ["prefill_queue", "prefill"]
+    assert ds.stage.values.tolist()[1:3] == ["prefill_queue", "prefill"]
     missed = simulated > 1.0 or ds.simulated_latency.sel(metric="tpot").item() > 0.05
     said = "Simulated per request" in ds.attrs["recommendation"]
     assert said == (missed and ds.attrs["serving"] == "disaggregated")

@@ -31,9 +31,12 @@ def _step(vectors, pool, tokens, pairs, kv_read, seqs):
 
 
 def _run(vectors, prompt, output, transfer, route_p, route_d, gaps, *, closed, load, pools,
-         budget=8192, max_seqs=64, kv_blocks=100_000):  # fmt: skip
+         budget=8192, max_seqs=64, kv_blocks=100_000, sglang=False, slots=None,
+         reserved=512):  # fmt: skip
     model_p, model_d, gpu, cal = vectors
-    setting = np.array([1.0 if closed else 0.0, load, *pools, budget, max_seqs, kv_blocks, 16.0])
+    slots = max_seqs if slots is None else slots
+    setting = np.array([1.0 if closed else 0.0, load, *pools, budget, max_seqs, kv_blocks, 16.0,
+                        slots, reserved if sglang else 0, 1.0 if sglang else 0.0])  # fmt: skip
     times = np.empty((len(prompt), len(kernels.TIMES)))
     stats = np.zeros(len(kernels.STATS))
     kernels.simulate_fleet(
@@ -54,9 +57,13 @@ def _run(vectors, prompt, output, transfer, route_p, route_d, gaps, *, closed, l
     max_seqs=st.integers(1, 8),
     kv_blocks=st.integers(140, 400),
     seed=st.integers(0, 10_000),
+    sglang=st.booleans(),
+    extra_slots=st.integers(0, 8),
+    reserved=st.sampled_from([0, 64, 512]),
 )
 def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, budget, max_seqs,
-                                            kv_blocks, seed):  # fmt: skip
+                                            kv_blocks, seed, sglang, extra_slots,
+                                            reserved):  # fmt: skip
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, 1500, n)
     output = rng.integers(1, 700, n)  # a request fits in 140 blocks of 16: preemptions happen
@@ -66,7 +73,8 @@ def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, bud
     rate = float(load)  # requests/s in the open loop
     times, _ = _run(vectors, prompt, output, transfer, route_p, route_d, gaps, closed=closed,
                     load=rate, pools=pools, budget=budget, max_seqs=max_seqs,
-                    kv_blocks=kv_blocks)  # fmt: skip
+                    kv_blocks=kv_blocks, sglang=sglang, slots=max_seqs + extra_slots,
+                    reserved=reserved)  # fmt: skip
     arrivals, at = [], 0.0
     for g in gaps:  # the kernel's running sum
         at = at + g / rate
@@ -76,7 +84,8 @@ def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, bud
         prompt.tolist(), output.tolist(), transfer.tolist(), route_p.tolist(), route_d.tolist(),
         arrivals, closed=closed, load=rate, prefill_instances=pools[0],
         decode_instances=pools[1], budget=budget, max_seqs=max_seqs, kv_blocks=kv_blocks,
-        block=16, step=lambda *a: _step(vectors, *a),
+        block=16, step=lambda *a: _step(vectors, *a), sglang=sglang,
+        slots=max_seqs + extra_slots, reserved=reserved,
     )  # fmt: skip
     expected = np.array([[r[c] for c in kernels.TIMES] for r in ref])
     np.testing.assert_allclose(times, expected, rtol=1e-9, atol=1e-12)
@@ -84,16 +93,66 @@ def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, bud
 
 def test_one_request_adds_up_to_prefill_transfer_and_decode_steps(vectors):
     prompt, output, transfer = 1000, 5, 0.0123
-    times, _ = _run(vectors, [prompt], [output], [transfer], [0], [0], [1.0], closed=True,
-                    load=1, pools=(1, 1))  # fmt: skip
     prefill = _step(vectors, "prefill", prompt, prompt * (prompt + 1) / 2, prompt, 1)
     decode = [_step(vectors, "decode", 1, prompt + g + 1, prompt + g + 1, 1) for g in range(output)]
-    arrival, start, end, landed, admitted, first, done = times[0]
-    assert arrival == start == 0.0
-    assert end == pytest.approx(prefill)
-    assert landed == pytest.approx(prefill + transfer)  # TTFT = prefill + transfer + one step
-    assert admitted == landed and first == pytest.approx(prefill + transfer + decode[0])
-    assert done == pytest.approx(prefill + transfer + sum(decode))
+    for sglang in (False, True):
+        times, _ = _run(vectors, [prompt], [output], [transfer], [0], [0], [1.0], closed=True,
+                        load=1, pools=(1, 1), sglang=sglang)  # fmt: skip
+        arrival, pre, start, end, landed, first, done = times[0]
+        assert arrival == pre == start == 0.0  # an idle decode instance pre-allocates at once
+        assert end == pytest.approx(prefill)
+        assert landed == pytest.approx(prefill + transfer)
+        if sglang:  # the prefill's token is streamed when the idle decode instance finds the KV
+            assert first == landed
+            assert done == pytest.approx(prefill + transfer + sum(decode[: output - 1]))
+        else:  # TTFT = prefill + transfer + one decode step
+            assert first == pytest.approx(prefill + transfer + decode[0])
+            assert done == pytest.approx(prefill + transfer + sum(decode))
+
+
+def test_sglang_prefill_waits_for_the_busy_decode_instances_loop_pass(vectors):
+    # request 0 decodes alone; request 1 arrives mid-step and is pre-allocated (so prefilled) only
+    # when that step ends, and its first token comes at the pass after its KV lands
+    prompt, output = [200, 300], [400, 3]
+    times, _ = _run(vectors, prompt, output, [0.001, 0.001], [0, 0], [0, 0], [0.01, 0.205],
+                    closed=False, load=1.0, pools=(1, 1), sglang=True)  # fmt: skip
+    first0 = times[0, 5]
+    steps = np.array([_step(vectors, "decode", 1, 200 + g + 1, 200 + g + 1, 1) for g in range(399)])
+    ends = first0 + np.cumsum(steps)
+    arrival = times[1, 0]
+    assert first0 < arrival < times[1, 1]
+    # the first pass after the arrival is the end of the step running then
+    assert times[1, 1] == pytest.approx(ends[np.searchsorted(ends, arrival)])
+    assert times[1, 2] == times[1, 1]  # the idle prefill instance starts it at once
+    assert times[1, 5] > times[1, 4]  # the KV landed during a step of request 0: wait for its end
+
+
+def test_sglang_reserved_tokens_and_slots_gate_preallocation(vectors):
+    # 50 blocks of 16 (800 tokens) hold two prompts of 100 tokens but not 512 reserved tokens for
+    # each: the second waits for the first to finish, unless nothing is reserved
+    def run(**kw):
+        return _run(
+            vectors,
+            [100, 100],
+            [10, 10],
+            [0.0, 0.0],
+            [0, 0],
+            [0, 0],
+            np.ones(2),
+            closed=True,
+            load=2,
+            pools=(1, 1),
+            kv_blocks=50,
+            sglang=True,
+            **kw,
+        )[0]
+
+    gated = run(reserved=512)
+    assert gated[0, 1] == 0.0 and gated[1, 1] == pytest.approx(gated[0, 6])
+    free = run(reserved=0)
+    assert free[1, 1] == 0.0 and free[1, 6] < gated[1, 6]
+    one_slot = run(reserved=0, slots=1)  # a request slot: the same gate
+    assert one_slot[1, 1] == pytest.approx(one_slot[0, 6])
 
 
 def test_throughput_never_above_either_pools_saturation(vectors):
@@ -122,19 +181,24 @@ def test_stages_are_ordered_and_every_queue_counts(vectors):
     assert (np.diff(times, axis=1) >= -1e-12).all()
     assert np.isfinite(times).all()
     # the single prefill instance queues the burst, the link sends one KV at a time, and four
-    # sequences a decode instance make the rest wait for admission
-    assert (times[:, 1] > times[:, 0]).sum() > n / 2
-    sent = np.sort(times[:, 3])
+    # sequences a decode instance make the rest wait for admission (more than one decode step)
+    assert (times[:, 2] > times[:, 1]).sum() > n / 2
+    sent = np.sort(times[:, 4])
     assert (np.diff(sent) >= 0.02 - 1e-9).all()
-    assert (times[:, 4] > times[:, 3]).sum() > n / 2
+    assert (times[:, 5] - times[:, 4] > 0.1).sum() > n / 2
     assert stats[kernels.STATS.index("decode_steps")] > 0
 
 
 def test_the_decode_pool_admits_only_what_its_kv_blocks_hold(vectors):
-    # 70 blocks of 16 hold one request of 1,000 + 100 tokens at a time: decodes never overlap
+    # 70 blocks of 16 hold one request of 1,000 + 100 tokens at a time: decodes never overlap; on
+    # SGLang the next prefill waits for the decode instance's blocks too
     n = 6
-    times, stats = _run(vectors, [1000] * n, [100] * n, [0.0] * n, [0] * n, [0] * n, np.ones(n),
-                        closed=True, load=n, pools=(1, 1), kv_blocks=70)  # fmt: skip
-    order = np.argsort(times[:, 4])
-    assert (times[order[1:], 4] >= times[order[:-1], 6] - 1e-12).all()
-    assert stats[kernels.STATS.index("preemptions")] == 0
+    for sglang in (False, True):
+        times, stats = _run(vectors, [1000] * n, [100] * n, [0.0] * n, [0] * n, [0] * n,
+                            np.ones(n), closed=True, load=n, pools=(1, 1), kv_blocks=70,
+                            sglang=sglang)  # fmt: skip
+        order = np.argsort(times[:, 5])
+        assert (times[order[1:], 5] >= times[order[:-1], 6] - 1e-12).all()
+        if sglang:
+            assert (times[order[1:], 2] >= times[order[:-1], 6] - 1e-12).all()
+        assert stats[kernels.STATS.index("preemptions")] == 0

@@ -1,10 +1,12 @@
 """A prefill:decode fleet simulated per request (:func:`capnb.kernels.pd.simulate_fleet`).
 
 :func:`fleet_run` draws the requests (the engine model's seeded sample), routes each to a prefill
-and a decode instance, and runs the kernel: every request queues at its prefill instance, is
-prefilled, crosses the link (its KV bytes over one GPU's link, :func:`kv_transfer_s`), waits in
-the decode instance's admission queue for a sequence slot and KV blocks, and decodes. Its TTFT
-therefore holds every queue on its way.
+and a decode instance, and runs the kernel with the engine's hand-off (:func:`pool_setup`): on
+SGLang the decode instance pre-allocates the prompt's KV before the prefill starts, and streams
+the prefill's first token when its loop finds the transfer done; on vLLM the request waits after
+the transfer in the decode instance's admission queue and its first token is a decode step's.
+Either way it queues at its prefill instance, is prefilled and crosses the link (its KV bytes over
+one GPU's link, :func:`kv_transfer_s`), so its TTFT holds every queue on its way.
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ from ..records import EngineSettings
 __all__ = ["ROUTERS", "fleet_run"]
 
 #: How a request's instances are picked: at random (SGLang's mini load balancer picks a prefill
-#: and a decode server with ``random.choice``), or in turn.
+#: and a decode server with ``random.choice``), or in turn (``sglang_router --policy round_robin``:
+#: a counter per pool).
 ROUTERS = ("random", "round_robin")
+#: SGLang's ``--num-reserved-decode-tokens`` default: the KV tokens a decode instance keeps free per
+#: request it holds before it pre-allocates another (tokens).
+SGLANG_RESERVED_DECODE_TOKENS = 512
+#: SGLang's decode server takes this many times its running limit in pre-allocated requests on top
+#: when that limit is at most ``_PREALLOC_UP_TO`` (``pre_alloc_size = max_num_reqs * 2 if
+#: max_num_reqs <= 32 else 0``).
+_PREALLOC_EXTRA, _PREALLOC_UP_TO = 2, 32
 
 
 def _routes(router: str, requests: int, pair, rng: np.random.Generator):
@@ -35,7 +45,7 @@ def _routes(router: str, requests: int, pair, rng: np.random.Generator):
 
 def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
                kv_dtype: str = "auto") -> dict:  # fmt: skip
-    """Each pool's model vector, the GPU vector, the prefill budget and the decode limits.
+    """Each pool's model vector, the GPU vector, the prefill budget, the decode limits, the hand-off.
 
     ``engine``: the :class:`~capnb.records.EngineSettings` both pools run (None fields: the
     engine's defaults on this GPU and decode KV cache).
@@ -54,14 +64,20 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
     settings = engine.resolve(
         gpu=gpu_id, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), kv_tokens=kv_tokens
     )
+    max_seqs = int(settings.running_limit(kv_tokens))
+    sglang = settings.engine == "sglang"
     return {
         "model_p": _engine.model_vector(spec, tps["prefill"], kv_dtype=kv_dtype),
         "model_d": _engine.model_vector(spec, tps["decode"], kv_dtype=kv_dtype),
         "gpu": _calibration.gpu_vector(gpus, gpu_id, spec.weight_dtype),
         "budget": int(settings.max_num_batched_tokens),
-        "max_seqs": int(settings.running_limit(kv_tokens)),
+        "max_seqs": max_seqs,
         "kv_blocks": kv_tokens // _engine.BLOCK_SIZE,
         "tps": tps,
+        # the hand-off: SGLang's pre-allocation (request slots, reserved tokens), or vLLM's
+        "handoff": 1 if sglang else 0,
+        "slots": max_seqs * (1 + _PREALLOC_EXTRA) if max_seqs <= _PREALLOC_UP_TO else max_seqs,
+        "reserved": SGLANG_RESERVED_DECODE_TOKENS if sglang else 0,
     }
 
 
@@ -81,7 +97,8 @@ def fleet_run(setup: dict, cal, pair, prompt, output, transfer_s, *, closed: boo
     gaps = _engine.arrival_gaps(rng, n, 1.0)
     settings = np.array(
         [1.0 if closed else 0.0, load, pair[0], pair[1], setup["budget"], setup["max_seqs"],
-         setup["kv_blocks"], _engine.BLOCK_SIZE], dtype=float,
+         setup["kv_blocks"], _engine.BLOCK_SIZE, setup["slots"], setup["reserved"],
+         setup["handoff"]], dtype=float,
     )  # fmt: skip
     longest = int((prompt + output).max())
     if -(-longest // _engine.BLOCK_SIZE) > setup["kv_blocks"]:
@@ -114,19 +131,20 @@ def _summary(times, stats, output, warmup: int, quantile: float, overhead: float
     start = done[warmup - 1] if warmup > 0 else 0.0
     span = done[-1] - start
     after = times[:, 6] > start if warmup > 0 else np.ones(times.shape[0], bool)
-    # requests held by each pool's instance on average over the window (queue + prefill; admission
-    # queue + decode): the time their stays overlap it, over its length
+    # requests held by each pool's instance on average over the window (queue + prefill; from the
+    # KV landing to the last token): the time their stays overlap it, over its length
     held = [
         np.clip(np.minimum(times[:, b], done[-1]) - np.maximum(times[:, a], start), 0, None).sum()
         / (span * instances)
         if span > 0
         else math.nan
-        for a, b, instances in ((0, 2, pair[0]), (3, 6, pair[1]))
+        for a, b, instances in ((1, 3, pair[0]), (4, 6, pair[1]))
     ]
     quant = lambda v: float(np.quantile(v, quantile, method="inverted_cdf")) if v.size else math.nan  # noqa: E731
     duration = float(done[-1])
     busy = (stats[3] / (pair[0] * duration), stats[4] / (pair[1] * duration))
-    waits = {"prefill": stages[0], "transfer": stages[2], "decode": stages[3]}
+    # the queues: the prefill queue, the link's, the decode instance's (pre-allocation and poll)
+    waits = {"prefill": stages[1], "transfer": stages[3], "decode": stages[0] + stages[4]}
     stage, wait = max(waits.items(), key=lambda kv: kv[1])
     return {
         "ttft": quant(ttft),

@@ -1,30 +1,41 @@
-"""Prefill:decode fleet kernel: every request through both pools and the link between them.
+"""Prefill:decode fleet kernel: every request through both pools and the hand-off between them.
 
-A disaggregated fleet of ``P`` prefill and ``D`` decode instances serves ``n`` requests, one at a
-time through four stages, as SGLang, vLLM and Dynamo run them:
+A disaggregated fleet of ``P`` prefill and ``D`` decode instances serves ``n`` requests, each routed
+to one instance of each pool (``route_p``, ``route_d``: the router's). Two hand-offs are modelled
+(``settings``' ``handoff``), as the engines run them:
 
-1. *prefill queue*: the request waits at its prefill instance (first come first served);
-2. *prefill*: the instance makes prefill-only steps of at most ``prefill_budget`` prompt tokens,
-   splitting a prompt over steps (chunked prefill); the request leaves at the end of the step
-   that computes its last prompt token;
-3. *KV transfer*: its KV bytes cross the link between its prefill and its decode instance; each
-   instance's link carries one transfer at a time (a transfer takes the later of the sender's and
-   the receiver's link to be free, and ``transfer_s`` seconds on both);
-4. *decode admission queue*: at its decode instance it waits until fewer than ``decode_max_seqs``
-   run and the free KV blocks hold its context plus one token (first come first served); then
-   *decode*: every step gives each running request one token. A running request that needs a new
-   block when none is free preempts the most recently admitted one (recompute): its blocks are
-   freed, it goes back to the front of the admission queue and recomputes its context when
-   admitted again.
+*SGLang* (``handoff`` 1; ``python/sglang/srt/disaggregation/{prefill,decode}.py``): the router sends
+the request to both instances at once.
 
-The client sees the first token at the end of the request's first decode step (the decode
-instance streams it), and one token a step after that. TTFT and E2E add ``request_overhead`` (the
-calibration's time outside the steps; added by the caller). Step times are the engine model's
-(:func:`capnb.kernels.engine.step_time`, each pool at its own degree).
+1. *decode pre-allocation*: the decode instance's event loop (one pass per decode step, or at once
+   when it is idle: ``disaggregation_decode_polling_interval`` 1) pre-allocates the prompt's KV
+   blocks, first come first served, while it holds fewer than ``decode_slots`` requests and its
+   free KV tokens after the allocation still cover ``decode_reserved_tokens`` (SGLang's
+   ``num_reserved_decode_tokens``, 512) for every request it holds, this one included; only then
+   does the prefill instance see the request (its bootstrap queue waits for the decode side);
+2. *prefill queue* and *prefill*: prefill-only steps of at most ``prefill_budget`` prompt tokens
+   (chunked prefill; first come first served); the request leaves at the end of the step that
+   computes its last prompt token, with its first token (the prefill samples it);
+3. *KV transfer*: its KV bytes cross the link between its two instances, one transfer at a time per
+   instance's link (``transfer_s`` seconds on both);
+4. *decode poll*: the decode instance's next loop pass finds the transfer done and streams the
+   first token at once (SGLang's prebuilt batch: no forward); the request joins the running batch
+   (up to ``decode_max_seqs``) and every later step gives it one token. A running request that
+   needs a KV block when none is free retracts the most recently joined one: its blocks are freed
+   and its KV kept on the host (not recomputed); retracted requests resume first, and while any
+   waits no new request is pre-allocated.
 
-Closed loop (``settings[0]`` 1): ``load`` requests start at time 0 and a finished one is replaced at
-once by the next (as ``vllm bench serve --max-concurrency`` runs); open loop: arrivals at ``gaps /
-load`` (requests/s). Each request's instances are given (``route_p``, ``route_d``: the router's).
+*vLLM* (``handoff`` 0, its NIXL connector behind a proxy): the request reaches its prefill queue on
+arrival; after the transfer it waits in the decode instance's admission queue for a sequence slot
+and the KV blocks of its context plus one token (first come first served), and the first token is
+the end of its first decode step. Preempted requests free their blocks and recompute their
+context when resumed.
+
+TTFT and E2E add ``request_overhead`` (the calibration's time outside the steps; added by the
+caller). Step times are the engine model's (:func:`capnb.kernels.engine.step_time`, each pool at its
+own degree). Closed loop (``closed`` 1): ``load`` requests start at time 0 and a finished one is
+replaced at once by the next (as ``vllm bench serve --max-concurrency`` runs); open loop: arrivals
+at ``gaps / load`` (requests/s).
 
 The plain reference is :mod:`benchmarks.reference.pd`.
 """
@@ -42,19 +53,24 @@ __all__ = ["SETTINGS", "STAGES", "STATS", "TIMES", "simulate_fleet"]
 
 #: Order of the ``settings`` vector.
 SETTINGS = ("closed", "load", "prefill_instances", "decode_instances", "prefill_budget",
-            "decode_max_seqs", "decode_kv_blocks", "block_size")  # fmt: skip
-#: Columns of the per-request ``times`` output (s): arrival, first prefill chunk, prefill done
-#: (on the wire), KV landed at the decode instance, admitted there, first token, last token.
-TIMES = ("arrival", "prefill_start", "prefill_end", "transfer_end", "admitted", "first_token",
+            "decode_max_seqs", "decode_kv_blocks", "block_size", "decode_slots",
+            "decode_reserved_tokens", "handoff")  # fmt: skip
+#: Columns of the per-request ``times`` output (s): arrival, decode KV pre-allocated (SGLang; the
+#: arrival for vLLM), first prefill chunk, prefill done (on the wire), KV landed at the decode
+#: instance, first token, last token.
+TIMES = ("arrival", "preallocated", "prefill_start", "prefill_end", "transfer_end", "first_token",
          "done")  # fmt: skip
 #: The stages of a request's TTFT: the differences of consecutive ``times`` columns up to the first
-#: token.
-STAGES = ("prefill_queue", "prefill", "transfer", "decode_admission", "first_step")
+#: token (``decode_poll``: from the KV landing to the first token).
+STAGES = ("decode_prealloc", "prefill_queue", "prefill", "transfer", "decode_poll")
 #: Order of the ``stats`` output: preemptions, decode steps, sequences summed over decode steps,
 #: busy seconds summed over the prefill instances and over the decode instances.
 STATS = ("preemptions", "decode_steps", "decode_sequences", "prefill_busy_s", "decode_busy_s")
 
 _INF = np.inf
+# rows of the decode instances' state: retracted ring head and length, running, pre-allocation
+# queue head and tail, landed queue head and tail, requests held (pre-allocated, not done)
+_RQ_HEAD, _RQ_LEN, _RUN, _PA_HEAD, _PA_TAIL, _DQ_HEAD, _DQ_TAIL, _HELD = range(8)
 
 
 @njit(inline="always")
@@ -63,16 +79,44 @@ def _blocks(tokens, block):
 
 
 @njit
-def _issue(r, t, route_p, arrive_t, pq, p_tail):
-    """Request ``r`` arrives at ``t`` at the tail of its prefill instance's queue."""
-    i = route_p[r]
-    arrive_t[r] = t
-    pq[i, p_tail[i]] = r
-    p_tail[i] += 1
+def _issue(r, t, sg, route_p, route_d, times, pq, p_tail, pa, ds):
+    """Request ``r`` arrives at ``t``: at its decode instance (SGLang) or its prefill queue."""
+    times[r, 0] = t
+    if sg:
+        j = route_d[r]
+        pa[j, ds[_PA_TAIL, j]] = r
+        ds[_PA_TAIL, j] += 1
+    else:
+        times[r, 1] = t
+        i = route_p[r]
+        pq[i, p_tail[i]] = r
+        p_tail[i] += 1
 
 
 @njit
-def _prefill_step(i, t, prompt, budget, pq, p_head, p_tail, computed, p_fin, p_nfin, prefill_t,
+def _prealloc(j, t, prompt, route_p, pa, ds, d_free, held, slots, reserve, block, pq, p_tail,
+              times):  # fmt: skip
+    """SGLang's pre-allocation pass at decode instance ``j``: each request taken joins its prefill queue."""
+    while ds[_PA_HEAD, j] < ds[_PA_TAIL, j] and ds[_HELD, j] < slots and ds[_RQ_LEN, j] == 0:
+        r = pa[j, ds[_PA_HEAD, j]]
+        need = _blocks(prompt[r], block)
+        if need > d_free[j]:
+            break
+        # a request alone on the instance is taken whenever it fits (no stall below the reserve)
+        if ds[_HELD, j] > 0 and (d_free[j] - need) * block < reserve * (ds[_HELD, j] + 1):
+            break
+        d_free[j] -= need
+        held[r] = need
+        ds[_HELD, j] += 1
+        ds[_PA_HEAD, j] += 1
+        times[r, 1] = t
+        i = route_p[r]
+        pq[i, p_tail[i]] = r
+        p_tail[i] += 1
+
+
+@njit
+def _prefill_step(i, t, prompt, budget, pq, p_head, p_tail, computed, p_fin, p_nfin, times,
                   model, gpu, tp, cal, feat):  # fmt: skip
     """Start a prefill-only step at instance ``i``; returns its seconds (0: nothing queued).
 
@@ -88,7 +132,7 @@ def _prefill_step(i, t, prompt, budget, pq, p_head, p_tail, computed, p_fin, p_n
     while k < p_tail[i] and left > 0:
         r = pq[i, k]
         if computed[r] == 0:
-            prefill_t[r] = t  # its first chunk starts: its queue wait ends
+            times[r, 2] = t  # its first chunk starts: its queue wait ends
         take = min(prompt[r] - computed[r], left)
         s = float(computed[r])
         tokens += take
@@ -110,7 +154,7 @@ def _prefill_step(i, t, prompt, budget, pq, p_head, p_tail, computed, p_fin, p_n
 
 
 @njit
-def _send(i, t, transfer_s, route_d, p_fin, p_nfin, link_p, link_d, wire, wire_n, wire_t, sent_t):
+def _send(i, t, transfer_s, route_d, p_fin, p_nfin, link_p, link_d, wire, wire_n, wire_t, times):
     """The requests prefill instance ``i`` finished at ``t`` go on the wire, one at a time per link."""
     for k in range(p_nfin[i]):
         r = p_fin[i, k]
@@ -119,7 +163,7 @@ def _send(i, t, transfer_s, route_d, p_fin, p_nfin, link_p, link_d, wire, wire_n
         end = start + transfer_s[r]
         link_p[i] = end
         link_d[j] = end
-        sent_t[r] = t
+        times[r, 3] = t
         wire[wire_n[0]] = r
         wire_t[wire_n[0]] = end
         wire_n[0] += 1
@@ -127,86 +171,142 @@ def _send(i, t, transfer_s, route_d, p_fin, p_nfin, link_p, link_d, wire, wire_n
 
 
 @njit
-def _preempt_last(j, run, d_nrun, dq, d_head, d_count, held, kv_valid, d_free, ring):
-    """Preempt decode instance ``j``'s most recently admitted request; returns it."""
-    d_nrun[j] -= 1
-    r = run[j, d_nrun[j]]
-    d_free[j] += held[r]
-    held[r] = 0
-    kv_valid[r] = 0
-    d_head[j] = (d_head[j] - 1) % ring
-    dq[j, d_head[j]] = r
-    d_count[j] += 1
-    return r
+def _land(t, route_d, wire, wire_t, wire_n, dq, ds, times):
+    """Transfers that end by ``t`` join their decode instance's landed queue, in wire order."""
+    kept = 0
+    for w in range(wire_n[0]):
+        r = wire[w]
+        if wire_t[w] <= t:
+            j = route_d[r]
+            dq[j, ds[_DQ_TAIL, j]] = r
+            ds[_DQ_TAIL, j] += 1
+            times[r, 4] = wire_t[w]
+        else:
+            wire[kept] = r
+            wire_t[kept] = wire_t[w]
+            kept += 1
+    wire_n[0] = kept
 
 
 @njit
-def _decode_step(j, t, prompt, gen, kv_valid, held, admit_t, run, d_nrun, dq, d_head, d_count,
-                 d_free, max_seqs, block, counters, model, gpu, tp, cal, feat):  # fmt: skip
-    """Grow, admit and start one decode step at instance ``j``; returns its seconds (0: none)."""
-    ring = dq.shape[1]
+def _resume(j, prompt, gen, held, run, rq, ds, d_free, max_seqs, reserve, block):
+    """Retracted requests at decode instance ``j`` rejoin the batch, first in first, while they fit."""
+    ring = rq.shape[1]
+    while ds[_RQ_LEN, j] > 0 and ds[_RUN, j] < max_seqs:
+        r = rq[j, ds[_RQ_HEAD, j]]
+        need = _blocks(prompt[r] + gen[r] + 1, block)
+        if need > d_free[j]:
+            break
+        if ds[_RUN, j] > 0 and (d_free[j] - need) * block < reserve * ds[_HELD, j]:
+            break
+        d_free[j] -= need
+        held[r] = need
+        ds[_RQ_HEAD, j] = (ds[_RQ_HEAD, j] + 1) % ring
+        ds[_RQ_LEN, j] -= 1
+        run[j, ds[_RUN, j]] = r
+        ds[_RUN, j] += 1
+
+
+@njit
+def _admit(j, t, sg, prompt, output, gen, held, run, dq, ds, d_free, max_seqs, block, times):
+    """Landed requests join decode instance ``j``'s batch; returns how many finished on joining.
+
+    SGLang: the first token is streamed now (its KV is pre-allocated); vLLM: each needs a slot and
+    the blocks of its context plus one token, first come first served.
+    """
+    finished = 0
+    while ds[_DQ_HEAD, j] < ds[_DQ_TAIL, j] and ds[_RUN, j] < max_seqs:
+        r = dq[j, ds[_DQ_HEAD, j]]
+        if not sg:
+            need = _blocks(prompt[r] + 1, block)
+            if need > d_free[j]:
+                break
+            d_free[j] -= need
+            held[r] = need
+            ds[_HELD, j] += 1
+        ds[_DQ_HEAD, j] += 1
+        if sg:
+            times[r, 5] = t
+            if output[r] <= 1:  # the prefill's token was the only one
+                times[r, 6] = t
+                d_free[j] += held[r]
+                held[r] = 0
+                ds[_HELD, j] -= 1
+                finished += 1
+                continue
+        run[j, ds[_RUN, j]] = r
+        ds[_RUN, j] += 1
+    return finished
+
+
+@njit
+def _decode_step(j, sg, prompt, gen, kv_valid, held, run, rq, ds, d_free, block, counters, model,
+                 gpu, tp, cal, feat):  # fmt: skip
+    """Start one decode step at instance ``j``; returns its seconds (0: nothing runs).
+
+    First each running request's KV grows by its next token, retracting the last joined when full.
+    """
+    ring = rq.shape[1]
     k = 0
-    while k < d_nrun[j]:  # each running request's next token may need a block
+    while k < ds[_RUN, j]:  # each running request's next token may need a block
         r = run[j, k]
         need = _blocks(prompt[r] + gen[r] + 1, block) - held[r]
-        while need > d_free[j] and d_nrun[j] > k:
+        while need > d_free[j] and ds[_RUN, j] > k:
             counters[0] += 1
-            _preempt_last(j, run, d_nrun, dq, d_head, d_count, held, kv_valid, d_free, ring)
-        if d_nrun[j] <= k:
-            break  # it preempted itself
+            ds[_RUN, j] -= 1
+            victim = run[j, ds[_RUN, j]]
+            d_free[j] += held[victim]
+            held[victim] = 0
+            if not sg:
+                kv_valid[victim] = 0  # vLLM recomputes; SGLang keeps the KV on the host
+            ds[_RQ_HEAD, j] = (ds[_RQ_HEAD, j] - 1) % ring
+            rq[j, ds[_RQ_HEAD, j]] = victim
+            ds[_RQ_LEN, j] += 1
+        if ds[_RUN, j] <= k:
+            break  # it retracted itself
         d_free[j] -= need
         held[r] += need
         k += 1
-    while d_count[j] > 0 and d_nrun[j] < max_seqs:  # admission, first come first served
-        r = dq[j, d_head[j]]
-        need = _blocks(prompt[r] + gen[r] + 1, block) - held[r]
-        if need > d_free[j]:
-            break
-        d_free[j] -= need
-        held[r] += need
-        d_head[j] = (d_head[j] + 1) % ring
-        d_count[j] -= 1
-        if admit_t[r] < 0.0:
-            admit_t[r] = t
-        run[j, d_nrun[j]] = r
-        d_nrun[j] += 1
+    nrun = ds[_RUN, j]
+    if nrun == 0:
+        return 0.0
     tokens = 0.0
     pairs = 0.0
     kv_read = 0.0
-    for k in range(d_nrun[j]):
+    for k in range(nrun):
         r = run[j, k]
         s = float(kv_valid[r])
         m = float(prompt[r] + gen[r] + 1 - kv_valid[r])  # 1, or the context to recompute
         tokens += m
         pairs += m * s + 0.5 * m * (m + 1.0)
         kv_read += s + m
-    if d_nrun[j] == 0:
-        return 0.0
-    counters[1] += d_nrun[j]
+    counters[1] += nrun
     counters[2] += 1
-    return step_time(tokens, pairs, kv_read, float(d_nrun[j]), model, gpu, tp, cal, feat)
+    return step_time(tokens, pairs, kv_read, float(nrun), model, gpu, tp, cal, feat)
 
 
 @njit
-def _decode_end(j, t, prompt, output, gen, kv_valid, held, first_t, done_t, run, d_nrun, d_free):
+def _decode_end(j, t, sg, prompt, output, gen, kv_valid, held, times, run, ds, d_free):
     """Decode instance ``j``'s step ends at ``t``: a token each; returns how many finished."""
     kept = 0
     finished = 0
-    for k in range(d_nrun[j]):
+    first = 1 if sg else 0  # SGLang's first token came from the prefill
+    for k in range(ds[_RUN, j]):
         r = run[j, k]
         kv_valid[r] = prompt[r] + gen[r] + 1
         gen[r] += 1
-        if gen[r] == 1:
-            first_t[r] = t
-        if gen[r] >= output[r]:
-            done_t[r] = t
+        if math.isnan(times[r, 5]):
+            times[r, 5] = t
+        if gen[r] + first >= output[r]:
+            times[r, 6] = t
             d_free[j] += held[r]
             held[r] = 0
+            ds[_HELD, j] -= 1
             finished += 1
         else:
             run[j, kept] = r
             kept += 1
-    d_nrun[j] = kept
+    ds[_RUN, j] = kept
     return finished
 
 
@@ -223,43 +323,37 @@ def _next_time(open_next, p_end, d_end, wire_t, wire_n):
 
 
 @njit
-def _land(t, route_d, wire, wire_t, wire_n, dq, d_head, d_count, land_t):
-    """Transfers that end by ``t`` join their decode instance's admission queue, in wire order."""
-    ring = dq.shape[1]
-    kept = 0
-    for w in range(wire_n[0]):
-        r = wire[w]
-        if wire_t[w] <= t:
-            j = route_d[r]
-            dq[j, (d_head[j] + d_count[j]) % ring] = r
-            d_count[j] += 1
-            land_t[r] = wire_t[w]
-        else:
-            wire[kept] = r
-            wire_t[kept] = wire_t[w]
-            kept += 1
-    wire_n[0] = kept
-
-
-@njit
-def _start_steps(t, prompt, gen, kv_valid, held, admit_t, computed, budget, max_seqs, block, pq,
-                 p_state, p_fin, p_end, dq, d_state, d_free, run, d_end, counters, busy, times,
+def _start_steps(t, sg, prompt, output, gen, kv_valid, held, computed, limits, route_p, pq,
+                 p_state, p_fin, p_end, pa, dq, rq, ds, d_free, run, d_end, counters, busy, times,
                  model_p, model_d, gpu, tp_p, tp_d, cal, feat):  # fmt: skip
-    """Every idle instance with work starts a step at ``t``."""
+    """Every idle instance runs its loop pass at ``t``; returns the requests finished on joining.
+
+    ``limits``: prefill budget, decode running limit, decode slots, reserved tokens, block size.
+    """
+    budget, max_seqs, slots, reserve, block = limits[0], limits[1], limits[2], limits[3], limits[4]
+    for j in range(d_end.shape[0]):
+        if d_end[j] == _INF:
+            _resume(j, prompt, gen, held, run, rq, ds, d_free, max_seqs, reserve, block)
+            if sg:
+                _prealloc(j, t, prompt, route_p, pa, ds, d_free, held, slots, reserve, block, pq,
+                          p_state[1], times)  # fmt: skip
     for i in range(p_end.shape[0]):
         if p_end[i] == _INF and p_state[0, i] < p_state[1, i]:
             dt = _prefill_step(i, t, prompt, budget, pq, p_state[0], p_state[1], computed, p_fin,
-                               p_state[2], times[:, 1], model_p, gpu, tp_p, cal, feat)  # fmt: skip
+                               p_state[2], times, model_p, gpu, tp_p, cal, feat)  # fmt: skip
             p_end[i] = t + dt
             busy[0] += dt
+    finished = 0
     for j in range(d_end.shape[0]):
-        if d_end[j] == _INF and (d_state[2, j] > 0 or d_state[1, j] > 0):
-            dt = _decode_step(j, t, prompt, gen, kv_valid, held, admit_t, run, d_state[2], dq,
-                              d_state[0], d_state[1], d_free, max_seqs, block, counters, model_d,
-                              gpu, tp_d, cal, feat)  # fmt: skip
+        if d_end[j] == _INF:
+            finished += _admit(j, t, sg, prompt, output, gen, held, run, dq, ds, d_free, max_seqs,
+                               block, times)  # fmt: skip
+            dt = _decode_step(j, sg, prompt, gen, kv_valid, held, run, rq, ds, d_free, block,
+                              counters, model_d, gpu, tp_d, cal, feat)  # fmt: skip
             if dt > 0.0:
                 d_end[j] = t + dt
                 busy[1] += dt
+    return finished
 
 
 @njit
@@ -272,57 +366,67 @@ def simulate_fleet(prompt, output, transfer_s, route_p, route_d, gaps, settings,
     n, m = prompt.shape[0], max(prompt.shape[0], 1)
     closed, load = settings[0] > 0.5, settings[1]
     n_p, n_d = int(settings[2]), int(settings[3])
-    budget, max_seqs, block = int(settings[4]), int(settings[5]), int(settings[7])
+    sg = settings[10] > 0.5
+    limits = np.array([int(settings[4]), int(settings[5]), int(settings[8]), int(settings[9]),
+                       int(settings[7])], np.int64)  # fmt: skip
     feat = np.zeros(7)
     pq, p_fin = np.zeros((n_p, m), np.int64), np.zeros((n_p, m), np.int64)
     p_state = np.zeros((3, n_p), np.int64)  # queue head, queue tail, requests the step finishes
     p_end, link_p = np.full(n_p, _INF), np.zeros(n_p)
-    dq = np.zeros((n_d, n + 1), np.int64)  # a ring: preempted requests go back to its front
-    d_state = np.zeros((3, n_d), np.int64)  # queue head, queue length, running
+    pa, dq = np.zeros((n_d, m), np.int64), np.zeros((n_d, m), np.int64)
+    rq = np.zeros((n_d, n + 1), np.int64)  # a ring: retracted requests go back to its front
+    ds = np.zeros((8, n_d), np.int64)
     d_free = np.full(n_d, int(settings[6]), np.int64)
-    run = np.zeros((n_d, max(max_seqs, 1)), np.int64)
+    run = np.zeros((n_d, max(int(settings[5]), 1)), np.int64)
     d_end, link_d = np.full(n_d, _INF), np.zeros(n_d)
     computed, gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
     kv_valid, held = prompt.copy(), np.zeros(n, np.int64)  # (the prompt's KV comes with it)
     wire, wire_t, wire_n = np.zeros(m, np.int64), np.zeros(m), np.zeros(1, np.int64)
     times[:, :] = math.nan
-    admit_t = np.full(n, -1.0)
     counters = np.zeros(3, np.int64)
     busy = np.zeros(2)
     issued = min(int(load), n) if closed else 0
     for r in range(issued):  # closed loop: the first requests arrive at time 0
-        _issue(r, 0.0, route_p, times[:, 0], pq, p_state[1])
+        _issue(r, 0.0, sg, route_p, route_d, times, pq, p_state[1], pa, ds)
     open_next = gaps[0] / load if (not closed and n > 0) else _INF
     t = 0.0
     done = 0
     while done < n:
-        _start_steps(t, prompt, gen, kv_valid, held, admit_t, computed, budget, max_seqs, block,
-                     pq, p_state, p_fin, p_end, dq, d_state, d_free, run, d_end, counters, busy,
-                     times, model_p, model_d, gpu, tp_p, tp_d, cal, feat)  # fmt: skip
+        finished = 1
+        while finished > 0:  # a request finished on joining frees its slot at once
+            finished = _start_steps(t, sg, prompt, output, gen, kv_valid, held, computed, limits,
+                                    route_p, pq, p_state, p_fin, p_end, pa, dq, rq, ds, d_free,
+                                    run, d_end, counters, busy, times, model_p, model_d, gpu,
+                                    tp_p, tp_d, cal, feat)  # fmt: skip
+            done += finished
+            for _ in range(finished if closed else 0):
+                if issued < n:
+                    _issue(issued, t, sg, route_p, route_d, times, pq, p_state[1], pa, ds)
+                    issued += 1
+        if done >= n:
+            break
         t = _next_time(open_next, p_end, d_end, wire_t, wire_n[0])
         if t == _INF:
             break  # nothing can run and nothing will arrive (a request larger than the KV cache)
         while issued < n and open_next <= t:
-            _issue(issued, open_next, route_p, times[:, 0], pq, p_state[1])
+            _issue(issued, open_next, sg, route_p, route_d, times, pq, p_state[1], pa, ds)
             issued += 1
             open_next = open_next + gaps[issued] / load if issued < n else _INF
         for i in range(n_p):
             if p_end[i] <= t:
                 p_end[i] = _INF
                 _send(i, t, transfer_s, route_d, p_fin, p_state[2], link_p, link_d, wire, wire_n,
-                      wire_t, times[:, 2])  # fmt: skip
-        _land(t, route_d, wire, wire_t, wire_n, dq, d_state[0], d_state[1], times[:, 3])
+                      wire_t, times)  # fmt: skip
+        _land(t, route_d, wire, wire_t, wire_n, dq, ds, times)
         for j in range(n_d):
             if d_end[j] <= t:
                 d_end[j] = _INF
-                finished = _decode_end(j, t, prompt, output, gen, kv_valid, held, times[:, 5],
-                                       times[:, 6], run, d_state[2], d_free)  # fmt: skip
+                finished = _decode_end(j, t, sg, prompt, output, gen, kv_valid, held, times, run,
+                                       ds, d_free)  # fmt: skip
                 done += finished
                 for _ in range(finished if closed else 0):
                     if issued < n:
-                        _issue(issued, t, route_p, times[:, 0], pq, p_state[1])
+                        _issue(issued, t, sg, route_p, route_d, times, pq, p_state[1], pa, ds)
                         issued += 1
-    for r in range(n):
-        times[r, 4] = admit_t[r] if admit_t[r] >= 0.0 else math.nan
     stats[0], stats[1], stats[2] = counters[0], counters[2], counters[1]
     stats[3], stats[4] = busy[0], busy[1]
