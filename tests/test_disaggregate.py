@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import capnb
@@ -206,11 +207,35 @@ def test_output_lengths_keep_the_measured_mean():
     assert lengths.max() <= 2048 and lengths.mean() == pytest.approx(539.0, rel=0.01)
 
 
+def test_the_hand_off_fit_never_sees_the_group_it_predicts():
+    # three groups; group conc 1 alone would pick 0.05 s but the other two (0.1 against 0.5) pick
+    # 0 s for it; each of those is predicted with what conc 1 and the third choose: 0.05 s
+    # (medians 0.25 against 0.5)
+    def table(errors):
+        rows = [
+            {"isl": 1, "osl": 1, "conc": c, "ratio": "1:1", "complete": True, "ttft_error": e}
+            for c, e in zip((1, 2, 3), errors, strict=True)
+        ]
+        return pd.DataFrame(rows)
+
+    tables = {0.0: table([0.9, 0.1, 0.1]), 0.05: table([0.0, 0.5, 0.5])}
+    for h, t in tables.items():
+        t["handoff_s"] = h
+    fitted = validate_disagg.held_out(tables)
+    assert fitted.handoff_s.tolist() == [0.0, 0.05, 0.05]
+    assert fitted.ttft_error.tolist() == [0.9, 0.5, 0.5]
+    assert (fitted.handoff_fit == "leave-one-group-out").all()
+
+
 def test_the_stored_dstack_check_matches_a_rerun():
     stored = validate_disagg.stored()
     group = (2048, 2048, 32)
-    again = validate_disagg.check(groups=[group])
     mine = stored[(stored.isl == 2048) & (stored.osl == 2048) & (stored.conc == 32)]
+    again = validate_disagg.check(
+        groups=[group],
+        handoff_s=float(mine.handoff_s.iloc[0]),
+        handoff_delay_s=float(mine.handoff_delay_s.iloc[0]),
+    )
     assert mine.ratio.tolist() == again.ratio.tolist()
     for column in ("predicted_ttft_s", "predicted_tpot_s", "predicted_tokens_per_gpu"):
         np.testing.assert_allclose(mine[column].to_numpy(), again[column].to_numpy(), rtol=1e-4)

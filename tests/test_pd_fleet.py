@@ -32,11 +32,12 @@ def _step(vectors, pool, tokens, pairs, kv_read, seqs):
 
 def _run(vectors, prompt, output, transfer, route_p, route_d, gaps, *, closed, load, pools,
          budget=8192, max_seqs=64, kv_blocks=100_000, sglang=False, slots=None,
-         reserved=512):  # fmt: skip
+         reserved=512, handoff_s=0.0, delay_s=0.0):  # fmt: skip
     model_p, model_d, gpu, cal = vectors
     slots = max_seqs if slots is None else slots
     setting = np.array([1.0 if closed else 0.0, load, *pools, budget, max_seqs, kv_blocks, 16.0,
-                        slots, reserved if sglang else 0, 1.0 if sglang else 0.0])  # fmt: skip
+                        slots, reserved if sglang else 0, 1.0 if sglang else 0.0,
+                        handoff_s, delay_s])  # fmt: skip
     times = np.empty((len(prompt), len(kernels.TIMES)))
     stats = np.zeros(len(kernels.STATS))
     kernels.simulate_fleet(
@@ -60,10 +61,12 @@ def _run(vectors, prompt, output, transfer, route_p, route_d, gaps, *, closed, l
     sglang=st.booleans(),
     extra_slots=st.integers(0, 8),
     reserved=st.sampled_from([0, 64, 512]),
+    handoff_s=st.sampled_from([0.0, 0.004, 0.05]),
+    delay_s=st.sampled_from([0.0, 0.03]),
 )
 def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, budget, max_seqs,
                                             kv_blocks, seed, sglang, extra_slots,
-                                            reserved):  # fmt: skip
+                                            reserved, handoff_s, delay_s):  # fmt: skip
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, 1500, n)
     output = rng.integers(1, 700, n)  # a request fits in 140 blocks of 16: preemptions happen
@@ -74,7 +77,7 @@ def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, bud
     times, _ = _run(vectors, prompt, output, transfer, route_p, route_d, gaps, closed=closed,
                     load=rate, pools=pools, budget=budget, max_seqs=max_seqs,
                     kv_blocks=kv_blocks, sglang=sglang, slots=max_seqs + extra_slots,
-                    reserved=reserved)  # fmt: skip
+                    reserved=reserved, handoff_s=handoff_s, delay_s=delay_s)  # fmt: skip
     arrivals, at = [], 0.0
     for g in gaps:  # the kernel's running sum
         at = at + g / rate
@@ -85,7 +88,8 @@ def test_kernel_matches_the_plain_reference(vectors, n, pools, closed, load, bud
         arrivals, closed=closed, load=rate, prefill_instances=pools[0],
         decode_instances=pools[1], budget=budget, max_seqs=max_seqs, kv_blocks=kv_blocks,
         block=16, step=lambda *a: _step(vectors, *a), sglang=sglang,
-        slots=max_seqs + extra_slots, reserved=reserved,
+        slots=max_seqs + extra_slots, reserved=reserved, handoff_s=handoff_s,
+        handoff_delay_s=delay_s,
     )  # fmt: skip
     expected = np.array([[r[c] for c in kernels.TIMES] for r in ref])
     np.testing.assert_allclose(times, expected, rtol=1e-9, atol=1e-12)
@@ -153,6 +157,24 @@ def test_sglang_reserved_tokens_and_slots_gate_preallocation(vectors):
     assert free[1, 1] == 0.0 and free[1, 6] < gated[1, 6]
     one_slot = run(reserved=0, slots=1)  # a request slot: the same gate
     assert one_slot[1, 1] == pytest.approx(one_slot[0, 6])
+
+
+def test_the_decode_hand_off_work_queues_one_request_at_a_time(vectors):
+    # eight prompts land together at one decode instance: each waits for the hand-off work of those
+    # ahead of it, so their KV is ready handoff_s apart (and one request alone pays it once)
+    n, handoff = 8, 0.03
+    for sglang in (False, True):
+        times, _ = _run(vectors, [64] * n, [4] * n, [0.0] * n, [0] * n, [0] * n, np.ones(n),
+                        closed=True, load=n, pools=(1, 1), sglang=sglang,
+                        handoff_s=handoff)  # fmt: skip
+        ready = np.sort(times[:, 4])
+        assert ready[0] == pytest.approx(times[0, 3] + handoff)
+        np.testing.assert_allclose(np.diff(ready), handoff, rtol=1e-9)
+        # a fixed latency shifts every one by itself and queues nothing
+        later, _ = _run(vectors, [64] * n, [4] * n, [0.0] * n, [0] * n, [0] * n, np.ones(n),
+                        closed=True, load=n, pools=(1, 1), sglang=sglang, handoff_s=handoff,
+                        delay_s=0.2)  # fmt: skip
+        np.testing.assert_allclose(np.sort(later[:, 4]), ready + 0.2, rtol=1e-9)
 
 
 def test_throughput_never_above_either_pools_saturation(vectors):

@@ -3,7 +3,8 @@
 The same rules, written as a direct event loop. SGLang's hand-off (``sglang=True``): a request
 waits for its decode instance's loop to pre-allocate its prompt's KV (a request slot, and the
 reserved tokens of every request it holds kept free), then queues at its prefill instance, is
-prefilled in token-budgeted steps, crosses the link one transfer at a time per instance, and
+prefilled in token-budgeted steps, crosses the link one transfer at a time per instance (then the
+decode instance's ``handoff_s`` of work for it, one request at a time, and ``handoff_delay_s``), and
 streams its first token at the decode instance's next loop pass; vLLM's (``sglang=False``): it
 queues at its prefill instance on arrival and after the transfer waits for a decode slot and KV
 blocks, its first token the end of its first decode step. Decode makes one token a step;
@@ -25,7 +26,8 @@ def _blocks(tokens: int, block: int) -> int:
 
 def simulate_fleet_python(prompt, output, transfer_s, route_p, route_d, arrivals, *, closed,
                           load, prefill_instances, decode_instances, budget, max_seqs, kv_blocks,
-                          block, step, sglang=True, slots=None, reserved=512):  # fmt: skip
+                          block, step, sglang=True, slots=None, reserved=512,
+                          handoff_s=0.0, handoff_delay_s=0.0):  # fmt: skip
     """Per request: dict of the :data:`COLUMNS` times (s)."""
     n = len(prompt)
     f = {
@@ -46,6 +48,7 @@ def simulate_fleet_python(prompt, output, transfer_s, route_p, route_d, arrivals
     prefill_end = [math.inf] * prefill_instances
     finishing = [[] for _ in range(prefill_instances)]
     link_p, link_d = [0.0] * prefill_instances, [0.0] * decode_instances
+    hand_d = [0.0] * decode_instances  # when each decode instance's hand-off work is free
     wire = []  # (end, request)
     decode_end = [math.inf] * decode_instances
     state = {"issued": 0, "done": 0}
@@ -104,8 +107,10 @@ def simulate_fleet_python(prompt, output, transfer_s, route_p, route_d, arrivals
                 prefill_end[i] = math.inf
                 for r in finishing[i]:
                     j = route_d[r]
-                    end = max(t, link_p[i], link_d[j]) + transfer_s[r]
-                    link_p[i] = link_d[j] = end
+                    moved = max(t, link_p[i], link_d[j]) + transfer_s[r]
+                    link_p[i] = link_d[j] = moved
+                    hand_d[j] = max(moved, hand_d[j]) + handoff_s
+                    end = hand_d[j] + handoff_delay_s
                     rec[r]["prefill_end"] = t
                     wire.append((end, r))
                 finishing[i] = []

@@ -22,11 +22,13 @@ For sizing, a pool's TTFT adds up as prefill TTFT + transfer + decode TTFT (the 
 quantiles: conservative); TPOT is the decode pool's.
 
 :func:`pd_ratio` simulates a fixed fleet of ``P`` prefill and ``D`` decode instances per request
-(:func:`capnb.kernels.pd.simulate_fleet`, driven by :mod:`._pd_fleet`): every request queues at its
-prefill instance, is prefilled in token-budgeted steps, crosses the link (one transfer at a time
-per instance), waits in its decode instance's admission queue (a sequence slot and KV blocks) and
-decodes, so its TTFT holds every queue; per ratio it picks the ratio with the most output tokens/s
-per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
+(:func:`capnb.kernels.pd.simulate_fleet`, driven by :mod:`._pd_fleet`) with its engine's hand-off:
+on SGLang the decode instance pre-allocates the prompt's KV before the prefill starts and streams
+the prefill's first token when its loop finds the KV landed; on vLLM the request waits after the
+transfer in the decode instance's admission queue (a sequence slot and KV blocks). Either way it
+queues at its prefill instance, is prefilled in token-budgeted steps and crosses the link (one
+transfer at a time per instance), so its TTFT holds every queue; it picks the ratio with the most
+output tokens/s per GPU within the SLA. :func:`disaggregate` sizes both pools for a demand per slot (the
 forecast's target) at the operating points of their curves that cost fewest GPUs per request/s
 under the SLA, compares the aggregated fleet for the same demand, and simulates its busiest slot
 per request in the same way (``simulated_latency``).
@@ -310,6 +312,8 @@ def pd_ratio(
     calibration=None,
     router: str = "random",
     warmup_share: float = 0.1,
+    handoff_s: float = 0.0,
+    handoff_delay_s: float = 0.0,
 ) -> xr.Dataset:
     """Each prefill:decode ratio of a fixed fleet at ``concurrency`` requests in flight, and the best.
 
@@ -349,11 +353,22 @@ def pd_ratio(
     router
         How each request's prefill and decode instances are picked: ``"random"`` (SGLang's mini
         load balancer) or ``"round_robin"``.
+    handoff_s, handoff_delay_s
+        The hand-off's time outside the GPU: seconds of a decode instance's work per request
+        handed to it (bootstrap, the transfer's bookkeeping, polling), one request at a time per
+        instance, and a fixed latency per request that holds nothing up (the router's hop,
+        handshakes). Default 0: none; no engine documents either, and
+        :mod:`capnb.capacity.validate_disagg` fits both leave-one-group-out on dstack's SGLang
+        runs.
 
-    Each fleet is simulated per request (:func:`capnb.kernels.pd.simulate_fleet`): a request
-    queues at its prefill instance, is prefilled in token-budgeted steps, crosses the link (its KV
-    bytes, one transfer at a time per instance's link), waits in its decode instance's admission
-    queue (a sequence slot and KV blocks) and decodes; TTFT holds every queue.
+    Each fleet is simulated per request (:func:`capnb.kernels.pd.simulate_fleet`) with the
+    engine's hand-off: on SGLang (``settings.engine == "sglang"``) the decode instance's loop
+    pre-allocates the prompt's KV (a request slot, SGLang's 512 reserved tokens a request) before
+    the prefill starts and streams the prefill's first token when the KV has landed; otherwise the
+    request waits after the transfer in the decode instance's admission queue (a sequence slot and
+    KV blocks) and its first token is a decode step's. Both queue at the prefill instance, are
+    prefilled in token-budgeted steps and cross the link (its KV bytes, one transfer at a time per
+    instance's link); TTFT holds every queue.
 
     Returns
     -------
@@ -392,7 +407,9 @@ def pd_ratio(
     if router not in _pd_fleet.ROUTERS:
         raise InputError(f"router must be one of {_pd_fleet.ROUTERS}, got {router!r}")
     runs = _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, run,
-                       router=router, warmup_share=warm)  # fmt: skip
+                       router=router, warmup_share=warm,
+                       handoff=(_seconds(handoff_s, "handoff_s"),
+                                _seconds(handoff_delay_s, "handoff_delay_s")))  # fmt: skip
     lat = runs["latency"]
     per_gpu = runs["output_tokens_per_s"] / fleet_gpus[:, None]
     meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
@@ -407,6 +424,15 @@ def pd_ratio(
         spec, gpu_id, sla, link_from, prompt, output_mean, (agg_instances, agg_tp)
     )
     return ds
+
+
+def _seconds(value, argument: str) -> float:
+    """A duration checked to be finite seconds >= 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{argument} must be seconds (a number >= 0), got {value!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"{argument} must be seconds (a number >= 0), got {value!r}")
+    return float(value)
 
 
 def _deployed(deployment) -> tuple:
@@ -460,7 +486,7 @@ def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
 
 
 def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings, *, router,
-                warmup_share) -> dict:  # fmt: skip
+                warmup_share, handoff=(0.0, 0.0)) -> dict:  # fmt: skip
     """Each ratio's fleet at each concurrency, simulated per request (:mod:`._pd_fleet`)."""
     from ..latency import _engine
 
@@ -477,6 +503,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
     cal = _engine._calibration_of(settings["calibration"], gpu_id, engine.engine)
     for i, pair in enumerate(pairs):
         setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], engine)
+        setup |= {"handoff_s": handoff[0], "handoff_delay_s": handoff[1]}
         for j, c in enumerate(conc):
             prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
             moved = kv_transfer_s(spec, prompt, tensor_parallel=tps[i]["prefill"],
@@ -671,9 +698,11 @@ def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, aggregate
         "output_tokens_mean": output_mean,
         "prompt_tokens_mean": float(prompt.mean()),
         "aggregated": f"{instances} x {gpu_id} TP{tp} ({instances * tp} GPUs)",
-        "ttft": "per request: prefill queue + prefill + KV transfer (with the link's queue) + "
-        "decode admission queue + first decode step, simulated over the fleet "
-        "(capnb.kernels.pd); its quantile over the requests",
+        "ttft": "per request: decode pre-allocation (SGLang) + prefill queue + prefill + KV "
+        "transfer (with the link's queue) and the decode side's hand-off work + the decode "
+        "instance's wait to stream the first token (SGLang: its next loop pass; vLLM: admission "
+        "and a decode step), simulated over the fleet (capnb.kernels.pd); its quantile over the "
+        "requests",
     }
 
 

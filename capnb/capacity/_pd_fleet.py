@@ -98,7 +98,8 @@ def fleet_run(setup: dict, cal, pair, prompt, output, transfer_s, *, closed: boo
     settings = np.array(
         [1.0 if closed else 0.0, load, pair[0], pair[1], setup["budget"], setup["max_seqs"],
          setup["kv_blocks"], _engine.BLOCK_SIZE, setup["slots"], setup["reserved"],
-         setup["handoff"]], dtype=float,
+         setup["handoff"], setup.get("handoff_s", 0.0), setup.get("handoff_delay_s", 0.0)],
+        dtype=float,
     )  # fmt: skip
     longest = int((prompt + output).max())
     if -(-longest // _engine.BLOCK_SIZE) > setup["kv_blocks"]:

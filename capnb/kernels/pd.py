@@ -17,7 +17,10 @@ the request to both instances at once.
    (chunked prefill; first come first served); the request leaves at the end of the step that
    computes its last prompt token, with its first token (the prefill samples it);
 3. *KV transfer*: its KV bytes cross the link between its two instances, one transfer at a time per
-   instance's link (``transfer_s`` seconds on both);
+   instance's link (``transfer_s`` seconds on both); then the decode side's work for the request
+   outside the GPU (``handoff_s`` seconds: bootstrap, transfer bookkeeping, polling), one request at
+   a time per decode instance, first come first served, and a fixed latency (``handoff_delay_s``:
+   the router's hop, handshakes, notifications) that occupies nothing (both hand-offs);
 4. *decode poll*: the decode instance's next loop pass finds the transfer done and streams the
    first token at once (SGLang's prebuilt batch: no forward); the request joins the running batch
    (up to ``decode_max_seqs``) and every later step gives it one token. A running request that
@@ -54,10 +57,10 @@ __all__ = ["SETTINGS", "STAGES", "STATS", "TIMES", "simulate_fleet"]
 #: Order of the ``settings`` vector.
 SETTINGS = ("closed", "load", "prefill_instances", "decode_instances", "prefill_budget",
             "decode_max_seqs", "decode_kv_blocks", "block_size", "decode_slots",
-            "decode_reserved_tokens", "handoff")  # fmt: skip
+            "decode_reserved_tokens", "handoff", "handoff_s", "handoff_delay_s")  # fmt: skip
 #: Columns of the per-request ``times`` output (s): arrival, decode KV pre-allocated (SGLang; the
 #: arrival for vLLM), first prefill chunk, prefill done (on the wire), KV landed at the decode
-#: instance, first token, last token.
+#: instance (and its ``handoff_s`` done), first token, last token.
 TIMES = ("arrival", "preallocated", "prefill_start", "prefill_end", "transfer_end", "first_token",
          "done")  # fmt: skip
 #: The stages of a request's TTFT: the differences of consecutive ``times`` columns up to the first
@@ -154,15 +157,23 @@ def _prefill_step(i, t, prompt, budget, pq, p_head, p_tail, computed, p_fin, p_n
 
 
 @njit
-def _send(i, t, transfer_s, route_d, p_fin, p_nfin, link_p, link_d, wire, wire_n, wire_t, times):
-    """The requests prefill instance ``i`` finished at ``t`` go on the wire, one at a time per link."""
+def _send(i, t, transfer_s, handoff, route_d, p_fin, p_nfin, link_p, link_d, hand_d, wire, wire_n,
+          wire_t, times):  # fmt: skip
+    """The requests prefill instance ``i`` finished at ``t`` go on the wire, one at a time per link.
+
+    Then each takes its decode instance's hand-off work (``handoff[0]`` s, one request at a time)
+    and the fixed hand-off latency (``handoff[1]`` s).
+    """
     for k in range(p_nfin[i]):
         r = p_fin[i, k]
         j = route_d[r]
         start = max(t, link_p[i], link_d[j])
-        end = start + transfer_s[r]
-        link_p[i] = end
-        link_d[j] = end
+        moved = start + transfer_s[r]
+        link_p[i] = moved
+        link_d[j] = moved
+        worked = max(moved, hand_d[j]) + handoff[0]
+        hand_d[j] = worked
+        end = worked + handoff[1]
         times[r, 3] = t
         wire[wire_n[0]] = r
         wire_t[wire_n[0]] = end
@@ -378,7 +389,8 @@ def simulate_fleet(prompt, output, transfer_s, route_p, route_d, gaps, settings,
     ds = np.zeros((8, n_d), np.int64)
     d_free = np.full(n_d, int(settings[6]), np.int64)
     run = np.zeros((n_d, max(int(settings[5]), 1)), np.int64)
-    d_end, link_d = np.full(n_d, _INF), np.zeros(n_d)
+    d_end, link_d, hand_d = np.full(n_d, _INF), np.zeros(n_d), np.zeros(n_d)
+    handoff = settings[11:13]
     computed, gen = np.zeros(n, np.int64), np.zeros(n, np.int64)
     kv_valid, held = prompt.copy(), np.zeros(n, np.int64)  # (the prompt's KV comes with it)
     wire, wire_t, wire_n = np.zeros(m, np.int64), np.zeros(m), np.zeros(1, np.int64)
@@ -415,8 +427,8 @@ def simulate_fleet(prompt, output, transfer_s, route_p, route_d, gaps, settings,
         for i in range(n_p):
             if p_end[i] <= t:
                 p_end[i] = _INF
-                _send(i, t, transfer_s, route_d, p_fin, p_state[2], link_p, link_d, wire, wire_n,
-                      wire_t, times)  # fmt: skip
+                _send(i, t, transfer_s, handoff, route_d, p_fin, p_state[2], link_p, link_d,
+                      hand_d, wire, wire_n, wire_t, times)  # fmt: skip
         _land(t, route_d, wire, wire_t, wire_n, dq, ds, times)
         for j in range(n_d):
             if d_end[j] <= t:
