@@ -95,6 +95,22 @@ def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
         assert ds[name].attrs["units"]
 
 
+def test_pd_ratio_hand_off_time_adds_to_ttft_only(small):
+    # SGLang's hand-off at one request in flight: a fixed latency adds itself to TTFT, and the
+    # decode side's work adds itself too (nothing queues); TPOT and throughput barely move
+    w, _, agg = small
+    run = dict(
+        concurrency=1, sla=SLA(ttft_s=5.0, tpot_s=0.5), tensor_parallel=2, aggregated_curve=agg,
+        requests=30, ratios=["1:1"], settings=capnb.records.EngineSettings("sglang"),
+        warmup_share=0.0,
+    )  # fmt: skip
+    base = capnb.capacity.pd_ratio(GPT_OSS, w, **run).latency.isel(ratio=0, concurrency=0)
+    for kw in ({"handoff_delay_s": 0.25}, {"handoff_s": 0.25}):
+        more = capnb.capacity.pd_ratio(GPT_OSS, w, **run, **kw).latency.isel(ratio=0, concurrency=0)
+        assert float(more.sel(metric="ttft") - base.sel(metric="ttft")) == pytest.approx(0.25)
+        assert float(more.sel(metric="tpot")) == pytest.approx(float(base.sel(metric="tpot")))
+
+
 def test_pd_ratio_is_deterministic_for_a_seed():
     w = capnb.latency.workload(prompt_tokens=[512] * 8, output_tokens=[64] * 8)
     run = lambda: capnb.capacity.pd_ratio(  # noqa: E731
@@ -166,6 +182,9 @@ def test_disaggregate_says_infeasible_never_falls_back(small):
         ({"aggregated_gpus": 1}, "aggregated_gpus"),
         ({"router": "least_load"}, "router"),
         ({"warmup_share": 1.5}, "warmup_share"),
+        ({"handoff_s": -0.01}, "handoff_s"),
+        ({"handoff_delay_s": float("nan")}, "handoff_delay_s"),
+        ({"handoff_s": True}, "handoff_s"),
     ],
 )
 def test_bad_inputs_name_the_argument(small, kwargs, argument):
