@@ -80,9 +80,16 @@ def full_report(tmp_path_factory, worker_id):
     return [Path(p) for p in json.loads(listing.read_text())]
 
 
-@pytest.fixture
-def small_plan(tmp_path):
-    """A plan config small enough for a test (the m-small trace, two GPUs, two policies), saved."""
+@pytest.fixture(scope="session")
+def small_plan(tmp_path_factory, worker_id):
+    """A plan config small enough for a test (the m-small trace, two GPUs, two policies), saved.
+
+    One file for the whole run (under pytest-xdist, in the workers' common temporary folder): the
+    tests that build it (a report, ``capnb plan``, the report's parameters) share one build
+    through the plan cache, which knows a plan by its config's path too.
+    """
+    import fcntl
+
     from capnb.plan import PlanConfig, save_config
 
     config = PlanConfig().replace(
@@ -91,4 +98,12 @@ def small_plan(tmp_path):
         elasticity={"policies": ("hpa", "fixed"), "scale_up_threshold": (0.7,),
                     "cooldown_s": (900.0,)},
     )  # fmt: skip
-    return save_config(config, tmp_path / "plan.toml")
+    if worker_id == "master":
+        return save_config(config, tmp_path_factory.mktemp("small_plan") / "plan.toml")
+    folder = tmp_path_factory.getbasetemp().parent / "small_plan"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "plan.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "plan.toml").is_file():
+            save_config(config, folder / "plan.toml")
+    return folder / "plan.toml"
