@@ -4,12 +4,12 @@ Off unless the environment variable ``CAPNB_PLAN_CACHE`` names a folder. The tes
 (``tests/conftest.py``) to a folder of its own run, so the pytest workers, the worksheet kernels
 nbval starts and the JupyterLab kernels of the browser tests, which all inherit it, build the
 bundled defaults' plan once between them and read it back after (the default plan is 14 days of
-1-s steps over the whole policy grid: 40 s of CPU each time).
+1-s steps over the whole policy grid: about 60 s of CPU each time).
 
 A plan is found by everything it is built from: the config (every setting and the name of its
 source, which the plan's text repeats), the contents of every file or folder the config names, the
-bundled data (each file's path, size and time), and capnb's own source code. A build that raises
-stores nothing. The warnings a build issued are stored with it and issued again on every read, so
+bundled data (each file's path, size and time), and capnb's own files (code, templates, tables).
+A build that raises stores nothing. The warnings a build issued are stored with it and issued again on every read, so
 a reader sees what a builder saw. The plan is stored with :mod:`pickle` (exact: the NetCDF of
 :func:`capnb.plan.export` turns some attributes into strings), written to a temporary name and
 renamed, under a lock per plan, so that processes asking at once wait for the first.
@@ -39,7 +39,8 @@ def folder() -> Path | None:
 def _code_digest() -> str:
     digest = hashlib.sha256()
     package = Path(__file__).parents[1]
-    for path in sorted(package.rglob("*.py")):
+    files = (p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in sorted(files):  # its code, templates and tables
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
