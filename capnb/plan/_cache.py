@@ -9,10 +9,11 @@ bundled defaults' plan once between them and read it back after (the default pla
 A plan is found by everything it is built from: the config (every setting and the name of its
 source, which the plan's text repeats), the contents of every file or folder the config names, the
 bundled data (each file's path, size and time), and capnb's own files (code, templates, tables).
-A build that raises stores nothing. The warnings a build issued are stored with it and issued again on every read, so
-a reader sees what a builder saw. The plan is stored with :mod:`pickle` (exact: the NetCDF of
-:func:`capnb.plan.export` turns some attributes into strings), written to a temporary name and
-renamed, under a lock per plan, so that processes asking at once wait for the first.
+A build that raises stores nothing. The warnings a build issued are stored with it and issued
+again on every read, so a reader sees what a builder saw. The plan is stored with :mod:`pickle`
+(exact: the NetCDF of :func:`capnb.plan.export` turns some attributes into strings), written to a
+temporary name and renamed, under a lock per plan, so that processes asking at once wait for the
+first.
 """
 
 from __future__ import annotations
