@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 
 __all__ = ["Row", "best_time", "brief_table", "machine", "print_rows", "table"]
 
+#: A smoke run (``--quick``, set by ``python -m benchmarks``): every timed call runs once, without
+#: a warm-up, so that CI runs each benchmark's code in a fraction of the time; its times are not
+#: figures.
+SMOKE = False
+
 
 @dataclass
 class Row:
@@ -30,7 +35,9 @@ class Row:
 
 
 def best_time(func: Callable[[], object], *, repeat: int = 3, warmup: int = 1) -> float:
-    """Best wall time of ``repeat`` calls after ``warmup`` calls (seconds)."""
+    """Best wall time of ``repeat`` calls after ``warmup`` calls (seconds); one call in a smoke run."""
+    if SMOKE:
+        repeat, warmup = 1, 0
     for _ in range(warmup):
         func()
     times = []

@@ -11,6 +11,7 @@ import importlib
 import os
 from pathlib import Path
 
+import benchmarks
 from capnb.data import write_atomic
 
 from . import brief_table, machine, table
@@ -65,6 +66,9 @@ def main() -> None:
         help="write the current tables as this file, after each step (run from the repository's root)",
     )
     args = parser.parse_args()
+    # a benchmark times building plans, never reading one back from the test suite's plan cache
+    os.environ.pop("CAPNB_PLAN_CACHE", None)
+    benchmarks.SMOKE = args.quick
     unknown = sorted(set(args.steps) - set(STEPS))
     if unknown:
         parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}")

@@ -45,14 +45,16 @@ def run(quick: bool = False) -> list[Row]:
         def select():
             return rolling(cfg, series, demand, settings, elasticity.choose_held_out)
 
-        select()  # compile and warm
+        if not quick:  # a smoke run runs each once: its times are not figures
+            select()  # compile and warm
         wall, cpu, record = _timed(select)
         windows = record.table.sizes["origin"]
         size = (f"{len(record.origins.inner)} inner days, {windows} held-out windows, "
                 f"{len(record.grid)} configurations")  # fmt: skip
         note = f"goal < 60 s warm; choice {record.choice.policy}"
         rows.append(Row("plan rolling-origin selection", size, wall, f"CPU {cpu:.1f} s", {}, note))
-        plan.build(**overrides)
+        if not quick:
+            plan.build(**overrides)
         wall, cpu, built = _timed(lambda: plan.build(**overrides))
         rows.append(Row("plan.build (defaults)", "every step, held out, alternatives", wall,
                         f"CPU {cpu:.1f} s", {}, plan.answer(built).gpu))  # fmt: skip

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 
+import benchmarks
+
 from . import Row
 
 _FIRST_RESULT = """
@@ -25,7 +27,7 @@ print(time.perf_counter() - start)
 
 def _seconds(code: str, env: dict[str, str] | None = None, repeat: int = 5) -> float:
     best = float("inf")
-    for _ in range(repeat):
+    for _ in range(1 if benchmarks.SMOKE else repeat):
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
         )
@@ -39,7 +41,7 @@ def _import_seconds(modules: str) -> float:
 
 
 def run(quick: bool = False) -> list[Row]:
-    repeat = 2 if quick else 5
+    repeat = 1 if quick else 5
     t_capnb = _import_seconds("capnb")
     t_heavy = _import_seconds("numpy, pandas, xarray, numba")
     with tempfile.TemporaryDirectory() as cache:

@@ -1,15 +1,43 @@
-"""Shared test fixtures: hypothesis settings and a dask.distributed cluster started once per session."""
+"""Shared test fixtures: hypothesis settings, the plan cache, a dask cluster and the shared report."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 from hypothesis import HealthCheck, settings
+
+# capnb.plan._cache.VARIABLE, named here: capnb is not imported before the tests
+PLAN_CACHE = "CAPNB_PLAN_CACHE"
 
 # Kernels compile on their first call, so no example may have a deadline.
 settings.register_profile(
     "capnb", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("capnb")
+
+
+def pytest_configure(config):
+    """Share built plans between this run's processes (``capnb.plan._cache``), in a fresh folder.
+
+    Set here, in the first process, before pytest-xdist starts its workers: the workers and every
+    kernel they start (nbval's, JupyterLab's, the report's) inherit it, so the bundled defaults'
+    plan is built once a run and read back by every test and worksheet that asks for it again.
+    """
+    if os.environ.get(PLAN_CACHE) or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    folder = tempfile.mkdtemp(prefix="capnb-plan-cache-")
+    os.environ[PLAN_CACHE] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+@pytest.fixture(autouse=True)
+def _no_plan_cache_when_patched(request):
+    """A test that patches capnb builds its plans afresh: a stored plan would not see the patch."""
+    if "monkeypatch" in request.fixturenames:
+        request.getfixturevalue("monkeypatch").delenv(PLAN_CACHE, raising=False)
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +80,16 @@ def full_report(tmp_path_factory, worker_id):
     return [Path(p) for p in json.loads(listing.read_text())]
 
 
-@pytest.fixture
-def small_plan(tmp_path):
-    """A plan config small enough for a test (the m-small trace, two GPUs, two policies), saved."""
+@pytest.fixture(scope="session")
+def small_plan(tmp_path_factory, worker_id):
+    """A plan config small enough for a test (the m-small trace, two GPUs, two policies), saved.
+
+    One file for the whole run (under pytest-xdist, in the workers' common temporary folder): the
+    tests that build it (a report, ``capnb plan``, the report's parameters) share one build
+    through the plan cache, which knows a plan by its config's path too.
+    """
+    import fcntl
+
     from capnb.plan import PlanConfig, save_config
 
     config = PlanConfig().replace(
@@ -63,4 +98,12 @@ def small_plan(tmp_path):
         elasticity={"policies": ("hpa", "fixed"), "scale_up_threshold": (0.7,),
                     "cooldown_s": (900.0,)},
     )  # fmt: skip
-    return save_config(config, tmp_path / "plan.toml")
+    if worker_id == "master":
+        return save_config(config, tmp_path_factory.mktemp("small_plan") / "plan.toml")
+    folder = tmp_path_factory.getbasetemp().parent / "small_plan"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "plan.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "plan.toml").is_file():
+            save_config(config, folder / "plan.toml")
+    return folder / "plan.toml"

@@ -27,6 +27,7 @@ builds once (``full_report``), and its pages are checked to be there.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -314,12 +315,14 @@ EXAMPLES = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("where", "code"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_the_pages_examples_run(where, code, tmp_path, monkeypatch):
+def test_the_pages_examples_run(where, code, tmp_path):
     """A page's example runs as written, on the bundled data (a ``plan.toml`` written beside it)."""
     from capnb import cli
 
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(["config", "plan.toml"]) == 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the plan's warnings are part of its answer, not a failure
-        exec(compile(code, where, "exec"), {"__name__": "__docs__"})
+    # contextlib's chdir, not monkeypatch's: a test that monkeypatches builds its plans afresh
+    # (tests/conftest.py), and the examples read the suite's default plan
+    with contextlib.chdir(tmp_path):
+        assert cli.main(["config", "plan.toml"]) == 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the plan's warnings are part of its answer
+            exec(compile(code, where, "exec"), {"__name__": "__docs__"})

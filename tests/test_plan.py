@@ -25,6 +25,9 @@ SMALL = {
     "cooldown_s": (900.0,),
     "buffer_instances": (0, 2),
 }
+#: SMALL without the policy's held-out choice and with fewer Monte Carlo months, for tests of what
+#: neither touches (a measured curve, prices, degrees, a loader's options): half their time
+CHEAPER = {**SMALL, "trials": 50, "backtest_days": 0}
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +208,7 @@ def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate(tmp_path):
     (tmp_path / "short.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
         f"{t},80,60\n" for t in times))  # fmt: skip
     config = planning.read_config(dict(
-        SMALL, gpus=("MI300X",), tensor_parallel=(8,),
+        CHEAPER, gpus=("MI300X",), tensor_parallel=(8,),
         latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B", sla={"ttft_s": 600.0},
         workload=str(tmp_path / "short.csv"),
     ))  # fmt: skip
@@ -237,7 +240,7 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     # the same curve under the default workload (1,214 + 211 tokens a request against the
     # benchmark's 81 + 63): memory binds at the workload's lengths, and the plan says the curve's
     config = planning.read_config(dict(
-        SMALL, gpus=("MI300X",), tensor_parallel=(8,),
+        CHEAPER, gpus=("MI300X",), tensor_parallel=(8,),
         latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B",
         sla={"ttft_s": 600.0, "tpot_s": 1.0},
     ))  # fmt: skip
@@ -264,7 +267,7 @@ def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():
     # planned, and the plan on its catalog prices stands
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.read_config({**SMALL, "gpus": ("L4", "L40S")}))
+        plan = planning.build(planning.read_config({**CHEAPER, "gpus": ("L4", "L40S")}))
     mix = next(alt for alt in planning.answer(plan).alternatives if alt.name == "mixed fleet")
     assert "not priced: hyperstack lists no price for" in mix.words and "L40S" in mix.words
     assert "mix_usd_per_hour" not in plan and math.isnan(mix.monthly_usd)
@@ -304,7 +307,7 @@ def test_a_trace_whose_times_need_saying_is_planned_with_the_loaders_options(tmp
     path = tmp_path / "epoch.csv"
     path.write_text("timestamp,qps\n" + "".join(
         f"{t},{q}\n" for t, q in zip(seconds, series.qps.values, strict=True) if q == q))  # fmt: skip
-    config = planning.read_config({**SMALL, "trace": str(path), "trace_kind": "rates"})
+    config = planning.read_config({**CHEAPER, "trace": str(path), "trace_kind": "rates"})
     with pytest.raises(planning.PlanError, match="time_unit"):
         planning.build(config)
     with warnings.catch_warnings():
@@ -476,7 +479,7 @@ def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_droppe
         planning.build(planning.read_config({**SMALL, "tensor_parallel": (3,)}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        plan = planning.build(planning.read_config({**SMALL, "tensor_parallel": (1, 3)}))
+        plan = planning.build(planning.read_config({**CHEAPER, "tensor_parallel": (1, 3)}))
     assert "Not compared: tensor_parallel=3 does not divide" in planning.describe(plan)
 
 

@@ -15,6 +15,7 @@ import xarray as xr
 from .. import glossary
 from ..data import settle, write_set
 from ..errors import CapnbError, InputError
+from . import _cache
 from ._answer import Alternative, answer, units
 from ._compose import make_answer, with_held_out
 from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
@@ -132,13 +133,19 @@ def build(config: PlanConfig | dict | str | os.PathLike | None = None, **overrid
         the reasons); never a silent fallback.
     """
     cfg = read_config(config, **overrides)
-    with _Stage("forecast", cfg):
-        source = _load(cfg)
-    plan, _ = _build_on(cfg, source, held_out=True)
+    plan, issued = _cache.cached_build(cfg, lambda: _build_new(cfg))
+    for category, message in issued:  # the steps' own warnings, as a build from scratch gives them
+        warnings.warn(message, category, stacklevel=2)
     for check in answer(plan).checks:
         if check.kind == "article":
             warnings.warn(check.finding, PlanWarning, stacklevel=2)
     return plan
+
+
+def _build_new(cfg: PlanConfig) -> xr.Dataset:
+    with _Stage("forecast", cfg):
+        source = _load(cfg)
+    return _build_on(cfg, source, held_out=True)[0]
 
 
 def backtest(
