@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from benchmarks.reference import REGISTRY
 from capnb import data, forecast
 from capnb.errors import InputError
 from capnb.forecast import _select, validate
 from capnb.forecast._models import FORECAST_MODELS, damped_trend
+from capnb.kernels.forecast import mixture_bisect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -241,3 +243,21 @@ def test_selection_is_fast(large):
 def test_bad_inputs_name_the_argument(call, argument):
     with pytest.raises(InputError, match=argument):
         call(_daily(9))
+
+
+def test_the_mixture_bisection_kernel_is_the_numpy_reference_to_the_last_bit():
+    # ties included: rounded points and errors put the CDF's steps exactly on the levels
+    reference = REGISTRY["forecast.mixture_bisect"]["numpy"]
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        rows, width = int(rng.integers(1, 30)), int(rng.integers(1, 300))
+        points = np.round(rng.gamma(2.0, 5.0, (rows, width)), int(rng.integers(0, 3)))
+        seen = (rng.random((rows, width)) < 0.9).astype(float)
+        seen[:, 0] = 1.0
+        n = int(rng.integers(1, 2_000))
+        errors = np.sort(np.round(rng.standard_t(3, n), int(rng.integers(0, 3))))
+        cumulative = np.arange(n + 1) / n
+        low, high = points.min(axis=1) + errors[0], points.max(axis=1) + errors[-1]
+        q = np.sort(rng.choice([0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99], 3, replace=False))
+        args = (points, seen, low, high, errors, cumulative, q, 64)
+        assert np.array_equal(mixture_bisect(*args), reference(*args))

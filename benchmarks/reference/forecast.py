@@ -25,6 +25,7 @@ __all__ = [
     "bin_requests_python",
     "expected_month_mean",
     "long_runs_python",
+    "mixture_bisect_numpy",
     "offset_codes_python",
     "philox4x32_numpy",
     "philox4x32_python",
@@ -311,10 +312,28 @@ def _length_distribution(low, high):
 
 
 #: kernel name -> references (plain Python, numpy)
+def mixture_bisect_numpy(points, seen, low, high, errors, cumulative, q, bisections):
+    """:func:`capnb.kernels.forecast.mixture_bisect` in numpy: every row's bracket halved at once."""
+    seen = seen.astype(bool)
+    total = seen.sum(axis=1).astype(float)
+    out = np.empty((points.shape[0], q.size))
+    for j, level in enumerate(q):
+        a, b = low.copy(), high.copy()
+        for _ in range(bisections):
+            middle = 0.5 * (a + b)
+            below = np.searchsorted(errors, middle[:, None] - points, side="right")
+            share = (cumulative[below] * seen).sum(axis=1) / total
+            reached = share >= level
+            a, b = np.where(reached, a, middle), np.where(reached, middle, b)
+        out[:, j] = b
+    return out
+
+
 REGISTRY = {
     "forecast.philox4x32": {"python": philox4x32_python, "numpy": philox4x32_numpy},
     "forecast.bin_requests": {"python": bin_requests_python, "numpy": bin_requests_numpy},
     "forecast.offset_codes": {"python": offset_codes_python},
+    "forecast.mixture_bisect": {"numpy": mixture_bisect_numpy},
     "forecast.slot_statistics": {
         "python": slot_statistics_python,
         "numpy": slot_statistics_numpy,

@@ -36,6 +36,7 @@ from ..data._series import (
     slot_codes,
 )
 from ..errors import InputError
+from ..kernels.forecast import mixture_bisect
 from ._models import FORECAST_MODELS
 
 __all__ = [
@@ -209,16 +210,9 @@ def _mixture_quantiles(points, codes, scale, calibration, q) -> np.ndarray:
         high = np.nanmax(np.where(seen, table, -np.inf), axis=1) + errors[-1]
     result = np.full((n_slots, q.size), np.nan)
     rows = count > 0
-    total = count[rows].astype(float)
-    for j, level in enumerate(q):
-        a, b = low[rows].copy(), high[rows].copy()
-        for _ in range(_BISECTIONS):
-            middle = 0.5 * (a + b)
-            below = np.searchsorted(errors, middle[:, None] - filled[rows], side="right")
-            share = (cumulative[below] * seen[rows]).sum(axis=1) / total
-            reached = share >= level
-            a, b = np.where(reached, a, middle), np.where(reached, middle, b)
-        result[rows, j] = np.maximum(b, 0.0) * scale[rows]
+    upper = mixture_bisect(filled[rows], seen[rows].astype(np.float64), low[rows], high[rows],
+                           errors, cumulative, np.asarray(q, dtype=np.float64), _BISECTIONS)  # fmt: skip
+    result[rows] = np.maximum(upper, 0.0) * scale[rows][:, None]
     result[idle] = 0.0
     return result
 

@@ -6,6 +6,10 @@ generator), keyed by the seed and counted by (draw index, trial, stream): trial 
 the same numbers, whichever thread runs it and however the trials are split into chunks. The months
 themselves are walked by :mod:`capnb.kernels.months`.
 
+The forecast selection's calibrated plan, a quantile of a mixture of errors per slot, is found by
+bisection (:func:`mixture_bisect`); it gives, bit for bit, what the numpy bisection in the
+references gives, 4x faster on a plan's shapes (each point's search narrows with the bracket).
+
 Plain numpy where it does the same job as fast (measured in the forecast benchmark): runs of flags
 (:func:`capnb.data._series.long_runs`) and the per-slot statistics
 (:func:`capnb.forecast._baseline.slot_statistics`); pyarrow checks a log's UTC offsets as it reads
@@ -22,7 +26,7 @@ import numpy as np
 
 from ._lazy import njit
 
-__all__ = ["bin_requests", "burst_minutes", "philox4x32", "uniform53"]
+__all__ = ["bin_requests", "burst_minutes", "mixture_bisect", "philox4x32", "uniform53"]
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _PHILOX_M0 = np.uint64(0xD2511F53)
@@ -121,6 +125,89 @@ def bin_requests(
         if with_output:
             output_sum[b] += output_tokens[i]
     return outside
+
+
+# -- the calibrated plan: a mixture quantile by bisection ------------------------------------------
+@njit
+def _pairwise_sum(values, n):
+    """The sum of ``values[:n]`` in numpy's order (its pairwise summation, blocks of 8 up to 128).
+
+    The same order as ``np.sum`` along a contiguous row, so that the bisection's shares, and the
+    ties the plan's quantiles meet at them, are those of the numpy reference to the last bit.
+    """
+    if n < 8:
+        total = 0.0
+        for i in range(n):
+            total += values[i]
+        return total
+    if n <= 128:
+        r = values[:8].copy()
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += values[i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            total += values[i]
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise_sum(values[:half], half) + _pairwise_sum(values[half:], n - half)
+
+
+@njit
+def _count_at_or_below(errors, x, low, high):
+    """How many of the sorted ``errors`` are <= x, knowing it is in [low, high]."""
+    while low < high:
+        middle = (low + high) >> 1
+        if errors[middle] <= x:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit
+def mixture_bisect(points, seen, low, high, errors, cumulative, q, bisections):
+    """Per row and level, the least x whose mixture CDF reaches the level, by bisection.
+
+    Row r's CDF at x is the mean over its points p (``points[r]`` where ``seen[r]`` is 1) of the
+    share of ``errors`` (sorted) at or below x - p, ``cumulative[k]`` being the share of the k
+    smallest. The bracket [``low[r]``, ``high[r]``] is halved ``bisections`` times; its upper end is
+    returned, shape (rows, levels). Each point's count of errors lies between its counts at the
+    bracket's ends, so its search is only over that range.
+    """
+    rows, width = points.shape
+    out = np.empty((rows, q.size))
+    terms = np.empty(width)
+    count = np.empty(width, np.int64)
+    at_low = np.empty(width, np.int64)
+    at_high = np.empty(width, np.int64)
+    for r in range(rows):
+        total = 0.0
+        for k in range(width):
+            total += seen[r, k]
+        for j in range(q.size):
+            a, b = low[r], high[r]
+            at_low[:] = 0
+            at_high[:] = errors.size
+            for _ in range(bisections):
+                middle = 0.5 * (a + b)
+                for k in range(width):
+                    count[k] = _count_at_or_below(
+                        errors, middle - points[r, k], at_low[k], at_high[k]
+                    )
+                    terms[k] = cumulative[count[k]] * seen[r, k]
+                if _pairwise_sum(terms, width) / total >= q[j]:
+                    b = middle
+                    at_high[:] = count
+                else:
+                    a = middle
+                    at_low[:] = count
+            out[r, j] = b
+    return out
 
 
 # -- bursts --------------------------------------------------------------------------------------
