@@ -234,7 +234,7 @@ def _ttft_loss(table: pd.DataFrame) -> float:
 
 
 def held_out(tables: dict) -> pd.DataFrame:
-    """Each group's runs from the table whose hand-off time fits the other groups best.
+    """Each group's runs (latencies in s, tokens/s per GPU) at the hand-off time fitting the rest.
 
     ``tables``: :func:`check` tables by hand-off setting (:func:`check_grid`'s). For each (isl,
     osl, conc) group the setting with the least median absolute P99 TTFT error over the other
