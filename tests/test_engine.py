@@ -277,3 +277,25 @@ def test_the_validation_section_is_the_stored_records():
     text = (Path(__file__).resolve().parents[1] / "VALIDATION.md").read_text(encoding="utf-8")
     assert validate.markdown(record) in text
     assert validate.own_run_markdown(record) in text
+
+
+def test_a_request_that_never_runs_reports_nan_gaps_and_the_same_results_each_call():
+    # TGI on MI300X does not chunk prefill: dstack's 128,000-token prompt never fits a step, so the
+    # request never runs; its 149 gaps were left as unwritten memory (np.empty), which the fit read
+    # as inter-token latencies that changed from call to call
+    from capnb.data import load_measurements
+    from capnb.latency import _fit
+
+    frame = load_measurements()
+    points, _ = _fit.points(frame[frame.source == "dstack-mi300x-tgi-vs-vllm"])
+    point = next(p for p in points if p.config[7] == 128000.0 and p.config[-1] == "batch")
+    s = _fit.setup(point, requests=400, seed=0)
+    vec = np.array([_fit._START[k] for k in kernels.CALIBRATION_FIELDS])
+    runs = []
+    for _ in range(2):
+        ttft, e2e, itl, _stats, _features = _fit.simulate_setup(s, vec)
+        runs.append((ttft, e2e, itl))
+    assert np.isnan(runs[0][0]).all() and np.isnan(runs[0][1]).all()  # it never ran
+    assert itl.size == 149 and np.isnan(runs[0][2]).all()
+    for a, b in zip(*runs, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)

@@ -432,10 +432,11 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
              ttft, e2e, itl, stats, features):  # fmt: skip
     """Simulate one load point; per-request outputs over the ``n`` sampled requests.
 
-    ``ttft``, ``e2e`` (n): seconds, NaN for unreported (warm-up) requests. ``itl``: every gap of
-    the reported requests, packed request by request (length sum of max(output - 1, 0)); returns
-    the number written. ``stats``: :data:`STATS`. ``features`` (3, 7): mean features of TTFT,
-    per-request TPOT and E2E over the reported requests.
+    ``ttft``, ``e2e`` (n): seconds, NaN for unreported requests (warm-up, or never run). ``itl``:
+    every gap of the reported requests, packed request by request (length sum of max(output - 1,
+    0); NaN for a gap never reached); returns that length. ``stats``: :data:`STATS`.
+    ``features`` (3, 7): mean features of TTFT, per-request TPOT and E2E over the reported
+    requests.
     """
     n = prompt.shape[0]
     closed = settings[0] > 0.5
@@ -468,6 +469,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
         itl_offset[i + 1] = itl_offset[i] + extra
     ttft[:] = math.nan
     e2e[:] = math.nan
+    itl[:] = math.nan  # a request that never runs leaves its gaps unreported, not unwritten memory
     features[:, :] = 0.0
     cumulative = np.zeros(_NF)
     step_features = np.zeros(_NF)
