@@ -178,15 +178,8 @@ def _predict(run, pairs, sla, tp_1to1, seed, router) -> dict:
         "measured_tokens_per_gpu": float(run.output_throughput) / 8.0
         if run.ratio != "1:1" else float(run.output_throughput) / (2 * tp_1to1),
     }  # fmt: skip
-    out = {}
     if not run.complete:
-        for pair in pairs:
-            out[pair] = base | {
-                "handoff_s": pair[0], "handoff_delay_s": pair[1], "handoff_fit": "given",
-                "predicted_ttft_s": math.nan, "predicted_tpot_s": math.nan,
-                "predicted_tokens_per_gpu": math.nan, "bottleneck": "",
-            }  # fmt: skip
-        return out
+        return {pair: _row(base, pair, math.nan, math.nan, math.nan, "") for pair in pairs}
     outputs = output_lengths(float(run.output_mean), float(run.osl))
     w = latency.workload(
         prompt_tokens=np.full(outputs.size, round(float(run.prompt_mean))),
@@ -199,6 +192,7 @@ def _predict(run, pairs, sla, tp_1to1, seed, router) -> dict:
     aggregated = _aggregated_engine(
         deployment.at(tp), w, max(1, math.ceil(int(run.conc) / (gpus // tp))), engine
     )
+    out = {}
     for pair in pairs:
         ds = pd_ratio(
             deployment, w, concurrency=[int(run.conc)], sla=sla, ratios=[run.ratio],
@@ -207,14 +201,19 @@ def _predict(run, pairs, sla, tp_1to1, seed, router) -> dict:
             handoff_delay_s=pair[1], aggregated_curve=aggregated,
         )  # fmt: skip
         one = ds.isel(ratio=0, concurrency=0)
-        out[pair] = base | {
-            "handoff_s": pair[0], "handoff_delay_s": pair[1], "handoff_fit": "given",
-            "predicted_ttft_s": float(one.latency.sel(metric="ttft")),
-            "predicted_tpot_s": float(one.latency.sel(metric="tpot")),
-            "predicted_tokens_per_gpu": float(one.output_tokens_per_gpu),
-            "bottleneck": str(one.bottleneck.item()),
-        }  # fmt: skip
+        out[pair] = _row(base, pair, float(one.latency.sel(metric="ttft")),
+                         float(one.latency.sel(metric="tpot")), float(one.output_tokens_per_gpu),
+                         str(one.bottleneck.item()))  # fmt: skip
     return out
+
+
+def _row(base: dict, pair, ttft_s: float, tpot_s: float, tokens_per_gpu: float, bottleneck: str):
+    """A run's row at one hand-off pair: its measured figures and the predicted ones."""
+    return base | {
+        "handoff_s": pair[0], "handoff_delay_s": pair[1], "handoff_fit": "given",
+        "predicted_ttft_s": ttft_s, "predicted_tpot_s": tpot_s,
+        "predicted_tokens_per_gpu": tokens_per_gpu, "bottleneck": bottleneck,
+    }  # fmt: skip
 
 
 def _errors(table: pd.DataFrame, sla: SLA) -> pd.DataFrame:

@@ -141,13 +141,16 @@ def _pairwise_sum(values, n):
             total += values[i]
         return total
     if n <= 128:
-        r = values[:8].copy()
+        r0, r1, r2, r3 = values[0], values[1], values[2], values[3]
+        r4, r5, r6, r7 = values[4], values[5], values[6], values[7]
         i = 8
         while i < n - n % 8:
-            for j in range(8):
-                r[j] += values[i + j]
+            r0, r1 = r0 + values[i], r1 + values[i + 1]
+            r2, r3 = r2 + values[i + 2], r3 + values[i + 3]
+            r4, r5 = r4 + values[i + 4], r5 + values[i + 5]
+            r6, r7 = r6 + values[i + 6], r7 + values[i + 7]
             i += 8
-        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
         while i < n:
             total += values[i]
             i += 1
