@@ -13,7 +13,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from . import _deferred
+
 __version__ = "0.1.0"
+
+# altair's jsonschema builds an unused grammar parser on import (about 1 s a process): deferred
+_deferred.install()
 
 _SUBMODULES = (
     "calibration",

@@ -498,7 +498,7 @@ def setup(*, keep_memory: bool | None = None):
 
     from .charts import import_altair
 
-    alt = import_altair()  # skips a slow optional import of jsonschema's (see capnb.charts._altair)
+    alt = import_altair()
     if RENDERER not in alt.renderers.names():
         alt.renderers.register(RENDERER, _render)
     alt.renderers.enable(RENDERER)

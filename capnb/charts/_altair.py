@@ -1,7 +1,7 @@
-"""altair, imported without a four-second detour, and built without its repeated checks.
+"""altair, and the context in which worksheets build charts without its repeated checks.
 
-:func:`load` skips an optional jsonschema dependency; :func:`quick_build` is the context in which a
-worksheet builds its charts again.
+:func:`load` imports altair (``import capnb`` has deferred the optional jsonschema grammar it would
+build); :func:`quick_build` is the context in which a worksheet builds its charts again.
 """
 
 from __future__ import annotations
@@ -10,30 +10,17 @@ import contextlib
 import copy
 import hashlib
 import json
-import sys
 from collections import OrderedDict
 
 __all__ = ["load", "quick_build"]
 
 
 def load():
-    """Import and return altair, with jsonschema's optional IRI format checkers left out.
+    """Import and return altair.
 
-    jsonschema registers checkers for the ``iri`` formats when the optional package
-    ``rfc3987-syntax`` is installed (JupyterLab's dependencies bring it), and that package builds
-    an Earley parser of RFC 3987 when imported: about 4 s on a 2-core machine, paid by every kernel
-    start before its first chart. altair never checks formats. So jsonschema's format module is
-    imported here with ``rfc3987-syntax`` hidden, and those two checkers are not registered in this
-    process; anything else can still import ``rfc3987_syntax`` itself.
+    ``import capnb`` defers jsonschema's optional IRI grammar (:mod:`capnb._deferred`), which would
+    otherwise be built here: about a second of every kernel's start, before its first chart.
     """
-    if "jsonschema._format" not in sys.modules and "rfc3987_syntax" not in sys.modules:
-        sys.modules["rfc3987_syntax"] = None  # importing a None entry raises ImportError
-        try:
-            import jsonschema._format  # noqa: F401
-        except ImportError:  # pragma: no cover - jsonschema comes with altair
-            pass
-        finally:
-            del sys.modules["rfc3987_syntax"]
     import altair
 
     return altair
