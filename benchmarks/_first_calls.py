@@ -154,10 +154,16 @@ def elasticity():
     )
 
 
-def main() -> None:
-    """Print each kernel's first-call minus second-call time (s) as JSON."""
+GROUPS = {g.__name__: g for g in (memory, latency, capacity, forecast, elasticity)}
+
+
+def main(groups: str = "") -> None:
+    """Print each kernel's first-call minus second-call time (s) as JSON.
+
+    ``groups``: comma-separated step names (default: every step's kernels).
+    """
     out = {}
-    for group in (memory, latency, capacity, forecast, elasticity):
+    for group in [GROUPS[g] for g in groups.split(",")] if groups else GROUPS.values():
         for name, call in group():
             start = time.perf_counter()
             call()
