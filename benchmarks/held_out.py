@@ -58,4 +58,10 @@ def run(quick: bool = False) -> list[Row]:
         wall, cpu, built = _timed(lambda: plan.build(**overrides))
         rows.append(Row("plan.build (defaults)", "every step, held out, alternatives", wall,
                         f"CPU {cpu:.1f} s", {}, plan.answer(built).gpu))  # fmt: skip
+        if not quick:  # issue 30's goal; tests/test_plan.py builds engine plans on small inputs
+            plan.build(latency="engine")
+            wall, cpu, built = _timed(lambda: plan.build(latency="engine"))
+            rows.append(Row("plan.build (latency = 'engine')", "the defaults on engine curves",
+                            wall, f"CPU {cpu:.1f} s", {},
+                            f"goal < 30 s; {plan.answer(built).gpu}"))  # fmt: skip
     return rows

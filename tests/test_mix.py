@@ -241,3 +241,27 @@ def test_a_bad_price_row_names_its_line(tmp_path):
     )
     with pytest.raises(ConfigError, match="line 3"):
         capnb.data.load_gpu_prices(path)
+
+
+def test_the_solvers_own_prints_are_dropped_and_the_answer_kept(capfd, monkeypatch):
+    import os
+
+    import scipy.optimize
+    from scipy.optimize import LinearConstraint, milp
+
+    from capnb.capacity._mix import quiet_milp
+
+    args = ([1.0, 2.0],)
+    kwargs = dict(constraints=LinearConstraint([[1.0, 1.0]], 3, np.inf), integrality=[1, 1])
+    assert np.array_equal(quiet_milp(*args, **kwargs).x, milp(*args, **kwargs).x)  # same answer
+
+    def noisy(*a, **k):  # HiGHS writes from C++ to file descriptor 1
+        os.write(1, b"HighsMipSolverData::transformNewIntegerFeasibleSolution\n")
+        return "solved"
+
+    monkeypatch.setattr(scipy.optimize, "milp", noisy)
+    print("capnb's own line")  # buffered before the call: kept
+    assert quiet_milp() == "solved"
+    os.write(1, b"after\n")  # descriptor 1 is back
+    out = capfd.readouterr().out
+    assert "capnb's own line" in out and "after" in out and "Highs" not in out

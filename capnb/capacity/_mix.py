@@ -284,7 +284,7 @@ def _solve(demand, *, q, g, gpus, price, keep, limits, gap, held=None):
     With ``held``, the reserved instances are fixed to it. The objective is the sum over slots of
     USD/hour. Returns scipy's result, ``x`` rounded to whole instances.
     """
-    from scipy.optimize import LinearConstraint, milp
+    from scipy.optimize import LinearConstraint
     from scipy.sparse import lil_matrix
 
     n_pool, n_slot = q.size, demand.size
@@ -320,7 +320,7 @@ def _solve(demand, *, q, g, gpus, price, keep, limits, gap, held=None):
             upper_b[r] = cap
             for p in np.flatnonzero(np.array(gpus) == gpu):
                 rows[r, p] = rows[r, o_at(p, s)] = rows[r, v_at(p, s)] = g[p]
-    result = milp(
+    result = quiet_milp(
         cost,
         constraints=LinearConstraint(rows.tocsr(), lower_b, upper_b),
         integrality=np.ones(n),
@@ -333,6 +333,36 @@ def _solve(demand, *, q, g, gpus, price, keep, limits, gap, held=None):
         raise InputError(f"the integer program was not solved: {result.message}")
     result.x = np.round(result.x).astype(np.int64)
     return result
+
+
+def quiet_milp(*args, **kwargs):
+    """:func:`scipy.optimize.milp`, with the process's standard output closed while HiGHS runs.
+
+    HiGHS (1.x inside scipy) writes debugging lines from C++ straight to file descriptor 1 while it
+    solves some of these programs, whatever ``disp`` says: a user's ``capnb report`` printed
+    ``HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();``. The solver's
+    verdict is in its result (``status``, ``message``), which the callers read; Python's own
+    ``sys.stdout`` is flushed first, so nothing of capnb's is lost.
+    """
+    import contextlib
+    import os
+    import sys
+
+    from scipy.optimize import milp
+
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1 (a detached process): nothing to quiet
+        return milp(*args, **kwargs)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            return milp(*args, **kwargs)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _single_type(demand, q, g, gpus, on_demand, limits) -> np.ndarray:

@@ -37,7 +37,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ._mix import _prices
+from ._mix import _prices, quiet_milp
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
 
@@ -273,7 +273,7 @@ def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=N
     ``whole_counts=False`` lets the on-demand and spot counts be fractional (the reserved base
     stays whole): the day's program that only chooses the base, and a lower bound on the cost.
     """
-    from scipy.optimize import LinearConstraint, milp
+    from scipy.optimize import LinearConstraint
     from scipy.sparse import coo_matrix
 
     n_bin, n_pool = q.shape
@@ -335,7 +335,7 @@ def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=N
     integrality = np.r_[np.ones(n_pool), np.full(n_int - n_pool, 1 if whole_counts else 0),
                         np.full(n - n_int, 1 if slices else 0)]  # fmt: skip
     matrix = coo_matrix((vals, (rows, cols)), shape=(len(lo_b), n)).tocsr()
-    result = milp(cost, constraints=LinearConstraint(matrix, lo_b, hi_b), integrality=integrality,
+    result = quiet_milp(cost, constraints=LinearConstraint(matrix, lo_b, hi_b), integrality=integrality,
                   bounds=(lower, upper), options={"mip_rel_gap": gap})  # fmt: skip
     if result.status == 2 or result.x is None:
         raise InputError(
