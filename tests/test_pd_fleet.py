@@ -224,3 +224,18 @@ def test_the_decode_pool_admits_only_what_its_kv_blocks_hold(vectors):
         if sglang:
             assert (times[order[1:], 2] >= times[order[:-1], 6] - 1e-12).all()
         assert stats[kernels.STATS.index("preemptions")] == 0
+
+
+@pytest.mark.parametrize("block", [None, 1, 64])
+def test_the_pools_count_kv_in_the_engines_own_blocks(block):
+    import dataclasses
+
+    from capnb.capacity._pd_fleet import pool_setup
+    from capnb.records import EngineSettings
+
+    spec = load_model("Llama-3.1-8B")
+    engine = dataclasses.replace(EngineSettings.defaults("sglang"), block_size=block)
+    setup = pool_setup(spec, "H100-SXM", {"prefill": 1, "decode": 2}, engine)
+    tokens = _engine.kv_tokens_auto(spec, "H100-SXM", 2)
+    size = block or _engine.BLOCK_SIZE
+    assert setup["block"] == size and setup["kv_blocks"] == tokens // size

@@ -66,13 +66,15 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
     )
     max_seqs = int(settings.running_limit(kv_tokens))
     sglang = settings.engine == "sglang"
+    block = int(settings.block_size or _engine.BLOCK_SIZE)  # the engine's KV block (tokens)
     return {
         "model_p": _engine.model_vector(spec, tps["prefill"], kv_dtype=kv_dtype),
         "model_d": _engine.model_vector(spec, tps["decode"], kv_dtype=kv_dtype),
         "gpu": _calibration.gpu_vector(gpus, gpu_id, spec.weight_dtype),
         "budget": int(settings.max_num_batched_tokens),
         "max_seqs": max_seqs,
-        "kv_blocks": kv_tokens // _engine.BLOCK_SIZE,
+        "kv_blocks": kv_tokens // block,
+        "block": block,
         "tps": tps,
         # the hand-off: SGLang's pre-allocation (request slots, reserved tokens), or vLLM's
         "handoff": 1 if sglang else 0,
@@ -97,15 +99,15 @@ def fleet_run(setup: dict, cal, pair, prompt, output, transfer_s, *, closed: boo
     gaps = _engine.arrival_gaps(rng, n, 1.0)
     settings = np.array(
         [1.0 if closed else 0.0, load, pair[0], pair[1], setup["budget"], setup["max_seqs"],
-         setup["kv_blocks"], _engine.BLOCK_SIZE, setup["slots"], setup["reserved"],
+         setup["kv_blocks"], setup["block"], setup["slots"], setup["reserved"],
          setup["handoff"], setup.get("handoff_s", 0.0), setup.get("handoff_delay_s", 0.0)],
         dtype=float,
     )  # fmt: skip
     longest = int((prompt + output).max())
-    if -(-longest // _engine.BLOCK_SIZE) > setup["kv_blocks"]:
+    if -(-longest // setup["block"]) > setup["kv_blocks"]:
         raise InputError(
             f"workload: a request of {longest:,} tokens does not fit in a decode instance's KV "
-            f"cache ({setup['kv_blocks'] * _engine.BLOCK_SIZE:,} tokens)"
+            f"cache ({setup['kv_blocks'] * setup['block']:,} tokens)"
         )
     times = np.empty((n, len(kernels.TIMES)))
     stats = np.zeros(len(kernels.STATS))
