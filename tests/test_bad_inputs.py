@@ -596,7 +596,7 @@ ROWS = [
         Raises(ConfigError, r"p\.toml:1: trace = 5: Input should be a valid string")),
     Row("config: a TOML key at the top and in its table",
         plan_file('model = "Llama-3.1-8B"\n[serving]\nmodel = "Qwen3-8B"\n'),
-        Raises(ConfigError, r"p\.toml:3: \[serving\] model is given twice \(also on line 1\)")),
+        Raises(ConfigError, r"p\.toml:3: \[serving\] model is given twice \(also as model on line 1\)")),
     Row("config: a YAML key given twice", plan_file("sla:\n  sla_s: 0.1\n  sla_s: 0.2\n", "p.yaml"),
         Raises(ConfigError, r"p\.yaml:3: 'sla_s' is given twice \(also on line 2\)")),
     Row("config: an unknown policy", plan_file('[elasticity]\npolicies = ["hpa", "magic"]\n'),

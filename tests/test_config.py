@@ -64,17 +64,21 @@ def test_replace_takes_a_table_or_a_setting_by_its_own_name():
     assert cfg.replace() == cfg
 
 
+R = r"^defaults: replace\(\): "  # the config's source, then the call
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"gpu": "H200"}, r"^defaults: unknown setting 'gpu'; known: "),
-        ({"serving": {"gpu": "H200"}}, r"^defaults: \[serving\] has no setting 'gpu'; known: model"),
-        ({"gpus": ["H200"], "serving": {"gpus": ["L4"]}}, r"\[serving\] gpus is given twice"),
-        ({"serving": {"gpus": ["H1000"]}}, r"^defaults: gpus\[0\] = 'H1000': unknown GPU"),
-        ({"elasticity": {"step_s": 0.0}}, r"^defaults: step_s = 0\.0: Input should be greater"),
+        ({"gpu": "H200"}, R + r"unknown setting 'gpu'; known: "),
+        ({"serving": {"gpu": "H200"}}, R + r"\[serving\] has no setting 'gpu'; known: model"),
+        ({"gpus": ["H200"], "serving": {"gpus": ["L4"]}},
+         R + r"\[serving\] gpus is given twice \(also as gpus\); keep one"),
+        ({"serving": {"gpus": ["H1000"]}}, R + r"gpus\[0\] = 'H1000': unknown GPU"),
+        ({"elasticity": {"step_s": 0.0}}, R + r"step_s = 0\.0: Input should be greater"),
         ({"traffic": {"trials": 0}, "fleet": {"spot_preemption": 2.0}},
-         r"^defaults: trials = 0: .*; defaults: spot_preemption = 2\.0: expected a share"),
-        ({"sla": {"ttft": 1.0}}, r"^defaults: \[sla\] has no setting 'ttft'"),
+         R + r"trials = 0: .*; defaults: replace\(\): spot_preemption = 2\.0: expected a share"),
+        ({"sla": {"ttft": 1.0}}, R + r"\[sla\] has no setting 'ttft'"),
     ],
 )  # fmt: skip
 def test_a_bad_change_names_its_setting(changes, message):
@@ -93,7 +97,7 @@ def test_a_bad_change_names_its_setting(changes, message):
         ("[sla]\nttft_s = -1.0\n", r"p\.toml:2: \[sla\] ttft_s = -1"),
         ("[fleet]\ngpus = [\"H200\"]\n", r"p\.toml:2: \[fleet\] has no setting 'gpus'; known: "),
         ("gpus = [\"H200\"]\n[serving]\ngpus = [\"L4\"]\n",
-         r"p\.toml:3: \[serving\] gpus is given twice \(also on line 1\); keep one"),
+         r"p\.toml:3: \[serving\] gpus is given twice \(also as gpus on line 1\); keep one"),
     ],
 )  # fmt: skip
 def test_a_files_bad_setting_is_named_with_its_table_and_line(tmp_path, text, message):

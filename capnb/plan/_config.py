@@ -415,7 +415,7 @@ class PlanConfig:
         same copy. An unknown name, or a setting given twice, is a :class:`ConfigError` naming it.
         """
         given = {k: _plain(v) if isinstance(v, _Table) else v for k, v in changes.items()}
-        flat, where = _flatten(given, self.source)
+        flat, where = _flatten(given, f"{self.source}: replace()")
         config = _build({**self.as_dict(), **flat}, self.source, where)
         check_names(config, where)
         return config
@@ -561,6 +561,7 @@ def _flatten(
     """
     flat: dict[str, object] = {}
     where: dict[str, str] = {}
+    labels: dict[str, str] = {}  # how each setting was named: ``[table] key`` or ``key``
     for key, value in values.items():
         if key in RECORDS and isinstance(value, dict):
             items, section = [(key, _record_table(key, value, source, text, suffix))], None
@@ -585,9 +586,12 @@ def _flatten(
                 )
             if inner in flat:
                 before = where[inner].removeprefix(f"{source}:")
-                also = f"on line {before}" if before.isdigit() else f"at {where[inner]}"
-                raise ConfigError(f"{place}: {label} is given twice (also {also}); keep one")
-            flat[inner], where[inner] = item, place
+                line_before = f" on line {before}" if before.isdigit() else ""
+                raise ConfigError(
+                    f"{place}: {label} is given twice (also as {labels[inner]}{line_before}); "
+                    "keep one"
+                )
+            flat[inner], where[inner], labels[inner] = item, place, label
     return flat, where
 
 
