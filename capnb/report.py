@@ -858,13 +858,19 @@ def _progress(total: int, enabled: bool):
     return step
 
 
-def _curve_parameters(cfg, gpu: str, tp: int) -> dict[str, object]:
-    """Worksheet 03's curve: the model, a bundled measured curve, or the user's measured files."""
+def _curve_parameters(cfg, gpu: str, tp: int, binding_model: str) -> dict[str, object]:
+    """Worksheet 03's curve: the model, a bundled measured curve, or the user's measured files.
+
+    ``latency = "auto"``: the model the plan priced its binding bound on (``binding_model``,
+    the answer's ``latency_model``: "analytic" or "engine").
+    """
     from . import data
 
-    if cfg.serving.latency == "model":
+    if cfg.serving.latency == "model" or (
+        cfg.serving.latency == "auto" and binding_model == "analytic"
+    ):
         return {"CURVE": "analytic model"}
-    if cfg.serving.latency == "engine":
+    if cfg.serving.latency in ("engine", "auto"):
         return {"CURVE": "engine model"}
     if cfg.serving.latency in data.list_latency_curves():
         return {"CURVE": cfg.serving.latency}
@@ -936,7 +942,7 @@ def _parameters(
             "ACCOUNTING": cfg.serving.accounting,
         },
         "03_capacity": {
-            **_curve_parameters(cfg, gpu, tp),
+            **_curve_parameters(cfg, gpu, tp, a.latency_model),
             "METRIC": metric,
             "QUANTILE": a.sla.quantile,
             "SLA": a.sla.bounds[metric],

@@ -558,3 +558,26 @@ def test_the_answer_carries_the_latency_curves_notes(small):
     assert (
         "Latencies: measured latencies (vllm files) at runs; no model error. Note: envelope" in text
     )
+
+
+def test_one_policy_keeps_its_dim_so_the_answers_selection_is_its_run():
+    cfg = planning.read_config({**CHEAPER, "gpus": ("H100-SXM",), "tensor_parallel": (1,),
+                                "policies": ("fixed",)})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(cfg)
+    a = planning.answer(plan)
+    assert a.policy.name == "fixed" and plan.policy.values.tolist() == ["fixed"]
+    assert plan.policy.attrs["long_name"]
+    run = plan.sel(a.policy.selection)  # worksheet 05's idiom, as with several policies
+    assert float(run.elasticity_usd) > 0 and "policy" in plan.elasticity_usd.dims
+
+
+def test_the_report_gives_worksheet_03_the_model_an_auto_plan_bound_with():
+    from capnb.report import _curve_parameters
+
+    auto = planning.read_config({"latency": "auto"})
+    assert _curve_parameters(auto, "H100-SXM", 1, "engine") == {"CURVE": "engine model"}
+    assert _curve_parameters(auto, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
+    model = planning.read_config({"latency": "model"})
+    assert _curve_parameters(model, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
