@@ -38,6 +38,8 @@ GIB = 2**30
 #:     ("torch peak memory increase") is the sampler's, much smaller than 0.11's (1.89 GiB for
 #:     Llama-3.1-8B with 1,024 sequences, against 4.76), and the same at TP 1, 2 and 4. Non-torch:
 #:     0.25 GiB at TP 1 and 2.07 GiB per GPU at TP 2 (NCCL's buffers; 2.13 GiB logged at TP 4).
+#:     A mixture of experts adds the fused-MoE workspace, which 0.19 keeps for the life of the
+#:     engine, so it is still held while the sampler peaks (:meth:`Accounting.moe_workspace_bytes`).
 #:
 #: No bucket subtracts CUDA graph memory: each release captures CUDA graphs after the KV cache is
 #: sized, out of the (1 - gpu_memory_utilization) share (0.19 logs its estimate, 0.5-1.9 GiB, and
@@ -63,6 +65,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 256,
         "sampler_buffers": _SAMPLER_BUFFERS["0.6"],
         "block_tokens": 16,
+        "moe_workspace": False,
     },
     "0.10": {
         "non_torch_bytes_single": 0.13 * 2**30,
@@ -71,6 +74,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.10"],
         "block_tokens": 16,
+        "moe_workspace": False,
     },
     "0.19": {
         "non_torch_bytes_single": 0.25 * 2**30,
@@ -79,6 +83,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.19"],
         "block_tokens": 16,
+        "moe_workspace": True,
     },
 }
 
@@ -113,6 +118,9 @@ class Accounting:
     sampler_buffers
         Number of fp32 buffers of ``max_num_seqs x vocab`` live at the sampler's peak; used with
         ``vllm_version``.
+    moe_workspace
+        Whether the profile run's peak holds the fused-MoE workspace of a mixture of experts
+        (:meth:`moe_workspace_bytes`); set by ``vllm_version="0.19"``.
     """
 
     name: str
@@ -125,6 +133,7 @@ class Accounting:
     vllm_version: str | None = None
     max_num_seqs: int = 0
     sampler_buffers: float = 0.0
+    moe_workspace: bool = False
 
     def reserve_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Fixed per-GPU reserve: non-torch memory plus the activation peak (0 for the article)."""
@@ -156,6 +165,29 @@ class Accounting:
             return 0.0
         return float(self.sampler_buffers * self.max_num_seqs * spec.vocab_size * 4)
 
+    def moe_workspace_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
+        """vLLM 0.19's fused-MoE workspace per GPU: 0 for a dense model or without ``moe_workspace``.
+
+        vLLM 0.19.0 runs 16-bit experts on CUDA with its Triton fused-MoE kernel
+        (``fused_moe/oracle/unquantized.py``: ``TritonExperts``, the default unless FlashInfer is
+        asked for). ``TritonExperts.workspace_shapes`` (``fused_moe/fused_moe.py``) asks for
+        ``(M, top_k, max(N / 2, K))`` and ``(M, top_k, max(N, K))`` elements in the activation
+        dtype, with M the tokens of the forward pass (no chunking in 0.19: ``_allocate_buffers``
+        in ``fused_moe/modular_kernel.py`` passes M for the chunk), N the gate+up width per rank
+        (2 x the expert's intermediate size / TP) and K the hidden size; the output shares the
+        first buffer. Both come from the engine-wide ``WorkspaceManager`` (``v1/worker/
+        workspace.py``), which keeps its largest allocation, so the profile run's forward pass over
+        ``max_num_batched_tokens`` leaves them held through the sampler's run: they add to the
+        peak rather than compete with it. Quantized experts run other kernels (DeepGEMM, CUTLASS,
+        FlashInfer) whose workspaces this formula does not check.
+        """
+        if not (self.moe_workspace and spec.is_moe):
+            return 0.0
+        per_rank = (spec.moe_intermediate_size or spec.intermediate_size) / tensor_parallel
+        hidden, rows = spec.hidden_size, self.max_num_batched_tokens * spec.experts_per_token
+        elements = rows * (max(per_rank, hidden) + max(2 * per_rank, hidden))
+        return float(elements * 2)
+
     def activation_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Estimated activation peak of vLLM's profile run, per GPU.
 
@@ -165,10 +197,13 @@ class Accounting:
         other and free their tensors in between. The sampling step's fp32 logits
         (``max_num_seqs x vocab``), their sorted copy and indices for top-k/top-p, softmax and
         cumulative sums dominate for every model vLLM's logs show; the count of such buffers is
-        one figure per version, taken from one published log (:data:`VLLM_VERSIONS`).
+        one figure per version, taken from one published log (:data:`VLLM_VERSIONS`). A mixture
+        of experts under 0.19 adds the fused-MoE workspace, held through both
+        (:meth:`moe_workspace_bytes`).
         """
         forward = self.forward_bytes(spec, tensor_parallel)
-        return max(forward, self.sampler_bytes(spec))
+        held = self.moe_workspace_bytes(spec, tensor_parallel)
+        return max(forward, self.sampler_bytes(spec)) + held
 
     def capacity_column(self) -> str:
         """The GPU catalog column whose memory the accounting's share applies to."""
@@ -240,6 +275,8 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
     _validate.positive_int(result.block_tokens, "block_tokens")
     for field in ("non_torch_bytes_single", "non_torch_bytes_multi", "sampler_buffers"):
         _validate.fraction(getattr(result, field), field, high=float("inf"))
+    if not isinstance(result.moe_workspace, bool):
+        raise InputError(f"moe_workspace must be True or False, got {result.moe_workspace!r}")
     for field in ("max_num_batched_tokens", "max_num_seqs"):
         value = getattr(result, field)
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
