@@ -166,7 +166,7 @@ class Accounting:
         return float(self.sampler_buffers * self.max_num_seqs * spec.vocab_size * 4)
 
     def moe_workspace_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
-        """vLLM 0.19's fused-MoE workspace per GPU: 0 for a dense model or without ``moe_workspace``.
+        """The fused-MoE workspace per GPU that vLLM 0.19 holds: 0 for a dense model.
 
         vLLM 0.19.0 runs 16-bit experts on CUDA with its Triton fused-MoE kernel
         (``fused_moe/oracle/unquantized.py``: ``TritonExperts``, the default unless FlashInfer is
