@@ -55,8 +55,10 @@ NOT_ROWS = (
     "outside the catalog, and 0.6.4 predates pull request 10511's accounting",
     "vllm-project/vllm pull request 2031 (Llama-2-70B, TP 4 on A100-80GB, 20,865 blocks): the "
     "2023 profiler (v0.2), which no bucket models",
-    "llm-d-planner's other vLLM 0.19.0 runs: models outside the catalog (Qwen2.5, Gemma 2 and 3, "
-    "Granite, Phi, Kimi, Llama-4-Scout, gpt-oss-20b, CodeLlama, DeepSeek-V2-Lite), pipeline-parallel "
+    "llm-d-planner's other vLLM 0.19.0 runs (none at TP 8: its H100 runs stop at TP 4): models "
+    "outside the catalog (Qwen2.5, Gemma 2 and 3, Granite, Phi, Kimi, CodeLlama, and the mixtures "
+    "of experts Qwen1.5-MoE-A2.7B, DeepSeek-V2-Lite, Kimi-VL-A3B, Llama-4-Scout and gpt-oss-20b), "
+    "pipeline-parallel "
     "runs (no pipeline parallelism in capnb), a float32 run, and the repeats of Llama-3.1-8B at "
     "max_model_len 2,048 to 32,768 (the same 476,016 tokens: the budget does not depend on it)",
 )
@@ -85,6 +87,8 @@ class LogCheck:
     logged_tokens: int
     tokens_logged_directly: bool
     predicted_tokens: int
+    logged_activation_gib: float | None = None
+    predicted_activation_gib: float = 0.0
 
     @property
     def error(self) -> float:
@@ -136,6 +140,9 @@ def _check(row: dict, where: str) -> LogCheck:
         logged = math.floor(gib * GIB / per_block) * block
     if logged <= 0:
         raise ConfigError(f"{where}: the logged KV cache holds no token")
+    peak = (
+        _field(row, "activation_peak_gib", where, float) if row.get("activation_peak_gib") else None
+    )
     return LogCheck(
         log_id=_field(row, "log_id", where),
         url=_field(row, "url", where),
@@ -148,6 +155,8 @@ def _check(row: dict, where: str) -> LogCheck:
         logged_tokens=logged,
         tokens_logged_directly=direct,
         predicted_tokens=int(result.kv_cache_tokens.values.item()),
+        logged_activation_gib=peak,
+        predicted_activation_gib=acct.activation_bytes(load_model(model), tp) / GIB,
     )
 
 
@@ -216,8 +225,11 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         lines.append(f"- {c.log_id} misses by {c.error * 100:+.1f} %: {why}.")
     lines += [
         "- Not reached: no published vLLM start-up log at TP 8 with its settings and KV figures "
-        "was found, so TP 8 is not checked; TP >= 4 uses the TP 2 non-torch figure (vLLM 0.19 "
+        "was found (vllm-project/vllm issues, llm-d-benchmark, llm-d-planner's 0.19.0 runs), so "
+        "TP 8 is not checked; TP >= 4 uses the TP 2 non-torch figure (vLLM 0.19 "
         "logs 2.07 GiB at TP 2 and 2.13 GiB at TP 4).",
+        "",
+        _activation_peaks(checks),
         "",
         _by_release(checks),
         "",
@@ -227,6 +239,45 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _activation_peaks(checks: list[LogCheck]) -> str:
+    """The profile run's activation peak, predicted against the logs that state it (0.19 only)."""
+    rows = [c for c in checks if c.vllm_version == "0.19" and c.logged_activation_gib is not None]
+    lines = [
+        'The 0.19 bucket\'s activation peak against the logged "torch peak memory increase" '
+        "(GiB per GPU; the Llama-3.1-8B TP 1 log sets the sampler's buffer count, so its row "
+        "matches by construction; the mixtures of experts add the fused-MoE workspace, not fitted):",
+        "",
+        "| log | model | TP | logged | predicted | difference |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for c in rows:
+        diff = c.predicted_activation_gib - c.logged_activation_gib
+        lines.append(
+            f"| {c.log_id} | {c.model} | {c.tensor_parallel} | {c.logged_activation_gib:.2f} | "
+            f"{c.predicted_activation_gib:.2f} | {diff:+.2f} |"
+        )
+    moe = [c for c in rows if load_model(c.model).is_moe]
+    if moe:
+        worst = max(abs(c.predicted_activation_gib - c.logged_activation_gib) for c in moe)
+        dense = max(abs(c.predicted_activation_gib - c.logged_activation_gib)
+                    for c in rows if c not in moe)  # fmt: skip
+        lines += [
+            "",
+            f"Largest difference: {worst:.2f} GiB on the mixtures of experts, {dense:.2f} GiB on "
+            "the dense models, whose peaks carry no MoE term; the workspace itself is "
+            + ", ".join(
+                f"{_moe_gib(c):.2f} GiB for {c.model} at TP {c.tensor_parallel}" for c in moe
+            )
+            + " (vLLM 0.19.0's shapes, see docs/memory.md).",
+        ]
+    return "\n".join(lines)
+
+
+def _moe_gib(check: LogCheck) -> float:
+    acct = accounting("vllm", vllm_version=check.vllm_version)
+    return acct.moe_workspace_bytes(load_model(check.model), check.tensor_parallel) / GIB
 
 
 def _by_release(checks: list[LogCheck]) -> str:
