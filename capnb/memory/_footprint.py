@@ -39,7 +39,8 @@ GIB = 2**30
 #:     Llama-3.1-8B with 1,024 sequences, against 4.76), and the same at TP 1, 2 and 4. Non-torch:
 #:     0.25 GiB at TP 1 and 2.07 GiB per GPU at TP 2 (NCCL's buffers; 2.13 GiB logged at TP 4).
 #:     A mixture of experts adds the fused-MoE workspace, which 0.19 keeps for the life of the
-#:     engine, so it is still held while the sampler peaks (:meth:`Accounting.moe_workspace_bytes`).
+#:     engine, so it is still held while the sampler peaks (:meth:`Accounting.moe_workspace_bytes`;
+#:     0.10 counts the per-call buffers of 0.11's fused_experts_impl inside the forward pass).
 #:
 #: No bucket subtracts CUDA graph memory: each release captures CUDA graphs after the KV cache is
 #: sized, out of the (1 - gpu_memory_utilization) share (0.19 logs its estimate, 0.5-1.9 GiB, and
@@ -65,7 +66,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 256,
         "sampler_buffers": _SAMPLER_BUFFERS["0.6"],
         "block_tokens": 16,
-        "moe_workspace": False,
+        "moe_workspace": "",
     },
     "0.10": {
         "non_torch_bytes_single": 0.13 * 2**30,
@@ -74,7 +75,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.10"],
         "block_tokens": 16,
-        "moe_workspace": False,
+        "moe_workspace": "per_call",
     },
     "0.19": {
         "non_torch_bytes_single": 0.25 * 2**30,
@@ -83,7 +84,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.19"],
         "block_tokens": 16,
-        "moe_workspace": True,
+        "moe_workspace": "held",
     },
 }
 
@@ -119,8 +120,10 @@ class Accounting:
         Number of fp32 buffers of ``max_num_seqs x vocab`` live at the sampler's peak; used with
         ``vllm_version``.
     moe_workspace
-        Whether the profile run's peak holds the fused-MoE workspace of a mixture of experts
-        (:meth:`moe_workspace_bytes`); set by ``vllm_version="0.19"``.
+        How the profile run holds the fused-MoE buffers of a mixture of experts
+        (:meth:`moe_workspace_bytes`): ``"held"`` (vLLM 0.19: kept through the sampler's run),
+        ``"per_call"`` (vLLM 0.11: allocated and freed within each MoE layer) or ``""`` (not
+        counted: the 0.6 bucket, whose source was not checked). Set by ``vllm_version``.
     """
 
     name: str
@@ -133,7 +136,7 @@ class Accounting:
     vllm_version: str | None = None
     max_num_seqs: int = 0
     sampler_buffers: float = 0.0
-    moe_workspace: bool = False
+    moe_workspace: str = ""
 
     def reserve_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Fixed per-GPU reserve: non-torch memory plus the activation peak (0 for the article)."""
@@ -166,27 +169,34 @@ class Accounting:
         return float(self.sampler_buffers * self.max_num_seqs * spec.vocab_size * 4)
 
     def moe_workspace_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
-        """The fused-MoE workspace per GPU that vLLM 0.19 holds: 0 for a dense model.
+        """The fused-MoE buffers per GPU of the profile run's forward pass: 0 for a dense model.
 
-        vLLM 0.19.0 runs 16-bit experts on CUDA with its Triton fused-MoE kernel
-        (``fused_moe/oracle/unquantized.py``: ``TritonExperts``, the default unless FlashInfer is
-        asked for). ``TritonExperts.workspace_shapes`` (``fused_moe/fused_moe.py``) asks for
-        ``(M, top_k, max(N / 2, K))`` and ``(M, top_k, max(N, K))`` elements in the activation
-        dtype, with M the tokens of the forward pass (no chunking in 0.19: ``_allocate_buffers``
-        in ``fused_moe/modular_kernel.py`` passes M for the chunk), N the gate+up width per rank
-        (2 x the expert's intermediate size / TP) and K the hidden size; the output shares the
-        first buffer. Both come from the engine-wide ``WorkspaceManager`` (``v1/worker/
-        workspace.py``), which keeps its largest allocation, so the profile run's forward pass over
-        ``max_num_batched_tokens`` leaves them held through the sampler's run: they add to the
-        peak rather than compete with it. Quantized experts run other kernels (DeepGEMM, CUTLASS,
-        FlashInfer) whose workspaces this formula does not check.
+        Shapes as vLLM's source allocates them for 16-bit experts on CUDA, in the activation dtype,
+        with M the forward pass's tokens (``max_num_batched_tokens``), I the expert's intermediate
+        size per rank (sharded by TP), H the hidden size and k the experts per token:
+
+        - ``"held"`` (vLLM 0.19.0): ``fused_moe/oracle/unquantized.py`` picks ``TritonExperts``
+          unless FlashInfer is asked for; its ``workspace_shapes`` (``fused_moe/fused_moe.py``) asks
+          for ``(M, k, max(I, H))`` and ``(M, k, max(2 I, H))``, unchunked, which
+          ``_allocate_buffers`` (``fused_moe/modular_kernel.py``) takes from the engine-wide
+          ``WorkspaceManager`` (``v1/worker/workspace.py``; the output shares the first buffer).
+        - ``"per_call"`` (vLLM 0.11.0): the TP path calls ``fused_experts_impl``
+          (``fused_moe/fused_moe.py``), which allocates ``M' x k x max(2 I, H)`` and
+          ``M' x k x I`` elements per call, M' = min(M, VLLM_FUSED_MOE_CHUNK_SIZE = 32,768), and
+          frees them when the layer returns.
+
+        Quantized experts run other kernels (DeepGEMM, CUTLASS, FlashInfer, Marlin) whose
+        buffers this does not check.
         """
         if not (self.moe_workspace and spec.is_moe):
             return 0.0
         per_rank = (spec.moe_intermediate_size or spec.intermediate_size) / tensor_parallel
-        hidden, rows = spec.hidden_size, self.max_num_batched_tokens * spec.experts_per_token
-        elements = rows * (max(per_rank, hidden) + max(2 * per_rank, hidden))
-        return float(elements * 2)
+        hidden, k = spec.hidden_size, spec.experts_per_token
+        if self.moe_workspace == "held":
+            rows = self.max_num_batched_tokens * k
+            return float(rows * (max(per_rank, hidden) + max(2 * per_rank, hidden)) * 2)
+        rows = min(self.max_num_batched_tokens, 32_768) * k
+        return float(rows * (max(2 * per_rank, hidden) + per_rank) * 2)
 
     def activation_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Estimated activation peak of vLLM's profile run, per GPU.
@@ -198,12 +208,17 @@ class Accounting:
         (``max_num_seqs x vocab``), their sorted copy and indices for top-k/top-p, softmax and
         cumulative sums dominate for every model vLLM's logs show; the count of such buffers is
         one figure per version, taken from one published log (:data:`VLLM_VERSIONS`). A mixture
-        of experts under 0.19 adds the fused-MoE workspace, held through both
-        (:meth:`moe_workspace_bytes`).
+        of experts adds its fused-MoE buffers (:meth:`moe_workspace_bytes`): held through both
+        steps under 0.19, so they add to the peak; freed within the forward pass under 0.10,
+        where they sit beside the layer's residual and normed input (two hidden-size buffers).
         """
         forward = self.forward_bytes(spec, tensor_parallel)
-        held = self.moe_workspace_bytes(spec, tensor_parallel)
-        return max(forward, self.sampler_bytes(spec)) + held
+        moe = self.moe_workspace_bytes(spec, tensor_parallel)
+        if self.moe_workspace == "held":
+            return max(forward, self.sampler_bytes(spec)) + moe
+        if moe:
+            forward = max(forward, self.max_num_batched_tokens * 2 * spec.hidden_size * 2 + moe)
+        return max(forward, self.sampler_bytes(spec))
 
     def capacity_column(self) -> str:
         """The GPU catalog column whose memory the accounting's share applies to."""
@@ -275,8 +290,10 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
     _validate.positive_int(result.block_tokens, "block_tokens")
     for field in ("non_torch_bytes_single", "non_torch_bytes_multi", "sampler_buffers"):
         _validate.fraction(getattr(result, field), field, high=float("inf"))
-    if not isinstance(result.moe_workspace, bool):
-        raise InputError(f"moe_workspace must be True or False, got {result.moe_workspace!r}")
+    if result.moe_workspace not in ("", "held", "per_call"):
+        raise InputError(
+            f"moe_workspace must be '', 'held' or 'per_call', got {result.moe_workspace!r}"
+        )
     for field in ("max_num_batched_tokens", "max_num_seqs"):
         value = getattr(result, field)
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
