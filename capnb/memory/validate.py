@@ -35,6 +35,15 @@ TOLERANCE = 0.02
 
 #: Logs the accounting misses by more than :data:`TOLERANCE`, and what is known of why.
 KNOWN_MISSES = {
+    "llmd-gpt-oss-120b-tp1": (
+        "the cache is small (3.33 GiB), so 0.35 GiB is 10 %: the logged items add up to 75.22 "
+        "GiB, 3.96 GiB over the 71.26 GiB budget, so the 64.38 GiB 'Model loading took' cannot "
+        "be what the profiler subtracted (vLLM 0.11's MXFP4 layer rebuilds the expert weights "
+        "after loading, quantization/mxfp4.py); the budget less the logged peak, non-torch and "
+        "KV leaves 60.42 GiB of weights, 0.27 GiB under capnb's 60.69 GiB from the checkpoint, "
+        "and the sampler reserve is 7.46 GiB against 7.38 logged (the per-call MoE buffers, 0.53 "
+        "GiB, stay under it, as the equal 7.38 GiB of gpt-oss-20b shows)"
+    ),
     "issue21348-qwen3-235b-fp8-tp4": (
         "the run loaded an LMCache connector (kv-transfer-config), whose GPU buffers vLLM's "
         "profiler counts and capnb does not; the report gives neither the weights nor the "
