@@ -83,7 +83,14 @@ _REQUIRED = (
 
 @dataclass(frozen=True)
 class LogCheck:
-    """One published start-up log and capnb's prediction of its KV cache tokens."""
+    """One published start-up log and capnb's prediction of its KV cache tokens.
+
+    Attributes
+    ----------
+    logged_activation_gib, predicted_activation_gib
+        The profile run's activation peak per GPU in GiB: as the log states it (None where it
+        does not) and as the log's version bucket predicts it.
+    """
 
     log_id: str
     url: str
