@@ -44,7 +44,11 @@ GIB = 2**30
 #:
 #: No bucket subtracts CUDA graph memory: each release captures CUDA graphs after the KV cache is
 #: sized, out of the (1 - gpu_memory_utilization) share (0.19 logs its estimate, 0.5-1.9 GiB, and
-#: sizes the KV cache without it: weights + activation peak + non-torch + KV = the budget).
+#: sizes the KV cache without it: weights + activation peak + non-torch + KV = the budget). vLLM
+#: 0.19.0's ``gpu_worker.determine_available_memory`` measures the graphs' memory
+#: (``profile_cudagraph_memory``) but subtracts it only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1
+#: (``envs.py`` default 0); its log says a later release makes that the default, which no bucket
+#: models yet.
 VLLM_VERSIONS = ("0.6", "0.10", "0.19")
 
 #: fp32 logits-sized buffers live at the sampler's peak (see :meth:`Accounting.activation_bytes`),
