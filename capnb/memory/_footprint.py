@@ -38,10 +38,17 @@ GIB = 2**30
 #:     ("torch peak memory increase") is the sampler's, much smaller than 0.11's (1.89 GiB for
 #:     Llama-3.1-8B with 1,024 sequences, against 4.76), and the same at TP 1, 2 and 4. Non-torch:
 #:     0.25 GiB at TP 1 and 2.07 GiB per GPU at TP 2 (NCCL's buffers; 2.13 GiB logged at TP 4).
+#:     A mixture of experts adds the fused-MoE workspace, which 0.19 keeps for the life of the
+#:     engine, so it is still held while the sampler peaks (:meth:`Accounting.moe_workspace_bytes`;
+#:     0.10 counts the per-call buffers of 0.11's fused_experts_impl inside the forward pass).
 #:
 #: No bucket subtracts CUDA graph memory: each release captures CUDA graphs after the KV cache is
 #: sized, out of the (1 - gpu_memory_utilization) share (0.19 logs its estimate, 0.5-1.9 GiB, and
-#: sizes the KV cache without it: weights + activation peak + non-torch + KV = the budget).
+#: sizes the KV cache without it: weights + activation peak + non-torch + KV = the budget). vLLM
+#: 0.19.0's ``gpu_worker.determine_available_memory`` measures the graphs' memory
+#: (``profile_cudagraph_memory``) but subtracts it only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1
+#: (``envs.py`` default 0); its log says a later release makes that the default, which no bucket
+#: models yet.
 VLLM_VERSIONS = ("0.6", "0.10", "0.19")
 
 #: fp32 logits-sized buffers live at the sampler's peak (see :meth:`Accounting.activation_bytes`),
@@ -63,6 +70,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 256,
         "sampler_buffers": _SAMPLER_BUFFERS["0.6"],
         "block_tokens": 16,
+        "moe_workspace": "",
     },
     "0.10": {
         "non_torch_bytes_single": 0.13 * 2**30,
@@ -71,6 +79,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.10"],
         "block_tokens": 16,
+        "moe_workspace": "per_call",
     },
     "0.19": {
         "non_torch_bytes_single": 0.25 * 2**30,
@@ -79,6 +88,7 @@ _VLLM_PRESETS = {
         "max_num_seqs": 1024,
         "sampler_buffers": _SAMPLER_BUFFERS["0.19"],
         "block_tokens": 16,
+        "moe_workspace": "held",
     },
 }
 
@@ -113,6 +123,11 @@ class Accounting:
     sampler_buffers
         Number of fp32 buffers of ``max_num_seqs x vocab`` live at the sampler's peak; used with
         ``vllm_version``.
+    moe_workspace
+        How the profile run holds the fused-MoE buffers of a mixture of experts
+        (:meth:`moe_workspace_bytes`): ``"held"`` (vLLM 0.19: kept through the sampler's run),
+        ``"per_call"`` (vLLM 0.11: allocated and freed within each MoE layer) or ``""`` (not
+        counted: the 0.6 bucket, whose source was not checked). Set by ``vllm_version``.
     """
 
     name: str
@@ -125,6 +140,7 @@ class Accounting:
     vllm_version: str | None = None
     max_num_seqs: int = 0
     sampler_buffers: float = 0.0
+    moe_workspace: str = ""
 
     def reserve_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Fixed per-GPU reserve: non-torch memory plus the activation peak (0 for the article)."""
@@ -156,6 +172,36 @@ class Accounting:
             return 0.0
         return float(self.sampler_buffers * self.max_num_seqs * spec.vocab_size * 4)
 
+    def moe_workspace_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
+        """The fused-MoE buffers per GPU of the profile run's forward pass: 0 for a dense model.
+
+        Shapes as vLLM's source allocates them for 16-bit experts on CUDA, in the activation dtype,
+        with M the forward pass's tokens (``max_num_batched_tokens``), I the expert's intermediate
+        size per rank (sharded by TP), H the hidden size and k the experts per token:
+
+        - ``"held"`` (vLLM 0.19.0): ``fused_moe/oracle/unquantized.py`` picks ``TritonExperts``
+          unless FlashInfer is asked for; its ``workspace_shapes`` (``fused_moe/fused_moe.py``) asks
+          for ``(M, k, max(I, H))`` and ``(M, k, max(2 I, H))``, unchunked, which
+          ``_allocate_buffers`` (``fused_moe/modular_kernel.py``) takes from the engine-wide
+          ``WorkspaceManager`` (``v1/worker/workspace.py``; the output shares the first buffer).
+        - ``"per_call"`` (vLLM 0.11.0): the TP path calls ``fused_experts_impl``
+          (``fused_moe/fused_moe.py``), which allocates ``M' x k x max(2 I, H)`` and
+          ``M' x k x I`` elements per call, M' = min(M, VLLM_FUSED_MOE_CHUNK_SIZE = 32,768), and
+          frees them when the layer returns.
+
+        Quantized experts run other kernels (DeepGEMM, CUTLASS, FlashInfer, Marlin) whose
+        buffers this does not check.
+        """
+        if not (self.moe_workspace and spec.is_moe):
+            return 0.0
+        per_rank = (spec.moe_intermediate_size or spec.intermediate_size) / tensor_parallel
+        hidden, k = spec.hidden_size, spec.experts_per_token
+        if self.moe_workspace == "held":
+            rows = self.max_num_batched_tokens * k
+            return float(rows * (max(per_rank, hidden) + max(2 * per_rank, hidden)) * 2)
+        rows = min(self.max_num_batched_tokens, 32_768) * k
+        return float(rows * (max(2 * per_rank, hidden) + per_rank) * 2)
+
     def activation_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Estimated activation peak of vLLM's profile run, per GPU.
 
@@ -165,9 +211,17 @@ class Accounting:
         other and free their tensors in between. The sampling step's fp32 logits
         (``max_num_seqs x vocab``), their sorted copy and indices for top-k/top-p, softmax and
         cumulative sums dominate for every model vLLM's logs show; the count of such buffers is
-        one figure per version, taken from one published log (:data:`VLLM_VERSIONS`).
+        one figure per version, taken from one published log (:data:`VLLM_VERSIONS`). A mixture
+        of experts adds its fused-MoE buffers (:meth:`moe_workspace_bytes`): held through both
+        steps under 0.19, so they add to the peak; freed within the forward pass under 0.10,
+        where they sit beside the layer's residual and normed input (two hidden-size buffers).
         """
         forward = self.forward_bytes(spec, tensor_parallel)
+        moe = self.moe_workspace_bytes(spec, tensor_parallel)
+        if self.moe_workspace == "held":
+            return max(forward, self.sampler_bytes(spec)) + moe
+        if moe:
+            forward = max(forward, self.max_num_batched_tokens * 2 * spec.hidden_size * 2 + moe)
         return max(forward, self.sampler_bytes(spec))
 
     def capacity_column(self) -> str:
@@ -240,6 +294,10 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
     _validate.positive_int(result.block_tokens, "block_tokens")
     for field in ("non_torch_bytes_single", "non_torch_bytes_multi", "sampler_buffers"):
         _validate.fraction(getattr(result, field), field, high=float("inf"))
+    if result.moe_workspace not in ("", "held", "per_call"):
+        raise InputError(
+            f"moe_workspace must be '', 'held' or 'per_call', got {result.moe_workspace!r}"
+        )
     for field in ("max_num_batched_tokens", "max_num_seqs"):
         value = getattr(result, field)
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:

@@ -9,18 +9,20 @@ error. Where a log gives only GiB, the logged tokens are those GiB in whole bloc
 bytes per token, the way vLLM turns its budget into blocks.
 
 The printed Markdown is the section "vLLM memory: KV cache tokens against published start-up logs"
-of VALIDATION.md; a test compares the two so that the file cannot go stale.
+of VALIDATION.md (``--write VALIDATION.md`` replaces it there); a test compares the two so that the
+file cannot go stale.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data import dataset_path, load_model
+from ..data import dataset_path, load_model, write_section
 from ..errors import ConfigError
 from ._footprint import VLLM_VERSIONS, accounting, max_concurrency
 
@@ -33,16 +35,14 @@ TOLERANCE = 0.02
 
 #: Logs the accounting misses by more than :data:`TOLERANCE`, and what is known of why.
 KNOWN_MISSES = {
-    "planner-v019-mixtral-8x7b-tp2": (
-        "a mixture of experts: its logged activation peak (1.21 GiB) is the fused-MoE forward "
-        "pass's, well over the sampler's 0.47 GiB (a 32,000-token vocabulary) and the dense "
-        "forward estimate; capnb's activation model has no MoE term (one log of each kind "
-        "would set it, and would leave nothing to hold out)"
-    ),
-    "planner-v019-qwen3-30b-a3b-tp1": (
-        "a mixture of experts: its logged activation peak (2.68 GiB) exceeds the sampler's 2.24 "
-        "GiB by what the fused-MoE buffers add (Qwen3-8B, dense, with the same vocabulary, logs "
-        "2.21 GiB and is predicted within 0.1 %)"
+    "llmd-gpt-oss-120b-tp1": (
+        "the cache is small (3.33 GiB), so 0.35 GiB is 10 %: the logged items add up to 75.22 "
+        "GiB, 3.96 GiB over the 71.26 GiB budget, so the 64.38 GiB 'Model loading took' cannot "
+        "be what the profiler subtracted (vLLM 0.11's MXFP4 layer rebuilds the expert weights "
+        "after loading, quantization/mxfp4.py); the budget less the logged peak, non-torch and "
+        "KV leaves 60.42 GiB of weights, 0.27 GiB under capnb's 60.69 GiB from the checkpoint, "
+        "and the sampler reserve is 7.46 GiB against 7.38 logged (the per-call MoE buffers, 0.53 "
+        "GiB, stay under it, as the equal 7.38 GiB of gpt-oss-20b shows)"
     ),
     "issue21348-qwen3-235b-fp8-tp4": (
         "the run loaded an LMCache connector (kv-transfer-config), whose GPU buffers vLLM's "
@@ -64,8 +64,10 @@ NOT_ROWS = (
     "outside the catalog, and 0.6.4 predates pull request 10511's accounting",
     "vllm-project/vllm pull request 2031 (Llama-2-70B, TP 4 on A100-80GB, 20,865 blocks): the "
     "2023 profiler (v0.2), which no bucket models",
-    "llm-d-planner's other vLLM 0.19.0 runs: models outside the catalog (Qwen2.5, Gemma 2 and 3, "
-    "Granite, Phi, Kimi, Llama-4-Scout, gpt-oss-20b, CodeLlama, DeepSeek-V2-Lite), pipeline-parallel "
+    "llm-d-planner's other vLLM 0.19.0 runs (none at TP 8: its H100 runs stop at TP 4): models "
+    "outside the catalog (Qwen2.5, Gemma 2 and 3, Granite, Phi, Kimi, CodeLlama, and the mixtures "
+    "of experts Qwen1.5-MoE-A2.7B, DeepSeek-V2-Lite, Kimi-VL-A3B, Llama-4-Scout and gpt-oss-20b), "
+    "pipeline-parallel "
     "runs (no pipeline parallelism in capnb), a float32 run, and the repeats of Llama-3.1-8B at "
     "max_model_len 2,048 to 32,768 (the same 476,016 tokens: the budget does not depend on it)",
 )
@@ -81,7 +83,14 @@ _REQUIRED = (
 
 @dataclass(frozen=True)
 class LogCheck:
-    """One published start-up log and capnb's prediction of its KV cache tokens."""
+    """One published start-up log and capnb's prediction of its KV cache tokens.
+
+    Attributes
+    ----------
+    logged_activation_gib, predicted_activation_gib
+        The profile run's activation peak per GPU in GiB: as the log states it (None where it
+        does not) and as the log's version bucket predicts it.
+    """
 
     log_id: str
     url: str
@@ -94,6 +103,8 @@ class LogCheck:
     logged_tokens: int
     tokens_logged_directly: bool
     predicted_tokens: int
+    logged_activation_gib: float | None = None
+    predicted_activation_gib: float = 0.0
 
     @property
     def error(self) -> float:
@@ -145,6 +156,9 @@ def _check(row: dict, where: str) -> LogCheck:
         logged = math.floor(gib * GIB / per_block) * block
     if logged <= 0:
         raise ConfigError(f"{where}: the logged KV cache holds no token")
+    peak = (
+        _field(row, "activation_peak_gib", where, float) if row.get("activation_peak_gib") else None
+    )
     return LogCheck(
         log_id=_field(row, "log_id", where),
         url=_field(row, "url", where),
@@ -157,6 +171,8 @@ def _check(row: dict, where: str) -> LogCheck:
         logged_tokens=logged,
         tokens_logged_directly=direct,
         predicted_tokens=int(result.kv_cache_tokens.values.item()),
+        logged_activation_gib=peak,
+        predicted_activation_gib=acct.activation_bytes(load_model(model), tp) / GIB,
     )
 
 
@@ -184,7 +200,7 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
     lines = [
         HEADING,
         "",
-        "Generated by `python -m capnb.memory.validate` from "
+        "Generated by `python -m capnb.memory.validate --write VALIDATION.md` from "
         "`datasets/benchmarks/vllm_logs/vllm_startup_logs.csv` (sources in `datasets/README.md`); "
         "`tests/test_memory_vllm_logs.py` fails when this section differs from what the command "
         "prints.",
@@ -194,7 +210,10 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         "gpu_memory_utilization x the memory the driver reports, minus the weights per GPU (from "
         "the model's architecture), the activation peak of the profile run (the larger of the "
         "forward pass over max_num_batched_tokens and the sampler's fp32 logits over "
-        "max_num_seqs) and the non-torch memory of that version, in whole blocks. *Logged* is "
+        "max_num_seqs; for a mixture of experts under 0.19, plus the fused-MoE workspace that "
+        "vLLM 0.19.0's Triton experts keep through the sampler's run: tokens x top_k x "
+        "(max(I, H) + max(2 I, H)) x 2 bytes, with I the expert's intermediate size per GPU and "
+        "H the hidden size) and the non-torch memory of that version, in whole blocks. *Logged* is "
         'vLLM\'s "GPU KV cache size" (per GPU of the tensor-parallel group, not multiplied by '
         'TP); marked † where the log gives only "Available KV cache memory" in GiB, converted to '
         "whole blocks. *Calibration* logs set one constant of their version bucket each (the "
@@ -222,8 +241,11 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         lines.append(f"- {c.log_id} misses by {c.error * 100:+.1f} %: {why}.")
     lines += [
         "- Not reached: no published vLLM start-up log at TP 8 with its settings and KV figures "
-        "was found, so TP 8 is not checked; TP >= 4 uses the TP 2 non-torch figure (vLLM 0.19 "
+        "was found (vllm-project/vllm issues, llm-d-benchmark, llm-d-planner's 0.19.0 runs), so "
+        "TP 8 is not checked; TP >= 4 uses the TP 2 non-torch figure (vLLM 0.19 "
         "logs 2.07 GiB at TP 2 and 2.13 GiB at TP 4).",
+        "",
+        _activation_peaks(checks),
         "",
         _by_release(checks),
         "",
@@ -233,6 +255,45 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _activation_peaks(checks: list[LogCheck]) -> str:
+    """The profile run's activation peak, predicted against the logs that state it (0.19 only)."""
+    rows = [c for c in checks if c.vllm_version == "0.19" and c.logged_activation_gib is not None]
+    lines = [
+        'The 0.19 bucket\'s activation peak against the logged "torch peak memory increase" '
+        "(GiB per GPU; the Llama-3.1-8B TP 1 log sets the sampler's buffer count, so its row "
+        "matches by construction; the mixtures of experts add the fused-MoE workspace, not fitted):",
+        "",
+        "| log | model | TP | logged | predicted | difference |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for c in rows:
+        diff = c.predicted_activation_gib - c.logged_activation_gib
+        lines.append(
+            f"| {c.log_id} | {c.model} | {c.tensor_parallel} | {c.logged_activation_gib:.2f} | "
+            f"{c.predicted_activation_gib:.2f} | {diff:+.2f} |"
+        )
+    moe = [c for c in rows if load_model(c.model).is_moe]
+    if moe:
+        worst = max(abs(c.predicted_activation_gib - c.logged_activation_gib) for c in moe)
+        dense = max(abs(c.predicted_activation_gib - c.logged_activation_gib)
+                    for c in rows if c not in moe)  # fmt: skip
+        lines += [
+            "",
+            f"Largest difference: {worst:.2f} GiB on the mixtures of experts, {dense:.2f} GiB on "
+            "the dense models, whose peaks carry no MoE term; the workspace itself is "
+            + ", ".join(
+                f"{_moe_gib(c):.2f} GiB for {c.model} at TP {c.tensor_parallel}" for c in moe
+            )
+            + " (vLLM 0.19.0's shapes, see docs/memory.md).",
+        ]
+    return "\n".join(lines)
+
+
+def _moe_gib(check: LogCheck) -> float:
+    acct = accounting("vllm", vllm_version=check.vllm_version)
+    return acct.moe_workspace_bytes(load_model(check.model), check.tensor_parallel) / GIB
 
 
 def _by_release(checks: list[LogCheck]) -> str:
@@ -273,10 +334,19 @@ def _predicted_by(check: LogCheck, version: str) -> int:
     return _check({**row, "vllm_version": version}, check.log_id).predicted_tokens
 
 
-def main() -> None:
-    """Print the VALIDATION.md section."""
-    print(markdown(), end="")
+def main(argv=None) -> int:
+    """The command line: print the section; with ``--write``, store it in that file."""
+    parser = argparse.ArgumentParser(
+        prog="python -m capnb.memory.validate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--write", metavar="VALIDATION.md", help="store the section there")
+    args = parser.parse_args(argv)
+    text = markdown()
+    print(text, end="")
+    if args.write:
+        write_section(Path(args.write), text)
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    raise SystemExit(main())
