@@ -325,7 +325,7 @@ def test_a_failing_step_is_named():
     with pytest.raises(planning.PlanError, match="the forecast step failed.*trace='nope'"):
         planning.build(SMALL, traffic={"trace": "nope"})
     with pytest.raises(planning.PlanError, match="the capacity step failed.*needs latency"):
-        planning.build(SMALL, serving={"prefix_cache_share": 0.5})
+        planning.build(SMALL, serving={"latency": "model", "prefix_cache_share": 0.5})
     with pytest.raises(ConfigError, match=r"gpus\[0\] = 'H1000': unknown GPU"):  # before any step
         planning.build(SMALL, serving={"gpus": ("H1000",)})
     with pytest.raises(InputError, match="config must be a PlanConfig"):
@@ -403,7 +403,7 @@ def test_a_prefix_cache_needs_the_engine_and_block_hashes():
     with pytest.raises(
         planning.PlanError, match="prefix_cache_share = 0.3 needs latency = 'engine'"
     ):
-        planning.build(planning.read_config(dict(cheap, prefix_cache_share=0.3)))
+        planning.build(planning.read_config(dict(cheap, latency="model", prefix_cache_share=0.3)))
     with pytest.raises(planning.PlanError, match="must carry prompt block hashes"):
         planning.build(
             planning.read_config(

@@ -117,3 +117,21 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     by_hand = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft", memory_limit=fits)
     assert float(one.per_instance_qps) == float(by_hand.per_instance_qps)
     assert int(one.instances) == int(by_hand.instances)
+
+
+def test_engine_curve_of_is_the_curve_the_engine_sweep_searched():
+    work = capnb.latency.workload(prompt_tokens=[1500] * 32, output_tokens=[200] * 32)
+    swept = capnb.capacity.sweep_engine(
+        "Qwen3-32B", ["H100-SXM"], [2], work, 2.0, 10.0, metric="ttft", requests=300
+    ).sel(gpu="H100-SXM", tensor_parallel=2)
+    curve = capnb.capacity.engine_curve_of(Deployment("Qwen3-32B", "H100-SXM", 2), work,
+                                           requests=300)  # fmt: skip
+    fits = curve.attrs["memory_limit"]
+    assert int(curve.concurrency[-1]) == min(fits, 512)  # up to what memory holds
+    mine = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft", memory_limit=fits)
+    assert float(mine.per_instance_qps) == float(swept.per_instance_qps)
+    assert int(mine.safe_concurrency) == int(swept.safe_concurrency)
+    with pytest.raises(InputError, match="holds no sequence"):  # 64 GB of weights on 48 GB
+        capnb.capacity.engine_curve_of(Deployment("Qwen3-32B", "L40S", 1), work)
+    with pytest.raises(InputError, match="deployment: expected a capnb.Deployment"):
+        capnb.capacity.engine_curve_of(("Qwen3-32B", "H100-SXM", 2), work)

@@ -34,7 +34,8 @@ from :func:`pool_curves` (the engine per pool) and :func:`kv_transfer_s`; :func:
 (each share of the KV budget given to a prefix cache: the hit rate replayed from the trace, the
 engine at that hit rate with the rest of the budget, and the requests/s per instance under the SLA);
 :func:`sweep_engine` (:func:`plan` on a serving-engine curve for every GPU and degree, with an
-optional prefix cache: what the plan uses with ``latency = "engine"``); :func:`band` (an answer's
+optional prefix cache: what the plan uses with ``latency = "engine"``), :func:`engine_curve_of`
+(the curve it searches for one deployment); :func:`band` (an answer's
 requests/s per instance and instances if the latency model errs as it did on held-out
 measurements: ``plan(..., latency_band=...)``).
 """
@@ -45,7 +46,7 @@ from ..records import SLA, Deployment, EngineSettings
 from ._answer import applicability, contrast, describe
 from ._band import band, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
-from ._engine_sweep import sweep_engine
+from ._engine_sweep import engine_curve_of, sweep_engine
 from ._mix import mix
 from ._mix_size import compare_fleets, mix_by_size, size_bins, size_options
 from ._prefix import prefix_trade
@@ -67,6 +68,7 @@ __all__ = [
     "contrast",
     "describe",
     "disaggregate",
+    "engine_curve_of",
     "fleet",
     "instances",
     "kv_transfer_s",

@@ -19,7 +19,7 @@ import xarray as xr
 from ..errors import InputError
 from ..records import Deployment, EngineSettings
 
-__all__ = ["sweep_engine"]
+__all__ = ["engine_curve_of", "sweep_engine"]
 
 #: Concurrency points per engine curve: a geometric grid from 1 to what memory holds (at most 512).
 POINTS = 10
@@ -47,6 +47,48 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
         settings=settings,
     )  # fmt: skip
+
+
+def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str) -> int:
+    """The KV cache tokens vLLM's accounting gives one instance (0 when nothing fits)."""
+    from .. import memory
+
+    budget = memory.max_concurrency(
+        model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len,
+        accounting="vllm", vllm_version=vllm_version,
+    )  # fmt: skip
+    return int(budget.kv_cache_tokens.item()) if np.isfinite(budget.kv_cache_tokens) else 0
+
+
+def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, seed: int = 0,
+                    settings: EngineSettings | None = None,
+                    vllm_version: str = "0.10") -> xr.Dataset:  # fmt: skip
+    """The serving-engine curve a plan prices one deployment on (no prefix cache).
+
+    The same curve :func:`sweep_engine` searches: up to the sequences of the workload's mean
+    length that vLLM's KV cache accounting fits on the deployment (at most
+    :data:`MOST_SEQUENCES`), on its grid of concurrencies; so a worksheet that draws it finds the
+    plan's safe concurrency. ``attrs["memory_limit"]``: those sequences. A KV cache that holds no
+    sequence is an :class:`~capnb.errors.InputError`.
+    """
+    if not isinstance(deployment, Deployment):  # its degree was checked when it was made
+        raise InputError(
+            f"deployment: expected a capnb.Deployment(model, gpu, tensor_parallel), got "
+            f"{type(deployment).__name__}"
+        )
+    model, gpu, tp = deployment.model, deployment.gpu, int(deployment.tensor_parallel)
+    seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version)
+    fits = kv // seq_len
+    if fits < 1:
+        raise InputError(
+            f"{model} on {tp} x {gpu}: its KV cache ({kv:,} tokens) holds no sequence of the "
+            f"workload's mean length ({seq_len:,} tokens)"
+        )
+    curve = engine_curve(deployment, workload, fits=fits, running_tokens=kv, hit_rate=0.0,
+                         requests=requests, seed=seed, settings=settings)  # fmt: skip
+    curve.attrs["memory_limit"] = int(fits)
+    return curve
 
 
 def sweep_engine(
@@ -134,11 +176,7 @@ def sweep_engine(
             if reason:
                 rows[(gpu, tp)] = ("invalid_tensor_parallel", None)
                 continue
-            budget = memory.max_concurrency(
-                model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len,
-                accounting="vllm", vllm_version=vllm_version,
-            )  # fmt: skip
-            kv = int(budget.kv_cache_tokens.item()) if np.isfinite(budget.kv_cache_tokens) else 0
+            kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version)
             hit, running = 0.0, kv
             if share > 0 and kv > 0:
                 split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,

@@ -199,9 +199,10 @@ class Serving(_Table):
     """The ``[serving]`` table: the model, the candidate GPUs and degrees, and how latency is priced.
 
     ``model`` (catalog id, a ``config.json`` path or a Hugging Face model folder); candidate
-    ``gpus`` and ``tensor_parallel`` degrees; ``latency`` ``"model"`` (the calibrated analytic
-    model), ``"engine"`` (the calibrated serving-engine simulation, one curve per GPU and
-    degree), a bundled measured curve name or a path to measured latency files (``vllm bench
+    ``gpus`` and ``tensor_parallel`` degrees; ``latency`` ``"auto"`` (the default: each SLA
+    bound on the model whose held-out error is lower for its metric), ``"model"`` (the calibrated
+    analytic model), ``"engine"`` (the calibrated serving-engine simulation, one curve per GPU
+    and degree), a bundled measured curve name or a path to measured latency files (``vllm bench
     serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
     instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
     hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
@@ -238,7 +239,7 @@ class Serving(_Table):
             "'auto' (each SLA bound on the model whose held-out error is lower for its metric), "
             "a bundled curve name or latency files"
         ),
-    ] = "model"
+    ] = "auto"
     prefix_cache_share: Annotated[
         float,
         Field(ge=0, lt=1, allow_inf_nan=False),
