@@ -46,9 +46,11 @@ def install() -> bool:
 
     Nothing is done when the package is not installed or was imported already.
     """
-    if NAME in sys.modules or importlib.util.find_spec(NAME) is None:
+    spec = None if NAME in sys.modules else importlib.util.find_spec(NAME)
+    if spec is None:
         return False
     stand_in = _StandIn(NAME, __doc__)
     stand_in.is_valid_syntax = _is_valid_syntax
+    stand_in.__path__ = list(spec.submodule_search_locations or [])  # its submodules import
     sys.modules[NAME] = stand_in
     return True

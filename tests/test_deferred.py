@@ -46,3 +46,9 @@ def test_nothing_is_installed_over_an_imported_package():
 
     assert _deferred.install() is False
     assert type(sys.modules["rfc3987_syntax"]).__name__ == "module"
+
+
+def test_its_submodules_still_import_under_the_stand_in():
+    code = "import capnb, rfc3987_syntax.utils as u; print(u.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "rfc3987_syntax.utils"
