@@ -50,6 +50,14 @@ def test_an_auto_plan_checks_each_bound_on_the_preferred_model_and_says_so():
     assert a.latency_model == preferred[a.binding_metric]
     for m, model in preferred.items():
         assert f"{m.upper()} {model}" in a.inputs
+    # why the binding bound's model: its reason, the held-out figures of both, said in words
+    assert a.latency_choice == validate.preferred_model(a.binding_metric)["reason"]
+    assert f"Why this model for {a.binding_metric.upper()}: {a.latency_choice}" in plan.describe(
+        built
+    )
+    earlier = a.to_dict()  # a plan.json written before the field: read with it empty
+    del earlier["latency_choice"]
+    assert plan.Answer.from_dict(earlier).latency_choice == ""
 
 
 def test_the_per_metric_choice_is_scored_on_sources_it_was_not_picked_on():

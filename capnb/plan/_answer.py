@@ -224,6 +224,11 @@ class Answer:
     )
     traffic: str = _f("1", "the forecast in words")
     inputs: str = _f("1", "the inputs the plan was built on")
+    latency_choice: str = _f(
+        "1",
+        "why the binding bound was priced on its model (latency = 'auto'; else empty)",
+        default="",
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

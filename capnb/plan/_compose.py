@@ -234,6 +234,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"
         if latency_model == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
+        latency_choice=json.loads(cap.attrs.get("latency_choices", "{}")).get(binding_metric, ""),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
     )  # fmt: skip

@@ -86,9 +86,10 @@ def latency_words(a: Answer) -> str:
         return f"Latencies: {f'{source}; no model error' if source else model}.{notes}"
     error = f"{a.latency_error:.0%}" if math.isfinite(a.latency_error) else "unknown"
     metric = (a.binding_metric or next(iter(a.sla.bounds))).upper()
+    chosen = f" Why this model for {metric}: {a.latency_choice}." if a.latency_choice else ""
     return (
         f"Latencies: {model}; its held-out median {metric} error is {error} "
-        f"({a.latency_error_basis}).{notes}"
+        f"({a.latency_error_basis}).{chosen}{notes}"
     )
 
 
