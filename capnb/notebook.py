@@ -494,11 +494,9 @@ def setup(*, keep_memory: bool | None = None):
     >>> import capnb
     >>> capnb.notebook.setup()  # doctest: +SKIP
     """
+    import altair as alt
     from IPython.display import HTML
 
-    from .charts import import_altair
-
-    alt = import_altair()
     if RENDERER not in alt.renderers.names():
         alt.renderers.register(RENDERER, _render)
     alt.renderers.enable(RENDERER)

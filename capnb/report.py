@@ -679,11 +679,11 @@ def _lede(a) -> str:
 
 def _static_chart(plan) -> str:
     """The instances-per-slot chart as an SVG drawn here (vl-convert): no script, prints as is."""
+    import altair as alt
     import vl_convert as vlc
 
-    from .charts import import_altair, plan_instances
+    from .charts import plan_instances
 
-    alt = import_altair()
     try:
         svg = vlc.vegalite_to_svg(
             plan_instances(plan).to_dict(), vl_version=".".join(alt.VEGALITE_VERSION.split(".")[:2])

@@ -51,7 +51,6 @@ NOT_QUANTITY_RETURNS = {
     "capnb.charts.drafting": "a context manager: charts built inside it are drafts",
     "capnb.charts.quick_build": "a context manager: charts built inside it skip schema checks",
     "capnb.charts.elasticity_policies": "returns an altair chart",
-    "capnb.charts.import_altair": "returns the altair module",
     "capnb.notebook.worksheet": "returns the worksheet's widget object",
     "capnb.report.execute": "returns the executed notebook node",
     "capnb.widgets.kept": "a decorator: returns the wrapped step function",

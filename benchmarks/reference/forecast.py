@@ -311,7 +311,6 @@ def _length_distribution(low, high):
     return lengths, weights
 
 
-#: kernel name -> references (plain Python, numpy)
 def mixture_bisect_numpy(points, seen, low, high, errors, cumulative, q, bisections):
     """:func:`capnb.kernels.forecast.mixture_bisect` in numpy: every row's bracket halved at once."""
     seen = seen.astype(bool)
@@ -329,6 +328,7 @@ def mixture_bisect_numpy(points, seen, low, high, errors, cumulative, q, bisecti
     return out
 
 
+#: kernel name -> references (plain Python, numpy)
 REGISTRY = {
     "forecast.philox4x32": {"python": philox4x32_python, "numpy": philox4x32_numpy},
     "forecast.bin_requests": {"python": bin_requests_python, "numpy": bin_requests_numpy},

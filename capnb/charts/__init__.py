@@ -7,23 +7,19 @@ can fill in the spec it wrote out last time instead of building the chart again.
 JupyterLab and in offline HTML reports) is set up once by :func:`capnb.notebook.setup`.
 """
 
-from ._altair import load as import_altair
 from ._altair import quick_build
-
-import_altair()  # before the chart modules import altair: see capnb.charts._altair
-
-from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve  # noqa: E402
-from ._clock import day_label, is_undated  # noqa: E402
-from ._draft import Draft, drafting, written  # noqa: E402
-from ._elasticity import (  # noqa: E402
+from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve
+from ._clock import day_label, is_undated
+from ._draft import Draft, drafting, written
+from ._elasticity import (
     cold_start_stages,
     elasticity_pareto,
     elasticity_policies,
     elasticity_timeline,
 )
-from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series  # noqa: E402
-from ._memory import memory_breakdown, memory_heatmap  # noqa: E402
-from ._plan import (  # noqa: E402
+from ._forecast import forecast_exceedance, forecast_heatmap, forecast_plans, forecast_series
+from ._memory import memory_breakdown, memory_heatmap
+from ._plan import (
     plan_backtest,
     plan_held_out,
     plan_instances,
@@ -46,7 +42,6 @@ __all__ = [
     "forecast_heatmap",
     "forecast_plans",
     "forecast_series",
-    "import_altair",
     "is_undated",
     "latency_curve",
     "memory_breakdown",

@@ -1,7 +1,7 @@
-"""altair, and the context in which worksheets build charts without its repeated checks.
+"""The context in which worksheets build charts again without altair's repeated checks.
 
-:func:`load` imports altair (``import capnb`` has deferred the optional jsonschema grammar it would
-build); :func:`quick_build` is the context in which a worksheet builds its charts again.
+(``import capnb`` defers the optional jsonschema grammar altair's import would build:
+:mod:`capnb._deferred`.)
 """
 
 from __future__ import annotations
@@ -12,19 +12,7 @@ import hashlib
 import json
 from collections import OrderedDict
 
-__all__ = ["load", "quick_build"]
-
-
-def load():
-    """Import and return altair.
-
-    ``import capnb`` defers jsonschema's optional IRI grammar (:mod:`capnb._deferred`), which would
-    otherwise be built here: about a second of every kernel's start, before its first chart.
-    """
-    import altair
-
-    return altair
-
+__all__ = ["quick_build"]
 
 _MATCHES: OrderedDict = OrderedDict()
 _MATCHES_SIZE = 8_192

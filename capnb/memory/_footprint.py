@@ -51,6 +51,9 @@ GIB = 2**30
 #: models yet.
 VLLM_VERSIONS = ("0.6", "0.10", "0.19")
 
+#: vLLM 0.11's ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: the tokens one fused-MoE call processes at once.
+FUSED_MOE_CHUNK_TOKENS = 32_768
+
 #: fp32 logits-sized buffers live at the sampler's peak (see :meth:`Accounting.activation_bytes`),
 #: each from one logged activation peak: 1.26 GiB for Meta-Llama-3-8B with 256 sequences
 #: (pull request 10511) and 4.76 GiB for Llama-3.1-8B-Instruct with 1,024 (vLLM 0.11, llm-d).
@@ -186,7 +189,7 @@ class Accounting:
           ``WorkspaceManager`` (``v1/worker/workspace.py``; the output shares the first buffer).
         - ``"per_call"`` (vLLM 0.11.0): the TP path calls ``fused_experts_impl``
           (``fused_moe/fused_moe.py``), which allocates ``M' x k x max(2 I, H)`` and
-          ``M' x k x I`` elements per call, M' = min(M, VLLM_FUSED_MOE_CHUNK_SIZE = 32,768), and
+          ``M' x k x I`` elements per call, M' = min(M, :data:`FUSED_MOE_CHUNK_TOKENS`), and
           frees them when the layer returns.
 
         Quantized experts run other kernels (DeepGEMM, CUTLASS, FlashInfer, Marlin) whose
@@ -199,7 +202,7 @@ class Accounting:
         if self.moe_workspace == "held":
             rows = self.max_num_batched_tokens * k
             return float(rows * (max(per_rank, hidden) + max(2 * per_rank, hidden)) * 2)
-        rows = min(self.max_num_batched_tokens, 32_768) * k
+        rows = min(self.max_num_batched_tokens, FUSED_MOE_CHUNK_TOKENS) * k
         return float(rows * (max(2 * per_rank, hidden) + per_rank) * 2)
 
     def activation_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:

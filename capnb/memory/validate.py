@@ -277,8 +277,8 @@ def _activation_peaks(checks: list[LogCheck]) -> str:
     moe = [c for c in rows if load_model(c.model).is_moe]
     if moe:
         worst = max(abs(c.predicted_activation_gib - c.logged_activation_gib) for c in moe)
-        dense = max(abs(c.predicted_activation_gib - c.logged_activation_gib)
-                    for c in rows if c not in moe)  # fmt: skip
+        dense = max((abs(c.predicted_activation_gib - c.logged_activation_gib)
+                     for c in rows if c not in moe), default=0.0)  # fmt: skip
         lines += [
             "",
             f"Largest difference: {worst:.2f} GiB on the mixtures of experts, {dense:.2f} GiB on "
