@@ -249,6 +249,16 @@ def test_sweep_cells_equal_single_runs():
         assert int(one.breach.sum()) * 5 == float(one.breach_s)
 
 
+def test_a_list_of_one_policy_keeps_its_dim_and_a_name_does_not():
+    demand = 20 + 15 * np.sin(np.arange(2000) / 200)
+    kw = {"step_s": 5, "per_instance_qps": 5, "min_instances": [1, 2]}
+    listed = elasticity.sweep(demand, policy=["hpa"], **kw)
+    named = elasticity.sweep(demand, policy="hpa", **kw)
+    assert listed.breach_s.dims == ("policy", "min_instances") and list(listed.policy) == ["hpa"]
+    assert named.breach_s.dims == ("min_instances",) and "policy" not in named.coords
+    xr.testing.assert_equal(listed.sel(policy="hpa").drop_vars("policy"), named)
+
+
 def test_sweep_on_dask_equals_in_memory(dask_client):
     demand = 20 + 15 * np.sin(np.arange(3000) / 200)
     kw = {"step_s": 5, "per_instance_qps": 5, "cooldown_s": [0, 300, 900],

@@ -611,7 +611,8 @@ def sweep(
 
     Same arguments as :func:`simulate`, except that ``scale_up_threshold``, ``cooldown_s``,
     ``cold_start_s``, ``min_instances`` and ``buffer_instances`` may be sequences - each becomes a
-    dim of the result, in that order - and ``policy`` may be a list (a ``policy`` dim, first).
+    dim of the result, in that order - and ``policy`` may be a list (a ``policy`` dim, first, even
+    for a list of one).
     ``cooldown_s=None`` takes each policy's default (a ``cooldown_s`` coordinate over ``policy``).
     ``options`` go to the policies that know them. ``chunks`` (dim -> size) runs the grid as dask
     blocks; runs are spread over threads inside each block. ``forecast`` (requests/s per step)
@@ -652,8 +653,10 @@ def sweep(
     done = _side_by_side(one, policies, chunks)
     raws, grids, attrs, (values, *_), (step, *_), (qps, *_) = zip(*done, strict=True)
     losses_given = preemption is not None or lost_instances is not None
-    variables = _policy_variables(raws, values.size, step, qps, gpus, price, losses_given)
-    result = xr.Dataset(variables, coords=_sweep_coords(policies, grids))
+    listed = not isinstance(policy, str)  # a list, even of one, gives a policy dim (as sel does)
+    raw = _policy_metrics(raws, listed)
+    variables = metric_variables(raw, values.size, step, qps, gpus, price, losses_given)
+    result = xr.Dataset(variables, coords=_sweep_coords(policies, grids, listed))
     # attrs that differ between policies (their name, what cooldown_s means) are dropped; each
     # policy's own options keep their policy-prefixed names
     result.attrs = _shared_attrs(attrs) | demand_summary(values, step)
@@ -754,17 +757,16 @@ def _side_by_side(one, policies, chunks) -> list:
         return list(pool.map(one, policies))
 
 
-def _policy_variables(raws, n, step, qps, gpus, price, losses_given) -> dict:
-    """The metric variables of every policy's runs, over (policy, grid dims) when several."""
-    # every policy ran on the same demand, step and grid of settings: one set of variables over
-    # (policy, grid dims) from the kernels' metrics side by side (np.stack keeps dask's blocks)
-    raw = raws[0]
-    if len(raws) > 1:
-        raw = xr.DataArray(np.stack([r.data for r in raws]), dims=("policy", *raw.dims))
-    return metric_variables(raw, n, step, qps, gpus, price, losses_given)
+def _policy_metrics(raws, listed: bool) -> xr.DataArray:
+    """The kernels' metrics of every policy's runs, over (policy, grid dims) when ``listed``."""
+    # every policy ran on the same demand, step and grid of settings: one array over (policy, grid
+    # dims) from the kernels' metrics side by side (np.stack keeps dask's blocks)
+    if not listed:
+        return raws[0]
+    return xr.DataArray(np.stack([r.data for r in raws]), dims=("policy", *raws[0].dims))
 
 
-def _sweep_coords(policies, grids) -> dict:
+def _sweep_coords(policies, grids, listed: bool) -> dict:
     """The grid's settings as coordinates, a setting that differs between policies over policy."""
     coords = {}
     for name, value in grids[0].items():
@@ -772,7 +774,7 @@ def _sweep_coords(policies, grids) -> dict:
             coords[name] = value
         else:  # a policy's own default scale-down delay (cooldown_s=None): a value per policy
             coords[name] = ("policy", [g[name].item() for g in grids], glossary.attrs(name))
-    if len(policies) > 1:
+    if listed:
         coords["policy"] = ("policy", policies, glossary.attrs("policy"))
     return coords
 

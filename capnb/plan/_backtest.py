@@ -156,8 +156,6 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     hindsight = elasticity.choose(sweep, breach_budget=cfg.elasticity.breach_budget, cost=cost)
     if hindsight is None:
         hindsight = elasticity.least_breach(sweep, cost=cost)
-    if "policy" not in hindsight:  # one policy swept: no policy dim
-        hindsight = {"policy": str(sweep.attrs["policy"]), **hindsight}
     runs = {"recommended": chosen_run, "hindsight": hindsight}
 
     # naive fixed fleets

@@ -402,9 +402,6 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     # the chosen run's timeline, per forecast interval (the full timeline has one row per step)
     timeline = _timeline(run, float(series.attrs.get("interval_s", 600)), cfg.elasticity.step_s)
     fc_vars = fc.drop_vars([v for v in fc.data_vars if "trial" in fc[v].dims])
-    if "policy" not in sweep.dims:  # one policy swept: its dim kept, as with several, so that
-        sweep = sweep.expand_dims(policy=[policy.name])  # plan.sel(policy.selection) is its run
-        sweep["policy"].attrs = glossary.attrs("policy")
     parts = [
         _prefixed(series[["qps"]], "traffic"),
         _prefixed(fc_vars, "forecast"),
