@@ -167,7 +167,7 @@ def _pandas_read(path: Path):
     frame = frame.drop(columns="TIMESTAMP").assign(requests=1).set_index(times)
     per_second = frame.resample("1s").sum()
     qps = per_second["requests"].astype(float)
-    slot = qps.index.dayofweek * 24 + qps.index.hour
+    slot = qps.index.day_of_week * 24 + qps.index.hour
     quantiles = qps.groupby(slot).quantile([0.5, 0.95, 0.99]).unstack()
     return per_second, quantiles
 
@@ -252,7 +252,7 @@ def _read_rows(quick: bool) -> list[Row]:
         series.prompt_tokens.values[inside], counts["ContextTokens"].to_numpy()[inside]
     )
     kept = counts["requests"][inside].astype(float)
-    slot = kept.index.dayofweek * 24 + kept.index.hour
+    slot = kept.index.day_of_week * 24 + kept.index.hour
     expected = kept.groupby(slot).quantile([0.5, 0.95, 0.99]).unstack().to_numpy()
     np.testing.assert_allclose(baseline.target_qps.values, expected, rtol=1e-9)
     ours = best_time(lambda: _capnb_read(path), repeat=3, warmup=0)
