@@ -581,3 +581,29 @@ def test_the_report_gives_worksheet_03_the_model_an_auto_plan_bound_with():
     assert _curve_parameters(auto, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
     model = planning.read_config({"latency": "model"})
     assert _curve_parameters(model, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
+
+
+def test_the_front_page_chart_counts_whole_instances(tmp_path):
+    import re
+
+    import altair as alt
+    import pandas as pd
+    import vl_convert as vlc
+
+    from capnb import charts
+
+    # a service of one or two instances: ticks at halves read "0, 1, 1, 2, 2" once formatted whole
+    times = pd.date_range("2026-03-02", periods=288, freq="10min")
+    rates = pd.DataFrame({"timestamp": times, "qps": 15 + 5 * np.sin(np.arange(288) / 23)})
+    rates.to_csv(tmp_path / "rates.csv", index=False)
+    cfg = planning.read_config({**CHEAPER, "trace": str(tmp_path / "rates.csv"),
+                                "gpus": ("H100-SXM",), "tensor_parallel": (1,)})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(cfg)
+    spec = charts.plan_instances(plan).to_dict()
+    svg = vlc.vegalite_to_svg(spec, vl_version=".".join(alt.VEGALITE_VERSION.split(".")[:2]))
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    ticks = labels[labels.index("hour of day") + 1 : labels.index("instances")]
+    top = max(planning.answer(plan).fixed_instances)
+    assert top == 2 and ticks == [str(n) for n in range(int(ticks[-1]) + 1)], ticks

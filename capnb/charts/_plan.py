@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import altair as alt
@@ -111,6 +112,20 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
     return layers.add_params(pick).properties(title=title, width=560, height=280)
 
 
+def whole_ticks(top: int, most: int = 6) -> list[int]:
+    """Axis ticks for counts from 0 to ``top``: whole numbers 1, 2 or 5 x 10^k apart, ``most`` at most.
+
+    (Vega's ``tickMinStep`` is not honoured by every renderer: vl-convert drew 0, 1, 1, 2, 2 for
+    counts up to 2, ticks at halves formatted as whole numbers.)
+
+    >>> whole_ticks(2), whole_ticks(7), whole_ticks(223)
+    ([0, 1, 2], [0, 2, 4, 6, 8], [0, 50, 100, 150, 200, 250])
+    """
+    steps = (m * 10**k for k in itertools.count() for m in (1, 2, 5))
+    step = next(s for s in steps if top <= (most - 1) * s)
+    return list(range(0, top + step, step))
+
+
 def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> alt.Chart:
     """A small chart of the plan's one fleet: the forecast's need per slot over the reserve.
 
@@ -126,7 +141,8 @@ def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> 
     title = f"Instances per {slots}, P{100 * a.traffic_quantile:g} (line: {a.reserved_instances:,} reserved)"
     x = alt.X(field="slot", type="ordinal", title=slots, sort=None,
               axis=alt.Axis(labelAngle=-90, labelExpr="split(datum.label, '-')[0]"))  # fmt: skip
-    whole = alt.Axis(format="d", tickMinStep=1)  # instance counts are whole numbers
+    top = max([*a.fixed_instances, a.reserved_instances, 1])
+    whole = alt.Axis(format="d", values=whole_ticks(top))  # instance counts are whole numbers
     bars = (
         alt.Chart(table)
         .mark_bar(color="#4c78a8")
