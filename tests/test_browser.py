@@ -255,6 +255,15 @@ def test_a_report_with_code_still_leaves_the_checks_out(browser, tmp_path):
     text = page.locator("body").inner_text()
     assert "memory_step" in text
     assert "checks passed" not in text and "assert " not in text
+    # printed lines (a pre in an output area, as nbconvert writes print()) wrap at spaces, never
+    # inside a word: JupyterLab's own rule for them breaks anywhere
+    printed = page.evaluate(
+        "() => { const area = document.createElement('div');"
+        " area.className = 'jp-RenderedText jp-OutputArea-output';"
+        " const pre = area.appendChild(document.createElement('pre'));"
+        " document.body.appendChild(area); return getComputedStyle(pre).wordBreak; }"
+    )
+    assert printed == "normal", printed
     assert page.evaluate(_TOC_MISSING) == []
     assert console == []
     context.close()
