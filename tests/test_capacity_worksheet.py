@@ -82,6 +82,19 @@ def test_cost_vs_sla_picks_each_gpus_cheapest_tp(worksheet):
         assert row["usd_per_hour"] == pytest.approx(float(costs.min()))
 
 
+def test_the_cost_chart_gives_every_gpu_its_own_colour():
+    import pandas as pd
+
+    from capnb.charts._capacity import _cost_chart
+
+    # the default palette has ten colours; the catalog has twelve GPUs
+    for n, scheme in ((3, "tableau10"), (12, "tableau20")):
+        gpus = [f"gpu-{i}" for i in range(n)]
+        table = pd.DataFrame({"gpu": gpus, "sla": 1.0, "usd_per_hour": 1.0})
+        spec = _cost_chart(table, title="cost", gpus=gpus).to_dict()
+        assert spec["layer"][0]["encoding"]["color"]["scale"]["scheme"] == scheme
+
+
 def test_plan_contrast_shows_both_plans(short):
     spec = charts.plan_contrast(capacity.contrast(short, 2.0, 20.0, metric="ttft")).to_dict()
     rows = [r for rs in layer_data(spec).values() for r in rs if "plan" in r]

@@ -428,7 +428,14 @@ def _cost_chart(
                 scale=alt.Scale(type="log"),
                 title="USD per hour for the target",
             ),
-            color=alt.Color(field="gpu", type="nominal", title="GPU", sort=gpus),
+            # the default palette has 10 colours: past 10 GPUs two would share one
+            color=alt.Color(
+                field="gpu",
+                type="nominal",
+                title="GPU",
+                sort=gpus,
+                scale=alt.Scale(scheme="tableau20" if len(gpus) > 10 else "tableau10"),
+            ),
             tooltip=[
                 alt.Tooltip(field="gpu", type="nominal"),
                 alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),
