@@ -144,7 +144,7 @@ def _checks(notebook) -> set[int]:
 
 _ONE = r"\d[\d,]*(?:\.\d+)?(?::\d\d)?"
 # not inside a date (2025-03-12) or a word (5-minute): no word character or dash on either side
-_NUMBER = re.compile(rf"(?<![\w.\-+/])([-+]?{_ONE}(?:\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])")
+_NUMBER = re.compile(rf"(?<![\w.\-+/:])([-+]?{_ONE}(?:\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])")
 # a time on the loaders' placeholder date (a trace with no date), as the plan's text writes it
 _PLACEHOLDER_TIME = re.compile(
     rf"\b{words.PLACEHOLDER_YEAR}-01-(\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?"
@@ -161,22 +161,39 @@ def _undated(text: str) -> str:
     return _PLACEHOLDER_TIME.sub(lambda m: words.when(m.group(0).replace(" ", "T")), text)
 
 
+#: The lines of the commands a plan gives to settle a close call (``plan._closecall.benchmark_commands``):
+#: shown as they are to be pasted, in a block of their own, numbers not set apart.
+_COMMAND = re.compile(r"^(# on \d+ x |vllm serve |for c in |capnb plan )")
+
+
 def _prose(text: str) -> str:
-    """Lines of plain text as HTML paragraphs (``- `` lines as a list), numbers in bold."""
-    parts, items = [], []
+    """Lines of plain text as HTML paragraphs, numbers in bold; ``- `` lines a list, commands a block."""
+    parts, items, commands = [], [], []
+
+    def close() -> None:
+        if items:
+            parts.append("<ul>" + "".join(items) + "</ul>")
+            items.clear()
+        if commands:
+            parts.append(f'<pre class="capnb-commands">{html.escape(chr(10).join(commands))}</pre>')
+            commands.clear()
+
     for line in _undated(text).strip().splitlines():
         line = line.strip()
         if not line:
             continue
-        if line.startswith("- "):
+        if _COMMAND.match(line):
+            if items:
+                close()
+            commands.append(line)
+        elif line.startswith("- "):
+            if commands:
+                close()
             items.append(f"<li>{_bold_numbers(html.escape(line[2:]))}</li>")
-            continue
-        if items:
-            parts.append("<ul>" + "".join(items) + "</ul>")
-            items = []
-        parts.append(f"<p>{_bold_numbers(html.escape(line))}</p>")
-    if items:
-        parts.append("<ul>" + "".join(items) + "</ul>")
+        else:
+            close()
+            parts.append(f"<p>{_bold_numbers(html.escape(line))}</p>")
+    close()
     return "".join(parts)
 
 

@@ -1,5 +1,6 @@
 """The main job: execute a worksheet, write its HTML atomically, and check it draws offline."""
 
+import html
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import subprocess
 import tempfile
 
 import pytest
+import xarray as xr
 from nbclient.exceptions import CellExecutionError
 
 from capnb import report
@@ -382,6 +384,22 @@ def test_numbers_are_set_apart_but_not_inside_dates_or_words():
         "<strong>36-58</strong> requests, <strong>13%</strong> and <strong>4x</strong>"
     )
     assert bold("a 5-minute gap") == "a 5-minute gap"
+    # a time zone's offset is part of the time, not a number of its own
+    assert bold("(02:00-03:00 UTC-04:00)") == "(<strong>02:00-03:00</strong> UTC-04:00)"
+
+
+def test_an_answers_benchmark_commands_are_a_block_to_paste_not_prose():
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[75]])},
+                         coords={"gpu": ["H100-SXM"], "tensor_parallel": [1]})  # fmt: skip
+    commands = benchmark_commands(options, "H100-SXM", 1, "<my> model", 1214, 211)
+    text = f"Serve 1 x H100-SXM.\nTo settle the latency, benchmark:\n{commands}\n- then 2 more"
+    page = report._prose(text)
+    block = page.split('<pre class="capnb-commands">', 1)[1].split("</pre>", 1)[0]
+    assert html.unescape(block) == commands  # every line, as generated, none bold
+    assert page.endswith("<ul><li>then <strong>2</strong> more</li></ul>")
+    assert page.startswith("<p>Serve <strong>1</strong> x H100-SXM.</p><p>To settle")
 
 
 def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
