@@ -31,8 +31,9 @@ GIB = 2**30
 #:     subtraction; the profile run ends with a dummy sampler run over ``max_num_seqs`` requests
 #:     (``vllm serve`` on GPUs of 70 GiB or more other than A100: 1,024; elsewhere 256, pass
 #:     ``max_num_seqs=256``). Non-torch: 0.13 GiB at TP 1 and 0.55 GiB per GPU at TP 2, as vLLM
-#:     0.11 logged on H100s (llm-d-benchmark's empirical results); no published TP 4 or 8 figure
-#:     was found, so TP >= 2 uses the TP 2 figure.
+#:     0.11 logged on H100s (llm-d-benchmark's empirical results); TP >= 2 uses the TP 2 figure
+#:     (the one TP 8 log, held out, states 0.17-0.21 GiB on PCIe L40S GPUs without vLLM's custom
+#:     all-reduce; no NVLink TP 4 or 8 figure was found).
 #: ``"0.19"``: the V1 engine of 2026, checked against vLLM 0.19.0's own start-up logs on H100s
 #:     (llm-d-planner's accuracy runs): the same subtraction; the profile run's activation peak
 #:     ("torch peak memory increase") is the sampler's, much smaller than 0.11's (1.89 GiB for

@@ -53,6 +53,20 @@ KNOWN_MISSES = {
     ),
 }
 
+#: What a TP 8 log states beyond the file's columns, for the split of its error.
+TP8_CONTEXT = {
+    "aiplatform-qwen3-235b-fp8-l40s-tp8": (
+        "the log has 0.17 to 0.21 GiB of non-torch memory on these PCIe-only GPUs, which run "
+        "without vLLM's custom all-reduce (its custom_all_reduce.py warning; whether that is "
+        "the whole difference from the H100's 0.55 GiB at TP 2 the log cannot say), so capnb's "
+        "weights (-0.21 GiB) and non-torch memory (+0.34 to +0.38 GiB) are off in opposite "
+        "directions and partly cancel; it ran with expert parallelism, 16 of 128 experts per "
+        "GPU, the same 1/8 share of the weights as TP; and the L40S's 44.42 GiB that the driver "
+        "reports, which the GPU catalog takes from this log, is a device constant (the "
+        "marketed 45.0 GiB would give +3.6 %)"
+    ),
+}
+
 #: Published start-up logs found but not rows of the file, and why.
 NOT_ROWS = (
     "vllm-project/vllm pull request 10511 at TP 2 (Meta-Llama-3-8B, H100): its KV figure is cut in "
@@ -70,6 +84,12 @@ NOT_ROWS = (
     "pipeline-parallel "
     "runs (no pipeline parallelism in capnb), a float32 run, and the repeats of Llama-3.1-8B at "
     "max_model_len 2,048 to 32,768 (the same 476,016 tokens: the budget does not depend on it)",
+    "TP 8 logs: vllm-project/vllm issue 6746 (Meta-Llama-3.1-405B-Instruct-FP8 on 8 x H100, vLLM "
+    "of 2024-07, 57.75 GB of weights per GPU), the V0 profiler before pull request 10511, which "
+    "no bucket models; ajith-sirra-amd/InferenceMAX_Rocm_Team @59882861 (vLLM 0.22.0 server logs "
+    "of Kimi-K2.5-NVFP4 at TP 8 on B200, e.g. 86.18 GiB and 2,633,536 tokens), a multimodal "
+    "model outside the catalog with NVFP4 experts, on a GPU with no catalogued reported memory; "
+    "vllm-project/vllm-ascend issues 2235 and 2473 (TP 8), Ascend NPUs outside the catalog",
 )
 
 HEADING = "## vLLM memory: KV cache tokens against published start-up logs"
@@ -122,20 +142,25 @@ def _field(row: dict, key: str, where: str, kind=str):
         raise ConfigError(f"{where}: field {key!r} is not a {kind.__name__} ({value!r})") from None
 
 
+def _accounting(row: dict, where: str):
+    """The vLLM accounting of a log: its version bucket and settings."""
+    return accounting(
+        "vllm",
+        vllm_version=_field(row, "vllm_version", where),
+        gpu_memory_utilization=_field(row, "gpu_memory_utilization", where, float),
+        block_tokens=_field(row, "block_size", where, int),
+        max_num_batched_tokens=_field(row, "max_num_batched_tokens", where, int),
+        max_num_seqs=_field(row, "max_num_seqs", where, int),
+    )
+
+
 def _check(row: dict, where: str) -> LogCheck:
     version = _field(row, "vllm_version", where)
     if version not in VLLM_VERSIONS:
         raise ConfigError(f"{where}: vllm_version {version!r} is not one of {list(VLLM_VERSIONS)}")
     tp = _field(row, "tensor_parallel", where, int)
     block = _field(row, "block_size", where, int)
-    acct = accounting(
-        "vllm",
-        vllm_version=version,
-        gpu_memory_utilization=_field(row, "gpu_memory_utilization", where, float),
-        block_tokens=block,
-        max_num_batched_tokens=_field(row, "max_num_batched_tokens", where, int),
-        max_num_seqs=_field(row, "max_num_seqs", where, int),
-    )
+    acct = _accounting(row, where)
     model, weight_dtype = _field(row, "model", where), _field(row, "weight_dtype", where)
     kv_dtype = (row.get("kv_cache_dtype") or "").strip() or "auto"
     result = max_concurrency(
@@ -240,10 +265,7 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         why = KNOWN_MISSES.get(c.log_id, "not explained")
         lines.append(f"- {c.log_id} misses by {c.error * 100:+.1f} %: {why}.")
     lines += [
-        "- Not reached: no published vLLM start-up log at TP 8 with its settings and KV figures "
-        "was found (vllm-project/vllm issues, llm-d-benchmark, llm-d-planner's 0.19.0 runs), so "
-        "TP 8 is not checked; TP >= 4 uses the TP 2 non-torch figure (vLLM 0.19 "
-        "logs 2.07 GiB at TP 2 and 2.13 GiB at TP 4).",
+        *_tp8_lines(checks),
         "",
         _activation_peaks(checks),
         "",
@@ -255,6 +277,36 @@ def markdown(checks: list[LogCheck] | None = None) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _tp8_lines(checks: list[LogCheck]) -> list[str]:
+    """What the TP 8 logs check, split the way they log it, and what no log reached."""
+    lines = []
+    for c in (c for c in checks if c.tensor_parallel == 8):
+        row = _row(c.log_id)
+        spec, acct, tp = load_model(c.model), _accounting(row, c.log_id), c.tensor_parallel
+        weights = spec.weight_bytes(row["weight_dtype"]) / tp / GIB
+        non_torch = (acct.reserve_bytes(spec, tp) - acct.activation_bytes(spec, tp)) / GIB
+        logged_w = (row.get("weights_gib") or "").strip()
+        logged_w = f"logged {float(logged_w):.2f}" if logged_w else "not logged"
+        logged_a = c.logged_activation_gib
+        logged_a = f"logged {logged_a:.2f}" if logged_a is not None else "not logged"
+        lines.append(
+            f"- TP 8, {c.log_id} ({c.gpu}, vLLM {c.vllm_version_logged}, {c.vllm_version} bucket): "
+            f"{c.error * 100:+.2f} %. Per GPU, capnb counts weights {weights:.2f} GiB ({logged_w}), "
+            f"an activation peak {c.predicted_activation_gib:.2f} GiB ({logged_a}) and non-torch "
+            f"{non_torch:.2f} GiB, the bucket's TP >= 2 figure; "
+            f"{TP8_CONTEXT.get(c.log_id, 'the log states no more')}."
+        )
+    lines.append(
+        "- Not reached: no published TP 8 start-up log on NVLink GPUs (H100, H200, B200, MI300X) "
+        "with the settings of a catalog model was found (vllm-project/vllm issues, "
+        "llm-d-benchmark, llm-d-planner's 0.19.0 runs, InferenceMAX results), nor any TP 8 log "
+        "for the 0.6 or 0.19 bucket, so the non-torch memory of an NVLink TP 8 group (custom "
+        "all-reduce and NCCL buffers) is not checked; TP >= 4 uses the TP 2 non-torch figure "
+        "(vLLM 0.19 logs 2.07 GiB at TP 2 and 2.13 GiB at TP 4)."
+    )
+    return lines
 
 
 def _activation_peaks(checks: list[LogCheck]) -> str:
@@ -326,12 +378,16 @@ def _by_release(checks: list[LogCheck]) -> str:
     return "\n".join(lines)
 
 
-def _predicted_by(check: LogCheck, version: str) -> int:
-    """The tokens another version bucket predicts for a log (its own settings otherwise)."""
+def _row(log_id: str) -> dict:
+    """The bundled file's row of a log."""
     path = dataset_path("benchmarks", "vllm_logs", "vllm_startup_logs.csv")
     with open(path, newline="", encoding="utf-8") as handle:
-        row = next(r for r in csv.DictReader(handle) if r["log_id"] == check.log_id)
-    return _check({**row, "vllm_version": version}, check.log_id).predicted_tokens
+        return next(r for r in csv.DictReader(handle) if r["log_id"] == log_id)
+
+
+def _predicted_by(check: LogCheck, version: str) -> int:
+    """The tokens another version bucket predicts for a log (its own settings otherwise)."""
+    return _check({**_row(check.log_id), "vllm_version": version}, check.log_id).predicted_tokens
 
 
 def main(argv=None) -> int:
