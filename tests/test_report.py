@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 import xarray as xr
@@ -400,6 +401,17 @@ def test_an_answers_benchmark_commands_are_a_block_to_paste_not_prose():
     assert html.unescape(block) == commands  # every line, as generated, none bold
     assert page.endswith("<ul><li>then <strong>2</strong> more</li></ul>")
     assert page.startswith("<p>Serve <strong>1</strong> x H100-SXM.</p><p>To settle")
+
+
+def test_only_the_inputs_heading_is_left_out_with_the_code():
+    # a cell tagged about-code leaves the report with the code: a section heading there took its
+    # section out of the contents (worksheet 06 lost five of its seven sections)
+    import nbformat
+
+    for path in sorted(Path(report.worksheet_path("00_start_here")).parent.glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        hidden = [report._heading(c) for c in notebook.cells if "about-code" in report._tags(c)]
+        assert [h for h in hidden if h and h[1] != "Inputs"] == [], path.name
 
 
 def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
