@@ -41,6 +41,7 @@ __all__ = [
     "records",
     "setup",
     "table",
+    "trace_times",
     "worksheet",
 ]
 
@@ -593,6 +594,22 @@ def worksheet(path: str | Path, **parameters: object):
         if "ws" in assigned:
             return namespace["ws"]
     raise ValueError(f"{file}: no cell assigns the worksheet `ws`")
+
+
+def trace_times(times) -> list[str]:
+    """Times of a trace as capnb's words write them, one string each (no unit: text).
+
+    ``2026-10-19 00:00``, or ``day 8 22:30`` for a trace with no date (its loader's placeholder
+    year), as the plan's sentences write them: for a table's index or a chart's labels.
+
+    >>> trace_times(["2026-10-19T00:00:00", "1970-01-08T22:30:00"])
+    ['2026-10-19 00:00', 'day 8 22:30']
+    """
+    import numpy as np
+
+    from . import words
+
+    return [words.when(str(time)) for time in np.asarray(times, dtype="datetime64[ns]")]
 
 
 def table(frame, *formats, na_rep: str | None = None):

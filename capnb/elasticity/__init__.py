@@ -39,6 +39,7 @@ scale events per hour, reversals within a cool-down, time above the need, cold s
 
 from __future__ import annotations
 
+from ..words import POLICY_NAMES as _WORDS
 from . import coldstart
 from ._advice import (
     HOLD_GOAL,
@@ -61,6 +62,10 @@ from ._policy import OPTIONS, POLICIES, Policy
 from ._pools import pool_demand, simulate_pools
 from ._simulate import fixed_instances, simulate, sweep
 
+#: Each policy's name in words (``"hpa"``: ``"Kubernetes HPA"``), as the step's sentences, the
+#: charts and the report write it; for a worksheet's own tables.
+POLICY_NAMES = dict(_WORDS)
+
 __all__ = [
     "FLOOR_SHARES",
     "HOLD_GOAL",
@@ -69,6 +74,7 @@ __all__ = [
     "OPTIONS",
     "POLICIES",
     "POLICY_GRID",
+    "POLICY_NAMES",
     "PREDICTIVE_QUANTILE",
     "NoAction",
     "Policy",
