@@ -602,8 +602,8 @@ def trace_times(times) -> list[str]:
     ``2026-10-19 00:00``, or ``day 8 22:30`` for a trace with no date (its loader's placeholder
     year), as the plan's sentences write them: for a table's index or a chart's labels.
 
-    >>> trace_times(["2026-10-19T00:00:00", "1970-01-08T22:30:00"])
-    ['2026-10-19 00:00', 'day 8 22:30']
+    >>> trace_times(["2026-10-19T00:00:00", "2026-10-19T22:30:00"])
+    ['2026-10-19 00:00', '2026-10-19 22:30']
     """
     import numpy as np
 

@@ -58,12 +58,13 @@ def _needs_browser(step: str):
 COVERED_ELSEWHERE = ("report", "browser")
 
 
-#: Steps that time fresh processes (a cold compile, an import) or kernels of their own: run as the
-#: command, ``python -m benchmarks STEP --quick --write FILE``, in a process of their own. The other
-#: steps time calls in the process that runs them, as the whole command runs every step in one
-#: process: their smoke runs share the test worker's process (each saves a process's start, its
-#: imports and its kernels' loads: about 3 CPU s).
-OWN_PROCESS = ("worksheets", "compile", "startup")
+#: Steps that time fresh processes (a cold compile, an import), kernels or a dask cluster of their
+#: own: run as the command, ``python -m benchmarks STEP --quick --write FILE``, in a process of their
+#: own (the cluster's warnings are the command's to print, not errors of the suite). The other steps
+#: time calls in the process that runs them, as the whole command runs every step in one process:
+#: their smoke runs share the test worker's process (each saves a process's start, its imports and
+#: its kernels' loads).
+OWN_PROCESS = ("worksheets", "scaleout", "compile", "startup")
 
 
 @pytest.mark.slow
