@@ -16,7 +16,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from ._answer import (
     MEASURED_BASIS,
     Advisory,
@@ -152,7 +152,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     answer_kw["latency_error"] = call["latency_error"]
     answer_kw["latency_error_basis"] = call["latency_error_basis"]
     checks, commands = [], call["settle_commands"]
-    words = "analytic latency" if model_name == "analytic" else "serving-engine"
+    named = "analytic latency" if model_name == "analytic" else "serving-engine"
     measure = (
         "benchmark both GPUs (the commands below) and re-plan with --benchmark"
         if call["close"]
@@ -165,7 +165,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
             "close_call", not call["close"],
             f"the runner-up ({answer_kw['runner_up']}, {gap:+.0%}) is "
             + ("within" if call["close"] else "beyond")
-            + f" the {words} model's error",
+            + f" the {named} model's error",
             measure if call["close"] else "",
             "own",
         ))  # fmt: skip
@@ -173,7 +173,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     passed = math.isfinite(error) and error <= LATENCY_ERROR_LIMIT
     checks.append(Check(
         "latency_error", passed,
-        f"the {words} model's held-out {metric.upper()} error is "
+        f"the {named} model's held-out {metric.upper()} error is "
         + (f"{error:.0%}" if math.isfinite(error) else "unknown")
         + f" (over {LATENCY_ERROR_LIMIT:.0%})" * (not passed),
         "" if passed else measure,
@@ -277,7 +277,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         usd_per_gpu_hour=price,
         monthly_usd=float(run.usd) * per_month if "usd" in run else math.nan,
         cost_includes=(
-            f"{gpu_hours:,.0f} GPU-hours a month: the {reserved} reserved instances all month and "
+            f"{gpu_hours:,.0f} GPU-hours a month: the {words.count(reserved, 'reserved instance')} "
+            "all month and "
             f"the autoscaler's instances above them, as replayed over {hours:,.0f} h of the trace, "
             f"at {price:g} USD per GPU-hour ({gpu}'s on-demand price in the GPU catalog, the price "
             "the GPUs were ranked by); not included: bursts the trace did not contain (see the "

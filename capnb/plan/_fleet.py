@@ -65,7 +65,7 @@ def mixed_fleet(cfg: PlanConfig, cap: xr.Dataset, fc: xr.Dataset, demand, policy
         )
     except NotPricedError as error:  # the capacity step names the GPUs that meet the SLA
         return (
-            f"Fleet at {cfg.fleet.provider}'s prices: not priced: {cfg.fleet.provider} lists no price for "
+            f"not priced: {cfg.fleet.provider} lists no price for "
             f"{', '.join(error.gpus) or 'any GPU'} that meets the SLA, so no mix of GPU types is "
             f'planned (set [fleet] provider to one that prices them, or "none").'
         ), None
@@ -170,7 +170,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
             "forecast alone)"
         )
     return (
-        f"Fleet at {mixed.attrs['provider']}'s prices: planned per slot for the forecast, one type "
+        f"planned per slot for the forecast at {mixed.attrs['provider']}'s prices, one type "
         f"on demand ({mixed.attrs['single_type_pool']}) costs "
         f"{mixed.attrs['single_type_usd_per_hour'] * HOURS_PER_MONTH:,.0f} USD a month and the "
         f"cheapest mix ({', '.join(base) or 'nothing'} reserved; "

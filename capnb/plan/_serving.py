@@ -96,8 +96,8 @@ def serving_sentence(result, replay, hours: float) -> str:
     line = (
         f"{str(result.attrs['recommendation']).rstrip('.')}: "
         f"{abs(saving):.0%} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated. Both sized on "
-        f"the serving-engine model (which the plan's own fleet above is not, unless latency = "
-        f"'engine'), the KV moved over {result.attrs['link']}"
+        f"the serving-engine model (the plan's own fleet above on the model its Latencies line "
+        f"names), the KV moved over {result.attrs['link']}"
     )
     if replay is not None:
         per_month = HOURS_PER_MONTH / hours
