@@ -24,6 +24,10 @@ least as many requests/s (e.g. TP 2 at under twice TP 1's throughput); such a po
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import numpy as np
 import xarray as xr
 
@@ -344,11 +348,7 @@ def quiet_milp(*args, **kwargs):
     verdict is in its result (``status``, ``message``), which the callers read; Python's own
     ``sys.stdout`` is flushed first, so nothing of capnb's is lost.
     """
-    import contextlib
-    import os
-    import sys
-
-    from scipy.optimize import milp
+    from scipy.optimize import milp  # scipy's import is deferred to the first program
 
     with contextlib.suppress(AttributeError, ValueError, OSError):
         sys.stdout.flush()
