@@ -167,7 +167,9 @@ def load_trace(
         another unit fall in 1970 (or past 2261) is refused with the dates each unit gives.
     timezone
         The clock to count hours of the day on (IANA name). Times with UTC offsets are converted to
-        it; naive times are taken to be on it already. Default: the single offset the file states,
+        it; naive times are taken to be on it already, and across a daylight-saving change are
+        placed as the same times with offsets would be (the hour repeated when clocks go back
+        told apart by the rows' order). Default: the single offset the file states,
         or unknown for naive times.
     start
         For relative times (numbers that count from the first request, e.g. Mooncake's): the date
