@@ -1,5 +1,6 @@
 """The plan: the chain on one set of inputs, its recommendation, configs and exports."""
 
+import dataclasses
 import errno
 import json
 import math
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from capnb import data, memory
+from capnb import data, memory, words
 from capnb import plan as planning
 from capnb.errors import ConfigError, InputError, OutputError
+from capnb.plan import _text as plan_text
 
 #: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
 SMALL = {
@@ -581,3 +583,15 @@ def test_the_report_gives_worksheet_03_the_model_an_auto_plan_bound_with():
     assert _curve_parameters(auto, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
     model = planning.read_config({"latency": "model"})
     assert _curve_parameters(model, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
+
+
+def test_a_short_window_s_breach_and_budget_keep_their_digits(small):
+    # found planning a 3-day request log (hourly origins, 6-hour windows): the text said
+    # "worst: 0 minutes against 0" for a held-out window that broke its budget (0.5 minutes
+    # against 0.36), a failure that read like none
+    plan, _ = small
+    a = planning.answer(plan)
+    short = dataclasses.replace(a.held_out, worst_breach_minutes=0.5, worst_budget_minutes=0.36)
+    text = plan_text.sections(dataclasses.replace(a, held_out=short))["held_out"]
+    assert "(worst: 0.5 minutes against 0.36)" in text
+    assert words.minutes_against(13.2, 9.04) == "13 minutes against 9"
