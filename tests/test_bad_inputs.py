@@ -283,6 +283,15 @@ ROWS = [
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),
         Raises(ConfigError, r"column 'prompt_tokens' holds '3\.5', not a whole number of tokens")),
+    # found with a request log timed in seconds: one fractional token count made the whole file
+    # text, and the numeric times were then refused as "not an ISO 8601 time"
+    Row("trace: a fractional token count beside numeric times",
+        trace("t,prompt_tokens\n1,15\n2,4.5\n", time_column="t", time_unit="s"),
+        Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 'prompt_tokens' holds '4\.5', "
+                            r"not a whole number of tokens")),
+    Row("trace: a word among numeric times beside a fractional token count",
+        trace("t,prompt_tokens\n1,15\nsoon,4.5\n", time_column="t", time_unit="s"),
+        Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 't' holds 'soon', not a time")),
     Row("trace: a row with an extra field", trace(f"{TRACE_HEAD}{GOOD_ROW},3\n{GOOD_ROW},4,9\n"),
         Raises(ConfigError, r"t\.csv: row 2 \(line 3\) has 3 fields, not 2; not a well-formed CSV")),
     Row("trace: a first row shorter than the header",

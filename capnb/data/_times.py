@@ -379,8 +379,11 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         local, label = on_zone(ns, timezone or kind.tz)
         return local, Clock(label, True, "")
     if pat.is_string(kind) or pat.is_large_string(kind):
-        ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
-        return ns, Clock(label, True, "")
+        numbers = _numbers_as_text(values, column, where)
+        if numbers is None:
+            ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
+            return ns, Clock(label, True, "")
+        values, kind = numbers, numbers.type
     if pat.is_integer(kind) or pat.is_floating(kind):
         numbers = values.to_numpy(zero_copy_only=False)
         if pat.is_floating(kind) and not np.isfinite(numbers).all():
@@ -403,6 +406,33 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             return local, Clock(label, True, "")
         return ns, Clock("UTC", True, "")
     raise ConfigError(f"{where(0)}: column {column!r} has type {kind}, which is not a time")
+
+
+def _numbers_as_text(values, column: str, where):
+    """A text column of numbers as numbers; None when its first value is not one (it holds dates).
+
+    A CSV is read as text when any column did not convert (a fractional token count), and its
+    numeric times must still read as numbers for the row at fault to be the one named.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.utf8_trim_whitespace(values.combine_chunks())
+    first = text[0].as_py() if len(text) else ""
+    try:
+        float(first)
+    except ValueError:
+        return None
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            return pc.cast(text, kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    ok = pc.fill_null(
+        pc.match_substring_regex(text, r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"), False
+    )
+    row = int(np.flatnonzero(~ok.to_numpy(zero_copy_only=False))[0])
+    raise ConfigError(f"{where(row)}: column {column!r} holds {text[row].as_py()!r}, not a time")
 
 
 def _check_dates(values: np.ndarray, column: str, where, shown) -> None:
