@@ -388,7 +388,9 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         numbers = values.to_numpy(zero_copy_only=False)
         if pat.is_floating(kind) and not np.isfinite(numbers).all():
             row = int(np.flatnonzero(~np.isfinite(numbers))[0])
-            raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
+            raise ConfigError(
+                f"{where(row)}: column {column!r} holds {float(numbers[row])!r}, not a time"
+            )
         per_unit = unit_ns(time_unit, f"{where(0)}: time_unit", column)
         stated = relative  # the caller said they count from time 0 (start=, or a bundled series)
         if not relative and float(numbers[0]) * per_unit < _YEAR_2000_NS:

@@ -861,7 +861,7 @@ def _token_column(table, column: str, where) -> np.ndarray:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ConfigError(
-                f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a whole number of tokens"
+                f"{where(row)}: column {column!r} holds {float(numbers[row])!r}, not a whole number of tokens"
             )
     elif numbers.dtype.kind not in "iu":
         raise ConfigError(f"column {column!r} has type {values.type}, not token counts")
