@@ -575,6 +575,14 @@ ROWS = [
     Row("forecast: an interval that is not a duration",
         lambda _: forecast.resample(SERVEGEN(), "5 parsecs"),
         Raises(InputError, r"interval='5 parsecs' is not a duration; write e\.g\. '1s'")),
+    # found planning a 15-minute rate series on the defaults: the plan stopped on "interval 10 min
+    # is not a whole multiple of the series' own interval (15 min)", an interval the user never
+    # set, with no word of the setting or a value that works
+    Row("plan: a 15-minute rate series with the default 10-minute interval",
+        lambda w: plan.build({**TINY_PLAN, "trace": str(w("q.csv", "timestamp,qps\n" + "".join(
+            f"2026-03-02T{h:02d}:{m:02d},5\n" for h in range(24) for m in (0, 15, 30, 45))))}),
+        Raises(plan.PlanError, r"interval 10 min is not a whole multiple of the series' own "
+                               r"interval \(15 min\): set interval = '15 min'")),
     Row("forecast: an interval longer than the trace",
         lambda _: forecast.resample(data.load_trace("azure-conv-2023"), "1D"),
         Raises(InputError, r"interval 1 d is longer than the trace \(58\.4 min from first to last\)")),
