@@ -583,6 +583,14 @@ ROWS = [
             f"2026-03-02T{h:02d}:{m:02d},5\n" for h in range(24) for m in (0, 15, 30, 45))))}),
         Raises(plan.PlanError, r"interval 10 min is not a whole multiple of the series' own "
                                r"interval \(15 min\): set interval = '15 min'")),
+    # found with Gemma-2-9B on L4 and H20 under an SLA nothing meets: the engine sweep marked the
+    # L4, which holds no sequence, with the binding "memory" (one that meets the SLA), so the plan
+    # said "no price: 1 x L4 meets P99 TTFT <= 50 ms ..." instead of "infeasible"
+    Row("plan: an SLA no GPU meets, beside a GPU the model does not fit",
+        lambda w: planned(w, model="Qwen3-32B", gpus=["L40S", "H100-SXM"], latency="engine",
+                          sla="ttft=0.01,confirm"),
+        Raises(plan.PlanError, r"^infeasible: no GPU in \['L40S', 'H100-SXM'\] .*P99 TTFT <= "
+                               r"10 ms.*bindings: infeasible_latency, infeasible_memory")),
     Row("forecast: an interval longer than the trace",
         lambda _: forecast.resample(data.load_trace("azure-conv-2023"), "1D"),
         Raises(InputError, r"interval 1 d is longer than the trace \(58\.4 min from first to last\)")),
