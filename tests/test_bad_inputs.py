@@ -218,6 +218,7 @@ def stale_cleaned(write):
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
 )
+AIPERF_RUN = (FIXTURES / "aiperf" / "profile_export_aiperf.csv").read_text()
 TINY_PLAN = {"trials": 50, "gpus": ["H100-SXM"], "tensor_parallel": [1], "policies": ["fixed"],
              "scale_up_threshold": [0.7], "cooldown_s": [900.0], "step_s": 5.0,
              "disaggregation": "none", "provider": "none"}  # fmt: skip
@@ -837,6 +838,15 @@ ROWS = [
     Row("vllm: a sub-folder named like a result file",
         lambda w: data.read_benchmark(folder_named(w, "results/sub.json").parent),
         Raises(ConfigError, r"results: a folder of measured latencies holds vllm bench JSON")),
+    # found pointing --benchmark at AIPerf's artifacts folder (one sub-folder a concurrency): the
+    # error said only "a folder of measured latencies holds vllm bench JSON files"
+    Row("aiperf: a folder of per-run exports",
+        lambda w: data.read_benchmark(w("artifacts/m-openai-chat-concurrency8/"
+                                        "profile_export_aiperf.csv", AIPERF_RUN).parent.parent),
+        Raises(ConfigError, r"artifacts: a folder of measured latencies holds vllm bench JSON "
+                            r"files, and this one holds none; it holds AIPerf or GenAI-Perf "
+                            r"per-run exports \(m-openai-chat-concurrency8/profile_export_aiperf"
+                            r"\.csv\), which do not record their concurrency: .*read_aiperf")),
     Row("vllm: a sub-folder named .json beside results",
         lambda w: (folder_named(w, "bench/sub.json"),
                    data.read_vllm_bench(bench_folder(w, [vllm_run(1), vllm_run(4)])))[1],
