@@ -595,3 +595,26 @@ def test_a_short_window_s_breach_and_budget_keep_their_digits(small):
     text = plan_text.sections(dataclasses.replace(a, held_out=short))["held_out"]
     assert "(worst: 0.5 minutes against 0.36)" in text
     assert words.minutes_against(13.2, 9.04) == "13 minutes against 9"
+
+
+def test_the_mix_sentence_when_the_chosen_gpu_has_no_price_at_the_provider():
+    # found planning on my own GPU row (MI325X) with the default provider: the line read "the
+    # chosen single-type run at the same on-demand prices costs nan USD a month with 0: the mix
+    # is the chosen GPU has no on-demand price at this provider to compare with"
+    from capnb.plan import _fleet
+
+    mixed = xr.Dataset(
+        {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
+         "spot_instances": (("pool", "slot"), [[0, 0]])},
+        coords={"pool": ["A100-80GB TP1"]},
+        attrs={"provider": "hyperstack", "single_type_pool": "A100-80GB TP1",
+               "single_type_usd_per_hour": 1.8, "mix_usd_per_hour": 1.56, "saving": 0.13},
+    )  # fmt: skip
+    replay = xr.Dataset(attrs={"usd": 1.56 * 336, "breach_s": 0.0})
+    unpriced = _fleet.sentence(mixed, replay, 336.0, {"usd": math.nan, "breach_s": 0.0})
+    assert "nan" not in unpriced and "the mix is the chosen" not in unpriced
+    assert unpriced.endswith("the chosen single-type run has no on-demand price at this provider "
+                             "to compare with (it replayed with 0 SLA-breach minutes a month).")  # fmt: skip
+    priced = _fleet.sentence(mixed, replay, 336.0, {"usd": 2.0 * 336, "breach_s": 0.0})
+    assert priced.endswith("costs 1,460 USD a month with 0: the mix is 22% less than the chosen "
+                           "single-type run.")  # fmt: skip
