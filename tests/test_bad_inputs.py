@@ -293,6 +293,12 @@ ROWS = [
     Row("trace: a word among numeric times beside a fractional token count",
         trace("t,prompt_tokens\n1,15\nsoon,4.5\n", time_column="t", time_unit="s"),
         Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 't' holds 'soon', not a time")),
+    # found planning a JSON-lines log whose time column is "t": the message said "name the file's
+    # columns", not which setting names it
+    Row("traffic: a time column it does not know",
+        lambda w: data.load_traffic(w("log.jsonl", '{"t": 1.5, "n_in": 10}\n')),
+        Raises(ConfigError, r"log\.jsonl: no time column among .*; name it with time_column= "
+                            r"\(a plan config's \[traffic\] time_column, capnb plan --time-column\)")),
     Row("trace: a row with an extra field", trace(f"{TRACE_HEAD}{GOOD_ROW},3\n{GOOD_ROW},4,9\n"),
         Raises(ConfigError, r"t\.csv: row 2 \(line 3\) has 3 fields, not 2; not a well-formed CSV")),
     Row("trace: a first row shorter than the header",
