@@ -299,6 +299,12 @@ ROWS = [
         lambda w: data.load_traffic(w("log.jsonl", '{"t": 1.5, "n_in": 10}\n')),
         Raises(ConfigError, r"log\.jsonl: no time column among .*; name it with time_column= "
                             r"\(a plan config's \[traffic\] time_column, capnb plan --time-column\)")),
+    # found calling plan.build(model={...config.json fields...}) as docs/plan.md said a mapping
+    # works: the error was pydantic's "Input should be a valid string"
+    Row("config: a model given as a mapping",
+        lambda _: plan.read_config(model={"model_type": "llama", "hidden_size": 4096}),
+        Raises(ConfigError, r"model = \{.*\}: a plan's model is a catalog id, a config\.json path "
+                            r"or a model folder, not a mapping .*write it to a config\.json")),
     Row("trace: a row with an extra field", trace(f"{TRACE_HEAD}{GOOD_ROW},3\n{GOOD_ROW},4,9\n"),
         Raises(ConfigError, r"t\.csv: row 2 \(line 3\) has 3 fields, not 2; not a well-formed CSV")),
     Row("trace: a first row shorter than the header",

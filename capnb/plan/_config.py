@@ -18,6 +18,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -262,6 +263,18 @@ class Serving(_Table):
     _one_or_many = field_validator("gpus", "tensor_parallel", mode="before")(
         staticmethod(_one_or_many)
     )
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_named(cls, value: object) -> object:
+        """A config names its model (a file stores the name): a mapping is for load_model."""
+        if isinstance(value, Mapping):
+            raise ValueError(
+                "a plan's model is a catalog id, a config.json path or a model folder, not a "
+                "mapping (capnb.data.load_model and the steps take one): write it to a "
+                "config.json and give its path"
+            )
+        return value
 
 
 @pydantic.dataclasses.dataclass(**_RECORD)
