@@ -72,6 +72,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "time_column": args.time_column,
         "time_unit": args.time_unit,
         "timezone": args.timezone,
+        "interval": args.interval,
         "latency": args.benchmark,
     }
     return {k: v for k, v in given.items() if v is not None}
@@ -196,6 +197,11 @@ def _parser() -> argparse.ArgumentParser:
         "--time-unit", choices=["s", "ms", "us", "ns"], help="what numeric trace times count"
     )
     plan.add_argument("--timezone", help="the trace's clock, a zone name (e.g. Europe/Berlin)")
+    plan.add_argument(
+        "--interval",
+        help="window of the forecast series (e.g. 15min, 1h): a whole multiple of a rate "
+        "series' own step",
+    )
     plan.add_argument(
         "--benchmark",
         help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "
