@@ -731,6 +731,14 @@ ROWS = [
             t.gpu != "L4", "320"))),
         States(lambda gpus: f"{float(gpus.usd_per_gpu_hour.sel(gpu='L4')):g} USD/hour kept",
                r"^320 USD/hour kept")),
+    # found adding my own RTX 4090 row without a price, as docs/data.md allows ("a GPU with no
+    # price meets the SLA unranked and the plan names it"): the catalog refused to load
+    Row("gpu: a copied catalog with a GPU of no price",
+        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
+            t.gpu != "L4", ""))),
+        States(lambda gpus: f"L4 at {float(gpus.usd_per_gpu_hour.sel(gpu='L4'))} USD/hour, "
+                            f"H200 at {float(gpus.usd_per_gpu_hour.sel(gpu='H200'))}",
+               r"^L4 at nan USD/hour, H200 at 3\.5$")),
     Row("gpu: a copied catalog with a price in USD per GPU-month",
         lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
             t.gpu != "L4", "2400"))),
