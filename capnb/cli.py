@@ -70,6 +70,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "trace_kind": args.trace_kind,
         "start": args.start,
         "time_column": args.time_column,
+        "prompt_column": args.prompt_column,
+        "output_column": args.output_column,
         "time_unit": args.time_unit,
         "timezone": args.timezone,
         "interval": args.interval,
@@ -197,6 +199,8 @@ def _parser() -> argparse.ArgumentParser:
         "--time-unit", choices=["s", "ms", "us", "ns"], help="what numeric trace times count"
     )
     plan.add_argument("--timezone", help="the trace's clock, a zone name (e.g. Europe/Berlin)")
+    plan.add_argument("--prompt-column", help="the request log's prompt-token column")
+    plan.add_argument("--output-column", help="the request log's output-token column")
     plan.add_argument(
         "--interval",
         help="window of the forecast series (e.g. 15min, 1h): a whole multiple of a rate "

@@ -625,3 +625,24 @@ def test_the_mix_sentence_when_the_chosen_gpu_has_no_price_at_the_provider():
     priced = _fleet.sentence(mixed, replay, 336.0, {"usd": 2.0 * 336, "breach_s": 0.0})
     assert priced.endswith("costs 1,460 USD a month with 0: the mix is 22% less than the chosen "
                            "single-type run.")  # fmt: skip
+
+
+def test_a_logs_token_columns_of_other_names_are_named_in_the_config(tmp_path):
+    # found planning a JSON-lines log with columns t, n_in, n_out: load_trace reads the tokens
+    # with prompt_column= / output_column=, but a plan config could not name them, so the plan
+    # priced the bundled azure-conv-2023 lengths (workload = 'auto') or stopped (workload =
+    # 'trace': "has no prompt and output token columns")
+    from capnb.plan import _steps
+
+    rows = [{"t": 30.0 * i, "n_in": 100 + i % 7, "n_out": 10 + i % 3} for i in range(3 * 2880)]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    given = {"trace": str(path), "time_column": "t", "time_unit": "s", "start": "2026-03-02"}
+    cfg = planning.read_config(dict(given, workload="trace"))
+    with pytest.raises(InputError, match=r"name them with \[traffic\] prompt_column and output_c"):
+        _steps._workload(cfg, _steps._traffic(cfg)[0])
+    cfg = cfg.replace(prompt_column="n_in", output_column="n_out")
+    assert planning.trace_options(cfg)["prompt_column"] == "n_in"
+    workload, source = _steps._workload(cfg, _steps._traffic(cfg)[0])
+    assert source == str(path)
+    assert float(workload.prompt_tokens.mean()) == pytest.approx(103, abs=0.5)

@@ -83,7 +83,8 @@ def _workload(cfg: PlanConfig, source):
     if cfg.serving.workload == "trace" and not own:
         raise InputError(
             f"workload = 'trace': the trace {cfg.traffic.trace!r} has no prompt and output token columns "
-            "(name a bundled trace or a file that has them)"
+            "(name them with [traffic] prompt_column and output_column if their names are not "
+            "common ones, or name a bundled trace or a file that has them)"
         )
     if cfg.serving.workload in ("trace", "auto") and own:
         return latency.workload(source, samples=WORKLOAD_SAMPLES), cfg.traffic.trace
