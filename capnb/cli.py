@@ -70,8 +70,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "trace_kind": args.trace_kind,
         "start": args.start,
         "time_column": args.time_column,
+        "prompt_column": args.prompt_column,
+        "output_column": args.output_column,
         "time_unit": args.time_unit,
         "timezone": args.timezone,
+        "interval": args.interval,
         "latency": args.benchmark,
     }
     return {k: v for k, v in given.items() if v is not None}
@@ -196,6 +199,13 @@ def _parser() -> argparse.ArgumentParser:
         "--time-unit", choices=["s", "ms", "us", "ns"], help="what numeric trace times count"
     )
     plan.add_argument("--timezone", help="the trace's clock, a zone name (e.g. Europe/Berlin)")
+    plan.add_argument("--prompt-column", help="the request log's prompt-token column")
+    plan.add_argument("--output-column", help="the request log's output-token column")
+    plan.add_argument(
+        "--interval",
+        help="window of the forecast series (e.g. 15min, 1h): a whole multiple of a rate "
+        "series' own step",
+    )
     plan.add_argument(
         "--benchmark",
         help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "

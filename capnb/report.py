@@ -939,6 +939,7 @@ def _parameters(
                 "start": cfg.traffic.start,
                 **planning.trace_options(cfg),
             },
+            "SHOW_INTERVAL": cfg.traffic.interval,
             "SHOW_MODELS": [cfg.serving.model],
             "SHOW_GPU": gpu,
         },

@@ -14,6 +14,20 @@ def minutes(value: float) -> str:
     return f"{shown} {'minute' if shown == '1' else 'minutes'}"
 
 
+def minutes_against(value: float, budget: float) -> str:
+    """Minutes of breach against a budget, with the digits that tell them apart.
+
+    Whole from 10 up, two significant digits below: a six-hour window's budget is 0.36 minutes,
+    and whole figures read a breach of 0.5 minutes as ``0 minutes against 0``.
+    """
+
+    def figure(x: float) -> str:
+        x = float(x)
+        return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.2g}"
+
+    return f"{figure(value)} minutes against {figure(budget)}"
+
+
 def rate(value: float) -> str:
     """A rate's digits (requests/s): whole from 100 up, three significant digits below (0.19)."""
     value = float(value)

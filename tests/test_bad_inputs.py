@@ -218,6 +218,7 @@ def stale_cleaned(write):
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
 )
+AIPERF_RUN = (FIXTURES / "aiperf" / "profile_export_aiperf.csv").read_text()
 TINY_PLAN = {"trials": 50, "gpus": ["H100-SXM"], "tensor_parallel": [1], "policies": ["fixed"],
              "scale_up_threshold": [0.7], "cooldown_s": [900.0], "step_s": 5.0,
              "disaggregation": "none", "provider": "none"}  # fmt: skip
@@ -276,13 +277,34 @@ ROWS = [
         Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 'timestamp' holds 'yesterday', "
                             r"which is not an ISO 8601 time")),
     Row("trace: an infinite numeric time", trace("timestamp\ninf\n5\n", time_unit="s"),
-        Raises(ConfigError, r"t\.csv, row 1 \(line 2\): column 'timestamp' holds .*inf.*not a time")),
+        Raises(ConfigError, r"t\.csv, row 1 \(line 2\): column 'timestamp' holds inf, not a time")),
     Row("trace: a negative token count", trace(f"{TRACE_HEAD}{GOOD_ROW},-3\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' holds -3, a negative count")),
     Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),
         Raises(ConfigError, r"column 'prompt_tokens' holds '3\.5', not a whole number of tokens")),
+    # found with a request log timed in seconds: one fractional token count made the whole file
+    # text, and the numeric times were then refused as "not an ISO 8601 time"
+    Row("trace: a fractional token count beside numeric times",
+        trace("t,prompt_tokens\n1,15\n2,4.5\n", time_column="t", time_unit="s"),
+        Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 'prompt_tokens' holds '4\.5', "
+                            r"not a whole number of tokens")),
+    Row("trace: a word among numeric times beside a fractional token count",
+        trace("t,prompt_tokens\n1,15\nsoon,4.5\n", time_column="t", time_unit="s"),
+        Raises(ConfigError, r"t\.csv, row 2 \(line 3\): column 't' holds 'soon', not a time")),
+    # found planning a JSON-lines log whose time column is "t": the message said "name the file's
+    # columns", not which setting names it
+    Row("traffic: a time column it does not know",
+        lambda w: data.load_traffic(w("log.jsonl", '{"t": 1.5, "n_in": 10}\n')),
+        Raises(ConfigError, r"log\.jsonl: no time column among .*; name it with time_column= "
+                            r"\(a plan config's \[traffic\] time_column, capnb plan --time-column\)")),
+    # found calling plan.build(model={...config.json fields...}) as docs/plan.md said a mapping
+    # works: the error was pydantic's "Input should be a valid string"
+    Row("config: a model given as a mapping",
+        lambda _: plan.read_config(model={"model_type": "llama", "hidden_size": 4096}),
+        Raises(ConfigError, r"model = \{.*\}: a plan's model is a catalog id, a config\.json path "
+                            r"or a model folder, not a mapping .*write it to a config\.json")),
     Row("trace: a row with an extra field", trace(f"{TRACE_HEAD}{GOOD_ROW},3\n{GOOD_ROW},4,9\n"),
         Raises(ConfigError, r"t\.csv: row 2 \(line 3\) has 3 fields, not 2; not a well-formed CSV")),
     Row("trace: a first row shorter than the header",
@@ -318,7 +340,7 @@ ROWS = [
         Raises(ConfigError, r"t\.parquet: not a readable Parquet file")),
     # -- rate series: capnb.data.load_rate_series -----------------------------------------------
     Row("rates: a negative rate", rates("t,qps\n0,5\n600,-1\n"),
-        Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' holds .*-1\.0.*a rate or "
+        Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' holds -1\.0; a rate or "
                             r"count is a finite number >= 0")),
     Row("rates: an infinite rate", rates("t,qps\n0,5\n600,inf\n"),
         Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' holds 'inf', not a number")),
@@ -328,7 +350,9 @@ ROWS = [
         Raises(InputError, r"r\.csv: name the column of window start times with time_column=")),
     Row("rates: the same window twice, different values", rates("t,qps\n0,5\n0,6\n600,1\n"),
         Raises(ConfigError, r"r\.csv, row 1 \(line 2\) and r\.csv, row 2 \(line 3\) are the same "
-                            r"window with different 'qps'")),
+                            r"window with different 'qps' \(5\.0 and 6\.0\); remove one, or, for "
+                            r"local times over a daylight-saving change, name their zone with "
+                            r"timezone=")),
     Row("rates: windows out of order", rates("t,qps\n600,5\n0,6\n1200,1\n"),
         Corrects(TraceWarning, r"r\.csv: windows were out of time order \(first: r\.csv, row 2 "
                                r"\(line 3\)\); sorted",
@@ -564,6 +588,22 @@ ROWS = [
     Row("forecast: an interval that is not a duration",
         lambda _: forecast.resample(SERVEGEN(), "5 parsecs"),
         Raises(InputError, r"interval='5 parsecs' is not a duration; write e\.g\. '1s'")),
+    # found planning a 15-minute rate series on the defaults: the plan stopped on "interval 10 min
+    # is not a whole multiple of the series' own interval (15 min)", an interval the user never
+    # set, with no word of the setting or a value that works
+    Row("plan: a 15-minute rate series with the default 10-minute interval",
+        lambda w: plan.build({**TINY_PLAN, "trace": str(w("q.csv", "timestamp,qps\n" + "".join(
+            f"2026-03-02T{h:02d}:{m:02d},5\n" for h in range(24) for m in (0, 15, 30, 45))))}),
+        Raises(plan.PlanError, r"interval 10 min is not a whole multiple of the series' own "
+                               r"interval \(15 min\): set interval = '15 min'")),
+    # found with Gemma-2-9B on L4 and H20 under an SLA nothing meets: the engine sweep marked the
+    # L4, which holds no sequence, with the binding "memory" (one that meets the SLA), so the plan
+    # said "no price: 1 x L4 meets P99 TTFT <= 50 ms ..." instead of "infeasible"
+    Row("plan: an SLA no GPU meets, beside a GPU the model does not fit",
+        lambda w: planned(w, model="Qwen3-32B", gpus=["L40S", "H100-SXM"], latency="engine",
+                          sla="ttft=0.01,confirm"),
+        Raises(plan.PlanError, r"^infeasible: no GPU in \['L40S', 'H100-SXM'\] .*P99 TTFT <= "
+                               r"10 ms.*bindings: infeasible_latency, infeasible_memory")),
     Row("forecast: an interval longer than the trace",
         lambda _: forecast.resample(data.load_trace("azure-conv-2023"), "1D"),
         Raises(InputError, r"interval 1 d is longer than the trace \(58\.4 min from first to last\)")),
@@ -691,6 +731,14 @@ ROWS = [
             t.gpu != "L4", "320"))),
         States(lambda gpus: f"{float(gpus.usd_per_gpu_hour.sel(gpu='L4')):g} USD/hour kept",
                r"^320 USD/hour kept")),
+    # found adding my own RTX 4090 row without a price, as docs/data.md allows ("a GPU with no
+    # price meets the SLA unranked and the plan names it"): the catalog refused to load
+    Row("gpu: a copied catalog with a GPU of no price",
+        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
+            t.gpu != "L4", ""))),
+        States(lambda gpus: f"L4 at {float(gpus.usd_per_gpu_hour.sel(gpu='L4'))} USD/hour, "
+                            f"H200 at {float(gpus.usd_per_gpu_hour.sel(gpu='H200'))}",
+               r"^L4 at nan USD/hour, H200 at 3\.5$")),
     Row("gpu: a copied catalog with a price in USD per GPU-month",
         lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
             t.gpu != "L4", "2400"))),
@@ -810,6 +858,15 @@ ROWS = [
     Row("vllm: a sub-folder named like a result file",
         lambda w: data.read_benchmark(folder_named(w, "results/sub.json").parent),
         Raises(ConfigError, r"results: a folder of measured latencies holds vllm bench JSON")),
+    # found pointing --benchmark at AIPerf's artifacts folder (one sub-folder a concurrency): the
+    # error said only "a folder of measured latencies holds vllm bench JSON files"
+    Row("aiperf: a folder of per-run exports",
+        lambda w: data.read_benchmark(w("artifacts/m-openai-chat-concurrency8/"
+                                        "profile_export_aiperf.csv", AIPERF_RUN).parent.parent),
+        Raises(ConfigError, r"artifacts: a folder of measured latencies holds vllm bench JSON "
+                            r"files, and this one holds none; it holds AIPerf or GenAI-Perf "
+                            r"per-run exports \(m-openai-chat-concurrency8/profile_export_aiperf"
+                            r"\.csv\), which do not record their concurrency: .*read_aiperf")),
     Row("vllm: a sub-folder named .json beside results",
         lambda w: (folder_named(w, "bench/sub.json"),
                    data.read_vllm_bench(bench_folder(w, [vllm_run(1), vllm_run(4)])))[1],

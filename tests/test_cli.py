@@ -69,10 +69,14 @@ def test_the_trace_loaders_options_are_flags_of_plan():
     parser = cli._parser()
     args = parser.parse_args(["plan", "--trace", "t.csv", "--time-unit", "s", "--timezone",
                               "Europe/Berlin", "--time-column", "Timestamp", "--start",
-                              "2024-05-01 00:00"])  # fmt: skip
+                              "2024-05-01 00:00", "--interval", "15min",
+                              "--prompt-column", "in"])  # fmt: skip
     grab(args)
+    # --interval: found planning a 15-minute rate series from the command line, which the
+    # default 10-minute interval cannot cut and no flag could change
     assert seen == {"trace": "t.csv", "time_unit": "s", "timezone": "Europe/Berlin",
-                    "time_column": "Timestamp", "start": "2024-05-01 00:00"}  # fmt: skip
+                    "time_column": "Timestamp", "start": "2024-05-01 00:00", "prompt_column": "in",
+                    "interval": "15min"}  # fmt: skip
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--time-unit", "minutes"])
 

@@ -1,18 +1,21 @@
 """The plan: the chain on one set of inputs, its recommendation, configs and exports."""
 
+import dataclasses
 import errno
 import json
 import math
 import os
+import re
 import warnings
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from capnb import data, memory
+from capnb import data, memory, words
 from capnb import plan as planning
 from capnb.errors import ConfigError, InputError, OutputError
+from capnb.plan import _text as plan_text
 
 #: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
 SMALL = {
@@ -187,8 +190,70 @@ def test_bad_config_files_name_the_setting_and_file(tmp_path, text, message):
 def test_infeasible_sla_is_stated_never_a_fallback():
     with pytest.raises(
         planning.PlanError, match=r"infeasible: no GPU .* meets P99 TPOT <= 1 ms for"
-    ):
+    ) as caught:
         planning.build(planning.read_config(SMALL), sla={"tpot_s": 0.001})
+    # found with an SLA no GPU meets: the reason was only binding codes ("bindings:
+    # infeasible_latency"); it now names the lowest latency any option starts at, and where
+    floor = re.search(r"the lowest P99 TPOT at one request in flight is ([\d.]+) ms "
+                      r"\((\d+) x ([\w-]+)\), over its bound of 1 ms; relax", str(caught.value))  # fmt: skip
+    assert floor, str(caught.value)
+    assert float(floor.group(1)) > 1.0
+
+
+def test_a_short_window_s_breach_and_budget_keep_their_digits(small):
+    # found planning a 3-day request log (hourly origins, 6-hour windows): the text said
+    # "worst: 0 minutes against 0" for a held-out window that broke its budget (0.5 minutes
+    # against 0.36), a failure that read like none
+    plan, _ = small
+    a = planning.answer(plan)
+    short = dataclasses.replace(a.held_out, worst_breach_minutes=0.5, worst_budget_minutes=0.36)
+    text = plan_text.sections(dataclasses.replace(a, held_out=short))["held_out"]
+    assert "(worst: 0.5 minutes against 0.36)" in text
+    assert words.minutes_against(13.2, 9.04) == "13 minutes against 9"
+
+
+def test_the_mix_sentence_when_the_chosen_gpu_has_no_price_at_the_provider():
+    # found planning on my own GPU row (MI325X) with the default provider: the line read "the
+    # chosen single-type run at the same on-demand prices costs nan USD a month with 0: the mix
+    # is the chosen GPU has no on-demand price at this provider to compare with"
+    from capnb.plan import _fleet
+
+    mixed = xr.Dataset(
+        {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
+         "spot_instances": (("pool", "slot"), [[0, 0]])},
+        coords={"pool": ["A100-80GB TP1"]},
+        attrs={"provider": "hyperstack", "single_type_pool": "A100-80GB TP1",
+               "single_type_usd_per_hour": 1.8, "mix_usd_per_hour": 1.56, "saving": 0.13},
+    )  # fmt: skip
+    replay = xr.Dataset(attrs={"usd": 1.56 * 336, "breach_s": 0.0})
+    unpriced = _fleet.sentence(mixed, replay, 336.0, {"usd": math.nan, "breach_s": 0.0})
+    assert "nan" not in unpriced and "the mix is the chosen" not in unpriced
+    assert unpriced.endswith("the chosen single-type run has no on-demand price at this provider "
+                             "to compare with (it replayed with 0 SLA-breach minutes a month).")  # fmt: skip
+    priced = _fleet.sentence(mixed, replay, 336.0, {"usd": 2.0 * 336, "breach_s": 0.0})
+    assert priced.endswith("costs 1,460 USD a month with 0: the mix is 22% less than the chosen "
+                           "single-type run.")  # fmt: skip
+
+
+def test_a_logs_token_columns_of_other_names_are_named_in_the_config(tmp_path):
+    # found planning a JSON-lines log with columns t, n_in, n_out: load_trace reads the tokens
+    # with prompt_column= / output_column=, but a plan config could not name them, so the plan
+    # priced the bundled azure-conv-2023 lengths (workload = 'auto') or stopped (workload =
+    # 'trace': "has no prompt and output token columns")
+    from capnb.plan import _steps
+
+    rows = [{"t": 30.0 * i, "n_in": 100 + i % 7, "n_out": 10 + i % 3} for i in range(3 * 2880)]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    given = {"trace": str(path), "time_column": "t", "time_unit": "s", "start": "2026-03-02"}
+    cfg = planning.read_config(dict(given, workload="trace"))
+    with pytest.raises(InputError, match=r"name them with \[traffic\] prompt_column and output_c"):
+        _steps._workload(cfg, _steps._traffic(cfg)[0])
+    cfg = cfg.replace(prompt_column="n_in", output_column="n_out")
+    assert planning.trace_options(cfg)["prompt_column"] == "n_in"
+    workload, source = _steps._workload(cfg, _steps._traffic(cfg)[0])
+    assert source == str(path)
+    assert float(workload.prompt_tokens.mean()) == pytest.approx(103, abs=0.5)
 
 
 def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():

@@ -101,8 +101,10 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
         "Qwen3-32B", ["L40S", "H100-SXM"], [1, 2], work, 2.0, 10.0, metric="ttft", requests=300
     )
     assert swept.per_instance_qps.dims == ("gpu", "tensor_parallel")
-    # 64 GB of bf16 weights do not fit one 48 GB L40S: said, never a number
-    assert str(swept.binding.sel(gpu="L40S", tensor_parallel=1).item()) == "memory"
+    # 64 GB of bf16 weights do not fit one 48 GB L40S: said, never a number, and not a binding
+    # that meets the SLA (it was "memory", which the plan counted as meeting it unpriced)
+    assert str(swept.binding.sel(gpu="L40S", tensor_parallel=1).item()) == "infeasible_memory"
+    assert "infeasible_memory" not in capnb.capacity.FEASIBLE
     assert np.isnan(swept.per_instance_qps.sel(gpu="L40S", tensor_parallel=1))
     # an option that runs is capacity.plan on its own engine curve
     one = swept.sel(gpu="H100-SXM", tensor_parallel=2)

@@ -435,3 +435,28 @@ def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
     assert page.count("11 requests share a time") == 1 and "Notes on reading the inputs" in page
     assert "11 requests share a time (read in: 01a; 02b)" in page  # the sections that read it
     assert page.count("other") >= 2  # what is not a warning stays where it was printed
+
+
+def test_the_start_and_serving_worksheets_read_the_trace_as_the_plan_does(tmp_path):
+    """Found running capnb report on a 15-minute rate series in Berlin time (offsets change on
+    the night clocks go back): worksheet 00 cut it at a fixed 10 minutes and 06 read it without
+    the config's timezone, so both were skipped as 'cannot apply to these inputs'."""
+    import pandas as pd
+
+    times = pd.date_range("2024-10-26 00:00", periods=4 * 24 * 3, freq="15min", tz="Europe/Berlin")
+    path = tmp_path / "berlin.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%dT%H:%M:%S%z"), "qps": 5.0}).to_csv(
+        path, index=False
+    )
+    config = tmp_path / "plan.toml"
+    config.write_text(
+        f'[traffic]\ntrace = "{path}"\ntimezone = "Europe/Berlin"\ninterval = "15min"\n'
+        '[serving]\nmodel = "Llama-3.1-8B"\ngpus = ["H100-SXM"]\ntensor_parallel = [1]\n'
+        "[sla]\nttft_s = 2.0\n"
+    )
+    start = report.execute("00_start_here", parameters={
+        "SHOW_TRACE": str(path), "SHOW_TRACE_OPTIONS": {"timezone": "Europe/Berlin"},
+        "SHOW_INTERVAL": "15min"})  # fmt: skip
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "of 15min intervals under-provisioned" in said
+    report.execute("06_serving", parameters={"CONFIG": str(config)})  # it ran: no error

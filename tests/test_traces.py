@@ -769,3 +769,37 @@ def test_a_trace_across_a_daylight_saving_change_counts_each_hour_once(tmp_path)
     assert trace.attrs["timezone"] == "America/New_York standard time (UTC-05:00 all year)"
     hourly = forecast.resample(trace, "1h").qps.values[1:-1]
     assert hourly.max() < 2.3 and hourly.min() > 1.7  # no hour holds two
+
+
+def test_naive_local_times_across_a_daylight_saving_change_count_each_hour_once(tmp_path):
+    # found trying a 15-minute rate series written in Berlin wall-clock time over the night the
+    # clocks go back: with timezone='Europe/Berlin' the repeated 02:00-03:00 was read as the
+    # same four windows twice ("the same window with different 'rps'"), and a request log's
+    # 02:00 slot held two hours of requests; they are now placed as offsets would place them
+    rows = [f"2024-10-27 {h:02d}:{m:02d},{v}" for h, m, v in
+            [(1, 30, 1), (1, 45, 2), (2, 0, 3), (2, 15, 4), (2, 30, 5), (2, 45, 6), (2, 0, 7),
+             (2, 15, 8), (2, 30, 9), (2, 45, 10), (3, 0, 11)]]  # fmt: skip
+    naive = _write(tmp_path, "naive.csv", "time,qps\n" + "\n".join(rows) + "\n")
+    offsets = ["+02:00"] * 6 + ["+01:00"] * 5
+    stamped = [r.replace(",", f"{o},") for r, o in zip(rows, offsets, strict=True)]
+    aware = _write(tmp_path, "aware.csv", "time,qps\n" + "\n".join(stamped) + "\n")
+    with pytest.warns(data.TraceWarning, match="daylight-saving change of Europe/Berlin"):
+        series = data.load_traffic(naive, timezone="Europe/Berlin")
+    with pytest.warns(data.TraceWarning, match="daylight-saving change"):
+        expected = data.load_traffic(aware, timezone="Europe/Berlin")
+    assert series.sizes["time"] == 11
+    np.testing.assert_array_equal(series.time.values, expected.time.values)
+    np.testing.assert_array_equal(series.qps.values, np.arange(1, 12))
+    # a request log: the same, row by row
+    log = _write(tmp_path, "log.csv", AZURE_HEADER + "".join(f"{r[:16]}:00,1,1\n" for r in rows))
+    with pytest.warns(data.TraceWarning, match="daylight-saving change"):
+        trace = data.load_trace(log, timezone="Europe/Berlin")
+    assert [str(t)[11:16] for t in trace.time.values][:3] == ["00:30", "00:45", "01:00"]
+    assert np.all(np.diff(trace.time.values).astype(np.int64) == 15 * 60 * 10**9)
+    # an hour the clock skips, and a repeated hour whose order says nothing, name the row
+    skipped = _write(tmp_path, "skip.csv", AZURE_HEADER + "2024-03-31 02:30:00,1,1\n")
+    with pytest.raises(ConfigError, match=r"skip.csv, row 1 .*clock skips"):
+        data.load_trace(skipped, timezone="Europe/Berlin")
+    unsure = _write(tmp_path, "unsure.csv", AZURE_HEADER + "2024-10-27 02:30:00,1,1\n")
+    with pytest.raises(ConfigError, match=r"unsure.csv, row 1 .*repeats when it goes back"):
+        data.load_trace(unsure, timezone="Europe/Berlin")

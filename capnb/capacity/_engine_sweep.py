@@ -184,7 +184,7 @@ def sweep_engine(
                 hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
             fits = running // seq_len
             if fits < 1:
-                rows[(gpu, tp)] = ("memory", (hit, running))
+                rows[(gpu, tp)] = ("infeasible_memory", (hit, running))
                 continue
             curve = engine_curve(Deployment(model, gpu, int(tp)), workload, fits=fits,
                                  running_tokens=running, hit_rate=hit, requests=requests,

@@ -1180,6 +1180,25 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
     return curve
 
 
+def _exports_hint(folder: Path) -> str:
+    """What to do with AIPerf or GenAI-Perf per-run exports found in a folder or its sub-folders."""
+    runs = sorted(
+        str(p.relative_to(folder))
+        for pattern in ("profile_export*.csv", "*/profile_export*.csv")
+        for p in folder.glob(pattern)
+        if not p.name.endswith(("_sweep.csv",))
+    )
+    if not runs:
+        return ""
+    shown = ", ".join(runs[:2]) + (f" and {len(runs) - 2:,} more" if len(runs) > 2 else "")
+    return (
+        f"; it holds AIPerf or GenAI-Perf per-run exports ({shown}), which do not record their "
+        "concurrency: give their sweep file (profile_export_aiperf_sweep.csv or "
+        "analyze_export_genai_perf.csv), or read the runs with "
+        "capnb.data.read_aiperf({concurrency: path, ...})"
+    )
+
+
 def benchmark_format(path: str | os.PathLike) -> str:
     """Which reader a measured latency file (or folder) needs: ``vllm``, ``aiperf`` or ``table``.
 
@@ -1199,7 +1218,10 @@ def benchmark_format(path: str | os.PathLike) -> str:
     if path.is_dir():
         if _result_files(path):
             return "vllm"
-        raise ConfigError(f"{path}: a folder of measured latencies holds vllm bench JSON files")
+        raise ConfigError(
+            f"{path}: a folder of measured latencies holds vllm bench JSON files, and this one "
+            f"holds none{_exports_hint(path)}"
+        )
     if not path.is_file():
         raise ConfigError(f"{path}: no such benchmark file or folder")
     suffix = path.suffix.lower()

@@ -87,7 +87,8 @@ _GPU_RANGES = {
     "dense_bf16_flops": ("FLOP/s", True, 1e18),
     "dense_fp8_flops": ("FLOP/s", False, 1e18),
     "interconnect_bandwidth": ("bytes/s", False, 1e15),
-    "usd_per_gpu_hour": ("USD per GPU-hour", True, 1000.0),
+    # a GPU of your own may have no price yet: the capacity step names it unranked (docs/data.md)
+    "usd_per_gpu_hour": ("USD per GPU-hour", False, 1000.0),
     "memory_reported_bytes": ("bytes", False, 2.0**44),
 }
 

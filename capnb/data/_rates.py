@@ -379,7 +379,7 @@ def _number_column(table, column: str, where) -> np.ndarray:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise ConfigError(
-            f"{where(row)}: column {column!r} holds {numbers[row]!r}; a rate or count is a finite "
+            f"{where(row)}: column {column!r} holds {float(numbers[row])!r}; a rate or count is a finite "
             "number >= 0"
         )
     return numbers
@@ -394,7 +394,8 @@ def _merge_duplicates(ns, values, rows, where, column):
         a, b = int(rows[differ[0]]), int(rows[differ[0] + 1])
         raise ConfigError(
             f"{where(a)} and {where(b)} are the same window with different {column!r} "
-            f"({values[differ[0]]!r} and {values[differ[0] + 1]!r}); remove one"
+            f"({float(values[differ[0]])!r} and {float(values[differ[0] + 1])!r}); remove one, "
+            "or, for local times over a daylight-saving change, name their zone with timezone="
         )
     keep = np.ones(ns.size, bool)
     keep[same + 1] = False

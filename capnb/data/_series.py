@@ -427,9 +427,11 @@ def interval_ns_of(series: xr.Dataset) -> int:
 def _resample_series(series: xr.Dataset, step: int) -> xr.Dataset:
     own = interval_ns_of(series)
     if step % own:
+        fits = -(-step // own) * own  # the nearest interval the series can be cut into
         raise InputError(
             f"interval {duration_text(step)} is not a whole multiple of the series' own interval "
-            f"({duration_text(own)})"
+            f"({duration_text(own)}): set interval = '{duration_text(fits)}' (or a multiple of "
+            f"{duration_text(own)})"
         )
     ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
     if ns[-1] + own - ns[0] < step:

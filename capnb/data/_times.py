@@ -195,6 +195,41 @@ def on_zone(utc_ns: np.ndarray, zone: str) -> tuple[np.ndarray, str]:
     return utc_to_clock(utc_ns, None, standard), label
 
 
+def naive_on_zone(
+    ns: np.ndarray, timezone: str | None, column: str, where: Callable[[int], str]
+) -> tuple[np.ndarray, str]:
+    """Naive wall-clock ns stated to be on ``timezone`` -> the clock :func:`on_zone` counts on.
+
+    Local times written across a daylight-saving change repeat an hour (clocks back) or skip one
+    (clocks forward); taken as they stand, one slot would hold two hours of requests, or a rate
+    series two rows for one window. They are placed as instants first (a repeated hour told apart
+    by the rows' order), so they get the same clock as times written with offsets.
+    """
+    if timezone is None or fixed_offset(timezone) is not None:
+        return ns, timezone or "unknown"
+    import pandas as pd
+
+    local = pd.DatetimeIndex(ns.view("datetime64[ns]"))
+    placed = local.tz_localize(timezone, ambiguous=np.ones(ns.size, bool), nonexistent="NaT")
+    if placed.isna().any():
+        row = int(np.flatnonzero(placed.isna())[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {local[row]}, a local time that {timezone}'s "
+            "clock skips when it goes forward; write the times with UTC offsets or in UTC"
+        )
+    try:
+        placed = local.tz_localize(timezone, ambiguous="infer")
+    except ValueError:
+        unsure = local.tz_localize(timezone, ambiguous="NaT").isna()
+        row = int(np.flatnonzero(unsure)[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {local[row]}, in the hour {timezone}'s clock "
+            "repeats when it goes back, and the rows' order does not tell which of the two it is; "
+            "write the times with UTC offsets or in UTC"
+        ) from None
+    return on_zone(placed.tz_convert("UTC").as_unit("ns").asi8, timezone)
+
+
 def epoch_ns(values: np.ndarray, per_unit: int) -> np.ndarray:
     """Numeric times in a unit -> int64 ns (integers stay exact; floats round to the nearest ns)."""
     if values.dtype.kind in "iu":
@@ -271,7 +306,8 @@ def parse_strings(
     _check_dates(naive, column, where, text)
     ns = naive.astype("datetime64[ns]").view(np.int64)
     if not aware:
-        return ns, timezone or "unknown", False
+        local, label = naive_on_zone(ns, timezone, column, where)
+        return local, label, False
     if timezone is not None:
         local, label = on_zone(ns, timezone)
         return local, label, True
@@ -334,7 +370,8 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         _check_dates(own, column, where, own)  # the text of one row only, when one is wrong
         ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
         if kind.tz is None:
-            return ns, Clock(timezone or "unknown", True, "")
+            local, label = naive_on_zone(ns, timezone, column, where)
+            return local, Clock(label, True, "")
         offset = fixed_offset(kind.tz)
         if timezone is None and offset is not None:
             clock = Clock(offset_name(offset), True, "")
@@ -342,13 +379,18 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         local, label = on_zone(ns, timezone or kind.tz)
         return local, Clock(label, True, "")
     if pat.is_string(kind) or pat.is_large_string(kind):
-        ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
-        return ns, Clock(label, True, "")
+        numbers = _numbers_as_text(values, column, where)
+        if numbers is None:
+            ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
+            return ns, Clock(label, True, "")
+        values, kind = numbers, numbers.type
     if pat.is_integer(kind) or pat.is_floating(kind):
         numbers = values.to_numpy(zero_copy_only=False)
         if pat.is_floating(kind) and not np.isfinite(numbers).all():
             row = int(np.flatnonzero(~np.isfinite(numbers))[0])
-            raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a time")
+            raise ConfigError(
+                f"{where(row)}: column {column!r} holds {float(numbers[row])!r}, not a time"
+            )
         per_unit = unit_ns(time_unit, f"{where(0)}: time_unit", column)
         stated = relative  # the caller said they count from time 0 (start=, or a bundled series)
         if not relative and float(numbers[0]) * per_unit < _YEAR_2000_NS:
@@ -366,6 +408,33 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             return local, Clock(label, True, "")
         return ns, Clock("UTC", True, "")
     raise ConfigError(f"{where(0)}: column {column!r} has type {kind}, which is not a time")
+
+
+def _numbers_as_text(values, column: str, where):
+    """A text column of numbers as numbers; None when its first value is not one (it holds dates).
+
+    A CSV is read as text when any column did not convert (a fractional token count), and its
+    numeric times must still read as numbers for the row at fault to be the one named.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.utf8_trim_whitespace(values.combine_chunks())
+    first = text[0].as_py() if len(text) else ""
+    try:
+        float(first)
+    except ValueError:
+        return None
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            return pc.cast(text, kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    ok = pc.fill_null(
+        pc.match_substring_regex(text, r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"), False
+    )
+    row = int(np.flatnonzero(~ok.to_numpy(zero_copy_only=False))[0])
+    raise ConfigError(f"{where(row)}: column {column!r} holds {text[row].as_py()!r}, not a time")
 
 
 def _check_dates(values: np.ndarray, column: str, where, shown) -> None:

@@ -167,7 +167,9 @@ def load_trace(
         another unit fall in 1970 (or past 2261) is refused with the dates each unit gives.
     timezone
         The clock to count hours of the day on (IANA name). Times with UTC offsets are converted to
-        it; naive times are taken to be on it already. Default: the single offset the file states,
+        it; naive times are taken to be on it already, and across a daylight-saving change are
+        placed as the same times with offsets would be (the hour repeated when clocks go back
+        told apart by the rows' order). Default: the single offset the file states,
         or unknown for naive times.
     start
         For relative times (numbers that count from the first request, e.g. Mooncake's): the date
@@ -859,7 +861,7 @@ def _token_column(table, column: str, where) -> np.ndarray:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ConfigError(
-                f"{where(row)}: column {column!r} holds {numbers[row]!r}, not a whole number of tokens"
+                f"{where(row)}: column {column!r} holds {float(numbers[row])!r}, not a whole number of tokens"
             )
     elif numbers.dtype.kind not in "iu":
         raise ConfigError(f"column {column!r} has type {values.type}, not token counts")

@@ -169,8 +169,8 @@ def load_traffic(
             kind, how = "requests", f"read from its columns ({columns['time']}: one row a request)"
         else:
             raise ConfigError(
-                f"{path}: no time column among {list(_WINDOW_NAMES)}; name the file's columns "
-                "or load it with capnb.data.load_trace / load_rate_series"
+                f"{path}: no time column among {list(_WINDOW_NAMES)}; name it with time_column= "
+                "(a plan config's [traffic] time_column, capnb plan --time-column)"
             )
     if kind == "requests" and value and not tokens:
         raise ConfigError(

@@ -364,7 +364,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
     checks = [
         Check("held_out_budget", held.held >= HELD_GOAL * n,
               f"it kept its breach budget in {held.held} of {n} held-out windows (worst: "
-              f"{held.worst_breach_minutes:,.0f} minutes against {held.worst_budget_minutes:,.0f})",
+              f"{words.minutes_against(held.worst_breach_minutes, held.worst_budget_minutes)})",
               "" if held.held >= HELD_GOAL * n else _SPARES, "own"),
         Check("held_out_cost", held.above_hindsight <= COST_GOAL,
               f"it cost {held.above_hindsight:+.0%} against the hindsight plans",

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -122,7 +123,8 @@ class Traffic(_Table):
     series; ``trace_kind`` ``"auto"`` (read from its columns), ``"requests"`` or ``"rates"``;
     ``start`` the date and time its clock starts, for times counted from an unknown start;
     ``time_column``, ``time_unit`` and ``timezone`` as the trace loaders take them
-    (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone;
+    (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone, and
+    ``prompt_column`` / ``output_column`` for token columns of names it does not know;
     ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
     ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
     or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
@@ -148,6 +150,12 @@ class Traffic(_Table):
     ] = None
     time_column: Annotated[
         str | None, _doc("the trace file's time column, when capnb cannot tell which it is")
+    ] = None
+    prompt_column: Annotated[
+        str | None, _doc("a request log's prompt-token column, when its name is not a common one")
+    ] = None
+    output_column: Annotated[
+        str | None, _doc("a request log's output-token column, when its name is not a common one")
     ] = None
     time_unit: Annotated[
         Literal["s", "ms", "us", "ns"] | None,
@@ -262,6 +270,18 @@ class Serving(_Table):
     _one_or_many = field_validator("gpus", "tensor_parallel", mode="before")(
         staticmethod(_one_or_many)
     )
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_named(cls, value: object) -> object:
+        """A config names its model (a file stores the name): a mapping is for load_model."""
+        if isinstance(value, Mapping):
+            raise ValueError(
+                "a plan's model is a catalog id, a config.json path or a model folder, not a "
+                "mapping (capnb.data.load_model and the steps take one): write it to a "
+                "config.json and give its path"
+            )
+        return value
 
 
 @pydantic.dataclasses.dataclass(**_RECORD)
@@ -902,6 +922,8 @@ def trace_options(cfg: PlanConfig) -> dict:
     traffic = cfg.traffic
     given = {
         "time_column": traffic.time_column,
+        "prompt_column": traffic.prompt_column,
+        "output_column": traffic.output_column,
         "time_unit": traffic.time_unit,
         "timezone": traffic.timezone,
     }

@@ -158,16 +158,28 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
     per_month = HOURS_PER_MONTH / hours
     mix_month = replay.attrs["usd"] * per_month
     one_month = elastic["usd"] * per_month
-    if not math.isfinite(one_month):
-        verdict = "the chosen GPU has no on-demand price at this provider to compare with"
-    elif mix_month < one_month:
-        verdict = f"{1 - mix_month / one_month:.0%} less than the chosen single-type run"
+    one_breach = elastic["breach_s"] * per_month / 60
+    longer = (
+        "in breach longer (it holds no warm spares or burst buffer: it is planned on the forecast "
+        "alone)"
+        if replay.attrs["breach_s"] > elastic["breach_s"]
+        else ""
+    )
+    if not math.isfinite(one_month):  # the plan's GPU is not on this provider's list
+        against = (
+            "; the chosen single-type run has no on-demand price at this provider to compare "
+            f"with (it replayed with {one_breach:,.0f} SLA-breach minutes a month)"
+            + (f": the mix is {longer}" if longer else "")
+        )
     else:
-        verdict = f"{mix_month / one_month - 1:.0%} more than the chosen single-type run"
-    if replay.attrs["breach_s"] > elastic["breach_s"]:
-        verdict += (
-            ", and in breach longer (it holds no warm spares or burst buffer: it is planned on the "
-            "forecast alone)"
+        verdict = (
+            f"{1 - mix_month / one_month:.0%} less" if mix_month < one_month
+            else f"{mix_month / one_month - 1:.0%} more"
+        )  # fmt: skip
+        against = (
+            f"; the chosen single-type run at the same on-demand prices costs {one_month:,.0f} "
+            f"USD a month with {one_breach:,.0f}: the mix is {verdict} than the chosen "
+            f"single-type run{f', and {longer}' if longer else ''}"
         )
     return (
         f"planned per slot for the forecast at {mixed.attrs['provider']}'s prices, one type "
@@ -187,9 +199,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
             if replay.attrs.get("preempted")
             else ""
         )
-        + f"; the chosen "
-        f"single-type run at the same on-demand prices costs {one_month:,.0f} USD a month with "
-        f"{elastic['breach_s'] * per_month / 60:,.0f}: the mix is {verdict}."
+        + f"{against}."
     )
 
 

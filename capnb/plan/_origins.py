@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from ..words import when
 from ._config import PlanConfig
 
 __all__ = ["FLOOR_SHARES", "Config", "Rolling", "rolling"]
@@ -270,7 +271,9 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     for j in origins.inner:
         window, seen = _window(demand, observed_all, origins, j, 1)
         if window.size == 0 or seen.mean() < MIN_OBSERVED:
-            left_out.append(f"{origins.unit} from {origins.time(j)}: observed {seen.mean():.0%}")
+            left_out.append(
+                f"{origins.unit} from {when(origins.time(j))}: observed {seen.mean():.0%}"
+            )
             continue
         inner[j] = replay(cfg, window, seen, fit(j), grid, settings)
     eligible = _eligible(grid, settings, cfg)
@@ -279,13 +282,15 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
         spans = _spans(inner, k, origins.window_units, cfg)
         if spans is None:
             left_out.append(
-                f"held-out origin {origins.time(k)}: fewer than 2 inner windows before it"
+                f"held-out origin {when(origins.time(k))}: fewer than 2 inner windows before it"
             )
             continue
         chosen, _ = chooser(*spans, eligible)
         window, seen = _window(demand, observed_all, origins, k, origins.window_units)
         if window.size == 0 or seen.mean() < MIN_OBSERVED:
-            left_out.append(f"held-out window from {origins.time(k)}: observed {seen.mean():.0%}")
+            left_out.append(
+                f"held-out window from {when(origins.time(k))}: observed {seen.mean():.0%}"
+            )
             continue
         scored = replay(cfg, window, seen, fit(k), grid, settings)
         replays.append(scored)

@@ -83,7 +83,8 @@ def _workload(cfg: PlanConfig, source):
     if cfg.serving.workload == "trace" and not own:
         raise InputError(
             f"workload = 'trace': the trace {cfg.traffic.trace!r} has no prompt and output token columns "
-            "(name a bundled trace or a file that has them)"
+            "(name them with [traffic] prompt_column and output_column if their names are not "
+            "common ones, or name a bundled trace or a file that has them)"
         )
     if cfg.serving.workload in ("trace", "auto") and own:
         return latency.workload(source, samples=WORKLOAD_SAMPLES), cfg.traffic.trace
@@ -296,10 +297,33 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.serving.gpus)} at tensor parallelism "
             f"{list(cfg.serving.tensor_parallel)} meets {cfg.sla} for {cfg.serving.model} "
-            f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}); relax the SLA, add GPUs "
-            "or tensor parallelism"
+            f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}){_floors(cap, cfg)}; "
+            "relax the SLA, add GPUs or tensor parallelism"
         )
     return best
+
+
+def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
+    """Why latency rules every option out: per bound, the lowest latency any option starts at."""
+    from ..records import _seconds
+
+    if "latency_floor" not in cap or "binding_metric" not in cap:
+        return ""
+    over = cap[["binding", "binding_metric", "latency_floor"]].reset_coords(drop=True)
+    rows = over.to_dataframe().reset_index()
+    rows = rows[(rows.binding == "infeasible_latency") & rows.latency_floor.notna()]
+    said = []
+    for metric, group in rows.groupby("binding_metric", sort=False):
+        if metric not in cfg.sla.bounds:
+            continue
+        best = group.loc[group.latency_floor.idxmin()]
+        option = f" ({int(best.tensor_parallel)} x {best.gpu})" if "gpu" in best else ""
+        said.append(
+            f"the lowest {cfg.sla.name} {metric.upper()} at one request in flight is "
+            f"{_seconds(float(best.latency_floor))}{option}, over its bound of "
+            f"{_seconds(cfg.sla.bounds[metric])}"
+        )
+    return f": {'; '.join(said)}" if said else ""
 
 
 def unmodelled(cap: xr.Dataset) -> str:

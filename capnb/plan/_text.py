@@ -177,10 +177,10 @@ def held_out_words(a: Answer) -> str:
         else ""
     )
     left = f" Not scored: {'; '.join(h.left_out)}." if h.left_out else ""
+    worst = words.minutes_against(h.worst_breach_minutes, h.worst_budget_minutes)
     return (
         f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
-        f"up to {length} (worst: {words.minutes(h.worst_breach_minutes)} against "
-        f"{h.worst_budget_minutes:,.0f}), at {h.above_hindsight:+.0%} against the hindsight "
+        f"up to {length} (worst: {worst}), at {h.above_hindsight:+.0%} against the hindsight "
         f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
         f"fixed fleet in {h.beats_naive} of {h.windows}; its forecast's P99 covered "
         f"{h.coverage_p99:.1%} of held-out intervals (P95 {h.coverage_p95:.1%}){bursts}. "
