@@ -88,7 +88,7 @@ def _plan(args: argparse.Namespace) -> int:
         value = overrides.get(name)
         if isinstance(value, str) and Path(value).exists():
             overrides[name] = str(Path(value).resolve())
-    config = plan.read_config(args.config, **overrides)
+    config = plan.read_config(args.config, overrides_from="command line", **overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text
         result = plan.build(config)

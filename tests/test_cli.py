@@ -53,6 +53,10 @@ def test_failures_print_the_step_and_exit_1(tmp_path, capsys):
     path.write_text("[sla]\nseconds = 1\n")
     assert main(["plan", "--config", str(path)]) == 1
     assert "[sla] has no setting 'seconds'" in capsys.readouterr().err
+    # a flag's slip is said to come from the command line (the user called no replace())
+    assert main(["plan", "--model", "NoSuchModel"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("capnb plan: defaults: command line: model = 'NoSuchModel'"), err
 
 
 def test_the_trace_loaders_options_are_flags_of_plan():

@@ -46,7 +46,10 @@ class PlanWarning(UserWarning):
 
 
 def read_config(
-    config: PlanConfig | dict | str | os.PathLike | None = None, **overrides
+    config: PlanConfig | dict | str | os.PathLike | None = None,
+    *,
+    overrides_from: str = "replace()",
+    **overrides,
 ) -> PlanConfig:
     """The plan's inputs as a :class:`PlanConfig`, from any form :func:`build` takes.
 
@@ -55,6 +58,9 @@ def read_config(
     config
         A :class:`PlanConfig`, a mapping of its settings (by table, as a file holds them, or
         each under its own name), a path to a TOML/YAML file, or None for the bundled defaults.
+    overrides_from
+        Where the overrides come from, as an error in one of them says (``capnb plan``'s flags:
+        ``"command line"``).
     **overrides
         Settings to change, as :meth:`PlanConfig.replace` takes them: a table by its name
         (``serving={"gpus": ["H100-SXM"]}``) or a setting by its own (``sla="ttft=1.5,tpot=60ms"``).
@@ -71,7 +77,7 @@ def read_config(
             f"config must be a PlanConfig, a mapping or a file path, got {type(config).__name__}"
         )
     if overrides:
-        config = config.replace(**overrides)
+        config = config._changed(overrides_from, overrides)
     if overrides or not checked:  # a file's names were checked where it was read, with lines
         check_names(config)
     return config

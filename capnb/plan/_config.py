@@ -435,8 +435,12 @@ class PlanConfig:
         ``cfg.replace(serving={"gpus": ("H200",)})`` and ``cfg.replace(gpus=("H200",))`` are the
         same copy. An unknown name, or a setting given twice, is a :class:`ConfigError` naming it.
         """
+        return self._changed("replace()", changes)
+
+    def _changed(self, origin: str, changes: dict) -> PlanConfig:
+        """:meth:`replace`, its errors naming where the changes came from (``origin``)."""
         given = {k: _plain(v) if isinstance(v, _Table) else v for k, v in changes.items()}
-        flat, where = _flatten(given, f"{self.source}: replace()")
+        flat, where = _flatten(given, f"{self.source}: {origin}")
         config = _build({**self.as_dict(), **flat}, self.source, where)
         check_names(config, where)
         return config
