@@ -51,7 +51,7 @@ class NotPricedError(InputError):
     def __init__(self, gpus: Iterable[str]):
         self.gpus = sorted(set(gpus))
         super().__init__(
-            "infeasible: no pool has a price (the prices list none of "
+            "not priced: no pool has a price (the prices list none of "
             f"{', '.join(self.gpus) or 'the pools'}; check prices' GPUs and pricing kinds)"
         )
 
