@@ -672,3 +672,26 @@ def test_the_front_page_chart_counts_whole_instances(tmp_path):
     ticks = labels[labels.index("hour of day") + 1 : labels.index("instances")]
     top = max(planning.answer(plan).fixed_instances)
     assert top == 2 and ticks == [str(n) for n in range(int(ticks[-1]) + 1)], ticks
+
+
+def test_a_held_out_window_too_short_to_replay_is_left_out_not_counted(tmp_path):
+    # a request log's last hour ends a second short of one (its last arrival is at 23:59:59.x):
+    # no stretch of an hour to replay, so it was counted as held with 0 minutes against 0
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    seconds = np.sort(rng.uniform(0, 2 * 86400 - 0.5, 2 * 86400 // 4))
+    times = pd.Timestamp("2026-03-02") + pd.to_timedelta(seconds, unit="s")
+    log = pd.DataFrame({"timestamp": times.strftime("%Y-%m-%dT%H:%M:%S.%f"),
+                        "prompt_tokens": 500, "output_tokens": 100})  # fmt: skip
+    log.to_csv(tmp_path / "log.csv", index=False)
+    cfg = planning.read_config({**CHEAPER, "trace": str(tmp_path / "log.csv"), "backtest_days": 7,
+                                "gpus": ("H100-SXM",), "tensor_parallel": (1,),
+                                "policies": ("fixed",)})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(cfg)
+    held = planning.answer(plan).held_out
+    assert (plan.held_out_window_days.values > 0).all() and held.worst_budget_minutes > 0
+    assert held.windows == plan.sizes["held_out_origin"]
+    assert "no observed stretch of 60 minutes to replay" in planning.describe(plan)

@@ -314,7 +314,10 @@ def _pooled(table: xr.Dataset, plan: str, against: str) -> float:
 def _held_out_record(rolling, burst) -> HeldOut:
     table, origins = rolling.table, rolling.origins
     rec = table.sel(plan="recommended")
-    ratio = (rec.breach_min / table.budget_min).values
+    breach, budget = rec.breach_min.values, table.budget_min.values
+    # a window's breach against its budget (a zero budget: any breach is the worst)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(budget > 0, breach / budget, np.where(breach > 0, np.inf, 0.0))
     worst = int(np.argmax(ratio))
     share, draws = burst if burst is not None else (math.nan, 0)
     unit = origins.unit

@@ -293,6 +293,12 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             )
             continue
         scored = replay(cfg, window, seen, fit(k), grid, settings)
+        if scored.observed_s == 0:  # e.g. a request log's last hour, a second short of one
+            left_out.append(
+                f"held-out window from {when(origins.time(k))}: no observed stretch of "
+                f"{_MIN_STRETCH_S / 60:.0f} minutes to replay"
+            )
+            continue
         replays.append(scored)
         rows.append(_row(cfg, series, demand, window, seen, origins, k, fit(k), grid, chosen,
                          scored, settings))  # fmt: skip
