@@ -602,6 +602,11 @@ def _num(value: float, digits: int = 0) -> str:
     return f"<strong>{value:,.{digits}f}</strong>"
 
 
+def _rate(value: float) -> str:
+    """A rate (requests/s) in bold, with the digits the plan's words give it (1.16, 14.6, 257)."""
+    return f"<strong>{words.rate(value)}</strong>"
+
+
 def _sentence(text: str) -> str:
     """A sentence of the plan's text, escaped, its numbers in bold."""
     return _bold_numbers(html.escape(text))
@@ -636,8 +641,8 @@ def summary_html(
     slot = a.target_qps.index(max(a.target_qps))
     steps = [
         ("1. forecast", f"the P{100 * a.traffic_quantile:g} of the busiest slot, "
-         f"{html.escape(a.slot_labels[slot])}: {_num(a.target_qps[slot])} requests/s; bursts add "
-         f"{_num(a.burst_qps)} requests/s"),
+         f"{html.escape(a.slot_labels[slot])}: {_rate(a.target_qps[slot])} requests/s; bursts add "
+         f"{_rate(a.burst_qps)} requests/s"),
         ("2. memory", f"{_num(a.memory_concurrency)} sequences of {_num(a.seq_len)} tokens fit "
          f"beside the weights on {a.tensor_parallel} x {html.escape(a.gpu)}"
          if a.memory_concurrency >= 0 else "not checked"),
@@ -684,12 +689,18 @@ def summary_html(
 
 def _lede(a) -> str:
     """The answer in one sentence: model, GPU and fleet (the cost and breach follow, once each)."""
-    grows = (
-        "and run them all month"
-        if a.policy.name == "fixed"
-        else f"and let {words.POLICY_NAMES[a.policy.name]} add on-demand ones up to "
-        f"{a.peak_instances:,} as traffic needs"
-    )
+    if a.policy.name == "fixed":
+        grows = "and run them all month"
+    elif a.peak_instances > a.reserved_instances:
+        grows = (
+            f"and let {words.POLICY_NAMES[a.policy.name]} add on-demand ones up to "
+            f"{a.peak_instances:,} as traffic needs"
+        )
+    else:  # the replay never went above the reserve: the policy only stands ready
+        grows = (
+            f"with {words.POLICY_NAMES[a.policy.name]} ready to add on-demand ones (the replay "
+            "needed none)"
+        )
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance: reserve "
         f"{words.count(a.reserved_instances, 'instance')} {grows}."

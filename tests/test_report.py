@@ -414,6 +414,25 @@ def test_only_the_inputs_heading_is_left_out_with_the_code():
         assert [h for h in hidden if h and h[1] != "Inputs"] == [], path.name
 
 
+def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
+    from types import SimpleNamespace
+
+    from capnb.report import _lede, _rate
+
+    def answer(policy, reserved, peak):
+        return SimpleNamespace(model="m", tensor_parallel=1, gpu="H100-SXM",
+                               policy=SimpleNamespace(name=policy), reserved_instances=reserved,
+                               peak_instances=peak)  # fmt: skip
+
+    assert "add on-demand ones up to 7 as traffic needs" in _lede(answer("hpa", 4, 7))
+    # reserving 4 and "adding on-demand ones up to 4" added none: a plan of a small service
+    said = _lede(answer("article", 4, 4))
+    assert "up to" not in said and "ready to add on-demand ones (the replay needed none)" in said
+    assert "run them all month" in _lede(answer("fixed", 4, 4))
+    # a small service's busiest slot keeps its digits on the first page (it read "1 requests/s")
+    assert _rate(1.1612) == "<strong>1.16</strong>" and _rate(257.3) == "<strong>257</strong>"
+
+
 def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
     import nbformat
 
