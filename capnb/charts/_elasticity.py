@@ -93,6 +93,10 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = _TIMELINE_WIDTH) -
     )
 
 
+#: An axis of whole counts (instances).
+_WHOLE = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : datum.label")
+
+
 def _timeline_chart(
     table: pd.DataFrame, *, title: str, x_title: str, x_field: str
 ) -> alt.VConcatChart:
@@ -128,7 +132,9 @@ def _timeline_chart(
         .mark_area(interpolate="step-after", opacity=0.8)
         .encode(
             x=x,
-            y=alt.Y("instances:Q", title="instances", stack="zero"),
+            # instances are whole: no tick between them (the label hidden where a renderer
+            # ignores tickMinStep, as vl-convert does); redraws keep it, it reads no data
+            y=alt.Y("instances:Q", title="instances", stack="zero", axis=_WHOLE),
             color=alt.Color(
                 "state:N",
                 scale=alt.Scale(domain=["ready", "starting"], range=["#54a24b", "#f58518"]),
