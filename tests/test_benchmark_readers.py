@@ -671,3 +671,18 @@ def test_guidellm_report_calibrates_the_engine_as_the_same_runs_from_vllm_bench(
     one = latency.calibrate(from_vllm, settings=settings)
     two = latency.calibrate(from_guidellm, settings=settings)
     assert one == two
+
+
+def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):
+    # GuideLLM 0.5.0-0.6.x wrote metadata.version 1: its per-benchmark fields are those of 2
+    report = json.loads(GUIDELLM.read_text())
+    report["metadata"] |= {"version": 1, "guidellm_version": "0.6.1"}
+    # a concurrent strategy capped below its streams runs at the cap (16 streams, 8 at most)
+    report["benchmarks"][1]["config"]["strategy"]["max_concurrency"] = 8
+    report["benchmarks"][1]["metrics"]["requests_per_second"]["successful"]["mean"] = 2.5
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(report))
+    curve = data.read_guidellm(path)
+    assert curve.concurrency.values.tolist() == [4, 8, 24]
+    assert p(curve, "ttft", 0.99).tolist() == pytest.approx([0.260, 0.610, 1.250])
+    assert latency.notes(curve)[0] == "GuideLLM 0.6.1 report"

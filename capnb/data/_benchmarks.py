@@ -1294,10 +1294,12 @@ def _guidellm_run(bench: object, where: str) -> dict:
     limit = strategy.get("max_concurrency")
     if kind == "synchronous":
         limit = 1
-    elif kind == "concurrent":
-        limit = _real(bench, "config.strategy.streams", where)
-    elif limit is not None:
-        limit = _real(bench, "config.strategy.max_concurrency", where)
+    else:
+        if limit is not None:
+            limit = _real(bench, "config.strategy.max_concurrency", where)
+        if kind == "concurrent":  # streams, fewer where a max_concurrency holds them back
+            streams = _real(bench, "config.strategy.streams", where)
+            limit = streams if limit is None else min(streams, limit)
     if limit is not None and not (limit >= 1 and limit == round(limit)):
         raise ConfigError(f"{where}: a concurrency of {limit:g} is no whole number of requests")
     return {
