@@ -90,6 +90,38 @@ def vllm(text, name="v.json"):
     return lambda write: data.read_vllm_bench(write(name, text))
 
 
+def guidellm(change, name="benchmarks.json", read=None):
+    """The GuideLLM fixture report with ``change(report)`` applied, read by read_benchmark."""
+    report = json.loads((FIXTURES / "guidellm" / "benchmarks.json").read_text())
+    change(report)
+    return lambda write: (read or data.read_benchmark)(write(name, json.dumps(report)))
+
+
+def _synchronous_only(report):
+    """The report's first benchmark, as GuideLLM's synchronous strategy: one request at a time."""
+    first = report["benchmarks"][0]
+    first["config"]["strategy"] = {"type_": "synchronous", "worker_count": None,
+                                   "max_concurrency": None}  # fmt: skip
+    first["metrics"]["requests_per_second"]["successful"]["mean"] = 0.5  # 1 / 2.0 s mean e2e
+    report["benchmarks"] = [first]
+
+
+def _bench(i, path, value):
+    """Set ``benchmarks[i].<path>`` (dotted; None deletes it) in a GuideLLM report."""
+
+    def change(report):
+        *parents, last = path.split(".")
+        node = report["benchmarks"][i]
+        for key in parents:
+            node = node[key]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+
+    return change
+
+
 def config(**fields):
     """A Llama-2-7B-shaped config.json with ``fields`` replaced (None: removed)."""
     base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -428,6 +460,39 @@ ROWS = [
         Raises(InputError, r"v\.json: a latency curve needs at least 2 concurrency levels")),
     Row("vllm: a number instead of a path", lambda _: data.read_vllm_bench(3),
         Raises(InputError, r"paths must be a path or a list of paths, got 3")),
+    Row("guidellm: no successful request",
+        guidellm(_bench(1, "metrics.request_totals.successful", 0)),
+        Raises(ConfigError, r"benchmarks\.json benchmarks\[1\]: field "
+               r"'metrics\.request_totals\.successful' is 0: no request succeeded")),
+    Row("guidellm: a percentile the curve needs is missing",
+        guidellm(_bench(0, "metrics.time_to_first_token_ms.successful.percentiles.p99", None)),
+        Raises(ConfigError, r"benchmarks\.json benchmarks\[0\]: missing field "
+               r"'metrics\.time_to_first_token_ms\.successful\.percentiles\.p99'")),
+    Row("guidellm: a schema version it does not know",
+        guidellm(lambda r: r["metadata"].update(version=3)),
+        Raises(ConfigError, r"benchmarks\.json: field 'metadata\.version' is 3 \(written by "
+               r"GuideLLM 0\.7\.3\): capnb reads GuideLLM report schema versions 1 and 2")),
+    Row("guidellm: a report from before 0.5.0 (no metadata)",
+        guidellm(lambda r: r.pop("metadata")),
+        Raises(ConfigError, r"benchmarks\.json: field 'metadata\.version' is None")),
+    Row("guidellm: a synchronous-only report (one point)",
+        guidellm(_synchronous_only),
+        Raises(InputError, r"benchmarks\.json: a latency curve needs at least 2 concurrency")),
+    Row("guidellm: a strategy it does not know",
+        guidellm(_bench(2, "config.strategy.type_", "replay")),
+        Raises(ConfigError, r"benchmarks\[2\]: field 'config\.strategy\.type_' is 'replay'")),
+    Row("guidellm: request_latency written in milliseconds",
+        guidellm(_bench(0, "metrics.request_latency.successful.mean", 2000.0)),
+        Raises(ConfigError, r"benchmarks\[0\]: the latencies and the throughput this run "
+               r"measured disagree")),
+    Row("guidellm: two benchmarks at one concurrency",
+        guidellm(lambda r: r["benchmarks"].__setitem__(1, r["benchmarks"][0])),
+        Raises(ConfigError, r"benchmarks\[0\] and benchmarks\.json benchmarks\[1\] both fall "
+               r"at concurrency 4")),
+    Row("guidellm: a report given to the vllm bench reader",
+        guidellm(lambda r: None, read=data.read_vllm_bench),
+        Raises(ConfigError, r"benchmarks\.json: a GuideLLM report, not a vllm bench serve "
+               r"result; read it with read_guidellm")),
     Row("aiperf: an empty file", lambda w: data.read_aiperf(w("a.csv", "")),
         Raises(ConfigError, r"a\.csv: empty file")),
     Row("aiperf: a unit it does not know",

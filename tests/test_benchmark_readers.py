@@ -588,3 +588,101 @@ def test_fixture_directory_is_left_untouched(tmp_path):
     before = {f.name: f.read_bytes() for f in copy.iterdir()}
     data.read_vllm_bench(copy)
     assert {f.name: f.read_bytes() for f in copy.iterdir()} == before
+
+
+# -- GuideLLM ------------------------------------------------------------------------------------
+# A report laid out as GuideLLM writes it (`guidellm benchmark --output-path benchmarks.json`),
+# constructed field by field from its pydantic models at vllm-project/guidellm
+# ee7a77457ba668b4b5ccb40f110518829893b36a (0.7.3 + 12 commits; schema version 2): benchmarks
+# at concurrent streams 4 and 16 and at a constant 6 requests/s. No published report was found.
+GUIDELLM = FIXTURES / "guidellm" / "benchmarks.json"
+
+
+def test_guidellm_report_read_in_seconds_and_placed_like_vllm_bench_runs():
+    report = json.loads(GUIDELLM.read_text())
+    assert report["metadata"]["version"] == 2
+    curve = data.read_benchmark(GUIDELLM)
+    assert curve.attrs["format"] == "guidellm"
+    # streams 4 and 16 are closed loops; the constant rate goes where Little's law puts it:
+    # requests_per_second.successful.mean 6.0 x request_latency.successful.mean 4.0 s = 24
+    assert curve.concurrency.values.tolist() == [4, 16, 24]
+    assert any("Little's law" in n and "concurrency 24" in n for n in latency.notes(curve))
+    # time_to_first_token_ms.successful.percentiles.p99 of streams 16: 610.0 ms
+    assert p(curve, "ttft", 0.99)[1] == pytest.approx(0.610)
+    # inter_token_latency_ms (per request, after the first token) is vLLM's TPOT: p50 7.4 ms
+    assert p(curve, "tpot", 0.5)[0] == pytest.approx(7.4e-3)
+    # request_latency is in seconds already: p95 of the constant-rate benchmark, 5.9 s
+    assert p(curve, "e2e", 0.95)[2] == pytest.approx(5.9)
+    assert curve.mean_latency.sel(metric="e2e").values.tolist() == pytest.approx([2.0, 3.2, 4.0])
+    assert curve.measured_qps.values.tolist() == pytest.approx([2.0, 5.0, 6.0])
+    assert curve.attrs["prompt_tokens"] == 1024.0 and curve.attrs["output_tokens"] == 256.0
+    # no chunk-gap statistic in a GuideLLM report: itl stays empty
+    assert np.isnan(p(curve, "itl", 0.99)).all()
+    for bench, c in zip(report["benchmarks"], [4, 16, 24], strict=True):
+        ttft = bench["metrics"]["time_to_first_token_ms"]["successful"]["percentiles"]["p90"]
+        assert curve.latency.sel(concurrency=c, metric="ttft", latency_quantile=0.9) == (
+            pytest.approx(ttft / 1000)
+        )
+
+
+def _vllm_twins(report: dict, folder: Path) -> None:
+    """The report's benchmarks written as the vllm bench serve results of the same runs."""
+    names = {"ttft": "time_to_first_token_ms", "tpot": "inter_token_latency_ms",
+             "e2el": "request_latency"}  # fmt: skip
+    for bench in report["benchmarks"]:
+        strategy, metrics = bench["config"]["strategy"], bench["metrics"]
+        ok = metrics["request_totals"]["successful"]
+        mean = {name: summary["successful"]["mean"] for name, summary in metrics.items()
+                if isinstance(summary.get("successful"), dict)}  # fmt: skip
+        record = {"completed": ok, "duration": bench["duration"],
+                  "request_throughput": mean["requests_per_second"],
+                  "total_input_tokens": ok * mean["prompt_token_count"],
+                  "total_output_tokens": ok * mean["output_token_count"]}  # fmt: skip
+        if strategy["type_"] == "concurrent":
+            record |= {"request_rate": "inf", "max_concurrency": strategy["streams"]}
+        else:
+            record |= {"request_rate": strategy["rate"], "max_concurrency": None}
+        for key, name in names.items():
+            summary = metrics[name]["successful"]
+            ms = 1.0 if name.endswith("_ms") else 1000.0
+            record[f"mean_{key}_ms"] = summary["mean"] * ms
+            record[f"median_{key}_ms"] = summary["median"] * ms
+            for stat in ("p90", "p95", "p99"):
+                record[f"{stat}_{key}_ms"] = summary["percentiles"][stat] * ms
+        (folder / f"{bench['config']['id_']}.json").write_text(json.dumps(record))
+
+
+def test_guidellm_report_calibrates_the_engine_as_the_same_runs_from_vllm_bench(tmp_path):
+    from capnb.records import EngineSettings
+
+    deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1,
+                  "engine": "vllm", "engine_version": "0.11.0"}  # fmt: skip
+    _vllm_twins(json.loads(GUIDELLM.read_text()), tmp_path)
+    from_vllm = data.read_bench_runs(tmp_path, **deployment)
+    from_guidellm = data.read_bench_runs(GUIDELLM, **deployment)
+    # one table, row for row and bit for bit (the fit below follows the last bit and the order)
+    pd.testing.assert_frame_equal(from_vllm, from_guidellm, check_exact=True)
+    assert sorted(set(zip(from_guidellm["mode"], from_guidellm["load"], strict=True))) == [
+        ("concurrency", 4.0), ("concurrency", 16.0), ("request_rate", 6.0)
+    ]  # fmt: skip
+    ttft = from_guidellm.query("load == 16 and metric == 'ttft' and stat == 'p99'")["value"]
+    assert ttft.item() == pytest.approx(0.610)
+    settings = EngineSettings("vllm-v1")
+    one = latency.calibrate(from_vllm, settings=settings)
+    two = latency.calibrate(from_guidellm, settings=settings)
+    assert one == two
+
+
+def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):
+    # GuideLLM 0.5.0-0.6.x wrote metadata.version 1: its per-benchmark fields are those of 2
+    report = json.loads(GUIDELLM.read_text())
+    report["metadata"] |= {"version": 1, "guidellm_version": "0.6.1"}
+    # a concurrent strategy capped below its streams runs at the cap (16 streams, 8 at most)
+    report["benchmarks"][1]["config"]["strategy"]["max_concurrency"] = 8
+    report["benchmarks"][1]["metrics"]["requests_per_second"]["successful"]["mean"] = 2.5
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(report))
+    curve = data.read_guidellm(path)
+    assert curve.concurrency.values.tolist() == [4, 8, 24]
+    assert p(curve, "ttft", 0.99).tolist() == pytest.approx([0.260, 0.610, 1.250])
+    assert latency.notes(curve)[0] == "GuideLLM 0.6.1 report"

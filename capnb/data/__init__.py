@@ -8,8 +8,8 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
   :func:`resolve_gpu`.
 - Models: :func:`list_models`, :func:`load_model` (a catalog name, a path to a ``config.json`` or a
   mapping) returning a :class:`capnb.modelspec.ModelSpec`; :func:`resolve_model`.
-- Latency measurements: :func:`read_latency_table`, :func:`read_vllm_bench`, :func:`read_aiperf`
-  (users' benchmark files as latency curves), :func:`list_latency_curves`,
+- Latency measurements: :func:`read_latency_table`, :func:`read_vllm_bench`, :func:`read_guidellm`,
+  :func:`read_aiperf` (users' benchmark files as latency curves), :func:`list_latency_curves`,
   :func:`load_latency_curve` (bundled curves), :func:`load_step_times` (calibration data),
   :func:`load_trtllm_throughput` (published throughput bounds).
 - Files: :func:`user_path` and :func:`read_text` check what a user gives where it enters;
@@ -21,6 +21,7 @@ from ._benchmarks import (
     read_aiperf,
     read_bench_runs,
     read_benchmark,
+    read_guidellm,
     read_latency_table,
     read_vllm_bench,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "read_aiperf",
     "read_bench_runs",
     "read_benchmark",
+    "read_guidellm",
     "read_latency_table",
     "read_text",
     "read_vllm_bench",

@@ -11,6 +11,8 @@ Readers return a latency curve (see :mod:`capnb._curve`): a Dataset over ``concu
   CSV.
 - :func:`read_aiperf`: NVIDIA AIPerf and GenAI-Perf CSV exports (one run per file, AIPerf's sweep
   file, GenAI-Perf's ``analyze`` summary).
+- :func:`read_guidellm`: a GuideLLM report (``guidellm benchmark --output-path benchmarks.json``),
+  one benchmark per strategy.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "read_aiperf",
     "read_bench_runs",
+    "read_guidellm",
     "read_latency_table",
     "read_vllm_bench",
 ]
@@ -400,6 +403,12 @@ def _check_result_json(record: object, where: str) -> None:
             f"{type(record).__name__}; {_READS}"
         )
     keys = [str(k) for k in record]
+    if _is_guidellm(record):
+        raise ConfigError(
+            f"{where}: a GuideLLM report, not a vllm bench serve result; read it with "
+            "read_guidellm or read_benchmark (the file, not its folder), or its runs with "
+            "read_bench_runs"
+        )
     if "input_config" in record or any(
         isinstance(record.get(k), Mapping) for k in _GENAI_PERF_KEYS
     ):
@@ -880,18 +889,32 @@ def _figure(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
-def _check_closed_loop(where, limit, qps, in_flight, e2e) -> None:
+#: The fields _check_closed_loop names: the concurrency, the throughput, a unit slip.
+_VLLM_NAMES = (
+    "max_concurrency",
+    "request_throughput",
+    "seconds written into *_ms fields make every latency 1000x too short",
+)
+_GUIDELLM_NAMES = (
+    "streams",
+    "requests_per_second",
+    "request_latency is in seconds, the *_ms metrics in milliseconds",
+)
+
+
+def _check_closed_loop(where, limit, qps, in_flight, e2e, names=_VLLM_NAMES) -> None:
     """A closed loop at ``limit``: its latencies and measured throughput must agree."""
+    limit_name, qps_name, slip = names
     if e2e is not None and e2e > 0:
         ratio = limit / e2e / qps if qps > 0 else math.inf
         figures = (
-            f"max_concurrency {limit} / mean e2e {_figure(e2e)} s = {_figure(limit / e2e)} "
-            f"requests/s, but the run measured request_throughput {_figure(qps)} requests/s"
+            f"{limit_name} {limit} / mean e2e {_figure(e2e)} s = {_figure(limit / e2e)} "
+            f"requests/s, but the run measured {qps_name} {_figure(qps)} requests/s"
         )
     elif in_flight is not None:
         ratio = limit / in_flight
         figures = (
-            f"max_concurrency {limit}, but the run measured {_figure(in_flight)} requests in flight "
+            f"{limit_name} {limit}, but the run measured {_figure(in_flight)} requests in flight "
             "on average (SGLang's concurrency)"
         )
     else:
@@ -903,7 +926,7 @@ def _check_closed_loop(where, limit, qps, in_flight, e2e) -> None:
     raise ConfigError(
         f"{where}: the latencies and the throughput this run measured disagree: {figures}, "
         f"{factor:,.1f}x apart (capnb accepts {_CLOSED_LOOP_TOLERANCE:g}x either way). Check the "
-        "latency units (seconds written into *_ms fields make every latency 1000x too short) "
+        f"latency units ({slip}) "
         f"or whether the run ever held {limit} {requests} in flight (fewer prompts than that, a "
         "server max_num_seqs below it, a client that could not keep up)"
     )
@@ -1180,6 +1203,253 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
     return curve
 
 
+# -- GuideLLM ------------------------------------------------------------------------------------
+# Read from GuideLLM's own pydantic models (vllm-project/guidellm at ee7a774, 0.7.3 + 12 commits:
+# benchmark/schemas/report.py, benchmark.py, metrics.py, schemas/statistics.py,
+# scheduler/strategies.py). Schema version 1 (metadata.version, GuideLLM 0.5.0 to 0.6.x) and 2
+# (0.7.0 on) differ in the report's own `config`, not in the per-benchmark fields read here;
+# reports before 0.5.0 carry no metadata and lay benchmarks out otherwise (args, run_stats).
+_GUIDELLM_VERSIONS = (1, 2)
+#: (capnb metric, GuideLLM metric, its unit). GuideLLM's inter_token_latency_ms is per request,
+#: (last token - first token) / (output tokens - 1): vLLM's TPOT. Its time_per_output_token_ms
+#: counts the wait for the first token too (time to the last token / output tokens): not read.
+_GUIDELLM_METRICS = (
+    ("ttft", "time_to_first_token_ms", "ms"),
+    ("tpot", "inter_token_latency_ms", "ms"),
+    ("e2e", "request_latency", "s"),
+)
+_GUIDELLM_RATES = ("constant", "poisson")
+_GUIDELLM_STRATEGIES = ("synchronous", "concurrent", "throughput", *_GUIDELLM_RATES)
+
+
+def _is_guidellm(record: object) -> bool:
+    """Whether a JSON document is a GuideLLM report (``guidellm benchmark --output-path x.json``)."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("benchmarks"), list):
+        return False
+    meta = record.get("metadata")
+    return (isinstance(meta, Mapping) and "guidellm_version" in meta) or any(
+        isinstance(b, Mapping) and b.get("type_") == "generative_benchmark"
+        for b in record["benchmarks"]
+    )
+
+
+def _guidellm_benchmarks(where: str, report: Mapping) -> list[tuple[str, Mapping]]:
+    """(label, benchmark) of a GuideLLM report of a schema version capnb reads; else an error."""
+    meta = report.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    version = meta.get("version")
+    if isinstance(version, bool) or version not in _GUIDELLM_VERSIONS:
+        made = f" (written by GuideLLM {meta['guidellm_version']})" if meta else ""
+        raise ConfigError(
+            f"{where}: field 'metadata.version' is {version!r}{made}: capnb reads GuideLLM report "
+            "schema versions 1 and 2 (GuideLLM 0.5.0 to 0.7.x); rerun with one of those, or "
+            "write the figures into a latency table (read_latency_table)"
+        )
+    found = [(f"{where} benchmarks[{i}]", b) for i, b in enumerate(report["benchmarks"])]
+    if not found:
+        raise ConfigError(f"{where}: field 'benchmarks' is empty: the report holds no benchmark")
+    return found
+
+
+def _field(record: object, dotted: str, where: str) -> object:
+    value = record
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            raise ConfigError(f"{where}: missing field {dotted!r}")
+        value = value[part]
+    return value
+
+
+def _real(record: object, dotted: str, where: str) -> float:
+    value = _field(record, dotted, where)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{where}: field {dotted!r} is {value!r}, not a finite number")
+    return float(value)
+
+
+def _guidellm_run(bench: object, where: str) -> dict:
+    """One GuideLLM benchmark: strategy, successful requests' latencies (s) and means, lengths."""
+    kind = _field(bench, "config.strategy.type_", where)
+    if kind not in _GUIDELLM_STRATEGIES:
+        raise ConfigError(
+            f"{where}: field 'config.strategy.type_' is {kind!r}; capnb reads GuideLLM's "
+            f"{', '.join(_GUIDELLM_STRATEGIES)} benchmarks"
+        )
+    ok = _real(bench, "metrics.request_totals.successful", where)
+    if ok < 1:
+        raise ConfigError(
+            f"{where}: field 'metrics.request_totals.successful' is {ok:g}: no request succeeded"
+        )
+    latency, mean = {}, {}
+    for metric, name, unit in _GUIDELLM_METRICS:
+        # ms / 1000.0 as read_bench_runs converts vllm bench's *_ms fields: one set of runs gives
+        # one table, bit for bit, whichever tool wrote it (calibrate's fit follows the last bit)
+        per_second = {"ms": 1000.0, "s": 1.0}[unit]
+        summary = f"metrics.{name}.successful"
+        mean[metric] = _real(bench, f"{summary}.mean", where) / per_second
+        for q in _curve.QUANTILES:
+            value = _real(bench, f"{summary}.percentiles.p{round(q * 100)}", where)
+            latency[(metric, q)] = value / per_second
+    strategy = _field(bench, "config.strategy", where)
+    limit = strategy.get("max_concurrency")
+    if kind == "synchronous":
+        limit = 1
+    else:
+        if limit is not None:
+            limit = _real(bench, "config.strategy.max_concurrency", where)
+        if kind == "concurrent":  # streams, fewer where a max_concurrency holds them back
+            streams = _real(bench, "config.strategy.streams", where)
+            limit = streams if limit is None else min(streams, limit)
+    if limit is not None and not (limit >= 1 and limit == round(limit)):
+        raise ConfigError(f"{where}: a concurrency of {limit:g} is no whole number of requests")
+    return {
+        "where": where,
+        "kind": kind,
+        "limit": None if limit is None else int(limit),
+        "rate": _real(bench, "config.strategy.rate", where) if kind in _GUIDELLM_RATES else None,
+        "latency": latency,
+        "mean": mean,
+        # the duration-weighted mean of GuideLLM's rate distribution: successful requests / the
+        # measured window (schemas/statistics.py, rate_distribution_from_timings)
+        "qps": _real(bench, "metrics.requests_per_second.successful.mean", where),
+        "prompt_tokens": _real(bench, "metrics.prompt_token_count.successful.mean", where),
+        "output_tokens": _real(bench, "metrics.output_token_count.successful.mean", where),
+        "requests": int(ok),
+        "sent": int(_real(bench, "metrics.request_totals.total", where)),
+    }
+
+
+def _guidellm_place(run: dict, notes: list[str]) -> tuple[int, float]:
+    """Where a GuideLLM benchmark goes on the curve, as :func:`_place` puts a vllm bench run.
+
+    Synchronous (one request at a time), concurrent (``streams``) and throughput with a
+    ``max_concurrency`` are closed loops, read at their concurrency once latencies and throughput
+    agree. Constant and poisson rates, and throughput with no limit, hold the requests their load
+    brought: placed at successful requests/s x mean e2e (Little's law), rounded, at most the limit
+    or the requests sent.
+    """
+    where, qps, e2e, limit = run["where"], run["qps"], run["mean"]["e2e"], run["limit"]
+    closed = run["kind"] in ("synchronous", "concurrent") or (
+        run["kind"] == "throughput" and limit is not None and run["sent"] >= limit
+    )
+    if closed:
+        _check_closed_loop(where, limit, qps, qps * e2e, e2e, _GUIDELLM_NAMES)
+        return limit, math.nan
+    in_flight = qps * e2e
+    cap = run["sent"] if limit is None else min(limit, run["sent"])
+    how = f"{_figure(qps)} requests/s x {_figure(e2e)} s mean e2e"
+    if not in_flight <= _CLOSED_LOOP_TOLERANCE * cap:
+        raise ConfigError(
+            f"{where}: {how} = {_figure(in_flight)} requests in flight on average, more than the "
+            f"{cap} the run could hold: check request_latency (seconds) and requests_per_second"
+        )
+    placed = min(cap, max(1, round(in_flight)))
+    load = f"rate {run['rate']:g} requests/s" if run["rate"] is not None else "throughput"
+    notes.append(
+        f"{where}: a {run['kind']} benchmark at {load} holds the requests its load brings: placed "
+        f"where Little's law puts it ({how} = {in_flight:.3g}): concurrency {placed}"
+    )
+    return placed, in_flight
+
+
+def read_guidellm(path: str | os.PathLike, **attrs: object) -> xr.Dataset:
+    """Read a GuideLLM report (``guidellm benchmark --output-path benchmarks.json``) into a curve.
+
+    Parameters
+    ----------
+    path
+        The report's JSON file: ``metadata`` (schema ``version`` 1 or 2: GuideLLM 0.5.0 to
+        0.7.x) and ``benchmarks``, one per strategy GuideLLM ran.
+    **attrs
+        Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
+
+    Returns
+    -------
+    xarray.Dataset
+        The curve: ``latency`` (s) over ``concurrency``, ``metric`` and ``latency_quantile``,
+        ``mean_latency`` (s) and ``measured_qps`` (requests/s).
+
+    Notes
+    -----
+    Each benchmark's ``metrics.<name>.successful`` distribution is read (successful requests
+    only): its ``mean`` and ``percentiles`` ``p50``, ``p90``, ``p95``, ``p99``, of
+    ``time_to_first_token_ms`` (ttft), ``inter_token_latency_ms`` (tpot: per request,
+    (last token - first token) / (output tokens - 1), what vLLM calls TPOT) and
+    ``request_latency`` (e2e), milliseconds and seconds converted to seconds. The throughput is
+    ``requests_per_second.successful.mean``, the workload ``prompt_token_count`` and
+    ``output_token_count`` (successful means, averaged over the benchmarks).
+
+    Benchmarks are placed as :func:`read_vllm_bench` places runs: synchronous (at 1), concurrent
+    (at ``streams``) and throughput with a ``max_concurrency`` are closed loops, read at their
+    concurrency once their latencies and throughput agree (2x either way); a constant or poisson
+    rate (like a vllm bench run at a finite ``--request-rate``) and throughput with no limit are
+    read at their measured mean in flight, requests/s x mean e2e (Little's law), rounded (noted).
+    Two benchmarks at one concurrency are an error: read such a sweep with
+    :func:`read_bench_runs`, which keeps each as a run at its rate.
+    """
+    path = user_path(path, "GuideLLM report")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    documents = _json_documents(path, _text(path))
+    if len(documents) != 1 or not _is_guidellm(documents[0][1]):
+        raise ConfigError(
+            f"{path}: not a GuideLLM report (a JSON object with 'metadata' and 'benchmarks', as "
+            "guidellm benchmark --output-path benchmarks.json writes it)"
+        )
+    report = documents[0][1]
+    runs = [_guidellm_run(b, where) for where, b in _guidellm_benchmarks(path.name, report)]
+    notes = [f"GuideLLM {report['metadata'].get('guidellm_version', '?')} report"]
+    seen: dict[int, str] = {}
+    for run in runs:
+        run["concurrency"], run["in_flight"] = _guidellm_place(run, notes)
+        if run["concurrency"] in seen:
+            raise ConfigError(
+                f"{path}: {seen[run['concurrency']]} and {run['where']} both fall at concurrency "
+                f"{run['concurrency']}: a latency curve holds one run per concurrency; read the "
+                "report with read_bench_runs (each benchmark a run at its own rate), or keep one"
+            )
+        seen[run["concurrency"]] = run["where"]
+    runs.sort(key=lambda r: r["concurrency"])
+    return _curve.build(
+        [r["concurrency"] for r in runs],
+        {key: [r["latency"][key] for r in runs] for key in runs[0]["latency"]},
+        mean={m: [r["mean"][m] for r in runs] for m in runs[0]["mean"]},
+        measured_qps=[r["qps"] for r in runs],
+        rows=[r["where"] for r in runs],
+        source=str(path),
+        attrs={
+            "prompt_tokens": float(np.mean([r["prompt_tokens"] for r in runs])),
+            "output_tokens": float(np.mean([r["output_tokens"] for r in runs])),
+            **attrs,
+        },
+        notes=notes,
+        in_flight=[r["in_flight"] for r in runs],
+    )
+
+
+def _guidellm_rows(where: str, report: Mapping, base: Mapping) -> list[dict]:
+    """:func:`read_bench_runs`' rows of a GuideLLM report: one run per benchmark."""
+    rows = []
+    for label, bench in _guidellm_benchmarks(where, report):
+        run = _guidellm_run(bench, label)
+        if run["rate"] is not None:
+            mode, load = "request_rate", run["rate"]
+        elif run["limit"] is not None:
+            mode, load = "concurrency", run["limit"]
+        else:
+            mode, load = "batch", run["requests"]
+        head = {**base, "input_tokens": run["prompt_tokens"], "output_tokens": run["output_tokens"],
+                "mode": mode, "load": float(load), "requests": run["requests"]}  # fmt: skip
+        # in vllm bench runs' order (metric, then mean and percentiles), so that one set of runs
+        # gives one table whichever tool wrote it
+        for metric, _, _ in _GUIDELLM_METRICS:
+            stats = [("mean", run["mean"][metric])]
+            stats += [(f"p{round(q * 100)}", run["latency"][(metric, q)]) for q in _curve.QUANTILES]
+            rows += [{**head, "metric": metric, "stat": stat, "value": value, "unit": "s"}
+                     for stat, value in stats if value > 0]  # fmt: skip
+    return rows
+
+
 def _exports_hint(folder: Path) -> str:
     """What to do with AIPerf or GenAI-Perf per-run exports found in a folder or its sub-folders."""
     runs = sorted(
@@ -1200,10 +1470,11 @@ def _exports_hint(folder: Path) -> str:
 
 
 def benchmark_format(path: str | os.PathLike) -> str:
-    """Which reader a measured latency file (or folder) needs: ``vllm``, ``aiperf`` or ``table``.
+    """The reader a measured latency file (or folder) needs: vllm, guidellm, aiperf or table.
 
-    A folder or a ``.json``/``.jsonl`` file of ``vllm bench serve`` or SGLang ``bench_serving``
-    results (one, or several appended one a line) is ``vllm`` (a JSON-lines table with a
+    A ``.json`` GuideLLM report (``metadata`` and ``benchmarks``) is ``guidellm``. A folder or a
+    ``.json``/``.jsonl`` file of ``vllm bench serve`` or SGLang ``bench_serving`` results (one,
+    or several appended one a line) is ``vllm`` (a JSON-lines table with a
     ``concurrency`` field is a ``table``; any other JSON is an error saying what it is); a CSV
     with a ``Metric`` column or AIPerf's ``<tag>_<stat>_mean`` / GenAI-Perf's ``Config Name``
     columns is ``aiperf``; a CSV or Parquet table with a ``concurrency`` column and
@@ -1234,6 +1505,8 @@ def benchmark_format(path: str | os.PathLike) -> str:
                 raise ConfigError(f"{path}: not valid JSON ({err.msg} at line 1)") from None
         else:  # one result, or several appended one a line (vllm bench serve --append-result)
             record = _json_documents(path, _text(path))[0][1]
+        if _is_guidellm(record):
+            return "guidellm"
         keys = set(record) if isinstance(record, dict) else set()
         if "concurrency" in keys and not keys & {"max_concurrency", "request_throughput"}:
             return "table"
@@ -1257,7 +1530,7 @@ def benchmark_format(path: str | os.PathLike) -> str:
             f"or flattened vllm bench results; columns: {header[:12]}"
         )
     raise ConfigError(
-        f"{path}: measured latencies are vllm bench JSON, AIPerf / GenAI-Perf CSV, or a CSV / "
+        f"{path}: measured latencies are vllm bench or GuideLLM JSON, AIPerf / GenAI-Perf CSV, or a CSV / "
         "Parquet table"
     )
 
@@ -1274,12 +1547,15 @@ def read_benchmark(
 
     The form comes from :func:`benchmark_format`; ``attrs`` (``model``, ``gpu``,
     ``tensor_parallel``, ``engine``...) are stored on the curve as by :func:`read_vllm_bench`,
-    :func:`read_aiperf` and :func:`read_latency_table`. The curve's ``format`` attr names the reader.
+    :func:`read_guidellm`, :func:`read_aiperf` and :func:`read_latency_table`. The curve's
+    ``format`` attr names the reader.
     ``model_id`` picks one model's runs from ``vllm bench serve`` files (:func:`read_vllm_bench`).
     """
     kind = benchmark_format(path)
     if kind == "vllm":
         curve = read_vllm_bench(path, model_id=model_id, **attrs)
+    elif kind == "guidellm":
+        curve = read_guidellm(path, **attrs)
     elif kind == "aiperf":
         curve = read_aiperf(path, **attrs)
     else:
@@ -1301,13 +1577,16 @@ _RUN_STATS = {"mean": "mean", "median": "p50", "p50": "p50", "p90": "p90", "p95"
 
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run"):  # fmt: skip
-    """Read ``vllm bench serve`` / SGLang ``bench_serving`` results as runs, one figure a row.
+    """Read ``vllm bench serve`` / SGLang ``bench_serving`` results or GuideLLM reports as runs.
 
     Unlike :func:`read_vllm_bench` (a curve over concurrency), each run keeps how it was made: a
     request rate (``--request-rate``: ``mode`` ``request_rate``), a fixed concurrency
     (``--max-concurrency`` with an infinite rate: ``concurrency``) or every prompt at once
     (``batch``), and its number of requests; what :func:`capnb.latency.calibrate` fits the engine
-    model on.
+    model on. A GuideLLM report (:func:`read_guidellm` says which fields are read) gives one run
+    per benchmark: a constant or poisson ``rate`` is ``request_rate``, synchronous (1), concurrent
+    (``streams``) and throughput with a ``max_concurrency`` are ``concurrency``, throughput with no
+    limit is ``batch``.
 
     Returns
     -------
@@ -1337,6 +1616,12 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     gpu_id = resolve_gpu(gpu)
     rows = []
     for where, record in _records(paths):
+        if _is_guidellm(record):
+            rows += _guidellm_rows(where, record, {
+                "source": source, "gpu": gpu_id, "model": model, "engine": engine,
+                "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
+                "dtype": dtype})  # fmt: skip
+            continue
         _check_result_json(record, where)
         completed = _number(record, "completed", where)
         if not completed or completed < 1:
