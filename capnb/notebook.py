@@ -38,6 +38,7 @@ __all__ = [
     "chart_html",
     "chart_update",
     "keep_freed_memory",
+    "rate",
     "records",
     "setup",
     "table",
@@ -594,6 +595,19 @@ def worksheet(path: str | Path, **parameters: object):
         if "ws" in assigned:
             return namespace["ws"]
     raise ValueError(f"{file}: no cell assigns the worksheet `ws`")
+
+
+def rate(value: float) -> str:
+    """A rate in requests/s as the plan's words write it, with its unit.
+
+    Whole from 100 up, three significant digits below.
+
+    >>> rate(1.1612), rate(257.3)
+    ('1.16 requests/s', '257 requests/s')
+    """
+    from . import words
+
+    return f"{words.rate(value)} requests/s"
 
 
 def trace_times(times) -> list[str]:
