@@ -26,6 +26,7 @@ import numbers
 import re
 from dataclasses import dataclass, field, fields, replace
 
+from . import words
 from .errors import InputError
 
 __all__ = ["ENGINES", "PLAUSIBLE_S", "SLA", "Deployment", "EngineSettings", "engine_id"]
@@ -50,13 +51,6 @@ PLAUSIBLE_S = {
     "itl": (0.001, 1.0),
     "e2e": (0.01, 3600.0),
 }
-
-
-def _seconds(value: float) -> str:
-    """A latency in its natural unit: ``60 ms``, ``1.5 s``."""
-    if value < 1.0:
-        return f"{value * 1000:.4g} ms"
-    return f"{value:.4g} s"
 
 
 @dataclass(frozen=True)
@@ -129,13 +123,13 @@ class SLA:
     def _implausible(self, metric: str, value: float, low: float, high: float) -> str:
         per = " per token" if metric in ("tpot", "itl") else ""
         hint = (
-            f": {_seconds(value / 1000)} is {value / 1000:g}"
+            f": {words.latency(value / 1000)} is {value / 1000:g}"
             if value > high and low <= value / 1000 <= high
             else ""
         )
         return (
-            f"sla: {metric}_s = {value:g}: a {self.name} {_MEANING[metric]} of {_seconds(value)} is "
-            f"outside the plausible {_seconds(low)}-{_seconds(high)} ({metric}_s is in "
+            f"sla: {metric}_s = {value:g}: a {self.name} {_MEANING[metric]} of {words.latency(value)} is "
+            f"outside the plausible {words.latency(low)}-{words.latency(high)} ({metric}_s is in "
             f"seconds{per}{hint}); give confirm=True ([sla] confirm = true, --sla ...,confirm) "
             "to plan on it anyway"
         )
@@ -152,7 +146,7 @@ class SLA:
 
     def bound_words(self, metric: str) -> str:
         """One bound in words: ``P99 TPOT <= 60 ms``."""
-        return f"{self.name} {metric.upper()} <= {_seconds(self.bounds[metric])}"
+        return f"{self.name} {metric.upper()} <= {words.latency(self.bounds[metric])}"
 
     def __str__(self) -> str:
         return " and ".join(self.bound_words(m) for m in self.bounds)

@@ -28,6 +28,14 @@ def minutes_against(value: float, budget: float) -> str:
     return f"{figure(value)} minutes against {figure(budget)}"
 
 
+def latency(seconds: float) -> str:
+    """A latency in its natural unit: ``60 ms``, ``1.5 s`` (four significant digits)."""
+    seconds = float(seconds)
+    if seconds < 1.0:
+        return f"{seconds * 1000:.4g} ms"
+    return f"{seconds:.4g} s"
+
+
 def rate(value: float) -> str:
     """A rate's digits (requests/s): whole from 100 up, three significant digits below (0.19)."""
     value = float(value)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import xarray as xr
 
+from .. import words
 from ..errors import CapnbError, InputError
 from ._config import PlanConfig, trace_options
 
@@ -305,8 +306,6 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
 
 def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
     """Why latency rules every option out: per bound, the lowest latency any option starts at."""
-    from ..records import _seconds
-
     if "latency_floor" not in cap or "binding_metric" not in cap:
         return ""
     over = cap[["binding", "binding_metric", "latency_floor"]].reset_coords(drop=True)
@@ -320,8 +319,8 @@ def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
         option = f" ({int(best.tensor_parallel)} x {best.gpu})" if "gpu" in best else ""
         said.append(
             f"the lowest {cfg.sla.name} {metric.upper()} at one request in flight is "
-            f"{_seconds(float(best.latency_floor))}{option}, over its bound of "
-            f"{_seconds(cfg.sla.bounds[metric])}"
+            f"{words.latency(float(best.latency_floor))}{option}, over its bound of "
+            f"{words.latency(cfg.sla.bounds[metric])}"
         )
     return f": {'; '.join(said)}" if said else ""
 
