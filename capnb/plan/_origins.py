@@ -204,16 +204,31 @@ def replay(cfg, demand, observed, fit: Fit, grid: list[Config], settings: dict) 
             cooldown_s=list(scaling.cooldown_s), buffer_instances=list(scaling.buffer_instances),
             min_instances=sorted(set(floors.values())), forecast=ahead, **settings,
         )  # fmt: skip
-        for i, c in enumerate(grid):
-            where = {"policy": c.policy, "scale_up_threshold": c.scale_up_threshold,
-                     "cooldown_s": c.cooldown_s, "buffer_instances": c.buffer_instances,
-                     "min_instances": floors[c.floor_share]}  # fmt: skip
-            cell = swept.sel({k: v for k, v in where.items() if k in swept.dims})
-            out.breach_s[i] += float(cell.breach_s)
-            out.gpu_hours[i] += float(cell.gpu_hours)
-            out.usd[i] += float(cell.usd) if "usd" in cell else math.nan
-            out.unserved[i] += float(cell.unserved)
+        out.breach_s += _cells(swept.breach_s, grid, floors)
+        out.gpu_hours += _cells(swept.gpu_hours, grid, floors)
+        out.usd += _cells(swept.usd, grid, floors) if "usd" in swept else math.nan
+        out.unserved += _cells(swept.unserved, grid, floors)
     return out
+
+
+def _cells(metric: xr.DataArray, grid: list[Config], floors: dict) -> np.ndarray:
+    """``metric`` at each configuration of ``grid``, in grid order (as ``.sel`` of each, at once).
+
+    One label lookup per dimension and one fancy index: a ``.sel`` per configuration costs a
+    millisecond each, and a plan's rolling origins ask for tens of thousands.
+    """
+    labels = {"policy": [c.policy for c in grid],
+              "scale_up_threshold": [c.scale_up_threshold for c in grid],
+              "cooldown_s": [c.cooldown_s for c in grid],
+              "buffer_instances": [c.buffer_instances for c in grid],
+              "min_instances": [floors[c.floor_share] for c in grid]}  # fmt: skip
+    where = []
+    for dim in metric.dims:
+        at = metric.indexes[dim].get_indexer(labels[dim])
+        if (at < 0).any():
+            raise KeyError(f"{dim}: {labels[dim][int(np.argmax(at < 0))]!r} was not swept")
+        where.append(at)
+    return metric.values[tuple(where)].astype(float)
 
 
 # -- the whole rolling evaluation -------------------------------------------------------------------
