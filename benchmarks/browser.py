@@ -244,17 +244,33 @@ class _Lab:
             self.server.kill()
 
 
-def _run_all(page, url: str) -> None:
-    from playwright.sync_api import TimeoutError as NoDialog
+#: JupyterLab has a kernel for the open notebook, or asks which to start: the toolbar names a kernel
+#: and the execution indicator is idle (not "connecting" or "starting"), or a dialog is up.
+_KERNEL_OR_DIALOG = (
+    "() => document.querySelector('.jp-Dialog') !== null"
+    " || ([...document.querySelectorAll('.jp-Toolbar-kernelName')]"
+    "      .some(e => e.textContent.trim() !== '' && e.textContent.trim() !== 'No Kernel')"
+    "     && [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')]"
+    "      .some(e => e.dataset.status === 'idle'))"
+)
 
+
+def start_kernel(page) -> None:
+    """Wait until the open notebook's kernel is up, answering Lab's kernel dialog if it asks.
+
+    Lab either starts the notebook's kernel on its own or asks which to start; waiting a fixed
+    time for a dialog that may never come idled 10 s a notebook.
+    """
+    page.wait_for_function(_KERNEL_OR_DIALOG, timeout=60_000)
+    if page.locator(".jp-Dialog").count():
+        page.get_by_role("button", name="Select", exact=True).click()
+        page.wait_for_function(_KERNEL_OR_DIALOG.split(" || ", 1)[1], timeout=60_000)
+
+
+def _run_all(page, url: str) -> None:
     page.goto(url)
     page.wait_for_selector(".jp-Notebook", timeout=60_000)
-    select = page.get_by_role("button", name="Select", exact=True)
-    try:
-        select.wait_for(timeout=10_000)
-        select.click()
-    except NoDialog:
-        pass
+    start_kernel(page)
     page.get_by_role("menuitem", name="Run").click()
     page.get_by_text("Run All Cells", exact=True).click()
     ready = page.locator(".jp-OutputArea-output").filter(has_text="capnb floor ready").first

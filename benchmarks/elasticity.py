@@ -147,14 +147,14 @@ def _worksheet(quick: bool) -> list[Row]:
     baseline = fc.fit_baseline(fc.resample(source, "10min"), slots="hour_of_day")
     demand = elasticity.prepare_demand(source, 1, baseline=baseline)
     if quick:
-        demand = demand.isel(time=slice(0, 2 * DAY_S))
+        demand = demand.isel(time=slice(0, DAY_S // 8))  # a smoke run: three hours
     ahead = elasticity.forecast_demand(demand, baseline)
     grid = elasticity.policy_grid(
         demand, 20.0, scale_up_threshold=[0.6, 0.7, 0.8], cooldown_s=[300.0, 900.0, 1800.0],
         buffer_instances=[0, 2],
     )  # fmt: skip
     common = {"per_instance_qps": 20.0, "step_s": 1, "tolerance_s": 60.0, "cold_start_s": 120.0}
-    part = slice(0, 5_000 if quick else 20_000)
+    part = slice(0, 1_000 if quick else 20_000)
     threads = numba.get_num_threads()
     rows, total = [], 0.0
     for policy in POLICIES:
@@ -212,7 +212,7 @@ def _cut(forecast, part: slice):
 
 def run(quick: bool = False) -> list[Row]:
     grid = QUICK_GRID if quick else GRID
-    days = 1.0 if quick else 30.0
+    days = 0.25 if quick else 30.0
     rows = _worksheet(quick)
     for source in ("servegen", "azure-code"):
         rows += _family(
@@ -221,23 +221,23 @@ def run(quick: bool = False) -> list[Row]:
             5,
             days,
             grid,
-            1_000 if quick else 4_000,
-            2_000 if quick else 20_000,
+            250 if quick else 4_000,
+            250 if quick else 20_000,
             {},
         )
         # HPA's and Knative's references re-scan their windows at every decision (as their
         # specifications read): a shorter slice of steps, scaled
         rows += _family(
-            "hpa", source, 5, days, grid, 1_000 if quick else 4_000, 2_000 if quick else 5_000, {}
+            "hpa", source, 5, days, grid, 250 if quick else 4_000, 250 if quick else 5_000, {}
         )
         rows += _family(
             "knative",
             source,
             2,
-            0.25 if quick else 1.0,
+            0.1 if quick else 1.0,
             grid,
-            1_000 if quick else 4_000,
-            1_000 if quick else 2_000,
+            250 if quick else 4_000,
+            250 if quick else 2_000,
             {},
         )
     return rows

@@ -65,16 +65,11 @@ def lab(tmp_path_factory):
 
 def _run_all(page, url: str, screenshot) -> None:
     """Open a worksheet in JupyterLab, start its kernel, run every cell and wait for the last one."""
-    from playwright.sync_api import TimeoutError as NoDialog
+    from benchmarks.browser import start_kernel
 
     page.goto(url)
     page.wait_for_selector(".jp-Notebook", timeout=60_000)
-    select = page.get_by_role("button", name="Select", exact=True)
-    try:  # a fresh server asks which kernel to start
-        select.wait_for(timeout=10_000)
-        select.click()
-    except NoDialog:  # the kernel started on its own
-        pass
+    start_kernel(page)  # a fresh server may ask which kernel to start
     page.get_by_role("menuitem", name="Run").click()
     page.get_by_text("Run All Cells", exact=True).click()
     try:  # every worksheet ends by printing "checks passed"
