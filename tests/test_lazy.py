@@ -66,11 +66,15 @@ def test_numbas_parallel_target_is_refused():
 
 
 def test_a_second_process_compiles_only_after_the_first_lets_go_of_the_cache(tmp_path):
-    # numba's cache is not safe against two processes writing it at once (numba #4807, #10128): a
-    # process that holds capnb's compile lock keeps every other process's compile waiting
+    # numba's cache is not safe against two processes writing one function's entries at once
+    # (numba #4807, #10128): a process that holds a kernel's compile lock keeps every other
+    # process's compile of that kernel waiting (here: every kernel of the memory step)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from capnb.kernels import _lazy\n"
-         "with _lazy.compile_lock():\n    print('held', flush=True); time.sleep(4)\n"
+        [sys.executable, "-c", "import contextlib, sys, time; from capnb.kernels import _lazy, memory\n"
+         "kernels = [k.py_func for k in vars(memory).values() if hasattr(k, 'py_func')]\n"
+         "with contextlib.ExitStack() as held:\n"
+         "    for k in kernels: held.enter_context(_lazy.compile_lock(_lazy._name(k)))\n"
+         "    print('held', flush=True); time.sleep(4)\n"
          "print('released', flush=True)"],
         env={"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE, text=True,
@@ -92,13 +96,38 @@ def test_a_second_process_compiles_only_after_the_first_lets_go_of_the_cache(tmp
     assert list(tmp_path.rglob("*.nbi")), "numba wrote no cache index"
 
 
+def test_a_held_kernel_lock_does_not_hold_other_kernels(tmp_path):
+    # a cold cache fills on every core: another kernel compiles while one kernel's lock is held
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from capnb.kernels import _lazy, memory\n"
+         "with _lazy.compile_lock(_lazy._name(memory.footprint.py_func)):\n"
+         "    print('held', flush=True); time.sleep(120)"],
+        env={"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code = ("import numpy; from capnb.kernels import latency\n"
+                "print(latency._sorted_quantile(numpy.arange(5.0), 0.5))")  # fmt: skip
+        env = {"NUMBA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        done = subprocess.run([sys.executable, "-c", code], check=True, env=env,
+                              capture_output=True, text=True, timeout=100)  # fmt: skip
+        assert float(done.stdout) == 2.0
+        assert holder.poll() is None  # compiled and cached while the other lock was still held
+        assert list((tmp_path).rglob("*_sorted_quantile*.nbi"))
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
 def test_helpers_compile_under_the_compile_lock(monkeypatch):
     entered = []
     real = _lazy.compile_lock
 
-    def counting():
-        entered.append(1)
-        return real()
+    def counting(kernel):
+        entered.append(kernel)
+        return real(kernel)
 
     monkeypatch.setattr(_lazy, "compile_lock", counting)
 
@@ -107,7 +136,7 @@ def test_helpers_compile_under_the_compile_lock(monkeypatch):
         return 2 * x
 
     assert twice(3) == 6 and twice(2.5) == 5.0  # two overloads, each compiled under the lock
-    assert len(entered) == 2
+    assert len(entered) == 2 and set(entered) == {f"{__name__}.{twice.py_func.__qualname__}"}
     assert twice(4) == 8 and len(entered) == 2  # a compiled overload takes no lock
 
 
@@ -135,13 +164,16 @@ def test_a_compile_lock_held_too_long_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setattr(_lazy, "_FILE_LOCKS", {})
     holder = subprocess.Popen(
         [sys.executable, "-c", "import time; from filelock import FileLock\n"
-         f"with FileLock({str(tmp_path / 'capnb-compile.lock')!r}):\n"
+         f"with FileLock({str(tmp_path / 'capnb-compile' / 'some.kernel.lock')!r}):\n"
          "    print('held', flush=True); time.sleep(3)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     with holder.stdout:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RuntimeError, match="capnb-compile.lock"), _lazy.compile_lock():
+        with (
+            pytest.raises(RuntimeError, match="capnb-compile/some.kernel.lock"),
+            _lazy.compile_lock("some.kernel"),
+        ):
             pass
     holder.wait(timeout=30)
 

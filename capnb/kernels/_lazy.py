@@ -8,13 +8,17 @@ has no cache directory set, the cache goes to a per-user directory instead of fa
 No kernel uses numba's ``parallel`` target: work is split over plain threads by :func:`over_threads`,
 so any number of threads (dask's) may call any kernel at once, whatever numba's threading layer.
 
-Processes that share the disk cache compile one at a time (:func:`compile_lock`). numba's cache is
-not safe against two processes writing it at once: each numbers a function's data files in the
-order it compiles its overloads, so two processes can file different overloads under one number,
-and a gufunc's two files can come from different processes (numba issues #4807 and #10128). A
-kernel then loads another overload's machine code and crashes (a fresh install did, running the
-report's plan beside its worksheets' kernels). Under the lock a second process finds the first
-one's work in the cache and loads it.
+Processes that share the disk cache compile a kernel one at a time (:func:`compile_lock`, a lock
+per kernel). numba's cache is not safe against two processes writing one function's entries at
+once: each numbers a function's data files in the order it compiles its overloads, so two
+processes can file different overloads under one number, and a gufunc's two files can come from
+different processes (numba issues #4807 and #10128). A kernel then loads another overload's
+machine code and crashes (a fresh install did, running the report's plan beside its worksheets'
+kernels). Under the kernel's lock a second process finds the first one's work in the cache and
+loads it; two processes compile two different kernels at once (a cold cache is filled on every
+core). A kernel's helpers are compiled inside its compile, each under its own lock: the locks are
+taken from caller to callee, and kernels do not call each other in a cycle, so no two processes
+can each hold a lock the other waits for.
 """
 
 from __future__ import annotations
@@ -78,12 +82,13 @@ LOCK_TIMEOUT_S = 900.0
 
 
 @contextlib.contextmanager
-def compile_lock():
-    """Hold capnb's compile lock: one process at a time loads or writes the disk cache.
+def compile_lock(kernel: str):
+    """Hold ``kernel``'s compile lock: one process at a time loads or writes its disk cache.
 
-    numba's own (re-entrant, per process) compiler lock is taken first, then a file lock in the
-    cache directory (``capnb-compile.lock``, the ``filelock`` package), always in that order, so
-    nested compiles (a kernel's helpers) and threads cannot deadlock. Without a disk cache there is
+    ``kernel`` names the Python function (``module.qualname``). numba's own (re-entrant, per
+    process) compiler lock is taken first, then a file lock in the cache directory
+    (``capnb-compile/<kernel>.lock``, the ``filelock`` package), always in that order, so nested
+    compiles (a kernel's helpers) and threads cannot deadlock. Without a disk cache there is
     nothing to share and only numba's lock is held.
     """
     from numba.core.compiler_lock import global_compiler_lock
@@ -93,12 +98,13 @@ def compile_lock():
         if not directory:
             yield
             return
-        lock = _FILE_LOCKS.get(directory)
+        path = os.path.join(directory, "capnb-compile", f"{kernel}.lock")
+        lock = _FILE_LOCKS.get(path)
         if lock is None:
             from filelock import FileLock
 
-            path = os.path.join(directory, "capnb-compile.lock")
-            lock = _FILE_LOCKS[directory] = FileLock(path, timeout=LOCK_TIMEOUT_S)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            lock = _FILE_LOCKS[path] = FileLock(path, timeout=LOCK_TIMEOUT_S)
         from filelock import Timeout
 
         try:
@@ -115,14 +121,19 @@ def compile_lock():
             lock.release()
 
 
+def _name(func: Callable) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
+
+
 def _locked(dispatcher):
     """A numba dispatcher whose compiles (and cache loads) happen under :func:`compile_lock`."""
     compile_one = dispatcher.compile
+    kernel = _name(dispatcher.py_func)
 
     def compile(sig):
         if isinstance(sig, tuple) and sig in dispatcher.overloads:
             return compile_one(sig)  # compiled already in this process: nothing to load or write
-        with compile_lock():
+        with compile_lock(kernel):
             return compile_one(sig)
 
     dispatcher.compile = compile
@@ -154,7 +165,7 @@ class _LazyKernel:
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
-                    with compile_lock():
+                    with compile_lock(_name(self.py_func)):
                         self._compiled = self._build()
         return self._compiled
 
