@@ -116,7 +116,12 @@ def test_no_script_of_the_users_strings_runs(hostile_report):
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto(path.as_uri())
             page.wait_for_function("() => !(window.capnbVegaQueue || []).length", timeout=60_000)
-            page.wait_for_timeout(1500)  # charts draw asynchronously after vegaEmbed is defined
+            # charts draw asynchronously after vegaEmbed is defined: wait until each has drawn or failed
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.capnb-chart')]"
+                ".every(e => e.querySelector('svg') || e.textContent.includes('failed'))",
+                timeout=60_000,
+            )
             charts[path.name] = page.eval_on_selector_all(
                 ".capnb-chart svg, .capnb-static-chart svg", "found => found.length"
             )
