@@ -128,7 +128,7 @@ def test_kill_9_at_random_moments_leaves_a_whole_set(tmp_path):
             [sys.executable, "-c", _WRITER, str(folder), str(8 * 2**20)], stdout=subprocess.PIPE
         )
         assert writer.stdout.readline() == b"ready\n"
-        time.sleep(float(rng.uniform(0.3, 2.0)))  # inside some write: staging, commit or moves
+        time.sleep(float(rng.uniform(0.05, 0.6)))  # inside some write: staging, commit or moves
         writer.send_signal(signal.SIGKILL)
         writer.wait()
         writer.stdout.close()
