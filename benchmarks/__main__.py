@@ -9,6 +9,7 @@ import argparse
 import datetime
 import importlib
 import os
+import re
 from pathlib import Path
 
 import benchmarks
@@ -76,6 +77,9 @@ def main() -> None:
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"machine: {machine()}\n")
     sections = []
+    old = None
+    if args.write and args.steps and Path(args.write).is_file():
+        old = Path(args.write).read_text(encoding="utf-8")
     for step in steps:
         module = importlib.import_module(f"{__package__}.{step}")
         print(f"## {step}\n")
@@ -83,14 +87,37 @@ def main() -> None:
         print(table(rows) + "\n")
         sections.append(section(step, rows, args.quick))
         if args.write:  # after each step: a run stopped part-way leaves what it measured, said so
-            text = document(args, started, sections, steps[len(sections) :])
-            write_atomic(Path(args.write), text)
+            path = Path(args.write)
+            if args.steps and old is not None:  # some steps: their sections replace the file's
+                text = merged(old, args, started, sections)
+            else:
+                text = document(args, started, sections, steps[len(sections) :])
+            write_atomic(path, text)
 
 
 def section(step: str, rows: list, quick: bool) -> str:
     """One step's part of BENCHMARKS.md: its heading, what it measures, how to rerun it, its table."""
     command = f"python -m benchmarks {step}" + " --quick" * quick
     return f"## {step}\n\n{ABOUT[step]} Reproduce: `{command}`.\n\n{brief_table(rows)}\n"
+
+
+def merged(old: str, args, started: str, sections: list[str]) -> str:
+    """``old`` (a BENCHMARKS.md) with the sections of the steps just run in place of its own.
+
+    The other steps' tables stay as they were measured; a line under the head says which
+    sections were rerun, when and by which command (a later rerun's line replaces it).
+    """
+    head, *kept = re.split(r"(?m)^(?=## )", old)
+    fresh = {part.split("\n", 1)[0].removeprefix("## ").strip(): part for part in sections}
+    parts = [fresh.pop(part.split("\n", 1)[0].removeprefix("## ").strip(), part) for part in kept]
+    parts += fresh.values()  # steps the file did not hold yet
+    command = " ".join(["python -m benchmarks", *args.steps, "--quick" * args.quick])
+    command = " ".join(command.split()) + f" --write {Path(args.write).name}"
+    ended = datetime.datetime.now(datetime.UTC).strftime("%H:%M UTC")
+    rerun = (f"**Rerun since**: {', '.join(args.steps)} by `{command}`, {started} to {ended} "
+             f"({machine()}); the other sections are from the run above.")  # fmt: skip
+    head = re.sub(r"(?m)^\*\*Rerun since\*\*:.*\n\n", "", head).rstrip("\n")
+    return f"{head}\n\n{rerun}\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
 
 def document(args, started: str, sections: list[str], missing) -> str:
