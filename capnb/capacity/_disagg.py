@@ -377,8 +377,8 @@ def pd_ratio(
         (ttft, tpot): ``instances`` (ratio, pool), ``gpus`` (ratio), ``pool_concurrency``,
         ``fleet_qps``, ``output_tokens_per_gpu``, ``latency`` (the quantile; TTFT includes the
         transfer and every queue), ``meets_sla``, ``ttft_stages`` (ratio, concurrency, stage: mean
-        seconds), ``bottleneck`` (the stage whose queue holds most of TTFT, or ""),
-        ``kv_transfer_s``;
+        seconds), ``bottleneck`` (the stage whose queue holds most of TTFT: prefill, transfer,
+        handoff, decode, or ""), ``kv_transfer_s``;
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
         aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
@@ -869,12 +869,19 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
     note = (
         f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {demand[peak]:,.3g} "
         f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
-        f"{' and '.join(missed)}: above the SLA; add instances to the "
-        f"{run['bottleneck'] or 'decode'} pool."
+        f"{' and '.join(missed)}: above the SLA; {_remedy(run['bottleneck'])}."
         if missed
         else ""
     )
     return {"latency": latency, "stages": run["stages"], "note": note}
+
+
+def _remedy(bottleneck: str) -> str:
+    """What relieves the stage whose queue holds most of TTFT (the hand-off work is decode's)."""
+    if bottleneck == "transfer":
+        return "a faster link between the pools, or fewer bytes per request"
+    pool = "prefill" if bottleneck == "prefill" else "decode"
+    return f"add instances to the {pool} pool"
 
 
 def _check_pool_degrees(curves: xr.Dataset, tps: dict[str, int]) -> None:
