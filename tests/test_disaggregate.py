@@ -256,7 +256,12 @@ def test_the_stored_dstack_check_matches_a_rerun():
         handoff_delay_s=float(mine.handoff_delay_s.iloc[0]),
     )
     assert mine.ratio.tolist() == again.ratio.tolist()
-    for column in ("predicted_ttft_s", "predicted_tpot_s", "predicted_tokens_per_gpu"):
+    for column in (
+        "predicted_ttft_s",
+        "predicted_tpot_s",
+        "predicted_tokens_per_gpu",
+        "predicted_mean_ttft_s",
+    ):
         np.testing.assert_allclose(mine[column].to_numpy(), again[column].to_numpy(), rtol=1e-4)
     # the record covers every run of the data, and the picks are those of VALIDATION.md
     assert len(stored) == len(validate_disagg.load_runs())
