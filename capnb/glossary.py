@@ -302,6 +302,7 @@ VARIABLES: dict[str, Term] = _table(
     ("output_tokens_per_gpu", "tokens/s", "output tokens per second per GPU of the fleet"),
     ("meets_sla", "1", "whether the latency quantiles are within every SLA"),
     ("bottleneck", "1", "stage whose queue holds most of TTFT: prefill, transfer, handoff, decode"),
+    ("ttft_median", "s", "median TTFT over the simulated requests"),
     ("ttft_stages", "s", "mean seconds of each stage of TTFT: queues, prefill, transfer, a step"),
     ("kv_transfer_s", "s", "time to move one prompt's KV cache from prefill to decode"),
     ("simulated_latency", "s", "latency quantile simulated per request over the whole fleet"),

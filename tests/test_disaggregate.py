@@ -232,7 +232,15 @@ def test_the_hand_off_fit_never_sees_the_group_it_predicts():
     # (medians 0.25 against 0.5)
     def table(errors):
         rows = [
-            {"isl": 1, "osl": 1, "conc": c, "ratio": "1:1", "complete": True, "ttft_error": e}
+            {
+                "isl": 1,
+                "osl": 1,
+                "conc": c,
+                "ratio": "1:1",
+                "complete": True,
+                "ttft_error": e,
+                "median_ttft_error": 0.0,
+            }
             for c, e in zip((1, 2, 3), errors, strict=True)
         ]
         return pd.DataFrame(rows)
@@ -244,6 +252,21 @@ def test_the_hand_off_fit_never_sees_the_group_it_predicts():
     assert fitted.handoff_s.tolist() == [0.0, 0.05, 0.05]
     assert fitted.ttft_error.tolist() == [0.9, 0.5, 0.5]
     assert (fitted.handoff_fit == "leave-one-group-out").all()
+
+
+def test_the_hand_off_fit_reads_the_latency_off_the_median_request():
+    # two settings with the same P99 errors: the one whose median requests are right is chosen
+    def table(median_error):
+        rows = [
+            {"isl": 1, "osl": 1, "conc": c, "ratio": "1:1", "complete": True, "ttft_error": 0.3,
+             "median_ttft_error": median_error}
+            for c in (1, 2, 3)
+        ]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    tables = {(0.0, 0.0): table(-0.6), (0.0, 0.06): table(0.05)}
+    fitted = validate_disagg.held_out(tables)
+    assert (fitted.median_ttft_error == 0.05).all()
 
 
 def test_the_stored_dstack_check_matches_a_rerun():
@@ -261,6 +284,7 @@ def test_the_stored_dstack_check_matches_a_rerun():
         "predicted_tpot_s",
         "predicted_tokens_per_gpu",
         "predicted_mean_ttft_s",
+        "predicted_median_ttft_s",
     ):
         np.testing.assert_allclose(mine[column].to_numpy(), again[column].to_numpy(), rtol=1e-4)
     # the record covers every run of the data, and the picks are those of VALIDATION.md

@@ -376,7 +376,8 @@ def pd_ratio(
         Over ``ratio`` (``"P:D"`` labels), ``concurrency`` (the fleet's), ``pool`` and ``metric``
         (ttft, tpot): ``instances`` (ratio, pool), ``gpus`` (ratio), ``pool_concurrency``,
         ``fleet_qps``, ``output_tokens_per_gpu``, ``latency`` (the quantile; TTFT includes the
-        transfer and every queue), ``meets_sla``, ``ttft_stages`` (ratio, concurrency, stage: mean
+        transfer and every queue), ``meets_sla``, ``ttft_median`` (ratio, concurrency: the median
+        request's TTFT, s), ``ttft_stages`` (ratio, concurrency, stage: mean
         seconds), ``bottleneck`` (the stage whose queue holds most of TTFT: prefill, transfer,
         handoff, decode, or ""), ``kv_transfer_s``;
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
@@ -494,6 +495,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
     pool_k = np.full((*shape, 2), np.nan)
     rate, tokens = np.full(shape, np.nan), np.full(shape, np.nan)
     lat = np.full((*shape, 2), np.nan)
+    median = np.full(shape, np.nan)
     stages = np.full((*shape, len(_pd_fleet.kernels.STAGES)), np.nan)
     transfer = np.full(len(pairs), np.nan)
     bottleneck = np.full(shape, "", dtype=object)
@@ -513,6 +515,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
                                       router=router, rng=rng)  # fmt: skip
             rate[i, j], tokens[i, j] = run["fleet_qps"], run["output_tokens_per_s"]
             lat[i, j] = run["ttft"], run["tpot"]
+            median[i, j] = run["ttft_median"]
             stages[i, j] = run["stages"]
             pool_k[i, j] = run["pool_concurrency"]
             bottleneck[i, j] = run["bottleneck"]
@@ -522,6 +525,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
         "fleet_qps": rate,
         "output_tokens_per_s": tokens,
         "latency": lat,
+        "ttft_median": median,
         "stages": stages,
         "bottleneck": bottleneck,
         "kv_transfer_s": transfer,
@@ -654,6 +658,11 @@ def _pd_ratio_dataset(
                 glossary.attrs("latency"),
             ),
             "meets_sla": (("ratio", "concurrency"), meets, glossary.attrs("meets_sla")),
+            "ttft_median": (
+                ("ratio", "concurrency"),
+                runs["ttft_median"],
+                glossary.attrs("ttft_median"),
+            ),
             "bottleneck": (
                 ("ratio", "concurrency"),
                 runs["bottleneck"].astype(str),

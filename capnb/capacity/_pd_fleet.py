@@ -88,7 +88,8 @@ def fleet_run(setup: dict, cal, pair, prompt, output, transfer_s, *, closed: boo
     """One fleet of ``pair`` = (prefill, decode) instances at one load, simulated per request.
 
     ``prompt``, ``output`` (int64) and ``transfer_s`` per request; ``load``: requests in flight
-    (``closed``) or requests/s. Returns the ``quantile`` of TTFT and TPOT (s), the mean seconds of
+    (``closed``) or requests/s. Returns the ``quantile`` of TTFT and TPOT (s), the median TTFT (s),
+    the mean seconds of
     each TTFT stage (:data:`capnb.kernels.pd.STAGES`), requests/s and output tokens/s completed,
     the busy share of each pool, and the saturated stage ("" when no queue dominates).
     """
@@ -153,6 +154,7 @@ def _summary(times, stats, output, warmup: int, quantile: float, overhead: float
     stage, wait = max(waits.items(), key=lambda kv: kv[1])
     return {
         "ttft": quant(ttft),
+        "ttft_median": float(np.median(ttft)) if ttft.size else math.nan,
         "tpot": quant(tpot),
         "stages": stages,
         "fleet_qps": after.sum() / span if span > 0 else math.nan,
