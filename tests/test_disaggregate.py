@@ -292,3 +292,14 @@ def test_the_stored_dstack_check_matches_a_rerun():
     text = (validate_disagg.RECORD.parents[2] / "VALIDATION.md").read_text(encoding="utf-8")
     assert validate_disagg.markdown(stored) in text
     assert math.isfinite(float(again.tpot_error.abs().median()))
+
+
+def test_the_advice_names_what_relieves_the_bottleneck():
+    from capnb.capacity._disagg import _remedy
+
+    # the hand-off's work is done on the decode instances; a slow link needs no more instances
+    assert (
+        _remedy("handoff") == _remedy("decode") == _remedy("") == "add instances to the decode pool"
+    )
+    assert _remedy("prefill") == "add instances to the prefill pool"
+    assert "link" in _remedy("transfer") and "instances" not in _remedy("transfer")
