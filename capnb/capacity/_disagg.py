@@ -358,8 +358,8 @@ def pd_ratio(
         handed to it (bootstrap, the transfer's bookkeeping, polling), one request at a time per
         instance, and a fixed latency per request that holds nothing up (the router's hop,
         handshakes). Default 0: none; no engine documents either.
-        :mod:`capnb.capacity.validate_disagg` fits the first leave-one-group-out on dstack's
-        SGLang runs (the second stays 0 there).
+        :mod:`capnb.capacity.validate_disagg` fits both leave-one-group-out on dstack's SGLang
+        runs (about 20 ms of work and 60 ms of latency there).
 
     Each fleet is simulated per request (:func:`capnb.kernels.pd.simulate_fleet`) with the
     engine's hand-off: on SGLang (``settings.engine == "sglang"``) the decode instance's loop
