@@ -90,8 +90,12 @@ def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
         assert (held.values <= c * (1 + 1e-6)).all() and (held.values > 0.5 * c).all()
         # TTFT's stages add up to no more than its quantile's run: each is a mean over requests
         assert (one.ttft_stages.sum("stage") > 0).all()
+        # the median request waits no longer than the quantile's
+        ttft = one.latency.sel(metric="ttft")
+        assert (one.ttft_median > 0).all() and (one.ttft_median <= ttft).all()
     assert set(ds.serving.values) <= {"aggregated", "disaggregated"}
-    for name in ("latency", "output_tokens_per_gpu", "kv_transfer_s", "pool_concurrency"):
+    for name in ("latency", "output_tokens_per_gpu", "kv_transfer_s", "pool_concurrency",
+                 "ttft_median"):  # fmt: skip
         assert ds[name].attrs["units"]
 
 
