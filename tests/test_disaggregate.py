@@ -90,8 +90,12 @@ def test_pd_ratio_picks_the_most_tokens_per_gpu_within_the_sla(small):
         assert (held.values <= c * (1 + 1e-6)).all() and (held.values > 0.5 * c).all()
         # TTFT's stages add up to no more than its quantile's run: each is a mean over requests
         assert (one.ttft_stages.sum("stage") > 0).all()
+        # the median request waits no longer than the quantile's
+        ttft = one.latency.sel(metric="ttft")
+        assert (one.ttft_median > 0).all() and (one.ttft_median <= ttft).all()
     assert set(ds.serving.values) <= {"aggregated", "disaggregated"}
-    for name in ("latency", "output_tokens_per_gpu", "kv_transfer_s", "pool_concurrency"):
+    for name in ("latency", "output_tokens_per_gpu", "kv_transfer_s", "pool_concurrency",
+                 "ttft_median"):  # fmt: skip
         assert ds[name].attrs["units"]
 
 
@@ -232,7 +236,15 @@ def test_the_hand_off_fit_never_sees_the_group_it_predicts():
     # (medians 0.25 against 0.5)
     def table(errors):
         rows = [
-            {"isl": 1, "osl": 1, "conc": c, "ratio": "1:1", "complete": True, "ttft_error": e}
+            {
+                "isl": 1,
+                "osl": 1,
+                "conc": c,
+                "ratio": "1:1",
+                "complete": True,
+                "ttft_error": e,
+                "median_ttft_error": 0.0,
+            }
             for c, e in zip((1, 2, 3), errors, strict=True)
         ]
         return pd.DataFrame(rows)
@@ -246,6 +258,21 @@ def test_the_hand_off_fit_never_sees_the_group_it_predicts():
     assert (fitted.handoff_fit == "leave-one-group-out").all()
 
 
+def test_the_hand_off_fit_reads_the_latency_off_the_median_request():
+    # two settings with the same P99 errors: the one whose median requests are right is chosen
+    def table(median_error):
+        rows = [
+            {"isl": 1, "osl": 1, "conc": c, "ratio": "1:1", "complete": True, "ttft_error": 0.3,
+             "median_ttft_error": median_error}
+            for c in (1, 2, 3)
+        ]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    tables = {(0.0, 0.0): table(-0.6), (0.0, 0.06): table(0.05)}
+    fitted = validate_disagg.held_out(tables)
+    assert (fitted.median_ttft_error == 0.05).all()
+
+
 def test_the_stored_dstack_check_matches_a_rerun():
     stored = validate_disagg.stored()
     group = (2048, 2048, 32)
@@ -256,10 +283,27 @@ def test_the_stored_dstack_check_matches_a_rerun():
         handoff_delay_s=float(mine.handoff_delay_s.iloc[0]),
     )
     assert mine.ratio.tolist() == again.ratio.tolist()
-    for column in ("predicted_ttft_s", "predicted_tpot_s", "predicted_tokens_per_gpu"):
+    for column in (
+        "predicted_ttft_s",
+        "predicted_tpot_s",
+        "predicted_tokens_per_gpu",
+        "predicted_mean_ttft_s",
+        "predicted_median_ttft_s",
+    ):
         np.testing.assert_allclose(mine[column].to_numpy(), again[column].to_numpy(), rtol=1e-4)
     # the record covers every run of the data, and the picks are those of VALIDATION.md
     assert len(stored) == len(validate_disagg.load_runs())
     text = (validate_disagg.RECORD.parents[2] / "VALIDATION.md").read_text(encoding="utf-8")
     assert validate_disagg.markdown(stored) in text
     assert math.isfinite(float(again.tpot_error.abs().median()))
+
+
+def test_the_advice_names_what_relieves_the_bottleneck():
+    from capnb.capacity._disagg import _remedy
+
+    # the hand-off's work is done on the decode instances; a slow link needs no more instances
+    assert (
+        _remedy("handoff") == _remedy("decode") == _remedy("") == "add instances to the decode pool"
+    )
+    assert _remedy("prefill") == "add instances to the prefill pool"
+    assert "link" in _remedy("transfer") and "instances" not in _remedy("transfer")

@@ -102,10 +102,11 @@ def test_one_request_adds_up_to_prefill_transfer_and_decode_steps(vectors):
     for sglang in (False, True):
         times, _ = _run(vectors, [prompt], [output], [transfer], [0], [0], [1.0], closed=True,
                         load=1, pools=(1, 1), sglang=sglang)  # fmt: skip
-        arrival, pre, start, end, landed, first, done = times[0]
+        arrival, pre, start, end, landed, handed, first, done = times[0]
         assert arrival == pre == start == 0.0  # an idle decode instance pre-allocates at once
         assert end == pytest.approx(prefill)
         assert landed == pytest.approx(prefill + transfer)
+        assert handed == landed  # no hand-off work, no latency
         if sglang:  # the prefill's token is streamed when the idle decode instance finds the KV
             assert first == landed
             assert done == pytest.approx(prefill + transfer + sum(decode[: output - 1]))
@@ -120,7 +121,7 @@ def test_sglang_prefill_waits_for_the_busy_decode_instances_loop_pass(vectors):
     prompt, output = [200, 300], [400, 3]
     times, _ = _run(vectors, prompt, output, [0.001, 0.001], [0, 0], [0, 0], [0.01, 0.205],
                     closed=False, load=1.0, pools=(1, 1), sglang=True)  # fmt: skip
-    first0 = times[0, 5]
+    first0 = times[0, 6]
     steps = np.array([_step(vectors, "decode", 1, 200 + g + 1, 200 + g + 1, 1) for g in range(399)])
     ends = first0 + np.cumsum(steps)
     arrival = times[1, 0]
@@ -128,7 +129,7 @@ def test_sglang_prefill_waits_for_the_busy_decode_instances_loop_pass(vectors):
     # the first pass after the arrival is the end of the step running then
     assert times[1, 1] == pytest.approx(ends[np.searchsorted(ends, arrival)])
     assert times[1, 2] == times[1, 1]  # the idle prefill instance starts it at once
-    assert times[1, 5] > times[1, 4]  # the KV landed during a step of request 0: wait for its end
+    assert times[1, 6] > times[1, 5]  # the KV landed during a step of request 0: wait for its end
 
 
 def test_sglang_reserved_tokens_and_slots_gate_preallocation(vectors):
@@ -152,11 +153,11 @@ def test_sglang_reserved_tokens_and_slots_gate_preallocation(vectors):
         )[0]
 
     gated = run(reserved=512)
-    assert gated[0, 1] == 0.0 and gated[1, 1] == pytest.approx(gated[0, 6])
+    assert gated[0, 1] == 0.0 and gated[1, 1] == pytest.approx(gated[0, 7])
     free = run(reserved=0)
-    assert free[1, 1] == 0.0 and free[1, 6] < gated[1, 6]
+    assert free[1, 1] == 0.0 and free[1, 7] < gated[1, 7]
     one_slot = run(reserved=0, slots=1)  # a request slot: the same gate
-    assert one_slot[1, 1] == pytest.approx(one_slot[0, 6])
+    assert one_slot[1, 1] == pytest.approx(one_slot[0, 7])
 
 
 def test_the_decode_hand_off_work_queues_one_request_at_a_time(vectors):
@@ -167,14 +168,15 @@ def test_the_decode_hand_off_work_queues_one_request_at_a_time(vectors):
         times, _ = _run(vectors, [64] * n, [4] * n, [0.0] * n, [0] * n, [0] * n, np.ones(n),
                         closed=True, load=n, pools=(1, 1), sglang=sglang,
                         handoff_s=handoff)  # fmt: skip
-        ready = np.sort(times[:, 4])
+        ready = np.sort(times[:, 5])
         assert ready[0] == pytest.approx(times[0, 3] + handoff)
+        np.testing.assert_array_equal(times[:, 4], times[:, 3])  # the KV itself landed at once
         np.testing.assert_allclose(np.diff(ready), handoff, rtol=1e-9)
         # a fixed latency shifts every one by itself and queues nothing
         later, _ = _run(vectors, [64] * n, [4] * n, [0.0] * n, [0] * n, [0] * n, np.ones(n),
                         closed=True, load=n, pools=(1, 1), sglang=sglang, handoff_s=handoff,
                         delay_s=0.2)  # fmt: skip
-        np.testing.assert_allclose(np.sort(later[:, 4]), ready + 0.2, rtol=1e-9)
+        np.testing.assert_allclose(np.sort(later[:, 5]), ready + 0.2, rtol=1e-9)
 
 
 def test_throughput_never_above_either_pools_saturation(vectors):
@@ -190,7 +192,7 @@ def test_throughput_never_above_either_pools_saturation(vectors):
                             rng.integers(0, pools[0], n), rng.integers(0, pools[1], n),
                             np.ones(n), closed=True, load=load, pools=pools, budget=budget,
                             max_seqs=max_seqs)  # fmt: skip
-            rate = n / times[:, 6].max()
+            rate = n / times[:, 7].max()
             assert rate <= min(pools[0] * ceiling_p, pools[1] * ceiling_d) * (1 + 1e-9)
 
 
@@ -207,7 +209,7 @@ def test_stages_are_ordered_and_every_queue_counts(vectors):
     assert (times[:, 2] > times[:, 1]).sum() > n / 2
     sent = np.sort(times[:, 4])
     assert (np.diff(sent) >= 0.02 - 1e-9).all()
-    assert (times[:, 5] - times[:, 4] > 0.1).sum() > n / 2
+    assert (times[:, 6] - times[:, 5] > 0.1).sum() > n / 2
     assert stats[kernels.STATS.index("decode_steps")] > 0
 
 
@@ -219,10 +221,10 @@ def test_the_decode_pool_admits_only_what_its_kv_blocks_hold(vectors):
         times, stats = _run(vectors, [1000] * n, [100] * n, [0.0] * n, [0] * n, [0] * n,
                             np.ones(n), closed=True, load=n, pools=(1, 1), kv_blocks=70,
                             sglang=sglang)  # fmt: skip
-        order = np.argsort(times[:, 5])
-        assert (times[order[1:], 5] >= times[order[:-1], 6] - 1e-12).all()
+        order = np.argsort(times[:, 6])
+        assert (times[order[1:], 6] >= times[order[:-1], 7] - 1e-12).all()
         if sglang:
-            assert (times[order[1:], 2] >= times[order[:-1], 6] - 1e-12).all()
+            assert (times[order[1:], 2] >= times[order[:-1], 7] - 1e-12).all()
         assert stats[kernels.STATS.index("preemptions")] == 0
 
 
@@ -239,3 +241,24 @@ def test_the_pools_count_kv_in_the_engines_own_blocks(block):
     tokens = _engine.kv_tokens_auto(spec, "H100-SXM", 2)
     size = block or _engine.BLOCK_SIZE
     assert setup["block"] == size and setup["kv_blocks"] == tokens // size
+
+
+def test_the_decode_sides_hand_off_queue_is_its_own_stage_not_the_transfers(vectors):
+    # a burst of 32 prompts whose KV crosses the link in 10 us each, behind 20 ms of decode-side
+    # work per request: TTFT's queue is the hand-off's (each waits for the work of those ahead),
+    # and the transfer stage holds only the link (the stage named the bottleneck was "transfer")
+    from capnb.capacity._pd_fleet import fleet_run, pool_setup
+    from capnb.records import EngineSettings
+
+    spec = load_model("Llama-3.1-8B")
+    setup = pool_setup(spec, "H100-SXM", {"prefill": 1, "decode": 2}, EngineSettings("sglang"))
+    setup |= {"handoff_s": 0.02}
+    n = 32
+    run = fleet_run(setup, vectors[3], (1, 1), np.full(n, 128, np.int64), np.full(n, 50, np.int64),
+                    np.full(n, 1e-5), closed=True, load=n, warmup=0, quantile=0.99,
+                    router="round_robin", rng=np.random.default_rng(0))  # fmt: skip
+    stages = dict(zip(kernels.STAGES, run["stages"], strict=True))
+    assert stages["transfer"] < 1e-3
+    # the k-th request of the burst waits k - 1 works and does its own: 20 ms x (n + 1) / 2 on average
+    assert stages["handoff"] == pytest.approx(0.02 * (n + 1) / 2, rel=0.05)
+    assert run["bottleneck"] == "handoff"

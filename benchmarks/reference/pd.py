@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-COLUMNS = ("arrival", "preallocated", "prefill_start", "prefill_end", "transfer_end",
+COLUMNS = ("arrival", "preallocated", "prefill_start", "prefill_end", "kv_landed", "handed_off",
            "first_token", "done")  # fmt: skip
 
 
@@ -112,11 +112,12 @@ def simulate_fleet_python(prompt, output, transfer_s, route_p, route_d, arrivals
                     hand_d[j] = max(moved, hand_d[j]) + handoff_s
                     end = hand_d[j] + handoff_delay_s
                     rec[r]["prefill_end"] = t
+                    rec[r]["kv_landed"] = moved
                     wire.append((end, r))
                 finishing[i] = []
         for end, r in [w for w in wire if w[0] <= t]:
             f["landed"][route_d[r]].append(r)
-            rec[r]["transfer_end"] = end
+            rec[r]["handed_off"] = end
         wire = [w for w in wire if w[0] > t]
         for j in range(decode_instances):
             if decode_end[j] <= t:

@@ -358,8 +358,8 @@ def pd_ratio(
         handed to it (bootstrap, the transfer's bookkeeping, polling), one request at a time per
         instance, and a fixed latency per request that holds nothing up (the router's hop,
         handshakes). Default 0: none; no engine documents either.
-        :mod:`capnb.capacity.validate_disagg` fits the first leave-one-group-out on dstack's
-        SGLang runs (the second stays 0 there).
+        :mod:`capnb.capacity.validate_disagg` fits both leave-one-group-out on dstack's SGLang
+        runs (about 20 ms of work and 60 ms of latency there).
 
     Each fleet is simulated per request (:func:`capnb.kernels.pd.simulate_fleet`) with the
     engine's hand-off: on SGLang (``settings.engine == "sglang"``) the decode instance's loop
@@ -376,9 +376,10 @@ def pd_ratio(
         Over ``ratio`` (``"P:D"`` labels), ``concurrency`` (the fleet's), ``pool`` and ``metric``
         (ttft, tpot): ``instances`` (ratio, pool), ``gpus`` (ratio), ``pool_concurrency``,
         ``fleet_qps``, ``output_tokens_per_gpu``, ``latency`` (the quantile; TTFT includes the
-        transfer and every queue), ``meets_sla``, ``ttft_stages`` (ratio, concurrency, stage: mean
-        seconds), ``bottleneck`` (the stage whose queue holds most of TTFT, or ""),
-        ``kv_transfer_s``;
+        transfer and every queue), ``meets_sla``, ``ttft_median`` (ratio, concurrency: the median
+        request's TTFT, s), ``ttft_stages`` (ratio, concurrency, stage: mean
+        seconds), ``bottleneck`` (the stage whose queue holds most of TTFT: prefill, transfer,
+        handoff, decode, or ""), ``kv_transfer_s``;
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
         aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
         ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
@@ -494,6 +495,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
     pool_k = np.full((*shape, 2), np.nan)
     rate, tokens = np.full(shape, np.nan), np.full(shape, np.nan)
     lat = np.full((*shape, 2), np.nan)
+    median = np.full(shape, np.nan)
     stages = np.full((*shape, len(_pd_fleet.kernels.STAGES)), np.nan)
     transfer = np.full(len(pairs), np.nan)
     bottleneck = np.full(shape, "", dtype=object)
@@ -513,6 +515,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
                                       router=router, rng=rng)  # fmt: skip
             rate[i, j], tokens[i, j] = run["fleet_qps"], run["output_tokens_per_s"]
             lat[i, j] = run["ttft"], run["tpot"]
+            median[i, j] = run["ttft_median"]
             stages[i, j] = run["stages"]
             pool_k[i, j] = run["pool_concurrency"]
             bottleneck[i, j] = run["bottleneck"]
@@ -522,6 +525,7 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
         "fleet_qps": rate,
         "output_tokens_per_s": tokens,
         "latency": lat,
+        "ttft_median": median,
         "stages": stages,
         "bottleneck": bottleneck,
         "kv_transfer_s": transfer,
@@ -654,6 +658,11 @@ def _pd_ratio_dataset(
                 glossary.attrs("latency"),
             ),
             "meets_sla": (("ratio", "concurrency"), meets, glossary.attrs("meets_sla")),
+            "ttft_median": (
+                ("ratio", "concurrency"),
+                runs["ttft_median"],
+                glossary.attrs("ttft_median"),
+            ),
             "bottleneck": (
                 ("ratio", "concurrency"),
                 runs["bottleneck"].astype(str),
@@ -869,12 +878,19 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
     note = (
         f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {demand[peak]:,.3g} "
         f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
-        f"{' and '.join(missed)}: above the SLA; add instances to the "
-        f"{run['bottleneck'] or 'decode'} pool."
+        f"{' and '.join(missed)}: above the SLA; {_remedy(run['bottleneck'])}."
         if missed
         else ""
     )
     return {"latency": latency, "stages": run["stages"], "note": note}
+
+
+def _remedy(bottleneck: str) -> str:
+    """What relieves the stage whose queue holds most of TTFT (the hand-off work is decode's)."""
+    if bottleneck == "transfer":
+        return "a faster link between the pools, or fewer bytes per request"
+    pool = "prefill" if bottleneck == "prefill" else "decode"
+    return f"add instances to the {pool} pool"
 
 
 def _check_pool_degrees(curves: xr.Dataset, tps: dict[str, int]) -> None:

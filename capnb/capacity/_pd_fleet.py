@@ -88,7 +88,8 @@ def fleet_run(setup: dict, cal, pair, prompt, output, transfer_s, *, closed: boo
     """One fleet of ``pair`` = (prefill, decode) instances at one load, simulated per request.
 
     ``prompt``, ``output`` (int64) and ``transfer_s`` per request; ``load``: requests in flight
-    (``closed``) or requests/s. Returns the ``quantile`` of TTFT and TPOT (s), the mean seconds of
+    (``closed``) or requests/s. Returns the ``quantile`` of TTFT and TPOT (s), the median TTFT (s),
+    the mean seconds of
     each TTFT stage (:data:`capnb.kernels.pd.STAGES`), requests/s and output tokens/s completed,
     the busy share of each pool, and the saturated stage ("" when no queue dominates).
     """
@@ -125,32 +126,35 @@ def _summary(times, stats, output, warmup: int, quantile: float, overhead: float
     if np.isnan(times[:, -1]).any():
         raise InputError("the fleet simulation stopped with requests unserved (none could run)")
     kept = slice(warmup, None)
-    ttft = times[kept, 5] - times[kept, 0] + overhead
-    e2e = times[kept, 6] - times[kept, 0] + overhead
+    ttft = times[kept, 6] - times[kept, 0] + overhead
+    e2e = times[kept, 7] - times[kept, 0] + overhead
     out = output[kept]
     tpot = (e2e - ttft)[out > 1] / (out[out > 1] - 1)
-    stages = np.diff(times[kept, :6], axis=1).mean(axis=0)
-    done = np.sort(times[:, 6])
+    stages = np.diff(times[kept, :7], axis=1).mean(axis=0)
+    done = np.sort(times[:, 7])
     start = done[warmup - 1] if warmup > 0 else 0.0
     span = done[-1] - start
-    after = times[:, 6] > start if warmup > 0 else np.ones(times.shape[0], bool)
+    after = times[:, 7] > start if warmup > 0 else np.ones(times.shape[0], bool)
     # requests held by each pool's instance on average over the window (queue + prefill; from the
-    # KV landing to the last token): the time their stays overlap it, over its length
+    # hand-off to the last token): the time their stays overlap it, over its length
     held = [
         np.clip(np.minimum(times[:, b], done[-1]) - np.maximum(times[:, a], start), 0, None).sum()
         / (span * instances)
         if span > 0
         else math.nan
-        for a, b, instances in ((1, 3, pair[0]), (4, 6, pair[1]))
+        for a, b, instances in ((1, 3, pair[0]), (5, 7, pair[1]))
     ]
     quant = lambda v: float(np.quantile(v, quantile, method="inverted_cdf")) if v.size else math.nan  # noqa: E731
     duration = float(done[-1])
     busy = (stats[3] / (pair[0] * duration), stats[4] / (pair[1] * duration))
-    # the queues: the prefill queue, the link's, the decode instance's (pre-allocation and poll)
-    waits = {"prefill": stages[1], "transfer": stages[3], "decode": stages[0] + stages[4]}
+    # the queues: the prefill queue, the link's (with the bytes), the decode side's hand-off work
+    # (with the work and its fixed latency), the decode instance's (pre-allocation and poll)
+    waits = {"prefill": stages[1], "transfer": stages[3], "handoff": stages[4],
+             "decode": stages[0] + stages[5]}  # fmt: skip
     stage, wait = max(waits.items(), key=lambda kv: kv[1])
     return {
         "ttft": quant(ttft),
+        "ttft_median": float(np.median(ttft)) if ttft.size else math.nan,
         "tpot": quant(tpot),
         "stages": stages,
         "fleet_qps": after.sum() / span if span > 0 else math.nan,

@@ -60,12 +60,14 @@ SETTINGS = ("closed", "load", "prefill_instances", "decode_instances", "prefill_
             "decode_reserved_tokens", "handoff", "handoff_s", "handoff_delay_s")  # fmt: skip
 #: Columns of the per-request ``times`` output (s): arrival, decode KV pre-allocated (SGLang; the
 #: arrival for vLLM), first prefill chunk, prefill done (on the wire), KV landed at the decode
-#: instance (and its ``handoff_s`` done), first token, last token.
-TIMES = ("arrival", "preallocated", "prefill_start", "prefill_end", "transfer_end", "first_token",
-         "done")  # fmt: skip
+#: instance, its hand-off done there (``handoff_s`` of work, queued, and ``handoff_delay_s``),
+#: first token, last token.
+TIMES = ("arrival", "preallocated", "prefill_start", "prefill_end", "kv_landed", "handed_off",
+         "first_token", "done")  # fmt: skip
 #: The stages of a request's TTFT: the differences of consecutive ``times`` columns up to the first
-#: token (``decode_poll``: from the KV landing to the first token).
-STAGES = ("decode_prealloc", "prefill_queue", "prefill", "transfer", "decode_poll")
+#: token (``transfer``: the link's queue and the bytes; ``handoff``: the decode side's work queue,
+#: its work and the fixed latency; ``decode_poll``: from the hand-off to the first token).
+STAGES = ("decode_prealloc", "prefill_queue", "prefill", "transfer", "handoff", "decode_poll")
 #: Order of the ``stats`` output: preemptions, decode steps, sequences summed over decode steps,
 #: busy seconds summed over the prefill instances and over the decode instances.
 STATS = ("preemptions", "decode_steps", "decode_sequences", "prefill_busy_s", "decode_busy_s")
@@ -175,6 +177,7 @@ def _send(i, t, transfer_s, handoff, route_d, p_fin, p_nfin, link_p, link_d, han
         hand_d[j] = worked
         end = worked + handoff[1]
         times[r, 3] = t
+        times[r, 4] = moved
         wire[wire_n[0]] = r
         wire_t[wire_n[0]] = end
         wire_n[0] += 1
@@ -191,7 +194,7 @@ def _land(t, route_d, wire, wire_t, wire_n, dq, ds, times):
             j = route_d[r]
             dq[j, ds[_DQ_TAIL, j]] = r
             ds[_DQ_TAIL, j] += 1
-            times[r, 4] = wire_t[w]
+            times[r, 5] = wire_t[w]
         else:
             wire[kept] = r
             wire_t[kept] = wire_t[w]
@@ -237,9 +240,9 @@ def _admit(j, t, sg, prompt, output, gen, held, run, dq, ds, d_free, max_seqs, b
             ds[_HELD, j] += 1
         ds[_DQ_HEAD, j] += 1
         if sg:
-            times[r, 5] = t
+            times[r, 6] = t
             if output[r] <= 1:  # the prefill's token was the only one
-                times[r, 6] = t
+                times[r, 7] = t
                 d_free[j] += held[r]
                 held[r] = 0
                 ds[_HELD, j] -= 1
@@ -306,10 +309,10 @@ def _decode_end(j, t, sg, prompt, output, gen, kv_valid, held, times, run, ds, d
         r = run[j, k]
         kv_valid[r] = prompt[r] + gen[r] + 1
         gen[r] += 1
-        if math.isnan(times[r, 5]):
-            times[r, 5] = t
-        if gen[r] + first >= output[r]:
+        if math.isnan(times[r, 6]):
             times[r, 6] = t
+        if gen[r] + first >= output[r]:
+            times[r, 7] = t
             d_free[j] += held[r]
             held[r] = 0
             ds[_HELD, j] -= 1
@@ -372,7 +375,7 @@ def simulate_fleet(prompt, output, transfer_s, route_p, route_d, gaps, settings,
                    gpu, tp_p, tp_d, cal, times, stats):  # fmt: skip
     """Simulate the fleet until every request is done (or none can run: ``done`` stays NaN).
 
-    ``times`` (n, 7): :data:`TIMES` per request (s). ``stats`` (5): :data:`STATS`.
+    ``times`` (n, 8): :data:`TIMES` per request (s). ``stats`` (5): :data:`STATS`.
     """
     n, m = prompt.shape[0], max(prompt.shape[0], 1)
     closed, load = settings[0] > 0.5, settings[1]
