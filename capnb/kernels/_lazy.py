@@ -27,6 +27,7 @@ import contextlib
 import importlib
 import itertools
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -122,7 +123,8 @@ def compile_lock(kernel: str):
 
 
 def _name(func: Callable) -> str:
-    return f"{func.__module__}.{func.__qualname__}"
+    """``module.qualname`` of a kernel's Python function, as a file name (``<locals>`` -> ``_locals_``)."""
+    return re.sub(r"[^\w.-]", "_", f"{func.__module__}.{func.__qualname__}")
 
 
 def _locked(dispatcher):
