@@ -145,7 +145,7 @@ def _checks(notebook) -> set[int]:
 _ONE = r"\d[\d,]*(?:\.\d+)?(?::\d\d)?"
 # not inside a date (2025-03-12) or a word (5-minute): no word character or dash on either side
 _NUMBER = re.compile(
-    rf"(?<![\w.\-+/:])([-+]?{_ONE}(?:\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])"
+    rf"(?<![\w.\-+/:])([-+]?{_ONE}(?:(?:\s?%)?\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])"
 )
 # a time on the loaders' placeholder date (a trace with no date), as the plan's text writes it
 _PLACEHOLDER_TIME = re.compile(

@@ -385,6 +385,8 @@ def test_numbers_are_set_apart_but_not_inside_dates_or_words():
         "<strong>36-58</strong> requests, <strong>13%</strong> and <strong>4x</strong>"
     )
     assert bold("a 5-minute gap") == "a 5-minute gap"
+    # a range of percentages is one figure (the second was set apart as a negative number)
+    assert bold("(goal 97%-99.5%)") == "(goal <strong>97%-99.5%</strong>)"
     # a time zone's offset is part of the time, not a number of its own
     assert bold("(02:00-03:00 UTC-04:00)") == "(<strong>02:00-03:00</strong> UTC-04:00)"
 
