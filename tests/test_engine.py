@@ -299,3 +299,17 @@ def test_a_request_that_never_runs_reports_nan_gaps_and_the_same_results_each_ca
     assert itl.size == 149 and np.isnan(runs[0][2]).all()
     for a, b in zip(*runs, strict=True):
         assert np.array_equal(a, b, equal_nan=True)
+
+
+def test_runs_with_attention_data_parallel_are_predicted_not_fitted():
+    # SGLang --enable-dp-attention (DeepSeek-V3 on 8 x H200) replicates attention on every rank;
+    # the step prices sharded attention and two all-reduces a layer, so the fit must not take
+    # those runs' time into the H200's efficiencies or SGLang's overheads
+    from capnb.data import load_measurements
+    from capnb.latency import _fit
+
+    pts, _ = _fit.points(load_measurements())
+    left_out = {pt.source for pt in pts if not _fit.expressed(pt)}
+    assert left_out == {"datacrunch-h200-sglang-deepseek-v3"}
+    with pytest.raises(InputError, match="fit_all: no measured point"):
+        _fit.fit_all([pt for pt in pts if not _fit.expressed(pt)])

@@ -17,7 +17,8 @@ each measured figure as ``(simulated figure / simulated mean) x mean features . 
 efficiencies as 1 + x, x >= 0) and repeats until the parameters stop moving. Each GPU's
 efficiencies and each engine's overheads are pulled towards those pooled over every GPU and engine
 (one penalty row each, :data:`PRIOR_WEIGHT`), so a group measured by few figures stays near the
-pooled values unless its figures agree otherwise.
+pooled values unless its figures agree otherwise. Runs the step model does not express (attention
+data parallelism, :func:`expressed`) are predicted and scored but never fitted.
 
 Each point is simulated as it was run (:func:`setup`): its GPU, model, tensor parallelism and
 dtype; the engine's scheduling policy and limits of that release with the run's own flags
@@ -46,6 +47,7 @@ from . import calibration as _calibration
 __all__ = [
     "MODEL_ALIASES",
     "Point",
+    "expressed",
     "fit",
     "fit_all",
     "identified_gpus",
@@ -630,8 +632,11 @@ def fit_all(pts: list[Point], **options):
     Returns ``(per_group, pooled, evaluations)``: ``per_group`` maps ``(gpu, engine)`` to a
     :class:`~capnb.latency.calibration.Calibration` for every fitted engine and every GPU the fit
     identifies (:func:`identified_gpus`); ``pooled`` is the one Calibration fitted on every group
-    at once.
+    at once. Runs the step model does not express (:func:`expressed`) are left out of the fit.
     """
+    pts = [pt for pt in pts if expressed(pt)]
+    if not pts:
+        raise InputError("fit_all: no measured point the engine model expresses")
     pooled, _, _, _ = fit(pts, pooled=True, **options)
     base = next(iter(pooled.values()))
     layout = layout_of(fitted_figures(pts, None), pooled=False)
@@ -640,6 +645,22 @@ def fit_all(pts: list[Point], **options):
     known = identified_gpus(pts)
     per_group = {key: cal for key, cal in per_group.items() if key[0] in known}
     return per_group, base, evaluations
+
+
+def expressed(pt: Point) -> bool:
+    """Whether the step model expresses how a run served: not with attention data parallelism.
+
+    The step prices attention sharded over the TP group and two all-reduces a layer. With
+    SGLang's ``--enable-dp-attention`` every rank holds the whole attention weights for its own
+    requests and the layers exchange activations by all-gather and scatter instead. The one such
+    source (DeepSeek-V3 on 8 x H200, SGLang 0.4.1) measures 100-160 ms ITL at 1 request/s where
+    the step's HBM floor is 18 ms (84 GB of FP8 weights a GPU at 4.8 TB/s); fitted on, its
+    unexplained time went into the H200's HBM efficiency (0.67 on every source, 0.15 in three
+    folds, 1.00 in the fold without it) and SGLang's all-reduce cost (31-35 us a hop, 25 us
+    without it), and from there into every H200 and SGLang prediction. Such runs are still
+    predicted and scored, as a held-out source.
+    """
+    return int(_number(run_of(pt), "attention_data_parallel") or 1) == 1
 
 
 def identified_gpus(pts: list[Point]) -> set[str]:

@@ -208,7 +208,7 @@ def leave_sources_out(progress=None) -> tuple[dict, list]:
     record = {
         "data_hash": data_hash(),
         "calibration": {
-            "fitted_on": f"{len(sources)} sources: {', '.join(sources)}",
+            "fitted_on": _fitted_label(pts, sources),
             "evaluations": evaluations,
             **calibration_record(per_group, pooled),
             "fit_error_median": next(iter(per_group.values())).fit_error,
@@ -219,6 +219,16 @@ def leave_sources_out(progress=None) -> tuple[dict, list]:
         "knees": knee_rows,
     }
     return record, pts
+
+
+def _fitted_label(pts, sources) -> str:
+    """The sources a fit on ``pts`` used, and those it only predicts (:func:`_fit.expressed`)."""
+    fitted = sorted({pt.source for pt in pts if _fit.expressed(pt)})
+    text = f"{len(fitted)} sources: {', '.join(fitted)}"
+    predicted = [s for s in sources if s not in fitted]
+    if predicted:
+        text += f"; predicted, not fitted (attention data parallel): {', '.join(predicted)}"
+    return text
 
 
 def refresh(record: dict, sources: list[str], progress=None) -> dict:
@@ -283,7 +293,7 @@ def figures_markdown(record: dict, source: str) -> str:
 
 def _relabel(fit: dict, train) -> None:
     """Drop from a stored fit the GPUs its training points do not identify (the pooled values)."""
-    known = _fit.identified_gpus(train)
+    known = _fit.identified_gpus([pt for pt in train if _fit.expressed(pt)])
     fit["gpus"] = {gpu: values for gpu, values in fit["gpus"].items() if gpu in known}
 
 
@@ -497,7 +507,7 @@ def _calibration_lines(record) -> list[str]:
     cal = record["calibration"]
     lines = [
         "",
-        f"Calibration fitted on all sources ({cal['fitted_on']}; {cal['evaluations']} "
+        f"Calibration fitted on every source ({cal['fitted_on']}; {cal['evaluations']} "
         f"simulations of every point; median in-sample error {cal['fit_error_median']:.1%}; a "
         "GPU measured on one model and one engine only takes the pooled efficiencies):",
         "",
