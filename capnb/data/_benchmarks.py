@@ -966,7 +966,8 @@ def _cell(text: str, where: str) -> float:
 def _sections(path: Path) -> list[list[list[str]]]:
     text = _text(path, "utf-8-sig")
     sections, current = [], []
-    for row in csv.reader(io.StringIO(text)):
+    # newline="": a lone carriage return ends a line, as csv reads a file (else csv.Error)
+    for row in csv.reader(io.StringIO(text, newline="")):
         if not any(cell.strip() for cell in row):
             if current:
                 sections.append(current)
