@@ -193,6 +193,13 @@ def replay(cfg, demand, observed, fit: Fit, grid: list[Config], settings: dict) 
     floors = {share: Config("", 0, 0, 0, share).floor(fit.fleet) for share in FLOOR_SHARES}
     out.floors = floors
     least = max(1, round(_MIN_STRETCH_S / cfg.elasticity.step_s))
+    # each configuration's labels, one vectorised .sel a stretch (a .sel per configuration cost
+    # a millisecond each, tens of thousands in a plan's rolling origins)
+    labels = {"policy": [c.policy for c in grid],
+              "scale_up_threshold": [c.scale_up_threshold for c in grid],
+              "cooldown_s": [c.cooldown_s for c in grid],
+              "buffer_instances": [c.buffer_instances for c in grid],
+              "min_instances": [floors[c.floor_share] for c in grid]}  # fmt: skip
     for a, b in _stretches(observed, least):
         part = demand.isel(time=slice(a, b))
         out.observed_s += (b - a) * cfg.elasticity.step_s
@@ -204,31 +211,14 @@ def replay(cfg, demand, observed, fit: Fit, grid: list[Config], settings: dict) 
             cooldown_s=list(scaling.cooldown_s), buffer_instances=list(scaling.buffer_instances),
             min_instances=sorted(set(floors.values())), forecast=ahead, **settings,
         )  # fmt: skip
-        out.breach_s += _cells(swept.breach_s, grid, floors)
-        out.gpu_hours += _cells(swept.gpu_hours, grid, floors)
-        out.usd += _cells(swept.usd, grid, floors) if "usd" in swept else math.nan
-        out.unserved += _cells(swept.unserved, grid, floors)
+        at = {d: xr.DataArray(v, dims="config") for d, v in labels.items() if d in swept.dims}
+        cells = swept[[v for v in ("breach_s", "gpu_hours", "usd", "unserved") if v in swept]]
+        cells = cells.sel(at)
+        out.breach_s += cells.breach_s.values
+        out.gpu_hours += cells.gpu_hours.values
+        out.usd += cells.usd.values if "usd" in cells else math.nan
+        out.unserved += cells.unserved.values
     return out
-
-
-def _cells(metric: xr.DataArray, grid: list[Config], floors: dict) -> np.ndarray:
-    """``metric`` at each configuration of ``grid``, in grid order (as ``.sel`` of each, at once).
-
-    One label lookup per dimension and one fancy index: a ``.sel`` per configuration costs a
-    millisecond each, and a plan's rolling origins ask for tens of thousands.
-    """
-    labels = {"policy": [c.policy for c in grid],
-              "scale_up_threshold": [c.scale_up_threshold for c in grid],
-              "cooldown_s": [c.cooldown_s for c in grid],
-              "buffer_instances": [c.buffer_instances for c in grid],
-              "min_instances": [floors[c.floor_share] for c in grid]}  # fmt: skip
-    where = []
-    for dim in metric.dims:
-        at = metric.indexes[dim].get_indexer(labels[dim])
-        if (at < 0).any():
-            raise KeyError(f"{dim}: {labels[dim][int(np.argmax(at < 0))]!r} was not swept")
-        where.append(at)
-    return metric.values[tuple(where)].astype(float)
 
 
 # -- the whole rolling evaluation -------------------------------------------------------------------
