@@ -244,15 +244,16 @@ class _Lab:
             self.server.kill()
 
 
-#: JupyterLab has a kernel for the open notebook, or asks which to start: the toolbar names a kernel
-#: and the execution indicator is idle (not "connecting" or "starting"), or a dialog is up.
-_KERNEL_OR_DIALOG = (
-    "() => document.querySelector('.jp-Dialog') !== null"
-    " || ([...document.querySelectorAll('.jp-Toolbar-kernelName')]"
-    "      .some(e => e.textContent.trim() !== '' && e.textContent.trim() !== 'No Kernel')"
-    "     && [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')]"
-    "      .some(e => e.dataset.status === 'idle'))"
+#: JupyterLab has a kernel for the open notebook: the toolbar names one and the execution indicator
+#: is idle (not "connecting" or "starting").
+_KERNEL = (
+    "[...document.querySelectorAll('.jp-Toolbar-kernelName')]"
+    " .some(e => e.textContent.trim() !== '' && e.textContent.trim() !== 'No Kernel')"
+    " && [...document.querySelectorAll('.jp-Notebook-ExecutionIndicator')]"
+    " .some(e => e.dataset.status === 'idle')"
 )
+#: ... or it asks which kernel to start.
+_DIALOG = "document.querySelector('.jp-Dialog') !== null"
 
 
 def start_kernel(page) -> None:
@@ -261,10 +262,10 @@ def start_kernel(page) -> None:
     Lab either starts the notebook's kernel on its own or asks which to start; waiting a fixed
     time for a dialog that may never come idled 10 s a notebook.
     """
-    page.wait_for_function(_KERNEL_OR_DIALOG, timeout=60_000)
+    page.wait_for_function(f"() => {_DIALOG} || ({_KERNEL})", timeout=60_000)
     if page.locator(".jp-Dialog").count():
         page.get_by_role("button", name="Select", exact=True).click()
-        page.wait_for_function(_KERNEL_OR_DIALOG.split(" || ", 1)[1], timeout=60_000)
+        page.wait_for_function(f"() => {_KERNEL}", timeout=60_000)
 
 
 def _run_all(page, url: str) -> None:
