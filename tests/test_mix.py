@@ -265,3 +265,23 @@ def test_the_solvers_own_prints_are_dropped_and_the_answer_kept(capfd, monkeypat
     os.write(1, b"after\n")  # descriptor 1 is back
     out = capfd.readouterr().out
     assert "capnb's own line" in out and "after" in out and "Highs" not in out
+
+
+def test_a_gap_keeps_the_fractional_programs_base_when_it_is_within_it():
+    # a day of 24 slots: the fractional program's base, priced exactly, is the answer when it is
+    # within the gap of that program's optimum (the bound); a gap of 0 proves the whole program
+    rng = np.random.default_rng(7)
+    demand = xr.DataArray(400 + 150 * rng.random(24), dims="slot")
+    table = {"A": {"on_demand": 1.6, "reserved": 1.36}, "B": {"on_demand": 6.0, "reserved": 5.1}}
+    options, prices = _options(["A", "B"], [1, 1], [5.9, 38.6]), _prices(table)
+    quick = capnb.capacity.mix(options, demand, prices=prices, mip_gap=0.05)
+    exact = capnb.capacity.mix(options, demand, prices=prices)
+    assert "fractional" in quick.attrs["solver"] and "whole-instance" in exact.attrs["solver"]
+    day, best = quick.usd_per_hour.sum().item(), exact.usd_per_hour.sum().item()
+    assert exact.attrs["optimality_gap"] < 1e-9
+    assert best - 1e-9 <= day <= best / (1 - 0.05)
+    assert (day - best) / day <= quick.attrs["optimality_gap"] <= 0.05
+    assert np.all(quick.served_qps.values >= demand.values - 1e-9)
+    # a gap the fractional base cannot meet falls back to the whole program
+    tight = capnb.capacity.mix(options, demand, prices=prices, mip_gap=1e-6)
+    assert "whole-instance" in tight.attrs["solver"] and tight.attrs["optimality_gap"] <= 1e-6
