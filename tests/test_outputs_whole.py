@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,6 +73,21 @@ def _finished(run) -> int:
     return run.returncode
 
 
+@pytest.fixture(scope="module")
+def alone(configs, tmp_path_factory) -> list[Path]:
+    """Each config planned alone, once, into a folder of its own (the tests copy these)."""
+    folders = [tmp_path_factory.mktemp(config.stem) for config in configs]
+    for config, folder in zip(configs, folders, strict=True):
+        assert _finished(_plan(config, folder)) == 0
+    return folders
+
+
+def _copy_of(folder: Path, to: Path) -> Path:
+    """``to`` holding what a finished ``capnb plan`` left in ``folder`` (its record of outputs too)."""
+    shutil.copytree(folder, to, dirs_exist_ok=True)
+    return to
+
+
 def _whole_pair(out: Path) -> str:
     """The text of the plan in ``out``, after checking both files are of that plan."""
     from capnb import plan
@@ -83,17 +99,12 @@ def _whole_pair(out: Path) -> str:
     return summary["text"]
 
 
-def test_two_plans_into_one_folder_both_succeed_and_one_wins_whole(configs, tmp_path):
+def test_two_plans_into_one_folder_both_succeed_and_one_wins_whole(configs, alone, tmp_path):
     runs = [_plan(config, tmp_path) for config in configs]
     for run in runs:
         _, err = run.communicate(timeout=600)
         assert run.returncode == 0, err
-    sentences = set()
-    for config in configs:  # each plan alone, to know both answers
-        alone = tmp_path / config.stem
-        run = _plan(config, alone)
-        assert _finished(run) == 0
-        sentences.add(_whole_pair(alone))
+    sentences = {_whole_pair(folder) for folder in alone}  # each plan alone: both answers
     assert len(sentences) == 2  # the two plans differ, so a mixed pair would show
     assert _whole_pair(tmp_path) in sentences
 
@@ -139,9 +150,8 @@ def test_kill_9_at_random_moments_leaves_a_whole_set(tmp_path):
     assert len(seen) > 1  # the writer got through some writes between kills
 
 
-def test_a_file_size_limit_is_one_line_naming_the_path(configs, tmp_path):
-    first = _plan(configs[0], tmp_path)
-    assert _finished(first) == 0
+def test_a_file_size_limit_is_one_line_naming_the_path(configs, alone, tmp_path):
+    _copy_of(alone[0], tmp_path)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     run = _plan(configs[1], tmp_path, limit=64 * 1024)  # ulimit -f: 64 KiB per file
     _, err = run.communicate(timeout=600)
@@ -164,10 +174,10 @@ def tiny_file_system(tmp_path):
     subprocess.run(["umount", str(mount)], check=False)
 
 
-def test_a_full_file_system_is_one_line_naming_the_path(configs, tiny_file_system, monkeypatch):
-    out = tiny_file_system / "out"
-    first = _plan(configs[0], out)
-    assert _finished(first) == 0
+def test_a_full_file_system_is_one_line_naming_the_path(
+    configs, alone, tiny_file_system, monkeypatch
+):
+    out = _copy_of(alone[0], tiny_file_system / "out")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     filler = tiny_file_system / "filler"
     free = os.statvfs(tiny_file_system).f_bavail * os.statvfs(tiny_file_system).f_frsize
