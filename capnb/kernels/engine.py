@@ -633,8 +633,15 @@ def _engine_curve(prompt, output, gaps, cached, settings, model, gpu, tensor_par
     for i in range(warmup, n):
         size += max(output[i] - 1, 0)
     itl = np.empty(max(size, 1))
-    n_itl = simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel,
-                     calibration, ttft, e2e, itl, stats_out, features_out)  # fmt: skip
+    # simulate sees contiguous arrays here as from Python (the calibration's fit, the tests): one
+    # compiled version of it, not one per layout (each costs about 10 s of CPU on a fresh install)
+    c = np.ascontiguousarray
+    stats = np.empty(stats_out.shape[0])
+    features = np.empty((features_out.shape[0], features_out.shape[1]))
+    n_itl = simulate(c(prompt), c(output), c(gaps), c(cached), c(settings), c(model), c(gpu),
+                     tensor_parallel, c(calibration), ttft, e2e, itl, stats, features)  # fmt: skip
+    stats_out[:] = stats
+    features_out[:, :] = features
     _summarise(ttft, e2e, output, itl, n_itl, warmup, quantiles, latency_out, mean_out)
 
 

@@ -360,8 +360,9 @@ def simulate_setup(s: Setup, calibration_vec: np.ndarray):
     itl = np.empty(max(s.itl_count, 1))
     stats = np.empty(len(kernels.STATS))
     features = np.empty((3, len(kernels.FEATURES)))
-    written = kernels.simulate(
-        s.prompt, s.output, s.gaps, np.zeros(n, np.int64), s.settings, s.model, s.gpu,
+    written = kernels.simulate(  # writable copies: the kernel's one compiled version takes them
+        *(np.array(a) for a in (s.prompt, s.output, s.gaps)), np.zeros(n, np.int64),
+        *(np.array(a) for a in (s.settings, s.model, s.gpu)),
         s.tensor_parallel, calibration_vec, ttft, e2e, itl, stats, features,
     )  # fmt: skip
     return ttft, e2e, itl[:written], stats, features
