@@ -142,7 +142,8 @@ def _checks(notebook) -> set[int]:
     return found
 
 
-_ONE = r"\d[\d,]*(?:\.\d+)?(?::\d\d)?"
+# 1,414 is one number; the comma after "in 6 of 7," is the sentence's
+_ONE = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?::\d\d)?"
 # not inside a date (2025-03-12) or a word (5-minute): no word character or dash on either side
 _NUMBER = re.compile(
     rf"(?<![\w.\-+/:])([-+]?{_ONE}(?:(?:\s?%)?\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])"
