@@ -144,9 +144,11 @@ def _checks(notebook) -> set[int]:
 
 # 1,414 is one number; the comma after "in 6 of 7," is the sentence's
 _ONE = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?::\d\d)?"
-# not inside a date (2025-03-12) or a word (5-minute): no word character or dash on either side
+# not inside a date (2025-03-12), a word (5-minute, 314,080-token) or a number: no word character
+# or dash on either side, no digit and comma before or comma and digit after
 _NUMBER = re.compile(
-    rf"(?<![\w.\-+/:])([-+]?{_ONE}(?:(?:\s?%)?\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)(?![\w\-])"
+    rf"(?<![\w.\-+/:])(?<!\d,)([-+]?{_ONE}(?:(?:\s?%)?\s?[-\u2013]\s?{_ONE})?(?:\s?%|x)?)"
+    r"(?![\w\-]|,\d)"
 )
 # a time on the loaders' placeholder date (a trace with no date), as the plan's text writes it
 _PLACEHOLDER_TIME = re.compile(

@@ -391,9 +391,9 @@ def test_numbers_are_set_apart_but_not_inside_dates_or_words():
     assert bold("(02:00-03:00 UTC-04:00)") == "(<strong>02:00-03:00</strong> UTC-04:00)"
     # a comma after a number ends the number: thousands are groups of three digits
     assert bold("in 6 of 7, 1,414 and 12,5") == (
-        "in <strong>6</strong> of <strong>7</strong>, <strong>1,414</strong> and "
-        "<strong>12</strong>,<strong>5</strong>"
+        "in <strong>6</strong> of <strong>7</strong>, <strong>1,414</strong> and 12,5"
     )
+    assert bold("a 314,080-token budget") == "a 314,080-token budget"
 
 
 def test_an_answers_benchmark_commands_are_a_block_to_paste_not_prose():
