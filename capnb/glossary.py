@@ -22,6 +22,7 @@ __all__ = [
     "attrs",
     "describe",
     "unit_registry",
+    "unit_strings",
 ]
 
 #: Hours in a month, 8,760 / 12: every monthly figure capnb gives (cost, breach minutes) uses it.
@@ -352,6 +353,11 @@ def attrs(name: str, **extra: object) -> dict[str, object]:
 
 #: Units that are not quantities: a time coordinate holds numpy datetimes.
 NOT_QUANTITIES = frozenset({"datetime64"})
+
+
+def unit_strings() -> frozenset[str]:
+    """Every unit string of the glossary's dims and variables that is a quantity (pint reads each)."""
+    return frozenset(t.units for t in (*DIMS.values(), *VARIABLES.values())) - NOT_QUANTITIES
 
 
 @functools.cache

@@ -64,6 +64,8 @@ def _convert(value, unit: str, argument: str):
             return value
         factor = _factor(given, unit, argument, value)
         return (value * factor).assign_attrs({**value.attrs, "units": unit})
+    if not isinstance(value, str) and not _is_quantity(value):
+        return value  # a list, an array: in the declared unit already (pint is not loaded)
     ureg = _registry()
     if isinstance(value, str):
         try:
@@ -76,6 +78,11 @@ def _convert(value, unit: str, argument: str):
     if isinstance(value, ureg.Quantity):
         return _to(value, unit, argument, value)
     return value
+
+
+def _is_quantity(value) -> bool:
+    """A pint quantity, told without loading pint (about 0.3 s a process) for values that are not."""
+    return type(value).__module__.split(".")[0] == "pint"
 
 
 def _to(quantity, unit: str, argument: str, shown):
@@ -122,12 +129,15 @@ def declare_units(**units: str):
     Callable
         A decorator. The decorated function carries ``__capnb_units__`` (the mapping).
     """
-    ureg = _registry()
+    from .glossary import unit_strings
+
+    known = unit_strings()  # the glossary's units (all read by its pint registry, tested there)
     for name, unit in units.items():
-        try:
-            ureg(unit)
-        except Exception as error:
-            raise ValueError(f"declare_units: {name}={unit!r} is not a unit: {error}") from None
+        if unit not in known:
+            raise ValueError(
+                f"declare_units: {name}={unit!r} is not a unit of capnb's glossary "
+                f"({', '.join(sorted(known))})"
+            )
 
     def decorate(function):
         signature = inspect.signature(function)

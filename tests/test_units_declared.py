@@ -90,3 +90,20 @@ def test_a_declaration_names_real_parameters_and_units():
         declare_units(nope_s="s")(lambda x: x)
     with pytest.raises(ValueError, match="is not a unit"):
         declare_units(x="furlongs per fortnight please")
+
+
+def test_plain_numbers_never_load_pint():
+    # pint (its import and registry: about 0.3 s) is loaded for a quantity or a string only; every
+    # worksheet kernel and command that passes plain numbers starts without it
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, capnb.elasticity, capnb.forecast, capnb.plan\n"
+        "from capnb.units import declare_units\n"
+        "f = declare_units(cold_start_s='s')(lambda cold_start_s: cold_start_s)\n"
+        "assert f(90.0) == 90.0 and f([1.0, 2.0]) == [1.0, 2.0]\n"
+        "print('pint' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -24,7 +24,6 @@ import math
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from .. import _validate, glossary
 from ..data._series import (
@@ -143,6 +142,8 @@ def _mixture_quantiles(log_shape: np.ndarray, mu, sd, dof: int, quantiles) -> np
     ``_TOLERANCE``; the bracket starts at the smallest and
     largest of the components' own q-quantiles, between which the mixture's lies.
     """
+    from scipy import special  # imported where used: 0.1 s a process that never forecasts growth
+
     seen = ~np.isnan(log_shape)
     count = seen.sum(axis=1)
     shape = np.where(seen, log_shape, 0.0)[:, None, None, :]  # (rows, 1, 1, values)
@@ -209,6 +210,8 @@ def fit_growth(
     >>> level.level_qps.dims
     ('day_ahead', 'traffic_quantile')
     """
+    from scipy import special
+
     from ._baseline import _quantiles
 
     series = checked_series(series)
