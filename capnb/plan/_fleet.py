@@ -27,11 +27,11 @@ __all__ = [
 ]
 
 #: The plan's mix may stop within 2 % of the solver's proven lower bound (the mix reports the gap
-#: it reached, ``optimality_gap``). The plan's forecast is far less sure than that, and proving less
-#: can take minutes: on the default plan (24 slots, four GPU types, reserved and on demand) a 0.1 %
-#: proof took 20 CPU s and 0.2 % 26 s, while the base of the program with fractional on-demand
-#: counts, priced exactly, took 0.3 s, was 1.7 % above that program's bound and 0.013 % cheaper
-#: than the base the 0.1 % proof stopped at; with spot capacity a proof has taken 430 s.
+#: it reached, ``optimality_gap``). The plan's forecast is far less sure than that, and proving a
+#: tighter gap can take minutes: on the default plan (24 slots, four GPU types, reserved and on
+#: demand) a 0.1 % proof took 20 CPU s and 0.2 % 26 s, while the base of the program with
+#: fractional on-demand counts, priced exactly, took 0.3 s, was 1.7 % above that program's bound
+#: and 0.013 % cheaper than the base the 0.1 % proof stopped at; with spot a proof has taken 430 s.
 MIP_GAP = 0.02
 
 
