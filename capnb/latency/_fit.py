@@ -289,6 +289,9 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
             n = min(n, max(STEADY_TURNS * int(pt.load), 64))
         warmup = min(math.ceil(_engine.WARMUP_SHARE * n), n - 1)
     prompt, output, timed = _lengths(pt, run, n, rng)
+    # writable arrays of their own (pandas hands out read-only views): the engine kernel is
+    # compiled for writable contiguous arrays, once, and a read-only one would compile it again
+    prompt, output = np.array(prompt, np.int64), np.array(output, np.int64)
     if pt.mode == "batch":
         gaps, closed, load_value = np.zeros(n), 0.0, 1.0
     else:
@@ -360,9 +363,8 @@ def simulate_setup(s: Setup, calibration_vec: np.ndarray):
     itl = np.empty(max(s.itl_count, 1))
     stats = np.empty(len(kernels.STATS))
     features = np.empty((3, len(kernels.FEATURES)))
-    written = kernels.simulate(  # writable copies: the kernel's one compiled version takes them
-        *(np.array(a) for a in (s.prompt, s.output, s.gaps)), np.zeros(n, np.int64),
-        *(np.array(a) for a in (s.settings, s.model, s.gpu)),
+    written = kernels.simulate(
+        s.prompt, s.output, s.gaps, np.zeros(n, np.int64), s.settings, s.model, s.gpu,
         s.tensor_parallel, calibration_vec, ttft, e2e, itl, stats, features,
     )  # fmt: skip
     return ttft, e2e, itl[:written], stats, features
