@@ -212,22 +212,47 @@ def _candidates(qps: xr.DataArray, prices: xr.Dataset, reserved, spot_preemption
 
 
 def _cheapest_fleet(demand: np.ndarray, problem: dict, gap: float):
-    """Reserved (pool), on-demand and spot instances (pool, slot), and the day's proven bound.
+    """Reserved (pool), on-demand and spot instances (pool, slot), the day's proven bound, and how.
 
+    The base couples the slots, so one program over the day chooses it; the base fixed, each
+    slot's on-demand and spot part is its own small program, solved exactly (:func:`_slots`). With
+    ``gap`` > 0 the day's program is first solved with the on-demand and spot counts allowed to be
+    fractions (the base whole): a fraction of a second, and its optimum bounds the day's cost from
+    below; its base is kept when the day priced exactly with it is within ``gap`` of that bound.
+    Otherwise (and always with ``gap`` 0) the whole integer program chooses the base within
+    ``gap``: on the default plan's 24 slots and four GPU types HiGHS took 20 CPU s to prove 0.1 %
+    (17,180 nodes) and stopped at a base that costs 0.013 % more than the fractional program's.
     The bound is None when there is no reserved price (then every slot is solved exactly alone).
     """
-    q = problem["q"]
-    if np.isfinite(problem["price"]["reserved"]).any():
-        held, bound, how = _base(demand, problem, gap)
-    else:
-        held, bound, how = np.zeros(q.size), None, "no reserved base"
-    # the base fixed, each slot's on-demand and spot part is its own small program, exact
-    on_demand = np.zeros((q.size, demand.size), np.int64)
+    n_pool = problem["q"].size
+    if not np.isfinite(problem["price"]["reserved"]).any():
+        held = np.zeros(n_pool, np.int64)
+        return held, *_slots(demand, problem, held)[:2], None, "no reserved base"
+    if gap > 0:
+        loose = _solve(demand, **problem, gap=0.0, whole=False)
+        held, bound = loose.x[:n_pool].astype(np.int64), float(loose.fun)
+        on_demand, spot, day = _slots(demand, problem, held)
+        if day - bound <= gap * day:
+            return held, on_demand, spot, bound, BASE_QUICK
+    joint = _solve(demand, **problem, gap=gap)
+    held = joint.x[:n_pool]
+    return held, *_slots(demand, problem, held)[:2], float(joint.mip_dual_bound), BASE_WHOLE
+
+
+def _slots(demand: np.ndarray, problem: dict, held: np.ndarray):
+    """On-demand and spot instances (pool, slot) over the base ``held``, and the day's cost.
+
+    The cost is the programs' objective summed over the slots (USD/hour, the base in each).
+    """
+    n_pool = problem["q"].size
+    on_demand = np.zeros((n_pool, demand.size), np.int64)
     spot = np.zeros_like(on_demand)
+    day = 0.0
     for s in range(demand.size):
         one = _solve(demand[s : s + 1], **problem, gap=0.0, held=held)
-        on_demand[:, s], spot[:, s] = one.x[q.size : 2 * q.size], one.x[2 * q.size :]
-    return held.astype(np.int64), on_demand, spot, bound, how
+        on_demand[:, s], spot[:, s] = one.x[n_pool : 2 * n_pool], one.x[2 * n_pool :]
+        day += float(one.fun)
+    return on_demand, spot, day
 
 
 #: How the reserved base was chosen (the mix's ``solver`` attribute says which).
@@ -235,28 +260,6 @@ BASE_QUICK = (
     "the base of the day's program with fractional on-demand and spot counts, within mip_gap"
 )
 BASE_WHOLE = "the base of the day's whole-instance program, within mip_gap"
-
-
-def _base(demand: np.ndarray, problem: dict, gap: float):
-    """The reserved base (pool), a proven lower bound on the day's cost (USD/hour summed), and how.
-
-    The base couples the slots, so one program over the day chooses it. With ``gap`` > 0 the
-    program is first solved with the on-demand and spot counts allowed to be fractions (the base
-    whole): that takes a fraction of a second and its optimum bounds the day's cost from below; the
-    day is then priced exactly with that base, and the base is kept when it is within ``gap`` of the
-    bound. Otherwise (and always with ``gap`` 0) the whole integer program is solved within
-    ``gap``: on the default plan's 24 slots and four GPU types HiGHS took 20 CPU s to prove 0.1 %
-    (17,180 nodes) and stopped at a base that costs 0.013 % more than the fractional program's.
-    """
-    n_pool = problem["q"].size
-    if gap > 0:
-        loose = _solve(demand, **problem, gap=0.0, whole=False)
-        held, bound = loose.x[:n_pool], float(loose.fun)
-        priced = _solve(demand, **problem, gap=0.0, held=held)
-        if float(priced.fun) - bound <= gap * float(priced.fun):
-            return held, bound, BASE_QUICK
-    joint = _solve(demand, **problem, gap=gap)
-    return joint.x[:n_pool], float(joint.mip_dual_bound), BASE_WHOLE
 
 
 def _mix_attrs(slot_cost, single_cost, bound, pools, reserved, spot_preemption, limits, prices):
