@@ -52,3 +52,31 @@ def test_its_submodules_still_import_under_the_stand_in():
     code = "import capnb, rfc3987_syntax.utils as u; print(u.__name__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "rfc3987_syntax.utils"
+
+
+_DASK = """
+import sys
+{first}
+import numpy as np
+import xarray as xr
+ds = xr.Dataset({{"a": ("x", np.arange(4.0))}}, coords={{"x": [1, 2, 3, 4]}})
+(ds.a * 2).sel(x=2), repr(ds), ds.to_dataframe()
+loaded = "dask.array" in sys.modules
+import dask.array as da
+chunked = xr.DataArray(da.ones(4, chunks=2), dims="x")
+masked = xr.DataArray(da.ma.masked_less(da.arange(4, chunks=2), 1), dims="x")
+print(loaded, chunked.chunks, type(chunked.data).__module__.split(".")[0],
+      float(masked.sum()), bool(masked.isnull()[0]))
+"""
+
+
+@pytest.mark.parametrize("first", ["import capnb", "import xarray; import capnb", ""])
+def test_xarray_imports_dask_array_only_for_dask_arrays(first):
+    pytest.importorskip("dask.array")
+    done = subprocess.run(
+        [sys.executable, "-c", _DASK.format(first=first)], capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    loaded, *rest = done.stdout.split(" ", 1)
+    assert loaded == ("True" if not first else "False")  # xarray alone imports it; capnb defers
+    assert rest == ["((2, 2),) dask 6.0 True\n"]  # dask arrays are dask arrays, masks and all

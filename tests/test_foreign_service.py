@@ -7,7 +7,16 @@
 
 ``capnb plan`` runs on every combination (model by folder or by config.json, request log or rate
 series, latency model or benchmark files) through the command line; the plan's instance counts are
-checked against a hand computation; ``capnb report --config`` runs on two of them.
+checked against a hand computation; ``capnb report --config`` runs on two of them: the request
+log with the latency model, and the rate series with the benchmark files under hostile names.
+
+Hostile names: the model's folder, the GPU (a row of a copied GPU catalog: its id and display
+name), the rate series' and the benchmark files' folders and file name, and the config's own path
+each hold ``</script><script>...`` (which ends a script element: ``json.dumps`` does not escape
+it) and ``"'><img onerror=...>`` (which ends an attribute). Every payload calls ``capnbPwned``, a
+function the test page exposes: the report, opened in chromium with no network, must call it zero
+times and still draw its charts. One report checks both (every worksheet ran on the user's own
+files; none of their strings runs as a script): a report is the heaviest thing the suite builds.
 """
 
 from __future__ import annotations
@@ -15,6 +24,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -22,10 +35,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.browser import ARGS
 from capnb import data, latency, plan
 from capnb.cli import main
 
 pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+SCRIPT = "</script><script>capnbPwned('{}')</script>"
+ATTRIBUTE = "\"'><img src=x onerror=capnbPwned('{}')>"
 
 DAYS = 3
 
@@ -110,17 +129,19 @@ def service(tmp_path_factory) -> dict[str, Path]:
             "rates": root / "rates.csv", "bench": bench}  # fmt: skip
 
 
-def _config(service, model, trace, latency, **extra) -> Path:
-    """A user's config file, with paths relative to its own folder."""
+def _config(service, model, trace, latency, *, folder=None, names=None, **extra) -> Path:
+    """A user's config file, with paths relative to its own folder (or as ``names`` gives them)."""
+    names = names or {}
+    gpus = names.get("gpus", ["H100-SXM"] if latency != "model" else ["H100-SXM", "L40S"])
     lines = [
         "[traffic]",
-        f'trace = "{trace}"',
+        f"trace = {json.dumps(str(names.get('trace', trace)))}",
         "trials = 100",
         "[serving]",
-        f'model = "{model}"',
-        'gpus = ["H100-SXM"]' if latency != "model" else 'gpus = ["H100-SXM", "L40S"]',
+        f"model = {json.dumps(str(names.get('model', model)))}",
+        f"gpus = {json.dumps(gpus)}",
         "tensor_parallel = [1]",
-        f'latency = "{latency}"',
+        f"latency = {json.dumps(str(names.get('latency', latency)))}",
         "[sla]",  # two bounds met together
         "ttft_s = 1.5",
         "tpot_s = 0.05",
@@ -131,7 +152,10 @@ def _config(service, model, trace, latency, **extra) -> Path:
         "step_s = 5.0",
         *extra.get("lines", []),
     ]
-    path = service["root"] / f"plan-{model}-{trace}-{latency}.toml".replace("/", "_")
+    if folder is not None:
+        path = folder / "plan.toml"
+    else:
+        path = service["root"] / f"plan-{model}-{trace}-{latency}.toml".replace("/", "_")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -206,14 +230,63 @@ def test_the_instance_counts_follow_by_hand(service):
     assert per_instance <= safe / mean_e2e * (1 + 1e-9)
 
 
+def _hostile_folder(root: Path, what: str) -> Path:
+    """A folder whose path holds both payloads (a path component cannot hold "/": split at it)."""
+    folder = root / "<" / f"script><script>capnbPwned('{what}')<" / "script>"
+    folder = folder / ATTRIBUTE.format(f"{what}-attr").replace("/", "")
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hostile_report(service, tmp_path_factory):
+    """``capnb report`` on the rate series and benchmark files, every name a user controls hostile.
+
+    Returns the report's folder and what the command printed.
+    """
+    root = tmp_path_factory.mktemp("hostile")
+    catalog = root / "datasets"
+    shutil.copytree(DATASETS, catalog)
+    gpu = "H100" + SCRIPT.format("gpu") + ATTRIBUTE.format("gpu-attr")
+    gpus = pd.read_csv(catalog / "gpus.csv", dtype=str, keep_default_na=False)
+    row = gpus[gpus.gpu == "H100-SXM"].copy()
+    row["gpu"], row["display_name"], row["aliases"] = gpu, SCRIPT.format("gpu-name"), ""
+    pd.concat([gpus, row]).to_csv(catalog / "gpus.csv", index=False)
+    prices = pd.read_csv(catalog / "gpu_prices.csv", dtype=str, keep_default_na=False)
+    own = prices[(prices.gpu == "H100-SXM") & (prices.provider == "hyperstack")].copy()
+    pd.concat([prices, own.assign(gpu=gpu)]).to_csv(catalog / "gpu_prices.csv", index=False)
+    # a folder named like a catalog model but holding another: capnb names it by its full path
+    model = _hostile_folder(root, "model") / "acme-5b"
+    shutil.copytree(service["model"], model)
+    trace = _hostile_folder(root, "trace") / (ATTRIBUTE.format("trace-file").replace("/", "")
+                                              + ".csv")  # fmt: skip
+    shutil.copy(service["rates"], trace)
+    bench = _hostile_folder(root, "bench") / "bench"
+    shutil.copytree(service["bench"], bench)
+    path = _config(service, "acme-5b", "rates.csv", "bench", folder=_hostile_folder(root, "config"),
+                   names={"trace": trace, "model": model, "latency": bench, "gpus": [gpu]})  # fmt: skip
+    out = root / "report"
+    run = subprocess.run(
+        [sys.executable, "-m", "capnb", "report", "--config", str(path), "--out", str(out),
+         "--quiet"],
+        env={**os.environ, "CAPNB_DATASETS": str(catalog)}, capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return out, run.stdout
+
+
 @pytest.mark.parametrize(("trace", "latency"), [("requests.csv", "model"), ("rates.csv", "bench")])
 def test_capnb_report_runs_every_worksheet_on_the_users_files(
-    service, trace, latency, tmp_path, capsys
+    service, trace, latency, tmp_path, capsys, request
 ):
-    path = _config(service, "acme-5b", trace, latency)
-    out = tmp_path / "report"
-    assert main(["report", "--config", str(path), "--out", str(out), "--quiet"]) == 0
-    printed = capsys.readouterr().out
+    if latency == "bench":  # the benchmark files, under hostile names
+        out, printed = request.getfixturevalue("hostile_report")
+    else:
+        path = _config(service, "acme-5b", trace, latency)
+        out = tmp_path / "report"
+        assert main(["report", "--config", str(path), "--out", str(out), "--quiet"]) == 0
+        printed = capsys.readouterr().out
     assert "Inputs: config: " in printed
     assert "cannot apply" not in printed  # every worksheet ran on the user's files
     combined = (out / "capnb_report.html").read_text(encoding="utf-8")
@@ -234,6 +307,49 @@ def test_capnb_report_runs_every_worksheet_on_the_users_files(
     for section in sections:
         said = _text(section.split('class="capnb-inputs"', 1)[1].split("</p>", 1)[0])
         assert f"{a.model} on {a.tensor_parallel} x {a.gpu}" in said
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CAPNB_REQUIRE_BROWSER"),
+    reason="needs Debian's chromium (.ci/run installs it and sets CAPNB_REQUIRE_BROWSER)",
+)
+def test_no_script_of_the_users_strings_runs(hostile_report):
+    playwright = pytest.importorskip("playwright.sync_api")
+    pages = sorted(hostile_report[0].glob("*.html"))
+    assert len(pages) == 8  # the combined report and one page per worksheet
+    raw = "".join(p.read_text(encoding="utf-8") for p in pages)
+    for what in ("model", "gpu", "trace", "bench", "config"):  # every payload reached the pages
+        assert f"capnbPwned('{what}')" in raw or f"capnbPwned(\\u0027{what}" in raw, what
+    calls, charts, failed, errors = [], {}, {}, []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for path in pages:
+            page = browser.new_page()
+            page.expose_function(
+                "capnbPwned", lambda what, path=path: calls.append((path.name, what))
+            )
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(path.as_uri())
+            page.wait_for_function("() => !(window.capnbVegaQueue || []).length", timeout=60_000)
+            # charts draw asynchronously after vegaEmbed is defined: wait until each has drawn or failed
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.capnb-chart')]"
+                ".every(e => e.querySelector('svg') || e.textContent.includes('failed'))",
+                timeout=60_000,
+            )
+            charts[path.name] = page.eval_on_selector_all(
+                ".capnb-chart svg, .capnb-static-chart svg", "found => found.length"
+            )
+            failed[path.name] = page.eval_on_selector_all(
+                ".capnb-chart", "els => els.filter(e => e.textContent.includes('failed')).length"
+            )
+            page.close()
+        browser.close()
+    assert calls == []
+    assert errors == []
+    assert sum(failed.values()) == 0, failed
+    assert charts["capnb_report.html"] >= 10, charts  # the charts were drawn, strings and all
 
 
 def _text(page: str) -> str:

@@ -155,18 +155,14 @@ def _vectors(points):
 
     gpus = load_gpus(sorted(set(points["gpu"])))
     specs = {name: load_model(name) for name in set(points["model"])}
-    model = np.array(
-        [
-            model_vector(specs[m], int(tp))
-            for m, tp in zip(points["model"], points["tensor_parallel"], strict=True)
-        ]
+    # one vector per distinct model and degree, GPU and dtype: the tables repeat them row by row
+    rows = list(
+        zip(points["model"], points["tensor_parallel"].astype(int), points["gpu"], strict=True)
     )
-    gpu = np.array(
-        [
-            gpu_vector(gpus, g, specs[m].weight_dtype)
-            for g, m in zip(points["gpu"], points["model"], strict=True)
-        ]
-    )
+    models = {(m, tp): model_vector(specs[m], tp) for m, tp, _ in set(rows)}
+    devices = {(g, m): gpu_vector(gpus, g, specs[m].weight_dtype) for m, _, g in set(rows)}
+    model = np.array([models[m, tp] for m, tp, _ in rows])
+    gpu = np.array([devices[g, m] for m, _, g in rows])
     return model, gpu
 
 
