@@ -186,7 +186,10 @@ def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start
     req[s, _GEN] = 0
     req[s, _HELD] = 0
     clock[s, _ARR] = at
-    c_arrive[s, :] = start
+    # element by element: an array copied into a slice (c_arrive[s, :] = start) compiles numba's
+    # shape-mismatch message with its string formatting, about 5 s of a cold compile
+    for f in range(start.size):
+        c_arrive[s, f] = start[f]
     waiting[(st[_HEAD] + st[_NWAIT]) % slots] = s
     st[_NWAIT] += 1
 
@@ -376,7 +379,8 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
                 r = req[s, _RID]
                 if req[s, _GEN] == 1:
                     clock[s, _FIRST] = ft[_T]
-                    c_first[s, :] = cumulative
+                    for f in range(cumulative.size):  # as in enqueue: no slice copy
+                        c_first[s, f] = cumulative[f]
                 elif r < n and r >= warmup:
                     itl[itl_offset[r] + req[s, _GEN] - 2] = ft[_T] - clock[s, _LAST]
                 clock[s, _LAST] = ft[_T]
@@ -640,8 +644,11 @@ def _engine_curve(prompt, output, gaps, cached, settings, model, gpu, tensor_par
     features = np.empty((features_out.shape[0], features_out.shape[1]))
     n_itl = simulate(c(prompt), c(output), c(gaps), c(cached), c(settings), c(model), c(gpu),
                      tensor_parallel, c(calibration), ttft, e2e, itl, stats, features)  # fmt: skip
-    stats_out[:] = stats
-    features_out[:, :] = features
+    for i in range(stats.size):  # element by element, as in enqueue
+        stats_out[i] = stats[i]
+    for i in range(features.shape[0]):
+        for f in range(features.shape[1]):
+            features_out[i, f] = features[i, f]
     _summarise(ttft, e2e, output, itl, n_itl, warmup, quantiles, latency_out, mean_out)
 
 

@@ -205,10 +205,12 @@ def mixture_bisect(points, seen, low, high, errors, cumulative, q, bisections):
                     terms[k] = cumulative[count[k]] * seen[r, k]
                 if _pairwise_sum(terms, width) / total >= q[j]:
                     b = middle
-                    at_high[:] = count
+                    for k in range(width):  # not at_high[:] = count: see kernels.engine.enqueue
+                        at_high[k] = count[k]
                 else:
                     a = middle
-                    at_low[:] = count
+                    for k in range(width):
+                        at_low[k] = count[k]
             out[r, j] = b
     return out
 
