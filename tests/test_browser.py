@@ -4,12 +4,15 @@ Both use Debian's chromium driven by playwright (no browser download); `.ci/run`
 sets CAPNB_REQUIRE_BROWSER so that these tests fail rather than skip in CI.
 """
 
+import json
 import os
 import shutil
 
 import pytest
 
+from benchmarks import browser as bench
 from benchmarks.browser import ARGS  # chromium flags, shared with the benchmark
+from capnb import notebook
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -120,24 +123,131 @@ def _drawn_whole(page, worksheet: str, seen) -> None:
     assert seen["errors"] == [] and seen["external"] == []
 
 
-def test_the_memory_worksheet_runs_and_a_widget_change_redraws_its_chart(browser, lab, tmp_path):
-    # the memory worksheet's run in Lab (as every worksheet's above), then one of its controls
+@pytest.fixture(scope="module")
+def memory_page(browser, lab, tmp_path_factory):
+    """The memory worksheet run whole in JupyterLab: its page, which the tests below go on using.
+
+    In order: the run and its drawing, then one control (the GPU) through the kernel, then the
+    in-place updates of the kept vega views (a param from the kernel, a dataset not given again,
+    outputs that follow at rest).
+    """
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    seen = _watch(page)
-    _run_all(page, f"{lab}/lab/workspaces/widget/tree/02_memory.ipynb?reset", tmp_path / "lab.png")
-    _drawn_whole(page, "02_memory", seen)
-    titles = lambda: [t.text_content() for t in page.locator("svg.marks .role-title-text").all()]  # noqa: E731
-    assert "on 2 x H100-SXM" in titles()[0]
-    # the change goes through the kernel and updates the displayed chart in place
-    page.locator("select").filter(has_text="H200").first.select_option("H200")
-    page.wait_for_function(
-        "[...document.querySelectorAll('svg.marks .role-title-text')]"
-        ".some(t => t.textContent.includes('H200'))",
-        timeout=60_000,
-    )
-    assert any("2 x H200" in t for t in titles())
-    assert seen["errors"] == [] and seen["external"] == []
+    page.seen = _watch(page)
+    _run_all(page, f"{lab}/lab/workspaces/widget/tree/02_memory.ipynb?reset",
+             tmp_path_factory.mktemp("memory") / "lab.png")  # fmt: skip
+    yield page
     page.close()
+
+
+_TITLES = "[...document.querySelectorAll('svg.marks .role-title-text')].map(t => t.textContent)"
+
+
+def _mark_svgs(page) -> None:
+    page.evaluate(
+        "document.querySelectorAll('.capnb-chart svg.marks').forEach(s => s.capnbOld = 1)"
+    )
+
+
+def test_the_memory_worksheet_runs_and_a_widget_change_redraws_its_chart(memory_page):
+    page = memory_page
+    _drawn_whole(page, "02_memory", page.seen)
+    _mark_svgs(page)
+    assert "on 2 x H100-SXM" in page.evaluate(_TITLES)[0]
+    # the change goes through the kernel and updates the displayed chart in place: the
+    # breakdown's svg is the one drawn before, its view took the new data and title
+    bench._act(page, "GPU", "H200")
+    page.wait_for_function(f"{_TITLES}.some(t => t.includes('2 x H200'))", timeout=60_000)
+    kept = page.evaluate(
+        "[...document.querySelectorAll('.capnb-chart svg.marks')]"
+        ".filter(s => s.textContent.includes('2 x H200')).map(s => s.capnbOld === 1)"
+    )
+    assert kept == [True]
+    assert page.seen["errors"] == [] and page.seen["external"] == []
+
+
+def test_a_param_value_from_the_kernel_moves_the_kept_view(memory_page):
+    page = memory_page
+    _mark_svgs(page)
+    heatmap = "document.querySelectorAll('.capnb-chart svg.marks')[1]"
+    before = page.evaluate(f"{heatmap}.innerHTML")
+    bench._act(page, "tensor parallel (GPUs)", "4")
+    page.wait_for_function(f"{heatmap}.innerHTML !== {before!r}", timeout=60_000)
+    page.wait_for_timeout(500)
+    assert page.evaluate(f"{heatmap}.capnbOld") == 1
+    assert page.locator(".capnb-chart").count() == page.locator(".capnb-chart svg.marks").count()
+    assert page.seen["errors"] == []
+
+
+def _layered(second: list[dict], title: str) -> dict:
+    """Two layers, each from its own dataset, named as altair names them."""
+    import altair as alt
+    import pandas as pd
+
+    first = alt.Chart(pd.DataFrame({"x": [1, 2, 3], "y": [1, 4, 9]})).mark_line()
+    other = alt.Chart(pd.DataFrame(second)).mark_point()
+    chart = alt.layer(first.encode(x="x:Q", y="y:Q"), other.encode(x="x:Q", y="y:Q"), title=title)
+    return chart.to_dict()
+
+
+def _draw(page, html: str) -> None:
+    """Put a chart's HTML in the page as an output would: its div and tables, then its script run."""
+    head, script = html.rsplit('<script type="text/javascript">', 1)
+    body = script.rsplit("</script>", 1)[0]
+    page.evaluate(
+        "([head, body]) => { const box = document.createElement('div'); box.className = 'capnb-test';"
+        " box.innerHTML = head; document.body.appendChild(box); (0, eval)(body); }",
+        [head, body],
+    )
+
+
+def test_a_dataset_the_view_holds_already_is_not_given_again(memory_page):
+    page = memory_page
+    first = _layered([{"x": 1, "y": 2}], "before")
+    _draw(page, notebook.chart_html(first, key="capnb-test-key"))
+    page.wait_for_function("window.capnbViews && window.capnbViews['capnb-test-key']")
+    # a new output replaces the old one (JupyterLab removes it); the kept view records its data
+    page.evaluate(
+        "() => { const kept = window.capnbViews['capnb-test-key']; kept.given = [];"
+        " const data = kept.view.data.bind(kept.view);"
+        " kept.view.data = (name, values) => { if (values !== undefined) kept.given.push(name);"
+        " return data(name, values); };"
+        " document.querySelectorAll('.capnb-test').forEach(b => b.remove()); }"
+    )
+    second = _layered([{"x": 2, "y": 3}, {"x": 3, "y": 1}], "after")
+    _draw(page, notebook.chart_html(second, key="capnb-test-key"))
+    page.wait_for_function(
+        "[...document.querySelectorAll('.capnb-test svg .role-title-text')]"
+        ".some(t => t.textContent === 'after')",
+        timeout=30_000,
+    )
+    kept = page.evaluate("window.capnbViews['capnb-test-key'].given")
+    # only the point layer's new values went to vega: the line's dataset is the same digest
+    assert kept == ["capnb-data-1"], kept
+    assert page.locator(".capnb-test svg .mark-symbol path").count() == 2
+    assert page.seen["errors"] == []
+
+
+_TABLES = "[...document.querySelectorAll('.capnb-chart ~ script[type=\"application/json\"]')].map(s => s.id)"
+
+
+def test_new_data_comes_as_a_message_and_the_outputs_follow_at_rest(memory_page):
+    """In a live page no output is redrawn on a change; once the controls rest, the outputs are."""
+    page = memory_page
+    _mark_svgs(page)
+    outputs = page.evaluate(_TABLES)
+    assert outputs, "the charts' outputs hold their tables"
+    bench._act(page, "GPU", "B200")
+    page.wait_for_function(f"{_TITLES}.some(t => t.includes('B200'))", timeout=60_000)
+    assert page.evaluate(_TABLES) == outputs  # the same outputs: the view took a message
+    page.wait_for_function(
+        f"JSON.stringify({_TABLES}) !== {json.dumps(json.dumps(outputs))}", timeout=30_000
+    )  # at rest: new outputs, drawn by the kept views
+    kept = page.evaluate(
+        "[...document.querySelectorAll('.capnb-chart svg.marks')]"
+        ".filter(s => s.textContent.includes('B200')).map(s => s.capnbOld === 1)"
+    )
+    assert kept and all(kept)
+    assert page.seen["errors"] == []
 
 
 def test_report_draws_offline_and_its_bound_controls_work(browser, full_report):
