@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -26,6 +27,12 @@ def pytest_configure(config):
     kernel they start (nbval's, JupyterLab's, the report's) inherit it, so the bundled defaults'
     plan is built once a run and read back by every test and worksheet that asks for it again.
     """
+    # Python's bytecode cache on for the run (Python's default; some containers turn it off): the
+    # suite starts about a hundred processes (workers, kernels, `capnb` commands), and without the
+    # cache each compiles capnb's sources again on import and pytest rewrites every test module
+    # in each worker. Popped here, before pytest-xdist starts its workers, so they inherit it.
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        sys.dont_write_bytecode = False
     if os.environ.get(PLAN_CACHE) or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     folder = tempfile.mkdtemp(prefix="capnb-plan-cache-")

@@ -297,7 +297,11 @@ def test_capnb_report_runs_every_worksheet_on_the_users_files(
     built = plan.load(out / "plan.nc")
     a = plan.answer(built)
     assert summary["answer"] == a.to_dict() and summary["text"] == plan.describe(built)
+    assert (out / "plan.toml").is_file()  # the config the plan was built from, beside it
+    plan_page = _text((out / "05_plan.html").read_text(encoding="utf-8"))
+    assert summary["text"].split("\n")[0] in plan_page  # the plan worksheet says the answer
     front = _text(combined.split('id="the-plan"', 1)[1].split("</section>", 1)[0])
+    assert "The plan in numbers" in front and "What binds at each step" in front
     for number in _numbers(front):  # every figure on the first page is one the record renders
         assert number in _numbers(plan.describe(built)) | _fields(a), number
     assert f"{a.monthly_usd:,.0f} USD a month" in front and front.count(" USD a month") == 1

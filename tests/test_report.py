@@ -65,26 +65,6 @@ def test_main_job_writes_one_combined_report_and_one_per_worksheet(full_report):
     assert [html.index(mark) for mark in order] == sorted(html.index(mark) for mark in order)
 
 
-@pytest.mark.slow
-def test_a_config_drives_every_worksheet_and_exports_the_plan(small_plan, tmp_path):
-    path = small_plan
-    _combined, memory_page, plan_page = report.run_report(
-        path, tmp_path / "out", worksheets=("02_memory", "05_plan"), progress=False
-    )
-    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
-    a = plan["answer"]
-    assert (tmp_path / "out" / "plan.nc").is_file() and (tmp_path / "out" / "plan.toml").is_file()
-    # the memory worksheet ran on the plan's GPU
-    assert f"gpu = {a['gpu']}" in memory_page.read_text()
-    assert plan["text"].split("\n")[0] in html_unescape(plan_page.read_text())
-    # the combined report opens on the plan in numbers, read from the plan it exported
-    page = _combined.read_text()
-    front = html_unescape(page.split('id="the-plan"', 1)[1].split("</section>")[0])
-    assert "The plan in numbers" in front and "What binds at each step" in front
-    assert f"{a['tensor_parallel']} x {a['gpu']}" in front
-    assert f"{a['monthly_usd']:,.0f}" in front
-
-
 def html_unescape(text: str) -> str:
     """A page's text: its tags dropped (the answers set numbers in bold), its entities read."""
     import html
