@@ -471,3 +471,26 @@ def test_the_start_and_serving_worksheets_read_the_trace_as_the_plan_does(tmp_pa
     said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
     assert said.count("No fleet is priced: not priced: no pool has a price") == 2  # both answers
     assert "P:D per hour" in said and "Mélange's example" in said
+
+
+@pytest.mark.slow
+def test_the_forecasting_checks_hold_on_a_history_just_over_a_week(tmp_path):
+    """Found on a user's 10-day series: worksheet 01's check of the out-of-sample record took an
+    origin with 7 days before it, where ``select`` alone picks hourly origins (under 8 days) and
+    so another calibration; the report then skipped 01 as 'cannot apply to these inputs'."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    times = pd.date_range("2026-09-07", periods=10 * 24 * 12, freq="5min", tz="Asia/Tokyo")
+    hours = (times.hour + times.minute / 60).to_numpy()
+    qps = 30 + 25 * np.exp(-(((hours - 13) / 3) ** 2)) + rng.gamma(2, 1.5, times.size)
+    qps[rng.integers(0, times.size, 5)] *= 3  # five spikes
+    path = tmp_path / "tokyo.csv"
+    pd.DataFrame({"ts": times.strftime("%Y-%m-%d %H:%M:%S%z"), "rps": qps}).to_csv(
+        path, index=False
+    )
+    ran = report.execute("01_forecasting", parameters={
+        "TRACE": str(path), "TRACE_OPTIONS": {"time_column": "ts"}, "GROWTH_MODEL": "auto"})  # fmt: skip
+    said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
+    assert "checks passed" in said and "one every day" in said

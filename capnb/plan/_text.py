@@ -135,9 +135,9 @@ def fleet_words(a: Answer) -> str:
         f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running); "
         f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
         f"{words.count(a.peak_instances, 'instance')} ran at once in the replay, with "
-        f"{v.scale_events_per_hour:.1f} scale events an hour, {v.reversals_per_day:.1f} reversals "
-        f"a day{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.0f} cold starts a "
-        "day."
+        f"{24 * v.scale_events_per_hour:.1f} scale events, {v.reversals_per_day:.1f} reversals"
+        f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.0f} cold starts a day"
+        "."
     )
 
 
