@@ -1014,6 +1014,7 @@ def _parameters(
             "CONFIG": str((out_dir / "plan.toml").resolve()),
             "MODEL": cfg.serving.model,
             "GPU": gpu,
+            "TENSOR_PARALLEL": tp,
             "PROVIDER": cfg.fleet.provider if cfg.fleet.provider != "none" else "hyperstack",
             "RESERVED": None if cfg.fleet.reserved == "none" else cfg.fleet.reserved,
             "SPOT_PREEMPTION": None

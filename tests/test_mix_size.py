@@ -181,7 +181,11 @@ def test_bins_and_bad_inputs():
     with pytest.raises(InputError, match="shares must sum to 1"):
         mix_by_size(options_of([[1.0], [2.0]]), demand_of([3]), prices=prices_of([1.0]),
                     shares=xr.DataArray([0.5, 0.6], dims="size_bin"), reserved=None)  # fmt: skip
-    with pytest.raises(InputError, match="infeasible: size bin 0"):
+    with pytest.raises(
+        InputError,
+        match=r"infeasible: no pool meets the SLA for size bin\(s\) b0 "
+        r"\(50\.0% of the requests\)",
+    ):
         mix_by_size(options_of([[np.nan, 1.0], [2.0, 2.0]]).isel(pool=[0]), demand_of([3]),
                     prices=prices_of([1.0, 1.0]), shares=xr.DataArray([0.5, 0.5], dims="size_bin"),
                     reserved=None)  # fmt: skip

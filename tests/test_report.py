@@ -327,11 +327,15 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     from capnb import notebook, plan
 
     parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    a = plan.answer(made)
+    # worksheet 06 splits the KV budget of the plan's instance: its degree too (a 70B plan at TP 4
+    # had 06 price the prefix cache on one GPU, where the weights leave no KV cache at all)
+    assert (parameters["06_serving"]["GPU"], parameters["06_serving"]["TENSOR_PARALLEL"]) == (
+        a.gpu, a.tensor_parallel)  # fmt: skip
     parameters = parameters["03_capacity"]
     assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
     sheet = notebook.worksheet("03_capacity", **parameters)
     result = sheet["result"].squeeze(drop=True)
-    a = plan.answer(made)
     mine = {"gpu": a.gpu, "tensor_parallel": a.tensor_parallel}
     planned = made.capacity_safe_concurrency.sel(mine)
     assert int(result.safe_concurrency.max()) == int(planned.max())

@@ -426,6 +426,15 @@ def mix_by_size(
             raise InputError("shares: give each size bin's share of requests (or size_options')")
         shares = options.request_share
     demand = _bin_demand(demand_qps, shares, q.shape[0])
+    unserved = (demand.sum(axis=1) > 0) & np.isnan(q).all(axis=1)
+    if unserved.any():  # said here, by name, not as a program without a solution
+        names = [str(n) for n in options.size_bin.values[unserved]]
+        share = demand[unserved].sum() / demand.sum()
+        raise InputError(
+            f"infeasible: no pool meets the SLA for size bin(s) {', '.join(names)} ({share:.1%} of "
+            "the requests): give those requests a looser SLA, add a larger GPU or degree, or serve "
+            "them apart from the mix"
+        )
     if not isinstance(prices, xr.Dataset) or "usd_per_gpu_hour" not in prices:
         raise InputError("prices must be a Dataset over (gpu, pricing): capnb.data.gpu_prices(...)")
     if spot_preemption is not None and not 0 <= float(spot_preemption) < 1:
