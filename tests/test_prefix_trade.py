@@ -85,6 +85,17 @@ def test_infeasible_is_said_and_bad_arguments_are_named():
     assert math.isnan(trade.attrs["best_cache_share"])
     assert trade.attrs["reason"].startswith("infeasible: no cache share meets P99 TTFT <= 10 ms")
     assert trade.per_instance_qps.item() == 0.0 and trade.binding.item() != "latency"
+    # an instance whose KV cache cannot hold the log's longest request (Mooncake's reach 191,382
+    # tokens; Qwen3-30B-A3B on one H100 keeps about 94,000): infeasible and why, never a crash
+    # (worksheet 06 on such a plan was skipped whole by the report: the engine raised)
+    short = capnb.capacity.prefix_trade(Deployment("Qwen3-30B-A3B", "H100-SXM"), sla=SLA(tpot_s=0.04),
+                                        cache_share=[0.0, 0.2], requests=100)  # fmt: skip
+    assert (
+        short.binding.values.tolist() == ["memory", "memory"]
+        and (short.per_instance_qps == 0).all()
+    )
+    assert short.attrs["reason"].startswith("infeasible: the KV cache (")
+    assert "cannot hold the log's longest request (191,382 tokens" in short.attrs["reason"]
     with pytest.raises(InputError, match="sla: expected a capnb.records.SLA"):
         capnb.capacity.prefix_trade(H100, sla=1.0)
     with pytest.raises(InputError, match="deployment: expected a capnb.records.Deployment"):

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, Deployment
+from ..records import BLOCK_SIZE, SLA, Deployment
 
 __all__ = ["prefix_trade"]
 
@@ -94,13 +94,16 @@ def prefix_trade(
     split = memory.split_kv(blocks, kv_cache_tokens=kv_tokens, seq_len=seq_len,
                             cache_share=cache_share)  # fmt: skip
     n = split.sizes["cache_share"]
+    # the log's longest request must fit in the running share's KV blocks, or the engine rejects it
+    longest = int((work.prompt_tokens + work.output_tokens).max())
+    too_long = -(-longest // BLOCK_SIZE) > split.running_tokens.values // BLOCK_SIZE
     safe = np.zeros(n, np.int64)
     qps = np.zeros(n)
     floor = np.full(n, np.nan)
     binding = np.full(n, "infeasible", dtype=object)
     for i in range(n):
         fits = int(split.max_concurrency.values[i])
-        if fits < 1:
+        if fits < 1 or too_long[i]:
             binding[i] = "memory"
             continue
         curve = engine_curve(deployment, work, fits=fits,
@@ -144,11 +147,16 @@ def prefix_trade(
         )
     else:
         share = math.nan
-        reason = (
-            f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
-            if np.isfinite(floor).any()
-            else "infeasible: no running sequence fits in memory at any cache share"
-        )
+        if np.isfinite(floor).any():
+            reason = f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
+        elif too_long.all():
+            reason = (
+                f"infeasible: the KV cache ({int(split.running_tokens.values.max()):,} tokens with "
+                f"no prefix cache) cannot hold the log's longest request ({longest:,} tokens, "
+                "prompt + output), which the engine would reject; give a larger degree or GPU"
+            )
+        else:
+            reason = "infeasible: no running sequence fits in memory at any cache share"
     out.attrs = {
         "model": deployment.spec.name, "gpu": deployment.gpu,
         "tensor_parallel": deployment.tensor_parallel,
