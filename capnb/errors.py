@@ -9,6 +9,7 @@ __all__ = [
     "BudgetError",
     "CapnbError",
     "ConfigError",
+    "InfeasibleError",
     "InputError",
     "NotPricedError",
     "OutputError",
@@ -32,6 +33,14 @@ class BudgetError(InputError):
     """A size a user controls would take more memory or time than capnb allows for one call.
 
     The message gives the figure, the limit and the setting that lowers it.
+    """
+
+
+class InfeasibleError(InputError):
+    """No option meets the SLA or the limits.
+
+    The message starts with "infeasible:" and says why and what to change. A caller that can go on
+    without the answer (a worksheet's side analysis) catches this class, never a message's text.
     """
 
 

@@ -355,6 +355,7 @@ def attrs(name: str, **extra: object) -> dict[str, object]:
 NOT_QUANTITIES = frozenset({"datetime64"})
 
 
+@functools.cache
 def unit_strings() -> frozenset[str]:
     """Every unit string of the glossary's dims and variables that is a quantity (pint reads each)."""
     return frozenset(t.units for t in (*DIMS.values(), *VARIABLES.values())) - NOT_QUANTITIES

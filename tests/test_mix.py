@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 import capnb
-from capnb.errors import ConfigError, InputError
+from capnb.errors import ConfigError, InfeasibleError, InputError
 
 
 def _options(gpus, tps, qps):
@@ -181,7 +181,7 @@ def test_a_flat_day_is_all_reserved_and_a_spike_is_on_demand():
 
 
 def test_infeasible_limits_name_the_slot():
-    with pytest.raises(InputError, match="infeasible: slot 1 needs 50.0"):
+    with pytest.raises(InfeasibleError, match="infeasible: slot 1 needs 50.0"):
         capnb.capacity.mix(
             _options(["A"], [1], [10.0]),
             xr.DataArray([5.0, 50.0], dims="slot"),

@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 
 from capnb.capacity import compare_fleets, mix_by_size, size_bins, validate_mix
-from capnb.errors import InputError
+from capnb.errors import InfeasibleError, InputError
 
 
 def options_of(q, gpus=None, tps=None):
@@ -182,7 +182,7 @@ def test_bins_and_bad_inputs():
         mix_by_size(options_of([[1.0], [2.0]]), demand_of([3]), prices=prices_of([1.0]),
                     shares=xr.DataArray([0.5, 0.6], dims="size_bin"), reserved=None)  # fmt: skip
     with pytest.raises(
-        InputError,
+        InfeasibleError,
         match=r"infeasible: no pool meets the SLA for size bin\(s\) b0 "
         r"\(50\.0% of the requests\)",
     ):

@@ -96,6 +96,11 @@ def test_infeasible_is_said_and_bad_arguments_are_named():
     )
     assert short.attrs["reason"].startswith("infeasible: the KV cache (")
     assert "cannot hold the log's longest request (191,382 tokens" in short.attrs["reason"]
+    # in whole 16-token blocks, as vLLM allocates them (the engine's own check, shared)
+    from capnb.latency._engine import holds
+
+    assert holds(16, 16) and not holds(17, 31) and holds(17, 32)
+    assert holds([16, 17], 16).tolist() == [True, False]
     with pytest.raises(InputError, match="sla: expected a capnb.records.SLA"):
         capnb.capacity.prefix_trade(H100, sla=1.0)
     with pytest.raises(InputError, match="deployment: expected a capnb.records.Deployment"):

@@ -32,7 +32,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..errors import InputError, NotPricedError
+from ..errors import InfeasibleError, InputError, NotPricedError
 
 __all__ = ["mix"]
 
@@ -365,7 +365,9 @@ def _solve(demand, *, q, g, gpus, price, keep, limits, gap, held=None, whole=Tru
         options={"mip_rel_gap": gap},
     )
     if result.status == 2:
-        raise InputError("infeasible: no whole-instance fleet within the limits meets every slot")
+        raise InfeasibleError(
+            "infeasible: no whole-instance fleet within the limits meets every slot"
+        )
     if result.x is None:
         raise InputError(f"the integer program was not solved: {result.message}")
     result.x = (
@@ -470,7 +472,7 @@ def _check_reachable(demand, q, g, gpus, price, keep, limits, slots) -> None:
     over = np.flatnonzero(demand > ceiling + 1e-9)
     if over.size:
         s = int(over[0])
-        raise InputError(
+        raise InfeasibleError(
             f"infeasible: slot {slots[s]} needs {demand[s]:,.1f} requests/s; the limits allow at "
             f"most {ceiling:,.1f} ({', '.join(f'{k}: {v} GPUs' for k, v in limits.items())})"
         )

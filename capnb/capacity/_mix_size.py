@@ -36,7 +36,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..errors import InputError
+from ..errors import InfeasibleError, InputError
 from ._mix import _prices, quiet_milp
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
@@ -317,8 +317,6 @@ def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=N
                 for p in range(n_pool):
                     if fits[b, p]:
                         upper[y_at(b, k, p, s)] = 1.0 if slices else part
-                if part > 0 and not entries:
-                    raise InputError(f"infeasible: size bin {b} meets the SLA on no pool")
                 add(entries, 1.0 if slices else part, 1.0 if slices else part)
     for p in range(n_pool):
         for s in range(n_slot):
@@ -338,7 +336,7 @@ def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=N
     result = quiet_milp(cost, constraints=LinearConstraint(matrix, lo_b, hi_b), integrality=integrality,
                   bounds=(lower, upper), options={"mip_rel_gap": gap})  # fmt: skip
     if result.status == 2 or result.x is None:
-        raise InputError(
+        raise InfeasibleError(
             f"infeasible: no whole-instance fleet within the limits ({result.message})"
         )
     x = result.x
@@ -430,7 +428,7 @@ def mix_by_size(
     if unserved.any():  # said here, by name, not as a program without a solution
         names = [str(n) for n in options.size_bin.values[unserved]]
         share = demand[unserved].sum() / demand.sum()
-        raise InputError(
+        raise InfeasibleError(
             f"infeasible: no pool meets the SLA for size bin(s) {', '.join(names)} ({share:.1%} of "
             "the requests): give those requests a looser SLA, add a larger GPU or degree, or serve "
             "them apart from the mix"

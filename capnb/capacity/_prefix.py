@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import BLOCK_SIZE, SLA, Deployment
+from ..records import SLA, Deployment
 
 __all__ = ["prefix_trade"]
 
@@ -67,6 +67,7 @@ def prefix_trade(
         NaN when no share is feasible) and ``reason``.
     """
     from .. import data, latency, memory
+    from ..latency._engine import holds
     from ._engine_sweep import engine_curve
     from ._safe import FEASIBLE, safe_concurrency
 
@@ -96,7 +97,7 @@ def prefix_trade(
     n = split.sizes["cache_share"]
     # the log's longest request must fit in the running share's KV blocks, or the engine rejects it
     longest = int((work.prompt_tokens + work.output_tokens).max())
-    too_long = -(-longest // BLOCK_SIZE) > split.running_tokens.values // BLOCK_SIZE
+    too_long = ~holds(longest, split.running_tokens.values)
     safe = np.zeros(n, np.int64)
     qps = np.zeros(n)
     floor = np.full(n, np.nan)

@@ -18,13 +18,12 @@ from ..data import _curve
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
-from ..records import Deployment, EngineSettings
+from ..records import BLOCK_SIZE, Deployment, EngineSettings
 from . import _fitted
 from . import calibration as _calibration
 
 __all__ = ["engine", "knee", "sample_requests"]
 
-BLOCK_SIZE = 16  # vLLM's default KV block (tokens)
 UNLIMITED = 1 << 40  # a token budget that never binds (max_num_batched_tokens 0)
 WARMUP_SHARE = 0.1  # share of the first requests left out of the statistics
 
@@ -332,11 +331,20 @@ def _option(deployment):
     return spec, gpu_id, tp, gpus, model_vec, gpu_vec
 
 
+def holds(tokens, kv_tokens, block: int = BLOCK_SIZE):
+    """Whether a request of ``tokens`` (prompt + output) fits in ``kv_tokens`` of KV cache.
+
+    In whole blocks of ``block`` tokens, as vLLM allocates them (it rejects a request that does not
+    fit); elementwise on arrays.
+    """
+    return -(-np.asarray(tokens) // block) <= np.asarray(kv_tokens) // block
+
+
 def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int, block: int):
     """``n`` requests' prompt and output tokens drawn from the workload, and their arrival gaps."""
     prompt, output, rng = sample_requests(workload, n, seed)
     longest = int((prompt + output).max())
-    if -(-longest // block) > kv_tokens // block:
+    if not holds(longest, kv_tokens, block):
         raise InputError(
             f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
             "(prompt + output); the engine would reject it"

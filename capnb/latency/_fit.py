@@ -304,7 +304,7 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
         model_vec[2] /= dp
     longest = int((prompt + output).max())
     blocks = kv_tokens // _engine.BLOCK_SIZE
-    if kv_tokens <= 0 or -(-longest // _engine.BLOCK_SIZE) > blocks:
+    if kv_tokens <= 0 or not _engine.holds(longest, kv_tokens):
         return None
     engine = engine_settings_of(pt, kv_tokens, run)
     max_seqs = engine.running_limit(kv_tokens)
