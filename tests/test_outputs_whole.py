@@ -109,16 +109,15 @@ def test_two_plans_into_one_folder_both_succeed_and_one_wins_whole(configs, alon
     assert _whole_pair(tmp_path) in sentences
 
 
-_WRITER = """
-import hashlib, json, os, sys
-from capnb.data import write_set
-folder, size = sys.argv[1], int(sys.argv[2])
-print("ready", flush=True)  # imports done: the kill lands inside the writes, however loaded the machine
-for i in range(10**6):
-    body = os.urandom(size)
-    write_set(folder, {"body.bin": body,
-                       "summary.json": json.dumps({"sha256": hashlib.sha256(body).hexdigest()})})
-"""
+def _writer(folder: Path, size: int, ready) -> None:
+    """Write whole sets into ``folder`` until killed (a forked child: capnb is imported already)."""
+    os.write(ready, b"ready\n")  # the kill lands inside the writes, however loaded the machine
+    os.close(ready)
+    for _ in range(10**6):
+        body = os.urandom(size)
+        data.write_set(folder, {"body.bin": body,
+                                "summary.json": json.dumps({"sha256": hashlib.sha256(body).hexdigest()})})  # fmt: skip
+    os._exit(0)
 
 
 def _consistent(folder: Path) -> str:
@@ -135,14 +134,23 @@ def test_kill_9_at_random_moments_leaves_a_whole_set(tmp_path):
     rng = np.random.default_rng(7)
     seen = set()
     for _ in range(12):
-        writer = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(folder), str(8 * 2**20)], stdout=subprocess.PIPE
-        )
-        assert writer.stdout.readline() == b"ready\n"
+        # a child process of its own (forked: no interpreter start and imports to wait for each
+        # time), killed at a random moment
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os.close(read)
+            try:
+                _writer(folder, 8 * 2**20, write)
+            finally:
+                os._exit(1)
+        os.close(write)
+        with os.fdopen(read, "rb") as ready:
+            assert ready.readline() == b"ready\n"
         time.sleep(float(rng.uniform(0.05, 0.6)))  # inside some write: staging, commit or moves
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
-        writer.stdout.close()
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         data.settle(folder)  # what the next writer (or plan.load) does first
         seen.add(_consistent(folder))
         names = sorted(p.name for p in folder.iterdir())
