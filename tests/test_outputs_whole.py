@@ -115,8 +115,8 @@ def _writer(folder: Path, size: int, ready) -> None:
     os.close(ready)
     for _ in range(10**6):
         body = os.urandom(size)
-        data.write_set(folder, {"body.bin": body,
-                                "summary.json": json.dumps({"sha256": hashlib.sha256(body).hexdigest()})})  # fmt: skip
+        summary = json.dumps({"sha256": hashlib.sha256(body).hexdigest()})
+        data.write_set(folder, {"body.bin": body, "summary.json": summary})
     os._exit(0)
 
 
