@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -33,11 +34,45 @@ def pytest_configure(config):
     # in each worker. Popped here, before pytest-xdist starts its workers, so they inherit it.
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
         sys.dont_write_bytecode = False
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _compile_early(os.environ["PYTEST_XDIST_WORKER"])
     if os.environ.get(PLAN_CACHE) or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     folder = tempfile.mkdtemp(prefix="capnb-plan-cache-")
     os.environ[PLAN_CACHE] = folder
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+def _compile_early(worker: str) -> None:
+    """On two workers, each compiles half of the heaviest kernels while it collects the tests.
+
+    With a cold kernel cache, the first plan a worker builds needs the engine curve's kernel (about
+    11 CPU-seconds to compile) and the autoscaling loop's (about 10): the workers' first tests
+    both need both, and one waited for the other's compile lock (``capnb.kernels._lazy``) about
+    twenty core-seconds of a fresh run's first minute. Here gw0 compiles the autoscaling loop and
+    gw1 the engine and the Monte Carlo months, in a thread, at once; with a warm cache this only
+    loads them. A failure is left to the tests that call the kernel.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER_COUNT") != "2" or worker not in ("gw0", "gw1"):
+        return
+
+    def compile_half():
+        try:
+            from benchmarks import _first_calls
+
+            if worker == "gw0":
+                calls = _first_calls.elasticity()
+            else:
+                from capnb.kernels import engine
+
+                engine.engine_curve.compiled  # noqa: B018 - compiles (or loads) it
+                calls = _first_calls.forecast()
+            for _, call in calls:
+                call()
+        except Exception:  # the tests that call the kernel compile it again and say what failed
+            pass
+
+    threading.Thread(target=compile_half, name="capnb-compile-early", daemon=True).start()
 
 
 @pytest.fixture(autouse=True)
