@@ -75,10 +75,16 @@ def _finished(run) -> int:
 
 @pytest.fixture(scope="module")
 def alone(configs, tmp_path_factory) -> list[Path]:
-    """Each config planned alone, once, into a folder of its own (the tests copy these)."""
+    """Each config planned alone, once, into a folder of its own (the tests copy these).
+
+    Planned in this process (``capnb plan``'s own entry point): the plan cache then holds both
+    plans, and the commands the tests start read them back and spend their time writing.
+    """
+    from capnb import cli
+
     folders = [tmp_path_factory.mktemp(config.stem) for config in configs]
     for config, folder in zip(configs, folders, strict=True):
-        assert _finished(_plan(config, folder)) == 0
+        assert cli.main(["plan", "--config", str(config), "--out", str(folder)]) == 0
     return folders
 
 
