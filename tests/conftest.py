@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
-import threading
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -35,7 +35,7 @@ def pytest_configure(config):
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
         sys.dont_write_bytecode = False
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        _compile_early(os.environ["PYTEST_XDIST_WORKER"])
+        _compile_early(config, os.environ["PYTEST_XDIST_WORKER"])
     if os.environ.get(PLAN_CACHE) or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     folder = tempfile.mkdtemp(prefix="capnb-plan-cache-")
@@ -43,36 +43,49 @@ def pytest_configure(config):
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
-def _compile_early(worker: str) -> None:
-    """On two workers, each compiles half of the heaviest kernels while it collects the tests.
+#: What each worker's compiling process runs: half of the heaviest kernels, by tiny calls.
+_COMPILE_HALF = """
+import sys
+from benchmarks import _first_calls
+if sys.argv[1] == "gw0":
+    calls = _first_calls.elasticity()
+else:
+    from capnb.kernels import engine
+    engine.engine_curve.compiled
+    calls = _first_calls.forecast()
+for _, call in calls:
+    call()
+"""
+
+
+def _compile_early(config, worker: str) -> None:
+    """On two workers, each starts a process compiling half of the heaviest kernels.
 
     With a cold kernel cache, the first plan a worker builds needs the engine curve's kernel (about
     11 CPU-seconds to compile) and the autoscaling loop's (about 10): the workers' first tests
     both need both, and one waited for the other's compile lock (``capnb.kernels._lazy``) about
-    twenty core-seconds of a fresh run's first minute. Here gw0 compiles the autoscaling loop and
-    gw1 the engine and the Monte Carlo months, in a thread, at once; with a warm cache this only
-    loads them. A failure is left to the tests that call the kernel.
+    twenty core-seconds of a fresh run's first minute. Here gw0's process compiles the
+    autoscaling loop and gw1's the engine and the Monte Carlo months into the shared cache while
+    the workers collect; with a warm cache they only load them. A process, not a thread: a
+    compile's ``warnings.catch_warnings`` would reset a test's warning filters under it. A failure
+    is left to the tests that call the kernel, which compile it again and say what failed.
     """
     if os.environ.get("PYTEST_XDIST_WORKER_COUNT") != "2" or worker not in ("gw0", "gw1"):
         return
+    root = str(config.rootpath)
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    process = subprocess.Popen(
+        [sys.executable, "-c", _COMPILE_HALF, worker], cwd=root,
+        env={**os.environ, "PYTHONPATH": path},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
 
-    def compile_half():
-        try:
-            from benchmarks import _first_calls
+    def stop():  # long done by the end of a run; a run stopped early does not wait for it
+        if process.poll() is None:
+            process.kill()
+        process.wait()
 
-            if worker == "gw0":
-                calls = _first_calls.elasticity()
-            else:
-                from capnb.kernels import engine
-
-                engine.engine_curve.compiled  # noqa: B018 - compiles (or loads) it
-                calls = _first_calls.forecast()
-            for _, call in calls:
-                call()
-        except Exception:  # the tests that call the kernel compile it again and say what failed
-            pass
-
-    threading.Thread(target=compile_half, name="capnb-compile-early", daemon=True).start()
+    config.add_cleanup(stop)
 
 
 @pytest.fixture(autouse=True)
