@@ -59,6 +59,7 @@ NOT_QUANTITY_RETURNS = {
     "capnb.forecast.validate.main": "a command's entry point: returns its exit status",
     "capnb.memory.validate.main": "a command's entry point: returns its exit status",
     "capnb.capacity.validate_disagg.main": "a command's entry point: returns its exit status",
+    "capnb.capacity.validate_mix.main": "a command's entry point: returns its exit status",
 }
 
 #: Public records whose number fields carry no unit, with why.

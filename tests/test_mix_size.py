@@ -11,6 +11,7 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -138,18 +139,40 @@ def test_melanges_example_is_reproduced():
     assert out["split"][1] == pytest.approx(4.68) and out["split"][1] < out["whole"][1]
 
 
+@pytest.fixture(scope="module")
+def melange():
+    """The three checks computed now (:func:`validate_mix.record`), once for the tests below."""
+    return validate_mix.record()
+
+
 @pytest.mark.slow
-def test_the_per_bin_curves_pick_melanges_cheaper_gpu_per_size():
-    cells = validate_mix.heatmap()
+def test_the_stored_melange_record_is_a_fresh_computations(melange):
+    """Worksheet 06 shows the stored record: it must be what the code computes now."""
+    import json
+
+    now = json.loads(json.dumps(melange))
+    assert validate_mix._same(now, json.loads(validate_mix.RECORD.read_text()))
+    toy, cells, table = validate_mix.stored()
+    assert toy["whole"][0] == [3, 1] and list(table.rate_qps) == list(validate_mix.RATES)
+    assert cells.same_gpu.isna().sum() == (~cells.read).sum()  # unread tiles stay NaN
+    assert validate_mix.main([]) == 0
+    changed = json.loads(json.dumps(now))
+    changed["savings"][0]["saving"] *= 1.001
+    assert not validate_mix._same(now, changed)
+
+
+@pytest.mark.slow
+def test_the_per_bin_curves_pick_melanges_cheaper_gpu_per_size(melange):
+    cells = pd.DataFrame(melange["heatmap"])
     read = cells[cells.read]
     assert read.same_gpu.sum() >= 26 and len(read) == 28
     assert np.corrcoef(cells.published_pct, cells.capnb_pct)[0, 1] > 0.9
 
 
 @pytest.mark.slow
-def test_melanges_setup_at_one_request_per_second_matches_its_plot():
-    table = validate_mix.savings(rates=(1,))
-    row = table.iloc[0]
+def test_melanges_setup_at_one_request_per_second_matches_its_plot(melange):
+    row = pd.DataFrame(melange["savings"]).iloc[0]
+    assert row.rate_qps == 1
     # Mélange's Plot 7 at 1 request/s: one A10G and one L4 (1.71 USD/hour), 15 % below two A10G,
     # and H100 alone 4.4x dearer: its "77 %"
     assert row.fleet == "1 x L4 TP1, 1 x A10G TP1"

@@ -17,6 +17,11 @@ Three checks, each against a figure Mélange published (github.com/tyler-griggs/
    bundled Azure conversation log for the request sizes (Mélange's Arena and PubMed logs are not
    bundled): the same kind of number on a different length distribution.
 
+The three are stored in ``melange_record.json`` beside this module (``python -m
+capnb.capacity.validate_mix --write`` computes and stores them; ``tests/test_mix_size.py`` fails
+when the stored record differs from a fresh computation): worksheet 06 shows the stored record
+(:func:`stored`), since it does not depend on the worksheet's inputs.
+
 Mélange's "up to 77 %" is against the *worst* single type (H100 alone at 1 request/s, 4.4x
 Mélange's cost in Plot 7); against the best single type its bars show 15-32 % (Arena, 120 ms),
 0-26 % (Arena, 40 ms), 15-24 % (PubMed, 120 ms) and 0-40 % (mixed, 120 ms).
@@ -24,11 +29,24 @@ Mélange's cost in Plot 7); against the best single type its bars show 15-32 % (
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["MELANGE_PRICES", "PLOT1", "PLOT_SAVINGS", "heatmap", "savings", "toy"]
+__all__ = [
+    "MELANGE_PRICES", "PLOT1", "PLOT_SAVINGS", "RATES", "RECORD", "heatmap", "main", "record",
+    "savings", "stored", "toy",
+]  # fmt: skip
+
+#: The stored record of the three checks (:func:`record`, written by ``--write``).
+RECORD = Path(__file__).with_name("melange_record.json")
+#: Requests/s of the stored savings rows: Plots 7-12's levels.
+RATES = (1, 2, 4, 8, 16, 32)
 
 #: USD per GPU-hour in Mélange's evaluation: A10G and A100 as in its example.json; L4 and H100
 #: from Plot 7's bars at 1 request/s (H100 alone 4.4x, A100 alone 2.13x, two A10G 1.17x and three
@@ -161,3 +179,68 @@ def savings(
                                                                    strict=True) if n),
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def record() -> dict[str, object]:
+    """The three checks computed now, as the stored record holds them.
+
+    Returns
+    -------
+    dict
+        ``toy``: :func:`toy`'s fleets (instance counts, USD per hour); ``heatmap``: :func:`heatmap`'s
+        rows (input and output tokens, published and capnb's percent); ``savings``:
+        :func:`savings`' rows at :data:`RATES` (requests/s, USD per hour, shares of cost).
+    """
+    return {
+        "toy": toy(),
+        "heatmap": heatmap().to_dict("records"),
+        "savings": savings(rates=RATES).to_dict("records"),
+    }
+
+
+def stored() -> tuple[dict[str, object], pd.DataFrame, pd.DataFrame]:
+    """The stored record: :func:`toy`'s dict, :func:`heatmap`'s and :func:`savings`' tables.
+
+    Returns
+    -------
+    tuple
+        As :func:`toy`, :func:`heatmap` and ``savings(rates=RATES)`` return them (instance counts,
+        USD per hour, percent and shares of cost), read from :data:`RECORD`.
+    """
+    kept = json.loads(RECORD.read_text(encoding="utf-8"))
+    toy_fleets = {name: (list(fleet), cost) for name, (fleet, cost) in kept["toy"].items()}
+    cells = pd.DataFrame(kept["heatmap"])
+    cells["same_gpu"] = cells["same_gpu"].astype(float)  # NaN where the tile is not read
+    return toy_fleets, cells, pd.DataFrame(kept["savings"])
+
+
+def _same(a, b) -> bool:
+    """Equal records, floats to 1e-9 relative (NaN equal to NaN)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+def main(argv=None) -> int:
+    """The command line: compare a fresh record with the stored one; ``--write`` stores it."""
+    parser = argparse.ArgumentParser(
+        prog="python -m capnb.capacity.validate_mix", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--write", action="store_true", help=f"store the record in {RECORD.name}")
+    args = parser.parse_args(argv)
+    now = json.loads(json.dumps(record()))  # as stored: tuples become lists
+    if args.write:
+        RECORD.write_text(json.dumps(now, indent=1) + "\n", encoding="utf-8")
+        print(f"stored {RECORD}")
+        return 0
+    same = RECORD.is_file() and _same(now, json.loads(RECORD.read_text(encoding="utf-8")))
+    print(f"{RECORD.name}: {'the same as' if same else 'differs from'} a fresh computation")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
