@@ -34,8 +34,8 @@ def pytest_configure(config):
     # in each worker. Popped here, before pytest-xdist starts its workers, so they inherit it.
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
         sys.dont_write_bytecode = False
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        _compile_early(config, os.environ["PYTEST_XDIST_WORKER"])
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _compile_early(config)
     if os.environ.get(PLAN_CACHE) or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     folder = tempfile.mkdtemp(prefix="capnb-plan-cache-")
@@ -43,47 +43,53 @@ def pytest_configure(config):
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
-#: What each worker's compiling process runs: half of the heaviest kernels, by tiny calls.
-_COMPILE_HALF = """
+#: What each early compiling process runs: a share of the heaviest kernels, by tiny calls.
+_COMPILE_SHARE = """
 import sys
 from benchmarks import _first_calls
-if sys.argv[1] == "gw0":
-    calls = _first_calls.elasticity()
-else:
+if sys.argv[1] == "engine":
     from capnb.kernels import engine
     engine.engine_curve.compiled
-    calls = _first_calls.forecast()
-for _, call in calls:
-    call()
+else:
+    for group in (_first_calls.elasticity, _first_calls.forecast):
+        for _, call in group():
+            call()
 """
 
 
-def _compile_early(config, worker: str) -> None:
-    """On two workers, each starts a process compiling half of the heaviest kernels.
+def _compile_early(config) -> None:
+    """Under pytest-xdist, two processes compile the heaviest kernels while the workers start.
 
     With a cold kernel cache, the first plan a worker builds needs the engine curve's kernel (about
-    11 CPU-seconds to compile) and the autoscaling loop's (about 10): the workers' first tests
-    both need both, and one waited for the other's compile lock (``capnb.kernels._lazy``) about
-    twenty core-seconds of a fresh run's first minute. Here gw0's process compiles the
-    autoscaling loop and gw1's the engine and the Monte Carlo months into the shared cache while
-    the workers collect; with a warm cache they only load them. A process, not a thread: a
-    compile's ``warnings.catch_warnings`` would reset a test's warning filters under it. A failure
-    is left to the tests that call the kernel, which compile it again and say what failed.
+    11 CPU-seconds to compile) and the autoscaling loop's (about 10): both workers' first tests
+    need both, and one waited for the other's compile lock (``capnb.kernels._lazy``), about twenty
+    core-seconds of a fresh run's first minute. Started here, in the first process, before the
+    workers: one process compiles the engine curve (the first plans wait for it first), the other
+    the autoscaling loop and the Monte Carlo months, into the shared cache; with a warm cache they
+    only load them. Processes, not threads: a compile's ``warnings.catch_warnings`` would reset a
+    test's warning filters under it. A failure is left to the tests that call the kernel, which
+    compile it again and say what failed.
     """
-    if os.environ.get("PYTEST_XDIST_WORKER_COUNT") != "2" or worker not in ("gw0", "gw1"):
+    if not config.pluginmanager.hasplugin("xdist") or not config.getoption("numprocesses", None):
         return
     root = str(config.rootpath)
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        [sys.executable, "-c", _COMPILE_HALF, worker], cwd=root,
-        env={**os.environ, "PYTHONPATH": path},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COMPILE_SHARE, share],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": path},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for share in ("engine", "loop")
+    ]
 
-    def stop():  # long done by the end of a run; a run stopped early does not wait for it
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+    def stop():  # long done by the end of a run; a run stopped early does not wait for them
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
 
     config.add_cleanup(stop)
 
