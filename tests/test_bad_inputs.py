@@ -504,6 +504,13 @@ ROWS = [
         lambda w: data.read_aiperf(w("profile_export_aiperf_sweep.csv", "concurrency\n")),
         Raises(ConfigError, r"profile_export_aiperf_sweep\.csv: a sweep file with a header but "
                             r"no rows")),
+    # found by tests/test_fuzz_loaders.py: an unclosed quote made a row shorter than its header
+    Row("aiperf: a row shorter than its header",
+        lambda w: data.read_aiperf(
+            w("a.csv", "Metric,min,avg\nRequest Latency (ms),3247,3300\n"
+                       'Output Sequence Length (tokens),",0\n'), concurrency=[1]),
+        Raises(ConfigError, r"a\.csv row 'Output Sequence Length \(tokens\)': 2 fields where the "
+                            r"header has 3 \(metric, min, avg\): an unclosed quote")),
     Row("aiperf: a per-run export without its concurrency",
         lambda _: data.read_aiperf(FIXTURES / "aiperf" / "profile_export_aiperf.csv"),
         Raises(InputError, r"does not record its concurrency; pass read_aiperf\(\{concurrency")),

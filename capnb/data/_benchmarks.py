@@ -991,6 +991,11 @@ def _aiperf_run(path: Path) -> dict:
             continue
         if header == ["metric", "value"]:
             for i, row in enumerate(section[1:], start=2):
+                if len(row) < 2:
+                    raise ConfigError(
+                        f"{path}: row {i} of the 'Metric,Value' table ('{row[0]}') has no value "
+                        "(a field short: an unclosed quote or a cut line?)"
+                    )
                 match = _NAME_UNIT.match(row[0].strip())
                 name = (match.group(1) if match else row[0]).strip().lower()
                 if name == "request throughput":
@@ -1005,6 +1010,11 @@ def _aiperf_run(path: Path) -> dict:
             continue  # GPU telemetry and other tables
         for row in section[1:]:
             where = f"{path} row '{row[0]}'"
+            if len(row) < len(header):
+                raise ConfigError(
+                    f"{where}: {len(row)} fields where the header has {len(header)} "
+                    f"({', '.join(header)}): an unclosed quote or a cut line?"
+                )
             match = _NAME_UNIT.match(row[0].strip())
             name = (match.group(1) if match else row[0]).strip().lower()
             if name in ("output sequence length", "num output token"):
