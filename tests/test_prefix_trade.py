@@ -137,6 +137,27 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     assert int(one.instances) == int(by_hand.instances)
 
 
+def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_by_memory():
+    """vLLM rejects a request its KV cache cannot hold whole: such an option is infeasible_memory,
+    said in the sweep's notes, and the others are planned (the engine sweep raised for the whole
+    plan; found with a request log of 20 requests of 120,000 tokens, Llama-3.1-8B on L4 and H100)."""
+    prompt = [800] * 31 + [25_000]  # one request longer than an L4's 14,352 tokens of KV cache
+    work = capnb.latency.workload(prompt_tokens=prompt, output_tokens=[200] * 32)
+    swept = capnb.capacity.sweep_engine(
+        "Llama-3.1-8B", ["L4", "H100-SXM"], [1], work, 2.0, 10.0, metric="ttft", requests=200
+    )
+    l4 = swept.sel(gpu="L4", tensor_parallel=1)
+    assert str(l4.binding.item()) == "infeasible_memory" and np.isnan(l4.per_instance_qps)
+    assert float(swept.per_instance_qps.sel(gpu="H100-SXM", tensor_parallel=1)) > 0
+    assert (
+        "1 x L4: 14,352 tokens cannot hold the workload's longest request (25,200"
+        in (swept.attrs["notes"])
+    )
+    with pytest.raises(InputError, match=r"nor the workload's longest request \(25,200 tokens"):
+        capnb.capacity.sweep_engine("Llama-3.1-8B", ["L4"], [1], work, 2.0, 10.0, metric="ttft",
+                                    requests=200)  # fmt: skip
+
+
 def test_engine_curve_of_is_the_curve_the_engine_sweep_searched():
     work = capnb.latency.workload(prompt_tokens=[1500] * 32, output_tokens=[200] * 32)
     swept = capnb.capacity.sweep_engine(

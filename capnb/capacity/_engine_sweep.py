@@ -166,10 +166,14 @@ def sweep_engine(
             "prefix_cache_share > 0 needs the trace's block hashes (blocks=, "
             "capnb.data.load_block_hashes): the hit rate is replayed from them"
         )
+    from ..latency._engine import holds
+
     spec = data.load_model(model)
-    seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    lengths = np.asarray(workload.prompt_tokens) + np.asarray(workload.output_tokens)
+    seq_len = math.ceil(float(lengths.mean()))
+    longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
     ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
-    rows = {}
+    rows, too_long = {}, []
     for gpu in gpus:
         for tp in tensor_parallel:
             reason = spec.valid_tensor_parallel(int(tp))
@@ -183,7 +187,9 @@ def sweep_engine(
                                         cache_share=[share])  # fmt: skip
                 hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
             fits = running // seq_len
-            if fits < 1:
+            if fits >= 1 and not holds(longest, running):  # the workload's longest request
+                too_long.append(f"{tp} x {gpu}: {running:,}")
+            if fits < 1 or not holds(longest, running):
                 rows[(gpu, tp)] = ("infeasible_memory", (hit, running))
                 continue
             curve = engine_curve(Deployment(model, gpu, int(tp)), workload, fits=fits,
@@ -201,6 +207,13 @@ def sweep_engine(
             f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} can hold one "
             f"{seq_len}-token sequence of {spec.name} (with {share:.0%} of the KV budget for a "
             "prefix cache)"
+            + (
+                f", nor the workload's longest request ({longest:,} tokens, prompt + output) "
+                f"whole (KV cache tokens: {'; '.join(too_long)}): give GPUs with more memory, "
+                "a higher tensor parallelism, or a KV cache dtype of fp8"
+                if too_long
+                else ""
+            )
         )
     template = template.drop_vars([c for c in ("gpu", "tensor_parallel") if c in template.coords])
     stacked = []
@@ -225,6 +238,14 @@ def sweep_engine(
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
+    if too_long:  # said with the answer: which options memory ruled out, and why
+        note = (
+            f"memory: the KV cache of {'; '.join(too_long)} tokens cannot hold the workload's "
+            f"longest request ({longest:,} tokens, prompt + output), which vLLM would reject: "
+            "infeasible_memory"
+        )
+        notes = str(out.attrs.get("notes", ""))
+        out.attrs["notes"] = f"{notes}\n{note}" if notes else note
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,
