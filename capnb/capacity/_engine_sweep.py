@@ -169,9 +169,9 @@ def sweep_engine(
     from ..latency._engine import holds
 
     spec = data.load_model(model)
-    lengths = np.asarray(workload.prompt_tokens) + np.asarray(workload.output_tokens)
-    seq_len = math.ceil(float(lengths.mean()))
-    longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
+    seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
+    # vLLM rejects a request its KV cache cannot hold whole
+    longest = int((workload.prompt_tokens + workload.output_tokens).max())
     ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
     rows, too_long = {}, []
     for gpu in gpus:
