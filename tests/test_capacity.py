@@ -322,3 +322,29 @@ def test_a_floor_just_over_the_sla_is_written_with_the_digits_that_show_it():
     assert _apart(0.01248, 0.012) == ("12.5 ms", "12 ms")
     assert _apart(0.315, 0.3) == ("315 ms", "300 ms")
     assert _apart(1.2041, 1.2) == ("1.204 s", "1.2 s")
+
+
+def test_an_option_that_cannot_hold_the_longest_request_is_ruled_out_by_memory():
+    """vLLM rejects a request its KV cache cannot hold whole: the analytic sweep rules such an
+    option out (infeasible_memory) and says so in its notes, as the engine sweep does."""
+    import capnb
+
+    w = capnb.latency.workload(prompt_tokens=[800] * 31 + [60_000], output_tokens=[200] * 32)
+    mean = math.ceil(float((w.prompt_tokens + w.output_tokens).mean()))
+    swept = capnb.capacity.sweep("Llama-3.1-8B", ["L4", "H100-SXM"], [1, 2], mean, 5.0,
+                                 workload=w, metric="ttft").squeeze()  # fmt: skip
+    held = capnb.memory.max_concurrency(model="Llama-3.1-8B", gpu=["L4"], tensor_parallel=[1, 2],
+                                        seq_len=[60_200]).max_concurrency.squeeze()  # fmt: skip
+    assert int(held.sel(tensor_parallel=1)) == 0 and int(held.sel(tensor_parallel=2)) >= 1
+    assert str(swept.binding.sel(gpu="L4", tensor_parallel=1).item()) == "infeasible_memory"
+    assert np.isnan(swept.per_instance_qps.sel(gpu="L4", tensor_parallel=1))
+    assert (
+        "1 x L4 cannot hold the workload's longest request (60,200 tokens" in swept.attrs["notes"]
+    )
+    for gpu, tp in (("L4", 2), ("H100-SXM", 1), ("H100-SXM", 2)):  # these hold it
+        assert str(swept.binding.sel(gpu=gpu, tensor_parallel=tp).item()) != "infeasible_memory"
+    # one length (the mean is the longest): nothing changes
+    even = capnb.latency.workload(prompt_tokens=[800] * 32, output_tokens=[200] * 32)
+    plain = capnb.capacity.sweep("Llama-3.1-8B", ["L4"], [1], 1000, 5.0, workload=even,
+                                 metric="ttft")  # fmt: skip
+    assert "longest request" not in str(plain.attrs.get("notes", ""))

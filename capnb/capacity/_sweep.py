@@ -5,6 +5,7 @@ Public as ``capnb.capacity.sweep``, ``capnb.capacity.price`` and ``capnb.capacit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -120,6 +121,7 @@ def _searched(
         model=models, gpu=gpus, tensor_parallel=tps, seq_len=seqs, accounting=accounting,
         invalid_tensor_parallel="mask",
     ).max_concurrency  # fmt: skip
+    limits, too_long = _longest_held(limits, models, gpus, tps, seqs, workload, accounting)
     if concurrency is None:
         upper = int(np.clip(int(limits.max()), 1, max_grid_concurrency))
         concurrency = _latency.concurrency_grid(upper)
@@ -139,11 +141,49 @@ def _searched(
         accounting=accounting,
     )
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
+    if too_long:  # said with the answer: which options memory ruled out, and why
+        notes = str(result.attrs.get("notes", ""))
+        result.attrs["notes"] = f"{notes}\n{too_long}" if notes else too_long
     result.attrs["workload"] = curves.attrs["workload"]
     # what price() needs: the workload's mean lengths (each seq_len rescales them)
     result.attrs["prompt_tokens"] = curves.attrs["prompt_tokens"]
     result.attrs["output_tokens"] = curves.attrs["output_tokens"]
     return result.assign_coords(calibration=curves.calibration)
+
+
+def _longest_held(limits, models, gpus, tps, seqs, workload, accounting):
+    """``(limits, note)``: 0 where memory cannot hold the workload's longest request whole.
+
+    vLLM rejects a request its KV cache cannot hold: an option that holds sequences of the mean
+    length but not the longest request is ``infeasible_memory``, as on the engine's curves
+    (:func:`capnb.capacity.sweep_engine`). The longest request is rescaled with each ``seq_len``
+    as the latency curves rescale the workload (times ``seq_len / mean``).
+    """
+    from .. import memory
+
+    lengths = (workload.prompt_tokens + workload.output_tokens).values.astype(float)
+    mean, longest = float(lengths.mean()), float(lengths.max())
+    if longest <= mean:  # one length: the limits at seq_len say it all
+        return limits, ""
+    scaled = [max(seq, math.ceil(longest * seq / mean)) for seq in seqs]
+    held = memory.max_concurrency(
+        model=models, gpu=gpus, tensor_parallel=tps, seq_len=sorted(set(scaled)),
+        accounting=accounting, invalid_tensor_parallel="mask",
+    ).max_concurrency  # fmt: skip
+    held = held.sel(seq_len=scaled).assign_coords(seq_len=list(seqs))
+    ruled_out = (limits >= 1) & (held < 1)
+    if not bool(ruled_out.any()):
+        return limits, ""
+    names = [
+        f"{int(t)} x {g}" for g in gpus for t in tps
+        if bool(ruled_out.sel(gpu=g, tensor_parallel=t).any())
+    ]  # fmt: skip
+    note = (
+        f"memory: {', '.join(names)} cannot hold the workload's longest request "
+        f"({longest:,.0f} tokens, prompt + output, at its own mean length) whole, which vLLM "
+        "would reject: infeasible_memory"
+    )
+    return limits.where(~ruled_out, 0).astype(limits.dtype), note
 
 
 #: What :func:`price` reads from a searched sweep.
