@@ -9,6 +9,7 @@ import re
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -695,3 +696,24 @@ def test_a_held_out_window_too_short_to_replay_is_left_out_not_counted(tmp_path)
     assert (plan.held_out_window_days.values > 0).all() and held.worst_budget_minutes > 0
     assert held.windows == plan.sizes["held_out_origin"]
     assert "no observed stretch of 60 minutes to replay" in planning.describe(plan)
+
+
+def test_a_measured_curves_one_configuration_must_hold_the_longest_request(tmp_path):
+    """The sweeps rule out an option that cannot hold the workload's longest request (vLLM rejects
+    it); a measured curve has one configuration, so the plan says "infeasible" and why."""
+    times = pd.date_range("2026-03-02", periods=10, freq="1min")
+    prompts = [1_000] * 9 + [2_500_000]  # longer than 405B's KV cache on 8 x MI300X
+    log = tmp_path / "log.csv"
+    pd.DataFrame({"timestamp": times, "prompt_tokens": prompts, "output_tokens": 100}).to_csv(
+        log, index=False
+    )
+    config = planning.read_config(dict(
+        CHEAPER, gpus=("MI300X",), tensor_parallel=(8,), workload=str(log),
+        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B",
+        sla={"ttft_s": 600.0, "tpot_s": 1.0},
+    ))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        with pytest.raises(planning.PlanError, match=r"infeasible: 8 x MI300X cannot hold the "
+                                                      r"workload's longest request \(2,500,100"):  # fmt: skip
+            planning.build(config)

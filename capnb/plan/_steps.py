@@ -185,6 +185,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
                 tensor_parallel=int(cfg.serving.tensor_parallel[0]),
             )
             where = f"measured latencies ({curve.attrs['format']} files) at {cfg.serving.latency}"
+        _holds_longest(cfg, workload, workload_from)
         result = capacity.plan(
             curve,
             cfg.sla,
@@ -222,6 +223,29 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         f"the plan's own trace ({cfg.traffic.trace})" if own else workload_from
     )
     return result, workload, seq_len
+
+
+def _holds_longest(cfg: PlanConfig, workload, workload_from: str) -> None:
+    """A measured curve's one configuration must hold the workload's longest request whole.
+
+    vLLM rejects a request its KV cache cannot hold; the sweeps rule such an option out
+    (``infeasible_memory``), and a measured curve has no other option: "infeasible".
+    """
+    from .. import data, memory
+
+    longest = int((workload.prompt_tokens + workload.output_tokens).max())
+    gpu, tp = data.resolve_gpu(cfg.serving.gpus[0]), int(cfg.serving.tensor_parallel[0])
+    held = memory.max_concurrency(
+        model=cfg.serving.model, gpu=gpu, tensor_parallel=tp, seq_len=longest,
+        accounting=cfg.serving.accounting,
+    ).max_concurrency  # fmt: skip
+    if int(held.max()) < 1:
+        raise PlanError(
+            f"infeasible: {tp} x {gpu} cannot hold the workload's longest request ({longest:,} "
+            f"tokens, prompt + output, from {workload_from}) whole, which vLLM would reject "
+            f"({cfg.serving.accounting} accounting); measure a higher tensor parallelism or a GPU "
+            "with more memory, or use a KV cache dtype of fp8"
+        )
 
 
 def _same_configuration(cfg: PlanConfig, curve) -> None:
