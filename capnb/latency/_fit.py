@@ -524,7 +524,7 @@ def fitted_figures(pts: list[Point], knees) -> list[Point]:
     return [pt for pt in pts if pt.figures]
 
 
-def _residuals(x, used, layout, requests, shares, prior, prior_weight):
+def _residuals(x, used, layout, requests, shares, prior, prior_weight, scales=_SCALES):
     """Each figure's robust log error (weighted by its source's share), then the prior's pull."""
     out = []
     for pt in used:
@@ -538,7 +538,7 @@ def _residuals(x, used, layout, requests, shares, prior, prior_weight):
     if prior is not None:
         for c in range(layout.size):
             field = _field_of(layout, c)
-            out.append(prior_weight * (x[c] - prior[c]) / max(_SCALES[field], abs(prior[c])))
+            out.append(prior_weight * (x[c] - prior[c]) / max(scales[field], abs(prior[c])))
     return np.array(out)
 
 
@@ -566,7 +566,7 @@ def _sparsity(used, layout, prior) -> np.ndarray:
 
 def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=None,
         start=None, request_overhead: bool = False, prior_weight: float | None = None,
-        max_evaluations: int = 25, knees=None):  # fmt: skip
+        max_evaluations: int = 25, knees=None, scales=None):  # fmt: skip
     """Fit the engine calibration on measured points: robust least squares of the log errors.
 
     Every figure's error is ``log(simulated / measured)`` under a Cauchy loss (scale
@@ -578,6 +578,8 @@ def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=No
 
     ``max_evaluations`` bounds the trial calibrations (each also costs a finite-difference
     Jacobian: one simulation of every point per group of parameters no figure shares).
+    ``scales`` (seven values, one per calibration field; None: :data:`_SCALES`) set each field's
+    typical change: the optimiser's steps and the size of a move the prior's pull counts as one.
 
     Returns ``({(gpu, engine): Calibration}, x, layout, evaluations)``.
     """
@@ -596,12 +598,14 @@ def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=No
         rows[pt.source] = rows.get(pt.source, 0) + len(pt.figures)
     shares = {source: 1.0 / count for source, count in rows.items()}
     weight = PRIOR_WEIGHT if prior_weight is None else prior_weight
-    scale = np.array([_SCALES[_field_of(layout, c)] for c in range(layout.size)])
+    scales = _SCALES if scales is None else np.asarray(scales, dtype=float)
+    scale = np.array([scales[_field_of(layout, c)] for c in range(layout.size)])
     # tolerances of 1e-3: the figures' own noise (finite runs, percentiles) is larger than that
     result = least_squares(
         _residuals, x0, bounds=(lo, hi), x_scale=scale, diff_step=0.05, method="trf",
         jac_sparsity=_sparsity(used, layout, prior), max_nfev=max_evaluations,
-        ftol=1e-3, xtol=1e-3, gtol=1e-3, args=(used, layout, requests, shares, prior, weight),
+        ftol=1e-3, xtol=1e-3, gtol=1e-3,
+        args=(used, layout, requests, shares, prior, weight, scales),
     )  # fmt: skip
     x = result.x
     errors = []

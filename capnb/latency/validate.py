@@ -3,7 +3,8 @@
 ``python -m capnb.latency.validate`` prints the tables; ``--write VALIDATION.md`` also stores the
 record (``capnb/latency/engine_calibration.json``: the calibration fitted on every source, each
 fold's, every held-out figure) and replaces the two latency sections of that file. ``--source
-NAME`` reruns only that source's fold on the stored record (:func:`refresh`); ``--figures NAME``
+NAME`` reruns only that source's fold on the stored record (:func:`refresh`); ``--own-run`` reruns
+only the own-run folds on the stored fold calibrations (:func:`refresh_own_run`); ``--figures NAME``
 prints that source's stored held-out figures beside their predictions (:func:`figures_markdown`).
 
 Leave one source out
@@ -265,6 +266,22 @@ def refresh(record: dict, sources: list[str], progress=None) -> dict:
         record["knees"] += _knee_rows(curves, knees)
         own = own_run_rows([pt for pt in pts if pt.source == source], record["folds"], say)
         record["own_run"] = [r for r in record["own_run"] if r["source"] != source] + own
+    return record
+
+
+def refresh_own_run(record: dict, progress=None) -> dict:
+    """The stored record with its own-run rows recomputed (the folds and held-out rows kept).
+
+    The own-run folds start from the stored fold calibrations (:func:`own_run_rows`), so a change
+    of :func:`capnb.latency.calibrate` alone is measured without refitting the folds.
+    """
+    from ..data import load_measurements
+
+    if record.get("data_hash") != data_hash():
+        raise InputError("--own-run: the stored record is of other measurements; run everything")
+    pts, _ = _fit.points(load_measurements())
+    record = json.loads(json.dumps(record))
+    record["own_run"] = own_run_rows(pts, record["folds"], progress=progress)
     return record
 
 
@@ -796,6 +813,11 @@ def main(argv=None) -> int:
         help="rerun only this source's fold on the stored record (repeatable; see refresh)",
     )
     parser.add_argument(
+        "--own-run",
+        action="store_true",
+        help="rerun only the own-run folds on the stored fold calibrations (see refresh_own_run)",
+    )
+    parser.add_argument(
         "--figures",
         metavar="NAME",
         help="print one source's stored held-out figures beside their predictions, then stop",
@@ -807,7 +829,13 @@ def main(argv=None) -> int:
             parser.error("--figures needs a stored record: run without it first")
         print(figures_markdown(stored, args.figures))
         return 0
-    if args.source:
+    if args.own_run:
+        stored = _fitted.stored()
+        if stored is None:
+            parser.error("--own-run needs a stored record: run without it first")
+        say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+        record = refresh_own_run(stored, progress=say)
+    elif args.source:
         stored = _fitted.stored()
         if stored is None:
             parser.error("--source needs a stored record: run without it first")
