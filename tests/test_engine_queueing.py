@@ -158,6 +158,29 @@ def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
         latency.calibrate(runs, settings=EngineSettings(block_size=32))
 
 
+def test_calibrating_moves_the_request_overhead_the_prior_holds_at_zero(tmp_path):
+    """A deployment with 120 ms outside the steps (the prior says 0): its TTFT floor is learnt.
+
+    At the fit's general scale for the overhead (20 ms a unit of pull) the two runs' TTFT went
+    into a lower compute efficiency instead, and the held-out rate's median TTFT was 46 % short.
+    """
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.12, fitted_on="truth")
+    _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
+    own = latency.calibrate(
+        runs[runs["load"] != 6.0], settings=EngineSettings("vllm-v1"), prior=CAL
+    )
+    assert own.request_overhead_s == pytest.approx(0.12, rel=0.15)
+    held = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=own)
+    true = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=truth)
+    for metric in ("ttft", "tpot", "e2e"):
+        for q in (0.5, 0.99):
+            got = held.latency.sel(metric=metric, latency_quantile=q).item()
+            want = true.latency.sel(metric=metric, latency_quantile=q).item()
+            assert abs(got / want - 1) <= 0.10, (metric, q)
+
+
 def test_a_plan_carries_its_band():
     curve = data.load_latency_curve("dstack-vllm-mi300x-short")
     mid = capacity.plan(curve, 10.0, 20.0, metric="ttft")

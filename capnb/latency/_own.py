@@ -25,6 +25,21 @@ __all__ = ["calibrate", "fit_own"]
 
 #: Simulations of the runs a fit may use (each one every run at one trial calibration).
 EVALUATIONS = 40
+#: Strength of the pull towards the prior: each parameter counts as this many measured figures
+#: (it was 1). Where the prior does not express the run (DeepSeek-V3 on SGLang with attention
+#: data parallelism: HBM efficiency 1.0 in the prior, about 0.15 in the runs) a pull of 1 kept the
+#: request overhead at 3-5 ms where these runs put it at 0.25-0.35 s, and the held-out rates'
+#: median TTFT was half the measured. Chosen out of sample with :data:`REQUEST_OVERHEAD_SCALE`.
+PRIOR_PULL = 0.3
+#: The move of the per-request overhead (seconds, outside the steps: the server's HTTP path,
+#: tokenising, the client) that the pull counts as one figure's worth. The bundled calibration
+#: holds the overhead at 0, and at the fit's general scale (20 ms) the pull made 60-120 ms of it
+#: cost as much as 9-36 figures each missed by 40 %, so the runs' TTFT floor went into the compute
+#: efficiency instead (0.39 -> 0.19 on SGLang's 70B runs), which then missed the prefill of other
+#: lengths and loads. Chosen with :data:`PRIOR_PULL` out of sample among four pairs (pull 1 or
+#: 0.3; 20 or 200 ms): for each bundled source the pair with the lowest mean own-run error on the
+#: other sources (P50 and P99 rows), 0.3 and 200 ms for every source.
+REQUEST_OVERHEAD_SCALE = 0.2
 
 
 def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
@@ -32,12 +47,15 @@ def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
     """The calibration fitted on measured points of one GPU and engine, pulled towards ``prior``."""
     layout = _fit.layout_of(pts, pooled=True, request=True)
     start = layout.start(prior.engine_array())
-    # the prior counts as one measured figure per parameter: the runs decide what they measure,
-    # the prior holds what they do not
+    # the prior counts as PRIOR_PULL measured figures per parameter: the runs decide what they
+    # measure, the prior holds what they do not
     figures = sum(len(pt.figures) for pt in pts)
+    scales = _fit._SCALES.copy()
+    scales[_fit.kernels.CALIBRATION_FIELDS.index("request_overhead_s")] = REQUEST_OVERHEAD_SCALE
     fitted, _, _, _ = _fit.fit(
         pts, pooled=True, prior=start, start=start, request_overhead=True,
-        max_evaluations=EVALUATIONS, prior_weight=1.0 / math.sqrt(max(figures, 1)),
+        max_evaluations=EVALUATIONS, prior_weight=PRIOR_PULL / math.sqrt(max(figures, 1)),
+        scales=scales,
     )  # fmt: skip
     cal = next(iter(fitted.values()))
     fields = {k: float(v) for k, v in zip(_fit.kernels.CALIBRATION_FIELDS, cal.engine_array(),
