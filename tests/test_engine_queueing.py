@@ -131,15 +131,21 @@ def test_read_bench_runs_keeps_each_runs_mode_and_length(tmp_path):
                              tensor_parallel=1, engine="vllm")  # fmt: skip
 
 
-def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
-    """Runs made by a known calibration: two rates calibrate, the held-out rate is predicted."""
-    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+def _calibrated_on_two_rates(tmp_path, truth: Calibration):
+    """Runs at 2, 6 and 12 requests/s made by ``truth``; the calibration from 2 and 12 alone."""
     _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
     runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
                                 tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
     own = latency.calibrate(
         runs[runs["load"] != 6.0], settings=EngineSettings("vllm-v1"), prior=CAL
     )
+    return runs, own
+
+
+def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
+    """Runs made by a known calibration: two rates calibrate, the held-out rate is predicted."""
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    runs, own = _calibrated_on_two_rates(tmp_path, truth)
     assert "own runs" in own.fitted_on
     held = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=own)
     true = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=truth)
@@ -165,12 +171,7 @@ def test_calibrating_moves_the_request_overhead_the_prior_holds_at_zero(tmp_path
     into a lower compute efficiency instead, and the held-out rate's median TTFT was 46 % short.
     """
     truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.12, fitted_on="truth")
-    _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
-    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
-                                tensor_parallel=1, engine="vllm", engine_version="0.11.0")  # fmt: skip
-    own = latency.calibrate(
-        runs[runs["load"] != 6.0], settings=EngineSettings("vllm-v1"), prior=CAL
-    )
+    _, own = _calibrated_on_two_rates(tmp_path, truth)
     assert own.request_overhead_s == pytest.approx(0.12, rel=0.15)
     held = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=own)
     true = _rate_curve([6.0], requests=300, warmup_share=0.0, calibration=truth)
