@@ -251,6 +251,9 @@ def test_the_forecasting_worksheet_plans_the_plans_trace_as_the_plan_does(small_
             "demand_scale": 1.5,  # growth: the worksheet scales the trace as the plan does
         },
         gpus=("H200",),  # the forecast is all this test reads: no mixed fleet to search
+        # nor the policy's held-out choice, which leaves the plan's forecast as it is (both are
+        # fitted on the whole trace: the choice re-fits at its origins only)
+        elasticity={"backtest_days": 0},
     )
     parameters, made = _parameters_and_plan(config, tmp_path)
     parameters = parameters["01_forecasting"]
