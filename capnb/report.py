@@ -24,6 +24,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping
 from importlib import resources
@@ -389,9 +390,16 @@ def _page(notebook, *, show_code: bool):
 
 
 def execute(
-    name: str | os.PathLike, *, parameters: Mapping[str, object] | None = None, timeout: int = 600
+    name: str | os.PathLike,
+    *,
+    parameters: Mapping[str, object] | None = None,
+    timeout: int = 600,
+    kernel: _Kernel | None = None,
 ):
-    """Execute a worksheet headless (a fresh kernel) and return the executed notebook node.
+    """Execute a worksheet headless and return the executed notebook node.
+
+    In a fresh kernel, or in ``kernel`` (:func:`run_report`'s kernels, each reset to its state at
+    start before the worksheet runs: see :class:`_Kernel`).
 
     Raises
     ------
@@ -399,33 +407,149 @@ def execute(
         A cell failed; the message names the worksheet and shows the cell.
     """
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from traitlets.config import Config
 
     path = Path(name) if str(name).endswith(".ipynb") else worksheet_path(str(name))
     notebook = nbformat.read(path, as_version=4)
     if parameters:
         _inject_parameters(notebook, parameters)
-    # the kernel talks over Unix sockets in a private directory: no open TCP port, and none of
-    # ipykernel 7's warnings about unencrypted TCP (one per worksheet) in the main job's output
-    with tempfile.TemporaryDirectory(prefix="capnb-kernel-") as sockets:
-        ipc = {"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}}
-        client = NotebookClient(  # it makes (and shuts down) its own kernel manager
-            notebook,
-            config=Config(ipc),
-            timeout=timeout,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        try:
-            client.execute()
-        except CellExecutionError as error:
-            raise CellExecutionError(
-                f"worksheet {path.name} failed:\n{error}", error.ename, error.evalue
-            ) from None
+    try:
+        if kernel is not None:
+            kernel.run(notebook, path.parent, timeout)
+        else:
+            with _Kernel() as fresh:
+                fresh.run(notebook, path.parent, timeout)
+    except CellExecutionError as error:
+        raise CellExecutionError(
+            f"worksheet {path.name} failed:\n{error}", error.ename, error.evalue
+        ) from None
     notebook.metadata["capnb_worksheet"] = path.stem
     return notebook
+
+
+#: Run in a kernel as it starts: what a worksheet may change and the next must not see.
+_SNAPSHOT = """
+def _capnb_snapshot():
+    import os, sys, types, warnings
+    sys.modules["_capnb_kernel_start"] = types.SimpleNamespace(
+        environ=dict(os.environ), path=list(sys.path), filters=list(warnings.filters))
+_capnb_snapshot()
+del _capnb_snapshot
+"""
+
+#: Run in a kept kernel before its next worksheet (``{folder!r}``: the worksheet's folder).
+_RESET = """
+def _capnb_reset(folder):
+    import itertools, os, sys, warnings
+    start = sys.modules["_capnb_kernel_start"]
+    os.environ.clear()
+    os.environ.update(start.environ)
+    sys.path[:] = start.path
+    warnings.resetwarnings()  # also forgets which warnings were shown once
+    warnings.filters[:] = start.filters
+    os.chdir(folder)
+    for module, name in _COUNTERS:  # chart and view ids count from 0, as in a fresh kernel
+        if module in sys.modules:
+            setattr(sys.modules[module], name, itertools.count())
+_COUNTERS = {counters!r}
+_capnb_reset({folder!r})
+get_ipython().reset(new_session=False)
+"""
+#: The module-level counters of ids that capnb writes into a page (a div's, a kept view's).
+_COUNTERS = (("capnb.notebook", "_counter"), ("capnb.widgets._base", "_displays"))
+
+
+class _Kernel:
+    """A Python kernel that runs one worksheet after another, as if each had a fresh one.
+
+    Started once, with a snapshot of its environment variables, ``sys.path`` and warning filters;
+    before each worksheet after the first, those are put back, the working folder set to the
+    worksheet's, capnb's chart ids restarted, and the user namespace cleared (IPython's
+    ``reset``). What stays: imported modules and the numba kernels they loaded, and capnb's
+    caches of bundled tables, which a worksheet reads and never changes: starting a kernel and
+    importing capnb, xarray, numba and altair is about 1.5 CPU-seconds of each worksheet. After a
+    worksheet that failed, the kernel is shut down and the next worksheet gets a new one (a
+    timeout may leave a cell running). The kernel talks over Unix sockets in a private folder: no
+    open TCP port, and none of ipykernel 7's warnings about unencrypted TCP.
+    """
+
+    def __init__(self):
+        self._manager = None
+        self._sockets = None
+
+    def __enter__(self) -> _Kernel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, notebook, folder: Path, timeout: int) -> None:
+        from jupyter_core.utils import run_sync
+        from nbclient import NotebookClient
+
+        fresh = self._manager is None or not run_sync(self._manager.is_alive)()
+        if fresh:
+            self.close()
+            self._start(folder)
+        client = NotebookClient(
+            notebook,
+            km=self._manager,  # kept: the client neither starts nor shuts it down
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(folder)}},
+        )
+        try:
+            if not fresh:
+                self._silent(_RESET.format(folder=str(folder), counters=_COUNTERS), timeout)
+            client.execute()
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            if client.kc is not None:
+                client.kc.stop_channels()
+
+    def _start(self, folder: Path) -> None:
+        from jupyter_client.manager import AsyncKernelManager
+        from jupyter_core.utils import run_sync
+        from traitlets.config import Config
+
+        self._sockets = tempfile.TemporaryDirectory(prefix="capnb-kernel-")
+        ipc = {"KernelManager": {"transport": "ipc", "ip": str(Path(self._sockets.name) / "k")}}
+        self._manager = AsyncKernelManager(kernel_name="python3", config=Config(ipc))
+        run_sync(self._manager.start_kernel)(
+            cwd=str(folder), extra_arguments=["--HistoryManager.hist_file=:memory:"]
+        )
+        self._silent(_SNAPSHOT, 60)
+
+    def _silent(self, code: str, timeout: int) -> None:
+        client = self._manager.blocking_client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=60)
+            reply = client.execute_interactive(
+                code, silent=True, store_history=False, timeout=timeout, output_hook=lambda m: None
+            )
+        finally:
+            client.stop_channels()
+        if reply["content"]["status"] != "ok":
+            raise RuntimeError(
+                f"a kept kernel could not be reset: {reply['content'].get('evalue', '')}"
+            )
+
+    def close(self) -> None:
+        from jupyter_core.utils import run_sync
+
+        if self._manager is not None:
+            try:
+                if run_sync(self._manager.is_alive)():
+                    run_sync(self._manager.shutdown_kernel)(now=False)
+            finally:
+                run_sync(self._manager.cleanup_resources)()
+                self._manager = None
+        if self._sockets is not None:
+            self._sockets.cleanup()
+            self._sockets = None
 
 
 def run_worksheet(
@@ -756,7 +880,8 @@ def run_report(
     worksheets
         Which worksheets, in order.
     jobs
-        Worksheets executed at once (each in its own kernel).
+        Worksheets executed at once: each of ``jobs`` kernels runs one worksheet after another,
+        reset between them to its state at start (see ``_Kernel``).
     progress
         Show a progress bar (on a terminal; elsewhere one line per worksheet).
     show_code
@@ -787,11 +912,18 @@ def run_report(
     parameters = _parameters(config, out_dir, keep=kept, written=written)
     bar = _progress(len(worksheets), progress)
     executed, skipped = {}, {}
+    kernels = threading.local()  # one kept kernel per worker thread (see _Kernel)
+    started: list[_Kernel] = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
 
             def run(name: str):
-                return execute(name, parameters=parameters.get(name), timeout=timeout)
+                if getattr(kernels, "one", None) is None:
+                    kernels.one = _Kernel()
+                    started.append(kernels.one)  # list.append holds the GIL: no lock needed
+                return execute(
+                    name, parameters=parameters.get(name), timeout=timeout, kernel=kernels.one
+                )
 
             futures = {name: pool.submit(run, name) for name in worksheets}
             for name in worksheets:
@@ -804,6 +936,8 @@ def run_report(
                     skipped[name] = _why(error)
                 bar(name)
     finally:
+        for kernel in started:
+            kernel.close()
         bar(None)
     if not executed:
         for path in written:  # nothing half written: no report, so none of its files

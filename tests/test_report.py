@@ -501,3 +501,82 @@ def test_the_forecasting_checks_hold_on_a_history_just_over_a_week(tmp_path):
         "TRACE": str(path), "TRACE_OPTIONS": {"time_column": "ts"}, "GROWTH_MODEL": "auto"})  # fmt: skip
     said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
     assert "checks passed" in said and "one every day" in said
+
+
+def _notebook(path: Path, *cells: str) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+    return path
+
+
+def _printed(notebook) -> list[str]:
+    """Each code cell's printed text and plain results (stream outputs joined: how a kernel
+    splits one cell's prints into messages depends on its timing)."""
+    texts = [
+        "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in c.outputs)
+        for c in notebook.cells
+        if c.cell_type == "code"
+    ]
+    # what differs between any two kernels: objects' addresses, the kernel's own process id
+    return [re.sub(r" at 0x[0-9a-f]+|ipykernel_\d+", "", text) for text in texts]
+
+
+def test_a_kept_kernel_gives_each_worksheet_a_fresh_kernels_state(tmp_path):
+    """run_report's kernels run worksheet after worksheet: nothing one leaves reaches the next."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    leaves = _notebook(
+        first / "leaves.ipynb",
+        "import os, sys, warnings\nLEFT = 1\nos.environ['CAPNB_LEFT'] = '1'\n"
+        "sys.path.insert(0, '/nowhere')\nos.chdir('/')\nwarnings.simplefilter('ignore')",
+        "import capnb.notebook\nprint(capnb.notebook.chart_html({'mark': 'point'})[:40])",
+    )
+    finds = _notebook(
+        second / "finds.ipynb",
+        "import os, sys, warnings\nprint('LEFT' in globals(), os.environ.get('CAPNB_LEFT'),"
+        " '/nowhere' in sys.path, os.getcwd())",
+        "warnings.warn('shown in every worksheet', UserWarning)",
+        "import capnb.notebook\nprint(capnb.notebook.chart_html({'mark': 'point'})[:40])",
+    )
+    fresh = report.execute(finds)
+    with report._Kernel() as kernel:
+        report.execute(leaves, kernel=kernel)
+        kept = report.execute(finds, kernel=kernel)
+        with pytest.raises(CellExecutionError, match="ZeroDivisionError"):
+            report.execute(_notebook(first / "fails.ipynb", "1 / 0"), kernel=kernel)
+        after = report.execute(finds, kernel=kernel)  # on a new kernel: a failure ends the old
+    assert _printed(fresh)[0] == f"False None False {second}\n"
+    assert "shown in every worksheet" in str(fresh.cells[1].outputs)
+    assert _printed(kept) == _printed(after) == _printed(fresh)
+    assert "shown in every worksheet" in str(kept.cells[1].outputs)  # the warning, again
+
+
+@pytest.mark.slow
+def test_a_report_in_kept_kernels_says_what_fresh_kernels_say(tmp_path):
+    """Two worksheets in one kept kernel print and display what each prints in a kernel of its own."""
+    import warnings
+
+    from capnb import plan
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        parameters = report._parameters(None, tmp_path)
+    names = ("02_memory", "05_plan")
+    with report._Kernel() as kernel:
+        kept = [report.execute(n, parameters=parameters.get(n), kernel=kernel) for n in names]
+    for name, notebook in zip(names, kept, strict=True):
+        fresh = report.execute(name, parameters=parameters.get(name))
+        assert _printed(notebook) == _printed(fresh), name
+        ids = [
+            re.findall(r"capnb-chart-\w+", str(c.outputs)) for c in notebook.cells if "outputs" in c
+        ]
+        assert ids == [re.findall(r"capnb-chart-\w+", str(c.outputs))
+                       for c in fresh.cells if "outputs" in c], name  # fmt: skip
