@@ -313,7 +313,7 @@ def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypa
             written.append(out_dir / name)
         return {}
 
-    def fails(name, parameters=None, timeout=None):
+    def fails(name, parameters=None, timeout=None, kernel=None):
         raise CellExecutionError("", "InputError", f"{name} cannot apply")
 
     monkeypatch.setattr(report, "_parameters", parameters)
