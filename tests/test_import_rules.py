@@ -183,3 +183,18 @@ def test_the_documented_layout_matches_the_tree():
     )
     for folder in ("notebooks", "datasets", "tests"):
         assert folder in tokens and (ROOT.parent / folder).is_dir()
+
+
+#: Issue 32: the longest function in the package (a long one holds several ideas; split it).
+LONGEST_FUNCTION = 150
+
+
+def test_no_function_in_the_package_is_longer_than_the_limit():
+    found = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # decorators aside, docstring in
+                if lines >= LONGEST_FUNCTION:
+                    found[f"{name}.{node.name} (line {node.lineno})"] = lines
+    assert found == {}

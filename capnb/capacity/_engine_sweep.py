@@ -215,26 +215,7 @@ def sweep_engine(
                 else ""
             )
         )
-    template = template.drop_vars([c for c in ("gpu", "tensor_parallel") if c in template.coords])
-    stacked = []
-    for gpu in gpus:
-        per_tp = []
-        for tp in tensor_parallel:
-            kind, result = rows[(gpu, tp)]
-            if kind != "ok":  # the option cannot run: NaN everywhere, binding says why
-                result = template.copy()
-                for name, var in template.data_vars.items():
-                    if var.dtype.kind in "iufb":
-                        result[name] = xr.full_like(var, np.nan, dtype=float)
-                result["binding"] = xr.full_like(template.binding, kind)
-            else:
-                result = result.drop_vars(
-                    [c for c in ("gpu", "tensor_parallel") if c in result.coords]
-                )
-            per_tp.append(result)
-        stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
-    out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
-    out = out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
+    out = _stacked(rows, gpus, tensor_parallel, template)
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
@@ -253,6 +234,34 @@ def sweep_engine(
         output_tokens=float(workload.output_tokens.mean()),
     )
     return out
+
+
+def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Dataset:
+    """Each option's answer over (``gpu``, ``tensor_parallel``).
+
+    An option that cannot run (its kind in ``rows`` is not ``"ok"``) is NaN everywhere, its
+    ``binding`` saying why (its kind).
+    """
+    template = template.drop_vars([c for c in ("gpu", "tensor_parallel") if c in template.coords])
+    stacked = []
+    for gpu in gpus:
+        per_tp = []
+        for tp in tensor_parallel:
+            kind, result = rows[(gpu, tp)]
+            if kind != "ok":
+                result = template.copy()
+                for name, var in template.data_vars.items():
+                    if var.dtype.kind in "iufb":
+                        result[name] = xr.full_like(var, np.nan, dtype=float)
+                result["binding"] = xr.full_like(template.binding, kind)
+            else:
+                result = result.drop_vars(
+                    [c for c in ("gpu", "tensor_parallel") if c in result.coords]
+                )
+            per_tp.append(result)
+        stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
+    out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
+    return out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
 
 
 def _band_ratio(latency_band, sla, metric: str | None, analytic_metrics=()):
