@@ -561,7 +561,8 @@ def test_a_kept_kernel_gives_each_worksheet_a_fresh_kernels_state(tmp_path):
 
 @pytest.mark.slow
 def test_a_report_in_kept_kernels_says_what_fresh_kernels_say(tmp_path):
-    """Two worksheets in one kept kernel print and display what each prints in a kernel of its own."""
+    """A worksheet run in a kept kernel after another prints and displays what it prints in a
+    kernel of its own (the first in a kept kernel runs on a fresh one by construction)."""
     import warnings
 
     from capnb import plan
@@ -569,14 +570,14 @@ def test_a_report_in_kept_kernels_says_what_fresh_kernels_say(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)
         parameters = report._parameters(None, tmp_path)
-    names = ("02_memory", "05_plan")
     with report._Kernel() as kernel:
-        kept = [report.execute(n, parameters=parameters.get(n), kernel=kernel) for n in names]
-    for name, notebook in zip(names, kept, strict=True):
-        fresh = report.execute(name, parameters=parameters.get(name))
-        assert _printed(notebook) == _printed(fresh), name
-        ids = [
-            re.findall(r"capnb-chart-\w+", str(c.outputs)) for c in notebook.cells if "outputs" in c
-        ]
-        assert ids == [re.findall(r"capnb-chart-\w+", str(c.outputs))
-                       for c in fresh.cells if "outputs" in c], name  # fmt: skip
+        report.execute("02_memory", parameters=parameters.get("02_memory"), kernel=kernel)
+        kept = report.execute("05_plan", parameters=parameters.get("05_plan"), kernel=kernel)
+    fresh = report.execute("05_plan", parameters=parameters.get("05_plan"))
+    assert _printed(kept) == _printed(fresh)
+
+    def ids(notebook):  # a chart's id and a kept view's count (its key holds an address)
+        return [re.findall(r"capnb-chart-\w+|-\d+\b(?=\\?[\"'])", str(c.get("outputs", [])))
+                for c in notebook.cells]  # fmt: skip
+
+    assert any(ids(kept)) and ids(kept) == ids(fresh)
