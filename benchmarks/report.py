@@ -45,7 +45,7 @@ def run(quick: bool = False) -> list[Row]:
             cold,
             f"{cold:.0f} s (goal < 60 s)",
             {},
-            "two worksheets at a time, each in its own kernel",
+            "two kernels, each running worksheet after worksheet (reset between)",
         ),
         Row(
             "capnb report, warm kernel cache",
