@@ -27,7 +27,15 @@ Defaults (from the engines' argument parsers at the releases named):
 - ``trtllm`` (TensorRT-LLM in-flight batching): context and generation in one step, 8,192 tokens
   a step (``max_num_tokens``), 256 running requests (``max_batch_size``).
 - ``lmdeploy`` (TurboMind): prefill chunks beside the decodes, 8,192 tokens a step, 256 running
-  requests (``max_batch_size``).
+  requests (``max_batch_size``): later releases' ``TurbomindEngineConfig``
+  (``lmdeploy/messages.py``: ``max_prefill_token_num`` 8,192 from v0.2.5; ``max_batch_size`` 256 on
+  an A100 in v0.8.0's ``get_max_batch_size``). v0.1.0a1 scheduled otherwise: each iteration of
+  ``LlamaBatch::InternalThreadEntry`` admits the waiting requests (up to ``max_batch_size``, KV
+  permitting), prefills every one of them whole (``ContextDecode``: sub-batches of at most
+  ``max_context_token_num`` tokens, run one after another; ``max_context_token_num`` at most
+  ``max_batch_size`` is multiplied by ``session_len`` in ``LlamaTritonModel.cc``) and then runs the
+  decode step that gives them their first token: mixed steps, no chunking, no token limit an
+  iteration. The lmdeploy-a100 source's v0.1.0a1 runs say so in ``measured_runs.csv``.
 """
 
 from __future__ import annotations
