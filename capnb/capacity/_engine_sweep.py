@@ -169,9 +169,9 @@ def sweep_engine(
     from ..latency._engine import holds
 
     spec = data.load_model(model)
-    seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    # vLLM rejects a request its KV cache cannot hold whole
-    longest = int((workload.prompt_tokens + workload.output_tokens).max())
+    lengths = workload.prompt_tokens + workload.output_tokens
+    seq_len = math.ceil(float(lengths.mean()))
+    longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
     ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
     rows, too_long = {}, []
     for gpu in gpus:
@@ -186,10 +186,10 @@ def sweep_engine(
                 split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,
                                         cache_share=[share])  # fmt: skip
                 hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
-            fits = running // seq_len
-            if fits >= 1 and not holds(longest, running):  # the workload's longest request
+            fits, whole = running // seq_len, holds(longest, running)
+            if fits >= 1 and not whole:  # the workload's longest request: said in the notes
                 too_long.append(f"{tp} x {gpu}: {running:,}")
-            if fits < 1 or not holds(longest, running):
+            if fits < 1 or not whole:
                 rows[(gpu, tp)] = ("infeasible_memory", (hit, running))
                 continue
             curve = engine_curve(Deployment(model, gpu, int(tp)), workload, fits=fits,
@@ -220,13 +220,14 @@ def sweep_engine(
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
     if too_long:  # said with the answer: which options memory ruled out, and why
-        note = (
+        from ..data import _curve
+
+        _curve.add_note(
+            out,
             f"memory: the KV cache of {'; '.join(too_long)} tokens cannot hold the workload's "
             f"longest request ({longest:,} tokens, prompt + output), which vLLM would reject: "
-            "infeasible_memory"
+            "infeasible_memory",
         )
-        notes = str(out.attrs.get("notes", ""))
-        out.attrs["notes"] = f"{notes}\n{note}" if notes else note
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,

@@ -142,8 +142,9 @@ def _searched(
     )
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
     if too_long:  # said with the answer: which options memory ruled out, and why
-        notes = str(result.attrs.get("notes", ""))
-        result.attrs["notes"] = f"{notes}\n{too_long}" if notes else too_long
+        from ..data import _curve
+
+        _curve.add_note(result, too_long)
     result.attrs["workload"] = curves.attrs["workload"]
     # what price() needs: the workload's mean lengths (each seq_len rescales them)
     result.attrs["prompt_tokens"] = curves.attrs["prompt_tokens"]

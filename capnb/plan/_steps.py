@@ -197,8 +197,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         result.attrs["latency_source"] = where
         lengths = _lengths_note(curve, workload, workload_from, seq_len)
         if lengths:
-            notes = str(result.attrs.get("notes", ""))
-            result.attrs["notes"] = f"{notes}\n{lengths}" if notes else lengths
+            from ..data import _curve
+
+            _curve.add_note(result, lengths)
     # the model each bound was checked on, and the one the held-out figures favour, said
     used = {"model": "analytic", "engine": "engine"}.get(kind, "measured")
     result.attrs["latency_models"] = json.dumps(
