@@ -266,6 +266,23 @@ def test_the_stored_fit_is_of_the_current_measurements():
     assert "NaN" not in text
 
 
+def test_own_run_rows_in_two_processes_are_the_stored_rows_of_one():
+    # validate --jobs N: each curve's or configuration's own-run fits in a process of its own,
+    # the rows put back in the order one process writes them (a source with five configurations)
+    from capnb.data import load_measurements
+    from capnb.latency import _fit, _fitted, validate
+
+    record = _fitted.stored()
+    if record is None or record["data_hash"] != validate.data_hash():
+        pytest.skip("no stored engine calibration of the current measurements")
+    source = "trtllm-static-batch"
+    pts = [pt for pt in _fit.points(load_measurements())[0] if pt.source == source]
+    rows = validate.own_run_rows(pts, record["folds"], jobs=2)
+    stored = [r for r in record["own_run"] if r["source"] == source]
+    assert len(rows) == len(stored) > 0
+    assert json.dumps(rows, default=float) == json.dumps(stored, default=float)
+
+
 def test_the_validation_section_is_the_stored_records():
     from pathlib import Path
 

@@ -6,6 +6,8 @@ fold's, every held-out figure) and replaces the two latency sections of that fil
 NAME`` reruns only that source's fold on the stored record (:func:`refresh`); ``--own-run`` reruns
 only the own-run folds on the stored fold calibrations (:func:`refresh_own_run`); ``--figures NAME``
 prints that source's stored held-out figures beside their predictions (:func:`figures_markdown`).
+``--jobs N`` runs the fits and the own-run folds in ``N`` processes; the record is the same, row
+for row, as one process writes (each job is a whole fit, and their results are put back in order).
 
 Leave one source out
     For each measurement source (:func:`capnb.data.load_measurements`): fit the engine calibration
@@ -177,42 +179,82 @@ def _knee_rows(curves, knees):
     return out
 
 
-def run(progress=None) -> dict:
-    """Fit on everything, leave each source out, then each rate and length; the stored record."""
+def run(progress=None, jobs: int = 1) -> dict:
+    """Fit on everything, leave each source out, then each rate and length; the stored record.
+
+    ``jobs``: processes to run the fits in (the record does not depend on it).
+    """
     say = progress or (lambda text: None)
-    record, pts = leave_sources_out(progress=say)
+    record, pts = leave_sources_out(progress=say, jobs=jobs)
     say("calibrating on each source's own runs")
-    record["own_run"] = own_run_rows(pts, record["folds"], progress=say)
+    record["own_run"] = own_run_rows(pts, record["folds"], progress=say, jobs=jobs)
     return record
 
 
-def leave_sources_out(progress=None) -> tuple[dict, list]:
+_EVERY = "*every source*"  # the job of the fit on every source
+_POINTS: list = []  # a worker process's measured points (see _worker_points)
+
+
+def _worker_points() -> list:
+    """The measured points, read once per process."""
+    from ..data import load_measurements
+
+    if not _POINTS:
+        _POINTS.extend(_fit.points(load_measurements())[0])
+    return _POINTS
+
+
+def _fold_job(job: str):
+    """One fit of :func:`leave_sources_out`: on every source, or without one (and its rows)."""
+    pts = _worker_points()
+    if job == _EVERY:
+        per_group, pooled, evaluations = _fit.fit_all(pts)
+        fit_error = next(iter(per_group.values())).fit_error
+        return calibration_record(per_group, pooled), evaluations, fit_error
+    knees = _fit.measured_knees(pts)
+    fold_group, fold_pooled, _ = _fit.fit_all([pt for pt in pts if pt.source != job])
+    rows, curves = _predict([pt for pt in pts if pt.source == job], fold_group, fold_pooled, knees)
+    return calibration_record(fold_group, fold_pooled), rows, _knee_rows(curves, knees)
+
+
+def _in_order(function, tasks: list, jobs: int, say) -> list:
+    """``[function(t) for t in tasks]``, in ``jobs`` processes when more than one; in task order."""
+    if jobs <= 1 or len(tasks) <= 1:
+        out = []
+        for task in tasks:
+            say(f"  {task[0] if isinstance(task, tuple) else task}")
+            out.append(function(task))
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    say(f"  {len(tasks)} jobs in {jobs} processes")
+    # spawn: a forked child would inherit the parent's kernel threads in an unknown state
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(function, tasks))
+
+
+def leave_sources_out(progress=None, jobs: int = 1) -> tuple[dict, list]:
     """The fit on every source and the leave-one-source-out rows: (record, the points)."""
     from ..data import load_measurements
 
     say = progress or (lambda text: None)
     pts, skipped = _fit.points(load_measurements())
-    knees = _fit.measured_knees(pts)
     sources = sorted({pt.source for pt in pts})
-    say("fitting on every source")
-    per_group, pooled, evaluations = _fit.fit_all(pts)
-    rows, knee_rows, folds = [], [], {}
-    for source in sources:
-        say(f"leaving out {source}")
-        train = [pt for pt in pts if pt.source != source]
-        fold_group, fold_pooled, _ = _fit.fit_all(train)
-        folds[source] = calibration_record(fold_group, fold_pooled)
-        fold_rows, curves = _predict([pt for pt in pts if pt.source == source], fold_group,
-                                     fold_pooled, knees)  # fmt: skip
-        rows += fold_rows
-        knee_rows += _knee_rows(curves, knees)
+    say("fitting on every source, then leaving out each source")
+    _POINTS[:] = pts
+    results = _in_order(_fold_job, [_EVERY, *sources], jobs, say)
+    (cal, evaluations, fit_error), fold_results = results[0], results[1:]
+    folds = {source: r[0] for source, r in zip(sources, fold_results, strict=True)}
+    rows = [row for r in fold_results for row in r[1]]
+    knee_rows = [knee for r in fold_results for knee in r[2]]
     record = {
         "data_hash": data_hash(),
         "calibration": {
             "fitted_on": _fitted_label(pts, sources),
             "evaluations": evaluations,
-            **calibration_record(per_group, pooled),
-            "fit_error_median": next(iter(per_group.values())).fit_error,
+            **cal,
+            "fit_error_median": fit_error,
         },
         "folds": folds,
         "skipped": skipped,
@@ -269,7 +311,7 @@ def refresh(record: dict, sources: list[str], progress=None) -> dict:
     return record
 
 
-def refresh_own_run(record: dict, progress=None) -> dict:
+def refresh_own_run(record: dict, progress=None, jobs: int = 1) -> dict:
     """The stored record with its own-run rows recomputed (the folds and held-out rows kept).
 
     The own-run folds start from the stored fold calibrations (:func:`own_run_rows`), so a change
@@ -281,7 +323,7 @@ def refresh_own_run(record: dict, progress=None) -> dict:
         raise InputError("--own-run: the stored record is of other measurements; run everything")
     pts, _ = _fit.points(load_measurements())
     record = json.loads(json.dumps(record))
-    record["own_run"] = own_run_rows(pts, record["folds"], progress=progress)
+    record["own_run"] = own_run_rows(pts, record["folds"], progress=progress, jobs=jobs)
     return record
 
 
@@ -315,39 +357,60 @@ def _relabel(fit: dict, train) -> None:
 
 
 # -- calibrated on the user's own run ----------------------------------------------------------
-def own_run_rows(pts, folds, progress=None) -> list[dict]:
-    """Leave-one-rate-out and leave-one-length-out rows (see the module)."""
-    from ._own import fit_own
-
-    say = progress or (lambda text: None)
-    rows = []
+def _curves_and_configs(pts) -> tuple[dict, dict]:
+    """The points by curve, and the curves by configuration (every length of one setup)."""
     by_curve: dict[tuple, list] = {}
     for pt in pts:
         by_curve.setdefault(_fit.curve_key(pt), []).append(pt)
-    for key, group in sorted(by_curve.items(), key=lambda kv: str(kv[0])):
-        if len(group) < 3:
-            continue
-        say(f"  leave one rate out: {key[0]} {key[2]} TP {key[5]} ({len(group)} loads)")
-        prior = _fitted.from_fold(folds[key[0]], group[0].gpu, group[0].engine_id)
-        for held in group:
-            train = [pt for pt in group if pt is not held]
-            cal = fit_own(train, prior)
-            rows += _own_rows(held, cal, "rate", key)
     by_config: dict[tuple, dict] = {}
     for key, group in by_curve.items():
         config = (*key[:7], key[9])
         by_config.setdefault(config, {})[(key[7], key[8])] = group
+    return by_curve, by_config
+
+
+def own_run_rows(pts, folds, progress=None, jobs: int = 1) -> list[dict]:
+    """Leave-one-rate-out and leave-one-length-out rows (see the module).
+
+    ``jobs``: processes to run the curves' and configurations' fits in (the rows do not depend
+    on it).
+    """
+    say = progress or (lambda text: None)
+    by_curve, by_config = _curves_and_configs(pts)
+    tasks = []
+    for key, group in sorted(by_curve.items(), key=lambda kv: str(kv[0])):
+        if len(group) >= 3:
+            label = f"leave one rate out: {key[0]} {key[2]} TP {key[5]} ({len(group)} loads)"
+            tasks.append((label, "rate", key, folds[key[0]]))
     for config, lengths in sorted(by_config.items(), key=lambda kv: str(kv[0])):
-        if len(lengths) < 2:
-            continue
-        say(f"  leave one length out: {config[0]} {config[2]} TP {config[5]} ({len(lengths)})")
-        any_pt = next(iter(lengths.values()))[0]
-        prior = _fitted.from_fold(folds[config[0]], any_pt.gpu, any_pt.engine_id)
-        for held_key, held in lengths.items():
-            train = [pt for k, group in lengths.items() if k != held_key for pt in group]
-            cal = fit_own(train, prior)
-            for pt in held:
-                rows += _own_rows(pt, cal, "length", _fit.curve_key(pt))
+        if len(lengths) >= 2:
+            label = f"leave one length out: {config[0]} {config[2]} TP {config[5]} ({len(lengths)})"
+            tasks.append((label, "length", config, folds[config[0]]))
+    _POINTS[:] = pts
+    return [row for rows in _in_order(_own_job, tasks, jobs, say) for row in rows]
+
+
+def _own_job(task) -> list[dict]:
+    """One curve's leave-one-rate-out, or one configuration's leave-one-length-out, rows."""
+    from ._own import fit_own
+
+    _, kind, key, fold = task
+    by_curve, by_config = _curves_and_configs(_worker_points())
+    rows = []
+    if kind == "rate":
+        group = by_curve[key]
+        prior = _fitted.from_fold(fold, group[0].gpu, group[0].engine_id)
+        for held in group:
+            cal = fit_own([pt for pt in group if pt is not held], prior)
+            rows += _own_rows(held, cal, "rate", key)
+        return rows
+    lengths = by_config[key]
+    any_pt = next(iter(lengths.values()))[0]
+    prior = _fitted.from_fold(fold, any_pt.gpu, any_pt.engine_id)
+    for held_key, held in lengths.items():
+        cal = fit_own([pt for k, group in lengths.items() if k != held_key for pt in group], prior)
+        for pt in held:
+            rows += _own_rows(pt, cal, "length", _fit.curve_key(pt))
     return rows
 
 
@@ -818,11 +881,17 @@ def main(argv=None) -> int:
         help="rerun only the own-run folds on the stored fold calibrations (see refresh_own_run)",
     )
     parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N",
+        help="run the fits in N processes (the record is the same; default 1)",
+    )  # fmt: skip
+    parser.add_argument(
         "--figures",
         metavar="NAME",
         help="print one source's stored held-out figures beside their predictions, then stop",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: expected a whole number of processes, at least 1")
     if args.figures:
         stored = _fitted.stored()
         if stored is None:
@@ -834,7 +903,7 @@ def main(argv=None) -> int:
         if stored is None:
             parser.error("--own-run needs a stored record: run without it first")
         say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
-        record = refresh_own_run(stored, progress=say)
+        record = refresh_own_run(stored, progress=say, jobs=args.jobs)
     elif args.source:
         stored = _fitted.stored()
         if stored is None:
@@ -848,7 +917,7 @@ def main(argv=None) -> int:
                 "the stored record is missing or of other measurements: run without --stored"
             )
     else:
-        record = run(progress=lambda text: print(text, file=sys.stderr, flush=True))
+        record = run(progress=lambda text: print(text, file=sys.stderr, flush=True), jobs=args.jobs)
     text, own = markdown(record), own_run_markdown(record)
     print(text)
     print(own)
