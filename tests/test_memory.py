@@ -140,6 +140,19 @@ def test_describe_says_infeasible_and_why_never_a_silent_one():
         )
 
 
+def test_describe_blames_the_reserve_not_the_weights_when_the_weights_fit():
+    # 70B at TP 8 on an L4: 16.4 GiB of weights fit the 21.6 GiB usable, vLLM 0.10's reserve
+    # (activations, the sampler's logits, memory outside torch) leaves no KV cache; the sentence
+    # said "its weights alone take 16.4 GiB per GPU, more than the 21.6 GiB usable"
+    ds = memory.max_concurrency(model="Llama-3.1-70B", gpu="L4", tensor_parallel=8, seq_len=2048,
+                                accounting="vllm", vllm_version="0.10")  # fmt: skip
+    assert ds.limit_reason.item() == "weights" and ds.max_concurrency.item() == 0
+    assert float(ds.weights_bytes.item()) < float(ds.usable_bytes.item())
+    text = memory.describe(ds)
+    assert text.startswith("Infeasible") and "alone" not in text and "more than" not in text
+    assert "reserve" in text and "16.4 GiB" in text and "21.6 GiB usable" in text
+
+
 def test_invalid_tensor_parallel_raises_or_is_masked():
     with pytest.raises(InputError, match="does not divide the 40 attention heads"):
         memory.sweep(

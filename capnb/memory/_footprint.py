@@ -588,6 +588,14 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         else "no tensor-parallel degree up to 64 fits it"
     )
     if reason == "weights":
+        headroom = float(result.attrs.get("headroom_fraction", 0.0))
+        if weights * (1.0 + headroom) <= usable:  # the accounting's reserve tips it over
+            return (
+                f"Infeasible: {where} does not fit: its weights take {_gib(weights)} per GPU, and "
+                f"the reserve {result.attrs['accounting']} accounting holds beside them (the "
+                "profile run's activation and sampler peak, and memory outside torch) leaves none "
+                f"of the {_gib(usable)} usable for the KV cache; {remedy}."
+            )
         return (
             f"Infeasible: {where} does not fit: its weights alone take {_gib(weights)} per GPU, "
             f"more than the {_gib(usable)} usable once headroom is counted; {remedy}."

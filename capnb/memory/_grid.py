@@ -27,7 +27,8 @@ AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
 #: What limits ``max_concurrency`` in a cell.
 LIMIT_REASONS = {
     "kv_cache": "the KV cache fills the memory left after weights and headroom",
-    "weights": "the weights (with headroom) alone exceed the GPU's usable memory",
+    "weights": "the weights (with headroom, and any reserve the accounting holds beside them) "
+    "exceed the GPU's usable memory",
     "one_sequence": "the weights fit, but not even one sequence of this length",
     "tensor_parallel_invalid": "this tensor-parallel degree cannot shard the model",
 }
