@@ -299,6 +299,17 @@ def test_applicability_states_the_articles_boundary(short):
     assert "memory, not latency" in capacity.applicability(capped)
 
 
+def test_applicability_at_one_request_in_flight_says_latency_binds(short):
+    # at safe concurrency 1 the naive figure equals Little's law by definition (overstatement
+    # 1.0): that is the latency bound binding hardest, not a curve "close to linear"; the plan
+    # turned it into the check "adds little ... plan by memory and throughput"
+    one = capacity.safe_concurrency(short, 0.35, metric="ttft", memory_limit=500)
+    assert int(one.safe_concurrency) == 1 and str(one.binding.values) == "latency"
+    text = capacity.applicability(one)
+    assert "matters here" in text and "adds little" not in text
+    assert "one request in flight (memory holds 500)" in text
+
+
 def test_describe_gives_the_numbers_it_computed(short):
     p = capacity.plan(short, 10.0, 20.0, metric="ttft")
     text = capacity.describe(p)

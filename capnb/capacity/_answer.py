@@ -332,6 +332,16 @@ def applicability(result: xr.Dataset, **selection: object) -> str:
             "limit; plan by memory and throughput (a looser SLA, or none, changes nothing)."
         )
     over = float(cell.overstatement) if "overstatement" in cell else math.nan
+    if binding == "latency" and int(cell.safe_concurrency) <= 1:
+        # at one request in flight the naive figure is Little's law by definition: the ratio says
+        # nothing about linearity, and the latency bound binds as hard as it can
+        held = int(cell.max_concurrency) if "max_concurrency" in cell else 0
+        memory = f" (memory holds {held:,})" if held > 1 else ""
+        return (
+            "Latency-constrained planning matters here: the SLA holds only at one request in "
+            f"flight{memory}, so an instance serves one request at a time; sizing it by memory or "
+            "by a higher concurrency would break the SLA."
+        )
     if np.isfinite(over) and over < 1.1:
         return (
             f"Latency-constrained planning adds little here: latency barely grows up to "
