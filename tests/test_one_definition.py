@@ -65,6 +65,29 @@ def test_the_burst_test_is_sized_by_the_burst_model():
     assert none.rate_per_month == 0 and _burst_test(demand, PlanConfig(), settings, none) is None
 
 
+def test_the_burst_test_starts_at_the_busiest_stretch_not_a_one_step_spike():
+    # a request log's per-second counts peak on noise: the burst went to a lone spike at 03:00
+    # (07:06 in a log whose busiest hour was 09:00-10:00) instead of the busiest stretch
+    import xarray as xr
+
+    from capnb import forecast
+    from capnb.plan import PlanConfig
+    from capnb.plan._steps import _burst_test
+
+    times = np.arange("2024-01-01", "2024-01-04", dtype="datetime64[m]")
+    hours = (times - times.astype("datetime64[D]")).astype(int) / 60.0
+    values = 2.0 + 8.0 * np.exp(-((hours - 10.0) ** 2) / 2.0)  # busiest around 10:00
+    values[(times == np.datetime64("2024-01-02T03:00")).argmax()] = 50.0  # one noisy step
+    demand = xr.DataArray(values, dims="time", coords={"time": times.astype("datetime64[ns]")})
+    settings = dict(per_instance_qps=2.0, step_s=60.0, cold_start_s=120.0, tolerance_s=120.0,
+                    policy="fixed", min_instances=30)  # fmt: skip
+    model = forecast.BurstModel(duration_s=(600.0, 1800.0), multiplier=(2.0, 2.5))
+    run = _burst_test(demand, PlanConfig().replace(elasticity={"step_s": 60.0}), settings, model)
+    start = np.datetime64(run.attrs["burst_start"])
+    # 20 minutes around the 10:00 peak of the middle day
+    assert np.datetime64("2024-01-02T09:45") <= start <= np.datetime64("2024-01-02T09:55"), start
+
+
 def test_policy_names_are_written_once():
     for name in ("Kubernetes HPA", "Knative KPA", "fixed + elastic"):
         found = _where(f"[\"']{re.escape(name)}[\"']\\s*[,):\\]}}]")

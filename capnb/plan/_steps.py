@@ -511,13 +511,27 @@ def _held_out(cfg: PlanConfig, demand, series, settings):
     )
 
 
+def _busiest_stretch(values: np.ndarray, steps: int) -> int:
+    """First index of the ``steps`` consecutive values of the highest sum.
+
+    Missing values count as 0; a day shorter than ``steps`` starts at 0.
+    """
+    filled = np.nan_to_num(np.asarray(values, dtype=float), nan=0.0)
+    if filled.size <= steps:
+        return 0
+    running = np.concatenate(([0.0], np.cumsum(filled)))
+    sums = running[steps:] - running[:-steps]  # sums[i]: values[i : i + steps]
+    return int(np.argmax(sums))
+
+
 def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model):
     """The chosen policy under one burst of the plan's burst model, at the trace's busiest hour.
 
     The trace replays only the bursts it happened to contain; this injects one burst of the
-    middle size of ``model`` (:func:`burst_model`: its mean factor for its mean length) starting
-    at the busiest step of the trace's middle day, to show what the elastic buffer must absorb.
-    None when the model draws no bursts.
+    middle size of ``model`` (:func:`burst_model`: its mean factor for its mean length) over the
+    busiest stretch of the burst's length in the trace's middle day (the highest mean demand, not
+    the one busiest step: a request log's per-second counts peak on noise), to show what the
+    elastic buffer must absorb. None when the model draws no bursts.
     """
     from .. import elasticity
 
@@ -526,14 +540,15 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model
     multiplier, seconds = float(np.mean(model.multiplier)), float(np.mean(model.duration_s))
     values = demand.values.copy()
     per_day = round(86400 / cfg.elasticity.step_s)
+    steps = max(1, round(seconds / cfg.elasticity.step_s))
     middle = (values.size // per_day // 2) * per_day
-    day = values[middle : middle + per_day] if values.size >= middle + per_day else values
-    start = (
-        middle + int(np.nanargmax(day))
+    offset, day = (
+        (middle, values[middle : middle + per_day])
         if values.size >= middle + per_day
-        else int(np.nanargmax(values))
+        else (0, values)
     )
-    values[start : start + max(1, round(seconds / cfg.elasticity.step_s))] *= multiplier
+    start = offset + _busiest_stretch(day, steps)
+    values[start : start + steps] *= multiplier
     run = elasticity.simulate(demand.copy(data=values), **run_settings)
     run.attrs.update(
         burst_start=str(demand.time.values[start]),
