@@ -717,3 +717,15 @@ def test_a_measured_curves_one_configuration_must_hold_the_longest_request(tmp_p
         with pytest.raises(planning.PlanError, match=r"infeasible: 8 x MI300X cannot hold the "
                                                       r"workload's longest request \(2,500,100"):  # fmt: skip
             planning.build(config)
+
+
+def test_the_cold_start_check_states_the_half_budget_rule():
+    # the veto fires above half the budget (capnb.elasticity.cold_start_vetoes); a 41 s cold start
+    # against 60 s read "is too long for the 60 s latency budget", which 41 s is not
+    from capnb.elasticity._decision import cold_start_vetoes
+    from capnb.plan._compose import _cold_start_finding
+
+    assert cold_start_vetoes(41.0, 60.0)
+    text = _cold_start_finding(41.0, 60.0)
+    assert "too long for the 60 s" not in text
+    assert text.startswith("Cold start (41 s) is longer than half the 60 s latency budget (30 s)")

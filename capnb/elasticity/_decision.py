@@ -41,7 +41,18 @@ def cold_start_vetoes(cold_start_s: float, tolerance_s: float) -> bool:
     >>> cold_start_vetoes(75.0, 60.0), cold_start_vetoes(30.0, 60.0)
     (True, False)
     """
-    return float(cold_start_s) > float(tolerance_s) / 2
+    return float(cold_start_s) > cold_start_limit_s(tolerance_s)
+
+
+def cold_start_limit_s(tolerance_s: float) -> float:
+    """The longest cold start :func:`cold_start_vetoes` lets scaling up count on: half the tolerance.
+
+    Examples
+    --------
+    >>> cold_start_limit_s(60.0)
+    30.0
+    """
+    return float(tolerance_s) / 2
 
 
 def veto_cold_steps(tolerance_steps: int) -> int:

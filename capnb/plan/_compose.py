@@ -94,6 +94,16 @@ def _burst(run) -> BurstTest | None:
     )
 
 
+def _cold_start_finding(cold: float, tolerance_s: float) -> str:
+    """The cold-start check's finding, as the article's rule reads (capnb.elasticity's veto)."""
+    from ..elasticity._decision import cold_start_limit_s
+
+    return (
+        f"Cold start ({cold:.0f} s) is longer than half the {tolerance_s:g} s latency budget "
+        f"({cold_start_limit_s(tolerance_s):g} s): pure elasticity cannot react to a burst in time."
+    )
+
+
 def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     """The article's applicability checks that fire: the method holds, but a simpler one may do."""
     from .. import capacity, elasticity
@@ -119,8 +129,7 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     if advice.cold_start_vetoes:
         checks.append(Check(
             "cold_start", False,
-            f"Cold start ({cold:.0f} s) is too long for the {cfg.elasticity.tolerance_s:g} s latency budget: "
-            "pure elasticity cannot react to a burst in time.",
+            _cold_start_finding(cold, cfg.elasticity.tolerance_s),
             "hold fixed capacity plus an elastic buffer (the chosen policy does)", "article",
         ))  # fmt: skip
     dips = elasticity.troughs(demand)
