@@ -193,7 +193,10 @@ class SLA:
                     f"--sla: {part!r}: expected metric=seconds with metric one of "
                     f"{', '.join(METRICS)} (or quantile=0.99, or confirm), e.g. ttft=1.5,tpot=60ms"
                 )
-            values["quantile" if key == "quantile" else f"{key}_s"] = _number(raw, part, key)
+            name = "quantile" if key == "quantile" else f"{key}_s"
+            if name in values:  # as a config's setting given twice: not the last one silently
+                raise InputError(f"--sla: {key} is given twice in {str(text)!r}; keep one")
+            values[name] = _number(raw, part, key)
         return cls(**values)
 
 

@@ -43,6 +43,24 @@ def test_the_sla_flag_takes_bounds_with_units_and_names_a_slip(capsys):
     assert "expected metric=seconds" in capsys.readouterr().err
 
 
+def test_the_sla_flag_refuses_a_bound_given_twice(capsys):
+    # "ttft=1.5,ttft=2" planned on 2 s, the last one, without a word
+    from capnb import cli
+    from capnb.errors import InputError
+    from capnb.records import SLA
+
+    for text in (
+        "ttft=1.5,ttft=2",
+        "TTFT=1.5, tpot=60ms, ttft=1500ms",
+        "ttft=1,quantile=0.9,quantile=0.95",
+    ):
+        with pytest.raises(InputError, match="given twice"):
+            SLA.parse(text)
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["plan", "--sla", "ttft=1.5,ttft=2"])
+    assert "ttft is given twice" in capsys.readouterr().err
+
+
 def test_failures_print_the_step_and_exit_1(tmp_path, capsys):
     path = tmp_path / "plan.toml"
     path.write_text('[traffic]\ntrace = "nope"\n')
