@@ -816,6 +816,18 @@ ROWS = [
             t.gpu != "L4", "2400"))),
         Raises(ConfigError, r"usd_per_gpu_hour = 2400\.0; expected USD per GPU-hour > 0 and at "
                             r"most 1000")),
+    # found adding an H20 row with a word in a figure: a bare ValueError "could not convert
+    # string to float: 'abc'" naming neither the file, the line nor the column
+    Row("gpu: a copied catalog with a word for a figure",
+        lambda w: own_catalog(w, lambda t: t.assign(dense_bf16_flops=t.dense_bf16_flops.where(
+            t.gpu != "L4", "abc"))),
+        Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): dense_bf16_flops = 'abc'; expected a "
+                            r"number of FLOP/s")),
+    Row("gpu: a copied catalog with a word for an optional figure",
+        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
+            t.gpu != "L4", "ask us"))),
+        Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): usd_per_gpu_hour = 'ask us'; expected a "
+                            r"number of USD per GPU-hour \(or empty\)")),
     Row("capacity: a negative price", ttft(2.0, usd_per_gpu_hour=-3.0),
         Raises(InputError, r"usd_per_gpu_hour must be >= 0, got -3")),
     Row("capacity: a price that is a word", ttft(2.0, usd_per_gpu_hour="cheap"),

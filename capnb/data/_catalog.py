@@ -114,12 +114,22 @@ def _gpu_table():
 def _check_gpu_table(table, path) -> None:
     """Every GPU row has its figures in range; else a ConfigError naming the line and column."""
     import numpy as np
+    import pandas as pd
 
     missing = [c for c in ("gpu", *_GPU_RANGES) if c not in table.columns]
     if missing:
         raise ConfigError(f"{path}: missing columns {missing}")
     for column, (unit, required, largest) in _GPU_RANGES.items():
-        values = table[column].to_numpy(dtype=float)
+        raw = table[column]
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        text = np.flatnonzero(raw.notna().to_numpy() & np.isnan(values))
+        if text.size:  # a column of numbers holding words: pandas read it as text
+            row = int(text[0])
+            raise ConfigError(
+                f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): {column} = "
+                f"{str(raw.iloc[row])!r}; expected a number of {unit}"
+                + ("" if required else " (or empty)")
+            )
         bad = ~((values > 0) & (values <= largest))
         if not required:
             bad &= ~np.isnan(values)
