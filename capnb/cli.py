@@ -105,12 +105,8 @@ def _export(args: argparse.Namespace) -> int:
     from . import plan
 
     path = Path(args.plan)
-    if path.suffix == ".json" and path.is_file():  # plan.json holds the answer record too
-        import json
-
-        built = json.loads(path.read_text(encoding="utf-8"))
-    else:
-        built = plan.load(path)
+    # plan.json holds the answer record too
+    built = _plan_json(path) if path.suffix == ".json" and path.is_file() else plan.load(path)
     out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
     written = out.write(args.out or Path(args.plan).parent)
     print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
@@ -118,6 +114,29 @@ def _export(args: argparse.Namespace) -> int:
         same = "the chosen run" if out.exact[kind] else "a different run (see its notes)"
         print(f"  {path.resolve()}  (replays as {same})")
     return 0
+
+
+def _plan_json(path: Path) -> dict:
+    """A ``plan.json`` as ``capnb plan`` wrote it, or an InputError naming the file."""
+    import json
+
+    from .data._files import read_text
+    from .errors import InputError
+
+    text = read_text(path, "plan.json")
+    try:
+        built = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"{path}: not a plan.json (not JSON: {error.msg} at line {error.lineno}, column "
+            f"{error.colno}); give the plan.json or plan.nc capnb plan wrote"
+        ) from None
+    if not isinstance(built, dict) or not isinstance(built.get("answer"), dict):
+        raise InputError(
+            f"{path}: not a capnb plan (it carries no answer); give the plan.json or plan.nc "
+            "capnb plan wrote"
+        )
+    return built
 
 
 def _config(args: argparse.Namespace) -> int:

@@ -113,3 +113,24 @@ def test_warnings_print_as_one_line_of_the_commands_output():
         warnings.formatwarning = cli._one_line
         text = warnings.formatwarning("rows sorted", TraceWarning, "/x/_traces.py", 12)
     assert text == "capnb: TraceWarning: rows sorted\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("plan.json", b"not json", "not a plan.json (not JSON: Expecting value at line 1"),
+        ("plan.json", b"[1, 2]", "not a capnb plan (it carries no answer)"),
+        ("plan.json", b'{"answer": 3}', "not a capnb plan (it carries no answer)"),
+        ("plan.json", b"\xff\xfe{\x00}\x00", "UTF-16 text"),
+        ("plan.nc", b"garbage", "not a plan file capnb wrote (not NetCDF"),
+    ],
+)
+def test_export_names_the_plan_file_it_cannot_read(tmp_path, capsys, name, content, said):
+    # these ended in "capnb export: JSONDecodeError: ...", "AttributeError: 'list' object has no
+    # attribute 'attrs'" or h5py's "OSError: ... file signature not found", naming no file
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert main(["export", "--plan", str(path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"capnb export: {path}: ") and said in err, err
+    assert "Error:" not in err and not (tmp_path / "out").exists()

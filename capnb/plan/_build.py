@@ -570,8 +570,11 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
         )
-    with xr.open_dataset(path, engine="h5netcdf") as stored:
-        plan = stored.load()
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as stored:
+            plan = stored.load()
+    except (OSError, ValueError) as error:  # h5py's "file signature not found", a truncated file
+        raise InputError(f"{path}: not a plan file capnb wrote (not NetCDF: {error})") from None
     if "answer" not in plan.attrs:
         raise InputError(f"{path}: not a capnb plan (it carries no answer)")
     for name in plan.variables:
