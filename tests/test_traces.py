@@ -320,6 +320,26 @@ def test_mooncake_jsonl_with_a_start_date(tmp_path):
         data.load_trace(broken)
 
 
+def test_a_start_with_a_utc_offset_keeps_its_wall_time(tmp_path):
+    # numpy read "2024-05-13T09:00+09:00" as its UTC instant (00:00): every hour of the day moved
+    # by the offset, and with timezone="Asia/Tokyo" the UTC hours were labelled Tokyo's
+    path = _write(
+        tmp_path,
+        "trace.jsonl",
+        '{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n'
+        '{"timestamp": 1500, "input_length": 20, "output_length": 3, "hash_ids": [2]}\n',
+    )
+    own = data.load_trace(path, start="2024-05-13T09:00+09:00")
+    assert str(own.time.values[0]) == "2024-05-13T09:00:00.000000000"
+    assert own.attrs["timezone"] == "UTC+09:00"
+    tokyo = data.load_trace(path, start="2024-05-13T09:00+09:00", timezone="Asia/Tokyo")
+    assert str(tokyo.time.values[0]) == "2024-05-13T09:00:00.000000000"
+    assert tokyo.attrs["timezone"] == "Asia/Tokyo"
+    utc = data.load_trace(path, start="2024-05-13T09:00+09:00", timezone="UTC")
+    assert str(utc.time.values[1]) == "2024-05-13T00:00:01.500000000"
+    assert utc.attrs["timezone"] == "UTC"
+
+
 # -- bad input ----------------------------------------------------------------------------------
 def test_unsorted_rows_are_sorted_and_reported(tmp_path):
     path = _write(

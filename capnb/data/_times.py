@@ -395,6 +395,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         stated = relative  # the caller said they count from time 0 (start=, or a bundled series)
         if not relative and float(numbers[0]) * per_unit < _YEAR_2000_NS:
             relative = True  # seconds (or ms) since a start nobody named, not Unix time
+        start, timezone = _start_on_clock(start, timezone) if relative else (start, timezone)
         origin, known = origin_ns(start) if relative else (0, True)
         _check_range(numbers, per_unit, origin, column, where, time_unit)
         if relative:
@@ -558,6 +559,30 @@ def _check_relative(numbers, time_unit, origin, column, where) -> None:
         TraceWarning,
         stacklevel=4,
     )
+
+
+def _start_on_clock(start, timezone):
+    """``(start, timezone)`` with a ``start`` that carries a UTC offset moved onto the clock.
+
+    numpy reads ``2026-05-01T00:00+09:00`` as its UTC instant (15:00 the day before), which
+    shifted every hour of the day by the offset: time 0 is the given wall time on its own offset
+    (``UTC+09:00``), or that instant on ``timezone`` when one is named.
+    """
+    if start is None or not isinstance(start, str):
+        return start, timezone
+    import pandas as pd
+
+    try:
+        stamp = pd.Timestamp(start)
+    except (ValueError, TypeError):
+        return start, timezone  # origin_ns names the bad start
+    if stamp.tzinfo is None:
+        return start, timezone
+    if timezone is not None:
+        wall = stamp.tz_convert(zoneinfo.ZoneInfo(resolve_timezone(timezone))).tz_localize(None)
+        return wall.isoformat(), timezone
+    minutes = int(stamp.utcoffset().total_seconds() // 60)
+    return stamp.tz_localize(None).isoformat(), offset_name(minutes)
 
 
 def origin_ns(start) -> tuple[int, bool]:
