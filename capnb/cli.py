@@ -163,6 +163,16 @@ def _sla(text: str):
         ) from None
 
 
+def _degrees(text: str) -> tuple[int, ...]:
+    """``--tensor-parallel``: whole numbers separated by commas, or argparse's one-line error."""
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected whole numbers separated by commas (e.g. 1,2,4), got {text!r}"
+        ) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -201,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--tensor-parallel",
-        type=lambda t: tuple(int(v) for v in t.split(",")),
+        type=_degrees,
         help="candidate tensor-parallel degrees, comma-separated",
     )
     plan.add_argument(

@@ -134,3 +134,15 @@ def test_export_names_the_plan_file_it_cannot_read(tmp_path, capsys, name, conte
     err = capsys.readouterr().err
     assert err.startswith(f"capnb export: {path}: ") and said in err, err
     assert "Error:" not in err and not (tmp_path / "out").exists()
+
+
+def test_the_tensor_parallel_flag_says_what_it_expects(capsys):
+    # argparse named the parser's lambda: "argument --tensor-parallel: invalid <lambda> value"
+    from capnb import cli
+
+    assert cli._parser().parse_args(["plan", "--tensor-parallel", "1, 2"]).tensor_parallel == (1, 2)
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["plan", "--tensor-parallel", "1,x"])
+    err = capsys.readouterr().err
+    assert "argument --tensor-parallel: expected whole numbers separated by commas" in err
+    assert "<lambda>" not in err
