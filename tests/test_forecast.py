@@ -166,6 +166,13 @@ def test_detect_bursts_finds_an_injected_burst():
     assert "1 burst in 7.0 days" in model.source
 
 
+def test_a_burst_model_of_no_bursts_describes_none():
+    # bursts = "none" read "With 0 bursts a month (Poisson), each 1-2 h long at 3-5x the baseline"
+    none = forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
+    assert none.describe() == "no bursts (none planned: bursts = 'none')"
+    assert "x the baseline" in forecast.BurstModel(rate_per_month=0.5).describe()
+
+
 def test_burst_model_checks_its_numbers():
     assert "1.5 bursts a month" in forecast.BurstModel().describe()
     with pytest.raises(InputError, match="multiplier"):

@@ -91,6 +91,8 @@ class BurstModel:
 
     def describe(self) -> str:
         """The model in words."""
+        if self.rate_per_month == 0:  # its lengths and sizes describe bursts that never come
+            return f"no bursts ({self.source})"
         d0, d1 = (_duration(v) for v in self.duration_s)
         span = d0 if d0 == d1 else f"{d0.removesuffix(' h').removesuffix(' min')}-{d1}"
         m0, m1 = self.multiplier
