@@ -729,3 +729,36 @@ def test_the_cold_start_check_states_the_half_budget_rule():
     text = _cold_start_finding(41.0, 60.0)
     assert "too long for the 60 s" not in text
     assert text.startswith("Cold start (41 s) is longer than half the 60 s latency budget (30 s)")
+
+
+def test_requests_longer_than_the_models_context_are_a_failed_check():
+    # phi-3-medium-4k (max_position_embeddings 4,096) was planned on azure-conv-2023, whose
+    # requests reach 6,224 tokens, without a word: vLLM rejects a request over max_model_len
+    from capnb.latency import workload
+    from capnb.plan._compose import _context_checks, context_tokens
+
+    cfg = planning.PlanConfig().replace(model="Llama-2-7B")  # a 4,096-token context
+    lengths = workload(prompt_tokens=[1000, 3000, 5000, 900], output_tokens=[100, 200, 300, 50])
+    (check,) = _context_checks(cfg, lengths)
+    assert check.name == "context_window" and not check.passed and check.kind == "own"
+    assert check.finding.startswith("25.0% of the workload's requests (the longest 5,300 tokens")
+    assert "context of 4,096 tokens" in check.finding
+    assert _context_checks(cfg.replace(model="Llama-3.1-8B"), lengths) == []
+    # vLLM's max_model_len: Llama 3's rope_scaling is already in max_position_embeddings, YaRN
+    # extends the pre-training length
+    assert context_tokens(data.load_model("Llama-3.1-8B").config) == 131072
+    assert context_tokens(data.load_model("DeepSeek-V3").config) == 163840
+    assert (
+        context_tokens(
+            {
+                "max_position_embeddings": 32768,
+                "rope_scaling": {
+                    "type": "yarn",
+                    "factor": 4.0,
+                    "original_max_position_embeddings": 32768,
+                },
+            }
+        )
+        == 131072
+    )
+    assert context_tokens({"hidden_size": 8}) is None

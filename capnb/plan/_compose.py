@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import xarray as xr
@@ -145,6 +146,58 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     return checks
 
 
+#: rope_scaling types whose ``factor`` vLLM does not multiply ``max_position_embeddings`` by.
+_ROPE_KEEPS_LENGTH = ("su", "longrope", "llama3", "default", "mrope")
+
+
+def context_tokens(config: Mapping) -> int | None:
+    """The context a config serves (vLLM's default ``max_model_len``); None when it states none.
+
+    ``max_position_embeddings``, times a ``rope_scaling`` factor for the scaling types vLLM
+    extends the context by (linear, dynamic; YaRN from its ``original_max_position_embeddings``),
+    as vLLM's ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it.
+    """
+    text = config.get("text_config")
+    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
+        config = text  # a multimodal config's language model
+    length = config.get("max_position_embeddings")
+    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
+        return None
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, Mapping):
+        kind = scaling.get("rope_type", scaling.get("type"))
+        factor = scaling.get("factor")
+        if kind not in _ROPE_KEEPS_LENGTH and isinstance(factor, int | float) and factor > 1:
+            original = scaling.get("original_max_position_embeddings")
+            if kind == "yarn" and isinstance(original, int | float) and original > 0:
+                length = original  # vLLM: YaRN extends the pre-training length
+            length = length * factor
+    return int(length)
+
+
+def _context_checks(cfg, workload) -> list[Check]:
+    """Requests of the workload longer than the model's context, which vLLM rejects."""
+    from .. import data
+
+    spec = data.load_model(cfg.serving.model)
+    limit = context_tokens(spec.config or {})
+    if limit is None:
+        return []
+    lengths = (workload.prompt_tokens + workload.output_tokens).values
+    over = int((lengths > limit).sum())
+    if not over:
+        return []
+    return [Check(
+        "context_window", False,
+        f"{over / lengths.size:.1%} of the workload's requests (the longest {int(lengths.max()):,} "
+        f"tokens, prompt + output) are longer than {spec.name}'s context of {limit:,} tokens "
+        "(max_position_embeddings), which vLLM rejects; the plan priced them as if served",
+        "serve a model with a longer context, or plan on a workload whose requests fit "
+        "([serving] workload)",
+        "own",
+    )]  # fmt: skip
+
+
 def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], str]:
     """The close call and the latency model's error, and the benchmark commands that settle them."""
     from ._closecall import benchmark_commands, close_call
@@ -248,6 +301,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         prefix_hit_rate=hit,
     )  # fmt: skip
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
+    checks += _context_checks(cfg, workload)
     policy = _policy(cfg, advice, cold)
     advisory, flaps = _advisory(run)
     if flaps:
