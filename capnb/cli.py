@@ -108,7 +108,7 @@ def _export(args: argparse.Namespace) -> int:
     # plan.json holds the answer record too
     built = _plan_json(path) if path.suffix == ".json" and path.is_file() else plan.load(path)
     out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
-    written = out.write(args.out or Path(args.plan).parent)
+    written = out.write(args.out or Path(args.plan).parent, force=args.force)
     print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
     for kind, path in written.items():
         same = "the chosen run" if out.exact[kind] else "a different run (see its notes)"
@@ -253,6 +253,9 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="output directory (default: the plan's)")
     export.add_argument("--name", help="the Deployment / Knative Service (default: the model)")
     export.add_argument("--namespace", default="default", help="Kubernetes namespace")
+    export.add_argument(
+        "--force", action="store_true", help="replace YAML files in --out that capnb did not write"
+    )
     export.set_defaults(run=_export)
 
     config = commands.add_parser("config", help="write the default plan config, commented")

@@ -146,3 +146,24 @@ def test_the_tensor_parallel_flag_says_what_it_expects(capsys):
     err = capsys.readouterr().err
     assert "argument --tensor-parallel: expected whole numbers separated by commas" in err
     assert "<lambda>" not in err
+
+
+def test_export_does_not_replace_a_yaml_file_capnb_did_not_write(tmp_path, capsys):
+    # 'capnb plan' refuses to replace your own hpa.yaml without --force; 'capnb export' wrote
+    # over it with a plain write_text (no --force, not as a set)
+    from capnb import plan
+    from capnb.errors import OutputError
+    from capnb.plan._manifests import PolicyChoice
+
+    choice = PolicyChoice(policy="hpa", per_instance_qps=2.0, scale_up_threshold=0.7,
+                          cooldown_s=300.0, min_instances=2, max_instances=6,
+                          model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1)  # fmt: skip
+    objects = plan.manifests(choice)
+    own = tmp_path / "hpa.yaml"
+    own.write_text("my: own\n")
+    with pytest.raises(OutputError, match=r"hpa\.yaml: exists and capnb did not write it"):
+        objects.write(tmp_path)
+    assert own.read_text() == "my: own\n" and not (tmp_path / "keda.yaml").exists()
+    written = objects.write(tmp_path, force=True)
+    assert written["hpa"] == own and own.read_text() == objects.yaml("hpa")
+    assert objects.write(tmp_path) == written  # its own files it replaces

@@ -599,16 +599,18 @@ class Manifests:
         body = yaml.safe_dump_all(self.documents[kind], sort_keys=False, explicit_start=True)
         return "\n".join(head) + "\n" + body
 
-    def write(self, directory) -> dict[str, Path]:
-        """Write ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` into ``directory``."""
-        folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        written = {}
-        for kind in self.documents:
-            path = folder / f"{kind}.yaml"
-            path.write_text(self.yaml(kind), encoding="utf-8")
-            written[kind] = path
-        return written
+    def write(self, directory, *, force: bool = False) -> dict[str, Path]:
+        """Write ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` into ``directory``, as one set.
+
+        As :func:`capnb.data.write_set` writes them: whole or not at all, and a file of that name
+        capnb did not write there (your own ``hpa.yaml``) is not replaced without ``force``.
+        """
+        from ..data import write_set
+
+        files = write_set(
+            directory, {f"{kind}.yaml": self.yaml(kind) for kind in self.documents}, force=force
+        )
+        return {kind: files[f"{kind}.yaml"] for kind in self.documents}
 
 
 _TITLES = {
