@@ -174,3 +174,21 @@ def test_engine_curve_of_is_the_curve_the_engine_sweep_searched():
         capnb.capacity.engine_curve_of(Deployment("Qwen3-32B", "L40S", 1), work)
     with pytest.raises(InputError, match="deployment: expected a capnb.Deployment"):
         capnb.capacity.engine_curve_of(("Qwen3-32B", "H100-SXM", 2), work)
+
+
+def test_sweep_engine_marks_a_gpu_without_a_link_figure_no_data_and_goes_on():
+    # the A10G has no interconnect_bandwidth in the catalog: at TP 2 the engine model cannot price
+    # it, and the whole sweep (so the whole plan, "capnb plan --gpus A10G,L4 --tensor-parallel
+    # 1,2") ended in "gpu: A10G lacks a figure the model needs"; the analytic sweep says no_data
+    work = capnb.latency.workload(prompt_tokens=[1000] * 16, output_tokens=[150] * 16)
+    swept = capnb.capacity.sweep_engine(
+        "Llama-3.1-8B", ["A10G", "L4"], [1, 2], work, 2.0, 10.0, metric="ttft", requests=200
+    )
+    assert str(swept.binding.sel(gpu="A10G", tensor_parallel=2).item()) == "no_data"
+    assert np.isnan(swept.per_instance_qps.sel(gpu="A10G", tensor_parallel=2))
+    assert np.isfinite(swept.per_instance_qps.sel(gpu="L4", tensor_parallel=2))
+    assert np.isfinite(swept.per_instance_qps.sel(gpu="A10G", tensor_parallel=1))
+    assert "no latency on A10G at tensor parallelism 2" in swept.attrs["unmodelled"]
+    with pytest.raises(InputError, match="no latency on A10G at tensor parallelism 2"):
+        capnb.capacity.sweep_engine("Llama-3.1-8B", ["A10G"], [2], work, 2.0, 10.0,
+                                    metric="ttft", requests=200)  # fmt: skip

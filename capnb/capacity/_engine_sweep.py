@@ -173,12 +173,17 @@ def sweep_engine(
     seq_len = math.ceil(float(lengths.mean()))
     longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
     ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
-    rows, too_long = {}, []
+    rows, too_long, unpriced = {}, [], []
     for gpu in gpus:
         for tp in tensor_parallel:
             reason = spec.valid_tensor_parallel(int(tp))
             if reason:
                 rows[(gpu, tp)] = ("invalid_tensor_parallel", None)
+                continue
+            missing = _missing_figures(spec, gpu, int(tp))
+            if missing:  # as the analytic sweep: no latency for this option, the rest go on
+                rows[(gpu, tp)] = ("no_data", None)
+                unpriced.extend(m for m in missing if m not in unpriced)
                 continue
             kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version)
             hit, running = 0.0, kv
@@ -202,6 +207,8 @@ def sweep_engine(
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
             rows[(gpu, tp)] = ("ok", result)
     template = next((r for kind, r in rows.values() if kind == "ok"), None)
+    if template is None and unpriced and all(kind == "no_data" for kind, _ in rows.values()):
+        raise InputError("; ".join(unpriced))
     if template is None:
         raise InputError(
             f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} can hold one "
@@ -216,6 +223,11 @@ def sweep_engine(
             )
         )
     out = _stacked(rows, gpus, tensor_parallel, template)
+    if unpriced:  # which options have no latency, and why (capnb.plan names them)
+        from ..data import _curve
+
+        out.attrs["unmodelled"] = "; ".join(unpriced)
+        _curve.add_note(out, "; ".join(unpriced))
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
@@ -235,6 +247,16 @@ def sweep_engine(
         output_tokens=float(workload.output_tokens.mean()),
     )
     return out
+
+
+def _missing_figures(spec, gpu: str, tp: int) -> list[str]:
+    """Why the engine model cannot price ``gpu`` at ``tp``: a catalog figure it needs is missing."""
+    from ..data import load_gpus
+    from ..latency import calibration
+    from ..latency._curves import _missing_figures as missing_figures
+
+    vector = calibration.gpu_vector(load_gpus([gpu]), gpu, spec.weight_dtype)
+    return missing_figures([gpu], vector[None, :], np.array([tp]))
 
 
 def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Dataset:
