@@ -94,6 +94,23 @@ def test_workload_bad_input():
         latency.workload(prompt_tokens=[5])
 
 
+def test_workload_from_a_log_names_the_file_and_the_request_with_no_output(tmp_path):
+    # a request log with one aborted request (0 output tokens) loads, and the plan then failed
+    # with "workload: output_tokens must be >= 1 token, got 0 at request 7": no file, and an
+    # index into the sorted log the user cannot find
+    path = tmp_path / "log.csv"
+    path.write_text(
+        "timestamp,prompt_tokens,output_tokens\n"
+        "2026-03-20T10:00:01Z,100,20\n2026-03-20T10:00:02Z,90,0\n2026-03-20T10:00:03Z,80,9\n"
+    )
+    trace = data.load_trace(path)
+    with pytest.raises(InputError) as caught:
+        latency.workload(trace)
+    text = str(caught.value)
+    assert "log.csv: request 2 of 3 in time order (at 2026-03-20T10:00:02) holds 0" in text
+    assert "drop such rows from the log" in text
+
+
 def test_concurrency_grid():
     grid = latency.concurrency_grid(4096)
     assert grid[:64].tolist() == list(range(1, 65)) and grid[-1] == 4096

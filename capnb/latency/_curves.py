@@ -228,9 +228,24 @@ def workload(
     for name, values in (("prompt_tokens", prompt), ("output_tokens", output)):
         bad = ~np.isfinite(values) | (values < 1)
         if bad.any():
+            index, count = int(np.flatnonzero(bad)[0]), int(bad.sum())
+            if trace is None:
+                raise InputError(
+                    f"workload: {name} must be >= 1 token, got {values[bad][0]:g} at request "
+                    f"{index}"
+                )
+            # the log's own words: which file, which request in time order, and when it came
+            times = trace["time"].values.ravel() if "time" in trace else np.array([])
+            when = (
+                f" (at {np.datetime_as_string(times[index], unit='s')})"
+                if times.size == values.size
+                else ""
+            )
             raise InputError(
-                f"workload: {name} must be >= 1 token, got {values[bad][0]:g} at request "
-                f"{int(np.flatnonzero(bad)[0])}"
+                f"workload: {name} must be >= 1 token; {source}: request {index + 1:,} of "
+                f"{values.size:,} in time order{when} holds {values[bad][0]:g} ({count:,} such "
+                f"request{'s' if count > 1 else ''}): a request that produced no tokens has no "
+                "latency to price; drop such rows from the log"
             )
     order = np.lexsort((prompt, output))
     if samples is not None:
