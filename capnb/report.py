@@ -1122,6 +1122,16 @@ def _parameters(
             # the lengths and representative requests the plan priced
             "WORKLOAD": str(plan.attrs["workload_trace"]),
             "WORKLOAD_SAMPLES": int(plan.attrs["workload_samples"]),
+            # the plan's own trace as its workload: read with the options the plan read it with
+            "WORKLOAD_OPTIONS": (
+                {
+                    k: v
+                    for k, v in {"start": cfg.traffic.start, **planning.trace_options(cfg)}.items()
+                    if v is not None
+                }
+                if str(plan.attrs["workload_trace"]) == cfg.traffic.trace
+                else {}
+            ),
             "OVERVIEW_GPUS": list(cfg.serving.gpus),
             "OVERVIEW_TENSOR_PARALLEL": list(cfg.serving.tensor_parallel),
         },

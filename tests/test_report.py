@@ -581,3 +581,42 @@ def test_a_report_in_kept_kernels_says_what_fresh_kernels_say(tmp_path):
                 for c in notebook.cells]  # fmt: skip
 
     assert any(ids(kept)) and ids(kept) == ids(fresh)
+
+
+@pytest.mark.slow
+def test_the_capacity_worksheet_reads_the_plans_own_log_as_the_plan_does(tmp_path):
+    """A request log whose columns need naming ([traffic] time_column, prompt_column, ...) is the
+    plan's workload; worksheet 03 read it with load_trace(WORKLOAD) alone and the report dropped
+    it as "cannot apply to these inputs" (no time column among ...)."""
+    import numpy as np
+    import pandas as pd
+
+    from capnb import notebook
+    from capnb import plan as planning
+
+    rng = np.random.default_rng(3)
+    seconds = np.sort(rng.uniform(0, 2 * 86400, 20_000))
+    times = pd.Timestamp("2026-03-02") + pd.to_timedelta(seconds, unit="s")
+    pd.DataFrame({
+        "Req Time": times.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        "in_toks": rng.integers(50, 3000, seconds.size),
+        "out_toks": rng.integers(5, 500, seconds.size),
+    }).to_csv(tmp_path / "log.csv", index=False)  # fmt: skip
+    config = planning.PlanConfig().replace(
+        traffic={"trace": str(tmp_path / "log.csv"), "time_column": "Req Time",
+                 "prompt_column": "in_toks", "output_column": "out_toks", "timezone": "UTC",
+                 "trials": 100},
+        serving={"gpus": ("H100-SXM",), "tensor_parallel": (1,), "disaggregation": "none"},
+        elasticity={"policies": ("fixed",), "backtest_days": 0},
+        fleet={"provider": "none"},
+    )  # fmt: skip
+    parameters, made = _parameters_and_plan(config, tmp_path / "out")
+    parameters = parameters["03_capacity"]
+    assert parameters["WORKLOAD"] == str(tmp_path / "log.csv")
+    assert parameters["WORKLOAD_OPTIONS"] == {
+        "time_column": "Req Time", "prompt_column": "in_toks", "output_column": "out_toks",
+        "timezone": "UTC"}  # fmt: skip
+    sheet = notebook.worksheet("03_capacity", **parameters)
+    result = sheet["result"].squeeze(drop=True)
+    planned = made.capacity_safe_concurrency.sel(gpu="H100-SXM", tensor_parallel=1)
+    assert int(result.safe_concurrency.max()) == int(planned.max())
