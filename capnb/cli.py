@@ -120,7 +120,7 @@ def _plan_json(path: Path) -> dict:
     """A ``plan.json`` as ``capnb plan`` wrote it, or an InputError naming the file."""
     import json
 
-    from .data._files import read_text
+    from .data import read_text
     from .errors import InputError
 
     text = read_text(path, "plan.json")

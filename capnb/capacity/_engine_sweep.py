@@ -223,23 +223,10 @@ def sweep_engine(
             )
         )
     out = _stacked(rows, gpus, tensor_parallel, template)
-    if unpriced:  # which options have no latency, and why (capnb.plan names them)
-        from ..data import _curve
-
-        out.attrs["unmodelled"] = "; ".join(unpriced)
-        _curve.add_note(out, "; ".join(unpriced))
+    _say_left_out(out, unpriced, too_long, longest)
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
-    if too_long:  # said with the answer: which options memory ruled out, and why
-        from ..data import _curve
-
-        _curve.add_note(
-            out,
-            f"memory: the KV cache of {'; '.join(too_long)} tokens cannot hold the workload's "
-            f"longest request ({longest:,} tokens, prompt + output), which vLLM would reject: "
-            "infeasible_memory",
-        )
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,
@@ -247,6 +234,22 @@ def sweep_engine(
         output_tokens=float(workload.output_tokens.mean()),
     )
     return out
+
+
+def _say_left_out(out: xr.Dataset, unpriced: list[str], too_long: list[str], longest: int) -> None:
+    """The notes of the options left out: no latency (and why), or too little memory."""
+    from ..data import _curve
+
+    if unpriced:  # which options have no latency, and why (capnb.plan names them)
+        out.attrs["unmodelled"] = "; ".join(unpriced)
+        _curve.add_note(out, "; ".join(unpriced))
+    if too_long:  # said with the answer: which options memory ruled out, and why
+        _curve.add_note(
+            out,
+            f"memory: the KV cache of {'; '.join(too_long)} tokens cannot hold the workload's "
+            f"longest request ({longest:,} tokens, prompt + output), which vLLM would reject: "
+            "infeasible_memory",
+        )
 
 
 def _missing_figures(spec, gpu: str, tp: int) -> list[str]:
