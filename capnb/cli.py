@@ -163,6 +163,17 @@ def _sla(text: str):
         ) from None
 
 
+def _kernels(text: str) -> int:
+    """``--jobs``: a whole number, at least 1, or argparse's one-line error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number, at least 1, got {text!r}")
+    return value
+
+
 def _degrees(text: str) -> tuple[int, ...]:
     """``--tensor-parallel``: whole numbers separated by commas, or argparse's one-line error."""
     try:
@@ -188,7 +199,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
-    report.add_argument("--jobs", type=int, default=2, help="worksheets run at once (default: 2)")
+    report.add_argument(
+        "--jobs", type=_kernels, default=2, help="worksheets run at once (default: 2)"
+    )
     report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.add_argument(
         "--show-code",

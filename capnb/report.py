@@ -32,6 +32,7 @@ from pathlib import Path
 
 from . import words
 from .data import write_atomic
+from .errors import InputError
 
 __all__ = [
     "REPORT_NAME",
@@ -898,6 +899,8 @@ def run_report(
 
     for name in worksheets:  # an unknown name fails now, not after the plan is built
         worksheet_path(name)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"jobs = {jobs!r}: expected a whole number of kernels, at least 1")
     out_dir = Path(out_dir)
     kept: list = []
     written: list = []  # the plan's exports: removed again if no worksheet runs
@@ -915,7 +918,7 @@ def run_report(
     kernels = threading.local()  # one kept kernel per worker thread (see _Kernel)
     started: list[_Kernel] = []
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
 
             def run(name: str):
                 if getattr(kernels, "one", None) is None:

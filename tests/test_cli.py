@@ -167,3 +167,24 @@ def test_export_does_not_replace_a_yaml_file_capnb_did_not_write(tmp_path, capsy
     written = objects.write(tmp_path, force=True)
     assert written["hpa"] == own and own.read_text() == objects.yaml("hpa")
     assert objects.write(tmp_path) == written  # its own files it replaces
+
+
+@pytest.mark.parametrize("given", ["0", "-3", "two"])
+def test_the_report_jobs_flag_takes_a_whole_number_of_kernels(capsys, given):
+    # --jobs 0 and -3 ran one kernel without a word
+    from capnb import cli
+
+    assert cli._parser().parse_args(["report", "--jobs", "3"]).jobs == 3
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["report", "--jobs", given])
+    assert "argument --jobs: expected a whole number, at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_run_report_refuses_jobs_that_are_not_a_count_before_writing(tmp_path, jobs):
+    from capnb.errors import InputError
+    from capnb.report import run_report
+
+    with pytest.raises(InputError, match="jobs"):
+        run_report(out_dir=tmp_path / "out", jobs=jobs, progress=False)
+    assert not (tmp_path / "out").exists()
