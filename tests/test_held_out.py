@@ -131,3 +131,28 @@ def test_the_choice_rule_takes_the_cheapest_within_its_margin_at_the_goal():
     assert elasticity.choose_held_out(breach, budget, cost, [False, True, False])[0] == 1
     _, words = elasticity.choose_held_out(breach * 100, budget, cost)
     assert words.startswith("no configuration kept within 25% of its breach budget")
+
+
+def test_a_window_where_the_plan_does_what_last_weeks_fleet_does_is_a_tie_not_a_win():
+    # a trace so light that one instance serves it: every plan costs and breaches the same, and
+    # "beat last week's fixed fleet in 0 of 7" read as a loss
+    from capnb.plan import PlanConfig
+    from capnb.plan._origins import PLANS, _table
+    from capnb.plan._text import ties_words
+
+    def row(day, cost, breach):
+        r = {"origin": np.datetime64(f"2026-01-0{day}"), "forecast": "f", "policy": "p",
+             "hindsight": "h", "steady": "s"}  # fmt: skip
+        r.update({k: 1.0 for k in ("window_days", "budget_min", "coverage_p95", "coverage_p99",
+                                   "overprovision_ratio", "floor_share", "min_instances",
+                                   "buffer_instances", "scale_up_threshold", "cooldown_s",
+                                   "observed_share")})  # fmt: skip
+        r["usd"] = {p: 10.0 for p in PLANS} | {"recommended": cost}
+        r["gpu_hours"] = dict(r["usd"])
+        r["breach_min"] = {p: 0.0 for p in PLANS} | {"recommended": breach}
+        return r
+
+    table = _table([row(1, 10.0, 0.0), row(2, 9.0, 0.0), row(3, 10.0, 2.0)], PlanConfig())
+    assert table.beats_naive.values.tolist() == [False, True, False]
+    assert table.ties_naive.values.tolist() == [True, False, False]
+    assert ties_words(1).startswith(" (tied in 1: ") and ties_words(0) == ""

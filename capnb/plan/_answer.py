@@ -140,6 +140,9 @@ class HeldOut:
     burst_draws: int = _f("1", "burst draws replayed (on the first full held-out window)")
     how: str = _f("1", "how the choice was made and scored")
     left_out: tuple[str, ...] = _f("1", "windows not scored (the trace does not cover them), why")
+    ties_naive: int = _f(
+        "1", "windows in which it cost and breached as much as last week's fleet", default=0
+    )
 
 
 @dataclass(frozen=True)

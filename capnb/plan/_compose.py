@@ -29,6 +29,7 @@ from ._answer import (
     Policy,
 )
 from ._config import PlanConfig
+from ._text import ties_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
 
@@ -405,6 +406,7 @@ def _held_out_record(rolling, burst) -> HeldOut:
             "scored on the window after it"
         ),
         left_out=tuple(rolling.left_out),
+        ties_naive=int(table.ties_naive.sum()) if "ties_naive" in table else 0,
     )
 
 
@@ -437,7 +439,8 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
               "" if held.above_hindsight <= COST_GOAL else "a longer history narrows the choice",
               "own"),
         Check("held_out_naive", held.beats_naive == n,
-              f"it beat last week's fixed fleet (on cost or breach) in {held.beats_naive} of {n}",
+              f"it beat last week's fixed fleet (on cost or breach) in {held.beats_naive} of {n}"
+              + ties_words(held.ties_naive),
               "" if held.beats_naive == n else "compare with a fixed fleet for last week's P99",
               "own"),
     ]  # fmt: skip

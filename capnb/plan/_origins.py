@@ -547,6 +547,12 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
         (cost.sel(plan="recommended") < cost.sel(plan="naive-last-week"))
         | (rec.breach_min < naive.breach_min)
     ).assign_attrs(units="1", long_name="cheaper than, or less in breach than, last week's fleet")
+    same = np.isclose(cost.sel(plan="recommended"), cost.sel(plan="naive-last-week")) & np.isclose(
+        rec.breach_min, naive.breach_min
+    )
+    table["ties_naive"] = xr.DataArray(same, dims=("origin",)).assign_attrs(
+        units="1", long_name="as costly and as much in breach as last week's fleet"
+    )
     return table
 
 

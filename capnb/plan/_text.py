@@ -24,6 +24,14 @@ def _span(values, noun: str) -> str:
     return f"{a} {noun}" if a == b else f"{a}-{b} {noun}"
 
 
+def ties_words(ties: int) -> str:
+    """`` (tied in N: ...)`` for held-out windows where the plan did exactly what last week's did."""
+    if not ties:
+        return ""
+    return (f" (tied in {ties}: there its cost and its minutes in breach were last week's fixed "
+            "fleet's, which would have done as well)")  # fmt: skip
+
+
 def _slot_noun(kind: str) -> str:
     return kind.replace("_", " ")
 
@@ -182,8 +190,8 @@ def held_out_words(a: Answer) -> str:
         f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
         f"up to {length} (worst: {worst}), at {h.above_hindsight:+.0%} against the hindsight "
         f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
-        f"fixed fleet in {h.beats_naive} of {h.windows}; its forecast's P99 covered "
-        f"{h.coverage_p99:.1%} of held-out intervals (P95 {h.coverage_p95:.1%}){bursts}. "
+        f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; its forecast's "
+        f"P99 covered {h.coverage_p99:.1%} of held-out intervals (P95 {h.coverage_p95:.1%}){bursts}. "
         f"How: {h.how}.{left}"
     )
 
