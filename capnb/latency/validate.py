@@ -373,7 +373,8 @@ def own_run_rows(pts, folds, progress=None, jobs: int = 1) -> list[dict]:
     """Leave-one-rate-out and leave-one-length-out rows (see the module).
 
     ``jobs``: processes to run the curves' and configurations' fits in (the rows do not depend
-    on it).
+    on it). Each process reads the bundled measurements itself
+    (:func:`capnb.data.load_measurements`), so with ``jobs > 1`` ``pts`` must be some of those.
     """
     say = progress or (lambda text: None)
     by_curve, by_config = _curves_and_configs(pts)
