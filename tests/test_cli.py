@@ -188,3 +188,26 @@ def test_run_report_refuses_jobs_that_are_not_a_count_before_writing(tmp_path, j
     with pytest.raises(InputError, match="jobs"):
         run_report(out_dir=tmp_path / "out", jobs=jobs, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_fleet_line_says_when_the_forecast_needs_more_than_the_reserve_at_all_times(
+    small_plan,
+):
+    # "reserve 3 instances (always running)" read as the whole always-on fleet where every slot
+    # of the forecast needed 504 or more
+    import dataclasses
+    import warnings
+
+    from capnb import plan
+    from capnb.plan._text import fleet_words
+
+    with warnings.catch_warnings():  # the plan's warnings are its checks; not this test's
+        warnings.simplefilter("ignore")
+        answer = plan.answer(plan.build(small_plan))
+    if answer.policy.name == "fixed":
+        pytest.skip("a fixed fleet runs what it reserves")
+    least = min(answer.fixed_instances)
+    below = dataclasses.replace(answer, reserved_instances=max(least - 1, 0))
+    assert f"forecast needs at least {least:,} instance" in fleet_words(below)
+    level = dataclasses.replace(answer, reserved_instances=least)
+    assert "needs at least" not in fleet_words(level)

@@ -138,9 +138,17 @@ def fleet_words(a: Answer) -> str:
             f"{policy_words(a)}; the forecast needs {need}{bursts}."
         )
     v = a.advisory
+    least = min(a.fixed_instances, default=0)
+    floor = (
+        f"; the P{100 * a.traffic_quantile:g} forecast needs at least "
+        f"{words.count(least, 'instance')} in every {_slot_noun(a.slots)} slot, those above the "
+        "reserve on demand (reserving more is the mixed fleet's question)"
+        if least > a.reserved_instances
+        else ""
+    )
     return (
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
-        f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running); "
+        f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running){floor}; "
         f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
         f"{words.count(a.peak_instances, 'instance')} ran at once in the replay, with "
         f"{24 * v.scale_events_per_hour:.1f} scale events, {v.reversals_per_day:.1f} reversals"
