@@ -776,7 +776,7 @@ def summary_html(
          if a.memory_concurrency >= 0 else "not checked"),
         ("3. capacity", f"<strong>{html.escape(a.binding)}</strong>"
          + (f" ({html.escape(a.binding_metric.upper())} bound of {sla})" if a.binding_metric else "")
-         + f": {_num(a.safe_concurrency)} requests in flight"),
+         + f": {_num(a.safe_concurrency)} request{'' if a.safe_concurrency == 1 else 's'} in flight"),
         ("4. elasticity", f"cold start {_num(a.policy.cold_start_s)} s"
          + (" (too long for scale-ups to count: hold capacity that needs none)"
             if a.policy.cold_start_vetoes else "")

@@ -177,6 +177,18 @@ def test_bad_choices_name_the_field():
         manifest_settings({"kind": "Deployment"})
 
 
+def test_a_name_given_must_be_a_kubernetes_name_and_is_not_rewritten():
+    # --name "bad name!!" became "bad-name" without a word; the model's own name still is made one
+    choice = CHOICES["hpa"]
+    with pytest.raises(InputError, match=r"name='bad name!!' is not a Kubernetes name.*'bad-name'"):
+        manifests(choice, name="bad name!!")
+    with pytest.raises(InputError, match="namespace='Prod'"):
+        manifests(choice, name="qwen3-8b", namespace="Prod")
+    hpa = manifests(choice, name="qwen3-8b").documents["hpa"][0]
+    assert hpa["metadata"]["name"] == "qwen3-8b"
+    assert manifests(choice).documents["hpa"][0]["metadata"]["name"]  # from the model, made one
+
+
 @pytest.fixture(scope="module")
 def small_plan_built(tmp_path_factory):
     """A small plan (m-small trace, HPA and Knative, no spares), exported as plan.nc."""

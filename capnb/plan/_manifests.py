@@ -621,10 +621,16 @@ _TITLES = {
 _NAME = re.compile(r"[^a-z0-9-]+")
 
 
-def _dns_name(text: str) -> str:
-    name = _NAME.sub("-", text.lower()).strip("-")[:63].strip("-")
+def _dns_name(text: str, argument: str = "name", *, given: bool = False) -> str:
+    """``text`` as a Kubernetes name (a DNS label); a ``given`` one must already be one."""
+    name = _NAME.sub("-", str(text).lower()).strip("-")[:63].strip("-")
     if not name:
-        raise InputError(f"name={text!r} has no letters or digits for a Kubernetes name")
+        raise InputError(f"{argument}={text!r} has no letters or digits for a Kubernetes name")
+    if given and name != text:  # the user's own name: said, not changed behind their back
+        raise InputError(
+            f"{argument}={text!r} is not a Kubernetes name (lowercase letters, digits and '-', at "
+            f"most 63 characters, a letter or digit at each end); e.g. {name!r}"
+        )
     return name
 
 
@@ -676,8 +682,8 @@ def manifests(
     """
     if not isinstance(choice, PolicyChoice):
         raise InputError(f"choice must be a capnb.plan.PolicyChoice, got {type(choice).__name__}")
-    name = _dns_name(name or choice.model)
-    namespace = _dns_name(namespace)
+    name = _dns_name(name, given=True) if name is not None else _dns_name(choice.model)
+    namespace = _dns_name(namespace, "namespace", given=True)
     notes = {kind: [] for kind in KINDS}
     hpa_values = _hpa_values(choice, notes["hpa"])
     notes["keda"] = list(notes["hpa"])

@@ -75,8 +75,8 @@ def serve_words(a: Answer) -> str:
     )
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{why}. One instance serves "
-        f"{a.per_instance_qps:.2f} requests/s within {a.sla}, at {a.safe_concurrency:,} requests "
-        f"in flight ({binds}{memory}).{cache}{left}"
+        f"{a.per_instance_qps:.2f} requests/s within {a.sla}, at "
+        f"{words.count(a.safe_concurrency, 'request')} in flight ({binds}{memory}).{cache}{left}"
     )
 
 
