@@ -196,6 +196,13 @@ def folder_named(write, name):
 BINARY = bytes(range(256)) * 2
 
 
+def l4_figure(column, value):
+    """A row's call: :func:`own_catalog` with the L4's ``column`` written as ``value`` (text)."""
+    return lambda w: own_catalog(
+        w, lambda t: t.assign(**{column: t[column].where(t.gpu != "L4", value)})
+    )
+
+
 def own_catalog(write, edit):
     """Plan with a copied GPU catalog (CAPNB_DATASETS) that ``edit`` changed; its GPUs read."""
     import os
@@ -794,38 +801,32 @@ ROWS = [
             bench_folder(w, [vllm_run(c, gpu="L4") for c in (1, 4)]), gpu="H100-SXM"),
         Raises(ConfigError, r"run0\.json: the runs measured GPU 'L4', not gpu 'H100-SXM'")),
     Row("gpu: a copied catalog with a negative price",
-        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
-            t.gpu != "L4", "-0.44"))),
+        l4_figure("usd_per_gpu_hour", "-0.44"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): usd_per_gpu_hour = -0\.44; expected USD "
                             r"per GPU-hour > 0")),
     Row("gpu: a copied catalog with a high but possible price",
-        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
-            t.gpu != "L4", "320"))),
+        l4_figure("usd_per_gpu_hour", "320"),
         States(lambda gpus: f"{float(gpus.usd_per_gpu_hour.sel(gpu='L4')):g} USD/hour kept",
                r"^320 USD/hour kept")),
     # found adding my own RTX 4090 row without a price, as docs/data.md allows ("a GPU with no
     # price meets the SLA unranked and the plan names it"): the catalog refused to load
     Row("gpu: a copied catalog with a GPU of no price",
-        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
-            t.gpu != "L4", ""))),
+        l4_figure("usd_per_gpu_hour", ""),
         States(lambda gpus: f"L4 at {float(gpus.usd_per_gpu_hour.sel(gpu='L4'))} USD/hour, "
                             f"H200 at {float(gpus.usd_per_gpu_hour.sel(gpu='H200'))}",
                r"^L4 at nan USD/hour, H200 at 3\.5$")),
     Row("gpu: a copied catalog with a price in USD per GPU-month",
-        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
-            t.gpu != "L4", "2400"))),
+        l4_figure("usd_per_gpu_hour", "2400"),
         Raises(ConfigError, r"usd_per_gpu_hour = 2400\.0; expected USD per GPU-hour > 0 and at "
                             r"most 1000")),
     # found adding an H20 row with a word in a figure: a bare ValueError "could not convert
     # string to float: 'abc'" naming neither the file, the line nor the column
     Row("gpu: a copied catalog with a word for a figure",
-        lambda w: own_catalog(w, lambda t: t.assign(dense_bf16_flops=t.dense_bf16_flops.where(
-            t.gpu != "L4", "abc"))),
+        l4_figure("dense_bf16_flops", "abc"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): dense_bf16_flops = 'abc'; expected a "
                             r"number of FLOP/s")),
     Row("gpu: a copied catalog with a word for an optional figure",
-        lambda w: own_catalog(w, lambda t: t.assign(usd_per_gpu_hour=t.usd_per_gpu_hour.where(
-            t.gpu != "L4", "ask us"))),
+        l4_figure("usd_per_gpu_hour", "ask us"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): usd_per_gpu_hour = 'ask us'; expected a "
                             r"number of USD per GPU-hour \(or empty\)")),
     Row("capacity: a negative price", ttft(2.0, usd_per_gpu_hour=-3.0),
