@@ -734,8 +734,9 @@ def test_the_cold_start_check_states_the_half_budget_rule():
 def test_requests_longer_than_the_models_context_are_a_failed_check():
     # phi-3-medium-4k (max_position_embeddings 4,096) was planned on azure-conv-2023, whose
     # requests reach 6,224 tokens, without a word: vLLM rejects a request over max_model_len
+    from capnb.data.modelspec import context_tokens
     from capnb.latency import workload
-    from capnb.plan._compose import _context_checks, context_tokens
+    from capnb.plan._compose import _context_checks
 
     cfg = planning.PlanConfig().replace(model="Llama-2-7B")  # a 4,096-token context
     lengths = workload(prompt_tokens=[1000, 3000, 5000, 900], output_tokens=[100, 200, 300, 50])

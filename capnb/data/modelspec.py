@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["DTYPE_BYTES", "ModelSpec", "dtype_bytes", "parse"]
+__all__ = ["DTYPE_BYTES", "ModelSpec", "context_tokens", "dtype_bytes", "parse"]
 
 #: Bytes per element of the dtypes capnb knows (weights or KV cache).
 DTYPE_BYTES: dict[str, float] = {
@@ -192,6 +192,14 @@ class ModelSpec:
         return self._parameters(self.experts_per_token if self.is_moe else self.experts)
 
     # -- bytes --------------------------------------------------------------------------------
+    @property
+    def context_tokens(self) -> int | None:
+        """Tokens of context the model serves (vLLM's default ``max_model_len``; None: not stated).
+
+        From its config (:func:`context_tokens`).
+        """
+        return context_tokens(self.config or {})
+
     def weight_bytes(self, dtype: str | None = None) -> float:
         """Bytes of all weights in ``dtype`` (default: the config's weight dtype).
 
@@ -383,6 +391,35 @@ _FP16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
 #: ``nn.Linear(..., bias=True)``; ``modeling_qwen2_moe.py`` with ``bias=self.config.qkv_bias``
 #: (``Qwen2MoeConfig``: ``qkv_bias=True``), read in :func:`parse`.
 _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}
+
+
+#: rope_scaling types whose ``factor`` vLLM does not multiply ``max_position_embeddings`` by.
+_ROPE_KEEPS_LENGTH = ("su", "longrope", "llama3", "default", "mrope")
+
+
+def context_tokens(config: Mapping) -> int | None:
+    """The context a config serves in tokens (vLLM's default ``max_model_len``); None: unstated.
+
+    ``max_position_embeddings``, times a ``rope_scaling`` factor for the scaling types vLLM
+    extends the context by (linear, dynamic; YaRN from its ``original_max_position_embeddings``),
+    as vLLM's ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it.
+    """
+    text = config.get("text_config")
+    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
+        config = text  # a multimodal config's language model
+    length = config.get("max_position_embeddings")
+    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
+        return None
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, Mapping):
+        kind = scaling.get("rope_type", scaling.get("type"))
+        factor = scaling.get("factor")
+        if kind not in _ROPE_KEEPS_LENGTH and isinstance(factor, int | float) and factor > 1:
+            original = scaling.get("original_max_position_embeddings")
+            if kind == "yarn" and isinstance(original, int | float) and original > 0:
+                length = original  # vLLM: YaRN extends the pre-training length
+            length = length * factor
+    return int(length)
 
 
 def _extra_norms(model_type: str, hidden: int, head_dim: int) -> int:

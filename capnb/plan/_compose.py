@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
 
 import numpy as np
 import xarray as xr
@@ -147,41 +146,12 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     return checks
 
 
-#: rope_scaling types whose ``factor`` vLLM does not multiply ``max_position_embeddings`` by.
-_ROPE_KEEPS_LENGTH = ("su", "longrope", "llama3", "default", "mrope")
-
-
-def context_tokens(config: Mapping) -> int | None:
-    """The context a config serves (vLLM's default ``max_model_len``); None when it states none.
-
-    ``max_position_embeddings``, times a ``rope_scaling`` factor for the scaling types vLLM
-    extends the context by (linear, dynamic; YaRN from its ``original_max_position_embeddings``),
-    as vLLM's ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it.
-    """
-    text = config.get("text_config")
-    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
-        config = text  # a multimodal config's language model
-    length = config.get("max_position_embeddings")
-    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
-        return None
-    scaling = config.get("rope_scaling")
-    if isinstance(scaling, Mapping):
-        kind = scaling.get("rope_type", scaling.get("type"))
-        factor = scaling.get("factor")
-        if kind not in _ROPE_KEEPS_LENGTH and isinstance(factor, int | float) and factor > 1:
-            original = scaling.get("original_max_position_embeddings")
-            if kind == "yarn" and isinstance(original, int | float) and original > 0:
-                length = original  # vLLM: YaRN extends the pre-training length
-            length = length * factor
-    return int(length)
-
-
 def _context_checks(cfg, workload) -> list[Check]:
     """Requests of the workload longer than the model's context, which vLLM rejects."""
     from .. import data
 
     spec = data.load_model(cfg.serving.model)
-    limit = context_tokens(spec.config or {})
+    limit = spec.context_tokens
     if limit is None:
         return []
     lengths = (workload.prompt_tokens + workload.output_tokens).values
