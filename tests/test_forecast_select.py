@@ -261,3 +261,54 @@ def test_the_mixture_bisection_kernel_is_the_numpy_reference_to_the_last_bit():
         q = np.sort(rng.choice([0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99], 3, replace=False))
         args = (points, seen, low, high, errors, cumulative, q, 64)
         assert np.array_equal(mixture_bisect(*args), reference(*args))
+
+
+# -- carrying the history: each slot mapped onto the model's quantiles --------------------------
+def _slot_values(series, slots="hour_of_day"):
+    from capnb.data._series import slot_codes
+    from capnb.data._series import slots as spec
+
+    codes = slot_codes(series["time"], spec(slots))
+    return [series.qps.values[codes == k] for k in range(spec(slots).count)]
+
+
+def test_carry_makes_every_quantile_of_the_selection_the_models_exactly(large):
+    planned, scored = forecast.selection_quantiles(0.99)
+    assert 0.5 in planned and 0.5 not in scored  # the median is planned, never scored
+    chosen = forecast.select(large, quantiles=planned, score_quantiles=scored)
+    carried = forecast.carry(large, selection=chosen)
+    again = forecast.fit_baseline(carried, quantiles=planned)
+    np.testing.assert_allclose(again.target_qps, chosen.target_qps, rtol=1e-12)
+    # the map is increasing: each slot's intervals keep their order
+    for before, after in zip(_slot_values(large), _slot_values(carried), strict=True):
+        assert (np.argsort(before, kind="stable") == np.argsort(after, kind="stable")).all()
+    assert "P50/P95/P99" in carried.attrs["growth_model"]
+
+
+def test_a_burst_in_the_past_does_not_shrink_a_slots_ordinary_days():
+    # 14 days; on day 3 hour 14 runs at 4x: last_week (the plan's model here) carries the last
+    # 7 days, in which hour 14 is ordinary, so its P99 is far below the past's; its median is not
+    days = 14
+    series = _daily(days, seed=3)
+    hour = (np.arange(days * 144) // 6) % 24
+    day = np.arange(days * 144) // 144
+    series["qps"].values[(day == 3) & (hour == 14)] *= 4.0
+    chosen = forecast.select(
+        series, quantiles=forecast.selection_quantiles(0.99)[0], score_quantiles=(0.95, 0.99),
+        models=("last_week",),
+    )  # fmt: skip
+    carried = forecast.carry(series, growth_model="last_week", selection=chosen)
+    factor = chosen.growth_factor.sel(traffic_quantile=0.99).values[14]
+    assert factor < 0.5  # the burst day made the past P99 of hour 14 about 4x the week's
+    before, after = _slot_values(series)[14], _slot_values(carried)[14]
+    ordinary = before < np.quantile(before, 0.5)
+    ratio = after[ordinary] / before[ordinary]
+    median_factor = chosen.growth_factor.sel(traffic_quantile=0.5).values[14]
+    np.testing.assert_allclose(ratio, median_factor, rtol=1e-12)
+    assert median_factor > 0.8  # one factor for the slot would have scaled them by < 0.5
+    assert abs(after.mean() / before[day[hour == 14] != 3].mean() - 1) < 0.2
+    np.testing.assert_allclose(
+        forecast.fit_baseline(carried).target_qps.sel(traffic_quantile=0.99)[14],
+        chosen.target_qps.sel(traffic_quantile=0.99)[14],
+        rtol=1e-12,
+    )

@@ -22,22 +22,101 @@ TARGET_GROWTH_MODELS = ("auto", *FORECAST_MODELS, "probabilistic", "none")
 
 
 def selection_quantiles(quantile: float) -> tuple[tuple, tuple]:
-    """The quantiles a selection plans (P95, P99 and the plan's) and those it scores (>= 0.9)."""
-    planned = tuple(sorted({0.95, 0.99, float(quantile)}))
+    """The quantiles a selection plans (P50, P95, P99 and the plan's) and those it scores (>= 0.9).
+
+    The median is planned, not scored: :func:`carry` maps each slot's past median to the model's,
+    so a slot's ordinary intervals follow the model's median, not its P99's ratio.
+    """
+    planned = tuple(sorted({0.5, 0.95, 0.99, float(quantile)}))
     scored = tuple(q for q in planned if q >= 0.9)
     return planned, scored
 
 
-def _scaled(series: xr.Dataset, factor: np.ndarray, slots, words: str) -> xr.Dataset:
-    """Every interval times its slot's factor (NaN or inf factors leave the slot as it is)."""
-    factor = np.where(np.isfinite(factor), factor, 1.0)
-    per_interval = xr.DataArray(factor[slot_codes(series["time"], slot_spec(slots))], dims="time")
+def _times(series: xr.Dataset, per_interval: np.ndarray, words: str) -> xr.Dataset:
+    per_interval = xr.DataArray(per_interval, dims="time")
     result = series.copy()
     for name in ("qps", "requests"):
         if name in result:
             result[name] = (result[name] * per_interval).assign_attrs(series[name].attrs)
     result.attrs["growth_model"] = words
     return result
+
+
+def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
+    """A slot's map from past rates to the model's: ``(x, y)`` knots, or None where none fits.
+
+    Each quantile ``p`` spans the two order statistics numpy's linear quantile reads at
+    ``(n - 1) p``; both are scaled by the quantile's own factor (target / past quantile), so the
+    carried slot's quantile at ``p`` is the target exactly. Between those pairs the map is linear
+    in the rate, below the lowest and above the highest it is the end factor times the rate. None
+    when the map would not be increasing (the model's quantiles out of order, pairs that overlap
+    in a short slot, a quantile of zero under a positive target).
+    """
+    x = np.sort(values)
+    n = x.size
+    knots_x, knots_y = [], []
+    for p, target in zip(quantiles, targets, strict=True):
+        lo = int(np.floor((n - 1) * p))
+        pair = x[[lo, min(lo + 1, n - 1)]]
+        past = float(np.quantile(x, p))
+        if not (np.isfinite(target) and past > 0 and target >= 0):
+            return None
+        knots_x.extend(pair)
+        knots_y.extend(pair * (target / past))
+    kx, ky = np.asarray(knots_x), np.asarray(knots_y)
+    if np.any(np.diff(kx) < 0) or np.any(np.diff(ky) < 0):
+        return None
+    same = np.diff(kx) == 0
+    if np.any(ky[1:][same] != ky[:-1][same]):  # one rate, two images
+        return None
+    return kx, ky
+
+
+def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: str):
+    """Each slot's past rates mapped onto the model's quantiles (see :func:`_knots`).
+
+    Where no increasing map goes through every quantile of the selection (a burst in the slot's
+    past the model does not carry: its P95 factor far above its P99's), the map goes through the
+    median and the plan's quantile ``q`` only, else through ``q`` alone (one factor for the slot);
+    a slot without a finite factor at ``q`` is left as it is. The words say how many slots.
+    """
+    codes = slot_codes(series["time"], slot_spec(slots))
+    qps = series["qps"].values
+    quantiles = selection.traffic_quantile.values
+    targets = selection.target_qps.values  # (slot, traffic_quantile)
+    tries = [
+        np.ones(quantiles.size, dtype=bool),
+        (quantiles == quantiles.min()) | (quantiles == q),
+        quantiles == q,
+    ]
+    per_interval = np.ones(qps.size)
+    fewer: dict[str, int] = {}
+    for slot in range(targets.shape[0]):
+        where = np.flatnonzero((codes == slot) & np.isfinite(qps))
+        if where.size == 0:
+            continue
+        values = qps[where]
+        for used in tries:
+            knots = _knots(values, quantiles[used], targets[slot][used])
+            if knots is not None:
+                break
+        if knots is None:
+            fewer["none (left as it is)"] = fewer.get("none (left as it is)", 0) + 1
+            continue
+        if not used.all():
+            named = "/".join(f"P{100 * p:g}" for p in quantiles[used])
+            fewer[named] = fewer.get(named, 0) + 1
+        kx, ky = knots
+        low, high = (ky[0] / kx[0] if kx[0] > 0 else 1.0), ky[-1] / kx[-1]
+        image = np.interp(values, kx, ky)
+        image = np.where(
+            values < kx[0], values * low, np.where(values > kx[-1], values * high, image)
+        )
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_interval[where] = np.where(values > 0, image / values, low)
+    for named, count in fewer.items():
+        words += f"; {count} slot(s) mapped at {named} only (no increasing map through all)"
+    return _times(series, per_interval, words)
 
 
 def _checked_selection(selection, quantile: float, allowed) -> xr.Dataset:
@@ -62,13 +141,18 @@ def carry(
     horizon_days: int = 7,
     selection: xr.Dataset | None = None,
 ) -> xr.Dataset:
-    """The history carried to the ``horizon_days`` after it, each slot x its plan's growth factor.
+    """The history carried to the ``horizon_days`` after it, each slot mapped onto the model's plan.
 
-    Slot quantiles scale with their values, so :func:`capnb.forecast.fit_baseline` of the result
-    plans each slot on the growth model's plan at ``quantile``. ``attrs["growth_model"]`` says what
-    was done, in words starting with the model's name; a history the model cannot forecast (a
-    selection with too few origins, a probabilistic plan with under 7 days, a series with extra
-    dims) is returned as it is, with ``"none: "`` and why.
+    Each slot's past rates are mapped, increasing, so that the slot's quantiles in the selection
+    (P50, P95, P99 and ``quantile``) become the model's forecast of them exactly:
+    :func:`capnb.forecast.fit_baseline` of the result plans each slot on the growth model's plan
+    at ``quantile``, and its median and mean follow the model's median, not the ratio at the plan's
+    quantile (one burst day in a slot's past P99 would otherwise shrink its ordinary days). A slot
+    the map cannot fit (the model's quantiles out of order) is scaled by its factor at
+    ``quantile``. ``attrs["growth_model"]`` says what was done, in words starting with the model's
+    name; a history the model cannot forecast (a selection with too few origins, a probabilistic
+    plan with under 7 days, a series with extra dims) is returned as it is, with ``"none: "`` and
+    why.
 
     Parameters
     ----------
@@ -119,13 +203,15 @@ def carry(
     selection = _checked_selection(selection, q, allowed)
     factor = selection.growth_factor.sel(traffic_quantile=q).values
     shown = factor[np.isfinite(factor)]
+    named = "/".join(f"P{100 * p:g}" for p in selection.traffic_quantile.values)
     words = (
         f"{growth_model}: {selection.attrs['chosen_model']}"
         f"{' (chosen by ' + selection.attrs['origins'].split(',')[0] + ')' if growth_model == 'auto' else ''}"
-        f", its P{100 * q:g} for the {selection.attrs['horizon_days']} days after the history: each "
-        f"slot x {shown.min():.3g} to {shown.max():.3g} of its past P{100 * q:g}"
+        f", its {named} for the {selection.attrs['horizon_days']} days after the history: each "
+        f"slot's past rates mapped onto them (its P{100 * q:g} x {shown.min():.3g} to "
+        f"{shown.max():.3g} of the past)"
     )
-    result = _scaled(series, factor, slots, words)
+    result = _mapped(series, selection, slots, q, words)
     for name in ("choice", "goals", "origins", "gaps"):
         result.attrs[f"forecast_{name}"] = selection.attrs[name]
     return result
