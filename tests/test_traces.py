@@ -823,3 +823,32 @@ def test_naive_local_times_across_a_daylight_saving_change_count_each_hour_once(
     unsure = _write(tmp_path, "unsure.csv", AZURE_HEADER + "2024-10-27 02:30:00,1,1\n")
     with pytest.raises(ConfigError, match=r"unsure.csv, row 1 .*repeats when it goes back"):
         data.load_trace(unsure, timezone="Europe/Berlin")
+
+
+def test_times_counted_from_zero_in_ms_read_as_seconds_are_warned_about(tmp_path):
+    # three days of a log counted in milliseconds from its first request: read as seconds they
+    # span 8.2 years (one request every 3.6 h), which nothing flagged
+    rng = np.random.default_rng(0)
+    ms = np.sort(rng.choice(3 * 86_400_000, 20_000, replace=False))  # no two at one time
+    path = tmp_path / "relative_ms.csv"
+    pd.DataFrame({"timestamp": ms, "prompt_tokens": 5, "output_tokens": 7}).to_csv(
+        path, index=False
+    )
+    with pytest.warns(
+        data.TraceWarning,
+        match=r"relative_ms\.csv, row 20000 \(line 20001\): column 'timestamp' counted in seconds "
+        r"from time 0 spans 8\.21 years \(20,000 rows, one every 3\.6 h on average\); if the "
+        r"times count milliseconds, pass time_unit='ms' \(a span of 3 days\)",
+    ):
+        data.load_trace(path, time_unit="s")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", data.TraceWarning)
+        trace = data.load_trace(path, time_unit="ms")  # read as they are: no span warning
+    assert round((_ns(trace)[-1] - _ns(trace)[0]) / 86_400e9) == 3
+    # a year-long log in seconds that would read as under an hour in ms is left alone
+    long = tmp_path / "long_s.csv"
+    pd.DataFrame({"timestamp": np.linspace(0, 400 * 86_400 / 1000 * 0.1, 50), "prompt_tokens": 5,
+                  "output_tokens": 7}).to_csv(long, index=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", data.TraceWarning)
+        data.load_trace(long, time_unit="s")

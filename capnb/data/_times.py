@@ -400,6 +400,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         _check_range(numbers, per_unit, origin, column, where, time_unit)
         if relative:
             _check_relative(numbers, time_unit, origin if stated else None, column, where)
+            _check_span(numbers, time_unit, column, where)
         ns = epoch_ns(numbers, per_unit)
         if relative:
             clock = Clock(timezone or "unknown", known, origin_text(start), known or midnight)
@@ -556,6 +557,29 @@ def _check_relative(numbers, time_unit, origin, column, where) -> None:
         f"(start=) they run {_unix_reading(numbers, own, origin)}, the first {first_after} after "
         f"time 0; {as_unix}: if they are, load them without start="
         + ("" if unit == time_unit else f" and with time_unit={unit!r}"),
+        TraceWarning,
+        stacklevel=4,
+    )
+
+
+#: A log counted from time 0 that spans more than this in its unit is warned about when the next
+#: finer unit reads it as a span a service logs (over an hour): times in ms read as seconds span
+#: 1000x too long (a 3-day log becomes 8 years, planned at one request every few hours).
+_LONGEST_NS = 366 * 86_400 * 1_000_000_000
+_FINER = {"s": "ms", "ms": "us", "us": "ns"}
+
+
+def _check_span(numbers, time_unit, column, where) -> None:
+    """Times counted from time 0 spanning over a year are warned about, with the finer reading."""
+    span = (float(numbers.max()) - float(numbers.min())) * _UNITS[time_unit]
+    finer = _FINER.get(time_unit)
+    if span <= _LONGEST_NS or finer is None or span / 1000 < 3600e9:
+        return
+    warnings.warn(
+        f"{where(int(np.argmax(numbers)))}: column {column!r} counted in {_UNIT_WORDS[time_unit]} "
+        f"from time 0 spans {_span_text(span)} ({len(numbers):,} rows, one every "
+        f"{_span_text(span / max(len(numbers) - 1, 1))} on average); if the times count "
+        f"{_UNIT_WORDS[finer]}, pass time_unit={finer!r} (a span of {_span_text(span / 1000)})",
         TraceWarning,
         stacklevel=4,
     )
