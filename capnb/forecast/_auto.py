@@ -115,7 +115,10 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
         with np.errstate(invalid="ignore", divide="ignore"):
             per_interval[where] = np.where(values > 0, image / values, low)
     for named, count in fewer.items():
-        words += f"; {count} slot(s) mapped at {named} only (no increasing map through all)"
+        words += (
+            f"; {count} slot(s) mapped at {named} only (no increasing map through all: too few "
+            "intervals a slot to keep the quantiles apart, or a factor falling fast between them)"
+        )
     return _times(series, per_interval, words)
 
 
