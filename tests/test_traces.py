@@ -729,6 +729,37 @@ def test_a_rate_series_read_as_a_request_log_is_warned_about(tmp_path):
         data.load_traffic(path, kind="requests")
 
 
+def test_a_rate_series_in_a_column_of_another_name_is_not_read_as_one_request_a_row(tmp_path):
+    # requests/minute in a column no rate reader knows: before, 3 rows read as 3 requests
+    path = _write(
+        tmp_path,
+        "rpm.csv",
+        "time,requests_per_minute\n2024-05-13 00:00,300\n2024-05-13 00:10,360\n"
+        "2024-05-13 00:20,300\n",
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"rpm\.csv: column 'requests_per_minute' looks like a rate series' values .*"
+        r"requests/s in a column named 'qps'.*trace_kind = 'requests'",
+    ):
+        data.load_traffic(path)
+    with pytest.warns(data.TraceWarning, match=r"column 'requests_per_minute' looks like a rate"):
+        assert data.load_traffic(path, kind="requests").sizes["request"] == 3
+    for name in ("arrivalRate", "RPM", "reqs_per_sec"):
+        other = _write(tmp_path, "other.csv", f"time,{name}\n2024-05-13 00:00,5\n")
+        with pytest.raises(ConfigError, match=f"column '{name}' looks like a rate"):
+            data.load_traffic(other)
+    # a request log's other columns are no rate: it reads as one request a row, without a word
+    log = _write(
+        tmp_path,
+        "log.csv",
+        "time,request_id,status\n2024-05-13 00:00,a,200\n2024-05-13 00:01,b,200\n",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert data.load_traffic(log).sizes["request"] == 2
+
+
 def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
     from capnb import notebook
 

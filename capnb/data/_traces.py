@@ -778,14 +778,38 @@ def _rate(requests: int, seconds: float) -> str:
     return f"{rate:,.0f} requests/s" if rate >= 100 else f"{rate:.3g} requests/s"
 
 
+#: Words of a column name that say it holds requests per time or per window (``requests_per_minute``,
+#: ``arrivalRate``, ``RPM``), where its name is none :func:`load_rate_series` reads.
+_RATE_WORDS = frozenset(
+    ("qps", "rps", "rpm", "rph", "rate", "rates", "throughput", "requests", "reqs", "count",
+     "counts", "arrivals")
+)  # fmt: skip
+
+
+def _looks_like_rate(name: object) -> bool:
+    """A column whose name says it holds a rate or a count of requests, not one request's field.
+
+    Its known names (``qps``, ``requests``, ...) or a name with a word of :data:`_RATE_WORDS`, or
+    ``per`` followed by a time (``requests_per_minute``); never a token column.
+    """
+    names = {_normal(known) for known in (*_RATE_NAMES, *_COUNT_NAMES)}
+    if _normal(name) in names:
+        return True
+    if _looks_like_tokens(name):
+        return False
+    found = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(name))]
+    times = ("", "sec", "second", "m", "min", "minute", "h", "hour", "day")  # "s" stripped
+    per = any(a == "per" and b.rstrip("s") in times for a, b in itertools.pairwise(found))
+    return per or bool(_RATE_WORDS.intersection(found))
+
+
 def _warn_rate_columns(path: Path, header) -> list[str]:
     """A log without token columns but with a rate or count column is likely a rate series.
 
     Warned about on its own (:func:`load_traffic` told ``kind="requests"`` silences it), and
     returned as a note.
     """
-    names = {_normal(name) for name in (*_RATE_NAMES, *_COUNT_NAMES)}
-    found = next((column for column in header if _normal(column) in names), None)
+    found = next((column for column in header if _looks_like_rate(column)), None)
     if found is None:
         return []
     note = (

@@ -25,6 +25,7 @@ from ._traces import (
     _TIME_NAMES,
     _csv_header,
     _find_column,
+    _looks_like_rate,
     load_trace,
 )
 
@@ -120,9 +121,11 @@ def load_traffic(
     ------
     ConfigError
         Both readings are possible (a rate or count column beside token columns), or neither:
-        the message names the columns and asks for ``kind``; or ``kind`` contradicts the
-        columns (``"requests"`` for a file whose only value column is a rate or a count,
-        ``"rates"`` for one without either).
+        the message names the columns and asks for ``kind``; a column whose name reads as a rate
+        or a count in no name capnb reads (``requests_per_minute``, ``arrivalRate``) in a file
+        without token columns, under ``"auto"`` (each row would count as one request); or
+        ``kind`` contradicts the columns (``"requests"`` for a file whose only value column is a
+        rate or a count, ``"rates"`` for one without either).
     """
     if kind not in TRAFFIC_KINDS:
         raise InputError(f"kind must be one of {list(TRAFFIC_KINDS)}, got {kind!r}")
@@ -166,6 +169,19 @@ def load_traffic(
         if value and columns["time"]:
             kind, how = "rates", f"read from its columns ({columns['time']}, {value})"
         elif columns["time"]:
+            header = _columns(path)
+            rate_like = [c for c in header if c != columns["time"] and _looks_like_rate(c)]
+            if rate_like:
+                raise ConfigError(
+                    f"{path}: column {rate_like[0]!r} looks like a rate series' values (requests "
+                    "per time or per window), but capnb reads a rate series from a requests/s "
+                    f"column ({', '.join(_RATE_NAMES)}) or a requests-per-window column "
+                    f"({', '.join(_COUNT_NAMES)}), and there is no token column to make the file "
+                    "a request log: read as one, each row would count as one request. If it is a "
+                    "rate series, write its rates in requests/s in a column named 'qps' (or the "
+                    "requests of each window in one named 'requests'); if each row is one "
+                    "request, say so with trace_kind = 'requests'"
+                )
             kind, how = "requests", f"read from its columns ({columns['time']}: one row a request)"
         else:
             raise ConfigError(
