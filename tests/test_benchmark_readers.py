@@ -301,6 +301,30 @@ def test_an_sglang_run_without_max_concurrency_is_placed_at_its_measured_concurr
     assert any("SGLang's measured concurrency = 47.6" in n for n in latency.notes(curve))
 
 
+def test_sglang_runs_at_request_rates_are_placed_at_their_measured_concurrency(tmp_path):
+    # bench_serving --request-rate 2 / 6 / 12, no --max-concurrency, summary only: SGLang writes
+    # max_concurrency null and its measured concurrency (sum of e2e / duration); was refused
+    runs = [
+        _sglang_run(8, e2e, qps) | {"request_rate": rate, "max_concurrency": None, "concurrency": c}
+        for rate, e2e, qps, c in ((2.0, 2100.0, 1.98, 4.16), (6.0, 2600.0, 5.9, 15.3),
+                                  (12.0, 4200.0, 11.4, 47.9))
+    ]  # fmt: skip
+    path = tmp_path / "online.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in runs))
+    curve = data.read_benchmark(path)
+    assert curve.concurrency.values.tolist() == [4, 15, 48]
+    assert any(
+        n.startswith("online.jsonl line 3: a run at request_rate 12 with no max_concurrency holds")
+        and "SGLang's measured concurrency = 47.9" in n
+        for n in latency.notes(curve)
+    )
+    # vllm bench serve's summary of such a run has no measured concurrency: still refused
+    del runs[0]["concurrency"]
+    path.write_text(json.dumps(runs[0]))
+    with pytest.raises(ConfigError, match=r"a run at request_rate 2\.0 has no fixed concurrency"):
+        data.read_benchmark(path)
+
+
 def test_p100_keys_are_skipped_with_a_note_and_a_percentile_above_it_names_file_and_key(tmp_path):
     lines = (FIXTURES / "vllm_appended.jsonl").read_text().splitlines()
     runs = [json.loads(line) for line in lines]

@@ -554,7 +554,9 @@ def read_vllm_bench(
     prompt at once (capped at ``num_prompts``), and a run of fewer prompts than its
     ``max_concurrency``. A run at a finite rate with no ``max_concurrency`` needs its
     per-request lists: the throughput that places it counts only requests that produced output
-    (served requests / ``duration``), which a summary-only result cannot tell (it is refused).
+    (served requests / ``duration``), which a summary-only result cannot tell (it is refused),
+    unless it is SGLang's, whose ``concurrency`` (its served requests' summed e2e / duration)
+    places it without the throughput.
     Wherever the lists are kept, the measured throughput and the workload's mean prompt and
     output lengths are those of the requests that produced output. Summary fields are
     milliseconds (``*_ms``) and are converted to seconds; per-request lists are seconds.
@@ -804,7 +806,9 @@ def _place(record, where, completed, qps, mean, output, lists, notes) -> tuple[i
     rate = _number(record, "request_rate", where, required=False)
     if limit is None and rate is None:
         raise ConfigError(f"{where}: missing field 'max_concurrency' (and no 'request_rate')")
-    if limit is None and not math.isinf(rate):
+    sglang = _number(record, "concurrency", where, required=False)
+    measured = sglang is not None and math.isfinite(sglang) and sglang > 0
+    if limit is None and not math.isinf(rate) and not (lists is None and measured):
         if lists is None:
             raise ConfigError(
                 f"{where}: a run at request_rate {rate} has no fixed concurrency, and this "
@@ -830,7 +834,13 @@ def _place(record, where, completed, qps, mean, output, lists, notes) -> tuple[i
     if limit is not None and closed and prompts >= limit:
         _check_closed_loop(where, int(limit), qps, in_flight, e2e)
         return int(limit), math.nan
-    if limit is None:
+    if limit is None and not closed:  # SGLang's, placed at the concurrency it measured
+        cap = int(prompts)
+        why = (
+            f"a run at request_rate {rate:g} with no max_concurrency holds the requests its rate "
+            "brings"
+        )
+    elif limit is None:
         cap = int(prompts)
         why = (
             f"a run with no max_concurrency at request_rate inf (every one of its {cap} prompts "
