@@ -326,6 +326,22 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     # comparison prices prefill/decode pools on it
     serving = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
     assert serving.words.startswith("Serve disaggregated") and serving.monthly_usd > 0
+    # the mixed fleet, asked for (provider hyperstack), is said not to be planned on a measured
+    # curve, and the cost line points at it; it was left out without a word, the cost line still
+    # saying "(see the mixed fleet)"
+    mix = next(alt for alt in a.alternatives if alt.name == "mixed fleet")
+    assert mix.words.startswith("not planned: the latencies are measured")
+    assert math.isnan(mix.monthly_usd) and mix.words in planning.describe(plan)
+    assert "committed-use discounts (see the mixed fleet)" in a.cost_includes
+
+
+def test_no_mix_asked_the_cost_line_points_at_none():
+    cheap = dict(CHEAPER, gpus=("H200",), tensor_parallel=(1,), provider="none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        a = planning.answer(planning.build(planning.read_config(cheap)))
+    assert not any(alt.name.startswith("mixed fleet") for alt in a.alternatives)
+    assert "committed-use discounts, hosts, storage, network" in a.cost_includes
 
 
 def test_gpus_the_price_provider_does_not_list_are_planned_without_a_mix():

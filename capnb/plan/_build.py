@@ -289,6 +289,8 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
             alternatives.append(_mix_alternative(cfg, mixed, replay, gpu, advice, run))
     else:
         mixed = None
+        if cfg.fleet.provider != "none":  # asked for, and not planned: said, not left out
+            alternatives.append(_alternative("mixed fleet", MIX_UNMEASURED))
     with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
         serving, serving_replay = compare_serving(cfg, workload, fc, gpu, tp, demand, cold, policy)
     if isinstance(serving, xr.Dataset):
@@ -319,6 +321,15 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         cold=cold, mixed=mixed, bursts=bursts,
     )  # fmt: skip
     return plan, parts
+
+
+#: Why a plan on measured latencies has no mixed fleet (the mix is priced on the capacity step's
+#: options over GPU types and degrees; a measured curve is one of them).
+MIX_UNMEASURED = (
+    "not planned: the latencies are measured, one curve for one GPU at one tensor-parallel degree, "
+    "and the mixed fleet is planned over the capacity step's options of GPU type and degree (plan "
+    "on the latency model, latency = 'auto', to see the mix and its reserved base priced)"
+)
 
 
 def _alternative(name: str, words: str) -> Alternative:

@@ -316,7 +316,13 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
             f"the autoscaler's instances above them, as replayed over {hours:,.0f} h of the trace, "
             f"at {price:g} USD per GPU-hour ({gpu}'s on-demand price in the GPU catalog, the price "
             "the GPUs were ranked by); not included: bursts the trace did not contain (see the "
-            "burst test), committed-use discounts (see the mixed fleet), hosts, storage, network"
+            "burst test), committed-use discounts"
+            + (
+                " (see the mixed fleet)"
+                if any(a.name.startswith("mixed fleet") for a in alternatives)
+                else ""
+            )
+            + ", hosts, storage, network"
         ),
         breach_minutes_per_month=float(run.breach_s) / 60 * per_month,
         breach_budget_minutes=cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60,
