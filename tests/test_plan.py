@@ -779,3 +779,21 @@ def test_requests_longer_than_the_models_context_are_a_failed_check():
         == 131072
     )
     assert context_tokens({"hidden_size": 8}) is None
+
+
+def test_scale_down_delays_of_zero_do_not_make_every_dip_a_long_trough(tmp_path):
+    # cooldown_s = [0]: any dip of the demand was "4x the longest delay", and the plan said "Long
+    # troughs (up to 0.2 h below the scale-down level) ... (the swept 0-0 min)"
+    times = pd.date_range("2024-05-13", periods=3 * 144, freq="10min")
+    qps = np.where(times.hour * 60 + times.minute == 3 * 60, 1.0, 8.0)  # one 10-min dip a day
+    path = tmp_path / "rates.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%d %H:%M"), "qps": qps}).to_csv(path, index=False)
+    config = planning.read_config(dict(
+        CHEAPER, trace=str(path), gpus=("H100-SXM",), tensor_parallel=(1,), cooldown_s=(0.0,),
+        policies=("hpa",), buffer_instances=(0,), provider="none", disaggregation="none",
+    ))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(config)
+    assert "long_troughs" not in [c.name for c in planning.answer(plan).checks]
+    assert "Long troughs" not in planning.describe(plan)

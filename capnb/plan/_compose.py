@@ -107,7 +107,7 @@ def _cold_start_finding(cold: float, tolerance_s: float) -> str:
 
 def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     """The article's applicability checks that fire: the method holds, but a simpler one may do."""
-    from .. import capacity, elasticity
+    from .. import capacity
 
     checks = []
     statements = " ".join(
@@ -133,17 +133,32 @@ def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
             _cold_start_finding(cold, cfg.elasticity.tolerance_s),
             "hold fixed capacity plus an elastic buffer (the chosen policy does)", "article",
         ))  # fmt: skip
+    checks += _trough_checks(cfg, demand)
+    return checks
+
+
+def _trough_checks(cfg, demand) -> list[Check]:
+    """The article's "long troughs" check: dips far longer than any scale-down delay swept."""
+    from .. import elasticity
+
     dips = elasticity.troughs(demand)
-    if dips.size and float(dips.max()) > max(cfg.elasticity.cooldown_s) * 4:
-        checks.append(Check(
+    # long: 4x the longest delay swept, and never under 4x the article's shortest (15 min): with
+    # delays of 0 s, dips of a minute read "long troughs (up to 0.0 h)"
+    delays = cfg.elasticity.cooldown_s
+    if dips.size and float(dips.max()) > max(*delays, _ARTICLE_SHORTEST_DELAY_S) * 4:
+        swept = "-".join(dict.fromkeys(f"{d / 60:g}" for d in (min(delays), max(delays))))
+        return [Check(
             "long_troughs", False,
             f"Long troughs (up to {float(dips.max()) / 3600:.1f} h below the scale-down level): "
             "scaling down in them pays whatever the delay, so the scale-down delay matters little "
-            f"here (the swept {min(cfg.elasticity.cooldown_s) / 60:g}-"
-            f"{max(cfg.elasticity.cooldown_s) / 60:g} min).",
+            f"here (the swept {swept} min).",
             "scale down in the troughs", "article",
-        ))  # fmt: skip
-    return checks
+        )]  # fmt: skip
+    return []
+
+
+#: The article's shortest scale-down delay (15-30 minutes of low load) [s].
+_ARTICLE_SHORTEST_DELAY_S = 900.0
 
 
 def _context_checks(cfg, workload) -> list[Check]:
