@@ -201,6 +201,17 @@ def test_infeasible_sla_is_stated_never_a_fallback():
     assert float(floor.group(1)) > 1.0
 
 
+def test_cold_starts_a_day_keep_their_digit_as_scale_events_do(small):
+    # found with cooldown_s = [0]: "1.3 scale events, 0.7 reversals and 1 cold starts a day",
+    # 0.7 cold starts a day rounded to "1 cold starts"
+    plan, _ = small
+    a = planning.answer(plan)
+    policy = dataclasses.replace(a.policy, name="hpa")
+    advisory = dataclasses.replace(a.advisory, cold_starts_per_day=0.7)
+    text = plan_text.fleet_words(dataclasses.replace(a, policy=policy, advisory=advisory))
+    assert text.endswith(" and 0.7 cold starts a day.")
+
+
 def test_a_short_window_s_breach_and_budget_keep_their_digits(small):
     # found planning a 3-day request log (hourly origins, 6-hour windows): the text said
     # "worst: 0 minutes against 0" for a held-out window that broke its budget (0.5 minutes

@@ -152,7 +152,7 @@ def fleet_words(a: Answer) -> str:
         f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
         f"{words.count(a.peak_instances, 'instance')} ran at once in the replay, with "
         f"{24 * v.scale_events_per_hour:.1f} scale events, {v.reversals_per_day:.1f} reversals"
-        f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.0f} cold starts a day"
+        f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.1f} cold starts a day"
         "."
     )
 
