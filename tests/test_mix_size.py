@@ -194,6 +194,23 @@ def test_reserved_base_and_single_type_costs():
     assert fleet.attrs["mix_usd_per_hour"] <= single.min() + 1e-9
 
 
+def test_a_service_of_one_instance_a_slot_gets_its_reserved_base():
+    # one size bin, under one instance of load in every slot: the program that picks the base,
+    # counting instances above it fractionally, held none, and the fleet was one on-demand
+    # instance every slot (3.2 USD/h, "saving" 0) where one reserved (2.72 USD/h) serves it
+    options = options_of([[18.8, 8.3]])
+    demand = demand_of(np.linspace(2, 10, 24))
+    prices = prices_of([3.2, 3.0], [2.72, 2.6])
+    fleet = mix_by_size(options, demand, prices=prices, shares=xr.DataArray([1.0], dims="size_bin"))
+    exact = mix_by_size(options, demand, prices=prices, shares=xr.DataArray([1.0], dims="size_bin"),
+                        exact_base=True)  # fmt: skip
+    assert fleet.reserved_instances.values.tolist() == exact.reserved_instances.values.tolist()
+    assert fleet.reserved_instances.values.tolist() == [1, 0]
+    assert fleet.attrs["mix_usd_per_hour"] == pytest.approx(exact.attrs["mix_usd_per_hour"])
+    assert fleet.attrs["mix_usd_per_hour"] == pytest.approx(2.72)
+    assert fleet.attrs["saving"] == pytest.approx(1 - 2.72 / 3.2)
+
+
 def test_bins_and_bad_inputs():
     bins = size_bins(prompt_tokens=[10, 600, 600, 20_000], output_tokens=[5, 100, 100, 5])
     assert bins.requests.values.tolist() == [1, 2, 1]

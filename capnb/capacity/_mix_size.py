@@ -383,8 +383,11 @@ def mix_by_size(
         False (the default): the day's program counts the instances above the base fractionally
         (with whole counts it took minutes on the defaults' 13 bins x 24 slots); each slot is then
         solved exactly with the base fixed, and ``optimality_gap`` is the final cost over that
-        program's lower bound, minus 1 (0.7 % on the defaults). True: whole counts, the optimum
-        proven within ``mip_gap``.
+        program's lower bound, minus 1 (0.7 % on the defaults). Where the fleet costs over 10 %
+        above that bound (a few instances a slot, whose whole counts the fractional program
+        misses), other bases are tried too, and the cheapest kept: the instances every slot's own
+        fleet holds, and each pool's fewest instances alone in any slot. True: whole counts, the
+        optimum proven within ``mip_gap``.
     slices
         None: a bin's rate splits freely across pools. ``k``: each bin in ``k`` equal slices, each
         slice whole on one pool (Mélange's formulation; ``1`` sends every bin whole).
@@ -463,6 +466,46 @@ def mix_by_size(
         bound = float(joint.mip_dual_bound)
     else:
         held, bound = np.zeros(q.shape[1], np.int64), None
+    held, on_demand, spot, served, slot_cost = _slots_above(demand, held, problem)
+    if bound is not None and not exact_base and slot_cost.sum() - bound > _RETRY_GAP * bound:
+        # fractional counts above the base undercount what a slot of whole instances costs: a
+        # service of one instance a slot got no base (one on demand every slot, 3.2 USD/h where
+        # one reserved is 2.72). Far above the bound, other bases are tried: the instances every
+        # slot's own fleet holds, and each pool's fewest instances alone in any slot
+        alone = on_demand if not held.any() else _slots_above(demand, 0 * held, problem)[1]
+        tried = [alone.min(axis=1)]
+        for p, fewest in enumerate(_alone_fewest(demand, problem)):
+            tried.append(np.where(np.arange(held.size) == p, fewest, 0).astype(np.int64))
+        for base in tried:
+            if (base == held).all() or not base.any():
+                continue
+            other = _slots_above(demand, base, problem)
+            if other[4].sum() < slot_cost.sum() - 1e-9:
+                held, on_demand, spot, served, slot_cost = other
+    day = float(slot_cost.sum())
+    bound = day if bound is None else min(bound, day)
+    single = _single_by_size(demand, q, g, price["on_demand"])
+    return _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served, slot_cost,
+                   single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
+
+
+#: How far above the base program's bound (a share of it) a fleet is for other bases to be tried.
+_RETRY_GAP = 0.1
+
+
+def _alone_fewest(demand, problem) -> np.ndarray:
+    """Per pool: the fewest instances it needs alone in any slot (0 where it serves not every bin)."""
+    q = problem["q"]
+    fits = ~np.isnan(q)
+    load = (demand[:, None, :] / np.where(fits, q, np.inf)[:, :, None]).sum(0)  # (pool, slot)
+    fewest = np.ceil(load.min(axis=1) - 1e-9)
+    reserved = np.isfinite(problem["price"]["reserved"])
+    return np.where(fits.all(axis=0) & reserved, fewest, 0).astype(np.int64)
+
+
+def _slots_above(demand, held, problem):
+    """Each slot's cheapest fleet above the reserved base ``held``: (held, O, V, served, cost)."""
+    q, g, price = problem["q"], problem["g"], problem["price"]
     n_slot = demand.shape[1]
     on_demand = np.zeros((q.shape[1], n_slot), np.int64)
     spot, served = np.zeros_like(on_demand), np.zeros((q.shape[0], q.shape[1], n_slot))
@@ -474,11 +517,7 @@ def mix_by_size(
         + (g[:, None] * np.nan_to_num(price["on_demand"])[:, None] * on_demand).sum(0)
         + (g[:, None] * np.nan_to_num(price["spot"])[:, None] * spot).sum(0)
     )
-    day = float(slot_cost.sum())
-    bound = day if bound is None else min(bound, day)
-    single = _single_by_size(demand, q, g, price["on_demand"])
-    return _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served, slot_cost,
-                   single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
+    return held, on_demand, spot, served, slot_cost
 
 
 def _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served, slot_cost,
