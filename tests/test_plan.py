@@ -808,3 +808,28 @@ def test_scale_down_delays_of_zero_do_not_make_every_dip_a_long_trough(tmp_path)
         plan = planning.build(config)
     assert "long_troughs" not in [c.name for c in planning.answer(plan).checks]
     assert "Long troughs" not in planning.describe(plan)
+
+
+def test_the_inputs_say_why_the_lengths_priced_are_not_the_traces(small, tmp_path):
+    # a request log with no token columns was priced on the Azure conversation lengths, and the
+    # plan said only "workload: azure-conv-2023"
+    plan, _ = small
+    assert "workload: azure-conv-2023 (workload = 'auto': the plan's trace is a rate series" in (
+        planning.answer(plan).inputs
+    )
+    path = tmp_path / "log.csv"
+    times = pd.date_range("2024-05-13", periods=3 * 1440, freq="1min")
+    pd.DataFrame({"time": np.repeat(times.strftime("%Y-%m-%d %H:%M:%S"), 3)}).to_csv(
+        path, index=False
+    )
+    config = planning.read_config(dict(
+        CHEAPER, trace=str(path), gpus=("H100-SXM",), tensor_parallel=(1,), provider="none",
+        disaggregation="none", policies=("fixed",),
+    ))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = planning.build(config)
+    assert (
+        "workload: azure-conv-2023 (workload = 'auto': the plan's request log has no prompt and "
+        "output token columns; name them with [traffic] prompt_column"
+    ) in planning.answer(built).inputs

@@ -223,6 +223,14 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     result.attrs["workload_source"] = (
         f"the plan's own trace ({cfg.traffic.trace})" if own else workload_from
     )
+    if not own and cfg.serving.workload == "auto":  # the lengths priced are not the trace's: why
+        result.attrs["workload_source"] += (
+            " (workload = 'auto': the plan's trace is a rate series, with no request lengths)"
+            if "request" not in source.dims
+            else " (workload = 'auto': the plan's request log has no prompt and output token "
+            "columns; name them with [traffic] prompt_column and output_column if it has them "
+            "under other names)"
+        )
     return result, workload, seq_len
 
 
