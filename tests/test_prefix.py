@@ -135,6 +135,18 @@ def test_a_hash_count_that_does_not_match_the_prompt_names_the_line(tmp_path):
         capnb.data.load_block_hashes(path)
 
 
+def test_a_csv_request_log_is_refused_as_carrying_no_block_hashes(tmp_path):
+    # a CSV log handed to the prefix replay: the error was "line 1: not a JSON object (starts
+    # 'time,prompt_tokens')", which did not say what the replay needs
+    path = tmp_path / "log.csv"
+    path.write_text("time,prompt_tokens,output_tokens\n2024-05-13 00:00,600,10\n")
+    message = r"log\.csv: prompt block hashes are read from a JSON-lines request log .*'hash_ids'"
+    with pytest.raises(ConfigError, match=message):
+        capnb.data.load_block_hashes(path)
+    with pytest.raises(ConfigError, match=message):
+        capnb.memory.prefix_routing(str(path), instances=2, cache_tokens=1024)
+
+
 def test_a_dataset_without_block_hashes_is_refused():
     with pytest.raises(InputError, match="load_block_hashes"):
         capnb.memory.prefix_hit_rate(xr.Dataset({"prompt_tokens": ("request", [512])}))

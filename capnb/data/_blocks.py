@@ -70,6 +70,13 @@ def load_block_hashes(
     if block_tokens < 1:
         raise InputError(f"block_tokens must be >= 1, got {block_tokens}")
     path, _ = _trace_source(name_or_path, "mooncake")
+    if path.suffix.lower() in (".csv", ".tsv", ".parquet", ".pq"):
+        raise ConfigError(
+            f"{path}: prompt block hashes are read from a JSON-lines request log whose records "
+            f"hold {hash_field!r} (a list of integer block hashes, Mooncake's format) and "
+            f"{prompt_field!r}; a {path.suffix.lstrip('.').upper()} request log carries no "
+            "block hashes (a prefix cache's hit rate cannot be replayed from lengths alone)"
+        )
     json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
