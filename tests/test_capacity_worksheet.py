@@ -222,3 +222,25 @@ def test_the_engine_curve_choice_runs_in_the_whole_notebook():
     )
     NotebookClient(nb, timeout=600, kernel_name="python3").execute()
     assert "engine ok" in nb.cells[-1].outputs[0]["text"]
+
+
+@pytest.mark.parametrize("setup", [{}, {"gpu": "H100-SXM", "tensor_parallel": 8}])
+def test_a_users_curve_from_a_higher_concurrency_passes_the_worksheets_checks(setup):
+    """Worksheet 03 on a user's own files, every cell run, its checks too: a curve measured from
+    concurrency 32 has no single-request naive figure (``overstatement``), and files that name no
+    GPU no ``gpus``; the checks read both, and ``capnb report`` dropped the page."""
+    from pathlib import Path
+
+    from capnb import report
+
+    files = Path(__file__).parent / "fixtures" / "capacity" / "vllm"
+    ran = report.execute("03_capacity", parameters={
+        **SMALL, "BENCHMARK": str(files), "BENCHMARK_SETUP": {"model": "gpt-oss-120b", **setup},
+        "METRIC": "ttft", "SLA": 1.0})  # fmt: skip
+    printed = "".join(
+        out.get("text", "")
+        for cell in ran.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "checks passed:" in printed
