@@ -421,9 +421,17 @@ def execute(
             with _Kernel() as fresh:
                 fresh.run(notebook, path.parent, timeout)
     except CellExecutionError as error:
-        raise CellExecutionError(
+        raised = CellExecutionError(
             f"worksheet {path.name} failed:\n{error}", error.ename, error.evalue
-        ) from None
+        )
+        # an error of any kind in a closing check is capnb's (its checks read the worksheet's
+        # numbers), not an input the worksheet cannot apply to: run_report words it as such
+        raised.in_checks = any(
+            "checks" in cell.metadata.get("tags", ()) and cell.source.strip()
+            and cell.source.strip() in str(error)
+            for cell in notebook.cells
+        )  # fmt: skip
+        raise raised from None
     notebook.metadata["capnb_worksheet"] = path.stem
     return notebook
 
@@ -966,13 +974,17 @@ def run_report(
     )
     write_atomic(combined, export_html(notebook, show_code=show_code, prepared=True))
     for name, why in skipped.items():
-        warnings.warn(f"worksheet {name} cannot apply to these inputs: {why}", stacklevel=2)
+        if why.startswith(FAILED_CHECK):  # a defect, not an input: said as the report says it
+            warnings.warn(f"worksheet {name} left out: it {why}, a defect in capnb (please "
+                          "report it with the inputs)", stacklevel=2)  # fmt: skip
+        else:
+            warnings.warn(f"worksheet {name} cannot apply to these inputs: {why}", stacklevel=2)
     return [combined, *paths]
 
 
 def _why(error) -> str:
     """One line on why a worksheet did not run: its error, or the closing check that failed."""
-    if error.ename != "AssertionError":
+    if error.ename != "AssertionError" and not getattr(error, "in_checks", False):
         return f"{error.ename}: {error.evalue}".strip(": ")
     # the failing line of the check cell, from the traceback (its "---->" marker)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
@@ -982,7 +994,8 @@ def _why(error) -> str:
     return (
         f"{FAILED_CHECK}"
         + (f": {where}" if where else "")
-        + (f" ({error.evalue})" if error.evalue else "")
+        + (f" ({error.evalue})" if error.evalue and error.ename == "AssertionError" else "")
+        + (f" ({error.ename}: {error.evalue})" if error.ename != "AssertionError" else "")
     )
 
 

@@ -304,6 +304,31 @@ def test_a_failed_check_is_reported_as_a_defect_not_as_inputs_it_cannot_apply_to
     assert "05_plan" in defect and "defect" in defect
 
 
+def test_an_error_of_any_kind_in_a_closing_check_is_a_defect(tmp_path):
+    # worksheet 03's checks read result.overstatement, which a user's curve from concurrency 32
+    # lacks: the AttributeError was reported as an input the worksheet "cannot apply to"
+    import nbformat
+    from nbclient.exceptions import CellExecutionError
+
+    sheet = nbformat.v4.new_notebook()
+    sheet.cells = [nbformat.v4.new_code_cell("result = {'safe': 3}"),
+                   nbformat.v4.new_code_cell("assert result.overstatement >= 1",
+                                             metadata={"tags": ["checks"]})]  # fmt: skip
+    path = tmp_path / "mine.ipynb"
+    nbformat.write(sheet, path)
+    with pytest.raises(CellExecutionError) as caught:
+        report.execute(str(path))
+    why = report._why(caught.value)
+    assert why.startswith(f"{report.FAILED_CHECK}: assert result.overstatement >= 1")
+    assert why.endswith("(AttributeError: 'dict' object has no attribute 'overstatement')")
+    # outside the checks, the same error is one the inputs may cause: said as it is
+    sheet.cells[1].metadata = {}
+    nbformat.write(sheet, path)
+    with pytest.raises(CellExecutionError) as caught:
+        report.execute(str(path))
+    assert report._why(caught.value).startswith("AttributeError: 'dict' object")
+
+
 def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypatch):
     from nbclient.exceptions import CellExecutionError
 
