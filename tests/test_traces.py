@@ -760,6 +760,21 @@ def test_a_rate_series_in_a_column_of_another_name_is_not_read_as_one_request_a_
         assert data.load_traffic(log).sizes["request"] == 2
 
 
+def test_a_file_separated_by_semicolons_or_tabs_is_named_as_such(tmp_path):
+    # a European CSV: one column "timestamp;prompt_tokens;completion_tokens", and the error was
+    # "no time column among [...]; name it with time_column="
+    rows = "2024-05-13 00:00:00{0}100{0}20\n2024-05-13 00:00:01{0}200{0}30\n"
+    for sep, words in ((";", "';'"), ("\t", "tabs"), ("|", "'|'")):
+        path = _write(tmp_path, "log.csv", f"timestamp{sep}prompt_tokens{sep}completion_tokens\n"
+                      + rows.format(sep))  # fmt: skip
+        message = rf"log\.csv: its header is one column, .* which holds {re.escape(words)}: capnb"
+        for load in (data.load_traffic, data.load_trace):
+            with pytest.raises(ConfigError, match=message):
+                load(path)
+        with pytest.raises(ConfigError, match=message):
+            data.load_rate_series(path, time_column="timestamp", rate_column="qps")
+
+
 def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
     from capnb import notebook
 

@@ -311,7 +311,16 @@ def _csv_header(path: Path) -> list[str]:
         raise ConfigError(f"{path}: not a readable UTF-8 CSV file ({err})") from None
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
-    return [h.strip().lstrip("\ufeff") for h in header]
+    header = [h.strip().lstrip("\ufeff") for h in header]
+    if len(header) == 1:  # one column: a file separated by something else than commas
+        other = next((sep for sep in (";", "\t", "|") if sep in header[0]), None)
+        if other is not None:
+            shown = {";": "';'", "\t": "tabs", "|": "'|'"}[other]
+            raise ConfigError(
+                f"{path}: its header is one column, {header[0]!r}, which holds {shown}: capnb "
+                "reads comma-separated files; write the file with commas between its columns"
+            )
+    return header
 
 
 def _open_text(path: Path):
