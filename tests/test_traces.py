@@ -775,6 +775,23 @@ def test_a_file_separated_by_semicolons_or_tabs_is_named_as_such(tmp_path):
             data.load_rate_series(path, time_column="timestamp", rate_column="qps")
 
 
+def test_a_rate_series_with_irregular_steps_says_so(tmp_path):
+    # rows 3 to 16 minutes apart: the error said only "window start is not a whole number of
+    # intervals (540 s) after the first window"
+    rng = np.random.default_rng(2)
+    times = pd.Timestamp("2024-05-13") + pd.to_timedelta(np.cumsum(rng.integers(3, 17, 300)), "min")
+    path = tmp_path / "jitter.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%d %H:%M"), "qps": 2.0}).to_csv(path, index=False)
+    with pytest.raises(
+        ConfigError,
+        match=r"jitter\.csv, row \d+ \(line \d+\): window start is not a whole number of intervals "
+        r"\(\d+ s\) after the first window \(the interval: the most common step between rows\); a "
+        r"rate series is read on a regular grid, .* rows are 180 s to 960 s apart \(14 different "
+        r"steps, \d+ rows off the grid\): put it on windows of one length first",
+    ):
+        data.load_traffic(path)
+
+
 def test_the_forecasting_worksheet_reads_its_trace_as_the_plan_does(tmp_path):
     from capnb import notebook
 

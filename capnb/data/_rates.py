@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import glossary
+from .. import glossary, words
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
@@ -181,9 +181,16 @@ def _on_grid(ns, values, rows, interval, where):
     off_grid = np.flatnonzero((ns - ns[0]) % step)
     if off_grid.size:
         row = int(rows[off_grid[0]])
+        steps = np.unique(np.diff(ns))
+        how = "given as interval=" if interval is not None else "the most common step between rows"
         raise ConfigError(
             f"{where(row)}: window start is not a whole number of intervals ({step / 1e9:g} s) "
-            "after the first window"
+            f"after the first window (the interval: {how}); a rate series is read on a regular "
+            "grid, one row per "
+            f"window of one length, and this one's rows are {steps[0] / 1e9:g} s to "
+            f"{steps[-1] / 1e9:g} s apart ({words.count(steps.size, 'different step')}, "
+            f"{words.count(off_grid.size, 'row')} off the grid): put it on windows of one length "
+            "first (the mean requests/s, or the requests, of each 10 minutes)"
         )
     full = np.full(grid.size, np.nan)
     full[position] = values
