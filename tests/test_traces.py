@@ -758,6 +758,12 @@ def test_a_rate_series_in_a_column_of_another_name_is_not_read_as_one_request_a_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert data.load_traffic(log).sizes["request"] == 2
+        # nor is the time column, whatever its name
+        timed = _write(
+            tmp_path, "timed.csv", "arrival_rate_ts\n2024-05-13 00:00\n2024-05-13 00:01\n"
+        )
+        assert data.load_trace(timed, time_column="arrival_rate_ts").sizes["request"] == 2
+        assert data.load_traffic(timed, time_column="arrival_rate_ts").sizes["request"] == 2
 
 
 def test_a_file_separated_by_semicolons_or_tabs_is_named_as_such(tmp_path):

@@ -232,7 +232,7 @@ def load_trace(
         "output_tokens": columns.get("output"),
     }
     if not tokens:
-        notes += _warn_rate_columns(path, header)
+        notes += _warn_rate_columns(path, [c for c in header if c != columns["time"]])
     return _request_dataset(path, fmt, ns, tokens, clock, where, used, header, notes, warned)
 
 
