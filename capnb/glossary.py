@@ -200,7 +200,13 @@ VARIABLES: dict[str, Term] = _table(
     ("burst_start", "datetime64", "first interval of a burst"),
     ("duration_s", "s", "burst duration"),
     ("peak_qps", "requests/s", "highest request rate in a burst"),
-    ("multiplier", "1", "a burst's highest request rate over its slot baseline"),
+    (
+        "multiplier",
+        "1",
+        "a burst's mean request rate over the slot baseline outside bursts (its factor in the "
+        "Monte Carlo)",
+    ),
+    ("peak_multiplier", "1", "a burst's highest request rate over its slot's median"),
     ("coverage", "1", "share of scored intervals whose demand the plan covers"),
     ("overprovision_fraction", "1", "capacity the plan holds above demand, over mean demand"),
     ("unserved_fraction", "1", "demand above the plan, over mean demand"),

@@ -166,6 +166,34 @@ def test_detect_bursts_finds_an_injected_burst():
     assert "1 burst in 7.0 days" in model.source
 
 
+def test_fitted_bursts_recover_their_planted_size_and_simulate_as_planted():
+    # a 2-hour 6x burst under log-normal noise fitted as 11.8x: the burst's size was its loudest
+    # interval over the slot median, and the Monte Carlo then put its own noise on top of that
+    rng = np.random.default_rng(0)
+    per_day = 288  # 5-minute intervals, 28 days, noise of sigma 0.3 (as simulate draws it)
+    hours = np.arange(per_day * 28) / 12
+    values = 100 * (1.5 + np.sin(2 * np.pi * hours / 24)) * rng.lognormal(0, 0.3, hours.size)
+    for day, hour in ((3, 10), (9, 15), (16, 20), (23, 13)):
+        start = per_day * day + 12 * hour
+        values[start : start + 24] *= 5  # 2 hours at 5x
+    series = _series(values, freq="5min")
+    baseline = forecast.fit_baseline(series)
+    found = forecast.detect_bursts(series, baseline)
+    assert found.sizes["burst"] == 4
+    # each burst's mean factor on the baseline: within 25 % of 5, their mean within 10 %
+    assert np.all(np.abs(found.multiplier.values / 5 - 1) < 0.25)
+    assert abs(found.multiplier.values.mean() / 5 - 1) < 0.10
+    assert np.all(found.peak_multiplier.values > found.multiplier.values)  # noise of the loudest
+    model = forecast.fit_burst_model(found)
+    assert model.duration_s[1] == 7200.0 and model.duration_s[0] >= 6600.0
+    planted = forecast.BurstModel(4 * 30 / 28, (7200.0, 7200.0), (5.0, 5.0), source="planted")
+    fitted, truth = (
+        forecast.simulate(series, baseline, m, trials=2000, exclude=found) for m in (model, planted)
+    )
+    # the fitted model simulates the months the planted one does: the required capacity within 10 %
+    assert float(fitted.required_qps) == pytest.approx(float(truth.required_qps), rel=0.10)
+
+
 def test_a_burst_model_of_no_bursts_describes_none():
     # bursts = "none" read "With 0 bursts a month (Poisson), each 1-2 h long at 3-5x the baseline"
     none = forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
