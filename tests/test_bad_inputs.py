@@ -518,9 +518,11 @@ ROWS = [
                        'Output Sequence Length (tokens),",0\n'), concurrency=[1]),
         Raises(ConfigError, r"a\.csv row 'Output Sequence Length \(tokens\)': 2 fields where the "
                             r"header has 3 \(metric, min, avg\): an unclosed quote")),
-    Row("aiperf: a per-run export without its concurrency",
+    # a per-run export given no concurrency is placed by Little's law (a run at a request rate)
+    Row("aiperf: one per-run export without its concurrency",
         lambda _: data.read_aiperf(FIXTURES / "aiperf" / "profile_export_aiperf.csv"),
-        Raises(InputError, r"does not record its concurrency; pass read_aiperf\(\{concurrency")),
+        Raises(InputError, r"needs at least 2 concurrency levels, got 1 "
+                           r"\(profile_export_aiperf\.csv\)")),
     # -- catalogs and model configs -------------------------------------------------------------
     Row("model: a config with missing fields", lambda _: data.load_model({"hidden_size": 4096}),
         Raises(ConfigError, r"config: missing field 'num_hidden_layers' or 'n_layer'")),

@@ -394,8 +394,8 @@ def test_files_in_text_order_are_sorted_without_a_note_and_disordered_lines_are_
 # -- AIPerf and GenAI-Perf ------------------------------------------------------------------------
 def test_aiperf_docs_example_reads_in_seconds():
     path = FIXTURES / "aiperf" / "profile_export_aiperf.csv"
-    with pytest.raises(InputError, match="does not record its concurrency"):
-        data.read_aiperf(path)
+    with pytest.raises(InputError, match="needs at least 2 concurrency levels, got 1"):
+        data.read_aiperf(path)  # placed by Little's law, but one run is not a curve
     other = FIXTURES / "aiperf" / "dstack_vllm_c8_profile_export_aiperf.csv"
     curve = data.read_aiperf({1: path, 8: other})
     # Time to First Token (ms) p50 787.54 and p99 4119.33; Inter Token Latency (ms) avg 51.76
@@ -406,6 +406,55 @@ def test_aiperf_docs_example_reads_in_seconds():
     # Request Latency is in the docs example only: dropped, and said so
     assert np.isnan(p(curve, "e2e", 0.99)).all()
     assert any("dropped" in n for n in latency.notes(curve))
+
+
+def _aiperf_rate_run(path, qps, latency_ms, ttft_ms=300.0, itl_ms=20.0):
+    """A per-run export in AIPerf's format (Metric,avg,... then Metric,Value), of a rate run."""
+    rows = [
+        "Metric,avg,min,max,p1,p5,p10,p25,p50,p75,p90,p95,p99,std",
+        f"Time to First Token (ms),{ttft_ms},,,,,,,{ttft_ms * 0.9},,,,{ttft_ms * 2},",
+        f"Inter Token Latency (ms),{itl_ms},,,,,,,{itl_ms * 0.95},,,,{itl_ms * 1.5},",
+        "Output Sequence Length (tokens),101.00,,,,,,,,,,,,",
+    ]
+    if latency_ms is not None:
+        rows.insert(
+            1, f"Request Latency (ms),{latency_ms},,,,,,,{latency_ms},,,,{latency_ms * 1.6},"
+        )
+    rows += ["", "Metric,Value", f"Request Throughput (requests/sec),{qps}", ""]
+    path.write_text("\n".join(rows))
+    return path
+
+
+def test_aiperf_runs_at_a_request_rate_are_placed_by_littles_law(tmp_path):
+    # read_aiperf required a concurrency for every per-run export: runs at --request-rate have none
+    slow = _aiperf_rate_run(tmp_path / "rate2.csv", 2.0, 2300.0)  # 2/s x 2.3 s = 4.6 in flight
+    fast = _aiperf_rate_run(tmp_path / "rate6.csv", 6.0, 2600.0)  # 6/s x 2.6 s = 15.6
+    curve = data.read_aiperf([slow, fast])
+    assert curve.concurrency.values.tolist() == [5, 16]
+    assert curve.measured_qps.values.tolist() == [2.0, 6.0]
+    notes = latency.notes(curve)
+    assert any(
+        "rate2.csv: a per-run export records no concurrency" in n
+        and "Little's law" in n
+        and "2 requests/s x 2.3 s mean request latency = 4.6): concurrency 5" in n
+        for n in notes
+    )
+    # mixed with a run at a fixed concurrency; no Request Latency: derived from TTFT and ITL
+    derived = _aiperf_rate_run(tmp_path / "rate3.csv", 3.0, None)  # 0.3 + 0.02 x 100 = 2.3 s
+    fixed = FIXTURES / "aiperf" / "dstack_vllm_c64_profile_export_aiperf.csv"
+    mixed = data.read_aiperf([derived, fixed], concurrency=[None, 64])
+    assert mixed.concurrency.values.tolist() == [7, 64]
+    assert any("rate3.csv" in n and "(derived: mean TTFT" in n for n in latency.notes(mixed))
+    # two rate runs that round to one concurrency: the error says they were placed
+    with pytest.raises(InputError, match=r"concurrency 5 appears more than once .*Little's law"):
+        data.read_aiperf([slow, _aiperf_rate_run(tmp_path / "again.csv", 2.0, 2400.0)])
+    # no throughput: nothing to place it by
+    bare = tmp_path / "bare.csv"
+    bare.write_text(slow.read_text().split("\n\n")[0] + "\n")
+    with pytest.raises(
+        ConfigError, match=r"bare\.csv: a run given no concurrency .*Request Throughput"
+    ):
+        data.read_aiperf([bare, fast])
 
 
 def test_aiperf_per_run_files_sweep_file_and_analyze_file_agree():

@@ -23,7 +23,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -1071,12 +1071,13 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
 
         - a mapping ``{concurrency: path}`` of per-run exports (``profile_export_aiperf.csv`` or
           ``profile_export_genai_perf.csv``), with ``concurrency=None``;
-        - a list of such paths with ``concurrency`` the matching list of integers;
+        - a list of such paths (or one path) with ``concurrency`` the matching list of integers,
+          None for a run at a request rate; ``concurrency=None``: every run at a request rate;
         - AIPerf's sweep file (``profile_export_aiperf_sweep.csv``) or GenAI-Perf's analyze summary
           (``analyze_export_genai_perf.csv``), which carry a concurrency column.
     concurrency
         Concurrency of each per-run file when ``source`` is a list (per-run exports do not record
-        it).
+        it); None (for all, or for one run) places a run where Little's law puts it (Notes).
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
@@ -1093,6 +1094,14 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
     AIPerf's display unit for them, milliseconds, and the per-trial mean (``<tag>_<stat>_mean``) is
     read. Both tools' *Inter Token Latency* is per request, (latency - TTFT) / (output tokens - 1),
     and is read as ``tpot``; AIPerf's *Inter Chunk Latency* as ``itl``.
+
+    A per-run export records neither its ``--concurrency`` nor its ``--request-rate``. A run given
+    no concurrency (one at a request rate holds the requests its rate brings, not a fixed number)
+    is read where Little's law puts it, as :func:`read_vllm_bench` and :func:`read_guidellm` read
+    rate runs: at its measured mean requests in flight, *Request Throughput* x mean *Request
+    Latency* (or mean TTFT + mean ITL x (mean output tokens - 1) where the export has no Request
+    Latency), rounded; each such placement is noted. A run at a fixed ``--concurrency`` holds a
+    little less than it on average (the client's gaps between requests): give its concurrency.
     """
     if isinstance(source, Mapping):
         if concurrency is not None:
@@ -1103,33 +1112,74 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
         table = _sweep_table(path)
-        if table is None:
-            if concurrency is None:
-                raise InputError(
-                    f"{path}: a per-run export does not record its concurrency; pass "
-                    "read_aiperf({concurrency: path, ...}) or concurrency=[...]"
-                )
-            pairs = [(concurrency, path)]
-        else:
+        if table is not None:
             return _read_sweep(path, *table, attrs)
+        given = concurrency if isinstance(concurrency, list | tuple) else [concurrency]
+        if len(given) != 1:
+            raise InputError("read_aiperf: give one concurrency per file (concurrency=[...])")
+        pairs = [(given[0], path)]
     else:
         paths = _paths(source, "source")
-        if concurrency is None or len(list(concurrency)) != len(paths):
-            raise InputError("read_aiperf: give one concurrency per file (concurrency=[...])")
+        if concurrency is None:
+            concurrency = [None] * len(paths)
+        if len(list(concurrency)) != len(paths):
+            raise InputError(
+                f"read_aiperf: give one concurrency per file (concurrency=[...]: "
+                f"{len(list(concurrency))} for {len(paths)} files; None for a run at a request "
+                "rate)"
+            )
         pairs = list(zip(concurrency, paths, strict=True))
-    runs = []
+    runs, notes = [], []
     for value, path in pairs:
         path = user_path(path, "AIPerf export")
         if not path.is_file():
             raise ConfigError(f"{path}: no such file")
-        runs.append({"concurrency": value, "where": path.name, **_aiperf_run(path)})
-    return _curve_from_runs(runs, ", ".join(str(Path(p)) for _, p in pairs), attrs)
+        run = {"concurrency": value, "where": path.name, "in_flight": math.nan, **_aiperf_run(path)}
+        if value is None:
+            run["concurrency"], run["in_flight"] = _aiperf_place(run, str(path), notes)
+        runs.append(run)
+    return _curve_from_runs(runs, ", ".join(str(Path(p)) for _, p in pairs), attrs, notes)
 
 
-def _curve_from_runs(runs: list[dict], source: str, attrs: Mapping) -> xr.Dataset:
+def _aiperf_place(run: dict, where: str, notes: list[str]) -> tuple[int, float]:
+    """A per-run export given no concurrency: at its measured mean in flight (Little's law)."""
+    qps, mean, output = run["qps"], run["mean"], run["output_tokens"]
+    if qps is None or not math.isfinite(qps) or qps <= 0:
+        raise ConfigError(
+            f"{where}: a run given no concurrency is placed at its measured mean requests in "
+            "flight (Little's law: Request Throughput x mean Request Latency), but the export "
+            "has no Request Throughput (requests/sec) in its 'Metric,Value' table; give the "
+            "run's concurrency (concurrency=[...])"
+        )
+    e2e, derived = mean.get("e2e"), ""
+    if e2e is None and "ttft" in mean and "tpot" in mean and output is not None:
+        e2e = mean["ttft"] + mean["tpot"] * max(output - 1, 0)
+        derived = " (derived: mean TTFT + mean ITL x (mean output tokens - 1))"
+    if e2e is None:
+        raise ConfigError(
+            f"{where}: a run given no concurrency is placed at its measured mean requests in "
+            "flight (Little's law: Request Throughput x mean Request Latency), but the export "
+            "has no mean Request Latency (nor the mean Time to First Token, Inter Token Latency "
+            "and Output Sequence Length it follows from); give the run's concurrency "
+            "(concurrency=[...])"
+        )
+    in_flight = qps * e2e
+    placed = max(1, round(in_flight))
+    notes.append(
+        f"{Path(where).name}: a per-run export records no concurrency (a run at a request rate "
+        "has none): placed where Little's law puts it, at its measured mean in flight "
+        f"({_figure(qps)} requests/s x {_figure(e2e)} s mean request latency{derived} = "
+        f"{in_flight:.3g}): concurrency {placed}"
+    )
+    return placed, in_flight
+
+
+def _curve_from_runs(
+    runs: list[dict], source: str, attrs: Mapping, placed: Sequence[str] = ()
+) -> xr.Dataset:
     keys = set.intersection(*(set(r["latency"]) for r in runs))
     dropped = set.union(*(set(r["latency"]) for r in runs)) - keys
-    notes = (
+    notes = list(placed) + (
         [f"dropped {len(dropped)} metric/quantile columns missing from some runs"]
         if dropped
         else []
@@ -1156,6 +1206,7 @@ def _curve_from_runs(runs: list[dict], source: str, attrs: Mapping) -> xr.Datase
         source=source,
         attrs={**workload, **attrs},
         notes=notes,
+        in_flight=[r.get("in_flight", math.nan) for r in runs],
     )
 
 
@@ -1486,7 +1537,8 @@ def _exports_hint(folder: Path) -> str:
         f"; it holds AIPerf or GenAI-Perf per-run exports ({shown}), which do not record their "
         "concurrency: give their sweep file (profile_export_aiperf_sweep.csv or "
         "analyze_export_genai_perf.csv), or read the runs with "
-        "capnb.data.read_aiperf({concurrency: path, ...})"
+        "capnb.data.read_aiperf({concurrency: path, ...}) (runs at a request rate: "
+        "read_aiperf([path, ...]), which places them by Little's law)"
     )
 
 

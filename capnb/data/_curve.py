@@ -142,7 +142,8 @@ def build(
                 f"round to {twice}. A curve holds one run per whole number of "
                 "requests in flight: keep the one nearest the load you plan for and leave the "
                 "others out, or measure these loads at a fixed concurrency "
-                "(vllm bench serve --max-concurrency N without --request-rate)"
+                "(vllm bench serve --max-concurrency N, aiperf profile --concurrency N, "
+                "without --request-rate)"
             )
         raise InputError(
             f"{source}: concurrency {twice} appears more than once ({', '.join(where)}); "
