@@ -827,10 +827,10 @@ def _lede(a) -> str:
     """The answer in one sentence: model, GPU and fleet (the cost and breach follow, once each)."""
     if a.policy.name == "fixed":
         grows = "and run them all month"
-    elif a.peak_instances > a.reserved_instances:
+    elif a.peak_serving_instances > a.reserved_instances:
         grows = (
-            f"and let {words.POLICY_NAMES[a.policy.name]} add on-demand ones up to "
-            f"{a.peak_instances:,} as traffic needs"
+            f"and let {words.POLICY_NAMES[a.policy.name]} add on-demand ones as traffic needs "
+            f"(up to {a.peak_serving_instances:,} serving at once)"
         )
     else:  # the replay never went above the reserve: the policy only stands ready
         grows = (

@@ -212,6 +212,35 @@ def test_cold_starts_a_day_keep_their_digit_as_scale_events_do(small):
     assert text.endswith(" and 0.7 cold starts a day.")
 
 
+def test_the_fleet_line_counts_instances_that_served_and_says_what_the_peak_held(small):
+    # found with cooldown_s = [0]: "at most 5 instances ran at once in the replay" counted two
+    # starts the replay cancelled before they were ready; 4 served at once
+    plan, _ = small
+    a = planning.answer(plan)
+    assert a.peak_serving_instances == int(plan.timeline_ready_instances.max())
+    assert a.peak_instances >= a.peak_serving_instances
+    policy = dataclasses.replace(a.policy, name="hpa")
+    said = dataclasses.replace(
+        a,
+        policy=policy,
+        reserved_instances=3,
+        peak_instances=5,
+        peak_serving_instances=4,
+        cancelled_starts=2,
+    )
+    text = plan_text.fleet_words(said)
+    assert (
+        "at most 4 instances served at once in the replay (5 up at once counting those still "
+        "starting; 2 starts were cancelled before ready), with " in text
+    )
+    both = dataclasses.replace(said, peak_instances=4, cancelled_starts=0)
+    assert "at most 4 instances served at once in the replay, with " in plan_text.fleet_words(both)
+    assert plan_text.fleet_words(said) in planning.describe(said)  # the API's text says the same
+    from capnb.report import _lede
+
+    assert "(up to 4 serving at once)" in _lede(said)
+
+
 def test_a_short_window_s_breach_and_budget_keep_their_digits(small):
     # found planning a 3-day request log (hourly origins, 6-hour windows): the text said
     # "worst: 0 minutes against 0" for a held-out window that broke its budget (0.5 minutes

@@ -186,7 +186,11 @@ def test_the_first_page_renders_the_answer_record_and_nothing_else(small_plan):
     for alt in a.alternatives:
         assert alt.name in page and alt.words not in page
     changed = dataclasses.replace(
-        a, monthly_usd=123_456.0, breach_minutes_per_month=7.0, gpu="B200", peak_instances=4321
+        a,
+        monthly_usd=123_456.0,
+        breach_minutes_per_month=7.0,
+        gpu="B200",
+        peak_serving_instances=4321,
     )
     built.attrs["answer"] = json.dumps(changed.to_dict())
     page = html_unescape(report.summary_html(built))
@@ -441,9 +445,11 @@ def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
     def answer(policy, reserved, peak):
         return SimpleNamespace(model="m", tensor_parallel=1, gpu="H100-SXM",
                                policy=SimpleNamespace(name=policy), reserved_instances=reserved,
-                               peak_instances=peak)  # fmt: skip
+                               peak_serving_instances=peak)  # fmt: skip
 
-    assert "add on-demand ones up to 7 as traffic needs" in _lede(answer("hpa", 4, 7))
+    assert "add on-demand ones as traffic needs (up to 7 serving at once)" in _lede(
+        answer("hpa", 4, 7)
+    )
     # reserving 4 and "adding on-demand ones up to 4" added none: a plan of a small service
     said = _lede(answer("article", 4, 4))
     assert "up to" not in said and "ready to add on-demand ones (the replay needed none)" in said

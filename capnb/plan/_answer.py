@@ -207,7 +207,17 @@ class Answer:
     policy: Policy = _f("1", "the autoscaling policy")
     advisory: Advisory = _f("1", "how the chosen policy moves the fleet in the replay")
     reserved_instances: int = _f("instances", "instances always running: reserve them")
-    peak_instances: int = _f("instances", "most instances running at once in the replay")
+    peak_instances: int = _f(
+        "instances",
+        "most instances up at once in the replay, serving or still starting (a start later "
+        "cancelled counts while it starts): what a bound on the pool must allow",
+    )
+    peak_serving_instances: int = _f(
+        "instances", "most instances ready (serving) at once in the replay"
+    )
+    cancelled_starts: int = _f(
+        "instances", "instances the replay started and cancelled before they were ready"
+    )
     on_demand_instance_hours: float = _f("instance·h/month", "instance-hours above the reserve")
     usd_per_gpu_hour: float = _f("USD/hour", "price of one GPU-hour the cost uses")
     monthly_usd: float = _f("USD/month", "the plan's cost a month")

@@ -322,6 +322,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         advisory=advisory,
         reserved_instances=reserved,
         peak_instances=int(run.peak_instances),
+        peak_serving_instances=int(run.ready_instances.max()),
+        cancelled_starts=int(run.cancelled_starts),
         on_demand_instance_hours=on_demand,
         usd_per_gpu_hour=price,
         monthly_usd=float(run.usd) * per_month if "usd" in run else math.nan,

@@ -150,11 +150,25 @@ def fleet_words(a: Answer) -> str:
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
         f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running){floor}; "
         f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
-        f"{words.count(a.peak_instances, 'instance')} ran at once in the replay, with "
+        f"{words.count(a.peak_serving_instances, 'instance')} served at once in the replay"
+        f"{_starting_words(a)}, with "
         f"{24 * v.scale_events_per_hour:.1f} scale events, {v.reversals_per_day:.1f} reversals"
         f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.1f} cold starts a day"
         "."
     )
+
+
+def _starting_words(a: Answer) -> str:
+    """The pool's peak counting instances still starting, where it is above the serving peak."""
+    if a.peak_instances <= a.peak_serving_instances:
+        return ""
+    cancelled = (
+        f"; {words.count(a.cancelled_starts, 'start')} "
+        f"{'was' if a.cancelled_starts == 1 else 'were'} cancelled before ready"
+        if a.cancelled_starts
+        else ""
+    )
+    return f" ({a.peak_instances:,} up at once counting those still starting{cancelled})"
 
 
 def cost_words(a: Answer) -> str:
