@@ -18,7 +18,19 @@ __all__ = [
 
 
 class CapnbError(ValueError):
-    """Base class of every error capnb raises on bad input."""
+    """Base class of every error capnb raises on bad input.
+
+    ``plan``: the message as a plan user reads it (``capnb plan``, :func:`capnb.plan.build`),
+    where the advice names an argument of the API the plan sets for its user: the same diagnosis,
+    with the ``[table] setting`` and ``--flag`` that change it (None: the message holds as it is).
+    The plan states a step's failure in it.
+    """
+
+    plan: str | None = None
+
+    def __init__(self, *args: object, plan: str | None = None):
+        super().__init__(*args)
+        self.plan = plan
 
 
 class InputError(CapnbError):

@@ -862,3 +862,45 @@ def test_the_inputs_say_why_the_lengths_priced_are_not_the_traces(small, tmp_pat
         "workload: azure-conv-2023 (workload = 'auto': the plan's request log has no prompt and "
         "output token columns; name them with [traffic] prompt_column"
     ) in planning.answer(built).inputs
+
+
+def test_a_plan_s_errors_advise_the_settings_a_plan_has(tmp_path):
+    # capnb plan's errors offered API arguments a plan user has no way to give: "resample the log
+    # with gap=None, or load the rate series with zero_is_missing=False" (a trace of one hour),
+    # "or use one slot" (relative times), "or pass units='ms'" (a table's unitless column)
+    def failed(**changes):
+        config = planning.read_config(dict(
+            CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), provider="none",
+            disaggregation="none", policies=("fixed",), **changes,
+        ))  # fmt: skip
+        with warnings.catch_warnings(), pytest.raises(planning.PlanError) as caught:
+            warnings.simplefilter("ignore")
+            planning.build(config)
+        return str(caught.value), caught.value.__cause__
+
+    hour = tmp_path / "one_hour.csv"
+    times = pd.date_range("2026-03-02 09:00", periods=3600, freq="1s")
+    pd.DataFrame({"time": times.strftime("%Y-%m-%dT%H:%M:%S"), "prompt_tokens": 500,
+                  "output_tokens": 200}).to_csv(hour, index=False)  # fmt: skip
+    said, cause = failed(trace=str(hour))
+    assert "23 hour of day slots (0-8, 10-23) have no observed interval" in said
+    assert "Give a trace that covers every one of them ([traffic] trace, --trace" in said
+    assert "gap=None" not in said and "zero_is_missing" not in said
+    assert "gap=None" in str(cause) and "zero_is_missing=False" in str(cause)  # the API's words
+
+    relative = tmp_path / "log_rel.csv"
+    pd.DataFrame({"arrival_time": np.arange(3 * 86400, step=2.0), "prompt_tokens": 500,
+                  "output_tokens": 200}).to_csv(relative, index=False)  # fmt: skip
+    said, cause = failed(trace=str(relative), time_unit="s")
+    assert said.endswith("set [traffic] start (--start) to the date and time of time 0")
+    assert "one slot" not in said and "start=" not in said
+    assert str(cause).endswith("load it with start= (the date and time of time 0), or use one slot")
+
+    table = tmp_path / "table_mixed.csv"
+    table.write_text("concurrency,ttft_p99_ms,tpot_p99\n1,50,0.012\n8,80,0.015\n")
+    said, cause = failed(latency=str(table))
+    assert said.endswith(
+        "column 'tpot_p99' has no time unit; name it tpot_p99_ms (or _s) in the file (a plan "
+        "reads a table's units from its column names)"
+    )
+    assert str(cause).endswith("name it tpot_p99_ms (or _s), or pass units='ms'")

@@ -158,9 +158,10 @@ def read_latency_table(
         elif len(parts) == 2:
             stat, unit = parts[1], units
             if unit is None:
+                why = f"{name}: column {column!r} has no time unit; name it {key}_ms (or _s)"
                 raise ConfigError(
-                    f"{name}: column {column!r} has no time unit; name it {key}_ms (or _s), or "
-                    "pass units='ms'"
+                    why + ", or pass units='ms'",
+                    plan=why + " in the file (a plan reads a table's units from its column names)",
                 )
         else:
             raise ConfigError(

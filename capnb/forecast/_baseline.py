@@ -122,17 +122,26 @@ def _slot_block(qps: np.ndarray, codes: np.ndarray, quantiles: np.ndarray, n_slo
 
 
 def _check_weekday(series: xr.Dataset, spec: Slots) -> None:
+    origin = series.attrs.get("time_origin", "relative timestamps")
     if spec.count > 1 and series.attrs.get("hours_known") == "no":
+        why = (
+            f"slots={spec.kind!r}: this series counts time from an unknown start ({origin}), so "
+            "its hours of the day are not known; "
+        )
         raise InputError(
-            f"slots={spec.kind!r}: this series counts time from an unknown start "
-            f"({series.attrs.get('time_origin', 'relative timestamps')}), so its hours of the day "
-            "are not known; load it with start= (the date and time of time 0), or use one slot"
+            why + "load it with start= (the date and time of time 0), or use one slot",
+            plan=why + "set [traffic] start (--start) to the date and time of time 0",
         )
     if spec.needs_weekday and series.attrs.get("weekday_known") == "no":
-        raise InputError(
+        why = (
             f"slots={spec.kind!r} needs the weekday, and this series' weekday is not known "
-            f"({series.attrs.get('time_origin', 'relative timestamps')}); use 'hour_of_day', or "
-            "load the trace with start= set to the real date of time 0"
+            f"({origin}); "
+        )
+        raise InputError(
+            why + "use 'hour_of_day', or load the trace with start= set to the real date of time 0",
+            plan=why
+            + "set [traffic] slots = 'hour_of_day', or [traffic] start (--start) to the real "
+            "date of time 0",
         )
 
 

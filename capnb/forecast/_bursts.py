@@ -340,7 +340,10 @@ def month_inputs(
     empty = np.flatnonzero(count == 0)
     if empty.size:
         seen = np.bincount(codes[observed], minlength=spec.count)[empty] > 0
-        raise InputError(_no_baseline(spec, empty[~seen], empty[seen]))
+        raise InputError(
+            _no_baseline(spec, empty[~seen], empty[seen]),
+            plan=_no_baseline(spec, empty[~seen], empty[seen], plan=True),
+        )
     seen = ~np.isnan(qps) & (mean[codes] > 0)
     noise = qps[seen] / mean[codes][seen]
     minutes = int(days) * 1440
@@ -349,21 +352,44 @@ def month_inputs(
     return MonthInputs(base, noise, int(step // (60 * NS)), excluded)
 
 
-def _no_baseline(spec: Slots, unobserved: np.ndarray, in_bursts: np.ndarray) -> str:
-    """Why slots have no baseline, for each cause the advice that fits it."""
+def _no_baseline(
+    spec: Slots, unobserved: np.ndarray, in_bursts: np.ndarray, *, plan: bool = False
+) -> str:
+    """Why slots have no baseline, for each cause the advice that fits it.
+
+    ``plan``: the advice in a plan's settings, which set the series, slots and exclusion for it.
+    """
     parts = []
     if unobserved.size:
-        parts.append(
+        missing = (
             f"{_slot_list(spec, unobserved)} no observed interval: the series is missing there "
-            "(it does not cover those times, or they fall in holes). Give a series that covers "
-            "them or coarser slots; if the service was idle then (not unlogged), count those "
-            "stretches as zero (resample the log with gap=None, or load the rate series with "
-            "zero_is_missing=False)"
+            "(it does not cover those times, or they fall in holes). "
         )
+        if plan:
+            coarser = (
+                " or hour-of-day slots ([traffic] slots = 'hour_of_day')"
+                if spec.kind == "hour_of_week"
+                else ""
+            )
+            parts.append(
+                missing + "Give a trace that covers every one of them ([traffic] trace, --trace: "
+                f"a day or more for hour-of-day slots, a week for hour-of-week){coarser}"
+            )
+        else:
+            parts.append(
+                missing + "Give a series that covers them or coarser slots; if the service was "
+                "idle then (not unlogged), count those stretches as zero (resample the log with "
+                "gap=None, or load the rate series with zero_is_missing=False)"
+            )
     if in_bursts.size:
+        advice = (
+            "Give a longer trace ([traffic] trace, --trace)"
+            if plan
+            else "Give more history, or keep the bursts in the baseline (exclude=None)"
+        )
         parts.append(
-            f"{_slot_list(spec, in_bursts)} every observed interval inside a detected burst. Give "
-            "more history, or keep the bursts in the baseline (exclude=None)"
+            f"{_slot_list(spec, in_bursts)} every observed interval inside a detected burst. "
+            + advice
         )
     return "the Monte Carlo needs a baseline for every slot, but " + "; and ".join(parts) + "."
 

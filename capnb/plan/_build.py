@@ -94,8 +94,9 @@ class _Stage:
 
     def __exit__(self, kind, error, traceback):
         if isinstance(error, CapnbError) and not isinstance(error, PlanError):
+            said = error.plan or str(error)  # the advice in a plan's settings, where it differs
             raise PlanError(
-                f"the {self.name} step failed (config: {self.config.source}): {error}"
+                f"the {self.name} step failed (config: {self.config.source}): {said}"
             ) from error
         return False
 
