@@ -38,6 +38,7 @@ __all__ = [
     "chart_html",
     "chart_update",
     "keep_freed_memory",
+    "over_hindsight",
     "rate",
     "records",
     "setup",
@@ -608,6 +609,20 @@ def rate(value: float) -> str:
     from . import words
 
     return f"{words.rate(value)} requests/s"
+
+
+def over_hindsight(value: float) -> str:
+    """An over-provisioning ratio over the hindsight plan's, as a worksheet's table shows it.
+
+    Where the hindsight plan (the scored days' own quantiles) held no idle capacity, as on a series
+    that repeats itself exactly, the ratio has no finite value: it says so instead of ``infx``.
+
+    >>> over_hindsight(1.234), over_hindsight(float("inf"))
+    ('1.23x', 'no ratio: the hindsight plan held none idle')
+    """
+    if math.isinf(value):
+        return "no ratio: the hindsight plan held none idle"
+    return f"{value:.2f}x"
 
 
 def trace_times(times) -> list[str]:

@@ -246,3 +246,39 @@ def test_describe_a_single_slot_plan_in_one_rate():
     assert hourly.startswith("Plan on the P99 per hour of day: ")
     assert "in 09:00-10:00, the only one of 24 slots with data" in hourly
     assert "from " not in hourly.split(" A plan at")[0]
+
+
+def _cell_value(name: str, cell_id: str, namespace: dict):
+    """Run one code cell of a worksheet notebook in ``namespace``; its last expression's value."""
+    import ast
+    import json
+
+    from capnb.report import worksheet_path
+
+    cells = json.loads(worksheet_path(name).read_text(encoding="utf-8"))["cells"]
+    source = "".join(next(c["source"] for c in cells if c.get("id") == cell_id))
+    tree = ast.parse(source)
+    *body, last = tree.body
+    exec(compile(ast.Module(body, []), cell_id, "exec"), namespace)
+    return eval(compile(ast.Expression(last.value), cell_id, "eval"), namespace)
+
+
+def test_the_selection_record_says_when_the_hindsight_plan_held_nothing_idle(tmp_path):
+    # an hourly count series that repeats itself exactly: the hindsight plans hold no idle
+    # capacity, and worksheet 01's record table showed the over-provisioning ratio as "infx"
+    import pandas as pd
+
+    import capnb
+
+    hours = pd.date_range("2026-03-02", periods=14 * 24, freq="1h")
+    path = tmp_path / "hourly_counts.csv"
+    counts = 10_800 + 5_000 * np.sin(2 * np.pi * hours.hour / 24)
+    pd.DataFrame({"time": hours.strftime("%Y-%m-%dT%H:%M"), "requests": counts.round()}).to_csv(
+        path, index=False
+    )
+    sheet = notebook.worksheet("01_forecasting", TRACE=str(path), TRIALS=50, INTERVAL="1h")
+    shown = _cell_value("01_forecasting", "select-record", {"capnb": capnb, "pd": pd, "ws": sheet})
+    page = shown.to_html()
+    assert "infx" not in page
+    assert "no ratio: the hindsight plan held none idle" in page
+    assert notebook.over_hindsight(1.234) == "1.23x"
