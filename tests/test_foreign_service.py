@@ -185,7 +185,7 @@ def test_capnb_plan_runs_on_the_users_own_files(service, model, trace, latency, 
     assert "acme-5b" in used and str(service["root"]) in used
     assert ("request log" if trace == "requests.csv" else "rate series") in used
     if latency == "bench":
-        assert "measured latencies (vllm files)" in used
+        assert "measured latencies (vllm bench serve or SGLang bench_serving results)" in used
     else:
         assert "calibrated analytic model" in used
     if trace == "requests.csv":  # the log has its own token counts: the plan prices them

@@ -904,3 +904,36 @@ def test_a_plan_s_errors_advise_the_settings_a_plan_has(tmp_path):
         "reads a table's units from its column names)"
     )
     assert str(cause).endswith("name it tpot_p99_ms (or _s), or pass units='ms'")
+
+
+def test_a_plan_on_sglang_results_does_not_call_them_vllm_files(tmp_path):
+    # an SGLang bench_serving result read as measured latencies was "measured latencies (vllm
+    # files)": its reader's name, which reads SGLang's results as well
+    def run(concurrency, e2e_ms):  # SGLang bench_serving's fields, a closed loop
+        n, qps = 10 * concurrency, concurrency / e2e_ms * 1000
+        return {
+            "backend": "sglang-oai", "dataset_name": "random", "request_rate": math.inf,
+            "max_concurrency": concurrency, "random_range_ratio": 0.5, "duration": n / qps,
+            "completed": n, "total_input_tokens": 1024 * n, "total_output_tokens": 200 * n,
+            "request_throughput": qps, "mean_e2e_latency_ms": e2e_ms,
+            "median_e2e_latency_ms": e2e_ms, "p99_e2e_latency_ms": 1.6 * e2e_ms,
+            "mean_ttft_ms": 50.0, "median_ttft_ms": 45.0, "p99_ttft_ms": 90.0,
+            "mean_tpot_ms": 10.0, "median_tpot_ms": 9.0, "p99_tpot_ms": 14.0,
+            "mean_itl_ms": 10.0, "median_itl_ms": 9.0, "p99_itl_ms": 20.0,
+            "concurrency": 0.97 * concurrency,
+        }  # fmt: skip
+
+    path = tmp_path / "online.jsonl"
+    path.write_text(
+        "\n".join(json.dumps(run(c, e)) for c, e in ((1, 2100.0), (4, 2200.0), (16, 2600.0)))
+    )
+    config = planning.read_config(dict(
+        CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), provider="none", latency=str(path),
+        disaggregation="none", policies=("fixed",),
+    ))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = planning.build(config)
+    text = planning.describe(plan)
+    assert "vllm files" not in text
+    assert "measured latencies (vllm bench serve or SGLang bench_serving results) at" in text

@@ -1543,6 +1543,15 @@ def _exports_hint(folder: Path) -> str:
     )
 
 
+#: What each reader of :func:`read_benchmark` reads, in words (its ``format`` attr names the reader).
+FORMAT_WORDS = {
+    "vllm": "vllm bench serve or SGLang bench_serving results",
+    "guidellm": "a GuideLLM report",
+    "aiperf": "AIPerf or GenAI-Perf exports",
+    "table": "a latency table",
+}
+
+
 def benchmark_format(path: str | os.PathLike) -> str:
     """The reader a measured latency file (or folder) needs: vllm, guidellm, aiperf or table.
 

@@ -184,7 +184,10 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
                 gpu=data.resolve_gpu(cfg.serving.gpus[0]),
                 tensor_parallel=int(cfg.serving.tensor_parallel[0]),
             )
-            where = f"measured latencies ({curve.attrs['format']} files) at {cfg.serving.latency}"
+            from ..data._benchmarks import FORMAT_WORDS
+
+            read = FORMAT_WORDS[curve.attrs["format"]]
+            where = f"measured latencies ({read}) at {cfg.serving.latency}"
         _holds_longest(cfg, workload, workload_from)
         result = capacity.plan(
             curve,
