@@ -651,3 +651,56 @@ def test_the_capacity_worksheet_reads_the_plans_own_log_as_the_plan_does(tmp_pat
     result = sheet["result"].squeeze(drop=True)
     planned = made.capacity_safe_concurrency.sel(gpu="H100-SXM", tensor_parallel=1)
     assert int(result.safe_concurrency.max()) == int(planned.max())
+
+
+def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tmp_path, capsys):
+    # worksheet 06 replayed the prefix cache on the bundled mooncake-synthetic whatever the plan's
+    # trace, and only its routing sentence named it; its fleet section spoke of "the plan's default
+    # trace" on a user's own plan
+    import warnings
+
+    import capnb
+    from capnb import notebook
+
+    rates = tmp_path / "rates.csv"
+    rates.write_text(
+        "time,qps\n" + "".join(f"2024-05-13 {h:02d}:00,{5 + h % 7}\n" for h in range(24))
+    )
+    config = tmp_path / "plan.toml"
+    config.write_text(f'[traffic]\ntrace = "{rates}"\ninterval = "1h"\n')
+    cells = json.loads(report.worksheet_path("06_serving").read_text(encoding="utf-8"))["cells"]
+    source = {c.get("id"): "".join(c["source"]) for c in cells}
+    assert "default trace" not in "".join(source.values())
+
+    def replay(
+        **parameters,
+    ):  # the cell that reads the prefix cache's log, as the worksheet runs it
+        namespace = {"capnb": capnb, "TRACE": None, "CONFIG": str(config), "MODEL": "Llama-3.1-8B",
+                     "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, **parameters}  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(source["caba1ded"], "caba1ded", "exec"), namespace)
+        return namespace["prefix_trace"], capsys.readouterr().out
+
+    used, said = replay()
+    assert used == "mooncake-synthetic"
+    assert (
+        "The prefix cache is replayed on mooncake-synthetic, a bundled log with block hashes, in "
+        f"place of the plan's trace {rates}, which has none to replay (only a JSON-lines request "
+        "log carries them, as Mooncake's hash_ids)." in said
+    )
+    log = tmp_path / "hashes.jsonl"  # a log that carries block hashes: the plan's own is replayed
+    shutil.copy(
+        Path(capnb.__file__).parents[1] / "datasets/traces/mooncake_synthetic_trace.jsonl", log
+    )
+    config.write_text(f'[traffic]\ntrace = "{log}"\n')
+    used, said = replay()
+    assert used == str(log) and f"The prefix cache is replayed on the plan's trace, {log}." in said
+    used, said = replay(TRACE="mooncake-synthetic")
+    assert used == "mooncake-synthetic" and "replayed on mooncake-synthetic (TRACE)" in said
+    # the answers name the log too
+    assert "replayed on {prefix_trace}" in source["48cc09ee"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        notebook.worksheet("06_serving")  # the defaults' plan: its trace is a rate series
+    assert "in place of the plan's trace servegen-m-large" in capsys.readouterr().out
