@@ -211,6 +211,20 @@ def test_measured_runs_table_names_a_bad_row(tmp_path, monkeypatch):
     assert s.timed.sum() == (requests[requests.load == pts[0].load].output_tokens >= 1).sum()
 
 
+def test_runs_of_one_load_are_told_apart_by_their_output_length():
+    # sgl-cookbook: 1000/1000 and 1000/8000 runs at concurrency 16 have the same mean prompt; the
+    # run table tells them apart by the mean output (and sets SGLang's 16,384-token chunk on B200)
+    pts, _ = _fit.points(data.load_measurements("sgl-cookbook-v056"))
+    b200 = [p for p in pts if p.gpu == "B200" and p.load == 16.0 and p.input_tokens < 1000]
+    runs = {round(p.output_tokens): _fit.run_of(p) for p in b200}
+    assert {k: r["output_max"] for k, r in runs.items()} == {509: 1000, 3978: 8000}
+    assert {r["requests"] for r in runs.values()} == {80}
+    s = _fit.setup(b200[0])
+    assert s.prompt.size == 80 and s.settings[3] == 16384
+    a100 = next(p for p in pts if p.gpu == "A100-80GB" and p.load == 16.0)
+    assert _fit.setup(a100).settings[3] == 8192  # SGLang's default on 80 GB
+
+
 def test_a_measured_run_is_simulated_as_it_was_run():
     pts, _ = _fit.points(data.load_measurements("datacrunch-h200-sglang-deepseek-v3"))
     one = next(p for p in pts if p.tensor_parallel == 8 and p.load == 8.0)

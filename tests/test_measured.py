@@ -42,6 +42,8 @@ def test_sources_and_counts(table):
         "trtllm-static-batch",
         "datacrunch-h200-sglang",
         "datacrunch-h200-sglang-deepseek-v3",
+        "sgl-cookbook-v056",
+        "rocm-vllm-mi300x-latency",
     } <= set(sources)
     assert sum(sources.values()) == len(table)
     for name, rows in sources.items():
@@ -122,6 +124,36 @@ def test_datacrunch_deepseek_figures():
     two_nodes = table[(table.tensor_parallel == 16) & (table.dtype == "bf16") & (table.load == 8)]
     assert _figure(two_nodes, metric="ttft", stat="p50") == pytest.approx(4072.70672, rel=1e-12)
     assert set(table.model) == {"DeepSeek-V3"} and set(table.input_tokens) == {1024}
+
+
+def test_sgl_cookbook_figures():
+    """Figures of sgl-project/sgl-cookbook @7b5bd9c0 docs/autoregressive/*/*.md, 5.1 Speed Benchmark."""
+    table = load_measurements("sgl-cookbook-v056")
+    llama = table[(table.model == "Llama-3.1-70B") & (table.load == 16)]
+    short = llama[llama.input_tokens == 495.85]  # 39,668 input tokens / 80 requests
+    assert _figure(short, metric="ttft", stat="p99") == pytest.approx(0.79193, rel=1e-12)
+    assert set(llama.gpu) == {"A100-80GB"}
+    qwen = table[(table.model == "Qwen3-235B-A22B") & (table.load == 100)]
+    assert _figure(qwen, metric="output_throughput") == 2738.78
+    r1 = table[(table.model == "DeepSeek-R1") & (table.load == 1) & (table.output_tokens == 421)]
+    r1 = r1[r1.input_tokens == 610.1]
+    assert _figure(r1, metric="tpot", stat="p50") == pytest.approx(0.00915, rel=1e-12)
+    assert set(r1.dtype) == {"fp8"} and set(r1.engine_version) == {"0.5.6.post1"}
+    assert set(table["mode"]) == {"concurrency"} and set(table.tensor_parallel) == {8}
+    assert set(table.load) == {1, 16, 64, 100}
+
+
+def test_rocm_vllm_figures():
+    """Figures of ROCm/vllm docs/dev-docker/README.md @7545048a (0.9.1) and @7802e2b7 (0.10.0)."""
+    table = load_measurements("rocm-vllm-mi300x-latency")
+    v091 = table[(table.engine_version == "0.9.1") & (table.model == "Llama-3.1-70B")]
+    assert _figure(v091, load=1) == 17.236
+    v0100 = table[(table.engine_version == "0.10.0") & (table.model == "Llama-3.1-405B")]
+    assert _figure(v0100, load=128) == 118.212
+    # the 2048-token prompts are left out (prefix-cached in the timed iterations)
+    assert set(table.input_tokens) == {128} and set(table.output_tokens) == {2048}
+    assert set(table.metric) == {"e2e"} and set(table["mode"]) == {"batch"}
+    assert len(table) == 32
 
 
 def test_unknown_source():

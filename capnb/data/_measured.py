@@ -203,8 +203,8 @@ def _validate(frame: pd.DataFrame, file: str, source: str) -> pd.DataFrame:
 #: Columns of ``measured_runs.csv``: how each measured run was made (blank: any, or not stated).
 RUN_COLUMNS = (
     "source", "engine", "gpu", "tensor_parallel", "model", "mode", "load", "input_tokens",
-    "requests", "lengths", "input_min", "input_max", "output_min", "output_max", "max_model_len",
-    "max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "policy",
+    "output_tokens", "requests", "lengths", "input_min", "input_max", "output_min", "output_max",
+    "max_model_len", "max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "policy",
     "attention_data_parallel", "note",
 )  # fmt: skip
 #: How a run's request lengths are known: every request at the mean, uniform between the bounds,
@@ -212,8 +212,8 @@ RUN_COLUMNS = (
 #: bundled (ShareGPT: simulated at the means, and the percentiles of E2E, which follow the
 #: output lengths' spread, are not compared).
 LENGTHS = ("mean", "uniform", "requests", "dataset")
-_RUN_NUMBERS = ("tensor_parallel", "load", "input_tokens", "requests", "input_min", "input_max",
-                "output_min", "output_max", "max_model_len", "max_num_seqs",
+_RUN_NUMBERS = ("tensor_parallel", "load", "input_tokens", "output_tokens", "requests",
+                "input_min", "input_max", "output_min", "output_max", "max_model_len", "max_num_seqs",
                 "max_num_batched_tokens", "chunked_prefill", "attention_data_parallel")  # fmt: skip
 REQUEST_COLUMNS = ("gpu", "tensor_parallel", "mode", "load", "request", "input_tokens",
                    "output_tokens", "ttft_s", "e2e_s")  # fmt: skip
@@ -222,8 +222,9 @@ REQUEST_COLUMNS = ("gpu", "tensor_parallel", "mode", "load", "request", "input_t
 def load_measurement_runs() -> pd.DataFrame:
     """How the measured runs were made: run length, request lengths, the engine's flags.
 
-    One row per (source, engine, gpu, tensor_parallel, model, mode, load, input_tokens) pattern; a
-    blank key matches any value (the most specific matching row applies). ``requests``: the run's
+    One row per (source, engine, gpu, tensor_parallel, model, mode, load, input_tokens,
+    output_tokens) pattern; a blank key matches any value, a mean token count any run within
+    30 % of it (the most specific matching row applies). ``requests``: the run's
     number of requests (blank: not stated); ``lengths``: ``mean``, ``uniform`` (between
     ``input_min``/``input_max`` and ``output_min``/``output_max`` tokens) or ``requests`` (each
     request's own, :func:`load_measured_requests`); ``max_model_len``, ``max_num_seqs``,

@@ -208,10 +208,11 @@ def run_of(pt: Point) -> dict:
                     else str(want) == str(have))  # fmt: skip
             fits = fits and same
             score += 1
-        if math.isfinite(row["input_tokens"]):
-            if abs(pt.input_tokens / row["input_tokens"] - 1) > 0.3:
-                fits = False
-            score += 1
+        for column in ("input_tokens", "output_tokens"):
+            if math.isfinite(row[column]):
+                if abs(getattr(pt, column) / row[column] - 1) > 0.3:
+                    fits = False
+                score += 1
         if fits and score > best_score:
             best, best_score = row, score
     return best
