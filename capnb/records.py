@@ -238,9 +238,11 @@ _ENGINE_NAMES = {
 SCHEDULING_POLICIES = ("mixed", "prefill_first")
 #: vLLM's long-context rule: above this ``max_model_len`` (tokens) V0 turns chunked prefill on.
 V0_LONG_CONTEXT = 32768
-#: GPU memory (bytes) from which vLLM V1 takes its larger defaults; SGLang's threshold (bytes).
+#: GPU memory (bytes) from which vLLM V1 takes its larger defaults; SGLang's chunked-prefill tiers
+#: (bytes): 2,048 tokens under 35 GiB, 8,192 under 160 GiB, 16,384 from 160 GiB (B200, MI300X).
 _LARGE_GPU = 70 * 2**30
-_SGLANG_SMALL_GPU = 25e9
+_SGLANG_SMALL_GPU = 35 * 2**30
+_SGLANG_LARGE_GPU = 160 * 2**30
 #: KV cache block (tokens): vLLM's default, and the engine model's for every engine.
 BLOCK_SIZE = 16
 
@@ -428,7 +430,10 @@ def _release_defaults(key, gpu_memory_bytes, gpu, max_model_len, kv_tokens) -> E
         rows[key] = ("prefill_first", False, 256, max(length, 2048),
                      "vLLM V0 defaults (no chunked prefill)")  # fmt: skip
     elif key == "sglang":
-        chunk = 8192 if gpu_memory_bytes >= _SGLANG_SMALL_GPU else 2048
+        chunk = (
+            2048 if gpu_memory_bytes < _SGLANG_SMALL_GPU
+            else 8192 if gpu_memory_bytes < _SGLANG_LARGE_GPU else 16384
+        )  # fmt: skip
         running = 2048 if kv_tokens is None else max(1, min(int(kv_tokens) // 2, 2048))
         rows[key] = ("prefill_first", True, running, chunk,
                      "SGLang defaults (chunked prefill, running requests)")  # fmt: skip

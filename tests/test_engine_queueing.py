@@ -76,6 +76,12 @@ def test_engine_defaults_follow_the_release_and_gpu():
         "prefill_first", False, 8192)  # fmt: skip
     assert _engines.engine_settings("sglang", kv_tokens=1000).max_num_seqs == 500  # KV // 2
     assert _engines.engine_settings("sglang", kv_tokens=10**6).max_num_seqs == 2048
+    # SGLang's chunked-prefill tiers by GPU memory (server_args.py of the 0.5 line)
+    chunks = [
+        _engines.engine_settings("sglang", gpu_memory_bytes=g * 2**30).max_num_batched_tokens
+        for g in (24, 48, 80, 141, 180, 192)
+    ]
+    assert chunks == [2048, 8192, 8192, 8192, 16384, 16384]
     given = _engines.engine_settings("vllm-v1", max_num_seqs=64)
     assert given.max_num_seqs == 64 and "given" in given.source
     with pytest.raises(InputError, match="engine"):

@@ -19,7 +19,8 @@ Defaults (from the engines' argument parsers at the releases named):
   512 tokens a step (``vllm/config.py``, ``SchedulerConfig``: "the values that have the best
   balance between ITL and TTFT on A100").
 - ``sglang``: prefill-first steps (``--enable-mixed-chunk`` off), chunked prefill of 8,192 tokens
-  (2,048 on GPUs under 25 GB), running requests ``min(KV tokens // 2, 2048)``
+  (2,048 on GPUs under 35 GiB, 16,384 from 160 GiB: B200, MI300X; the 0.5 line's tiers, which
+  the v0.3 line drew at 25 GB without the top one), running requests ``min(KV tokens // 2, 2048)``
   (``server_args.py``; ``max_running_requests`` from ``max_total_num_tokens // 2``, capped by the
   request pool).
 - ``tgi`` (text-generation-inference 2.x): prefill-first, whole prompts only, 4,096 prefill
