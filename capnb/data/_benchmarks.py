@@ -63,8 +63,7 @@ def _derive_mean_e2e(concurrency, mean, latency, output_tokens, qps, notes) -> N
     if "e2e" in mean:
         return
     if "ttft" in mean and "tpot" in mean and output_tokens is not None:
-        out = np.asarray(output_tokens, dtype=float)
-        mean["e2e"] = np.asarray(mean["ttft"]) + np.asarray(mean["tpot"]) * np.maximum(out - 1, 0)
+        mean["e2e"] = _e2e_of_tokens(mean, output_tokens)
         notes.append(
             "mean e2e latency derived as mean TTFT + mean TPOT x (mean output tokens - 1) (exact "
             "when every request has the same output length)"
@@ -77,6 +76,12 @@ def _derive_mean_e2e(concurrency, mean, latency, output_tokens, qps, notes) -> N
         )
     else:
         notes.append("no mean e2e latency: Little's law cannot give a per-instance throughput")
+
+
+def _e2e_of_tokens(mean, output_tokens):
+    """Mean e2e (s) from mean TTFT + mean TPOT x (mean output tokens - 1), scalars or arrays."""
+    out = np.asarray(output_tokens, dtype=float)
+    return np.asarray(mean["ttft"]) + np.asarray(mean["tpot"]) * np.maximum(out - 1, 0)
 
 
 # -- a plain table -------------------------------------------------------------------------------
@@ -885,7 +890,7 @@ def _in_flight(record, where, qps, mean, output) -> tuple[float | None, str, flo
     """A run's measured mean requests in flight (None: no figure), how it was found, mean e2e."""
     e2e, derived = mean.get("e2e"), ""
     if e2e is None and "ttft" in mean and "tpot" in mean:
-        e2e = mean["ttft"] + mean["tpot"] * max(output - 1, 0)
+        e2e = float(_e2e_of_tokens(mean, output))
         derived = " (derived: mean TTFT + mean TPOT x (mean output tokens - 1))"
     sglang = _number(record, "concurrency", where, required=False)
     if sglang is not None and math.isfinite(sglang) and sglang > 0:
@@ -1154,7 +1159,7 @@ def _aiperf_place(run: dict, where: str, notes: list[str]) -> tuple[int, float]:
         )
     e2e, derived = mean.get("e2e"), ""
     if e2e is None and "ttft" in mean and "tpot" in mean and output is not None:
-        e2e = mean["ttft"] + mean["tpot"] * max(output - 1, 0)
+        e2e = float(_e2e_of_tokens(mean, output))
         derived = " (derived: mean TTFT + mean ITL x (mean output tokens - 1))"
     if e2e is None:
         raise ConfigError(
