@@ -26,7 +26,10 @@ def step_seconds_python(
     read = weights
     if len(model) > 8 and model[6] > 0:  # routed experts: the share the step's tokens touch
         expert_bytes, experts, per_token = float(model[6]), float(model[7]), float(model[8])
-        read = weights - expert_bytes * (1.0 - per_token / experts) ** tokens
+        touched = 1.0 - (1.0 - per_token / experts) ** tokens
+        # read at their own share of the HBM efficiency (1 when the calibration has no such value)
+        share = float(calibration[7]) if len(calibration) > 7 else 1.0
+        read = weights - expert_bytes + expert_bytes * touched / share
     compute = (flop_per_token * tokens + 4.0 * layers * width * pairs) / flops
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:

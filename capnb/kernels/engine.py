@@ -47,7 +47,9 @@ Step time (:func:`step_time`, per GPU of the group; the roofline of :mod:`capnb.
 
     The weights read are the dense weights plus, in a mixture of experts, the share of the routed
     experts that ``T`` tokens touch: ``1 - (1 - k / E)^T`` of them (``k`` of ``E`` experts per
-    token, drawn independently), all of them at large ``T``. A pure decode step of a dense model is
+    token, drawn independently), all of them at large ``T``. The routed experts' bytes count
+    ``1 / expert_efficiency`` times (``calibration[7]``): grouped expert kernels reach a share of
+    the HBM efficiency dense matrix products reach. A pure decode step of a dense model is
     the analytic model's (:func:`capnb.kernels.latency.decode_seconds`).
 
 Per reported request (index ``warmup`` to ``n - 1``): TTFT (first token - arrival + the request
@@ -115,9 +117,11 @@ STATS = ("request_throughput", "output_throughput", "preemptions", "steps", "mea
 #: inverse efficiencies and overheads is the step time.
 FEATURES = ("compute_s", "memory_s", "wire_s", "steps", "sequences", "allreduces", "requests")
 _NF = 7
-#: The engine's calibration vector: the analytic model's six values, then the seconds added once
-#: to each request's TTFT outside the steps (tokenising, the server's queues, the network).
-CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s")
+#: The engine's calibration vector: the analytic model's six values, the seconds added once to
+#: each request's TTFT outside the steps (tokenising, the server's queues, the network), then the
+#: share of the HBM efficiency the routed experts' weight reads reach (1: a dense read; a
+#: seven-value vector reads them as dense).
+CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency")
 
 # columns of the per-slot integer state ``req``
 _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
@@ -140,8 +144,10 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
     flops, bandwidth, interconnect = gpu[0], gpu[1], gpu[2]
     read = weights
     if model.shape[0] > 8 and model[6] > 0.0:  # routed experts: only those the tokens touch
-        untouched = (1.0 - model[8] / model[7]) ** tokens
-        read = weights - model[6] * untouched
+        touched = 1.0 - (1.0 - model[8] / model[7]) ** tokens
+        # read at their own share of the GPU's HBM efficiency (grouped expert kernels)
+        share = calibration[7] if calibration.shape[0] > 7 else 1.0
+        read = weights - model[6] + model[6] * touched / share
     compute = (flop_per_token * tokens + 4.0 * layers * attention_width * pairs) / flops
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:

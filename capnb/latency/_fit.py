@@ -80,7 +80,7 @@ _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_paralle
            "input_tokens", "output_tokens", "mode")  # fmt: skip
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
-          "request_overhead_s": 0.0}  # fmt: skip
+          "request_overhead_s": 0.0, "expert_efficiency": 0.7}  # fmt: skip
 
 
 @dataclass
@@ -450,12 +450,16 @@ class Layout:
     """Where each group's parameters sit in the fit's vector.
 
     Per GPU: compute and HBM efficiency; shared: interconnect efficiency; per engine: step,
-    sequence and all-reduce overheads; last, when ``request`` is set, the per-request overhead.
+    sequence and all-reduce overheads; then, when ``request`` is set, the per-request overhead;
+    last, when ``expert`` is set (a fitted run serves a mixture of experts), the routed experts'
+    share of the HBM efficiency, shared by every group. A field not fitted is held at
+    :data:`_HELD` (0 s of request overhead, experts read as dense weights).
     """
 
     gpus: dict  # gpu -> group index
     engines: dict  # engine id -> group index
     request: bool = False
+    expert: bool = False
 
     @property
     def n_gpu(self) -> int:
@@ -467,17 +471,20 @@ class Layout:
 
     @property
     def size(self) -> int:
-        return 2 * self.n_gpu + 1 + 3 * self.n_engine + int(self.request)
+        return 2 * self.n_gpu + 1 + 3 * self.n_engine + int(self.request) + int(self.expert)
 
     def columns(self, gpu: str, engine: str) -> list[int]:
-        """The seven calibration fields' positions (-1: held at 0)."""
+        """The eight calibration fields' positions (-1: held at :data:`_HELD`)."""
         g, e = self.gpus[gpu], self.engines[engine]
         base = 2 * self.n_gpu + 1
         overheads = [base + 3 * e + k for k in range(3)]
-        return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, self.size - 1 if self.request else -1]
+        request = base + 3 * self.n_engine if self.request else -1
+        expert = self.size - 1 if self.expert else -1
+        return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, request, expert]
 
     def vector(self, x: np.ndarray, gpu: str, engine: str) -> np.ndarray:
-        return np.array([x[c] if c >= 0 else 0.0 for c in self.columns(gpu, engine)])
+        return np.array([x[c] if c >= 0 else held
+                         for c, held in zip(self.columns(gpu, engine), _HELD, strict=True)])  # fmt: skip
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = np.zeros(self.size), np.zeros(self.size)
@@ -498,21 +505,33 @@ class Layout:
         return x
 
 
-#: Bounds of the seven calibration fields in a fit (efficiencies; seconds).
+#: Bounds of the eight calibration fields in a fit (efficiencies; seconds; a share).
 _BOUNDS = ((0.05, 1.0), (0.05, 1.0), (0.05, 1.0), (0.0, 0.05), (0.0, 2e-3), (0.0, 5e-4),
-           (0.0, 2.0))  # fmt: skip
+           (0.0, 2.0), (0.05, 1.0))  # fmt: skip
 #: Their scales (the size of a typical change), for the optimiser and the prior's pull.
-_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02])
+_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2])
+#: The values of the fields a layout does not fit (the per-request overhead, the experts' share).
+_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def routes_experts(pt: Point) -> bool:
+    """Whether a point's model is a mixture of experts (its routed experts' reads are priced)."""
+    model_vec = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)[0]
+    return bool(model_vec[6] > 0.0)
 
 
 def layout_of(pts: list[Point], pooled: bool, *, request: bool = False) -> Layout:
-    """The fit's layout: one group per GPU and per engine, or one of each when ``pooled``."""
+    """The fit's layout: one group per GPU and per engine, or one of each when ``pooled``.
+
+    The routed experts' efficiency is fitted when a point serves a mixture of experts.
+    """
     gpus = sorted({pt.gpu for pt in pts})
     engines = sorted({pt.engine_id for pt in pts})
+    expert = any(routes_experts(pt) for pt in pts)
     if pooled:
-        return Layout(dict.fromkeys(gpus, 0), dict.fromkeys(engines, 0), request)
+        return Layout(dict.fromkeys(gpus, 0), dict.fromkeys(engines, 0), request, expert)
     return Layout({g: i for i, g in enumerate(gpus)}, {e: i for i, e in enumerate(engines)},
-                  request)  # fmt: skip
+                  request, expert)  # fmt: skip
 
 
 def fitted_figures(pts: list[Point], knees) -> list[Point]:
@@ -579,7 +598,7 @@ def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=No
 
     ``max_evaluations`` bounds the trial calibrations (each also costs a finite-difference
     Jacobian: one simulation of every point per group of parameters no figure shares).
-    ``scales`` (seven values, one per calibration field; None: :data:`_SCALES`) set each field's
+    ``scales`` (eight values, one per calibration field; None: :data:`_SCALES`) set each field's
     typical change: the optimiser's steps and the size of a move the prior's pull counts as one.
 
     Returns ``({(gpu, engine): Calibration}, x, layout, evaluations)``.
@@ -690,7 +709,9 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
     """The fitted calibration a point is predicted with, and what was missing from the fit.
 
     A GPU or engine no fitted figure measured takes the pooled values for its part (efficiencies
-    or overheads). Returns ``(Calibration, gpu_seen, engine_seen)``.
+    or overheads); the routed experts' share of the HBM efficiency is the one every group shares
+    (1 when no fitted run served a mixture of experts). Returns ``(Calibration, gpu_seen,
+    engine_seen)``.
     """
     gpus = {g for g, _ in per_group}
     engines = {e for _, e in per_group}
@@ -701,9 +722,10 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
     else:
         efficiencies = pooled_values[:3]
     if engine_seen:
-        overheads = per_group[(next(iter(gpus)), pt.engine_id)].engine_array()[3:]
+        overheads = per_group[(next(iter(gpus)), pt.engine_id)].engine_array()[3:7]
     else:
-        overheads = pooled_values[3:]
+        overheads = pooled_values[3:7]
+    overheads = [*overheads, next(iter(per_group.values())).expert_efficiency]
     fields = dict(zip(kernels.CALIBRATION_FIELDS, (float(v) for v in (*efficiencies, *overheads)),
                       strict=True))  # fmt: skip
     cal = _calibration.Calibration(**fields, fitted_on=pooled.fitted_on)

@@ -15,10 +15,12 @@ from pathlib import Path
 from . import calibration as _calibration
 
 PATH = Path(__file__).with_name("engine_calibration.json")
-#: Fields a GPU's fit sets, and those an engine's fit sets (the rest of the seven).
+#: Fields a GPU's fit sets, and those an engine's fit sets.
 GPU_FIELDS = ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency")
 ENGINE_FIELDS = ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
                  "request_overhead_s")  # fmt: skip
+#: Fields every GPU and engine shares in a fit (stored once).
+SHARED_FIELDS = ("expert_efficiency",)
 
 
 @functools.cache
@@ -30,9 +32,10 @@ def stored() -> dict | None:
 
 
 def from_record(record: dict, label: str) -> _calibration.Calibration:
-    """A Calibration from a stored record (the seven fields)."""
+    """A Calibration from a stored record (the analytic model's six fields and the engine's own)."""
     fields = {k: float(record[k]) for k in _calibration.kernels.CALIBRATION_FIELDS}
     fields["request_overhead_s"] = float(record.get("request_overhead_s", 0.0))
+    fields["expert_efficiency"] = float(record.get("expert_efficiency", 1.0))
     return _calibration.Calibration(**fields, fitted_on=label)
 
 
@@ -40,12 +43,13 @@ def from_fold(fit: dict, gpu: str, engine: str, label: str = "") -> _calibration
     """A GPU and engine's calibration from a stored fit.
 
     The GPU's efficiencies if it was fitted, the engine's overheads if it was fitted, the pooled
-    values otherwise.
+    values otherwise; the values every group shares (the routed experts' efficiency) as fitted.
     """
     gpu_part = fit["gpus"].get(gpu, fit["pooled"])
     engine_part = fit["engines"].get(engine, fit["pooled"])
     values = {**fit["pooled"], **{k: gpu_part[k] for k in GPU_FIELDS},
-              **{k: engine_part[k] for k in ENGINE_FIELDS if k in engine_part}}  # fmt: skip
+              **{k: engine_part[k] for k in ENGINE_FIELDS if k in engine_part},
+              **fit.get("shared", {})}  # fmt: skip
     seen = [what for what, known in (("GPU", gpu in fit["gpus"]), ("engine", engine in fit["engines"]))
             if not known]  # fmt: skip
     text = label or f"engine fit, {gpu}, {engine}"

@@ -61,6 +61,10 @@ class Calibration:
     request_overhead_s
         Seconds added once to each request's TTFT outside the GPU's steps (tokenising, the
         server's queues and network); the engine model's only (the analytic model has none).
+    expert_efficiency
+        Share (0, 1] of ``bandwidth_efficiency`` that a mixture of experts' routed-expert weight
+        reads reach (grouped expert kernels; 1: read as dense weights, the value where no
+        mixture-of-experts run was fitted); the engine model's only, no effect on a dense model.
     fitted_on
         What the values were fitted on (source and selection).
     points
@@ -76,12 +80,14 @@ class Calibration:
     sequence_overhead_s: float
     allreduce_latency_s: float
     request_overhead_s: float = 0.0
+    expert_efficiency: float = 1.0
     fitted_on: str = "given"
     points: int = 0
     fit_error: float = math.nan
 
     def __post_init__(self):
-        for name in ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency"):
+        for name in ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency",
+                     "expert_efficiency"):  # fmt: skip
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(f"Calibration.{name} must be in (0, 1], got {value!r}")
@@ -96,8 +102,8 @@ class Calibration:
         return np.array([getattr(self, name) for name in kernels.CALIBRATION_FIELDS], dtype=float)
 
     def engine_array(self) -> np.ndarray:
-        """The engine model's seven values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
-        return np.append(self.as_array(), self.request_overhead_s)
+        """The engine model's eight values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
+        return np.append(self.as_array(), [self.request_overhead_s, self.expert_efficiency])
 
     def describe(self) -> str:
         """One line: the efficiencies and overheads, and the fit's error."""
@@ -109,6 +115,11 @@ class Calibration:
             + (
                 f", {self.request_overhead_s * 1e3:.1f} ms/request"
                 if self.request_overhead_s
+                else ""
+            )
+            + (
+                f"; routed experts read at {self.expert_efficiency:.0%} of that HBM efficiency"
+                if self.expert_efficiency < 1.0
                 else ""
             )
             + f" (fitted on {self.fitted_on}: {self.points} points, mean error {self.fit_error:.1%})"

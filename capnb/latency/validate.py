@@ -130,20 +130,27 @@ def _record_of(cal) -> dict:
 
 
 def calibration_record(per_group: dict, pooled) -> dict:
-    """A fit as stored: per GPU its efficiencies, per engine its overheads, and the pooled values."""
-    gpus, engines = {}, {}
+    """A fit as stored: per GPU, per engine, shared by all (the routed experts'), and pooled."""
+    gpus, engines, shared = {}, {}, {}
     for (gpu, engine), cal in per_group.items():
         values = _record_of(cal)
         gpus[gpu] = {k: values[k] for k in _fitted.GPU_FIELDS}
         engines[engine] = {k: values[k] for k in _fitted.ENGINE_FIELDS}
-    return {"gpus": gpus, "engines": engines, "pooled": _record_of(pooled)}
+        shared = {k: values[k] for k in _fitted.SHARED_FIELDS}
+    return {"gpus": gpus, "engines": engines, "shared": shared, "pooled": _record_of(pooled)}
 
 
-def _predict(held, per_group, pooled, knees):
+def _experts_fitted(train) -> bool:
+    """Whether a fit on these points fitted the routed experts' efficiency (a fitted MoE run)."""
+    return any(_fit.routes_experts(pt) for pt in train if _fit.expressed(pt))
+
+
+def _predict(held, per_group, pooled, knees, experts_fitted=True):
     """Rows of figures of the held-out points, and their curves' predictions (for the knees)."""
     rows, curves = [], {}
     for pt in held:
         cal, gpu_seen, engine_seen = _fit.calibration_for_point(pt, per_group, pooled)
+        experts_seen = experts_fitted or not _fit.routes_experts(pt)
         values, _ = _fit.simulate_point(pt, cal.engine_array(), requests=REQUESTS)
         if values is None:
             continue
@@ -153,7 +160,8 @@ def _predict(held, per_group, pooled, knees):
         for (metric, stat), measured in pt.figures.items():
             rows.append({
                 "source": pt.source, "gpu": pt.gpu, "engine_id": pt.engine_id,
-                "gpu_seen": gpu_seen, "engine_seen": engine_seen, "curve": list(key),
+                "gpu_seen": gpu_seen, "engine_seen": engine_seen,
+                "experts_seen": experts_seen, "curve": list(key),
                 "metric": metric, "stat": stat, "load": pt.load, "measured": measured,
                 "engine": values[(metric, stat)],
                 "analytic": math.nan if analytic is None else analytic[(metric, stat)],
@@ -212,8 +220,10 @@ def _fold_job(job: str):
         fit_error = next(iter(per_group.values())).fit_error
         return calibration_record(per_group, pooled), evaluations, fit_error
     knees = _fit.measured_knees(pts)
-    fold_group, fold_pooled, _ = _fit.fit_all([pt for pt in pts if pt.source != job])
-    rows, curves = _predict([pt for pt in pts if pt.source == job], fold_group, fold_pooled, knees)
+    train = [pt for pt in pts if pt.source != job]
+    fold_group, fold_pooled, _ = _fit.fit_all(train)
+    rows, curves = _predict([pt for pt in pts if pt.source == job], fold_group, fold_pooled, knees,
+                            _experts_fitted(train))  # fmt: skip
     return calibration_record(fold_group, fold_pooled), rows, _knee_rows(curves, knees)
 
 
@@ -299,10 +309,11 @@ def refresh(record: dict, sources: list[str], progress=None) -> dict:
         _relabel(fold, [pt for pt in pts if pt.source != source])
     for source in sources:
         say(f"leaving out {source}")
-        fold_group, fold_pooled, _ = _fit.fit_all([pt for pt in pts if pt.source != source])
+        train = [pt for pt in pts if pt.source != source]
+        fold_group, fold_pooled, _ = _fit.fit_all(train)
         record["folds"][source] = calibration_record(fold_group, fold_pooled)
         rows, curves = _predict([pt for pt in pts if pt.source == source], fold_group,
-                                fold_pooled, knees)  # fmt: skip
+                                fold_pooled, knees, _experts_fitted(train))  # fmt: skip
         record["rows"] = [r for r in record["rows"] if r["source"] != source] + rows
         record["knees"] = [k for k in record["knees"] if k["source"] != source]
         record["knees"] += _knee_rows(curves, knees)
@@ -445,7 +456,8 @@ def table(record: dict) -> list[dict]:
         knees = [k for k in record["knees"] if k["source"] == source]
         knee = float(np.median([k["error"] for k in knees])) if knees else math.nan
         unseen = sorted({f"GPU {r['gpu']}" for r in mine if not r["gpu_seen"]}
-                        | {f"engine {r['engine_id']}" for r in mine if not r["engine_seen"]})  # fmt: skip
+                        | {f"engine {r['engine_id']}" for r in mine if not r["engine_seen"]}
+                        | {"routed experts" for r in mine if not r.get("experts_seen", True)})  # fmt: skip
         for group in GROUP_ORDER:
             for side in ("below", "above"):
                 sel = [r for r in mine if GROUPS[r["metric"]] == group
@@ -532,7 +544,8 @@ def markdown(record: dict) -> str:
         "and engines the other sources do not identify (predicted with the values pooled over "
         "them): an engine no other source measured, a GPU no other source measured on two or "
         "more models or engines (one model on one engine cannot tell the GPU from that model's "
-        "kernels on that engine).",
+        "kernels on that engine), and *routed experts* where no other source fitted a mixture of "
+        "experts (its routed-expert weights read as dense ones).",
         "",
         "| held-out source | metric | side of knee | figures | engine median | engine P90 | "
         "analytic median | knee error (median) | unseen |",
@@ -607,6 +620,14 @@ def _calibration_lines(record) -> list[str]:
         lines.append(f"| {engine} | {v['step_overhead_s'] * 1e3:.2f} ms | "
                      f"{v['sequence_overhead_s'] * 1e6:.1f} us | "
                      f"{v['allreduce_latency_s'] * 1e6:.1f} us |")  # fmt: skip
+    expert = cal.get("shared", {}).get("expert_efficiency")
+    if expert is not None:
+        lines += [
+            "",
+            f"Routed experts (every GPU and engine): weight reads at {expert:.2f} of the GPU's "
+            "HBM efficiency" + (" (no fitted source serves a mixture of experts: read as dense "
+                                "weights)." if expert == 1.0 else "."),
+        ]  # fmt: skip
     return lines
 
 
