@@ -332,3 +332,53 @@ def test_runs_with_attention_data_parallel_are_predicted_not_fitted():
     assert left_out == {"datacrunch-h200-sglang-deepseek-v3"}
     with pytest.raises(InputError, match="fit_all: no measured point"):
         _fit.fit_all([pt for pt in pts if not _fit.expressed(pt)])
+
+
+def test_routed_experts_read_at_their_own_share_of_the_hbm_efficiency():
+    # a mixture of experts' routed weights count 1 / expert_efficiency times in a step's bytes; a
+    # dense model's step does not depend on it, and a seven-value calibration reads them as dense
+    model, gpu, calibration = _vectors(1)
+    moe = np.append(model, [0.5 * model[1], 8.0, 2.0])  # half the weights in 8 experts, 2 a token
+    dense_features, moe_features = np.empty(len(kernels.FEATURES)), np.empty(len(kernels.FEATURES))
+    tokens, kv_read = 1.0, 1000.0
+    at = {}
+    for share in (1.0, 0.5):
+        c = calibration.copy()
+        c[7] = share
+        at[share] = kernels.step_time(tokens, tokens, kv_read, 1.0, moe, gpu, 1, c, moe_features)
+        dense = kernels.step_time(tokens, tokens, kv_read, 1.0, model, gpu, 1, c, dense_features)
+        assert dense == kernels.step_time(tokens, tokens, kv_read, 1.0, model, gpu, 1,
+                                          calibration[:7], dense_features)  # fmt: skip
+    touched = 1.0 - (1.0 - 2.0 / 8.0) ** tokens  # one token reads 2 of 8 experts
+    extra = 0.5 * model[1] * touched / gpu[1] / calibration[1]  # read twice as long at 0.5
+    assert at[0.5] - at[1.0] == pytest.approx(extra, rel=1e-9)
+    assert at[1.0] == kernels.step_time(tokens, tokens, kv_read, 1.0, moe, gpu, 1, calibration[:7],
+                                        moe_features)  # fmt: skip
+
+
+def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of_experts():
+    from capnb.data import load_measurements
+    from capnb.latency import _fit
+
+    pts, _ = _fit.points(load_measurements())
+    moe = {pt.model for pt in pts if _fit.routes_experts(pt)}
+    assert {"Qwen3-235B-A22B", "DeepSeek-R1", "DeepSeek-V3"} <= moe
+    assert not {"Llama-3.1-70B", "Llama-2-7B"} & moe
+    dense = [pt for pt in pts if pt.source == "sglang-v030-online"]
+    layout = _fit.layout_of(dense, pooled=True)
+    assert not layout.expert and layout.columns(dense[0].gpu, dense[0].engine_id)[7] == -1
+    assert layout.vector(np.ones(layout.size), dense[0].gpu, dense[0].engine_id)[7] == 1.0
+    mixed = dense + [pt for pt in pts if pt.source == "sgl-cookbook-v056"]
+    layout = _fit.layout_of(mixed, pooled=False)
+    assert layout.expert
+    positions = {layout.columns(g, e)[7] for g in layout.gpus for e in layout.engines}
+    assert positions == {layout.size - 1}  # one value, shared by every GPU and engine
+    # a dense model's own runs keep the prior's share (they say nothing about routed experts)
+    from capnb.latency import _own
+
+    prior = latency.engine_calibration("A100-80GB", "sglang")
+    prior = cal.Calibration(**{**{k: getattr(prior, k) for k in kernels.CALIBRATION_FIELDS},
+                               "expert_efficiency": 0.42}, fitted_on="test")  # fmt: skip
+    one_gpu = [pt for pt in dense if pt.gpu == "A100-80GB"]
+    own = _own.fit_own(one_gpu, prior)
+    assert own.expert_efficiency == 0.42
