@@ -128,13 +128,37 @@ def points(frame) -> tuple[list[Point], list[str]]:
             figures = {k: v for k, v in figures.items() if not (k[0] == "e2e" and k[1] != "mean")}
             if not figures:
                 continue
-        reason = _unsupported(config)
+        reason = _unsupported(config) or _unheld(Point(config, load))
         if reason:
             if reason not in skipped:
                 skipped.append(reason)
             continue
         out.append(Point(config, load, figures))
     return out, skipped
+
+
+def _unheld(pt: Point) -> str:
+    """Why a run's longest request cannot be simulated: its KV cache would not hold it ('' else).
+
+    vLLM rejects such a request (it never starts one its KV cache cannot hold), so a run that
+    served it had more KV cache than capnb's vLLM accounting gives the engine's default launch:
+    a flag the source does not state (``gpu_memory_utilization``, ``max_num_seqs``), or an
+    accounting that is off for that model and GPU. Simulated with the accounting's cache, the
+    run would not be the run that was measured, so it is listed, not scored.
+    """
+    run = run_of(pt)
+    n, _ = _count(pt, run, None)
+    prompt, output, _ = _lengths(pt, run, n, np.random.default_rng(0))  # (as setup draws them)
+    kv = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)[2]
+    dp = int(_number(run, "attention_data_parallel") or 1)
+    longest = int((prompt + output).max())
+    if kv > 0 and not _engine.holds(longest, kv * dp):
+        return (
+            f"{pt.source}: {pt.model} on {pt.tensor_parallel} x {pt.gpu}: a {longest:,}-token "
+            f"request does not fit the {kv * dp:,} tokens of KV cache vLLM's accounting gives "
+            "its default launch (the run had more: a flag not stated, or the accounting is off)"
+        )
+    return ""
 
 
 def _unsupported(config) -> str:
@@ -268,6 +292,19 @@ class Setup:
 _SETUPS = 512
 
 
+def _count(pt: Point, run: dict, requests: int | None) -> tuple[int, int]:
+    """(requests simulated, requests left out at the start) of a measured point."""
+    stated = _number(run, "requests")
+    if pt.mode == "batch":
+        return int(pt.load), 0
+    if stated is not None:
+        return int(stated), 0  # the run as it was: every request reported
+    n = requests or REQUESTS
+    if pt.mode == "concurrency":  # a steady closed loop needs a few turns of its requests
+        n = min(n, max(STEADY_TURNS * int(pt.load), 64))
+    return n, min(math.ceil(_engine.WARMUP_SHARE * n), n - 1)
+
+
 @functools.lru_cache(maxsize=_SETUPS)
 def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
            seed: int) -> Setup | None:  # fmt: skip
@@ -279,16 +316,7 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
     ):
         return None
     rng = np.random.default_rng(seed)
-    stated = _number(run, "requests")
-    if pt.mode == "batch":
-        n, warmup = int(pt.load), 0
-    elif stated is not None:
-        n, warmup = int(stated), 0  # the run as it was: every request reported
-    else:
-        n = requests or REQUESTS
-        if pt.mode == "concurrency":  # a steady closed loop needs a few turns of its requests
-            n = min(n, max(STEADY_TURNS * int(pt.load), 64))
-        warmup = min(math.ceil(_engine.WARMUP_SHARE * n), n - 1)
+    n, warmup = _count(pt, run, requests)
     prompt, output, timed = _lengths(pt, run, n, rng)
     # writable arrays of their own (pandas hands out read-only views): the engine kernel is
     # compiled for writable contiguous arrays, once, and a read-only one would compile it again
