@@ -190,3 +190,27 @@ def test_over_threads_ends_parts_at_the_cuts_given(monkeypatch):
     parts.clear()
     _lazy.over_threads(lambda a, b: parts.append((a, b)), 90, 10**9, pieces=4)
     assert len(parts) == 8 and sorted(parts)[0][0] == 0 and sorted(parts)[-1][1] == 90
+
+
+def test_a_kernels_cache_is_stamped_with_the_whole_kernel_package():
+    # numba stamps a cached function with its own file only: the P:D fleet kernel (pd.py) kept the
+    # engine's old step time (engine.py) from the disk cache after the step changed. Every capnb
+    # kernel's stamp now also holds a digest of the kernel package; other functions keep numba's.
+    from numba.core import caching
+
+    from capnb.kernels import _lazy, pd
+
+    assert _lazy.stamp_kernel_caches()  # this numba's cache layout is the one patched
+    classes = caching.CacheImpl._locator_classes
+    assert any(c.__name__.startswith("Capnb") for c in classes)
+
+    def stamp_of(py_file):
+        def probe():
+            pass
+
+        locator = next(filter(None, (c.from_function(probe, py_file) for c in classes)))
+        return locator.get_source_stamp()
+
+    kernel = stamp_of(pd.__file__)
+    assert isinstance(kernel, tuple) and kernel[1] == _lazy.kernels_digest()
+    assert not isinstance(stamp_of(__file__), tuple)  # a function outside the kernels: numba's

@@ -8,6 +8,12 @@ has no cache directory set, the cache goes to a per-user directory instead of fa
 No kernel uses numba's ``parallel`` target: work is split over plain threads by :func:`over_threads`,
 so any number of threads (dask's) may call any kernel at once, whatever numba's threading layer.
 
+numba keys a cached kernel on its own source file only, so a kernel that calls a helper from another
+module (the P:D fleet kernel calls the engine's step time) would load machine code compiled from
+the helper's old source after an upgrade in place. Every capnb kernel's cache entry is therefore
+stamped with a digest of the whole kernel package as well (:func:`stamp_kernel_caches`): any change
+to any kernel module recompiles them all.
+
 Processes that share the disk cache compile a kernel one at a time (:func:`compile_lock`, a lock
 per kernel). numba's cache is not safe against two processes writing one function's entries at
 once: each numbers a function's data files in the order it compiles its overloads, so two
@@ -24,6 +30,8 @@ can each hold a lock the other waits for.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import importlib
 import itertools
 import os
@@ -39,8 +47,10 @@ __all__ = [
     "compile_lock",
     "guvectorize",
     "jit",
+    "kernels_digest",
     "njit",
     "over_threads",
+    "stamp_kernel_caches",
     "threads_for",
 ]
 
@@ -55,6 +65,56 @@ def _writable(path: Path) -> bool:
     return True
 
 
+@functools.cache
+def kernels_digest() -> bytes:
+    """SHA-256 of every module of the kernel package (names and contents, in name order)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.digest()
+
+
+def _in_kernels(py_file: str) -> bool:
+    try:
+        return Path(py_file).resolve().parent == Path(__file__).resolve().parent
+    except (OSError, TypeError):
+        return False
+
+
+def stamp_kernel_caches() -> bool:
+    """Make numba's cache of each capnb kernel depend on the whole kernel package's source.
+
+    numba stores with a cached function the stamp of its own source file and reloads the machine
+    code while that stamp holds; callees from other modules are compiled into it but not stamped.
+    Each of numba's source-file cache locators is replaced by a subclass whose stamp, for a
+    function defined in ``capnb/kernels``, also holds :func:`kernels_digest` (other functions keep
+    numba's stamp). Returns False when this numba lays its cache out otherwise (nothing changed;
+    ``tests/test_lazy.py`` fails on that numba).
+    """
+    try:
+        from numba.core import caching
+
+        impl = caching.CacheImpl
+        backed = caching._SourceFileBackedLocatorMixin
+        classes = list(impl._locator_classes)
+    except AttributeError:
+        return False
+    if getattr(impl, "_capnb_stamped", False):
+        return True
+
+    def stamped(base):
+        def get_source_stamp(self):
+            stamp = base.get_source_stamp(self)
+            return (stamp, kernels_digest()) if _in_kernels(self._py_file) else stamp
+
+        return type(f"Capnb{base.__name__}", (base,), {"get_source_stamp": get_source_stamp})
+
+    impl._locator_classes = [stamped(c) if issubclass(c, backed) else c for c in classes]
+    impl._capnb_stamped = True
+    return True
+
+
 def cache_dir() -> str:
     """Return the directory numba caches capnb's kernels in, choosing a writable one if needed.
 
@@ -64,6 +124,7 @@ def cache_dir() -> str:
     """
     import numba
 
+    stamp_kernel_caches()
     if numba.config.CACHE_DIR:
         return numba.config.CACHE_DIR
     here = Path(__file__).parent
