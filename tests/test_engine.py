@@ -261,7 +261,9 @@ def test_the_stored_fit_is_of_the_current_measurements():
         fold = record["folds"][row["source"]]
         calibration = _fitted.from_fold(fold, row["gpu"], row["engine_id"]).engine_array()
         got, _ = _fit.simulate_point(pt, calibration, requests=validate.REQUESTS)
-        assert got[(row["metric"], row["stat"])] == pytest.approx(row["engine"], rel=1e-9)
+        # (a request that never runs is NaN in the record and again here)
+        assert got[(row["metric"], row["stat"])] == pytest.approx(row["engine"], rel=1e-9,
+                                                                  nan_ok=True)  # fmt: skip
         checked += 1
     assert checked >= 3
     text = json.dumps(record["calibration"])
