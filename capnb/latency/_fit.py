@@ -8,17 +8,16 @@ per-request overhead (outside the steps) is held at 0 here: fitted on the pooled
 the in-sample error but raised the held-out errors; a user's own run fits it
 (:func:`capnb.latency.calibrate`).
 
-The fit is a fixed-point iteration of robust relative least squares. A simulated step's time is a
-linear combination of its features (:data:`capnb.kernels.engine.FEATURES`) with the inverse
-efficiencies and the overheads as coefficients, so a simulated mean latency is ``features .
-parameters``; each iteration simulates every measured point with the current parameters, writes
-each measured figure as ``(simulated figure / simulated mean) x mean features . parameters``
-(exact at the current parameters), solves the non-negative least squares problem (inverse
-efficiencies as 1 + x, x >= 0) and repeats until the parameters stop moving. Each GPU's
-efficiencies and each engine's overheads are pulled towards those pooled over every GPU and engine
-(one penalty row each, :data:`PRIOR_WEIGHT`), so a group measured by few figures stays near the
-pooled values unless its figures agree otherwise. Runs the step model does not express (attention
-data parallelism, :func:`expressed`) are predicted and scored but never fitted.
+The fit is robust least squares of the log errors (scipy's trust-region solver, :func:`fit`):
+every trial calibration simulates every measured point, each figure's error is
+``log(simulated / measured)`` under a Cauchy loss, each source weighing alike, with finite
+differences over the groups a figure depends on. Each GPU's efficiencies and each engine's
+overheads are pulled towards those pooled over every GPU and engine (one penalty row each,
+:data:`PRIOR_WEIGHT`), so a group measured by few figures stays near the pooled values unless its
+figures agree otherwise. The routed experts' share of the HBM efficiency is one value for every
+GPU and engine, fitted when a fitted run serves a mixture of experts (1, a dense read, otherwise).
+Runs the step model does not express (attention data parallelism, :func:`expressed`) are predicted
+and scored but never fitted.
 
 Each point is simulated as it was run (:func:`setup`): its GPU, model, tensor parallelism and
 dtype; the engine's scheduling policy and limits of that release with the run's own flags
