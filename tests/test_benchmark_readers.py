@@ -408,6 +408,23 @@ def test_aiperf_docs_example_reads_in_seconds():
     assert any("dropped" in n for n in latency.notes(curve))
 
 
+def test_an_aiperf_rate_run_holding_more_requests_than_it_sent_is_refused(tmp_path):
+    # Little's law placed a run at whatever its throughput x latency gave: a latency a thousand
+    # times too large put 200 requests at 86,000 in flight, a concurrency no run held
+    fixture = (FIXTURES / "aiperf" / "profile_export_aiperf.csv").read_text()
+    seconds = tmp_path / "seconds.csv"
+    seconds.write_text(
+        fixture.replace("Request Latency (ms),6550.36", "Request Latency (ms),6550360")
+    )
+    with pytest.raises(ConfigError, match=r"seconds\.csv: .* more than the 200 the run sent"):
+        data.read_aiperf(seconds)
+    # the file as written: 13.16 requests/s x 6.55 s = 86 in flight, of 200 sent
+    fine = tmp_path / "fine.csv"
+    fine.write_text(fixture)
+    with pytest.raises(InputError, match="needs at least 2 concurrency levels"):
+        data.read_aiperf(fine)  # (placed, then refused for being one run: not for the count)
+
+
 def _aiperf_rate_run(path, qps, latency_ms, ttft_ms=300.0, itl_ms=20.0):
     """A per-run export in AIPerf's format (Metric,avg,... then Metric,Value), of a rate run."""
     rows = [

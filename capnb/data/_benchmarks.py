@@ -1000,7 +1000,7 @@ def _sections(path: Path) -> list[list[list[str]]]:
 def _aiperf_run(path: Path) -> dict:
     """One profile export (AIPerf or GenAI-Perf): latency and mean per metric, and throughput."""
     sections = _sections(path)
-    latency, mean, qps, output = {}, {}, None, None
+    latency, mean, qps, output, sent = {}, {}, None, None, None
     for section in sections:
         header = [h.strip().lower() for h in section[0]]
         if header[:1] != ["metric"]:
@@ -1021,6 +1021,8 @@ def _aiperf_run(path: Path) -> dict:
                             f"{path}: Request Throughput in unknown unit {unit!r} (row {i})"
                         )
                     qps = _cell(row[1], f"{path} row {i}")
+                elif name == "request count":
+                    sent = _cell(row[1], f"{path} row {i}")
             continue
         if "avg" not in header:
             continue  # GPU telemetry and other tables
@@ -1055,7 +1057,7 @@ def _aiperf_run(path: Path) -> dict:
             f"{path}: no latency rows (Time to First Token, Request Latency, Inter Token Latency) "
             "in a 'Metric,avg,...' table: is this an AIPerf or GenAI-Perf profile export?"
         )
-    return {"latency": latency, "mean": mean, "qps": qps, "output_tokens": output}
+    return {"latency": latency, "mean": mean, "qps": qps, "output_tokens": output, "sent": sent}
 
 
 def _sweep_table(path: Path) -> tuple[list[str], list[list[str]]] | None:
@@ -1171,6 +1173,17 @@ def _aiperf_place(run: dict, where: str, notes: list[str]) -> tuple[int, float]:
         )
     in_flight = qps * e2e
     placed = max(1, round(in_flight))
+    sent = run.get("sent")
+    if sent is not None and math.isfinite(sent) and sent >= 1:
+        # as GuideLLM's rate runs: a run cannot hold more requests than it sent
+        if not in_flight <= _CLOSED_LOOP_TOLERANCE * sent:
+            raise ConfigError(
+                f"{where}: {_figure(qps)} requests/s x {_figure(e2e)} s mean request "
+                f"latency{derived} = {_figure(in_flight)} requests in flight on average, more "
+                f"than the {int(sent)} the run sent (Request Count): check the latencies' unit "
+                "(the metric names' '(ms)') and the Request Throughput"
+            )
+        placed = min(placed, int(sent))
     notes.append(
         f"{Path(where).name}: a per-run export records no concurrency (a run at a request rate "
         "has none): placed where Little's law puts it, at its measured mean in flight "
