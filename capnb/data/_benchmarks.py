@@ -1108,7 +1108,9 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
     is read where Little's law puts it, as :func:`read_vllm_bench` and :func:`read_guidellm` read
     rate runs: at its measured mean requests in flight, *Request Throughput* x mean *Request
     Latency* (or mean TTFT + mean ITL x (mean output tokens - 1) where the export has no Request
-    Latency), rounded; each such placement is noted. A run at a fixed ``--concurrency`` holds a
+    Latency), rounded, and at most the export's *Request Count* (a run cannot hold more than it
+    sent: twice that is refused, as a latency in the wrong unit); each such placement is noted.
+    A run at a fixed ``--concurrency`` holds a
     little less than it on average (the client's gaps between requests): give its concurrency.
     """
     if isinstance(source, Mapping):
