@@ -361,3 +361,14 @@ def test_a_partial_rerun_names_an_unknown_source_and_refuses_other_measurements(
         validate.refresh(record, ["nope"])
     with pytest.raises(InputError, match="other measurements"):
         validate.refresh({**record, "data_hash": "0" * 16}, ["lmdeploy-a100"])
+
+
+@pytest.mark.parametrize("field", ["expert_efficiency", "bandwidth_efficiency", "step_overhead_s"])
+@pytest.mark.parametrize("value", ["0.3", None, True])
+def test_calibration_rejects_a_value_that_is_no_number_naming_the_field(field, value):
+    """A string, None or a bool is an InputError naming the field, not a TypeError from '<'."""
+    values = dict(compute_efficiency=0.7, bandwidth_efficiency=0.7, interconnect_efficiency=0.5,
+                  step_overhead_s=0.003, sequence_overhead_s=1e-5, allreduce_latency_s=1e-5)  # fmt: skip
+    with pytest.raises(InputError, match=f"Calibration.{field} must be a number"):
+        calibration.Calibration(**{**values, field: value})
+    assert calibration.Calibration(**{**values, field: np.float32(0.5)}).as_array().size == 6

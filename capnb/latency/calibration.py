@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
@@ -86,6 +87,10 @@ class Calibration:
     fit_error: float = math.nan
 
     def __post_init__(self):
+        for name in (*kernels.CALIBRATION_FIELDS, "request_overhead_s", "expert_efficiency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise InputError(f"Calibration.{name} must be a number, got {value!r}")
         for name in ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency",
                      "expert_efficiency"):  # fmt: skip
             value = getattr(self, name)
