@@ -372,3 +372,12 @@ def test_calibration_rejects_a_value_that_is_no_number_naming_the_field(field, v
     with pytest.raises(InputError, match=f"Calibration.{field} must be a number"):
         calibration.Calibration(**{**values, field: value})
     assert calibration.Calibration(**{**values, field: np.float32(0.5)}).as_array().size == 6
+
+
+def test_describe_claims_no_fit_count_or_error_the_calibration_does_not_hold():
+    """The bundled engine calibration holds no point count or error: no '0 points, ... nan%'."""
+    text = latency.engine_calibration("H100-SXM").describe()
+    assert "nan" not in text and "0 points" not in text
+    assert "routed experts read at" in text and "(fitted on engine fit" in text
+    given = calibration.Calibration(0.7, 0.7, 0.5, 0.003, 1e-5, 1e-5).describe()
+    assert given.endswith("(fitted on given)")

@@ -127,7 +127,9 @@ class Calibration:
                 if self.expert_efficiency < 1.0
                 else ""
             )
-            + f" (fitted on {self.fitted_on}: {self.points} points, mean error {self.fit_error:.1%})"
+            + f" (fitted on {self.fitted_on}"
+            # a stored or given calibration keeps no count or error of its fit: none is claimed
+            + (f": {self.points} points, mean error {self.fit_error:.1%})" if self.points else ")")
         )
 
 
