@@ -496,3 +496,18 @@ def test_qwen2_attention_biases_are_counted():
     biases = 80 * (64 + 2 * 8) * 128  # q, k and v of every layer
     assert spec.parameters - parse({**QWEN25_72B, "model_type": "llama"}).parameters == biases
     assert spec.parameters == pytest.approx(72.7e9, rel=1e-3)  # model card: 72.7 B
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("decoder_sparse_step", 0), ("moe_layer_freq", 0), ("mlp_only_layers", "0,1"),
+     ("mlp_only_layers", [0, "1"])],
+)  # fmt: skip
+def test_moe_layer_fields_that_cannot_place_experts_are_errors_naming_the_field(field, value):
+    """transformers divides by the step and tests each layer index in the list: 0 or a string is no
+    layout (it was read as a step of 1 and as no dense layer, a silently different model)."""
+    base = dict(load_model("Qwen3-30B-A3B").config)
+    with pytest.raises(ConfigError, match=field):
+        parse({**base, field: value})
+    assert parse({**base, "mlp_only_layers": [0, 1]}).moe_layers == 46
+    assert parse({**base, "decoder_sparse_step": 2}).moe_layers == 24

@@ -1137,9 +1137,16 @@ def _moe_layers(config: Mapping, model_type: str, layers: int, source: str) -> i
             else sum(1 for i in range(layers) if (i + 1) % step == 0)
         )
     dense_first = _optional_int(config, "first_k_dense_replace", source)
-    step = _optional_int(config, "decoder_sparse_step", source) or 1
-    step = _optional_int(config, "moe_layer_freq", source) or step
-    mlp_only = set(config.get("mlp_only_layers") or [])
+    step = 1
+    for key in ("decoder_sparse_step", "moe_layer_freq"):  # transformers divides by it
+        if config.get(key) is not None:
+            step = _positive_int(config[key], key, source)
+    listed = config.get("mlp_only_layers") or []
+    if not isinstance(listed, list):
+        raise ConfigError(
+            f"{source}: field 'mlp_only_layers' must be a list of layer indices, got {listed!r}"
+        )
+    mlp_only = {_positive_int(i, "mlp_only_layers", source, allow_zero=True) for i in listed}
     return sum(
         1
         for i in range(layers)
