@@ -146,15 +146,13 @@ def _unheld(pt: Point) -> str:
     run would not be the run that was measured, so it is listed, not scored.
     """
     run = run_of(pt)
-    n, _ = _count(pt, run, None)
-    prompt, output, _ = _lengths(pt, run, n, np.random.default_rng(0))  # (as setup draws them)
-    kv = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)[2]
-    dp = int(_number(run, "attention_data_parallel") or 1)
+    _, kv = _kv_cache(pt, run)
+    *_, prompt, output, _ = _draw(pt, run, None, 0)  # the requests setup simulates
     longest = int((prompt + output).max())
-    if kv > 0 and not _engine.holds(longest, kv * dp):
+    if kv > 0 and not _engine.holds(longest, kv):
         return (
             f"{pt.source}: {pt.model} on {pt.tensor_parallel} x {pt.gpu}: a {longest:,}-token "
-            f"request does not fit the {kv * dp:,} tokens of KV cache vLLM's accounting gives "
+            f"request does not fit the {kv:,} tokens of KV cache vLLM's accounting gives "
             "its default launch (the run had more: a flag not stated, or the accounting is off)"
         )
     return ""
@@ -291,6 +289,26 @@ class Setup:
 _SETUPS = 512
 
 
+def _kv_cache(pt: Point, run: dict) -> tuple[np.ndarray, int]:
+    """(engine model vector, KV cache tokens) of a run, with its attention data parallelism."""
+    model_vec, _, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    dp = int(_number(run, "attention_data_parallel") or 1)
+    if dp > 1:  # each attention rank holds and reads the KV cache of its own requests only
+        model_vec = model_vec.copy()
+        model_vec[2] /= dp
+    return model_vec, kv_tokens * dp
+
+
+def _draw(pt: Point, run: dict, requests: int | None, seed: int):
+    """(rng, n, warmup, prompt, output, timed): the requests a run is simulated with (seeded)."""
+    rng = np.random.default_rng(seed)
+    n, warmup = _count(pt, run, requests)
+    prompt, output, timed = _lengths(pt, run, n, rng)
+    # writable arrays of their own (pandas hands out read-only views): the engine kernel is
+    # compiled for writable contiguous arrays, once, and a read-only one would compile it again
+    return rng, n, warmup, np.array(prompt, np.int64), np.array(output, np.int64), timed
+
+
 def _count(pt: Point, run: dict, requests: int | None) -> tuple[int, int]:
     """(requests simulated, requests left out at the start) of a measured point."""
     stated = _number(run, "requests")
@@ -309,27 +327,18 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
            seed: int) -> Setup | None:  # fmt: skip
     run = dict(run_items)
     pt = Point(config, load, run=run)
-    model_vec, gpu_vec, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    gpu_vec = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)[1]
     if not np.isfinite(gpu_vec[:2]).all() or (
         pt.tensor_parallel > 1 and not np.isfinite(gpu_vec[2])
     ):
         return None
-    rng = np.random.default_rng(seed)
-    n, warmup = _count(pt, run, requests)
-    prompt, output, timed = _lengths(pt, run, n, rng)
-    # writable arrays of their own (pandas hands out read-only views): the engine kernel is
-    # compiled for writable contiguous arrays, once, and a read-only one would compile it again
-    prompt, output = np.array(prompt, np.int64), np.array(output, np.int64)
+    rng, n, warmup, prompt, output, timed = _draw(pt, run, requests, seed)
     if pt.mode == "batch":
         gaps, closed, load_value = np.zeros(n), 0.0, 1.0
     else:
         gaps = _engine.arrival_gaps(rng, n, 1.0)
         closed, load_value = float(pt.mode == "concurrency"), pt.load
-    dp = int(_number(run, "attention_data_parallel") or 1)
-    if dp > 1:  # each attention rank holds and reads the KV cache of its own requests only
-        kv_tokens *= dp
-        model_vec = model_vec.copy()
-        model_vec[2] /= dp
+    model_vec, kv_tokens = _kv_cache(pt, run)
     longest = int((prompt + output).max())
     blocks = kv_tokens // _engine.BLOCK_SIZE
     if kv_tokens <= 0 or not _engine.holds(longest, kv_tokens):
