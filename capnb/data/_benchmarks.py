@@ -871,19 +871,33 @@ def _place(record, where, completed, qps, mean, output, lists, notes) -> tuple[i
             "latency (mean_e2el_ms, or mean_ttft_ms and mean_tpot_ms); rerun with "
             "--percentile-metrics ttft,tpot,itl,e2el"
         )
-    if not in_flight <= _CLOSED_LOOP_TOLERANCE * cap:
-        raise ConfigError(
-            f"{where}: {how} = {_figure(in_flight)} requests in flight on average, more than the "
-            f"{cap} the run could hold: check the latency units (milliseconds in *_ms fields) "
-            "and request_throughput (requests/s)"
-        )
-    placed = min(cap, max(1, round(in_flight)))
+    placed = _littles_place(
+        where, how, in_flight, cap,
+        "check the latency units (milliseconds in *_ms fields) and request_throughput "
+        "(requests/s)",
+    )  # fmt: skip
     capped = f", capped at {cap}" if placed == cap and in_flight > cap else ""
     notes.append(
         f"{where}: {why}: placed where Little's law puts it, at its measured mean in flight "
         f"({how} = {in_flight:.3g}{capped}): concurrency {placed}"
     )
     return placed, in_flight
+
+
+def _littles_place(where: str, how: str, in_flight: float, cap: int, check: str,
+                   held: str = "the run could hold") -> int:  # fmt: skip
+    """The concurrency a run at a request rate is read at: its mean in flight (Little's law).
+
+    Rounded, at least 1 and at most ``cap``, the requests the run could hold; more than
+    :data:`_CLOSED_LOOP_TOLERANCE` x ``cap`` is no run's (a latency in the wrong unit): refused,
+    with ``how`` it was found and what to ``check``.
+    """
+    if not in_flight <= _CLOSED_LOOP_TOLERANCE * cap:
+        raise ConfigError(
+            f"{where}: {how} = {_figure(in_flight)} requests in flight on average, more than the "
+            f"{cap} {held}: {check}"
+        )
+    return min(cap, max(1, round(in_flight)))
 
 
 def _in_flight(record, where, qps, mean, output) -> tuple[float | None, str, float | None]:
@@ -1176,16 +1190,13 @@ def _aiperf_place(run: dict, where: str, notes: list[str]) -> tuple[int, float]:
     in_flight = qps * e2e
     placed = max(1, round(in_flight))
     sent = run.get("sent")
-    if sent is not None and math.isfinite(sent) and sent >= 1:
-        # as GuideLLM's rate runs: a run cannot hold more requests than it sent
-        if not in_flight <= _CLOSED_LOOP_TOLERANCE * sent:
-            raise ConfigError(
-                f"{where}: {_figure(qps)} requests/s x {_figure(e2e)} s mean request "
-                f"latency{derived} = {_figure(in_flight)} requests in flight on average, more "
-                f"than the {int(sent)} the run sent (Request Count): check the latencies' unit "
-                "(the metric names' '(ms)') and the Request Throughput"
-            )
-        placed = min(placed, int(sent))
+    if sent is not None and math.isfinite(sent) and sent >= 1:  # no run holds more than it sent
+        placed = _littles_place(
+            where, f"{_figure(qps)} requests/s x {_figure(e2e)} s mean request latency{derived}",
+            in_flight, int(sent),
+            "check the latencies' unit (the metric names' '(ms)') and the Request Throughput",
+            held="the run sent (Request Count)",
+        )  # fmt: skip
     notes.append(
         f"{Path(where).name}: a per-run export records no concurrency (a run at a request rate "
         "has none): placed where Little's law puts it, at its measured mean in flight "
@@ -1431,12 +1442,9 @@ def _guidellm_place(run: dict, notes: list[str]) -> tuple[int, float]:
     in_flight = qps * e2e
     cap = run["sent"] if limit is None else min(limit, run["sent"])
     how = f"{_figure(qps)} requests/s x {_figure(e2e)} s mean e2e"
-    if not in_flight <= _CLOSED_LOOP_TOLERANCE * cap:
-        raise ConfigError(
-            f"{where}: {how} = {_figure(in_flight)} requests in flight on average, more than the "
-            f"{cap} the run could hold: check request_latency (seconds) and requests_per_second"
-        )
-    placed = min(cap, max(1, round(in_flight)))
+    placed = _littles_place(
+        where, how, in_flight, cap, "check request_latency (seconds) and requests_per_second"
+    )
     load = f"rate {run['rate']:g} requests/s" if run["rate"] is not None else "throughput"
     notes.append(
         f"{where}: a {run['kind']} benchmark at {load} holds the requests its load brings: placed "
