@@ -472,7 +472,9 @@ def mix_by_size(
         # service of one instance a slot got no base (one on demand every slot, 3.2 USD/h where
         # one reserved is 2.72). Far above the bound, other bases are tried: the instances every
         # slot's own fleet holds, and each pool's fewest instances alone in any slot
-        alone = on_demand if not held.any() else _slots_above(demand, np.zeros_like(held), problem)[1]
+        alone = (
+            on_demand if not held.any() else _slots_above(demand, np.zeros_like(held), problem)[1]
+        )
         tried = [alone.min(axis=1)]
         for p, fewest in enumerate(_alone_fewest(demand, problem)):
             tried.append(np.where(np.arange(held.size) == p, fewest, 0).astype(np.int64))
