@@ -384,3 +384,49 @@ def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of
     one_gpu = [pt for pt in dense if pt.gpu == "A100-80GB"]
     own = _own.fit_own(one_gpu, prior)
     assert own.expert_efficiency == 0.42
+
+
+def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
+    from capnb.data import load_measurements
+    from capnb.latency import _fit
+
+    pts, _ = _fit.points(load_measurements())
+    by_source = {}
+    for pt in pts:
+        by_source.setdefault(pt.source, []).append(pt)
+    # the sources timed in the engine's own process, and only those, are offline
+    offline = {s for s, group in by_source.items() if _fit.offline(_fit.run_of(group[0]))}
+    assert offline == {"trtllm-static-batch", "lmdeploy-a100", "rocm-vllm-mi300x-latency"}
+    assert all(_fit.offline(_fit.run_of(pt)) == (pt.source in offline) for pt in pts)
+    # one request column per engine, next to its three step overheads
+    mixed = by_source["sglang-v030-online"] + by_source["lmdeploy-a100"]
+    layout = _fit.layout_of(mixed, pooled=False, request=True)
+    assert layout.per_engine == 4
+    columns = {e: layout.columns(g, e) for g in layout.gpus for e in layout.engines}
+    assert columns["sglang"][6] != columns["lmdeploy"][6]
+    assert all(c[6] == c[5] + 1 for c in columns.values())
+    assert layout.size == 2 * layout.n_gpu + 1 + 4 * layout.n_engine
+    held = _fit.layout_of(mixed, pooled=False)
+    assert held.columns(mixed[0].gpu, mixed[0].engine_id)[6] == -1
+    # an online run's TTFT and E2E carry the overhead exactly; an offline run's do not move
+    for pt, pays in (
+        (by_source["sglang-v030-online"][0], True),
+        (by_source["lmdeploy-a100"][0], False),
+    ):
+        s = _fit.setup(pt, requests=64)
+        vec = latency.engine_calibration(pt.gpu, pt.engine_id).engine_array()
+        vec[6] = 0.0
+        ttft0, e2e0, itl0, *_ = _fit.simulate_setup(s, vec)
+        vec[6] = 0.25
+        ttft1, e2e1, itl1, *_ = _fit.simulate_setup(s, vec)
+        assert np.array_equal(itl0, itl1)
+        shift = 0.25 if pays else 0.0
+        timed = s.timed  # (the warm-up's requests are not recorded)
+        assert timed.sum() > 10
+        np.testing.assert_allclose(ttft1[timed] - ttft0[timed], shift, atol=1e-12)
+        np.testing.assert_allclose(e2e1[timed] - e2e0[timed], shift, atol=1e-12)
+    # the sparsity pattern never ties an offline figure to a request column
+    sparsity = _fit._sparsity(mixed, layout, None)
+    lmdeploy_rows = sum(len(pt.figures) for pt in by_source["sglang-v030-online"])
+    assert not sparsity[lmdeploy_rows:, columns["lmdeploy"][6]].any()
+    assert sparsity[:lmdeploy_rows, columns["sglang"][6]].all()

@@ -217,6 +217,23 @@ def test_measured_runs_table_names_a_bad_row(tmp_path, monkeypatch):
     assert s.timed.sum() == (requests[requests.load == pts[0].load].output_tokens >= 1).sum()
 
 
+def test_a_run_table_row_with_an_unknown_client_is_named(tmp_path, monkeypatch):
+    import shutil
+
+    root = tmp_path / "datasets"
+    shutil.copytree(data.dataset_path("benchmarks"), root / "benchmarks")
+    path = root / "benchmarks" / "measured_runs.csv"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert lines[0].split(",")[21] == "client"
+    parts = lines[5].split(",", 22)
+    parts[21] = "http"
+    lines[5] = ",".join(parts)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    with pytest.raises(InputError, match=r"measured_runs.csv row 6: client 'http' is not online"):
+        data.load_measurement_runs()
+
+
 def test_runs_of_one_load_are_told_apart_by_their_output_length():
     # sgl-cookbook: 1000/1000 and 1000/8000 runs at concurrency 16 have the same mean prompt; the
     # run table tells them apart by the mean output (and sets SGLang's 16,384-token chunk on B200)

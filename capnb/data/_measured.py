@@ -205,7 +205,7 @@ RUN_COLUMNS = (
     "source", "engine", "gpu", "tensor_parallel", "model", "mode", "load", "input_tokens",
     "output_tokens", "requests", "lengths", "input_min", "input_max", "output_min", "output_max",
     "max_model_len", "max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "policy",
-    "attention_data_parallel", "note",
+    "attention_data_parallel", "client", "note",
 )  # fmt: skip
 #: How a run's request lengths are known: every request at the mean, uniform between the bounds,
 #: each request's own (``requests/<source>.csv``), or drawn from a dataset whose lengths are not
@@ -231,7 +231,11 @@ def load_measurement_runs() -> pd.DataFrame:
     ``max_num_batched_tokens`` (0: no limit), ``chunked_prefill`` (0/1), ``policy``: the flags the
     run set (blank: the engine's default); ``attention_data_parallel``: ranks that run attention
     data-parallel inside the tensor-parallel group (SGLang's ``--enable-dp-attention``: each holds
-    the KV cache of its own requests). Numbers are NaN where blank.
+    the KV cache of its own requests); ``client``: ``offline`` when the run timed the engine in
+    its own process (a static batch, an offline latency or throughput script: no HTTP server, no
+    tokenising on the way), blank or ``online`` when a client timed requests sent to the server
+    (``vllm bench serve``, SGLang's ``bench_serving``, GenAI-Perf and the like). Numbers are NaN
+    where blank.
 
     Examples
     --------
@@ -255,6 +259,8 @@ def load_measurement_runs() -> pd.DataFrame:
             raise InputError(f"{where}: lengths {row.lengths!r} is not one of {', '.join(LENGTHS)}")
         if row.policy and row.policy not in ("mixed", "prefill_first"):
             raise InputError(f"{where}: policy {row.policy!r} is not mixed or prefill_first")
+        if row.client not in ("", "online", "offline"):
+            raise InputError(f"{where}: client {row.client!r} is not online or offline")
     for column in _RUN_NUMBERS:
         values = pd.to_numeric(frame[column].replace("", None), errors="coerce")
         bad = frame[column].ne("") & values.isna()

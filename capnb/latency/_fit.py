@@ -3,9 +3,13 @@
 Parameters: per GPU the three efficiencies (compute, HBM bandwidth, interconnect: each in (0, 1]);
 per serving engine (:data:`capnb.latency._engines.ENGINES`: vLLM V0 and V1, SGLang, TGI,
 TensorRT-LLM, LMDeploy) three step overheads (per step, per sequence in a step, per all-reduce
-hop: each >= 0), as the engines' schedulers, launches and all-reduces differ. The engine's
-per-request overhead (outside the steps) is held at 0 here: fitted on the pooled sources it lowered
-the in-sample error but raised the held-out errors; a user's own run fits it
+hop: each >= 0), as the engines' schedulers, launches and all-reduces differ, and the per-request
+overhead outside the steps (>= 0: the server's HTTP path, tokenising, the hand-off to the
+scheduler, the first chunk's stream), which every run timed by a client of the server pays and an
+offline run (a static batch timed in the engine's process, ``client`` ``offline`` in
+``measured_runs.csv``) does not. (One overhead pooled over every source, offline ones included,
+lowered the in-sample error but raised the held-out errors; recent servers' clients measure
+40-170 ms of TTFT at one request in flight that no step holds.) A user's own runs refit it
 (:func:`capnb.latency.calibrate`).
 
 The fit is robust least squares of the log errors (scipy's trust-region solver, :func:`fit`):
@@ -62,8 +66,8 @@ MODEL_ALIASES = {"meta-llama/Llama-3.3-70B-Instruct": "Llama-3.1-70B"}
 GPUS_PER_NODE = 8
 #: Scale of the robust (Cauchy) weights: a figure off by more than this relative error counts less.
 ROBUST_SCALE = 0.25
-#: Overheads fitted per engine: step, sequence and all-reduce (seconds).
-_SHARED = 3  # (the engine overheads: step, sequence, all-reduce)
+#: The per-request overhead's position among the calibration fields.
+_REQUEST = kernels.CALIBRATION_FIELDS.index("request_overhead_s")
 #: Weight of the pull of each group's parameters towards the pooled ones (see :func:`fit`).
 PRIOR_WEIGHT = 1.0
 #: Requests simulated per point when the run's length is not stated (steady state), and at most
@@ -79,7 +83,7 @@ _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_paralle
            "input_tokens", "output_tokens", "mode")  # fmt: skip
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
-          "request_overhead_s": 0.0, "expert_efficiency": 0.7}  # fmt: skip
+          "request_overhead_s": 0.03, "expert_efficiency": 0.7}  # fmt: skip
 
 
 @dataclass
@@ -274,6 +278,7 @@ class Setup:
     settings: np.ndarray
     timed: np.ndarray  # which requests the run timed (reported by the client)
     itl_count: int  # inter-token gaps of the reported requests
+    offline: bool = False  # timed in the engine's own process: no time outside the steps
 
     def itl_timed(self) -> np.ndarray | None:
         """Which packed inter-token gaps belong to timed requests (None: all of them)."""
@@ -352,7 +357,18 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
                          kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill)])  # fmt: skip
     gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
     return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
-                 timed & (np.arange(n) >= warmup), gaps_count)  # fmt: skip
+                 timed & (np.arange(n) >= warmup), gaps_count, offline(run))  # fmt: skip
+
+
+def offline(run: dict) -> bool:
+    """Whether a run timed the engine in its own process (``client`` ``offline``).
+
+    Such a run (a static batch, an offline latency or throughput script) has no HTTP server,
+    tokenising or streaming between the client's clock and the engine's steps, so it is simulated
+    without the engine's per-request overhead; every other run (a client timing requests it sent
+    to the server, as every user's own benchmark does) pays it.
+    """
+    return run.get("client") == "offline"
 
 
 def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -394,7 +410,13 @@ def setup(pt: Point, *, requests: int | None = None, seed: int = 0) -> Setup | N
 
 
 def simulate_setup(s: Setup, calibration_vec: np.ndarray):
-    """Run the kernel on a setup: (ttft, e2e, itl, stats, features) of every request."""
+    """Run the kernel on a setup: (ttft, e2e, itl, stats, features) of every request.
+
+    An offline run (:func:`offline`) is simulated with no per-request overhead.
+    """
+    if s.offline and calibration_vec[_REQUEST] != 0.0:
+        calibration_vec = calibration_vec.copy()
+        calibration_vec[_REQUEST] = 0.0
     n = s.prompt.size
     ttft, e2e = np.empty(n), np.empty(n)
     itl = np.empty(max(s.itl_count, 1))
@@ -486,7 +508,7 @@ class Layout:
     """Where each group's parameters sit in the fit's vector.
 
     Per GPU: compute and HBM efficiency; shared: interconnect efficiency; per engine: step,
-    sequence and all-reduce overheads; then, when ``request`` is set, the per-request overhead;
+    sequence and all-reduce overheads and, when ``request`` is set, the per-request overhead;
     last, when ``expert`` is set (a fitted run serves a mixture of experts), the routed experts'
     share of the HBM efficiency, shared by every group. A field not fitted is held at
     :data:`_HELD` (0 s of request overhead, experts read as dense weights).
@@ -506,15 +528,20 @@ class Layout:
         return max(self.engines.values()) + 1
 
     @property
+    def per_engine(self) -> int:
+        """Fields fitted per engine: three step overheads, and the request overhead if fitted."""
+        return 3 + int(self.request)
+
+    @property
     def size(self) -> int:
-        return 2 * self.n_gpu + 1 + 3 * self.n_engine + int(self.request) + int(self.expert)
+        return 2 * self.n_gpu + 1 + self.per_engine * self.n_engine + int(self.expert)
 
     def columns(self, gpu: str, engine: str) -> list[int]:
         """The eight calibration fields' positions (-1: held at :data:`_HELD`)."""
         g, e = self.gpus[gpu], self.engines[engine]
-        base = 2 * self.n_gpu + 1
-        overheads = [base + 3 * e + k for k in range(3)]
-        request = base + 3 * self.n_engine if self.request else -1
+        first = 2 * self.n_gpu + 1 + self.per_engine * e
+        overheads = [first + k for k in range(3)]
+        request = first + 3 if self.request else -1
         expert = self.size - 1 if self.expert else -1
         return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, request, expert]
 
@@ -610,7 +637,8 @@ def _field_of(layout: Layout, c: int) -> int:
 def _sparsity(used, layout, prior) -> np.ndarray:
     rows = []
     for pt in used:
-        cols = [c for c in layout.columns(pt.gpu, pt.engine_id) if c >= 0]
+        cols = [c for i, c in enumerate(layout.columns(pt.gpu, pt.engine_id))
+                if c >= 0 and not (i == _REQUEST and offline(run_of(pt)))]  # fmt: skip
         for _ in pt.figures:
             line = np.zeros(layout.size, dtype=bool)
             line[cols] = True
@@ -696,13 +724,20 @@ def fit_all(pts: list[Point], **options):
     :class:`~capnb.latency.calibration.Calibration` for every fitted engine and every GPU the fit
     identifies (:func:`identified_gpus`); ``pooled`` is the one Calibration fitted on every group
     at once. Runs the step model does not express (:func:`expressed`) are left out of the fit.
+
+    Each engine's per-request overhead (the time a client's clock holds outside the steps: the
+    HTTP server, tokenising, the hand-off to the scheduler, the stream's first chunk) is fitted
+    when a fitted run was timed by a client of the server (:func:`offline` runs have none), and
+    pulled towards the overhead pooled over the engines like the step overheads.
     """
     pts = [pt for pt in pts if expressed(pt)]
     if not pts:
         raise InputError("fit_all: no measured point the engine model expresses")
+    options.setdefault("request_overhead", any(not offline(run_of(pt)) for pt in pts))
     pooled, _, _, _ = fit(pts, pooled=True, **options)
     base = next(iter(pooled.values()))
-    layout = layout_of(fitted_figures(pts, None), pooled=False)
+    layout = layout_of(fitted_figures(pts, None), pooled=False,
+                       request=options["request_overhead"])  # fmt: skip
     prior = layout.start(base.engine_array())
     per_group, _, _, evaluations = fit(pts, prior=prior, start=prior, **options)
     known = identified_gpus(pts)
