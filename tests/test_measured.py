@@ -46,6 +46,7 @@ def test_sources_and_counts(table):
         "rocm-vllm-mi300x-latency",
         "gpustack-perflab-vllm",
         "gpustack-perflab-sglang",
+        "gpustack-perflab-trtllm",
         "sgl-cookbook-mi300x-v057",
     } <= set(sources)
     assert sum(sources.values()) == len(table)
@@ -198,6 +199,18 @@ def test_gpustack_sglang_figures():
     assert _figure(oss, metric="tpot", stat="p99") == pytest.approx(6.65659, rel=1e-12)
     assert set(table.engine) == {"SGLang"} and "e2e" not in set(table.metric)
     assert len(table) == 143  # 13 runs of 11 figures
+
+
+def test_gpustack_trtllm_figures():
+    """Figures of gpustack/gpustack @47277d79 docs/performance-lab/qwen3-8b/h100-latency.md (TensorRT-LLM)."""
+    table = load_measurements("gpustack-perflab-trtllm")
+    assert _figure(table, metric="ttft", stat="p99") == pytest.approx(0.13471, rel=1e-12)
+    assert _figure(table, metric="itl", stat="mean") == pytest.approx(0.00759, rel=1e-12)
+    assert _figure(table, metric="output_throughput") == 487.38
+    assert set(table.engine) == {"TensorRT-LLM"} and set(table.engine_version) == {"1.2.0rc1"}
+    assert set(table["mode"]) == {"concurrency"} and set(table.load) == {4}
+    assert set(table.model) == {"Qwen3-8B"} and set(table.gpu) == {"H100-SXM"}
+    assert len(table) == 11  # one run
 
 
 def test_sgl_cookbook_mi300x_figures():
