@@ -93,9 +93,14 @@ def serving_sentence(result, replay, hours: float) -> str:
         return result
     gpus = result.gpus.mean(result.usd_per_hour.dims[-1])
     saving = 1 - float(gpus.sel(serving="disaggregated")) / float(gpus.sel(serving="aggregated"))
+    # a mode that misses the SLA has no fleet (NaN GPUs): no share to state, the reason says why
+    share = (
+        f": {abs(saving):.0%} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated"
+        if np.isfinite(saving)
+        else ""
+    )
     line = (
-        f"{str(result.attrs['recommendation']).rstrip('.')}: "
-        f"{abs(saving):.0%} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated. Both sized on "
+        f"{str(result.attrs['recommendation']).rstrip('.')}{share}. Both sized on "
         f"the serving-engine model (the plan's own fleet above on the model its Latencies line "
         f"names), the KV moved over {result.attrs['link']}"
     )
