@@ -120,6 +120,7 @@ def _plan_json(path: Path) -> dict:
     """A ``plan.json`` as ``capnb plan`` wrote it, or an InputError naming the file."""
     import json
 
+    from . import plan
     from .data import read_text
     from .errors import InputError
 
@@ -136,6 +137,10 @@ def _plan_json(path: Path) -> dict:
             f"{path}: not a capnb plan (it carries no answer); give the plan.json or plan.nc "
             "capnb plan wrote"
         )
+    try:
+        plan.answer(built)  # its fields, each named where one is missing or foreign
+    except InputError as error:
+        raise InputError(f"{path}: {error}; give the plan.json or plan.nc capnb plan wrote") from None
     return built
 
 

@@ -123,6 +123,10 @@ def test_warnings_print_as_one_line_of_the_commands_output():
         ("plan.json", b'{"answer": 3}', "not a capnb plan (it carries no answer)"),
         ("plan.json", b"\xff\xfe{\x00}\x00", "UTF-16 text"),
         ("plan.nc", b"garbage", "not a plan file capnb wrote (not NetCDF"),
+        # an answer without its fields, or with a record that is not one, ended in
+        # "TypeError: Answer.__init__() missing 51 required positional arguments: ..."
+        ("plan.json", b'{"answer": {}}', "its answer has no 'model'"),
+        ("plan.json", b'{"answer": {"model": "x", "colour": 1}}', "'colour' is not a field"),
     ],
 )
 def test_export_names_the_plan_file_it_cannot_read(tmp_path, capsys, name, content, said):

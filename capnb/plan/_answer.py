@@ -270,20 +270,45 @@ def _plain(value):
     return value
 
 
-def _build(kind, value):
-    """``value`` (plain JSON) as ``kind``: records, tuples of records, floats (None: NaN)."""
+def _build(kind, value, where: str = ""):
+    """``value`` (plain JSON) as ``kind``: records, tuples of records, floats (None: NaN).
+
+    ``where`` names the field for an InputError (``answer.policy``): a record that is not a
+    mapping, that lacks a field without a default or holds one the record does not have.
+    """
     origin = typing.get_origin(kind)
     if kind is SLA:
         return SLA.from_mapping(value)
     if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise InputError(
+                f"not a capnb plan: its {where} is {type(value).__name__} {value!r:.60}, not a "
+                f"mapping of {kind.__name__}'s fields"
+            )
         hints = typing.get_type_hints(kind)
-        return kind(**{k: _build(hints[k], v) for k, v in value.items()})
+        unknown = [k for k in value if k not in hints]
+        if unknown:
+            raise InputError(
+                f"not a capnb plan: {unknown[0]!r} is not a field of its {where} "
+                f"({kind.__name__})"
+            )
+        missing = [
+            f.name
+            for f in dataclasses.fields(kind)
+            if f.name not in value
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if missing:
+            more = f" (nor {len(missing) - 1} more of its fields)" if len(missing) > 1 else ""
+            raise InputError(f"not a capnb plan: its {where} has no {missing[0]!r}{more}")
+        return kind(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items()})
     if origin is tuple:
         (inner, *_) = typing.get_args(kind)
-        return tuple(_build(inner, v) for v in value)
+        return tuple(_build(inner, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
-        return None if value is None else _build(args[0], value)
+        return None if value is None else _build(args[0], value, where)
     if kind is float:
         return math.nan if value is None else float(value)
     return value
@@ -320,4 +345,4 @@ def answer(plan) -> Answer:
     stored = plan.get("answer") if isinstance(plan, dict) else plan.attrs.get("answer")
     if stored is None:
         raise InputError("not a capnb plan: it carries no answer (build one with capnb.plan.build)")
-    return Answer.from_dict(json.loads(stored) if isinstance(stored, str) else stored)
+    return _build(Answer, json.loads(stored) if isinstance(stored, str) else stored, "answer")
