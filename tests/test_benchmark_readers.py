@@ -776,3 +776,25 @@ def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):
     assert curve.concurrency.values.tolist() == [4, 8, 24]
     assert p(curve, "ttft", 0.99).tolist() == pytest.approx([0.260, 0.610, 1.250])
     assert latency.notes(curve)[0] == "GuideLLM 0.6.1 report"
+
+
+def test_aiperf_exports_keep_their_input_sequence_length(tmp_path):
+    # the exports' Input Sequence Length was skipped: the curve had no prompt_tokens, so the
+    # capacity step checked no memory ("the curve records no workload") and calibrating the
+    # engine model on the curve ended in a bare KeyError: 'prompt_tokens'
+    curve = data.read_aiperf(
+        [
+            FIXTURES / "genai_perf" / "deepseek_r1_c1_profile_export_genai_perf.csv",
+            FIXTURES / "genai_perf" / "c144_profile_export_genai_perf.csv",
+        ],
+        concurrency=[1, 144],
+    )
+    assert curve.attrs["prompt_tokens"] == pytest.approx((127.50 + 4000.03) / 2)
+    # an export without it: no prompt length, and calibrating on it names what is missing
+    runs = {c: FIXTURES / "aiperf" / f"dstack_vllm_c{c}_profile_export_aiperf.csv" for c in (1, 8)}
+    bare = data.read_aiperf(runs, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1)
+    assert "prompt_tokens" not in bare.attrs
+    from capnb import latency
+
+    with pytest.raises(InputError, match="prompt_tokens"):
+        latency.calibrate(bare)

@@ -1014,7 +1014,7 @@ def _sections(path: Path) -> list[list[list[str]]]:
 def _aiperf_run(path: Path) -> dict:
     """One profile export (AIPerf or GenAI-Perf): latency and mean per metric, and throughput."""
     sections = _sections(path)
-    latency, mean, qps, output, sent = {}, {}, None, None, None
+    latency, mean, qps, output, prompt, sent = {}, {}, None, None, None, None
     for section in sections:
         header = [h.strip().lower() for h in section[0]]
         if header[:1] != ["metric"]:
@@ -1052,6 +1052,9 @@ def _aiperf_run(path: Path) -> dict:
             if name in ("output sequence length", "num output token"):
                 output = _cell(row[header.index("avg")], where)
                 continue
+            if name in ("input sequence length", "num input token"):
+                prompt = _cell(row[header.index("avg")], where)
+                continue
             metric = _AIPERF_NAMES.get(name)
             if metric is None:
                 continue
@@ -1071,7 +1074,14 @@ def _aiperf_run(path: Path) -> dict:
             f"{path}: no latency rows (Time to First Token, Request Latency, Inter Token Latency) "
             "in a 'Metric,avg,...' table: is this an AIPerf or GenAI-Perf profile export?"
         )
-    return {"latency": latency, "mean": mean, "qps": qps, "output_tokens": output, "sent": sent}
+    return {
+        "latency": latency,
+        "mean": mean,
+        "qps": qps,
+        "output_tokens": output,
+        "prompt_tokens": prompt,
+        "sent": sent,
+    }
 
 
 def _sweep_table(path: Path) -> tuple[list[str], list[list[str]]] | None:
@@ -1229,6 +1239,9 @@ def _curve_from_runs(
     qps_array = None if np.isnan(qps).all() else np.asarray(qps)
     _derive_mean_e2e(concurrency, mean, latency, output, qps_array, notes)
     workload = {} if output is None else {"output_tokens": float(output.mean())}
+    prompts = [r.get("prompt_tokens") for r in runs]
+    if workload and all(v is not None and math.isfinite(v) for v in prompts):
+        workload["prompt_tokens"] = float(np.mean(prompts))  # the exports' Input Sequence Length
     return _curve.build(
         concurrency,
         latency,

@@ -198,6 +198,13 @@ def _curve_table(curve: xr.Dataset, given: dict):
 
     if "concurrency" not in curve.dims or "latency" not in curve:
         raise InputError("runs: a curve must be over 'concurrency' with a 'latency' variable")
+    missing = [k for k in ("prompt_tokens", "output_tokens") if k not in curve.attrs]
+    if missing:
+        raise InputError(
+            f"runs: the curve records no {' and no '.join(missing)} (its mean lengths per "
+            "request), which the engine model is calibrated at; set them on the curve "
+            "(curve.attrs['prompt_tokens'] = ...) or read the runs with capnb.data.read_bench_runs"
+        )
     rows = []
     for c in curve.concurrency.values:
         point = curve.sel(concurrency=c)
