@@ -223,3 +223,14 @@ def test_worksheet_and_plan_give_the_same_answer(small_plan, tmp_path, monkeypat
     cell = made.sel(advice.selection)
     assert float(ws["result"].usd) == float(cell.elasticity_usd)
     assert float(ws["result"].breach_s) == float(cell.elasticity_breach_s)
+
+
+def test_describe_given_a_recommendation_says_what_it_takes():
+    # describe(recommend(...)) ended in "AttributeError: 'Recommendation' object has no
+    # attribute 'dims'"; the recommendation carries its own words
+    run = elasticity.sweep(np.full(720, 30.0), step_s=5, per_instance_qps=10,
+                           policy=["fixed", "hpa"], min_instances=4)  # fmt: skip
+    chosen = elasticity.recommend(run)
+    with pytest.raises(InputError, match=r"describe: .*Recommendation.*\.text"):
+        elasticity.describe(chosen)
+    assert "fixed fleet of 4" in elasticity.describe(run, policy="fixed")

@@ -582,6 +582,16 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     >>> describe(run)  # doctest: +ELLIPSIS
     'a fixed fleet of 4 instances: 0.00% of the time in SLA breach, 0.00% of requests unserved...'
     """
+    if isinstance(result, Recommendation):
+        raise InputError(
+            "describe: expected a simulate or sweep result (a Dataset), got a Recommendation: "
+            "its words are its .text, or describe(result, **recommendation.selection)"
+        )
+    if not isinstance(result, xr.Dataset):
+        raise InputError(
+            f"describe: expected a simulate or sweep result (a Dataset), got "
+            f"{type(result).__name__}"
+        )
     cell = result.sel(selection) if selection else result
     grid = [d for d in cell.dims if d != "time"]
     if any(cell.sizes[d] != 1 for d in grid):
