@@ -466,3 +466,17 @@ def test_bad_preemption_is_named(kwargs, message):
     with pytest.raises(InputError, match=message):
         elasticity.simulate(_steady(600), step_s=1, per_instance_qps=10, policy="fixed",
                             min_instances=2, **kwargs)  # fmt: skip
+
+
+def test_a_series_with_holes_says_how_to_fill_them(tmp_path):
+    # a rate series as load_traffic reads it marks missing windows NaN; simulate refused it with
+    # "NaN demand nan at position 2 ...; 1 bad value(s) in all" and no word of what to do
+    path = tmp_path / "rates.csv"
+    path.write_text(
+        "timestamp,qps\n"
+        + "".join(f"2025-01-01T00:{m:02d}:00Z,5\n" for m in range(0, 60, 10) if m != 20)
+    )
+    series = data.load_traffic(str(path))
+    assert np.isnan(series.qps.values).sum() == 1
+    with pytest.raises(InputError, match=r"NaN demand .*prepare_demand"):
+        elasticity.simulate(series, per_instance_qps=2.0, policy="fixed", min_instances=3)

@@ -60,9 +60,15 @@ def _check_values(values: np.ndarray, times: np.ndarray, what: str) -> None:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         kind = "NaN" if np.isnan(values[i]) else ("negative" if values[i] < 0 else "infinite")
+        fill = (
+            " (missing windows: fill them with each slot's median as the plan does, "
+            "prepare_demand(series, step_s, baseline=capnb.forecast.fit_baseline(series)))"
+            if kind == "NaN"
+            else ""
+        )
         raise InputError(
             f"{what}: {kind} demand {float(values[i])!r} at position {i} (time {_when(times, i)}); "
-            f"{int(bad.sum())} bad value(s) in all"
+            f"{int(bad.sum())} bad value(s) in all{fill}"
         )
 
 
