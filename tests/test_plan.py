@@ -937,3 +937,18 @@ def test_a_plan_on_sglang_results_does_not_call_them_vllm_files(tmp_path):
     text = planning.describe(plan)
     assert "vllm files" not in text
     assert "measured latencies (vllm bench serve or SGLang bench_serving results) at" in text
+
+
+@pytest.mark.parametrize("latency", ["engine", "model"])
+def test_a_model_no_option_can_hold_is_infeasible_with_the_memory_remedy(latency):
+    # Llama-3.1-70B's weights (141 GB) fit on no single L4 or L40S: the engine path said
+    # "the capacity step failed: no GPU ... can hold one 1426-token sequence" (no "infeasible",
+    # no remedy) and the analytic path said "infeasible ... relax the SLA", which frees no memory
+    config = planning.read_config({**CHEAPER, "model": "Llama-3.1-70B", "gpus": ("L4", "L40S"),
+                                   "tensor_parallel": (1,), "latency": latency})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        with pytest.raises(planning.PlanError) as raised:
+            planning.build(config)
+    said = str(raised.value)
+    assert "infeasible" in said and "more memory" in said and "relax the SLA" not in said, said

@@ -211,15 +211,15 @@ def sweep_engine(
         raise InputError("; ".join(unpriced))
     if template is None:
         raise InputError(
-            f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} can hold one "
-            f"{seq_len}-token sequence of {spec.name} (with {share:.0%} of the KV budget for a "
-            "prefix cache)"
+            f"infeasible: no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} "
+            f"can hold one {seq_len}-token sequence of {spec.name} (with {share:.0%} of the KV "
+            "budget for a prefix cache)"
             + (
                 f", nor the workload's longest request ({longest:,} tokens, prompt + output) "
                 f"whole (KV cache tokens: {'; '.join(too_long)}): give GPUs with more memory, "
                 "a higher tensor parallelism, or a KV cache dtype of fp8"
                 if too_long
-                else ""
+                else ": give GPUs with more memory or a higher tensor parallelism"
             )
         )
     out = _stacked(rows, gpus, tensor_parallel, template)

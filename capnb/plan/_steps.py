@@ -331,11 +331,18 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         if reasons == ["no_data"]:  # not one option could be modelled: say why, not "relax"
             raise PlanError(f"no latency for any option: {unmodelled(cap)}")
         why = unmodelled(cap)
+        # where memory alone rules every option out, a looser SLA frees none of it
+        memory_only = set(reasons) <= {"infeasible_memory", "invalid_tensor_parallel"}
+        remedy = (
+            "give GPUs with more memory or a higher tensor parallelism"
+            if memory_only
+            else "relax the SLA, add GPUs or tensor parallelism"
+        )
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.serving.gpus)} at tensor parallelism "
             f"{list(cfg.serving.tensor_parallel)} meets {cfg.sla} for {cfg.serving.model} "
             f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}){_floors(cap, cfg)}; "
-            "relax the SLA, add GPUs or tensor parallelism"
+            f"{remedy}"
         )
     return best
 
