@@ -140,7 +140,9 @@ def _plan_json(path: Path) -> dict:
     try:
         plan.answer(built)  # its fields, each named where one is missing or foreign
     except InputError as error:
-        raise InputError(f"{path}: {error}; give the plan.json or plan.nc capnb plan wrote") from None
+        raise InputError(
+            f"{path}: {error}; give the plan.json or plan.nc capnb plan wrote"
+        ) from None
     return built
 
 

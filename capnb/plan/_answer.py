@@ -289,8 +289,7 @@ def _build(kind, value, where: str = ""):
         unknown = [k for k in value if k not in hints]
         if unknown:
             raise InputError(
-                f"not a capnb plan: {unknown[0]!r} is not a field of its {where} "
-                f"({kind.__name__})"
+                f"not a capnb plan: {unknown[0]!r} is not a field of its {where} ({kind.__name__})"
             )
         missing = [
             f.name
