@@ -27,9 +27,18 @@ from pathlib import Path
 __all__ = ["main"]
 
 
+def _out_folder(out: str) -> None:
+    """Refuse an ``--out`` that is a file before the work, not after it."""
+    from .errors import OutputError
+
+    if Path(out).exists() and not Path(out).is_dir():
+        raise OutputError(f"{out}: a file, not a folder to write into")
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import WORKSHEETS, run_report
 
+    _out_folder(args.out)
     names = tuple(args.worksheet or WORKSHEETS)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as raised:
@@ -83,6 +92,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
 
+    _out_folder(args.out)
     overrides = _overrides(args)
     for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
         value = overrides.get(name)

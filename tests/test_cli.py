@@ -215,3 +215,24 @@ def test_the_fleet_line_says_when_the_forecast_needs_more_than_the_reserve_at_al
     assert f"forecast needs at least {least:,} instance" in fleet_words(below)
     level = dataclasses.replace(answer, reserved_instances=least)
     assert "needs at least" not in fleet_words(level)
+
+
+@pytest.mark.parametrize("command", ["plan", "report"])
+def test_an_out_that_is_a_file_is_refused_before_the_plan_is_built(tmp_path, capsys, monkeypatch,
+                                                                    command):  # fmt: skip
+    # the whole plan was built (minutes on a large trace) before "a file, not a folder to write
+    # into" ended the command
+    import capnb.plan
+    import capnb.report
+
+    def built(*args, **kwargs):
+        raise AssertionError("built a plan it could not write")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.setattr(capnb.report, "run_report", built)
+    out = tmp_path / "taken"
+    out.write_text("mine")
+    assert main([command, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"capnb {command}: {out}: a file, not a folder to write into\n", err
+    assert out.read_text() == "mine"
