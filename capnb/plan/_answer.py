@@ -255,7 +255,7 @@ class Answer:
     @classmethod
     def from_dict(cls, values: dict) -> Answer:
         """The record from :meth:`to_dict`'s mapping."""
-        return _build(cls, values)
+        return _build(cls, values, "answer")
 
 
 def _plain(value):
