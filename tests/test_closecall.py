@@ -44,7 +44,8 @@ def test_an_unmeasured_gpu_gets_the_pooled_error_and_says_so():
     # pooled over the sources that measured TPOT, and said so; its TTFT error is its own
     analytic = validate.held_out_error("L40S", "tpot")
     assert not analytic["measured_on_gpu"]
-    assert analytic["sources"] == ("gpustack-perflab-vllm", "lmdeploy-a100",
+    assert analytic["sources"] == ("gpustack-perflab-sglang", "gpustack-perflab-trtllm",
+                                   "gpustack-perflab-vllm", "lmdeploy-a100",
                                    "sgl-cookbook-mi300x-v057", "sgl-cookbook-v056")  # fmt: skip
     assert validate.held_out_error("L40S", "ttft")["measured_on_gpu"]
     assert validate.held_out_error("H200", "tpot")["measured_on_gpu"]  # gpustack's DeepSeek-R1

@@ -346,9 +346,14 @@ def test_every_stored_fit_holds_only_the_gpus_its_sources_identify():
     for source, fold in record["folds"].items():
         train = [pt for pt in pts if pt.source != source]
         assert set(fold["gpus"]) == _fit.identified_gpus(train), source
-    # a GPU left out is predicted with the pooled values and the table says it was unseen
-    rows = [r for r in record["rows"] if r["source"] == "datacrunch-h200-sglang"]
+    # a GPU left out is predicted with the pooled values and the table says it was unseen (B200:
+    # sgl-cookbook-v056 alone measured it); one the other sources identify is seen (H200)
+    rows = [r for r in record["rows"] if r["source"] == "sgl-cookbook-v056" and r["gpu"] == "B200"]
     assert rows and not any(r["gpu_seen"] for r in rows)
+    assert "B200" not in record["folds"]["sgl-cookbook-v056"]["gpus"]
+    rows = [r for r in record["rows"] if r["source"] == "datacrunch-h200-sglang"]
+    assert rows and all(r["gpu_seen"] for r in rows)
+    assert "H200" in record["folds"]["datacrunch-h200-sglang"]["gpus"]
 
 
 def test_a_partial_rerun_names_an_unknown_source_and_refuses_other_measurements():

@@ -187,14 +187,20 @@ def test_gpustack_sglang_figures():
     assert _figure(qwen, metric="ttft", stat="mean") == pytest.approx(11.71528, rel=1e-12)
     assert set(qwen.load) == {984} and set(qwen.input_tokens) == {217.6189}  # 214137 / 984
     r1 = table[table.model == "DeepSeek-R1"]
-    assert set(r1.gpu) == {"H200"} and set(r1.dtype) == {"fp8"} and set(r1.engine_version) == {"0.5.3"}
+    assert (
+        set(r1.gpu) == {"H200"} and set(r1.dtype) == {"fp8"} and set(r1.engine_version) == {"0.5.3"}
+    )
     long = r1[r1.input_tokens == 31999]  # 3199900 / 100
     assert _figure(long, metric="itl", stat="p99") == pytest.approx(1.68063, rel=1e-12)
     assert _figure(r1[r1.input_tokens == 126.882], metric="request_throughput") == 156.24
     small = table[table.model == "Qwen3-8B"]
     assert set(small["mode"]) == {"concurrency"} and set(small.load) == {4}
-    assert _figure(small[small.dtype == "bf16"], metric="tpot", stat="p50") == pytest.approx(0.00714, rel=1e-12)
-    assert _figure(small[small.dtype == "fp8"], metric="ttft", stat="p99") == pytest.approx(0.13498, rel=1e-12)
+    assert _figure(small[small.dtype == "bf16"], metric="tpot", stat="p50") == pytest.approx(
+        0.00714, rel=1e-12
+    )
+    assert _figure(small[small.dtype == "fp8"], metric="ttft", stat="p99") == pytest.approx(
+        0.13498, rel=1e-12
+    )
     oss = table[(table.model == "gpt-oss-120b") & (table.gpu == "A100-80GB")]
     assert _figure(oss, metric="tpot", stat="p99") == pytest.approx(6.65659, rel=1e-12)
     assert set(table.engine) == {"SGLang"} and "e2e" not in set(table.metric)
