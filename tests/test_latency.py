@@ -386,3 +386,49 @@ def test_describe_claims_no_fit_count_or_error_the_calibration_does_not_hold():
     assert "routed experts read at" in text and "(fitted on engine fit" in text
     given = calibration.Calibration(0.7, 0.7, 0.5, 0.003, 1e-5, 1e-5).describe()
     assert given.endswith("(fitted on given)")
+
+
+def test_a_stopped_parallel_validation_leaves_no_worker_running(tmp_path):
+    # the workers of `validate --jobs N` end when their parent is killed (they used to run on)
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "tasks.py").write_text(
+        "import os, time\n"
+        "def task(seconds):\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(seconds)\n",
+        encoding="utf-8",
+    )
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "from capnb.latency import validate\n"
+        "import tasks\n"
+        "if __name__ == '__main__':\n"
+        "    validate._in_order(tasks.task, [120, 120], 2, lambda words: None)\n",
+        encoding="utf-8",
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=tmp_path)  # fmt: skip
+    try:
+        workers = [int(parent.stdout.readline()) for _ in range(2)]
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while workers and time.monotonic() < deadline:
+            for worker in list(workers):
+                try:
+                    os.kill(worker, 0)
+                except ProcessLookupError:
+                    workers.remove(worker)
+            time.sleep(0.2)
+        for worker in workers:
+            os.kill(worker, signal.SIGKILL)
+        assert not workers, "a worker outlived its parent by 30 s"
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+        parent.stdout.close()

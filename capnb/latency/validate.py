@@ -33,6 +33,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -240,8 +241,31 @@ def _in_order(function, tasks: list, jobs: int, say) -> list:
 
     say(f"  {len(tasks)} jobs in {jobs} processes")
     # spawn: a forked child would inherit the parent's kernel threads in an unknown state
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=watch_parent, initargs=(os.getpid(),)) as pool:  # fmt: skip
         return list(pool.map(function, tasks))
+
+
+#: How often a worker checks that the process that started it still runs (s).
+WATCH_S = 2.0
+
+
+def watch_parent(parent: int) -> None:
+    """A worker's guard: end this process when ``parent`` (the one that started it) is gone.
+
+    A stopped ``--jobs`` run (its parent killed) would otherwise leave each worker computing its
+    current fit, which can take most of an hour, on cores the next run needs.
+    """
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_S)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="capnb-watch-parent", daemon=True).start()
 
 
 def leave_sources_out(progress=None, jobs: int = 1) -> tuple[dict, list]:
