@@ -137,6 +137,21 @@ def test_read_bench_runs_keeps_each_runs_mode_and_length(tmp_path):
                              tensor_parallel=1, engine="vllm")  # fmt: skip
 
 
+def test_read_bench_runs_refuses_runs_of_two_models(tmp_path):
+    """Result files of two models (their model_id) are one error, not one model's calibration."""
+    run = {"request_rate": 2.0, "completed": 100, "total_input_tokens": 51200,
+           "total_output_tokens": 12800, "mean_ttft_ms": 60.0, "median_tpot_ms": 9.0}  # fmt: skip
+    (tmp_path / "a.json").write_text(json.dumps({**run, "model_id": "meta-llama/Llama-3.1-8B"}))
+    (tmp_path / "b.json").write_text(json.dumps({**run, "request_rate": 4.0,
+                                                 "model_id": "Qwen/Qwen3-32B"}))  # fmt: skip
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    with pytest.raises(ConfigError, match="2 models"):
+        data.read_bench_runs(tmp_path, **given)
+    with pytest.raises(ConfigError, match="b.json: the runs measured model_id 'Qwen/Qwen3-32B'"):
+        data.read_bench_runs(tmp_path / "b.json", **given)
+    assert set(data.read_bench_runs(tmp_path / "a.json", **given)["load"]) == {2.0}
+
+
 def _calibrated_on_two_rates(tmp_path, truth: Calibration):
     """Runs at 2, 6 and 12 requests/s made by ``truth``; the calibration from 2 and 12 alone."""
     _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])

@@ -1739,7 +1739,13 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
 
     gpu_id = resolve_gpu(gpu)
     rows = []
-    for where, record in _records(paths):
+    records = _records(paths)
+    label = str(paths) if isinstance(paths, str | os.PathLike) else "the files given"
+    # runs of two models (or of another model or GPU than the one named) are one error, as in
+    # read_vllm_bench: a calibration on them would mix two models' latencies under one name
+    _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)], None,
+                       {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
+    for where, record in records:
         if _is_guidellm(record):
             rows += _guidellm_rows(where, record, {
                 "source": source, "gpu": gpu_id, "model": model, "engine": engine,
