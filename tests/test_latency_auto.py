@@ -80,3 +80,16 @@ def test_the_per_metric_choice_is_scored_on_sources_it_was_not_picked_on():
     assert ttft["engine"] == pytest.approx(0.2) and ttft["analytic"] == pytest.approx(0.5)
     assert tpot["picks"] == {} and tpot["sources"] == 1 and math.isnan(tpot["chosen"])
     assert e2e["sources"] == 0
+
+
+def test_preferred_model_reads_the_gpu_as_the_catalog_names_it():
+    """A GPU alias compares on that GPU's figures; an unknown or ambiguous name is an error."""
+    from capnb.errors import InputError, UnknownNameError
+
+    exact = validate.preferred_model("ttft", gpu="MI300X")
+    assert "on MI300X" in exact["reason"]
+    assert validate.preferred_model("ttft", gpu="mi300x") == exact  # was: pooled, silently
+    with pytest.raises(InputError, match="A100"):
+        validate.preferred_model("ttft", gpu="A100")  # fits three catalog profiles
+    with pytest.raises(UnknownNameError, match="NotAGPU"):
+        validate.preferred_model("ttft", gpu="NotAGPU")

@@ -783,6 +783,10 @@ def preferred_model(metric: str, *, gpu: str | None = None) -> dict:
     group = GROUPS.get(metric)
     if group is None:
         raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
+    if gpu:  # the catalog's id, as the record names it ('mi300x' is MI300X; 'A100' is ambiguous)
+        from ..data._catalog import resolve_gpu
+
+        gpu = resolve_gpu(gpu)
     both = [r for r in record["rows"] if r["below_knee"] and GROUPS[r["metric"]] == group
             and math.isfinite(r["engine"]) and math.isfinite(r["analytic"])]  # fmt: skip
     mine = [r for r in both if r["gpu"] == gpu] if gpu else []
