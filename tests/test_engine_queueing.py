@@ -274,3 +274,19 @@ def test_a_measured_run_is_simulated_as_it_was_run():
     assert s.settings[4] == (8 * kv) // 16
     assert not math.isnan(_fit.simulate_point(one, CAL.engine_array())[0][("ttft", "p50")])
     assert np.all(s.timed)
+
+
+def test_read_bench_runs_refuses_seconds_in_ms_fields_of_a_closed_loop(tmp_path):
+    """A closed-loop run whose *_ms fields hold seconds disagrees with its throughput 1000x."""
+    e2e_s = 0.05 + 0.009 * 127  # mean TTFT + mean TPOT x (128 - 1), seconds
+    run = {"request_rate": "inf", "max_concurrency": 8, "completed": 400,
+           "total_input_tokens": 512 * 400, "total_output_tokens": 128 * 400,
+           "request_throughput": 8 / e2e_s}  # fmt: skip
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    (tmp_path / "ms.json").write_text(json.dumps({**run, "mean_ttft_ms": 50.0,
+                                                  "mean_tpot_ms": 9.0}))  # fmt: skip
+    assert set(data.read_bench_runs(tmp_path / "ms.json", **given)["mode"]) == {"concurrency"}
+    (tmp_path / "s.json").write_text(json.dumps({**run, "mean_ttft_ms": 0.05,
+                                                 "mean_tpot_ms": 0.009}))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"s.json: the latencies and the throughput .* 1,000.0x"):
+        data.read_bench_runs(tmp_path / "s.json", **given)

@@ -1699,6 +1699,18 @@ _RUN_STATS = {"mean": "mean", "median": "p50", "p50": "p50", "p90": "p90", "p95"
               "p99": "p99"}  # fmt: skip
 
 
+def _check_run_units(where, record, rows, limit: int, output_tokens: float) -> None:
+    """A closed-loop run's mean latencies must agree with its measured throughput (Little's law)."""
+    qps = _number(record, "request_throughput", where, required=False)
+    if qps is None or not math.isfinite(qps) or qps <= 0:
+        return
+    mean = {r["metric"]: r["value"] for r in rows if r["stat"] == "mean"}
+    e2e = mean.get("e2e")
+    if e2e is None and "ttft" in mean and "tpot" in mean:
+        e2e = float(_e2e_of_tokens(mean, output_tokens))
+    _check_closed_loop(where, limit, qps, None, e2e)
+
+
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run"):  # fmt: skip
     """Read ``vllm bench serve`` / SGLang ``bench_serving`` results or GuideLLM reports as runs.
@@ -1783,6 +1795,9 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
                         break
         if not found:
             raise ConfigError(f"{where}: no latency figure (mean_ttft_ms, p99_tpot_ms, ...)")
+        if mode == "concurrency" and completed >= 2 * load:  # (fewer: no steady state to hold)
+            # as read_vllm_bench: latencies 1000x off their throughput (seconds in *_ms fields)
+            _check_run_units(where, record, rows[-found:], int(load), base["output_tokens"])
     table = pd.DataFrame(rows)
     return table.drop_duplicates(["mode", "load", "metric", "stat"], keep="last").reset_index(
         drop=True
