@@ -290,3 +290,16 @@ def test_read_bench_runs_refuses_seconds_in_ms_fields_of_a_closed_loop(tmp_path)
                                                  "mean_tpot_ms": 0.009}))  # fmt: skip
     with pytest.raises(ConfigError, match=r"s.json: the latencies and the throughput .* 1,000.0x"):
         data.read_bench_runs(tmp_path / "s.json", **given)
+
+
+def test_calibrate_refuses_runs_it_cannot_reproduce(tmp_path):
+    """Open-loop runs with seconds in their *_ms fields: no calibration reproduces them."""
+    run = {"request_rate": 4.0, "completed": 200, "total_input_tokens": 512 * 200,
+           "total_output_tokens": 128 * 200, "duration": 50.0, "mean_ttft_ms": 0.06,
+           "median_ttft_ms": 0.05, "p99_ttft_ms": 0.18, "median_tpot_ms": 0.01,
+           "mean_e2el_ms": 1.33}  # fmt: skip
+    (tmp_path / "rate4.json").write_text(json.dumps(run))
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    with pytest.raises(InputError, match=r"runs: the calibrated engine model misses .* units"):
+        latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)

@@ -40,6 +40,11 @@ PRIOR_PULL = 0.3
 #: 0.3; 20 or 200 ms): for each bundled source the pair with the lowest mean own-run error on the
 #: other sources (P50 and P99 rows), 0.3 and 200 ms for every source.
 REQUEST_OVERHEAD_SCALE = 0.2
+#: A calibration whose simulation of the runs it was fitted on misses them by more than this
+#: (median relative error) reproduces nothing of them: :func:`calibrate` refuses it. Latencies in
+#: the wrong unit (seconds in ``*_ms`` fields, 1000x) or runs of another model, GPU, degree or
+#: dtype than named land there.
+MISFIT = 3.0
 
 
 def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
@@ -105,7 +110,9 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
     Raises
     ------
     InputError
-        No run, runs of several GPUs, models or degrees, or a run the model cannot simulate.
+        No run, runs of several GPUs, models or degrees, a run the model cannot simulate, or
+        runs the fitted model misses by a median over :data:`MISFIT` (300 %: latencies in the
+        wrong unit, or another deployment than named).
     """
     if settings is None:
         settings = EngineSettings()
@@ -136,8 +143,17 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
                 f"not fit {first.model}'s KV cache on {first.tensor_parallel} x {first.gpu})"
             )
     loads = ", ".join(f"{pt.load:g}" for pt in pts)
-    return fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
-                   f"{first.engine_id} ({first.mode} {loads}); prior: {prior.fitted_on}")  # fmt: skip
+    own = fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
+                  f"{first.engine_id} ({first.mode} {loads}); prior: {prior.fitted_on}")  # fmt: skip
+    if own.fit_error > MISFIT:
+        raise InputError(
+            f"runs: the calibrated engine model misses the runs it was fitted on by a median "
+            f"{own.fit_error:,.0%} ({first.mode} {loads}): check the latency units (seconds "
+            f"written into *_ms fields make every latency 1000x too short) and that the runs are "
+            f"of {first.model} on {first.tensor_parallel} x {first.gpu} "
+            f"({first.dtype}) as named"
+        )
+    return own
 
 
 def own_points(runs, **given) -> list[_fit.Point]:
