@@ -303,3 +303,18 @@ def test_calibrate_refuses_runs_it_cannot_reproduce(tmp_path):
                                 tensor_parallel=1, engine="vllm")  # fmt: skip
     with pytest.raises(InputError, match=r"runs: the calibrated engine model misses .* units"):
         latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
+
+
+def test_read_bench_runs_refuses_two_runs_at_one_load(tmp_path):
+    """Two result files at one concurrency: an error, not one run mixing both runs' figures."""
+    run = {"request_rate": "inf", "max_concurrency": 8, "completed": 10,
+           "total_input_tokens": 5120, "total_output_tokens": 1280, "mean_ttft_ms": 50.0,
+           "p99_ttft_ms": 150.0}  # fmt: skip
+    (tmp_path / "a.json").write_text(json.dumps(run))
+    (tmp_path / "b.json").write_text(json.dumps({"request_rate": "inf", "max_concurrency": 8,
+                                                 "completed": 10, "total_input_tokens": 5120,
+                                                 "total_output_tokens": 1280,
+                                                 "mean_ttft_ms": 999.0}))  # fmt: skip
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    with pytest.raises(ConfigError, match=r"b.json: a second run at concurrency 8 \(the first: "):
+        data.read_bench_runs(tmp_path, **given)

@@ -1757,6 +1757,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     # read_vllm_bench: a calibration on them would mix two models' latencies under one name
     _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)], None,
                        {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
+    seen: dict[tuple[str, float], str] = {}
     for where, record in records:
         if _is_guidellm(record):
             rows += _guidellm_rows(where, record, {
@@ -1776,6 +1777,12 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             mode, load = "concurrency", limit
         else:
             mode, load = "batch", completed
+        if (mode, float(load)) in seen:  # two runs' figures would mix into one
+            raise ConfigError(
+                f"{where}: a second run at {mode} {load:g} (the first: {seen[mode, float(load)]}); "
+                "keep one run per load (or average the repeats before reading)"
+            )
+        seen[mode, float(load)] = where
         base = {
             "source": source, "gpu": gpu_id, "model": model, "engine": engine,
             "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
