@@ -318,3 +318,13 @@ def test_read_bench_runs_refuses_two_runs_at_one_load(tmp_path):
     given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
     with pytest.raises(ConfigError, match=r"b.json: a second run at concurrency 8 \(the first: "):
         data.read_bench_runs(tmp_path, **given)
+
+
+def test_read_bench_runs_refuses_a_negative_latency(tmp_path):
+    """A negative latency field is an error naming it, not a figure silently left out."""
+    run = {"request_rate": 2.0, "completed": 10, "total_input_tokens": 5120,
+           "total_output_tokens": 1280, "mean_ttft_ms": -5.0, "p99_ttft_ms": 150.0}  # fmt: skip
+    (tmp_path / "neg.json").write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match="neg.json: field 'mean_ttft_ms' is -5"):
+        data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                             engine="vllm")  # fmt: skip

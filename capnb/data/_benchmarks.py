@@ -1795,6 +1795,9 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             for prefix, stat in _RUN_STATS.items():
                 for name in names:
                     value = _number(record, f"{prefix}_{name}_ms", where, required=False)
+                    if value is not None and value < 0:
+                        raise ConfigError(f"{where}: field '{prefix}_{name}_ms' is {value:g}: a "
+                                          "latency is never negative")  # fmt: skip
                     if value is not None and math.isfinite(value) and value > 0:
                         rows.append({**base, "metric": metric, "stat": stat,
                                      "value": value / 1000.0, "unit": "s"})  # fmt: skip
