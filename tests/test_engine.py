@@ -432,3 +432,14 @@ def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
     lmdeploy_rows = sum(len(pt.figures) for pt in by_source["sglang-v030-online"])
     assert not sparsity[lmdeploy_rows:, columns["lmdeploy"][6]].any()
     assert sparsity[:lmdeploy_rows, columns["sglang"][6]].all()
+
+
+def test_requests_longer_than_the_context_are_refused_or_noted():
+    """vLLM rejects a request over max_model_len: an error when given, a note past the model's."""
+    long = latency.workload(prompt_tokens=[150_000] * 4, output_tokens=[100] * 4)
+    curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), long, concurrency=[1],
+                           requests=8)  # fmt: skip
+    assert "longer than Llama-3.1-8B's context of 131,072 tokens" in curve.attrs["notes"]
+    with pytest.raises(InputError, match=r"settings: max_model_len = 2,048 tokens, but .* 3,\d{3}"):
+        _engine(concurrency=[1], max_model_len=2048)  # W's prompts reach 3,000 tokens
+    assert "context" not in _engine(concurrency=[1], requests=20).attrs["notes"]

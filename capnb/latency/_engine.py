@@ -261,6 +261,7 @@ def engine(
     seqs = settings.running_limit(kv_tokens)
 
     prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
+    context_note = _context_check(prompt + output, spec, settings.max_model_len)
     cached = np.floor(hit * prompt).astype(np.int64)
     run = dict(
         max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
@@ -300,6 +301,8 @@ def engine(
         "knee_reason": knee_reason,
         "notes": "",
     }
+    if context_note:
+        _curve.add_note(result, context_note)
     if tp > 8:
         _curve.add_note(
             result,
@@ -350,6 +353,29 @@ def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int, bl
             "(prompt + output); the engine would reject it"
         )
     return prompt, output, arrival_gaps(rng, n, float(arrival_cv))
+
+
+def _context_check(lengths: np.ndarray, spec, max_model_len) -> str:
+    """Requests longer than the engine's context limit: an error for a given ``max_model_len``.
+
+    Longer than the model's own context (its ``max_position_embeddings``, vLLM's default
+    ``max_model_len``), a note: the plan prices them as if served and says so in a check.
+    """
+    longest = int(lengths.max())
+    if max_model_len and longest > int(max_model_len):
+        raise InputError(
+            f"settings: max_model_len = {int(max_model_len):,} tokens, but the workload's longest "
+            f"request is {longest:,} tokens (prompt + output); the engine would reject it"
+        )
+    limit = spec.context_tokens
+    if limit is None or longest <= limit:
+        return ""
+    over = float((lengths > limit).mean())
+    return (
+        f"{over:.1%} of the requests simulated (the longest {longest:,} tokens, prompt + output) "
+        f"are longer than {spec.name}'s context of {limit:,} tokens, which vLLM rejects; they "
+        "were simulated as if served"
+    )
 
 
 def _engine_attrs(settings: EngineSettings, running_limit: int) -> dict:
