@@ -359,3 +359,15 @@ def test_an_option_that_cannot_hold_the_longest_request_is_ruled_out_by_memory()
     plain = capnb.capacity.sweep("Llama-3.1-8B", ["L4"], [1], 1000, 5.0, workload=even,
                                  metric="ttft")  # fmt: skip
     assert "longest request" not in str(plain.attrs.get("notes", ""))
+
+
+def test_an_open_loop_curve_is_refused_by_name():
+    """A curve over request_rate (engine(..., request_rate=...)) is an error saying so."""
+    from capnb.records import SLA, Deployment
+
+    w = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
+    curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, request_rate=[1.0, 4.0],
+                           requests=50)  # fmt: skip
+    for sla in (1.0, SLA(ttft_s=1.0)):
+        with pytest.raises(InputError, match="curve: .* over request_rate .* concurrency="):
+            capacity.plan(curve, sla=sla, target_qps=10.0, metric="ttft")

@@ -76,6 +76,15 @@ def _sla(sla) -> xr.DataArray:
 def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.DataArray:
     if not isinstance(curve, xr.Dataset) or "latency" not in curve:
         raise InputError("curve: expected a latency curve (capnb.data / capnb.latency)")
+    if "concurrency" not in curve.latency.dims:
+        over = ", ".join(d for d in curve.latency.dims if d not in ("metric", "latency_quantile"))
+        raise InputError(
+            f"curve: the safe concurrency is read on a curve over concurrency; this one is over "
+            f"{over or 'no load'}"
+            + (" (an open-loop capnb.latency.engine curve: simulate the closed loop with "
+               "concurrency=..., or leave both out for its default grid)"
+               if "request_rate" in curve.latency.dims else "")
+        )  # fmt: skip
     if metric not in curve.metric.values:
         raise InputError(f"metric={metric!r} is not in the curve ({curve.metric.values.tolist()})")
     quantiles = [float(q) for q in curve.latency_quantile.values]
