@@ -328,3 +328,13 @@ def test_read_bench_runs_refuses_a_negative_latency(tmp_path):
     with pytest.raises(ConfigError, match="neg.json: field 'mean_ttft_ms' is -5"):
         data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                              engine="vllm")  # fmt: skip
+
+
+def test_calibrate_on_a_curve_that_does_not_say_what_ran_names_the_arguments():
+    """read_vllm_bench records no degree: calibrate asks for it, not 'found [None]'."""
+    curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), W, concurrency=[1, 8],
+                           requests=50, calibration=CAL)  # fmt: skip
+    curve.attrs.pop("tensor_parallel")
+    with pytest.raises(InputError, match=r"runs: the curve does not say its tensor_parallel; "
+                                         r"pass tensor_parallel=\.\.\."):  # fmt: skip
+        latency.calibrate(curve, prior=CAL)

@@ -221,6 +221,14 @@ def _curve_table(curve: xr.Dataset, given: dict):
             "request), which the engine model is calibrated at; set them on the curve "
             "(curve.attrs['prompt_tokens'] = ...) or read the runs with capnb.data.read_bench_runs"
         )
+    unstated = [k for k in ("model", "gpu", "tensor_parallel")
+                if given.get(k) is None and curve.attrs.get(k) is None]  # fmt: skip
+    if unstated:
+        raise InputError(
+            f"runs: the curve does not say its {', '.join(unstated)}; pass "
+            + ", ".join(f"{k}=..." for k in unstated)
+            + " to calibrate (what the runs ran on)"
+        )
     rows = []
     for c in curve.concurrency.values:
         point = curve.sel(concurrency=c)
