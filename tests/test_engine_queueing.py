@@ -10,7 +10,7 @@ import pytest
 
 from capnb import capacity, data, latency
 from capnb.errors import ConfigError, InputError
-from capnb.latency import _engines, _fit
+from capnb.latency import _engines, _fit, _own
 from capnb.latency.calibration import Calibration
 from capnb.records import Deployment, EngineSettings
 
@@ -338,3 +338,14 @@ def test_calibrate_on_a_curve_that_does_not_say_what_ran_names_the_arguments():
     with pytest.raises(InputError, match=r"runs: the curve does not say its tensor_parallel; "
                                          r"pass tensor_parallel=\.\.\."):  # fmt: skip
         latency.calibrate(curve, prior=CAL)
+
+
+def test_calibrate_reads_the_dtype_or_refuses_it(tmp_path):
+    """'FP8' is FP8 (it was read as the model's own bf16); int4 weights are refused by name."""
+    _write_runs(tmp_path, CAL, [2.0])
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    points = {d: _own.own_points(runs, engine="vllm", dtype=d) for d in ("fp8", "FP8")}
+    assert points["FP8"][0].dtype == points["fp8"][0].dtype == "fp8"
+    with pytest.raises(InputError, match="dtype: 'int4': the engine model calibrates FP8"):
+        latency.calibrate(runs, dtype="int4", prior=CAL)

@@ -178,6 +178,8 @@ def own_points(runs, **given) -> list[_fit.Point]:
         table["engine_version"] = given.get("engine_version") or ""
     if given.get("dtype"):
         table["dtype"] = given["dtype"]
+    if not bundled and "dtype" in table:
+        table["dtype"] = [_dtype(d, str(table["model"].iloc[0])) for d in table["dtype"]]
     _engines.engine_id(given["engine"])  # a clear error for an unknown engine
     flags = {k: given.get(k) for k in ("max_model_len", "max_num_seqs", "max_num_batched_tokens",
                                        "chunked_prefill", "policy")}  # fmt: skip
@@ -200,6 +202,20 @@ def own_points(runs, **given) -> list[_fit.Point]:
     if not pts:
         raise InputError("runs: no latency figure to fit")
     return pts
+
+
+def _dtype(dtype, model: str) -> str:
+    """The weights' dtype the fit simulates: ``fp8``, or the model's own (16-bit, or its own)."""
+    from ..data import load_model
+
+    name = str(dtype).strip().lower()
+    own = str(load_model(_fit.MODEL_ALIASES.get(model, model)).weight_dtype).lower()
+    if name in ("fp8", "bf16", "fp16", own):
+        return name
+    raise InputError(
+        f"dtype: {dtype!r}: the engine model calibrates FP8 weights ('fp8') or {model}'s own "
+        f"({own!r}; 'bf16' and 'fp16' read the same), not other weight dtypes"
+    )
 
 
 def _bundled_sources() -> set[str]:
