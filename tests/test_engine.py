@@ -443,3 +443,8 @@ def test_requests_longer_than_the_context_are_refused_or_noted():
     with pytest.raises(InputError, match=r"settings: max_model_len = 2,048 tokens, but .* 3,\d{3}"):
         _engine(concurrency=[1], max_model_len=2048)  # W's prompts reach 3,000 tokens
     assert "context" not in _engine(concurrency=[1], requests=20).attrs["notes"]
+
+
+def test_a_negative_seed_is_an_input_error():
+    with pytest.raises(InputError, match=r"seed must be an integer in \[0, 2\*\*64\), got -1"):
+        _engine(concurrency=[1], seed=-1)  # was numpy's bare ValueError

@@ -454,8 +454,8 @@ def _checked(requests, prefix_hit_rate, warmup_share, arrival_cv, seed, quantile
     warm_share = _validate.fraction(warmup_share, "warmup_share")
     if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
         raise InputError(f"arrival_cv must be a number >= 0, got {arrival_cv!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise InputError(f"seed must be an integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
+        raise InputError(f"seed must be an integer in [0, 2**64), got {seed!r}")
     qs = np.asarray(quantiles, dtype=float)
     if qs.size == 0 or ((qs <= 0) | (qs >= 1)).any() or (np.diff(qs) <= 0).any():
         raise InputError(f"quantiles must ascend inside (0, 1), got {list(quantiles)}")
