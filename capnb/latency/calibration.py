@@ -71,7 +71,8 @@ class Calibration:
     points
         Number of measured step times fitted.
     fit_error
-        Mean absolute relative error on the fitted points (0.1 = 10 %).
+        Absolute relative error on the fitted points (0.1 = 10 %): the mean for a step-time fit
+        (:func:`calibrate`), the median for the engine model's fits.
     """
 
     compute_efficiency: float
@@ -129,7 +130,7 @@ class Calibration:
             )
             + f" (fitted on {self.fitted_on}"
             # a stored or given calibration keeps no count or error of its fit: none is claimed
-            + (f": {self.points} points, mean error {self.fit_error:.1%})" if self.points else ")")
+            + (f": {self.points} points, fit error {self.fit_error:.1%})" if self.points else ")")
         )
 
 
