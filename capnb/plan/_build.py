@@ -267,7 +267,9 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
     if str(chosen.binding.values) not in capacity.FEASIBLE:
         # why a curve meets no SLA does not depend on the traffic: one cell of the target says it
         one = chosen.isel({dim: 0 for dim in chosen.dims})
-        raise PlanError(f"infeasible: {capacity.describe(one)}")
+        why = capacity.describe(one)  # (its words may begin "Infeasible": said once)
+        raise PlanError(why[0].lower() + why[1:] if why.lower().startswith("infeasible")
+                        else f"infeasible: {why}")  # fmt: skip
     with _Stage("elasticity", cfg):
         demand = _demand(cfg, source, series)
         demand, sweep, advice, _estimate, estimated, cold, ahead, record = _elasticity(
