@@ -168,6 +168,12 @@ def test_disaggregate_says_infeasible_never_falls_back(small):
     )  # fmt: skip
     assert ds.attrs["serving"] == "infeasible"
     assert not ds.meets_sla.any()
+    # the plan's line on it: no "nan% more GPUs disaggregated" (a mode without a fleet has NaN GPUs)
+    from capnb.plan._serving import serving_sentence
+
+    line = serving_sentence(ds, None, 24.0)
+    assert line.startswith("Infeasible")
+    assert "nan" not in line and "GPUs disaggregated" not in line
     assert "TPOT" in ds.serving_reason.sel(serving="disaggregated").item()
     assert np.isnan(ds.instances).all()
 
@@ -307,17 +313,3 @@ def test_the_advice_names_what_relieves_the_bottleneck():
     )
     assert _remedy("prefill") == "add instances to the prefill pool"
     assert "link" in _remedy("transfer") and "instances" not in _remedy("transfer")
-
-
-def test_plan_sentence_gives_no_nan_share_when_a_mode_is_infeasible(small):
-    # an SLA neither mode meets: the plan's line said "nan% more GPUs disaggregated"
-    from capnb.plan._serving import serving_sentence
-
-    w, curves, agg = small
-    ds = capnb.capacity.disaggregate(
-        GPT_OSS, w, target_qps=5.0, sla=SLA(ttft_s=1.0, tpot_s=0.001),
-        curves=curves, aggregated_curve=agg,
-    )  # fmt: skip
-    line = serving_sentence(ds, None, 24.0)
-    assert line.startswith("Infeasible")
-    assert "nan" not in line and "GPUs disaggregated" not in line

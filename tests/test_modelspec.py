@@ -511,3 +511,9 @@ def test_moe_layer_fields_that_cannot_place_experts_are_errors_naming_the_field(
         parse({**base, field: value})
     assert parse({**base, "mlp_only_layers": [0, 1]}).moe_layers == 46
     assert parse({**base, "decoder_sparse_step": 2}).moe_layers == 24
+
+
+def test_beyond_context_counts_the_requests_longer_than_the_models_context():
+    spec = load_model("Llama-3.1-8B")  # 131,072 tokens of context
+    assert spec.beyond_context([1000, 131_072]) is None
+    assert spec.beyond_context([1000, 131_073, 200_000, 10]) == (0.5, 200_000, 131_072)

@@ -200,6 +200,20 @@ class ModelSpec:
         """
         return context_tokens(self.config or {})
 
+    def beyond_context(self, lengths) -> tuple[float, int, int] | None:
+        """Requests longer than the model's context (tokens, prompt + output), which vLLM rejects.
+
+        ``(share of them, the longest, the context)``; None when every request fits or the
+        context is not stated.
+        """
+        import numpy as np
+
+        limit = self.context_tokens
+        lengths = np.asarray(lengths)
+        if limit is None or lengths.size == 0 or int(lengths.max()) <= limit:
+            return None
+        return float((lengths > limit).mean()), int(lengths.max()), int(limit)
+
     def weight_bytes(self, dtype: str | None = None) -> float:
         """Bytes of all weights in ``dtype`` (default: the config's weight dtype).
 

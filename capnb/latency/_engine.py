@@ -367,10 +367,10 @@ def _context_check(lengths: np.ndarray, spec, max_model_len) -> str:
             f"settings: max_model_len = {int(max_model_len):,} tokens, but the workload's longest "
             f"request is {longest:,} tokens (prompt + output); the engine would reject it"
         )
-    limit = spec.context_tokens
-    if limit is None or longest <= limit:
+    beyond = spec.beyond_context(lengths)
+    if beyond is None:
         return ""
-    over = float((lengths > limit).mean())
+    over, longest, limit = beyond
     return (
         f"{over:.1%} of the requests simulated (the longest {longest:,} tokens, prompt + output) "
         f"are longer than {spec.name}'s context of {limit:,} tokens, which vLLM rejects; they "

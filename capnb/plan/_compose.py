@@ -166,16 +166,13 @@ def _context_checks(cfg, workload) -> list[Check]:
     from .. import data
 
     spec = data.load_model(cfg.serving.model)
-    limit = spec.context_tokens
-    if limit is None:
+    beyond = spec.beyond_context((workload.prompt_tokens + workload.output_tokens).values)
+    if beyond is None:
         return []
-    lengths = (workload.prompt_tokens + workload.output_tokens).values
-    over = int((lengths > limit).sum())
-    if not over:
-        return []
+    over, longest, limit = beyond
     return [Check(
         "context_window", False,
-        f"{over / lengths.size:.1%} of the workload's requests (the longest {int(lengths.max()):,} "
+        f"{over:.1%} of the workload's requests (the longest {longest:,} "
         f"tokens, prompt + output) are longer than {spec.name}'s context of {limit:,} tokens "
         "(max_position_embeddings), which vLLM rejects; the plan priced them as if served",
         "serve a model with a longer context, or plan on a workload whose requests fit "
