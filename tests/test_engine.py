@@ -284,9 +284,16 @@ def test_own_run_rows_in_two_processes_are_the_stored_rows_of_one():
     source = "trtllm-static-batch"
     pts = [pt for pt in _fit.points(load_measurements())[0] if pt.source == source]
     rows = validate.own_run_rows(pts, record["folds"], jobs=2)
+    one = validate.own_run_rows(pts, record["folds"], jobs=1)
+    assert json.dumps(rows, default=float) == json.dumps(one, default=float)
+    # the stored rows were written with other releases of numpy and scipy: the same to 1e-9
     stored = [r for r in record["own_run"] if r["source"] == source]
     assert len(rows) == len(stored) > 0
-    assert json.dumps(rows, default=float) == json.dumps(stored, default=float)
+    for got, want in zip(rows, stored, strict=True):
+        assert {k: v for k, v in got.items() if k != "predicted"} == {
+            k: v for k, v in want.items() if k != "predicted"
+        }
+        assert got["predicted"] == pytest.approx(want["predicted"], rel=1e-9, nan_ok=True)
 
 
 def test_the_validation_section_is_the_stored_records():
