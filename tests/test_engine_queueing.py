@@ -349,3 +349,26 @@ def test_calibrate_reads_the_dtype_or_refuses_it(tmp_path):
     assert points["FP8"][0].dtype == points["fp8"][0].dtype == "fp8"
     with pytest.raises(InputError, match="dtype: 'int4': the engine model calibrates FP8"):
         latency.calibrate(runs, dtype="int4", prior=CAL)
+
+
+def test_a_closed_loop_point_reports_its_steady_state_not_its_opening_wave():
+    """Every request of a closed loop arrives at once at the start; that wave is warm-up.
+
+    At 256 requests in flight and 2,000 requests (200 left out by the share), the opening wave's
+    queue used to be counted: P99 TTFT 6.3 s where 8,000 requests gave 0.19 s. Points whose wave
+    fits in the warm-up are simulated as before.
+    """
+    rng = np.random.default_rng(1)
+    w = latency.workload(prompt_tokens=rng.integers(200, 2000, 500),
+                         output_tokens=rng.integers(50, 400, 500))  # fmt: skip
+    d = Deployment("Llama-3.1-8B", "H100-SXM", 1)
+
+    def p99(requests, loads):
+        curve = latency.engine(d, w, concurrency=loads, requests=requests, calibration=CAL)
+        return curve.latency.sel(metric="ttft", latency_quantile=0.99).values
+
+    few, many = p99(2000, [32, 256]), p99(8000, [256])
+    assert few[1] == pytest.approx(many[0], rel=0.1)
+    assert few[1] < 3 * few[0]  # (it was 60 times the P99 at 32 in flight)
+    # the point below the warm-up is the one simulated without the higher point
+    assert few[0] == p99(2000, [32])[0]

@@ -716,7 +716,7 @@ def test_the_front_page_chart_counts_whole_instances(tmp_path):
 
     # a service of one or two instances: ticks at halves read "0, 1, 1, 2, 2" once formatted whole
     times = pd.date_range("2026-03-02", periods=288, freq="10min")
-    rates = pd.DataFrame({"timestamp": times, "qps": 15 + 5 * np.sin(np.arange(288) / 23)})
+    rates = pd.DataFrame({"timestamp": times, "qps": 22 + 7 * np.sin(np.arange(288) / 23)})
     rates.to_csv(tmp_path / "rates.csv", index=False)
     cfg = planning.read_config({**CHEAPER, "trace": str(tmp_path / "rates.csv"),
                                 "gpus": ("H100-SXM",), "tensor_parallel": (1,)})  # fmt: skip

@@ -346,6 +346,10 @@ def pd_ratio(
         Requests simulated per (ratio, concurrency), all drawn from ``workload`` with the same seed
         (the same requests and arrivals for every fleet); the first ``warmup_share`` of them are
         left out of the statistics (0: every request counts, as ``vllm bench serve`` reports).
+        With a share above 0 the warm-up covers at least two turns of the loop (all
+        ``concurrency`` requests arrive at once at the start, and the next turn is still
+        bunched): a concurrency above it is simulated with that many more requests, so its
+        figures are the loop's steady state.
     settings, calibration
         The engine (:class:`capnb.records.EngineSettings`, default :data:`POOL_ENGINE`; None
         fields: the engine's defaults): a prefill step's token budget, a decode instance's
@@ -507,12 +511,14 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
         setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], engine)
         setup |= {"handoff_s": handoff[0], "handoff_delay_s": handoff[1]}
         for j, c in enumerate(conc):
-            prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
+            # a steady state (share > 0) leaves out the opening wave, with as many more requests
+            more = _engine.warmup_waves(c, warmup) if warmup_share > 0 else 0
+            prompt, output, rng = _engine.sample_requests(workload, n + more, settings["seed"])
             moved = kv_transfer_s(spec, prompt, tensor_parallel=tps[i]["prefill"],
                                   link_bandwidth=bandwidth)  # fmt: skip
             run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
-                                      closed=True, load=float(c), warmup=warmup, quantile=q,
-                                      router=router, rng=rng)  # fmt: skip
+                                      closed=True, load=float(c), warmup=warmup + more,
+                                      quantile=q, router=router, rng=rng)  # fmt: skip
             rate[i, j], tokens[i, j] = run["fleet_qps"], run["output_tokens_per_s"]
             lat[i, j] = run["ttft"], run["tpot"]
             median[i, j] = run["ttft_median"]
