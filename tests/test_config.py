@@ -149,3 +149,22 @@ def test_the_plan_page_lists_every_setting_of_every_table():
         listed = re.findall(r"`(\w+)`", row.group(0).split("|")[3])
         expected = [f.name for f in dataclasses.fields(SLA)] if table == "sla" else list(names)
         assert listed == expected, table
+
+
+def test_a_step_that_does_not_divide_a_policys_period_is_refused_where_the_file_says_it(tmp_path):
+    # step_s = 2 passed the config's checks and the plan ran its forecast and capacity steps
+    # before the simulator refused HPA's 15-s sync period, naming none of the file's settings
+    path = tmp_path / "p.toml"
+    path.write_text('[elasticity]\npolicies = ["hpa", "knative"]\nstep_s = 2\n')
+    with pytest.raises(ConfigError, match=r"p\.toml:3: step_s = 2: .*hpa's sync_s = 15 s.*1 s"):
+        plan.load_config(path)
+    with pytest.raises(ConfigError, match=r"step_s = 5: .*knative's tick_s = 2 s"):
+        plan.PlanConfig().replace(elasticity={"policies": ("knative",), "step_s": 5})
+    with pytest.raises(
+        ConfigError, match=r"tolerance_s = 60\.0: .*step_s = 9 s: tolerance_s = 60 s is not"
+    ):
+        plan.PlanConfig().replace(
+            elasticity={"policies": ("fixed",), "cooldown_s": (900,), "step_s": 9}
+        )
+    fine = plan.PlanConfig().replace(elasticity={"policies": ("knative",), "step_s": 2})
+    assert fine.elasticity.step_s == 2

@@ -338,6 +338,35 @@ class Elasticity(_Table):
         "policies", "scale_up_threshold", "cooldown_s", "buffer_instances", mode="before"
     )(staticmethod(_one_or_many))
 
+    @field_validator("step_s")
+    @classmethod
+    def _step_divides_periods(cls, value: float, info: pydantic.ValidationInfo) -> float:
+        """Every period the simulation counts in steps is a whole number of them.
+
+        The policies' own periods (HPA's 15-s sync, Knative's 2-s tick, ...), the scale-down
+        delays and the thrash window; ``tolerance_s`` (a later field) is checked on its own.
+        """
+        from ..elasticity._policy import OPTIONS
+        from ..elasticity._simulate import _DEFAULTS
+
+        times = [(f"cooldown_s = {c:g} s", c) for c in info.data.get("cooldown_s", ())]
+        for policy in info.data.get("policies", ()):
+            times += [
+                (f"{policy}'s {name} = {v:g} s", v)
+                for name, v in OPTIONS[policy].items()
+                if name.endswith("_s") and isinstance(v, float)
+            ]
+        thrash = _DEFAULTS["thrash_window_s"]
+        times.append((f"the thrash window ({thrash:g} s)", thrash))
+        return _whole_steps(value, times)
+
+    @field_validator("tolerance_s")
+    @classmethod
+    def _tolerance_in_steps(cls, value: float, info: pydantic.ValidationInfo) -> float:
+        if "step_s" in info.data:
+            _whole_steps(info.data["step_s"], [(f"tolerance_s = {value:g} s", value)])
+        return value
+
     @model_validator(mode="after")
     def _grid_size(self) -> Elasticity:
         """The policy grid is simulated cell by cell over the whole trace: its size is bounded."""
@@ -380,6 +409,21 @@ class Fleet(_Table):
         Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)],
         _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
     ] = 0.0
+
+
+def _whole_steps(step_s: float, times: list[tuple[str, float]]) -> float:
+    """``step_s``, or an error naming the times it does not divide and a step that divides all."""
+    bad = [what for what, t in times if t and abs(t / step_s - round(t / step_s)) > 1e-9 * t]
+    if bad:
+        ms = [round(t * 1000) for _, t in times if t] + [round(step_s * 1000)]
+        largest = math.gcd(*ms) / 1000 if all(m > 0 for m in ms) else None
+        fits = f" ({largest:g} s divides them all)" if largest else ""
+        raise ValueError(
+            f"the simulation counts time in whole steps of step_s = {step_s:g} s: "
+            f"{', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not; use a step_s that "
+            f"divides each{fits}"
+        )
+    return step_s
 
 
 #: The record of each table of a config file but ``[sla]`` (a :class:`capnb.records.SLA`).
