@@ -189,6 +189,22 @@ def test_a_name_given_must_be_a_kubernetes_name_and_is_not_rewritten():
     assert manifests(choice).documents["hpa"][0]["metadata"]["name"]  # from the model, made one
 
 
+def test_the_objects_name_starts_with_a_letter_as_a_knative_service_needs():
+    # '8b-chat' was written into knative.yaml, which Knative's webhook refuses (its Service and
+    # revisions are DNS-1035 labels: a letter first); a model named so gave that name unasked
+    import dataclasses
+
+    choice = CHOICES["hpa"]
+    with pytest.raises(
+        InputError, match=r"'8b-chat' does not start with a letter.*Knative.*'model-8b"
+    ):
+        manifests(choice, name="8b-chat")
+    derived = manifests(dataclasses.replace(choice, model="8B-Chat"))
+    for docs in derived.documents.values():
+        assert docs[0]["metadata"]["name"] == "model-8b-chat"
+    assert manifests(choice, name="qwen3-8b", namespace="1234").documents["hpa"][0]
+
+
 @pytest.fixture(scope="module")
 def small_plan_built(tmp_path_factory):
     """A small plan (m-small trace, HPA and Knative, no spares), exported as plan.nc."""

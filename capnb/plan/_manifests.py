@@ -621,8 +621,15 @@ _TITLES = {
 _NAME = re.compile(r"[^a-z0-9-]+")
 
 
-def _dns_name(text: str, argument: str = "name", *, given: bool = False) -> str:
-    """``text`` as a Kubernetes name (a DNS label); a ``given`` one must already be one."""
+def _dns_name(
+    text: str, argument: str = "name", *, given: bool = False, letter_first: bool = False
+) -> str:
+    """``text`` as a Kubernetes name (a DNS label); a ``given`` one must already be one.
+
+    ``letter_first``: a DNS-1035 label, as the objects' own name must be (a Knative Service
+    makes a Kubernetes Service and revisions of that name, which start with a letter); a name
+    made from a model's that starts with a digit is prefixed ``model-``.
+    """
     name = _NAME.sub("-", str(text).lower()).strip("-")[:63].strip("-")
     if not name:
         raise InputError(f"{argument}={text!r} has no letters or digits for a Kubernetes name")
@@ -631,6 +638,15 @@ def _dns_name(text: str, argument: str = "name", *, given: bool = False) -> str:
             f"{argument}={text!r} is not a Kubernetes name (lowercase letters, digits and '-', at "
             f"most 63 characters, a letter or digit at each end); e.g. {name!r}"
         )
+    if letter_first and not name[0].isalpha():
+        fixed = f"model-{name}"[:63].strip("-")
+        if given:
+            raise InputError(
+                f"{argument}={text!r} does not start with a letter: the name of a Knative Service "
+                f"(and of the Kubernetes Service and revisions it makes) is a DNS-1035 label, a "
+                f"letter first; e.g. {fixed!r}"
+            )
+        name = fixed
     return name
 
 
@@ -682,7 +698,9 @@ def manifests(
     """
     if not isinstance(choice, PolicyChoice):
         raise InputError(f"choice must be a capnb.plan.PolicyChoice, got {type(choice).__name__}")
-    name = _dns_name(name, given=True) if name is not None else _dns_name(choice.model)
+    name = _dns_name(
+        choice.model if name is None else name, given=name is not None, letter_first=True
+    )
     namespace = _dns_name(namespace, "namespace", given=True)
     notes = {kind: [] for kind in KINDS}
     hpa_values = _hpa_values(choice, notes["hpa"])
