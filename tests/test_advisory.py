@@ -109,3 +109,19 @@ def test_advisory_runs_each_policy_at_the_same_settings():
         elasticity.advisory(rate, policies=[], step_s=1, per_instance_qps=10)
     with pytest.raises(InputError, match="simulate's answer"):
         elasticity.advise(view)
+
+
+def test_a_window_given_is_a_whole_number_of_steps():
+    # window_s=7 at 15-s steps was floored to no window at all (0 reversals, never flapping)
+    # and hold_s=nan crashed with numpy's "cannot convert float NaN to integer"
+    run = elasticity.simulate(np.full(400, 10.0), step_s=15, per_instance_qps=10,
+                              cold_start_s=90, policy="hpa")  # fmt: skip
+    with pytest.raises(InputError, match=r"window_s=7 s is shorter than one step of 15 s"):
+        elasticity.advise(run, window_s=7)
+    with pytest.raises(InputError, match=r"hold_s=20 s is not a whole number of steps of 15 s"):
+        elasticity.advise(run, hold_s=20)
+    with pytest.raises(InputError, match=r"hold_s must be a finite number, got nan"):
+        elasticity.advise(run, hold_s=float("nan"))
+    with pytest.raises(InputError, match=r"window_s must be >= 0 s, got -15"):
+        elasticity.advise(run, window_s=-15)
+    assert elasticity.advise(run, window_s=30, hold_s=0).attrs["window_s"] == 30

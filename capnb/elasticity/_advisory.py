@@ -28,6 +28,7 @@ import xarray as xr
 from .. import glossary
 from ..errors import InputError
 from ..units import declare_units
+from ._policy import steps as whole_steps
 
 __all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_warning"]
 
@@ -120,17 +121,24 @@ def advise(
     step = float(run.attrs["step_s"])
     spares = _coordinate(run, "buffer_instances")
     pool = run.ready_instances.values + run.starting_instances.values - spares
-    window = float(run.attrs["thrash_window_s"] if window_s is None else window_s)
-    hold = _coordinate(run, "cooldown_s") + _GRACE_S if hold_s is None else float(hold_s)
-    if window < 0 or hold < 0:
-        raise InputError(f"window_s and hold_s must be >= 0 s, got {window:g} and {hold:g}")
+    # a window given is whole steps (or an error naming the step); the defaults are the run's
+    if window_s is None:
+        window = float(run.attrs["thrash_window_s"])
+        window_steps = int(window // step)
+    else:
+        window_steps, window = whole_steps(window_s, step, "window_s"), float(window_s)
+    if hold_s is None:
+        hold = _coordinate(run, "cooldown_s") + _GRACE_S
+        hold_steps = int(hold // step)
+    else:
+        hold_steps, hold = whole_steps(hold_s, step, "hold_s"), float(hold_s)
     steps, directions = scale_events(pool)
-    flips = reversals(steps, directions, int(window // step))
+    flips = reversals(steps, directions, window_steps)
     up = _coordinate(run, "scale_up_threshold")
     low = _coordinate(run, "min_instances")
     need = np.clip(np.ceil(run.qps.values / (up * float(run.attrs["per_instance_qps"])) - 1e-9),
                    low, float(run.attrs["max_instances"]))  # fmt: skip
-    excess = np.maximum(pool - held_need(need, int(hold // step)), 0.0)
+    excess = np.maximum(pool - held_need(need, hold_steps), 0.0)
     span = pool.size * step
     values = {
         # the simulator's own count: a decision at the first step changes the pool before the
