@@ -312,3 +312,19 @@ def test_a_burst_in_the_past_does_not_shrink_a_slots_ordinary_days():
         chosen.target_qps.sel(traffic_quantile=0.99)[14],
         rtol=1e-12,
     )
+
+
+def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
+    # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
+    # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"
+    t = np.arange(14 * 144)  # Monday 13 May 2024 to Sunday 26 May
+    rng = np.random.default_rng(2)
+    weekday = (t // 144) % 7 < 5
+    qps = np.where(weekday, rng.poisson(600 * (1.5 + np.sin(t / 144 * 2 * np.pi)), t.size), 0)
+    result = forecast.select(_series(qps / 600.0))
+    chosen = result.attrs["chosen_model"]
+    assert (
+        chosen != "seasonal_naive_day" and (result.target_qps.sel(traffic_quantile=0.99) > 0).all()
+    )
+    assert "seasonal_naive_day" in result.attrs["notes"] and "no traffic" in result.attrs["notes"]
+    assert result.attrs["choice"].startswith(chosen)

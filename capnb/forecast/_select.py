@@ -481,21 +481,37 @@ def select(
             f"{duration_text(setup.values.size * setup.step_ns)} history (origins every {kind}); "
             "give a longer history"
         )
-    rule = FORECAST_MODELS[chosen][0]
-    forecast = rule(setup.values, setup.per_day, setup.horizon)
-    scale = None if forecast is None else _scales(setup, setup.values.size, forecast.values)
-    plan = (
-        None
-        if scale is None
-        else _plan(setup, tracks[chosen], setup.values.size, forecast.values, scale)
-    )
-    if plan is None:
-        raise InputError(f"series: the chosen model {chosen!r} has no plan at the series' end")
+    # the best-scored candidate that plans the horizon after the series: one whose forecast
+    # from the series' end is no traffic at all (the day's seasonal naive after an idle Sunday)
+    # gives way to the next, and the notes say so
+    skipped = []
+    for name in sorted(scores, key=scores.get):
+        forecast = FORECAST_MODELS[name][0](setup.values, setup.per_day, setup.horizon)
+        scale = None if forecast is None else _scales(setup, setup.values.size, forecast.values)
+        plan = (
+            None
+            if scale is None
+            else _plan(setup, tracks[name], setup.values.size, forecast.values, scale)
+        )
+        if plan is not None:
+            break
+        skipped.append(name)
+    else:
+        raise InputError(f"series: no candidate ({', '.join(skipped)}) has a plan at its end")
+    days = setup.horizon // setup.per_day
+    notes = [
+        f"{other} scored better but has no plan from the series' end (it forecasts no traffic "
+        f"for the {days} days after it, or has too few errors to calibrate on): {name} plans them"
+        for other in skipped
+    ]
+    note = "; ".join(notes + ([forecast.note] if forecast.note else []))
     record = _per_origin(setup, tracks)
     result = _dataset(series, setup, names, record, scores, plan)
-    result.attrs.update(
-        _words(setup, kind, chosen, scores, common, record, forecast.note, names, tracks)
-    )
+    result.attrs.update(_words(setup, kind, name, scores, common, record, note, names, tracks))
+    if skipped:
+        result.attrs["choice"] = result.attrs["choice"].replace(
+            ": least pinball loss", f": after {', '.join(skipped)} (no plan), least pinball loss", 1
+        )
     return result
 
 
