@@ -328,3 +328,10 @@ def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday
     )
     assert "seasonal_naive_day" in result.attrs["notes"] and "no traffic" in result.attrs["notes"]
     assert result.attrs["choice"].startswith(chosen)
+
+
+def test_score_quantiles_outside_the_quantiles_are_said_as_numbers():
+    # the message read "score_quantiles [np.float64(0.95), np.float64(0.99)] must be among ..."
+    match = r"score_quantiles \[0\.95, 0\.99\] must be among quantiles \[0\.5, 0\.999\]: give"
+    with pytest.raises(InputError, match=match):
+        forecast.select(_daily(9), quantiles=(0.5, 0.999))

@@ -125,8 +125,8 @@ def _setup(series, slots, quantiles, score_quantiles, horizon_days, origin_step)
     scored = np.isin(q, _quantiles(score_quantiles))
     if scored.sum() != np.unique(np.asarray(score_quantiles, dtype=float)).size:
         raise InputError(
-            f"score_quantiles {list(np.atleast_1d(score_quantiles))} must be among quantiles "
-            f"{q.tolist()}"
+            f"score_quantiles {np.atleast_1d(score_quantiles).astype(float).tolist()} must be "
+            f"among quantiles {q.tolist()}: give score_quantiles= from them, or add them"
         )
     per_day = DAY_NS // step
     horizon = _validate.positive_int(horizon_days, "horizon_days") * per_day
