@@ -215,3 +215,26 @@ def test_a_rate_series_error_after_a_merged_repeat_names_the_file_row_it_is_on(t
     with pytest.raises(ConfigError, match=r"row 5 \(line 6\): window start is not a whole number"):
         load_rate_series(path, time_column="time", rate_column="qps", time_unit="s",
                          start="2026-01-01", interval="10min")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "given"),
+    [({"start": "yesterday"}, r"start='yesterday'"), ({"start": "2020-01-01"}, r"start='2020-01"),
+     ({"time_unit": "ms"}, r"time_unit='ms'")],
+)  # fmt: skip
+def test_start_or_time_unit_for_a_column_of_dates_is_an_error(tmp_path, options, given):
+    # they read numeric times only, and were ignored for dates: start='yesterday' passed, and
+    # start='2020-01-01' left the trace on its own dates without a word
+    from capnb.data import load_traffic
+    from capnb.errors import ConfigError
+
+    path = tmp_path / "rates.csv"
+    path.write_text("time,qps\n2026-03-01T00:00:00Z,5\n2026-03-01T00:10:00Z,6\n")
+    with pytest.raises(
+        ConfigError, match=rf"row 1 \(line 2\): column 'time' holds dates .*{given}"
+    ):
+        load_traffic(path, **options)
+    naive = tmp_path / "naive.csv"
+    naive.write_text("time,qps\n2026-03-01 00:00:00,5\n2026-03-01 00:10:00,6\n")
+    with pytest.raises(ConfigError, match=given):
+        load_traffic(naive, **options)

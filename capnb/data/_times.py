@@ -366,6 +366,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
         row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
         raise ConfigError(f"{where(row)}: column {column!r} is empty (no time)")
     if pat.is_timestamp(kind):
+        _numbers_only(start, time_unit, column, where, values[0])
         own = values.cast(pa.timestamp(kind.unit)).to_numpy().astype(f"datetime64[{kind.unit}]")
         _check_dates(own, column, where, own)  # the text of one row only, when one is wrong
         ns = values.cast(pa.timestamp("ns", tz=kind.tz)).cast(pa.int64()).to_numpy()
@@ -381,6 +382,7 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
     if pat.is_string(kind) or pat.is_large_string(kind):
         numbers = _numbers_as_text(values, column, where)
         if numbers is None:
+            _numbers_only(start, time_unit, column, where, values[0])
             ns, label, _ = parse_strings(values, column=column, where=where, timezone=timezone)
             return ns, Clock(label, True, "")
         values, kind = numbers, numbers.type
@@ -410,6 +412,21 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             return local, Clock(label, True, "")
         return ns, Clock("UTC", True, "")
     raise ConfigError(f"{where(0)}: column {column!r} has type {kind}, which is not a time")
+
+
+def _numbers_only(start, time_unit, column: str, where, first) -> None:
+    """``start`` and ``time_unit`` place numeric times: given for a column of dates, an error.
+
+    They were ignored, so ``start = "2026-01-01"`` left the trace on its own dates unsaid, and
+    ``start = "yesterday"`` passed.
+    """
+    given = [f"{n}={v!r}" for n, v in (("start", start), ("time_unit", time_unit)) if v is not None]
+    if given:
+        raise ConfigError(
+            f"{where(0)}: column {column!r} holds dates ({str(first)!r}), which "
+            f"{' and '.join(given)} do not apply to: they read numeric times counted from a "
+            "start; leave them out"
+        )
 
 
 def _numbers_as_text(values, column: str, where):
