@@ -168,3 +168,18 @@ def test_a_step_that_does_not_divide_a_policys_period_is_refused_where_the_file_
         )
     fine = plan.PlanConfig().replace(elasticity={"policies": ("knative",), "step_s": 2})
     assert fine.elasticity.step_s == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [('interval = "-10min"\n', r"p\.toml:2: interval = '-10min': is not a duration; write e\.g\."),
+     ('interval = "10 parsecs"\n', r"p\.toml:2: interval = '10 parsecs': is not a duration"),
+     ('interval = "7min"\n', r"p\.toml:2: interval = '7min': does not divide an hour"),
+     ('timezone = "Mars/Olympus"\n', r"p\.toml:2: timezone = 'Mars/Olympus': is not a known IANA")],
+)  # fmt: skip
+def test_an_interval_or_timezone_is_checked_where_the_file_gives_it(tmp_path, text, message):
+    # they passed the config and failed in the forecast step, without the file's line
+    path = tmp_path / "p.toml"
+    path.write_text("[traffic]\n" + text)
+    with pytest.raises(ConfigError, match=message):
+        plan.load_config(path)

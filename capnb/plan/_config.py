@@ -201,6 +201,34 @@ class Traffic(_Table):
     trials: Annotated[int, Field(ge=1, le=1_000_000), _doc("Monte Carlo months")] = 2000
     seed: Annotated[int, Field(ge=0, lt=2**64), _doc("Monte Carlo seed")] = 0
 
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        """A duration that divides an hour, the length of the forecast's slots."""
+        from ..data._series import interval_ns
+
+        try:
+            ns = interval_ns(value, "interval")
+        except CapnbError as error:
+            raise ValueError(str(error).removeprefix(f"interval={value!r} ")) from None
+        if (3600 * 10**9) % ns:
+            raise ValueError(
+                "does not divide an hour, the length of the forecast's slots; use e.g. '10min', "
+                "'15min' or '1h'"
+            )
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        """An IANA time zone name."""
+        from ..data._times import resolve_timezone
+
+        try:
+            return resolve_timezone(value)
+        except CapnbError as error:
+            raise ValueError(str(error).removeprefix(f"timezone={value!r} ")) from None
+
 
 @pydantic.dataclasses.dataclass(**_RECORD)
 class Serving(_Table):
