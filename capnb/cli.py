@@ -19,6 +19,7 @@ status 1 and no traceback; files written before stay intact.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 import warnings
@@ -160,9 +161,10 @@ def _config(args: argparse.Namespace) -> int:
     from . import plan
 
     path = plan.save_config(plan.PlanConfig(), args.path, force=args.force)
+    given = shlex.quote(str(args.path))  # the commands run as printed, spaces and all
     print(
         f"Default plan config written to {Path(path).resolve()}; edit it and run "
-        f"`capnb plan --config {args.path}` or `capnb report --config {args.path}`."
+        f"`capnb plan --config {given}` or `capnb report --config {given}`."
     )
     return 0
 

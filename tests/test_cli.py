@@ -15,6 +15,16 @@ def test_config_writes_the_default_plan_config(tmp_path, capsys):
     assert "capnb plan --config" in capsys.readouterr().out
 
 
+def test_config_prints_commands_that_run_as_printed(tmp_path, capsys):
+    # a path with a space was printed bare: `capnb plan --config my plan.toml` runs on 'my'
+    import shlex
+
+    path = tmp_path / "my plan.toml"
+    assert main(["config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"`capnb plan --config {shlex.quote(str(path))}`" in out
+
+
 @pytest.mark.slow
 def test_plan_prints_the_recommendation_and_exports(small_plan, tmp_path, capsys):
     path = small_plan
