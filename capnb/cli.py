@@ -114,11 +114,16 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from . import plan
+    from .errors import InputError
 
     path = Path(args.plan)
     # plan.json holds the answer record too
     built = _plan_json(path) if path.suffix == ".json" and path.is_file() else plan.load(path)
-    out = plan.manifests(plan.policy_choice(built), name=args.name, namespace=args.namespace)
+    try:
+        choice = plan.policy_choice(built)
+    except InputError as error:  # a field of an edited plan file
+        raise InputError(f"{path}: {error}") from None
+    out = plan.manifests(choice, name=args.name, namespace=args.namespace)
     written = out.write(args.out or Path(args.plan).parent, force=args.force)
     print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
     for kind, path in written.items():

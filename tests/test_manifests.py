@@ -264,3 +264,35 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
     for kind in ("hpa", "knative", "keda"):
         for doc in yaml.safe_load_all((path.parent / f"{kind}.yaml").read_text()):
             assert schema_errors(doc) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [(("policy", "min_instances"), None, r"answer policy\.min_instances = None: expected a whole"),
+     (("burst_instances",), -3, r"answer burst_instances = -3: expected a whole number >= 0"),
+     (("fixed_instances",), [4, 2.5], r"answer fixed_instances\[1\] = 2\.5: expected a whole"),
+     (("policy", "per_instance_qps"), -1.0, None)],
+)  # fmt: skip
+def test_an_edited_plan_json_is_refused_naming_the_file_and_the_field(
+    small_plan_built, tmp_path, capsys, field, value, message
+):
+    # policy.min_instances = null ended export with "TypeError: int() argument must be ...", a
+    # negative burst_instances shrank maxReplicas without a word, and no error named the file
+    from capnb.cli import main
+
+    _, path = small_plan_built
+    built = json.loads((path.parent / "plan.json").read_text())
+    holder = built["answer"]
+    if field[-1] == "per_instance_qps":
+        field, message = ("per_instance_qps",), r"per_instance_qps must be > 0, got -1"
+    for key in field[:-1]:
+        holder = holder[key]
+    holder[field[-1]] = value
+    edited = tmp_path / "plan.json"
+    edited.write_text(json.dumps(built))
+    with pytest.raises(InputError, match=message):
+        capnb.plan.policy_choice(built)
+    assert main(["export", "--plan", str(edited), "--out", str(tmp_path / "out")]) == 1
+    assert f"capnb export: {edited}: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -747,20 +747,36 @@ def policy_choice(plan) -> PolicyChoice:
 
     record = answer(plan)
     chosen = record.policy
+    spares = _whole(chosen.buffer_instances, "policy.buffer_instances")
+    floor = _whole(chosen.min_instances, "policy.min_instances")
+    fleet = [_whole(n, f"fixed_instances[{i}]") for i, n in enumerate(record.fixed_instances)]
     most = max(
-        int(record.peak_instances) - int(chosen.buffer_instances),
-        max(record.fixed_instances, default=0) + int(record.burst_instances),
-        int(chosen.min_instances),
+        _whole(record.peak_instances, "peak_instances") - spares,
+        max(fleet, default=0) + _whole(record.burst_instances, "burst_instances"),
+        floor,
     )
     return PolicyChoice(
         policy=chosen.name,
         per_instance_qps=float(record.per_instance_qps),
         scale_up_threshold=float(chosen.scale_up_threshold),
         cooldown_s=float(chosen.cooldown_s),
-        min_instances=int(chosen.min_instances),
+        min_instances=floor,
         max_instances=most,
-        buffer_instances=int(chosen.buffer_instances),
+        buffer_instances=spares,
         model=str(record.model),
         gpu=str(record.gpu),
-        tensor_parallel=int(record.tensor_parallel),
+        tensor_parallel=_whole(record.tensor_parallel, "tensor_parallel"),
     )
+
+
+def _whole(value: object, field: str) -> int:
+    """An instance count of the plan's answer, or an error naming its field."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < 0
+        or value != round(value)
+    ):
+        raise InputError(f"the plan's answer {field} = {value!r}: expected a whole number >= 0")
+    return int(value)
