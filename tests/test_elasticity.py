@@ -480,3 +480,14 @@ def test_a_series_with_holes_says_how_to_fill_them(tmp_path):
     assert np.isnan(series.qps.values).sum() == 1
     with pytest.raises(InputError, match=r"NaN demand .*prepare_demand"):
         elasticity.simulate(series, per_instance_qps=2.0, policy="fixed", min_instances=3)
+
+
+def test_a_policys_own_period_too_short_for_the_step_names_the_policy():
+    # a sweep over several policies said "sync_s=15 s is shorter than one step of 60 s", an
+    # option the caller never set, of a policy it did not name
+    with pytest.raises(InputError, match=r"hpa's sync_s=15 s is shorter than one step of 60 s"):
+        elasticity.sweep(np.full(100, 10.0), step_s=60, per_instance_qps=10, cold_start_s=60,
+                         policy=["fixed", "hpa"])  # fmt: skip
+    with pytest.raises(InputError, match=r"predictive's evaluation_s=15 s is shorter"):
+        elasticity.simulate(np.full(100, 10.0), step_s=60, per_instance_qps=10, cold_start_s=60,
+                            policy="predictive", forecast=np.full(100, 10.0))  # fmt: skip

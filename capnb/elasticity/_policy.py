@@ -209,6 +209,10 @@ def build_config(
     keep the record's neutral defaults.
     """
     o = policy_options(policy, options)
+
+    def option_steps(name: str, **kw) -> int:  # the policy's own period, said as its option
+        return steps(o[name], step_s, f"{policy}'s {name}", **kw)
+
     tolerance_steps = steps(tolerance_s, step_s, "tolerance_s")
     config = dict(
         step_s=step_s,
@@ -223,15 +227,13 @@ def build_config(
         config["scale_down_threshold"] = _share(
             o["scale_down_threshold"], "scale_down_threshold", low=0.0, high=1.0
         )
-        config["period_steps"] = steps(o["evaluation_s"], step_s, "evaluation_s", allow_zero=False)
+        config["period_steps"] = option_steps("evaluation_s", allow_zero=False)
     elif policy == "predictive":
-        config["period_steps"] = steps(o["evaluation_s"], step_s, "evaluation_s", allow_zero=False)
+        config["period_steps"] = option_steps("evaluation_s", allow_zero=False)
     elif policy == "hpa":
-        config["period_steps"] = steps(o["sync_s"], step_s, "sync_s", allow_zero=False)
+        config["period_steps"] = option_steps("sync_s", allow_zero=False)
         config["hpa_tolerance"] = _share(o["hpa_tolerance"], "hpa_tolerance", low=0.0, high=1.0)
-        config["up_stabilization_steps"] = steps(
-            o["scale_up_stabilization_s"], step_s, "scale_up_stabilization_s"
-        )
+        config["up_stabilization_steps"] = option_steps("scale_up_stabilization_s")
         config["up_pods"] = _count(o["scale_up_pods"], "scale_up_pods", allow_none=True)
         config["up_percent"] = (
             -1.0
@@ -250,16 +252,13 @@ def build_config(
                     f"hpa: give scale_{direction}_pods or scale_{direction}_percent (Kubernetes "
                     f"needs at least one scale-{direction} policy)"
                 )
-            config[f"{direction}_period_steps"] = steps(
-                o[f"scale_{direction}_period_s"],
-                step_s,
-                f"scale_{direction}_period_s",
-                allow_zero=False,
+            config[f"{direction}_period_steps"] = option_steps(
+                f"scale_{direction}_period_s", allow_zero=False
             )
     elif policy == "knative":
-        config["period_steps"] = steps(o["tick_s"], step_s, "tick_s", allow_zero=False)
-        stable = steps(o["stable_window_s"], step_s, "stable_window_s", allow_zero=False)
-        panic = steps(o["panic_window_s"], step_s, "panic_window_s", allow_zero=False)
+        config["period_steps"] = option_steps("tick_s", allow_zero=False)
+        stable = option_steps("stable_window_s", allow_zero=False)
+        panic = option_steps("panic_window_s", allow_zero=False)
         if panic > stable:
             raise InputError(
                 f"panic_window_s={o['panic_window_s']} must not exceed "
