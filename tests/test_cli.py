@@ -227,6 +227,28 @@ def test_the_fleet_line_says_when_the_forecast_needs_more_than_the_reserve_at_al
     assert "needs at least" not in fleet_words(level)
 
 
+def test_the_fleet_line_says_when_the_floor_leaves_the_autoscaler_nothing_to_add(small_plan):
+    # a floor above the forecast's peak and its burst buffer (min-scale = max-scale in the
+    # exported objects) was said as "... adds on-demand instances as load needs them"
+    import dataclasses
+    import warnings
+
+    from capnb import plan
+    from capnb.plan._text import fleet_words
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answer = plan.answer(plan.build(small_plan))
+    if answer.policy.name == "fixed":
+        pytest.skip("a fixed fleet runs what it reserves")
+    assert "adds on-demand instances as load needs them" in fleet_words(answer)
+    top = max(answer.fixed_instances) + answer.burst_instances
+    held = dataclasses.replace(answer, reserved_instances=top, peak_instances=top,
+                               peak_serving_instances=top)  # fmt: skip
+    text = fleet_words(held)
+    assert "adds on-demand" not in text and "adds none, its floor covering" in text
+
+
 @pytest.mark.parametrize("command", ["plan", "report"])
 def test_an_out_that_is_a_file_is_refused_before_the_plan_is_built(tmp_path, capsys, monkeypatch,
                                                                     command):  # fmt: skip

@@ -146,10 +146,18 @@ def fleet_words(a: Answer) -> str:
         if least > a.reserved_instances
         else ""
     )
+    # a floor over the forecast's peak and burst buffer leaves the autoscaler nothing to add
+    top = max(a.fixed_instances, default=0) + a.burst_instances
+    covered = a.peak_instances <= a.reserved_instances and top <= a.reserved_instances
+    grows = (
+        "adds none, its floor covering"
+        if covered
+        else "adds on-demand instances as load needs them:"
+    )
     return (
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
         f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running){floor}; "
-        f"{policy_words(a)} adds on-demand instances as load needs them: {need}{bursts}; at most "
+        f"{policy_words(a)} {grows} {need}{bursts}; at most "
         f"{words.count(a.peak_serving_instances, 'instance')} served at once in the replay"
         f"{_starting_words(a)}, with "
         f"{24 * v.scale_events_per_hour:.1f} scale events, {v.reversals_per_day:.1f} reversals"
