@@ -328,6 +328,10 @@ def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday
     )
     assert "seasonal_naive_day" in result.attrs["notes"] and "no traffic" in result.attrs["notes"]
     assert result.attrs["choice"].startswith(chosen)
+    with pytest.raises(
+        InputError, match=r"no model plans .*seasonal_naive_day forecasts no traffic"
+    ):
+        forecast.select(_series(qps / 600.0), models=("seasonal_naive_day",))
 
 
 def test_score_quantiles_outside_the_quantiles_are_said_as_numbers():

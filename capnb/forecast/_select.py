@@ -484,7 +484,8 @@ def select(
     # the best-scored candidate that plans the horizon after the series: one whose forecast
     # from the series' end is no traffic at all (the day's seasonal naive after an idle Sunday)
     # gives way to the next, and the notes say so
-    skipped = []
+    skipped: dict[str, str] = {}
+    days = setup.horizon // setup.per_day
     for name in sorted(scores, key=scores.get):
         forecast = FORECAST_MODELS[name][0](setup.values, setup.per_day, setup.horizon)
         scale = None if forecast is None else _scales(setup, setup.values.size, forecast.values)
@@ -495,14 +496,19 @@ def select(
         )
         if plan is not None:
             break
-        skipped.append(name)
+        skipped[name] = (
+            f"forecasts no traffic for the {days} days after the series"
+            if scale is None
+            else "has too few past errors to calibrate its plan at the series' end"
+        )
     else:
-        raise InputError(f"series: no candidate ({', '.join(skipped)}) has a plan at its end")
-    days = setup.horizon // setup.per_day
+        raise InputError(
+            "series: no model plans the days after it: "
+            + "; ".join(f"{other} {why}" for other, why in skipped.items())
+            + f" (of the models {names}; growth_model='auto' tries every candidate)"
+        )
     notes = [
-        f"{other} scored better but has no plan from the series' end (it forecasts no traffic "
-        f"for the {days} days after it, or has too few errors to calibrate on): {name} plans them"
-        for other in skipped
+        f"{other} scored better but {why}: {name} plans them" for other, why in skipped.items()
     ]
     note = "; ".join(notes + ([forecast.note] if forecast.note else []))
     record = _per_origin(setup, tracks)
