@@ -8,6 +8,7 @@ offline with jsonschema.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import yaml
 import capnb
 from capnb.errors import InputError
 from capnb.plan import PolicyChoice, manifest_settings, manifests
+from capnb.plan._manifests import KINDS
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "datasets" / "schemas"
 SCHEMA_FILES = {
@@ -137,6 +139,23 @@ def test_what_cannot_be_said_is_noted_and_replayed_as_written(demand):
     a = capnb.elasticity.simulate(demand, **run, **CHOICES["fixed"].settings())
     b = capnb.elasticity.simulate(demand, **run, **fixed.replays["hpa"])
     assert np.array_equal(a.ready_instances, b.ready_instances)
+
+
+@pytest.mark.parametrize("spares", [0, 2])
+def test_a_fixed_fleet_pinned_by_each_object_is_said_to_replay_as_the_chosen_run(demand, spares):
+    # every object pins the fleet (min = max) and replays the fixed run step for step, yet
+    # exact was false and capnb export said each "replays as a different run"
+    run = dict(step_s=1.0, cold_start_s=90.0, tolerance_s=60.0)
+    choice = dataclasses.replace(CHOICES["fixed"], buffer_instances=spares)
+    out = manifests(choice)
+    chosen = capnb.elasticity.simulate(demand, **run, **choice.settings())
+    for kind in KINDS:
+        assert out.exact[kind], (kind, out.notes[kind])
+        replay = capnb.elasticity.simulate(demand, **run, **out.replays[kind])
+        for name in ("ready_instances", "starting_instances", "backlog", "served"):
+            assert np.array_equal(chosen[name].values, replay[name].values), (kind, name)
+    article = manifests(CHOICES["article"])  # an autoscaler that moves is still a different run
+    assert not any(article.exact.values())
 
 
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():

@@ -727,8 +727,24 @@ def manifests(
         "as capnb's HPA replay does (Kubernetes' unready-pod rule applies to per-pod metrics only)"
     )
     replays = {kind: manifest_settings(documents[kind]) for kind in KINDS}
-    exact = {kind: replays[kind] == choice.settings() for kind in KINDS}
+    exact = {kind: _same_run(replays[kind], choice) for kind in KINDS}
     return Manifests(choice, documents, replays, exact, notes)
+
+
+def _same_run(replay: dict[str, object], choice: PolicyChoice) -> bool:
+    """Whether an object's replay is the chosen run: its very settings, or the fixed fleet pinned.
+
+    An autoscaler held at one size (min = max) with the fixed fleet's instances, spares and all,
+    never moves: every step of its replay is the fixed run's.
+    """
+    if replay == choice.settings():
+        return True
+    held = replay["min_instances"] + replay["buffer_instances"]
+    return (
+        choice.policy == "fixed"
+        and replay["min_instances"] == replay["max_instances"]
+        and held == choice.min_instances + choice.buffer_instances
+    )
 
 
 # -- from a plan ----------------------------------------------------------------------------------
