@@ -125,3 +125,13 @@ def test_bad_routing_arguments_name_themselves(blocks):
         memory.prefix_routing(blocks, instances=0, cache_tokens=[10])
     with pytest.raises(InputError, match="cache_tokens"):
         memory.prefix_routing(blocks, instances=2, cache_tokens=[-1])
+
+
+def test_one_instance_still_checks_the_routing_arguments(blocks):
+    # one instance needs no routing, but a typo in it was accepted there and refused at two
+    with pytest.raises(InputError, match="routing='round-robin'"):
+        memory.prefix_hit_rate(blocks, cache_tokens=[10], routing="round-robin")
+    with pytest.raises(InputError, match="prefix_blocks"):
+        memory.prefix_hit_rate(blocks, cache_tokens=[10], prefix_blocks=0)
+    with pytest.raises(InputError, match="seed"):
+        memory.prefix_hit_rate(blocks, cache_tokens=[10], seed=-1)

@@ -139,6 +139,7 @@ def prefix_hit_rate(
     sizes = _cache_sizes(cache_tokens, distinct * size)
     total = int(held.sum())
     fleet = _count(instances, "instances")
+    _check_routing(routing, seed, prefix_blocks)  # with one instance too: a typo is not ignored
     if fleet == 1:
         needs = _needs(blocks)
         capacity = np.minimum(
@@ -180,6 +181,13 @@ def _count(value, name: str, low: int = 1) -> int:
     return int(value)
 
 
+def _check_routing(routing, seed, prefix_blocks) -> None:
+    if routing not in ROUTINGS:
+        raise InputError(f"routing={routing!r} is not known; use one of {list(ROUTINGS)}")
+    _count(seed, "seed", low=0)
+    _count(prefix_blocks, "prefix_blocks")
+
+
 def routing_assumed(instances: int, routing: str, prefix_blocks: int = 1) -> str:
     """The routing a hit rate assumes, in words (what a plan states beside the hit rate)."""
     if instances == 1:
@@ -193,10 +201,8 @@ def route(blocks: xr.Dataset, instances: int, routing: str, *, seed: int = 0,
     """The instance each request of ``blocks`` goes to under ``routing`` (int64 over request)."""
     from ..kernels import prefix
 
-    if routing not in ROUTINGS:
-        raise InputError(f"routing={routing!r} is not known; use one of {list(ROUTINGS)}")
+    _check_routing(routing, seed, prefix_blocks)
     fleet = _count(instances, "instances")
-    _count(seed, "seed", low=0)
     n = blocks.sizes["request"]
     if routing == "random":
         return prefix.route_random(n, fleet, seed)
