@@ -135,3 +135,12 @@ def test_one_instance_still_checks_the_routing_arguments(blocks):
         memory.prefix_hit_rate(blocks, cache_tokens=[10], prefix_blocks=0)
     with pytest.raises(InputError, match="seed"):
         memory.prefix_hit_rate(blocks, cache_tokens=[10], seed=-1)
+
+
+def test_prefix_routing_needs_distinct_routings(blocks):
+    # an empty list was numpy's bare 'need at least one array to stack'; a repeat gave two
+    # rows of one routing under one label
+    with pytest.raises(InputError, match="routing"):
+        memory.prefix_routing(blocks, instances=2, cache_tokens=[10], routing=[])
+    with pytest.raises(InputError, match="routing.*twice"):
+        memory.prefix_routing(blocks, instances=2, cache_tokens=[10], routing=["random", "random"])

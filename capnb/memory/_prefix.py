@@ -297,6 +297,10 @@ def prefix_routing(
     blocks = _blocks(trace, block_tokens)
     size = int(blocks.attrs["block_tokens"])
     names = [routing] if isinstance(routing, str) else list(routing)
+    if not names or len(set(map(str, names))) != len(names):
+        raise InputError(
+            f"routing must name one or more of {list(ROUTINGS)}, none twice, got {routing!r}"
+        )
     fleet = _count(instances, "instances")
     sizes = _numbers(cache_tokens, "cache_tokens")
     if not np.all(np.isfinite(sizes)) or (sizes < 0).any() or (sizes != np.round(sizes)).any():
