@@ -821,6 +821,17 @@ ROWS = [
         l4_figure("usd_per_gpu_hour", "2400"),
         Raises(ConfigError, r"usd_per_gpu_hour = 2400\.0; expected USD per GPU-hour > 0 and at "
                             r"most 1000")),
+    # found adding my own 100 GB GPU with its figures as a datasheet writes them: 96 (GB) for
+    # memory_bytes passed as 96 bytes (every model "does not fit: 0.0 GiB usable"), and 3350
+    # (GB/s) for hbm_bandwidth as 3,350 bytes/s (every latency off by a million)
+    Row("gpu: a copied catalog with memory in GB, not bytes",
+        l4_figure("memory_bytes", "96"),
+        Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): memory_bytes = 96\.0; expected bytes "
+                            r"of at least 1\.07374e\+09 .*wrong unit")),
+    Row("gpu: a copied catalog with bandwidth in GB/s, not bytes/s",
+        l4_figure("hbm_bandwidth", "3350"),
+        Raises(ConfigError, r"line 3 \(L4\): hbm_bandwidth = 3350\.0; expected bytes/s of at "
+                            r"least 1e\+09")),
     # found adding an H20 row with a word in a figure: a bare ValueError "could not convert
     # string to float: 'abc'" naming neither the file, the line nor the column
     Row("gpu: a copied catalog with a word for a figure",

@@ -78,18 +78,21 @@ def dataset_path(*parts: str) -> Path:
 
 
 # -- GPUs ---------------------------------------------------------------------------------------
-#: Range of each numeric catalog column: (unit, required, largest). A value outside is a unit slip
-#: (a monthly price in the hourly column, GB for bytes) in a catalog a user copied and edited
-#: (``CAPNB_DATASETS``), and would plan with it: a negative price, a negative monthly cost.
+#: Range of each numeric catalog column: (unit, required, smallest, largest). A value outside is a
+#: unit slip (a monthly price in the hourly column, GB for bytes, TFLOP/s for FLOP/s) in a catalog
+#: a user copied and edited (``CAPNB_DATASETS``), and would plan with it: a negative price, a
+#: negative monthly cost, a GPU of 96 bytes. ``smallest`` 0 means any figure above 0; the others
+#: sit far below any GPU's (1 GiB of memory, 1 GB/s, 1 TFLOP/s) and above its figure in the
+#: datasheet's unit.
 _GPU_RANGES = {
-    "memory_bytes": ("bytes", True, 2.0**44),
-    "hbm_bandwidth": ("bytes/s", True, 1e15),
-    "dense_bf16_flops": ("FLOP/s", True, 1e18),
-    "dense_fp8_flops": ("FLOP/s", False, 1e18),
-    "interconnect_bandwidth": ("bytes/s", False, 1e15),
+    "memory_bytes": ("bytes", True, 2.0**30, 2.0**44),
+    "hbm_bandwidth": ("bytes/s", True, 1e9, 1e15),
+    "dense_bf16_flops": ("FLOP/s", True, 1e12, 1e18),
+    "dense_fp8_flops": ("FLOP/s", False, 1e12, 1e18),
+    "interconnect_bandwidth": ("bytes/s", False, 1e9, 1e15),
     # a GPU of your own may have no price yet: the capacity step names it unranked (docs/data.md)
-    "usd_per_gpu_hour": ("USD per GPU-hour", False, 1000.0),
-    "memory_reported_bytes": ("bytes", False, 2.0**44),
+    "usd_per_gpu_hour": ("USD per GPU-hour", False, 0.0, 1000.0),
+    "memory_reported_bytes": ("bytes", False, 2.0**30, 2.0**44),
 }
 
 
@@ -119,7 +122,7 @@ def _check_gpu_table(table, path) -> None:
     missing = [c for c in ("gpu", *_GPU_RANGES) if c not in table.columns]
     if missing:
         raise ConfigError(f"{path}: missing columns {missing}")
-    for column, (unit, required, largest) in _GPU_RANGES.items():
+    for column, (unit, required, smallest, largest) in _GPU_RANGES.items():
         raw = table[column]
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
         text = np.flatnonzero(raw.notna().to_numpy() & np.isnan(values))
@@ -130,14 +133,20 @@ def _check_gpu_table(table, path) -> None:
                 f"{str(raw.iloc[row])!r}; expected a number of {unit}"
                 + ("" if required else " (or empty)")
             )
-        bad = ~((values > 0) & (values <= largest))
+        bad = ~((values > 0) & (values >= smallest) & (values <= largest))
         if not required:
             bad &= ~np.isnan(values)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
+            low = (
+                f"of at least {smallest:g} (a smaller figure is in the wrong unit)"
+                if smallest and values[row] > 0
+                else "> 0"
+            )
             raise ConfigError(
                 f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): {column} = {float(values[row])!r}; "
-                f"expected {unit} > 0 and at most {largest:g}" + ("" if required else " (or empty)")
+                f"expected {unit} {low} and at most {largest:g}"
+                + ("" if required else " (or empty)")
             )
     twice = table["gpu"][table["gpu"].duplicated()]
     if len(twice):
