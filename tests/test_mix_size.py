@@ -257,3 +257,20 @@ def test_fleets_side_by_side_never_get_dearer_down_each_curve():
     )
     first = table.saving.values[[0, 3]]
     assert (first == 0).all() and (table.saving.values >= -1e-9).all()
+
+
+def test_shares_are_read_by_their_size_bin_labels():
+    # shares labelled in another order than the options' bins were read by position: the short
+    # bin's share went to the long bin, with no error
+    options = options_of([[10.0, 1.0], [1.0, 10.0]])  # G0 serves b0, G1 serves b1
+    args = dict(prices=prices_of([1.0, 1.0]), reserved=None)
+    ordered = xr.DataArray([0.9, 0.1], dims="size_bin", coords={"size_bin": ["b0", "b1"]})
+    reversed_ = ordered.sel(size_bin=["b1", "b0"])
+    fleet = mix_by_size(options, demand_of([100.0]), shares=reversed_, **args)
+    expected = mix_by_size(options, demand_of([100.0]), shares=ordered, **args)
+    assert fleet.served_qps.sum("pool").values.ravel().tolist() == pytest.approx([90.0, 10.0])
+    assert fleet.instances.values.tolist() == expected.instances.values.tolist()
+    with pytest.raises(InputError, match=r"shares.*'b9'"):
+        mix_by_size(options, demand_of([100.0]), **args,
+                    shares=xr.DataArray([0.9, 0.1], dims="size_bin",
+                                        coords={"size_bin": ["b0", "b9"]}))  # fmt: skip

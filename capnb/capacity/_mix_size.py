@@ -266,6 +266,24 @@ def _bin_demand(demand_qps, shares, bins) -> np.ndarray:
     return (values if values.ndim == 2 else values[:, None]) * total[None, :]
 
 
+def _by_label(shares, options: xr.Dataset):
+    """Shares labelled by ``size_bin``, put in the options' bin order (never read by position)."""
+    if not (
+        isinstance(shares, xr.DataArray)
+        and "size_bin" in shares.coords
+        and "size_bin" in options.coords
+    ):
+        return shares
+    have = [str(b) for b in shares.size_bin.values]
+    want = [str(b) for b in options.size_bin.values]
+    if sorted(have) != sorted(want):
+        raise InputError(
+            f"shares are labelled by size_bin {sorted(set(have) - set(want))} that the options "
+            f"lack, or lack {sorted(set(want) - set(have))}; the options' bins are {want}"
+        )
+    return shares.sel(size_bin=options.size_bin.values)
+
+
 def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=None,
                  whole_counts=True):  # fmt: skip
     """One program over the given slots; returns ``(R, O, V, served, result)``.
@@ -426,7 +444,7 @@ def mix_by_size(
         if "request_share" not in options:
             raise InputError("shares: give each size bin's share of requests (or size_options')")
         shares = options.request_share
-    demand = _bin_demand(demand_qps, shares, q.shape[0])
+    demand = _bin_demand(demand_qps, _by_label(shares, options), q.shape[0])
     unserved = (demand.sum(axis=1) > 0) & np.isnan(q).all(axis=1)
     if unserved.any():  # said here, by name, not as a program without a solution
         names = [str(n) for n in options.size_bin.values[unserved]]
