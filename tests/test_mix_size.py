@@ -274,3 +274,13 @@ def test_shares_are_read_by_their_size_bin_labels():
         mix_by_size(options, demand_of([100.0]), **args,
                     shares=xr.DataArray([0.9, 0.1], dims="size_bin",
                                         coords={"size_bin": ["b0", "b9"]}))  # fmt: skip
+
+
+def test_shares_as_a_plain_list():
+    # a list was AttributeError: 'list' object has no attribute 'transpose'
+    options = options_of([[10.0, 1.0], [1.0, 10.0]])
+    args = dict(prices=prices_of([1.0, 1.0]), reserved=None)
+    fleet = mix_by_size(options, demand_of([100.0]), shares=[0.9, 0.1], **args)
+    assert fleet.served_qps.sum("pool").values.ravel().tolist() == pytest.approx([90.0, 10.0])
+    with pytest.raises(InputError, match="shares"):
+        mix_by_size(options, demand_of([100.0]), shares="half", **args)

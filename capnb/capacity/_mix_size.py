@@ -257,6 +257,17 @@ def _bin_demand(demand_qps, shares, bins) -> np.ndarray:
     total = demand_qps.values.astype(float)
     if not np.isfinite(total).all() or (total < 0).any():
         raise InputError("demand_qps must be finite requests/s >= 0 in every slot")
+    if not isinstance(shares, xr.DataArray):  # a list or array: one share a bin, in bin order
+        try:
+            values = np.asarray(shares, dtype=float)
+        except (TypeError, ValueError):
+            values = None
+        if values is None or values.ndim != 1:
+            raise InputError(
+                f"shares must be {bins} shares over size_bin (a DataArray, or a list in the "
+                f"options' bin order), got {shares!r}"
+            )
+        shares = xr.DataArray(values, dims="size_bin")
     share = shares.transpose(*[d for d in ("size_bin", "slot") if d in shares.dims])
     values = np.asarray(share.values, dtype=float)
     if share.sizes["size_bin"] != bins or not np.isfinite(values).all() or (values < 0).any():
@@ -392,7 +403,8 @@ def mix_by_size(
         :func:`capnb.data.gpu_prices` of one provider.
     shares
         Each bin's share of the requests: over ``size_bin`` (or ``size_bin`` x ``slot``), summing
-        to 1. Default ``options.request_share``.
+        to 1, read by the ``size_bin`` labels where it has them; a list is in the options' bin
+        order. Default ``options.request_share``.
     reserved, spot_preemption, limits
         As in :func:`capnb.capacity.mix`.
     mip_gap
