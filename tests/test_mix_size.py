@@ -284,3 +284,12 @@ def test_shares_as_a_plain_list():
     assert fleet.served_qps.sum("pool").values.ravel().tolist() == pytest.approx([90.0, 10.0])
     with pytest.raises(InputError, match="shares"):
         mix_by_size(options, demand_of([100.0]), shares="half", **args)
+
+
+def test_limits_are_checked_as_mix_checks_them():
+    # a negative or fractional quota ran the program: "infeasible: ... (HiGHS Status 8 ...)"
+    args = dict(prices=prices_of([1.0, 1.0]), reserved=None, shares=[0.5, 0.5])
+    options = options_of([[10.0, 1.0], [1.0, 10.0]])
+    for cap in (-1, 2.5, True):
+        with pytest.raises(InputError, match=r"limits\['G0'\] must be a whole number of GPUs"):
+            mix_by_size(options, demand_of([10.0]), limits={"G0": cap}, **args)

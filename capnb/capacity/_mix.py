@@ -182,14 +182,18 @@ def _mix_args(qps, demand_qps, prices, spot_preemption, mip_gap, limits):
         raise InputError(f"spot_preemption must be in [0, 1), got {spot_preemption!r}")
     if not 0 <= mip_gap < 1:
         raise InputError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
+    return demand, checked_limits(limits, [str(g) for g in qps.gpu.values])
+
+
+def checked_limits(limits, gpus: list[str]) -> dict:
+    """``limits`` as a dict of GPU type -> whole GPUs >= 0, each type in a pool, or an InputError."""
     limits = dict(limits or {})
-    gpus = [str(g) for g in qps.gpu.values]
     for gpu, cap in limits.items():
         if gpu not in gpus:
             raise InputError(f"limits names {gpu!r}, which is in no pool ({sorted(set(gpus))})")
         if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or cap < 0:
             raise InputError(f"limits[{gpu!r}] must be a whole number of GPUs >= 0, got {cap!r}")
-    return demand, limits
+    return limits
 
 
 def _candidates(qps: xr.DataArray, prices: xr.Dataset, reserved, spot_preemption):

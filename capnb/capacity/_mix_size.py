@@ -37,7 +37,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InfeasibleError, InputError
-from ._mix import _prices, quiet_milp
+from ._mix import _prices, checked_limits, quiet_milp
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
 
@@ -476,10 +476,7 @@ def mix_by_size(
         raise InputError(f"slices must be a whole number >= 1 or None, got {slices!r}")
     if not 0 <= mip_gap < 1:
         raise InputError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
-    limits = dict(limits or {})
-    unknown = set(limits) - set(gpus)
-    if unknown:
-        raise InputError(f"limits names {sorted(unknown)}, in no pool ({sorted(set(gpus))})")
+    limits = checked_limits(limits, gpus)
     price = {
         "reserved": _prices(prices, gpus, reserved),
         "on_demand": _prices(prices, gpus, "on_demand"),
