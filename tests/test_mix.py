@@ -285,3 +285,20 @@ def test_a_gap_keeps_the_fractional_programs_base_when_it_is_within_it():
     # a gap the fractional base cannot meet falls back to the whole program
     tight = capnb.capacity.mix(options, demand, prices=prices, mip_gap=1e-6)
     assert "whole-instance" in tight.attrs["solver"] and tight.attrs["optimality_gap"] <= 1e-6
+
+
+@pytest.mark.parametrize("price", [-1.0, 0.0, np.inf])
+def test_a_price_of_no_cost_or_less_is_named(price):
+    # a hand-built prices Dataset with -1 USD/GPU-hour planned a fleet at -10 USD/hour (every
+    # instance the bounds allowed), and one of 0 a fleet of that size at no cost, saving NaN
+    options = _options(["A", "B"], [1, 1], [2.0, 20.0])
+    prices = _prices({"A": {"on_demand": price}, "B": {"on_demand": 3.67}})
+    for fleet in (capnb.capacity.mix, capnb.capacity.mix_by_size):
+        given = (
+            options.expand_dims(size_bin=["all"])
+            if fleet is capnb.capacity.mix_by_size
+            else options
+        )
+        with pytest.raises(InputError, match=r"prices: usd_per_gpu_hour of A \(on_demand\)"):
+            fleet(given, xr.DataArray([30.0], dims="slot"), prices=prices, reserved=None,
+                  **({"shares": [1.0]} if fleet is capnb.capacity.mix_by_size else {}))  # fmt: skip

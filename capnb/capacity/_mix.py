@@ -70,7 +70,14 @@ def _prices(prices: xr.Dataset, gpus, kind: str | None) -> np.ndarray:
         raise InputError(f"pricing {kind!r} is not in prices ({list(prices.pricing.values)})")
     table = prices.usd_per_gpu_hour.sel(pricing=kind)
     known = set(table.gpu.values)
-    return np.array([float(table.sel(gpu=g)) if g in known else np.nan for g in gpus])
+    values = np.array([float(table.sel(gpu=g)) if g in known else np.nan for g in gpus])
+    for gpu, value in zip(gpus, values, strict=True):
+        if not np.isnan(value) and not (np.isfinite(value) and value > 0):
+            raise InputError(
+                f"prices: usd_per_gpu_hour of {gpu} ({kind}) is {value!r}; a price per GPU-hour "
+                "must be > 0 (NaN: that kind cannot be bought)"
+            )
+    return values
 
 
 def mix(
@@ -97,7 +104,8 @@ def mix(
         ``capacity_target_qps``).
     prices
         Prices per GPU-hour over (``gpu``, ``pricing``): :func:`capnb.data.gpu_prices` of one
-        provider. A missing price means that kind cannot be bought for that GPU.
+        provider. A missing price (NaN) means that kind cannot be bought for that GPU; any other
+        must be > 0 USD per GPU-hour.
     reserved
         The pricing kind of the base held in every slot (``"reserved"``, ``"reserved_1y"``,
         ``"reserved_3y"``), or None for no reserved base.
