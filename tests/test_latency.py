@@ -92,6 +92,14 @@ def test_workload_bad_input():
         latency.workload(prompt_tokens=[5, 5], output_tokens=[3, 0])
     with pytest.raises(InputError, match="give a trace, or both"):
         latency.workload(prompt_tokens=[5])
+    # a word among the lengths was numpy's bare "could not convert string to float: 'abc'"
+    with pytest.raises(InputError, match=r"workload: prompt_tokens must be token counts.*'abc'"):
+        latency.workload(prompt_tokens=["abc"], output_tokens=[1])
+    with pytest.raises(InputError, match=r"workload: output_tokens must be token counts"):
+        latency.workload(prompt_tokens=[5], output_tokens=[{"tokens": 3}])
+    log = xr.Dataset({"prompt_tokens": ("request", ["x"]), "output_tokens": ("request", [1])})
+    with pytest.raises(InputError, match=r"workload: prompt_tokens must be token counts.* 'x'$"):
+        latency.workload(log)
 
 
 def test_workload_from_a_log_names_the_file_and_the_request_with_no_output(tmp_path):

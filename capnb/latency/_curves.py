@@ -211,14 +211,14 @@ def workload(
         for name in ("prompt_tokens", "output_tokens"):
             if name not in trace:
                 raise InputError(f"workload: the trace has no {name!r} variable")
-        prompt = np.asarray(trace["prompt_tokens"].values, dtype=float).ravel()
-        output = np.asarray(trace["output_tokens"].values, dtype=float).ravel()
+        prompt = _token_counts(trace["prompt_tokens"].values, "prompt_tokens")
+        output = _token_counts(trace["output_tokens"].values, "output_tokens")
         source = str(trace.attrs.get("title", trace.attrs.get("source", "trace")))
     else:
         if prompt_tokens is None or output_tokens is None:
             raise InputError("workload: give a trace, or both prompt_tokens and output_tokens")
-        prompt = np.asarray(prompt_tokens, dtype=float).ravel()
-        output = np.asarray(output_tokens, dtype=float).ravel()
+        prompt = _token_counts(prompt_tokens, "prompt_tokens")
+        output = _token_counts(output_tokens, "output_tokens")
         source = "arrays"
     if prompt.size == 0 or prompt.size != output.size:
         raise InputError(
@@ -265,6 +265,25 @@ def workload(
             "mean_output_tokens": float(output.mean()),
         },
     )
+
+
+def _token_counts(values, name: str) -> np.ndarray:
+    """Token counts as a flat float array, or an InputError naming ``name`` and a value that is not."""
+    try:
+        return np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        flat = np.asarray(values, dtype=object).ravel()
+        bad = next((v for v in flat if not _is_number(v)), flat[0] if flat.size else values)
+        bad = bad.item() if isinstance(bad, np.generic) else bad  # 'x', not np.str_('x')
+        raise InputError(f"workload: {name} must be token counts (numbers), got {bad!r}") from None
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def concurrency_grid(upper: int, *, dense_up_to: int = 64, per_doubling: int = 8) -> np.ndarray:
