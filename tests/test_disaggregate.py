@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 import capnb
 from capnb.capacity import validate_disagg
@@ -328,3 +329,15 @@ def test_pd_ratio_reports_the_steady_loop_not_its_opening_waves():
         return float(ds.latency.sel(metric="ttft").values[0, 0])
 
     assert p99(600) == pytest.approx(p99(4000), rel=0.2)
+
+
+def test_a_word_for_a_rate_or_a_prompt_names_the_argument():
+    # numpy's bare "could not convert string to float: 'busy'" before
+    w = capnb.latency.workload(prompt_tokens=[1024] * 4, output_tokens=[128] * 4)
+    for target in ("busy", {"peak": 3.0}):
+        with pytest.raises(InputError, match=r"target_qps must be a number or one rate per slot"):
+            capnb.capacity.disaggregate(GPT_OSS, w, target_qps=target,
+                                        sla=SLA(ttft_s=1.0, tpot_s=0.05))  # fmt: skip
+    with pytest.raises(InputError, match=r"target_qps must be requests/s"):
+        capnb.capacity.disaggregate(GPT_OSS, w, target_qps=xr.DataArray(["1", "x"], dims="slot"),
+                                    sla=SLA(ttft_s=1.0, tpot_s=0.05))  # fmt: skip

@@ -727,6 +727,10 @@ def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
             values, slots, name = np.atleast_1d(float(target_qps)), np.array([0]), "slot"
         elif target_qps.ndim == 1:
             name = target_qps.dims[0]
+            if target_qps.dtype.kind not in "biuf":
+                raise InputError(
+                    f"target_qps must be requests/s, got {target_qps.dtype} values over {name}"
+                )
             values = np.asarray(target_qps.values, dtype=float)
             slots = (
                 np.asarray(target_qps[name].values)
@@ -739,7 +743,10 @@ def _target(target_qps) -> tuple[np.ndarray, np.ndarray, str]:
                 "traffic_quantile first"
             )
     else:
-        values = np.atleast_1d(np.asarray(target_qps, dtype=float))
+        try:
+            values = np.atleast_1d(np.asarray(target_qps, dtype=float))
+        except (TypeError, ValueError):  # a word, a mapping: not a rate
+            values = np.empty((0, 0))
         if values.ndim != 1:
             raise InputError(
                 f"target_qps must be a number or one rate per slot, got {target_qps!r}"
