@@ -372,3 +372,16 @@ def test_a_closed_loop_point_reports_its_steady_state_not_its_opening_wave():
     assert few[1] < 3 * few[0]  # (it was 60 times the P99 at 32 in flight)
     # the point below the warm-up is the one simulated without the higher point
     assert few[0] == p99(2000, [32])[0]
+
+
+@pytest.mark.parametrize(
+    "band",
+    [1.5, True, "auto", (0.8, 1.2, 1.5), ("a", "b"), {"ttft": 2}, {"tpot": (0.8, 1.2)}],
+)
+def test_a_bad_latency_band_is_named(band):
+    # these were TypeError "'float' object is not iterable", ValueError "too many values to
+    # unpack" or "could not convert string to float", and KeyError 'ttft' for a band of a metric
+    # the SLA does not bound
+    curve = data.load_latency_curve("dstack-vllm-mi300x-short")
+    with pytest.raises(InputError, match="latency_band"):
+        capacity.plan(curve, 10.0, 20.0, metric="ttft", latency_band=band)

@@ -58,14 +58,22 @@ def _ratios(ratio, sla, metric: str | None) -> dict:
     """``(low, high)`` for every bound, or a mapping metric -> (low, high), checked."""
     from ..records import SLA
 
+    metrics = list(sla.bounds) if isinstance(sla, SLA) else [metric or "e2e"]
     if isinstance(ratio, dict):
         pairs = dict(ratio)
+        other = [name for name in pairs if name not in metrics]
+        if other:
+            raise InputError(
+                f"latency_band: names {other}, which the SLA does not bound (it bounds {metrics})"
+            )
     else:
-        metrics = list(sla.bounds) if isinstance(sla, SLA) else [metric or "e2e"]
-        pairs = dict.fromkeys(metrics, tuple(ratio))
+        pairs = dict.fromkeys(metrics, ratio)
     out = {}
     for name, pair in pairs.items():
-        low, high = (float(r) for r in pair)
+        try:  # a number, a word, three numbers: not (low, high)
+            low, high = (math.nan, math.nan) if isinstance(pair, str) else map(float, pair)
+        except (TypeError, ValueError):
+            low = high = math.nan
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
             raise InputError(
                 f"latency_band: {name}: the ratios must be two numbers > 0, low <= high; got {pair!r}"
