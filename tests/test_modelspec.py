@@ -517,3 +517,15 @@ def test_beyond_context_counts_the_requests_longer_than_the_models_context():
     spec = load_model("Llama-3.1-8B")  # 131,072 tokens of context
     assert spec.beyond_context([1000, 131_072]) is None
     assert spec.beyond_context([1000, 131_073, 200_000, 10]) == (0.5, 200_000, 131_072)
+
+
+def test_kv_heads_a_config_omits_are_said_in_the_notes():
+    # a Llama-2-7B-style config without num_key_value_heads is planned as multi-head (LlamaConfig
+    # sets it to num_attention_heads), 4x the KV bytes of 8 KV heads; the notes said nothing
+    llama = {k: v for k, v in load_model("Llama-3.1-8B").config.items()}
+    del llama["num_key_value_heads"]
+    spec = parse(llama)
+    assert spec.kv_heads == 32
+    assert any("num_key_value_heads" in n and "32" in n and "LlamaConfig" in n for n in spec.notes)
+    # a family with no KV-head field at all (multi-head by construction) assumes nothing
+    assert not any("num_key_value_heads" in n for n in load_model("BLOOM-176B").notes)

@@ -363,6 +363,13 @@ _MHA_WHEN_ABSENT = {
     "llama", "phi", "phi3", "cohere", "olmo", "olmo2", "granite", "nemotron", "deepseek_v2",
     "bloom", "gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "codegen", "mpt", "internlm",
 }  # fmt: skip
+#: Of those, the config classes that have the field and fill it in (the rest are multi-head by
+#: construction): an omitted field is an assumption, which the notes state.
+_KV_HEADS_FILLED = {
+    "llama": "LlamaConfig", "phi": "PhiConfig", "phi3": "Phi3Config", "cohere": "CohereConfig",
+    "olmo": "OlmoConfig", "olmo2": "Olmo2Config", "granite": "GraniteConfig",
+    "nemotron": "NemotronConfig", "deepseek_v2": "DeepseekV2Config",
+}  # fmt: skip
 
 #: Defaults of config fields that public configs of these types omit (the nested ``text_config``
 #: of gemma-3 leaves vocab_size and head_dim to them). Source: transformers 4.57.1,
@@ -1031,6 +1038,11 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     torch_dtype = _served_dtype(config, model_type, source, notes)
     weight_dtype = _weight_dtype(config, torch_dtype, source)
     kv_heads, kv_key = _kv_heads(config, model_type, heads, source)
+    if not kv_key and model_type in _KV_HEADS_FILLED and not config.get("kv_lora_rank"):
+        notes.append(
+            f"no field 'num_key_value_heads': {kv_heads} KV heads, one per attention head "
+            f"(multi-head attention), as transformers' {_KV_HEADS_FILLED[model_type]} fills it in"
+        )
     if heads % kv_heads:
         raise ConfigError(
             f"{source}: field {kv_key or 'num_key_value_heads'!r}={kv_heads} does not divide "
