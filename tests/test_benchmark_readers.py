@@ -548,6 +548,24 @@ def test_table_from_a_dataframe_needs_units_when_columns_carry_none():
     assert p(curve, "e2e", 0.99).tolist() == pytest.approx([0.9, 1.0])
 
 
+def test_a_quantile_no_mean_allows_is_a_unit_slip():
+    # seconds written in a column named _s while they were ms: a P99 e2e of 2,100 s beside the
+    # mean of 2.13 s Little's law gives (1 request in flight at 0.47 requests/s) was read as is.
+    # At most 1 % of requests lie above P99, so P99 <= 100 x mean for any latencies
+    frame = pd.DataFrame({"concurrency": [1, 4], "e2e_p99_s": [2100, 2400], "qps": [0.47, 1.6]})
+    with pytest.raises(
+        InputError,
+        match=r"e2e P99 \(2100 s\) is 987 times the mean e2e "
+        r"\(2\.12766 s\) at concurrency 1 \(row 2\).*units",
+    ):
+        data.read_latency_table(frame)
+    frame = pd.DataFrame(
+        {"concurrency": [1, 4], "ttft_p50_ms": [400, 500], "ttft_mean_ms": [100, 150]}
+    )  # P50 at most 2 x the mean: 4 x is not
+    with pytest.raises(InputError, match=r"ttft P50 .* 4 times the mean ttft"):
+        data.read_latency_table(frame)
+
+
 @pytest.mark.parametrize(
     ("name", "error", "message"),
     [

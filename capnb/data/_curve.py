@@ -176,6 +176,7 @@ def build(
     if np.isnan(table).all() and np.isnan(means).all():
         raise InputError(f"{source}: no latency values at all")
     _check_quantile_order(table, quantiles, conc, source, labels)
+    _check_quantiles_against_means(table, means, quantiles, conc, source, labels)
     qps = (
         np.full(conc.size, np.nan)
         if measured_qps is None
@@ -239,4 +240,32 @@ def _check_quantile_order(table, quantiles, conc, source, labels) -> None:
                     f"({table[i, m, high]:.6g} s) is below {_quantile_label(quantiles[low])} "
                     f"({table[i, m, low]:.6g} s) at concurrency {conc[i]} ({labels[i]}); a higher "
                     "quantile cannot be lower: check the column order and units"
+                )
+
+
+#: How far a quantile may stand above the most its mean allows (``mean / (1 - q)``) before the
+#: curve is refused: room for a mean derived by Little's law from the throughput and for
+#: interpolated percentiles. The bundled curves stand at most at 0.65 of the bound.
+_MEAN_BOUND_SLACK = 1.5
+
+
+def _check_quantiles_against_means(table, means, quantiles, conc, source, labels) -> None:
+    """No quantile above what its mean allows (far above: one of the two in the wrong unit).
+
+    A share ``1 - q`` of requests lies at or above the ``q`` quantile, so for latencies >= 0 it is
+    at most ``mean / (1 - q)``: P99 at most 100 x the mean.
+    """
+    for m, metric in enumerate(METRICS):
+        for k, q in enumerate(quantiles):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                over = table[:, m, k] * (1.0 - q) > _MEAN_BOUND_SLACK * means[:, m]
+            if over.any():
+                i = int(np.flatnonzero(over)[0])
+                value, mean = table[i, m, k], means[i, m]
+                label = _quantile_label(q)
+                raise InputError(
+                    f"{source}: {metric} {label} ({value:.6g} s) is {value / mean:.0f} times the "
+                    f"mean {metric} ({mean:.6g} s) at concurrency {conc[i]} ({labels[i]}); at "
+                    f"most {1 - q:.0%} of requests lie above {label}, so it cannot exceed "
+                    f"{1 / (1 - q):.3g} times the mean: check the columns' units"
                 )
