@@ -192,3 +192,17 @@ def test_sweep_engine_marks_a_gpu_without_a_link_figure_no_data_and_goes_on():
     with pytest.raises(InputError, match="no latency on A10G at tensor parallelism 2"):
         capnb.capacity.sweep_engine("Llama-3.1-8B", ["A10G"], [2], work, 2.0, 10.0,
                                     metric="ttft", requests=200)  # fmt: skip
+
+
+def test_a_model_whose_weights_leave_no_kv_cache_is_infeasible_and_says_why(shared_prefix_log):
+    # Llama-3.1-70B on one L4: vLLM's budget holds no KV cache; prefix_trade raised
+    # "kv_cache_tokens must be a whole number of tokens >= 1, got 0", an argument it was not given
+    trade = capnb.capacity.prefix_trade(Deployment("Llama-3.1-70B", "L4"), shared_prefix_log,
+                                        sla=SLA(ttft_s=3.0), cache_share=[0.0, 0.2])  # fmt: skip
+    assert trade.binding.values.tolist() == ["memory", "memory"]
+    assert (trade.per_instance_qps == 0).all() and (trade.running_tokens == 0).all()
+    assert math.isnan(trade.attrs["best_cache_share"])
+    assert trade.attrs["reason"].startswith(
+        "infeasible: Llama-3.1-70B in bf16 on 1 x L4 does not fit"
+    )
+    assert "Infeasible" not in trade.attrs["reason"]

@@ -92,8 +92,13 @@ def prefix_trade(
         deployment=deployment, seq_len=seq_len, accounting="vllm", vllm_version=vllm_version,
     )  # fmt: skip
     kv_tokens = int(budget.kv_cache_tokens.item())
-    split = memory.split_kv(blocks, kv_cache_tokens=kv_tokens, seq_len=seq_len,
+    # split_kv checks the shares; with no KV cache at all (the weights and vLLM's reserve fill
+    # the GPU) nothing runs at any share: a budget of 1 token, then none
+    split = memory.split_kv(blocks, kv_cache_tokens=max(kv_tokens, 1), seq_len=seq_len,
                             cache_share=cache_share)  # fmt: skip
+    if kv_tokens < 1:
+        split["running_tokens"] *= 0
+        split["max_concurrency"] *= 0
     n = split.sizes["cache_share"]
     # the log's longest request must fit in the running share's KV blocks, or the engine rejects it
     longest = int((work.prompt_tokens + work.output_tokens).max())
@@ -150,6 +155,8 @@ def prefix_trade(
         share = math.nan
         if np.isfinite(floor).any():
             reason = f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
+        elif kv_tokens < 1:  # memory's own words: "Infeasible: ... does not fit: ..."
+            reason = "infeasible: " + memory.describe(budget).removeprefix("Infeasible: ")
         elif too_long.all():
             reason = (
                 f"infeasible: the KV cache ({int(split.running_tokens.values.max()):,} tokens with "
