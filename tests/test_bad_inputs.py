@@ -523,6 +523,13 @@ ROWS = [
         lambda _: data.read_aiperf(FIXTURES / "aiperf" / "profile_export_aiperf.csv"),
         Raises(InputError, r"needs at least 2 concurrency levels, got 1 "
                            r"\(profile_export_aiperf\.csv\)")),
+    # found giving read_aiperf the folder my per-run exports sit in: "aip: no such file"
+    Row("aiperf: a folder for a file",
+        lambda w: data.read_aiperf(w("aip/c4.csv", "").parent),
+        Raises(ConfigError, r"aip: a folder, not an AIPerf export")),
+    Row("aiperf: a folder among per-run exports",
+        lambda w: data.read_aiperf({4: w("aip/c4.csv", "").parent}),
+        Raises(ConfigError, r"aip: a folder, not an AIPerf export")),
     # -- catalogs and model configs -------------------------------------------------------------
     Row("model: a config with missing fields", lambda _: data.load_model({"hidden_size": 4096}),
         Raises(ConfigError, r"config: missing field 'num_hidden_layers' or 'n_layer'")),

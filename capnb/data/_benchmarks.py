@@ -1142,9 +1142,7 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
             raise InputError("read_aiperf: give concurrency either as mapping keys or as a list")
         pairs = list(source.items())
     elif isinstance(source, str | os.PathLike):
-        path = user_path(source, "AIPerf export")
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file")
+        path = _aiperf_file(source)
         table = _sweep_table(path)
         if table is not None:
             return _read_sweep(path, *table, attrs)
@@ -1165,14 +1163,25 @@ def read_aiperf(source, concurrency=None, **attrs: object) -> xr.Dataset:
         pairs = list(zip(concurrency, paths, strict=True))
     runs, notes = [], []
     for value, path in pairs:
-        path = user_path(path, "AIPerf export")
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file")
+        path = _aiperf_file(path)
         run = {"concurrency": value, "where": path.name, "in_flight": math.nan, **_aiperf_run(path)}
         if value is None:
             run["concurrency"], run["in_flight"] = _aiperf_place(run, str(path), notes)
         runs.append(run)
     return _curve_from_runs(runs, ", ".join(str(Path(p)) for _, p in pairs), attrs, notes)
+
+
+def _aiperf_file(source) -> Path:
+    """The path of one AIPerf or GenAI-Perf export, or a ConfigError naming it."""
+    path = user_path(source, "AIPerf export")
+    if path.is_dir():
+        raise ConfigError(
+            f"{path}: a folder, not an AIPerf export; give its CSV files, as a mapping "
+            "{concurrency: path} or a list of paths with concurrency=[...]"
+        )
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    return path
 
 
 def _aiperf_place(run: dict, where: str, notes: list[str]) -> tuple[int, float]:
