@@ -293,3 +293,22 @@ def test_limits_are_checked_as_mix_checks_them():
     for cap in (-1, 2.5, True):
         with pytest.raises(InputError, match=r"limits\['G0'\] must be a whole number of GPUs"):
             mix_by_size(options, demand_of([10.0]), limits={"G0": cap}, **args)
+
+
+def test_pools_no_price_covers_are_named_not_an_infeasible_program():
+    # prices of other GPUs ended in "infeasible: no whole-instance fleet within the limits (...
+    # HiGHS Status 8 ...)" with no limits given; mix raises NotPricedError naming the GPUs
+    from capnb.errors import NotPricedError
+
+    options = options_of([[10.0, 1.0], [np.nan, 10.0]])
+    args = dict(reserved=None, shares=[0.5, 0.5])
+    with pytest.raises(NotPricedError, match="G0, G1") as caught:
+        mix_by_size(options, demand_of([10.0]), prices=prices_of([1.0, 1.0]).assign_coords(
+            gpu=["X", "Y"]), **args)  # fmt: skip
+    assert caught.value.gpus == ["G0", "G1"]
+    # G1 alone serves b1 and has no price: that bin cannot be bought
+    only_g0 = prices_of([1.0, 1.0]).sel(gpu=["G0"])
+    with pytest.raises(
+        InfeasibleError, match=r"bin\(s\) b1 .* only on G1, for which prices has no"
+    ):
+        mix_by_size(options, demand_of([10.0]), prices=only_g0, **args)

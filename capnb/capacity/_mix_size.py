@@ -36,7 +36,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..errors import InfeasibleError, InputError
+from ..errors import InfeasibleError, InputError, NotPricedError
 from ._mix import _prices, checked_limits, quiet_milp
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
@@ -482,6 +482,7 @@ def mix_by_size(
         "on_demand": _prices(prices, gpus, "on_demand"),
         "spot": _prices(prices, gpus, "spot" if spot_preemption is not None else None),
     }
+    _check_priced(price, q, gpus, demand, options.size_bin.values)
     keep = 1.0 - float(spot_preemption or 0.0)
     problem = dict(q=q, g=g, gpus=gpus, price=price, keep=keep, limits=limits, slices=slices)
     if np.isfinite(price["reserved"]).any():
@@ -516,6 +517,29 @@ def mix_by_size(
     single = _single_by_size(demand, q, g, price["on_demand"])
     return _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served, slot_cost,
                    single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
+
+
+def _check_priced(price: dict, q: np.ndarray, gpus: list[str], demand, names) -> None:
+    """Every bin with requests has a pool that meets its SLA and can be bought, or the error says.
+
+    No price at all is :class:`NotPricedError` naming the GPUs (as :func:`capnb.capacity.mix`);
+    a bin served only by unpriced pools is infeasible, named with those GPUs.
+    """
+    buyable = np.zeros(len(gpus), bool)
+    for kind in ("reserved", "on_demand", "spot"):
+        buyable |= np.isfinite(price[kind])
+    if not buyable.any():
+        raise NotPricedError(gpus)
+    serves = ~np.isnan(q)
+    stuck = (demand.sum(axis=1) > 0) & ~(serves & buyable).any(axis=1)
+    if stuck.any():
+        unpriced = sorted({gpus[p] for p in np.flatnonzero(serves[stuck].any(axis=0))})
+        share = demand[stuck].sum() / demand.sum()
+        raise InfeasibleError(
+            f"infeasible: size bin(s) {', '.join(str(n) for n in names[stuck])} ({share:.1%} of "
+            f"the requests) meet the SLA only on {', '.join(unpriced)}, for which prices has no "
+            "price: price them, or give those requests a looser SLA or a larger GPU"
+        )
 
 
 #: How far above the base program's bound (a share of it) a fleet is for other bases to be tried.
