@@ -312,3 +312,17 @@ def test_pools_no_price_covers_are_named_not_an_infeasible_program():
         InfeasibleError, match=r"bin\(s\) b1 .* only on G1, for which prices has no"
     ):
         mix_by_size(options, demand_of([10.0]), prices=only_g0, **args)
+
+
+def test_size_options_takes_the_axes_sweep_takes():
+    # a numpy array of GPUs was one GPU named "array(['L40S', 'H100-SXM'], ...)", and a range or
+    # array of degrees "tensor_parallel: expected a 1-D sequence, got shape (1, 2)"
+    from capnb.capacity import SLA, size_options
+
+    bins = size_bins(prompt_tokens=[500] * 4, output_tokens=[100] * 4)
+    sla = SLA(ttft_s=2.0, tpot_s=0.05)
+    listed = size_options("Llama-3.1-8B", ["L40S", "H100-SXM"], [1, 2], sla, bins)
+    for gpus, tps in ((np.array(["L40S", "H100-SXM"]), range(1, 3)),
+                      (("L40S", "H100-SXM"), np.array([1, 2]))):  # fmt: skip
+        got = size_options("Llama-3.1-8B", gpus, tps, sla, bins)
+        xr.testing.assert_identical(got, listed)

@@ -184,8 +184,9 @@ def size_options(
         raise InputError(f"latency must be 'analytic' or 'engine', got {latency!r}")
     if not isinstance(bins, xr.Dataset) or "size_bin_index" not in bins:
         raise InputError("bins must be capnb.capacity.size_bins' answer")
-    gpus = list(gpu) if isinstance(gpu, list | tuple) else [gpu]
-    tps = list(tensor_parallel) if isinstance(tensor_parallel, list | tuple) else [tensor_parallel]
+    # one value or a sequence of them (a list, tuple, range or array), as sweep takes them
+    gpus = [gpu] if isinstance(gpu, str) or np.ndim(gpu) == 0 else list(gpu)
+    tps = [tensor_parallel] if np.ndim(tensor_parallel) == 0 else list(tensor_parallel)
     parts = []
     for i in range(bins.sizes["size_bin"]):
         load = _one_bin(bins, i)
