@@ -341,3 +341,9 @@ def test_a_word_for_a_rate_or_a_prompt_names_the_argument():
     with pytest.raises(InputError, match=r"target_qps must be requests/s"):
         capnb.capacity.disaggregate(GPT_OSS, w, target_qps=xr.DataArray(["1", "x"], dims="slot"),
                                     sla=SLA(ttft_s=1.0, tpot_s=0.05))  # fmt: skip
+
+
+def test_kv_transfer_of_a_prompt_that_is_not_a_number_names_it():
+    # numpy's bare "could not convert string to float: 'long'" before
+    with pytest.raises(InputError, match=r"prompt_tokens must be finite numbers >= 0, got 'long'"):
+        capnb.capacity.kv_transfer_s("gpt-oss-120b", "long", link_bandwidth=50e9)

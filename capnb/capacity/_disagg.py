@@ -131,7 +131,10 @@ def kv_transfer_s(
         or not (link_bandwidth > 0 and math.isfinite(link_bandwidth))
     ):
         raise InputError(f"link_bandwidth must be bytes/s (a number > 0), got {link_bandwidth!r}")
-    tokens = np.asarray(prompt_tokens, dtype=float)
+    try:
+        tokens = np.asarray(prompt_tokens, dtype=float)
+    except (TypeError, ValueError):  # a word, a mapping: not a token count
+        tokens = np.array(np.nan)
     if (~np.isfinite(tokens) | (tokens < 0)).any():
         raise InputError(f"prompt_tokens must be finite numbers >= 0, got {prompt_tokens!r}")
     per_layer = spec.kv_bytes_per_token(kv_dtype, tp) / spec.layers
