@@ -529,3 +529,12 @@ def test_kv_heads_a_config_omits_are_said_in_the_notes():
     assert any("num_key_value_heads" in n and "32" in n and "LlamaConfig" in n for n in spec.notes)
     # a family with no KV-head field at all (multi-head by construction) assumes nothing
     assert not any("num_key_value_heads" in n for n in load_model("BLOOM-176B").notes)
+
+
+def test_a_layer_list_that_is_not_evenly_spaced_is_not_abbreviated_as_if_it_were():
+    # Gemma-3's windowed layers (all but 5, 11, 17, ...) were noted "windowed 0, 1, 2, ..., 33",
+    # which reads as every layer from 0 to 33, beside "full attention 5, 11, 17, ..., 29"
+    note = next(n for n in parse(GEMMA3_12B).notes if "layer_types" in n)  # 48 layers
+    assert "windowed 0, 1, 2, ...," not in note
+    assert "windowed 40 layers from 0 to 46" in note
+    assert "full attention 5, 11, 17, ..., 47" in note  # evenly spaced: abbreviated

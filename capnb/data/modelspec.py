@@ -30,6 +30,7 @@ Gemma-2 and gpt-oss: layers 0, 2, 4, ...; Gemma-3 and Cohere2: all but every
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -789,6 +790,9 @@ _WINDOWS: dict[str, _Window] = {
 
 
 def _layer_list(indices: list[int]) -> str:
+    if len(indices) > 4 and len({b - a for a, b in itertools.pairwise(indices)}) > 1:
+        # "0, 1, 2, ..., 33" would read as every layer between: say how many instead
+        return f"{len(indices)} layers from {indices[0]} to {indices[-1]}"
     shown = [str(i) for i in indices[:3]]
     if len(indices) > 4:
         shown.append(f"..., {indices[-1]}")
