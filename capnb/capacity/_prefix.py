@@ -153,18 +153,7 @@ def prefix_trade(
         )
     else:
         share = math.nan
-        if np.isfinite(floor).any():
-            reason = f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
-        elif kv_tokens < 1:  # memory's own words: "Infeasible: ... does not fit: ..."
-            reason = "infeasible: " + memory.describe(budget).removeprefix("Infeasible: ")
-        elif too_long.all():
-            reason = (
-                f"infeasible: the KV cache ({int(split.running_tokens.values.max()):,} tokens with "
-                f"no prefix cache) cannot hold the log's longest request ({longest:,} tokens, "
-                "prompt + output), which the engine would reject; give a larger degree or GPU"
-            )
-        else:
-            reason = "infeasible: no running sequence fits in memory at any cache share"
+        reason = _infeasible(sla, floor, budget, split, too_long, longest)
     out.attrs = {
         "model": deployment.spec.name, "gpu": deployment.gpu,
         "tensor_parallel": deployment.tensor_parallel,
@@ -174,3 +163,22 @@ def prefix_trade(
         "latency_model": "capnb.latency.engine (calibrated continuous-batching simulation)",
     }  # fmt: skip
     return out
+
+
+def _infeasible(sla, floor, budget, split, too_long, longest: int) -> str:
+    """Why no cache share meets the SLA, in words starting "infeasible:"."""
+    from .. import memory
+
+    if np.isfinite(floor).any():
+        return (
+            f"infeasible: no cache share meets {sla}; the lowest floor is {np.nanmin(floor):.2f} s"
+        )
+    if int(budget.kv_cache_tokens.item()) < 1:  # memory's own words: "Infeasible: ... does not fit"
+        return "infeasible: " + memory.describe(budget).removeprefix("Infeasible: ")
+    if too_long.all():
+        return (
+            f"infeasible: the KV cache ({int(split.running_tokens.values.max()):,} tokens with "
+            f"no prefix cache) cannot hold the log's longest request ({longest:,} tokens, "
+            "prompt + output), which the engine would reject; give a larger degree or GPU"
+        )
+    return "infeasible: no running sequence fits in memory at any cache share"
