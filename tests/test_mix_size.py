@@ -326,3 +326,9 @@ def test_size_options_takes_the_axes_sweep_takes():
                       (("L40S", "H100-SXM"), np.array([1, 2]))):  # fmt: skip
         got = size_options("Llama-3.1-8B", gpus, tps, sla, bins)
         xr.testing.assert_identical(got, listed)
+
+
+def test_bin_edges_that_are_not_numbers_are_named():
+    # numpy's bare "could not convert string to float: 'short'" before
+    with pytest.raises(InputError, match=r"prompt_edges must be at least two increasing token"):
+        size_bins(prompt_tokens=[5], output_tokens=[5], prompt_edges=("short", "long"))

@@ -48,7 +48,10 @@ OUTPUT_EDGES = (1, 64, 256, 1024, math.inf)
 
 
 def _edges(values, name: str) -> np.ndarray:
-    edges = np.asarray(values, dtype=float)
+    try:
+        edges = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):  # words, not token counts
+        edges = np.empty(0)
     if edges.ndim != 1 or edges.size < 2 or np.isnan(edges).any() or (np.diff(edges) <= 0).any():
         raise InputError(f"{name} must be at least two increasing token counts, got {values!r}")
     return edges
