@@ -332,3 +332,22 @@ def test_bin_edges_that_are_not_numbers_are_named():
     # numpy's bare "could not convert string to float: 'short'" before
     with pytest.raises(InputError, match=r"prompt_edges must be at least two increasing token"):
         size_bins(prompt_tokens=[5], output_tokens=[5], prompt_edges=("short", "long"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"spot_preemption": "high"}, "spot_preemption"), ({"mip_gap": "0.1"}, "mip_gap"),
+     ({"mip_gap": None}, "mip_gap")],
+)  # fmt: skip
+def test_settings_that_are_not_numbers_are_named_by_both_mixes(kwargs, name):
+    # ValueError "could not convert string to float: 'high'", TypeError "'<=' not supported
+    # between instances of 'int' and 'str'" before
+    from capnb.capacity import mix
+
+    options = options_of([[10.0]])
+    with pytest.raises(InputError, match=rf"{name} must be in \[0, 1\)"):
+        mix_by_size(options, demand_of([5.0]), prices=prices_of([1.0]), shares=[1.0],
+                    reserved=None, **kwargs)  # fmt: skip
+    with pytest.raises(InputError, match=rf"{name} must be in \[0, 1\)"):
+        mix(options.isel(size_bin=0, drop=True), demand_of([5.0]), prices=prices_of([1.0]),
+            reserved=None, **kwargs)  # fmt: skip

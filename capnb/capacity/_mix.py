@@ -25,6 +25,7 @@ least as many requests/s (e.g. TP 2 at under twice TP 1's throughput); such a po
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import sys
 
@@ -186,11 +187,17 @@ def _mix_args(qps, demand_qps, prices, spot_preemption, mip_gap, limits):
         raise InputError("demand_qps must be finite requests/s >= 0 in every slot")
     if not isinstance(prices, xr.Dataset) or "usd_per_gpu_hour" not in prices:
         raise InputError("prices must be a Dataset over (gpu, pricing): capnb.data.gpu_prices(...)")
-    if spot_preemption is not None and not 0 <= float(spot_preemption) < 1:
-        raise InputError(f"spot_preemption must be in [0, 1), got {spot_preemption!r}")
-    if not 0 <= mip_gap < 1:
-        raise InputError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
+    if spot_preemption is not None:
+        checked_share(spot_preemption, "spot_preemption")
+    checked_share(mip_gap, "mip_gap")
     return demand, checked_limits(limits, [str(g) for g in qps.gpu.values])
+
+
+def checked_share(value, name: str) -> float:
+    """A share in [0, 1) (``spot_preemption``, ``mip_gap``), or an InputError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+        raise InputError(f"{name} must be in [0, 1), got {value!r}")
+    return float(value)
 
 
 def checked_limits(limits, gpus: list[str]) -> dict:

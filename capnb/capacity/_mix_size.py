@@ -37,7 +37,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InfeasibleError, InputError, NotPricedError
-from ._mix import _prices, checked_limits, quiet_milp
+from ._mix import _prices, checked_limits, checked_share, quiet_milp
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
 
@@ -472,14 +472,13 @@ def mix_by_size(
         )
     if not isinstance(prices, xr.Dataset) or "usd_per_gpu_hour" not in prices:
         raise InputError("prices must be a Dataset over (gpu, pricing): capnb.data.gpu_prices(...)")
-    if spot_preemption is not None and not 0 <= float(spot_preemption) < 1:
-        raise InputError(f"spot_preemption must be in [0, 1), got {spot_preemption!r}")
+    if spot_preemption is not None:
+        checked_share(spot_preemption, "spot_preemption")
     if slices is not None and (
         isinstance(slices, bool) or not isinstance(slices, int) or slices < 1
     ):
         raise InputError(f"slices must be a whole number >= 1 or None, got {slices!r}")
-    if not 0 <= mip_gap < 1:
-        raise InputError(f"mip_gap must be in [0, 1), got {mip_gap!r}")
+    checked_share(mip_gap, "mip_gap")
     limits = checked_limits(limits, gpus)
     price = {
         "reserved": _prices(prices, gpus, reserved),
