@@ -385,3 +385,13 @@ def test_a_bad_latency_band_is_named(band):
     curve = data.load_latency_curve("dstack-vllm-mi300x-short")
     with pytest.raises(InputError, match="latency_band"):
         capacity.plan(curve, 10.0, 20.0, metric="ttft", latency_band=band)
+
+
+@pytest.mark.parametrize("ratio", [(0.8, "x"), 1.2, {"ttft": 1.2}])
+def test_band_names_a_ratio_that_is_not_two_numbers(ratio):
+    # ValueError "could not convert string to float: 'x'" or TypeError "'float' object is not
+    # iterable" before
+    curve = data.load_latency_curve("dstack-vllm-mi300x-short")
+    answer = capacity.plan(curve, 10.0, 20.0, metric="ttft")
+    with pytest.raises(InputError, match="ratio must be two positive numbers"):
+        capacity.band(answer, answer, answer, ratio)

@@ -70,16 +70,22 @@ def _ratios(ratio, sla, metric: str | None) -> dict:
         pairs = dict.fromkeys(metrics, ratio)
     out = {}
     for name, pair in pairs.items():
-        try:  # a number, a word, three numbers: not (low, high)
-            low, high = (math.nan, math.nan) if isinstance(pair, str) else map(float, pair)
-        except (TypeError, ValueError):
-            low = high = math.nan
+        low, high = _pair(pair)
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
             raise InputError(
                 f"latency_band: {name}: the ratios must be two numbers > 0, low <= high; got {pair!r}"
             )
         out[name] = (low, high)
     return out
+
+
+def _pair(pair) -> tuple[float, float]:
+    """``(low, high)`` as floats; NaN for what is not two numbers (a number, a word, three)."""
+    try:
+        low, high = (math.nan, math.nan) if isinstance(pair, str) else map(float, pair)
+    except (TypeError, ValueError):
+        return math.nan, math.nan
+    return low, high
 
 
 def scaled_sla(sla, ratios: dict, side: str, *, metric: str | None = None):
@@ -129,8 +135,8 @@ def band(result: xr.Dataset, tight: xr.Dataset, loose: xr.Dataset, ratio) -> xr.
         requests/s), and attrs ``band_ratio_low`` and ``band_ratio_high`` (the widest over the
         metrics) and ``band`` (the ratios in words).
     """
-    ratios = ratio if isinstance(ratio, dict) else {"": tuple(ratio)}
-    ratios = {m: tuple(float(v) for v in pair) for m, pair in ratios.items()}
+    ratios = ratio if isinstance(ratio, dict) else {"": ratio}
+    ratios = {m: _pair(pair) for m, pair in ratios.items()}
     for low, high in ratios.values():
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low <= high):
             raise InputError(f"ratio must be two positive numbers, low <= high; got {ratio!r}")
