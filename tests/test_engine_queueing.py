@@ -352,11 +352,12 @@ def test_calibrate_reads_the_dtype_or_refuses_it(tmp_path):
 
 
 def test_a_closed_loop_point_reports_its_steady_state_not_its_opening_wave():
-    """Every request of a closed loop arrives at once at the start; that wave is warm-up.
+    """Every request of a closed loop arrives at once at the start; that turn and the next are
+    warm-up.
 
     At 256 requests in flight and 2,000 requests (200 left out by the share), the opening wave's
-    queue used to be counted: P99 TTFT 6.3 s where 8,000 requests gave 0.19 s. Points whose wave
-    fits in the warm-up are simulated as before.
+    queue used to be counted: P99 TTFT 6.3 s where 8,000 requests gave 0.19 s. Points whose two
+    turns fit in the warm-up are simulated as before.
     """
     rng = np.random.default_rng(1)
     w = latency.workload(prompt_tokens=rng.integers(200, 2000, 500),
