@@ -1156,6 +1156,7 @@ def _parameters(
             **trace,
             "STEP_S": cfg.elasticity.step_s,
             "PER_INSTANCE_QPS": a.per_instance_qps,
+            "LATENCY_S": float(plan.attrs["demand_smoothed_over_s"]),
             "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,

@@ -491,3 +491,42 @@ def test_a_policys_own_period_too_short_for_the_step_names_the_policy():
     with pytest.raises(InputError, match=r"predictive's evaluation_s=15 s is shorter"):
         elasticity.simulate(np.full(100, 10.0), step_s=60, per_instance_qps=10, cold_start_s=60,
                             policy="predictive", forecast=np.full(100, 10.0))  # fmt: skip
+
+
+def test_smooth_demand_is_the_trailing_mean_over_a_requests_time_in_an_instance():
+    rng = np.random.default_rng(4)
+    values = rng.poisson(3.0, 500).astype(float)
+    demand = xr.DataArray(values, dims="time", attrs={"step_s": 2.0})
+    got = elasticity.smooth_demand(demand, 9.0)  # 4.5 steps: a window of 4 (round half to even)
+    want = [values[max(0, t - 3) : t + 1].mean() for t in range(values.size)]
+    np.testing.assert_allclose(got.values, want, rtol=1e-12)
+    assert got.attrs["smoothed_over_s"] == 8.0 and got.attrs["step_s"] == 2.0
+    # at most one step: the same values
+    np.testing.assert_array_equal(elasticity.smooth_demand(demand, 2.5).values, values)
+    with pytest.raises(InputError, match="latency_s"):
+        elasticity.smooth_demand(demand, -1.0)
+
+
+def test_a_logs_second_by_second_clumps_are_no_breach_once_smoothed():
+    # one instance serving 4 requests/s (40 in flight over 10 s) under Poisson arrivals at 3/s:
+    # counted per second, 5 or more arrive (some left over) in a third of the seconds; the
+    # rate over the 10 s a request spends in the instance exceeds 4/s in 4 % of them
+    rng = np.random.default_rng(5)
+    demand = xr.DataArray(rng.poisson(3.0, 7200).astype(float), dims="time", attrs={"step_s": 1.0})
+    run = dict(per_instance_qps=4.0, policy="fixed", min_instances=1, tolerance_s=60.0)
+    raw = float(elasticity.simulate(demand, **run).breach_s)
+    smooth = float(elasticity.simulate(elasticity.smooth_demand(demand, 10.0), **run).breach_s)
+    assert raw > 1000 and smooth < raw / 5
+
+
+def test_a_rate_series_held_over_windows_longer_than_the_latency_is_served_as_is():
+    series = xr.DataArray(
+        [2.0, 9.0, 4.0], dims="time",
+        coords={"time": np.array([0, 600, 1200], dtype="datetime64[s]")},
+        attrs={"interval_s": 600.0},
+    )  # fmt: skip
+    demand = elasticity.resample_demand(series, 1.0)
+    assert demand.attrs["held_from_s"] == 600.0
+    same = elasticity.smooth_demand(demand, 10.0)
+    np.testing.assert_array_equal(same.values, demand.values)
+    assert same.attrs["smoothed_over_s"] == 1.0

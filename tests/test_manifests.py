@@ -265,6 +265,12 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
 
     series = load_rate_series("servegen-m-small")
     demand = capnb.elasticity.prepare_demand(series, 1.0, baseline=fit_baseline(series))
+    # served as the plan serves it: smoothed over a request's time in an instance (Little's law)
+    at = {"gpu": record.gpu, "tensor_parallel": record.tensor_parallel}
+    latency = float(
+        plan.capacity_operating_concurrency.sel(at) / plan.capacity_per_instance_qps.sel(at)
+    )
+    demand = capnb.elasticity.smooth_demand(demand, latency)
     replay = capnb.elasticity.simulate(
         demand, step_s=1.0, cold_start_s=float(record.policy.cold_start_s), tolerance_s=60.0,
         **manifest_settings(parsed(out, kind)),

@@ -56,7 +56,13 @@ from ._advice import (
 )
 from ._advisory import MOST_REVERSALS_PER_DAY, advise, advisory, flapping_warning
 from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
-from ._demand import PREDICTIVE_QUANTILE, forecast_demand, prepare_demand, resample_demand
+from ._demand import (
+    PREDICTIVE_QUANTILE,
+    forecast_demand,
+    prepare_demand,
+    resample_demand,
+    smooth_demand,
+)
 from ._grid import FLOOR_SHARES, POLICY_GRID, policy_grid
 from ._policy import OPTIONS, POLICIES, Policy
 from ._pools import pool_demand, simulate_pools
@@ -102,6 +108,7 @@ __all__ = [
     "resample_demand",
     "simulate",
     "simulate_pools",
+    "smooth_demand",
     "sweep",
     "troughs",
 ]

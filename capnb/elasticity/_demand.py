@@ -23,6 +23,7 @@ __all__ = [
     "forecast_demand",
     "prepare_demand",
     "resample_demand",
+    "smooth_demand",
 ]
 
 #: The forecast quantile the predictive policy provisions for by default: its slot's median, the
@@ -282,6 +283,56 @@ def prepare_demand(
     demand = resample_demand(qps, step)
     demand.attrs.update(filled_share=float(missing.mean()))
     return demand
+
+
+@declare_units(latency_s="s")
+def smooth_demand(demand: xr.DataArray, latency_s: float) -> xr.DataArray:
+    """Demand as the instances see it: the arrival rate averaged over a request's time in one.
+
+    An instance holds the requests of the last ``latency_s`` seconds in flight (Little's law), and
+    the capacity step's requests/s per instance is its safe concurrency over that latency: what
+    can exceed it is the arrivals of the last ``latency_s`` seconds, not of one step. A request
+    log counted per second is noisy: at 3.5 requests/s on average, some second brings 8, which an
+    instance holding 40 requests takes in; counted per step, that second left requests over and
+    was a breach, and the plan bought spares for noise. Each step's rate becomes the trailing mean
+    over ``round(latency_s / step_s)`` steps (the first steps over what came before them); the
+    requests are the same (but those of the last steps, spread past the end). A rate series held
+    constant over windows at least ``latency_s`` long (``attrs["held_from_s"]``, as
+    :func:`resample_demand` marks it) is returned as is: each window is an average already.
+
+    Parameters
+    ----------
+    demand
+        Requests/s per step over ``time`` (:func:`prepare_demand`, :func:`resample_demand`), with
+        its ``step_s`` attr.
+    latency_s
+        A request's mean time in an instance at the operating point (s): the safe concurrency
+        over the requests/s per instance. At most one step: the demand is returned as is.
+
+    Returns
+    -------
+    xarray.DataArray
+        The same ``qps`` over ``time``, attrs ``smoothed_over_s`` (the window, s) added.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> d = xr.DataArray(np.array([0.0, 4, 0, 4, 0, 4]), dims="time", attrs={"step_s": 1.0})
+    >>> smooth_demand(d, 2.0).values.tolist()
+    [0.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+    """
+    values, _, step = demand_values(demand, None)
+    latency = real(latency_s, "latency_s", open_low=True)
+    held = float(demand.attrs.get("held_from_s", 0.0))  # a rate series' window, held per step
+    window = 1 if held >= latency else max(1, round(latency / step))
+    if window > 1:
+        total = np.concatenate([[0.0], np.cumsum(values)])
+        ends = np.arange(1, values.size + 1)
+        starts = np.maximum(ends - window, 0)
+        values = (total[ends] - total[starts]) / (ends - starts)
+    out = demand.copy(data=values)
+    out.attrs["smoothed_over_s"] = window * step
+    return out
 
 
 def _slot_spec(baseline: xr.Dataset):

@@ -15,7 +15,7 @@ import xarray as xr
 from ..errors import InputError
 from ._config import PlanConfig
 from ._draws import burst_factors, burst_holds
-from ._steps import chosen_policy, predictive_forecast
+from ._steps import chosen_policy, predictive_forecast, served_demand
 
 _DAY_NS = 86_400 * 1_000_000_000
 
@@ -131,6 +131,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
     )
     if "request" in source.dims:  # a log is idle before its window's first request, after its last
         demand = _over_window(demand, score_window, cfg.elasticity.step_s)
+    demand = served_demand(demand, chosen)
     ahead = predictive_forecast(demand, fc)
     settings = dict(
         per_instance_qps=per_instance,

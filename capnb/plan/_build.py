@@ -318,6 +318,8 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
                 cold_start_s=cold, tolerance_s=cfg.elasticity.tolerance_s, gpus_per_instance=tp, gpu=gpu))
         )  # fmt: skip
     made = with_held_out(made, record, cfg, burst_share)
+    # the replay served the demand smoothed over a request's time in an instance (s)
+    plan.attrs["demand_smoothed_over_s"] = float(demand.attrs["smoothed_over_s"])
     plan.attrs["answer"] = json.dumps(made.to_dict())
     parts = dict(
         series=series, fc=fc, chosen=chosen, advice=advice, demand=demand, gpu=gpu, tp=tp,

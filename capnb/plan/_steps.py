@@ -392,6 +392,19 @@ def _demand(cfg: PlanConfig, source, series: xr.Dataset) -> xr.DataArray:
     )
 
 
+def served_demand(demand: xr.DataArray, cap: xr.Dataset) -> xr.DataArray:
+    """The demand the replay serves: smoothed over a request's time in an instance.
+
+    :func:`capnb.elasticity.smooth_demand` over the operating point's mean latency (requests in
+    flight over requests/s per instance, Little's law): an instance holds that many seconds of
+    arrivals, so a second's clump of a request log is no breach.
+    """
+    from .. import elasticity
+
+    latency = float(cap.operating_concurrency) / float(cap.per_instance_qps)
+    return elasticity.smooth_demand(demand, latency)
+
+
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
     """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
     need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
@@ -423,6 +436,7 @@ def _elasticity(
     from ._origins import FLOOR_SHARES, Config, rolling
 
     per_instance = float(chosen_cap.per_instance_qps)
+    demand = served_demand(demand, chosen_cap)
     if cfg.elasticity.cold_start_s == "estimate":
         estimate = coldstart.estimate(cfg.serving.model, gpu, tensor_parallel=tensor_parallel)
         estimated = float(estimate.cold_start_s.squeeze())
