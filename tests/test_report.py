@@ -704,3 +704,12 @@ def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tm
         warnings.simplefilter("ignore")
         notebook.worksheet("06_serving")  # the defaults' plan: its trace is a rate series
     assert "in place of the plan's trace servegen-m-large" in capsys.readouterr().out
+
+
+def test_the_start_worksheet_says_infeasible_where_no_concurrency_meets_its_sla():
+    """Found with SLA_S below the curve's TTFT at one request: worksheet 00's second mistake
+    failed with 'cannot convert float NaN to integer' (the latency plan has no concurrency), and
+    its checks with a bare AssertionError; it says the capacity step's infeasible sentence now."""
+    start = report.execute("00_start_here", parameters={"SLA_S": 0.001})
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "Infeasible: ttft P99 is already" in said and "checks passed" in said
