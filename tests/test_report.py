@@ -713,3 +713,14 @@ def test_the_start_worksheet_says_infeasible_where_no_concurrency_meets_its_sla(
     start = report.execute("00_start_here", parameters={"SLA_S": 0.001})
     said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
     assert "Infeasible: ttft P99 is already" in said and "checks passed" in said
+
+
+def test_the_serving_worksheet_says_infeasible_where_its_limits_cannot_carry_the_demand():
+    """Found with LIMITS too small for the plan's busiest hour: worksheet 06 stopped at the fleet
+    with an InfeasibleError traceback (and every later cell on 'ws' not defined), where its own
+    section 'When the answer is infeasible' has the words; it says them and runs the rest now."""
+    limits = {gpu: 1 for gpu in ("L4", "L40S", "A100-80GB", "H100-SXM", "H200", "B200")}
+    serving = report.execute("06_serving", parameters={"LIMITS": limits})
+    said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
+    assert "No fleet within the limits: infeasible: slot" in said and "Raise a limit" in said
+    assert "P:D per hour" in said  # the parts that need no fleet ran
