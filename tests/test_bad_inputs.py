@@ -172,6 +172,12 @@ def vllm_run(concurrency, **fields):
             "p99_e2el_ms": 1.2 * e2e, "mean_e2el_ms": e2e, **fields}  # fmt: skip
 
 
+#: A Mistral-style 12B dense model's config.json, not in the catalog.
+MISTRAL_12B = {"model_type": "mistral", "hidden_size": 5120, "intermediate_size": 14336,
+               "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
+               "head_dim": 128, "vocab_size": 131072, "torch_dtype": "bfloat16"}  # fmt: skip
+
+
 def bench_folder(write, runs):
     """A folder of vllm bench serve results, one file per run: its path."""
     folder = write("bench/.keep", "").parent
@@ -805,6 +811,15 @@ ROWS = [
             model="Llama-3.1-8B"),
         Raises(ConfigError, r"run0\.json: the runs measured model_id 'deepseek-ai/DeepSeek-R1', "
                             r"not model 'Llama-3\.1-8B'")),
+    # found planning a config.json in a folder of my own name with runs of its Hugging Face id:
+    # the hint said pass model_id=, which neither plan.toml nor the command line can
+    Row("vllm: runs of a model read from a folder of another name",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, model_id="mistralai/Mistral-Nemo-Instruct-2407")
+                             for c in (1, 4)]),
+            model=data.load_model(w("my-12b/config.json", json.dumps(MISTRAL_12B))).name),
+        Raises(ConfigError, r"not model 'my-12b'.*a model read from a file is known by its "
+                            r"folder's name: name the folder 'Mistral-Nemo-Instruct-2407'")),
     Row("vllm: runs of another GPU than the plan's",
         lambda w: data.read_benchmark(
             bench_folder(w, [vllm_run(c, gpu="L4") for c in (1, 4)]), gpu="H100-SXM"),

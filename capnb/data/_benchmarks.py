@@ -694,10 +694,19 @@ def _one_configuration(records, model_id, attrs: Mapping, notes: list[str], labe
     gpu = _only_one(records, _GPU_FIELDS, "GPUs", "", label)
     wanted = attrs.get("model")
     if model and wanted is not None and model_id is None and not _same_model(model[0], str(wanted)):
+        from ._catalog import _LOADED
+
+        # plan.toml and the command line have no model_id: a file's model is named by its folder
+        folder = (
+            f" (a model read from a file is known by its folder's name: name the folder "
+            f"{model[0].rsplit('/', 1)[-1]!r} to plan it with these runs)"
+            if str(wanted) in _LOADED
+            else ""
+        )
         raise ConfigError(
             f"{model[1]}: the runs measured model_id {model[0]!r}, not model {str(wanted)!r}: "
             "measured latencies hold for the model they measured; plan that model (--model, "
-            f"model =), or pass model_id={model[0]!r} if they are of {str(wanted)!r}"
+            f"model =), or pass model_id={model[0]!r} if they are of {str(wanted)!r}{folder}"
         )
     wanted = attrs.get("gpu")
     if gpu and wanted is not None and not _same_gpu(gpu[0], str(wanted)):
