@@ -724,3 +724,16 @@ def test_the_serving_worksheet_says_infeasible_where_its_limits_cannot_carry_the
     said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
     assert "No fleet within the limits: infeasible: slot" in said and "Raise a limit" in said
     assert "P:D per hour" in said  # the parts that need no fleet ran
+
+
+def test_the_plan_worksheet_says_infeasible_where_no_gpu_meets_the_sla():
+    """Found with an SLA no GPU meets: worksheet 05 stopped at the build with a PlanError
+    traceback and every later cell failed on 'plan' not defined; it says why and where the ways
+    out are now, and its checks say there is no plan to check."""
+    from nbclient.exceptions import CellExecutionError
+
+    overrides = {"sla": {"ttft_s": 0.01}, "serving": {"gpus": ["L4"], "tensor_parallel": [1]}}
+    with pytest.raises(CellExecutionError) as raised:
+        report.execute("05_plan", parameters={"OVERRIDES": overrides})
+    assert "no plan to check: infeasible" in str(raised.value)
+    assert "NameError" not in str(raised.value) and raised.value.in_checks
