@@ -59,7 +59,12 @@ def test_the_burst_test_is_sized_by_the_burst_model():
     settings = dict(per_instance_qps=2.0, step_s=60.0, cold_start_s=120.0, tolerance_s=120.0,
                     policy="fixed", min_instances=6)  # fmt: skip
     model = forecast.BurstModel(duration_s=(600.0, 1800.0), multiplier=(2.0, 2.5))
-    run = _burst_test(demand, PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]}), settings, model)
+    run = _burst_test(
+        demand,
+        PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]}),
+        settings,
+        model,
+    )
     assert run.attrs["burst_multiplier"] == 2.25 and run.attrs["burst_hours"] == 1200 / 3600
     none = burst_model(PlanConfig().replace(traffic={"bursts": "none"}), None)
     assert none.rate_per_month == 0 and _burst_test(demand, PlanConfig(), settings, none) is None
@@ -82,7 +87,12 @@ def test_the_burst_test_starts_at_the_busiest_stretch_not_a_one_step_spike():
     settings = dict(per_instance_qps=2.0, step_s=60.0, cold_start_s=120.0, tolerance_s=120.0,
                     policy="fixed", min_instances=30)  # fmt: skip
     model = forecast.BurstModel(duration_s=(600.0, 1800.0), multiplier=(2.0, 2.5))
-    run = _burst_test(demand, PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]}), settings, model)
+    run = _burst_test(
+        demand,
+        PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]}),
+        settings,
+        model,
+    )
     start = np.datetime64(run.attrs["burst_start"])
     # 20 minutes around the 10:00 peak of the middle day
     assert np.datetime64("2024-01-02T09:45") <= start <= np.datetime64("2024-01-02T09:55"), start

@@ -33,7 +33,9 @@ and :func:`pd_ratio` (each prefill:decode ratio of a fixed fleet in a closed loo
 from :func:`pool_curves` (the engine per pool) and :func:`kv_transfer_s`; :func:`prefix_trade`
 (each share of the KV budget given to a prefix cache: the hit rate replayed from the trace, the
 engine at that hit rate with the rest of the budget, and the requests/s per instance under the SLA);
-:func:`sweep_engine` (:func:`plan` on a serving-engine curve for every GPU and degree, with an
+:func:`arrivals` (an instance under Poisson arrivals at shares of its closed-loop rate: up to
+which share the SLA holds); :func:`sweep_engine` (:func:`plan` on a serving-engine curve for
+every GPU and degree, with an
 optional prefix cache: what the plan uses with ``latency = "engine"``), :func:`engine_curve_of`
 (the curve it searches for one deployment); :func:`band` (an answer's
 requests/s per instance and instances if the latency model errs as it did on held-out
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 from ..records import SLA, Deployment, EngineSettings
 from ._answer import applicability, contrast, describe
+from ._arrivals import arrivals
 from ._band import band, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import engine_curve_of, sweep_engine
@@ -61,6 +64,7 @@ __all__ = [
     "Deployment",
     "EngineSettings",
     "applicability",
+    "arrivals",
     "band",
     "band_ratios",
     "cheapest",

@@ -34,6 +34,7 @@ from ._steps import (
     _elasticity,
     _forecast,
     _traffic,
+    arrivals_of,
     burst_model,
     chosen_policy,
 )
@@ -300,11 +301,14 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
         alternatives.append(_serving_alternative(serving, serving_replay, run))
+    with _Stage("arrivals", cfg):  # the chosen instance under Poisson arrivals (engine only)
+        under_arrivals = arrivals_of(cfg, cap, chosen, gpu, tp, workload)
     made = make_answer(
         cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
         burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,
         workload=workload, seq_len=seq_len, unshardable=unshardable,
         alternatives=alternatives, inputs=_inputs_words(cfg, cap, series), bursts=bursts,
+        arrivals=under_arrivals,
     )  # fmt: skip
     if not isinstance(record, str):
         for name in record.table.data_vars:

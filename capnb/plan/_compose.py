@@ -230,9 +230,41 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     return checks, commands
 
 
+def _arrivals_checks(arrivals, policy: Policy) -> list[Check]:
+    """Whether the chosen policy runs instances within what they serve under Poisson arrivals.
+
+    ``arrivals``: :func:`capnb.capacity.arrivals` of the chosen instance, or None (not priced on
+    the serving-engine model: no check). A fixed fleet runs its instances up to the whole rate;
+    the other policies up to their scale-up threshold (HPA's and Knative's target utilisation).
+    """
+    if arrivals is None:
+        return []
+    share = float(arrivals.headroom)
+    target = 1.0 if policy.name == "fixed" else float(policy.scale_up_threshold)
+    full = arrivals.latency.sel(share=1.0)
+    at_full = ", ".join(
+        f"{m.upper()} {float(v) * (1e3 if m != 'ttft' else 1):.3g} {'ms' if m != 'ttft' else 's'}"
+        for m, v in zip(full.metric.values, full.values, strict=True)
+    )
+    qps = float(arrivals.attrs["per_instance_qps"])
+    finding = (
+        f"under Poisson arrivals (the serving-engine model, open loop) an instance meets the SLA "
+        f"up to {share:.0%} of its closed-loop {qps:.3g} requests/s (at 100 %: {at_full}); the "
+        f"{policy.name} policy runs instances up to {target:.0%} of it"
+    )
+    passed = target <= share + 1e-9
+    action = (
+        ""
+        if passed
+        else f"lower its scale-up threshold to {share:.2g} ([elasticity] scale_up_threshold), or "
+        "plan on that share of the per-instance rate"
+    )
+    return [Check("arrivals", passed, finding, action, "own")]
+
+
 def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, burst, gpu, tp,
                 cold, estimated, demand, workload, seq_len, unshardable, alternatives,
-                inputs, bursts) -> Answer:  # fmt: skip
+                inputs, bursts, arrivals=None) -> Answer:  # fmt: skip
     """The plan's answer from the steps' results (see :mod:`capnb.plan._answer`)."""
     from .. import data, forecast
     from ._steps import unmodelled
@@ -290,6 +322,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     if flaps:
         checks.append(Check("flapping", False, flaps.split(";")[0],
                             "lengthen its scale-down window or raise its floor", "own"))  # fmt: skip
+    checks += _arrivals_checks(arrivals, policy)
     reserved = policy.min_instances + policy.buffer_instances
     price = (
         float(run.attrs["usd_per_gpu_hour"])

@@ -405,6 +405,28 @@ def served_demand(demand: xr.DataArray, cap: xr.Dataset) -> xr.DataArray:
     return elasticity.smooth_demand(demand, latency)
 
 
+def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, tp: int,
+                workload: xr.Dataset) -> xr.Dataset | None:  # fmt: skip
+    """The chosen instance under Poisson arrivals (:func:`capnb.capacity.arrivals`), or None.
+
+    Only where the serving-engine model priced the binding bound: it is the model that simulates
+    arrivals, and its closed loop is the one the per-instance rate came from.
+    """
+    from .. import capacity
+
+    first = lambda v: np.asarray(v.values).ravel()[0].item()  # noqa: E731 (a search without slots)
+    metric = str(first(chosen.binding_metric)) if "binding_metric" in chosen else ""
+    models = json.loads(cap.attrs["latency_models"])  # as the answer reads it
+    qps = float(first(chosen.per_instance_qps))
+    if (models.get(metric) or next(iter(models.values()))) != "engine" or not qps > 0:
+        return None
+    from ..records import Deployment
+
+    deployment = Deployment(cfg.serving.model, gpu, int(tp))
+    return capacity.arrivals(deployment, workload, sla=cfg.sla, per_instance_qps=qps,
+                             seed=cfg.traffic.seed)  # fmt: skip
+
+
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
     """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
     need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())

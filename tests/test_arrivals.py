@@ -1,0 +1,66 @@
+"""The chosen instance under Poisson arrivals: capnb.capacity.arrivals and the plan's check."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import capnb
+from capnb.errors import InputError
+from capnb.records import SLA, Deployment
+
+W = capnb.latency.workload(prompt_tokens=[300, 900, 1500, 2400] * 8,
+                           output_tokens=[60, 180, 320, 500] * 8)  # fmt: skip
+D = Deployment("Llama-3.1-8B", "H100-SXM", 1)
+LOOSE = SLA(ttft_s=1.0, tpot_s=0.05)
+
+
+def test_arrivals_swing_the_p99_above_the_closed_loop_at_the_same_rate():
+    closed = capnb.capacity.engine_curve_of(D, W, requests=1000)
+    at = closed.sel(concurrency=closed.concurrency.values[-3])
+    qps = float(at.throughput)
+    tpot_closed = float(at.latency.sel(metric="tpot", latency_quantile=0.99))
+    sla = SLA(ttft_s=5.0, tpot_s=tpot_closed)  # the closed loop just meets it
+    a = capnb.capacity.arrivals(D, W, sla=sla, per_instance_qps=qps, requests=3000)
+    # at the closed loop's own rate the swings in flight put the P99 above it
+    assert float(a.latency.sel(share=1.0, metric="tpot")) > tpot_closed
+    assert float(a.headroom) < 1.0
+    # P99 grows with the share, and the headroom is the last share of an unbroken run that meets
+    tpot = a.latency.sel(metric="tpot").values
+    assert (np.diff(tpot) > -0.05 * tpot[:-1]).all()
+    held = a.share.values[np.cumprod(a.meets_sla.values).astype(bool)]
+    assert float(a.headroom) == (held[-1] if held.size else 0.0)
+
+
+def test_arrivals_names_its_arguments():
+    with pytest.raises(InputError, match="per_instance_qps"):
+        capnb.capacity.arrivals(D, W, sla=LOOSE, per_instance_qps=-1.0)
+    with pytest.raises(InputError, match="sla"):
+        capnb.capacity.arrivals(D, W, sla="ttft=1", per_instance_qps=1.0)
+    with pytest.raises(InputError, match="deployment"):
+        capnb.capacity.arrivals("Llama-3.1-8B", W, sla=LOOSE, per_instance_qps=1.0)
+
+
+SMALL = dict(trace="servegen-m-small", trials=50, gpus=("H100-SXM",), tensor_parallel=(1,),
+             policies=("hpa",), scale_up_threshold=(0.8,), cooldown_s=(900.0,),
+             buffer_instances=(0,), backtest_days=0, provider="none")  # fmt: skip
+
+
+def _checks(**changes):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = capnb.plan.build(capnb.plan.read_config({**SMALL, **changes}))
+    return {c.name: c for c in capnb.plan.answer(plan).checks}
+
+
+def test_the_plan_checks_its_policy_against_the_instance_under_arrivals():
+    checks = _checks(latency="engine")
+    check = checks["arrivals"]
+    share = float(check.finding.split("up to ")[1].split("%")[0]) / 100
+    assert "runs instances up to 80%" in check.finding
+    assert check.passed == (0.8 <= share + 1e-9)
+    assert bool(check.action) == (not check.passed)
+    # the analytic model simulates no arrivals: no such check
+    assert "arrivals" not in _checks(latency="model")
