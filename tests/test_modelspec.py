@@ -538,3 +538,26 @@ def test_a_layer_list_that_is_not_evenly_spaced_is_not_abbreviated_as_if_it_were
     assert "windowed 0, 1, 2, ...," not in note
     assert "windowed 40 layers from 0 to 46" in note
     assert "full attention 5, 11, 17, ..., 47" in note  # evenly spaced: abbreviated
+
+
+def test_compressed_tensors_group_scales_are_counted():
+    # a w4a16 checkpoint (llm-compressor's pack-quantized format): per group of 128 weights a
+    # 16-bit weight_scale, and a packed zero point only when the scheme is asymmetric
+    def w4a16(symmetric):
+        weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
+                   "symmetric": symmetric}  # fmt: skip
+        quant = {
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+            "ignore": ["lm_head"],
+        }
+        return parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+
+    sym, asym = w4a16(True), w4a16(False)
+    assert sym.weight_dtype == "int4"
+    assert sym.weight_scale_bytes == 2.0 / 128
+    assert asym.weight_scale_bytes == 2.5 / 128
+    kept = 2 * 128_256 * 4096  # embeddings and LM head stay in bf16
+    quantized = sym.parameters - kept
+    assert sym.weight_bytes() == pytest.approx(quantized * (0.5 + 2 / 128) + kept * 2)

@@ -222,8 +222,8 @@ class ModelSpec:
         vision tower stay in the config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them).
         In the checkpoint's own dtype, the modules its ``quantization_config`` leaves unconverted
         (attention and router, ``unquantized_attention``) stay in ``torch_dtype`` too, and block
-        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; AWQ and
-        GPTQ: a 16-bit scale and a packed zero per group).
+        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; AWQ,
+        GPTQ and grouped compressed-tensors: a 16-bit scale and a packed zero per group).
         """
         weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
         per_param = DTYPE_BYTES[weight_dtype]
@@ -597,7 +597,10 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     an output column, a 16-bit scale and a zero packed at the weight width (AutoAWQ's ``qzeros``
     with ``zero_point``, the default; GPTQ stores ``qzeros`` even when symmetric). GPTQ's ``g_idx``
     (4 bytes per input row of a layer, about 0.03 % of the weights) is not counted. A group size
-    of -1 (one scale per output column) is negligible and counted as 0.
+    of -1 (one scale per output column) is negligible and counted as 0. compressed-tensors
+    (llm-compressor's w4a16/w8a16): per ``group_size`` weights of a ``"group"`` strategy a 16-bit
+    ``weight_scale``, and a zero point packed at the weight width unless ``symmetric``; the
+    largest of its ``config_groups``.
     """
     quant = config.get("quantization_config")
     if not isinstance(quant, Mapping):
@@ -605,6 +608,8 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     method = str(quant.get("quant_method", "")).lower()
     if method == "mxfp4":
         return 1.0 / 32.0
+    if method == "compressed-tensors" and weight_dtype in {"int4", "int8"}:
+        return max(_group_scale_bytes(quant, weight_dtype, source), default=0.0)
     if method not in {"awq", "gptq"} or weight_dtype not in {"int4", "int8"}:
         return 0.0
     key = "group_size" if quant.get("group_size") is not None else "q_group_size"
@@ -614,6 +619,18 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     group = _positive_int(group, f"quantization_config.{key}", source)
     zero = DTYPE_BYTES[weight_dtype] if method == "gptq" or quant.get("zero_point", True) else 0.0
     return (2.0 + zero) / group
+
+
+def _group_scale_bytes(quant: Mapping, weight_dtype: str, source: str):
+    """Scale (and zero) bytes per weight of each grouped scheme in a compressed-tensors config."""
+    for name, group in (quant.get("config_groups") or {}).items():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        if not isinstance(weights, Mapping) or weights.get("strategy") != "group":
+            continue
+        key = f"quantization_config.config_groups.{name}.weights.group_size"
+        size = _positive_int(weights.get("group_size"), key, source)
+        zero = 0.0 if weights.get("symmetric", True) else DTYPE_BYTES[weight_dtype]
+        yield (2.0 + zero) / size
 
 
 def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
