@@ -561,3 +561,16 @@ def test_compressed_tensors_group_scales_are_counted():
     kept = 2 * 128_256 * 4096  # embeddings and LM head stay in bf16
     quantized = sym.parameters - kept
     assert sym.weight_bytes() == pytest.approx(quantized * (0.5 + 2 / 128) + kept * 2)
+
+
+def test_gemma3_context_is_not_scaled_again_and_takes_its_class_default():
+    # vLLM's _get_and_verify_max_len skips the rope factor for gemma3 ("Gemma3's max_model_len
+    # (128K) is already scaled by RoPE scaling"); capnb said 1,048,576 tokens (8 x 131,072)
+    text = {"model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376,
+            "intermediate_size": 21504, "num_attention_heads": 32, "num_key_value_heads": 16,
+            "head_dim": 128, "sliding_window": 1024,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}  # fmt: skip
+    assert parse({**text, "max_position_embeddings": 131_072}).context_tokens == 131_072
+    # gemma-3-27b-it's text_config omits it: Gemma3TextConfig's default, not "not stated"
+    multimodal = {"model_type": "gemma3", "torch_dtype": "bfloat16", "text_config": text}
+    assert parse(multimodal).context_tokens == 131_072

@@ -418,22 +418,29 @@ _QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_tex
 #: rope_scaling types whose ``factor`` vLLM does not multiply ``max_position_embeddings`` by.
 _ROPE_KEEPS_LENGTH = ("su", "longrope", "llama3", "default", "mrope")
 
+#: ``max_position_embeddings`` of the config classes whose public configs omit it (gemma-3's
+#: ``text_config``). Source: transformers 4.57.1, ``Gemma3TextConfig.__init__``.
+_CONTEXT_DEFAULTS = {"gemma3_text": 131_072}
+
 
 def context_tokens(config: Mapping) -> int | None:
     """The context a config serves in tokens (vLLM's default ``max_model_len``); None: unstated.
 
     ``max_position_embeddings``, times a ``rope_scaling`` factor for the scaling types vLLM
     extends the context by (linear, dynamic; YaRN from its ``original_max_position_embeddings``),
-    as vLLM's ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it.
+    as vLLM's ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it, and
+    so does Gemma 3's (vLLM skips the factor for gemma3 model types). A config that omits the field
+    takes its class default where capnb knows it (``_CONTEXT_DEFAULTS``).
     """
     text = config.get("text_config")
     if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
         config = text  # a multimodal config's language model
-    length = config.get("max_position_embeddings")
+    model_type = str(config.get("model_type", "")).lower()
+    length = config.get("max_position_embeddings", _CONTEXT_DEFAULTS.get(model_type))
     if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
         return None
     scaling = config.get("rope_scaling")
-    if isinstance(scaling, Mapping):
+    if isinstance(scaling, Mapping) and "gemma3" not in model_type:
         kind = scaling.get("rope_type", scaling.get("type"))
         factor = scaling.get("factor")
         if kind not in _ROPE_KEEPS_LENGTH and isinstance(factor, int | float) and factor > 1:
