@@ -6,7 +6,7 @@ import pytest
 
 from capnb.data import list_models, load_model
 from capnb.errors import ConfigError, InputError, UnknownNameError
-from capnb.modelspec import dtype_bytes, parse
+from capnb.modelspec import context_tokens, dtype_bytes, parse
 
 # Published totals (model cards / papers); the bound is 2 %.
 PUBLISHED_PARAMETERS = {
@@ -574,3 +574,17 @@ def test_gemma3_context_is_not_scaled_again_and_takes_its_class_default():
     # gemma-3-27b-it's text_config omits it: Gemma3TextConfig's default, not "not stated"
     multimodal = {"model_type": "gemma3", "torch_dtype": "bfloat16", "text_config": text}
     assert parse(multimodal).context_tokens == 131_072
+
+
+def test_context_reads_transformers_v5_rope_parameters():
+    # transformers 5 writes rope_parameters (rope_theta included) where 4.x wrote rope_scaling;
+    # vLLM reads it the same way, one entry per layer type when nested. capnb ignored it: a
+    # YaRN-extended Qwen2.5 saved by transformers 5 read as 32,768 tokens instead of 131,072
+    base = {"max_position_embeddings": 32768, "model_type": "qwen2"}
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+            "rope_theta": 1e6}  # fmt: skip
+    assert context_tokens({**base, "rope_parameters": yarn}) == 131_072
+    nested = {"full_attention": yarn, "sliding_attention": {"rope_type": "default"}}
+    assert context_tokens({**base, "rope_parameters": nested}) == 131_072
+    plain = {"rope_type": "default", "rope_theta": 1e6}
+    assert context_tokens({**base, "rope_parameters": plain}) == 32768

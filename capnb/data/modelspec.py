@@ -426,11 +426,12 @@ _CONTEXT_DEFAULTS = {"gemma3_text": 131_072}
 def context_tokens(config: Mapping) -> int | None:
     """The context a config serves in tokens (vLLM's default ``max_model_len``); None: unstated.
 
-    ``max_position_embeddings``, times a ``rope_scaling`` factor for the scaling types vLLM
-    extends the context by (linear, dynamic; YaRN from its ``original_max_position_embeddings``),
-    as vLLM's ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it, and
-    so does Gemma 3's (vLLM skips the factor for gemma3 model types). A config that omits the field
-    takes its class default where capnb knows it (``_CONTEXT_DEFAULTS``).
+    ``max_position_embeddings``, times a ``rope_scaling`` (transformers 5: ``rope_parameters``,
+    one per layer type where nested) factor for the scaling types vLLM extends the context by
+    (linear, dynamic; YaRN from its ``original_max_position_embeddings``), as vLLM's
+    ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it, and so does
+    Gemma 3's (vLLM skips the factor for gemma3 model types). A config that omits the field takes
+    its class default where capnb knows it (``_CONTEXT_DEFAULTS``).
     """
     text = config.get("text_config")
     if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
@@ -439,16 +440,24 @@ def context_tokens(config: Mapping) -> int | None:
     length = config.get("max_position_embeddings", _CONTEXT_DEFAULTS.get(model_type))
     if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
         return None
-    scaling = config.get("rope_scaling")
-    if isinstance(scaling, Mapping) and "gemma3" not in model_type:
+    scalings = config.get("rope_scaling") or config.get("rope_parameters")  # transformers 4 / 5
+    if not isinstance(scalings, Mapping) or "gemma3" in model_type:
+        return int(length)
+    if not {"rope_type", "type"} & scalings.keys():  # transformers 5: one per layer type
+        scalings = {k: v for k, v in scalings.items() if isinstance(v, Mapping)}
+    else:
+        scalings = {"": scalings}
+    extended = length
+    for scaling in scalings.values():
         kind = scaling.get("rope_type", scaling.get("type"))
         factor = scaling.get("factor")
         if kind not in _ROPE_KEEPS_LENGTH and isinstance(factor, int | float) and factor > 1:
             original = scaling.get("original_max_position_embeddings")
             if kind == "yarn" and isinstance(original, int | float) and original > 0:
-                length = original  # vLLM: YaRN extends the pre-training length
-            length = length * factor
-    return int(length)
+                extended = original * factor  # vLLM: YaRN extends the pre-training length
+            else:
+                extended = length * factor
+    return int(extended)
 
 
 def _extra_norms(model_type: str, hidden: int, head_dim: int) -> int:
