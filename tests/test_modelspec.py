@@ -588,3 +588,19 @@ def test_context_reads_transformers_v5_rope_parameters():
     assert context_tokens({**base, "rope_parameters": nested}) == 131_072
     plain = {"rope_type": "default", "rope_theta": 1e6}
     assert context_tokens({**base, "rope_parameters": plain}) == 32768
+
+
+def test_llama4_chunked_attention_is_windowed_at_its_chunk():
+    # Llama-4's RoPE layers attend within chunks of attention_chunk_size tokens; every 4th layer
+    # (no RoPE) attends fully (transformers' Llama4TextConfig no_rope_layers). The field was
+    # ignored without a word: a 32,768-token prompt's KV counted at full length on all 48 layers
+    text = {**LLAMA4_TEXT, "num_local_experts": 16, "attention_chunk_size": 8192}
+    spec = parse({"model_type": "llama4", "text_config": text, "torch_dtype": "bfloat16"})
+    assert (spec.sliding_window, spec.sliding_layers) == (8192, 36)
+    per_layer = 2 * 8 * 128 * 2  # K and V, 8 KV heads x 128 x 2 bytes
+    assert spec.kv_bytes_per_sequence(32768) == per_layer * (12 * 32768 + 36 * 8192)
+    assert any("attention_chunk_size" in note for note in spec.notes)
+    listed = {**text, "no_rope_layers": [1, 0] * 24}  # every other layer without RoPE
+    assert parse({**listed, "torch_dtype": "bfloat16"}).sliding_layers == 24
+    unchunked = {k: v for k, v in text.items() if k != "attention_chunk_size"}
+    assert parse({**unchunked, "torch_dtype": "bfloat16"}).sliding_layers == 0

@@ -25,7 +25,8 @@ Sliding-window attention is read as transformers reads each model type (``_WINDO
 ``layer_types`` as given; without it, the type's rule (Mistral, Mixtral, Phi-3: every layer;
 Gemma-2 and gpt-oss: layers 0, 2, 4, ...; Gemma-3 and Cohere2: all but every
 ``sliding_window_pattern``-th; Qwen2 and Qwen3: layers from ``max_window_layers`` on, only with
-``use_sliding_window``). A window capnb cannot place is not applied, and the notes say so.
+``use_sliding_window``; Llama 4: its chunked layers, at ``attention_chunk_size``). A window capnb
+cannot place is not applied, and the notes say so.
 """
 
 from __future__ import annotations
@@ -852,6 +853,8 @@ def _sliding_window(
             f"{source}: field 'layer_types' must list one attention kind for each of the "
             f"{layers} layers, got {layer_types!r}"
         )
+    if model_type == "llama4_text":
+        return _chunked_attention(config, layers, source, notes)
     rule = _WINDOWS.get(model_type)
     declared = "sliding_window" in config
     value = config.get("sliding_window")
@@ -931,6 +934,42 @@ def _sliding_window(
             + "; ".join(assumed)
         )
     return (window, windowed) if windowed else (0, 0)
+
+
+def _chunked_attention(
+    config: Mapping, layers: int, source: str, notes: list[str]
+) -> tuple[int, int]:
+    """Llama 4's chunked local attention, as (window, windowed layers): a layer holds one chunk.
+
+    transformers 4.57.1 ``Llama4TextConfig``: ``layer_types`` default ``"chunked_attention"`` on
+    the layers of ``no_rope_layers`` (RoPE layers; default: all but every 4th), each attending
+    within chunks of ``attention_chunk_size`` tokens; the others attend fully. A chunked layer
+    keeps at most one chunk of K and V, counted as a window of that size (an upper bound).
+    """
+    chunk = config.get("attention_chunk_size")
+    if chunk is None:
+        return 0, 0
+    chunk = _positive_int(chunk, "attention_chunk_size", source)
+    layer_types = config.get("layer_types")
+    rope = config.get("no_rope_layers")
+    if layer_types is not None:
+        chunked = [i for i, kind in enumerate(layer_types) if kind == "chunked_attention"]
+    elif isinstance(rope, list) and rope:
+        if len(rope) != layers:
+            raise ConfigError(
+                f"{source}: field 'no_rope_layers' must give one flag for each of the {layers} "
+                f"layers, got {len(rope)}"
+            )
+        chunked = [i for i, flag in enumerate(rope) if flag]
+    else:
+        chunked = [i for i in range(layers) if (i + 1) % 4]
+    full = [i for i in range(layers) if i not in set(chunked)]
+    notes.append(
+        f"chunked attention (attention_chunk_size {chunk:,}) on {len(chunked)} of {layers} layers "
+        f"(full attention {_layer_list(full) or 'none'}): counted as a sliding window of "
+        f"{chunk:,} tokens, the most a chunked layer holds"
+    )
+    return (chunk, len(chunked)) if chunked else (0, 0)
 
 
 # -- vision towers --------------------------------------------------------------------------------
