@@ -604,3 +604,20 @@ def test_llama4_chunked_attention_is_windowed_at_its_chunk():
     assert parse({**listed, "torch_dtype": "bfloat16"}).sliding_layers == 24
     unchunked = {k: v for k, v in text.items() if k != "attention_chunk_size"}
     assert parse({**unchunked, "torch_dtype": "bfloat16"}).sliding_layers == 0
+
+
+def test_bitsandbytes_4bit_block_scales_are_counted():
+    # bitsandbytes' 4-bit weights (nf4/fp4) carry an fp32 absmax per block of 64 weights; with
+    # bnb_4bit_use_double_quant the absmax is 8-bit, plus an fp32 scale per 256 of them
+    def bnb(double):
+        quant = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+                 "bnb_4bit_use_double_quant": double}  # fmt: skip
+        return parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+
+    assert bnb(False).weight_scale_bytes == 4 / 64
+    assert bnb(True).weight_scale_bytes == (1 + 4 / 256) / 64
+    kept = 2 * 128_256 * 4096
+    single = bnb(False)
+    assert single.weight_bytes() == pytest.approx(
+        (single.parameters - kept) * (0.5 + 4 / 64) + 2 * kept
+    )

@@ -224,7 +224,8 @@ class ModelSpec:
         In the checkpoint's own dtype, the modules its ``quantization_config`` leaves unconverted
         (attention and router, ``unquantized_attention``) stay in ``torch_dtype`` too, and block
         scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; AWQ,
-        GPTQ and grouped compressed-tensors: a 16-bit scale and a packed zero per group).
+        GPTQ and grouped compressed-tensors: a 16-bit scale and a packed zero per group;
+        bitsandbytes 4-bit: an absmax per 64).
         """
         weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
         per_param = DTYPE_BYTES[weight_dtype]
@@ -617,7 +618,9 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     of -1 (one scale per output column) is negligible and counted as 0. compressed-tensors
     (llm-compressor's w4a16/w8a16): per ``group_size`` weights of a ``"group"`` strategy a 16-bit
     ``weight_scale``, and a zero point packed at the weight width unless ``symmetric``; the
-    largest of its ``config_groups``.
+    largest of its ``config_groups``. bitsandbytes 4-bit (nf4, fp4): an fp32 absmax per block of 64
+    weights (``Params4bit``'s blocksize); with ``bnb_4bit_use_double_quant`` an 8-bit absmax plus
+    an fp32 scale per 256 of them.
     """
     quant = config.get("quantization_config")
     if not isinstance(quant, Mapping):
@@ -625,6 +628,8 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     method = str(quant.get("quant_method", "")).lower()
     if method == "mxfp4":
         return 1.0 / 32.0
+    if method == "bitsandbytes" and weight_dtype == "int4":
+        return (1.0 + 4.0 / 256.0) / 64.0 if quant.get("bnb_4bit_use_double_quant") else 4.0 / 64.0
     if method == "compressed-tensors" and weight_dtype in {"int4", "int8"}:
         return max(_group_scale_bytes(quant, weight_dtype, source), default=0.0)
     if method not in {"awq", "gptq"} or weight_dtype not in {"int4", "int8"}:
