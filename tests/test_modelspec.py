@@ -621,3 +621,28 @@ def test_bitsandbytes_4bit_block_scales_are_counted():
     assert single.weight_bytes() == pytest.approx(
         (single.parameters - kept) * (0.5 + 4 / 64) + 2 * kept
     )
+
+
+def test_hybrid_linear_attention_configs_are_refused_naming_the_field():
+    # Qwen3-Next keeps K and V on every 4th layer only (full_attention_interval); the others are
+    # Gated DeltaNet layers with a fixed recurrent state. It was planned as 48 attention layers,
+    # 4x its KV bytes per token, without a word
+    qwen3_next = {
+        "model_type": "qwen3_next", "num_hidden_layers": 48, "hidden_size": 2048,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "intermediate_size": 5120, "vocab_size": 151936, "num_experts": 512,
+        "num_experts_per_tok": 10, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512, "full_attention_interval": 4,
+        "linear_num_value_heads": 32, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'full_attention_interval'"):
+        parse(qwen3_next, source="x.json")
+    kinds = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 12
+    listed = {k: v for k, v in qwen3_next.items() if k != "full_attention_interval"}
+    nested = {"model_type": "qwen3_5", "text_config": {**listed, "layer_types": kinds}}
+    with pytest.raises(ConfigError, match="'layer_types'.*'linear_attention'"):
+        parse(nested, source="x.json")
+    # the attention kinds capnb plans pass
+    kinds = ["chunked_attention", "full_attention"] * 24
+    chunked = {**LLAMA4_TEXT, "num_local_experts": 16, "layer_types": kinds}
+    assert parse({**chunked, "attention_chunk_size": 8192}).sliding_layers == 24

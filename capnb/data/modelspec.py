@@ -503,6 +503,34 @@ _REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 
 
+#: Fields of hybrid models whose other layers are not attention (linear attention, Mamba): they
+#: keep a fixed recurrent state, not a KV cache per token, which capnb does not model. Qwen3-Next
+#: (``full_attention_interval``, ``linear_num_value_heads``), Nemotron-H
+#: (``hybrid_override_pattern``), Jamba (``attn_layer_period``), Mamba state sizes.
+_HYBRID_KEYS = (
+    "full_attention_interval", "linear_num_value_heads", "hybrid_override_pattern",
+    "attn_layer_period", "mamba_d_state",
+)  # fmt: skip
+#: ``layer_types`` kinds capnb plans: attention with a KV cache (windowed or chunked).
+_ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
+
+
+def _check_attention_only(config: Mapping, source: str) -> None:
+    """A ConfigError for a hybrid model: capnb counts a KV cache on every layer it plans."""
+    kinds = config.get("layer_types")
+    kinds = kinds if isinstance(kinds, list) else []
+    other = [k for k in kinds if not (isinstance(k, str) and k in _ATTENTION_KINDS)]
+    key = next((k for k in _HYBRID_KEYS if config.get(k) is not None), None)
+    if not other and key is None:
+        return
+    what = f"field 'layer_types' lists {other[0]!r} layers" if other else f"field {key!r}"
+    raise ConfigError(
+        f"{source}: {what}: a hybrid model whose non-attention layers (linear attention, "
+        "Mamba) keep a fixed recurrent state instead of a KV cache per token; capnb plans "
+        "attention-only models and would count K and V on every layer"
+    )
+
+
 def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
     """The keys the architecture needs are there, or a ConfigError naming the first missing one.
 
@@ -1109,6 +1137,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     notes: list[str] = []
     config = _text_model(outer, source, notes)
     model_type = str(config.get("model_type", "")).lower()
+    _check_attention_only(config, source)
     _check_architecture(config, model_type, source)
     config = _class_defaults(config, model_type, notes)
     layers = _get(config, "layers", source)
