@@ -646,3 +646,18 @@ def test_hybrid_linear_attention_configs_are_refused_naming_the_field():
     kinds = ["chunked_attention", "full_attention"] * 24
     chunked = {**LLAMA4_TEXT, "num_local_experts": 16, "layer_types": kinds}
     assert parse({**chunked, "attention_chunk_size": 8192}).sliding_layers == 24
+
+
+def test_compressed_tensors_nvfp4_scales_are_counted():
+    # NVFP4 (llm-compressor's nvfp4-pack-quantized, strategy tensor_group): an fp8 scale per
+    # 16 weights, 1/16 byte a weight (12.5 % of the 4-bit weights), was not counted
+    weights = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
+               "symmetric": True}  # fmt: skip
+    quant = {
+        "quant_method": "compressed-tensors",
+        "format": "nvfp4-pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+    }
+    spec = parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+    assert spec.weight_dtype == "int4"
+    assert spec.weight_scale_bytes == 1 / 16

@@ -645,10 +645,10 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     (4 bytes per input row of a layer, about 0.03 % of the weights) is not counted. A group size
     of -1 (one scale per output column) is negligible and counted as 0. compressed-tensors
     (llm-compressor's w4a16/w8a16): per ``group_size`` weights of a ``"group"`` strategy a 16-bit
-    ``weight_scale``, and a zero point packed at the weight width unless ``symmetric``; the
-    largest of its ``config_groups``. bitsandbytes 4-bit (nf4, fp4): an fp32 absmax per block of 64
-    weights (``Params4bit``'s blocksize); with ``bnb_4bit_use_double_quant`` an 8-bit absmax plus
-    an fp32 scale per 256 of them.
+    ``weight_scale`` (NVFP4's ``"tensor_group"``: an fp8 one), and a zero point packed at the
+    weight width unless ``symmetric``; the largest of its ``config_groups``. bitsandbytes 4-bit
+    (nf4, fp4): an fp32 absmax per block of 64 weights (``Params4bit``'s blocksize); with
+    ``bnb_4bit_use_double_quant`` an 8-bit absmax plus an fp32 scale per 256 of them.
     """
     quant = config.get("quantization_config")
     if not isinstance(quant, Mapping):
@@ -675,12 +675,14 @@ def _group_scale_bytes(quant: Mapping, weight_dtype: str, source: str):
     """Scale (and zero) bytes per weight of each grouped scheme in a compressed-tensors config."""
     for name, group in (quant.get("config_groups") or {}).items():
         weights = group.get("weights") if isinstance(group, Mapping) else None
-        if not isinstance(weights, Mapping) or weights.get("strategy") != "group":
+        strategy = weights.get("strategy") if isinstance(weights, Mapping) else None
+        if strategy not in ("group", "tensor_group"):
             continue
         key = f"quantization_config.config_groups.{name}.weights.group_size"
         size = _positive_int(weights.get("group_size"), key, source)
         zero = 0.0 if weights.get("symmetric", True) else DTYPE_BYTES[weight_dtype]
-        yield (2.0 + zero) / size
+        scale = 1.0 if strategy == "tensor_group" else 2.0  # NVFP4: an fp8 scale per group
+        yield (scale + zero) / size
 
 
 def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
