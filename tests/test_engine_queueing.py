@@ -396,3 +396,27 @@ def test_band_names_a_ratio_that_is_not_two_numbers(ratio):
     answer = capacity.plan(curve, 10.0, 20.0, metric="ttft")
     with pytest.raises(InputError, match="ratio must be two positive numbers"):
         capacity.band(answer, answer, answer, ratio)
+
+
+def test_read_bench_runs_takes_the_model_id_its_errors_name(tmp_path):
+    """Runs of a model_id the model does not spell: the error says pass model_id=, and it works.
+
+    Found on vLLM nightly-benchmark results of meta-llama/Llama-3.3-70B-Instruct, calibrated as
+    the catalog's Llama-3.1-70B (the same architecture): read_bench_runs had no model_id.
+    """
+    run = {"request_rate": 2.0, "completed": 100, "total_input_tokens": 51200,
+           "total_output_tokens": 12800, "mean_ttft_ms": 60.0, "median_tpot_ms": 9.0}  # fmt: skip
+    (tmp_path / "a.json").write_text(json.dumps({**run, "model_id": "org/Llama-9-8B-Instruct"}))
+    (tmp_path / "b.json").write_text(json.dumps({**run, "request_rate": 4.0,
+                                                 "model_id": "Qwen/Qwen3-32B"}))  # fmt: skip
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    with pytest.raises(ConfigError, match=r"pass model_id='org/Llama-9-8B-Instruct'"):
+        data.read_bench_runs(tmp_path / "a.json", **given)
+    runs = data.read_bench_runs(tmp_path / "a.json", model_id="org/Llama-9-8B-Instruct", **given)
+    assert set(runs["load"]) == {2.0} and set(runs["model"]) == {"Llama-3.1-8B"}
+    with pytest.raises(ConfigError, match="pick one with model_id="):
+        data.read_bench_runs(tmp_path, **given)
+    picked = data.read_bench_runs(tmp_path, model_id="org/Llama-9-8B-Instruct", **given)
+    assert set(picked["load"]) == {2.0}
+    with pytest.raises(ConfigError, match=r"no run has model_id 'org/Other'"):
+        data.read_bench_runs(tmp_path, model_id="org/Other", **given)

@@ -1730,7 +1730,8 @@ def _check_run_units(where, record, rows, limit: int, output_tokens: float) -> N
 
 
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
-                    engine_version: str = "", dtype: str = "bf16", source: str = "own run"):  # fmt: skip
+                    engine_version: str = "", dtype: str = "bf16", source: str = "own run",
+                    model_id: str | None = None):  # fmt: skip
     """Read ``vllm bench serve`` / SGLang ``bench_serving`` results or GuideLLM reports as runs.
 
     Unlike :func:`read_vllm_bench` (a curve over concurrency), each run keeps how it was made: a
@@ -1741,6 +1742,11 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     per benchmark: a constant or poisson ``rate`` is ``request_rate``, synchronous (1), concurrent
     (``streams``) and throughput with a ``max_concurrency`` are ``concurrency``, throughput with no
     limit is ``batch``.
+
+    ``model_id``, as in :func:`read_vllm_bench`: read only the runs of this model (their
+    ``model_id``) when the files hold several, and take them as runs of ``model`` whatever their
+    ``model_id``; by default runs of two models, or of a ``model_id`` that does not name
+    ``model``, are an error.
 
     Returns
     -------
@@ -1773,8 +1779,10 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     label = str(paths) if isinstance(paths, str | os.PathLike) else "the files given"
     # runs of two models (or of another model or GPU than the one named) are one error, as in
     # read_vllm_bench: a calibration on them would mix two models' latencies under one name
-    _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)], None,
-                       {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
+    kept = _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)], model_id,
+                              {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
+    kept_ids = {id(r) for _, r in kept}  # (model_id= leaves out the other models' runs)
+    records = [(w, r) for w, r in records if _is_guidellm(r) or id(r) in kept_ids]
     seen: dict[tuple[str, float], str] = {}
     for where, record in records:
         if _is_guidellm(record):
