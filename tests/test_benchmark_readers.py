@@ -816,3 +816,20 @@ def test_aiperf_exports_keep_their_input_sequence_length(tmp_path):
 
     with pytest.raises(InputError, match="prompt_tokens"):
         latency.calibrate(bare)
+
+
+def test_a_ramp_up_run_is_refused_naming_its_field(tmp_path):
+    """vllm bench serve --ramp-up-strategy: its rate climbs during the run; no one load holds it.
+
+    Its request_rate is written "inf": read as a closed loop at its max_concurrency (the curve)
+    or as a batch / closed loop (read_bench_runs, which the calibration then simulated as such).
+    """
+    ramp = {"ramp_up_strategy": "linear", "ramp_up_start_rps": 1, "ramp_up_end_rps": 8}
+    # a ramp that climbs to 8 requests/s, its mean e2e 2 s, capped at 16: 4.2 requests/s measured
+    runs = {"c4.json": _summary_run(4, 2.0, 2.0), "ramp.json": _summary_run(16, 2.0, 4.2) | ramp}
+    folder = _write(tmp_path / "runs", runs)
+    for read in (lambda: data.read_vllm_bench(folder),
+                 lambda: data.read_bench_runs(folder, model="Llama-3.1-8B", gpu="H100-SXM",
+                                              tensor_parallel=1, engine="vllm")):  # fmt: skip
+        with pytest.raises(ConfigError, match=r"ramp\.json: 'ramp_up_strategy' is 'linear'"):
+            read()

@@ -434,6 +434,15 @@ def _check_result_json(record: object, where: str) -> None:
             "qps), and read that (read_latency_table, or --benchmark table.csv)"
         )
     if "completed" in record or "request_throughput" in record or any(map(_VLLM_KEY.match, keys)):
+        ramp = record.get("ramp_up_strategy")
+        if ramp is not None:  # its request_rate is written "inf": it would read as a closed loop
+            raise ConfigError(
+                f"{where}: 'ramp_up_strategy' is {ramp!r} (--ramp-up-strategy, from "
+                f"{record.get('ramp_up_start_rps')!r} to {record.get('ramp_up_end_rps')!r} "
+                "requests/s): its load climbed during the run, so its latencies are of no one "
+                "concurrency or request rate; capnb reads runs at a fixed --request-rate or "
+                "--max-concurrency: move it out of the files given"
+            )
         return
     shown = ", ".join(keys[:8]) + (", ..." if len(keys) > 8 else "") if keys else "none"
     raise ConfigError(
