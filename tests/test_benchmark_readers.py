@@ -833,3 +833,29 @@ def test_a_ramp_up_run_is_refused_naming_its_field(tmp_path):
                                               tensor_parallel=1, engine="vllm")):  # fmt: skip
         with pytest.raises(ConfigError, match=r"ramp\.json: 'ramp_up_strategy' is 'linear'"):
             read()
+
+
+def test_a_guidellm_report_of_another_model_is_an_error_naming_its_field(tmp_path):
+    """Each GuideLLM benchmark records its backend's model (config.backend.model, 0.5 to 0.7).
+
+    A report of one model read for another was taken silently, where vllm bench runs of another
+    model_id are an error naming both.
+    """
+    report = json.loads(GUIDELLM.read_text())
+    for bench in report["benchmarks"]:
+        bench["config"]["backend"] = {"target": "http://localhost:8000", "model": "Qwen/Qwen3-32B"}
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(report))
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    wrong = (
+        r"benchmarks\[0\] \(config\.backend\.model\): the runs measured model_id 'Qwen/Qwen3-32B', "
+    )
+    for read in (lambda: data.read_benchmark(path, model="Llama-3.1-8B"),
+                 lambda: data.read_guidellm(path, model="Llama-3.1-8B"),
+                 lambda: data.read_bench_runs(path, **given)):  # fmt: skip
+        with pytest.raises(ConfigError, match=wrong + r"not model 'Llama-3\.1-8B'"):
+            read()
+    assert data.read_benchmark(path, model="Qwen3-32B").attrs["model"] == "Qwen3-32B"
+    said = data.read_benchmark(path, model="Llama-3.1-8B", model_id="Qwen/Qwen3-32B")
+    assert said.concurrency.size == data.read_guidellm(GUIDELLM).concurrency.size
+    assert not data.read_bench_runs(path, model_id="Qwen/Qwen3-32B", **given).empty

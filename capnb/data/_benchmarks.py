@@ -1395,6 +1395,22 @@ def _guidellm_benchmarks(where: str, report: Mapping) -> list[tuple[str, Mapping
     return found
 
 
+def _guidellm_models(where: str, report: Mapping) -> list[tuple[str, dict]]:
+    """(label, {"model_id": model}) of each benchmark that records its backend's model.
+
+    GuideLLM 0.5 to 0.7 keep the backend's settings in each benchmark's ``config.backend``, its
+    ``model`` among them: checked as a vllm bench run's ``model_id`` is (:func:`_one_configuration`).
+    """
+    found = []
+    for i, bench in enumerate(report.get("benchmarks") or []):
+        config = bench.get("config") if isinstance(bench, Mapping) else None
+        backend = config.get("backend") if isinstance(config, Mapping) else None
+        model = backend.get("model") if isinstance(backend, Mapping) else None
+        if isinstance(model, str) and model.strip():
+            found.append((f"{where} benchmarks[{i}] (config.backend.model)", {"model_id": model}))
+    return found
+
+
 def _field(record: object, dotted: str, where: str) -> object:
     value = record
     for part in dotted.split("."):
@@ -1493,7 +1509,9 @@ def _guidellm_place(run: dict, notes: list[str]) -> tuple[int, float]:
     return placed, in_flight
 
 
-def read_guidellm(path: str | os.PathLike, **attrs: object) -> xr.Dataset:
+def read_guidellm(
+    path: str | os.PathLike, *, model_id: str | None = None, **attrs: object
+) -> xr.Dataset:
     """Read a GuideLLM report (``guidellm benchmark --output-path benchmarks.json``) into a curve.
 
     Parameters
@@ -1501,6 +1519,10 @@ def read_guidellm(path: str | os.PathLike, **attrs: object) -> xr.Dataset:
     path
         The report's JSON file: ``metadata`` (schema ``version`` 1 or 2: GuideLLM 0.5.0 to
         0.7.x) and ``benchmarks``, one per strategy GuideLLM ran.
+    model_id
+        Say that the benchmarks, of this model (their ``config.backend.model``), are of ``model``.
+        By default a ``model`` the benchmarks' ``config.backend.model`` does not name is an error
+        naming both, as for :func:`read_vllm_bench`'s ``model_id``.
     **attrs
         Stored on the curve: ``model``, ``gpu``, ``tensor_parallel``, ``engine`` ...
 
@@ -1540,6 +1562,7 @@ def read_guidellm(path: str | os.PathLike, **attrs: object) -> xr.Dataset:
     report = documents[0][1]
     runs = [_guidellm_run(b, where) for where, b in _guidellm_benchmarks(path.name, report)]
     notes = [f"GuideLLM {report['metadata'].get('guidellm_version', '?')} report"]
+    _one_configuration(_guidellm_models(path.name, report), model_id, attrs, [], str(path))
     seen: dict[int, str] = {}
     for run in runs:
         run["concurrency"], run["in_flight"] = _guidellm_place(run, notes)
@@ -1700,13 +1723,14 @@ def read_benchmark(
     ``tensor_parallel``, ``engine``...) are stored on the curve as by :func:`read_vllm_bench`,
     :func:`read_guidellm`, :func:`read_aiperf` and :func:`read_latency_table`. The curve's
     ``format`` attr names the reader.
-    ``model_id`` picks one model's runs from ``vllm bench serve`` files (:func:`read_vllm_bench`).
+    ``model_id`` picks one model's runs from ``vllm bench serve`` files (:func:`read_vllm_bench`),
+    or says a GuideLLM report's benchmarks are of ``model`` (:func:`read_guidellm`).
     """
     kind = benchmark_format(path)
     if kind == "vllm":
         curve = read_vllm_bench(path, model_id=model_id, **attrs)
     elif kind == "guidellm":
-        curve = read_guidellm(path, **attrs)
+        curve = read_guidellm(path, model_id=model_id, **attrs)
     elif kind == "aiperf":
         curve = read_aiperf(path, **attrs)
     else:
@@ -1788,8 +1812,9 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     label = str(paths) if isinstance(paths, str | os.PathLike) else "the files given"
     # runs of two models (or of another model or GPU than the one named) are one error, as in
     # read_vllm_bench: a calibration on them would mix two models' latencies under one name
-    kept = _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)], model_id,
-                              {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
+    reports = [m for w, r in records if _is_guidellm(r) for m in _guidellm_models(w, r)]
+    kept = _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)] + reports,
+                              model_id, {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
     kept_ids = {id(r) for _, r in kept}  # (model_id= leaves out the other models' runs)
     records = [(w, r) for w, r in records if _is_guidellm(r) or id(r) in kept_ids]
     seen: dict[tuple[str, float], str] = {}
