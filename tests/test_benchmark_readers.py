@@ -357,6 +357,15 @@ def test_p100_keys_are_skipped_with_a_note_and_a_percentile_above_it_names_file_
          {"num_concurrent_requests": 8, "results_ttft_s_quantiles_p99": 0.07,
           "results_num_completed_requests": 80},
          r"an LLMPerf summary .*does not read LLMPerf's format"),
+        # LLMPerf's per-request file, beside its summary (ray-project/llmperf-leaderboard)
+        ("llama_1024_256_individual_responses.json",
+         [{"error_code": None, "error_msg": "", "ttft_s": 0.3, "inter_token_latency_s": 0.02,
+           "end_to_end_latency_s": 2.5, "number_output_tokens": 128}],
+         r"an LLMPerf per-request file .*does not read LLMPerf's format"),
+        # vLLM's nightly-benchmark table, beside the runs it summarises (a JSON list of rows)
+        ("benchmark_results.json", [{"Test name": "tp8_qps_01", "Mean TTFT (ms)": 65.3}],
+         r"not a vllm bench serve or SGLang bench_serving result \(a JSON list, where a result "
+         r"is one JSON object\); capnb reads .*: move other JSON files"),
         ("server_config.json", {"model": "x", "tensor_parallel_size": 1},
          r"not a vllm bench serve or SGLang bench_serving result .*its keys: model, "
          r"tensor_parallel_size\); capnb reads"),

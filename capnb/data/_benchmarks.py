@@ -398,15 +398,30 @@ _READS = (
     "capnb reads vllm bench serve / SGLang bench_serving result JSON, AIPerf / GenAI-Perf CSV "
     "exports, or a latency table"
 )
+_LLMPERF = (
+    "capnb does not read LLMPerf's format: write its summaries' figures into a table, one row "
+    "per num_concurrent_requests (columns concurrency, ttft_p99_s, e2e_p99_s, e2e_mean_s, qps), "
+    "and read that (read_latency_table, or --benchmark table.csv)"
+)
 _GENAI_PERF_KEYS = ("request_throughput", "request_latency", "time_to_first_token")
 
 
 def _check_result_json(record: object, where: str) -> None:
     """A JSON document that is no vLLM or SGLang result is an error saying what it is."""
     if not isinstance(record, Mapping):
+        if isinstance(record, list) and any(
+            isinstance(r, Mapping) and ("ttft_s" in r or "end_to_end_latency_s" in r)
+            for r in record
+        ):
+            raise ConfigError(
+                f"{where}: an LLMPerf per-request file (individual_responses: ttft_s, "
+                f"end_to_end_latency_s, ...), not a vllm bench serve result; {_LLMPERF}"
+            )
+        kind = "list" if isinstance(record, list) else type(record).__name__
         raise ConfigError(
-            f"{where}: expected a JSON object (a vllm bench serve result), got "
-            f"{type(record).__name__}; {_READS}"
+            f"{where}: not a vllm bench serve or SGLang bench_serving result (a JSON {kind}, "
+            f"where a result is one JSON object); {_READS}: move other JSON files (a "
+            "summary table, ...) out of the folder"
         )
     keys = [str(k) for k in record]
     if _is_guidellm(record):
@@ -428,10 +443,8 @@ def _check_result_json(record: object, where: str) -> None:
         )
     if any(k.startswith("results_") for k in keys) or "num_concurrent_requests" in record:
         raise ConfigError(
-            f"{where}: an LLMPerf summary (results_* keys), not a vllm bench serve result; capnb "
-            "does not read LLMPerf's format: write its figures into a table, one row per "
-            "num_concurrent_requests (columns concurrency, ttft_p99_s, e2e_p99_s, e2e_mean_s, "
-            "qps), and read that (read_latency_table, or --benchmark table.csv)"
+            f"{where}: an LLMPerf summary (results_* keys), not a vllm bench serve result; "
+            f"{_LLMPERF}"
         )
     if "completed" in record or "request_throughput" in record or any(map(_VLLM_KEY.match, keys)):
         ramp = record.get("ramp_up_strategy")
