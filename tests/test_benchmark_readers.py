@@ -868,3 +868,17 @@ def test_a_guidellm_report_of_another_model_is_an_error_naming_its_field(tmp_pat
     said = data.read_benchmark(path, model="Llama-3.1-8B", model_id="Qwen/Qwen3-32B")
     assert said.concurrency.size == data.read_guidellm(GUIDELLM).concurrency.size
     assert not data.read_bench_runs(path, model_id="Qwen/Qwen3-32B", **given).empty
+
+
+def test_vllm_0_4_results_spell_request_throughput_request_inthroughput(tmp_path):
+    """benchmark_serving.py of vLLM 0.4 wrote its measured throughput as 'request_inthroughput'.
+
+    Such a file said 'missing field request_throughput' though it holds the figure.
+    """
+    runs = {f"c{c}.json": _summary_run(c, 2.0 + c / 8, c / (2.0 + c / 8)) for c in (4, 16)}
+    expected = data.read_vllm_bench(_write(tmp_path / "new", runs))
+    for run in runs.values():
+        run["request_inthroughput"] = run.pop("request_throughput")
+    curve = data.read_vllm_bench(_write(tmp_path / "old", runs))
+    assert curve.measured_qps.values.tolist() == expected.measured_qps.values.tolist()
+    assert any("request_inthroughput" in n for n in latency.notes(curve))

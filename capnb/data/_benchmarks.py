@@ -746,7 +746,13 @@ def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[st
         raise ConfigError(f"{where}: 'completed' is {completed}: no request succeeded")
     if not math.isfinite(completed):
         raise ConfigError(f"{where}: 'completed' is {completed}, not a count of requests")
-    qps = _number(record, "request_throughput", where)
+    qps = _number(record, "request_throughput", where, required=False)
+    if qps is None and record.get("request_inthroughput") is not None:
+        # benchmark_serving.py of vLLM 0.4 spelt it so (the same figure, requests/s)
+        qps = _number(record, "request_inthroughput", where)
+        notes.append(f"{where}: throughput read from 'request_inthroughput' (vLLM 0.4's name)")
+    if qps is None:
+        raise ConfigError(f"{where}: missing field 'request_throughput'")
     prompt = _number(record, "total_input_tokens", where) / completed
     output = _number(record, "total_output_tokens", where) / completed
     latency, mean = {}, {}
@@ -1766,6 +1772,8 @@ _RUN_STATS = {"mean": "mean", "median": "p50", "p50": "p50", "p90": "p90", "p95"
 def _check_run_units(where, record, rows, limit: int, output_tokens: float) -> None:
     """A closed-loop run's mean latencies must agree with its measured throughput (Little's law)."""
     qps = _number(record, "request_throughput", where, required=False)
+    if qps is None:  # vLLM 0.4's name for it
+        qps = _number(record, "request_inthroughput", where, required=False)
     if qps is None or not math.isfinite(qps) or qps <= 0:
         return
     mean = {r["metric"]: r["value"] for r in rows if r["stat"] == "mean"}
