@@ -505,6 +505,12 @@ def test_smooth_demand_is_the_trailing_mean_over_a_requests_time_in_an_instance(
     np.testing.assert_array_equal(elasticity.smooth_demand(demand, 2.5).values, values)
     with pytest.raises(InputError, match="latency_s"):
         elasticity.smooth_demand(demand, -1.0)
+    with pytest.raises(InputError, match="demand: expected requests/s over time"):
+        elasticity.smooth_demand(values, 9.0)
+    # a Dataset's qps is read as the plan's demand is
+    np.testing.assert_array_equal(
+        elasticity.smooth_demand(demand.to_dataset(name="qps"), 9.0).values, got.values
+    )
 
 
 def test_a_logs_second_by_second_clumps_are_no_breach_once_smoothed():

@@ -321,6 +321,13 @@ def smooth_demand(demand: xr.DataArray, latency_s: float) -> xr.DataArray:
     >>> smooth_demand(d, 2.0).values.tolist()
     [0.0, 2.0, 2.0, 2.0, 2.0, 2.0]
     """
+    if isinstance(demand, xr.Dataset) and "qps" in demand:
+        demand = demand.qps
+    if not isinstance(demand, xr.DataArray):
+        raise InputError(
+            f"demand: expected requests/s over time as a DataArray (prepare_demand, "
+            f"resample_demand), got {type(demand).__name__}"
+        )
     values, _, step = demand_values(demand, None)
     latency = real(latency_s, "latency_s", open_low=True)
     held = float(demand.attrs.get("held_from_s", 0.0))  # a rate series' window, held per step
