@@ -158,6 +158,12 @@ VARIABLES: dict[str, Term] = _table(
     ("latency_floor", "s", "latency quantile at the curve's first concurrency"),
     ("naive_qps", "requests/s", "the article's figure: safe concurrency x QPS at concurrency 1"),
     ("overstatement", "1", "naive_qps / per_instance_qps"),
+    (
+        "headroom",
+        "1",
+        "share of the closed-loop per_instance_qps up to which the SLA holds under Poisson "
+        "arrivals (capnb.capacity.arrivals)",
+    ),
     ("utilisation", "1", "share of the planned capacity the target uses"),
     ("compute_utilisation", "1", "share of the GPUs' dense FLOP/s in use at the operating point"),
     ("cheapest_gpu", "1", "GPU profile of the cheapest plan"),

@@ -104,8 +104,8 @@ def arrivals(
     out = xr.Dataset(
         {
             "latency": (("share", "metric"), values, glossary.attrs("latency")),
-            "meets_sla": ("share", meets),
-            "headroom": ((), headroom),
+            "meets_sla": ("share", meets, glossary.attrs("meets_sla")),
+            "headroom": ((), headroom, glossary.attrs("headroom")),
         },
         coords={"share": shares, "metric": metrics},
     )
