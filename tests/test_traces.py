@@ -921,3 +921,36 @@ def test_times_counted_from_zero_in_ms_read_as_seconds_are_warned_about(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error", data.TraceWarning)
         data.load_trace(long, time_unit="s")
+
+
+def test_idle_nights_beside_one_busy_night_stay_idle(tmp_path):
+    # 10-minute counts over 5 days, idle every night but one (a batch job ran all of one night):
+    # the busy night's 600 requests a window were pooled into every other night's comparison,
+    # so each idle night was "improbably empty" and marked missing (then filled from the busy
+    # night); the median night is idle, so they are idle; an empty night among busy ones is
+    # still a hole (the test above)
+    rng = np.random.default_rng(6)
+    times = pd.date_range("2024-05-13", periods=5 * 144, freq="10min")
+    counts = rng.poisson(600, times.size)
+    night = (times.hour < 6) | (times.hour >= 22)
+    batch = (times >= "2024-05-15 22:00") & (times < "2024-05-16 06:00")
+    counts = np.where(night & ~batch, 0, counts)
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M"), "requests": counts}).to_csv(
+        tmp_path / "batch.csv", index=False
+    )
+    series = data.load_traffic(tmp_path / "batch.csv")
+    assert series.attrs["missing_windows"] == 0
+    assert int((series.qps == 0).sum()) == int((night & ~batch).sum())
+    # a request log of the same service: its idle nights are idle too
+    day = [0.0] * 6 + [0.2] * 16 + [0.0] * 2
+    log = pd.read_csv(_diurnal_log(tmp_path, "log.csv", day, days=5))
+    batch_times = pd.date_range("2024-05-15 22:00", "2024-05-16 05:59:55", freq="5s")
+    extra = pd.DataFrame({"timestamp": batch_times.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                          "prompt_tokens": 100, "output_tokens": 10})  # fmt: skip
+    both = pd.concat([log, extra])
+    both.iloc[np.argsort(both.timestamp.values, kind="stable")].to_csv(
+        tmp_path / "log2.csv", index=False
+    )
+    resampled = forecast.resample(data.load_trace(tmp_path / "log2.csv"), "1min")
+    quiet = resampled.qps.sel(time=slice("2024-05-14 22:00", "2024-05-15 05:59"))
+    assert quiet.size == 480 and (quiet.fillna(-1) == 0).all()

@@ -238,11 +238,12 @@ def _zero_holes(counts: np.ndarray, step: int, clock: dict, notes: list[str]) ->
 
     A window of 0 is compared with the windows at the same time of day on the other days (and of
     the week on the other weeks, :func:`capnb.data._times.compared_periods`): it is missing when
-    every comparison makes it improbable (:func:`capnb.data._times.emptiness_score`), and idle
-    otherwise, so a service idle every night keeps its nights, and one empty night among busy
-    ones is a hole. Where there is nothing to compare with (a series under two days, hours not
-    known, windows that do not divide a day, or no observed window at that time on another day),
-    the series' median non-empty window decides, as for a service without a time of day.
+    every comparison makes it improbable (:func:`capnb.data._times.emptiness_score` at the median
+    of those windows), and idle otherwise, so a service idle every night keeps its nights, even
+    beside one busy night, and one empty night among busy ones is a hole. Where there is nothing
+    to compare with (a series under two days, hours not known, windows that do not divide a day,
+    or no observed window at that time on another day), the series' median non-empty window
+    decides, as for a service without a time of day.
     """
     zero = np.flatnonzero(counts == 0.0)
     positive = counts[np.isfinite(counts) & (counts > 0)]
@@ -255,15 +256,18 @@ def _zero_holes(counts: np.ndarray, step: int, clock: dict, notes: list[str]) ->
     compared = np.zeros(zero.size, bool)
     for period in periods:
         cycle = period // step
-        total, seen = np.zeros(zero.size), np.zeros(zero.size)
         reach = (counts.size - 1) // cycle
-        for cycles in (*range(-reach, 0), *range(1, reach + 1)):
-            other = zero + cycles * cycle
-            inside = np.flatnonzero((other >= 0) & (other < counts.size))
-            values = counts[other[inside]]
-            total[inside] += np.nan_to_num(values)
-            seen[inside] += np.isfinite(values)
-        improbable = _times.emptiness_score(total, seen, 1.0) >= IDLE_MEDIAN_COUNT
+        shifts = np.array([c * cycle for c in (*range(-reach, 0), *range(1, reach + 1))])
+        other = zero[:, None] + shifts[None, :]
+        inside = (other >= 0) & (other < counts.size)
+        values = np.where(inside, counts[np.clip(other, 0, counts.size - 1)], np.nan)
+        seen = np.isfinite(values).sum(axis=1).astype(float)
+        # the median cycle, not their sum: one busy night does not make every idle night a hole
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (no cycle seen: NaN, no say)
+            typical_there = np.nan_to_num(np.nanmedian(values, axis=1))
+        score = _times.emptiness_score(typical_there * seen, seen, 1.0)
+        improbable = score >= IDLE_MEDIAN_COUNT
         hole &= improbable | (seen == 0)  # nothing at that time on another cycle: no say
         compared |= seen > 0
     hole = np.where(compared, hole, by_median)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -319,8 +320,9 @@ def _improbably_empty(ns, a, b, periods) -> np.ndarray:
 
     A stretch shorter than a period is compared with the same phase (time of day, of the week)
     on the log's other cycles (:func:`capnb.data._times.emptiness_score`); one at least a period
-    long holds every phase, and is compared with the log's mean rate. Idle nights are then idle
-    (the other nights are empty too), and one empty night among busy ones is a hole.
+    long holds every phase, and is compared with the log's mean rate. The cycles' median rate is
+    taken, not their pooled one: idle nights are then idle (most other nights are empty too), even
+    beside one busy night, and one empty night among busy ones is a hole.
     """
     first, last = int(ns[0]), int(ns[-1])
     length = (b - a).astype(np.float64)
@@ -328,15 +330,22 @@ def _improbably_empty(ns, a, b, periods) -> np.ndarray:
     for period in periods:
         score = length * (ns.size - 1) / (last - first)  # at the log's mean rate
         short = np.flatnonzero(length < period)
-        total, exposure = np.zeros(short.size), np.zeros(short.size)
         reach = (last - first) // period + 1  # the other cycles the log touches, either side
-        for cycles in (*range(-reach, 0), *range(1, reach + 1)):
-            shift = cycles * period
+        shifts = [c * period for c in (*range(-reach, 0), *range(1, reach + 1))]
+        exposure = np.zeros((short.size, len(shifts)))
+        count = np.zeros((short.size, len(shifts)))
+        for j, shift in enumerate(shifts):
             low = np.clip(a[short] + shift, first, last)
             high = np.clip(b[short] + shift, first, last)
-            exposure += high - low
-            total += np.searchsorted(ns, high) - np.searchsorted(ns, low)
-        score[short] = _times.emptiness_score(total, exposure, length[short])
+            exposure[:, j] = high - low
+            count[:, j] = np.searchsorted(ns, high) - np.searchsorted(ns, low)
+        # the median cycle's rate, not their pooled one: one busy night does not make every idle
+        # night a hole
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (no cycle seen: no say)
+            rate = np.nan_to_num(np.nanmedian(np.where(exposure > 0, count / exposure, np.nan), 1))
+        seen = exposure.sum(axis=1)
+        score[short] = _times.emptiness_score(rate * seen, seen, length[short])
         hole &= score >= IDLE_MEDIAN_COUNT
     return hole
 
