@@ -302,3 +302,17 @@ def test_a_price_of_no_cost_or_less_is_named(price):
         with pytest.raises(InputError, match=r"prices: usd_per_gpu_hour of A \(on_demand\)"):
             fleet(given, xr.DataArray([30.0], dims="slot"), prices=prices, reserved=None,
                   **({"shares": [1.0]} if fleet is capnb.capacity.mix_by_size else {}))  # fmt: skip
+
+
+def test_spot_asked_for_without_a_spot_price_is_said():
+    # spot_preemption given, but the provider prices no spot for these GPUs: none is planned,
+    # and the mix says so (the plan's sentence reads it); with a spot price it is not said
+    args = dict(options=_options(["A", "B"], [1, 1], [5.0, 7.0]),
+                demand_qps=xr.DataArray([9.0, 21.0], dims="slot"), spot_preemption=0.05)  # fmt: skip
+    none = capnb.capacity.mix(prices=_prices({"A": {"on_demand": 1.0}, "B": {"on_demand": 1.5}}),
+                              **args)  # fmt: skip
+    assert none.attrs["spot_unpriced"] == "A, B" and int(none.spot_instances.sum()) == 0
+    some = capnb.capacity.mix(
+        prices=_prices({"A": {"on_demand": 1.0, "spot": 0.4}, "B": {"on_demand": 1.5}}), **args
+    )
+    assert "spot_unpriced" not in some.attrs

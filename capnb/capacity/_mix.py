@@ -135,7 +135,8 @@ def mix(
         alone on demand (``ceil(demand / per_instance_qps)``; NaN where a limit forbids it).
         Attrs: the mix's and the cheapest single type's mean USD/hour (slots of equal length),
         the saving, ``optimality_gap`` (the mix's cost over the solver's proven lower bound,
-        minus 1), the pricing used and the solver.
+        minus 1), the pricing used and the solver; ``spot_unpriced`` (the GPUs) when
+        ``spot_preemption`` was given but no pool has a spot price, so none was planned.
 
     Raises
     ------
@@ -169,6 +170,9 @@ def mix(
     result.attrs = _mix_attrs(
         slot_cost, single_cost, bound, qps.pool.values, reserved, spot_preemption, limits, prices
     ) | {"solver": f"scipy.optimize.milp (HiGHS): {how}; each slot exact"}
+    if spot_preemption is not None and not np.isfinite(price["spot"]).any():
+        # spot was asked for, but no pool has a spot price: none is planned, and that is said
+        result.attrs["spot_unpriced"] = ", ".join(dict.fromkeys(gpus))
     return _with_left_out(
         result,
         everything,

@@ -201,7 +201,14 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
             if replay.attrs.get("preempted")
             else ""
         )
-        + f"{against}."
+        + f"{against}"
+        + (
+            f" (spot asked for, but {mixed.attrs['provider']} lists no spot price for "
+            f"{mixed.attrs['spot_unpriced']}: none planned)"
+            if mixed.attrs.get("spot_unpriced")
+            else ""
+        )
+        + "."
     )
 
 
