@@ -321,3 +321,16 @@ def test_an_edited_plan_json_is_refused_naming_the_file_and_the_field(
     assert main(["export", "--plan", str(edited), "--out", str(tmp_path / "out")]) == 1
     assert f"capnb export: {edited}: " in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_kedas_query_rates_over_a_range_prometheus_can_fill():
+    # a rate over the 15-s sync period is empty at a 15-30 s scrape interval: KEDA never scaled
+    choice = capnb.plan.PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.7,
+                                     cooldown_s=300.0, min_instances=1, max_instances=8,
+                                     buffer_instances=0, model="Llama-3.1-8B", gpu="H100-SXM",
+                                     tensor_parallel=1)  # fmt: skip
+    out = manifests(choice)
+    query = out.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
+    assert "[60s]" in query and "[15s]" not in query
+    assert any("rate is over 60 s" in note for note in out.notes["keda"])
+    assert out.exact["keda"] and manifest_settings(out.documents["keda"]) == out.replays["keda"]

@@ -299,8 +299,14 @@ def _hpa(choice, values, name, namespace, metric, notes) -> dict:
     }
 
 
+#: The shortest range KEDA's Prometheus query takes a rate over (s): Prometheus needs two scrapes
+#: in the range, and recommends four (a 15 s scrape interval; kube-prometheus scrapes every 30 s).
+#: A range of the 15 s sync period returned no data at those intervals, and KEDA then never scaled.
+_PROMETHEUS_RANGE_S = 60.0
+
+
 def _query(counter: str, name: str, namespace: str, values: dict) -> str:
-    window = _decimal(values["sync_s"])
+    window = _decimal(max(values["sync_s"], _PROMETHEUS_RANGE_S))
     return (
         f'sum(rate({counter}{{namespace="{namespace}",pod=~"{name}-.*"}}[{window}s])) / '
         f"{_decimal(values['per_instance_qps'])}"
@@ -726,6 +732,13 @@ def manifests(
         "KEDA's HPA reads an external metric: with pods still starting it does not hold the count "
         "as capnb's HPA replay does (Kubernetes' unready-pod rule applies to per-pod metrics only)"
     )
+    if hpa_values["sync_s"] < _PROMETHEUS_RANGE_S:
+        notes["keda"].append(
+            f"the query's rate is over {_PROMETHEUS_RANGE_S:g} s (Prometheus needs at least two "
+            f"scrapes in its range; {_decimal(hpa_values['sync_s'])} s, the sync period capnb's "
+            "replay reads, returns no data at a 15-30 s scrape interval): the object sees a "
+            f"burst up to {_PROMETHEUS_RANGE_S - hpa_values['sync_s']:g} s later than the replay"
+        )
     replays = {kind: manifest_settings(documents[kind]) for kind in KINDS}
     exact = {kind: _same_run(replays[kind], choice) for kind in KINDS}
     return Manifests(choice, documents, replays, exact, notes)
