@@ -578,7 +578,7 @@ def test_token_columns_under_other_names_are_read_and_unread_ones_said(tmp_path)
         tmp_path,
         "burstgpt.csv",
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-        "5.0,ChatGPT,472,18,490,Conversation log\n7.5,GPT-4,1021,310,1331,API log\n",
+        "5.0,ChatGPT,472,18,490,Conversation log\n7.5,ChatGPT,1021,310,1331,API log\n",
     )
     found = data.traffic_columns(burst)
     assert (found["time"], found["prompt"], found["output"]) == (
@@ -617,6 +617,44 @@ def test_token_columns_under_other_names_are_read_and_unread_ones_said(tmp_path)
         ConfigError, match=r"columns \['Time', 'TIME'\] both read as .*time_column="
     ):
         data.load_trace(twice)
+
+
+def test_a_log_mixing_models_says_so(tmp_path):
+    # BurstGPT logs ChatGPT and GPT-4 requests in one file: capnb plans one model, so reading
+    # both as one service's traffic is said, with each model's count (it was silent)
+    burst = _write(
+        tmp_path,
+        "burstgpt.csv",
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,230,1317,Conversation log\n"
+        "118,GPT-4,417,276,693,Conversation log\n",
+    )
+    with pytest.warns(
+        data.TraceWarning,
+        match=r"column 'Model' names 2 models \(ChatGPT: 2 requests, GPT-4: 1 request\)",
+    ):
+        trace = data.load_trace(burst, time_unit="s")
+    assert trace.sizes["request"] == 3
+    assert "read together as one service's traffic" in trace.attrs["notes"]
+    records = [
+        {
+            "created_at": "2024-05-13T09:00:00Z",
+            "model": m,
+            "prompt_tokens": 9,
+            "completion_tokens": 3,
+        }
+        for m in ("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-8b")
+    ]
+    with pytest.warns(data.TraceWarning, match=r"column 'model' names 2 models"):
+        data.load_trace(_jsonl(tmp_path, "api.jsonl", records))
+    table = pa.table({"time": pd.to_datetime(["2024-05-13 09:00"] * 2), "model_name": ["a", "b"]})
+    pq.write_table(table, tmp_path / "log.parquet")
+    with pytest.warns(data.TraceWarning, match=r"column 'model_name' names 2 models"):
+        data.load_trace(tmp_path / "log.parquet")
+    one = _write(tmp_path, "one.csv", "Timestamp,Model,Request tokens\n5,ChatGPT,4\n6,ChatGPT,5\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one model: nothing to say
+        data.load_trace(one, time_unit="s")
 
 
 def test_json_lines_are_mooncakes_by_their_fields_and_other_logs_by_the_csv_rules(tmp_path):

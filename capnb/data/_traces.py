@@ -100,6 +100,9 @@ _RATE_NAMES = (
     "req_per_s",
     "total_rate_rps",
 )
+#: Column names of the model a request was served by (BurstGPT's ``Model``), compared as
+#: :func:`_normal` names.
+_MODEL_NAMES = ("model", "modelname", "modelid")
 _COUNT_NAMES = ("requests", "count", "request_count", "num_requests", "arrivals")
 
 _BUNDLED_TRACES = {
@@ -233,6 +236,7 @@ def load_trace(
     }
     if not tokens:
         notes += _warn_rate_columns(path, [c for c in header if c != columns["time"]])
+    warned += _mixed_models(path, fmt, table, header)
     return _request_dataset(path, fmt, ns, tokens, clock, where, used, header, notes, warned)
 
 
@@ -750,6 +754,40 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
         options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
         table = pajson.read_json(path, parse_options=options)
     return table, where, columns, header
+
+
+def _mixed_models(path: Path, fmt: str, table, header) -> list[str]:
+    """What a log's model column says when it names more than one model (BurstGPT's ``Model``).
+
+    capnb plans one model: a log of several is read as one service's traffic, which is said with
+    each model's count of requests.
+    """
+    import pyarrow.compute as pc
+
+    column = next((c for c in header if _normal(c) in _MODEL_NAMES), None)
+    if column is None:
+        return []
+    if column in table.column_names:
+        values = table.column(column)
+    elif fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        values = pq.read_table(path, columns=[column]).column(column)
+    else:
+        import pyarrow as pa
+
+        values = _arrow_csv(path, [column], {column: pa.string()}).column(column)
+    counts = pc.value_counts(pc.drop_null(values.cast("string"))).to_pylist()
+    if len(counts) < 2:
+        return []
+    counts.sort(key=lambda c: (-c["counts"], c["values"]))
+    shown = ", ".join(f"{c['values']}: {words.count(c['counts'], 'request')}" for c in counts[:5])
+    more = f" and {len(counts) - 5:,} more" if len(counts) > 5 else ""
+    return [
+        f"column {column!r} names {len(counts):,} models ({shown}{more}): their requests are "
+        "read together as one service's traffic, planned on the one model the plan gives; to "
+        "plan one model's traffic, keep its rows in a file of their own"
+    ]
 
 
 def _numeric(table, column: str) -> bool:
