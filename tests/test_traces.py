@@ -619,6 +619,29 @@ def test_token_columns_under_other_names_are_read_and_unread_ones_said(tmp_path)
         data.load_trace(twice)
 
 
+def test_vidur_and_sarathi_trace_columns_are_read_by_their_names(tmp_path):
+    # Vidur's processed traces (data/processed_traces/splitwise_conv.csv): seconds from 0 in
+    # arrived_at, prompt and output tokens as num_prefill_tokens and num_decode_tokens; they
+    # were refused as 'no time column' and their token columns only reported
+    vidur = _write(
+        tmp_path,
+        "splitwise_conv.csv",
+        "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,374,44\n4.314579,396,109\n",
+    )
+    found = data.traffic_columns(vidur)
+    assert (found["time"], found["prompt"], found["output"]) == (
+        "arrived_at",
+        "num_prefill_tokens",
+        "num_decode_tokens",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trace = data.load_trace(vidur, time_unit="s")
+    assert trace.prompt_tokens.values.tolist() == [374, 396]
+    assert trace.output_tokens.values.tolist() == [44, 109]
+    assert _ns(trace).tolist() == [0, 4_314_579_000]
+
+
 def test_a_log_mixing_models_says_so(tmp_path):
     # BurstGPT logs ChatGPT and GPT-4 requests in one file: capnb plans one model, so reading
     # both as one service's traffic is said, with each model's count (it was silent)

@@ -58,6 +58,7 @@ COLUMN_NAMES = {
         "arrival_timestamp",
         "request_time",
         "created_at",  # OpenAI-style logs
+        "arrived_at",  # Vidur's and Sarathi-Serve's trace CSVs (seconds from 0)
     ),
     "prompt": (
         "prompt_tokens",  # OpenAI usage, vLLM
@@ -72,6 +73,7 @@ COLUMN_NAMES = {
         "num_input_tokens",
         "prompt_token_count",
         "input_token_count",
+        "num_prefill_tokens",  # Vidur, Sarathi-Serve
     ),
     "output": (
         "output_tokens",
@@ -85,6 +87,7 @@ COLUMN_NAMES = {
         "num_completion_tokens",
         "output_token_count",
         "completion_token_count",
+        "num_decode_tokens",  # Vidur, Sarathi-Serve
     ),
 }
 _TIME_NAMES = COLUMN_NAMES["time"]
