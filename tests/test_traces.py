@@ -642,6 +642,53 @@ def test_vidur_and_sarathi_trace_columns_are_read_by_their_names(tmp_path):
     assert _ns(trace).tolist() == [0, 4_314_579_000]
 
 
+def test_openai_response_objects_are_read_with_their_nested_usage(tmp_path):
+    # chat completion objects logged one a line: Unix seconds in 'created', the token counts
+    # under 'usage'; they read as 'no prompt_tokens (the file has no such column)' and the plan
+    # priced other lengths. A CSV of them flattened (pandas json_normalize) names usage.*
+    records = [
+        {
+            "id": f"chatcmpl-{i}",
+            "object": "chat.completion",
+            "created": EPOCH_S + 60 * i,
+            "model": "gpt-4o-mini",
+            "usage": {"prompt_tokens": 10 + i, "completion_tokens": 5 + i, "total_tokens": 15},
+        }
+        for i in range(2)
+    ]
+    logged = _jsonl(tmp_path, "responses.jsonl", records)
+    flat = _write(
+        tmp_path,
+        "responses.csv",
+        "created,model,usage.prompt_tokens,usage.completion_tokens,usage.total_tokens\n"
+        f"{EPOCH_S},gpt-4o-mini,10,5,15\n{EPOCH_S + 60},gpt-4o-mini,11,6,17\n",
+    )
+    for path in (logged, flat):
+        found = data.traffic_columns(path)
+        assert (found["time"], found["prompt"], found["output"]) == (
+            "created",
+            "usage.prompt_tokens",
+            "usage.completion_tokens",
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            trace = data.load_trace(path, time_unit="s")
+            traffic = data.load_traffic(path, time_unit="s")
+        assert trace.prompt_tokens.values.tolist() == [10, 11]
+        assert trace.output_tokens.values.tolist() == [5, 6]
+        assert _ns(trace).tolist() == [EPOCH_S * 10**9, (EPOCH_S + 60) * 10**9]
+        assert "prompt_tokens from 'usage.prompt_tokens'" in trace.attrs["columns"]
+        xr.testing.assert_identical(traffic.drop_attrs(), trace.drop_attrs())
+    # times with offsets are re-read as text for their clock: the objects stay read
+    dated = _jsonl(
+        tmp_path,
+        "dated.jsonl",
+        [{"created_at": "2024-05-13T09:00:00+02:00", "usage": {"prompt_tokens": 3}}],
+    )
+    trace = data.load_trace(dated)
+    assert trace.prompt_tokens.values.tolist() == [3] and trace.attrs["timezone"] == "UTC+02:00"
+
+
 def test_a_log_mixing_models_says_so(tmp_path):
     # BurstGPT logs ChatGPT and GPT-4 requests in one file: capnb plans one model, so reading
     # both as one service's traffic is said, with each model's count (it was silent)

@@ -58,6 +58,7 @@ COLUMN_NAMES = {
         "arrival_timestamp",
         "request_time",
         "created_at",  # OpenAI-style logs
+        "created",  # OpenAI response objects (Unix seconds)
         "arrived_at",  # Vidur's and Sarathi-Serve's trace CSVs (seconds from 0)
     ),
     "prompt": (
@@ -159,10 +160,12 @@ def load_trace(
     time_column, prompt_column, output_column
         Column names (Mooncake: its fields). Default: the first the file has of
         :data:`COLUMN_NAMES` (compared exactly, then without case, spaces, ``_``, ``-`` and
-        ``.``): times from ``timestamp``, ``time``, ``arrival_time``, ``created_at``, ...; prompt
-        tokens from ``prompt_tokens``, ``input_tokens``, ``input_length``, ``ContextTokens``,
-        ``Request tokens`` (BurstGPT), ``prompt_len``, ...; output tokens from ``output_tokens``,
-        ``output_length``, ``GeneratedTokens``, ``Response tokens``, ``completion_tokens``, ....
+        ``.``, then by a nested name's last part: a JSON record's ``usage`` object gives
+        ``usage.prompt_tokens``): times from ``timestamp``, ``time``, ``arrival_time``,
+        ``created_at``, ...; prompt tokens from ``prompt_tokens``, ``input_tokens``,
+        ``input_length``, ``ContextTokens``, ``Request tokens`` (BurstGPT), ``prompt_len``, ...;
+        output tokens from ``output_tokens``, ``output_length``, ``GeneratedTokens``,
+        ``Response tokens``, ``completion_tokens``, ....
         Token columns are optional; a log without them has no token variables, and a column that
         looks like token counts but is not one of these names is reported (``attrs["columns"]``
         and a :class:`TraceWarning`), not read.
@@ -356,24 +359,27 @@ def _normal(name: object) -> str:
 def _find_column(header, candidates, argument: str, path) -> str | None:
     """The column of ``header`` that ``candidates`` name first, or None when none does.
 
-    By exact name first, else by :func:`_normal` name. Two columns matching one name without case
-    and spacing (``Time`` and ``TIME``), and none exactly, are an error asking for ``argument``.
+    By exact name first, else by :func:`_normal` name, else by the last part of a nested name
+    (``usage.prompt_tokens``: a JSON record's ``usage`` object, or a CSV of flattened ones). Two
+    columns matching one name without case and spacing (``Time`` and ``TIME``), and none exactly,
+    are an error asking for ``argument``.
     """
     for name in candidates:
         if name in header:
             return name
-    normal: dict[str, list[str]] = {}
-    for column in header:
-        normal.setdefault(_normal(column), []).append(column)
-    for name in candidates:
-        found = normal.get(_normal(name), [])
-        if len(found) > 1:
-            raise ConfigError(
-                f"{path}: columns {found} both read as {name!r}; name the one to use with "
-                f"{argument}="
-            )
-        if found:
-            return found[0]
+    for key in (_normal, lambda column: _normal(str(column).rsplit(".", 1)[-1])):
+        normal: dict[str, list[str]] = {}
+        for column in header:
+            normal.setdefault(key(column), []).append(column)
+        for name in candidates:
+            found = normal.get(_normal(name), [])
+            if len(found) > 1:
+                raise ConfigError(
+                    f"{path}: columns {found} both read as {name!r}; name the one to use with "
+                    f"{argument}="
+                )
+            if found:
+                return found[0]
     return None
 
 
@@ -730,6 +736,7 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
         raise
     if table.num_rows == 0:
         raise ConfigError(f"{path}: holds no rows")
+    table = _flattened(table)
     header = table.column_names
     if fmt == "mooncake":
         columns = {
@@ -755,8 +762,17 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
         # several) are lost; read the text, as a CSV's, for the clock rules of the CSV readers
         schema = pa.schema([(columns["time"], pa.string())])
         options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-        table = pajson.read_json(path, parse_options=options)
+        table = _flattened(pajson.read_json(path, parse_options=options))
     return table, where, columns, header
+
+
+def _flattened(table):
+    """A JSON table with its records' objects as columns of their own (usage.prompt_tokens)."""
+    import pyarrow as pa
+
+    while any(pa.types.is_struct(field.type) for field in table.schema):
+        table = table.flatten()
+    return table
 
 
 def _mixed_models(path: Path, fmt: str, table, header) -> list[str]:

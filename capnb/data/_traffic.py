@@ -56,9 +56,20 @@ def _columns(path: Path) -> list[str]:
                         raise ConfigError(
                             f"{path}, line {number}: not valid JSON ({err.msg})"
                         ) from None
-                    return list(record) if isinstance(record, dict) else []
+                    return list(_flat(record)) if isinstance(record, dict) else []
         raise ConfigError(f"{path}: the file is empty")
     return _csv_header(path)
+
+
+def _flat(record: dict, prefix: str = "") -> dict:
+    """A JSON record's fields with its objects' fields named as pyarrow flattens them (usage.x)."""
+    flat: dict = {}
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def traffic_columns(path: str | os.PathLike, **given: str | None) -> dict[str, str | None]:
