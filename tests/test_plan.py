@@ -952,3 +952,24 @@ def test_a_model_no_option_can_hold_is_infeasible_with_the_memory_remedy(latency
             planning.build(config)
     said = str(raised.value)
     assert "infeasible" in said and "more memory" in said and "relax the SLA" not in said, said
+
+
+def test_a_plan_on_numeric_times_without_a_unit_advises_the_plan_s_setting(tmp_path):
+    # a BurstGPT log (seconds from 0) planned without its unit said "say what they count with
+    # time_unit='s', ...", an API argument; a plan sets [traffic] time_unit (--time-unit)
+    burst = tmp_path / "burstgpt.csv"
+    burst.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,230,1317,Conversation log\n"
+    )
+    config = planning.read_config(dict(
+        CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), provider="none",
+        disaggregation="none", policies=("fixed",), trace=str(burst),
+    ))  # fmt: skip
+    with warnings.catch_warnings(), pytest.raises(planning.PlanError) as caught:
+        warnings.simplefilter("ignore")
+        planning.build(config)
+    said = str(caught.value)
+    assert "column 'Timestamp' holds numbers" in said and "time_unit=" not in said
+    assert "set [traffic] time_unit (--time-unit) to 's', 'ms', 'us' or 'ns'" in said
+    assert "time_unit='s'" in str(caught.value.__cause__)  # the API's words

@@ -119,10 +119,12 @@ class Clock:
 def unit_ns(time_unit: str | None, argument: str, column: str) -> int:
     """Nanoseconds per unit of a numeric time column; the unit must be named (never guessed)."""
     if time_unit is None:
+        what = "(seconds or milliseconds since the epoch, or since the first request)"
         raise InputError(
             f"{argument}: column {column!r} holds numbers; say what they count with "
-            f"time_unit='s', 'ms', 'us' or 'ns' (seconds or milliseconds since the epoch, or since "
-            "the first request)"
+            f"time_unit='s', 'ms', 'us' or 'ns' {what}",
+            plan=f"{argument}: column {column!r} holds numbers; set [traffic] time_unit "
+            f"(--time-unit) to 's', 'ms', 'us' or 'ns' {what}",
         )
     if time_unit not in _UNITS:
         raise InputError(f"time_unit must be one of {list(_UNITS)}, got {time_unit!r}")
