@@ -689,6 +689,24 @@ def test_openai_response_objects_are_read_with_their_nested_usage(tmp_path):
     assert trace.prompt_tokens.values.tolist() == [3] and trace.attrs["timezone"] == "UTC+02:00"
 
 
+def test_splitwise_sim_traces_are_read_by_their_names(tmp_path):
+    # splitwise-sim's traces (traces/test_trace.csv): prompt_size and token_size (the output);
+    # token_size alone was reported, as a candidate for the prompt too, and prompt_size not at all
+    sim = _write(
+        tmp_path,
+        "trace.csv",
+        "request_id,request_type,application_id,arrival_timestamp,batch_size,prompt_size,"
+        "token_size\n0,2,0,1,1,4096,32\n1,2,0,3,1,2048,8\n",
+    )
+    found = data.traffic_columns(sim)
+    assert (found["prompt"], found["output"]) == ("prompt_size", "token_size")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trace = data.load_trace(sim, time_unit="s")
+    assert trace.prompt_tokens.values.tolist() == [4096, 2048]
+    assert trace.output_tokens.values.tolist() == [32, 8]
+
+
 def test_a_log_mixing_models_says_so(tmp_path):
     # BurstGPT logs ChatGPT and GPT-4 requests in one file: capnb plans one model, so reading
     # both as one service's traffic is said, with each model's count (it was silent)

@@ -75,6 +75,7 @@ COLUMN_NAMES = {
         "prompt_token_count",
         "input_token_count",
         "num_prefill_tokens",  # Vidur, Sarathi-Serve
+        "prompt_size",  # splitwise-sim
     ),
     "output": (
         "output_tokens",
@@ -89,6 +90,7 @@ COLUMN_NAMES = {
         "output_token_count",
         "completion_token_count",
         "num_decode_tokens",  # Vidur, Sarathi-Serve
+        "token_size",  # splitwise-sim: the tokens generated
     ),
 }
 _TIME_NAMES = COLUMN_NAMES["time"]
