@@ -154,6 +154,40 @@ def test_mixed_offsets_need_a_named_clock(tmp_path):
         data.load_trace(path, timezone="Mars/Olympus")
 
 
+def test_relative_times_on_a_named_zone_cross_its_daylight_saving_change_as_dated_ones(tmp_path):
+    # BurstGPT-style seconds from 0, time 0 = 2024-10-26 00:00 Berlin summer time, one request
+    # two days on (after the clocks went back): elapsed time was added to the wall time of
+    # time 0, so the second read as 00:00 on the 28th (Berlin's clock says 23:00 on the 27th)
+    # under the label 'Europe/Berlin'; it is counted on standard time, as dated times are
+    path = _write(
+        tmp_path,
+        "burst.csv",
+        "Timestamp,Request tokens,Response tokens\n0,10,2\n172800,10,2\n",
+    )
+    with pytest.warns(data.TraceWarning, match="daylight-saving change of Europe/Berlin"):
+        trace = data.load_trace(
+            path, time_unit="s", start="2024-10-26 00:00", timezone="Europe/Berlin"
+        )
+    assert trace.attrs["timezone"] == "Europe/Berlin standard time (UTC+01:00 all year)"
+    assert [str(t)[:16] for t in trace.time.values] == ["2024-10-25T23:00", "2024-10-27T23:00"]
+    dated = _write(
+        tmp_path,
+        "dated.csv",
+        AZURE_HEADER + "2024-10-26 00:00:00+02:00,10,2\n2024-10-27 23:00:00+01:00,10,2\n",
+    )
+    with pytest.warns(data.TraceWarning, match="daylight-saving change"):
+        same = data.load_trace(dated, timezone="Europe/Berlin")
+    np.testing.assert_array_equal(_ns(same), _ns(trace))
+    # no change inside the trace: its zone's own clock, and nothing to say
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summer = data.load_trace(
+            path, time_unit="s", start="2024-07-01 00:00", timezone="Europe/Berlin"
+        )
+    assert summer.attrs["timezone"] == "Europe/Berlin"
+    assert [str(t)[:16] for t in summer.time.values] == ["2024-07-01T00:00", "2024-07-03T00:00"]
+
+
 def test_times_with_and_without_offsets_are_refused_by_row(tmp_path):
     path = _write(
         tmp_path,

@@ -406,6 +406,11 @@ def table_times(table, column, where, time_unit, timezone, relative, start, midn
             _check_relative(numbers, time_unit, origin if stated else None, column, where)
             _check_span(numbers, time_unit, column, where)
         ns = epoch_ns(numbers, per_unit)
+        if relative and known and timezone is not None and fixed_offset(timezone) is None:
+            # time 0 on the zone's wall clock, the rest elapsed time after it: as instants, on
+            # the clock dated times get (standard time where the trace crosses a change)
+            local, label = on_zone(ns + _zone_instant(origin, timezone, start), timezone)
+            return local, Clock(label, known, origin_text(start), True)
         if relative:
             clock = Clock(timezone or "unknown", known, origin_text(start), known or midnight)
             return ns + origin, clock
@@ -626,6 +631,21 @@ def _start_on_clock(start, timezone):
         return wall.isoformat(), timezone
     minutes = int(stamp.utcoffset().total_seconds() // 60)
     return stamp.tz_localize(None).isoformat(), offset_name(minutes)
+
+
+def _zone_instant(wall_ns: int, timezone: str, start) -> int:
+    """The UTC instant (ns) of a wall time on a named zone; a time its clock skips is an error."""
+    import pandas as pd
+
+    stamp = pd.Timestamp(wall_ns, unit="ns")
+    try:
+        placed = stamp.tz_localize(timezone, ambiguous=True, nonexistent="raise")
+    except Exception:  # pytz/zoneinfo raise their own kinds for a skipped wall time
+        raise InputError(
+            f"start={start!r} is not a time on {timezone}'s clock (the clocks skip it when they "
+            "go forward); give a time that exists there"
+        ) from None
+    return int(placed.tz_convert("UTC").tz_localize(None).value)
 
 
 def origin_ns(start) -> tuple[int, bool]:
