@@ -119,6 +119,22 @@ def test_workload_from_a_log_names_the_file_and_the_request_with_no_output(tmp_p
     assert "drop such rows from the log" in text
 
 
+def test_workload_from_a_log_names_the_file_s_column_with_no_tokens(tmp_path):
+    # BurstGPT logs its failed requests as 0 request and 0 response tokens: the error named
+    # capnb's prompt_tokens, not the file's column the user has to filter on
+    path = tmp_path / "burstgpt.csv"
+    path.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n1106,ChatGPT,0,0,0,Conversation log\n"
+    )
+    trace = data.load_trace(path, time_unit="s")
+    with pytest.raises(InputError) as caught:
+        latency.workload(trace)
+    text = str(caught.value)
+    assert "burstgpt.csv: request 2 of 2 in time order (at 1970-01-01T00:18:26) holds 0" in text
+    assert "in column 'Request tokens'" in text
+
+
 def test_concurrency_grid():
     grid = latency.concurrency_grid(4096)
     assert grid[:64].tolist() == list(range(1, 65)) and grid[-1] == 4096

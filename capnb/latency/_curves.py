@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -241,9 +242,12 @@ def workload(
                 if times.size == values.size
                 else ""
             )
+            # the file's own column, as the loader said it read it ("prompt_tokens from 'x'")
+            read = re.search(rf"{name} from ('[^']*'|\"[^\"]*\")", str(trace.attrs.get("columns")))
+            column = f" in column {read.group(1)}" if read else ""
             raise InputError(
                 f"workload: {name} must be >= 1 token; {source}: request {index + 1:,} of "
-                f"{values.size:,} in time order{when} holds {values[bad][0]:g} ({count:,} such "
+                f"{values.size:,} in time order{when} holds {values[bad][0]:g}{column} ({count:,} such "
                 f"request{'s' if count > 1 else ''}): a request that produced no tokens has no "
                 "latency to price; drop such rows from the log"
             )
