@@ -64,3 +64,18 @@ def test_the_plan_checks_its_policy_against_the_instance_under_arrivals():
     assert bool(check.action) == (not check.passed)
     # the analytic model simulates no arrivals: no such check
     assert "arrivals" not in _checks(latency="model")
+
+
+def test_an_instance_missing_the_sla_at_every_share_is_said_so():
+    from capnb.plan._answer import Policy
+    from capnb.plan._compose import _arrivals_checks
+
+    a = capnb.capacity.arrivals(D, W, sla=SLA(ttft_s=0.02, tpot_s=0.05), per_instance_qps=20.0,
+                                requests=300)  # fmt: skip
+    assert float(a.headroom) == 0.0
+    policy = Policy(name="hpa", scale_up_threshold=0.7, cooldown_s=300.0, min_instances=1,
+                    buffer_instances=0, kind="elastic", cold_start_s=60.0,
+                    cold_start_vetoes=False)  # fmt: skip
+    (check,) = _arrivals_checks(a, policy)
+    assert not check.passed and "misses the SLA even at 50%" in check.finding
+    assert "up to 0%" not in check.finding and "loosen the SLA" in check.action

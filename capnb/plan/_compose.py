@@ -247,10 +247,16 @@ def _arrivals_checks(arrivals, policy: Policy) -> list[Check]:
         for m, v in zip(full.metric.values, full.values, strict=True)
     )
     qps = float(arrivals.attrs["per_instance_qps"])
+    lowest = float(arrivals.share.min())
+    meets = (
+        f"meets the SLA up to {share:.0%} of its closed-loop {qps:.3g} requests/s"
+        if share > 0
+        else f"misses the SLA even at {lowest:.0%} of its closed-loop {qps:.3g} requests/s (the "
+        "lowest share simulated)"
+    )
     finding = (
-        f"under Poisson arrivals (the serving-engine model, open loop) an instance meets the SLA "
-        f"up to {share:.0%} of its closed-loop {qps:.3g} requests/s (at 100 %: {at_full}); the "
-        f"{policy.name} policy runs instances up to {target:.0%} of it"
+        f"under Poisson arrivals (the serving-engine model, open loop) an instance {meets} (at "
+        f"100 %: {at_full}); the {policy.name} policy runs instances up to {target:.0%} of it"
     )
     passed = target <= share + 1e-9
     action = (
@@ -258,6 +264,9 @@ def _arrivals_checks(arrivals, policy: Policy) -> list[Check]:
         if passed
         else f"lower its scale-up threshold to {share:.2g} ([elasticity] scale_up_threshold), or "
         "plan on that share of the per-instance rate"
+        if share > 0
+        else "loosen the SLA or plan on a lower per-instance rate: arrivals that do not wait for "
+        "one another swing this instance past its SLA (long prompts queue behind each other)"
     )
     return [Check("arrivals", passed, finding, action, "own")]
 
