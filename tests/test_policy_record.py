@@ -159,3 +159,13 @@ def test_a_rate_rule_set_to_none_is_absent_as_in_a_manifest_without_it():
     assert int(both.ready_instances[first]) > 2
     with pytest.raises(InputError, match="give scale_up_pods or scale_up_percent"):
         elasticity.simulate(step, **run, scale_up_pods=None, scale_up_percent=None)
+
+
+def test_a_policy_of_no_instances_is_refused_where_it_is_made():
+    # max_instances = 0 was accepted by the record and refused only when a run used it
+    from capnb.elasticity import Policy
+    from capnb.errors import InputError
+
+    with pytest.raises(InputError, match="max_instances must be at least 1 instance, got 0"):
+        Policy("hpa", max_instances=0)
+    assert Policy("hpa", max_instances=1).max_instances == 1

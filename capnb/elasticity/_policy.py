@@ -393,6 +393,8 @@ class Policy:
         if high is not None:
             if isinstance(high, bool) or not isinstance(high, numbers.Integral):
                 raise InputError(f"max_instances must be a whole number, got {high!r}")
+            if high < 1:  # (simulate refuses it too: said here, where the record is made)
+                raise InputError(f"max_instances must be at least 1 instance, got {high!r}")
             if high < (self.min_instances or 0):
                 raise InputError(
                     f"min_instances={self.min_instances} is more than max_instances={high}"
