@@ -536,3 +536,19 @@ def test_a_rate_series_held_over_windows_longer_than_the_latency_is_served_as_is
     same = elasticity.smooth_demand(demand, 10.0)
     np.testing.assert_array_equal(same.values, demand.values)
     assert same.attrs["smoothed_over_s"] == 1.0
+
+
+def test_a_predictive_run_is_the_same_alone_and_in_a_sweep_of_higher_floors():
+    """Found by a plan's worksheet 05 check (Llama-3.1-70B on servegen-m-mid): the predictive
+    policy adds the load above its forecast to the forecast's largest rate ahead, more than the
+    pool that serves the demand's peak; that pool capped it alone (peak 886 instances) and not in
+    the plan's sweep, whose highest floor set a larger pool (919): one run, two costs."""
+    steps = 17_280  # a day of 5 s steps: hour-long steps between 100 and 300 requests/s
+    rate = np.where((np.arange(steps) // 720) % 2 == 0, 100.0, 300.0)
+    late = np.roll(rate, 360)  # the forecast half an hour late
+    settings = dict(per_instance_qps=10.0, step_s=5.0, cold_start_s=60.0, policy="predictive",
+                    scale_up_threshold=0.6, forecast=late)  # fmt: skip
+    grid = elasticity.sweep(rate, min_instances=[5, 200], **settings)
+    alone = elasticity.simulate(rate, min_instances=5, **settings)
+    for name in ("peak_instances", "gpu_hours", "breach_s", "scale_events"):
+        assert float(grid[name].sel(min_instances=5)) == float(alone[name]), name

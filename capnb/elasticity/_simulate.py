@@ -228,8 +228,14 @@ def _prepared(
     grid = _grid(params)
     if policy == "hpa" and int(grid["min_instances"].min()) < 1:
         raise InputError("min_instances must be at least 1 for the HPA (minReplicas >= 1)")
-    # the predictive policy provisions for the forecast, which may rise above the demand
-    peak = values if ahead is None or policy != "predictive" else np.maximum(values, ahead)
+    # the predictive policy provisions for the forecast's largest rate ahead plus the load above
+    # the forecast: at most the forecast's peak plus the demand's largest excess over it (a pool
+    # for less would cap its runs by the grid's other cells, the highest floor)
+    peak = (
+        values
+        if ahead is None or policy != "predictive"
+        else np.array([ahead.max() + max(0.0, float(np.max(values - ahead)))]) * (1 + 1e-9)
+    )
     high = _max_pool(peak, qps, grid, max_instances)
     config = build_config(
         policy,
