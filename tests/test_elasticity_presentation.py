@@ -234,3 +234,14 @@ def test_describe_given_a_recommendation_says_what_it_takes():
     with pytest.raises(InputError, match=r"describe: .*Recommendation.*\.text"):
         elasticity.describe(chosen)
     assert "fixed fleet of 4" in elasticity.describe(run, policy="fixed")
+
+
+@pytest.mark.slow
+def test_the_burst_replay_runs_the_predictive_policy_a_plan_chose():
+    """Found reporting a plan that chose the predictive policy (Llama-3.1-70B on servegen-m-mid):
+    worksheet 04 replayed its bursty hour through that policy without a forecast, so the report
+    left the elasticity step out ('the predictive policy needs the forecast demand per step')."""
+    ran = report.execute("04_elasticity", parameters={
+        **SHORT, "POLICIES": ["hpa", "predictive"], "POLICY": "predictive"})  # fmt: skip
+    said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
+    assert "checks passed" in said
