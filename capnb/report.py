@@ -986,10 +986,10 @@ def _why(error) -> str:
     """One line on why a worksheet did not run: its error, or the closing check that failed."""
     if error.ename != "AssertionError" and not getattr(error, "in_checks", False):
         return f"{error.ename}: {error.evalue}".strip(": ")
-    # the failing line of the check cell, from the traceback (its "---->" marker)
+    # the failing line of the check cell, from the traceback (its "----> 3" or "---> 18" marker)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
-    lines = [line for line in plain.splitlines() if line.lstrip().startswith("---->")]
-    where = lines[-1].split("---->", 1)[1].strip() if lines else ""
+    lines = [line for line in plain.splitlines() if re.match(r"\s*-{3,}>", line)]
+    where = re.split(r"-{3,}>", lines[-1], maxsplit=1)[1].strip() if lines else ""
     where = re.sub(r"^\d+\s*", "", where)
     return (
         f"{FAILED_CHECK}"

@@ -300,6 +300,12 @@ def test_a_failed_check_is_reported_as_a_defect_not_as_inputs_it_cannot_apply_to
     )
     why = report._why(failed)
     assert why == f"{report.FAILED_CHECK}: assert fit_stop == score_start"
+    # IPython's arrow is one dash shorter at line 10 and after ("---> 18"): the report then said
+    # "failed a closing check" without the check (worksheet 01 on servegen-m-small)
+    failed = CellExecutionError(
+        "\x1b[0;32m---> 18\x1b[0m assert (np.diff(carried) >= 0).all()\n", "AssertionError", ""
+    )
+    assert report._why(failed) == f"{report.FAILED_CHECK}: assert (np.diff(carried) >= 0).all()"
     moot = report._why(CellExecutionError("", "InputError", "slots [0] have no data"))
     assert moot == "InputError: slots [0] have no data"
     page = report._skipped_html({"05_plan": why, "01_forecasting": moot})
