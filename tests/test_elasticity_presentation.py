@@ -208,6 +208,9 @@ def test_worksheet_and_plan_give_the_same_answer(small_plan, tmp_path, monkeypat
     ws = notebook.worksheet("04_elasticity", **parameters)
     advice = ws["recommendation"]
     assert {**a.policy.selection, **advice.selection} == a.policy.selection
+    # the page opens on the plan's run: its inputs line and "Your selection" are the plan's policy
+    # (they were a mid threshold and half the fleet, a cheaper run than the one recommended)
+    assert {k: ws.inputs[k] for k in advice.selection} == advice.selection
     assert advice.kind == a.policy.kind
     assert ws.inputs["cold_start_s"] == a.policy.cold_start_s
     assert ws["sweep"].attrs["per_instance_qps"] == a.per_instance_qps
