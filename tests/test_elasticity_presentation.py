@@ -248,3 +248,21 @@ def test_the_burst_replay_runs_the_predictive_policy_a_plan_chose():
         **SHORT, "POLICIES": ["hpa", "predictive"], "POLICY": "predictive"})  # fmt: skip
     said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
     assert "checks passed" in said
+
+
+def test_the_predictive_policy_reads_the_plans_forecast_in_a_plans_report(small_plan, tmp_path):
+    """Found reporting a plan that chose the predictive policy (Llama-3.1-70B on servegen-m-mid):
+    worksheet 04 gave it the history's own slot medians, the plan its forecast of the coming week,
+    so the page said the recommended run cost 2,256,650 USD and flapped 42 times a day where the
+    plan's own page said 2,914,498 USD and 6.8."""
+    config = plan.read_config(small_plan).replace(
+        elasticity={"policies": ("hpa", "predictive"), "backtest_days": 0}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        parameters = report._parameters(config, tmp_path)["04_elasticity"]
+    made = plan.load(parameters["PLAN_FILE"])
+    ws = notebook.worksheet("04_elasticity", **parameters)
+    for name in ("usd", "breach_s", "thrash"):
+        mine, theirs = ws["sweep"][name], made[f"elasticity_{name}"]
+        np.testing.assert_array_equal(mine.values, theirs.transpose(*mine.dims).values, name)
