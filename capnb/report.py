@@ -1173,7 +1173,6 @@ def _parameters(
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
         "06_serving": {
             "CONFIG": str((out_dir / "plan.toml").resolve()),
-            "PLAN_FILE": str(files["netcdf"].resolve()),  # the requests/s per instance it priced
             "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,

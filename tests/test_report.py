@@ -754,27 +754,3 @@ def test_the_forecasting_checks_hold_on_a_bundled_series_with_missing_intervals(
         "TRACE": "servegen-m-small", "GROWTH_MODEL": "auto", "TRIALS": 50})  # fmt: skip
     said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
     assert "checks passed" in said
-
-
-def test_the_serving_worksheet_prices_the_mix_on_the_plans_requests_per_instance(
-    small_plan, tmp_path
-):
-    """Found reporting Qwen3-8B on servegen-m-small: the plan priced its instances on the model
-    its held-out error prefers (the serving engine, 22.5 requests/s), worksheet 06 on the analytic
-    model, so the plan's page priced one type on demand at 332,199 USD a month and 06 at 1,487.73
-    USD an hour (1,086,043 a month), its cheapest mix reserving 387 x H100-SXM against 118."""
-    import warnings
-
-    from capnb import notebook, plan
-
-    parameters, made = _parameters_and_plan(small_plan, tmp_path)
-    mix = next(alt for alt in plan.answer(made).alternatives if alt.name.startswith("mixed fleet"))
-    monthly = re.search(r"one type on demand \(([^)]+)\) costs ([\d,]+) USD a month", mix.words)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
-        ws = notebook.worksheet("06_serving", **parameters["06_serving"])
-    hourly = re.search(r"against ([\d,.]+) for (.+?) alone on demand", ws.answer)
-    assert hourly.group(2) == monthly.group(1)
-    assert float(hourly.group(1).replace(",", "")) * 730 == pytest.approx(
-        float(monthly.group(2).replace(",", "")), abs=0.005 * 730 + 1
-    )
