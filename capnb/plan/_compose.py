@@ -28,6 +28,7 @@ from ._answer import (
     Policy,
 )
 from ._config import PlanConfig
+from ._steps import _first, latency_model_of
 from ._text import ties_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -35,12 +36,6 @@ __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
 #: A latency model whose held-out median error on the binding metric exceeds this is a check the
 #: plan fails: its per-instance throughput may be off by as much.
 LATENCY_ERROR_LIMIT = 0.25
-
-
-def _first(values) -> object:
-    """The first value of a variable (the chosen option's cell of a search without a slot)."""
-    array = np.asarray(values.values if isinstance(values, xr.DataArray) else values)
-    return array.ravel()[0].item()
 
 
 def _per_slot(values: xr.DataArray) -> list:
@@ -493,9 +488,3 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
         ))  # fmt: skip
     return dataclasses.replace(record, held_out=held, held_out_missing="",
                                checks=(*checks, *own))  # fmt: skip
-
-
-def latency_model_of(cap, metric: str) -> str:
-    """``analytic``, ``engine`` or ``measured``: where the capacity step took ``metric``'s latencies."""
-    models = json.loads(cap.attrs["latency_models"])
-    return models.get(metric) or next(iter(models.values()))

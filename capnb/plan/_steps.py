@@ -405,6 +405,18 @@ def served_demand(demand: xr.DataArray, cap: xr.Dataset) -> xr.DataArray:
     return elasticity.smooth_demand(demand, latency)
 
 
+def _first(values) -> object:
+    """The first value of a variable (the chosen option's cell of a search without a slot)."""
+    array = np.asarray(values.values if isinstance(values, xr.DataArray) else values)
+    return array.ravel()[0].item()
+
+
+def latency_model_of(cap, metric: str) -> str:
+    """``analytic``, ``engine`` or ``measured``: where the capacity step took ``metric``'s latencies."""
+    models = json.loads(cap.attrs["latency_models"])
+    return models.get(metric) or next(iter(models.values()))
+
+
 def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, tp: int,
                 workload: xr.Dataset) -> xr.Dataset | None:  # fmt: skip
     """The chosen instance under Poisson arrivals (:func:`capnb.capacity.arrivals`), or None.
@@ -414,11 +426,9 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
     """
     from .. import capacity
 
-    first = lambda v: np.asarray(v.values).ravel()[0].item()  # noqa: E731 (a search without slots)
-    metric = str(first(chosen.binding_metric)) if "binding_metric" in chosen else ""
-    models = json.loads(cap.attrs["latency_models"])  # as the answer reads it
-    qps = float(first(chosen.per_instance_qps))
-    if (models.get(metric) or next(iter(models.values()))) != "engine" or not qps > 0:
+    metric = str(_first(chosen.binding_metric)) if "binding_metric" in chosen else ""
+    qps = float(_first(chosen.per_instance_qps))
+    if latency_model_of(cap, metric) != "engine" or not qps > 0:
         return None
     from ..records import Deployment
 
