@@ -396,12 +396,7 @@ def _top_up(workload, seed: int, hit: float, kv_tokens: int, block: int):
     def extend(args, more: int):
         model_vec, gpu_vec, tp, cal, prompt, output, gaps, cached = args
         extra_prompt, extra_output, _ = sample_requests(workload, more, [seed, 1])
-        longest = int((extra_prompt + extra_output).max())
-        if not holds(longest, kv_tokens, block):
-            raise InputError(
-                f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} "
-                "tokens (prompt + output); the engine would reject it"
-            )
+        _check_held(extra_prompt, extra_output, kv_tokens, block)
         return (
             model_vec, gpu_vec, tp, cal,
             np.concatenate([prompt, extra_prompt]), np.concatenate([output, extra_output]),
@@ -415,13 +410,18 @@ def _top_up(workload, seed: int, hit: float, kv_tokens: int, block: int):
 def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int, block: int):
     """``n`` requests' prompt and output tokens drawn from the workload, and their arrival gaps."""
     prompt, output, rng = sample_requests(workload, n, seed)
+    _check_held(prompt, output, kv_tokens, block)
+    return prompt, output, arrival_gaps(rng, n, float(arrival_cv))
+
+
+def _check_held(prompt, output, kv_tokens: int, block: int) -> None:
+    """An InputError when the KV cache cannot hold the longest request drawn (the engine rejects it)."""
     longest = int((prompt + output).max())
     if not holds(longest, kv_tokens, block):
         raise InputError(
             f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
             "(prompt + output); the engine would reject it"
         )
-    return prompt, output, arrival_gaps(rng, n, float(arrival_cv))
 
 
 def _context_check(lengths: np.ndarray, spec, max_model_len) -> str:
