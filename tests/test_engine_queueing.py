@@ -137,14 +137,19 @@ def test_read_bench_runs_keeps_each_runs_mode_and_length(tmp_path):
                              tensor_parallel=1, engine="vllm")  # fmt: skip
 
 
-def test_read_bench_runs_refuses_runs_of_two_models(tmp_path):
-    """Result files of two models (their model_id) are one error, not one model's calibration."""
+def _two_model_runs(tmp_path, first_model_id: str) -> dict:
+    """a.json (``first_model_id``, 2 requests/s) and b.json (Qwen3-32B, 4/s); read_bench_runs' args."""
     run = {"request_rate": 2.0, "completed": 100, "total_input_tokens": 51200,
            "total_output_tokens": 12800, "mean_ttft_ms": 60.0, "median_tpot_ms": 9.0}  # fmt: skip
-    (tmp_path / "a.json").write_text(json.dumps({**run, "model_id": "meta-llama/Llama-3.1-8B"}))
+    (tmp_path / "a.json").write_text(json.dumps({**run, "model_id": first_model_id}))
     (tmp_path / "b.json").write_text(json.dumps({**run, "request_rate": 4.0,
                                                  "model_id": "Qwen/Qwen3-32B"}))  # fmt: skip
-    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    return {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+
+
+def test_read_bench_runs_refuses_runs_of_two_models(tmp_path):
+    """Result files of two models (their model_id) are one error, not one model's calibration."""
+    given = _two_model_runs(tmp_path, "meta-llama/Llama-3.1-8B")
     with pytest.raises(ConfigError, match="2 models"):
         data.read_bench_runs(tmp_path, **given)
     with pytest.raises(ConfigError, match="b.json: the runs measured model_id 'Qwen/Qwen3-32B'"):
@@ -404,12 +409,7 @@ def test_read_bench_runs_takes_the_model_id_its_errors_name(tmp_path):
     Found on vLLM nightly-benchmark results of meta-llama/Llama-3.3-70B-Instruct, calibrated as
     the catalog's Llama-3.1-70B (the same architecture): read_bench_runs had no model_id.
     """
-    run = {"request_rate": 2.0, "completed": 100, "total_input_tokens": 51200,
-           "total_output_tokens": 12800, "mean_ttft_ms": 60.0, "median_tpot_ms": 9.0}  # fmt: skip
-    (tmp_path / "a.json").write_text(json.dumps({**run, "model_id": "org/Llama-9-8B-Instruct"}))
-    (tmp_path / "b.json").write_text(json.dumps({**run, "request_rate": 4.0,
-                                                 "model_id": "Qwen/Qwen3-32B"}))  # fmt: skip
-    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    given = _two_model_runs(tmp_path, "org/Llama-9-8B-Instruct")
     with pytest.raises(ConfigError, match=r"pass model_id='org/Llama-9-8B-Instruct'"):
         data.read_bench_runs(tmp_path / "a.json", **given)
     runs = data.read_bench_runs(tmp_path / "a.json", model_id="org/Llama-9-8B-Instruct", **given)

@@ -540,19 +540,24 @@ def test_a_layer_list_that_is_not_evenly_spaced_is_not_abbreviated_as_if_it_were
     assert "full attention 5, 11, 17, ..., 47" in note  # evenly spaced: abbreviated
 
 
+def _compressed_tensors(weights: dict, fmt: str, **extra):
+    """Llama-3.1-8B's config with a compressed-tensors quantization of one group of ``weights``."""
+    quant = {
+        "quant_method": "compressed-tensors",
+        "format": fmt,
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        **extra,
+    }
+    return parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+
+
 def test_compressed_tensors_group_scales_are_counted():
     # a w4a16 checkpoint (llm-compressor's pack-quantized format): per group of 128 weights a
     # 16-bit weight_scale, and a packed zero point only when the scheme is asymmetric
     def w4a16(symmetric):
         weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
                    "symmetric": symmetric}  # fmt: skip
-        quant = {
-            "quant_method": "compressed-tensors",
-            "format": "pack-quantized",
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
-            "ignore": ["lm_head"],
-        }
-        return parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+        return _compressed_tensors(weights, "pack-quantized", ignore=["lm_head"])
 
     sym, asym = w4a16(True), w4a16(False)
     assert sym.weight_dtype == "int4"
@@ -653,11 +658,6 @@ def test_compressed_tensors_nvfp4_scales_are_counted():
     # 16 weights, 1/16 byte a weight (12.5 % of the 4-bit weights), was not counted
     weights = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16,
                "symmetric": True}  # fmt: skip
-    quant = {
-        "quant_method": "compressed-tensors",
-        "format": "nvfp4-pack-quantized",
-        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
-    }
-    spec = parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+    spec = _compressed_tensors(weights, "nvfp4-pack-quantized")
     assert spec.weight_dtype == "int4"
     assert spec.weight_scale_bytes == 1 / 16

@@ -490,6 +490,12 @@ def test_counts_per_window_become_rates(tmp_path):
     assert series.attrs["weekday_known"] == "yes"
 
 
+def _named_columns(path) -> tuple:
+    """(time, prompt, output): the columns capnb.data.traffic_columns names for a file."""
+    found = data.traffic_columns(path)
+    return found["time"], found["prompt"], found["output"]
+
+
 def _diurnal_log(tmp_path, name, rate_by_hour, days=4, seed=11, drop=None):
     """A Poisson request log (CSV) from 2024-05-13 00:00, requests/s by hour of day.
 
@@ -614,12 +620,7 @@ def test_token_columns_under_other_names_are_read_and_unread_ones_said(tmp_path)
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
         "5.0,ChatGPT,472,18,490,Conversation log\n7.5,ChatGPT,1021,310,1331,API log\n",
     )
-    found = data.traffic_columns(burst)
-    assert (found["time"], found["prompt"], found["output"]) == (
-        "Timestamp",
-        "Request tokens",
-        "Response tokens",
-    )
+    assert _named_columns(burst) == ("Timestamp", "Request tokens", "Response tokens")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every token column read: nothing to report
         trace = data.load_trace(burst, time_unit="s", start="2024-05-13 00:00")
@@ -662,12 +663,7 @@ def test_vidur_and_sarathi_trace_columns_are_read_by_their_names(tmp_path):
         "splitwise_conv.csv",
         "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,374,44\n4.314579,396,109\n",
     )
-    found = data.traffic_columns(vidur)
-    assert (found["time"], found["prompt"], found["output"]) == (
-        "arrived_at",
-        "num_prefill_tokens",
-        "num_decode_tokens",
-    )
+    assert _named_columns(vidur) == ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         trace = data.load_trace(vidur, time_unit="s")
@@ -698,12 +694,7 @@ def test_openai_response_objects_are_read_with_their_nested_usage(tmp_path):
         f"{EPOCH_S},gpt-4o-mini,10,5,15\n{EPOCH_S + 60},gpt-4o-mini,11,6,17\n",
     )
     for path in (logged, flat):
-        found = data.traffic_columns(path)
-        assert (found["time"], found["prompt"], found["output"]) == (
-            "created",
-            "usage.prompt_tokens",
-            "usage.completion_tokens",
-        )
+        assert _named_columns(path) == ("created", "usage.prompt_tokens", "usage.completion_tokens")
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             trace = data.load_trace(path, time_unit="s")
