@@ -44,6 +44,11 @@ def run(quick: bool = False) -> list[Row]:
     numba.set_num_threads(1)
     try:
         t_one = best_time(call, repeat=1, warmup=0)
+        cpu_one = []  # the goal: CPU time of one thread, best of 3
+        for _ in range(1 if quick else 3):
+            cpu_start = time.process_time()
+            call()
+            cpu_one.append(time.process_time() - cpu_start)
     finally:
         numba.set_num_threads(threads)
 
@@ -67,8 +72,10 @@ def run(quick: bool = False) -> list[Row]:
                 "1 thread": t_one / t_curve,
                 "Python reference (per step)": per_step_ref / per_step_kernel,
             },
-            f"goal < 1 s warm on 2 cores; {numba.get_num_threads()} numba threads; CPU time "
-            f"{t_cpu:.2f} s over all threads; load average {load:.1f} during the run",
+            f"goal < 1 s warm, CPU time of one thread {min(cpu_one):.2f} s"
+            f": {'met' if min(cpu_one) < 1.0 else 'NOT met'}; {numba.get_num_threads()} numba "
+            f"threads; CPU time {t_cpu:.2f} s over all threads; load average {load:.1f} during the "
+            "run",
         )
     ]
 

@@ -493,6 +493,27 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
                 c_arrive, cumulative, waiting, st)  # fmt: skip
         st[_NEXT] += 1
 
+    _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, block, warmup, policy,
+          chunked, model, gpu, tensor_parallel, calibration, ttft, e2e, itl, itl_offset, features,
+          req, clock, c_arrive, c_first, free_slots, waiting, running, scheduled, start_ctx, st, ft,
+          sched, cumulative, step_features, scratch)  # fmt: skip
+    _summary_stats(output, warmup, st, ft, features, stats)
+    return itl_offset[n]
+
+
+@njit(error_model="numpy", _nrt=False)
+def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, block, warmup, policy,
+          chunked, model, gpu, tensor_parallel, calibration, ttft, e2e, itl, itl_offset, features,
+          req, clock, c_arrive, c_first, free_slots, waiting, running, scheduled, start_ctx, st, ft,
+          sched, cumulative, step_features, scratch):  # fmt: skip
+    """The steps of :func:`simulate` until every reported request is done.
+
+    Compiled without numba's reference counting (``_nrt=False``; as the autoscaling loop,
+    :mod:`capnb.kernels.autoscale_loop`): the steps inlined here pass their arrays on, and numba
+    would count a reference per array and step (about half the time of a step at concurrency 1).
+    Nothing here allocates: :func:`simulate` makes every array.
+    """
+    n = prompt.shape[0]
     while st[_DONE] < n - warmup:
         if not closed:
             arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots,
@@ -519,9 +540,6 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
         _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled,
                  waiting, free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset,
                  features, warmup, calibration[6])  # fmt: skip
-
-    _summary_stats(output, warmup, st, ft, features, stats)
-    return itl_offset[n]
 
 
 @njit(error_model="numpy")
