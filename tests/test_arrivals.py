@@ -76,6 +76,48 @@ def test_an_instance_missing_the_sla_at_every_share_is_said_so():
     policy = Policy(name="hpa", scale_up_threshold=0.7, cooldown_s=300.0, min_instances=1,
                     buffer_instances=0, kind="elastic", cold_start_s=60.0,
                     cold_start_vetoes=False)  # fmt: skip
-    (check,) = _arrivals_checks(a, policy)
+    (check,) = _arrivals_checks(a, policy, 1)
     assert not check.passed and "misses the SLA even at 50%" in check.finding
     assert "up to 0%" not in check.finding and "loosen the SLA" in check.action
+
+
+def test_the_plan_chooses_among_policies_that_run_instances_within_the_arrivals_headroom(tmp_path):
+    # nine days of a smooth daily cycle: HPA at 0.8 was the cheapest that kept its budget inside
+    # the trace, so chosen, and the plan failed its own arrivals check (headroom 70 %)
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    t = np.arange(9 * 288) * 300
+    qps = 11 + 5 * np.sin(2 * np.pi * t / 86_400) + rng.normal(0, 0.5, t.size)
+    pd.DataFrame({"timestamp": t, "qps": qps.round(3)}).to_csv(tmp_path / "d.csv", index=False)
+    cfg = dict(trace=str(tmp_path / "d.csv"), trace_kind="rates", time_unit="s",
+               start="2026-10-19", interval="5min", model="Qwen3-8B", gpus=("A100-80GB",),
+               tensor_parallel=(2,), sla="ttft=1,tpot=40ms", latency="engine", policies=("hpa",),
+               scale_up_threshold=(0.6, 0.7, 0.8), trials=50, provider="none",
+               disaggregation="none")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answer = capnb.plan.answer(capnb.plan.build(capnb.plan.read_config(cfg)))
+    check = {c.name: c for c in answer.checks}["arrivals"]
+    share = float(check.finding.split("up to ")[1].split("%")[0]) / 100
+    assert share < 0.8
+    assert answer.policy.scale_up_threshold <= share and check.passed
+
+
+def test_eligible_configurations_run_instances_within_the_headroom_or_all_are():
+    from capnb.plan._origins import Config, eligible
+
+    grid = [Config("hpa", t, 300.0, 0, 0.5) for t in (0.6, 0.7, 0.8)]
+    grid += [Config("fixed", 0.6, 300.0, 0, share) for share in (1.0, 1.25)]
+    cfg = capnb.plan.read_config(SMALL)
+    quick = {"cold_start_s": 0.0}
+    assert [c.utilisation for c in grid] == [0.6, 0.7, 0.8, 1.0, 0.8]
+    assert eligible(grid, quick, cfg, None).all()
+    assert eligible(grid, quick, cfg, 0.75).tolist() == [True, True, False, False, False]
+    assert eligible(grid, quick, cfg, 0.8).tolist() == [True, True, True, False, True]
+    # no configuration within: the rule is not applied (the plan's arrivals check says so)
+    assert eligible(grid, quick, cfg, 0.5).all()
+    # with the cold-start rule vetoing elasticity, the headroom narrows what it allows
+    slow = {"cold_start_s": 10_000.0}
+    assert eligible(grid, slow, cfg, 0.8).tolist() == [True, True, True, False, True]
+    assert eligible(grid, slow, cfg, 0.5).tolist() == [True] * 5

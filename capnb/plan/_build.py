@@ -271,10 +271,12 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         why = capacity.describe(one)  # (its words may begin "Infeasible": said once)
         raise PlanError(why[0].lower() + why[1:] if why.lower().startswith("infeasible")
                         else f"infeasible: {why}")  # fmt: skip
+    with _Stage("arrivals", cfg):  # the chosen instance under Poisson arrivals (engine only)
+        under_arrivals = arrivals_of(cfg, cap, chosen, gpu, tp, workload)
     with _Stage("elasticity", cfg):
         demand = _demand(cfg, source, series)
         demand, sweep, advice, _estimate, estimated, cold, ahead, record = _elasticity(
-            cfg, demand, chosen, gpu, tp, fc, series, held_out=held_out
+            cfg, demand, chosen, gpu, tp, fc, series, held_out=held_out, arrivals=under_arrivals
         )
     policy = chosen_policy(cfg, advice.selection)
     plan, run, burst = _assemble(
@@ -301,8 +303,6 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
         alternatives.append(_serving_alternative(serving, serving_replay, run))
-    with _Stage("arrivals", cfg):  # the chosen instance under Poisson arrivals (engine only)
-        under_arrivals = arrivals_of(cfg, cap, chosen, gpu, tp, workload)
     made = make_answer(
         cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
         burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,

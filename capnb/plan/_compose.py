@@ -28,7 +28,7 @@ from ._answer import (
     Policy,
 )
 from ._config import PlanConfig
-from ._steps import _first, latency_model_of
+from ._steps import _first, forecast_fleet, latency_model_of
 from ._text import ties_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -225,17 +225,23 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     return checks, commands
 
 
-def _arrivals_checks(arrivals, policy: Policy) -> list[Check]:
+def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
     """Whether the chosen policy runs instances within what they serve under Poisson arrivals.
 
     ``arrivals``: :func:`capnb.capacity.arrivals` of the chosen instance, or None (not priced on
-    the serving-engine model: no check). A fixed fleet runs its instances up to the whole rate;
-    the other policies up to their scale-up threshold (HPA's and Knative's target utilisation).
+    the serving-engine model: no check). A fixed fleet runs its instances up to the forecast's
+    need (``fleet`` instances at its busiest slot) over its size; the other policies up to their
+    scale-up threshold (HPA's and Knative's target utilisation), as the policy's choice counts it
+    (:attr:`capnb.plan._origins.Config.utilisation`).
     """
     if arrivals is None:
         return []
     share = float(arrivals.headroom)
-    target = 1.0 if policy.name == "fixed" else float(policy.scale_up_threshold)
+    target = (
+        fleet / max(policy.min_instances, 1)
+        if policy.name == "fixed"
+        else float(policy.scale_up_threshold)
+    )
     full = arrivals.latency.sel(share=1.0)
     at_full = ", ".join(
         f"{m.upper()} {float(v) * (1e3 if m != 'ttft' else 1):.3g} {'ms' if m != 'ttft' else 's'}"
@@ -257,8 +263,9 @@ def _arrivals_checks(arrivals, policy: Policy) -> list[Check]:
     action = (
         ""
         if passed
-        else f"lower its scale-up threshold to {share:.2g} ([elasticity] scale_up_threshold), or "
-        "plan on that share of the per-instance rate"
+        else f"sweep a scale-up threshold at or below {share:.2g} ([elasticity] "
+        "scale_up_threshold; the plan chooses among the swept policies those within it, and none "
+        "was), or plan on that share of the per-instance rate"
         if share > 0
         else "loosen the SLA or plan on a lower per-instance rate: arrivals that do not wait for "
         "one another swing this instance past its SLA (long prompts queue behind each other)"
@@ -326,7 +333,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     if flaps:
         checks.append(Check("flapping", False, flaps.split(";")[0],
                             "lengthen its scale-down window or raise its floor", "own"))  # fmt: skip
-    checks += _arrivals_checks(arrivals, policy)
+    fleet = forecast_fleet(fc, cfg, float(_first(chosen.per_instance_qps)))
+    checks += _arrivals_checks(arrivals, policy, fleet)
     reserved = policy.min_instances + policy.buffer_instances
     price = (
         float(run.attrs["usd_per_gpu_hour"])

@@ -69,6 +69,17 @@ class Config:
         """The pool floor (instances) for a forecast that needs ``fleet`` at its busiest slot."""
         return max(1, math.ceil(self.floor_share * fleet - 1e-9))
 
+    @property
+    def utilisation(self) -> float:
+        """The share of its closed-loop requests/s the configuration runs an instance up to.
+
+        An autoscaler's scale-up threshold (HPA's and Knative's target utilisation); a fixed
+        fleet of ``floor_share`` times the forecast's need, 1 / ``floor_share`` at its busiest slot.
+        """
+        if self.policy == "fixed":
+            return 1.0 / self.floor_share
+        return self.scale_up_threshold
+
 
 def configs(cfg: PlanConfig) -> list[Config]:
     """The policy grid of a config: every policy x threshold x delay x spares x floor share.
@@ -252,12 +263,15 @@ def _window(demand, observed_all, origins: Origins, first_unit: float, units: fl
 
 
 def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings: dict,
-            chooser) -> Rolling | str:  # fmt: skip
+            chooser, headroom: float | None = None) -> Rolling | str:  # fmt: skip
     """The rolling-origin choice and record (see the module), or why the trace has none.
 
     ``settings``: the simulator's (per-instance requests/s, cold start, price, ...);
     ``chooser(breach_s, budget_s, cost, eligible)``: the elasticity step's rule, indexes of
-    windows x configurations in, the chosen configuration's index and its words out.
+    windows x configurations in, the chosen configuration's index and its words out;
+    ``headroom``: the share of the per-instance rate an instance serves within the SLA under
+    Poisson arrivals (:func:`capnb.capacity.arrivals`), or None (not simulated): see
+    :func:`eligible`.
     """
     origins = origins_of(series, cfg.elasticity.backtest_days)
     if isinstance(origins, str):
@@ -281,7 +295,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             )
             continue
         inner[j] = replay(cfg, window, seen, fit(j), grid, settings)
-    eligible = _eligible(grid, settings, cfg)
+    allowed = eligible(grid, settings, cfg, headroom)
     rows, replays = [], []
     for k in origins.held_out:
         spans = _spans(inner, k, origins.window_units, cfg)
@@ -290,7 +304,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
                 f"held-out origin {when(origins.time(k))}: fewer than 2 inner windows before it"
             )
             continue
-        chosen, _ = chooser(*spans, eligible)
+        chosen, _ = chooser(*spans, allowed)
         window, seen = _window(demand, observed_all, origins, k, origins.window_units)
         if window.size == 0 or seen.mean() < MIN_OBSERVED:
             left_out.append(
@@ -309,7 +323,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
                          scored, settings))  # fmt: skip
     if not inner:
         return "no inner window of the trace is observed for half its length or more"
-    choice, why = chooser(*_spans(inner, origins.units, origins.window_units, cfg), eligible)
+    choice, why = chooser(*_spans(inner, origins.units, origins.window_units, cfg), allowed)
     if rows:  # the price of the goal: one configuration for every held-out window, in hindsight
         _steady(rows, replays, grid, cfg)
     table = _table(rows, cfg) if rows else None
@@ -318,17 +332,29 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     return Rolling(grid, origins, grid[choice], why, table, left_out)
 
 
-def _eligible(grid: list[Config], settings: dict, cfg: PlanConfig) -> np.ndarray:
-    """The configurations the article's cold-start rule allows (all, when it does not veto)."""
+def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
+             headroom: float | None = None) -> np.ndarray:  # fmt: skip
+    """The configurations the plan's rules allow, a mask over ``grid``.
+
+    - The article's cold-start rule: where a cold start is too long to react in time, only
+      capacity that needs none (a fixed fleet, a floor or warm spares).
+    - Arrivals: where ``headroom`` is known, only configurations that run an instance up to that
+      share of its closed-loop requests/s (:attr:`Config.utilisation`): above it, Poisson
+      arrivals swing the instance past its SLA. When no configuration the cold-start rule allows
+      is within it, this rule is not applied, and the plan's ``arrivals`` check says so.
+    """
     from .. import elasticity
 
-    if not elasticity.cold_start_vetoes(
-        float(settings["cold_start_s"]), cfg.elasticity.tolerance_s
-    ):
-        return np.ones(len(grid), bool)
-    # a cold start too long to react in time: capacity that needs no cold start
-    return np.array([c.policy == "fixed" or c.floor_share > 0 or c.buffer_instances > 0
-                     for c in grid])  # fmt: skip
+    allowed = np.ones(len(grid), bool)
+    if elasticity.cold_start_vetoes(float(settings["cold_start_s"]), cfg.elasticity.tolerance_s):
+        # a cold start too long to react in time: capacity that needs no cold start
+        allowed = np.array([c.policy == "fixed" or c.floor_share > 0 or c.buffer_instances > 0
+                            for c in grid])  # fmt: skip
+    if headroom is not None:
+        within = allowed & np.array([c.utilisation <= headroom + 1e-9 for c in grid])
+        if within.any():
+            allowed = within
+    return allowed
 
 
 def _cost(replay: Replay) -> np.ndarray:

@@ -452,6 +452,7 @@ def _elasticity(
     fc: xr.Dataset,
     series: xr.Dataset,
     held_out: bool = True,
+    arrivals: xr.Dataset | None = None,
 ):
     """The elasticity step: the policy grid swept over the trace, and the policy chosen.
 
@@ -460,6 +461,9 @@ def _elasticity(
     held-out windows; otherwise on the trace itself (:func:`capnb.elasticity.recommend`, which
     tries the predictive policy on the trace's later half first), and the plan says so. Floors
     are shares of the forecast's busiest-slot fleet (:data:`capnb.plan._origins.FLOOR_SHARES`).
+    ``arrivals``: the chosen instance under Poisson arrivals (:func:`arrivals_of`), or None;
+    given, only policies that run instances within its ``headroom`` are chosen
+    (:func:`capnb.plan._origins.eligible`).
     Returns ``(demand, sweep, advice, estimate, estimated, cold, ahead, rolling)``; ``rolling``
     is the rolling-origin record, or why there is none.
     """
@@ -494,14 +498,16 @@ def _elasticity(
         cooldown_s=list(scaling.cooldown_s), buffer_instances=list(scaling.buffer_instances),
         min_instances=floors, **settings, forecast=ahead,
     )  # fmt: skip
+    headroom = None if arrivals is None else float(arrivals.headroom)
     record = (
-        rolling(cfg, series, demand, settings, elasticity.choose_held_out)
+        rolling(cfg, series, demand, settings, elasticity.choose_held_out, headroom)
         if held_out and cfg.elasticity.backtest_days
         else "backtest_days = 0: no held-out window was asked for"
     )
     if isinstance(record, str):
+        within = _within_headroom(sweep, headroom)
         advice = elasticity.recommend(
-            sweep,
+            within,
             breach_budget=cfg.elasticity.breach_budget,
             held_out=lambda: _held_out(cfg, demand, series, settings),
         )
@@ -516,7 +522,21 @@ def _elasticity(
             sweep, selection, breach_budget=cfg.elasticity.breach_budget,
             reasons=[f"Chosen out of sample: {record.choice_why}."],
         )  # fmt: skip
+    if headroom is not None and headroom < 1:
+        advice.reasons.append(
+            f"Among the policies that run an instance up to {headroom:.0%} of its closed-loop "
+            f"{per_instance:.3g} requests/s, the share it serves within the SLA under Poisson "
+            "arrivals (the arrivals check), where any of the swept ones does."
+        )
     return demand, sweep, advice, estimate, estimated, cold, ahead, record
+
+
+def _within_headroom(sweep: xr.Dataset, headroom: float | None) -> xr.Dataset:
+    """The sweep's scale-up thresholds up to the arrivals ``headroom`` (all, when none is)."""
+    if headroom is None or "scale_up_threshold" not in sweep.dims:
+        return sweep
+    keep = sweep.scale_up_threshold.values <= headroom + 1e-9
+    return sweep.isel(scale_up_threshold=np.flatnonzero(keep)) if keep.any() else sweep
 
 
 def chosen_policy(cfg: PlanConfig, selection: dict):
