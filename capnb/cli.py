@@ -237,7 +237,9 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="build the plan, print the recommendation, export it")
     plan.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
     plan.add_argument(
-        "--out", default="reports", help="where plan.nc and plan.json go (default: reports)"
+        "--out",
+        default="reports",
+        help="where plan.nc, plan.json and the autoscaler YAML files go (default: reports)",
     )
     plan.add_argument(
         "--force", action="store_true", help="replace plan files in --out that capnb did not write"
