@@ -661,3 +661,46 @@ def test_compressed_tensors_nvfp4_scales_are_counted():
     spec = _compressed_tensors(weights, "nvfp4-pack-quantized")
     assert spec.weight_dtype == "int4"
     assert spec.weight_scale_bytes == 1 / 16
+
+
+def _hybrid_gain_reference(kinds, window, tokens, block=16):
+    """vLLM 0.10's hybrid KV grouping, layer by layer: sequences held over a full-length cache."""
+    by_kind = {}
+    for i, kind in enumerate(kinds):
+        by_kind.setdefault(kind, []).append(i)
+    counts = [len(v) for v in by_kind.values()]
+    size = min(counts)
+    if max(counts) < 1.5 * size:
+        size = max(counts)
+    groups = []  # (kind, its layers); the last group of a kind padded to `size`
+    for kind, layers in by_kind.items():
+        for start in range(0, len(layers), size):
+            groups.append((kind, layers[start : start + size]))
+    assert sum(len(members) for _, members in groups) == len(kinds)
+    pool_blocks = 1_000_000 / size  # per-layer pages: the pool is shared by `size` layers a block
+    span = -(-tokens // block)
+    need = sum(span if kind == "full" else min(span, -(-window // block) + 1) for kind, _ in groups)
+    full_length = 1_000_000 / len(kinds) / span  # every layer holds every token
+    return (pool_blocks / need) / full_length
+
+
+@pytest.mark.parametrize(
+    "layers, window, windowed, tokens",
+    [(36, 128, 18, 8192), (62, 1024, 52, 8192), (62, 1024, 52, 500), (48, 8192, 36, 32768),
+     (32, 4096, 32, 8192), (25, 128, 12, 4096), (30, 512, 20, 2048)],
+)  # fmt: skip
+def test_hybrid_kv_gain_follows_vllms_grouping_layer_by_layer(layers, window, windowed, tokens):
+    from capnb.data.modelspec import hybrid_kv_gain
+
+    kinds = ["sliding"] * windowed + ["full"] * (layers - windowed)
+    expected = _hybrid_gain_reference(kinds, window, tokens)
+    assert hybrid_kv_gain(layers, window, windowed, tokens) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_windowed_model_says_its_window_is_counted_at_full_length():
+    # gpt-oss: 18 of 36 layers attend over 128 tokens; vLLM 0.10 on keeps only the window
+    spec = load_model("gpt-oss-120b")
+    note = next(n for n in spec.notes if "sliding-window layers" in n)
+    assert "18 sliding-window layers (window 128 tokens)" in note and "about 2x" in note
+    assert "lower bound" in note
+    assert not any("sliding-window layers" in n for n in load_model("Llama-3.1-8B").notes)

@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["DTYPE_BYTES", "ModelSpec", "context_tokens", "dtype_bytes", "parse"]
+__all__ = ["DTYPE_BYTES", "ModelSpec", "context_tokens", "dtype_bytes", "hybrid_kv_gain", "parse"]
 
 #: Bytes per element of the dtypes capnb knows (weights or KV cache).
 DTYPE_BYTES: dict[str, float] = {
@@ -870,6 +870,70 @@ def _layer_list(indices: list[int]) -> str:
     return ", ".join(shown)
 
 
+#: The sequence length (tokens) at which :func:`_full_length_note` states vLLM's hybrid gain.
+_NOTE_TOKENS = 8192
+
+
+def hybrid_kv_gain(layers: int, window: int, windowed: int, tokens: int, block: int = 16) -> float:
+    """The ratio of the sequences vLLM's hybrid KV cache manager holds to a full-length cache's.
+
+    vLLM 0.10 on (``kv_cache_utils``) splits the layers by attention kind into groups of equal
+    size (the smaller kind's count, or the larger's when it is under 1.5 times the smaller; the
+    last group of a kind padded) sharing one pool of blocks; a request holds ``ceil(tokens /
+    block)`` blocks in each full-attention group and, in each windowed group, only the blocks its
+    window spans (``ceil(window / block) + 1`` at most). A full-length cache holds every layer's
+    ``ceil(tokens / block)`` blocks.
+
+    Parameters
+    ----------
+    layers, windowed
+        The model's attention layers, and how many of them attend over a sliding window.
+    window
+        The window (tokens; 0: none).
+    tokens
+        Tokens of each sequence (prompt and output).
+    block
+        Tokens of a KV block (vLLM's ``block_size``).
+
+    Returns
+    -------
+    float
+        The ratio (1: no gain; the same memory, every page equal).
+
+    Examples
+    --------
+    >>> round(hybrid_kv_gain(36, 128, 18, 8192), 2)  # gpt-oss: 18 full, 18 windowed layers of 128
+    1.97
+    >>> hybrid_kv_gain(32, 0, 0, 8192)  # no windowed layer
+    1.0
+    """
+    full = layers - windowed
+    if windowed == 0 or window <= 0:
+        return 1.0
+    span = -(-tokens // block)
+    kept = min(span, -(-window // block) + 1)
+    if full == 0:  # one kind of layer: one group, every layer windowed
+        return span / kept
+    size = min(full, windowed)
+    if max(full, windowed) < 1.5 * size:
+        size = max(full, windowed)
+    full_groups, window_groups = -(-full // size), -(-windowed // size)
+    pool_per_token = layers / (size * (full_groups + window_groups))  # padding spends the pool
+    need = full_groups * span + window_groups * kept
+    return (full_groups + window_groups) * span / need * pool_per_token
+
+
+def _full_length_note(layers: int, window: int, windowed: int) -> str:
+    gain = hybrid_kv_gain(layers, window, windowed, _NOTE_TOKENS)
+    return (
+        f"its {windowed} sliding-window layers (window {window:,} tokens) are counted at full "
+        "length in the KV cache (capnb.memory and the serving-engine model), as vLLM before 0.10 "
+        "(or with --disable-hybrid-kv-cache-manager) stores them; vLLM's hybrid KV cache manager "
+        f"keeps only each window and holds about {gain:.2g}x the sequences at "
+        f"{_NOTE_TOKENS:,} tokens, so the memory limit here is a lower bound"
+    )
+
+
 def _sliding_window(
     config: Mapping, model_type: str, layers: int, source: str, notes: list[str]
 ) -> tuple[int, int]:
@@ -1165,6 +1229,8 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     moe = _experts(config, model_type, layers, intermediate, source)
     kv_lora, mla = _mla(config, source)
     sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
+    if sliding_layers:
+        notes.append(_full_length_note(layers, sliding_window, sliding_layers))
     unquantized_attention = _unquantized_attention(config)
     tied = _tied(config, model_type, source, notes)
     vision = _vision_parameters(outer, hidden, source, notes)
