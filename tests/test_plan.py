@@ -466,6 +466,37 @@ def test_the_held_out_record_rides_on_the_plan(small):
     assert f"in {held.held} of 7 held-out windows" in planning.sections(plan)["held_out"]
 
 
+def test_the_burst_draws_say_when_their_window_breached_without_a_burst(small):
+    # the draws replay the first full held-out window; a draw without a burst is that window as
+    # observed, so where it breached its budget, "0 % of draws" said nothing about bursts
+    plan, _ = small
+    held = planning.answer(plan).held_out
+    first = int(np.argmax(plan.held_out_window_days.values))
+    breach = float(plan.held_out_breach_min.sel(held_out_plan="recommended")[first])
+    budget = float(plan.held_out_budget_min[first])
+    assert held.burst_window_held == (breach <= budget + 1e-9)
+    check = next(c for c in planning.answer(plan).checks if c.name == "burst_draws")
+    said = "breached without a burst too" in check.finding
+    assert said == (not held.burst_window_held)
+    if not held.burst_window_held:
+        assert held.burst_hold_share == 0.0
+
+
+def test_a_burst_window_breached_without_bursts_is_said_in_the_held_out_words(small):
+    from capnb.plan._answer import HeldOut
+    from capnb.plan._text import held_out_words
+
+    base = dict(windows=3, held=2, window_days=7.0, origin_step="day", worst_breach_minutes=15.0,
+                worst_budget_minutes=10.0, above_hindsight=0.2, above_bound=0.5, beats_naive=3,
+                coverage_p95=0.9, coverage_p99=0.95, burst_hold_share=0.0, burst_draws=100,
+                how="rolling origins", left_out=())  # fmt: skip
+    example = planning.answer(small[0])
+    answer = dataclasses.replace(example, held_out=HeldOut(**base, burst_window_held=False))
+    assert "0% of 100 draws, on a window it breached without a burst too" in held_out_words(answer)
+    answer = dataclasses.replace(example, held_out=HeldOut(**base))
+    assert "breached without" not in held_out_words(answer)
+
+
 def test_the_cheapest_mix_and_its_pools_ride_on_the_plan(small):
     plan, _ = small
     assert plan.mix_instances.dims == ("pool", "slot")

@@ -143,6 +143,15 @@ class HeldOut:
     ties_naive: int = _f(
         "1", "windows in which it cost and breached as much as last week's fleet", default=0
     )
+    burst_window_held: bool = _f(
+        "1",
+        "whether the burst draws' window kept its budget without a burst (else no draw can)",
+        default=True,
+    )
+    burst_window_held: bool = _f(
+        "1", "whether the window of the burst draws kept its budget without a burst (else no draw can)",
+        default=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -418,7 +418,7 @@ def _held_out_record(rolling, burst) -> HeldOut:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(budget > 0, breach / budget, np.where(breach > 0, np.inf, 0.0))
     worst = int(np.argmax(ratio))
-    share, draws = burst if burst is not None else (math.nan, 0)
+    share, draws, window_held = burst if burst is not None else (math.nan, 0, True)
     unit = origins.unit
     length = origins.window_units * (1 if unit == "day" else 1 / 24)
     return HeldOut(
@@ -435,6 +435,7 @@ def _held_out_record(rolling, burst) -> HeldOut:
         coverage_p99=float(np.nanmean(table.coverage_p99)),
         burst_hold_share=float(share),
         burst_draws=int(draws),
+        burst_window_held=bool(window_held),
         how=(
             f"rolling origins every {unit} inside the trace: at each, the policy was chosen from "
             f"the windows before it alone ({rolling.choice_why.split(',')[0]} for the plan) and "
@@ -445,11 +446,19 @@ def _held_out_record(rolling, burst) -> HeldOut:
     )
 
 
+def _burst_window_words(held: HeldOut) -> str:
+    """Said when the draws' window breached its budget without a burst: no draw could keep it."""
+    if held.burst_window_held:
+        return ""
+    return ", on a held-out window it breached without a burst too (a draw adds to that breach)"
+
+
 def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
     """The answer with its held-out record and the checks on it.
 
     ``rolling``: the rolling-origin record (:func:`capnb.plan._origins.rolling`) or why there is
-    none; ``burst``: ``(share, draws)`` of the burst replays, or None.
+    none; ``burst``: ``(share, draws, held)`` of the burst replays
+    (:func:`capnb.plan._origins.held_out_bursts`), or None.
     """
     own = [c for c in record.checks if not c.name.startswith(("held_out", "burst", "forecast_"))]
     if isinstance(rolling, str):
@@ -491,7 +500,8 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
         enough = held.burst_hold_share >= 1 - cfg.traffic.exceed_probability
         checks.append(Check(
             "burst_draws", enough,
-            f"it kept its budget in {held.burst_hold_share:.0%} of {held.burst_draws} burst draws",
+            f"it kept its budget in {held.burst_hold_share:.0%} of {held.burst_draws} burst draws"
+            + _burst_window_words(held),
             "" if enough else _SPARES, "own",
         ))  # fmt: skip
     return dataclasses.replace(record, held_out=held, held_out_missing="",

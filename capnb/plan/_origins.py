@@ -587,12 +587,14 @@ BURST_DRAWS = 100
 
 
 def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
-                    draws: int = BURST_DRAWS) -> tuple[float, int]:  # fmt: skip
+                    draws: int = BURST_DRAWS) -> tuple[float, int, bool]:  # fmt: skip
     """Share of burst draws in which the choice kept its budget on the last held-out window.
 
     The window is replayed again ``draws`` times with bursts drawn from the plan's burst
     ``model`` (seeded by the config's ``seed``), with the configuration chosen at that origin
-    from the windows before it and the fleet of that origin's forecast. ``(share, draws)``.
+    from the windows before it and the fleet of that origin's forecast. ``(share, draws,
+    held)``: ``held``, whether the window kept its budget without a burst (a draw without one
+    is that replay, so when it did not, no draw can).
     """
     from .. import elasticity
     from ..elasticity._simulate import _kernel_inputs
@@ -622,4 +624,5 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
     factors = burst_factors(model, window.size, cfg.elasticity.step_s, draws, cfg.traffic.seed)
     share = burst_holds([("recommended", run, _Cell)], factors, window, ahead, settings, cfg,
                          model, _kernel_inputs, kernels)["recommended"]  # fmt: skip
-    return float(share), int(draws)
+    held = _Cell.breach_share <= cfg.elasticity.breach_budget
+    return float(share), int(draws), bool(held)

@@ -211,6 +211,7 @@ def held_out_words(a: Answer) -> str:
     bursts = (
         f"; with bursts drawn from its burst model it kept its budget in "
         f"{h.burst_hold_share:.0%} of {h.burst_draws} draws"
+        + ("" if h.burst_window_held else ", on a window it breached without a burst too")
         if h.burst_draws and math.isfinite(h.burst_hold_share)
         else ""
     )
