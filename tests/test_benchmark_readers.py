@@ -882,3 +882,33 @@ def test_vllm_0_4_results_spell_request_throughput_request_inthroughput(tmp_path
     curve = data.read_vllm_bench(_write(tmp_path / "old", runs))
     assert curve.measured_qps.values.tolist() == expected.measured_qps.values.tolist()
     assert any("request_inthroughput" in n for n in latency.notes(curve))
+
+
+def test_a_guidellm_benchmark_at_a_vllm_run_s_load_is_a_second_run_not_dropped(tmp_path):
+    """A folder holding vllm bench results and a GuideLLM report of the same loads (mixed tools).
+
+    read_bench_runs refused a second vllm bench run at one load, but a GuideLLM benchmark at a
+    vllm run's load (or two reports' benchmarks at one load) was read too, and one run's rows were
+    silently dropped in favour of the other's: the calibration fitted whichever came last.
+    """
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    _vllm_twins(json.loads(GUIDELLM.read_text()), folder)
+    (folder / "bench-0.json").rename(folder / "vllm-c4.json")
+    (folder / "bench-1.json").unlink()
+    (folder / "bench-2.json").unlink()
+    shutil.copy(GUIDELLM, folder / "benchmarks.json")
+    # (the folder's files are read in name order: the report's benchmark first)
+    with pytest.raises(ConfigError, match=r"^vllm-c4\.json: a second run at concurrency 4 "
+                       r"\(the first: benchmarks\.json benchmarks\[0\]\)"):  # fmt: skip
+        data.read_bench_runs(folder, **given)
+    # two reports of the same benchmarks: the second report's benchmark names its file and entry
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    shutil.copy(GUIDELLM, twice / "a.json")
+    shutil.copy(GUIDELLM, twice / "b.json")
+    with pytest.raises(
+        ConfigError, match=r"b\.json benchmarks\[0\]: a second run at concurrency 4"
+    ):
+        data.read_bench_runs(twice, **given)

@@ -1610,8 +1610,12 @@ def read_guidellm(
     )
 
 
-def _guidellm_rows(where: str, report: Mapping, base: Mapping) -> list[dict]:
-    """:func:`read_bench_runs`' rows of a GuideLLM report: one run per benchmark."""
+def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> list[dict]:
+    """:func:`read_bench_runs`' rows of a GuideLLM report: one run per benchmark.
+
+    ``seen`` maps each (mode, load) already read to where it was read; a benchmark at one of them
+    is an error, as a second vllm bench run at one load is.
+    """
     rows = []
     for label, bench in _guidellm_benchmarks(where, report):
         run = _guidellm_run(bench, label)
@@ -1621,6 +1625,7 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping) -> list[dict]:
             mode, load = "concurrency", run["limit"]
         else:
             mode, load = "batch", run["requests"]
+        _one_run_per_load(seen, mode, float(load), label)
         head = {**base, "input_tokens": run["prompt_tokens"], "output_tokens": run["output_tokens"],
                 "mode": mode, "load": float(load), "requests": run["requests"]}  # fmt: skip
         # in vllm bench runs' order (metric, then mean and percentiles), so that one set of runs
@@ -1783,6 +1788,20 @@ def _check_run_units(where, record, rows, limit: int, output_tokens: float) -> N
     _check_closed_loop(where, limit, qps, None, e2e)
 
 
+def _one_run_per_load(seen: dict, mode: str, load: float, where: str) -> None:
+    """Note a run at (mode, load) read at ``where``; a second run there is an error naming both.
+
+    Whichever tool wrote them (vllm bench, SGLang bench_serving, GuideLLM): the rows of two runs
+    at one load would mix into one point, or one run's would be dropped for the other's.
+    """
+    if (mode, load) in seen:
+        raise ConfigError(
+            f"{where}: a second run at {mode} {load:g} (the first: {seen[mode, load]}); "
+            "keep one run per load (or average the repeats before reading)"
+        )
+    seen[mode, load] = where
+
+
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run",
                     model_id: str | None = None):  # fmt: skip
@@ -1844,7 +1863,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             rows += _guidellm_rows(where, record, {
                 "source": source, "gpu": gpu_id, "model": model, "engine": engine,
                 "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
-                "dtype": dtype})  # fmt: skip
+                "dtype": dtype}, seen)  # fmt: skip
             continue
         _check_result_json(record, where)
         completed = _number(record, "completed", where)
@@ -1858,12 +1877,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             mode, load = "concurrency", limit
         else:
             mode, load = "batch", completed
-        if (mode, float(load)) in seen:  # two runs' figures would mix into one
-            raise ConfigError(
-                f"{where}: a second run at {mode} {load:g} (the first: {seen[mode, float(load)]}); "
-                "keep one run per load (or average the repeats before reading)"
-            )
-        seen[mode, float(load)] = where
+        _one_run_per_load(seen, mode, float(load), where)
         base = {
             "source": source, "gpu": gpu_id, "model": model, "engine": engine,
             "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
