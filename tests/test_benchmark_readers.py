@@ -912,3 +912,24 @@ def test_a_guidellm_benchmark_at_a_vllm_run_s_load_is_a_second_run_not_dropped(t
         ConfigError, match=r"b\.json benchmarks\[0\]: a second run at concurrency 4"
     ):
         data.read_bench_runs(twice, **given)
+
+
+def test_an_aiperf_export_beside_vllm_results_in_a_folder_is_an_error_naming_it(tmp_path):
+    """A folder of vllm bench results with an AIPerf run's CSV export beside them (mixed tools).
+
+    A folder is read for its .json / .jsonl results: the CSV was skipped without a word, and the
+    curve, the plan and the calibration went on without the run the user had put there.
+    """
+    folder = tmp_path / "mixed"
+    shutil.copytree(FIXTURES / "vllm", folder)
+    shutil.copy(FIXTURES / "aiperf" / "dstack_vllm_c8_profile_export_aiperf.csv", folder)
+    (folder / "notes.csv").write_text("when,what\n2026-12-01,reran c32\n")  # not a benchmark
+    given = {"model": "gpt-oss-120b", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    unread = r"dstack_vllm_c8_profile_export_aiperf\.csv \(AIPerf or GenAI-Perf exports\)"
+    for read in (lambda: data.read_vllm_bench(folder, model="gpt-oss-120b"),
+                 lambda: data.read_benchmark(folder, model="gpt-oss-120b"),
+                 lambda: data.read_bench_runs(folder, **given)):  # fmt: skip
+        with pytest.raises(ConfigError, match=rf"mixed: .*{unread}.* not read"):
+            read()
+    (folder / "dstack_vllm_c8_profile_export_aiperf.csv").unlink()
+    assert data.read_vllm_bench(folder, model="gpt-oss-120b").concurrency.size == 3

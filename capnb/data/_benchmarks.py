@@ -339,6 +339,34 @@ def _result_files(folder: Path) -> list[Path]:
     return found
 
 
+def _no_unread_exports(folder: Path) -> None:
+    """A folder of JSON results that also holds CSV benchmark files is an error naming them.
+
+    A folder is read for its .json / .jsonl results; an AIPerf or GenAI-Perf export, flattened
+    vllm bench results or a latency table beside them would be left out without a word (the
+    curve, plan or calibration made without a run put there). CSV files of no benchmark form
+    (notes, a server log) stay where they are.
+    """
+    unread = []
+    for path in sorted(folder.glob("*.csv")):
+        if not path.is_file():
+            continue
+        try:
+            kind = benchmark_format(path)
+        except ConfigError:  # no benchmark file: not one capnb would read
+            continue
+        unread.append(f"{path.name} ({FORMAT_WORDS[kind]})")
+    if unread:
+        shown = ", ".join(unread[:3]) + (
+            f" and {len(unread) - 3:,} more" if len(unread) > 3 else ""
+        )
+        raise ConfigError(
+            f"{folder}: besides its .json / .jsonl results it holds {shown}, not read with them "
+            "(a folder is read for its JSON results only): move them out, or read them on their "
+            "own (read_benchmark(file), read_aiperf({concurrency: path, ...}))"
+        )
+
+
 def _paths(paths, argument: str) -> list:
     """One path or an iterable of paths, as a list; anything else is an error naming ``argument``."""
     if isinstance(paths, str | os.PathLike):
@@ -360,6 +388,7 @@ def _records(paths) -> list[tuple[str, dict]]:
             found = _result_files(path)
             if not found:
                 raise ConfigError(f"{path}: no .json or .jsonl result files in this directory")
+            _no_unread_exports(path)
             files += found
         elif path.is_file():
             files.append(path)
