@@ -933,3 +933,28 @@ def test_an_aiperf_export_beside_vllm_results_in_a_folder_is_an_error_naming_it(
             read()
     (folder / "dstack_vllm_c8_profile_export_aiperf.csv").unlink()
     assert data.read_vllm_bench(folder, model="gpt-oss-120b").concurrency.size == 3
+
+
+def test_failed_requests_of_a_summary_only_run_are_noted_on_the_curve(tmp_path):
+    """vllm bench serve writes 'failed' (requests that errored) beside 'completed'.
+
+    With --save-detailed the curve noted the failed requests left out of its percentiles; a
+    summary-only result with failed requests was read without a word (its latencies are of the
+    completed requests alone), nor a GuideLLM benchmark's errored requests.
+    """
+    runs = {"c4.json": _summary_run(4, 2.5, 1.6),
+            "c16.json": _summary_run(16, 4.0, 4.0, failed=20) | {"num_prompts": 120}}  # fmt: skip
+    notes = latency.notes(data.read_vllm_bench(_write(tmp_path / "runs", runs)))
+    assert [n for n in notes if "failed" in n] == [
+        "c16.json: 20 of 120 requests failed ('failed'): its latencies and throughput are of the "
+        "100 completed"
+    ]
+    report = json.loads(GUIDELLM.read_text())
+    report["benchmarks"][1]["metrics"]["request_totals"] |= {"errored": 7, "total": 607}
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(report))
+    assert [n for n in latency.notes(data.read_guidellm(path)) if "failed" in n] == [
+        "benchmarks.json benchmarks[1]: 7 of 607 requests failed "
+        "('metrics.request_totals.errored'): its latencies and throughput are of the 600 "
+        "successful"
+    ]

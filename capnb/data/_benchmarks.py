@@ -786,6 +786,13 @@ def _vllm_run(record: Mapping, where: str, prefer_detailed: bool, notes: list[st
     output = _number(record, "total_output_tokens", where) / completed
     latency, mean = {}, {}
     lists = _detailed(record, where)
+    failed = _number(record, "failed", where, required=False)
+    if lists is None and failed is not None and failed > 0:  # (the lists note their own)
+        sent = _number(record, "num_prompts", where, required=False) or completed + failed
+        notes.append(
+            f"{where}: {failed:,.0f} of {sent:,.0f} requests failed ('failed'): its latencies and "
+            f"throughput are of the {completed:,.0f} completed"
+        )
     if lists is not None:
         # requests that produced no output count in vLLM's `completed` (older versions) but are no
         # served request: the throughput and the workload lengths are those of the others
@@ -1498,6 +1505,7 @@ def _guidellm_run(bench: object, where: str) -> dict:
         for q in _curve.QUANTILES:
             value = _real(bench, f"{summary}.percentiles.p{round(q * 100)}", where)
             latency[(metric, q)] = value / per_second
+    totals = _field(bench, "metrics.request_totals", where)
     strategy = _field(bench, "config.strategy", where)
     limit = strategy.get("max_concurrency")
     if kind == "synchronous":
@@ -1524,6 +1532,7 @@ def _guidellm_run(bench: object, where: str) -> dict:
         "output_tokens": _real(bench, "metrics.output_token_count.successful.mean", where),
         "requests": int(ok),
         "sent": int(_real(bench, "metrics.request_totals.total", where)),
+        "errored": _number(totals, "errored", f"{where} (metrics.request_totals)", required=False),
     }
 
 
@@ -1613,6 +1622,12 @@ def read_guidellm(
     _one_configuration(_guidellm_models(path.name, report), model_id, attrs, [], str(path))
     seen: dict[int, str] = {}
     for run in runs:
+        if run["errored"] is not None and run["errored"] > 0:
+            notes.append(
+                f"{run['where']}: {run['errored']:,.0f} of {run['sent']:,} requests failed "
+                f"('metrics.request_totals.errored'): its latencies and throughput are of the "
+                f"{run['requests']:,} successful"
+            )
         run["concurrency"], run["in_flight"] = _guidellm_place(run, notes)
         if run["concurrency"] in seen:
             raise ConfigError(
