@@ -958,3 +958,42 @@ def test_failed_requests_of_a_summary_only_run_are_noted_on_the_curve(tmp_path):
         "('metrics.request_totals.errored'): its latencies and throughput are of the 600 "
         "successful"
     ]
+
+
+def test_a_rate_run_its_max_concurrency_held_back_is_refused_for_calibration(tmp_path):
+    """vllm bench serve --request-rate R --max-concurrency C: the client holds requests past C.
+
+    read_bench_runs read such a run as an open loop at R (C dropped), which the engine model
+    simulates with no cap; where C held requests back (their wait in the client is in no
+    latency), the calibration fitted a queue the server never had (on runs simulated from a known
+    calibration: step overhead 2.0x, HBM efficiency 1.4x of the truth, fit error 8 %, no error).
+    """
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    # 2 requests/s offered, at most 4 in flight: 0.42 requests/s x 9.5 s = 4.0 in flight
+    held = _summary_run(4, 9.456, 0.4241, rate=2.0, prompts=300)
+    # 0.5 requests/s under a cap of 64: 0.49 requests/s x 10 s = 4.9 in flight, far below it
+    free = _summary_run(64, 10.0, 0.49, rate=0.5, prompts=300)
+    folder = _write(tmp_path / "runs", {"held.json": held, "free.json": free})
+    with pytest.raises(ConfigError, match=r"held\.json: a run at request_rate 2 with "
+                       r"max_concurrency 4 held .* \(request_throughput x mean e2e\): .*"
+                       r"--max-concurrency"):  # fmt: skip
+        data.read_bench_runs(folder, **given)
+    (folder / "held.json").unlink()
+    runs = data.read_bench_runs(folder, **given)
+    assert set(zip(runs["mode"], runs["load"], strict=True)) == {("request_rate", 0.5)}
+
+
+def test_a_guidellm_rate_benchmark_its_max_concurrency_held_back_is_refused(tmp_path):
+    # GuideLLM's constant / poisson strategies take a max_concurrency too: read as above
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    report = json.loads(GUIDELLM.read_text())
+    path = tmp_path / "benchmarks.json"
+    for cap, refused in ((24, True), (64, False)):  # 6 requests/s x 4 s mean e2e: 24 in flight
+        report["benchmarks"][2]["config"]["strategy"]["max_concurrency"] = cap
+        path.write_text(json.dumps(report))
+        if refused:
+            with pytest.raises(ConfigError, match=r"benchmarks\[2\]: a run at request_rate 6 "
+                               r"with max_concurrency 24 held requests back"):  # fmt: skip
+                data.read_bench_runs(path, **given)
+        else:
+            assert 6.0 in set(data.read_bench_runs(path, **given)["load"])

@@ -1670,6 +1670,9 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
         else:
             mode, load = "batch", run["requests"]
         _one_run_per_load(seen, mode, float(load), label)
+        if mode == "request_rate" and run["limit"] is not None:
+            how = f"{_figure(run['qps'])} requests/s x {_figure(run['mean']['e2e'])} s mean e2e"
+            _check_rate_cap(label, run["rate"], run["limit"], run["qps"] * run["mean"]["e2e"], how)
         head = {**base, "input_tokens": run["prompt_tokens"], "output_tokens": run["output_tokens"],
                 "mode": mode, "load": float(load), "requests": run["requests"]}  # fmt: skip
         # in vllm bench runs' order (metric, then mean and percentiles), so that one set of runs
@@ -1832,6 +1835,60 @@ def _check_run_units(where, record, rows, limit: int, output_tokens: float) -> N
     _check_closed_loop(where, limit, qps, None, e2e)
 
 
+#: The share of a rate run's arrivals that may find its max_concurrency full for
+#: :func:`read_bench_runs` to read it as a rate run with no cap (what calibrate simulates).
+HELD_BACK = 0.01
+
+
+def _vllm_in_flight(record: Mapping, where: str, completed: float) -> tuple[float, str]:
+    """A vllm bench / SGLang result's mean requests in flight, and how it was found."""
+    measured = _number(record, "concurrency", where, required=False)
+    if measured is not None and math.isfinite(measured) and measured > 0:
+        return measured, "SGLang's measured concurrency"
+    qps = _number(record, "request_throughput", where, required=False)
+    e2e_ms = next((v for k in ("mean_e2el_ms", "mean_e2e_latency_ms")
+                   if (v := _number(record, k, where, required=False)) is not None), None)  # fmt: skip
+    ttft = _number(record, "mean_ttft_ms", where, required=False)
+    tpot = _number(record, "mean_tpot_ms", where, required=False)
+    derived = ""
+    if e2e_ms is None and ttft is not None and tpot is not None:
+        output = _number(record, "total_output_tokens", where) / completed
+        e2e_ms, derived = ttft + tpot * max(output - 1.0, 0.0), " (mean TTFT + mean TPOT x tokens)"
+    if qps is None or e2e_ms is None:
+        raise ConfigError(
+            f"{where}: a run at a request rate with a max_concurrency needs 'request_throughput' "
+            "and a mean e2e latency ('mean_e2el_ms', or 'mean_ttft_ms' and 'mean_tpot_ms') to "
+            "tell whether its max_concurrency held requests back"
+        )
+    e2e = e2e_ms / 1000.0
+    return qps * e2e, f"{_figure(qps)} requests/s x {_figure(e2e)} s mean e2e{derived}"
+
+
+def _check_rate_cap(where: str, rate: float, limit: float, in_flight: float, how: str) -> None:
+    """A run at a request rate whose max_concurrency held requests back is an error.
+
+    ``vllm bench serve --request-rate R --max-concurrency C`` (and GuideLLM's rate strategies
+    with a ``max_concurrency``) keep a request in the client while C are in flight: its wait is
+    in no latency the run measured, and the engine model simulates the rate with no cap. The
+    cap is taken to hold nothing back when under :data:`HELD_BACK` of Poisson arrivals at the
+    run's measured mean in flight m would find C in flight (P(N >= C), N ~ Poisson(m): the
+    number in flight of Poisson arrivals with no cap).
+    """
+    full = 1.0 - sum(
+        math.exp(k * math.log(in_flight) - in_flight - math.lgamma(k + 1))
+        for k in range(int(limit))
+    ) if in_flight > 0 else 0.0  # fmt: skip
+    if full >= HELD_BACK:
+        raise ConfigError(
+            f"{where}: a run at request_rate {rate:g} with max_concurrency {limit:g} held requests "
+            f"back in the client: {how} = {in_flight:.3g} in flight on average (request_throughput "
+            f"x mean e2e): {min(full, 1.0):.0%} of its arrivals would find {limit:g} in flight, "
+            "and their wait there is in no latency the run measured, while calibrate simulates "
+            "the rate with no cap; rerun without --max-concurrency (or with one well above the "
+            "load), or at --max-concurrency alone (request rate inf), or leave the run out"
+        )
+
+
 def _one_run_per_load(seen: dict, mode: str, load: float, where: str) -> None:
     """Note a run at (mode, load) read at ``where``; a second run there is an error naming both.
 
@@ -1855,10 +1912,13 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     request rate (``--request-rate``: ``mode`` ``request_rate``), a fixed concurrency
     (``--max-concurrency`` with an infinite rate: ``concurrency``) or every prompt at once
     (``batch``), and its number of requests; what :func:`capnb.latency.calibrate` fits the engine
-    model on. A GuideLLM report (:func:`read_guidellm` says which fields are read) gives one run
-    per benchmark: a constant or poisson ``rate`` is ``request_rate``, synchronous (1), concurrent
-    (``streams``) and throughput with a ``max_concurrency`` are ``concurrency``, throughput with no
-    limit is ``batch``.
+    model on. A run at a request rate with a ``max_concurrency`` (``--request-rate R
+    --max-concurrency C``) is read as a rate run only where C held nothing back (under
+    :data:`HELD_BACK` of its arrivals would find C in flight at its measured mean in flight);
+    otherwise it is an error, as the engine model simulates a rate with no cap. A GuideLLM report
+    (:func:`read_guidellm` says which fields are read) gives one run per benchmark: a constant or
+    poisson ``rate`` is ``request_rate``, synchronous (1), concurrent (``streams``) and throughput
+    with a ``max_concurrency`` are ``concurrency``, throughput with no limit is ``batch``.
 
     ``model_id``, as in :func:`read_vllm_bench`: read only the runs of this model (their
     ``model_id``) when the files hold several, and take them as runs of ``model`` whatever their
@@ -1922,6 +1982,8 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         else:
             mode, load = "batch", completed
         _one_run_per_load(seen, mode, float(load), where)
+        if mode == "request_rate" and limit is not None and math.isfinite(limit):
+            _check_rate_cap(where, rate, limit, *_vllm_in_flight(record, where, completed))
         base = {
             "source": source, "gpu": gpu_id, "model": model, "engine": engine,
             "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
