@@ -238,3 +238,20 @@ def test_start_or_time_unit_for_a_column_of_dates_is_an_error(tmp_path, options,
     naive.write_text("time,qps\n2026-03-01 00:00:00,5\n2026-03-01 00:10:00,6\n")
     with pytest.raises(ConfigError, match=given):
         load_traffic(naive, **options)
+
+
+def test_a_hugging_face_id_of_a_catalog_model_says_which_catalog_id_to_use(tmp_path, monkeypatch):
+    """vllm bench records its model as a Hugging Face id ('Qwen/Qwen3-8B'), which users pass on.
+
+    Read as a path (it holds a '/'), it ended in "Qwen/Qwen3-8B: no such model config file" with
+    no word of the catalog's Qwen3-8B.
+    """
+    from capnb.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)  # (no folder Qwen/ here)
+    said = (r"^Qwen/Qwen3-8B: no such model config file; as a Hugging Face id it names the "
+            r"catalog's 'Qwen3-8B': pass model='Qwen3-8B'")  # fmt: skip
+    with pytest.raises(ConfigError, match=said):
+        data.load_model("Qwen/Qwen3-8B")
+    with pytest.raises(ConfigError, match=r"^acme/acme-5b: no such model config file$"):
+        data.load_model("acme/acme-5b")

@@ -321,6 +321,21 @@ def _bundled_model(model_id: str) -> ModelSpec:
     return parse(json.loads(path.read_text(encoding="utf-8")), name=model_id, source=str(path))
 
 
+def _hub_id_hint(model: str) -> str:
+    """For an ``org/name`` Hugging Face id whose name is a catalog id: which id to pass."""
+    parts = model.split("/")
+    if len(parts) != 2 or not all(parts) or parts[1].lower().endswith(".json"):
+        return ""
+    by_lower = {k.lower(): k for k in _model_files()}
+    found = by_lower.get(parts[1].lower())
+    if found is None:
+        return ""
+    return (
+        f"; as a Hugging Face id it names the catalog's {found!r}: pass model={found!r} (or a "
+        "folder holding the model's config.json)"
+    )
+
+
 def load_model(
     model: str | os.PathLike | Mapping | ModelSpec, *, name: str | None = None
 ) -> ModelSpec:
@@ -371,7 +386,7 @@ def load_model(
             raise ConfigError(f"{path}: a model folder needs a config.json (none there)")
         path = path / "config.json"
     if not path.is_file():
-        raise ConfigError(f"{path}: no such model config file")
+        raise ConfigError(f"{path}: no such model config file{_hub_id_hint(str(model))}")
     try:
         config = json.loads(read_text(path, "model config"))
     except json.JSONDecodeError as err:
