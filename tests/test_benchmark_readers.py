@@ -997,3 +997,19 @@ def test_a_guidellm_rate_benchmark_its_max_concurrency_held_back_is_refused(tmp_
                 data.read_bench_runs(path, **given)
         else:
             assert 6.0 in set(data.read_bench_runs(path, **given)["load"])
+
+
+def test_a_folder_of_renamed_aiperf_exports_says_how_to_read_them(tmp_path):
+    """Per-run exports kept side by side need new names (AIPerf writes one name into each run's
+    folder): c4_profile_export_aiperf.csv, ... A folder of them said only that it held no vllm
+    bench JSON, where a folder of AIPerf's own layout was told how to read its runs.
+    """
+    folder = tmp_path / "aiperf"
+    folder.mkdir()
+    for c in (1, 8):
+        shutil.copy(FIXTURES / "aiperf" / f"dstack_vllm_c{c}_profile_export_aiperf.csv", folder)
+    with pytest.raises(ConfigError, match=r"aiperf: a folder of measured latencies holds vllm "
+                       r"bench JSON files, and this one holds none; it holds AIPerf or GenAI-Perf "
+                       r"per-run exports \(dstack_vllm_c1_profile_export_aiperf\.csv, "
+                       r"dstack_vllm_c8_profile_export_aiperf\.csv\).*read_aiperf"):  # fmt: skip
+        data.read_benchmark(folder, model="Llama-3.1-8B")

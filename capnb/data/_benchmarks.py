@@ -1689,7 +1689,8 @@ def _exports_hint(folder: Path) -> str:
     """What to do with AIPerf or GenAI-Perf per-run exports found in a folder or its sub-folders."""
     runs = sorted(
         str(p.relative_to(folder))
-        for pattern in ("profile_export*.csv", "*/profile_export*.csv")
+        # (kept side by side, a user's runs carry a prefix: c4_profile_export_aiperf.csv)
+        for pattern in ("*profile_export*.csv", "*/*profile_export*.csv")
         for p in folder.glob(pattern)
         if not p.name.endswith(("_sweep.csv",))
     )
