@@ -1013,3 +1013,20 @@ def test_a_folder_of_renamed_aiperf_exports_says_how_to_read_them(tmp_path):
                        r"per-run exports \(dstack_vllm_c1_profile_export_aiperf\.csv, "
                        r"dstack_vllm_c8_profile_export_aiperf\.csv\).*read_aiperf"):  # fmt: skip
         data.read_benchmark(folder, model="Llama-3.1-8B")
+
+
+def test_calibrating_on_a_curve_refuses_its_rate_runs_placed_by_littles_law():
+    """A curve's rows placed by Little's law are runs at a request rate, not closed loops.
+
+    calibrate(curve) simulated every row as a closed loop at its rounded mean in flight: on
+    SGLang rate runs simulated from a known calibration it fitted a step overhead 1.45x and a
+    per-request overhead 1.75x the truth (held-out P99 TTFT -12 %), where the same files read
+    with read_bench_runs recovered them within 3 %.
+    """
+    curve = data.read_benchmark(GUIDELLM, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1)
+    assert curve.attrs["placed_by_littles_law"] == [24]  # (the constant-rate benchmark)
+    with pytest.raises(InputError, match=r"runs: the curve's row at concurrency 24: a run at a "
+                       r"request rate, placed by Little's law.*read_bench_runs"):  # fmt: skip
+        latency.calibrate(curve)
+    closed = curve.sel(concurrency=[4, 16])
+    assert latency.calibrate(closed).fit_error < 1.0

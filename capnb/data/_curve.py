@@ -98,7 +98,9 @@ def build(
     in_flight
         For rows a reader placed by Little's law (a run at a request rate has no fixed
         concurrency): the measured mean requests in flight before rounding, NaN for rows run at a
-        fixed concurrency. Only the message for two rows on one concurrency uses it.
+        fixed concurrency. The message for two rows on one concurrency uses it, and the curve
+        lists the rows it marks in ``attrs["placed_by_littles_law"]`` (their concurrencies), which
+        :func:`capnb.latency.calibrate` does not simulate as closed loops.
 
     Raises
     ------
@@ -205,6 +207,10 @@ def build(
         },
         attrs={"source": str(source), "kind": kind, **dict(attrs or {}), "notes": ""},
     )
+    if in_flight is not None:  # the rate runs' rows: no closed loop at that concurrency
+        placed = np.isfinite(np.asarray(in_flight, float)[order])
+        if placed.any():
+            curve.attrs["placed_by_littles_law"] = [int(c) for c in conc[placed]]
     for note in extra_notes:
         add_note(curve, note)
     return curve

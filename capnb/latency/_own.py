@@ -245,6 +245,16 @@ def _curve_table(curve: xr.Dataset, given: dict):
             + ", ".join(f"{k}=..." for k in unstated)
             + " to calibrate (what the runs ran on)"
         )
+    placed = sorted(set(curve.attrs.get("placed_by_littles_law", ())) &
+                    {int(c) for c in curve.concurrency.values})  # fmt: skip
+    if placed:
+        raise InputError(
+            f"runs: the curve's row at concurrency {', '.join(map(str, placed))}: a run at a "
+            "request rate, placed by Little's law at its measured mean in flight (the curve's "
+            "notes say which), not a closed loop at that concurrency, as the engine model would "
+            "simulate it; read the result files with capnb.data.read_bench_runs (each run at its own "
+            "request rate), or leave those rows out (curve.drop_sel(concurrency=[...]))"
+        )
     rows = []
     for c in curve.concurrency.values:
         point = curve.sel(concurrency=c)
