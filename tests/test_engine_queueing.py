@@ -420,3 +420,24 @@ def test_read_bench_runs_takes_the_model_id_its_errors_name(tmp_path):
     assert set(picked["load"]) == {2.0}
     with pytest.raises(ConfigError, match=r"no run has model_id 'org/Other'"):
         data.read_bench_runs(tmp_path, model_id="org/Other", **given)
+
+
+def test_calibrate_simulates_the_engine_the_runs_were_read_as(tmp_path):
+    """read_bench_runs(..., engine="sglang") then calibrate(runs): the runs' engine is SGLang.
+
+    calibrate took the engine from settings alone (default vLLM V1), so SGLang runs read as such
+    were simulated, and pulled towards the prior, as vLLM V1's without a word.
+    """
+    _write_runs(tmp_path, CAL, [2.0, 12.0], engine="sglang")
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="sglang", engine_version="0.5.5")  # fmt: skip
+    assert ", sglang (request_rate 2, 12)" in latency.calibrate(runs, prior=CAL).fitted_on
+    with pytest.raises(InputError, match=r"settings: engine 'vllm-v1', but the runs were read as "
+                       r"'sglang' 0\.5\.5 \(the engine model's 'sglang'\)"):  # fmt: skip
+        latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
+    # runs read as "vllm" with no release take either vLLM engine model
+    vllm = runs.assign(engine="vllm", engine_version="")
+    assert (
+        "vllm-v0"
+        in latency.calibrate(vllm, settings=EngineSettings("vllm-v0"), prior=CAL).fitted_on
+    )

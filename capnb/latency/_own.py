@@ -94,7 +94,9 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
         The serving engine and the server's flags where they were set
         (:class:`capnb.records.EngineSettings`: engine, ``max_model_len``, ``max_num_seqs``,
         ``max_num_batched_tokens``, ``chunked_prefill``, ``policy``; None fields: the engine's
-        defaults; None: vLLM V1's). The KV cache is simulated in 16-token blocks.
+        defaults; None: the defaults of the engine the runs table names (``read_bench_runs``'
+        ``engine`` and ``engine_version``), else vLLM V1's; an engine other than the table's is
+        an error). The KV cache is simulated in 16-token blocks.
     engine_version
         The engine's release as the runs name it (for the record; ``settings.engine`` decides).
     prior
@@ -114,8 +116,9 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
         runs the fitted model misses by a median over :data:`MISFIT` (300 %: latencies in the
         wrong unit, or another deployment than named).
     """
-    if settings is None:
-        settings = EngineSettings()
+    read_as = _engine_read_as(runs)
+    if settings is None:  # the engine the runs were read as, else vLLM V1
+        settings = EngineSettings(read_as[2] if read_as else "vllm-v1")
     if not isinstance(settings, EngineSettings):
         raise InputError(
             "settings: expected a capnb.records.EngineSettings (engine, max_num_seqs, ...), "
@@ -126,6 +129,21 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
             f"settings: block_size = {settings.block_size}: calibration simulates the runs in "
             f"{_engine.BLOCK_SIZE}-token KV blocks (leave block_size None)"
         )
+    if read_as:
+        engine, version, model_id = read_as
+        chosen = _engines.engine_id(settings.engine)
+        either = (
+            str(engine).strip().lower().startswith("vllm")
+            and not version
+            and (chosen.startswith("vllm"))
+        )  # ("vllm" with no release names either vLLM engine)
+        if chosen != model_id and not either:
+            raise InputError(
+                f"settings: engine {settings.engine!r}, but the runs were read as {engine!r} "
+                f"{version} (the engine model's {model_id!r}): calibrate simulates the engine "
+                "the runs ran on; pass settings=EngineSettings(...) of that engine, or read the "
+                "runs with the engine they ran on (read_bench_runs(..., engine=...))"
+            )
     flags = {"max_model_len": settings.max_model_len, **settings.given}
     flags.pop("block_size", None)
     pts = own_points(runs, model=model, gpu=gpu, tensor_parallel=tensor_parallel,
@@ -154,6 +172,27 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
             f"({first.dtype}) as named"
         )
     return own
+
+
+def _engine_read_as(runs) -> tuple[str, str, str] | None:
+    """(engine, release, engine model id) a runs table of the user's names, or None.
+
+    None for a curve (its ``engine`` attr is the client's endpoint, not the server), a bundled
+    source's table (each run keeps its own) or a table naming no single engine.
+    """
+    import pandas as pd
+
+    if not isinstance(runs, pd.DataFrame) or runs.empty or "engine" not in runs:
+        return None
+    if "source" in runs and set(runs["source"]) <= _bundled_sources():
+        return None
+    engines = runs["engine"].dropna().astype(str).unique()
+    if len(engines) != 1 or not engines[0].strip():
+        return None
+    versions = runs["engine_version"].dropna().astype(str).unique() if (
+        "engine_version" in runs) else []  # fmt: skip
+    version = versions[0] if len(versions) == 1 else ""
+    return engines[0], version, _engines.engine_id(engines[0], version)
 
 
 def own_points(runs, **given) -> list[_fit.Point]:
