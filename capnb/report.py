@@ -1106,6 +1106,7 @@ def _parameters(
             "SHOW_INTERVAL": cfg.traffic.interval,
             "SHOW_MODELS": [cfg.serving.model],
             "SHOW_GPU": gpu,
+            "SHOW_TENSOR_PARALLEL": tp,  # the plan's instance: its cold start, as step 4 replays it
         },
         "01_forecasting": {
             **trace,

@@ -370,6 +370,9 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     # had 06 price the prefix cache on one GPU, where the weights leave no KV cache at all)
     assert (parameters["06_serving"]["GPU"], parameters["06_serving"]["TENSOR_PARALLEL"]) == (
         a.gpu, a.tensor_parallel)  # fmt: skip
+    # and worksheet 00 starts the plan's instance: its cold start on the plan's degree
+    assert (parameters["00_start_here"]["SHOW_GPU"],
+            parameters["00_start_here"]["SHOW_TENSOR_PARALLEL"]) == (a.gpu, a.tensor_parallel)  # fmt: skip
     parameters = parameters["03_capacity"]
     assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
     sheet = notebook.worksheet("03_capacity", **parameters)
@@ -719,6 +722,15 @@ def test_the_start_worksheet_says_infeasible_where_no_concurrency_meets_its_sla(
     start = report.execute("00_start_here", parameters={"SLA_S": 0.001})
     said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
     assert "Infeasible: ttft P99 is already" in said and "checks passed" in said
+
+
+def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
+    """Found reporting a plan of Mixtral-8x7B on 2 x H200: the start page said 'Mixtral-8x7B on
+    1 x H200 starts in 354 s' (the fewest GPUs that hold it) where the plan serves 2 x H200."""
+    start = report.execute("00_start_here", parameters={
+        "SHOW_MODELS": ["Mixtral-8x7B"], "SHOW_GPU": "H200", "SHOW_TENSOR_PARALLEL": 2})  # fmt: skip
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "Mixtral-8x7B on 2 x H200 starts in" in said and "checks passed" in said
 
 
 def test_the_serving_worksheet_says_infeasible_where_its_limits_cannot_carry_the_demand():
