@@ -733,6 +733,24 @@ def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
     assert "Mixtral-8x7B on 2 x H200 starts in" in said and "checks passed" in said
 
 
+def test_the_forecasting_worksheet_says_why_a_short_log_has_no_forecast_chosen_on_its_past(
+    tmp_path,
+):
+    """Found running worksheet 01 on a request log of three hours: its step planned the log as it
+    is, then the section on the forecast chosen on the trace's own past failed with '_TooShort:
+    series: 3 h leaves 0 origin(s) after its first day' (a report left the step out)."""
+    import pandas as pd
+
+    times = pd.Timestamp("2026-03-11 08:00") + pd.to_timedelta(range(0, 3 * 3600, 2), unit="s")
+    path = tmp_path / "requests.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M:%S"), "prompt_tokens": 900,
+                  "output_tokens": 200}).to_csv(path, index=False)  # fmt: skip
+    ran = report.execute("01_forecasting", parameters={"TRACE": str(path), "INTERVAL": "5min"})
+    said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
+    assert "No forecast chosen on this trace's past: series: 3 h leaves 0 origin(s)" in said
+    assert "checks passed" in said
+
+
 def test_the_serving_worksheet_says_infeasible_where_its_limits_cannot_carry_the_demand():
     """Found with LIMITS too small for the plan's busiest hour: worksheet 06 stopped at the fleet
     with an InfeasibleError traceback (and every later cell on 'ws' not defined), where its own
