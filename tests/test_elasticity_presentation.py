@@ -239,6 +239,15 @@ def test_describe_given_a_recommendation_says_what_it_takes():
     assert "fixed fleet of 4" in elasticity.describe(run, policy="fixed")
 
 
+def test_describe_counts_one_scale_event_in_the_singular():
+    # found on a three-hour request log: "12.0 GPU-hours, 21.51 USD, 1 scale events, 0 thrash"
+    demand = np.r_[np.full(360, 10.0), np.full(360, 25.0)]  # one step up: one scale-up
+    run = elasticity.simulate(demand, step_s=5, per_instance_qps=10, policy="hpa",
+                              min_instances=1, cold_start_s=30)  # fmt: skip
+    assert int(run.scale_events) == 1
+    assert ", 1 scale event, 0 thrash." in elasticity.describe(run)
+
+
 @pytest.mark.slow
 def test_the_burst_replay_runs_the_predictive_policy_a_plan_chose():
     """Found reporting a plan that chose the predictive policy (Llama-3.1-70B on servegen-m-mid):

@@ -602,6 +602,6 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     return (
         f"{_run_words(cell, policy)}: {float(cell.breach_share):.2%} of the time in SLA breach, "
         f"{float(cell.unserved_share):.2%} of requests unserved, {float(cell.late_share):.2%} late, "
-        f"{float(cell.gpu_hours):,.1f} GPU-hours{cost}, {int(cell.scale_events)} scale events, "
-        f"{int(cell.thrash)} thrash."
+        f"{float(cell.gpu_hours):,.1f} GPU-hours{cost}, "
+        f"{words.count(int(cell.scale_events), 'scale event')}, {int(cell.thrash)} thrash."
     )
