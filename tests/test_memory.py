@@ -153,6 +153,23 @@ def test_describe_blames_the_reserve_not_the_weights_when_the_weights_fit():
     assert "reserve" in text and "16.4 GiB" in text and "21.6 GiB usable" in text
 
 
+def test_describe_counts_the_headroom_when_the_weights_alone_fit():
+    # Mixtral-8x7B at TP 2 on an L40S: 43.5 GiB of weights under the 45.0 GiB usable, 50.0 GiB
+    # with the article's 15 % headroom; the sentence said "its weights alone take 43.5 GiB per
+    # GPU, more than the 45.0 GiB usable once headroom is counted"
+    ds = memory.max_concurrency(model="Mixtral-8x7B", gpu="L40S", tensor_parallel=2, seq_len=1024)
+    assert ds.limit_reason.item() == "weights" and ds.max_concurrency.item() == 0
+    text = memory.describe(ds)
+    assert (
+        "its weights take 43.5 GiB per GPU, 50.0 GiB with the 15% headroom, more than the " in text
+    )
+    assert "45.0 GiB usable" in text and "alone" not in text
+    # weights alone past the GPU: the headroom is not what decides
+    too_big = memory.describe(memory.max_concurrency(model="Mixtral-8x7B", gpu="L4",
+                                                     tensor_parallel=1, seq_len=1024))  # fmt: skip
+    assert "its weights alone take 87.0 GiB per GPU, more than the 24.0 GiB usable;" in too_big
+
+
 def test_invalid_tensor_parallel_raises_or_is_masked():
     with pytest.raises(InputError, match="does not divide the 40 attention heads"):
         memory.sweep(

@@ -596,9 +596,15 @@ def describe(result: xr.Dataset, **selection: object) -> str:
                 "profile run's activation and sampler peak, and memory outside torch) leaves none "
                 f"of the {_gib(usable)} usable for the KV cache; {remedy}."
             )
+        if weights <= usable:  # the headroom on the weights tips it over
+            return (
+                f"Infeasible: {where} does not fit: its weights take {_gib(weights)} per GPU, "
+                f"{_gib(weights * (1.0 + headroom))} with the {headroom:.0%} headroom, more than "
+                f"the {_gib(usable)} usable; {remedy}."
+            )
         return (
             f"Infeasible: {where} does not fit: its weights alone take {_gib(weights)} per GPU, "
-            f"more than the {_gib(usable)} usable once headroom is counted; {remedy}."
+            f"more than the {_gib(usable)} usable; {remedy}."
         )
     if reason == "one_sequence":
         return (
