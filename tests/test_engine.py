@@ -455,3 +455,15 @@ def test_requests_longer_than_the_context_are_refused_or_noted():
 def test_a_negative_seed_is_an_input_error():
     with pytest.raises(InputError, match=r"seed must be an integer in \[0, 2\*\*64\), got -1"):
         _engine(concurrency=[1], seed=-1)  # was numpy's bare ValueError
+
+
+def test_the_engine_curves_memory_limit_counts_whole_kv_blocks_as_the_memory_step_does():
+    # vLLM allocates a sequence's KV cache in whole blocks: 1,426 tokens take 90 blocks of 16, so
+    # the sequences that fit are the blocks over 90, what capnb.memory counts with vLLM's
+    # accounting; the engine's limit (the answer's "memory holds") had been the tokens over 1,426
+    workload = latency.workload(prompt_tokens=[1215] * 8, output_tokens=[211] * 8)
+    curve = capnb.capacity.engine_curve_of(Deployment("Qwen3-8B", "A100-80GB", 2), workload,
+                                           requests=200)  # fmt: skip
+    held = capnb.memory.max_concurrency(model="Qwen3-8B", gpu="A100-80GB", tensor_parallel=2,
+                                        seq_len=1426, accounting="vllm", vllm_version="0.10")  # fmt: skip
+    assert curve.attrs["memory_limit"] == int(held.max_concurrency.squeeze()) == 588

@@ -126,7 +126,7 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     one = swept.sel(gpu="H100-SXM", tensor_parallel=2)
     budget = capnb.memory.max_concurrency(model="Qwen3-32B", gpu="H100-SXM", tensor_parallel=2,
                                           seq_len=1700, accounting="vllm", vllm_version="0.10")  # fmt: skip
-    fits = int(budget.kv_cache_tokens.item()) // 1700
+    fits = int(budget.max_concurrency.item())  # whole KV blocks, as vLLM allocates them
     top = min(fits, 512)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, 10))).astype(np.int64))
     curve = capnb.latency.engine(Deployment("Qwen3-32B", "H100-SXM", 2), work,

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from ..records import Deployment, EngineSettings
+from ..records import BLOCK_SIZE, Deployment, EngineSettings
 
 __all__ = ["engine_curve_of", "sweep_engine"]
 
@@ -47,6 +47,16 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
         settings=settings,
     )  # fmt: skip
+
+
+def _sequences(kv_tokens: int, seq_len: int, settings: EngineSettings | None) -> int:
+    """Sequences of ``seq_len`` tokens ``kv_tokens`` of KV cache hold, in whole blocks.
+
+    vLLM (and the engine) allocates a sequence's cache in blocks of ``block_size`` tokens, so this
+    is what :func:`capnb.memory.max_concurrency` counts with vLLM's accounting.
+    """
+    block = (settings or EngineSettings()).block_size or BLOCK_SIZE
+    return (int(kv_tokens) // block) // -(-int(seq_len) // block)
 
 
 def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str) -> int:
@@ -79,7 +89,7 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     model, gpu, tp = deployment.model, deployment.gpu, int(deployment.tensor_parallel)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version)
-    fits = kv // seq_len
+    fits = _sequences(kv, seq_len, settings)
     if fits < 1:
         raise InputError(
             f"{model} on {tp} x {gpu}: its KV cache ({kv:,} tokens) holds no sequence of the "
@@ -191,7 +201,7 @@ def sweep_engine(
                 split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,
                                         cache_share=[share])  # fmt: skip
                 hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
-            fits, whole = running // seq_len, holds(longest, running)
+            fits, whole = _sequences(running, seq_len, settings), holds(longest, running)
             if fits >= 1 and not whole:  # the workload's longest request: said in the notes
                 too_long.append(f"{tp} x {gpu}: {running:,}")
             if fits < 1 or not whole:
