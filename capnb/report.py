@@ -1124,7 +1124,9 @@ def _parameters(
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
             "SEQ_LEN": a.seq_len,
-            "ACCOUNTING": cfg.serving.accounting,
+            # the accounting the plan sized its options with (an engine plan's: vLLM's)
+            "ACCOUNTING": str(plan.attrs["memory_accounting"]),
+            "VLLM_VERSION": str(plan.attrs.get("memory_vllm_version", "")) or None,
         },
         "03_capacity": {
             **_curve_parameters(cfg, gpu, tp, a.latency_model),

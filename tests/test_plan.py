@@ -1004,3 +1004,16 @@ def test_a_plan_on_numeric_times_without_a_unit_advises_the_plan_s_setting(tmp_p
     assert "column 'Timestamp' holds numbers" in said and "time_unit=" not in said
     assert "set [traffic] time_unit (--time-unit) to 's', 'ms', 'us' or 'ns'" in said
     assert "time_unit='s'" in str(caught.value.__cause__)  # the API's words
+
+
+def test_the_memory_the_answer_states_is_the_plans_memory_step(small):
+    # a plan priced on the serving-engine model said "memory holds 594" (vLLM's KV budget, the
+    # engine's) while its memory step, and the report's memory page, said 632 (the article's)
+    plan, _ = small
+    a = planning.answer(plan)
+    assert a.latency_model == "engine"
+    chosen = plan.sel(gpu=a.gpu, tensor_parallel=a.tensor_parallel)
+    assert a.memory_concurrency == int(chosen.memory_max_concurrency.squeeze())
+    assert plan.attrs["memory_accounting"] == "vllm"
+    assert plan.attrs["memory_vllm_version"] == "0.10"
+    assert "memory: vLLM 0.10's accounting" in a.inputs

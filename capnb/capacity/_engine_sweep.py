@@ -163,7 +163,8 @@ def sweep_engine(
         :func:`plan`'s variables over (``gpu``, ``tensor_parallel``) (then the target's dims);
         options that cannot run (the degree does not shard the model, or no sequence fits) are
         NaN with ``binding`` saying why. ``prefix_hit_rate`` and ``kv_cache_tokens`` (the
-        running sequences' share) per option. Attrs: ``latency_source``, ``prefix_cache_share``.
+        running sequences' share) per option. Attrs: ``latency_source``, ``prefix_cache_share``,
+        ``memory_accounting`` (``"vllm"``) and ``memory_vllm_version``: the KV budget's.
     """
     from .. import data, memory
     from ._safe import plan
@@ -240,6 +241,9 @@ def sweep_engine(
     out.attrs.update(
         latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
         prefix_cache_share=share,
+        # whose KV budget the engine ran on: the memory step of a plan on it counts the same
+        memory_accounting="vllm",
+        memory_vllm_version=vllm_version,
         prompt_tokens=float(workload.prompt_tokens.mean()),
         output_tokens=float(workload.output_tokens.mean()),
     )

@@ -249,7 +249,9 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
             gpu=list(cfg.serving.gpus),
             tensor_parallel=list(cfg.serving.tensor_parallel),
             seq_len=seq_len,
-            accounting=cfg.serving.accounting,
+            # the accounting the capacity step sized the options with (the engine's is vLLM's)
+            accounting=cap.attrs["memory_accounting"],
+            vllm_version=cap.attrs.get("memory_vllm_version"),
             invalid_tensor_parallel="mask",
         )
     best = _choose(cap, cfg)
@@ -456,6 +458,8 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
         latency_notes=str(cap.attrs.get("notes", "")),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.serving.workload)),
         workload_samples=WORKLOAD_SAMPLES,
+        memory_accounting=str(cap.attrs["memory_accounting"]),
+        memory_vllm_version=str(cap.attrs.get("memory_vllm_version", "")),
     )
     return plan, run, burst
 
@@ -491,6 +495,20 @@ def _model_source(model: str) -> str:
     return where + "".join(f"; note: {note}" for note in getattr(spec, "notes", ()))
 
 
+def _accounting_words(cfg: PlanConfig, cap: xr.Dataset) -> str:
+    """The memory accounting the plan sized its options with, and why when not the config's."""
+    used, version = str(cap.attrs["memory_accounting"]), cap.attrs.get("memory_vllm_version")
+    words = {"article": "the article's accounting (15 % headroom)"}.get(used, f"{used} accounting")
+    if used == "vllm":
+        words = f"vLLM {version}'s accounting" if version else "vLLM's accounting"
+    if used != cfg.serving.accounting:
+        words += (
+            f" (the serving-engine model's KV cache; [serving] accounting = "
+            f"{cfg.serving.accounting!r} applies to the analytic model and measured latencies)"
+        )
+    return words
+
+
 def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
     """The inputs a plan was built on, in words (the record's ``inputs``)."""
     notes = "".join(
@@ -502,6 +520,7 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
         f"model: {_model_name(cfg.serving.model)} (from {_model_source(cfg.serving.model)})",
         f"latency: {cap.attrs.get('latency_source', cfg.serving.latency)}{notes}",
         f"workload: {cap.attrs.get('workload_source', cfg.serving.workload)}",
+        f"memory: {_accounting_words(cfg, cap)}",
         f"GPUs compared: {', '.join(cfg.serving.gpus)} at tensor parallelism "
         f"{', '.join(str(t) for t in cfg.serving.tensor_parallel)}",
         f"SLA: {cfg.sla}",

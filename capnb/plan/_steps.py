@@ -203,6 +203,8 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             from ..data import _curve
 
             _curve.add_note(result, lengths)
+    # the memory accounting the options were sized with: the engine's KV budget is vLLM's
+    result.attrs.setdefault("memory_accounting", cfg.serving.accounting)
     # the model each bound was checked on, and the one the held-out figures favour, said
     used = {"model": "analytic", "engine": "engine"}.get(kind, "measured")
     result.attrs["latency_models"] = json.dumps(
