@@ -1176,6 +1176,7 @@ def _parameters(
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
         "06_serving": {
             "CONFIG": str((out_dir / "plan.toml").resolve()),
+            "PLAN_FILE": str(files["netcdf"].resolve()),  # its prefill/decode comparison, read
             "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,

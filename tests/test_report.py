@@ -784,3 +784,22 @@ def test_the_forecasting_checks_hold_on_a_bundled_series_with_missing_intervals(
         "TRACE": "servegen-m-small", "GROWTH_MODEL": "auto", "TRIALS": 50})  # fmt: skip
     said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
     assert "checks passed" in said
+
+
+@pytest.mark.slow
+def test_the_serving_worksheet_shows_the_plans_own_prefill_decode_pools(small_plan, tmp_path):
+    """Worksheet 06 in a report said "Serve disaggregated: 5 prefill (TP2) and 25 decode (TP2) H200
+    instances" under "the plan's demand served both ways", for a plan of Qwen3-8B on A100-80GB
+    whose first page said 11 prefill and 6 decode A100-80GB instances: it sized gpt-oss-120b on
+    H200 at dstack's SLA. In a report it reads the plan's own comparison."""
+    from capnb import plan
+
+    parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    pools = next(x for x in plan.answer(made).alternatives if x.name == "prefill/decode pools")
+    assert parameters["06_serving"]["PLAN_FILE"] == parameters["05_plan"]["PLAN_FILE"]
+    serving = report.execute("06_serving", parameters=parameters["06_serving"])
+    said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
+    assert pools.words in said
+    ratio = made.serving_instances.transpose("slot", "serving_pool").values
+    assert "P:D per hour: " + ", ".join(f"{int(p)}:{int(d)}" for p, d in ratio) in said
+    assert "H200 instances" not in said or plan.answer(made).gpu == "H200"
