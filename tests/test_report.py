@@ -803,3 +803,32 @@ def test_the_serving_worksheet_shows_the_plans_own_prefill_decode_pools(small_pl
     ratio = made.serving_instances.transpose("slot", "serving_pool").values
     assert "P:D per hour: " + ", ".join(f"{int(p)}:{int(d)}" for p, d in ratio) in said
     assert "H200 instances" not in said or plan.answer(made).gpu == "H200"
+
+
+@pytest.mark.slow
+def test_the_serving_worksheet_prices_the_plans_own_mix(small_plan, tmp_path):
+    """Found reporting Qwen3-8B on 2 x A100-80GB: the plan's page priced one type on demand at
+    16,255 USD a month and its cheapest mix at 14,561, worksheet 06 at 109.07 and 99.71 USD an hour
+    (79,621 and 72,788 a month): 06 priced its options on the analytic model, the plan on the
+    model its held-out error prefers. In a report 06 prices the plan's own options, target and gap."""
+    import warnings
+
+    from capnb import notebook, plan
+
+    parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    mix = next(x for x in plan.answer(made).alternatives if x.name.startswith("mixed fleet"))
+    monthly = re.search(r"one type on demand \(([^)]+)\) costs ([\d,]+) USD a month and the "
+                        r"cheapest mix \(([^;)]+)[^)]*\) ([\d,]+) USD a month", mix.words)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
+        ws = notebook.worksheet("06_serving", **parameters["06_serving"])
+    hourly = re.search(r"the cheapest mix \((.+?) reserved, on demand above\) costs ([\d,.]+) "
+                       r"USD/hour, against ([\d,.]+) for (.+?) alone on demand", ws.answer)  # fmt: skip
+    assert hourly.group(4) == monthly.group(1)
+    for shown, planned in (
+        (hourly.group(3), monthly.group(2)),
+        (hourly.group(2), monthly.group(4)),
+    ):
+        assert float(shown.replace(",", "")) * 730 == pytest.approx(
+            float(planned.replace(",", "")), abs=0.005 * 730 + 1
+        )

@@ -231,5 +231,6 @@ def variables(mixed: xr.Dataset, replay: xr.Dataset) -> xr.Dataset:
     out = xr.merge([mix_part, pool_part], join="outer", compat="override")
     for name in out.data_vars:
         out[name].attrs["step"] = "fleet"
+    out["mix_instances"].attrs["mip_gap"] = MIP_GAP  # the gap the mix was solved to
     out.attrs = {}
     return out
