@@ -150,3 +150,18 @@ def test_a_csv_request_log_is_refused_as_carrying_no_block_hashes(tmp_path):
 def test_a_dataset_without_block_hashes_is_refused():
     with pytest.raises(InputError, match="load_block_hashes"):
         capnb.memory.prefix_hit_rate(xr.Dataset({"prompt_tokens": ("request", [512])}))
+
+
+def test_the_split_counts_running_sequences_in_whole_kv_blocks_as_the_memory_step_does():
+    # with no cache, the split's sequences are what capnb.memory holds with vLLM's accounting (a
+    # 1,426-token sequence takes 90 blocks of 16 tokens): it said 594 where memory says 588, and
+    # the plan's engine (with a prefix cache) and worksheet 06's trade sized on that count
+    held = capnb.memory.max_concurrency(model="Qwen3-8B", gpu="A100-80GB", tensor_parallel=2,
+                                        seq_len=1426, accounting="vllm", vllm_version="0.10")  # fmt: skip
+    split = capnb.memory.split_kv(kv_cache_tokens=int(held.kv_cache_tokens.item()), seq_len=1426,
+                                  cache_share=[0.0, 0.3])  # fmt: skip
+    assert (
+        int(split.max_concurrency.sel(cache_share=0.0)) == int(held.max_concurrency.item()) == 588
+    )
+    running = int(split.running_tokens.sel(cache_share=0.3))
+    assert int(split.max_concurrency.sel(cache_share=0.3)) == (running // 16) // 90

@@ -341,6 +341,13 @@ def prefix_routing(
     )  # fmt: skip
 
 
+def _sequences(running_tokens: np.ndarray, seq_len: int) -> np.ndarray:
+    """Sequences of ``seq_len`` tokens that ``running_tokens`` of KV cache hold, in whole blocks."""
+    from ..records import BLOCK_SIZE
+
+    return (np.asarray(running_tokens) // BLOCK_SIZE) // -(-int(seq_len) // BLOCK_SIZE)
+
+
 def split_kv(
     trace="mooncake-synthetic",
     *,
@@ -367,7 +374,9 @@ def split_kv(
     -------
     xarray.Dataset
         Over ``cache_share``: ``prefix_cache_tokens``, ``running_tokens`` (tokens),
-        ``max_concurrency`` (requests: ``floor(running_tokens / seq_len)``), ``prefix_hit_rate``
+        ``max_concurrency`` (requests: the sequences of ``seq_len`` the running share holds in
+        whole KV blocks of :data:`capnb.records.BLOCK_SIZE` tokens, as vLLM allocates them and
+        :func:`capnb.memory.max_concurrency` counts them), ``prefix_hit_rate``
         and ``prefill_share`` (1: prompt tokens still computed, ``1 - prefix_hit_rate``).
 
     Examples
@@ -395,7 +404,11 @@ def split_kv(
         {
             "prefix_cache_tokens": (dim, cache, glossary.attrs("prefix_cache_tokens")),
             "running_tokens": (dim, running, glossary.attrs("running_tokens")),
-            "max_concurrency": (dim, running // int(seq_len), glossary.attrs("max_concurrency")),
+            "max_concurrency": (
+                dim,
+                _sequences(running, int(seq_len)),
+                glossary.attrs("max_concurrency"),
+            ),
             "prefix_hit_rate": (dim, rate, glossary.attrs("prefix_hit_rate")),
             "prefill_share": (dim, 1.0 - rate, glossary.attrs("prefill_share")),
         },
