@@ -214,3 +214,14 @@ def test_analytic_curve_is_nan_without_an_interconnect_figure():
         np.array([3]), np.array([0.99]),
     )  # fmt: skip
     assert np.isnan(latency).all() and np.isnan(mean).all()
+
+
+def test_a_curve_that_ends_where_memory_does_is_bound_by_memory_not_its_range():
+    # the analytic and engine curves end at what memory holds: a plan whose SLA never binds said
+    # "the measured curve ends before any bound binds (... benchmark higher concurrencies)" for
+    # an analytic curve memory had ended (Llama-3.1-8B on H100-SXM, 313 in flight)
+    grid = np.array([1.0, 2.0, 4.0])
+    safe, code, *_ = capacity_kernels.search(
+        np.array([0.1, 0.2, 0.3]), np.array([0.1, 0.2, 0.3]), grid, np.array([100.0]), 4
+    )
+    assert safe[0] == 4 and capacity_kernels.BINDING[code[0]] == "memory"

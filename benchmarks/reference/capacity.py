@@ -249,7 +249,8 @@ def search_python(latency, mean_e2e, concurrency, sla, memory_limit):
             break
     else:
         code = "measured_range"
-    if memory_limit < safe:
+    # memory binds too where the curve, still under the SLA, ends at what memory holds
+    if memory_limit < safe or (code == "measured_range" and memory_limit == safe):
         if memory_limit < first:
             return memory_limit, _CODES["memory_below_range"], math.nan, 0, math.nan
         safe, code = memory_limit, "memory"
@@ -291,7 +292,8 @@ def search_python_points(latency, mean_e2e, concurrency, sla, memory_limit):
             if y0 + (c - c0) / (c1 - c0) * (y1 - y0) <= sla:
                 safe = c
         code = "latency"
-    if memory_limit < safe:
+    # memory binds too where the curve, still under the SLA, ends at what memory holds
+    if memory_limit < safe or (code == "measured_range" and memory_limit == safe):
         if memory_limit < first:
             return memory_limit, _CODES["memory_below_range"], math.nan, 0, math.nan
         safe, code = memory_limit, "memory"
@@ -331,7 +333,8 @@ def search_numpy(latency, mean_e2e, concurrency, sla, memory_limit):
         inside = np.where(under, inside + 1, inside)
     by_latency = np.nan_to_num(np.where(k >= n - 1, c[-1], inside)).astype(np.int64)
     code = np.where(k >= n - 1, 2, 0)
-    memory_binds = memory < by_latency
+    # memory binds too where the curve, still under the SLA, ends at what memory holds
+    memory_binds = (memory < by_latency) | ((code == 2) & (memory == by_latency))
     safe = np.where(memory_binds, memory, by_latency)
     code = np.where(memory_binds, np.where(memory < c[0], 6, 1), code)
     first_over = latency[..., :1] > sla

@@ -22,7 +22,7 @@ __all__ = ["BINDING", "search", "two_smallest"]
 #: Codes of :data:`search`'s ``binding`` output.
 BINDING = (
     "latency",  # 0: one more concurrent request would push the latency quantile over the SLA
-    "memory",  # 1: memory holds fewer requests than the SLA allows
+    "memory",  # 1: memory holds fewer requests than the SLA allows (or the curve ends there)
     "measured_range",  # 2: still under the SLA at the curve's last point (no extrapolation)
     "infeasible_latency",  # 3: over the SLA at concurrency 1
     "infeasible_memory",  # 4: not even one sequence fits in memory
@@ -104,7 +104,9 @@ def _search(
             while c + 1 < concurrency[k + 1] and _at(concurrency, latency, k, c + 1) <= limit:
                 c += 1
             latency_safe, code = c, _LATENCY
-        if memory_limit < latency_safe:
+        # memory binds where it holds fewer than the SLA allows, and where the curve, still under
+        # the SLA, ends at what memory holds (the analytic and engine curves end there)
+        if memory_limit < latency_safe or (code == _RANGE and memory_limit == latency_safe):
             if memory_limit < first:
                 safe[s], binding[s] = memory_limit, _BELOW
                 continue
