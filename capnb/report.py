@@ -1151,6 +1151,8 @@ def _parameters(
                 if str(plan.attrs["workload_trace"]) == cfg.traffic.trace
                 else {}
             ),
+            # the memory accounting the plan sized its options with (the analytic curve's limit)
+            "ACCOUNTING": str(plan.attrs["memory_accounting"]),
             "OVERVIEW_GPUS": list(cfg.serving.gpus),
             "OVERVIEW_TENSOR_PARALLEL": list(cfg.serving.tensor_parallel),
         },

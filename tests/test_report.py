@@ -832,3 +832,25 @@ def test_the_serving_worksheet_prices_the_plans_own_mix(small_plan, tmp_path):
         assert float(shown.replace(",", "")) * 730 == pytest.approx(
             float(planned.replace(",", "")), abs=0.005 * 730 + 1
         )
+
+
+def test_the_capacity_worksheet_sizes_memory_with_the_plans_accounting(tmp_path):
+    """A plan on the analytic model with [serving] accounting = "vllm" held 309 requests in flight
+    (memory binding) on its first page; worksheet 03, on the article's accounting, 313."""
+    from capnb import notebook, plan
+
+    config = plan.PlanConfig().replace(
+        traffic={"trace": "servegen-m-small", "trials": 50},
+        serving={"gpus": ("H100-SXM",), "tensor_parallel": (1,), "latency": "model",
+                 "accounting": "vllm"},
+        sla={"ttft_s": 30.0, "confirm": True},
+        elasticity={"policies": ("hpa",), "scale_up_threshold": (0.7,), "cooldown_s": (900.0,),
+                    "backtest_days": 0},
+    )  # fmt: skip
+    parameters, made = _parameters_and_plan(config, tmp_path)
+    a = plan.answer(made)
+    assert a.binding == "memory" and a.safe_concurrency == a.memory_concurrency
+    sheet = notebook.worksheet("03_capacity", **parameters["03_capacity"])
+    result = sheet["result"].squeeze(drop=True)
+    assert str(result.binding.values) == "memory"
+    assert int(result.safe_concurrency) == a.safe_concurrency
