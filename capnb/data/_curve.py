@@ -60,6 +60,15 @@ def _quantile_label(q: float) -> str:
     return f"P{q * 100:g}"
 
 
+def _mark_placed(curve: xr.Dataset, in_flight, order, conc) -> None:
+    """List the rows a reader placed by Little's law (rate runs: no closed loop at that concurrency)."""
+    if in_flight is None:
+        return
+    placed = np.isfinite(np.asarray(in_flight, float)[order])
+    if placed.any():
+        curve.attrs["placed_by_littles_law"] = [int(c) for c in conc[placed]]
+
+
 def build(
     concurrency: Sequence[int] | np.ndarray,
     latency: Mapping[tuple[str, float], Sequence[float]],
@@ -98,9 +107,8 @@ def build(
     in_flight
         For rows a reader placed by Little's law (a run at a request rate has no fixed
         concurrency): the measured mean requests in flight before rounding, NaN for rows run at a
-        fixed concurrency. The message for two rows on one concurrency uses it, and the curve
-        lists the rows it marks in ``attrs["placed_by_littles_law"]`` (their concurrencies), which
-        :func:`capnb.latency.calibrate` does not simulate as closed loops.
+        fixed concurrency. Named in the message for two rows on one concurrency, and listed in
+        ``attrs["placed_by_littles_law"]``, which :func:`capnb.latency.calibrate` refuses.
 
     Raises
     ------
@@ -207,10 +215,7 @@ def build(
         },
         attrs={"source": str(source), "kind": kind, **dict(attrs or {}), "notes": ""},
     )
-    if in_flight is not None:  # the rate runs' rows: no closed loop at that concurrency
-        placed = np.isfinite(np.asarray(in_flight, float)[order])
-        if placed.any():
-            curve.attrs["placed_by_littles_law"] = [int(c) for c in conc[placed]]
+    _mark_placed(curve, in_flight, order, conc)
     for note in extra_notes:
         add_note(curve, note)
     return curve

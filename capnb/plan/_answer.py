@@ -149,7 +149,8 @@ class HeldOut:
         default=True,
     )
     burst_window_held: bool = _f(
-        "1", "whether the window of the burst draws kept its budget without a burst (else no draw can)",
+        "1",
+        "whether the window of the burst draws kept its budget without a burst (else no draw can)",
         default=True,
     )
 
