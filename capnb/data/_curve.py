@@ -192,15 +192,11 @@ def build(
         if measured_qps is None
         else _column(measured_qps, conc.size, "measured throughput", source, labels)
     )
-
     table, means, qps, conc = table[order], means[order], qps[order], conc[order]
+    dims = ("concurrency", "metric", "latency_quantile")
     curve = xr.Dataset(
         {
-            "latency": (
-                ("concurrency", "metric", "latency_quantile"),
-                table,
-                glossary.attrs("latency"),
-            ),
+            "latency": (dims, table, glossary.attrs("latency")),
             "mean_latency": (("concurrency", "metric"), means, glossary.attrs("mean_latency")),
             "measured_qps": ("concurrency", qps, glossary.attrs("measured_qps")),
         },
