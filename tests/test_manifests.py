@@ -297,7 +297,14 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
     [(("policy", "min_instances"), None, r"answer policy\.min_instances = None: expected a whole"),
      (("burst_instances",), -3, r"answer burst_instances = -3: expected a whole number >= 0"),
      (("fixed_instances",), [4, 2.5], r"answer fixed_instances\[1\] = 2\.5: expected a whole"),
-     (("policy", "per_instance_qps"), -1.0, None)],
+     (("policy", "per_instance_qps"), -1.0, None),
+     # a string where a number goes ended export with "ValueError: could not convert string to
+     # float: 'x'", naming neither the file nor the field; a number for the model became its name
+     (("per_instance_qps",), "fast", r"its answer\.per_instance_qps is 'fast', not a number"),
+     (("policy", "cooldown_s"), "x", r"its answer\.policy\.cooldown_s is 'x', not a number"),
+     (("policy", "scale_up_threshold"), [0.7], r"answer\.policy\.scale_up_threshold is \[0\.7\], not a"),
+     (("model",), 5, r"its answer\.model is 5, not text"),
+     (("gpu",), None, r"its answer\.gpu is None, not text")],
 )  # fmt: skip
 def test_an_edited_plan_json_is_refused_naming_the_file_and_the_field(
     small_plan_built, tmp_path, capsys, field, value, message
@@ -309,7 +316,7 @@ def test_an_edited_plan_json_is_refused_naming_the_file_and_the_field(
     _, path = small_plan_built
     built = json.loads((path.parent / "plan.json").read_text())
     holder = built["answer"]
-    if field[-1] == "per_instance_qps":
+    if field[-1] == "per_instance_qps" and message is None:
         field, message = ("per_instance_qps",), r"per_instance_qps must be > 0, got -1"
     for key in field[:-1]:
         holder = holder[key]

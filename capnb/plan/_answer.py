@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import typing
 from dataclasses import dataclass, field
 
@@ -314,12 +315,20 @@ def _build(kind, value, where: str = ""):
         return kind(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items()})
     if origin is tuple:
         (inner, *_) = typing.get_args(kind)
+        if not isinstance(value, list | tuple):
+            raise InputError(f"not a capnb plan: its {where} is {value!r:.60}, not a list")
         return tuple(_build(inner, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         return None if value is None else _build(args[0], value, where)
     if kind is float:
-        return math.nan if value is None else float(value)
+        if value is None:
+            return math.nan
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise InputError(f"not a capnb plan: its {where} is {value!r:.60}, not a number")
+        return float(value)
+    if kind is str and not isinstance(value, str):
+        raise InputError(f"not a capnb plan: its {where} is {value!r:.60}, not text")
     return value
 
 
