@@ -203,3 +203,18 @@ def test_the_plan_config_carries_the_setting(tmp_path):
 def test_bad_inputs_name_the_argument(call, argument):
     with pytest.raises(InputError, match=argument):
         call(_growing(12))
+
+
+def test_observed_days_counts_a_day_of_zeros_and_refuses_what_is_not_a_series():
+    # a 12-day history with one day at 0 requests/s was "0 days observed" (the level fit's own
+    # error swallowed), so the probabilistic forecast said "fewer than 7 days observed" and
+    # planned on the history as it was; a pandas Series or a list was 0 days, or AttributeError
+    history = _growing(12)
+    history["qps"][24 * 3 : 24 * 4] = 0.0
+    assert forecast.observed_days(history) == 12
+    with pytest.raises(InputError, match="a day with a mean rate of 0"):
+        forecast.target(history, trials=20, growth_model="probabilistic")
+    for wrong in (history["qps"].to_series(), list(history["qps"].values), None):
+        with pytest.raises(InputError, match="series must be a Dataset over 'time' with 'qps'"):
+            forecast.observed_days(wrong)
+    assert forecast.observed_days(_series(np.ones(7 * 24 * 6), freq="7min")) == 0

@@ -70,10 +70,27 @@ def growth_model(value: object, argument: str = "growth_model") -> str:
 
 def observed_days(series: xr.Dataset) -> int:
     """Days observed for at least half their length (0 if the interval does not divide a day)."""
-    try:
-        return int(_days(series, 0)[1].size)
-    except InputError:
+    series = checked_series(series)
+    if DAY_NS % interval_ns_of(series):
         return 0
+    return int(_observed(series)[3].sum())
+
+
+def _observed(series: xr.Dataset):
+    """The days of a series and which of them are observed for at least half their length.
+
+    Returns qps, its days (counted from the epoch), each interval's day, the observed days, and
+    per day the observed intervals and their summed rate.
+    """
+    step = interval_ns_of(series)
+    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
+    qps = series["qps"].values.astype(float)
+    if qps.ndim != 1:
+        raise InputError("series: give one series (qps over time only); select the others away")
+    days, index = np.unique(ns // DAY_NS, return_inverse=True)
+    observed = np.bincount(index, weights=~np.isnan(qps), minlength=days.size)
+    total = np.bincount(index, weights=np.nan_to_num(qps), minlength=days.size)
+    return qps, days, index, observed >= (DAY_NS // step) / 2, observed, total
 
 
 # -- the level: log-linear fit of the daily means, and its prediction band ---------------------
@@ -88,14 +105,7 @@ def _days(series: xr.Dataset, min_days: int):
         raise InputError(
             f"the series' interval ({duration_text(step)}) does not divide a day: resample it"
         )
-    ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
-    qps = series["qps"].values.astype(float)
-    if qps.ndim != 1:
-        raise InputError("series: give one series (qps over time only); select the others away")
-    days, index = np.unique(ns // DAY_NS, return_inverse=True)
-    observed = np.bincount(index, weights=~np.isnan(qps), minlength=days.size)
-    total = np.bincount(index, weights=np.nan_to_num(qps), minlength=days.size)
-    kept = observed >= (DAY_NS // step) / 2
+    qps, days, index, kept, observed, total = _observed(series)
     if kept.sum() < min_days:
         raise InputError(
             f"series: a growth forecast needs at least {min_days} days observed for at least half "
