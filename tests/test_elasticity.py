@@ -552,3 +552,28 @@ def test_a_predictive_run_is_the_same_alone_and_in_a_sweep_of_higher_floors():
     alone = elasticity.simulate(rate, min_instances=5, **settings)
     for name in ("peak_instances", "gpu_hours", "breach_s", "scale_events"):
         assert float(grid[name].sel(min_instances=5)) == float(alone[name]), name
+
+
+def test_demand_in_another_unit_is_refused_not_read_as_requests_per_second():
+    # a DataArray of requests/min (its units attr says so) was simulated as requests/s: 60x the
+    # fleet's load, and fixed_instances sized for it without a word
+    minutes = xr.DataArray(
+        np.full(600, 600.0), dims="time", attrs={"units": "requests/min", "step_s": 1.0}
+    )
+    for call in (
+        lambda d: elasticity.fixed_instances(d, 5.0),
+        lambda d: elasticity.simulate(d, per_instance_qps=5.0),
+        lambda d: elasticity.troughs(d),
+        lambda d: elasticity.sweep(d, per_instance_qps=5.0, policy=["article", "hpa"]),
+    ):
+        with pytest.raises(InputError, match=r"demand: its units attr 'requests/min' is not "):
+            call(minutes)
+        with pytest.raises(
+            InputError, match=r"demand: 'a DataArray in GB' is gigabyte, not a rate"
+        ):
+            call(minutes.assign_attrs(units="GB"))
+        with pytest.raises(InputError, match=r"demand: its units attr 'qps\?' is not a unit"):
+            call(xr.Dataset({"qps": minutes.assign_attrs(units="qps?")}))
+    per_second = minutes.copy(data=np.full(600, 10.0))
+    assert elasticity.fixed_instances(per_second.assign_attrs(units="requests/s"), 5.0) == 2
+    assert elasticity.fixed_instances(per_second.assign_attrs(units="requests / second"), 5.0) == 2
