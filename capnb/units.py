@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
 
 from .errors import InputError
 
-__all__ = ["declare_units", "declared"]
+__all__ = ["declare_units", "declared", "require_units"]
 
 
 def _registry():
@@ -169,3 +170,21 @@ def _each(value, unit: str, argument: str):
 def declared(function) -> dict[str, str]:
     """The units a function declares (``{}`` when it declares none)."""
     return dict(getattr(function, "__capnb_units__", {}))
+
+
+def require_units(array, unit: str, argument: str) -> None:
+    """Refuse a DataArray whose ``units`` attr is another unit than ``unit`` (or not a unit).
+
+    For inputs a function reads as they are (a demand series, a rate series): a spelling of the
+    same unit passes; one that would need converting is an error naming both units and the
+    factor, as is a unit of another kind; an array without a ``units`` attr is taken as ``unit``.
+    """
+    given = array.attrs.get("units")
+    if given is None or given == unit:
+        return
+    factor = _factor(str(given), unit, argument, array)
+    if not math.isclose(factor, 1.0, rel_tol=1e-12):
+        raise InputError(
+            f"{argument}: its units attr {given!r} is not {unit} (1 {given} = {factor:.6g} "
+            f"{unit}): convert the values to {unit} and set units={unit!r}"
+        )

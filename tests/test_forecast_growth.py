@@ -218,3 +218,15 @@ def test_observed_days_counts_a_day_of_zeros_and_refuses_what_is_not_a_series():
         with pytest.raises(InputError, match="series must be a Dataset over 'time' with 'qps'"):
             forecast.observed_days(wrong)
     assert forecast.observed_days(_series(np.ones(7 * 24 * 6), freq="7min")) == 0
+
+
+def test_a_series_in_another_unit_is_refused_not_read_as_requests_per_second():
+    # a rate series whose qps said requests/min was planned as requests/s, and the target it
+    # returned said requests/s
+    history = _growing(12)
+    history["qps"].attrs["units"] = "requests/min"
+    for call in (forecast.fit_baseline, forecast.carry_forward, forecast.observed_days):
+        with pytest.raises(InputError, match=r"series\.qps: its units attr 'requests/min' is not "):
+            call(history)
+    history["qps"].attrs["units"] = "requests / second"
+    assert forecast.observed_days(history) == 12

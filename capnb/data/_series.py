@@ -15,6 +15,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ..units import require_units
 from . import _times
 from ._times import IDLE_MEDIAN_COUNT
 
@@ -484,6 +485,7 @@ def checked_series(series: object, argument: str = "series") -> xr.Dataset:
             f"{argument} must be a Dataset over 'time' with 'qps' (from capnb.forecast.resample or "
             "capnb.data.load_rate_series)"
         )
+    require_units(series["qps"], "requests/s", f"{argument}.qps")
     interval_ns_of(series)
     if int(series["qps"].notnull().sum()) < 2:
         raise InputError(f"{argument}: fewer than two observed intervals; nothing to plan on")

@@ -13,7 +13,7 @@ import xarray as xr
 
 from .. import _validate, glossary
 from ..errors import InputError
-from ..units import _factor, declare_units
+from ..units import declare_units, require_units
 from ._decision import real
 from ._policy import steps
 
@@ -173,19 +173,6 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
     )
 
 
-def _check_rate_units(demand: xr.DataArray) -> None:
-    """Refuse demand whose ``units`` attr is not requests/s (or a spelling of it)."""
-    given = demand.attrs.get("units")
-    if given is None or given == "requests/s":
-        return
-    factor = _factor(str(given), "requests/s", "demand", demand)
-    if not math.isclose(factor, 1.0, rel_tol=1e-12):
-        raise InputError(
-            f"demand: its units attr {given!r} is not requests/s (1 {given} = {factor:.6g} "
-            "requests/s): convert the values to requests/s and set units='requests/s'"
-        )
-
-
 def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
     """Validated demand values (requests/s), their times and the step (s)."""
     if isinstance(demand, xr.Dataset):
@@ -200,7 +187,7 @@ def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
     if isinstance(demand, xr.DataArray):
         if demand.ndim != 1:
             raise InputError(f"demand must be 1-D over time, got dims {demand.dims}")
-        _check_rate_units(demand)
+        require_units(demand, "requests/s", "demand")
         values = np.asarray(demand.values)
         dim = demand.dims[0]
         times = demand[dim].values if dim in demand.coords else None
