@@ -29,11 +29,10 @@ __all__ = ["main"]
 
 
 def _out_folder(out: str) -> None:
-    """Refuse an ``--out`` that is a file before the work, not after it."""
-    from .errors import OutputError
+    """Refuse an ``--out`` that is a file (or under one) before the work, not after it."""
+    from .data import check_set
 
-    if Path(out).exists() and not Path(out).is_dir():
-        raise OutputError(f"{out}: a file, not a folder to write into")
+    check_set(out, ())
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -51,6 +50,7 @@ def _report(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             progress=not args.quiet,
             show_code=args.show_code,
+            force=args.force,
         )
     for warning in raised:  # a worksheet that cannot apply to these inputs: one line each
         if "cannot apply" in str(warning.message):
@@ -92,8 +92,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
+    from .data import check_set
 
-    _out_folder(args.out)
+    # a file in the way fails now, not after the plan is built (minutes on a large trace)
+    check_set(args.out, plan.export_names(), force=args.force)
     overrides = _overrides(args)
     for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
         value = overrides.get(name)
@@ -227,6 +229,11 @@ def _parser() -> argparse.ArgumentParser:
         "--jobs", type=_kernels, default=2, help="worksheets run at once (default: 2)"
     )
     report.add_argument("--quiet", action="store_true", help="no progress bar")
+    report.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files in --out that capnb did not write (a plan.toml, an edited report)",
+    )
     report.add_argument(
         "--show-code",
         action="store_true",

@@ -31,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import words
-from .data import write_atomic
+from .data import check_set, write_atomic, write_set
 from .errors import InputError
 
 __all__ = [
@@ -874,6 +874,7 @@ def run_report(
     progress: bool = True,
     timeout: int = 600,
     show_code: bool = False,
+    force: bool = False,
 ) -> list[Path]:
     """Execute the worksheets and write one HTML per worksheet plus the combined report.
 
@@ -895,6 +896,9 @@ def run_report(
         Show a progress bar (on a terminal; elsewhere one line per worksheet).
     show_code
         Include the worksheets' code (their checks are never shown).
+    force
+        Replace files in ``out_dir`` that capnb did not write (a ``plan.toml`` of the user's,
+        an edited report); without it they are an error before any work (nothing is written).
 
     Returns
     -------
@@ -910,6 +914,11 @@ def run_report(
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"jobs = {jobs!r}: expected a whole number of kernels, at least 1")
     out_dir = Path(out_dir)
+    from .plan import export_names
+
+    pages = {name: f"{name.removesuffix('.ipynb')}.html" for name in worksheets}
+    # a file in the way fails now, not after the plan and the worksheets have run
+    check_set(out_dir, [REPORT_NAME, *pages.values(), *export_names(), "plan.toml"], force=force)
     kept: list = []
     written: list = []  # the plan's exports: removed again if no worksheet runs
     defaults = config is None
@@ -920,7 +929,7 @@ def run_report(
     # at once (a kernel with several overloads, compiled by two processes in a different order,
     # can end up indexed under the other overload's machine code: a segmentation fault on a fresh
     # install). Built first, the plan fills the cache; the worksheets then load it.
-    parameters = _parameters(config, out_dir, keep=kept, written=written)
+    parameters = _parameters(config, out_dir, keep=kept, written=written, force=force)
     bar = _progress(len(worksheets), progress)
     executed, skipped = {}, {}
     kernels = threading.local()  # one kept kernel per worker thread (see _Kernel)
@@ -960,19 +969,16 @@ def run_report(
             "",
         )
     ran = [n for n in worksheets if n in executed]
-    paths = []
-    for name in ran:
-        target = out_dir / f"{name}.html"
-        write_atomic(target, export_html(executed[name], show_code=show_code))
-        paths.append(target)
-    combined = out_dir / REPORT_NAME
     notebook = combine(
         [executed[n] for n in ran],
         skipped=skipped,
         plan=kept[0] if kept else None,
         show_code=show_code,
     )
-    write_atomic(combined, export_html(notebook, show_code=show_code, prepared=True))
+    contents = {REPORT_NAME: export_html(notebook, show_code=show_code, prepared=True)}
+    contents |= {pages[n]: export_html(executed[n], show_code=show_code) for n in ran}
+    files = write_set(out_dir, contents, force=force)  # the report's pages, whole, as one set
+    combined, paths = files[REPORT_NAME], [files[pages[n]] for n in ran]
     for name, why in skipped.items():
         if why.startswith(FAILED_CHECK):  # a defect, not an input: said as the report says it
             warnings.warn(f"worksheet {name} left out: it {why}, a defect in capnb (please "
@@ -1062,7 +1068,12 @@ def _curve_parameters(cfg, gpu: str, tp: int, binding_model: str) -> dict[str, o
 
 
 def _parameters(
-    config, out_dir: Path, *, keep: list | None = None, written: list | None = None
+    config,
+    out_dir: Path,
+    *,
+    keep: list | None = None,
+    written: list | None = None,
+    force: bool = False,
 ) -> dict[str, dict[str, object]]:
     """Each worksheet's parameters for a plan config, from the config and the plan built on it.
 
@@ -1079,10 +1090,10 @@ def _parameters(
         plan = planning.build(cfg)
     if keep is not None:
         keep.append(plan)
-    files = planning.export(plan, out_dir)
-    planning.save_config(cfg, out_dir / "plan.toml")
+    files = planning.export(plan, out_dir, force=force)
+    files |= write_set(out_dir, {"plan.toml": cfg.to_toml()}, force=force)
     if written is not None:
-        written.extend([*files.values(), out_dir / "plan.toml"])
+        written.extend(files.values())
     a = planning.answer(plan)
     gpu, tp = a.gpu, a.tensor_parallel
     metric = a.binding_metric or next(iter(a.sla.bounds))

@@ -268,3 +268,14 @@ def test_an_out_that_is_a_file_is_refused_before_the_plan_is_built(tmp_path, cap
     err = capsys.readouterr().err
     assert err == f"capnb {command}: {out}: a file, not a folder to write into\n", err
     assert out.read_text() == "mine"
+    # a folder under that file, or (for plan) a plan file capnb did not write there, failed only
+    # after the plan was built
+    assert main([command, "--out", str(out / "sub")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"capnb {command}: {out}: a file, not a folder to write into\n", err
+    if command == "plan":
+        (tmp_path / "folder").mkdir()
+        (tmp_path / "folder" / "hpa.yaml").write_text("mine")
+        assert main([command, "--out", str(tmp_path / "folder")]) == 1
+        assert "hpa.yaml: exists and capnb did not write it" in capsys.readouterr().err
+        assert [p.name for p in (tmp_path / "folder").iterdir()] == ["hpa.yaml"]

@@ -1,5 +1,6 @@
 """The main job: execute a worksheet, write its HTML atomically, and check it draws offline."""
 
+import functools
 import html
 import json
 import os
@@ -342,7 +343,7 @@ def test_an_error_of_any_kind_in_a_closing_check_is_a_defect(tmp_path):
 def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypatch):
     from nbclient.exceptions import CellExecutionError
 
-    def parameters(config, out_dir, *, keep=None, written=None):
+    def parameters(config, out_dir, *, keep=None, written=None, force=False):
         for name in ("plan.nc", "plan.json", "plan.toml"):
             (out_dir / name).write_text("x")
             written.append(out_dir / name)
@@ -854,3 +855,44 @@ def test_the_capacity_worksheet_sizes_memory_with_the_plans_accounting(tmp_path)
     result = sheet["result"].squeeze(drop=True)
     assert str(result.binding.values) == "memory"
     assert int(result.safe_concurrency) == a.safe_concurrency
+
+
+def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_its_own(
+    tmp_path, monkeypatch
+):
+    # the report replaced a plan.toml of the user's in --out (and any page named like one of
+    # its own) without a word, and a plan.json of the user's ended the run after the plan was
+    # built, saying "pass --force", a flag capnb report did not have
+    import nbformat
+
+    from capnb.errors import OutputError
+
+    built = []
+
+    def parameters(config, out_dir, *, keep=None, written=None, force=False):
+        built.append(force)
+        return {}
+
+    def executed(name, **kwargs):
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells.append(nbformat.v4.new_markdown_cell("# Step 2 — Memory"))
+        notebook.metadata["capnb_worksheet"] = name
+        return notebook
+
+    monkeypatch.setattr(report, "_parameters", parameters)
+    monkeypatch.setattr(report, "execute", executed)
+    run = functools.partial(report.run_report, None, tmp_path, worksheets=("02_memory",),
+                            progress=False)  # fmt: skip
+    for name in ("plan.toml", "plan.json", "02_memory.html", report.REPORT_NAME):
+        (tmp_path / name).write_text("mine")
+        with pytest.raises(OutputError, match=rf"{re.escape(name)}: exists and capnb did not"):
+            run()
+        assert built == [] and [p.name for p in tmp_path.iterdir()] == [name]
+        assert (tmp_path / name).read_text() == "mine"
+        (tmp_path / name).unlink()
+    (tmp_path / "02_memory.html").write_text("mine")
+    first = run(force=True)
+    assert "mine" not in (tmp_path / "02_memory.html").read_text()
+    assert run() == first  # its own pages: replaced without force
+    assert built == [True, False]
+    assert main(["report", "--force", "--out", str(first[0])]) == 1  # a flag now, as advised

@@ -13,7 +13,8 @@ Bundled data is read through :func:`dataset_path`, which finds ``datasets/`` ins
   :func:`load_latency_curve` (bundled curves), :func:`load_step_times` (calibration data),
   :func:`load_trtllm_throughput` (published throughput bounds).
 - Files: :func:`user_path` and :func:`read_text` check what a user gives where it enters;
-  :func:`write_atomic` and :func:`write_set` write capnb's outputs whole (:func:`settle`).
+  :func:`write_atomic` and :func:`write_set` write capnb's outputs whole (:func:`settle`);
+  :func:`check_set` refuses, before the work, a set write_set would refuse at the end.
 """
 
 from ._benchmarks import (
@@ -36,7 +37,15 @@ from ._catalog import (
     resolve_gpu,
     resolve_model,
 )
-from ._files import read_text, settle, user_path, write_atomic, write_section, write_set
+from ._files import (
+    check_set,
+    read_text,
+    settle,
+    user_path,
+    write_atomic,
+    write_section,
+    write_set,
+)
 from ._measured import (
     list_measurement_sources,
     load_measured_requests,
@@ -67,6 +76,7 @@ __all__ = [
     "TRAFFIC_KINDS",
     "TraceWarning",
     "benchmark_format",
+    "check_set",
     "dataset_path",
     "gpu_column",
     "gpu_prices",

@@ -34,12 +34,13 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import ConfigError, OutputError
 
 __all__ = [
+    "check_set",
     "json_lines_objects",
     "read_text",
     "settle",
@@ -415,10 +416,26 @@ def write_set(
     return {name: folder / name for name in contents}
 
 
-def _commit(folder: Path, staging: Path, contents: Mapping[str, bytes], force: bool) -> None:
-    """Under the folder's lock: refuse foreign targets, then commit and move the set into place."""
-    recorded = _manifest(folder)
-    for name in contents:
+def check_set(folder: str | os.PathLike, names: Iterable[str], *, force: bool = False) -> None:
+    """Refuse now, before the work, a set :func:`write_set` would refuse to write at the end.
+
+    A file where the folder (or one of its parents) goes, a folder in the way of a file, or a
+    target capnb did not write there (without ``force``) is an :class:`OutputError` naming the
+    path; nothing is written. A write can still fail later (a full disk): this checks only what
+    is already in the way.
+    """
+    folder = user_path(folder, "output folder")
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(f"{parent}: a file, not a folder to write into")
+            break
+    if folder.is_dir():
+        _refuse_foreign(folder, names, force, _manifest(folder))
+
+
+def _refuse_foreign(folder: Path, names: Iterable[str], force: bool, recorded: dict) -> None:
+    for name in names:
         target = folder / name
         if target.is_dir():
             raise OutputError(f"{target}: a folder is in the way of the file capnb writes")
@@ -427,6 +444,12 @@ def _commit(folder: Path, staging: Path, contents: Mapping[str, bytes], force: b
                 f"{target}: exists and capnb did not write it (or it was changed since); move it "
                 "or pass --force (force=True) to replace it"
             )
+
+
+def _commit(folder: Path, staging: Path, contents: Mapping[str, bytes], force: bool) -> None:
+    """Under the folder's lock: refuse foreign targets, then commit and move the set into place."""
+    recorded = _manifest(folder)
+    _refuse_foreign(folder, contents, force, recorded)
     manifest = {**recorded, **{name: hashlib.sha256(d).hexdigest() for name, d in contents.items()}}
     _write_bytes(staging / _MANIFEST, json.dumps({"files": manifest}, indent=1).encode())
     _fsync_folder(staging)

@@ -567,6 +567,17 @@ def summary(plan: xr.Dataset) -> dict:
     }
 
 
+def export_names(name: str = "plan") -> tuple[str, ...]:
+    """The files :func:`export` writes: ``<name>.nc``, ``<name>.json`` and the autoscaler objects.
+
+    A command checks them against its output folder (:func:`capnb.data.check_set`) before it
+    builds the plan, not after.
+    """
+    from ._manifests import KINDS
+
+    return (f"{name}.nc", f"{name}.json", *(f"{kind}.yaml" for kind in KINDS))
+
+
 def export(
     plan: xr.Dataset, directory: str | os.PathLike, *, name: str = "plan", force: bool = False
 ) -> dict[str, Path]:

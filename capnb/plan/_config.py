@@ -521,6 +521,10 @@ class PlanConfig:
         """The settings as a config file holds them: one mapping per table, plain values."""
         return {name: _plain(getattr(self, name)) for name in SECTIONS}
 
+    def to_toml(self) -> str:
+        """The config as commented TOML, the text :func:`save_config` writes."""
+        return _toml_text(self)
+
     def as_dict(self) -> dict[str, object]:
         """Every setting under its own name (one mapping, the form a plan's ``config`` stores).
 
@@ -960,13 +964,18 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
     Each setting carries a comment: its meaning, unit and default. With ``force=False`` an existing
     file is an error, not overwritten.
     """
-    import tomlkit
-
     path = Path(path)
     if path.suffix != ".toml":
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
     if not force and path.exists():
         raise ConfigError(f"{path}: exists; pass --force to overwrite it")
+    write_atomic(path, _toml_text(config))
+    return path
+
+
+def _toml_text(config: PlanConfig) -> str:
+    import tomlkit
+
     values = config.tables()
     document = tomlkit.document()
     document.add(tomlkit.comment("capnb plan config: edit, then `capnb plan --config FILE`"))
@@ -985,8 +994,7 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
                 continue
             table.add(name, value)
         document.add(section, table)
-    write_atomic(path, tomlkit.dumps(document))
-    return path
+    return tomlkit.dumps(document)
 
 
 # a setting's name is unique across tables, so a flat mapping names each setting once
