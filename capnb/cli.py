@@ -99,7 +99,8 @@ def _plan(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
     for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
         value = overrides.get(name)
-        if isinstance(value, str) and Path(value).exists():
+        # an empty value is the config's to refuse, not Path("") (the current folder) to read
+        if isinstance(value, str) and value.strip() and Path(value).exists():
             overrides[name] = str(Path(value).resolve())
     config = plan.read_config(args.config, overrides_from="command line", **overrides)
     with warnings.catch_warnings():

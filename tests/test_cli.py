@@ -87,6 +87,20 @@ def test_failures_print_the_step_and_exit_1(tmp_path, capsys):
     assert err.startswith("capnb plan: defaults: command line: model = 'NoSuchModel'"), err
 
 
+@pytest.mark.parametrize("flag", ["--model", "--trace", "--benchmark"])
+def test_an_empty_path_flag_is_refused_as_empty_not_read_as_the_current_folder(
+    flag, tmp_path, capsys, monkeypatch
+):
+    # --model= (an unset shell variable) was read as the current folder: "/home/me: a model
+    # folder needs a config.json", a trace "a folder, not a trace file"
+    monkeypatch.chdir(tmp_path)
+    setting = {"--benchmark": "latency"}.get(flag, flag[2:])
+    assert main(["plan", f"{flag}=", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"command line: {setting} = '': String should have at least 1 character" in err, err
+    assert str(tmp_path) not in err and not (tmp_path / "out").exists()
+
+
 def test_the_trace_loaders_options_are_flags_of_plan():
     import argparse
 
