@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -371,3 +372,25 @@ def test_an_open_loop_curve_is_refused_by_name():
     for sla in (1.0, SLA(ttft_s=1.0)):
         with pytest.raises(InputError, match="curve: .* over request_rate .* concurrency="):
             capacity.plan(curve, sla=sla, target_qps=10.0, metric="ttft")
+
+
+def test_instances_refuse_a_rate_that_is_not_requests_per_second_or_not_a_rate():
+    # per_instance_qps = -10 or 0 gave NaN instances ("infeasible") and 1e-300 gave inf; '10'
+    # ended in numpy's UFuncTypeError; a DataArray in requests/min was read as requests/s
+    from capnb.capacity import instances
+
+    for bad, said in [(-10.0, "per_instance_qps must be >= 0 requests/s"),
+                      (float("inf"), "per_instance_qps must be >= 0 requests/s"),
+                      ("10", "per_instance_qps: expected requests/s as numbers, got '10'"),
+                      (None, "per_instance_qps: expected requests/s as numbers, got None"),
+                      (xr.DataArray([5.0, -1.0], dims="gpu"), "got -1")]:  # fmt: skip
+        with pytest.raises(InputError, match=re.escape(said)):
+            instances(bad, 100.0)
+    in_minutes = xr.DataArray(10.0, attrs={"units": "requests/min"})
+    with pytest.raises(InputError, match=r"per_instance_qps: its units attr 'requests/min' is not"):
+        instances(in_minutes, 100.0)
+    with pytest.raises(InputError, match=r"target_qps: its units attr 'requests/min' is not"):
+        instances(10.0, in_minutes)
+    assert float(instances(xr.DataArray(10.0, attrs={"units": "requests/s"}), 100.0)) == 12
+    assert np.isnan(float(instances(0.0, 100.0)))  # no request served: infeasible, as documented
+    assert np.isnan(float(instances(float("nan"), 100.0)))

@@ -13,6 +13,7 @@ from ..errors import InputError
 from ..kernels import capacity as kernels
 from ..memo import Kept
 from ..records import SLA
+from ..units import require_units
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
 BINDING = kernels.BINDING
@@ -476,11 +477,34 @@ def _searched(curve, selected, flat, sla_axis, limit, limit_da, scalar: bool) ->
 
 
 # -- instances and cost --------------------------------------------------------------------------
+def _per_instance(per_instance_qps) -> xr.DataArray:
+    """``per_instance_qps`` as a DataArray in requests/s: NaN or 0 (infeasible) or a rate > 0."""
+    raw = (
+        per_instance_qps.values if isinstance(per_instance_qps, xr.DataArray) else per_instance_qps
+    )
+    if np.asarray(raw).dtype.kind not in "iuf":  # None, text
+        raise InputError(f"per_instance_qps: expected requests/s as numbers, got {raw!r}")
+    if isinstance(per_instance_qps, xr.DataArray):
+        require_units(per_instance_qps, "requests/s", "per_instance_qps")
+        per_instance = per_instance_qps
+    else:
+        per_instance = xr.DataArray(per_instance_qps)
+    values = np.asarray(per_instance.values, dtype=float)
+    bad = np.isinf(values) | (values < 0)
+    if bad.any():
+        raise InputError(
+            "per_instance_qps must be >= 0 requests/s (NaN or 0: the SLA is not met at any load), "
+            f"got {values[bad][0]:g}"
+        )
+    return per_instance
+
+
 def _target(target_qps) -> xr.DataArray:
     raw = target_qps.values if isinstance(target_qps, xr.DataArray) else target_qps
     if np.asarray(raw).dtype.kind not in "iuf":  # None, text
         raise InputError(f"target_qps: expected requests/s as numbers, got {raw!r}")
     if isinstance(target_qps, xr.DataArray):
+        require_units(target_qps, "requests/s", "target_qps")
         target = target_qps
     else:
         value = np.asarray(target_qps, dtype=float)
@@ -537,11 +561,7 @@ def fleet(
     (4, 2, 6)
     """
     _one_buffer(buffer, buffer_qps)
-    per_instance = (
-        per_instance_qps
-        if isinstance(per_instance_qps, xr.DataArray)
-        else xr.DataArray(per_instance_qps)
-    )
+    per_instance = _per_instance(per_instance_qps)
     target = _target(target_qps)
     out = xr.Dataset(_fleet_terms(per_instance, target, buffer, buffer_qps))
     for name in out.data_vars:
