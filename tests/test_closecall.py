@@ -127,3 +127,28 @@ def test_the_analytic_model_is_scored_only_where_a_measurement_is_its_closed_loo
     for key in figures:
         if key[0] in ("itl", "tpot"):  # read at the running batch, not at 4x it
             assert figures[key] == validate._analytic(at)[key]
+
+
+def test_the_commands_to_paste_hold_no_line_a_model_or_gpu_name_smuggles_in():
+    # a model named by its folder, "acme\nrm -rf ~" (a newline is a legal file-name character),
+    # ended the comment line and put "rm -rf ~" on a line of its own in the block the plan asks
+    # the user to paste into a shell; a GPU id of one's own catalog went into it unquoted
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[75]])},
+                         coords={"gpu": ["my gpu;x"], "tensor_parallel": [1]})  # fmt: skip
+    commands = benchmark_commands(options, "my gpu;x", 1, "acme\nrm -rf ~\r\u2028x", 1214, 211)
+    lines = commands.split("\n")
+    assert len(lines) == 4 and lines[0].startswith("# on 1 x my gpu;x")
+    assert "rm -rf ~" in lines[0] and not any(line.startswith("rm") for line in lines)
+    assert "\r" not in commands and "\u2028" not in commands
+    assert "--result-dir 'capnb-my gpu;x-tp1' " in lines[2]
+    assert (
+        lines[3]
+        == "capnb plan --gpus 'my gpu;x' --tensor-parallel 1 --benchmark 'capnb-my gpu;x-tp1/'"
+    )
+    plain = benchmark_commands(options.assign_coords(gpu=["H100-SXM"]), "H100-SXM", 1, "m", 10, 5)
+    assert (
+        plain.split("\n")[3]
+        == "capnb plan --gpus H100-SXM --tensor-parallel 1 --benchmark capnb-H100-SXM-tp1/"
+    )

@@ -10,6 +10,7 @@ files ``capnb plan --benchmark`` reads back).
 from __future__ import annotations
 
 import math
+import shlex
 
 import xarray as xr
 
@@ -97,17 +98,21 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     safe = int(options.safe_concurrency.sel(gpu=gpu, tensor_parallel=tp))
     levels = sorted({max(1, round(safe * k)) for k in AROUND})
     prefix = f"capnb-{gpu}-tp{tp}"
+    # the block is pasted into a shell: names on one line of the comment (a newline in a model's
+    # folder name would start a command), and quoted where they are arguments
+    said = {name: " ".join(str(name).split()) for name in (gpu, model)}
     return "\n".join(
         [
-            f"# on {tp} x {gpu} (predicted safe concurrency {safe}); MODEL = the Hugging Face id "
-            f"you serve as {model}",
+            f"# on {tp} x {said[gpu]} (predicted safe concurrency {safe}); MODEL = the Hugging "
+            f"Face id you serve as {said[model]}",
             f"vllm serve $MODEL --tensor-parallel-size {tp}",
             f"for c in {' '.join(map(str, levels))}; do vllm bench serve --model $MODEL "
             f"--dataset-name random --random-input-len {round(prompt_tokens)} "
             f"--random-output-len {round(output_tokens)} --max-concurrency $c "
             "--num-prompts $((c * 20)) --percentile-metrics ttft,tpot,itl,e2el "
-            f"--metric-percentiles 50,90,95,99 --save-result --save-detailed --result-dir {prefix} "
-            f"--result-filename c$c.json; done",
-            f"capnb plan --gpus {gpu} --tensor-parallel {tp} --benchmark {prefix}/",
+            "--metric-percentiles 50,90,95,99 --save-result --save-detailed --result-dir "
+            f"{shlex.quote(prefix)} --result-filename c$c.json; done",
+            f"capnb plan --gpus {shlex.quote(str(gpu))} --tensor-parallel {tp} --benchmark "
+            f"{shlex.quote(prefix + '/')}",
         ]
     )
