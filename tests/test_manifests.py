@@ -224,6 +224,24 @@ def test_the_objects_name_starts_with_a_letter_as_a_knative_service_needs():
     assert manifests(choice, name="qwen3-8b", namespace="1234").documents["hpa"][0]
 
 
+def test_a_model_name_with_no_latin_letter_or_digit_still_exports_and_says_so(tmp_path):
+    # a model folder named '模型' (or '___') built the whole plan, printed it, then ended
+    # capnb plan with "name='模型' has no letters or digits for a Kubernetes name": no plan.nc
+    # nor plan.json written, and plan has no --name to give one
+    import dataclasses
+
+    for model in ("模型", "___", "-"):
+        out = manifests(dataclasses.replace(CHOICES["hpa"], model=model))
+        for kind, docs in out.documents.items():
+            assert docs[0]["metadata"]["name"] == "model", kind
+            assert docs[0]["metadata"]["annotations"]["capnb.io/model"] == model
+            assert any(f"model's name {model!r} holds no letter or digit" in n
+                       for n in out.notes[kind]), out.notes[kind]  # fmt: skip
+            assert "capnb export --name" in out.yaml(kind)
+    with pytest.raises(InputError, match="has no letters or digits for a Kubernetes name"):
+        manifests(CHOICES["hpa"], name="模型")  # a name the user gives is never changed
+
+
 @pytest.fixture(scope="module")
 def small_plan_built(tmp_path_factory):
     """A small plan (m-small trace, HPA and Knative, no spares), exported as plan.nc."""

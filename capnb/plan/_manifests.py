@@ -704,11 +704,21 @@ def manifests(
     """
     if not isinstance(choice, PolicyChoice):
         raise InputError(f"choice must be a capnb.plan.PolicyChoice, got {type(choice).__name__}")
-    name = _dns_name(
-        choice.model if name is None else name, given=name is not None, letter_first=True
-    )
+    renamed = []
+    if name is None and not re.search(r"[a-z0-9]", str(choice.model).lower()):
+        # nothing of the model's name is left for a Kubernetes name: name the objects, and say so
+        name = "model"
+        renamed.append(
+            f"the model's name {choice.model!r} holds no letter or digit a Kubernetes name can "
+            "(a-z, 0-9): the objects are named 'model'; name them with capnb export --name NAME "
+            "(manifests(..., name=NAME))"
+        )
+    else:
+        name = _dns_name(
+            choice.model if name is None else name, given=name is not None, letter_first=True
+        )
     namespace = _dns_name(namespace, "namespace", given=True)
-    notes = {kind: [] for kind in KINDS}
+    notes = {kind: list(renamed) for kind in KINDS}
     hpa_values = _hpa_values(choice, notes["hpa"])
     notes["keda"] = list(notes["hpa"])
     documents = {
