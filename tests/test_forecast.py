@@ -386,3 +386,25 @@ def test_a_service_idle_at_night_is_described_without_an_infinite_ratio():
     assert np.isinf(float(base.peak_to_trough))
     text = forecast.describe(base)
     assert "the quietest slot has no traffic at all." in text and "infx" not in text
+
+
+def test_numbers_for_times_are_refused_not_read_as_nanoseconds():
+    # a request log built by hand with times in seconds (0.0, 1.0, ...) was read as nanoseconds:
+    # "interval 1 min is longer than the trace (3.599e-06 s from first to last)"; a rate series
+    # over numeric times was planned on hours of the day of 1970-01-01 00:00:00.000
+    seconds = np.arange(7200, dtype=float)
+    log = xr.Dataset({"time": ("request", seconds), "prompt_tokens": ("request", np.ones(7200)),
+                      "output_tokens": ("request", np.ones(7200))})  # fmt: skip
+    with pytest.raises(InputError, match=r"trace\.time holds numbers \(float64\), not dates"):
+        forecast.resample(log, "1min")
+    series = xr.Dataset({"qps": ("time", np.ones(2016))}, coords={"time": np.arange(2016) * 600},
+                        attrs={"interval_s": 600.0})  # fmt: skip
+    for call in (
+        forecast.fit_baseline,
+        forecast.observed_days,
+        lambda s: forecast.resample(s, "1h"),
+    ):
+        with pytest.raises(
+            InputError, match=r"\.time holds numbers \(int64\), not dates and times"
+        ):
+            call(series)

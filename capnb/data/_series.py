@@ -234,8 +234,19 @@ def _clock_attrs(trace: xr.Dataset) -> dict[str, object]:
     return {k: trace.attrs[k] for k in keys if k in trace.attrs}
 
 
+def dated(values: np.ndarray, what: str) -> np.ndarray:
+    """Times as dates and times; numbers (seconds? nanoseconds?) are refused, not guessed at."""
+    if values.dtype.kind in "biufcm":
+        raise InputError(
+            f"{what} holds numbers ({values.dtype}), not dates and times: read a file with "
+            "capnb.data.load_trace or load_rate_series (time_unit=, start=), or convert them "
+            "with pandas.to_datetime(times, unit='s', origin=...)"
+        )
+    return values
+
+
 def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
-    ns = trace["time"].values.astype("datetime64[ns]").view(np.int64)
+    ns = dated(trace["time"].values, "trace.time").astype("datetime64[ns]").view(np.int64)
     if ns.size == 0:
         raise InputError("trace: holds no requests")
     if (ns[1:] < ns[:-1]).any():
@@ -435,6 +446,7 @@ def interval_ns_of(series: xr.Dataset) -> int:
 
 
 def _resample_series(series: xr.Dataset, step: int) -> xr.Dataset:
+    dated(series["time"].values, "trace.time")
     own = interval_ns_of(series)
     if step % own:
         fits = -(-step // own) * own  # the nearest interval the series can be cut into
@@ -486,6 +498,7 @@ def checked_series(series: object, argument: str = "series") -> xr.Dataset:
             "capnb.data.load_rate_series)"
         )
     require_units(series["qps"], "requests/s", f"{argument}.qps")
+    dated(series["time"].values, f"{argument}.time")
     interval_ns_of(series)
     if int(series["qps"].notnull().sum()) < 2:
         raise InputError(f"{argument}: fewer than two observed intervals; nothing to plan on")
