@@ -577,3 +577,15 @@ def test_demand_in_another_unit_is_refused_not_read_as_requests_per_second():
     per_second = minutes.copy(data=np.full(600, 10.0))
     assert elasticity.fixed_instances(per_second.assign_attrs(units="requests/s"), 5.0) == 2
     assert elasticity.fixed_instances(per_second.assign_attrs(units="requests / second"), 5.0) == 2
+
+
+def test_demand_whose_times_run_backwards_is_named_not_blamed_on_step_s():
+    # a series in reverse time order ended in "step_s must be > 0, got np.float64(-1.0)": an
+    # argument the caller had not given
+    times = np.datetime64("2026-06-01") + np.arange(600)[::-1] * np.timedelta64(1, "s")
+    backwards = xr.DataArray(np.full(600, 10.0), dims="time", coords={"time": times})
+    with pytest.raises(InputError, match=r"demand: times run backwards \(-1 s from position 0"):
+        elasticity.simulate(backwards, per_instance_qps=5.0)
+    same = xr.DataArray(np.full(3, 10.0), dims="time", coords={"time": times[[0, 0, 0]]})
+    with pytest.raises(InputError, match=r"demand: times do not move \(0 s from position 0"):
+        elasticity.fixed_instances(same, 5.0)

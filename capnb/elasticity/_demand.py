@@ -41,6 +41,12 @@ def _seconds_between(times: np.ndarray, what: str) -> float:
         raise InputError(f"{what}: one time point; give step_s")
     gaps = np.diff(times.astype("datetime64[ns]" if times.dtype.kind == "M" else "timedelta64[ns]"))
     gaps = gaps.astype(np.int64)
+    if gaps[0] <= 0:
+        how = "run backwards" if gaps[0] < 0 else "do not move"
+        raise InputError(
+            f"{what}: times {how} ({gaps[0] / _NS:g} s from position 0 to 1); sort them, one "
+            "value per step"
+        )
     if (gaps != gaps[0]).any():
         where = int(np.flatnonzero(gaps != gaps[0])[0])
         raise InputError(
