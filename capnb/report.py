@@ -68,6 +68,11 @@ _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 def worksheet_path(name: str) -> Path:
     """Path of a bundled worksheet (``"02_memory"`` or ``"02_memory.ipynb"``)."""
     stem = name.removesuffix(".ipynb")
+    if "/" in stem or os.sep in stem or stem in {"", ".", ".."}:
+        raise FileNotFoundError(
+            f"worksheet {name!r}: give a bundled worksheet's name, not a path (known: "
+            f"{', '.join(WORKSHEETS)}); run a notebook of your own with capnb.report.execute"
+        )
     installed = resources.files("capnb") / "notebooks"
     root = Path(str(installed)) if installed.is_dir() else Path(__file__).parents[1] / "notebooks"
     path = root / f"{stem}.ipynb"
@@ -909,6 +914,7 @@ def run_report(
 
     from nbclient.exceptions import CellExecutionError
 
+    worksheets = tuple(str(name).removesuffix(".ipynb") for name in worksheets)
     for name in worksheets:  # an unknown name fails now, not after the plan is built
         worksheet_path(name)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -916,7 +922,7 @@ def run_report(
     out_dir = Path(out_dir)
     from .plan import export_names
 
-    pages = {name: f"{name.removesuffix('.ipynb')}.html" for name in worksheets}
+    pages = {name: f"{name}.html" for name in worksheets}
     # a file in the way fails now, not after the plan and the worksheets have run
     check_set(out_dir, [REPORT_NAME, *pages.values(), *export_names(), "plan.toml"], force=force)
     kept: list = []

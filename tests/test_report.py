@@ -88,6 +88,21 @@ def test_unknown_worksheet_and_missing_parameters_cell(tmp_path):
     assert main(["report", "--worksheet", "nope", "--out", str(tmp_path)]) == 1
 
 
+def test_a_report_worksheet_given_as_a_path_is_refused_before_the_work(tmp_path, monkeypatch):
+    # --worksheet ../notebooks/02_memory (or an absolute path) found the bundled notebook, ran
+    # it without the plan's parameters, and wrote its page outside --out (out/../notebooks/...)
+    def built(*args, **kwargs):
+        raise AssertionError("built a plan for a worksheet it could not write")
+
+    monkeypatch.setattr(report, "_parameters", built)
+    bundled = str(report.worksheet_path("02_memory").with_suffix(""))
+    for name in ("../notebooks/02_memory", bundled):
+        with pytest.raises(FileNotFoundError, match=r"a bundled worksheet's name, not a path"):
+            report.run_report(None, tmp_path / "out", worksheets=(name,), progress=False)
+    assert not (tmp_path / "out").exists()
+    assert report.worksheet_path("02_memory.ipynb") == report.worksheet_path("02_memory")
+
+
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(
