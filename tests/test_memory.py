@@ -293,3 +293,15 @@ def test_concurrency_ticks():
     assert memory.concurrency_ticks(64, count=7).tolist() == [1, 2, 4, 8, 16, 32, 64]
     assert 23 in memory.concurrency_ticks(64, include=(23, 500))
     assert 500 not in memory.concurrency_ticks(64, include=(23, 500))
+
+
+def test_a_sequence_length_in_another_unit_is_converted_or_refused():
+    # seq_len as a DataArray in GB (its units attr says so) was read as tokens, without a word
+    in_gb = xr.DataArray([16.0], dims="seq_len", attrs={"units": "GB"})
+    for call in (memory.sweep, memory.max_concurrency):
+        kwargs = {k: v for k, v in SMALL.items() if k != "concurrency" or call is memory.sweep}
+        with pytest.raises(InputError, match=r"seq_len: 'a DataArray in GB' is gigabyte, not a"):
+            call(**{**kwargs, "seq_len": in_gb})
+    kilo = xr.DataArray([2], dims="seq_len", attrs={"units": "ktokens"})
+    kwargs = {k: v for k, v in SMALL.items() if k != "concurrency"}
+    assert memory.max_concurrency(**{**kwargs, "seq_len": kilo}).seq_len.values.tolist() == [2000]

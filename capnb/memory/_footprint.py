@@ -12,6 +12,7 @@ from .. import _validate
 from ..data.modelspec import ModelSpec
 from ..errors import InputError
 from ..records import Deployment
+from ..units import declare_units
 from . import _grid as _grid
 
 GIB = 2**30
@@ -309,6 +310,7 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
     return result
 
 
+@declare_units(seq_len="tokens")
 def sweep(
     grid: xr.Dataset | Mapping | None = None,
     *,
@@ -437,6 +439,7 @@ def _reduced(grid, largest, acct) -> dict[str, xr.Variable]:
     }
 
 
+@declare_units(seq_len="tokens")
 def max_concurrency(
     grid: xr.Dataset | Mapping | None = None,
     *,
