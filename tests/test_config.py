@@ -98,6 +98,10 @@ def test_a_bad_change_names_its_setting(changes, message):
         ("[fleet]\ngpus = [\"H200\"]\n", r"p\.toml:2: \[fleet\] has no setting 'gpus'; known: "),
         ("gpus = [\"H200\"]\n[serving]\ngpus = [\"L4\"]\n",
          r"p\.toml:3: \[serving\] gpus is given twice \(also as gpus on line 1\); keep one"),
+        # a table given as a value was "unknown setting 'traffic'", a table the file may hold
+        ("traffic = [1, 2]\n", r"p\.toml:1: traffic is a table of settings \(a \[traffic\] "
+                                r"table, or traffic\.<setting> = \.\.\.\), not list \[1, 2\]"),
+        ('fleet = "none"\n', r"p\.toml:1: fleet is a table of settings .*, not str 'none'"),
     ],
 )  # fmt: skip
 def test_a_files_bad_setting_is_named_with_its_table_and_line(tmp_path, text, message):

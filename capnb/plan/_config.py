@@ -681,6 +681,11 @@ def _flatten(
                     f"{place}: [{section}] has no setting {inner!r}; "
                     f"known: {', '.join(SECTIONS[section])}"
                 )
+            if section is None and inner in SECTIONS and inner not in _KNOWN:
+                raise ConfigError(
+                    f"{place}: {inner} is a table of settings (a [{inner}] table, or "
+                    f"{inner}.<setting> = ...), not {type(item).__name__} {item!r:.60}"
+                )
             if section is None and inner not in _KNOWN:
                 raise ConfigError(
                     f"{place}: unknown setting {inner!r}; known: {', '.join(sorted(_KNOWN))}"
