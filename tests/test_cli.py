@@ -164,6 +164,19 @@ def test_export_names_the_plan_file_it_cannot_read(tmp_path, capsys, name, conte
     assert "Error:" not in err and not (tmp_path / "out").exists()
 
 
+def test_export_names_a_plan_nc_whose_answer_is_not_json(tmp_path, capsys):
+    # a plan.nc whose answer attr was edited into broken JSON ended in "capnb export:
+    # JSONDecodeError: Expecting property name ...", naming neither the file nor the answer
+    import xarray as xr
+
+    path = tmp_path / "plan.nc"
+    xr.Dataset(attrs={"answer": "{not json"}).to_netcdf(path, engine="h5netcdf")
+    assert main(["export", "--plan", str(path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"capnb export: {path}: not a capnb plan: its answer is not JSON ("), err
+    assert "JSONDecodeError" not in err and not (tmp_path / "out").exists()
+
+
 def test_the_tensor_parallel_flag_says_what_it_expects(capsys):
     # argparse named the parser's lambda: "argument --tensor-parallel: invalid <lambda> value"
     from capnb import cli

@@ -363,4 +363,12 @@ def answer(plan) -> Answer:
     stored = plan.get("answer") if isinstance(plan, dict) else plan.attrs.get("answer")
     if stored is None:
         raise InputError("not a capnb plan: it carries no answer (build one with capnb.plan.build)")
-    return _build(Answer, json.loads(stored) if isinstance(stored, str) else stored, "answer")
+    if isinstance(stored, str):
+        try:
+            stored = json.loads(stored)
+        except json.JSONDecodeError as error:
+            raise InputError(
+                f"not a capnb plan: its answer is not JSON ({error.msg} at line {error.lineno}, "
+                f"column {error.colno})"
+            ) from None
+    return _build(Answer, stored, "answer")
