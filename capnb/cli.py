@@ -338,6 +338,9 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as error:  # a CLI prints what failed, not a traceback
         print(f"capnb {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's code for it
+        print(f"capnb {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

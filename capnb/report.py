@@ -952,15 +952,20 @@ def run_report(
                 )
 
             futures = {name: pool.submit(run, name) for name in worksheets}
-            for name in worksheets:
-                try:
-                    executed[name] = futures[name].result()
-                except CellExecutionError as error:
-                    if defaults:  # the bundled defaults must always run: a bug, not data
-                        raise
-                    # on a user's inputs a worksheet may not apply: say why in one line, go on
-                    skipped[name] = _why(error)
-                bar(name)
+            try:
+                for name in worksheets:
+                    try:
+                        executed[name] = futures[name].result()
+                    except CellExecutionError as error:
+                        if defaults:  # the bundled defaults must always run: a bug, not data
+                            raise
+                        # on a user's inputs a worksheet may not apply: say why in one line
+                        skipped[name] = _why(error)
+                    bar(name)
+            except BaseException:  # an interrupt (Ctrl-C) or a defect: the run ends now
+                for future in futures.values():
+                    future.cancel()  # the worksheets not started (the pool would run them all)
+                raise
     finally:
         for kernel in started:
             kernel.close()

@@ -911,3 +911,37 @@ def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_it
     assert run() == first  # its own pages: replaced without force
     assert built == [True, False]
     assert main(["report", "--force", "--out", str(first[0])]) == 1  # a flag now, as advised
+
+
+def test_an_interrupted_report_stops_at_once_and_says_so(tmp_path, monkeypatch, capsys):
+    # Ctrl-C during the first worksheet let every other worksheet run to its end (the pool
+    # waited for them) before a KeyboardInterrupt traceback; now the worksheets not started are
+    # dropped, and the command says it was interrupted
+    ran = []
+
+    def parameters(config, out_dir, *, keep=None, written=None, force=False):
+        return {}
+
+    def execute(name, **kwargs):  # Ctrl-C while the first worksheet runs
+        import signal
+        import time
+
+        import nbformat
+
+        ran.append(name)
+        if len(ran) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+        return nbformat.v4.new_notebook()
+
+    monkeypatch.setattr(report, "_parameters", parameters)
+    monkeypatch.setattr(report, "execute", execute)
+    names = ("02_memory", "03_capacity", "04_elasticity")
+    with pytest.raises(KeyboardInterrupt):
+        report.run_report(None, tmp_path, worksheets=names, jobs=1, progress=False)
+    assert ran == ["02_memory"]
+    ran.clear()
+    args = ["report", "--out", str(tmp_path)] + [a for n in names for a in ("--worksheet", n)]
+    assert main(args) == 130
+    assert capsys.readouterr().err == "capnb report: interrupted\n"
+    assert ran == ["02_memory"] and list(tmp_path.iterdir()) == []
