@@ -441,8 +441,9 @@ def _refuse_foreign(folder: Path, names: Iterable[str], force: bool, recorded: d
             raise OutputError(f"{target}: a folder is in the way of the file capnb writes")
         if target.exists() and not force and recorded.get(name) != _sha256(target):
             raise OutputError(
-                f"{target}: exists and capnb did not write it (or it was changed since); move it "
-                "or pass --force (force=True) to replace it"
+                f"{target}: exists and capnb did not write it (or it was changed since, or a "
+                "capnb from before 6 December 2026 wrote it without keeping a record of it "
+                "here); move it or pass --force (force=True) to replace it"
             )
 
 
