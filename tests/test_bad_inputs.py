@@ -658,11 +658,11 @@ ROWS = [
                            r"simulates windows of up to 1,000,000,000 steps")),
     Row("elasticity: unsorted demand times",
         lambda _: elasticity.simulate(timed([1, 2, 3], [10, 5, 15]), per_instance_qps=1),
-        Raises(InputError, r"demand: times are not evenly spaced \(-5 s, then 10 s after "
-                           r"position 1\); resample it first")),
+        Raises(InputError, r"demand: times run backwards \(-5 s from position 0 to 1\); sort "
+                           r"them, one value per step")),
     Row("elasticity: duplicate demand times",
         lambda _: elasticity.simulate(timed([1, 2, 3], [5, 5, 10]), per_instance_qps=1),
-        Raises(InputError, r"demand: times are not evenly spaced \(0 s, then 5 s")),
+        Raises(InputError, r"demand: times do not move \(0 s from position 0 to 1\)")),
     Row("elasticity: a request log as demand",
         lambda _: elasticity.simulate(data.load_trace("azure-code-2023"), per_instance_qps=1),
         Raises(InputError, r"demand is a request log; .*resample_demand\(trace, step_s\)")),
