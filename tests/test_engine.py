@@ -467,3 +467,20 @@ def test_the_engine_curves_memory_limit_counts_whole_kv_blocks_as_the_memory_ste
     held = capnb.memory.max_concurrency(model="Qwen3-8B", gpu="A100-80GB", tensor_parallel=2,
                                         seq_len=1426, accounting="vllm", vllm_version="0.10")  # fmt: skip
     assert curve.attrs["memory_limit"] == int(held.max_concurrency.squeeze()) == 588
+
+
+@pytest.mark.parametrize("engine", ["tgi", "trtllm"])
+def test_a_prompt_over_the_token_budget_without_chunked_prefill_is_an_error_not_nan(engine):
+    """TGI and TensorRT-LLM (no chunked prefill) never schedule a prompt over their step budget.
+
+    A 10,000-token prompt on TGI (4,096 prefill tokens a step) or TensorRT-LLM (8,192) gave a
+    curve of NaN latencies and a numba RuntimeWarning; the engine refuses such a request.
+    """
+    long = latency.workload(prompt_tokens=[10_000] * 4, output_tokens=[10] * 4)
+    deployment = Deployment("Llama-3.1-8B", "H100-SXM", 1)
+    with pytest.raises(InputError, match=r"max_num_batched_tokens = [\d,]+ tokens .* 10,000"):
+        latency.engine(deployment, long, concurrency=[1], requests=8,
+                       settings=EngineSettings(engine))  # fmt: skip
+    chunked = EngineSettings(engine, chunked_prefill=True)
+    curve = latency.engine(deployment, long, concurrency=[1], requests=8, settings=chunked)
+    assert np.isfinite(curve.latency.sel(metric="ttft")).all()

@@ -269,6 +269,7 @@ def engine(
     prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
     context_note = _context_check(prompt + output, spec, settings.max_model_len)
     cached = np.floor(hit * prompt).astype(np.int64)
+    _check_budget(prompt, cached, settings, block)
     run = dict(
         max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
         kv_blocks=kv_blocks, warmup=warmup,
@@ -277,7 +278,7 @@ def engine(
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
-    more = _top_up(workload, seed, hit, kv_tokens, block)
+    more = _top_up(workload, seed, hit, kv_tokens, settings)
     dim, loads, (lat, mean, stats, _) = _simulated(args, run, seqs, concurrency, request_rate, more)
     result, knee_value, knee_reason = _curve_dataset(dim, loads, qs, lat, mean, stats)
     result.attrs = {
@@ -386,7 +387,7 @@ def _closed_points(args, run, loads: np.ndarray, top_up):
     return merged
 
 
-def _top_up(workload, seed: int, hit: float, kv_tokens: int, block: int):
+def _top_up(workload, seed: int, hit: float, kv_tokens: int, settings: EngineSettings):
     """A function giving the simulation's arguments with ``more`` requests drawn after its own.
 
     The extra requests come from their own seeded stream, so the requests drawn first (and every
@@ -396,12 +397,13 @@ def _top_up(workload, seed: int, hit: float, kv_tokens: int, block: int):
     def extend(args, more: int):
         model_vec, gpu_vec, tp, cal, prompt, output, gaps, cached = args
         extra_prompt, extra_output, _ = sample_requests(workload, more, [seed, 1])
-        _check_held(extra_prompt, extra_output, kv_tokens, block)
+        _check_held(extra_prompt, extra_output, kv_tokens, settings.block_size)
+        extra_cached = np.floor(hit * extra_prompt).astype(np.int64)
+        _check_budget(extra_prompt, extra_cached, settings, settings.block_size)
         return (
             model_vec, gpu_vec, tp, cal,
             np.concatenate([prompt, extra_prompt]), np.concatenate([output, extra_output]),
-            np.concatenate([gaps, np.ones(more)]),
-            np.concatenate([cached, np.floor(hit * extra_prompt).astype(np.int64)]),
+            np.concatenate([gaps, np.ones(more)]), np.concatenate([cached, extra_cached]),
         )  # fmt: skip
 
     return extend
@@ -421,6 +423,28 @@ def _check_held(prompt, output, kv_tokens: int, block: int) -> None:
         raise InputError(
             f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
             "(prompt + output); the engine would reject it"
+        )
+
+
+def _check_budget(prompt, cached, settings: EngineSettings, block: int) -> None:
+    """An InputError when, without chunked prefill, a prompt is longer than the step's token budget.
+
+    Such an engine computes a prompt in one step (TGI's ``max_batch_prefill_tokens``,
+    TensorRT-LLM's ``max_num_tokens``, vLLM V0's ``max_num_batched_tokens``) and refuses one over
+    it; simulated, it would wait for ever and the curve would be NaN. The tokens computed are the
+    prompt less its prefix-cache hit in whole blocks (never the last token), as the kernel admits.
+    """
+    budget = settings.max_num_batched_tokens
+    if settings.chunked_prefill or not budget:
+        return
+    computed = prompt - np.minimum((cached // block) * block, prompt - 1)
+    longest = int(computed.max())
+    if longest > budget:
+        raise InputError(
+            f"settings: max_num_batched_tokens = {int(budget):,} tokens a step without chunked "
+            f"prefill ({settings.engine}), but a prompt needs {longest:,} tokens computed in one "
+            "step; the engine would never schedule it. Raise max_num_batched_tokens or set "
+            "chunked_prefill=True"
         )
 
 
