@@ -484,3 +484,16 @@ def test_a_prompt_over_the_token_budget_without_chunked_prefill_is_an_error_not_
     chunked = EngineSettings(engine, chunked_prefill=True)
     curve = latency.engine(deployment, long, concurrency=[1], requests=8, settings=chunked)
     assert np.isfinite(curve.latency.sel(metric="ttft")).all()
+
+
+def test_a_preempted_request_whose_recompute_exceeds_the_budget_is_an_error_not_nan():
+    """Without chunked prefill, a request preempted after generating is recomputed in one step.
+
+    TGI (4,096 tokens a step) with 4,000-token prompts and 3,000-token outputs in 9,008 tokens of
+    KV cache: the request preempted at 500 generated tokens needs 4,500 tokens recomputed and was
+    never scheduled again; the curve came out NaN. It is now an InputError that says why.
+    """
+    w = latency.workload(prompt_tokens=[4_000] * 4, output_tokens=[3_000] * 4)
+    with pytest.raises(InputError, match=r"never finished.*max_num_batched_tokens = 4,096"):
+        latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[4],
+                       requests=40, kv_cache_tokens=9_008, settings=EngineSettings("tgi"))  # fmt: skip

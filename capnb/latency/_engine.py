@@ -279,7 +279,11 @@ def engine(
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
     more = _top_up(workload, seed, hit, kv_tokens, settings)
-    dim, loads, (lat, mean, stats, _) = _simulated(args, run, seqs, concurrency, request_rate, more)
+    with np.errstate(invalid="ignore"):  # a point that never finishes is NaN: an error just below
+        dim, loads, (lat, mean, stats, _) = _simulated(
+            args, run, seqs, concurrency, request_rate, more
+        )
+    _check_finished(dim, loads, mean, settings)
     result, knee_value, knee_reason = _curve_dataset(dim, loads, qs, lat, mean, stats)
     result.attrs = {
         "source": "capnb engine model (capnb.kernels.engine)",
@@ -446,6 +450,25 @@ def _check_budget(prompt, cached, settings: EngineSettings, block: int) -> None:
             "step; the engine would never schedule it. Raise max_num_batched_tokens or set "
             "chunked_prefill=True"
         )
+
+
+def _check_finished(dim: str, loads: np.ndarray, mean: np.ndarray, settings) -> None:
+    """An InputError when a point's requests never all finished (its mean E2E is NaN).
+
+    Every request the inputs admit finishes, but for one: without chunked prefill, a request
+    preempted after generating is recomputed (prompt + tokens generated) in one step, and when
+    that is over the step's budget the engine never schedules it again.
+    """
+    stuck = ~np.isfinite(mean[:, kernels.METRICS.index("e2e")])
+    if not stuck.any():
+        return
+    raise InputError(
+        f"settings: at {dim} {loads[stuck][0]:g} the simulated requests never finished: a request "
+        f"preempted for KV blocks must be recomputed in one step without chunked prefill "
+        f"({settings.engine}, max_num_batched_tokens = {int(settings.max_num_batched_tokens or 0):,} "
+        "tokens), and its prompt plus the tokens it had generated exceed that. Raise "
+        "max_num_batched_tokens or kv_cache_tokens, or set chunked_prefill=True"
+    )
 
 
 def _context_check(lengths: np.ndarray, spec, max_model_len) -> str:
