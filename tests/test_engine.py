@@ -497,3 +497,24 @@ def test_a_preempted_request_whose_recompute_exceeds_the_budget_is_an_error_not_
     with pytest.raises(InputError, match=r"never finished.*max_num_batched_tokens = 4,096"):
         latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[4],
                        requests=40, kv_cache_tokens=9_008, settings=EngineSettings("tgi"))  # fmt: skip
+
+
+def test_vllm_v0_defaults_follow_the_models_context_when_max_model_len_is_not_given():
+    """vLLM's max_model_len defaults to the model's context, and V0's step budget follows it.
+
+    With no max_model_len given, vLLM V0 was simulated with a budget of 2,048 tokens and no
+    chunked prefill on any model: a configuration vLLM refuses to start (max_num_batched_tokens
+    under max_model_len), whose 3,000-token prompts were never scheduled (NaN). Llama-2-7B's
+    4,096-token context gives a 4,096-token budget, Llama-3.1-8B's 131,072 chunked prefill of 512.
+    """
+    w = latency.workload(prompt_tokens=[3_000] * 4, output_tokens=[20] * 4)
+    v0 = EngineSettings("vllm-v0")
+    short = latency.engine(Deployment("Llama-2-7B", "H100-SXM", 1), w, concurrency=[1],
+                           requests=8, settings=v0)  # fmt: skip
+    assert (short.attrs["max_num_batched_tokens"], short.attrs["chunked_prefill"]) == (4096, 0)
+    assert np.isfinite(short.latency.sel(metric="ttft")).all()
+    long = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[1],
+                          requests=8, settings=v0)  # fmt: skip
+    assert (long.attrs["max_num_batched_tokens"], long.attrs["chunked_prefill"]) == (512, 1)
+    assert long.attrs["scheduling_policy"] == "mixed"
+    assert "max_model_len: the model's context (131,072 tokens)" in long.attrs["engine_settings"]

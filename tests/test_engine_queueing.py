@@ -48,7 +48,8 @@ def test_the_engines_settings_change_the_saturation():
     v1 = _rate_curve([1000.0], engine="vllm-v1").throughput.item()
     v0 = _rate_curve([1000.0], engine="vllm-v0", max_model_len=91680).throughput.item()
     assert v0 < 0.9 * v1
-    first = _rate_curve([1000.0], engine="vllm-v0")  # 8K context: prefill-first, whole prompts
+    # 8K context: prefill-first, whole prompts (not given, it is the model's 131,072: chunked)
+    first = _rate_curve([1000.0], engine="vllm-v0", max_model_len=8192)
     assert first.attrs["scheduling_policy"] == "prefill_first"
     assert first.attrs["chunked_prefill"] == 0
 

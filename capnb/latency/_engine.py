@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import xarray as xr
@@ -211,7 +212,9 @@ def engine(
         The serving engine and its scheduling (:class:`capnb.records.EngineSettings`: engine,
         policy, chunked prefill, ``max_num_seqs`` sequences and ``max_num_batched_tokens`` tokens
         per step at most, KV block size in tokens, ``max_model_len``); fields left None take the
-        engine's defaults on this GPU (vLLM V1 on an H100: 1,024 and 8,192). The engine also
+        engine's defaults on this GPU (vLLM V1 on an H100: 1,024 and 8,192); ``max_model_len``
+        None is the model's context, as vLLM defaults it (vLLM V0's budget and chunking follow
+        it; requests past it are noted, not refused). The engine also
         picks its own step overheads in the bundled calibration. None: ``EngineSettings()``
         (vLLM V1's defaults).
     kv_cache_tokens
@@ -259,15 +262,14 @@ def engine(
                                   quantiles)  # fmt: skip
     cal = _calibration_of(calibration, gpu_id, settings.engine)
     kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype)
-    settings = settings.resolve(
-        gpu=gpu_id, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), kv_tokens=kv_tokens
-    )
+    given_length = settings.max_model_len
+    settings = _resolved(settings, spec, gpu_id, float(gpus.memory_bytes.values[0]), kv_tokens)
     block = settings.block_size
     kv_blocks = kv_tokens // block
     seqs = settings.running_limit(kv_tokens)
 
     prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
-    context_note = _context_check(prompt + output, spec, settings.max_model_len)
+    context_note = _context_check(prompt + output, spec, given_length)
     cached = np.floor(hit * prompt).astype(np.int64)
     _check_budget(prompt, cached, settings, block)
     run = dict(
@@ -516,6 +518,26 @@ def _settings(settings) -> EngineSettings:
             f"got {type(settings).__name__}"
         )
     return settings
+
+
+def _resolved(settings: EngineSettings, spec, gpu_id: str, memory: float, kv_tokens: int):
+    """The settings resolved, ``max_model_len`` the model's context when not given (vLLM's default).
+
+    vLLM V0's defaults follow it (a step budget of ``max(max_model_len, 2048)`` tokens without
+    chunked prefill, or chunks of 512 past 32K): without it they were 2,048 tokens unchunked for
+    every model, a configuration vLLM refuses to start. Requests past the model's context are
+    still only noted (:func:`_context_check` reads the ``max_model_len`` given).
+    """
+    context = None if settings.max_model_len else spec.context_tokens
+    if context:
+        settings = replace(settings, max_model_len=int(context))
+    resolved = settings.resolve(gpu=gpu_id, gpu_memory_bytes=memory, kv_tokens=kv_tokens)
+    if context:
+        resolved = replace(
+            resolved,
+            source=f"{resolved.source}; max_model_len: the model's context ({int(context):,} tokens)",
+        )
+    return resolved
 
 
 def _calibration_of(calibration, gpu_id: str, engine: str):
