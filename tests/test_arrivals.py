@@ -121,3 +121,25 @@ def test_eligible_configurations_run_instances_within_the_headroom_or_all_are():
     slow = {"cold_start_s": 10_000.0}
     assert eligible(grid, slow, cfg, 0.8).tolist() == [True, True, True, False, True]
     assert eligible(grid, slow, cfg, 0.5).tolist() == [True] * 5
+
+
+def test_the_kv_budget_of_a_deployment_is_its_own_dtypes():
+    """engine_curve_of and arrivals size the KV cache with the deployment's weight and KV dtypes.
+
+    Both sized it at the model's own dtypes: Llama-3.1-8B on an L4 with an FP8 KV cache held 11
+    sequences of 1,200 tokens, as in BF16 (FP8 holds twice the tokens), and Llama-3.1-70B with
+    FP8 weights on two H100s (35 GB a GPU) had the 1,584 tokens its BF16 weights leave, too few
+    for one 2,200-token request: an error.
+    """
+    work = capnb.latency.workload(prompt_tokens=[1000] * 4, output_tokens=[200] * 4)
+    l4 = capnb.capacity.engine_curve_of(Deployment("Llama-3.1-8B", "L4", 1), work, requests=60)
+    fp8_kv = capnb.capacity.engine_curve_of(
+        Deployment("Llama-3.1-8B", "L4", 1, kv_dtype="fp8"), work, requests=60
+    )
+    assert fp8_kv.attrs["kv_cache_tokens"] == pytest.approx(2 * l4.attrs["kv_cache_tokens"], abs=16)
+    assert fp8_kv.attrs["memory_limit"] >= 2 * l4.attrs["memory_limit"]
+    big = Deployment("Llama-3.1-70B", "H100-SXM", 2, weight_dtype="fp8")
+    long = capnb.latency.workload(prompt_tokens=[2000] * 4, output_tokens=[200] * 4)
+    out = capnb.capacity.arrivals(big, long, sla=SLA(ttft_s=5.0, tpot_s=0.1),
+                                  per_instance_qps=0.5, requests=60)  # fmt: skip
+    assert np.isfinite(out.latency).all()

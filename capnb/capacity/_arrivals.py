@@ -88,7 +88,8 @@ def arrivals(
         raise InputError(f"per_instance_qps must be requests/s > 0, got {per_instance_qps!r}")
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     kv = _kv_tokens(deployment.model, deployment.gpu, int(deployment.tensor_parallel), seq_len,
-                    vllm_version)  # fmt: skip
+                    vllm_version, kv_dtype=deployment.kv_dtype,
+                    weight_dtype=deployment.weight_dtype)  # fmt: skip
     shares = np.array(SHARES)
     curve = latency.engine(
         deployment, workload, request_rate=(shares * float(per_instance_qps)).tolist(),

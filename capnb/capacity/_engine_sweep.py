@@ -59,13 +59,19 @@ def _sequences(kv_tokens: int, seq_len: int, settings: EngineSettings | None) ->
     return (int(kv_tokens) // block) // -(-int(seq_len) // block)
 
 
-def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str) -> int:
-    """The KV cache tokens vLLM's accounting gives one instance (0 when nothing fits)."""
+def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype: str = "auto",
+               weight_dtype: str | None = None) -> int:  # fmt: skip
+    """The KV cache tokens vLLM's accounting gives one instance (0 when nothing fits).
+
+    At the deployment's dtypes: FP8 weights leave more memory to the cache, and an FP8 cache
+    holds twice the tokens (defaults: the model's own weights, ``"auto"`` cache).
+    """
     from .. import memory
 
     budget = memory.max_concurrency(
         model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len,
-        accounting="vllm", vllm_version=vllm_version,
+        accounting="vllm", vllm_version=vllm_version, kv_dtype=kv_dtype,
+        weight_dtype=weight_dtype,
     )  # fmt: skip
     return int(budget.kv_cache_tokens.item()) if np.isfinite(budget.kv_cache_tokens) else 0
 
@@ -88,7 +94,8 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
         )
     model, gpu, tp = deployment.model, deployment.gpu, int(deployment.tensor_parallel)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version)
+    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, kv_dtype=deployment.kv_dtype,
+                    weight_dtype=deployment.weight_dtype)  # fmt: skip
     fits = _sequences(kv, seq_len, settings)
     if fits < 1:
         raise InputError(
