@@ -347,3 +347,34 @@ def test_kv_transfer_of_a_prompt_that_is_not_a_number_names_it():
     # numpy's bare "could not convert string to float: 'long'" before
     with pytest.raises(InputError, match=r"prompt_tokens must be finite numbers >= 0, got 'long'"):
         capnb.capacity.kv_transfer_s("gpt-oss-120b", "long", link_bandwidth=50e9)
+
+
+def test_pd_ratio_simulates_the_pools_at_the_deployments_dtypes():
+    """pd_ratio's fleets ran the model's own dtypes whatever the Deployment said.
+
+    Llama-3.1-70B with FP8 weights and an FP8 KV cache on TP 4 pools: the aggregated baseline
+    (capnb.latency.engine) read FP8 weights while each prefill:decode fleet was simulated with
+    BF16 weights and cache (decode TPOT as BF16's, the KV moved at BF16's bytes). Now the fleets
+    read FP8 weights, and their KV crosses the link at FP8's bytes (half); so does disaggregate's.
+    """
+    work = capnb.latency.workload(prompt_tokens=[1000] * 4, output_tokens=[100] * 4)
+    sla = SLA(ttft_s=5.0, tpot_s=0.2)
+    common = dict(concurrency=8, sla=sla, ratios=((1, 1),), requests=80)
+    bf16 = capnb.capacity.pd_ratio(Deployment("Llama-3.1-70B", "H100-SXM", 4), work, **common)
+    fp8 = capnb.capacity.pd_ratio(
+        Deployment("Llama-3.1-70B", "H100-SXM", 4, weight_dtype="fp8", kv_dtype="fp8"),
+        work, **common,
+    )  # fmt: skip
+    tpot = {k: float(v.latency.sel(metric="tpot").max()) for k, v in (("bf16", bf16), ("fp8", fp8))}
+    assert tpot["fp8"] < 0.8 * tpot["bf16"]
+    assert fp8.kv_transfer_s.item() == pytest.approx(bf16.kv_transfer_s.item() / 2, rel=1e-6)
+    # disaggregate's plan: its pools' curves read FP8, and so do its transfer and busiest slot
+    plans = {
+        kv: capnb.capacity.disaggregate(
+            Deployment("Llama-3.1-8B", "H100-SXM", 1, kv_dtype=kv), work, target_qps=[2.0],
+            sla=sla, requests=80,
+        )
+        for kv in ("auto", "fp8")
+    }  # fmt: skip
+    moved = {kv: plan.kv_transfer_s.item() for kv, plan in plans.items()}
+    assert moved["fp8"] == pytest.approx(moved["auto"] / 2, rel=1e-6)

@@ -415,7 +415,7 @@ def pd_ratio(
     if router not in _pd_fleet.ROUTERS:
         raise InputError(f"router must be one of {_pd_fleet.ROUTERS}, got {router!r}")
     runs = _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, run,
-                       router=router, warmup_share=warm,
+                       router=router, warmup_share=warm, dtypes=_dtypes(deployment),
                        handoff=(_seconds(handoff_s, "handoff_s"),
                                 _seconds(handoff_delay_s, "handoff_delay_s")))  # fmt: skip
     lat = runs["latency"]
@@ -451,6 +451,11 @@ def _deployed(deployment) -> tuple:
             f"got {type(deployment).__name__}"
         )
     return deployment.spec, deployment.gpu
+
+
+def _dtypes(deployment) -> dict:
+    """The deployment's KV cache and weight dtypes, as the pools' simulation takes them."""
+    return {"kv_dtype": deployment.kv_dtype, "weight_dtype": deployment.weight_dtype}
 
 
 def _degree(deployment, tensor_parallel):
@@ -494,8 +499,13 @@ def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
 
 
 def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings, *, router,
-                warmup_share, handoff=(0.0, 0.0)) -> dict:  # fmt: skip
-    """Each ratio's fleet at each concurrency, simulated per request (:mod:`._pd_fleet`)."""
+                warmup_share, handoff=(0.0, 0.0), dtypes=None) -> dict:  # fmt: skip
+    """Each ratio's fleet at each concurrency, simulated per request (:mod:`._pd_fleet`).
+
+    ``dtypes``: the deployment's ``kv_dtype`` and ``weight_dtype`` (:func:`_dtypes`; None: the
+    model's own).
+    """
+    dtypes = dtypes or {}
     from ..latency import _engine
 
     shape = (len(pairs), conc.size)
@@ -511,14 +521,15 @@ def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings
     engine = settings["settings"]
     cal = _engine._calibration_of(settings["calibration"], gpu_id, engine.engine)
     for i, pair in enumerate(pairs):
-        setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], engine)
+        setup = _pd_fleet.pool_setup(spec, gpu_id, tps[i], engine, **dtypes)
         setup |= {"handoff_s": handoff[0], "handoff_delay_s": handoff[1]}
         for j, c in enumerate(conc):
             # a steady state (share > 0) leaves out the opening wave, with as many more requests
             more = _engine.warmup_waves(c, warmup) if warmup_share > 0 else 0
             prompt, output, rng = _engine.sample_requests(workload, n + more, settings["seed"])
             moved = kv_transfer_s(spec, prompt, tensor_parallel=tps[i]["prefill"],
-                                  link_bandwidth=bandwidth)  # fmt: skip
+                                  link_bandwidth=bandwidth,
+                                  kv_dtype=dtypes.get("kv_dtype", "auto"))  # fmt: skip
             run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
                                       closed=True, load=float(c), warmup=warmup + more,
                                       quantile=q, router=router, rng=rng)  # fmt: skip
@@ -832,11 +843,13 @@ def disaggregate(
         aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, 256, run)
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
-    disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth)
+    dtypes = _dtypes(deployment)
+    disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth,
+                                 kv_dtype=dtypes["kv_dtype"])  # fmt: skip
     agg = _aggregated_plan(aggregated_curve, demand, agg_tp, sla)
     choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
     simulated = _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, run,
-                                sla)  # fmt: skip
+                                sla, dtypes=dtypes)  # fmt: skip
     if simulated["note"] and choice == "disaggregated":
         recommendation += " " + simulated["note"]
     ds = _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q)
@@ -862,7 +875,8 @@ def disaggregate(
     return ds
 
 
-def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, settings, sla) -> dict:
+def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, settings, sla, *,
+                    dtypes=None) -> dict:  # fmt: skip
     """The disaggregated plan's busiest slot simulated per request (:mod:`._pd_fleet`).
 
     An open loop of Poisson arrivals at the slot's requests/s over its prefill and decode
@@ -878,10 +892,17 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         return nan
     pair = tuple(int(v) for v in disagg["instances"][:, peak])
     n = _validate.positive_int(settings["requests"], "requests")
-    setup = _pd_fleet.pool_setup(spec, gpu_id, tps, settings["settings"])
+    dtypes = dtypes or {}
+    setup = _pd_fleet.pool_setup(spec, gpu_id, tps, settings["settings"], **dtypes)
     cal = _engine._calibration_of(settings["calibration"], gpu_id, settings["settings"].engine)
     prompt, output, rng = _engine.sample_requests(workload, n, settings["seed"])
-    moved = kv_transfer_s(spec, prompt, tensor_parallel=tps["prefill"], link_bandwidth=bandwidth)
+    moved = kv_transfer_s(
+        spec,
+        prompt,
+        tensor_parallel=tps["prefill"],
+        link_bandwidth=bandwidth,
+        kv_dtype=dtypes.get("kv_dtype", "auto"),
+    )
     run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
                               closed=False, load=float(demand[peak]), warmup=math.ceil(0.1 * n),
                               quantile=sla.quantile, router="random", rng=rng)  # fmt: skip
@@ -982,13 +1003,18 @@ def _pool_points(cols: dict, q, tps, transfer_q, sla) -> tuple[tuple[int, int] |
     )
 
 
-def _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth) -> dict:
+def _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth,
+                        kv_dtype: str = "auto") -> dict:  # fmt: skip
     """Both pools at their operating points: instances per slot, GPUs, P:D ratio, latency."""
     q = sla.quantile
     cols = _pool_columns(curves, q)
     transfer_q = float(
         kv_transfer_s(
-            spec, np.quantile(prompt, q), tensor_parallel=tps["prefill"], link_bandwidth=bandwidth
+            spec,
+            np.quantile(prompt, q),
+            tensor_parallel=tps["prefill"],
+            link_bandwidth=bandwidth,
+            kv_dtype=kv_dtype,
         )
     )
     points, reason = _pool_points(cols, q, tps, transfer_q, sla)

@@ -44,18 +44,20 @@ def _routes(router: str, requests: int, pair, rng: np.random.Generator):
 
 
 def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
-               kv_dtype: str = "auto") -> dict:  # fmt: skip
+               kv_dtype: str = "auto", weight_dtype: str | None = None) -> dict:  # fmt: skip
     """Each pool's model vector, the GPU vector, the prefill budget, the decode limits, the hand-off.
 
     ``engine``: the :class:`~capnb.records.EngineSettings` both pools run (None fields: the
-    engine's defaults on this GPU and decode KV cache).
+    engine's defaults on this GPU and decode KV cache). ``kv_dtype``, ``weight_dtype``: the
+    deployment's (as :func:`capnb.latency.engine` reads them; None: the model's weights).
     """
     from ..data import load_gpus
     from ..latency import _engine
     from ..latency import calibration as _calibration
 
     gpus = load_gpus([gpu_id])
-    kv_tokens = _engine.kv_tokens_auto(spec, gpu_id, tps["decode"], kv_dtype=kv_dtype)
+    kv_tokens = _engine.kv_tokens_auto(spec, gpu_id, tps["decode"], kv_dtype=kv_dtype,
+                                       weight_dtype=weight_dtype)  # fmt: skip
     if kv_tokens <= 0:
         raise InputError(
             f"tensor_parallel: {spec.name} leaves no KV cache on a decode instance of "
@@ -68,9 +70,13 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
     sglang = settings.engine == "sglang"
     block = int(settings.block_size or _engine.BLOCK_SIZE)  # the engine's KV block (tokens)
     return {
-        "model_p": _engine.model_vector(spec, tps["prefill"], kv_dtype=kv_dtype),
-        "model_d": _engine.model_vector(spec, tps["decode"], kv_dtype=kv_dtype),
-        "gpu": _calibration.gpu_vector(gpus, gpu_id, spec.weight_dtype),
+        "model_p": _engine.model_vector(
+            spec, tps["prefill"], kv_dtype=kv_dtype, weight_dtype=weight_dtype
+        ),
+        "model_d": _engine.model_vector(
+            spec, tps["decode"], kv_dtype=kv_dtype, weight_dtype=weight_dtype
+        ),
+        "gpu": _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype),
         "budget": int(settings.max_num_batched_tokens),
         "max_seqs": max_seqs,
         "kv_blocks": kv_tokens // block,
