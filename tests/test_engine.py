@@ -518,3 +518,19 @@ def test_vllm_v0_defaults_follow_the_models_context_when_max_model_len_is_not_gi
     assert (long.attrs["max_num_batched_tokens"], long.attrs["chunked_prefill"]) == (512, 1)
     assert long.attrs["scheduling_policy"] == "mixed"
     assert "max_model_len: the model's context (131,072 tokens)" in long.attrs["engine_settings"]
+
+
+def test_fp32_weights_are_not_priced_at_bf16_flops():
+    """FP32 weights were priced at the GPU's BF16 tensor FLOP/s: the same prefill as BF16.
+
+    Llama-3.1-8B on an H100 with weight_dtype='fp32' gave a 4,096-token TTFT of 123 ms, BF16's,
+    where FP32 matrix products run at a fraction of that rate (the catalog has no FP32 figure).
+    Both latency models now say they cannot price it.
+    """
+    w = latency.workload(prompt_tokens=[4096] * 4, output_tokens=[64] * 4)
+    with pytest.raises(InputError, match=r"weight_dtype = 'fp32'.*H100-SXM"):
+        latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1, weight_dtype="fp32"), w,
+                       concurrency=[1], requests=8)  # fmt: skip
+    with pytest.raises(InputError, match=r"weight_dtype = 'fp32'"):
+        latency.analytic("Llama-3.1-8B", "H100-SXM", 1, workload=w, concurrency=[1],
+                         weight_dtype="fp32")  # fmt: skip

@@ -160,7 +160,17 @@ def model_vector(
 
 
 def gpu_vector(gpus, gpu: str, weight_dtype: str) -> np.ndarray:
-    """Per-GPU FLOP/s (FP8 when the weights are fp8 and the GPU has FP8), HBM and link bytes/s."""
+    """Per-GPU FLOP/s (FP8 when the weights are fp8 and the GPU has FP8), HBM and link bytes/s.
+
+    FP32 weights are an :class:`~capnb.errors.InputError`: FP32 matrix products run at a fraction
+    of the BF16 tensor rate and the catalog has no FP32 figure (they were priced at BF16's).
+    """
+    if weight_dtype == "fp32":
+        raise InputError(
+            f"weight_dtype = 'fp32': the GPU catalog has no FP32 FLOP/s for {gpu} (FP32 matrix "
+            "products run at a fraction of BF16's tensor rate), so the latency models cannot "
+            "price FP32 weights; capnb.memory plans their memory"
+        )
     row = gpus.sel(gpu=gpu)
     flops = float(row.dense_bf16_flops)
     if weight_dtype == "fp8" and np.isfinite(float(row.dense_fp8_flops)):
