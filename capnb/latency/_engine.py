@@ -281,11 +281,8 @@ def engine(
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
     more = _top_up(workload, seed, hit, kv_tokens, settings)
-    with np.errstate(invalid="ignore"):  # a point that never finishes is NaN: an error just below
-        dim, loads, (lat, mean, stats, _) = _simulated(
-            args, run, seqs, concurrency, request_rate, more
-        )
-    _check_finished(dim, loads, mean, settings)
+    dim, loads, lat, mean, stats = _finished(args, run, seqs, concurrency, request_rate, more,
+                                             settings)  # fmt: skip
     result, knee_value, knee_reason = _curve_dataset(dim, loads, qs, lat, mean, stats)
     result.attrs = {
         "source": "capnb engine model (capnb.kernels.engine)",
@@ -315,6 +312,22 @@ def engine(
         "knee_reason": knee_reason,
         "notes": "",
     }
+    _add_notes(result, context_note, tp)
+    return result
+
+
+def _finished(args, run, seqs, concurrency, request_rate, more, settings):
+    """The simulated points ``(dim, loads, latency, mean, stats)``; an error if any never ends."""
+    with np.errstate(invalid="ignore"):  # a point that never finishes is NaN: an error just below
+        dim, loads, (lat, mean, stats, _) = _simulated(
+            args, run, seqs, concurrency, request_rate, more
+        )
+    _check_finished(dim, loads, mean, settings)
+    return dim, loads, lat, mean, stats
+
+
+def _add_notes(result: xr.Dataset, context_note: str, tp: int) -> None:
+    """The curve's notes: requests past the context, a group wider than one node."""
     if context_note:
         _curve.add_note(result, context_note)
     if tp > 8:
@@ -323,7 +336,6 @@ def engine(
             f"tensor_parallel {tp} spans more than one 8-GPU node: all-reduces are priced at the "
             "catalog's intra-node bandwidth, so the curve is optimistic",
         )
-    return result
 
 
 def _option(deployment):
