@@ -93,6 +93,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
     from .data import check_set
+    from .errors import CapnbError
 
     # a file in the way fails now, not after the plan is built (minutes on a large trace)
     check_set(args.out, plan.export_names(), force=args.force)
@@ -103,9 +104,17 @@ def _plan(args: argparse.Namespace) -> int:
         if isinstance(value, str) and value.strip() and Path(value).exists():
             overrides[name] = str(Path(value).resolve())
     config = plan.read_config(args.config, overrides_from="command line", **overrides)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text
-        result = plan.build(config)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text
+            result = plan.build(config)
+    except CapnbError as error:  # e.g. infeasible: an earlier run's files in --out are not this one
+        print(f"capnb plan: {error}", file=sys.stderr)
+        earlier = [name for name in plan.export_names() if (Path(args.out) / name).is_file()]
+        if earlier:
+            print(f"capnb plan: {', '.join(earlier)} in {args.out} are an earlier plan's, left as "
+                  "they were (capnb export would export that plan)", file=sys.stderr)  # fmt: skip
+        return 1
     print(plan.describe(result))
     print(f"\nInputs: {plan.inputs_used(result)}")
     files = plan.export(result, args.out, force=args.force)

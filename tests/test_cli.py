@@ -87,6 +87,25 @@ def test_failures_print_the_step_and_exit_1(tmp_path, capsys):
     assert err.startswith("capnb plan: defaults: command line: model = 'NoSuchModel'"), err
 
 
+def test_a_failed_plan_says_the_plan_files_already_in_out_are_an_earlier_plans(
+    small_plan, tmp_path, capsys
+):
+    # an infeasible run writes nothing; the files of the last good run stay, and capnb export
+    # would export that plan: said beside the failure
+    out = tmp_path / "out"
+    assert main(["plan", "--config", str(small_plan), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["plan", "--config", str(small_plan), "--out", str(out), "--sla",
+                 "ttft=10ms,tpot=5ms"]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith("capnb plan: infeasible") or "infeasible" in err.splitlines()[0], err
+    assert "plan.nc, plan.json" in err and "an earlier plan's, left as they were" in err
+    # with no earlier files, the failure alone
+    assert main(["plan", "--config", str(small_plan), "--out", str(tmp_path / "new"), "--sla",
+                 "ttft=10ms,tpot=5ms"]) == 1  # fmt: skip
+    assert "earlier plan" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag", ["--model", "--trace", "--benchmark"])
 def test_an_empty_path_flag_is_refused_as_empty_not_read_as_the_current_folder(
     flag, tmp_path, capsys, monkeypatch
