@@ -262,3 +262,20 @@ def test_the_decode_sides_hand_off_queue_is_its_own_stage_not_the_transfers(vect
     # the k-th request of the burst waits k - 1 works and does its own: 20 ms x (n + 1) / 2 on average
     assert stages["handoff"] == pytest.approx(0.02 * (n + 1) / 2, rel=0.05)
     assert run["bottleneck"] == "handoff"
+
+
+def test_the_pools_resolve_vllm_v0_on_the_models_context_as_the_engine_does():
+    # vLLM V0's step budget and chunking follow max_model_len (the model's context when not
+    # given): the pools ran 2,048 tokens unchunked for every model where the engine curve ran the
+    # context's (chunks of 512 for Llama-3.1-8B's 131,072 tokens)
+    from capnb import latency
+    from capnb.capacity._pd_fleet import pool_setup
+    from capnb.data import load_model
+    from capnb.records import Deployment, EngineSettings
+
+    spec, v0 = load_model("Llama-3.1-8B"), EngineSettings("vllm-v0")
+    pools = pool_setup(spec, "H100-SXM", {"prefill": 1, "decode": 1}, v0)
+    w = latency.workload(prompt_tokens=[512] * 4, output_tokens=[64] * 4)
+    curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[1],
+                           requests=20, settings=v0)  # fmt: skip
+    assert pools["budget"] == curve.attrs["max_num_batched_tokens"] == 512

@@ -63,9 +63,9 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
             f"tensor_parallel: {spec.name} leaves no KV cache on a decode instance of "
             f"{tps['decode']} x {gpu_id}"
         )
-    settings = engine.resolve(
-        gpu=gpu_id, gpu_memory_bytes=float(gpus.memory_bytes.values[0]), kv_tokens=kv_tokens
-    )
+    # max_model_len the model's context when not given, as capnb.latency.engine resolves it
+    settings = _engine._resolved(engine, spec, gpu_id, float(gpus.memory_bytes.values[0]),
+                                 kv_tokens)  # fmt: skip
     max_seqs = int(settings.running_limit(kv_tokens))
     sglang = settings.engine == "sglang"
     block = int(settings.block_size or _engine.BLOCK_SIZE)  # the engine's KV block (tokens)
