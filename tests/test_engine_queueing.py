@@ -442,3 +442,19 @@ def test_calibrate_simulates_the_engine_the_runs_were_read_as(tmp_path):
         "vllm-v0"
         in latency.calibrate(vllm, settings=EngineSettings("vllm-v0"), prior=CAL).fitted_on
     )
+
+
+def test_tgi_curves_say_its_router_refuses_requests_past_128_by_default():
+    w = latency.workload(prompt_tokens=[256] * 8, output_tokens=[32] * 8)
+    d = Deployment("Llama-3.1-8B", "H100-SXM", 1)
+    tgi = latency.engine(d, w, concurrency=[64, 256], requests=300,
+                               settings=EngineSettings("tgi"))  # fmt: skip
+    assert (
+        "--max-concurrent-requests" in tgi.attrs["notes"]
+        and "concurrency 256 on" in tgi.attrs["notes"]
+    )
+    low = latency.engine(d, w, concurrency=[64, 128], requests=300,
+                               settings=EngineSettings("tgi"))  # fmt: skip
+    assert "max-concurrent-requests" not in low.attrs["notes"]
+    v1 = latency.engine(d, w, concurrency=[256], requests=300)
+    assert "max-concurrent-requests" not in v1.attrs["notes"]

@@ -312,7 +312,7 @@ def engine(
         "knee_reason": knee_reason,
         "notes": "",
     }
-    _add_notes(result, context_note, tp)
+    _add_notes(result, context_note, tp, settings)
     return result
 
 
@@ -326,8 +326,22 @@ def _finished(args, run, seqs, concurrency, request_rate, more, settings):
     return dim, loads, lat, mean, stats
 
 
-def _add_notes(result: xr.Dataset, context_note: str, tp: int) -> None:
-    """The curve's notes: requests past the context, a group wider than one node."""
+#: TGI's router refuses (HTTP 429) a request beyond this many in flight unless
+#: ``--max-concurrent-requests`` raises it (text-generation-inference's launcher default).
+TGI_MAX_CONCURRENT_REQUESTS = 128
+
+
+def _add_notes(result: xr.Dataset, context_note: str, tp: int, settings: EngineSettings) -> None:
+    """The curve's notes: requests past the context, a group wider than one node, TGI's router."""
+    if settings.engine == "tgi" and "concurrency" in result.dims:
+        over = result.concurrency.values[result.concurrency.values > TGI_MAX_CONCURRENT_REQUESTS]
+        if over.size:
+            _curve.add_note(
+                result,
+                f"TGI's router refuses requests beyond {TGI_MAX_CONCURRENT_REQUESTS} in flight "
+                "by default (--max-concurrent-requests): the points from concurrency "
+                f"{int(over.min()):,} on are what TGI serves with that flag raised",
+            )
     if context_note:
         _curve.add_note(result, context_note)
     if tp > 8:

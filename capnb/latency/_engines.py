@@ -24,7 +24,8 @@ Defaults (from the engines' argument parsers at the releases named):
   (``server_args.py``; ``max_running_requests`` from ``max_total_num_tokens // 2``, capped by the
   request pool).
 - ``tgi`` (text-generation-inference 2.x): prefill-first, whole prompts only, 4,096 prefill
-  tokens a step (``max_batch_prefill_tokens``), running requests bounded by the KV cache.
+  tokens a step (``max_batch_prefill_tokens``), running requests bounded by the KV cache; its
+  router refuses requests past 128 in flight (``--max-concurrent-requests``): a curve says so.
 - ``trtllm`` (TensorRT-LLM in-flight batching): context and generation in one step, 8,192 tokens
   a step (``max_num_tokens``), 256 running requests (``max_batch_size``).
 - ``lmdeploy`` (TurboMind): prefill chunks beside the decodes, 8,192 tokens a step, 256 running
