@@ -1017,3 +1017,20 @@ def test_the_memory_the_answer_states_is_the_plans_memory_step(small):
     assert plan.attrs["memory_accounting"] == "vllm"
     assert plan.attrs["memory_vllm_version"] == "0.10"
     assert "memory: vLLM 0.10's accounting" in a.inputs
+
+
+def test_the_serving_comparison_says_it_holds_no_prefix_cache():
+    # a plan with a prefix cache sizes its own fleet with the cache's hits, but the prefill/decode
+    # comparison (capnb.capacity.disaggregate) holds none: its aggregated fleet is not the plan's
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
+                 sla={"ttft_s": 5.0, "tpot_s": 0.1}, workload="mooncake-synthetic",
+                 demand_scale=0.01, latency="engine", prefix_cache_share=0.3)  # fmt: skip
+    with warnings.catch_warnings():  # the plan's checks, and the log's shared timestamps
+        warnings.simplefilter("ignore")
+        cached = planning.build(planning.read_config(cheap))
+    serving = next(
+        alt for alt in planning.answer(cached).alternatives if alt.name == "prefill/decode pools"
+    )
+    assert "without the prefix cache" in serving.words
+    assert "prefix_cache_share = 0.3" in serving.words
+    assert "without the prefix cache" in planning.describe(cached)

@@ -70,6 +70,13 @@ def compare_serving(
         aggregated_tensor_parallel=tp,
         seed=cfg.traffic.seed,
     )
+    share = float(cfg.serving.prefix_cache_share)
+    if share > 0:  # the plan's own fleet is sized with the cache's hits; these pools are not
+        result.attrs["prefix_cache"] = (
+            f"Both sides are sized without the prefix cache (prefix_cache_share = {share:g}: "
+            "capnb.capacity.disaggregate models none), so the aggregated fleet here is not the "
+            "plan's own, whose instances serve more requests/s with the cache's hits"
+        )
     replay = None
     if bool(result.meets_sla.sel(serving="disaggregated")):
         fleet = xr.Dataset(
@@ -111,6 +118,8 @@ def serving_sentence(result, replay, hours: float) -> str:
             f"slot plan): {replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a "
             f"month, {replay.attrs['usd'] * per_month:,.0f} USD a month"
         )
+    if result.attrs.get("prefix_cache"):
+        line += f". {result.attrs['prefix_cache']}"
     return line + "."
 
 
