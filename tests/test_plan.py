@@ -1034,3 +1034,16 @@ def test_the_serving_comparison_says_it_holds_no_prefix_cache():
     assert "without the prefix cache" in serving.words
     assert "prefix_cache_share = 0.3" in serving.words
     assert "without the prefix cache" in planning.describe(cached)
+
+
+def test_a_plan_s_prefix_hit_rate_states_the_routing_it_assumed():
+    # the hit rate is replayed with one cache seeing the whole log; the plan runs several
+    # instances, each with its own cache, so the plan says what it assumed
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
+                 sla={"ttft_s": 5.0}, workload="mooncake-synthetic", demand_scale=0.01,
+                 latency="engine", prefix_cache_share=0.3)  # fmt: skip
+    with warnings.catch_warnings():  # the plan's checks, and the log's shared timestamps
+        warnings.simplefilter("ignore")
+        text = planning.describe(planning.build(planning.read_config(cheap)))
+    assert "one instance sees the whole log (one cache): no routing" in text
+    assert "capnb.memory.prefix_routing" in text

@@ -53,6 +53,8 @@ def headline(a: Answer) -> str:
 
 def serve_words(a: Answer) -> str:
     """What one instance is and serves, and why this GPU."""
+    from ..memory._prefix import routing_assumed
+
     why = ""
     if a.options_compared > 1:
         why = (
@@ -69,7 +71,10 @@ def serve_words(a: Answer) -> str:
     left = f" Not compared: {'; '.join(a.not_compared)}." if a.not_compared else ""
     cache = (
         f" A prefix cache holds {a.prefix_cache_share:.0%} of each instance's KV budget and serves "
-        f"{a.prefix_hit_rate:.1%} of prompt tokens (replayed from the workload's block hashes)."
+        f"{a.prefix_hit_rate:.1%} of prompt tokens (replayed from the workload's block hashes: "
+        f"{routing_assumed(1, 'random')}; the fleet's instances each hold their own cache, and "
+        "how requests are routed among them changes the rate: capnb.memory.prefix_routing "
+        "gives it per routing)."
         if a.prefix_cache_share > 0
         else ""
     )
