@@ -276,6 +276,25 @@ def test_the_mix_sentence_when_the_chosen_gpu_has_no_price_at_the_provider():
                            "single-type run.")  # fmt: skip
 
 
+def test_the_mix_sentence_counts_one_preempted_spot_instance_in_the_singular():
+    # found replaying a mix with spot at 0.2 preemptions an instance-hour over a 36-hour log:
+    # the line read "(1 spot instances preempted at 0.2 an instance-hour and replaced)"
+    from capnb.plan import _fleet
+
+    mixed = xr.Dataset(
+        {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
+         "spot_instances": (("pool", "slot"), [[0, 1]])},
+        coords={"pool": ["H100-PCIe TP1"]},
+        attrs={"provider": "hyperstack", "single_type_pool": "H100-PCIe TP1",
+               "single_type_usd_per_hour": 3.75, "mix_usd_per_hour": 3.0, "saving": 0.2},
+    )  # fmt: skip
+    elastic = {"usd": 3.75 * 36, "breach_s": 0.0}
+    for lost, said in ((1, "(1 spot instance preempted at"), (3, "(3 spot instances preempted at")):
+        replay = xr.Dataset(attrs={"usd": 3.0 * 36, "breach_s": 0.0, "preempted": lost,
+                                   "spot_preemption_rate": 0.2})  # fmt: skip
+        assert said in _fleet.sentence(mixed, replay, 36.0, elastic)
+
+
 def test_a_logs_token_columns_of_other_names_are_named_in_the_config(tmp_path):
     # found planning a JSON-lines log with columns t, n_in, n_out: load_trace reads the tokens
     # with prompt_column= / output_column=, but a plan config could not name them, so the plan

@@ -13,6 +13,7 @@ import math
 
 import xarray as xr
 
+from .. import words
 from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
 
@@ -196,7 +197,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         f"the mix costs {mix_month:,.0f} USD a month with "
         f"{replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a month"
         + (
-            f" ({int(replay.attrs['preempted']):,} spot instances preempted at "
+            f" ({words.count(replay.attrs['preempted'], 'spot instance')} preempted at "
             f"{float(replay.attrs['spot_preemption_rate']):g} an instance-hour and replaced)"
             if replay.attrs.get("preempted")
             else ""
