@@ -316,6 +316,26 @@ def test_a_logs_token_columns_of_other_names_are_named_in_the_config(tmp_path):
     assert float(workload.prompt_tokens.mean()) == pytest.approx(103, abs=0.5)
 
 
+def test_a_logs_named_prompt_column_also_reads_its_block_hashes(tmp_path):
+    # found planning my own JSON-lines log (t, n_in, n_out, hash_ids) with prefix_cache_share:
+    # the lengths were read from n_in (prompt_column), but the block hashes looked for Mooncake's
+    # input_length and the plan stopped with "must carry prompt block hashes" though it did
+    from capnb.plan import _steps
+
+    rows = [{"t": 30.0 * i, "n_in": 600 + i % 7, "n_out": 10 + i % 3, "hash_ids": [i % 5, 100 + i]}
+            for i in range(2880)]  # fmt: skip
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = planning.read_config(
+        {"trace": str(path), "time_column": "t", "time_unit": "s", "start": "2026-03-02",
+         "prompt_column": "n_in", "output_column": "n_out", "workload": "trace",
+         "latency": "engine", "prefix_cache_share": 0.3}
+    )  # fmt: skip
+    blocks = _steps._blocks(cfg, str(path))
+    assert blocks.prompt_tokens.values.tolist() == [r["n_in"] for r in rows]
+    assert blocks.sizes["block"] == 2 * len(rows)
+
+
 def test_a_measured_curve_that_meets_no_sla_is_infeasible_with_its_reason():
     # the curve's floor is above the SLA at every slot's target: the curve's own sentence, no crash
     config = planning.read_config(dict(

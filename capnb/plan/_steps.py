@@ -101,7 +101,11 @@ def _blocks(cfg: PlanConfig, workload_from: str):
     """
     from .. import data
 
+    # the plan's own log names its prompt column in [traffic]: the block hashes count the same one
+    named = cfg.traffic.prompt_column if workload_from == cfg.traffic.trace else None
     try:
+        if named:
+            return data.load_block_hashes(workload_from, prompt_field=named)
         return data.load_block_hashes(workload_from)
     except (CapnbError, OSError) as error:
         raise InputError(
