@@ -122,7 +122,9 @@ def prefix_hit_rate(
         Over ``cache_tokens``: ``prefix_hit_rate`` (1) and ``hit_tokens`` (tokens). Attrs:
         ``block_tokens``, ``prompt_tokens`` (the log's total), ``distinct_blocks``,
         ``max_prefix_hit_rate`` (an unbounded cache: only first uses miss), ``cache_model``,
-        ``instances``, ``routing`` and ``routing_assumed`` (the sentence a plan states).
+        ``instances``, ``routing`` and ``routing_assumed`` (the sentence a plan states), and
+        ``load_imbalance``: the busiest instance's prompt tokens over the mean (1: one instance;
+        a routing that keeps prefixes together can load one instance far above the others).
 
     Examples
     --------
@@ -147,10 +149,12 @@ def prefix_hit_rate(
         )  # more than every distinct block adds nothing
         curve = prefix.hit_tokens_by_capacity(needs, held, distinct)
         hit, most = curve[capacity], int(curve[-1])
+        imbalance = 1.0
     else:
         owner = route(blocks, fleet, routing, seed=seed, prefix_blocks=prefix_blocks)
         per = _instance_hits(blocks, owner, fleet, sizes // size)
         hit, most = per["hit"].sum(0), int(per["most"].sum())
+        imbalance = float(per["tokens"].max() / per["tokens"].mean())
     return xr.Dataset(
         {
             "prefix_hit_rate": (
@@ -171,6 +175,7 @@ def prefix_hit_rate(
             "instances": fleet,
             "routing": "one instance" if fleet == 1 else routing,
             "routing_assumed": routing_assumed(fleet, routing, prefix_blocks),
+            "load_imbalance": imbalance,
         },
     )
 
