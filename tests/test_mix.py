@@ -190,6 +190,26 @@ def test_infeasible_limits_name_the_slot():
         )
 
 
+@pytest.mark.parametrize(("value", "said"), [(np.nan, "nan"), (-1.0, "-1")])
+def test_a_bad_slot_of_demand_is_named(value, said):
+    # found feeding my log's hourly rates with an hour the log did not reach (NaN): the error said
+    # "must be finite requests/s >= 0 in every slot", not which slot of 24
+    slots = [0, 6, 12, 18]
+    demand = xr.DataArray([5.0, 6.0, value, 7.0], dims="slot", coords={"slot": slots})
+    options = _options(["A"], [1], [10.0])
+    prices = _prices({"A": {"on_demand": 1.0}})
+    where = rf"demand_qps at slot 12 is {said}"
+    with pytest.raises(InputError, match=where):
+        capnb.capacity.mix(options, demand, prices=prices)
+    by_size = xr.Dataset(
+        {"per_instance_qps": (("size_bin", "pool"), [[10.0]])},
+        coords={"size_bin": ["all"], "pool": ["A TP1"], "gpu": ("pool", ["A"]),
+                "tensor_parallel": ("pool", [1])},
+    )  # fmt: skip
+    with pytest.raises(InputError, match=where):
+        capnb.capacity.mix_by_size(by_size, demand, prices=prices, shares=[1.0])
+
+
 def test_the_gpus_no_price_covers_are_named_in_a_typed_error():
     # the provider lists only B; A and C meet the SLA (C's throughput is 0: it does not, unnamed)
     from capnb.errors import NotPricedError

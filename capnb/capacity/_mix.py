@@ -186,15 +186,27 @@ def _mix_args(qps, demand_qps, prices, spot_preemption, mip_gap, limits):
     """The checked demand (requests/s per slot) and limits (GPU type -> most GPUs)."""
     if not isinstance(demand_qps, xr.DataArray) or demand_qps.dims != ("slot",):
         raise InputError("demand_qps must be a DataArray over slot (requests/s)")
-    demand = demand_qps.values.astype(float)
-    if not np.all(np.isfinite(demand)) or (demand < 0).any():
-        raise InputError("demand_qps must be finite requests/s >= 0 in every slot")
+    demand = checked_demand(demand_qps)
     if not isinstance(prices, xr.Dataset) or "usd_per_gpu_hour" not in prices:
         raise InputError("prices must be a Dataset over (gpu, pricing): capnb.data.gpu_prices(...)")
     if spot_preemption is not None:
         checked_share(spot_preemption, "spot_preemption")
     checked_share(mip_gap, "mip_gap")
     return demand, checked_limits(limits, [str(g) for g in qps.gpu.values])
+
+
+def checked_demand(demand_qps: xr.DataArray) -> np.ndarray:
+    """The demand's requests/s per slot, or an error naming the first slot that is not >= 0."""
+    demand = demand_qps.values.astype(float)
+    bad = ~np.isfinite(demand) | (demand < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        slot = demand_qps.slot.values[i] if "slot" in demand_qps.coords else i
+        raise InputError(
+            f"demand_qps at slot {slot} is {demand[i]:g}: give finite requests/s >= 0 in every "
+            f"slot ({int(bad.sum()):,} of the {demand.size:,} slots fail that)"
+        )
+    return demand
 
 
 def checked_share(value, name: str) -> float:

@@ -37,7 +37,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InfeasibleError, InputError, NotPricedError
-from ._mix import _prices, checked_limits, checked_share, quiet_milp
+from ._mix import _prices, checked_demand, checked_limits, checked_share, quiet_milp
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
 
@@ -258,9 +258,7 @@ def _bin_demand(demand_qps, shares, bins) -> np.ndarray:
     """Requests/s per (bin, slot)."""
     if not isinstance(demand_qps, xr.DataArray) or demand_qps.dims != ("slot",):
         raise InputError("demand_qps must be a DataArray over slot (requests/s)")
-    total = demand_qps.values.astype(float)
-    if not np.isfinite(total).all() or (total < 0).any():
-        raise InputError("demand_qps must be finite requests/s >= 0 in every slot")
+    total = checked_demand(demand_qps)
     if not isinstance(shares, xr.DataArray):  # a list or array: one share a bin, in bin order
         try:
             values = np.asarray(shares, dtype=float)
