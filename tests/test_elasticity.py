@@ -589,3 +589,23 @@ def test_demand_whose_times_run_backwards_is_named_not_blamed_on_step_s():
     same = xr.DataArray(np.full(3, 10.0), dims="time", coords={"time": times[[0, 0, 0]]})
     with pytest.raises(InputError, match=r"demand: times do not move \(0 s from position 0"):
         elasticity.fixed_instances(same, 5.0)
+
+
+def test_per_instance_qps_takes_one_cell_of_the_capacity_steps_answer():
+    # the capacity step's per_instance_qps, selected to one cell, is a 0-d DataArray: it was
+    # refused as "per_instance_qps must be a finite number, got <xarray.DataArray ...>"
+    demand = np.r_[np.full(60, 10.0), np.full(60, 40.0)]
+    cell = xr.DataArray(10.0, attrs={"units": "requests/s"}, coords={"gpu": "L40S"})
+    for call in (elasticity.simulate, elasticity.sweep):
+        assert call(demand, step_s=5, per_instance_qps=cell).identical(
+            call(demand, step_s=5, per_instance_qps=10.0)
+        )
+    grid = xr.DataArray([10.0, 20.0], dims="gpu", coords={"gpu": ["L40S", "H200"]})
+    with pytest.raises(
+        InputError, match=r"per_instance_qps: one number, not a DataArray over \('gpu',\)"
+    ):
+        elasticity.simulate(demand, step_s=5, per_instance_qps=grid)
+    per_minute = cell.copy(data=600.0).assign_attrs(units="requests/min")
+    assert elasticity.simulate(demand, step_s=5, per_instance_qps=per_minute).identical(
+        elasticity.simulate(demand, step_s=5, per_instance_qps=10.0)
+    )

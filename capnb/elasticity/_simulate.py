@@ -205,6 +205,21 @@ def _checked(demand, step_s, forecast):
     return values, times, step, _forecast_values(forecast, values, "")
 
 
+def _instance_qps(value) -> float:
+    """``per_instance_qps`` as a number; one cell of the capacity step's answer is one.
+
+    A 0-d DataArray's units attr has been converted to requests/s by ``declare_units``.
+    """
+    if isinstance(value, xr.DataArray):
+        if value.ndim:
+            raise InputError(
+                f"per_instance_qps: one number, not a DataArray over {value.dims}: select one "
+                "cell of the capacity step's answer (e.g. .sel(gpu=..., tensor_parallel=...))"
+            )
+        value = value.item()
+    return real(value, "per_instance_qps", open_low=True)
+
+
 def _prepared(
     demand,
     step_s,
@@ -222,7 +237,7 @@ def _prepared(
     values, times, step, ahead = checked or _checked(demand, step_s, forecast)
     if ahead is None:
         _forecast_values(None, values, policy)  # the predictive policy needs one
-    qps = real(per_instance_qps, "per_instance_qps", open_low=True)
+    qps = _instance_qps(per_instance_qps)
     if params["cooldown_s"] is None:
         params = {**params, "cooldown_s": DEFAULT_COOLDOWN_S[policy]}
     grid = _grid(params)
@@ -401,7 +416,9 @@ def simulate(
         Requests/s per step: a 1-D array (give ``step_s``), a DataArray over ``time`` or the output
         of :func:`resample_demand`.
     per_instance_qps
-        Requests/s one ready instance serves within the SLA (the capacity step's answer).
+        Requests/s one ready instance serves within the SLA (the capacity step's answer): a number,
+        or one cell of :func:`capnb.capacity.safe_concurrency`'s ``per_instance_qps`` (a 0-d
+        DataArray).
     step_s
         Seconds per demand value (default: the demand's own step).
     policy
