@@ -394,3 +394,18 @@ def test_instances_refuse_a_rate_that_is_not_requests_per_second_or_not_a_rate()
     assert float(instances(xr.DataArray(10.0, attrs={"units": "requests/s"}), 100.0)) == 12
     assert np.isnan(float(instances(0.0, 100.0)))  # no request served: infeasible, as documented
     assert np.isnan(float(instances(float("nan"), 100.0)))
+
+
+def test_an_sla_record_keeps_the_glossary_attrs_of_the_curves_coordinates():
+    # with an SLA record, the model, gpu and tensor_parallel coordinates of safe_concurrency and
+    # plan lost their units and long_name (tensor_parallel in GPUs), which a number SLA keeps
+    from capnb.records import SLA
+
+    w = latency.workload(prompt_tokens=[800] * 4, output_tokens=[200] * 4)
+    curve = latency.analytic("Qwen3-32B", ["A100-80GB", "L40S"], [2, 4], workload=w,
+                             concurrency=[1, 4, 16])  # fmt: skip
+    for sla in (SLA(e2e_s=60.0), SLA(e2e_s=60.0, ttft_s=5.0)):
+        for result in (capacity.safe_concurrency(curve, sla), capacity.plan(curve, sla, 20.0)):
+            for name in ("model", "gpu", "tensor_parallel"):
+                assert result[name].attrs == curve[name].attrs, (sla, name)
+            assert result.tensor_parallel.attrs["units"] == "GPUs"

@@ -356,9 +356,10 @@ def _bounded(curve: xr.Dataset, sla: SLA, **memory) -> xr.Dataset:
         metrics = result.metric.drop_vars(list(result.metric.coords))
         result = result.drop_vars("metric")
     a_bound_decides = result.binding.isin(list(_BOUND_DECIDES))
-    result["binding_metric"] = xr.where(a_bound_decides, metrics, "").assign_attrs(
-        glossary.attrs("binding_metric")
-    )
+    # a Variable: the DataArray's coordinates (xr.where drops their attrs) replaced the result's
+    # and model, gpu and tensor_parallel lost their glossary units
+    result["binding_metric"] = xr.where(a_bound_decides, metrics, "").variable
+    result["binding_metric"].attrs.update(glossary.attrs("binding_metric"))
     result.attrs.update(
         per_bound[0].attrs,
         metric=",".join(sla.bounds),
