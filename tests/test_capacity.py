@@ -409,3 +409,22 @@ def test_an_sla_record_keeps_the_glossary_attrs_of_the_curves_coordinates():
             for name in ("model", "gpu", "tensor_parallel"):
                 assert result[name].attrs == curve[name].attrs, (sla, name)
             assert result.tensor_parallel.attrs["units"] == "GPUs"
+
+
+def test_a_memory_limit_over_a_larger_grid_is_taken_at_the_curves_cells():
+    # memory.max_concurrency over more degrees (or seq_lens) than the curve holds, passed as
+    # memory_limit, failed in xarray's "cannot align objects with join='exact'", naming neither
+    # the argument nor the dim
+    w = latency.workload(prompt_tokens=[800] * 4, output_tokens=[200] * 4)
+    curve = latency.analytic("Qwen3-32B", ["A100-80GB", "L40S"], [2, 4], workload=w,
+                             concurrency=[1, 4, 16, 64])  # fmt: skip
+    seq_len = int(curve.seq_len)
+    grid = {"model": "Qwen3-32B", "gpu": ["A100-80GB", "L40S"]}
+    wide = memory.max_concurrency(**grid, tensor_parallel=[1, 2, 4, 8], seq_len=[seq_len, 8192])
+    exact = memory.max_concurrency(**grid, tensor_parallel=[2, 4], seq_len=seq_len)
+    got = capacity.safe_concurrency(curve, 60.0, memory_limit=wide.max_concurrency)
+    assert got.equals(capacity.safe_concurrency(curve, 60.0, memory_limit=exact.max_concurrency))
+    assert got.safe_concurrency.identical(capacity.safe_concurrency(curve, 60.0).safe_concurrency)
+    narrow = memory.max_concurrency(**grid, tensor_parallel=[1, 2], seq_len=seq_len)
+    with pytest.raises(InputError, match=r"memory_limit: its tensor_parallel holds no 4 "):
+        capacity.safe_concurrency(curve, 60.0, memory_limit=narrow.max_concurrency)

@@ -153,12 +153,34 @@ def _recorded_dtype(curve: xr.Dataset, name: str) -> str | None:
     return str(value)
 
 
+def _at_curve_cells(curve: xr.Dataset, limit: xr.DataArray) -> xr.DataArray:
+    """A given memory limit at the curve's labels.
+
+    The memory step's answer over a larger grid (more GPUs, degrees or seq_lens) is selected down
+    to the curve's; a label the curve has and the limit lacks is an error naming the argument.
+    """
+    labels = {}
+    for dim in limit.dims:
+        if dim not in curve.coords or dim not in limit.indexes:
+            continue
+        held = limit.indexes[dim]
+        wanted = curve[dim].values
+        missing = [v.item() for v in np.atleast_1d(wanted) if v not in held]
+        if missing:
+            raise InputError(
+                f"memory_limit: its {dim} holds no {', '.join(map(str, missing))} of the curve's "
+                f"(it holds {', '.join(map(str, held))}): size memory over the curve's {dim}"
+            )
+        labels[dim] = wanted
+    return limit.sel(labels)
+
+
 def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str, seq_len: int | None = None):
     """(DataArray or None, note) of the memory limit the search applies."""
     if memory_limit is None:
         return None, "memory not checked (memory_limit=None)"
     if isinstance(memory_limit, xr.DataArray):
-        return memory_limit.astype(np.int64), "memory limit given"
+        return _at_curve_cells(curve, memory_limit).astype(np.int64), "memory limit given"
     if isinstance(memory_limit, int | np.integer) and not isinstance(memory_limit, bool):
         if memory_limit < 0:
             raise InputError(f"memory_limit must be >= 0 requests, got {memory_limit}")
@@ -273,7 +295,9 @@ def safe_concurrency(
     memory_limit
         ``"auto"``: the memory step's largest fitting concurrency for the curve's model, GPU and
         tensor parallelism (at its mean prompt + output tokens; an analytic curve per seq_len);
-        an integer or a DataArray (requests); or None (not checked; said in ``attrs``).
+        an integer or a DataArray (requests: :func:`capnb.memory.max_concurrency`'s
+        ``max_concurrency``, taken at the curve's labels when it spans a larger grid); or None
+        (not checked; said in ``attrs``).
     accounting
         Memory accounting for ``"auto"`` (see :func:`capnb.memory.accounting`).
     seq_len
