@@ -600,6 +600,11 @@ def test_per_instance_qps_takes_one_cell_of_the_capacity_steps_answer():
         assert call(demand, step_s=5, per_instance_qps=cell).identical(
             call(demand, step_s=5, per_instance_qps=10.0)
         )
+    # selected by gpu and tensor_parallel, it keeps a model dim of one: still one cell
+    for call in (elasticity.simulate, elasticity.sweep):
+        assert call(
+            demand, step_s=5, per_instance_qps=cell.expand_dims(model=["Qwen3-32B"])
+        ).identical(call(demand, step_s=5, per_instance_qps=10.0))
     grid = xr.DataArray([10.0, 20.0], dims="gpu", coords={"gpu": ["L40S", "H200"]})
     with pytest.raises(
         InputError, match=r"per_instance_qps: one number, not a DataArray over \('gpu',\)"

@@ -211,12 +211,12 @@ def _instance_qps(value) -> float:
     A 0-d DataArray's units attr has been converted to requests/s by ``declare_units``.
     """
     if isinstance(value, xr.DataArray):
-        if value.ndim:
+        if value.size != 1:  # dims of one (the model a capacity sweep keeps) are one cell
             raise InputError(
                 f"per_instance_qps: one number, not a DataArray over {value.dims}: select one "
                 "cell of the capacity step's answer (e.g. .sel(gpu=..., tensor_parallel=...))"
             )
-        value = value.item()
+        value = value.values.item()
     return real(value, "per_instance_qps", open_low=True)
 
 
