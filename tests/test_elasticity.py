@@ -605,6 +605,7 @@ def test_per_instance_qps_takes_one_cell_of_the_capacity_steps_answer():
         assert call(
             demand, step_s=5, per_instance_qps=cell.expand_dims(model=["Qwen3-32B"])
         ).identical(call(demand, step_s=5, per_instance_qps=10.0))
+    assert elasticity.fixed_instances(demand, cell.expand_dims(model=["Qwen3-32B"]), step_s=5) == 4
     grid = xr.DataArray([10.0, 20.0], dims="gpu", coords={"gpu": ["L40S", "H200"]})
     with pytest.raises(
         InputError, match=r"per_instance_qps: one number, not a DataArray over \('gpu',\)"

@@ -827,7 +827,7 @@ def fixed_instances(
     4
     """
     values, _, _ = demand_values(demand, step_s)
-    qps = real(per_instance_qps, "per_instance_qps", open_low=True)
+    qps = _instance_qps(per_instance_qps)
     share = real(quantile, "quantile")
     if share > 1:
         raise InputError(f"quantile must be in [0, 1], got {quantile}")
