@@ -428,3 +428,17 @@ def test_a_memory_limit_over_a_larger_grid_is_taken_at_the_curves_cells():
     narrow = memory.max_concurrency(**grid, tensor_parallel=[1, 2], seq_len=seq_len)
     with pytest.raises(InputError, match=r"memory_limit: its tensor_parallel holds no 4 "):
         capacity.safe_concurrency(curve, 60.0, memory_limit=narrow.max_concurrency)
+
+
+def test_the_forecasts_whole_answer_as_target_qps_is_an_error_that_names_its_variable():
+    # capacity.fleet/instances/plan given forecast.target()'s Dataset failed in numpy ("cannot
+    # directly convert an xarray.Dataset into a numpy array"), naming no argument
+    forecast = xr.Dataset({"target_qps": xr.DataArray([5.0, 9.0], dims="slot")})
+    forecast["target_qps"].attrs["units"] = "requests/s"
+    for call in (capacity.fleet, capacity.instances):
+        with pytest.raises(InputError, match=r"target_qps: a Dataset; pass its target_qps"):
+            call(xr.DataArray(2.0), forecast)
+    assert capacity.instances(xr.DataArray(2.0), forecast.target_qps, buffer=0).values.tolist() == [
+        3,
+        5,
+    ]

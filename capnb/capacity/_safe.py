@@ -525,6 +525,11 @@ def _per_instance(per_instance_qps) -> xr.DataArray:
 
 
 def _target(target_qps) -> xr.DataArray:
+    if isinstance(target_qps, xr.Dataset):  # the forecast's whole answer
+        raise InputError(
+            "target_qps: a Dataset; pass its target_qps (and buffer_qps=its buffer_qps for the "
+            "forecast's burst buffer)"
+        )
     raw = target_qps.values if isinstance(target_qps, xr.DataArray) else target_qps
     if np.asarray(raw).dtype.kind not in "iuf":  # None, text
         raise InputError(f"target_qps: expected requests/s as numbers, got {raw!r}")
