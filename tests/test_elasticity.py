@@ -615,3 +615,19 @@ def test_per_instance_qps_takes_one_cell_of_the_capacity_steps_answer():
     assert elasticity.simulate(demand, step_s=5, per_instance_qps=per_minute).identical(
         elasticity.simulate(demand, step_s=5, per_instance_qps=10.0)
     )
+
+
+def test_a_swept_setting_keeps_its_glossary_attrs_as_a_dim():
+    # a setting given as a list (a dim of the sweep) lost its units and long_name: cold_start_s
+    # over two values had neither, while the settings left scalar carried the glossary's
+    from capnb import glossary
+
+    demand = np.r_[np.full(60, 10.0), np.full(60, 40.0)]
+    grid = {"cold_start_s": [10, 20], "cooldown_s": [0, 900], "scale_up_threshold": [0.5, 0.7],
+            "min_instances": [1, 2], "buffer_instances": [0, 1]}  # fmt: skip
+    for policy in ("article", ["article", "hpa"]):
+        for name, values in grid.items():
+            result = elasticity.sweep(demand, step_s=5, per_instance_qps=10, policy=policy,
+                                      **{name: values})  # fmt: skip
+            assert name in result.dims
+            assert result[name].attrs == glossary.attrs(name), (policy, name)

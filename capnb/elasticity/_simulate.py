@@ -794,7 +794,9 @@ def _sweep_coords(policies, grids, listed: bool) -> dict:
     coords = {}
     for name, value in grids[0].items():
         if all(g[name].dims == value.dims and np.array_equal(g[name], value) for g in grids):
-            coords[name] = value
+            # as a Variable with the glossary's attrs: a DataArray over its own dim brought none
+            coords[name] = value.variable.copy(deep=False)
+            coords[name].attrs = glossary.attrs(name)
         else:  # a policy's own default scale-down delay (cooldown_s=None): a value per policy
             coords[name] = ("policy", [g[name].item() for g in grids], glossary.attrs(name))
     if listed:
