@@ -631,3 +631,21 @@ def test_a_swept_setting_keeps_its_glossary_attrs_as_a_dim():
                                       **{name: values})  # fmt: skip
             assert name in result.dims
             assert result[name].attrs == glossary.attrs(name), (policy, name)
+
+
+def test_demand_and_its_forecast_keep_the_glossary_attrs_of_time():
+    # resample_demand, prepare_demand and forecast_demand gave a time coordinate without the
+    # glossary's units (datetime64) and long_name, which the rate series they read carries
+    from capnb import forecast, glossary
+
+    series = data.load_rate_series("servegen-m-large")
+    baseline = forecast.fit_baseline(series)
+    demand = elasticity.prepare_demand(series, 60, baseline=baseline)
+    for result in (
+        elasticity.resample_demand(series, 60),
+        elasticity.resample_demand(series, 1200),
+        elasticity.resample_demand(data.load_trace("azure-code-2023"), 5),
+        demand,
+        elasticity.forecast_demand(demand, baseline),
+    ):
+        assert result.time.attrs == glossary.attrs("time")

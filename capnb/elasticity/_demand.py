@@ -174,9 +174,8 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
         attrs["source"] = source.attrs["source"]
     if held is not None:
         attrs["held_from_s"] = held
-    return xr.DataArray(
-        values, dims="time", coords={"time": series.time.values}, name="qps", attrs=attrs
-    )
+    time = ("time", series.time.values, glossary.attrs("time"))
+    return xr.DataArray(values, dims="time", coords={"time": time}, name="qps", attrs=attrs)
 
 
 def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
@@ -415,7 +414,7 @@ def forecast_demand(
     return xr.DataArray(
         values,
         dims="time",
-        coords={"time": times},
+        coords={"time": ("time", times, glossary.attrs("time"))},
         name="forecast_qps",
         attrs={
             "units": "requests/s",
