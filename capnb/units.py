@@ -188,3 +188,21 @@ def require_units(array, unit: str, argument: str) -> None:
             f"{argument}: its units attr {given!r} is not {unit} (1 {given} = {factor:.6g} "
             f"{unit}): convert the values to {unit} and set units={unit!r}"
         )
+
+
+def one_value(value, unit: str, argument: str):
+    """One cell of a step's answer (a DataArray of one value, in ``unit``) as its number.
+
+    Anything else is returned as given, for the caller's own check. A DataArray of more than one
+    value is an error that says to select one cell; dims of one (the model a capacity sweep
+    keeps) are one cell.
+    """
+    if type(value).__name__ != "DataArray":  # xarray is not imported for a number
+        return value
+    if value.size != 1:
+        raise InputError(
+            f"{argument}: one number, not a DataArray over {value.dims}: select one cell of the "
+            "step's answer (e.g. .sel(gpu=..., tensor_parallel=...))"
+        )
+    require_units(value, unit, argument)
+    return value.values.item()

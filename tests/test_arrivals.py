@@ -143,3 +143,16 @@ def test_the_kv_budget_of_a_deployment_is_its_own_dtypes():
     out = capnb.capacity.arrivals(big, long, sla=SLA(ttft_s=5.0, tpot_s=0.1),
                                   per_instance_qps=0.5, requests=60)  # fmt: skip
     assert np.isfinite(out.latency).all()
+
+
+def test_arrivals_take_one_cell_of_safe_concurrencys_per_instance_qps():
+    # the capacity step's own per_instance_qps (a DataArray of one cell) was refused as
+    # "per_instance_qps must be requests/s > 0, got <xarray.DataArray ...>"
+    import xarray as xr
+
+    cell = xr.DataArray([[20.0]], dims=("model", "gpu"), attrs={"units": "requests/s"})
+    given = capnb.capacity.arrivals(D, W, sla=LOOSE, per_instance_qps=cell, requests=300)
+    assert given.identical(capnb.capacity.arrivals(D, W, sla=LOOSE, per_instance_qps=20.0,
+                                                   requests=300))  # fmt: skip
+    with pytest.raises(InputError, match=r"per_instance_qps: one number, not a DataArray over"):
+        capnb.capacity.arrivals(D, W, sla=LOOSE, per_instance_qps=xr.concat([cell, cell], "gpu"))

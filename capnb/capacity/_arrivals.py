@@ -18,6 +18,7 @@ import xarray as xr
 from .. import glossary
 from ..errors import InputError
 from ..records import SLA, Deployment, EngineSettings
+from ..units import one_value
 
 __all__ = ["SHARES", "arrivals"]
 
@@ -46,7 +47,8 @@ def arrivals(
     sla
         The SLA (:class:`capnb.records.SLA`); each of its bounds is read at its quantile.
     per_instance_qps
-        The closed loop's requests/s one instance serves within the SLA (requests/s).
+        The closed loop's requests/s one instance serves within the SLA (requests/s): a number,
+        or one cell of :func:`safe_concurrency`'s ``per_instance_qps``.
     requests, seed, settings, vllm_version
         Requests simulated per rate (the first 10 % left out), the seed, the engine's settings
         (None: vLLM V1's defaults) and the vLLM release whose accounting sizes the KV cache.
@@ -79,6 +81,7 @@ def arrivals(
         )
     if not isinstance(sla, SLA):
         raise InputError(f"sla: expected a capnb.SLA, got {type(sla).__name__}")
+    per_instance_qps = one_value(per_instance_qps, "requests/s", "per_instance_qps")
     if (
         isinstance(per_instance_qps, bool)
         or not isinstance(per_instance_qps, int | float | np.floating | np.integer)

@@ -13,7 +13,7 @@ import xarray as xr
 from .. import _validate, glossary
 from ..errors import InputError
 from ..kernels import autoscale as kernels
-from ..units import declare_units
+from ..units import declare_units, one_value
 from ._advice import (
     demand_summary,
 )
@@ -206,17 +206,8 @@ def _checked(demand, step_s, forecast):
 
 
 def _instance_qps(value) -> float:
-    """``per_instance_qps`` as a number; one cell of the capacity step's answer is one.
-
-    A 0-d DataArray's units attr has been converted to requests/s by ``declare_units``.
-    """
-    if isinstance(value, xr.DataArray):
-        if value.size != 1:  # dims of one (the model a capacity sweep keeps) are one cell
-            raise InputError(
-                f"per_instance_qps: one number, not a DataArray over {value.dims}: select one "
-                "cell of the capacity step's answer (e.g. .sel(gpu=..., tensor_parallel=...))"
-            )
-        value = value.values.item()
+    """``per_instance_qps`` as a number; one cell of the capacity step's answer is one."""
+    value = one_value(value, "requests/s", "per_instance_qps")
     return real(value, "per_instance_qps", open_low=True)
 
 
