@@ -649,3 +649,14 @@ def test_demand_and_its_forecast_keep_the_glossary_attrs_of_time():
         elasticity.forecast_demand(demand, baseline),
     ):
         assert result.time.attrs == glossary.attrs("time")
+
+
+def test_a_setting_shorter_than_a_series_window_says_how_to_shorten_the_step():
+    # a 10-minute rate series with the default tolerance_s=60 said "simulate with step_s <= 60 s",
+    # and step_s=60 then failed ("does not match the demand's own step"): the step of a series is
+    # changed by resampling it
+    series = data.load_rate_series("servegen-m-large")
+    with pytest.raises(InputError, match=r"step_s <= 60 s .*capnb\.elasticity\.resample_demand"):
+        elasticity.simulate(series, per_instance_qps=5.0)
+    run = elasticity.simulate(elasticity.resample_demand(series, 30), per_instance_qps=5.0)
+    assert run.attrs["step_s"] == 30.0

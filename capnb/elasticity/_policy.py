@@ -139,7 +139,8 @@ def steps(seconds: object, step_s: float, name: str, *, allow_zero: bool = True)
     if value < step_s:
         raise InputError(
             f"{name}={value:g} s is shorter than one step of {step_s:g} s; simulate with "
-            f"step_s <= {value:g} s (a divisor of {value:g} s)"
+            f"step_s <= {value:g} s (a divisor of {value:g} s; a series whose own step is longer: "
+            "resample it with capnb.elasticity.resample_demand)"
         )
     count = value / step_s
     if abs(count - round(count)) > 1e-9 * count:
