@@ -442,3 +442,16 @@ def test_the_forecasts_whole_answer_as_target_qps_is_an_error_that_names_its_var
         3,
         5,
     ]
+
+
+def test_a_memory_limit_dataarray_is_checked_as_the_integer_is():
+    # memory_limit=-3 is an error, but a DataArray of -3 or NaN passed silently: NaN became
+    # -9223372036854775808 requests in max_concurrency and every cell 'infeasible_memory'
+    w = latency.workload(prompt_tokens=[800] * 4, output_tokens=[200] * 4)
+    curve = latency.analytic("Qwen3-8B", "L40S", 1, workload=w, concurrency=[1, 4, 16])
+    for bad in (xr.DataArray(-3), xr.DataArray(np.nan), xr.DataArray([5.0, np.inf], dims="gpu")):
+        with pytest.raises(InputError, match=r"memory_limit: requests must be finite and >= 0"):
+            capacity.safe_concurrency(curve, 60.0, memory_limit=bad)
+    assert (
+        capacity.safe_concurrency(curve, 60.0, memory_limit=xr.DataArray(4.0)).max_concurrency == 4
+    )

@@ -180,6 +180,11 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str, seq_len: int
     if memory_limit is None:
         return None, "memory not checked (memory_limit=None)"
     if isinstance(memory_limit, xr.DataArray):
+        values = np.asarray(memory_limit.values)
+        if values.dtype.kind not in "iuf" or not (np.isfinite(values) & (values >= 0)).all():
+            raise InputError(
+                f"memory_limit: requests must be finite and >= 0, got {values.ravel()[:8]}"
+            )
         return _at_curve_cells(curve, memory_limit).astype(np.int64), "memory limit given"
     if isinstance(memory_limit, int | np.integer) and not isinstance(memory_limit, bool):
         if memory_limit < 0:
