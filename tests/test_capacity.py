@@ -455,3 +455,18 @@ def test_a_memory_limit_dataarray_is_checked_as_the_integer_is():
     assert (
         capacity.safe_concurrency(curve, 60.0, memory_limit=xr.DataArray(4.0)).max_concurrency == 4
     )
+
+
+def test_an_sla_dataarray_in_milliseconds_is_refused_not_read_as_seconds():
+    # sla=xr.DataArray([500.0], dims="sla", attrs={"units": "ms"}) was read as 500 s
+    w = latency.workload(prompt_tokens=[800] * 4, output_tokens=[200] * 4)
+    curve = latency.analytic("Qwen3-8B", "L40S", 1, workload=w, concurrency=[1, 4, 16])
+    in_ms = xr.DataArray([500.0], dims="sla", attrs={"units": "ms"})
+    for call in (lambda s: capacity.safe_concurrency(curve, s, metric="ttft"),
+                 lambda s: capacity.plan(curve, s, 10.0, metric="ttft")):  # fmt: skip
+        with pytest.raises(
+            InputError, match=r"sla: its units attr 'ms' is not s \(1 ms = 0.001 s\)"
+        ):
+            call(in_ms)
+        in_s = in_ms.copy(data=[0.5]).assign_attrs(units="s")
+        assert call(in_s).identical(call([0.5]))

@@ -57,6 +57,8 @@ def _kept_memory_limit(curve: xr.Dataset, memory_limit, accounting: str, seq_len
 
 # -- inputs ---------------------------------------------------------------------------------------
 def _sla(sla) -> xr.DataArray:
+    if isinstance(sla, xr.DataArray):
+        require_units(sla, "s", "sla")  # an SLA in ms is not read as seconds
     values = sla.values if isinstance(sla, xr.DataArray) else sla
     if np.asarray(values).dtype.kind not in "iuf":
         raise InputError(f"sla: expected seconds as a number or a list of numbers, got {values!r}")
