@@ -470,3 +470,14 @@ def test_an_sla_dataarray_in_milliseconds_is_refused_not_read_as_seconds():
             call(in_ms)
         in_s = in_ms.copy(data=[0.5]).assign_attrs(units="s")
         assert call(in_s).identical(call([0.5]))
+
+
+def test_a_memory_limit_in_tokens_is_refused_not_read_as_requests():
+    # the vLLM accounting's kv_cache_tokens (tokens) passed as memory_limit was read as requests
+    w = latency.workload(prompt_tokens=[800] * 4, output_tokens=[200] * 4)
+    curve = latency.analytic("Qwen3-8B", "L40S", 1, workload=w, concurrency=[1, 4, 16])
+    fit = memory.max_concurrency(model="Qwen3-8B", gpu="L40S", tensor_parallel=1,
+                                 seq_len=int(curve.seq_len), accounting="vllm")  # fmt: skip
+    with pytest.raises(InputError, match=r"memory_limit: .*tokens"):
+        capacity.safe_concurrency(curve, 60.0, memory_limit=fit.kv_cache_tokens)
+    capacity.safe_concurrency(curve, 60.0, memory_limit=fit.max_concurrency)

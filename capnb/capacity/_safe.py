@@ -182,6 +182,7 @@ def _memory_limit(curve: xr.Dataset, memory_limit, accounting: str, seq_len: int
     if memory_limit is None:
         return None, "memory not checked (memory_limit=None)"
     if isinstance(memory_limit, xr.DataArray):
+        require_units(memory_limit, "requests", "memory_limit")  # not kv_cache_tokens
         values = np.asarray(memory_limit.values)
         if values.dtype.kind not in "iuf" or not (np.isfinite(values) & (values >= 0)).all():
             raise InputError(
