@@ -182,6 +182,11 @@ VARIABLES: dict[str, Term] = _table(
     ("qps", "requests/s", "request rate"),
     ("target_qps", "requests/s", "request rate a plan must serve"),
     ("buffer_qps", "requests/s", "request rate an elastic buffer must absorb"),
+    (
+        "forecast_qps",
+        "requests/s",
+        "forecast request rate of the step's slot at a traffic quantile (attrs: quantile)",
+    ),
     ("prompt_tokens", "tokens", "prompt tokens"),
     ("output_tokens", "tokens", "generated tokens"),
     ("exceed_probability", "1", "probability that demand exceeds capacity_qps in a month"),

@@ -660,3 +660,16 @@ def test_a_setting_shorter_than_a_series_window_says_how_to_shorten_the_step():
         elasticity.simulate(series, per_instance_qps=5.0)
     run = elasticity.simulate(elasticity.resample_demand(series, 30), per_instance_qps=5.0)
     assert run.attrs["step_s"] == 30.0
+
+
+def test_forecast_demand_is_named_in_the_glossary():
+    # forecast_demand returned forecast_qps, a name the glossary did not list, with a long_name
+    # of its own; the predictive policy's input is a glossary name like every result's
+    from capnb import forecast, glossary
+
+    series = data.load_rate_series("servegen-m-large")
+    baseline = forecast.fit_baseline(series)
+    demand = elasticity.prepare_demand(series, 60, baseline=baseline)
+    ahead = elasticity.forecast_demand(demand, baseline, quantile=0.99)
+    assert ahead.name == "forecast_qps"
+    assert ahead.attrs == glossary.attrs("forecast_qps", quantile=0.99, slots="hour_of_day")

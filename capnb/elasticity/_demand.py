@@ -416,10 +416,9 @@ def forecast_demand(
         dims="time",
         coords={"time": ("time", times, glossary.attrs("time"))},
         name="forecast_qps",
-        attrs={
-            "units": "requests/s",
-            "long_name": f"forecast P{100 * float(known[matches[0]]):g} request rate of the step's slot",
-            "quantile": float(known[matches[0]]),
-            "slots": str(baseline.attrs["slots"]),
-        },
+        attrs=glossary.attrs(
+            "forecast_qps",
+            quantile=float(known[matches[0]]),
+            slots=str(baseline.attrs["slots"]),
+        ),
     )
