@@ -255,3 +255,26 @@ def test_a_hugging_face_id_of_a_catalog_model_says_which_catalog_id_to_use(tmp_p
         data.load_model("Qwen/Qwen3-8B")
     with pytest.raises(ConfigError, match=r"^acme/acme-5b: no such model config file$"):
         data.load_model("acme/acme-5b")
+
+
+@pytest.mark.parametrize(
+    ("name", "other"), [("L40", "L40S"), ("H20", "H200"), ("MI300", "MI300X"), ("B20", "B200")]
+)
+def test_a_gpu_name_cut_short_is_not_read_as_the_longer_gpu(name, other):
+    # the L40 and the H20 are other GPUs than the L40S and the H200 (half the tensor FLOP/s, a
+    # fraction of the compute): a prefix match priced them as the catalog's profile without a word
+    from capnb.data._catalog import resolve_gpu
+
+    with pytest.raises(UnknownNameError, match=rf"unknown GPU '{name}'; closest: {other}"):
+        resolve_gpu(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"),
+    [("H100SXM", "H100-SXM"), ("h100_sxm", "H100-SXM"), ("H100 SXM5", "H100-SXM"),
+     ("nvidia l40s", "L40S"), ("a100-80gb", "A100-80GB"), ("L40S 48GB", "L40S")],
+)  # fmt: skip
+def test_a_gpu_name_written_otherwise_is_still_its_profile(name, gpu):
+    from capnb.data._catalog import resolve_gpu
+
+    assert resolve_gpu(name) == gpu

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -172,6 +173,31 @@ def _squeezed(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
+def _tokens(text: str) -> list[str]:
+    return ["".join(ch for ch in word if ch.isalnum()) for word in re.split(r"[^0-9a-z]+", text.lower())
+            if word]  # fmt: skip
+
+
+def _names_the_same(name: str, alias: str) -> bool:
+    """Whether ``name`` is ``alias`` written otherwise, or its first words (a family).
+
+    The same letters and digits (``"H100SXM"``, ``"h100_sxm"``), or the alias's first words in
+    full, the last of them possibly a leading part of a number (``"a100-80"`` of ``"a100-80gb"``).
+    A word cut short is no match: ``"L40"`` is not the L40S, nor ``"H20"`` the H200, nor
+    ``"MI300"`` (an APU in its A form) the MI300X: other GPUs.
+    """
+    if _squeezed(name) and _squeezed(name) == _squeezed(alias):
+        return True
+    words, full = _tokens(name), _tokens(alias)
+    if not words or len(words) > len(full):
+        return False
+    *head, last = words
+    if head != full[: len(head)]:
+        return False
+    target = full[len(head)]
+    return last == target or (last.isdigit() and target.startswith(last))
+
+
 def resolve_gpu(name: str) -> str:
     """Return the catalog id of a GPU given its id, display name or an alias (case-insensitive).
 
@@ -193,13 +219,8 @@ def resolve_gpu(name: str) -> str:
     gpu = _gpu_names().get(str(name).strip().lower())
     if gpu is not None:
         return gpu
-    wanted = _squeezed(str(name))
     fitting = sorted(
-        {
-            gpu
-            for alias, gpu in _gpu_names().items()
-            if wanted and _squeezed(alias).startswith(wanted)
-        },
+        {gpu for alias, gpu in _gpu_names().items() if _names_the_same(str(name), alias)},
         key=list_gpus().index,
     )
     if len(fitting) > 1:
