@@ -149,7 +149,7 @@ def _plan_json(path: Path) -> dict:
     import json
 
     from . import plan
-    from .data import read_text
+    from .data import json_error_at, read_text
     from .errors import InputError
 
     text = read_text(path, "plan.json")
@@ -157,8 +157,8 @@ def _plan_json(path: Path) -> dict:
         built = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(
-            f"{path}: not a plan.json (not JSON: {error.msg} at line {error.lineno}, column "
-            f"{error.colno}); give the plan.json or plan.nc capnb plan wrote"
+            f"{path}: not a plan.json (not JSON: {json_error_at(error)}); give the plan.json or "
+            "plan.nc capnb plan wrote"
         ) from None
     if not isinstance(built, dict) or not isinstance(built.get("answer"), dict):
         raise InputError(

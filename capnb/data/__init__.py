@@ -39,6 +39,7 @@ from ._catalog import (
 )
 from ._files import (
     check_set,
+    json_error_at,
     read_text,
     settle,
     user_path,
@@ -80,6 +81,7 @@ __all__ = [
     "dataset_path",
     "gpu_column",
     "gpu_prices",
+    "json_error_at",
     "list_gpus",
     "list_latency_curves",
     "list_measurement_sources",

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from . import _curve
-from ._files import decode_text, user_path
+from ._files import decode_text, json_error_at, user_path
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -415,7 +415,7 @@ def _json_documents(path: Path, text: str) -> list[tuple[str, object]]:
             return [(f"{path.name} line {i + 1}", json.loads(line)) for i, line in enumerate(lines)]
         return [(path.name, json.loads(text))]
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise ConfigError(f"{path}: not valid JSON ({json_error_at(err)})") from None
 
 
 def _one_per_line(lines: list[str]) -> bool:

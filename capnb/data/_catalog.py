@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
-from ._files import read_text, user_path
+from ._files import json_error_at, read_text, user_path
 from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -411,7 +411,7 @@ def load_model(
     try:
         config = json.loads(read_text(path, "model config"))
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise ConfigError(f"{path}: not valid JSON ({json_error_at(err)})") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem

@@ -41,6 +41,7 @@ from ..errors import ConfigError, OutputError
 
 __all__ = [
     "check_set",
+    "json_error_at",
     "json_lines_objects",
     "read_text",
     "settle",
@@ -86,6 +87,11 @@ def user_path(value: str | os.PathLike, what: str = "path") -> Path:
             return path  # a file where a folder was expected: "no such file"
         raise ConfigError(f"{path}: cannot be read ({err.strerror}; {what})") from None
     return path
+
+
+def json_error_at(error: json.JSONDecodeError) -> str:
+    """Where a JSON text broke, in words: ``"Expecting value at line 3, column 5"``."""
+    return f"{error.msg} at line {error.lineno}, column {error.colno}"
 
 
 def read_text(path: str | os.PathLike, what: str = "file", *, limit: int = MAX_TEXT_BYTES) -> str:

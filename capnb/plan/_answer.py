@@ -18,6 +18,7 @@ import numbers
 import typing
 from dataclasses import dataclass, field
 
+from ..data._files import json_error_at
 from ..errors import InputError
 from ..records import SLA
 
@@ -368,7 +369,6 @@ def answer(plan) -> Answer:
             stored = json.loads(stored)
         except json.JSONDecodeError as error:
             raise InputError(
-                f"not a capnb plan: its answer is not JSON ({error.msg} at line {error.lineno}, "
-                f"column {error.colno})"
+                f"not a capnb plan: its answer is not JSON ({json_error_at(error)})"
             ) from None
     return _build(Answer, stored, "answer")
