@@ -510,18 +510,24 @@ def _searched(curve, selected, flat, sla_axis, limit, limit_da, scalar: bool) ->
 
 
 # -- instances and cost --------------------------------------------------------------------------
+def _requests_per_second(value, name: str) -> bool:
+    """Check ``value`` holds numbers (a DataArray's in requests/s); whether it is a DataArray."""
+    is_array = isinstance(value, xr.DataArray)
+    raw = value.values if is_array else value
+    if np.asarray(raw).dtype.kind not in "iuf":  # None, text
+        raise InputError(f"{name}: expected requests/s as numbers, got {raw!r}")
+    if is_array:
+        require_units(value, "requests/s", name)
+    return is_array
+
+
 def _per_instance(per_instance_qps) -> xr.DataArray:
     """``per_instance_qps`` as a DataArray in requests/s: NaN or 0 (infeasible) or a rate > 0."""
-    raw = (
-        per_instance_qps.values if isinstance(per_instance_qps, xr.DataArray) else per_instance_qps
+    per_instance = (
+        per_instance_qps
+        if _requests_per_second(per_instance_qps, "per_instance_qps")
+        else xr.DataArray(per_instance_qps)
     )
-    if np.asarray(raw).dtype.kind not in "iuf":  # None, text
-        raise InputError(f"per_instance_qps: expected requests/s as numbers, got {raw!r}")
-    if isinstance(per_instance_qps, xr.DataArray):
-        require_units(per_instance_qps, "requests/s", "per_instance_qps")
-        per_instance = per_instance_qps
-    else:
-        per_instance = xr.DataArray(per_instance_qps)
     values = np.asarray(per_instance.values, dtype=float)
     bad = np.isinf(values) | (values < 0)
     if bad.any():
@@ -538,11 +544,7 @@ def _target(target_qps) -> xr.DataArray:
             "target_qps: a Dataset; pass its target_qps (and buffer_qps=its buffer_qps for the "
             "forecast's burst buffer)"
         )
-    raw = target_qps.values if isinstance(target_qps, xr.DataArray) else target_qps
-    if np.asarray(raw).dtype.kind not in "iuf":  # None, text
-        raise InputError(f"target_qps: expected requests/s as numbers, got {raw!r}")
-    if isinstance(target_qps, xr.DataArray):
-        require_units(target_qps, "requests/s", "target_qps")
+    if _requests_per_second(target_qps, "target_qps"):
         target = target_qps
     else:
         value = np.asarray(target_qps, dtype=float)
