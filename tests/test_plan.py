@@ -253,19 +253,24 @@ def test_a_short_window_s_breach_and_budget_keep_their_digits(small):
     assert words.minutes_against(13.2, 9.04) == "13 minutes against 9"
 
 
+def _one_pool_mix(pool: str, *, spot, single: float, mix: float, saving: float) -> xr.Dataset:
+    """A mixed fleet of one pool over two slots (1 and 2 instances, 1 reserved) at hyperstack."""
+    return xr.Dataset(
+        {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
+         "spot_instances": (("pool", "slot"), [spot])},
+        coords={"pool": [pool]},
+        attrs={"provider": "hyperstack", "single_type_pool": pool,
+               "single_type_usd_per_hour": single, "mix_usd_per_hour": mix, "saving": saving},
+    )  # fmt: skip
+
+
 def test_the_mix_sentence_when_the_chosen_gpu_has_no_price_at_the_provider():
     # found planning on my own GPU row (MI325X) with the default provider: the line read "the
     # chosen single-type run at the same on-demand prices costs nan USD a month with 0: the mix
     # is the chosen GPU has no on-demand price at this provider to compare with"
     from capnb.plan import _fleet
 
-    mixed = xr.Dataset(
-        {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
-         "spot_instances": (("pool", "slot"), [[0, 0]])},
-        coords={"pool": ["A100-80GB TP1"]},
-        attrs={"provider": "hyperstack", "single_type_pool": "A100-80GB TP1",
-               "single_type_usd_per_hour": 1.8, "mix_usd_per_hour": 1.56, "saving": 0.13},
-    )  # fmt: skip
+    mixed = _one_pool_mix("A100-80GB TP1", spot=[0, 0], single=1.8, mix=1.56, saving=0.13)
     replay = xr.Dataset(attrs={"usd": 1.56 * 336, "breach_s": 0.0})
     unpriced = _fleet.sentence(mixed, replay, 336.0, {"usd": math.nan, "breach_s": 0.0})
     assert "nan" not in unpriced and "the mix is the chosen" not in unpriced
@@ -281,13 +286,7 @@ def test_the_mix_sentence_counts_one_preempted_spot_instance_in_the_singular():
     # the line read "(1 spot instances preempted at 0.2 an instance-hour and replaced)"
     from capnb.plan import _fleet
 
-    mixed = xr.Dataset(
-        {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
-         "spot_instances": (("pool", "slot"), [[0, 1]])},
-        coords={"pool": ["H100-PCIe TP1"]},
-        attrs={"provider": "hyperstack", "single_type_pool": "H100-PCIe TP1",
-               "single_type_usd_per_hour": 3.75, "mix_usd_per_hour": 3.0, "saving": 0.2},
-    )  # fmt: skip
+    mixed = _one_pool_mix("H100-PCIe TP1", spot=[0, 1], single=3.75, mix=3.0, saving=0.2)
     elastic = {"usd": 3.75 * 36, "breach_s": 0.0}
     for lost, said in ((1, "(1 spot instance preempted at"), (3, "(3 spot instances preempted at")):
         replay = xr.Dataset(attrs={"usd": 3.0 * 36, "breach_s": 0.0, "preempted": lost,
