@@ -20,7 +20,19 @@ def memory():
     out = [np.empty((1, 1, 2, 2)) for _ in range(3)]
     yield (
         "memory.footprint",
-        lambda: k.footprint(w, w, w * 0, np.arange(1, 3), np.arange(1, 3), 0.15, 1, *out),
+        lambda: k.footprint(
+            w,
+            w,
+            w * 0,
+            np.arange(1, 3),
+            np.arange(1, 3),
+            0.15,
+            1,
+            w,
+            w * 0,
+            np.zeros((1, 1), np.int64),
+            *out,
+        ),
     )
     yield (
         "memory.fits",
@@ -28,7 +40,7 @@ def memory():
     )
     yield (
         "memory.largest_fitting_concurrency",
-        lambda: k.largest_fitting_concurrency(1e9, 1e5, 8e10, 1024, 0.15, 0.0, 1),
+        lambda: k.largest_fitting_concurrency(1e9, 1e5, 8e10, 1024, 0.15, 0.0, 1, 1.0, 0.0, 0),
     )
     yield (
         "memory.smallest_fitting_tensor_parallel",
@@ -41,6 +53,9 @@ def memory():
             np.array([1024]),
             0.15,
             1,
+            np.ones(1),
+            np.zeros(1),
+            np.zeros(1, np.int64),
             np.empty((1, 1, 1), np.int64),
         ),
     )

@@ -166,7 +166,16 @@ def run(quick: bool = False) -> list[Row]:
     t_reduced = best_time(lambda: memory.max_concurrency(**reduced), repeat=5)
     t_kernel = best_time(
         lambda: kernels.largest_fitting_concurrency(
-            inputs[0][..., 0], inputs[1][..., 0], usable[..., 0], seq[..., 0, :], fraction, 0.0, 1
+            inputs[0][..., 0],
+            inputs[1][..., 0],
+            usable[..., 0],
+            seq[..., 0, :],
+            fraction,
+            0.0,
+            1,
+            1.0,
+            0.0,
+            0,
         ),
         repeat=5,
     )

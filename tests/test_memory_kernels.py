@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.reference import REGISTRY
+from benchmarks.reference.memory import FULL
 from capnb.kernels import memory as kernels
 
 footprint_python = REGISTRY["memory.footprint"]["python"]
@@ -35,7 +36,8 @@ def _footprint_grid(weights, kv, conc, seq, fraction, reserve, block):
     )
     conc, seq = np.asarray(conc, np.int64), np.asarray(seq, np.int64)
     outputs = [np.empty((*weights.shape, conc.size, seq.size)) for _ in range(3)]
-    kernels.footprint(weights, kv, reserve, conc, seq, fraction, block, *outputs)
+    layout = [np.array(np.broadcast_to(v, weights.shape)) for v in FULL]
+    kernels.footprint(weights, kv, reserve, conc, seq, fraction, block, *layout, *outputs)
     return [o[0, 0] for o in outputs] if scalar else outputs
 
 
@@ -86,7 +88,9 @@ def test_largest_fitting_concurrency_matches_counting_reference(
     weights, kv, usable, seq, fraction, reserve, block
 ):
     got = int(
-        kernels.largest_fitting_concurrency(weights, kv, usable, seq, fraction, reserve, block)
+        kernels.largest_fitting_concurrency(
+            weights, kv, usable, seq, fraction, reserve, block, *FULL
+        )
     )
     assert got == largest_python(weights, kv, usable, seq, fraction, reserve, block)
 
@@ -94,7 +98,9 @@ def test_largest_fitting_concurrency_matches_counting_reference(
 @given(weights_st, kv_st, usable_st, seq_st, fraction_st, reserve_st, block_st)
 def test_fits_exactly_up_to_the_largest(weights, kv, usable, seq, fraction, reserve, block):
     largest = int(
-        kernels.largest_fitting_concurrency(weights, kv, usable, seq, fraction, reserve, block)
+        kernels.largest_fitting_concurrency(
+            weights, kv, usable, seq, fraction, reserve, block, *FULL
+        )
     )
     for c in {1, largest, largest + 1}:
         if c >= 1:
@@ -121,7 +127,7 @@ def test_largest_matches_numpy_grid_search():
     want = largest_numpy(
         weights[:, None], kv[:, None], usable[:, None], grid[None, :], seq[:, None], 0.15, 0.0, 1
     )
-    got = kernels.largest_fitting_concurrency(weights, kv, usable, seq, 0.15, 0.0, 1)
+    got = kernels.largest_fitting_concurrency(weights, kv, usable, seq, 0.15, 0.0, 1, *FULL)
     np.testing.assert_array_equal(np.minimum(got, grid[-1]), want)
 
 
@@ -130,7 +136,7 @@ def test_largest_matches_numpy_grid_search():
     [(100e9, 80e9, 0), (0.0, 80e9, None), (80e9 / 1.15, 80e9, 0)],
 )
 def test_edges(weights, usable, expected):
-    got = int(kernels.largest_fitting_concurrency(weights, 1e5, usable, 1000, 0.15, 0.0, 1))
+    got = int(kernels.largest_fitting_concurrency(weights, 1e5, usable, 1000, 0.15, 0.0, 1, *FULL))
     assert got == (
         expected
         if expected is not None
@@ -150,8 +156,9 @@ def test_smallest_fitting_tensor_parallel_matches_python_reference():
     seq = rng.integers(256, 400_000, 9)
     out = np.empty((6, 5, 9), np.int64)
     kernels.smallest_fitting_tensor_parallel(
-        weights, kv, reserve, candidates, usable, seq, 0.15, 16, out
-    )
+        weights, kv, reserve, candidates, usable, seq, 0.15, 16, np.ones(6), np.zeros(6),
+        np.zeros(6, np.int64), out,
+    )  # fmt: skip
     python = REGISTRY["memory.smallest_fitting_tensor_parallel"]["python"]
     want = [
         [
@@ -184,3 +191,35 @@ def test_kernels_import_only_numpy_and_numba():
             else:
                 continue
             assert not roots & forbidden, f"{path.name} imports {roots & forbidden}"
+
+
+# vLLM's hybrid KV cache manager: full and windowed groups of layers sharing one pool of blocks
+layout_st = st.tuples(
+    st.sampled_from([0.0, 0.5, 10 / 62, 1.0]),
+    st.sampled_from([0.0, 0.5, 60 / 62, 1.0]),
+    st.integers(2, 300),  # a window keeps ceil(window / block) + 1 >= 2 blocks
+)
+
+
+@given(weights_st, kv_st, usable_st, seq_st, fraction_st, reserve_st, block_st, layout_st)
+def test_largest_fitting_concurrency_matches_counting_reference_under_hybrid_groups(
+    weights, kv, usable, seq, fraction, reserve, block, layout
+):
+    if layout[0] + layout[1] == 0.0:
+        layout = FULL  # (no layer at all is no model)
+    cell = (weights, kv, usable, seq, fraction, reserve, block)
+    got = int(kernels.largest_fitting_concurrency(*cell, *layout))
+    assert got == largest_python(*cell, layout)
+
+
+def test_hybrid_footprint_keeps_only_the_windows_blocks():
+    # gpt-oss: 18 full and 18 windowed layers (window 128: 9 blocks of 16); 2 bytes a token
+    layout = (0.5, 0.5, 9)
+    weights = np.zeros((1, 1))
+    outputs = [np.empty((1, 1, 1, 3)) for _ in range(3)]
+    kernels.footprint(weights, weights + 2.0, weights, np.array([1]), np.array([16, 144, 8192]),
+                      0.0, 16, weights + 0.5, weights + 0.5, np.full((1, 1), 9), *outputs)  # fmt: skip
+    # 1, 9 and 512 blocks in the full group; 1, 9 and 9 in the windowed group; 32 bytes a block
+    np.testing.assert_array_equal(outputs[0][0, 0, 0], [32.0, 288.0, (512 + 9) / 2 * 32])
+    for seq, want in zip([16, 144, 8192], outputs[0][0, 0, 0], strict=True):
+        assert footprint_python(0.0, 2.0, np.inf, 1, seq, 0.0, 0.0, 16, layout)[0] == want

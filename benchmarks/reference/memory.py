@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 __all__ = [
+    "FULL",
     "REGISTRY",
     "footprint_numpy",
     "footprint_python",
@@ -17,38 +18,52 @@ __all__ = [
 ]
 
 
-def footprint_python(weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block):
-    """One cell of the memory footprint: (kv_cache, headroom, total, fits)."""
+#: The full-length KV layout: every layer holds the whole sequence (vLLM's hybrid manager off).
+FULL = (1.0, 0.0, 0)
+
+
+def footprint_python(weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block,
+                     layout=FULL):  # fmt: skip
+    """One cell of the memory footprint: (kv_cache, headroom, total, fits).
+
+    ``layout``: (full share, windowed share, window blocks) of the layers as vLLM's hybrid KV
+    cache manager groups them; a windowed group keeps at most ``window blocks`` of a sequence.
+    """
+    full, windowed, window_blocks = layout
     blocks = -(-int(seq_len) // int(block))
-    kv = int(concurrency) * (blocks * int(block) * float(kv_per_token))
+    held = float(full) * blocks + float(windowed) * min(blocks, int(window_blocks))
+    kv = int(concurrency) * (held * int(block) * float(kv_per_token))
     total = (float(weights) + kv) * (1.0 + float(fraction)) + float(reserve)
     return kv, total - weights - kv, total, total <= usable
 
 
-def footprint_numpy(weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block):
+def footprint_numpy(weights, kv_per_token, usable, concurrency, seq_len, fraction, reserve, block,
+                    layout=FULL):  # fmt: skip
     """The memory footprint by numpy broadcasting (materialises every output)."""
+    full, windowed, window_blocks = layout
     blocks = -(-np.asarray(seq_len) // block)
-    kv = concurrency * (blocks * block * kv_per_token)
+    held = full * blocks + windowed * np.minimum(blocks, window_blocks)
+    kv = concurrency * (held * block * kv_per_token)
     total = (weights + kv) * (1.0 + fraction) + reserve
     headroom = total - weights - kv
     return kv, headroom, total, total <= usable
 
 
 def largest_fitting_concurrency_python(
-    weights, kv_per_token, usable, seq_len, fraction, reserve, block
+    weights, kv_per_token, usable, seq_len, fraction, reserve, block, layout=FULL
 ):
     """Count up from 1 until the footprint no longer fits (the dumbest correct search)."""
-    if footprint_python(weights, kv_per_token, usable, 1, seq_len, fraction, reserve, block)[3]:
-        per_seq = footprint_python(0, kv_per_token, math.inf, 1, seq_len, 0.0, 0.0, block)[0]
+    cell = (seq_len, fraction, reserve, block, layout)
+    seq_len, fraction, reserve, block, layout = cell
+    if footprint_python(weights, kv_per_token, usable, 1, *cell)[3]:
+        per_seq = footprint_python(0, kv_per_token, math.inf, 1, seq_len, 0.0, 0.0, block, layout)[
+            0
+        ]
         # jump close to the answer, then walk: a plain walk from 1 would take millions of steps
         c = max(1, int(((usable - reserve) / (1 + fraction) - weights) // per_seq) - 2)
-        while not footprint_python(
-            weights, kv_per_token, usable, c, seq_len, fraction, reserve, block
-        )[3]:
+        while not footprint_python(weights, kv_per_token, usable, c, *cell)[3]:
             c -= 1
-        while footprint_python(
-            weights, kv_per_token, usable, c + 1, seq_len, fraction, reserve, block
-        )[3]:
+        while footprint_python(weights, kv_per_token, usable, c + 1, *cell)[3]:
             c += 1
         return c
     return 0
@@ -101,14 +116,15 @@ def largest_fitting_concurrency_closed_numpy(
 
 
 def smallest_fitting_tensor_parallel_python(
-    weights, kv_per_token, reserve, candidates, usable, seq_len, fraction, block
+    weights, kv_per_token, reserve, candidates, usable, seq_len, fraction, block, layout=FULL
 ):
     """The first candidate (ascending) at which one sequence fits, for one (model, gpu, seq_len).
 
     ``weights``, ``kv_per_token`` and ``reserve`` hold one value per candidate; 0 when none fits.
     """
     for w, kv, r, tp in zip(weights, kv_per_token, reserve, candidates, strict=True):
-        if not math.isnan(w) and footprint_python(w, kv, usable, 1, seq_len, fraction, r, block)[3]:
+        cell = (seq_len, fraction, r, block, layout)
+        if not math.isnan(w) and footprint_python(w, kv, usable, 1, *cell)[3]:
             return int(tp)
     return 0
 

@@ -39,7 +39,16 @@ from typing import NamedTuple
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["DTYPE_BYTES", "ModelSpec", "context_tokens", "dtype_bytes", "hybrid_kv_gain", "parse"]
+__all__ = [
+    "DTYPE_BYTES",
+    "KVGroups",
+    "ModelSpec",
+    "context_tokens",
+    "dtype_bytes",
+    "hybrid_kv_gain",
+    "kv_groups",
+    "parse",
+]
 
 #: Bytes per element of the dtypes capnb knows (weights or KV cache).
 DTYPE_BYTES: dict[str, float] = {
@@ -290,6 +299,10 @@ class ModelSpec:
         full = self.layers - self.sliding_layers
         windowed = min(float(tokens), float(self.sliding_window)) if self.sliding_layers else 0.0
         return float(per_layer * (full * float(tokens) + self.sliding_layers * windowed))
+
+    def kv_groups(self, block: int = 16) -> KVGroups:
+        """How vLLM's hybrid KV cache manager groups this model's layers (:func:`kv_groups`)."""
+        return kv_groups(self.layers, self.sliding_window, self.sliding_layers, block)
 
     def valid_tensor_parallel(self, tensor_parallel: int) -> str | None:
         """Return why ``tensor_parallel`` cannot shard this model, or None when it can."""
@@ -874,15 +887,65 @@ def _layer_list(indices: list[int]) -> str:
 _NOTE_TOKENS = 8192
 
 
+class KVGroups(NamedTuple):
+    """How vLLM's hybrid KV cache manager (0.10 on) groups a model's attention layers.
+
+    vLLM (``vllm/v1/core/kv_cache_utils.py``) splits the layers by attention kind into groups of
+    ``size`` layers (the smaller kind's count, or the larger's when it is under 1.5 times the
+    smaller; a kind's last group padded to ``size``); the groups share one pool of blocks, each
+    block ``size`` layers' pages of ``block`` tokens. A sequence of ``T`` tokens holds
+    ``ceil(T / block)`` blocks in each of the ``full`` groups and, in each of the ``windowed``
+    groups, only the blocks its window spans: ``min(ceil(T / block), window_blocks)``. A model
+    without windowed layers is one group of every layer (``full=1``): the full-length count.
+    """
+
+    size: int  #: layers per group
+    full: int  #: groups of full-attention layers
+    windowed: int  #: groups of sliding-window (or chunked) layers
+    window_blocks: int  #: blocks a windowed group keeps of a sequence at most (0: none windowed)
+
+    def blocks(self, tokens: int, block: int) -> int:
+        """Blocks of the shared pool one sequence of ``tokens`` holds (``block`` tokens each)."""
+        span = -(-tokens // block)
+        return self.full * span + self.windowed * min(span, self.window_blocks)
+
+    def shares(self, layers: int) -> tuple[float, float]:
+        """(full, windowed) group layers over the model's layers: the memory kernels' weights."""
+        return self.size * self.full / layers, self.size * self.windowed / layers
+
+
+def kv_groups(layers: int, window: int, windowed: int, block: int = 16) -> KVGroups:
+    """VLLM's grouping of ``layers`` attention layers, ``windowed`` of them over ``window`` tokens.
+
+    See :class:`KVGroups`. A windowed group keeps ``ceil(window / block) + 1`` blocks: the window
+    and the block the next token starts (vLLM frees the blocks wholly before the window).
+
+    Examples
+    --------
+    >>> kv_groups(36, 128, 18)  # gpt-oss: 18 full and 18 windowed layers of 128 tokens
+    KVGroups(size=18, full=1, windowed=1, window_blocks=9)
+    >>> kv_groups(62, 1024, 52)  # Gemma 3 27B: 10 full layers, 52 windowed (six groups, padded)
+    KVGroups(size=10, full=1, windowed=6, window_blocks=65)
+    >>> kv_groups(32, 0, 0)  # no windowed layer: one group, the full-length count
+    KVGroups(size=32, full=1, windowed=0, window_blocks=0)
+    """
+    full = layers - windowed
+    if windowed == 0 or window <= 0:
+        return KVGroups(layers, 1, 0, 0)
+    kept = -(-window // block) + 1
+    if full == 0:  # one kind of layer: one group, every layer windowed
+        return KVGroups(layers, 0, 1, kept)
+    size = min(full, windowed)
+    if max(full, windowed) < 1.5 * size:
+        size = max(full, windowed)
+    return KVGroups(size, -(-full // size), -(-windowed // size), kept)
+
+
 def hybrid_kv_gain(layers: int, window: int, windowed: int, tokens: int, block: int = 16) -> float:
     """The ratio of the sequences vLLM's hybrid KV cache manager holds to a full-length cache's.
 
-    vLLM 0.10 on (``kv_cache_utils``) splits the layers by attention kind into groups of equal
-    size (the smaller kind's count, or the larger's when it is under 1.5 times the smaller; the
-    last group of a kind padded) sharing one pool of blocks; a request holds ``ceil(tokens /
-    block)`` blocks in each full-attention group and, in each windowed group, only the blocks its
-    window spans (``ceil(window / block) + 1`` at most). A full-length cache holds every layer's
-    ``ceil(tokens / block)`` blocks.
+    The hybrid pool (:func:`kv_groups`) holds ``size x blocks(tokens)`` layer pages a sequence,
+    padding included; a full-length cache every layer's ``ceil(tokens / block)``.
 
     Parameters
     ----------
@@ -907,20 +970,8 @@ def hybrid_kv_gain(layers: int, window: int, windowed: int, tokens: int, block: 
     >>> hybrid_kv_gain(32, 0, 0, 8192)  # no windowed layer
     1.0
     """
-    full = layers - windowed
-    if windowed == 0 or window <= 0:
-        return 1.0
-    span = -(-tokens // block)
-    kept = min(span, -(-window // block) + 1)
-    if full == 0:  # one kind of layer: one group, every layer windowed
-        return span / kept
-    size = min(full, windowed)
-    if max(full, windowed) < 1.5 * size:
-        size = max(full, windowed)
-    full_groups, window_groups = -(-full // size), -(-windowed // size)
-    pool_per_token = layers / (size * (full_groups + window_groups))  # padding spends the pool
-    need = full_groups * span + window_groups * kept
-    return (full_groups + window_groups) * span / need * pool_per_token
+    groups = kv_groups(layers, window, windowed, block)
+    return layers * -(-tokens // block) / (groups.size * groups.blocks(tokens, block))
 
 
 def _full_length_note(layers: int, window: int, windowed: int) -> str:

@@ -2,15 +2,20 @@
 
 One accounting covers both of capnb's memory models (see :mod:`capnb.memory`)::
 
-    kv_cache = concurrency x ceil(seq_len / block_tokens) x block_tokens x kv_bytes_per_token
+    blocks   = ceil(seq_len / block_tokens)
+    kv_cache = concurrency x (full x blocks + windowed x min(blocks, window_blocks))
+               x block_tokens x kv_bytes_per_token
     headroom = headroom_fraction x (weights + kv_cache) + reserve_bytes
     total    = weights + kv_cache + headroom
     fits     = total <= usable_bytes
 
 The article's rule is ``headroom_fraction=0.15, reserve_bytes=0, block_tokens=1`` with the whole GPU
 usable; vLLM's is ``headroom_fraction=0``, a fixed reserve, 16-token blocks and
-``usable = gpu_memory_utilization x capacity``. All byte quantities are per GPU (per tensor-parallel
-rank) and float64; concurrency and seq_len are int64.
+``usable = gpu_memory_utilization x capacity``. ``full`` and ``windowed`` weigh a model's layers as
+vLLM's hybrid KV cache manager groups them (:class:`capnb.data.modelspec.KVGroups`: the layers of
+its full-attention and sliding-window groups over the model's layers); a full-length count is
+``full=1, windowed=0``, bit for bit the count without them. All byte quantities are per GPU (per
+tensor-parallel rank) and float64; concurrency, seq_len and window_blocks are int64.
 """
 
 from __future__ import annotations
@@ -34,10 +39,16 @@ __all__ = [
 
 
 @njit
-def kv_cache_bytes(concurrency, seq_len, kv_bytes_per_token, block_tokens):
-    """KV cache bytes of ``concurrency`` sequences of ``seq_len`` tokens, in whole blocks."""
+def kv_cache_bytes(concurrency, seq_len, kv_bytes_per_token, block_tokens, full=1.0, windowed=0.0,
+                   window_blocks=0):  # fmt: skip
+    """KV cache bytes of ``concurrency`` sequences of ``seq_len`` tokens, in whole blocks.
+
+    ``full`` and ``windowed``: the shares of the layers in full-attention and windowed groups
+    (vLLM's hybrid manager); a windowed group holds ``window_blocks`` of a sequence at most.
+    """
     blocks = (seq_len + block_tokens - 1) // block_tokens
-    return concurrency * (blocks * block_tokens * kv_bytes_per_token)
+    held = full * blocks + windowed * min(blocks, window_blocks)
+    return concurrency * (held * block_tokens * kv_bytes_per_token)
 
 
 @njit
@@ -47,15 +58,16 @@ def total_bytes(weights_bytes, kv_bytes, headroom_fraction, reserve_bytes):
 
 
 @njit
-def _fits_one(concurrency, weights, kv_per_token, usable, seq_len, fraction, reserve, block):
-    kv = kv_cache_bytes(concurrency, seq_len, kv_per_token, block)
+def _fits_one(concurrency, weights, kv_per_token, usable, seq_len, fraction, reserve, block, full,
+             windowed, window_blocks):  # fmt: skip
+    kv = kv_cache_bytes(concurrency, seq_len, kv_per_token, block, full, windowed, window_blocks)
     return total_bytes(weights, kv, fraction, reserve) <= usable
 
 
 @njit(nogil=True)
 def footprint_rows(
     weights_bytes, kv_bytes_per_token, reserve_bytes, concurrency, seq_len, headroom_fraction,
-    block_tokens, kv_out, headroom_out, total_out, first, stop,
+    block_tokens, full, windowed, window_blocks, kv_out, headroom_out, total_out, first, stop,
 ):  # fmt: skip
     """:data:`footprint` for the (model, tensor_parallel) pairs ``first .. stop - 1`` (row-major).
 
@@ -68,7 +80,15 @@ def footprint_rows(
         m, t = pair // n_tp, pair % n_tp
         weights, reserve = weights_bytes[m, t], reserve_bytes[m, t]
         for j in range(seq_len.shape[0]):
-            per_sequence[j] = kv_cache_bytes(1, seq_len[j], kv_bytes_per_token[m, t], block_tokens)
+            per_sequence[j] = kv_cache_bytes(
+                1,
+                seq_len[j],
+                kv_bytes_per_token[m, t],
+                block_tokens,
+                full[m, t],
+                windowed[m, t],
+                window_blocks[m, t],
+            )
         for i in range(concurrency.shape[0]):
             c = concurrency[i]
             kv_row, headroom_row, total_row = (
@@ -85,8 +105,8 @@ def footprint_rows(
 
 
 @jit(
-    "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], f8, i8,"
-    " f8[:, :, :, ::1], f8[:, :, :, ::1], f8[:, :, :, ::1])"
+    "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], i8[::1], f8, i8, f8[:, ::1], f8[:, ::1],"
+    " i8[:, ::1], f8[:, :, :, ::1], f8[:, :, :, ::1], f8[:, :, :, ::1])"
 )
 def footprint(
     weights_bytes,
@@ -96,6 +116,9 @@ def footprint(
     seq_len,
     headroom_fraction,
     block_tokens,
+    full,
+    windowed,
+    window_blocks,
     kv_out,
     headroom_out,
     total_out,
@@ -103,12 +126,14 @@ def footprint(
     """KV cache, headroom and total bytes on one GPU over (model, tensor_parallel, concurrency, seq_len).
 
     Parameters are (model, tensor_parallel) arrays, the grid axes 1-D, all C-contiguous; the caller
-    allocates the three outputs. The GPU does not enter: what a configuration needs does not depend
-    on where it runs (see :func:`fits`).
+    allocates the three outputs; ``full``, ``windowed`` and ``window_blocks`` over (model,
+    tensor_parallel) as in :func:`kv_cache_bytes`. The GPU does not enter: what a configuration
+    needs does not depend on where it runs (see :func:`fits`).
     """
     footprint_rows(
         weights_bytes, kv_bytes_per_token, reserve_bytes, concurrency, seq_len, headroom_fraction,
-        block_tokens, kv_out, headroom_out, total_out, 0, weights_bytes.size,
+        block_tokens, full, windowed, window_blocks, kv_out, headroom_out, total_out, 0,
+        weights_bytes.size,
     )  # fmt: skip
 
 
@@ -135,11 +160,12 @@ def fits(largest_concurrency, concurrency, out):
 @njit
 def _largest_one(
     weights_bytes, kv_bytes_per_token, usable_bytes, seq_len, headroom_fraction, reserve_bytes,
-    block_tokens,
+    block_tokens, full, windowed, window_blocks,
 ):  # fmt: skip
     # Solve total(c) <= usable for c in closed form, then step to the exact integer boundary with
     # the same arithmetic the footprint kernel uses, so that fits(c) <=> c <= out for every c.
-    per_sequence = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens)
+    per_sequence = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens, full, windowed,
+                                  window_blocks)  # fmt: skip
     room = (usable_bytes - reserve_bytes) / (1.0 + headroom_fraction) - weights_bytes
     # `room != room` is a quiet NaN test (a masked cell); an ordered comparison would raise the
     # floating-point invalid flag, which numpy reports as a RuntimeWarning.
@@ -147,9 +173,10 @@ def _largest_one(
         return 0
     c = math.floor(room / per_sequence)
     w, kv, usable, fraction = weights_bytes, kv_bytes_per_token, usable_bytes, headroom_fraction
-    while c > 0 and not _fits_one(c, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
+    layout = (block_tokens, full, windowed, window_blocks)
+    while c > 0 and not _fits_one(c, w, kv, usable, seq_len, fraction, reserve_bytes, *layout):
         c -= 1
-    while _fits_one(c + 1, w, kv, usable, seq_len, fraction, reserve_bytes, block_tokens):
+    while _fits_one(c + 1, w, kv, usable, seq_len, fraction, reserve_bytes, *layout):
         c += 1
     return c
 
@@ -162,21 +189,29 @@ def _largest_fitting_concurrency(
     headroom_fraction,
     reserve_bytes,
     block_tokens,
+    full,
+    windowed,
+    window_blocks,
     out,
 ):
     out[0] = _largest_one(
         weights_bytes, kv_bytes_per_token, usable_bytes, seq_len, headroom_fraction,
-        reserve_bytes, block_tokens,
+        reserve_bytes, block_tokens, full, windowed, window_blocks,
     )  # fmt: skip
 
 
 #: Per (model, gpu, tensor_parallel, seq_len): the largest integer concurrency that fits (0: none).
+#: Arguments: weights, KV bytes per token, usable bytes, seq_len, headroom fraction, reserve, block
+#: tokens, and the hybrid layout's full and windowed shares and window blocks (1, 0, 0: full length).
 largest_fitting_concurrency = guvectorize(
-    ["void(f8, f8, f8, i8, f8, f8, i8, i8[:])"], "(),(),(),(),(),(),()->()"
+    ["void(f8, f8, f8, i8, f8, f8, i8, f8, f8, i8, i8[:])"], "(),(),(),(),(),(),(),(),(),()->()"
 )(_largest_fitting_concurrency)
 
 
-@jit("void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], i8[::1], f8, i8, i8[:, :, ::1])")
+@jit(
+    "void(f8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], i8[::1], f8, i8, f8[::1], f8[::1],"
+    " i8[::1], i8[:, :, ::1])"
+)
 def smallest_fitting_tensor_parallel(
     weights_bytes,
     kv_bytes_per_token,
@@ -186,14 +221,18 @@ def smallest_fitting_tensor_parallel(
     seq_len,
     headroom_fraction,
     block_tokens,
+    full,
+    windowed,
+    window_blocks,
     out,
 ):
     """Per (model, gpu, seq_len): the first tensor-parallel degree at which one sequence fits (0: none).
 
     ``weights_bytes``, ``kv_bytes_per_token`` and ``reserve_bytes`` are per GPU over (model,
     candidate), the candidates ``tensor_parallel`` ascending; ``usable_bytes`` over gpu; ``out``
-    (model, gpu, seq_len). "Fits" is :data:`largest_fitting_concurrency` > 0; the search stops at
-    the first candidate that fits.
+    (model, gpu, seq_len); ``full``, ``windowed`` and ``window_blocks`` over model (the hybrid
+    layout, :func:`kv_cache_bytes`). "Fits" is :data:`largest_fitting_concurrency` > 0; the search
+    stops at the first candidate that fits.
     """
     for m in range(out.shape[0]):
         for g in range(out.shape[1]):
@@ -202,7 +241,8 @@ def smallest_fitting_tensor_parallel(
                 for k in range(tensor_parallel.shape[0]):
                     largest = _largest_one(
                         weights_bytes[m, k], kv_bytes_per_token[m, k], usable_bytes[g],
-                        seq_len[s], headroom_fraction, reserve_bytes[m, k], block_tokens,
+                        seq_len[s], headroom_fraction, reserve_bytes[m, k], block_tokens, full[m],
+                        windowed[m], window_blocks[m],
                     )  # fmt: skip
                     if largest > 0:
                         out[m, g, s] = tensor_parallel[k]

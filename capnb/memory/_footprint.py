@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 
 from .. import _validate
-from ..data.modelspec import ModelSpec
+from ..data.modelspec import KVGroups, ModelSpec
 from ..errors import InputError
 from ..records import Deployment
 from ..units import declare_units
@@ -85,6 +85,7 @@ _VLLM_PRESETS = {
         "sampler_buffers": _SAMPLER_BUFFERS["0.10"],
         "block_tokens": 16,
         "moe_workspace": "per_call",
+        "hybrid_kv": True,
     },
     "0.19": {
         "non_torch_bytes_single": 0.25 * 2**30,
@@ -94,6 +95,7 @@ _VLLM_PRESETS = {
         "sampler_buffers": _SAMPLER_BUFFERS["0.19"],
         "block_tokens": 16,
         "moe_workspace": "held",
+        "hybrid_kv": True,
     },
 }
 
@@ -133,6 +135,11 @@ class Accounting:
         (:meth:`moe_workspace_bytes`): ``"held"`` (vLLM 0.19: kept through the sampler's run),
         ``"per_call"`` (vLLM 0.11: allocated and freed within each MoE layer) or ``""`` (not
         counted: the 0.6 bucket, whose source was not checked). Set by ``vllm_version``.
+    hybrid_kv
+        Whether the KV cache is vLLM's hybrid KV cache manager's (0.10 on; ``True`` for the 0.10
+        and 0.19 buckets, ``False`` as ``--disable-hybrid-kv-cache-manager`` runs it): a model's
+        sliding-window layers keep only their window, in groups that share one pool of blocks
+        (:meth:`groups`). ``False``: every layer holds the whole sequence.
     """
 
     name: str
@@ -146,6 +153,36 @@ class Accounting:
     max_num_seqs: int = 0
     sampler_buffers: float = 0.0
     moe_workspace: str = ""
+    hybrid_kv: bool = False
+
+    def groups(self, spec: ModelSpec) -> KVGroups:
+        """How the KV cache groups ``spec``'s layers: vLLM's hybrid grouping, or one group.
+
+        With :attr:`hybrid_kv` (and a model with sliding-window layers): the groups of
+        :func:`capnb.data.modelspec.kv_groups`, a block of ``block_tokens``; otherwise one group of
+        every layer, holding the whole sequence (the full-length count).
+        """
+        if self.hybrid_kv:
+            return spec.kv_groups(self.block_tokens)
+        return KVGroups(spec.layers, 1, 0, 0)
+
+    def window_chunk_bytes(self, spec: ModelSpec, kv_bytes_per_token: float) -> float:
+        """KV bytes per GPU the windowed groups hold for one step's prefill chunk (0: none).
+
+        vLLM's hybrid manager allocates a prompt chunk's blocks in every group before it frees
+        the blocks that fall out of a window: while a step prefills ``max_num_batched_tokens``
+        tokens, each windowed group holds their ``ceil(tokens / block)`` blocks beside the
+        window's. One step's worth is held beside the sequences' windows, so it is counted as a
+        reserve (its "Maximum concurrency" log line counts such a chunk for every request, the
+        most a pool could be asked for, not what decoding sequences hold). NaN ``kv`` (a TP
+        degree that cannot shard the model) gives NaN.
+        """
+        groups = self.groups(spec)
+        if not groups.windowed:
+            return 0.0
+        blocks = -(-self.max_num_batched_tokens // self.block_tokens)
+        share = groups.shares(spec.layers)[1]
+        return float(share * blocks * self.block_tokens * kv_bytes_per_token)
 
     def reserve_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Fixed per-GPU reserve: non-torch memory plus the activation peak (0 for the article)."""
@@ -290,7 +327,8 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
             )
         if base.name != "vllm":
             raise InputError(f"vllm_version applies to accounting='vllm', not {base.name!r}")
-        base = replace(base, vllm_version=version, **_VLLM_PRESETS[version])
+        if version != base.vllm_version:  # (an accounting of that version keeps its settings)
+            base = replace(base, vllm_version=version, **_VLLM_PRESETS[version])
     result = replace(
         base, **{k: v for k, v in overrides.items() if v is not None and k != "vllm_version"}
     )
@@ -299,6 +337,8 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
     _validate.positive_int(result.block_tokens, "block_tokens")
     for field in ("non_torch_bytes_single", "non_torch_bytes_multi", "sampler_buffers"):
         _validate.fraction(getattr(result, field), field, high=float("inf"))
+    if not isinstance(result.hybrid_kv, bool | np.bool_):
+        raise InputError(f"hybrid_kv must be True or False, got {result.hybrid_kv!r}")
     if result.moe_workspace not in ("", "held", "per_call"):
         raise InputError(
             f"moe_workspace must be '', 'held' or 'per_call', got {result.moe_workspace!r}"
@@ -496,8 +536,10 @@ def max_concurrency(
         invalid_tensor_parallel=invalid_tensor_parallel,
         chunks=chunks,
     )
+    largest = _grid.largest(grid, acct)
     variables = {
-        **_reduced(grid, _grid.largest(grid, acct), acct),
+        **_reduced(grid, largest, acct),
+        "kv_cache_bytes": _grid.held_kv_bytes(grid, acct, largest),
         **{
             name: grid.variable(name)
             for name in ("weights_bytes", "kv_bytes_per_token", "capacity_bytes", "usable_bytes")
@@ -578,7 +620,10 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     weights, usable = float(cell.weights_bytes), float(cell.usable_bytes)
     where = f"{model} in {cell.weight_dtype.values} on {tp} x {gpu}"
     if reason == "kv_cache":
-        kv = largest * float(cell.kv_bytes_per_token) * seq
+        held = cell.kv_cache_bytes if "kv_cache_bytes" in cell else None
+        if held is not None and "concurrency" in held.dims:  # a sweep: linear in concurrency
+            held = largest * held.isel(concurrency=0) / int(held.concurrency[0])
+        kv = float(held) if held is not None else largest * float(cell.kv_bytes_per_token) * seq
         return (
             f"{where} fits at most {largest:,} concurrent sequences of {seq:,} tokens "
             f"({_gib(weights)} of weights and {_gib(kv)} of KV cache per GPU, "

@@ -54,6 +54,9 @@ class Grid:
     concurrency: np.ndarray | None
     weights: np.ndarray  # (model, tensor_parallel) bytes per GPU, NaN where TP is invalid
     kv_per_token: np.ndarray  # (model, tensor_parallel) bytes per token per GPU
+    kv_full: np.ndarray  # (model, tensor_parallel) share of the layers in full-attention groups
+    kv_windowed: np.ndarray  # (model, tensor_parallel) share of the layers in windowed groups
+    kv_window_blocks: np.ndarray  # (model, tensor_parallel) blocks a windowed group keeps, int64
     reserve: np.ndarray  # (model, tensor_parallel) fixed bytes per GPU
     capacity: np.ndarray  # (gpu,) bytes
     usable: np.ndarray  # (gpu,) bytes
@@ -70,6 +73,9 @@ class Grid:
         dims, values = {
             "weights_bytes": (("model", "tensor_parallel"), self.weights),
             "kv_bytes_per_token": (("model", "tensor_parallel"), self.kv_per_token),
+            "kv_full": (("model", "tensor_parallel"), self.kv_full),
+            "kv_windowed": (("model", "tensor_parallel"), self.kv_windowed),
+            "kv_window_blocks": (("model", "tensor_parallel"), self.kv_window_blocks),
             "reserve_bytes": (("model", "tensor_parallel"), self.reserve),
             "capacity_bytes": (("gpu",), self.capacity),
             "usable_bytes": (("gpu",), self.usable),
@@ -155,6 +161,7 @@ def prepare(
             + "; ".join(problems)
             + " (pass invalid_tensor_parallel='mask' to mark such cells instead)"
         )
+    layout = _layouts(specs, len(tps), acct)
     capacity = gpu_column(gpus, "memory_bytes")
     base = capacity
     fallback: list[str] = []
@@ -172,6 +179,9 @@ def prepare(
         concurrency=conc,
         weights=weights,
         kv_per_token=kv_per_token,
+        kv_full=layout[0],
+        kv_windowed=layout[1],
+        kv_window_blocks=layout[2],
         reserve=reserve,
         capacity=capacity,
         usable=base * acct.gpu_memory_utilization,
@@ -183,15 +193,35 @@ def prepare(
 
 @functools.lru_cache(maxsize=4096)
 def _rank_inputs(spec: ModelSpec, tp: int, kv_dtype: str, weight_dtype: str, acct) -> tuple:
-    """(weights, KV bytes per token, reserve) on one GPU of a TP group, or (why TP is invalid,)."""
+    """(weights, KV bytes per token, reserve) on one GPU of a TP group, or (why TP is invalid,).
+
+    The reserve holds the windowed groups' blocks of a step's prefill chunk
+    (:meth:`Accounting.window_chunk_bytes`; 0 without them) beside the accounting's own.
+    """
     reason = spec.valid_tensor_parallel(tp)
     if reason:
         return (reason,)
+    kv = spec.kv_bytes_per_token(kv_dtype, tp)
     return (
         spec.weight_bytes(weight_dtype) / tp,
-        spec.kv_bytes_per_token(kv_dtype, tp),
-        acct.reserve_bytes(spec, tp),
+        kv,
+        acct.reserve_bytes(spec, tp) + acct.window_chunk_bytes(spec, kv),
     )
+
+
+def _layouts(specs, n_tp: int, acct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The KV layout per (model, tensor_parallel): full and windowed shares, window blocks.
+
+    vLLM's hybrid KV cache manager (:meth:`Accounting.groups`) where the accounting runs it; a
+    full-length count (1, 0, 0) elsewhere. The grouping does not depend on the TP degree.
+    """
+    shape = (len(specs), n_tp)
+    full, windowed, blocks = np.ones(shape), np.zeros(shape), np.zeros(shape, np.int64)
+    for i, spec in enumerate(specs):
+        groups = acct.groups(spec)
+        full[i], windowed[i] = groups.shares(spec.layers)
+        blocks[i] = groups.window_blocks
+    return full, windowed, blocks
 
 
 def _per_model_inputs(specs, tps, kv_dtypes, weight_dtypes, acct):
@@ -235,25 +265,35 @@ def _four_d(array: np.ndarray) -> np.ndarray:
     return array.reshape((1,) * (4 - array.ndim) + array.shape)
 
 
-def _footprint_block(weights, kv_per_token, reserve, concurrency, seq_len, *, fraction, block):
+def _footprint_block(weights, kv_per_token, reserve, full, windowed, window_blocks, concurrency,
+                     seq_len, *, fraction, block):  # fmt: skip
     # apply_ufunc hands over (model, tensor_parallel, concurrency, seq_len) with size-1 axes where an
     # input lacks a dim; the kernel wants 2-D parameters, 1-D grid axes and outputs we allocate.
-    weights, kv_per_token, reserve = (
-        _four_d(a)[:, :, 0, 0] for a in (weights, kv_per_token, reserve)
-    )
+    per_pair = [
+        _four_d(a)[:, :, 0, 0]
+        for a in (weights, kv_per_token, reserve, full, windowed, window_blocks)
+    ]
     concurrency, seq_len = _four_d(concurrency)[0, 0, :, 0], _four_d(seq_len)[0, 0, 0, :]
-    shape = np.broadcast_shapes(weights.shape, kv_per_token.shape, reserve.shape)
+    shape = np.broadcast_shapes(*(a.shape for a in per_pair))
     outputs = [np.empty((*shape, concurrency.size, seq_len.size)) for _ in range(3)]
     pairs = int(np.prod(shape))
+    weights, kv_per_token, reserve, full, windowed, window_blocks = (
+        _plain(np.broadcast_to(a, shape)) for a in per_pair
+    )
     _rows(
         kernels.footprint_rows,
         pairs,
         sum(out.size for out in outputs),
-        *(_plain(np.broadcast_to(a, shape)) for a in (weights, kv_per_token, reserve)),
+        weights,
+        kv_per_token,
+        reserve,
         _plain(concurrency),
         _plain(seq_len),
         fraction,
         block,
+        full,
+        windowed,
+        window_blocks,
         *outputs,
     )
     return tuple(outputs)
@@ -267,6 +307,9 @@ def footprint(grid: Grid, acct) -> tuple[xr.Variable, xr.Variable, xr.Variable]:
             grid.variable("weights_bytes"),
             grid.variable("kv_bytes_per_token"),
             grid.variable("reserve_bytes"),
+            grid.variable("kv_full"),
+            grid.variable("kv_windowed"),
+            grid.variable("kv_window_blocks"),
             grid.variable("concurrency"),
             grid.variable("seq_len"),
             kwargs={"fraction": acct.headroom_fraction, "block": acct.block_tokens},
@@ -288,6 +331,9 @@ def largest(grid: Grid, acct) -> xr.Variable:
             acct.headroom_fraction,
             grid.variable("reserve_bytes"),
             acct.block_tokens,
+            grid.variable("kv_full"),
+            grid.variable("kv_windowed"),
+            grid.variable("kv_window_blocks"),
             dask="parallelized",
             output_dtypes=[np.int64],
         )
@@ -362,9 +408,10 @@ def min_tensor_parallel(grid: Grid, acct) -> np.ndarray:
         grid.specs, candidates, grid.kv_dtype, grid.weight_dtype, acct
     )
     out = np.empty((len(grid.specs), len(grid.gpu), grid.seq_len.size), np.int64)
+    full, windowed, blocks = (_plain(a[:, 0]) for a in _layouts(grid.specs, 1, acct))
     kernels.smallest_fitting_tensor_parallel(
         weights, kv, reserve, candidates, _plain(grid.usable), _plain(grid.seq_len),
-        acct.headroom_fraction, acct.block_tokens, out,
+        acct.headroom_fraction, acct.block_tokens, full, windowed, blocks, out,
     )  # fmt: skip
     return out
 
@@ -373,14 +420,44 @@ def kv_cache_tokens(grid: Grid, acct) -> xr.Variable:
     """Tokens of KV cache vLLM allocates, over (model, gpu, tensor_parallel); 0 where none fit.
 
     ``floor((usable - weights - reserve) / (block_tokens x KV bytes per token)) x block_tokens``,
-    per GPU of the tensor-parallel group: vLLM's ``num_gpu_blocks x block_size``.
+    per GPU of the tensor-parallel group: vLLM's ``num_gpu_blocks x block_size``. Under vLLM's
+    hybrid KV cache manager a block holds a group's layers (:meth:`Accounting.groups`) and the
+    log divides the pool's blocks among the groups: ``num_blocks // groups x block_size``, fewer
+    tokens than the full-length count where a group is padded (the sequences held are
+    ``max_concurrency``'s, not these tokens over the sequence length).
     """
-    room = grid.usable[None, :, None] - grid.weights[:, None, :] - grid.reserve[:, None, :]
-    per_block = acct.block_tokens * grid.kv_per_token[:, None, :]
+    # vLLM's pool is what its profile leaves; the chunk's blocks are held inside it
+    chunk = np.array([[acct.window_chunk_bytes(spec, kv) for kv in row]
+                      for spec, row in zip(grid.specs, grid.kv_per_token, strict=True)])  # fmt: skip
+    reserve = grid.reserve - chunk
+    room = grid.usable[None, :, None] - grid.weights[:, None, :] - reserve[:, None, :]
+    groups = [acct.groups(spec) for spec in grid.specs]
+    # a block's share of the layers (1 without groups) and the groups the log divides it among
+    size = np.array([g.size / spec.layers for g, spec in zip(groups, grid.specs, strict=True)])
+    n_groups = np.array([g.full + g.windowed for g in groups], np.int64)[:, None, None]
+    per_block = acct.block_tokens * (grid.kv_per_token * size[:, None])[:, None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
         blocks = np.floor(room / per_block)
     blocks = np.where(np.isfinite(blocks) & (blocks > 0), blocks, 0).astype(np.int64)
-    return xr.Variable(("model", "gpu", "tensor_parallel"), blocks * acct.block_tokens)
+    return xr.Variable(("model", "gpu", "tensor_parallel"), blocks // n_groups * acct.block_tokens)
+
+
+def held_kv_bytes(grid: Grid, acct, largest: xr.Variable) -> xr.Variable:
+    """KV cache bytes per GPU of ``largest`` sequences, over (model, gpu, tensor_parallel, seq_len).
+
+    Each sequence in whole blocks, as the accounting holds it (the kernels' ``kv_cache_bytes``:
+    under vLLM's hybrid manager, a windowed group keeps only its window's blocks).
+    """
+    per_sequence = np.empty((len(grid.specs), grid.tensor_parallel.size, grid.seq_len.size))
+    for (m, t, j), _ in np.ndenumerate(per_sequence):
+        per_sequence[m, t, j] = kernels.kv_cache_bytes(
+            1, int(grid.seq_len[j]), float(grid.kv_per_token[m, t]), acct.block_tokens,
+            float(grid.kv_full[m, t]), float(grid.kv_windowed[m, t]),
+            int(grid.kv_window_blocks[m, t]),
+        )  # fmt: skip
+    sequence = xr.Variable(("model", "tensor_parallel", "seq_len"), per_sequence)
+    with outer_product():
+        return largest * sequence
 
 
 # -- the result -----------------------------------------------------------------------------------
@@ -424,8 +501,15 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
         **{
             k: v
             for k, v in asdict(acct).items()
-            if k != "name" and (acct.vllm_version is not None or k not in _VERSIONED)
+            if k not in ("name", "hybrid_kv")
+            and (acct.vllm_version is not None or k not in _VERSIONED)
         },
+        "kv_layout": (
+            "vLLM's hybrid KV cache manager: sliding-window layers keep their window, in groups "
+            "of layers sharing one pool of blocks"
+            if acct.hybrid_kv
+            else "full length: every layer holds the whole sequence"
+        ),
         "kv_dtype": kv_dtype,
         "convention": "all byte variables are per GPU (per tensor-parallel rank)",
     }

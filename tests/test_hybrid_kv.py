@@ -1,0 +1,143 @@
+"""vLLM's hybrid KV cache manager (0.10 on) against its own start-up logs.
+
+The figures are vLLM 0.19.0's start-up logs on one or two H100 80GB GPUs (llm-d-incubation/llm-d-planner
+@3c876c8a, ``accuracy/results/v0.19.0/results_raw.csv``: kv_cache_memory_gib, kv_cache_blocks,
+kv_cache_tokens and max_concurrency at max_model_len 8,192, max_num_batched_tokens 8,192, block 16,
+bf16 KV cache). The model layouts are the published configs' (layers, KV heads, head_dim, window).
+Nothing here is fitted: the block arithmetic either reproduces the logs or it does not.
+"""
+
+import math
+
+import pytest
+
+from capnb import memory
+from capnb.data.modelspec import kv_groups, parse
+
+GIB = 2**30
+
+#: Published architecture facts (Hugging Face config.json of each model).
+CONFIGS = {
+    "gemma-2-9b-it": {"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584,
+                      "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                      "intermediate_size": 14336, "vocab_size": 256000, "sliding_window": 4096,
+                      "torch_dtype": "bfloat16"},
+    "gemma-3-12b-it": {"model_type": "gemma3_text", "num_hidden_layers": 48, "hidden_size": 3840,
+                       "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                       "intermediate_size": 15360, "vocab_size": 262208, "sliding_window": 1024,
+                       "sliding_window_pattern": 6, "torch_dtype": "bfloat16"},
+    "gemma-3-27b-it": {"model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376,
+                       "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                       "intermediate_size": 21504, "vocab_size": 262208, "sliding_window": 1024,
+                       "sliding_window_pattern": 6, "torch_dtype": "bfloat16"},
+    "gpt-oss-20b": {"model_type": "gpt_oss", "num_hidden_layers": 24, "hidden_size": 2880,
+                    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                    "intermediate_size": 2880, "vocab_size": 201088, "sliding_window": 128,
+                    "num_local_experts": 32, "num_experts_per_tok": 4,
+                    "layer_types": ["sliding_attention", "full_attention"] * 12,
+                    "torch_dtype": "bfloat16"},
+}  # fmt: skip
+#: (model, tensor_parallel): logged KV cache GiB, blocks, tokens and maximum concurrency at 8,192.
+LOGS = {
+    ("gemma-2-9b-it", 1): (54.12, 21110, 168880, 20.60),
+    ("gemma-3-12b-it", 1): (47.72, 48867, 130304, 15.88),
+    ("gemma-3-27b-it", 1): (19.53, 15997, 36560, 4.46),
+    ("gpt-oss-20b", 2): (59.32, 323972, 2591776, 316.07),
+}
+LEN, BUDGET, BLOCK = 8192, 8192, 16
+
+
+def _spec(name):
+    return parse(CONFIGS[name], name=name)
+
+
+@pytest.mark.parametrize(("name", "tp"), list(LOGS))
+def test_the_pools_blocks_tokens_and_logged_concurrency_are_vllms(name, tp):
+    gib, blocks, tokens, concurrency = LOGS[(name, tp)]
+    spec = _spec(name)
+    groups = spec.kv_groups(BLOCK)
+    per_layer_block = BLOCK * spec.kv_bytes_per_token("auto", tp) / spec.layers
+    # num_blocks = available // page_size // group_size (the GiB is logged to two decimals)
+    pool = gib * GIB / (per_layer_block * groups.size)
+    assert pool == pytest.approx(blocks, abs=0.006 * GIB / (per_layer_block * groups.size))
+    # "GPU KV cache size": the pool's blocks divided among the groups
+    assert blocks // (groups.full + groups.windowed) * BLOCK == tokens
+    # "Maximum concurrency": a chunk of the step's budget in every windowed group of every request
+    chunk = math.ceil(min(CONFIGS[name]["sliding_window"] - 1 + BUDGET, LEN) / BLOCK) + 1
+    worst = groups.full * math.ceil(LEN / BLOCK) + groups.windowed * chunk
+    assert round(blocks / worst, 2) == concurrency
+
+
+def test_the_grouping_is_vllms_on_the_logged_layouts():
+    assert kv_groups(42, 4096, 21) == (21, 1, 1, 257)  # Gemma 2: alternating layers
+    assert _spec("gemma-3-27b-it").kv_groups() == (10, 1, 6, 65)  # 10 full, 52 windowed (padded)
+    assert _spec("gemma-3-12b-it").kv_groups() == (8, 1, 5, 65)
+    assert _spec("gpt-oss-20b").kv_groups() == (12, 1, 1, 9)
+
+
+def test_capnb_holds_decoding_windows_and_one_prefill_chunk():
+    """The memory step's sequences: the pool less one step's chunk, over a sequence's blocks."""
+    spec = _spec("gemma-3-27b-it")
+    acct = memory.accounting("vllm", vllm_version="0.19")
+    groups = acct.groups(spec)
+    _, blocks, _, logged = LOGS[("gemma-3-27b-it", 1)]
+    per_sequence = groups.blocks(LEN, BLOCK)  # 512 + 6 x 65 = 902
+    chunk = groups.windowed * math.ceil(BUDGET / BLOCK)  # 6 x 512 blocks while a chunk is in
+    held = (blocks - chunk) // per_sequence
+    assert (per_sequence, held) == (902, 14)
+    assert held > logged  # vLLM's log line counts a chunk in every request: a floor
+    kv = spec.kv_bytes_per_token("auto", 1)
+    share = groups.size / spec.layers
+    assert acct.window_chunk_bytes(spec, kv) == pytest.approx(chunk * BLOCK * kv * share)
+    # the full-length count (vLLM before 0.10, or --disable-hybrid-kv-cache-manager) holds fewer
+    full = blocks * groups.size // (spec.layers * math.ceil(LEN / BLOCK))
+    assert full < held
+
+
+def test_memory_step_counts_the_hybrid_pool_and_says_so():
+    """gpt-oss-120b on an H100: the 0.19 accounting (hybrid) against the same with it off."""
+    args = dict(model="gpt-oss-120b", gpu="H100-SXM", tensor_parallel=[1, 2], seq_len=[8192, 65536],
+                accounting="vllm", vllm_version="0.19")  # fmt: skip
+    hybrid = memory.max_concurrency(**args)
+    off = memory.max_concurrency(**{**args, "accounting": memory.accounting(
+        "vllm", vllm_version="0.19", hybrid_kv=False)})  # fmt: skip
+    assert "hybrid" in hybrid.attrs["kv_layout"] and "full length" in off.attrs["kv_layout"]
+    # the log line's tokens: equal halves of the pool (two groups of 18 layers, no padding)
+    assert (hybrid.kv_cache_tokens.values == off.kv_cache_tokens.values).all()
+    gain = hybrid.max_concurrency / off.max_concurrency
+    # 18 full + 18 windowed layers: about twice the sequences, less one chunk's blocks
+    assert 1.6 < float(gain.min()) and float(gain.max()) < 2.2  # (whole sequences: 15 vs 31)
+    for tp in (1, 2):
+        cell = hybrid.sel(tensor_parallel=tp, seq_len=65536).squeeze()
+        spec = _spec_of("gpt-oss-120b")
+        groups = spec.kv_groups(16)
+        pool = int(cell.kv_cache_tokens) // 16 * 2  # the pool's blocks (two groups)
+        chunk = math.ceil(BUDGET / 16)  # one windowed group
+        want = (pool - chunk) // groups.blocks(65536, 16)
+        assert abs(int(cell.max_concurrency) - want) <= 1  # (the pool's floor division)
+    text = memory.describe(hybrid, tensor_parallel=1, seq_len=8192)
+    held = int(hybrid.max_concurrency.sel(tensor_parallel=1, seq_len=8192).item())
+    assert f"fits at most {held:,} concurrent sequences" in text
+
+
+def _spec_of(name):
+    from capnb.data import load_model
+
+    return load_model(name)
+
+
+def test_a_dense_model_is_counted_as_before():
+    args = dict(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=[1, 2], seq_len=[1000, 8192],
+                accounting="vllm", vllm_version="0.10")  # fmt: skip
+    hybrid = memory.max_concurrency(**args)
+    off = memory.max_concurrency(**{**args, "accounting": memory.accounting(
+        "vllm", vllm_version="0.10", hybrid_kv=False)})  # fmt: skip
+    for name in ("max_concurrency", "kv_cache_tokens", "kv_cache_bytes"):
+        assert (hybrid[name].values == off[name].values).all()
+
+
+def test_hybrid_kv_must_be_a_bool():
+    from capnb.errors import InputError
+
+    with pytest.raises(InputError, match="hybrid_kv must be True or False"):
+        memory.accounting("vllm", vllm_version="0.10", hybrid_kv="no")
