@@ -48,13 +48,18 @@ CASES = {
     ),
     "mixed, no chunking": dict(closed=True, load=16, tp=1, chunked=0, budget=800),
     "mixture of experts": dict(closed=False, load=40.0, tp=2, moe=True),
+    # vLLM's hybrid KV cache manager: one full and two window groups of 3 blocks, a small pool
+    "hybrid groups (preemption)": dict(closed=True, load=30, tp=1, kv=2400, layout=(1, 2, 3)),
+    "hybrid groups, prefill first": dict(
+        closed=True, load=30, tp=2, policy=1, kv=3000, layout=(1, 1, 5)
+    ),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_kernel_matches_the_python_simulator(case):
     c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
-         "policy": 0, "chunked": 1, "moe": False, **CASES[case]}  # fmt: skip
+         "policy": 0, "chunked": 1, "moe": False, "layout": (1, 0, 0), **CASES[case]}  # fmt: skip
     rng = np.random.default_rng(1)
     n = 60
     prompt = rng.integers(1, 700, n)
@@ -70,7 +75,7 @@ def test_kernel_matches_the_python_simulator(case):
         calibration = calibration.copy()
         calibration[6] = c["overhead"]
     settings = np.array([float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16,
-                         c["warmup"], c["policy"], c["chunked"]])  # fmt: skip
+                         c["warmup"], c["policy"], c["chunked"], *c["layout"]])  # fmt: skip
     ttft, e2e = np.empty(n), np.empty(n)
     itl = np.empty(max(int(np.maximum(output[c["warmup"] :] - 1, 0).sum()), 1))
     stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
@@ -83,6 +88,7 @@ def test_kernel_matches_the_python_simulator(case):
         max_num_batched_tokens=c["budget"], kv_blocks=c["kv"] // 16, block_size=16,
         warmup=c["warmup"], model=model, gpu=gpu, tensor_parallel=c["tp"], calibration=calibration,
         policy=kernels.POLICIES[c["policy"]], chunked_prefill=bool(c["chunked"]),
+        kv_layout=c["layout"],
     )  # fmt: skip
     w = c["warmup"]
     assert np.array_equal(ttft[w:], np.array(ref["ttft"][w:]))  # identical, not close

@@ -71,9 +71,17 @@ class _Step:
     free: int
     preemptions: int
     block: int
+    layout: tuple = (1, 0, 0)  # full groups, window groups, blocks a window group keeps at most
     plan: dict = field(default_factory=dict)  # request -> (new tokens, tokens in its cache)
     preempted: bool = False
     full: bool = False  # a request preempted itself: nothing more is scheduled
+
+
+def _held(tokens, step):
+    """Blocks of the pool a sequence of ``tokens`` holds (vLLM's groups; (1, 0, 0): full length)."""
+    span = -(-tokens // step.block)
+    full, windowed, kept = step.layout
+    return full * span + windowed * min(span, kept)
 
 
 def _run_kind(step, decoding):
@@ -86,7 +94,7 @@ def _run_kind(step, decoding):
         if (request.computed >= request.prompt) != decoding:
             continue
         want = min(request.prompt + request.generated - request.computed, step.budget)
-        extra = -(-(request.computed + want) // step.block) - request.blocks
+        extra = max(_held(request.computed + want, step) - request.blocks, 0)
         while extra > step.free:
             victim = step.running.pop()  # the last admitted is preempted (recompute)
             if victim in step.plan:  # its token this step is given back
@@ -116,7 +124,7 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole):
             return
         want = min(rest, step.budget)
         # prefill-first engines reserve the whole prompt's blocks at admission
-        blocks = -(-(reuse + (rest if whole else want)) // step.block)
+        blocks = _held(reuse + (rest if whole else want), step)
         if blocks > step.free:
             return
         step.waiting.popleft()
@@ -130,12 +138,15 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole):
 
 def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                     max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
-                    tensor_parallel, calibration, policy="mixed", chunked_prefill=True):  # fmt: skip
+                    tensor_parallel, calibration, policy="mixed", chunked_prefill=True,
+                    kv_layout=(1, 0, 0)):  # fmt: skip
     """Per-request (ttft, e2e, itls) of the reported requests (index >= warmup), in index order.
 
     ``policy``: ``"mixed"`` (decodes, prompts in progress, then admission, in one step) or
     ``"prefill_first"`` (a prefill-only step whenever a prompt can run, else the decodes).
     ``chunked_prefill`` False: a waiting prompt is admitted only when all of it fits the budget.
+    ``kv_layout``: (full groups, window groups, blocks a window group keeps at most) of vLLM's
+    hybrid KV cache manager; ``kv_blocks`` counts the pool's blocks in that unit.
 
     Returns a dict: ``ttft`` and ``e2e`` (lists, NaN for warm-up requests), ``itl`` (list of
     lists), ``preemptions`` and ``steps``.
@@ -175,7 +186,7 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                 waiting.append(new(issued, arrivals[issued]))
                 issued += 1
         step = _Step(running, waiting, budget=max_num_batched_tokens, free=free,
-                     preemptions=preemptions, block=block_size)  # fmt: skip
+                     preemptions=preemptions, block=block_size, layout=tuple(kv_layout))  # fmt: skip
         if policy == "mixed":
             _run_kind(step, True)
             _run_kind(step, False)

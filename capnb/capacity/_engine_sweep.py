@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from ..records import BLOCK_SIZE, Deployment, EngineSettings
+from ..records import Deployment, EngineSettings
 
 __all__ = ["engine_curve_of", "sweep_engine"]
 
@@ -49,14 +49,17 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
     )  # fmt: skip
 
 
-def _sequences(kv_tokens: int, seq_len: int, settings: EngineSettings | None) -> int:
+def _sequences(deployment: Deployment, kv_tokens: int, seq_len: int,
+               settings: EngineSettings | None) -> int:  # fmt: skip
     """Sequences of ``seq_len`` tokens ``kv_tokens`` of KV cache hold, in whole blocks.
 
-    vLLM (and the engine) allocates a sequence's cache in blocks of ``block_size`` tokens, so this
-    is what :func:`capnb.memory.max_concurrency` counts with vLLM's accounting.
+    As the engine holds them (:func:`capnb.latency._engine.held_sequences`: vLLM's blocks, and
+    its hybrid groups for a model with sliding-window layers), which is what
+    :func:`capnb.memory.max_concurrency` counts with vLLM's accounting.
     """
-    block = (settings or EngineSettings()).block_size or BLOCK_SIZE
-    return (int(kv_tokens) // block) // -(-int(seq_len) // block)
+    from ..latency import _engine
+
+    return _engine.held_sequences(deployment, kv_tokens, seq_len, settings)
 
 
 def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype: str = "auto",
@@ -96,7 +99,7 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, kv_dtype=deployment.kv_dtype,
                     weight_dtype=deployment.weight_dtype)  # fmt: skip
-    fits = _sequences(kv, seq_len, settings)
+    fits = _sequences(deployment, kv, seq_len, settings)
     if fits < 1:
         raise InputError(
             f"{model} on {tp} x {gpu}: its KV cache ({kv:,} tokens) holds no sequence of the "
@@ -209,13 +212,14 @@ def sweep_engine(
                 split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,
                                         cache_share=[share])  # fmt: skip
                 hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
-            fits, whole = _sequences(running, seq_len, settings), holds(longest, running)
+            option = Deployment(model, gpu, int(tp))
+            fits, whole = _sequences(option, running, seq_len, settings), holds(longest, running)
             if fits >= 1 and not whole:  # the workload's longest request: said in the notes
                 too_long.append(f"{tp} x {gpu}: {running:,}")
             if fits < 1 or not whole:
                 rows[(gpu, tp)] = ("infeasible_memory", (hit, running))
                 continue
-            curve = engine_curve(Deployment(model, gpu, int(tp)), workload, fits=fits,
+            curve = engine_curve(option, workload, fits=fits,
                                  running_tokens=running, hit_rate=hit, requests=requests,
                                  seed=seed, settings=settings)  # fmt: skip
             curve = _analytic_metrics(curve, analytic_metrics, model, gpu, tp, workload)

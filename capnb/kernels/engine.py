@@ -35,6 +35,13 @@ A request's prefix-cache hit (whole blocks, never the last prompt token) is not 
 KV blocks. A step that completes a request's prompt (or recompute) samples a token, as does every
 decode; a request ends with its last token and frees its blocks at the end of that step.
 
+Blocks are counted in the pool's own unit (``kv_blocks``). A full-length cache is one group of
+every layer: a sequence of ``T`` tokens holds ``ceil(T / block_size)`` blocks. vLLM's hybrid KV
+cache manager (the ``kv_*_groups`` settings) groups the layers by attention kind: a block of the
+pool is one group's pages, a sequence holds ``ceil(T / block_size)`` blocks in each full group and
+at most ``kv_window_blocks`` in each sliding-window group (a window group's blocks grow with the
+sequence up to that count; as every block, they are given back when the request ends).
+
 Step time (:func:`step_time`, per GPU of the group; the roofline of :mod:`capnb.kernels.latency`)
     A step computing ``T`` tokens for ``S`` sequences, where sequence ``i`` computes ``n_i`` new
     tokens after ``s_i`` already in its cache::
@@ -98,7 +105,10 @@ __all__ = [
 
 #: Order of the ``settings`` vector.
 SETTINGS = ("closed", "load", "max_num_seqs", "max_num_batched_tokens", "kv_blocks", "block_size",
-            "warmup", "policy", "chunked_prefill")  # fmt: skip
+            "warmup", "policy", "chunked_prefill", "kv_full_groups", "kv_window_groups",
+            "kv_window_blocks")  # fmt: skip
+#: The KV layout's three settings of a full-length cache (one group of every layer).
+FULL_LENGTH = (1.0, 0.0, 0.0)
 #: Scheduling policies (``settings[7]``), in code order.
 POLICIES = ("mixed", "prefill_first")
 #: The engine's model vector: the analytic model's six fields, then the routed experts' weight
@@ -176,8 +186,14 @@ mixed_step = step_time
 
 
 @njit(inline="always", error_model="numpy")
-def _blocks_for(tokens, block):
-    return (tokens + block - 1) // block
+def _blocks_for(tokens, layout):
+    """Blocks of the pool a sequence of ``tokens`` holds.
+
+    ``layout``: (block tokens, full groups, window groups, blocks a window group keeps at most);
+    (block, 1, 0, 0) is a full-length cache.
+    """
+    span = (tokens + layout[0] - 1) // layout[0]
+    return layout[1] * span + layout[2] * min(span, layout[3])
 
 
 @njit(inline="always", error_model="numpy")
@@ -250,7 +266,7 @@ def preempt_last(req, running, scheduled, waiting, st, sched):
 
 
 @njit(inline="always", error_model="numpy")
-def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, sched, block):
+def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, sched, layout):
     """Give the running requests of one kind (decoding, or in their prompt) their next tokens.
 
     Returns how many running requests of the other kind were passed over (a pass over the
@@ -265,9 +281,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
             i += 1
             continue
         need = min(req[s, _PLEN] + req[s, _GEN] - req[s, _COMP], sched[_BUDGET])
-        blocks = 0
-        if req[s, _COMP] + need > req[s, _HELD] * block:
-            blocks = _blocks_for(req[s, _COMP] + need, block) - req[s, _HELD]
+        blocks = max(_blocks_for(req[s, _COMP] + need, layout) - req[s, _HELD], 0)
         while blocks > st[_BLOCKS]:
             if preempt_last(req, running, scheduled, waiting, st, sched) == s:
                 sched[_STOPPED] = 1
@@ -285,7 +299,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
 
 
 @njit(inline="always", error_model="numpy")
-def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
+def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
           whole):  # fmt: skip
     """Admit waiting requests first come first served while they fit (sequences, budget, blocks).
 
@@ -294,6 +308,7 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, bloc
     chunk.
     """
     slots = waiting.shape[0]
+    block = layout[0]
     while st[_NWAIT] > 0 and st[_NRUN] < max_seqs and sched[_BUDGET] > 0:
         s = waiting[st[_HEAD]]
         base = min((req[s, _HIT] // block) * block, req[s, _PLEN] - 1)
@@ -301,7 +316,7 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, bloc
         if not chunked and rest > sched[_BUDGET]:
             break  # the whole prompt must fit in one step
         need = min(rest, sched[_BUDGET])
-        blocks = _blocks_for(base + (rest if whole else need), block)
+        blocks = _blocks_for(base + (rest if whole else need), layout)
         if blocks > st[_BLOCKS]:
             break
         st[_HEAD] = (st[_HEAD] + 1) % slots
@@ -413,7 +428,7 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
 
 
 @njit(inline="always", error_model="numpy")
-def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled, start_ctx,
+def _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled, start_ctx,
               waiting, st, sched):  # fmt: skip
     """One step's schedule under the engine's policy; the requests scheduled."""
     sched[_BUDGET] = budget
@@ -422,18 +437,18 @@ def _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled,
     sched[_STOPPED] = 0
     # (scheduled[:n_running] is 0 here: :func:`_advance` clears what it consumed)
     if policy == 0:  # mixed: decodes, prompts in progress, then admission
-        if schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, block):
-            schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, block)
+        if schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, layout):
+            schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, layout)
         if sched[_PREEMPTED] == 0:
-            admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
+            admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
                   False)  # fmt: skip
     else:  # prefill first: a prefill-only step when any prompt can run, else the decodes
-        schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, block)
+        schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, layout)
         if sched[_PREEMPTED] == 0:
-            admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, block, chunked,
+            admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
                   True)  # fmt: skip
         if sched[_COUNT] == 0:
-            schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, block)
+            schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, layout)
     return sched[_COUNT]
 
 
@@ -453,7 +468,9 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     load = settings[1]
     max_seqs = int(settings[2])
     budget = int(settings[3])
-    block = int(settings[5])
+    if settings.shape[0] < 12:
+        raise ValueError("settings: the 12 values of SETTINGS are needed")
+    layout = (int(settings[5]), int(settings[9]), int(settings[10]), int(settings[11]))
     warmup = int(settings[6])
     policy = int(settings[7])
     chunked = settings[8] > 0.5
@@ -493,7 +510,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
                 c_arrive, cumulative, waiting, st)  # fmt: skip
         st[_NEXT] += 1
 
-    _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, block, warmup, policy,
+    _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, warmup, policy,
           chunked, model, gpu, tensor_parallel, calibration, ttft, e2e, itl, itl_offset, features,
           req, clock, c_arrive, c_first, free_slots, waiting, running, scheduled, start_ctx, st, ft,
           sched, cumulative, step_features, scratch)  # fmt: skip
@@ -502,7 +519,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
 
 
 @njit(error_model="numpy", _nrt=False)
-def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, block, warmup, policy,
+def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, warmup, policy,
           chunked, model, gpu, tensor_parallel, calibration, ttft, e2e, itl, itl_offset, features,
           req, clock, c_arrive, c_first, free_slots, waiting, running, scheduled, start_ctx, st, ft,
           sched, cumulative, step_features, scratch):  # fmt: skip
@@ -518,7 +535,7 @@ def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, block, w
         if not closed:
             arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots,
                    st, ft, cumulative, step_features, scratch)  # fmt: skip
-        count = _schedule(policy, chunked, max_seqs, block, budget, req, running, scheduled,
+        count = _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled,
                           start_ctx, waiting, st, sched)  # fmt: skip
         if count == 0:
             if sched[_PREEMPTED] == 1:

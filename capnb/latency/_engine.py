@@ -16,6 +16,7 @@ import xarray as xr
 
 from .. import _validate, glossary
 from ..data import _curve
+from ..data.modelspec import KVGroups
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
@@ -86,10 +87,69 @@ def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "aut
     return int(ds.kv_cache_tokens.item())
 
 
+def kv_layout(spec, settings: EngineSettings) -> KVGroups:
+    """How the engine's KV cache groups ``spec``'s layers.
+
+    vLLM V1 (``vllm-v1``) runs vLLM's hybrid KV cache manager (0.10 on): a model's sliding-window
+    layers keep only their window, in groups sharing the pool (:func:`capnb.data.modelspec.kv_groups`;
+    the memory step's vllm accounting counts the same). Every other engine here is simulated with
+    a full-length cache, one group of every layer. A model without windowed layers is one group
+    everywhere, so its simulation is as it was.
+    """
+    block = settings.block_size or BLOCK_SIZE
+    if settings.engine == "vllm-v1":
+        return spec.kv_groups(block)
+    return KVGroups(spec.layers, 1, 0, 0)
+
+
+def kv_pool(kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> int:
+    """Blocks of the engine's pool from ``kv_tokens`` as vLLM logs them ("GPU KV cache size").
+
+    vLLM logs the pool's blocks divided among its groups (``num_blocks // groups x block_size``),
+    so the pool is ``kv_tokens // block x groups``. Under the hybrid manager the windowed groups
+    also hold a step's prefill chunk (``max_num_batched_tokens``) beside the windows, which the
+    memory step reserves (:meth:`capnb.memory.Accounting.window_chunk_bytes`): the same blocks
+    are left out of the pool here, so the engine and the memory step hold the same sequences.
+    """
+    block = settings.block_size or BLOCK_SIZE
+    blocks = int(kv_tokens) // block * (layout.full + layout.windowed)
+    if layout.windowed:
+        blocks -= layout.windowed * -(-int(settings.max_num_batched_tokens or 0) // block)
+    return max(blocks, 0)
+
+
+def sequences(kv_tokens: int, seq_len: int, layout: KVGroups, settings: EngineSettings) -> int:
+    """Sequences of ``seq_len`` tokens the pool of ``kv_tokens`` holds, in whole blocks."""
+    block = settings.block_size or BLOCK_SIZE
+    return kv_pool(kv_tokens, layout, settings) // layout.blocks(int(seq_len), block)
+
+
+def held_sequences(deployment: Deployment, kv_tokens: int, seq_len: int,
+                   settings: EngineSettings | None = None) -> int:  # fmt: skip
+    """Sequences of ``seq_len`` tokens the engine holds in ``kv_tokens`` of KV cache (whole blocks).
+
+    Under the settings as :func:`engine` resolves them for the deployment (its layout and step
+    budget): what its "memory holds" counts, and what :func:`capnb.memory.max_concurrency` counts
+    with the same vLLM accounting.
+    """
+    from ..data import load_gpus
+
+    spec, gpu_id = deployment.spec, deployment.gpu
+    memory = float(load_gpus([gpu_id]).memory_bytes.values[0])
+    resolved = _resolved(_settings(settings), spec, gpu_id, memory, int(kv_tokens))
+    return sequences(kv_tokens, seq_len, kv_layout(spec, resolved), resolved)
+
+
+def layout_settings(layout: KVGroups) -> tuple[float, float, float]:
+    """The kernel's three ``kv_*`` settings (:data:`capnb.kernels.engine.SETTINGS`) of a layout."""
+    return float(layout.full), float(layout.windowed), float(layout.window_blocks)
+
+
 def simulate_points(
     model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
     closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
     quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True, block_size=BLOCK_SIZE,
+    kv_layout=kernels.FULL_LENGTH,
 ):  # fmt: skip
     """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
     loads = np.asarray(loads, dtype=float)
@@ -103,6 +163,7 @@ def simulate_points(
     settings[:, 6] = warmup
     settings[:, 7] = kernels.POLICIES.index(policy)
     settings[:, 8] = 1.0 if chunked_prefill else 0.0
+    settings[:, 9:12] = kv_layout
     qs = np.asarray(quantiles, dtype=float)
     shapes = (len(kernels.METRICS), len(kernels.STATS), 3, len(kernels.FEATURES))
     sizes = [np.zeros(s) for s in shapes]
@@ -265,7 +326,8 @@ def engine(
     given_length = settings.max_model_len
     settings = _resolved(settings, spec, gpu_id, float(gpus.memory_bytes.values[0]), kv_tokens)
     block = settings.block_size
-    kv_blocks = kv_tokens // block
+    layout = kv_layout(spec, settings)
+    kv_blocks = kv_pool(kv_tokens, layout, settings)
     seqs = settings.running_limit(kv_tokens)
 
     prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
@@ -276,7 +338,7 @@ def engine(
         max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
         kv_blocks=kv_blocks, warmup=warmup,
         quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
-        block_size=block,
+        block_size=block, kv_layout=layout_settings(layout),
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 

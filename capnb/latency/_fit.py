@@ -182,11 +182,19 @@ def _unsupported(config) -> str:
 
 
 @functools.cache
+def _spec(model: str):
+    """The catalog's model of a measurement's ``model`` (its aliases resolved)."""
+    from ..data import load_model
+
+    return load_model(MODEL_ALIASES.get(model, model))
+
+
+@functools.cache
 def vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
     """(engine model vector, GPU vector, KV cache tokens by vLLM's accounting) of a configuration."""
-    from ..data import load_gpus, load_model
+    from ..data import load_gpus
 
-    spec = load_model(MODEL_ALIASES.get(model, model))
+    spec = _spec(model)
     weight_dtype = "fp8" if dtype == "fp8" else None
     model_vec = _engine.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype)
     gpu_vec = _calibration.gpu_vector(load_gpus([gpu]), gpu, weight_dtype or spec.weight_dtype)
@@ -345,16 +353,18 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
         closed, load_value = float(pt.mode == "concurrency"), pt.load
     model_vec, kv_tokens = _kv_cache(pt, run)
     longest = int((prompt + output).max())
-    blocks = kv_tokens // _engine.BLOCK_SIZE
     if kv_tokens <= 0 or not _engine.holds(longest, kv_tokens):
         return None
     engine = engine_settings_of(pt, kv_tokens, run)
+    layout = _engine.kv_layout(_spec(pt.model), engine)
+    blocks = _engine.kv_pool(kv_tokens, layout, engine)
     max_seqs = engine.running_limit(kv_tokens)
     if pt.mode == "batch" and _number(run, "max_num_seqs") is None and pt.engine_id == "trtllm":
         max_seqs = n  # a static batch runs together
     budget = engine.max_num_batched_tokens or _engine.UNLIMITED
     settings = np.array([closed, load_value, max_seqs, budget, blocks, _engine.BLOCK_SIZE, warmup,
-                         kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill)])  # fmt: skip
+                         kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill),
+                         *_engine.layout_settings(layout)])  # fmt: skip
     gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
     return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
                  timed & (np.arange(n) >= warmup), gaps_count, offline(run))  # fmt: skip
