@@ -359,3 +359,20 @@ def test_kedas_query_rates_over_a_range_prometheus_can_fill():
     assert "[60s]" in query and "[15s]" not in query
     assert any("rate is over 60 s" in note for note in out.notes["keda"])
     assert out.exact["keda"] and manifest_settings(out.documents["keda"]) == out.replays["keda"]
+
+
+@pytest.mark.parametrize("case", ["hpa", "knative"])
+def test_a_tensor_parallel_choice_replays_its_gpu_hours(case, demand):
+    # the objects say 4 GPUs an instance (tensor-parallel annotation, nvidia.com/gpu: 4), yet their
+    # replay left gpus_per_instance out: a plan of 4 x B200 instances replayed at 61,294 GPU-hours
+    # over 14 days where the plan's own run had 245,175 (instance-hours, a quarter of the GPUs)
+    run = dict(step_s=1.0, cold_start_s=90.0, tolerance_s=60.0)
+    choice = dataclasses.replace(CHOICES[case], tensor_parallel=4, gpu="B200")
+    out = manifests(choice)
+    chosen = capnb.elasticity.simulate(demand, **run, **choice.settings())  # 4 GPUs an instance
+    for kind in ["hpa", "keda"] if case == "hpa" else ["knative"]:
+        settings = manifest_settings(parsed(out, kind))
+        assert settings["gpus_per_instance"] == 4, kind
+        replay = capnb.elasticity.simulate(demand, **run, **settings)
+        assert float(replay.gpu_hours) == float(chosen.gpu_hours), kind
+        assert out.exact[kind]

@@ -138,9 +138,11 @@ class PolicyChoice:
         """The policy's arguments of :func:`capnb.elasticity.simulate`.
 
         Add the demand, ``step_s``, ``cold_start_s`` and ``tolerance_s`` of the replay.
+        ``gpus_per_instance`` is ``tensor_parallel``: a run's ``gpu_hours`` count every GPU.
         """
         return {
             "policy": self.policy,
+            "gpus_per_instance": int(self.tensor_parallel),
             "per_instance_qps": float(self.per_instance_qps),
             "scale_up_threshold": float(self.scale_up_threshold),
             "cooldown_s": float(self.cooldown_s),
@@ -461,6 +463,17 @@ def _capnb(meta: Mapping, key: str):
     return found
 
 
+def _gpus(meta: Mapping) -> int:
+    """GPUs an instance holds (its tensor-parallel degree), from the capnb annotation."""
+    text = str(_capnb(meta, "tensor-parallel")).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(
+            f"{meta.get('name', 'object')}: {_CAPNB}tensor-parallel = {text!r}: expected a whole "
+            "number >= 1 (GPUs an instance holds)"
+        )
+    return int(text)
+
+
 def _read_rules(behavior: Mapping, direction: str) -> dict:
     rules = behavior[f"scale{direction.capitalize()}"]
     out = {f"scale_{direction}_pods": None, f"scale_{direction}_percent": None}
@@ -483,6 +496,7 @@ def _read_hpa_like(meta, low, high, target, behavior) -> dict:
     name = meta.get("name", "object")
     return {
         "policy": "hpa",
+        "gpus_per_instance": _gpus(meta),
         "per_instance_qps": _float(_capnb(meta, "per-instance-qps"), f"{name}: per-instance-qps"),
         "scale_up_threshold": _quantity(target, f"{name}: target"),
         "cooldown_s": down_window,
@@ -534,6 +548,7 @@ def _read_knative(docs: list[Mapping]) -> dict:
     stable = _float(one("window"), "window")
     return {
         "policy": "knative",
+        "gpus_per_instance": _gpus(service["metadata"]),
         "per_instance_qps": _float(one("target"), "target"),
         "scale_up_threshold": _float(one("target-utilization-percentage"), "utilization") / 100,
         "cooldown_s": _float(one("scale-down-delay"), "scale-down-delay"),
@@ -560,10 +575,10 @@ def manifest_settings(documents) -> dict[str, object]:
     Returns
     -------
     dict
-        ``policy`` (``"hpa"`` for the HPA and KEDA, ``"knative"``), ``per_instance_qps``,
-        ``scale_up_threshold``, ``cooldown_s``, ``min_instances``, ``max_instances``,
-        ``buffer_instances`` and the policy's options: add the demand, ``step_s``,
-        ``cold_start_s`` and ``tolerance_s``.
+        ``policy`` (``"hpa"`` for the HPA and KEDA, ``"knative"``), ``gpus_per_instance`` (the
+        ``capnb.io/tensor-parallel`` annotation), ``per_instance_qps``, ``scale_up_threshold``,
+        ``cooldown_s``, ``min_instances``, ``max_instances``, ``buffer_instances`` and the
+        policy's options: add the demand, ``step_s``, ``cold_start_s`` and ``tolerance_s``.
     """
     docs = [documents] if isinstance(documents, Mapping) else list(documents)
     kinds = {d.get("kind") for d in docs}
