@@ -376,3 +376,17 @@ def test_a_tensor_parallel_choice_replays_its_gpu_hours(case, demand):
         replay = capnb.elasticity.simulate(demand, **run, **settings)
         assert float(replay.gpu_hours) == float(chosen.gpu_hours), kind
         assert out.exact[kind]
+
+
+def test_a_fixed_fleets_spares_folded_into_knative_are_not_said_to_be_a_different_run():
+    # fixed, 1 instance + 2 spares: knative.yaml pins min-scale = max-scale = 3 and replays as the
+    # chosen run (capnb export said so), yet its note said "(a different run from spares held
+    # above the pool)"
+    choice = dataclasses.replace(CHOICES["fixed"], min_instances=1, max_instances=1,
+                                 buffer_instances=2)  # fmt: skip
+    out = manifests(choice)
+    assert out.exact["knative"]
+    notes = out.notes["knative"]
+    assert any("folded into min-scale and max-scale (1 + 2)" in n for n in notes), notes
+    assert not any("different run" in n for n in notes), notes
+    assert "different run" not in out.yaml("knative")

@@ -361,11 +361,18 @@ def _knative_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]
             )
     if values["buffer_instances"]:
         spares = values["buffer_instances"]
-        notes.append(
-            f"Knative holds no pod outside its autoscaler: the {spares} warm spares are folded "
-            f"into min-scale ({values['min_instances']} + {spares}), which the KPA counts (a "
-            "different run from spares held above the pool)"
-        )
+        if choice.policy == "fixed":  # pinned: the fleet of min + spares never moves, as chosen
+            notes.append(
+                f"Knative holds no pod outside its autoscaler: the {spares} warm spares are "
+                f"folded into min-scale and max-scale ({values['min_instances']} + {spares}), a "
+                "fixed fleet of that size (the chosen run)"
+            )
+        else:
+            notes.append(
+                f"Knative holds no pod outside its autoscaler: the {spares} warm spares are "
+                f"folded into min-scale ({values['min_instances']} + {spares}), which the KPA "
+                "counts (a different run from spares held above the pool)"
+            )
         values["min_instances"] += spares
         values["max_instances"] += spares
         values["buffer_instances"] = 0
