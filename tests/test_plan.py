@@ -212,6 +212,22 @@ def test_cold_starts_a_day_keep_their_digit_as_scale_events_do(small):
     assert text.endswith(" and 0.7 cold starts a day.")
 
 
+def test_a_fixed_fleets_warm_spares_are_in_its_fleet_line(small):
+    # found with policies = ["fixed"], buffer_instances = [2]: "reserve 3 instances (6 x
+    # A100-80GB) and run them all month, a fixed fleet of 1 instance": the 2 warm spares that make
+    # the 3 (and that hpa.yaml holds as a second Deployment) were not said
+    plan, _ = small
+    a = planning.answer(plan)
+    policy = dataclasses.replace(a.policy, name="fixed", min_instances=1, buffer_instances=2)
+    text = plan_text.fleet_words(dataclasses.replace(a, policy=policy, reserved_instances=3))
+    assert "reserve 3 instances (" in text
+    assert "run them all month, a fixed fleet of 1 instance and 2 warm spares;" in text
+    alone = dataclasses.replace(policy, buffer_instances=0)
+    assert "a fixed fleet of 1 instance;" in plan_text.fleet_words(
+        dataclasses.replace(a, policy=alone, reserved_instances=1)
+    )
+
+
 def test_the_fleet_line_counts_instances_that_served_and_says_what_the_peak_held(small):
     # found with cooldown_s = [0]: "at most 5 instances ran at once in the replay" counted two
     # starts the replay cancelled before they were ready; 4 served at once

@@ -111,7 +111,10 @@ def policy_words(a: Answer) -> str:
     p = a.policy
     name = words.POLICY_NAMES[p.name]
     if p.name == "fixed":
-        return f"a {name} of {words.count(p.min_instances, 'instance')}"
+        spares = (
+            f" and {words.count(p.buffer_instances, 'warm spare')}" if p.buffer_instances else ""
+        )
+        return f"a {name} of {words.count(p.min_instances, 'instance')}{spares}"
     settings = []
     if math.isfinite(p.scale_up_threshold):
         target = "scale up above load" if p.name in ("article", "fixed_elastic") else "target"
