@@ -390,3 +390,34 @@ def test_a_fixed_fleets_spares_folded_into_knative_are_not_said_to_be_a_differen
     assert any("folded into min-scale and max-scale (1 + 2)" in n for n in notes), notes
     assert not any("different run" in n for n in notes), notes
     assert "different run" not in out.yaml("knative")
+
+
+def test_a_per_instance_rate_priced_with_a_prefix_cache_says_the_routing_it_assumes():
+    # a plan with prefix_cache_share = 0.3 priced each instance with the hit rate of one cache
+    # seeing the whole log, and says so; its hpa.yaml, knative.yaml and keda.yaml said nothing of
+    # it, while the Service they scale behind spreads requests over every pod's own cache
+    choice = dataclasses.replace(CHOICES["hpa"], prefix_hit_rate=0.35)
+    out = manifests(choice)
+    for kind in KINDS:
+        said = [n for n in out.notes[kind] if "prefix cache" in n]
+        assert said and "35.0% of prompt tokens" in said[0], (kind, out.notes[kind])
+        assert "one cache seeing the whole log" in said[0] and "route" in said[0]
+        assert out.documents[kind][0]["metadata"]["annotations"]["capnb.io/prefix-hit-rate"] == (
+            "0.35"
+        )
+    assert out.exact["hpa"]  # a note, not a different run
+    plain = manifests(CHOICES["hpa"])
+    assert not any("prefix cache" in n for notes in plain.notes.values() for n in notes)
+    assert "capnb.io/prefix-hit-rate" not in plain.documents["hpa"][0]["metadata"]["annotations"]
+    with pytest.raises(InputError, match="prefix_hit_rate must be in"):
+        dataclasses.replace(CHOICES["hpa"], prefix_hit_rate=35.0)
+
+
+@pytest.mark.slow
+def test_a_plans_prefix_hit_rate_reaches_its_choice(small_plan_built):
+    plan, _ = small_plan_built
+    record = dataclasses.replace(
+        capnb.plan.answer(plan), prefix_cache_share=0.3, prefix_hit_rate=0.2
+    )
+    assert capnb.plan.policy_choice(record).prefix_hit_rate == 0.2
+    assert capnb.plan.policy_choice(plan).prefix_hit_rate == 0.0

@@ -93,7 +93,9 @@ class PolicyChoice:
     ``max_instances`` the pool's bounds, ``buffer_instances`` warm spares above it (instances);
     ``per_instance_qps`` what one instance serves under the SLA (requests/s); ``options`` the
     policy's options (:data:`capnb.elasticity.OPTIONS`; those not given take its defaults);
-    ``model``, ``gpu``, ``tensor_parallel`` what one instance runs.
+    ``model``, ``gpu``, ``tensor_parallel`` what one instance runs; ``prefix_hit_rate`` the
+    share of prompt tokens a prefix cache served when ``per_instance_qps`` was priced (1; replayed
+    as one cache seeing the whole log, 0: no prefix cache).
     """
 
     policy: str
@@ -107,6 +109,7 @@ class PolicyChoice:
     model: str = "model"
     gpu: str = ""
     tensor_parallel: int = 1
+    prefix_hit_rate: float = 0.0
 
     def __post_init__(self):
         from ..elasticity import OPTIONS, POLICIES
@@ -125,6 +128,11 @@ class PolicyChoice:
             )
         _count(self.buffer_instances, "buffer_instances")
         _count(self.tensor_parallel, "tensor_parallel", low=1)
+        if _number(self.prefix_hit_rate, "prefix_hit_rate") > 1:
+            raise InputError(
+                f"prefix_hit_rate must be in [0, 1] (a share of prompt tokens), got "
+                f"{self.prefix_hit_rate!r}"
+            )
         unknown = set(self.options) - set(OPTIONS[self.policy])
         if unknown:
             raise InputError(
@@ -262,6 +270,8 @@ def _annotations(choice: PolicyChoice, values: dict, extra: Mapping[str, object]
         "warm-spares": values["buffer_instances"],
         **extra,
     }
+    if choice.prefix_hit_rate:
+        notes["prefix-hit-rate"] = _decimal(choice.prefix_hit_rate)
     return {_CAPNB + k: str(v) for k, v in notes.items()}
 
 
@@ -740,7 +750,7 @@ def manifests(
             choice.model if name is None else name, given=name is not None, letter_first=True
         )
     namespace = _dns_name(namespace, "namespace", given=True)
-    notes = {kind: list(renamed) for kind in KINDS}
+    notes = {kind: list(renamed) + _prefix_note(choice) for kind in KINDS}
     hpa_values = _hpa_values(choice, notes["hpa"])
     notes["keda"] = list(notes["hpa"])
     documents = {
@@ -776,6 +786,19 @@ def manifests(
     return Manifests(choice, documents, replays, exact, notes)
 
 
+def _prefix_note(choice: PolicyChoice) -> list[str]:
+    """What a per-instance rate priced with a prefix cache assumes of the routing, if it was."""
+    if not choice.prefix_hit_rate:
+        return []
+    return [
+        f"per-instance-qps was priced with a prefix cache serving {choice.prefix_hit_rate:.1%} of "
+        "prompt tokens, replayed as one cache seeing the whole log; each pod holds its own cache "
+        "and a Kubernetes Service spreads requests over the pods at random, which splits the "
+        "shared prefixes: route requests by prefix to the pods (a prefix-aware router), or read "
+        "the rate a routing keeps with capnb.memory.prefix_routing and re-plan on it"
+    ]
+
+
 def _same_run(replay: dict[str, object], choice: PolicyChoice) -> bool:
     """Whether an object's replay is the chosen run: its very settings, or the fixed fleet pinned.
 
@@ -798,11 +821,11 @@ def policy_choice(plan) -> PolicyChoice:
 
     Takes what :func:`capnb.plan.build` or :func:`capnb.plan.load` gives, the mapping
     ``plan.json`` holds, or its :class:`capnb.plan.Answer`, and reads the answer record: the
-    policy and its settings (``answer.policy``), ``per_instance_qps``, ``model``, ``gpu`` and
-    ``tensor_parallel``. The pool's largest size is the larger of the replay's peak less its warm
-    spares (``peak_instances``: the replay never went above it, so a bound there changes no step)
-    and the plan's own fleet at its peak (the largest of ``fixed_instances`` plus the burst buffer
-    ``burst_instances``).
+    policy and its settings (``answer.policy``), ``per_instance_qps``, ``model``, ``gpu``,
+    ``tensor_parallel`` and, with a prefix cache, its ``prefix_hit_rate``. The pool's largest
+    size is the larger of the replay's peak less its warm spares (``peak_instances``: the replay
+    never went above it, so a bound there changes no step) and the plan's own fleet at its peak
+    (the largest of ``fixed_instances`` plus the burst buffer ``burst_instances``).
     """
     from ._answer import answer
 
@@ -827,6 +850,7 @@ def policy_choice(plan) -> PolicyChoice:
         model=str(record.model),
         gpu=str(record.gpu),
         tensor_parallel=_whole(record.tensor_parallel, "tensor_parallel"),
+        prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
     )
 
 
