@@ -196,6 +196,19 @@ def test_export_names_a_plan_nc_whose_answer_is_not_json(tmp_path, capsys):
     assert "JSONDecodeError" not in err and not (tmp_path / "out").exists()
 
 
+def test_export_of_a_folder_names_the_plan_files_in_it(tmp_path, capsys):
+    # capnb export --plan reports (the folder capnb plan wrote) said "reports: no such plan file",
+    # of a folder that exists and holds plan.nc and plan.json
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "plan.json").write_text("{}")
+    assert main(["export", "--plan", str(folder), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"capnb export: {folder}: a folder, not a plan file; give " in err, err
+    assert str(folder / "plan.json") in err and "no such plan file" not in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_tensor_parallel_flag_says_what_it_expects(capsys):
     # argparse named the parser's lambda: "argument --tensor-parallel: invalid <lambda> value"
     from capnb import cli

@@ -616,6 +616,12 @@ def load(path: str | os.PathLike) -> xr.Dataset:
     path = Path(path)
     with contextlib.suppress(OSError):
         settle(path.parent)  # a set a killed writer committed: moved into place before reading
+    if path.is_dir():  # the folder capnb plan wrote into: its files named, not "no such file"
+        found = [str(path / name) for name in ("plan.nc", "plan.json") if (path / name).is_file()]
+        raise InputError(
+            f"{path}: a folder, not a plan file; give "
+            + (" or ".join(found) if found else "the plan.nc or plan.json capnb plan wrote")
+        )
     if not path.is_file():
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
