@@ -421,3 +421,18 @@ def test_a_plans_prefix_hit_rate_reaches_its_choice(small_plan_built):
     )
     assert capnb.plan.policy_choice(record).prefix_hit_rate == 0.2
     assert capnb.plan.policy_choice(plan).prefix_hit_rate == 0.0
+
+
+def test_kedas_default_counter_is_said_to_count_finished_requests():
+    # the query's default counter, vllm:request_success_total, counts requests that finished
+    # successfully, yet the objects and docs called its rate the arrival rate: under overload
+    # (aborted, timed-out requests) it reads below the arrivals, nothing said
+    out = manifests(CHOICES["hpa"])
+    said = [n for n in out.notes["keda"] if "vllm:request_success_total" in n]
+    assert said and "finished" in said[0] and "arrivals_counter" in said[0], out.notes["keda"]
+    own = manifests(CHOICES["hpa"], arrivals_counter="gateway_requests_received_total")
+    assert (
+        "gateway_requests_received_total"
+        in own.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
+    )
+    assert not any("finished" in n for n in own.notes["keda"])

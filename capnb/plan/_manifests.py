@@ -317,6 +317,10 @@ def _hpa(choice, values, name, namespace, metric, notes) -> dict:
 _PROMETHEUS_RANGE_S = 60.0
 
 
+#: vLLM's counter of requests that finished (the trigger's default): counted when a request ends.
+_VLLM_FINISHED = "vllm:request_success_total"
+
+
 def _query(counter: str, name: str, namespace: str, values: dict) -> str:
     window = _decimal(max(values["sync_s"], _PROMETHEUS_RANGE_S))
     return (
@@ -694,7 +698,7 @@ def manifests(
     name: str | None = None,
     namespace: str = "default",
     metric: str = "capnb_instance_load",
-    arrivals_counter: str = "vllm:request_success_total",
+    arrivals_counter: str = _VLLM_FINISHED,
     prometheus: str = "http://prometheus.monitoring.svc:9090",
     image: str = "vllm/vllm-openai",
 ) -> Manifests:
@@ -713,7 +717,8 @@ def manifests(
         pod divided by the per-instance requests/s (the ``capnb.io/per-instance-qps`` annotation).
     arrivals_counter, prometheus
         KEDA's Prometheus trigger: the request counter whose rate is the arrival rate, and the
-        server's address.
+        server's address. The default, vLLM's ``request_success_total``, counts requests that
+        finished (noted): give a counter of arriving requests where you have one.
     image
         The Knative Service's serving image (it runs ``--model <model>``: put the Hugging Face
         id you serve there).
@@ -774,6 +779,13 @@ def manifests(
         "KEDA's HPA reads an external metric: with pods still starting it does not hold the count "
         "as capnb's HPA replay does (Kubernetes' unready-pod rule applies to per-pod metrics only)"
     )
+    if arrivals_counter == _VLLM_FINISHED:
+        notes["keda"].append(
+            f"the query counts {_VLLM_FINISHED}, requests that finished: a request counts when it "
+            "ends, not when it arrives, and one aborted or timed out under overload never counts, "
+            "so the load reads below the arrivals capnb's replay scales on; give a counter of "
+            "arriving requests if your gateway has one (manifests(..., arrivals_counter=...))"
+        )
     if hpa_values["sync_s"] < _PROMETHEUS_RANGE_S:
         notes["keda"].append(
             f"the query's rate is over {_PROMETHEUS_RANGE_S:g} s (Prometheus needs at least two "
