@@ -436,3 +436,15 @@ def test_kedas_default_counter_is_said_to_count_finished_requests():
         in own.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
     )
     assert not any("finished" in n for n in own.notes["keda"])
+
+
+def test_the_knative_services_model_argument_is_said_to_be_capnbs_name():
+    # knative.yaml's container ran "--model Qwen3-8B" (capnb's catalog id; the Hugging Face id is
+    # Qwen/Qwen3-8B) or "--model My Org_Model.v2" (a config folder's name), a model vLLM cannot
+    # load, without a word: the pods of an applied Service would fail to start
+    out = manifests(dataclasses.replace(CHOICES["knative"], model="Qwen3-8B"))
+    args = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["--model", "Qwen3-8B"]
+    said = [n for n in out.notes["knative"] if "--model" in n]
+    assert said and "'Qwen3-8B'" in said[0] and "Hugging Face id" in said[0], out.notes["knative"]
+    assert out.exact["knative"]

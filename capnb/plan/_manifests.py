@@ -426,6 +426,10 @@ def _serve_args(choice: PolicyChoice) -> list[str]:
 
 
 def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
+    notes.append(
+        f"the container runs {image} with --model {choice.model!r}, capnb's name for the model: "
+        "put the Hugging Face id (or the path in the image) the pods serve there before applying"
+    )
     service = {
         "apiVersion": "serving.knative.dev/v1",
         "kind": "Service",
