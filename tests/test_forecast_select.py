@@ -339,3 +339,24 @@ def test_score_quantiles_outside_the_quantiles_are_said_as_numbers():
     match = r"score_quantiles \[0\.95, 0\.99\] must be among quantiles \[0\.5, 0\.999\]: give"
     with pytest.raises(InputError, match=match):
         forecast.select(_daily(9), quantiles=(0.5, 0.999))
+
+
+def test_the_flat_over_provisioning_goal_is_said_whatever_the_coverage():
+    # The P99 over-provisioning goal was said only when the P99 coverage missed its own goal: a
+    # series covered within 97-99.5 % had its flat origins' ratio left out of attrs["goals"] (on
+    # client 148 of ServeGen's m-large, 2.02x the hindsight plan's, above the 1.25x goal).
+    rng = np.random.default_rng(3)
+    t = np.arange(28 * 24)
+    hourly = _series(
+        rng.poisson(36_000 * (1 + 0.5 * np.sin(2 * np.pi * t / 24))) / 3600, interval="1h"
+    )
+    choice = forecast.select(hourly)
+    goals = choice.attrs["goals"]
+    assert "P99 coverage" in goals and "within the goal 97%" in goals
+    ratio = float(choice.flat_pooled_overprovision_ratio.sel(traffic_quantile=0.99))
+    assert f"P99 over-provisioning {ratio:.2f}x the hindsight plan's" in goals
+    # a constant series: the hindsight plan holds nothing above demand, so no ratio, and it says so
+    flat = forecast.select(_series(np.full(14 * 144, 12.0)))
+    assert np.isnan(flat.flat_pooled_overprovision_ratio.sel(traffic_quantile=0.99))
+    assert "P99 over-provisioning not measured on the" in flat.attrs["goals"]
+    assert "no capacity above demand" in flat.attrs["goals"]

@@ -659,14 +659,29 @@ def _goal_words(setup: _Setup, record: dict) -> str:
             f"{name} coverage {got:.1%}: {side} the goal {goal[0]:.0%}-{goal[1]:.1%} "
             f"(lowest: {why})"
         )
-        if name == "P99" and np.isfinite(flat_ratio[j]):
-            verdict = "within" if flat_ratio[j] <= FLAT_RATIO_GOAL else "above"
-            words.append(
-                f"P99 over-provisioning {flat_ratio[j]:.2f}x the hindsight plan's on the "
-                f"{int(_flat_rows(record).sum())} flat origin(s): {verdict} the goal "
-                f"{FLAT_RATIO_GOAL:g}x"
-            )
+    at = np.flatnonzero(np.isclose(setup.q, 0.99))
+    if at.size:
+        words.append(_flat_goal_words(float(flat_ratio[at[0]]), int(_flat_rows(record).sum())))
     return "; ".join(words) or "no goal among the quantiles planned"
+
+
+def _flat_goal_words(ratio: float, flat: int) -> str:
+    """The P99 over-provisioning goal on flat origins: met, missed, or why it was not measured."""
+    if flat == 0:
+        return (
+            f"P99 over-provisioning not measured: no origin was flat (its window's mean within "
+            f"{FLAT_CHANGE:.0%} of the last fitted week's)"
+        )
+    if not np.isfinite(ratio):
+        return (
+            f"P99 over-provisioning not measured on the {flat} flat origin(s): the hindsight "
+            "plan held no capacity above demand there, so there is no ratio to it"
+        )
+    verdict = "within" if ratio <= FLAT_RATIO_GOAL else "above"
+    return (
+        f"P99 over-provisioning {ratio:.2f}x the hindsight plan's on the {flat} flat origin(s): "
+        f"{verdict} the goal {FLAT_RATIO_GOAL:g}x"
+    )
 
 
 def _words(setup, kind, chosen, scores, common, record, note, names, tracks) -> dict:
