@@ -410,6 +410,19 @@ def _pooled(table: xr.Dataset, plan: str, against: str) -> float:
     return float(cost.sel(plan=plan).sum() / cost.sel(plan=against).sum() - 1)
 
 
+def _pooled_coverage(table: xr.Dataset, name: str) -> float:
+    """Share of the held-out intervals within a forecast quantile.
+
+    Each window's share is weighted by the observed intervals it counts (a plain mean of the
+    shares weighed a one-day window as much as a seven-day one).
+    """
+    share, counted = table[name].values, table.coverage_intervals.values
+    ok = np.isfinite(share) & (counted > 0)
+    if not ok.any():
+        return math.nan
+    return float((share[ok] * counted[ok]).sum() / counted[ok].sum())
+
+
 def _held_out_record(rolling, burst) -> HeldOut:
     table, origins = rolling.table, rolling.origins
     rec = table.sel(plan="recommended")
@@ -431,8 +444,8 @@ def _held_out_record(rolling, burst) -> HeldOut:
         above_hindsight=_pooled(table, "recommended", "hindsight"),
         above_bound=_pooled(table, "recommended", "instant-bound"),
         beats_naive=int(table.beats_naive.sum()),
-        coverage_p95=float(np.nanmean(table.coverage_p95)),
-        coverage_p99=float(np.nanmean(table.coverage_p99)),
+        coverage_p95=_pooled_coverage(table, "coverage_p95"),
+        coverage_p99=_pooled_coverage(table, "coverage_p99"),
         burst_hold_share=float(share),
         burst_draws=int(draws),
         burst_window_held=bool(window_held),
