@@ -1101,3 +1101,25 @@ def test_a_plan_s_prefix_hit_rate_states_the_routing_it_assumed():
         text = planning.describe(planning.build(planning.read_config(cheap)))
     assert "one instance sees the whole log (one cache): no routing" in text
     assert "capnb.memory.prefix_routing" in text
+
+
+def test_the_flat_traffic_check_says_the_forecasts_statement_once():
+    # The check joined the forecast's attrs "flat" ("yes") and "boundaries" into one finding:
+    # "Flat traffic: yes Traffic is flat: ...", and with too little history beside it, that
+    # statement too. Now the finding is the flat-traffic statement alone.
+    from capnb import forecast
+    from capnb.plan._compose import _flat_check
+
+    times = pd.date_range("2026-01-05", periods=14 * 144, freq="10min")
+    flat = xr.Dataset({"qps": ("time", np.full(times.size, 12.0))}, coords={"time": times},
+                      attrs={"interval_s": 600.0})  # fmt: skip
+    fc = forecast.fit_baseline(flat, slots="hour_of_week")  # a fortnight: every slot seen twice
+    check = _flat_check(fc)
+    assert check.name == "flat_traffic" and not check.passed
+    assert check.finding.startswith("Traffic is flat: even the P99 of the busiest slot")
+    assert "yes" not in check.finding.split(":")[0]
+    short = forecast.fit_baseline(flat.isel(time=slice(0, 3 * 144)), slots="hour_of_week")
+    assert "Too little history" in short.attrs["boundaries"]
+    assert "Too little history" not in _flat_check(short).finding
+    daily = (1 + 0.5 * np.sin(2 * np.pi * np.arange(times.size) / 144)) * 12
+    assert _flat_check(forecast.fit_baseline(flat.copy(data={"qps": daily}))) is None

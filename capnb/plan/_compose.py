@@ -100,23 +100,26 @@ def _cold_start_finding(cold: float, tolerance_s: float) -> str:
     )
 
 
+def _flat_check(fc: xr.Dataset) -> Check | None:
+    """The article's boundary on flat traffic, in the forecast's own statement of it, or None.
+
+    The forecast's ``flat`` attr ("yes"/"no") decides; the finding is its flat-traffic statement
+    alone, not the other boundaries (too little history) beside it.
+    """
+    if fc.attrs.get("flat") != "yes":
+        return None
+    boundaries = str(fc.attrs.get("boundaries", ""))
+    at = boundaries.find("Traffic is flat")
+    finding = boundaries[at:] if at >= 0 else "Traffic is flat: planning on the mean would do."
+    action = "a plan on the mean rate would do (traffic_quantile = 0.5)"
+    return Check("flat_traffic", False, finding, action, "article")
+
+
 def _article_checks(cfg, fc, chosen, advice, demand, cold) -> list[Check]:
     """The article's applicability checks that fire: the method holds, but a simpler one may do."""
     from .. import capacity
 
-    checks = []
-    statements = " ".join(
-        str(v) for k, v in fc.attrs.items() if "boundar" in k or k in ("flat", "history")
-    ).strip()
-    flat = fc.attrs.get("boundary_flat") or fc.attrs.get("flat")
-    if (
-        flat in (True, "yes", "True")
-        or "mean suffices" in statements
-        or "flat" in statements.lower()
-    ):
-        finding = f"Flat traffic: {statements or 'planning on the mean would do.'}"
-        action = "a plan on the mean rate would do (traffic_quantile = 0.5)"
-        checks.append(Check("flat_traffic", False, finding, action, "article"))
+    checks = [] if (flat := _flat_check(fc)) is None else [flat]
     one = chosen.isel({d: 0 for d in chosen.dims if d == "slot"})
     applicability = capacity.applicability(one)
     if "adds little" in applicability:
