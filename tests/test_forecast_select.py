@@ -334,6 +334,24 @@ def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday
         forecast.select(_series(qps / 600.0), models=("seasonal_naive_day",))
 
 
+def test_the_record_scores_the_model_that_plans_each_origin_as_at_the_series_end():
+    # At the series' end a better-scored model without a plan (the day's seasonal naive after an
+    # idle Sunday forecasts no traffic) gives way to the next; at the origins before, the record
+    # left such an origin unscored ("" selected), the Sunday and Monday of the second weekend of
+    # a four-week service idle at weekends. Now each origin is planned by the next model too.
+    t = np.arange(28 * 144)  # Monday 13 May 2024 to Sunday 9 June
+    rng = np.random.default_rng(2)
+    weekday = (t // 144) % 7 < 5
+    qps = np.where(weekday, rng.poisson(600 * (1.5 + np.sin(t / 144 * 2 * np.pi)), t.size), 0)
+    result = forecast.select(_series(qps / 600.0))
+    picked = result.selected_model.sel(origin=["2024-05-26", "2024-05-27"]).values.tolist()
+    assert picked == ["seasonal_naive_week", "seasonal_naive_week"]
+    scored = result.selected_model.values != ""
+    assert (scored == np.isfinite(result.selected_coverage.sel(traffic_quantile=0.99))).all()
+    # every origin from the first with a choice on is scored
+    assert scored[np.argmax(scored) :].all()
+
+
 def test_score_quantiles_outside_the_quantiles_are_said_as_numbers():
     # the message read "score_quantiles [np.float64(0.95), np.float64(0.99)] must be among ..."
     match = r"score_quantiles \[0\.95, 0\.99\] must be among quantiles \[0\.5, 0\.999\]: give"

@@ -382,13 +382,25 @@ def _per_origin(setup: _Setup, tracks: dict) -> dict:
                 out["coverage"][i, m] = sums["hits"][-1] / count
                 out["excess"][i, m] = sums["excess"][-1]
                 out["pinball"][i, m] = sums["pinball"][-1] / demand if demand > 0 else np.nan
-        chosen = _choose(tracks, origin)[0]
-        if chosen is not None and origin in tracks[chosen].sums and count:
+        chosen = _planning(tracks, origin)
+        if chosen is not None and count:
             out["selected"][i] = chosen
             m = names.index(chosen)
             out["hits_selected"][i] = tracks[chosen].sums[origin]["hits"][-1]
             out["excess_selected"][i] = out["excess"][i, m]
     return out
+
+
+def _planning(tracks: dict, origin: int) -> str | None:
+    """The model chosen at ``origin``: the best-scored before it among those with a plan there.
+
+    As at the series' end (:func:`select`), a better-scored candidate without a plan at the
+    origin (a forecast of no traffic after an idle day, too few past errors) gives way to the
+    next; None when no candidate is compared yet or none plans the origin.
+    """
+    _, scores, _ = _choose(tracks, origin)
+    ranked = sorted(scores, key=scores.get)
+    return next((name for name in ranked if origin in tracks[name].sums), None)
 
 
 def _attrs(units: str, long_name: str, **extra) -> dict:
