@@ -101,6 +101,27 @@ def test_plan_contrast_shows_both_plans(short):
     assert {r["plan"] for r in rows} == {"by max concurrency", "by latency (capnb)"}
 
 
+def test_plan_contrast_says_why_compute_is_not_known():
+    """A table of one's own with no token counts: compute use is not known, and the chart says so.
+
+    It had drawn an empty panel on a 0 % axis, and the worksheet's table read "nan%".
+    """
+    import pandas as pd
+
+    table = pd.DataFrame({"concurrency": [1, 8, 64], "ttft_p99_ms": [150, 280, 2070],
+                          "e2e_mean_ms": [5674, 6333, 11892]})  # fmt: skip
+    curve = data.read_latency_table(table, model="Qwen3-8B", gpu="L40S", tensor_parallel=1)
+    contrast = capacity.contrast(curve, 1.0, 30.0, metric="ttft")
+    assert np.isnan(contrast.compute_utilisation.values).all()
+    assert "prompt_tokens" in contrast.attrs["compute_note"]
+    spec = json.dumps(charts.plan_contrast(contrast).to_dict())
+    assert "compute in use: not known" in spec and "prompt_tokens" in spec
+    known = capacity.contrast(data.load_latency_curve("dstack-vllm-mi300x-short"), 2.0, 20.0,
+                              metric="ttft")  # fmt: skip
+    assert "compute_note" not in known.attrs
+    assert "not known" not in json.dumps(charts.plan_contrast(known).to_dict())
+
+
 def test_worksheet_headless_defaults_and_changes(worksheet):
     assert worksheet.inputs["sla"] == 2.0 and worksheet.inputs["metric"] == "ttft"
     assert int(worksheet["result"].safe_concurrency) == 24

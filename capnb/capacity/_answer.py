@@ -127,10 +127,16 @@ def contrast(
         "compute_utilisation": glossary.attrs("compute_utilisation"),
         "usd_per_hour": glossary.attrs("usd_per_hour"),
     }
+    note = (
+        {}
+        if flops_per_request is not None and tp is not None
+        else {"compute_note": _compute_unknown(curve, tp)}
+    )
     return xr.Dataset(
         {name: ("plan", values, units[name]) for name, values in rows.items()},
         coords={"plan": ("plan", ["max_concurrency", "latency"], {"long_name": "planning rule"})},
         attrs={
+            **note,
             "sla": float(sla),
             "target_qps": float(target_qps),
             "metric": metric,
@@ -140,6 +146,20 @@ def contrast(
             if limit is not None and int(limit) <= last
             else f"the curve's last point ({last}): memory allows more than was measured",
         },
+    )
+
+
+def _compute_unknown(curve: xr.Dataset, tensor_parallel) -> str:
+    """Why a contrast's compute utilisation is not known: what the curve does not record."""
+    missing = [name for name in ("model", "gpu") if capacity._names_of(curve, name) is None]
+    if tensor_parallel is None:
+        missing.append("tensor_parallel")
+    if "prompt_tokens" not in curve.attrs:
+        missing.append("prompt_tokens and output_tokens (mean tokens per request measured)")
+    return (
+        f"the curve does not record its {', '.join(missing)}; give them with the benchmark "
+        "(capnb.data.read_benchmark(..., model=, gpu=, tensor_parallel=, prompt_tokens=, "
+        "output_tokens=))"
     )
 
 

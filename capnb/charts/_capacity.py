@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -480,16 +482,24 @@ def plan_contrast(contrast: xr.Dataset) -> alt.HConcatChart:
         f"{contrast.attrs['metric']} P{contrast.attrs['quantile'] * 100:g} at the operating point"
         " vs the SLA"
     )
+    # compute use needs the model, GPU, degree and token counts: where the curve lacks them, the
+    # panel says which instead of drawing no bar on a 0 % axis
+    note = contrast.attrs.get("compute_note")
     return draft(
         _contrast_chart,
         tables={"table": table, "slas": pd.DataFrame({"sla": [sla]})},
         values={"latency_title": latency_title},
-        shape={"plans": list(names.values())},
+        shape={"plans": list(names.values()), "compute_note": note},
     )
 
 
 def _contrast_chart(
-    table: pd.DataFrame, slas: pd.DataFrame, *, latency_title: str, plans: list[str]
+    table: pd.DataFrame,
+    slas: pd.DataFrame,
+    *,
+    latency_title: str,
+    plans: list[str],
+    compute_note: str | None,
 ) -> alt.HConcatChart:
     """The contrast's charts from their tables (see :mod:`capnb.charts._draft`)."""
     colors = alt.Color(
@@ -519,6 +529,14 @@ def _contrast_chart(
         width=300,
         height=90,
     )
+    if compute_note is not None:
+        unknown = (
+            alt.Chart(slas)
+            .mark_text(align="left", baseline="top", x=0, y=0, fontSize=11,
+                       text=textwrap.wrap(compute_note, 40))
+            .properties(title="compute in use: not known", width=220, height=90)
+        )  # fmt: skip
+        return alt.hconcat(latency, unknown)
     usage = (
         alt.Chart(table)
         .mark_bar()
