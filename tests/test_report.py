@@ -945,3 +945,22 @@ def test_an_interrupted_report_stops_at_once_and_says_so(tmp_path, monkeypatch, 
     assert main(args) == 130
     assert capsys.readouterr().err == "capnb report: interrupted\n"
     assert ran == ["02_memory"] and list(tmp_path.iterdir()) == []
+
+
+def test_the_serving_answer_names_the_plans_own_traffic_quantile(tmp_path):
+    """Found with a plan config at traffic_quantile = 0.95: worksheet 06 sized its mix on the
+    P95 demand (300-452 requests/s on servegen-m-large) but its answer said 'for the plan's P99
+    demand'; the quantile is the config's now."""
+    import warnings
+
+    from capnb import notebook
+
+    config = tmp_path / "plan.toml"
+    config.write_text(
+        "[traffic]\ntraffic_quantile = 0.95\n"
+        '[serving]\nmodel = "Llama-3.1-8B"\ngpus = ["H100-SXM"]\ntensor_parallel = [1]\n'
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
+        ws = notebook.worksheet("06_serving", CONFIG=str(config))
+    assert "for the plan's P95 demand" in ws.answer and "P99" not in ws.answer
