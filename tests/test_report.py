@@ -964,3 +964,20 @@ def test_the_serving_answer_names_the_plans_own_traffic_quantile(tmp_path):
         warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
         ws = notebook.worksheet("06_serving", CONFIG=str(config))
     assert "for the plan's P95 demand" in ws.answer and "P99" not in ws.answer
+
+
+def test_the_serving_worksheet_draws_no_empty_prefix_trade_chart():
+    """Found with Qwen3-8B on one L40S: its 138,000-token KV cache cannot hold mooncake-synthetic's
+    longest request (191,382 tokens), so every cache share of the prefix trade is infeasible, and
+    the trade's chart drew a flat line at 0 requests/s beside an empty P99 TTFT panel above the
+    sentence saying so; a panel with nothing to draw is left out now, the chart when both are."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
+        serving = report.execute("06_serving", parameters={"MODEL": "Qwen3-8B", "GPU": "L40S"})
+    cell = next(c for c in serving.cells if c.get("id") == "70dc7127")
+    shown = "".join(str(o.get("data", {})) for o in cell.get("outputs", []))
+    assert "vega" not in shown and "share of the KV budget" not in shown
+    said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
+    assert "cannot hold the log's longest request (191,382 tokens" in said
