@@ -275,3 +275,13 @@ def test_the_predictive_policy_reads_the_plans_forecast_in_a_plans_report(small_
     for name in ("usd", "breach_s", "thrash"):
         mine, theirs = ws["sweep"][name], made[f"elasticity_{name}"]
         np.testing.assert_array_equal(mine.values, theirs.transpose(*mine.dims).values, name)
+
+
+def test_describe_writes_thousands_of_thrash_as_the_other_counts():
+    # found with a breach budget of 0 on a three-week trace: "1,137 scale events, 6262 thrash" and
+    # "4358 instance(s) stopped within 15 minutes of becoming ready" beside a table saying 4,358
+    demand = np.r_[np.full(360, 10.0), np.full(360, 25.0)]
+    run = elasticity.simulate(demand, step_s=5, per_instance_qps=10, policy="hpa",
+                              min_instances=1, cold_start_s=30)  # fmt: skip
+    run["thrash"] = run.thrash.copy(data=6262)
+    assert ", 6,262 thrash." in elasticity.describe(run)

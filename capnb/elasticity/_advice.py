@@ -542,7 +542,7 @@ def _advice_for(result, chosen, *, meets, follows, notes, cost, breach_budget, v
             f"(median) to {words.duration(p90)} (P90); the scale-down delay of {words.duration(delay)} is "
             f"{longer} {'than them' if longer == 'longer' else 'them'}"
             + (
-                f", and {metrics['thrash']} instance(s) stopped within "
+                f", and {words.count(metrics['thrash'], 'instance')} stopped within "
                 f"{words.duration(float(result.attrs['thrash_window_s']))} of becoming ready."
                 if metrics["thrash"]
                 else ", and no instance stopped soon after becoming ready."
@@ -603,5 +603,5 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         f"{_run_words(cell, policy)}: {float(cell.breach_share):.2%} of the time in SLA breach, "
         f"{float(cell.unserved_share):.2%} of requests unserved, {float(cell.late_share):.2%} late, "
         f"{float(cell.gpu_hours):,.1f} GPU-hours{cost}, "
-        f"{words.count(int(cell.scale_events), 'scale event')}, {int(cell.thrash)} thrash."
+        f"{words.count(int(cell.scale_events), 'scale event')}, {int(cell.thrash):,} thrash."
     )
