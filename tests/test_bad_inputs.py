@@ -749,6 +749,15 @@ ROWS = [
     Row("model: a boolean written as text",
         lambda _: data.load_model({**data.load_model("Qwen3-8B").config, "tie_word_embeddings": "false"}),
         Raises(ConfigError, r"'tie_word_embeddings' must be true or false, got 'false'")),
+    Row("model: compressed-tensors groups given as a list",
+        lambda _: data.load_model(catalog_config("Llama-3.1-8B", quantization_config={
+            "quant_method": "compressed-tensors", "config_groups": [{"weights": {"num_bits": 8}}]})),
+        Raises(ConfigError, r"field 'quantization_config\.config_groups' must be a mapping")),
+    Row("model: a compressed-tensors group whose weights are not a mapping",
+        lambda _: data.load_model(catalog_config("Llama-3.1-8B", quantization_config={
+            "quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": 8}}})),
+        Raises(ConfigError, r"field 'quantization_config\.config_groups\.group_0\.weights' must be "
+                            r"a mapping")),
     Row("gpu: a family name that fits two profiles", lambda _: data.resolve_gpu("H100"),
         Raises(InputError, r"GPU 'H100' fits 2 catalog profiles \(H100-SXM, H100-PCIe\)")),
     Row("capacity: zero GPUs per instance",

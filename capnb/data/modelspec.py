@@ -635,12 +635,10 @@ def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
     if method == "mxfp4":
         return "int4"
     if method == "compressed-tensors":
-        groups = quant.get("config_groups") or {}
-        bits = {
-            g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, Mapping)
-        }
+        groups = _weight_schemes(quant, source)
+        bits = {weights.get("num_bits") for weights in groups.values()}
         if bits == {8}:
-            return "fp8" if "float" in str(groups).lower() else "int8"
+            return "fp8" if "float" in str(quant.get("config_groups")).lower() else "int8"
         if bits == {4}:
             return "int4"
     raise ConfigError(
@@ -684,11 +682,37 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     return (2.0 + zero) / group
 
 
+def _weight_schemes(quant: Mapping, source: str) -> dict[str, Mapping]:
+    """The ``weights`` scheme of each group of a compressed-tensors config, by group name.
+
+    A group without one (``"weights": null``: its weights are not quantized) is left out; a
+    list of groups, or a group or scheme that is not a mapping, is a ConfigError naming it.
+    """
+    groups = quant.get("config_groups") or {}
+    where = "quantization_config.config_groups"
+    if not isinstance(groups, Mapping):
+        raise ConfigError(
+            f"{source}: field {where!r} must be a mapping of group names to schemes, got {groups!r}"
+        )
+    schemes = {}
+    for name, group in groups.items():
+        if not isinstance(group, Mapping):
+            raise ConfigError(f"{source}: field '{where}.{name}' must be a mapping, got {group!r}")
+        weights = group.get("weights")
+        if weights is not None and not isinstance(weights, Mapping):
+            raise ConfigError(
+                f"{source}: field '{where}.{name}.weights' must be a mapping (num_bits, type, "
+                f"strategy, ...) or null, got {weights!r}"
+            )
+        if weights is not None:
+            schemes[name] = weights
+    return schemes
+
+
 def _group_scale_bytes(quant: Mapping, weight_dtype: str, source: str):
     """Scale (and zero) bytes per weight of each grouped scheme in a compressed-tensors config."""
-    for name, group in (quant.get("config_groups") or {}).items():
-        weights = group.get("weights") if isinstance(group, Mapping) else None
-        strategy = weights.get("strategy") if isinstance(weights, Mapping) else None
+    for name, weights in _weight_schemes(quant, source).items():
+        strategy = weights.get("strategy")
         if strategy not in ("group", "tensor_group"):
             continue
         key = f"quantization_config.config_groups.{name}.weights.group_size"
