@@ -106,6 +106,22 @@ def test_unknown_quantization_is_an_error_naming_the_field():
         )
 
 
+def test_unknown_quantization_names_a_remedy_that_works():
+    # the error said "pass weight_dtype= explicitly", but load_model (and so capnb.memory,
+    # capnb.Deployment and a plan) refuses the config before any weight_dtype is read
+    base = dict(load_model("Llama-3.1-8B").config)
+    with pytest.raises(ConfigError) as err:
+        load_model({**base, "quantization_config": {"quant_method": "mystery"}}, name="m")
+    message = str(err.value)
+    assert "weight_dtype=" not in message
+    assert '{"quant_method": "fp8"}' in message and '{"bits": 4}' in message
+    remedied = load_model({**base, "quantization_config": {"quant_method": "fp8"}}, name="m8")
+    assert remedied.weight_dtype == "fp8"
+    assert (
+        load_model({**base, "quantization_config": {"bits": 4}}, name="m4").weight_dtype == "int4"
+    )
+
+
 def test_bloom_aliases_and_defaults():
     spec = load_model("BLOOM-176B")
     assert (spec.layers, spec.attention_heads, spec.kv_heads) == (70, 112, 112)

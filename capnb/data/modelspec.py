@@ -643,7 +643,10 @@ def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
             return "int4"
     raise ConfigError(
         f"{source}: field 'quantization_config' has quant_method={method!r} with no weight width "
-        "capnb can read; pass weight_dtype= explicitly (bf16, fp16, fp8, int8, int4)"
+        "capnb can read (it reads fp8, fbgemm_fp8, mxfp4, bitsandbytes, compressed-tensors, and "
+        "awq, gptq and others with 'bits' 4 or 8); to plan the checkpoint, write its weight width "
+        'in the config\'s quantization_config as capnb reads it: {"quant_method": "fp8"} for '
+        '8-bit float weights, {"bits": 8} or {"bits": 4} for integer ones'
     )
 
 
