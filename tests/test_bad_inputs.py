@@ -855,6 +855,18 @@ ROWS = [
     # found adding my own 100 GB GPU with its figures as a datasheet writes them: 96 (GB) for
     # memory_bytes passed as 96 bytes (every model "does not fit: 0.0 GiB usable"), and 3350
     # (GB/s) for hbm_bandwidth as 3,350 bytes/s (every latency off by a million)
+    # found adding my own 192 GB B200 with the alias "B200": resolve_gpu("B200") (and a plan's
+    # gpus = ["B200"]) then gave my row, and the catalog's B200 was out of reach by its own id
+    Row("gpu: a copied catalog whose new row takes another GPU's id as its alias",
+        lambda w: own_catalog(w, lambda t: t.assign(
+            aliases=t.aliases.where(t.gpu != "L4", "L4 24GB;B200"))),
+        Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): the name 'B200' \(aliases\) already "
+                            r"names B200 \(line \d+\)")),
+    Row("gpu: a copied catalog with one display name on two rows",
+        lambda w: own_catalog(w, lambda t: t.assign(
+            display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),
+        Raises(ConfigError, r"line \d+ \(A30\): the name 'NVIDIA L4' \(display_name\) already "
+                            r"names L4 \(line 3\)")),
     Row("gpu: a copied catalog with memory in GB, not bytes",
         l4_figure("memory_bytes", "96"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): memory_bytes = 96\.0; expected bytes "

@@ -152,6 +152,29 @@ def _check_gpu_table(table, path) -> None:
     twice = table["gpu"][table["gpu"].duplicated()]
     if len(twice):
         raise ConfigError(f"{path}: gpu {twice.iloc[0]!r} is listed twice")
+    _check_gpu_names(table, path)
+
+
+def _check_gpu_names(table, path) -> None:
+    """No display name or alias names two GPUs; else a ConfigError naming both lines.
+
+    :func:`resolve_gpu` reads every name case-insensitively into one table, where a later row's
+    alias that spells another GPU's id, display name or alias would take that name over: a plan's
+    ``gpus = ["B200"]`` would then be priced and sized as the row that took it, without a word.
+    """
+    owner = {str(gpu).strip().lower(): (gpu, row) for row, gpu in enumerate(table["gpu"])}
+    for column in ("display_name", "aliases"):
+        if column not in table.columns:
+            continue
+        for row, (gpu, names) in enumerate(zip(table["gpu"], table[column], strict=True)):
+            for name in str(names).split(";") if column == "aliases" else [str(names)]:
+                first = owner.setdefault(name.strip().lower(), (gpu, row))
+                if name.strip() and first[0] != gpu:
+                    raise ConfigError(
+                        f"{path}, line {row + 2} ({gpu}): the name {name.strip()!r} ({column}) "
+                        f"already names {first[0]} (line {first[1] + 2}); a name must name one "
+                        f"GPU: remove it from one of the two rows"
+                    )
 
 
 @functools.cache
