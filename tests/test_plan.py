@@ -383,6 +383,23 @@ def test_a_curve_the_sla_never_bounds_says_capnb_did_not_extrapolate(tmp_path):
     assert not any("the benchmark measured" in n for n in a.latency_notes)
 
 
+def test_a_modelled_curve_that_ends_before_any_bound_is_not_called_measured(small):
+    # found planning a 7B model on a 192 GB GPU of my own: the serving-engine model's search
+    # stops at 512 in flight (memory held 898) and the plan said "the measured curve ends before
+    # any bound binds", of a curve nothing had measured
+    plan, _ = small
+    a = planning.answer(plan)
+    a = dataclasses.replace(
+        a, binding="measured_range", latency_model="engine", safe_concurrency=512
+    )
+    text = plan_text.serve_words(a)
+    assert "measured curve" not in text, text
+    assert "the serving-engine model's curve, simulated up to 512 requests in flight" in text
+    analytic = plan_text.serve_words(dataclasses.replace(a, latency_model="analytic"))
+    assert "measured curve" not in analytic
+    assert "the analytic model's curve, computed up to 512 requests in flight" in analytic
+
+
 def test_a_bundled_measured_curve_is_planned_only_on_its_own_configuration():
     # dstack measured Llama-3.1-405B on 8 x MI300X: a plan of another model or TP on it mixed the
     # curve's latency and GPUs with the config's model and degree

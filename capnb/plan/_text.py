@@ -51,6 +51,24 @@ def headline(a: Answer) -> str:
     return f"Caution: the plan fails {count}: {listed}; {todo}."
 
 
+def _curve_ends(a: Answer) -> str:
+    """Why the safe concurrency is the curve's last point: a measured or a modelled curve's end."""
+    if a.latency_model == "measured":
+        return (
+            "the measured curve ends before any bound binds (capnb does not extrapolate: "
+            "benchmark higher concurrencies to find more)"
+        )
+    model, done = {
+        "engine": ("the serving-engine model's", "simulated"),
+        "analytic": ("the analytic model's", "computed"),
+    }.get(a.latency_model, (f"the {a.latency_model} model's", "computed"))
+    return (
+        f"{model} curve, {done} up to {words.count(a.safe_concurrency, 'request')} in flight, "
+        "ends before any bound binds (capnb searches no further; more may meet the SLA: "
+        "benchmark higher concurrencies to find out)"
+    )
+
+
 def serve_words(a: Answer) -> str:
     """What one instance is and serves, and why this GPU."""
     from ..memory._prefix import routing_assumed
@@ -64,8 +82,7 @@ def serve_words(a: Answer) -> str:
     binds = {
         "latency": f"the {a.binding_metric.upper()} bound binds",
         "memory": "memory binds before latency",
-        "measured_range": "the measured curve ends before any bound binds (capnb does not "
-        "extrapolate: benchmark higher concurrencies to find more)",
+        "measured_range": _curve_ends(a),
     }.get(a.binding, a.binding)
     memory = f"; memory holds {a.memory_concurrency:,}" if a.memory_concurrency >= 0 else ""
     left = f" Not compared: {'; '.join(a.not_compared)}." if a.not_compared else ""
