@@ -720,3 +720,33 @@ def test_a_windowed_model_says_its_window_is_counted_at_full_length():
     assert "18 sliding-window layers (window 128 tokens)" in note and "about 2x" in note
     assert "lower bound" in note
     assert not any("sliding-window layers" in n for n in load_model("Llama-3.1-8B").notes)
+
+
+def test_modelopt_fp8_and_nvfp4_checkpoints_are_read():
+    # NVIDIA's ModelOpt checkpoints (quant_method "modelopt", quant_algo "FP8" or "NVFP4") were
+    # refused: "no weight width capnb can read". FP8: one byte a weight, per-tensor scales; NVFP4:
+    # half a byte and an fp8 scale per group of 16; lm_head (and embeddings) stay in bf16
+    base = dict(load_model("Llama-3.1-8B").config)
+    kept = 2 * 128_256 * 4096
+
+    def modelopt(algo, **extra):
+        quant = {"quant_method": "modelopt", "quant_algo": algo, "ignore": ["lm_head"], **extra}
+        return parse({**base, "quantization_config": quant})
+
+    fp8 = modelopt("FP8", kv_cache_quant_algo=None)
+    assert fp8.weight_dtype == "fp8"
+    assert fp8.weight_bytes() == pytest.approx((fp8.parameters - kept) * 1.0 + 2 * kept)
+    nvfp4 = modelopt("NVFP4", group_size=16)
+    assert nvfp4.weight_dtype == "int4"
+    assert nvfp4.weight_bytes() == pytest.approx(
+        (nvfp4.parameters - kept) * (0.5 + 1 / 16) + 2 * kept
+    )
+    assert fp8.kv_bytes_per_token() == nvfp4.kv_bytes_per_token() == 131_072  # KV in bf16
+    # attention the checkpoint leaves unquantized stays in bf16, as MXFP4's does
+    kept_attention = modelopt(
+        "NVFP4", group_size=16, ignore=["lm_head", "model.layers.*.self_attn*"]
+    )
+    assert kept_attention.unquantized_attention
+    assert kept_attention.weight_bytes() > nvfp4.weight_bytes()
+    with pytest.raises(ConfigError, match=r"quant_algo='W6A6'"):
+        modelopt("W6A6")

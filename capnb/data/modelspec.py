@@ -232,7 +232,8 @@ class ModelSpec:
         vision tower stay in the config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them).
         In the checkpoint's own dtype, the modules its ``quantization_config`` leaves unconverted
         (attention and router, ``unquantized_attention``) stay in ``torch_dtype`` too, and block
-        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; AWQ,
+        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; ModelOpt
+        NVFP4: one byte per ``group_size``, 16; AWQ,
         GPTQ and grouped compressed-tensors: a 16-bit scale and a packed zero per group;
         bitsandbytes 4-bit: an absmax per 64).
         """
@@ -614,6 +615,14 @@ def _optional_int(config: Mapping, key: str, source: str) -> int:
     return 0 if value is None else _positive_int(value, key, source, allow_zero=True)
 
 
+#: NVIDIA ModelOpt's ``quant_algo`` values capnb reads, with the weights' width: vLLM's
+#: ``ModelOptFp8Config`` (per-tensor scales) and ``ModelOptNvFp4Config`` (4-bit floats with an
+#: fp8 scale per ``group_size`` weights, 16 by default; ``modelopt.py``).
+_MODELOPT_ALGOS = {"FP8": "fp8", "NVFP4": "int4"}
+#: Block size of NVFP4 when a ModelOpt config does not give ``group_size``.
+_NVFP4_GROUP = 16
+
+
 def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
     quant = config.get("quantization_config")
     if not quant:
@@ -634,6 +643,17 @@ def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
             return "int8"
     if method == "mxfp4":
         return "int4"
+    if method == "modelopt":
+        algo = str(quant.get("quant_algo", ""))
+        if algo.upper() in _MODELOPT_ALGOS:
+            return _MODELOPT_ALGOS[algo.upper()]
+        raise ConfigError(
+            f"{source}: field 'quantization_config' has quant_method 'modelopt' with "
+            f"quant_algo={algo!r}, whose weight width capnb does not read (it reads "
+            f"{', '.join(_MODELOPT_ALGOS)}); to plan the checkpoint, write its weight width in "
+            'the config\'s quantization_config as capnb reads it: {"quant_method": "fp8"} for '
+            '8-bit float weights, {"bits": 8} or {"bits": 4} for integer ones'
+        )
     if method == "compressed-tensors":
         groups = _weight_schemes(quant, source)
         bits = {weights.get("num_bits") for weights in groups.values()}
@@ -643,7 +663,8 @@ def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
             return "int4"
     raise ConfigError(
         f"{source}: field 'quantization_config' has quant_method={method!r} with no weight width "
-        "capnb can read (it reads fp8, fbgemm_fp8, mxfp4, bitsandbytes, compressed-tensors, and "
+        "capnb can read (it reads fp8, fbgemm_fp8, mxfp4, modelopt, bitsandbytes, "
+        "compressed-tensors, and "
         "awq, gptq and others with 'bits' 4 or 8); to plan the checkpoint, write its weight width "
         'in the config\'s quantization_config as capnb reads it: {"quant_method": "fp8"} for '
         '8-bit float weights, {"bits": 8} or {"bits": 4} for integer ones'
@@ -670,6 +691,9 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     method = str(quant.get("quant_method", "")).lower()
     if method == "mxfp4":
         return 1.0 / 32.0
+    if method == "modelopt" and weight_dtype == "int4":  # NVFP4: an fp8 scale per group
+        group = quant.get("group_size", _NVFP4_GROUP)
+        return 1.0 / _positive_int(group, "quantization_config.group_size", source)
     if method == "bitsandbytes" and weight_dtype == "int4":
         return (1.0 + 4.0 / 256.0) / 64.0 if quant.get("bnb_4bit_use_double_quant") else 4.0 / 64.0
     if method == "compressed-tensors" and weight_dtype in {"int4", "int8"}:
@@ -1449,9 +1473,13 @@ def _mla(config: Mapping, source: str) -> tuple[int, dict]:
     return kv_lora, mla
 
 
+#: Where a quantization method lists the modules it leaves in ``torch_dtype``.
+_KEPT_MODULES = {"mxfp4": ("modules_to_not_convert",), "modelopt": ("ignore", "exclude_modules")}
+
+
 def _unquantized_attention(config: Mapping) -> bool:
-    """An MXFP4 config that keeps its attention in 16 bits (modules_to_not_convert)."""
+    """An MXFP4 or ModelOpt config that keeps its attention in 16 bits (the modules it lists)."""
     quant = config.get("quantization_config")
-    mxfp4 = isinstance(quant, Mapping) and str(quant.get("quant_method", "")).lower() == "mxfp4"
-    kept = " ".join(str(m) for m in (quant.get("modules_to_not_convert") or [])) if mxfp4 else ""
-    return "self_attn" in kept
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
+    kept = [m for key in _KEPT_MODULES.get(method, ()) for m in (quant.get(key) or [])]
+    return "self_attn" in " ".join(str(m) for m in kept)
