@@ -749,6 +749,14 @@ ROWS = [
     Row("model: a boolean written as text",
         lambda _: data.load_model({**data.load_model("Qwen3-8B").config, "tie_word_embeddings": "false"}),
         Raises(ConfigError, r"'tie_word_embeddings' must be true or false, got 'false'")),
+    # "false" as text is truthy: a Falcon config read it as multi-query attention, 1 KV head
+    # where it has 32 (1/32 of its KV cache), and a Qwen3 config as windowed layers
+    Row("model: multi_query written as text",
+        lambda _: data.load_model(config(model_type="falcon", multi_query="false")),
+        Raises(ConfigError, r"field 'multi_query' must be true or false, got 'false'")),
+    Row("model: use_sliding_window written as text",
+        lambda _: data.load_model(catalog_config("Qwen3-8B", use_sliding_window="false")),
+        Raises(ConfigError, r"field 'use_sliding_window' must be true or false, got 'false'")),
     Row("model: compressed-tensors groups given as a list",
         lambda _: data.load_model(catalog_config("Llama-3.1-8B", quantization_config={
             "quant_method": "compressed-tensors", "config_groups": [{"weights": {"num_bits": 8}}]})),

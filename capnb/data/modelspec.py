@@ -573,6 +573,22 @@ def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
         )
 
 
+#: Boolean config fields that change what is counted (KV heads, windowed layers, biases): JSON
+#: writes them true or false, and text such as "false" would read as true.
+_FLAGS = (
+    "multi_query", "multi_query_attention", "new_decoder_architecture", "use_sliding_window",
+    "qkv_bias",
+)  # fmt: skip
+
+
+def _check_flags(config: Mapping, source: str) -> None:
+    """Each of ``_FLAGS`` the config gives is true or false (or null); else a ConfigError."""
+    for key in _FLAGS:
+        value = config.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"{source}: field {key!r} must be true or false, got {value!r}")
+
+
 #: Largest size any config field may give (2**31 - 1), and the most layers capnb plans: the
 #: parsing and the memory step loop over layers; the deepest catalog model has 126.
 _MAX_FIELD = 2**31 - 1
@@ -1307,6 +1323,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     model_type = str(config.get("model_type", "")).lower()
     _check_attention_only(config, source)
     _check_architecture(config, model_type, source)
+    _check_flags(config, source)
     config = _class_defaults(config, model_type, notes)
     layers = _get(config, "layers", source)
     hidden = _get(config, "hidden_size", source)
