@@ -757,6 +757,15 @@ ROWS = [
     Row("model: use_sliding_window written as text",
         lambda _: data.load_model(catalog_config("Qwen3-8B", use_sliding_window="false")),
         Raises(ConfigError, r"field 'use_sliding_window' must be true or false, got 'false'")),
+    # a context written as text was read as "not stated": no check of requests past it, and the
+    # engine model's max_model_len left at its default
+    Row("model: max_position_embeddings written as text",
+        lambda _: data.load_model(catalog_config("Qwen3-8B", max_position_embeddings="40960")),
+        Raises(ConfigError, r"field 'max_position_embeddings' must be an integer, got '40960'")),
+    Row("model: a rope_scaling factor written as text",
+        lambda _: data.load_model(catalog_config("Llama-2-7B", rope_scaling={"type": "linear",
+                                                                             "factor": "4"})),
+        Raises(ConfigError, r"field 'rope_scaling\.factor' must be a number, got '4'")),
     Row("model: compressed-tensors groups given as a list",
         lambda _: data.load_model(catalog_config("Llama-3.1-8B", quantization_config={
             "quant_method": "compressed-tensors", "config_groups": [{"weights": {"num_bits": 8}}]})),

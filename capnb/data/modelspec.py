@@ -589,6 +589,29 @@ def _check_flags(config: Mapping, source: str) -> None:
             raise ConfigError(f"{source}: field {key!r} must be true or false, got {value!r}")
 
 
+def _check_context(config: Mapping, source: str) -> None:
+    """The context's fields, where given, are numbers: text read as "no context stated".
+
+    :func:`context_tokens` gives None for a context it cannot read, which skips the check of
+    requests past it and leaves the engine model's ``max_model_len`` at its default.
+    """
+    if config.get("max_position_embeddings") is not None:
+        _positive_int(config["max_position_embeddings"], "max_position_embeddings", source)
+    for key in ("rope_scaling", "rope_parameters"):
+        scaling = config.get(key)
+        if not isinstance(scaling, Mapping):
+            continue
+        nested = [(f"{key}.{k}", v) for k, v in scaling.items() if isinstance(v, Mapping)]
+        for where, entry in [(key, scaling), *nested]:
+            factor = entry.get("factor")
+            if factor is not None and (
+                isinstance(factor, bool) or not isinstance(factor, numbers.Real)
+            ):
+                raise ConfigError(
+                    f"{source}: field '{where}.factor' must be a number, got {factor!r}"
+                )
+
+
 #: Largest size any config field may give (2**31 - 1), and the most layers capnb plans: the
 #: parsing and the memory step loop over layers; the deepest catalog model has 126.
 _MAX_FIELD = 2**31 - 1
@@ -1324,6 +1347,8 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     _check_attention_only(config, source)
     _check_architecture(config, model_type, source)
     _check_flags(config, source)
+    for read in {id(c): c for c in (outer, config)}.values():
+        _check_context(read, source)
     config = _class_defaults(config, model_type, notes)
     layers = _get(config, "layers", source)
     hidden = _get(config, "hidden_size", source)
