@@ -750,3 +750,19 @@ def test_modelopt_fp8_and_nvfp4_checkpoints_are_read():
     assert kept_attention.weight_bytes() > nvfp4.weight_bytes()
     with pytest.raises(ConfigError, match=r"quant_algo='W6A6'"):
         modelopt("W6A6")
+
+
+def test_the_hybrid_gain_note_is_stated_within_the_models_context():
+    # found with a Phi-3-mini-4k config (a 4,096-token context, every layer windowed at 2,047):
+    # its note said vLLM's hybrid manager "holds about 4x the sequences at 8,192 tokens", a length
+    # it cannot serve; at its own 4,096 tokens the gain is 256 / 129 blocks, about 2x
+    phi3 = {
+        "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "vocab_size": 32064, "max_position_embeddings": 4096, "sliding_window": 2047,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    note = next(n for n in parse(phi3).notes if "sliding-window" in n)
+    assert "holds about 2x the sequences at 4,096 tokens (the model's context)" in note, note
+    longer = parse({**phi3, "max_position_embeddings": 131072}).notes
+    assert any("holds about 4x the sequences at 8,192 tokens," in n for n in longer), longer

@@ -1064,14 +1064,22 @@ def hybrid_kv_gain(layers: int, window: int, windowed: int, tokens: int, block: 
     return layers * -(-tokens // block) / (groups.size * groups.blocks(tokens, block))
 
 
-def _full_length_note(layers: int, window: int, windowed: int) -> str:
-    gain = hybrid_kv_gain(layers, window, windowed, _NOTE_TOKENS)
+def _full_length_note(layers: int, window: int, windowed: int, context: int | None) -> str:
+    """The note on windowed layers counted whole, with vLLM's hybrid gain.
+
+    The gain is stated at :data:`_NOTE_TOKENS` tokens, or at the model's ``context`` (tokens)
+    where that is shorter.
+    """
+    tokens, where = _NOTE_TOKENS, ""
+    if context is not None and context < _NOTE_TOKENS:
+        tokens, where = context, " (the model's context)"
+    gain = hybrid_kv_gain(layers, window, windowed, tokens)
     return (
         f"its {windowed} sliding-window layers (window {window:,} tokens) are counted at full "
         "length in the KV cache (capnb.memory and the serving-engine model), as vLLM before 0.10 "
         "(or with --disable-hybrid-kv-cache-manager) stores them; vLLM's hybrid KV cache manager "
         f"keeps only each window and holds about {gain:.2g}x the sequences at "
-        f"{_NOTE_TOKENS:,} tokens, so the memory limit here is a lower bound"
+        f"{tokens:,} tokens{where}, so the memory limit here is a lower bound"
     )
 
 
@@ -1374,7 +1382,9 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     kv_lora, mla = _mla(config, source)
     sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
     if sliding_layers:
-        notes.append(_full_length_note(layers, sliding_window, sliding_layers))
+        notes.append(
+            _full_length_note(layers, sliding_window, sliding_layers, context_tokens(outer))
+        )
     unquantized_attention = _unquantized_attention(config)
     tied = _tied(config, model_type, source, notes)
     vision = _vision_parameters(outer, hidden, source, notes)
