@@ -884,6 +884,11 @@ ROWS = [
             display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),
         Raises(ConfigError, r"line \d+ \(A30\): the name 'NVIDIA L4' \(display_name\) already "
                             r"names L4 \(line 3\)")),
+    # found writing a gpus.csv of my own with the figure columns only: a KeyError 'display_name'
+    Row("gpu: a catalog of one's own without the text columns",
+        lambda w: own_catalog(w, lambda t: t.drop(columns=["display_name", "aliases", "notes"])),
+        Raises(ConfigError, r"gpus\.csv: missing columns \['display_name', 'aliases', 'notes'\] "
+                            r"\(datasets/README\.md")),
     Row("gpu: a copied catalog with memory in GB, not bytes",
         l4_figure("memory_bytes", "96"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): memory_bytes = 96\.0; expected bytes "

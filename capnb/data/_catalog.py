@@ -120,9 +120,13 @@ def _check_gpu_table(table, path) -> None:
     import numpy as np
     import pandas as pd
 
-    missing = [c for c in ("gpu", *_GPU_RANGES) if c not in table.columns]
+    needed = ("gpu", "display_name", "aliases", *_GPU_TEXT[1:], *_GPU_RANGES, *_GPU_REPORTED_TEXT)
+    missing = [c for c in needed if c not in table.columns]
     if missing:
-        raise ConfigError(f"{path}: missing columns {missing}")
+        raise ConfigError(
+            f"{path}: missing columns {missing} (datasets/README.md lists every column; a text "
+            "column may be left empty)"
+        )
     for column, (unit, required, smallest, largest) in _GPU_RANGES.items():
         raw = table[column]
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
