@@ -766,3 +766,31 @@ def test_the_hybrid_gain_note_is_stated_within_the_models_context():
     assert "holds about 2x the sequences at 4,096 tokens (the model's context)" in note, note
     longer = parse({**phi3, "max_position_embeddings": 131072}).notes
     assert any("holds about 4x the sequences at 8,192 tokens," in n for n in longer), longer
+
+
+def test_starcoder2_mlp_is_ungated():
+    # transformers' Starcoder2MLP is c_fc then c_proj (no gate): a StarCoder2-3B config was
+    # counted with a gated MLP, 4.16 B parameters for a 3.03 B model (15B: 21.7 B for about 16)
+    starcoder2_3b = {
+        "model_type": "starcoder2", "hidden_size": 3072, "intermediate_size": 12288,
+        "num_hidden_layers": 30, "num_attention_heads": 24, "num_key_value_heads": 2,
+        "vocab_size": 49152, "max_position_embeddings": 16384, "sliding_window": 4096,
+        "use_bias": True, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    spec = parse(starcoder2_3b)
+    assert not spec.gated_mlp
+    assert spec.parameters == pytest.approx(3.03e9, rel=0.02)
+    # the same for Phi-2 (PhiMLP fc1, fc2: 3.62 B counted for 2.78 B) and Nemotron-Mini-4B
+    # (NemotronMLP up_proj, down_proj: 5.1 B for 4.19 B)
+    phi2 = {
+        "model_type": "phi", "hidden_size": 2560, "intermediate_size": 10240,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 51200,
+        "tie_word_embeddings": False, "torch_dtype": "float16",
+    }  # fmt: skip
+    assert parse(phi2).parameters == pytest.approx(2.78e9, rel=0.02)
+    nemotron_mini = {
+        "model_type": "nemotron", "hidden_size": 3072, "intermediate_size": 9216,
+        "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8,
+        "head_dim": 128, "vocab_size": 256000, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    assert parse(nemotron_mini).parameters == pytest.approx(4.19e9, rel=0.02)

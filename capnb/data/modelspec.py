@@ -348,7 +348,10 @@ _KEYS = {
 #: Falcon's model types: today's ``falcon`` and the remote-code RW names it replaced.
 _FALCON = {"falcon", "refinedweb", "refinedwebmodel"}
 #: Model families whose MLP is up/down only (no gate) and 4 x hidden wide unless stated.
+#: transformers 4.57.1: ``PhiMLP`` (fc1, fc2), ``GPTNeoMLP`` and ``Starcoder2MLP`` (c_fc, c_proj),
+#: ``CodeGenMLP`` (fc_in, fc_out), ``MptMLP`` and ``NemotronMLP`` (up_proj, down_proj).
 _UNGATED = {"bloom", "gpt2", "gpt_neox", "gptj", "opt", "gpt_bigcode", "starcoder"} | _FALCON
+_UNGATED |= {"starcoder2", "phi", "gpt_neo", "codegen", "mpt", "nemotron"}
 
 #: ``tie_word_embeddings`` when a config omits it: the default of the model type's config class.
 #: Source: transformers 4.57.1, ``src/transformers/models/<type>/configuration_<type>.py``; the
