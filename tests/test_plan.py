@@ -400,6 +400,21 @@ def test_a_modelled_curve_that_ends_before_any_bound_is_not_called_measured(smal
     assert "the analytic model's curve, computed up to 512 requests in flight" in analytic
 
 
+def test_the_memory_line_names_gpus_sized_on_their_marketed_memory():
+    # docs/data.md: without memory_reported_bytes "the memory step then uses memory_bytes and
+    # says so"; the plan's memory line did not (a GPU of one's own, the catalog's H200 and L4)
+    from capnb.plan import _build
+
+    cfg = planning.read_config(CHEAPER)
+    cap = xr.Dataset(attrs={"memory_accounting": "vllm", "memory_vllm_version": "0.10"})
+    words = _build._accounting_words(cfg, cap)
+    assert "on the marketed memory (memory_bytes) of H200, L4: the GPU catalog has no" in words
+    assert "H100-SXM" not in words
+    assert "marketed" not in _build._accounting_words(
+        cfg, xr.Dataset(attrs={"memory_accounting": "article"})
+    )
+
+
 def test_a_bundled_measured_curve_is_planned_only_on_its_own_configuration():
     # dstack measured Llama-3.1-405B on 8 x MI300X: a plan of another model or TP on it mixed the
     # curve's latency and GPUs with the config's model and degree

@@ -506,6 +506,17 @@ def _accounting_words(cfg: PlanConfig, cap: xr.Dataset) -> str:
             f" (the serving-engine model's KV cache; [serving] accounting = "
             f"{cfg.serving.accounting!r} applies to the analytic model and measured latencies)"
         )
+    if used == "vllm" and version:  # on the memory the driver reports, where catalogued
+        from .. import data
+
+        reported = data.load_gpus(cfg.serving.gpus).memory_reported_bytes
+        marketed = [str(g) for g in reported.gpu.values if not np.isfinite(reported.sel(gpu=g))]
+        if marketed:
+            words += (
+                f", on the marketed memory (memory_bytes) of {', '.join(marketed)}: the GPU "
+                "catalog has no driver-reported memory (memory_reported_bytes) for "
+                f"{'it' if len(marketed) == 1 else 'them'}"
+            )
     return words
 
 
