@@ -1069,6 +1069,13 @@ def test_a_model_no_option_can_hold_is_infeasible_with_the_memory_remedy(latency
             planning.build(config)
     said = str(raised.value)
     assert "infeasible" in said and "more memory" in said and "relax the SLA" not in said, said
+    # and how much more: the memory step's smallest degree per GPU (it said neither, found with
+    # a DeepSeek-V2-Lite config on a 24 GB GPU at TP 1, which holds it at TP 2)
+    smallest = "16 x L4, 4 x L40S" if latency == "engine" else "8 x L4, 4 x L40S"  # vLLM's reserve
+    assert (
+        "(the smallest tensor-parallel degree that holds the weights and one 1,426-token "
+        f"sequence: {smallest})" in said
+    ), said
 
 
 def test_a_plan_on_numeric_times_without_a_unit_advises_the_plan_s_setting(tmp_path):

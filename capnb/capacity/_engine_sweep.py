@@ -111,6 +111,29 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     return curve
 
 
+def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, vllm_version):
+    """The error when no option's KV cache holds one sequence (or the longest request) whole."""
+    from .. import data
+    from ..memory._footprint import smallest_degrees
+
+    smallest = "" if too_long else smallest_degrees(
+        model, gpus, tensor_parallel, seq_len, accounting="vllm", vllm_version=vllm_version
+    )  # fmt: skip
+    return InputError(
+        f"infeasible: no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} "
+        f"can hold one {seq_len}-token sequence of {data.load_model(model).name} (with "
+        f"{share:.0%} of the KV budget for a prefix cache)"
+        + (
+            f", nor the workload's longest request ({longest:,} tokens, prompt + output) "
+            f"whole (KV cache tokens: {'; '.join(too_long)}): give GPUs with more memory, "
+            "a higher tensor parallelism, or a KV cache dtype of fp8"
+            if too_long
+            else ": give GPUs with more memory or a higher tensor parallelism"
+        )
+        + (f" ({smallest})" if smallest else "")
+    )
+
+
 def sweep_engine(
     model,
     gpus,
@@ -232,18 +255,8 @@ def sweep_engine(
     if template is None and unpriced and all(kind == "no_data" for kind, _ in rows.values()):
         raise InputError("; ".join(unpriced))
     if template is None:
-        raise InputError(
-            f"infeasible: no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} "
-            f"can hold one {seq_len}-token sequence of {spec.name} (with {share:.0%} of the KV "
-            "budget for a prefix cache)"
-            + (
-                f", nor the workload's longest request ({longest:,} tokens, prompt + output) "
-                f"whole (KV cache tokens: {'; '.join(too_long)}): give GPUs with more memory, "
-                "a higher tensor parallelism, or a KV cache dtype of fp8"
-                if too_long
-                else ": give GPUs with more memory or a higher tensor parallelism"
-            )
-        )
+        raise _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long,
+                         vllm_version)  # fmt: skip
     out = _stacked(rows, gpus, tensor_parallel, template)
     _say_left_out(out, unpriced, too_long, longest)
     if ratio:

@@ -548,6 +548,32 @@ def max_concurrency(
     return _grid.assemble(grid, variables, acct, kv_dtype)
 
 
+def smallest_degrees(
+    model, gpus, tensor_parallel, seq_len: int, *, accounting="article", vllm_version=None
+) -> str:
+    """Where no degree given holds one sequence: each GPU's smallest degree that would, in words.
+
+    ``"the smallest tensor-parallel degree that holds the weights and one 1,426-token sequence:
+    16 x L4, 4 x L40S"`` (:func:`max_concurrency`'s ``min_tensor_parallel``); "" when one of the
+    degrees given holds one on some GPU (then memory is not what rules the options out, or not
+    alone).
+    """
+    ds = max_concurrency(
+        model=model, gpu=list(gpus), tensor_parallel=1, seq_len=int(seq_len),
+        accounting=accounting, vllm_version=vllm_version,
+    )  # fmt: skip
+    smallest = ds.min_tensor_parallel.squeeze(["model", "seq_len"], drop=True)
+    degrees = [int(t) for t in tensor_parallel]
+    found = {str(g): int(smallest.sel(gpu=g)) for g in smallest.gpu.values}
+    if any(0 < t <= max(degrees) for t in found.values()):
+        return ""
+    each = [f"{t} x {g}" if t else f"none up to 64 x {g}" for g, t in found.items()]
+    return (
+        "the smallest tensor-parallel degree that holds the weights and one "
+        f"{int(seq_len):,}-token sequence: {', '.join(each)}"
+    )
+
+
 def _deployed(deployment, model, gpu, tensor_parallel, kv_dtype, weight_dtype) -> tuple:
     """(model, gpu, tensor_parallel, kv_dtype, weight_dtype) of a deployment given alone."""
     if not isinstance(deployment, Deployment):

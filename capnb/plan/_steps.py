@@ -344,6 +344,15 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
             if memory_only
             else "relax the SLA, add GPUs or tensor parallelism"
         )
+        if memory_only and "seq_len" in cap.coords:
+            from ..memory._footprint import smallest_degrees
+
+            smallest = smallest_degrees(
+                cfg.serving.model, cfg.serving.gpus, cfg.serving.tensor_parallel,
+                int(cap.seq_len), accounting=str(cap.attrs.get("memory_accounting", "article")),
+                vllm_version=cap.attrs.get("memory_vllm_version"),
+            )  # fmt: skip
+            remedy += f" ({smallest})" if smallest else ""
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.serving.gpus)} at tensor parallelism "
             f"{list(cfg.serving.tensor_parallel)} meets {cfg.sla} for {cfg.serving.model} "
