@@ -141,3 +141,35 @@ def test_hybrid_kv_must_be_a_bool():
 
     with pytest.raises(InputError, match="hybrid_kv must be True or False"):
         memory.accounting("vllm", vllm_version="0.10", hybrid_kv="no")
+
+
+#: Llama 4 Scout's text model (meta-llama/Llama-4-Scout-17B-16E config.json's text_config).
+SCOUT = {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+         "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+         "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_local_experts": 16,
+         "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "attention_chunk_size": 8192,
+         "vocab_size": 202048, "torch_dtype": "bfloat16"}  # fmt: skip
+
+
+def test_chunked_attention_is_full_length_where_vllm_turns_the_manager_off():
+    """vLLM 0.10.1-0.12 (the 0.10 bucket) disable the hybrid manager for chunked local attention
+    unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; later releases (0.19) run it."""
+    from capnb.latency._engine import held_sequences, kv_layout, kv_tokens_auto
+    from capnb.records import Deployment, EngineSettings
+
+    spec = parse(SCOUT, name="scout")
+    assert spec.chunked_attention and not _spec("gemma-3-27b-it").chunked_attention
+    args = dict(model=spec, gpu="H100-SXM", tensor_parallel=4, seq_len=[1000, 32768],
+                accounting="vllm")  # fmt: skip
+    off = {v: memory.accounting("vllm", vllm_version=v, hybrid_kv=False) for v in ("0.10", "0.19")}
+    old = memory.max_concurrency(**args, vllm_version="0.10").max_concurrency
+    assert (old.values == memory.max_concurrency(**{**args, "accounting": off["0.10"]})
+            .max_concurrency.values).all()  # fmt: skip
+    assert old.sel(seq_len=32768).item() == 8  # (the hybrid count said 19)
+    new = memory.max_concurrency(**args, vllm_version="0.19").max_concurrency.sel(seq_len=32768)
+    full = memory.max_concurrency(**{**args, "accounting": off["0.19"]}).max_concurrency
+    assert new.item() > 2 * full.sel(seq_len=32768).item()  # three chunked groups keep a chunk each
+    # the vllm-v1 engine sizes its cache on the 0.10 bucket: full length for Llama 4 too
+    assert kv_layout(spec, EngineSettings()) == (48, 1, 0, 0)
+    kv = kv_tokens_auto(spec, "H100-SXM", 4)
+    assert held_sequences(Deployment(spec, "H100-SXM", 4), kv, 32768) == 8

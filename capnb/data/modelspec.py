@@ -301,6 +301,11 @@ class ModelSpec:
         windowed = min(float(tokens), float(self.sliding_window)) if self.sliding_layers else 0.0
         return float(per_layer * (full * float(tokens) + self.sliding_layers * windowed))
 
+    @property
+    def chunked_attention(self) -> bool:
+        """Whether the windowed layers attend within chunks (Llama 4), not over a sliding window."""
+        return self.model_type == "llama4_text" and self.sliding_layers > 0
+
     def kv_groups(self, block: int = 16) -> KVGroups:
         """How vLLM's hybrid KV cache manager groups this model's layers (:func:`kv_groups`)."""
         return kv_groups(self.layers, self.sliding_window, self.sliding_layers, block)

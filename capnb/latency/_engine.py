@@ -94,10 +94,13 @@ def kv_layout(spec, settings: EngineSettings) -> KVGroups:
     layers keep only their window, in groups sharing the pool (:func:`capnb.data.modelspec.kv_groups`;
     the memory step's vllm accounting counts the same). Every other engine here is simulated with
     a full-length cache, one group of every layer. A model without windowed layers is one group
-    everywhere, so its simulation is as it was.
+    everywhere, so its simulation is as it was. A chunked-attention model (Llama 4) is full length
+    too: the engine's KV cache is the memory step's 0.10 bucket's (:func:`kv_tokens_auto`), and
+    vLLM 0.10.1 to 0.12 turn the hybrid manager off for chunked attention
+    (:attr:`capnb.memory.Accounting.hybrid_chunked`).
     """
     block = settings.block_size or BLOCK_SIZE
-    if settings.engine == "vllm-v1":
+    if settings.engine == "vllm-v1" and not spec.chunked_attention:
         return spec.kv_groups(block)
     return KVGroups(spec.layers, 1, 0, 0)
 

@@ -86,6 +86,7 @@ _VLLM_PRESETS = {
         "block_tokens": 16,
         "moe_workspace": "per_call",
         "hybrid_kv": True,
+        "hybrid_chunked": False,
     },
     "0.19": {
         "non_torch_bytes_single": 0.25 * 2**30,
@@ -96,6 +97,7 @@ _VLLM_PRESETS = {
         "block_tokens": 16,
         "moe_workspace": "held",
         "hybrid_kv": True,
+        "hybrid_chunked": True,
     },
 }
 
@@ -140,6 +142,12 @@ class Accounting:
         and 0.19 buckets, ``False`` as ``--disable-hybrid-kv-cache-manager`` runs it): a model's
         sliding-window layers keep only their window, in groups that share one pool of blocks
         (:meth:`groups`). ``False``: every layer holds the whole sequence.
+    hybrid_chunked
+        Whether the hybrid manager also runs for chunked local attention (Llama 4's
+        ``attention_chunk_size``). vLLM 0.10.1 to 0.12 turn it off for such a model unless
+        ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1`` (default 0, vllm-project/vllm
+        pull request 21761), so its chunked layers hold the whole sequence: ``False`` in the 0.10
+        bucket. Later releases default it on (pull request 29627): ``True`` in the 0.19 bucket.
     """
 
     name: str
@@ -154,15 +162,17 @@ class Accounting:
     sampler_buffers: float = 0.0
     moe_workspace: str = ""
     hybrid_kv: bool = False
+    hybrid_chunked: bool = False
 
     def groups(self, spec: ModelSpec) -> KVGroups:
         """How the KV cache groups ``spec``'s layers: vLLM's hybrid grouping, or one group.
 
-        With :attr:`hybrid_kv` (and a model with sliding-window layers): the groups of
+        With :attr:`hybrid_kv` (and a model with sliding-window layers; a chunked-attention
+        model only with :attr:`hybrid_chunked`): the groups of
         :func:`capnb.data.modelspec.kv_groups`, a block of ``block_tokens``; otherwise one group of
         every layer, holding the whole sequence (the full-length count).
         """
-        if self.hybrid_kv:
+        if self.hybrid_kv and (self.hybrid_chunked or not spec.chunked_attention):
             return spec.kv_groups(self.block_tokens)
         return KVGroups(spec.layers, 1, 0, 0)
 
@@ -337,8 +347,9 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
     _validate.positive_int(result.block_tokens, "block_tokens")
     for field in ("non_torch_bytes_single", "non_torch_bytes_multi", "sampler_buffers"):
         _validate.fraction(getattr(result, field), field, high=float("inf"))
-    if not isinstance(result.hybrid_kv, bool | np.bool_):
-        raise InputError(f"hybrid_kv must be True or False, got {result.hybrid_kv!r}")
+    for field in ("hybrid_kv", "hybrid_chunked"):
+        if not isinstance(getattr(result, field), bool | np.bool_):
+            raise InputError(f"{field} must be True or False, got {getattr(result, field)!r}")
     if result.moe_workspace not in ("", "held", "per_call"):
         raise InputError(
             f"moe_workspace must be '', 'held' or 'per_call', got {result.moe_workspace!r}"

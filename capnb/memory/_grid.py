@@ -501,12 +501,18 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
         **{
             k: v
             for k, v in asdict(acct).items()
-            if k not in ("name", "hybrid_kv")
+            if k not in ("name", "hybrid_kv", "hybrid_chunked")
             and (acct.vllm_version is not None or k not in _VERSIONED)
         },
         "kv_layout": (
             "vLLM's hybrid KV cache manager: sliding-window layers keep their window, in groups "
             "of layers sharing one pool of blocks"
+            + (
+                ""
+                if acct.hybrid_chunked
+                else "; chunked-attention layers (Llama 4) at full length, as this vLLM turns "
+                "the manager off for them"
+            )
             if acct.hybrid_kv
             else "full length: every layer holds the whole sequence"
         ),
