@@ -713,12 +713,26 @@ def test_hybrid_kv_gain_follows_vllms_grouping_layer_by_layer(layers, window, wi
     assert hybrid_kv_gain(layers, window, windowed, tokens) == pytest.approx(expected, rel=1e-12)
 
 
-def test_a_windowed_model_says_its_window_is_counted_at_full_length():
-    # gpt-oss: 18 of 36 layers attend over 128 tokens; vLLM 0.10 on keeps only the window
+def test_a_windowed_model_says_which_counts_keep_its_window():
+    # gpt-oss: 18 of 36 layers attend over 128 tokens; vLLM 0.10 on keeps only the window, and so
+    # do capnb's 0.10 and 0.19 vllm accountings and the vllm-v1 engine (the note said every count
+    # held them at full length, a lower bound)
     spec = load_model("gpt-oss-120b")
     note = next(n for n in spec.notes if "sliding-window layers" in n)
-    assert "18 sliding-window layers (window 128 tokens)" in note and "about 2x" in note
-    assert "lower bound" in note
+    assert "18 sliding-window layers (window 128 tokens) keep only their window" in note
+    assert "(vllm_version '0.10' or '0.19') and the vllm-v1 engine" in note and "about 2x" in note
+    assert "lower bound" not in note and "hybrid_kv=False" in note
+    # Llama 4's chunked layers: only the 0.19 bucket keeps a chunk (vLLM 0.10.1-0.12 turn it off)
+    scout = parse({"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+                   "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                   "intermediate_size": 8192, "attention_chunk_size": 8192, "vocab_size": 202048,
+                   "num_local_experts": 16, "num_experts_per_tok": 1},
+                  name="scout")  # fmt: skip
+    note = next(n for n in scout.notes if "chunked-attention layers" in n)
+    assert (
+        "keep only their chunk in capnb.memory's vllm accounting with vllm_version '0.19'," in note
+    )
+    assert "vllm_version '0.10' and the vllm-v1 engine" in note and "32,768 tokens" in note
     assert not any("sliding-window layers" in n for n in load_model("Llama-3.1-8B").notes)
 
 

@@ -981,7 +981,8 @@ def _layer_list(indices: list[int]) -> str:
     return ", ".join(shown)
 
 
-#: The sequence length (tokens) at which :func:`_full_length_note` states vLLM's hybrid gain.
+#: The sequence length (tokens) at which :func:`_window_note` states vLLM's hybrid gain (at least
+#: four windows).
 _NOTE_TOKENS = 8192
 
 
@@ -1072,22 +1073,37 @@ def hybrid_kv_gain(layers: int, window: int, windowed: int, tokens: int, block: 
     return layers * -(-tokens // block) / (groups.size * groups.blocks(tokens, block))
 
 
-def _full_length_note(layers: int, window: int, windowed: int, context: int | None) -> str:
-    """The note on windowed layers counted whole, with vLLM's hybrid gain.
+def _window_note(
+    layers: int, window: int, windowed: int, chunked: bool, context: int | None
+) -> str:
+    """What each count does with a model's windowed layers: kept to the window, or full length.
 
-    The gain is stated at :data:`_NOTE_TOKENS` tokens, or at the model's ``context`` (tokens)
-    where that is shorter.
+    The gain is stated at :data:`_NOTE_TOKENS` tokens (or four windows, if longer), or at the
+    model's ``context`` (tokens) where that is shorter.
     """
-    tokens, where = _NOTE_TOKENS, ""
-    if context is not None and context < _NOTE_TOKENS:
+    tokens, where = max(_NOTE_TOKENS, 4 * window), ""
+    if context is not None and context < tokens:
         tokens, where = context, " (the model's context)"
     gain = hybrid_kv_gain(layers, window, windowed, tokens)
+    kind, span = ("chunked-attention", "chunk") if chunked else ("sliding-window", "window")
+    hybrid = (
+        "capnb.memory's vllm accounting with vllm_version '0.19'"
+        if chunked
+        else "capnb.memory's vllm accounting (vllm_version '0.10' or '0.19') and the vllm-v1 engine"
+    )
+    full = (
+        "vllm_version '0.10' and the vllm-v1 engine (vLLM 0.10.1 to 0.12 turn the manager off "
+        "for chunked attention), "
+        if chunked
+        else ""
+    )
     return (
-        f"its {windowed} sliding-window layers (window {window:,} tokens) are counted at full "
-        "length in the KV cache (capnb.memory and the serving-engine model), as vLLM before 0.10 "
-        "(or with --disable-hybrid-kv-cache-manager) stores them; vLLM's hybrid KV cache manager "
-        f"keeps only each window and holds about {gain:.2g}x the sequences at "
-        f"{tokens:,} tokens{where}, so the memory limit here is a lower bound"
+        f"its {windowed} {kind} layers ({span} {window:,} tokens) keep only their {span} in "
+        f"{hybrid}, as vLLM's hybrid KV cache manager does (about {gain:.2g}x the sequences of "
+        f"a full-length cache at {tokens:,} tokens{where}); {full}the article accounting, the vllm "
+        "accounting without vllm_version or with '0.6' or hybrid_kv=False, and the other engines "
+        "(vllm-v0, sglang, tgi, trtllm) count them at full length, as vLLM before 0.10 (or with "
+        "--disable-hybrid-kv-cache-manager) stores them"
     )
 
 
@@ -1390,8 +1406,9 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     kv_lora, mla = _mla(config, source)
     sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
     if sliding_layers:
+        chunked = model_type == "llama4_text"  # (ModelSpec.chunked_attention)
         notes.append(
-            _full_length_note(layers, sliding_window, sliding_layers, context_tokens(outer))
+            _window_note(layers, sliding_window, sliding_layers, chunked, context_tokens(outer))
         )
     unquantized_attention = _unquantized_attention(config)
     tied = _tied(config, model_type, source, notes)
