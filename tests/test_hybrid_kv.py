@@ -173,3 +173,18 @@ def test_chunked_attention_is_full_length_where_vllm_turns_the_manager_off():
     assert kv_layout(spec, EngineSettings()) == (48, 1, 0, 0)
     kv = kv_tokens_auto(spec, "H100-SXM", 4)
     assert held_sequences(Deployment(spec, "H100-SXM", 4), kv, 32768) == 8
+
+
+def test_describe_says_when_windows_are_kept():
+    """The sentence said 14 sequences of Gemma 3 27B where the full-length count says 8, alike."""
+    spec = _spec("gemma-3-27b-it")
+    args = dict(model=spec, gpu="H100-SXM", tensor_parallel=1, seq_len=8192, accounting="vllm")
+    hybrid = memory.max_concurrency(**args, vllm_version="0.19")
+    off = memory.accounting("vllm", vllm_version="0.19", hybrid_kv=False)
+    text = memory.describe(hybrid)
+    assert "its sliding-window layers hold only their window" in text
+    assert "hold only" not in memory.describe(memory.max_concurrency(**{**args, "accounting": off}))
+    short = memory.max_concurrency(**{**args, "seq_len": 512}, vllm_version="0.19")
+    assert "hold only" not in memory.describe(short)  # (no window reached, as full length)
+    dense = memory.max_concurrency(**{**args, "model": "Llama-3.1-8B"}, vllm_version="0.19")
+    assert "hold only" not in memory.describe(dense)

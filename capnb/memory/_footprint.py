@@ -660,11 +660,19 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         held = cell.kv_cache_bytes if "kv_cache_bytes" in cell else None
         if held is not None and "concurrency" in held.dims:  # a sweep: linear in concurrency
             held = largest * held.isel(concurrency=0) / int(held.concurrency[0])
-        kv = float(held) if held is not None else largest * float(cell.kv_bytes_per_token) * seq
+        full_length = largest * float(cell.kv_bytes_per_token) * seq
+        kv = float(held) if held is not None else full_length
+        windows = (
+            "; its sliding-window layers hold only their window, as vLLM's hybrid KV cache "
+            "manager keeps them"
+            if str(result.attrs.get("kv_layout", "")).startswith("vLLM's hybrid")
+            and kv < full_length
+            else ""
+        )
         return (
             f"{where} fits at most {largest:,} concurrent sequences of {seq:,} tokens "
             f"({_gib(weights)} of weights and {_gib(kv)} of KV cache per GPU, "
-            f"of {_gib(usable)} usable, with {result.attrs['accounting']} accounting)."
+            f"of {_gib(usable)} usable, with {result.attrs['accounting']} accounting{windows})."
         )
     smallest = int(cell.min_tensor_parallel)
     remedy = (
