@@ -1162,3 +1162,17 @@ def test_the_flat_traffic_check_says_the_forecasts_statement_once():
     assert "Too little history" not in _flat_check(short).finding
     daily = (1 + 0.5 * np.sin(2 * np.pi * np.arange(times.size) / 144)) * 12
     assert _flat_check(forecast.fit_baseline(flat.copy(data={"qps": daily}))) is None
+
+
+def test_an_engine_curve_the_sla_never_bounds_is_not_called_measured(small):
+    # gpt-oss-120b on 2 x H100-SXM, latency = "engine": its hybrid KV cache holds 1,204 sequences,
+    # the engine curve stops at 512, and the plan said "the measured curve ends before any bound
+    # binds (... benchmark higher concurrencies to find more)" of a curve nothing measured
+    plan, _ = small
+    a = dataclasses.replace(planning.answer(plan), binding="measured_range", latency_model="engine",
+                            safe_concurrency=512, memory_concurrency=1204)  # fmt: skip
+    text = plan_text.serve_words(a)
+    assert "the serving-engine model's curve, simulated up to 512 requests in flight, ends" in text
+    assert "measured curve" not in text and "memory holds 1,204" in text
+    measured = plan_text.serve_words(dataclasses.replace(a, latency_model="measured"))
+    assert "the measured curve ends before any bound binds" in measured
