@@ -12,8 +12,8 @@ replayed on the window after it, and the configuration is chosen by how it did o
 - *held-out* windows (``backtest_days``, or six hours for a short trace) after the last origins:
   at each, the choice made from the inner windows before it alone is scored on the window, beside
   the hindsight plan (the cheapest configuration of the same grid that met the budget there,
-  knowing it), naive fixed fleets (last week's P99, the history's mean) and the instant-scaling
-  lower bound. That is the plan's held-out record.
+  knowing it, among those the plan's rules allow: :func:`eligible`), naive fixed fleets (last
+  week's P99, the history's mean) and the instant-scaling lower bound. That is the plan's held-out record.
 
 A configuration is transferable between origins: its floor is a share of the fleet the origin's
 forecast needs at its busiest slot (:data:`FLOOR_SHARES`), not a count. Windows the trace does not
@@ -320,12 +320,12 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             continue
         replays.append(scored)
         rows.append(_row(cfg, series, demand, window, seen, origins, k, fit(k), grid, chosen,
-                         scored, settings))  # fmt: skip
+                         scored, settings, allowed))  # fmt: skip
     if not inner:
         return "no inner window of the trace is observed for half its length or more"
     choice, why = chooser(*_spans(inner, origins.units, origins.window_units, cfg), allowed)
     if rows:  # the price of the goal: one configuration for every held-out window, in hindsight
-        _steady(rows, replays, grid, cfg)
+        _steady(rows, replays, grid, cfg, allowed)
     table = _table(rows, cfg) if rows else None
     if table is None:
         return "no held-out window could be scored: " + "; ".join(left_out)
@@ -385,18 +385,19 @@ PLANS = ("recommended", "hindsight", "steady-hindsight", "naive-last-week", "nai
          "instant-bound")  # fmt: skip
 
 
-def _steady(rows: list[dict], replays: list[Replay], grid, cfg: PlanConfig) -> None:
+def _steady(rows: list[dict], replays: list[Replay], grid, cfg: PlanConfig, allowed) -> None:
     """Add the *steady-hindsight* plan to each row: the price of the goal, known afterwards.
 
     The one configuration of the grid that, knowing every held-out window, kept its budget in 90 %
-    of them at the least cost: what a choice made before the windows tries to meet.
+    of them at the least cost: what a choice made before the windows tries to meet. Chosen among
+    the configurations the plan's rules allow (``allowed``, :func:`eligible`), as the plan's is.
     """
     from .. import elasticity
 
     breach = np.stack([r.breach_s for r in replays])
     budget = np.array([cfg.elasticity.breach_budget * r.observed_s for r in replays])
     cost = np.stack([_cost(r) for r in replays])
-    i, _ = elasticity.choose_held_out(breach, budget, cost, margin=1.0)
+    i, _ = elasticity.choose_held_out(breach, budget, cost, allowed, margin=1.0)
     for row, r in zip(rows, replays, strict=True):
         row["breach_min"]["steady-hindsight"] = r.breach_s[i] / 60
         row["usd"]["steady-hindsight"] = r.usd[i]
@@ -462,12 +463,16 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, int]:
     return cover[0.95], cover[0.99], over, int(rates.size)
 
 
-def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, scored, settings):
+def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, scored, settings,
+         allowed):  # fmt: skip
+    """One held-out window's row; the hindsight plan is among the ``allowed`` configurations."""
     budget = cfg.elasticity.breach_budget * scored.observed_s
     cost = scored.usd if np.isfinite(scored.usd).all() else scored.gpu_hours
-    ok = scored.breach_s <= budget
+    ok = (scored.breach_s <= budget) & allowed
     hindsight = (
-        int(np.argmin(np.where(ok, cost, np.inf))) if ok.any() else int(np.argmin(scored.breach_s))
+        int(np.argmin(np.where(ok, cost, np.inf)))
+        if ok.any()
+        else int(np.argmin(np.where(allowed, scored.breach_s, np.inf)))
     )
     a, b = origins.time(k), origins.time(min(k + origins.window_units, origins.units))
     history = series.isel(time=np.flatnonzero(series.time.values < a))
@@ -518,7 +523,10 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
             **{n: v[2] for n, v in naive.items()},
             "instant-bound": bound_hours,
         },
-        "hindsight": f"{grid[hindsight].policy} (floor {grid[hindsight].floor(fit.fleet)})",
+        "hindsight": (
+            f"{grid[hindsight].policy} (floor {grid[hindsight].floor(fit.fleet)}, "
+            f"{grid[hindsight].buffer_instances} spares)"
+        ),
         "observed_share": float(seen.mean()),
     }
 
@@ -551,7 +559,7 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
     }  # fmt: skip
     for name, text in (("forecast", "the forecast the origin's plan rests on"),
                        ("policy", "the policy chosen from the windows before the origin"),
-                       ("hindsight", "the hindsight plan's policy and floor"),
+                       ("hindsight", "the hindsight plan's policy, floor and spares"),
                        ("steady", "the steady-hindsight configuration")):  # fmt: skip
         data[name] = ("origin", np.array([r[name] for r in rows], dtype=str), {"long_name": text})
     data["breach_min"] = (("origin", "plan"), per_plan("breach_min"),
