@@ -184,7 +184,9 @@ def test_the_held_out_coverage_is_the_share_of_held_out_intervals():
 
     table = _table([row(1, 0.9, 7 * 144), row(2, 1.0, 144), row(3, np.nan, 0)], PlanConfig())
     rolling = types.SimpleNamespace(
-        table=table, origins=types.SimpleNamespace(unit="day", window_units=7),
+        table=table, origins=types.SimpleNamespace(
+            unit="day", window_units=7, start=np.datetime64("2025-12-27", "ns"), units=14,
+            unit_ns=86_400_000_000_000),
         choice_why="kept", left_out=[],
     )  # fmt: skip
     held = _held_out_record(rolling, None)
@@ -209,3 +211,16 @@ def test_the_hindsight_plans_choose_among_the_configurations_the_plan_may(steady
         assert not any("floor share 0, 0 spares" in s for s in table.steady.values)
         assert not any(s.endswith("(floor 1, 0 spares)") for s in table.hindsight.values)
         assert all(s.endswith(" spares)") for s in table.hindsight.values)
+
+
+def test_the_held_out_window_length_is_the_longest_window_scored():
+    # found planning a 9-day rate series: its held-out windows were 4, 3, 2 and 1 days (the
+    # origins are the last days that leave inner windows before them), yet the plan's text said
+    # 'held-out windows of up to 7 days' (backtest_days), a length none of them had
+    from capnb.plan._compose import _held_out_record
+
+    series = _series(9)
+    record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    np.testing.assert_allclose(record.table.window_days.values, [4, 3, 2, 1], atol=0.01)
+    assert _held_out_record(record, None).window_days == 4.0

@@ -127,7 +127,9 @@ class HeldOut:
 
     windows: int = _f("1", "held-out windows scored")
     held: int = _f("1", "windows in which the plan kept its breach budget")
-    window_days: float = _f("days", "length of a held-out window (the last ones are cut)")
+    window_days: float = _f(
+        "days", "length of the longest held-out window (backtest_days, cut at the trace's end)"
+    )
     origin_step: str = _f("1", "origins every day, or every hour for a short trace")
     worst_breach_minutes: float = _f("min", "minutes in breach in the plan's worst window")
     worst_budget_minutes: float = _f("min", "that window's breach budget")

@@ -436,7 +436,13 @@ def _held_out_record(rolling, burst) -> HeldOut:
     worst = int(np.argmax(ratio))
     share, draws, window_held = burst if burst is not None else (math.nan, 0, True)
     unit = origins.unit
-    length = origins.window_units * (1 if unit == "day" else 1 / 24)
+    # the longest window scored: the first one's, cut where the trace ends (a 9-day trace's
+    # first held-out window is 4 days however long backtest_days asks for)
+    first = round(
+        (table.origin.values.min() - origins.start) / np.timedelta64(origins.unit_ns, "ns")
+    )
+    longest = min(origins.window_units, origins.units - first)
+    length = longest * (1 if unit == "day" else 1 / 24)
     return HeldOut(
         windows=table.sizes["origin"],
         held=int(rec.meets_budget.sum()),
