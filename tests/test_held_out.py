@@ -224,3 +224,18 @@ def test_the_held_out_window_length_is_the_longest_window_scored():
                                     elasticity.choose_held_out)  # fmt: skip
     np.testing.assert_allclose(record.table.window_days.values, [4, 3, 2, 1], atol=0.01)
     assert _held_out_record(record, None).window_days == 4.0
+
+
+def test_the_choice_names_its_own_windows_apart_from_the_held_out_ones(steady_and_jumped):
+    # found planning a 9-day rate series: one paragraph said 'the plan kept its breach budget in
+    # 0 of 4 held-out windows' and '(... in 90% of the 7 held-out windows; this one did most
+    # often (0 of 7) for the plan)': the 7 are the windows the deployed choice was made on, the
+    # whole trace's, not held out from it
+    record = steady_and_jumped[0]
+    assert "held-out" not in record.choice_why
+    windows = len(record.origins.inner)
+    assert f"of {windows} windows of the trace it was chosen on" in record.choice_why
+    # the elasticity step's own words are unchanged
+    assert (
+        "2 of 2 held-out windows" in elasticity.choose_held_out([[0], [0]], [9, 9], [[1], [1]])[1]
+    )

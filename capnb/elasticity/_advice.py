@@ -232,7 +232,7 @@ HOLD_MARGIN = 0.25
 @declare_units(breach_s="s", budget_s="s")
 def choose_held_out(
     breach_s, budget_s, cost, eligible=None, *, goal: float = HOLD_GOAL,
-    margin: float = HOLD_MARGIN,
+    margin: float = HOLD_MARGIN, windows: str = "held-out windows",
 ) -> tuple[int, str]:  # fmt: skip
     """The configuration to deploy, chosen on windows it was not fitted on.
 
@@ -255,6 +255,9 @@ def choose_held_out(
         Share of windows within budget a configuration needs.
     margin
         Share of each window's budget a configuration may use (1: the budget itself).
+    windows
+        What the windows are, in the words (the plan's deployed choice is made on the whole
+        trace's windows, which its held-out record does not count).
 
     Returns
     -------
@@ -276,19 +279,19 @@ def choose_held_out(
     if not allowed.any():
         allowed = np.ones_like(allowed)
     share = held.mean(axis=0)
-    windows = breach.shape[0]
+    count = breach.shape[0]
     good = allowed & (share >= goal - 1e-12)
     if good.any():
         i = int(np.lexsort((breach.sum(axis=0), np.where(good, total, np.inf)))[0])
         return i, (
             f"it kept within {margin:.0%} of its breach budget in {int(held[:, i].sum())} of "
-            f"{windows} held-out windows, the cheapest that did in {goal:.0%} or more"
+            f"{count} {windows}, the cheapest that did in {goal:.0%} or more"
         )
     i = int(np.lexsort((np.where(allowed, total, np.inf), -np.where(allowed, share, -1)))[0])
     return i, (
         f"no configuration kept within {margin:.0%} of its breach budget in {goal:.0%} of the "
-        f"{windows} held-out windows; this one did most often ({int(held[:, i].sum())} of "
-        f"{windows}), the cheapest of those"
+        f"{count} {windows}; this one did most often ({int(held[:, i].sum())} of "
+        f"{count}), the cheapest of those"
     )
 
 

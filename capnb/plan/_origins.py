@@ -267,8 +267,9 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     """The rolling-origin choice and record (see the module), or why the trace has none.
 
     ``settings``: the simulator's (per-instance requests/s, cold start, price, ...);
-    ``chooser(breach_s, budget_s, cost, eligible)``: the elasticity step's rule, indexes of
-    windows x configurations in, the chosen configuration's index and its words out;
+    ``chooser(breach_s, budget_s, cost, eligible, windows=...)``: the elasticity step's rule,
+    indexes of windows x configurations in, the chosen configuration's index and its words out
+    (``windows``: what the windows are called in them);
     ``headroom``: the share of the per-instance rate an instance serves within the SLA under
     Poisson arrivals (:func:`capnb.capacity.arrivals`), or None (not simulated): see
     :func:`eligible`.
@@ -323,7 +324,9 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
                          scored, settings, allowed))  # fmt: skip
     if not inner:
         return "no inner window of the trace is observed for half its length or more"
-    choice, why = chooser(*_spans(inner, origins.units, origins.window_units, cfg), allowed)
+    # the deployed choice: made on every window of the trace, none of them held out from it
+    choice, why = chooser(*_spans(inner, origins.units, origins.window_units, cfg), allowed,
+                          windows="windows of the trace it was chosen on")  # fmt: skip
     if rows:  # the price of the goal: one configuration for every held-out window, in hindsight
         _steady(rows, replays, grid, cfg, allowed)
     table = _table(rows, cfg) if rows else None
