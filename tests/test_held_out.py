@@ -239,3 +239,20 @@ def test_the_choice_names_its_own_windows_apart_from_the_held_out_ones(steady_an
     assert (
         "2 of 2 held-out windows" in elasticity.choose_held_out([[0], [0]], [9, 9], [[1], [1]])[1]
     )
+
+
+def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jumped):
+    # found planning a 3-day rate series: 'the plan kept its breach budget in 7 of 7 held-out
+    # windows of up to 6 hours ... How: rolling origins every hour inside the trace' did not say
+    # that the seven overlapping 6-hour windows lie in the trace's last 37 hours and hold out no
+    # whole day, so a day's cycle was never tested out of sample
+    from capnb.plan._compose import _held_out_record
+
+    series = _series(3)
+    record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    how = _held_out_record(record, None).how
+    assert "the trace's last 37 hours" in how
+    assert "72 hours, under the 8 days whole-day windows need: no whole day is held out" in how
+    fortnight = _held_out_record(steady_and_jumped[0], None).how
+    assert "the trace's last 7 days" in fortnight and "no whole day" not in fortnight

@@ -461,10 +461,25 @@ def _held_out_record(rolling, burst) -> HeldOut:
         how=(
             f"rolling origins every {unit} inside the trace: at each, the policy was chosen from "
             f"the windows before it alone ({rolling.choice_why.split(',')[0]} for the plan) and "
-            "scored on the window after it"
+            f"scored on the window after it; {_held_out_span(origins, first)}"
         ),
         left_out=tuple(rolling.left_out),
         ties_naive=int(table.ties_naive.sum()) if "ties_naive" in table else 0,
+    )
+
+
+def _held_out_span(origins, first: int) -> str:
+    """What the held-out windows cover together, and for a short trace what they cannot test."""
+    from ._origins import HOURLY_BELOW_DAYS
+
+    covered = words.count(origins.units - first, origins.unit)
+    span = f"the windows overlap, together the trace's last {covered}"
+    if origins.unit == "day":
+        return span
+    return (
+        f"{span} (the trace spans {origins.units} hours, under the {HOURLY_BELOW_DAYS} days "
+        "whole-day windows need: no whole day is held out, so the daily cycle is not tested out "
+        "of sample)"
     )
 
 
