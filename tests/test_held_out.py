@@ -256,3 +256,35 @@ def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jum
     assert "72 hours, under the 8 days whole-day windows need: no whole day is held out" in how
     fortnight = _held_out_record(steady_and_jumped[0], None).how
     assert "the trace's last 7 days" in fortnight and "no whole day" not in fortnight
+
+
+def test_the_held_out_burst_draws_fit_their_burst_model_before_the_window(monkeypatch):
+    # found with bursts = 'fit' on a 14-day series whose one burst (4x for 2 h) is on day 13:
+    # the held-out burst draws replay the first held-out window (from day 8) with bursts drawn
+    # from the model fitted to the whole trace, that burst included ('1 burst in 14.0 days',
+    # 2.1 a month), so the held-out record was scored with what it was meant not to know; the
+    # model is now fitted on the history before the window ('0 bursts in 7.0 days')
+    from capnb.plan import _draws
+    from capnb.plan._draws import burst_model
+
+    series = _series(14)
+    qps = series.qps.values.copy()
+    qps[12 * 144 + 60 : 12 * 144 + 72] *= 4.0
+    series = series.assign(qps=series.qps.copy(data=qps))
+    config = read_config({**SMALL, "bursts": "fit"})
+    record = origins_module.rolling(config, series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    whole = burst_model(config, series)
+    assert whole.rate_per_month > 0  # the burst on day 13 is found in the whole trace
+
+    class Drawn(Exception):
+        pass
+
+    def factors(model, *args):
+        raise Drawn(model)
+
+    monkeypatch.setattr(_draws, "burst_factors", factors)
+    with pytest.raises(Drawn) as drawn:
+        origins_module.held_out_bursts(config, record, _demand(series), series, whole, SETTINGS)
+    used = drawn.value.args[0]
+    assert used.rate_per_month == 0 and "in 7.0 days" in used.source

@@ -11,7 +11,25 @@ import math
 
 import numpy as np
 
-__all__ = ["burst_factors", "burst_holds"]
+__all__ = ["burst_factors", "burst_holds", "burst_model"]
+
+
+def burst_model(cfg, series):
+    """The plan's burst model, decided once: the forecast, the burst test and the backtest use it.
+
+    The held-out burst draws fit it again on the history before their window (``"fit"``).
+    ``"article"``: the article's (1-2 a month, 1-2 h, 3-5x); ``"fit"``: fitted to the bursts
+    detected in ``series``; ``"none"``: no bursts (a model of rate 0, so that nothing draws one).
+    """
+    from .. import forecast
+
+    if cfg.traffic.bursts == "article":
+        return forecast.BurstModel()
+    if cfg.traffic.bursts == "none":
+        return forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
+    return forecast.fit_burst_model(
+        forecast.detect_bursts(series, forecast.fit_baseline(series, slots=cfg.traffic.slots))
+    )
 
 
 def burst_factors(model, steps: int, step_s: float, draws: int, seed: int) -> list[np.ndarray]:

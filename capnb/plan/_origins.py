@@ -605,11 +605,12 @@ BURST_DRAWS = 100
 
 def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
                     draws: int = BURST_DRAWS) -> tuple[float, int, bool]:  # fmt: skip
-    """Share of burst draws in which the choice kept its budget on the last held-out window.
+    """Share of burst draws in which the choice kept its budget on the first full held-out window.
 
     The window is replayed again ``draws`` times with bursts drawn from the plan's burst
     ``model`` (seeded by the config's ``seed``), with the configuration chosen at that origin
-    from the windows before it and the fleet of that origin's forecast. ``(share, draws,
+    from the windows before it and the fleet of that origin's forecast. A model fitted to the
+    trace (``bursts = "fit"``) is fitted again on the history before the window alone. ``(share, draws,
     held)``: ``held``, whether the window kept its budget without a burst (a draw without one
     is that replay, so when it did not, no draw can).
     """
@@ -623,6 +624,10 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
     at = table.origin.values[last]
     k = round(int((at - origins.start) / np.timedelta64(1, "ns")) / origins.unit_ns)
     fit = fit_at(cfg, series, at, float(settings["per_instance_qps"]))
+    if cfg.traffic.bursts == "fit":  # fitted on the history before the window, as its forecast
+        from ._draws import burst_model
+
+        model = burst_model(cfg, series.isel(time=np.flatnonzero(series.time.values < at)))
     window, _ = _window(demand, np.ones(demand.size, bool), origins, k, origins.window_units)
     chosen = table.isel(origin=last)
     run = {"policy": str(chosen.policy.item()),

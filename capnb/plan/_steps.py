@@ -11,6 +11,7 @@ import xarray as xr
 from .. import words
 from ..errors import CapnbError, InputError
 from ._config import PlanConfig, trace_options
+from ._draws import burst_model
 
 
 class PlanError(CapnbError):
@@ -35,23 +36,6 @@ def _traffic(cfg: PlanConfig, source=None):
     series["qps"] = (series.qps * cfg.traffic.demand_scale).assign_attrs(series.qps.attrs)
     series.attrs["traffic_kind"] = source.attrs.get("traffic_kind", "")
     return source, series
-
-
-def burst_model(cfg: PlanConfig, series):
-    """The plan's burst model, decided once: the forecast, the burst test and the backtest use it.
-
-    ``"article"``: the article's (1-2 a month, 1-2 h, 3-5x); ``"fit"``: fitted to the bursts
-    detected in ``series``; ``"none"``: no bursts (a model of rate 0, so that nothing draws one).
-    """
-    from .. import forecast
-
-    if cfg.traffic.bursts == "article":
-        return forecast.BurstModel()
-    if cfg.traffic.bursts == "none":
-        return forecast.BurstModel(rate_per_month=0.0, source="none planned: bursts = 'none'")
-    return forecast.fit_burst_model(
-        forecast.detect_bursts(series, forecast.fit_baseline(series, slots=cfg.traffic.slots))
-    )
 
 
 def _forecast(cfg: PlanConfig, series):
