@@ -288,3 +288,17 @@ def test_the_held_out_burst_draws_fit_their_burst_model_before_the_window(monkey
         origins_module.held_out_bursts(config, record, _demand(series), series, whole, SETTINGS)
     used = drawn.value.args[0]
     assert used.rate_per_month == 0 and "in 7.0 days" in used.source
+
+
+def test_the_advice_for_a_breached_record_goes_beyond_the_spares_already_tried():
+    # found planning a 14-day series with [elasticity] buffer_instances = [0, 2, 4]: the plan
+    # kept its budget in 3 of 7 held-out windows and said 'hold more warm spares or a higher floor
+    # ([elasticity] buffer_instances, e.g. [0, 2, 4])', the grid it had just tried; no setting
+    # sets a floor (the floor shares up to 1.25 of the forecast's need are always tried)
+    from capnb.plan._compose import spares_action
+
+    tried = read_config({**SMALL, "buffer_instances": (0, 2, 4)})
+    action = spares_action(tried)
+    assert "buffer_instances = [0, 2, 4, 8, 16]" in action and "now [0, 2, 4]" in action
+    assert "1.25" in action and "higher floor" not in action
+    assert "[0, 2, 4]" in spares_action(read_config({**SMALL, "buffer_instances": (0,)}))

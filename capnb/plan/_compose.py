@@ -405,7 +405,23 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
 #: The plan's goals on held-out windows (issue 29): its budget kept in this share of them, at
 #: most this far above the hindsight plans' cost, and a P99 forecast covering this range.
 HELD_GOAL, COST_GOAL, COVERAGE_P99 = 0.9, 0.3, (0.97, 0.995)
-_SPARES = "hold more warm spares or a higher floor ([elasticity] buffer_instances, e.g. [0, 2, 4])"
+
+
+def spares_action(cfg: PlanConfig) -> str:
+    """What to do when the choice breached its budget: spares beyond the ones it tried.
+
+    The floor is no setting: every share of the forecast's busiest-slot fleet up to the largest
+    of :data:`capnb.plan._origins.FLOOR_SHARES` is tried already.
+    """
+    from ._origins import FLOOR_SHARES
+
+    tried = sorted(int(n) for n in cfg.elasticity.buffer_instances)
+    most = tried[-1]
+    wider = sorted({*tried, 2 * most or 2, 4 * most or 4})
+    return (
+        f"hold more warm spares: set [elasticity] buffer_instances = {wider} (now {tried}; floors "
+        f"up to {FLOOR_SHARES[-1]:g}x the forecast's busiest-slot fleet were tried already)"
+    )
 
 
 def _pooled(table: xr.Dataset, plan: str, against: str) -> float:
@@ -514,7 +530,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
         Check("held_out_budget", held.held >= HELD_GOAL * n,
               f"it kept its breach budget in {held.held} of {n} held-out windows (worst: "
               f"{words.minutes_against(held.worst_breach_minutes, held.worst_budget_minutes)})",
-              "" if held.held >= HELD_GOAL * n else _SPARES, "own"),
+              "" if held.held >= HELD_GOAL * n else spares_action(cfg), "own"),
         Check("held_out_cost", held.above_hindsight <= COST_GOAL,
               f"it cost {held.above_hindsight:+.0%} against the hindsight plans",
               "" if held.above_hindsight <= COST_GOAL else "a longer history narrows the choice",
@@ -539,7 +555,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
             "burst_draws", enough,
             f"it kept its budget in {held.burst_hold_share:.0%} of {held.burst_draws} burst draws"
             + _burst_window_words(held),
-            "" if enough else _SPARES, "own",
+            "" if enough else spares_action(cfg), "own",
         ))  # fmt: skip
     return dataclasses.replace(record, held_out=held, held_out_missing="",
                                checks=(*checks, *own))  # fmt: skip
