@@ -28,6 +28,20 @@ def minutes_against(value: float, budget: float) -> str:
     return f"{figure(value)} minutes against {figure(budget)}"
 
 
+def percent_against(share: float, *bounds: float) -> str:
+    """A share as a percentage with the digits that tell it apart from ``bounds`` (a goal's ends).
+
+    One decimal, more where one would show a share beside a bound as the bound: 0.99550 against a
+    goal up to 0.995 reads ``99.55%``, not ``99.5%``.
+    """
+    share = float(share)
+    for digits in range(1, 5):
+        shown = f"{share:.{digits}%}"
+        if all(shown != f"{b:.{digits}%}" or share == b for b in bounds):
+            return shown
+    return shown
+
+
 def latency(seconds: float) -> str:
     """A latency in its natural unit: ``60 ms``, ``1.5 s`` (four significant digits)."""
     seconds = float(seconds)

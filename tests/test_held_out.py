@@ -302,3 +302,22 @@ def test_the_advice_for_a_breached_record_goes_beyond_the_spares_already_tried()
     assert "buffer_instances = [0, 2, 4, 8, 16]" in action and "now [0, 2, 4]" in action
     assert "1.25" in action and "higher floor" not in action
     assert "[0, 2, 4]" in spares_action(read_config({**SMALL, "buffer_instances": (0,)}))
+
+
+def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
+    # found planning a 3-day rate series: the check failed on 'its forecast's P99 covered 99.5%
+    # of held-out intervals (goal 97%-99.5%)', a figure inside its goal as shown; the share was
+    # 99.55 %, above the 99.5 % bound, and is now shown so
+    import types
+
+    from capnb import words
+    from capnb.plan._compose import _coverage_check
+
+    assert words.percent_against(0.9954955, 0.97, 0.995) == "99.55%"
+    assert words.percent_against(0.9512, 0.97, 0.995) == "95.1%"
+    assert words.percent_against(0.995, 0.97, 0.995) == "99.5%"
+    check = _coverage_check(types.SimpleNamespace(coverage_p99=0.9954955))
+    assert (
+        not check.passed
+        and "covered 99.55% of held-out intervals (goal 97%-99.5%)" in check.finding
+    )

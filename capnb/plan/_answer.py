@@ -121,6 +121,10 @@ class BurstTest:
     model: str = _f("1", "the burst model the test's size comes from")
 
 
+#: The share of held-out intervals a P99 forecast should cover (issue 29's goal).
+COVERAGE_P99 = (0.97, 0.995)
+
+
 @dataclass(frozen=True)
 class HeldOut:
     """How the plan's choices did on windows they were not made on (rolling origins)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .. import words
-from ._answer import MEASURED_BASIS, Answer
+from ._answer import COVERAGE_P99, MEASURED_BASIS, Answer
 
 __all__ = ["render_text", "sections"]
 
@@ -247,7 +247,8 @@ def held_out_words(a: Answer) -> str:
         f"up to {length} (worst: {worst}), at {h.above_hindsight:+.0%} against the hindsight "
         f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
         f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; its forecast's "
-        f"P99 covered {h.coverage_p99:.1%} of held-out intervals (P95 {h.coverage_p95:.1%}){bursts}. "
+        f"P99 covered {words.percent_against(h.coverage_p99, *COVERAGE_P99)} of held-out "
+        f"intervals (P95 {h.coverage_p95:.1%}){bursts}. "
         f"How: {h.how}.{left}"
     )
 
