@@ -156,11 +156,6 @@ class HeldOut:
         "whether the burst draws' window kept its budget without a burst (else no draw can)",
         default=True,
     )
-    burst_window_held: bool = _f(
-        "1",
-        "whether the window of the burst draws kept its budget without a burst (else no draw can)",
-        default=True,
-    )
 
 
 @dataclass(frozen=True)
