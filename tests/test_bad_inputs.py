@@ -458,6 +458,11 @@ ROWS = [
         Raises(ConfigError, r"t\.jsonl, line 2: not a JSON object \(one row per line\)")),
     Row("table: a percentile above 100", table("concurrency,e2e_p200_ms\n1,2\n2,3\n"),
         Raises(ConfigError, r"column 'e2e_p200_ms': 'p200' is not a percentile")),
+    Row("table: a throughput its latencies contradict (qps per minute, or a mean in the wrong unit)",
+        table("concurrency,e2e_mean_ms,qps\n8,2000,4\n32,4000,480\n"),
+        Raises(ConfigError, r"t\.csv, row 3: the latencies and the throughput this run measured "
+                            r"disagree: concurrency 32 / mean e2e 4 s = 8 requests/s, but the run "
+                            r"measured qps 480 requests/s, 60\.0x apart")),
     Row("table: a number instead of a path", lambda _: data.read_latency_table(12),
         Raises(InputError, r"source must be a path or a pandas DataFrame, got int")),
     # -- vllm bench serve, AIPerf ---------------------------------------------------------------

@@ -78,6 +78,26 @@ def _derive_mean_e2e(concurrency, mean, latency, output_tokens, qps, notes) -> N
         notes.append("no mean e2e latency: Little's law cannot give a per-instance throughput")
 
 
+def _check_table_loops(name, concurrency, mean, output_tokens, qps, qps_name) -> None:
+    """Each row of a table is a closed loop: its mean e2e and its measured throughput agree.
+
+    The mean e2e is the table's own, or mean TTFT + mean TPOT x (output tokens - 1) where the
+    table gives output tokens (without them there is nothing to hold the throughput to).
+    """
+    if "e2e" in mean:
+        e2e = np.asarray(mean["e2e"], dtype=float)
+    elif output_tokens is not None:
+        e2e = np.asarray(_e2e_of_tokens(mean, output_tokens), dtype=float)
+    else:
+        return
+    e2e = np.broadcast_to(e2e, np.shape(concurrency))
+    names = ("concurrency", qps_name, "each latency column's unit is its name's last part")
+    for i, (limit, rate, seconds) in enumerate(zip(concurrency, qps, e2e, strict=True)):
+        # a concurrency that is not a whole number >= 1 is the curve's to refuse, by its row
+        if limit >= 1 and limit == int(limit) and math.isfinite(rate) and math.isfinite(seconds):
+            _check_closed_loop(f"{name}, row {i + 2}", int(limit), rate, None, seconds, names)
+
+
 def _e2e_of_tokens(mean, output_tokens):
     """Mean e2e (s) from mean TTFT + mean TPOT x (mean output tokens - 1), scalars or arrays."""
     out = np.asarray(output_tokens, dtype=float)
@@ -210,6 +230,8 @@ def read_latency_table(
         else workload.get("output_tokens")
     )
     concurrency = _numbers(frame, columns["concurrency"], name)
+    if qps is not None and ("e2e" in mean or ("ttft" in mean and "tpot" in mean)):
+        _check_table_loops(name, concurrency, mean, per_row_output, qps, str(qps_column))
     _derive_mean_e2e(concurrency, mean, latency, per_row_output, qps, notes)
     return _curve.build(
         concurrency,
