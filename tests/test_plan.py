@@ -904,6 +904,29 @@ def test_the_cold_start_check_states_the_half_budget_rule():
     assert text.startswith("Cold start (41 s) is longer than half the 60 s latency budget (30 s)")
 
 
+def test_a_replay_over_its_breach_budget_is_a_failed_check():
+    # a held-out choice (article policy, 120 s cold start: every scale-up vetoed) replayed over a
+    # user's 72-h log breached 1,526 minutes a month against a budget of 44, and the plan's checks
+    # failed none for it: the Caution named four others and the answer's own figure went unsaid
+    from capnb.plan._compose import _replay_check
+
+    check = _replay_check(1526.27, 43.8, 72.0)
+    assert (check.name, check.passed, check.kind) == ("replay_budget", False, "own")
+    assert check.finding == (
+        "replayed over the trace (72 h), the chosen policy was in SLA breach 1,526 minutes a "
+        "month against a budget of 44"
+    )
+    assert "buffer_instances" in check.action
+    assert _replay_check(4.0, 43.8, 336.0).passed
+    assert not _replay_check(0.5, 0.0, 336.0).passed  # a zero budget: any breach exceeds it
+
+
+def test_the_replay_budget_check_rides_on_the_answer(small):
+    answer = planning.answer(small[0])
+    (check,) = [c for c in answer.checks if c.name == "replay_budget"]
+    assert check.passed == (answer.breach_minutes_per_month <= answer.breach_budget_minutes)
+
+
 def test_requests_longer_than_the_models_context_are_a_failed_check():
     # phi-3-medium-4k (max_position_embeddings 4,096) was planned on azure-conv-2023, whose
     # requests reach 6,224 tokens, without a word: vLLM rejects a request over max_model_len
