@@ -721,6 +721,11 @@ ROWS = [
         lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", download_bandwidth=-5),
         Raises(InputError, r"download_bandwidth must be in \(0\.0, inf\], got -5")),
     # -- a user's own service (the plan's inputs, and the silent answers that became errors) ----
+    Row("config: a table name misspelt", plan_file('[trafic]\ntrace = "mine.csv"\n'),
+        Raises(ConfigError, r"p\.toml:1: unknown table \[trafic\] \(closest: traffic\); the tables "
+                            r"are traffic, serving, sla, elasticity, fleet$")),
+    Row("config: a YAML table name misspelt", plan_file("elasticty:\n  cold_start_s: 90\n", "p.yaml"),
+        Raises(ConfigError, r"p\.yaml:1: unknown table \[elasticty\] \(closest: elasticity\)")),
     Row("config: a cold start in words", plan_file('[elasticity]\ncold_start_s = "fast"\n'),
         Raises(ConfigError, r"p\.toml:2: cold_start_s = 'fast': expected a finite number of seconds")),
     Row("config: a negative cold start", plan_file("[elasticity]\ncold_start_s = -30\n"),

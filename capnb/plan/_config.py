@@ -14,6 +14,7 @@ documents every field.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -569,6 +570,8 @@ def _line_of(text: str, section: str | None, key: str, suffix: str) -> int | Non
             table = re.match(r"^\s*\[([^\]]+)\]", line)
             if table:
                 current = table.group(1).strip()
+                if section is None and current == key:  # the key is a table's own name
+                    return number
             elif pattern.match(line) and current == section:
                 return number
         return None
@@ -685,6 +688,13 @@ def _flatten(
                 raise ConfigError(
                     f"{place}: {inner} is a table of settings (a [{inner}] table, or "
                     f"{inner}.<setting> = ...), not {type(item).__name__} {item!r:.60}"
+                )
+            if section is None and inner not in _KNOWN and isinstance(item, dict):
+                close = difflib.get_close_matches(inner, list(SECTIONS), n=1, cutoff=0.6)
+                raise ConfigError(
+                    f"{place}: unknown table [{inner}]"
+                    + (f" (closest: {close[0]})" if close else "")
+                    + f"; the tables are {', '.join(SECTIONS)}"
                 )
             if section is None and inner not in _KNOWN:
                 raise ConfigError(
