@@ -726,6 +726,14 @@ ROWS = [
                             r"are traffic, serving, sla, elasticity, fleet$")),
     Row("config: a YAML table name misspelt", plan_file("elasticty:\n  cold_start_s: 90\n", "p.yaml"),
         Raises(ConfigError, r"p\.yaml:1: unknown table \[elasticty\] \(closest: elasticity\)")),
+    Row("config: a spot preemption rate with no spot in the mix",
+        plan_file("[fleet]\nspot_preemption_rate = 2.0\n"),
+        Raises(ConfigError, r"p\.toml:2: spot_preemption_rate = 2\.0: preempts spot instances, but "
+                            r"spot_preemption = 'none' puts none in the mix; set spot_preemption")),
+    Row("config: a spot share with no price provider",
+        plan_file('[fleet]\nprovider = "none"\nspot_preemption = 0.1\n'),
+        Raises(ConfigError, r"p\.toml:3: spot_preemption = 0\.1: prices spot capacity in the mix, "
+                            r"but provider = 'none' plans no mix; name a provider")),
     Row("config: a cold start in words", plan_file('[elasticity]\ncold_start_s = "fast"\n'),
         Raises(ConfigError, r"p\.toml:2: cold_start_s = 'fast': expected a finite number of seconds")),
     Row("config: a negative cold start", plan_file("[elasticity]\ncold_start_s = -30\n"),

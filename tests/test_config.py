@@ -117,7 +117,7 @@ def test_a_saved_config_loads_back_and_files_keep_their_format(tmp_path):
         serving={"gpus": ("H100-SXM", "H200"), "tensor_parallel": (1, 2), "accounting": "vllm"},
         sla={"ttft_s": 1.5, "tpot_s": 0.06, "quantile": 0.95},
         elasticity={"policies": ("hpa", "fixed"), "cold_start_s": 90.0, "backtest_days": 0},
-        fleet={"provider": "none", "spot_preemption": 0.1},
+        fleet={"reserved": "reserved_1y", "spot_preemption": 0.1},
     )
     path = plan.save_config(cfg, tmp_path / "plan.toml")
     text = path.read_text()
@@ -132,7 +132,7 @@ def test_a_saved_config_loads_back_and_files_keep_their_format(tmp_path):
         "gpus: [H100-SXM, H200]\ntensor_parallel: [1, 2]\naccounting: vllm\n"
         "sla: {ttft_s: 1.5, tpot_s: 0.06, quantile: 0.95}\n"
         "policies: [hpa, fixed]\ncold_start_s: 90.0\nbacktest_days: 0\n"
-        "fleet: {provider: none, spot_preemption: 0.1}\n"
+        "fleet: {reserved: reserved_1y, spot_preemption: 0.1}\n"
     )
     assert plan.load_config(flat) == cfg
 

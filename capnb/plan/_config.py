@@ -420,7 +420,8 @@ class Fleet(_Table):
     of the base held in every slot (``"none"``: on demand only); ``spot_preemption`` the
     share of spot capacity the mix counts as lost (``"none"``: no spot);
     ``spot_preemption_rate`` the preemptions per spot instance-hour the replay draws (each
-    replaced after a cold start; providers publish no rate: state yours).
+    replaced after a cold start; providers publish no rate: state yours). Spot needs a provider
+    and a rate needs spot: either one alone would change nothing, and is an error.
     """
 
     provider: Annotated[
@@ -438,6 +439,29 @@ class Fleet(_Table):
         Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)],
         _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
     ] = 0.0
+
+    @field_validator("spot_preemption")
+    @classmethod
+    def _spot_needs_a_provider(cls, value: object, info: pydantic.ValidationInfo) -> object:
+        """Spot capacity is priced in the mix alone: with no provider it would do nothing."""
+        if value != "none" and info.data.get("provider") == "none":
+            raise ValueError(
+                "prices spot capacity in the mix, but provider = 'none' plans no mix; name a "
+                "provider (capnb.data.gpu_prices) or leave spot_preemption at 'none'"
+            )
+        return value
+
+    @field_validator("spot_preemption_rate")
+    @classmethod
+    def _rate_needs_spot(cls, value: float, info: pydantic.ValidationInfo) -> float:
+        """Preemptions are replayed on the mix's spot instances alone: with none, on nothing."""
+        if value > 0 and info.data.get("spot_preemption") == "none":
+            raise ValueError(
+                "preempts spot instances, but spot_preemption = 'none' puts none in the mix; set "
+                "spot_preemption (the share of spot capacity counted lost, e.g. 0.05) or leave "
+                "the rate at 0"
+            )
+        return value
 
 
 def _whole_steps(step_s: float, times: list[tuple[str, float]]) -> float:
@@ -619,7 +643,7 @@ def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
         if name == "config":  # the record's own rule (the policy grid): no one value to show
             lines += [f"{place}: {item['msg'].removeprefix('Value error, ')}" for item in items]
             continue
-        if name in _UNION_RULES:
+        if name in _UNION_RULES and items[0]["type"] != "value_error":  # not a rule of its own
             lines.append(f"{place}: {name} = {items[0]['input']!r}: {_UNION_RULES[name]}")
             continue
         if any(len(i["loc"]) > 1 for i in items):  # an item's own error says more than the count
