@@ -187,3 +187,18 @@ def test_an_interval_or_timezone_is_checked_where_the_file_gives_it(tmp_path, te
     path.write_text("[traffic]\n" + text)
     with pytest.raises(ConfigError, match=message):
         plan.load_config(path)
+
+
+def test_backtest_days_is_described_as_what_it_sets():
+    # backtest_days is the length of each held-out window after the last (up to 7) daily origins,
+    # and a trace under 8 days is held out in 6-hour windows whatever it says: a plan with
+    # backtest_days = 3 on a 14-day series reported 7 windows of up to 3 days, where the setting
+    # read "last days of the trace held out" (3 days, so at most 3 windows)
+    from capnb.plan._config import Elasticity
+    from capnb.plan._origins import HOURLY_BELOW_DAYS, MOST_HELD_OUT
+
+    field = Elasticity.__pydantic_fields__["backtest_days"]
+    assert "last days of the trace" not in field.description
+    assert f"up to {MOST_HELD_OUT}" in field.description
+    assert f"under {HOURLY_BELOW_DAYS} days" in field.description
+    assert "last days of the trace" not in Elasticity.__doc__

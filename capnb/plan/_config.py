@@ -320,8 +320,9 @@ class Elasticity(_Table):
     ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
     ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
     ``tolerance_s`` the latency budget of scaling decisions; ``breach_budget`` the share of
-    time in SLA breach accepted; ``backtest_days`` the last days of the trace held out to
-    backtest the plan (0: none; skipped when the trace has no other day to fit on).
+    time in SLA breach accepted; ``backtest_days`` the length of each held-out window, one
+    after each of the trace's last (up to 7) daily origins (0: no backtest; a trace under 8 days
+    has hourly origins and 6-hour windows, whatever the length given).
     """
 
     policies: Annotated[
@@ -360,7 +361,11 @@ class Elasticity(_Table):
     backtest_days: Annotated[
         int,
         Field(ge=0, le=366),
-        _doc("last days of the trace held out to backtest the plan (0: no backtest)", "days"),
+        _doc(
+            "length of each held-out window, one after each of the last (up to 7) daily origins "
+            "(0: no backtest; a trace under 8 days: 6-hour windows)",
+            "days",
+        ),
     ] = 7
 
     _one_or_many = field_validator(
