@@ -202,3 +202,17 @@ def test_backtest_days_is_described_as_what_it_sets():
     assert f"up to {MOST_HELD_OUT}" in field.description
     assert f"under {HOURLY_BELOW_DAYS} days" in field.description
     assert "last days of the trace" not in Elasticity.__doc__
+
+
+def test_tolerance_s_is_described_as_what_it_sets():
+    # tolerance_s read "how long the service may run over capacity", but a step is in breach as
+    # soon as requests are left over (capnb.kernels.autoscale_loop.serve): a plan on a 14-day
+    # series breached 9,332 s at tolerance_s = 60 and the same 9,332 s at 300; what it sets is
+    # when a waiting request is dropped, and the cold start above half of it that vetoes scale-ups
+    import capnb.elasticity
+    from capnb.plan._config import Elasticity
+
+    field = Elasticity.__pydantic_fields__["tolerance_s"]
+    assert "run over capacity" not in field.description
+    assert "dropped" in field.description and "half" in field.description
+    assert "before the SLA counts as breached" not in capnb.elasticity.__doc__

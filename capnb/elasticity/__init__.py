@@ -27,7 +27,8 @@ request waits at most ``tolerance_s``, then is dropped) and the policy's own sta
     and scale-down following the forecast's troughs after a stabilisation window.
 
 The article's "latency budget" is the response tolerance ``tolerance_s``: how long a request may
-wait (the service may run over capacity) before the SLA counts as breached.
+wait before it is dropped (unserved); a cold start above half of it vetoes the article's
+scale-ups. A step is in SLA breach as soon as requests are left over, whatever the tolerance.
 
 Entry points: :func:`resample_demand` (a trace or rate series at the simulation step),
 :func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,

@@ -319,7 +319,8 @@ class Elasticity(_Table):
 
     ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
     ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
-    ``tolerance_s`` the latency budget of scaling decisions; ``breach_budget`` the share of
+    ``tolerance_s`` the latency budget (a waiting request is dropped after it; a cold start
+    above half of it vetoes the article policy's scale-ups); ``breach_budget`` the share of
     time in SLA breach accepted; ``backtest_days`` the length of each held-out window, one
     after each of the trace's last (up to 7) daily origins (0: no backtest; a trace under 8 days
     has hourly origins and 6-hour windows, whatever the length given).
@@ -353,7 +354,13 @@ class Elasticity(_Table):
         _doc("cold start: seconds, or 'estimate' from the model and GPU", "s"),
     ] = "estimate"
     tolerance_s: Annotated[
-        Seconds, _doc("how long the service may run over capacity (the latency budget)", "s")
+        Seconds,
+        _doc(
+            "the latency budget: how long a request waits before it is dropped (unserved); a "
+            "cold start above half of it vetoes the article policy's scale-ups (breach counts "
+            "every step with requests left over, whatever it is)",
+            "s",
+        ),
     ] = 60.0
     breach_budget: Annotated[
         float, Field(ge=0, lt=1, allow_inf_nan=False), _doc("share of time in SLA breach accepted")
