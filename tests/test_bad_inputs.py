@@ -734,6 +734,10 @@ ROWS = [
         plan_file('[fleet]\nprovider = "none"\nspot_preemption = 0.1\n'),
         Raises(ConfigError, r"p\.toml:3: spot_preemption = 0\.1: prices spot capacity in the mix, "
                             r"but provider = 'none' plans no mix; name a provider")),
+    Row("config: an unknown price provider (named before the plan is built, not after)",
+        plan_file('[fleet]\nprovider = "aws-nope"\n'),
+        Raises(ConfigError, r"p\.toml:2: provider = 'aws-nope': unknown price provider 'aws-nope'; "
+                            r"closest: aws")),
     Row("config: a cold start in words", plan_file('[elasticity]\ncold_start_s = "fast"\n'),
         Raises(ConfigError, r"p\.toml:2: cold_start_s = 'fast': expected a finite number of seconds")),
     Row("config: a negative cold start", plan_file("[elasticity]\ncold_start_s = -30\n"),

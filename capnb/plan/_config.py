@@ -795,7 +795,8 @@ def _record_table(key: str, table: dict, source: str, text: str | None, suffix: 
 
 
 def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None:
-    """The model and GPUs a config names exist; else a ConfigError naming the field (and line).
+    """The model, GPUs and price provider a config names exist; else a ConfigError naming the
+    field (and line).
 
     ``where``: each field's place (``file:line``) when the config came from a file.
     """
@@ -814,6 +815,13 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
             data.resolve_gpu(gpu)
         except CapnbError as error:
             raise ConfigError(f"{place('gpus')}: gpus[{i}] = {gpu!r}: {error}") from None
+    if config.fleet.provider != "none":  # else the fleet step, the plan's last, finds it
+        try:
+            data.gpu_prices(config.fleet.provider)
+        except CapnbError as error:
+            raise ConfigError(
+                f"{place('provider')}: provider = {config.fleet.provider!r}: {error}"
+            ) from None
 
 
 #: Largest plan config file read (a config holds a few dozen settings: about 2 KB).
