@@ -216,3 +216,14 @@ def test_tolerance_s_is_described_as_what_it_sets():
     assert "run over capacity" not in field.description
     assert "dropped" in field.description and "half" in field.description
     assert "before the SLA counts as breached" not in capnb.elasticity.__doc__
+
+
+def test_the_written_config_names_each_settings_choices(tmp_path):
+    # capnb config wrote "# burst model: the article's (...), fitted to the trace, or none" above
+    # bursts = "article": 'fitted' is refused (the choice is 'fit'), and slots, accounting and
+    # disaggregation named none of theirs, so an operator learned them from an error
+    text = plan.save_config(plan.PlanConfig(), tmp_path / "plan.toml").read_text()
+    assert "one of 'article', 'fit', 'none'" in text
+    assert "one of 'hour_of_day', 'hour_of_week'" in text
+    assert "one of 'article', 'vllm'" in text
+    assert "each one of 'article', 'hpa', 'knative', 'fixed', 'fixed_elastic', 'predictive'" in text

@@ -990,7 +990,17 @@ def _comment(table: str, name: str) -> str:
         meaning, unit = info.description, (info.json_schema_extra or {}).get("unit", "")
     default = _plain(field.default)
     units = f" [{unit}]" if unit else ""
-    return f"{meaning}{units}; default: {default!r}"
+    return f"{meaning}{units}{_choices(record, name)}; default: {default!r}"
+
+
+def _choices(record: type, name: str) -> str:
+    """``; one of 'a', 'b'`` for a setting of fixed choices (``each one of`` for a list of them)."""
+    schema = pydantic.TypeAdapter(record).json_schema()["properties"][name]
+    if "enum" in schema:
+        return f"; one of {', '.join(map(repr, schema['enum']))}"
+    if "enum" in schema.get("items", {}):
+        return f"; each one of {', '.join(map(repr, schema['items']['enum']))}"
+    return ""
 
 
 #: What each field of the [sla] table means, for the written config's comments.
