@@ -795,8 +795,7 @@ def _record_table(key: str, table: dict, source: str, text: str | None, suffix: 
 
 
 def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None:
-    """The model, GPUs and price provider a config names exist; else a ConfigError naming the
-    field (and line).
+    """The model, GPUs and price provider a config names exist, else a ConfigError with the line.
 
     ``where``: each field's place (``file:line``) when the config came from a file.
     """
