@@ -906,16 +906,18 @@ def test_a_replay_over_its_breach_budget_is_a_failed_check():
     # user's 72-h log breached 1,526 minutes a month against a budget of 44, and the plan's checks
     # failed none for it: the Caution named four others and the answer's own figure went unsaid
     from capnb.plan._compose import _replay_check
+    from capnb.plan._config import PlanConfig
 
-    check = _replay_check(1526.27, 43.8, 72.0)
+    cfg = PlanConfig()
+    check = _replay_check(1526.27, 43.8, 72.0, cfg)
     assert (check.name, check.passed, check.kind) == ("replay_budget", False, "own")
     assert check.finding == (
         "replayed over the trace (72 h), the chosen policy was in SLA breach 1,526 minutes a "
         "month against a budget of 44"
     )
     assert "buffer_instances" in check.action
-    assert _replay_check(4.0, 43.8, 336.0).passed
-    assert not _replay_check(0.5, 0.0, 336.0).passed  # a zero budget: any breach exceeds it
+    assert _replay_check(4.0, 43.8, 336.0, cfg).passed
+    assert not _replay_check(0.5, 0.0, 336.0, cfg).passed  # a zero budget: any breach exceeds it
 
 
 def test_the_replay_budget_check_rides_on_the_answer(small):

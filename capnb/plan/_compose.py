@@ -277,7 +277,8 @@ def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
     return [Check("arrivals", passed, finding, action, "own")]
 
 
-def _replay_check(breach_minutes: float, budget_minutes: float, hours: float) -> Check:
+def _replay_check(breach_minutes: float, budget_minutes: float, hours: float,
+                  cfg: PlanConfig) -> Check:  # fmt: skip
     """Whether the chosen policy kept its breach budget replayed over the whole trace.
 
     A policy chosen out of sample is scored on held-out windows, each started from the fleet its
@@ -290,7 +291,7 @@ def _replay_check(breach_minutes: float, budget_minutes: float, hours: float) ->
         f"replayed over the trace ({hours:,.0f} h), the chosen policy was in SLA breach "
         f"{words.minutes(breach_minutes)} a month against a budget of {budget_minutes:,.0f}"
     )
-    return Check("replay_budget", passed, finding, "" if passed else _SPARES, "own")
+    return Check("replay_budget", passed, finding, "" if passed else spares_action(cfg), "own")
 
 
 def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, burst, gpu, tp,
@@ -356,7 +357,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     fleet = forecast_fleet(fc, cfg, float(_first(chosen.per_instance_qps)))
     checks += _arrivals_checks(arrivals, policy, fleet)
     budget_minutes = cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60
-    checks.append(_replay_check(float(run.breach_s) / 60 * per_month, budget_minutes, hours))
+    checks.append(_replay_check(float(run.breach_s) / 60 * per_month, budget_minutes, hours, cfg))
     reserved = policy.min_instances + policy.buffer_instances
     price = (
         float(run.attrs["usd_per_gpu_hour"])
