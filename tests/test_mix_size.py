@@ -295,6 +295,18 @@ def test_limits_are_checked_as_mix_checks_them():
             mix_by_size(options, demand_of([10.0]), limits={"G0": cap}, **args)
 
 
+def test_a_pool_a_limit_forbids_alone_is_not_the_single_type_the_mix_is_priced_against():
+    # with G0 capped at 2 GPUs, G0 alone (3 instances in the busiest slot) was still the cheapest
+    # single type, 2.0 USD/h, and the saving 0% against a fleet the quota forbids; mix gives NaN
+    options = options_of([[10.0, 4.0]])
+    fleet = mix_by_size(options, demand_of([10.0, 25.0]), prices=prices_of([1.0, 1.5]),
+                        shares=[1.0], reserved=None, limits={"G0": 2})  # fmt: skip
+    assert np.isnan(fleet.single_type_usd_per_hour.sel(pool="G0 TP1"))
+    assert fleet.attrs["single_type_pool"] == "G1 TP1"
+    assert fleet.attrs["single_type_usd_per_hour"] == pytest.approx((3 + 7) / 2 * 1.5)
+    assert fleet.attrs["mix_usd_per_hour"] <= fleet.attrs["single_type_usd_per_hour"]
+
+
 def test_pools_no_price_covers_are_named_not_an_infeasible_program():
     # prices of other GPUs ended in "infeasible: no whole-instance fleet within the limits (...
     # HiGHS Status 8 ...)" with no limits given; mix raises NotPricedError naming the GPUs

@@ -378,12 +378,20 @@ def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=N
             counts[n_pool + n_pool * n_slot :].reshape(n_pool, n_slot), served, result)  # fmt: skip
 
 
-def _single_by_size(demand, q, g, on_demand) -> np.ndarray:
-    """Mean USD per slot-hour of each pool alone on demand, serving every bin (NaN: it cannot)."""
+def _single_by_size(demand, q, g, gpus, on_demand, limits) -> np.ndarray:
+    """Mean USD per slot-hour of each pool alone on demand, serving every bin.
+
+    NaN where it cannot: a bin it does not serve, or more GPUs in a slot than its type's limit
+    (as :func:`capnb.capacity.mix` prices its single types).
+    """
     with np.errstate(invalid="ignore", divide="ignore"):
         load = np.where(demand[:, None, :] > 0, demand[:, None, :] / q[:, :, None], 0.0)
     count = np.ceil(load.sum(0) - 1e-9)
-    return (count * g[:, None] * on_demand[:, None]).mean(1)
+    cost = (count * g[:, None] * on_demand[:, None]).mean(1)
+    for p, gpu in enumerate(gpus):
+        if gpu in limits and (count[p] * g[p] > limits[gpu]).any():
+            cost[p] = np.nan
+    return cost
 
 
 def mix_by_size(
@@ -430,9 +438,9 @@ def mix_by_size(
         ``reserved_instances`` (pool), ``on_demand_instances``, ``spot_instances``,
         ``instances`` (pool, slot), ``served_qps`` (size_bin, pool, slot: each bin's requests/s
         on each pool), ``usd_per_hour`` (slot), ``single_type_usd_per_hour`` (pool: the pool
-        alone on demand, every bin on it). Attrs: ``mix_usd_per_hour``, ``single_type_pool``,
-        ``single_type_usd_per_hour``, ``saving`` (against the cheapest pool alone),
-        ``optimality_gap``.
+        alone on demand, every bin on it; NaN where a limit forbids it). Attrs:
+        ``mix_usd_per_hour``, ``single_type_pool``, ``single_type_usd_per_hour``, ``saving``
+        (against the cheapest pool alone), ``optimality_gap``.
 
     Examples
     --------
@@ -515,7 +523,7 @@ def mix_by_size(
                 held, on_demand, spot, served, slot_cost = other
     day = float(slot_cost.sum())
     bound = day if bound is None else min(bound, day)
-    single = _single_by_size(demand, q, g, price["on_demand"])
+    single = _single_by_size(demand, q, g, gpus, price["on_demand"], limits)
     return _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served, slot_cost,
                    single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
 
