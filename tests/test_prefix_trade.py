@@ -51,6 +51,22 @@ def test_a_repeated_prefix_pays_for_its_cache(shared_prefix_log):
     assert trade.attrs["reason"].startswith("a cache of")
 
 
+def test_no_cache_that_misses_the_sla_is_said_so_with_units(shared_prefix_log):
+    # the reason ended "no cache: 0.000" where no cache meets P99 TTFT <= 0.2 s (its floor is
+    # 0.32 s): a bare number, read as requests/s of nothing; a feasible one had no unit either
+    trade = capnb.capacity.prefix_trade(H100, shared_prefix_log, sla=SLA(ttft_s=0.2),
+                                        cache_share=[0.0, 0.1], requests=300)  # fmt: skip
+    assert trade.per_instance_qps.values[0] == 0 and trade.per_instance_qps.values[1] > 0
+    floor = float(trade.latency_floor.values[0])
+    assert trade.attrs["reason"].endswith(
+        f"; no cache: infeasible (at one request in flight {floor:.3g} s, above the SLA)"
+    )
+    loose = capnb.capacity.prefix_trade(H100, shared_prefix_log, sla=SLA(ttft_s=3.0),
+                                        cache_share=[0.0, 0.1], requests=300)  # fmt: skip
+    none = float(loose.per_instance_qps.values[0])
+    assert loose.attrs["reason"].endswith(f"; no cache: {none:.3f} requests/s per instance")
+
+
 def test_each_share_is_the_memory_split_then_the_engine_then_the_sla():
     """The composition, by hand: split_kv, then engine at that hit rate and budget, then the SLA."""
     trade = capnb.capacity.prefix_trade(H100, sla=SLA(ttft_s=10.0), cache_share=[0.2], requests=200)

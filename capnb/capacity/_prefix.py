@@ -144,12 +144,11 @@ def prefix_trade(
     if (qps > 0).any():
         best = int(np.argmax(qps))
         share = float(out.cache_share.values[best])
-        none = float(qps[0]) if float(out.cache_share.values[0]) == 0.0 else math.nan
         reason = (
             f"a cache of {share:.0%} of the KV budget serves {qps[best]:.3f} requests/s per "
             f"instance at {sla} (hit rate "
             f"{float(out.prefix_hit_rate.values[best]):.1%}, {int(safe[best])} running "
-            f"sequences)" + (f"; no cache: {none:.3f}" if math.isfinite(none) else "")
+            f"sequences)" + _without_cache(out.cache_share.values, qps, floor)
         )
     else:
         share = math.nan
@@ -163,6 +162,17 @@ def prefix_trade(
         "latency_model": "capnb.latency.engine (calibrated continuous-batching simulation)",
     }  # fmt: skip
     return out
+
+
+def _without_cache(shares, qps, floor) -> str:
+    """``"; no cache: ..."`` in words, when share 0 was priced: its requests/s, or why none."""
+    if float(shares[0]) != 0.0:
+        return ""
+    if qps[0] > 0:
+        return f"; no cache: {qps[0]:.3f} requests/s per instance"
+    if np.isfinite(floor[0]):  # the engine ran: the SLA is missed at one request in flight
+        return f"; no cache: infeasible (at one request in flight {floor[0]:.3g} s, above the SLA)"
+    return "; no cache: infeasible (its KV cache cannot hold the log's requests)"
 
 
 def _infeasible(sla, floor, budget, split, too_long, longest: int) -> str:
