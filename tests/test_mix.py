@@ -336,3 +336,22 @@ def test_spot_asked_for_without_a_spot_price_is_said():
         prices=_prices({"A": {"on_demand": 1.0, "spot": 0.4}, "B": {"on_demand": 1.5}}), **args
     )
     assert "spot_unpriced" not in some.attrs
+
+
+def test_the_mix_says_what_it_buys_above_its_base():
+    # worksheet 06 said "the cheapest mix (nothing reserved, on demand above)" of a mix that held
+    # 169 spot instance-hours and no on-demand one (Qwen3-30B-A3B, spot at 35% of on demand)
+    args = dict(
+        options=_options(["A"], [1], [5.0]), demand_qps=xr.DataArray([9.0, 21.0], dims="slot")
+    )
+    kinds = {"on_demand": 1.0, "spot": 0.35, "reserved": 0.9}
+    spot = capnb.capacity.mix(
+        prices=_prices({"A": kinds}), spot_preemption=0.1, reserved=None, **args
+    )
+    assert int(spot.on_demand_instances.sum()) == 0 and int(spot.spot_instances.sum()) > 0
+    assert spot.attrs["above"] == "spot"
+    on_demand = capnb.capacity.mix(prices=_prices({"A": kinds}), reserved=None, **args)
+    assert on_demand.attrs["above"] == "on demand"
+    flat = capnb.capacity.mix(prices=_prices({"A": kinds}), options=args["options"],
+                              demand_qps=xr.DataArray([9.0, 9.0], dims="slot"))  # fmt: skip
+    assert int(flat.reserved_instances.sum()) == 2 and flat.attrs["above"] == "nothing"

@@ -693,7 +693,8 @@ def test_spot_in_the_mix_is_preempted_in_its_replay():
         )
     assert int(plan.mix_spot_instances.sum()) > 0  # hyperstack lists spot for both GPUs
     mix = next(alt for alt in planning.answer(plan).alternatives if alt.name.startswith("mixed"))
-    assert "on demand or spot above" in mix.words
+    bought = "on demand and spot" if int(plan.mix_on_demand_instances.sum()) else "spot"
+    assert f"{bought} above)" in mix.words  # the kinds it holds, not "on demand or spot"
     assert "spot instances preempted at 0.5 an instance-hour and replaced" in mix.words
 
 

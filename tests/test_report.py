@@ -838,7 +838,7 @@ def test_the_serving_worksheet_prices_the_plans_own_mix(small_plan, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
         ws = notebook.worksheet("06_serving", **parameters["06_serving"])
-    hourly = re.search(r"the cheapest mix \((.+?) reserved, on demand above\) costs ([\d,.]+) "
+    hourly = re.search(r"the cheapest mix \((.+?) reserved, [a-z ]+ above\) costs ([\d,.]+) "
                        r"USD/hour, against ([\d,.]+) for (.+?) alone on demand", ws.answer)  # fmt: skip
     assert hourly.group(4) == monthly.group(1)
     for shown, planned in (

@@ -135,8 +135,10 @@ def mix(
         alone on demand (``ceil(demand / per_instance_qps)``; NaN where a limit forbids it).
         Attrs: the mix's and the cheapest single type's mean USD/hour (slots of equal length),
         the saving, ``optimality_gap`` (the mix's cost over the solver's proven lower bound,
-        minus 1), the pricing used and the solver; ``spot_unpriced`` (the GPUs) when
-        ``spot_preemption`` was given but no pool has a spot price, so none was planned.
+        minus 1), the pricing used and the solver, ``above`` (what is bought above the base:
+        ``"on demand"``, ``"spot"``, ``"on demand and spot"`` or ``"nothing"``);
+        ``spot_unpriced`` (the GPUs) when ``spot_preemption`` was given but no pool has a spot
+        price, so none was planned.
 
     Raises
     ------
@@ -169,7 +171,8 @@ def mix(
     result = _mix_dataset(qps, demand_qps, (held, on_demand, spot), keep, slot_cost, single_cost)
     result.attrs = _mix_attrs(
         slot_cost, single_cost, bound, qps.pool.values, reserved, spot_preemption, limits, prices
-    ) | {"solver": f"scipy.optimize.milp (HiGHS): {how}; each slot exact"}
+    ) | {"solver": f"scipy.optimize.milp (HiGHS): {how}; each slot exact",
+         "above": bought_above(on_demand, spot)}  # fmt: skip
     if spot_preemption is not None and not np.isfinite(price["spot"]).any():
         # spot was asked for, but no pool has a spot price: none is planned, and that is said
         result.attrs["spot_unpriced"] = ", ".join(dict.fromkeys(gpus))
@@ -288,6 +291,12 @@ def _slots(demand: np.ndarray, problem: dict, held: np.ndarray):
         on_demand[:, s], spot[:, s] = one.x[n_pool : 2 * n_pool], one.x[2 * n_pool :]
         day += float(one.fun)
     return on_demand, spot, day
+
+
+def bought_above(on_demand, spot) -> str:
+    """What a fleet buys above its reserved base, in words: the kinds it holds in some slot."""
+    kinds = [kind for kind, count in (("on demand", on_demand), ("spot", spot)) if np.sum(count)]
+    return " and ".join(kinds) or "nothing"
 
 
 #: How the reserved base was chosen (the mix's ``solver`` attribute says which).

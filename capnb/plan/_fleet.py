@@ -158,6 +158,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         for p, n in zip(used.pool.values, used.reserved_instances.values, strict=True)
         if n > 0
     ]
+    above = mixed.attrs["above"]  # on demand, spot, both, or nothing above the base
     per_month = HOURS_PER_MONTH / hours
     mix_month = replay.attrs["usd"] * per_month
     one_month = elastic["usd"] * per_month
@@ -189,8 +190,8 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         f"on demand ({mixed.attrs['single_type_pool']}) costs "
         f"{mixed.attrs['single_type_usd_per_hour'] * HOURS_PER_MONTH:,.0f} USD a month and the "
         f"cheapest mix ({', '.join(base) or 'nothing'} reserved; "
-        f"{' + '.join(str(p) for p in used.pool.values)} "
-        f"{'on demand or spot' if int(used.spot_instances.sum()) else 'on demand'} above) "
+        f"{' + '.join(str(p) for p in used.pool.values)}"
+        f"{f' {above} above' if above != 'nothing' else ', nothing above'}) "
         f"{mixed.attrs['mix_usd_per_hour'] * HOURS_PER_MONTH:,.0f} USD a month "
         f"({float(mixed.attrs['saving']):.0%} less). Replayed over the trace pool by pool (each "
         f"pool started one cold start ahead of its slot plan, its reserved base as its floor), "
