@@ -631,11 +631,20 @@ def _held(fleet: xr.Dataset) -> str:
     return ", ".join(str(p) for p, n in zip(names, used, strict=True) if n) or "none"
 
 
+def _one_type_reserved(solve, options, best: str, limits: dict) -> float:
+    """The mean USD/hour of the pool ``best`` alone with a reserved base (NaN: no such pool)."""
+    if not best:  # the limits forbid every pool alone
+        return math.nan
+    gpu = best.rsplit(" TP", 1)[0]
+    mine = {g: cap for g, cap in limits.items() if g == gpu}  # the other types' quotas: no pool
+    return solve(_only(options, best), limits=mine).attrs["mix_usd_per_hour"]
+
+
 def compare_fleets(
     whole: xr.Dataset, by_size: xr.Dataset, demand_qps, *, prices, reserved: str = "reserved",
-    mip_gap: float = 1e-3,
+    mip_gap: float = 1e-3, spot_preemption: float | None = None, limits=None,
 ) -> xr.Dataset:  # fmt: skip
-    """Seven fleets for one demand, cheapest last: what mixing by size adds to a reserved base.
+    """Seven fleets for one demand: what mixing by size adds to a reserved base.
 
     ``whole``: per-instance requests/s over (``gpu``, ``tensor_parallel``) from one latency curve
     per GPU for the whole workload (the capacity step's); ``by_size``: :func:`size_options`'s.
@@ -643,26 +652,34 @@ def compare_fleets(
     mix of types (:func:`capnb.capacity.mix`), then the same three from the per-bin curves
     (the single type serving every bin) and the mix by size on demand. ``usd_per_hour`` is the
     mean over the slots; ``saving`` is against the first row of the same curves (one type on
-    demand).
+    demand). ``limits`` hold for every row; ``spot_preemption`` (spot above the base, as in
+    :func:`capnb.capacity.mix`) for the rows with a reserved base, so the types mixed with a
+    reserved base are the fleet :func:`capnb.capacity.mix` buys at the same settings.
     """
     from ._mix import mix
 
+    limits = dict(limits or {})
     rows = []
-    one = mix(whole, demand_qps, prices=prices, reserved=None, mip_gap=mip_gap)
+    one = mix(whole, demand_qps, prices=prices, reserved=None, mip_gap=mip_gap, limits=limits)
     best = one.attrs["single_type_pool"]
-    only = mix(_only(whole, best), demand_qps, prices=prices, reserved=reserved, mip_gap=mip_gap)
-    types = mix(whole, demand_qps, prices=prices, reserved=reserved, mip_gap=mip_gap)
+    kept = dict(prices=prices, reserved=reserved, spot_preemption=spot_preemption)
+    only = _one_type_reserved(lambda o, limits: mix(o, demand_qps, **kept, mip_gap=mip_gap,
+                                                    limits=limits), whole, best, limits)  # fmt: skip
+    types = mix(whole, demand_qps, **kept, mip_gap=mip_gap, limits=limits)
     base = one.attrs["single_type_usd_per_hour"]
-    rows += [("whole workload", "one type, on demand", base, best),
-             ("whole workload", "one type, reserved base", only.attrs["mix_usd_per_hour"], best),
+    rows += [("whole workload", "one type, on demand", base, best or "none within the limits"),
+             ("whole workload", "one type, reserved base", only, best or "none within the limits"),
              ("whole workload", "types mixed, reserved base", types.attrs["mix_usd_per_hour"],
               _held(types))]  # fmt: skip
-    size_od = mix_by_size(by_size, demand_qps, prices=prices, reserved=None)
+    size_od = mix_by_size(by_size, demand_qps, prices=prices, reserved=None, limits=limits)
     best = size_od.attrs["single_type_pool"]
-    size_only = mix_by_size(_only(by_size, best), demand_qps, prices=prices, reserved=reserved)
-    size_res = mix_by_size(by_size, demand_qps, prices=prices, reserved=reserved, mip_gap=mip_gap)
-    rows += [("by size", "one type, on demand", size_od.attrs["single_type_usd_per_hour"], best),
-             ("by size", "one type, reserved base", size_only.attrs["mix_usd_per_hour"], best),
+    size_only = _one_type_reserved(lambda o, limits: mix_by_size(o, demand_qps, **kept,
+                                                                 limits=limits), by_size, best,
+                                   limits)  # fmt: skip
+    size_res = mix_by_size(by_size, demand_qps, **kept, mip_gap=mip_gap, limits=limits)
+    rows += [("by size", "one type, on demand", size_od.attrs["single_type_usd_per_hour"],
+              best or "none within the limits"),
+             ("by size", "one type, reserved base", size_only, best or "none within the limits"),
              ("by size", "types mixed by size, on demand", size_od.attrs["mix_usd_per_hour"],
               _held(size_od)),
              ("by size", "types mixed by size, reserved base", size_res.attrs["mix_usd_per_hour"],
@@ -686,6 +703,8 @@ def compare_fleets(
         },
         attrs={
             "reserved_pricing": reserved,
+            "spot_preemption": np.nan if spot_preemption is None else float(spot_preemption),
+            "limits": types.attrs["limits"],
             "provider": prices.attrs.get("provider", ""),
             "optimality_gap": max(types.attrs["optimality_gap"], size_res.attrs["optimality_gap"]),
         },
