@@ -355,3 +355,29 @@ def test_the_mix_says_what_it_buys_above_its_base():
     flat = capnb.capacity.mix(prices=_prices({"A": kinds}), options=args["options"],
                               demand_qps=xr.DataArray([9.0, 9.0], dims="slot"))  # fmt: skip
     assert int(flat.reserved_instances.sum()) == 2 and flat.attrs["above"] == "nothing"
+
+
+def test_a_reserved_kind_the_provider_does_not_price_is_said():
+    # [fleet] reserved = "reserved_1y" at a provider listing only "reserved": the mix held no
+    # base and its plan line said "nothing reserved", as if reserving did not pay; it says why now
+    from capnb.plan._fleet import sentence
+
+    args = dict(options=_options(["A", "B"], [1, 1], [5.0, 7.0]),
+                demand_qps=xr.DataArray([9.0, 21.0], dims="slot"))  # fmt: skip
+    prices = _prices({"A": {"on_demand": 1.0, "reserved": 0.6}, "B": {"on_demand": 1.5}})
+    prices.attrs["provider"] = "mine"
+    none = capnb.capacity.mix(prices=prices, reserved="reserved_1y", **args)
+    assert none.attrs["reserved_unpriced"] == "A, B" and int(none.reserved_instances.sum()) == 0
+    by_size = capnb.capacity.mix_by_size(
+        args["options"].expand_dims(size_bin=["all"]), args["demand_qps"], prices=prices,
+        shares=[1.0], reserved="reserved_3y",
+    )  # fmt: skip
+    assert by_size.attrs["reserved_unpriced"] == "A, B"
+    some = capnb.capacity.mix(prices=prices, reserved="reserved", **args)
+    assert "reserved_unpriced" not in some.attrs
+    replay = xr.Dataset(attrs={"usd": 10.0, "breach_s": 0.0})
+    said = sentence(none, replay, 24.0, {"usd": 12.0, "breach_s": 0.0})
+    assert (
+        "(reserved_1y asked for, but mine lists no reserved_1y price for A, B: none reserved)"
+        in said
+    )

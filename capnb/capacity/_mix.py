@@ -138,7 +138,8 @@ def mix(
         minus 1), the pricing used and the solver, ``above`` (what is bought above the base:
         ``"on demand"``, ``"spot"``, ``"on demand and spot"`` or ``"nothing"``);
         ``spot_unpriced`` (the GPUs) when ``spot_preemption`` was given but no pool has a spot
-        price, so none was planned.
+        price, so none was planned; ``reserved_unpriced`` (the GPUs) likewise when no pool has a
+        price of the ``reserved`` kind, so no base was held.
 
     Raises
     ------
@@ -173,9 +174,7 @@ def mix(
         slot_cost, single_cost, bound, qps.pool.values, reserved, spot_preemption, limits, prices
     ) | {"solver": f"scipy.optimize.milp (HiGHS): {how}; each slot exact",
          "above": bought_above(on_demand, spot)}  # fmt: skip
-    if spot_preemption is not None and not np.isfinite(price["spot"]).any():
-        # spot was asked for, but no pool has a spot price: none is planned, and that is said
-        result.attrs["spot_unpriced"] = ", ".join(dict.fromkeys(gpus))
+    result.attrs |= unpriced(price, gpus, reserved, spot_preemption)
     return _with_left_out(
         result,
         everything,
@@ -291,6 +290,22 @@ def _slots(demand: np.ndarray, problem: dict, held: np.ndarray):
         on_demand[:, s], spot[:, s] = one.x[n_pool : 2 * n_pool], one.x[2 * n_pool :]
         day += float(one.fun)
     return on_demand, spot, day
+
+
+def unpriced(price: dict, gpus: list[str], reserved, spot_preemption) -> dict:
+    """The kinds asked for that no pool has a price of, each with the GPUs (attrs to say so).
+
+    ``reserved_unpriced``: a reserved kind (``"reserved_1y"``) the provider lists for none of the
+    GPUs, so no base is held; ``spot_unpriced``: spot asked for and priced for none, so none is
+    planned. Both are said in the plan's line, never left to look like the cheapest choice.
+    """
+    names = ", ".join(dict.fromkeys(gpus))
+    said = {}
+    if reserved is not None and not np.isfinite(price["reserved"]).any():
+        said["reserved_unpriced"] = names
+    if spot_preemption is not None and not np.isfinite(price["spot"]).any():
+        said["spot_unpriced"] = names
+    return said
 
 
 def bought_above(on_demand, spot) -> str:

@@ -37,7 +37,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InfeasibleError, InputError, NotPricedError
-from ._mix import _prices, checked_demand, checked_limits, checked_share, quiet_milp
+from ._mix import _prices, checked_demand, checked_limits, checked_share, quiet_milp, unpriced
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
 
@@ -524,8 +524,9 @@ def mix_by_size(
     day = float(slot_cost.sum())
     bound = day if bound is None else min(bound, day)
     single = _single_by_size(demand, q, g, gpus, price["on_demand"], limits)
-    return _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served, slot_cost,
-                   single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
+    result = _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served,
+                     slot_cost, single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
+    return result.assign_attrs(unpriced(price, gpus, reserved, spot_preemption))
 
 
 def _check_priced(price: dict, q: np.ndarray, gpus: list[str], demand, names) -> None:

@@ -210,6 +210,13 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
             if mixed.attrs.get("spot_unpriced")
             else ""
         )
+        + (
+            f" ({mixed.attrs['reserved_pricing']} asked for, but {mixed.attrs['provider']} lists "
+            f"no {mixed.attrs['reserved_pricing']} price for {mixed.attrs['reserved_unpriced']}: "
+            "none reserved)"
+            if mixed.attrs.get("reserved_unpriced")
+            else ""
+        )
         + "."
     )
 
