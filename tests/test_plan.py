@@ -273,7 +273,9 @@ def _one_pool_mix(pool: str, *, spot, single: float, mix: float, saving: float) 
     """A mixed fleet of one pool over two slots (1 and 2 instances, 1 reserved) at hyperstack."""
     return xr.Dataset(
         {"instances": (("pool", "slot"), [[1, 2]]), "reserved_instances": ("pool", [1]),
-         "spot_instances": (("pool", "slot"), [spot])},
+         "spot_instances": (("pool", "slot"), [spot]),
+         # above the reserved one: what spot does not hold is on demand
+         "on_demand_instances": (("pool", "slot"), [[1 - 1 - spot[0], 2 - 1 - spot[1]]])},
         coords={"pool": [pool]},
         attrs={"provider": "hyperstack", "single_type_pool": pool,
                "single_type_usd_per_hour": single, "mix_usd_per_hour": mix, "saving": saving},

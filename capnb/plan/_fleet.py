@@ -152,13 +152,15 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
     type on demand *as planned* (that fleet is one of the integer program's solutions); replayed
     over the trace, it is compared with the elastic run, which may serve the same traffic for less.
     """
+    from ..capacity._mix import bought_above
+
     used = mixed.sel(pool=(mixed.instances.sum("slot") > 0).values)
     base = [
         f"{int(n)} x {p}"
         for p, n in zip(used.pool.values, used.reserved_instances.values, strict=True)
         if n > 0
     ]
-    above = mixed.attrs["above"]  # on demand, spot, both, or nothing above the base
+    above = bought_above(used.on_demand_instances, used.spot_instances)  # on demand, spot, ...
     per_month = HOURS_PER_MONTH / hours
     mix_month = replay.attrs["usd"] * per_month
     one_month = elastic["usd"] * per_month
