@@ -188,3 +188,63 @@ def test_describe_says_when_windows_are_kept():
     assert "hold only" not in memory.describe(short)  # (no window reached, as full length)
     dense = memory.max_concurrency(**{**args, "model": "Llama-3.1-8B"}, vllm_version="0.19")
     assert "hold only" not in memory.describe(dense)
+
+
+def test_the_engine_and_the_memory_step_hold_the_same_sequences_on_every_gpu():
+    """One chunk reserve for both: vLLM's default step budget on an A100 (2,048) is not the
+    accounting's profile (8,192), and the engine's pool had reserved the smaller one."""
+    from capnb.latency import _engine
+    from capnb.records import Deployment
+
+    spec = _spec("gemma-3-27b-it")
+    for gpu in ("A100-80GB", "H100-SXM"):
+        for length in (16, 1024, 8192):
+            ds = memory.max_concurrency(model=spec, gpu=gpu, tensor_parallel=1, seq_len=length,
+                                        accounting="vllm", vllm_version="0.10")  # fmt: skip
+            kv = int(ds.kv_cache_tokens.item())
+            held = _engine.held_sequences(Deployment(spec, gpu, 1), kv, length)
+            assert held == int(ds.max_concurrency.item()), (gpu, length)
+
+
+def test_a_request_the_hybrid_pool_holds_is_not_refused_at_full_length():
+    # Gemma 3 27B on one H100: 20,768 tokens of KV cache as vLLM logs them; a 40,000-token request
+    # holds 2,500 blocks in the full group and 65 in each of six window groups (2,890 of 2,967
+    # after one chunk), though 40,000 tokens are more than the log line's 20,768
+    from capnb import latency
+    from capnb.latency import _engine
+    from capnb.records import Deployment, EngineSettings
+
+    spec = _spec("gemma-3-27b-it")
+    kv = _engine.kv_tokens_auto(spec, "H100-SXM", 1)
+    settings = _engine._resolved(EngineSettings(), spec, "H100-SXM", 80e9, kv)
+    layout = _engine.kv_layout(spec, settings)
+    assert not _engine.holds(40_000, kv) and _engine.pool_holds(40_000, kv, layout, settings)
+    work = latency.workload(prompt_tokens=[39_900] * 4, output_tokens=[100] * 4)
+    curve = latency.engine(Deployment(spec, "H100-SXM", 1), work, concurrency=[1], requests=6)
+    assert float(curve.latency.sel(metric="e2e").max()) > 0
+    # an engine that stores every layer whole is sized and checked at full length
+    full = _engine.kv_tokens_auto(spec, "H100-SXM", 1, hybrid=False)
+    assert full > kv  # (the hybrid pool's padded group: 70 layer slots for 62 layers)
+    sglang = _engine._resolved(EngineSettings("sglang"), spec, "H100-SXM", 80e9, full)
+    assert _engine.kv_layout(spec, sglang).windowed == 0
+
+
+@pytest.mark.filterwarnings(
+    "ignore::capnb.data.TraceWarning"
+)  # (the Mooncake log's same-time rows)
+def test_the_prefix_trade_counts_the_sequences_the_engine_holds():
+    from capnb.capacity._prefix import prefix_trade
+    from capnb.latency import _engine
+    from capnb.records import SLA, Deployment
+
+    option = Deployment("gpt-oss-120b", "H100-SXM", 2)
+    trade = prefix_trade(option, sla=SLA(ttft_s=30.0), cache_share=[0.0, 0.5], requests=40)
+    seq_len = int(trade.attrs["seq_len"])
+    for share in (0.0, 0.5):
+        row = trade.sel(cache_share=share)
+        held = _engine.held_sequences(option, int(row.running_tokens), seq_len)
+        assert int(row.max_concurrency) == held
+    # about twice split_kv's full-length count (18 of 36 layers keep a 128-token window)
+    running = int(trade.running_tokens.sel(cache_share=0.0))
+    full_length = (running // 16) // -(-seq_len // 16)
+    assert int(trade.max_concurrency.sel(cache_share=0.0)) > 1.8 * full_length

@@ -62,19 +62,44 @@ def _sequences(deployment: Deployment, kv_tokens: int, seq_len: int,
     return _engine.held_sequences(deployment, kv_tokens, seq_len, settings)
 
 
+def _holds(deployment: Deployment, tokens: int, kv_tokens: int,
+           settings: EngineSettings | None) -> bool:  # fmt: skip
+    """Whether the engine's pool of ``kv_tokens`` holds a request of ``tokens`` whole."""
+    from ..latency import _engine
+
+    spec = deployment.spec
+    resolved = _engine._resolved(_engine._settings(settings), spec, deployment.gpu,
+                                 _gpu_memory(deployment.gpu), int(kv_tokens))  # fmt: skip
+    layout = _engine.kv_layout(spec, resolved)
+    return bool(_engine.pool_holds(int(tokens), int(kv_tokens), layout, resolved))
+
+
+def _gpu_memory(gpu: str) -> float:
+    from ..data import load_gpus
+
+    return float(load_gpus([gpu]).memory_bytes.values[0])
+
+
 def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype: str = "auto",
-               weight_dtype: str | None = None) -> int:  # fmt: skip
+               weight_dtype: str | None = None, settings: EngineSettings | None = None) -> int:  # fmt: skip
     """The KV cache tokens vLLM's accounting gives one instance (0 when nothing fits).
 
     At the deployment's dtypes: FP8 weights leave more memory to the cache, and an FP8 cache
-    holds twice the tokens (defaults: the model's own weights, ``"auto"`` cache).
+    holds twice the tokens (defaults: the model's own weights, ``"auto"`` cache). Counted as the
+    engine of ``settings`` stores the layers (vLLM V1's hybrid groups, or full length:
+    :func:`capnb.latency._engine.hybrid_engine`).
     """
-    from .. import memory
+    from .. import data, memory
+    from ..latency import _engine
 
+    engine = (settings or EngineSettings()).engine
+    hybrid = _engine.hybrid_engine(data.load_model(model), engine)
+    acct = memory.accounting("vllm", vllm_version=vllm_version)
+    if not hybrid:  # an engine that stores every layer whole: the bucket's count at full length
+        acct = memory.accounting(acct, hybrid_kv=False)
     budget = memory.max_concurrency(
-        model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len,
-        accounting="vllm", vllm_version=vllm_version, kv_dtype=kv_dtype,
-        weight_dtype=weight_dtype,
+        model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len, accounting=acct,
+        kv_dtype=kv_dtype, weight_dtype=weight_dtype,
     )  # fmt: skip
     return int(budget.kv_cache_tokens.item()) if np.isfinite(budget.kv_cache_tokens) else 0
 
@@ -98,7 +123,7 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     model, gpu, tp = deployment.model, deployment.gpu, int(deployment.tensor_parallel)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, kv_dtype=deployment.kv_dtype,
-                    weight_dtype=deployment.weight_dtype)  # fmt: skip
+                    weight_dtype=deployment.weight_dtype, settings=settings)  # fmt: skip
     fits = _sequences(deployment, kv, seq_len, settings)
     if fits < 1:
         raise InputError(
@@ -210,7 +235,6 @@ def sweep_engine(
             "prefix_cache_share > 0 needs the trace's block hashes (blocks=, "
             "capnb.data.load_block_hashes): the hit rate is replayed from them"
         )
-    from ..latency._engine import holds
 
     spec = data.load_model(model)
     lengths = workload.prompt_tokens + workload.output_tokens
@@ -229,14 +253,15 @@ def sweep_engine(
                 rows[(gpu, tp)] = ("no_data", None)
                 unpriced.extend(m for m in missing if m not in unpriced)
                 continue
-            kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version)
+            kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=settings)
             hit, running = 0.0, kv
             if share > 0 and kv > 0:
                 split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,
                                         cache_share=[share])  # fmt: skip
                 hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
             option = Deployment(model, gpu, int(tp))
-            fits, whole = _sequences(option, running, seq_len, settings), holds(longest, running)
+            fits = _sequences(option, running, seq_len, settings)
+            whole = _holds(option, longest, running, settings)
             if fits >= 1 and not whole:  # the workload's longest request: said in the notes
                 too_long.append(f"{tp} x {gpu}: {running:,}")
             if fits < 1 or not whole:

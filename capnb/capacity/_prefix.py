@@ -67,8 +67,7 @@ def prefix_trade(
         NaN when no share is feasible) and ``reason``.
     """
     from .. import data, latency, memory
-    from ..latency._engine import holds
-    from ._engine_sweep import engine_curve
+    from ._engine_sweep import _holds, _sequences, engine_curve
     from ._safe import FEASIBLE, safe_concurrency
 
     if not isinstance(deployment, Deployment):
@@ -100,9 +99,17 @@ def prefix_trade(
         split["running_tokens"] *= 0
         split["max_concurrency"] *= 0
     n = split.sizes["cache_share"]
+    # the sequences the engine holds in each running share, counted as it stores them (vLLM V1's
+    # hybrid groups for a model with sliding-window layers; split_kv counts full length)
+    running = [int(r) for r in split.running_tokens.values]
+    split["max_concurrency"] = (
+        "cache_share",
+        np.array([_sequences(deployment, r, seq_len, None) if r > 0 else 0 for r in running]),
+        split.max_concurrency.attrs,
+    )
     # the log's longest request must fit in the running share's KV blocks, or the engine rejects it
     longest = int((work.prompt_tokens + work.output_tokens).max())
-    too_long = ~holds(longest, split.running_tokens.values)
+    too_long = np.array([r < 1 or not _holds(deployment, longest, r, None) for r in running])
     safe = np.zeros(n, np.int64)
     qps = np.zeros(n)
     floor = np.full(n, np.nan)

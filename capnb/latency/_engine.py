@@ -76,15 +76,26 @@ def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
 
 
 def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "auto",
-                   weight_dtype: str | None = None) -> int:  # fmt: skip
-    """KV cache tokens vLLM (V1 engine accounting, 0.9-0.11) would allocate, from capnb.memory."""
+                   weight_dtype: str | None = None, hybrid: bool = True) -> int:  # fmt: skip
+    """KV cache tokens vLLM (V1 engine accounting, 0.9-0.11) would allocate, from capnb.memory.
+
+    ``hybrid``: counted as vLLM's hybrid KV cache manager logs them (its groups' pool; fewer
+    tokens where a group is padded), else at full length, for an engine that stores every layer
+    whole (:func:`hybrid_engine`).
+    """
     from .. import memory
 
+    acct = memory.accounting("vllm", vllm_version="0.10", hybrid_kv=bool(hybrid))
     ds = memory.max_concurrency(
         model=spec, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=BLOCK_SIZE,
-        accounting="vllm", vllm_version="0.10", kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+        accounting=acct, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
     )  # fmt: skip
     return int(ds.kv_cache_tokens.item())
+
+
+def hybrid_engine(spec, engine: str) -> bool:
+    """Whether ``engine`` runs ``spec`` on vLLM's hybrid KV cache manager (:func:`kv_layout`)."""
+    return engine == "vllm-v1" and not spec.chunked_attention
 
 
 def kv_layout(spec, settings: EngineSettings) -> KVGroups:
@@ -100,7 +111,7 @@ def kv_layout(spec, settings: EngineSettings) -> KVGroups:
     (:attr:`capnb.memory.Accounting.hybrid_chunked`).
     """
     block = settings.block_size or BLOCK_SIZE
-    if settings.engine == "vllm-v1" and not spec.chunked_attention:
+    if hybrid_engine(spec, settings.engine):
         return spec.kv_groups(block)
     return KVGroups(spec.layers, 1, 0, 0)
 
@@ -110,15 +121,33 @@ def kv_pool(kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> int:
 
     vLLM logs the pool's blocks divided among its groups (``num_blocks // groups x block_size``),
     so the pool is ``kv_tokens // block x groups``. Under the hybrid manager the windowed groups
-    also hold a step's prefill chunk (``max_num_batched_tokens``) beside the windows, which the
-    memory step reserves (:meth:`capnb.memory.Accounting.window_chunk_bytes`): the same blocks
-    are left out of the pool here, so the engine and the memory step hold the same sequences.
+    also hold a step's prefill chunk beside the windows, which the memory step reserves
+    (:meth:`capnb.memory.Accounting.window_chunk_bytes`, a chunk of the accounting's
+    ``max_num_batched_tokens``, 8,192: the budget its KV cache was profiled with): the same blocks
+    are left out of the pool here, so the engine and the memory step hold the same sequences
+    (a smaller step budget, as vLLM's default of 2,048 on GPUs under 70 GiB, holds less: the
+    reserve is the larger one).
     """
     block = settings.block_size or BLOCK_SIZE
     blocks = int(kv_tokens) // block * (layout.full + layout.windowed)
     if layout.windowed:
-        blocks -= layout.windowed * -(-int(settings.max_num_batched_tokens or 0) // block)
+        from .. import memory
+
+        chunk = memory.accounting("vllm", vllm_version="0.10").max_num_batched_tokens
+        blocks -= layout.windowed * -(-chunk // block)
     return max(blocks, 0)
+
+
+def pool_holds(tokens, kv_tokens: int, layout: KVGroups, settings: EngineSettings):
+    """Whether a request of ``tokens`` (prompt + output) fits in the engine's pool, elementwise.
+
+    :func:`holds` for the engine's layout: the blocks the request holds (in each group) against
+    the pool's (:func:`kv_pool`); under a full-length layout the same as :func:`holds`.
+    """
+    block = settings.block_size or BLOCK_SIZE
+    span = -(-np.asarray(tokens) // block)
+    need = layout.full * span + layout.windowed * np.minimum(span, layout.window_blocks)
+    return need <= kv_pool(kv_tokens, layout, settings)
 
 
 def sequences(kv_tokens: int, seq_len: int, layout: KVGroups, settings: EngineSettings) -> int:
@@ -325,7 +354,9 @@ def engine(
     n, hit, warmup, qs = _checked(requests, prefix_hit_rate, warmup_share, arrival_cv, seed,
                                   quantiles)  # fmt: skip
     cal = _calibration_of(calibration, gpu_id, settings.engine)
-    kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype)
+    hybrid = hybrid_engine(spec, settings.engine)
+    kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype,
+                                    hybrid)  # fmt: skip
     given_length = settings.max_model_len
     settings = _resolved(settings, spec, gpu_id, float(gpus.memory_bytes.values[0]), kv_tokens)
     block = settings.block_size
@@ -333,7 +364,7 @@ def engine(
     kv_blocks = kv_pool(kv_tokens, layout, settings)
     seqs = settings.running_limit(kv_tokens)
 
-    prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, block)
+    prompt, output, gaps = _requests(workload, n, seed, arrival_cv, kv_tokens, layout, settings)
     context_note = _context_check(prompt + output, spec, given_length)
     cached = np.floor(hit * prompt).astype(np.int64)
     _check_budget(prompt, cached, settings, block)
@@ -345,7 +376,7 @@ def engine(
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
-    more = _top_up(workload, seed, hit, kv_tokens, settings)
+    more = _top_up(workload, seed, hit, kv_tokens, settings, spec)
     dim, loads, lat, mean, stats = _finished(args, run, seqs, concurrency, request_rate, more,
                                              settings)  # fmt: skip
     result, knee_value, knee_reason = _curve_dataset(dim, loads, qs, lat, mean, stats)
@@ -484,7 +515,7 @@ def _closed_points(args, run, loads: np.ndarray, top_up):
     return merged
 
 
-def _top_up(workload, seed: int, hit: float, kv_tokens: int, settings: EngineSettings):
+def _top_up(workload, seed: int, hit: float, kv_tokens: int, settings: EngineSettings, spec):
     """A function giving the simulation's arguments with ``more`` requests drawn after its own.
 
     The extra requests come from their own seeded stream, so the requests drawn first (and every
@@ -494,7 +525,7 @@ def _top_up(workload, seed: int, hit: float, kv_tokens: int, settings: EngineSet
     def extend(args, more: int):
         model_vec, gpu_vec, tp, cal, prompt, output, gaps, cached = args
         extra_prompt, extra_output, _ = sample_requests(workload, more, [seed, 1])
-        _check_held(extra_prompt, extra_output, kv_tokens, settings.block_size)
+        _check_held(extra_prompt, extra_output, kv_tokens, kv_layout(spec, settings), settings)
         extra_cached = np.floor(hit * extra_prompt).astype(np.int64)
         _check_budget(extra_prompt, extra_cached, settings, settings.block_size)
         return (
@@ -506,17 +537,19 @@ def _top_up(workload, seed: int, hit: float, kv_tokens: int, settings: EngineSet
     return extend
 
 
-def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int, block: int):
+def _requests(workload, n: int, seed: int, arrival_cv: float, kv_tokens: int, layout: KVGroups,
+              settings: EngineSettings):  # fmt: skip
     """``n`` requests' prompt and output tokens drawn from the workload, and their arrival gaps."""
     prompt, output, rng = sample_requests(workload, n, seed)
-    _check_held(prompt, output, kv_tokens, block)
+    _check_held(prompt, output, kv_tokens, layout, settings)
     return prompt, output, arrival_gaps(rng, n, float(arrival_cv))
 
 
-def _check_held(prompt, output, kv_tokens: int, block: int) -> None:
+def _check_held(prompt, output, kv_tokens: int, layout: KVGroups,
+                settings: EngineSettings) -> None:  # fmt: skip
     """An InputError when the KV cache cannot hold the longest request drawn (the engine rejects it)."""
     longest = int((prompt + output).max())
-    if not holds(longest, kv_tokens, block):
+    if not pool_holds(longest, kv_tokens, layout, settings):
         raise InputError(
             f"kv_cache_tokens: {kv_tokens:,} tokens cannot hold one request of {longest:,} tokens "
             "(prompt + output); the engine would reject it"
@@ -640,10 +673,11 @@ def _calibration_of(calibration, gpu_id: str, engine: str):
     raise InputError(f"calibration must be None or a Calibration, got {type(calibration).__name__}")
 
 
-def _kv_tokens(kv_cache_tokens, spec, gpu_id: str, tp: int, kv_dtype, weight_dtype):
+def _kv_tokens(kv_cache_tokens, spec, gpu_id: str, tp: int, kv_dtype, weight_dtype, hybrid: bool):
     """KV cache tokens per GPU (given, or vLLM's accounting) and where they come from."""
     if kv_cache_tokens is None or kv_cache_tokens == "auto":
-        kv_tokens = kv_tokens_auto(spec, gpu_id, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
+        kv_tokens = kv_tokens_auto(spec, gpu_id, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                                   hybrid=hybrid)  # fmt: skip
         kv_from = "auto: vLLM V1 accounting (capnb.memory, gpu_memory_utilization 0.9)"
     else:
         kv_tokens = _validate.positive_int(kv_cache_tokens, "kv_cache_tokens")
