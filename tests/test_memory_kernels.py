@@ -223,3 +223,11 @@ def test_hybrid_footprint_keeps_only_the_windows_blocks():
     np.testing.assert_array_equal(outputs[0][0, 0, 0], [32.0, 288.0, (512 + 9) / 2 * 32])
     for seq, want in zip([16, 144, 8192], outputs[0][0, 0, 0], strict=True):
         assert footprint_python(0.0, 2.0, np.inf, 1, seq, 0.0, 0.0, 16, layout)[0] == want
+
+
+@given(seq_st, kv_st, block_st, layout_st)
+def test_sequence_bytes_is_one_sequence_of_the_footprint(seq, kv, block, layout):
+    if layout[0] + layout[1] == 0.0:
+        layout = FULL
+    got = float(kernels.sequence_bytes(seq, kv, block, *layout))
+    assert got == footprint_python(0.0, kv, np.inf, 1, seq, 0.0, 0.0, block, layout)[0]

@@ -33,6 +33,7 @@ __all__ = [
     "footprint_rows",
     "kv_cache_bytes",
     "largest_fitting_concurrency",
+    "sequence_bytes",
     "smallest_fitting_tensor_parallel",
     "total_bytes",
 ]
@@ -198,6 +199,19 @@ def _largest_fitting_concurrency(
         weights_bytes, kv_bytes_per_token, usable_bytes, seq_len, headroom_fraction,
         reserve_bytes, block_tokens, full, windowed, window_blocks,
     )  # fmt: skip
+
+
+def _sequence_bytes(seq_len, kv_bytes_per_token, block_tokens, full, windowed, window_blocks, out):
+    out[0] = kv_cache_bytes(1, seq_len, kv_bytes_per_token, block_tokens, full, windowed,
+                            window_blocks)  # fmt: skip
+
+
+#: KV cache bytes of one sequence (:func:`kv_cache_bytes`), broadcast over its arguments: seq_len,
+#: KV bytes per token, block tokens, and the hybrid layout's full and windowed shares and window
+#: blocks.
+sequence_bytes = guvectorize(["void(i8, f8, i8, f8, f8, i8, f8[:])"], "(),(),(),(),(),()->()")(
+    _sequence_bytes
+)
 
 
 #: Per (model, gpu, tensor_parallel, seq_len): the largest integer concurrency that fits (0: none).

@@ -448,13 +448,10 @@ def held_kv_bytes(grid: Grid, acct, largest: xr.Variable) -> xr.Variable:
     Each sequence in whole blocks, as the accounting holds it (the kernels' ``kv_cache_bytes``:
     under vLLM's hybrid manager, a windowed group keeps only its window's blocks).
     """
-    per_sequence = np.empty((len(grid.specs), grid.tensor_parallel.size, grid.seq_len.size))
-    for (m, t, j), _ in np.ndenumerate(per_sequence):
-        per_sequence[m, t, j] = kernels.kv_cache_bytes(
-            1, int(grid.seq_len[j]), float(grid.kv_per_token[m, t]), acct.block_tokens,
-            float(grid.kv_full[m, t]), float(grid.kv_windowed[m, t]),
-            int(grid.kv_window_blocks[m, t]),
-        )  # fmt: skip
+    per_sequence = kernels.sequence_bytes(
+        grid.seq_len[None, None, :], grid.kv_per_token[:, :, None], acct.block_tokens,
+        grid.kv_full[:, :, None], grid.kv_windowed[:, :, None], grid.kv_window_blocks[:, :, None],
+    )  # fmt: skip
     sequence = xr.Variable(("model", "tensor_parallel", "seq_len"), per_sequence)
     with outer_product():
         return largest * sequence
