@@ -165,3 +165,26 @@ def test_the_split_counts_running_sequences_in_whole_kv_blocks_as_the_memory_ste
     )
     running = int(split.running_tokens.sel(cache_share=0.3))
     assert int(split.max_concurrency.sel(cache_share=0.3)) == (running // 16) // 90
+
+
+def test_the_split_counts_a_windowed_models_sequences_as_the_memory_step_does():
+    # Gemma 3 27B (52 of 62 layers keep a 1,024-token window) on an H200 at 15,837 tokens (the
+    # bundled Mooncake log's mean prompt + 512): vLLM's 0.10 accounting holds 37 sequences in its
+    # 124,944-token pool, where split_kv counted every layer at full length: 7 (5 with 30 % of the
+    # budget cached), the figures worksheet 06 printed beside the memory step's 37
+    config = {"model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376,
+              "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+              "intermediate_size": 21504, "vocab_size": 262208, "sliding_window": 1024,
+              "sliding_window_pattern": 6, "torch_dtype": "bfloat16"}  # fmt: skip
+    spec = capnb.data.load_model(config)
+    held = capnb.memory.max_concurrency(model=spec, gpu="H200", tensor_parallel=1, seq_len=15_837,
+                                        accounting="vllm", vllm_version="0.10")  # fmt: skip
+    tokens = int(held.kv_cache_tokens.item())
+    split = capnb.memory.split_kv(kv_cache_tokens=tokens, seq_len=15_837, model=spec,
+                                  cache_share=[0.0, 0.3])  # fmt: skip
+    assert int(split.max_concurrency.sel(cache_share=0.0)) == int(held.max_concurrency.item()) == 37
+    assert int(split.max_concurrency.sel(cache_share=0.3)) > 5
+    assert "window" in split.attrs["kv_layout"]
+    # without the model, every layer at full length, and the result says so
+    full = capnb.memory.split_kv(kv_cache_tokens=tokens, seq_len=15_837, cache_share=[0.0])
+    assert int(full.max_concurrency.item()) == 7 and "full length" in full.attrs["kv_layout"]

@@ -128,14 +128,10 @@ def kv_pool(kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> int:
     (a smaller step budget, as vLLM's default of 2,048 on GPUs under 70 GiB, holds less: the
     reserve is the larger one).
     """
-    block = settings.block_size or BLOCK_SIZE
-    blocks = int(kv_tokens) // block * (layout.full + layout.windowed)
-    if layout.windowed:
-        from .. import memory
+    from .. import memory
 
-        chunk = memory.accounting("vllm", vllm_version="0.10").max_num_batched_tokens
-        blocks -= layout.windowed * -(-chunk // block)
-    return max(blocks, 0)
+    block = settings.block_size or BLOCK_SIZE
+    return memory.accounting("vllm", vllm_version="0.10").pool_blocks(layout, kv_tokens, block)
 
 
 def pool_holds(tokens, kv_tokens: int, layout: KVGroups, settings: EngineSettings):

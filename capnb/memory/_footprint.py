@@ -176,6 +176,21 @@ class Accounting:
             return spec.kv_groups(self.block_tokens)
         return KVGroups(spec.layers, 1, 0, 0)
 
+    def pool_blocks(self, layout: KVGroups, kv_cache_tokens: int, block: int | None = None) -> int:
+        """Blocks of vLLM's pool that sequences can hold, from its logged ``kv_cache_tokens``.
+
+        vLLM logs the pool's blocks divided among ``layout``'s groups (``num_blocks // groups x
+        block``), so the pool is ``kv_cache_tokens // block x groups``; the windowed groups hold
+        one step's prefill chunk (``max_num_batched_tokens``) beside the windows
+        (:meth:`window_chunk_bytes`), whose blocks are left out. ``block`` defaults to
+        :attr:`block_tokens`. A sequence of ``T`` tokens takes ``layout.blocks(T, block)``.
+        """
+        block = block or self.block_tokens
+        blocks = int(kv_cache_tokens) // block * (layout.full + layout.windowed)
+        if layout.windowed:
+            blocks -= layout.windowed * -(-self.max_num_batched_tokens // block)
+        return max(blocks, 0)
+
     def window_chunk_bytes(self, spec: ModelSpec, kv_bytes_per_token: float) -> float:
         """KV bytes per GPU the windowed groups hold for one step's prefill chunk (0: none).
 

@@ -28,6 +28,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
+from ..data.modelspec import KVGroups
 from ..errors import InputError
 
 __all__ = ["ROUTINGS", "prefix_hit_rate", "prefix_routing", "split_kv"]
@@ -346,11 +347,25 @@ def prefix_routing(
     )  # fmt: skip
 
 
-def _sequences(running_tokens: np.ndarray, seq_len: int) -> np.ndarray:
-    """Sequences of ``seq_len`` tokens that ``running_tokens`` of KV cache hold, in whole blocks."""
-    from ..records import BLOCK_SIZE
+def _sequences(running_tokens: np.ndarray, seq_len: int, model) -> tuple[np.ndarray, str]:
+    """Sequences of ``seq_len`` tokens ``running_tokens`` of KV cache hold, and how it holds them.
 
-    return (np.asarray(running_tokens) // BLOCK_SIZE) // -(-int(seq_len) // BLOCK_SIZE)
+    In whole blocks: ``model``'s groups under vLLM 0.10's accounting (its sliding-window layers
+    keep their window), or every layer at full length without a model.
+    """
+    from ..data import load_model
+    from ._footprint import accounting
+
+    acct = accounting("vllm", vllm_version="0.10")
+    layout = acct.groups(load_model(model)) if model is not None else KVGroups(1, 1, 0, 0)
+    per_sequence = layout.blocks(int(seq_len), acct.block_tokens)
+    held = np.array([acct.pool_blocks(layout, r) // per_sequence for r in np.ravel(running_tokens)])
+    how = (
+        "vLLM's hybrid KV cache manager (0.10 on): sliding-window layers keep their window"
+        if layout.windowed
+        else "full length: every layer holds the whole sequence"
+    )
+    return held.astype(np.int64), how
 
 
 def split_kv(
@@ -360,6 +375,7 @@ def split_kv(
     seq_len,
     cache_share=None,
     block_tokens=None,
+    model=None,
 ):
     """Split a KV budget between running sequences and a prefix cache, for each share of it.
 
@@ -374,6 +390,12 @@ def split_kv(
         Tokens one running sequence holds (prompt + output).
     cache_share
         Shares of the budget held by the prefix cache, in [0, 1). Default 0, 0.1, ..., 0.9.
+    model
+        The model the budget is for (an id, a config path or folder, a mapping or a spec): its
+        sliding-window layers keep only their window, as vLLM's hybrid KV cache manager holds
+        them and :func:`capnb.memory.max_concurrency` counts them with ``vllm_version="0.10"``.
+        None: every layer holds the whole sequence (a windowed model's full-length count, a
+        fraction of what vLLM 0.10 on holds: say ``attrs["kv_layout"]``).
 
     Returns
     -------
@@ -381,7 +403,8 @@ def split_kv(
         Over ``cache_share``: ``prefix_cache_tokens``, ``running_tokens`` (tokens),
         ``max_concurrency`` (requests: the sequences of ``seq_len`` the running share holds in
         whole KV blocks of :data:`capnb.records.BLOCK_SIZE` tokens, as vLLM allocates them and
-        :func:`capnb.memory.max_concurrency` counts them), ``prefix_hit_rate``
+        :func:`capnb.memory.max_concurrency` counts them; ``attrs["kv_layout"]`` says whether
+        windowed layers keep their window), ``prefix_hit_rate``
         and ``prefill_share`` (1: prompt tokens still computed, ``1 - prefix_hit_rate``).
 
     Examples
@@ -402,6 +425,7 @@ def split_kv(
         raise InputError(f"cache_share must be in [0, 1), got {cache_share!r}")
     cache = np.floor(shares * kv_cache_tokens).astype(np.int64)
     running = int(kv_cache_tokens) - cache
+    held, how = _sequences(running, int(seq_len), model)
     hits = prefix_hit_rate(trace, cache_tokens=cache, block_tokens=block_tokens)
     rate = hits.prefix_hit_rate.values
     dim = "cache_share"
@@ -411,7 +435,7 @@ def split_kv(
             "running_tokens": (dim, running, glossary.attrs("running_tokens")),
             "max_concurrency": (
                 dim,
-                _sequences(running, int(seq_len)),
+                held,
                 glossary.attrs("max_concurrency"),
             ),
             "prefix_hit_rate": (dim, rate, glossary.attrs("prefix_hit_rate")),
@@ -422,5 +446,6 @@ def split_kv(
             **hits.attrs,
             "kv_cache_tokens": int(kv_cache_tokens),
             "seq_len": int(seq_len),
+            "kv_layout": how,
         },
     )
