@@ -248,3 +248,25 @@ def test_the_prefix_trade_counts_the_sequences_the_engine_holds():
     running = int(trade.running_tokens.sel(cache_share=0.0))
     full_length = (running // 16) // -(-seq_len // 16)
     assert int(trade.max_concurrency.sel(cache_share=0.0)) > 1.8 * full_length
+
+
+def test_describe_says_when_windows_are_counted_at_full_length():
+    """Worksheet 02 as it says to use it (MODEL changed, the article accounting kept): Gemma 3 27B
+    on 2 x H100 at 8,192 tokens fits 22 sequences, every layer at full length, and the sentence
+    did not say so, where vLLM 0.10 on keeps 52 of its 62 layers to their 1,024-token window."""
+    spec = _spec("gemma-3-27b-it")
+    args = dict(model=spec, gpu="H100-SXM", tensor_parallel=2, seq_len=8192)
+    text = memory.describe(memory.max_concurrency(**args))
+    assert "at most 22 concurrent" in text
+    assert "its 52 sliding-window layers are counted at full length" in text
+    assert "vllm_version='0.19'" in text
+    off = memory.accounting("vllm", vllm_version="0.19", hybrid_kv=False)
+    assert "counted at full length" in memory.describe(
+        memory.max_concurrency(**args, accounting=off)
+    )
+    kept = memory.max_concurrency(**args, accounting="vllm", vllm_version="0.19")
+    assert "counted at full length" not in memory.describe(kept)
+    short = memory.max_concurrency(**{**args, "seq_len": 1024})  # within the window: no difference
+    assert "counted at full length" not in memory.describe(short)
+    dense = memory.max_concurrency(**{**args, "model": "Llama-3.1-8B"})
+    assert "counted at full length" not in memory.describe(dense)

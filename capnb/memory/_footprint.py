@@ -639,6 +639,23 @@ def _gib(value: float) -> str:
     return f"{value / GIB:,.1f} GiB"
 
 
+def _windows(result: xr.Dataset, cell: xr.Dataset, seq_len: int, kept: bool) -> str:
+    """The clause on a windowed model's layers: kept to their window, or counted at full length."""
+    if kept and str(result.attrs.get("kv_layout", "")).startswith("vLLM's hybrid"):
+        return (
+            "; its sliding-window layers hold only their window, as vLLM's hybrid KV cache "
+            "manager keeps them"
+        )
+    layers = int(cell.windowed_layers) if "windowed_layers" in cell.coords else 0
+    if not layers or seq_len <= int(cell.sliding_window):
+        return ""
+    return (
+        f"; its {layers} sliding-window layers are counted at full length, as vLLM without its "
+        f"hybrid KV cache manager (before 0.10) holds them: accounting='vllm' with "
+        f"vllm_version='0.19' keeps only their {int(cell.sliding_window):,}-token window"
+    )
+
+
 def describe(result: xr.Dataset, **selection: object) -> str:
     """The answer for one (model, gpu, tensor_parallel, seq_len) cell of a result, in one sentence.
 
@@ -677,13 +694,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             held = largest * held.isel(concurrency=0) / int(held.concurrency[0])
         full_length = largest * float(cell.kv_bytes_per_token) * seq
         kv = float(held) if held is not None else full_length
-        windows = (
-            "; its sliding-window layers hold only their window, as vLLM's hybrid KV cache "
-            "manager keeps them"
-            if str(result.attrs.get("kv_layout", "")).startswith("vLLM's hybrid")
-            and kv < full_length
-            else ""
-        )
+        windows = _windows(result, cell, seq, kv < full_length)
         return (
             f"{where} fits at most {largest:,} concurrent sequences of {seq:,} tokens "
             f"({_gib(weights)} of weights and {_gib(kv)} of KV cache per GPU, "

@@ -491,6 +491,7 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
         tuple(grid.weight_dtype),
         tuple(grid.kv_dtype),
         tuple(s.attention for s in grid.specs),
+        tuple((s.sliding_layers, s.sliding_window if s.sliding_layers else 0) for s in grid.specs),
     ).copy()  # a shallow copy: a caller who edits the result's attrs edits only that result
     attrs = {
         "title": "capnb memory sweep: bytes per GPU of weights + KV cache + headroom",
@@ -532,7 +533,9 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
 
 
 @functools.lru_cache(maxsize=32)
-def _coordinates(order, model, gpu, tensor_parallel, concurrency, seq_len, weights, kv, attention):
+def _coordinates(
+    order, model, gpu, tensor_parallel, concurrency, seq_len, weights, kv, attention, windows
+):
     # Building the pandas indexes of the coordinates is most of a small sweep's cost; the worksheet
     # repeats the same grids, so the built coordinates are kept (and copied for each result).
     coords = {
@@ -547,6 +550,19 @@ def _coordinates(order, model, gpu, tensor_parallel, concurrency, seq_len, weigh
         "weight_dtype": ("model", list(weights), {"long_name": "weight dtype"}),
         "kv_dtype": ("model", list(kv), {"long_name": "KV cache dtype"}),
         "attention": ("model", list(attention), {"long_name": "attention kind"}),
+        "windowed_layers": (
+            "model",
+            np.array([n for n, _ in windows], np.int64),
+            {"long_name": "sliding-window (or chunked) attention layers", "units": "layers"},
+        ),
+        "sliding_window": (
+            "model",
+            np.array([w for _, w in windows], np.int64),
+            {
+                "long_name": "tokens a windowed layer attends to (0: none windowed)",
+                "units": "tokens",
+            },
+        ),
     }
     if concurrency is not None:
         coords["concurrency"] = (
