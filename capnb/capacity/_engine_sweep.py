@@ -71,7 +71,7 @@ def _holds(deployment: Deployment, tokens: int, kv_tokens: int,
     resolved = _engine._resolved(_engine._settings(settings), spec, deployment.gpu,
                                  _gpu_memory(deployment.gpu), int(kv_tokens))  # fmt: skip
     layout = _engine.kv_layout(spec, resolved)
-    return bool(_engine.pool_holds(int(tokens), int(kv_tokens), layout, resolved))
+    return _engine.pool_holds(tokens, int(kv_tokens), layout, resolved)
 
 
 def _gpu_memory(gpu: str) -> float:

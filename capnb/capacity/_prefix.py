@@ -67,7 +67,7 @@ def prefix_trade(
         NaN when no share is feasible) and ``reason``.
     """
     from .. import data, latency, memory
-    from ._engine_sweep import _holds, _sequences, engine_curve
+    from ._engine_sweep import _holds, engine_curve
     from ._safe import FEASIBLE, safe_concurrency
 
     if not isinstance(deployment, Deployment):
@@ -93,20 +93,14 @@ def prefix_trade(
     kv_tokens = int(budget.kv_cache_tokens.item())
     # split_kv checks the shares; with no KV cache at all (the weights and vLLM's reserve fill
     # the GPU) nothing runs at any share: a budget of 1 token, then none
+    # (the sequences each running share holds as the engine stores the model: its hybrid groups)
     split = memory.split_kv(blocks, kv_cache_tokens=max(kv_tokens, 1), seq_len=seq_len,
-                            cache_share=cache_share)  # fmt: skip
+                            cache_share=cache_share, model=deployment.spec)  # fmt: skip
     if kv_tokens < 1:
         split["running_tokens"] *= 0
         split["max_concurrency"] *= 0
     n = split.sizes["cache_share"]
-    # the sequences the engine holds in each running share, counted as it stores them (vLLM V1's
-    # hybrid groups for a model with sliding-window layers; split_kv counts full length)
     running = [int(r) for r in split.running_tokens.values]
-    split["max_concurrency"] = (
-        "cache_share",
-        np.array([_sequences(deployment, r, seq_len, None) if r > 0 else 0 for r in running]),
-        split.max_concurrency.attrs,
-    )
     # the log's longest request must fit in the running share's KV blocks, or the engine rejects it
     longest = int((work.prompt_tokens + work.output_tokens).max())
     too_long = np.array([r < 1 or not _holds(deployment, longest, r, None) for r in running])

@@ -134,16 +134,15 @@ def kv_pool(kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> int:
     return memory.accounting("vllm", vllm_version="0.10").pool_blocks(layout, kv_tokens, block)
 
 
-def pool_holds(tokens, kv_tokens: int, layout: KVGroups, settings: EngineSettings):
-    """Whether a request of ``tokens`` (prompt + output) fits in the engine's pool, elementwise.
+def pool_holds(tokens: int, kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> bool:
+    """Whether a request of ``tokens`` (prompt + output) fits in the engine's pool.
 
-    :func:`holds` for the engine's layout: the blocks the request holds (in each group) against
-    the pool's (:func:`kv_pool`); under a full-length layout the same as :func:`holds`.
+    :func:`holds` for the engine's layout: the blocks the request holds (in each group,
+    :meth:`~capnb.data.modelspec.KVGroups.blocks`) against the pool's (:func:`kv_pool`); under a
+    full-length layout the same as :func:`holds`.
     """
     block = settings.block_size or BLOCK_SIZE
-    span = -(-np.asarray(tokens) // block)
-    need = layout.full * span + layout.windowed * np.minimum(span, layout.window_blocks)
-    return need <= kv_pool(kv_tokens, layout, settings)
+    return layout.blocks(int(tokens), block) <= kv_pool(kv_tokens, layout, settings)
 
 
 def sequences(kv_tokens: int, seq_len: int, layout: KVGroups, settings: EngineSettings) -> int:
