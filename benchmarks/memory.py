@@ -26,6 +26,7 @@ from capnb.kernels import memory as kernels
 
 from . import Row, best_time
 from .reference import REGISTRY
+from .reference.memory import FULL
 
 MODELS = [
     "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B", "Mixtral-8x7B", "Mixtral-8x22B",
@@ -164,21 +165,6 @@ def run(quick: bool = False) -> list[Row]:
 
     reduced = {k: v for k, v in grid.items() if k != "concurrency"}
     t_reduced = best_time(lambda: memory.max_concurrency(**reduced), repeat=5)
-    t_kernel = best_time(
-        lambda: kernels.largest_fitting_concurrency(
-            inputs[0][..., 0],
-            inputs[1][..., 0],
-            usable[..., 0],
-            seq[..., 0, :],
-            fraction,
-            0.0,
-            1,
-            1.0,
-            0.0,
-            0,
-        ),
-        repeat=5,
-    )
     closed = REGISTRY["memory.largest_fitting_concurrency"]["numpy (closed form)"]
     closed_args = (
         inputs[0][..., 0],
@@ -189,6 +175,8 @@ def run(quick: bool = False) -> list[Row]:
         0.0,
         1,
     )
+    # the kernel on the same cells, a full-length KV layout (one group of every layer)
+    t_kernel = best_time(lambda: kernels.largest_fitting_concurrency(*closed_args, *FULL), repeat=5)
     np.testing.assert_array_equal(
         closed(*closed_args), memory.max_concurrency(**reduced).max_concurrency.values
     )

@@ -94,13 +94,17 @@ def test_capnb_holds_decoding_windows_and_one_prefill_chunk():
     assert full < held
 
 
+def _on_and_off(model, seq_len, version):
+    """max_concurrency on 1 and 2 x H100 with vLLM's hybrid KV cache manager, then without it."""
+    args = dict(model=model, gpu="H100-SXM", tensor_parallel=[1, 2], seq_len=seq_len)
+    hybrid = memory.max_concurrency(**args, accounting="vllm", vllm_version=version)
+    off = memory.accounting("vllm", vllm_version=version, hybrid_kv=False)
+    return hybrid, memory.max_concurrency(**args, accounting=off)
+
+
 def test_memory_step_counts_the_hybrid_pool_and_says_so():
     """gpt-oss-120b on an H100: the 0.19 accounting (hybrid) against the same with it off."""
-    args = dict(model="gpt-oss-120b", gpu="H100-SXM", tensor_parallel=[1, 2], seq_len=[8192, 65536],
-                accounting="vllm", vllm_version="0.19")  # fmt: skip
-    hybrid = memory.max_concurrency(**args)
-    off = memory.max_concurrency(**{**args, "accounting": memory.accounting(
-        "vllm", vllm_version="0.19", hybrid_kv=False)})  # fmt: skip
+    hybrid, off = _on_and_off("gpt-oss-120b", [8192, 65536], "0.19")
     assert "hybrid" in hybrid.attrs["kv_layout"] and "full length" in off.attrs["kv_layout"]
     # the log line's tokens: equal halves of the pool (two groups of 18 layers, no padding)
     assert (hybrid.kv_cache_tokens.values == off.kv_cache_tokens.values).all()
@@ -127,11 +131,7 @@ def _spec_of(name):
 
 
 def test_a_dense_model_is_counted_as_before():
-    args = dict(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=[1, 2], seq_len=[1000, 8192],
-                accounting="vllm", vllm_version="0.10")  # fmt: skip
-    hybrid = memory.max_concurrency(**args)
-    off = memory.max_concurrency(**{**args, "accounting": memory.accounting(
-        "vllm", vllm_version="0.10", hybrid_kv=False)})  # fmt: skip
+    hybrid, off = _on_and_off("Llama-3.1-8B", [1000, 8192], "0.10")
     for name in ("max_concurrency", "kv_cache_tokens", "kv_cache_bytes"):
         assert (hybrid[name].values == off[name].values).all()
 

@@ -234,7 +234,8 @@ def test_bins_and_bad_inputs():
                     shares=xr.DataArray([1.0], dims="size_bin"), reserved=None, slices=0)  # fmt: skip
 
 
-def test_fleets_side_by_side_never_get_dearer_down_each_curve():
+def _two_gpu_curves():
+    """Per-instance requests/s of two GPUs: for the whole workload, and by two size bins."""
     whole = xr.Dataset(
         {"per_instance_qps": (("gpu", "tensor_parallel"), [[4.0], [9.0]])},
         coords={"gpu": ["G0", "G1"], "tensor_parallel": [1]},
@@ -245,6 +246,11 @@ def test_fleets_side_by_side_never_get_dearer_down_each_curve():
          "request_share": ("size_bin", [0.6, 0.4])},
         coords={"size_bin": ["short", "long"], "gpu": ["G0", "G1"], "tensor_parallel": [1]},
     )  # fmt: skip
+    return whole, by_size
+
+
+def test_fleets_side_by_side_never_get_dearer_down_each_curve():
+    whole, by_size = _two_gpu_curves()
     demand = demand_of([30, 12, 45, 60])
     table = compare_fleets(whole, by_size, demand, prices=prices_of([1.0, 2.5], [0.7, 1.8]))
     cost = dict(zip(table.fleet.values, table.usd_per_hour.values, strict=True))
@@ -265,16 +271,7 @@ def test_fleets_side_by_side_are_priced_with_the_mixs_spot_and_limits():
     # page; the table now takes the same spot_preemption and limits
     from capnb.capacity import mix
 
-    whole = xr.Dataset(
-        {"per_instance_qps": (("gpu", "tensor_parallel"), [[4.0], [9.0]])},
-        coords={"gpu": ["G0", "G1"], "tensor_parallel": [1]},
-    )
-    by_size = xr.Dataset(
-        {"per_instance_qps": (("size_bin", "gpu", "tensor_parallel"), [[[12.0], [14.0]],
-                                                                       [[1.5], [6.0]]]),
-         "request_share": ("size_bin", [0.6, 0.4])},
-        coords={"size_bin": ["short", "long"], "gpu": ["G0", "G1"], "tensor_parallel": [1]},
-    )  # fmt: skip
+    whole, by_size = _two_gpu_curves()
     demand = demand_of([30, 12, 45, 60])
     prices = xr.Dataset(
         {"usd_per_gpu_hour": (("gpu", "pricing"), [[1.0, 0.7, 0.35], [2.5, 1.8, 0.9]])},
