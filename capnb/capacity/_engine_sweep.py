@@ -67,17 +67,7 @@ def _holds(deployment: Deployment, tokens: int, kv_tokens: int,
     """Whether the engine's pool of ``kv_tokens`` holds a request of ``tokens`` whole."""
     from ..latency import _engine
 
-    spec = deployment.spec
-    resolved = _engine._resolved(_engine._settings(settings), spec, deployment.gpu,
-                                 _gpu_memory(deployment.gpu), int(kv_tokens))  # fmt: skip
-    layout = _engine.kv_layout(spec, resolved)
-    return _engine.pool_holds(tokens, int(kv_tokens), layout, resolved)
-
-
-def _gpu_memory(gpu: str) -> float:
-    from ..data import load_gpus
-
-    return float(load_gpus([gpu]).memory_bytes.values[0])
+    return _engine.held_request(deployment, tokens, kv_tokens, settings)
 
 
 def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype: str = "auto",

@@ -151,6 +151,19 @@ def sequences(kv_tokens: int, seq_len: int, layout: KVGroups, settings: EngineSe
     return kv_pool(kv_tokens, layout, settings) // layout.blocks(int(seq_len), block)
 
 
+def _deployed(deployment: Deployment, kv_tokens: int, settings: EngineSettings | None):
+    """(layout, settings) of the engine on ``deployment``, for ``kv_tokens`` of KV cache.
+
+    The settings resolved as :func:`engine` resolves them (the GPU's defaults, the model's context).
+    """
+    from ..data import load_gpus
+
+    spec, gpu_id = deployment.spec, deployment.gpu
+    memory = float(load_gpus([gpu_id]).memory_bytes.values[0])
+    resolved = _resolved(_settings(settings), spec, gpu_id, memory, int(kv_tokens))
+    return kv_layout(spec, resolved), resolved
+
+
 def held_sequences(deployment: Deployment, kv_tokens: int, seq_len: int,
                    settings: EngineSettings | None = None) -> int:  # fmt: skip
     """Sequences of ``seq_len`` tokens the engine holds in ``kv_tokens`` of KV cache (whole blocks).
@@ -159,12 +172,15 @@ def held_sequences(deployment: Deployment, kv_tokens: int, seq_len: int,
     budget): what its "memory holds" counts, and what :func:`capnb.memory.max_concurrency` counts
     with the same vLLM accounting.
     """
-    from ..data import load_gpus
+    layout, resolved = _deployed(deployment, kv_tokens, settings)
+    return sequences(kv_tokens, seq_len, layout, resolved)
 
-    spec, gpu_id = deployment.spec, deployment.gpu
-    memory = float(load_gpus([gpu_id]).memory_bytes.values[0])
-    resolved = _resolved(_settings(settings), spec, gpu_id, memory, int(kv_tokens))
-    return sequences(kv_tokens, seq_len, kv_layout(spec, resolved), resolved)
+
+def held_request(deployment: Deployment, tokens: int, kv_tokens: int,
+                 settings: EngineSettings | None = None) -> bool:  # fmt: skip
+    """Whether the engine on ``deployment`` holds a request of ``tokens`` whole (:func:`pool_holds`)."""
+    layout, resolved = _deployed(deployment, kv_tokens, settings)
+    return pool_holds(tokens, int(kv_tokens), layout, resolved)
 
 
 def layout_settings(layout: KVGroups) -> tuple[float, float, float]:
