@@ -215,3 +215,12 @@ def test_every_reader_names_a_folder_a_loop_and_a_nul_byte(name, tmp_path):
     names_the_culprit(lambda: READERS[name](loop), name)
     with pytest.raises(CapnbError, match="NUL byte"):
         READERS[name](str(tmp_path / f"a\x00{name}"))
+
+
+def test_a_header_whose_quoted_name_pyarrow_splits_otherwise_names_the_file(tmp_path):
+    # found by the fuzz test: a header cell with commas inside quotes was split by capnb's sniff
+    # and pyarrow differently, and pyarrow's ArrowKeyError ('Column ... does not exist') escaped
+    path = tmp_path / "traffic.csv"
+    path.write_text('{"timestamp": [], "qps": []}\nnull')
+    with pytest.raises(CapnbError, match="traffic.csv"):
+        data.load_traffic(path)

@@ -507,9 +507,12 @@ def _read_csv_table(path: Path, options):
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    # (ArrowKeyError: a header whose quoting pyarrow reads otherwise than the column sniff did)
+    unreadable = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                  pa.ArrowKeyError, OSError)  # fmt: skip
     try:
         return pacsv.read_csv(path, convert_options=options)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError):
+    except unreadable:
         pass
     # a value did not convert to the inferred type: every column as text, for row-level messages
     text = pacsv.ConvertOptions(
@@ -519,7 +522,7 @@ def _read_csv_table(path: Path, options):
     )
     try:
         return pacsv.read_csv(path, convert_options=text)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as err:
+    except unreadable as err:
         raise ConfigError(
             f"{path}: {_malformed_row(path)}not a well-formed CSV file ({err})"
         ) from None
