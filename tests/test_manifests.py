@@ -448,3 +448,15 @@ def test_the_knative_services_model_argument_is_said_to_be_capnbs_name():
     said = [n for n in out.notes["knative"] if "--model" in n]
     assert said and "'Qwen3-8B'" in said[0] and "Hugging Face id" in said[0], out.notes["knative"]
     assert out.exact["knative"]
+
+
+def test_load_of_a_plan_json_says_it_is_the_answer_record(tmp_path):
+    # capnb.plan.load('.../plan.json') said "not a plan file capnb wrote (not NetCDF: file
+    # signature not found)" of the very file capnb plan wrote beside plan.nc
+    from capnb import plan
+    from capnb.errors import InputError
+
+    path = tmp_path / "plan.json"
+    path.write_text('{"answer": {}}\n')
+    with pytest.raises(InputError, match=r"plan.json holds the plan's answer record.*plan\.nc"):
+        plan.load(path)

@@ -637,6 +637,12 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
         )
+    if path.suffix == ".json":  # the summary beside plan.nc: its answer record, not the plan
+        raise InputError(
+            f"{path}: a plan.json holds the plan's answer record, not the plan: load "
+            f"{path.with_suffix('.nc')}, or read the answer with "
+            "capnb.plan.answer(json.load(open(path)))"
+        )
     try:
         with xr.open_dataset(path, engine="h5netcdf") as stored:
             plan = stored.load()
