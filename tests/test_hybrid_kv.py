@@ -229,6 +229,26 @@ def test_a_request_the_hybrid_pool_holds_is_not_refused_at_full_length():
     assert _engine.kv_layout(spec, sglang).windowed == 0
 
 
+def test_the_calibration_simulates_each_engine_with_its_own_kv_layout(monkeypatch):
+    # a measured run of a windowed model is simulated as its engine stores the cache: vLLM V1's
+    # hybrid pool (a 40,000-token request to Gemma 3 27B on one H100 fits), SGLang's full-length
+    # count (it does not: 40,000 tokens are more than the 23,440 it holds)
+    from capnb.latency import _engine, _fit
+
+    spec = _spec("gemma-3-27b-it")
+    monkeypatch.setattr(_fit, "_spec", lambda name: spec)
+    monkeypatch.setattr(_fit, "vectors", _fit.vectors.__wrapped__)
+    config = ("own", "H100-SXM", "gemma-3-27b-it", "{}", "0.11.0", 1, "bf16", 39_900.0, 100.0,
+              "concurrency")  # fmt: skip
+    kv = {}
+    for engine in ("vLLM", "SGLang"):
+        pt = _fit.Point(tuple(v if v != "{}" else engine for v in config), 1.0, run={})
+        _, kv[engine] = _fit._kv_cache(pt, {})
+        assert _fit._pool_holds(pt, {}, kv[engine], 40_000) == (engine == "vLLM")
+    assert kv["vLLM"] == _engine.kv_tokens_auto(spec, "H100-SXM", 1)
+    assert kv["SGLang"] == _engine.kv_tokens_auto(spec, "H100-SXM", 1, hybrid=False)
+
+
 @pytest.mark.filterwarnings(
     "ignore::capnb.data.TraceWarning"
 )  # (the Mooncake log's same-time rows)

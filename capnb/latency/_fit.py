@@ -106,8 +106,12 @@ class Point:
         return _engines.engine_id(self.engine, self.engine_version)
 
 
-def points(frame) -> tuple[list[Point], list[str]]:
-    """Measured points of a :func:`load_measurements` table; and what was skipped, with why."""
+def points(frame, runs=None) -> tuple[list[Point], list[str]]:
+    """Measured points of a :func:`load_measurements` table; and what was skipped, with why.
+
+    ``runs``: how the runs were made (a :func:`capnb.data.load_measurement_runs` table; default
+    ``measured_runs.csv``'s); each point carries its run.
+    """
     from ..data import load_model
 
     out, skipped = [], []
@@ -125,18 +129,19 @@ def points(frame) -> tuple[list[Point], list[str]]:
         figures = {
             (m, s): float(v) for m, s, v in zip(rows.metric, rows.stat, rows.value, strict=True)
         }
-        if run_of(Point(config, load)).get("lengths") == "dataset":
+        run = run_of(Point(config, load), runs)
+        if run.get("lengths") == "dataset":
             # lengths drawn from a dataset not bundled: E2E percentiles follow the output
             # lengths' spread, which the simulation (at the means) does not have
             figures = {k: v for k, v in figures.items() if not (k[0] == "e2e" and k[1] != "mean")}
             if not figures:
                 continue
-        reason = _unsupported(config) or _unheld(Point(config, load))
+        reason = _unsupported(config) or _unheld(Point(config, load, run=run))
         if reason:
             if reason not in skipped:
                 skipped.append(reason)
             continue
-        out.append(Point(config, load, figures))
+        out.append(Point(config, load, figures, run))
     return out, skipped
 
 
@@ -153,7 +158,7 @@ def _unheld(pt: Point) -> str:
     _, kv = _kv_cache(pt, run)
     *_, prompt, output, _ = _draw(pt, run, None, 0)  # the requests setup simulates
     longest = int((prompt + output).max())
-    if kv > 0 and not _engine.holds(longest, kv):
+    if kv > 0 and not _pool_holds(pt, run, kv, longest):
         return (
             f"{pt.source}: {pt.model} on {pt.tensor_parallel} x {pt.gpu}: a {longest:,}-token "
             f"request does not fit the {kv:,} tokens of KV cache vLLM's accounting gives "
@@ -214,15 +219,17 @@ def _runs():
     return load_measurement_runs()
 
 
-def run_of(pt: Point) -> dict:
+def run_of(pt: Point, runs=None) -> dict:
     """How a point's run was made (a dict).
 
-    Its own record, else the most specific matching row of ``measured_runs.csv`` ({} when none
-    matches: the engine's defaults, every request at the means).
+    Its own record, else the most specific matching row of ``runs`` (default
+    ``measured_runs.csv``; {} when none matches: the engine's defaults, every request at the
+    means).
     """
     if pt.run is not None:
         return pt.run
-    runs = _runs()
+    if runs is None:
+        runs = _runs()
     best, best_score = {}, -1
     for row in runs[runs.source == pt.source].to_dict("records"):
         checks = (
@@ -303,13 +310,32 @@ _SETUPS = 512
 
 
 def _kv_cache(pt: Point, run: dict) -> tuple[np.ndarray, int]:
-    """(engine model vector, KV cache tokens) of a run, with its attention data parallelism."""
+    """(engine model vector, KV cache tokens) of a run, with its attention data parallelism.
+
+    The tokens as the run's engine stores them: vLLM V1's hybrid manager's pool, every other
+    engine's full-length count (:func:`capnb.latency._engine.hybrid_engine`; the two differ only
+    for a model with sliding-window layers).
+    """
     model_vec, _, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    spec = _spec(pt.model)
+    if spec.kv_groups(_engine.BLOCK_SIZE).windowed and not _engine.hybrid_engine(
+        spec, pt.engine_id
+    ):
+        weight_dtype = "fp8" if pt.dtype == "fp8" else None
+        kv_tokens = _engine.kv_tokens_auto(spec, pt.gpu, pt.tensor_parallel,
+                                           weight_dtype=weight_dtype, hybrid=False)  # fmt: skip
     dp = int(_number(run, "attention_data_parallel") or 1)
     if dp > 1:  # each attention rank holds and reads the KV cache of its own requests only
         model_vec = model_vec.copy()
         model_vec[2] /= dp
     return model_vec, kv_tokens * dp
+
+
+def _pool_holds(pt: Point, run: dict, kv_tokens: int, tokens: int) -> bool:
+    """Whether a request of ``tokens`` fits the run's engine's pool (its KV layout's blocks)."""
+    engine = engine_settings_of(pt, kv_tokens, run)
+    layout = _engine.kv_layout(_spec(pt.model), engine)
+    return bool(_engine.pool_holds(tokens, kv_tokens, layout, engine))
 
 
 def _draw(pt: Point, run: dict, requests: int | None, seed: int):
@@ -353,7 +379,7 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
         closed, load_value = float(pt.mode == "concurrency"), pt.load
     model_vec, kv_tokens = _kv_cache(pt, run)
     longest = int((prompt + output).max())
-    if kv_tokens <= 0 or not _engine.holds(longest, kv_tokens):
+    if kv_tokens <= 0 or not _pool_holds(pt, run, kv_tokens, longest):
         return None
     engine = engine_settings_of(pt, kv_tokens, run)
     layout = _engine.kv_layout(_spec(pt.model), engine)
