@@ -281,14 +281,14 @@ GOOD = "bad,H100-SXM,Llama-3.1-8B,vLLM,0.6.0,1,bf16,1000,100,concurrency,8,ttft,
 )
 def test_bad_rows_name_file_and_row(tmp_path, monkeypatch, row, message):
     _write(tmp_path, "bad", [GOOD, row])
-    monkeypatch.setattr(_measured, "_folder", lambda: tmp_path)
+    monkeypatch.setattr(_measured, "_folder", lambda unseen=False: tmp_path)
     with pytest.raises(InputError, match=f"bad.csv {message}"):
         load_measurements("bad")
 
 
 def test_bad_columns(tmp_path, monkeypatch):
     _write(tmp_path, "bad", [GOOD + ",x"], header=",".join([*COLUMNS, "extra"]))
-    monkeypatch.setattr(_measured, "_folder", lambda: tmp_path)
+    monkeypatch.setattr(_measured, "_folder", lambda unseen=False: tmp_path)
     with pytest.raises(InputError, match="bad.csv: columns must be exactly"):
         load_measurements()
     with pytest.raises(InputError, match="bad.csv"):
@@ -297,7 +297,7 @@ def test_bad_columns(tmp_path, monkeypatch):
 
 def test_good_file_reads(tmp_path, monkeypatch):
     _write(tmp_path, "bad", [GOOD])
-    monkeypatch.setattr(_measured, "_folder", lambda: tmp_path)
+    monkeypatch.setattr(_measured, "_folder", lambda unseen=False: tmp_path)
     one = load_measurements()
     assert one.value.tolist() == [0.5] and one.tensor_parallel.tolist() == [1]
     assert list_measurement_sources() == {"bad": 1}

@@ -19,6 +19,9 @@ PUBLISHED_PARAMETERS = {
     "Llama-2-13B": 13.0e9,
     "Llama-2-70B": 69.0e9,
     "BLOOM-176B": 176.2e9,
+    "Qwen3-14B": 14.8e9,
+    "gpt-oss-20b": 20.91e9,
+    "Llama-4-Maverick-17B-128E": 400e9,  # (the text model; the vision tower is not in the file)
 }
 
 
@@ -30,6 +33,8 @@ def test_parameter_count_within_two_percent_of_published(model, published):
 def test_active_parameters_of_moe_models_match_published():
     assert load_model("Mixtral-8x7B").active_parameters == pytest.approx(12.9e9, rel=0.02)
     assert load_model("DeepSeek-V3").active_parameters == pytest.approx(37e9, rel=0.02)
+    for llama4 in ("Llama-4-Scout-17B-16E", "Llama-4-Maverick-17B-128E"):
+        assert load_model(llama4).active_parameters == pytest.approx(17e9, rel=0.02)
     assert load_model("Llama-3.1-8B").active_parameters == load_model("Llama-3.1-8B").parameters
 
 

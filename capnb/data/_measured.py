@@ -70,12 +70,18 @@ LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
 THROUGHPUT_STATS = ("value",)
 
 
-def _folder() -> Path:
-    return dataset_path("benchmarks", "measured")
+#: The folder of the sources the calibration is fitted on, and of those kept from every fit.
+_FOLDERS = {False: "measured", True: "unseen"}
+#: How each collection's runs were made (:func:`load_measurement_runs`).
+_RUN_FILES = {False: "measured_runs.csv", True: "unseen_runs.csv"}
 
 
-def _files() -> dict[str, Path]:
-    return {path.stem: path for path in sorted(_folder().glob("*.csv"))}
+def _folder(unseen: bool = False) -> Path:
+    return dataset_path("benchmarks", _FOLDERS[bool(unseen)])
+
+
+def _files(unseen: bool = False) -> dict[str, Path]:
+    return {path.stem: path for path in sorted(_folder(unseen).glob("*.csv"))}
 
 
 def list_measurement_sources() -> dict[str, int]:
@@ -90,13 +96,17 @@ def list_measurement_sources() -> dict[str, int]:
     return {name: len(_read(path)) for name, path in _files().items()}
 
 
-def load_measurements(source: str | None = None) -> pd.DataFrame:
+def load_measurements(source: str | None = None, *, unseen: bool = False) -> pd.DataFrame:
     """Published latency and throughput measurements, one figure per row.
 
     Parameters
     ----------
     source
         One source's name (see :func:`list_measurement_sources`); ``None`` reads them all.
+    unseen
+        Read the sources kept out of every calibration (``datasets/benchmarks/unseen/``: bundled
+        after the stored fit, scored by :mod:`capnb.latency.unseen`, never fitted) instead of
+        those the calibration is fitted on (``measured/``).
 
     Returns
     -------
@@ -126,7 +136,7 @@ def load_measurements(source: str | None = None) -> pd.DataFrame:
     """
     import pandas as pd
 
-    files = _files()
+    files = _files(unseen)
     if source is None:
         frames = [_read(path) for path in files.values()]
     elif source in files:
@@ -219,8 +229,11 @@ REQUEST_COLUMNS = ("gpu", "tensor_parallel", "mode", "load", "request", "input_t
                    "output_tokens", "ttft_s", "e2e_s")  # fmt: skip
 
 
-def load_measurement_runs() -> pd.DataFrame:
+def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
     """How the measured runs were made: run length, request lengths, the engine's flags.
+
+    ``unseen``: the runs of the sources kept out of every calibration (``unseen_runs.csv``, for
+    ``load_measurements(unseen=True)``) instead of ``measured_runs.csv``.
 
     One row per (source, engine, gpu, tensor_parallel, model, mode, load, input_tokens,
     output_tokens) pattern; a blank key matches any value, a mean token count any run within
@@ -245,18 +258,23 @@ def load_measurement_runs() -> pd.DataFrame:
     """
     import pandas as pd
 
-    path = dataset_path("benchmarks", "measured_runs.csv")
+    path = dataset_path("benchmarks", _RUN_FILES[bool(unseen)])
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if tuple(frame.columns) != RUN_COLUMNS:
         raise InputError(f"{path.name}: columns must be exactly {', '.join(RUN_COLUMNS)}")
-    sources = set(_files())
+    sources = set(_files(unseen))
     out = frame.copy()
     for i, row in enumerate(frame.itertuples(index=False), start=2):
         where = f"{path.name} row {i}"
         if row.source not in sources:
-            raise InputError(f"{where}: source {row.source!r} has no file in measured/")
+            raise InputError(
+                f"{where}: source {row.source!r} has no file in {_FOLDERS[bool(unseen)]}/"
+            )
         if row.lengths not in LENGTHS:
             raise InputError(f"{where}: lengths {row.lengths!r} is not one of {', '.join(LENGTHS)}")
+        if unseen and row.lengths == "requests":
+            raise InputError(f"{where}: lengths 'requests' reads measured requests/ files, which "
+                             "hold fitted sources only; give mean or uniform lengths")  # fmt: skip
         if row.policy and row.policy not in ("mixed", "prefill_first"):
             raise InputError(f"{where}: policy {row.policy!r} is not mixed or prefill_first")
         if row.client not in ("", "online", "offline"):
