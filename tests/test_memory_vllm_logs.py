@@ -167,3 +167,56 @@ def test_the_0_19_activation_peaks_match_the_logged_ones(checks):
         assert c.predicted_activation_gib == pytest.approx(c.logged_activation_gib, abs=0.1), (
             c.log_id
         )
+
+
+#: Llama-4-Scout-17B-16E-Instruct's text model (its Hugging Face config.json's text_config).
+SCOUT = {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120,
+         "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+         "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_local_experts": 16,
+         "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "attention_chunk_size": 8192,
+         "max_position_embeddings": 10_485_760, "vocab_size": 202048,
+         "rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 1.0, "original_max_position_embeddings": 8192},
+         "torch_dtype": "bfloat16"}  # fmt: skip
+#: gemma-3-12b-it's text model: a local rope (base 10,000) and a global one (linear, factor 8).
+GEMMA3_12B = {"model_type": "gemma3_text", "num_hidden_layers": 48, "hidden_size": 3840,
+              "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+              "intermediate_size": 15360, "vocab_size": 262208, "sliding_window": 1024,
+              "sliding_window_pattern": 6, "max_position_embeddings": 131072,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+              "torch_dtype": "bfloat16"}  # fmt: skip
+
+
+def test_vllms_rotary_cache_is_counted_where_it_is_large():
+    """vLLM builds each rotary embedding's cos/sin cache (``get_rope``, rotary_embedding/base.py:
+    max_position x rotary_dim in the model dtype; linear scaling: x factor) on every GPU while it
+    loads the model. vLLM 0.19.0 on 4 x H100 (llm-d-planner @3c876c8a, accuracy run
+    meta-llama-llama-4-scout--h100-80gb--tp4pp1dp1--8192): "Model loading took 53.12 GiB",
+    "Available KV cache memory: 16.75 GiB", 365,968 tokens; capnb counted 50.18 GiB of weights and
+    predicted 433,248 tokens (+18.4 %): the 10,485,760-position cache is 2.50 GiB a GPU."""
+    from capnb.data.modelspec import parse
+
+    scout, gemma = parse(SCOUT, name="scout"), parse(GEMMA3_12B, name="gemma-3-12b")
+    assert scout.rope_cache_bytes() == 10_485_760 * 128 * 2  # 2.50 GiB
+    assert gemma.rope_cache_bytes() == 131_072 * 256 * 2 * (1 + 8)  # local + global x 8
+    assert load_model("Llama-3.1-8B").rope_cache_bytes() == 131_072 * 128 * 2  # 32 MiB
+    assert load_model("DeepSeek-V3").rope_cache_bytes() == 4096 * 40 * 64 * 2  # YaRN, MLA
+    acct = memory.accounting("vllm", vllm_version="0.19", gpu_memory_utilization=0.95)
+    assert acct.rope_cache_bytes(scout) == 2.5 * GIB
+    assert memory.accounting("vllm").rope_cache_bytes(scout) == 0.0  # unversioned: as it was
+    ds = memory.max_concurrency(model=scout, gpu="H100-SXM", tensor_parallel=4, seq_len=8192,
+                                accounting=acct)  # fmt: skip
+    tokens = int(ds.kv_cache_tokens.item())
+    # the vision tower (not counted for Llama 4, its notes say) is the rest: about 0.41 GiB a GPU
+    assert tokens / 365_968 - 1 == pytest.approx(0.035, abs=0.005)
+    # the catalog's caches (Llama 3.1's 32 MiB at most) stay under the floor: results unchanged
+    assert acct.rope_cache_bytes(load_model("Llama-3.1-8B")) == 0.0
+    # gemma-3-12b-it on one H100 (the same runs): "Model loading took 23.31 GiB", 130,304 tokens;
+    # its 0.56 GiB of caches took capnb's prediction from +1.44 % (132,176) to +0.26 %
+    vision = {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+              "model_type": "siglip_vision_model", "num_attention_heads": 16,
+              "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False}  # fmt: skip
+    full = {"model_type": "gemma3", "text_config": GEMMA3_12B, "vision_config": vision}
+    ds = memory.max_concurrency(model=parse(full, name="gemma-3-12b-it"), gpu="H100-SXM",
+                                tensor_parallel=1, seq_len=8192, accounting=acct)  # fmt: skip
+    assert int(ds.kv_cache_tokens.item()) == 130_640

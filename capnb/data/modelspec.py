@@ -48,6 +48,7 @@ __all__ = [
     "hybrid_kv_gain",
     "kv_groups",
     "parse",
+    "rope_cache_positions",
 ]
 
 #: Bytes per element of the dtypes capnb knows (weights or KV cache).
@@ -256,6 +257,32 @@ class ModelSpec:
         """KV heads each tensor-parallel rank holds: split, or replicated when TP exceeds KV heads."""
         self.check_tensor_parallel(tensor_parallel)
         return max(1, self.kv_heads // tensor_parallel)
+
+    def rope_cache_bytes(self) -> float:
+        """Bytes of the rotary cos/sin caches vLLM builds on every GPU as it loads the model.
+
+        vLLM's ``get_rope`` (``rotary_embedding/__init__.py``) makes one cache per distinct
+        rotary embedding, ``positions x rotary_dim`` in the model's dtype (``base.py``), whole on
+        every rank: ``positions`` as :func:`rope_cache_positions` reads them, ``rotary_dim`` the
+        head (``qk_rope_head_dim`` for MLA) times ``partial_rotary_factor``. 0 where the config
+        states no ``max_position_embeddings``. Llama-4-Scout's 10,485,760 positions: 2.50 GiB.
+        """
+        if self.attention == "MLA":
+            rotary = self.qk_rope_head_dim
+        else:
+            factor = (self.config or {}).get("partial_rotary_factor", 1.0)
+            if (
+                isinstance(factor, bool)
+                or not isinstance(factor, numbers.Real)
+                or not 0 < factor <= 1
+            ):
+                raise ConfigError(
+                    f"{self.source}: field 'partial_rotary_factor' must be a number in (0, 1], "
+                    f"got {factor!r}"
+                )
+            rotary = int(self.head_dim * factor)
+        element = DTYPE_BYTES["fp32"] if self.weight_dtype == "fp32" else DTYPE_BYTES["bf16"]
+        return float(rope_cache_positions(self.config or {}) * rotary * element)
 
     def kv_bytes_per_token(self, kv_dtype: str = "auto", tensor_parallel: int = 1) -> float:
         """KV-cache bytes per token on one tensor-parallel rank.
@@ -482,6 +509,45 @@ def context_tokens(config: Mapping) -> int | None:
             else:
                 extended = length * factor
     return int(extended)
+
+
+def rope_cache_positions(config: Mapping) -> int:
+    """Rows of vLLM's rotary cos/sin caches for a config in tokens, summed over its embeddings.
+
+    ``max_position_embeddings`` (the class default where the config omits it), times the factor
+    for linear and dynamic scaling (``linear_scaling_rope.py``, ``dynamic_ntk_scaling_rope.py``),
+    ``original_max_position_embeddings`` times the factor for YaRN (``yarn_scaling_rope.py``,
+    ``deepseek_scaling_rope.py``). Gemma 3's layers carry two embeddings (vLLM's ``gemma3.py``:
+    the local layers' default one beside the config's global one); a transformers 5
+    ``rope_parameters`` per layer type gives one each. 0 where no length is stated.
+    """
+    text = config.get("text_config")
+    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
+        config = text  # a multimodal config's language model
+    model_type = str(config.get("model_type", "")).lower()
+    length = config.get("max_position_embeddings", _CONTEXT_DEFAULTS.get(model_type))
+    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
+        return 0
+    scalings = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if not isinstance(scalings, Mapping):
+        scalings = {}
+    if scalings and not {"rope_type", "type"} & scalings.keys():  # one per layer type
+        embeddings = [v for v in scalings.values() if isinstance(v, Mapping)]
+    else:
+        embeddings = [scalings] + ([{}] if "gemma3" in model_type else [])
+    rows = 0
+    for scaling in embeddings:
+        kind, factor = scaling.get("rope_type", scaling.get("type")), scaling.get("factor")
+        original = scaling.get("original_max_position_embeddings")
+        if not isinstance(factor, int | float) or isinstance(factor, bool) or factor <= 1:
+            rows += int(length)
+        elif kind in ("linear", "dynamic"):
+            rows += int(length * factor)
+        elif kind in ("yarn", "deepseek_yarn") and isinstance(original, int | float):
+            rows += int(original * factor)
+        else:
+            rows += int(length)
+    return rows
 
 
 def _extra_norms(model_type: str, hidden: int, head_dim: int) -> int:

@@ -53,6 +53,11 @@ GIB = 2**30
 #: models yet.
 VLLM_VERSIONS = ("0.6", "0.10", "0.19")
 
+#: The smallest rotary cache the versioned vllm accountings count (:meth:`Accounting.rope_cache_bytes`):
+#: 0.1 GiB. The catalog's models hold at most 32 MiB (Llama 3.1: 131,072 x 128 x 2 bytes), left out
+#: as VALIDATION.md's rows were computed without it; Gemma 3 holds 0.56 GiB, Llama 4 Scout 2.50 GiB.
+ROPE_CACHE_FLOOR_BYTES = 0.1 * 2**30
+
 #: vLLM 0.11's ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: the tokens one fused-MoE call processes at once.
 FUSED_MOE_CHUNK_TOKENS = 32_768
 
@@ -210,13 +215,31 @@ class Accounting:
         return float(share * blocks * self.block_tokens * kv_bytes_per_token)
 
     def reserve_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
-        """Fixed per-GPU reserve: non-torch memory plus the activation peak (0 for the article)."""
+        """Fixed per-GPU reserve: non-torch memory, the activation peak and vLLM's rotary cache.
+
+        0 for the article accounting.
+        """
         if self.name == "article":
             return 0.0
         non_torch = (
             self.non_torch_bytes_single if tensor_parallel == 1 else self.non_torch_bytes_multi
         )
-        return non_torch + self.activation_bytes(spec, tensor_parallel)
+        return (
+            non_torch + self.activation_bytes(spec, tensor_parallel) + self.rope_cache_bytes(spec)
+        )
+
+    def rope_cache_bytes(self, spec: ModelSpec) -> float:
+        """The rotary cos/sin caches vLLM holds per GPU (:meth:`ModelSpec.rope_cache_bytes`), or 0.
+
+        vLLM builds them with the model, so its "Model loading took" includes them: Llama-4-Scout
+        logs 53.12 GiB a GPU at TP 4 where its checkpoint holds 50.6 (llm-d-planner's vLLM 0.19.0
+        run), 2.50 GiB of it the cache of 10,485,760 positions; they are not sharded by TP. Counted
+        with ``vllm_version`` from :data:`ROPE_CACHE_FLOOR_BYTES` on; 0 without it.
+        """
+        if self.vllm_version is None:
+            return 0.0
+        cache = spec.rope_cache_bytes()
+        return cache if cache >= ROPE_CACHE_FLOOR_BYTES else 0.0
 
     def forward_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Peak activations of the profiling forward pass, per GPU.
@@ -712,7 +735,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             return (
                 f"Infeasible: {where} does not fit: its weights take {_gib(weights)} per GPU, and "
                 f"the reserve {result.attrs['accounting']} accounting holds beside them (the "
-                "profile run's activation and sampler peak, and memory outside torch) leaves none "
+                "profile run's activation and sampler peak, memory outside torch and vLLM's rotary cache) "
+                "leaves none "
                 f"of the {_gib(usable)} usable for the KV cache; {remedy}."
             )
         if weights <= usable:  # the headroom on the weights tips it over
