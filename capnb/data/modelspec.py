@@ -1314,7 +1314,8 @@ def _chunked_attention(
 # Each counts the vision encoder and the projector into the text model, by the modules of
 # transformers 4.57.1 (``modeling_<type>.py``), defaults from the vision config classes. Checked
 # against the published totals of Qwen2-VL-7B-Instruct (8,291,375,616 with the text q/k/v biases),
-# gemma-3-12b-it (12,187,325,040 with its extra norms) and Mistral-Small-3.1-24B (24,011,361,280).
+# gemma-3-12b-it (12,187,325,040 with its extra norms) and Mistral-Small-3.1-24B (24,011,361,280),
+# and Llama-4-Scout's module by module (871,932,416 in its vision tower and projector).
 def _vision_qwen2_vl(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
     # Qwen2VisionTransformerPretrainedModel: Conv3d patch embedding (no bias); blocks of 2
     # LayerNorms, qkv and proj Linear (biased), fc1/fc2 MLP (biased); PatchMerger: LayerNorm and
@@ -1372,11 +1373,34 @@ def _vision_mistral3(outer: Mapping, vision: Mapping, text_hidden: int, read, so
     return tower + projector
 
 
+def _vision_llama4(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
+    # Llama4VisionModel: the unfold patch embedding's Linear (no bias), a class embedding and
+    # learned position embeddings (patches + 1), LayerNorms before and after, layers of 2
+    # LayerNorms, biased q/k/v/o and a biased fc1/fc2 MLP; the pixel-shuffle MLP (fc1 from the
+    # intermediate width to projector_input_dim, fc2 projector_output_dim square, no bias);
+    # Llama4MultiModalProjector: vision_output_dim x text width (biased with
+    # multi_modal_projector_bias). Scout's published config: 871,932,416
+    h, inner, layers = (
+        read("hidden_size", 768),
+        read("intermediate_size", 5632),
+        read("num_hidden_layers", 34),
+    )
+    patch = read("patch_size", 14)
+    patches = (read("image_size", 448) // patch) ** 2 + 1
+    embeddings = read("num_channels", 3) * patch * patch * h + h + patches * h + 4 * h
+    layer = 4 * h + 4 * (h * h + h) + (h * inner + inner) + (inner * h + h)
+    adapter = inner * read("projector_input_dim", 4096) + read("projector_output_dim", 4096) ** 2
+    bias = text_hidden if vision.get("multi_modal_projector_bias", False) is True else 0
+    projector = read("vision_output_dim", 7680) * text_hidden + bias
+    return embeddings + layers * layer + adapter + projector
+
+
 #: Vision counters by the outer config's model_type.
 _VISION_COUNTERS = {
     "qwen2_vl": _vision_qwen2_vl,
     "gemma3": _vision_gemma3,
     "mistral3": _vision_mistral3,
+    "llama4": _vision_llama4,
 }
 
 
