@@ -311,6 +311,25 @@ def test_calibrate_refuses_runs_it_cannot_reproduce(tmp_path):
         latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
 
 
+def test_calibrate_refuses_runs_slower_than_it_can_reproduce(tmp_path):
+    """Microseconds in the *_ms fields (every latency 1000x long): refused, as 1000x short is.
+
+    The misfit was the median of |simulated / measured - 1|, which never exceeds 100 % when the
+    runs are slower than the model: these runs (TPOT 11-14 s a token, E2E 1,487-1,777 s) were
+    accepted with a fit error of 99.9 % and a calibration that predicts milliseconds.
+    """
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    _write_runs(tmp_path, truth, [2.0, 12.0])
+    for path in tmp_path.glob("*.json"):
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v * 1000 if k.endswith("_ms") else v
+                                    for k, v in record.items()}))  # fmt: skip
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    with pytest.raises(InputError, match=r"runs: the calibrated engine model misses .* units"):
+        latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
+
+
 def test_read_bench_runs_refuses_two_runs_at_one_load(tmp_path):
     """Two result files at one concurrency: an error, not one run mixing both runs' figures."""
     run = {"request_rate": "inf", "max_concurrency": 8, "completed": 10,

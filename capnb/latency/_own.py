@@ -41,9 +41,10 @@ PRIOR_PULL = 0.3
 #: other sources (P50 and P99 rows), 0.3 and 200 ms for every source.
 REQUEST_OVERHEAD_SCALE = 0.2
 #: A calibration whose simulation of the runs it was fitted on misses them by more than this
-#: (median relative error) reproduces nothing of them: :func:`calibrate` refuses it. Latencies in
-#: the wrong unit (seconds in ``*_ms`` fields, 1000x) or runs of another model, GPU, degree or
-#: dtype than named land there.
+#: (the median factor between simulated and measured figures, less 1, either way: 3.0 is 4x too
+#: long or too short) reproduces nothing of them: :func:`calibrate` refuses it. Latencies in the
+#: wrong unit (seconds or microseconds in ``*_ms`` fields, 1000x) or runs of another model, GPU,
+#: degree or dtype than named land there.
 MISFIT = 3.0
 
 
@@ -113,8 +114,8 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
     ------
     InputError
         No run, runs of several GPUs, models or degrees, a run the model cannot simulate, or
-        runs the fitted model misses by a median over :data:`MISFIT` (300 %: latencies in the
-        wrong unit, or another deployment than named).
+        runs the fitted model misses by a median factor over 1 + :data:`MISFIT` (4x either way:
+        latencies in the wrong unit, or another deployment than named).
     """
     read_as = _engine_read_as(runs)
     if settings is None:  # the engine the runs were read as, else vLLM V1
@@ -163,15 +164,38 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
     loads = ", ".join(f"{pt.load:g}" for pt in pts)
     own = fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
                   f"{first.engine_id} ({first.mode} {loads}); prior: {prior.fitted_on}")  # fmt: skip
-    if own.fit_error > MISFIT:
+    misfit = _misfit(pts, own)
+    if misfit > MISFIT:
         raise InputError(
             f"runs: the calibrated engine model misses the runs it was fitted on by a median "
-            f"{own.fit_error:,.0%} ({first.mode} {loads}): check the latency units (seconds "
-            f"written into *_ms fields make every latency 1000x too short) and that the runs are "
-            f"of {first.model} on {first.tensor_parallel} x {first.gpu} "
+            f"{misfit:,.0%} ({first.mode} {loads}): check the latency units (seconds written "
+            f"into *_ms fields make every latency 1000x too short, microseconds 1000x too long) "
+            f"and that the runs are of {first.model} on {first.tensor_parallel} x {first.gpu} "
             f"({first.dtype}) as named"
         )
     return own
+
+
+def _misfit(pts: list[_fit.Point], cal: _calibration.Calibration) -> float:
+    """The median factor the calibrated simulation is off the measured figures by, less 1.
+
+    Symmetric (a figure simulated 1000x short and one simulated 1000x long both miss by
+    99,900 %), where ``Calibration.fit_error`` (|simulated / measured - 1|) never exceeds 100 %
+    for runs slower than the model.
+    """
+    logs = []
+    for pt in pts:
+        values, _ = _fit.simulate_point(pt, cal.engine_array())
+        for key, measured in pt.figures.items():
+            simulated = values[key] if values is not None else math.nan
+            if math.isfinite(simulated):
+                logs.append(abs(math.log(simulated / measured)) if simulated > 0 else math.inf)
+    if not logs:
+        return math.inf
+    logs.sort()
+    middle = len(logs) // 2
+    median = logs[middle] if len(logs) % 2 else (logs[middle - 1] + logs[middle]) / 2
+    return math.expm1(median) if math.isfinite(median) else math.inf
 
 
 def _engine_read_as(runs) -> tuple[str, str, str] | None:
