@@ -330,6 +330,27 @@ def test_calibrate_refuses_runs_slower_than_it_can_reproduce(tmp_path):
         latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
 
 
+def test_calibrate_names_a_run_it_cannot_reproduce_among_runs_it_can(tmp_path):
+    """One run of three whose TTFT is 20x the others' model (its prompts queued elsewhere).
+
+    The median over every figure of the three runs was 2 %, so the calibration was returned
+    while it simulated that run's TTFT 95 % short (on published runs of four L40S replicas
+    behind a router named as one L40S: the batch of 900's P50 TTFT 19.4 s simulated, 0.88 s
+    measured, and a median of 9 % over all figures).
+    """
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    _write_runs(tmp_path, truth, [2.0, 6.0, 12.0])
+    path = tmp_path / "rate12.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v * 20 if "ttft" in k else v for k, v in record.items()}))
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    with pytest.raises(
+        InputError, match=r"runs: the run at request_rate 12: its ttft .* \(20\.0x off\)"
+    ):
+        latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
+
+
 def test_read_bench_runs_refuses_two_runs_at_one_load(tmp_path):
     """Two result files at one concurrency: an error, not one run mixing both runs' figures."""
     run = {"request_rate": "inf", "max_concurrency": 8, "completed": 10,

@@ -115,7 +115,8 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
     InputError
         No run, runs of several GPUs, models or degrees, a run the model cannot simulate, or
         runs the fitted model misses by a median factor over 1 + :data:`MISFIT` (4x either way:
-        latencies in the wrong unit, or another deployment than named).
+        latencies in the wrong unit, or another deployment than named), or one run's metric it
+        misses so (the error names the run, the metric and both medians).
     """
     read_as = _engine_read_as(runs)
     if settings is None:  # the engine the runs were read as, else vLLM V1
@@ -164,7 +165,8 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
     loads = ", ".join(f"{pt.load:g}" for pt in pts)
     own = fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
                   f"{first.engine_id} ({first.mode} {loads}); prior: {prior.fitted_on}")  # fmt: skip
-    misfit = _misfit(pts, own)
+    misses = _misses(pts, own)
+    misfit = _factor([m for per_run in misses.values() for m in per_run[0]])
     if misfit > MISFIT:
         raise InputError(
             f"runs: the calibrated engine model misses the runs it was fitted on by a median "
@@ -173,29 +175,56 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
             f"and that the runs are of {first.model} on {first.tensor_parallel} x {first.gpu} "
             f"({first.dtype}) as named"
         )
+    for (mode, load, metric), (logs, measured, simulated) in misses.items():
+        if _factor(logs) > MISFIT:
+            raise InputError(
+                f"runs: the run at {mode} {load:g}: its {metric} is simulated at a median "
+                f"{simulated * 1000:,.1f} ms where it measured {measured * 1000:,.1f} ms "
+                f"({_factor(logs) + 1:,.1f}x off) by the engine model calibrated on all "
+                f"{len(pts)} runs ({first.mode} {loads}): check that this run is of "
+                f"{first.model} on {first.tensor_parallel} x {first.gpu} as named (replicas "
+                "behind a router serve several times one instance's load), or leave it out"
+            )
     return own
 
 
-def _misfit(pts: list[_fit.Point], cal: _calibration.Calibration) -> float:
-    """The median factor the calibrated simulation is off the measured figures by, less 1.
+def _misses(pts: list[_fit.Point], cal: _calibration.Calibration) -> dict:
+    """Per run and metric: |log(simulated / measured)| of each figure, and the medians (s).
 
-    Symmetric (a figure simulated 1000x short and one simulated 1000x long both miss by
-    99,900 %), where ``Calibration.fit_error`` (|simulated / measured - 1|) never exceeds 100 %
-    for runs slower than the model.
+    ``cal`` simulates each run as it was run.
     """
-    logs = []
+    out: dict[tuple, tuple[list, float, float]] = {}
     for pt in pts:
         values, _ = _fit.simulate_point(pt, cal.engine_array())
-        for key, measured in pt.figures.items():
-            simulated = values[key] if values is not None else math.nan
-            if math.isfinite(simulated):
-                logs.append(abs(math.log(simulated / measured)) if simulated > 0 else math.inf)
-    if not logs:
-        return math.inf
-    logs.sort()
-    middle = len(logs) // 2
-    median = logs[middle] if len(logs) % 2 else (logs[middle - 1] + logs[middle]) / 2
-    return math.expm1(median) if math.isfinite(median) else math.inf
+        for metric in dict.fromkeys(m for m, _ in pt.figures):
+            keys = [k for k in pt.figures if k[0] == metric]
+            simulated = [values[k] if values is not None else math.nan for k in keys]
+            logs = [abs(math.log(v / pt.figures[k])) if v > 0 else math.inf
+                    for k, v in zip(keys, simulated, strict=True) if not math.isnan(v)]  # fmt: skip
+            out[(pt.mode, pt.load, metric)] = (
+                logs,
+                _median([pt.figures[k] for k in keys]),
+                _median(simulated),
+            )
+    return out
+
+
+def _factor(logs: list[float]) -> float:
+    """The median factor off, less 1, of |log(simulated / measured)| errors (NaN: none).
+
+    Symmetric: a figure simulated 1000x short and one simulated 1000x long both miss by
+    99,900 %, where ``Calibration.fit_error`` (|simulated / measured - 1|) never exceeds 100 %
+    for runs slower than the model.
+    """
+    return math.expm1(_median(logs)) if logs else math.nan
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _engine_read_as(runs) -> tuple[str, str, str] | None:
