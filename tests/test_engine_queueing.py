@@ -351,6 +351,25 @@ def test_calibrate_names_a_run_it_cannot_reproduce_among_runs_it_can(tmp_path):
         latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
 
 
+def test_calibrate_names_each_runs_own_mode(tmp_path):
+    """A batch and a rate run: the calibration's record says which is which.
+
+    It named every load with the first run's mode: 'batch 300, 2' for a batch of 300 and a run
+    at 2 requests/s.
+    """
+    _write_runs(tmp_path, CAL, [2.0])
+    record = json.loads((tmp_path / "rate2.json").read_text())
+    (tmp_path / "batch.json").write_text(json.dumps({**record, "request_rate": "inf"}))
+    for path in tmp_path.glob("*.json"):  # (every latency 1000x: refused, the loads named)
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v * 1000 if k.endswith("_ms") else v
+                                    for k, v in record.items()}))  # fmt: skip
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    with pytest.raises(InputError, match=r"\(batch 300; request_rate 2\)"):
+        latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
+
+
 def test_read_bench_runs_refuses_two_runs_at_one_load(tmp_path):
     """Two result files at one concurrency: an error, not one run mixing both runs' figures."""
     run = {"request_rate": "inf", "max_concurrency": 8, "completed": 10,

@@ -162,15 +162,18 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
                 f"runs: the run at {pt.mode} {pt.load:g} cannot be simulated (one request does "
                 f"not fit {first.model}'s KV cache on {first.tensor_parallel} x {first.gpu})"
             )
-    loads = ", ".join(f"{pt.load:g}" for pt in pts)
+    by_mode: dict[str, list[str]] = {}
+    for pt in pts:  # each run under its own mode: "batch 900; request_rate 10, 30"
+        by_mode.setdefault(pt.mode, []).append(f"{pt.load:g}")
+    loads = "; ".join(f"{mode} {', '.join(each)}" for mode, each in by_mode.items())
     own = fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
-                  f"{first.engine_id} ({first.mode} {loads}); prior: {prior.fitted_on}")  # fmt: skip
+                  f"{first.engine_id} ({loads}); prior: {prior.fitted_on}")  # fmt: skip
     misses = _misses(pts, own)
     misfit = _factor([m for per_run in misses.values() for m in per_run[0]])
     if misfit > MISFIT:
         raise InputError(
             f"runs: the calibrated engine model misses the runs it was fitted on by a median "
-            f"{misfit:,.0%} ({first.mode} {loads}): check the latency units (seconds written "
+            f"{misfit:,.0%} ({loads}): check the latency units (seconds written "
             f"into *_ms fields make every latency 1000x too short, microseconds 1000x too long) "
             f"and that the runs are of {first.model} on {first.tensor_parallel} x {first.gpu} "
             f"({first.dtype}) as named"
@@ -181,7 +184,7 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
                 f"runs: the run at {mode} {load:g}: its {metric} is simulated at a median "
                 f"{simulated * 1000:,.1f} ms where it measured {measured * 1000:,.1f} ms "
                 f"({_factor(logs) + 1:,.1f}x off) by the engine model calibrated on all "
-                f"{len(pts)} runs ({first.mode} {loads}): check that this run is of "
+                f"{len(pts)} runs ({loads}): check that this run is of "
                 f"{first.model} on {first.tensor_parallel} x {first.gpu} as named (replicas "
                 "behind a router serve several times one instance's load), or leave it out"
             )
