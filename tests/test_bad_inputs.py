@@ -872,6 +872,20 @@ ROWS = [
         lambda w: data.read_benchmark(
             bench_folder(w, [vllm_run(c, gpu="L4") for c in (1, 4)]), gpu="H100-SXM"),
         Raises(ConfigError, r"run0\.json: the runs measured GPU 'L4', not gpu 'H100-SXM'")),
+    # found reading published runs made with --metadata gpu=4xNVIDIA_L40S: 'the runs measured
+    # GPU '4xNVIDIA_L40S', not gpu 'L40S' ... plan that GPU', of the GPU the plan named
+    Row("vllm: runs recording a count of the plan's GPU (gpu=4xNVIDIA_L40S)",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, gpu="4xNVIDIA_L40S") for c in (1, 4)]), gpu="L40S",
+            tensor_parallel=1),
+        Raises(ConfigError, r"run0\.json: the runs measured 4 GPUs \('4xNVIDIA_L40S': 4 x L40S\), "
+                            r"not tensor_parallel 1: .*tensor_parallel=4.*replicas")),
+    Row("vllm: runs recording as many of the plan's GPU as its tensor_parallel",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, gpu="4x L40S") for c in (1, 4)]), gpu="L40S",
+            tensor_parallel=4),
+        States(lambda curve: f"{curve.attrs['tensor_parallel']} x {curve.attrs['gpu']}",
+               r"^4 x L40S$")),
     Row("gpu: a copied catalog with a negative price",
         l4_figure("usd_per_gpu_hour", "-0.44"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): usd_per_gpu_hour = -0\.44; expected USD "

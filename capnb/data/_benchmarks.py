@@ -732,6 +732,26 @@ def _same_gpu(recorded: str, gpu: str) -> bool:
         return _squeezed(recorded) == _squeezed(gpu)
 
 
+def _counted_gpu(recorded: str) -> tuple[int, str] | None:
+    """(count, GPU) of a GPU field that counts its GPUs (``4xNVIDIA_L40S``, ``8 x H100``), or None."""
+    found = re.fullmatch(r"\s*(\d+)\s*[x\u00d7*]\s*(\S.*)", recorded, flags=re.IGNORECASE)
+    return (int(found.group(1)), found.group(2)) if found else None
+
+
+def _check_gpu_count(gpu: tuple[str, str], count: int, wanted: str, tensor_parallel) -> None:
+    """Runs recording ``count`` GPUs of the type named: one instance over them, as named, or not."""
+    if tensor_parallel is not None and int(tensor_parallel) == count:
+        return
+    degree = "no tensor_parallel" if tensor_parallel is None else (
+        f"not tensor_parallel {int(tensor_parallel)}")  # fmt: skip
+    raise ConfigError(
+        f"{gpu[1]}: the runs measured {count} GPUs ({gpu[0]!r}: {count} x {wanted}), {degree}: "
+        f"if the {count} GPUs served one instance, pass tensor_parallel={count} "
+        f"(--tensor-parallel {count}); if they were replicas behind a router, the latencies are "
+        "the fleet's, not one instance's: measure one instance"
+    )
+
+
 def _only_one(
     records, fields: tuple[str, ...], what: str, hint: str, label: str
 ) -> tuple[str, str] | None:
@@ -782,7 +802,10 @@ def _one_configuration(records, model_id, attrs: Mapping, notes: list[str], labe
             f"model =), or pass model_id={model[0]!r} if they are of {str(wanted)!r}{folder}"
         )
     wanted = attrs.get("gpu")
-    if gpu and wanted is not None and not _same_gpu(gpu[0], str(wanted)):
+    counted = _counted_gpu(gpu[0]) if gpu else None
+    if counted and wanted is not None and _same_gpu(counted[1], str(wanted)):
+        _check_gpu_count(gpu, counted[0], str(wanted), attrs.get("tensor_parallel"))
+    elif gpu and wanted is not None and not _same_gpu(gpu[0], str(wanted)):
         raise ConfigError(
             f"{gpu[1]}: the runs measured GPU {gpu[0]!r}, not gpu {str(wanted)!r}: measured "
             "latencies hold for the GPU they measured; plan that GPU (--gpus, gpus =)"
@@ -1981,7 +2004,8 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     # read_vllm_bench: a calibration on them would mix two models' latencies under one name
     reports = [m for w, r in records if _is_guidellm(r) for m in _guidellm_models(w, r)]
     kept = _one_configuration([(w, r) for w, r in records if not _is_guidellm(r)] + reports,
-                              model_id, {"model": model, "gpu": gpu_id}, [], label)  # fmt: skip
+                              model_id, {"model": model, "gpu": gpu_id,
+                                         "tensor_parallel": tensor_parallel}, [], label)  # fmt: skip
     kept_ids = {id(r) for _, r in kept}  # (model_id= leaves out the other models' runs)
     records = [(w, r) for w, r in records if _is_guidellm(r) or id(r) in kept_ids]
     seen: dict[tuple[str, float], str] = {}
