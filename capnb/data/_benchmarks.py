@@ -1719,7 +1719,8 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
             how = f"{_figure(run['qps'])} requests/s x {_figure(run['mean']['e2e'])} s mean e2e"
             _check_rate_cap(label, run["rate"], run["limit"], run["qps"] * run["mean"]["e2e"], how)
         head = {**base, "input_tokens": run["prompt_tokens"], "output_tokens": run["output_tokens"],
-                "mode": mode, "load": float(load), "requests": run["requests"]}  # fmt: skip
+                "mode": mode, "load": float(load), "requests": run["requests"],
+                "arrival_cv": 1.0 if mode == "request_rate" else math.nan}  # fmt: skip
         # in vllm bench runs' order (metric, then mean and percentiles), so that one set of runs
         # gives one table whichever tool wrote it
         for metric, _, _ in _GUIDELLM_METRICS:
@@ -1949,6 +1950,23 @@ def _one_run_per_load(seen: dict, mode: str, load: float, where: str) -> None:
     seen[mode, load] = where
 
 
+def _arrival_cv(record: Mapping, where: str) -> float:
+    """A rate run's arrival gaps' coefficient of variation: 1 / sqrt(vllm bench's ``burstiness``).
+
+    ``--burstiness`` b draws the gaps from a Gamma distribution of shape b: 1 is Poisson (CV 1),
+    0.25 bursts (CV 2); a result without the field ran at 1.
+    """
+    burstiness = _number(record, "burstiness", where, required=False)
+    if burstiness is None:
+        return 1.0
+    if not (math.isfinite(burstiness) and burstiness > 0):
+        raise ConfigError(
+            f"{where}: field 'burstiness' is {burstiness:g}: vllm bench serve's burstiness is a "
+            "number > 0 (1: Poisson arrivals; below 1 burstier, above 1 more even)"
+        )
+    return 1.0 / math.sqrt(burstiness)
+
+
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run",
                     model_id: str | None = None):  # fmt: skip
@@ -1977,7 +1995,9 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         :func:`load_measurements`' columns (``source``, ``gpu``, ``model``, ``engine``,
         ``engine_version``, ``tensor_parallel``, ``dtype``, ``input_tokens``, ``output_tokens``
         (the run's means), ``mode``, ``load``, ``metric``, ``stat``, ``value`` (s), ``unit``),
-        plus ``requests`` (the run's completed requests).
+        plus ``requests`` (the run's completed requests) and ``arrival_cv`` (a rate run's
+        arrival gaps' coefficient of variation, which calibration simulates: 1 / sqrt of vllm
+        bench's ``--burstiness``, 1 for Poisson; NaN for the other modes).
 
     Examples
     --------
@@ -2037,6 +2057,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             "dtype": dtype, "input_tokens": _number(record, "total_input_tokens", where) / completed,
             "output_tokens": _number(record, "total_output_tokens", where) / completed,
             "mode": mode, "load": float(load), "requests": int(completed),
+            "arrival_cv": _arrival_cv(record, where) if mode == "request_rate" else math.nan,
         }  # fmt: skip
         found = 0
         for metric, names in _RUN_METRICS.items():

@@ -375,7 +375,8 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
     if pt.mode == "batch":
         gaps, closed, load_value = np.zeros(n), 0.0, 1.0
     else:
-        gaps = _engine.arrival_gaps(rng, n, 1.0)
+        cv = _number(run, "arrival_cv")  # (a user's --burstiness; the sources' runs: Poisson)
+        gaps = _engine.arrival_gaps(rng, n, 1.0 if cv is None else float(cv))
         closed, load_value = float(pt.mode == "concurrency"), pt.load
     model_vec, kv_tokens = _kv_cache(pt, run)
     longest = int((prompt + output).max())

@@ -290,6 +290,9 @@ def own_points(runs, **given) -> list[_fit.Point]:
         requests = rows["requests"].iloc[0] if "requests" in rows else math.nan
         run = {**{k: v for k, v in flags.items() if v is not None},
                "requests": float(requests), "lengths": "mean"}  # fmt: skip
+        cv = float(rows["arrival_cv"].iloc[0]) if "arrival_cv" in rows else math.nan
+        if mode == "request_rate" and math.isfinite(cv):  # (--burstiness: Gamma arrivals)
+            run["arrival_cv"] = cv
         point = _fit.Point(config, float(load), figures, run=run)
         if config[0] in _bundled_sources():  # a bundled run: simulated as it was run
             point = _fit.Point(config, float(load), figures)
