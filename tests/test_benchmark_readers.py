@@ -13,6 +13,7 @@ import pytest
 
 from capnb import capacity, data, latency
 from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
+from capnb.latency import _own
 
 FIXTURES = Path(__file__).parent / "fixtures" / "capacity"
 DSTACK = Path(data.dataset_path("benchmarks", "dstack"))
@@ -777,6 +778,12 @@ def test_guidellm_report_calibrates_the_engine_as_the_same_runs_from_vllm_bench(
     _vllm_twins(json.loads(GUIDELLM.read_text()), tmp_path)
     from_vllm = data.read_bench_runs(tmp_path, **deployment)
     from_guidellm = data.read_bench_runs(GUIDELLM, **deployment)
+    # GuideLLM's constant rate sends at even intervals (arrival CV 0), vllm bench at a rate with
+    # burstiness 1 as a Poisson process (CV 1): the twin is the same run once its gaps are even
+    rate = from_vllm["mode"] == "request_rate"
+    assert set(from_vllm.loc[rate, "arrival_cv"]) == {1.0}
+    assert set(from_guidellm.loc[rate, "arrival_cv"]) == {0.0}
+    from_vllm.loc[rate, "arrival_cv"] = 0.0
     # one table, row for row and bit for bit (the fit below follows the last bit and the order)
     pd.testing.assert_frame_equal(from_vllm, from_guidellm, check_exact=True)
     assert sorted(set(zip(from_guidellm["mode"], from_guidellm["load"], strict=True))) == [
@@ -981,6 +988,24 @@ def test_a_rate_run_its_max_concurrency_held_back_is_refused_for_calibration(tmp
     (folder / "held.json").unlink()
     runs = data.read_bench_runs(folder, **given)
     assert set(zip(runs["mode"], runs["load"], strict=True)) == {("request_rate", 0.5)}
+
+
+def test_a_guidellm_constant_rate_is_simulated_at_even_gaps_and_poisson_at_random(tmp_path):
+    """GuideLLM's constant strategy sends at uniform intervals, its poisson one at random ones.
+
+    Both were read as request_rate runs that calibrate simulates as Poisson arrivals; the
+    constant one now has arrival CV 0 (what the engine model draws for evenly spaced gaps).
+    """
+    given = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm"}
+    report = json.loads(GUIDELLM.read_text())
+    path = tmp_path / "benchmarks.json"
+    for kind, cv in (("constant", 0.0), ("poisson", 1.0)):
+        report["benchmarks"][2]["config"]["strategy"]["type_"] = kind
+        path.write_text(json.dumps(report))
+        runs = data.read_bench_runs(path, **given)
+        assert set(runs.loc[runs["mode"] == "request_rate", "arrival_cv"]) == {cv}, kind
+        pts = _own.own_points(runs, engine="vllm-v1")
+        assert [pt.run["arrival_cv"] for pt in pts if pt.mode == "request_rate"] == [cv]
 
 
 def test_a_guidellm_rate_benchmark_its_max_concurrency_held_back_is_refused(tmp_path):

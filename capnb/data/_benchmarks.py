@@ -1463,6 +1463,9 @@ _GUIDELLM_METRICS = (
     ("e2e", "request_latency", "s"),
 )
 _GUIDELLM_RATES = ("constant", "poisson")
+#: Arrival gaps' coefficient of variation of GuideLLM's rate strategies: constant sends at uniform
+#: intervals (scheduler/strategies.py, AsyncConstantStrategy), poisson at exponential ones.
+_GUIDELLM_ARRIVAL_CV = {"constant": 0.0, "poisson": 1.0}
 _GUIDELLM_STRATEGIES = ("synchronous", "concurrent", "throughput", *_GUIDELLM_RATES)
 
 
@@ -1720,7 +1723,8 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
             _check_rate_cap(label, run["rate"], run["limit"], run["qps"] * run["mean"]["e2e"], how)
         head = {**base, "input_tokens": run["prompt_tokens"], "output_tokens": run["output_tokens"],
                 "mode": mode, "load": float(load), "requests": run["requests"],
-                "arrival_cv": 1.0 if mode == "request_rate" else math.nan}  # fmt: skip
+                "arrival_cv": _GUIDELLM_ARRIVAL_CV.get(run["kind"], math.nan)
+                if mode == "request_rate" else math.nan}  # fmt: skip
         # in vllm bench runs' order (metric, then mean and percentiles), so that one set of runs
         # gives one table whichever tool wrote it
         for metric, _, _ in _GUIDELLM_METRICS:
