@@ -4,8 +4,8 @@
   bundled defaults, or the config's inputs) and write one self-contained HTML report plus one per
   worksheet, code hidden unless ``--show-code``.
 - ``capnb plan [--config plan.toml] [--model ...] [--gpus ...] [--sla S] [--trace ...]
-  [--benchmark FILES] [--out DIR]``: build the plan, print the recommendation and the inputs it
-  used, write ``plan.nc`` and ``plan.json``.
+  [--benchmark FILES] [--calibrate RUNS] [--out DIR]``: build the plan, print the recommendation
+  and the inputs it used, write ``plan.nc`` and ``plan.json``.
 - ``capnb export [--plan reports/plan.nc|plan.json] [--out DIR] [--name NAME] [--namespace NS]``: the plan's
   chosen autoscaling policy as ``hpa.yaml`` (Kubernetes HPA v2), ``knative.yaml`` (Knative KPA) and
   ``keda.yaml`` (KEDA ScaledObject), beside the plan unless ``--out`` says otherwise.
@@ -86,6 +86,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "timezone": args.timezone,
         "interval": args.interval,
         "latency": args.benchmark,
+        "calibration_runs": args.calibrate,
+        "calibration_gpu": args.calibrate_gpu,
+        "calibration_tensor_parallel": args.calibrate_tensor_parallel,
     }
     return {k: v for k, v in given.items() if v is not None}
 
@@ -295,6 +298,20 @@ def _parser() -> argparse.ArgumentParser:
         "--benchmark",
         help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "
         "the plan uses them instead of the latency model",
+    )
+    plan.add_argument(
+        "--calibrate",
+        help="your own benchmark runs of one GPU at two or three rates or concurrencies (vllm "
+        "bench serve / bench_serving JSON, GuideLLM reports): they calibrate the serving-engine "
+        "model that prices that GPU at every degree",
+    )
+    plan.add_argument(
+        "--calibrate-gpu", help="the GPU the --calibrate runs measured (default: the only --gpus)"
+    )
+    plan.add_argument(
+        "--calibrate-tensor-parallel",
+        type=int,
+        help="the tensor-parallel degree of the --calibrate runs (default 1)",
     )
     plan.set_defaults(run=_plan)
 

@@ -12,7 +12,7 @@ from capnb import capacity, data, latency
 from capnb.errors import ConfigError, InputError
 from capnb.latency import _engines, _fit, _own
 from capnb.latency.calibration import Calibration
-from capnb.records import Deployment, EngineSettings
+from capnb.records import SLA, Deployment, EngineSettings
 
 W = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
 CAL = Calibration(0.6, 0.85, 0.6, 2e-3, 1e-5, 2e-5, 0.0, fitted_on="test")
@@ -548,3 +548,34 @@ def test_tgi_curves_say_its_router_refuses_requests_past_128_by_default():
     assert "max-concurrent-requests" not in low.attrs["notes"]
     v1 = latency.engine(d, w, concurrency=[256], requests=300)
     assert "max-concurrent-requests" not in v1.attrs["notes"]
+
+
+def test_a_sweep_prices_a_gpu_on_the_engine_calibrated_on_its_own_runs(tmp_path):
+    """Runs of a slower H100 than the bundled fit's (made by ``truth``) at 2 and 12 requests/s:
+    the sweep calibrated on them comes within 10 % of the truth's requests/s an instance at the
+    runs' degree, where the bundled calibration is more than twice it; its band is the own-run
+    error's, and the source says so."""
+    truth = Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="truth")
+    _write_runs(tmp_path, truth, [2.0, 12.0])
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    own = latency.calibrate(runs)
+    sla = SLA(ttft_s=1.0, tpot_s=0.05)
+
+    def qps(calibration):
+        out = capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0,
+                                    calibration=calibration, requests=300)  # fmt: skip
+        return float(out.per_instance_qps.item()), out
+
+    want, _ = qps({"H100-SXM": truth})
+    got, result = qps({"H100-SXM": own})
+    bundled, plain = qps(None)
+    assert abs(got / want - 1) <= 0.10 and bundled > 2 * want
+    assert "H100-SXM calibrated on your own runs" in result.attrs["latency_source"]
+    assert result.attrs["band"] != plain.attrs["band"]  # (the own-run ratios, not the sources')
+    with pytest.raises(InputError, match="calibration: GPU 'H200' is not among the candidate"):
+        capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0,
+                              calibration={"H200": own})  # fmt: skip
+    with pytest.raises(InputError, match=r"calibration\['H100-SXM'\]: expected a capnb"):
+        capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0,
+                              calibration={"H100-SXM": 0.5})  # fmt: skip

@@ -1201,3 +1201,31 @@ def test_an_engine_curve_the_sla_never_bounds_is_not_called_measured(small):
     assert "measured curve" not in text and "memory holds 1,204" in text
     measured = plan_text.serve_words(dataclasses.replace(a, latency_model="measured"))
     assert "the measured curve ends before any bound binds" in measured
+
+
+def test_a_plan_prices_its_gpu_on_the_users_own_runs(tmp_path):
+    # vllm bench serve results of a slower H100 (made by a known calibration) at 2 and 12
+    # requests/s calibrate the engine model the plan prices that GPU with, at every degree
+    from test_engine_queueing import _write_runs
+
+    from capnb.latency.calibration import Calibration
+
+    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
+                [2.0, 12.0])  # fmt: skip
+    cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H100-SXM",), tensor_parallel=(1, 2),
+                 sla={"ttft_s": 1.0, "tpot_s": 0.05}, latency="engine")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own = planning.build(planning.read_config(dict(cheap, calibration_runs=str(tmp_path))))
+        bundled = planning.build(planning.read_config(cheap))
+    assert "H100-SXM calibrated on your own runs" in planning.inputs_used(own)
+    assert planning.answer(own).per_instance_qps < 0.6 * planning.answer(bundled).per_instance_qps
+    assert "own-run held-out figures of H100-SXM" in planning.describe(own)
+    # the runs calibrate the serving-engine model, of one GPU among the candidates
+    with pytest.raises(ConfigError, match="calibration_runs = .*set latency = 'engine'"):
+        planning.read_config(dict(cheap, latency="model", calibration_runs=str(tmp_path)))
+    two = dict(cheap, gpus=("H100-SXM", "H200"), calibration_runs=str(tmp_path))
+    with pytest.raises(planning.PlanError, match="set calibration_gpu to one of"):
+        planning.build(planning.read_config(two))
+    with pytest.raises(planning.PlanError, match="calibration_gpu = 'L4' is not among"):
+        planning.build(planning.read_config(dict(two, calibration_gpu="L4")))

@@ -34,7 +34,8 @@ def band_ratios(sla, *, model: str = "engine", metric: str | None = None) -> dic
     sla
         A :class:`capnb.records.SLA` (each bound gets its metric's ratio) or seconds of ``metric``.
     model
-        ``"engine"`` or ``"analytic"``: whose held-out error (:func:`capnb.latency.validate.error_band`).
+        ``"engine"`` or ``"analytic"``: whose held-out error (:func:`capnb.latency.validate.error_band`);
+        ``"own-run"``: the engine calibrated on a source's own runs, its other rates and lengths.
 
     Returns
     -------

@@ -11,6 +11,7 @@ the engine, which skips that share of each prompt's prefill.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -27,7 +28,7 @@ MOST_SEQUENCES = 512
 
 
 def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, requests, seed,
-                 settings=None):  # fmt: skip
+                 settings=None, calibration=None):  # fmt: skip
     """The engine's latency curve for one deployment, as every engine-curve search in capnb runs it.
 
     ``fits`` sequences fit in the running share of the KV budget (``running_tokens``); the curve
@@ -35,7 +36,9 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
     :data:`MOST_SEQUENCES`), and the engine may run all of them at once (``max_num_seqs``), so
     memory, not a scheduler limit, bounds the search. ``hit_rate``: the prefix cache's share of
     prompt tokens not computed. ``settings``: the :class:`~capnb.records.EngineSettings` (None:
-    vLLM V1's defaults); its ``max_num_seqs`` is replaced by the grid's top.
+    vLLM V1's defaults); its ``max_num_seqs`` is replaced by the grid's top. ``calibration``:
+    the engine's (None: the bundled one of the GPU and engine; :func:`capnb.latency.calibrate`
+    makes one from the user's own runs).
     """
     from .. import latency
 
@@ -45,7 +48,7 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
     return latency.engine(
         deployment, workload, concurrency=grid.tolist(), requests=requests,
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
-        settings=settings,
+        settings=settings, calibration=calibration,
     )  # fmt: skip
 
 
@@ -168,6 +171,7 @@ def sweep_engine(
     settings: EngineSettings | None = None,
     latency_band="held-out",
     analytic_metrics: tuple[str, ...] = (),
+    calibration: Mapping | None = None,
 ) -> xr.Dataset:
     """:func:`plan` on an engine curve for every (gpu, tensor_parallel), stacked over both.
 
@@ -204,6 +208,11 @@ def sweep_engine(
         engine's, with the analytic model's held-out band: what a plan with ``latency = "auto"``
         asks for the bounds the held-out record prefers the analytic model on
         (:func:`capnb.latency.validate.preferred_model`).
+    calibration
+        ``{gpu: Calibration}``: the engine calibrated on the user's own runs on that GPU
+        (:func:`capnb.latency.calibrate`), which prices it at every degree; its answers' band is
+        the own-run held-out error (``"own-run"`` of :func:`capnb.latency.validate.error_band`).
+        Other GPUs: the bundled calibration. None: the bundled one everywhere.
 
     Returns
     -------
@@ -231,6 +240,8 @@ def sweep_engine(
     seq_len = math.ceil(float(lengths.mean()))
     longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
     ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
+    own = _own_calibrations(calibration, gpus)
+    own_ratio = _band_ratio(latency_band, sla, metric, analytic_metrics, model="own-run")
     rows, too_long, unpriced = {}, [], []
     for gpu in gpus:
         for tp in tensor_parallel:
@@ -259,10 +270,11 @@ def sweep_engine(
                 continue
             curve = engine_curve(option, workload, fits=fits,
                                  running_tokens=running, hit_rate=hit, requests=requests,
-                                 seed=seed, settings=settings)  # fmt: skip
+                                 seed=seed, settings=settings, calibration=own.get(gpu))  # fmt: skip
             curve = _analytic_metrics(curve, analytic_metrics, model, gpu, tp, workload)
+            banded = (own_ratio if gpu in own else ratio) or None
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
-                          quantile=quantile, memory_limit=int(fits), latency_band=ratio or None)  # fmt: skip
+                          quantile=quantile, memory_limit=int(fits), latency_band=banded)  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
             rows[(gpu, tp)] = ("ok", result)
@@ -277,8 +289,15 @@ def sweep_engine(
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
+    source = "the serving-engine model (capnb.latency.engine, calibrated)"
+    if own:
+        source += "; on " + ", ".join(
+            f"{gpu} calibrated on your own runs ({cal.fitted_on.split('; prior:')[0]}; band: "
+            "the own-run held-out error)"
+            for gpu, cal in own.items()
+        )
     out.attrs.update(
-        latency_source="the serving-engine model (capnb.latency.engine, calibrated)",
+        latency_source=source,
         prefix_cache_share=share,
         # whose KV budget the engine ran on: the memory step of a plan on it counts the same
         memory_accounting="vllm",
@@ -343,11 +362,39 @@ def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Data
     return out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
 
 
-def _band_ratio(latency_band, sla, metric: str | None, analytic_metrics=()):
+def _own_calibrations(calibration, gpus) -> dict:
+    """``{gpu: Calibration}`` checked: each a calibration, each GPU one of the candidates."""
+    from ..latency.calibration import Calibration
+
+    if calibration is None:
+        return {}
+    if not isinstance(calibration, Mapping):
+        raise InputError(
+            "calibration: expected {gpu: Calibration} (capnb.latency.calibrate on your runs of "
+            f"that GPU), got {type(calibration).__name__}"
+        )
+    out = {}
+    for gpu, cal in calibration.items():
+        if gpu not in list(gpus):
+            raise InputError(
+                f"calibration: GPU {gpu!r} is not among the candidate gpus {list(gpus)}: a "
+                "calibration prices the GPU its runs measured"
+            )
+        if not isinstance(cal, Calibration):
+            raise InputError(
+                f"calibration[{gpu!r}]: expected a capnb.latency.calibration.Calibration "
+                f"(capnb.latency.calibrate), got {type(cal).__name__}"
+            )
+        out[gpu] = cal
+    return out
+
+
+def _band_ratio(latency_band, sla, metric: str | None, analytic_metrics=(), model="engine"):
     """The ratios measured / predicted a sweep's answers are banded by (None or {}: none).
 
     Held out: each bound's metric gets the held-out ratios of the model its latencies come from
-    (the analytic model's for ``analytic_metrics``, else the engine's).
+    (the analytic model's for ``analytic_metrics``, else ``model``'s: the engine's by source, or
+    ``"own-run"``: the engine calibrated on a source's own runs).
     """
     if latency_band is None:
         return None
@@ -358,7 +405,7 @@ def _band_ratio(latency_band, sla, metric: str | None, analytic_metrics=()):
             )
         from ._band import band_ratios
 
-        ratios = band_ratios(sla, model="engine", metric=metric)
+        ratios = band_ratios(sla, model=model, metric=metric)
         if analytic_metrics:
             analytic = band_ratios(sla, model="analytic", metric=metric)
             ratios = {m: pair for m, pair in ratios.items() if m not in analytic_metrics}

@@ -711,7 +711,8 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
     """The latency model's held-out error for one GPU and SLA metric, from the stored validation.
 
     Reads the leave-one-source-out record: the median absolute relative error of ``model``
-    (``"analytic"`` or ``"engine"``) over every held-out figure of the metric's group (TTFT;
+    (``"analytic"`` or ``"engine"``; ``"own-run"``: the engine calibrated on a source's own runs,
+    each of its rates and lengths held out) over every held-out figure of the metric's group (TTFT;
     ITL/TPOT; E2E) below the knee, on the sources that measured ``gpu``. Where no figure of that
     GPU scores the model, the error pooled over every source stands in for it and
     ``measured_on_gpu`` is False.
@@ -722,7 +723,10 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
         ``median`` (a share, NaN where the model was scored on no figure of the group),
         ``figures`` (how many), ``sources`` (their names), ``measured_on_gpu`` (bool).
     """
-    rows = _scored_rows(metric, model)
+    if model == "own-run":  # the engine calibrated on a source's own runs, its other loads
+        rows = [dict(r, gpu=r["curve"][1], **{model: r["predicted"]}) for r in _own_rows(metric)]
+    else:
+        rows = _scored_rows(metric, model)
     mine = [r for r in rows if r["gpu"] == gpu]
     used = mine or rows
     errors = [abs(r[model] / r["measured"] - 1) for r in used]
@@ -732,6 +736,14 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
         "sources": tuple(sorted({r["source"] for r in used})),
         "measured_on_gpu": bool(mine),
     }
+
+
+def _own_rows(metric: str) -> list[dict]:
+    """The stored own-run rows of a metric's group (each rate or length held out of its fit)."""
+    if metric not in GROUPS:
+        raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
+    return [r for r in _stored_record().get("own_run", [])
+            if GROUPS[r["metric"]] == GROUPS[metric] and math.isfinite(r["predicted"])]  # fmt: skip
 
 
 def _scored_rows(metric: str, model: str, *, below: bool = True) -> list[dict]:
@@ -908,10 +920,16 @@ def error_band(metric: str, *, model: str = "engine") -> tuple[float, float, int
 
     Below the knee (where an SLA is met). A capacity answer scales its latencies by these ratios
     to bound the requests/s an instance serves at the SLA (:func:`capnb.capacity.band`).
+    ``model``: ``"engine"`` or ``"analytic"`` (held out by source), or ``"own-run"``: the engine
+    calibrated on a source's own runs, each rate and length held out of its calibration (the
+    band of a plan calibrated on the user's runs, :func:`capnb.latency.calibrate`).
     Returns ``(low, high, figures)``.
     """
-    rows = _scored_rows(metric, model)
-    ratios = [r["measured"] / r[model] for r in rows if r[model] > 0]
+    if model == "own-run":
+        ratios = [r["measured"] / r["predicted"] for r in _own_rows(metric) if r["predicted"] > 0]
+    else:
+        rows = _scored_rows(metric, model)
+        ratios = [r["measured"] / r[model] for r in rows if r[model] > 0]
     if not ratios:
         return math.nan, math.nan, 0
     low, high = np.quantile(ratios, BAND_QUANTILES)

@@ -20,20 +20,27 @@ from ..latency import validate
 AROUND = (0.5, 1.0, 2.0)
 
 
-def held_out_error(gpu: str, metric: str, latency_model: str) -> tuple[float, str]:
+def held_out_error(gpu: str, metric: str, latency_model: str,
+                   own_gpus=()) -> tuple[float, str]:  # fmt: skip
     """The latency model's held-out median error on ``metric`` for ``gpu``, and its basis in words.
 
-    ``latency_model``: ``"analytic"`` or ``"engine"`` (:func:`capnb.latency.validate.held_out_error`).
+    ``latency_model``: ``"analytic"`` or ``"engine"`` (:func:`capnb.latency.validate.held_out_error`);
+    a GPU of ``own_gpus`` (the engine calibrated on the user's own runs of it) has the own-run
+    error: the bundled sources' other rates and lengths, each calibrated on its own runs.
     """
-    e = validate.held_out_error(gpu, metric, model=latency_model)
+    own = latency_model == "engine" and gpu in own_gpus
+    e = validate.held_out_error(gpu, metric, model="own-run" if own else latency_model)
     if not math.isfinite(e["median"]):
         return math.nan, f"no held-out figure scores the {latency_model} model on {metric.upper()}"
     sources = ", ".join(e["sources"])
+    kind = "own-run held-out" if own else "held-out"
     basis = (
-        f"{e['figures']} held-out figures of {gpu} ({sources})"
+        f"{e['figures']} {kind} figures of {gpu} ({sources})"
         if e["measured_on_gpu"]
-        else f"no held-out figure of {gpu}: pooled over the {e['figures']} of {sources}"
+        else f"no {kind} figure of {gpu}: pooled over the {e['figures']} of {sources}"
     )
+    if own:
+        basis += ": the engine calibrated on each source's own runs, its other rates and lengths"
     return float(e["median"]), basis
 
 
@@ -46,6 +53,7 @@ def close_call(
     prompt_tokens: float,
     output_tokens: float,
     latency_model: str = "analytic",
+    own_gpus=(),
 ) -> dict[str, object]:
     """Whether the GPU ranking is a close call: the runner-up's extra cost within the model's error.
 
@@ -62,6 +70,8 @@ def close_call(
         The workload's mean lengths (tokens), for the benchmark commands.
     latency_model
         Which model ranked the options: ``"analytic"`` or ``"engine"``.
+    own_gpus
+        GPUs the engine was calibrated on the user's own runs of (their own-run error).
 
     Returns
     -------
@@ -73,7 +83,7 @@ def close_call(
         benchmarking both options; empty when not a close call).
     """
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
-    error, basis = held_out_error(chosen[0], metric, latency_model)
+    error, basis = held_out_error(chosen[0], metric, latency_model, own_gpus)
     out = {"latency_error": error, "latency_error_basis": basis, "close": False,
            "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
            "settle_commands": ""}  # fmt: skip
@@ -81,7 +91,7 @@ def close_call(
         return out
     runner = (str(best.runner_up_gpu.item()), int(best.runner_up_tensor_parallel.item()))
     gap = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
-    other, _ = held_out_error(runner[0], metric, latency_model)
+    other, _ = held_out_error(runner[0], metric, latency_model, own_gpus)
     worst = max(error, other)
     close = not math.isfinite(worst) or gap <= worst
     out.update(latency_error_runner_up=other, cost_gap_share=gap, close=close)

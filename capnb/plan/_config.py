@@ -58,7 +58,7 @@ RETIRED = {
 }
 
 #: Fields that may name a file: relative paths in a config file are read from the file's folder.
-PATH_FIELDS = ("trace", "model", "latency", "workload")
+PATH_FIELDS = ("trace", "model", "latency", "workload", "calibration_runs")
 
 
 def _doc(meaning: str, unit: str = "") -> Any:
@@ -246,7 +246,12 @@ class Serving(_Table):
     decode pools on the chosen GPU against the aggregated fleet (the engine model), under the
     SLA's TTFT and TPOT bounds (both needed); ``workload`` the trace whose prompt/output lengths
     the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it has
-    token columns, else the Azure conversation trace); memory ``accounting``.
+    token columns, else the Azure conversation trace); memory ``accounting``;
+    ``calibration_runs`` your own benchmark runs (``vllm bench serve`` or SGLang ``bench_serving``
+    result files, GuideLLM reports: two or three rates or concurrencies) of one GPU
+    (``calibration_gpu``, default the plan's only GPU) at ``calibration_tensor_parallel`` GPUs, which
+    calibrate the engine model (:func:`capnb.latency.calibrate`) for that GPU at every degree
+    (``latency = "engine"`` or ``"auto"``; its answers banded by the own-run held-out error).
     """
 
     model: Annotated[Name, _doc("model catalog id, config.json path or Hugging Face folder")] = (
@@ -295,6 +300,32 @@ class Serving(_Table):
     accounting: Annotated[
         Literal["article", "vllm"], _doc("memory accounting: the article's headroom, or vLLM's")
     ] = "article"
+    calibration_runs: Annotated[
+        str,
+        Field(max_length=4096),
+        _doc(
+            "your own benchmark run files (vllm bench serve / bench_serving JSON, GuideLLM "
+            "reports) of one GPU that calibrate the engine model ('': none)"
+        ),
+    ] = ""
+    calibration_gpu: Annotated[
+        str,
+        Field(max_length=64),
+        _doc("the GPU the calibration runs measured ('': the plan's only GPU)"),
+    ] = ""
+    calibration_tensor_parallel: Annotated[
+        int, Field(ge=1, le=64), _doc("the tensor-parallel degree of the calibration runs", "GPUs")
+    ] = 1
+
+    @model_validator(mode="after")
+    def _calibration_needs_the_engine(self) -> Serving:
+        """Own runs calibrate the serving-engine model: a plan on another latency never reads them."""
+        if self.calibration_runs and self.latency not in ("engine", "auto"):
+            raise ValueError(
+                f"calibration_runs = {self.calibration_runs!r} calibrates the serving-engine "
+                f"model; latency = {self.latency!r} does not use it (set latency = 'engine')"
+            )
+        return self
 
     _one_or_many = field_validator("gpus", "tensor_parallel", mode="before")(
         staticmethod(_one_or_many)
@@ -911,6 +942,7 @@ def _resolve_paths(values: dict, folder: Path) -> dict:
         "model": set(data.list_models()),
         "latency": {"model", "engine", *data.list_latency_curves()},
         "workload": {"auto", "trace", *data.list_traces()},
+        "calibration_runs": {""},
     }
 
     def resolve(name: str, value: object) -> object:

@@ -99,6 +99,35 @@ def _blocks(cfg: PlanConfig, workload_from: str):
         ) from error
 
 
+def _own_calibration(cfg: PlanConfig) -> dict | None:
+    """``{gpu: Calibration}`` from the config's ``calibration_runs`` (None without them)."""
+    from .. import data, latency
+
+    serving = cfg.serving
+    if not serving.calibration_runs:
+        return None
+    gpus = [data.resolve_gpu(g) for g in serving.gpus]
+    if serving.calibration_gpu:
+        gpu = data.resolve_gpu(serving.calibration_gpu)
+    elif len(gpus) == 1:
+        gpu = gpus[0]
+    else:
+        raise InputError(
+            f"calibration_runs: which GPU did the runs measure? set calibration_gpu to one of "
+            f"the candidate gpus {list(serving.gpus)}"
+        )
+    if gpu not in gpus:
+        raise InputError(
+            f"calibration_gpu = {serving.calibration_gpu!r} is not among the candidate gpus "
+            f"{list(serving.gpus)}: the calibration prices the GPU its runs measured"
+        )
+    runs = data.read_bench_runs(
+        serving.calibration_runs, model=data.load_model(serving.model).name, gpu=gpu,
+        tensor_parallel=serving.calibration_tensor_parallel, engine="vllm",
+    )  # fmt: skip
+    return {serving.gpus[gpus.index(gpu)]: latency.calibrate(runs)}
+
+
 def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     from .. import capacity, data
     from ..latency import validate as latency_validate
@@ -109,6 +138,11 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     if kind == "auto":  # each bound on the model its metric's held-out error prefers
         analytic_metrics = tuple(m for m, c in choices.items() if c["model"] == "analytic")
         kind = "model" if len(analytic_metrics) == len(choices) else "engine"
+    if cfg.serving.calibration_runs and kind != "engine":
+        raise InputError(
+            f"calibration_runs = {cfg.serving.calibration_runs!r} calibrates the serving-engine "
+            f"model; latency = {cfg.serving.latency!r} does not use it (set latency = 'engine')"
+        )
     if cfg.serving.prefix_cache_share > 0 and kind != "engine":
         raise InputError(
             f"prefix_cache_share = {cfg.serving.prefix_cache_share:g} needs latency = 'engine' (the "
@@ -137,7 +171,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             )
         result.attrs["latency_source"] = "the calibrated analytic model"
     elif kind == "engine":
-        blocks = None
+        blocks, own = None, _own_calibration(cfg)
         if cfg.serving.prefix_cache_share > 0:
             blocks = _blocks(cfg, workload_from)
         result = capacity.sweep_engine(
@@ -152,7 +186,10 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             blocks=blocks,
             seed=cfg.traffic.seed,
             analytic_metrics=analytic_metrics,
+            calibration=own,
         )
+        if own:  # the GPU priced on the user's own runs: its error is the own-run one
+            result.attrs["own_calibration_gpus"] = json.dumps(list(own))
     else:
         if cfg.serving.latency in data.list_latency_curves():
             curve = data.load_latency_curve(cfg.serving.latency)
