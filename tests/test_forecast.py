@@ -201,6 +201,16 @@ def test_a_burst_model_of_no_bursts_describes_none():
     assert "x the baseline" in forecast.BurstModel(rate_per_month=0.5).describe()
 
 
+def test_a_burst_model_spanning_minutes_to_hours_names_both_units():
+    # a ServeGen m-large client (chunk 20, 14 days) fits bursts of 30 min to 7 h: the words said
+    # "each 30-7 h long", as if they were 30 to 7 hours
+    model = forecast.BurstModel(duration_s=(1800.0, 25200.0), multiplier=(1.0, 38.4))
+    assert "each 30 min-7 h long" in model.describe()
+    assert "each 30 min-1.5 h long" in forecast.BurstModel(duration_s=(1800.0, 5400.0)).describe()
+    assert "each 30-45 min long" in forecast.BurstModel(duration_s=(1800.0, 2700.0)).describe()
+    assert "each 1-2 h long" in forecast.BurstModel().describe()
+
+
 def test_burst_model_checks_its_numbers():
     assert "1.5 bursts a month" in forecast.BurstModel().describe()
     with pytest.raises(InputError, match="multiplier"):

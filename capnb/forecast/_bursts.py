@@ -96,7 +96,12 @@ class BurstModel:
         if self.rate_per_month == 0:  # its lengths and sizes describe bursts that never come
             return f"no bursts ({self.source})"
         d0, d1 = (_duration(v) for v in self.duration_s)
-        span = d0 if d0 == d1 else f"{d0.removesuffix(' h').removesuffix(' min')}-{d1}"
+        if d0 == d1:
+            span = d0
+        elif d0.split()[-1] == d1.split()[-1]:  # one unit: "1-2 h", "30-45 min"
+            span = f"{d0.split()[0]}-{d1}"
+        else:  # minutes to hours: "30 min-7 h"
+            span = f"{d0}-{d1}"
         m0, m1 = self.multiplier
         times = f"{m0:.3g}x" if m0 == m1 else f"{m0:.3g}-{m1:.3g}x"
         return (
