@@ -1011,6 +1011,27 @@ def test_a_trace_across_a_daylight_saving_change_counts_each_hour_once(tmp_path)
     assert hourly.max() < 2.3 and hourly.min() > 1.7  # no hour holds two
 
 
+def test_naive_times_that_step_back_say_the_step_and_name_timezone(tmp_path):
+    # found on a 2-day log of Berlin wall-clock times over the fall-back night, read without
+    # timezone=: the rows were sorted and the repeated hour held 1,299 requests beside 638, with a
+    # warning that said only "1 rows were earlier than the row before them"
+    import pandas as pd
+
+    rng = np.random.default_rng(2)
+    seconds = np.sort(rng.uniform(0, 2 * 86400, 20_000))
+    start = pd.Timestamp("2024-10-26 12:00", tz="UTC")
+    local = (start + pd.to_timedelta(seconds, unit="s")).tz_convert("Europe/Berlin")
+    path = tmp_path / "fall.csv"
+    pd.DataFrame({"timestamp": local.strftime("%Y-%m-%d %H:%M:%S.%f"), "prompt_tokens": 100,
+                  "output_tokens": 50}).to_csv(path, index=False)  # fmt: skip
+    with pytest.warns(data.TraceWarning) as caught:
+        data.load_trace(path)
+    said = " ".join(str(w.message) for w in caught)
+    assert re.search(r"1 rows were earlier than the row before them .*the requests were sorted by "
+                     r"time \(the largest step back: 60 minutes\)", said)  # fmt: skip
+    assert "timezone=" in said and "daylight-saving" in said
+
+
 def test_naive_local_times_across_a_daylight_saving_change_count_each_hour_once(tmp_path):
     # found trying a 15-minute rate series written in Berlin wall-clock time over the night the
     # clocks go back: with timezone='Europe/Berlin' the repeated 02:00-03:00 was read as the

@@ -980,10 +980,18 @@ def _request_dataset(path, fmt, ns, tokens, clock, where, used, header, decided,
     steps_back = np.flatnonzero(ns[1:] < ns[:-1])
     if steps_back.size:
         order = np.argsort(ns, kind="stable")
-        warned.append(
+        back_s = float((ns[steps_back] - ns[steps_back + 1]).max()) / 1e9
+        said = (
             f"{steps_back.size:,} rows were earlier than the row before them (first: "
-            f"{where(int(steps_back[0]) + 1)}); the requests were sorted by time"
+            f"{where(int(steps_back[0]) + 1)}); the requests were sorted by time (the largest "
+            f"step back: {words.duration(back_s)})"
         )
+        if clock.timezone == "unknown" and back_s <= 3600:  # a clock set back by an hour
+            said += (
+                "; if these are local times over a daylight-saving change, the hour the clocks "
+                "went back is counted twice: name their zone with timezone="
+            )
+        warned.append(said)
         ns = ns[order]
         tokens = {k: v[order] for k, v in tokens.items()}
     same = int(np.count_nonzero(ns[1:] == ns[:-1]))
