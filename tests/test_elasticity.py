@@ -498,8 +498,8 @@ def test_smooth_demand_is_the_trailing_mean_over_a_requests_time_in_an_instance(
     values = rng.poisson(3.0, 500).astype(float)
     demand = xr.DataArray(values, dims="time", attrs={"step_s": 2.0})
     got = elasticity.smooth_demand(demand, 9.0)  # 4.5 steps: a window of 4 (round half to even)
-    want = [values[max(0, t - 3) : t + 1].mean() for t in range(values.size)]
-    np.testing.assert_allclose(got.values, want, rtol=1e-12)
+    want = [values[max(0, t - 3) : max(t + 1, 4)].mean() for t in range(values.size)]
+    np.testing.assert_allclose(got.values, want, rtol=1e-12)  # the first window at its mean
     assert got.attrs["smoothed_over_s"] == 8.0 and got.attrs["step_s"] == 2.0
     # at most one step: the same values
     np.testing.assert_array_equal(elasticity.smooth_demand(demand, 2.5).values, values)
@@ -523,6 +523,23 @@ def test_a_logs_second_by_second_clumps_are_no_breach_once_smoothed():
     raw = float(elasticity.simulate(demand, **run).breach_s)
     smooth = float(elasticity.simulate(elasticity.smooth_demand(demand, 10.0), **run).breach_s)
     assert raw > 1000 and smooth < raw / 5
+
+
+def test_a_logs_first_second_does_not_set_the_replays_starting_fleet():
+    # found on Mooncake's conversation trace (arrivals in clumps every 3 s): smoothed over 10 s,
+    # its first step stayed its first second's 10 requests/s (the next 16), the simulator started
+    # 12 instances on it (at 1.2 requests/s each), and starting the log one second later gave 20
+    # instances and 13.2 GPU-hours against 9.0 on the article policy, which never scales up here
+    clumps = np.zeros(3600)
+    clumps[::3] = np.resize([10.0, 16.0, 3.0, 9.0, 12.0], 1200)  # 10 requests/s on average / 3
+    demand = xr.DataArray(clumps, dims="time", attrs={"step_s": 1.0})
+    run = dict(per_instance_qps=1.2, policy="article", cold_start_s=77)
+    fleets = []
+    for skip in (0, 3, 6):
+        smooth = elasticity.smooth_demand(demand[skip:].assign_attrs(step_s=1.0), 10.0)
+        assert float(smooth[0]) == pytest.approx(float(demand[skip : skip + 10].mean()))
+        fleets.append(float(elasticity.simulate(smooth, **run).peak_instances))
+    assert max(fleets) - min(fleets) <= 1, fleets
 
 
 def test_a_rate_series_held_over_windows_longer_than_the_latency_is_served_as_is():

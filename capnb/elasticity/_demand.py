@@ -301,8 +301,9 @@ def smooth_demand(demand: xr.DataArray, latency_s: float) -> xr.DataArray:
     log counted per second is noisy: at 3.5 requests/s on average, some second brings 8, which an
     instance holding 40 requests takes in; counted per step, that second left requests over and
     was a breach, and the plan bought spares for noise. Each step's rate becomes the trailing mean
-    over ``round(latency_s / step_s)`` steps (the first steps over what came before them); the
-    requests are the same (but those of the last steps, spread past the end). A rate series held
+    over ``round(latency_s / step_s)`` steps; the steps of the first window, which have no full
+    window behind them, take that first window's mean (the simulator starts its fleet on the first
+    step: one second's count of a log would set it, noise and all). A rate series held
     constant over windows at least ``latency_s`` long (``attrs["held_from_s"]``, as
     :func:`resample_demand` marks it) is returned as is: each window is an average already.
 
@@ -325,7 +326,7 @@ def smooth_demand(demand: xr.DataArray, latency_s: float) -> xr.DataArray:
     >>> import numpy as np, xarray as xr
     >>> d = xr.DataArray(np.array([0.0, 4, 0, 4, 0, 4]), dims="time", attrs={"step_s": 1.0})
     >>> smooth_demand(d, 2.0).values.tolist()
-    [0.0, 2.0, 2.0, 2.0, 2.0, 2.0]
+    [2.0, 2.0, 2.0, 2.0, 2.0, 2.0]
     """
     if isinstance(demand, xr.Dataset) and "qps" in demand:
         demand = demand.qps
@@ -340,7 +341,7 @@ def smooth_demand(demand: xr.DataArray, latency_s: float) -> xr.DataArray:
     window = 1 if held >= latency else max(1, round(latency / step))
     if window > 1:
         total = np.concatenate([[0.0], np.cumsum(values)])
-        ends = np.arange(1, values.size + 1)
+        ends = np.maximum(np.arange(1, values.size + 1), min(window, values.size))
         starts = np.maximum(ends - window, 0)
         values = (total[ends] - total[starts]) / (ends - starts)
     out = demand.copy(data=values)
