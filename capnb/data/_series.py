@@ -445,16 +445,35 @@ def interval_ns_of(series: xr.Dataset) -> int:
     return round(float(series.attrs["interval_s"]) * NS)
 
 
+def _not_a_multiple(step: int, own: int) -> str:
+    """Why ``step`` (ns) cannot be cut from a series of interval ``own``, and the interval that can.
+
+    The interval suggested is the shortest multiple of ``own`` from ``step`` up that divides an
+    hour, the length of hour-of-day and hour-of-week slots (a plan's ``interval`` must).
+    """
+    said = (
+        f"interval {duration_text(step)} is not a whole multiple of the series' own interval "
+        f"({duration_text(own)})"
+    )
+    hour = 3600 * NS
+    fits = [k * own for k in range(-(-step // own), hour // own + 1) if hour % (k * own) == 0]
+    if fits:
+        return (
+            f"{said}: set interval = '{duration_text(fits[0])}' (a multiple of "
+            f"{duration_text(own)} that divides an hour, as the forecast's slots need)"
+        )
+    return (
+        f"{said}, and no multiple of {duration_text(own)} divides an hour, the length of the "
+        "forecast's slots: put the series on windows that divide an hour first (e.g. the mean "
+        "requests/s of each 10 or 15 minutes)"
+    )
+
+
 def _resample_series(series: xr.Dataset, step: int) -> xr.Dataset:
     dated(series["time"].values, "trace.time")
     own = interval_ns_of(series)
     if step % own:
-        fits = -(-step // own) * own  # the nearest interval the series can be cut into
-        raise InputError(
-            f"interval {duration_text(step)} is not a whole multiple of the series' own interval "
-            f"({duration_text(own)}): set interval = '{duration_text(fits)}' (or a multiple of "
-            f"{duration_text(own)})"
-        )
+        raise InputError(_not_a_multiple(step, own))
     ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
     if ns[-1] + own - ns[0] < step:
         raise InputError(
