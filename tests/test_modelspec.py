@@ -787,6 +787,42 @@ def test_modelopt_fp8_and_nvfp4_checkpoints_are_read():
         modelopt("W6A6")
 
 
+def test_modelopt_quantization_in_hf_quant_config_json_is_read(tmp_path):
+    # ModelOpt 0.29 and before wrote its quantization to hf_quant_config.json beside a config.json
+    # without one (nvidia/Llama-3.1-70B-Instruct-FP8), which vLLM reads; capnb read the folder as
+    # bf16: 141.1 GB of weights for a 70.6 B checkpoint of fp8 weights (72.7 GB)
+    base = {k: v for k, v in load_model("Llama-3.1-70B").config.items()}
+    kept = 2 * 128_256 * 8192
+    folder = tmp_path / "Llama-3.1-70B-Instruct-FP8"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(base))
+    legacy = {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+    (folder / "hf_quant_config.json").write_text(
+        json.dumps({"producer": {"name": "modelopt", "version": "0.23.0"}, "quantization": legacy})
+    )
+    for given in (folder, folder / "config.json"):
+        spec = load_model(given)
+        assert spec.weight_dtype == "fp8"
+        assert spec.weight_bytes() == pytest.approx((spec.parameters - kept) + 2 * kept)
+        assert spec.weight_bytes() / 1e9 == pytest.approx(72.66, abs=0.01)
+        assert any("hf_quant_config.json" in note for note in spec.notes)
+    # NVFP4's group size is read from the nested block too
+    nvfp4 = {"quant_algo": "NVFP4", "group_size": 32, "exclude_modules": ["lm_head"]}
+    (folder / "hf_quant_config.json").write_text(
+        json.dumps({"producer": {"name": "modelopt"}, "quantization": nvfp4})
+    )
+    spec = load_model(folder)
+    assert (spec.weight_dtype, spec.weight_scale_bytes) == ("int4", 1 / 32)
+    # a config.json of its own wins over the legacy file, as in vLLM
+    (folder / "config.json").write_text(
+        json.dumps({**base, "quantization_config": {"quant_method": "fp8"}})
+    )
+    assert load_model(folder).weight_dtype == "fp8"
+    # ModelOpt 0.31 on writes it inline, naming the producer, not always a quant_method
+    inline = {"producer": {"name": "modelopt", "version": "0.31.0"}, "quant_algo": "FP8"}
+    assert parse({**base, "quantization_config": inline}).weight_dtype == "fp8"
+
+
 def test_the_hybrid_gain_note_is_stated_within_the_models_context():
     # found with a Phi-3-mini-4k config (a 4,096-token context, every layer windowed at 2,047):
     # its note said vLLM's hybrid manager "holds about 4x the sequences at 8,192 tokens", a length

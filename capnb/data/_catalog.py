@@ -442,7 +442,10 @@ def load_model(
     except RecursionError:
         raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
     default_name = path.parent.name if path.name == "config.json" else path.stem
+    config, legacy = _hf_quant_config(config, path)
     spec = parse(config, name=name or default_name, source=str(path))
+    if legacy:
+        spec = dataclasses.replace(spec, notes=(*spec.notes, legacy))
     if name is not None:
         _check_clash(spec, str(path))
     elif _clashing_id(spec) is not None:
@@ -460,6 +463,35 @@ def load_model(
         )
     _LOADED[spec.name] = spec  # later steps may name it: the plan's capacity step, a worksheet
     return spec
+
+
+def _hf_quant_config(config: object, path: Path) -> tuple[object, str]:
+    """A model folder's ``hf_quant_config.json`` as the quantization of a config.json without one.
+
+    NVIDIA ModelOpt 0.29 and before wrote the quantization there (nvidia/Llama-3.1-70B-Instruct-FP8),
+    and vLLM reads it when config.json has no ``quantization_config`` (``get_config``); read
+    without it, such a checkpoint would be planned in its 16-bit ``torch_dtype``. Returns the
+    config (with the file's contents as its ``quantization_config``) and a note ("" if unused).
+    """
+    legacy = path.parent / "hf_quant_config.json"
+    if not isinstance(config, Mapping) or path.name != "config.json" or not legacy.is_file():
+        return config, ""  # parse names a config that is not a JSON object
+    text = config.get("text_config")
+    if config.get("quantization_config") is not None or (
+        isinstance(text, Mapping) and text.get("quantization_config") is not None
+    ):
+        return config, ""
+    try:
+        quant = json.loads(read_text(legacy, "quantization config"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{legacy}: not valid JSON ({json_error_at(err)})") from None
+    if not isinstance(quant, Mapping):
+        raise ConfigError(f"{legacy}: a quantization config must be a JSON object")
+    note = (
+        f"quantization read from {legacy.name} beside config.json (which has no "
+        "quantization_config), as vLLM reads a ModelOpt checkpoint's"
+    )
+    return {**config, "quantization_config": quant}, note
 
 
 def _clashing_id(spec: ModelSpec) -> str | None:

@@ -784,6 +784,26 @@ def _weight_dtype(config: Mapping, torch_dtype: str, source: str) -> str:
     )
 
 
+def _modelopt_layout(config: Mapping) -> Mapping:
+    """``config`` with a ModelOpt ``quantization_config`` in the layout capnb reads.
+
+    ModelOpt names itself as the ``producer`` and may give no ``quant_method``; its
+    ``hf_quant_config.json`` (ModelOpt 0.29 and before) holds the algorithm, group size and
+    excluded modules under ``quantization``. vLLM's ``_parse_quant_hf_config`` sets quant_method
+    "modelopt" from the producer; the nested fields are lifted to the top, as inline configs
+    (ModelOpt 0.31 on) write them.
+    """
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping) or quant.get("quant_method"):
+        return config
+    producer = quant.get("producer")
+    if not isinstance(producer, Mapping) or str(producer.get("name", "")).lower() != "modelopt":
+        return config
+    nested = quant.get("quantization")
+    lifted = {**quant, **(nested if isinstance(nested, Mapping) else {})}
+    return {**config, "quantization_config": {**lifted, "quant_method": "modelopt"}}
+
+
 def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     """Bytes of block scales (and zeros) per quantized weight, from ``quantization_config``.
 
@@ -1464,7 +1484,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         )
     outer = config
     notes: list[str] = []
-    config = _text_model(outer, source, notes)
+    config = _modelopt_layout(_text_model(outer, source, notes))
     model_type = str(config.get("model_type", "")).lower()
     _check_attention_only(config, source)
     _check_architecture(config, model_type, source)
