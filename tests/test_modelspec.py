@@ -690,6 +690,27 @@ def test_hybrid_linear_attention_configs_are_refused_naming_the_field():
     assert parse({**chunked, "attention_chunk_size": 8192}).sliding_layers == 24
 
 
+def test_nemotron_h_layers_block_type_is_refused_as_hybrid():
+    # transformers 5 writes Nemotron-H's layout as 'layers_block_type' (mamba, attention, moe), not
+    # 'hybrid_override_pattern': NVIDIA-Nemotron-3.5-Lightning-30B-A3B (6 attention layers of 52)
+    # was planned as 52 attention layers with an MoE in each, 102.3 B parameters, without a word
+    kinds = (["mamba", "moe"] * 2 + ["mamba", "attention", "moe"]) * 7 + ["mamba", "moe"] * 1
+    assert len(kinds) == 51
+    config = {
+        "model_type": "nemotron_h", "num_hidden_layers": 51, "hidden_size": 2688,
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128,
+        "intermediate_size": 1856, "moe_intermediate_size": 1856, "n_routed_experts": 128,
+        "num_experts_per_tok": 6, "n_shared_experts": 1, "vocab_size": 131072,
+        "layers_block_type": kinds, "mamba_num_heads": 64, "ssm_state_size": 128,
+        "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'layers_block_type' lists 'mamba'"):
+        parse(config, source="x.json")
+    unlisted = {k: v for k, v in config.items() if k != "layers_block_type"}
+    with pytest.raises(ConfigError, match=r"x\.json: field 'mamba_num_heads'"):
+        parse(unlisted, source="x.json")
+
+
 def test_compressed_tensors_nvfp4_scales_are_counted():
     # NVFP4 (llm-compressor's nvfp4-pack-quantized, strategy tensor_group): an fp8 scale per
     # 16 weights, 1/16 byte a weight (12.5 % of the 4-bit weights), was not counted

@@ -594,24 +594,32 @@ _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 #: Fields of hybrid models whose other layers are not attention (linear attention, Mamba): they
 #: keep a fixed recurrent state, not a KV cache per token, which capnb does not model. Qwen3-Next
 #: (``full_attention_interval``, ``linear_num_value_heads``), Nemotron-H
-#: (``hybrid_override_pattern``), Jamba (``attn_layer_period``), Mamba state sizes.
+#: (``hybrid_override_pattern``; transformers 5: ``mamba_num_heads``), Jamba
+#: (``attn_layer_period``), Mamba state sizes.
 _HYBRID_KEYS = (
     "full_attention_interval", "linear_num_value_heads", "hybrid_override_pattern",
-    "attn_layer_period", "mamba_d_state",
+    "attn_layer_period", "mamba_d_state", "mamba_num_heads",
 )  # fmt: skip
 #: ``layer_types`` kinds capnb plans: attention with a KV cache (windowed or chunked).
 _ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
+#: ``layers_block_type`` kinds (Nemotron-H in transformers 5: one block a layer) other than a
+#: recurrent one: an attention block, or an MLP or MoE block beside it.
+_BLOCK_KINDS = {"attention", "mlp", "moe"}
 
 
 def _check_attention_only(config: Mapping, source: str) -> None:
     """A ConfigError for a hybrid model: capnb counts a KV cache on every layer it plans."""
-    kinds = config.get("layer_types")
-    kinds = kinds if isinstance(kinds, list) else []
-    other = [k for k in kinds if not (isinstance(k, str) and k in _ATTENTION_KINDS)]
+    other, field_ = [], "layer_types"
+    for field_, allowed in (("layer_types", _ATTENTION_KINDS), ("layers_block_type", _BLOCK_KINDS)):
+        kinds = config.get(field_)
+        kinds = kinds if isinstance(kinds, list) else []
+        other = [k for k in kinds if not (isinstance(k, str) and k in allowed)]
+        if other:
+            break
     key = next((k for k in _HYBRID_KEYS if config.get(k) is not None), None)
     if not other and key is None:
         return
-    what = f"field 'layer_types' lists {other[0]!r} layers" if other else f"field {key!r}"
+    what = f"field {field_!r} lists {other[0]!r} layers" if other else f"field {key!r}"
     raise ConfigError(
         f"{source}: {what}: a hybrid model whose non-attention layers (linear attention, "
         "Mamba) keep a fixed recurrent state instead of a KV cache per token; capnb plans "
