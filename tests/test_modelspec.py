@@ -711,6 +711,35 @@ def test_nemotron_h_layers_block_type_is_refused_as_hybrid():
         parse(unlisted, source="x.json")
 
 
+def test_compressed_tensors_ignore_patterns_keep_those_modules_in_bf16():
+    # Kimi-K2-Thinking and Kimi-K2.5 quantize only their routed experts to int4: the config's
+    # compressed-tensors 'ignore' keeps attention, the shared experts and the dense first layer's
+    # MLP in bf16 ('re:' patterns). They were counted at int4: 580.7 GB of weights where the
+    # checkpoint holds about 594 GB
+    weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32,
+               "symmetric": True}  # fmt: skip
+    ignore = ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+              "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]  # fmt: skip
+    quant = {
+        "quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ignore,
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+    }  # fmt: skip
+    base = {k: v for k, v in load_model("Kimi-K2").config.items() if k != "quantization_config"}
+    spec = parse({**base, "torch_dtype": "bfloat16", "quantization_config": quant})
+    bf16 = parse({**base, "torch_dtype": "bfloat16"})
+    h, expert = spec.hidden_size, 3 * spec.hidden_size * spec.moe_intermediate_size
+    kept = 2 * spec.vocab_size * h + spec.layers * bf16._attention_parameters()
+    kept += spec.moe_layers * (h * spec.experts + spec.shared_experts * expert)  # routers, shared
+    kept += (spec.layers - spec.moe_layers) * 3 * h * spec.intermediate_size  # dense MLP
+    assert spec.weight_bytes() == pytest.approx(
+        (spec.parameters - kept) * (0.5 + 2 / 32) + 2 * kept
+    )
+    assert spec.weight_bytes() / 1e9 == pytest.approx(594.0, abs=1.0)
+    # a plain name (no 're:') is matched whole, as compressed-tensors matches it: lm_head only
+    plain = parse({**base, "quantization_config": {**quant, "ignore": ["lm_head"]}})
+    assert plain.weight_bytes() < spec.weight_bytes() - 10e9
+
+
 def test_compressed_tensors_nvfp4_scales_are_counted():
     # NVFP4 (llm-compressor's nvfp4-pack-quantized, strategy tensor_group): an fp8 scale per
     # 16 weights, 1/16 byte a weight (12.5 % of the 4-bit weights), was not counted

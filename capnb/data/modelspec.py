@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -132,6 +133,8 @@ class ModelSpec:
     sliding_window: int = 0
     sliding_layers: int = 0
     unquantized_attention: bool = False
+    unquantized_shared_experts: bool = False
+    unquantized_dense_mlp: bool = False
     weight_scale_bytes: float = 0.0
     vision_parameters: int = 0
     qkv_bias: bool = False
@@ -232,7 +235,9 @@ class ModelSpec:
         When the weights are quantized below 16 bits, the embeddings, the LM head and a counted
         vision tower stay in the config's ``torch_dtype`` (as fp8 and int4 checkpoints ship them).
         In the checkpoint's own dtype, the modules its ``quantization_config`` leaves unconverted
-        (attention and router, ``unquantized_attention``) stay in ``torch_dtype`` too, and block
+        (attention and router, ``unquantized_attention``; a compressed-tensors ``ignore`` pattern
+        can also keep the shared experts, ``unquantized_shared_experts``, and the dense layers'
+        MLPs, ``unquantized_dense_mlp``) stay in ``torch_dtype`` too, and block
         scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; ModelOpt
         NVFP4: one byte per ``group_size``, 16; AWQ,
         GPTQ and grouped compressed-tensors: a 16-bit scale and a packed zero per group;
@@ -248,6 +253,11 @@ class ModelSpec:
         if own and self.unquantized_attention:
             kept += self.layers * self._attention_parameters()
             kept += self.moe_layers * self.hidden_size * self.experts  # routers
+        if own and self.unquantized_shared_experts:
+            expert = self._mlp_parameters(self.moe_intermediate_size or self.intermediate_size)
+            kept += self.moe_layers * self.shared_experts * expert
+        if own and self.unquantized_dense_mlp:
+            kept += (self.layers - self.moe_layers) * self._mlp_parameters(self.intermediate_size)
         if own:
             per_param += self.weight_scale_bytes
         kept_bytes = kept * DTYPE_BYTES[self.torch_dtype]
@@ -1528,7 +1538,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         notes.append(
             _window_note(layers, sliding_window, sliding_layers, chunked, context_tokens(outer))
         )
-    unquantized_attention = _unquantized_attention(config)
+    unquantized = _unquantized(config, source)
     tied = _tied(config, model_type, source, notes)
     vision = _vision_parameters(outer, hidden, source, notes)
     return ModelSpec(
@@ -1550,7 +1560,9 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         kv_lora_rank=kv_lora,
         sliding_window=sliding_window,
         sliding_layers=sliding_layers,
-        unquantized_attention=unquantized_attention,
+        unquantized_attention=unquantized["attention"],
+        unquantized_shared_experts=unquantized["shared_experts"],
+        unquantized_dense_mlp=unquantized["dense_mlp"],
         weight_scale_bytes=_scale_bytes(config, weight_dtype, source),
         vision_parameters=vision,
         qkv_bias=model_type in _QKV_BIAS
@@ -1669,12 +1681,47 @@ def _mla(config: Mapping, source: str) -> tuple[int, dict]:
 
 
 #: Where a quantization method lists the modules it leaves in ``torch_dtype``.
-_KEPT_MODULES = {"mxfp4": ("modules_to_not_convert",), "modelopt": ("ignore", "exclude_modules")}
+_KEPT_MODULES = {
+    "mxfp4": ("modules_to_not_convert",),
+    "modelopt": ("ignore", "exclude_modules"),
+    "compressed-tensors": ("ignore",),
+}
+#: Modules of each part capnb counts apart, as DeepSeek-, Kimi- and Qwen-style checkpoints name
+#: them: a compressed-tensors ``ignore`` pattern that matches one keeps that part in torch_dtype.
+_PART_MODULES = {
+    "attention": ("model.layers.1.self_attn.o_proj",),
+    "shared_experts": (
+        "model.layers.1.mlp.shared_experts.down_proj",
+        "model.layers.1.mlp.shared_expert.down_proj",
+    ),
+    "dense_mlp": ("model.layers.0.mlp.down_proj",),
+}
 
 
-def _unquantized_attention(config: Mapping) -> bool:
-    """An MXFP4 or ModelOpt config that keeps its attention in 16 bits (the modules it lists)."""
+def _unquantized(config: Mapping, source: str) -> dict[str, bool]:
+    """Which parts the quantization leaves in ``torch_dtype``: attention, shared experts, dense MLPs.
+
+    MXFP4 and ModelOpt: attention when a module they list names ``self_attn``. compressed-tensors:
+    each part one of its ``ignore`` entries matches, as vLLM matches them: a ``re:`` entry as a
+    regular expression from the start of the module's name (``re.match``), another only as the
+    whole name of one module (a layer's own, which is not read as a part).
+    """
     quant = config.get("quantization_config")
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
-    kept = [m for key in _KEPT_MODULES.get(method, ()) for m in (quant.get(key) or [])]
-    return "self_attn" in " ".join(str(m) for m in kept)
+    kept = [str(m) for key in _KEPT_MODULES.get(method, ()) for m in (quant.get(key) or [])]
+    if method != "compressed-tensors":
+        parts = dict.fromkeys(_PART_MODULES, False)
+        return parts | {"attention": "self_attn" in " ".join(kept)}
+    patterns = []
+    for entry in (m for m in kept if m.startswith("re:")):
+        try:
+            patterns.append(re.compile(entry[3:]))
+        except re.error as err:
+            raise ConfigError(
+                f"{source}: field 'quantization_config.ignore' entry {entry!r} is not a regular "
+                f"expression ({err})"
+            ) from None
+    return {
+        part: any(p.match(name) for p in patterns for name in names)
+        for part, names in _PART_MODULES.items()
+    }
