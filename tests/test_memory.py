@@ -140,6 +140,24 @@ def test_describe_says_infeasible_and_why_never_a_silent_one():
         )
 
 
+def test_describe_says_when_the_sequence_is_beyond_the_models_context():
+    # Llama-3.1-8B serves 131,072 tokens; at 200,000 the sentence said it 'fits at most 4
+    # concurrent sequences of 200,000 tokens' on an H200, and at 1,000,000 on an H100 'add GPUs:
+    # the smallest tensor-parallel degree that fits one such sequence is 2', though vLLM refuses a
+    # request past max_model_len at any degree
+    long = memory.max_concurrency(model="Llama-3.1-8B", gpu="H200", tensor_parallel=1,
+                                  seq_len=[8192, 200_000])  # fmt: skip
+    assert long.context_tokens.sel(model="Llama-3.1-8B").item() == 131_072
+    text = memory.describe(long, seq_len=200_000)
+    assert "fits at most" in text and "beyond Llama-3.1-8B's context of 131,072 tokens" in text
+    assert "context" not in memory.describe(long, seq_len=8192)
+    none = memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                  seq_len=1_000_000)  # fmt: skip
+    text = memory.describe(none)
+    assert text.startswith("Infeasible") and "beyond Llama-3.1-8B's context" in text
+    assert "add GPUs" not in text
+
+
 def test_describe_blames_the_reserve_not_the_weights_when_the_weights_fit():
     # 70B at TP 8 on an L4: 16.4 GiB of weights fit the 21.6 GiB usable, vLLM 0.10's reserve
     # (activations, the sampler's logits, memory outside torch) leaves no KV cache; the sentence

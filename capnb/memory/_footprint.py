@@ -711,6 +711,13 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     largest, reason = int(cell.max_concurrency), str(cell.limit_reason.values)
     weights, usable = float(cell.weights_bytes), float(cell.usable_bytes)
     where = f"{model} in {cell.weight_dtype.values} on {tp} x {gpu}"
+    context = int(cell.context_tokens) if "context_tokens" in cell.coords else 0
+    beyond = (
+        f"; but {seq:,} tokens is beyond {model}'s context of {context:,} tokens, which vLLM "
+        "refuses at any tensor-parallel degree (max_model_len)"
+        if 0 < context < seq
+        else ""
+    )
     if reason == "kv_cache":
         held = cell.kv_cache_bytes if "kv_cache_bytes" in cell else None
         if held is not None and "concurrency" in held.dims:  # a sweep: linear in concurrency
@@ -721,7 +728,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         return (
             f"{where} fits at most {largest:,} concurrent sequences of {seq:,} tokens "
             f"({_gib(weights)} of weights and {_gib(kv)} of KV cache per GPU, "
-            f"of {_gib(usable)} usable, with {result.attrs['accounting']} accounting{windows})."
+            f"of {_gib(usable)} usable, with {result.attrs['accounting']} accounting{windows})"
+            f"{beyond}."
         )
     smallest = int(cell.min_tensor_parallel)
     remedy = (
@@ -748,6 +756,12 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         return (
             f"Infeasible: {where} does not fit: its weights alone take {_gib(weights)} per GPU, "
             f"more than the {_gib(usable)} usable; {remedy}."
+        )
+    if reason == "one_sequence" and beyond:
+        return (
+            f"Infeasible: {where} holds its weights ({_gib(weights)} per GPU) but not one sequence "
+            f"of {seq:,} tokens, and no tensor-parallel degree serves one: it is beyond {model}'s "
+            f"context of {context:,} tokens, which vLLM refuses (max_model_len)."
         )
     if reason == "one_sequence":
         return (

@@ -492,6 +492,7 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
         tuple(grid.kv_dtype),
         tuple(s.attention for s in grid.specs),
         tuple((s.sliding_layers, s.sliding_window if s.sliding_layers else 0) for s in grid.specs),
+        tuple(s.context_tokens or 0 for s in grid.specs),
     ).copy()  # a shallow copy: a caller who edits the result's attrs edits only that result
     attrs = {
         "title": "capnb memory sweep: bytes per GPU of weights + KV cache + headroom",
@@ -534,8 +535,9 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
 
 @functools.lru_cache(maxsize=32)
 def _coordinates(
-    order, model, gpu, tensor_parallel, concurrency, seq_len, weights, kv, attention, windows
-):
+    order, model, gpu, tensor_parallel, concurrency, seq_len, weights, kv, attention, windows,
+    contexts,
+):  # fmt: skip
     # Building the pandas indexes of the coordinates is most of a small sweep's cost; the worksheet
     # repeats the same grids, so the built coordinates are kept (and copied for each result).
     coords = {
@@ -554,6 +556,15 @@ def _coordinates(
             "model",
             np.array([n for n, _ in windows], np.int64),
             {"long_name": "sliding-window (or chunked) attention layers", "units": "layers"},
+        ),
+        "context_tokens": (
+            "model",
+            np.array(contexts, np.int64),
+            {
+                "long_name": "tokens of context the model serves, vLLM's default max_model_len "
+                "(0: its config does not say)",
+                "units": "tokens",
+            },
         ),
         "sliding_window": (
             "model",
