@@ -181,6 +181,21 @@ def test_not_json_and_missing_file(tmp_path):
         load_model(tmp_path / "missing.json")
 
 
+def test_a_gguf_file_is_named_as_one(tmp_path):
+    # a llama.cpp GGUF file (or a folder of them) given as the model was refused as 'line 1: a NUL
+    # byte (byte 5): a binary file or UTF-16 without a byte-order mark, not UTF-8 text'
+    gguf = tmp_path / "qwen2.5-7b-instruct-q4_k_m.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(16))
+    with pytest.raises(ConfigError, match=r"q4_k_m\.gguf: a GGUF file .*config\.json"):
+        load_model(gguf)
+    renamed = tmp_path / "weights.bin"
+    renamed.write_bytes(gguf.read_bytes())
+    with pytest.raises(ConfigError, match=r"weights\.bin: a GGUF file"):
+        load_model(renamed)
+    with pytest.raises(ConfigError, match=r"needs a config\.json .*GGUF file"):
+        load_model(tmp_path)
+
+
 def test_unknown_model_lists_closest_names():
     with pytest.raises(UnknownNameError, match="closest: Llama-3.1-8B"):
         load_model("Llama-3-8B")

@@ -369,6 +369,26 @@ def _bundled_model(model_id: str) -> ModelSpec:
     return parse(json.loads(path.read_text(encoding="utf-8")), name=model_id, source=str(path))
 
 
+#: What to give capnb instead of a GGUF file.
+_GGUF_REMEDY = (
+    "not a Hugging Face config.json, which is what capnb reads a model from: give the config.json "
+    "of the model it was converted from, with the GGUF's weight width written in its "
+    'quantization_config ({"bits": 4} or {"bits": 8}; a k-quant such as Q4_K_M stores more '
+    "bits a weight than its name says)"
+)
+
+
+def _is_gguf(path: Path) -> bool:
+    """Whether ``path`` is a GGUF file: its suffix, or the magic bytes a GGUF file starts with."""
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except OSError:
+        return False  # the reader names what is wrong with the file
+
+
 def _hub_id_hint(model: str) -> str:
     """For an ``org/name`` Hugging Face id whose name is a catalog id: which id to pass."""
     parts = model.split("/")
@@ -431,10 +451,14 @@ def load_model(
         return spec if name in (None, spec.name) else dataclasses.replace(spec, name=name)
     if path.is_dir():  # a Hugging Face model folder: its config.json
         if not (path / "config.json").is_file():
-            raise ConfigError(f"{path}: a model folder needs a config.json (none there)")
+            gguf = sorted(p.name for p in path.glob("*.gguf"))
+            held = f" (it holds GGUF files, {gguf[0]!r} ...: {_GGUF_REMEDY})" if gguf else ""
+            raise ConfigError(f"{path}: a model folder needs a config.json (none there){held}")
         path = path / "config.json"
     if not path.is_file():
         raise ConfigError(f"{path}: no such model config file{_hub_id_hint(str(model))}")
+    if _is_gguf(path):
+        raise ConfigError(f"{path}: a GGUF file (llama.cpp's weights), {_GGUF_REMEDY}")
     try:
         config = json.loads(read_text(path, "model config"))
     except json.JSONDecodeError as err:
