@@ -374,6 +374,26 @@ def test_vision_tower_of_qwen2_vl_is_counted():
     assert spec.kv_bytes_per_token() == 57_344
 
 
+def test_vision_tower_of_qwen2_5_vl_is_counted():
+    # Qwen2.5-VL's tower (RMSNorms, a gated MLP intermediate_size wide, an RMSNorm before its
+    # merger) was not counted: 7,615,616,512 parameters where Qwen2.5-VL-7B-Instruct publishes
+    # 8,292,166,656 (8.2 % light, 1.35 GB of bf16 weights)
+    vision = {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
+              "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
+              "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
+              "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2,
+              "temporal_patch_size": 2}  # fmt: skip
+    text = {k: v for k, v in QWEN2_VL_7B.items() if k != "vision_config"}
+    spec = parse({**text, "model_type": "qwen2_5_vl", "vision_config": vision})
+    assert spec.vision_parameters == 676_550_144
+    assert spec.parameters == 8_292_166_656
+    assert spec.active_parameters == 7_615_616_512 and spec.kv_bytes_per_token() == 57_344
+    # transformers 5 nests the text model; the same count
+    nested = {"model_type": "qwen2_5_vl", "torch_dtype": "bfloat16", "vision_config": vision,
+              "text_config": {**text, "model_type": "qwen2_5_vl_text"}}  # fmt: skip
+    assert parse(nested).parameters == 8_292_166_656
+
+
 #: Llama-4-Scout-17B-16E's published vision_config.
 LLAMA4_VISION = {"model_type": "llama4_vision_model", "hidden_size": 1408, "image_size": 336,
                  "intermediate_size": 5632, "num_attention_heads": 16, "num_channels": 3,

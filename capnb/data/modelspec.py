@@ -1352,6 +1352,7 @@ def _chunked_attention(
 # Each counts the vision encoder and the projector into the text model, by the modules of
 # transformers 4.57.1 (``modeling_<type>.py``), defaults from the vision config classes. Checked
 # against the published totals of Qwen2-VL-7B-Instruct (8,291,375,616 with the text q/k/v biases),
+# Qwen2.5-VL-7B-Instruct (8,292,166,656),
 # gemma-3-12b-it (12,187,325,040 with its extra norms) and Mistral-Small-3.1-24B (24,011,361,280),
 # and Llama-4-Scout's module by module (871,932,416 in its vision tower and projector).
 def _vision_qwen2_vl(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
@@ -1373,6 +1374,28 @@ def _vision_qwen2_vl(outer: Mapping, vision: Mapping, text_hidden: int, read, so
     block += (embed * mlp + mlp) + (mlp * embed + embed)
     merger = 2 * embed + (merged * merged + merged) + (merged * out + out)
     return channels * temporal * patch * patch * embed + depth * block + merger
+
+
+def _vision_qwen2_5_vl(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
+    # Qwen2_5_VisionTransformerPretrainedModel: Conv3d patch embedding (no bias); blocks of 2
+    # RMSNorms, qkv and proj Linear (biased) and a gated MLP intermediate_size wide (biased
+    # gate, up and down); Qwen2_5_VLPatchMerger: an RMSNorm over the vision width and two biased
+    # Linear layers from hidden_size x merge^2 to out_hidden_size (the text width)
+    for key in ("depth", "hidden_size", "intermediate_size"):
+        if vision.get(key) is None:
+            raise ConfigError(
+                f"{source}: missing field 'vision_config.{key}', which capnb needs to count a "
+                "qwen2_5_vl vision tower"
+            )
+    width, depth, inner = read("hidden_size", 0), read("depth", 0), read("intermediate_size", 0)
+    channels = read("in_chans", read("in_channels", 3))
+    patch, temporal = read("patch_size", 14), read("temporal_patch_size", 2)
+    merged = width * read("spatial_merge_size", 2) ** 2
+    out = read("out_hidden_size", text_hidden)
+    block = 2 * width + (3 * width * width + 3 * width) + (width * width + width)
+    block += 2 * (width * inner + inner) + (inner * width + width)
+    merger = width + (merged * merged + merged) + (merged * out + out)
+    return channels * temporal * patch * patch * width + depth * block + merger
 
 
 def _vision_gemma3(outer: Mapping, vision: Mapping, text_hidden: int, read, source) -> int:
@@ -1436,6 +1459,7 @@ def _vision_llama4(outer: Mapping, vision: Mapping, text_hidden: int, read, sour
 #: Vision counters by the outer config's model_type.
 _VISION_COUNTERS = {
     "qwen2_vl": _vision_qwen2_vl,
+    "qwen2_5_vl": _vision_qwen2_5_vl,
     "gemma3": _vision_gemma3,
     "mistral3": _vision_mistral3,
     "llama4": _vision_llama4,
