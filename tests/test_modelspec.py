@@ -746,6 +746,32 @@ def test_nemotron_h_layers_block_type_is_refused_as_hybrid():
         parse(unlisted, source="x.json")
 
 
+def test_layers_with_a_head_shape_of_their_own_are_refused():
+    # Gemma 4's full-attention layers have a head width and KV heads of their own
+    # (global_head_dim 512, num_global_key_value_heads 4 beside head_dim 256 and 16 KV heads):
+    # gemma-4-31B was planned with 983,040 KV bytes a token, every layer at head_dim 256 and 16
+    # KV heads, without a word; the 26B-A4B was refused as needing 'num_experts_per_tok'
+    text = {
+        "model_type": "gemma4_text", "num_hidden_layers": 60, "hidden_size": 5376,
+        "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 256,
+        "global_head_dim": 512, "num_global_key_value_heads": 4, "intermediate_size": 21504,
+        "vocab_size": 262144, "sliding_window": 1024,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10,
+    }  # fmt: skip
+    config = {"model_type": "gemma4", "text_config": text, "torch_dtype": "bfloat16"}
+    with pytest.raises(ConfigError, match=r"x\.json: field 'global_head_dim' = 512"):
+        parse(config, source="x.json")
+    moe = {**text, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704}
+    with pytest.raises(ConfigError, match=r"field 'global_head_dim'"):
+        parse({**config, "text_config": moe}, source="x.json")
+    # MiMo-V2 style: the windowed layers' own KV heads
+    swa = {**load_model("Llama-3.1-8B").config, "swa_num_key_value_heads": 4}
+    with pytest.raises(ConfigError, match=r"field 'swa_num_key_value_heads' = 4 beside"):
+        parse(swa, source="x.json")
+    # the same shape under both names is one shape
+    assert parse({**swa, "swa_num_key_value_heads": 8}).kv_heads == 8
+
+
 def test_compressed_tensors_ignore_patterns_keep_those_modules_in_bf16():
     # Kimi-K2-Thinking and Kimi-K2.5 quantize only their routed experts to int4: the config's
     # compressed-tensors 'ignore' keeps attention, the shared experts and the dense first layer's

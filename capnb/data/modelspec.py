@@ -637,6 +637,31 @@ def _check_attention_only(config: Mapping, source: str) -> None:
     )
 
 
+#: Fields that give some layers a head shape of their own, with the field shared by the others:
+#: Gemma 4's full-attention layers (``global_head_dim``, ``num_global_key_value_heads``), MiMo-V2's
+#: sliding-window layers (``swa_head_dim``, ``swa_num_key_value_heads``). capnb counts one head
+#: width and one KV-head count on every layer, so where they differ it would plan another KV cache.
+_PER_KIND_HEAD_KEYS = {
+    "global_head_dim": "head_dim",
+    "num_global_key_value_heads": "num_key_value_heads",
+    "swa_head_dim": "head_dim",
+    "swa_num_key_value_heads": "num_key_value_heads",
+}
+
+
+def _check_one_head_shape(config: Mapping, source: str) -> None:
+    """A ConfigError for a model whose layers of one kind have their own head width or KV heads."""
+    for key, shared in _PER_KIND_HEAD_KEYS.items():
+        if config.get(key) is None or config.get(key) == config.get(shared):
+            continue
+        raise ConfigError(
+            f"{source}: field {key!r} = {config[key]!r} beside {shared!r} = "
+            f"{config.get(shared)!r}: some layers have a head shape of their own; capnb counts "
+            "one head width and KV-head count on every layer and would plan another KV cache "
+            "than the model holds"
+        )
+
+
 def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
     """The keys the architecture needs are there, or a ConfigError naming the first missing one.
 
@@ -1529,6 +1554,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     config = _modelopt_layout(_text_model(outer, source, notes))
     model_type = str(config.get("model_type", "")).lower()
     _check_attention_only(config, source)
+    _check_one_head_shape(config, source)
     _check_architecture(config, model_type, source)
     _check_flags(config, source)
     for read in {id(c): c for c in (outer, config)}.values():
