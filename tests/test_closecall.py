@@ -152,3 +152,24 @@ def test_the_commands_to_paste_hold_no_line_a_model_or_gpu_name_smuggles_in():
         plain.split("\n")[3]
         == "capnb plan --gpus H100-SXM --tensor-parallel 1 --benchmark capnb-H100-SXM-tp1/"
     )
+
+
+def test_the_serve_command_caps_max_model_len_where_the_kv_cache_holds_less_than_the_context():
+    # Llama-3.1-8B on one L4 keeps 14,352 tokens of KV cache (vLLM 0.10's accounting) against its
+    # 131,072-token context: the plan's 'vllm serve $MODEL --tensor-parallel-size 1' is refused at
+    # start-up (vLLM needs the KV cache to hold one request of max_model_len, which defaults to
+    # the context); the command now passes the longest the cache holds
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset(
+        {
+            "safe_concurrency": (("gpu", "tensor_parallel"), [[8], [75]]),
+            "kv_cache_tokens": (("gpu", "tensor_parallel"), [[14_352], [421_184]]),
+        },
+        coords={"gpu": ["L4", "H100-SXM"], "tensor_parallel": [1]},
+    )
+    small = benchmark_commands(options, "L4", 1, "Llama-3.1-8B", 1214, 211).split("\n")
+    assert small[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-model-len 14352"
+    assert "131,072-token context" in small[0] and "14,352" in small[0]
+    large = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
+    assert large[1] == "vllm serve $MODEL --tensor-parallel-size 1"

@@ -111,11 +111,19 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     # the block is pasted into a shell: names on one line of the comment (a newline in a model's
     # folder name would start a command), and quoted where they are arguments
     said = {name: " ".join(str(name).split()) for name in (gpu, model)}
+    capped = _max_model_len(options, gpu, tp, model)
+    length = "" if capped is None else f" --max-model-len {capped[0]}"
+    why = (
+        ""
+        if capped is None
+        else f"; its KV cache holds {capped[0]:,} tokens of the model's {capped[1]:,}-token "
+        "context, and vLLM refuses to start at a max_model_len it cannot hold one request of"
+    )
     return "\n".join(
         [
-            f"# on {tp} x {said[gpu]} (predicted safe concurrency {safe}); MODEL = the Hugging "
-            f"Face id you serve as {said[model]}",
-            f"vllm serve $MODEL --tensor-parallel-size {tp}",
+            f"# on {tp} x {said[gpu]} (predicted safe concurrency {safe}){why}; MODEL = the "
+            f"Hugging Face id you serve as {said[model]}",
+            f"vllm serve $MODEL --tensor-parallel-size {tp}{length}",
             f"for c in {' '.join(map(str, levels))}; do vllm bench serve --model $MODEL "
             f"--dataset-name random --random-input-len {round(prompt_tokens)} "
             f"--random-output-len {round(output_tokens)} --max-concurrency $c "
@@ -126,3 +134,31 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
             f"{shlex.quote(prefix + '/')}",
         ]
     )
+
+
+def _max_model_len(options: xr.Dataset, gpu: str, tp: int, model: str) -> tuple[int, int] | None:
+    """(the longest request the option's KV cache holds, the model's context), when it is shorter.
+
+    vLLM defaults ``max_model_len`` to the model's context and refuses to start when the KV cache
+    cannot hold one request that long ("To serve at least one request with the models's max seq
+    len ..."): the serve command then needs ``--max-model-len``. Read from the option's
+    ``kv_cache_tokens`` (the serving-engine model's plans carry it; None without it), as the
+    engine's pool holds a request (:func:`capnb.latency._engine.held_request`: whole 16-token
+    blocks, a windowed layer's capped at its window).
+    """
+    if "kv_cache_tokens" not in options:
+        return None
+    from ..data import load_model
+    from ..latency import _engine
+    from ..records import Deployment
+
+    kv = int(options.kv_cache_tokens.sel(gpu=gpu, tensor_parallel=tp))
+    context = load_model(model).context_tokens
+    option = Deployment(model, gpu, int(tp))
+    if kv <= 0 or not context or _engine.held_request(option, int(context), kv):
+        return None
+    low, high = 0, int(context)  # held(low), not held(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _engine.held_request(option, middle, kv) else (low, middle)
+    return low, int(context)
