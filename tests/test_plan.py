@@ -1229,3 +1229,33 @@ def test_a_plan_prices_its_gpu_on_the_users_own_runs(tmp_path):
         planning.build(planning.read_config(two))
     with pytest.raises(planning.PlanError, match="calibration_gpu = 'L4' is not among"):
         planning.build(planning.read_config(dict(two, calibration_gpu="L4")))
+
+
+def test_a_growing_trace_says_its_replayed_cost_is_the_pasts(tmp_path):
+    # a service whose traffic grew 8x in its second week: the forecast carries the growth forward
+    # (its quietest slot needs more instances than the replay ever ran), the cost replayed over
+    # the trace is the past's, and the plan says so with the forecast fleet's cost
+    times = pd.date_range("2024-05-06", periods=14 * 144, freq="10min")
+    shape = 1.0 + 0.5 * np.sin(2 * np.pi * (times.hour + times.minute / 60) / 24)
+    week = (times - times[0]).days // 7
+    path = tmp_path / "rates.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%d %H:%M"),
+                  "qps": 4.0 * shape * np.where(week == 0, 1.0, 8.0)}).to_csv(path, index=False)  # fmt: skip
+    settings = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), provider="none",
+                    disaggregation="none")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        grown = planning.answer(
+            planning.build(planning.read_config(dict(settings, trace=str(path))))
+        )
+    check = next(c for c in grown.checks if c.name == "traffic_growth")
+    assert not check.passed and "the replayed cost is the past's" in check.finding
+    quietest = min(grown.fixed_instances)
+    assert quietest > grown.peak_serving_instances
+    usd = float(np.mean(grown.fixed_instances)) * grown.usd_per_gpu_hour * 730
+    assert f"about {usd:,.0f} USD a month" in check.finding
+    # a trace without growth passes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        flat = planning.answer(planning.build(planning.read_config(dict(settings))))
+    assert next(c for c in flat.checks if c.name == "traffic_growth").passed

@@ -295,6 +295,34 @@ def _replay_check(breach_minutes: float, budget_minutes: float, hours: float,
     return Check("replay_budget", passed, finding, "" if passed else spares_action(cfg), "own")
 
 
+def _growth_check(fixed: list[int], run, tp: int, price: float, cfg: PlanConfig) -> Check:
+    """Whether the trace replayed is a fair sample of the days the forecast plans for.
+
+    The replay prices the policy over the past; the forecast plans the coming days. Where even
+    the forecast's quietest slot needs more instances than the replay ever ran at once, the
+    traffic grew (the forecast carried the growth forward) and the replayed cost is the past's:
+    the check fails and says what a fleet following the forecast slot by slot costs (its mean
+    instances x GPUs x the price, a month).
+    """
+    peak = int(run.ready_instances.max())
+    quantile = f"P{100 * cfg.traffic.traffic_quantile:g}"
+    passed = not fixed or min(fixed) <= peak
+    usd = float(np.mean(fixed)) * tp * price * glossary.HOURS_PER_MONTH if fixed else math.nan
+    cost = f"about {usd:,.0f} USD a month" if math.isfinite(usd) else "more (no price)"
+    finding = (
+        f"the {quantile} forecast for the coming days needs {min(fixed)}-{max(fixed)} instances "
+        f"per slot, more in its quietest slot than the replay of the trace ever ran at once "
+        f"({peak}): the traffic grew, so the replayed cost is the past's; a fleet following the "
+        f"forecast slot by slot costs {cost}"
+        if not passed
+        else f"the {quantile} forecast's quietest slot needs {min(fixed, default=0)} instances, "
+        f"within the {peak} the replay ran at once"
+    )
+    action = "" if passed else (
+        f"budget for the forecast's fleet ({cost}) and re-plan as the growth is confirmed")  # fmt: skip
+    return Check("traffic_growth", passed, finding, action, "own")
+
+
 def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, burst, gpu, tp,
                 cold, estimated, demand, workload, seq_len, unshardable, alternatives,
                 inputs, bursts, arrivals=None) -> Answer:  # fmt: skip
@@ -365,6 +393,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         if run.attrs["usd_per_gpu_hour"] != "none"
         else math.nan
     )
+    fixed = [int(v) for v in _per_slot(chosen.fixed_instances)]
+    checks.append(_growth_check(fixed, run, int(tp), price, cfg))
     gpu_hours = float(run.gpu_hours) * per_month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]
@@ -375,7 +405,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         slot_labels=tuple(forecast.slot_label(s, kind) for s in slots),
         traffic_quantile=float(cfg.traffic.traffic_quantile),
         target_qps=tuple(float(v) for v in _per_slot(chosen.target_qps)),
-        fixed_instances=tuple(int(v) for v in _per_slot(chosen.fixed_instances)),
+        fixed_instances=tuple(fixed),
         bursts=Bursts(
             rate_per_month=float(bursts.rate_per_month),
             duration_s=tuple(float(v) for v in bursts.duration_s),
