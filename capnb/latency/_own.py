@@ -13,6 +13,7 @@ each bundled source out (:mod:`capnb.latency.validate`, VALIDATION.md).
 from __future__ import annotations
 
 import math
+import statistics
 
 import xarray as xr
 
@@ -223,11 +224,9 @@ def _factor(logs: list[float]) -> float:
 
 
 def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    """The median of the values that are numbers (NaN: none are)."""
+    numbers = [v for v in values if not math.isnan(v)]
+    return statistics.median(numbers) if numbers else math.nan
 
 
 def _engine_read_as(runs) -> tuple[str, str, str] | None:
