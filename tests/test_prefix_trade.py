@@ -169,9 +169,25 @@ def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_b
         "1 x L4: 14,352 tokens cannot hold the workload's longest request (25,200"
         in (swept.attrs["notes"])
     )
-    with pytest.raises(InputError, match=r"nor the workload's longest request \(25,200 tokens"):
+    with pytest.raises(InputError, match=r"hold the workload's longest request \(25,200 tokens"):
         capnb.capacity.sweep_engine("Llama-3.1-8B", ["L4"], [1], work, 2.0, 10.0, metric="ttft",
                                     requests=200)  # fmt: skip
+
+
+def test_no_option_holding_the_longest_request_does_not_say_none_holds_a_mean_sequence():
+    """Qwen3-8B on one L4 holds 4,176 KV tokens: sequences of the mean length (1,550 tokens
+    here, 1,426 on the bundled workload) fit, the longest request (6,200; 6,224) does not. The
+    error said "no GPU ... can hold one 1426-token sequence ..., nor the workload's longest
+    request" of a cache that holds two such sequences (found planning Qwen3-8B on L4 alone); it
+    now says what does not fit, and what the cache holds."""
+    work = capnb.latency.workload(prompt_tokens=[1200] * 31 + [6000], output_tokens=[200] * 32)
+    with pytest.raises(InputError) as raised:
+        capnb.capacity.sweep_engine("Qwen3-8B", ["L4"], [1], work, 2.0, 10.0, metric="ttft",
+                                    requests=200)  # fmt: skip
+    said = str(raised.value)
+    assert "can hold one" not in said, said
+    assert "can hold the workload's longest request (6,200 tokens, prompt + output)" in said, said
+    assert "1 x L4: 4,176 KV cache tokens" in said and "1,550-token sequence" in said, said
 
 
 def test_engine_curve_of_is_the_curve_the_engine_sweep_searched():

@@ -130,24 +130,31 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
 
 
 def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, vllm_version):
-    """The error when no option's KV cache holds one sequence (or the longest request) whole."""
+    """The error when no option's KV cache holds one sequence (or the longest request) whole.
+
+    ``too_long``: the options whose cache holds a sequence of the mean length but not the
+    longest request; where there are any, that request is what no option holds.
+    """
     from .. import data
     from ..memory._footprint import smallest_degrees
 
-    smallest = "" if too_long else smallest_degrees(
-        model, gpus, tensor_parallel, seq_len, accounting="vllm", vllm_version=vllm_version
-    )  # fmt: skip
-    return InputError(
-        f"infeasible: no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)} "
-        f"can hold one {seq_len}-token sequence of {data.load_model(model).name} (with "
-        f"{share:.0%} of the KV budget for a prefix cache)"
-        + (
-            f", nor the workload's longest request ({longest:,} tokens, prompt + output) "
-            f"whole (KV cache tokens: {'; '.join(too_long)}): give GPUs with more memory, "
-            "a higher tensor parallelism, or a KV cache dtype of fp8"
-            if too_long
-            else ": give GPUs with more memory or a higher tensor parallelism"
+    name = data.load_model(model).name
+    where = f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)}"
+    cache = f"with {share:.0%} of the KV budget for a prefix cache"
+    if too_long:
+        return InputError(
+            f"infeasible: {where} can hold the workload's longest request ({longest:,} tokens, "
+            f"prompt + output) of {name} whole ({cache}), and vLLM rejects a request its KV "
+            f"cache cannot hold ({'; '.join(too_long)} KV cache tokens: each holds a "
+            f"{seq_len:,}-token sequence of the mean length, not that one): give GPUs with more "
+            "memory, a higher tensor parallelism, or a KV cache dtype of fp8"
         )
+    smallest = smallest_degrees(
+        model, gpus, tensor_parallel, seq_len, accounting="vllm", vllm_version=vllm_version
+    )
+    return InputError(
+        f"infeasible: {where} can hold one {seq_len}-token sequence of {name} ({cache}): give "
+        "GPUs with more memory or a higher tensor parallelism"
         + (f" ({smallest})" if smallest else "")
     )
 
