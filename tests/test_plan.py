@@ -670,6 +670,29 @@ def test_the_serving_mode_is_compared_on_the_chosen_gpu(small):
     assert (served >= plan.capacity_target_qps - 1e-6).all()
 
 
+def test_the_serving_comparison_says_the_plans_own_fleet_where_its_aggregated_one_differs(small):
+    # the comparison sizes both modes at concurrencies the engine simulated, the plan between
+    # them, so the aggregated fleet it weighs the pools against is larger than the plan's: it said
+    # "2,412 aggregated (58 x TP2 at the busiest slot): 23% fewer GPUs disaggregated" beside the
+    # plan's 54 instances there (2,262 GPU-slots) without a word (Llama-3.1-8B, 2 x A100-80GB)
+    plan, _ = small
+    a = planning.answer(plan)
+    own = plan.capacity_fixed_instances.sel(gpu=a.gpu, tensor_parallel=a.tensor_parallel)
+    theirs = plan.serving_aggregated_instances
+    assert own.values.tolist() == list(a.fixed_instances)
+    assert (theirs >= own.values).all() and (theirs != own.values).any()  # this plan's case
+    serving = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
+    split = float(plan.serving_gpus.sum("slot").sel(serving="disaggregated"))
+    gpus = sum(a.fixed_instances) * a.tensor_parallel
+    said = (
+        f"the plan's own aggregated fleet above holds {max(a.fixed_instances)} x "
+        f"TP{a.tensor_parallel} at the busiest slot, {gpus:,} GPU-slots over the day"
+    )
+    assert said in serving.words, serving.words
+    less = f"disaggregated, {abs(1 - split / gpus):.0%} {'fewer' if split <= gpus else 'more'}"
+    assert less in serving.words, serving.words
+
+
 def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
                  sla={"e2e_s": 20.0})  # fmt: skip

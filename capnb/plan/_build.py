@@ -304,7 +304,8 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
     if isinstance(serving, xr.Dataset):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
-        alternatives.append(_serving_alternative(serving, serving_replay, run))
+        own = chosen.fixed_instances.values if "fixed_instances" in chosen else None
+        alternatives.append(_serving_alternative(serving, serving_replay, run, own))
     made = make_answer(
         cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
         burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,
@@ -370,9 +371,9 @@ def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
     )
 
 
-def _serving_alternative(serving, replay, run) -> Alternative:
+def _serving_alternative(serving, replay, run, own=None) -> Alternative:
     hours = float(run.attrs["duration_s"]) / 3600.0
-    words = serving_sentence(serving, replay, hours)
+    words = serving_sentence(serving, replay, hours, own)
     if replay is None:
         return _alternative("prefill/decode pools", words)
     return Alternative(

@@ -94,8 +94,44 @@ def compare_serving(
     return result, replay
 
 
-def serving_sentence(result, replay, hours: float) -> str:
-    """The plan's line on the serving mode: the choice, its reason, and the pools' replay."""
+def _own_fleet(result, own) -> str:
+    """The plan's own fleet beside the comparison's aggregated one, where the two differ.
+
+    ``own``: the plan's instances per slot (its capacity step's ``fixed_instances``). The
+    comparison sizes both modes at concurrencies the engine simulated; the plan reads its safe
+    concurrency between them (on the model its Latencies line names), so its fleet can be smaller.
+    """
+    if own is None:
+        return ""
+    theirs = np.asarray(result.aggregated_instances.values, dtype=float)
+    mine = np.asarray(own, dtype=float)
+    # an aggregated mode that misses the SLA has no fleet (NaN): its reason says why
+    if mine.shape != theirs.shape or np.array_equal(mine, theirs) or np.isnan(theirs).any():
+        return ""
+    tp = int(result.attrs["aggregated_tensor_parallel"])
+    slots = result.usd_per_hour.dims[-1]
+    split = float(result.gpus.sum(slots).sel(serving="disaggregated"))
+    gpus = float(mine.sum()) * tp
+    against = (
+        f": disaggregated, {abs(1 - split / gpus):.0%} {'fewer' if split <= gpus else 'more'} "
+        "GPUs than it"
+        if np.isfinite(split) and gpus > 0
+        else ""
+    )
+    return (
+        f"; the plan's own aggregated fleet above holds {int(mine.max()):,} x TP{tp} at the "
+        f"busiest slot, {gpus:,.0f} GPU-slots over the day (its safe concurrency read between "
+        f"the simulated ones, on the model its Latencies line names; this comparison sizes both "
+        f"modes at simulated concurrencies){against}"
+    )
+
+
+def serving_sentence(result, replay, hours: float, own=None) -> str:
+    """The plan's line on the serving mode: the choice, its reason, and the pools' replay.
+
+    ``own``: the plan's own instances per slot, said beside the comparison's aggregated fleet
+    where the two differ.
+    """
     if isinstance(result, str):
         return result
     gpus = result.gpus.mean(result.usd_per_hour.dims[-1])
@@ -107,9 +143,8 @@ def serving_sentence(result, replay, hours: float) -> str:
         else ""
     )
     line = (
-        f"{str(result.attrs['recommendation']).rstrip('.')}{share}. Both sized on "
-        f"the serving-engine model (the plan's own fleet above on the model its Latencies line "
-        f"names), the KV moved over {result.attrs['link']}"
+        f"{str(result.attrs['recommendation']).rstrip('.')}{share}{_own_fleet(result, own)}. "
+        f"Both sized on the serving-engine model, the KV moved over {result.attrs['link']}"
     )
     if replay is not None:
         per_month = HOURS_PER_MONTH / hours
