@@ -321,6 +321,13 @@ def test_describe_gives_the_numbers_it_computed(short):
         capacity.describe(capacity.plan(short, [5.0, 10.0], 20.0, metric="ttft"))
 
 
+def test_describe_writes_thousands_of_requests_per_second_in_digits(short):
+    # a target of 4,580 requests/s read "4.58e+03 requests/s need ... instances" (the format of
+    # three significant digits turns to an exponent from 1,000 up): now "4,580 requests/s"
+    text = capacity.describe(capacity.plan(short, 10.0, 4580.0, metric="ttft"))
+    assert "e+0" not in text and "4,580 requests/s need" in text, text
+
+
 def test_hand_off_to_elasticity_is_one_rate_and_one_count(short):
     p = capacity.plan(short, 10.0, 20.0, metric="ttft").squeeze()
     assert p.per_instance_qps.attrs["units"] == "requests/s" and p.per_instance_qps.ndim == 0

@@ -161,6 +161,18 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     assert said == (missed and ds.attrs["serving"] == "disaggregated")
 
 
+def test_disaggregate_writes_thousands_of_requests_per_second_in_digits(small):
+    # the plan's busiest slot at 4,580 requests/s read "at the busiest slot (4.58e+03
+    # requests/s)" in the serving line (Llama-3.1-8B on H200, the bundled m-small trace)
+    w, curves, agg = small
+    ds = capnb.capacity.disaggregate(
+        GPT_OSS, w, target_qps=[1000.0, 4580.0], sla=SLA(ttft_s=1.0, tpot_s=0.05),
+        curves=curves, aggregated_curve=agg,
+    )  # fmt: skip
+    said = ds.attrs["recommendation"]
+    assert "e+0" not in said and "(4,580 requests/s)" in said, said
+
+
 def test_disaggregate_says_infeasible_never_falls_back(small):
     w, curves, agg = small
     ds = capnb.capacity.disaggregate(

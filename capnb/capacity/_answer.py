@@ -14,7 +14,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from .. import latency as _latency
 from ..errors import InputError
 from . import _safe as capacity
@@ -310,7 +310,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     if "instances" in cell and np.isfinite(float(cell.instances)):
         target = float(cell.target_qps)
         sentence += (
-            f"; {target:,.3g} requests/s need {int(cell.instances):,} instances "
+            f"; {words.rate(target)} requests/s need {int(cell.instances):,} instances "
             f"({cell.attrs.get('buffer', 'buffer')} included)"
         )
         if "gpus" in cell:

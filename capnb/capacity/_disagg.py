@@ -913,7 +913,7 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         if not v <= sla.bounds[m]
     ]
     note = (
-        f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {demand[peak]:,.3g} "
+        f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {words.rate(demand[peak])} "
         f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
         f"{' and '.join(missed)}: above the SLA; {_remedy(run['bottleneck'])}."
         if missed
@@ -1098,7 +1098,7 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
         return "aggregated", (
             f"Serve aggregated: {words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
             f"{gpu_id} at the busiest slot "
-            f"({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s, TPOT "
+            f"({words.rate(demand[peak])} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s, TPOT "
             f"{lat[1] * 1e3:.3g} ms; {why}."
         )
     why = (
@@ -1111,7 +1111,7 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
     return "disaggregated", (
         f"Serve disaggregated: {int(inst[0, peak])} prefill (TP{tps['prefill']}) and "
         f"{int(inst[1, peak])} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
-        f"slot ({demand[peak]:,.3g} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s "
+        f"slot ({words.rate(demand[peak])} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s "
         f"(KV transfer {disagg['kv_transfer_s'] * 1e3:.2g} ms), TPOT {lat[1] * 1e3:.3g} ms; {why}."
     )
 
