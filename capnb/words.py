@@ -42,6 +42,20 @@ def percent_against(share: float, *bounds: float) -> str:
     return shown
 
 
+def change(ratio: float) -> str:
+    """How far a ratio is from 1 as a percentage: ``22%``, and ``0.3%`` where whole digits read 0.
+
+    Whole from 1 % up; one decimal below (two where one still reads 0.0 %), so a difference there
+    is never written as none.
+    """
+    apart = abs(float(ratio) - 1)
+    for digits in range(3):
+        shown = f"{apart:.{digits}%}"
+        if apart == 0 or float(shown.rstrip("%")) > 0:
+            return shown
+    return shown
+
+
 def latency(seconds: float) -> str:
     """A latency in its natural unit: ``60 ms``, ``1.5 s`` (four significant digits)."""
     seconds = float(seconds)

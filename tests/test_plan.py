@@ -299,6 +299,24 @@ def test_the_mix_sentence_when_the_chosen_gpu_has_no_price_at_the_provider():
                            "single-type run.")  # fmt: skip
 
 
+def test_the_mix_sentence_never_says_0_percent_of_a_difference_it_has():
+    # Llama-3.1-70B on 4 x H200 at hyperstack: the mix replayed at 706,351 USD a month against the
+    # chosen run's 704,045, and the line read "the mix is 0% more than the chosen single-type run"
+    from capnb.plan import _fleet
+
+    mixed = _one_pool_mix("H200 TP4", spot=[0, 0], single=1.8, mix=1.56, saving=0.13)
+    replay = xr.Dataset(attrs={"usd": 706_351.0, "breach_s": 0.0})
+    said = _fleet.sentence(mixed, replay, 730.0, {"usd": 704_045.0, "breach_s": 0.0})
+    assert "the mix is 0.3% more than the chosen single-type run" in said, said
+    same = _fleet.sentence(mixed, replay, 730.0, {"usd": 706_351.0, "breach_s": 0.0})
+    assert "the mix costs the same as the chosen single-type run" in same, same
+    # whole percentages from 1% up, as before
+    assert "the mix is 22% less" in _fleet.sentence(
+        mixed, xr.Dataset(attrs={"usd": 1.56 * 336, "breach_s": 0.0}), 336.0,
+        {"usd": 2.0 * 336, "breach_s": 0.0},
+    )  # fmt: skip
+
+
 def test_the_mix_sentence_counts_one_preempted_spot_instance_in_the_singular():
     # found replaying a mix with spot at 0.2 preemptions an instance-hour over a 36-hour log:
     # the line read "(1 spot instances preempted at 0.2 an instance-hour and replaced)"

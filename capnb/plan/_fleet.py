@@ -179,12 +179,13 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         )
     else:
         verdict = (
-            f"{1 - mix_month / one_month:.0%} less" if mix_month < one_month
-            else f"{mix_month / one_month - 1:.0%} more"
+            "costs the same as" if mix_month == one_month
+            else f"is {words.change(mix_month / one_month)} "
+            f"{'less' if mix_month < one_month else 'more'} than"
         )  # fmt: skip
         against = (
             f"; the chosen single-type run at the same on-demand prices costs {one_month:,.0f} "
-            f"USD a month with {one_breach:,.0f}: the mix is {verdict} than the chosen "
+            f"USD a month with {one_breach:,.0f}: the mix {verdict} the chosen "
             f"single-type run{f', and {longer}' if longer else ''}"
         )
     return (
