@@ -212,6 +212,20 @@ def test_cold_starts_a_day_keep_their_digit_as_scale_events_do(small):
     assert text.endswith(" and 0.7 cold starts a day.")
 
 
+def test_a_one_day_held_out_window_is_one_day(small):
+    # found with backtest_days = 1: "kept its breach budget in 4 of 7 held-out windows of up to 1
+    # days"
+    plan, _ = small
+    a = planning.answer(plan)
+    one = dataclasses.replace(a.held_out, window_days=1.0, origin_step="day")
+    text = plan_text.held_out_words(dataclasses.replace(a, held_out=one))
+    assert "held-out windows of up to 1 day (" in text, text
+    week = dataclasses.replace(a.held_out, window_days=7.0, origin_step="day")
+    assert "windows of up to 7 days (" in plan_text.held_out_words(
+        dataclasses.replace(a, held_out=week)
+    )
+
+
 def test_a_fixed_fleets_warm_spares_are_in_its_fleet_line(small):
     # found with policies = ["fixed"], buffer_instances = [2]: "reserve 3 instances (6 x
     # A100-80GB) and run them all month, a fixed fleet of 1 instance": the 2 warm spares that make

@@ -230,9 +230,8 @@ def held_out_words(a: Answer) -> str:
     h = a.held_out
     if h is None:
         return f"Held out: none: its policy was chosen on the trace itself ({a.held_out_missing})."
-    length = (
-        f"{h.window_days:g} days" if h.origin_step == "day" else f"{h.window_days * 24:g} hours"
-    )
+    span, unit = (h.window_days, "day") if h.origin_step == "day" else (h.window_days * 24, "hour")
+    length = f"{span:g} {unit}{'' if span == 1 else 's'}"
     bursts = (
         f"; with bursts drawn from its burst model it kept its budget in "
         f"{h.burst_hold_share:.0%} of {h.burst_draws} draws"
