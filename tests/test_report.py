@@ -462,6 +462,18 @@ def test_only_the_inputs_heading_is_left_out_with_the_code():
         assert [h for h in hidden if h and h[1] != "Inputs"] == [], path.name
 
 
+def test_the_plan_worksheet_gives_the_held_out_window_its_configured_length():
+    # a report of a plan with backtest_days = 1 said each held-out window was "a week, cut at the
+    # trace's end" two lines above its own table of one-day windows
+    import nbformat
+
+    sheet = nbformat.read(report.worksheet_path("05_plan"), as_version=4)
+    prose = "".join(c.source for c in sheet.cells if c.cell_type == "markdown")
+    held = prose[prose.index("## Held out") :]
+    held = held[: held.index("\n## ")] if "\n## " in held else held
+    assert "(a week, cut at" not in held and "`backtest_days` long" in held, held
+
+
 def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
     from types import SimpleNamespace
 
