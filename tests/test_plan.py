@@ -212,6 +212,21 @@ def test_cold_starts_a_day_keep_their_digit_as_scale_events_do(small):
     assert text.endswith(" and 0.7 cold starts a day.")
 
 
+def test_a_latency_error_just_over_the_limit_is_not_written_as_the_limit():
+    # Qwen3-8B on H100-PCIe: the check failed saying "the serving-engine model's held-out TPOT
+    # error is 25% (over 25%)"
+    from capnb.plan._compose import LATENCY_ERROR_LIMIT, latency_error_check
+
+    over = latency_error_check("serving-engine", "tpot", 0.2534, "benchmark it")
+    assert not over.passed and over.finding.endswith("error is 25.3% (over 25%)"), over.finding
+    assert latency_error_check("serving-engine", "tpot", 0.45, "").finding.endswith(
+        "error is 45% (over 25%)"
+    )
+    within = latency_error_check("serving-engine", "tpot", LATENCY_ERROR_LIMIT, "benchmark it")
+    assert within.passed and within.finding.endswith("error is 25%") and within.action == ""
+    assert latency_error_check("analytic latency", "ttft", 0.17, "").finding.endswith("is 17%")
+
+
 def test_a_one_day_held_out_window_is_one_day(small):
     # found with backtest_days = 1: "kept its breach budget in 4 of 7 held-out windows of up to 1
     # days"
