@@ -474,6 +474,17 @@ def test_the_plan_worksheet_gives_the_held_out_window_its_configured_length():
     assert "(a week, cut at" not in held and "`backtest_days` long" in held, held
 
 
+def test_the_serving_worksheet_gives_the_kv_budget_to_the_instance_not_one_gpu():
+    # a plan of Llama-3.1-70B on 4 x H200 read "a prefix cache of 30 % of H200's 1,163,072-token
+    # KV budget": the budget of one instance, four GPUs (one H200 holds no such budget)
+    import nbformat
+
+    sheet = nbformat.read(report.worksheet_path("06_serving"), as_version=4)
+    code = "".join(c.source for c in sheet.cells if c.cell_type == "code")
+    assert "{GPU}'s {kv_tokens:,}-token KV budget" not in code
+    assert "of one {TENSOR_PARALLEL} x {GPU} instance's {kv_tokens:,}-token KV budget" in code
+
+
 def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
     from types import SimpleNamespace
 
