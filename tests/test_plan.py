@@ -346,6 +346,21 @@ def test_the_mix_sentence_never_says_0_percent_of_a_difference_it_has():
     )  # fmt: skip
 
 
+def test_a_mix_that_is_the_single_type_says_so_not_0_percent_less():
+    # Llama-3.1-8B on H100-SXM at aws without a reserved price: "one type on demand (H100-SXM TP1)
+    # costs 14,649 USD a month and the cheapest mix (nothing reserved; H100-SXM TP1 on demand
+    # above) 14,649 USD a month (0% less)"
+    from capnb.plan import _fleet
+
+    same = _one_pool_mix("H100-SXM TP1", spot=[0, 0], single=20.0, mix=20.0, saving=0.0)
+    replay = xr.Dataset(attrs={"usd": 20.0 * 336, "breach_s": 0.0})
+    said = _fleet.sentence(same, replay, 336.0, {"usd": 21.0 * 336, "breach_s": 0.0})
+    assert "(0% less)" not in said and "14,600 USD a month (no saving)" in said, said
+    cheaper = _one_pool_mix("H100-SXM TP1", spot=[0, 0], single=20.0, mix=19.94, saving=0.003)
+    assert "USD a month (0.3% less)" in _fleet.sentence(cheaper, replay, 336.0,
+                                                        {"usd": 21.0 * 336, "breach_s": 0.0})  # fmt: skip
+
+
 def test_the_mix_sentence_counts_one_preempted_spot_instance_in_the_singular():
     # found replaying a mix with spot at 0.2 preemptions an instance-hour over a 36-hour log:
     # the line read "(1 spot instances preempted at 0.2 an instance-hour and replaced)"

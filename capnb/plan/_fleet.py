@@ -144,6 +144,11 @@ def elastic_at(prices: xr.Dataset, gpu: str, gpu_hours: float) -> float:
     return gpu_hours * per
 
 
+def _saving(share: float) -> str:
+    """The mix's saving on one type as planned: ``13% less``, ``0.3% less``, or none."""
+    return f"{words.change(1 - share)} less" if share > 0 else "no saving"
+
+
 def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict) -> str:
     """The plan's line on the mix: the mix beside one type, both planned and both replayed.
 
@@ -196,7 +201,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         f"{' + '.join(str(p) for p in used.pool.values)}"
         f"{f' {above} above' if above != 'nothing' else ', nothing above'}) "
         f"{mixed.attrs['mix_usd_per_hour'] * HOURS_PER_MONTH:,.0f} USD a month "
-        f"({float(mixed.attrs['saving']):.0%} less). Replayed over the trace pool by pool (each "
+        f"({_saving(float(mixed.attrs['saving']))}). Replayed over the trace pool by pool (each "
         f"pool started one cold start ahead of its slot plan, its reserved base as its floor), "
         f"the mix costs {mix_month:,.0f} USD a month with "
         f"{replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a month"
