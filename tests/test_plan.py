@@ -525,6 +525,22 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     assert "committed-use discounts (see the mixed fleet)" in a.cost_includes
 
 
+def test_a_fixed_fleets_cost_line_names_no_autoscaler():
+    # policies = ["fixed"]: "2,190 GPU-hours a month: the 3 reserved instances all month and the
+    # autoscaler's instances above them" of a fleet no autoscaler grows
+    cheap = dict(CHEAPER, gpus=("H200",), tensor_parallel=(1,), policies=("fixed",),
+                 provider="none", disaggregation="none")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        a = planning.answer(planning.build(planning.read_config(cheap)))
+    assert a.policy.name == "fixed" and a.on_demand_instance_hours == 0
+    assert "autoscaler" not in a.cost_includes, a.cost_includes
+    held = (
+        f"the {a.reserved_instances} reserved instances all month (a fixed fleet: none above them)"
+    )
+    assert held in a.cost_includes, a.cost_includes
+
+
 def test_no_mix_asked_the_cost_line_points_at_none():
     cheap = dict(CHEAPER, gpus=("H200",), tensor_parallel=(1,), provider="none")
     with warnings.catch_warnings():

@@ -435,8 +435,13 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         monthly_usd=float(run.usd) * per_month if "usd" in run else math.nan,
         cost_includes=(
             f"{gpu_hours:,.0f} GPU-hours a month: the {words.count(reserved, 'reserved instance')} "
-            "all month and "
-            f"the autoscaler's instances above them, as replayed over {hours:,.0f} h of the trace, "
+            "all month "
+            + (
+                "(a fixed fleet: none above them)"
+                if policy.name == "fixed"
+                else "and the autoscaler's instances above them"
+            )
+            + f", as replayed over {hours:,.0f} h of the trace, "
             f"at {price:g} USD per GPU-hour ({gpu}'s on-demand price in the GPU catalog, the price "
             "the GPUs were ranked by); not included: bursts the trace did not contain (see the "
             "burst test), committed-use discounts"
