@@ -525,6 +525,26 @@ def test_a_measured_curve_is_checked_in_memory_at_the_plans_own_lengths():
     assert "committed-use discounts (see the mixed fleet)" in a.cost_includes
 
 
+def test_the_arrivals_check_counts_a_fixed_fleets_warm_spares_as_serving():
+    # policies = ["fixed"], buffer_instances = [1]: a fixed fleet of 2 instances and 1 warm spare
+    # for a forecast needing 3 at its busiest slot was said to "run instances up to 150%" of their
+    # closed-loop rate; the replay serves on the spare too (its ready instances), so 3 instances
+    # carry 3 instances' need: 100%
+    from capnb.plan._answer import Policy
+    from capnb.plan._compose import _arrivals_checks
+
+    arrivals = xr.Dataset(
+        {"headroom": 0.6, "latency": (("share", "metric"), [[0.1, 0.02], [0.55, 0.0755]])},
+        coords={"share": [0.6, 1.0], "metric": ["ttft", "tpot"]},
+        attrs={"per_instance_qps": 20.64},
+    )
+    fixed = Policy("fixed", 0.6, 300.0, 2, 1, "fixed_plus_buffer", 75.0, True)
+    (check,) = _arrivals_checks(arrivals, fixed, 3)
+    assert "the fixed policy runs instances up to 100% of it" in check.finding, check.finding
+    alone = dataclasses.replace(fixed, min_instances=3, buffer_instances=0)
+    assert "up to 100% of it" in _arrivals_checks(arrivals, alone, 3)[0].finding
+
+
 def test_a_fixed_fleets_cost_line_names_no_autoscaler():
     # policies = ["fixed"]: "2,190 GPU-hours a month: the 3 reserved instances all month and the
     # autoscaler's instances above them" of a fleet no autoscaler grows

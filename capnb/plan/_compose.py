@@ -245,7 +245,8 @@ def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
 
     ``arrivals``: :func:`capnb.capacity.arrivals` of the chosen instance, or None (not priced on
     the serving-engine model: no check). A fixed fleet runs its instances up to the forecast's
-    need (``fleet`` instances at its busiest slot) over its size; the other policies up to their
+    need (``fleet`` instances at its busiest slot) over its size, warm spares included (the replay
+    serves on them: they are ready instances); the other policies up to their
     scale-up threshold (HPA's and Knative's target utilisation), as the policy's choice counts it
     (:attr:`capnb.plan._origins.Config.utilisation`).
     """
@@ -253,7 +254,7 @@ def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
         return []
     share = float(arrivals.headroom)
     target = (
-        fleet / max(policy.min_instances, 1)
+        fleet / max(policy.min_instances + policy.buffer_instances, 1)
         if policy.name == "fixed"
         else float(policy.scale_up_threshold)
     )
