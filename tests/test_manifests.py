@@ -158,6 +158,16 @@ def test_a_fixed_fleet_pinned_by_each_object_is_said_to_replay_as_the_chosen_run
     assert not any(article.exact.values())
 
 
+def test_one_warm_spare_is_named_in_the_singular():
+    # policies = ["fixed"], buffer_instances = [1]: hpa.yaml said "hold the 1 warm spares as a
+    # second Deployment"
+    for spares, said in ((1, "hold the 1 warm spare as a second Deployment"),
+                         (2, "hold the 2 warm spares as a second Deployment")):  # fmt: skip
+        out = manifests(dataclasses.replace(CHOICES["fixed"], buffer_instances=spares))
+        for kind in ("hpa", "keda"):
+            assert any(n.startswith(said) for n in out.notes[kind]), (kind, out.notes[kind])
+
+
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():
     choice = PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.8125,
                           cooldown_s=300.0, min_instances=1, max_instances=10)  # fmt: skip

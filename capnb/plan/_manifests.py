@@ -43,6 +43,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from .. import words
 from ..errors import InputError
 
 __all__ = [
@@ -775,7 +776,8 @@ def manifests(
     for kind in ("hpa", "keda"):
         if choice.buffer_instances:
             notes[kind].append(
-                f"hold the {choice.buffer_instances} warm spares as a second Deployment "
+                f"hold the {words.count(choice.buffer_instances, 'warm spare')} as a second "
+                "Deployment "
                 f"'{name}-spares' of the same pods (replicas: {choice.buffer_instances}), outside "
                 "the autoscaler and behind the same Service"
             )
