@@ -160,12 +160,14 @@ def test_a_fixed_fleet_pinned_by_each_object_is_said_to_replay_as_the_chosen_run
 
 def test_one_warm_spare_is_named_in_the_singular():
     # policies = ["fixed"], buffer_instances = [1]: hpa.yaml said "hold the 1 warm spares as a
-    # second Deployment"
+    # second Deployment", knative.yaml "the 1 warm spares are folded into min-scale"
     for spares, said in ((1, "hold the 1 warm spare as a second Deployment"),
                          (2, "hold the 2 warm spares as a second Deployment")):  # fmt: skip
         out = manifests(dataclasses.replace(CHOICES["fixed"], buffer_instances=spares))
         for kind in ("hpa", "keda"):
             assert any(n.startswith(said) for n in out.notes[kind]), (kind, out.notes[kind])
+        folded = f"the {spares} warm spare{'s are' if spares > 1 else ' is'} folded into min-scale"
+        assert any(folded in n for n in out.notes["knative"]), out.notes["knative"]
 
 
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():

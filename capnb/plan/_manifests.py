@@ -376,15 +376,16 @@ def _knative_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]
             )
     if values["buffer_instances"]:
         spares = values["buffer_instances"]
+        held = f"the {words.count(spares, 'warm spare')} {'is' if spares == 1 else 'are'}"
         if choice.policy == "fixed":  # pinned: the fleet of min + spares never moves, as chosen
             notes.append(
-                f"Knative holds no pod outside its autoscaler: the {spares} warm spares are "
+                f"Knative holds no pod outside its autoscaler: {held} "
                 f"folded into min-scale and max-scale ({values['min_instances']} + {spares}), a "
                 "fixed fleet of that size (the chosen run)"
             )
         else:
             notes.append(
-                f"Knative holds no pod outside its autoscaler: the {spares} warm spares are "
+                f"Knative holds no pod outside its autoscaler: {held} "
                 f"folded into min-scale ({values['min_instances']} + {spares}), which the KPA "
                 "counts (a different run from spares held above the pool)"
             )
