@@ -140,6 +140,20 @@ def test_worksheet_headless_defaults_and_changes(worksheet):
         worksheet.set(slo=1.0)
 
 
+def test_the_curve_charts_safe_concurrency_is_bound_as_the_answer_says():
+    # a report of Qwen3-32B on 2 x H100-SXM (engine model) answered "memory binds: the KV cache
+    # holds no more" while the curve chart's label read "safe 196 (measured_range)": the chart's
+    # SLA table checked memory at the article's accounting, which holds more than the engine's KV
+    # budget, so the curve ended first
+    ws = notebook.worksheet("03_capacity", **SMALL, CURVE="engine model", MODEL="Qwen3-32B",
+                            GPU="H100-SXM", TENSOR_PARALLEL=2, SLA=1.0, QUANTILE=0.95)  # fmt: skip
+    result = ws["result"]
+    assert str(result.binding.values) == "memory", ws.answer
+    at = ws["sla_table"].sel(sla=1.0, method="nearest")
+    assert str(at.binding.values) == "memory"
+    assert int(at.safe_concurrency) == int(result.safe_concurrency)
+
+
 def test_worksheet_takes_a_users_own_curve():
     from pathlib import Path
 
