@@ -787,9 +787,7 @@ def summary_html(
         ("2. memory", f"{_num(a.memory_concurrency)} sequences of {_num(a.seq_len)} tokens fit "
          f"beside the weights on {a.tensor_parallel} x {html.escape(a.gpu)}"
          if a.memory_concurrency >= 0 else "not checked"),
-        ("3. capacity", f"<strong>{html.escape(a.binding)}</strong>"
-         + (f" ({html.escape(a.binding_metric.upper())} bound of {sla})" if a.binding_metric else "")
-         + f": {_num(a.safe_concurrency)} request{'' if a.safe_concurrency == 1 else 's'} in flight"),
+        ("3. capacity", _capacity_row(a, sla)),
         ("4. elasticity", f"cold start {_num(a.policy.cold_start_s)} s"
          + (" (too long for scale-ups to count: hold capacity that needs none)"
             if a.policy.cold_start_vetoes else "")
@@ -825,6 +823,20 @@ def summary_html(
         + _notes_html(notes or [])
         + _skipped_html(skipped)
         + "</section>"
+    )
+
+
+#: What sets the safe concurrency, in a reader's words (the record's ``binding`` values).
+_BINDS = {"measured_range": "end of the curve"}
+
+
+def _capacity_row(a, sla: str) -> str:
+    """The first page's capacity row: what binds (``sla`` escaped) and the requests in flight."""
+    binds = _BINDS.get(a.binding, a.binding)
+    return (
+        f"<strong>{html.escape(binds)}</strong>"
+        + (f" ({html.escape(a.binding_metric.upper())} bound of {sla})" if a.binding_metric else "")
+        + f": {_num(a.safe_concurrency)} request{'' if a.safe_concurrency == 1 else 's'} in flight"
     )
 
 

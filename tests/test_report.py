@@ -485,6 +485,26 @@ def test_the_serving_worksheet_gives_the_kv_budget_to_the_instance_not_one_gpu()
     assert "of one {TENSOR_PARALLEL} x {GPU} instance's {kv_tokens:,}-token KV budget" in code
 
 
+def test_the_first_pages_capacity_row_words_a_curves_end_for_readers():
+    # a plan on a measured curve that ends before any bound binds showed "3. capacity |
+    # measured_range: 127 requests in flight", the record's code, beside the answer's words
+    from types import SimpleNamespace
+
+    from capnb.report import _capacity_row
+
+    def answer(binding, metric=""):
+        return SimpleNamespace(binding=binding, binding_metric=metric, safe_concurrency=127)
+
+    row = _capacity_row(answer("measured_range"), "P99 TTFT &le; 2 s")
+    assert "measured_range" not in row and row.startswith("<strong>end of the curve</strong>: ")
+    assert _capacity_row(answer("memory"), "P99 TTFT &le; 2 s") == (
+        "<strong>memory</strong>: <strong>127</strong> requests in flight"
+    )
+    assert _capacity_row(answer("latency", "ttft"), "P99 TTFT &le; 2 s").startswith(
+        "<strong>latency</strong> (TTFT bound of P99 TTFT &le; 2 s): "
+    )
+
+
 def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
     from types import SimpleNamespace
 
