@@ -791,6 +791,20 @@ def test_the_serving_comparison_says_the_plans_own_fleet_where_its_aggregated_on
     assert less in serving.words, serving.words
 
 
+def test_every_glossary_name_in_a_plan_carries_the_glossarys_attrs(small):
+    # the mix's pool_tensor_parallel kept tensor_parallel's long_name and the prefill/decode
+    # comparison's serving_pool kept pool's (both renamed inside the plan); the glossary lists
+    # each under its own name, and a plan.nc reader reads the attrs
+    from capnb import glossary
+
+    plan, _ = small
+    listed = {**glossary.DIMS, **glossary.VARIABLES}
+    for name, var in plan.variables.items():
+        if name in listed:
+            attrs = glossary.attrs(name)
+            assert {k: var.attrs.get(k) for k in attrs} == attrs, name
+
+
 def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
                  sla={"e2e_s": 20.0})  # fmt: skip

@@ -13,7 +13,7 @@ import math
 
 import xarray as xr
 
-from .. import words
+from .. import glossary, words
 from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
 
@@ -242,6 +242,8 @@ def variables(mixed: xr.Dataset, replay: xr.Dataset) -> xr.Dataset:
                  "per_instance_qps": "pool_per_instance_qps"}  # fmt: skip
     mix_part = mixed[keep].rename({name: f"mix_{name}" for name in keep})
     mix_part = mix_part.rename(described).set_coords(list(described.values()))
+    # a renamed variable the glossary lists carries its own name's attrs, not the old name's
+    mix_part["pool_tensor_parallel"].attrs = glossary.attrs("pool_tensor_parallel")
     metrics = ["breach_s", "unserved_share", "gpu_hours", "mean_instances", "peak_instances", "usd"]
     pool_part = replay[metrics].reset_coords(drop=True)
     pool_part = pool_part.rename({name: f"pool_{name}" for name in metrics})

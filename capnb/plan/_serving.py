@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .. import glossary
 from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
 from ._fleet import replay_schedule
@@ -168,6 +169,7 @@ def serving_variables(result, replay) -> xr.Dataset:
             "serving_reason", "kv_transfer_s"]  # fmt: skip
     out = result[keep].rename({v: f"serving_{v}" for v in keep if not v.startswith("serving_")})
     out = out.rename({"pool": "serving_pool"})
+    out["serving_pool"].attrs = glossary.attrs("serving_pool")  # not pool's, which it renames
     if replay is not None:
         for name in ("breach_s", "usd", "gpu_hours"):
             out[f"serving_pool_{name}"] = (
