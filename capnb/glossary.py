@@ -69,7 +69,11 @@ DIMS: dict[str, Term] = _table(
     ("cold_start_s", "s", "time from the decision to start an instance until it serves"),
     ("min_instances", "instances", "fewest instances the autoscaler keeps"),
     ("buffer_instances", "instances", "instances held above the computed need for bursts"),
-    ("policy", "1", "autoscaling policy: article, hpa, knative, fixed or fixed_elastic"),
+    (
+        "policy",
+        "1",
+        "autoscaling policy: article, hpa, knative, fixed, fixed_elastic or predictive",
+    ),
     ("block", "1", "one prefix block of a request's prompt (a block hash of the request log)"),
     ("cache_tokens", "tokens", "size of a prefix cache"),
     ("cache_share", "1", "share of the KV cache budget held by the prefix cache"),

@@ -1,6 +1,7 @@
 """The elasticity step: the article's decision engine, documented autoscaler behaviour, bad input."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -690,3 +691,12 @@ def test_forecast_demand_is_named_in_the_glossary():
     ahead = elasticity.forecast_demand(demand, baseline, quantile=0.99)
     assert ahead.name == "forecast_qps"
     assert ahead.attrs == glossary.attrs("forecast_qps", quantile=0.99, slots="hour_of_day")
+
+
+def test_the_glossarys_policy_dim_names_every_policy():
+    # the glossary (and the docs' glossary page rendered from it) listed five policies, "article,
+    # hpa, knative, fixed or fixed_elastic", while sweep takes and returns a sixth, predictive
+    from capnb import glossary
+
+    meaning = glossary.DIMS["policy"].long_name
+    assert all(re.search(rf"\b{name}\b", meaning) for name in elasticity.POLICIES), meaning
