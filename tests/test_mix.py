@@ -180,6 +180,21 @@ def test_a_flat_day_is_all_reserved_and_a_spike_is_on_demand():
     assert out.attrs["saving"] == pytest.approx(1 - (1.2 * 24 + 4.0) / 24 / ((2.0 * 23 + 6.0) / 24))
 
 
+def test_the_mix_keeps_the_demands_slot_coordinate_with_the_glossarys_attrs():
+    # the mix rebuilt slot from its bare values: a forecast's target_qps came back over a slot
+    # with no units, long_name or kind (hour_of_day), unlike every other glossary dim it returns
+    from capnb import glossary
+
+    slot_attrs = {**glossary.attrs("slot"), "kind": "hour_of_day"}
+    demand = xr.DataArray([10.0] * 23 + [30.0], dims="slot",
+                          coords={"slot": ("slot", np.arange(24), slot_attrs)})  # fmt: skip
+    prices = _prices({"A": {"on_demand": 2.0, "reserved": 1.2}})
+    out = capnb.capacity.mix(_options(["A"], [1], [10.0]), demand, prices=prices)
+    assert out.slot.attrs == slot_attrs
+    bare = capnb.capacity.mix(_options(["A"], [1], [10.0]), demand.drop_vars("slot"), prices=prices)
+    assert bare.slot.attrs == glossary.attrs("slot")
+
+
 def test_infeasible_limits_name_the_slot():
     with pytest.raises(InfeasibleError, match="infeasible: slot 1 needs 50.0"):
         capnb.capacity.mix(

@@ -369,7 +369,15 @@ def _mix_dataset(qps, demand_qps, fleet: tuple, keep, slot_cost, single_cost) ->
                 glossary.attrs("usd_per_hour", long_name="mean cost of that pool alone, on demand"),
             ),
         },
-        coords={**pool_coords, "slot": demand_qps.slot.values},
+        # the demand's slot, its kind kept, under the glossary's units and long_name
+        coords={
+            **pool_coords,
+            "slot": (
+                "slot",
+                demand_qps.slot.values,
+                {**demand_qps.slot.attrs, **glossary.attrs("slot")},
+            ),
+        },
     )
 
 
