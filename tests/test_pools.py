@@ -52,6 +52,19 @@ def test_pool_demand_splits_by_planned_capacity_and_sums_back():
     assert (split.isel(pool=1).values[~early] == 0).all()
 
 
+def test_the_pools_and_their_times_carry_the_glossarys_attrs():
+    # pool_demand built pool and time from bare values, and simulate_pools's qps brought them
+    # over its own: the runs came back over a pool and a time with no units or long_name
+    from capnb import glossary
+
+    demand, fleet = _demand(), _fleet()
+    split = capnb.elasticity.pool_demand(demand, fleet)
+    runs = capnb.elasticity.simulate_pools(demand, fleet, cold_start_s=60)
+    for result in (split, runs):
+        assert result.pool.attrs == glossary.attrs("pool")
+        assert result.time.attrs == glossary.attrs("time")
+
+
 def test_stages_carry_every_request():
     demand = _demand()
     fleet = _fleet().assign(demand_share=("pool", [1.0, 1.0]))

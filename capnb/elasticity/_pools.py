@@ -134,7 +134,10 @@ def pool_demand(demand, fleet: xr.Dataset, *, step_s=None, slots=None) -> xr.Dat
     return xr.DataArray(
         per_pool,
         dims=("pool", "time"),
-        coords={"pool": fleet.pool.values, "time": times},
+        coords={
+            "pool": ("pool", fleet.pool.values, glossary.attrs("pool")),
+            "time": ("time", times, glossary.attrs("time")),
+        },
         name="qps",
         attrs={**glossary.attrs("qps"), "step_s": step},
     )
