@@ -893,6 +893,46 @@ def test_the_serving_worksheet_prices_the_plans_own_mix(small_plan, tmp_path):
         )
 
 
+def _cells_until(name: str, parameters: dict, text: str) -> dict:
+    """A worksheet's code cells run headless, as notebook.worksheet runs them, up to and
+    including the first that holds ``text`` (past the worksheet itself); their namespace."""
+    cells = json.loads(report.worksheet_path(name).read_text(encoding="utf-8"))["cells"]
+    namespace: dict = {"__name__": f"worksheet_{name}"}
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        exec(compile(source, name, "exec"), namespace)
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            namespace.update(parameters)
+        if text in source:
+            return namespace
+    raise AssertionError(f"{name}: no code cell holds {text!r}")
+
+
+@pytest.mark.slow
+def test_the_serving_worksheet_compares_fleets_by_size_on_one_latency_model(small_plan, tmp_path):
+    """Found reading the default report: worksheet 06's fleets by request size set the plan's
+    options (the serving-engine model: B200 on demand 52,925 USD a month) beside per-bin curves on
+    the analytic model (H200 on demand 159,713), so mixing by size looked 3x dearer; on one model
+    (the worksheet alone) the per-bin curves cost 2.7 % less. Both rows now come from one model."""
+    import warnings
+
+    from capnb import capacity
+
+    parameters, _ = _parameters_and_plan(small_plan, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
+        ran = _cells_until("06_serving", parameters["06_serving"], "compare_fleets(")
+    assert ran["by_size"].attrs["latency"] == "analytic"
+    whole = xr.Dataset(
+        {"per_instance_qps": ran["sweep"].per_instance_qps.squeeze(["model", "seq_len"], drop=True)}
+    )
+    alone = capacity.mix(whole, ran["demand"], prices=ran["prices"], reserved=None)
+    shown = ran["fleets"].usd_per_hour.sel(fleet="whole workload: one type, on demand")
+    assert float(shown) == pytest.approx(alone.attrs["single_type_usd_per_hour"])
+
+
 def test_the_capacity_worksheet_sizes_memory_with_the_plans_accounting(tmp_path):
     """A plan on the analytic model with [serving] accounting = "vllm" held 309 requests in flight
     (memory binding) on its first page; worksheet 03, on the article's accounting, 313."""
