@@ -61,7 +61,12 @@ DIMS: dict[str, Term] = _table(
     ("slot", "1", "seasonal slot: hour_of_day 0-23, or hour_of_week 0-167 with Monday 00:00 = 0"),
     ("trial", "1", "Monte Carlo trial"),
     ("request", "1", "one request of a request log"),
-    ("plan", "1", "planning rule scored in a backtest: the mean, or a traffic quantile per slot"),
+    (
+        "plan",
+        "1",
+        "plan scored in a backtest: a forecast's rule (the mean, or a traffic quantile per slot), "
+        "or a fleet plan replayed on the score window (capnb.plan.backtest)",
+    ),
     ("burst", "1", "one detected burst"),
     ("capacity_qps", "requests/s", "capacity level of an exceedance curve"),
     ("scale_up_threshold", "1", "load ratio above which the autoscaler adds instances"),

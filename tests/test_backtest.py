@@ -33,6 +33,19 @@ def test_the_table_has_every_plan_with_units(table):
     assert "held-out week" in table.attrs["summary"]
 
 
+def test_every_glossary_name_in_the_table_carries_the_glossarys_attrs(table):
+    # the table gave glossary names long_names of its own ("warm spares" for buffer_instances,
+    # "usd on the score window" for usd, ...), its plan no units and its policy neither: the
+    # glossary says a variable of a name it lists carries its units and long_name
+    from capnb import glossary
+
+    listed = {**glossary.DIMS, **glossary.VARIABLES}
+    for name, var in table.variables.items():
+        if name in listed:
+            attrs = glossary.attrs(name)
+            assert {k: var.attrs.get(k) for k in attrs} == attrs, name
+
+
 def test_hindsight_is_never_dearer_than_the_recommendation_within_the_budget(table):
     rec, best = table.sel(plan="recommended"), table.sel(plan="hindsight")
     assert bool(rec.meets_budget), "the loose budget should hold on the next week"

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from .. import glossary
 from ..errors import InputError
 from ._config import PlanConfig
 from ._draws import burst_factors, burst_holds
@@ -284,13 +285,20 @@ def _table(rows, hold, cost, cfg, sweep) -> xr.Dataset:
     }
     table = xr.Dataset(
         {
-            name: ("plan", np.asarray(values), {"units": units, "long_name": meaning})
+            name: ("plan", np.asarray(values), _attrs(name, units, meaning))
             for name, (values, units, meaning) in columns.items()
         },
-        coords={"plan": ("plan", names, {"long_name": "plan replayed on the score window"})},
+        coords={"plan": ("plan", names, _attrs("plan", "1", "plan replayed on the score window"))},
     )
-    table["policy"] = ("plan", np.array([str(r["policy"]) for r in runs]), {"long_name": "policy"})
+    table["policy"] = ("plan", np.array([str(r["policy"]) for r in runs]), glossary.attrs("policy"))
     return table
+
+
+def _attrs(name: str, units: str, meaning: str) -> dict:
+    """A column's attrs: a glossary name's own, with what it means in this table as its note."""
+    if name in glossary.VARIABLES or name in glossary.DIMS:
+        return glossary.attrs(name, note=meaning)
+    return {"units": units, "long_name": meaning}
 
 
 def summary(table: xr.Dataset) -> str:
