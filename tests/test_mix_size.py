@@ -194,6 +194,22 @@ def test_reserved_base_and_single_type_costs():
     assert fleet.attrs["mix_usd_per_hour"] <= single.min() + 1e-9
 
 
+def test_the_mix_by_size_keeps_the_demands_slot_coordinate_with_the_glossarys_attrs():
+    # as capacity.mix did, mix_by_size rebuilt slot from its bare values: a forecast's
+    # target_qps came back over a slot with no units, long_name or kind (hour_of_day)
+    from capnb import glossary
+
+    slot_attrs = {**glossary.attrs("slot"), "kind": "hour_of_day"}
+    demand = demand_of([40, 10, 60]).assign_coords(slot=("slot", [0, 1, 2], slot_attrs))
+    kept = dict(
+        prices=prices_of([1.0, 3.0], [0.5, 1.8]), shares=xr.DataArray([0.7, 0.3], dims="size_bin")
+    )
+    fleet = mix_by_size(options_of([[10.0, 30.0], [2.0, 12.0]]), demand, **kept)
+    assert fleet.slot.attrs == slot_attrs
+    bare = mix_by_size(options_of([[10.0, 30.0], [2.0, 12.0]]), demand.drop_vars("slot"), **kept)
+    assert bare.slot.attrs == glossary.attrs("slot")
+
+
 def test_a_service_of_one_instance_a_slot_gets_its_reserved_base():
     # one size bin, under one instance of load in every slot: the program that picks the base,
     # counting instances above it fractionally, held none, and the fleet was one on-demand

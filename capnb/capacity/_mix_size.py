@@ -604,7 +604,9 @@ def _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served,
             "pool": ("pool", labels, glossary.attrs("pool")),
             "gpu": ("pool", gpus, glossary.attrs("gpu")),
             "tensor_parallel": ("pool", g.astype(np.int64), glossary.attrs("tensor_parallel")),
-            "slot": demand_qps.slot.values,
+            # the demand's slot, its kind kept, under the glossary's units and long_name
+            "slot": ("slot", demand_qps.slot.values,
+                     {**demand_qps.slot.attrs, **glossary.attrs("slot")}),
         },
         attrs={
             "mix_usd_per_hour": mean_cost,
