@@ -153,6 +153,19 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     assert int(one.instances) == int(by_hand.instances)
 
 
+def test_sweep_engine_carries_the_glossarys_attrs_as_sweep_does():
+    # capacity.sweep's gpu and tensor_parallel carry the glossary's units and long_name; the
+    # engine's sweep (the plan's default) rebuilt both from bare values, and its prefix_hit_rate
+    # had units but no long_name
+    from capnb import glossary
+
+    work = capnb.latency.workload(prompt_tokens=[1500] * 16, output_tokens=[200] * 16)
+    swept = capnb.capacity.sweep_engine(MODEL, [GPU], [1], work, 2.0, 10.0, metric="ttft",
+                                        requests=100)  # fmt: skip
+    for name in ("gpu", "tensor_parallel", "prefix_hit_rate", "per_instance_qps"):
+        assert swept[name].attrs == glossary.attrs(name), name
+
+
 def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_by_memory():
     """vLLM rejects a request its KV cache cannot hold whole: such an option is infeasible_memory,
     said in the sweep's notes, and the others are planned (the engine sweep raised for the whole

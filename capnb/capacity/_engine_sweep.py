@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import xarray as xr
 
+from .. import glossary
 from ..errors import InputError
 from ..records import Deployment, EngineSettings
 
@@ -282,7 +283,7 @@ def sweep_engine(
             banded = (own_ratio if gpu in own else ratio) or None
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits), latency_band=banded)  # fmt: skip
-            result["prefix_hit_rate"] = xr.DataArray(hit, attrs={"units": "1"})
+            result["prefix_hit_rate"] = xr.DataArray(hit, attrs=glossary.attrs("prefix_hit_rate"))
             result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
             rows[(gpu, tp)] = ("ok", result)
     template = next((r for kind, r in rows.values() if kind == "ok"), None)
@@ -366,7 +367,14 @@ def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Data
             per_tp.append(result)
         stacked.append(xr.concat(per_tp, dim="tensor_parallel", combine_attrs="drop_conflicts"))
     out = xr.concat(stacked, dim="gpu", combine_attrs="drop_conflicts")
-    return out.assign_coords(gpu=list(gpus), tensor_parallel=[int(t) for t in tensor_parallel])
+    return out.assign_coords(
+        gpu=("gpu", list(gpus), glossary.attrs("gpu")),
+        tensor_parallel=(
+            "tensor_parallel",
+            [int(t) for t in tensor_parallel],
+            glossary.attrs("tensor_parallel"),
+        ),
+    )
 
 
 def _own_calibrations(calibration, gpus) -> dict:
