@@ -105,6 +105,7 @@ DIMS: dict[str, Term] = _table(
         "1",
         "serving mode: aggregated (prefill and decode on one instance) or disaggregated",
     ),
+    ("share", "1", "Poisson arrival rate as a share of the closed-loop per_instance_qps"),
 )
 
 #: Variables (data_vars and non-index coordinates).

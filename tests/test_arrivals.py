@@ -43,6 +43,16 @@ def test_arrivals_names_its_arguments():
         capnb.capacity.arrivals("Llama-3.1-8B", W, sla=LOOSE, per_instance_qps=1.0)
 
 
+def test_arrivals_dims_are_glossary_names_with_their_attrs():
+    # the result's share and metric coordinates had no units or long_name, and share was not a
+    # glossary name at all, against the glossary's rule that every Dataset speaks its names
+    from capnb import glossary
+
+    a = capnb.capacity.arrivals(D, W, sla=LOOSE, per_instance_qps=2.0, requests=200)
+    for dim in a.dims:
+        assert a[dim].attrs == glossary.attrs(dim), dim
+
+
 SMALL = dict(trace="servegen-m-small", trials=50, gpus=("H100-SXM",), tensor_parallel=(1,),
              policies=("hpa",), scale_up_threshold=(0.8,), cooldown_s=(900.0,),
              buffer_instances=(0,), backtest_days=0, provider="none")  # fmt: skip

@@ -111,7 +111,10 @@ def arrivals(
             "meets_sla": ("share", meets, glossary.attrs("meets_sla")),
             "headroom": ((), headroom, glossary.attrs("headroom")),
         },
-        coords={"share": shares, "metric": metrics},
+        coords={
+            "share": ("share", shares, glossary.attrs("share")),
+            "metric": ("metric", metrics, glossary.attrs("metric")),
+        },
     )
     out.attrs = {
         "per_instance_qps": float(per_instance_qps),
