@@ -48,6 +48,7 @@ DIMS: dict[str, Term] = _table(
     ("gpu", "1", "GPU profile catalog id (e.g. H100-SXM)"),
     ("tensor_parallel", "GPUs", "tensor-parallel degree: GPUs that share one model replica"),
     ("concurrency", "requests", "requests in flight on one instance"),
+    ("request_rate", "requests/s", "requests arriving at one instance (open loop), per second"),
     ("seq_len", "tokens", "tokens held per sequence (prompt + output)"),
     ("sla", "s", "latency service-level objective"),
     ("latency_quantile", "1", "quantile of the per-request latency distribution"),

@@ -25,6 +25,16 @@ def _rate_curve(rates, requests=600, **kwargs):
                           requests=requests, settings=EngineSettings(**given), **kwargs)  # fmt: skip
 
 
+def test_an_open_loops_request_rate_is_a_glossary_dim():
+    # the closed loop's concurrency carried the glossary's attrs, the open loop's request_rate
+    # attrs of its own under a name the glossary did not list
+    from capnb import glossary
+
+    curve = _rate_curve([1.0, 4.0], requests=60)
+    assert curve.request_rate.attrs == glossary.attrs("request_rate")
+    assert glossary.attrs("request_rate")["units"] == "requests/s"
+
+
 def test_past_saturation_requests_queue_and_the_throughput_is_the_engines():
     """Past the engine's capacity TTFT grows with the queue and throughput stops short of the load.
 

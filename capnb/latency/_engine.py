@@ -742,7 +742,7 @@ def _curve_dataset(dim, loads, qs, lat, mean, stats):
     # the knee is read from P99 TTFT (the highest quantile computed when 0.99 is not among them)
     knee_value, knee_reason = knee(loads, lat[:, 0, at[0] if at else -1])
     coords = {
-        dim: (dim, loads, glossary.attrs(dim) if dim == "concurrency" else _RATE_ATTRS),
+        dim: (dim, loads, glossary.attrs(dim)),
         "metric": ("metric", list(kernels.METRICS), glossary.attrs("metric")),
         "latency_quantile": ("latency_quantile", qs, glossary.attrs("latency_quantile")),
     }
@@ -769,9 +769,6 @@ def _curve_dataset(dim, loads, qs, lat, mean, stats):
         }),
     }  # fmt: skip
     return xr.Dataset(variables, coords=coords), knee_value, knee_reason
-
-
-_RATE_ATTRS = {"long_name": "request rate (open loop)", "units": "requests/s"}
 
 
 def _latency_grid(upper: int) -> np.ndarray:
