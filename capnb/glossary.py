@@ -65,8 +65,9 @@ DIMS: dict[str, Term] = _table(
     (
         "plan",
         "1",
-        "plan scored in a backtest: a forecast's rule (the mean, or a traffic quantile per slot), "
-        "or a fleet plan replayed on the score window (capnb.plan.backtest)",
+        "plan compared: a forecast's rule (the mean, or a traffic quantile per slot), a fleet "
+        "plan replayed on a score window (capnb.plan.backtest), or a sizing rule "
+        "(max_concurrency, latency: capnb.capacity.contrast)",
     ),
     ("burst", "1", "one detected burst"),
     ("capacity_qps", "requests/s", "capacity level of an exceedance curve"),

@@ -290,6 +290,16 @@ def test_a_contrast_with_no_traffic_and_no_buffer_holds_no_instance(short):
     assert np.isnan(c.compute_utilisation.values).all()  # no instance to use, not a division by 0
 
 
+def test_a_contrasts_plan_dim_carries_the_glossarys_attrs(short):
+    # its plan (max_concurrency, latency) had a long_name of its own ("planning rule") and no
+    # units, under a glossary dim whose meaning named only the backtests' plans
+    from capnb import glossary
+
+    c = capacity.contrast(short, 1.0, 5.0, metric="ttft")
+    assert c.plan.attrs == glossary.attrs("plan")
+    assert "max_concurrency" in glossary.DIMS["plan"].long_name
+
+
 def test_applicability_states_the_articles_boundary(short):
     strict = capacity.safe_concurrency(short, 0.5, metric="ttft")
     assert float(strict.overstatement) < 1.1

@@ -134,7 +134,7 @@ def contrast(
     )
     return xr.Dataset(
         {name: ("plan", values, units[name]) for name, values in rows.items()},
-        coords={"plan": ("plan", ["max_concurrency", "latency"], {"long_name": "planning rule"})},
+        coords={"plan": ("plan", ["max_concurrency", "latency"], glossary.attrs("plan"))},
         attrs={
             **note,
             "sla": float(sla),
