@@ -723,6 +723,26 @@ ROWS = [
         Raises(InputError, r"seed must be an integer in \[0, 2\*\*64\), got -1")),
     Row("forecast: a series without qps", lambda _: forecast.fit_baseline(xr.Dataset()),
         Raises(InputError, r"series must be a Dataset over 'time' with 'qps'")),
+    # found building a series of my own: negative rates planned negative targets (-11 req/s at
+    # 00:00), an inf planned inf, and times out of order or given twice were counted as given
+    Row("forecast: a series of negative rates",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign(qps=-SERVEGEN().qps)),
+        Raises(InputError, r"series\.qps holds -212\.78 at position 0 \(time 1970-\S+\); a rate "
+                           r"is a finite number of requests/s >= 0")),
+    Row("forecast: an infinite rate",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign(qps=SERVEGEN().qps.where(
+            np.arange(SERVEGEN().sizes["time"]) != 3, np.inf))),
+        Raises(InputError, r"series\.qps holds inf at position 3 \(time ")),
+    Row("forecast: rates as true/false",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign(qps=SERVEGEN().qps > 1)),
+        Raises(InputError, r"series\.qps must hold numbers \(requests/s\), got dtype bool")),
+    Row("forecast: series times out of order",
+        lambda _: forecast.fit_baseline(SERVEGEN().isel(time=np.r_[1, 0, 2:SERVEGEN().sizes["time"]])),
+        Raises(InputError, r"series\.time: times run backwards at position 1 \(\S+ after \S+\); "
+                           r"sort them")),
+    Row("forecast: a series time given twice",
+        lambda _: forecast.fit_baseline(SERVEGEN().isel(time=np.r_[0, 0:SERVEGEN().sizes["time"]])),
+        Raises(InputError, r"series\.time: position 1 repeats the time before it \(\S+\)")),
     Row("forecast: bursts lower at the top than the bottom",
         lambda _: forecast.BurstModel(multiplier=(5.0, 3.0)),
         Raises(InputError, r"multiplier: low 5 is above high 3")),

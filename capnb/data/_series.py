@@ -519,6 +519,34 @@ def checked_series(series: object, argument: str = "series") -> xr.Dataset:
     require_units(series["qps"], "requests/s", f"{argument}.qps")
     dated(series["time"].values, f"{argument}.time")
     interval_ns_of(series)
+    _check_rates(series, argument)
     if int(series["qps"].notnull().sum()) < 2:
         raise InputError(f"{argument}: fewer than two observed intervals; nothing to plan on")
     return series
+
+
+def _check_rates(series: xr.Dataset, argument: str) -> None:
+    """Times strictly increasing; each rate a number of requests/s >= 0, or NaN (missing)."""
+    times = series["time"].values.astype("datetime64[ns]")
+    step = np.diff(times.view(np.int64))
+    if (step <= 0).any():
+        at = int(np.flatnonzero(step <= 0)[0]) + 1
+        shown = [np.datetime_as_string(times[i], unit="s") for i in (at, at - 1)]
+        if step[at - 1] == 0:
+            raise InputError(f"{argument}.time: position {at} repeats the time before it ({shown[0]})")
+        raise InputError(
+            f"{argument}.time: times run backwards at position {at} ({shown[0]} after {shown[1]}); "
+            "sort them, one value per interval"
+        )
+    qps = series["qps"]
+    if qps.dtype.kind not in "iuf":
+        raise InputError(f"{argument}.qps must hold numbers (requests/s), got dtype {qps.dtype}")
+    values = qps.transpose("time", ...).values.reshape(times.size, -1)
+    bad = np.isinf(values) | (values < 0)
+    if bad.any():
+        at, column = (int(i[0]) for i in np.nonzero(bad))
+        raise InputError(
+            f"{argument}.qps holds {float(values[at, column])!r} at position {at} (time "
+            f"{np.datetime_as_string(times[at], unit='s')}); a rate is a finite number of "
+            "requests/s >= 0 (NaN where it is missing)"
+        )
