@@ -122,6 +122,18 @@ def _bench(i, path, value):
     return change
 
 
+def parquet(**columns) -> bytes:
+    """A Parquet file of ``columns`` (name: list of values), as bytes."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table(columns), sink)
+    return sink.getvalue()
+
+
 def config(**fields):
     """A Llama-2-7B-shaped config.json with ``fields`` replaced (None: removed)."""
     base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -422,6 +434,17 @@ ROWS = [
                             r"s falls outside .*is time_unit right")),
     Row("rates: an unknown bundled name", lambda _: data.load_rate_series("servegen-xl"),
         Raises(UnknownNameError, r"unknown rate series 'servegen-xl'; closest: servegen-m-")),
+    # found writing a rate series from pandas: a bool column read as 1.0 and missing (a false
+    # became 0, then a missing window), a list column ended in numpy's ValueError
+    Row("rates: a Parquet rate column of true/false",
+        lambda w: data.load_rate_series(w("r.parquet", parquet(t=[0, 60, 120], qps=[True, False, True])),
+                                        time_column="t", rate_column="qps", time_unit="s"),
+        Raises(ConfigError, r"r\.parquet, row 1: column 'qps' has type bool, not a rate or count")),
+    Row("rates: a Parquet rate column of lists",
+        lambda w: data.load_rate_series(w("r.parquet", parquet(t=[0, 60, 120], qps=[[1], [2], [3]])),
+                                        time_column="t", rate_column="qps", time_unit="s"),
+        Raises(ConfigError, r"r\.parquet, row 1: column 'qps' has type list<element: int64>, not a "
+                            r"rate or count")),
     Row("rates: a .parquet that is not Parquet", rates("nope", name="r.parquet"),
         Raises(ConfigError, r"r\.parquet: not a readable Parquet file")),
     # -- latency tables: capnb.data.read_latency_table ------------------------------------------

@@ -374,6 +374,13 @@ def _number_column(table, column: str, where) -> np.ndarray:
     import pyarrow.types as pat
 
     values = table.column(column).combine_chunks()
+    if pat.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    kind = values.type
+    if not (pat.is_integer(kind) or pat.is_floating(kind) or pat.is_decimal(kind)
+            or pat.is_string(kind) or pat.is_large_string(kind)):  # fmt: skip
+        # true/false read as 1 and 0 (a 0 then missing); a list or a struct ended in numpy
+        raise ConfigError(f"{where(0)}: column {column!r} has type {kind}, not a rate or count")
     if pat.is_string(values.type) or pat.is_large_string(values.type):
         text = pc.utf8_trim_whitespace(values)
         pattern = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
