@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import xarray as xr
 
@@ -337,6 +338,16 @@ ROWS = [
         Raises(ConfigError, r"t\.csv, row 1 \(line 2\): column 'timestamp' holds inf, not a time")),
     Row("trace: a negative token count", trace(f"{TRACE_HEAD}{GOOD_ROW},-3\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' holds -3, a negative count")),
+    # found with a log of my own: 1e20 tokens was "not a whole number of tokens", and 2**64 - 1
+    # in a uint64 Parquet column "holds -1, a negative count" (it wrapped in int64)
+    Row("trace: a token count of 1e20", trace(f"{TRACE_HEAD}{GOOD_ROW},100000000000000000000\n"),
+        Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' holds "
+                            r"100,000,000,000,000,000,000 tokens, over the 9,007,199,254,740,992")),
+    Row("trace: a uint64 token count of 2**64 - 1",
+        lambda w: data.load_trace(w("t.parquet", parquet(
+            timestamp=[0, 1], prompt_tokens=pa.array([2**64 - 1, 2], pa.uint64()))), time_unit="s"),
+        Raises(ConfigError, r"t\.parquet, row 1: column 'prompt_tokens' holds "
+                            r"18,446,744,073,709,551,615 tokens, over the 9,007,199,254,740,992")),
     Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),

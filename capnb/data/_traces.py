@@ -951,8 +951,7 @@ def _token_column(table, column: str, where) -> np.ndarray:
         raise ConfigError(f"{where(row)}: column {column!r} is empty (no token count)")
     numbers = values.to_numpy(zero_copy_only=False)
     if numbers.dtype.kind == "f":
-        # beyond 2**53 a float is not an exact count (and past 2**63 no int64 holds it)
-        bad = ~np.isfinite(numbers) | (numbers != np.round(numbers)) | (np.abs(numbers) > 2**53)
+        bad = ~np.isfinite(numbers) | (numbers != np.round(numbers))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ConfigError(
@@ -960,6 +959,14 @@ def _token_column(table, column: str, where) -> np.ndarray:
             )
     elif numbers.dtype.kind not in "iu":
         raise ConfigError(f"column {column!r} has type {values.type}, not token counts")
+    # beyond 2**53 a float is not an exact count, and past 2**63 - 1 an int64 wraps negative
+    big = numbers > 2**53
+    if big.any():
+        row = int(np.flatnonzero(big)[0])
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {int(numbers[row]):,} tokens, over the "
+            f"{2**53:,} (2**53) capnb counts for one request"
+        )
     numbers = numbers.astype(np.int64, copy=False)
     if (numbers < 0).any():
         row = int(np.flatnonzero(numbers < 0)[0])
