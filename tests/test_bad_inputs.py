@@ -348,6 +348,15 @@ ROWS = [
             timestamp=[0, 1], prompt_tokens=pa.array([2**64 - 1, 2], pa.uint64()))), time_unit="s"),
         Raises(ConfigError, r"t\.parquet, row 1: column 'prompt_tokens' holds "
                             r"18,446,744,073,709,551,615 tokens, over the 9,007,199,254,740,992")),
+    # found with a CSV written by hand ("timestamp, prompt_tokens"): capnb's header sniff strips
+    # the spaces, pyarrow does not, and load_trace ended in pyarrow's ArrowKeyError
+    Row("trace: spaces after the header's commas",
+        trace("timestamp, prompt_tokens, output_tokens\n0, 100, 50\n1, 200, 60\n", time_unit="s"),
+        States(lambda log: f"{log.sizes['request']} requests, {int(log.prompt_tokens.sum())} "
+                           f"prompt tokens", r"^2 requests, 300 prompt tokens$")),
+    Row("trace: spaces around a header's offset times",
+        trace(" timestamp ,prompt_tokens\n2024-01-01T00:00:05+01:00,1\n2024-01-01T00:00:06+01:00,2\n"),
+        States(lambda log: f"{log.sizes['request']} requests", r"^2 requests$")),
     Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),
@@ -447,6 +456,8 @@ ROWS = [
         Raises(UnknownNameError, r"unknown rate series 'servegen-xl'; closest: servegen-m-")),
     # found writing a rate series from pandas: a bool column read as 1.0 and missing (a false
     # became 0, then a missing window), a list column ended in numpy's ValueError
+    Row("rates: spaces after the header's commas", rates("t, qps\n0, 1\n60, 2\n120, 3\n"),
+        States(lambda series: f"{series.qps.values.tolist()}", r"^\[1\.0, 2\.0, 3\.0\]$")),
     Row("rates: a Parquet rate column of true/false",
         lambda w: data.load_rate_series(w("r.parquet", parquet(t=[0, 60, 120], qps=[True, False, True])),
                                         time_column="t", rate_column="qps", time_unit="s"),

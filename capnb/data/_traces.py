@@ -499,7 +499,41 @@ def _arrow_csv(path, columns, types):
     options = pacsv.ConvertOptions(
         column_types=types, include_columns=columns, strings_can_be_null=True
     )
-    return pacsv.read_csv(path, convert_options=options)
+    return _arrow_read(path, options)
+
+
+def _spaced_names(path: Path) -> dict[str, str]:
+    """The header's names written with spaces around them (``" qps"``), by their stripped name.
+
+    capnb names columns stripped (:func:`_csv_header`); pyarrow keeps the spaces.
+    """
+    with _open_text(path) as handle:
+        header = next(csv.reader(handle), [])
+    if header:
+        header[0] = header[0].lstrip("\ufeff")  # pyarrow drops a byte-order mark
+    return {h.strip(): h for h in header if h != h.strip()}
+
+
+def _as_written(options, spaced: dict[str, str]):
+    """``options`` with each column named as the header writes it (see :func:`_spaced_names`)."""
+    import pyarrow.csv as pacsv
+
+    if not spaced:
+        return options
+    return pacsv.ConvertOptions(
+        column_types={spaced.get(k, k): v for k, v in options.column_types.items()},
+        include_columns=[spaced.get(c, c) for c in options.include_columns],
+        strings_can_be_null=options.strings_can_be_null,
+    )
+
+
+def _arrow_read(path: Path, options):
+    """pyarrow's read of a CSV, its columns named stripped, as capnb's header sniff names them."""
+    import pyarrow.csv as pacsv
+
+    spaced = _spaced_names(path)
+    table = pacsv.read_csv(path, convert_options=_as_written(options, spaced))
+    return table.rename_columns([c.strip() for c in table.column_names]) if spaced else table
 
 
 def _read_csv_table(path: Path, options):
@@ -511,7 +545,7 @@ def _read_csv_table(path: Path, options):
     unreadable = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                   pa.ArrowKeyError, OSError)  # fmt: skip
     try:
-        return pacsv.read_csv(path, convert_options=options)
+        return _arrow_read(path, options)
     except unreadable:
         pass
     # a value did not convert to the inferred type: every column as text, for row-level messages
@@ -521,7 +555,7 @@ def _read_csv_table(path: Path, options):
         strings_can_be_null=True,
     )
     try:
-        return pacsv.read_csv(path, convert_options=text)
+        return _arrow_read(path, text)
     except unreadable as err:
         raise ConfigError(
             f"{path}: {_malformed_row(path)}not a well-formed CSV file ({err})"
@@ -568,13 +602,15 @@ def _read_one_offset(path: Path, columns, types, name: str, first: str):
 
     zone = re.search(_times.OFFSET_PATTERN, first).group(1)
     minutes = _times.fixed_offset(zone)
-    options = pacsv.ConvertOptions(
-        column_types=types, include_columns=columns, strings_can_be_null=True
+    spaced = _spaced_names(path)
+    options = _as_written(
+        pacsv.ConvertOptions(column_types=types, include_columns=columns, strings_can_be_null=True),
+        spaced,
     )
     sources = _row_parts(path)
 
     def read(source) -> _Part:
-        return _read_part(source, options, name, zone, minutes)
+        return _read_part(source, options, spaced.get(name, name), zone, minutes)
 
     with ThreadPoolExecutor(len(sources)) as pool:
         parts = list(pool.map(read, sources))
@@ -595,7 +631,8 @@ def _read_one_offset(path: Path, columns, types, name: str, first: str):
         batches += part.batches or []
     if not parsed or not batches:  # a time pyarrow does not parse: the text path names its row
         return None, None
-    return pa.Table.from_batches(batches), minutes
+    table = pa.Table.from_batches(batches)
+    return table.rename_columns([c.strip() for c in table.column_names]), minutes
 
 
 #: Bytes of CSV per batch of :func:`_read_one_offset` (pyarrow's default block size), the least
