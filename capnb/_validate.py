@@ -26,6 +26,14 @@ def positive_ints(values: object, argument: str) -> np.ndarray:
             )
     elif array.dtype.kind not in "iu":
         raise InputError(f"{argument}: values must be integers, got dtype {array.dtype}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        at = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise InputError(f"{argument}: values must be finite, got {array[at]} at position {at}")
+    if (array > 2**53).any():  # past 2**63 - 1 the int64 cast wraps to a negative number
+        at = int(np.flatnonzero(array > 2**53)[0])
+        raise InputError(
+            f"{argument}: values must be at most {2**53:,} (2**53), got {array[at]} at position {at}"
+        )
     array = array.astype(np.int64)
     if (array <= 0).any():
         raise InputError(

@@ -620,6 +620,17 @@ ROWS = [
         lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                                          seq_len=-5),
         Raises(InputError, r"seq_len: values must be positive, got \[-5\]")),
+    # found sweeping "unbounded" context: inf became int64's -9223372036854775808 in the message,
+    # and 1e19 tokens wrapped the same way
+    Row("memory: an infinite sequence length",
+        lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                         seq_len=[1024, np.inf]),
+        Raises(InputError, r"seq_len: values must be finite, got inf at position 1")),
+    Row("memory: a concurrency past int64",
+        lambda _: memory.sweep(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                               concurrency=[1e19], seq_len=1024),
+        Raises(InputError, r"concurrency: values must be at most 9,007,199,254,740,992 \(2\*\*53\), "
+                           r"got 1e\+19 at position 0")),
     Row("memory: NaN concurrency",
         lambda _: memory.sweep(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                                concurrency=[1, np.nan], seq_len=1024),
