@@ -1101,6 +1101,13 @@ ROWS = [
     Row("config: a billion trials", plan_file("[traffic]\ntrials = 1000000000\n"),
         Raises(ConfigError, r"p\.toml:2: trials = 1000000000: Input should be less than or "
                             r"equal to 1000000: each trial simulates a month")),
+    # found with step_s = 86400 (a day): the bound's advice was "use a step of 0.01 s or more",
+    # and trials = 0 was told to "lower trials"; each budget's advice is for its own bound only
+    Row("config: a step of a day", plan_file("[elasticity]\nstep_s = 86400.0\n"),
+        Raises(ConfigError, r"p\.toml:2: step_s = 86400\.0: Input should be less than or equal to "
+                            r"3600$")),
+    Row("config: zero trials", plan_file("[traffic]\ntrials = 0\n"),
+        Raises(ConfigError, r"p\.toml:2: trials = 0: Input should be greater than or equal to 1$")),
     Row("config: a microsecond step", plan_file("[elasticity]\nstep_s = 0.000001\n"),
         Raises(ConfigError, r"step_s = 1e-06: Input should be greater than or equal to 0\.01")),
     Row("config: a policy grid of 42,480 cells",

@@ -661,13 +661,20 @@ _UNION_RULES = {
 }
 
 
-#: What a bound on a size protects, said beside a value over it.
+#: What a bound on a size protects, said beside a value past it: the bounds it is said at
+#: (pydantic's error types: "less_than" for an upper bound) and the advice.
 _BUDGETS = {
-    "trials": "each trial simulates a month minute by minute (2,000 resolve a 5 % exceedance to "
-    "about 0.5 %); lower trials",
-    "step_s": "the simulation takes one step per step_s over the whole trace, for every policy "
-    "grid cell; use a step of 0.01 s or more",
-    "seed": "a seed is an integer in [0, 2**64)",
+    "trials": (
+        ("less_than",),
+        "each trial simulates a month minute by minute (2,000 resolve a 5 % exceedance to "
+        "about 0.5 %); lower trials",
+    ),
+    "step_s": (
+        ("greater_than",),
+        "the simulation takes one step per step_s over the whole trace, for every policy grid "
+        "cell; use a step of 0.01 s or more",
+    ),
+    "seed": (("less_than", "greater_than"), "a seed is an integer in [0, 2**64)"),
 }
 
 
@@ -696,8 +703,8 @@ def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
             rule = item["msg"].removeprefix("Value error, ")
             if item["type"] == "literal_error":
                 rule = f"expected one of {item['ctx']['expected']}"
-            elif item["type"].startswith(("less_than", "greater_than")) and name in _BUDGETS:
-                rule = f"{rule}: {_BUDGETS[name]}"
+            elif name in _BUDGETS and item["type"].startswith(_BUDGETS[name][0]):
+                rule = f"{rule}: {_BUDGETS[name][1]}"
             lines.append(f"{place}: {name}{index} = {item['input']!r}: {rule}")
     return "; ".join(lines)
 
