@@ -1103,6 +1103,12 @@ ROWS = [
                             r"equal to 1000000: each trial simulates a month")),
     # found with step_s = 86400 (a day): the bound's advice was "use a step of 0.01 s or more",
     # and trials = 0 was told to "lower trials"; each budget's advice is for its own bound only
+    # found clearing a setting with "": the empty path was read from the config's folder, so
+    # trace = "" became the folder ("is a directory") and model = "" its missing config.json
+    Row("config: an empty trace", plan_file('[traffic]\ntrace = ""\n'),
+        Raises(ConfigError, r"p\.toml:2: trace = '': String should have at least 1 character")),
+    Row("config: an empty model", plan_file('[serving]\nmodel = ""\n'),
+        Raises(ConfigError, r"p\.toml:2: model = '': String should have at least 1 character")),
     Row("config: a step of a day", plan_file("[elasticity]\nstep_s = 86400.0\n"),
         Raises(ConfigError, r"p\.toml:2: step_s = 86400\.0: Input should be less than or equal to "
                             r"3600$")),

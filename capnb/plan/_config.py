@@ -953,7 +953,9 @@ def _resolve_paths(values: dict, folder: Path) -> dict:
     }
 
     def resolve(name: str, value: object) -> object:
-        if not isinstance(value, str) or value in bundled[name] or Path(value).is_absolute():
+        if not isinstance(value, str) or not value or value in bundled[name]:
+            return value  # "" is no path (the folder itself): the field's own rule refuses it
+        if Path(value).is_absolute():
             return value
         if Path(value).suffix or os.sep in value or "/" in value or (folder / value).exists():
             return str((folder / value).resolve())
