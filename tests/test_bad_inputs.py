@@ -1105,6 +1105,14 @@ ROWS = [
     # and trials = 0 was told to "lower trials"; each budget's advice is for its own bound only
     # found clearing a setting with "": the empty path was read from the config's folder, so
     # trace = "" became the folder ("is a directory") and model = "" its missing config.json
+    # found listing a GPU twice: the config loaded, and the plan ended in its memory step ("the
+    # memory step failed (config: defaults): gpu: ['H100-SXM', 'H100-SXM'] names the same GPU
+    # twice"), with no line; a policy or a cooldown listed twice loaded too
+    Row("config: a GPU listed twice", plan_file('[serving]\ngpus = ["H100-SXM", "L4", "H100-SXM"]\n'),
+        Raises(ConfigError, r"p\.toml:2: gpus = \['H100-SXM', 'L4', 'H100-SXM'\]: lists 'H100-SXM' "
+                            r"twice; list each value once")),
+    Row("config: a cooldown listed twice", plan_file("[elasticity]\ncooldown_s = [300.0, 300.0]\n"),
+        Raises(ConfigError, r"p\.toml:2: cooldown_s = .*lists 300\.0 twice; list each value once")),
     Row("config: an empty trace", plan_file('[traffic]\ntrace = ""\n'),
         Raises(ConfigError, r"p\.toml:2: trace = '': String should have at least 1 character")),
     Row("config: an empty model", plan_file('[serving]\nmodel = ""\n'),

@@ -106,6 +106,14 @@ class _Table:
         return value
 
 
+def _distinct(values: tuple) -> tuple:
+    """A swept setting lists each value once (a GPU listed twice failed the memory step)."""
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ValueError(f"lists {twice!r} twice; list each value once")
+    return values
+
+
 def _one_or_many(value: object) -> object:
     """A list (as TOML, YAML and JSON write them) or one value stands for a tuple."""
     if isinstance(value, list):
@@ -330,6 +338,7 @@ class Serving(_Table):
     _one_or_many = field_validator("gpus", "tensor_parallel", mode="before")(
         staticmethod(_one_or_many)
     )
+    _distinct = field_validator("gpus", "tensor_parallel")(staticmethod(_distinct))
 
     @field_validator("model", mode="before")
     @classmethod
@@ -409,6 +418,9 @@ class Elasticity(_Table):
     _one_or_many = field_validator(
         "policies", "scale_up_threshold", "cooldown_s", "buffer_instances", mode="before"
     )(staticmethod(_one_or_many))
+    _distinct = field_validator(
+        "policies", "scale_up_threshold", "cooldown_s", "buffer_instances"
+    )(staticmethod(_distinct))
 
     @field_validator("step_s")
     @classmethod
