@@ -683,6 +683,26 @@ ROWS = [
         Raises(InputError, r"buffer must be a whole number of instances >= 0, got -1")),
     Row("capacity: not a curve", lambda _: capacity.safe_concurrency(xr.Dataset(), 1.0),
         Raises(InputError, r"curve: expected a latency curve")),
+    # found with a curve of my own: latency in ms (units attr 'ms') was read as seconds (safe
+    # concurrency 67 at a 5 s TTFT either way); concurrency listed high to low, and negative
+    # latencies, were called "25x below ... not noise. Was that run saved in other units?"
+    Row("capacity: a curve whose latency is in ms",
+        lambda _: capacity.safe_concurrency(curve().assign(latency=curve().latency.assign_attrs(
+            units="ms")), 5.0, metric="ttft"),
+        Raises(InputError, r"curve\.latency: its units attr 'ms' is not s \(1 ms = 0\.001 s\)")),
+    Row("capacity: a curve over decreasing concurrency",
+        lambda _: capacity.safe_concurrency(curve().isel(concurrency=slice(None, None, -1)), 5.0,
+                                            metric="ttft"),
+        Raises(InputError, r"curve\.concurrency: 1024 follows 2048 at position 1; list each "
+                           r"concurrency once, increasing \(curve\.sortby\('concurrency'\)\)")),
+    Row("capacity: a curve with a concurrency twice",
+        lambda _: capacity.safe_concurrency(curve().isel(concurrency=[0, 0, 1]), 5.0, metric="ttft"),
+        Raises(InputError, r"curve\.concurrency: 1 follows 1 at position 1")),
+    Row("capacity: a curve of negative latencies",
+        lambda _: capacity.safe_concurrency(curve().assign(latency=-curve().latency), 5.0,
+                                            metric="ttft"),
+        Raises(InputError, r"curve\.latency: ttft P99 is -\S+ s at concurrency 1; a latency is "
+                           r"a number of seconds >= 0")),
     Row("capacity: a sweep over an unknown GPU",
         lambda _: capacity.sweep(["Llama-3.1-8B"], ["H1000"], [1], [2048], [1.0],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5])),

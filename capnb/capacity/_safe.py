@@ -88,6 +88,7 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
                "concurrency=..., or leave both out for its default grid)"
                if "request_rate" in curve.latency.dims else "")
         )  # fmt: skip
+    _check_levels(curve)
     if metric not in curve.metric.values:
         raise InputError(f"metric={metric!r} is not in the curve ({curve.metric.values.tolist()})")
     quantiles = [float(q) for q in curve.latency_quantile.values]
@@ -95,6 +96,13 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
         raise InputError(f"quantile={quantile} is not in the curve ({quantiles})")
     q = quantiles[[math.isclose(quantile, v) for v in quantiles].index(True)]
     selected = curve.latency.sel(metric=metric, latency_quantile=q, drop=True)
+    negative = np.nonzero(selected.values < 0)
+    if negative[0].size:
+        at = dict(zip(selected.dims, (int(i[0]) for i in negative), strict=True))
+        raise InputError(
+            f"curve.latency: {metric} P{q * 100:g} is {float(selected[at]):.4g} s at concurrency "
+            f"{int(curve.concurrency[at['concurrency']])}; a latency is a number of seconds >= 0"
+        )
     if bool(selected.isnull().all()):
         if curve.attrs.get("unmodelled"):  # a modelled curve the model could not price: why
             raise InputError(str(curve.attrs["unmodelled"]))
@@ -108,6 +116,21 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
             f"the curve has no {metric} P{quantile * 100:g}; it measured: {', '.join(measured) or 'nothing'}"
         )
     return selected
+
+
+def _check_levels(curve: xr.Dataset) -> None:
+    """Latencies in seconds (a curve in ms is not read as s); each concurrency once, increasing."""
+    for name in ("latency", "mean_latency"):
+        if name in curve:
+            require_units(curve[name], "s", f"curve.{name}")
+    levels = np.asarray(curve.concurrency.values)
+    back = np.flatnonzero(np.diff(levels) <= 0)
+    if back.size:
+        at = int(back[0]) + 1
+        raise InputError(
+            f"curve.concurrency: {levels[at]} follows {levels[at - 1]} at position {at}; list "
+            "each concurrency once, increasing (curve.sortby('concurrency'))"
+        )
 
 
 def _mean_e2e(curve: xr.Dataset, selected: xr.DataArray) -> xr.DataArray:
