@@ -43,6 +43,18 @@ def positive_ints(values: object, argument: str) -> np.ndarray:
     return array
 
 
+def naive_times(coord, argument: str) -> None:
+    """Refuse a time coordinate that carries a zone: its ``.values`` are UTC, not its clock."""
+    zone = getattr(getattr(coord, "dtype", None), "tz", None)
+    if zone is not None:
+        raise InputError(
+            f"{argument} carries the time zone {zone}: capnb counts hours of the day on naive "
+            "times, and this one's values are UTC; put them on their own clock with "
+            ".assign_coords(time=obj.indexes['time'].tz_localize(None)) and say which with "
+            f"attrs['timezone'] = {str(zone)!r}"
+        )
+
+
 def names(values: object, argument: str) -> list[str]:
     """Return a non-empty list of distinct strings."""
     if isinstance(values, str):

@@ -819,6 +819,19 @@ ROWS = [
     Row("forecast: a series time given twice",
         lambda _: forecast.fit_baseline(SERVEGEN().isel(time=np.r_[0, 0:SERVEGEN().sizes["time"]])),
         Raises(InputError, r"series\.time: position 1 repeats the time before it \(\S+\)")),
+    # found with a series indexed on Europe/Berlin times: its values reached the slots as UTC,
+    # every hour of the day one hour early (slot 0 planned 12.3 req/s, the 23:00 slot's figure,
+    # not 11.0), and the simulator said "demand has no time step; give step_s"
+    Row("forecast: series times with a time zone",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign_coords(time=SERVEGEN().indexes["time"]
+                                                                 .tz_localize("Europe/Berlin"))),
+        Raises(InputError, r"series\.time carries the time zone Europe/Berlin: capnb counts hours "
+                           r"of the day on naive times.*tz_localize\(None\).*timezone")),
+    Row("elasticity: demand times with a time zone",
+        lambda _: elasticity.simulate(timed([1, 2, 3], [0, 5, 10]).assign_coords(
+            time=pd.date_range("2024-01-01", periods=3, freq="5s", tz="UTC")), per_instance_qps=1),
+        Raises(InputError, r"demand\.time carries the time zone UTC: capnb counts hours of the day "
+                           r"on naive times")),
     Row("forecast: bursts lower at the top than the bottom",
         lambda _: forecast.BurstModel(multiplier=(5.0, 3.0)),
         Raises(InputError, r"multiplier: low 5 is above high 3")),

@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
+from .._validate import naive_times
 from ..errors import InputError
 from ..units import require_units
 from . import _times
@@ -219,6 +220,8 @@ def resample(
         raise InputError(
             f"interval must be a whole number of seconds from 1 s to 1 day, got {interval!r}"
         )
+    if "time" in trace:
+        naive_times(trace["time"], "trace.time")
     if "request" in trace.dims and "time" in trace:
         return _resample_log(trace, step, gap)
     if "time" in trace.dims and "qps" in trace:
@@ -517,6 +520,7 @@ def checked_series(series: object, argument: str = "series") -> xr.Dataset:
             "capnb.data.load_rate_series)"
         )
     require_units(series["qps"], "requests/s", f"{argument}.qps")
+    naive_times(series["time"], f"{argument}.time")
     dated(series["time"].values, f"{argument}.time")
     interval_ns_of(series)
     _check_rates(series, argument)

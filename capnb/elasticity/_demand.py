@@ -195,6 +195,8 @@ def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
         require_units(demand, "requests/s", "demand")
         values = np.asarray(demand.values)
         dim = demand.dims[0]
+        if dim in demand.coords:
+            _validate.naive_times(demand[dim], f"demand.{dim}")
         times = demand[dim].values if dim in demand.coords else None
         known = demand.attrs.get("step_s") or demand.attrs.get("interval_s")
         if known is None and times is not None and times.dtype.kind in "mM":
