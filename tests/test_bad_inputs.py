@@ -1228,6 +1228,13 @@ ROWS = [
     Row("trace: a JSON-lines file of null (pyarrow 26 segfaults on it)",
         lambda w: data.load_trace(w("t.jsonl", "null\n")),
         Raises(ConfigError, r"t\.jsonl, line 1: not a JSON object \(starts 'null'\)")),
+    # found with a hostile JSON-lines log: an object holding a list nested 20,000 deep crashed
+    # the process in pyarrow's JSON reader (segmentation fault)
+    Row("trace: a JSON line nested 20,000 deep (pyarrow segfaults on it)",
+        lambda w: data.load_trace(w("t.jsonl", '{"timestamp": 1}\n{"a": ' + "[" * 20_000
+                                    + "]" * 20_000 + "}\n"), time_unit="s"),
+        Raises(ConfigError, r"t\.jsonl, line 2: JSON nested 20,001 deep; capnb reads JSON nested "
+                            r"at most 1,000 deep")),
     Row("prefix: a null line among the requests",
         lambda w: data.load_block_hashes(w("h.jsonl", '{"input_length": 1, "hash_ids": [1]}\nnull\n')),
         Raises(ConfigError, r"h\.jsonl, line 2: not a JSON object")),

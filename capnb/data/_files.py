@@ -143,13 +143,52 @@ def decode_text(data: bytes, where: str | os.PathLike) -> str:
 _NOT_AN_OBJECT = re.compile(rb"(?:\A(?:\xef\xbb\xbf)?|\n)[ \t\r]*([^{ \t\r\n])")
 
 
+#: The deepest JSON capnb reads: pyarrow 26's JSON reader crashes the process (segmentation
+#: fault) on a line nested some 20,000 deep, Python's json module raises RecursionError near 1,000.
+MAX_JSON_DEPTH = 1_000
+#: Bytes that are not a bracket or a line end, dropped to count each line's brackets at C speed.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}\n")
+_JSON_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*+"')
+
+
+def _json_depth(line: bytes) -> int:
+    """How deep a line of JSON nests (brackets inside strings do not count)."""
+    import numpy as np
+
+    codes = np.frombuffer(_JSON_STRING.sub(b'""', line), dtype=np.uint8)
+    step = np.isin(codes, (ord("["), ord("{"))).astype(np.int64)
+    step -= np.isin(codes, (ord("]"), ord("}")))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _too_deep(view, name: str) -> None:
+    """A ConfigError naming the first line nested deeper than :data:`MAX_JSON_DEPTH`.
+
+    Only a line holding that many brackets can be; those few are measured string by string.
+    """
+    brackets = bytes(view).translate(None, _NOT_BRACKETS)
+    line, start = 1, 0
+    for found in re.finditer(rb"[^\n]{%d,}" % (MAX_JSON_DEPTH + 1), brackets):
+        for _ in range(brackets.count(b"\n", 0, found.start()) + 1 - line):
+            start = view.find(b"\n", start) + 1
+        line = brackets.count(b"\n", 0, found.start()) + 1
+        end = view.find(b"\n", start)
+        depth = _json_depth(bytes(view[start : end if end >= 0 else len(view)]))
+        if depth > MAX_JSON_DEPTH:
+            raise ConfigError(
+                f"{name}, line {line}: JSON nested {depth:,} deep; capnb reads JSON nested at "
+                f"most {MAX_JSON_DEPTH:,} deep"
+            )
+
+
 def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None:
     """Every non-blank line of a JSON-lines file starts an object (``{``), or a ConfigError.
 
     Checked before pyarrow's JSON reader sees a file: pyarrow 26 crashes the process
-    (segmentation fault) on a file whose first value is ``null``, and reads a later ``null``
-    line as an empty row. A scan of the bytes, at the speed of ``re`` (a 100 MB trace in well
-    under a second); what the objects hold is the reader's to check.
+    (segmentation fault) on a file whose first value is ``null``, or on a line nested some
+    20,000 deep (:data:`MAX_JSON_DEPTH`), and reads a later ``null`` line as an empty row. A
+    scan of the bytes, at the speed of ``re`` (a 100 MB trace in well under a second); what the
+    objects hold is the reader's to check.
     """
     import mmap
 
@@ -159,6 +198,7 @@ def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
             found = _NOT_AN_OBJECT.search(view)
             if found is None:
+                _too_deep(view, name or str(path))
                 return
             line = view[: found.start(1)].count(b"\n") + 1
             start = bytes(view[found.start(1) : found.start(1) + 12])
