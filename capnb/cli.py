@@ -158,6 +158,11 @@ def _plan_json(path: Path) -> dict:
     text = read_text(path, "plan.json")
     try:
         built = json.loads(text)
+    except RecursionError:
+        raise InputError(
+            f"{path}: not a plan.json (JSON nested too deeply); give the plan.json or plan.nc "
+            "capnb plan wrote"
+        ) from None
     except json.JSONDecodeError as error:
         raise InputError(
             f"{path}: not a plan.json (not JSON: {json_error_at(error)}); give the plan.json or "

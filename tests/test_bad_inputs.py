@@ -213,6 +213,8 @@ def folder_named(write, name):
 
 
 BINARY = bytes(range(256)) * 2
+#: JSON nested 100,000 deep: past Python's recursion limit in json.loads.
+DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def l4_figure(column, value):
@@ -1235,6 +1237,19 @@ ROWS = [
                                     + "]" * 20_000 + "}\n"), time_unit="s"),
         Raises(ConfigError, r"t\.jsonl, line 2: JSON nested 20,001 deep; capnb reads JSON nested "
                             r"at most 1,000 deep")),
+    # found with the same hostile files given to the other readers: json.loads ended in Python's
+    # RecursionError ("maximum recursion depth exceeded while decoding a JSON array")
+    Row("trace: a JSON-lines file of a list nested 100,000 deep",
+        lambda w: data.load_trace(w("t.jsonl", DEEP + "\n")),
+        Raises(ConfigError, r"t\.jsonl, line 1: JSON nested too deeply")),
+    Row("traffic: a JSON-lines file of a list nested 100,000 deep",
+        lambda w: data.load_traffic(w("t.jsonl", DEEP + "\n")),
+        Raises(ConfigError, r"t\.jsonl, line 1: JSON nested too deeply")),
+    Row("vllm: a result nested 100,000 deep", lambda w: data.read_benchmark(w("v.json", DEEP)),
+        Raises(ConfigError, r"v\.json: JSON nested too deeply")),
+    Row("table: JSON lines nested 100,000 deep",
+        lambda w: data.read_latency_table(w("t.jsonl", DEEP + "\n")),
+        Raises(ConfigError, r"t\.jsonl, line 1: JSON nested too deeply")),
     Row("prefix: a null line among the requests",
         lambda w: data.load_block_hashes(w("h.jsonl", '{"input_length": 1, "hash_ids": [1]}\nnull\n')),
         Raises(ConfigError, r"h\.jsonl, line 2: not a JSON object")),

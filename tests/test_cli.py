@@ -170,6 +170,8 @@ def test_warnings_print_as_one_line_of_the_commands_output():
         # "TypeError: Answer.__init__() missing 51 required positional arguments: ..."
         ("plan.json", b'{"answer": {}}', "its answer has no 'model'"),
         ("plan.json", b'{"answer": {"model": "x", "colour": 1}}', "'colour' is not a field"),
+        # "capnb export: RecursionError: maximum recursion depth exceeded while decoding ..."
+        ("plan.json", b"[" * 100_000 + b"]" * 100_000, "not a plan.json (JSON nested too deeply)"),
     ],
 )
 def test_export_names_the_plan_file_it_cannot_read(tmp_path, capsys, name, content, said):

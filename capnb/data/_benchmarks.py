@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from . import _curve
-from ._files import decode_text, json_error_at, user_path
+from ._files import decode_text, json_error_at, parse_json, user_path
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -298,7 +298,7 @@ def _json_lines_frame(path: Path) -> pd.DataFrame:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = parse_json(line, f"{path.name}, line {number}")
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
         if not isinstance(record, dict):
@@ -434,8 +434,11 @@ def _json_documents(path: Path, text: str) -> list[tuple[str, object]]:
     lines = [line for line in text.splitlines() if line.strip()]
     try:
         if path.suffix.lower() == ".jsonl" or _one_per_line(lines):
-            return [(f"{path.name} line {i + 1}", json.loads(line)) for i, line in enumerate(lines)]
-        return [(path.name, json.loads(text))]
+            return [
+                (f"{path.name} line {i + 1}", parse_json(line, f"{path.name}, line {i + 1}"))
+                for i, line in enumerate(lines)
+            ]
+        return [(path.name, parse_json(text, path.name))]
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: not valid JSON ({json_error_at(err)})") from None
 
@@ -1796,7 +1799,7 @@ def benchmark_format(path: str | os.PathLike) -> str:
         if suffix == ".jsonl":
             first = next((line for line in _text(path).splitlines() if line.strip()), "")
             try:
-                record = json.loads(first)
+                record = parse_json(first, f"{path.name}, line 1")
             except json.JSONDecodeError as err:
                 raise ConfigError(f"{path}: not valid JSON ({err.msg} at line 1)") from None
         else:  # one result, or several appended one a line (vllm bench serve --append-result)

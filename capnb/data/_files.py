@@ -181,6 +181,19 @@ def _too_deep(view, name: str) -> None:
             )
 
 
+def parse_json(text: str, where: str) -> object:
+    """``json.loads(text)``; JSON nested past Python's recursion limit is a ConfigError at ``where``.
+
+    (A ``json.JSONDecodeError`` is the caller's to name: each says it its own way.)
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: JSON nested too deeply (Python's json module reads about 1,000 levels)"
+        ) from None
+
+
 def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None:
     """Every non-blank line of a JSON-lines file starts an object (``{``), or a ConfigError.
 

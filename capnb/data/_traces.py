@@ -26,7 +26,7 @@ from .. import glossary, words
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
-from ._files import json_lines_objects, user_path
+from ._files import json_lines_objects, parse_json, user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -296,10 +296,10 @@ def _jsonl_format(path: Path) -> str:
     A first line that is not a JSON object reads as ``"jsonl"``: the reader then names the line.
     """
     with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, 1):
             if line.strip():
                 try:
-                    record = json.loads(line)
+                    record = parse_json(line, f"{path.name}, line {number}")
                 except json.JSONDecodeError:
                     return "jsonl"
                 if isinstance(record, dict) and any(f in record for f in _MOONCAKE_FIELDS):
@@ -935,7 +935,7 @@ def _diagnose_jsonl(path: Path) -> None:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = parse_json(line, f"{path.name}, line {number}")
             except json.JSONDecodeError as err:
                 raise ConfigError(
                     f"{path.name}, line {number}: not valid JSON ({err.msg})"

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
-from ._files import user_path
+from ._files import parse_json, user_path
 from ._rates import load_rate_series
 from ._traces import (
     _BUNDLED_SERIES,
@@ -51,7 +51,7 @@ def _columns(path: Path) -> list[str]:
             for number, line in enumerate(handle, 1):
                 if line.strip():
                     try:
-                        record = json.loads(line)
+                        record = parse_json(line, f"{path.name}, line {number}")
                     except json.JSONDecodeError as err:
                         raise ConfigError(
                             f"{path}, line {number}: not valid JSON ({err.msg})"
