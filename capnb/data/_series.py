@@ -537,7 +537,9 @@ def _check_rates(series: xr.Dataset, argument: str) -> None:
         at = int(np.flatnonzero(step <= 0)[0]) + 1
         shown = [np.datetime_as_string(times[i], unit="s") for i in (at, at - 1)]
         if step[at - 1] == 0:
-            raise InputError(f"{argument}.time: position {at} repeats the time before it ({shown[0]})")
+            raise InputError(
+                f"{argument}.time: position {at} repeats the time before it ({shown[0]})"
+            )
         raise InputError(
             f"{argument}.time: times run backwards at position {at} ({shown[0]} after {shown[1]}); "
             "sort them, one value per interval"

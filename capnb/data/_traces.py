@@ -528,7 +528,7 @@ def _as_written(options, spaced: dict[str, str]):
 
 
 def _arrow_read(path: Path, options):
-    """pyarrow's read of a CSV, its columns named stripped, as capnb's header sniff names them."""
+    """A CSV as pyarrow reads it, its columns named stripped, as capnb's header sniff names them."""
     import pyarrow.csv as pacsv
 
     spaced = _spaced_names(path)

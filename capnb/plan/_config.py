@@ -418,9 +418,9 @@ class Elasticity(_Table):
     _one_or_many = field_validator(
         "policies", "scale_up_threshold", "cooldown_s", "buffer_instances", mode="before"
     )(staticmethod(_one_or_many))
-    _distinct = field_validator(
-        "policies", "scale_up_threshold", "cooldown_s", "buffer_instances"
-    )(staticmethod(_distinct))
+    _distinct = field_validator("policies", "scale_up_threshold", "cooldown_s", "buffer_instances")(
+        staticmethod(_distinct)
+    )
 
     @field_validator("step_s")
     @classmethod
