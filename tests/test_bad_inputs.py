@@ -359,6 +359,14 @@ ROWS = [
     Row("trace: spaces around a header's offset times",
         trace(" timestamp ,prompt_tokens\n2024-01-01T00:00:05+01:00,1\n2024-01-01T00:00:06+01:00,2\n"),
         States(lambda log: f"{log.sizes['request']} requests", r"^2 requests$")),
+    # found with a CSV exported twice into one sheet: "timestamp,prompt_tokens,prompt_tokens" read
+    # the first of the two columns (5 and 6 tokens, beside 100 and 200) and said nothing
+    Row("trace: a header naming a column twice",
+        trace("timestamp,prompt_tokens,prompt_tokens\n0,5,100\n1,6,200\n", time_unit="s"),
+        Raises(ConfigError, r"t\.csv: the header names 'prompt_tokens' twice \(columns 2 and 3\); "
+                            r"rename one")),
+    Row("rates: a header naming a column twice", rates("t,qps,qps\n0,5,100\n60,6,200\n"),
+        Raises(ConfigError, r"r\.csv: the header names 'qps' twice \(columns 2 and 3\)")),
     Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),

@@ -324,6 +324,12 @@ def _csv_header(path: Path) -> list[str]:
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
     header = [h.strip().lstrip("\ufeff") for h in header]
+    for i, name in enumerate(header):
+        if name and name in header[:i]:
+            raise ConfigError(
+                f"{path}: the header names {name!r} twice (columns {header.index(name) + 1} and "
+                f"{i + 1}); rename one"
+            )
     if len(header) == 1:  # one column: a file separated by something else than commas
         other = next((sep for sep in (";", "\t", "|") if sep in header[0]), None)
         if other is not None:
