@@ -477,6 +477,18 @@ ROWS = [
                                         time_column="t", rate_column="qps", time_unit="s"),
         Raises(ConfigError, r"r\.parquet, row 1: column 'qps' has type list<element: int64>, not a "
                             r"rate or count")),
+    # found giving a JSON-lines rate series: it was read as CSV ("no column 't' (time_column);
+    # columns: ['{"t": 0', '"qps": 1.5}']"), and a spreadsheet "holds a header but no rows"
+    Row("rates: a JSON-lines rate series",
+        rates('{"t": 0, "qps": 1.5}\n{"t": 60, "qps": 2}\n', name="r.jsonl"),
+        Raises(ConfigError, r"r\.jsonl: capnb reads a rate series from CSV \(\.csv, \.txt, \.gz\) "
+                            r"or Parquet \(\.parquet, \.pq\), and '\.jsonl' is neither")),
+    Row("traffic: a JSON-lines rate series",
+        lambda w: data.load_traffic(w("r.jsonl", '{"t": 0, "qps": 1.5}\n{"t": 60, "qps": 2}\n'),
+                                    time_column="t", time_unit="s"),
+        Raises(ConfigError, r"r\.jsonl: capnb reads a rate series from CSV")),
+    Row("rates: a spreadsheet", rates(b"PK\x03\x04 not a CSV", name="r.xlsx"),
+        Raises(ConfigError, r"r\.xlsx: capnb reads a rate series from CSV .* '\.xlsx' is neither")),
     Row("rates: a .parquet that is not Parquet", rates("nope", name="r.parquet"),
         Raises(ConfigError, r"r\.parquet: not a readable Parquet file")),
     # -- latency tables: capnb.data.read_latency_table ------------------------------------------

@@ -330,7 +330,18 @@ def _series_path(name_or_path, text: str | None) -> Path:
         raise ConfigError(f"{path}: a folder, not a rate series file")
     if path.stat().st_size == 0:
         raise ConfigError(f"{path}: the file is empty")
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix.lower() == ".gz" else path.suffix
+    if suffix.lower() not in _SERIES_SUFFIXES:
+        # read as CSV, a JSON-lines file was "no column 't'; columns: ['{"t": 0', ...]"
+        raise ConfigError(
+            f"{path}: capnb reads a rate series from CSV (.csv, .txt, .gz) or Parquet (.parquet, "
+            f".pq), and {path.suffix!r} is neither; write it as one of them"
+        )
     return path
+
+
+#: What a rate series file may be named (no suffix: read as CSV).
+_SERIES_SUFFIXES = ("", ".csv", ".txt", ".csv.gz", ".txt.gz", ".gz", ".parquet", ".pq")
 
 
 def _read_series_table(path: Path, time_column, value_column):
