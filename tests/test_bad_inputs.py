@@ -135,6 +135,17 @@ def parquet(**columns) -> bytes:
     return sink.getvalue()
 
 
+def parquet_of(names, *columns) -> bytes:
+    """A Parquet file of ``columns`` under ``names`` (which may repeat a name), as bytes."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_arrays([pa.array(c) for c in columns], names=names), sink)
+    return sink.getvalue()
+
+
 def config(**fields):
     """A Llama-2-7B-shaped config.json with ``fields`` replaced (None: removed)."""
     base = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -367,6 +378,17 @@ ROWS = [
                             r"rename one")),
     Row("rates: a header naming a column twice", rates("t,qps,qps\n0,5,100\n60,6,200\n"),
         Raises(ConfigError, r"r\.csv: the header names 'qps' twice \(columns 2 and 3\)")),
+    Row("trace: a Parquet schema naming a column twice",
+        lambda w: data.load_trace(w("t.parquet", parquet_of(["timestamp", "prompt_tokens",
+                                                             "prompt_tokens"], [0, 1], [5, 6],
+                                                            [100, 200])), time_unit="s"),
+        Raises(ConfigError, r"t\.parquet: the schema names 'prompt_tokens' twice \(columns 2 and "
+                            r"3\); rename one")),
+    Row("rates: a Parquet schema naming a column twice",
+        lambda w: data.load_rate_series(w("r.parquet", parquet_of(["t", "qps", "qps"], [0, 60],
+                                                                  [5.0, 6.0], [1.0, 2.0])),
+                                        time_column="t", rate_column="qps", time_unit="s"),
+        Raises(ConfigError, r"r\.parquet: the schema names 'qps' twice \(columns 2 and 3\)")),
     Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),

@@ -25,6 +25,7 @@ from ._traces import (
     _is_number,
     _read_csv_table,
     list_rate_series,
+    parquet_names,
 )
 
 __all__ = ["load_rate_series"]
@@ -350,6 +351,7 @@ def _read_series_table(path: Path, time_column, value_column):
     if path.suffix.lower() in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
+        parquet_names(path)
         try:
             table = pq.read_table(path)
         except (pa.ArrowInvalid, OSError) as err:

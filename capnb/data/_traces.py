@@ -324,12 +324,7 @@ def _csv_header(path: Path) -> list[str]:
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
     header = [h.strip().lstrip("\ufeff") for h in header]
-    for i, name in enumerate(header):
-        if name and name in header[:i]:
-            raise ConfigError(
-                f"{path}: the header names {name!r} twice (columns {header.index(name) + 1} and "
-                f"{i + 1}); rename one"
-            )
+    _named_once(header, path, "header")
     if len(header) == 1:  # one column: a file separated by something else than commas
         other = next((sep for sep in (";", "\t", "|") if sep in header[0]), None)
         if other is not None:
@@ -339,6 +334,28 @@ def _csv_header(path: Path) -> list[str]:
                 "reads comma-separated files; write the file with commas between its columns"
             )
     return header
+
+
+def _named_once(names: list[str], path: Path, where: str) -> None:
+    """A CSV header or Parquet schema names each column once (not read from the first of two)."""
+    for i, name in enumerate(names):
+        if name and name in names[:i]:
+            raise ConfigError(
+                f"{path}: the {where} names {name!r} twice (columns {names.index(name) + 1} and "
+                f"{i + 1}); rename one"
+            )
+
+
+def parquet_names(path: Path) -> list[str]:
+    """A Parquet file's column names, each once, or a ConfigError naming the file."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = list(pq.read_schema(path).names)
+    except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
+        raise ConfigError(f"{path}: not a readable Parquet file ({err})") from None
+    _named_once(names, path, "schema")
+    return names
 
 
 def _open_text(path: Path):
@@ -952,14 +969,9 @@ def _diagnose_jsonl(path: Path) -> None:
 
 
 def _read_parquet(path: Path, time_column, prompt_column, output_column):
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        schema = pq.read_schema(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise ConfigError(f"{path}: not a readable Parquet file ({err})") from None
-    header = list(schema.names)
+    header = parquet_names(path)
     columns = {
         "time": _pick_column(header, time_column, _TIME_NAMES, "time_column", path, True),
         "prompt": _pick_column(header, prompt_column, _PROMPT_NAMES, "prompt_column", path, False),

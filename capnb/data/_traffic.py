@@ -27,6 +27,7 @@ from ._traces import (
     _find_column,
     _looks_like_rate,
     load_trace,
+    parquet_names,
 )
 
 __all__ = ["TRAFFIC_KINDS", "load_traffic", "traffic_columns"]
@@ -40,12 +41,7 @@ _WINDOW_NAMES = ("window_start", "window_start_s", *_TIME_NAMES)
 def _columns(path: Path) -> list[str]:
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        try:
-            return list(pq.read_schema(path).names)
-        except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
-            raise ConfigError(f"{path}: not a readable Parquet file ({err})") from None
+        return parquet_names(path)
     if suffix in (".jsonl", ".json", ".ndjson"):
         with path.open(encoding="utf-8", errors="replace") as handle:  # a bad byte: a JSON error
             for number, line in enumerate(handle, 1):
