@@ -389,6 +389,13 @@ ROWS = [
                                                                   [5.0, 6.0], [1.0, 2.0])),
                                         time_column="t", rate_column="qps", time_unit="s"),
         Raises(ConfigError, r"r\.parquet: the schema names 'qps' twice \(columns 2 and 3\)")),
+    # found with a JSON-lines log holding token ids, not counts: "column 'prompt_tokens' has type
+    # list<item: int64>, not token counts" named no file
+    Row("trace: token ids where counts belong",
+        lambda w: data.load_trace(w("t.jsonl", '{"timestamp": 0, "prompt_tokens": [1, 2]}\n'),
+                                  time_unit="s"),
+        Raises(ConfigError, r"^t\.jsonl, line 1: column 'prompt_tokens' has type list<item: "
+                            r"int64>, not token counts")),
     Row("trace: a NaN token count", trace(f"{TRACE_HEAD}{GOOD_ROW},nan\n"),
         Raises(ConfigError, r"row 1 \(line 2\): column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a fractional token count", trace(f"{TRACE_HEAD}{GOOD_ROW},3.5\n"),

@@ -1013,7 +1013,7 @@ def _token_column(table, column: str, where) -> np.ndarray:
                 f"{where(row)}: column {column!r} holds {float(numbers[row])!r}, not a whole number of tokens"
             )
     elif numbers.dtype.kind not in "iu":
-        raise ConfigError(f"column {column!r} has type {values.type}, not token counts")
+        raise ConfigError(f"{where(0)}: column {column!r} has type {values.type}, not token counts")
     # beyond 2**53 a float is not an exact count, and past 2**63 - 1 an int64 wraps negative
     big = numbers > 2**53
     if big.any():
