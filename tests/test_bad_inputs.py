@@ -1197,6 +1197,12 @@ ROWS = [
                             r"twice; list each value once")),
     Row("config: a cooldown listed twice", plan_file("[elasticity]\ncooldown_s = [300.0, 300.0]\n"),
         Raises(ConfigError, r"p\.toml:2: cooldown_s = .*lists 300\.0 twice; list each value once")),
+    # found passing plan.build the series itself: the message held the Dataset's whole repr (16
+    # lines, 849 characters) before "Input should be a valid string"
+    Row("config: a trace given as a Dataset",
+        lambda _: plan.build(trace=SERVEGEN(), gpus=["H100-SXM"]),
+        Raises(ConfigError, r"^defaults: replace\(\): trace = <xarray\.Dataset>: Input should be a "
+                            r"valid string$")),
     Row("config: an empty trace", plan_file('[traffic]\ntrace = ""\n'),
         Raises(ConfigError, r"p\.toml:2: trace = '': String should have at least 1 character")),
     Row("config: an empty model", plan_file('[serving]\nmodel = ""\n'),

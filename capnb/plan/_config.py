@@ -690,6 +690,17 @@ _BUDGETS = {
 }
 
 
+def _shown(value: object) -> str:
+    """A refused value as a message shows it: its repr, or a short stand-in for a long one."""
+    text = repr(value)
+    if "\n" not in text and len(text) <= 80:
+        return text
+    if isinstance(value, list | tuple):  # a list of 1,000 SLAs printed 5,000 characters
+        return f"{text[:60]}... ({len(value):,} values)"
+    # an xarray Dataset printed its whole repr, 16 lines, into a one-line message
+    return f"<{type(value).__module__.split('.')[0]}.{type(value).__name__}>"
+
+
 def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
     """Every field the schema refused, each with its value, the rule, and its file and line."""
     by_field: dict[str, list[dict]] = {}
@@ -706,7 +717,7 @@ def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
             lines += [f"{place}: {item['msg'].removeprefix('Value error, ')}" for item in items]
             continue
         if name in _UNION_RULES and items[0]["type"] != "value_error":  # not a rule of its own
-            lines.append(f"{place}: {name} = {items[0]['input']!r}: {_UNION_RULES[name]}")
+            lines.append(f"{place}: {name} = {_shown(items[0]['input'])}: {_UNION_RULES[name]}")
             continue
         if any(len(i["loc"]) > 1 for i in items):  # an item's own error says more than the count
             items = [i for i in items if len(i["loc"]) > 1]
@@ -717,7 +728,7 @@ def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
                 rule = f"expected one of {item['ctx']['expected']}"
             elif name in _BUDGETS and item["type"].startswith(_BUDGETS[name][0]):
                 rule = f"{rule}: {_BUDGETS[name][1]}"
-            lines.append(f"{place}: {name}{index} = {item['input']!r}: {rule}")
+            lines.append(f"{place}: {name}{index} = {_shown(item['input'])}: {rule}")
     return "; ".join(lines)
 
 
