@@ -893,6 +893,12 @@ ROWS = [
     Row("coldstart: a negative bandwidth",
         lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", download_bandwidth=-5),
         Raises(InputError, r"download_bandwidth must be in \(0\.0, inf\], got -5")),
+    # found comparing the steps on one deployment: memory refuses tensor_parallel=3 for a model of
+    # 32 heads, the cold start estimated it (48.2 s of download, its load split three ways)
+    Row("coldstart: a tensor-parallel degree that cannot shard",
+        lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", tensor_parallel=3),
+        Raises(InputError, r"^tensor_parallel: tensor_parallel=3 does not divide the 32 attention "
+                           r"heads of Llama-3\.1-8B$")),
     # -- a user's own service (the plan's inputs, and the silent answers that became errors) ----
     Row("config: a table name misspelt", plan_file('[trafic]\ntrace = "mine.csv"\n'),
         Raises(ConfigError, r"p\.toml:1: unknown table \[trafic\] \(closest: traffic\); the tables "

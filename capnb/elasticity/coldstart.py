@@ -97,6 +97,10 @@ DEFAULTS = ColdStartSettings()
 def _tensor_parallel(models: list, gpus: list[str], tensor_parallel) -> np.ndarray:
     if tensor_parallel is not None:
         tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
+        for spec in models:  # as the memory step refuses it: a group that cannot shard the model
+            reason = spec.valid_tensor_parallel(tp)
+            if reason:
+                raise InputError(f"tensor_parallel: {reason}")
         return np.full((len(models), len(gpus)), tp, dtype=np.int64)
     from .. import memory
 
