@@ -895,6 +895,15 @@ ROWS = [
         Raises(InputError, r"download_bandwidth must be in \(0\.0, inf\], got -5")),
     # found comparing the steps on one deployment: memory refuses tensor_parallel=3 for a model of
     # 32 heads, the cold start estimated it (48.2 s of download, its load split three ways)
+    # found with a bandwidth typed in GB/s as bytes/s times 1e-9 twice: the download took inf s and
+    # the cold start was inf, silently; a provisioning of inf s passed too
+    Row("coldstart: a bandwidth too small to finish",
+        lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", download_bandwidth=1e-300),
+        Raises(InputError, r"download_s is inf s for Llama-3\.1-8B on H100-SXM \(download_bandwidth"
+                           r"=1e-300 bytes/s\): a cold start is a finite number of seconds")),
+    Row("coldstart: an infinite provisioning time",
+        lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", provisioning_s=float("inf")),
+        Raises(InputError, r"provisioning_s is inf s for Llama-3\.1-8B on H100-SXM")),
     Row("coldstart: a tensor-parallel degree that cannot shard",
         lambda _: coldstart.estimate("Llama-3.1-8B", "H100-SXM", tensor_parallel=3),
         Raises(InputError, r"^tensor_parallel: tensor_parallel=3 does not divide the 32 attention "

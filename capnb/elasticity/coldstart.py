@@ -169,9 +169,10 @@ def estimate(
     tp = _tensor_parallel(specs, gpu_ids, tensor_parallel)
 
     download = np.zeros_like(weights) if settings.weights_cached else weights
-    download = download / settings.download_bandwidth
     link = np.minimum(settings.load_bandwidth, tp * settings.host_to_device_bandwidth)
-    load = weights / link
+    with np.errstate(over="ignore"):  # a stage that never ends is named by _check_finite
+        download = download / settings.download_bandwidth
+        load = weights / link
     shape = tp.shape
 
     def stage(name, values):
@@ -188,6 +189,7 @@ def estimate(
         "engine_init_s": stage("engine_init_s", settings.engine_init_s),
         "warm_up_s": stage("warm_up_s", settings.warm_up_s),
     }
+    _check_finite(parts, specs, gpu_ids, settings)
     total = sum(np.asarray(p[1]) for p in parts.values())
     return xr.Dataset(
         {
@@ -206,6 +208,24 @@ def estimate(
             "article_range_s": list(ARTICLE_RANGE_S),
         },
     )
+
+
+#: The setting behind each stage, named when the stage does not end.
+_STAGE_SETTINGS = {"download_s": "download_bandwidth", "load_s": "load_bandwidth"}
+
+
+def _check_finite(parts: dict, specs: list, gpu_ids: list[str], settings) -> None:
+    """Every stage of every cold start ends (a bandwidth of 1e-300 bytes/s took inf s)."""
+    for name, (_, values, _) in parts.items():
+        bad = np.argwhere(~np.isfinite(values))
+        if bad.size:
+            i, j = bad[0]
+            setting = _STAGE_SETTINGS.get(name, name)
+            unit = " bytes/s" if setting.endswith("bandwidth") else " s"
+            raise InputError(
+                f"{name} is {values[i, j]} s for {specs[i].name} on {gpu_ids[j]} ({setting}="
+                f"{getattr(settings, setting):g}{unit}): a cold start is a finite number of seconds"
+            )
 
 
 def describe(result: xr.Dataset, **selection: object) -> str:
