@@ -55,6 +55,28 @@ def naive_times(coord, argument: str) -> None:
         )
 
 
+def chunk_sizes(chunks: object, dims: Iterable[str], argument: str = "chunks") -> dict:
+    """Dask chunks as a dict of a sweep's dims to whole sizes >= 1 (or -1), or raise."""
+    if chunks is None:
+        return {}
+    if not isinstance(chunks, Mapping):
+        raise InputError(
+            f"{argument}: a mapping of dim names to chunk sizes (e.g. {{'gpu': 1}}), got "
+            f"{type(chunks).__name__}"
+        )
+    dims = list(dims)
+    for dim, size in chunks.items():
+        if dim not in dims:
+            raise InputError(f"{argument}: no dim {dim!r} to chunk; the dims: {dims}")
+        whole = isinstance(size, numbers.Integral) and not isinstance(size, bool)
+        if not whole or (size < 1 and size != -1):  # 0 divided by zero in the grid's chunking
+            raise InputError(
+                f"{argument}[{dim!r}] = {size!r}: a chunk is a whole number of cells >= 1 (or -1: "
+                "the whole dim)"
+            )
+    return dict(chunks)
+
+
 def names(values: object, argument: str) -> list[str]:
     """Return a non-empty list of distinct strings."""
     if isinstance(values, str):

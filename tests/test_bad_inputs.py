@@ -693,6 +693,23 @@ ROWS = [
     Row("memory: a model given as a number",
         lambda _: memory.max_concurrency(model=3, gpu="H100-SXM", tensor_parallel=1, seq_len=1),
         Raises(InputError, r"model must be a name, a path or a mapping, got int")),
+    # found splitting a sweep for dask: chunks={"seq_len": 0} ended in ZeroDivisionError, 1.5 and
+    # a list in dask's ValueError / TypeError, and a dim the sweep lacks was ignored
+    Row("memory: a dask chunk of 0",
+        lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                         seq_len=[1024, 2048], chunks={"seq_len": 0}),
+        Raises(InputError, r"chunks\['seq_len'\] = 0: a chunk is a whole number of cells >= 1 "
+                           r"\(or -1: the whole dim\)")),
+    Row("memory: dask chunks over a dim the sweep lacks",
+        lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                         seq_len=[1024], chunks={"batch": 2}),
+        Raises(InputError, r"chunks: no dim 'batch' to chunk; the dims: .*'seq_len'")),
+    Row("latency: dask chunks as a list",
+        lambda _: latency.analytic("Llama-3.1-8B", "H100-SXM", 1, concurrency=[1, 2],
+                                   workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),
+                                   chunks=[1]),
+        Raises(InputError, r"chunks: a mapping of dim names to chunk sizes \(e\.g\. \{'gpu': 1\}\), "
+                           r"got list")),
     Row("memory: an unknown accounting",
         lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                                          seq_len=1024, accounting="magic"),

@@ -393,6 +393,7 @@ def analytic(
             np.array([fitted[g].as_array() for g in gpu_ids]), dims=("gpu", "calibration_field")
         ),
     }
+    chunks = _validate.chunk_sizes(chunks, ("model", "gpu", "tensor_parallel", "seq_len"))
     latency, mean = _analytic_kernel(arrays, prompts, outputs, conc, metrics, qs, chunks)
     coords = {
         "model": [s.name for s in specs],

@@ -128,7 +128,7 @@ def prepare(
     """Validate the axes and options and compute the kernels' inputs."""
     axes = _axes(grid, given, required)
     found = {n: a.chunks[0] for n, a in axes.items() if isinstance(a, xr.DataArray) and a.chunks}
-    chunks = {**found, **(chunks or {})}
+    chunks = {**found, **_validate.chunk_sizes(chunks, required)}
     specs = [load_model(m) for m in _validate.names(_values(axes["model"]), "model")]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
