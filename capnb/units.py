@@ -81,6 +81,11 @@ def _convert(value, unit: str, argument: str):
     return value
 
 
+def in_unit(value, unit: str, argument: str):
+    """``value`` in ``unit``, as :func:`declare_units` converts an argument (or an InputError)."""
+    return _convert(value, unit, argument)
+
+
 def _is_quantity(value) -> bool:
     """A pint quantity, told without loading pint (about 0.3 s a process) for values that are not."""
     return type(value).__module__.split(".")[0] == "pint"

@@ -695,6 +695,22 @@ ROWS = [
         Raises(InputError, r"model must be a name, a path or a mapping, got int")),
     # found splitting a sweep for dask: chunks={"seq_len": 0} ended in ZeroDivisionError, 1.5 and
     # a list in dask's ValueError / TypeError, and a dim the sweep lacks was ignored
+    # found giving the sequence lengths in a grid: a seq_len coord in kilotokens was read as tokens
+    # (max concurrency 447,346 at "1 kilotoken", 436 at 1,024 tokens), one in GB too, while the
+    # same DataArray as seq_len= is converted (or refused)
+    Row("memory: a grid's sequence lengths in kilotokens",
+        lambda _: memory.max_concurrency(
+            xr.Dataset(coords={"seq_len": ("seq_len", [1, 4], {"units": "kilotokens"})}),
+            model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1),
+        States(lambda fit: f"{fit.seq_len.values.tolist()} tokens: "
+                           f"{fit.max_concurrency.values.ravel().tolist()}",
+               r"^\[1000, 4000\] tokens: \[447, 111\]$")),
+    Row("memory: a grid's sequence lengths in GB",
+        lambda _: memory.max_concurrency(
+            xr.Dataset(coords={"seq_len": ("seq_len", [1, 4], {"units": "GB"})}),
+            model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1),
+        Raises(InputError, r"grid\.seq_len: 'a DataArray in GB' is gigabyte, not a quantity in "
+                           r"tokens")),
     Row("memory: a dask chunk of 0",
         lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                                          seq_len=[1024, 2048], chunks={"seq_len": 0}),

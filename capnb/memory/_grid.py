@@ -21,6 +21,7 @@ from ..data.modelspec import ModelSpec, dtype_bytes
 from ..errors import InputError
 from ..kernels import memory as kernels
 from ..kernels._lazy import over_threads
+from ..units import in_unit
 
 AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
 
@@ -104,6 +105,8 @@ def _axes(
             )
         order = list(getattr(grid, "dims", source))
         axes = {d: source[d] for d in order if d in source and d in AXES}
+        if "seq_len" in axes:  # as seq_len= is: a coord in kilotokens is not read as tokens
+            axes["seq_len"] = in_unit(axes["seq_len"], "tokens", "grid.seq_len")
     for name, value in given.items():
         if value is not None:
             if name in axes:
