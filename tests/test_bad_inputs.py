@@ -1251,6 +1251,12 @@ ROWS = [
         lambda _: plan.build(trace=SERVEGEN(), gpus=["H100-SXM"]),
         Raises(ConfigError, r"^defaults: replace\(\): trace = <xarray\.Dataset>: Input should be a "
                             r"valid string$")),
+    # found with --interval 600: "interval = '600': is not a duration; write e.g. '1s', ... or a
+    # number of seconds" refused the number of seconds it asked for (and '0' the same way)
+    Row("config: an interval in seconds as text", plan_file('[traffic]\ninterval = "600"\n'),
+        States(lambda cfg: f"{forecast.interval_seconds(cfg.traffic.interval):g} s", r"^600 s$")),
+    Row("config: an interval of 0 seconds as text", plan_file('[traffic]\ninterval = "0"\n'),
+        Raises(ConfigError, r"p\.toml:2: interval = '0': interval must be at least 0\.001 s")),
     Row("config: an empty trace", plan_file('[traffic]\ntrace = ""\n'),
         Raises(ConfigError, r"p\.toml:2: trace = '': String should have at least 1 character")),
     Row("config: an empty model", plan_file('[serving]\nmodel = ""\n'),

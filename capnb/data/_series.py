@@ -47,8 +47,8 @@ _UNITS_S = {
 def interval_ns(value: object, argument: str, *, low_s: float = 1e-3) -> int:
     """A duration given as ``"5s"``, ``"10min"``, ``"1h"``, ``"7D"`` or seconds -> whole ns."""
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)\s*", value)
-        unit = match.group(2).lower() if match else ""
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", value)
+        unit = (match.group(2).lower() or "s") if match else ""  # "600": seconds, as promised
         if unit.endswith("s") and unit[:-1] in _UNITS_S and unit not in _UNITS_S:
             unit = unit[:-1]  # "mins", "hours", "days"
         if not match or unit not in _UNITS_S:
