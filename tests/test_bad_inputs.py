@@ -906,6 +906,17 @@ ROWS = [
     # found with a series indexed on Europe/Berlin times: its values reached the slots as UTC,
     # every hour of the day one hour early (slot 0 planned 12.3 req/s, the 23:00 slot's figure,
     # not 11.0), and the simulator said "demand has no time step; give step_s"
+    # found with a series of my own: interval_s = 0 ended in ZeroDivisionError, NaN and '10min' in
+    # ValueError ("cannot convert float NaN to integer"), and -600 was taken as given
+    Row("forecast: a series whose interval_s is 0",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign_attrs(interval_s=0.0)),
+        Raises(InputError, r"series\.attrs\['interval_s'\] must be at least 0\.001 s, got 0\.0")),
+    Row("forecast: a series whose interval_s is negative",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign_attrs(interval_s=-600.0)),
+        Raises(InputError, r"series\.attrs\['interval_s'\] must be at least 0\.001 s, got -600\.0")),
+    Row("forecast: a series whose interval_s is NaN",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign_attrs(interval_s=np.nan)),
+        Raises(InputError, r"series\.attrs\['interval_s'\] must be at least 0\.001 s, got nan")),
     Row("forecast: series times with a time zone",
         lambda _: forecast.fit_baseline(SERVEGEN().assign_coords(time=SERVEGEN().indexes["time"]
                                                                  .tz_localize("Europe/Berlin"))),

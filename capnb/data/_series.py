@@ -445,7 +445,8 @@ def interval_ns_of(series: xr.Dataset) -> int:
             "series has no 'interval_s' attr: build it with capnb.forecast.resample or "
             "capnb.data.load_rate_series"
         )
-    return round(float(series.attrs["interval_s"]) * NS)
+    # 0 divided by zero in the slots, NaN and text failed the int conversion, -600 passed
+    return interval_ns(series.attrs["interval_s"], "series.attrs['interval_s']")
 
 
 def _not_a_multiple(step: int, own: int) -> str:
