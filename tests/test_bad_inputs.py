@@ -922,6 +922,13 @@ ROWS = [
                                                                  .tz_localize("Europe/Berlin"))),
         Raises(InputError, r"series\.time carries the time zone Europe/Berlin: capnb counts hours "
                            r"of the day on naive times.*tz_localize\(None\).*timezone")),
+    # found with a series whose step_s attr was left from an earlier resample: 1-s times read as
+    # 5-s steps, a minute of demand simulated as five
+    Row("elasticity: a step_s attr its times contradict",
+        lambda _: elasticity.simulate(timed([1, 2, 3], [0, 1, 2]).assign_attrs(step_s=5.0),
+                                      per_instance_qps=1),
+        Raises(InputError, r"demand: its step_s attr says 5 s, but its times are 1 s apart; "
+                           r"drop the attr or resample")),
     Row("elasticity: demand times with a time zone",
         lambda _: elasticity.simulate(timed([1, 2, 3], [0, 5, 10]).assign_coords(
             time=pd.date_range("2024-01-01", periods=3, freq="5s", tz="UTC")), per_instance_qps=1),

@@ -199,8 +199,16 @@ def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
             _validate.naive_times(demand[dim], f"demand.{dim}")
         times = demand[dim].values if dim in demand.coords else None
         known = demand.attrs.get("step_s") or demand.attrs.get("interval_s")
-        if known is None and times is not None and times.dtype.kind in "mM":
-            known = _seconds_between(times, "demand")
+        if times is not None and times.dtype.kind in "mM" and times.size > 1:
+            apart = _seconds_between(times, "demand")
+            if known is not None and not math.isclose(float(real(known, "step_s")), apart):
+                label = "step_s" if demand.attrs.get("step_s") else "interval_s"
+                raise InputError(  # the attr had won: 1-s times were simulated as 5-s steps
+                    f"demand: its {label} attr says {float(known):g} s, but its times are "
+                    f"{apart:g} s apart; drop the attr or resample it with "
+                    "capnb.elasticity.resample_demand"
+                )
+            known = apart
         if step_s is None:
             if known is None:
                 raise InputError("demand has no time step; give step_s")
