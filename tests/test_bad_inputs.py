@@ -497,6 +497,12 @@ ROWS = [
     # became 0, then a missing window), a list column ended in numpy's ValueError
     Row("rates: spaces after the header's commas", rates("t, qps\n0, 1\n60, 2\n120, 3\n"),
         States(lambda series: f"{series.qps.values.tolist()}", r"^\[1\.0, 2\.0, 3\.0\]$")),
+    # found with a rate of 1e308 requests/s: requests per window became inf (numpy's overflow
+    # warning the only sign)
+    Row("rates: a rate whose requests per window overflow",
+        rates("t,qps\n0,1e308\n60,1\n"),
+        Raises(ConfigError, r"r\.csv: the window at 1970-01-01T00:00:00 holds 1e\+308 requests/s, "
+                            r"which over its 60 s is more requests than capnb can count")),
     Row("rates: a Parquet rate column of true/false",
         lambda w: data.load_rate_series(w("r.parquet", parquet(t=[0, 60, 120], qps=[True, False, True])),
                                         time_column="t", rate_column="qps", time_unit="s"),

@@ -202,10 +202,19 @@ def _rate_dataset(qps, seconds: float, grid, path: Path, clock, notes: list[str]
     """The series as a Dataset over ``time``: ``qps`` and ``requests``, its clock and notes."""
     import xarray as xr
 
+    with np.errstate(over="ignore"):
+        requests = qps * seconds
+    over = np.flatnonzero(np.isinf(requests))
+    if over.size:  # 1e308 requests/s: inf requests a window, numpy's warning the only sign
+        at = np.datetime_as_string(grid[over[0]].astype("datetime64[ns]"), unit="s")
+        raise ConfigError(
+            f"{path}: the window at {at} holds {qps[over[0]]:g} requests/s, which over its "
+            f"{seconds:g} s is more requests than capnb can count"
+        )
     return xr.Dataset(
         {
             "qps": ("time", qps, glossary.attrs("qps")),
-            "requests": ("time", qps * seconds, glossary.attrs("requests")),
+            "requests": ("time", requests, glossary.attrs("requests")),
         },
         coords={"time": ("time", grid.view("datetime64[ns]"), glossary.attrs("time"))},
         attrs={
