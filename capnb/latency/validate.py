@@ -724,7 +724,9 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
         ``figures`` (how many), ``sources`` (their names), ``measured_on_gpu`` (bool).
     """
     if model == "own-run":  # the engine calibrated on a source's own runs, its other loads
-        rows = [dict(r, gpu=r["curve"][1], **{model: r["predicted"]}) for r in _own_rows(metric)]
+        rows = [
+            dict(r, gpu=r["curve"][1], **{model: r["predicted"]}) for r in _own_run_scored(metric)
+        ]
     else:
         rows = _scored_rows(metric, model)
     mine = [r for r in rows if r["gpu"] == gpu]
@@ -738,7 +740,7 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
     }
 
 
-def _own_rows(metric: str) -> list[dict]:
+def _own_run_scored(metric: str) -> list[dict]:
     """The stored own-run rows of a metric's group (each rate or length held out of its fit)."""
     if metric not in GROUPS:
         raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
@@ -926,7 +928,9 @@ def error_band(metric: str, *, model: str = "engine") -> tuple[float, float, int
     Returns ``(low, high, figures)``.
     """
     if model == "own-run":
-        ratios = [r["measured"] / r["predicted"] for r in _own_rows(metric) if r["predicted"] > 0]
+        ratios = [
+            r["measured"] / r["predicted"] for r in _own_run_scored(metric) if r["predicted"] > 0
+        ]
     else:
         rows = _scored_rows(metric, model)
         ratios = [r["measured"] / r[model] for r in rows if r[model] > 0]
