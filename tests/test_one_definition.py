@@ -108,3 +108,19 @@ def test_times_of_an_undated_trace_are_worded_once():
     # "day 8 22:30" on a trace whose dates are placeholders
     assert _where(r"f\"day \{[^}]*\+ 1\} \{") == ["words.py"]
     assert _where(r"=\s*1970\b|[\"']1970-") == ["words.py"]
+
+
+def test_no_module_defines_a_top_level_name_twice():
+    # a second `def _own_rows` in capnb/latency/validate.py shadowed the first, which the module's
+    # own functions still called with other arguments: the later definition silently wins
+    import ast
+
+    twice = []
+    for name, text in SOURCES.items():
+        seen: dict[str, int] = {}
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if node.name in seen:
+                    twice.append(f"{name}: {node.name} (lines {seen[node.name]}, {node.lineno})")
+                seen[node.name] = node.lineno
+    assert not twice, twice
