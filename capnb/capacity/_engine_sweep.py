@@ -231,7 +231,7 @@ def sweep_engine(
         running sequences' share) per option. Attrs: ``latency_source``, ``prefix_cache_share``,
         ``memory_accounting`` (``"vllm"``) and ``memory_vllm_version``: the KV budget's.
     """
-    from .. import data, memory
+    from .. import data
     from ._safe import plan
 
     share = float(prefix_cache_share)
@@ -262,12 +262,8 @@ def sweep_engine(
                 rows[(gpu, tp)] = ("no_data", None)
                 unpriced.extend(m for m in missing if m not in unpriced)
                 continue
-            kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=settings)
-            hit, running = 0.0, kv
-            if share > 0 and kv > 0:
-                split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len,
-                                        cache_share=[share])  # fmt: skip
-                hit, running = float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
+            hit, running = _running_budget(model, gpu, tp, seq_len, vllm_version, settings,
+                                           share, blocks)  # fmt: skip
             option = Deployment(model, gpu, int(tp))
             fits = _sequences(option, running, seq_len, settings)
             whole = _holds(option, longest, running, settings)
@@ -297,15 +293,8 @@ def sweep_engine(
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
-    source = "the serving-engine model (capnb.latency.engine, calibrated)"
-    if own:
-        source += "; on " + ", ".join(
-            f"{gpu} calibrated on your own runs ({cal.fitted_on.split('; prior:')[0]}; band: "
-            "the own-run held-out error)"
-            for gpu, cal in own.items()
-        )
     out.attrs.update(
-        latency_source=source,
+        latency_source=_latency_source(own),
         prefix_cache_share=share,
         # whose KV budget the engine ran on: the memory step of a plan on it counts the same
         memory_accounting="vllm",
@@ -375,6 +364,34 @@ def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Data
             glossary.attrs("tensor_parallel"),
         ),
     )
+
+
+def _running_budget(model, gpu, tp, seq_len: int, vllm_version: str, settings, share: float,
+                    blocks) -> tuple[float, int]:  # fmt: skip
+    """(prefix hit rate, KV tokens left to running sequences) of one option.
+
+    vLLM's KV budget (:func:`_kv_tokens`), less a prefix cache's ``share`` of it where one is
+    held (:func:`capnb.memory.split_kv`, its hit rate replayed from ``blocks``).
+    """
+    from .. import memory
+
+    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=settings)
+    if not (share > 0 and kv > 0):
+        return 0.0, kv
+    split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len, cache_share=[share])
+    return float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
+
+
+def _latency_source(own: dict) -> str:
+    """Where the sweep's latencies come from, naming the GPUs calibrated on the user's runs."""
+    source = "the serving-engine model (capnb.latency.engine, calibrated)"
+    if own:
+        source += "; on " + ", ".join(
+            f"{gpu} calibrated on your own runs ({cal.fitted_on.split('; prior:')[0]}; band: "
+            "the own-run held-out error)"
+            for gpu, cal in own.items()
+        )
+    return source
 
 
 def _own_calibrations(calibration, gpus) -> dict:
