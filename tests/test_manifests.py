@@ -472,3 +472,67 @@ def test_load_of_a_plan_json_says_it_is_the_answer_record(tmp_path):
     path.write_text('{"answer": {}}\n')
     with pytest.raises(InputError, match=r"plan.json holds the plan's answer record.*plan\.nc"):
         plan.load(path)
+
+
+def test_the_knative_serve_args_cap_max_model_len_where_the_kv_cache_holds_less_than_the_context():
+    # Llama-3.1-8B on one L4: 14,352 tokens of KV cache against a 131,072-token context. The
+    # plan's benchmark command passed --max-model-len 14352, but knative.yaml's container ran
+    # '--model Llama-3.1-8B --tensor-parallel-size 1', which vLLM refuses to start (its default
+    # max_model_len is the context, and the cache must hold one request that long); the HPA and
+    # KEDA objects said nothing of it for the Deployment they scale
+    choice = dataclasses.replace(CHOICES["knative"], model="Llama-3.1-8B", gpu="L4",
+                                 max_model_len=14_352)  # fmt: skip
+    out = manifests(choice)
+    (service,) = parsed(out, "knative")
+    args = service["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["--model", "Llama-3.1-8B", "--tensor-parallel-size", "1",
+                    "--max-model-len", "14352"]  # fmt: skip
+    for kind in KINDS:
+        (doc,) = [d for d in parsed(out, kind) if d["kind"] != "ConfigMap"]
+        assert doc["metadata"]["annotations"]["capnb.io/max-model-len"] == "14352"
+        assert schema_errors(doc) == []
+        assert any("--max-model-len 14352" in n for n in out.notes[kind]), out.notes[kind]
+    assert out.exact["knative"]
+    # a model whose context the cache holds keeps vLLM's default: no flag, no annotation
+    plain = manifests(CHOICES["knative"])
+    assert "--max-model-len" not in plain.documents["knative"][0]["spec"]["template"]["spec"][
+        "containers"][0]["args"]  # fmt: skip
+    assert "capnb.io/max-model-len" not in plain.documents["hpa"][0]["metadata"]["annotations"]
+    with pytest.raises(InputError, match=r"max_model_len must be a whole number >= 0, got -1"):
+        dataclasses.replace(choice, max_model_len=-1)
+
+
+def test_policy_choice_reads_the_answers_max_model_len(small_plan_built):
+    _, path = small_plan_built
+    built = json.loads((path.parent / "plan.json").read_text())
+    assert capnb.plan.policy_choice(built).max_model_len == 0  # H100: the context fits
+    built["answer"]["max_model_len"] = 14_352
+    assert capnb.plan.policy_choice(built).max_model_len == 14_352
+    del built["answer"]["max_model_len"]  # a plan.json of an earlier release
+    assert capnb.plan.policy_choice(built).max_model_len == 0
+
+
+@pytest.mark.slow
+def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_startable_server(
+    tmp_path,
+):
+    # Llama-3.1-8B on one L4 (serving-engine model: 14,352 tokens of KV cache, a 131,072-token
+    # context): the plan's benchmark command said --max-model-len 14352, knative.yaml did not
+    import warnings
+
+    config = capnb.plan.read_config(dict(
+        trace="servegen-m-small", trials=200, gpus=("L4",), tensor_parallel=(1,),
+        latency="engine", sla="ttft=3,tpot=80ms", disaggregation="none", demand_scale=0.05,
+        policies=("knative",), scale_up_threshold=(0.7,), cooldown_s=(900.0,),
+        buffer_instances=(0,), backtest_days=0, provider="none",
+    ))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", capnb.plan.PlanWarning)
+        plan = capnb.plan.build(config)
+    record = capnb.plan.answer(plan)
+    assert record.max_model_len == 14_352
+    assert "--max-model-len 14352" in record.settle_commands
+    assert "--max-model-len 14352 (its KV cache" in capnb.plan.describe(plan)
+    out = manifests(capnb.plan.policy_choice(plan))
+    args = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-2:] == ["--max-model-len", "14352"]

@@ -255,6 +255,12 @@ class Answer:
         "why the binding bound was priced on its model (latency = 'auto'; else empty)",
         default="",
     )
+    max_model_len: int = _f(
+        "tokens",
+        "the longest request one instance's KV cache holds, where shorter than the model's context "
+        "(vLLM's --max-model-len, without which it refuses to start); 0: the context fits",
+        default=0,
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

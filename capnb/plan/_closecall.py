@@ -111,7 +111,7 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     # the block is pasted into a shell: names on one line of the comment (a newline in a model's
     # folder name would start a command), and quoted where they are arguments
     said = {name: " ".join(str(name).split()) for name in (gpu, model)}
-    capped = _max_model_len(options, gpu, tp, model)
+    capped = max_model_len(options, gpu, tp, model)
     length = "" if capped is None else f" --max-model-len {capped[0]}"
     why = (
         ""
@@ -136,7 +136,7 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     )
 
 
-def _max_model_len(options: xr.Dataset, gpu: str, tp: int, model: str) -> tuple[int, int] | None:
+def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, int] | None:
     """(the longest request the option's KV cache holds, the model's context), when it is shorter.
 
     vLLM defaults ``max_model_len`` to the model's context and refuses to start when the KV cache

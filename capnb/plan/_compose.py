@@ -334,6 +334,17 @@ def _growth_check(fixed: list[int], run, tp: int, price: float, cfg: PlanConfig)
     return Check("traffic_growth", passed, finding, action, "own")
 
 
+def _held_context(cap, gpu: str, tp: int, model) -> int:
+    """The longest request the chosen option's KV cache holds, where shorter than the context.
+
+    0 where the context fits (or the latency model gives no KV cache): vLLM's own default.
+    """
+    from ._closecall import max_model_len
+
+    capped = max_model_len(cap, gpu, int(tp), model)
+    return 0 if capped is None else int(capped[0])
+
+
 def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, burst, gpu, tp,
                 cold, estimated, demand, workload, seq_len, unshardable, alternatives,
                 inputs, bursts, arrivals=None) -> Answer:  # fmt: skip
@@ -386,6 +397,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_choice=json.loads(cap.attrs.get("latency_choices", "{}")).get(binding_metric, ""),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
+        max_model_len=_held_context(cap, gpu, tp, cfg.serving.model),
     )  # fmt: skip
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
     checks += _context_checks(cfg, workload)

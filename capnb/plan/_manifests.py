@@ -96,7 +96,9 @@ class PolicyChoice:
     policy's options (:data:`capnb.elasticity.OPTIONS`; those not given take its defaults);
     ``model``, ``gpu``, ``tensor_parallel`` what one instance runs; ``prefix_hit_rate`` the
     share of prompt tokens a prefix cache served when ``per_instance_qps`` was priced (1; replayed
-    as one cache seeing the whole log, 0: no prefix cache).
+    as one cache seeing the whole log, 0: no prefix cache); ``max_model_len`` the longest request
+    one instance's KV cache holds where shorter than the model's context (tokens; vLLM's
+    ``--max-model-len``, without which it refuses to start; 0: the context fits).
     """
 
     policy: str
@@ -111,6 +113,7 @@ class PolicyChoice:
     gpu: str = ""
     tensor_parallel: int = 1
     prefix_hit_rate: float = 0.0
+    max_model_len: int = 0
 
     def __post_init__(self):
         from ..elasticity import OPTIONS, POLICIES
@@ -129,6 +132,7 @@ class PolicyChoice:
             )
         _count(self.buffer_instances, "buffer_instances")
         _count(self.tensor_parallel, "tensor_parallel", low=1)
+        _count(self.max_model_len, "max_model_len")
         if _number(self.prefix_hit_rate, "prefix_hit_rate") > 1:
             raise InputError(
                 f"prefix_hit_rate must be in [0, 1] (a share of prompt tokens), got "
@@ -273,6 +277,8 @@ def _annotations(choice: PolicyChoice, values: dict, extra: Mapping[str, object]
     }
     if choice.prefix_hit_rate:
         notes["prefix-hit-rate"] = _decimal(choice.prefix_hit_rate)
+    if choice.max_model_len:
+        notes["max-model-len"] = choice.max_model_len
     return {_CAPNB + k: str(v) for k, v in notes.items()}
 
 
@@ -424,7 +430,23 @@ def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
 
 
 def _serve_args(choice: PolicyChoice) -> list[str]:
-    return ["--model", choice.model, "--tensor-parallel-size", str(choice.tensor_parallel)]
+    args = ["--model", choice.model, "--tensor-parallel-size", str(choice.tensor_parallel)]
+    if choice.max_model_len:
+        args += ["--max-model-len", str(choice.max_model_len)]
+    return args
+
+
+def _context_note(choice: PolicyChoice) -> list[str]:
+    """What the pods' vLLM needs when one instance's KV cache holds less than the context."""
+    if not choice.max_model_len:
+        return []
+    return [
+        f"one instance's KV cache ({choice.tensor_parallel} x {choice.gpu}) holds "
+        f"{choice.max_model_len:,} tokens, less than {choice.model}'s context: vLLM refuses to "
+        f"start at its default max_model_len (the context), so its pods run with --max-model-len "
+        f"{choice.max_model_len} (the Knative container's args; add it to the Deployment the "
+        "HPA and KEDA scale), and longer requests are refused"
+    ]
 
 
 def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
@@ -761,7 +783,7 @@ def manifests(
             choice.model if name is None else name, given=name is not None, letter_first=True
         )
     namespace = _dns_name(namespace, "namespace", given=True)
-    notes = {kind: list(renamed) + _prefix_note(choice) for kind in KINDS}
+    notes = {kind: list(renamed) + _prefix_note(choice) + _context_note(choice) for kind in KINDS}
     hpa_values = _hpa_values(choice, notes["hpa"])
     notes["keda"] = list(notes["hpa"])
     documents = {
@@ -870,6 +892,7 @@ def policy_choice(plan) -> PolicyChoice:
         gpu=str(record.gpu),
         tensor_parallel=_whole(record.tensor_parallel, "tensor_parallel"),
         prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
+        max_model_len=_whole(record.max_model_len, "max_model_len"),
     )
 
 

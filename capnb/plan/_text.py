@@ -95,8 +95,15 @@ def serve_words(a: Answer) -> str:
         if a.prefix_cache_share > 0
         else ""
     )
+    held = (
+        f" with vLLM's --max-model-len {a.max_model_len} (its KV cache holds no longer request "
+        "than that, less than the model's context; longer ones are refused)"
+        if a.max_model_len
+        else ""
+    )
     return (
-        f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{why}. One instance serves "
+        f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{held}{why}. One instance "
+        "serves "
         f"{a.per_instance_qps:.2f} requests/s within {a.sla}, at "
         f"{words.count(a.safe_concurrency, 'request')} in flight ({binds}{memory}).{cache}{left}"
     )
