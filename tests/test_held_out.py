@@ -321,3 +321,18 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
         not check.passed
         and "covered 99.55% of held-out intervals (goal 97%-99.5%)" in check.finding
     )
+
+
+def test_a_fixed_fleet_with_spares_only_is_chosen_out_of_sample():
+    # capnb plan with policies = ["fixed"] and buffer_instances = [2] ended in "KeyError: not all
+    # values found in index 'buffer_instances'": the rolling origins' fixed fleets always held 0
+    # spares, a count the sweep over [2] has no cell of
+    config = read_config({**SMALL, "policies": ("fixed",), "buffer_instances": (2,)})
+    assert {c.buffer_instances for c in origins_module.configs(config)} == {2}
+    series = _series(9)
+    record = origins_module.rolling(config, series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    assert record.choice.policy == "fixed" and record.choice.buffer_instances == 2
+    # the default spares (0 and 2) keep a fixed fleet's configurations as they were: 0 spares
+    assert {c.buffer_instances for c in origins_module.configs(read_config(SMALL))
+            if c.policy == "fixed"} == {0}  # fmt: skip

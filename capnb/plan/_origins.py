@@ -85,12 +85,14 @@ def configs(cfg: PlanConfig) -> list[Config]:
     """The policy grid of a config: every policy x threshold x delay x spares x floor share.
 
     A fixed fleet has no threshold or delay, and its floor is the fleet: one configuration per
-    floor share of 1 or more (a fixed fleet below the forecast's need is no plan).
+    floor share of 1 or more (a fixed fleet below the forecast's need is no plan), with the
+    fewest spares swept (its floor shares size it; a spare count the sweep lacks has no cell).
     """
     out, grid = [], cfg.elasticity
     for policy in grid.policies:
         if policy == "fixed":
-            out += [Config("fixed", grid.scale_up_threshold[0], grid.cooldown_s[0], 0, share)
+            spares = min(grid.buffer_instances)
+            out += [Config("fixed", grid.scale_up_threshold[0], grid.cooldown_s[0], spares, share)
                     for share in FLOOR_SHARES if share >= 1]  # fmt: skip
             continue
         for up, down, spare, share in itertools.product(
