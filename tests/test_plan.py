@@ -1394,3 +1394,39 @@ def test_a_growing_trace_says_its_replayed_cost_is_the_pasts(tmp_path):
         warnings.simplefilter("ignore", planning.PlanWarning)
         flat = planning.answer(planning.build(planning.read_config(dict(settings))))
     assert next(c for c in flat.checks if c.name == "traffic_growth").passed
+
+
+        a = planning.answer(planning.build(config))
+    assert a.policy.name == "fixed"
+    assert "autoscaler" not in a.cost_includes, a.cost_includes
+    assert (
+        f"the {a.reserved_instances} reserved instances all month (a fixed fleet" in a.cost_includes
+    )
+
+
+def test_a_choice_no_exported_object_holds_is_replayed_as_exported_and_said():
+    # Qwen3-30B-A3B on 2 x A100-80GB, Knative with 2 warm spares chosen: 13 minutes of breach a
+    # month, budget 44. Knative holds no pod outside its autoscaler, so knative.yaml folds the
+    # spares into min-scale (3) and, replayed on the plan's demand, was in breach 174 minutes a
+    # month; the plan said nothing of it, and no exported object was the chosen run
+    from capnb.plan import manifests, policy_choice
+
+    config = planning.read_config({**CHEAPER, "gpus": ("H100-SXM",), "tensor_parallel": (1,),
+                                   "policies": ("knative",), "scale_up_threshold": (0.8,),
+                                   "cooldown_s": (1800.0,), "buffer_instances": (2,),
+                                   "disaggregation": "none", "provider": "none"})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(config)
+    a = planning.answer(plan)
+    assert (a.policy.name, a.policy.buffer_instances) == ("knative", 2)
+    assert not any(manifests(policy_choice(a)).exact.values())
+    (check,) = [c for c in a.checks if c.name == "export"]
+    assert check.kind == "own" and "knative.yaml (Knative holds no pod outside" in check.finding
+    assert "of SLA breach a month against the chosen run's" in check.finding
+    # a choice an object holds exactly passes, naming the file
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        hpa = planning.build(config.replace(elasticity={"policies": ("hpa",)}))
+    (check,) = [c for c in planning.answer(hpa).checks if c.name == "export"]
+    assert check.passed and check.finding.startswith("hpa.yaml, keda.yaml replay(s) as the chosen")

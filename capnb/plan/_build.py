@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -17,7 +18,7 @@ from ..data import settle, write_set
 from ..errors import CapnbError, InputError
 from . import _cache
 from ._answer import Alternative, answer, units
-from ._compose import make_answer, with_held_out
+from ._compose import export_check, make_answer, with_held_out
 from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
@@ -313,6 +314,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         alternatives=alternatives, inputs=_inputs_words(cfg, cap, series), bursts=bursts,
         arrivals=under_arrivals,
     )  # fmt: skip
+    made = dataclasses.replace(made, checks=(*made.checks, export_check(made, demand, cfg, gpu)))
     if not isinstance(record, str):
         for name in record.table.data_vars:
             plan[f"held_out_{name}"] = record.table[name].assign_attrs(step="held_out")

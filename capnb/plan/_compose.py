@@ -644,3 +644,42 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
         ))  # fmt: skip
     return dataclasses.replace(record, held_out=held, held_out_missing="",
                                checks=(*checks, *own))  # fmt: skip
+
+
+def export_check(record: Answer, demand, cfg: PlanConfig, gpu: str) -> Check:
+    """Whether an object ``capnb export`` writes replays as the chosen run, and if not, how it does.
+
+    The objects are :func:`capnb.plan.manifests` of the answer's choice; the one that holds the
+    chosen policy (knative.yaml for Knative, hpa.yaml otherwise) is replayed on the plan's demand
+    when it is a different run (Knative's warm spares folded into min-scale, a policy with no
+    Kubernetes form), its SLA-breach minutes a month set against the chosen run's and the budget.
+    """
+    from .. import elasticity
+    from ._manifests import manifests, policy_choice
+
+    objects = manifests(policy_choice(record))
+    exact = [f"{kind}.yaml" for kind, same in objects.exact.items() if same]
+    if exact:
+        return Check("export", True, f"{', '.join(exact)} replay(s) as the chosen run", "", "own")
+    kind = "knative" if record.policy.name == "knative" else "hpa"
+    run = elasticity.simulate(
+        demand, step_s=cfg.elasticity.step_s, cold_start_s=record.policy.cold_start_s,
+        tolerance_s=cfg.elasticity.tolerance_s, gpu=gpu, **objects.replays[kind],
+    )  # fmt: skip
+    hours = float(run.attrs["duration_s"]) / 3600.0
+    breach = float(run.breach_s) / 60 * glossary.HOURS_PER_MONTH / hours
+    passed = breach <= record.breach_budget_minutes
+    why = next((n for n in objects.notes[kind] if "different run" in n), "a different run")
+    return Check(
+        "export",
+        passed,
+        f"no object capnb export writes is the chosen run: {kind}.yaml ({why}) replays with "
+        f"{words.minutes(breach)} of SLA breach a month against the chosen run's "
+        f"{words.minutes(record.breach_minutes_per_month)} (budget "
+        f"{record.breach_budget_minutes:,.0f})",
+        ""
+        if passed
+        else "plan with a policy the cluster objects hold exactly (Knative without warm spares, "
+        "or the HPA) in [elasticity] policies / buffer_instances",
+        "own",
+    )
