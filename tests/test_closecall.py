@@ -135,7 +135,9 @@ def test_the_commands_to_paste_hold_no_line_a_model_or_gpu_name_smuggles_in():
     # the user to paste into a shell; a GPU id of one's own catalog went into it unquoted
     from capnb.plan._closecall import benchmark_commands
 
-    options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[75]])},
+    # (no KV cache figure: these names are in no catalog, whose model and GPU would say it)
+    options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[75]]),
+                          "kv_cache_tokens": (("gpu", "tensor_parallel"), [[0]])},
                          coords={"gpu": ["my gpu;x"], "tensor_parallel": [1]})  # fmt: skip
     commands = benchmark_commands(options, "my gpu;x", 1, "acme\nrm -rf ~\r\u2028x", 1214, 211)
     lines = commands.split("\n")
@@ -171,5 +173,22 @@ def test_the_serve_command_caps_max_model_len_where_the_kv_cache_holds_less_than
     small = benchmark_commands(options, "L4", 1, "Llama-3.1-8B", 1214, 211).split("\n")
     assert small[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-model-len 14352"
     assert "131,072-token context" in small[0] and "14,352" in small[0]
+    large = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
+    assert large[1] == "vllm serve $MODEL --tensor-parallel-size 1"
+
+
+def test_the_serve_command_caps_max_model_len_on_the_analytic_model_too():
+    # a plan priced on the analytic latency model (latency = "model") carries no kv_cache_tokens:
+    # its command for Llama-3.1-8B on one L4 was 'vllm serve $MODEL --tensor-parallel-size 1',
+    # which vLLM refuses to start whatever model priced the latency (its own accounting leaves
+    # 14,352 tokens of KV cache against a 131,072-token context)
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset(
+        {"safe_concurrency": (("gpu", "tensor_parallel"), [[1], [75]])},
+        coords={"gpu": ["L4", "H100-SXM"], "tensor_parallel": [1]},
+    )
+    small = benchmark_commands(options, "L4", 1, "Llama-3.1-8B", 1214, 211).split("\n")
+    assert small[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-model-len 14352"
     large = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
     assert large[1] == "vllm serve $MODEL --tensor-parallel-size 1"

@@ -16,6 +16,9 @@ import xarray as xr
 
 from ..latency import validate
 
+#: Whose KV budget a serve command's --max-model-len is read from on a plan without one (the
+#: serving-engine model's default, :func:`capnb.capacity.sweep_engine`).
+VLLM_VERSION = "0.10"
 #: Concurrencies benchmarked around each option's predicted safe concurrency (multiples of it).
 AROUND = (0.5, 1.0, 2.0)
 
@@ -142,20 +145,25 @@ def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, i
     vLLM defaults ``max_model_len`` to the model's context and refuses to start when the KV cache
     cannot hold one request that long ("To serve at least one request with the models's max seq
     len ..."): the serve command then needs ``--max-model-len``. Read from the option's
-    ``kv_cache_tokens`` (the serving-engine model's plans carry it; None without it), as the
+    ``kv_cache_tokens`` (the serving-engine model's plans carry it; a plan on another latency
+    model gets vLLM's own accounting of the option, which decides whether vLLM starts), as the
     engine's pool holds a request (:func:`capnb.latency._engine.held_request`: whole 16-token
     blocks, a windowed layer's capped at its window).
     """
-    if "kv_cache_tokens" not in options:
-        return None
+    from ..capacity._engine_sweep import _kv_tokens
     from ..data import load_model
     from ..latency import _engine
     from ..records import Deployment
 
-    kv = int(options.kv_cache_tokens.sel(gpu=gpu, tensor_parallel=tp))
+    if "kv_cache_tokens" in options:
+        kv = int(options.kv_cache_tokens.sel(gpu=gpu, tensor_parallel=tp))
+    else:  # vLLM's budget of the option (at its default gpu_memory_utilization)
+        kv = _kv_tokens(model, gpu, int(tp), 1, VLLM_VERSION)
+    if kv <= 0:  # no KV cache figure (nothing fits): no request to cap
+        return None
     context = load_model(model).context_tokens
     option = Deployment(model, gpu, int(tp))
-    if kv <= 0 or not context or _engine.held_request(option, int(context), kv):
+    if not context or _engine.held_request(option, int(context), kv):
         return None
     low, high = 0, int(context)  # held(low), not held(high)
     while high - low > 1:
