@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -412,3 +413,27 @@ def test_settings_that_are_not_numbers_are_named_by_both_mixes(kwargs, name):
     with pytest.raises(InputError, match=rf"{name} must be in \[0, 1\)"):
         mix(options.isel(size_bin=0, drop=True), demand_of([5.0]), prices=prices_of([1.0]),
             reserved=None, **kwargs)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_bin_no_gpus_kv_cache_holds_is_infeasible_in_the_mix_not_an_error_of_the_options():
+    # a chat log with 20 % documents of 20,000-30,000 prompt tokens, Llama-3.1-8B on L4 alone on
+    # the engine model: size_options stopped with "infeasible: no GPU in ['L4'] ... can hold one
+    # 24954-token sequence", naming no bin, while beside another GPU the same bin was NaN
+    # ('infeasible_memory') and the mix named it with its share of the requests, as documented
+    from capnb.capacity import SLA, size_options
+
+    prompt = [300] * 8 + [25_000] * 2
+    bins = size_bins(prompt_tokens=prompt, output_tokens=[100] * 8 + [300] * 2)
+    options = size_options("Llama-3.1-8B", ["L4"], [1], SLA(ttft_s=10.0, tpot_s=0.08), bins,
+                           latency="engine")  # fmt: skip
+    long = "prompt 8192+ / output 256-1023"
+    assert np.isnan(options.per_instance_qps.sel(size_bin=long)).all()
+    assert (options.binding.sel(size_bin=long) == "infeasible_memory").all()
+    assert (options.per_instance_qps.sel(size_bin="prompt 128-511 / output 64-255") > 0).all()
+    from capnb.data import gpu_prices
+
+    demand = xr.DataArray([1.0, 2.0], dims="slot", coords={"slot": [0, 1]})
+    said = rf"size bin\(s\) {re.escape(long)} \(20\.0% of the requests\)"
+    with pytest.raises(InfeasibleError, match=said):
+        mix_by_size(options, demand, prices=gpu_prices("hyperstack"), reserved=None)

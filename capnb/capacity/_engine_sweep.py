@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..errors import InputError
+from ..errors import InfeasibleError, InputError
 from ..records import Deployment, EngineSettings
 
 __all__ = ["engine_curve_of", "sweep_engine"]
@@ -143,7 +143,7 @@ def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, 
     where = f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)}"
     cache = f"with {share:.0%} of the KV budget for a prefix cache"
     if too_long:
-        return InputError(
+        return InfeasibleError(
             f"infeasible: {where} can hold the workload's longest request ({longest:,} tokens, "
             f"prompt + output) of {name} whole ({cache}), and vLLM rejects a request its KV "
             f"cache cannot hold ({'; '.join(too_long)} KV cache tokens: each holds a "
@@ -153,7 +153,7 @@ def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, 
     smallest = smallest_degrees(
         model, gpus, tensor_parallel, seq_len, accounting="vllm", vllm_version=vllm_version
     )
-    return InputError(
+    return InfeasibleError(
         f"infeasible: {where} can hold one {seq_len}-token sequence of {name} ({cache}): give "
         "GPUs with more memory or a higher tensor parallelism"
         + (f" ({smallest})" if smallest else "")

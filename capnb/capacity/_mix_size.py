@@ -199,8 +199,11 @@ def size_options(
                         quantile=quantile, accounting=accounting, calibration=calibration)  # fmt: skip
             one = one.squeeze([d for d in ("model", "seq_len", "sla") if d in one.dims], drop=True)
         else:
-            one = sweep_engine(model, gpus, tps, load, sla, 1.0, metric=metric,
-                               quantile=quantile)  # fmt: skip
+            try:
+                one = sweep_engine(model, gpus, tps, load, sla, 1.0, metric=metric,
+                                   quantile=quantile)  # fmt: skip
+            except InfeasibleError:  # no option's KV cache holds the bin: NaN, the mix names it
+                one = _held_by_none(gpus, tps)
         qps = one.per_instance_qps.where(one.per_instance_qps > 0)
         parts.append(xr.Dataset({"per_instance_qps": qps, "binding": one.binding}))
     out = xr.concat(parts, dim="size_bin", coords="minimal", compat="override")
@@ -210,6 +213,19 @@ def size_options(
     out["request_share"] = bins.request_share
     out.attrs = {"latency": latency, "metric": metric, "quantile": quantile, "sla": str(sla)}
     return out.transpose("size_bin", "gpu", "tensor_parallel")
+
+
+def _held_by_none(gpus, tps) -> xr.Dataset:
+    """A bin no option's KV cache holds one request of: no requests/s, ``infeasible_memory``."""
+    from ..data import load_gpus
+
+    ids = [str(g) for g in load_gpus(gpus).gpu.values]
+    shape = (len(ids), len(tps))
+    return xr.Dataset(
+        {"per_instance_qps": (("gpu", "tensor_parallel"), np.full(shape, np.nan)),
+         "binding": (("gpu", "tensor_parallel"), np.full(shape, "infeasible_memory", object))},
+        coords={"gpu": ids, "tensor_parallel": [int(t) for t in tps]},
+    )  # fmt: skip
 
 
 # -- the integer program --------------------------------------------------------------------------
