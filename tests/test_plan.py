@@ -1396,14 +1396,6 @@ def test_a_growing_trace_says_its_replayed_cost_is_the_pasts(tmp_path):
     assert next(c for c in flat.checks if c.name == "traffic_growth").passed
 
 
-        a = planning.answer(planning.build(config))
-    assert a.policy.name == "fixed"
-    assert "autoscaler" not in a.cost_includes, a.cost_includes
-    assert (
-        f"the {a.reserved_instances} reserved instances all month (a fixed fleet" in a.cost_includes
-    )
-
-
 def test_a_choice_no_exported_object_holds_is_replayed_as_exported_and_said():
     # Qwen3-30B-A3B on 2 x A100-80GB, Knative with 2 warm spares chosen: 13 minutes of breach a
     # month, budget 44. Knative holds no pod outside its autoscaler, so knative.yaml folds the
