@@ -279,3 +279,29 @@ def test_a_users_curve_from_a_higher_concurrency_passes_the_worksheets_checks(se
         for out in cell.outputs
     )
     assert "checks passed:" in printed
+
+
+def test_a_users_curve_stays_choosable_after_every_cell_ran():
+    """Worksheet 03's calibration section named its calibration ``own``, the step's name for the
+    user's benchmark curve: once every cell ran, choosing "your curve" again in the dropdown gave
+    "curve: expected a latency curve" instead of the answer it first gave."""
+    from pathlib import Path
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from capnb.report import _inject_parameters, worksheet_path
+
+    files = Path(__file__).parent / "fixtures" / "capacity" / "vllm"
+    nb = nbformat.read(worksheet_path("03_capacity"), as_version=4)
+    _inject_parameters(nb, {**SMALL, "BENCHMARK": str(files), "METRIC": "ttft", "SLA": 1.0,
+                            "BENCHMARK_SETUP": {"model": "gpt-oss-120b"}})  # fmt: skip
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "first = ws.answer\nws.set(curve='dstack-vllm-mi300x-short')\n"
+            "ws.set(curve='your curve')\nassert ws.error is None, ws.error\n"
+            "assert ws.answer == first\nprint('own curve ok')"
+        )
+    )
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    assert "own curve ok" in nb.cells[-1].outputs[0]["text"]
