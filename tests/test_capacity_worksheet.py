@@ -305,3 +305,53 @@ def test_a_users_curve_stays_choosable_after_every_cell_ran():
     )
     NotebookClient(nb, timeout=600, kernel_name="python3").execute()
     assert "own curve ok" in nb.cells[-1].outputs[0]["text"]
+
+
+def _own_runs(folder, rates):
+    """vllm bench serve result files of Llama-3.1-8B on one H100, made by the engine model."""
+    from capnb.latency.calibration import Calibration
+    from capnb.records import Deployment, EngineSettings
+
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    lengths = latency.workload(prompt_tokens=[512] * 4, output_tokens=[128] * 4)
+    for rate in rates:
+        curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), lengths,
+                               request_rate=[rate], requests=200, calibration=truth,
+                               warmup_share=0.0, settings=EngineSettings("vllm-v1"))  # fmt: skip
+        lat, mean = curve.latency.sel(request_rate=rate), curve.mean_latency.sel(request_rate=rate)
+        record = {"request_rate": rate, "completed": 200, "total_input_tokens": 512 * 200,
+                  "total_output_tokens": 128 * 200, "duration": 200 / rate}  # fmt: skip
+        for metric, key in (("ttft", "ttft"), ("tpot", "tpot"), ("e2e", "e2el")):
+            record[f"mean_{key}_ms"] = 1000 * float(mean.sel(metric=metric))
+            record[f"median_{key}_ms"] = 1000 * float(lat.sel(metric=metric, latency_quantile=0.5))
+            record[f"p99_{key}_ms"] = 1000 * float(lat.sel(metric=metric, latency_quantile=0.99))
+        (folder / f"rate{rate:g}.json").write_text(json.dumps(record))
+
+
+def test_the_own_run_section_reads_the_users_runs_from_the_parameters(tmp_path):
+    """Worksheet 03's own-run calibration read the bundled 405B runs whatever the parameters said:
+    its deployment (Llama-3.1-405B FP8 on 8 x H100), request lengths (ShareGPT's), held-out rate
+    (32) and its '10.2 requests/s' were written into the cells. Runs of one's own at 2, 6 and 12
+    requests/s now calibrate on 2 and 12, predict 6, and the sentences name their own numbers."""
+    from capnb import report
+
+    _own_runs(tmp_path, [2.0, 6.0, 12.0])
+    setup = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm",
+             "engine_version": "0.11.0"}  # fmt: skip
+    ran = report.execute("03_capacity", parameters={
+        **SMALL, "OVERVIEW_GPUS": ["H100-SXM"], "RUNS": str(tmp_path), "RUNS_SETUP": setup,
+        "SLA": 0.5, "TARGET_QPS": 30.0})  # fmt: skip
+    printed = "".join(
+        out.get("text", "")
+        for cell in ran.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "fitted on own runs on 1 x H100-SXM, vllm-v1 (request_rate 2, 12)" in printed
+    assert "up to 13.5 requests/s (measured: not in the runs' files)" in printed
+    assert "Llama-3.1-8B on 1 x H100-SXM" in printed and "405B on 8 x H100" not in printed
+    assert "10.2" not in printed and "TTFT P99 <= 0.5 s:" in printed
+    assert "for 30 requests/s" in printed
+    charted = [json.dumps(out.get("data", {})) for cell in ran.cells if cell.cell_type == "code"
+               for out in cell.outputs if "your runs" in json.dumps(out.get("data", {}))]  # fmt: skip
+    assert len(charted) == 1 and charted[0].count("held out") >= 2  # the 6/s run's P50 and P99
