@@ -355,3 +355,28 @@ def test_the_own_run_section_reads_the_users_runs_from_the_parameters(tmp_path):
     charted = [json.dumps(out.get("data", {})) for cell in ran.cells if cell.cell_type == "code"
                for out in cell.outputs if "your runs" in json.dumps(out.get("data", {}))]  # fmt: skip
     assert len(charted) == 1 and charted[0].count("held out") >= 2  # the 6/s run's P50 and P99
+
+
+def test_the_own_run_band_is_the_plans_own_run_band():
+    """The engine calibrated on one's own runs: worksheet 03 drew and priced it with the bundled
+    engine's held-out band (TTFT 0.69-4.70x), where the plan bands such a calibration with the
+    own-run held-out error (0.59-2.06x, ``capnb.capacity.engine_sweep``'s ``calibration=``)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from capnb.report import _inject_parameters, worksheet_path
+
+    nb = nbformat.read(worksheet_path("03_capacity"), as_version=4)
+    _inject_parameters(nb, SMALL)
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "band = capnb.latency.validate.error_band(METRIC, model='own-run')[:2]\n"
+            "assert (low, high) == band, ((low, high), band)\n"
+            "again = capnb.capacity.plan(closed, SLA, TARGET_QPS, metric=METRIC, buffer=BUFFER,\n"
+            "                            latency_band=band)\n"
+            "assert answer.per_instance_qps_low.identical(again.per_instance_qps_low)\n"
+            "print('band ok')"
+        )
+    )
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    assert "band ok" in nb.cells[-1].outputs[0]["text"]
