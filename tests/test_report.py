@@ -783,6 +783,19 @@ def test_the_start_worksheet_says_infeasible_where_no_concurrency_meets_its_sla(
     assert "Infeasible: ttft P99 is already" in said and "checks passed" in said
 
 
+def test_the_start_worksheet_holds_where_the_sla_is_looser_than_the_curve():
+    """Found with SLA_S = 300 s on the default curve (its P99 TTFT ends at 253 s at 2,048 in
+    flight): both plans hold 2,048, yet worksheet 00's checks asserted the max-concurrency plan
+    breaks the SLA, a bare AssertionError that kept the page out of a report; the worksheet now
+    says the curve ends before the SLA binds and checks the instances, which still differ."""
+    start = report.execute("00_start_here", parameters={"SLA_S": 300.0})
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "TTFT P99 253.4 s against a 300 s SLA, 3 instances" in said
+    assert (
+        "the curve ends before the SLA binds (measured_range)" in said and "checks passed" in said
+    )
+
+
 def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
     """Found reporting a plan of Mixtral-8x7B on 2 x H200: the start page said 'Mixtral-8x7B on
     1 x H200 starts in 354 s' (the fewest GPUs that hold it) where the plan serves 2 x H200."""
