@@ -1062,6 +1062,22 @@ def test_the_serving_answer_names_the_plans_own_traffic_quantile(tmp_path):
     assert "for the plan's P95 demand" in ws.answer and "P99" not in ws.answer
 
 
+def test_the_serving_worksheet_prices_the_prefix_cache_of_the_configs_model(tmp_path):
+    """Found with a plan config of Qwen3-8B as worksheet 06's one change (CONFIG, said to give
+    "its demand, model, GPUs and SLA"): the mix priced Qwen3-8B, but the prefix-cache section
+    and the answer's KV budget were Llama-3.1-8B's, MODEL's default, without a word. MODEL is
+    None by default now: the config's model."""
+    import warnings
+
+    config = tmp_path / "plan.toml"
+    config.write_text('[serving]\nmodel = "Qwen3-8B"\ngpus = ["H100-SXM"]\ntensor_parallel = [1]\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prefix-cache log's shared timestamps
+        serving = report.execute("06_serving", parameters={"CONFIG": str(config)})
+    said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
+    assert "Prefix cache on 1 x H100-SXM for Qwen3-8B" in said and "Llama-3.1-8B" not in said
+
+
 def test_the_serving_worksheet_draws_no_empty_prefix_trade_chart():
     """Found with Qwen3-8B on one L40S: its 138,000-token KV cache cannot hold mooncake-synthetic's
     longest request (191,382 tokens), so every cache share of the prefix trade is infeasible, and
