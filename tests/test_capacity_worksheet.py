@@ -380,3 +380,21 @@ def test_the_own_run_band_is_the_plans_own_run_band():
     )
     NotebookClient(nb, timeout=600, kernel_name="python3").execute()
     assert "band ok" in nb.cells[-1].outputs[0]["text"]
+
+
+def test_the_own_run_section_takes_every_run_for_calibration():
+    """RUNS_CALIBRATE naming every bundled run (16, 32 and 1,000 requests/s) left no held-out run
+    to take the request lengths from: the section failed on an empty workload. Every run's
+    requests give the lengths then; a load the runs lack is an error naming RUNS_CALIBRATE."""
+    from capnb import report
+
+    ran = report.execute("03_capacity", parameters={**SMALL, "RUNS_CALIBRATE": [16, 32, 1000]})
+    printed = "".join(
+        out.get("text", "")
+        for cell in ran.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "vllm-v0 (request_rate 16, 32, 1000)" in printed and "checks passed" in printed
+    with pytest.raises(Exception, match=r"RUNS_CALIBRATE = \[8\]: the runs' loads are"):
+        report.execute("03_capacity", parameters={**SMALL, "RUNS_CALIBRATE": [8]})
