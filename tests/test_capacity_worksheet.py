@@ -348,7 +348,7 @@ def test_the_own_run_section_reads_the_users_runs_from_the_parameters(tmp_path):
         for out in cell.outputs
     )
     assert "fitted on own runs on 1 x H100-SXM, vllm-v1 (request_rate 2, 12)" in printed
-    assert "up to 13.5 requests/s (measured: not in the runs' files)" in printed
+    assert "up to 13.5 requests/s (measured: none read from the runs)" in printed
     assert "Llama-3.1-8B on 1 x H100-SXM" in printed and "405B on 8 x H100" not in printed
     assert "10.2" not in printed and "TTFT P99 <= 0.5 s:" in printed
     assert "for 30 requests/s" in printed
