@@ -398,3 +398,21 @@ def test_the_own_run_section_takes_every_run_for_calibration():
     assert "vllm-v0 (request_rate 16, 32, 1000)" in printed and "checks passed" in printed
     with pytest.raises(Exception, match=r"RUNS_CALIBRATE = \[8\]: the runs' loads are"):
         report.execute("03_capacity", parameters={**SMALL, "RUNS_CALIBRATE": [8]})
+
+
+def test_the_own_run_answer_says_where_the_band_meets_no_concurrency():
+    """Found in ``capnb report`` on a plan whose TPOT bound binds (P99 TPOT <= 50 ms): the own-run
+    answer holds 5 concurrent requests of the 405B on 8 x H100, but at the band's slow end none
+    meets the SLA, and the cell failed on 'cannot convert float NaN to integer', which dropped
+    worksheet 03 from the report; the sentence says so now."""
+    from capnb import report
+
+    ran = report.execute("03_capacity", parameters={**SMALL, "METRIC": "tpot", "SLA": 0.05})
+    printed = "".join(
+        out.get("text", "")
+        for cell in ran.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "TPOT P99 <= 0.05 s: 0.8 requests/s per instance (band none meets the SLA-" in printed
+    assert "checks passed" in printed
