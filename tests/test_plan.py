@@ -1422,3 +1422,22 @@ def test_a_choice_no_exported_object_holds_is_replayed_as_exported_and_said():
         hpa = planning.build(config.replace(elasticity={"policies": ("hpa",)}))
     (check,) = [c for c in planning.answer(hpa).checks if c.name == "export"]
     assert check.passed and check.finding.startswith("hpa.yaml, keda.yaml replay(s) as the chosen")
+
+
+def test_a_plan_on_auto_latency_says_its_engine_was_calibrated_on_your_runs(tmp_path):
+    # latency = "auto" (the default, as `capnb plan --calibrate runs/` runs it) picking the engine
+    # for every bound: the inputs line named the per-bound choice alone, not the user's runs
+    from test_engine_queueing import _write_runs
+
+    from capnb.latency.calibration import Calibration
+
+    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
+                [2.0, 12.0])  # fmt: skip
+    cheap = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="auto",
+                 sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(tmp_path))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own = planning.build(planning.read_config(cheap))
+    inputs = planning.inputs_used(own)
+    assert "per bound, the model its held-out error prefers: TTFT engine, TPOT engine" in inputs
+    assert "H100-SXM calibrated on your own runs (own runs on 1 x H100-SXM" in inputs

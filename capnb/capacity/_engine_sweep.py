@@ -293,6 +293,8 @@ def sweep_engine(
     if ratio:
         out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
                           if k in template.attrs})  # fmt: skip
+    if own:  # (own_calibration: what a plan's latency words keep whatever else they say)
+        out.attrs["own_calibration"] = _own_words(own)
     out.attrs.update(
         latency_source=_latency_source(own),
         prefix_cache_share=share,
@@ -382,16 +384,19 @@ def _running_budget(model, gpu, tp, seq_len: int, vllm_version: str, settings, s
     return float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
 
 
+def _own_words(own: dict) -> str:
+    """The GPUs calibrated on the user's runs, in words ("on H100-SXM calibrated on ...")."""
+    return "on " + ", ".join(
+        f"{gpu} calibrated on your own runs ({cal.fitted_on.split('; prior:')[0]}; band: "
+        "the own-run held-out error)"
+        for gpu, cal in own.items()
+    )
+
+
 def _latency_source(own: dict) -> str:
     """Where the sweep's latencies come from, naming the GPUs calibrated on the user's runs."""
     source = "the serving-engine model (capnb.latency.engine, calibrated)"
-    if own:
-        source += "; on " + ", ".join(
-            f"{gpu} calibrated on your own runs ({cal.fitted_on.split('; prior:')[0]}; band: "
-            "the own-run held-out error)"
-            for gpu, cal in own.items()
-        )
-    return source
+    return f"{source}; {_own_words(own)}" if own else source
 
 
 def _own_calibrations(calibration, gpus) -> dict:

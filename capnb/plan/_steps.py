@@ -239,6 +239,8 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         result.attrs["latency_source"] = "per bound, the model its held-out error prefers: " + (
             ", ".join(f"{m.upper()} {c['model']}" for m, c in choices.items())
         )
+        if "own_calibration" in result.attrs:  # the engine priced a GPU on the user's runs
+            result.attrs["latency_source"] += "; the engine " + result.attrs["own_calibration"]
         result.attrs["latency_choices"] = json.dumps({m: c["reason"] for m, c in choices.items()})
     preferred = {c["model"] for c in choices.values()}
     result.attrs["latency_model_preferred"] = (
