@@ -101,7 +101,7 @@ def _plan(args: argparse.Namespace) -> int:
     # a file in the way fails now, not after the plan is built (minutes on a large trace)
     check_set(args.out, plan.export_names(), force=args.force)
     overrides = _overrides(args)
-    for name in ("model", "trace", "latency"):  # a path on the command line is the shell's
+    for name in ("model", "trace", "latency", "calibration_runs"):  # a path given is the shell's
         value = overrides.get(name)
         # an empty value is the config's to refuse, not Path("") (the current folder) to read
         if isinstance(value, str) and value.strip() and Path(value).exists():

@@ -340,3 +340,23 @@ def test_an_out_that_is_a_file_is_refused_before_the_plan_is_built(tmp_path, cap
         assert main([command, "--out", str(tmp_path / "folder")]) == 1
         assert "hpa.yaml: exists and capnb did not write it" in capsys.readouterr().err
         assert [p.name for p in (tmp_path / "folder").iterdir()] == ["hpa.yaml"]
+
+
+def test_a_relative_calibrate_path_is_recorded_from_the_folder_it_was_given_in(
+    tmp_path, capsys, monkeypatch
+):
+    # --calibrate runs/ was kept as 'runs/' in the plan's config (plan.json's config, the plan.nc
+    # a report reads), where --benchmark, --model and --trace are recorded as absolute paths
+    import capnb.plan
+
+    seen = {}
+
+    def built(config):
+        seen["runs"] = config.serving.calibration_runs
+        raise capnb.plan.PlanError("stop")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert main(["plan", "--calibrate", "runs/", "--gpus", "H100-SXM", "--out", "out"]) == 1
+    assert seen["runs"] == str(tmp_path / "runs")
