@@ -96,11 +96,16 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 def _plan(args: argparse.Namespace) -> int:
     from . import plan
     from .data import check_set
-    from .errors import CapnbError
+    from .errors import CapnbError, InputError
 
     # a file in the way fails now, not after the plan is built (minutes on a large trace)
     check_set(args.out, plan.export_names(), force=args.force)
     overrides = _overrides(args)
+    if args.calibrate is not None and not args.calibrate.strip():  # ('' is the config's "none")
+        raise InputError(
+            "--calibrate '': an empty path (an unset shell variable?); give the run files or "
+            "leave the flag out to plan on the bundled calibration"
+        )
     for name in ("model", "trace", "latency", "calibration_runs"):  # a path given is the shell's
         value = overrides.get(name)
         # an empty value is the config's to refuse, not Path("") (the current folder) to read

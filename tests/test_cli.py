@@ -360,3 +360,17 @@ def test_a_relative_calibrate_path_is_recorded_from_the_folder_it_was_given_in(
     (tmp_path / "runs").mkdir()
     assert main(["plan", "--calibrate", "runs/", "--gpus", "H100-SXM", "--out", "out"]) == 1
     assert seen["runs"] == str(tmp_path / "runs")
+
+
+def test_an_empty_calibrate_flag_is_refused_not_read_as_no_runs(tmp_path, capsys, monkeypatch):
+    # --calibrate="$RUNS" with RUNS unset planned on the bundled calibration without a word
+    # (calibration_runs = '' is the config's "none")
+    import capnb.plan
+
+    def built(*args, **kwargs):
+        raise AssertionError("planned without the runs it was given")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    assert main(["plan", "--calibrate=", "--gpus", "H100-SXM", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "--calibrate '': an empty path" in err, err
