@@ -1441,3 +1441,24 @@ def test_a_plan_on_auto_latency_says_its_engine_was_calibrated_on_your_runs(tmp_
     inputs = planning.inputs_used(own)
     assert "per bound, the model its held-out error prefers: TTFT engine, TPOT engine" in inputs
     assert "H100-SXM calibrated on your own runs (own runs on 1 x H100-SXM" in inputs
+
+
+def test_the_prefill_decode_comparison_prices_the_gpu_on_the_users_own_runs(tmp_path):
+    # the plan priced 1 x H100-SXM at 8.07 requests/s on the runs, and its prefill/decode
+    # comparison on the bundled calibration: "Serve aggregated: 229 instances ... at the busiest
+    # slot (4.58e+03 requests/s)" (20 requests/s each), the same with the runs as without
+    from test_engine_queueing import _write_runs
+
+    from capnb.latency.calibration import Calibration
+
+    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
+                [2.0, 12.0])  # fmt: skip
+    cheap = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="engine",
+                 sla={"ttft_s": 2.0, "tpot_s": 0.05})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own = planning.build(planning.read_config(dict(cheap, calibration_runs=str(tmp_path))))
+    busiest = float(own.forecast_target_qps.sel(traffic_quantile=0.99).max())
+    aggregated = int(own.serving_aggregated_instances.max())
+    per_instance = planning.answer(own).per_instance_qps
+    assert busiest / aggregated < 1.25 * per_instance, (busiest, aggregated, per_instance)

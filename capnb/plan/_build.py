@@ -38,6 +38,7 @@ from ._steps import (
     arrivals_of,
     burst_model,
     chosen_policy,
+    own_calibration_of,
 )
 from ._text import render_text
 from ._text import sections as _sections
@@ -301,7 +302,8 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         if cfg.fleet.provider != "none":  # asked for, and not planned: said, not left out
             alternatives.append(_alternative("mixed fleet", MIX_UNMEASURED))
     with _Stage("serving", cfg):  # prefill and decode pools against the aggregated fleet
-        serving, serving_replay = compare_serving(cfg, workload, fc, gpu, tp, demand, cold, policy)
+        serving, serving_replay = compare_serving(cfg, workload, fc, gpu, tp, demand, cold,
+                                                  policy, own_calibration_of(cap, gpu))  # fmt: skip
     if isinstance(serving, xr.Dataset):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:

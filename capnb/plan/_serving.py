@@ -37,15 +37,17 @@ def _unsplit(cfg: PlanConfig) -> str:
 
 
 def compare_serving(
-    cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold, policy
-):
+    cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold, policy,
+    calibration=None,
+):  # fmt: skip
     """``(comparison, replay)``; ``(None, None)`` when not asked; ``(reason, None)`` when it cannot.
 
     ``workload``: the lengths the capacity step priced; ``fc``: the forecast's target per slot;
     ``gpu``, ``tp``: the capacity step's choice (both pools and the aggregated fleet use that GPU and
     degree); ``demand``: requests/s per simulation step; ``cold``: the chosen GPU's cold start (s);
     ``policy``: the elasticity step's chosen :class:`capnb.elasticity.Policy` (its scale-down
-    window is the pools').
+    window is the pools'); ``calibration``: the engine's on ``gpu`` where the capacity step
+    priced it on the user's own runs (None: the bundled one).
     """
     from .. import capacity
 
@@ -70,6 +72,7 @@ def compare_serving(
         sla=cfg.sla,
         aggregated_tensor_parallel=tp,
         seed=cfg.traffic.seed,
+        calibration=calibration,
     )
     share = float(cfg.serving.prefix_cache_share)
     if share > 0:  # the plan's own fleet is sized with the cache's hits; these pools are not

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -128,6 +129,14 @@ def _own_calibration(cfg: PlanConfig) -> dict | None:
     return {serving.gpus[gpus.index(gpu)]: latency.calibrate(runs)}
 
 
+def own_calibration_of(cap: xr.Dataset, gpu: str):
+    """The calibration the capacity step priced ``gpu`` on from the user's runs (None: bundled)."""
+    from ..latency.calibration import Calibration
+
+    values = json.loads(cap.attrs.get("own_calibrations", "{}")).get(gpu)
+    return None if values is None else Calibration(**values)
+
+
 def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
     from .. import capacity, data
     from ..latency import validate as latency_validate
@@ -190,6 +199,10 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         )
         if own:  # the GPU priced on the user's own runs: its error is the own-run one
             result.attrs["own_calibration_gpus"] = json.dumps(list(own))
+            # ... and the later steps on it (arrivals, prefill/decode pools) price it so too
+            result.attrs["own_calibrations"] = json.dumps(
+                {gpu: dataclasses.asdict(cal) for gpu, cal in own.items()}
+            )
     else:
         if cfg.serving.latency in data.list_latency_curves():
             curve = data.load_latency_curve(cfg.serving.latency)
