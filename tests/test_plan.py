@@ -1462,3 +1462,23 @@ def test_the_prefill_decode_comparison_prices_the_gpu_on_the_users_own_runs(tmp_
     aggregated = int(own.serving_aggregated_instances.max())
     per_instance = planning.answer(own).per_instance_qps
     assert busiest / aggregated < 1.25 * per_instance, (busiest, aggregated, per_instance)
+
+
+def test_the_arrivals_check_simulates_the_gpu_on_the_users_own_runs(tmp_path):
+    # 1 x H100-SXM priced on the runs at 8.07 requests/s, where its P99 TPOT reaches the SLA's
+    # 50 ms (the bound that binds); the arrivals check simulated that rate on the bundled
+    # calibration: "(at 100 %: TTFT 0.19 s, TPOT 18.1 ms)", an instance far faster than the plan's
+    from test_engine_queueing import _write_runs
+
+    from capnb.latency.calibration import Calibration
+
+    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
+                [2.0, 12.0])  # fmt: skip
+    cheap = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="engine",
+                 sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(tmp_path))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own = planning.build(planning.read_config(cheap))
+    check = next(c for c in planning.answer(own).checks if c.name == "arrivals")
+    tpot_ms = float(re.search(r"at 100 %: TTFT [\d.]+ s, TPOT ([\d.]+) ms", check.finding)[1])
+    assert tpot_ms > 25.0, check.finding

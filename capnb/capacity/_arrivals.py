@@ -36,6 +36,7 @@ def arrivals(
     seed: int = 0,
     settings: EngineSettings | None = None,
     vllm_version: str = "0.10",
+    calibration=None,
 ) -> xr.Dataset:
     """The SLA's quantiles under Poisson arrivals at shares of a closed-loop per-instance rate.
 
@@ -52,6 +53,9 @@ def arrivals(
     requests, seed, settings, vllm_version
         Requests simulated per rate (the first 10 % left out), the seed, the engine's settings
         (None: vLLM V1's defaults) and the vLLM release whose accounting sizes the KV cache.
+    calibration
+        The engine's (None: the bundled one of the GPU and engine), as the closed loop priced
+        ``per_instance_qps`` with: a :func:`capnb.latency.calibrate` of the user's own runs.
 
     Returns
     -------
@@ -97,6 +101,7 @@ def arrivals(
     curve = latency.engine(
         deployment, workload, request_rate=(shares * float(per_instance_qps)).tolist(),
         requests=requests, seed=seed, settings=settings, kv_cache_tokens=kv,
+        calibration=calibration,
     )  # fmt: skip
     metrics = list(sla.bounds)
     at = curve.latency.sel(metric=metrics).sel(latency_quantile=sla.quantile, method="nearest")

@@ -485,7 +485,7 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
 
     deployment = Deployment(cfg.serving.model, gpu, int(tp))
     return capacity.arrivals(deployment, workload, sla=cfg.sla, per_instance_qps=qps,
-                             seed=cfg.traffic.seed)  # fmt: skip
+                             seed=cfg.traffic.seed, calibration=own_calibration_of(cap, gpu))  # fmt: skip
 
 
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
