@@ -741,11 +741,19 @@ def held_out_error(gpu: str, metric: str, *, model: str = "analytic") -> dict:
 
 
 def _own_run_scored(metric: str) -> list[dict]:
-    """The stored own-run rows of a metric's group (each rate or length held out of its fit)."""
+    """The stored own-run rows of a metric's group (each rate or length held out of its fit).
+
+    Below the knee, as the sources' rows are read: a figure the leave-one-source-out rows mark
+    past its curve's knee (where no SLA is met) is left out.
+    """
     if metric not in GROUPS:
         raise InputError(f"metric must be one of {sorted(GROUPS)}, got {metric!r}")
-    return [r for r in _stored_record().get("own_run", [])
-            if GROUPS[r["metric"]] == GROUPS[metric] and math.isfinite(r["predicted"])]  # fmt: skip
+    record = _stored_record()
+    below = {(tuple(r["curve"]), r["load"], r["metric"], r["stat"]): r["below_knee"]
+             for r in record["rows"]}  # fmt: skip
+    return [r for r in record.get("own_run", [])
+            if GROUPS[r["metric"]] == GROUPS[metric] and math.isfinite(r["predicted"])
+            and below.get((tuple(r["curve"]), r["load"], r["metric"], r["stat"]), False)]  # fmt: skip
 
 
 def _scored_rows(metric: str, model: str, *, below: bool = True) -> list[dict]:
