@@ -589,3 +589,17 @@ def test_a_sweep_prices_a_gpu_on_the_engine_calibrated_on_its_own_runs(tmp_path)
     with pytest.raises(InputError, match=r"calibration\['H100-SXM'\]: expected a capnb"):
         capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0,
                               calibration={"H100-SXM": 0.5})  # fmt: skip
+
+
+def test_a_sweep_reads_gpu_aliases_as_the_analytic_sweep_does(tmp_path):
+    # gpus=["l40s"] (an alias resolve_gpu reads, and capacity.sweep prices as L40S) failed with
+    # xarray's "KeyError: not all values found in index 'gpu'"; a calibration keyed by another
+    # spelling of the same GPU was refused as not among the candidates
+    sla = SLA(ttft_s=2.0, tpot_s=0.08)
+    out = capacity.sweep_engine("Llama-3.1-8B", ["l40s"], [1], W, sla, 10.0, requests=100,
+                                calibration={"L40S": CAL})  # fmt: skip
+    assert list(out.gpu.values) == ["L40S"]
+    assert "L40S calibrated on your own runs" in out.attrs["latency_source"]
+    same = capacity.sweep_engine("Llama-3.1-8B", ["L40S"], [1], W, sla, 10.0, requests=100,
+                                 calibration={"l40s": CAL})  # fmt: skip
+    assert float(same.per_instance_qps.item()) == float(out.per_instance_qps.item())

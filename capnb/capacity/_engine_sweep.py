@@ -244,6 +244,7 @@ def sweep_engine(
         )
 
     spec = data.load_model(model)
+    gpus = [data.resolve_gpu(g) for g in gpus]  # catalog ids, as capacity.sweep's (l40s: L40S)
     lengths = workload.prompt_tokens + workload.output_tokens
     seq_len = math.ceil(float(lengths.mean()))
     longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
@@ -400,7 +401,11 @@ def _latency_source(own: dict) -> str:
 
 
 def _own_calibrations(calibration, gpus) -> dict:
-    """``{gpu: Calibration}`` checked: each a calibration, each GPU one of the candidates."""
+    """``{gpu: Calibration}`` checked: each a calibration, each GPU one of the candidates.
+
+    Keyed by catalog id, as ``gpus`` are (an alias of a candidate names that candidate).
+    """
+    from ..data import resolve_gpu
     from ..latency.calibration import Calibration
 
     if calibration is None:
@@ -412,7 +417,7 @@ def _own_calibrations(calibration, gpus) -> dict:
         )
     out = {}
     for gpu, cal in calibration.items():
-        if gpu not in list(gpus):
+        if resolve_gpu(gpu) not in list(gpus):
             raise InputError(
                 f"calibration: GPU {gpu!r} is not among the candidate gpus {list(gpus)}: a "
                 "calibration prices the GPU its runs measured"
@@ -422,7 +427,7 @@ def _own_calibrations(calibration, gpus) -> dict:
                 f"calibration[{gpu!r}]: expected a capnb.latency.calibration.Calibration "
                 f"(capnb.latency.calibrate), got {type(cal).__name__}"
             )
-        out[gpu] = cal
+        out[resolve_gpu(gpu)] = cal
     return out
 
 

@@ -126,7 +126,7 @@ def _own_calibration(cfg: PlanConfig) -> dict | None:
         serving.calibration_runs, model=data.load_model(serving.model).name, gpu=gpu,
         tensor_parallel=serving.calibration_tensor_parallel, engine="vllm",
     )  # fmt: skip
-    return {serving.gpus[gpus.index(gpu)]: latency.calibrate(runs)}
+    return {gpu: latency.calibrate(runs)}  # (by catalog id, as the engine sweep's gpus)
 
 
 def own_calibration_of(cap: xr.Dataset, gpu: str):
