@@ -1070,6 +1070,12 @@ def _progress(total: int, enabled: bool):
     return step
 
 
+def _own_calibration(plan, gpu: str) -> dict | None:
+    """``{"gpu": gpu, "values": Calibration's fields}`` the plan priced ``gpu`` on (None: bundled)."""
+    values = json.loads(str(plan.attrs.get("own_calibrations", "{}"))).get(gpu)
+    return None if values is None else {"gpu": gpu, "values": values}
+
+
 def _curve_parameters(cfg, gpu: str, tp: int, binding_model: str) -> dict[str, object]:
     """Worksheet 03's curve: the model, a bundled measured curve, or the user's measured files.
 
@@ -1189,6 +1195,8 @@ def _parameters(
             "ACCOUNTING": str(plan.attrs["memory_accounting"]),
             "OVERVIEW_GPUS": list(cfg.serving.gpus),
             "OVERVIEW_TENSOR_PARALLEL": list(cfg.serving.tensor_parallel),
+            # the engine the plan priced its GPU on, where the user's own runs calibrated it
+            "CALIBRATION": _own_calibration(plan, gpu),
         },
         # the plan's elasticity stage, input for input: the worksheet gives the plan's answer
         "04_elasticity": {

@@ -1093,3 +1093,34 @@ def test_the_serving_worksheet_draws_no_empty_prefix_trade_chart():
     assert "vega" not in shown and "share of the KV budget" not in shown
     said = "".join(o.get("text", "") for c in serving.cells for o in c.get("outputs", []))
     assert "cannot hold the log's longest request (191,382 tokens" in said
+
+
+def test_the_capacity_worksheet_prices_the_gpu_on_the_plans_own_calibration(tmp_path):
+    """A plan calibrated on the user's runs (1 x H100-SXM at 8.07 requests/s): worksheet 03 of
+    its report simulated the bundled calibration, 20.4 requests/s, two figures for one instance
+    in one report; it now takes the plan's calibration of that GPU (CALIBRATION) and agrees."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_engine_queueing import _write_runs
+    from test_plan import CHEAPER
+
+    from capnb import notebook, plan
+    from capnb.latency.calibration import Calibration
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _write_runs(runs, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
+                [2.0, 12.0])  # fmt: skip
+    config = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="engine",
+                  sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(runs))  # fmt: skip
+    parameters, made = _parameters_and_plan(config, tmp_path / "out")
+    a = plan.answer(made)
+    parameters = parameters["03_capacity"]
+    assert parameters["CALIBRATION"]["gpu"] == "H100-SXM"
+    sheet = notebook.worksheet("03_capacity", **parameters)
+    qps = float(sheet["result"].squeeze(drop=True).per_instance_qps.max())
+    assert qps == pytest.approx(a.per_instance_qps, rel=0.005)
+    # another GPU chosen in the worksheet keeps the bundled calibration
+    sheet.set(gpu="H200")
+    assert sheet.error is None

@@ -99,15 +99,16 @@ def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype
 
 
 def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, seed: int = 0,
-                    settings: EngineSettings | None = None,
-                    vllm_version: str = "0.10") -> xr.Dataset:  # fmt: skip
+                    settings: EngineSettings | None = None, vllm_version: str = "0.10",
+                    calibration=None) -> xr.Dataset:  # fmt: skip
     """The serving-engine curve a plan prices one deployment on (no prefix cache).
 
     The same curve :func:`sweep_engine` searches: up to the sequences of the workload's mean
     length that vLLM's KV cache accounting fits on the deployment (at most
     :data:`MOST_SEQUENCES`), on its grid of concurrencies; so a worksheet that draws it finds the
     plan's safe concurrency. ``attrs["memory_limit"]``: those sequences. A KV cache that holds no
-    sequence is an :class:`~capnb.errors.InputError`.
+    sequence is an :class:`~capnb.errors.InputError`. ``calibration``: the engine's (None: the
+    bundled one), as :func:`sweep_engine` prices a GPU calibrated on the user's own runs.
     """
     if not isinstance(deployment, Deployment):  # its degree was checked when it was made
         raise InputError(
@@ -125,7 +126,8 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
             f"workload's mean length ({seq_len:,} tokens)"
         )
     curve = engine_curve(deployment, workload, fits=fits, running_tokens=kv, hit_rate=0.0,
-                         requests=requests, seed=seed, settings=settings)  # fmt: skip
+                         requests=requests, seed=seed, settings=settings,
+                         calibration=calibration)  # fmt: skip
     curve.attrs["memory_limit"] = int(fits)
     return curve
 

@@ -465,6 +465,8 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
         workload_samples=WORKLOAD_SAMPLES,
         memory_accounting=str(cap.attrs["memory_accounting"]),
         memory_vllm_version=str(cap.attrs.get("memory_vllm_version", "")),
+        # {gpu: Calibration's fields}: the engine fitted on the user's runs (calibration_runs)
+        own_calibrations=str(cap.attrs.get("own_calibrations", "{}")),
     )
     return plan, run, burst
 
