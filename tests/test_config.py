@@ -227,3 +227,14 @@ def test_the_written_config_names_each_settings_choices(tmp_path):
     assert "one of 'hour_of_day', 'hour_of_week'" in text
     assert "one of 'article', 'vllm'" in text
     assert "each one of 'article', 'hpa', 'knative', 'fixed', 'fixed_elastic', 'predictive'" in text
+
+
+def test_a_calibration_gpu_or_degree_without_calibration_runs_is_refused():
+    # --calibrate-gpu H200 (or calibration_tensor_parallel = 4) without the runs was planned on
+    # the bundled calibration without a word: a setting the user gave that nothing read
+    with pytest.raises(ConfigError, match="calibration_gpu = 'H200' .*calibration_runs"):
+        plan.read_config({"calibration_gpu": "H200", "latency": "engine"})
+    with pytest.raises(ConfigError, match="calibration_tensor_parallel = 4 .*calibration_runs"):
+        plan.read_config({"calibration_tensor_parallel": 4, "latency": "engine"})
+    plan.read_config({"calibration_runs": "runs/", "calibration_tensor_parallel": 4,
+                      "calibration_gpu": "H200", "latency": "engine"})  # fmt: skip

@@ -333,6 +333,15 @@ class Serving(_Table):
                 f"calibration_runs = {self.calibration_runs!r} calibrates the serving-engine "
                 f"model; latency = {self.latency!r} does not use it (set latency = 'engine')"
             )
+        given = [f"{name} = {value!r}" for name, value in (
+            ("calibration_gpu", self.calibration_gpu),
+            ("calibration_tensor_parallel", self.calibration_tensor_parallel),
+        ) if value not in ("", 1)]  # fmt: skip
+        if given and not self.calibration_runs:
+            raise ValueError(
+                f"{' and '.join(given)} describe the runs of calibration_runs, which is not set: "
+                "give the run files too (--calibrate), or leave these out"
+            )
         return self
 
     _one_or_many = field_validator("gpus", "tensor_parallel", mode="before")(
