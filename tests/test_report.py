@@ -437,9 +437,18 @@ def test_numbers_are_set_apart_but_not_inside_dates_or_words():
     assert bold("a 314,080-token budget") == "a 314,080-token budget"
 
 
-def test_an_answers_benchmark_commands_are_a_block_to_paste_not_prose():
+def test_an_answers_benchmark_commands_are_a_block_to_paste_not_prose(tmp_path):
+    import shutil
+
+    from capnb.data import dataset_path, load_model
     from capnb.plan._closecall import benchmark_commands
 
+    # a model read from a folder of the user's, named as its folder is (the command reads its
+    # context, as a plan names the model it loaded)
+    folder = tmp_path / "<my> model"
+    folder.mkdir()
+    shutil.copy(dataset_path("models", "Llama-3.1-8B.json"), folder / "config.json")
+    assert load_model(folder).name == "<my> model"
     options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[75]])},
                          coords={"gpu": ["H100-SXM"], "tensor_parallel": [1]})  # fmt: skip
     commands = benchmark_commands(options, "H100-SXM", 1, "<my> model", 1214, 211)
