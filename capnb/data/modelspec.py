@@ -494,12 +494,8 @@ def context_tokens(config: Mapping) -> int | None:
     Gemma 3's (vLLM skips the factor for gemma3 model types). A config that omits the field takes
     its class default where capnb knows it (``_CONTEXT_DEFAULTS``).
     """
-    text = config.get("text_config")
-    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
-        config = text  # a multimodal config's language model
-    model_type = str(config.get("model_type", "")).lower()
-    length = config.get("max_position_embeddings", _CONTEXT_DEFAULTS.get(model_type))
-    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
+    config, model_type, length = _positions(config)
+    if length is None:
         return None
     scalings = config.get("rope_scaling") or config.get("rope_parameters")  # transformers 4 / 5
     if not isinstance(scalings, Mapping) or "gemma3" in model_type:
@@ -521,6 +517,23 @@ def context_tokens(config: Mapping) -> int | None:
     return int(extended)
 
 
+def _positions(config: Mapping) -> tuple[Mapping, str, int | float | None]:
+    """(the language model's config, its model_type, its ``max_position_embeddings``).
+
+    A multimodal config's text model where the outer one states no length; the class default
+    where the config omits it (``_CONTEXT_DEFAULTS``); None where none is stated or it is no
+    positive number.
+    """
+    text = config.get("text_config")
+    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
+        config = text  # a multimodal config's language model
+    model_type = str(config.get("model_type", "")).lower()
+    length = config.get("max_position_embeddings", _CONTEXT_DEFAULTS.get(model_type))
+    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
+        length = None
+    return config, model_type, length
+
+
 def rope_cache_positions(config: Mapping) -> int:
     """Rows of vLLM's rotary cos/sin caches for a config in tokens, summed over its embeddings.
 
@@ -531,12 +544,8 @@ def rope_cache_positions(config: Mapping) -> int:
     the local layers' default one beside the config's global one); a transformers 5
     ``rope_parameters`` per layer type gives one each. 0 where no length is stated.
     """
-    text = config.get("text_config")
-    if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
-        config = text  # a multimodal config's language model
-    model_type = str(config.get("model_type", "")).lower()
-    length = config.get("max_position_embeddings", _CONTEXT_DEFAULTS.get(model_type))
-    if isinstance(length, bool) or not isinstance(length, int | float) or length <= 0:
+    config, model_type, length = _positions(config)
+    if length is None:
         return 0
     scalings = config.get("rope_scaling") or config.get("rope_parameters") or {}
     if not isinstance(scalings, Mapping):
