@@ -133,6 +133,14 @@ def _write_runs(folder, calibration, rates, engine="vllm-v1", arrival_cv=1.0):
         (folder / f"rate{rate:g}.json").write_text(json.dumps(record))
 
 
+def _every_ms_times(folder, factor: float) -> None:
+    """Every ``*_ms`` field of the result files in ``folder`` times ``factor`` (a unit slip)."""
+    for path in folder.glob("*.json"):
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v * factor if k.endswith("_ms") else v
+                                    for k, v in record.items()}))  # fmt: skip
+
+
 def test_read_bench_runs_keeps_each_runs_mode_and_length(tmp_path):
     _write_runs(tmp_path, CAL, [2.0, 8.0])
     runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
@@ -361,10 +369,7 @@ def test_calibrate_refuses_runs_slower_than_it_can_reproduce(tmp_path):
     """
     truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
     _write_runs(tmp_path, truth, [2.0, 12.0])
-    for path in tmp_path.glob("*.json"):
-        record = json.loads(path.read_text())
-        path.write_text(json.dumps({k: v * 1000 if k.endswith("_ms") else v
-                                    for k, v in record.items()}))  # fmt: skip
+    _every_ms_times(tmp_path, 1000)
     runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
                                 tensor_parallel=1, engine="vllm")  # fmt: skip
     with pytest.raises(InputError, match=r"runs: the calibrated engine model misses .* units"):
@@ -401,10 +406,7 @@ def test_calibrate_names_each_runs_own_mode(tmp_path):
     _write_runs(tmp_path, CAL, [2.0])
     record = json.loads((tmp_path / "rate2.json").read_text())
     (tmp_path / "batch.json").write_text(json.dumps({**record, "request_rate": "inf"}))
-    for path in tmp_path.glob("*.json"):  # (every latency 1000x: refused, the loads named)
-        record = json.loads(path.read_text())
-        path.write_text(json.dumps({k: v * 1000 if k.endswith("_ms") else v
-                                    for k, v in record.items()}))  # fmt: skip
+    _every_ms_times(tmp_path, 1000)  # (every latency 1000x: refused, the loads named)
     runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
                                 tensor_parallel=1, engine="vllm")  # fmt: skip
     with pytest.raises(InputError, match=r"\(batch 300; request_rate 2\)"):
