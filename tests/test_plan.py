@@ -1341,12 +1341,7 @@ def test_an_engine_curve_the_sla_never_bounds_is_not_called_measured(small):
 def test_a_plan_prices_its_gpu_on_the_users_own_runs(tmp_path):
     # vllm bench serve results of a slower H100 (made by a known calibration) at 2 and 12
     # requests/s calibrate the engine model the plan prices that GPU with, at every degree
-    from test_engine_queueing import _write_runs
-
-    from capnb.latency.calibration import Calibration
-
-    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
-                [2.0, 12.0])  # fmt: skip
+    _slow_h100_runs(tmp_path)
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H100-SXM",), tensor_parallel=(1, 2),
                  sla={"ttft_s": 1.0, "tpot_s": 0.05}, latency="engine")  # fmt: skip
     with warnings.catch_warnings():
@@ -1424,61 +1419,54 @@ def test_a_choice_no_exported_object_holds_is_replayed_as_exported_and_said():
     assert check.passed and check.finding.startswith("hpa.yaml, keda.yaml replay(s) as the chosen")
 
 
-def test_a_plan_on_auto_latency_says_its_engine_was_calibrated_on_your_runs(tmp_path):
-    # latency = "auto" (the default, as `capnb plan --calibrate runs/` runs it) picking the engine
-    # for every bound: the inputs line named the per-bound choice alone, not the user's runs
+def _slow_h100_runs(folder) -> None:
+    """vllm bench serve results of an H100 slower than the bundled fit's, at 2 and 12 requests/s
+    (made by a known calibration: 1 x H100-SXM serves about 8 requests/s at P99 TPOT 50 ms)."""
     from test_engine_queueing import _write_runs
 
     from capnb.latency.calibration import Calibration
 
-    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
+    _write_runs(folder, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
                 [2.0, 12.0])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def own_runs_plan(tmp_path_factory):
+    """A plan on latency = "auto" (as `capnb plan --calibrate runs/` runs it) of 1 x H100-SXM
+    calibrated on :func:`_slow_h100_runs`."""
+    folder = tmp_path_factory.mktemp("runs")
+    _slow_h100_runs(folder)
     cheap = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="auto",
-                 sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(tmp_path))  # fmt: skip
+                 sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(folder))  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        own = planning.build(planning.read_config(cheap))
+        return planning.build(planning.read_config(cheap))
+
+
+def test_a_plan_on_auto_latency_says_its_engine_was_calibrated_on_your_runs(own_runs_plan):
+    # latency = "auto" picking the engine for every bound: the inputs line named the per-bound
+    # choice alone, not the user's runs
+    own = own_runs_plan
     inputs = planning.inputs_used(own)
     assert "per bound, the model its held-out error prefers: TTFT engine, TPOT engine" in inputs
     assert "H100-SXM calibrated on your own runs (own runs on 1 x H100-SXM" in inputs
 
 
-def test_the_prefill_decode_comparison_prices_the_gpu_on_the_users_own_runs(tmp_path):
+def test_the_prefill_decode_comparison_prices_the_gpu_on_the_users_own_runs(own_runs_plan):
     # the plan priced 1 x H100-SXM at 8.07 requests/s on the runs, and its prefill/decode
     # comparison on the bundled calibration: "Serve aggregated: 229 instances ... at the busiest
     # slot (4.58e+03 requests/s)" (20 requests/s each), the same with the runs as without
-    from test_engine_queueing import _write_runs
-
-    from capnb.latency.calibration import Calibration
-
-    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
-                [2.0, 12.0])  # fmt: skip
-    cheap = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="engine",
-                 sla={"ttft_s": 2.0, "tpot_s": 0.05})  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        own = planning.build(planning.read_config(dict(cheap, calibration_runs=str(tmp_path))))
+    own = own_runs_plan
     busiest = float(own.forecast_target_qps.sel(traffic_quantile=0.99).max())
     aggregated = int(own.serving_aggregated_instances.max())
     per_instance = planning.answer(own).per_instance_qps
     assert busiest / aggregated < 1.25 * per_instance, (busiest, aggregated, per_instance)
 
 
-def test_the_arrivals_check_simulates_the_gpu_on_the_users_own_runs(tmp_path):
+def test_the_arrivals_check_simulates_the_gpu_on_the_users_own_runs(own_runs_plan):
     # 1 x H100-SXM priced on the runs at 8.07 requests/s, where its P99 TPOT reaches the SLA's
     # 50 ms (the bound that binds); the arrivals check simulated that rate on the bundled
     # calibration: "(at 100 %: TTFT 0.19 s, TPOT 18.1 ms)", an instance far faster than the plan's
-    from test_engine_queueing import _write_runs
-
-    from capnb.latency.calibration import Calibration
-
-    _write_runs(tmp_path, Calibration(0.35, 0.5, 0.6, 6e-3, 3e-5, 2e-5, 0.03, fitted_on="t"),
-                [2.0, 12.0])  # fmt: skip
-    cheap = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), latency="engine",
-                 sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(tmp_path))  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        own = planning.build(planning.read_config(cheap))
-    check = next(c for c in planning.answer(own).checks if c.name == "arrivals")
+    check = next(c for c in planning.answer(own_runs_plan).checks if c.name == "arrivals")
     tpot_ms = float(re.search(r"at 100 %: TTFT [\d.]+ s, TPOT ([\d.]+) ms", check.finding)[1])
     assert tpot_ms > 25.0, check.finding
