@@ -940,6 +940,11 @@ ROWS = [
             time=pd.date_range("2024-01-01", periods=3, freq="5s", tz="UTC")), per_instance_qps=1),
         Raises(InputError, r"demand\.time carries the time zone UTC: capnb counts hours of the day "
                            r"on naive times")),
+    # found with series of my own: a series of no intervals ended in ValueError ("cannot reshape
+    # array of size 0") in fit_baseline, select and detect_bursts
+    Row("forecast: a series of no intervals",
+        lambda _: forecast.select(SERVEGEN().isel(time=slice(0, 0))),
+        Raises(InputError, r"series: fewer than two observed intervals \(0 given, 0 observed\)")),
     Row("forecast: bursts lower at the top than the bottom",
         lambda _: forecast.BurstModel(multiplier=(5.0, 3.0)),
         Raises(InputError, r"multiplier: low 5 is above high 3")),

@@ -524,9 +524,15 @@ def checked_series(series: object, argument: str = "series") -> xr.Dataset:
     naive_times(series["time"], f"{argument}.time")
     dated(series["time"].values, f"{argument}.time")
     interval_ns_of(series)
-    _check_rates(series, argument)
-    if int(series["qps"].notnull().sum()) < 2:
-        raise InputError(f"{argument}: fewer than two observed intervals; nothing to plan on")
+    given = series.sizes["time"]
+    if given:  # an empty series has no rates to check, only too few of them
+        _check_rates(series, argument)
+    observed = int(series["qps"].notnull().sum()) if given else 0
+    if observed < 2:
+        raise InputError(
+            f"{argument}: fewer than two observed intervals ({given} given, {observed} observed); "
+            "nothing to plan on"
+        )
     return series
 
 
