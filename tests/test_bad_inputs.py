@@ -945,6 +945,12 @@ ROWS = [
     Row("forecast: a series of no intervals",
         lambda _: forecast.select(SERVEGEN().isel(time=slice(0, 0))),
         Raises(InputError, r"series: fewer than two observed intervals \(0 given, 0 observed\)")),
+    # found with an idle service's series (every rate 0): target and simulate ended in ValueError
+    # ("zero-size array to reduction operation maximum which has no identity")
+    Row("forecast: a series of no traffic",
+        lambda _: forecast.target(SERVEGEN().assign(qps=SERVEGEN().qps * 0), trials=10),
+        Raises(InputError, r"series: every observed interval outside the detected bursts is 0 "
+                           r"requests/s \(2016 observed intervals\), so there is no traffic")),
     Row("forecast: bursts lower at the top than the bottom",
         lambda _: forecast.BurstModel(multiplier=(5.0, 3.0)),
         Raises(InputError, r"multiplier: low 5 is above high 3")),

@@ -350,6 +350,13 @@ def month_inputs(
             plan=_no_baseline(spec, empty[~seen], empty[seen], plan=True),
         )
     seen = ~np.isnan(qps) & (mean[codes] > 0)
+    if not seen.any():  # no residual to draw: the pool would be empty
+        quiet = int(np.count_nonzero(~np.isnan(qps)))
+        raise InputError(
+            f"series: every observed interval outside the detected bursts is 0 requests/s "
+            f"({quiet} observed intervals), so there is no traffic for the Monte Carlo to vary; "
+            "give a series with traffic"
+        )
     noise = qps[seen] / mean[codes][seen]
     minutes = int(days) * 1440
     minute_ns = np.arange(minutes, dtype=np.int64) * 60 * NS
