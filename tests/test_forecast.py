@@ -166,6 +166,26 @@ def test_detect_bursts_finds_an_injected_burst():
     assert "1 burst in 7.0 days" in model.source
 
 
+def test_a_missing_interval_inside_a_burst_does_not_split_it():
+    # a series of mine with 20 % of intervals missing: three planted 2-hour 5x bursts were found as
+    # four of 30-110 min, fitted as 7.21 bursts a month where 3 in 16.6 observed days are 5.4
+    rng = np.random.default_rng(1)
+    hours = np.arange(24 * 6 * 7) / 6
+    values = 100 * (1.5 + np.sin(2 * np.pi * hours / 24)) * rng.lognormal(0, 0.05, hours.size)
+    values[300:312] *= 5  # 2 hours at 5x on day 3
+    values[[304, 305]] = np.nan  # 20 minutes of it not logged
+    values[600:602] = np.nan  # a hole outside any burst stays outside
+    found = forecast.detect_bursts(_series(values), factor=2.0, min_duration="30min")
+    assert found.sizes["burst"] == 1
+    assert float(found.duration_s[0]) == 7200
+    assert found.in_burst.values.sum() == 12 and not found.in_burst.values[600:602].any()
+    assert 4.5 < float(found.multiplier[0]) < 5.8  # over its observed intervals, not NaN
+    # a hole longer than the shortest burst is not bridged: what it held is unknown
+    values[303:308] = np.nan  # 50 minutes
+    found = forecast.detect_bursts(_series(values), factor=2.0, min_duration="30min")
+    assert found.duration_s.values.tolist() == [1800.0, 2400.0]  # either side of the hole
+
+
 def test_fitted_bursts_recover_their_planted_size_and_simulate_as_planted():
     # a 2-hour 6x burst under log-normal noise fitted as 11.8x: the burst's size was its loudest
     # interval over the slot median, and the Monte Carlo then put its own noise on top of that

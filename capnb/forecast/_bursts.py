@@ -127,6 +127,9 @@ def detect_bursts(
 ) -> xr.Dataset:
     """Find bursts: runs of intervals above ``factor`` x their slot's baseline, at least this long.
 
+    A hole (missing intervals) inside a run, no longer than ``min_duration``, is part of the burst
+    (its duration counts it; its sizes are over the observed intervals); a longer one ends the run.
+
     Parameters
     ----------
     series
@@ -171,9 +174,9 @@ def detect_bursts(
     qps = series["qps"].values.astype(float)
     expected = reference[codes]
     with np.errstate(invalid="ignore"):
-        above = qps > factor * expected  # NaN (missing) compares False: a hole breaks a run
+        above = qps > factor * expected  # NaN (missing) compares False
     length = -(-min_ns // step)
-    starts, stops = runs(above)
+    starts, stops = runs(_bridged(above, np.isnan(qps), length))
     long = stops - starts >= length
     starts, stops = starts[long], stops[long]
     in_burst = np.zeros(qps.size, bool)
@@ -210,6 +213,21 @@ def detect_bursts(
     )
 
 
+def _bridged(above: np.ndarray, missing: np.ndarray, longest: int) -> np.ndarray:
+    """``above`` with each hole of at most ``longest`` intervals between two intervals above filled.
+
+    A burst with a few unlogged minutes inside is one burst: left as two, its rate per month
+    doubled and its duration halved. A longer hole could have held a quiet stretch, so it ends the
+    run.
+    """
+    out = above.copy()
+    starts, stops = runs(missing)
+    for a, b in zip(starts, stops, strict=True):
+        if 0 < a and b < above.size and above[a - 1] and above[b] and b - a <= longest:
+            out[a:b] = True
+    return out
+
+
 def _mean_multipliers(qps, codes, in_burst, starts, stops, baseline, time) -> np.ndarray:
     """Each burst's mean factor on the baseline :func:`simulate` multiplies.
 
@@ -224,7 +242,7 @@ def _mean_multipliers(qps, codes, in_burst, starts, stops, baseline, time) -> np
     level = mean[codes]
     out = np.empty(starts.size)
     for i, (a, b) in enumerate(zip(starts, stops, strict=True)):
-        usable = ~np.isnan(level[a:b]) & (level[a:b] > 0)
+        usable = ~np.isnan(qps[a:b]) & ~np.isnan(level[a:b]) & (level[a:b] > 0)
         if not usable.any():
             spec = _slots_of(baseline)
             raise InputError(
