@@ -1,7 +1,9 @@
 """Forecast charts (through to_dict) and the forecasting worksheet, run headless from its notebook."""
 
 import numpy as np
+import pandas as pd
 import pytest
+import xarray as xr
 
 from capnb import charts, data, forecast, notebook
 from capnb.errors import InputError
@@ -246,6 +248,19 @@ def test_describe_a_single_slot_plan_in_one_rate():
     assert hourly.startswith("Plan on the P99 per hour of day: ")
     assert "in 09:00-10:00, the only one of 24 slots with data" in hourly
     assert "from " not in hourly.split(" A plan at")[0]
+
+
+def test_describe_a_plan_equal_in_every_slot_in_one_rate():
+    # a flat series of mine read "from 50 requests/s (00:00-01:00) to 50 requests/s (00:00-01:00)"
+    times = pd.date_range("2024-05-13", periods=7 * 144, freq="10min")
+    flat = xr.Dataset(
+        {"qps": ("time", np.full(times.size, 50.0))},
+        coords={"time": times.values},
+        attrs={"interval_s": 600.0, "weekday_known": "yes"},
+    )
+    text = forecast.describe(forecast.fit_baseline(flat))
+    assert text.startswith("Plan on the P99 per hour of day: 50 requests/s in each of the 24 slots; ")
+    assert "from " not in text.split(" A plan at")[0]
 
 
 def _cell_value(name: str, cell_id: str, namespace: dict):

@@ -292,10 +292,15 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     per = kind.replace("_", " ") if kind != "custom" else "slot"
     planned = int(plan.notnull().sum())
     if planned > 1:
+        low, high = _rate(float(plan[quietest])), _rate(float(plan[busiest]))
+        with_data = " with data" if planned < plan.sizes["slot"] else ""
+        span = (
+            f"{high} in each of the {planned} slots{with_data}"
+            if low == high  # "from 50 requests/s (00:00-01:00) to 50 requests/s (00:00-01:00)"
+            else f"from {low} ({when(quietest)}) to {high} ({when(busiest)})"
+        )
         first = (
-            f"Plan on the {name} per {per}: from {_rate(float(plan[quietest]))} "
-            f"({when(quietest)}) to {_rate(float(plan[busiest]))} "
-            f"({when(busiest)}); "
+            f"Plan on the {name} per {per}: {span}; "
             + (
                 f"the busiest slot's mean is {float(result.peak_to_trough):.2f}x the quietest's."
                 if np.isfinite(float(result.peak_to_trough))
