@@ -167,10 +167,14 @@ def _mixture_quantiles(log_shape: np.ndarray, mu, sd, dof: int, quantiles) -> np
     density /= math.sqrt(dof * math.pi)
     with np.errstate(invalid="ignore"):  # a slot with no value: inf - inf, NaN, settled at once
         x = 0.5 * (low + high)
+    exact = sd == 0  # every day on the fitted line (a flat series): the level is a point
     for _ in range(_MAX_STEPS):
-        z = (x[:, :, None, None] - shape - mu) / sd
+        above = x[:, :, None, None] - shape - mu
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(exact, np.where(above >= 0, np.inf, -np.inf), above / sd)
+            density_z = np.where(exact, 0.0, density * (1 + z * z / dof) ** (-(dof + 1) / 2) / sd)
         gap = (special.stdtr(dof, z) * weight).sum(axis=(2, 3)) - q
-        slope = (density * (1 + z * z / dof) ** (-(dof + 1) / 2) / sd * weight).sum(axis=(2, 3))
+        slope = (density_z * weight).sum(axis=(2, 3))
         low = np.where(gap < 0, x, low)
         high = np.where(gap < 0, high, x)
         with np.errstate(divide="ignore", invalid="ignore"):
