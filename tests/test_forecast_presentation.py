@@ -259,7 +259,9 @@ def test_describe_a_plan_equal_in_every_slot_in_one_rate():
         attrs={"interval_s": 600.0, "weekday_known": "yes"},
     )
     text = forecast.describe(forecast.fit_baseline(flat))
-    assert text.startswith("Plan on the P99 per hour of day: 50 requests/s in each of the 24 slots; ")
+    assert text.startswith(
+        "Plan on the P99 per hour of day: 50 requests/s in each of the 24 slots; "
+    )
     assert "from " not in text.split(" A plan at")[0]
 
 

@@ -299,13 +299,10 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
             if low == high  # "from 50 requests/s (00:00-01:00) to 50 requests/s (00:00-01:00)"
             else f"from {low} ({when(quietest)}) to {high} ({when(busiest)})"
         )
-        first = (
-            f"Plan on the {name} per {per}: {span}; "
-            + (
-                f"the busiest slot's mean is {float(result.peak_to_trough):.2f}x the quietest's."
-                if np.isfinite(float(result.peak_to_trough))
-                else "the quietest slot has no traffic at all."
-            )
+        first = f"Plan on the {name} per {per}: {span}; " + (
+            f"the busiest slot's mean is {float(result.peak_to_trough):.2f}x the quietest's."
+            if np.isfinite(float(result.peak_to_trough))
+            else "the quietest slot has no traffic at all."
         )
     elif plan.sizes["slot"] == 1:  # no cycle to describe: one rate at every time
         first = f"Plan on the {name}: {_rate(float(plan[busiest]))} at every time (a single slot)."
