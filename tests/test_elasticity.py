@@ -341,6 +341,21 @@ def test_resample_demand_holds_a_rate_series_and_counts_a_log():
     assert counted.sum() * 60 <= log.sizes["request"]
 
 
+@pytest.mark.parametrize("step_s", [2.5, 1.5])
+def test_resample_demand_refuses_a_step_that_is_no_whole_multiple_of_a_finer_series(step_s):
+    # a 1-s rate series at step_s=2.5 came back averaged over 2-s windows (0.5, 2.5, 4.5, ...)
+    # labelled step_s=2.5, which simulate then refused ("times are 2 s apart")
+    times = np.datetime64("2026-01-05") + np.arange(12).astype("timedelta64[s]")
+    series = xr.DataArray(
+        np.arange(12.0), dims="time", coords={"time": times}, attrs={"units": "requests/s"}
+    )
+    with pytest.raises(InputError, match=rf"step_s={step_s:g} s is not a whole multiple of"):
+        elasticity.resample_demand(series, step_s)
+    demand = elasticity.resample_demand(series, 3)
+    assert demand.values.tolist() == [1.0, 4.0, 7.0, 10.0] and demand.attrs["step_s"] == 3.0
+    assert float(elasticity.simulate(demand, per_instance_qps=5, cold_start_s=3).arrivals) == 66.0
+
+
 # -- bad input -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "message"),

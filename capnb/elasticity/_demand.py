@@ -161,8 +161,9 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
             )
             held = interval
         elif interval < step:
+            _whole_multiple(step, interval)
             coarse = forecast.resample(
-                series.to_dataset(name="qps").assign_attrs(interval_s=interval), int(step)
+                series.to_dataset(name="qps").assign_attrs(interval_s=interval), round(step)
             )
             series, held = coarse.qps, None
         else:
@@ -176,6 +177,23 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
         attrs["held_from_s"] = held
     time = ("time", series.time.values, glossary.attrs("time"))
     return xr.DataArray(values, dims="time", coords={"time": time}, name="qps", attrs=attrs)
+
+
+def _whole_multiple(step: float, interval: float) -> None:
+    """Check that a step of ``step`` s averages whole windows of ``interval`` s, in whole seconds.
+
+    The windows are averaged per step (:func:`capnb.forecast.resample`, whole seconds): a step that
+    cut a window had been truncated (2.5 s over a 1-s series gave 2-s steps labelled 2.5 s).
+    """
+    count = step / interval
+    if abs(count - round(count)) > 1e-9 * count or step != round(step):
+        fits = [k * interval for k in range(math.ceil(count), math.ceil(count) + 3600)]
+        fit = next((f for f in fits if abs(f - round(f)) < 1e-9), None)
+        hint = f"; e.g. step_s={fit:g}" if fit is not None else ""
+        raise InputError(
+            f"step_s={step:g} s is not a whole multiple of the series' window of {interval:g} s "
+            f"in whole seconds: a step averages whole windows{hint}"
+        )
 
 
 def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
