@@ -320,6 +320,22 @@ def test_recommendation_applies_the_article_rules():
     assert "Run a fixed fleet" in flat.text
 
 
+def test_a_recommendations_selection_picks_its_run_out_of_a_sweep_over_cold_starts():
+    # recommend(grid, cold_start_s=90).selection was {'policy': 'hpa', 'min_instances': 3}: without
+    # the cold start, grid.sel(**selection) kept both cold starts (30 and 90 s) and
+    # describe(grid, **selection) failed with "choose one run"
+    t = np.arange(17_280)
+    daily = 8 + 12 * np.clip(np.sin(2 * np.pi * t / 17_280), 0, None)
+    grid = elasticity.sweep(daily, step_s=5, per_instance_qps=4, policy=["fixed", "hpa"],
+                            min_instances=[1, 3, 6], cold_start_s=[30, 90], tolerance_s=60,
+                            gpu="H100-SXM")  # fmt: skip
+    advice = elasticity.recommend(grid, cold_start_s=90)
+    assert advice.selection["cold_start_s"] == 90
+    cell = grid.sel(advice.selection)
+    assert cell.breach_share.ndim == 0 and float(cell.usd) == advice.metrics["usd"]
+    assert elasticity.describe(grid, **advice.selection).endswith("thrash.")
+
+
 def test_troughs_measure_dips_inside_the_series():
     durations = elasticity.troughs([9, 1, 1, 9, 1, 9, 9, 1, 1, 1], step_s=10, level_qps=5)
     assert durations.values.tolist() == [20.0, 10.0]  # the last dip runs off the end: no length

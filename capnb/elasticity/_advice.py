@@ -481,8 +481,11 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
             "breach is shown."
         )
 
-    return _advice_for(result, chosen, meets=meets, follows=follows, notes=notes, cost=cost,
-                       breach_budget=breach_budget, vetoed=vetoed)  # fmt: skip
+    advice = _advice_for(result, chosen, meets=meets, follows=follows, notes=notes, cost=cost,
+                         breach_budget=breach_budget, vetoed=vetoed)  # fmt: skip
+    # the coordinates given to fix dims (the cold start) are part of the run's place in the sweep
+    advice.selection = {**selection, **chosen}
+    return advice
 
 
 def recommendation_for(
