@@ -336,6 +336,20 @@ def test_a_recommendations_selection_picks_its_run_out_of_a_sweep_over_cold_star
     assert elasticity.describe(grid, **advice.selection).endswith("thrash.")
 
 
+@pytest.mark.parametrize("call", ["recommend", "describe"])
+def test_a_selection_outside_the_sweep_names_the_coordinate_and_its_values(call):
+    # recommend(grid, cold_start_s=45) raised xarray's KeyError "not all values found in index
+    # 'cold_start_s'. Try setting the `method` keyword argument", and gpu="H100" a KeyError
+    # listing the Dataset's dims
+    grid = elasticity.sweep(np.full(720, 30.0), step_s=5, per_instance_qps=10,
+                            policy=["fixed", "hpa"], min_instances=4, cold_start_s=[30, 90])  # fmt: skip
+    pick = getattr(elasticity, call)
+    with pytest.raises(InputError, match=r"cold_start_s=45 is not in the sweep; it has \[30, 90\]"):
+        pick(grid, cold_start_s=45, policy="fixed")
+    with pytest.raises(InputError, match=r"gpu is not a coordinate of the sweep; it has .*policy"):
+        pick(grid, cold_start_s=30, gpu="H100")
+
+
 def test_troughs_measure_dips_inside_the_series():
     durations = elasticity.troughs([9, 1, 1, 9, 1, 9, 9, 1, 1, 1], step_s=10, level_qps=5)
     assert durations.values.tolist() == [20.0, 10.0]  # the last dip runs off the end: no length

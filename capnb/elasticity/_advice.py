@@ -426,9 +426,21 @@ def recommend(
     return advice
 
 
+def _select(result: xr.Dataset, selection: dict) -> xr.Dataset:
+    """``result.sel(selection)``, or an error naming the coordinate or value the sweep lacks."""
+    for name, value in selection.items():
+        if name not in result.dims:
+            raise InputError(f"{name} is not a coordinate of the sweep; it has {list(result.dims)}")
+        known = result[name].values
+        missing = [v for v in np.atleast_1d(value).tolist() if v not in known.tolist()]
+        if missing:
+            raise InputError(f"{name}={missing[0]!r} is not in the sweep; it has {known.tolist()}")
+    return result.sel(selection) if selection else result
+
+
 def _recommend(result, breach_budget, cost, selection) -> Recommendation:
     cost = _cost_name(result, cost)
-    result = result.sel(selection) if selection else result
+    result = _select(result, selection)
     if "cold_start_s" in result.dims:
         if result.sizes["cold_start_s"] != 1:
             raise InputError(
@@ -598,7 +610,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             f"describe: expected a simulate or sweep result (a Dataset), got "
             f"{type(result).__name__}"
         )
-    cell = result.sel(selection) if selection else result
+    cell = _select(result, selection)
     grid = [d for d in cell.dims if d != "time"]
     if any(cell.sizes[d] != 1 for d in grid):
         raise InputError(f"describe: choose one run (the result has dims {dict(cell.sizes)})")
