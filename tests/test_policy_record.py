@@ -169,3 +169,16 @@ def test_a_policy_of_no_instances_is_refused_where_it_is_made():
     with pytest.raises(InputError, match="max_instances must be at least 1 instance, got 0"):
         Policy("hpa", max_instances=0)
     assert Policy("hpa", max_instances=1).max_instances == 1
+
+
+def test_sweep_given_a_record_says_how_to_sweep_its_settings():
+    # sweep(..., policy=Policy("knative", ...)) ended in "TypeError: 'Policy' object is not
+    # iterable"; a record is one run, and its settings() are sweep's keywords
+    record = Policy("hpa", min_instances=2, options={"sync_s": 30})
+    for given in (record, [record, "fixed"]):
+        with pytest.raises(InputError, match=r"policy: sweep takes policy names.*settings\(\)"):
+            elasticity.sweep(RATE, **RUN, policy=given)
+    swept = elasticity.sweep(RATE, **RUN, **record.settings())
+    assert float(swept.gpu_hours) == float(
+        elasticity.simulate(RATE, **RUN, policy=record).gpu_hours
+    )

@@ -681,6 +681,13 @@ def sweep(
 
 def _distinct_policies(policy, options) -> list[str]:
     """The policies of a sweep, known and distinct; every option known to one of them."""
+    if isinstance(policy, Policy) or (
+        isinstance(policy, Sequence) and any(isinstance(p, Policy) for p in policy)
+    ):
+        raise InputError(
+            "policy: sweep takes policy names; a Policy record is one run - simulate(..., "
+            "policy=record), or sweep its settings with sweep(..., **record.settings())"
+        )
     policies = [policy] if isinstance(policy, str) else list(policy)
     if not policies or len(set(policies)) != len(policies):
         raise InputError(f"policy: give distinct policies, got {policy!r}")
