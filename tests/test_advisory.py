@@ -111,6 +111,20 @@ def test_advisory_runs_each_policy_at_the_same_settings():
         elasticity.advise(view)
 
 
+def test_advisory_takes_policy_records_by_their_names():
+    # a Policy("predictive") record was never given the forecast ("forecast: the predictive
+    # policy needs the forecast demand per step" though forecast= was given), and the view's
+    # policy coordinate held the records themselves, so view.sel(policy="hpa") found nothing
+    rate = square_wave(1200, hours=2)
+    records = [elasticity.Policy("predictive"), elasticity.Policy("hpa", min_instances=2)]
+    view = elasticity.advisory(rate, policies=records, forecast=rate, step_s=1,
+                               per_instance_qps=10, cold_start_s=30)  # fmt: skip
+    assert view.policy.values.tolist() == ["predictive", "hpa"]
+    one = elasticity.advise(elasticity.simulate(rate, step_s=1, per_instance_qps=10,
+                                                policy=records[1], cold_start_s=30))  # fmt: skip
+    assert float(view.scale_events_per_hour.sel(policy="hpa")) == float(one.scale_events_per_hour)
+
+
 def test_a_window_given_is_a_whole_number_of_steps():
     # window_s=7 at 15-s steps was floored to no window at all (0 reversals, never flapping)
     # and hold_s=nan crashed with numpy's "cannot convert float NaN to integer"

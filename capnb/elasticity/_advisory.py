@@ -28,6 +28,7 @@ import xarray as xr
 from .. import glossary
 from ..errors import InputError
 from ..units import declare_units
+from ._policy import Policy
 from ._policy import steps as whole_steps
 
 __all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_warning"]
@@ -169,6 +170,8 @@ def advise(
 def advisory(demand, *, policies, forecast=None, window_s=None, hold_s=None, **settings):
     """Each policy's advisory figures, every policy run at the same settings.
 
+    ``policies``: names, or :class:`Policy` records (each run as itself, named by its policy).
+
     ``settings`` are :func:`capnb.elasticity.simulate`'s (``per_instance_qps``, ``step_s``,
     ``scale_up_threshold``, ``cooldown_s``, ``min_instances``, ``buffer_instances``, ...: the
     chosen run's); ``cooldown_s=None`` takes each policy's own default. ``forecast`` goes to the
@@ -176,13 +179,15 @@ def advisory(demand, *, policies, forecast=None, window_s=None, hold_s=None, **s
     """
     from ._simulate import simulate
 
-    names = [policies] if isinstance(policies, str) else list(policies)
-    if not names:
+    given = [policies] if isinstance(policies, str | Policy) else list(policies)
+    if not given:
         raise InputError("policies: give at least one policy")
+    # a Policy record runs as itself, and is named by its policy's name
+    names = [p.name if isinstance(p, Policy) else p for p in given]
     views = []
-    for name in names:
+    for policy, name in zip(given, names, strict=True):
         extra = {"forecast": forecast} if name == "predictive" else {}
-        run = simulate(demand, policy=name, **settings, **extra)
+        run = simulate(demand, policy=policy, **settings, **extra)
         views.append(advise(run, window_s=window_s, hold_s=hold_s))
     out = xr.concat(views, dim="policy", combine_attrs="drop_conflicts")
     return out.assign_coords(policy=("policy", names, glossary.attrs("policy")))
