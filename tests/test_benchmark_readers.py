@@ -619,10 +619,20 @@ def test_a_table_without_a_latency_column_is_refused_naming_what_it_ignored(tmp_
     assert "<metric>_<stat>_<unit>" in message and f"(e.g. {rename})" in message
 
 
-def test_a_curve_without_quantiles_says_it_measured_nothing():
+def test_a_curve_of_means_only_says_it_measured_means_and_which_column_a_bound_needs():
+    # it said "it measured: nothing" of a table whose e2e_mean_ms it had read
     curve = data.read_latency_table(pd.DataFrame({"concurrency": [1, 2], "e2e_mean_ms": [9, 10]}))
-    with pytest.raises(InputError, match=r"the curve has no e2e P99; it measured: nothing$"):
+    with pytest.raises(
+        InputError,
+        match=r"the curve has no e2e P99; it measured: e2e mean \(a mean is not a quantile: a "
+        r"P99 bound needs the run's P99, e.g. a e2e_p99_ms column\)$",
+    ):
         capacity.safe_concurrency(curve, 1.0)
+    both = data.read_latency_table(
+        pd.DataFrame({"concurrency": [1, 2], "ttft_mean_s": [0.1, 0.2], "e2e_mean_s": [9, 10]})
+    )
+    with pytest.raises(InputError, match=r"has no ttft P99; it measured: ttft mean, e2e mean \("):
+        capacity.safe_concurrency(both, 1.0, metric="ttft")
 
 
 def test_table_unsorted_rows_are_sorted_and_noted():

@@ -112,8 +112,20 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
             for q in curve.latency_quantile.values
             if bool(curve.latency.sel(metric=m, latency_quantile=q).notnull().any())
         ]
+        means = [
+            f"{m} mean"
+            for m in curve.metric.values
+            if "mean_latency" in curve and bool(curve.mean_latency.sel(metric=m).notnull().any())
+        ]
+        hint = (
+            f" (a mean is not a quantile: a P{quantile * 100:g} bound needs the run's "
+            f"P{quantile * 100:g}, e.g. a {metric}_p{quantile * 100:g}_ms column)"
+            if means and not measured
+            else ""
+        )
         raise InputError(
-            f"the curve has no {metric} P{quantile * 100:g}; it measured: {', '.join(measured) or 'nothing'}"
+            f"the curve has no {metric} P{quantile * 100:g}; it measured: "
+            f"{', '.join(measured + means) or 'nothing'}{hint}"
         )
     return selected
 
