@@ -498,3 +498,22 @@ def test_a_memory_limit_in_tokens_is_refused_not_read_as_requests():
     with pytest.raises(InputError, match=r"memory_limit: .*tokens"):
         capacity.safe_concurrency(curve, 60.0, memory_limit=fit.kv_cache_tokens)
     capacity.safe_concurrency(curve, 60.0, memory_limit=fit.max_concurrency)
+
+
+def test_describe_says_when_a_raised_point_sets_the_safe_concurrency():
+    # one noisy point (P99 TTFT 0.8 s at 2 in flight, 0.3-0.4 s at 4-16) sets the safe concurrency
+    # at 1 under a 0.5 s SLA; describe said only "the SLA binds: ttft P99 reaches 200 ms there",
+    # a 200 ms latency binding a 500 ms bound, and not that the curve was raised
+    noisy = data.read_latency_table(
+        pd.DataFrame({"concurrency": [1, 2, 4, 8, 16, 32],
+                      "ttft_p99_s": [0.2, 0.8, 0.3, 0.35, 0.4, 2.0],
+                      "e2e_mean_s": [3.0, 3.1, 3.2, 3.5, 4.0, 8.0]})
+    )  # fmt: skip
+    p = capacity.plan(noisy, 0.5, 10.0, metric="ttft")
+    assert int(p.safe_concurrency) == 1 and str(p.binding.values) == "latency"
+    text = capacity.describe(p)
+    assert "3 measured points (concurrency 4, 8, 16) lie below a smaller concurrency's" in text
+    assert "read at 800 ms" not in text  # the sentence names where, the notes say how much
+    assert "re-measure" in text, text
+    clean = capacity.plan(noisy.sel(concurrency=[1, 4, 8, 16, 32]), 0.5, 10.0, metric="ttft")
+    assert "lie below a smaller concurrency's" not in capacity.describe(clean)

@@ -295,6 +295,15 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             f"the curve ends at concurrency {last} with {label} still {_seconds(at_safe)}; capnb "
             "does not extrapolate, so measure further to find the real limit"
         )
+    # points above the safe concurrency read at a smaller one's latency: the envelope may set it
+    raised = [c for c in cell.attrs.get("raised_concurrency", []) if c > safe]
+    if binding == "latency" and raised:
+        why += (
+            f"; {len(raised)} measured point{'s' if len(raised) > 1 else ''} (concurrency "
+            f"{', '.join(map(str, raised))}) lie below a smaller concurrency's {label} and are read "
+            "at it, the curve made non-decreasing, so one noisy point can set this limit: see the "
+            "result's notes and re-measure"
+        )
     qps = float(cell.per_instance_qps)
     sentence = (
         f"At {cell.attrs.get('sla') or f'{label} <= {_seconds(sla)}'}, one instance of {where} "

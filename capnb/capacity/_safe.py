@@ -392,9 +392,17 @@ def safe_concurrency(
             k: float(curve.attrs[k]) for k in ("prompt_tokens", "output_tokens") if k in curve.attrs
         },
         "notes": "\n".join(_latency.notes(curve) + _latency.notes(flat)),
+        "raised_concurrency": _raised(selected, flat),
         "unmodelled": str(curve.attrs.get("unmodelled", "")),
     }
     return result
+
+
+def _raised(selected: xr.DataArray, flat: xr.Dataset) -> list[int]:
+    """The concurrencies whose bounded latency the envelope raised (measured below a smaller one's)."""
+    up = (flat.latency > selected) & selected.notnull()
+    up = up.any([d for d in up.dims if d != "concurrency"])
+    return [int(c) for c in up.concurrency.values[up.values]]
 
 
 def _bounded(curve: xr.Dataset, sla: SLA, **memory) -> xr.Dataset:
@@ -427,8 +435,10 @@ def _bounded(curve: xr.Dataset, sla: SLA, **memory) -> xr.Dataset:
     # and model, gpu and tensor_parallel lost their glossary units
     result["binding_metric"] = xr.where(a_bound_decides, metrics, "").variable
     result["binding_metric"].attrs.update(glossary.attrs("binding_metric"))
+    raised = sorted({c for r in per_bound for c in r.attrs["raised_concurrency"]})
     result.attrs.update(
         per_bound[0].attrs,
+        raised_concurrency=raised,
         metric=",".join(sla.bounds),
         quantile=sla.quantile,
         sla=str(sla),
