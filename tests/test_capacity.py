@@ -517,3 +517,25 @@ def test_describe_says_when_a_raised_point_sets_the_safe_concurrency():
     assert "re-measure" in text, text
     clean = capacity.plan(noisy.sel(concurrency=[1, 4, 8, 16, 32]), 0.5, 10.0, metric="ttft")
     assert "lie below a smaller concurrency's" not in capacity.describe(clean)
+
+
+def test_memory_below_the_curves_first_point_is_no_safe_concurrency():
+    # P99 TTFT measured at 400 and 800 in flight, memory holds 356: the answer said
+    # safe_concurrency 356 beside binding memory_below_range and NaN requests/s, where the other
+    # infeasible answers (infeasible_unmeasured: nothing measured below the first point) say 0
+    curve = data.read_latency_table(
+        pd.DataFrame({"concurrency": [400, 800], "ttft_p99_ms": [300, 900],
+                      "e2e_mean_ms": [8000, 15000]})
+    )  # fmt: skip
+    p = capacity.plan(curve, 1.0, 20.0, metric="ttft", memory_limit=356)
+    assert str(p.binding.values) == "memory_below_range" and str(p.binding.values) not in (
+        capacity.FEASIBLE
+    )
+    assert int(p.safe_concurrency) == 0 and math.isnan(float(p.per_instance_qps))
+    assert int(p.max_concurrency) == 356
+    assert capacity.describe(p).startswith(
+        "Memory holds only 356 concurrent requests on this configuration (measured curve table), "
+        "below the curve's first measured concurrency (400)"
+    )
+    stacked = capacity.safe_concurrency(curve, [0.5, 1.0], metric="ttft", memory_limit=356)
+    assert stacked.safe_concurrency.values.tolist() == [0, 0]

@@ -252,7 +252,7 @@ def search_python(latency, mean_e2e, concurrency, sla, memory_limit):
     # memory binds too where the curve, still under the SLA, ends at what memory holds
     if memory_limit < safe or (code == "measured_range" and memory_limit == safe):
         if memory_limit < first:
-            return memory_limit, _CODES["memory_below_range"], math.nan, 0, math.nan
+            return 0, _CODES["memory_below_range"], math.nan, 0, math.nan
         safe, code = memory_limit, "memory"
     best, where = -math.inf, 0
     candidates = [c for c in concurrency if c <= safe] + [safe]
@@ -295,7 +295,7 @@ def search_python_points(latency, mean_e2e, concurrency, sla, memory_limit):
     # memory binds too where the curve, still under the SLA, ends at what memory holds
     if memory_limit < safe or (code == "measured_range" and memory_limit == safe):
         if memory_limit < first:
-            return memory_limit, _CODES["memory_below_range"], math.nan, 0, math.nan
+            return 0, _CODES["memory_below_range"], math.nan, 0, math.nan
         safe, code = memory_limit, "memory"
     best, where = -math.inf, 0
     for k in range(n):
@@ -342,7 +342,7 @@ def search_numpy(latency, mean_e2e, concurrency, sla, memory_limit):
     code = np.where(memory < 1, 4, code)
     code = np.where(np.isnan(latency[..., :1]), 7, code)
     feasible = code <= 2
-    safe = np.where(feasible | (code == 6), safe, 0)
+    safe = np.where(feasible, safe, 0)
     # Little's law: best of c / mean e2e over grid points <= safe and the safe point itself
     with np.errstate(divide="ignore", invalid="ignore"):
         grid_qps = c / mean_e2e

@@ -272,7 +272,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         )
     if binding == "memory_below_range":
         return (
-            f"Memory holds only {int(cell.safe_concurrency)} concurrent requests on {where}, below "
+            f"Memory holds only {int(cell.max_concurrency)} concurrent requests on {where}, below "
             f"the curve's first measured concurrency ({first}); benchmark lower concurrencies to "
             "size it."
         )

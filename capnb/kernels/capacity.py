@@ -27,7 +27,7 @@ BINDING = (
     "infeasible_latency",  # 3: over the SLA at concurrency 1
     "infeasible_memory",  # 4: not even one sequence fits in memory
     "infeasible_unmeasured",  # 5: over the SLA at the first point (> 1); nothing measured below
-    "memory_below_range",  # 6: memory fits fewer requests than the curve's first point
+    "memory_below_range",  # 6: memory fits fewer requests than the curve's first point (safe 0)
     "no_data",  # 7: the curve has no value for this metric and quantile
 )
 _LATENCY, _MEMORY, _RANGE, _INF_LATENCY, _INF_MEMORY, _INF_UNMEASURED, _BELOW, _NO_DATA = range(8)
@@ -107,8 +107,8 @@ def _search(
         # memory binds where it holds fewer than the SLA allows, and where the curve, still under
         # the SLA, ends at what memory holds (the analytic and engine curves end there)
         if memory_limit < latency_safe or (code == _RANGE and memory_limit == latency_safe):
-            if memory_limit < first:
-                safe[s], binding[s] = memory_limit, _BELOW
+            if memory_limit < first:  # nothing measured where memory allows: no safe one
+                binding[s] = _BELOW
                 continue
             latency_safe, code = memory_limit, _MEMORY
         safe[s], binding[s] = latency_safe, code
