@@ -539,3 +539,21 @@ def test_memory_below_the_curves_first_point_is_no_safe_concurrency():
     )
     stacked = capacity.safe_concurrency(curve, [0.5, 1.0], metric="ttft", memory_limit=356)
     assert stacked.safe_concurrency.values.tolist() == [0, 0]
+
+
+def test_an_sla_of_several_bounds_keeps_every_bounds_notes():
+    # under SLA(ttft, tpot) the answer kept the notes of the first bound's search only: a TPOT
+    # curve raised at 4, 8 and 16 in flight (30 ms at 2, 12-18 ms above) set the safe concurrency
+    # at 1 with the answer's notes empty
+    curve = data.read_latency_table(
+        pd.DataFrame({"concurrency": [1, 2, 4, 8, 16, 32],
+                      "ttft_p99_s": [0.1, 0.12, 0.15, 0.2, 0.3, 0.6],
+                      "tpot_p99_ms": [10, 30, 12, 14, 18, 40],
+                      "e2e_mean_s": [3.0, 3.1, 3.2, 3.5, 4.0, 8.0]})
+    )  # fmt: skip
+    p = capacity.plan(curve, capacity.SLA(ttft_s=1.0, tpot_s=0.025), 10.0)
+    assert int(p.safe_concurrency) == 1 and str(p.binding_metric.values) == "tpot"
+    notes = p.attrs["notes"].splitlines()
+    assert "envelope: tpot P99 at concurrency 4 raised from 0.012 s to 0.03 s" in notes[0], notes
+    assert len([n for n in notes if n.startswith("envelope: tpot P99")]) == 3
+    assert not any(n.startswith("envelope: ttft") for n in notes)

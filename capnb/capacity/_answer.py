@@ -300,9 +300,9 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     if binding == "latency" and raised:
         why += (
             f"; {len(raised)} measured point{'s' if len(raised) > 1 else ''} (concurrency "
-            f"{', '.join(map(str, raised))}) lie below a smaller concurrency's {label} and are read "
-            "at it, the curve made non-decreasing, so one noisy point can set this limit: see the "
-            "result's notes and re-measure"
+            f"{', '.join(map(str, raised))}) lie below a smaller concurrency's latency and are "
+            "read at it, the curve made non-decreasing, so one noisy point can set this limit: see "
+            "the result's notes and re-measure"
         )
     qps = float(cell.per_instance_qps)
     sentence = (

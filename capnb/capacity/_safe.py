@@ -438,6 +438,7 @@ def _bounded(curve: xr.Dataset, sla: SLA, **memory) -> xr.Dataset:
     raised = sorted({c for r in per_bound for c in r.attrs["raised_concurrency"]})
     result.attrs.update(
         per_bound[0].attrs,
+        notes=_bound_notes(sla, per_bound),
         raised_concurrency=raised,
         metric=",".join(sla.bounds),
         quantile=sla.quantile,
@@ -446,6 +447,17 @@ def _bounded(curve: xr.Dataset, sla: SLA, **memory) -> xr.Dataset:
         condition=f"{sla} (the article writes <)",
     )
     return result
+
+
+def _bound_notes(sla: SLA, per_bound: list[xr.Dataset]) -> str:
+    """Every bound's notes, once each; a raised point names its bound (``tpot P99``)."""
+    lines = []
+    for metric, result in zip(sla.bounds, per_bound, strict=True):
+        named = f"envelope: {metric} {sla.name} at"
+        lines += [
+            n.replace("envelope: latency at", named, 1) for n in result.attrs["notes"].split("\n")
+        ]
+    return "\n".join(dict.fromkeys(n for n in lines if n))
 
 
 def _one_curve(flat: xr.Dataset, limit: xr.DataArray) -> dict | None:
