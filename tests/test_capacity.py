@@ -283,6 +283,23 @@ def test_plan_by_max_concurrency_breaches_the_sla_and_leaves_gpus_idle(short):
         capacity.contrast(short, [1.0, 2.0], 5.0, metric="ttft")
 
 
+def test_a_contrasts_latency_plan_gives_the_latency_where_it_operates():
+    # past the throughput knee the latency plan runs at 8 in flight (1 / 8 / 16 / 32 in flight: a
+    # mean e2e of 1, 2, 6, 20 s, 4 requests/s at 8), safe up to 32; its latency_at_operating was
+    # the P99 TTFT at 32 (0.45 s), not at 8 where it operates (0.2 s)
+    curve = data.read_latency_table(
+        pd.DataFrame({"concurrency": [1, 8, 16, 32], "ttft_p99_s": [0.1, 0.2, 0.3, 0.45],
+                      "e2e_mean_s": [1.0, 2.0, 6.0, 20.0]})
+    )  # fmt: skip
+    c = capacity.contrast(curve, 0.5, 40.0, metric="ttft")
+    row = c.sel(plan="latency")
+    assert int(row.operating_concurrency) == 8 and float(row.per_instance_qps) == 4.0
+    assert float(row.latency_at_operating) == pytest.approx(0.2)
+    held = c.sel(plan="max_concurrency")
+    assert int(held.operating_concurrency) == 32
+    assert float(held.latency_at_operating) == pytest.approx(0.45)
+
+
 def test_a_contrast_with_no_traffic_and_no_buffer_holds_no_instance(short):
     c = capacity.contrast(short, 1.0, 0.0, buffer=0, metric="ttft")
     assert c.instances.values.tolist() == [0.0, 0.0]

@@ -99,9 +99,18 @@ def contrast(
         return target_qps * flops_per_request / (count_instances * tp * flops)
 
     lat_instances = float(by_latency.instances)
+    operating = int(by_latency.operating_concurrency)
+    # past the throughput knee the plan operates below its safe concurrency: its latency there
+    p_operating = float(by_latency.latency_at_safe)
+    if 1 <= operating < int(by_latency.safe_concurrency):
+        p_operating = float(
+            capacity._CURVES.get(
+                curve, ("at", metric, quantile, operating), lambda: _latency.at(flat, [operating])
+            ).latency.squeeze()
+        )
     rows = {
-        "operating_concurrency": [held, int(by_latency.operating_concurrency)],
-        "latency_at_operating": [p_held, float(by_latency.latency_at_safe)],
+        "operating_concurrency": [held, operating],
+        "latency_at_operating": [p_held, p_operating],
         "assumed_qps": [assumed, float(by_latency.per_instance_qps)],
         "per_instance_qps": [real, float(by_latency.per_instance_qps)],
         "instances": [float(naive_instances), lat_instances],
