@@ -574,3 +574,22 @@ def test_an_sla_of_several_bounds_keeps_every_bounds_notes():
     assert "envelope: tpot P99 at concurrency 4 raised from 0.012 s to 0.03 s" in notes[0], notes
     assert len([n for n in notes if n.startswith("envelope: tpot P99")]) == 3
     assert not any(n.startswith("envelope: ttft") for n in notes)
+
+
+def test_describe_says_when_memory_was_not_checked():
+    # a curve naming no model (a vllm bench run records only its model_id) is searched without
+    # the memory limit; describe said "safely holds 92 concurrent requests (the SLA binds ...)"
+    # and left the unchecked KV cache to result.attrs["memory"]
+    curve = data.read_latency_table(
+        pd.DataFrame({"concurrency": [1, 64, 128], "ttft_p99_ms": [40, 600, 1500],
+                      "e2e_mean_ms": [1660, 4500, 8190]}),
+        gpu="H100-SXM", tensor_parallel=1, prompt_tokens=1000, output_tokens=256,
+    )  # fmt: skip
+    p = capacity.plan(curve, 1.0, 50.0, metric="ttft")
+    assert int(p.safe_concurrency) == 92 and "max_concurrency" not in p
+    assert (
+        "safely holds 92 concurrent requests (the SLA binds: ttft P99 reaches 994 ms there; "
+        "memory not checked: the curve does not name its model, GPU and tensor parallelism"
+    ) in capacity.describe(p)
+    checked = capacity.plan(curve.assign_attrs(model="Llama-3.1-8B"), 1.0, 50.0, metric="ttft")
+    assert "memory not checked" not in capacity.describe(checked)

@@ -304,6 +304,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             f"the curve ends at concurrency {last} with {label} still {_seconds(at_safe)}; capnb "
             "does not extrapolate, so measure further to find the real limit"
         )
+    if str(cell.attrs.get("memory", "")).startswith("memory not checked"):
+        why += f"; {cell.attrs['memory']}"  # the KV cache may hold fewer: said, not left out
     # points above the safe concurrency read at a smaller one's latency: the envelope may set it
     raised = [c for c in cell.attrs.get("raised_concurrency", []) if c > safe]
     if binding == "latency" and raised:
