@@ -1065,3 +1065,22 @@ def test_calibrating_on_a_curve_refuses_its_rate_runs_placed_by_littles_law():
         latency.calibrate(curve)
     closed = curve.sel(concurrency=[4, 16])
     assert latency.calibrate(closed).fit_error < 1.0
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [({"prompt_tokens": -5}, "prompt_tokens = -5"), ({"output_tokens": -200}, "output_tokens = -200"),
+     ({"output_tokens": 0}, "output_tokens = 0"), ({"prompt_tokens": math.nan}, "prompt_tokens = nan"),
+     ({"output_tokens": "256"}, "output_tokens = '256'")],
+)  # fmt: skip
+def test_a_workload_that_is_not_a_positive_number_of_tokens_is_refused(given, shown):
+    # read_latency_table(..., output_tokens=-200) was stored as given: the plan priced -2.49 USD
+    # per million output tokens; prompt_tokens=-5 checked memory at 195 tokens a sequence, and NaN
+    # raised "cannot convert float NaN to integer" from the memory step
+    table = pd.DataFrame({"concurrency": [1, 8], "ttft_p99_s": [0.1, 0.3], "e2e_mean_s": [3, 4]})
+    with pytest.raises(InputError, match=rf"table: {shown}: expected the mean tokens per request"):
+        data.read_latency_table(table, **{"prompt_tokens": 1000, "output_tokens": 200, **given})
+    runs = data.read_benchmark(FIXTURES / "vllm")  # attrs given to any reader are checked alike
+    assert runs.attrs["output_tokens"] > 0
+    with pytest.raises(InputError, match=rf"{shown}: expected the mean tokens per request"):
+        data.read_benchmark(FIXTURES / "vllm", **given)

@@ -219,7 +219,7 @@ def read_latency_table(
     workload = {}
     for field, given in (("prompt_tokens", prompt_tokens), ("output_tokens", output_tokens)):
         if given is not None:
-            workload[field] = float(given)
+            workload[field] = _curve.tokens(given, field, name)
         elif field in columns:
             # pandas' mean: empty cells skipped, and NaN (no warning) for a table without rows
             workload[field] = float(pd.Series(_numbers(frame, columns[field], name)).mean())

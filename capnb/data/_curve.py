@@ -18,6 +18,7 @@ through :func:`build`, so every curve is checked the same way.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -211,10 +212,26 @@ def build(
         },
         attrs={"source": str(source), "kind": kind, **dict(attrs or {}), "notes": ""},
     )
+    for field in ("prompt_tokens", "output_tokens"):
+        if field in curve.attrs:
+            curve.attrs[field] = tokens(curve.attrs[field], field, str(source))
     _mark_placed(curve, in_flight, order, conc)
     for note in extra_notes:
         add_note(curve, note)
     return curve
+
+
+def tokens(value: object, field: str, source: str) -> float:
+    """A workload's mean ``prompt_tokens`` or ``output_tokens`` per request: a finite number > 0."""
+    number = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+    if not number or not math.isfinite(value) or value <= 0:
+        raise InputError(
+            f"{source}: {field} = {value!r}: expected the mean tokens per request, a finite "
+            "number > 0 (it sizes the KV cache and prices each output token)"
+        )
+    return float(value)
 
 
 def _column(values, size, what, source, labels) -> np.ndarray:
