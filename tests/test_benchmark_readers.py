@@ -1084,3 +1084,16 @@ def test_a_workload_that_is_not_a_positive_number_of_tokens_is_refused(given, sh
     assert runs.attrs["output_tokens"] > 0
     with pytest.raises(InputError, match=rf"{shown}: expected the mean tokens per request"):
         data.read_benchmark(FIXTURES / "vllm", **given)
+
+
+@pytest.mark.parametrize("degree", [0, -1, 1.5, "2", True])
+def test_a_tensor_parallel_degree_that_is_not_a_positive_integer_is_refused(degree):
+    # read_latency_table(..., gpu="H100-SXM", tensor_parallel=-1) was stored as given: the plan
+    # counted -6 GPUs at -17.94 USD/hour (0: 0 GPUs at 0 USD; 1.5: 9 GPUs; "2": a numpy
+    # UFuncTypeError from the cost; True: 1)
+    table = pd.DataFrame({"concurrency": [1, 8], "ttft_p99_s": [0.1, 0.3], "e2e_mean_s": [3, 4]})
+    with pytest.raises(
+        InputError, match=rf"table: tensor_parallel must be a positive integer, got {degree!r}"
+    ):
+        data.read_latency_table(table, gpu="H100-SXM", tensor_parallel=degree)
+    assert data.read_latency_table(table, tensor_parallel=np.int64(2)).attrs["tensor_parallel"] == 2

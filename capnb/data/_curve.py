@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
+from .._validate import positive_int
 from ..errors import InputError
 
 __all__ = ["METRICS", "QUANTILES", "UNITS", "add_note", "build", "notes", "to_seconds"]
@@ -212,13 +213,22 @@ def build(
         },
         attrs={"source": str(source), "kind": kind, **dict(attrs or {}), "notes": ""},
     )
-    for field in ("prompt_tokens", "output_tokens"):
-        if field in curve.attrs:
-            curve.attrs[field] = tokens(curve.attrs[field], field, str(source))
+    _check_setup(curve.attrs, str(source))
     _mark_placed(curve, in_flight, order, conc)
     for note in extra_notes:
         add_note(curve, note)
     return curve
+
+
+def _check_setup(attrs: dict, source: str) -> None:
+    """The workload's tokens and the tensor-parallel degree a curve records, checked in place."""
+    for field in ("prompt_tokens", "output_tokens"):
+        if field in attrs:
+            attrs[field] = tokens(attrs[field], field, source)
+    if "tensor_parallel" in attrs:  # GPUs per instance: it multiplies GPUs and cost
+        attrs["tensor_parallel"] = positive_int(
+            attrs["tensor_parallel"], f"{source}: tensor_parallel"
+        )
 
 
 def tokens(value: object, field: str, source: str) -> float:
