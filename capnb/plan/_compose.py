@@ -212,7 +212,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
         return [], ""
     call = close_call(cap, best, model=answer_kw["model"], metric=metric, prompt_tokens=prompt,
                       output_tokens=output, latency_model=model_name,
-                      own_gpus=json.loads(cap.attrs.get("own_calibration_gpus", "[]")))  # fmt: skip
+                      own_gpus=list(json.loads(cap.attrs.get("own_calibrations", "{}"))))  # fmt: skip
     answer_kw["latency_error"] = call["latency_error"]
     answer_kw["latency_error_basis"] = call["latency_error_basis"]
     checks, commands = [], call["settle_commands"]

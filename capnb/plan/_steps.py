@@ -197,9 +197,8 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             analytic_metrics=analytic_metrics,
             calibration=own,
         )
-        if own:  # the GPU priced on the user's own runs: its error is the own-run one
-            result.attrs["own_calibration_gpus"] = json.dumps(list(own))
-            # ... and the later steps on it (arrivals, prefill/decode pools) price it so too
+        if own:  # the GPUs priced on the user's own runs: their error is the own-run one, and
+            # the later steps on them (arrivals, prefill/decode pools) price them so too
             result.attrs["own_calibrations"] = json.dumps(
                 {gpu: dataclasses.asdict(cal) for gpu, cal in own.items()}
             )
