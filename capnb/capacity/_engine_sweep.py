@@ -252,7 +252,9 @@ def sweep_engine(
     longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
     ratio = _band_ratio(latency_band, sla, metric, analytic_metrics)
     own = _own_calibrations(calibration, gpus)
-    own_ratio = _band_ratio(latency_band, sla, metric, analytic_metrics, model="own-run")
+    own_ratio = (
+        _band_ratio(latency_band, sla, metric, analytic_metrics, model="own-run") if own else None
+    )
     rows, too_long, unpriced = {}, [], []
     for gpu in gpus:
         for tp in tensor_parallel:

@@ -380,10 +380,12 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
         closed, load_value = float(pt.mode == "concurrency"), pt.load
     model_vec, kv_tokens = _kv_cache(pt, run)
     longest = int((prompt + output).max())
-    if kv_tokens <= 0 or not _pool_holds(pt, run, kv_tokens, longest):
+    if kv_tokens <= 0:
         return None
     engine = engine_settings_of(pt, kv_tokens, run)
     layout = _engine.kv_layout(_spec(pt.model), engine)
+    if not _engine.pool_holds(longest, kv_tokens, layout, engine):
+        return None
     blocks = _engine.kv_pool(kv_tokens, layout, engine)
     max_seqs = engine.running_limit(kv_tokens)
     if pt.mode == "batch" and _number(run, "max_num_seqs") is None and pt.engine_id == "trtllm":

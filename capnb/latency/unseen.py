@@ -125,7 +125,8 @@ def markdown(record: dict) -> str:
         "| signed | engine P90 | analytic median | knee error | unseen |",
         "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|",
     ]
-    for row in validate.table(record):
+    rows = validate.table(record)
+    for row in rows:
         mine = [r for r in record["rows"] if r["source"] == row["source"]
                 and validate.GROUPS[r["metric"]] == row["metric"]
                 and r["below_knee"] == (row["side"] == "below")]  # fmt: skip
@@ -148,11 +149,11 @@ def markdown(record: dict) -> str:
         )
         if errors:
             pooled.append(f"{group} {np.median(errors):.0%} ({len(errors)} figures)")
-    met = [r for r in validate.table(record) if r["engine_median"] <= validate.SOURCE_GOAL]
+    met = [r for r in rows if r["engine_median"] <= validate.SOURCE_GOAL]
     lines += ["", f"Pooled over every unseen figure, the engine's median error is "
               f"{', '.join(pooled) or 'not defined (no figure scored)'}; the goal (median <= "
               f"{validate.SOURCE_GOAL:.0%} per source, below and above the knee) is met in "
-              f"{len(met)} of {len(validate.table(record))} rows."]  # fmt: skip
+              f"{len(met)} of {len(rows)} rows."]  # fmt: skip
     if record["skipped"]:
         lines += ["", "Not simulated: " + "; ".join(record["skipped"]) + "."]
     return "\n".join(lines) + "\n"
