@@ -203,13 +203,8 @@ def vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
     weight_dtype = "fp8" if dtype == "fp8" else None
     model_vec = _engine.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype)
     gpu_vec = _calibration.gpu_vector(load_gpus([gpu]), gpu, weight_dtype or spec.weight_dtype)
-    from .. import memory
-
-    kv = memory.max_concurrency(
-        model=spec, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=_engine.BLOCK_SIZE,
-        accounting="vllm", vllm_version="0.10", weight_dtype=weight_dtype,
-    )  # fmt: skip
-    return model_vec, gpu_vec, int(kv.kv_cache_tokens.item())
+    kv = _engine.kv_tokens_auto(spec, gpu, tensor_parallel, weight_dtype=weight_dtype)
+    return model_vec, gpu_vec, kv
 
 
 @functools.cache

@@ -43,13 +43,8 @@ def data_hash() -> str:
     """SHA-256 (first 16 hex) of the unseen sources' files and their runs."""
     from ..data import dataset_path
 
-    digest = hashlib.sha256()
-    paths = [*sorted(dataset_path("benchmarks", "unseen").glob("*.csv")),
-             dataset_path("benchmarks", "unseen_runs.csv")]  # fmt: skip
-    for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return validate.files_hash([*sorted(dataset_path("benchmarks", "unseen").glob("*.csv")),
+                                dataset_path("benchmarks", "unseen_runs.csv")])  # fmt: skip
 
 
 def calibration_hash() -> str:

@@ -60,12 +60,16 @@ def data_hash() -> str:
     """SHA-256 (first 16 hex) of the bundled measurement files: what the stored fit was made on."""
     from ..data import dataset_path
 
-    digest = hashlib.sha256()
-    paths = [
+    return files_hash([
         *sorted(dataset_path("benchmarks", "measured").glob("*.csv")),
         dataset_path("benchmarks", "measured_runs.csv"),
         *sorted(dataset_path("benchmarks", "requests").glob("*.csv")),
-    ]
+    ])  # fmt: skip
+
+
+def files_hash(paths) -> str:
+    """SHA-256 (first 16 hex) of files' names and bytes, in the order given."""
+    digest = hashlib.sha256()
     for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
