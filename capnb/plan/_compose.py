@@ -598,6 +598,11 @@ def _coverage_check(held: HeldOut) -> Check:
     )  # fmt: skip
 
 
+#: The checks :func:`with_held_out` writes (a record passed again has its old ones replaced).
+HELD_OUT_CHECKS = frozenset({"held_out", "held_out_budget", "held_out_cost", "held_out_naive",
+                             "forecast_coverage", "burst_draws"})  # fmt: skip
+
+
 def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
     """The answer with its held-out record and the checks on it.
 
@@ -605,7 +610,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
     none; ``burst``: ``(share, draws, held)`` of the burst replays
     (:func:`capnb.plan._origins.held_out_bursts`), or None.
     """
-    own = [c for c in record.checks if not c.name.startswith(("held_out", "burst", "forecast_"))]
+    own = [c for c in record.checks if c.name not in HELD_OUT_CHECKS]
     if isinstance(rolling, str):
         action = (
             "set backtest_days (7 holds out the last week)"
