@@ -53,10 +53,12 @@ def test_the_tp8_logs_are_held_out(checks):
 
 def test_kv_cache_tokens_by_hand():
     # Llama-3.1-8B on one H100 with the 0.10 bucket: 0.90 x 79.18 GiB - weights - 0.13 GiB
-    # non-torch - the sampler's 9.73 fp32 logits of 1,024 x 128,256, in 16-token blocks of 128 KiB
+    # non-torch - the sampler's 9.73 fp32 logits of 1,024 x 128,256 - the rotary cos/sin cache
+    # (131,072 positions x 128 x 2 bytes, on every rank), in 16-token blocks of 128 KiB
     spec = load_model("Llama-3.1-8B")
     sampler = (4.76 * GIB / (1024 * 128_256 * 4)) * 1024 * 128_256 * 4
-    room = 0.90 * round(79.18 * GIB) - spec.weight_bytes() - 0.13 * GIB - sampler
+    rope = 131_072 * 128 * 2
+    room = 0.90 * round(79.18 * GIB) - spec.weight_bytes() - 0.13 * GIB - sampler - rope
     expected = math.floor(room / (16 * 131_072)) * 16
     ds = memory.max_concurrency(
         model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=[1, 2], seq_len=16_000,
@@ -64,7 +66,7 @@ def test_kv_cache_tokens_by_hand():
     )  # fmt: skip
     assert int(ds.kv_cache_tokens.sel(tensor_parallel=1).item()) == expected
     # TP 2: every rank holds half the heads of every token; vLLM logs the group's tokens once
-    spec_room = 0.90 * round(79.18 * GIB) - spec.weight_bytes() / 2 - 0.55 * GIB - sampler
+    spec_room = 0.90 * round(79.18 * GIB) - spec.weight_bytes() / 2 - 0.55 * GIB - sampler - rope
     tp2 = math.floor(spec_room / (16 * 65_536)) * 16
     assert int(ds.kv_cache_tokens.sel(tensor_parallel=2).item()) == tp2
     # the concurrency that fits agrees with the tokens (16-token blocks per 16,000-token sequence)
@@ -76,7 +78,10 @@ def test_the_0_6_bucket_reproduces_pull_request_10511():
     # Meta-Llama-3-8B, H100, 0.90: weights 14.96, non-torch 1.79, activation 1.26 GiB
     spec, acct = load_model("Llama-3.1-8B"), memory.accounting("vllm", vllm_version="0.6")
     assert acct.activation_bytes(spec, 1) / GIB == pytest.approx(1.26, abs=1e-9)
-    assert acct.reserve_bytes(spec, 2) - acct.activation_bytes(spec, 2) == pytest.approx(3.58 * GIB)
+    rope = acct.rope_cache_bytes(spec)  # 32 MiB, inside the PR's 14.96 GiB "weights" to 2 places
+    assert rope == 131_072 * 128 * 2
+    reserve = acct.reserve_bytes(spec, 2) - acct.activation_bytes(spec, 2) - rope
+    assert reserve == pytest.approx(3.58 * GIB)
 
 
 def test_a_gpu_without_a_reported_figure_falls_back_and_says_so():
@@ -215,8 +220,8 @@ def test_vllms_rotary_cache_is_counted_where_it_is_large():
     ds = memory.max_concurrency(model=published, gpu="H100-SXM", tensor_parallel=4, seq_len=8192,
                                 accounting=acct)  # fmt: skip
     assert abs(int(ds.kv_cache_tokens.item()) / 365_968 - 1) < 0.015
-    # the catalog's caches (Llama 3.1's 32 MiB at most) stay under the floor: results unchanged
-    assert acct.rope_cache_bytes(load_model("Llama-3.1-8B")) == 0.0
+    # every cache counts, small ones too: Llama 3.1's 131,072 positions x 128 x 2 bytes = 32 MiB
+    assert acct.rope_cache_bytes(load_model("Llama-3.1-8B")) == 32 * 2**20
     # gemma-3-12b-it on one H100 (the same runs): "Model loading took 23.31 GiB", 130,304 tokens;
     # its 0.56 GiB of caches took capnb's prediction from +1.44 % (132,176) to +0.26 %
     vision = {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,

@@ -53,11 +53,6 @@ GIB = 2**30
 #: models yet.
 VLLM_VERSIONS = ("0.6", "0.10", "0.19")
 
-#: The smallest rotary cache the versioned vllm accountings count (:meth:`Accounting.rope_cache_bytes`):
-#: 0.1 GiB. The catalog's models hold at most 32 MiB (Llama 3.1: 131,072 x 128 x 2 bytes), left out
-#: as VALIDATION.md's rows were computed without it; Gemma 3 holds 0.56 GiB, Llama 4 Scout 2.50 GiB.
-ROPE_CACHE_FLOOR_BYTES = 0.1 * 2**30
-
 #: vLLM 0.11's ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: the tokens one fused-MoE call processes at once.
 FUSED_MOE_CHUNK_TOKENS = 32_768
 
@@ -233,13 +228,12 @@ class Accounting:
 
         vLLM builds them with the model, so its "Model loading took" includes them: Llama-4-Scout
         logs 53.12 GiB a GPU at TP 4 where its checkpoint holds 50.6 (llm-d-planner's vLLM 0.19.0
-        run), 2.50 GiB of it the cache of 10,485,760 positions; they are not sharded by TP. Counted
-        with ``vllm_version`` from :data:`ROPE_CACHE_FLOOR_BYTES` on; 0 without it.
+        run), 2.50 GiB of it the cache of 10,485,760 positions (Llama 3.1's 131,072 positions hold
+        32 MiB); they are not sharded by TP. Counted with ``vllm_version``; 0 without it.
         """
         if self.vllm_version is None:
             return 0.0
-        cache = spec.rope_cache_bytes()
-        return cache if cache >= ROPE_CACHE_FLOOR_BYTES else 0.0
+        return spec.rope_cache_bytes()
 
     def forward_bytes(self, spec: ModelSpec, tensor_parallel: int) -> float:
         """Peak activations of the profiling forward pass, per GPU.
