@@ -147,7 +147,10 @@ def test_two_smallest_matches_references(values):
 
 
 # -- the analytic model ----------------------------------------------------------------------------
-MODEL = np.array([2 * 68.98e9 / 4, 137.95e9 / 4, 327680 / 4, 80, 64 * 128 / 4, 8192.0])
+# Llama-3.1-70B at TP 4: layers' FLOP per token, weights, KV per token, layers, attention width,
+# hidden size, the LM head's FLOP per sampled token (128,256 x 8,192), no windowed layers
+MODEL = np.array([2 * 68.98e9 / 4, 137.95e9 / 4, 327680 / 4, 80, 64 * 128 / 4, 8192.0,
+                  2 * 128256 * 8192 / 4, 0.0, 0.0])  # fmt: skip
 GPU = np.array([312e12, 2039e9, 300e9])
 CALIBRATION = np.array([0.6, 0.8, 0.3, 0.005, 3e-4, 4e-5])
 
@@ -225,3 +228,35 @@ def test_a_curve_that_ends_where_memory_does_is_bound_by_memory_not_its_range():
         np.array([0.1, 0.2, 0.3]), np.array([0.1, 0.2, 0.3]), grid, np.array([100.0]), 4
     )
     assert safe[0] == 4 and capacity_kernels.BINDING[code[0]] == "memory"
+
+
+# gpt-oss-120b at TP 1: half its layers' KV (18 of 36 layers) in a sliding window of 128 tokens
+MODEL_WINDOWED = np.array([2 * 4.552e9, 65.2e9, 73728.0, 36, 64 * 64, 2880.0,
+                           2 * 201088 * 2880, 0.5, 128.0])  # fmt: skip
+
+
+@given(st.booleans(), st.integers(1, 64), st.integers(1, 4000), st.sampled_from([1, 2, 8]))
+def test_windowed_layers_match_the_python_reference(prefill, batch, tokens, tp):
+    kernel = latency_kernels.step_seconds(
+        prefill, float(batch), float(tokens), MODEL_WINDOWED, GPU, tp, CALIBRATION
+    )
+    python = REGISTRY["latency.step_seconds"]["python"](
+        prefill, float(batch), float(tokens), MODEL_WINDOWED, GPU, tp, CALIBRATION
+    )
+    assert float(kernel) == pytest.approx(python, rel=1e-12)
+
+
+def test_a_window_caps_what_a_decode_step_reads():
+    full = MODEL_WINDOWED.copy()
+    full[7:] = 0.0
+    # at 128 tokens of context the window reads everything: the same step
+    at_window = [latency_kernels.decode_seconds(1.0, 128.0, m, GPU, 1, CALIBRATION)
+                 for m in (MODEL_WINDOWED, full)]  # fmt: skip
+    assert at_window[0] == at_window[1]
+    # at 32,768 tokens the windowed half reads 128: the KV read is (16,384 + 64) / 32,768 of full
+    features = [latency_kernels.step_features(False, 1.0, 32768.0, m, GPU, 1)[1]
+                for m in (MODEL_WINDOWED, full)]  # fmt: skip
+    kv_full = 32768.0 * 73728.0 / GPU[1]
+    weights = 65.2e9 / GPU[1]
+    assert features[1] == pytest.approx(weights + kv_full, rel=1e-12)
+    assert features[0] == pytest.approx(weights + kv_full * (16384 + 64) / 32768, rel=1e-12)

@@ -16,6 +16,7 @@ from capnb.errors import InputError
 from capnb.kernels import engine as kernels
 from capnb.kernels import latency as latency_kernels
 from capnb.latency import calibration as cal
+from capnb.latency._engine import model_vector as _engine_model_vector
 from capnb.records import Deployment, EngineSettings
 
 SPEC = load_model("Llama-3.1-8B")
@@ -540,3 +541,46 @@ def test_fp32_weights_are_not_priced_at_bf16_flops():
     with pytest.raises(InputError, match=r"weight_dtype = 'fp32'"):
         latency.analytic("Llama-3.1-8B", "H100-SXM", 1, workload=w, concurrency=[1],
                          weight_dtype="fp32")  # fmt: skip
+
+
+def test_windowed_attention_work_matches_position_by_position():
+    from benchmarks.reference.engine import attention_python
+
+    rng = np.random.default_rng(7)
+    model = cal.model_vector(load_model("gpt-oss-120b"), 1)
+    assert (model[7], model[8]) == (0.5, 128.0)  # 18 of 36 layers in a window of 128 tokens
+    for start, new in zip(rng.integers(0, 600, 300), rng.integers(1, 300, 300), strict=True):
+        got = latency_kernels.attention_work(float(start), float(new), model)
+        want = attention_python(float(start), float(new), model)
+        assert got == pytest.approx(want, rel=1e-12)
+    # a decode token at 10,000 tokens: full layers read 10,001 keys, windowed ones 128
+    assert latency_kernels.attention_work(10000.0, 1.0, model) == (
+        0.5 * 10001 + 0.5 * 128,
+        0.5 * 10001 + 0.5 * 128,
+    )
+
+
+def test_a_windowed_model_simulates_as_the_python_simulator():
+    spec = load_model("gpt-oss-120b")
+    model = _engine_model_vector(spec, 1)
+    gpu = cal.gpu_vector(load_gpus(["H200"]), "H200", spec.weight_dtype)
+    calibration = latency.engine_calibration("H200").engine_array()
+    rng = np.random.default_rng(2)
+    n = 40
+    prompt, output = rng.integers(1, 2000, n), rng.integers(1, 300, n)
+    gaps, cached = rng.exponential(0.2, n), np.zeros(n, np.int64)
+    settings = np.array([0.0, 5.0, 16, 1024, 4000, 16, 0, 0, 1, 1, 0, 0])
+    ttft, e2e = np.empty(n), np.empty(n)
+    itl = np.empty(int(np.maximum(output - 1, 0).sum()))
+    stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
+    kernels.simulate(prompt, output, gaps, cached, settings, model, gpu, 1, calibration,
+                     ttft, e2e, itl, stats, features)  # fmt: skip
+    ref = simulate_python(
+        prompt, output, gaps, cached, closed=False, load=5.0, max_num_seqs=16,
+        max_num_batched_tokens=1024, kv_blocks=4000, block_size=16, warmup=0, model=model,
+        gpu=gpu, tensor_parallel=1, calibration=calibration, policy="mixed",
+        chunked_prefill=True, kv_layout=(1, 0, 0),
+    )  # fmt: skip
+    assert ttft == pytest.approx(np.array(ref["ttft"]), rel=1e-9)
+    assert e2e == pytest.approx(np.array(ref["e2e"]), rel=1e-9)
+    assert stats[kernels.STATS.index("steps")] == ref["steps"]

@@ -981,3 +981,19 @@ def test_starcoder2_mlp_is_ungated():
         "head_dim": 128, "vocab_size": 256000, "torch_dtype": "bfloat16",
     }  # fmt: skip
     assert parse(nemotron_mini).parameters == pytest.approx(4.19e9, rel=0.02)
+
+
+def test_the_flop_counted_per_token_leaves_out_the_embedding_lookup():
+    # OpenAI's model cards count the LM head but not the input embedding as active:
+    # gpt-oss-120b 5.13 B, gpt-oss-20b 3.61 B active parameters
+    for name, active in (("gpt-oss-120b", 5.13e9), ("gpt-oss-20b", 3.61e9)):
+        spec = load_model(name)
+        assert spec.layer_parameters + spec.head_parameters == pytest.approx(active, rel=0.005)
+        assert spec.head_parameters == spec.vocab_size * spec.hidden_size == 201_088 * 2_880
+    # Llama-3.1-8B: untied, 128,256 x 4,096 in each of the two tables
+    llama = load_model("Llama-3.1-8B")
+    assert llama.active_parameters - llama.layer_parameters == 2 * 128_256 * 4_096
+    # a request of 1,000 prompt and 200 output tokens: its layers at 1,200 tokens, its head at 200
+    assert llama.request_flop(1000, 200) == 2 * llama.layer_parameters * 1200 + 2 * (
+        128_256 * 4_096 * 200
+    )

@@ -68,15 +68,23 @@ def interpolate_numpy(x, y, at):
 # -- the analytic model ----------------------------------------------------------------------------
 def step_seconds_python(prefill, batch, tokens, model, gpu, tensor_parallel, calibration):
     """One step's seconds, term by term (see :mod:`capnb.kernels.latency`)."""
-    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model)
+    flop_per_token, weights, kv_per_token, layers, width, hidden, head, share, window = (
+        float(v) for v in model
+    )
     flops, bandwidth, interconnect = (float(v) for v in gpu)
     c_eff, b_eff, i_eff, step_overhead, seq_overhead, allreduce = (float(v) for v in calibration)
     if prefill:
-        flop = batch * (flop_per_token * tokens + 2 * layers * width * tokens**2)
+        # p^2 / 2 pairs a prompt in full layers; a windowed layer's query q attends min(q, window)
+        windowed = (
+            sum(min(q, window) for q in range(1, int(tokens) + 1)) - tokens / 2 if share else 0.0
+        )
+        pairs = (1 - share) * tokens**2 / 2 + share * windowed
+        flop = batch * (flop_per_token * tokens + head + 4 * layers * width * pairs)
         moved, wire_tokens = weights, batch * tokens
     else:
-        flop = batch * (flop_per_token + 4 * layers * width * tokens)
-        moved, wire_tokens = weights + batch * tokens * kv_per_token, batch
+        read = (1 - share) * tokens + share * min(tokens, window)
+        flop = batch * (flop_per_token + head + 4 * layers * width * read)
+        moved, wire_tokens = weights + batch * read * kv_per_token, batch
     seconds = step_overhead + seq_overhead * batch
     if tensor_parallel > 1:
         ring = 2 * (tensor_parallel - 1) / tensor_parallel

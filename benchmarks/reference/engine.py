@@ -11,26 +11,51 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-__all__ = ["REGISTRY", "simulate_python", "step_seconds_python"]
+__all__ = ["REGISTRY", "attention_python", "simulate_python", "step_seconds_python"]
+
+
+def attention_python(start, new, model):
+    """(query-key pairs, KV tokens read) of ``new`` tokens after ``start``, position by position.
+
+    A full layer's query at position ``q`` (1-based) attends to ``q`` keys, a windowed layer's to
+    ``min(q, window)``; the step reads every key some query attends to. Windowed layers weigh
+    ``model[7]`` of the KV bytes, their window is ``model[8]`` tokens.
+    """
+    full_pairs = new * start + 0.5 * new * (new + 1.0)  # sum of q over the new positions
+    full_kv = start + new
+    share = float(model[7]) if len(model) > 8 else 0.0
+    if share == 0.0:
+        return full_pairs, full_kv
+    window = int(model[8])
+    last = int(start + new)
+    window_pairs = sum(min(q, window) for q in range(int(start) + 1, last + 1))
+    first_key = max(1, int(start) + 1 - window + 1)  # the earliest key the first query reads
+    window_kv = last - first_key + 1
+    return (1 - share) * full_pairs + share * window_pairs, (
+        1 - share
+    ) * full_kv + share * window_kv
 
 
 def step_seconds_python(
     tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration
 ):
     """Seconds of one step computing ``tokens`` new tokens (the engine kernel's formula)."""
-    flop_per_token, weights, kv_per_token, layers, width, hidden = (float(v) for v in model[:6])
+    flop_per_token, weights, kv_per_token, layers, width, hidden, head = (
+        float(v) for v in model[:7]
+    )
     flops, bandwidth, link = (float(v) for v in gpu)
     compute_eff, bandwidth_eff, link_eff, step_s, sequence_s, allreduce_s = (
         float(v) for v in calibration[:6]
     )
     read = weights
-    if len(model) > 8 and model[6] > 0:  # routed experts: the share the step's tokens touch
-        expert_bytes, experts, per_token = float(model[6]), float(model[7]), float(model[8])
+    if len(model) > 11 and model[9] > 0:  # routed experts: the share the step's tokens touch
+        expert_bytes, experts, per_token = float(model[9]), float(model[10]), float(model[11])
         touched = 1.0 - (1.0 - per_token / experts) ** tokens
         # read at their own share of the HBM efficiency (1 when the calibration has no such value)
         share = float(calibration[7]) if len(calibration) > 7 else 1.0
         read = weights - expert_bytes + expert_bytes * touched / share
-    compute = (flop_per_token * tokens + 4.0 * layers * width * pairs) / flops
+    # the LM head once per scheduled sequence (its sampled position), the layers at every token
+    compute = (flop_per_token * tokens + head * sequences + 4.0 * layers * width * pairs) / flops
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel  # ring all-reduce: bytes on the wire
@@ -207,8 +232,9 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
         # in running order, as the kernel sums them (float addition is order-sensitive)
         order = [(r, *plan[r]) for r in running if r in plan]
         tokens = sum(w for _, w, _ in order)
-        pairs = sum(w * s + 0.5 * w * (w + 1.0) for _, w, s in order)
-        kv_read = sum(s + w for _, w, s in order)
+        work = [attention_python(s, w, model) for _, w, s in order]
+        pairs = sum(p for p, _ in work)
+        kv_read = sum(kv for _, kv in work)
         now += step_seconds_python(
             float(tokens),
             pairs,

@@ -810,10 +810,10 @@ def _model_flops(curve):
     model, gpu = _names_of(curve, "model"), _names_of(curve, "gpu")
     if model is None or gpu is None or "prompt_tokens" not in curve.attrs:
         return None, None
-    tokens = curve.attrs["prompt_tokens"] + curve.attrs["output_tokens"]
+    prompt, output = curve.attrs["prompt_tokens"], curve.attrs["output_tokens"]
     models = [str(m) for m in np.atleast_1d(getattr(model, "values", model))]
     specs = [load_model(m) for m in models]
-    per_request = np.array([2.0 * s.active_parameters * tokens for s in specs])
+    per_request = np.array([s.request_flop(prompt, output) for s in specs])
     gpus = [str(g) for g in np.atleast_1d(getattr(gpu, "values", gpu))]
     flops = _dense_flops(specs, gpus)
     if isinstance(model, xr.DataArray):

@@ -280,10 +280,12 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
 
     price = capacity._gpu_price(result.gpu, None)
     specs = [load_model(m) for m in result.model.values]
-    per_request = xr.DataArray(
-        [2.0 * spec.active_parameters for spec in specs], dims="model",
-        coords={"model": result.model},
-    ) * result.seq_len  # fmt: skip
+    # FLOP of a request (ModelSpec.request_flop): its layers at every token, the head per output
+    layer, head = (
+        xr.DataArray([2.0 * n for n in counts], dims="model", coords={"model": result.model})
+        for counts in ([s.layer_parameters for s in specs], [s.head_parameters for s in specs])
+    )
+    per_request = layer * result.seq_len + head * output_tokens
     flops = xr.DataArray(
         capacity._dense_flops(specs, gpus),
         dims=("model", "gpu"),

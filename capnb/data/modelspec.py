@@ -206,6 +206,41 @@ class ModelSpec:
         """
         return self._parameters(self.experts_per_token if self.is_moe else self.experts)
 
+    @property
+    def head_parameters(self) -> int:
+        """Parameters of the LM head (``vocab_size x hidden_size``), multiplied per sampled token.
+
+        A tied model's head is its embedding table; an untied model has both. An engine computes
+        the head's logits only at the positions it samples (the last token of a prompt, every
+        decode), not at every prompt token.
+        """
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def layer_parameters(self) -> int:
+        """Active parameters multiplied at every computed token.
+
+        ``active_parameters`` without the embedding table (a row lookup, no product) and the LM
+        head (:attr:`head_parameters`).
+
+        A forward step computing ``T`` tokens of which ``S`` are sampled costs ``2 x
+        layer_parameters x T + 2 x head_parameters x S`` FLOP outside attention. OpenAI's
+        "active parameters" of gpt-oss-120b (5.13 B) are ``layer_parameters + head_parameters``.
+        """
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+        return self.active_parameters - embeddings
+
+    def request_flop(self, prompt_tokens, output_tokens):
+        """FLOP of one request outside attention.
+
+        ``2 x layer_parameters`` per token it computes (prompt and output) plus ``2 x
+        head_parameters`` per token it samples (each output token).
+
+        Numbers or arrays (broadcast); what compute utilisation divides by.
+        """
+        tokens = prompt_tokens + output_tokens
+        return 2.0 * self.layer_parameters * tokens + 2.0 * self.head_parameters * output_tokens
+
     # -- bytes --------------------------------------------------------------------------------
     @property
     def context_tokens(self) -> int | None:

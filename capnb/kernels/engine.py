@@ -46,8 +46,16 @@ Step time (:func:`step_time`, per GPU of the group; the roofline of :mod:`capnb.
     A step computing ``T`` tokens for ``S`` sequences, where sequence ``i`` computes ``n_i`` new
     tokens after ``s_i`` already in its cache::
 
-        FLOP  = active FLOP per token x T + 4 x layers x attention width x sum(n_i s_i + n_i (n_i+1)/2)
+        FLOP  = layer FLOP per token x T + head FLOP per token x S
+                + 4 x layers x attention width x sum(n_i s_i + n_i (n_i+1)/2)
         bytes = weights read + KV bytes per token x sum(s_i + n_i)
+
+    The layer FLOP per token leaves out the embedding table (a lookup) and the LM head, whose
+    product is computed once per scheduled sequence (at the position it samples). A model's
+    windowed layers (a sliding window or an attention chunk of ``W`` tokens, ``window_share`` of
+    its KV bytes) attend to at most ``W`` keys a query and read the last ``W + n_i - 1`` tokens'
+    KV: their share of the pair and KV sums is taken over the window
+    (:func:`capnb.kernels.latency.attention_work`).
         step  = step_overhead + sequence_overhead x S + allreduce_latency x 2 layers log2(TP)
                 + 2 layers x T x hidden x 2 bytes x 2 (TP-1)/TP / (link bandwidth x link efficiency)
                 + max(FLOP / (FLOP/s x compute efficiency), bytes / (HBM bytes/s x bandwidth efficiency))
@@ -81,8 +89,9 @@ import math
 import numpy as np
 
 from ._lazy import guvectorize, njit
-from .latency import _ACTIVATION_BYTES, _combine
+from .latency import _ACTIVATION_BYTES, _combine, attention_work
 from .latency import CALIBRATION_FIELDS as _latency_fields
+from .latency import MODEL_FIELDS as _latency_model_fields
 
 __all__ = [
     "CALIBRATION_FIELDS",
@@ -111,11 +120,10 @@ SETTINGS = ("closed", "load", "max_num_seqs", "max_num_batched_tokens", "kv_bloc
 FULL_LENGTH = (1.0, 0.0, 0.0)
 #: Scheduling policies (``settings[7]``), in code order.
 POLICIES = ("mixed", "prefill_first")
-#: The engine's model vector: the analytic model's six fields, then the routed experts' weight
+#: The engine's model vector: the analytic model's fields, then the routed experts' weight
 #: bytes per GPU (0 for a dense model), the experts and the experts each token is routed to.
-MODEL_FIELDS = ("active_flop_per_token", "weight_bytes", "kv_bytes_per_token", "layers",
-                "attention_width", "hidden_size", "expert_bytes", "experts",
-                "experts_per_token")  # fmt: skip
+MODEL_FIELDS = (*_latency_model_fields, "expert_bytes", "experts", "experts_per_token")
+_EXPERT_BYTES, _EXPERTS, _EXPERTS_PER_TOKEN = range(len(_latency_model_fields), len(MODEL_FIELDS))
 #: Metrics of the outputs, in order.
 METRICS = ("ttft", "tpot", "itl", "e2e")
 #: Order of the ``stats`` output: requests/s and output tokens/s completed (by any request) from the
@@ -150,15 +158,19 @@ _BUDGET, _COUNT, _PREEMPTED, _STOPPED = range(4)
 def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, calibration, out):
     """Seconds of one step; ``out`` (7) receives its features (:data:`FEATURES`)."""
     flop_per_token, weights, kv_per_token = model[0], model[1], model[2]
-    layers, attention_width, hidden = model[3], model[4], model[5]
+    layers, attention_width, hidden, head = model[3], model[4], model[5], model[6]
     flops, bandwidth, interconnect = gpu[0], gpu[1], gpu[2]
     read = weights
-    if model.shape[0] > 8 and model[6] > 0.0:  # routed experts: only those the tokens touch
-        touched = 1.0 - (1.0 - model[8] / model[7]) ** tokens
+    experts = model[_EXPERT_BYTES] if model.shape[0] > _EXPERTS_PER_TOKEN else 0.0
+    if experts > 0.0:  # routed experts: only those the tokens touch
+        touched = 1.0 - (1.0 - model[_EXPERTS_PER_TOKEN] / model[_EXPERTS]) ** tokens
         # read at their own share of the GPU's HBM efficiency (grouped expert kernels)
         share = calibration[7] if calibration.shape[0] > 7 else 1.0
-        read = weights - model[6] + model[6] * touched / share
-    compute = (flop_per_token * tokens + 4.0 * layers * attention_width * pairs) / flops
+        read = weights - experts + experts * touched / share
+    # the LM head at each scheduled sequence's sampled position (a prompt's chunk that ends
+    # before its last token samples nothing: counted all the same, a bound of one per sequence)
+    flop = flop_per_token * tokens + head * sequences + 4.0 * layers * attention_width * pairs
+    compute = flop / flops
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel
@@ -333,8 +345,11 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
 
 
 @njit(inline="always", error_model="numpy")
-def _work(running, scheduled, start_ctx, n_running):
-    """(tokens, token pairs of attention, KV tokens read) of the scheduled work, in running order."""
+def _work(running, scheduled, start_ctx, n_running, model):
+    """(tokens, token pairs of attention, KV tokens read) of the scheduled work, in running order.
+
+    Windowed layers attend within their window (:func:`capnb.kernels.latency.attention_work`).
+    """
     tokens = 0.0
     pairs = 0.0
     kv_read = 0.0
@@ -342,10 +357,10 @@ def _work(running, scheduled, start_ctx, n_running):
         if scheduled[i] == 0:
             continue
         nn = float(scheduled[i])
-        ss = float(start_ctx[i])
         tokens += nn
-        pairs += nn * ss + 0.5 * nn * (nn + 1.0)
-        kv_read += ss + nn
+        p, kv = attention_work(float(start_ctx[i]), nn, model)
+        pairs += p
+        kv_read += kv
     return tokens, pairs, kv_read
 
 
@@ -545,7 +560,7 @@ def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, 
             ft[_T] = max(ft[_T], ft[_NEXT_T])
             ft[_LAST_DT] = 0.0
             continue
-        tokens, pairs, kv_read = _work(running, scheduled, start_ctx, st[_NRUN])
+        tokens, pairs, kv_read = _work(running, scheduled, start_ctx, st[_NRUN], model)
         dt = step_time(tokens, pairs, kv_read, float(count), model, gpu, tensor_parallel,
                        calibration, step_features)  # fmt: skip
         ft[_T] += dt

@@ -12,11 +12,14 @@ Analytic model (all quantities per GPU of a tensor-parallel group, in seconds, b
                + max(FLOP / (dense FLOP/s x compute efficiency),
                      bytes read / (HBM bandwidth x bandwidth efficiency))
 
-    Prefill of ``p`` prompt tokens does ``2 x active params x p + 2 x layers x attention width x p^2``
-    FLOP and reads the weights once; a decode step of ``b`` sequences holding ``L`` tokens does
-    ``2 x active params x b + 4 x layers x attention width x b x L`` FLOP and reads the weights plus
+    Prefill of ``p`` prompt tokens does ``2 x layer params x p + 2 x head params + 2 x layers x
+    attention width x p^2`` FLOP (the LM head only at the sampled last token) and reads the weights
+    once; a decode step of ``b`` sequences holding ``L`` tokens does ``2 x (layer params + head
+    params) x b + 4 x layers x attention width x b x L`` FLOP and reads the weights plus
     ``b x L`` tokens of KV cache. The roofline ``max`` makes decode bandwidth-bound at small batch and
-    compute-bound at large batch.
+    compute-bound at large batch. A model's windowed layers (``window_share`` of its KV bytes, a
+    window of ``W`` tokens) count ``min(L, W)`` for ``L`` there, and a query of a prompt attends
+    to at most ``W`` keys (:func:`attention_work`).
 
     :data:`analytic_curve` turns step times into per-request latency at a concurrency ``c`` held
     constant (a closed loop, continuous batching, prefill not chunked): the ``c - 1`` other requests
@@ -54,12 +57,15 @@ __all__ = [
 
 #: Order of the per-(model, tensor_parallel) vector the analytic kernels take (all per GPU).
 MODEL_FIELDS = (
-    "active_flop_per_token",  # 2 x active parameters / TP
+    "layer_flop_per_token",  # 2 x active layer parameters / TP (no embedding table, no LM head)
     "weight_bytes",  # weights held (and read each step) by one GPU
     "kv_bytes_per_token",  # KV cache bytes per token on one GPU
     "layers",
     "attention_width",  # query heads x head_dim / TP: attention FLOP scale per token pair
     "hidden_size",  # width of the activations all-reduced after attention and MLP
+    "head_flop_per_token",  # 2 x LM head parameters / TP, per *sampled* token
+    "window_share",  # share of the KV bytes per token in windowed layers (0: every layer full)
+    "window_tokens",  # the tokens a windowed layer attends to (sliding window, attention chunk)
 )
 #: Order of the per-GPU vector: dense FLOP/s, HBM bytes/s, interconnect bytes/s (NaN: unknown).
 GPU_FIELDS = ("flops", "hbm_bandwidth", "interconnect_bandwidth")
@@ -125,19 +131,63 @@ interpolate = guvectorize(["void(f8[:], f8[:], f8[:], f8[:])"], "(n),(n),(m)->(m
 
 
 # -- step times ----------------------------------------------------------------------------------
+@njit(inline="always")
+def _window_pairs(start, new, window):
+    """Query-key pairs of ``new`` tokens after ``start`` cached ones, each attending to ``window``.
+
+    At most ``window`` keys a query (itself included): the sum over positions ``q = start+1 ..
+    start+new`` of ``min(q, window)``.
+    """
+    last = start + new
+    if last <= window:
+        return new * start + 0.5 * new * (new + 1.0)
+    if start >= window:
+        return new * window
+    below = window - start  # the positions start+1 .. window attend to all before them
+    return below * start + 0.5 * below * (below + 1.0) + (last - window) * window
+
+
+@njit(inline="always")
+def attention_work(start, new, model):
+    """(query-key pairs, KV tokens read) of one sequence computing ``new`` tokens after ``start``.
+
+    Full layers: every new token attends to all before it, the step reads the ``start + new``
+    tokens' KV. Windowed layers (``window_share`` of the KV bytes, ``model[7]``) attend to at most
+    ``window_tokens`` (``model[8]``) and read the last ``window_tokens + new - 1`` tokens' KV. A
+    chunked-attention layer (Llama 4) is priced as a window of its chunk: an upper bound (a token
+    attends to its chunk's tokens before it). Both are weighted by the layers' share, so that
+    ``pairs`` and ``kv_read`` keep the units of a full-length model's.
+    """
+    pairs = new * start + 0.5 * new * (new + 1.0)
+    kv = start + new
+    share = model[7]
+    if share > 0.0:
+        window = model[8]
+        pairs = (1.0 - share) * pairs + share * _window_pairs(start, new, window)
+        kv = (1.0 - share) * kv + share * min(kv, window + new - 1.0)
+    return pairs, kv
+
+
 @njit
 def _features(prefill, batch, tokens, model, gpu, tensor_parallel):
     """Terms of one step at unit efficiency: (compute s, memory s, interconnect s, all-reduces)."""
     flop_per_token, weights, kv_per_token = model[0], model[1], model[2]
-    layers, attention_width, hidden = model[3], model[4], model[5]
+    layers, attention_width, hidden, head = model[3], model[4], model[5], model[6]
     flops, bandwidth, interconnect = gpu[0], gpu[1], gpu[2]
-    if prefill:  # ``tokens`` = prompt length of each of ``batch`` prompts
-        flop = batch * (flop_per_token * tokens + 2.0 * layers * attention_width * tokens * tokens)
+    if prefill:  # ``tokens`` = prompt length of each of ``batch`` prompts; the last one sampled
+        pairs = 0.5 * tokens * tokens  # (the analytic model's p^2 / 2 pairs a prompt)
+        if model[7] > 0.0:
+            windowed = _window_pairs(0.0, tokens, model[8]) - 0.5 * tokens
+            pairs = (1.0 - model[7]) * pairs + model[7] * windowed
+        flop = batch * (flop_per_token * tokens + head + 4.0 * layers * attention_width * pairs)
         moved = weights
         wire_tokens = batch * tokens
     else:  # ``tokens`` = mean context each decoding sequence holds
-        flop = batch * (flop_per_token + 4.0 * layers * attention_width * tokens)
-        moved = weights + batch * tokens * kv_per_token
+        read = tokens
+        if model[7] > 0.0:
+            read = (1.0 - model[7]) * tokens + model[7] * min(tokens, model[8])
+        flop = batch * (flop_per_token + head + 4.0 * layers * attention_width * read)
+        moved = weights + batch * read * kv_per_token
         wire_tokens = batch
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel

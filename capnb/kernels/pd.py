@@ -51,6 +51,7 @@ import numpy as np
 
 from ._lazy import njit
 from .engine import step_time
+from .latency import attention_work
 
 __all__ = ["SETTINGS", "STAGES", "STATS", "TIMES", "simulate_fleet"]
 
@@ -139,10 +140,10 @@ def _prefill_step(i, t, prompt, budget, pq, p_head, p_tail, computed, p_fin, p_n
         if computed[r] == 0:
             times[r, 2] = t  # its first chunk starts: its queue wait ends
         take = min(prompt[r] - computed[r], left)
-        s = float(computed[r])
         tokens += take
-        pairs += take * s + 0.5 * take * (take + 1.0)
-        kv_read += s + take
+        p, kv = attention_work(float(computed[r]), float(take), model)
+        pairs += p
+        kv_read += kv
         seqs += 1
         left -= take
         computed[r] += take
@@ -292,8 +293,9 @@ def _decode_step(j, sg, prompt, gen, kv_valid, held, run, rq, ds, d_free, block,
         s = float(kv_valid[r])
         m = float(prompt[r] + gen[r] + 1 - kv_valid[r])  # 1, or the context to recompute
         tokens += m
-        pairs += m * s + 0.5 * m * (m + 1.0)
-        kv_read += s + m
+        p, kv = attention_work(s, m, model)
+        pairs += p
+        kv_read += kv
     counters[1] += nrun
     counters[2] += 1
     return step_time(tokens, pairs, kv_read, float(nrun), model, gpu, tp, cal, feat)

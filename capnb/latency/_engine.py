@@ -61,8 +61,9 @@ def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
                  weight_dtype: str | None = None) -> np.ndarray:  # fmt: skip
     """The engine's model vector (:data:`capnb.kernels.engine.MODEL_FIELDS`).
 
-    The analytic model's six per-GPU figures, then the routed experts' weight bytes per GPU, the
-    experts and the experts each token is routed to (0, 0, 0 for a dense model).
+    The analytic model's per-GPU figures (``capnb.kernels.latency.MODEL_FIELDS``), then the
+    routed experts' weight bytes per GPU, the experts and the experts each token is routed to
+    (0, 0, 0 for a dense model).
     """
     base = _calibration.model_vector(spec, tensor_parallel, kv_dtype=kv_dtype,
                                      weight_dtype=weight_dtype)  # fmt: skip

@@ -611,10 +611,14 @@ _SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2])
 _HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 
+#: Where the routed experts' weight bytes sit in the engine's model vector.
+_EXPERT_BYTES = kernels.MODEL_FIELDS.index("expert_bytes")
+
+
 def routes_experts(pt: Point) -> bool:
     """Whether a point's model is a mixture of experts (its routed experts' reads are priced)."""
     model_vec = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)[0]
-    return bool(model_vec[6] > 0.0)
+    return bool(model_vec[_EXPERT_BYTES] > 0.0)
 
 
 def layout_of(pts: list[Point], pooled: bool, *, request: bool = False) -> Layout:

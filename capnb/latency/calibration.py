@@ -149,12 +149,15 @@ def model_vector(
         width = spec.attention_heads * spec.head_dim
     return np.array(
         [
-            2.0 * spec.active_parameters / tensor_parallel,
+            2.0 * spec.layer_parameters / tensor_parallel,
             spec.weight_bytes(weight_dtype) / tensor_parallel,
             spec.kv_bytes_per_token(kv_dtype, tensor_parallel),
             float(spec.layers),
             width / tensor_parallel,
             float(spec.hidden_size),
+            2.0 * spec.head_parameters / tensor_parallel,
+            spec.sliding_layers / spec.layers,  # (every layer holds the same KV bytes a token)
+            float(spec.sliding_window if spec.sliding_layers else 0),
         ]
     )
 
