@@ -746,6 +746,43 @@ def test_nemotron_h_layers_block_type_is_refused_as_hybrid():
         parse(unlisted, source="x.json")
 
 
+def test_hybrids_named_by_their_own_fields_are_refused():
+    # Three published hybrids passed as attention-only models, with K and V on every layer:
+    # MiniMax-Text-01 (attn_type_list: 0 a lightning-attention layer, 1 softmax; 10 of 80
+    # attention) at 327,680 KV bytes a token instead of 40,960; RecurrentGemma-2B (block_types:
+    # two recurrent blocks per attention block, 8 of 26) at 26,624 instead of 8,192; Kimi-Linear
+    # (linear_attn_config: KDA layers beside MLA ones) was refused as lacking
+    # 'num_experts_per_tok' (its config says 'num_experts_per_token'), which hid the reason
+    minimax = {
+        "model_type": "minimax_text_01", "num_hidden_layers": 80, "hidden_size": 6144,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+        "intermediate_size": 9216, "num_local_experts": 32, "num_experts_per_tok": 2,
+        "vocab_size": 200064, "attn_type_list": ([0] * 7 + [1]) * 10, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'attn_type_list' lists 0 layers"):
+        parse(minimax, source="x.json")
+    # MiniMax-M2 lists 1 (softmax attention) on every layer: attention only
+    assert parse({**minimax, "attn_type_list": [1] * 80}).kv_bytes_per_token() == 327_680
+    recurrent_gemma = {
+        "model_type": "recurrent_gemma", "num_hidden_layers": 26, "hidden_size": 2560,
+        "num_attention_heads": 10, "num_key_value_heads": 1, "head_dim": 256,
+        "intermediate_size": 15360, "vocab_size": 256000, "attention_window_size": 2048,
+        "block_types": ["recurrent", "recurrent", "attention"], "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'block_types' lists 'recurrent'"):
+        parse(recurrent_gemma, source="x.json")
+    kimi_linear = {
+        "model_type": "kimi_linear", "num_hidden_layers": 27, "hidden_size": 2304,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
+        "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "num_experts": 256, "num_experts_per_token": 8, "moe_intermediate_size": 1024,
+        "intermediate_size": 9216, "vocab_size": 163840, "torch_dtype": "bfloat16",
+        "linear_attn_config": {"full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "num_heads": 32},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'linear_attn_config'"):
+        parse(kimi_linear, source="x.json")
+
+
 def test_layers_with_a_head_shape_of_their_own_are_refused():
     # Gemma 4's full-attention layers have a head width and KV heads of their own
     # (global_head_dim 512, num_global_key_value_heads 4 beside head_dim 256 and 16 KV heads):

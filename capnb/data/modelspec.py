@@ -649,25 +649,34 @@ _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 #: keep a fixed recurrent state, not a KV cache per token, which capnb does not model. Qwen3-Next
 #: (``full_attention_interval``, ``linear_num_value_heads``), Nemotron-H
 #: (``hybrid_override_pattern``; transformers 5: ``mamba_num_heads``), Jamba
-#: (``attn_layer_period``), Mamba state sizes.
+#: (``attn_layer_period``), Mamba state sizes, Kimi-Linear (``linear_attn_config``: its KDA
+#: layers beside the MLA ones; vLLM's ``KimiLinearConfig.is_kda_layer`` reads it).
 _HYBRID_KEYS = (
     "full_attention_interval", "linear_num_value_heads", "hybrid_override_pattern",
-    "attn_layer_period", "mamba_d_state", "mamba_num_heads",
+    "attn_layer_period", "mamba_d_state", "mamba_num_heads", "linear_attn_config",
 )  # fmt: skip
 #: ``layer_types`` kinds capnb plans: attention with a KV cache (windowed or chunked).
 _ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
 #: ``layers_block_type`` kinds (Nemotron-H in transformers 5: one block a layer) other than a
 #: recurrent one: an attention block, or an MLP or MoE block beside it.
 _BLOCK_KINDS = {"attention", "mlp", "moe"}
+#: Fields listing each layer's kind, with the kinds capnb plans: besides the two above,
+#: RecurrentGemma's ``block_types`` (a cycle of "recurrent" and "attention" blocks) and
+#: MiniMax's ``attn_type_list`` (one a layer: 0 lightning attention, a linear attention with a
+#: fixed state; 1 softmax attention; MiniMax-M2 lists 1 on every layer).
+_KIND_FIELDS = (
+    ("layer_types", _ATTENTION_KINDS), ("layers_block_type", _BLOCK_KINDS),
+    ("block_types", {"attention"}), ("attn_type_list", {1}),
+)  # fmt: skip
 
 
 def _check_attention_only(config: Mapping, source: str) -> None:
     """A ConfigError for a hybrid model: capnb counts a KV cache on every layer it plans."""
     other, field_ = [], "layer_types"
-    for field_, allowed in (("layer_types", _ATTENTION_KINDS), ("layers_block_type", _BLOCK_KINDS)):
+    for field_, allowed in _KIND_FIELDS:
         kinds = config.get(field_)
         kinds = kinds if isinstance(kinds, list) else []
-        other = [k for k in kinds if not (isinstance(k, str) and k in allowed)]
+        other = [k for k in kinds if not (type(k) in (str, int) and k in allowed)]
         if other:
             break
     key = next((k for k in _HYBRID_KEYS if config.get(k) is not None), None)
