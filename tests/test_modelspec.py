@@ -783,6 +783,32 @@ def test_hybrids_named_by_their_own_fields_are_refused():
         parse(kimi_linear, source="x.json")
 
 
+def test_attention_free_models_are_refused_as_such():
+    # A state-space model keeps no KV cache at all. Mamba-Codestral-7B (mamba2, 'num_heads' 128
+    # SSM heads of 'head_dim' 64) was refused for want of 'num_key_value_heads' with the advice to
+    # add it as 128: done, it would be planned as 64 attention layers at 2,097,152 KV bytes a
+    # token; falcon-mamba-7b was refused as missing 'num_attention_heads'
+    codestral = {
+        "model_type": "mamba2", "num_hidden_layers": 64, "hidden_size": 4096, "num_heads": 128,
+        "head_dim": 64, "state_size": 128, "n_groups": 8, "expand": 2, "conv_kernel": 4,
+        "vocab_size": 32768, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'state_size'.*no KV cache"):
+        parse(codestral, source="x.json")
+    with pytest.raises(ConfigError, match=r"field 'state_size'"):
+        parse({**codestral, "num_key_value_heads": 128}, source="x.json")
+    falcon_mamba = {
+        "model_type": "falcon_mamba", "num_hidden_layers": 64, "hidden_size": 4096,
+        "state_size": 16, "time_step_rank": 256, "vocab_size": 65024, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'state_size'.*no KV cache"):
+        parse(falcon_mamba, source="x.json")
+    rwkv = {"model_type": "rwkv", "num_hidden_layers": 32, "hidden_size": 4096,
+            "attention_hidden_size": 4096, "vocab_size": 50277}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: model_type 'rwkv'.*no KV cache"):
+        parse(rwkv, source="x.json")
+
+
 def test_layers_with_a_head_shape_of_their_own_are_refused():
     # Gemma 4's full-attention layers have a head width and KV heads of their own
     # (global_head_dim 512, num_global_key_value_heads 4 beside head_dim 256 and 16 KV heads):

@@ -690,6 +690,30 @@ def _check_attention_only(config: Mapping, source: str) -> None:
     )
 
 
+#: Attention-free models: a state-space model's ``state_size`` (transformers' ``MambaConfig``,
+#: ``Mamba2Config``, ``FalconMambaConfig``), and the recurrent model types with no such field.
+_ATTENTION_FREE_KEY = "state_size"
+_ATTENTION_FREE_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"}
+
+
+def _check_not_attention_free(config: Mapping, model_type: str, source: str) -> None:
+    """A ConfigError for a model with no attention layer (a state-space or recurrent model).
+
+    Its ``num_heads`` are SSM heads, not attention heads: read as attention, they would be a KV
+    cache the model does not hold.
+    """
+    if config.get(_ATTENTION_FREE_KEY) is not None:
+        what = f"field {_ATTENTION_FREE_KEY!r} (a state-space model's state)"
+    elif model_type in _ATTENTION_FREE_TYPES:
+        what = f"model_type {model_type!r}"
+    else:
+        return
+    raise ConfigError(
+        f"{source}: {what}: an attention-free model (Mamba, RWKV) keeps a fixed recurrent state "
+        "and no KV cache per token; capnb plans models whose layers attend, with a KV cache"
+    )
+
+
 #: Fields that give some layers a head shape of their own, with the field shared by the others:
 #: Gemma 4's full-attention layers (``global_head_dim``, ``num_global_key_value_heads``), MiMo-V2's
 #: sliding-window layers (``swa_head_dim``, ``swa_num_key_value_heads``). capnb counts one head
@@ -1607,6 +1631,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     config = _modelopt_layout(_text_model(outer, source, notes))
     model_type = str(config.get("model_type", "")).lower()
     _check_attention_only(config, source)
+    _check_not_attention_free(config, model_type, source)
     _check_one_head_shape(config, source)
     _check_architecture(config, model_type, source)
     _check_flags(config, source)
