@@ -809,6 +809,24 @@ def test_attention_free_models_are_refused_as_such():
         parse(rwkv, source="x.json")
 
 
+def test_cross_attention_layers_are_refused():
+    # Llama-3.2-11B-Vision (mllama): 8 of its 40 text layers cross-attend to the image, holding
+    # the image's K and V, not a text token's. It was planned with K and V on all 40 layers,
+    # 163,840 KV bytes a token where its 32 self-attention layers hold 131,072, without a word
+    text = {
+        "model_type": "mllama_text_model", "num_hidden_layers": 40, "hidden_size": 4096,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 128256, "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+        "tie_word_embeddings": False,
+    }  # fmt: skip
+    config = {"model_type": "mllama", "text_config": text, "torch_dtype": "bfloat16"}
+    with pytest.raises(ConfigError, match=r"x\.json: field 'cross_attention_layers'.*8 of"):
+        parse(config, source="x.json")
+    # an empty list: no cross-attention layer
+    empty = {**config, "text_config": {**text, "cross_attention_layers": []}}
+    assert parse(empty).kv_bytes_per_token() == 163_840
+
+
 def test_layers_with_a_head_shape_of_their_own_are_refused():
     # Gemma 4's full-attention layers have a head width and KV heads of their own
     # (global_head_dim 512, num_global_key_value_heads 4 beside head_dim 256 and 16 KV heads):

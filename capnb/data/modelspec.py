@@ -690,6 +690,23 @@ def _check_attention_only(config: Mapping, source: str) -> None:
     )
 
 
+def _check_no_cross_attention(config: Mapping, layers: object, source: str) -> None:
+    """A ConfigError for a model whose listed layers cross-attend (Mllama's image layers).
+
+    transformers' ``MllamaTextConfig.cross_attention_layers``: those layers hold the K and V of
+    the image's tokens, fixed per request, not a text token's; capnb counts every layer per token.
+    """
+    cross = config.get("cross_attention_layers")
+    if not cross:
+        return
+    count = len(cross) if isinstance(cross, list) else cross
+    raise ConfigError(
+        f"{source}: field 'cross_attention_layers' = {cross!r}: {count} of {layers} layers "
+        "cross-attend to an image and hold its K and V, not a text token's; capnb counts K and "
+        "V per token on every layer and would plan another KV cache than the model holds"
+    )
+
+
 #: Attention-free models: a state-space model's ``state_size`` (transformers' ``MambaConfig``,
 #: ``Mamba2Config``, ``FalconMambaConfig``), and the recurrent model types with no such field.
 _ATTENTION_FREE_KEY = "state_size"
@@ -1632,6 +1649,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     model_type = str(config.get("model_type", "")).lower()
     _check_attention_only(config, source)
     _check_not_attention_free(config, model_type, source)
+    _check_no_cross_attention(config, config.get("num_hidden_layers"), source)
     _check_one_head_shape(config, source)
     _check_architecture(config, model_type, source)
     _check_flags(config, source)
