@@ -827,6 +827,20 @@ def test_cross_attention_layers_are_refused():
     assert parse(empty).kv_bytes_per_token() == 163_840
 
 
+def test_encoder_decoder_models_are_refused_as_such():
+    # t5-11b was refused for want of 'num_key_value_heads', with the advice to add it as 128;
+    # done, for want of 'intermediate_size': a chase of fields toward a decoder-only reading
+    # (head_dim 1024 / 128 = 8 where its d_kv is 128) of a model with an encoder
+    t5 = {
+        "model_type": "t5", "d_model": 1024, "d_kv": 128, "d_ff": 65536, "num_heads": 128,
+        "num_layers": 24, "num_decoder_layers": 24, "vocab_size": 32128,
+        "is_encoder_decoder": True,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'is_encoder_decoder' is true"):
+        parse(t5, source="x.json")
+    assert parse({**load_model("Llama-3.1-8B").config, "is_encoder_decoder": False}).layers == 32
+
+
 def test_layers_with_a_head_shape_of_their_own_are_refused():
     # Gemma 4's full-attention layers have a head width and KV heads of their own
     # (global_head_dim 512, num_global_key_value_heads 4 beside head_dim 256 and 16 KV heads):

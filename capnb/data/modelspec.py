@@ -691,11 +691,17 @@ def _check_attention_only(config: Mapping, source: str) -> None:
 
 
 def _check_no_cross_attention(config: Mapping, layers: object, source: str) -> None:
-    """A ConfigError for a model whose listed layers cross-attend (Mllama's image layers).
+    """A ConfigError for a model whose layers cross-attend: an encoder-decoder, or Mllama.
 
     transformers' ``MllamaTextConfig.cross_attention_layers``: those layers hold the K and V of
     the image's tokens, fixed per request, not a text token's; capnb counts every layer per token.
     """
+    if config.get("is_encoder_decoder") is True:
+        raise ConfigError(
+            f"{source}: field 'is_encoder_decoder' is true: an encoder-decoder model (T5, BART, "
+            "Whisper) whose decoder cross-attends to the encoder's output; capnb plans "
+            "decoder-only models, whose K and V grow per token on every layer"
+        )
     cross = config.get("cross_attention_layers")
     if not cross:
         return
