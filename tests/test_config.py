@@ -79,6 +79,9 @@ R = r"^defaults: replace\(\): "  # the config's source, then the call
         ({"traffic": {"trials": 0}, "fleet": {"spot_preemption": 2.0}},
          R + r"trials = 0: .*; defaults: replace\(\): spot_preemption = 2\.0: expected a share"),
         ({"sla": {"ttft": 1.0}}, R + r"\[sla\] has no setting 'ttft'"),
+        ({"serving": {"latency": "analytic"}},
+         R + r"latency = 'analytic': neither 'auto', 'model', 'engine', a bundled curve \(.*\) "
+         r"nor an existing file or folder"),
     ],
 )  # fmt: skip
 def test_a_bad_change_names_its_setting(changes, message):
@@ -95,6 +98,7 @@ def test_a_bad_change_names_its_setting(changes, message):
         ("[elasticity]\npolicies = [\"hpa\", \"nope\"]\n", r"p\.toml:2: policies\[1\] = 'nope': "),
         ("[fleet]\nreserved = \"always\"\n", r"p\.toml:2: reserved = 'always': expected one of"),
         ("[sla]\nttft_s = -1.0\n", r"p\.toml:2: \[sla\] ttft_s = -1"),
+        ("[serving]\nlatency = \"analytic\"\n", r"p\.toml:2: latency = 'analytic': neither 'auto'"),
         ("[fleet]\ngpus = [\"H200\"]\n", r"p\.toml:2: \[fleet\] has no setting 'gpus'; known: "),
         ("gpus = [\"H200\"]\n[serving]\ngpus = [\"L4\"]\n",
          r"p\.toml:3: \[serving\] gpus is given twice \(also as gpus on line 1\); keep one"),

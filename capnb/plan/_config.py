@@ -879,6 +879,13 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
         data.load_model(config.serving.model)
     except (CapnbError, OSError) as error:
         raise ConfigError(f"{place('model')}: model = {config.serving.model!r}: {error}") from None
+    latency, curves = config.serving.latency, data.list_latency_curves()
+    if latency not in ("auto", "model", "engine", *curves) and not Path(latency).exists():
+        raise ConfigError(
+            f"{place('latency')}: latency = {latency!r}: neither 'auto', 'model', 'engine', a "
+            f"bundled curve ({len(curves)}: capnb.data.list_latency_curves()) nor an existing "
+            "file or folder of measured latencies"
+        )
     for i, gpu in enumerate(config.serving.gpus):
         try:
             data.resolve_gpu(gpu)
