@@ -139,3 +139,20 @@ def test_a_window_given_is_a_whole_number_of_steps():
     with pytest.raises(InputError, match=r"window_s must be >= 0 s, got -15"):
         elasticity.advise(run, window_s=-15)
     assert elasticity.advise(run, window_s=30, hold_s=0).attrs["window_s"] == 30
+
+
+def test_the_answers_advisory_fields_say_the_window_and_limit_advise_uses():
+    # a plan's answer once said reversals were counted "within a cool-down" and flapping was
+    # "more reversals a day than the step allows", while its flapping check said "within 15 min"
+    # on a policy whose scale-down window was 5 minutes: the window is the run's thrash window
+    import dataclasses
+
+    from capnb.elasticity._simulate import _DEFAULTS
+    from capnb.plan._answer import Advisory
+
+    meaning = {f.name: f.metadata["long_name"] for f in dataclasses.fields(Advisory)}
+    window = _DEFAULTS["thrash_window_s"]
+    assert f"within {window:g} s" in meaning["reversals_per_day"]
+    assert "cool-down" not in meaning["reversals_per_day"].partition("(")[0]
+    limit = _advisory.MOST_REVERSALS_PER_DAY
+    assert f"more than {limit:g} reversal" in meaning["flapping"]

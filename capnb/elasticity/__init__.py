@@ -34,8 +34,8 @@ Entry points: :func:`resample_demand` (a trace or rate series at the simulation 
 :func:`simulate` (one policy, with its timeline), :func:`sweep` (a policy grid, run in parallel,
 as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`least_breach`,
 :func:`recommend` and :func:`describe`; :func:`advise` and :func:`advisory` (the advisory view:
-scale events per hour, reversals within a cool-down, time above the need, cold starts paid) and
-:func:`flapping_warning`.
+scale events per hour, reversals within the 900 s thrash window, time above the need, cold starts
+paid) and :func:`flapping_warning`.
 """
 
 from __future__ import annotations

@@ -92,9 +92,11 @@ class Advisory:
 
     scale_events_per_hour: float = _f("1/hour", "scale events of the pool per hour")
     reversals_per_day: float = _f(
-        "1/day", "scale events reversing the one before within a cool-down"
+        "1/day",
+        "scale events reversing the one before within 900 s of it (the replay's thrash window, "
+        "the article's shortest cool-down, whatever the policy's own)",
     )
-    flapping: bool = _f("1", "whether the policy flaps (more reversals a day than the step allows)")
+    flapping: bool = _f("1", "whether the policy flaps (more than 1 reversal a day)")
     above_need_share: float = _f("1", "share of the time the pool held more than its recent need")
     cold_starts_per_day: float = _f("instances/day", "instances started a day (each a cold start)")
 
