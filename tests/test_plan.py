@@ -1236,6 +1236,9 @@ def test_a_model_no_option_can_hold_is_infeasible_with_the_memory_remedy(latency
         "(the smallest tensor-parallel degree that holds the weights and one 1,426-token "
         f"sequence: {smallest})" in said
     ), said
+    # one number, one way: the engine path said "can hold one 1426-token sequence" and then
+    # "one 1,426-token sequence" in the same message
+    assert "1426" not in said, said
 
 
 def test_a_plan_on_numeric_times_without_a_unit_advises_the_plan_s_setting(tmp_path):

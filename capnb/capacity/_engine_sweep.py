@@ -156,7 +156,7 @@ def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, 
         model, gpus, tensor_parallel, seq_len, accounting="vllm", vllm_version=vllm_version
     )
     return InfeasibleError(
-        f"infeasible: {where} can hold one {seq_len}-token sequence of {name} ({cache}): give "
+        f"infeasible: {where} can hold one {seq_len:,}-token sequence of {name} ({cache}): give "
         "GPUs with more memory or a higher tensor parallelism"
         + (f" ({smallest})" if smallest else "")
     )
