@@ -782,7 +782,8 @@ def summary_html(
     slot = a.target_qps.index(max(a.target_qps))
     steps = [
         ("1. forecast", f"the P{100 * a.traffic_quantile:g} of the busiest slot, "
-         f"{html.escape(a.slot_labels[slot])}: {_rate(a.target_qps[slot])} requests/s; bursts add "
+         f"{html.escape(' '.join(filter(None, (a.slot_labels[slot], a.clock))))}: "
+         f"{_rate(a.target_qps[slot])} requests/s; bursts add "
          f"{_rate(a.burst_qps)} requests/s"),
         ("2. memory", f"{_num(a.memory_concurrency)} sequences of {_num(a.seq_len)} tokens fit "
          f"beside the weights on {a.tensor_parallel} x {html.escape(a.gpu)}"

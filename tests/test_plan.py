@@ -1473,3 +1473,26 @@ def test_the_arrivals_check_simulates_the_gpu_on_the_users_own_runs(own_runs_pla
     check = next(c for c in planning.answer(own_runs_plan).checks if c.name == "arrivals")
     tpot_ms = float(re.search(r"at 100 %: TTFT [\d.]+ s, TPOT ([\d.]+) ms", check.finding)[1])
     assert tpot_ms > 25.0, check.finding
+
+
+def test_the_answer_names_the_clock_its_slots_and_burst_are_on(tmp_path):
+    # a rate series on Asia/Tokyo's clock: the Traffic line said "(14:00-15:00 Asia/Tokyo)", while
+    # the burst test said "from 2026-03-07 13:20" and the report's steps "14:00-15:00", no zone,
+    # and the answer held no clock to say it with
+    times = pd.date_range("2026-03-02", periods=8 * 144, freq="10min")
+    hours = np.asarray(times.hour + times.minute / 60)
+    qps = 3 + 9 * np.exp(-(((hours - 14) / 4) ** 2))
+    path = tmp_path / "rates.csv"
+    frame = pd.DataFrame({"timestamp": times.strftime("%Y-%m-%dT%H:%M:%S"), "qps": qps})
+    frame.to_csv(path, index=False)
+    config = planning.read_config({**CHEAPER, "trace": str(path), "timezone": "Asia/Tokyo",
+                                   "gpus": ("H100-SXM",), "tensor_parallel": (1,),
+                                   "buffer_instances": (0,)})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = planning.build(config)
+    answer = planning.answer(plan)
+    assert answer.clock == "Asia/Tokyo"
+    said = planning.sections(answer)
+    assert f"{answer.slot_labels[14]} Asia/Tokyo" in said["traffic"]
+    assert " Asia/Tokyo (the middle size of" in said["burst"], said["burst"]

@@ -40,7 +40,7 @@ from ._models import FORECAST_MODELS as _RULES
 from ._outlook import backtest, fit_trend, plan_name, project, project_factor
 from ._rolling import rolling_origin
 from ._select import CALIBRATION_DAYS, DEFAULT_MODELS, HOURLY_BELOW_DAYS, select
-from ._target import describe, slot_label, target, target_from
+from ._target import describe, slot_clock, slot_label, target, target_from
 
 #: The candidate forecasts :func:`select` chooses from (see ``capnb/forecast/_models.py``).
 FORECAST_MODELS = tuple(_RULES)
@@ -79,6 +79,7 @@ __all__ = [
     "select",
     "selection_quantiles",
     "simulate",
+    "slot_clock",
     "slot_codes",
     "slot_label",
     "slots",

@@ -13,7 +13,7 @@ from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
 from ._bursts import MONTH_DAYS, BurstModel, _choose, detect_bursts, fit_burst_model, simulate
 from ._outlook import plan_name, project_factor
 
-__all__ = ["describe", "slot_label", "target", "target_from"]
+__all__ = ["describe", "slot_clock", "slot_label", "target", "target_from"]
 
 
 # -- the step's answer -----------------------------------------------------------------------
@@ -228,6 +228,18 @@ def target_from(
     return result
 
 
+def slot_clock(result: xr.Dataset) -> str:
+    """The clock a forecast's slot labels are on: the trace's zone, or ``""`` where not known.
+
+    The zone as the trace says it, without its note ("UTC", "Europe/Berlin"); custom slots have
+    no clock.
+    """
+    zone = str(result.attrs.get("timezone", "unknown"))
+    if zone == "unknown" or result.attrs.get("slots") == "custom":
+        return ""
+    return zone.split(" (")[0]
+
+
 @declare_units(slot_s="s")
 def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
     """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
@@ -269,9 +281,8 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
     if q not in result.traffic_quantile.values:
         raise InputError(f"quantile={q} is not among {result.traffic_quantile.values.tolist()}")
     kind, slot_s = result.attrs["slots"], result.attrs["slot_s"]
-    # the clock the hours are on, when the trace says it ("UTC", "Europe/Berlin standard time ...")
-    zone = str(result.attrs.get("timezone", "unknown"))
-    clock = "" if zone == "unknown" or kind == "custom" else f" {zone.split(' (')[0]}"
+    zone = slot_clock(result)
+    clock = f" {zone}" if zone else ""
 
     def when(slot: int) -> str:
         return slot_label(slot, kind, slot_s) + clock

@@ -263,6 +263,12 @@ class Answer:
         "(vLLM's --max-model-len, without which it refuses to start); 0: the context fits",
         default=0,
     )
+    clock: str = _f(
+        "1",
+        "the clock slot_labels and the burst test's start are on: the trace's zone (empty: the "
+        "trace does not say)",
+        default="",
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

@@ -426,6 +426,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         **kw,
         slots=kind,
         slot_labels=tuple(forecast.slot_label(s, kind) for s in slots),
+        clock=forecast.slot_clock(fc),
         traffic_quantile=float(cfg.traffic.traffic_quantile),
         target_qps=tuple(float(v) for v in _per_slot(chosen.target_qps)),
         fixed_instances=tuple(fixed),
