@@ -1294,6 +1294,12 @@ ROWS = [
         Raises(ConfigError, r"p\.toml:2: interval = '0': interval must be at least 0\.001 s")),
     Row("config: an empty trace", plan_file('[traffic]\ntrace = ""\n'),
         Raises(ConfigError, r"p\.toml:2: trace = '': String should have at least 1 character")),
+    # found with model = "llama-3.1-8b" in plan.toml: its ".1-8b" read as a file suffix made it
+    # the path <config folder>/llama-3.1-8b ("no such model config file"), while --model
+    # llama-3.1-8b and plan.build(model="llama-3.1-8b") read the catalog's Llama-3.1-8B
+    Row("config: a catalog model id in lower case",
+        plan_file('[serving]\nmodel = "llama-3.1-8b"\n'),
+        States(lambda cfg: cfg.serving.model, r"^llama-3\.1-8b$")),
     Row("config: an empty model", plan_file('[serving]\nmodel = ""\n'),
         Raises(ConfigError, r"p\.toml:2: model = '': String should have at least 1 character")),
     Row("config: a step of a day", plan_file("[elasticity]\nstep_s = 86400.0\n"),

@@ -991,9 +991,13 @@ def _resolve_paths(values: dict, folder: Path) -> dict:
         "calibration_runs": {""},
     }
 
+    models = {m.lower() for m in bundled["model"]}  # catalog ids are case-insensitive
+
     def resolve(name: str, value: object) -> object:
         if not isinstance(value, str) or not value or value in bundled[name]:
             return value  # "" is no path (the folder itself): the field's own rule refuses it
+        if name == "model" and value.strip().lower() in models and not (folder / value).exists():
+            return value  # 'llama-3.1-8b' is the catalog's id, not a file named with a suffix
         if Path(value).is_absolute():
             return value
         if Path(value).suffix or os.sep in value or "/" in value or (folder / value).exists():
