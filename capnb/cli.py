@@ -134,8 +134,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from . import plan
+    from .data import check_set
     from .errors import InputError
 
+    out_dir = Path(args.plan).parent if args.out is None else args.out
+    check_set(out_dir, ())  # --out '' is refused, not read as the plan's folder
     path = Path(args.plan)
     # plan.json holds the answer record too
     built = _plan_json(path) if path.suffix == ".json" and path.is_file() else plan.load(path)
@@ -144,7 +147,7 @@ def _export(args: argparse.Namespace) -> int:
     except InputError as error:  # a field of an edited plan file
         raise InputError(f"{path}: {error}") from None
     out = plan.manifests(choice, name=args.name, namespace=args.namespace)
-    written = out.write(args.out or Path(args.plan).parent, force=args.force)
+    written = out.write(out_dir, force=args.force)
     print(f"The {out.choice.policy} policy of {Path(args.plan).resolve()} as cluster objects:")
     for kind, path in written.items():
         same = "the chosen run" if out.exact[kind] else "a different run (see its notes)"

@@ -374,3 +374,27 @@ def test_an_empty_calibrate_flag_is_refused_not_read_as_no_runs(tmp_path, capsys
     assert main(["plan", "--calibrate=", "--gpus", "H100-SXM", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "--calibrate '': an empty path" in err, err
+
+
+@pytest.mark.parametrize("command", ["plan", "report", "export"])
+def test_an_empty_out_is_refused_not_read_as_the_current_or_the_plans_folder(
+    command, tmp_path, capsys, monkeypatch
+):
+    # --out= (an unset shell variable: --out "$OUT") wrote plan.nc, plan.json and the YAML files
+    # into the current folder (plan, report), or beside the plan (export)
+    import capnb.plan
+    import capnb.report
+
+    def built(*args, **kwargs):
+        raise AssertionError("built a plan it could not write")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.setattr(capnb.report, "run_report", built)
+    monkeypatch.chdir(tmp_path)
+    assert main([command, "--out="]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"capnb {command}: output folder '': an empty path (an unset shell variable?); give "
+        "the folder to write into, or leave --out out\n"
+    ), err
+    assert list(tmp_path.iterdir()) == []

@@ -445,7 +445,7 @@ def write_set(
         exists that capnb did not write and ``force`` is false; the message names the path. The
         folder keeps its previous files, and no temporary is left behind.
     """
-    folder = user_path(folder, "output folder")
+    folder = _output_folder(folder)
     contents = {
         name: (c.encode("utf-8") if isinstance(c, str) else bytes(c)) for name, c in files.items()
     }
@@ -475,6 +475,16 @@ def write_set(
     return {name: folder / name for name in contents}
 
 
+def _output_folder(folder: str | os.PathLike) -> Path:
+    """An output folder a user gave: ``''`` (an unset shell variable) is not the current folder."""
+    if not os.fspath(folder).strip():
+        raise OutputError(
+            f"output folder {os.fspath(folder)!r}: an empty path (an unset shell variable?); give "
+            "the folder to write into, or leave --out out"
+        )
+    return user_path(folder, "output folder")
+
+
 def check_set(folder: str | os.PathLike, names: Iterable[str], *, force: bool = False) -> None:
     """Refuse now, before the work, a set :func:`write_set` would refuse to write at the end.
 
@@ -483,7 +493,7 @@ def check_set(folder: str | os.PathLike, names: Iterable[str], *, force: bool = 
     path; nothing is written. A write can still fail later (a full disk): this checks only what
     is already in the way.
     """
-    folder = user_path(folder, "output folder")
+    folder = _output_folder(folder)
     for parent in (folder, *folder.parents):
         if parent.exists():
             if not parent.is_dir():
