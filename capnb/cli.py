@@ -112,6 +112,7 @@ def _plan(args: argparse.Namespace) -> int:
         if isinstance(value, str) and value.strip() and Path(value).exists():
             overrides[name] = str(Path(value).resolve())
     config = plan.read_config(args.config, overrides_from="command line", **overrides)
+    check_set(args.out, (), reads=config.runs_read())  # not among the runs read
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", plan.PlanWarning)  # they are part of the printed text

@@ -1115,6 +1115,7 @@ def _parameters(
     from . import plan as planning
 
     cfg = planning.read_config(config)
+    check_set(out_dir, (), reads=cfg.runs_read())  # not among the runs the plan reads
     with warnings.catch_warnings():  # the checks are part of the plan's text and of 05_plan
         warnings.simplefilter("ignore", planning.PlanWarning)
         plan = planning.build(cfg)

@@ -398,3 +398,33 @@ def test_an_empty_out_is_refused_not_read_as_the_current_or_the_plans_folder(
         "the folder to write into, or leave --out out\n"
     ), err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["plan", "report"])
+@pytest.mark.parametrize("field", ["latency", "calibration_runs"])
+def test_an_out_that_is_the_folder_of_the_runs_read_is_refused(
+    command, field, tmp_path, capsys, monkeypatch
+):
+    # capnb plan --benchmark runs/ --out runs/ wrote plan.json and .capnb-outputs.json among the
+    # runs; the same command run again then failed: ".capnb-outputs.json: not a vllm bench serve
+    # or SGLang bench_serving result"
+    import capnb.plan
+
+    def built(*args, **kwargs):
+        raise AssertionError("built a plan whose files would be read as runs")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "run0.json").write_text("{}")
+    config = tmp_path / "p.toml"
+    extra = '\ngpus = ["H100-SXM"]\nlatency = "engine"' if field == "calibration_runs" else ""
+    config.write_text(f'[serving]\n{field} = "runs"{extra}\n')
+    assert main([command, "--config", str(config), "--out", "runs"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"capnb {command}: runs: the folder of {field} = '{runs}', which the plan reads; the "
+        "files capnb writes there would be read as runs the next time: give another --out\n"
+    ), err
+    assert [p.name for p in runs.iterdir()] == ["run0.json"]

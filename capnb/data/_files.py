@@ -485,15 +485,28 @@ def _output_folder(folder: str | os.PathLike) -> Path:
     return user_path(folder, "output folder")
 
 
-def check_set(folder: str | os.PathLike, names: Iterable[str], *, force: bool = False) -> None:
+def check_set(
+    folder: str | os.PathLike,
+    names: Iterable[str],
+    *,
+    force: bool = False,
+    reads: Mapping[str, str] | None = None,
+) -> None:
     """Refuse now, before the work, a set :func:`write_set` would refuse to write at the end.
 
     A file where the folder (or one of its parents) goes, a folder in the way of a file, or a
     target capnb did not write there (without ``force``) is an :class:`OutputError` naming the
     path; nothing is written. A write can still fail later (a full disk): this checks only what
-    is already in the way.
+    is already in the way. ``reads``: setting -> a folder the run reads every file of (measured
+    runs); the folder written must not be one of them, or the next run reads the set as runs.
     """
     folder = _output_folder(folder)
+    for setting, given in (reads or {}).items():
+        if given and Path(given).is_dir() and folder.is_dir() and folder.samefile(given):
+            raise OutputError(
+                f"{folder}: the folder of {setting} = {given!r}, which the plan reads; the files "
+                "capnb writes there would be read as runs the next time: give another --out"
+            )
     for parent in (folder, *folder.parents):
         if parent.exists():
             if not parent.is_dir():

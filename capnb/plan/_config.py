@@ -614,6 +614,19 @@ class PlanConfig:
         """The config as commented TOML, the text :func:`save_config` writes."""
         return _toml_text(self)
 
+    def runs_read(self) -> dict[str, str]:
+        """The folders or files of measured runs the plan reads, by setting ('' where none).
+
+        Every file in such a folder is read as a run, so no output may be written there
+        (:func:`capnb.data.check_set`'s ``reads``).
+        """
+        latency = self.serving.latency
+        named = latency in ("model", "engine", "auto")  # the models, not a path
+        return {
+            "latency": "" if named else latency,
+            "calibration_runs": self.serving.calibration_runs,
+        }
+
     def as_dict(self) -> dict[str, object]:
         """Every setting under its own name (one mapping, the form a plan's ``config`` stores).
 
