@@ -218,6 +218,13 @@ def symlink_loop(write, name):
     return first
 
 
+def dangling_link(write):
+    """``out``: a symbolic link to a folder that does not exist."""
+    link = write("x/.keep", "").parent / "out"
+    link.symlink_to(link.parent / "nowhere")
+    return link
+
+
 def folder_named(write, name):
     folder = write(f"{name}/.keep", "").parent
     return folder
@@ -1238,6 +1245,18 @@ ROWS = [
     Row("output: a folder where the output folder goes",
         lambda w: data.write_set(w("taken", "a file"), {"plan.json": "{}"}),
         Raises(OutputError, r"taken: a file, not a folder to write into")),
+    # found with --out pointing at a link to a folder not made yet: check_set let it through,
+    # the plan was built, and the write ended in "out: a file, not a folder to write into"
+    Row("output: a symbolic link to no folder, checked before the work",
+        lambda w: data.check_set(dangling_link(w), ["plan.json"]),
+        Raises(OutputError, r"out: a symbolic link to .*nowhere, which does not exist; make "
+                            r"that folder or give another --out")),
+    Row("output: a symbolic link to no folder, written",
+        lambda w: data.write_set(dangling_link(w), {"plan.json": "{}"}),
+        Raises(OutputError, r"out: a symbolic link to .*nowhere, which does not exist")),
+    Row("output: under a symbolic link to no folder",
+        lambda w: data.check_set(dangling_link(w) / "sub", ["plan.json"]),
+        Raises(OutputError, r"out: a symbolic link to .*nowhere, which does not exist")),
     Row("output: a dead writer's temporaries", stale_cleaned,
         States(lambda names: ", ".join(names), r"^\.capnb-outputs\.json, plan\.json$")),
     Row("html: a chart title holding </script>",

@@ -294,10 +294,21 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+def _dangling(folder: Path) -> None:
+    """A symbolic link to nothing where a folder goes: an OutputError, not "a file"."""
+    if folder.is_symlink() and not folder.exists():
+        raise OutputError(
+            f"{folder}: a symbolic link to {os.readlink(folder)}, which does not exist; make that "
+            "folder or give another --out"
+        )
+
+
 def _make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
+        for parent in (folder, *folder.parents):
+            _dangling(parent)
         raise OutputError(f"{folder}: a file, not a folder to write into") from None
     except OSError as err:
         raise _failed(folder, err) from None
@@ -508,6 +519,7 @@ def check_set(
                 "capnb writes there would be read as runs the next time: give another --out"
             )
     for parent in (folder, *folder.parents):
+        _dangling(parent)
         if parent.exists():
             if not parent.is_dir():
                 raise OutputError(f"{parent}: a file, not a folder to write into")
