@@ -218,6 +218,12 @@ def symlink_loop(write, name):
     return first
 
 
+def latin1_log(bad_row):
+    """A request log of 3,000 rows whose user column holds one Latin-1 byte, in row ``bad_row``."""
+    rows = (b"%d,100,50,%s\n" % (i, b"Jos\xe9" if i == bad_row else b"u") for i in range(3000))
+    return b"timestamp,prompt_tokens,output_tokens,user\n" + b"".join(rows)
+
+
 def dangling_link(write):
     """``out``: a symbolic link to a folder that does not exist."""
     link = write("x/.keep", "").parent / "out"
@@ -434,7 +440,7 @@ ROWS = [
         trace("timestamp,prompt_tokens,output_tokens\n2024-01-01T00:00:05\n"),
         Raises(ConfigError, r"t\.csv: row 1 \(line 2\) has 1 fields, not 3")),
     Row("trace: binary bytes in a .csv", lambda w: data.load_trace(w("t.csv", b"\xff\xfe\x00\x01")),
-        Raises(ConfigError, r"t\.csv: not a readable UTF-8 CSV file")),
+        Raises(ConfigError, r"t\.csv: UTF-16 text \(it starts with a UTF-16 byte-order mark\)")),
     Row("trace: a truncated .gz",
         lambda w: data.load_trace(w("t.csv.gz", gzip.compress(b"timestamp\n1\n2\n")[:20])),
         Raises(ConfigError, r"t\.csv\.gz: not a readable UTF-8 CSV file")),
@@ -1269,6 +1275,21 @@ ROWS = [
         Raises(ConfigError, r"p\.toml, line 1: a NUL byte \(byte 0\): a binary file")),
     Row("config: UTF-16 text", lambda w: plan.load_config(w("p.toml", 'trials = 5\n'.encode("utf-16"))),
         Raises(ConfigError, r"p\.toml: UTF-16 text .*save it as UTF-8")),
+    # found with a request log exported from a Latin-1 spreadsheet: a byte in its first 8 KiB was
+    # "not a readable UTF-8 CSV file ('utf-8' codec can't decode byte 0xe9 in position 73 ...)",
+    # no line; the same byte on line 2,002 was read without a word
+    Row("trace: a Latin-1 byte on the first row",
+        trace(latin1_log(0), time_unit="s"),
+        Raises(ConfigError, r"t\.csv, line 2: byte 0xe9 \(byte 55\) is not UTF-8 \(Latin-1")),
+    Row("trace: a Latin-1 byte on line 2,002",
+        trace(latin1_log(2000), time_unit="s"),
+        Raises(ConfigError, r"t\.csv, line 2002: byte 0xe9 \(byte \d+\) is not UTF-8")),
+    Row("rates: a Latin-1 byte on line 2,002",
+        lambda w: data.load_rate_series(
+            w("r.csv", b"t,qps,note\n" + b"".join(
+                b"%d,5,%s\n" % (600 * i, b"caf\xe9" if i == 2000 else b"x") for i in range(3000))),
+            time_column="t", rate_column="qps", time_unit="s"),
+        Raises(ConfigError, r"r\.csv, line 2002: byte 0xe9 \(byte \d+\) is not UTF-8")),
     Row("config: Latin-1 text",
         lambda w: plan.load_config(w("p.yaml", "serving:\n  model: caf\xe9\n".encode("latin-1"))),
         Raises(ConfigError, r"p\.yaml, line 2: byte 0xe9 \(byte 21\) is not UTF-8")),

@@ -118,25 +118,29 @@ def read_text(path: str | os.PathLike, what: str = "file", *, limit: int = MAX_T
     return decode_text(data, path)
 
 
-def decode_text(data: bytes, where: str | os.PathLike) -> str:
-    """``data`` as UTF-8 text, or a ConfigError saying which encoding it looks like instead."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+def decode_text(data: bytes, where: str | os.PathLike, *, byte: int = 0, line: int = 1) -> str:
+    """``data`` as UTF-8 text, or a ConfigError saying which encoding it looks like instead.
+
+    ``byte``, ``line``: where ``data`` starts in its file (a block read after others), so the
+    error names the file's own byte and line.
+    """
+    if byte == 0 and data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ConfigError(f"{where}: UTF-16 text (it starts with a UTF-16 byte-order mark); save "
                           "it as UTF-8")  # fmt: skip
     nul = data.find(b"\x00")
     if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
+        line += data.count(b"\n", 0, nul)
         raise ConfigError(
-            f"{where}, line {line}: a NUL byte (byte {nul}): a binary file or UTF-16 without a "
-            "byte-order mark, not UTF-8 text"
+            f"{where}, line {line}: a NUL byte (byte {byte + nul}): a binary file or UTF-16 "
+            "without a byte-order mark, not UTF-8 text"
         )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
+        line += data.count(b"\n", 0, err.start)
         raise ConfigError(
-            f"{where}, line {line}: byte 0x{data[err.start]:02x} (byte {err.start}) is not UTF-8 "
-            "(Latin-1 or another code page, or a binary file); save the file as UTF-8"
+            f"{where}, line {line}: byte 0x{data[err.start]:02x} (byte {byte + err.start}) is not "
+            "UTF-8 (Latin-1 or another code page, or a binary file); save the file as UTF-8"
         ) from None
 
 

@@ -26,7 +26,7 @@ from .. import glossary, words
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
-from ._files import json_lines_objects, parse_json, user_path
+from ._files import decode_text, json_lines_objects, parse_json, user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -308,8 +308,35 @@ def _jsonl_format(path: Path) -> str:
     return "jsonl"
 
 
+def _check_utf8(path: Path) -> None:
+    """Every byte of a CSV file is UTF-8, else a ConfigError naming its line and byte.
+
+    Read in blocks of 1 MiB: a byte anywhere, not only in the header's first block, and in
+    columns the readers skip too (pyarrow checks only the columns it converts).
+    """
+    import gzip
+
+    pending, offset, lines = b"", 0, 0
+    with gzip.open(path, "rb") if path.suffix.lower() == ".gz" else open(path, "rb") as handle:
+        while True:
+            block = handle.read(1 << 20)
+            data = pending + block
+            try:
+                data.decode("utf-8")
+                end = len(data)
+            except UnicodeDecodeError as err:
+                end = err.start
+                if not block or err.end < len(data) or len(data) - end > 3:  # not a cut character
+                    decode_text(data, path, byte=offset, line=lines + 1)  # raises: names it
+            if not block:
+                return
+            lines += data.count(b"\n", 0, end)
+            offset, pending = offset + end, data[end:]
+
+
 def _csv_header(path: Path) -> list[str]:
     try:
+        _check_utf8(path)
         with _open_text(path) as handle:
             rows = csv.reader(handle)
             header = next(rows, None)
