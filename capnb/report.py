@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import words
 from .data import check_set, write_atomic, write_set
-from .errors import InputError
+from .errors import InputError, OutputError
 
 __all__ = [
     "REPORT_NAME",
@@ -936,6 +936,12 @@ def run_report(
     from .plan import export_names
 
     pages = {name: f"{name}.html" for name in worksheets}
+    toml = out_dir / "plan.toml"
+    if isinstance(config, str | os.PathLike) and toml.is_file() and toml.samefile(config):
+        raise OutputError(
+            f"{toml}: the config the report reads, where it would write the plan.toml of its "
+            "plan: give another --out, or keep the config elsewhere"
+        )
     # a file in the way fails now, not after the plan and the worksheets have run
     check_set(out_dir, [REPORT_NAME, *pages.values(), *export_names(), "plan.toml"], force=force)
     kept: list = []

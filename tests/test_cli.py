@@ -428,3 +428,30 @@ def test_an_out_that_is_the_folder_of_the_runs_read_is_refused(
         "files capnb writes there would be read as runs the next time: give another --out\n"
     ), err
     assert [p.name for p in runs.iterdir()] == ["run0.json"]
+
+
+def test_a_report_whose_config_is_the_plan_toml_it_writes_is_refused_as_such(
+    tmp_path, capsys, monkeypatch
+):
+    # capnb config rep/plan.toml, then capnb report --config rep/plan.toml --out rep: "plan.toml:
+    # exists and capnb did not write it ... pass --force", though capnb had written it; with
+    # --force the report wrote its own plan.toml over the config it read (comments and all)
+    import capnb.plan
+
+    def built(*args, **kwargs):
+        raise AssertionError("built a plan it would write over its config")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", "rep/plan.toml"]) == 0
+    text = (tmp_path / "rep" / "plan.toml").read_text()
+    capsys.readouterr()
+    for force in ([], ["--force"]):
+        assert main(["report", "--config", "rep/plan.toml", "--out", "rep", *force]) == 1
+        err = capsys.readouterr().err
+        assert err == (
+            "capnb report: rep/plan.toml: the config the report reads, where it would write the "
+            "plan.toml of its plan: give another --out, or keep the config elsewhere\n"
+        ), err
+    assert [p.name for p in (tmp_path / "rep").iterdir()] == ["plan.toml"]
+    assert (tmp_path / "rep" / "plan.toml").read_text() == text
