@@ -336,3 +336,21 @@ def test_a_fixed_fleet_with_spares_only_is_chosen_out_of_sample():
     # the default spares (0 and 2) keep a fixed fleet's configurations as they were: 0 spares
     assert {c.buffer_instances for c in origins_module.configs(read_config(SMALL))
             if c.policy == "fixed"} == {0}  # fmt: skip
+
+
+def test_the_trace_only_fallback_sweeps_its_later_half_on_floors_of_the_first_half():
+    # the fallback behind backtest_days = 0 (the predictive policy kept only if it also wins on
+    # the trace's later half) sized its floors from the later half's own P99: tripling the last
+    # day moved the floors it compared on from [1, 7, 13, 20, 26] to [1, 19, 38, 57, 75]
+    from capnb.plan._steps import _held_out
+
+    config = read_config(SMALL)
+    swept = []
+    for jump in (None, 3.0):  # the same first half; only the later half's last day differs
+        series = _series(4, jump_after=jump and 3.0)
+        swept.append(_held_out(config, _demand(series), series, SETTINGS))
+    steady, jumped = swept
+    np.testing.assert_array_equal(steady.min_instances.values, jumped.min_instances.values)
+    first = _demand(_series(4)).isel(time=slice(None, 2 * 17_280))
+    floors = elasticity.policy_grid(first, SETTINGS["per_instance_qps"], step_s=5.0)
+    assert list(steady.min_instances.values) == floors["min_instances"]

@@ -612,11 +612,13 @@ def predictive_forecast(demand: xr.DataArray, fc: xr.Dataset) -> xr.DataArray:
 
 
 def _held_out(cfg: PlanConfig, demand, series, settings):
-    """Every policy swept on the trace's later half, the forecast fitted on its first half.
+    """Every policy swept on the trace's later half, its forecast and floors from the first half.
 
     The predictive policy is recommended only if it wins there (:func:`capnb.elasticity.recommend`,
-    which calls this only when it would be chosen). The cut is at a whole day; a trace of less
-    than two days has nothing to hold out (None: the policy is not recommended).
+    which calls this only when it would be chosen). The floors swept are shares of the first
+    half's P99 fleet (:func:`capnb.elasticity.policy_grid`), as the forecast is fitted on it: none
+    is sized on the half it is scored on. The cut is at a whole day; a trace of less than two days
+    has nothing to hold out (None: the policy is not recommended).
     """
     from .. import elasticity, forecast
 
@@ -630,7 +632,7 @@ def _held_out(cfg: PlanConfig, demand, series, settings):
     )
     later = demand.isel(time=slice(cut, None))
     grid = elasticity.policy_grid(
-        later,
+        demand.isel(time=slice(None, cut)),
         settings["per_instance_qps"],
         scale_up_threshold=list(cfg.elasticity.scale_up_threshold),
         cooldown_s=list(cfg.elasticity.cooldown_s),
