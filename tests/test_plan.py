@@ -227,6 +227,21 @@ def test_a_latency_error_just_over_the_limit_is_not_written_as_the_limit():
     assert latency_error_check("analytic latency", "ttft", 0.17, "").finding.endswith("is 17%")
 
 
+def test_the_replayed_breach_is_said_to_be_in_sample_beside_the_held_out_record(small):
+    # the cost line said "Expected SLA breach: 0 minutes a month" for the replay of the trace
+    # the policy was chosen on, while on a 14-day series tripled over its last day and a half the
+    # held-out windows breached up to 3.4 minutes a week against 2.9: an in-sample figure read
+    # as a prediction
+    plan, _ = small
+    a = planning.answer(plan)
+    text = plan_text.cost_words(a)
+    assert "Expected SLA breach" not in text, text
+    assert "in sample" in text and "held-out record" in text, text
+    assert f"{words.minutes(a.breach_minutes_per_month)} a month against a budget" in text
+    alone = plan_text.cost_words(dataclasses.replace(a, held_out=None))
+    assert "in sample" in alone and "held-out record" not in alone, alone
+
+
 def test_a_one_day_held_out_window_is_one_day(small):
     # found with backtest_days = 1: "kept its breach budget in 4 of 7 held-out windows of up to 1
     # days"

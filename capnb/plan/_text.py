@@ -224,8 +224,11 @@ def cost_words(a: Answer) -> str:
         if a.filled_share
         else ""
     )
+    # the replay is of the trace the policy was chosen on: in sample, whatever its record held out
+    held = "; the held-out record says how it did on windows it never saw" if a.held_out else ""
     return (
-        f"Cost: {cost} ({a.cost_includes}). Expected SLA breach: "
+        f"Cost: {cost} ({a.cost_includes}). SLA breach in that replay (in sample: the trace the "
+        f"policy was chosen on{held}): "
         f"{words.minutes(a.breach_minutes_per_month)} a month against a budget of "
         f"{a.breach_budget_minutes:,.0f}; "
         f"{a.unserved_share:.2%} of requests unserved.{filled}"
