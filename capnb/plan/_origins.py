@@ -611,10 +611,11 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
 
     The window is replayed again ``draws`` times with bursts drawn from the plan's burst
     ``model`` (seeded by the config's ``seed``), with the configuration chosen at that origin
-    from the windows before it and the fleet of that origin's forecast. A model fitted to the
-    trace (``bursts = "fit"``) is fitted again on the history before the window alone. ``(share, draws,
-    held)``: ``held``, whether the window kept its budget without a burst (a draw without one
-    is that replay, so when it did not, no draw can).
+    from the windows before it and the fleet of that origin's forecast; the window's holes are
+    filled with that forecast's slot medians (the history before the window), not the trace's.
+    A model fitted to the trace (``bursts = "fit"``) is fitted again on the history before the
+    window alone. ``(share, draws, held)``: ``held``, whether the window kept its budget without
+    a burst (a draw without one is that replay, so when it did not, no draw can).
     """
     from .. import elasticity
     from ..elasticity._simulate import _kernel_inputs
@@ -631,6 +632,10 @@ def held_out_bursts(cfg, record: Rolling, demand, series, model, settings: dict,
 
         model = burst_model(cfg, series.isel(time=np.flatnonzero(series.time.values < at)))
     window, _ = _window(demand, np.ones(demand.size, bool), origins, k, origins.window_units)
+    # the trace's holes hold its whole-history slot medians: here, the median before the window
+    seen = _observed_steps(series, window.time.values)
+    median = elasticity.forecast_demand(window, fit.baseline, quantile=0.5)
+    window = window.where(seen, median.values)
     chosen = table.isel(origin=last)
     run = {"policy": str(chosen.policy.item()),
            "scale_up_threshold": float(chosen.scale_up_threshold),
