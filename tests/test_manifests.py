@@ -170,6 +170,29 @@ def test_one_warm_spare_is_named_in_the_singular():
         assert any(folded in n for n in out.notes["knative"]), out.notes["knative"]
 
 
+def test_an_hpas_per_pod_metric_with_warm_spares_counts_their_arrivals_too():
+    # hpa.yaml with 2 warm spares (a second Deployment behind the same Service) scaled on a
+    # Pods metric of "arrival requests/s per pod": each of the 3 autoscaled pods' own arrivals
+    # average 3/5 of the rate over those pods the replay's ratio reads (rate / ready), so the
+    # HPA scaled up at 0.8 / 0.6 = 1.33 of the target while the object said it was the chosen run
+    choice = CHOICES["hpa with spares"]  # floor 3, 2 spares, target 0.8
+    out = manifests(choice)
+    assert out.exact["hpa"]
+    (hpa,) = parsed(out, "hpa")
+    said = hpa["metadata"]["annotations"]["capnb.io/metric"]
+    assert "the Service's arrival requests/s (the pods of the 2 warm spares included)" in said
+    assert "over this Deployment's pods" in said
+    note = next(n for n in out.notes["hpa"] if n.startswith("capnb_instance_load reads"))
+    assert "60% of the load at the floor of 3" in note
+    assert not any(n.startswith("capnb_instance_load reads") for n in out.notes["keda"])
+    plain = manifests(CHOICES["hpa"])  # no spares: each pod's own arrivals are the replay's
+    assert (
+        "arrival requests/s per pod"
+        in plain.documents["hpa"][0]["metadata"]["annotations"]["capnb.io/metric"]
+    )
+    assert not any(n.startswith("capnb_instance_load reads") for n in plain.notes["hpa"])
+
+
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():
     choice = PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.8125,
                           cooldown_s=300.0, min_instances=1, max_instances=10)  # fmt: skip

@@ -292,10 +292,35 @@ def _target(values: dict, notes: list[str]) -> str:
     return quantity
 
 
+def _hpa_metric(metric: str, spares: int) -> str:
+    """What the HPA's per-pod metric must read for the replay's ratio ``(rate / ready) / up x qps``.
+
+    Warm spares behind the same Service take their share of the arrivals, so with spares the
+    metric is the Service's arrivals over the autoscaled pods (:func:`_spares_metric_note`).
+    """
+    if not spares:
+        return f"{metric}: arrival requests/s per pod / per-instance-qps"
+    return (
+        f"{metric}: the Service's arrival requests/s (the pods of the "
+        f"{words.count(spares, 'warm spare')} included) over this Deployment's pods / "
+        "per-instance-qps"
+    )
+
+
+def _spares_metric_note(metric: str, spares: int, floor: int) -> str:
+    """Why the HPA's metric counts the spares' arrivals: each pod's own reads less than the load."""
+    return (
+        f"{metric} reads the Service's arrivals over this Deployment's pods, as the replay does: "
+        f"with the spares taking their share, each pod's own arrival rate averages "
+        f"{floor / (floor + spares):.0%} of the load at the floor of {floor} (pods / (pods + "
+        f"{spares})), and an HPA on it scales up later than the replay"
+    )
+
+
 def _hpa(choice, values, name, namespace, metric, notes) -> dict:
+    said = _hpa_metric(metric, values["buffer_instances"])
     controller = {"sync-period-s": _decimal(values["sync_s"]),
-                  "tolerance": _decimal(values["hpa_tolerance"]),
-                  "metric": f"{metric}: arrival requests/s per pod / per-instance-qps"}  # fmt: skip
+                  "tolerance": _decimal(values["hpa_tolerance"]), "metric": said}  # fmt: skip
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -804,6 +829,10 @@ def manifests(
                 f"'{name}-spares' of the same pods (replicas: {choice.buffer_instances}), outside "
                 "the autoscaler and behind the same Service"
             )
+    if choice.buffer_instances and hpa_values["min_instances"] < hpa_values["max_instances"]:
+        notes["hpa"].append(  # a fixed fleet's HPA never moves, whatever its metric reads
+            _spares_metric_note(metric, hpa_values["buffer_instances"], hpa_values["min_instances"])
+        )
     notes["keda"].append(
         "KEDA's HPA reads an external metric: with pods still starting it does not hold the count "
         "as capnb's HPA replay does (Kubernetes' unready-pod rule applies to per-pod metrics only)"
