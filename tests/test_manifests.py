@@ -193,6 +193,30 @@ def test_an_hpas_per_pod_metric_with_warm_spares_counts_their_arrivals_too():
     assert not any(n.startswith("capnb_instance_load reads") for n in plain.notes["hpa"])
 
 
+def test_a_cold_start_beyond_knatives_progress_deadline_is_written_into_the_service():
+    # Qwen3-235B-A22B on 8 x A100-80GB starts in 1,714 s (capnb's estimate): knative.yaml left
+    # Knative's progress deadline at its 600 s default, so the revision's first pods were still
+    # loading the weights when Knative marked it failed (ProgressDeadlineExceeded)
+    choice = dataclasses.replace(CHOICES["knative"], cold_start_s=1714.0)
+    out = manifests(choice)
+    (service,) = parsed(out, "knative")
+    notes = service["spec"]["template"]["metadata"]["annotations"]
+    assert notes["serving.knative.dev/progress-deadline"] == "3428s"  # twice the cold start
+    assert schema_errors(service) == []
+    assert any("1714 s cold start" in n and "600 s" in n for n in out.notes["knative"])
+    assert any("progressDeadlineSeconds: 3428" in n for n in out.notes["hpa"])
+    assert manifest_settings(parsed(out, "knative")) == manifest_settings(
+        parsed(manifests(CHOICES["knative"]), "knative")
+    )  # the deadline changes no step of the replay
+    quick = manifests(dataclasses.replace(CHOICES["knative"], cold_start_s=75.0))
+    assert (
+        "serving.knative.dev/progress-deadline"
+        not in (quick.documents["knative"][0]["spec"]["template"]["metadata"]["annotations"])
+    )
+    with pytest.raises(InputError, match=r"cold_start_s must be >= 0, got -1"):
+        dataclasses.replace(choice, cold_start_s=-1.0)
+
+
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():
     choice = PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.8125,
                           cooldown_s=300.0, min_instances=1, max_instances=10)  # fmt: skip
@@ -529,6 +553,7 @@ def test_policy_choice_reads_the_answers_max_model_len(small_plan_built):
     _, path = small_plan_built
     built = json.loads((path.parent / "plan.json").read_text())
     assert capnb.plan.policy_choice(built).max_model_len == 0  # H100: the context fits
+    assert capnb.plan.policy_choice(built).cold_start_s == built["answer"]["policy"]["cold_start_s"]
     built["answer"]["max_model_len"] = 14_352
     assert capnb.plan.policy_choice(built).max_model_len == 14_352
     del built["answer"]["max_model_len"]  # a plan.json of an earlier release

@@ -65,6 +65,8 @@ _KNATIVE_TICK_S = 2.0
 #: Kubernetes' limits on behavior fields (HPAScalingRules, HPAScalingPolicy).
 _MOST_WINDOW_S = 3600
 _MOST_PERIOD_S = 1800
+#: Knative's and a Deployment's default progress deadline (s): pods not ready by then fail the rollout.
+_PROGRESS_DEADLINE_S = 600
 #: Knative's limits: window and scale-down delay (6 s to 1 h), panic percentages.
 _KNATIVE_WINDOW_S = (6, 3600)
 _PANIC_WINDOW_PERCENT = (1.0, 100.0)
@@ -98,7 +100,9 @@ class PolicyChoice:
     share of prompt tokens a prefix cache served when ``per_instance_qps`` was priced (1; replayed
     as one cache seeing the whole log, 0: no prefix cache); ``max_model_len`` the longest request
     one instance's KV cache holds where shorter than the model's context (tokens; vLLM's
-    ``--max-model-len``, without which it refuses to start; 0: the context fits).
+    ``--max-model-len``, without which it refuses to start; 0: the context fits); ``cold_start_s``
+    the time from a scale-up until the instance serves (s; 0: not known), for the rollout's
+    progress deadline.
     """
 
     policy: str
@@ -114,6 +118,7 @@ class PolicyChoice:
     tensor_parallel: int = 1
     prefix_hit_rate: float = 0.0
     max_model_len: int = 0
+    cold_start_s: float = 0.0
 
     def __post_init__(self):
         from ..elasticity import OPTIONS, POLICIES
@@ -133,6 +138,7 @@ class PolicyChoice:
         _count(self.buffer_instances, "buffer_instances")
         _count(self.tensor_parallel, "tensor_parallel", low=1)
         _count(self.max_model_len, "max_model_len")
+        _number(self.cold_start_s, "cold_start_s")
         if _number(self.prefix_hit_rate, "prefix_hit_rate") > 1:
             raise InputError(
                 f"prefix_hit_rate must be in [0, 1] (a share of prompt tokens), got "
@@ -474,7 +480,40 @@ def _context_note(choice: PolicyChoice) -> list[str]:
     ]
 
 
+def _progress_deadline(choice: PolicyChoice) -> int:
+    """Seconds a rollout waits for its pods: 0 (the default) unless the cold start nears it.
+
+    A cold start over half the default 600 s is given twice its length (whole seconds).
+    """
+    if 2 * choice.cold_start_s <= _PROGRESS_DEADLINE_S:
+        return 0
+    return math.ceil(2 * choice.cold_start_s)
+
+
+def _deadline_notes(choice: PolicyChoice) -> list[str]:
+    """The HPA's and KEDA's note: their Deployment (the user's) needs the same deadline."""
+    deadline = _progress_deadline(choice)
+    if not deadline:
+        return []
+    return [
+        f"one instance starts in {choice.cold_start_s:g} s, over half a Deployment's default "
+        f"progress deadline ({_PROGRESS_DEADLINE_S} s): give the Deployment "
+        f"progressDeadlineSeconds: {deadline} (twice the cold start), or its rollouts are "
+        "reported failed while the pods still load the model"
+    ]
+
+
 def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
+    template = _knative_annotations(values, notes)
+    deadline = _progress_deadline(choice)
+    if deadline:
+        template["serving.knative.dev/progress-deadline"] = f"{deadline}s"
+        notes.append(
+            f"a {choice.cold_start_s:g} s cold start is over half Knative's default progress "
+            f"deadline ({_PROGRESS_DEADLINE_S} s), after which a revision whose pods are not "
+            f"ready fails: serving.knative.dev/progress-deadline is {deadline}s (twice the cold "
+            "start)"
+        )
     notes.append(
         f"the container runs {image} with --model {choice.model!r}, capnb's name for the model: "
         "put the Hugging Face id (or the path in the image) the pods serve there before applying"
@@ -485,7 +524,7 @@ def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
         "metadata": _metadata(name, namespace, _annotations(choice, values, {})),
         "spec": {
             "template": {
-                "metadata": {"annotations": _knative_annotations(values, notes)},
+                "metadata": {"annotations": template},
                 "spec": {
                     "containers": [
                         {
@@ -809,6 +848,7 @@ def manifests(
         )
     namespace = _dns_name(namespace, "namespace", given=True)
     notes = {kind: list(renamed) + _prefix_note(choice) + _context_note(choice) for kind in KINDS}
+    notes["hpa"] += _deadline_notes(choice)
     hpa_values = _hpa_values(choice, notes["hpa"])
     notes["keda"] = list(notes["hpa"])
     documents = {
@@ -892,7 +932,8 @@ def policy_choice(plan) -> PolicyChoice:
     Takes what :func:`capnb.plan.build` or :func:`capnb.plan.load` gives, the mapping
     ``plan.json`` holds, or its :class:`capnb.plan.Answer`, and reads the answer record: the
     policy and its settings (``answer.policy``), ``per_instance_qps``, ``model``, ``gpu``,
-    ``tensor_parallel`` and, with a prefix cache, its ``prefix_hit_rate``. The pool's largest
+    ``tensor_parallel``, the policy's ``cold_start_s`` and, with a prefix cache, its
+    ``prefix_hit_rate``. The pool's largest
     size is the larger of the replay's peak less its warm spares (``peak_instances``: the replay
     never went above it, so a bound there changes no step) and the plan's own fleet at its peak
     (the largest of ``fixed_instances`` plus the burst buffer ``burst_instances``).
@@ -922,6 +963,7 @@ def policy_choice(plan) -> PolicyChoice:
         tensor_parallel=_whole(record.tensor_parallel, "tensor_parallel"),
         prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
         max_model_len=_whole(record.max_model_len, "max_model_len"),
+        cold_start_s=float(chosen.cold_start_s),
     )
 
 
