@@ -217,6 +217,16 @@ def test_a_cold_start_beyond_knatives_progress_deadline_is_written_into_the_serv
         dataclasses.replace(choice, cold_start_s=-1.0)
 
 
+def test_an_hpa_rate_rule_of_zero_pods_is_refused_as_kubernetes_refuses_it():
+    # options={"scale_up_pods": 0} wrote "type: Pods, value: 0" into hpa.yaml and keda.yaml, valid
+    # against the published schema, but the API server refuses a policy value that is not
+    # greater than zero, while manifests said the objects replay as the chosen run
+    for option in ("scale_up_pods", "scale_down_pods"):
+        with pytest.raises(InputError, match=rf"options {option}=0: .* greater than zero"):
+            PolicyChoice("hpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=60.0,
+                         min_instances=1, max_instances=3, options={option: 0})  # fmt: skip
+
+
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():
     choice = PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.8125,
                           cooldown_s=300.0, min_instances=1, max_instances=10)  # fmt: skip

@@ -151,6 +151,12 @@ class PolicyChoice:
                 f"{sorted(OPTIONS[self.policy])}"
             )
         full = {**OPTIONS[self.policy], **self.options}
+        for option in ("scale_up_pods", "scale_down_pods"):
+            if full.get(option) is not None and full[option] == 0:
+                raise InputError(
+                    f"options {option}=0: a Kubernetes HPA policy's value must be greater than "
+                    "zero (the API server refuses 0); give 1 or more pods, or None for no Pods rule"
+                )
         object.__setattr__(self, "options", full)
 
     def settings(self) -> dict[str, object]:
