@@ -559,11 +559,39 @@ def test_the_knative_serve_args_cap_max_model_len_where_the_kv_cache_holds_less_
         dataclasses.replace(choice, max_model_len=-1)
 
 
+def test_the_knative_serve_args_raise_max_num_seqs_where_the_plan_runs_more_than_vllms_default():
+    # Llama-3.1-8B on one A100-80GB at P99 TTFT <= 10 s, TPOT <= 250 ms: the plan's safe
+    # concurrency is 296 requests in flight (the engine simulated with room for them), but
+    # knative.yaml ran vLLM at its default --max-num-seqs, 256 on an A100: 40 of them waited
+    choice = dataclasses.replace(CHOICES["knative"], gpu="A100-80GB", max_num_seqs=296)
+    out = manifests(choice)
+    (service,) = parsed(out, "knative")
+    args = service["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[-2:] == ["--max-num-seqs", "296"]
+    assert schema_errors(service) == []
+    for kind in KINDS:
+        assert parsed(out, kind)[0]["metadata"]["annotations"]["capnb.io/max-num-seqs"] == "296"
+        assert any("--max-num-seqs 296" in n for n in out.notes[kind]), out.notes[kind]
+    plain = manifests(CHOICES["knative"])
+    assert (
+        "--max-num-seqs"
+        not in plain.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    with pytest.raises(InputError, match=r"max_num_seqs must be a whole number >= 0, got -1"):
+        dataclasses.replace(choice, max_num_seqs=-1)
+
+
 def test_policy_choice_reads_the_answers_max_model_len(small_plan_built):
     _, path = small_plan_built
     built = json.loads((path.parent / "plan.json").read_text())
     assert capnb.plan.policy_choice(built).max_model_len == 0  # H100: the context fits
     assert capnb.plan.policy_choice(built).cold_start_s == built["answer"]["policy"]["cold_start_s"]
+    # vLLM's default --max-num-seqs: 1024 on an H100, 256 on an A100
+    assert capnb.plan.policy_choice(built).max_num_seqs == 0
+    built["answer"]["safe_concurrency"] = 1500
+    assert capnb.plan.policy_choice(built).max_num_seqs == 1500
+    built["answer"] |= {"safe_concurrency": 296, "gpu": "A100-80GB"}
+    assert capnb.plan.policy_choice(built).max_num_seqs == 296
     built["answer"]["max_model_len"] = 14_352
     assert capnb.plan.policy_choice(built).max_model_len == 14_352
     del built["answer"]["max_model_len"]  # a plan.json of an earlier release

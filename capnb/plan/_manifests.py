@@ -102,7 +102,9 @@ class PolicyChoice:
     one instance's KV cache holds where shorter than the model's context (tokens; vLLM's
     ``--max-model-len``, without which it refuses to start; 0: the context fits); ``cold_start_s``
     the time from a scale-up until the instance serves (s; 0: not known), for the rollout's
-    progress deadline.
+    progress deadline; ``max_num_seqs`` the requests one instance runs at once where the plan's
+    safe concurrency is above vLLM's default on the GPU (vLLM's ``--max-num-seqs``; 0: the default
+    holds it).
     """
 
     policy: str
@@ -119,6 +121,7 @@ class PolicyChoice:
     prefix_hit_rate: float = 0.0
     max_model_len: int = 0
     cold_start_s: float = 0.0
+    max_num_seqs: int = 0
 
     def __post_init__(self):
         from ..elasticity import OPTIONS, POLICIES
@@ -139,6 +142,7 @@ class PolicyChoice:
         _count(self.tensor_parallel, "tensor_parallel", low=1)
         _count(self.max_model_len, "max_model_len")
         _number(self.cold_start_s, "cold_start_s")
+        _count(self.max_num_seqs, "max_num_seqs")
         if _number(self.prefix_hit_rate, "prefix_hit_rate") > 1:
             raise InputError(
                 f"prefix_hit_rate must be in [0, 1] (a share of prompt tokens), got "
@@ -291,6 +295,8 @@ def _annotations(choice: PolicyChoice, values: dict, extra: Mapping[str, object]
         notes["prefix-hit-rate"] = _decimal(choice.prefix_hit_rate)
     if choice.max_model_len:
         notes["max-model-len"] = choice.max_model_len
+    if choice.max_num_seqs:
+        notes["max-num-seqs"] = choice.max_num_seqs
     return {_CAPNB + k: str(v) for k, v in notes.items()}
 
 
@@ -470,7 +476,21 @@ def _serve_args(choice: PolicyChoice) -> list[str]:
     args = ["--model", choice.model, "--tensor-parallel-size", str(choice.tensor_parallel)]
     if choice.max_model_len:
         args += ["--max-model-len", str(choice.max_model_len)]
+    if choice.max_num_seqs:
+        args += ["--max-num-seqs", str(choice.max_num_seqs)]
     return args
+
+
+def _seqs_note(choice: PolicyChoice) -> list[str]:
+    """What the pods' vLLM needs when the plan runs more requests at once than vLLM's default."""
+    if not choice.max_num_seqs:
+        return []
+    return [
+        f"the plan runs up to {choice.max_num_seqs} requests at once on one instance, more than "
+        f"vLLM's default --max-num-seqs on {choice.gpu}: its pods run with --max-num-seqs "
+        f"{choice.max_num_seqs} (the Knative container's args; add it to the Deployment the HPA "
+        "and KEDA scale), or the requests above the default wait and per-instance-qps is not met"
+    ]
 
 
 def _context_note(choice: PolicyChoice) -> list[str]:
@@ -853,7 +873,10 @@ def manifests(
             choice.model if name is None else name, given=name is not None, letter_first=True
         )
     namespace = _dns_name(namespace, "namespace", given=True)
-    notes = {kind: list(renamed) + _prefix_note(choice) + _context_note(choice) for kind in KINDS}
+    notes = {
+        kind: list(renamed) + _prefix_note(choice) + _context_note(choice) + _seqs_note(choice)
+        for kind in KINDS
+    }
     notes["hpa"] += _deadline_notes(choice)
     hpa_values = _hpa_values(choice, notes["hpa"])
     notes["keda"] = list(notes["hpa"])
@@ -970,7 +993,20 @@ def policy_choice(plan) -> PolicyChoice:
         prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
         max_model_len=_whole(record.max_model_len, "max_model_len"),
         cold_start_s=float(chosen.cold_start_s),
+        max_num_seqs=_above_vllm_default(record.safe_concurrency, str(record.gpu)),
     )
+
+
+def _above_vllm_default(concurrency: object, gpu: str) -> int:
+    """The plan's safe concurrency where above vLLM V1's default ``max_num_seqs`` on ``gpu``, else 0.
+
+    The engine sweep runs every concurrency memory holds (up to 512), so the plan may price more
+    requests in flight than vLLM runs at its default (256 below 70 GiB and on the A100, 1024 above).
+    """
+    from ..records import EngineSettings
+
+    seqs = _whole(concurrency, "safe_concurrency")
+    return seqs if seqs > EngineSettings.defaults("vllm-v1", gpu=gpu).max_num_seqs else 0
 
 
 def _whole(value: object, field: str) -> int:
