@@ -214,3 +214,20 @@ def test_the_serve_command_caps_max_model_len_on_the_analytic_model_too():
     assert small[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-model-len 14352"
     large = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
     assert large[1] == "vllm serve $MODEL --tensor-parallel-size 1"
+
+
+def test_the_serve_command_runs_the_plans_safe_concurrency_where_above_vllms_default():
+    # Llama-3.1-8B on one A100-80GB at P99 TTFT <= 10 s, TPOT <= 250 ms: a safe concurrency of
+    # 296, benchmarked at 148, 296 and 592 in flight against 'vllm serve' at its default
+    # --max-num-seqs (256 on an A100): 40 of the 296 waited, a different engine from the one the
+    # plan priced; the command now runs the safe concurrency
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset(
+        {"safe_concurrency": (("gpu", "tensor_parallel"), [[296], [296]])},
+        coords={"gpu": ["A100-80GB", "H100-SXM"], "tensor_parallel": [1]},
+    )
+    a100 = benchmark_commands(options, "A100-80GB", 1, "Llama-3.1-8B", 1214, 211).split("\n")
+    assert a100[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-num-seqs 296"
+    h100 = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
+    assert h100[1] == "vllm serve $MODEL --tensor-parallel-size 1"  # its default is 1024

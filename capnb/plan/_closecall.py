@@ -116,6 +116,8 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     said = {name: " ".join(str(name).split()) for name in (gpu, model)}
     capped = max_model_len(options, gpu, tp, model)
     length = "" if capped is None else f" --max-model-len {capped[0]}"
+    seqs = above_default_seqs(safe, str(gpu))
+    length += f" --max-num-seqs {seqs}" if seqs else ""
     why = (
         ""
         if capped is None
@@ -137,6 +139,22 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
             f"{shlex.quote(prefix + '/')}",
         ]
     )
+
+
+def above_default_seqs(concurrency: int, gpu: str) -> int:
+    """``concurrency`` where above vLLM V1's default ``max_num_seqs`` on ``gpu``, else 0.
+
+    The engine sweep runs every concurrency memory holds (up to 512), so a plan may price more
+    requests in flight than vLLM runs at its default (256 below 70 GiB and on the A100, 1024
+    above): its serve commands and pods then need ``--max-num-seqs``.
+    """
+    from ..records import EngineSettings
+
+    least = EngineSettings("vllm-v1").resolve(gpu_memory_bytes=0).max_num_seqs  # a small GPU's
+    if int(concurrency) <= least:  # within every GPU's default: no catalog look-up
+        return 0
+    default = EngineSettings.defaults("vllm-v1", gpu=gpu).max_num_seqs
+    return int(concurrency) if int(concurrency) > default else 0
 
 
 def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, int] | None:

@@ -968,6 +968,7 @@ def policy_choice(plan) -> PolicyChoice:
     (the largest of ``fixed_instances`` plus the burst buffer ``burst_instances``).
     """
     from ._answer import answer
+    from ._closecall import above_default_seqs
 
     record = answer(plan)
     chosen = record.policy
@@ -993,20 +994,10 @@ def policy_choice(plan) -> PolicyChoice:
         prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
         max_model_len=_whole(record.max_model_len, "max_model_len"),
         cold_start_s=float(chosen.cold_start_s),
-        max_num_seqs=_above_vllm_default(record.safe_concurrency, str(record.gpu)),
+        max_num_seqs=above_default_seqs(
+            _whole(record.safe_concurrency, "safe_concurrency"), str(record.gpu)
+        ),
     )
-
-
-def _above_vllm_default(concurrency: object, gpu: str) -> int:
-    """The plan's safe concurrency where above vLLM V1's default ``max_num_seqs`` on ``gpu``, else 0.
-
-    The engine sweep runs every concurrency memory holds (up to 512), so the plan may price more
-    requests in flight than vLLM runs at its default (256 below 70 GiB and on the A100, 1024 above).
-    """
-    from ..records import EngineSettings
-
-    seqs = _whole(concurrency, "safe_concurrency")
-    return seqs if seqs > EngineSettings.defaults("vllm-v1", gpu=gpu).max_num_seqs else 0
 
 
 def _whole(value: object, field: str) -> int:
