@@ -805,6 +805,23 @@ def test_the_start_worksheet_holds_where_the_sla_is_looser_than_the_curve():
     )
 
 
+def test_the_start_worksheet_reads_a_benchmark_file_of_ones_own_as_its_curve(tmp_path):
+    """Found setting SHOW_CURVE to a plain benchmark table, as worksheet 00 invites ('change the
+    one cell tagged parameters to use your own ... benchmark files'): it failed with "unknown
+    latency curve '.../bench.csv'", since it only loaded bundled curves by name; a path is now
+    read as worksheet 03 reads BENCHMARK (capnb.data.read_benchmark)."""
+    path = tmp_path / "bench.csv"
+    path.write_text(
+        "concurrency,qps,ttft_p50_ms,ttft_p99_ms,e2e_mean_ms\n"
+        "1,0.40,56,155,2506\n8,2.76,131,365,2898\n32,7.54,391,1085,4242\n"
+        "64,10.6,736,2045,6034\n128,13.3,1427,3965,9618\n"
+    )
+    start = report.execute("00_start_here", parameters={"SHOW_CURVE": str(path), "SLA_S": 1.5})
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "Planned by maximum concurrency (128 in flight): TTFT P99 4.0 s" in said
+    assert "Planned by the SLA (45 in flight)" in said and "checks passed" in said
+
+
 def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
     """Found reporting a plan of Mixtral-8x7B on 2 x H200: the start page said 'Mixtral-8x7B on
     1 x H200 starts in 354 s' (the fewest GPUs that hold it) where the plan serves 2 x H200."""
