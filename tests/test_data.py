@@ -52,6 +52,25 @@ def test_gpu_aliases_resolve_case_insensitively():
 
 
 @pytest.mark.parametrize(
+    ("name", "gpu"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+        ("NVIDIA H100 PCIe", "H100-PCIe"),
+        ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
+        ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIe"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L4", "L4"),
+        ("AMD Instinct MI300X", "MI300X"),
+    ],
+)
+def test_the_name_the_driver_reports_resolves(name, gpu):
+    # nvidia-smi's and torch.cuda.get_device_name()'s names, as benchmark write-ups quote them:
+    # "NVIDIA H100 80GB HBM3" was an unknown GPU whose closest ids were the three A100s
+    assert data.resolve_gpu(name) == gpu
+
+
+@pytest.mark.parametrize(
     ("name", "fits"),
     [("H100", "H100-SXM, H100-PCIe"), ("a100", "A100-40GB, A100-80GB, A100-80GB-PCIe")],
 )
