@@ -389,18 +389,35 @@ def _is_gguf(path: Path) -> bool:
         return False  # the reader names what is wrong with the file
 
 
+#: A release name's instruction-tune mark after the base model's name (``Llama-3.1-8B-Instruct``,
+#: ``Mixtral-8x7B-Instruct-v0.1``, ``Llama-2-7b-chat-hf``), and the ``Meta-`` of Meta's older ids.
+_TUNE = re.compile(r"^(?:meta-)?(?P<base>.+?)-(?:instruct(?:-v\d+(?:\.\d+)*)?|chat(?:-hf)?)$")
+
+
 def _hub_id_hint(model: str) -> str:
-    """For an ``org/name`` Hugging Face id whose name is a catalog id: which id to pass."""
+    """For an ``org/name`` Hugging Face id whose name is a catalog id: which id to pass.
+
+    An instruction-tuned release of a catalog model (``meta-llama/Llama-3.1-8B-Instruct``) is
+    named with its base, on the condition that its config.json has the base's architecture.
+    """
     parts = model.split("/")
     if len(parts) != 2 or not all(parts) or parts[1].lower().endswith(".json"):
         return ""
     by_lower = {k.lower(): k for k in _model_files()}
     found = by_lower.get(parts[1].lower())
-    if found is None:
+    if found is not None:
+        return (
+            f"; as a Hugging Face id it names the catalog's {found!r}: pass model={found!r} (or "
+            "a folder holding the model's config.json)"
+        )
+    tune = _TUNE.match(parts[1].lower())
+    base = by_lower.get(tune["base"]) if tune else None
+    if base is None:
         return ""
     return (
-        f"; as a Hugging Face id it names the catalog's {found!r}: pass model={found!r} (or a "
-        "folder holding the model's config.json)"
+        f"; as a Hugging Face id it names an instruction-tuned release of the catalog's {base!r}: "
+        f"pass model={base!r} if its config.json has the same architecture, else a folder "
+        "holding that config.json"
     )
 
 
