@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..data.modelspec import ModelSpec
+from ..data.modelspec import ModelSpec, _canonical_dtype
 from ..errors import InputError
 from ..kernels import latency as kernels
 
@@ -165,9 +165,14 @@ def model_vector(
 def gpu_vector(gpus, gpu: str, weight_dtype: str) -> np.ndarray:
     """Per-GPU FLOP/s (FP8 when the weights are fp8 and the GPU has FP8), HBM and link bytes/s.
 
-    FP32 weights are an :class:`~capnb.errors.InputError`: FP32 matrix products run at a fraction
-    of the BF16 tensor rate and the catalog has no FP32 figure (they were priced at BF16's).
+    ``weight_dtype`` in any spelling the memory step reads (``"fp8_e4m3"``, ``"FP8"``,
+    ``"float8_e4m3fn"`` are fp8: until 6 December 2026 only ``"fp8"`` was priced at FP8 FLOP/s,
+    the others at BF16's while their weights counted 1 byte). FP32 weights are an
+    :class:`~capnb.errors.InputError`: FP32 matrix products run at a fraction of the BF16 tensor
+    rate and the catalog has no FP32 figure (they were priced at BF16's).
     """
+    if weight_dtype is not None:
+        weight_dtype = _canonical_dtype(weight_dtype, "weight_dtype")
     if weight_dtype == "fp32":
         raise InputError(
             f"weight_dtype = 'fp32': the GPU catalog has no FP32 FLOP/s for {gpu} (FP32 matrix "
