@@ -279,3 +279,29 @@ def test_the_pools_resolve_vllm_v0_on_the_models_context_as_the_engine_does():
     curve = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[1],
                            requests=20, settings=v0)  # fmt: skip
     assert pools["budget"] == curve.attrs["max_num_batched_tokens"] == 512
+
+
+@pytest.mark.parametrize("sglang", [False, True])
+def test_a_windowed_model_matches_the_plain_reference(sglang):
+    # gpt-oss-120b: 18 of its 36 layers attend within 128 tokens, in the kernel's prefill and
+    # decode steps (kernels.latency.attention_work); the reference must count the same work
+    spec = load_model("gpt-oss-120b")
+    gpu = _calibration.gpu_vector(load_gpus(["H200"]), "H200", spec.weight_dtype)
+    cal = _fitted.engine_calibration("H200", "sglang").engine_array()
+    vectors = (_engine.model_vector(spec, 1), _engine.model_vector(spec, 2), gpu, cal)
+    rng = np.random.default_rng(3)
+    n = 20
+    prompt, output = rng.integers(1, 1500, n), rng.integers(1, 300, n)
+    transfer, gaps = rng.uniform(0.0, 0.05, n), rng.exponential(1.0, n)
+    route_p, route_d = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    times, _ = _run(vectors, prompt, output, transfer, route_p, route_d, gaps, closed=True,
+                    load=6, pools=(2, 2), budget=1024, max_seqs=8, kv_blocks=400,
+                    sglang=sglang)  # fmt: skip
+    ref = simulate_fleet_python(
+        prompt.tolist(), output.tolist(), transfer.tolist(), route_p.tolist(), route_d.tolist(),
+        [0.0] * n, closed=True, load=6, prefill_instances=2, decode_instances=2, budget=1024,
+        max_seqs=8, kv_blocks=400, block=16, step=lambda *a: _step(vectors, *a), sglang=sglang,
+        model=vectors[0],
+    )  # fmt: skip
+    expected = np.array([[r[c] for c in kernels.TIMES] for r in ref])
+    np.testing.assert_allclose(times, expected, rtol=1e-9, atol=1e-12)

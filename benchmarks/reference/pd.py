@@ -9,12 +9,16 @@ streams its first token at the decode instance's next loop pass; vLLM's (``sglan
 queues at its prefill instance on arrival and after the transfer waits for a decode slot and KV
 blocks, its first token the end of its first decode step. Decode makes one token a step;
 retracted requests resume first. ``step`` is a Python callable
-``step(pool, tokens, pairs, kv_read, sequences) -> seconds``.
+``step(pool, tokens, pairs, kv_read, sequences) -> seconds``; ``model`` (an engine model vector, or
+None: every layer full) gives the windowed layers whose pairs and KV reads are counted within their
+window (:func:`benchmarks.reference.engine.attention_python`).
 """
 
 from __future__ import annotations
 
 import math
+
+from .engine import attention_python
 
 COLUMNS = ("arrival", "preallocated", "prefill_start", "prefill_end", "kv_landed", "handed_off",
            "first_token", "done")  # fmt: skip
@@ -27,11 +31,14 @@ def _blocks(tokens: int, block: int) -> int:
 def simulate_fleet_python(prompt, output, transfer_s, route_p, route_d, arrivals, *, closed,
                           load, prefill_instances, decode_instances, budget, max_seqs, kv_blocks,
                           block, step, sglang=True, slots=None, reserved=512,
-                          handoff_s=0.0, handoff_delay_s=0.0):  # fmt: skip
+                          handoff_s=0.0, handoff_delay_s=0.0, model=None):  # fmt: skip
     """Per request: dict of the :data:`COLUMNS` times (s)."""
     n = len(prompt)
     f = {
         "prompt": prompt, "output": output, "route_p": route_p, "block": block, "step": step,
+        "work": lambda s, m: attention_python(
+            float(s), float(m), [0.0] * 9 if model is None else model
+        ),
         "budget": budget, "max_seqs": max_seqs, "slots": max_seqs if slots is None else slots,
         "reserved": reserved if sglang else 0, "sglang": sglang,
         "rec": [dict.fromkeys(COLUMNS, math.nan) for _ in range(n)],
@@ -190,12 +197,8 @@ def _prefill(f, i, t, finishing):
         if computed[r] == 0:
             f["rec"][r]["prefill_start"] = t
         take = min(prompt[r] - computed[r], left)
-        s = computed[r]
-        tokens, pairs, kv_read = (
-            tokens + take,
-            pairs + take * s + take * (take + 1) / 2,
-            kv_read + s + take,
-        )
+        p, kv = f["work"](computed[r], take)
+        tokens, pairs, kv_read = tokens + take, pairs + p, kv_read + kv
         seqs += 1
         left -= take
         computed[r] += take
@@ -228,8 +231,9 @@ def _decode(f, j):
         return 0.0
     tokens = pairs = kv_read = 0.0
     for r in running:
-        s, m = f["valid"][r], prompt[r] + gen[r] + 1 - f["valid"][r]
-        tokens, pairs, kv_read = tokens + m, pairs + m * s + m * (m + 1) / 2, kv_read + s + m
+        m = prompt[r] + gen[r] + 1 - f["valid"][r]
+        p, kv = f["work"](f["valid"][r], m)
+        tokens, pairs, kv_read = tokens + m, pairs + p, kv_read + kv
     return f["step"]("decode", tokens, pairs, kv_read, len(running))
 
 
