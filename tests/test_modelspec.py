@@ -1092,3 +1092,14 @@ def test_the_flop_counted_per_token_leaves_out_the_embedding_lookup():
     assert llama.request_flop(1000, 200) == 2 * llama.layer_parameters * 1200 + 2 * (
         128_256 * 4_096 * 200
     )
+
+
+def test_layer_parameters_are_qwens_non_embedding_parameters():
+    # Qwen3's model cards give the parameters without the embedding table and the (untied) LM
+    # head: Qwen3-8B 6.95 B of 8.2 B, Qwen3-14B 13.2 B of 14.8 B, Qwen3-32B 31.2 B of 32.8 B
+    for name, total, non_embedding in (
+        ("Qwen3-8B", 8.2e9, 6.95e9), ("Qwen3-14B", 14.8e9, 13.2e9), ("Qwen3-32B", 32.8e9, 31.2e9),
+    ):  # fmt: skip
+        spec = load_model(name)
+        assert spec.parameters == pytest.approx(total, rel=0.01)
+        assert spec.layer_parameters == pytest.approx(non_embedding, rel=0.005)
