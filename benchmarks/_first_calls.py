@@ -67,7 +67,7 @@ def latency():
     v = np.arange(1.0, 5.0)
     yield "latency.monotone_envelope", lambda: k.monotone_envelope(v)
     yield "latency.interpolate", lambda: k.interpolate(v, v, v)
-    model, gpu, cal = np.ones(6), np.ones(3), np.ones(6)
+    model, gpu, cal = np.ones(len(k.MODEL_FIELDS)), np.ones(3), np.ones(6)
     yield "latency.step_seconds", lambda: k.step_seconds(True, 1.0, 10.0, model, gpu, 1, cal)
     yield "latency.step_features", lambda: k.step_features(True, 1.0, 10.0, model, gpu, 1, cal)
     yield (

@@ -115,3 +115,17 @@ def test_writing_some_steps_replaces_their_sections_and_keeps_the_others(tmp_pat
     assert "**Rerun since**: held_out by `python -m benchmarks held_out --write B.md`" in text
     again = merged(text, args, "2026-12-05 04:00 UTC", ["## held_out\n\nnewer\n"])
     assert again.count("**Rerun since**") == 1 and "04:00 UTC" in again and "newer" in again
+
+
+def test_the_compile_benchmarks_model_vectors_have_the_kernels_fields():
+    # numba does not check bounds: a vector short of a field the analytic kernels read (the LM
+    # head, the windowed share, the window) is read past its end
+    import inspect
+
+    from benchmarks import _first_calls
+    from capnb.kernels.latency import MODEL_FIELDS
+
+    calls = dict(_first_calls.latency())
+    for name in ("latency.step_seconds", "latency.step_features", "latency.analytic_curve"):
+        model = inspect.getclosurevars(calls[name]).nonlocals["model"]
+        assert model.shape == (len(MODEL_FIELDS),), name
