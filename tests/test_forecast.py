@@ -221,6 +221,18 @@ def test_a_burst_model_of_no_bursts_describes_none():
     assert "x the baseline" in forecast.BurstModel(rate_per_month=0.5).describe()
 
 
+def test_a_burst_model_set_by_hand_is_not_called_the_articles_default():
+    # BurstModel(rate_per_month=0.0) described itself as "no bursts (the article's default)" and
+    # BurstModel(rate_per_month=1000, multiplier=(3, 3)) as "1e+03 bursts a month ... at 3x the
+    # baseline (the article's default)": the article's model is 1.5 a month, 1-2 h, 3-5x
+    assert forecast.BurstModel(rate_per_month=0.0).describe() == "no bursts (set by hand)"
+    hand = forecast.BurstModel(rate_per_month=1000, multiplier=(3, 3))
+    assert hand.source == "set by hand" and "article" not in hand.describe()
+    assert forecast.BurstModel(1.5, (3600, 7200), (3, 5)) == forecast.BurstModel()
+    assert forecast.BurstModel().source == "the article's default"
+    assert forecast.BurstModel(2.0, source="fitted").source == "fitted"
+
+
 def test_a_burst_model_spanning_minutes_to_hours_names_both_units():
     # a ServeGen m-large client (chunk 20, 14 days) fits bursts of 30 min to 7 h: the words said
     # "each 30-7 h long", as if they were 30 to 7 hours

@@ -48,6 +48,8 @@ NS = 1_000_000_000
 #: A Monte Carlo month: 30 days of 1,440 minutes (43,200 minutes). Burst rates are per such month.
 MONTH_DAYS = 30
 _MONTH_S = MONTH_DAYS * 86_400
+#: The article's bursts: 1.5 a month (1-2), each 1-2 h (s) at 3-5x the baseline.
+_ARTICLE = (1.5, (3600.0, 7200.0), (3.0, 5.0))
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class BurstModel:
     multiplier
         (lowest, highest) factor on the baseline, >= 1.
     source
-        Where the numbers come from (shown in answers).
+        Where the numbers come from (shown in answers). Default: "the article's default" when
+        the numbers are the article's, else "set by hand".
 
     Examples
     --------
@@ -78,7 +81,7 @@ class BurstModel:
     rate_per_month: float = 1.5
     duration_s: tuple[float, float] = (3600.0, 7200.0)
     multiplier: tuple[float, float] = (3.0, 5.0)
-    source: str = "the article's default"
+    source: str | None = None
 
     def __post_init__(self):
         _validate.fraction(self.rate_per_month, "rate_per_month", high=10_000.0)
@@ -90,6 +93,13 @@ class BurstModel:
             if low > high:
                 raise InputError(f"{name}: low {low:g} is above high {high:g}")
             object.__setattr__(self, name, (low, high))
+        if self.source is None:  # the article's numbers are the article's; any other, the user's
+            article = (self.rate_per_month, self.duration_s, self.multiplier) == _ARTICLE
+            object.__setattr__(
+                self, "source", "the article's default" if article else "set by hand"
+            )
+        elif not isinstance(self.source, str):
+            raise InputError(f"source must be text, got {self.source!r}")
 
     def describe(self) -> str:
         """The model in words."""
