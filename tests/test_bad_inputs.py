@@ -330,6 +330,18 @@ ROWS = [
     Row("trace: one row, resampled to minutes",
         lambda w: forecast.resample(data.load_trace(w("t.csv", f"timestamp\n{GOOD_ROW}\n"))),
         Raises(InputError, r"interval 1 min is longer than the trace \(a single request\)")),
+    # found with a ServeGen chunk (data/language/m-large/chunk-0-trace.csv: "0,1.33,8.60,Weibull,
+    # ..." on line 1): capnb plan said "no time column among ['window_start', ...]; name it with
+    # time_column=", as if the file had columns to name; it has no header line
+    Row("trace: a file without a header line",
+        trace("2024-05-10 00:00:01,100,10\n2024-05-10 00:00:02,200,20\n"),
+        Raises(ConfigError, r"t\.csv: line 1 holds values \('2024-05-10 00:00:01', '100', '10'\), "
+                            r"not column names: the file has no header line")),
+    Row("traffic: a ServeGen chunk without a header line",
+        lambda w: data.load_traffic(w("chunk-0-trace.csv", "0,1.33,8.6,Weibull,0.37,0.39\n"
+                                                           "600,0,0,,0,0\n")),
+        Raises(ConfigError, r"chunk-0-trace\.csv: line 1 holds values \('0', '1\.33', '8\.6', "
+                            r"'Weibull', '0\.37', '0\.39'\), not column names")),
     Row("trace: no time column", trace("when,prompt_tokens\n1,2\n"),
         Raises(ConfigError, r"t\.csv: no time column among .* name it with time_column=")),
     Row("trace: the named time column is absent", trace("timestamp\n1\n", time_column="when"),

@@ -351,6 +351,7 @@ def _csv_header(path: Path) -> list[str]:
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
     header = [h.strip().lstrip("\ufeff") for h in header]
+    _headed(header, path)
     _named_once(header, path, "header")
     if len(header) == 1:  # one column: a file separated by something else than commas
         other = next((sep for sep in (";", "\t", "|") if sep in header[0]), None)
@@ -361,6 +362,32 @@ def _csv_header(path: Path) -> list[str]:
                 "reads comma-separated files; write the file with commas between its columns"
             )
     return header
+
+
+def _headed(header: list[str], path: Path) -> None:
+    """A CSV's first line names its columns: one whose names are mostly numbers or times is data.
+
+    A file written without a header line (ServeGen's ``chunk-N-trace.csv``, ``0,1.33,8.6,...``)
+    otherwise reads its first row as column names and ends in "no time column".
+    """
+    values = [h for h in header if any(c.isdigit() for c in h) and (_is_number(h) or _is_time(h))]
+    if 2 * len(values) > len(header):
+        shown = ", ".join(repr(h) for h in header[:6]) + (", ..." if len(header) > 6 else "")
+        raise ConfigError(
+            f"{path}: line 1 holds values ({shown}), not column names: the file has no header "
+            "line; capnb reads columns by their names: add one as the first line (a request log: "
+            "e.g. timestamp,prompt_tokens,output_tokens; a rate series: e.g. timestamp,qps)"
+        )
+
+
+def _is_time(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():  # numpy warns of the offset of "...+00:00"
+            warnings.simplefilter("ignore")
+            np.datetime64(text.replace(" ", "T", 1))
+    except ValueError:
+        return False
+    return True
 
 
 def _named_once(names: list[str], path: Path, where: str) -> None:
