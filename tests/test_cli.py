@@ -310,6 +310,32 @@ def test_the_fleet_line_says_when_the_floor_leaves_the_autoscaler_nothing_to_add
     assert "adds on-demand" not in text and "adds none, its floor covering" in text
 
 
+def test_the_fleet_line_says_when_the_cold_start_vetoes_the_article_policys_scale_ups(small_plan):
+    # a plan on an hourly rate series chose the article's policy with a 75 s cold start against a
+    # 60 s budget: "article thresholds (...) adds on-demand instances as load needs them: 1
+    # instance per hour of day ..., and up to 3 more instances in a burst", while its engine vetoes
+    # every scale-up (at most 1 instance served in the replay; the burst test 93 min in breach)
+    import dataclasses
+    import warnings
+
+    from capnb import plan
+    from capnb.plan._text import fleet_words
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answer = plan.answer(plan.build(small_plan))
+    vetoed = dataclasses.replace(answer.policy, name="article", cold_start_s=75.0,
+                                 cold_start_vetoes=True)  # fmt: skip
+    top = max(answer.fixed_instances) + answer.burst_instances
+    text = fleet_words(dataclasses.replace(answer, policy=vetoed, reserved_instances=top - 1))
+    assert "adds on-demand" not in text
+    assert "adds none (the 75 s cold start, over half the latency budget, vetoes its " in text
+    hpa = dataclasses.replace(vetoed, name="hpa")  # the HPA starts instances whatever they cost
+    assert "as load needs them" in fleet_words(
+        dataclasses.replace(answer, policy=hpa, reserved_instances=top - 1)
+    )
+
+
 @pytest.mark.parametrize("command", ["plan", "report"])
 def test_an_out_that_is_a_file_is_refused_before_the_plan_is_built(tmp_path, capsys, monkeypatch,
                                                                     command):  # fmt: skip

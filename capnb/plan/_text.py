@@ -181,11 +181,17 @@ def fleet_words(a: Answer) -> str:
     # a floor over the forecast's peak and burst buffer leaves the autoscaler nothing to add
     top = max(a.fixed_instances, default=0) + a.burst_instances
     covered = a.peak_instances <= a.reserved_instances and top <= a.reserved_instances
-    grows = (
-        "adds none, its floor covering"
-        if covered
-        else "adds on-demand instances as load needs them:"
-    )
+    # the article's engine vetoes every scale-up when the cold start is over half the budget
+    vetoed = a.policy.name == "article" and a.policy.cold_start_vetoes
+    if covered:
+        grows = "adds none, its floor covering"
+    elif vetoed:
+        grows = (
+            f"adds none (the {a.policy.cold_start_s:g} s cold start, over half the latency "
+            "budget, vetoes its scale-ups), though load needs"
+        )
+    else:
+        grows = "adds on-demand instances as load needs them:"
     return (
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
         f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running){floor}; "
