@@ -399,6 +399,26 @@ def test_a_quiet_logs_empty_stretches_are_idle_not_holes():
     assert strict.attrs["missing_intervals"] <= 2  # the edges
 
 
+def test_an_idle_night_counted_per_second_is_idle_whatever_the_last_requests_gap():
+    # a log at 4 requests/s from 06:00 to midnight, idle every night, a 2-hour outage at noon: per
+    # second, the night whose last request came 2.75 s before midnight (its empty run starting at
+    # 23:59:58 and ending at 06:00:01) was a hole, 21,603 s missing, and resample_demand refused
+    # the log, as the other days' requests in those 3 s at the run's edges made it "improbable";
+    # per minute every night was idle
+    day = np.arange(6 * 3600 + 0.125, 86400, 0.25)
+    seconds = np.concatenate([d * 86400 + day for d in range(4)])
+    cut = (seconds > 86400 + 86400 - 2.75) & (seconds < 2 * 86400 + 6 * 3600 + 1)
+    outage = (seconds >= 2 * 86400 + 12 * 3600) & (seconds < 2 * 86400 + 14 * 3600)
+    seconds = seconds[~cut & ~outage]
+    times = np.datetime64("2024-05-06T00:00", "ns") + (seconds * 1e9).astype("timedelta64[ns]")
+    log = xr.Dataset(coords={"time": ("request", times)})
+    for interval in ("1s", "1min"):
+        series = forecast.resample(log, interval)
+        missing = series.time.values[np.isnan(series.qps.values)]
+        assert missing.min() == np.datetime64("2024-05-08T12:00"), interval
+        assert missing.max() < np.datetime64("2024-05-08T14:00"), interval
+
+
 def test_the_answer_names_the_clock_its_hours_are_on(tmp_path):
     # a series at 5-min windows over 3 days, busiest at 06:00 UTC: the answer's hours say "UTC",
     # and on Berlin's clock the same windows are two hours later (summer time, May)

@@ -295,7 +295,12 @@ def _resample_log(trace: xr.Dataset, step: int, gap) -> xr.Dataset:
         stretches = (origin + idle_starts[long] * step, origin + idle_stops[long] * step)
         periods, why = _times.compared_periods(span, trace.attrs)
         if periods:
-            hole = _improbably_empty(ns, *stretches, periods)
+            # judged without their end intervals: a run of empty intervals reaches into the
+            # traffic either side up to the gap before the next request, where the other cycles'
+            # requests would make any idle night "improbable" at a fine interval
+            inner = stretches[1] - stretches[0] > 2 * step
+            trimmed = (stretches[0] + step * inner, stretches[1] - step * inner)
+            hole = _improbably_empty(ns, *trimmed, periods)
             holes = _mark(n_bins, idle_starts[long][hole], idle_stops[long][hole])
             whole = bool((stretches[1] - stretches[0] >= min(periods)).any())
             counts = (int(hole.sum()), int(holes.sum()), hole.size)
