@@ -116,6 +116,33 @@ def test_pd_ratio_hand_off_time_adds_to_ttft_only(small):
         assert float(more.sel(metric="tpot")) == pytest.approx(float(base.sel(metric="tpot")))
 
 
+def test_the_aggregated_alternative_holds_the_gpus_of_the_ratio_it_is_compared_with():
+    # Qwen3-14B on H100-SXM TP1, a bimodal mix (70 % short, 30 % long prompts), 64 in flight:
+    # the best ratio, 1:1, holds 2 GPUs, and it was compared per GPU with an aggregated fleet on
+    # the largest ratio's 4 GPUs, each carrying half the load: "disaggregated 1:1 1,045 tokens/s
+    # per GPU against aggregated (4 x TP1) 692", where the same 2 GPUs aggregated serve 1,046
+    rng = np.random.default_rng(5)
+    short = rng.random(400) < 0.7
+    w = capnb.latency.workload(
+        prompt_tokens=np.where(short, rng.integers(30, 300, 400), rng.integers(2500, 6000, 400)),
+        output_tokens=np.where(short, rng.integers(20, 150, 400), rng.integers(300, 800, 400)),
+    )
+    run = dict(concurrency=[16, 64], sla=SLA(ttft_s=2.0, tpot_s=0.05), requests=300,
+               ratios=["1:1", "1:3"])  # fmt: skip
+    qwen = Deployment("Qwen3-14B", "H100-SXM", 1)
+    ds = capnb.capacity.pd_ratio(qwen, w, **run)
+    assert ds.best_ratio.values.tolist() == ["1:1", "1:1"]
+    assert ds.aggregated_gpus.values.tolist() == [2, 2]
+    same = capnb.capacity.pd_ratio(qwen, w, aggregated_gpus=2, **run)
+    for name in ("aggregated_output_tokens_per_gpu", "aggregated_latency", "serving"):
+        assert ds[name].equals(same[name]), name
+    assert ds.serving.sel(concurrency=64).item() == "aggregated"
+    assert "aggregated (2 x TP1)" in ds.serving_reason.sel(concurrency=64).item()
+    # a fleet given: every concurrency is compared with it
+    four = capnb.capacity.pd_ratio(qwen, w, aggregated_gpus=4, **run)
+    assert four.aggregated_gpus.values.tolist() == [4, 4]
+
+
 def test_pd_ratio_is_deterministic_for_a_seed():
     w = capnb.latency.workload(prompt_tokens=[512] * 8, output_tokens=[64] * 8)
     run = lambda: capnb.capacity.pd_ratio(  # noqa: E731

@@ -337,9 +337,10 @@ def pd_ratio(
         or a mapping from each ``"P:D"`` label to one of those (fleets of different degrees side
         by side): a grid of degrees, so beside the deployment rather than in it.
     aggregated_tensor_parallel, aggregated_gpus
-        The aggregated alternative: instances of this degree (default the decode pool's) on this
-        many GPUs (default the largest fleet of ``ratios``), sharing the same concurrency.
-        Default degree: the first ratio's decode pool's.
+        The aggregated alternative: instances of this degree (default the first ratio's decode
+        pool's) on this many GPUs, sharing the same concurrency. Default: at each concurrency,
+        the GPUs of the best ratio's fleet (the largest fleet's where no ratio meets the SLA),
+        so that both carry the same requests in flight per GPU.
     link_bandwidth
         Bytes/s of one GPU's link between the pools (default: the catalog's intra-node figure).
     aggregated_curve
@@ -389,8 +390,8 @@ def pd_ratio(
         handoff, decode, or ""), ``kv_transfer_s``;
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
         aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
-        ``aggregated_meets_sla``; ``serving`` (concurrency: the cheaper of the two per GPU within
-        the SLA) and ``serving_reason``.
+        ``aggregated_meets_sla``, ``aggregated_gpus`` (concurrency); ``serving`` (concurrency:
+        the cheaper of the two per GPU within the SLA) and ``serving_reason``.
     """
     _check_workload(workload)
     spec, gpu_id = _deployed(deployment)
@@ -406,7 +407,7 @@ def pd_ratio(
     run = _engine_settings(requests, seed, settings, calibration)
     need = int(conc.max())
     if aggregated_curve is None:
-        top = max(1, math.ceil(need / agg_instances))
+        top = max(1, math.ceil(need / agg_instances.min()))
         aggregated_curve = _aggregated_engine(deployment.at(agg_tp), workload, top, run)
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
@@ -422,14 +423,16 @@ def pd_ratio(
     per_gpu = runs["output_tokens_per_s"] / fleet_gpus[:, None]
     meets = (lat[..., 0] <= ttft_sla) & (lat[..., 1] <= tpot_sla)
     best = _best_ratios(labels, conc, per_gpu, lat, meets, q, ttft_sla, tpot_sla)
-    # the aggregated alternative: agg_instances instances sharing each concurrency
-    agg = _aggregated_at(aggregated_curve, conc, (agg_instances, agg_tp), output_mean, q, sla)
+    # the aggregated alternative on the best ratio's GPUs (the largest fleet's where none meets),
+    # its instances sharing each concurrency
+    held = [agg_instances[labels.index(b)] if b else agg_instances.max() for b in best[0]]
+    agg = _aggregated_at(aggregated_curve, conc, (np.array(held), agg_tp), output_mean, q, sla)
     serving = _serving_per_concurrency(labels, *best, per_gpu, agg, q)
     ds = _pd_ratio_dataset(
         labels, conc, q, pairs, tps, fleet_gpus, runs, per_gpu, meets, best, agg, serving
     )
     ds.attrs = _pd_ratio_attrs(
-        spec, gpu_id, sla, link_from, prompt, output_mean, (agg_instances, agg_tp)
+        spec, gpu_id, sla, link_from, prompt, output_mean, (aggregated_gpus, agg_tp)
     )
     return ds
 
@@ -482,20 +485,32 @@ def _aggregated_engine(deployment, workload, top: int, settings: dict):
 
 
 def _fleets(pairs, tps, aggregated_tensor_parallel, aggregated_gpus):
-    """GPUs of each ratio's fleet, and the aggregated alternative's degree and instances."""
+    """GPUs of each ratio's fleet, the aggregated alternative's degree, and its instances per ratio.
+
+    The aggregated fleet compared with a ratio holds that ratio's GPUs (at the same requests in
+    flight, each GPU carries the same load), or ``aggregated_gpus`` where given.
+    """
     agg_tp = _validate.positive_int(
         aggregated_tensor_parallel or tps[0]["decode"], "aggregated_tensor_parallel"
     )
     fleet_gpus = np.array(
         [p * tp["prefill"] + d * tp["decode"] for (p, d), tp in zip(pairs, tps, strict=True)]
     )
-    agg_gpus = _validate.positive_int(aggregated_gpus or int(fleet_gpus.max()), "aggregated_gpus")
-    agg_instances = agg_gpus // agg_tp
-    if agg_instances < 1:
+    if aggregated_gpus is not None:
+        agg_gpus = _validate.positive_int(aggregated_gpus, "aggregated_gpus")
+        if agg_gpus < agg_tp:
+            raise InputError(
+                f"aggregated_gpus: {agg_gpus} GPUs hold no instance of tensor_parallel {agg_tp}"
+            )
+        return fleet_gpus, agg_tp, np.full(len(pairs), agg_gpus // agg_tp)
+    small = np.flatnonzero(fleet_gpus < agg_tp)
+    if small.size:
+        p, d = pairs[small[0]]
         raise InputError(
-            f"aggregated_gpus: {agg_gpus} GPUs hold no instance of tensor_parallel {agg_tp}"
+            f"aggregated_tensor_parallel: ratio {p}:{d}'s {fleet_gpus[small[0]]} GPUs hold no "
+            f"aggregated instance of tensor_parallel {agg_tp}; give aggregated_gpus"
         )
-    return fleet_gpus, agg_tp, agg_instances
+    return fleet_gpus, agg_tp, fleet_gpus // agg_tp
 
 
 def _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, settings, *, router,
@@ -584,22 +599,23 @@ def _aggregated_at(curve: xr.Dataset, conc, fleet, output_mean: float, q: float,
 
     Its latency quantiles (concurrency, metric), output tokens/s per GPU, whether it meets the SLA.
     """
-    instances, tp = fleet
+    instances, tp = fleet  # instances: one count per concurrency
     agg_q = _quantile_index(curve, q)
     agg_grid = curve.concurrency.values.astype(float)
     agg_x = _envelope(curve.throughput.values)
     agg_lat = np.full((conc.size, 2), np.nan)
     agg_rate = np.full(conc.size, np.nan)
     for j, c in enumerate(conc):
-        k = c / instances
-        agg_rate[j] = instances * _at(agg_grid, agg_x, k)
+        k = c / instances[j]
+        agg_rate[j] = instances[j] * _at(agg_grid, agg_x, k)
         for m, metric in enumerate(_METRICS):
             agg_lat[j, m] = _at(agg_grid, agg_q.latency.sel(metric=metric).values, k)
     return {
         "latency": agg_lat,
         "output_tokens_per_gpu": agg_rate * output_mean / (instances * tp),
         "meets_sla": (agg_lat[:, 0] <= sla.bounds["ttft"]) & (agg_lat[:, 1] <= sla.bounds["tpot"]),
-        "fleet": f"{instances} x TP{tp}",
+        "fleet": [f"{n} x TP{tp}" for n in instances],
+        "gpus": instances * tp,
     }
 
 
@@ -612,7 +628,7 @@ def _serving_per_concurrency(labels, best, best_reason, per_gpu, agg: dict, q: f
         disagg = per_gpu[i, j] if i >= 0 else math.nan
         agg_j = agg_per_gpu[j] if agg_meets[j] else math.nan
         agg_text = (
-            f"aggregated ({agg['fleet']}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
+            f"aggregated ({agg['fleet'][j]}) {agg_per_gpu[j]:,.0f} tokens/s per GPU, "
             f"P{q * 100:g} TTFT {agg_lat[j, 0]:.3g} s, TPOT {agg_lat[j, 1] * 1e3:.3g} ms"
         )
         if i < 0 and not agg_meets[j]:
@@ -706,6 +722,11 @@ def _pd_ratio_dataset(
                 agg["output_tokens_per_gpu"],
                 glossary.attrs("output_tokens_per_gpu"),
             ),
+            "aggregated_gpus": (
+                "concurrency",
+                agg["gpus"],
+                glossary.attrs("gpus", long_name="GPUs of the aggregated fleet compared"),
+            ),
             "aggregated_meets_sla": ("concurrency", agg["meets_sla"], glossary.attrs("meets_sla")),
             "serving": ("concurrency", serving, glossary.attrs("serving")),
             "serving_reason": ("concurrency", serving_reason, glossary.attrs("serving_reason")),
@@ -716,7 +737,13 @@ def _pd_ratio_dataset(
 
 def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, aggregated) -> dict:
     """pd_ratio's attrs: the inputs, the means it used, the aggregated fleet, how TTFT adds up."""
-    instances, tp = aggregated
+    gpus, tp = aggregated
+    fleet = (
+        f"TP{tp} instances of {gpu_id} on the GPUs of the best ratio's fleet at each concurrency "
+        "(the largest fleet's where none meets the SLA; aggregated_gpus)"
+        if gpus is None
+        else f"{gpus // tp} x {gpu_id} TP{tp} ({gpus // tp * tp} GPUs)"
+    )
     return {
         "source": "capnb.capacity.pd_ratio (closed loop on a fixed fleet, engine model per pool)",
         "model": spec.name,
@@ -726,7 +753,7 @@ def _pd_ratio_attrs(spec, gpu_id, sla, link_from, prompt, output_mean, aggregate
         "link": link_from,
         "output_tokens_mean": output_mean,
         "prompt_tokens_mean": float(prompt.mean()),
-        "aggregated": f"{instances} x {gpu_id} TP{tp} ({instances * tp} GPUs)",
+        "aggregated": fleet,
         "ttft": "per request: decode pre-allocation (SGLang) + prefill queue + prefill + KV "
         "transfer (with the link's queue) and the decode side's hand-off work + the decode "
         "instance's wait to stream the first token (SGLang: its next loop pass; vLLM: admission "
