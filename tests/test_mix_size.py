@@ -396,6 +396,23 @@ def test_bin_edges_that_are_not_numbers_are_named():
         size_bins(prompt_tokens=[5], output_tokens=[5], prompt_edges=("short", "long"))
 
 
+def test_bin_edges_between_token_counts_are_named():
+    # edges 0.5, 100.5, inf put a 100-token prompt in the first bin, labelled "prompt 0-99"
+    with pytest.raises(InputError, match=r"prompt_edges must be whole token counts.*100\.5"):
+        size_bins(
+            prompt_tokens=[100, 9000], output_tokens=[10, 20], prompt_edges=[0.5, 100.5, math.inf]
+        )
+    with pytest.raises(InputError, match=r"output_edges must be whole token counts"):
+        size_bins(prompt_tokens=[100], output_tokens=[10], output_edges=[1, 63.5, math.inf])
+    bins = size_bins(
+        prompt_tokens=[100, 9000], output_tokens=[10, 20], prompt_edges=[0, 101, math.inf]
+    )
+    assert bins.size_bin.values.tolist() == [
+        "prompt 0-100 / output 1-63",
+        "prompt 101+ / output 1-63",
+    ]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [({"spot_preemption": "high"}, "spot_preemption"), ({"mip_gap": "0.1"}, "mip_gap"),

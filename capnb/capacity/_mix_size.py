@@ -54,6 +54,13 @@ def _edges(values, name: str) -> np.ndarray:
         edges = np.empty(0)
     if edges.ndim != 1 or edges.size < 2 or np.isnan(edges).any() or (np.diff(edges) <= 0).any():
         raise InputError(f"{name} must be at least two increasing token counts, got {values!r}")
+    finite = edges[np.isfinite(edges)]
+    if (finite != np.round(finite)).any() or np.isinf(edges[:-1]).any():
+        between = finite[finite != np.round(finite)]
+        raise InputError(
+            f"{name} must be whole token counts (the last may be inf), got "
+            f"{between.tolist() or values!r}: a bin's label names the token counts it holds"
+        )
     return edges
 
 
