@@ -188,6 +188,24 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     assert said == (missed and ds.attrs["serving"] == "disaggregated")
 
 
+def test_the_recommendation_says_the_latencies_are_at_the_concurrency_sized(small):
+    # "Serve aggregated: 1 instance of 1 x H100-SXM at the busiest slot (3.18 requests/s), P99
+    # TTFT 0.349 s, TPOT 45 ms" (Qwen3-14B, a plan of one's own): the latencies of an instance
+    # at the 45 requests in flight (6.53 requests/s) it was sized at, not at 3.18 requests/s
+    w, curves, agg = small
+    for demand in ([2.0, 10.0], [0.2]):
+        ds = capnb.capacity.disaggregate(
+            GPT_OSS, w, target_qps=demand, sla=SLA(ttft_s=1.0, tpot_s=0.05),
+            curves=curves, aggregated_curve=agg,
+        )  # fmt: skip
+        said, mode = ds.attrs["recommendation"], ds.attrs["serving"]
+        reason = ds.serving_reason.sel(serving=mode).item()
+        sized = reason.split(":")[0]  # "45 requests in flight per instance", "prefill at 6 and ..."
+        assert f"at the busiest slot ({demand[-1] if len(demand) == 1 else max(demand):g} " in said
+        assert f"sized {'with' if mode == 'disaggregated' else 'at'} {sized} (" in said, said
+        assert said.index(f"{sized} (") < said.index("P99 TTFT"), said
+
+
 def test_disaggregate_writes_thousands_of_requests_per_second_in_digits(small):
     # the plan's busiest slot at 4,580 requests/s read "at the busiest slot (4.58e+03
     # requests/s)" in the serving line (Llama-3.1-8B on H200, the bundled m-small trace)

@@ -1124,9 +1124,9 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
         lat = agg["latency"]
         return "aggregated", (
             f"Serve aggregated: {words.count(int(agg_inst[peak]), 'instance')} of {agg_tp} x "
-            f"{gpu_id} at the busiest slot "
-            f"({words.rate(demand[peak])} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s, TPOT "
-            f"{lat[1] * 1e3:.3g} ms; {why}."
+            f"{gpu_id} at the busiest slot ({words.rate(demand[peak])} requests/s), sized at "
+            f"{_sized(agg['reason'])}, where P{q * 100:g} TTFT {lat[0]:.3g} s, "
+            f"TPOT {lat[1] * 1e3:.3g} ms; {why}."
         )
     why = (
         f"aggregated is {agg['reason']}"
@@ -1138,9 +1138,20 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
     return "disaggregated", (
         f"Serve disaggregated: {int(inst[0, peak])} prefill (TP{tps['prefill']}) and "
         f"{int(inst[1, peak])} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
-        f"slot ({words.rate(demand[peak])} requests/s), P{q * 100:g} TTFT {lat[0]:.3g} s "
+        f"slot ({words.rate(demand[peak])} requests/s), sized with "
+        f"{_sized(disagg['reason'])}, where P{q * 100:g} TTFT {lat[0]:.3g} s "
         f"(KV transfer {disagg['kv_transfer_s'] * 1e3:.2g} ms), TPOT {lat[1] * 1e3:.3g} ms; {why}."
     )
+
+
+def _sized(reason: str) -> str:
+    """A pool's operating point: "45 requests in flight per instance (6.53 requests/s)".
+
+    The latencies a plan states are read there, the most each instance carries, not at a slot's
+    own rate.
+    """
+    point, rate = reason.split(": ", 1)
+    return f"{point} ({rate.removesuffix(' per instance')})"
 
 
 def _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q) -> xr.Dataset:
