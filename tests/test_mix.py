@@ -396,3 +396,23 @@ def test_a_reserved_kind_the_provider_does_not_price_is_said():
         "(reserved_1y asked for, but mine lists no reserved_1y price for A, B: none reserved)"
         in said
     )
+
+
+def test_a_gpu_meeting_the_sla_that_the_provider_does_not_price_is_said():
+    # Qwen3-14B on L40S, A100-80GB and H100-SXM at hyperstack, which lists no L40S: the plan's
+    # line said "the cheapest mix (1 x A100-80GB TP1 reserved; ...)" with the L40S pools left out
+    # and not a word of it; a GPU that meets the SLA and has no price is now named
+    from capnb.plan._fleet import sentence
+
+    args = dict(options=_options(["A", "B", "C"], [1, 1, 2], [5.0, 7.0, np.nan]),
+                demand_qps=xr.DataArray([9.0, 21.0], dims="slot"))  # fmt: skip
+    prices = _prices({"A": {"on_demand": 1.0}, "C": {"on_demand": 0.5}})
+    prices.attrs["provider"] = "mine"
+    mixed = capnb.capacity.mix(prices=prices, **args)
+    assert mixed.attrs["not_priced"] == "B"  # C meets no SLA: not named
+    said = sentence(mixed, xr.Dataset(attrs={"usd": 10.0, "breach_s": 0.0}), 24.0,
+                    {"usd": 12.0, "breach_s": 0.0})  # fmt: skip
+    assert "(B meets the SLA, but mine lists no price for it: not in the mix)" in said
+    priced = capnb.capacity.mix(prices=_prices({"A": {"on_demand": 1.0}, "B": {"on_demand": 2.0}}),
+                                **args)  # fmt: skip
+    assert "not_priced" not in priced.attrs

@@ -137,6 +137,8 @@ def mix(
         the saving, ``optimality_gap`` (the mix's cost over the solver's proven lower bound,
         minus 1), the pricing used and the solver, ``above`` (what is bought above the base:
         ``"on demand"``, ``"spot"``, ``"on demand and spot"`` or ``"nothing"``);
+        ``not_priced`` (the GPUs) where a GPU meets the SLA but has no price of the kinds asked
+        for, so it is not in the mix;
         ``spot_unpriced`` (the GPUs) when ``spot_preemption`` was given but no pool has a spot
         price, so none was planned; ``reserved_unpriced`` (the GPUs) likewise when no pool has a
         price of the ``reserved`` kind, so no base was held.
@@ -175,6 +177,7 @@ def mix(
     ) | {"solver": f"scipy.optimize.milp (HiGHS): {how}; each slot exact",
          "above": bought_above(on_demand, spot)}  # fmt: skip
     result.attrs |= unpriced(price, gpus, reserved, spot_preemption)
+    result.attrs |= _not_priced(everything, prices, reserved, spot_preemption)
     return _with_left_out(
         result,
         everything,
@@ -306,6 +309,19 @@ def unpriced(price: dict, gpus: list[str], reserved, spot_preemption) -> dict:
     if spot_preemption is not None and not np.isfinite(price["spot"]).any():
         said["spot_unpriced"] = names
     return said
+
+
+def _not_priced(qps: xr.DataArray, prices: xr.Dataset, reserved, spot_preemption) -> dict:
+    """``not_priced``: the GPUs that meet the SLA with no price of the kinds asked (left out).
+
+    A GPU the provider does not list cannot be in the mix; the plan's line names it, so the
+    cheapest mix is not read as the cheapest over every GPU asked for.
+    """
+    meets = np.isfinite(qps.values) & (qps.values > 0)
+    gpus = list(dict.fromkeys(str(g) for g in qps.gpu.values[meets]))
+    kinds = [reserved, "on_demand", "spot" if spot_preemption is not None else None]
+    none = [g for g in gpus if all(np.isnan(_prices(prices, [g], k)[0]) for k in kinds)]
+    return {"not_priced": ", ".join(none)} if none else {}
 
 
 def bought_above(on_demand, spot) -> str:

@@ -219,6 +219,13 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
             else ""
         )
         + (
+            f" ({mixed.attrs['not_priced']} meet{'s' if ', ' not in mixed.attrs['not_priced'] else ''}"
+            f" the SLA, but {mixed.attrs['provider']} lists no price for "
+            f"{'it' if ', ' not in mixed.attrs['not_priced'] else 'them'}: not in the mix)"
+            if mixed.attrs.get("not_priced")
+            else ""
+        )
+        + (
             f" ({mixed.attrs['reserved_pricing']} asked for, but {mixed.attrs['provider']} lists "
             f"no {mixed.attrs['reserved_pricing']} price for {mixed.attrs['reserved_unpriced']}: "
             "none reserved)"
