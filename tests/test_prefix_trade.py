@@ -51,6 +51,24 @@ def test_a_repeated_prefix_pays_for_its_cache(shared_prefix_log):
     assert trade.attrs["reason"].startswith("a cache of")
 
 
+def test_a_log_hashed_in_other_blocks_than_mooncakes_is_priced(tmp_path):
+    # a log hashed in 64-token blocks: "log.jsonl, line 1: 2 block hashes for 71 prompt tokens;
+    # 512-token blocks need 1 (is block_tokens right?)" from a function that took no block_tokens
+    path = tmp_path / "log.jsonl"
+    rows = [{"timestamp": i, "input_length": 10 * 64, "output_length": 40,
+             "hash_ids": [*range(8), 100 + 2 * i, 101 + 2 * i]} for i in range(200)]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    trade = capnb.capacity.prefix_trade(H100, str(path), block_tokens=64, sla=SLA(ttft_s=3.0),
+                                        cache_share=[0.0, 0.1], requests=200)  # fmt: skip
+    blocks = capnb.data.load_block_hashes(str(path), block_tokens=64)
+    hits = capnb.memory.split_kv(blocks, kv_cache_tokens=trade.attrs["kv_cache_tokens"],
+                                 seq_len=trade.attrs["seq_len"], cache_share=[0.0, 0.1])  # fmt: skip
+    assert trade.prefix_hit_rate.values.tolist() == hits.prefix_hit_rate.values.tolist()
+    assert trade.prefix_hit_rate.values[1] > 0.75  # 8 of 10 blocks, once cached
+    with pytest.raises(InputError, match="block_tokens must be >= 1"):
+        capnb.capacity.prefix_trade(H100, str(path), block_tokens=0, sla=SLA(ttft_s=3.0))
+
+
 def test_no_cache_that_misses_the_sla_is_said_so_with_units(shared_prefix_log):
     # the reason ended "no cache: 0.000" where no cache meets P99 TTFT <= 0.2 s (its floor is
     # 0.32 s): a bare number, read as requests/s of nothing; a feasible one had no unit either

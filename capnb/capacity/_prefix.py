@@ -34,6 +34,7 @@ def prefix_trade(
     requests: int = 600,
     vllm_version: str = "0.10",
     seed: int = 0,
+    block_tokens: int | None = None,
 ) -> xr.Dataset:
     """Per-instance capacity under the SLA for each share of the KV budget given to a prefix cache.
 
@@ -56,6 +57,9 @@ def prefix_trade(
         Requests simulated per engine point, and their seed.
     vllm_version
         Whose KV budget (vLLM's accounting, :func:`capnb.memory.max_concurrency`).
+    block_tokens
+        Tokens per hash block of the log (None: Mooncake's 512), as
+        :func:`capnb.data.load_block_hashes` takes it.
 
     Returns
     -------
@@ -81,7 +85,9 @@ def prefix_trade(
         isinstance(target_qps, int | float) and math.isfinite(target_qps) and target_qps > 0
     ):
         raise InputError(f"target_qps must be requests/s > 0, got {target_qps!r}")
-    blocks = data.load_block_hashes(trace)
+    blocks = data.load_block_hashes(
+        trace, **({} if block_tokens is None else {"block_tokens": block_tokens})
+    )
     log = data.load_trace(trace)
     if "output_tokens" not in log:
         raise InputError(f"trace {trace!r} has no output_tokens: its output lengths are needed")
