@@ -326,6 +326,22 @@ def test_shares_are_read_by_their_size_bin_labels():
                                         coords={"size_bin": ["b0", "b9"]}))  # fmt: skip
 
 
+def test_shares_per_slot_are_read_by_their_slot_labels():
+    # shares over (size_bin, slot) labelled slots 12, 0 against a demand over slots 0, 12 were read
+    # by position: slot 0 got 10 % short requests where its shares said 90 %; shares labelled with
+    # slots the demand lacks (5, 6) were used as if they were its own
+    options = options_of([[10.0, 20.0], [1.0, 5.0]])
+    args = dict(prices=prices_of([1.0, 3.0]), reserved=None)
+    demand = xr.DataArray([10.0, 10.0], dims="slot", coords={"slot": [0, 12]})
+    shares = xr.DataArray([[0.9, 0.1], [0.1, 0.9]], dims=("size_bin", "slot"),
+                          coords={"size_bin": ["b0", "b1"], "slot": [0, 12]})  # fmt: skip
+    fleet = mix_by_size(options, demand, shares=shares.sel(slot=[12, 0]), **args)
+    served = fleet.served_qps.sum("pool").transpose("size_bin", "slot").values
+    np.testing.assert_allclose(served, [[9.0, 1.0], [1.0, 9.0]])
+    with pytest.raises(InputError, match=r"shares are over slots \[5, 6\].*demand_qps.*\[0, 12\]"):
+        mix_by_size(options, demand, shares=shares.assign_coords(slot=[5, 6]), **args)
+
+
 def test_shares_as_a_plain_list():
     # a list was AttributeError: 'list' object has no attribute 'transpose'
     options = options_of([[10.0, 1.0], [1.0, 10.0]])

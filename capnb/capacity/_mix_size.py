@@ -320,6 +320,24 @@ def _by_label(shares, options: xr.Dataset):
     return shares.sel(size_bin=options.size_bin.values)
 
 
+def _by_slot(shares, demand_qps):
+    """Shares over ``slot`` put in the demand's slot order by their labels (never by position)."""
+    if not (
+        isinstance(shares, xr.DataArray)
+        and "slot" in shares.dims
+        and "slot" in shares.coords
+        and "slot" in demand_qps.coords
+    ):
+        return shares
+    have, want = shares.slot.values.tolist(), demand_qps.slot.values.tolist()
+    if sorted(have) != sorted(want):
+        raise InputError(
+            f"shares are over slots {have}, but demand_qps over {want}: label the shares with "
+            "the demand's slots"
+        )
+    return shares.sel(slot=demand_qps.slot.values)
+
+
 def _solve_sizes(demand, *, q, g, gpus, price, keep, limits, gap, slices, held=None,
                  whole_counts=True):  # fmt: skip
     """One program over the given slots; returns ``(R, O, V, served, result)``.
@@ -436,8 +454,8 @@ def mix_by_size(
         :func:`capnb.data.gpu_prices` of one provider.
     shares
         Each bin's share of the requests: over ``size_bin`` (or ``size_bin`` x ``slot``), summing
-        to 1, read by the ``size_bin`` labels where it has them; a list is in the options' bin
-        order. Default ``options.request_share``.
+        to 1, read by the ``size_bin`` and ``slot`` labels where it has them (slots: the
+        demand's); a list is in the options' bin order. Default ``options.request_share``.
     reserved, spot_preemption, limits
         As in :func:`capnb.capacity.mix`.
     mip_gap
@@ -489,7 +507,8 @@ def mix_by_size(
         if "request_share" not in options:
             raise InputError("shares: give each size bin's share of requests (or size_options')")
         shares = options.request_share
-    demand = _bin_demand(demand_qps, _by_label(shares, options), q.shape[0])
+    shares = _by_slot(_by_label(shares, options), demand_qps)
+    demand = _bin_demand(demand_qps, shares, q.shape[0])
     unserved = (demand.sum(axis=1) > 0) & np.isnan(q).all(axis=1)
     if unserved.any():  # said here, by name, not as a program without a solution
         names = [str(n) for n in options.size_bin.values[unserved]]
