@@ -9,7 +9,7 @@ import xarray as xr
 
 from capnb.errors import InputError
 from capnb.latency import validate
-from capnb.plan._closecall import close_call
+from capnb.plan._closecall import close_call, held_out_error
 
 STORED = validate._fitted.PATH
 
@@ -75,6 +75,16 @@ def test_an_unmeasured_gpu_gets_the_pooled_error_and_says_so():
         validate.held_out_error("B200", "latency")
     with pytest.raises(InputError, match="model"):
         validate.held_out_error("B200", "ttft", model="roofline")
+
+
+def test_a_pooled_basis_says_what_its_count_counts():
+    # the basis read "pooled over the 667 of datacrunch-h200-sglang, ...": 667 of what; it names
+    # the held-out figures it counts, as the measured basis does ("12 held-out figures of ...")
+    _, pooled = held_out_error("L40S", "tpot", "engine")
+    figures = validate.held_out_error("L40S", "tpot", model="engine")["figures"]
+    assert f"pooled over the {figures:,} held-out figures of " in pooled
+    _, measured = held_out_error("L40S", "ttft", "engine")
+    assert " held-out figures of L40S (" in measured
 
 
 def _choice(gap_share, gpus=("A100-80GB", "H100-SXM")):

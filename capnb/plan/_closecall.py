@@ -38,9 +38,9 @@ def held_out_error(gpu: str, metric: str, latency_model: str,
     sources = ", ".join(e["sources"])
     kind = "own-run held-out" if own else "held-out"
     basis = (
-        f"{e['figures']} {kind} figures of {gpu} ({sources})"
+        f"{e['figures']:,} {kind} figures of {gpu} ({sources})"
         if e["measured_on_gpu"]
-        else f"no {kind} figure of {gpu}: pooled over the {e['figures']} of {sources}"
+        else f"no {kind} figure of {gpu}: pooled over the {e['figures']:,} {kind} figures of {sources}"
     )
     if own:
         basis += ": the engine calibrated on each source's own runs, its other rates and lengths"
