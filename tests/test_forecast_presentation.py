@@ -186,6 +186,26 @@ def test_charts_refuse_what_they_cannot_draw():
         charts.forecast_exceedance(forecast.fit_baseline(large))
 
 
+def test_the_exceedance_labels_give_a_low_rate_in_its_unit():
+    # a service at under 1 request/s: its labels read "fixed plan 1" and "5%: 2 (buffer 1)" for a
+    # fixed plan of 0.702 requests/s, whole numbers without a unit; its tooltips "capacity 1"
+    small = data.load_rate_series("servegen-m-small")
+    slow = small.assign(qps=small.qps / 5000).assign_attrs(small.attrs)
+    simulation = forecast.simulate(slow, forecast.fit_baseline(slow), trials=100)
+    spec = charts.forecast_exceedance(simulation).to_dict()
+    labels = [row["label"] for rows in spec["datasets"].values() for row in rows if "label" in row]
+    fixed = simulation.attrs["fixed_plan_qps"]
+    required = float(simulation.required_qps)
+    assert fixed < 1 and labels == [
+        f"fixed plan {fixed:.3g} requests/s",
+        f"5%: {required:.3g} requests/s (buffer {required - fixed:.3g} requests/s)",
+    ]
+    tooltips = [t for layer in _layers(spec) for t in layer.get("encoding", {}).get("tooltip", [])]
+    assert all(
+        t.get("title", "").endswith("(requests/s)") for t in tooltips if "capacity" in t["field"]
+    )
+
+
 def test_a_path_or_dataset_can_be_the_trace(tmp_path):
     path = tmp_path / "log.csv"
     path.write_text(

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .. import words
 from ..errors import InputError
 from ..memo import Kept
 from ._clock import is_undated, time_columns, time_x
@@ -282,8 +283,9 @@ def forecast_exceedance(simulation: xr.Dataset) -> alt.VConcatChart:
         {
             "capacity": [fixed, required],
             "label": [
-                f"fixed plan {fixed:,.0f}",
-                f"{chosen:.0%}: {required:,.0f} (buffer {required - fixed:,.0f})",
+                f"fixed plan {words.rate(fixed)} requests/s",
+                f"{chosen:.0%}: {words.rate(required)} requests/s "
+                f"(buffer {words.rate(required - fixed)} requests/s)",
             ],
             "color": ["#888", _SHORT_COLOR],
             "row": [40, 12],  # pixels from the top: the two labels never overlap
@@ -330,7 +332,7 @@ def _exceedance_chart(
     curve = base.mark_line(color="#333", interpolate="step-after").encode(
         y=alt.Y("probability:Q", title="P(monthly peak > capacity)", axis=alt.Axis(format="%")),
         tooltip=[
-            alt.Tooltip("capacity:Q", format=",.0f"),
+            alt.Tooltip("capacity:Q", title="capacity (requests/s)", format=",.3~r"),
             alt.Tooltip("probability:Q", format=".1%"),
             alt.Tooltip("minutes:Q", title="minutes above / month", format=",.1f"),
         ],
@@ -361,7 +363,11 @@ def _exceedance_chart(
         .mark_rule(color=_SHORT_COLOR, strokeDash=[4, 3])
         .encode(
             x=alt.X("capacity:Q"),
-            tooltip=[alt.Tooltip("capacity:Q", title="capacity for the slider's p", format=",.0f")],
+            tooltip=[
+                alt.Tooltip(
+                    "capacity:Q", title="capacity for the slider's p (requests/s)", format=",.3~r"
+                )
+            ],
         )
     )
     top = alt.layer(
