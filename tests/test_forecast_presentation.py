@@ -206,6 +206,20 @@ def test_the_exceedance_labels_give_a_low_rate_in_its_unit():
     )
 
 
+def test_rate_tooltips_name_requests_per_s_and_keep_three_digits():
+    # on a service under 1 request/s the tooltips read "plan 0.1" for 0.148 requests/s (",.1f")
+    # and gave no unit: they now say "(requests/s)" and keep three significant digits
+    small = data.load_rate_series("servegen-m-small")
+    slow = small.assign(qps=small.qps / 5000).assign_attrs(small.attrs)
+    specs = [charts.forecast_series(slow).to_dict(), charts.forecast_heatmap(slow).to_dict(),
+             charts.forecast_plans(forecast.fit_baseline(slow)).to_dict()]  # fmt: skip
+    rates = [t for spec in specs for layer in _layers(spec)
+             for t in layer.get("encoding", {}).get("tooltip", [])
+             if t["field"] in ("qps", "plan", "mean_plan")]  # fmt: skip
+    assert len(rates) == 4
+    assert all(t["title"].endswith("(requests/s)") and t["format"] == ",.3~r" for t in rates)
+
+
 def test_a_path_or_dataset_can_be_the_trace(tmp_path):
     path = tmp_path / "log.csv"
     path.write_text(

@@ -57,6 +57,24 @@ def test_plan_holds_every_step_with_units(small):
     assert planning.units()["monthly_usd"] == "USD/month"
 
 
+def test_the_plan_charts_give_their_rates_in_requests_per_s(small):
+    # their tooltips read "qps 0.1" for a target of 0.148 requests/s (",.1f", no unit)
+    from capnb import charts
+
+    for chart in (charts.plan_slots, charts.plan_timeline):
+        tips = [t for t in _tooltips(chart(small[0]).to_dict()) if t["field"] == "qps"]
+        assert tips == [{"field": "qps", "type": "quantitative", "title": "rate (requests/s)",
+                         "format": ",.3~r"}], chart.__name__  # fmt: skip
+
+
+def _tooltips(spec):
+    found = list(spec.get("encoding", {}).get("tooltip", []))
+    for key in ("layer", "vconcat", "hconcat"):
+        for part in spec.get(key, []):
+            found += _tooltips(part)
+    return found
+
+
 def test_the_choice_is_the_cheapest_feasible_option(small):
     plan, _ = small
     monthly = plan.capacity_usd_per_hour.mean("slot")

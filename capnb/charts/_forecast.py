@@ -146,7 +146,7 @@ def _series_chart(
     layers.append(
         base.mark_line(color="#333", strokeWidth=1).encode(
             y=alt.Y("qps:Q", title="requests/s"),
-            tooltip=[when, alt.Tooltip("qps:Q", format=",.2f")],
+            tooltip=[when, alt.Tooltip("qps:Q", title="rate (requests/s)", format=",.3~r")],
         )
     )
     if missing is not None:
@@ -189,7 +189,7 @@ def _heatmap_chart(table: pd.DataFrame, *, title: str, order: list[str]) -> alt.
             tooltip=[
                 alt.Tooltip("row:N"),
                 alt.Tooltip("hour:O"),
-                alt.Tooltip("qps:Q", format=",.1f"),
+                alt.Tooltip("qps:Q", title="rate (requests/s)", format=",.3~r"),
             ],
         )
         .properties(title=title, width=560, height=max(120, 16 * len(order)))
@@ -241,8 +241,8 @@ def _plans_chart(frame: pd.DataFrame, *, title: str, slot_title: str) -> alt.Lay
         tooltip=[
             alt.Tooltip("slot:Q"),
             alt.Tooltip("quantile:N", title="plan on"),
-            alt.Tooltip("plan:Q", title="plan", format=",.1f"),
-            alt.Tooltip("mean_plan:Q", title="mean plan", format=",.1f"),
+            alt.Tooltip("plan:Q", title="plan (requests/s)", format=",.3~r"),
+            alt.Tooltip("mean_plan:Q", title="mean plan (requests/s)", format=",.3~r"),
             alt.Tooltip("shortfall:Q", title="mean plan short by", format=".0%"),
         ],
     )

@@ -94,7 +94,9 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
             tooltip=[
                 alt.Tooltip(field="slot", type="ordinal"),
                 alt.Tooltip(field="series", type="nominal"),
-                alt.Tooltip(field="qps", type="quantitative", format=",.1f"),
+                alt.Tooltip(
+                    field="qps", type="quantitative", title="rate (requests/s)", format=",.3~r"
+                ),
             ],
         )
     )
@@ -303,7 +305,9 @@ def plan_timeline(plan: xr.Dataset) -> alt.Chart:
             tooltip=[
                 when,
                 alt.Tooltip(field="series", type="nominal"),
-                alt.Tooltip(field="qps", type="quantitative", format=",.1f"),
+                alt.Tooltip(
+                    field="qps", type="quantitative", title="rate (requests/s)", format=",.3~r"
+                ),
             ],
         )
     )
