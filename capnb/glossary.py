@@ -202,7 +202,7 @@ VARIABLES: dict[str, Term] = _table(
     ("prompt_tokens", "tokens", "prompt tokens"),
     ("output_tokens", "tokens", "generated tokens"),
     ("exceed_probability", "1", "probability that demand exceeds capacity_qps in a month"),
-    ("minutes_above", "min", "expected minutes per month with demand above capacity_qps"),
+    ("minutes_above", "min/month", "expected minutes per month with demand above capacity_qps"),
     ("requests", "requests", "requests arriving in the interval"),
     ("mean_qps", "requests/s", "mean request rate"),
     ("mean_plan_qps", "requests/s", "request rate a plan at the historical mean provides"),

@@ -32,3 +32,19 @@ def test_capnb_units_keep_their_own_dimensions():
         assert ureg(a).dimensionality != ureg(b).dimensionality
     # the article's arithmetic, in units: instances x requests/s per instance
     assert (ureg("4 instance") * ureg("2.5 requests/s/instance")).to("requests/s").magnitude == 10
+
+
+def test_a_quantity_per_unit_of_time_carries_that_time_in_its_units():
+    # minutes_above ("expected minutes per month ...") was in 'min': pint read 30 of them as 0.5 h,
+    # not 0.5 h a month, and the plan's record gives its breach minutes in 'min/month'
+    import re
+
+    per = {"second": "/s", "minute": "/min", "hour": "/hour", "day": "/day", "month": "/month"}
+    wrong = []
+    for term in glossary.VARIABLES.values():
+        if term.long_name.startswith("whether"):  # a yes or no about such a quantity
+            continue
+        for span in re.findall(r"\bper (second|minute|hour|day|month)\b", term.long_name):
+            if not term.units.endswith(per[span]):
+                wrong.append(f"{term.name}: {term.units!r} for {term.long_name!r}")
+    assert wrong == []
