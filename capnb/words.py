@@ -70,11 +70,20 @@ def rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:,.3g}"
 
 
+def in_seconds(value: float) -> str:
+    """Seconds: whole from 10 s up, two significant digits below (``0.4 s``, ``2.5 s``, ``45 s``).
+
+    A stage of 0.4 s reads ``0.4 s``, not ``0 s``: a span that takes time never reads as none.
+    """
+    value = float(value)
+    return f"{value:,.0f} s" if abs(value) >= 10 else f"{value:.2g} s"
+
+
 def duration(seconds: float) -> str:
-    """A span of time: ``45 s``, ``1 minute``, ``30 minutes``, ``1.5 h``."""
+    """A span of time: ``0.4 s``, ``45 s``, ``1 minute``, ``30 minutes``, ``1.5 h``."""
     seconds = float(seconds)
     if seconds < 120:
-        return f"{seconds:.0f} s"
+        return in_seconds(seconds)
     if seconds < 7200:
         minutes = round(seconds / 60)
         return f"{minutes} minute" + ("" if minutes == 1 else "s")

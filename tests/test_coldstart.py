@@ -53,6 +53,18 @@ def test_describe_says_where_the_estimate_falls():
     assert "above the article's 40-150 s" in sentence
 
 
+def test_describe_keeps_a_stage_under_a_second():
+    # weights cached on a fast disk: its sentence read "starts in 1 s: ... 1 s load, 0 s engine
+    # start-up and 0 s warm-up" for 1.2, 0.55, 0.4 and 0.25 s, stages that take time read as none
+    ds = coldstart.estimate("Qwen3-8B", "H100-SXM", weights_cached=True, load_bandwidth=30e9,
+                            engine_init_s=0.4, warm_up_s=0.25).squeeze()  # fmt: skip
+    sentence = coldstart.describe(ds)
+    load = float(ds.load_s)
+    assert 0.1 < load < 1 and f"{load:.2g} s load" in sentence
+    assert "0.4 s engine start-up and 0.25 s warm-up" in sentence
+    assert f"starts in {float(ds.cold_start_s):.2g} s" in sentence
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import xarray as xr
 
-from .. import _validate, glossary
+from .. import _validate, glossary, words
 from ..data import list_gpus, load_gpus, load_model
 from ..errors import InputError
 
@@ -234,7 +234,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     Examples
     --------
     >>> describe(estimate("Llama-3.1-8B", "H100-SXM"))  # doctest: +ELLIPSIS
-    "Llama-3.1-8B on 1 x H100-SXM starts in 75 s: 48 s download, 10 s load, 14 s engine..."
+    "Llama-3.1-8B on 1 x H100-SXM starts in 75 s: 48 s download, 9.8 s load, 14 s engine..."
     """
     model = selection.get("model")
     if isinstance(model, str) and "model" in result.coords and model not in result.model:
@@ -248,10 +248,11 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     total = float(cell.cold_start_s)
     where = "inside" if low <= total <= high else ("below" if total < low else "above")
     provisioning = float(cell.provisioning_s)
-    lead = f"{provisioning:.0f} s provisioning, " if provisioning else ""
+    lead = f"{words.in_seconds(provisioning)} provisioning, " if provisioning else ""
+    stages = (cell.download_s, cell.load_s, cell.engine_init_s, cell.warm_up_s)
+    download, load, init, warm_up = (words.in_seconds(stage) for stage in stages)
     return (
         f"{cell.model.item()} on {int(cell.tensor_parallel)} x {cell.gpu.item()} starts in "
-        f"{total:.0f} s: {lead}{float(cell.download_s):.0f} s download, "
-        f"{float(cell.load_s):.0f} s load, {float(cell.engine_init_s):.0f} s engine start-up and "
-        f"{float(cell.warm_up_s):.0f} s warm-up ({where} the article's {low:.0f}-{high:.0f} s)."
+        f"{words.in_seconds(total)}: {lead}{download} download, {load} load, {init} engine "
+        f"start-up and {warm_up} warm-up ({where} the article's {low:.0f}-{high:.0f} s)."
     )
