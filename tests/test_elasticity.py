@@ -303,6 +303,19 @@ def test_pareto_front_and_choice():
     assert elasticity.least_breach(grid.sel(policy="hpa", min_instances=3)) == {}  # one run
 
 
+def test_the_trough_level_of_a_slow_service_keeps_its_digits():
+    # a service at 0.02-0.18 requests/s: its advice read "Dips below 0.1 requests/s" for a level of
+    # 0.0767 (":.1f"); under 0.05 it read "Dips below 0.0 requests/s"
+    t = np.arange(17_280)
+    daily = 0.1 + 0.08 * np.sin(2 * np.pi * t / 17_280)
+    grid = elasticity.sweep(daily, step_s=5, per_instance_qps=1, policy=["hpa"], cold_start_s=10,
+                            min_instances=[1], tolerance_s=60, gpu="H100-SXM")  # fmt: skip
+    level = grid.attrs["trough_level_qps"]
+    advice = elasticity.recommend(grid, breach_budget=0.01)
+    assert 0.05 < level < 0.1
+    assert any(r.startswith(f"Dips below {level:.3g} requests/s last ") for r in advice.reasons)
+
+
 def test_recommendation_applies_the_article_rules():
     t = np.arange(17_280)
     daily = 60 + 50 * np.sin(2 * np.pi * t / 17_280)  # a day at 5-s steps

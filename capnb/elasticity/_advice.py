@@ -555,8 +555,9 @@ def _advice_for(result, chosen, *, meets, follows, notes, cost, breach_budget, v
             if delay >= p90
             else ("shorter than some of" if delay >= median else "shorter than most of")
         )
+        level = words.rate(result.attrs["trough_level_qps"])
         reasons.append(
-            f"Dips below {result.attrs['trough_level_qps']:.1f} requests/s last {words.duration(median)} "
+            f"Dips below {level} requests/s last {words.duration(median)} "
             f"(median) to {words.duration(p90)} (P90); the scale-down delay of {words.duration(delay)} is "
             f"{longer} {'than them' if longer == 'longer' else 'them'}"
             + (
