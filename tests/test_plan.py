@@ -67,6 +67,17 @@ def test_the_plan_charts_give_their_rates_in_requests_per_s(small):
                          "format": ",.3~r"}], chart.__name__  # fmt: skip
 
 
+def test_the_mean_plan_label_keeps_a_slow_rate(small):
+    # a plan whose mean plan is 0.444 requests/s: its label read "mean plan 0 requests/s"
+    from capnb import charts
+
+    plan = small[0]
+    slow = plan.assign(forecast_mean_plan_qps=plan.forecast_mean_plan_qps * 0 + 0.444)
+    labels = [row["label"] for rows in charts.plan_slots(slow).to_dict()["datasets"].values()
+              for row in rows if "label" in row]  # fmt: skip
+    assert labels == ["mean plan 0.444 requests/s"]
+
+
 def _tooltips(spec):
     found = list(spec.get("encoding", {}).get("tooltip", []))
     for key in ("layer", "vconcat", "hconcat"):

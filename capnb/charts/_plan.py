@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from ._clock import day_label, is_undated, time_encoding
 
 __all__ = [
@@ -101,7 +101,9 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
         )
     )
     mean = float(plan.forecast_mean_plan_qps.max())
-    rule = alt.Chart(pd.DataFrame({"qps": [mean], "label": [f"mean plan {mean:,.0f} requests/s"]}))
+    rule = alt.Chart(
+        pd.DataFrame({"qps": [mean], "label": [f"mean plan {words.rate(mean)} requests/s"]})
+    )
     rule_y = alt.Y(field="qps", type="quantitative")
     layers = (
         lines
