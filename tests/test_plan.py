@@ -146,6 +146,14 @@ def test_applicability_checks_are_warnings_and_in_the_text(small):
     assert planning.answer(plan).policy.cold_start_vetoes
 
 
+def test_the_serve_sentence_keeps_a_slow_instances_rate(small):
+    # long answers on a large model: one instance at 0.0042 requests/s read "One instance serves
+    # 0.00 requests/s" (":.2f"), as if it served nothing
+    record = planning.summary(small[0])
+    record["answer"]["per_instance_qps"] = 0.0042
+    assert "One instance serves 0.0042 requests/s within " in planning.describe(record)
+
+
 def test_export_and_load_round_trip(small, tmp_path):
     plan, _ = small
     files = planning.export(plan, tmp_path)

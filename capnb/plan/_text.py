@@ -104,7 +104,7 @@ def serve_words(a: Answer) -> str:
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{held}{why}. One instance "
         "serves "
-        f"{a.per_instance_qps:.2f} requests/s within {a.sla}, at "
+        f"{words.rate(a.per_instance_qps)} requests/s within {a.sla}, at "
         f"{words.count(a.safe_concurrency, 'request')} in flight ({binds}{memory}).{cache}{left}"
     )
 
