@@ -207,10 +207,10 @@ def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_b
 
 def test_no_option_holding_the_longest_request_does_not_say_none_holds_a_mean_sequence():
     """Qwen3-8B on one L4 holds 4,112 KV tokens (beside vLLM's 10 MiB rotary cache): sequences of
-    the mean length (1,550 tokens here, 1,426 on the bundled workload) fit, the longest request (6,200; 6,224) does not. The
-    error said "no GPU ... can hold one 1426-token sequence ..., nor the workload's longest
-    request" of a cache that holds two such sequences (found planning Qwen3-8B on L4 alone); it
-    now says what does not fit, and what the cache holds."""
+    the mean length (1,550 tokens here, 1,426 on the bundled workload) fit, the longest request
+    (6,200; 6,224) does not. The error said "no GPU ... can hold one 1426-token sequence ..., nor
+    the workload's longest request" of a cache that holds two such sequences (found planning
+    Qwen3-8B on L4 alone); it now says what does not fit, and what the cache holds."""
     work = capnb.latency.workload(prompt_tokens=[1200] * 31 + [6000], output_tokens=[200] * 32)
     with pytest.raises(InputError) as raised:
         capnb.capacity.sweep_engine("Qwen3-8B", ["L4"], [1], work, 2.0, 10.0, metric="ttft",
