@@ -602,3 +602,15 @@ def test_a_windowed_model_simulates_as_the_python_simulator():
     assert ttft == pytest.approx(np.array(ref["ttft"]), rel=1e-9)
     assert e2e == pytest.approx(np.array(ref["e2e"]), rel=1e-9)
     assert stats[kernels.STATS.index("steps")] == ref["steps"]
+
+
+def test_a_running_limit_past_the_requests_in_flight_allocates_only_what_can_run():
+    """The kernel sized its running-sequence arrays by ``max_num_seqs`` itself: 2**31 - 1 (or
+    TGI's 0 on a cache of 2**40 tokens: 2**36 sequences) asked for three arrays of 16 GiB and the
+    process was killed at 4 requests in flight. No more sequences run than requests are in the
+    engine, so the limit past them gives the curve the limit of the requests themselves."""
+    small = _engine(concurrency=[2, 4], max_num_seqs=4, requests=40)
+    huge = _engine(concurrency=[2, 4], max_num_seqs=2**31 - 1, requests=40)
+    assert np.array_equal(huge.latency.values, small.latency.values)
+    tgi = _engine(concurrency=[2], engine="tgi", kv_cache_tokens=2**40, requests=40)
+    assert np.isfinite(tgi.latency.values).all()

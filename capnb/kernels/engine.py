@@ -481,7 +481,6 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     n = prompt.shape[0]
     closed = settings[0] > 0.5
     load = settings[1]
-    max_seqs = int(settings[2])
     budget = int(settings[3])
     if settings.shape[0] < 12:
         raise ValueError("settings: the 12 values of SETTINGS are needed")
@@ -491,6 +490,9 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     chunked = settings[8] > 0.5
     concurrency = int(load) if closed else 0
     slots = (concurrency if closed else n) + 1
+    # no more sequences run than requests are in the engine: a limit past them (2**31 - 1, or TGI's
+    # 0 read as the KV cache's blocks) sizes the running arrays by the requests instead
+    max_seqs = min(int(settings[2]), slots)
     req = np.zeros((slots, 7), np.int64)
     clock = np.zeros((slots, 3))
     c_arrive = np.zeros((slots, _NF))  # cumulative features at arrival and first token
