@@ -1384,6 +1384,14 @@ ROWS = [
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),
                                  requests=10**10),
         Raises(BudgetError, r"requests=10,000,000,000 simulated requests needs about 7\.3 TiB")),
+    # found by a careless caller: 1e300 passed the record's check and its int64 cast in the kernel
+    # wrapped negative, a numba "ValueError: negative dimensions not allowed"
+    Row("latency: a running-sequence limit of 1e300",
+        lambda _: latency.engine(latency.Deployment("Llama-3.1-8B", "H100-SXM", 1), concurrency=[1],
+                                 workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),
+                                 settings=latency.EngineSettings(max_num_seqs=1e300)),
+        Raises(InputError, r"engine settings: max_num_seqs = 1e\+300: expected a whole number of "
+                           r"requests from 0 to 9,007,199,254,740,992 \(2\*\*53\)")),
     Row("elasticity: a millisecond step over two weeks",
         lambda _: elasticity.resample_demand(SERVEGEN(), 0.001),
         Raises(BudgetError, r"1,209,600,000 steps of 0\.001 s needs about 27\.0 GiB of memory.*"
