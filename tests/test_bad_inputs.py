@@ -158,6 +158,9 @@ def curve():
     return data.load_latency_curve("dstack-vllm-mi300x-short")
 
 
+SLA_TTFT = capacity.SLA(ttft_s=1.0)
+
+
 def ttft(sla, target=10.0, **kw):
     return lambda _: capacity.plan(curve(), sla, target, metric="ttft", **kw)
 
@@ -798,6 +801,17 @@ ROWS = [
         Raises(InputError, r"buffer must be a whole number of instances >= 0, got -1")),
     Row("capacity: not a curve", lambda _: capacity.safe_concurrency(xr.Dataset(), 1.0),
         Raises(InputError, r"curve: expected a latency curve")),
+    # found by a careless caller: a curve with one metric or quantile selected (a scalar coordinate
+    # left) ended in xarray's "Could not automatically create PandasIndex for coord 'metric'", and
+    # one quantile selected in numpy's "TypeError: iteration over a 0-d array"
+    Row("capacity: a curve with its metric selected away",
+        lambda _: capacity.plan(curve().sel(metric="ttft"), 1.0, 10.0, metric="ttft"),
+        Raises(InputError, r"curve\.latency: over \(concurrency, latency_quantile\), without a "
+                           r"metric dim; .*curve\.sel\(metric=\['ttft'\]\)")),
+    Row("capacity: a curve with its quantile selected away",
+        lambda _: capacity.safe_concurrency(curve().sel(latency_quantile=0.99), SLA_TTFT),
+        Raises(InputError, r"curve\.latency: over \(concurrency, metric\), without a "
+                           r"latency_quantile dim; .*curve\.sel\(latency_quantile=\[0\.99\]\)")),
     # found with a curve of my own: latency in ms (units attr 'ms') was read as seconds (safe
     # concurrency 67 at a 5 s TTFT either way); concurrency listed high to low, and negative
     # latencies, were called "25x below ... not noise. Was that run saved in other units?"

@@ -89,6 +89,12 @@ def _curve_selection(curve: xr.Dataset, metric: str, quantile: float) -> xr.Data
                if "request_rate" in curve.latency.dims else "")
         )  # fmt: skip
     _check_levels(curve)
+    for dim, value in (("metric", metric), ("latency_quantile", quantile)):
+        if dim not in curve.latency.dims:  # one selected: a scalar coordinate .sel cannot index
+            raise InputError(
+                f"curve.latency: over ({', '.join(curve.latency.dims)}), without a {dim} dim; "
+                f"keep it when selecting one: curve.sel({dim}=[{value!r}])"
+            )
     if metric not in curve.metric.values:
         raise InputError(f"metric={metric!r} is not in the curve ({curve.metric.values.tolist()})")
     quantiles = [float(q) for q in curve.latency_quantile.values]
