@@ -962,6 +962,14 @@ ROWS = [
     Row("forecast: a series whose interval_s is NaN",
         lambda _: forecast.fit_baseline(SERVEGEN().assign_attrs(interval_s=np.nan)),
         Raises(InputError, r"series\.attrs\['interval_s'\] must be at least 0\.001 s, got nan")),
+    # found by a careless caller: 10-minute rates labelled hourly were read as 2,000 hours (span_s
+    # 7,200,000 s, not 1,200,000) by fit_baseline, detect_bursts, backtest and predict, while
+    # target and select refused them ("not a regular grid of its interval")
+    Row("forecast: a series whose interval_s its times contradict",
+        lambda _: forecast.fit_baseline(SERVEGEN().assign_attrs(interval_s=3600.0)),
+        Raises(InputError, r"series\.time: its attrs\['interval_s'\] says 3600 s, but times "
+                           r"1970-01-01T00:00:00 and 1970-01-01T00:10:00 \(positions 0 and 1\) "
+                           r"are 600 s apart; .*resample")),
     Row("forecast: series times with a time zone",
         lambda _: forecast.fit_baseline(SERVEGEN().assign_coords(time=SERVEGEN().indexes["time"]
                                                                  .tz_localize("Europe/Berlin"))),

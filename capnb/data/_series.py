@@ -541,6 +541,25 @@ def checked_series(series: object, argument: str = "series") -> xr.Dataset:
     return series
 
 
+def _check_spacing(times: np.ndarray, step: np.ndarray, interval: int, argument: str) -> None:
+    """Times a whole number of intervals apart: an interval_s the times contradict is refused.
+
+    Windows left out (a gap of whole intervals) are missing values; a gap shorter than the interval,
+    or not a multiple of it, means the attr is not the series' interval (10-minute rates labelled
+    hourly were read as six times the span).
+    """
+    off = np.flatnonzero(step % interval)
+    if off.size:
+        at = int(off[0])
+        shown = [np.datetime_as_string(times[i], unit="s") for i in (at, at + 1)]
+        raise InputError(
+            f"{argument}.time: its attrs['interval_s'] says {interval / NS:g} s, but times "
+            f"{shown[0]} and {shown[1]} (positions {at} and {at + 1}) are {step[at] / NS:g} s "
+            "apart; set interval_s to the times' interval, or resample the series "
+            "(capnb.forecast.resample)"
+        )
+
+
 def _check_rates(series: xr.Dataset, argument: str) -> None:
     """Times strictly increasing; each rate a number of requests/s >= 0, or NaN (missing)."""
     times = series["time"].values.astype("datetime64[ns]")
@@ -556,6 +575,7 @@ def _check_rates(series: xr.Dataset, argument: str) -> None:
             f"{argument}.time: times run backwards at position {at} ({shown[0]} after {shown[1]}); "
             "sort them, one value per interval"
         )
+    _check_spacing(times, step, interval_ns_of(series), argument)
     qps = series["qps"]
     if qps.dtype.kind not in "iuf":
         raise InputError(f"{argument}.qps must hold numbers (requests/s), got dtype {qps.dtype}")
