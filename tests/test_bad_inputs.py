@@ -701,6 +701,21 @@ ROWS = [
                                model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                                concurrency=[1]),
         Raises(InputError, r"seq_len: give at least one value")),
+    # found by a careless caller: a key or dim the grid does not know was dropped, so a typo
+    # ('seq_length': 32768 beside seq_len 4096) gave 109 sequences at 4,096 tokens as the answer,
+    # and a Dataset grid over region lost its region dim
+    Row("memory: a grid mapping with a key it does not know",
+        lambda _: memory.max_concurrency({"model": "Llama-3.1-8B", "gpu": "H100-SXM",
+                                          "tensor_parallel": 1, "seq_len": 4096,
+                                          "seq_length": 32768}),
+        Raises(InputError, r"grid: 'seq_length' is not an axis of the grid; its axes: model, gpu, "
+                           r"tensor_parallel, seq_len")),
+    Row("memory: a grid Dataset over a dim it does not know",
+        lambda _: memory.max_concurrency(xr.Dataset(
+            coords={"model": ["Llama-3.1-8B"], "gpu": ["H100-SXM"], "tensor_parallel": [1],
+                    "seq_len": [4096], "region": ["eu", "us"]})),
+        Raises(InputError, r"grid: 'region' is not an axis of the grid; its axes: model, gpu, "
+                           r"tensor_parallel, seq_len")),
     Row("memory: a negative sequence length",
         lambda _: memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
                                          seq_len=-5),

@@ -104,7 +104,12 @@ def _axes(
                 f"grid must be an xarray Dataset or a mapping of axes, got {type(grid).__name__}"
             )
         order = list(getattr(grid, "dims", source))
-        axes = {d: source[d] for d in order if d in source and d in AXES}
+        unknown = [d for d in order if d not in AXES]
+        if unknown:  # a typo's value, or a dim the answer would not have, is not dropped
+            raise InputError(
+                f"grid: {unknown[0]!r} is not an axis of the grid; its axes: {', '.join(required)}"
+            )
+        axes = {d: source[d] for d in order if d in source}
         if "seq_len" in axes:  # as seq_len= is: a coord in kilotokens is not read as tokens
             axes["seq_len"] = in_unit(axes["seq_len"], "tokens", "grid.seq_len")
     for name, value in given.items():
