@@ -26,6 +26,8 @@ import numbers
 import re
 from dataclasses import dataclass, field, fields, replace
 
+import numpy as np
+
 from . import words
 from .errors import InputError
 
@@ -94,7 +96,7 @@ class SLA:
             value = getattr(self, f"{metric}_s")
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if not _real(value):  # a numpy number (np.float32 from an array) is a number too
                 raise InputError(
                     f"sla: {metric}_s = {value!r}: expected seconds as a number (or none)"
                 )
@@ -109,7 +111,7 @@ class SLA:
                 "sla: give at least one bound in seconds: ttft_s, tpot_s, itl_s or e2e_s"
             )
         q = self.quantile
-        if isinstance(q, bool) or not isinstance(q, int | float) or not 0 < q < 1:
+        if not _real(q) or not 0 < q < 1:
             raise InputError(f"sla: quantile = {q!r}: expected a share in (0, 1) (0.99 is P99)")
         object.__setattr__(self, "quantile", float(q))
         if not isinstance(self.confirm, bool):
@@ -198,6 +200,11 @@ class SLA:
                 raise InputError(f"--sla: {key} is given twice in {str(text)!r}; keep one")
             values[name] = _number(raw, part, key)
         return cls(**values)
+
+
+def _real(value: object) -> bool:
+    """A real number, numpy's too (np.float32, np.int64), and not true/false."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
 
 
 _UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
@@ -497,10 +504,12 @@ class Deployment:
             raise InputError(f"deployment: gpu = {self.gpu!r}: expected one catalog GPU name")
         object.__setattr__(self, "gpu", str(load_gpus([self.gpu]).gpu.values[0]))
         tp = self.tensor_parallel
-        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        if isinstance(tp, bool | np.bool_) or not isinstance(tp, numbers.Integral) or tp < 1:
             raise InputError(
                 f"deployment: tensor_parallel = {tp!r}: expected a positive whole number of GPUs"
             )
+        tp = int(tp)  # np.int64(2), a degree from an array, as 2
+        object.__setattr__(self, "tensor_parallel", tp)
         reason = self.spec.valid_tensor_parallel(tp)
         if reason:
             raise InputError(f"deployment: tensor_parallel = {tp}: {reason}")

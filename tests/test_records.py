@@ -120,3 +120,23 @@ def test_the_engine_takes_the_records_only():
         latency.engine("Llama-3.1-8B", w, concurrency=[1])
     with pytest.raises(InputError, match="settings: expected a capnb.records.EngineSettings"):
         latency.engine(Deployment("Llama-3.1-8B", "H100-SXM"), w, settings="vllm-v1")
+
+
+def test_records_take_numpy_numbers_as_the_numbers_they_are():
+    """A bound read from an array is a numpy number: ``SLA(ttft_s=np.float32(1.5))`` was refused
+    with "expected seconds as a number", and ``Deployment(..., np.int64(2))`` (a degree from
+    ``np.array([1, 2, 4])``) with "expected a positive whole number of GPUs"."""
+    sla = capacity.SLA(ttft_s=np.float32(1.5), tpot_s=np.float64(0.06), e2e_s=np.int64(30),
+                       quantile=np.float32(0.95))  # fmt: skip
+    assert sla == capacity.SLA(
+        ttft_s=1.5, tpot_s=0.06, e2e_s=30.0, quantile=float(np.float32(0.95))
+    )
+    assert type(sla.ttft_s) is float and type(sla.quantile) is float
+    d = Deployment("Llama-3.1-8B", "H100-SXM", np.int64(2))
+    assert d.tensor_parallel == 2 and type(d.tensor_parallel) is int
+    assert d == Deployment("Llama-3.1-8B", "H100-SXM", 2)
+    for bad in (np.bool_(True), True):
+        with pytest.raises(InputError, match="sla: ttft_s"):
+            capacity.SLA(ttft_s=bad)
+        with pytest.raises(InputError, match="deployment: tensor_parallel"):
+            Deployment("Llama-3.1-8B", "H100-SXM", bad)
