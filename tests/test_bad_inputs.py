@@ -814,6 +814,10 @@ ROWS = [
         Raises(InputError, r"target_qps: expected requests/s as numbers, got 'lots'")),
     Row("capacity: a negative buffer", ttft(1.0, buffer=-1),
         Raises(InputError, r"buffer must be a whole number of instances >= 0, got -1")),
+    # found by a careless caller: a negative burst rate was reported as the target's
+    # ("target_qps must be finite and >= 0 requests/s, got -1"), an argument it was not given
+    Row("capacity: a negative burst rate", lambda _: capacity.fleet(2.0, 10.0, buffer_qps=-1.0),
+        Raises(InputError, r"^buffer_qps must be finite and >= 0 requests/s, got -1")),
     Row("capacity: not a curve", lambda _: capacity.safe_concurrency(xr.Dataset(), 1.0),
         Raises(InputError, r"curve: expected a latency curve")),
     # found by a careless caller: a curve with one metric or quantile selected (a scalar coordinate

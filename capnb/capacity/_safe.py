@@ -601,28 +601,29 @@ def _per_instance(per_instance_qps) -> xr.DataArray:
     return per_instance
 
 
-def _target(target_qps) -> xr.DataArray:
+def _target(target_qps, name: str = "target_qps") -> xr.DataArray:
+    """A rate to serve (``target_qps``, or the burst rate ``buffer_qps``) as a DataArray in requests/s."""
     if isinstance(target_qps, xr.Dataset):  # the forecast's whole answer
         raise InputError(
-            "target_qps: a Dataset; pass its target_qps (and buffer_qps=its buffer_qps for the "
+            f"{name}: a Dataset; pass its target_qps (and buffer_qps=its buffer_qps for the "
             "forecast's burst buffer)"
         )
-    if _requests_per_second(target_qps, "target_qps"):
+    if _requests_per_second(target_qps, name):
         target = target_qps
     else:
         value = np.asarray(target_qps, dtype=float)
         if value.ndim != 0:
             raise InputError(
-                "target_qps: give a number or a DataArray with named dims (e.g. the forecast's "
+                f"{name}: give a number or a DataArray with named dims (e.g. the forecast's "
                 "target_qps over slot x traffic_quantile)"
             )
         target = xr.DataArray(value)
     values = np.asarray(target.values, dtype=float)
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
-        raise InputError(f"target_qps must be finite and >= 0 requests/s, got {values[bad][0]:g}")
+        raise InputError(f"{name} must be finite and >= 0 requests/s, got {values[bad][0]:g}")
     if "sla" in target.dims:
-        raise InputError("target_qps must not have an 'sla' dim (the SLA is the capacity step's)")
+        raise InputError(f"{name} must not have an 'sla' dim (the SLA is the capacity step's)")
     return target.astype(float)
 
 
@@ -714,7 +715,7 @@ def _one_buffer(buffer, buffer_qps) -> None:
 def _burst(buffer, buffer_qps) -> tuple[xr.DataArray | None, int | None]:
     """The burst buffer asked for: (the rate it absorbs, None) or (None, its instances)."""
     if buffer_qps is not None:
-        return _target(buffer_qps), None
+        return _target(buffer_qps, "buffer_qps"), None
     count = 2 if buffer is None else buffer
     if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
         raise InputError(f"buffer must be a whole number of instances >= 0, got {count!r}")
