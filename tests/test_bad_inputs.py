@@ -818,6 +818,13 @@ ROWS = [
     # ("target_qps must be finite and >= 0 requests/s, got -1"), an argument it was not given
     Row("capacity: a negative burst rate", lambda _: capacity.fleet(2.0, 10.0, buffer_qps=-1.0),
         Raises(InputError, r"^buffer_qps must be finite and >= 0 requests/s, got -1")),
+    # per-GPU rates over gpu a, b against targets over b, c: a came out NaN instances (read as
+    # "the SLA is not met at any load") and c's target was dropped
+    Row("capacity: per-instance rates and targets labelled differently",
+        lambda _: capacity.fleet(xr.DataArray([2.0, 3.0], dims="gpu", coords={"gpu": ["a", "b"]}),
+                                 xr.DataArray([10.0, 20.0], dims="gpu", coords={"gpu": ["b", "c"]})),
+        Raises(InputError, r"target_qps is over gpu \['b', 'c'\], but per_instance_qps over "
+                           r"\['a', 'b'\]")),
     Row("capacity: not a curve", lambda _: capacity.safe_concurrency(xr.Dataset(), 1.0),
         Raises(InputError, r"curve: expected a latency curve")),
     # found by a careless caller: a curve with one metric or quantile selected (a scalar coordinate

@@ -667,10 +667,28 @@ def fleet(
     _one_buffer(buffer, buffer_qps)
     per_instance = _per_instance(per_instance_qps)
     target = _target(target_qps)
+    _same_labels(target, "target_qps", per_instance)
+    if buffer_qps is not None:
+        _same_labels(_target(buffer_qps, "buffer_qps"), "buffer_qps", per_instance)
     out = xr.Dataset(_fleet_terms(per_instance, target, buffer, buffer_qps))
     for name in out.data_vars:
         out[name].attrs = glossary.attrs(name)
     return out
+
+
+def _same_labels(rate: xr.DataArray, name: str, per_instance: xr.DataArray) -> None:
+    """Check that a dim both hold is labelled alike.
+
+    Aligning would drop the labels one lacks: a GPU without a target came out NaN instances (read
+    as infeasible), and a target without a GPU was dropped.
+    """
+    for dim in set(rate.indexes) & set(per_instance.indexes):
+        have, want = rate.indexes[dim], per_instance.indexes[dim]
+        if not (have.is_unique and set(have) == set(want) and len(have) == len(want)):
+            raise InputError(
+                f"{name} is over {dim} {have.tolist()}, but per_instance_qps over "
+                f"{want.tolist()}: give both the same {dim} labels (.sel({dim}=...) one of them)"
+            )
 
 
 def _fleet_terms(per_instance, target, buffer, buffer_qps) -> dict:
