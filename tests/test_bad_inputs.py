@@ -1434,6 +1434,18 @@ ROWS = [
         Raises(BudgetError, r"requests=10,000,000,000 simulated requests needs about 7\.3 TiB")),
     # found by a careless caller: 1e300 passed the record's check and its int64 cast in the kernel
     # wrapped negative, a numba "ValueError: negative dimensions not allowed"
+    # found by a careless caller: knee read loads and latencies of different lengths pairwise
+    # ("between 1 and 2" of three loads and two latencies), loads high to low as given ("between
+    # 3 and 2"), and text ended in numpy's "could not convert string to float"
+    Row("latency: a knee of three loads and two latencies",
+        lambda _: latency.knee([1, 2, 3], [1.0, 2.0]),
+        Raises(InputError, r"knee: load \(3 values\) and p99_ttft \(2 values\) must be of equal "
+                           r"length, one latency per load")),
+    Row("latency: a knee over loads high to low",
+        lambda _: latency.knee([3, 2, 1], [1.0, 2.0, 3.0]),
+        Raises(InputError, r"knee: load must not decrease: 2 follows 3 at position 1")),
+    Row("latency: a knee of text", lambda _: latency.knee("abc", "def"),
+        Raises(InputError, r"knee: load must be numbers, got 'abc'")),
     Row("latency: a running-sequence limit of 1e300",
         lambda _: latency.engine(latency.Deployment("Llama-3.1-8B", "H100-SXM", 1), concurrency=[1],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),

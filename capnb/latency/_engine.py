@@ -243,8 +243,7 @@ def knee(load: np.ndarray, p99_ttft: np.ndarray) -> tuple[float, str]:
     Linear between grid points. (NaN, reason) when the grid never reaches it. The load is in the
     grid's unit: requests in flight (closed loop) or requests/s (open loop).
     """
-    load = np.asarray(load, dtype=float)
-    values = np.asarray(p99_ttft, dtype=float)
+    load, values = _knee_inputs(load, p99_ttft)
     if values.size == 0 or not np.isfinite(values[0]):
         return math.nan, "no P99 TTFT at the lowest load"
     target = 2.0 * values[0]
@@ -261,6 +260,32 @@ def knee(load: np.ndarray, p99_ttft: np.ndarray) -> tuple[float, str]:
     return float(load[i - 1] + share * (load[i] - load[i - 1])), (
         f"P99 TTFT reaches twice its floor ({target:.4g} s) between {load[i - 1]:g} and {load[i]:g}"
     )
+
+
+def _knee_inputs(load, p99_ttft) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`knee`'s two arrays as floats: one latency per load, the loads not decreasing."""
+    arrays = []
+    for name, given in (("load", load), ("p99_ttft", p99_ttft)):
+        try:
+            array = np.asarray(given, dtype=float)
+        except (TypeError, ValueError):
+            raise InputError(f"knee: {name} must be numbers, got {given!r}") from None
+        if array.ndim != 1:
+            raise InputError(f"knee: {name} must be a 1-D sequence, got shape {array.shape}")
+        arrays.append(array)
+    load, values = arrays
+    if load.size != values.size:
+        raise InputError(
+            f"knee: load ({load.size} values) and p99_ttft ({values.size} values) must be of equal "
+            "length, one latency per load"
+        )
+    back = np.flatnonzero(np.diff(load) < 0)
+    if back.size:
+        at = int(back[0]) + 1
+        raise InputError(
+            f"knee: load must not decrease: {load[at]:g} follows {load[at - 1]:g} at position {at}"
+        )
+    return load, values
 
 
 def _loads(values, argument: str, *, integer: bool) -> np.ndarray:
