@@ -1446,6 +1446,19 @@ ROWS = [
         Raises(InputError, r"knee: load must not decrease: 2 follows 3 at position 1")),
     Row("latency: a knee of text", lambda _: latency.knee("abc", "def"),
         Raises(InputError, r"knee: load must be numbers, got 'abc'")),
+    # envelope of a DataArray ended in "'DataArray' object has no attribute 'assign'", of a curve
+    # over another dim in xarray's "tuple.index(x): x not in tuple"; at of a DataFrame in pandas'
+    # "'DataFrame' object has no attribute 'concurrency'"
+    Row("latency: the envelope of a DataArray", lambda _: latency.envelope(curve().latency),
+        Raises(InputError, r"envelope: expected a latency curve \(an xarray Dataset with a "
+                           r"'latency' variable\), got a DataArray")),
+    Row("latency: the envelope of a curve over another dim",
+        lambda _: latency.envelope(curve().rename(concurrency="users")),
+        Raises(InputError, r"envelope: a curve's latency is over concurrency; this one is over "
+                           r"users, metric, latency_quantile")),
+    Row("latency: a curve read at points of a DataFrame",
+        lambda _: latency.at(curve().to_dataframe(), [4]),
+        Raises(InputError, r"at: expected a latency curve .*got a DataFrame")),
     Row("latency: a running-sequence limit of 1e300",
         lambda _: latency.engine(latency.Deployment("Llama-3.1-8B", "H100-SXM", 1), concurrency=[1],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),

@@ -67,6 +67,20 @@ def check(curve: xr.Dataset) -> xr.Dataset:
     return rebuilt
 
 
+def _over_concurrency(curve: object, where: str) -> None:
+    """Raise unless ``curve`` is a Dataset whose ``latency`` is over ``concurrency``."""
+    if not isinstance(curve, xr.Dataset) or "latency" not in curve:
+        raise InputError(
+            f"{where}: expected a latency curve (an xarray Dataset with a 'latency' variable), "
+            f"got a {type(curve).__name__}"
+        )
+    if "concurrency" not in curve["latency"].dims:
+        raise InputError(
+            f"{where}: a curve's latency is over concurrency; this one is over "
+            f"{', '.join(map(str, curve['latency'].dims)) or 'no dim'}"
+        )
+
+
 #: The largest dip :func:`envelope` raises as noise: a point this many times below the highest
 #: value measured at a smaller concurrency is refused (seconds against milliseconds is 1000x).
 LARGEST_DIP = 10.0
@@ -87,6 +101,7 @@ def envelope(curve: xr.Dataset) -> xr.Dataset:
     >>> bool((curve.latency.sel(metric="ttft", latency_quantile=0.99).diff("concurrency") >= 0).all())
     True
     """
+    _over_concurrency(curve, "envelope")
     names = [name for name in ("latency", "mean_latency") if name in curve]
     envelopes = {
         name: xr.apply_ufunc(
@@ -144,6 +159,7 @@ def at(curve: xr.Dataset, concurrency) -> xr.Dataset:
     >>> round(float(value[0]), 4), bool(np.isnan(value[1]))
     (0.3851, True)
     """
+    _over_concurrency(curve, "at")
     targets = _validate.positive_ints(concurrency, "concurrency").astype(float)
     target = xr.DataArray(targets, dims="at")
     out = {}
