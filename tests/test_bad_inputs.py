@@ -1427,6 +1427,13 @@ ROWS = [
     Row("forecast: a billion trials", lambda _: forecast.target(SERVEGEN(), trials=10**9),
         Raises(BudgetError, r"trials=1,000,000,000 Monte Carlo months of 30 days needs about "
                             r"1\.6 TiB of memory, over capnb's budget .*lower trials")),
+    # found by a careless caller: the budget counted the trials but not the month's length, so
+    # days=1,000,000 at trials=50 passed it and allocated 10.7 GiB for the minute clock (the OOM
+    # killer ended the process)
+    Row("forecast: Monte Carlo months of a million days",
+        lambda _: forecast.target(SERVEGEN(), trials=50, days=10**6),
+        Raises(BudgetError, r"trials=50 Monte Carlo months of 1,000,000 days needs about 42\.9 GiB "
+                            r"of memory, over capnb's budget .*or days \(a month is 30 days\)")),
     Row("latency: ten billion simulated requests",
         lambda _: latency.engine(latency.Deployment("Llama-3.1-8B", "H100-SXM", 1), concurrency=[1],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5]),

@@ -525,11 +525,13 @@ def simulate(
         raise InputError(f"bursts must be a BurstModel, got {type(bursts).__name__}")
     trials = _validate.positive_int(trials, "trials")
     days = _validate.positive_int(days, "days")
-    _validate.within_budget(  # measured: about 1.7 KB and 48 us of CPU per 30-day trial
-        f"trials={trials:,} Monte Carlo months of {days} days",
-        nbytes=trials * 1800.0,
+    _validate.within_budget(  # measured: about 1.7 KB and 48 us of CPU per 30-day trial; the
+        # month's minute clock, its slots and baseline: 32 bytes a minute of ``days``
+        f"trials={trials:,} Monte Carlo months of {days:,} days",
+        nbytes=trials * 1800.0 + days * 1440 * 32.0,
         seconds=trials * days * 1440 * 1.2e-9,
-        lower="lower trials (2,000 resolve a 5 % monthly exceedance to about 0.5 %)",
+        lower="lower trials (2,000 resolve a 5 % monthly exceedance to about 0.5 %) or days "
+        f"(a month is {MONTH_DAYS} days)",
     )
     probability = _validate.fraction(exceed_probability, "exceed_probability", low_open=True)
     key = _seed_words(seed)
