@@ -880,6 +880,13 @@ ROWS = [
     Row("elasticity: a window shorter than one step", simulate(policy="hpa", sync_s=2),
         Raises(InputError, r"sync_s=2 s is shorter than one step of 5 s; simulate with "
                            r"step_s <= 2 s")),
+    # found by a careless caller: choose() of the sweep's to_array() said "cost='gpu_hours' is not
+    # a variable of the result; use 'usd' or 'gpu_hours'", the cost it was given
+    Row("elasticity: a choice among a DataArray",
+        lambda _: elasticity.choose(elasticity.sweep(np.ones(20), step_s=5,
+                                                     per_instance_qps=1.0).to_array()),
+        Raises(InputError, r"result: expected what capnb\.elasticity\.sweep or simulate returns "
+                           r"\(a Dataset with breach_share\), got a DataArray")),
     Row("elasticity: an unknown policy", simulate(policy="magic"),
         Raises(InputError, r"policy='magic' is not known; use one of \['article', 'hpa'")),
     Row("elasticity: a threshold above 1", simulate(scale_up_threshold=1.5),

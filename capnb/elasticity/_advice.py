@@ -116,6 +116,12 @@ def demand_summary(values: np.ndarray, step_s: float) -> dict[str, float]:
 
 # -- Pareto front and choice --------------------------------------------------------------------
 def _cost_name(result: xr.Dataset, cost: str | None) -> str:
+    if not isinstance(result, xr.Dataset) or "breach_share" not in result:
+        raise InputError(
+            "result: expected what capnb.elasticity.sweep or simulate returns (a Dataset with "
+            f"breach_share), got a {type(result).__name__}"
+            + ("" if not isinstance(result, xr.Dataset) else f" of {sorted(map(str, result))}")
+        )
     name = cost or ("usd" if "usd" in result else "gpu_hours")
     if name not in result:
         raise InputError(f"cost={name!r} is not a variable of the result; use 'usd' or 'gpu_hours'")
