@@ -169,7 +169,7 @@ def test_the_commands_to_paste_hold_no_line_a_model_or_gpu_name_smuggles_in():
 
     # (no KV cache figure: these names are in no catalog, whose model and GPU would say it)
     options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[75]]),
-                          "kv_cache_tokens": (("gpu", "tensor_parallel"), [[0]])},
+                          "running_tokens": (("gpu", "tensor_parallel"), [[0]])},
                          coords={"gpu": ["my gpu;x"], "tensor_parallel": [1]})  # fmt: skip
     commands = benchmark_commands(options, "my gpu;x", 1, "acme\nrm -rf ~\r\u2028x", 1214, 211)
     lines = commands.split("\n")
@@ -198,7 +198,7 @@ def test_the_serve_command_caps_max_model_len_where_the_kv_cache_holds_less_than
     options = xr.Dataset(
         {
             "safe_concurrency": (("gpu", "tensor_parallel"), [[8], [75]]),
-            "kv_cache_tokens": (("gpu", "tensor_parallel"), [[14_352], [421_184]]),
+            "running_tokens": (("gpu", "tensor_parallel"), [[14_352], [421_184]]),
         },
         coords={"gpu": ["L4", "H100-SXM"], "tensor_parallel": [1]},
     )
@@ -210,7 +210,7 @@ def test_the_serve_command_caps_max_model_len_where_the_kv_cache_holds_less_than
 
 
 def test_the_serve_command_caps_max_model_len_on_the_analytic_model_too():
-    # a plan priced on the analytic latency model (latency = "model") carries no kv_cache_tokens:
+    # a plan priced on the analytic latency model (latency = "model") carries no running_tokens:
     # its command for Llama-3.1-8B on one L4 was 'vllm serve $MODEL --tensor-parallel-size 1',
     # which vLLM refuses to start whatever model priced the latency (its own accounting leaves
     # 14,096 tokens of KV cache, its rotary cache counted, against a 131,072-token context)

@@ -605,7 +605,7 @@ def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_st
 ):
     # Llama-3.1-8B on one L4 (serving-engine model: 14,352 tokens of KV cache, a 131,072-token
     # context): the plan's benchmark command said --max-model-len 14352, knative.yaml did not;
-    # on the analytic model (no kv_cache_tokens) neither did, though vLLM's own accounting decides
+    # on the analytic model (no running_tokens) neither did, though vLLM's own accounting decides
     # whether it starts
     import warnings
 

@@ -781,7 +781,7 @@ def test_an_engine_plan_with_a_prefix_cache_reads_the_hit_rate_from_the_workload
     hit = cached.capacity_prefix_hit_rate
     assert (hit > 0).all() and (hit < 0.2).all()  # the bundled log's prefixes repeat far apart
     # the cache's tokens come out of the running sequences' budget
-    assert (cached.capacity_kv_cache_tokens < none.capacity_kv_cache_tokens).all()
+    assert (cached.capacity_running_tokens < none.capacity_running_tokens).all()
     assert "A prefix cache holds 30% of each instance's KV budget" in planning.describe(cached)
     assert "serving-engine model; its held-out median TTFT error" in planning.describe(cached)
 

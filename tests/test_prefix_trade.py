@@ -184,6 +184,28 @@ def test_sweep_engine_carries_the_glossarys_attrs_as_sweep_does():
         assert swept[name].attrs == glossary.attrs(name), name
 
 
+def test_sweep_engine_names_the_running_share_running_tokens_not_vllms_kv_cache_tokens(
+    shared_prefix_log,
+):
+    # with a prefix cache, the engine sweep's kv_cache_tokens held the running sequences' share
+    # (capnb.memory.split_kv's running_tokens: 294,650 of H100's 420,928 at a 0.3 share), while
+    # kv_cache_tokens is the "GPU KV cache size" vLLM logs in the memory step: a plan carried
+    # memory_kv_cache_tokens 420,928 beside capacity_kv_cache_tokens 294,650 for one option;
+    # it is running_tokens now, as capacity.prefix_trade names it
+    from capnb import glossary
+
+    blocks = capnb.data.load_block_hashes(shared_prefix_log)
+    work = capnb.latency.workload(prompt_tokens=[11_264] * 16, output_tokens=[100] * 16)
+    swept = capnb.capacity.sweep_engine(MODEL, [GPU], [1], work, 5.0, 10.0, metric="ttft",
+                                        requests=100, prefix_cache_share=0.3, blocks=blocks)  # fmt: skip
+    assert "kv_cache_tokens" not in swept
+    assert swept.running_tokens.attrs == glossary.attrs("running_tokens")
+    logged = capnb.memory.max_concurrency(deployment=H100, seq_len=11_364, accounting="vllm",
+                                          vllm_version="0.10").kv_cache_tokens.item()  # fmt: skip
+    split = capnb.memory.split_kv(blocks, kv_cache_tokens=logged, seq_len=11_364, cache_share=[0.3])
+    assert int(swept.running_tokens.item()) == int(split.running_tokens.item()) < logged
+
+
 def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_by_memory():
     """vLLM rejects a request its KV cache cannot hold whole: such an option is infeasible_memory,
     said in the sweep's notes, and the others are planned (the engine sweep raised for the whole

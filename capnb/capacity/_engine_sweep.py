@@ -229,8 +229,9 @@ def sweep_engine(
     xarray.Dataset
         :func:`plan`'s variables over (``gpu``, ``tensor_parallel``) (then the target's dims);
         options that cannot run (the degree does not shard the model, or no sequence fits) are
-        NaN with ``binding`` saying why. ``prefix_hit_rate`` and ``kv_cache_tokens`` (the
-        running sequences' share) per option. Attrs: ``latency_source``, ``prefix_cache_share``,
+        NaN with ``binding`` saying why. ``prefix_hit_rate`` and ``running_tokens`` (the
+        KV cache tokens left to running sequences: vLLM's ``kv_cache_tokens`` less the prefix
+        cache's share) per option. Attrs: ``latency_source``, ``prefix_cache_share``,
         ``memory_accounting`` (``"vllm"``) and ``memory_vllm_version``: the KV budget's.
     """
     from .. import data
@@ -285,7 +286,7 @@ def sweep_engine(
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits), latency_band=banded)  # fmt: skip
             result["prefix_hit_rate"] = xr.DataArray(hit, attrs=glossary.attrs("prefix_hit_rate"))
-            result["kv_cache_tokens"] = xr.DataArray(running, attrs={"units": "tokens"})
+            result["running_tokens"] = xr.DataArray(running, attrs=glossary.attrs("running_tokens"))
             rows[(gpu, tp)] = ("ok", result)
     template = next((r for kind, r in rows.values() if kind == "ok"), None)
     if template is None and unpriced and all(kind == "no_data" for kind, _ in rows.values()):

@@ -163,7 +163,7 @@ def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, i
     vLLM defaults ``max_model_len`` to the model's context and refuses to start when the KV cache
     cannot hold one request that long ("To serve at least one request with the models's max seq
     len ..."): the serve command then needs ``--max-model-len``. Read from the option's
-    ``kv_cache_tokens`` (the serving-engine model's plans carry it; a plan on another latency
+    ``running_tokens`` (the serving-engine model's plans carry it; a plan on another latency
     model gets vLLM's own accounting of the option, which decides whether vLLM starts), as the
     engine's pool holds a request (:func:`capnb.latency._engine.held_request`: whole 16-token
     blocks, a windowed layer's capped at its window).
@@ -173,8 +173,8 @@ def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, i
     from ..latency import _engine
     from ..records import Deployment
 
-    if "kv_cache_tokens" in options:
-        kv = int(options.kv_cache_tokens.sel(gpu=gpu, tensor_parallel=tp))
+    if "running_tokens" in options:
+        kv = int(options.running_tokens.sel(gpu=gpu, tensor_parallel=tp))
     else:  # vLLM's budget of the option (at its default gpu_memory_utilization)
         kv = _kv_tokens(model, gpu, int(tp), 1, VLLM_VERSION)
     if kv <= 0:  # no KV cache figure (nothing fits): no request to cap
