@@ -857,6 +857,20 @@ def test_every_glossary_name_in_a_plan_carries_the_glossarys_attrs(small):
             assert {k: var.attrs.get(k) for k in attrs} == attrs, name
 
 
+def test_every_variable_of_a_plan_says_what_it_is_and_its_numbers_their_units(small):
+    # the timeline's time coordinate (timeline_time, the chosen run's intervals beside the
+    # trace's time) came with no attrs at all: no units and no long_name, while the trace's time
+    # carried the glossary's; the glossary page says the timeline_* tables carry their own
+    from capnb import glossary
+
+    plan, _ = small
+    unsaid = [name for name, var in plan.variables.items() if "long_name" not in var.attrs]
+    unitless = [name for name, var in plan.variables.items()
+                if var.dtype.kind in "fiumM" and "units" not in var.attrs]  # fmt: skip
+    assert (unsaid, unitless) == ([], [])
+    assert plan.timeline_time.attrs == plan.time.attrs == glossary.attrs("time")
+
+
 def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
                  sla={"e2e_s": 20.0})  # fmt: skip

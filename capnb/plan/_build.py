@@ -398,7 +398,7 @@ def _timeline(run: xr.Dataset, interval_s: float, step_s: float) -> xr.Dataset:
     per = max(1, round(interval_s / step_s))
     rows = run.sizes["time"] // per * per
     start = run.time.values[:rows:per]
-    out = xr.Dataset(coords={"time": start})
+    out = xr.Dataset(coords={"time": ("time", start, glossary.attrs("time"))})
     for name in ("qps", "ready_instances", "starting_instances", "backlog"):
         values = np.asarray(run[name].values[:rows], dtype=float).reshape(-1, per)
         out[name] = ("time", values.mean(axis=1), dict(run[name].attrs))

@@ -573,7 +573,8 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
     data["gpu_hours"] = (("origin", "plan"), per_plan("gpu_hours"),
                          {"units": "GPU·h", "long_name": "GPU time"})  # fmt: skip
     table = xr.Dataset(data, coords={
-        "origin": ("origin", origin, {"long_name": "held-out origin: planned on the trace before it"}),
+        "origin": ("origin", origin, {"units": "datetime64",
+                                      "long_name": "held-out origin: planned on the trace before it"}),
         "plan": ("plan", plans, {"long_name": "plan replayed on the held-out window"}),
     })  # fmt: skip
     budget = table.budget_min
