@@ -161,6 +161,25 @@ def test_target_over_slots_and_traffic_quantiles_broadcasts(short):
     assert p.attrs["buffer"].startswith("a buffer of ceil(buffer_qps")
 
 
+def test_a_bare_targets_glossary_dims_come_back_with_the_glossarys_attrs(short):
+    # a target_qps of one's own over slot x traffic_quantile (bare values, as pandas gives them)
+    # came back over a slot and traffic_quantile with no units or long_name from plan, fleet and
+    # instances, while the forecast's target and capacity.mix's demand carry the glossary's
+    from capnb import glossary
+
+    target = xr.DataArray(np.full((24, 3), 5.0), dims=("slot", "traffic_quantile"),
+                          coords={"traffic_quantile": [0.5, 0.95, 0.99]})  # fmt: skip
+    for out in (capacity.plan(short, 10.0, target, metric="ttft"),
+                capacity.fleet(2.0, target), capacity.instances(2.0, target).to_dataset()):  # fmt: skip
+        for dim in ("slot", "traffic_quantile"):
+            assert out[dim].attrs == glossary.attrs(dim), dim
+        assert out.slot.values.tolist() == list(range(24))
+    mine = {**glossary.attrs("slot"), "kind": "hour_of_week"}  # the user's own attrs stay
+    weekly = xr.DataArray(np.full(168, 5.0), dims="slot",
+                          coords={"slot": ("slot", np.arange(168), mine)})  # fmt: skip
+    assert capacity.fleet(2.0, weekly).slot.attrs == mine
+
+
 @settings(max_examples=40)
 @given(
     st.lists(st.floats(0.3, 400.0), min_size=2, max_size=6, unique=True),

@@ -624,7 +624,24 @@ def _target(target_qps, name: str = "target_qps") -> xr.DataArray:
         raise InputError(f"{name} must be finite and >= 0 requests/s, got {values[bad][0]:g}")
     if "sla" in target.dims:
         raise InputError(f"{name} must not have an 'sla' dim (the SLA is the capacity step's)")
-    return target.astype(float)
+    return _glossary_dims(target.astype(float))
+
+
+def _glossary_dims(target: xr.DataArray) -> xr.DataArray:
+    """The target with the glossary's attrs on its glossary dims (slot, traffic_quantile, ...).
+
+    A target of one's own (bare values) keeps its values; a dim without a coordinate gets
+    0 .. n-1, as capacity.mix numbers its slots. The attrs of a coordinate that has its own
+    ``units`` and ``long_name`` (the forecast's, with ``kind``) are kept as they are.
+    """
+    for dim in target.dims:
+        if dim not in glossary.DIMS:
+            continue
+        if dim not in target.coords:
+            target = target.assign_coords({dim: np.arange(target.sizes[dim])})
+        if not {"units", "long_name"} <= set(target[dim].attrs):
+            target[dim].attrs = {**target[dim].attrs, **glossary.attrs(dim)}
+    return target
 
 
 def fleet(
