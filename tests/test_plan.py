@@ -871,6 +871,20 @@ def test_every_variable_of_a_plan_says_what_it_is_and_its_numbers_their_units(sm
     assert plan.timeline_time.attrs == plan.time.attrs == glossary.attrs("time")
 
 
+def test_every_dim_of_a_plan_is_a_glossary_dim_or_a_difference_the_glossary_page_gives(small):
+    # timeline_time, held_out_origin and held_out_plan were dims of every plan that neither the
+    # glossary nor its page named: a reader of plan.nc met three time or table axes unexplained
+    from pathlib import Path
+
+    from capnb import glossary
+
+    plan, _ = small
+    page = (Path(__file__).parents[1] / "docs" / "glossary.md").read_text(encoding="utf-8")
+    differences = page.split("## Where capnb's names differ", 1)[1].split("\n## ", 1)[0]
+    unnamed = [d for d in plan.dims if d not in glossary.DIMS and f"`{d}`" not in differences]
+    assert unnamed == []
+
+
 def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("H200",), tensor_parallel=(1,),
                  sla={"e2e_s": 20.0})  # fmt: skip
