@@ -48,3 +48,31 @@ def test_a_quantity_per_unit_of_time_carries_that_time_in_its_units():
             if not term.units.endswith(per[span]):
                 wrong.append(f"{term.name}: {term.units!r} for {term.long_name!r}")
     assert wrong == []
+
+
+def test_every_units_attr_of_the_steps_results_parses():
+    # the glossary page says unit_registry reads capnb's units, but memory's (and so every
+    # capacity result's and plan's) windowed_layers said "layers", and the engine's curve "steps"
+    # and "sequences": pint knows none of them. Counts are "1"; sequences in a step are requests
+    from capnb import latency, memory
+    from capnb.records import Deployment
+
+    ureg = glossary.unit_registry()
+    one = Deployment("Qwen3-8B", "L40S")
+    work = latency.workload(prompt_tokens=[700, 1200], output_tokens=[100, 300])
+    results = {
+        "memory.max_concurrency": memory.max_concurrency(deployment=one, seq_len=4096),
+        "latency.engine": latency.engine(one, work, concurrency=[1, 4], requests=40),
+    }
+    unread = []
+    for where, ds in results.items():
+        for name, var in ds.variables.items():
+            units = var.attrs.get("units")
+            if units is None or units in glossary.NOT_QUANTITIES:
+                continue
+            try:
+                ureg(units)
+            except Exception:  # pint's UndefinedUnitError, or its parser's own
+                unread.append(f"{where}: {name} in {units!r}")
+    assert unread == []
+    assert results["latency.engine"].mean_batch.attrs["units"] == "requests"

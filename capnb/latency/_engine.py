@@ -779,8 +779,8 @@ def _curve_dataset(dim, loads, qs, lat, mean, stats):
                               "tokens/s"),
         "preemptions": (column["preemptions"].astype(np.int64), "preemptions (recompute)",
                         "requests"),
-        "steps": (column["steps"].astype(np.int64), "engine steps simulated", "steps"),
-        "mean_batch": (column["mean_batch"], "mean sequences per step", "sequences"),
+        "steps": (column["steps"].astype(np.int64), "engine steps simulated", "1"),
+        "mean_batch": (column["mean_batch"], "mean sequences (requests) per step", "requests"),
     }  # fmt: skip
     variables = {
         "latency": ((dim, "metric", "latency_quantile"), lat, glossary.attrs("latency")),

@@ -563,7 +563,7 @@ def _coordinates(
         "windowed_layers": (
             "model",
             np.array([n for n, _ in windows], np.int64),
-            {"long_name": "sliding-window (or chunked) attention layers", "units": "layers"},
+            {"long_name": "sliding-window (or chunked) attention layers", "units": "1"},
         ),
         "context_tokens": (
             "model",
