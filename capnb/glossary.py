@@ -317,8 +317,6 @@ VARIABLES: dict[str, Term] = _table(
     ("on_demand_instances", "instances", "instances on on-demand pricing in the slot"),
     ("spot_instances", "instances", "instances on spot pricing in the slot"),
     ("served_qps", "requests/s", "requests per second the slot's fleet serves (spot discounted)"),
-    ("usd_per_gpu_hour_reserved", "USD/hour", "reserved or committed price of one GPU"),
-    ("usd_per_gpu_hour_spot", "USD/hour", "spot price of one GPU"),
     ("size_bin_index", "1", "the request's size bin, an index along size_bin"),
     ("request_share", "1", "share of the requests in the size bin"),
     ("saving", "1", "cost saved against the first fleet of the same latency curves"),
