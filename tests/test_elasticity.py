@@ -373,6 +373,17 @@ def test_fixed_instances_covers_the_quantile():
     assert elasticity.fixed_instances(demand, 10, quantile=0.99, step_s=60) == math.ceil(99.01 / 10)
 
 
+def test_fixed_instances_counts_as_the_capacity_step_does():
+    # a demand of 30.000000000000004 requests/s (0.1 + 0.2 style float noise on 30) at 3
+    # requests/s per instance: the capacity step said 10 instances (its ceiling after a 1e-12
+    # relative tolerance), the elasticity step's fixed fleet 11
+    from capnb import capacity
+
+    for rate, per in [(30.000000000000004, 3.0), (1.1, 0.1), (10.5, 2.5), (12.0, 4.0)]:
+        fixed = elasticity.fixed_instances([rate] * 10, per, quantile=1.0, step_s=60)
+        assert fixed == int(capacity.instances(per, rate, buffer=0)), (rate, per)
+
+
 def test_resample_demand_holds_a_rate_series_and_counts_a_log():
     series = data.load_rate_series("servegen-m-large")
     held = elasticity.resample_demand(series, 60)

@@ -818,8 +818,10 @@ def fixed_instances(
 ) -> int:
     """Instances a fixed fleet needs to serve the demand's ``quantile`` (the P99 baseline).
 
-    ``ceil(quantile(demand) / per_instance_qps)``, at least 1. The forecast step's per-slot P99
-    targets (:mod:`capnb.forecast`) refine this per hour of day.
+    ``ceil(quantile(demand) / per_instance_qps)``, at least 1, the ceiling taken after a relative
+    tolerance of 1e-12 as :func:`capnb.capacity.instances` takes it (float noise such as
+    30.000000000000004 / 3 is 10 instances, not 11). The forecast step's per-slot P99 targets
+    (:mod:`capnb.forecast`) refine this per hour of day.
 
     Examples
     --------
@@ -831,4 +833,4 @@ def fixed_instances(
     share = real(quantile, "quantile")
     if share > 1:
         raise InputError(f"quantile must be in [0, 1], got {quantile}")
-    return max(1, math.ceil(float(np.quantile(values, share)) / qps))
+    return max(1, math.ceil(float(np.quantile(values, share)) / qps * (1.0 - 1e-12)))
