@@ -60,6 +60,20 @@ def test_resample_of_a_rate_series_is_the_mean_of_its_windows(large):
         forecast.resample(large, "15min")
 
 
+def test_a_rate_series_without_its_interval_is_an_error_that_says_how_to_give_it():
+    # a rate series built by hand (time, qps) without attrs["interval_s"]: resample said
+    # "series has no 'interval_s' attr: build it with capnb.forecast.resample", the call itself
+    times = pd.date_range("2026-03-04", periods=120, freq="1min")
+    mine = xr.Dataset({"qps": ("time", np.full(120, 5.0))}, coords={"time": times})
+    with pytest.raises(InputError) as raised:
+        forecast.resample(mine, "10min")
+    said = str(raised.value)
+    assert "build it with capnb.forecast.resample" not in said, said
+    assert "series.attrs['interval_s']" in said and "= 60" in said, said
+    given = forecast.resample(mine.assign_attrs(interval_s=60), "10min")
+    assert given.qps.values.tolist() == [5.0] * 12
+
+
 def test_slot_codes_count_from_monday_midnight():
     times = np.array(["2024-05-13T00:00", "2024-05-13T23:59", "2024-05-19T23:00"], "datetime64[ns]")
     assert forecast.slot_codes(times, "hour_of_week").tolist() == [0, 23, 167]

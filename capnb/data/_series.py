@@ -443,12 +443,24 @@ def _time_coord(starts: np.ndarray) -> dict[str, tuple]:
     return {"time": ("time", starts.view("datetime64[ns]"), glossary.attrs("time"))}
 
 
+def _spacing_hint(series: xr.Dataset) -> str:
+    """``"; its times are 60 s apart: series.attrs['interval_s'] = 60"``, where they say so."""
+    if "time" not in series.coords or series.sizes.get("time", 0) < 2:
+        return "; set it, e.g. series.attrs['interval_s'] = 60"
+    steps = np.diff(np.asarray(series["time"].values, "datetime64[ns]").astype(np.int64))
+    step_s = float(np.median(steps)) / NS
+    if not (step_s > 0 and step_s.is_integer()):
+        return "; set it, e.g. series.attrs['interval_s'] = 60"
+    return f"; its times are {step_s:g} s apart: series.attrs['interval_s'] = {step_s:g}"
+
+
 def interval_ns_of(series: xr.Dataset) -> int:
     """The interval of a series (from ``attrs["interval_s"]``), in ns."""
     if "interval_s" not in series.attrs:
         raise InputError(
-            "series has no 'interval_s' attr: build it with capnb.forecast.resample or "
-            "capnb.data.load_rate_series"
+            "series.attrs['interval_s'] is missing: the length of the series' intervals, in s"
+            + _spacing_hint(series)
+            + " (capnb.data.load_rate_series and capnb.forecast.resample of a request log set it)"
         )
     # 0 divided by zero in the slots, NaN and text failed the int conversion, -600 passed
     return interval_ns(series.attrs["interval_s"], "series.attrs['interval_s']")
