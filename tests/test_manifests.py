@@ -603,8 +603,8 @@ def test_policy_choice_reads_the_answers_max_model_len(small_plan_built):
 def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_startable_server(
     latency,
 ):
-    # Llama-3.1-8B on one L4 (serving-engine model: 14,352 tokens of KV cache, a 131,072-token
-    # context): the plan's benchmark command said --max-model-len 14352, knative.yaml did not;
+    # Llama-3.1-8B on one L4 (serving-engine model: 14,096 tokens of KV cache, a 131,072-token
+    # context): the plan's benchmark command said --max-model-len 14096, knative.yaml did not;
     # on the analytic model (no running_tokens) neither did, though vLLM's own accounting decides
     # whether it starts
     import warnings
@@ -619,9 +619,9 @@ def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_st
         warnings.simplefilter("ignore", capnb.plan.PlanWarning)
         plan = capnb.plan.build(config)
     record = capnb.plan.answer(plan)
-    assert record.max_model_len == 14_352
-    assert "--max-model-len 14352" in record.settle_commands
-    assert "--max-model-len 14352 (its KV cache" in capnb.plan.describe(plan)
+    assert record.max_model_len == 14_096
+    assert "--max-model-len 14096" in record.settle_commands
+    assert "--max-model-len 14096 (its KV cache" in capnb.plan.describe(plan)
     out = manifests(capnb.plan.policy_choice(plan))
     args = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[-2:] == ["--max-model-len", "14352"]
+    assert args[-2:] == ["--max-model-len", "14096"]
