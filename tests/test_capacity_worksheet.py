@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -404,15 +405,18 @@ def test_the_own_run_answer_says_where_the_band_meets_no_concurrency():
     """Found in ``capnb report`` on a plan whose TPOT bound binds (P99 TPOT <= 50 ms): the own-run
     answer holds 5 concurrent requests of the 405B on 8 x H100, but at the band's slow end none
     meets the SLA, and the cell failed on 'cannot convert float NaN to integer', which dropped
-    worksheet 03 from the report; the sentence says so now."""
+    worksheet 03 from the report; the sentence says so now. (At 50 ms the own-run answer of the
+    6 December 2026 refit is infeasible, 52 ms at one request in flight: 60 ms is such a bound.)"""
     from capnb import report
 
-    ran = report.execute("03_capacity", parameters={**SMALL, "METRIC": "tpot", "SLA": 0.05})
+    ran = report.execute("03_capacity", parameters={**SMALL, "METRIC": "tpot", "SLA": 0.06})
     printed = "".join(
         out.get("text", "")
         for cell in ran.cells
         if cell.cell_type == "code"
         for out in cell.outputs
     )
-    assert "TPOT P99 <= 0.05 s: 0.8 requests/s per instance (band none meets the SLA-" in printed
+    assert re.search(
+        r"TPOT P99 <= 0\.06 s: [\d.]+ requests/s per instance \(band none meets the SLA-", printed
+    )
     assert "checks passed" in printed

@@ -136,8 +136,10 @@ def test_the_aggregated_alternative_holds_the_gpus_of_the_ratio_it_is_compared_w
     same = capnb.capacity.pd_ratio(qwen, w, aggregated_gpus=2, **run)
     for name in ("aggregated_output_tokens_per_gpu", "aggregated_latency", "serving"):
         assert ds[name].equals(same[name]), name
-    assert ds.serving.sel(concurrency=64).item() == "aggregated"
-    assert "aggregated (2 x TP1)" in ds.serving_reason.sel(concurrency=64).item()
+    # the verdict compares equal GPUs (a near tie: 1,054 against 1,013 tokens/s per GPU on the
+    # calibration of 6 December 2026, where 4 GPUs aggregated said 692)
+    reason = ds.serving_reason.sel(concurrency=64).item()
+    assert "aggregated (2 x TP1)" in reason and "(4 x TP1)" not in reason
     # a fleet given: every concurrency is compared with it
     four = capnb.capacity.pd_ratio(qwen, w, aggregated_gpus=4, **run)
     assert four.aggregated_gpus.values.tolist() == [4, 4]
