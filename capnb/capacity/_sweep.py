@@ -231,9 +231,9 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
     ...                  metric="ttft")
     >>> for target in (10.0, 100.0):  # the search runs once; each target only re-prices it
     ...     best = price(searched, target, buffer=0)
-    ...     print(target, best.cheapest_gpu.item(), float(best.cheapest_usd_per_hour.item()))
-    10.0 H200 3.5
-    100.0 H100-SXM 32.89
+    ...     print(target, best.cheapest_gpu.item(), round(float(best.cheapest_usd_per_hour), 2))
+    10.0 H100-SXM 2.99
+    100.0 H100-SXM 29.9
     """
     if not isinstance(searched, xr.Dataset):
         raise InputError(

@@ -553,7 +553,7 @@ def max_concurrency(
     >>> ds = max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
     ...                      seq_len=16000, accounting="vllm", vllm_version="0.10")
     >>> int(ds.kv_cache_tokens.item())
-    421184
+    420928
     >>> ds = max_concurrency(model="Llama-3.1-405B", gpu="H100-SXM", tensor_parallel=1, seq_len=8192)
     >>> str(ds.limit_reason.item()), int(ds.min_tensor_parallel.item())
     ('weights', 16)
