@@ -231,7 +231,7 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
     ...                  metric="ttft")
     >>> for target in (10.0, 100.0):  # the search runs once; each target only re-prices it
     ...     best = price(searched, target, buffer=0)
-    ...     print(target, best.cheapest_gpu.item(), round(float(best.cheapest_usd_per_hour), 2))
+    ...     print(target, best.cheapest_gpu.item(), round(best.cheapest_usd_per_hour.item(), 2))
     10.0 H100-SXM 2.99
     100.0 H100-SXM 29.9
     """
