@@ -244,7 +244,10 @@ def choose_held_out(
 
     The cheapest configuration (total cost over the windows; the less breach of equals) that
     kept within ``margin`` of its breach budget in at least ``goal`` of them; when none did, the
-    one that did so most often (the cheapest of equals), and the words say so.
+    cheapest that kept the budget itself in ``goal`` of them; when none did either, the one that
+    kept the budget most often, the least breach of equals (then the cheapest): a configuration
+    that keeps a few quiet windows and breaches the others for hours is not the safe choice. The
+    words say which rule chose.
 
     Parameters
     ----------
@@ -293,11 +296,23 @@ def choose_held_out(
             f"it kept within {margin:.0%} of its breach budget in {int(held[:, i].sum())} of "
             f"{count} {windows}, the cheapest that did in {goal:.0%} or more"
         )
-    i = int(np.lexsort((np.where(allowed, total, np.inf), -np.where(allowed, share, -1)))[0])
+    missed = f"no configuration kept within {margin:.0%} of its breach budget"
+    kept = breach <= np.asarray(budget_s, dtype=float)[:, None]
+    at_budget = allowed & (kept.mean(axis=0) >= goal - 1e-12)
+    if margin < 1.0 and at_budget.any():
+        i = int(np.lexsort((breach.sum(axis=0), np.where(at_budget, total, np.inf)))[0])
+        return i, (
+            f"{missed} in {goal:.0%} of the {count} {windows}; this one kept the budget itself "
+            f"in {int(kept[:, i].sum())} of {count}, the cheapest that did in {goal:.0%} or more"
+        )
+    # none at the goal: the most windows within the budget, then the least breach over them
+    order = (np.where(allowed, total, np.inf), np.where(allowed, breach.sum(axis=0), np.inf),
+             -np.where(allowed, kept.mean(axis=0), -1))  # fmt: skip
+    i = int(np.lexsort(order)[0])
     return i, (
-        f"no configuration kept within {margin:.0%} of its breach budget in {goal:.0%} of the "
-        f"{count} {windows}; this one did most often ({int(held[:, i].sum())} of "
-        f"{count}), the cheapest of those"
+        f"{missed}{', nor the budget itself,' if margin < 1.0 else ''} in {goal:.0%} of the "
+        f"{count} {windows}; this one kept the budget most often ({int(kept[:, i].sum())} of "
+        f"{count}), the least breach of those"
     )
 
 
