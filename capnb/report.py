@@ -843,18 +843,21 @@ def _capacity_row(a, sla: str) -> str:
 
 def _lede(a) -> str:
     """The answer in one sentence: model, GPU and fleet (the cost and breach follow, once each)."""
+    name = words.POLICY_NAMES[a.policy.name]
     if a.policy.name == "fixed":
         grows = "and run them all month"
+    elif a.policy.name == "article" and a.policy.cold_start_vetoes:
+        # the replay may start above the reserve (its first step's need), but the rule adds none
+        grows = (
+            f"; {name} adds none: the {a.policy.cold_start_s:g} s cold start vetoes its scale-ups"
+        )
     elif a.peak_serving_instances > a.reserved_instances:
         grows = (
-            f"and let {words.POLICY_NAMES[a.policy.name]} add on-demand ones as traffic needs "
+            f"and let {name} add on-demand ones as traffic needs "
             f"(up to {a.peak_serving_instances:,} serving at once)"
         )
     else:  # the replay never went above the reserve: the policy only stands ready
-        grows = (
-            f"with {words.POLICY_NAMES[a.policy.name]} ready to add on-demand ones (the replay "
-            "needed none)"
-        )
+        grows = f"with {name} ready to add on-demand ones (the replay needed none)"
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance: reserve "
         f"{words.count(a.reserved_instances, 'instance')} {grows}."

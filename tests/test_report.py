@@ -521,7 +521,8 @@ def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
 
     def answer(policy, reserved, peak):
         return SimpleNamespace(model="m", tensor_parallel=1, gpu="H100-SXM",
-                               policy=SimpleNamespace(name=policy), reserved_instances=reserved,
+                               policy=SimpleNamespace(name=policy, cold_start_vetoes=False),
+                               reserved_instances=reserved,
                                peak_serving_instances=peak)  # fmt: skip
 
     assert "add on-demand ones as traffic needs (up to 7 serving at once)" in _lede(
@@ -533,6 +534,22 @@ def test_the_lede_says_on_demand_instances_only_where_the_replay_added_some():
     assert "run them all month" in _lede(answer("fixed", 4, 4))
     # a small service's busiest slot keeps its digits on the first page (it read "1 requests/s")
     assert _rate(1.1612) == "<strong>1.16</strong>" and _rate(257.3) == "<strong>257</strong>"
+
+
+def test_the_lede_does_not_promise_scale_ups_the_cold_start_vetoes():
+    from types import SimpleNamespace
+
+    from capnb.report import _lede
+
+    # Mistral-Small-24B on one H200, a 188 s cold start against a 60 s budget: the article's
+    # rule adds no instance; the replay's second one was the pool it started with, yet the
+    # lede read "let article thresholds add on-demand ones as traffic needs (up to 2 ...)"
+    # while the Fleet row below it said "adds none"
+    policy = SimpleNamespace(name="article", cold_start_vetoes=True, cold_start_s=188.0)
+    said = _lede(SimpleNamespace(model="m", tensor_parallel=1, gpu="H200", policy=policy,
+                                 reserved_instances=1, peak_serving_instances=2))  # fmt: skip
+    assert "as traffic needs" not in said and "up to 2" not in said
+    assert "adds none: the 188 s cold start vetoes its scale-ups" in said
 
 
 def test_a_warning_is_shown_once_among_the_notes_not_as_a_box_in_each_section():
