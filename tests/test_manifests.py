@@ -158,6 +158,23 @@ def test_a_fixed_fleet_pinned_by_each_object_is_said_to_replay_as_the_chosen_run
     assert not any(article.exact.values())
 
 
+def test_the_objects_of_a_vetoed_article_policy_say_they_scale_up_where_the_plan_did_not():
+    # Mistral-Small-24B on 1 x H200: a 188 s cold start against a 60 s budget vetoed every
+    # scale-up of the article rule, so the plan's 2,714 USD a month held 1 instance; hpa.yaml
+    # (maxReplicas 9) said only "holds its target utilisation (0.6), floor (1) and scale-down
+    # window (300 s) with HPA's own rules", not that it adds up to 8 instances the plan did not
+    choice = PolicyChoice("article", per_instance_qps=8.36, scale_up_threshold=0.6,
+                          cooldown_s=300.0, min_instances=1, max_instances=9,
+                          cold_start_s=188.0, cold_start_vetoes=True)  # fmt: skip
+    out = manifests(choice)
+    for kind in ("hpa", "knative", "keda"):
+        said = " ".join(out.notes[kind])
+        assert "188 s cold start vetoed every scale-up" in said, (kind, said)
+        assert "this object scales up to 9 instances" in said, (kind, said)
+    plain = manifests(dataclasses.replace(choice, cold_start_vetoes=False))
+    assert not any("vetoed" in n for n in plain.notes["hpa"])
+
+
 def test_one_warm_spare_is_named_in_the_singular():
     # policies = ["fixed"], buffer_instances = [1]: hpa.yaml said "hold the 1 warm spares as a
     # second Deployment", knative.yaml "the 1 warm spares are folded into min-scale"

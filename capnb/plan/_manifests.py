@@ -104,7 +104,8 @@ class PolicyChoice:
     the time from a scale-up until the instance serves (s; 0: not known), for the rollout's
     progress deadline; ``max_num_seqs`` the requests one instance runs at once where the plan's
     safe concurrency is above vLLM's default on the GPU (vLLM's ``--max-num-seqs``; 0: the default
-    holds it).
+    holds it); ``cold_start_vetoes`` whether the cold start vetoed the article policy's scale-ups
+    in the replay (no cluster autoscaler has that veto: the objects' notes say so).
     """
 
     policy: str
@@ -122,6 +123,7 @@ class PolicyChoice:
     max_model_len: int = 0
     cold_start_s: float = 0.0
     max_num_seqs: int = 0
+    cold_start_vetoes: bool = False
 
     def __post_init__(self):
         from ..elasticity import OPTIONS, POLICIES
@@ -239,7 +241,19 @@ def _hpa_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]:
                 f"scale-down window ({choice.cooldown_s:g} s) with HPA's own rules; its replay is "
                 "a different run (Manifests.replays['hpa'])"
             )
+            _vetoed_note(choice, notes)
     return values
+
+
+def _vetoed_note(choice: PolicyChoice, notes: list[str]) -> None:
+    """Say that the object scales up where the plan's replay, its scale-ups vetoed, did not."""
+    if choice.policy == "article" and choice.cold_start_vetoes:
+        notes.append(
+            f"in the plan's replay the {choice.cold_start_s:g} s cold start vetoed every scale-up "
+            "of the article policy (the plan's cost counts none); this "
+            f"object scales up to {choice.max_instances} instances as load needs, at a cost "
+            "above the plan's"
+        )
 
 
 def _rules(values: dict, direction: str, window_s: float, notes: list[str]) -> dict:
@@ -423,6 +437,7 @@ def _knative_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]
                 f"the {choice.policy!r} policy has no Knative form: this KPA holds its target, "
                 "floor and scale-down window with the KPA's own rules (a different run)"
             )
+            _vetoed_note(choice, notes)
     if values["buffer_instances"]:
         spares = values["buffer_instances"]
         held = f"the {words.count(spares, 'warm spare')} {'is' if spares == 1 else 'are'}"
@@ -994,6 +1009,7 @@ def policy_choice(plan) -> PolicyChoice:
         prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
         max_model_len=_whole(record.max_model_len, "max_model_len"),
         cold_start_s=float(chosen.cold_start_s),
+        cold_start_vetoes=bool(chosen.cold_start_vetoes),
         max_num_seqs=above_default_seqs(
             _whole(record.safe_concurrency, "safe_concurrency"), str(record.gpu)
         ),
