@@ -74,6 +74,17 @@ def test_a_rate_series_without_its_interval_is_an_error_that_says_how_to_give_it
     assert given.qps.values.tolist() == [5.0] * 12
 
 
+def test_a_series_without_its_interval_and_with_times_not_dates_is_an_input_error():
+    # the hint for the missing interval_s parsed the time coordinate as dates, so times that are
+    # not dates (text labels) ended in numpy's 'Error parsing datetime string' instead
+    mine = xr.Dataset(
+        {"qps": ("time", np.ones(3), {"units": "requests/s"})},
+        coords={"time": np.array(["a", "b", "c"])},
+    )
+    with pytest.raises(InputError, match=r"series.attrs\['interval_s'\] is missing"):
+        forecast.fit_baseline(mine)
+
+
 def test_slot_codes_count_from_monday_midnight():
     times = np.array(["2024-05-13T00:00", "2024-05-13T23:59", "2024-05-19T23:00"], "datetime64[ns]")
     assert forecast.slot_codes(times, "hour_of_week").tolist() == [0, 23, 167]

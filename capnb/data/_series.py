@@ -445,7 +445,11 @@ def _time_coord(starts: np.ndarray) -> dict[str, tuple]:
 
 def _spacing_hint(series: xr.Dataset) -> str:
     """``"; its times are 60 s apart: series.attrs['interval_s'] = 60"``, where they say so."""
-    if "time" not in series.coords or series.sizes.get("time", 0) < 2:
+    if (
+        "time" not in series.coords
+        or series.sizes.get("time", 0) < 2
+        or series["time"].dtype.kind != "M"  # times that are not dates say no spacing
+    ):
         return "; set it, e.g. series.attrs['interval_s'] = 60"
     steps = np.diff(np.asarray(series["time"].values, "datetime64[ns]").astype(np.int64))
     step_s = float(np.median(steps)) / NS
