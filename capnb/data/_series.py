@@ -569,7 +569,7 @@ def _check_spacing(times: np.ndarray, step: np.ndarray, interval: int, argument:
         at = int(off[0])
         shown = [np.datetime_as_string(times[i], unit="s") for i in (at, at + 1)]
         raise InputError(
-            f"{argument}.time: its attrs['interval_s'] says {interval / NS:g} s, but times "
+            f"{argument}.attrs['interval_s'] says {interval / NS:g} s, but {argument}.time's times "
             f"{shown[0]} and {shown[1]} (positions {at} and {at + 1}) are {step[at] / NS:g} s "
             "apart; set interval_s to the times' interval, or resample the series "
             "(capnb.forecast.resample)"
