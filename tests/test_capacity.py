@@ -180,6 +180,22 @@ def test_a_bare_targets_glossary_dims_come_back_with_the_glossarys_attrs(short):
     assert capacity.fleet(2.0, weekly).slot.attrs == mine
 
 
+def test_a_bare_target_over_a_dim_the_rates_label_takes_their_labels():
+    # a target without a coordinate was numbered 0 .. n-1 (the glossary's attrs) and then refused
+    # as labelled unlike the per-instance rates ("target_qps is over gpu [0, 1], but
+    # per_instance_qps over ['A100-80GB', 'H100-SXM']"), labels the caller never gave; before
+    # both fixes it was read by position, as a bare array is
+    per = xr.DataArray([2.0, 3.0], dims="gpu", coords={"gpu": ["A100-80GB", "H100-SXM"]},
+                       attrs={"units": "requests/s"})  # fmt: skip
+    bare = xr.DataArray([10.0, 20.0], dims="gpu", attrs={"units": "requests/s"})
+    out = capacity.fleet(per, bare, buffer_qps=bare / 10)
+    assert out.instances.values.tolist() == [5.0 + 1.0, 7.0 + 1.0]
+    assert out.gpu.values.tolist() == ["A100-80GB", "H100-SXM"]
+    labelled = bare.assign_coords(gpu=["H100-SXM", "B200"])  # labels of one's own still checked
+    with pytest.raises(InputError, match="give both the same gpu labels"):
+        capacity.fleet(per, labelled)
+
+
 @settings(max_examples=40)
 @given(
     st.lists(st.floats(0.3, 400.0), min_size=2, max_size=6, unique=True),

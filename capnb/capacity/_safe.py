@@ -601,8 +601,11 @@ def _per_instance(per_instance_qps) -> xr.DataArray:
     return per_instance
 
 
-def _target(target_qps, name: str = "target_qps") -> xr.DataArray:
-    """A rate to serve (``target_qps``, or the burst rate ``buffer_qps``) as a DataArray in requests/s."""
+def _target(target_qps, name: str = "target_qps", like=None) -> xr.DataArray:
+    """A rate to serve (``target_qps``, or the burst rate ``buffer_qps``) as a DataArray in requests/s.
+
+    ``like``: the per-instance rates it meets; a dim the rate leaves unlabelled takes their labels.
+    """
     if isinstance(target_qps, xr.Dataset):  # the forecast's whole answer
         raise InputError(
             f"{name}: a Dataset; pass its target_qps (and buffer_qps=its buffer_qps for the "
@@ -624,21 +627,25 @@ def _target(target_qps, name: str = "target_qps") -> xr.DataArray:
         raise InputError(f"{name} must be finite and >= 0 requests/s, got {values[bad][0]:g}")
     if "sla" in target.dims:
         raise InputError(f"{name} must not have an 'sla' dim (the SLA is the capacity step's)")
-    return _glossary_dims(target.astype(float))
+    return _glossary_dims(target.astype(float), like)
 
 
-def _glossary_dims(target: xr.DataArray) -> xr.DataArray:
+def _glossary_dims(target: xr.DataArray, like=None) -> xr.DataArray:
     """The target with the glossary's attrs on its glossary dims (slot, traffic_quantile, ...).
 
     A target of one's own (bare values) keeps its values; a dim without a coordinate gets
-    0 .. n-1, as capacity.mix numbers its slots. The attrs of a coordinate that has its own
+    0 .. n-1, as capacity.mix numbers its slots, or the labels ``like`` gives it (read by position,
+    as a bare array is aligned). The attrs of a coordinate that has its own
     ``units`` and ``long_name`` (the forecast's, with ``kind``) are kept as they are.
     """
     for dim in target.dims:
         if dim not in glossary.DIMS:
             continue
         if dim not in target.coords:
-            target = target.assign_coords({dim: np.arange(target.sizes[dim])})
+            labels = getattr(like, "indexes", {}).get(dim)
+            if labels is None or len(labels) != target.sizes[dim]:
+                labels = np.arange(target.sizes[dim])
+            target = target.assign_coords({dim: labels})
         if not {"units", "long_name"} <= set(target[dim].attrs):
             target[dim].attrs = {**target[dim].attrs, **glossary.attrs(dim)}
     return target
@@ -683,10 +690,10 @@ def fleet(
     """
     _one_buffer(buffer, buffer_qps)
     per_instance = _per_instance(per_instance_qps)
-    target = _target(target_qps)
+    target = _target(target_qps, like=per_instance)
     _same_labels(target, "target_qps", per_instance)
     if buffer_qps is not None:
-        _same_labels(_target(buffer_qps, "buffer_qps"), "buffer_qps", per_instance)
+        _same_labels(_target(buffer_qps, "buffer_qps", per_instance), "buffer_qps", per_instance)
     out = xr.Dataset(_fleet_terms(per_instance, target, buffer, buffer_qps))
     for name in out.data_vars:
         out[name].attrs = glossary.attrs(name)
@@ -716,7 +723,7 @@ def _fleet_terms(per_instance, target, buffer, buffer_qps) -> dict:
     of an operation on a few hundred numbers); the callers check that they agree.
     """
     serves = per_instance.notnull() & (per_instance > 0)
-    rate, count = _burst(buffer, buffer_qps)
+    rate, count = _burst(buffer, buffer_qps, per_instance)
     if rate is not None:
         extra = _need(
             rate if isinstance(per_instance, xr.DataArray) else rate.variable, per_instance
@@ -747,10 +754,10 @@ def _one_buffer(buffer, buffer_qps) -> None:
         raise InputError("give buffer (instances) or buffer_qps (requests/s), not both")
 
 
-def _burst(buffer, buffer_qps) -> tuple[xr.DataArray | None, int | None]:
+def _burst(buffer, buffer_qps, like=None) -> tuple[xr.DataArray | None, int | None]:
     """The burst buffer asked for: (the rate it absorbs, None) or (None, its instances)."""
     if buffer_qps is not None:
-        return _target(buffer_qps, "buffer_qps"), None
+        return _target(buffer_qps, "buffer_qps", like), None
     count = 2 if buffer is None else buffer
     if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
         raise InputError(f"buffer must be a whole number of instances >= 0, got {count!r}")
@@ -945,7 +952,7 @@ def plan(
         accounting=accounting,
         seq_len=seq_len,
     )
-    target = _target(target_qps)
+    target = _target(target_qps, like=result.per_instance_qps)
     # one curve, one SLA, one target (a worksheet's plan): the same formulas on the Variables, the
     # variables added in one step; through DataArrays each of a dozen operations on one number
     # aligned every coordinate and cost more than the search (the tests compare the two paths)

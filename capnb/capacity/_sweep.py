@@ -254,7 +254,7 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
         )
     result = searched.copy()
     gpus = [str(g) for g in result.gpu.values]
-    target = capacity._target(target_qps)
+    target = capacity._target(target_qps, like=result.per_instance_qps)
     # a target and a buffer without dims (a worksheet's): every operand below is a variable of
     # the search or built on its coordinates, so the arithmetic runs on the Variables (the same
     # numbers, dims and attrs) without aligning the coordinates at each step (the tests compare)
