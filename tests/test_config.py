@@ -242,3 +242,14 @@ def test_a_calibration_gpu_or_degree_without_calibration_runs_is_refused():
         plan.read_config({"calibration_tensor_parallel": 4, "latency": "engine"})
     plan.read_config({"calibration_runs": "runs/", "calibration_tensor_parallel": 4,
                       "calibration_gpu": "H200", "latency": "engine"})  # fmt: skip
+
+
+def test_a_latency_name_is_no_path_whatever_sits_beside_the_config(tmp_path):
+    # latency = "auto" (the default's own name) beside a folder called auto was read as that
+    # folder of measured runs: the names a setting takes are never paths
+    (tmp_path / "auto").mkdir()
+    (tmp_path / "engine").mkdir()
+    for name in ("auto", "engine"):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(f'[serving]\nlatency = "{name}"\n')
+        assert plan.read_config(path).serving.latency == name

@@ -999,7 +999,7 @@ def _resolve_paths(values: dict, folder: Path) -> dict:
     bundled = {
         "trace": {*data.list_traces(), *data.list_rate_series()},
         "model": set(data.list_models()),
-        "latency": {"model", "engine", *data.list_latency_curves()},
+        "latency": {"auto", "model", "engine", *data.list_latency_curves()},
         "workload": {"auto", "trace", *data.list_traces()},
         "calibration_runs": {""},
     }
