@@ -935,6 +935,7 @@ def run_report(
         worksheet_path(name)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InputError(f"jobs = {jobs!r}: expected a whole number of kernels, at least 1")
+    check_set(out_dir, [])  # the folder itself, before Path("") becomes the current one
     out_dir = Path(out_dir)
     from .plan import export_names
 

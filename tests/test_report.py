@@ -1167,3 +1167,15 @@ def test_the_capacity_worksheet_prices_the_gpu_on_the_plans_own_calibration(tmp_
     # another GPU chosen in the worksheet keeps the bundled calibration
     sheet.set(gpu="H200")
     assert sheet.error is None
+
+
+def test_run_report_from_python_refuses_an_empty_output_folder(tmp_path, monkeypatch):
+    # the CLI refused --out '' (an unset shell variable), but run_report(out_dir="") turned it
+    # into Path(""), the current folder, and wrote the report there
+    from capnb import report
+    from capnb.errors import OutputError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputError, match="output folder '': an empty path"):
+        report.run_report(out_dir="", worksheets=["02_memory"])
+    assert list(tmp_path.iterdir()) == []
