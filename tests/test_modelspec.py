@@ -825,6 +825,11 @@ def test_cross_attention_layers_are_refused():
     # an empty list: no cross-attention layer
     empty = {**config, "text_config": {**text, "cross_attention_layers": []}}
     assert parse(empty).kv_bytes_per_token() == 163_840
+    # without num_hidden_layers the message said "8 of None layers"
+    bare = {k: v for k, v in text.items() if k != "num_hidden_layers"}
+    with pytest.raises(ConfigError) as raised:
+        parse({**config, "text_config": bare}, source="x.json")
+    assert "None" not in str(raised.value) and "8 layers cross-attend" in str(raised.value)
 
 
 def test_encoder_decoder_models_are_refused_as_such():

@@ -706,8 +706,9 @@ def _check_no_cross_attention(config: Mapping, layers: object, source: str) -> N
     if not cross:
         return
     count = len(cross) if isinstance(cross, list) else cross
+    of = f" of {layers}" if isinstance(layers, int) and not isinstance(layers, bool) else ""
     raise ConfigError(
-        f"{source}: field 'cross_attention_layers' = {cross!r}: {count} of {layers} layers "
+        f"{source}: field 'cross_attention_layers' = {cross!r}: {count}{of} layers "
         "cross-attend to an image and hold its K and V, not a text token's; capnb counts K and "
         "V per token on every layer and would plan another KV cache than the model holds"
     )
