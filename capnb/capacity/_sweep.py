@@ -280,12 +280,10 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
 
     price = capacity._gpu_price(result.gpu, None)
     specs = [load_model(m) for m in result.model.values]
-    # FLOP of a request (ModelSpec.request_flop): its layers at every token, the head per output
-    layer, head = (
-        xr.DataArray([2.0 * n for n in counts], dims="model", coords={"model": result.model})
-        for counts in ([s.layer_parameters for s in specs], [s.head_parameters for s in specs])
+    prompt_tokens = result.seq_len - output_tokens
+    per_request = xr.concat(
+        [spec.request_flop(prompt_tokens, output_tokens) for spec in specs], dim=result.model
     )
-    per_request = layer * result.seq_len + head * output_tokens
     flops = xr.DataArray(
         capacity._dense_flops(specs, gpus),
         dims=("model", "gpu"),
