@@ -36,6 +36,8 @@ import inspect
 import math
 import numbers
 
+import numpy as np
+
 from .errors import InputError
 
 __all__ = ["declare_units", "declared", "require_units"]
@@ -211,3 +213,15 @@ def one_value(value, unit: str, argument: str):
         )
     require_units(value, unit, argument)
     return value.values.item()
+
+
+def instances_needed(rate, per_instance):
+    """Instances that serve ``rate`` (requests/s) at ``per_instance`` requests/s each: the one rule.
+
+    ``ceil(rate / per_instance)`` taken after a relative tolerance of 1e-12, so that float noise
+    (30.000000000000004 / 3) is 10 instances, not 11. Numbers, arrays or DataArrays (floats).
+
+    >>> float(instances_needed(30.000000000000004, 3.0)), float(instances_needed(30.1, 3.0))
+    (10.0, 11.0)
+    """
+    return np.ceil(rate / per_instance * (1.0 - 1e-12))

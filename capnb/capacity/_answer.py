@@ -17,6 +17,7 @@ import xarray as xr
 from .. import glossary, words
 from .. import latency as _latency
 from ..errors import InputError
+from ..units import instances_needed
 from . import _safe as capacity
 
 __all__ = ["applicability", "contrast", "describe"]
@@ -88,7 +89,7 @@ def contrast(
     assumed = held * single
     real = held / e2e_held
     count = buffer if buffer is not None else 2
-    naive_instances = math.ceil(target_qps / assumed * (1 - 1e-12)) + count
+    naive_instances = int(instances_needed(target_qps, assumed)) + count
     tp = tensor_parallel if tensor_parallel is not None else curve.attrs.get("tensor_parallel")
     price = capacity._gpu_price(curve.attrs.get("gpu"), usd_per_gpu_hour)
     flops_per_request, flops = capacity._model_flops(curve)

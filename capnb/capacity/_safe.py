@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..kernels import capacity as kernels
 from ..memo import Kept
 from ..records import SLA
-from ..units import require_units
+from ..units import instances_needed, require_units
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
 BINDING = kernels.BINDING
@@ -725,12 +725,12 @@ def _fleet_terms(per_instance, target, buffer, buffer_qps) -> dict:
     serves = per_instance.notnull() & (per_instance > 0)
     rate, count = _burst(buffer, buffer_qps, per_instance)
     if rate is not None:
-        extra = _need(
+        extra = instances_needed(
             rate if isinstance(per_instance, xr.DataArray) else rate.variable, per_instance
         )
     else:
         extra = xr.full_like(per_instance, float(count), dtype=float)
-    fixed = _need(target, per_instance).where(serves)
+    fixed = instances_needed(target, per_instance).where(serves)
     extra = extra.where(serves)
     return {"fixed_instances": fixed, "burst_instances": extra, "instances": fixed + extra}
 
@@ -741,12 +741,6 @@ def _with_attrs(terms: dict, *, keep: bool) -> dict:
         name: xr.Variable(v.dims, v.data, {**(v.attrs if keep else {}), **glossary.attrs(name)})
         for name, v in terms.items()
     }
-
-
-def _need(rate, per_instance):
-    """Instances that serve ``rate``: ``ceil(rate / per_instance)`` after the 1e-12 tolerance."""
-    ratio = rate / per_instance
-    return np.ceil(ratio * (1.0 - 1e-12))
 
 
 def _one_buffer(buffer, buffer_qps) -> None:

@@ -13,7 +13,7 @@ import xarray as xr
 from .. import _validate, glossary
 from ..errors import InputError
 from ..kernels import autoscale as kernels
-from ..units import declare_units, one_value
+from ..units import declare_units, instances_needed, one_value
 from ._advice import (
     demand_summary,
 )
@@ -833,4 +833,4 @@ def fixed_instances(
     share = real(quantile, "quantile")
     if share > 1:
         raise InputError(f"quantile must be in [0, 1], got {quantile}")
-    return max(1, math.ceil(float(np.quantile(values, share)) / qps * (1.0 - 1e-12)))
+    return max(1, int(instances_needed(float(np.quantile(values, share)), qps)))
