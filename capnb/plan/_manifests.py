@@ -496,6 +496,11 @@ def _serve_args(choice: PolicyChoice) -> list[str]:
     return args
 
 
+#: Where a vLLM flag of the plan goes: the exported Knative Service carries it, the HPA and KEDA
+#: objects scale a Deployment the operator writes.
+_IN_THE_PODS = "(the Knative container's args; add it to the Deployment the HPA and KEDA scale)"
+
+
 def _seqs_note(choice: PolicyChoice) -> list[str]:
     """What the pods' vLLM needs when the plan runs more requests at once than vLLM's default."""
     if not choice.max_num_seqs:
@@ -503,8 +508,8 @@ def _seqs_note(choice: PolicyChoice) -> list[str]:
     return [
         f"the plan runs up to {choice.max_num_seqs} requests at once on one instance, more than "
         f"vLLM's default --max-num-seqs on {choice.gpu}: its pods run with --max-num-seqs "
-        f"{choice.max_num_seqs} (the Knative container's args; add it to the Deployment the HPA "
-        "and KEDA scale), or the requests above the default wait and per-instance-qps is not met"
+        f"{choice.max_num_seqs} {_IN_THE_PODS}, or the requests above the default wait and "
+        "per-instance-qps is not met"
     ]
 
 
@@ -516,8 +521,7 @@ def _context_note(choice: PolicyChoice) -> list[str]:
         f"one instance's KV cache ({choice.tensor_parallel} x {choice.gpu}) holds "
         f"{choice.max_model_len:,} tokens, less than {choice.model}'s context: vLLM refuses to "
         f"start at its default max_model_len (the context), so its pods run with --max-model-len "
-        f"{choice.max_model_len} (the Knative container's args; add it to the Deployment the "
-        "HPA and KEDA scale), and longer requests are refused"
+        f"{choice.max_model_len} {_IN_THE_PODS}, and longer requests are refused"
     ]
 
 
