@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import itertools
 import json
 import os
@@ -312,8 +313,16 @@ def _check_utf8(path: Path) -> None:
     """Every byte of a CSV file is UTF-8, else a ConfigError naming its line and byte.
 
     Read in blocks of 1 MiB: a byte anywhere, not only in the header's first block, and in
-    columns the readers skip too (pyarrow checks only the columns it converts).
+    columns the readers skip too (pyarrow checks only the columns it converts). Once per version
+    of a file: a load reads its header up to three times (its format, its columns, the read).
     """
+    stat = path.stat()
+    _check_utf8_once(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _check_utf8_once(path: Path, size: int, mtime_ns: int) -> None:
+    """:func:`_check_utf8` of one version of a file (``size``, ``mtime_ns``: the cache key)."""
     import gzip
 
     pending, offset, lines = b"", 0, 0
