@@ -76,7 +76,6 @@ PRIOR_WEIGHT = 1.0
 REQUESTS = 2000
 STEADY_TURNS = 16
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
-_FEATURE_ROW = {"ttft": 0, "tpot": 1, "itl": 1, "e2e": 2}  # which mean features price a metric
 _STAT_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 _KNEE_STATS = ("p99", "p95", "p90", "p50", "mean")  # the TTFT statistic a knee is read from
 _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_parallel", "dtype",

@@ -471,12 +471,6 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     return plan, run, burst
 
 
-def _jsonable(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def _unshardable(cfg: PlanConfig) -> dict[int, str]:
     """The config's tensor-parallel degrees that cannot shard its model, each with the reason."""
     from .. import data

@@ -466,8 +466,10 @@ def _knative_values(choice: PolicyChoice, notes: list[str]) -> dict[str, object]
 
 def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
     stable = _seconds(values["stable_window_s"], "stable_window_s", *_KNATIVE_WINDOW_S, notes)
-    panic_pct = min(max(100.0 * values["panic_window_s"] / stable, 1.0), 100.0)
-    threshold = min(max(100.0 * values["panic_threshold"], 110.0), 1000.0)
+    panic_pct = min(max(100.0 * values["panic_window_s"] / stable, _PANIC_WINDOW_PERCENT[0]),
+                    _PANIC_WINDOW_PERCENT[1])  # fmt: skip
+    threshold = min(max(100.0 * values["panic_threshold"], _PANIC_THRESHOLD_PERCENT[0]),
+                    _PANIC_THRESHOLD_PERCENT[1])  # fmt: skip
     if threshold != 100.0 * values["panic_threshold"]:
         notes.append(f"panic_threshold={values['panic_threshold']:g} is written as {threshold:g} %")
     utilisation = 100.0 * values["scale_up_threshold"]
