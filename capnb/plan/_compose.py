@@ -682,7 +682,7 @@ def export_check(record: Answer, demand, cfg: PlanConfig, gpu: str) -> Check:
         f"no object capnb export writes is the chosen run: {kind}.yaml ({why}) replays with "
         f"{words.minutes(breach)} of SLA breach a month against the chosen run's "
         f"{words.minutes(record.breach_minutes_per_month)} (budget "
-        f"{record.breach_budget_minutes:,.0f})",
+        f"{words.minutes(record.breach_budget_minutes)})",
         ""
         if passed
         else "plan with a policy the cluster objects hold exactly (Knative without warm spares, "
