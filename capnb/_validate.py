@@ -10,6 +10,10 @@ import numpy as np
 
 from .errors import InputError
 
+#: The largest count capnb takes (tokens of a request, an engine setting): past 2**53 a float is
+#: not an exact count, and past 2**63 - 1 an int64 wraps to a negative number.
+MOST_COUNT = 2**53
+
 
 def positive_ints(values: object, argument: str) -> np.ndarray:
     """Return ``values`` as a 1-D int64 array of distinct positive integers, or raise."""
@@ -29,10 +33,10 @@ def positive_ints(values: object, argument: str) -> np.ndarray:
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         at = int(np.flatnonzero(~np.isfinite(array))[0])
         raise InputError(f"{argument}: values must be finite, got {array[at]} at position {at}")
-    if (array > 2**53).any():  # past 2**63 - 1 the int64 cast wraps to a negative number
-        at = int(np.flatnonzero(array > 2**53)[0])
+    if (array > MOST_COUNT).any():
+        at = int(np.flatnonzero(array > MOST_COUNT)[0])
         raise InputError(
-            f"{argument}: values must be at most {2**53:,} (2**53), got {array[at]} at position {at}"
+            f"{argument}: values must be at most {MOST_COUNT:,} (2**53), got {array[at]} at position {at}"
         )
     array = array.astype(np.int64)
     if (array <= 0).any():

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from . import words
+from ._validate import MOST_COUNT
 from .errors import InputError
 
 __all__ = ["ENGINES", "PLAUSIBLE_S", "SLA", "Deployment", "EngineSettings", "engine_id"]
@@ -276,9 +277,8 @@ def engine_id(engine: str, version: str = "") -> str:
     raise InputError(f"engine: {engine!r} is not one of {sorted(ENGINES)} (nor a name of one)")
 
 
-#: The largest count an engine setting may give: past 2**53 a float is not an exact count, and the
-#: kernel's int64 cast of 1e300 wraps negative.
-_MOST = 2**53
+#: The largest count an engine setting may give (the kernel's int64 cast of 1e300 wraps negative).
+_MOST = MOST_COUNT
 
 
 def _whole(value, name: str, unit: str, *, least: int) -> int | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import glossary, words
+from .._validate import MOST_COUNT
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
@@ -1078,12 +1079,12 @@ def _token_column(table, column: str, where) -> np.ndarray:
     elif numbers.dtype.kind not in "iu":
         raise ConfigError(f"{where(0)}: column {column!r} has type {values.type}, not token counts")
     # beyond 2**53 a float is not an exact count, and past 2**63 - 1 an int64 wraps negative
-    big = numbers > 2**53
+    big = numbers > MOST_COUNT
     if big.any():
         row = int(np.flatnonzero(big)[0])
         raise ConfigError(
             f"{where(row)}: column {column!r} holds {int(numbers[row]):,} tokens, over the "
-            f"{2**53:,} (2**53) capnb counts for one request"
+            f"{MOST_COUNT:,} (2**53) capnb counts for one request"
         )
     numbers = numbers.astype(np.int64, copy=False)
     if (numbers < 0).any():
