@@ -17,7 +17,7 @@ import xarray as xr
 from .. import glossary
 from ..errors import InputError
 from ..kernels import autoscale_records as kernels
-from ..units import _convert
+from ..units import in_unit
 from ._decision import veto_cold_steps
 
 __all__ = [
@@ -374,7 +374,7 @@ class Policy:
         cooldown = self.cooldown_s
         if cooldown is None:
             cooldown = DEFAULT_COOLDOWN_S[self.name]
-        object.__setattr__(self, "cooldown_s", _convert(cooldown, "s", "cooldown_s"))
+        object.__setattr__(self, "cooldown_s", in_unit(cooldown, "s", "cooldown_s"))
         for name, kind in _KINDS.items():
             value = getattr(self, name)
             if value is None and name == "min_instances":
