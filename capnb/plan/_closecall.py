@@ -180,11 +180,15 @@ def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, i
     if kv <= 0:  # no KV cache figure (nothing fits): no request to cap
         return None
     context = load_model(model).context_tokens
-    option = Deployment(model, gpu, int(tp))
-    if not context or _engine.held_request(option, int(context), kv):
+    if not context:
+        return None
+    # the engine's pool on the option, resolved once for the search (held_request's per call)
+    layout, settings = _engine._deployed(Deployment(model, gpu, int(tp)), kv, None)
+    if _engine.pool_holds(int(context), kv, layout, settings):
         return None
     low, high = 0, int(context)  # held(low), not held(high)
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if _engine.held_request(option, middle, kv) else (low, middle)
+        held = _engine.pool_holds(middle, kv, layout, settings)
+        low, high = (middle, high) if held else (low, middle)
     return low, int(context)
