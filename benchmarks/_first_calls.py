@@ -108,11 +108,14 @@ def forecast():
     )
 
     base, cls, ends, noise = np.ones(60), np.zeros(60, np.int64), np.full(60, 60), np.ones(3)
+    starts, sizes = np.zeros(60, np.int64), np.full(60, 3)
     peak, total, counts = np.empty(2), np.empty(2), np.zeros((1, 3), np.int64)
     key = (np.uint64(0), np.uint64(0))
     yield (
         "months.quiet_months",
-        lambda: mk.quiet_months(*key, 0, 2, base, cls, ends, noise, 10, peak, total, counts),
+        lambda: mk.quiet_months(
+            *key, 0, 2, base, cls, ends, noise, starts, sizes, 10, peak, total, counts
+        ),
     )
     yield (
         "months.burst_months",
@@ -122,6 +125,8 @@ def forecast():
             base,
             ends,
             noise,
+            starts,
+            sizes,
             10,
             1.0,
             10.0,

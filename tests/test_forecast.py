@@ -301,8 +301,9 @@ def test_simulated_mean_matches_the_analytic_mean_on_servegen(large):
     run = forecast.simulate(large, base, model, trials=2000, seed=11)
     inputs = forecast.month_inputs(large, base)
     expected = expected_month_mean(
-        inputs.base, inputs.noise, inputs.noise_block, 4.0, 30.0, 180.0, 2.0, 6.0
-    )
+        inputs.base, inputs.noise, inputs.noise_block, 4.0, 30.0, 180.0, 2.0, 6.0,
+        inputs.pool_start, inputs.pool_size,
+    )  # fmt: skip
     means = run.mean_qps.values
     assert abs(means.mean() - expected) < 4 * means.std(ddof=1) / np.sqrt(means.size)
 
@@ -495,3 +496,41 @@ def test_numbers_for_times_are_refused_not_read_as_nanoseconds():
             InputError, match=r"\.time holds numbers \(int64\), not dates and times"
         ):
             call(series)
+
+
+def test_a_busy_hour_draws_the_noise_of_its_own_level_not_the_quiet_hours():
+    # 14 days per minute: noon to 14:00 a steady 10 requests/s, the other hours about 1 with wide
+    # noise. A busy minute's demand is 10 in every month; with one pool for every slot it drew the
+    # quiet hours' ratios (up to 5.4x here) and the months' peaks read 37-54 requests/s.
+    rng = np.random.default_rng(4)
+    minutes = np.arange(14 * 1440)
+    busy = (minutes // 60) % 24 // 2 == 6
+    values = np.where(busy, 10.0, rng.lognormal(0, 0.5, minutes.size) / np.exp(0.125))
+    series = _series(values, freq="1min")
+    base = forecast.fit_baseline(series, slots="hour_of_day")
+    none = forecast.BurstModel(rate_per_month=0.0)
+    run = forecast.simulate(series, base, none, trials=50, seed=1, exclude=None)
+    assert run.attrs["noise_pool_min"] == 200
+    quiet = values[~busy].reshape(-1, 60).mean(axis=1).max()  # no quiet hour's mean is near 10
+    assert float(run.monthly_peak_qps.max()) == pytest.approx(10.0) and quiet < 2
+    pooled = forecast.simulate(
+        series, base, none, trials=50, seed=1, exclude=None, noise_pool_min=None
+    )
+    assert float(pooled.monthly_peak_qps.min()) > 30.0
+    assert pooled.attrs["noise_pool_min"] == "all"
+
+
+@pytest.mark.parametrize("fewest", [1, 3, 7, 50])
+def test_each_slots_noise_range_holds_its_own_residuals_and_at_least_the_fewest(fewest):
+    rng = np.random.default_rng(fewest)
+    slot_mean = np.array([0.0, 1.0, 1.0, 2.0, 5.0, 9.0])  # slot 0 idle: no residual of its own
+    per_slot = rng.integers(0, 6, slot_mean.size)
+    per_slot[0] = 0
+    level = np.repeat(slot_mean, per_slot)
+    order, start, size = forecast.noise_pools(level, slot_mean, fewest)
+    ranked = level[order]
+    for s, m in enumerate(slot_mean):
+        picked = ranked[start[s] : start[s] + size[s]]
+        assert picked.size == max(min(fewest, level.size), np.count_nonzero(level == m))
+        assert np.count_nonzero(picked == m) == np.count_nonzero(level == m)
+    assert np.array_equal(np.sort(order), np.arange(level.size))

@@ -123,7 +123,8 @@ def test_long_runs_matches_python(flags, min_length):
 
 
 # -- Monte Carlo -----------------------------------------------------------------------------
-def _month(minutes=600, block=3, seed_words=(12345, 678)):
+def _month(minutes=600, block=3, seed_words=(12345, 678), pools=False):
+    """A month's inputs; ``pools``: each 7-minute run of the baseline draws from its own range."""
     rng = np.random.default_rng(minutes)
     base = rng.uniform(50, 150, minutes)
     noise = rng.lognormal(0, 0.3, 97)
@@ -132,6 +133,11 @@ def _month(minutes=600, block=3, seed_words=(12345, 678)):
         base=base, noise=noise, noise_block=block, mean_count=2.5,
         d_low=20.0, d_high=90.0, m_low=2.0, m_high=4.0,
     )  # fmt: skip
+    if pools:
+        base[:] = np.repeat(base[::7], 7)[:minutes]  # runs of a level, as slots make them
+        size = rng.integers(1, 40, minutes)[np.arange(minutes) // 7 * 7]
+        args.update(pool_start=(rng.integers(0, 97 - 40, minutes)[np.arange(minutes) // 7 * 7]),
+                    pool_size=size)  # fmt: skip
     return np.uint64(seed_words[0]), np.uint64(seed_words[1]), args
 
 
@@ -140,7 +146,10 @@ def _kernel(key0, key1, first, trials, args, cap_low, cap_step, levels, *, per_t
 
     ``per_trial=False``: the minutes above summed over the trials (one block, much faster).
     """
-    inputs = MonthInputs(args["base"], args["noise"], args["noise_block"], 0)
+    inputs = MonthInputs(
+        args["base"], args["noise"], args["noise_block"], 0, args.get("pool_start"),
+        args.get("pool_size"),
+    )  # fmt: skip
     model = BurstModel(
         duration_s=(args["d_low"] * 60, args["d_high"] * 60),
         multiplier=(args["m_low"], args["m_high"]),
@@ -158,8 +167,9 @@ def _kernel(key0, key1, first, trials, args, cap_low, cap_step, levels, *, per_t
     return peak, mean, above
 
 
-def test_monte_carlo_kernel_matches_python_and_numpy_exactly():
-    key0, key1, args = _month()
+@pytest.mark.parametrize("pools", [False, True])
+def test_monte_carlo_kernel_matches_python_and_numpy_exactly(pools):
+    key0, key1, args = _month(pools=pools)
     peak, mean, above = _kernel(key0, key1, 5, 6, args, 10.0, 25.0, 40)
     refs = [
         R["simulate_months"][name](
@@ -176,6 +186,8 @@ def test_monte_carlo_kernel_matches_python_and_numpy_exactly():
             10.0,
             25.0,
             40,
+            args.get("pool_start"),
+            args.get("pool_size"),
         )
         for name in ("python", "numpy")
     ]

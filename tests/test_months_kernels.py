@@ -15,6 +15,7 @@ def _one_pass(inputs, model, key, first, trials, grid):
         (np.uint64(key[0]), np.uint64(key[1])), list(range(first, first + trials)), inputs.base,
         inputs.noise, inputs.noise_block, model.rate_per_month, model.duration_s[0] / 60,
         model.duration_s[1] / 60, *model.multiplier, grid[0], grid[1] - grid[0], grid.size,
+        inputs.pool_start, inputs.pool_size,
     )  # fmt: skip
 
 
@@ -35,6 +36,12 @@ def months(draw):
     # a stepped baseline (runs of equal values) and a small noise pool
     base = np.repeat(rng.uniform(10, 200, -(-minutes // 60)), 60)[:minutes]
     noise = rng.lognormal(0, 0.3, draw(st.integers(1, 40)))
+    # each hour's baseline draws from a range of the residuals (a slot's level's pool), or all
+    pooled = draw(st.booleans())
+    size = rng.integers(1, noise.size + 1, base.size // 60 + 1)
+    start = rng.integers(0, noise.size - size + 1)
+    hour = np.arange(minutes) // 60
+    pools = (start[hour], size[hour]) if pooled else (None, None)
     low = draw(st.floats(1.0, 4.0))
     model = BurstModel(
         rate_per_month=draw(st.sampled_from([0.0, 1.5, 8.0, 40.0])),
@@ -43,7 +50,7 @@ def months(draw):
     )
     key = (draw(st.integers(0, 2**32 - 1)), draw(st.integers(0, 2**32 - 1)))
     grid = np.linspace(0.0, float(base.max() * noise.max() * model.multiplier[1]) * 1.05, 37)
-    return MonthInputs(base, noise, block, 0), model, key, grid
+    return MonthInputs(base, noise, block, 0, *pools), model, key, grid
 
 
 @given(months(), st.integers(0, 5000), st.integers(1, 12))

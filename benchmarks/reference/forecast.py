@@ -196,16 +196,26 @@ def _bursts_python(key, trial, minutes, mean_count, d_low, d_high, m_low, m_high
     return bursts
 
 
+def _pools(base, noise, pool_start, pool_size):
+    """Each minute's range of the residuals (all of them when not given)."""
+    minutes = len(base)
+    start = [0] * minutes if pool_start is None else [int(x) for x in pool_start]
+    size = [len(noise)] * minutes if pool_size is None else [int(x) for x in pool_size]
+    return start, size
+
+
 def simulate_months_python(
     key, trials, base, noise, noise_block, mean_count, d_low, d_high, m_low, m_high,
-    cap_low, cap_step, levels,
+    cap_low, cap_step, levels, pool_start=None, pool_size=None,
 ):  # fmt: skip
     """The one-pass Monte Carlo minute by minute in plain Python (slow: for a few short months).
 
     ``trials`` is a list of trial ids; returns (peaks, means, minutes_above): per trial the highest
     and mean demand, and (trials, levels) the minutes with demand strictly above each level.
+    Minute m draws from ``noise[pool_start[m] : pool_start[m] + pool_size[m]]`` (default: all).
     """
     key = (int(key[0]), int(key[1]))
+    start, size = _pools(base, noise, pool_start, pool_size)
     peaks, means, above = [], [], []
     for trial in trials:
         bursts = _bursts_python(
@@ -217,7 +227,7 @@ def simulate_months_python(
         for m, b in enumerate(base):
             block = m // noise_block
             word = philox4x32_python((block // 4, lo, hi, 0), key)[block % 4]
-            level = noise[(word * len(noise)) >> 32]
+            level = noise[start[m] + ((word * size[m]) >> 32)]
             factor = max([1.0] + [x for s, n, x in bursts if s <= m < s + n])
             demand = b * level * factor
             total += demand
@@ -233,7 +243,7 @@ def simulate_months_python(
 
 def simulate_months_numpy(
     key, trials, base, noise, noise_block, mean_count, d_low, d_high, m_low, m_high,
-    cap_low, cap_step, levels,
+    cap_low, cap_step, levels, pool_start=None, pool_size=None,
 ):  # fmt: skip
     """The Monte Carlo with numpy, one trial at a time vectorised over its minutes.
 
@@ -244,6 +254,7 @@ def simulate_months_numpy(
     base = np.asarray(base, float)
     noise = np.asarray(noise, float)
     minutes = base.size
+    first, size = (np.asarray(x, np.uint64) for x in _pools(base, noise, pool_start, pool_size))
     blocks = -(-minutes // noise_block)
     block_of_minute = np.arange(minutes) // noise_block
     level_index = np.arange(levels)
@@ -253,8 +264,8 @@ def simulate_months_numpy(
         lo, hi = np.uint64(int(trial) & _MASK), np.uint64(int(trial) >> 32)
         counters = np.arange(-(-blocks // 4), dtype=np.uint64)
         words = np.stack(philox4x32_numpy(counters, lo, hi, 0, key[0], key[1]), axis=1).ravel()
-        picks = ((words[:blocks] * np.uint64(noise.size)) >> np.uint64(32)).astype(np.int64)
-        demand = base * noise[picks][block_of_minute]
+        picks = first + ((words[block_of_minute] * size) >> np.uint64(32))
+        demand = base * noise[picks.astype(np.int64)]
         factor = np.ones(minutes)
         for start, length, multiplier in _bursts_python(
             (int(key[0]), int(key[1])),
@@ -276,17 +287,27 @@ def simulate_months_numpy(
     return peaks, means, above
 
 
-def expected_month_mean(base, noise, noise_block, mean_count, d_low, d_high, m_low, m_high):
+def expected_month_mean(
+    base, noise, noise_block, mean_count, d_low, d_high, m_low, m_high, pool_start=None,
+    pool_size=None,
+):  # fmt: skip
     """The Monte Carlo's analytic mean demand over a month, requests/s.
 
-    E[demand at minute m] = base[m] x mean(noise) x E[factor_m]. The bursts covering minute m are
-    Poisson with mean ``mean_count x p_m``, where p_m = E[min(L, m + 1)] / minutes is the chance
+    E[demand at minute m] = base[m] x mean(minute m's residuals) x E[factor_m]. The bursts covering
+    minute m are Poisson with mean ``mean_count x p_m``, where p_m = E[min(L, m + 1)] / minutes is the chance
     that one burst (uniform start, length L) covers m; given k >= 1 of them, the factor is the
     largest of k uniform multipliers, whose mean is low + (high - low) k / (k + 1). Summing over k:
     E[factor] = e^-mu + low (1 - e^-mu) + (high - low) (1 - (1 - e^-mu) / mu).
     """
-    del noise_block  # each block draws from the same pool: the mean does not depend on it
+    del noise_block  # a block's draw has its minutes' pools' means: the block does not matter
     base = np.asarray(base, float)
+    noise = np.asarray(noise, float)
+    if pool_start is None:
+        noise_mean = np.full(base.size, noise.mean())
+    else:  # mean of each minute's range, by prefix sums
+        sums = np.r_[0.0, np.cumsum(noise)]
+        start, size = np.asarray(pool_start), np.asarray(pool_size)
+        noise_mean = (sums[start + size] - sums[start]) / size
     minutes = base.size
     lengths, weights = _length_distribution(d_low, d_high)
     m = np.arange(minutes)
@@ -295,7 +316,7 @@ def expected_month_mean(base, noise, noise_block, mean_count, d_low, d_high, m_l
     with np.errstate(invalid="ignore", divide="ignore"):
         tail = np.where(mu > 0, 1 - (1 - np.exp(-mu)) / np.where(mu > 0, mu, 1), 0.0)
     factor = np.exp(-mu) + m_low * (1 - np.exp(-mu)) + (m_high - m_low) * tail
-    return float(np.mean(base * factor) * np.mean(noise))
+    return float(np.mean(base * factor * noise_mean))
 
 
 def _length_distribution(low, high):

@@ -28,11 +28,13 @@ from ._auto import TARGET_GROWTH_MODELS, carry, selection_quantiles
 from ._baseline import DEFAULT_QUANTILES, fit_baseline
 from ._bursts import (
     MONTH_DAYS,
+    NOISE_POOL_MIN,
     BurstModel,
     MonthInputs,
     detect_bursts,
     fit_burst_model,
     month_inputs,
+    noise_pools,
     simulate,
 )
 from ._growth import GROWTH_MODELS, MIN_DAYS, carry_forward, fit_growth, observed_days, predict
@@ -54,6 +56,7 @@ __all__ = [
     "HOURLY_BELOW_DAYS",
     "MIN_DAYS",
     "MONTH_DAYS",
+    "NOISE_POOL_MIN",
     "TARGET_GROWTH_MODELS",
     "BurstModel",
     "MonthInputs",
@@ -69,6 +72,7 @@ __all__ = [
     "fit_trend",
     "interval_seconds",
     "month_inputs",
+    "noise_pools",
     "observed_days",
     "plan_name",
     "predict",

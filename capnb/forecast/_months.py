@@ -39,7 +39,8 @@ def _runs(base: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _quiet(inputs, key, first: int, trials: int):
     """The first pass for trials ``first .. first + trials - 1`` (kept for reuse)."""
     digest = hashlib.blake2b(inputs.base.tobytes(), digest_size=16)
-    digest.update(inputs.noise.tobytes())
+    for part in (inputs.noise, inputs.pool_start, inputs.pool_size):
+        digest.update(part.tobytes())
     ident = (digest.hexdigest(), inputs.noise_block, int(key[0]), int(key[1]), first, trials)
     if ident in _KEPT:
         _KEPT.move_to_end(ident)
@@ -50,7 +51,7 @@ def _quiet(inputs, key, first: int, trials: int):
     table = np.zeros((values.size, inputs.noise.size), np.int64)
     kernels.quiet_months(
         key[0], key[1], first, trials, inputs.base, base_class, run_end, inputs.noise,
-        inputs.noise_block, peak, total, table,
+        inputs.pool_start, inputs.pool_size, inputs.noise_block, peak, total, table,
     )  # fmt: skip
     kept = (peak, total, table, np.multiply.outer(values, inputs.noise), run_end)
     _KEPT[ident] = kept
@@ -76,9 +77,10 @@ def month_block(trial_ids, *, inputs, bursts, mean_count, key, grid):
     low, step = float(grid[0]), float(grid[1] - grid[0])
     histogram = np.zeros(grid.size + 1, np.int64)
     kernels.burst_months(
-        key[0], key[1], first, inputs.base, run_end, inputs.noise, inputs.noise_block,
-        mean_count, bursts.duration_s[0] / 60, bursts.duration_s[1] / 60, *bursts.multiplier,
-        low, step, quiet_peak, quiet_total, peak, mean, histogram,
+        key[0], key[1], first, inputs.base, run_end, inputs.noise, inputs.pool_start,
+        inputs.pool_size, inputs.noise_block, mean_count, bursts.duration_s[0] / 60,
+        bursts.duration_s[1] / 60, *bursts.multiplier, low, step, quiet_peak, quiet_total, peak,
+        mean, histogram,
     )  # fmt: skip
     kernels.bin_counts(values, counts, low, step, histogram)
     # minutes above level j: those whose bin (levels strictly below them) is above j

@@ -51,8 +51,8 @@ def level_bin(demand, capacity_low, capacity_step, levels):
 
 @njit(nogil=True)
 def quiet_months(
-    key0, key1, first_trial, trials, base, base_class, run_end, noise, noise_block,
-    peak_out, total_out, counts_out,
+    key0, key1, first_trial, trials, base, base_class, run_end, noise, pool_start, pool_size,
+    noise_block, peak_out, total_out, counts_out,
 ):  # fmt: skip
     """Months without bursts: per trial the peak and total demand, and the minutes per pair.
 
@@ -63,16 +63,17 @@ def quiet_months(
     base, base_class, run_end
         (minutes,) baseline (requests/s), the index of each minute's value among the distinct
         baseline values, and the first later minute whose baseline differs.
-    noise, noise_block
-        The residual pool (multiplicative residuals, one drawn per block) and the minutes per
-        noise draw.
+    noise, pool_start, pool_size, noise_block
+        The residuals (multiplicative) and, per minute, the range of them its draw comes from
+        (``noise[pool_start[m] : pool_start[m] + pool_size[m]]``: the residuals of slots of a
+        baseline level near the minute's); one 32-bit word is drawn per block of ``noise_block``
+        minutes and picks within each minute's range.
     peak_out, total_out
         (trials,) highest minute and sum over minutes of demand (requests/s).
     counts_out
         (distinct baseline values, noise pool) int64, added to: minutes at each pair.
     """
     minutes = base.shape[0]
-    pool = noise.shape[0]
     for i in range(trials):
         trial = first_trial + i
         trial_low = np.uint64(trial) & _MASK32
@@ -85,12 +86,12 @@ def quiet_months(
         while m < minutes:
             if block % 4 == 0 and block > 0:
                 words = philox4x32(block // 4, trial_low, trial_high, _STREAM_NOISE, key0, key1)
-            draw = _pick(words[block % 4], pool)
-            level = noise[draw]
+            word = words[block % 4]
             block_end = min((block + 1) * noise_block, minutes)
             while m < block_end:
                 stop = min(run_end[m], block_end)
-                demand = base[m] * level
+                draw = pool_start[m] + _pick(word, pool_size[m])
+                demand = base[m] * noise[draw]
                 total += demand * (stop - m)
                 if demand > peak:
                     peak = demand
@@ -103,7 +104,7 @@ def quiet_months(
 
 @njit
 def burst_months(
-    key0, key1, first_trial, base, run_end, noise, noise_block, mean_count,
+    key0, key1, first_trial, base, run_end, noise, pool_start, pool_size, noise_block, mean_count,
     duration_low, duration_high, mult_low, mult_high, capacity_low, capacity_step,
     quiet_peak, quiet_total, peak_out, mean_out, correction_out,
 ):  # fmt: skip
@@ -115,7 +116,6 @@ def burst_months(
     >= 1 (:class:`capnb.forecast.BurstModel` ensures it).
     """
     minutes = base.shape[0]
-    pool = noise.shape[0]
     levels = correction_out.shape[0] - 1
     for i in range(quiet_peak.shape[0]):
         trial = first_trial + i
@@ -146,7 +146,7 @@ def burst_months(
                 if block // 4 != drawn_for:
                     words = philox4x32(block // 4, trial_low, trial_high, _STREAM_NOISE, key0, key1)
                     drawn_for = block // 4
-                level = noise[_pick(words[block % 4], pool)]
+                level = noise[pool_start[m] + _pick(words[block % 4], pool_size[m])]
                 change = min(min((block + 1) * noise_block, minutes), run_end[m])
                 factor = 1.0
                 for b in range(starts.shape[0]):
