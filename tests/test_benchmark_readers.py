@@ -807,6 +807,28 @@ def test_guidellm_report_calibrates_the_engine_as_the_same_runs_from_vllm_bench(
     assert one == two
 
 
+def test_own_runs_keep_their_measured_throughput(tmp_path):
+    # read_bench_runs kept only the latencies: worksheet 03's own-run section printed "measured:
+    # none read from the runs" beside the predicted throughput, though every vllm bench result
+    # (and GuideLLM benchmark) records its requests/s, as the bundled runs' tables do
+    deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1,
+                  "engine": "vllm", "engine_version": "0.11.0"}  # fmt: skip
+    run = {"request_rate": 2.0, "completed": 300, "total_input_tokens": 307200,
+           "total_output_tokens": 76800, "duration": 152.0, "request_throughput": 1.97,
+           "mean_ttft_ms": 140.0, "p99_ttft_ms": 400.0, "mean_tpot_ms": 42.0}  # fmt: skip
+    (tmp_path / "rate2.json").write_text(json.dumps(run))
+    table = data.read_bench_runs(tmp_path, **deployment)
+    served = table.query("metric == 'request_throughput'")
+    assert served[["load", "stat", "value", "unit"]].values.tolist() == [
+        [2.0, "value", 1.97, "requests/s"]
+    ]
+    report = data.read_bench_runs(GUIDELLM, **deployment).query("metric == 'request_throughput'")
+    assert report[["load", "value"]].values.tolist() == [[4.0, 2.0], [16.0, 5.0], [6.0, 6.0]]
+    # the fit reads latencies only: the calibration is the one without the throughput rows
+    latencies = table[table["metric"] != "request_throughput"]
+    assert latency.calibrate(table) == latency.calibrate(latencies)
+
+
 def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):
     # GuideLLM 0.5.0-0.6.x wrote metadata.version 1: its per-benchmark fields are those of 2
     report = json.loads(GUIDELLM.read_text())

@@ -1735,7 +1735,20 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
             stats += [(f"p{round(q * 100)}", run["latency"][(metric, q)]) for q in _curve.QUANTILES]
             rows += [{**head, "metric": metric, "stat": stat, "value": value, "unit": "s"}
                      for stat, value in stats if value > 0]  # fmt: skip
+        rows += _throughput_row(head, run["qps"])
     return rows
+
+
+def _throughput_row(base: Mapping, qps: float | None) -> list[dict]:
+    """A run's measured ``request_throughput`` row (requests/s), as the bundled runs' tables hold.
+
+    The fit reads latencies only; the row is what the run served, for the worksheets to show
+    beside the calibrated curve's prediction. None, or not a number > 0: no row.
+    """
+    if qps is None or not (math.isfinite(qps) and qps > 0):
+        return []
+    return [{**base, "metric": "request_throughput", "stat": "value", "value": float(qps),
+             "unit": "requests/s"}]  # fmt: skip
 
 
 def _exports_hint(folder: Path) -> str:
@@ -2001,10 +2014,12 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     pandas.DataFrame
         :func:`load_measurements`' columns (``source``, ``gpu``, ``model``, ``engine``,
         ``engine_version``, ``tensor_parallel``, ``dtype``, ``input_tokens``, ``output_tokens``
-        (the run's means), ``mode``, ``load``, ``metric``, ``stat``, ``value`` (s), ``unit``),
-        plus ``requests`` (the run's completed requests) and ``arrival_cv`` (a rate run's
-        arrival gaps' coefficient of variation, which calibration simulates: 1 / sqrt of vllm
-        bench's ``--burstiness``, 1 for Poisson; NaN for the other modes).
+        (the run's means), ``mode``, ``load``, ``metric``, ``stat``, ``value`` (s), ``unit``;
+        the latencies, then the run's measured ``request_throughput``, stat ``value``, in
+        requests/s, where the file records it), plus ``requests`` (the run's completed
+        requests) and ``arrival_cv`` (a rate run's arrival gaps' coefficient of variation, which
+        calibration simulates: 1 / sqrt of vllm bench's ``--burstiness``, 1 for Poisson; NaN for
+        the other modes).
 
     Examples
     --------
@@ -2084,6 +2099,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         if mode == "concurrency" and completed >= 2 * load:  # (fewer: no steady state to hold)
             # as read_vllm_bench: latencies 1000x off their throughput (seconds in *_ms fields)
             _check_run_units(where, record, rows[-found:], int(load), base["output_tokens"])
+        rows += _throughput_row(base, _number(record, "request_throughput", where, required=False))
     table = pd.DataFrame(rows)
     return table.drop_duplicates(["mode", "load", "metric", "stat"], keep="last").reset_index(
         drop=True
