@@ -829,6 +829,23 @@ def test_own_runs_keep_their_measured_throughput(tmp_path):
     assert latency.calibrate(table) == latency.calibrate(latencies)
 
 
+def test_own_runs_refuse_an_aiperf_export_or_a_table_naming_what_it_is():
+    # an AIPerf sweep given to read_bench_runs (capnb plan --calibrate sweep.csv) was read as
+    # flattened vllm bench rows: "row 2: not a vllm bench serve ... result (its keys:
+    # concurrency, time_to_first_token_avg_mean, ...); capnb reads ... AIPerf / GenAI-Perf CSV
+    # exports ...: move other JSON files ... out of the folder", of a CSV file, not a folder
+    deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1,
+                  "engine": "vllm"}  # fmt: skip
+    sweep = FIXTURES / "aiperf" / "dstack_vllm_profile_export_aiperf_sweep.csv"
+    with pytest.raises(
+        ConfigError, match=r"sweep.csv: AIPerf or GenAI-Perf exports, not vllm bench"
+    ) as err:
+        data.read_bench_runs(sweep, **deployment)
+    assert "read_benchmark" in str(err.value) and "JSON files" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"table_unsorted.csv: a latency table, not vllm bench"):
+        data.read_bench_runs(FIXTURES / "table_unsorted.csv", **deployment)
+
+
 def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):
     # GuideLLM 0.5.0-0.6.x wrote metadata.version 1: its per-benchmark fields are those of 2
     report = json.loads(GUIDELLM.read_text())

@@ -420,6 +420,7 @@ def _records(paths) -> list[tuple[str, dict]]:
     for path in files:
         text = _text(path)
         if path.suffix.lower() == ".csv":
+            _flattened_results(path)
             for i, row in enumerate(csv.DictReader(io.StringIO(text))):
                 records.append((f"{path.name} row {i + 2}", dict(row)))
             continue
@@ -427,6 +428,26 @@ def _records(paths) -> list[tuple[str, dict]]:
     if not records:
         raise ConfigError("read_vllm_bench: no result files given")
     return records
+
+
+def _flattened_results(path: Path) -> None:
+    """A CSV given as results must be vllm bench results flattened to CSV: else say what it is.
+
+    An AIPerf or GenAI-Perf export or a latency table, read row by row as results, was refused
+    as "not a vllm bench serve result" with the advice for JSON files in a folder.
+    """
+    header = [h.strip() for h in _first_line(path).split(",")]
+    if "completed" in header or any(map(_VLLM_KEY.match, header)):
+        return  # (SGLang's flattened results have a concurrency column, as a table does)
+    kind = benchmark_format(path)
+    if kind != "vllm":
+        raise ConfigError(
+            f"{path}: {FORMAT_WORDS[kind]}, not vllm bench serve / SGLang bench_serving results "
+            "(JSON, or flattened to CSV) or a GuideLLM report, the runs read_vllm_bench and "
+            "read_bench_runs (calibration_runs, --calibrate) read; read it as a curve with "
+            "read_benchmark(path, model=..., gpu=..., tensor_parallel=...) (--benchmark), which "
+            "capnb.latency.calibrate also takes, at its concurrencies"
+        )
 
 
 def _json_documents(path: Path, text: str) -> list[tuple[str, object]]:
