@@ -846,6 +846,19 @@ def test_own_runs_refuse_an_aiperf_export_or_a_table_naming_what_it_is():
         data.read_bench_runs(FIXTURES / "table_unsorted.csv", **deployment)
 
 
+def test_calibrating_on_an_aiperf_sweep_without_lengths_says_how_to_give_them():
+    # it said "set them on the curve ... or read the runs with capnb.data.read_bench_runs", which
+    # refuses AIPerf exports: the one way it named besides was a loop
+    sweep = FIXTURES / "aiperf" / "dstack_vllm_profile_export_aiperf_sweep.csv"
+    curve = data.read_benchmark(sweep, model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1)
+    with pytest.raises(
+        InputError, match=r"curve \(AIPerf or GenAI-Perf exports\) records no"
+    ) as err:
+        latency.calibrate(curve)
+    assert "read_bench_runs" not in str(err.value)
+    assert "curve.attrs['prompt_tokens']" in str(err.value)
+
+
 def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):
     # GuideLLM 0.5.0-0.6.x wrote metadata.version 1: its per-benchmark fields are those of 2
     report = json.loads(GUIDELLM.read_text())

@@ -329,10 +329,17 @@ def _curve_table(curve: xr.Dataset, given: dict):
         raise InputError("runs: a curve must be over 'concurrency' with a 'latency' variable")
     missing = [k for k in ("prompt_tokens", "output_tokens") if k not in curve.attrs]
     if missing:
+        from ..data._benchmarks import FORMAT_WORDS
+
+        read = curve.attrs.get("format")
+        # (read_bench_runs reads vllm bench and GuideLLM files only: no way out for the others)
+        other = " or read the runs with capnb.data.read_bench_runs" if read in (
+            "vllm", "guidellm") else ""  # fmt: skip
         raise InputError(
-            f"runs: the curve records no {' and no '.join(missing)} (its mean lengths per "
-            "request), which the engine model is calibrated at; set them on the curve "
-            "(curve.attrs['prompt_tokens'] = ...) or read the runs with capnb.data.read_bench_runs"
+            f"runs: the curve{f' ({FORMAT_WORDS[read]})' if read in FORMAT_WORDS else ''} records "
+            f"no {' and no '.join(missing)} (its mean lengths per request, tokens), which the "
+            "engine model is calibrated at; set them on the curve (curve.attrs['prompt_tokens'] "
+            f"= ..., the lengths the runs sent){other}"
         )
     unstated = [k for k in ("model", "gpu", "tensor_parallel")
                 if given.get(k) is None and curve.attrs.get(k) is None]  # fmt: skip
