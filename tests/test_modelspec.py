@@ -563,6 +563,34 @@ def test_gemma3_and_phi3_windows():
     assert (parse(phi3).sliding_window, parse(phi3).sliding_layers) == (2047, 32)
 
 
+def test_a_window_that_spans_the_whole_context_windows_nothing():
+    # Phi-4-mini-instruct (phi3) says sliding_window 262,144 over a 131,072-token context, and
+    # Phi-3.5-MoE and Phi-3-medium-128k a window equal to theirs: no sequence vLLM admits outgrows
+    # the window, so every layer holds the whole sequence. capnb windowed all 32 layers, and the
+    # 0.19 accounting then held an 8,192-token prefill chunk back as a reserve beside windows no
+    # sequence reaches: 59 sequences of 8,192 tokens on an H100 where full length held 60
+    import capnb
+
+    phi4_mini = {**MISTRAL_7B_V01, "model_type": "phi3", "hidden_size": 3072,
+                 "intermediate_size": 8192, "num_attention_heads": 24, "num_key_value_heads": 8,
+                 "max_position_embeddings": 131072, "sliding_window": 262144,
+                 "tie_word_embeddings": True, "vocab_size": 200064}  # fmt: skip
+    spec = parse(phi4_mini, name="phi4-mini")
+    assert (spec.sliding_window, spec.sliding_layers) == (0, 0)
+    assert any("262,144 not applied" in n and "131,072" in n for n in spec.notes)
+    assert not any("sliding-window layers" in n for n in spec.notes)
+    assert parse({**phi4_mini, "sliding_window": 131072}).sliding_layers == 0  # equal: the same
+    assert parse({**phi4_mini, "sliding_window": 2047}).sliding_layers == 32  # Phi-3-mini-4k's
+    held = [
+        capnb.memory.max_concurrency(model=spec, gpu="H100-SXM", tensor_parallel=1, seq_len=8192,
+                                     accounting=capnb.memory.accounting("vllm", vllm_version="0.19",
+                                                                        hybrid_kv=hybrid))
+        .max_concurrency.item()
+        for hybrid in (False, True)
+    ]  # fmt: skip
+    assert held == [60, 60]
+
+
 def test_qwen2_attention_biases_are_counted():
     spec = parse(QWEN25_72B)
     biases = 80 * (64 + 2 * 8) * 128  # q, k and v of every layer

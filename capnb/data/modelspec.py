@@ -1438,6 +1438,23 @@ def _sliding_window(
     return (window, windowed) if windowed else (0, 0)
 
 
+def _within_context(
+    window: int, windowed: int, context: int | None, notes: list[str]
+) -> tuple[int, int]:
+    """The window, or none when it spans the whole context (``context_tokens``).
+
+    Phi-4-mini says 262,144 over 131,072 tokens of context: no sequence vLLM admits outgrows
+    such a window, so its layers hold the whole sequence, as full-attention layers do.
+    """
+    if not windowed or context is None or window < context:
+        return window, windowed
+    notes.append(
+        f"sliding_window {window:,} not applied: it spans the model's whole context "
+        f"({context:,} tokens), so every layer holds the whole sequence"
+    )
+    return 0, 0
+
+
 def _chunked_attention(
     config: Mapping, layers: int, source: str, notes: list[str]
 ) -> tuple[int, int]:
@@ -1686,6 +1703,9 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     moe = _experts(config, model_type, layers, intermediate, source)
     kv_lora, mla = _mla(config, source)
     sliding_window, sliding_layers = _sliding_window(config, model_type, layers, source, notes)
+    sliding_window, sliding_layers = _within_context(
+        sliding_window, sliding_layers, context_tokens(outer), notes
+    )
     if sliding_layers:
         chunked = model_type == "llama4_text"  # (ModelSpec.chunked_attention)
         notes.append(
