@@ -77,6 +77,29 @@ def test_mla_latent_cache_is_replicated_on_every_rank():
     assert spec.kv_bytes_per_token("bf16", 8) == spec.kv_bytes_per_token("bf16", 1) == 70_272
 
 
+def test_mla_down_projections_are_whole_on_every_rank():
+    # vLLM's DeepseekV2 attention builds q_a_proj and kv_a_proj_with_mqa as ReplicatedLinear: every
+    # rank holds all 61 x 7,168 x (1,536 + 512 + 64) of them (0.86 GiB in fp8). The memory sweep
+    # divided them by TP with the rest: 78.33 GiB a GPU for DeepSeek-V3 at TP 8, not 79.09
+    import capnb
+
+    spec = load_model("DeepSeek-V3")
+    down = 61 * 7168 * (1536 + 512 + 64) * (1 + spec.weight_scale_bytes)  # fp8 and block scales
+    assert spec.weight_bytes_per_gpu(1) == spec.weight_bytes()
+    assert spec.weight_bytes_per_gpu(8) == pytest.approx(spec.weight_bytes() / 8 + down * 7 / 8)
+    assert spec.weight_bytes_per_gpu(8) / 2**30 == pytest.approx(79.09, abs=0.01)
+    assert spec.weight_bytes_per_gpu(8, "bf16") == pytest.approx(
+        spec.weight_bytes("bf16") / 8 + 61 * 7168 * 2112 * 2 * 7 / 8
+    )
+    ds = capnb.memory.sweep(model="DeepSeek-V3", gpu="H200", tensor_parallel=[1, 8],
+                            concurrency=[1], seq_len=[4096])  # fmt: skip
+    assert ds.weights_bytes.values.ravel().tolist() == [
+        spec.weight_bytes_per_gpu(1), spec.weight_bytes_per_gpu(8)
+    ]  # fmt: skip
+    llama = load_model("Llama-3.1-70B")  # no replicated projection: an even split
+    assert llama.weight_bytes_per_gpu(8) == llama.weight_bytes() / 8
+
+
 def test_quantization_config_overrides_torch_dtype():
     spec = load_model("DeepSeek-V3")  # torch_dtype bfloat16, quantization_config fp8
     assert spec.torch_dtype == "bf16"

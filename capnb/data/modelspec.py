@@ -298,6 +298,30 @@ class ModelSpec:
         kept_bytes = kept * DTYPE_BYTES[self.torch_dtype]
         return float((self.parameters - kept) * per_param + kept_bytes)
 
+    def weight_bytes_per_gpu(self, tensor_parallel: int = 1, dtype: str | None = None) -> float:
+        """Bytes of weights each tensor-parallel rank holds (``dtype`` as in :meth:`weight_bytes`).
+
+        The weights split evenly across the ranks, but for the down projections of multi-head
+        latent attention (``q_a_proj`` and ``kv_a_proj_with_mqa``, layers x hidden x
+        (q_lora_rank + kv_lora_rank + qk_rope_head_dim)), which vLLM's DeepseekV2 attention builds
+        as ``ReplicatedLinear``: every rank holds them whole (DeepSeek-V3: 0.86 GiB in fp8).
+        """
+        total = self.weight_bytes(dtype)
+        if tensor_parallel == 1 or not self.kv_lora_rank:
+            return total / tensor_parallel
+        down = self.layers * self.hidden_size
+        down *= self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim
+        weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
+        per_param = DTYPE_BYTES[weight_dtype]
+        if per_param < 2.0 and weight_dtype == self.weight_dtype:  # as weight_bytes counts them
+            per_param = (
+                DTYPE_BYTES[self.torch_dtype]
+                if self.unquantized_attention
+                else per_param + self.weight_scale_bytes
+            )
+        replicated = down * per_param
+        return (total - replicated) / tensor_parallel + replicated
+
     def kv_heads_per_rank(self, tensor_parallel: int = 1) -> int:
         """KV heads each tensor-parallel rank holds: split, or replicated when TP exceeds KV heads."""
         self.check_tensor_parallel(tensor_parallel)

@@ -7,8 +7,9 @@ concurrency the compute could still serve. Its rule, with capnb's default in bra
     total = weights + concurrency x seq_len x kv_bytes_per_token, plus 10-20 % [15 %] headroom
 
 capnb applies it per GPU of a tensor-parallel group, the way serving runtimes shard a model: weights
-split across ranks; KV heads split, but replicated when the group is larger than the KV heads (at
-least one head per rank); an MLA latent cache replicated on every rank.
+split across ranks (an MLA model's down projections whole on each); KV heads split, but
+replicated when the group is larger than the KV heads (at least one head per rank); an MLA latent
+cache replicated on every rank.
 
 Two accountings (:func:`accounting`):
 

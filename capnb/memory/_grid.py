@@ -211,7 +211,7 @@ def _rank_inputs(spec: ModelSpec, tp: int, kv_dtype: str, weight_dtype: str, acc
         return (reason,)
     kv = spec.kv_bytes_per_token(kv_dtype, tp)
     return (
-        spec.weight_bytes(weight_dtype) / tp,
+        spec.weight_bytes_per_gpu(tp, weight_dtype),
         kv,
         acct.reserve_bytes(spec, tp) + acct.window_chunk_bytes(spec, kv),
     )

@@ -285,7 +285,7 @@ def _tp8_lines(checks: list[LogCheck]) -> list[str]:
     for c in (c for c in checks if c.tensor_parallel == 8):
         row = _row(c.log_id)
         spec, acct, tp = load_model(c.model), _accounting(row, c.log_id), c.tensor_parallel
-        weights = spec.weight_bytes(row["weight_dtype"]) / tp / GIB
+        weights = spec.weight_bytes_per_gpu(tp, row["weight_dtype"]) / GIB
         non_torch = (acct.reserve_bytes(spec, tp) - acct.activation_bytes(spec, tp)) / GIB
         logged_w = (row.get("weights_gib") or "").strip()
         logged_w = f"logged {float(logged_w):.2f}" if logged_w else "not logged"
