@@ -171,6 +171,30 @@ def test_describe_blames_the_reserve_not_the_weights_when_the_weights_fit():
     assert "reserve" in text and "16.4 GiB" in text and "21.6 GiB usable" in text
 
 
+def test_describe_says_when_the_usable_memory_is_the_marketed_one():
+    # with vllm_version the usable memory is 90 % of what the driver reports; the catalog has no
+    # such figure for an L4, so the 21.6 GiB usable are 90 % of its marketed 24 GiB (torch reports
+    # 22.03 GiB on an L4: 19.8 GiB usable). The result's attrs and the plan said so; the sentence
+    # did not
+    l4 = memory.max_concurrency(model="Llama-3.1-8B", gpu="L4", tensor_parallel=1, seq_len=8192,
+                                accounting="vllm", vllm_version="0.19")  # fmt: skip
+    text = memory.describe(l4)
+    assert text.endswith(
+        "of 21.6 GiB usable, with vllm accounting); the usable memory is 90% of L4's marketed "
+        "memory, as the GPU catalog has no driver-reported memory (memory_reported_bytes) for it."
+    )
+    h100 = memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
+                                  seq_len=8192, accounting="vllm", vllm_version="0.19")  # fmt: skip
+    assert "marketed" not in memory.describe(h100)
+    article = memory.max_concurrency(model="Llama-3.1-8B", gpu="L4", tensor_parallel=1,
+                                     seq_len=8192)  # fmt: skip
+    assert "marketed" not in memory.describe(article)  # the article counts the marketed memory
+    huge = memory.max_concurrency(model="Llama-3.1-70B", gpu="L4", tensor_parallel=1,
+                                  seq_len=8192, accounting="vllm", vllm_version="0.19")  # fmt: skip
+    assert memory.describe(huge).startswith("Infeasible")
+    assert "90% of L4's marketed memory" in memory.describe(huge)
+
+
 def test_describe_counts_the_headroom_when_the_weights_alone_fit():
     # Mixtral-8x7B at TP 2 on an L40S: 43.5 GiB of weights under the 45.0 GiB usable, 50.0 GiB
     # with the article's 15 % headroom; the sentence said "its weights alone take 43.5 GiB per

@@ -673,6 +673,17 @@ def _windows(result: xr.Dataset, cell: xr.Dataset, seq_len: int, kept: bool) -> 
     )
 
 
+def _marketed(result: xr.Dataset, gpu: str) -> str:
+    """A clause saying the usable memory is a share of the marketed memory, where it is ("" else)."""
+    if gpu not in str(result.attrs.get("marketed_memory_gpus", "")).split(", "):
+        return ""
+    share = float(result.attrs.get("gpu_memory_utilization", 1.0))
+    return (
+        f"; the usable memory is {share:.0%} of {gpu}'s marketed memory, as the GPU catalog has no "
+        "driver-reported memory (memory_reported_bytes) for it"
+    )
+
+
 def describe(result: xr.Dataset, **selection: object) -> str:
     """The answer for one (model, gpu, tensor_parallel, seq_len) cell of a result, in one sentence.
 
@@ -704,6 +715,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     tp, seq = int(cell.tensor_parallel), int(cell.seq_len)
     largest, reason = int(cell.max_concurrency), str(cell.limit_reason.values)
     weights, usable = float(cell.weights_bytes), float(cell.usable_bytes)
+    marketed = _marketed(result, gpu)
     where = f"{model} in {cell.weight_dtype.values} on {tp} x {gpu}"
     context = int(cell.context_tokens) if "context_tokens" in cell.coords else 0
     beyond = (
@@ -723,7 +735,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             f"{where} fits at most {largest:,} concurrent sequences of {seq:,} tokens "
             f"({_gib(weights)} of weights and {_gib(kv)} of KV cache per GPU, "
             f"of {_gib(usable)} usable, with {result.attrs['accounting']} accounting{windows})"
-            f"{beyond}."
+            f"{beyond}{marketed}."
         )
     smallest = int(cell.min_tensor_parallel)
     remedy = (
@@ -739,17 +751,17 @@ def describe(result: xr.Dataset, **selection: object) -> str:
                 f"the reserve {result.attrs['accounting']} accounting holds beside them (the "
                 "profile run's activation and sampler peak, memory outside torch and vLLM's rotary cache) "
                 "leaves none "
-                f"of the {_gib(usable)} usable for the KV cache; {remedy}."
+                f"of the {_gib(usable)} usable for the KV cache; {remedy}{marketed}."
             )
         if weights <= usable:  # the headroom on the weights tips it over
             return (
                 f"Infeasible: {where} does not fit: its weights take {_gib(weights)} per GPU, "
                 f"{_gib(weights * (1.0 + headroom))} with the {headroom:.0%} headroom, more than "
-                f"the {_gib(usable)} usable; {remedy}."
+                f"the {_gib(usable)} usable; {remedy}{marketed}."
             )
         return (
             f"Infeasible: {where} does not fit: its weights alone take {_gib(weights)} per GPU, "
-            f"more than the {_gib(usable)} usable; {remedy}."
+            f"more than the {_gib(usable)} usable; {remedy}{marketed}."
         )
     if reason == "one_sequence" and beyond:
         return (

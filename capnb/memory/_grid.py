@@ -528,6 +528,7 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
     }
     if acct.vllm_version is not None:
         attrs["vllm_version"] = acct.vllm_version
+        attrs["marketed_memory_gpus"] = ", ".join(grid.reported_fallback)
         attrs["usable_memory_from"] = (
             "gpu_memory_utilization x the memory the driver reports (memory_reported_bytes)"
             + (
