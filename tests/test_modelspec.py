@@ -718,6 +718,29 @@ def test_context_reads_transformers_v5_rope_parameters():
     assert context_tokens({**base, "rope_parameters": plain}) == 32768
 
 
+def test_context_reads_the_length_fields_vllm_reads_beside_max_position_embeddings():
+    # vLLM's _get_and_verify_max_len takes the smallest of max_position_embeddings, n_positions,
+    # max_seq_len, seq_length, max_target_positions, max_sequence_length, max_seq_length and
+    # seq_len, and a model_max_length (Command-R's) over them. capnb read the first alone:
+    # glm-4-9b-chat (chatglm, "seq_length": 131072) had no context, so a 200,000-token request
+    # was never called beyond it
+    glm4 = {"model_type": "chatglm", "num_layers": 40, "padded_vocab_size": 151552,
+            "hidden_size": 4096, "ffn_hidden_size": 13696, "kv_channels": 128,
+            "num_attention_heads": 32, "seq_length": 131072, "multi_query_attention": True,
+            "multi_query_group_num": 2, "add_qkv_bias": True, "torch_dtype": "bfloat16"}  # fmt: skip
+    spec = parse(glm4, name="glm-4-9b-chat")
+    assert spec.context_tokens == 131_072
+    assert spec.beyond_context([1000, 200_000]) == (0.5, 200_000, 131_072)
+    assert context_tokens({"model_type": "mpt", "max_seq_len": 8192}) == 8192
+    both = {"model_type": "llama", "max_position_embeddings": 8192, "seq_length": 4096}
+    assert context_tokens(both) == 4096  # the smallest
+    command_r = {"model_type": "cohere", "max_position_embeddings": 8192,
+                 "model_max_length": 131072}  # fmt: skip
+    assert context_tokens(command_r) == 131_072
+    assert context_tokens({"model_type": "llama"}) is None  # none stated
+    assert load_model("Llama-3.1-8B").context_tokens == 131_072
+
+
 def test_llama4_chunked_attention_is_windowed_at_its_chunk():
     # Llama-4's RoPE layers attend within chunks of attention_chunk_size tokens; every 4th layer
     # (no RoPE) attends fully (transformers' Llama4TextConfig no_rope_layers). The field was

@@ -546,14 +546,17 @@ _CONTEXT_DEFAULTS = {"gemma3_text": 131_072}
 def context_tokens(config: Mapping) -> int | None:
     """The context a config serves in tokens (vLLM's default ``max_model_len``); None: unstated.
 
-    ``max_position_embeddings``, times a ``rope_scaling`` (transformers 5: ``rope_parameters``,
-    one per layer type where nested) factor for the scaling types vLLM extends the context by
-    (linear, dynamic; YaRN from its ``original_max_position_embeddings``), as vLLM's
-    ``_get_and_verify_max_len`` does; Llama 3's and LongRoPE's already include it, and so does
-    Gemma 3's (vLLM skips the factor for gemma3 model types). A config that omits the field takes
+    ``max_position_embeddings`` (the smallest of it and the other length fields vLLM reads,
+    ``_LENGTH_FIELDS``; a ``model_max_length`` over them), times a ``rope_scaling``
+    (transformers 5: ``rope_parameters``, one per layer type where nested) factor for the
+    scaling types vLLM extends the context by (linear, dynamic; YaRN from its
+    ``original_max_position_embeddings``), as vLLM's ``_get_and_verify_max_len`` does; Llama 3's
+    and LongRoPE's already include it, and so does Gemma 3's (vLLM skips the factor for gemma3
+    model types). A config that omits the field takes
     its class default where capnb knows it (``_CONTEXT_DEFAULTS``).
     """
     config, model_type, length = _positions(config)
+    length = _served_length(config, length)
     if length is None:
         return None
     scalings = config.get("rope_scaling") or config.get("rope_parameters")  # transformers 4 / 5
@@ -574,6 +577,26 @@ def context_tokens(config: Mapping) -> int | None:
             else:
                 extended = length * factor
     return int(extended)
+
+
+#: The length fields vLLM's ``_get_and_verify_max_len`` reads beside max_position_embeddings
+#: (GPT-2, MPT, ChatGLM, Whisper and others); it takes the smallest, and a ``model_max_length``
+#: (Command-R, Aya Vision) over them all.
+_LENGTH_FIELDS = ("n_positions", "max_seq_len", "seq_length", "max_target_positions",
+                  "max_sequence_length", "max_seq_length", "seq_len")  # fmt: skip
+
+
+def _served_length(config: Mapping, length: int | float | None) -> int | float | None:
+    """The length vLLM serves before rope scaling: ``length`` and the other fields it reads."""
+
+    def stated(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+    if stated(config.get("model_max_length")):
+        return config["model_max_length"]
+    found = [config[k] for k in _LENGTH_FIELDS if stated(config.get(k))]
+    found += [length] if length is not None else []
+    return min(found) if found else None
 
 
 def _positions(config: Mapping) -> tuple[Mapping, str, int | float | None]:
