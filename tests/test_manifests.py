@@ -265,6 +265,19 @@ def test_knative_rates_go_to_the_cluster_configmap():
     assert len(manifests(CHOICES["knative"]).documents["knative"]) == 1  # defaults: no ConfigMap
 
 
+def test_a_panic_window_below_knatives_one_percent_of_the_window_is_noted():
+    # Knative reads panic-window-percentage in [1, 100] of the stable window: a 6 s panic window
+    # over a 20-minute window is 0.5 %, written as 1 % (a 12 s panic window), and said so
+    choice = PolicyChoice("knative", per_instance_qps=8.0, scale_up_threshold=0.7, cooldown_s=600.0,
+                          min_instances=1, max_instances=20, options={"stable_window_s": 1200.0})  # fmt: skip
+    out = manifests(choice)
+    notes = out.documents["knative"][0]["spec"]["template"]["metadata"]["annotations"]
+    assert notes["autoscaling.knative.dev/panic-window-percentage"] == "1"
+    assert out.replays["knative"]["panic_window_s"] == 12.0 and not out.exact["knative"]
+    assert any("panic_window_s=6 s is written as 1 % of the 1200 s window (12 s)" in n
+               for n in out.notes["knative"])  # fmt: skip
+
+
 def test_bad_choices_name_the_field():
     with pytest.raises(InputError, match="policy='kpa'"):
         PolicyChoice("kpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=0.0,

@@ -468,6 +468,12 @@ def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
     stable = _seconds(values["stable_window_s"], "stable_window_s", *_KNATIVE_WINDOW_S, notes)
     panic_pct = min(max(100.0 * values["panic_window_s"] / stable, _PANIC_WINDOW_PERCENT[0]),
                     _PANIC_WINDOW_PERCENT[1])  # fmt: skip
+    if panic_pct != 100.0 * values["panic_window_s"] / stable:
+        notes.append(
+            f"panic_window_s={values['panic_window_s']:g} s is written as {panic_pct:g} % of the "
+            f"{stable} s window ({stable * panic_pct / 100:g} s): Knative takes "
+            f"{_PANIC_WINDOW_PERCENT[0]:g}-{_PANIC_WINDOW_PERCENT[1]:g} %"
+        )
     threshold = min(max(100.0 * values["panic_threshold"], _PANIC_THRESHOLD_PERCENT[0]),
                     _PANIC_THRESHOLD_PERCENT[1])  # fmt: skip
     if threshold != 100.0 * values["panic_threshold"]:
