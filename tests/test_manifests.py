@@ -244,6 +244,17 @@ def test_an_hpa_rate_rule_of_zero_pods_is_refused_as_kubernetes_refuses_it():
                          min_instances=1, max_instances=3, options={option: 0})  # fmt: skip
 
 
+def test_an_hpa_with_no_rate_rule_in_a_direction_is_refused_naming_both_options():
+    # scale_down_pods=None and scale_down_percent=None passed PolicyChoice, and manifests failed
+    # reading its own object back: "behavior.scaleDown: capnb replays one period per direction,
+    # got []" (Kubernetes refuses a direction with no policy; the simulator refuses it too)
+    for direction in ("up", "down"):
+        options = {f"scale_{direction}_pods": None, f"scale_{direction}_percent": None}
+        with pytest.raises(InputError, match=rf"scale_{direction}_pods and scale_{direction}_perc"):
+            PolicyChoice("hpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=60.0,
+                         min_instances=1, max_instances=3, options=options)  # fmt: skip
+
+
 def test_a_target_finer_than_kubernetes_reads_is_rounded_up_and_noted():
     choice = PolicyChoice("hpa", per_instance_qps=10.0, scale_up_threshold=0.8125,
                           cooldown_s=300.0, min_instances=1, max_instances=10)  # fmt: skip

@@ -163,6 +163,14 @@ class PolicyChoice:
                     f"options {option}=0: a Kubernetes HPA policy's value must be greater than "
                     "zero (the API server refuses 0); give 1 or more pods, or None for no Pods rule"
                 )
+        for direction in ("up", "down"):
+            pods, percent = f"scale_{direction}_pods", f"scale_{direction}_percent"
+            if self.policy == "hpa" and full[pods] is None and full[percent] is None:
+                raise InputError(
+                    f"options {pods} and {percent} are both None: a Kubernetes HPA needs at least "
+                    f"one scale-{direction} policy (the API server refuses an empty list); give "
+                    "one of them"
+                )
         object.__setattr__(self, "options", full)
 
     def settings(self) -> dict[str, object]:
