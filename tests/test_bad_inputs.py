@@ -1016,6 +1016,13 @@ ROWS = [
                                       per_instance_qps=1),
         Raises(InputError, r"demand: its step_s attr says 5 s, but its times are 1 s apart; "
                            r"drop the attr or resample")),
+    # found with a pandas Series of 10-s rates (a DatetimeIndex): simulate read it as a bare array
+    # at step_s=1, a 10-hour day simulated as one hour (gpu_hours 8.0 instead of 70); a DataArray
+    # over the same times was refused
+    Row("elasticity: a pandas Series whose times contradict step_s",
+        lambda _: elasticity.simulate(pd.Series([1.0, 2, 3], index=pd.date_range(
+            "2024-01-01", periods=3, freq="10s")), step_s=1, per_instance_qps=1),
+        Raises(InputError, r"step_s=1 does not match the demand's own step of 10 s")),
     Row("elasticity: demand times with a time zone",
         lambda _: elasticity.simulate(timed([1, 2, 3], [0, 5, 10]).assign_coords(
             time=pd.date_range("2024-01-01", periods=3, freq="5s", tz="UTC")), per_instance_qps=1),

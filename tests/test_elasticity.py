@@ -749,6 +749,20 @@ def test_a_setting_shorter_than_a_series_window_says_how_to_shorten_the_step():
     assert run.attrs["step_s"] == 30.0
 
 
+def test_a_pandas_series_over_times_is_simulated_at_its_own_step():
+    # a pandas Series of 10-s rates was read as a bare array: at step_s=1, ten hours ran as one
+    # (gpu_hours 8.0 of 80.0); its times now say its step, as a DataArray's do, and
+    # resample_demand, which that error names, takes it
+    import pandas as pd
+
+    series = pd.Series(40.0, index=pd.date_range("2026-01-01", periods=3600, freq="10s"))
+    with pytest.raises(InputError, match=r"step_s=1 does not match the demand's own step of 10 s"):
+        elasticity.simulate(series, step_s=1, per_instance_qps=8.0, cold_start_s=60)
+    run = elasticity.simulate(elasticity.resample_demand(series, 1), per_instance_qps=8.0,
+                              cold_start_s=60)  # fmt: skip
+    assert run.attrs["duration_s"] == 36_000.0 and float(run.gpu_hours) == 80.0
+
+
 def test_forecast_demand_is_named_in_the_glossary():
     # forecast_demand returned forecast_qps, a name the glossary did not list, with a long_name
     # of its own; the predictive policy's input is a glossary name like every result's

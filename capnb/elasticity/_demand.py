@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .. import _validate, glossary
@@ -54,6 +55,16 @@ def _seconds_between(times: np.ndarray, what: str) -> float:
             f"{gaps[where] / _NS:g} s after position {where}); resample it first"
         )
     return gaps[0] / _NS
+
+
+def _timed_series(demand):
+    """A pandas Series over times as a DataArray over ``time``; anything else as it is.
+
+    Its times say its step, as a DataArray's do: it is not a bare array read at any ``step_s``.
+    """
+    if isinstance(demand, pd.Series) and demand.index.dtype.kind in "mM":
+        return xr.DataArray(demand.to_numpy(), dims="time", coords={"time": demand.index})
+    return demand
 
 
 def _when(times: np.ndarray, i: int) -> str:
@@ -139,6 +150,7 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
         held = None
     else:
         series = source.qps if isinstance(source, xr.Dataset) and "qps" in source else source
+        series = _timed_series(series)
         if not isinstance(series, xr.DataArray) or series.dims != ("time",):
             raise InputError(
                 "source must be a request log, a rate series with 'qps' over 'time', or a "
@@ -198,6 +210,7 @@ def _whole_multiple(step: float, interval: float) -> None:
 
 def demand_values(demand, step_s) -> tuple[np.ndarray, np.ndarray, float]:
     """Validated demand values (requests/s), their times and the step (s)."""
+    demand = _timed_series(demand)
     if isinstance(demand, xr.Dataset):
         if "request" in demand.dims:
             raise InputError(

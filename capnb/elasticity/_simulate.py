@@ -404,8 +404,8 @@ def simulate(
     Parameters
     ----------
     demand
-        Requests/s per step: a 1-D array (give ``step_s``), a DataArray over ``time`` or the output
-        of :func:`resample_demand`.
+        Requests/s per step: a 1-D array (give ``step_s``), a DataArray over ``time`` (or a pandas
+        Series over times: its times give the step) or the output of :func:`resample_demand`.
     per_instance_qps
         Requests/s one ready instance serves within the SLA (the capacity step's answer): a number,
         or one cell of :func:`capnb.capacity.safe_concurrency`'s ``per_instance_qps`` (a 0-d
