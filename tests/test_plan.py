@@ -1503,6 +1503,16 @@ def test_a_choice_no_exported_object_holds_is_replayed_as_exported_and_said():
         hpa = planning.build(config.replace(elasticity={"policies": ("hpa",)}))
     (check,) = [c for c in planning.answer(hpa).checks if c.name == "export"]
     assert check.passed and check.finding.startswith("hpa.yaml, keda.yaml replay(s) as the chosen")
+    # an HPA whose 2-hour scale-down window Kubernetes caps at 3600 s: the check said only
+    # "hpa.yaml (a different run)"; it names the cap
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        capped = planning.build(config.replace(elasticity={"policies": ("hpa",),
+                                                           "cooldown_s": (7200.0,)}))  # fmt: skip
+    (check,) = [c for c in planning.answer(capped).checks if c.name == "export"]
+    assert "hpa.yaml (cooldown_s=7200 s is written as 3600 s (whole seconds, 0-3600))" in (
+        check.finding
+    )
 
 
 def _slow_h100_runs(folder) -> None:

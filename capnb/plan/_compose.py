@@ -675,7 +675,11 @@ def export_check(record: Answer, demand, cfg: PlanConfig, gpu: str) -> Check:
     hours = float(run.attrs["duration_s"]) / 3600.0
     breach = float(run.breach_s) / 60 * glossary.HOURS_PER_MONTH / hours
     passed = breach <= record.breach_budget_minutes
-    why = next((n for n in objects.notes[kind] if "different run" in n), "a different run")
+    # the note that says why: a policy the object cannot hold, or a value Kubernetes caps
+    why = next(
+        (n for n in objects.notes[kind] if "different run" in n or " is written as " in n),
+        "a different run",
+    )
     return Check(
         "export",
         passed,
