@@ -45,24 +45,38 @@ def _times(series: xr.Dataset, per_interval: np.ndarray, words: str) -> xr.Datas
 def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
     """A slot's map from past rates to the model's: ``(x, y)`` knots, or None where none fits.
 
-    Each quantile ``p`` spans the two order statistics numpy's linear quantile reads at
-    ``(n - 1) p``; both are scaled by the quantile's own factor (target / past quantile), so the
-    carried slot's quantile at ``p`` is the target exactly. Between those pairs the map is linear
-    in the rate, below the lowest and above the highest it is the end factor times the rate. None
-    when the map would not be increasing (the model's quantiles out of order, pairs that overlap
-    in a short slot, a quantile of zero under a positive target).
+    Each quantile ``p`` is read by numpy's linear method between the two order statistics at
+    ``(n - 1) p``, weights ``1 - f`` and ``f``; both are scaled by the quantile's own factor
+    (target / past quantile), so the carried slot's quantile at ``p`` is the target exactly. Where
+    the lower one's image would fall below the knots before it (a burst in the pair above the
+    slot's ordinary maximum, its factor far below the median's), it is raised halfway from the
+    last image to the target and the upper one takes what keeps the quantile exact:
+    ``(target - (1 - f) y_lo) / f``.
+    Between knots the map is linear in the rate, below the lowest and above the highest it is the
+    end factor times the rate. None when the map cannot be increasing (the model's quantiles out
+    of order, a quantile of zero under a positive target, pairs that share a rate and disagree).
     """
     x = np.sort(values)
     n = x.size
     knots_x, knots_y = [], []
     for p, target in zip(quantiles, targets, strict=True):
         lo = int(np.floor((n - 1) * p))
-        pair = x[[lo, min(lo + 1, n - 1)]]
+        hi, f = min(lo + 1, n - 1), (n - 1) * p - lo
         past = float(np.quantile(x, p))
         if not (np.isfinite(target) and past > 0 and target >= 0):
             return None
-        knots_x.extend(pair)
-        knots_y.extend(pair * (target / past))
+        y_lo, y_hi = x[lo] * (target / past), x[hi] * (target / past)
+        floor = knots_y[-1] if knots_y else 0.0
+        if knots_x and x[lo] == knots_x[-1]:
+            y_lo = floor  # the rate already has an image
+        elif y_lo <= floor and f > 0:
+            y_lo = (floor + target) / 2  # above the last image, under the quantile's target
+        if y_lo != x[lo] * (target / past):
+            if f <= 0 or y_lo > target:
+                return None
+            y_hi = (target - (1 - f) * y_lo) / f
+        knots_x.extend((x[lo], x[hi]))
+        knots_y.extend((y_lo, y_hi))
     kx, ky = np.asarray(knots_x), np.asarray(knots_y)
     if np.any(np.diff(kx) < 0) or np.any(np.diff(ky) < 0):
         return None
