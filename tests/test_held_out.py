@@ -46,6 +46,20 @@ def test_a_fortnight_has_daily_origins_and_a_week_of_held_out_windows():
     assert isinstance(origins_module.origins_of(_series(1), 7), str)  # nothing to hold out
 
 
+def test_a_short_trace_starting_late_in_the_day_is_said_to_span_its_own_hours():
+    # 97 hours from 23:00 (a 4-day log across a daylight-saving change): the words said "the
+    # trace spans 120 hours", its hours counted from the midnight before it
+    series = _series(97 / 24)
+    series = series.assign_coords(time=series.time.values + np.timedelta64(23, "h"))
+    cut = origins_module.origins_of(series, 7)
+    assert cut.unit == "hour" and cut.units == 120 and cut.span_h == 97
+    from capnb.plan._compose import _held_out_span
+
+    assert "the trace spans 97 hours" in _held_out_span(cut, cut.held_out[0])
+    short = origins_module.origins_of(_series(26 / 24).isel(time=slice(138, None)), 7)
+    assert "the trace spans 0.1 days (1.1 from the midnight before it)" in short
+
+
 def test_spans_sum_the_units_before_the_origin_as_held_out_windows_are_cut():
     def unit(breach, cost):
         r = origins_module.Replay(np.array(breach, float), np.array(cost, float),

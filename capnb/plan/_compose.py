@@ -574,7 +574,7 @@ def _held_out_span(origins, first: int) -> str:
     if origins.unit == "day":
         return span
     return (
-        f"{span} (the trace spans {origins.units} hours, under the {HOURLY_BELOW_DAYS} days "
+        f"{span} (the trace spans {origins.span_h:.0f} hours, under the {HOURLY_BELOW_DAYS} days "
         "whole-day windows need: no whole day is held out, so the daily cycle is not tested out "
         "of sample)"
     )

@@ -117,6 +117,7 @@ class Origins:
     inner: tuple[int, ...]  # inner origins (unit index), each scored on one unit
     held_out: tuple[int, ...]  # held-out origins (unit index)
     window_units: int  # a held-out window's length in units
+    span_h: float  # h from the first interval's start to the last interval's end
 
     def time(self, unit: float) -> np.datetime64:
         return self.start + np.timedelta64(round(unit * self.unit_ns), "ns")
@@ -126,9 +127,9 @@ def origins_of(series: xr.Dataset, window_days: int) -> Origins | str:
     """The origins of a series, or why it has none (too short to leave a scored window)."""
     times = series.time.values.astype("datetime64[ns]")
     start = times[0].astype("datetime64[D]").astype("datetime64[ns]")
-    span_ns = int((times[-1] - start) / np.timedelta64(1, "ns")) + int(
-        float(series.attrs.get("interval_s", 600)) * _NS
-    )
+    interval_ns = int(float(series.attrs.get("interval_s", 600)) * _NS)
+    span_ns = int((times[-1] - start) / np.timedelta64(1, "ns")) + interval_ns
+    own_h = (int((times[-1] - times[0]) / np.timedelta64(1, "ns")) + interval_ns) / _HOUR_NS
     days = span_ns / _DAY_NS
     unit = "day" if days >= HOURLY_BELOW_DAYS else "hour"
     unit_ns = _DAY_NS if unit == "day" else _HOUR_NS
@@ -140,11 +141,15 @@ def origins_of(series: xr.Dataset, window_days: int) -> Origins | str:
     earliest = first + 3
     held = list(range(units - 1, earliest - 1, -step))[:MOST_HELD_OUT][::-1]
     if not held:
+        counted = "" if round(own_h / 24, 1) == round(days, 1) else (
+            f" ({days:.1f} from the midnight before it)"
+        )  # fmt: skip
         return (
-            f"the trace spans {days:.1f} days: too short to leave a held-out window after "
-            f"{earliest} {unit}s of history"
+            f"the trace spans {own_h / 24:.1f} days{counted}: too short to leave a held-out "
+            f"window after {earliest} {unit}s of history"
         )
-    return Origins(start, unit, unit_ns, units, tuple(range(first, units)), tuple(held), window)
+    inner = tuple(range(first, units))
+    return Origins(start, unit, unit_ns, units, inner, tuple(held), window, own_h)
 
 
 # -- one origin: the plan on the history before it ------------------------------------------------
