@@ -338,6 +338,26 @@ def test_one_burst_hour_in_an_hourly_slot_keeps_the_slots_median_and_p95():
     assert "only" not in carried.attrs["growth_model"]
 
 
+def test_a_short_slot_whose_p95_and_p99_share_a_pair_keeps_both():
+    # 18 days hourly: each hour of day has 18 intervals, and numpy reads its P95 (at 16.15) and
+    # its P99 (at 16.83) off the same two order statistics; scaling that pair by each quantile's
+    # own factor gave one rate two images, and the slot was mapped at P50/P99 only
+    rng = np.random.default_rng(8)
+    t = np.arange(18 * 24)
+    series = _series(10 * (1 + 0.5 * np.sin(2 * np.pi * t / 24)) * rng.lognormal(0, 0.1, t.size),
+                     interval="1h")  # fmt: skip
+    chosen = forecast.select(
+        series, quantiles=forecast.selection_quantiles(0.99)[0], score_quantiles=(0.95, 0.99),
+        models=("last_week",),
+    )  # fmt: skip
+    carried = forecast.carry(series, growth_model="last_week", selection=chosen)
+    again = forecast.fit_baseline(carried, quantiles=chosen.traffic_quantile.values)
+    np.testing.assert_allclose(again.target_qps, chosen.target_qps, rtol=1e-12)
+    for before, after in zip(_slot_values(series), _slot_values(carried), strict=True):
+        assert (np.argsort(before, kind="stable") == np.argsort(after, kind="stable")).all()
+    assert "only" not in carried.attrs["growth_model"]
+
+
 def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
     # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
     # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"

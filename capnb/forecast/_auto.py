@@ -51,7 +51,8 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
     the lower one's image would fall below the knots before it (a burst in the pair above the
     slot's ordinary maximum, its factor far below the median's), it is raised halfway from the
     last image to the target and the upper one takes what keeps the quantile exact:
-    ``(target - (1 - f) y_lo) / f``.
+    ``(target - (1 - f) y_lo) / f``. Two quantiles read off the same pair (a short slot's P95 and
+    P99) set its two images together, the only ones that give both targets.
     Between knots the map is linear in the rate, below the lowest and above the highest it is the
     end factor times the rate. None when the map cannot be increasing (the model's quantiles out
     of order, a quantile of zero under a positive target, pairs that share a rate and disagree).
@@ -59,12 +60,19 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
     x = np.sort(values)
     n = x.size
     knots_x, knots_y = [], []
+    last = (-1, 0.0, 0.0)  # the previous quantile's lower order statistic, its f and target
     for p, target in zip(quantiles, targets, strict=True):
         lo = int(np.floor((n - 1) * p))
         hi, f = min(lo + 1, n - 1), (n - 1) * p - lo
         past = float(np.quantile(x, p))
         if not (np.isfinite(target) and past > 0 and target >= 0):
             return None
+        if lo == last[0] and hi > lo and f > last[1]:  # two quantiles read off one pair
+            gap = (target - last[2]) / (f - last[1])
+            knots_y[-2:] = [last[2] - last[1] * gap, last[2] + (1 - last[1]) * gap]
+            last = (lo, f, target)
+            continue
+        last = (lo, f, target)
         y_lo, y_hi = x[lo] * (target / past), x[hi] * (target / past)
         floor = knots_y[-1] if knots_y else 0.0
         if knots_x and x[lo] == knots_x[-1]:
