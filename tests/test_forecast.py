@@ -337,6 +337,9 @@ def test_simulate_rejects_bad_settings(large, conv):
         forecast.simulate(large, base, seed=-1)
     with pytest.raises(InputError, match="evenly spaced"):
         forecast.simulate(large, base, trials=10, capacity_qps=[0, 1, 3])
+    # a negative capacity level was taken, its exceedance probability 1 on the curve
+    with pytest.raises(InputError, match=r"capacity_qps.*-1.*>= 0"):
+        forecast.simulate(large, base, trials=10, capacity_qps=[-1, 5])
     with pytest.raises(InputError, match="plan_quantile"):
         forecast.simulate(large, base, trials=10, plan_quantile=0.9)
     seconds = forecast.resample(conv, "1s")

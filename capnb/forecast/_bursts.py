@@ -513,6 +513,10 @@ def _capacity_grid(capacity_qps, inputs: MonthInputs, bursts: BurstModel, fixed_
     grid = np.asarray(capacity_qps, dtype=float)
     if grid.ndim != 1 or grid.size < 2 or not np.isfinite(grid).all():
         raise InputError("capacity_qps must be at least two finite capacity levels, requests/s")
+    if (grid < 0).any():
+        raise InputError(
+            f"capacity_qps holds {grid.min():g} requests/s: capacity levels must be >= 0"
+        )
     steps = np.diff(grid)
     if (steps <= 0).any() or not np.allclose(steps, steps[0], rtol=1e-9, atol=0):
         raise InputError("capacity_qps must be evenly spaced and increasing (e.g. np.linspace)")
