@@ -314,6 +314,22 @@ def test_a_section_reads_as_a_page_holds_it():
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_the_pages_quote_the_kv_cache_an_l4_holds_today():
+    # plan.md and cluster.md said Llama-3.1-8B on one L4 holds 14,352 tokens of KV cache and the
+    # container runs --max-model-len 14352: the figure from before vLLM's rotary cache (32 MiB,
+    # 256 tokens) was counted; capnb plan and capnb export give 14,096 now
+    import capnb
+
+    deployment = capnb.Deployment("Llama-3.1-8B", "L4", tensor_parallel=1)
+    vllm = capnb.memory.accounting("vllm", vllm_version="0.10")
+    held = capnb.memory.max_concurrency(deployment=deployment, seq_len=8192, accounting=vllm)
+    tokens = int(held.kv_cache_tokens.item())
+    for page in ("plan.md", "cluster.md"):
+        text = " ".join((DOCS / page).read_text(encoding="utf-8").split())
+        assert f"Llama-3.1-8B on one L4: {tokens:,} tokens of 131,072" in text, page
+    assert f"--max-model-len {tokens}`" in (DOCS / "cluster.md").read_text(encoding="utf-8")
 #: Every ```python block of a page, except those that say why they are not run (a cluster).
 EXAMPLES = [
     (f"{page.name}#{k}", code)
