@@ -1155,7 +1155,7 @@ def test_requests_longer_than_the_models_context_are_a_failed_check():
     lengths = workload(prompt_tokens=[1000, 3000, 5000, 900], output_tokens=[100, 200, 300, 50])
     (check,) = _context_checks(cfg, lengths)
     assert check.name == "context_window" and not check.passed and check.kind == "own"
-    assert check.finding.startswith("25.0% of the workload's requests (the longest 5,300 tokens")
+    assert check.finding.startswith("1 of the workload's 4 requests (the longest 5,300 tokens")
     assert "context of 4,096 tokens" in check.finding
     assert _context_checks(cfg.replace(model="Llama-3.1-8B"), lengths) == []
     # vLLM's max_model_len: Llama 3's rope_scaling is already in max_position_embeddings, YaRN
@@ -1176,6 +1176,26 @@ def test_requests_longer_than_the_models_context_are_a_failed_check():
         == 131072
     )
     assert context_tokens({"hidden_size": 8}) is None
+
+
+def test_the_context_check_reads_the_whole_log_not_the_priced_sample():
+    # a request log of 2,000 requests, 3 of them (long prompts, short outputs) about 7,950 tokens
+    # long, planned for Llama-2-7B (a 4,096-token context): the check read the 512 requests the
+    # latency model prices, taken at evenly spaced ranks of output length, which held none of the
+    # 3, and the plan said nothing of the requests vLLM rejects; it reads the whole log now
+    from capnb.plan._compose import _context_checks
+    from capnb.plan._steps import _workload
+
+    prompt, output = np.full(2000, 900.0), 50.0 + np.arange(2000)
+    prompt[[0, 2, 3]] = 7900.0  # ranks 0, 2 and 3 of output length: not among those sampled
+    log = xr.Dataset({"prompt_tokens": ("request", prompt), "output_tokens": ("request", output)})
+    cfg = planning.PlanConfig().replace(model="Llama-2-7B", workload="trace")
+    workload, _ = _workload(cfg, log)
+    assert workload.sizes["request"] == 512 and float(workload.prompt_tokens.max()) == 900.0
+    (check,) = _context_checks(cfg, workload)
+    assert check.name == "context_window" and not check.passed
+    assert check.finding.startswith("3 of the workload's 2,000 requests (the longest 7,953 tokens")
+    assert _context_checks(cfg.replace(model="Llama-3.1-8B"), workload) == []
 
 
 def test_scale_down_delays_of_zero_do_not_make_every_dip_a_long_trough(tmp_path):

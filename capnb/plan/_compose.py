@@ -161,17 +161,25 @@ _ARTICLE_SHORTEST_DELAY_S = 900.0
 
 
 def _context_checks(cfg, workload) -> list[Check]:
-    """Requests of the workload longer than the model's context, which vLLM rejects."""
+    """Requests of the workload longer than the model's context, which vLLM rejects.
+
+    Read on the whole log the workload was sampled from (``attrs["log_tokens"]``, which the
+    plan's workload carries); a workload without it is a whole log itself.
+    """
     from .. import data
 
     spec = data.load_model(cfg.serving.model)
-    beyond = spec.beyond_context((workload.prompt_tokens + workload.output_tokens).values)
+    lengths = workload.attrs.get("log_tokens")
+    if lengths is None:
+        lengths = (workload.prompt_tokens + workload.output_tokens).values
+    beyond = spec.beyond_context(lengths)
     if beyond is None:
         return []
     over, longest, limit = beyond
+    total = len(lengths)
     return [Check(
         "context_window", False,
-        f"{over:.1%} of the workload's requests (the longest {longest:,} "
+        f"{round(over * total):,} of the workload's {total:,} requests (the longest {longest:,} "
         f"tokens, prompt + output) are longer than {spec.name}'s context of {limit:,} tokens "
         "(max_position_embeddings), which vLLM rejects; the plan priced them as if served",
         "serve a model with a longer context, or plan on a workload whose requests fit "

@@ -62,8 +62,22 @@ WORKLOAD_SAMPLES = 512
 
 
 def _workload(cfg: PlanConfig, source):
-    """Prompt and output lengths the latency model prices, and where they came from."""
+    """Prompt and output lengths the latency model prices, and where they came from.
+
+    The latency model prices :data:`WORKLOAD_SAMPLES` requests of the log; the whole log's
+    request lengths (tokens, prompt + output) ride along as ``attrs["log_tokens"]`` for the
+    context check, since a tail of requests longer than the model's context can fall between
+    the sampled ranks.
+    """
     from .. import data, latency
+
+    def sampled(log, name):
+        out = latency.workload(log, samples=WORKLOAD_SAMPLES)
+        prompt, output = (
+            np.asarray(log[n].values, float).ravel() for n in ("prompt_tokens", "output_tokens")
+        )
+        out.attrs["log_tokens"] = prompt + output
+        return out, name
 
     own = "request" in source.dims and {"prompt_tokens", "output_tokens"} <= set(source)
     if cfg.serving.workload == "trace" and not own:
@@ -73,9 +87,9 @@ def _workload(cfg: PlanConfig, source):
             "common ones, or name a bundled trace or a file that has them)"
         )
     if cfg.serving.workload in ("trace", "auto") and own:
-        return latency.workload(source, samples=WORKLOAD_SAMPLES), cfg.traffic.trace
+        return sampled(source, cfg.traffic.trace)
     name = "azure-conv-2023" if cfg.serving.workload == "auto" else cfg.serving.workload
-    return latency.workload(data.load_trace(name), samples=WORKLOAD_SAMPLES), name
+    return sampled(data.load_trace(name), name)
 
 
 def _blocks(cfg: PlanConfig, workload_from: str):
