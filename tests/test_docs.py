@@ -330,6 +330,8 @@ def test_the_pages_quote_the_kv_cache_an_l4_holds_today():
         text = " ".join((DOCS / page).read_text(encoding="utf-8").split())
         assert f"Llama-3.1-8B on one L4: {tokens:,} tokens of 131,072" in text, page
     assert f"--max-model-len {tokens}`" in (DOCS / "cluster.md").read_text(encoding="utf-8")
+
+
 #: Every ```python block of a page, except those that say why they are not run (a cluster).
 EXAMPLES = [
     (f"{page.name}#{k}", code)
