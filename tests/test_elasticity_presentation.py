@@ -285,3 +285,26 @@ def test_describe_writes_thousands_of_thrash_as_the_other_counts():
                               min_instances=1, cold_start_s=30)  # fmt: skip
     run["thrash"] = run.thrash.copy(data=6262)
     assert ", 6,262 thrash." in elasticity.describe(run)
+
+
+@pytest.mark.slow
+def test_a_sweep_without_the_predictive_policy_says_so_not_that_the_trace_is_short(tmp_path):
+    """Found reporting a plan on a 9-day rate series with policies hpa, fixed and knative: the
+    held-out section said "The trace is too short to hold days out (two whole days at least)" of
+    a trace of 9 days; nothing was held out because the predictive policy was not swept."""
+    times = np.arange("2026-03-02", "2026-03-05", np.timedelta64(10, "m"), dtype="datetime64[m]")
+    rates = 20 + 10 * np.sin(np.arange(times.size) / 144 * 2 * np.pi)
+    trace = tmp_path / "three_days.csv"
+    trace.write_text(
+        "timestamp,qps\n" + "".join(f"{t},{q:.3f}\n" for t, q in zip(times, rates, strict=True))
+    )
+    ran = report.execute("04_elasticity", parameters={
+        **SHORT, "TRACE": str(trace), "PER_INSTANCE_QPS": 10.0, "STEP_S": 5,
+        "POLICIES": ["hpa", "fixed"], "POLICY": "hpa"})  # fmt: skip
+    said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
+    assert "checks passed" in said
+    assert "too short" not in said
+    assert (
+        "Nothing is held out: the predictive policy is not among the policies swept (hpa, fixed)"
+        in said
+    )
