@@ -792,7 +792,8 @@ def summary_html(
         ("4. elasticity", f"cold start {_num(a.policy.cold_start_s)} s"
          + (" (too long for scale-ups to count: hold capacity that needs none)"
             if a.policy.cold_start_vetoes else "")
-         + f"; {html.escape(a.policy.kind.replace('_', ' '))}"),
+         + f"; {html.escape(words.POLICY_NAMES[a.policy.name])}: "
+         f"{words.POLICY_KINDS[a.policy.kind]}"),
     ]  # fmt: skip
     binds = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in steps)
     article = [c for c in a.checks if c.kind == "article"]

@@ -113,6 +113,14 @@ def when(stamp: str) -> str:
     return text[:16].replace("T", " ")
 
 
+#: What each kind of chosen policy does (``Recommendation.kind``, ``Answer.policy.kind``), in words.
+POLICY_KINDS = {
+    "elastic": "scale elastically",
+    "fixed_plus_buffer": "hold capacity that needs no cold start and scale elastically above it",
+    "fixed": "run a fixed fleet",
+}
+
+
 #: Each autoscaling policy's name on every page (charts, sentences, the report, the CLI).
 POLICY_NAMES = {
     "article": "article thresholds",

@@ -217,6 +217,32 @@ def test_the_first_page_renders_the_answer_record_and_nothing_else(small_plan):
         assert old not in page and old not in text, old
 
 
+@pytest.mark.slow
+def test_the_first_pages_elasticity_row_names_the_chosen_policy(small_plan):
+    """Found on a plan that chose Kubernetes HPA with a floor of 2 instances: its first page said
+    "Kubernetes HPA (target 0.7, ...)" in the numbers and "4. elasticity ... ; fixed plus buffer"
+    under what binds, the record's kind code, read as a second, different policy."""
+    import dataclasses
+    import warnings
+
+    from capnb import plan as planning
+    from capnb import words
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        built = planning.build(small_plan)
+    a = planning.answer(built)
+    hpa = dataclasses.replace(a.policy, name="hpa", min_instances=2, kind="fixed_plus_buffer")
+    built.attrs["answer"] = json.dumps(dataclasses.replace(a, policy=hpa).to_dict())
+    page = html_unescape(report.summary_html(built))
+    assert "fixed plus buffer" not in page
+    assert f"; Kubernetes HPA: {words.POLICY_KINDS['fixed_plus_buffer']}" in page
+    fixed = dataclasses.replace(a.policy, name="fixed", min_instances=3, kind="fixed")
+    built.attrs["answer"] = json.dumps(dataclasses.replace(a, policy=fixed).to_dict())
+    page = html_unescape(report.summary_html(built))
+    assert "; fixed fleet: run a fixed fleet" in page
+
+
 def test_the_plan_is_built_before_any_worksheet_kernel_starts(monkeypatch, tmp_path):
     """This process and the worksheets' kernels share numba's on-disk cache, which is not safe
     against processes writing it at once: the plan (which compiles the engine and the autoscaler)

@@ -596,11 +596,7 @@ def _advice_for(result, chosen, *, meets, follows, notes, cost, breach_budget, v
             "little: a long scale-down delay buys nothing."
         )
     reasons += notes
-    lead = {
-        "elastic": "Scale elastically",
-        "fixed_plus_buffer": "Hold capacity that needs no cold start and scale elastically above it",
-        "fixed": "Run a fixed fleet",
-    }[kind]
+    lead = words.POLICY_KINDS[kind].capitalize()
     verdict = "within" if meets else "missing"
     text = (
         f"{lead}: {_run_words(cell, policy)} - {metrics['breach_share']:.2%} of the time in breach "
