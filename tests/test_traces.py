@@ -714,6 +714,27 @@ def test_openai_response_objects_are_read_with_their_nested_usage(tmp_path):
     assert trace.prompt_tokens.values.tolist() == [3] and trace.attrs["timezone"] == "UTC+02:00"
 
 
+def test_the_named_time_column_is_not_also_read_as_the_count(tmp_path):
+    # a request log timed by 'arrival_s' (time_column, time_unit = 's'), with token columns: the
+    # kind was refused as "column 'arrival_s' reads as a rate series and 'input_len' as a request
+    # log", the time column also taken for a count of arrivals ('arrival_s' is 'arrivals' without
+    # its '_'): a file with one reading asked the user to choose between two
+    path = _write(tmp_path, "rel.csv", "arrival_s,input_len,output_len\n0.5,100,20\n1.25,200,30\n")
+    columns = data.traffic_columns(
+        path, time_column="arrival_s", prompt_column="input_len", output_column="output_len"
+    )
+    assert columns["time"] == "arrival_s" and columns["count"] is None
+    traffic = data.load_traffic(
+        path,
+        time_column="arrival_s",
+        time_unit="s",
+        prompt_column="input_len",
+        output_column="output_len",
+    )
+    assert traffic.attrs["traffic_kind"].startswith("request log")
+    assert traffic.prompt_tokens.values.tolist() == [100, 200]
+
+
 def test_splitwise_sim_traces_are_read_by_their_names(tmp_path):
     # splitwise-sim's traces (traces/test_trace.csv): prompt_size and token_size (the output);
     # token_size alone was reported, as a candidate for the prompt too, and prompt_size not at all

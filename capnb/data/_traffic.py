@@ -73,10 +73,14 @@ def traffic_columns(path: str | os.PathLike, **given: str | None) -> dict[str, s
 
     Found by the names :func:`load_trace` reads (``capnb.data._traces.COLUMN_NAMES``, compared
     exactly, then without case, spaces, ``_``, ``-`` and ``.``) and a rate series' (``qps``,
-    ``requests``, ...); ``given`` (``time_column=``, ``rate_column=``, ...) names a column.
+    ``requests``, ...); ``given`` (``time_column=``, ``rate_column=``, ...) names a column, which
+    is then not found by name for another one (a ``time_column="arrival_s"`` is no count of
+    ``arrivals``).
     """
     path = Path(path)
     header = _columns(path)
+    claimed = {named for named in given.values() if named is not None}
+    unclaimed = [column for column in header if column not in claimed]
     found = {}
     for key, names in (
         ("time", _WINDOW_NAMES),
@@ -88,7 +92,7 @@ def traffic_columns(path: str | os.PathLike, **given: str | None) -> dict[str, s
         named = given.get(f"{key}_column")
         if named is not None and named not in header:
             raise ConfigError(f"{path}: no column {named!r} ({key}_column); columns: {header}")
-        found[key] = named or _find_column(header, names, f"{key}_column", path)
+        found[key] = named or _find_column(unclaimed, names, f"{key}_column", path)
     return found
 
 
