@@ -308,3 +308,31 @@ def test_a_sweep_without_the_predictive_policy_says_so_not_that_the_trace_is_sho
         "Nothing is held out: the predictive policy is not among the policies swept (hpa, fixed)"
         in said
     )
+
+
+@pytest.mark.slow
+def test_a_plans_predictive_choice_keeps_the_elasticity_page(small_plan, tmp_path):
+    """Found reporting a 3-day request log (policies hpa, fixed, predictive): the plan chose the
+    predictive policy on its own held-out windows (hourly origins), worksheet 04's closing check
+    asked that it also win on the worksheet's own later half ('assert wins'), and the report left
+    the elasticity step out as a defect. With a plan the plan's choice is the answer."""
+    import dataclasses
+    import json
+
+    config = plan.read_config(small_plan).replace(
+        elasticity={"policies": ("hpa", "predictive"), "backtest_days": 0}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", plan.PlanWarning)
+        parameters = report._parameters(config, tmp_path)["04_elasticity"]
+    made = plan.load(parameters["PLAN_FILE"])
+    a = plan.answer(made)
+    # the plan's choice, the predictive policy at the same cell, whether or not it wins below
+    chosen = dataclasses.replace(a.policy, name="predictive")
+    made.attrs["answer"] = json.dumps(dataclasses.replace(a, policy=chosen).to_dict())
+    made.to_netcdf(tmp_path / "predictive.nc", engine="h5netcdf")
+    ran = report.execute(
+        "04_elasticity", parameters={**parameters, "PLAN_FILE": str(tmp_path / "predictive.nc")}
+    )
+    said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
+    assert "checks passed: " in said and "'policy': 'predictive'" in said
