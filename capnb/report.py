@@ -1187,7 +1187,9 @@ def _parameters(
             "QUANTILE": a.sla.quantile,
             "SLA": a.sla.bounds[metric],
             "TARGET_QPS": max(a.target_qps),
-            "BUFFER": a.burst_instances,
+            # the busiest slot's fleet (the plan's largest fixed_instances): the plan holds the
+            # burst buffer elastically (step 4 scales for it), not as fixed instances
+            "BUFFER": 0,
             "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,

@@ -771,6 +771,12 @@ def test_the_capacity_worksheet_reads_the_plans_own_log_as_the_plan_does(tmp_pat
     result = sheet["result"].squeeze(drop=True)
     planned = made.capacity_safe_concurrency.sel(gpu="H100-SXM", tensor_parallel=1)
     assert int(result.safe_concurrency.max()) == int(planned.max())
+    # the capacity step's fleet is the plan's busiest slot's: the burst buffer is held elastically
+    # (step 4), so worksheet 03 does not add it as fixed instances (it said 22 instances where the
+    # plan held at most 7 at once and reserved 2)
+    answer = planning.answer(made)
+    assert parameters["BUFFER"] == 0
+    assert int(result.instances) == max(answer.fixed_instances)
 
 
 def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tmp_path, capsys):
