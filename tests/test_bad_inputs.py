@@ -262,7 +262,6 @@ def own_catalog(write, edit):
     edit(gpus).to_csv(root / "gpus.csv", index=False)
     before = os.environ.get("CAPNB_DATASETS")
     os.environ["CAPNB_DATASETS"] = str(root)
-    data._catalog._gpu_table.cache_clear()
     try:
         return data.load_gpus()
     finally:
@@ -270,9 +269,6 @@ def own_catalog(write, edit):
             del os.environ["CAPNB_DATASETS"]
         else:
             os.environ["CAPNB_DATASETS"] = before
-        data._catalog._gpu_table.cache_clear()
-        data._catalog._gpu_names.cache_clear()
-        data._catalog._gpu_columns.cache_clear()
 
 
 def with_file_size_limit(limit, call):

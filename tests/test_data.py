@@ -324,3 +324,29 @@ def test_a_gpu_name_written_otherwise_is_still_its_profile(name, gpu):
     from capnb.data._catalog import resolve_gpu
 
     assert resolve_gpu(name) == gpu
+
+
+def test_the_gpu_catalog_follows_capnb_datasets_and_edits_in_one_process(tmp_path, monkeypatch):
+    """A catalog read once is not kept past a move of CAPNB_DATASETS or an edit of its gpus.csv."""
+    import shutil
+
+    import pandas as pd
+
+    assert data.gpu_column(["L4"], "usd_per_gpu_hour").tolist() == [0.44]  # the bundled catalog
+    root = tmp_path / "datasets"  # a copy holding the GPU catalog alone is enough here
+    root.mkdir()
+    shutil.copy(data.dataset_path("gpus.csv"), root)
+    gpus = pd.read_csv(root / "gpus.csv", dtype=str, keep_default_na=False)
+    gpus.loc[gpus.gpu == "L4", "usd_per_gpu_hour"] = "9.99"
+    mine = gpus[gpus.gpu == "L4"].assign(gpu="L4-mine", display_name="My L4", aliases="")
+    pd.concat([gpus, mine]).to_csv(root / "gpus.csv", index=False)
+    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    assert data.gpu_column(["L4"], "usd_per_gpu_hour").tolist() == [9.99]
+    assert float(data.load_gpus(["L4"]).usd_per_gpu_hour[0]) == 9.99
+    assert data.resolve_gpu("my l4") == "L4-mine" and data.list_gpus()[-1] == "L4-mine"
+    gpus.loc[gpus.gpu == "L4", "usd_per_gpu_hour"] = "1.23"  # edited in place, same path
+    gpus.to_csv(root / "gpus.csv", index=False)
+    assert data.gpu_column(["L4"], "usd_per_gpu_hour").tolist() == [1.23]
+    assert "L4-mine" not in data.list_gpus()
+    monkeypatch.delenv("CAPNB_DATASETS")
+    assert data.gpu_column(["L4"], "usd_per_gpu_hour").tolist() == [0.44]

@@ -97,11 +97,22 @@ _GPU_RANGES = {
 }
 
 
-@functools.cache
+def _version(path: Path) -> tuple[str, int, int]:
+    """A file's version as a cache key: its path, size (bytes) and modification time (ns)."""
+    stat = path.stat()
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
 def _gpu_table():
+    """The GPU catalog as ``gpus.csv`` is now: read again after an edit or a new CAPNB_DATASETS."""
+    return _gpu_table_of(_version(dataset_path("gpus.csv")))
+
+
+@functools.lru_cache(maxsize=4)
+def _gpu_table_of(version: tuple[str, int, int]):
     import pandas as pd
 
-    path = dataset_path("gpus.csv")
+    path = Path(version[0])
     try:
         table = pd.read_csv(
             path,
@@ -181,10 +192,14 @@ def _check_gpu_names(table, path) -> None:
                     )
 
 
-@functools.cache
 def _gpu_names() -> dict[str, str]:
+    return _gpu_names_of(_version(dataset_path("gpus.csv")))
+
+
+@functools.lru_cache(maxsize=4)
+def _gpu_names_of(version: tuple[str, int, int]) -> dict[str, str]:
     names: dict[str, str] = {}
-    for gpu, row in _gpu_table().iterrows():
+    for gpu, row in _gpu_table_of(version).iterrows():
         for alias in [gpu, row["display_name"], *str(row["aliases"]).split(";")]:
             if alias.strip():
                 names[alias.strip().lower()] = gpu
@@ -266,9 +281,13 @@ def resolve_gpu(name: str) -> str:
     )
 
 
-@functools.cache
 def _gpu_columns() -> dict[str, dict[str, float]]:
-    table = _gpu_table()
+    return _gpu_columns_of(_version(dataset_path("gpus.csv")))
+
+
+@functools.lru_cache(maxsize=4)
+def _gpu_columns_of(version: tuple[str, int, int]) -> dict[str, dict[str, float]]:
+    table = _gpu_table_of(version)
     return {
         c: dict(zip(table.index, table[c].to_numpy(dtype=float), strict=True))
         for c in (*_GPU_NUMERIC, *_GPU_REPORTED)
