@@ -350,3 +350,25 @@ def test_the_gpu_catalog_follows_capnb_datasets_and_edits_in_one_process(tmp_pat
     assert "L4-mine" not in data.list_gpus()
     monkeypatch.delenv("CAPNB_DATASETS")
     assert data.gpu_column(["L4"], "usd_per_gpu_hour").tolist() == [0.44]
+
+
+def test_the_model_catalog_follows_capnb_datasets_and_edits_in_one_process(tmp_path, monkeypatch):
+    """A bundled model read once is not kept past a move of CAPNB_DATASETS or an edit of its file."""
+    import json
+    import shutil
+
+    assert data.load_model("Qwen3-8B").context_tokens == 40960  # the bundled config
+    root = tmp_path / "datasets"  # a copy holding the model catalog alone is enough here
+    shutil.copytree(data.dataset_path("models"), root / "models")
+    path = root / "models" / "Qwen3-8B.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**config, "max_position_embeddings": 131072}), encoding="utf-8")
+    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    assert data.load_model("Qwen3-8B").context_tokens == 131072
+    (root / "models" / "Qwen3-8B-long.json").write_text(path.read_text(encoding="utf-8"))
+    assert "Qwen3-8B-long" in data.list_models()
+    path.write_text(json.dumps({**config, "max_position_embeddings": 65536}), encoding="utf-8")
+    assert data.load_model("Qwen3-8B").context_tokens == 65536  # edited in place
+    monkeypatch.delenv("CAPNB_DATASETS")
+    assert data.load_model("Qwen3-8B").context_tokens == 40960
+    assert "Qwen3-8B-long" not in data.list_models()

@@ -362,9 +362,14 @@ def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:
 
 
 # -- models -------------------------------------------------------------------------------------
-@functools.cache
 def _model_files() -> dict[str, Path]:
-    return {p.stem: p for p in sorted(dataset_path("models").glob("*.json"))}
+    """The model catalog's files as the folder is now (a file added, a new CAPNB_DATASETS)."""
+    return _model_files_of(_version(dataset_path("models")))
+
+
+@functools.lru_cache(maxsize=4)
+def _model_files_of(version: tuple[str, int, int]) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(Path(version[0]).glob("*.json"))}
 
 
 def list_models() -> list[str]:
@@ -382,9 +387,14 @@ def resolve_model(name: str) -> str:
     return model
 
 
-@functools.cache
 def _bundled_model(model_id: str) -> ModelSpec:
-    path = _model_files()[model_id]
+    """A catalog model as its file is now: read again after an edit."""
+    return _bundled_model_of(model_id, _version(_model_files()[model_id]))
+
+
+@functools.lru_cache(maxsize=128)
+def _bundled_model_of(model_id: str, version: tuple[str, int, int]) -> ModelSpec:
+    path = Path(version[0])
     return parse(json.loads(path.read_text(encoding="utf-8")), name=model_id, source=str(path))
 
 
