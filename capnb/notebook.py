@@ -74,12 +74,15 @@ def _vegalite_version() -> str:
 
 @functools.cache
 def _bundle_js() -> str:
-    """The vega bundle, cached on disk (building it takes about 2 s)."""
+    """The vega bundle, cached on disk (building it takes about 2 s).
+
+    In ``$XDG_CACHE_HOME/capnb`` (``~/.cache/capnb``), beside the kernels' fallback cache.
+    """
     import vl_convert as vlc
 
     version = _vegalite_version()
     key = hashlib.sha1(f"{vlc.__version__}|{version}|{_SNIPPET}".encode()).hexdigest()[:16]
-    cache = Path.home() / ".cache" / "capnb"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "capnb"
     path = cache / f"vega-bundle-{key}.js"
     if path.is_file():
         return path.read_text(encoding="utf-8")

@@ -125,3 +125,16 @@ def test_bundle_defines_vega_embed_once_and_offline():
     assert html.count("if (!window.vegaEmbed)") == 1
     assert "window.capnbVegaQueue=" in html.replace(" ", "")  # drains charts that came first
     assert "<script src" not in html  # everything inline
+
+
+def test_the_vega_bundle_is_kept_in_xdg_cache_home_as_the_kernels_are(tmp_path, monkeypatch):
+    """XDG_CACHE_HOME moves capnb's caches away from a home folder: the bundle's too."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    js = notebook._bundle_js.__wrapped__()
+    kept = list((tmp_path / "cache" / "capnb").glob("vega-bundle-*.js"))
+    assert [p.read_text(encoding="utf-8") for p in kept] == [js]
+    assert not (home / ".cache").exists()
+    assert notebook._bundle_js.__wrapped__() == js  # read back, the same bytes
