@@ -928,7 +928,8 @@ ROWS = [
         lambda w: plan.build({**TINY_PLAN, "trace": str(w("q.csv", "timestamp,qps\n" + "".join(
             f"2026-03-02T{h:02d}:{m:02d},5\n" for h in range(24) for m in (0, 15, 30, 45))))}),
         Raises(plan.PlanError, r"interval 10 min is not a whole multiple of the series' own "
-                               r"interval \(15 min\): set interval = '15 min'")),
+                               r"interval \(15 min\): give interval '15 min' .*in a plan: "
+                               r"\[traffic\] interval = '15 min', or --interval '15 min'")),
     # found planning a 7-minute rate series: "set interval = '14 min'", which the plan's config
     # then refused ("does not divide an hour"); no multiple of 7 minutes divides an hour
     Row("plan: a 7-minute rate series, whose step no plan interval is a multiple of",
@@ -941,7 +942,7 @@ ROWS = [
             {"qps": ("time", np.full(240, 5.0))},
             coords={"time": np.arange(240) * np.timedelta64(6, "m") + np.datetime64("2026-03-02")},
             attrs={"interval_s": 360.0}), "20min"),
-        Raises(InputError, r"set interval = '30 min' \(a multiple of 6 min that divides an hour")),
+        Raises(InputError, r"give interval '30 min' \(a multiple of 6 min that divides an hour")),
     # found with Gemma-2-9B on L4 and H20 under an SLA nothing meets: the engine sweep marked the
     # L4, which holds no sequence, with the binding "memory" (one that meets the SLA), so the plan
     # said "no price: 1 x L4 meets P99 TTFT <= 50 ms ..." instead of "infeasible"

@@ -484,8 +484,10 @@ def _not_a_multiple(step: int, own: int) -> str:
     fits = [k * own for k in range(-(-step // own), hour // own + 1) if hour % (k * own) == 0]
     if fits:
         return (
-            f"{said}: set interval = '{duration_text(fits[0])}' (a multiple of "
-            f"{duration_text(own)} that divides an hour, as the forecast's slots need)"
+            f"{said}: give interval '{duration_text(fits[0])}' (a multiple of "
+            f"{duration_text(own)} that divides an hour, as the forecast's slots need; in a plan: "
+            f"[traffic] interval = '{duration_text(fits[0])}', or --interval "
+            f"'{duration_text(fits[0])}')"
         )
     return (
         f"{said}, and no multiple of {duration_text(own)} divides an hour, the length of the "
