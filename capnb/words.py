@@ -64,6 +64,11 @@ def latency(seconds: float) -> str:
     return f"{seconds:.4g} s"
 
 
+def quantile(value: float) -> str:
+    """A quantile as a percentile's name: 0.99 -> 'P99', 0.995 -> 'P99.5'."""
+    return f"P{round(100 * float(value), 6):g}"
+
+
 def rate(value: float) -> str:
     """A rate's digits (requests/s): whole from 100 up, three significant digits below (0.19)."""
     value = float(value)

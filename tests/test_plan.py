@@ -704,6 +704,28 @@ def test_the_held_out_record_rides_on_the_plan(small):
     assert f"in {held.held} of 7 held-out windows" in planning.sections(plan)["held_out"]
 
 
+def test_the_coverage_check_scores_the_forecast_at_the_plans_own_quantile(small):
+    # a P95 plan's coverage check read the forecast's P99 against the P99 goal (97-99.5 %): a P95
+    # forecast covering 95 % of held-out intervals, on target, failed as "P99 covered 90.0 %"
+    from capnb.plan._compose import _coverage_check
+    from capnb.plan._text import held_out_words
+
+    example = planning.answer(small[0])
+    held = example.held_out
+    assert held.plan_quantile == 0.99 and held.coverage_plan == held.coverage_p99
+    check = next(c for c in example.checks if c.name == "forecast_coverage")
+    assert "its forecast's P99 covered" in check.finding and "(goal 97%-99.5%)" in check.finding
+    p95 = dataclasses.replace(held, plan_quantile=0.95, coverage_plan=0.95, coverage_p95=0.95,
+                              coverage_p99=0.90)  # fmt: skip
+    check = _coverage_check(p95)
+    assert check.passed and "its forecast's P95 covered 95.0%" in check.finding
+    assert "(goal 93%-97.0%)" in check.finding
+    words = held_out_words(dataclasses.replace(example, held_out=p95))
+    assert "P95 covered 95.0% of held-out intervals" not in words  # the bracket comes first
+    assert "its forecast's P95 covered 95.0% (P99 90.0%) of held-out intervals" in words
+    assert not _coverage_check(dataclasses.replace(p95, coverage_plan=0.90)).passed
+
+
 def test_the_burst_draws_say_when_their_window_breached_without_a_burst(small):
     # the draws replay the first full held-out window; a draw without a burst is that window as
     # observed, so where it breached its budget, "0 % of draws" said nothing about bursts

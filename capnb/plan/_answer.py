@@ -123,8 +123,14 @@ class BurstTest:
     model: str = _f("1", "the burst model the test's size comes from")
 
 
-#: The share of held-out intervals a P99 forecast should cover (issue 29's goal).
-COVERAGE_P99 = (0.97, 0.995)
+def coverage_goal(quantile: float) -> tuple[float, float]:
+    """The share of held-out intervals a forecast at ``quantile`` should cover.
+
+    Issue 29's goals: P99 97-99.5 %, P95 93-97 %; other quantiles by the rule both follow: from
+    two points below the quantile to the nearer of two points above it and halfway to 100 %.
+    """
+    high = quantile + min(0.02, (1.0 - quantile) / 2)
+    return round(quantile - 0.02, 6), round(high, 6)
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,11 @@ class HeldOut:
         "whether the burst draws' window kept its budget without a burst (else no draw can)",
         default=True,
     )
+    plan_quantile: float = _f("1", "the traffic quantile the plan serves", default=0.99)
+    coverage_plan: float = _f(
+        "1", "share of held-out intervals within the forecast at the plan's quantile",
+        default=math.nan,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

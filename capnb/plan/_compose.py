@@ -18,7 +18,6 @@ import xarray as xr
 
 from .. import glossary, words
 from ._answer import (
-    COVERAGE_P99,
     MEASURED_BASIS,
     Advisory,
     Answer,
@@ -27,6 +26,7 @@ from ._answer import (
     Check,
     HeldOut,
     Policy,
+    coverage_goal,
 )
 from ._config import PlanConfig
 from ._steps import _first, forecast_fleet, latency_model_of
@@ -491,8 +491,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
 
 
 #: The plan's goals on held-out windows (issue 29): its budget kept in this share of them, at
-#: most this far above the hindsight plans' cost, and a P99 forecast covering
-#: :data:`capnb.plan._answer.COVERAGE_P99` (beside the record the text reads it from).
+#: most this far above the hindsight plans' cost, and the forecast at the plan's quantile covering
+#: :func:`capnb.plan._answer.coverage_goal` (beside the record the text reads it from).
 HELD_GOAL, COST_GOAL = 0.9, 0.3
 
 
@@ -531,7 +531,7 @@ def _pooled_coverage(table: xr.Dataset, name: str) -> float:
     return float((share[ok] * counted[ok]).sum() / counted[ok].sum())
 
 
-def _held_out_record(rolling, burst) -> HeldOut:
+def _held_out_record(rolling, burst, quantile: float) -> HeldOut:
     table, origins = rolling.table, rolling.origins
     rec = table.sel(plan="recommended")
     breach, budget = rec.breach_min.values, table.budget_min.values
@@ -560,6 +560,8 @@ def _held_out_record(rolling, burst) -> HeldOut:
         beats_naive=int(table.beats_naive.sum()),
         coverage_p95=_pooled_coverage(table, "coverage_p95"),
         coverage_p99=_pooled_coverage(table, "coverage_p99"),
+        plan_quantile=float(quantile),
+        coverage_plan=_pooled_coverage(table, "coverage_plan"),
         burst_hold_share=float(share),
         burst_draws=int(draws),
         burst_window_held=bool(window_held),
@@ -596,13 +598,17 @@ def _burst_window_words(held: HeldOut) -> str:
 
 
 def _coverage_check(held: HeldOut) -> Check:
-    """Whether the forecast's P99 covered the held-out intervals within :data:`COVERAGE_P99`."""
-    low, high = COVERAGE_P99
-    covered = low <= held.coverage_p99 <= high
-    shown = words.percent_against(held.coverage_p99, low, high)
+    """Whether the forecast at the plan's quantile covered the held-out intervals within its goal.
+
+    The goal is :func:`capnb.plan._answer.coverage_goal`'s: P99 97-99.5 %, P95 93-97 %.
+    """
+    low, high = coverage_goal(held.plan_quantile)
+    covered = low <= held.coverage_plan <= high
+    shown = words.percent_against(held.coverage_plan, low, high)
     return Check(
         "forecast_coverage", covered,
-        f"its forecast's P99 covered {shown} of held-out intervals (goal {low:.0%}-{high:.1%})",
+        f"its forecast's {words.quantile(held.plan_quantile)} covered {shown} of held-out "
+        f"intervals (goal {low:.0%}-{high:.1%})",
         "" if covered else "a longer history calibrates it better", "own",
     )  # fmt: skip
 
@@ -630,7 +636,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
                         f"held-out record ({rolling})", action, "own")  # fmt: skip
         return dataclasses.replace(record, held_out=None, held_out_missing=rolling,
                                    checks=(missing, *own))  # fmt: skip
-    held = _held_out_record(rolling, burst)
+    held = _held_out_record(rolling, burst, cfg.traffic.traffic_quantile)
     n = held.windows
     checks = [
         Check("held_out_budget", held.held >= HELD_GOAL * n,

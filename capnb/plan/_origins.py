@@ -446,10 +446,11 @@ def _bound(cfg, window, seen, settings) -> tuple[float, float]:
     return hours, hours * price
 
 
-def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, int]:
+def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, float, int]:
     """The origin's forecast on its window.
 
-    P95 and P99 coverage, over-provisioning vs hindsight, and the observed intervals they count.
+    P95, P99 and the plan's quantile's coverage, over-provisioning vs hindsight, and the observed
+    intervals they count.
     """
     from .. import forecast
 
@@ -459,18 +460,19 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, int]:
     codes = forecast.slot_codes(part.time.values, forecast.slots(cfg.traffic.slots))[ok]
     rates = rates[ok]
     if rates.size == 0:
-        return math.nan, math.nan, math.nan, 0
+        return math.nan, math.nan, math.nan, math.nan, 0
     planned = fit.target.sel(slot=xr.DataArray(codes, dims="i"))
-    cover = {
-        q: float((rates <= planned.sel(traffic_quantile=q).values).mean()) for q in (0.95, 0.99)
-    }
     q = float(cfg.traffic.traffic_quantile)
+    cover = {
+        p: float((rates <= planned.sel(traffic_quantile=p).values).mean())
+        for p in sorted({0.95, 0.99, q})
+    }
     plan = planned.sel(traffic_quantile=q).values
     hindsight = np.array([np.quantile(rates[codes == c], q) for c in codes])
     excess = np.clip(plan - rates, 0, None).sum()
     ideal = np.clip(hindsight - rates, 0, None).sum()
     over = float(excess / ideal) if ideal > 0 else math.nan
-    return cover[0.95], cover[0.99], over, int(rates.size)
+    return cover[0.95], cover[0.99], cover[q], over, int(rates.size)
 
 
 def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, scored, settings,
@@ -498,7 +500,7 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
     }
     naive = {name: _fixed(cfg, window, seen, size, settings) for name, size in sizes.items()}
     bound_hours, bound_usd = _bound(cfg, window, seen, settings)
-    p95, p99, over, counted = _coverage(series, fit, a, b, cfg)
+    p95, p99, planned, over, counted = _coverage(series, fit, a, b, cfg)
     c = grid[chosen]
     return {
         "origin": a,
@@ -507,6 +509,7 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
         "forecast": fit.model,
         "coverage_p95": p95,
         "coverage_p99": p99,
+        "coverage_plan": planned,
         "coverage_intervals": counted,
         "overprovision_ratio": over,
         "policy": c.policy,
@@ -553,6 +556,10 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
         "budget_min": ("min", "the breach budget of the window"),
         "coverage_p95": ("1", "share of the window's intervals within the forecast's P95"),
         "coverage_p99": ("1", "share of the window's intervals within the forecast's P99"),
+        "coverage_plan": (
+            "1",
+            "share of the window's intervals within the forecast at the plan's quantile",
+        ),
         "coverage_intervals": ("1", "observed intervals of the window the coverage counts"),
         "overprovision_ratio": ("1", "the forecast's capacity above demand over hindsight's"),
         "floor_share": ("1", "the chosen floor as a share of the forecast's busiest-slot fleet"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .. import words
-from ._answer import COVERAGE_P99, MEASURED_BASIS, Answer
+from ._answer import MEASURED_BASIS, Answer, coverage_goal
 
 __all__ = ["render_text", "sections"]
 
@@ -262,9 +262,24 @@ def held_out_words(a: Answer) -> str:
         f"up to {length} (worst: {worst}), at {h.above_hindsight:+.0%} against the hindsight "
         f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
         f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; its forecast's "
-        f"P99 covered {words.percent_against(h.coverage_p99, *COVERAGE_P99)} of held-out "
-        f"intervals (P95 {h.coverage_p95:.1%}){bursts}. "
+        f"{_coverage_words(h)} of held-out intervals{bursts}. "
         f"How: {h.how}.{left}"
+    )
+
+
+def _coverage_words(h) -> str:
+    """'P99 covered 95.8% (P95 91.0%)': the plan's quantile against its goal, and the other."""
+    plan = math.nan if h.coverage_plan is None else h.coverage_plan
+    if not math.isfinite(plan):  # a record from before the plan's own quantile was scored
+        return (
+            f"P99 covered {words.percent_against(h.coverage_p99, *coverage_goal(0.99))} "
+            f"(P95 {h.coverage_p95:.1%})"
+        )
+    other = (0.95, h.coverage_p95) if h.plan_quantile != 0.95 else (0.99, h.coverage_p99)
+    return (
+        f"{words.quantile(h.plan_quantile)} covered "
+        f"{words.percent_against(plan, *coverage_goal(h.plan_quantile))} "
+        f"({words.quantile(other[0])} {other[1]:.1%})"
     )
 
 
