@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from ..errors import CapnbError, ConfigError, InputError
 from . import _curve
 from ._files import decode_text, json_error_at, parse_json, user_path
 
@@ -2008,6 +2008,42 @@ def _arrival_cv(record: Mapping, where: str) -> float:
     return 1.0 / math.sqrt(burstiness)
 
 
+def _engine_family(name: str) -> str | None:
+    """The engine a name says (``vllm``, ``sglang``, ...; vLLM's two engines are one), or None."""
+    from ..records import ENGINES, engine_id
+
+    if "oai" in name.lower() or "openai" in name.lower():  # an API, whoever serves it
+        return None
+    try:
+        found = engine_id(name)
+    except CapnbError:  # a client API ("openai", "openai-chat") names no engine
+        return None
+    return "vllm" if found.startswith("vllm") else found if found in ENGINES else None
+
+
+def _check_backend(record: Mapping, where: str, engine: str) -> None:
+    """A run whose ``backend`` names another engine than ``engine`` is an error naming both.
+
+    The benchmark clients write the server they were pointed at: SGLang's ``bench_serving``
+    ``"backend": "sglang"`` (or ``vllm``, ``lmdeploy``, ...), vLLM's ``bench serve`` ``vllm``,
+    ``sglang``, ``tgi``, ...; an API's name (``openai``, ``openai-chat``, ``sglang-oai``) names
+    no engine and says nothing.
+    """
+    backend = record.get("backend")
+    said = _engine_family(backend) if isinstance(backend, str) else None
+    given = _engine_family(engine)
+    if said is None or given is None or said == given:
+        return
+    from ..records import ENGINES
+
+    shown = ENGINES["vllm-v1" if said == "vllm" else said].split(" (")[0]
+    raise ConfigError(
+        f"{where}: backend {backend!r} says the run was served by {shown}, but it is read as "
+        f"engine={engine!r}; the engine model simulates the engine a run ran on: read it with "
+        f"engine={said!r} (capnb plan prices vLLM V1: calibrate a plan on vLLM runs)"
+    )
+
+
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run",
                     model_id: str | None = None):  # fmt: skip
@@ -2080,6 +2116,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
                 "dtype": dtype}, seen)  # fmt: skip
             continue
         _check_result_json(record, where)
+        _check_backend(record, where, engine)
         completed = _number(record, "completed", where)
         if not completed or completed < 1:
             raise ConfigError(f"{where}: no completed request")
