@@ -253,6 +253,9 @@ _SGLANG_SMALL_GPU = 35 * 2**30
 _SGLANG_LARGE_GPU = 160 * 2**30
 #: KV cache block (tokens): vLLM's default, and the engine model's for every engine.
 BLOCK_SIZE = 16
+#: The vLLM release whose KV cache accounting (:data:`capnb.memory.accounting`'s ``vllm_version``)
+#: sizes the serving-engine model's KV cache, and a serve command's ``--max-model-len``.
+VLLM_VERSION = "0.10"
 
 
 def engine_id(engine: str, version: str = "") -> str:

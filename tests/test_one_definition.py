@@ -124,3 +124,13 @@ def test_no_module_defines_a_top_level_name_twice():
                     twice.append(f"{name}: {node.name} (lines {seen[node.name]}, {node.lineno})")
                 seen[node.name] = node.lineno
     assert not twice, twice
+
+
+def test_the_engine_models_vllm_release_is_written_once():
+    # the release whose KV accounting the serving-engine model sizes its cache by was written as
+    # "0.10" in eight places (a default argument, a call, _closecall.VLLM_VERSION): one place now
+    # (a doctest's call, >>> or ..., is an example, not the rule)
+    written = (
+        r"(?m)^(?!\s*(>>>|\.\.\.)).*(vllm_version\s*[:=][^,)\n]*[\"']0\.10[\"']|VLLM_VERSION\s*=)"
+    )
+    assert _where(written) == ["records.py"]

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, Deployment, EngineSettings
+from ..records import SLA, VLLM_VERSION, Deployment, EngineSettings
 from ..units import one_value
 
 __all__ = ["SHARES", "arrivals"]
@@ -35,7 +35,7 @@ def arrivals(
     requests: int = 4000,
     seed: int = 0,
     settings: EngineSettings | None = None,
-    vllm_version: str = "0.10",
+    vllm_version: str = VLLM_VERSION,
     calibration=None,
 ) -> xr.Dataset:
     """The SLA's quantiles under Poisson arrivals at shares of a closed-loop per-instance rate.

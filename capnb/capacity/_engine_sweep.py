@@ -19,7 +19,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InfeasibleError, InputError
-from ..records import Deployment, EngineSettings
+from ..records import VLLM_VERSION, Deployment, EngineSettings
 
 __all__ = ["engine_curve_of", "sweep_engine"]
 
@@ -99,7 +99,7 @@ def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype
 
 
 def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, seed: int = 0,
-                    settings: EngineSettings | None = None, vllm_version: str = "0.10",
+                    settings: EngineSettings | None = None, vllm_version: str = VLLM_VERSION,
                     calibration=None) -> xr.Dataset:  # fmt: skip
     """The serving-engine curve a plan prices one deployment on (no prefix cache).
 
@@ -177,7 +177,7 @@ def sweep_engine(
     blocks: xr.Dataset | None = None,
     requests: int = 1000,
     seed: int = 0,
-    vllm_version: str = "0.10",
+    vllm_version: str = VLLM_VERSION,
     settings: EngineSettings | None = None,
     latency_band="held-out",
     analytic_metrics: tuple[str, ...] = (),

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, Deployment
+from ..records import SLA, VLLM_VERSION, Deployment
 
 __all__ = ["prefix_trade"]
 
@@ -32,7 +32,7 @@ def prefix_trade(
     cache_share=DEFAULT_SHARES,
     target_qps: float | None = None,
     requests: int = 600,
-    vllm_version: str = "0.10",
+    vllm_version: str = VLLM_VERSION,
     seed: int = 0,
     block_tokens: int | None = None,
 ) -> xr.Dataset:

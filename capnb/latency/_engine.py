@@ -20,7 +20,7 @@ from ..data.modelspec import KVGroups
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
-from ..records import BLOCK_SIZE, Deployment, EngineSettings
+from ..records import BLOCK_SIZE, VLLM_VERSION, Deployment, EngineSettings
 from . import _fitted
 from . import calibration as _calibration
 
@@ -86,7 +86,7 @@ def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "aut
     """
     from .. import memory
 
-    acct = memory.accounting("vllm", vllm_version="0.10", hybrid_kv=bool(hybrid))
+    acct = memory.accounting("vllm", vllm_version=VLLM_VERSION, hybrid_kv=bool(hybrid))
     ds = memory.max_concurrency(
         model=spec, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=BLOCK_SIZE,
         accounting=acct, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
@@ -132,7 +132,8 @@ def kv_pool(kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> int:
     from .. import memory
 
     block = settings.block_size or BLOCK_SIZE
-    return memory.accounting("vllm", vllm_version="0.10").pool_blocks(layout, kv_tokens, block)
+    acct = memory.accounting("vllm", vllm_version=VLLM_VERSION)
+    return acct.pool_blocks(layout, kv_tokens, block)
 
 
 def pool_holds(tokens: int, kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> bool:

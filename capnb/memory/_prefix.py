@@ -354,9 +354,10 @@ def _sequences(running_tokens: np.ndarray, seq_len: int, model) -> tuple[np.ndar
     keep their window), or every layer at full length without a model.
     """
     from ..data import load_model
+    from ..records import VLLM_VERSION
     from ._footprint import accounting
 
-    acct = accounting("vllm", vllm_version="0.10")
+    acct = accounting("vllm", vllm_version=VLLM_VERSION)
     layout = acct.groups(load_model(model)) if model is not None else KVGroups(1, 1, 0, 0)
     per_sequence = layout.blocks(int(seq_len), acct.block_tokens)
     held = np.array([acct.pool_blocks(layout, r) // per_sequence for r in np.ravel(running_tokens)])
@@ -393,7 +394,7 @@ def split_kv(
     model
         The model the budget is for (an id, a config path or folder, a mapping or a spec): its
         sliding-window layers keep only their window, as vLLM's hybrid KV cache manager holds
-        them and :func:`capnb.memory.max_concurrency` counts them with ``vllm_version="0.10"``.
+        them and :func:`capnb.memory.max_concurrency` counts them in vLLM 0.10's accounting.
         None: every layer holds the whole sequence (a windowed model's full-length count, a
         fraction of what vLLM 0.10 on holds: say ``attrs["kv_layout"]``).
 

@@ -15,10 +15,8 @@ import shlex
 import xarray as xr
 
 from ..latency import validate
+from ..records import VLLM_VERSION
 
-#: Whose KV budget a serve command's --max-model-len is read from on a plan without one (the
-#: serving-engine model's default, :func:`capnb.capacity.sweep_engine`).
-VLLM_VERSION = "0.10"
 #: Concurrencies benchmarked around each option's predicted safe concurrency (multiples of it).
 AROUND = (0.5, 1.0, 2.0)
 
@@ -175,7 +173,8 @@ def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, i
 
     if "running_tokens" in options:
         kv = int(options.running_tokens.sel(gpu=gpu, tensor_parallel=tp))
-    else:  # vLLM's budget of the option (at its default gpu_memory_utilization)
+    else:  # vLLM's budget of the option (at its default gpu_memory_utilization), in the release
+        # the serving-engine model sizes its KV cache by (:func:`capnb.capacity.sweep_engine`)
         kv = _kv_tokens(model, gpu, int(tp), 1, VLLM_VERSION)
     if kv <= 0:  # no KV cache figure (nothing fits): no request to cap
         return None
