@@ -196,6 +196,27 @@ def test_a_bare_target_over_a_dim_the_rates_label_takes_their_labels():
         capacity.fleet(per, labelled)
 
 
+def test_fleet_reads_each_rate_once(short, monkeypatch):
+    # fleet() read buffer_qps into requests/s twice (once to check its labels, once for the
+    # buffer), and plan() read target_qps, then fleet() read the DataArray it got again: each
+    # rate is read once per call now
+    from capnb.capacity import _safe
+
+    reads = []
+    read = _safe._target
+    monkeypatch.setattr(
+        _safe,
+        "_target",
+        lambda rate, name="target_qps", like=None: reads.append(name) or read(rate, name, like),
+    )
+    target = xr.DataArray(np.full(24, 5.0), dims="slot")
+    capacity.fleet(2.0, target, buffer_qps=target / 10)
+    assert sorted(reads) == ["buffer_qps", "target_qps"]
+    reads.clear()
+    capacity.plan(short, [2.0, 10.0], target, metric="ttft", buffer_qps=target / 10)
+    assert sorted(reads) == ["buffer_qps", "target_qps"]
+
+
 @settings(max_examples=40)
 @given(
     st.lists(st.floats(0.3, 400.0), min_size=2, max_size=6, unique=True),

@@ -688,13 +688,18 @@ def fleet(
     >>> int(f.fixed_instances), int(f.burst_instances), int(f.instances)
     (4, 2, 6)
     """
-    _one_buffer(buffer, buffer_qps)
     per_instance = _per_instance(per_instance_qps)
-    target = _target(target_qps, like=per_instance)
+    return _fleet(per_instance, _target(target_qps, like=per_instance), buffer, buffer_qps)
+
+
+def _fleet(per_instance: xr.DataArray, target: xr.DataArray, buffer, buffer_qps) -> xr.Dataset:
+    """:func:`fleet` on rates already read (:func:`_per_instance`, :func:`_target`): each once."""
+    _one_buffer(buffer, buffer_qps)
     _same_labels(target, "target_qps", per_instance)
-    if buffer_qps is not None:
-        _same_labels(_target(buffer_qps, "buffer_qps", per_instance), "buffer_qps", per_instance)
-    out = xr.Dataset(_fleet_terms(per_instance, target, buffer, buffer_qps))
+    rate, count = _burst(buffer, buffer_qps, per_instance)
+    if rate is not None:
+        _same_labels(rate, "buffer_qps", per_instance)
+    out = xr.Dataset(_fleet_terms(per_instance, target, rate, count))
     for name in out.data_vars:
         out[name].attrs = glossary.attrs(name)
     return out
@@ -715,15 +720,15 @@ def _same_labels(rate: xr.DataArray, name: str, per_instance: xr.DataArray) -> N
             )
 
 
-def _fleet_terms(per_instance, target, buffer, buffer_qps) -> dict:
+def _fleet_terms(per_instance, target, rate, count) -> dict:
     """:func:`fleet`'s variables (attrs aside), from DataArrays or from aligned Variables.
 
-    Variables (``DataArray.variable``) give the same numbers, dims and attrs as their DataArrays
-    when the DataArrays' coordinates agree, without aligning them at each step (most of the time
-    of an operation on a few hundred numbers); the callers check that they agree.
+    ``rate, count``: the burst buffer as :func:`_burst` reads it. Variables
+    (``DataArray.variable``) give the same numbers, dims and attrs as their DataArrays when the
+    DataArrays' coordinates agree, without aligning them at each step (most of the time of an
+    operation on a few hundred numbers); the callers check that they agree.
     """
     serves = per_instance.notnull() & (per_instance > 0)
-    rate, count = _burst(buffer, buffer_qps, per_instance)
     if rate is not None:
         extra = instances_needed(
             rate if isinstance(per_instance, xr.DataArray) else rate.variable, per_instance
@@ -956,11 +961,12 @@ def plan(
         per_instance, values = result.per_instance_qps.variable, target.variable
         new = {"target_qps": values}
         fleet_terms = _with_attrs(
-            _fleet_terms(per_instance, values, buffer, buffer_qps), keep=False
+            _fleet_terms(per_instance, values, *_burst(buffer, buffer_qps, per_instance)),
+            keep=False,
         )
     else:
         result["target_qps"] = target.assign_attrs(glossary.attrs("target_qps"))
-        planned_fleet = fleet(result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps)
+        planned_fleet = _fleet(_per_instance(result.per_instance_qps), target, buffer, buffer_qps)
         result = result.assign(planned_fleet.data_vars)
     if tensor_parallel is not None:
         tensor_parallel = _validate.positive_int(tensor_parallel, "tensor_parallel")

@@ -261,14 +261,14 @@ def price(searched: xr.Dataset, target_qps, *, buffer=None, buffer_qps=None) -> 
     plain = not target.dims and not target.coords and _number(buffer_qps)
     if plain:
         capacity._one_buffer(buffer, buffer_qps)
+        per_instance = result.per_instance_qps.variable
         terms = capacity._fleet_terms(
-            result.per_instance_qps.variable, target.variable, buffer, buffer_qps
+            per_instance, target.variable, *capacity._burst(buffer, buffer_qps, per_instance)
         )
         planned_fleet = capacity._with_attrs(terms, keep=False)
     else:
-        planned_fleet = capacity.fleet(
-            result.per_instance_qps, target, buffer=buffer, buffer_qps=buffer_qps
-        ).data_vars
+        per_instance = capacity._per_instance(result.per_instance_qps)
+        planned_fleet = capacity._fleet(per_instance, target, buffer, buffer_qps).data_vars
     # variables are added in as few assignments as possible: each re-aligns every coordinate
     result = result.assign(
         target_qps=target.assign_attrs(glossary.attrs("target_qps")), **planned_fleet
