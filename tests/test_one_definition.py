@@ -134,3 +134,10 @@ def test_the_engine_models_vllm_release_is_written_once():
         r"(?m)^(?!\s*(>>>|\.\.\.)).*(vllm_version\s*[:=][^,)\n]*[\"']0\.10[\"']|VLLM_VERSION\s*=)"
     )
     assert _where(written) == ["records.py"]
+
+
+def test_the_plans_own_run_calibrations_are_decoded_once():
+    # the capacity step's own_calibrations attr ({gpu: Calibration's fields}, JSON) was decoded
+    # by _steps (the calibration of a GPU) and again by _compose (which GPUs have one); the
+    # report, which may use public names only, reads the exported plan's copy
+    assert _where(r"loads\([^\n]*own_calibrations") == ["plan/_steps.py", "report.py"]

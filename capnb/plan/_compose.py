@@ -29,7 +29,7 @@ from ._answer import (
     coverage_goal,
 )
 from ._config import PlanConfig
-from ._steps import _first, forecast_fleet, latency_model_of
+from ._steps import _first, forecast_fleet, latency_model_of, own_calibrations
 from ._text import ties_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -220,7 +220,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
         return [], ""
     call = close_call(cap, best, model=answer_kw["model"], metric=metric, prompt_tokens=prompt,
                       output_tokens=output, latency_model=model_name,
-                      own_gpus=list(json.loads(cap.attrs.get("own_calibrations", "{}"))))  # fmt: skip
+                      own_gpus=list(own_calibrations(cap)))  # fmt: skip
     answer_kw["latency_error"] = call["latency_error"]
     answer_kw["latency_error_basis"] = call["latency_error_basis"]
     checks, commands = [], call["settle_commands"]

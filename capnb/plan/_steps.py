@@ -143,11 +143,16 @@ def _own_calibration(cfg: PlanConfig) -> dict | None:
     return {gpu: latency.calibrate(runs)}  # (by catalog id, as the engine sweep's gpus)
 
 
+def own_calibrations(cap: xr.Dataset) -> dict[str, dict]:
+    """``{gpu: Calibration's fields}`` the capacity step priced on the user's runs ({}: none)."""
+    return json.loads(cap.attrs.get("own_calibrations", "{}"))
+
+
 def own_calibration_of(cap: xr.Dataset, gpu: str):
     """The calibration the capacity step priced ``gpu`` on from the user's runs (None: bundled)."""
     from ..latency.calibration import Calibration
 
-    values = json.loads(cap.attrs.get("own_calibrations", "{}")).get(gpu)
+    values = own_calibrations(cap).get(gpu)
     return None if values is None else Calibration(**values)
 
 
