@@ -141,3 +141,10 @@ def test_the_plans_own_run_calibrations_are_decoded_once():
     # by _steps (the calibration of a GPU) and again by _compose (which GPUs have one); the
     # report, which may use public names only, reads the exported plan's copy
     assert _where(r"loads\([^\n]*own_calibrations") == ["plan/_steps.py", "report.py"]
+
+
+def test_a_replay_is_scaled_to_a_month_once():
+    # a replay's totals (USD, breach seconds) as a month (730 h) were scaled in five places in
+    # three forms (value / hours * 730, value * (730 / hours), value / 60 * 730 / hours): the
+    # alternatives' records, their sentences, the answer and the export check
+    assert _where(r"duration_s\"\]\)\s*/\s*3600|HOURS_PER_MONTH\s*/\s*hours") == ["plan/_steps.py"]

@@ -39,6 +39,8 @@ from ._steps import (
     burst_model,
     chosen_policy,
     own_calibration_of,
+    per_month,
+    replay_hours,
 )
 from ._text import render_text
 from ._text import sections as _sections
@@ -356,7 +358,7 @@ def _alternative(name: str, words: str) -> Alternative:
 
 def _per_month(value: float, run: xr.Dataset) -> float:
     """A total over the replay as a figure a month (730 h)."""
-    return float(value) / (float(run.attrs["duration_s"]) / 3600.0) * glossary.HOURS_PER_MONTH
+    return float(value) * per_month(replay_hours(run))
 
 
 def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
@@ -366,18 +368,16 @@ def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
         "usd": elastic_at(data.gpu_prices(cfg.fleet.provider), gpu, advice.metrics["gpu_hours"]),
         "breach_s": advice.metrics["breach_s"],
     }
-    hours = float(run.attrs["duration_s"]) / 3600.0
     return Alternative(
         name=f"mixed fleet at {cfg.fleet.provider}'s prices",
         monthly_usd=_per_month(replay.attrs["usd"], run),
         breach_minutes_per_month=_per_month(replay.attrs["breach_s"], run) / 60,
-        words=fleet_sentence(mixed, replay, hours, elastic),
+        words=fleet_sentence(mixed, replay, replay_hours(run), elastic),
     )
 
 
 def _serving_alternative(serving, replay, run, own=None) -> Alternative:
-    hours = float(run.attrs["duration_s"]) / 3600.0
-    words = serving_sentence(serving, replay, hours, own)
+    words = serving_sentence(serving, replay, replay_hours(run), own)
     if replay is None:
         return _alternative("prefill/decode pools", words)
     return Alternative(

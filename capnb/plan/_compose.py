@@ -29,7 +29,14 @@ from ._answer import (
     coverage_goal,
 )
 from ._config import PlanConfig
-from ._steps import _first, forecast_fleet, latency_model_of, own_calibrations
+from ._steps import (
+    _first,
+    forecast_fleet,
+    latency_model_of,
+    own_calibrations,
+    per_month,
+    replay_hours,
+)
 from ._text import ties_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -373,8 +380,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
             "catalog has no price for it (add a usd_per_gpu_hour to rank it)"
         )
     hit = float(_first(chosen.prefix_hit_rate)) if "prefix_hit_rate" in chosen else 0.0
-    hours = float(run.attrs["duration_s"]) / 3600.0
-    per_month = glossary.HOURS_PER_MONTH / hours
+    hours = replay_hours(run)
+    month = per_month(hours)
     options = int(best.feasible_options) if best is not None else 1
     runner, above = "", math.nan
     binding_metric = str(_first(chosen.binding_metric)) if "binding_metric" in chosen else ""
@@ -417,7 +424,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     fleet = forecast_fleet(fc, cfg, float(_first(chosen.per_instance_qps)))
     checks += _arrivals_checks(arrivals, policy, fleet)
     budget_minutes = cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60
-    checks.append(_replay_check(float(run.breach_s) / 60 * per_month, budget_minutes, hours, cfg))
+    checks.append(_replay_check(float(run.breach_s) / 60 * month, budget_minutes, hours, cfg))
     reserved = policy.min_instances + policy.buffer_instances
     price = (
         float(run.attrs["usd_per_gpu_hour"])
@@ -426,7 +433,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )
     fixed = [int(v) for v in _per_slot(chosen.fixed_instances)]
     checks.append(_growth_check(fixed, run, int(tp), price, cfg))
-    gpu_hours = float(run.gpu_hours) * per_month
+    gpu_hours = float(run.gpu_hours) * month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]
     kind = str(fc.attrs.get("slots", cfg.traffic.slots))
@@ -454,7 +461,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         cancelled_starts=int(run.cancelled_starts),
         on_demand_instance_hours=on_demand,
         usd_per_gpu_hour=price,
-        monthly_usd=float(run.usd) * per_month if "usd" in run else math.nan,
+        monthly_usd=float(run.usd) * month if "usd" in run else math.nan,
         cost_includes=(
             f"{gpu_hours:,.0f} GPU-hours a month: the {words.count(reserved, 'reserved instance')} "
             "all month "
@@ -474,7 +481,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
             )
             + ", hosts, storage, network"
         ),
-        breach_minutes_per_month=float(run.breach_s) / 60 * per_month,
+        breach_minutes_per_month=float(run.breach_s) / 60 * month,
         breach_budget_minutes=budget_minutes,
         unserved_share=float(run.unserved_share),
         simulated_hours=hours,
@@ -686,8 +693,7 @@ def export_check(record: Answer, demand, cfg: PlanConfig, gpu: str) -> Check:
         demand, step_s=cfg.elasticity.step_s, cold_start_s=record.policy.cold_start_s,
         tolerance_s=cfg.elasticity.tolerance_s, gpu=gpu, **objects.replays[kind],
     )  # fmt: skip
-    hours = float(run.attrs["duration_s"]) / 3600.0
-    breach = float(run.breach_s) / 60 * glossary.HOURS_PER_MONTH / hours
+    breach = float(run.breach_s) / 60 * per_month(replay_hours(run))
     passed = breach <= record.breach_budget_minutes
     # the note that says why: a policy the object cannot hold, or a value Kubernetes caps
     why = next(

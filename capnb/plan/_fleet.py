@@ -16,6 +16,7 @@ import xarray as xr
 from .. import glossary, words
 from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
+from ._steps import per_month as month_factor
 
 __all__ = [
     "MIP_GAP",
@@ -166,7 +167,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         if n > 0
     ]
     above = bought_above(used.on_demand_instances, used.spot_instances)  # on demand, spot, ...
-    per_month = HOURS_PER_MONTH / hours
+    per_month = month_factor(hours)
     mix_month = replay.attrs["usd"] * per_month
     one_month = elastic["usd"] * per_month
     one_breach = elastic["breach_s"] * per_month / 60

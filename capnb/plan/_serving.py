@@ -18,9 +18,9 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary
-from ..glossary import HOURS_PER_MONTH
 from ._config import PlanConfig
 from ._fleet import replay_schedule
+from ._steps import per_month as month_factor
 
 __all__ = ["compare_serving", "serving_sentence", "serving_variables"]
 
@@ -151,7 +151,7 @@ def serving_sentence(result, replay, hours: float, own=None) -> str:
         f"Both sized on the serving-engine model, the KV moved over {result.attrs['link']}"
     )
     if replay is not None:
-        per_month = HOURS_PER_MONTH / hours
+        per_month = month_factor(hours)
         line += (
             f"; the two pools replayed over the trace (each started one cold start ahead of its "
             f"slot plan): {replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a "

@@ -474,6 +474,18 @@ def served_demand(demand: xr.DataArray, cap: xr.Dataset) -> xr.DataArray:
     return elasticity.smooth_demand(demand, latency)
 
 
+def replay_hours(run: xr.Dataset) -> float:
+    """Hours the replay ``run`` spans (its ``duration_s``, in s)."""
+    return float(run.attrs["duration_s"]) / 3600.0
+
+
+def per_month(hours: float) -> float:
+    """A total over a replay of ``hours`` times this is a figure a month (730 h)."""
+    from ..glossary import HOURS_PER_MONTH
+
+    return HOURS_PER_MONTH / hours
+
+
 def _first(values) -> object:
     """The first value of a variable (the chosen option's cell of a search without a slot)."""
     array = np.asarray(values.values if isinstance(values, xr.DataArray) else values)
