@@ -527,3 +527,13 @@ class Deployment:
 
     def __str__(self) -> str:
         return f"{self.spec.name} on {self.tensor_parallel} x {self.gpu}"
+
+
+def expect_deployment(deployment) -> Deployment:
+    """``deployment`` if it is the record; else an InputError naming the argument and its type."""
+    if not isinstance(deployment, Deployment):
+        raise InputError(
+            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
+            f"got {type(deployment).__name__}"
+        )
+    return deployment

@@ -148,3 +148,10 @@ def test_a_replay_is_scaled_to_a_month_once():
     # three forms (value / hours * 730, value * (730 / hours), value / 60 * 730 / hours): the
     # alternatives' records, their sentences, the answer and the export check
     assert _where(r"duration_s\"\]\)\s*/\s*3600|HOURS_PER_MONTH\s*/\s*hours") == ["plan/_steps.py"]
+
+
+def test_a_deployment_that_is_not_the_record_is_refused_in_one_wording():
+    # six functions refused a deployment that was not the record, each in its own words, two
+    # spellings between them ("capnb.Deployment" in capacity's arrivals and engine curve,
+    # "capnb.records.Deployment" in the other four)
+    assert _where(r"expected a capnb(\.records)?\.Deployment") == ["records.py"]

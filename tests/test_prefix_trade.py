@@ -257,7 +257,7 @@ def test_engine_curve_of_is_the_curve_the_engine_sweep_searched():
     assert int(mine.safe_concurrency) == int(swept.safe_concurrency)
     with pytest.raises(InputError, match="holds no sequence"):  # 64 GB of weights on 48 GB
         capnb.capacity.engine_curve_of(Deployment("Qwen3-32B", "L40S", 1), work)
-    with pytest.raises(InputError, match="deployment: expected a capnb.Deployment"):
+    with pytest.raises(InputError, match="deployment: expected a capnb.records.Deployment"):
         capnb.capacity.engine_curve_of(("Qwen3-32B", "H100-SXM", 2), work)
 
 

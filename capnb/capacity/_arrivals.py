@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, VLLM_VERSION, Deployment, EngineSettings
+from ..records import SLA, VLLM_VERSION, Deployment, EngineSettings, expect_deployment
 from ..units import one_value
 
 __all__ = ["SHARES", "arrivals"]
@@ -78,11 +78,7 @@ def arrivals(
     from .. import latency
     from ._engine_sweep import _kv_tokens
 
-    if not isinstance(deployment, Deployment):
-        raise InputError(
-            f"deployment: expected a capnb.Deployment(model, gpu, tensor_parallel), got "
-            f"{type(deployment).__name__}"
-        )
+    expect_deployment(deployment)
     if not isinstance(sla, SLA):
         raise InputError(f"sla: expected a capnb.SLA, got {type(sla).__name__}")
     per_instance_qps = one_value(per_instance_qps, "requests/s", "per_instance_qps")

@@ -45,7 +45,7 @@ import xarray as xr
 
 from .. import _validate, glossary, words
 from ..errors import InputError
-from ..records import SLA, Deployment, EngineSettings
+from ..records import SLA, Deployment, EngineSettings, expect_deployment
 from . import _pd_fleet
 
 __all__ = ["POOLS", "disaggregate", "kv_transfer_s", "pd_ratio", "pool_curves"]
@@ -448,11 +448,7 @@ def _seconds(value, argument: str) -> float:
 
 def _deployed(deployment) -> tuple:
     """(model spec, catalog GPU id) of a deployment, checked to be the record."""
-    if not isinstance(deployment, Deployment):
-        raise InputError(
-            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
-            f"got {type(deployment).__name__}"
-        )
+    expect_deployment(deployment)
     return deployment.spec, deployment.gpu
 
 

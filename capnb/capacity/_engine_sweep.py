@@ -19,7 +19,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InfeasibleError, InputError
-from ..records import VLLM_VERSION, Deployment, EngineSettings
+from ..records import VLLM_VERSION, Deployment, EngineSettings, expect_deployment
 
 __all__ = ["engine_curve_of", "sweep_engine"]
 
@@ -110,11 +110,7 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     sequence is an :class:`~capnb.errors.InputError`. ``calibration``: the engine's (None: the
     bundled one), as :func:`sweep_engine` prices a GPU calibrated on the user's own runs.
     """
-    if not isinstance(deployment, Deployment):  # its degree was checked when it was made
-        raise InputError(
-            f"deployment: expected a capnb.Deployment(model, gpu, tensor_parallel), got "
-            f"{type(deployment).__name__}"
-        )
+    expect_deployment(deployment)  # (its degree was checked when it was made)
     model, gpu, tp = deployment.model, deployment.gpu, int(deployment.tensor_parallel)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, kv_dtype=deployment.kv_dtype,

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, VLLM_VERSION, Deployment
+from ..records import SLA, VLLM_VERSION, Deployment, expect_deployment
 
 __all__ = ["prefix_trade"]
 
@@ -74,11 +74,7 @@ def prefix_trade(
     from ._engine_sweep import _holds, engine_curve
     from ._safe import FEASIBLE, safe_concurrency
 
-    if not isinstance(deployment, Deployment):
-        raise InputError(
-            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
-            f"got {type(deployment).__name__}"
-        )
+    expect_deployment(deployment)
     if not isinstance(sla, SLA):
         raise InputError(f"sla: expected a capnb.records.SLA, got {sla!r}")
     if target_qps is not None and not (

@@ -20,7 +20,7 @@ from ..data.modelspec import KVGroups
 from ..errors import InputError
 from ..kernels import engine as kernels
 from ..kernels._lazy import over_threads
-from ..records import BLOCK_SIZE, VLLM_VERSION, Deployment, EngineSettings
+from ..records import BLOCK_SIZE, VLLM_VERSION, Deployment, EngineSettings, expect_deployment
 from . import _fitted
 from . import calibration as _calibration
 
@@ -490,11 +490,7 @@ def _option(deployment):
     """One deployment (checked when made): its spec, GPU id, degree, GPU row and kernel vectors."""
     from ..data import load_gpus
 
-    if not isinstance(deployment, Deployment):
-        raise InputError(
-            f"deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
-            f"got {type(deployment).__name__}"
-        )
+    expect_deployment(deployment)
     spec, gpu_id, tp = deployment.spec, deployment.gpu, deployment.tensor_parallel
     kv_dtype, weight_dtype = deployment.kv_dtype, deployment.weight_dtype
     gpus = load_gpus([gpu_id])

@@ -11,7 +11,7 @@ import xarray as xr
 from .. import _validate
 from ..data.modelspec import KVGroups, ModelSpec
 from ..errors import InputError
-from ..records import Deployment
+from ..records import Deployment, expect_deployment
 from ..units import declare_units
 from . import _grid as _grid
 
@@ -619,11 +619,7 @@ def smallest_degrees(
 
 def _deployed(deployment, model, gpu, tensor_parallel, kv_dtype, weight_dtype) -> tuple:
     """(model, gpu, tensor_parallel, kv_dtype, weight_dtype) of a deployment given alone."""
-    if not isinstance(deployment, Deployment):
-        raise InputError(
-            "deployment: expected a capnb.records.Deployment(model, gpu, tensor_parallel), "
-            f"got {type(deployment).__name__}"
-        )
+    expect_deployment(deployment)
     others = {"model": model, "gpu": gpu, "tensor_parallel": tensor_parallel,
               "weight_dtype": weight_dtype}  # fmt: skip
     both = [k for k, v in others.items() if v is not None] + (["kv_dtype"] * (kv_dtype != "auto"))
