@@ -537,3 +537,10 @@ def expect_deployment(deployment) -> Deployment:
             f"got {type(deployment).__name__}"
         )
     return deployment
+
+
+def expect_sla(sla) -> SLA:
+    """``sla`` if it is the record; else an InputError naming the argument and its type."""
+    if not isinstance(sla, SLA):
+        raise InputError(f"sla: expected a capnb.records.SLA, got {type(sla).__name__}")
+    return sla

@@ -155,3 +155,9 @@ def test_a_deployment_that_is_not_the_record_is_refused_in_one_wording():
     # spellings between them ("capnb.Deployment" in capacity's arrivals and engine curve,
     # "capnb.records.Deployment" in the other four)
     assert _where(r"expected a capnb(\.records)?\.Deployment") == ["records.py"]
+
+
+def test_an_sla_that_is_not_the_record_is_refused_in_one_wording():
+    # prefix_trade said "expected a capnb.records.SLA, got <its repr>", the arrivals check
+    # "expected a capnb.SLA, got <its type>"; the pools' refusal asks for ttft and tpot bounds too
+    assert _where(r"expected a capnb(\.records)?\.SLA,") == ["records.py"]

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, VLLM_VERSION, Deployment, EngineSettings, expect_deployment
+from ..records import SLA, VLLM_VERSION, Deployment, EngineSettings, expect_deployment, expect_sla
 from ..units import one_value
 
 __all__ = ["SHARES", "arrivals"]
@@ -79,8 +79,7 @@ def arrivals(
     from ._engine_sweep import _kv_tokens
 
     expect_deployment(deployment)
-    if not isinstance(sla, SLA):
-        raise InputError(f"sla: expected a capnb.SLA, got {type(sla).__name__}")
+    expect_sla(sla)
     per_instance_qps = one_value(per_instance_qps, "requests/s", "per_instance_qps")
     if (
         isinstance(per_instance_qps, bool)

@@ -17,7 +17,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..records import SLA, VLLM_VERSION, Deployment, expect_deployment
+from ..records import SLA, VLLM_VERSION, Deployment, expect_deployment, expect_sla
 
 __all__ = ["prefix_trade"]
 
@@ -75,8 +75,7 @@ def prefix_trade(
     from ._safe import FEASIBLE, safe_concurrency
 
     expect_deployment(deployment)
-    if not isinstance(sla, SLA):
-        raise InputError(f"sla: expected a capnb.records.SLA, got {sla!r}")
+    expect_sla(sla)
     if target_qps is not None and not (
         isinstance(target_qps, int | float) and math.isfinite(target_qps) and target_qps > 0
     ):
