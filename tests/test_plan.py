@@ -1631,3 +1631,24 @@ def test_the_answer_names_the_clock_its_slots_and_burst_are_on(tmp_path):
     said = planning.sections(answer)
     assert f"{answer.slot_labels[14]} Asia/Tokyo" in said["traffic"]
     assert " Asia/Tokyo (the middle size of" in said["burst"], said["burst"]
+
+
+def test_a_plan_without_held_out_draws_checks_its_burst_test_against_the_budget(small):
+    # a 26-hour log's plan breached 92 minutes in its one-burst replay against a budget of 44 a
+    # month (13 % of requests unserved) and no check said so: with no held-out window there are
+    # no burst draws, and the burst test was only a sentence
+    cfg = planning.read_config(dict(CHEAPER, gpus=("H200",), tensor_parallel=(1,),
+                                    policies=("fixed",), buffer_instances=(0,)))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = planning.answer(planning.build(cfg))
+    assert a.held_out is None and a.burst_test is not None
+    check = next(c for c in a.checks if c.name == "burst_test")
+    budget = a.breach_budget_minutes
+    assert check.passed == (a.burst_test.breach_minutes <= budget)
+    assert not check.passed  # a fixed fleet with no spares under a 3-5x burst
+    assert f"against the month's budget of {budget:.0f}" in check.finding
+    assert check.action
+    # where held-out burst draws score the burst model out of sample, they are the check
+    names = [c.name for c in planning.answer(small[0]).checks]
+    assert "burst_draws" in names and "burst_test" not in names

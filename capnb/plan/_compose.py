@@ -98,6 +98,22 @@ def _burst(run) -> BurstTest | None:
     )
 
 
+def _burst_test_check(test: BurstTest, budget_minutes: float, cfg: PlanConfig) -> Check:
+    """Whether the chosen run kept one burst's breach within the month's budget.
+
+    The in-sample test of the burst model (its middle-size burst on the trace); where held-out
+    windows exist, their burst draws are the check instead (:func:`with_held_out`).
+    """
+    kept = test.breach_minutes <= budget_minutes
+    return Check(
+        "burst_test", kept,
+        f"its burst test ({test.multiplier:.3g}x for {words.duration(test.hours * 3600)}) was "
+        f"{words.minutes(test.breach_minutes)} in breach against the month's budget of "
+        f"{budget_minutes:,.0f} minutes ({test.unserved_share:.1%} of requests unserved)",
+        "" if kept else spares_action(cfg), "own",
+    )  # fmt: skip
+
+
 def _cold_start_finding(cold: float, tolerance_s: float) -> str:
     """The cold-start check's finding, as the article's rule reads (capnb.elasticity's veto)."""
     from ..elasticity._decision import cold_start_limit_s
@@ -433,6 +449,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )
     fixed = [int(v) for v in _per_slot(chosen.fixed_instances)]
     checks.append(_growth_check(fixed, run, int(tp), price, cfg))
+    if (tested := _burst(burst)) is not None:
+        checks.append(_burst_test_check(tested, budget_minutes, cfg))
     gpu_hours = float(run.gpu_hours) * month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]
@@ -488,7 +506,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         filled_share=float(demand.attrs.get("filled_share", 0.0)),
         held_out=None,
         held_out_missing="",
-        burst_test=_burst(burst),
+        burst_test=tested,
         checks=tuple(checks + _article_checks(cfg, fc, chosen, advice, demand, cold)),
         settle_commands=commands,
         alternatives=tuple(alternatives),
@@ -669,6 +687,8 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
             + _burst_window_words(held),
             "" if enough else spares_action(cfg), "own",
         ))  # fmt: skip
+        # the held-out draws score the burst model out of sample: the one-burst test steps aside
+        own = [c for c in own if c.name != "burst_test"]
     return dataclasses.replace(record, held_out=held, held_out_missing="",
                                checks=(*checks, *own))  # fmt: skip
 
