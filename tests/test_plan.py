@@ -309,6 +309,21 @@ def test_a_fixed_fleets_warm_spares_are_in_its_fleet_line(small):
     )
 
 
+def test_a_fixed_fleet_under_its_forecast_and_bursts_says_it_adds_none(small):
+    # "reserve 1 instance ... a fixed fleet of 1 instance; the forecast needs 1 instance ..., and
+    # up to 2 more instances in a burst": read as if the fleet added them, which a fixed one cannot
+    a = planning.answer(small[0])
+    fixed = dataclasses.replace(a.policy, name="fixed", min_instances=1, buffer_instances=0)
+    short = dataclasses.replace(a, policy=fixed, reserved_instances=1, fixed_instances=(1,) * 24,
+                                burst_instances=2)  # fmt: skip
+    assert plan_text.fleet_words(short).endswith(
+        "in a burst (" + plan_text.words.rate(a.burst_qps) + " requests/s), more than a fixed "
+        "fleet holds (it adds none)."
+    )
+    held = dataclasses.replace(short, reserved_instances=3)
+    assert "adds none" not in plan_text.fleet_words(held)
+
+
 def test_the_fleet_line_counts_instances_that_served_and_says_what_the_peak_held(small):
     # found with cooldown_s = [0]: "at most 5 instances ran at once in the replay" counted two
     # starts the replay cancelled before they were ready; 4 served at once
