@@ -358,6 +358,29 @@ def test_a_short_slot_whose_p95_and_p99_share_a_pair_keeps_both():
     assert "only" not in carried.attrs["growth_model"]
 
 
+def test_a_three_day_slot_is_never_carried_below_zero_and_keeps_its_median():
+    # 3 days hourly: each hour of day has 3 intervals, and numpy reads its P50, P95 and P99 off
+    # the same two largest; the P99 reset the images the P50 and P95 had set, and the carried
+    # history fell to -104 requests/s (48 of 72 intervals below 0, from a past of 2.4 or more)
+    # with medians up to 34.5 requests/s off the model's; such a slot is now mapped at P50/P99
+    rng = np.random.default_rng(1)
+    t = np.arange(3 * 24)
+    series = _series(20 + 15 * np.sin(2 * np.pi * (t - 9) / 24) + rng.normal(0, 2, t.size),
+                     interval="1h")  # fmt: skip
+    planned = forecast.selection_quantiles(0.99)[0]
+    chosen = forecast.select(series, quantiles=planned, score_quantiles=(0.95, 0.99))
+    carried = forecast.carry(series, selection=chosen)
+    assert float(carried.qps.min()) >= 0
+    again = forecast.fit_baseline(carried, quantiles=planned).target_qps
+    for q in (0.5, 0.99):
+        np.testing.assert_allclose(
+            again.sel(traffic_quantile=q), chosen.target_qps.sel(traffic_quantile=q), rtol=1e-12
+        )
+    for before, after in zip(_slot_values(series), _slot_values(carried), strict=True):
+        assert (np.argsort(before, kind="stable") == np.argsort(after, kind="stable")).all()
+    assert "24 slot(s) mapped at P50/P99 only" in carried.attrs["growth_model"]
+
+
 def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
     # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
     # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"

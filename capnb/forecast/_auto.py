@@ -52,15 +52,19 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
     slot's ordinary maximum, its factor far below the median's), it is raised halfway from the
     last image to the target and the upper one takes what keeps the quantile exact:
     ``(target - (1 - f) y_lo) / f``. Two quantiles read off the same pair (a short slot's P95 and
-    P99) set its two images together, the only ones that give both targets.
+    P99) set its two images together, the only ones that give both targets; a third on that pair
+    has no images left to set (a slot of 3 intervals reads its P50, P95 and P99 off its two
+    largest), so no map goes through all three.
     Between knots the map is linear in the rate, below the lowest and above the highest it is the
     end factor times the rate. None when the map cannot be increasing (the model's quantiles out
-    of order, a quantile of zero under a positive target, pairs that share a rate and disagree).
+    of order, a quantile of zero under a positive target, pairs that share a rate and disagree, a
+    third quantile on one pair, an image below 0 requests/s).
     """
     x = np.sort(values)
     n = x.size
     knots_x, knots_y = [], []
     last = (-1, 0.0, 0.0)  # the previous quantile's lower order statistic, its f and target
+    shared = -1  # the lower order statistic of a pair whose images two quantiles set
     for p, target in zip(quantiles, targets, strict=True):
         lo = int(np.floor((n - 1) * p))
         hi, f = min(lo + 1, n - 1), (n - 1) * p - lo
@@ -68,6 +72,9 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
         if not (np.isfinite(target) and past > 0 and target >= 0):
             return None
         if lo == last[0] and hi > lo and f > last[1]:  # two quantiles read off one pair
+            if lo == shared:  # its images already give two targets: a third moves them
+                return None
+            shared = lo
             gap = (target - last[2]) / (f - last[1])
             knots_y[-2:] = [last[2] - last[1] * gap, last[2] + (1 - last[1]) * gap]
             last = (lo, f, target)
@@ -86,7 +93,7 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
         knots_x.extend((x[lo], x[hi]))
         knots_y.extend((y_lo, y_hi))
     kx, ky = np.asarray(knots_x), np.asarray(knots_y)
-    if np.any(np.diff(kx) < 0) or np.any(np.diff(ky) < 0):
+    if np.any(np.diff(kx) < 0) or np.any(np.diff(ky) < 0) or ky[0] < 0:
         return None
     same = np.diff(kx) == 0
     if np.any(ky[1:][same] != ky[:-1][same]):  # one rate, two images
