@@ -735,6 +735,22 @@ def test_the_named_time_column_is_not_also_read_as_the_count(tmp_path):
     assert traffic.prompt_tokens.values.tolist() == [100, 200]
 
 
+def test_a_time_column_read_as_a_count_is_named_as_the_missing_time(tmp_path):
+    # the same log with no column named: "column 'arrival_s' reads as a rate series and
+    # 'input_tokens' as a request log; say which with trace_kind", and either kind then failed
+    # ('rates' on no time column, 'requests' on "no time column among [...]"); the file has one
+    # reading, the times in 'arrival_s', and the error now says to name it
+    path = _write(tmp_path, "rel.csv", "arrival_s,input_tokens\n0.5,100\n1.25,200\n")
+    with pytest.raises(ConfigError) as raised:
+        data.load_traffic(path)
+    message = str(raised.value)
+    assert "rel.csv: no time column among" in message and "trace_kind" not in message
+    assert "name it with time_column='arrival_s'" in message
+    traffic = data.load_traffic(path, time_column="arrival_s", time_unit="s")
+    assert traffic.attrs["traffic_kind"].startswith("request log")
+    assert traffic.prompt_tokens.values.tolist() == [100, 200]
+
+
 def test_splitwise_sim_traces_are_read_by_their_names(tmp_path):
     # splitwise-sim's traces (traces/test_trace.csv): prompt_size and token_size (the output);
     # token_size alone was reported, as a candidate for the prompt too, and prompt_size not at all

@@ -172,6 +172,13 @@ def load_traffic(
     tokens = columns["prompt"] or columns["output"]
     how = "as stated (trace_kind)"
     if kind == "auto":
+        if value and not columns["time"]:  # no time: the "rate" may be the times ('arrival_s')
+            raise ConfigError(
+                f"{path}: no time column among {list(_WINDOW_NAMES)}, and column {value!r} reads "
+                "as a rate series' values by its name; if it holds each request's time (or each "
+                f"window's start), name it with time_column={value!r} (a plan config's [traffic] "
+                "time_column, capnb plan --time-column)"
+            )
         if value and tokens:
             raise ConfigError(
                 f"{path}: column {value!r} reads as a rate series and {tokens!r} as a request log; "
