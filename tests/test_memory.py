@@ -158,6 +158,25 @@ def test_describe_says_when_the_sequence_is_beyond_the_models_context():
     assert "add GPUs" not in text
 
 
+def test_describe_says_the_kv_cache_dtype_when_it_is_not_the_weights():
+    # 70B on 2 x H100-SXM at 8,192 tokens fits 3 sequences with a bf16 KV cache and 6 with fp8,
+    # and the sentence read "Llama-3.1-70B in bf16 on 2 x H100-SXM fits at most ..." for both
+    # (worksheet 02's KV dtype control changed the number, not the words); one that held no
+    # sequence on an fp8 cache still advised "use an fp8 KV cache"
+    one = dict(model="Llama-3.1-70B", gpu="H100-SXM", tensor_parallel=2, seq_len=8192)
+    text = memory.describe(memory.max_concurrency(**one, kv_dtype="fp8"))
+    assert text.startswith(
+        "Llama-3.1-70B in bf16 with its KV cache in fp8 on 2 x H100-SXM fits at most 6 concurrent"
+    )
+    assert "KV cache in" not in memory.describe(memory.max_concurrency(**one))
+    long = dict(model="Llama-3.1-8B", gpu="L4", tensor_parallel=1, seq_len=131_072)
+    none = memory.max_concurrency(**long, kv_dtype="fp8")
+    assert none.limit_reason.item() == "one_sequence"
+    text = memory.describe(none)
+    assert "with its KV cache in fp8" in text and "use an fp8 KV cache" not in text
+    assert "use an fp8 KV cache" in memory.describe(memory.max_concurrency(**long))
+
+
 def test_describe_blames_the_reserve_not_the_weights_when_the_weights_fit():
     # 70B at TP 8 on an L4: 16.4 GiB of weights fit the 21.6 GiB usable, vLLM 0.10's reserve
     # (activations, the sampler's logits, memory outside torch) leaves no KV cache; the sentence

@@ -712,7 +712,12 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     largest, reason = int(cell.max_concurrency), str(cell.limit_reason.values)
     weights, usable = float(cell.weights_bytes), float(cell.usable_bytes)
     marketed = _marketed(result, gpu)
-    where = f"{model} in {cell.weight_dtype.values} on {tp} x {gpu}"
+    kv_dtype = str(cell.kv_dtype.values) if "kv_dtype" in cell.coords else ""
+    other_kv = kv_dtype and kv_dtype != str(cell.weight_dtype.values)
+    where = f"{model} in {cell.weight_dtype.values}" + (
+        f" with its KV cache in {kv_dtype}" if other_kv else ""
+    )
+    where += f" on {tp} x {gpu}"
     context = int(cell.context_tokens) if "context_tokens" in cell.coords else 0
     beyond = (
         f"; but {seq:,} tokens is beyond {model}'s context of {context:,} tokens, which vLLM "
@@ -768,6 +773,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     if reason == "one_sequence":
         return (
             f"Infeasible: {where} holds its weights ({_gib(weights)} per GPU) but not one sequence "
-            f"of {seq:,} tokens; shorten sequences, use an fp8 KV cache, or add GPUs: {remedy}."
+            f"of {seq:,} tokens; shorten sequences, "
+            + ("" if kv_dtype == "fp8" else "use an fp8 KV cache, ")
+            + f"or add GPUs: {remedy}."
         )
     return f"Infeasible: tensor_parallel={tp} cannot shard {model}."
