@@ -1280,6 +1280,12 @@ ROWS = [
         l4_figure("dense_bf16_flops", "abc"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): dense_bf16_flops = 'abc'; expected a "
                             r"number of FLOP/s")),
+    # found adding an H20 row with its bandwidth cell left empty: "hbm_bandwidth = nan; expected
+    # bytes/s > 0", a figure the row never held
+    Row("gpu: a copied catalog with a required figure left empty",
+        l4_figure("hbm_bandwidth", ""),
+        Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): hbm_bandwidth is empty; every GPU needs "
+                            r"it, a number of bytes/s")),
     Row("gpu: a copied catalog with a word for an optional figure",
         l4_figure("usd_per_gpu_hour", "ask us"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): usd_per_gpu_hour = 'ask us'; expected a "

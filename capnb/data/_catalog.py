@@ -149,6 +149,13 @@ def _check_gpu_table(table, path) -> None:
                 f"{str(raw.iloc[row])!r}; expected a number of {unit}"
                 + ("" if required else " (or empty)")
             )
+        empty = np.flatnonzero(np.isnan(values)) if required else []
+        if len(empty):  # a cell left empty is no figure: name the cell, not the NaN read from it
+            row = int(empty[0])
+            raise ConfigError(
+                f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): {column} is empty; every "
+                f"GPU needs it, a number of {unit}"
+            )
         bad = ~((values > 0) & (values >= smallest) & (values <= largest))
         if not required:
             bad &= ~np.isnan(values)
