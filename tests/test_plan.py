@@ -964,6 +964,46 @@ def test_what_capnb_assumed_reading_a_models_config_is_in_the_plans_inputs(tmp_p
     assert "; note: " in words and "float32" in words
 
 
+def test_a_plan_on_a_catalog_of_ones_own_says_which_gpu_figures_are_the_users(
+    tmp_path, monkeypatch
+):
+    # found planning with an H20 row of my own and H100-SXM at my price (CAPNB_DATASETS): the
+    # plan's inputs read "GPUs compared: H20, H100-SXM" and "model: Llama-3.1-8B (from the bundled
+    # catalog)", nothing said the figures were mine, nor where they came from
+    import shutil
+
+    from capnb.plan._build import _model_source
+
+    root = tmp_path / "datasets"
+    shutil.copytree(data.dataset_path(), root)
+    gpus = pd.read_csv(root / "gpus.csv", dtype=str, keep_default_na=False)
+    gpus.loc[gpus.gpu == "H100-SXM", "usd_per_gpu_hour"] = "2.50"
+    h20 = gpus[gpus.gpu == "H100-SXM"].assign(
+        gpu="H20", display_name="NVIDIA H20", aliases="", memory_bytes=str(96 * 2**30),
+        hbm_bandwidth="4000e9", dense_bf16_flops="148e12", dense_fp8_flops="296e12",
+        usd_per_gpu_hour="1.23", memory_reported_bytes="", memory_reported_source="",
+    )  # fmt: skip
+    pd.concat([gpus, h20]).to_csv(root / "gpus.csv", index=False)
+    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.read_config({**CHEAPER, "gpus": ("H20", "H100-SXM")}))
+    inputs = planning.inputs_used(plan)
+    assert (
+        f"GPU figures: your catalog {root / 'gpus.csv'} (CAPNB_DATASETS): H20 (a row the bundled "
+        "catalog lacks: 96 GiB, no memory_reported_bytes, 4,000 GB/s, 148 BF16 TFLOP/s, 296 FP8 "
+        "TFLOP/s, 450 GB/s link, 1.23 USD per GPU-hour), H100-SXM (2.5 USD per GPU-hour where "
+        "the bundled has 2.99 USD per GPU-hour); SLA: "
+    ) in inputs
+    assert (
+        f"model: Llama-3.1-8B (from {root / 'models' / 'Llama-3.1-8B.json'} (CAPNB_DATASETS))"
+        in inputs
+    )
+    monkeypatch.delenv("CAPNB_DATASETS")
+    assert data.own_gpu_figures(["H100-SXM"]) == ""  # the bundled catalog: nothing to say
+    assert _model_source("Llama-3.1-8B") == "the bundled catalog"
+
+
 def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_dropped():
     with pytest.raises(planning.PlanError, match=r"no tensor-parallel degree in \[3\] can shard "
                        r"Llama-3.1-8B: tensor_parallel=3 does not divide"):  # fmt: skip

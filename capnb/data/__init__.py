@@ -28,12 +28,14 @@ from ._benchmarks import (
 )
 from ._blocks import MOONCAKE_BLOCK_TOKENS, load_block_hashes
 from ._catalog import (
+    catalog_is_own,
     dataset_path,
     gpu_column,
     list_gpus,
     list_models,
     load_gpus,
     load_model,
+    own_gpu_figures,
     resolve_gpu,
     resolve_model,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "TRAFFIC_KINDS",
     "TraceWarning",
     "benchmark_format",
+    "catalog_is_own",
     "check_set",
     "dataset_path",
     "gpu_column",
@@ -101,6 +104,7 @@ __all__ = [
     "load_trace",
     "load_traffic",
     "load_trtllm_throughput",
+    "own_gpu_figures",
     "read_aiperf",
     "read_bench_runs",
     "read_benchmark",

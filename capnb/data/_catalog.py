@@ -63,19 +63,24 @@ def dataset_path(*parts: str) -> Path:
     'gpus.csv'
     """
     override = os.environ.get("CAPNB_DATASETS")
-    if override:
-        root = Path(override)
-    else:
-        installed = resources.files("capnb") / "datasets"
-        root = (
-            Path(str(installed)) if installed.is_dir() else Path(__file__).parents[2] / "datasets"
-        )
+    root = Path(override) if override else _bundled_root()
     path = root.joinpath(*parts)
     if not path.exists():
         raise FileNotFoundError(
             f"capnb's bundled data has no {'/'.join(parts) or 'datasets/'} at {path}"
         )
     return path
+
+
+def _bundled_root() -> Path:
+    """The bundled ``datasets/`` (source checkout or installed wheel), whatever CAPNB_DATASETS says."""
+    installed = resources.files("capnb") / "datasets"
+    return Path(str(installed)) if installed.is_dir() else Path(__file__).parents[2] / "datasets"
+
+
+def catalog_is_own() -> bool:
+    """Whether CAPNB_DATASETS points at a catalog other than capnb's bundled one."""
+    return dataset_path().resolve() != _bundled_root().resolve()
 
 
 # -- GPUs ---------------------------------------------------------------------------------------
@@ -314,6 +319,57 @@ def gpu_column(ids: list[str], column: str):
 
     values = _gpu_columns()[column]
     return np.array([values[i] for i in ids], dtype=float)
+
+
+#: How a plan's words give each catalog figure: (divisor, unit).
+_FIGURE_WORDS = {
+    "memory_bytes": (2.0**30, "GiB"),
+    "memory_reported_bytes": (2.0**30, "GiB reported"),
+    "hbm_bandwidth": (1e9, "GB/s"),
+    "dense_bf16_flops": (1e12, "BF16 TFLOP/s"),
+    "dense_fp8_flops": (1e12, "FP8 TFLOP/s"),
+    "interconnect_bandwidth": (1e9, "GB/s link"),
+    "usd_per_gpu_hour": (1.0, "USD per GPU-hour"),
+}
+
+
+def _figure(column: str, value: float) -> str:
+    divisor, unit = _FIGURE_WORDS[column]
+    return f"no {column}" if value != value else f"{value / divisor:,.6g} {unit}"
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (a != a and b != b)  # two empty cells (NaN) are the same figure
+
+
+def own_gpu_figures(ids: Iterable[str]) -> str:
+    """Which of these GPUs' figures come from a catalog of the user's (CAPNB_DATASETS), in words.
+
+    ``""`` on the bundled catalog. Otherwise the copy's path, each GPU the bundled catalog lacks
+    with all its figures, and each figure of a bundled GPU the copy changed with the bundled one
+    (``"H100-SXM (2.5 USD per GPU-hour where the bundled has 2.99 USD per GPU-hour)"``).
+    """
+    if not catalog_is_own():
+        return ""
+    mine = _gpu_table()
+    bundled = _gpu_table_of(_version(_bundled_root() / "gpus.csv"))
+    said = []
+    for gpu in ids:
+        if gpu not in bundled.index:
+            figures = [_figure(c, float(mine.at[gpu, c])) for c in _FIGURE_WORDS]
+            said.append(f"{gpu} (a row the bundled catalog lacks: {', '.join(figures)})")
+            continue
+        changed = [
+            f"{_figure(c, float(mine.at[gpu, c]))} where the bundled has "
+            f"{_figure(c, float(bundled.at[gpu, c]))}"
+            for c in _FIGURE_WORDS
+            if not _same(float(mine.at[gpu, c]), float(bundled.at[gpu, c]))
+        ]
+        if changed:
+            said.append(f"{gpu} ({', '.join(changed)})")
+    return f"your catalog {dataset_path('gpus.csv')} (CAPNB_DATASETS): " + (
+        ", ".join(said) if said else "the bundled figures for every GPU compared"
+    )
 
 
 def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:

@@ -491,7 +491,9 @@ def _model_source(model: str) -> str:
     from .. import data
 
     spec = data.load_model(model)
-    where = "the bundled catalog" if model in data.list_models() else str(spec.source)
+    where = str(spec.source)
+    if model in data.list_models():  # the catalog's, or a copy's of the user's
+        where = f"{where} (CAPNB_DATASETS)" if data.catalog_is_own() else "the bundled catalog"
     # what capnb assumed reading the config (a dtype, tied embeddings, a vision tower not counted)
     return where + "".join(f"; note: {note}" for note in getattr(spec, "notes", ()))
 
@@ -537,6 +539,11 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
         f"{', '.join(str(t) for t in cfg.serving.tensor_parallel)}",
         f"SLA: {cfg.sla}",
     ]
+    from .. import data
+
+    own = data.own_gpu_figures(data.resolve_gpu(g) for g in cfg.serving.gpus)
+    if own:  # a catalog of the user's: which GPU figures are theirs
+        parts.insert(-1, f"GPU figures: {own}")
     return "; ".join(parts)
 
 
