@@ -278,6 +278,25 @@ def test_a_bad_price_row_names_its_line(tmp_path):
         capnb.data.load_gpu_prices(path)
 
 
+@pytest.mark.parametrize(
+    ("row", "said"),
+    [
+        # found adding prices of my own for an H20: a row without a provider or a capture date
+        # was taken (the provider NaN, no provider's table holding it; the source "q (nan)"),
+        # and an empty price or GPU read "got nan" and "gpu nan"
+        ("H100-SXM,,spot,1.0,q,2026-12-01,", "provider"),
+        ("H100-SXM,x,spot,1.0,q,,", "captured"),
+        ("H100-SXM,x,spot,,q,2026-12-01,", "usd_per_gpu_hour"),
+        (",x,spot,1.0,q,2026-12-01,", "gpu"),
+    ],
+)
+def test_an_empty_cell_of_a_price_row_is_named(tmp_path, row, said):
+    path = tmp_path / "p.csv"
+    path.write_text("gpu,provider,pricing,usd_per_gpu_hour,source,captured,notes\n" + row + "\n")
+    with pytest.raises(ConfigError, match=rf"p\.csv, line 2: {said} is empty; every price needs "):
+        capnb.data.load_gpu_prices(path)
+
+
 def test_the_solvers_own_prints_are_dropped_and_the_answer_kept(capfd, monkeypatch):
     import os
 

@@ -29,9 +29,9 @@ def load_gpu_prices(path=None):
     One row per (gpu, provider, pricing), ``usd_per_gpu_hour`` in USD/hour, with its source and
     capture date.
 
-    Every row is checked: a catalog GPU, a known pricing kind, a finite price > 0, a source, an
-    ISO capture date and no (gpu, provider, pricing) twice; a bad row is a ConfigError naming its
-    line.
+    Every row is checked: every cell but ``notes`` filled, a catalog GPU, a known pricing kind, a
+    finite price > 0, a source, an ISO capture date and no (gpu, provider, pricing) twice; a bad
+    row is a ConfigError naming its line.
 
     Examples
     --------
@@ -54,6 +54,13 @@ def load_gpu_prices(path=None):
     seen = set()
     for i, row in enumerate(table.itertuples(index=False)):
         where = f"{path}, line {i + 2}"
+        empty = [c for c in _COLUMNS[:-1] if not str(getattr(row, c)).strip() or
+                 (isinstance(getattr(row, c), float) and np.isnan(getattr(row, c)))]  # fmt: skip
+        if empty:  # a row no provider's table could hold, or a price of no source or date
+            raise ConfigError(
+                f"{where}: {empty[0]} is empty; every price needs a gpu, provider, pricing, "
+                "usd_per_gpu_hour (USD/hour), source and captured date"
+            )
         if row.gpu not in gpus:
             raise ConfigError(f"{where}: gpu {row.gpu!r} is not in the GPU catalog")
         if row.pricing not in PRICINGS:
