@@ -218,6 +218,25 @@ def test_disaggregate_writes_thousands_of_requests_per_second_in_digits(small):
     )  # fmt: skip
     said = ds.attrs["recommendation"]
     assert "e+0" not in said and "(4,580 requests/s)" in said, said
+    # and thousands of instances with a separator: a plan on an H20 of one's own read "1610
+    # prefill (TP1) and 372 decode" beside "3,114 x TP1" in one sentence
+    from capnb.capacity._disagg import _recommend
+
+    for mode in ("aggregated", "disaggregated"):
+        fewer, more = [1000.0], [2000.0]  # GPU-slots over the day: the chosen mode's fewer
+        agg_plan = {"meets_sla": True, "instances": np.array([3093]),
+                    "gpus": fewer if mode == "aggregated" else more,
+                    "reason": "8 requests in flight per instance: 1.47 requests/s",
+                    "latency": [1.0, 0.05]}  # fmt: skip
+        pools = {"meets_sla": True, "instances": np.array([[1610], [372]]),
+                 "gpus": more if mode == "aggregated" else fewer,
+                 "reason": "prefill at 1 and decode at 128: 2.85 and 12.3 requests/s",
+                 "latency": [1.37, 0.0488], "kv_transfer_s": 0.0018}  # fmt: skip
+        chosen, words = _recommend(pools, agg_plan, [4580.0], {"prefill": 1, "decode": 1}, 1,
+                                   "H20", 0.99)  # fmt: skip
+        assert chosen == mode
+        assert ("3,093 x TP1" if mode == "disaggregated" else "3,093 instances") in words, words
+        assert mode == "aggregated" or "1,610 prefill (TP1)" in words, words
 
 
 def test_disaggregate_says_infeasible_never_falls_back(small):

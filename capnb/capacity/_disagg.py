@@ -936,7 +936,7 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         if not v <= sla.bounds[m]
     ]
     note = (
-        f"Simulated per request at the busiest slot ({pair[0]}:{pair[1]}, {words.rate(demand[peak])} "
+        f"Simulated per request at the busiest slot ({pair[0]:,}:{pair[1]:,}, {words.rate(demand[peak])} "
         f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
         f"{' and '.join(missed)}: above the SLA; {_remedy(run['bottleneck'])}."
         if missed
@@ -1115,7 +1115,7 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
             f"disaggregated is {disagg['reason']}"
             if not disagg["meets_sla"]
             else f"{hours['aggregated']:,.0f} GPU-slots over the day against {hours['disaggregated']:,.0f} "
-            f"disaggregated ({int(inst[0, peak])}:{int(inst[1, peak])} at the busiest slot)"
+            f"disaggregated ({int(inst[0, peak]):,}:{int(inst[1, peak]):,} at the busiest slot)"
         )
         lat = agg["latency"]
         return "aggregated", (
@@ -1128,12 +1128,12 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
         f"aggregated is {agg['reason']}"
         if not agg["meets_sla"]
         else f"{hours['disaggregated']:,.0f} GPU-slots over the day against {hours['aggregated']:,.0f} "
-        f"aggregated ({int(agg_inst[peak])} x TP{agg_tp} at the busiest slot)"
+        f"aggregated ({int(agg_inst[peak]):,} x TP{agg_tp} at the busiest slot)"
     )
     lat = disagg["latency"]
     return "disaggregated", (
-        f"Serve disaggregated: {int(inst[0, peak])} prefill (TP{tps['prefill']}) and "
-        f"{int(inst[1, peak])} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
+        f"Serve disaggregated: {int(inst[0, peak]):,} prefill (TP{tps['prefill']}) and "
+        f"{int(inst[1, peak]):,} decode (TP{tps['decode']}) {gpu_id} instances at the busiest "
         f"slot ({words.rate(demand[peak])} requests/s), sized with "
         f"{_sized(disagg['reason'])}, where P{q * 100:g} TTFT {lat[0]:.3g} s "
         f"(KV transfer {disagg['kv_transfer_s'] * 1e3:.2g} ms), TPOT {lat[1] * 1e3:.3g} ms; {why}."
