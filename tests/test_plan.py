@@ -347,6 +347,12 @@ def test_the_fleet_line_counts_instances_that_served_and_says_what_the_peak_held
     )
     both = dataclasses.replace(said, peak_instances=4, cancelled_starts=0)
     assert "at most 4 instances served at once in the replay, with " in plan_text.fleet_words(both)
+    # an H20 plan read "1443.1 cold starts a day" beside "3,114 x TP1": thousands separated
+    busy = dataclasses.replace(a.advisory, scale_events_per_hour=100.0, cold_starts_per_day=1443.1)
+    assert "2,400.0 scale events" in plan_text.fleet_words(dataclasses.replace(both, advisory=busy))
+    assert "and 1,443.1 cold starts a day" in plan_text.fleet_words(
+        dataclasses.replace(both, advisory=busy)
+    )
     assert plan_text.fleet_words(said) in planning.describe(said)  # the API's text says the same
     from capnb.report import _lede
 

@@ -201,8 +201,8 @@ def fleet_words(a: Answer) -> str:
         f"{policy_words(a)} {grows} {need}{bursts}; at most "
         f"{words.count(a.peak_serving_instances, 'instance')} served at once in the replay"
         f"{_starting_words(a)}, with "
-        f"{24 * v.scale_events_per_hour:.1f} scale events, {v.reversals_per_day:.1f} reversals"
-        f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:.1f} cold starts a day"
+        f"{24 * v.scale_events_per_hour:,.1f} scale events, {v.reversals_per_day:,.1f} reversals"
+        f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:,.1f} cold starts a day"
         "."
     )
 
