@@ -259,18 +259,24 @@ def test_the_burst_replay_runs_the_predictive_policy_a_plan_chose():
     assert "checks passed" in said
 
 
-def test_the_predictive_policy_reads_the_plans_forecast_in_a_plans_report(small_plan, tmp_path):
-    """Found reporting a plan that chose the predictive policy (Llama-3.1-70B on servegen-m-mid):
-    worksheet 04 gave it the history's own slot medians, the plan its forecast of the coming week,
-    so the page said the recommended run cost 2,256,650 USD and flapped 42 times a day where the
-    plan's own page said 2,914,498 USD and 6.8."""
+def _predictive_plans_parameters(small_plan, tmp_path):
+    """Worksheet 04's report parameters for the small plan with the predictive policy swept (no
+    held-out days), and the plan they read."""
     config = plan.read_config(small_plan).replace(
         elasticity={"policies": ("hpa", "predictive"), "backtest_days": 0}
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", plan.PlanWarning)
         parameters = report._parameters(config, tmp_path)["04_elasticity"]
-    made = plan.load(parameters["PLAN_FILE"])
+    return parameters, plan.load(parameters["PLAN_FILE"])
+
+
+def test_the_predictive_policy_reads_the_plans_forecast_in_a_plans_report(small_plan, tmp_path):
+    """Found reporting a plan that chose the predictive policy (Llama-3.1-70B on servegen-m-mid):
+    worksheet 04 gave it the history's own slot medians, the plan its forecast of the coming week,
+    so the page said the recommended run cost 2,256,650 USD and flapped 42 times a day where the
+    plan's own page said 2,914,498 USD and 6.8."""
+    parameters, made = _predictive_plans_parameters(small_plan, tmp_path)
     ws = notebook.worksheet("04_elasticity", **parameters)
     for name in ("usd", "breach_s", "thrash"):
         mine, theirs = ws["sweep"][name], made[f"elasticity_{name}"]
@@ -319,13 +325,7 @@ def test_a_plans_predictive_choice_keeps_the_elasticity_page(small_plan, tmp_pat
     import dataclasses
     import json
 
-    config = plan.read_config(small_plan).replace(
-        elasticity={"policies": ("hpa", "predictive"), "backtest_days": 0}
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", plan.PlanWarning)
-        parameters = report._parameters(config, tmp_path)["04_elasticity"]
-    made = plan.load(parameters["PLAN_FILE"])
+    parameters, made = _predictive_plans_parameters(small_plan, tmp_path)
     a = plan.answer(made)
     # the plan's choice, the predictive policy at the same cell, whether or not it wins below
     chosen = dataclasses.replace(a.policy, name="predictive")

@@ -314,6 +314,25 @@ def test_a_burst_in_the_past_does_not_shrink_a_slots_ordinary_days():
     )
 
 
+def _carried_as_selected(series):
+    """Carry ``series`` by last_week's selection and check it lands on the selection exactly.
+
+    Every slot's P50/P95/P99 of the carried history equal the selection's targets, each slot's
+    intervals keep their order, and no slot fell back to fewer quantiles; returns the selection.
+    """
+    chosen = forecast.select(
+        series, quantiles=forecast.selection_quantiles(0.99)[0], score_quantiles=(0.95, 0.99),
+        models=("last_week",),
+    )  # fmt: skip
+    carried = forecast.carry(series, growth_model="last_week", selection=chosen)
+    again = forecast.fit_baseline(carried, quantiles=chosen.traffic_quantile.values)
+    np.testing.assert_allclose(again.target_qps, chosen.target_qps, rtol=1e-12)
+    for before, after in zip(_slot_values(series), _slot_values(carried), strict=True):
+        assert (np.argsort(before, kind="stable") == np.argsort(after, kind="stable")).all()
+    assert "only" not in carried.attrs["growth_model"]
+    return chosen
+
+
 def test_one_burst_hour_in_an_hourly_slot_keeps_the_slots_median_and_p95():
     # hourly, 42 days, one hour at 5x on day 3: the slot's past P99 lies between its ordinary
     # maximum and the burst, so scaling that pair by the P99 factor (< 0.5) put the ordinary
@@ -325,17 +344,8 @@ def test_one_burst_hour_in_an_hourly_slot_keeps_the_slots_median_and_p95():
     shape = 1 + 0.5 * np.sin(2 * np.pi * t / 24)
     series = _series(10 * shape * rng.lognormal(0, 0.1, t.size), interval="1h")
     series["qps"].values[3 * 24 + 14] *= 5.0
-    chosen = forecast.select(
-        series, quantiles=forecast.selection_quantiles(0.99)[0], score_quantiles=(0.95, 0.99),
-        models=("last_week",),
-    )  # fmt: skip
+    chosen = _carried_as_selected(series)
     assert chosen.growth_factor.sel(traffic_quantile=0.99).values[14] < 0.5
-    carried = forecast.carry(series, growth_model="last_week", selection=chosen)
-    again = forecast.fit_baseline(carried, quantiles=chosen.traffic_quantile.values)
-    np.testing.assert_allclose(again.target_qps, chosen.target_qps, rtol=1e-12)
-    for before, after in zip(_slot_values(series), _slot_values(carried), strict=True):
-        assert (np.argsort(before, kind="stable") == np.argsort(after, kind="stable")).all()
-    assert "only" not in carried.attrs["growth_model"]
 
 
 def test_a_short_slot_whose_p95_and_p99_share_a_pair_keeps_both():
@@ -346,16 +356,7 @@ def test_a_short_slot_whose_p95_and_p99_share_a_pair_keeps_both():
     t = np.arange(18 * 24)
     series = _series(10 * (1 + 0.5 * np.sin(2 * np.pi * t / 24)) * rng.lognormal(0, 0.1, t.size),
                      interval="1h")  # fmt: skip
-    chosen = forecast.select(
-        series, quantiles=forecast.selection_quantiles(0.99)[0], score_quantiles=(0.95, 0.99),
-        models=("last_week",),
-    )  # fmt: skip
-    carried = forecast.carry(series, growth_model="last_week", selection=chosen)
-    again = forecast.fit_baseline(carried, quantiles=chosen.traffic_quantile.values)
-    np.testing.assert_allclose(again.target_qps, chosen.target_qps, rtol=1e-12)
-    for before, after in zip(_slot_values(series), _slot_values(carried), strict=True):
-        assert (np.argsort(before, kind="stable") == np.argsort(after, kind="stable")).all()
-    assert "only" not in carried.attrs["growth_model"]
+    _carried_as_selected(series)
 
 
 def test_a_three_day_slot_is_never_carried_below_zero_and_keeps_its_median():
