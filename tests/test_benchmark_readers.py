@@ -1151,24 +1151,28 @@ def test_a_tensor_parallel_degree_that_is_not_a_positive_integer_is_refused(degr
     assert data.read_latency_table(table, tensor_parallel=np.int64(2)).attrs["tensor_parallel"] == 2
 
 
-def test_runs_whose_backend_names_another_engine_are_not_read_as_the_one_given(tmp_path):
+def test_runs_whose_backend_names_another_engine_are_not_calibrated_as_the_one_given(tmp_path):
     # SGLang's bench_serving writes "backend": "sglang"; read with engine="vllm" (as capnb plan
     # --calibrate reads every run) they were calibrated as vLLM V1's scheduler: a step overhead of
     # 3.21 ms where the same runs read as SGLang's give 1.72 ms
-    run = {"backend": "sglang", "request_rate": 2.0, "completed": 300,
-           "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
-           "mean_ttft_ms": 140.0, "p99_ttft_ms": 400.0, "mean_tpot_ms": 42.0}  # fmt: skip
-    (tmp_path / "rate2.json").write_text(json.dumps(run))
+    runs = [{"backend": "sglang", "request_rate": rate, "completed": 300,
+             "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
+             "mean_ttft_ms": 140.0 * rate, "p99_ttft_ms": 400.0 * rate, "mean_tpot_ms": 42.0}
+            for rate in (1.0, 2.0)]  # fmt: skip
+    for run in runs:
+        (tmp_path / f"rate{run['request_rate']:g}.json").write_text(json.dumps(run))
     deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
+    table = data.read_bench_runs(tmp_path, engine="vllm", **deployment)
+    assert table.attrs["backends"] == {"rate1.json": "sglang", "rate2.json": "sglang"}
     with pytest.raises(
-        ConfigError, match=r"rate2\.json.*backend 'sglang'.*SGLang.*engine='sglang'"
+        InputError,
+        match=r"rate1\.json: backend 'sglang' says the run was served "
+        r"by SGLang, but the runs were read as engine 'vllm'.*engine='sglang'",
     ):
-        data.read_bench_runs(tmp_path, engine="vllm", **deployment)
-    table = data.read_bench_runs(tmp_path, engine="sglang", **deployment)
-    assert set(table["engine"]) == {"sglang"}
+        latency.calibrate(table)
+    with pytest.raises(InputError, match="backend 'sglang'"):  # after a filter too
+        latency.calibrate(table[table["metric"] != "request_throughput"])
     # a client backend that names no engine (vLLM's OpenAI-compatible clients) says nothing
     for backend in ("vllm", "openai", "openai-chat", "sglang-oai"):
-        (tmp_path / "rate2.json").write_text(json.dumps({**run, "backend": backend}))
-        assert set(data.read_bench_runs(tmp_path, engine="vllm", **deployment)["engine"]) == {
-            "vllm"
-        }
+        table.attrs["backends"] = {"a.json": backend}
+        assert latency.calibrate(table) is not None

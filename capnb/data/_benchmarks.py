@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CapnbError, ConfigError, InputError
+from ..errors import ConfigError, InputError
 from . import _curve
 from ._files import decode_text, json_error_at, parse_json, user_path
 
@@ -2008,42 +2008,6 @@ def _arrival_cv(record: Mapping, where: str) -> float:
     return 1.0 / math.sqrt(burstiness)
 
 
-def _engine_family(name: str) -> str | None:
-    """The engine a name says (``vllm``, ``sglang``, ...; vLLM's two engines are one), or None."""
-    from ..records import ENGINES, engine_id
-
-    if "oai" in name.lower() or "openai" in name.lower():  # an API, whoever serves it
-        return None
-    try:
-        found = engine_id(name)
-    except CapnbError:  # a client API ("openai", "openai-chat") names no engine
-        return None
-    return "vllm" if found.startswith("vllm") else found if found in ENGINES else None
-
-
-def _check_backend(record: Mapping, where: str, engine: str) -> None:
-    """A run whose ``backend`` names another engine than ``engine`` is an error naming both.
-
-    The benchmark clients write the server they were pointed at: SGLang's ``bench_serving``
-    ``"backend": "sglang"`` (or ``vllm``, ``lmdeploy``, ...), vLLM's ``bench serve`` ``vllm``,
-    ``sglang``, ``tgi``, ...; an API's name (``openai``, ``openai-chat``, ``sglang-oai``) names
-    no engine and says nothing.
-    """
-    backend = record.get("backend")
-    said = _engine_family(backend) if isinstance(backend, str) else None
-    given = _engine_family(engine)
-    if said is None or given is None or said == given:
-        return
-    from ..records import ENGINES
-
-    shown = ENGINES["vllm-v1" if said == "vllm" else said].split(" (")[0]
-    raise ConfigError(
-        f"{where}: backend {backend!r} says the run was served by {shown}, but it is read as "
-        f"engine={engine!r}; the engine model simulates the engine a run ran on: read it with "
-        f"engine={said!r} (capnb plan prices vLLM V1: calibrate a plan on vLLM runs)"
-    )
-
-
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run",
                     model_id: str | None = None):  # fmt: skip
@@ -2076,7 +2040,8 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         requests/s, where the file records it), plus ``requests`` (the run's completed
         requests) and ``arrival_cv`` (a rate run's arrival gaps' coefficient of variation, which
         calibration simulates: 1 / sqrt of vllm bench's ``--burstiness``, 1 for Poisson; NaN for
-        the other modes).
+        the other modes). ``attrs["backends"]``: each result file's ``backend`` (the server the
+        client was pointed at), which :func:`capnb.latency.calibrate` checks against ``engine``.
 
     Examples
     --------
@@ -2108,6 +2073,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
     kept_ids = {id(r) for _, r in kept}  # (model_id= leaves out the other models' runs)
     records = [(w, r) for w, r in records if _is_guidellm(r) or id(r) in kept_ids]
     seen: dict[tuple[str, float], str] = {}
+    backends: dict[str, str] = {}
     for where, record in records:
         if _is_guidellm(record):
             rows += _guidellm_rows(where, record, {
@@ -2116,7 +2082,8 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
                 "dtype": dtype}, seen)  # fmt: skip
             continue
         _check_result_json(record, where)
-        _check_backend(record, where, engine)
+        if isinstance(record.get("backend"), str):  # the server it was pointed at, said
+            backends[where] = record["backend"]
         completed = _number(record, "completed", where)
         if not completed or completed < 1:
             raise ConfigError(f"{where}: no completed request")
@@ -2159,6 +2126,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             _check_run_units(where, record, rows[-found:], int(load), base["output_tokens"])
         rows += _throughput_row(base, _number(record, "request_throughput", where, required=False))
     table = pd.DataFrame(rows)
-    return table.drop_duplicates(["mode", "load", "metric", "stat"], keep="last").reset_index(
-        drop=True
-    )
+    table = table.drop_duplicates(["mode", "load", "metric", "stat"], keep="last")
+    table = table.reset_index(drop=True)
+    table.attrs["backends"] = backends
+    return table

@@ -120,6 +120,8 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
         misses so (the error names the run, the metric and both medians).
     """
     read_as = _engine_read_as(runs)
+    if read_as:
+        _check_backends(runs, read_as[0])
     if settings is None:  # the engine the runs were read as, else vLLM V1
         settings = EngineSettings(read_as[2] if read_as else "vllm-v1")
     if not isinstance(settings, EngineSettings):
@@ -227,6 +229,40 @@ def _median(values: list[float]) -> float:
     """The median of the values that are numbers (NaN: none are)."""
     numbers = [v for v in values if not math.isnan(v)]
     return statistics.median(numbers) if numbers else math.nan
+
+
+def _engine_family(name: str) -> str | None:
+    """The engine a name says (``vllm``, ``sglang``, ...; vLLM's two engines are one), or None."""
+    if "oai" in name.lower() or "openai" in name.lower():  # an API, whoever serves it
+        return None
+    try:
+        found = _engines.engine_id(name)
+    except InputError:  # a client's name for no engine ("llama.cpp", "deepspeed-mii")
+        return None
+    return "vllm" if found.startswith("vllm") else found
+
+
+def _check_backends(runs, engine: str) -> None:
+    """A run file whose ``backend`` names another engine than the runs were read as: an error.
+
+    The benchmark clients write the server they were pointed at: SGLang's ``bench_serving``
+    ``"backend": "sglang"`` (or ``vllm``, ``lmdeploy``, ...), vLLM's ``bench serve`` ``vllm``,
+    ``sglang``, ``tgi``, ...; an API's name (``openai``, ``openai-chat``, ``sglang-oai``) names
+    no engine and says nothing. :func:`capnb.data.read_bench_runs` keeps them in
+    ``attrs["backends"]``.
+    """
+    given = _engine_family(engine)
+    for where, backend in dict(runs.attrs.get("backends") or {}).items():
+        said = _engine_family(str(backend))
+        if said is None or given is None or said == given:
+            continue
+        shown = _engines.ENGINES["vllm-v1" if said == "vllm" else said].split(" (")[0]
+        raise InputError(
+            f"runs: {where}: backend {backend!r} says the run was served by {shown}, but the "
+            f"runs were read as engine {engine!r}; the engine model simulates the engine a run "
+            f"ran on: read them with read_bench_runs(..., engine={said!r}) (capnb plan prices "
+            "vLLM V1: calibrate a plan on vLLM runs)"
+        )
 
 
 def _engine_read_as(runs) -> tuple[str, str, str] | None:
