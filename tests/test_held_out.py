@@ -176,7 +176,7 @@ def test_a_window_where_the_plan_does_what_last_weeks_fleet_does_is_a_tie_not_a_
         r = {"origin": np.datetime64(f"2026-01-0{day}"), "forecast": "f", "policy": "p",
              "hindsight": "h", "steady": "s"}  # fmt: skip
         r.update({k: 1.0 for k in ("window_days", "budget_min", "coverage_p95", "coverage_p99",
-                                   "coverage_intervals", "overprovision_ratio", "floor_share",
+                                   "coverage_plan", "coverage_intervals", "overprovision_ratio", "floor_share",
                                    "min_instances",
                                    "buffer_instances", "scale_up_threshold", "cooldown_s",
                                    "observed_share")})  # fmt: skip
@@ -209,7 +209,8 @@ def test_the_held_out_coverage_is_the_share_of_held_out_intervals():
         r.update({k: 1.0 for k in ("window_days", "budget_min", "overprovision_ratio",
                                    "floor_share", "min_instances", "buffer_instances",
                                    "scale_up_threshold", "cooldown_s", "observed_share")})  # fmt: skip
-        r.update(coverage_p95=share, coverage_p99=share, coverage_intervals=intervals)
+        r.update(coverage_p95=share, coverage_p99=share, coverage_plan=share,
+                 coverage_intervals=intervals)  # fmt: skip
         r["usd"] = r["gpu_hours"] = {p: 10.0 for p in PLANS}
         r["breach_min"] = {p: 0.0 for p in PLANS}
         return r
@@ -221,9 +222,10 @@ def test_the_held_out_coverage_is_the_share_of_held_out_intervals():
             unit_ns=86_400_000_000_000),
         choice_why="kept", left_out=[],
     )  # fmt: skip
-    held = _held_out_record(rolling, None)
+    held = _held_out_record(rolling, None, 0.99)
     assert held.coverage_p99 == pytest.approx((0.9 * 7 + 1.0) / 8)  # 91.25 %, not 95 %
     assert held.coverage_p95 == pytest.approx(0.9125)
+    assert held.coverage_plan == pytest.approx(0.9125) and held.plan_quantile == 0.99
     assert table.coverage_intervals.values.tolist() == [1008, 144, 0]
 
 
@@ -255,7 +257,7 @@ def test_the_held_out_window_length_is_the_longest_window_scored():
     record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
                                     elasticity.choose_held_out)  # fmt: skip
     np.testing.assert_allclose(record.table.window_days.values, [4, 3, 2, 1], atol=0.01)
-    assert _held_out_record(record, None).window_days == 4.0
+    assert _held_out_record(record, None, 0.99).window_days == 4.0
 
 
 def test_the_choice_names_its_own_windows_apart_from_the_held_out_ones(steady_and_jumped):
@@ -283,10 +285,10 @@ def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jum
     series = _series(3)
     record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
                                     elasticity.choose_held_out)  # fmt: skip
-    how = _held_out_record(record, None).how
+    how = _held_out_record(record, None, 0.99).how
     assert "the trace's last 37 hours" in how
     assert "72 hours, under the 8 days whole-day windows need: no whole day is held out" in how
-    fortnight = _held_out_record(steady_and_jumped[0], None).how
+    fortnight = _held_out_record(steady_and_jumped[0], None, 0.99).how
     assert "the trace's last 7 days" in fortnight and "no whole day" not in fortnight
 
 
@@ -348,7 +350,7 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
     assert words.percent_against(0.9954955, 0.97, 0.995) == "99.55%"
     assert words.percent_against(0.9512, 0.97, 0.995) == "95.1%"
     assert words.percent_against(0.995, 0.97, 0.995) == "99.5%"
-    check = _coverage_check(types.SimpleNamespace(coverage_p99=0.9954955))
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.9954955))
     assert (
         not check.passed
         and "covered 99.55% of held-out intervals (goal 97%-99.5%)" in check.finding
