@@ -176,10 +176,9 @@ def test_a_window_where_the_plan_does_what_last_weeks_fleet_does_is_a_tie_not_a_
         r = {"origin": np.datetime64(f"2026-01-0{day}"), "forecast": "f", "policy": "p",
              "hindsight": "h", "steady": "s"}  # fmt: skip
         r.update({k: 1.0 for k in ("window_days", "budget_min", "coverage_p95", "coverage_p99",
-                                   "coverage_plan", "coverage_intervals", "overprovision_ratio", "floor_share",
-                                   "min_instances",
-                                   "buffer_instances", "scale_up_threshold", "cooldown_s",
-                                   "observed_share")})  # fmt: skip
+                                   "coverage_plan", "coverage_intervals", "overprovision_ratio",
+                                   "floor_share", "min_instances", "buffer_instances",
+                                   "scale_up_threshold", "cooldown_s", "observed_share")})  # fmt: skip
         r["usd"] = {p: 10.0 for p in PLANS} | {"recommended": cost}
         r["gpu_hours"] = dict(r["usd"])
         r["breach_min"] = {p: 0.0 for p in PLANS} | {"recommended": breach}
