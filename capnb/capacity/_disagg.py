@@ -46,6 +46,7 @@ import xarray as xr
 from .. import _validate, glossary, words
 from ..errors import InputError
 from ..records import SLA, Deployment, EngineSettings, expect_deployment
+from ..units import instances_needed
 from . import _pd_fleet
 
 __all__ = ["POOLS", "disaggregate", "kv_transfer_s", "pd_ratio", "pool_curves"]
@@ -1054,7 +1055,7 @@ def _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth,
         }
     i_p, i_d = points
     x_p, x_d = cols["x_p"], cols["x_d"]
-    inst = np.stack([np.ceil(demand / x_p[i_p]), np.ceil(demand / x_d[i_d])])
+    inst = np.stack([instances_needed(demand, x_p[i_p]), instances_needed(demand, x_d[i_d])])
     return plan | {
         "instances": inst,
         "gpus": inst[0] * tps["prefill"] + inst[1] * tps["decode"],
@@ -1086,7 +1087,7 @@ def _aggregated_plan(curve: xr.Dataset, demand, tp: int, sla) -> dict:
             "latency": [math.nan] * 2,
         }
     i_a = int(ok_a[np.argmax(a_x[ok_a])])
-    inst = np.ceil(demand / a_x[i_a])
+    inst = instances_needed(demand, a_x[i_a])
     return {
         "meets_sla": True,
         "reason": f"{a_grid[i_a]:g} requests in flight per instance: {a_x[i_a]:.3g} requests/s",

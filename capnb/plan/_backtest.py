@@ -14,6 +14,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
+from ..units import instances_needed
 from ._config import PlanConfig
 from ._draws import burst_factors, burst_holds
 from ._steps import chosen_policy, predictive_forecast, served_demand
@@ -169,7 +170,7 @@ def run_backtest(cfg: PlanConfig, source, fit_window, score_window, *, builder, 
         "naive-mean": float(fit_demand.mean()),
         "naive-last": float(fit_demand.values[-interval:].mean()),
     }
-    sizes = {k: max(1, math.ceil(v / per_instance)) for k, v in rates.items()}
+    sizes = {k: max(1, int(instances_needed(v, per_instance))) for k, v in rates.items()}
     sizes["fixed-plan"] = int(chosen.fixed_instances.max())
     fixed = elasticity.sweep(
         demand, policy="fixed", min_instances=sorted(set(sizes.values())), **settings

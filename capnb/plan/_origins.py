@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from ..units import instances_needed
 from ..words import when
 from ._config import PlanConfig
 
@@ -174,7 +175,7 @@ def fit_at(cfg: PlanConfig, series: xr.Dataset, at: np.datetime64, per_instance:
     baseline = forecast.fit_baseline(carried, slots=cfg.traffic.slots, quantiles=quantiles)
     target = baseline.target_qps
     need = float(target.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
-    fleet = max(1, math.ceil(need / per_instance - 1e-9)) if np.isfinite(need) else 1
+    fleet = max(1, int(instances_needed(need, per_instance))) if np.isfinite(need) else 1
     return Fit(
         target, baseline, fleet, str(carried.attrs.get("growth_model", cfg.traffic.growth_model))
     )
@@ -436,7 +437,7 @@ def _fixed(cfg, window, seen, size: int, settings: dict) -> tuple[float, float, 
 def _bound(cfg, window, seen, settings) -> tuple[float, float]:
     """The instant-scaling lower bound: GPU-hours if every instance started at once, and USD."""
     values = window.values[seen]
-    instances = np.ceil(values / float(settings["per_instance_qps"]) - 1e-9)
+    instances = instances_needed(values, float(settings["per_instance_qps"]))
     from .. import data
 
     hours = (
@@ -494,9 +495,9 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
     per = float(settings["per_instance_qps"])
     sizes = {
         "naive-last-week": max(
-            1, math.ceil(float(np.nanquantile(last_week.qps.values, 0.99)) / per)
+            1, int(instances_needed(float(np.nanquantile(last_week.qps.values, 0.99)), per))
         ),
-        "naive-mean": max(1, math.ceil(float(np.nanmean(history.qps.values)) / per)),
+        "naive-mean": max(1, int(instances_needed(float(np.nanmean(history.qps.values)), per))),
     }
     naive = {name: _fixed(cfg, window, seen, size, settings) for name, size in sizes.items()}
     bound_hours, bound_usd = _bound(cfg, window, seen, settings)

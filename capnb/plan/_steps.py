@@ -11,6 +11,7 @@ import xarray as xr
 
 from .. import words
 from ..errors import CapnbError, InputError
+from ..units import instances_needed
 from ._config import PlanConfig, trace_options
 from ._draws import burst_model
 
@@ -521,7 +522,7 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
     """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
     need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
-    return max(1, math.ceil(need / per_instance - 1e-9))
+    return max(1, int(instances_needed(need, per_instance)))
 
 
 def _elasticity(
