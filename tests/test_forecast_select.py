@@ -446,3 +446,20 @@ def test_the_flat_over_provisioning_goal_is_said_whatever_the_coverage():
     assert np.isnan(flat.flat_pooled_overprovision_ratio.sel(traffic_quantile=0.99))
     assert "P99 over-provisioning not measured on the" in flat.attrs["goals"]
     assert "no capacity above demand" in flat.attrs["goals"]
+
+
+def test_a_slot_with_no_traffic_is_not_said_to_be_mapped_at_none():
+    # a service idle from 18:00 to 08:00: its 14 idle hours of day have no rate to map and a plan
+    # of 0 requests/s; carry said "14 slot(s) mapped at none (left as it is) only (no increasing
+    # map through all: too few intervals a slot to keep the quantiles apart, ...)", a reason that
+    # was not the one
+    rng = np.random.default_rng(3)
+    t = np.arange(14 * 144)
+    hour = (t % 144) // 6
+    qps = np.where((hour >= 8) & (hour < 18), rng.poisson(6, t.size) / 600.0, 0.0)
+    series = _series(qps)
+    carried = forecast.carry(series, growth_model="last_week")
+    words = carried.attrs["growth_model"]
+    assert "none (left as it is)" not in words and "only" not in words, words
+    idle = _slot_values(carried)
+    assert all((idle[h] == 0).all() for h in (*range(8), *range(18, 24)))

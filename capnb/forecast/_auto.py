@@ -107,7 +107,8 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
     Where no increasing map goes through every quantile of the selection (a burst in the slot's
     past the model does not carry: its P95 factor far above its P99's), the map goes through the
     median and the plan's quantile ``q`` only, else through ``q`` alone (one factor for the slot);
-    a slot without a finite factor at ``q`` is left as it is. The words say how many slots.
+    a slot without a finite factor at ``q`` is left as it is. A slot with no traffic in the past
+    and a plan of 0 requests/s at ``q`` has nothing to map. The words say how many slots.
     """
     codes = slot_codes(series["time"], slot_spec(slots))
     qps = series["qps"].values
@@ -125,12 +126,14 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
         if where.size == 0:
             continue
         values = qps[where]
+        if not values.any() and targets[slot][quantiles == q].max() == 0:
+            continue  # an idle slot planned at 0 requests/s: nothing to map
         for used in tries:
             knots = _knots(values, quantiles[used], targets[slot][used])
             if knots is not None:
                 break
         if knots is None:
-            fewer["none (left as it is)"] = fewer.get("none (left as it is)", 0) + 1
+            fewer[""] = fewer.get("", 0) + 1
             continue
         if not used.all():
             named = "/".join(f"P{100 * p:g}" for p in quantiles[used])
@@ -144,6 +147,12 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
         with np.errstate(invalid="ignore", divide="ignore"):
             per_interval[where] = np.where(values > 0, image / values, low)
     for named, count in fewer.items():
+        if not named:
+            words += (
+                f"; {count} slot(s) left as they were (no finite factor at P{100 * q:g}: the "
+                "slot's past or the model's plan has no rate above 0 requests/s there)"
+            )
+            continue
         words += (
             f"; {count} slot(s) mapped at {named} only (no increasing map through all: too few "
             "intervals a slot to keep the quantiles apart, or a factor falling fast between them)"
