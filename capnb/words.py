@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def count(n: int, noun: str) -> str:
     """``1 instance``, ``1,410 instances``."""
@@ -40,6 +42,18 @@ def percent_against(share: float, *bounds: float) -> str:
         if all(shown != f"{b:.{digits}%}" or share == b for b in bounds):
             return shown
     return shown
+
+
+def percent(share: float) -> str:
+    """A share as a percentage: ``64%``, and ``0.078%`` where whole digits would read 0.
+
+    Whole from 1 % up; two significant digits below, so a share above 0 never reads ``0%``.
+    """
+    share = float(share)
+    if not 0 < abs(share) < 0.01:
+        return f"{share:.0%}"
+    decimals = 1 - math.floor(math.log10(abs(share) * 100))
+    return f"{share * 100:.{decimals}f}%"
 
 
 def change(ratio: float) -> str:

@@ -411,6 +411,18 @@ def test_describe_writes_thousands_of_requests_per_second_in_digits(short):
     assert "e+0" not in text and "4,580 requests/s need" in text, text
 
 
+def test_describe_never_writes_a_service_with_traffic_as_0_percent_utilised(short):
+    # 0.01 requests/s on 3 instances of 4.29 requests/s is 0.078 % of them: the sentence read
+    # "0.01 requests/s need 3 instances ..., 0% utilised at the target", as if nothing were served
+    p = capacity.plan(short, 10.0, 0.01, metric="ttft")
+    text = capacity.describe(p)
+    assert 0 < float(p.utilisation) < 0.001
+    assert " 0% utilised" not in text and re.search(r" 0\.0\d+% utilised at the target", text), text
+    assert "% utilised at the target" in capacity.describe(
+        capacity.plan(short, 10.0, 20.0, metric="ttft")
+    )
+
+
 def test_hand_off_to_elasticity_is_one_rate_and_one_count(short):
     p = capacity.plan(short, 10.0, 20.0, metric="ttft").squeeze()
     assert p.per_instance_qps.attrs["units"] == "requests/s" and p.per_instance_qps.ndim == 0

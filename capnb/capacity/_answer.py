@@ -342,7 +342,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
                 sentence += (
                     f" ({float(cell.usd_per_million_tokens):,.2f} USD per million output tokens)"
                 )
-        sentence += f", {float(cell.utilisation):.0%} utilised at the target"
+        sentence += f", {words.percent(float(cell.utilisation))} utilised at the target"
     if "cost" in cell.attrs:
         sentence += f" ({cell.attrs['cost']})"
     return sentence + "."
