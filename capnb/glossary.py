@@ -333,7 +333,12 @@ VARIABLES: dict[str, Term] = _table(
     ("ttft_median", "s", "median TTFT over the simulated requests"),
     ("ttft_stages", "s", "mean seconds of each stage of TTFT: queues, prefill, transfer, a step"),
     ("kv_transfer_s", "s", "time to move one prompt's KV cache from prefill to decode"),
-    ("simulated_latency", "s", "latency quantile simulated per request over the whole fleet"),
+    (
+        "simulated_latency",
+        "s",
+        "latency quantile simulated per request over the whole fleet (over 20 instances at the "
+        "default 1,000 requests: a share of it at the same requests/s per instance)",
+    ),
     ("best_ratio", "1", "the P:D ratio with the most output tokens/s per GPU within the SLA"),
     ("best_reason", "1", "why best_ratio is what it is, in numbers"),
     ("serving_reason", "1", "why the serving mode is chosen, feasible or not, in numbers"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -188,6 +189,25 @@ def test_disaggregate_plans_each_pool_per_slot(small):
     missed = simulated > 1.0 or ds.simulated_latency.sel(metric="tpot").item() > 0.05
     said = "Simulated per request" in ds.attrs["recommendation"]
     assert said == (missed and ds.attrs["serving"] == "disaggregated")
+
+
+def test_the_busiest_slot_of_a_huge_fleet_is_simulated_at_its_load_per_instance(small):
+    # 1,000 requests over the 297:1,300 instances of a 30,000 requests/s slot gave each decode
+    # instance under one request: P99 TPOT 5.5 ms where the same load per instance at 3,000
+    # requests/s (30:130) read 9.2 ms, and the simulation took 34 s (about 200 s at 90,000
+    # requests/s in a plan); a share of the fleet at the same requests/s per instance is simulated
+    w, curves, agg = small
+    tpot = {}
+    for peak in (3000.0, 30000.0):
+        start = time.perf_counter()
+        ds = capnb.capacity.disaggregate(
+            GPT_OSS, w, target_qps=np.array([peak / 10, peak]), sla=SLA(ttft_s=1.0, tpot_s=0.05),
+            curves=curves, aggregated_curve=agg,
+        )  # fmt: skip
+        assert time.perf_counter() - start < 10
+        tpot[peak] = ds.simulated_latency.sel(metric="tpot").item()
+    assert tpot[30000.0] == pytest.approx(tpot[3000.0], rel=0.1), tpot
+    assert tpot[30000.0] >= ds.latency.sel(serving="disaggregated", metric="tpot").item() * 0.8
 
 
 def test_the_recommendation_says_the_latencies_are_at_the_concurrency_sized(small):

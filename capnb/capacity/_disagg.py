@@ -58,6 +58,9 @@ POOLS = ("prefill", "decode")
 POOL_ENGINE = EngineSettings("vllm-v1", max_num_seqs=256, max_num_batched_tokens=8192)
 #: Latency metrics the disaggregated model reports.
 _METRICS = ("ttft", "tpot")
+#: Requests each instance of the busiest slot's simulated fleet serves at least, on average: a
+#: larger fleet is simulated as a share of it at the same requests/s per instance.
+PEAK_REQUESTS_PER_INSTANCE = 50
 
 
 def _tensor_parallel(value, argument: str = "tensor_parallel") -> dict[str, int]:
@@ -916,6 +919,15 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         return nan
     pair = tuple(int(v) for v in disagg["instances"][:, peak])
     n = _validate.positive_int(settings["requests"], "requests")
+    shown, load = f"{pair[0]:,}:{pair[1]:,}", float(demand[peak])
+    if sum(pair) * PEAK_REQUESTS_PER_INSTANCE > n:
+        # with random routing each instance sees its own share of the arrivals: a share of the
+        # fleet at the same requests/s per instance (the pool rounded down a little busier)
+        size = max(2, n // PEAK_REQUESTS_PER_INSTANCE)
+        share = tuple(max(1, round(v * size / sum(pair))) for v in pair)
+        load *= max(share[0] / pair[0], share[1] / pair[1])
+        shown = f"{share[0]}:{share[1]}, a share of its {pair[0]:,}:{pair[1]:,}"
+        pair = share
     dtypes = dtypes or {}
     setup = _pd_fleet.pool_setup(spec, gpu_id, tps, settings["settings"], **dtypes)
     cal = _engine._calibration_of(settings["calibration"], gpu_id, settings["settings"].engine)
@@ -928,7 +940,7 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         kv_dtype=dtypes.get("kv_dtype", "auto"),
     )
     run = _pd_fleet.fleet_run(setup, cal.engine_array(), pair, prompt, output, moved,
-                              closed=False, load=float(demand[peak]), warmup=math.ceil(0.1 * n),
+                              closed=False, load=load, warmup=math.ceil(0.1 * n),
                               quantile=sla.quantile, router="random", rng=rng)  # fmt: skip
     latency = [run["ttft"], run["tpot"]]
     missed = [
@@ -937,7 +949,7 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
         if not v <= sla.bounds[m]
     ]
     note = (
-        f"Simulated per request at the busiest slot ({pair[0]:,}:{pair[1]:,}, {words.rate(demand[peak])} "
+        f"Simulated per request at the busiest slot ({shown}, {words.rate(demand[peak])} "
         f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
         f"{' and '.join(missed)}: above the SLA; {_remedy(run['bottleneck'])}."
         if missed
