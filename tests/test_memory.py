@@ -140,6 +140,15 @@ def test_describe_says_infeasible_and_why_never_a_silent_one():
         )
 
 
+def test_describe_writes_one_long_sequence_in_the_singular():
+    # Llama-3.1-70B on 8 x H100-SXM holds one sequence of 1,000,000 tokens: 'fits at most 1
+    # concurrent sequences of 1,000,000 tokens'
+    one = memory.max_concurrency(model="Llama-3.1-70B", gpu="H100-SXM", tensor_parallel=8,
+                                 seq_len=1_000_000)  # fmt: skip
+    assert one.max_concurrency.item() == 1
+    assert "fits at most 1 concurrent sequence of 1,000,000 tokens" in memory.describe(one)
+
+
 def test_describe_says_when_the_sequence_is_beyond_the_models_context():
     # Llama-3.1-8B serves 131,072 tokens; at 200,000 the sentence said it 'fits at most 4
     # concurrent sequences of 200,000 tokens' on an H200, and at 1,000,000 on an H100 'add GPUs:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import xarray as xr
 
-from .. import _validate
+from .. import _validate, words
 from ..data.modelspec import KVGroups, ModelSpec
 from ..errors import InputError
 from ..records import Deployment, expect_deployment
@@ -733,7 +733,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         kv = float(held) if held is not None else full_length
         windows = _windows(result, cell, seq, kv < full_length)
         return (
-            f"{where} fits at most {largest:,} concurrent sequences of {seq:,} tokens "
+            f"{where} fits at most {words.count(largest, 'concurrent sequence')} of {seq:,} tokens "
             f"({_gib(weights)} of weights and {_gib(kv)} of KV cache per GPU, "
             f"of {_gib(usable)} usable, with {result.attrs['accounting']} accounting{windows})"
             f"{beyond}{marketed}."
