@@ -146,6 +146,22 @@ def test_the_aggregated_alternative_holds_the_gpus_of_the_ratio_it_is_compared_w
     assert four.aggregated_gpus.values.tolist() == [4, 4]
 
 
+def test_pd_ratio_states_the_routing_and_hand_off_it_assumed(small):
+    # the same fleet under the two routers gives two answers (a 1:3 fleet's decode instances
+    # drawn at random queue unevenly); the result says which one it is, and the hand-off times
+    w, _, agg = small
+    run = dict(concurrency=32, sla=SLA(ttft_s=1.0, tpot_s=0.05), ratios=["1:3"],
+               aggregated_curve=agg, requests=200)  # fmt: skip
+    drawn = capnb.capacity.pd_ratio(GPT_OSS, w, **run)
+    turns = capnb.capacity.pd_ratio(GPT_OSS, w, **run, router="round_robin", handoff_s=0.02)
+    assert drawn.attrs["router"] == "random"
+    assert turns.attrs["router"] == "round_robin"
+    assert "random" in drawn.attrs["routing_assumed"]
+    assert "round-robin" in turns.attrs["routing_assumed"]
+    assert (drawn.attrs["handoff_s"], turns.attrs["handoff_s"]) == (0.0, 0.02)
+    assert turns.attrs["handoff_delay_s"] == 0.0
+
+
 def test_pd_ratio_is_deterministic_for_a_seed():
     w = capnb.latency.workload(prompt_tokens=[512] * 8, output_tokens=[64] * 8)
     run = lambda: capnb.capacity.pd_ratio(  # noqa: E731

@@ -395,7 +395,9 @@ def pd_ratio(
         ``best_ratio`` (concurrency, "" when none meets the SLA) and ``best_reason``; the
         aggregated alternative's ``aggregated_latency``, ``aggregated_output_tokens_per_gpu``,
         ``aggregated_meets_sla``, ``aggregated_gpus`` (concurrency); ``serving`` (concurrency:
-        the cheaper of the two per GPU within the SLA) and ``serving_reason``.
+        the cheaper of the two per GPU within the SLA) and ``serving_reason``. Attrs beside the
+        inputs: ``router`` and ``routing_assumed`` (the routing, in words: the latencies hold
+        for it), ``handoff_s`` and ``handoff_delay_s``.
     """
     _check_workload(workload)
     spec, gpu_id = _deployed(deployment)
@@ -437,8 +439,27 @@ def pd_ratio(
     )
     ds.attrs = _pd_ratio_attrs(
         spec, gpu_id, sla, link_from, prompt, output_mean, (aggregated_gpus, agg_tp)
-    )
+    ) | _routing_attrs(router, handoff_s, handoff_delay_s)
     return ds
+
+
+#: How pd_ratio's router picks each request's instances, in words (the result states it).
+_ROUTER_WORDS = {
+    "random": "random routing: each request's prefill and decode instances drawn uniformly "
+    "(SGLang's mini load balancer)",
+    "round_robin": "round-robin routing: each pool's instances taken in turn "
+    "(sglang_router --policy round_robin)",
+}
+
+
+def _routing_attrs(router: str, handoff_s, handoff_delay_s) -> dict:
+    """The router and hand-off times a pd_ratio result assumed (they change its latencies)."""
+    return {
+        "router": router,
+        "routing_assumed": _ROUTER_WORDS[router],
+        "handoff_s": _seconds(handoff_s, "handoff_s"),
+        "handoff_delay_s": _seconds(handoff_delay_s, "handoff_delay_s"),
+    }
 
 
 def _seconds(value, argument: str) -> float:
