@@ -135,6 +135,28 @@ def test_a_hash_count_that_does_not_match_the_prompt_names_the_line(tmp_path):
         capnb.data.load_block_hashes(path)
 
 
+def test_a_log_out_of_time_order_is_replayed_in_time_order(tmp_path):
+    # two servers' logs concatenated: the file's order is not arrival order. With a one-block
+    # cache, request C (t=1) reuses A's block (t=0) before B (t=2) evicts it; replayed in file
+    # order it missed (hit rate 0 where it is 1/3), silently
+    rows = [
+        {"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]},
+        {"timestamp": 2000, "input_length": 512, "output_length": 1, "hash_ids": [2]},
+        {"timestamp": 1000, "input_length": 512, "output_length": 1, "hash_ids": [1]},
+    ]
+    path = tmp_path / "merged.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.warns(
+        capnb.data.TraceWarning, match=r"1 record earlier .*line 3\).* sorted by 'timestamp'"
+    ):
+        blocks = capnb.data.load_block_hashes(path)
+    assert blocks.block_hash.values.tolist() == [1, 1, 2]
+    assert blocks.prompt_tokens.values.tolist() == [512, 512, 512]
+    assert "sorted by 'timestamp'" in blocks.attrs["notes"]
+    rate = capnb.memory.prefix_hit_rate(blocks, cache_tokens=[512]).prefix_hit_rate.item()
+    assert rate == pytest.approx(1 / 3)
+
+
 def test_a_csv_request_log_is_refused_as_carrying_no_block_hashes(tmp_path):
     # a CSV log handed to the prefix replay: the error was "line 1: not a JSON object (starts
     # 'time,prompt_tokens')", which did not say what the replay needs

@@ -4,18 +4,21 @@ Mooncake's traces give each request's prompt as a list of block hashes, one per 
 last block holds the rest); two requests share a hash when they share the prompt up to the end of
 that block. The blocks load flat, request by request, over dim ``block``; ``block_start`` says
 where each request's blocks begin (the prefix-cache replay, :func:`capnb.memory.prefix_hit_rate`,
-reads them in that order).
+reads them in that order: arrival order, the records sorted by their ``timestamp`` when the file's
+order is not, as :func:`capnb.data.load_trace` sorts a request log).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
-from .. import glossary
+from .. import glossary, words
 from ..errors import ConfigError, InputError
 from ._files import json_lines_objects
+from ._times import TraceWarning
 from ._traces import _trace_source
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "load_block_hashes"]
@@ -30,6 +33,7 @@ def load_block_hashes(
     block_tokens: int = MOONCAKE_BLOCK_TOKENS,
     hash_field: str = "hash_ids",
     prompt_field: str = "input_length",
+    time_field: str | None = "timestamp",
 ):
     """Load a request log's prompt block hashes (JSON lines, Mooncake's format).
 
@@ -41,13 +45,18 @@ def load_block_hashes(
     block_tokens
         Tokens per hash block (Mooncake: 512). Block ``k`` of a prompt of ``L`` tokens holds
         ``min(block_tokens, L - k * block_tokens)`` tokens.
+    time_field
+        The records' arrival time (numbers, or times pyarrow reads as such): where the file is
+        not in its order (two servers' logs concatenated), the requests are sorted by it (stable)
+        with a :class:`capnb.data.TraceWarning` naming the first line out of order, repeated in
+        ``attrs["notes"]``. A file without the field, or ``None``, is read in file order.
 
     Returns
     -------
     xarray.Dataset
         ``prompt_tokens`` and ``block_start`` over ``request`` (file order, which is arrival
-        order), ``block_hash`` and ``block_prompt_tokens`` over ``block``; attrs ``block_tokens``
-        and ``source``.
+        order), ``block_hash`` and ``block_prompt_tokens`` over ``block``; attrs ``block_tokens``,
+        ``source`` and ``notes`` (what was sorted, or "").
 
     Raises
     ------
@@ -120,6 +129,12 @@ def load_block_hashes(
             f"tokens; {block_tokens}-token blocks need {expected[row]} (is block_tokens right?)"
         )
     flat = hashes.values.to_numpy().astype(np.int64)
+    order, note = _arrival_order(table, path, time_field)
+    if order is not None:  # each request's blocks moved whole, in arrival order
+        moved = np.repeat(starts[order] - np.cumsum(np.r_[0, counts[order][:-1]]), counts[order])
+        flat = flat[moved + np.arange(flat.size)]
+        prompt, counts = prompt[order], counts[order]
+        starts = np.r_[0, np.cumsum(counts)]
     request = np.repeat(np.arange(prompt.size), counts)
     position = np.arange(flat.size) - starts[request]
     held = np.minimum(block_tokens, prompt[request] - position * block_tokens)
@@ -130,5 +145,35 @@ def load_block_hashes(
             "block_hash": ("block", flat, glossary.attrs("block_hash")),
             "block_prompt_tokens": ("block", held, glossary.attrs("block_prompt_tokens")),
         },
-        attrs={"block_tokens": int(block_tokens), "source": str(path)},
+        attrs={"block_tokens": int(block_tokens), "source": str(path), "notes": note},
     )
+
+
+def _arrival_order(table, path, time_field: str | None) -> tuple[np.ndarray | None, str]:
+    """The records' order by ``time_field`` where the file is not in it (None: file order)."""
+    import pyarrow as pa
+
+    if time_field is None or time_field not in table.column_names:
+        return None, ""
+    column = table.column(time_field).combine_chunks()
+    if column.null_count:
+        row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ConfigError(f"{path.name}, line {row + 1}: {time_field!r} is missing")
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.int64())
+    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+        raise ConfigError(
+            f"{path}: {time_field!r} must hold numbers or times (the requests' arrival), got "
+            f"{column.type}; pass time_field=None to replay the file in its own order"
+        )
+    times = column.to_numpy(zero_copy_only=False)
+    back = np.flatnonzero(times[1:] < times[:-1])
+    if not back.size:
+        return None, ""
+    note = (
+        f"{words.count(back.size, 'record')} earlier than the one before (first: line "
+        f"{int(back[0]) + 2}); the requests were sorted by {time_field!r} (the prefix cache is "
+        "replayed in arrival order)"
+    )
+    warnings.warn(f"{path.name}: {note}", TraceWarning, stacklevel=3)
+    return np.argsort(times, kind="stable"), note
