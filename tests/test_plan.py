@@ -468,6 +468,24 @@ def test_a_logs_token_columns_of_other_names_are_named_in_the_config(tmp_path):
     assert float(workload.prompt_tokens.mean()) == pytest.approx(103, abs=0.5)
 
 
+def test_a_workload_log_with_numeric_times_reads_with_the_traffic_time_unit(tmp_path):
+    # found planning a bundled rate series with workload = a CSV request log whose times are
+    # seconds from its first request: the plan stopped with "set [traffic] time_unit", and set,
+    # it stopped the same way, since the workload file was read without it
+    from capnb.plan import _steps
+
+    path = tmp_path / "lengths.csv"
+    rows = "".join(f"{i * 0.2:.1f},{500 + i % 9},{40 + i % 5}\n" for i in range(400))
+    path.write_text("timestamp,prompt_tokens,output_tokens\n" + rows)
+    cfg = planning.read_config({"workload": str(path)})
+    with pytest.raises(InputError, match=r"lengths\.csv: time_unit: column 'timestamp' holds n"):
+        _steps._workload(cfg, _steps._traffic(cfg)[0])
+    cfg = planning.read_config({"workload": str(path), "time_unit": "s"})
+    workload, source = _steps._workload(cfg, _steps._traffic(cfg)[0])
+    assert source == str(path)
+    assert float(workload.prompt_tokens.mean()) == pytest.approx(504, abs=0.5)
+
+
 def test_a_logs_named_prompt_column_also_reads_its_block_hashes(tmp_path):
     # found planning my own JSON-lines log (t, n_in, n_out, hash_ids) with prefix_cache_share:
     # the lengths were read from n_in (prompt_column), but the block hashes looked for Mooncake's

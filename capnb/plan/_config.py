@@ -168,7 +168,10 @@ class Traffic(_Table):
     ] = None
     time_unit: Annotated[
         Literal["s", "ms", "us", "ns"] | None,
-        _doc("what a numeric time column counts: since the epoch, or since start"),
+        _doc(
+            "what a numeric time column counts (the trace's and a workload file's): since the "
+            "epoch, or since start"
+        ),
     ] = None
     timezone: Annotated[
         str | None,

@@ -90,7 +90,11 @@ def _workload(cfg: PlanConfig, source):
     if cfg.serving.workload in ("trace", "auto") and own:
         return sampled(source, cfg.traffic.trace)
     name = "azure-conv-2023" if cfg.serving.workload == "auto" else cfg.serving.workload
-    return sampled(data.load_trace(name), name)
+    if name in data.list_traces():
+        return sampled(data.load_trace(name), name)
+    # a file of the user's: its numeric times count in [traffic] time_unit, as the error asks
+    # (only its lengths are priced, but the reader places every time)
+    return sampled(data.load_trace(name, time_unit=cfg.traffic.time_unit), name)
 
 
 def _blocks(cfg: PlanConfig, workload_from: str):
