@@ -1250,5 +1250,18 @@ def _parameters(
                 if "ttft" in a.sla.bounds
                 else {}
             ),
+            **_prefix_parameters(cfg, plan),
         },
     }
+
+
+def _prefix_parameters(cfg, plan) -> dict[str, object]:
+    """Worksheet 06's ``TRACE``: the log whose block hashes the plan's prefix cache replayed.
+
+    The plan replays its workload's log (its own trace's or ``workload``'s); without a prefix
+    cache it replayed none, and the worksheet picks its log itself (the plan's trace, else a
+    bundled one, and says which).
+    """
+    if cfg.serving.prefix_cache_share > 0 and plan.attrs.get("workload_trace"):
+        return {"TRACE": str(plan.attrs["workload_trace"])}
+    return {}

@@ -400,6 +400,20 @@ def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_serving_worksheet_replays_the_log_the_plans_prefix_cache_was_priced_on():
+    # a plan of a rate series with workload = a Mooncake-style log and prefix_cache_share = 0.2
+    # priced a hit rate of 83.6% replayed on that log; worksheet 06 in its report replayed
+    # mooncake-synthetic instead (9.5% at a 30% share), saying the plan's trace had no block
+    # hashes to replay: the report's prefix cache was another log's
+    from capnb import plan as planning
+
+    made = xr.Dataset(attrs={"workload_trace": "/logs/rag.jsonl"})
+    cfg = planning.read_config({"prefix_cache_share": 0.2, "latency": "engine"})
+    assert report._prefix_parameters(cfg, made) == {"TRACE": "/logs/rag.jsonl"}
+    # without a prefix cache the plan replayed nothing: the worksheet chooses its log as before
+    assert report._prefix_parameters(cfg.replace(prefix_cache_share=0.0), made) == {}
+
+
 def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path):
     """Worksheet 03 in a report: the plan's curve parameters and representative requests, so its
     safe concurrency and throughput are the plan's (it sampled 256 requests against the plan's
