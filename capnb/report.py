@@ -1204,7 +1204,7 @@ def _parameters(
                     if v is not None
                 }
                 if str(plan.attrs["workload_trace"]) == cfg.traffic.trace
-                else {}
+                else planning.workload_options(cfg, str(plan.attrs["workload_trace"]))
             ),
             # the memory accounting the plan sized its options with (the analytic curve's limit)
             "ACCOUNTING": str(plan.attrs["memory_accounting"]),

@@ -484,6 +484,10 @@ def test_a_workload_log_with_numeric_times_reads_with_the_traffic_time_unit(tmp_
     workload, source = _steps._workload(cfg, _steps._traffic(cfg)[0])
     assert source == str(path)
     assert float(workload.prompt_tokens.mean()) == pytest.approx(504, abs=0.5)
+    # the report's worksheets 03 and 06 read the workload file with the same options (06 stopped
+    # on the same error once the plan ran); a bundled trace knows its own clock
+    assert planning.workload_options(cfg, str(path)) == {"time_unit": "s"}
+    assert planning.workload_options(cfg, "mooncake-synthetic") == {}
 
 
 def test_a_logs_named_prompt_column_also_reads_its_block_hashes(tmp_path):

@@ -43,6 +43,7 @@ from ._config import (
     load_config,
     save_config,
     trace_options,
+    workload_options,
 )
 from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._steps import PlanError
@@ -77,4 +78,5 @@ __all__ = [
     "summary",
     "trace_options",
     "units",
+    "workload_options",
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "load_config",
     "save_config",
     "trace_options",
+    "workload_options",
 ]
 
 #: Sections that are one record each: the table's keys are the record's fields.
@@ -1181,3 +1182,16 @@ def trace_options(cfg: PlanConfig) -> dict:
         "timezone": traffic.timezone,
     }
     return {name: value for name, value in given.items() if value is not None}
+
+
+def workload_options(cfg: PlanConfig, name: str) -> dict:
+    """The options a ``workload`` log is read with (:func:`capnb.data.load_trace`): those set.
+
+    A file of the user's: its numeric times count in ``[traffic] time_unit`` (only its lengths
+    are priced, but the reader places every time); a bundled trace: none (it knows its own).
+    """
+    from .. import data
+
+    if name in data.list_traces() or cfg.traffic.time_unit is None:
+        return {}
+    return {"time_unit": cfg.traffic.time_unit}

@@ -12,7 +12,7 @@ import xarray as xr
 from .. import words
 from ..errors import CapnbError, InputError
 from ..units import instances_needed
-from ._config import PlanConfig, trace_options
+from ._config import PlanConfig, trace_options, workload_options
 from ._draws import burst_model
 
 
@@ -90,11 +90,7 @@ def _workload(cfg: PlanConfig, source):
     if cfg.serving.workload in ("trace", "auto") and own:
         return sampled(source, cfg.traffic.trace)
     name = "azure-conv-2023" if cfg.serving.workload == "auto" else cfg.serving.workload
-    if name in data.list_traces():
-        return sampled(data.load_trace(name), name)
-    # a file of the user's: its numeric times count in [traffic] time_unit, as the error asks
-    # (only its lengths are priced, but the reader places every time)
-    return sampled(data.load_trace(name, time_unit=cfg.traffic.time_unit), name)
+    return sampled(data.load_trace(name, **workload_options(cfg, name)), name)
 
 
 def _blocks(cfg: PlanConfig, workload_from: str):
