@@ -58,7 +58,8 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
     Between knots the map is linear in the rate, below the lowest and above the highest it is the
     end factor times the rate. None when the map cannot be increasing (the model's quantiles out
     of order, a quantile of zero under a positive target, pairs that share a rate and disagree, a
-    third quantile on one pair, an image below 0 requests/s).
+    third quantile on one pair, an image below 0 requests/s, an image above 0 for a rate of 0:
+    the carry multiplies each rate, so an idle interval stays idle).
     """
     x = np.sort(values)
     n = x.size
@@ -84,7 +85,7 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
         floor = knots_y[-1] if knots_y else 0.0
         if knots_x and x[lo] == knots_x[-1]:
             y_lo = floor  # the rate already has an image
-        elif y_lo <= floor and f > 0:
+        elif y_lo <= floor and f > 0 and x[lo] > 0:  # an idle rate's image is 0, never raised
             y_lo = (floor + target) / 2  # above the last image, under the quantile's target
         if y_lo != x[lo] * (target / past):
             if f <= 0 or y_lo > target:
@@ -94,6 +95,8 @@ def _knots(values: np.ndarray, quantiles: np.ndarray, targets: np.ndarray):
         knots_y.extend((y_lo, y_hi))
     kx, ky = np.asarray(knots_x), np.asarray(knots_y)
     if np.any(np.diff(kx) < 0) or np.any(np.diff(ky) < 0) or ky[0] < 0:
+        return None
+    if np.any(ky[kx == 0] != 0):  # the carry is a factor on each rate: 0 requests/s stays 0
         return None
     same = np.diff(kx) == 0
     if np.any(ky[1:][same] != ky[:-1][same]):  # one rate, two images
