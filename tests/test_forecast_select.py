@@ -416,6 +416,32 @@ def test_an_idle_interval_is_carried_idle_and_the_slot_keeps_its_median():
         assert (np.diff(after[np.argsort(before, kind="stable")]) >= 0).all()
 
 
+def test_a_slot_idle_in_all_its_past_says_it_is_planned_idle_against_the_models_rate():
+    # 30 days hourly, idle in 30 % of hours: hour-of-week slot 154 was idle all 4 times, and the
+    # model plans it at 29.1 requests/s (P99); no factor carries 0 there, so the slot is planned at
+    # 0, and the words read "1 slot(s) mapped at none (left as it is) only (no increasing map
+    # through all: too few intervals a slot ...)", a reason that was not the one
+    rng = np.random.default_rng(5)
+    t = np.arange(30 * 24)
+    values = 10 * (1 + 0.5 * np.sin(2 * np.pi * t / 24)) * rng.lognormal(0, 0.15, t.size)
+    values[rng.random(t.size) < 0.3] = 0.0
+    series = _series(values, interval="1h")
+    chosen = forecast.select(
+        series, slots="hour_of_week", quantiles=forecast.selection_quantiles(0.99)[0],
+        score_quantiles=(0.95, 0.99), models=("last_week",),
+    )  # fmt: skip
+    carried = forecast.carry(
+        series, slots="hour_of_week", growth_model="last_week", selection=chosen
+    )
+    assert (_slot_values(carried, "hour_of_week")[154] == 0).all()
+    words = carried.attrs["growth_model"]
+    assert "mapped at none" not in words
+    assert (
+        "1 slot(s) left as they are (a P99 of 0 requests/s in the past, which no factor carries "
+        "to the model's: up to 29.1 requests/s)"
+    ) in words
+
+
 def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
     # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
     # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"

@@ -110,8 +110,9 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
     Where no increasing map goes through every quantile of the selection (a burst in the slot's
     past the model does not carry: its P95 factor far above its P99's), the map goes through the
     median and the plan's quantile ``q`` only, else through ``q`` alone (one factor for the slot);
-    a slot without a finite factor at ``q`` is left as it is. A slot with no traffic in the past
-    and a plan of 0 requests/s at ``q`` has nothing to map. The words say how many slots.
+    a slot without a finite factor at ``q`` (its past at ``q`` is 0 requests/s) is left as it is.
+    A slot with no traffic in the past and a plan of 0 requests/s at ``q`` has nothing to map. The
+    words say how many slots, and the model's highest rate at ``q`` among those left.
     """
     codes = slot_codes(series["time"], slot_spec(slots))
     qps = series["qps"].values
@@ -124,6 +125,8 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
     ]
     per_interval = np.ones(qps.size)
     fewer: dict[str, int] = {}
+    left: list[float] = []  # the model's rate at q (requests/s) of each slot left as it is
+    unplanned = 0  # slots the model has no finite rate for at q, left as they are
     for slot in range(targets.shape[0]):
         where = np.flatnonzero((codes == slot) & np.isfinite(qps))
         if where.size == 0:
@@ -136,7 +139,11 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
             if knots is not None:
                 break
         if knots is None:
-            fewer[""] = fewer.get("", 0) + 1
+            at_q = float(targets[slot][quantiles == q][0])
+            if not np.isfinite(at_q):
+                unplanned += 1
+            elif at_q > 0:  # a past of 0 at q, which no factor carries (idle in both: the model's)
+                left.append(at_q)
             continue
         if not used.all():
             named = "/".join(f"P{100 * p:g}" for p in quantiles[used])
@@ -150,16 +157,17 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
         with np.errstate(invalid="ignore", divide="ignore"):
             per_interval[where] = np.where(values > 0, image / values, low)
     for named, count in fewer.items():
-        if not named:
-            words += (
-                f"; {count} slot(s) left as they were (no finite factor at P{100 * q:g}: the "
-                "slot's past or the model's plan has no rate above 0 requests/s there)"
-            )
-            continue
         words += (
             f"; {count} slot(s) mapped at {named} only (no increasing map through all: too few "
             "intervals a slot to keep the quantiles apart, or a factor falling fast between them)"
         )
+    if left:
+        words += (
+            f"; {len(left)} slot(s) left as they are (a P{100 * q:g} of 0 requests/s in the past, "
+            f"which no factor carries to the model's: up to {max(left):.3g} requests/s)"
+        )
+    if unplanned:
+        words += f"; {unplanned} slot(s) left as they are (no finite P{100 * q:g} from the model)"
     return _times(series, per_interval, words)
 
 
