@@ -442,6 +442,20 @@ def test_a_slot_idle_in_all_its_past_says_it_is_planned_idle_against_the_models_
     ) in words
 
 
+def test_a_history_idle_but_for_one_minute_is_carried_and_says_so():
+    # 4 days at 1 minute, idle but for one minute at 50 requests/s: no slot has a past P99 above
+    # 0 requests/s, so no factor is finite, and carry (and target, and a plan on such a log)
+    # stopped on "ValueError: zero-size array to reduction operation minimum"
+    values = np.zeros(4 * 1440)
+    values[3000] = 50.0
+    series = _series(values, interval="1min")
+    carried = forecast.carry(series)
+    words = carried.attrs["growth_model"]
+    assert "no slot has a past P99 above 0 requests/s" in words
+    assert "1 slot(s) left as they are" in words  # the model plans 12.5 requests/s in one
+    np.testing.assert_array_equal(carried.qps, series.qps)
+
+
 def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
     # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
     # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"

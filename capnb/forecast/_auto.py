@@ -256,12 +256,16 @@ def carry(
     factor = selection.growth_factor.sel(traffic_quantile=q).values
     shown = factor[np.isfinite(factor)]
     named = "/".join(f"P{100 * p:g}" for p in selection.traffic_quantile.values)
+    ratio = (
+        f"its P{100 * q:g} x {shown.min():.3g} to {shown.max():.3g} of the past"
+        if shown.size
+        else f"no slot has a past P{100 * q:g} above 0 requests/s to scale"
+    )
     words = (
         f"{growth_model}: {selection.attrs['chosen_model']}"
         f"{' (chosen by ' + selection.attrs['origins'].split(',')[0] + ')' if growth_model == 'auto' else ''}"
         f", its {named} for the {selection.attrs['horizon_days']} days after the history: each "
-        f"slot's past rates mapped onto them (its P{100 * q:g} x {shown.min():.3g} to "
-        f"{shown.max():.3g} of the past)"
+        f"slot's past rates mapped onto them ({ratio})"
     )
     result = _mapped(series, selection, slots, q, words)
     for name in ("choice", "goals", "origins", "gaps"):
