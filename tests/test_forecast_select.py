@@ -456,6 +456,20 @@ def test_a_history_idle_but_for_one_minute_is_carried_and_says_so():
     np.testing.assert_array_equal(carried.qps, series.qps)
 
 
+def test_a_long_idle_history_is_not_told_to_be_longer():
+    # 30 days at 10 minutes, idle but for one interval at 50 requests/s on day 10: every candidate
+    # forecasts no traffic at all from the idle days before most origins, and select said "no
+    # candidate has plans at 2 origins of this 30 d history (origins every day); give a longer
+    # history", which a longer idle history would not change
+    values = np.zeros(30 * 144)
+    values[10 * 144 + 60] = 50.0
+    series = _series(values)
+    with pytest.raises(InputError, match=r"from 2\d of its 29 origins .* no traffic at all") as e:
+        forecast.select(series)
+    assert "longer history" not in str(e.value)
+    assert "no traffic at all" in forecast.carry(series).attrs["growth_model"]
+
+
 def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
     # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
     # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"

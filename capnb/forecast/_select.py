@@ -90,6 +90,7 @@ class _Track:
     errors: dict = field(default_factory=dict)  # origin position -> (demand - forecast) / scale
     sums: dict = field(default_factory=dict)  # origin position -> running sums (see _score)
     notes: list = field(default_factory=list)
+    idle: int = 0  # origins the candidate forecasts no traffic at all from (an idle past)
 
 
 def _origin_step(choice: str, days: float, per_day: int, step_ns: int) -> tuple[str, int]:
@@ -279,6 +280,7 @@ def _track(setup: _Setup, name: str) -> _Track:
         forecast = rule(setup.values[:origin], setup.per_day, setup.horizon)
         scale = None if forecast is None else _scales(setup, origin, forecast.values)
         if scale is None:
+            track.idle += forecast is not None
             continue
         plan = _plan(setup, track, origin, forecast.values, scale)
         track.errors[int(origin)] = _errors(setup, origin, forecast.values, scale)
@@ -488,10 +490,17 @@ def select(
     tracks = {name: _track(setup, name) for name in names}
     chosen, scores, common = _choose(tracks, setup.values.size)
     if chosen is None:
+        idle = max(track.idle for track in tracks.values())
+        why = (
+            f"from {idle} of its {setup.origins.size} origins the candidates forecast no traffic "
+            "at all (the days before them are idle); give a history with traffic on most days"
+            if idle
+            else "give a longer history"
+        )
         raise _TooShort(
             f"series: no candidate has plans at {MIN_SCORED_ORIGINS} origins of this "
             f"{duration_text(setup.values.size * setup.step_ns)} history (origins every {kind}); "
-            "give a longer history"
+            + why
         )
     # the best-scored candidate that plans the horizon after the series: one whose forecast
     # from the series' end is no traffic at all (the day's seasonal naive after an idle Sunday)
