@@ -470,6 +470,17 @@ def test_a_long_idle_history_is_not_told_to_be_longer():
     assert "no traffic at all" in forecast.carry(series).attrs["growth_model"]
 
 
+def test_the_pages_say_how_carry_maps_a_slot():
+    # target's docstring said its other quantiles are "scaled by the same per-slot factor", carry's
+    # method before it mapped P50/P95/P99 each, and docs/forecast.md named one fallback of three
+    doc = " ".join(forecast.target.__doc__.split())
+    assert "scaled by the same per-slot factor" not in doc
+    assert "P50, P95 and P99" in doc
+    page = " ".join((ROOT / "docs" / "forecast.md").read_text().split())
+    for words in ("at the plan's quantile only", "left as they are"):
+        assert words in page
+
+
 def test_a_service_idle_at_weekends_is_planned_when_its_history_ends_on_a_sunday():
     # the day's seasonal naive scored best, but forecasts no traffic from the Sunday it ends on:
     # select raised "the chosen model 'seasonal_naive_day' has no plan at the series' end"

@@ -200,8 +200,10 @@ def carry(
     :func:`capnb.forecast.fit_baseline` of the result plans each slot on the growth model's plan
     at ``quantile``, and its median and mean follow the model's median, not the ratio at the plan's
     quantile (one burst day in a slot's past P99 would otherwise shrink its ordinary days). A slot
-    the map cannot fit (the model's quantiles out of order) is scaled by its factor at
-    ``quantile``. ``attrs["growth_model"]`` says what was done, in words starting with the model's
+    the map cannot fit (the model's quantiles out of order, too few intervals, ties) is mapped at
+    its median and ``quantile``, else scaled by its factor at ``quantile``; one idle at
+    ``quantile`` (0 requests/s) is left as it is. The words say how many slots of each.
+    ``attrs["growth_model"]`` says what was done, in words starting with the model's
     name; a history the model cannot forecast (a selection with too few origins, a probabilistic
     plan with under 7 days, a series with extra dims) is returned as it is, with ``"none: "`` and
     why.

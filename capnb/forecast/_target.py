@@ -63,9 +63,10 @@ def target(
     growth_model, horizon_days, selection
         ``"auto"`` (default): plan for the ``horizon_days`` after the series with the forecast
         model chosen by rolling origins inside the history (:func:`select`; a given
-        ``selection`` is reused): each slot's plan quantile is the chosen model's calibrated
-        quantile of the coming days, and the other quantiles are scaled by the same per-slot
-        factor (:func:`carry`). A candidate's name (:data:`FORECAST_MODELS`) plans with it alone.
+        ``selection`` is reused): each slot's past rates are mapped so that its P50, P95 and P99
+        (and the plan quantile) are the chosen model's calibrated quantiles of the coming days
+        (:func:`carry`, whose words name the slots mapped at fewer). A candidate's name
+        (:data:`FORECAST_MODELS`) plans with it alone.
         ``"probabilistic"``: the log-linear trend of the daily mean with its Student-t band
         (:func:`carry_forward`; needs 7 days). A history too short for the model is planned as it
         is, and the attr ``growth_model`` says so and why. ``"none"``: the history's quantiles
