@@ -35,6 +35,10 @@ def _out_folder(out: str) -> None:
     check_set(out, ())
 
 
+#: Warnings Python's default filters hide: notices to developers, not to the command's user.
+_UNSHOWN = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import WORKSHEETS, run_report
 
@@ -52,9 +56,11 @@ def _report(args: argparse.Namespace) -> int:
             show_code=args.show_code,
             force=args.force,
         )
-    for warning in raised:  # a worksheet that cannot apply to these inputs: one line each
-        if "cannot apply" in str(warning.message):
-            print(f"capnb report: {warning.message}")
+    for warning in raised:  # one line each on stderr: a worksheet left out, a trace repaired
+        if issubclass(warning.category, _UNSHOWN):
+            continue  # Python shows these to developers only (an unclosed event loop, ...)
+        kind = "" if warning.category is UserWarning else f"{warning.category.__name__}: "
+        print(f"capnb report: {kind}{warning.message}", file=sys.stderr)
     elapsed = time.perf_counter() - start
     import json
 

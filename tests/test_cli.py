@@ -481,3 +481,39 @@ def test_a_report_whose_config_is_the_plan_toml_it_writes_is_refused_as_such(
         ), err
     assert [p.name for p in (tmp_path / "rep").iterdir()] == ["plan.toml"]
     assert (tmp_path / "rep" / "plan.toml").read_text() == text
+
+
+def test_report_says_every_warning_on_stderr_and_keeps_stdout_for_the_answer(
+    tmp_path, capsys, monkeypatch
+):
+    # capnb report recorded every warning and printed only those with "cannot apply", on stdout:
+    # a trace repaired on reading ("windows were out of time order ...; sorted", which capnb
+    # plan prints on stderr) and a worksheet left out as a defect were dropped without a word
+    import warnings
+
+    import capnb.plan
+    import capnb.report
+    from capnb.data import TraceWarning
+
+    def run_report(config, out, **kwargs):
+        for text, category in [
+            ("rates.csv: windows were out of time order; sorted", TraceWarning),
+            ("worksheet 03_capacity left out: it failed a check, a defect in capnb", UserWarning),
+            ("worksheet 06_serving cannot apply to these inputs: InputError: x", UserWarning),
+            ("unclosed event loop", ResourceWarning),  # hidden, as Python hides it
+        ]:
+            warnings.warn(text, category, stacklevel=2)
+        (tmp_path / "plan.json").write_text("{}")
+        return []
+
+    monkeypatch.setattr(capnb.report, "run_report", run_report)
+    monkeypatch.setattr(capnb.plan, "inputs_used", lambda summary: "the test's")
+    assert main(["report", "--out", str(tmp_path), "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert "sorted" not in printed.out and "left out" not in printed.out, printed.out
+    assert "cannot apply" not in printed.out, printed.out
+    assert printed.err.splitlines() == [
+        "capnb report: TraceWarning: rates.csv: windows were out of time order; sorted",
+        "capnb report: worksheet 03_capacity left out: it failed a check, a defect in capnb",
+        "capnb report: worksheet 06_serving cannot apply to these inputs: InputError: x",
+    ], printed.err
