@@ -23,6 +23,7 @@ import html
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import warnings
@@ -927,10 +928,6 @@ def run_report(
     list of pathlib.Path
         The combined report first, then one file per worksheet.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from nbclient.exceptions import CellExecutionError
-
     worksheets = tuple(str(name).removesuffix(".ipynb") for name in worksheets)
     for name in worksheets:  # an unknown name fails now, not after the plan is built
         worksheet_path(name)
@@ -949,8 +946,29 @@ def run_report(
         )
     # a file in the way fails now, not after the plan and the worksheets have run
     check_set(out_dir, [REPORT_NAME, *pages.values(), *export_names(), "plan.toml"], force=force)
+    stage = Path(tempfile.mkdtemp(prefix="capnb-report-"))  # the plan's files, until the end
+    try:
+        return _run_staged(config, out_dir, stage, pages, jobs=jobs, progress=progress,
+                           timeout=timeout, show_code=show_code, force=force)  # fmt: skip
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _run_staged(config, out_dir: Path, stage: Path, pages: dict[str, str], *, jobs: int,
+                progress: bool, timeout: int, show_code: bool, force: bool) -> list[Path]:  # fmt: skip
+    """:func:`run_report` after its checks: the plan, the worksheets, the files written.
+
+    The plan is exported into ``stage`` (a private folder the worksheets read it from), the
+    worksheets run, and then the plan's files and the pages are written into ``out_dir``
+    together: a run that ends early leaves ``out_dir`` as it was.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nbclient.exceptions import CellExecutionError
+
+    worksheets = tuple(pages)
     kept: list = []
-    written: list = []  # the plan's exports: removed again if no worksheet runs
+    written: list = []  # the plan's exports, staged: written with the pages, as one set
     defaults = config is None
     # The plan is built first, before any worksheet's kernel starts, and every worksheet runs on
     # its inputs (the bundled defaults when no config is given). First, not beside them: this
@@ -959,7 +977,7 @@ def run_report(
     # at once (a kernel with several overloads, compiled by two processes in a different order,
     # can end up indexed under the other overload's machine code: a segmentation fault on a fresh
     # install). Built first, the plan fills the cache; the worksheets then load it.
-    parameters = _parameters(config, out_dir, keep=kept, written=written, force=force)
+    parameters = _parameters(config, out_dir, keep=kept, written=written, force=force, stage=stage)
     bar = _progress(len(worksheets), progress)
     executed, skipped = {}, {}
     kernels = threading.local()  # one kept kernel per worker thread (see _Kernel)
@@ -994,9 +1012,7 @@ def run_report(
         for kernel in started:
             kernel.close()
         bar(None)
-    if not executed:
-        for path in written:  # nothing half written: no report, so none of its files
-            Path(path).unlink(missing_ok=True)
+    if not executed:  # nothing written: the plan's files stayed in the stage
         raise CellExecutionError(
             "no worksheet could run on these inputs: "
             + "; ".join(f"{n}: {why}" for n, why in skipped.items()),
@@ -1004,6 +1020,10 @@ def run_report(
             "",
         )
     ran = [n for n in worksheets if n in executed]
+    for name in ran:  # the paths the worksheets read the plan from, as they are after the run
+        for cell in executed[name].cells:
+            if "injected-parameters" in _tags(cell):
+                cell.source = cell.source.replace(str(stage.resolve()), str(out_dir.resolve()))
     notebook = combine(
         [executed[n] for n in ran],
         skipped=skipped,
@@ -1012,7 +1032,8 @@ def run_report(
     )
     contents = {REPORT_NAME: export_html(notebook, show_code=show_code, prepared=True)}
     contents |= {pages[n]: export_html(executed[n], show_code=show_code) for n in ran}
-    files = write_set(out_dir, contents, force=force)  # the report's pages, whole, as one set
+    contents |= {Path(p).name: Path(p).read_bytes() for p in written}  # the plan, with its pages
+    files = write_set(out_dir, contents, force=force)  # the report and its plan, whole, as one set
     combined, paths = files[REPORT_NAME], [files[pages[n]] for n in ran]
     for name, why in skipped.items():
         if why.startswith(FAILED_CHECK):  # a defect, not an input: said as the report says it
@@ -1115,13 +1136,15 @@ def _parameters(
     keep: list | None = None,
     written: list | None = None,
     force: bool = False,
+    stage: Path | None = None,
 ) -> dict[str, dict[str, object]]:
     """Each worksheet's parameters for a plan config, from the config and the plan built on it.
 
     Every worksheet runs on the plan's own inputs and choices: its model, GPU and degree, SLA,
     trace and clock, burst model, prices and policy grid. ``keep``: a list the plan Dataset is
     appended to (the report's first page reads it); ``written``: a list the paths of the files
-    written (the plan's exports) are appended to.
+    written (the plan's exports) are appended to; ``stage``: the folder they are written into
+    (default ``out_dir``).
     """
     from . import plan as planning
 
@@ -1132,8 +1155,9 @@ def _parameters(
         plan = planning.build(cfg)
     if keep is not None:
         keep.append(plan)
-    files = planning.export(plan, out_dir, force=force)
-    files |= write_set(out_dir, {"plan.toml": cfg.to_toml()}, force=force)
+    into = out_dir if stage is None else stage
+    files = planning.export(plan, into, force=force)
+    files |= write_set(into, {"plan.toml": cfg.to_toml()}, force=force)
     if written is not None:
         written.extend(files.values())
     a = planning.answer(plan)
@@ -1234,7 +1258,7 @@ def _parameters(
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
         "06_serving": {
-            "CONFIG": str((out_dir / "plan.toml").resolve()),
+            "CONFIG": str(files["plan.toml"].resolve()),
             "PLAN_FILE": str(files["netcdf"].resolve()),  # its prefill/decode comparison, read
             "MODEL": cfg.serving.model,
             "GPU": gpu,

@@ -1104,7 +1104,7 @@ def test_an_interrupted_report_stops_at_once_and_says_so(tmp_path, monkeypatch, 
     # dropped, and the command says it was interrupted
     ran = []
 
-    def parameters(config, out_dir, *, keep=None, written=None, force=False):
+    def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
         return {}
 
     def execute(name, **kwargs):  # Ctrl-C while the first worksheet runs
@@ -1225,3 +1225,54 @@ def test_run_report_from_python_refuses_an_empty_output_folder(tmp_path, monkeyp
     with pytest.raises(OutputError, match="output folder '': an empty path"):
         report.run_report(out_dir="", worksheets=["02_memory"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_that_ends_early_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    # the plan's files (plan.nc, plan.json, plan.toml, the YAML) were written into --out before
+    # the worksheets ran: a report interrupted (or killed, or failing) after its plan left the
+    # new plan beside the earlier report's pages, which showed another plan (capnb export then
+    # exported the new one); now the plan is written with the pages, as one set, at the end
+    import nbformat
+
+    from capnb.data import write_set
+
+    old = {"plan.json": "old plan", "plan.toml": "old config", "capnb_report.html": "old pages"}
+    write_set(tmp_path, old)
+    seen = {}
+
+    def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
+        files = write_set(stage or out_dir, {"plan.json": "new", "plan.toml": "new"}, force=force)
+        seen["plan"] = files["plan.json"]
+        written.extend(files.values())
+        return {"05_plan": {"PLAN_FILE": str(files["plan.json"])}}
+
+    def interrupted(name, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "_parameters", parameters)
+    monkeypatch.setattr(report, "execute", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.run_report(None, tmp_path, worksheets=("05_plan",), jobs=1, progress=False)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == {
+        **old,
+        ".capnb-outputs.json": (tmp_path / ".capnb-outputs.json").read_text(),
+    }
+    assert not seen["plan"].exists()  # nothing of the run is left, here or elsewhere
+
+    def ran(name, parameters=None, **kwargs):
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells.append(nbformat.v4.new_code_cell(f"PLAN_FILE = {parameters['PLAN_FILE']!r}"))
+        notebook.cells[0].metadata["tags"] = ["injected-parameters"]
+        return notebook
+
+    monkeypatch.setattr(report, "execute", ran)
+    report.run_report(
+        None, tmp_path, worksheets=("05_plan",), jobs=1, progress=False, show_code=True
+    )
+    assert (tmp_path / "plan.json").read_text() == "new" == (tmp_path / "plan.toml").read_text()
+    assert "old pages" not in (tmp_path / "capnb_report.html").read_text()
+    page = (tmp_path / "05_plan.html").read_text()
+    assert repr(str((tmp_path / "plan.json").resolve())) in html.unescape(page)  # where it is now
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [
+        ".capnb-outputs.json"
+    ]
