@@ -1163,3 +1163,22 @@ def test_idle_nights_beside_one_busy_night_stay_idle(tmp_path):
     resampled = forecast.resample(data.load_trace(tmp_path / "log2.csv"), "1min")
     quiet = resampled.qps.sel(time=slice("2024-05-14 22:00", "2024-05-15 05:59"))
     assert quiet.size == 480 and (quiet.fillna(-1) == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("trace", "option", "said"),
+    [
+        ("servegen-m-large", "prompt_column", "a request log's column"),
+        ("servegen-m-large", "output_column", "a request log's column"),
+        ("azure-conv-2023", "rate_column", "a rate series' column"),
+        ("azure-conv-2023", "count_column", "a rate series' column"),
+    ],
+)
+def test_a_bundled_trace_refuses_the_other_kinds_column_by_name(trace, option, said):
+    # capnb plan --prompt-column p on the default trace (a bundled rate series) ended in
+    # "TypeError: load_rate_series() got an unexpected keyword argument 'prompt_column'"
+    from capnb.data import load_traffic
+    from capnb.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"{option} = 'x' names {said}, and '{trace}' is"):
+        load_traffic(trace, **{option: "x"})

@@ -96,6 +96,13 @@ def traffic_columns(path: str | os.PathLike, **given: str | None) -> dict[str, s
     return found
 
 
+#: The columns only one kind of traffic file has, by the kind (a reader's options).
+_COLUMN_OPTIONS = {
+    "requests": ("prompt_column", "output_column"),
+    "rates": ("rate_column", "count_column"),
+}
+
+
 def load_traffic(
     name_or_path: str | os.PathLike,
     *,
@@ -149,6 +156,14 @@ def load_traffic(
         bundled = "rates" if text in _BUNDLED_SERIES else "requests"
         if kind not in ("auto", bundled):
             raise ConfigError(f"{text!r} is a bundled {_words(bundled)}, not a {_words(kind)}")
+        other = "requests" if bundled == "rates" else "rates"
+        whose = _words(other) + ("'" if other == "rates" else "'s")  # a rate series' column
+        for name in _COLUMN_OPTIONS[other]:  # the other reader's columns: not this file's
+            if options.get(name) is not None:
+                raise ConfigError(
+                    f"{name} = {options[name]!r} names a {whose} column, and {text!r} "
+                    f"is a bundled {_words(bundled)}: leave it out, or give a {_words(other)} file"
+                )
         loaded = (load_rate_series if bundled == "rates" else load_trace)(
             text, **({"start": start} if start else {}), **options
         )
