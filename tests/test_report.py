@@ -384,10 +384,10 @@ def test_an_error_of_any_kind_in_a_closing_check_is_a_defect(tmp_path):
 def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypatch):
     from nbclient.exceptions import CellExecutionError
 
-    def parameters(config, out_dir, *, keep=None, written=None, force=False):
-        for name in ("plan.nc", "plan.json", "plan.toml"):
-            (out_dir / name).write_text("x")
-            written.append(out_dir / name)
+    def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
+        for name in ("plan.nc", "plan.json", "plan.toml"):  # staged: written with the pages
+            (stage / name).write_text("x")
+            written.append(stage / name)
         return {}
 
     def fails(name, parameters=None, timeout=None, kernel=None):
@@ -1069,7 +1069,7 @@ def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_it
 
     built = []
 
-    def parameters(config, out_dir, *, keep=None, written=None, force=False):
+    def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
         built.append(force)
         return {}
 
