@@ -143,7 +143,8 @@ def load_traffic(
         or a count in no name capnb reads (``requests_per_minute``, ``arrivalRate``) in a file
         without token columns, under ``"auto"`` (each row would count as one request); or
         ``kind`` contradicts the columns (``"requests"`` for a file whose only value column is a
-        rate or a count, ``"rates"`` for one without either).
+        rate or a count, ``"rates"`` for one without either); or a bundled trace is given the
+        other kind's column (``prompt_column`` for a bundled rate series).
     """
     if kind not in TRAFFIC_KINDS:
         raise InputError(f"kind must be one of {list(TRAFFIC_KINDS)}, got {kind!r}")
