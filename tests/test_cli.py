@@ -517,3 +517,13 @@ def test_report_says_every_warning_on_stderr_and_keeps_stdout_for_the_answer(
         "capnb report: worksheet 03_capacity left out: it failed a check, a defect in capnb",
         "capnb report: worksheet 06_serving cannot apply to these inputs: InputError: x",
     ], printed.err
+
+
+def test_config_refuses_an_empty_path_as_empty(tmp_path, capsys, monkeypatch):
+    # capnb config "$CFG" with CFG unset said ".: capnb writes plan configs as .toml", naming the
+    # current folder the user never gave
+    monkeypatch.chdir(tmp_path)
+    assert main(["config", ""]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("capnb config: plan config '': an empty path (an unset shell"), err
+    assert list(tmp_path.iterdir()) == []

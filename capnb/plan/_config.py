@@ -1134,6 +1134,11 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
     Each setting carries a comment: its meaning, unit and default. With ``force=False`` an existing
     file is an error, not overwritten.
     """
+    if not os.fspath(path).strip():  # Path("") is the current folder, which no one named
+        raise ConfigError(
+            f"plan config {os.fspath(path)!r}: an empty path (an unset shell variable?); give the "
+            "file to write, e.g. plan.toml"
+        )
     path = Path(path)
     if path.suffix != ".toml":
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
