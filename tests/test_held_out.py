@@ -356,6 +356,24 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
     )
 
 
+
+def test_the_coverage_goal_is_shown_as_the_check_reads_it_at_any_quantile():
+    # a P97.5 plan's goal is 95.5-98.75 %, shown as 'goal 96%-98.8%': a coverage of 95.7 %
+    # passed beside a goal it reads below, and a P99.9 plan's (97.9-99.95 %) read '98%-100.0%'
+    import types
+
+    from capnb.plan._compose import _coverage_check
+
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.975, coverage_plan=0.957))
+    assert check.passed and "covered 95.7% of held-out intervals (goal 95.5%-98.75%)" in (
+        check.finding
+    )
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.999, coverage_plan=0.9997))
+    assert not check.passed and "(goal 97.9%-99.95%)" in check.finding
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.98))
+    assert "(goal 97%-99.5%)" in check.finding  # the default plan's words, as before
+
+
 def test_a_fixed_fleet_with_spares_only_is_chosen_out_of_sample():
     # capnb plan with policies = ["fixed"] and buffer_instances = [2] ended in "KeyError: not all
     # values found in index 'buffer_instances'": the rolling origins' fixed fleets always held 0
