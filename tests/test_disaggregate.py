@@ -226,6 +226,27 @@ def test_the_busiest_slot_of_a_huge_fleet_is_simulated_at_its_load_per_instance(
     assert tpot[30000.0] >= ds.latency.sel(serving="disaggregated", metric="tpot").item() * 0.8
 
 
+
+def test_a_huge_fleets_share_keeps_its_pools_proportion():
+    # decode-heavy requests (256 prompt, 512 output tokens, TPOT under 20 ms) need 28:3,475
+    # instances at 10,000 requests/s; the share of 20 simulated rounded the prefill pool up to 1
+    # (of 0.16) and gave the share 1/28 of the load, so its 19 decode instances each carried 6x
+    # the fleet's requests/s: P99 TPOT 18.6 ms where the fleet of 357 requests/s (1:125, the
+    # same load per instance) simulated whole reads 12.6
+    w = capnb.latency.workload(prompt_tokens=[256] * 32, output_tokens=[512] * 32)
+    curves = capnb.capacity.pool_curves(GPT_OSS, w, concurrency=[1, 4, 16, 64], requests=200)
+    agg = capnb.latency.engine(GPT_OSS, w, concurrency=[1, 4, 16, 64], requests=200)
+    runs = {}
+    for peak, requests in ((357.0, 7000), (10000.0, 1000)):
+        runs[peak] = capnb.capacity.disaggregate(
+            GPT_OSS, w, target_qps=np.array([peak / 10, peak]), sla=SLA(ttft_s=2.0, tpot_s=0.02),
+            curves=curves, aggregated_curve=agg, requests=requests,
+        )  # fmt: skip
+    assert runs[357.0].instances.values[:, 1].tolist() == [1, 125]
+    assert runs[10000.0].instances.values[:, 1].tolist() == [28, 3475]
+    whole, share = (runs[p].simulated_latency.values for p in (357.0, 10000.0))
+    assert share == pytest.approx(whole, rel=0.15), (whole, share)
+
 def test_the_recommendation_says_the_latencies_are_at_the_concurrency_sized(small):
     # "Serve aggregated: 1 instance of 1 x H100-SXM at the busiest slot (3.18 requests/s), P99
     # TTFT 0.349 s, TPOT 45 ms" (Qwen3-14B, a plan of one's own): the latencies of an instance
