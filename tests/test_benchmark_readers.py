@@ -1164,6 +1164,7 @@ def test_runs_whose_backend_names_another_engine_are_not_calibrated_as_the_one_g
     deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
     table = data.read_bench_runs(tmp_path, engine="vllm", **deployment)
     assert table.attrs["backends"] == {"rate1.json": "sglang", "rate2.json": "sglang"}
+    assert set(table["backend"]) == {"sglang"}
     with pytest.raises(
         InputError,
         match=r"rate1\.json: backend 'sglang' says the run was served "
@@ -1175,4 +1176,26 @@ def test_runs_whose_backend_names_another_engine_are_not_calibrated_as_the_one_g
     # a client backend that names no engine (vLLM's OpenAI-compatible clients) says nothing
     for backend in ("vllm", "openai", "openai-chat", "sglang-oai"):
         table.attrs["backends"] = {"a.json": backend}
-        assert latency.calibrate(table) is not None
+        assert latency.calibrate(table.assign(backend=backend)) is not None
+
+
+def test_a_runs_backend_is_checked_after_the_tables_are_concatenated(tmp_path):
+    # the backends rode in attrs["backends"], which pandas.concat drops where the tables' attrs
+    # differ: a folder of vLLM runs and one of SGLang bench_serving runs, each read with
+    # engine="vllm" and concatenated, were calibrated as vLLM V1 without a word
+    deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
+    tables = []
+    for backend, rate in (("vllm", 1.0), ("sglang", 2.0)):
+        folder = tmp_path / backend
+        folder.mkdir()
+        run = {"backend": backend, "request_rate": rate, "completed": 300,
+               "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
+               "mean_ttft_ms": 140.0 * rate, "p99_ttft_ms": 400.0 * rate, "mean_tpot_ms": 42.0}  # fmt: skip
+        (folder / f"rate{rate:g}.json").write_text(json.dumps(run))
+        tables.append(data.read_bench_runs(folder, engine="vllm", **deployment))
+    both = pd.concat(tables, ignore_index=True)
+    assert both.attrs == {}  # (pandas keeps attrs only where every table's are equal)
+    with pytest.raises(
+        InputError, match=r"the run at request_rate 2: backend 'sglang' says the run was served"
+    ):
+        latency.calibrate(both)

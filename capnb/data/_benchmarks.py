@@ -1748,7 +1748,7 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
         head = {**base, "input_tokens": run["prompt_tokens"], "output_tokens": run["output_tokens"],
                 "mode": mode, "load": float(load), "requests": run["requests"],
                 "arrival_cv": _GUIDELLM_ARRIVAL_CV.get(run["kind"], math.nan)
-                if mode == "request_rate" else math.nan}  # fmt: skip
+                if mode == "request_rate" else math.nan, "backend": None}  # fmt: skip
         # in vllm bench runs' order (metric, then mean and percentiles), so that one set of runs
         # gives one table whichever tool wrote it
         for metric, _, _ in _GUIDELLM_METRICS:
@@ -2040,8 +2040,10 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         requests/s, where the file records it), plus ``requests`` (the run's completed
         requests) and ``arrival_cv`` (a rate run's arrival gaps' coefficient of variation, which
         calibration simulates: 1 / sqrt of vllm bench's ``--burstiness``, 1 for Poisson; NaN for
-        the other modes). ``attrs["backends"]``: each result file's ``backend`` (the server the
-        client was pointed at), which :func:`capnb.latency.calibrate` checks against ``engine``.
+        the other modes), and ``backend`` (the server the result file says the client was
+        pointed at, None where it says none), which :func:`capnb.latency.calibrate` checks
+        against ``engine``, a table concatenated with others too. ``attrs["backends"]``: each
+        result file's ``backend``, by file, to name it.
 
     Examples
     --------
@@ -2105,6 +2107,7 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
             "output_tokens": _number(record, "total_output_tokens", where) / completed,
             "mode": mode, "load": float(load), "requests": int(completed),
             "arrival_cv": _arrival_cv(record, where) if mode == "request_rate" else math.nan,
+            "backend": backends.get(where),
         }  # fmt: skip
         found = 0
         for metric, names in _RUN_METRICS.items():

@@ -243,25 +243,33 @@ def _engine_family(name: str) -> str | None:
 
 
 def _check_backends(runs, engine: str) -> None:
-    """A run file whose ``backend`` names another engine than the runs were read as: an error.
+    """A run whose ``backend`` names another engine than the runs were read as: an error.
 
     The benchmark clients write the server they were pointed at: SGLang's ``bench_serving``
     ``"backend": "sglang"`` (or ``vllm``, ``lmdeploy``, ...), vLLM's ``bench serve`` ``vllm``,
     ``sglang``, ``tgi``, ...; an API's name (``openai``, ``openai-chat``, ``sglang-oai``) names
-    no engine and says nothing. :func:`capnb.data.read_bench_runs` keeps them in
-    ``attrs["backends"]``.
+    no engine and says nothing. :func:`capnb.data.read_bench_runs` keeps it in a ``backend``
+    column (attrs, which ``pandas.concat`` drops where tables' differ, name the files).
     """
     given = _engine_family(engine)
-    for where, backend in dict(runs.attrs.get("backends") or {}).items():
-        said = _engine_family(str(backend))
-        if said is None or given is None or said == given:
+    if given is None or "backend" not in runs:
+        return
+    files = dict(runs.attrs.get("backends") or {})
+    named = [c for c in ("backend", "mode", "load") if c in runs]
+    for row in runs[named].dropna(subset=["backend"]).drop_duplicates().to_dict("records"):
+        backend = str(row["backend"])
+        said = _engine_family(backend)
+        if said is None or said == given:
             continue
+        where = next((w for w, b in files.items() if b == backend), None) or (
+            f"the run at {row.get('mode', 'load')} {row.get('load', math.nan):g}"
+        )  # fmt: skip
         shown = _engines.ENGINES["vllm-v1" if said == "vllm" else said].split(" (")[0]
         raise InputError(
             f"runs: {where}: backend {backend!r} says the run was served by {shown}, but the "
             f"runs were read as engine {engine!r}; the engine model simulates the engine a run "
             f"ran on: read them with read_bench_runs(..., engine={said!r}) (capnb plan prices "
-            "vLLM V1: calibrate a plan on vLLM runs)"
+            "vLLM V1: calibrate it on vLLM runs)"
         )
 
 
