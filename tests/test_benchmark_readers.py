@@ -1199,3 +1199,25 @@ def test_a_runs_backend_is_checked_after_the_tables_are_concatenated(tmp_path):
         InputError, match=r"the run at request_rate 2: backend 'sglang' says the run was served"
     ):
         latency.calibrate(both)
+
+
+def test_runs_read_as_two_engines_are_not_calibrated_as_one(tmp_path):
+    # vLLM runs read with engine="vllm" and SGLang runs with engine="sglang", concatenated, name
+    # no single engine, and calibrate fell back to vLLM V1 for both ("fitted_on ... vllm-v1
+    # (request_rate 1, 2)"): the SGLang runs fitted as vLLM's scheduler without a word
+    deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
+    tables = []
+    for engine, rate in (("vllm", 1.0), ("sglang", 2.0)):
+        folder = tmp_path / engine
+        folder.mkdir()
+        run = {"backend": engine, "request_rate": rate, "completed": 300,
+               "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
+               "mean_ttft_ms": 140.0 * rate, "p99_ttft_ms": 400.0 * rate, "mean_tpot_ms": 42.0}  # fmt: skip
+        (folder / f"rate{rate:g}.json").write_text(json.dumps(run))
+        tables.append(data.read_bench_runs(folder, engine=engine, **deployment))
+    both = pd.concat(tables, ignore_index=True)
+    with pytest.raises(
+        InputError, match=r"runs: read as 2 engines \('sglang', 'vllm'\).*calibrate each apart"
+    ):
+        latency.calibrate(both)
+    assert latency.calibrate(tables[1]).fitted_on.count("sglang") >= 1

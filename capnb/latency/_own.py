@@ -277,7 +277,8 @@ def _engine_read_as(runs) -> tuple[str, str, str] | None:
     """(engine, release, engine model id) a runs table of the user's names, or None.
 
     None for a curve (its ``engine`` attr is the client's endpoint, not the server), a bundled
-    source's table (each run keeps its own) or a table naming no single engine.
+    source's table (each run keeps its own) or a table naming no engine; a table of the user's
+    naming two engines is an error.
     """
     import pandas as pd
 
@@ -286,6 +287,13 @@ def _engine_read_as(runs) -> tuple[str, str, str] | None:
     if "source" in runs and set(runs["source"]) <= _bundled_sources():
         return None
     engines = runs["engine"].dropna().astype(str).unique()
+    families = sorted({_engine_family(e) or e.strip() for e in engines} - {""})
+    if len(families) > 1:  # (vLLM's engines, or one's names for it, are one)
+        raise InputError(
+            f"runs: read as {len(families)} engines ({', '.join(map(repr, families))}) and one "
+            "calibration is of one engine's scheduler: calibrate each apart (the rows of one "
+            "engine column), or read them all with the engine they ran on"
+        )
     if len(engines) != 1 or not engines[0].strip():
         return None
     versions = runs["engine_version"].dropna().astype(str).unique() if (
