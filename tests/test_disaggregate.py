@@ -226,7 +226,6 @@ def test_the_busiest_slot_of_a_huge_fleet_is_simulated_at_its_load_per_instance(
     assert tpot[30000.0] >= ds.latency.sel(serving="disaggregated", metric="tpot").item() * 0.8
 
 
-
 def test_a_huge_fleets_share_keeps_its_pools_proportion():
     # decode-heavy requests (256 prompt, 512 output tokens, TPOT under 20 ms) need 28:3,475
     # instances at 10,000 requests/s; the share of 20 simulated rounded the prefill pool up to 1
@@ -246,6 +245,7 @@ def test_a_huge_fleets_share_keeps_its_pools_proportion():
     assert runs[10000.0].instances.values[:, 1].tolist() == [28, 3475]
     whole, share = (runs[p].simulated_latency.values for p in (357.0, 10000.0))
     assert share == pytest.approx(whole, rel=0.15), (whole, share)
+
 
 def test_the_recommendation_says_the_latencies_are_at_the_concurrency_sized(small):
     # "Serve aggregated: 1 instance of 1 x H100-SXM at the busiest slot (3.18 requests/s), P99

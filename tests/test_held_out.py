@@ -356,7 +356,6 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
     )
 
 
-
 def test_the_coverage_goal_is_shown_as_the_check_reads_it_at_any_quantile():
     # a P97.5 plan's goal is 95.5-98.75 %, shown as 'goal 96%-98.8%': a coverage of 95.7 %
     # passed beside a goal it reads below, and a P99.9 plan's (97.9-99.95 %) read '98%-100.0%'
