@@ -105,7 +105,9 @@ def merged(old: str, args, started: str, sections: list[str]) -> str:
     """``old`` (a BENCHMARKS.md) with the sections of the steps just run in place of its own.
 
     The other steps' tables stay as they were measured; a line under the head says which
-    sections were rerun, when and by which command (a later rerun's line replaces it).
+    sections were rerun, when and by which command. Lines of earlier reruns stay for the steps
+    no later rerun measured again (a step rerun leaves the older line; a line left with no step
+    goes).
     """
     head, *kept = re.split(r"(?m)^(?=## )", old)
     fresh = {part.split("\n", 1)[0].removeprefix("## ").strip(): part for part in sections}
@@ -115,9 +117,29 @@ def merged(old: str, args, started: str, sections: list[str]) -> str:
     command = " ".join(command.split()) + f" --write {Path(args.write).name}"
     ended = datetime.datetime.now(datetime.UTC).strftime("%H:%M UTC")
     rerun = (f"**Rerun since**: {', '.join(args.steps)} by `{command}`, {started} to {ended} "
-             f"({machine()}); the other sections are from the run above.")  # fmt: skip
-    head = re.sub(r"(?m)^\*\*Rerun since\*\*:.*\n\n", "", head).rstrip("\n")
-    return f"{head}\n\n{rerun}\n\n" + "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+             f"({machine()}).")  # fmt: skip
+    earlier = [_without(line, args.steps) for line in re.findall(_RERUN, head)]
+    head = re.sub(_RERUN + r"\n\n", "", head)
+    head = head.replace(_FROM_ABOVE + "\n\n", "").rstrip("\n")
+    lines = "".join(f"{line}\n\n" for line in [*filter(None, earlier), rerun])
+    return (f"{head}\n\n{lines}{_FROM_ABOVE}\n\n"
+            + "\n\n".join(p.rstrip("\n") for p in parts) + "\n")  # fmt: skip
+
+
+#: What the rerun lines leave to the full run the head names.
+_FROM_ABOVE = "The sections no rerun line names are from the run above."
+
+
+#: A line of :func:`merged` under the head: ``**Rerun since**: step, step by `command`, ...``.
+_RERUN = r"(?m)^\*\*Rerun since\*\*: .*$"
+
+
+def _without(line: str, steps) -> str:
+    """An earlier rerun's line without the steps rerun since ('' when none is left)."""
+    named, rest = line.removeprefix("**Rerun since**: ").split(" by `", 1)
+    rest = rest.replace("; the other sections are from the run above.", ".")  # older lines
+    left = [s for s in named.split(", ") if s not in steps]
+    return f"**Rerun since**: {', '.join(left)} by `{rest}" if left else ""
 
 
 def document(args, started: str, sections: list[str], missing) -> str:
