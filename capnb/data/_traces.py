@@ -1086,11 +1086,12 @@ def _token_column(table, column: str, where) -> np.ndarray:
             f"{where(row)}: column {column!r} holds {int(numbers[row]):,} tokens, over the "
             f"{MOST_COUNT:,} (2**53) capnb counts for one request"
         )
-    numbers = numbers.astype(np.int64, copy=False)
-    if (numbers < 0).any():
+    if (numbers < 0).any():  # before the cast: a float below -2**63 has no int64
         row = int(np.flatnonzero(numbers < 0)[0])
-        raise ConfigError(f"{where(row)}: column {column!r} holds {numbers[row]}, a negative count")
-    return numbers
+        raise ConfigError(
+            f"{where(row)}: column {column!r} holds {int(numbers[row])}, a negative count"
+        )
+    return numbers.astype(np.int64, copy=False)
 
 
 def _request_dataset(path, fmt, ns, tokens, clock, where, used, header, decided, doubts):
