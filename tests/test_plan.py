@@ -1751,3 +1751,24 @@ def test_the_burst_test_check_counts_a_month_of_the_trace_with_its_burst():
     assert month >= a.breach_minutes_per_month
     assert f"{month:,.0f} minutes a month with it" in check.finding, check.finding
     assert check.passed == (month <= a.breach_budget_minutes)
+
+
+def test_the_context_check_names_no_field_the_models_config_lacks(tmp_path):
+    # a config whose context is its seq_length (glm-4-9b-chat: chatglm, no max_position_embeddings)
+    # has been read for its context since fd11e4f, but the check still said the context was its
+    # max_position_embeddings, a field the user's file does not have
+    from capnb.latency import workload
+    from capnb.plan._compose import _context_checks
+
+    glm4 = {"model_type": "chatglm", "num_layers": 40, "padded_vocab_size": 151552,
+            "hidden_size": 4096, "ffn_hidden_size": 13696, "kv_channels": 128,
+            "num_attention_heads": 32, "seq_length": 131072, "multi_query_attention": True,
+            "multi_query_group_num": 2, "add_qkv_bias": True, "torch_dtype": "bfloat16"}  # fmt: skip
+    path = tmp_path / "glm-4-9b-chat.json"
+    path.write_text(json.dumps(glm4))
+    cfg = planning.PlanConfig().replace(model=str(path))
+    lengths = workload(prompt_tokens=[1000, 190_000], output_tokens=[100, 10_000])
+    (check,) = _context_checks(cfg, lengths)
+    assert "context of 131,072 tokens" in check.finding
+    assert "max_position_embeddings" not in check.finding, check.finding
+    assert "vLLM's default max_model_len" in check.finding

@@ -211,7 +211,8 @@ def _context_checks(cfg, workload) -> list[Check]:
         "context_window", False,
         f"{round(over * total):,} of the workload's {total:,} requests (the longest {longest:,} "
         f"tokens, prompt + output) are longer than {spec.name}'s context of {limit:,} tokens "
-        "(max_position_embeddings), which vLLM rejects; the plan priced them as if served",
+        "(vLLM's default max_model_len, read from its config), which vLLM rejects; the plan "
+        "priced them as if served",
         "serve a model with a longer context, or plan on a workload whose requests fit "
         "([serving] workload)",
         "own",
