@@ -372,3 +372,21 @@ def test_the_model_catalog_follows_capnb_datasets_and_edits_in_one_process(tmp_p
     monkeypatch.delenv("CAPNB_DATASETS")
     assert data.load_model("Qwen3-8B").context_tokens == 40960
     assert "Qwen3-8B-long" not in data.list_models()
+
+
+def test_a_capnb_datasets_copy_lacking_a_file_is_named_as_the_users_copy(tmp_path, monkeypatch):
+    # a copy holding gpus.csv alone (as the catalog tests above make) was said to be capnb's own
+    # data: "capnb's bundled data has no models at .../datasets/models", though the bundled
+    # catalog has them and CAPNB_DATASETS, which moved it, went unnamed
+    import shutil
+
+    root = tmp_path / "datasets"
+    root.mkdir()
+    shutil.copy(data.dataset_path("gpus.csv"), root)
+    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    assert float(data.load_gpus(["L4"]).usd_per_gpu_hour[0]) == 0.44
+    said = re.escape(f"CAPNB_DATASETS={root} has no models ({root / 'models'}); copy")
+    with pytest.raises(FileNotFoundError, match=f"^{said}"):
+        data.load_model("Qwen3-8B")
+    monkeypatch.delenv("CAPNB_DATASETS")
+    assert data.load_model("Qwen3-8B").context_tokens == 40960

@@ -66,9 +66,13 @@ def dataset_path(*parts: str) -> Path:
     root = Path(override) if override else _bundled_root()
     path = root.joinpath(*parts)
     if not path.exists():
-        raise FileNotFoundError(
-            f"capnb's bundled data has no {'/'.join(parts) or 'datasets/'} at {path}"
-        )
+        what = "/".join(parts) or "datasets/"
+        if override:  # the user's copy, not capnb's own data, lacks it
+            raise FileNotFoundError(
+                f"CAPNB_DATASETS={override} has no {what} ({path}); copy capnb's datasets/ "
+                "folder whole and edit the copy, or unset CAPNB_DATASETS for the bundled data"
+            )
+        raise FileNotFoundError(f"capnb's bundled data has no {what} at {path}")
     return path
 
 
