@@ -210,3 +210,22 @@ def test_the_split_counts_a_windowed_models_sequences_as_the_memory_step_does():
     # without the model, every layer at full length, and the result says so
     full = capnb.memory.split_kv(kv_cache_tokens=tokens, seq_len=15_837, cache_share=[0.0])
     assert int(full.max_concurrency.item()) == 7 and "full length" in full.attrs["kv_layout"]
+
+
+def test_lines_named_in_a_block_log_are_the_files_lines_past_blank_ones(tmp_path):
+    # the records' order was named by record (its index + 1 as a "line"): a log with two blank
+    # lines after its first record said 'first: line 3' of the record on line 5, and a missing
+    # field on line 5 was 'line 3'
+    rows = [
+        {"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]},
+        {"timestamp": 2000, "input_length": 512, "output_length": 1, "hash_ids": [2]},
+        {"timestamp": 1000, "input_length": 512, "output_length": 1, "hash_ids": [1]},
+    ]
+    path = tmp_path / "merged.jsonl"
+    lines = [json.dumps(r) for r in rows]
+    path.write_text("\n".join([lines[0], "", "  ", *lines[1:]]) + "\n")
+    with pytest.warns(capnb.data.TraceWarning, match=r"\(first: line 5\)"):
+        capnb.data.load_block_hashes(path)
+    path.write_text("\n".join([lines[0], "", "", lines[1], '{"timestamp": 3000}']) + "\n")
+    with pytest.raises(ConfigError, match=r"^merged.jsonl, line 5: 'hash_ids' is missing"):
+        capnb.data.load_block_hashes(path)

@@ -1,6 +1,7 @@
 """Trace readers: bundled traces against their published figures, every format, and bad input."""
 
 import gzip
+import json
 import re
 import warnings
 
@@ -1182,3 +1183,22 @@ def test_a_bundled_trace_refuses_the_other_kinds_column_by_name(trace, option, s
 
     with pytest.raises(ConfigError, match=rf"{option} = 'x' names {said}, and '{trace}' is"):
         load_traffic(trace, **{option: "x"})
+
+
+def test_a_json_lines_log_names_its_lines_past_blank_ones(tmp_path):
+    # a row of a JSON-lines log was named by its index ('line 3' for the record on line 5 after
+    # two blank lines), in the out-of-order warning and in every error of a row
+    path = tmp_path / "log.jsonl"
+    records = [
+        {"timestamp": 0, "input_length": 10, "output_length": 1},
+        {"timestamp": 5, "input_length": 10, "output_length": 1},
+        {"timestamp": 2, "input_length": 10, "output_length": 1},
+    ]
+    lines = [json.dumps(r) for r in records]
+    path.write_text("\n".join([lines[0], "", "", *lines[1:]]) + "\n")
+    with pytest.warns(data.TraceWarning, match=r"first: log.jsonl, line 5\)"):
+        data.load_trace(path, time_unit="s")
+    bad = {"timestamp": 7, "input_length": -3, "output_length": 1}
+    path.write_text("\n".join([lines[0], "", "", lines[1], json.dumps(bad)]) + "\n")
+    with pytest.raises(ConfigError, match=r"^log.jsonl, line 5: "):
+        data.load_trace(path, time_unit="s")

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import glossary, words
 from ..errors import ConfigError, InputError
-from ._files import json_lines_objects
+from ._files import json_line_of, json_lines_objects
 from ._times import TraceWarning
 from ._traces import _trace_source
 
@@ -87,6 +87,8 @@ def load_block_hashes(
             "block hashes (a prefix cache's hit rate cannot be replayed from lengths alone)"
         )
     json_lines_objects(path, path.name)
+    line = json_line_of(path)  # blank lines are not records
+    where = lambda row: f"{path.name}, line {line(row)}"  # noqa: E731
     try:
         table = pajson.read_json(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as err:
@@ -100,20 +102,20 @@ def load_block_hashes(
         raise ConfigError(f"{path}: field {hash_field!r} must be a list of integers per line")
     if hashes.null_count:
         row = int(np.flatnonzero(hashes.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ConfigError(f"{path.name}, line {row + 1}: {hash_field!r} is missing")
+        raise ConfigError(f"{where(row)}: {hash_field!r} is missing")
     if hashes.values.null_count:  # [1, null]: a list with a hole, not a hash
         holes = hashes.values.is_null().to_numpy(zero_copy_only=False)
         starts = hashes.offsets.to_numpy()
         row = int(np.searchsorted(starts, np.flatnonzero(holes)[0], side="right") - 1)
         raise ConfigError(
-            f"{path.name}, line {row + 1}: {hash_field!r} holds a null among its block hashes; "
+            f"{where(row)}: {hash_field!r} holds a null among its block hashes; "
             "each block of the prompt needs its hash (an integer)"
         )
     if prompt_field in table.column_names and table.column(prompt_field).null_count:
         row = int(
             np.flatnonzero(table.column(prompt_field).is_null().to_numpy(zero_copy_only=False))[0]
         )
-        raise ConfigError(f"{path.name}, line {row + 1}: {prompt_field!r} is missing")
+        raise ConfigError(f"{where(row)}: {prompt_field!r} is missing")
     prompt = table.column(prompt_field).to_numpy(zero_copy_only=False)
     if prompt.dtype.kind not in "iu" or (prompt < 0).any():
         raise ConfigError(f"{path}: {prompt_field!r} must hold whole token counts >= 0")
@@ -125,11 +127,11 @@ def load_block_hashes(
     if wrong.size:
         row = int(wrong[0])
         raise ConfigError(
-            f"{path.name}, line {row + 1}: {counts[row]} block hashes for {prompt[row]} prompt "
+            f"{where(row)}: {counts[row]} block hashes for {prompt[row]} prompt "
             f"tokens; {block_tokens}-token blocks need {expected[row]} (is block_tokens right?)"
         )
     flat = hashes.values.to_numpy().astype(np.int64)
-    order, note = _arrival_order(table, path, time_field)
+    order, note = _arrival_order(table, path, time_field, line)
     if order is not None:  # each request's blocks moved whole, in arrival order
         moved = np.repeat(starts[order] - np.cumsum(np.r_[0, counts[order][:-1]]), counts[order])
         flat = flat[moved + np.arange(flat.size)]
@@ -149,8 +151,11 @@ def load_block_hashes(
     )
 
 
-def _arrival_order(table, path, time_field: str | None) -> tuple[np.ndarray | None, str]:
-    """The records' order by ``time_field`` where the file is not in it (None: file order)."""
+def _arrival_order(table, path, time_field: str | None, line) -> tuple[np.ndarray | None, str]:
+    """The records' order by ``time_field`` where the file is not in it (None: file order).
+
+    ``line(row)``: the file's line of a record (:func:`capnb.data._files.json_line_of`).
+    """
     import pyarrow as pa
 
     if time_field is None or time_field not in table.column_names:
@@ -158,7 +163,7 @@ def _arrival_order(table, path, time_field: str | None) -> tuple[np.ndarray | No
     column = table.column(time_field).combine_chunks()
     if column.null_count:
         row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ConfigError(f"{path.name}, line {row + 1}: {time_field!r} is missing")
+        raise ConfigError(f"{path.name}, line {line(row)}: {time_field!r} is missing")
     if pa.types.is_timestamp(column.type):
         column = column.cast(pa.int64())
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
@@ -172,8 +177,8 @@ def _arrival_order(table, path, time_field: str | None) -> tuple[np.ndarray | No
         return None, ""
     note = (
         f"{words.count(back.size, 'record')} earlier than the one before (first: line "
-        f"{int(back[0]) + 2}); the requests were sorted by {time_field!r} (the prefix cache is "
-        "replayed in arrival order)"
+        f"{line(int(back[0]) + 1)}); the requests were sorted by {time_field!r} (the prefix "
+        "cache is replayed in arrival order)"
     )
     warnings.warn(f"{path.name}: {note}", TraceWarning, stacklevel=3)
     return np.argsort(times, kind="stable"), note

@@ -42,6 +42,7 @@ from ..errors import ConfigError, OutputError
 __all__ = [
     "check_set",
     "json_error_at",
+    "json_line_of",
     "json_lines_objects",
     "read_text",
     "settle",
@@ -224,6 +225,26 @@ def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None
         f"{name or path}, line {line}: not a JSON object (starts {shown!r}); JSON lines hold "
         "one object per line"
     )
+
+
+def json_line_of(path: str | os.PathLike):
+    """``line(row)``: the line of a JSON-lines file that holds its record ``row`` (0 first).
+
+    pyarrow's reader skips blank lines (whitespace only), so a record's index is not its line;
+    the file's lines are counted when a row is first named (an error, a warning), not before.
+    """
+    import numpy as np
+
+    counted: list = []
+
+    def line(row: int) -> int:
+        if not counted:
+            with open(path, "rb") as handle:
+                kept = [n for n, text in enumerate(handle, 1) if text.strip(b" \t\r\n")]
+            counted.append(np.asarray(kept, dtype=np.int64))
+        return int(counted[0][row]) if row < counted[0].size else row + 1
+
+    return line
 
 
 # -- writing ----------------------------------------------------------------------------------------

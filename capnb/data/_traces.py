@@ -28,7 +28,7 @@ from .._validate import MOST_COUNT
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
-from ._files import decode_text, json_lines_objects, parse_json, user_path
+from ._files import decode_text, json_line_of, json_lines_objects, parse_json, user_path
 from ._times import TraceWarning
 
 __all__ = [
@@ -856,7 +856,8 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
     import pyarrow as pa
     import pyarrow.json as pajson
 
-    where = lambda row: f"{path.name}, line {row + 1}"  # noqa: E731
+    line = json_line_of(path)  # blank lines are not records
+    where = lambda row: f"{path.name}, line {line(row)}"  # noqa: E731
     json_lines_objects(path, path.name)
     try:
         table = pajson.read_json(path)
