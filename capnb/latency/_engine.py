@@ -635,7 +635,8 @@ def _context_check(lengths: np.ndarray, spec, max_model_len) -> str:
     """Requests longer than the engine's context limit: an error for a given ``max_model_len``.
 
     Longer than the model's own context (vLLM's default ``max_model_len``,
-    :func:`capnb.data.modelspec.context_tokens`), a note: the plan prices them as if served and says so in a check.
+    :func:`capnb.data.modelspec.context_tokens`), a note: the plan prices them as if served and
+    says so in a check.
     """
     longest = int(lengths.max())
     if max_model_len and longest > int(max_model_len):
