@@ -25,7 +25,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import _validate, glossary
+from .. import _validate, glossary, words
 from ..data._series import (
     DAY_NS,
     Slots,
@@ -389,13 +389,9 @@ def carry_forward(
         if name in result:
             result[name] = (result[name] * per_interval).assign_attrs(series[name].attrs)
     result.attrs["growth"] = (
-        f"carried {ahead.attrs['horizon_days']} days forward: each slot x its {_plan_name(q)} "
+        f"carried {ahead.attrs['horizon_days']} days forward: each slot x its {words.quantile(q)} "
         f"growth factor ({float(factor.min()):.3g} to {float(factor.max()):.3g}; trend "
         f"{float(ahead.trend_per_day):+.2%}/day with its prediction band, fitted on "
         f"{ahead.attrs['days']} days)"
     )
     return result
-
-
-def _plan_name(quantile: float) -> str:
-    return f"P{round(100 * float(quantile), 6):g}"

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import _validate, glossary
+from .. import _validate, glossary, words
 from ..data._series import (
     DAY_NS,
     NS,
@@ -30,8 +30,8 @@ _SCALED = ("target_qps", "mean_qps", "mean_plan_qps", "shortfall_qps", "overall_
 
 
 def plan_name(quantile: float) -> str:
-    """``0.99`` -> ``"P99"``, ``0.999`` -> ``"P99.9"``."""
-    return f"P{round(100 * float(quantile), 6):g}"
+    """``0.99`` -> ``"P99"``, ``0.999`` -> ``"P99.9"`` (:func:`capnb.words.quantile`)."""
+    return words.quantile(quantile)
 
 
 def project(
