@@ -1179,6 +1179,16 @@ def test_runs_whose_backend_names_another_engine_are_not_calibrated_as_the_one_g
         assert latency.calibrate(table.assign(backend=backend)) is not None
 
 
+def _backend_run(folder, backend: str, rate: float):
+    """``folder`` holding one vllm bench result at ``rate`` requests/s whose backend says ``backend``."""
+    folder.mkdir(exist_ok=True)
+    run = {"backend": backend, "request_rate": rate, "completed": 300,
+           "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
+           "mean_ttft_ms": 140.0 * rate, "p99_ttft_ms": 400.0 * rate, "mean_tpot_ms": 42.0}  # fmt: skip
+    (folder / f"rate{rate:g}.json").write_text(json.dumps(run))
+    return folder
+
+
 def test_a_runs_backend_is_checked_after_the_tables_are_concatenated(tmp_path):
     # the backends rode in attrs["backends"], which pandas.concat drops where the tables' attrs
     # differ: a folder of vLLM runs and one of SGLang bench_serving runs, each read with
@@ -1186,12 +1196,7 @@ def test_a_runs_backend_is_checked_after_the_tables_are_concatenated(tmp_path):
     deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
     tables = []
     for backend, rate in (("vllm", 1.0), ("sglang", 2.0)):
-        folder = tmp_path / backend
-        folder.mkdir()
-        run = {"backend": backend, "request_rate": rate, "completed": 300,
-               "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
-               "mean_ttft_ms": 140.0 * rate, "p99_ttft_ms": 400.0 * rate, "mean_tpot_ms": 42.0}  # fmt: skip
-        (folder / f"rate{rate:g}.json").write_text(json.dumps(run))
+        folder = _backend_run(tmp_path / backend, backend, rate)
         tables.append(data.read_bench_runs(folder, engine="vllm", **deployment))
     both = pd.concat(tables, ignore_index=True)
     assert both.attrs == {}  # (pandas keeps attrs only where every table's are equal)
@@ -1208,12 +1213,7 @@ def test_runs_read_as_two_engines_are_not_calibrated_as_one(tmp_path):
     deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
     tables = []
     for engine, rate in (("vllm", 1.0), ("sglang", 2.0)):
-        folder = tmp_path / engine
-        folder.mkdir()
-        run = {"backend": engine, "request_rate": rate, "completed": 300,
-               "total_input_tokens": 307200, "total_output_tokens": 76800, "duration": 152.0,
-               "mean_ttft_ms": 140.0 * rate, "p99_ttft_ms": 400.0 * rate, "mean_tpot_ms": 42.0}  # fmt: skip
-        (folder / f"rate{rate:g}.json").write_text(json.dumps(run))
+        folder = _backend_run(tmp_path / engine, engine, rate)
         tables.append(data.read_bench_runs(folder, engine=engine, **deployment))
     both = pd.concat(tables, ignore_index=True)
     with pytest.raises(

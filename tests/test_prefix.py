@@ -135,15 +135,20 @@ def test_a_hash_count_that_does_not_match_the_prompt_names_the_line(tmp_path):
         capnb.data.load_block_hashes(path)
 
 
+#: Three requests out of time order (t = 0, 2, 1 s); with a one-block cache the third reuses the
+#: first's block only when replayed in time order.
+_OUT_OF_ORDER = [
+    {"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]},
+    {"timestamp": 2000, "input_length": 512, "output_length": 1, "hash_ids": [2]},
+    {"timestamp": 1000, "input_length": 512, "output_length": 1, "hash_ids": [1]},
+]
+
+
 def test_a_log_out_of_time_order_is_replayed_in_time_order(tmp_path):
     # two servers' logs concatenated: the file's order is not arrival order. With a one-block
     # cache, request C (t=1) reuses A's block (t=0) before B (t=2) evicts it; replayed in file
     # order it missed (hit rate 0 where it is 1/3), silently
-    rows = [
-        {"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]},
-        {"timestamp": 2000, "input_length": 512, "output_length": 1, "hash_ids": [2]},
-        {"timestamp": 1000, "input_length": 512, "output_length": 1, "hash_ids": [1]},
-    ]
+    rows = _OUT_OF_ORDER
     path = tmp_path / "merged.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.warns(
@@ -216,11 +221,7 @@ def test_lines_named_in_a_block_log_are_the_files_lines_past_blank_ones(tmp_path
     # the records' order was named by record (its index + 1 as a "line"): a log with two blank
     # lines after its first record said 'first: line 3' of the record on line 5, and a missing
     # field on line 5 was 'line 3'
-    rows = [
-        {"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]},
-        {"timestamp": 2000, "input_length": 512, "output_length": 1, "hash_ids": [2]},
-        {"timestamp": 1000, "input_length": 512, "output_length": 1, "hash_ids": [1]},
-    ]
+    rows = _OUT_OF_ORDER
     path = tmp_path / "merged.jsonl"
     lines = [json.dumps(r) for r in rows]
     path.write_text("\n".join([lines[0], "", "  ", *lines[1:]]) + "\n")
