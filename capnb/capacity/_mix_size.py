@@ -35,7 +35,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from ..errors import InfeasibleError, InputError, NotPricedError
 from ._mix import _prices, checked_demand, checked_limits, checked_share, quiet_milp, unpriced
 
@@ -514,7 +514,8 @@ def mix_by_size(
         names = [str(n) for n in options.size_bin.values[unserved]]
         share = demand[unserved].sum() / demand.sum()
         raise InfeasibleError(
-            f"infeasible: no pool meets the SLA for size bin(s) {', '.join(names)} ({share:.1%} of "
+            f"infeasible: no pool meets the SLA for size bin(s) {', '.join(names)} "
+            f"({words.percent(share)} of "
             "the requests): give those requests a looser SLA, add a larger GPU or degree, or serve "
             "them apart from the mix"
         )
