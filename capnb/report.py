@@ -1263,6 +1263,8 @@ def _parameters(
             "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
+            # the log routed over the plan's fleet at its busiest slot, not the worksheet's 64
+            "ROUTE_INSTANCES": max(a.fixed_instances),
             "PROVIDER": cfg.fleet.provider if cfg.fleet.provider != "none" else "hyperstack",
             "RESERVED": None if cfg.fleet.reserved == "none" else cfg.fleet.reserved,
             "SPOT_PREEMPTION": None

@@ -967,6 +967,31 @@ def test_the_serving_worksheet_shows_the_plans_own_prefill_decode_pools(small_pl
 
 
 @pytest.mark.slow
+def test_the_serving_worksheets_routed_caches_fit_the_plans_instances(small_plan, tmp_path):
+    """Found reporting Qwen3-14B on 2 x A100-80GB: worksheet 06 said "a prefix cache of 30 % of
+    one 2 x A100-80GB instance's 682,192-token KV budget" and, a cell before, "With 1,000,000
+    tokens of prefix cache per instance ... over 64 instances": each routed cache larger than the
+    instance's whole KV budget, over a fixed 64 instances where the plan held 16 at its busiest
+    slot. In a report the routed fleet is the plan's, each cache the share the mix prices."""
+    from capnb import plan
+
+    parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    busiest = max(plan.answer(made).fixed_instances)
+    assert parameters["06_serving"].get("ROUTE_INSTANCES") == busiest
+    serving = report.execute("06_serving", parameters=parameters["06_serving"])
+    said = "".join(
+        o.get("text", "") + "".join(str(v) for v in o.get("data", {}).values())
+        for c in serving.cells
+        for o in c.get("outputs", [])
+    )
+    budget = int(re.search(r"instance's ([\d,]+)-token KV budget", said).group(1).replace(",", ""))
+    routed = re.search(r"With ([\d,]+) tokens of prefix cache per instance .*? over (\d+) instances",
+                       said)  # fmt: skip
+    assert int(routed.group(1).replace(",", "")) == round(0.3 * budget)
+    assert int(routed.group(2)) == busiest
+
+
+@pytest.mark.slow
 def test_the_serving_worksheet_prices_the_plans_own_mix(small_plan, tmp_path):
     """Found reporting Qwen3-8B on 2 x A100-80GB: the plan's page priced one type on demand at
     16,255 USD a month and its cheapest mix at 14,561, worksheet 06 at 109.07 and 99.71 USD an hour
