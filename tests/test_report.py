@@ -885,6 +885,33 @@ def test_the_start_worksheet_reads_a_benchmark_file_of_ones_own_as_its_curve(tmp
     assert "Planned by the SLA (45 in flight)" in said and "checks passed" in said
 
 
+def test_the_start_worksheet_names_the_hour_and_p99_its_mean_plan_falls_short_of(tmp_path):
+    """Found reporting a user's three weeks (busiest mean at 10:00, one 3.5x burst at 14:00): the
+    start page said 'a plan at the mean falls 78% short of the P99 in the busiest hour' of 'a real
+    production series', where the first page and step 1 named 10:00-11:00 the busiest slot, 55%
+    short of its P99: the 78% was the history's P99 of 14:00-15:00, the burst's hour (188
+    requests/s), unnamed. It names the hour, its P99 and the mean, and calls the series the trace."""
+    import numpy as np
+    import pandas as pd
+
+    times = pd.date_range("2026-10-01", periods=21 * 24 * 6, freq="10min", tz="UTC")
+    hours = (times.hour + times.minute / 60).to_numpy()
+    qps = 20 + 60 * np.exp(-((hours - 11) ** 2) / 18)
+    qps[(times >= "2026-10-13 14:00") & (times < "2026-10-13 15:30")] *= 3.5
+    path = tmp_path / "rates.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%dT%H:%M:%S%z"), "qps": qps}).to_csv(
+        path, index=False
+    )
+    start = report.execute("00_start_here", parameters={"SHOW_TRACE": str(path)})
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "real production series" not in said
+    assert re.search(
+        r"a plan at its mean \([\d.]+ requests/s\) falls \d+% short of the history's P99 in its "
+        r"busiest hour \(14:00-15:00 UTC, [\d.]+ requests/s\)",
+        said,
+    ), said
+
+
 def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
     """Found reporting a plan of Mixtral-8x7B on 2 x H200: the start page said 'Mixtral-8x7B on
     1 x H200 starts in 354 s' (the fewest GPUs that hold it) where the plan serves 2 x H200."""
