@@ -1263,8 +1263,7 @@ def _parameters(
             "MODEL": cfg.serving.model,
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
-            # the log routed over the plan's fleet at its busiest slot, not the worksheet's 64
-            "ROUTE_INSTANCES": max(a.fixed_instances),
+            "ROUTE_INSTANCES": max(a.fixed_instances),  # the plan's busiest slot's fleet
             "PROVIDER": cfg.fleet.provider if cfg.fleet.provider != "none" else "hyperstack",
             "RESERVED": None if cfg.fleet.reserved == "none" else cfg.fleet.reserved,
             "SPOT_PREEMPTION": None
