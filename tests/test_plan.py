@@ -1753,6 +1753,28 @@ def test_the_burst_test_check_counts_a_month_of_the_trace_with_its_burst():
     assert check.passed == (month <= a.breach_budget_minutes)
 
 
+def test_the_burst_tests_unserved_share_reads_alike_in_its_check_and_its_sentence():
+    # a plan with no held-out window (backtest_days = 0, Qwen3-14B on A100-80GB, servegen-m-large)
+    # left 0.0116% of requests unserved in its one-burst replay: its check read '(0.0% of requests
+    # unserved)', a share above 0 written as none, beside the text's '0.01%'; both now write it as
+    # capnb writes shares (words.percent): '0.012%'
+    from types import SimpleNamespace
+
+    from capnb.plan._answer import BurstTest
+    from capnb.plan._compose import _burst_test_check
+
+    test = BurstTest(4.0, 1.5, "1970-01-08T22:00:00", 19.7, 0.000115792, "the article's")
+    check = _burst_test_check(test, 43.8, (15.2, 33.0), planning.PlanConfig())
+    said = plan_text.burst_words(SimpleNamespace(burst_test=test, clock=""))
+    assert "(0.012% of requests unserved)" in check.finding, check.finding
+    assert "0.012% of requests unserved." in said, said
+    whole = dataclasses.replace(test, unserved_share=0.13)
+    assert (
+        "(13% of requests unserved)"
+        in _burst_test_check(whole, 43.8, (15.2, 33.0), planning.PlanConfig()).finding
+    )
+
+
 def test_the_context_check_names_no_field_the_models_config_lacks(tmp_path):
     # a config whose context is its seq_length (glm-4-9b-chat: chatglm, no max_position_embeddings)
     # has been read for its context since fd11e4f, but the check still said the context was its

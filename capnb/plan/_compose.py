@@ -116,7 +116,7 @@ def _burst_test_check(test: BurstTest, budget_minutes: float, replay: tuple, cfg
         f"its burst test ({test.multiplier:.3g}x for {words.duration(test.hours * 3600)}) added "
         f"{shown} minutes in breach to the replay's {a_month:,.0f} a month, {month:,.0f} "
         f"minutes a month with it against the month's budget of {budget_minutes:,.0f} minutes "
-        f"({test.unserved_share:.1%} of requests unserved)",
+        f"({words.percent(test.unserved_share)} of requests unserved)",
         "" if kept else spares_action(cfg), "own",
     )  # fmt: skip
 

@@ -295,7 +295,7 @@ def burst_words(a: Answer) -> str:
         f"Burst test: one burst of {b.multiplier:.3g}x for {words.duration(b.hours * 3600)} from "
         f"{words.when(b.start)}{' ' + a.clock if a.clock else ''} (the middle size of {b.model}): "
         f"{words.minutes(b.breach_minutes)} in "
-        f"breach, {b.unserved_share:.2%} of requests unserved."
+        f"breach, {words.percent(b.unserved_share)} of requests unserved."
     )
 
 
