@@ -1765,13 +1765,34 @@ def test_the_burst_tests_unserved_share_reads_alike_in_its_check_and_its_sentenc
 
     test = BurstTest(4.0, 1.5, "1970-01-08T22:00:00", 19.7, 0.000115792, "the article's")
     check = _burst_test_check(test, 43.8, (15.2, 33.0), planning.PlanConfig())
-    said = plan_text.burst_words(SimpleNamespace(burst_test=test, clock=""))
+    replay = {"breach_minutes_per_month": 33.0, "simulated_hours": 336.0}
+    said = plan_text.burst_words(SimpleNamespace(burst_test=test, clock="", **replay))
     assert "(0.012% of requests unserved)" in check.finding, check.finding
     assert "0.012% of requests unserved." in said, said
     whole = dataclasses.replace(test, unserved_share=0.13)
     assert (
         "(13% of requests unserved)"
         in _burst_test_check(whole, 43.8, (15.2, 33.0), planning.PlanConfig()).finding
+    )
+
+
+def test_the_burst_sentence_says_its_breach_is_the_whole_replays_and_what_the_burst_added():
+    # servegen-m-large's plan (Qwen3-14B on A100-80GB, backtest_days = 0) replayed 336 h with 15.2
+    # minutes in breach; with one 4x burst, 19.7: the text read 'one burst of 4x for 90 minutes
+    # ...: 20 minutes in breach' beside the burst_test check's 'added 4.5 minutes in breach', as if
+    # the burst alone had made 20; the sentence now says the 20 are the replay's with the burst
+    # and that the burst added 4.5
+    from types import SimpleNamespace
+
+    from capnb.plan._answer import BurstTest
+
+    test = BurstTest(4.0, 1.5, "1970-01-08T22:00:00", 19.7, 0.000115792, "the article's")
+    a = SimpleNamespace(
+        burst_test=test, clock="", breach_minutes_per_month=15.2 * 730 / 336, simulated_hours=336
+    )
+    said = plan_text.burst_words(a)
+    assert "20 minutes in breach over the 336 h of the trace replayed with it, 4.5 more" in said, (
+        said
     )
 
 
