@@ -1206,6 +1206,21 @@ def test_a_runs_backend_is_checked_after_the_tables_are_concatenated(tmp_path):
         latency.calibrate(both)
 
 
+def test_a_backend_that_only_named_the_clients_request_format_can_be_set_aside(tmp_path):
+    # vLLM's benchmark client wrote its --backend, 'vllm' by default before 'openai' (an OpenAI
+    # completions client whatever server it ran against): SGLang runs benchmarked so and read with
+    # engine="sglang" were refused with 'read them with read_bench_runs(..., engine='vllm')', the
+    # mistake the check guards against, and no word of how to say the server was SGLang; the
+    # error now says it (drop the backend column) and a table without it calibrates as SGLang
+    deployment = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
+    folder = _backend_run(tmp_path, "vllm", 1.0)
+    _backend_run(tmp_path, "vllm", 2.0)
+    table = data.read_bench_runs(folder, engine="sglang", **deployment)
+    with pytest.raises(InputError, match=r"backend 'vllm'.*runs\.drop\(columns='backend'\)"):
+        latency.calibrate(table)
+    assert "sglang" in latency.calibrate(table.drop(columns="backend")).fitted_on
+
+
 def test_runs_read_as_two_engines_are_not_calibrated_as_one(tmp_path):
     # vLLM runs read with engine="vllm" and SGLang runs with engine="sglang", concatenated, name
     # no single engine, and calibrate fell back to vLLM V1 for both ("fitted_on ... vllm-v1
