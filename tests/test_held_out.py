@@ -371,6 +371,14 @@ def test_the_coverage_goal_is_shown_as_the_check_reads_it_at_any_quantile():
     assert not check.passed and "(goal 97.9%-99.95%)" in check.finding
     check = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.98))
     assert "(goal 97%-99.5%)" in check.finding  # the default plan's words, as before
+    # a P95 plan's goal (93-97 %, as the forecast page writes it) read '93%-97.0%', a P90's
+    # '88%-92.0%': one end whole, the other with a decimal that says nothing
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.95, coverage_plan=0.910218))
+    assert "covered 91.0% of held-out intervals (goal 93%-97%)" in check.finding, check.finding
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.9, coverage_plan=0.873264))
+    assert "(goal 88%-92%)" in check.finding, check.finding
+    check = _coverage_check(types.SimpleNamespace(plan_quantile=0.995, coverage_plan=0.948661))
+    assert "covered 94.9% of held-out intervals (goal 97.5%-99.75%)" in check.finding
 
 
 def test_a_fixed_fleet_with_spares_only_is_chosen_out_of_sample():

@@ -762,7 +762,7 @@ def test_the_coverage_check_scores_the_forecast_at_the_plans_own_quantile(small)
                               coverage_p99=0.90)  # fmt: skip
     check = _coverage_check(p95)
     assert check.passed and "its forecast's P95 covered 95.0%" in check.finding
-    assert "(goal 93%-97.0%)" in check.finding
+    assert "(goal 93%-97%)" in check.finding
     words = held_out_words(dataclasses.replace(example, held_out=p95))
     assert "P95 covered 95.0% of held-out intervals" not in words  # the bracket comes first
     assert "its forecast's P95 covered 95.0% (P99 90.0%) of held-out intervals" in words

@@ -642,16 +642,17 @@ def _coverage_check(held: HeldOut) -> Check:
     return Check(
         "forecast_coverage", covered,
         f"its forecast's {words.quantile(held.plan_quantile)} covered {shown} of held-out "
-        f"intervals (goal {_goal_percent(low, 0)}-{_goal_percent(high, 1)})",
+        f"intervals (goal {_goal_percent(low)}-{_goal_percent(high)})",
         "" if covered else "a longer history calibrates it better", "own",
     )  # fmt: skip
 
 
-def _goal_percent(bound: float, digits: int) -> str:
-    """A goal's end as a percentage with ``digits`` decimals, more where they would round it.
+def _goal_percent(bound: float) -> str:
+    """A goal's end as a percentage with the decimals it has (up to 4): ``97%``, ``99.5%``.
 
-    P99's goal reads ``97%-99.5%``; P97.5's 95.5-98.75 % read ``96%-98.8%`` at those digits.
+    P99's goal reads ``97%-99.5%``, P95's ``93%-97%``, P97.5's ``95.5%-98.75%``.
     """
+    digits = 0
     exact = round(bound * 100, 6)
     while digits < 4 and round(exact, digits) != exact:
         digits += 1
