@@ -28,7 +28,6 @@ from ._auto import TARGET_GROWTH_MODELS, carry, selection_quantiles
 from ._baseline import DEFAULT_QUANTILES, fit_baseline
 from ._bursts import (
     MONTH_DAYS,
-    NOISE_POOL_MIN,
     BurstModel,
     MonthInputs,
     detect_bursts,
@@ -56,7 +55,6 @@ __all__ = [
     "HOURLY_BELOW_DAYS",
     "MIN_DAYS",
     "MONTH_DAYS",
-    "NOISE_POOL_MIN",
     "TARGET_GROWTH_MODELS",
     "BurstModel",
     "MonthInputs",

@@ -36,7 +36,6 @@ from ._baseline import fit_baseline, slot_statistics
 
 __all__ = [
     "MONTH_DAYS",
-    "NOISE_POOL_MIN",
     "BurstModel",
     "MonthInputs",
     "detect_bursts",
@@ -349,10 +348,6 @@ class MonthInputs:
             object.__setattr__(self, "pool_size", np.full(self.base.size, self.noise.size))
 
 
-#: Fewest residuals a slot's noise is drawn from by default (:func:`noise_pools`).
-NOISE_POOL_MIN = 200
-
-
 def noise_pools(level: np.ndarray, slot_mean: np.ndarray, fewest: int | None):
     """Each slot's range of the residuals, ordered by their slot's baseline: its level's noise.
 
@@ -363,6 +358,11 @@ def noise_pools(level: np.ndarray, slot_mean: np.ndarray, fewest: int | None):
     by 1 / sqrt(r x interval) of their mean, so a quiet hour's ratios are wider than a busy one's
     (1.45 against 1.17 at P99 on a request log of 0.5-3.5 requests/s per minute). None: every slot
     draws from all of them.
+
+    A smaller pool also has a shorter tail: a month's peak is about the largest residual its
+    busiest slot draws, so with the same noise in every hour (14 days at one minute) pools of one
+    slot's 840 residuals put ``required_qps`` 11 % under one pool of all 20,160. Level pools trade
+    the quiet hours' wider spread for that truncation, which is why they are not the default.
 
     Returns (order, start, size): the residuals' order and, per slot, its range in that order.
     """
@@ -384,15 +384,15 @@ def month_inputs(
     *,
     exclude: xr.Dataset | str | None = "detect",
     days: int = MONTH_DAYS,
-    noise_pool_min: int | None = NOISE_POOL_MIN,
+    noise_pool_min: int | None = None,
 ) -> MonthInputs:
     """The baseline of every minute of a month (from Monday 00:00) and the residual noise pools.
 
     The baseline of a slot is the mean of its intervals outside bursts; the residuals are each
-    such interval's qps over its slot's baseline, and a minute draws from those of its slot's
-    level (:func:`noise_pools`: its slot's, widened to the ``noise_pool_min`` nearest in baseline;
-    None: all of them). ``exclude``: ``"detect"`` (default: bursts found by :func:`detect_bursts`
-    with its defaults), a :func:`detect_bursts` result, or None (keep all).
+    such interval's qps over its slot's baseline, and a minute draws from all of them (default), or
+    from those of its slot's level (:func:`noise_pools`: its slot's, widened to the
+    ``noise_pool_min`` nearest in baseline). ``exclude``: ``"detect"`` (default: bursts found by
+    :func:`detect_bursts` with its defaults), a :func:`detect_bursts` result, or None (keep all).
     """
     series = checked_series(series)
     spec = _slots_of(baseline)
@@ -537,14 +537,13 @@ def simulate(
     capacity_qps=None,
     exclude: xr.Dataset | str | None = "detect",
     chunks: int | None = None,
-    noise_pool_min: int | None = NOISE_POOL_MIN,
+    noise_pool_min: int | None = None,
 ) -> xr.Dataset:
     """Monte Carlo months at minute resolution: monthly peaks, exceedance curve and the buffer.
 
     Each trial is one month (``days`` x 1,440 minutes, starting Monday 00:00 of the slot clock):
     demand(minute) = slot baseline x noise x burst factor, the noise drawn once per series
-    interval from the series' own residuals at the slot's level (:func:`noise_pools`), the bursts
-    from ``bursts``.
+    interval from the series' own residuals (``noise_pool_min``), the bursts from ``bursts``.
 
     Parameters
     ----------
@@ -568,8 +567,9 @@ def simulate(
     chunks
         Trials per dask chunk (needs dask); the result is the same as without.
     noise_pool_min
-        Fewest residuals a slot's noise is drawn from: its own slot's, widened to those of the
-        slots nearest in baseline level (default 200); None: every slot draws from all of them.
+        None (default): every slot draws its noise from all the residuals. A number: the fewest a
+        slot draws from, its own slot's widened to those of the slots nearest in baseline level
+        (:func:`noise_pools`, which says what each choice misstates).
 
     Returns
     -------
