@@ -816,7 +816,8 @@ def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tm
         **parameters,
     ):  # the cell that reads the prefix cache's log, as the worksheet runs it
         namespace = {"capnb": capnb, "TRACE": None, "CONFIG": str(config), "MODEL": "Llama-3.1-8B",
-                     "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, **parameters}  # fmt: skip
+                     "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, "CACHE_SHARE": None,
+                     **parameters}  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(compile(source["caba1ded"], "caba1ded", "exec"), namespace)
@@ -1328,3 +1329,43 @@ def test_a_report_that_ends_early_leaves_the_folder_as_it_was(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [
         ".capnb-outputs.json"
     ]
+
+
+def test_the_serving_worksheet_prices_the_plans_own_prefix_cache_share(tmp_path):
+    """Found reporting Qwen3-14B on 2 x A100-80GB with prefix_cache_share = 0.2: the plan said
+    "A prefix cache holds 20% of each instance's KV budget" and "memory holds 95"; worksheet 06
+    said "a prefix cache of 30 % of one 2 x A100-80GB instance's 682,192-token KV budget ...
+    leaves 78 instead of 111 concurrent sequences" and routed 204,658-token caches (30 %), a
+    share the plan never chose. The share is the plan's now, 30 % only where it holds none."""
+    import shutil
+    import warnings
+
+    import altair as alt
+
+    import capnb
+
+    log = tmp_path / "hashes.jsonl"
+    shutil.copy(
+        Path(capnb.__file__).parents[1] / "datasets/traces/mooncake_synthetic_trace.jsonl", log
+    )
+    cells = json.loads(report.worksheet_path("06_serving").read_text(encoding="utf-8"))["cells"]
+    source = {c.get("id"): "".join(c["source"]) for c in cells}
+    assert "0.3" not in source["72024f8e"] and "30 %" not in source["72024f8e"]
+
+    def shares(config_text):
+        config = tmp_path / "plan.toml"
+        config.write_text(f'[traffic]\ntrace = "{log}"\n' + config_text)
+        namespace = {"capnb": capnb, "alt": alt, "TRACE": None, "CONFIG": str(config), "MODEL": "Qwen3-8B",
+                     "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, "ROUTE_INSTANCES": 4,
+                     "ROUTE_CACHE_TOKENS": None, "CACHE_SHARE": None}  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for cell in ("caba1ded", "63a9b6cc"):  # the split, then the routed fleet
+                exec(compile(source[cell], cell, "exec"), namespace)
+        return namespace
+
+    held = shares('[serving]\nlatency = "engine"\nprefix_cache_share = 0.2\n')
+    assert held["cache_share"] == 0.2 and 0.2 in held["split"].cache_share.values
+    assert held["route_cache"] == round(0.2 * held["kv_tokens"])
+    plain = shares("")  # a plan with no cache: the worksheet's own 30 %
+    assert plain["cache_share"] == 0.3 and plain["route_cache"] == round(0.3 * plain["kv_tokens"])
