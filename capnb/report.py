@@ -1275,18 +1275,20 @@ def _parameters(
                 if "ttft" in a.sla.bounds
                 else {}
             ),
-            **_prefix_parameters(cfg, plan),
+            **_prefix_parameters(cfg, plan, a.seq_len),
         },
     }
 
 
-def _prefix_parameters(cfg, plan) -> dict[str, object]:
+def _prefix_parameters(cfg, plan, seq_len: int | None = None) -> dict[str, object]:
     """Worksheet 06's ``TRACE``: the log whose block hashes the plan's prefix cache replayed.
 
     The plan replays its workload's log (its own trace's or ``workload``'s); without a prefix
     cache it replayed none, and the worksheet picks its log itself (the plan's trace, else a
-    bundled one, and says which).
+    bundled one, and says which). ``seq_len`` (tokens), given: the plan's, the length of the
+    sequences the worksheet's split holds (``SEQ_LEN``), so its count is the plan's.
     """
+    length = {} if seq_len is None else {"SEQ_LEN": int(seq_len)}
     if cfg.serving.prefix_cache_share > 0 and plan.attrs.get("workload_trace"):
-        return {"TRACE": str(plan.attrs["workload_trace"])}
-    return {}
+        return {"TRACE": str(plan.attrs["workload_trace"]), **length}
+    return length

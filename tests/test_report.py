@@ -817,7 +817,7 @@ def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tm
     ):  # the cell that reads the prefix cache's log, as the worksheet runs it
         namespace = {"capnb": capnb, "TRACE": None, "CONFIG": str(config), "MODEL": "Llama-3.1-8B",
                      "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, "CACHE_SHARE": None,
-                     **parameters}  # fmt: skip
+                     "SEQ_LEN": None, **parameters}  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(compile(source["caba1ded"], "caba1ded", "exec"), namespace)
@@ -1357,7 +1357,8 @@ def test_the_serving_worksheet_prices_the_plans_own_prefix_cache_share(tmp_path)
         config.write_text(f'[traffic]\ntrace = "{log}"\n' + config_text)
         namespace = {"capnb": capnb, "alt": alt, "TRACE": None, "CONFIG": str(config), "MODEL": "Qwen3-8B",
                      "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, "ROUTE_INSTANCES": 4,
-                     "ROUTE_CACHE_TOKENS": None, "CACHE_SHARE": None}  # fmt: skip
+                     "ROUTE_CACHE_TOKENS": None, "CACHE_SHARE": None,
+                     "SEQ_LEN": None}  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for cell in ("caba1ded", "63a9b6cc"):  # the split, then the routed fleet
@@ -1369,3 +1370,41 @@ def test_the_serving_worksheet_prices_the_plans_own_prefix_cache_share(tmp_path)
     assert held["route_cache"] == round(0.2 * held["kv_tokens"])
     plain = shares("")  # a plan with no cache: the worksheet's own 30 %
     assert plain["cache_share"] == 0.3 and plain["route_cache"] == round(0.3 * plain["kv_tokens"])
+
+
+def test_the_serving_worksheet_holds_sequences_of_the_plans_length(tmp_path):
+    """Found reporting Qwen3-14B on 2 x A100-80GB with prefix_cache_share = 0.2: the plan said
+    "memory holds 95" (sequences of its 5,703 tokens) and worksheet 02 "at most 119 concurrent
+    sequences of 5,703 tokens"; worksheet 06 said "a prefix cache of 20% ... leaves 89 instead of
+    111 concurrent sequences", its sequences its log's mean prompt + 512 (6,144 tokens). In a
+    report 06's sequences are the plan's length: 95 instead of 119."""
+    import shutil
+    import warnings
+
+    import capnb
+    from capnb import plan as planning
+
+    made = xr.Dataset(attrs={"workload_trace": "/logs/rag.jsonl"})
+    cfg = planning.read_config({"prefix_cache_share": 0.2, "latency": "engine"})
+    assert report._prefix_parameters(cfg, made, 5703) == {
+        "TRACE": "/logs/rag.jsonl",
+        "SEQ_LEN": 5703,
+    }
+    log = tmp_path / "hashes.jsonl"
+    shutil.copy(
+        Path(capnb.__file__).parents[1] / "datasets/traces/mooncake_synthetic_trace.jsonl", log
+    )
+    config = tmp_path / "plan.toml"
+    config.write_text(f'[traffic]\ntrace = "{log}"\n')
+    cells = json.loads(report.worksheet_path("06_serving").read_text(encoding="utf-8"))["cells"]
+    split_cell = next("".join(c["source"]) for c in cells if c.get("id") == "caba1ded")
+    for given, held in ((5703, 5703), (None, None)):
+        namespace = {"capnb": capnb, "TRACE": None, "CONFIG": str(config), "MODEL": "Qwen3-8B",
+                     "GPU": "H100-SXM", "TENSOR_PARALLEL": 1, "CACHE_SHARE": None,
+                     "SEQ_LEN": given}  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(split_cell, "caba1ded", "exec"), namespace)
+        blocks = namespace["blocks"]
+        assert namespace["seq_len"] == (held or int(blocks.prompt_tokens.mean()) + 512)
+        assert namespace["split"].attrs["seq_len"] == namespace["seq_len"]
