@@ -1201,9 +1201,9 @@ def _parameters(
             "GPU": gpu,
             "TENSOR_PARALLEL": tp,
             "SEQ_LEN": a.seq_len,
-            # the accounting the plan sized its options with (an engine plan's: vLLM's)
-            "ACCOUNTING": str(plan.attrs["memory_accounting"]),
+            "ACCOUNTING": str(plan.attrs["memory_accounting"]),  # the plan's (engine: vLLM's)
             "VLLM_VERSION": str(plan.attrs.get("memory_vllm_version", "")) or None,
+            "PLAN_FILE": str(files["netcdf"].resolve()),  # its prefix cache's share, said
         },
         "03_capacity": {
             **_curve_parameters(cfg, gpu, tp, a.latency_model),

@@ -1408,3 +1408,32 @@ def test_the_serving_worksheet_holds_sequences_of_the_plans_length(tmp_path):
         blocks = namespace["blocks"]
         assert namespace["seq_len"] == (held or int(blocks.prompt_tokens.mean()) + 512)
         assert namespace["split"].attrs["seq_len"] == namespace["seq_len"]
+
+
+def test_the_memory_worksheet_says_what_the_plans_prefix_cache_takes(monkeypatch, capsys):
+    """Found reporting Qwen3-14B on 2 x A100-80GB with prefix_cache_share = 0.2: worksheet 02
+    said "fits at most 119 concurrent sequences of 5,703 tokens" and nothing of the cache, the
+    plan "memory holds 95" (20 % of the budget held by the cache). With the plan (PLAN_FILE, as
+    in a report) the memory answer says what its cache takes."""
+    from types import SimpleNamespace
+
+    import capnb
+
+    held = SimpleNamespace(prefix_cache_share=0.2, memory_concurrency=95)
+    monkeypatch.setattr(capnb.plan, "load", lambda path: path)
+    monkeypatch.setattr(capnb.plan, "answer", lambda plan: held)
+    parameters = {"MODEL": "Qwen3-14B", "GPU": "A100-80GB", "TENSOR_PARALLEL": 2,
+                  "SEQ_LEN": 5703, "ACCOUNTING": "vllm", "VLLM_VERSION": "0.10",
+                  "PLAN_FILE": "plan.nc"}  # fmt: skip
+    _cells_until("02_memory", parameters, "ws.answer_view())")
+    said = capsys.readouterr().out
+    assert (
+        "fits at most 119 concurrent sequences of 5,703 tokens" in said
+    )  # the answer, still shown
+    assert (
+        "The plan gives 20% of each instance's KV budget to a prefix cache (worksheet 06): "
+        "the rest holds 95 sequences of 5,703 tokens in flight (the plan's 'memory holds 95')."
+    ) in said
+    held.prefix_cache_share = 0.0  # no cache: nothing to say
+    _cells_until("02_memory", parameters, "ws.answer_view())")
+    assert "prefix cache" not in capsys.readouterr().out
