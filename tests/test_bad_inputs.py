@@ -355,7 +355,7 @@ ROWS = [
                             r"outside the years 1678-2261.*is time_unit right")),
     Row("trace: unsorted timestamps",
         trace("timestamp\n2024-01-01T00:00:05\n2024-01-01T00:00:01\n2024-01-01T00:00:09\n"),
-        Corrects(TraceWarning, r"1 rows were earlier than the row before them \(first: t\.csv, "
+        Corrects(TraceWarning, r"1 row was earlier than the row before it \(first: t\.csv, "
                                r"row 2 \(line 3\)\); the requests were sorted by time",
                  lambda ds: bool((np.diff(ds.time.values) >= np.timedelta64(0)).all()))),
     Row("trace: duplicate timestamps", trace(f"timestamp\n{GOOD_ROW}\n{GOOD_ROW}\n"),

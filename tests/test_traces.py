@@ -383,7 +383,7 @@ def test_unsorted_rows_are_sorted_and_reported(tmp_path):
         AZURE_HEADER
         + "2023-11-16 18:00:02,3,3\n2023-11-16 18:00:00,1,1\n2023-11-16 18:00:01,2,2\n",
     )
-    with pytest.warns(data.TraceWarning, match=r"1 rows were earlier .*row 2.*sorted"):
+    with pytest.warns(data.TraceWarning, match=r"1 row was earlier .*row 2.*sorted"):
         trace = data.load_trace(path)
     assert trace.prompt_tokens.values.tolist() == [1, 2, 3]
     assert "sorted" in trace.attrs["notes"]
@@ -1065,7 +1065,7 @@ def test_naive_times_that_step_back_say_the_step_and_name_timezone(tmp_path):
     with pytest.warns(data.TraceWarning) as caught:
         data.load_trace(path)
     said = " ".join(str(w.message) for w in caught)
-    assert re.search(r"1 rows were earlier than the row before them .*the requests were sorted by "
+    assert re.search(r"1 row was earlier than the row before it .*the requests were sorted by "
                      r"time \(the largest step back: 60 minutes\)", said)  # fmt: skip
     assert "timezone=" in said and "daylight-saving" in said
 

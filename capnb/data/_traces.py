@@ -1109,8 +1109,10 @@ def _request_dataset(path, fmt, ns, tokens, clock, where, used, header, decided,
     if steps_back.size:
         order = np.argsort(ns, kind="stable")
         back_s = float((ns[steps_back] - ns[steps_back + 1]).max()) / 1e9
+        one = steps_back.size == 1
         said = (
-            f"{steps_back.size:,} rows were earlier than the row before them (first: "
+            f"{steps_back.size:,} {'row was' if one else 'rows were'} earlier than the row "
+            f"before {'it' if one else 'them'} (first: "
             f"{where(int(steps_back[0]) + 1)}); the requests were sorted by time (the largest "
             f"step back: {words.duration(back_s)})"
         )
