@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -349,6 +351,10 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
     assert words.percent_against(0.9954955, 0.97, 0.995) == "99.55%"
     assert words.percent_against(0.9512, 0.97, 0.995) == "95.1%"
     assert words.percent_against(0.995, 0.97, 0.995) == "99.5%"
+    # every held-out window inside a hole of the trace: no coverage to show ("covered nan%")
+    unseen = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=math.nan))
+    assert not unseen.passed and "nan" not in unseen.finding
+    assert unseen.finding == "no held-out interval was observed to score its forecast's P99 on"
     check = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.9954955))
     assert (
         not check.passed

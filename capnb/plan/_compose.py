@@ -637,6 +637,13 @@ def _coverage_check(held: HeldOut) -> Check:
     The goal is :func:`capnb.plan._answer.coverage_goal`'s: P99 97-99.5 %, P95 93-97 %.
     """
     low, high = coverage_goal(held.plan_quantile)
+    if not math.isfinite(held.coverage_plan):  # every held-out window in a hole of the trace
+        return Check(
+            "forecast_coverage", False,
+            f"no held-out interval was observed to score its forecast's "
+            f"{words.quantile(held.plan_quantile)} on",
+            "give a trace that covers the held-out days", "own",
+        )  # fmt: skip
     covered = low <= held.coverage_plan <= high
     shown = words.percent_against(held.coverage_plan, low, high)
     return Check(
