@@ -22,12 +22,13 @@ def minutes_against(value: float, budget: float) -> str:
     Whole from 10 up, two significant digits below: a six-hour window's budget is 0.36 minutes,
     and whole figures read a breach of 0.5 minutes as ``0 minutes against 0``.
     """
+    return f"{minutes_figure(value)} minutes against {minutes_figure(budget)}"
 
-    def figure(x: float) -> str:
-        x = float(x)
-        return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.2g}"
 
-    return f"{figure(value)} minutes against {figure(budget)}"
+def minutes_figure(value: float) -> str:
+    """Minutes with the digits that tell small ones apart: whole from 10 up, else 2 significant."""
+    x = float(value)
+    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:.2g}"
 
 
 def percent_against(share: float, *bounds: float) -> str:

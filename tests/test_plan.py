@@ -1763,8 +1763,16 @@ def test_the_burst_tests_unserved_share_reads_alike_in_its_check_and_its_sentenc
     from capnb.plan._answer import BurstTest
     from capnb.plan._compose import _burst_test_check
 
-    test = BurstTest(4.0, 1.5, "1970-01-08T22:00:00", 19.7, 0.000115792, "the article's")
-    check = _burst_test_check(test, 43.8, (15.2, 33.0), planning.PlanConfig())
+    test = BurstTest(
+        4.0,
+        1.5,
+        "1970-01-08T22:00:00",
+        19.7,
+        0.000115792,
+        "the article's",
+        added_minutes=19.7 - 15.2,
+    )  # (15.2 minutes in breach without the burst)
+    check = _burst_test_check(test, 43.8, 33.0, planning.PlanConfig())
     replay = {"breach_minutes_per_month": 33.0, "simulated_hours": 336.0}
     said = plan_text.burst_words(SimpleNamespace(burst_test=test, clock="", **replay))
     assert "(0.012% of requests unserved)" in check.finding, check.finding
@@ -1772,7 +1780,7 @@ def test_the_burst_tests_unserved_share_reads_alike_in_its_check_and_its_sentenc
     whole = dataclasses.replace(test, unserved_share=0.13)
     assert (
         "(13% of requests unserved)"
-        in _burst_test_check(whole, 43.8, (15.2, 33.0), planning.PlanConfig()).finding
+        in _burst_test_check(whole, 43.8, 33.0, planning.PlanConfig()).finding
     )
 
 
@@ -1786,7 +1794,15 @@ def test_the_burst_sentence_says_its_breach_is_the_whole_replays_and_what_the_bu
 
     from capnb.plan._answer import BurstTest
 
-    test = BurstTest(4.0, 1.5, "1970-01-08T22:00:00", 19.7, 0.000115792, "the article's")
+    test = BurstTest(
+        4.0,
+        1.5,
+        "1970-01-08T22:00:00",
+        19.7,
+        0.000115792,
+        "the article's",
+        added_minutes=19.7 - 15.2,
+    )  # (15.2 minutes in breach without the burst)
     a = SimpleNamespace(
         burst_test=test, clock="", breach_minutes_per_month=15.2 * 730 / 336, simulated_hours=336
     )

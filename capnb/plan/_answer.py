@@ -121,6 +121,9 @@ class BurstTest:
     breach_minutes: float = _f("min", "minutes in SLA breach during the replay with the burst")
     unserved_share: float = _f("1", "share of requests unserved during the replay")
     model: str = _f("1", "the burst model the test's size comes from")
+    added_minutes: float = _f(
+        "min", "minutes in breach the burst added to the replay without it", default=math.nan
+    )
 
 
 def coverage_goal(quantile: float) -> tuple[float, float]:

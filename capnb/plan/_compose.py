@@ -85,7 +85,8 @@ def _advisory(run) -> tuple[Advisory, str]:
     return figures, elasticity.flapping_warning(view)
 
 
-def _burst(run) -> BurstTest | None:
+def _burst(run, without_minutes: float) -> BurstTest | None:
+    """The one-burst replay's record; ``without_minutes``: the chosen run's breach over the trace."""
     if run is None:
         return None
     return BurstTest(
@@ -95,22 +96,21 @@ def _burst(run) -> BurstTest | None:
         breach_minutes=float(run.breach_s) / 60,
         unserved_share=float(run.unserved_share),
         model=str(run.attrs["burst_model"]),
+        added_minutes=max(0.0, float(run.breach_s) / 60 - without_minutes),
     )
 
 
-def _burst_test_check(test: BurstTest, budget_minutes: float, replay: tuple, cfg) -> Check:
+def _burst_test_check(test: BurstTest, budget_minutes: float, a_month: float, cfg) -> Check:
     """Whether a month of the chosen run with one burst kept the month's breach budget.
 
     The in-sample test of the burst model (its middle-size burst on the trace); where held-out
     windows exist, their burst draws are the check instead (:func:`with_held_out`). The test
-    replays the whole trace, so ``replay`` (the chosen run's breach minutes over the trace and a
-    month) turns it into a month: the replay's month plus the minutes the burst added.
+    replays the whole trace, so a month with it is the chosen run's month (``a_month``, minutes)
+    plus the minutes the burst added.
     """
-    over_trace, a_month = replay
-    added = max(0.0, test.breach_minutes - over_trace)
-    month = a_month + added
+    month = a_month + test.added_minutes
     kept = month <= budget_minutes
-    shown = f"{added:,.0f}" if added >= 10 else f"{added:.2g}"
+    shown = words.minutes_figure(test.added_minutes)
     return Check(
         "burst_test", kept,
         f"its burst test ({test.multiplier:.3g}x for {words.duration(test.hours * 3600)}) added "
@@ -457,9 +457,9 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )
     fixed = [int(v) for v in _per_slot(chosen.fixed_instances)]
     checks.append(_growth_check(fixed, run, int(tp), price, cfg))
-    if (tested := _burst(burst)) is not None:
-        replay = (float(run.breach_s) / 60, float(run.breach_s) / 60 * month)
-        checks.append(_burst_test_check(tested, budget_minutes, replay, cfg))
+    if (tested := _burst(burst, float(run.breach_s) / 60)) is not None:
+        checks.append(_burst_test_check(tested, budget_minutes, float(run.breach_s) / 60 * month,
+                                        cfg))  # fmt: skip
     gpu_hours = float(run.gpu_hours) * month
     on_demand = max(0.0, float(run.mean_instances) - reserved) * glossary.HOURS_PER_MONTH
     slots = [int(s) for s in fc.slot.values]

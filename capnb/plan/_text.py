@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .. import glossary, words
+from .. import words
 from ._answer import MEASURED_BASIS, Answer, coverage_goal
 
 __all__ = ["render_text", "sections"]
@@ -292,14 +292,16 @@ def burst_words(a: Answer) -> str:
     if b is None:
         return "Burst test: none (the burst model draws no bursts)."
     # the replay with the burst runs the whole trace: what the burst added is over its replay
-    without = a.breach_minutes_per_month * a.simulated_hours / glossary.HOURS_PER_MONTH
-    added = max(0.0, b.breach_minutes - without)
-    shown = f"{added:,.0f}" if added >= 10 else f"{added:.2g}"
+    added = (
+        f", {words.minutes_figure(b.added_minutes)} more than without"
+        if math.isfinite(b.added_minutes)  # (a record saved before the figure was kept)
+        else ""
+    )
     return (
         f"Burst test: one burst of {b.multiplier:.3g}x for {words.duration(b.hours * 3600)} from "
         f"{words.when(b.start)}{' ' + a.clock if a.clock else ''} (the middle size of {b.model}): "
         f"{words.minutes(b.breach_minutes)} in breach over the {a.simulated_hours:,.0f} h of the "
-        f"trace replayed with it, {shown} more than without; "
+        f"trace replayed with it{added}; "
         f"{words.percent(b.unserved_share)} of requests unserved."
     )
 
