@@ -280,18 +280,14 @@ def engine_id(engine: str, version: str = "") -> str:
     raise InputError(f"engine: {engine!r} is not one of {sorted(ENGINES)} (nor a name of one)")
 
 
-#: The largest count an engine setting may give (the kernel's int64 cast of 1e300 wraps negative).
-_MOST = MOST_COUNT
-
-
 def _whole(value, name: str, unit: str, *, least: int) -> int | None:
     if value is None:
         return None
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    if not ok or not float(value).is_integer() or not least <= int(value) <= _MOST:
+    ok = _real(value) and math.isfinite(value)
+    if not ok or not float(value).is_integer() or not least <= int(value) <= MOST_COUNT:
         raise InputError(
             f"engine settings: {name} = {value!r}: expected a whole number of {unit} from "
-            f"{least} to {_MOST:,} (2**53) (or None: the engine's default)"
+            f"{least} to {MOST_COUNT:,} (2**53) (or None: the engine's default)"
         )
     return int(value)
 
