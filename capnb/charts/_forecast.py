@@ -36,10 +36,6 @@ def _one_series(series: xr.Dataset) -> xr.Dataset:
     return series
 
 
-def _quantile_name(q: float) -> str:
-    return f"P{round(100 * float(q), 6):g}"
-
-
 def _slot_codes(times: np.ndarray, baseline: xr.Dataset) -> np.ndarray:
     """The baseline's slot of each time, by the forecast step's own rule."""
     from ..forecast import Slots, slot_codes
@@ -86,7 +82,7 @@ def forecast_series(
             band = band.groupby(np.arange(len(band)) // factor).mean()
         band.insert(0, "t_ms", frame["t_ms"].to_numpy())
         tables["band"] = band
-        title = f"Requests/s {shown}; band: slot P50 to {_quantile_name(q)}; dashed: the mean plan"
+        title = f"Requests/s {shown}; band: slot P50 to {words.quantile(q)}; dashed: the mean plan"
     else:
         title = f"Requests/s {shown}"
     if len(missing):
@@ -201,7 +197,7 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
     if "target_qps" not in baseline or "slot" not in baseline.dims:
         raise InputError("chart: give the output of capnb.forecast.fit_baseline or target")
     q = float(baseline.traffic_quantile[-1]) if quantile is None else float(quantile)
-    name = _quantile_name(q)
+    name = words.quantile(q)
     frame = pd.DataFrame(
         {
             "slot": baseline.slot.values,
