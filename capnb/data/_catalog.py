@@ -76,8 +76,13 @@ def dataset_path(*parts: str) -> Path:
     return path
 
 
+@functools.cache
 def _bundled_root() -> Path:
-    """The bundled ``datasets/`` (source checkout or installed wheel), whatever CAPNB_DATASETS says."""
+    """The bundled ``datasets/`` (source checkout or installed wheel), whatever CAPNB_DATASETS says.
+
+    Found once: it does not move while capnb runs, and every catalog lookup (a GPU's figures, a
+    model's file, inside a sweep's loops) starts from it.
+    """
     installed = resources.files("capnb") / "datasets"
     return Path(str(installed)) if installed.is_dir() else Path(__file__).parents[2] / "datasets"
 
