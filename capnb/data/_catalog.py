@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
-from ._files import json_error_at, read_text, user_path
+from ._files import file_version, json_error_at, read_text, user_path
 from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,15 +111,9 @@ _GPU_RANGES = {
 }
 
 
-def _version(path: Path) -> tuple[str, int, int]:
-    """A file's version as a cache key: its path, size (bytes) and modification time (ns)."""
-    stat = path.stat()
-    return str(path), stat.st_size, stat.st_mtime_ns
-
-
 def _gpu_table():
     """The GPU catalog as ``gpus.csv`` is now: read again after an edit or a new CAPNB_DATASETS."""
-    return _gpu_table_of(_version(dataset_path("gpus.csv")))
+    return _gpu_table_of(file_version(dataset_path("gpus.csv")))
 
 
 @functools.lru_cache(maxsize=4)
@@ -214,7 +208,7 @@ def _check_gpu_names(table, path) -> None:
 
 
 def _gpu_names() -> dict[str, str]:
-    return _gpu_names_of(_version(dataset_path("gpus.csv")))
+    return _gpu_names_of(file_version(dataset_path("gpus.csv")))
 
 
 @functools.lru_cache(maxsize=4)
@@ -303,7 +297,7 @@ def resolve_gpu(name: str) -> str:
 
 
 def _gpu_columns() -> dict[str, dict[str, float]]:
-    return _gpu_columns_of(_version(dataset_path("gpus.csv")))
+    return _gpu_columns_of(file_version(dataset_path("gpus.csv")))
 
 
 @functools.lru_cache(maxsize=4)
@@ -361,7 +355,7 @@ def own_gpu_figures(ids: Iterable[str]) -> str:
     if not catalog_is_own():
         return ""
     mine = _gpu_table()
-    bundled = _gpu_table_of(_version(_bundled_root() / "gpus.csv"))
+    bundled = _gpu_table_of(file_version(_bundled_root() / "gpus.csv"))
     said = []
     for gpu in ids:
         if gpu not in bundled.index:
@@ -436,7 +430,7 @@ def load_gpus(names: Iterable[str] | str | None = None) -> xr.Dataset:
 # -- models -------------------------------------------------------------------------------------
 def _model_files() -> dict[str, Path]:
     """The model catalog's files as the folder is now (a file added, a new CAPNB_DATASETS)."""
-    return _model_files_of(_version(dataset_path("models")))
+    return _model_files_of(file_version(dataset_path("models")))
 
 
 @functools.lru_cache(maxsize=4)
@@ -461,7 +455,7 @@ def resolve_model(name: str) -> str:
 
 def _bundled_model(model_id: str) -> ModelSpec:
     """A catalog model as its file is now: read again after an edit."""
-    return _bundled_model_of(model_id, _version(_model_files()[model_id]))
+    return _bundled_model_of(model_id, file_version(_model_files()[model_id]))
 
 
 @functools.lru_cache(maxsize=128)

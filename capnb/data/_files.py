@@ -41,6 +41,7 @@ from ..errors import ConfigError, OutputError
 
 __all__ = [
     "check_set",
+    "file_version",
     "json_error_at",
     "json_line_of",
     "json_lines_objects",
@@ -225,6 +226,15 @@ def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None
         f"{name or path}, line {line}: not a JSON object (starts {shown!r}); JSON lines hold "
         "one object per line"
     )
+
+
+def file_version(path: str | os.PathLike) -> tuple[str, int, int]:
+    """A file's version as a cache key: its path, size (bytes) and modification time (ns).
+
+    A cache keyed on it reads the file again after an edit, and not before.
+    """
+    stat = os.stat(path)
+    return str(path), stat.st_size, stat.st_mtime_ns
 
 
 def json_line_of(path: str | os.PathLike):

@@ -28,7 +28,14 @@ from .._validate import MOST_COUNT
 from ..errors import ConfigError, InputError, UnknownNameError
 from . import _times
 from ._catalog import dataset_path
-from ._files import decode_text, json_line_of, json_lines_objects, parse_json, user_path
+from ._files import (
+    decode_text,
+    file_version,
+    json_line_of,
+    json_lines_objects,
+    parse_json,
+    user_path,
+)
 from ._times import TraceWarning
 
 __all__ = [
@@ -317,15 +324,15 @@ def _check_utf8(path: Path) -> None:
     columns the readers skip too (pyarrow checks only the columns it converts). Once per version
     of a file: a load reads its header up to three times (its format, its columns, the read).
     """
-    stat = path.stat()
-    _check_utf8_once(path, stat.st_size, stat.st_mtime_ns)
+    _check_utf8_once(file_version(path))
 
 
 @functools.lru_cache(maxsize=16)
-def _check_utf8_once(path: Path, size: int, mtime_ns: int) -> None:
-    """:func:`_check_utf8` of one version of a file (``size``, ``mtime_ns``: the cache key)."""
+def _check_utf8_once(version: tuple[str, int, int]) -> None:
+    """:func:`_check_utf8` of one version of a file (:func:`capnb.data._files.file_version`)."""
     import gzip
 
+    path = Path(version[0])
     pending, offset, lines = b"", 0, 0
     with gzip.open(path, "rb") if path.suffix.lower() == ".gz" else open(path, "rb") as handle:
         while True:
