@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from .._validate import positive_int
 from ..errors import InputError
 
@@ -56,10 +56,6 @@ def notes(ds: xr.Dataset) -> list[str]:
 def add_note(ds: xr.Dataset, note: str) -> None:
     """Record a correction or derivation on a curve (in place)."""
     ds.attrs["notes"] = "\n".join([*notes(ds), note])
-
-
-def _quantile_label(q: float) -> str:
-    return f"P{q * 100:g}"
 
 
 def _mark_placed(curve: xr.Dataset, in_flight, order, conc) -> None:
@@ -178,7 +174,7 @@ def build(
     table = np.full((conc.size, len(METRICS), len(quantiles)), np.nan)
     for (metric, q), column in latency.items():
         table[:, METRICS.index(metric), quantiles.index(float(q))] = _column(
-            column, conc.size, f"{metric} {_quantile_label(float(q))}", source, labels
+            column, conc.size, f"{metric} {words.quantile(float(q))}", source, labels
         )
     means = np.full((conc.size, len(METRICS)), np.nan)
     for metric, column in (mean or {}).items():
@@ -270,8 +266,8 @@ def _check_quantile_order(table, quantiles, conc, source, labels) -> None:
             if below.any():
                 i = int(np.flatnonzero(below)[0])
                 raise InputError(
-                    f"{source}: {metric} {_quantile_label(quantiles[high])} "
-                    f"({table[i, m, high]:.6g} s) is below {_quantile_label(quantiles[low])} "
+                    f"{source}: {metric} {words.quantile(quantiles[high])} "
+                    f"({table[i, m, high]:.6g} s) is below {words.quantile(quantiles[low])} "
                     f"({table[i, m, low]:.6g} s) at concurrency {conc[i]} ({labels[i]}); a higher "
                     "quantile cannot be lower: check the column order and units"
                 )
@@ -296,7 +292,7 @@ def _check_quantiles_against_means(table, means, quantiles, conc, source, labels
             if over.any():
                 i = int(np.flatnonzero(over)[0])
                 value, mean = table[i, m, k], means[i, m]
-                label = _quantile_label(q)
+                label = words.quantile(q)
                 raise InputError(
                     f"{source}: {metric} {label} ({value:.6g} s) is {value / mean:.0f} times the "
                     f"mean {metric} ({mean:.6g} s) at concurrency {conc[i]} ({labels[i]}); at "
