@@ -11,6 +11,7 @@ import xarray as xr
 
 from .. import words
 from ..errors import CapnbError, InputError
+from ..glossary import HOURS_PER_MONTH
 from ..units import instances_needed
 from ._config import PlanConfig, trace_options, workload_options
 from ._draws import burst_model
@@ -482,8 +483,6 @@ def replay_hours(run: xr.Dataset) -> float:
 
 def per_month(hours: float) -> float:
     """A total over a replay of ``hours`` times this is a figure a month (730 h)."""
-    from ..glossary import HOURS_PER_MONTH
-
     return HOURS_PER_MONTH / hours
 
 
