@@ -18,6 +18,7 @@ import xarray as xr
 from .. import glossary
 from ..errors import InputError
 from ..records import SLA, VLLM_VERSION, Deployment, expect_deployment, expect_sla
+from ..units import instances_needed
 
 __all__ = ["prefix_trade"]
 
@@ -141,7 +142,7 @@ def prefix_trade(
         coords={"cache_share": split.cache_share},
     )
     if target_qps is not None:
-        need = np.where(qps > 0, np.ceil(target_qps / np.where(qps > 0, qps, 1.0) - 1e-9), np.nan)
+        need = np.where(qps > 0, instances_needed(target_qps, np.where(qps > 0, qps, 1.0)), np.nan)
         out["instances"] = ("cache_share", need, glossary.attrs("instances"))
     if (qps > 0).any():
         best = int(np.argmax(qps))

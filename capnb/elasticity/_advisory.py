@@ -27,7 +27,7 @@ import xarray as xr
 
 from .. import glossary
 from ..errors import InputError
-from ..units import declare_units
+from ..units import declare_units, instances_needed
 from ._policy import Policy
 from ._policy import steps as whole_steps
 
@@ -137,7 +137,7 @@ def advise(
     flips = reversals(steps, directions, window_steps)
     up = _coordinate(run, "scale_up_threshold")
     low = _coordinate(run, "min_instances")
-    need = np.clip(np.ceil(run.qps.values / (up * float(run.attrs["per_instance_qps"])) - 1e-9),
+    need = np.clip(instances_needed(run.qps.values, up * float(run.attrs["per_instance_qps"])),
                    low, float(run.attrs["max_instances"]))  # fmt: skip
     excess = np.maximum(pool - held_need(need, hold_steps), 0.0)
     span = pool.size * step
