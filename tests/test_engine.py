@@ -40,6 +40,11 @@ CASES = {
     "batch at time 0": dict(closed=False, load=1.0, tp=1, zero_gaps=True, warmup=0),
     "small token budget": dict(closed=True, load=12, tp=1, budget=64),
     "a request overhead": dict(closed=False, load=20.0, tp=2, overhead=0.0123),
+    "a front end, open loop": dict(closed=False, load=20.0, tp=2, overhead=0.004, frontend=0.03),
+    "a front end, closed loop": dict(closed=True, load=12, tp=1, frontend=0.02),
+    "a front end, batch at time 0": dict(
+        closed=False, load=1.0, tp=1, zero_gaps=True, warmup=0, frontend=0.01
+    ),
     "prefill first, no chunking": dict(
         closed=False, load=30.0, tp=1, policy=1, chunked=0, budget=900
     ),
@@ -60,7 +65,8 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_kernel_matches_the_python_simulator(case):
     c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
-         "policy": 0, "chunked": 1, "moe": False, "layout": (1, 0, 0), **CASES[case]}  # fmt: skip
+         "frontend": None, "policy": 0, "chunked": 1, "moe": False, "layout": (1, 0, 0),
+         **CASES[case]}  # fmt: skip
     rng = np.random.default_rng(1)
     n = 60
     prompt = rng.integers(1, 700, n)
@@ -75,6 +81,8 @@ def test_kernel_matches_the_python_simulator(case):
     if c["overhead"] is not None:
         calibration = calibration.copy()
         calibration[6] = c["overhead"]
+    if c["frontend"] is not None:
+        calibration = np.append(calibration[:8], c["frontend"])
     settings = np.array([float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16,
                          c["warmup"], c["policy"], c["chunked"], *c["layout"]])  # fmt: skip
     ttft, e2e = np.empty(n), np.empty(n)
@@ -432,16 +440,17 @@ def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
     offline = {s for s, group in by_source.items() if _fit.offline(_fit.run_of(group[0]))}
     assert offline == {"trtllm-static-batch", "lmdeploy-a100", "rocm-vllm-mi300x-latency"}
     assert all(_fit.offline(_fit.run_of(pt)) == (pt.source in offline) for pt in pts)
-    # one request column per engine, next to its three step overheads
+    # per engine a request column and a front-end column, next to its three step overheads
     mixed = by_source["sglang-v030-online"] + by_source["lmdeploy-a100"]
     layout = _fit.layout_of(mixed, pooled=False, request=True)
-    assert layout.per_engine == 4
+    assert layout.per_engine == 5
     columns = {e: layout.columns(g, e) for g in layout.gpus for e in layout.engines}
     assert columns["sglang"][6] != columns["lmdeploy"][6]
-    assert all(c[6] == c[5] + 1 for c in columns.values())
-    assert layout.size == 2 * layout.n_gpu + 1 + 4 * layout.n_engine
+    assert all(c[6] == c[5] + 1 and c[8] == c[6] + 1 for c in columns.values())
+    assert layout.size == 2 * layout.n_gpu + 1 + 5 * layout.n_engine
     held = _fit.layout_of(mixed, pooled=False)
     assert held.columns(mixed[0].gpu, mixed[0].engine_id)[6] == -1
+    assert held.columns(mixed[0].gpu, mixed[0].engine_id)[8] == -1
     # an online run's TTFT and E2E carry the overhead exactly; an offline run's do not move
     for pt, pays in (
         (by_source["sglang-v030-online"][0], True),
@@ -454,6 +463,10 @@ def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
         vec[6] = 0.25
         ttft1, e2e1, itl1, *_ = _fit.simulate_setup(s, vec)
         assert np.array_equal(itl0, itl1)
+        if not pays:  # nor does the front end move an offline run
+            front = vec.copy()
+            front[8] = 0.05
+            assert np.array_equal(_fit.simulate_setup(s, front)[0], ttft1, equal_nan=True)
         shift = 0.25 if pays else 0.0
         timed = s.timed  # (the warm-up's requests are not recorded)
         assert timed.sum() > 10
@@ -462,8 +475,9 @@ def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
     # the sparsity pattern never ties an offline figure to a request column
     sparsity = _fit._sparsity(mixed, layout, None)
     lmdeploy_rows = sum(len(pt.figures) for pt in by_source["sglang-v030-online"])
-    assert not sparsity[lmdeploy_rows:, columns["lmdeploy"][6]].any()
-    assert sparsity[:lmdeploy_rows, columns["sglang"][6]].all()
+    for c in (6, 8):
+        assert not sparsity[lmdeploy_rows:, columns["lmdeploy"][c]].any()
+        assert sparsity[:lmdeploy_rows, columns["sglang"][c]].all()
 
 
 def test_requests_longer_than_the_context_are_refused_or_noted():
@@ -614,3 +628,30 @@ def test_a_running_limit_past_the_requests_in_flight_allocates_only_what_can_run
     assert np.array_equal(huge.latency.values, small.latency.values)
     tgi = _engine(concurrency=[2], engine="tgi", kv_cache_tokens=2**40, requests=40)
     assert np.isfinite(tgi.latency.values).all()
+
+
+def test_requests_sent_together_queue_in_the_front_end_one_at_a_time():
+    # 40 requests at time 0 through a front end of 50 ms each: the k-th is admitted no earlier
+    # than k x 50 ms after it was sent, and a front end of 0 s is the eight-value calibration's
+    # run, bit for bit
+    n = 40
+    prompt, output = np.full(n, 100), np.full(n, 20)
+    model, gpu, calibration = _vectors(1)
+    settings = np.array([0.0, 1.0, 256, 8192, 4000, 16, 0, 0, 1, 1, 0, 0])
+
+    def run(vec):
+        ttft, e2e = np.empty(n), np.empty(n)
+        itl = np.empty(n * 19)
+        stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
+        kernels.simulate(prompt, output, np.zeros(n), np.zeros(n, np.int64), settings, model, gpu,
+                         1, vec, ttft, e2e, itl, stats, features)  # fmt: skip
+        return ttft
+
+    base = run(calibration[:8])
+    assert np.array_equal(run(np.append(calibration[:8], 0.0)), base)
+    queued = run(np.append(calibration[:8], 0.05))
+    served = 0.05 * np.arange(1, n + 1)  # when the front end has served each
+    assert np.all(queued > served)  # none is admitted before it
+    assert np.all(queued - served < base.max())  # nor waits longer than the batch's own time after
+    assert queued[-1] > 4 * base[-1]  # the last waits for all 40 (2 s against 0.4 s of GPU time)
+    assert np.all(np.diff(queued) > 0.0)  # first come first served

@@ -84,6 +84,7 @@ class _Request:
     blocks: int = 0
     first: float = math.nan
     last: float = math.nan
+    ready: float = 0.0  # when the front end has served it (it may be admitted from then on)
 
 
 @dataclass(eq=False)
@@ -139,10 +140,12 @@ def _run_kind(step, decoding):
         step.budget -= want
 
 
-def _admit_waiting(step, max_num_seqs, chunked_prefill, whole):
-    """Waiting requests are admitted first come first served while they fit."""
+def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now):
+    """Waiting requests the front end has served are admitted first come first served while they fit."""
     while step.waiting and len(step.running) < max_num_seqs and step.budget > 0:
         request = step.waiting[0]
+        if request.ready > now:
+            return
         reuse = min((request.cached // step.block) * step.block, request.prompt - 1)
         rest = request.prompt + request.generated - reuse
         if not chunked_prefill and rest > step.budget:
@@ -185,9 +188,14 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
     now = 0.0
     issued = 0
 
+    frontend = float(calibration[8]) if len(calibration) > 8 else 0.0
+    front_free = 0.0  # when the front end has served every request that arrived so far
+
     def new(index, at):
+        nonlocal front_free
         j = index % n
-        return _Request(index, int(prompt[j]), int(output[j]), int(cached[j]), at)
+        front_free = max(at, front_free) + frontend  # one server, first come first served
+        return _Request(index, int(prompt[j]), int(output[j]), int(cached[j]), at, ready=front_free)
 
     arrivals = []
     if closed:
@@ -216,17 +224,23 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
             _run_kind(step, True)
             _run_kind(step, False)
             if not step.preempted:
-                _admit_waiting(step, max_num_seqs, chunked_prefill, False)
+                _admit_waiting(step, max_num_seqs, chunked_prefill, False, now)
         else:
             _run_kind(step, False)
             if not step.preempted:
-                _admit_waiting(step, max_num_seqs, chunked_prefill, True)
+                _admit_waiting(step, max_num_seqs, chunked_prefill, True, now)
             if not step.plan:
                 _run_kind(step, True)
         plan, free, preemptions = step.plan, step.free, step.preemptions
         if not plan:
             if step.preempted:
                 continue  # a prompt preempted itself: the freed blocks let the decodes run next
+            if waiting and waiting[0].ready > now:  # still in the front end
+                ready = waiting[0].ready
+                if not closed and issued < n:
+                    ready = min(ready, arrivals[issued])
+                now = max(now, ready)
+                continue
             now = max(now, arrivals[issued])
             continue
         # in running order, as the kernel sums them (float addition is order-sensitive)

@@ -67,8 +67,16 @@ Step time (:func:`step_time`, per GPU of the group; the roofline of :mod:`capnb.
     the HBM efficiency dense matrix products reach. A pure decode step of a dense model is
     the analytic model's (:func:`capnb.kernels.latency.decode_seconds`).
 
+The front end (``calibration[8]``, seconds a request; none in a shorter vector): before the
+scheduler sees a request, the server's one front-end process (vLLM's API server, SGLang's
+tokenizer manager) serves it, one request at a time, first come first served; a request joins
+the waiting queue when that process has served it (``max(arrival, front end free) + frontend``)
+and is admitted no earlier. Requests that arrive together (a batch, a closed loop's first wave)
+queue there: the ``k``-th waits ``k`` services. The wait is in the latencies, not in the
+features below (its time is not a step's).
+
 Per reported request (index ``warmup`` to ``n - 1``): TTFT (first token - arrival + the request
-overhead, ``calibration[6]``: time outside the GPU's steps, once per request), E2E (last token -
+overhead, ``calibration[6]``: time outside the GPU's steps, once per request, in parallel), E2E (last token -
 arrival + the same overhead), TPOT = (E2E - TTFT) / (output - 1) and every inter-token gap (ITL).
 Quantiles use the inverse-CDF definition, as in :mod:`capnb.kernels.latency`.
 
@@ -138,18 +146,19 @@ _NF = 7
 #: The engine's calibration vector: the analytic model's six values, the seconds added once to
 #: each request's TTFT outside the steps (tokenising, the server's queues, the network), then the
 #: share of the HBM efficiency the routed experts' weight reads reach (1: a dense read; a
-#: seven-value vector reads them as dense).
-CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency")
+#: seven-value vector reads them as dense), then the seconds each request holds the server's one
+#: front-end process (a FIFO server before the scheduler: an eight-value vector has none).
+CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency", "frontend_s")
 
 # columns of the per-slot integer state ``req``
 _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
 # columns of the per-slot times ``clock``
-_ARR, _FIRST, _LAST = 0, 1, 2
+_ARR, _FIRST, _LAST, _READY = 0, 1, 2, 3
 # the integer scalars ``st``
 _HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT = range(7)
 _STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(7, 11)
 # the float scalars ``ft``
-_T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS = range(8)
+_T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS, _FRONT = range(9)
 # the step's scheduling scalars ``sched``: budget left, requests scheduled, preempted, stopped
 _BUDGET, _COUNT, _PREEMPTED, _STOPPED = range(4)
 
@@ -209,8 +218,13 @@ def _blocks_for(tokens, layout):
 
 
 @njit(inline="always", error_model="numpy")
-def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start, waiting, st):
-    """Request ``index`` (sample ``j``) arrives at ``at`` into slot ``s``, at the waiting tail."""
+def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start, waiting, st, ft,
+            frontend):  # fmt: skip
+    """Request ``index`` (sample ``j``) arrives at ``at`` into slot ``s``, at the waiting tail.
+
+    It is ready for admission once the front end has served it: ``frontend`` seconds after the
+    front end is free and it has arrived (one server, first come first served).
+    """
     slots = waiting.shape[0]
     req[s, _RID] = index
     req[s, _PLEN] = prompt[j]
@@ -220,6 +234,8 @@ def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start
     req[s, _GEN] = 0
     req[s, _HELD] = 0
     clock[s, _ARR] = at
+    clock[s, _READY] = max(at, ft[_FRONT]) + frontend
+    ft[_FRONT] = clock[s, _READY]
     # element by element: an array copied into a slice (c_arrive[s, :] = start) compiles numba's
     # shape-mismatch message with its string formatting, about 5 s of a cold compile
     for f in range(start.size):
@@ -230,7 +246,7 @@ def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start
 
 @njit(inline="always", error_model="numpy")
 def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots, st, ft,
-           cumulative, step_features, start):  # fmt: skip
+           cumulative, step_features, start, frontend):  # fmt: skip
     """Open loop: every request arrived by now joins the waiting queue (idle: jump to the next).
 
     A request that arrived during the last step carries the part of that step's features after
@@ -249,7 +265,7 @@ def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, fr
             start[f] = cumulative[f] - share * step_features[f]
         i = st[_NEXT]
         enqueue(s, i, i, ft[_NEXT_T], prompt, output, cached, req, clock, c_arrive, start,
-                waiting, st)  # fmt: skip
+                waiting, st, ft, frontend)  # fmt: skip
         st[_NEXT] += 1
         if st[_NEXT] < n:
             ft[_NEXT_T] = ft[_NEXT_T] + gaps[st[_NEXT]] / load
@@ -312,8 +328,10 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
 
 @njit(inline="always", error_model="numpy")
 def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
-          whole):  # fmt: skip
+          whole, clock, now):  # fmt: skip
     """Admit waiting requests first come first served while they fit (sequences, budget, blocks).
+
+    A request the front end has not served by ``now`` stops admission (and those behind it).
 
     ``whole``: the blocks of the whole prompt are taken at admission (prefill-first engines
     reserve them, so a chunked prompt never waits for blocks halfway), else those of its first
@@ -323,6 +341,8 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
     block = layout[0]
     while st[_NWAIT] > 0 and st[_NRUN] < max_seqs and sched[_BUDGET] > 0:
         s = waiting[st[_HEAD]]
+        if clock[s, _READY] > now:
+            break
         base = min((req[s, _HIT] // block) * block, req[s, _PLEN] - 1)
         rest = req[s, _PLEN] + req[s, _GEN] - base
         if not chunked and rest > sched[_BUDGET]:
@@ -401,7 +421,7 @@ def finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, feat
 @njit(inline="always", error_model="numpy")
 def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled, waiting,
              free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset, features, warmup,
-             request_overhead):  # fmt: skip
+             request_overhead, frontend):  # fmt: skip
     """The step's tokens are sampled; finished requests free their blocks (closed loop: refill)."""
     n = prompt.shape[0]
     kept = 0
@@ -437,14 +457,14 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
             ns = free_slots[st[_NFREE]]
             i_next = st[_NEXT]
             enqueue(ns, i_next, i_next % n, ft[_T], prompt, output, cached, req, clock, c_arrive,
-                    cumulative, waiting, st)  # fmt: skip
+                    cumulative, waiting, st, ft, frontend)  # fmt: skip
             st[_NEXT] += 1
     st[_NRUN] = kept
 
 
 @njit(inline="always", error_model="numpy")
 def _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled, start_ctx,
-              waiting, st, sched):  # fmt: skip
+              waiting, st, sched, clock, now):  # fmt: skip
     """One step's schedule under the engine's policy; the requests scheduled."""
     sched[_BUDGET] = budget
     sched[_COUNT] = 0
@@ -456,12 +476,12 @@ def _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled
             schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, layout)
         if sched[_PREEMPTED] == 0:
             admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
-                  False)  # fmt: skip
+                  False, clock, now)  # fmt: skip
     else:  # prefill first: a prefill-only step when any prompt can run, else the decodes
         schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, layout)
         if sched[_PREEMPTED] == 0:
             admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
-                  True)  # fmt: skip
+                  True, clock, now)  # fmt: skip
         if sched[_COUNT] == 0:
             schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, layout)
     return sched[_COUNT]
@@ -494,7 +514,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     # 0 read as the KV cache's blocks) sizes the running arrays by the requests instead
     max_seqs = min(int(settings[2]), slots)
     req = np.zeros((slots, 7), np.int64)
-    clock = np.zeros((slots, 3))
+    clock = np.zeros((slots, 4))
     c_arrive = np.zeros((slots, _NF))  # cumulative features at arrival and first token
     c_first = np.zeros((slots, _NF))
     free_slots = np.arange(slots)[::-1].copy()
@@ -503,7 +523,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     scheduled = np.zeros(max_seqs, np.int64)  # new tokens of running[i] this step
     start_ctx = np.zeros(max_seqs, np.int64)
     st = np.zeros(11, np.int64)
-    ft = np.zeros(8)
+    ft = np.zeros(9)
     sched = np.zeros(4, np.int64)
     st[_NFREE] = slots
     st[_BLOCKS] = int(settings[4])
@@ -520,11 +540,12 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     scratch = np.zeros(_NF)
     if not closed and n > 0:
         ft[_NEXT_T] = gaps[0] / load
+    frontend = calibration[8] if calibration.shape[0] > 8 else 0.0
     for _ in range(concurrency):  # closed loop: the first requests arrive at time 0
         st[_NFREE] -= 1
         i = st[_NEXT]
         enqueue(free_slots[st[_NFREE]], i, i % n, 0.0, prompt, output, cached, req, clock,
-                c_arrive, cumulative, waiting, st)  # fmt: skip
+                c_arrive, cumulative, waiting, st, ft, frontend)  # fmt: skip
         st[_NEXT] += 1
 
     _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, warmup, policy,
@@ -548,15 +569,24 @@ def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, 
     Nothing here allocates: :func:`simulate` makes every array.
     """
     n = prompt.shape[0]
+    frontend = calibration[8] if calibration.shape[0] > 8 else 0.0
     while st[_DONE] < n - warmup:
         if not closed:
             arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots,
-                   st, ft, cumulative, step_features, scratch)  # fmt: skip
+                   st, ft, cumulative, step_features, scratch, frontend)  # fmt: skip
         count = _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled,
-                          start_ctx, waiting, st, sched)  # fmt: skip
+                          start_ctx, waiting, st, sched, clock, ft[_T])  # fmt: skip
         if count == 0:
             if sched[_PREEMPTED] == 1:
                 continue  # a prompt preempted itself: the freed blocks let the decodes run next
+            if st[_NWAIT] > 0 and clock[waiting[st[_HEAD]], _READY] > ft[_T]:
+                # the next request is still in the front end: to its release (or an arrival)
+                ready = clock[waiting[st[_HEAD]], _READY]
+                if not closed and st[_NEXT] < n:
+                    ready = min(ready, ft[_NEXT_T])
+                ft[_T] = max(ft[_T], ready)
+                ft[_LAST_DT] = 0.0
+                continue
             if closed or st[_NEXT] >= n:
                 break  # nothing can run and nothing will arrive: cannot happen with valid inputs
             ft[_T] = max(ft[_T], ft[_NEXT_T])
@@ -573,7 +603,7 @@ def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, 
         ft[_BATCH] += count
         _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, scheduled,
                  waiting, free_slots, st, ft, cumulative, closed, ttft, e2e, itl, itl_offset,
-                 features, warmup, calibration[6])  # fmt: skip
+                 features, warmup, calibration[6], frontend)  # fmt: skip
 
 
 @njit(error_model="numpy")

@@ -68,6 +68,8 @@ GPUS_PER_NODE = 8
 ROBUST_SCALE = 0.25
 #: The per-request overhead's position among the calibration fields.
 _REQUEST = kernels.CALIBRATION_FIELDS.index("request_overhead_s")
+#: The front end's position (fitted with the request overhead; an offline run pays neither).
+_FRONTEND = kernels.CALIBRATION_FIELDS.index("frontend_s")
 #: Weight of the pull of each group's parameters towards the pooled ones (see :func:`fit`).
 PRIOR_WEIGHT = 1.0
 #: Requests simulated per point when the run's length is not stated (steady state), and at most
@@ -82,7 +84,7 @@ _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_paralle
            "input_tokens", "output_tokens", "mode")  # fmt: skip
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
-          "request_overhead_s": 0.03, "expert_efficiency": 0.7}  # fmt: skip
+          "request_overhead_s": 0.03, "expert_efficiency": 0.7, "frontend_s": 1e-3}  # fmt: skip
 
 
 @dataclass
@@ -445,11 +447,12 @@ def setup(pt: Point, *, requests: int | None = None, seed: int = 0) -> Setup | N
 def simulate_setup(s: Setup, calibration_vec: np.ndarray):
     """Run the kernel on a setup: (ttft, e2e, itl, stats, features) of every request.
 
-    An offline run (:func:`offline`) is simulated with no per-request overhead.
+    An offline run (:func:`offline`) is simulated with no per-request overhead and no front end.
     """
-    if s.offline and calibration_vec[_REQUEST] != 0.0:
+    if s.offline and (calibration_vec[_REQUEST] != 0.0 or calibration_vec[_FRONTEND:].any()):
         calibration_vec = calibration_vec.copy()
         calibration_vec[_REQUEST] = 0.0
+        calibration_vec[_FRONTEND:] = 0.0
     n = s.prompt.size
     ttft, e2e = np.empty(n), np.empty(n)
     itl = np.empty(max(s.itl_count, 1))
@@ -541,7 +544,8 @@ class Layout:
     """Where each group's parameters sit in the fit's vector.
 
     Per GPU: compute and HBM efficiency; shared: interconnect efficiency; per engine: step,
-    sequence and all-reduce overheads and, when ``request`` is set, the per-request overhead;
+    sequence and all-reduce overheads and, when ``request`` is set, the per-request overhead
+    (in parallel) and the front end's seconds a request (serial);
     last, when ``expert`` is set (a fitted run serves a mixture of experts), the routed experts'
     share of the HBM efficiency, shared by every group. A field not fitted is held at
     :data:`_HELD` (0 s of request overhead, experts read as dense weights).
@@ -562,21 +566,22 @@ class Layout:
 
     @property
     def per_engine(self) -> int:
-        """Fields fitted per engine: three step overheads, and the request overhead if fitted."""
-        return 3 + int(self.request)
+        """Fields fitted per engine: three step overheads, and the request's two if fitted."""
+        return 3 + 2 * int(self.request)
 
     @property
     def size(self) -> int:
         return 2 * self.n_gpu + 1 + self.per_engine * self.n_engine + int(self.expert)
 
     def columns(self, gpu: str, engine: str) -> list[int]:
-        """The eight calibration fields' positions (-1: held at :data:`_HELD`)."""
+        """The nine calibration fields' positions (-1: held at :data:`_HELD`)."""
         g, e = self.gpus[gpu], self.engines[engine]
         first = 2 * self.n_gpu + 1 + self.per_engine * e
         overheads = [first + k for k in range(3)]
         request = first + 3 if self.request else -1
+        frontend = first + 4 if self.request else -1
         expert = self.size - 1 if self.expert else -1
-        return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, request, expert]
+        return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, request, expert, frontend]
 
     def vector(self, x: np.ndarray, gpu: str, engine: str) -> np.ndarray:
         return np.array([x[c] if c >= 0 else held
@@ -601,13 +606,13 @@ class Layout:
         return x
 
 
-#: Bounds of the eight calibration fields in a fit (efficiencies; seconds; a share).
+#: Bounds of the nine calibration fields in a fit (efficiencies; seconds; a share; seconds).
 _BOUNDS = ((0.05, 1.0), (0.05, 1.0), (0.05, 1.0), (0.0, 0.05), (0.0, 2e-3), (0.0, 5e-4),
-           (0.0, 2.0), (0.05, 1.0))  # fmt: skip
+           (0.0, 2.0), (0.05, 1.0), (0.0, 0.1))  # fmt: skip
 #: Their scales (the size of a typical change), for the optimiser and the prior's pull.
-_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2])
-#: The values of the fields a layout does not fit (the per-request overhead, the experts' share).
-_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2, 2e-3])
+#: The values of the fields a layout does not fit (the request's overheads, the experts' share).
+_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 
 
 #: Where the routed experts' weight bytes sit in the engine's model vector.
@@ -675,7 +680,7 @@ def _sparsity(used, layout, prior) -> np.ndarray:
     rows = []
     for pt in used:
         cols = [c for i, c in enumerate(layout.columns(pt.gpu, pt.engine_id))
-                if c >= 0 and not (i == _REQUEST and offline(run_of(pt)))]  # fmt: skip
+                if c >= 0 and not (i in (_REQUEST, _FRONTEND) and offline(run_of(pt)))]  # fmt: skip
         for _ in pt.figures:
             line = np.zeros(layout.size, dtype=bool)
             line[cols] = True
@@ -699,7 +704,7 @@ def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=No
 
     ``max_evaluations`` bounds the trial calibrations (each also costs a finite-difference
     Jacobian: one simulation of every point per group of parameters no figure shares).
-    ``scales`` (eight values, one per calibration field; None: :data:`_SCALES`) set each field's
+    ``scales`` (nine values, one per calibration field; None: :data:`_SCALES`) set each field's
     typical change: the optimiser's steps and the size of a move the prior's pull counts as one.
 
     Returns ``({(gpu, engine): Calibration}, x, layout, evaluations)``.
@@ -829,11 +834,9 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
         efficiencies = per_group[(pt.gpu, next(iter(engines)))].engine_array()[:3]
     else:
         efficiencies = pooled_values[:3]
-    if engine_seen:
-        overheads = per_group[(next(iter(gpus)), pt.engine_id)].engine_array()[3:7]
-    else:
-        overheads = pooled_values[3:7]
-    overheads = [*overheads, next(iter(per_group.values())).expert_efficiency]
+    source = per_group[(next(iter(gpus)), pt.engine_id)] if engine_seen else pooled
+    overheads = [*source.engine_array()[3:7], next(iter(per_group.values())).expert_efficiency,
+                 source.frontend_s]  # fmt: skip
     fields = dict(zip(kernels.CALIBRATION_FIELDS, (float(v) for v in (*efficiencies, *overheads)),
                       strict=True))  # fmt: skip
     cal = _calibration.Calibration(**fields, fitted_on=pooled.fitted_on)

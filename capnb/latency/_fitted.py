@@ -18,7 +18,7 @@ PATH = Path(__file__).with_name("engine_calibration.json")
 #: Fields a GPU's fit sets, and those an engine's fit sets.
 GPU_FIELDS = ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency")
 ENGINE_FIELDS = ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
-                 "request_overhead_s")  # fmt: skip
+                 "request_overhead_s", "frontend_s")  # fmt: skip
 #: Fields every GPU and engine shares in a fit (stored once).
 SHARED_FIELDS = ("expert_efficiency",)
 
@@ -36,6 +36,7 @@ def from_record(record: dict, label: str) -> _calibration.Calibration:
     fields = {k: float(record[k]) for k in _calibration.kernels.CALIBRATION_FIELDS}
     fields["request_overhead_s"] = float(record.get("request_overhead_s", 0.0))
     fields["expert_efficiency"] = float(record.get("expert_efficiency", 1.0))
+    fields["frontend_s"] = float(record.get("frontend_s", 0.0))  # (fits before it had none)
     return _calibration.Calibration(**fields, fitted_on=label)
 
 

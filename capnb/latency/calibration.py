@@ -66,6 +66,10 @@ class Calibration:
         Share (0, 1] of ``bandwidth_efficiency`` that a mixture of experts' routed-expert weight
         reads reach (grouped expert kernels; 1: read as dense weights, the value where no
         mixture-of-experts run was fitted); the engine model's only, no effect on a dense model.
+    frontend_s
+        Seconds each request holds the server's one front-end process before the scheduler sees
+        it (one request at a time, first come first served: requests sent together queue
+        there); the engine model's only.
     fitted_on
         What the values were fitted on (source and selection).
     points
@@ -83,12 +87,14 @@ class Calibration:
     allreduce_latency_s: float
     request_overhead_s: float = 0.0
     expert_efficiency: float = 1.0
+    frontend_s: float = 0.0
     fitted_on: str = "given"
     points: int = 0
     fit_error: float = math.nan
 
     def __post_init__(self):
-        for name in (*kernels.CALIBRATION_FIELDS, "request_overhead_s", "expert_efficiency"):
+        for name in (*kernels.CALIBRATION_FIELDS, "request_overhead_s", "expert_efficiency",
+                     "frontend_s"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise InputError(f"Calibration.{name} must be a number, got {value!r}")
@@ -98,7 +104,7 @@ class Calibration:
             if not 0.0 < value <= 1.0:
                 raise InputError(f"Calibration.{name} must be in (0, 1], got {value!r}")
         for name in ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
-                     "request_overhead_s"):  # fmt: skip
+                     "request_overhead_s", "frontend_s"):  # fmt: skip
             value = getattr(self, name)
             if not value >= 0.0:
                 raise InputError(f"Calibration.{name} must be >= 0 seconds, got {value!r}")
@@ -108,8 +114,9 @@ class Calibration:
         return np.array([getattr(self, name) for name in kernels.CALIBRATION_FIELDS], dtype=float)
 
     def engine_array(self) -> np.ndarray:
-        """The engine model's eight values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
-        return np.append(self.as_array(), [self.request_overhead_s, self.expert_efficiency])
+        """The engine model's nine values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
+        return np.append(self.as_array(),
+                         [self.request_overhead_s, self.expert_efficiency, self.frontend_s])  # fmt: skip
 
     def describe(self) -> str:
         """One line: the efficiencies and overheads, and the fit's error."""
@@ -121,6 +128,11 @@ class Calibration:
             + (
                 f", {self.request_overhead_s * 1e3:.1f} ms/request"
                 if self.request_overhead_s
+                else ""
+            )
+            + (
+                f", {self.frontend_s * 1e3:.2f} ms/request in the front end (serial)"
+                if self.frontend_s
                 else ""
             )
             + (

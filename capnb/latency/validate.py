@@ -641,14 +641,16 @@ def _calibration_lines(record) -> list[str]:
                      f"{v['interconnect_efficiency']:.2f} |")  # fmt: skip
     lines += [
         "",
-        "| engine | step overhead | per sequence | per all-reduce hop | per request |",
-        "|---|---:|---:|---:|---:|",
+        "| engine | step overhead | per sequence | per all-reduce hop | per request |"
+        " front end (serial) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for engine, v in [*sorted(cal["engines"].items()), ("pooled", cal["pooled"])]:
         lines.append(f"| {engine} | {v['step_overhead_s'] * 1e3:.2f} ms | "
                      f"{v['sequence_overhead_s'] * 1e6:.1f} us | "
                      f"{v['allreduce_latency_s'] * 1e6:.1f} us | "
-                     f"{v.get('request_overhead_s', 0.0) * 1e3:.1f} ms |")  # fmt: skip
+                     f"{v.get('request_overhead_s', 0.0) * 1e3:.1f} ms | "
+                     f"{v.get('frontend_s', 0.0) * 1e3:.2f} ms |")  # fmt: skip
     lines += [
         "",
         "Per request: the time a client of the server holds outside the steps (HTTP, tokenising, "
