@@ -290,6 +290,31 @@ def test_fleets_side_by_side_never_get_dearer_down_each_curve():
     assert (first == 0).all() and (table.saving.values >= -1e-9).all()
 
 
+def test_the_one_type_reserved_row_is_the_cheapest_type_reserved_not_the_on_demand_winner():
+    # G0 is cheapest on demand (1.00 against 1.05 USD/h) but G1's reservation is far deeper (0.50
+    # against 0.95): the "one type, reserved base" row held G0 at 3.80 USD/h while "types
+    # mixed, reserved base" held G1 alone at 2.00, so the table said mixing saved 45 points that
+    # one type reserved saves on its own
+    whole = xr.Dataset(
+        {"per_instance_qps": (("gpu", "tensor_parallel"), [[10.0], [10.0]])},
+        coords={"gpu": ["G0", "G1"], "tensor_parallel": [1]},
+    )
+    by_size = xr.Dataset(
+        {"per_instance_qps": (("size_bin", "gpu", "tensor_parallel"), [[[10.0], [10.0]]] * 2),
+         "request_share": ("size_bin", [0.5, 0.5])},
+        coords={"size_bin": ["short", "long"], "gpu": ["G0", "G1"], "tensor_parallel": [1]},
+    )  # fmt: skip
+    table = compare_fleets(whole, by_size, demand_of([40] * 4), mip_gap=0.0,
+                           prices=prices_of([1.0, 1.05], [0.95, 0.5]))  # fmt: skip
+    cost = dict(zip(table.fleet.values, table.usd_per_hour.values, strict=True))
+    pools = dict(zip(table.fleet.values, table.pools.values, strict=True))
+    for curves in ("whole workload", "by size"):
+        assert pools[f"{curves}: one type, on demand"] == "G0 TP1"
+        assert pools[f"{curves}: one type, reserved base"] == "G1 TP1"
+        assert cost[f"{curves}: one type, reserved base"] == pytest.approx(2.0)
+    assert cost["whole workload: types mixed, reserved base"] == pytest.approx(2.0)
+
+
 def test_fleets_side_by_side_are_priced_with_the_mixs_spot_and_limits():
     # worksheet 06 priced its mix with spot (62% below one type on demand) and its quota, then set
     # the fleets side by side without either: "types mixed, reserved base" saved 20% on the same

@@ -677,13 +677,28 @@ def _held(fleet: xr.Dataset) -> str:
     return ", ".join(str(p) for p, n in zip(names, used, strict=True) if n) or "none"
 
 
-def _one_type_reserved(solve, options, best: str, limits: dict) -> float:
-    """The mean USD/hour of the pool ``best`` alone with a reserved base (NaN: no such pool)."""
-    if not best:  # the limits forbid every pool alone
-        return math.nan
-    gpu = best.rsplit(" TP", 1)[0]
-    mine = {g: cap for g, cap in limits.items() if g == gpu}  # the other types' quotas: no pool
-    return solve(_only(options, best), limits=mine).attrs["mix_usd_per_hour"]
+def _one_type_reserved(solve, options, limits: dict) -> tuple[float, str]:
+    """The cheapest pool alone with a reserved base: (mean USD/hour, pool); (NaN, "") for none.
+
+    Every pool that serves the whole workload (every bin) is tried, not only the cheapest on
+    demand: a type whose reservation is deeper can be the cheaper one reserved.
+    """
+    qps = options.per_instance_qps
+    best = (math.nan, "")
+    for gpu in qps.gpu.values:
+        for tp in qps.tensor_parallel.values:
+            rate = qps.sel(gpu=gpu, tensor_parallel=tp).values
+            if not (np.isfinite(rate) & (rate > 0)).all():  # a bin it does not serve
+                continue
+            pool = f"{gpu} TP{int(tp)}"
+            mine = {g: cap for g, cap in limits.items() if g == gpu}  # other types: no pool
+            try:
+                cost = solve(_only(options, pool), limits=mine).attrs["mix_usd_per_hour"]
+            except (InfeasibleError, NotPricedError):  # the limits forbid it, or no price
+                continue
+            if not cost >= best[0]:  # NaN (none yet) or dearer
+                best = (cost, pool)
+    return best
 
 
 def compare_fleets(
@@ -694,7 +709,8 @@ def compare_fleets(
 
     ``whole``: per-instance requests/s over (``gpu``, ``tensor_parallel``) from one latency curve
     per GPU for the whole workload (the capacity step's); ``by_size``: :func:`size_options`'s.
-    Rows (``fleet``): the cheapest single type on demand, that type with a reserved base, the
+    Rows (``fleet``): the cheapest single type on demand, the cheapest single type with a
+    reserved base (every type that serves every bin tried: a deeper reservation can win), the
     mix of types (:func:`capnb.capacity.mix`), then the same three from the per-bin curves
     (the single type serving every bin) and the mix by size on demand. ``usd_per_hour`` is the
     mean over the slots; ``saving`` is against the first row of the same curves (one type on
@@ -709,23 +725,27 @@ def compare_fleets(
     one = mix(whole, demand_qps, prices=prices, reserved=None, mip_gap=mip_gap, limits=limits)
     best = one.attrs["single_type_pool"]
     kept = dict(prices=prices, reserved=reserved, spot_preemption=spot_preemption)
-    only = _one_type_reserved(lambda o, limits: mix(o, demand_qps, **kept, mip_gap=mip_gap,
-                                                    limits=limits), whole, best, limits)  # fmt: skip
+    only, only_pool = _one_type_reserved(lambda o, limits: mix(o, demand_qps, **kept,
+                                                               mip_gap=mip_gap, limits=limits),
+                                         whole, limits)  # fmt: skip
     types = mix(whole, demand_qps, **kept, mip_gap=mip_gap, limits=limits)
     base = one.attrs["single_type_usd_per_hour"]
     rows += [("whole workload", "one type, on demand", base, best or "none within the limits"),
-             ("whole workload", "one type, reserved base", only, best or "none within the limits"),
+             ("whole workload", "one type, reserved base", only,
+              only_pool or "none within the limits"),
              ("whole workload", "types mixed, reserved base", types.attrs["mix_usd_per_hour"],
               _held(types))]  # fmt: skip
     size_od = mix_by_size(by_size, demand_qps, prices=prices, reserved=None, limits=limits)
     best = size_od.attrs["single_type_pool"]
-    size_only = _one_type_reserved(lambda o, limits: mix_by_size(o, demand_qps, **kept,
-                                                                 limits=limits), by_size, best,
-                                   limits)  # fmt: skip
+    size_only, size_only_pool = _one_type_reserved(
+        lambda o, limits: mix_by_size(o, demand_qps, **kept, limits=limits),
+        by_size, limits,
+    )  # fmt: skip
     size_res = mix_by_size(by_size, demand_qps, **kept, mip_gap=mip_gap, limits=limits)
     rows += [("by size", "one type, on demand", size_od.attrs["single_type_usd_per_hour"],
               best or "none within the limits"),
-             ("by size", "one type, reserved base", size_only, best or "none within the limits"),
+             ("by size", "one type, reserved base", size_only,
+              size_only_pool or "none within the limits"),
              ("by size", "types mixed by size, on demand", size_od.attrs["mix_usd_per_hour"],
               _held(size_od)),
              ("by size", "types mixed by size, reserved base", size_res.attrs["mix_usd_per_hour"],
