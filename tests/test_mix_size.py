@@ -251,6 +251,18 @@ def test_bins_and_bad_inputs():
                     shares=xr.DataArray([1.0], dims="size_bin"), reserved=None, slices=0)  # fmt: skip
 
 
+def test_a_request_below_the_first_edge_is_told_to_lower_it_not_to_end_the_edges_with_inf():
+    # prompt_edges=(128, 1024, inf) already end with inf; a 100-token prompt was told "end the
+    # edges with inf", which it had done: the message names the edge and the side it is on
+    with pytest.raises(InputError, match=r"prompt 100 is below prompt_edges\[0\] = 128") as below:
+        size_bins(
+            prompt_tokens=[300, 100], output_tokens=[10, 10], prompt_edges=(128, 1024, np.inf)
+        )
+    assert "request 1 " in str(below.value) and "end the edges with inf" not in str(below.value)
+    with pytest.raises(InputError, match=r"output 70 is at or above output_edges\[-1\] = 64"):
+        size_bins(prompt_tokens=[300], output_tokens=[70], output_edges=(1, 64))
+
+
 def test_an_unserved_bin_of_few_requests_reads_its_share_not_zero():
     # one request in 2,500 (prompt 8192+ on a log of short chats) is 0.04%, not "0.0%"
     with pytest.raises(InfeasibleError, match=r"size bin\(s\) b0 \(0\.040% of the requests\)"):

@@ -64,6 +64,23 @@ def _edges(values, name: str) -> np.ndarray:
     return edges
 
 
+def _inside(prompt: np.ndarray, output: np.ndarray, pe: np.ndarray, oe: np.ndarray) -> None:
+    """Every request within the edges, or the error names the request, the edge and the side."""
+    for name, tokens, edges in (("prompt", prompt, pe), ("output", output, oe)):
+        for i, (edge, side, fix) in enumerate(
+            ((0, "below", f"start them at {tokens.min():g} or lower"),
+             (-1, "at or above", "end them with inf"))
+        ):  # fmt: skip
+            out = tokens < edges[0] if i == 0 else tokens >= edges[-1]
+            if out.any():
+                r = int(np.flatnonzero(out)[0])
+                raise InputError(
+                    f"request {r} ({prompt[r]:g} prompt, {output[r]:g} output tokens) is outside "
+                    f"the bin edges: {name} {tokens[r]:g} is {side} {name}_edges[{edge}] = "
+                    f"{edges[edge]:g} tokens; {fix}"
+                )
+
+
 def _label(low: float, high: float) -> str:
     return f"{int(low)}+" if math.isinf(high) else f"{int(low)}-{int(high) - 1}"
 
@@ -111,13 +128,7 @@ def size_bins(
     prompt = np.asarray(prompt_tokens, dtype=float).ravel()
     output = np.asarray(output_tokens, dtype=float).ravel()
     pe, oe = _edges(prompt_edges, "prompt_edges"), _edges(output_edges, "output_edges")
-    outside = (prompt < pe[0]) | (prompt >= pe[-1]) | (output < oe[0]) | (output >= oe[-1])
-    if outside.any():
-        i = int(np.flatnonzero(outside)[0])
-        raise InputError(
-            f"request {i} ({prompt[i]:g} prompt, {output[i]:g} output tokens) is outside the bin "
-            f"edges; end the edges with inf"
-        )
+    _inside(prompt, output, pe, oe)
     cell = (np.searchsorted(pe, prompt, "right") - 1) * (oe.size - 1) + (
         np.searchsorted(oe, output, "right") - 1
     )
