@@ -437,6 +437,24 @@ def test_pools_no_price_covers_are_named_not_an_infeasible_program():
         mix_by_size(options, demand_of([10.0]), prices=only_g0, **args)
 
 
+def test_a_gpu_meeting_the_sla_with_no_price_is_named_by_the_mix_by_size_as_by_mix():
+    # Llama-3.1-8B on H100-SXM, L40S and A10G at hyperstack (no L40S, no A10G): capacity.mix said
+    # not_priced "L40S, A10G"; mix_by_size listed both pools at 0 instances, its 6.5 % saving
+    # against H100-SXM alone with not a word that the cheaper GPUs were never in the program
+    from capnb.capacity import mix
+
+    options = options_of([[10.0, 30.0, 6.0], [2.0, 12.0, np.nan]], gpus=["G0", "G1", "G2"])
+    prices = prices_of([1.0, 3.0, 0.3]).sel(gpu=["G0", "G1"])
+    fleet = mix_by_size(options, demand_of([40, 10]), prices=prices, reserved=None,
+                        shares=[0.7, 0.3])  # fmt: skip
+    assert fleet.attrs["not_priced"] == "G2"
+    whole = options.isel(size_bin=0, drop=True).drop_vars("size_bin", errors="ignore")
+    assert mix(whole, demand_of([40, 10]), prices=prices, reserved=None).attrs["not_priced"] == "G2"
+    priced = mix_by_size(options, demand_of([40, 10]), prices=prices_of([1.0, 3.0, 0.3]),
+                         reserved=None, shares=[0.7, 0.3])  # fmt: skip
+    assert "not_priced" not in priced.attrs
+
+
 def test_size_options_takes_the_axes_sweep_takes():
     # a numpy array of GPUs was one GPU named "array(['L40S', 'H100-SXM'], ...)", and a range or
     # array of degrees "tensor_parallel: expected a 1-D sequence, got shape (1, 2)"

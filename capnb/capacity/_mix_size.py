@@ -37,7 +37,15 @@ import xarray as xr
 
 from .. import glossary, words
 from ..errors import InfeasibleError, InputError, NotPricedError
-from ._mix import _prices, checked_demand, checked_limits, checked_share, quiet_milp, unpriced
+from ._mix import (
+    _not_priced,
+    _prices,
+    checked_demand,
+    checked_limits,
+    checked_share,
+    quiet_milp,
+    unpriced,
+)
 
 __all__ = ["mix_by_size", "size_bins", "size_options"]
 
@@ -492,7 +500,10 @@ def mix_by_size(
         on each pool), ``usd_per_hour`` (slot), ``single_type_usd_per_hour`` (pool: the pool
         alone on demand, every bin on it; NaN where a limit forbids it). Attrs:
         ``mix_usd_per_hour``, ``single_type_pool``, ``single_type_usd_per_hour``, ``saving``
-        (against the cheapest pool alone), ``optimality_gap``.
+        (against the cheapest pool alone), ``optimality_gap``; where they apply, as
+        :func:`capnb.capacity.mix` gives them, ``not_priced`` (GPUs meeting the SLA for some bin
+        with no price of the kinds asked: not in the program), ``reserved_unpriced`` and
+        ``spot_unpriced``.
 
     Examples
     --------
@@ -580,7 +591,11 @@ def mix_by_size(
     single = _single_by_size(demand, q, g, gpus, price["on_demand"], limits)
     result = _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served,
                      slot_cost, single, day, bound, reserved, spot_preemption, slices)  # fmt: skip
-    return result.assign_attrs(unpriced(price, gpus, reserved, spot_preemption))
+    # as capacity.mix says them: GPUs that meet the SLA for some bin but have no price asked for
+    qps = options.per_instance_qps
+    by_pool = qps if "pool" in qps.dims else qps.stack(pool=["gpu", "tensor_parallel"])
+    left_out = _not_priced(by_pool.max("size_bin"), prices, reserved, spot_preemption)
+    return result.assign_attrs(unpriced(price, gpus, reserved, spot_preemption) | left_out)
 
 
 def _check_priced(price: dict, q: np.ndarray, gpus: list[str], demand, names) -> None:
