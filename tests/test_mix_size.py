@@ -327,6 +327,19 @@ def test_the_one_type_reserved_row_is_the_cheapest_type_reserved_not_the_on_dema
     assert cost["whole workload: types mixed, reserved base"] == pytest.approx(2.0)
 
 
+def test_fleets_side_by_side_say_when_no_reserved_price_exists():
+    # at aws (on-demand prices only) the four "reserved base" rows held no reserved instance and
+    # cost what on demand does (18.06 USD/h, saving 0 %), and the table said nothing of it where
+    # capacity.mix says reserved_unpriced; the table now carries it
+    whole, by_size = _two_gpu_curves()
+    prices = prices_of([1.0, 2.5], [np.nan, np.nan])
+    table = compare_fleets(whole, by_size, demand_of([30, 12, 45, 60]), prices=prices)
+    assert table.attrs["reserved_unpriced"] == "G0, G1"
+    priced = compare_fleets(whole, by_size, demand_of([30, 12, 45, 60]),
+                            prices=prices_of([1.0, 2.5], [0.7, 1.8]))  # fmt: skip
+    assert "reserved_unpriced" not in priced.attrs
+
+
 def test_fleets_side_by_side_are_priced_with_the_mixs_spot_and_limits():
     # worksheet 06 priced its mix with spot (62% below one type on demand) and its quota, then set
     # the fleets side by side without either: "types mixed, reserved base" saved 20% on the same

@@ -742,7 +742,10 @@ def compare_fleets(
     mean over the slots; ``saving`` is against the first row of the same curves (one type on
     demand). ``limits`` hold for every row; ``spot_preemption`` (spot above the base, as in
     :func:`capnb.capacity.mix`) for the rows with a reserved base, so the types mixed with a
-    reserved base are the fleet :func:`capnb.capacity.mix` buys at the same settings.
+    reserved base are the fleet :func:`capnb.capacity.mix` buys at the same settings. Attrs
+    ``reserved_unpriced``, ``spot_unpriced`` and ``not_priced`` say, as the mixes do, what no
+    price let a row buy (at a provider with no reserved price, the "reserved base" rows are on
+    demand).
     """
     from ._mix import mix
 
@@ -799,5 +802,23 @@ def compare_fleets(
             "limits": types.attrs["limits"],
             "provider": prices.attrs.get("provider", ""),
             "optimality_gap": max(types.attrs["optimality_gap"], size_res.attrs["optimality_gap"]),
-        },
+        }
+        | _left_out(types, size_res),
     )
+
+
+def _left_out(*fleets: xr.Dataset) -> dict:
+    """What the fleets' own attrs say was not bought (``capnb.capacity.mix``'s words), merged.
+
+    A GPU with no price at all is named once, in ``not_priced``, as :func:`capnb.capacity.mix`
+    names it.
+    """
+    said, unlisted = {}, set()
+    for key in ("not_priced", "reserved_unpriced", "spot_unpriced"):
+        names = [n for f in fleets for n in f.attrs.get(key, "").split(", ") if n]
+        names = [n for n in dict.fromkeys(names) if n not in unlisted]
+        if names:
+            said[key] = ", ".join(names)
+        if key == "not_priced":
+            unlisted = set(names)
+    return said
