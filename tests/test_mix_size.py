@@ -340,6 +340,16 @@ def test_fleets_side_by_side_say_when_no_reserved_price_exists():
     assert "reserved_unpriced" not in priced.attrs
 
 
+def test_fleets_side_by_side_need_a_reserved_kind_for_their_reserved_rows():
+    # reserved=None gave four rows named "reserved base" bought on demand (hyperstack, the bimodal
+    # log: "types mixed, reserved base" 6.94 USD/h where the reserved base costs 6.15) and a
+    # reserved_pricing attr of None
+    whole, by_size = _two_gpu_curves()
+    with pytest.raises(InputError, match="reserved must name the pricing kind of the reserved"):
+        compare_fleets(whole, by_size, demand_of([30, 12]), reserved=None,
+                       prices=prices_of([1.0, 2.5], [0.7, 1.8]))  # fmt: skip
+
+
 def test_fleets_side_by_side_are_priced_with_the_mixs_spot_and_limits():
     # worksheet 06 priced its mix with spot (62% below one type on demand) and its quota, then set
     # the fleets side by side without either: "types mixed, reserved base" saved 20% on the same

@@ -749,6 +749,11 @@ def compare_fleets(
     """
     from ._mix import mix
 
+    if not isinstance(reserved, str):  # the rows named "reserved base" need a base to price
+        raise InputError(
+            f"reserved must name the pricing kind of the reserved base (e.g. 'reserved', as in "
+            f"prices.pricing), got {reserved!r}: four of the rows are fleets with a reserved base"
+        )
     limits = dict(limits or {})
     rows = []
     one = mix(whole, demand_qps, prices=prices, reserved=None, mip_gap=mip_gap, limits=limits)
