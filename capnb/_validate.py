@@ -95,14 +95,17 @@ def names(values: object, argument: str) -> list[str]:
 
 
 def fraction(
-    value: object, argument: str, *, low: float = 0.0, high: float = 1.0, low_open: bool = False
-) -> float:
-    """Return a float within [low, high] (or (low, high] with ``low_open``), or raise."""
+    value: object, argument: str, *, low: float = 0.0, high: float = 1.0, low_open: bool = False,
+    high_open: bool = False,
+) -> float:  # fmt: skip
+    """Return a float within [low, high] (open at ``low`` or ``high`` as asked), or raise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or np.isnan(value):
         raise InputError(f"{argument} must be a number, got {value!r}")
-    if value > high or value < low or (low_open and value == low):
-        bracket = "(" if low_open else "["
-        raise InputError(f"{argument} must be in {bracket}{low}, {high}], got {value!r}")
+    if value > high or value < low or (low_open and value == low) or (high_open and value == high):
+        brackets = ("(" if low_open else "[", ")" if high_open else "]")
+        raise InputError(
+            f"{argument} must be in {brackets[0]}{low}, {high}{brackets[1]}, got {value!r}"
+        )
     return float(value)
 
 

@@ -328,6 +328,8 @@ def test_disaggregate_says_infeasible_never_falls_back(small):
         ({"aggregated_gpus": 1}, "aggregated_gpus"),
         ({"router": "least_load"}, "router"),
         ({"warmup_share": 1.5}, "warmup_share"),
+        # every request left out: P99 TTFT 0.05 s came from the one request kept, a short one
+        ({"warmup_share": 1.0}, r"warmup_share must be in \[0.0, 1.0\)"),
         ({"handoff_s": -0.01}, "handoff_s"),
         ({"handoff_delay_s": float("nan")}, "handoff_delay_s"),
         ({"handoff_s": True}, "handoff_s"),

@@ -263,6 +263,8 @@ def test_an_engine_curve_plans_like_any_curve():
         ({"requests": 0}, "requests"),
         ({"seed": 1.5}, "seed"),
         ({"calibration": "fast"}, "calibration"),
+        # every request left out: the figures came from the last one (P99 TTFT of 1 request)
+        ({"warmup_share": 1.0}, r"warmup_share must be in \[0.0, 1.0\)"),
     ],
 )
 def test_bad_inputs_name_the_argument(kwargs, named):

@@ -352,7 +352,7 @@ def pd_ratio(
         reach every instance's share: past its end the latency is NaN); computed when None.
     requests, seed, warmup_share
         Requests simulated per (ratio, concurrency), all drawn from ``workload`` with the same seed
-        (the same requests and arrivals for every fleet); the first ``warmup_share`` of them are
+        (the same requests and arrivals for every fleet); the first ``warmup_share`` (in [0, 1)) are
         left out of the statistics (0: every request counts, as ``vllm bench serve`` reports).
         With a share above 0 the warm-up covers at least two turns of the loop (all
         ``concurrency`` requests arrive at once at the start, and the next turn is still
@@ -418,7 +418,7 @@ def pd_ratio(
 
     prompt = np.asarray(workload.prompt_tokens.values, dtype=float)
     output_mean = float(np.maximum(np.rint(workload.output_tokens.values), 1).mean())
-    warm = _validate.fraction(warmup_share, "warmup_share")
+    warm = _validate.fraction(warmup_share, "warmup_share", high_open=True)
     if router not in _pd_fleet.ROUTERS:
         raise InputError(f"router must be one of {_pd_fleet.ROUTERS}, got {router!r}")
     runs = _fleet_runs(spec, gpu_id, workload, pairs, tps, conc, q, bandwidth, run,

@@ -336,9 +336,9 @@ def engine(
         ``arrival_cv``: 1 is Poisson), or ``"auto"``: 16 rates from 5 % to 150 % of the throughput
         simulated at the running-sequence limit. Give ``concurrency`` or ``request_rate``.
     requests
-        Requests simulated per point; the first ``warmup_share`` are left out of the statistics.
-        A closed loop's warm-up covers its first two turns, with as many more requests simulated
-        (its steady state, not its start: :data:`WARMUP_WAVES`).
+        Requests simulated per point; the first ``warmup_share`` (in [0, 1)) are left out of the
+        statistics. A closed loop's warm-up covers its first two turns, with as many more
+        requests simulated (its steady state, not its start: :data:`WARMUP_WAVES`).
     settings
         The serving engine and its scheduling (:class:`capnb.records.EngineSettings`: engine,
         policy, chunked prefill, ``max_num_seqs`` sequences and ``max_num_batched_tokens`` tokens
@@ -749,7 +749,7 @@ def _checked(requests, prefix_hit_rate, warmup_share, arrival_cv, seed, quantile
     """The engine's scalar arguments checked: (requests, hit rate, warm-up requests, quantiles)."""
     n = _validate.positive_int(requests, "requests")
     hit = _validate.fraction(prefix_hit_rate, "prefix_hit_rate")
-    warm_share = _validate.fraction(warmup_share, "warmup_share")
+    warm_share = _validate.fraction(warmup_share, "warmup_share", high_open=True)
     if not (isinstance(arrival_cv, int | float) and math.isfinite(arrival_cv) and arrival_cv >= 0):
         raise InputError(f"arrival_cv must be a number >= 0, got {arrival_cv!r}")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
