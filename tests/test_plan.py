@@ -116,6 +116,22 @@ def test_instances_are_the_fixed_part_plus_the_burst_buffer(small):
     assert f"up to {buffer:,} more instance" in planning.describe(plan)
 
 
+def test_the_plan_keeps_the_ratios_its_band_was_priced_at(small):
+    # plan.nc held capacity_per_instance_qps_low/_high but not the ratios measured / predicted
+    # they stand for: a reader could not tell a band of 0.74-2.83 from one of 0.9-1.1
+    from capnb import capacity
+
+    plan, _ = small
+    a = planning.answer(plan)
+    model = {"engine": "engine", "analytic": "analytic"}[a.latency_model]
+    ratios = capacity.band_ratios(a.sla, model=model)
+    assert ratios and "capacity_per_instance_qps_low" in plan
+    assert plan.attrs["capacity_band_ratio_low"] == min(low for low, _ in ratios.values())
+    assert plan.attrs["capacity_band_ratio_high"] == max(high for _, high in ratios.values())
+    for metric, (low, high) in ratios.items():
+        assert f"{metric.upper()} {low:.2f} to {high:.2f}" in plan.attrs["capacity_band"]
+
+
 def test_recommended_policy_and_its_monthly_figures(small):
     plan, _ = small
     a = planning.answer(plan)

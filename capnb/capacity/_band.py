@@ -24,6 +24,8 @@ BAND_VARIABLES = (
     ("instances_low", "instances the band's high requests/s imply", "instances"),
     ("instances_high", "instances the band's low requests/s imply", "instances"),
 )  # fmt: skip
+#: The attrs a banded answer carries: the widest ratios over the metrics and the band in words.
+BAND_ATTRS = ("band_ratio_low", "band_ratio_high", "band")
 
 
 def band_ratios(sla, *, model: str = "engine", metric: str | None = None) -> dict:

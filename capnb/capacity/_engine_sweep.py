@@ -20,6 +20,7 @@ import xarray as xr
 from .. import glossary
 from ..errors import InfeasibleError, InputError
 from ..records import VLLM_VERSION, Deployment, EngineSettings, expect_deployment
+from ._band import BAND_ATTRS
 
 __all__ = ["engine_curve_of", "sweep_engine"]
 
@@ -293,8 +294,7 @@ def sweep_engine(
     out = _stacked(rows, gpus, tensor_parallel, template)
     _say_left_out(out, unpriced, too_long, longest)
     if ratio:
-        out.attrs.update({k: template.attrs[k] for k in ("band_ratio_low", "band_ratio_high", "band")
-                          if k in template.attrs})  # fmt: skip
+        out.attrs.update({k: template.attrs[k] for k in BAND_ATTRS if k in template.attrs})
     if own:  # (own_calibration: what a plan's latency words keep whatever else they say)
         out.attrs["own_calibration"] = _own_words(own)
     out.attrs.update(

@@ -468,6 +468,10 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
         # {gpu: Calibration's fields}: the engine fitted on the user's runs (calibration_runs)
         own_calibrations=str(cap.attrs.get("own_calibrations", "{}")),
     )
+    # the ratios measured / predicted capacity_per_instance_qps_low/_high stand for (no band: none)
+    from ..capacity._band import BAND_ATTRS
+
+    plan.attrs.update({f"capacity_{k}": cap.attrs[k] for k in BAND_ATTRS if k in cap.attrs})
     return plan, run, burst
 
 
