@@ -332,6 +332,22 @@ def test_the_pages_quote_the_kv_cache_an_l4_holds_today():
     assert f"--max-model-len {tokens}`" in (DOCS / "cluster.md").read_text(encoding="utf-8")
 
 
+def test_the_band_paragraph_says_what_carries_the_band_and_what_the_close_call_reads():
+    # capacity.md said "every capacity answer carries" the band and "the plan's close call uses
+    # it": capnb.capacity.plan and capnb.capacity.sweep carry none unless asked, and the close call
+    # weighs the cost gap against the median held-out error (plan.md), never the P10-P90 band
+    import inspect
+
+    from capnb.plan import _closecall
+
+    text = " ".join((DOCS / "capacity.md").read_text(encoding="utf-8").split())
+    paragraph = text[text.index("**The band**") :].split(" - **")[0].split("## ")[0]
+    assert "close call uses it" not in paragraph
+    assert "median held-out error" in paragraph
+    assert "latency_band=" in paragraph and "capacity_band_ratio_low" in paragraph
+    assert "error_band" not in inspect.getsource(_closecall)
+
+
 #: Every ```python block of a page, except those that say why they are not run (a cluster).
 EXAMPLES = [
     (f"{page.name}#{k}", code)
