@@ -339,6 +339,31 @@ def test_plan_by_max_concurrency_breaches_the_sla_and_leaves_gpus_idle(short):
         capacity.contrast(short, [1.0, 2.0], 5.0, metric="ttft")
 
 
+def test_a_max_concurrency_fleet_uses_at_most_its_gpus_compute_on_what_it_serves():
+    # the max-concurrency plan's compute_utilisation divided the whole target's FLOP/s by its GPUs'
+    # peak although it serves a fraction of the target: 8 x H100 for 500 requests/s of which they
+    # serve 14% read "131% of their compute in use" (Mistral-Nemo-12B on 2 x H20 for 569
+    # requests/s: 1407%); it is the FLOP/s of the requests they serve: 18% here
+    curve = latency.analytic(
+        "Llama-3.1-8B", "H100-SXM", 1,
+        workload=latency.workload(data.load_trace("azure-conv-2023"), samples=64),
+        concurrency=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+    ).squeeze(["model", "gpu", "tensor_parallel"])  # fmt: skip
+    curve.attrs.update(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1)
+    small, large = (capacity.contrast(curve, 0.05, t, metric="tpot") for t in (5.0, 500.0))
+    # the FLOP/s of one request per second, over the GPUs' peak, from the fleet that serves it all
+    per_request = float(small.compute_utilisation.sel(plan="latency")) * 3 / 5.0
+    naive = large.sel(plan="max_concurrency")
+    assert float(naive.served_share) < 0.2
+    served = float(naive.instances) * float(naive.per_instance_qps)
+    assert float(naive.compute_utilisation) == pytest.approx(
+        served * per_request / float(naive.instances)
+    )
+    assert 0 < float(naive.compute_utilisation) < 1
+    held = large.sel(plan="latency")  # a fleet serving the whole target: unchanged
+    assert float(held.compute_utilisation) == pytest.approx(500.0 * per_request / float(held.instances))
+
+
 def test_a_contrasts_latency_plan_gives_the_latency_where_it_operates():
     # past the throughput knee the latency plan runs at 8 in flight (1 / 8 / 16 / 32 in flight: a
     # mean e2e of 1, 2, 6, 20 s, 4 requests/s at 8), safe up to 32; its latency_at_operating was

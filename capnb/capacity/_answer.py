@@ -45,7 +45,8 @@ def contrast(
     *latency* plan is :func:`plan`. For both: the latency quantile at the operating concurrency
     (the max-concurrency plan's breaches the SLA when the curve is non-linear), the throughput an
     instance really delivers there (Little's law), the instances planned, the share of the target
-    they really serve and the compute utilisation at the target (the idle GPU).
+    they really serve and the share of their GPUs' FLOP/s the requests they serve use (the
+    idle GPU; a fleet short of the target computes only what it serves).
 
     ``by_latency`` is :func:`plan` of the same arguments when the caller has it already (a
     worksheet does); it is computed otherwise.
@@ -94,10 +95,13 @@ def contrast(
     price = capacity._gpu_price(curve.attrs.get("gpu"), usd_per_gpu_hour)
     flops_per_request, flops = capacity._model_flops(curve)
 
-    def utilisation(count_instances):
+    def utilisation(count_instances, qps):
         if flops_per_request is None or tp is None or count_instances == 0:
             return math.nan  # not modelled, or no instance to use (a target of 0, no buffer)
-        return target_qps * flops_per_request / (count_instances * tp * flops)
+        # GPUs compute the requests they serve: a fleet short of the target (the max-concurrency
+        # plan's) serves count x qps, never more than its FLOP/s
+        served = min(target_qps, count_instances * qps)
+        return served * flops_per_request / (count_instances * tp * flops)
 
     lat_instances = float(by_latency.instances)
     operating = int(by_latency.operating_concurrency)
@@ -121,7 +125,10 @@ def contrast(
             if target_qps > 0
             else 1.0,
         ],
-        "compute_utilisation": [utilisation(naive_instances), utilisation(lat_instances)],
+        "compute_utilisation": [
+            utilisation(naive_instances, real),
+            utilisation(lat_instances, float(by_latency.per_instance_qps)),
+        ],
         "usd_per_hour": [
             math.nan if price is None or tp is None else naive_instances * tp * float(price),
             float(by_latency.get("usd_per_hour", math.nan)),
