@@ -361,7 +361,9 @@ def test_a_max_concurrency_fleet_uses_at_most_its_gpus_compute_on_what_it_serves
     )
     assert 0 < float(naive.compute_utilisation) < 1
     held = large.sel(plan="latency")  # a fleet serving the whole target: unchanged
-    assert float(held.compute_utilisation) == pytest.approx(500.0 * per_request / float(held.instances))
+    assert float(held.compute_utilisation) == pytest.approx(
+        500.0 * per_request / float(held.instances)
+    )
 
 
 def test_a_contrasts_latency_plan_gives_the_latency_where_it_operates():
