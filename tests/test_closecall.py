@@ -241,3 +241,60 @@ def test_the_serve_command_runs_the_plans_safe_concurrency_where_above_vllms_def
     assert a100[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-num-seqs 296"
     h100 = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
     assert h100[1] == "vllm serve $MODEL --tensor-parallel-size 1"  # its default is 1024
+
+
+def _banded(slow_costs, fast_costs):
+    """Two GPUs at TP 1 over two slots: point costs 10 and 12 USD/hour, band ends as given."""
+    gpus = ["A100-80GB", "H100-SXM"]
+    dims = ("gpu", "tensor_parallel", "slot")
+    instances = np.array([[[2, 4]], [[2, 4]]], dtype=float)
+    usd = np.array([[[10.0, 20.0]], [[12.0, 24.0]]])
+    per = usd / instances
+
+    def counts(costs):
+        return np.array(costs, dtype=float)[:, None, None] / per[:, :, :1]
+
+    ds = xr.Dataset(
+        {"instances": (dims, instances), "usd_per_hour": (dims, usd),
+         "instances_high": (dims, np.broadcast_to(counts(slow_costs), usd.shape).copy()),
+         "instances_low": (dims, np.broadcast_to(counts(fast_costs), usd.shape).copy()),
+         "safe_concurrency": (dims[:2], [[40], [64]])},
+        coords={"gpu": gpus, "tensor_parallel": [1], "slot": [0, 1]},
+    )  # fmt: skip
+    return ds
+
+
+def test_the_band_ranks_the_options_at_each_end_as_the_plan_ranks_them():
+    from capnb import capacity
+
+    # slow end: A100 needs 30 USD/hour, H100 20; fast end: A100 5, H100 6
+    ends = capacity.band_cheapest(_banded([30.0, 20.0], [5.0, 6.0]), over="slot")
+    assert list(ends) == ["slow", "fast"]
+    assert ends["slow"].cheapest_gpu.item() == "H100-SXM"
+    assert ends["fast"].cheapest_gpu.item() == "A100-80GB"
+    # an end where an option meets no load: it cannot win there; where none does, none wins
+    none_slow = capacity.band_cheapest(_banded([math.nan, math.nan], [5.0, 6.0]), over="slot")
+    assert int(none_slow["slow"].feasible_options) == 0
+    assert capacity.band_cheapest(xr.Dataset({"instances": ("slot", [1.0])})) == {}
+
+
+def test_another_option_cheapest_at_an_end_of_the_band_makes_a_close_call():
+    error = max(validate.held_out_error(g, "tpot")["median"] for g in ("A100-80GB", "H100-SXM"))
+    options, best = _choice(2.0 * error)  # beyond the median error: not close by the gap
+    banded = _banded([30.0, 20.0], [5.0, 6.0])
+    options = banded.assign(safe_concurrency=options.safe_concurrency.sel(tensor_parallel=[1]))
+    best = best.assign(cheapest_gpu="A100-80GB", cheapest_tensor_parallel=1,
+                       runner_up_gpu="H100-SXM", runner_up_tensor_parallel=1)  # fmt: skip
+    got = close_call(
+        options, best, model="Llama-3.1-8B", metric="tpot", prompt_tokens=1000, output_tokens=200
+    )
+    assert got["band_cheapest"] == ("1 x H100-SXM", "1 x A100-80GB")
+    assert got["close"] and "--benchmark capnb-H100-SXM-tp1/" in got["settle_commands"]
+    # the same band with the chosen cheapest at both ends: the gap alone decides (not close)
+    same = close_call(
+        banded.assign(safe_concurrency=options.safe_concurrency).pipe(
+            lambda d: d.assign(instances_high=d.instances_low)
+        ),
+        best, model="Llama-3.1-8B", metric="tpot", prompt_tokens=1000, output_tokens=200,
+    )  # fmt: skip
+    assert same["band_cheapest"] == ("1 x A100-80GB", "1 x A100-80GB") and not same["close"]

@@ -333,19 +333,19 @@ def test_the_pages_quote_the_kv_cache_an_l4_holds_today():
 
 
 def test_the_band_paragraph_says_what_carries_the_band_and_what_the_close_call_reads():
-    # capacity.md said "every capacity answer carries" the band and "the plan's close call uses
-    # it": capnb.capacity.plan and capnb.capacity.sweep carry none unless asked, and the close call
-    # weighs the cost gap against the median held-out error (plan.md), never the P10-P90 band
+    # capacity.md said "every capacity answer carries" the band: capnb.capacity.plan and
+    # capnb.capacity.sweep carry none unless asked; the close call reads the median held-out
+    # error and the band's ranking (capacity.band_cheapest), and the page says both
     import inspect
 
     from capnb.plan import _closecall
 
     text = " ".join((DOCS / "capacity.md").read_text(encoding="utf-8").split())
     paragraph = text[text.index("**The band**") :].split(" - **")[0].split("## ")[0]
-    assert "close call uses it" not in paragraph
-    assert "median held-out error" in paragraph
+    assert "every capacity answer carries" not in paragraph
+    assert "median held-out error" in paragraph and "band_cheapest" in paragraph
     assert "latency_band=" in paragraph and "capacity_band_ratio_low" in paragraph
-    assert "error_band" not in inspect.getsource(_closecall)
+    assert "band_cheapest" in inspect.getsource(_closecall)
 
 
 #: Every ```python block of a page, except those that say why they are not run (a cluster).

@@ -132,6 +132,32 @@ def test_the_plan_keeps_the_ratios_its_band_was_priced_at(small):
         assert f"{metric.upper()} {low:.2f} to {high:.2f}" in plan.attrs["capacity_band"]
 
 
+def test_the_answer_carries_its_band_and_says_it(small):
+    # the band was kept in plan.nc only: the answer, plan.json and the text carry it now, with the
+    # busiest slot's instances at each end and the option that would be cheapest there
+    plan, _ = small
+    a = planning.answer(plan)
+    chosen = plan.sel(gpu=a.gpu, tensor_parallel=a.tensor_parallel)
+    slow, fast = a.per_instance_qps_band
+    assert slow == float(chosen.capacity_per_instance_qps_low)
+    assert fast == float(chosen.capacity_per_instance_qps_high)
+    busiest = max(a.target_qps)
+    for qps, count in zip(a.per_instance_qps_band, a.instances_band, strict=True):
+        if math.isfinite(qps):
+            assert count == math.ceil(busiest / qps - 1e-9)
+        else:
+            assert math.isnan(count)
+    assert a.latency_band and a.latency_band in plan.attrs["capacity_band"]
+    assert len(a.band_cheapest) == 2
+    text = planning.describe(plan)
+    assert f"held-out P10-P90 ({a.latency_band} times predicted)" in text
+    if math.isfinite(fast):
+        assert f"({a.instances_band[1]:,.0f} instance" in text
+    back = type(a).from_dict(json.loads(json.dumps(a.to_dict())))
+    assert back.band_cheapest == a.band_cheapest and back.latency_band == a.latency_band
+    np.testing.assert_array_equal(back.per_instance_qps_band, a.per_instance_qps_band)
+
+
 def test_recommended_policy_and_its_monthly_figures(small):
     plan, _ = small
     a = planning.answer(plan)

@@ -47,7 +47,7 @@ from __future__ import annotations
 from ..records import SLA, Deployment, EngineSettings
 from ._answer import applicability, contrast, describe
 from ._arrivals import arrivals
-from ._band import band, band_ratios, scaled_sla
+from ._band import band, band_cheapest, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import engine_curve_of, sweep_engine
 from ._mix import mix
@@ -66,6 +66,7 @@ __all__ = [
     "applicability",
     "arrivals",
     "band",
+    "band_cheapest",
     "band_ratios",
     "cheapest",
     "compare_fleets",

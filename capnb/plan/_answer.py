@@ -283,6 +283,29 @@ class Answer:
         "trace does not say)",
         default="",
     )
+    latency_band: str = _f(
+        "1",
+        "the latency model's held-out P10-P90 of measured / predicted latency, per SLA bound, the "
+        "band below is priced at (empty: no band, e.g. measured latencies)",
+        default="",
+    )
+    per_instance_qps_band: tuple[float, ...] = _f(
+        "requests/s",
+        "requests/s one instance serves if measured latency is at the band's slow end, then at "
+        "its fast end (NaN: no load meets the SLA there; empty: no band)",
+        default=(),
+    )
+    instances_band: tuple[float, ...] = _f(
+        "instances",
+        "instances the busiest slot's target needs at those two ends (NaN: none suffices)",
+        default=(),
+    )
+    band_cheapest: tuple[str, ...] = _f(
+        "1",
+        "the cheapest option (TP x GPU) if latency is at the band's slow end, then at its fast "
+        "end, ranked as the plan ranks (empty string: no option meets the SLA there)",
+        default=(),
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

@@ -79,14 +79,21 @@ def close_call(
     dict
         ``latency_error`` and ``latency_error_basis`` (the chosen GPU's held-out median error,
         a share, and which figures it is from), ``latency_error_runner_up``, ``cost_gap_share``
-        (the runner-up's extra cost over the chosen; NaN with one option), ``close`` (the gap is
-        within the larger error, or an error is unknown) and ``settle_commands`` (shell lines
-        benchmarking both options; empty when not a close call).
+        (the runner-up's extra cost over the chosen; NaN with one option), ``band_cheapest``
+        (the cheapest option, ``"TP x GPU"``, with latency at the slow and at the fast end of the
+        model's held-out band, :func:`capnb.capacity.band_cheapest`; ``""`` where none meets the
+        SLA; empty without a band), ``close`` (the gap is within the larger error, an error is
+        unknown, or another option is the cheapest at an end of the band) and
+        ``settle_commands`` (shell lines benchmarking the options in question; empty when not a
+        close call).
     """
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
     error, basis = held_out_error(chosen[0], metric, latency_model, own_gpus)
+    ends = _band_ends(options)
+    flips = [option for option in ends if option and option != chosen]
     out = {"latency_error": error, "latency_error_basis": basis, "close": False,
            "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
+           "band_cheapest": tuple(f"{tp} x {gpu}" if gpu else "" for gpu, tp in ends),
            "settle_commands": ""}  # fmt: skip
     if int(best.feasible_options) < 2:
         return out
@@ -94,13 +101,29 @@ def close_call(
     gap = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
     other, _ = held_out_error(runner[0], metric, latency_model, own_gpus)
     worst = max(error, other)
-    close = not math.isfinite(worst) or gap <= worst
+    close = not math.isfinite(worst) or gap <= worst or bool(flips)
     out.update(latency_error_runner_up=other, cost_gap_share=gap, close=close)
     if close:
+        settle = list(dict.fromkeys([chosen, runner, *flips]))
         out["settle_commands"] = "\n".join(
             benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens)
-            for gpu, tp in (chosen, runner)
+            for gpu, tp in settle
         )
+    return out
+
+
+def _band_ends(options: xr.Dataset) -> list[tuple[str, int]]:
+    """The cheapest (gpu, tp) at the band's slow and fast ends (("", 0): none; []: no band)."""
+    from ..capacity import band_cheapest
+
+    over = [d for d in ("slot",) if d in options.dims]
+    ends = band_cheapest(options, over=over)
+    out = []
+    for end in ends.values():
+        if int(end.feasible_options) == 0:
+            out.append(("", 0))
+        else:
+            out.append((str(end.cheapest_gpu.item()), int(end.cheapest_tensor_parallel.item())))
     return out
 
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .. import glossary, words
+from .. import glossary, units, words
 from ._answer import (
     MEASURED_BASIS,
     Advisory,
@@ -240,6 +240,7 @@ def latency_error_check(named: str, metric: str, error: float, measure: str) -> 
 
 def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], str]:
     """The close call and the latency model's error, and the benchmark commands that settle them."""
+    from ..capacity._band import BAND_ENDS
     from ._closecall import benchmark_commands, close_call
 
     metric = answer_kw["binding_metric"] or next(iter(cfg.sla.bounds))
@@ -254,6 +255,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
                       own_gpus=list(own_calibrations(cap)))  # fmt: skip
     answer_kw["latency_error"] = call["latency_error"]
     answer_kw["latency_error_basis"] = call["latency_error_basis"]
+    answer_kw["band_cheapest"] = call["band_cheapest"]
     checks, commands = [], call["settle_commands"]
     named = "analytic latency" if model_name == "analytic" else "serving-engine"
     measure = (
@@ -264,11 +266,18 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     )
     if answer_kw["options_compared"] > 1:
         gap = call["cost_gap_share"]
+        worst = max(call["latency_error"], call["latency_error_runner_up"])
+        within = not math.isfinite(worst) or gap <= worst
+        chosen = f"{answer_kw['tensor_parallel']} x {answer_kw['gpu']}"
+        flips = [f"{name} would be the cheapest with latency at the {end} end of the model's "
+                 "held-out band" for end, name in zip(BAND_ENDS, call["band_cheapest"], strict=True)
+                 if name and name != chosen]  # fmt: skip
         checks.append(Check(
             "close_call", not call["close"],
             f"the runner-up ({answer_kw['runner_up']}, {gap:+.0%}) is "
-            + ("within" if call["close"] else "beyond")
-            + f" the {named} model's error",
+            + ("within" if within else "beyond")
+            + f" the {named} model's error"
+            + "".join(f"; {flip}" for flip in flips),
             measure if call["close"] else "",
             "own",
         ))  # fmt: skip
@@ -438,6 +447,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         prefix_hit_rate=hit,
         max_model_len=_held_context(cap, gpu, tp, cfg.serving.model),
     )  # fmt: skip
+    kw.update(_band_fields(cap, chosen))
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
     checks += _context_checks(cfg, workload)
     policy = _policy(cfg, advice, cold)
@@ -522,6 +532,20 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         traffic=forecast.describe(fc),
         inputs=inputs,
     )
+
+
+def _band_fields(cap: xr.Dataset, chosen: xr.Dataset) -> dict:
+    """The chosen option's band: requests/s an instance and the busiest slot's instances at its ends.
+
+    The slow end first (latency at the high ratio), then the fast end; none without a band.
+    """
+    if "per_instance_qps_low" not in chosen:
+        return {}
+    qps = (float(_first(chosen.per_instance_qps_low)), float(_first(chosen.per_instance_qps_high)))
+    busiest = float(chosen.target_qps.max())
+    counts = tuple(float(units.instances_needed(busiest, q)) if q > 0 else math.nan for q in qps)
+    return {"latency_band": str(cap.attrs.get("band_ratios", "")),
+            "per_instance_qps_band": qps, "instances_band": counts}  # fmt: skip
 
 
 #: The plan's goals on held-out windows (issue 29): its budget kept in this share of them, at

@@ -126,7 +126,32 @@ def latency_words(a: Answer) -> str:
     chosen = f" Why this model for {metric}: {a.latency_choice}." if a.latency_choice else ""
     return (
         f"Latencies: {model}; its held-out median {metric} error is {error} "
-        f"({a.latency_error_basis}).{chosen}{notes}"
+        f"({a.latency_error_basis}).{chosen}{band_words(a)}{notes}"
+    )
+
+
+def band_words(a: Answer) -> str:
+    """The answer's band: requests/s an instance and the busiest slot's instances at its two ends."""
+    if not a.per_instance_qps_band:
+        return ""
+    (slow, fast), (most, fewest) = a.per_instance_qps_band, a.instances_band
+    gpu = f"{a.tensor_parallel} x {a.gpu}"
+    fast_words = (
+        f"{words.rate(fast)} requests/s an instance ({words.count(fewest, 'instance')} at the "
+        "busiest slot) at the fast end"
+        if math.isfinite(fast)
+        else f"no load on {gpu} meets the SLA at the fast end"
+    )
+    slow_words = (
+        f"{words.rate(slow)} requests/s an instance ({words.count(most, 'instance')} at the busiest "
+        "slot) at the slow end"
+        if math.isfinite(slow)
+        else f"no load on {gpu} meets the SLA at the slow end"
+    )
+    rate = f"{slow_words}, {fast_words}"
+    return (
+        f" If measured latency is off as the model's held-out P10-P90 ({a.latency_band} times "
+        f"predicted): {rate}."
     )
 
 
