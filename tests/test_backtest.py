@@ -89,6 +89,9 @@ def test_burst_draws_follow_the_model_and_the_seed():
     ("fit", "score", "message"),
     [
         (slice(0, 8), slice(7, 14), "overlap"),
+        # a plan fitted on a later week and scored on an earlier one was scored on days its
+        # forecast had seen the aftermath of, and the summary called them "the last held-out week"
+        (slice(7, 14), slice(0, 7), "score .* before the fit window ends"),
         ((0, 7), slice(7, 14), "fit must be a slice"),
         (slice(0, 7), slice(7, None), "score: give both ends"),
         (slice(0, 7), slice(30, 37), "score: no traffic"),

@@ -75,11 +75,21 @@ def _window(source: xr.Dataset, window, name: str) -> tuple[np.datetime64, np.da
 
 
 def windows_of(source: xr.Dataset, fit, score):
-    """``fit`` and ``score`` as (start, stop) datetimes, checked non-empty and not overlapping."""
+    """``fit`` and ``score`` as (start, stop) datetimes: non-empty, ``score`` after ``fit``.
+
+    The plan forecasts the days after its history, so a score window before the fit window (or
+    overlapping it) is not held out.
+    """
     fit_window, score_window = _window(source, fit, "fit"), _window(source, score, "score")
     if fit_window[0] < score_window[1] and score_window[0] < fit_window[1]:
         raise InputError(
             f"fit {fit!r} and score {score!r} overlap: the plan would be scored on traffic it saw"
+        )
+    if score_window[0] < fit_window[1]:
+        raise InputError(
+            f"score {score!r} starts at {score_window[0]}, before the fit window ends at "
+            f"{fit_window[1]}: the plan forecasts the days after its history, so a window before "
+            "it is not held out; score a later window"
         )
     return fit_window, score_window
 

@@ -184,7 +184,8 @@ def backtest(
     fit, score
         Windows of the trace, half-open ``slice(start, stop)``: whole days counted from the trace's
         first time (``slice(0, 7)``: its first week) or dates and times (``slice("2024-03-04",
-        "2024-03-11")``). They must not overlap.
+        "2024-03-11")``). They must not overlap, and ``score`` starts after ``fit`` ends (the
+        plan forecasts the days after its history).
     draws
         Burst draws: the score window again with bursts from the plan's burst model (seeded by the
         config's ``seed``), to count in how many each plan holds its breach budget.
