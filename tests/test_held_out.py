@@ -458,3 +458,34 @@ def test_the_held_out_burst_draws_fill_the_windows_holes_from_the_history_before
     history = origins_module.fit_at(config, series, at, SETTINGS["per_instance_qps"])
     median = elasticity.forecast_demand(window, history.baseline, quantile=0.5)
     np.testing.assert_allclose(filled[1], median.values[hole.values])
+
+
+def test_intervals_in_slots_the_history_never_saw_are_left_out_of_the_coverage_and_named():
+    # On a 10-day trace of ours planned per hour of week, the held-out origin on a Saturday had
+    # seen Monday to Friday only: its forecast has no Saturday or Sunday slots (NaN), and each of
+    # their intervals counted as one its P99 missed (coverage 58.8 % of 720 intervals, the
+    # over-provisioning NaN), on weekend traffic at half the weekday's. Now the coverage counts the
+    # intervals the origin's forecast planned, and the others are named.
+    series = _series(1)
+    cfg = read_config(None, slots="hour_of_day", **SMALL)
+    quantiles = [0.5, 0.95, 0.99]
+    plan = np.full((24, 3), 1e6)
+    plan[12:] = np.nan  # the afternoon: a slot the history never saw
+    target = xr.DataArray(plan, dims=("slot", "traffic_quantile"),
+                          coords={"slot": np.arange(24), "traffic_quantile": quantiles})  # fmt: skip
+    fit = origins_module.Fit(target, xr.Dataset(), 1, "f")
+    a = series.time.values[0]
+    b = a + np.timedelta64(1, "D")
+    p95, p99, planned, over, counted, unplanned = origins_module._coverage(series, fit, a, b, cfg)
+    assert (p95, p99, planned, counted, unplanned) == (1.0, 1.0, 1.0, 72, 72)
+    assert math.isfinite(over)
+    # in the plan's record: the origin on a Saturday after Monday to Friday names its weekend
+    series = _series(10)
+    record = origins_module.rolling(read_config(SMALL, slots="hour_of_week"), series,
+                                    _demand(series), SETTINGS, elasticity.choose_held_out)  # fmt: skip
+    saturday = record.table.sel(origin=np.datetime64("2024-03-09", "ns"))
+    assert int(saturday.coverage_intervals) == 3 * 144 and float(saturday.coverage_p99) > 0.9
+    assert (
+        "held-out window from 2024-03-09 00:00: 288 intervals in slots the history before it "
+        "never saw, left out of its forecast's coverage (no forecast there)"
+    ) in record.left_out

@@ -158,7 +158,11 @@ class HeldOut:
     burst_hold_share: float = _f("1", "share of burst draws in which the plan kept its budget")
     burst_draws: int = _f("1", "burst draws replayed (on the first full held-out window)")
     how: str = _f("1", "how the choice was made and scored")
-    left_out: tuple[str, ...] = _f("1", "windows not scored (the trace does not cover them), why")
+    left_out: tuple[str, ...] = _f(
+        "1",
+        "windows not scored (the trace does not cover them), and intervals left out of the "
+        "forecast's coverage (slots the history before their origin never saw), why",
+    )
     ties_naive: int = _f(
         "1", "windows in which it cost and breached as much as last week's fleet", default=0
     )

@@ -330,6 +330,12 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
         replays.append(scored)
         rows.append(_row(cfg, series, demand, window, seen, origins, k, fit(k), grid, chosen,
                          scored, settings, allowed))  # fmt: skip
+        if rows[-1]["unplanned"]:
+            left_out.append(
+                f"held-out window from {when(origins.time(k))}: {rows[-1]['unplanned']} "
+                "intervals in slots the history before it never saw, left out of its forecast's "
+                "coverage (no forecast there)"
+            )
     if not inner:
         return "no inner window of the trace is observed for half its length or more"
     # the deployed choice: made on every window of the trace, none of them held out from it
@@ -447,11 +453,12 @@ def _bound(cfg, window, seen, settings) -> tuple[float, float]:
     return hours, hours * price
 
 
-def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, float, int]:
+def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, float, int, int]:
     """The origin's forecast on its window.
 
-    P95, P99 and the plan's quantile's coverage, over-provisioning vs hindsight, and the observed
-    intervals they count.
+    P95, P99 and the plan's quantile's coverage, over-provisioning vs hindsight, the observed
+    intervals they count, and the observed intervals left out: those in slots the history before
+    the origin never saw, which its forecast does not plan (NaN, not a miss).
     """
     from .. import forecast
 
@@ -460,10 +467,14 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, float, 
     ok = np.isfinite(rates)
     codes = forecast.slot_codes(part.time.values, forecast.slots(cfg.traffic.slots))[ok]
     rates = rates[ok]
-    if rates.size == 0:
-        return math.nan, math.nan, math.nan, math.nan, 0
-    planned = fit.target.sel(slot=xr.DataArray(codes, dims="i"))
     q = float(cfg.traffic.traffic_quantile)
+    known = np.isfinite(fit.target.sel(traffic_quantile=q).values)
+    known = known[fit.target.get_index("slot").get_indexer(codes)]
+    unplanned = int((~known).sum())
+    codes, rates = codes[known], rates[known]
+    if rates.size == 0:
+        return math.nan, math.nan, math.nan, math.nan, 0, unplanned
+    planned = fit.target.sel(slot=xr.DataArray(codes, dims="i"))
     cover = {
         p: float((rates <= planned.sel(traffic_quantile=p).values).mean())
         for p in sorted({0.95, 0.99, q})
@@ -473,7 +484,7 @@ def _coverage(series, fit: Fit, a, b, cfg) -> tuple[float, float, float, float, 
     excess = np.clip(plan - rates, 0, None).sum()
     ideal = np.clip(hindsight - rates, 0, None).sum()
     over = float(excess / ideal) if ideal > 0 else math.nan
-    return cover[0.95], cover[0.99], cover[q], over, int(rates.size)
+    return cover[0.95], cover[0.99], cover[q], over, int(rates.size), unplanned
 
 
 def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, scored, settings,
@@ -501,7 +512,7 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
     }
     naive = {name: _fixed(cfg, window, seen, size, settings) for name, size in sizes.items()}
     bound_hours, bound_usd = _bound(cfg, window, seen, settings)
-    p95, p99, planned, over, counted = _coverage(series, fit, a, b, cfg)
+    p95, p99, planned, over, counted, unplanned = _coverage(series, fit, a, b, cfg)
     c = grid[chosen]
     return {
         "origin": a,
@@ -542,6 +553,7 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
             f"{grid[hindsight].buffer_instances} spares)"
         ),
         "observed_share": float(seen.mean()),
+        "unplanned": unplanned,
     }
 
 
