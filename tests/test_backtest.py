@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from capnb import plan
+from capnb import plan, words
 from capnb.errors import InputError
 from capnb.plan._backtest import burst_factors
 
@@ -138,3 +138,12 @@ def test_a_request_logs_windows_run_midnight_to_midnight_and_are_replayed_whole(
     assert whole.sizes["time"] == 2 * 86_400 // 15 and bool((np.diff(whole.time) == step).all())
     np.testing.assert_array_equal(whole.sel(time=grid).values, demand.values)
     assert float(whole.sum()) == float(demand.sum()) and whole.attrs == {"a": 1}
+
+
+def test_the_summary_names_the_score_window_it_scored():
+    # a score window of one day in the middle of the trace was "the last held-out 1 days"
+    table = plan.backtest(fit=slice(0, 3), score=slice(3, 4), draws=0, **SMALL)
+    start = words.when(table.attrs["score_start"])  # the bundled trace's clock: "day 4 00:00"
+    assert table.attrs["summary"].startswith(f"on the held-out day from {start} this plan")
+    week = plan.backtest(fit=slice(0, 7), score=slice(7, 14), draws=0, **SMALL)
+    assert week.attrs["summary"].startswith("on the held-out week from ")

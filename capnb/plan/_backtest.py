@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from ..errors import InputError
 from ..units import instances_needed
 from ._config import PlanConfig
@@ -316,7 +316,9 @@ def summary(table: xr.Dataset) -> str:
     """The backtest in one sentence: the recommended plan's breach and cost against hindsight."""
     rec = table.sel(plan="recommended")
     days = float(table.attrs["score_days"])
-    span = "week" if round(days) == 7 else f"{days:.0f} days"
+    # the score window is any window after the fit window, not always the trace's last
+    span = {1: "day", 7: "week"}.get(round(days), f"{days:.0f} days")
+    span = f"{span} from {words.when(table.attrs['score_start'])}"
     above = float(rec.above_hindsight)
     cost = "above" if above >= 0 else "below"
     hold = float(rec.burst_hold_share)
@@ -334,7 +336,7 @@ def summary(table: xr.Dataset) -> str:
         else ""
     )
     return (
-        f"on the last held-out {span} this plan ({rec.policy.item()}) breached the SLA for "
+        f"on the held-out {span} this plan ({rec.policy.item()}) breached the SLA for "
         f"{float(rec.breach_min):,.0f} minutes ({'within' if bool(rec.meets_budget) else 'over'} "
         f"its budget of {float(table.attrs['breach_budget']) * days * 1440:,.0f}) at "
         f"{abs(above):.0%} {cost} the hindsight cost "
