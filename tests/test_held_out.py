@@ -279,7 +279,7 @@ def test_the_choice_names_its_own_windows_apart_from_the_held_out_ones(steady_an
 def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jumped):
     # found planning a 3-day rate series: 'the plan kept its breach budget in 7 of 7 held-out
     # windows of up to 6 hours ... How: rolling origins every hour inside the trace' did not say
-    # that the seven overlapping 6-hour windows lie in the trace's last 37 hours and hold out no
+    # that the seven 6-hour windows lie in the trace's last 37 hours and hold out no
     # whole day, so a day's cycle was never tested out of sample
     from capnb.plan._compose import _held_out_record
 
@@ -291,6 +291,24 @@ def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jum
     assert "72 hours, under the 8 days whole-day windows need: no whole day is held out" in how
     fortnight = _held_out_record(steady_and_jumped[0], None, 0.99).how
     assert "the trace's last 7 days" in fortnight and "no whole day" not in fortnight
+
+
+def test_the_held_out_windows_are_said_to_overlap_only_where_they_do(steady_and_jumped):
+    # a short trace's held-out windows are 6 hours long, their origins 6 hours apart: on a 6-day
+    # trace of ours the answer said "the windows overlap, together the trace's last 37 hours" of
+    # seven windows that follow one another (11:00-17:00, 17:00-23:00, ...)
+    from capnb.plan._compose import _held_out_record
+
+    series = _series(3)
+    record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    origins = record.table.origin.values
+    assert (np.diff(origins) == np.timedelta64(6, "h")).all()
+    how = _held_out_record(record, None, 0.99).how
+    assert "overlap" not in how and "the windows follow one another, together" in how
+    # a fortnight's week-long windows from daily origins do overlap
+    fortnight = _held_out_record(steady_and_jumped[0], None, 0.99).how
+    assert "the windows overlap, together the trace's last 7 days" in fortnight
 
 
 def test_the_held_out_burst_draws_fit_their_burst_model_before_the_window(monkeypatch):

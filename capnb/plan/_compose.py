@@ -635,10 +635,14 @@ def _held_out_record(rolling, burst, quantile: float) -> HeldOut:
 
 def _held_out_span(origins, first: int) -> str:
     """What the held-out windows cover together, and for a short trace what they cannot test."""
-    from ._origins import HOURLY_BELOW_DAYS
+    from ._origins import HOURLY_BELOW_DAYS, SHORT_WINDOW_H
 
     covered = words.count(origins.units - first, origins.unit)
-    span = f"the windows overlap, together the trace's last {covered}"
+    # a short trace's origins are a window apart (they follow one another); daily ones overlap
+    # where a window is longer than a day
+    step = 1 if origins.unit == "day" else SHORT_WINDOW_H
+    placed = "overlap" if origins.window_units > step else "follow one another"
+    span = f"the windows {placed}, together the trace's last {covered}"
     if origins.unit == "day":
         return span
     return (

@@ -47,7 +47,7 @@ HOURLY_BELOW_DAYS = 8
 #: The first origin: history enough for per-slot quantiles (2 days; a short trace: 1 day).
 _FIRST = {"day": 2, "hour": 24}
 #: A short trace's held-out windows (hours); held-out origins every so many hours.
-_SHORT_WINDOW_H = 6
+SHORT_WINDOW_H = 6
 #: Held-out windows at most (the last ones of the trace).
 MOST_HELD_OUT = 7
 #: A window observed for less than this share is left out of scoring (named).
@@ -136,8 +136,8 @@ def origins_of(series: xr.Dataset, window_days: int) -> Origins | str:
     unit_ns = _DAY_NS if unit == "day" else _HOUR_NS
     units = math.ceil(span_ns / unit_ns - 1e-9)
     first = _FIRST[unit]
-    window = window_days if unit == "day" else _SHORT_WINDOW_H
-    step = 1 if unit == "day" else _SHORT_WINDOW_H
+    window = window_days if unit == "day" else SHORT_WINDOW_H
+    step = 1 if unit == "day" else SHORT_WINDOW_H
     # held-out origins: the last ones that leave a window and some inner windows before them
     earliest = first + 3
     held = list(range(units - 1, earliest - 1, -step))[:MOST_HELD_OUT][::-1]
