@@ -911,6 +911,26 @@ ROWS = [
     Row("elasticity: a zero-length grid dim",
         lambda _: elasticity.sweep(np.ones(10), step_s=5, per_instance_qps=1, cooldown_s=[]),
         Raises(InputError, r"cooldown_s: expected a number or a 1-D sequence of numbers, got \[\]")),
+    # found choosing among 2 windows x 3 configurations by hand: a budget of one number was
+    # read as every window's, a cost per configuration summed to one total that ranked nothing,
+    # and the others stopped on numpy's "operands could not be broadcast together"
+    Row("elasticity: a held-out choice with one budget for two windows",
+        lambda _: elasticity.choose_held_out([[0, 5, 30], [0, 50, 0]], [10], [[9, 5, 1]] * 2),
+        Raises(InputError, r"budget_s: one breach budget \(s\) per window of breach_s, 2, "
+                           r"got shape \(1,\)")),
+    Row("elasticity: a held-out choice with a cost per configuration only",
+        lambda _: elasticity.choose_held_out([[0, 5, 30], [0, 50, 0]], [10, 10], [9, 5, 1]),
+        Raises(InputError, r"cost: windows x configurations as breach_s, \(2, 3\), got shape "
+                           r"\(3,\)")),
+    Row("elasticity: a held-out choice with a mask of the wrong length",
+        lambda _: elasticity.choose_held_out([[0, 5, 30], [0, 50, 0]], [10, 10], [[9, 5, 1]] * 2,
+                                             [True, False]),
+        Raises(InputError, r"eligible: one flag per configuration of breach_s, 3, got shape "
+                           r"\(2,\)")),
+    Row("elasticity: a held-out choice with breach of one window as a 1-D list",
+        lambda _: elasticity.choose_held_out([0, 5, 30], [10], [9, 5, 1]),
+        Raises(InputError, r"breach_s: windows x configurations \(a 2-D array of s\) with at "
+                           r"least one of each, got shape \(3,\)")),
     # -- forecast -------------------------------------------------------------------------------
     Row("forecast: a quantile of 1.2",
         lambda _: forecast.fit_baseline(SERVEGEN(), quantiles=[0.5, 1.2]),

@@ -236,6 +236,34 @@ HOLD_MARGIN = 0.25
 
 
 @declare_units(breach_s="s", budget_s="s")
+def _held_out_arrays(breach_s, budget_s, cost, eligible):
+    """:func:`choose_held_out`'s arguments as arrays, their shapes checked against ``breach_s``."""
+    breach = np.asarray(breach_s, dtype=float)
+    if breach.ndim != 2 or 0 in breach.shape:
+        raise InputError(
+            "breach_s: windows x configurations (a 2-D array of s) with at least one of each, "
+            f"got shape {breach.shape}"
+        )
+    windows, configs = breach.shape
+    budget, cost = np.asarray(budget_s, dtype=float), np.asarray(cost, dtype=float)
+    if budget.shape != (windows,):
+        raise InputError(
+            f"budget_s: one breach budget (s) per window of breach_s, {windows}, got shape "
+            f"{budget.shape}"
+        )
+    if cost.shape != breach.shape:
+        raise InputError(
+            f"cost: windows x configurations as breach_s, {breach.shape}, got shape {cost.shape}"
+        )
+    allowed = np.ones(configs, bool) if eligible is None else np.asarray(eligible, bool)
+    if allowed.shape != (configs,):
+        raise InputError(
+            f"eligible: one flag per configuration of breach_s, {configs}, got shape "
+            f"{allowed.shape}"
+        )
+    return breach, budget, cost, allowed
+
+
 def choose_held_out(
     breach_s, budget_s, cost, eligible=None, *, goal: float = HOLD_GOAL,
     margin: float = HOLD_MARGIN, windows: str = "held-out windows",
@@ -281,10 +309,9 @@ def choose_held_out(
     >>> choose_held_out([[0, 5], [0, 2]], [40, 40], [[9, 5], [9, 5]])[1]
     'it kept within 25% of its breach budget in 2 of 2 held-out windows, the cheapest that did in 90% or more'
     """
-    breach = np.asarray(breach_s, dtype=float)
-    held = breach <= margin * np.asarray(budget_s, dtype=float)[:, None]
-    total = np.asarray(cost, dtype=float).sum(axis=0)
-    allowed = np.ones(breach.shape[1], bool) if eligible is None else np.asarray(eligible, bool)
+    breach, budget, cost, allowed = _held_out_arrays(breach_s, budget_s, cost, eligible)
+    held = breach <= margin * budget[:, None]
+    total = cost.sum(axis=0)
     if not allowed.any():
         allowed = np.ones_like(allowed)
     share = held.mean(axis=0)
@@ -297,7 +324,7 @@ def choose_held_out(
             f"{count} {windows}, the cheapest that did in {goal:.0%} or more"
         )
     missed = f"no configuration kept within {margin:.0%} of its breach budget"
-    kept = breach <= np.asarray(budget_s, dtype=float)[:, None]
+    kept = breach <= budget[:, None]
     at_budget = allowed & (kept.mean(axis=0) >= goal - 1e-12)
     if margin < 1.0 and at_budget.any():
         i = int(np.lexsort((breach.sum(axis=0), np.where(at_budget, total, np.inf)))[0])
