@@ -1873,3 +1873,23 @@ def test_the_context_check_names_no_field_the_models_config_lacks(tmp_path):
     assert "context of 131,072 tokens" in check.finding
     assert "max_position_embeddings" not in check.finding, check.finding
     assert "vLLM's default max_model_len" in check.finding
+
+
+def test_the_burst_sentence_gives_its_breach_and_what_the_burst_added_with_the_same_digits():
+    # a 28-day rate series of ours, whose replay had no breach without the burst: 'one burst of 4x
+    # for 90 minutes ...: 6 minutes in breach over the 672 h of the trace replayed with it, 6.5
+    # more than without', the same 6.5 minutes written whole (rounded half to even) and with two
+    # digits; both are written with words.minutes_figure's digits now
+    from types import SimpleNamespace
+
+    from capnb.plan._answer import BurstTest
+
+    test = BurstTest(4.0, 1.5, "2026-03-16T13:20:00", 6.5, 0.00036, "the article's",
+                     added_minutes=6.5)  # fmt: skip
+    a = SimpleNamespace(burst_test=test, clock="", breach_minutes_per_month=0.0,
+                        simulated_hours=672)  # fmt: skip
+    said = plan_text.burst_words(a)
+    assert "6.5 minutes in breach over the 672 h of the trace replayed with it, 6.5 more" in said
+    one_minute = dataclasses.replace(test, breach_minutes=1.0, added_minutes=1.0)
+    one = plan_text.burst_words(SimpleNamespace(**{**vars(a), "burst_test": one_minute}))
+    assert ": 1 minute in breach over" in one, one

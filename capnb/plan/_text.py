@@ -322,10 +322,13 @@ def burst_words(a: Answer) -> str:
         if math.isfinite(b.added_minutes)  # (a record saved before the figure was kept)
         else ""
     )
+    # the breach with the digits of what the burst added (whole from 10 up, else 2 significant)
+    breach = words.minutes_figure(b.breach_minutes)
+    breach += " minute" if breach == "1" else " minutes"
     return (
         f"Burst test: one burst of {b.multiplier:.3g}x for {words.duration(b.hours * 3600)} from "
         f"{words.when(b.start)}{' ' + a.clock if a.clock else ''} (the middle size of {b.model}): "
-        f"{words.minutes(b.breach_minutes)} in breach over the {a.simulated_hours:,.0f} h of the "
+        f"{breach} in breach over the {a.simulated_hours:,.0f} h of the "
         f"trace replayed with it{added}; "
         f"{words.percent(b.unserved_share)} of requests unserved."
     )
