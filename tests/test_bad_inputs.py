@@ -935,6 +935,22 @@ ROWS = [
     Row("forecast: a quantile of 1.2",
         lambda _: forecast.fit_baseline(SERVEGEN(), quantiles=[0.5, 1.2]),
         Raises(InputError, r"quantiles must lie strictly between 0 and 1, got \[0\.5, 1\.2\]")),
+    # found choosing a forecast by hand: an empty, out-of-range or repeated score_quantiles was
+    # blamed on quantiles (which were fine), and a word among either stopped on numpy's "could
+    # not convert string to float"
+    Row("forecast: select scored on no quantile",
+        lambda _: forecast.select(SERVEGEN(), score_quantiles=()),
+        Raises(InputError, r"score_quantiles: give a list of numbers in \(0, 1\), got \(\)")),
+    Row("forecast: select scored on a quantile of 1.5",
+        lambda _: forecast.select(SERVEGEN(), score_quantiles=(1.5,)),
+        Raises(InputError, r"score_quantiles must lie strictly between 0 and 1, got \[1\.5\]")),
+    Row("forecast: select scored on a word",
+        lambda _: forecast.select(SERVEGEN(), score_quantiles=("P99",)),
+        Raises(InputError, r"score_quantiles: give a list of numbers in \(0, 1\), got "
+                           r"\('P99',\)")),
+    Row("forecast: a quantile given as a word",
+        lambda _: forecast.fit_baseline(SERVEGEN(), quantiles=(0.5, "P99")),
+        Raises(InputError, r"quantiles: give a list of numbers in \(0, 1\), got \(0\.5, 'P99'\)")),
     Row("forecast: hour of week without a known weekday",
         lambda _: forecast.fit_baseline(SERVEGEN(), slots="hour_of_week"),
         Raises(InputError, r"slots='hour_of_week' needs the weekday, .*load the trace with start=")),

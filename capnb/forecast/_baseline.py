@@ -28,14 +28,18 @@ DEFAULT_QUANTILES = (0.5, 0.95, 0.99)
 _MEAN_PLANS = ("overall", "slot")
 
 
-def _quantiles(values) -> np.ndarray:
-    array = np.atleast_1d(np.asarray(values, dtype=float))
+def _quantiles(values, name: str = "quantiles") -> np.ndarray:
+    """``values`` as sorted quantiles, each in (0, 1) once; errors name the argument ``name``."""
+    try:
+        array = np.atleast_1d(np.asarray(values, dtype=float))
+    except (TypeError, ValueError):
+        array = np.empty((0,))
     if array.ndim != 1 or array.size == 0:
-        raise InputError(f"quantiles: give a list of numbers in (0, 1), got {values!r}")
+        raise InputError(f"{name}: give a list of numbers in (0, 1), got {values!r}")
     if np.isnan(array).any() or (array <= 0).any() or (array >= 1).any():
-        raise InputError(f"quantiles must lie strictly between 0 and 1, got {array.tolist()}")
+        raise InputError(f"{name} must lie strictly between 0 and 1, got {array.tolist()}")
     if np.unique(array).size != array.size:
-        raise InputError(f"quantiles: duplicate values in {array.tolist()}")
+        raise InputError(f"{name}: duplicate values in {array.tolist()}")
     return np.sort(array)
 
 

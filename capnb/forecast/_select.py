@@ -123,7 +123,7 @@ def _setup(series, slots, quantiles, score_quantiles, horizon_days, origin_step)
     if ns.size > 1 and (np.diff(ns) != step).any():
         raise InputError("series: its times are not a regular grid of its interval; resample it")
     q = _quantiles(quantiles)
-    scored = np.isin(q, _quantiles(score_quantiles))
+    scored = np.isin(q, _quantiles(score_quantiles, "score_quantiles"))
     if scored.sum() != np.unique(np.asarray(score_quantiles, dtype=float)).size:
         raise InputError(
             f"score_quantiles {np.atleast_1d(score_quantiles).astype(float).tolist()} must be "
