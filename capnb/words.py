@@ -57,6 +57,12 @@ def percent(share: float) -> str:
     return f"{share * 100:.{decimals}f}%"
 
 
+def signed_percent(share: float) -> str:
+    """A share with its sign, as :func:`percent` writes it: ``+5%``, ``-0.41%``, never ``-0%``."""
+    share = float(share)
+    return f"{'+' if share >= 0 else ''}{percent(share)}"
+
+
 def change(ratio: float) -> str:
     """How far a ratio is from 1 as a percentage: ``22%``, and ``0.3%`` where whole digits read 0.
 

@@ -1893,3 +1893,18 @@ def test_the_burst_sentence_gives_its_breach_and_what_the_burst_added_with_the_s
     one_minute = dataclasses.replace(test, breach_minutes=1.0, added_minutes=1.0)
     one = plan_text.burst_words(SimpleNamespace(**{**vars(a), "burst_test": one_minute}))
     assert ": 1 minute in breach over" in one, one
+
+
+def test_a_held_out_cost_a_little_below_hindsight_is_not_written_as_minus_nothing(small):
+    # a 2.5-day rate series of ours cost 780.07 USD over its held-out windows against the
+    # hindsight plans' 783.30: "at -0% against the hindsight plans" (and the held_out_cost check
+    # "it cost -0% against the hindsight plans"); a share above 0 now keeps digits that show it
+    from capnb import words
+
+    a = planning.answer(small[0])
+    below = dataclasses.replace(a.held_out, above_hindsight=780.07 / 783.30 - 1, above_bound=0.32)
+    text = plan_text.held_out_words(dataclasses.replace(a, held_out=below))
+    assert "at -0.41% against the hindsight plans and +32% above the instant-scaling bound" in text
+    assert [words.signed_percent(x) for x in (0.05, 0.0, -0.2, 0.004)] == [
+        "+5%", "+0%", "-20%", "+0.40%"
+    ]  # fmt: skip

@@ -725,7 +725,7 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
               f"{words.minutes_against(held.worst_breach_minutes, held.worst_budget_minutes)})",
               "" if held.held >= HELD_GOAL * n else spares_action(cfg), "own"),
         Check("held_out_cost", held.above_hindsight <= COST_GOAL,
-              f"it cost {held.above_hindsight:+.0%} against the hindsight plans",
+              f"it cost {words.signed_percent(held.above_hindsight)} against the hindsight plans",
               "" if held.above_hindsight <= COST_GOAL else "a longer history narrows the choice",
               "own"),
         Check("held_out_naive", held.beats_naive == n,

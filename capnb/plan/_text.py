@@ -285,9 +285,10 @@ def held_out_words(a: Answer) -> str:
     )
     left = f" Not scored: {'; '.join(h.left_out)}." if h.left_out else ""
     worst = words.minutes_against(h.worst_breach_minutes, h.worst_budget_minutes)
+    above = words.signed_percent(h.above_hindsight)
     return (
         f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
-        f"up to {length} (worst: {worst}), at {h.above_hindsight:+.0%} against the hindsight "
+        f"up to {length} (worst: {worst}), at {above} against the hindsight "
         f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
         f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; its forecast's "
         f"{_coverage_words(h)} of held-out intervals{bursts}. "
