@@ -47,14 +47,14 @@ from __future__ import annotations
 from ..records import SLA, Deployment, EngineSettings
 from ._answer import applicability, contrast, describe
 from ._arrivals import arrivals
-from ._band import band, band_cheapest, band_ratios, scaled_sla
+from ._band import band, band_ratios, scaled_sla
 from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import engine_curve_of, sweep_engine
 from ._mix import mix
 from ._mix_size import compare_fleets, mix_by_size, size_bins, size_options
 from ._prefix import prefix_trade
 from ._safe import BINDING, FEASIBLE, fleet, instances, plan, safe_concurrency
-from ._sweep import cheapest, price, sweep
+from ._sweep import band_cheapest, cheapest, price, sweep
 
 __all__ = [
     "BINDING",

@@ -171,38 +171,3 @@ def band(result: xr.Dataset, tight: xr.Dataset, loose: xr.Dataset, ratio) -> xr.
     )
     out.attrs["band_ratios"] = each
     return out
-
-
-#: The band's two ends, as :func:`band_cheapest` ranks them: latency at the high ratio (slow:
-#: fewer requests/s per instance, ``instances_high``), then at the low ratio (fast).
-BAND_ENDS = ("slow", "fast")
-
-
-def band_cheapest(result: xr.Dataset, *, over=()) -> dict[str, xr.Dataset]:
-    """The cheapest option at each end of a banded answer's band, ranked as :func:`cheapest` ranks.
-
-    Each option's cost at an end is its USD/hour per instance times the instances that end needs
-    (``instances_high`` at the slow end, ``instances_low`` at the fast end): the whole model's
-    error moved to one end of its held-out band at once, the same ratio for every option, as an
-    error shared by the options (one model prices them all) would move them.
-
-    Returns
-    -------
-    dict
-        ``{"slow": cheapest, "fast": cheapest}`` (:func:`capnb.capacity.cheapest` datasets; an
-        end where no option meets the SLA has ``feasible_options`` 0); ``{}`` when ``result``
-        carries no band or no cost.
-    """
-    from ._sweep import cheapest
-
-    needed = ("instances_low", "instances_high", "instances", "usd_per_hour")
-    if any(name not in result for name in needed):
-        return {}
-    # USD/hour of one instance; a slot that needs none costs none at either end
-    per_instance = (result.usd_per_hour / result.instances).where(result.instances > 0, 0.0)
-    out = {}
-    for end, count in zip(BAND_ENDS, ("instances_high", "instances_low"), strict=True):
-        cost = (per_instance * result[count]).where(result[count].notnull())
-        cost = cost.where(result.instances.notnull())  # (an option the answer cannot price)
-        out[end] = cheapest(xr.Dataset({"usd_per_hour": cost}), over=over)
-    return out

@@ -90,7 +90,7 @@ def close_call(
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
     error, basis = held_out_error(chosen[0], metric, latency_model, own_gpus)
     ends = _band_ends(options)
-    flips = [option for option in ends if option and option != chosen]
+    flips = [option for option in ends if option[0] and option != chosen]
     out = {"latency_error": error, "latency_error_basis": basis, "close": False,
            "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
            "band_cheapest": tuple(f"{tp} x {gpu}" if gpu else "" for gpu, tp in ends),

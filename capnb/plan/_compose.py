@@ -240,7 +240,7 @@ def latency_error_check(named: str, metric: str, error: float, measure: str) -> 
 
 def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], str]:
     """The close call and the latency model's error, and the benchmark commands that settle them."""
-    from ..capacity._band import BAND_ENDS
+    from ..capacity._sweep import BAND_ENDS
     from ._closecall import benchmark_commands, close_call
 
     metric = answer_kw["binding_metric"] or next(iter(cfg.sla.bounds))
