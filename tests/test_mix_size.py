@@ -556,3 +556,22 @@ def test_a_bin_no_gpus_kv_cache_holds_is_infeasible_in_the_mix_not_an_error_of_t
     said = rf"size bin\(s\) {re.escape(long)} \(20% of the requests\)"
     with pytest.raises(InfeasibleError, match=said):
         mix_by_size(options, demand, prices=gpu_prices("hyperstack"), reserved=None)
+
+
+def test_a_bin_of_too_few_requests_for_its_quantile_is_named_with_its_count():
+    # 200 short chats and 3 long prompts: the long bin's "P99" TPOT was the worst of 3 requests
+    # (its maximum), given as a P99 with no word; the options, and the fleets priced on them, now
+    # name the bin and its count
+    from capnb.capacity import size_options
+
+    prompt, output = [300] * 200 + [6000, 7000, 6500], [150] * 200 + [100, 150, 120]
+    bins = size_bins(prompt_tokens=prompt, output_tokens=output)
+    options = size_options("Llama-3.1-8B", ["H100-SXM"], [1], 0.06, bins)
+    note = options.attrs["few_requests"]
+    assert note.startswith("prompt 2048-8191 / output 64-255 (3 requests)")
+    assert "fewer than 100 requests" in note and "prompt 128-511" not in note
+    fleet = mix_by_size(options, demand_of([5.0]), prices=prices_of([2.0]).assign_coords(
+        gpu=["H100-SXM"]), reserved=None)  # fmt: skip
+    assert fleet.attrs["few_requests"] == note
+    enough = size_options("Llama-3.1-8B", ["H100-SXM"], [1], 0.06, bins, quantile=0.5)
+    assert "few_requests" not in enough.attrs  # a median of 3 is not their maximum

@@ -204,7 +204,9 @@ def size_options(
     -------
     xarray.Dataset
         ``per_instance_qps`` (NaN where the SLA is not met) and ``binding`` over (``size_bin``,
-        ``gpu``, ``tensor_parallel``), with ``request_share`` over ``size_bin``.
+        ``gpu``, ``tensor_parallel``), with ``request_share`` over ``size_bin``. Attr
+        ``few_requests``, where it applies: the bins (named, with their counts) of fewer than
+        ``1 / (1 - quantile)`` requests, whose quantile is their longest request's latency.
     """
     from ._engine_sweep import sweep_engine
     from ._sweep import sweep
@@ -238,7 +240,27 @@ def size_options(
     out["per_instance_qps"].attrs = glossary.attrs("per_instance_qps")
     out["request_share"] = bins.request_share
     out.attrs = {"latency": latency, "metric": metric, "quantile": quantile, "sla": str(sla)}
+    out.attrs |= _few_requests(bins, getattr(sla, "quantile", quantile))
     return out.transpose("size_bin", "gpu", "tensor_parallel")
+
+
+def _few_requests(bins: xr.Dataset, quantile: float) -> dict:
+    """``few_requests``: the bins with fewer requests than a ``quantile`` needs to be a tail.
+
+    Below ``1 / (1 - quantile)`` requests (100 for P99) the quantile lies between the bin's two
+    longest requests: with 3 it is their maximum, not a P99.
+    """
+    least = math.ceil(1.0 / (1.0 - float(quantile)) - 1e-9)
+    counts = np.bincount(bins.size_bin_index.values, minlength=bins.sizes["size_bin"])
+    few = [f"{name} ({int(n)} request{'s' if n != 1 else ''})"
+           for name, n in zip(bins.size_bin.values, counts, strict=True) if n < least]  # fmt: skip
+    if not few:
+        return {}
+    return {"few_requests": (
+        f"{', '.join(few)}: a P{float(quantile) * 100:g} of fewer than {least} requests is read "
+        "from the bin's longest one or two, not from a tail; log more such requests, or widen "
+        "the bin edges"
+    )}  # fmt: skip
 
 
 def _held_by_none(gpus, tps) -> xr.Dataset:
@@ -503,7 +525,7 @@ def mix_by_size(
         (against the cheapest pool alone), ``optimality_gap``; where they apply, as
         :func:`capnb.capacity.mix` gives them, ``not_priced`` (GPUs meeting the SLA for some bin
         with no price of the kinds asked: not in the program), ``reserved_unpriced`` and
-        ``spot_unpriced``.
+        ``spot_unpriced``; ``few_requests`` as the options carry it (:func:`size_options`).
 
     Examples
     --------
@@ -595,7 +617,8 @@ def mix_by_size(
     qps = options.per_instance_qps
     by_pool = qps if "pool" in qps.dims else qps.stack(pool=["gpu", "tensor_parallel"])
     left_out = _not_priced(by_pool.max("size_bin"), prices, reserved, spot_preemption)
-    return result.assign_attrs(unpriced(price, gpus, reserved, spot_preemption) | left_out)
+    few = {k: options.attrs[k] for k in ("few_requests",) if k in options.attrs}
+    return result.assign_attrs(unpriced(price, gpus, reserved, spot_preemption) | left_out | few)
 
 
 def _check_priced(price: dict, q: np.ndarray, gpus: list[str], demand, names) -> None:
@@ -745,7 +768,7 @@ def compare_fleets(
     reserved base are the fleet :func:`capnb.capacity.mix` buys at the same settings. Attrs
     ``reserved_unpriced``, ``spot_unpriced`` and ``not_priced`` say, as the mixes do, what no
     price let a row buy (at a provider with no reserved price, the "reserved base" rows are on
-    demand).
+    demand); ``few_requests``, as ``by_size`` carries it, the bins too small for their quantile.
     """
     from ._mix import mix
 
@@ -808,7 +831,8 @@ def compare_fleets(
             "provider": prices.attrs.get("provider", ""),
             "optimality_gap": max(types.attrs["optimality_gap"], size_res.attrs["optimality_gap"]),
         }
-        | _left_out(types, size_res),
+        | _left_out(types, size_res)
+        | {k: by_size.attrs[k] for k in ("few_requests",) if k in by_size.attrs},
     )
 
 
