@@ -1437,3 +1437,53 @@ def test_the_memory_worksheet_says_what_the_plans_prefix_cache_takes(monkeypatch
     held.prefix_cache_share = 0.0  # no cache: nothing to say
     _cells_until("02_memory", parameters, "ws.answer_view())")
     assert "prefix cache" not in capsys.readouterr().out
+
+
+def _by_size_cells(**settings) -> dict:
+    """Worksheet 06's fleets by request size (its cells 5769b14b, fbb733fb, d5f170b6) run on a
+    small log of two request shapes (200 chats of 300 + 150 tokens, 200 RAG prompts of 3,000 +
+    100), Llama-3.1-8B on H100-PCIe and A100-80GB-PCIe at hyperstack: their namespace."""
+    from types import SimpleNamespace
+
+    import altair as alt
+    import numpy as np
+    import pandas as pd
+
+    import capnb
+
+    cells = json.loads(report.worksheet_path("06_serving").read_text(encoding="utf-8"))["cells"]
+    source = {c.get("id"): "".join(c["source"]) for c in cells}
+    gpus = ["H100-PCIe", "A100-80GB-PCIe"]
+    lengths = xr.Dataset({"prompt_tokens": ("request", [300] * 200 + [3000] * 200),
+                          "output_tokens": ("request", [150] * 200 + [100] * 200)})  # fmt: skip
+    whole = xr.Dataset({"per_instance_qps": (("gpu", "tensor_parallel"), [[6.0], [4.0]])},
+                       coords={"gpu": gpus, "tensor_parallel": [1]})  # fmt: skip
+    namespace = {
+        "capnb": capnb, "alt": alt, "pd": pd, "np": np, "xr": xr, "ws": object(),
+        "lengths": lengths, "whole_analytic": whole, "mix_settings": {}, "not_priced": None,
+        "serving": SimpleNamespace(model="Llama-3.1-8B", gpus=gpus, tensor_parallel=(1,),
+                                   accounting="article"),
+        "cfg": SimpleNamespace(sla=capnb.capacity.SLA(ttft_s=2.0, tpot_s=0.06)),
+        "demand": xr.DataArray([20.0, 35.0, 50.0], dims="slot", coords={"slot": [0, 1, 2]}),
+        "prices": capnb.data.gpu_prices("hyperstack"), "PROVIDER": "hyperstack",
+        "RESERVED": "reserved", "SPOT_PREEMPTION": None, "LIMITS": {},
+    } | settings  # fmt: skip
+    for cell in ("5769b14b", "fbb733fb", "d5f170b6"):
+        exec(compile(source[cell], cell, "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("settings", [{"RESERVED": None, "SPOT_PREEMPTION": 0.1}, {}])
+def test_the_serving_worksheets_chart_by_size_draws_the_fleet_of_a_row_of_its_table(settings):
+    """Worksheet 06 solved the fleet by size twice: the table (compare_fleets) at the mix's gap
+    (1e-3 by default) and on demand without spot for its on-demand row, the chart of where each
+    bin is served (mix_by_size) at gap 0 with RESERVED and SPOT_PREEMPTION as given. With
+    RESERVED=None and SPOT_PREEMPTION=0.1 the chart drew a fleet with spot that no row of the
+    table holds. It now draws the row it names, solved as the table solved it."""
+    ran = _by_size_cells(**settings)
+    fleet, table = ran["by_size_fleet"], ran["fleets"]
+    row = ran["by_size_row"]
+    assert row in table.fleet.values
+    assert fleet.attrs["mix_usd_per_hour"] == pytest.approx(
+        float(table.usd_per_hour.sel(fleet=row)), rel=1e-9
+    )
