@@ -1487,3 +1487,29 @@ def test_the_serving_worksheets_chart_by_size_draws_the_fleet_of_a_row_of_its_ta
     assert fleet.attrs["mix_usd_per_hour"] == pytest.approx(
         float(table.usd_per_hour.sel(fleet=row)), rel=1e-9
     )
+
+
+def test_the_serving_worksheets_line_by_size_says_what_the_fleets_could_not_buy(capsys):
+    """At gcp (an on-demand and a spot price for H100-SXM, nothing reserved, no L40S) with a
+    third request shape of 3 requests (9,000 + 80 tokens), worksheet 06 said "one type with a
+    reserved base (H100-SXM TP1) saves 0.0%; mixing GPU types by size saves 0.0% ..." and nothing
+    of why: compare_fleets carries reserved_unpriced ('H100-SXM'), not_priced ('L40S') and
+    few_requests (the 3-request bin), which the line now says."""
+    from types import SimpleNamespace
+
+    import capnb
+
+    gpus = ["H100-SXM", "L40S"]
+    lengths = xr.Dataset({"prompt_tokens": ("request", [300] * 200 + [3000] * 200 + [9000] * 3),
+                          "output_tokens": ("request", [150] * 200 + [100] * 200 + [80] * 3)})  # fmt: skip
+    whole = xr.Dataset({"per_instance_qps": (("gpu", "tensor_parallel"), [[6.0], [4.0]])},
+                       coords={"gpu": gpus, "tensor_parallel": [1]})  # fmt: skip
+    _by_size_cells(
+        prices=capnb.data.gpu_prices("gcp"), PROVIDER="gcp", lengths=lengths, whole_analytic=whole,
+        serving=SimpleNamespace(model="Llama-3.1-8B", gpus=gpus, tensor_parallel=(1,),
+                                accounting="article"),
+    )  # fmt: skip
+    said = capsys.readouterr().out
+    assert "No reserved price at gcp for H100-SXM" in said
+    assert "L40S meets the SLA for some size bin but has no price at gcp" in said
+    assert "prompt 8192+ / output 64-255 (3 requests)" in said
