@@ -575,3 +575,22 @@ def test_a_bin_of_too_few_requests_for_its_quantile_is_named_with_its_count():
     assert fleet.attrs["few_requests"] == note
     enough = size_options("Llama-3.1-8B", ["H100-SXM"], [1], 0.06, bins, quantile=0.5)
     assert "few_requests" not in enough.attrs  # a median of 3 is not their maximum
+
+
+def test_a_reserved_kind_not_in_the_prices_is_named_with_the_kinds_there_are():
+    # reserved="resrved" at hyperstack said "pricing 'resrved' is not in prices
+    # ([np.str_('on_demand'), np.str_('reserved_1y'), ...])": numpy's reprs, and no argument
+    from capnb.data import gpu_prices
+
+    options = options_of([[2.0, 3.0]], gpus=["H100-PCIe", "A100-80GB-PCIe"])
+    with pytest.raises(InputError) as error:
+        mix_by_size(
+            options,
+            demand_of([4.0]),
+            prices=gpu_prices("hyperstack"),
+            shares=[1.0],
+            reserved="resrved",
+        )
+    said = str(error.value)
+    assert "np.str_" not in said and "reserved='resrved'" in said
+    assert "(on_demand, reserved_1y, reserved_3y, reserved, spot)" in said

@@ -68,7 +68,13 @@ def _prices(prices: xr.Dataset, gpus, kind: str | None) -> np.ndarray:
     if kind is None:
         return np.full(len(gpus), np.nan)
     if kind not in prices.pricing.values:
-        raise InputError(f"pricing {kind!r} is not in prices ({list(prices.pricing.values)})")
+        there = ", ".join(str(k) for k in prices.pricing.values)
+        asked = {"on_demand": "every fleet's on-demand price", "spot": "spot_preemption's spot"}
+        raise InputError(
+            f"pricing {kind!r} is not in prices.pricing ({there}): "
+            + (f"{asked[kind]} price is needed" if kind in asked else
+               f"reserved={kind!r} must be one of them, or None for no reserved base")
+        )  # fmt: skip
     table = prices.usd_per_gpu_hour.sel(pricing=kind)
     known = set(table.gpu.values)
     values = np.array([float(table.sel(gpu=g)) if g in known else np.nan for g in gpus])
