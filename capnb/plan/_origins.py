@@ -354,7 +354,10 @@ def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
     """The configurations the plan's rules allow, a mask over ``grid``.
 
     - The article's cold-start rule: where a cold start is too long to react in time, only
-      capacity that needs none (a fixed fleet, a floor or warm spares).
+      capacity that needs none (a fixed fleet, a floor or warm spares); and the article's own
+      engine, which then never scales up, only at a floor share of 1 or more: below the
+      forecast's need it is a fixed fleet too small, which :func:`configs` leaves out for
+      ``fixed`` as well.
     - Arrivals: where ``headroom`` is known, only configurations that run an instance up to that
       share of its closed-loop requests/s (:attr:`Config.utilisation`): above it, Poisson
       arrivals swing the instance past its SLA. When no configuration the cold-start rule allows
@@ -365,13 +368,26 @@ def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
     allowed = np.ones(len(grid), bool)
     if elasticity.cold_start_vetoes(float(settings["cold_start_s"]), cfg.elasticity.tolerance_s):
         # a cold start too long to react in time: capacity that needs no cold start
-        allowed = np.array([c.policy == "fixed" or c.floor_share > 0 or c.buffer_instances > 0
-                            for c in grid])  # fmt: skip
+        allowed = np.array([_holds_without_scaling_up(c) for c in grid])
     if headroom is not None:
         within = allowed & np.array([c.utilisation <= headroom + 1e-9 for c in grid])
         if within.any():
             allowed = within
     return allowed
+
+
+def _holds_without_scaling_up(config: Config) -> bool:
+    """Whether ``config`` serves a burst when no scale-up arrives in time (a vetoing cold start).
+
+    A fixed fleet holds the forecast's need (:func:`configs`); the article's engine vetoes its
+    own scale-ups, so it must hold that need as its floor; the other policies still scale up,
+    late, above a floor or warm spares.
+    """
+    if config.policy == "fixed":
+        return True
+    if config.policy == "article":
+        return config.floor_share >= 1
+    return config.floor_share > 0 or config.buffer_instances > 0
 
 
 def _cost(replay: Replay) -> np.ndarray:
