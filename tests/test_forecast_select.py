@@ -212,6 +212,20 @@ def test_target_plans_on_the_chosen_model(large):
     assert named.attrs["growth_model"].startswith("last_week: last_week")
 
 
+def test_the_forecast_words_name_the_origins_its_choice_was_pooled_over():
+    # found planning a 2.5-day rate series of ours: the forecast line read 'auto: last_week
+    # (chosen by 36 origins)' where the pinball loss was pooled over the 30 origins at which every
+    # candidate planned (attrs['choice']); on this 3-day series 48 origins were said, 42 pooled
+    carried = forecast.carry(_daily(3, seed=2))
+    choice = carried.attrs["forecast_choice"]
+    pooled = int(re.search(r"pooled over the (\d+) origins", choice).group(1))
+    total = int(carried.attrs["forecast_origins"].split(" origins")[0])
+    assert (pooled, total) == (42, 48)
+    words = carried.attrs["growth_model"]
+    assert "(chosen on the 42 of 48 origins where every candidate planned)" in words
+    assert "chosen by 48 origins" not in words
+
+
 def test_a_service_idle_every_night_is_planned_idle_at_night():
     t = np.arange(10 * 144)
     hour = (t // 6) % 24

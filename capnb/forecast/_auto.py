@@ -171,8 +171,18 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
     return _times(series, per_interval, words)
 
 
+def _chosen_on(selection: xr.Dataset) -> str:
+    """The origins the choice was pooled over, in words: those where every candidate planned."""
+    pooled, total = int(selection.attrs["pooled_origins"]), selection.sizes["origin"]
+    if pooled == total:
+        return f" (chosen on all {total} origins, every candidate planned at each)"
+    return f" (chosen on the {pooled} of {total} origins where every candidate planned)"
+
+
 def _checked_selection(selection, quantile: float, allowed) -> xr.Dataset:
-    if not isinstance(selection, xr.Dataset) or "chosen_model" not in selection.attrs:
+    if not isinstance(selection, xr.Dataset) or not {"chosen_model", "pooled_origins"} <= set(
+        selection.attrs
+    ):
         raise InputError("selection must be the output of capnb.forecast.select")
     if quantile not in selection.traffic_quantile.values:
         raise InputError(
@@ -265,7 +275,7 @@ def carry(
     )
     words = (
         f"{growth_model}: {selection.attrs['chosen_model']}"
-        f"{' (chosen by ' + selection.attrs['origins'].split(',')[0] + ')' if growth_model == 'auto' else ''}"
+        f"{_chosen_on(selection) if growth_model == 'auto' else ''}"
         f", its {named} for the {selection.attrs['horizon_days']} days after the history: each "
         f"slot's past rates mapped onto them ({ratio})"
     )

@@ -464,7 +464,9 @@ def select(
         ``level_change``, ``scored_intervals`` and ``missing_intervals``; ``score`` over
         forecast_model; ``pooled_coverage`` and ``pooled_overprovision_ratio`` (all origins and the
         flat ones) of the selected plans. Attrs: ``chosen_model``, ``origin_step``, ``origins``,
-        ``gaps``, ``goals`` (each goal met or by how far, and why) and ``notes``.
+        ``pooled_origins`` (how many origins ``choice`` pooled: those where every candidate
+        planned), ``choice``, ``gaps``, ``goals`` (each goal met or by how far, and why) and
+        ``notes``.
 
     Examples
     --------
@@ -727,6 +729,7 @@ def _words(setup, kind, chosen, scores, common, record, note, names, tracks) -> 
         "chosen_model": chosen,
         "origin_step": per,
         "origins": origins,
+        "pooled_origins": len(common),
         "choice": (
             f"{chosen}: least pinball loss of P{', P'.join(f'{100 * v:g}' for v in setup.q[setup.scored])} "
             f"over demand, pooled over the {len(common)} origins every candidate planned ({score})"
