@@ -133,6 +133,39 @@ def test_eligible_configurations_run_instances_within_the_headroom_or_all_are():
     assert eligible(grid, slow, cfg, 0.5).tolist() == [True] * 5
 
 
+def test_the_article_engine_with_vetoed_scale_ups_runs_instances_as_a_fixed_fleet_does():
+    # with a cold start over half the tolerance the article's engine never scales up: its floor
+    # serves the busiest slot as a fixed fleet does, up to 1 / floor share of the closed-loop
+    # rate (100% at a floor share of 1), yet eligible() and the arrivals check read its scale-up
+    # threshold (70%): within a headroom of 85% it passed where 'fixed' at the same floor failed
+    import dataclasses
+
+    import xarray as xr
+
+    from capnb.plan._answer import Policy
+    from capnb.plan._compose import _arrivals_checks
+    from capnb.plan._origins import Config, eligible
+
+    grid = [Config(p, 0.7, 300.0, 0, share) for p in ("article", "fixed") for share in (1.0, 1.25)]
+    cfg = capnb.plan.read_config(SMALL)
+    slow = {"cold_start_s": 10_000.0}
+    assert eligible(grid, slow, cfg, 0.85).tolist() == [False, True, False, True]
+    quick = {"cold_start_s": 0.0}  # it scales up: its threshold is what it runs to
+    assert eligible(grid, quick, cfg, 0.85).tolist() == [True, True, False, True]
+    arrivals = xr.Dataset(
+        {"headroom": 0.85, "latency": (("share", "metric"), [[0.1, 0.02], [0.55, 0.0755]])},
+        coords={"share": [0.85, 1.0], "metric": ["ttft", "tpot"]},
+        attrs={"per_instance_qps": 20.0},
+    )
+    article = Policy("article", 0.7, 900.0, 4, 0, "fixed_plus_buffer", 254.0, True)
+    (check,) = _arrivals_checks(arrivals, article, 4)
+    assert not check.passed and "the article policy runs instances up to 100% of it" in (
+        check.finding
+    )
+    scaling = dataclasses.replace(article, cold_start_s=20.0, cold_start_vetoes=False)
+    assert _arrivals_checks(arrivals, scaling, 4)[0].passed
+
+
 def test_the_kv_budget_of_a_deployment_is_its_own_dtypes():
     """engine_curve_of and arrivals size the KV cache with the deployment's weight and KV dtypes.
 

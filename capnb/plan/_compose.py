@@ -294,7 +294,8 @@ def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
     ``arrivals``: :func:`capnb.capacity.arrivals` of the chosen instance, or None (not priced on
     the serving-engine model: no check). A fixed fleet runs its instances up to the forecast's
     need (``fleet`` instances at its busiest slot) over its size, warm spares included (the replay
-    serves on them: they are ready instances); the other policies up to their
+    serves on them: they are ready instances), and so does the article's engine when the cold start
+    vetoes its scale-ups (it never grows above them); the other policies up to their
     scale-up threshold (HPA's and Knative's target utilisation), as the policy's choice counts it
     (:attr:`capnb.plan._origins.Config.utilisation`).
     """
@@ -303,7 +304,7 @@ def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
     share = float(arrivals.headroom)
     target = (
         fleet / max(policy.min_instances + policy.buffer_instances, 1)
-        if policy.name == "fixed"
+        if policy.name == "fixed" or (policy.name == "article" and policy.cold_start_vetoes)
         else float(policy.scale_up_threshold)
     )
     full = arrivals.latency.sel(share=1.0)

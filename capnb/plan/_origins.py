@@ -359,18 +359,23 @@ def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
       forecast's need it is a fixed fleet too small, which :func:`configs` leaves out for
       ``fixed`` as well.
     - Arrivals: where ``headroom`` is known, only configurations that run an instance up to that
-      share of its closed-loop requests/s (:attr:`Config.utilisation`): above it, Poisson
+      share of its closed-loop requests/s (:attr:`Config.utilisation`; the article's engine with
+      its scale-ups vetoed runs its floor as a fixed fleet does): above it, Poisson
       arrivals swing the instance past its SLA. When no configuration the cold-start rule allows
       is within it, this rule is not applied, and the plan's ``arrivals`` check says so.
     """
     from .. import elasticity
 
     allowed = np.ones(len(grid), bool)
-    if elasticity.cold_start_vetoes(float(settings["cold_start_s"]), cfg.elasticity.tolerance_s):
+    vetoed = elasticity.cold_start_vetoes(
+        float(settings["cold_start_s"]), cfg.elasticity.tolerance_s
+    )
+    if vetoed:
         # a cold start too long to react in time: capacity that needs no cold start
         allowed = np.array([_holds_without_scaling_up(c) for c in grid])
     if headroom is not None:
-        within = allowed & np.array([c.utilisation <= headroom + 1e-9 for c in grid])
+        runs_to = np.array([_runs_up_to(c, vetoed) for c in grid])
+        within = allowed & (runs_to <= headroom + 1e-9)
         if within.any():
             allowed = within
     return allowed
@@ -388,6 +393,17 @@ def _holds_without_scaling_up(config: Config) -> bool:
     if config.policy == "article":
         return config.floor_share >= 1
     return config.floor_share > 0 or config.buffer_instances > 0
+
+
+def _runs_up_to(config: Config, vetoed: bool) -> float:
+    """The share of its closed-loop requests/s ``config`` runs an instance up to.
+
+    Its :attr:`Config.utilisation`, but for the article's engine with its scale-ups vetoed, which
+    serves the busiest slot on its floor as a fixed fleet does: 1 / ``floor_share``.
+    """
+    if vetoed and config.policy == "article":
+        return 1.0 / config.floor_share if config.floor_share > 0 else math.inf
+    return config.utilisation
 
 
 def _cost(replay: Replay) -> np.ndarray:
