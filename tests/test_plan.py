@@ -1908,3 +1908,34 @@ def test_a_held_out_cost_a_little_below_hindsight_is_not_written_as_minus_nothin
     assert [words.signed_percent(x) for x in (0.05, 0.0, -0.2, 0.004)] == [
         "+5%", "+0%", "-20%", "+0.40%"
     ]  # fmt: skip
+
+
+def test_the_band_words_are_the_chosen_gpus_when_another_is_calibrated_on_your_runs(tmp_path):
+    """Own runs of H100-SXM, candidates H100-SXM then H200 (P99 TTFT <= 2 s, TPOT <= 50 ms): the
+    plan chose 1 x H200, priced on the bundled calibration and banded at its held-out ratios
+    (TTFT 0.69 to 4.70; TPOT 0.74 to 2.83: 15.5 to 24.7 requests/s an instance), but the
+    Latencies line, plan.json's latency_band and plan.nc's capacity_band_ratios said the own-run
+    ratios of the first candidate (TTFT 0.61 to 2.11; TPOT 0.76 to 1.44)."""
+    from capnb.capacity import band_ratios
+
+    _slow_h100_runs(tmp_path)
+    settings = dict(CHEAPER, gpus=("H100-SXM", "H200"), tensor_parallel=(1,), latency="engine",
+                    sla={"ttft_s": 2.0, "tpot_s": 0.05}, calibration_runs=str(tmp_path),
+                    calibration_gpu="H100-SXM", disaggregation="none", provider="none")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = planning.build(planning.read_config(settings))
+    a = planning.answer(plan)
+    assert a.gpu == "H200"
+    sla = planning.read_config(settings).sla
+
+    def words(model):
+        return "; ".join(f"{m.upper()} {lo:.2f} to {hi:.2f}"
+                         for m, (lo, hi) in band_ratios(sla, model=model).items())  # fmt: skip
+
+    bundled, own = words("engine"), words("own-run")
+    assert bundled != own
+    assert a.latency_band == bundled
+    assert f"({bundled} times predicted)" in planning.sections(a)["latency"]
+    assert plan.attrs["capacity_band_ratios"] == bundled
+    assert plan.attrs["capacity_own_band_ratios"] == own

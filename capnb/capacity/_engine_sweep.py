@@ -219,7 +219,9 @@ def sweep_engine(
         ``{gpu: Calibration}``: the engine calibrated on the user's own runs on that GPU
         (:func:`capnb.latency.calibrate`), which prices it at every degree; its answers' band is
         the own-run held-out error (``"own-run"`` of :func:`capnb.latency.validate.error_band`).
-        Other GPUs: the bundled calibration. None: the bundled one everywhere.
+        Other GPUs: the bundled calibration. None: the bundled one everywhere. The band attrs
+        (``band_ratios``, ...) are the bundled calibration's where any option is priced on it;
+        ``own_band_ratios`` the own-run band's in words.
 
     Returns
     -------
@@ -293,8 +295,13 @@ def sweep_engine(
                          vllm_version)  # fmt: skip
     out = _stacked(rows, gpus, tensor_parallel, template)
     _say_left_out(out, unpriced, too_long, longest)
-    if ratio:
-        out.attrs.update({k: template.attrs[k] for k in BAND_ATTRS if k in template.attrs})
+    if ratio:  # the band's words: a bundled-calibration option's (the own-run band's apart)
+        bundled = next((r for (g, _), (kind, r) in rows.items() if kind == "ok" and g not in own),
+                       template)  # fmt: skip
+        out.attrs.update({k: bundled.attrs[k] for k in BAND_ATTRS if k in bundled.attrs})
+        mine = [r for (g, _), (kind, r) in rows.items() if kind == "ok" and g in own]
+        if mine and "band_ratios" in mine[0].attrs:
+            out.attrs["own_band_ratios"] = mine[0].attrs["band_ratios"]
     if own:  # (own_calibration: what a plan's latency words keep whatever else they say)
         out.attrs["own_calibration"] = _own_words(own)
     out.attrs.update(

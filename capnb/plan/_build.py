@@ -472,7 +472,8 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     # the ratios measured / predicted capacity_per_instance_qps_low/_high stand for (no band: none)
     from ..capacity._band import BAND_ATTRS
 
-    plan.attrs.update({f"capacity_{k}": cap.attrs[k] for k in BAND_ATTRS if k in cap.attrs})
+    kept = (*BAND_ATTRS, "own_band_ratios")  # (own: the GPU calibrated on the user's runs)
+    plan.attrs.update({f"capacity_{k}": cap.attrs[k] for k in kept if k in cap.attrs})
     return plan, run, burst
 
 

@@ -448,7 +448,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         prefix_hit_rate=hit,
         max_model_len=_held_context(cap, gpu, tp, cfg.serving.model),
     )  # fmt: skip
-    kw.update(_band_fields(cap, chosen))
+    kw.update(_band_fields(cap, chosen, gpu))
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)
     checks += _context_checks(cfg, workload)
     policy = _policy(cfg, advice, cold)
@@ -535,17 +535,20 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )
 
 
-def _band_fields(cap: xr.Dataset, chosen: xr.Dataset) -> dict:
+def _band_fields(cap: xr.Dataset, chosen: xr.Dataset, gpu: str) -> dict:
     """The chosen option's band: requests/s an instance and the busiest slot's instances at its ends.
 
-    The slow end first (latency at the high ratio), then the fast end; none without a band.
+    The slow end first (latency at the high ratio), then the fast end; none without a band. Its
+    ratios are the own-run band's where ``gpu`` is priced on the user's runs.
     """
     if "per_instance_qps_low" not in chosen:
         return {}
     qps = (float(_first(chosen.per_instance_qps_low)), float(_first(chosen.per_instance_qps_high)))
     busiest = float(chosen.target_qps.max())
     counts = tuple(float(units.instances_needed(busiest, q)) if q > 0 else math.nan for q in qps)
-    return {"latency_band": str(cap.attrs.get("band_ratios", "")),
+    own = "own_band_ratios" in cap.attrs and gpu in own_calibrations(cap)
+    ratios = cap.attrs.get("own_band_ratios" if own else "band_ratios", "")
+    return {"latency_band": str(ratios),
             "per_instance_qps_band": qps, "instances_band": counts}  # fmt: skip
 
 
