@@ -1513,3 +1513,37 @@ def test_the_serving_worksheets_line_by_size_says_what_the_fleets_could_not_buy(
     assert "No reserved price at gcp for H100-SXM" in said
     assert "L40S meets the SLA for some size bin but has no price at gcp" in said
     assert "prompt 8192+ / output 64-255 (3 requests)" in said
+
+
+def test_the_serving_worksheets_cheapest_fleet_says_what_it_could_not_buy():
+    """At hyperstack with a spot share (SPOT_PREEMPTION = 0.1), H100-SXM (no spot price there)
+    and L40S (no price at all there): worksheet 06's sentence after the fleet controls said
+    "the cheapest mix (4 x H100-SXM TP1 reserved, on demand above) costs 18.35 USD/hour, against
+    20.27 for H100-SXM TP1 alone on demand (9% less)" and nothing of mix's spot_unpriced ('H100-SXM') or
+    not_priced ('L40S'), which its by-size line and the plan's mixed-fleet words say."""
+    import ast
+    from types import SimpleNamespace
+
+    import capnb
+
+    cells = json.loads(report.worksheet_path("06_serving").read_text(encoding="utf-8"))["cells"]
+    source = next("".join(c["source"]) for c in cells if c.get("id") == "72024f8e")
+    tree = ast.parse(source)
+    defined = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "answer"]
+    gpus = ["H100-SXM", "L40S"]
+    options = xr.Dataset({"per_instance_qps": (("gpu", "tensor_parallel"), [[6.0], [3.0]])},
+                         coords={"gpu": gpus, "tensor_parallel": [1]})  # fmt: skip
+    demand = xr.DataArray([20.0, 35.0, 50.0], dims="slot", coords={"slot": [0, 1, 2]})
+    fleet = capnb.capacity.mix(options, demand, prices=capnb.data.gpu_prices("hyperstack"),
+                               reserved="reserved", spot_preemption=0.1)  # fmt: skip
+    assert fleet.attrs["spot_unpriced"] == "H100-SXM" and fleet.attrs["not_priced"] == "L40S"
+    split = xr.Dataset({"prefix_hit_rate": ("cache_share", [0.0, 0.3]),
+                        "max_concurrency": ("cache_share", [100, 70])},
+                       coords={"cache_share": [0.0, 0.3]})  # fmt: skip
+    namespace = {"prefix_trace": "a trace", "cache_share": 0.3, "TENSOR_PARALLEL": 1,
+                 "GPU": "H100-SXM", "kv_tokens": 100_000, "split": split, "demand": demand,
+                 "traffic": SimpleNamespace(traffic_quantile=0.99), "PROVIDER": "hyperstack"}  # fmt: skip
+    exec(compile(ast.Module(defined, type_ignores=[]), "72024f8e", "exec"), namespace)
+    said = namespace["answer"]({"fleet": fleet}, {})
+    assert "no spot price at hyperstack for H100-SXM" in said, said
+    assert "L40S meets the SLA but has no price at hyperstack" in said, said
