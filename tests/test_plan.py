@@ -1939,3 +1939,22 @@ def test_the_band_words_are_the_chosen_gpus_when_another_is_calibrated_on_your_r
     assert f"({bundled} times predicted)" in planning.sections(a)["latency"]
     assert plan.attrs["capacity_band_ratios"] == bundled
     assert plan.attrs["capacity_own_band_ratios"] == own
+
+
+def test_a_close_call_of_three_options_says_three_are_benchmarked():
+    """Analytic latency, A100-80GB, H100-SXM, H200 and B200 at TP 1, P99 TTFT <= 1 s and TPOT <=
+    30 ms: 1 x H200 chosen, 1 x B200 the runner-up (+14%), 1 x H100-SXM the cheapest at the
+    band's fast end; the commands benchmark the three, but the check's action (and the Caution
+    line) said 'benchmark both GPUs (the commands below)'."""
+    settings = dict(CHEAPER, gpus=("A100-80GB", "H100-SXM", "H200", "B200"), tensor_parallel=(1,),
+                    latency="model", sla={"ttft_s": 1.0, "tpot_s": 0.03}, disaggregation="none",
+                    provider="none")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = planning.answer(planning.build(planning.read_config(settings)))
+    assert (a.gpu, a.runner_up, a.band_cheapest[1]) == ("H200", "1 x B200", "1 x H100-SXM")
+    assert a.settle_commands.count("vllm serve") == 3
+    check = next(c for c in a.checks if c.name == "close_call")
+    want = "benchmark the 3 options (1 x H200, 1 x B200, 1 x H100-SXM; the commands below)"
+    assert check.action.startswith(want), check.action
+    assert "both GPUs" not in planning.describe(a)

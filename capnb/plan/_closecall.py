@@ -83,9 +83,9 @@ def close_call(
         (the cheapest option, ``"TP x GPU"``, with latency at the slow and at the fast end of the
         model's held-out band, :func:`capnb.capacity.band_cheapest`; ``""`` where none meets the
         SLA; empty without a band), ``close`` (the gap is within the larger error, an error is
-        unknown, or another option is the cheapest at an end of the band) and
-        ``settle_commands`` (shell lines benchmarking the options in question; empty when not a
-        close call).
+        unknown, or another option is the cheapest at an end of the band), ``settle_options``
+        (the options in question, ``"TP x GPU"``: the chosen, the runner-up and the band's) and
+        ``settle_commands`` (shell lines benchmarking them); both empty when not a close call.
     """
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
     error, basis = held_out_error(chosen[0], metric, latency_model, own_gpus)
@@ -94,7 +94,7 @@ def close_call(
     out = {"latency_error": error, "latency_error_basis": basis, "close": False,
            "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
            "band_cheapest": tuple(f"{tp} x {gpu}" if gpu else "" for gpu, tp in ends),
-           "settle_commands": ""}  # fmt: skip
+           "settle_options": (), "settle_commands": ""}  # fmt: skip
     if int(best.feasible_options) < 2:
         return out
     runner = (str(best.runner_up_gpu.item()), int(best.runner_up_tensor_parallel.item()))
@@ -105,6 +105,7 @@ def close_call(
     out.update(latency_error_runner_up=other, cost_gap_share=gap, close=close)
     if close:
         settle = list(dict.fromkeys([chosen, runner, *flips]))
+        out["settle_options"] = tuple(f"{tp} x {gpu}" for gpu, tp in settle)
         out["settle_commands"] = "\n".join(
             benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens)
             for gpu, tp in settle

@@ -258,8 +258,12 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     answer_kw["band_cheapest"] = call["band_cheapest"]
     checks, commands = [], call["settle_commands"]
     named = "analytic latency" if model_name == "analytic" else "serving-engine"
+    settled = call["settle_options"]
     measure = (
         "benchmark both GPUs (the commands below) and re-plan with --benchmark"
+        if call["close"] and len(settled) <= 2
+        else f"benchmark the {len(settled)} options ({', '.join(settled)}; the commands below) "
+        "and re-plan with --benchmark"
         if call["close"]
         else f"benchmark {answer_kw['tensor_parallel']} x {answer_kw['gpu']} (the commands below) "
         "and re-plan with --benchmark"
