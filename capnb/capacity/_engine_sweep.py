@@ -220,8 +220,7 @@ def sweep_engine(
         (:func:`capnb.latency.calibrate`), which prices it at every degree; its answers' band is
         the own-run held-out error (``"own-run"`` of :func:`capnb.latency.validate.error_band`).
         Other GPUs: the bundled calibration. None: the bundled one everywhere. The band attrs
-        (``band_ratios``, ...) are the bundled calibration's where any option is priced on it;
-        ``own_band_ratios`` the own-run band's in words.
+        are a bundled-priced option's; ``own_band_ratios`` says the own-run band.
 
     Returns
     -------
@@ -295,13 +294,8 @@ def sweep_engine(
                          vllm_version)  # fmt: skip
     out = _stacked(rows, gpus, tensor_parallel, template)
     _say_left_out(out, unpriced, too_long, longest)
-    if ratio:  # the band's words: a bundled-calibration option's (the own-run band's apart)
-        bundled = next((r for (g, _), (kind, r) in rows.items() if kind == "ok" and g not in own),
-                       template)  # fmt: skip
-        out.attrs.update({k: bundled.attrs[k] for k in BAND_ATTRS if k in bundled.attrs})
-        mine = [r for (g, _), (kind, r) in rows.items() if kind == "ok" and g in own]
-        if mine and "band_ratios" in mine[0].attrs:
-            out.attrs["own_band_ratios"] = mine[0].attrs["band_ratios"]
+    if ratio:
+        out.attrs.update(_band_attrs(rows, own, template))
     if own:  # (own_calibration: what a plan's latency words keep whatever else they say)
         out.attrs["own_calibration"] = _own_words(own)
     out.attrs.update(
@@ -313,6 +307,20 @@ def sweep_engine(
         prompt_tokens=float(workload.prompt_tokens.mean()),
         output_tokens=float(workload.output_tokens.mean()),
     )
+    return out
+
+
+def _band_attrs(rows: dict, own: dict, template: xr.Dataset) -> dict:
+    """The sweep's band attrs: a bundled-calibration option's, and ``own_band_ratios``.
+
+    ``own_band_ratios``: the band in words of the GPUs calibrated on the user's runs, if any.
+    """
+    ok = [(gpu, r) for (gpu, _), (kind, r) in rows.items() if kind == "ok"]
+    bundled = next((r for gpu, r in ok if gpu not in own), template)
+    out = {k: bundled.attrs[k] for k in BAND_ATTRS if k in bundled.attrs}
+    mine = [r for gpu, r in ok if gpu in own]
+    if mine and "band_ratios" in mine[0].attrs:
+        out["own_band_ratios"] = mine[0].attrs["band_ratios"]
     return out
 
 
