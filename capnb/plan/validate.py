@@ -195,9 +195,11 @@ def markdown(table: pd.DataFrame) -> str:
             continue
         pooled.append((role, s))
         lines.append(
-            f"| {name} | {role} | {s['held']} of {s['windows']} | {s['above_hindsight']:+.0%} | "
-            f"{s['above_bound']:+.0%} | {s['beats_naive']} of {s['windows']} | {_pct(s['p99'])} | "
-            f"{_pct(s['p95'])} | {s['steady_kept']} of {s['windows']}, {s['steady']:+.0%} |"
+            f"| {name} | {role} | {s['held']} of {s['windows']} | "
+            f"{words.signed_percent(s['above_hindsight'])} | "
+            f"{words.signed_percent(s['above_bound'])} | {s['beats_naive']} of {s['windows']} | "
+            f"{_pct(s['p99'])} | {_pct(s['p95'])} | {s['steady_kept']} of {s['windows']}, "
+            f"{words.signed_percent(s['steady'])} |"
         )
     for role in ("design", "unseen", "short"):
         group = [s for r, s in pooled if r == role]
