@@ -370,3 +370,37 @@ def test_the_pages_examples_run(where, code, tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the plan's warnings are part of its answer
             exec(compile(code, where, "exec"), {"__name__": "__docs__"})
+
+
+def test_the_which_model_paragraph_quotes_the_stored_held_out_errors():
+    # the front end's refit (VALIDATION.md: engine TPOT 18 %, E2E 64 %; B200's TPOT 29 %) left
+    # capacity.md saying TPOT 17 % and E2E 63 %, and 24 % on B200: the page quotes the records
+    # and the default plan's answer
+    from capnb.latency import validate
+
+    text = " ".join((DOCS / "capacity.md").read_text(encoding="utf-8").split())
+    paragraph = text[text.index("**Which model, bound by bound**") :].split(" - **")[0]
+    for metric in ("ttft", "tpot", "e2e"):
+        p = validate.preferred_model(metric)
+        engine, analytic = round(100 * p["engine_median"]), round(100 * p["analytic_median"])
+        said = f"{metric.upper()} {engine} % against {analytic} % on {p['figures']} figures"
+        assert said in paragraph, said
+    b200 = round(100 * validate.held_out_error("B200", "tpot", model="engine")["median"])
+    h200 = round(100 * validate.held_out_error("H200", "tpot", model="analytic")["median"])
+    assert f"held-out TPOT error on B200 is {b200} %" in paragraph
+    assert f"held-out TPOT error on H200 {h200} %" in paragraph
+    # the bundled defaults' answer on the refitted calibration (38.39 requests/s, 41,033 USD a
+    # month before it)
+    from capnb import plan as planning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = planning.answer(planning.build(planning.read_config()))
+    said = (f"{a.per_instance_qps:.2f} requests/s per instance on {a.tensor_parallel} x {a.gpu} "
+            f"({a.monthly_usd:,.0f} USD a month")  # fmt: skip
+    assert said in paragraph, said
+    # the choice held out, as VALIDATION.md's record says it
+    record = (ROOT / "VALIDATION.md").read_text(encoding="utf-8")
+    choice = re.findall(r"the choice's median error on the \d+ figures is (\d+)%", record)
+    said = "TTFT {} %, TPOT {} %, E2E {} % on those figures".format(*choice)
+    assert said in paragraph, said
