@@ -1184,6 +1184,12 @@ ROWS = [
         lambda _: capacity.plan(data.load_latency_curve("dstack-vllm-mi300x-short"), 2.0, 20.0,
                                 metric="ttft", tensor_parallel=2.5),
         Raises(InputError, r"tensor_parallel must be a positive integer, got 2\.5")),
+    # an SLA written as the config's table ({"ttft_s": 1, "tpot_s": 0.03}) was read as seconds of
+    # E2E: band_ratios answered {'e2e': (0.51, 1.66)}, a band for a bound the SLA does not have
+    Row("capacity: the band of an SLA given as a mapping",
+        lambda _: capacity.band_ratios({"ttft_s": 1.0, "tpot_s": 0.03}),
+        Raises(InputError, r"band_ratios: sla must be a capnb\.records\.SLA or seconds of "
+                           r"`metric`, got a dict \(write SLA\(ttft_s=1\.0, tpot_s=0\.03\)\)")),
     Row("forecast: hours of the day from an unknown start",
         lambda write: forecast.fit_baseline(forecast.resample(
             data.load_trace(write("rel.csv", "time\n1.5\n2.5\n3600.0\n7300.0\n"), time_unit="s"),

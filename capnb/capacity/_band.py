@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import xarray as xr
@@ -48,6 +49,12 @@ def band_ratios(sla, *, model: str = "engine", metric: str | None = None) -> dic
     from ..latency import validate
     from ..records import SLA
 
+    if isinstance(sla, Mapping):  # the config's table, not seconds of `metric`
+        bounds = ", ".join(f"{k}={v!r}" for k, v in sla.items())
+        raise InputError(
+            "band_ratios: sla must be a capnb.records.SLA or seconds of `metric`, got a "
+            f"{type(sla).__name__} (write SLA({bounds}))"
+        )
     metrics = list(sla.bounds) if isinstance(sla, SLA) else [metric or "e2e"]
     out = {}
     for name in metrics:
