@@ -404,3 +404,110 @@ def test_the_which_model_paragraph_quotes_the_stored_held_out_errors():
     choice = re.findall(r"the choice's median error on the \d+ figures is (\d+)%", record)
     said = "TTFT {} %, TPOT {} %, E2E {} % on those figures".format(*choice)
     assert said in paragraph, said
+
+
+def _quoted(cell: str) -> float:
+    """A table cell's figure as a number: '13,056', '0.2 %', '**yes**' (1.0), 'no' (0.0)."""
+    text = cell.strip().strip("*").removesuffix("%").strip().replace(",", "")
+    return float(text == "yes") if text in ("yes", "no") else float(text)
+
+
+def _assert_rounds_to(cell: str, value: float, where: str) -> None:
+    """The page's figure is ``value`` to the decimals it is printed with."""
+    text = cell.strip().strip("*").removesuffix("%").strip()
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    assert abs(_quoted(cell) - value) <= 0.5 * 10**-decimals + 1e-9, (where, cell, value)
+
+
+def _table_rows(text: str, after: str) -> dict[str, list[str]]:
+    """The markdown table after ``after``: each row's first cell -> its other cells."""
+    lines = text[text.index(after) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_the_cluster_page_quotes_the_default_plans_replays_and_advisory():
+    # after the refit with the serial front end the default plan chose Knative with floor 3 at
+    # 53.35 requests/s per B200, while cluster.md still said floor 8 at 38.39, 2.1 breach minutes,
+    # 18,886 USD and 870 scale events for the chosen run, 75 reversals in the flapping sentence and
+    # 53 % for P:D: the page's figures are recomputed here with its own 'Reproduce' commands
+    # (the default plan is the suite's, shared through its plan cache; the rest takes a few s)
+    from capnb import data, elasticity, forecast
+    from capnb import plan as planning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = planning.build(planning.read_config())
+    a = planning.answer(plan)
+    choice = planning.policy_choice(plan)
+    page = (DOCS / "cluster.md").read_text(encoding="utf-8")
+    text = " ".join(page.split())
+    assert "this round's" not in text
+    assert (f"{choice.max_instances} for the default plan ({max(a.fixed_instances)} + "
+            f"{a.burst_instances})") in text  # fmt: skip
+    said = (f"chooses Knative (target {choice.scale_up_threshold:g}, {choice.cooldown_s / 60:.0f}"
+            f"-minute scale-down delay, floor {choice.min_instances}, no warm spares, "
+            f"{a.per_instance_qps:.2f} requests/s per {a.gpu})")  # fmt: skip
+    assert (choice.policy, choice.buffer_instances) == ("knative", 0) and said in text, said
+
+    series = data.load_rate_series("servegen-m-large")
+    demand = elasticity.prepare_demand(series, 1.0, baseline=forecast.fit_baseline(series))
+    objects = planning.manifests(choice)
+    runs = {
+        kind: elasticity.simulate(demand, step_s=1, cold_start_s=75, tolerance_s=60, **replay)
+        for kind, replay in objects.replays.items()
+    }
+    figures = {
+        kind: (float(run["breach_s"]) / 60, float(run["gpu_hours"]) * a.usd_per_gpu_hour,
+               float(run["scale_events"]))
+        for kind, run in runs.items()
+    }  # fmt: skip
+    assert objects.exact["knative"] and figures["hpa"] == figures["keda"]
+    # the chosen run is the plan's own replay: its scale events and breach minutes a month
+    chosen = figures["knative"]
+    assert chosen[2] == pytest.approx(a.advisory.scale_events_per_hour * a.simulated_hours)
+    assert a.breach_minutes_per_month == pytest.approx(
+        chosen[0] * glossary.HOURS_PER_MONTH / a.simulated_hours
+    )
+    rows = _table_rows(page, "**The default plan**")
+    expected = {
+        f"the chosen run (Knative, floor {choice.min_instances})": chosen,
+        "`knative.yaml`": chosen,
+        "`hpa.yaml` / `keda.yaml` (HPA at the same target, floor and window)": figures["hpa"],
+    }
+    assert set(rows) == set(expected)
+    for row, values in expected.items():
+        for cell, value in zip(rows[row], values, strict=True):
+            _assert_rounds_to(cell, value, row)
+
+    reproduce = text[text.index("Reproduce: `capnb.elasticity.advisory(") :]
+    assert f"per_instance_qps={a.per_instance_qps:.3f}," in reproduce
+    assert f"min_instances={choice.min_instances}, buffer_instances=0)" in reproduce
+    view = elasticity.advisory(
+        demand, policies=["article", "hpa", "knative", "fixed", "fixed_elastic"],
+        per_instance_qps=a.per_instance_qps, step_s=1, cold_start_s=75, tolerance_s=60,
+        scale_up_threshold=choice.scale_up_threshold, cooldown_s=choice.cooldown_s,
+        min_instances=choice.min_instances, buffer_instances=0,
+    )  # fmt: skip
+    rows = _table_rows(page, "On the bundled trace's demand with")
+    columns = ("scale_events_per_hour", "reversals_per_day", "flapping", "above_need_share",
+               "excess_instance_hours", "cold_starts_per_day")  # fmt: skip
+    for policy in view.policy.values:
+        row = rows[f"**{policy}** (chosen)" if policy == choice.policy else policy]
+        for cell, column in zip(row, columns, strict=True):
+            value = float(view[column].sel(policy=policy))
+            _assert_rounds_to(cell, 100 * value if column.endswith("share") else value, policy)
+    warning = elasticity.flapping_warning(view, "knative")
+    assert f'"{warning}"' in text, warning
+
+    # the P:D goals as VALIDATION.md's Disaggregated section states them
+    record = (ROOT / "VALIDATION.md").read_text(encoding="utf-8")
+    picked = re.search(r"within the SLA\) in (\d+) of 15 \(goal: 12\)", record).group(1)
+    ttft = re.search(r"P99 TTFT (\d+)% \(goal: 25 %\)", record).group(1)
+    assert f"<= 25 %): {picked} of 15 and {ttft} % on the calibration of" in text
