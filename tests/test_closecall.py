@@ -298,3 +298,20 @@ def test_another_option_cheapest_at_an_end_of_the_band_makes_a_close_call():
         best, model="Llama-3.1-8B", metric="tpot", prompt_tokens=1000, output_tokens=200,
     )  # fmt: skip
     assert same["band_cheapest"] == ("1 x A100-80GB", "1 x A100-80GB") and not same["close"]
+
+
+def test_the_benchmark_advice_names_options_of_one_gpu_as_options_not_gpus():
+    # a close call between 1 x and 2 x A100-80GB (a request log of ours) said "benchmark both
+    # GPUs": one GPU at two degrees is two options
+    from capnb.plan._compose import settle_words
+
+    assert settle_words(["1 x A100-80GB", "2 x A100-80GB"], "1 x A100-80GB").startswith(
+        "benchmark both options (1 x A100-80GB and 2 x A100-80GB; the commands below)"
+    )
+    assert settle_words(["1 x B200", "1 x H200"], "1 x B200").startswith("benchmark both GPUs")
+    assert "the 3 options (1 x B200, 1 x H200, 2 x H100-SXM;" in settle_words(
+        ["1 x B200", "1 x H200", "2 x H100-SXM"], "1 x B200"
+    )
+    assert settle_words([], "1 x B200") == (
+        "benchmark 1 x B200 (the commands below) and re-plan with --benchmark"
+    )

@@ -258,15 +258,9 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     answer_kw["band_cheapest"] = call["band_cheapest"]
     checks, commands = [], call["settle_commands"]
     named = "analytic latency" if model_name == "analytic" else "serving-engine"
-    settled = call["settle_options"]
-    measure = (
-        "benchmark both GPUs (the commands below) and re-plan with --benchmark"
-        if call["close"] and len(settled) <= 2
-        else f"benchmark the {len(settled)} options ({', '.join(settled)}; the commands below) "
-        "and re-plan with --benchmark"
-        if call["close"]
-        else f"benchmark {answer_kw['tensor_parallel']} x {answer_kw['gpu']} (the commands below) "
-        "and re-plan with --benchmark"
+    measure = settle_words(
+        call["settle_options"] if call["close"] else [],
+        f"{answer_kw['tensor_parallel']} x {answer_kw['gpu']}",
     )
     if answer_kw["options_compared"] > 1:
         gap = call["cost_gap_share"]
@@ -290,6 +284,19 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
         commands = benchmark_commands(cap, answer_kw["gpu"], answer_kw["tensor_parallel"],
                                       answer_kw["model"], prompt, output)  # fmt: skip
     return checks, commands
+
+
+def settle_words(settled: list[str], chosen: str) -> str:
+    """What to benchmark: the options a close call names ("TP x GPU"), or the chosen one alone."""
+    then = " and re-plan with --benchmark"
+    if not settled:
+        return f"benchmark {chosen} (the commands below){then}"
+    gpus = {option.split(" x ", 1)[1] for option in settled}
+    if len(settled) == 2 and len(gpus) == 2:
+        return f"benchmark both GPUs (the commands below){then}"
+    if len(settled) == 2:  # two degrees of one GPU
+        return f"benchmark both options ({settled[0]} and {settled[1]}; the commands below){then}"
+    return f"benchmark the {len(settled)} options ({', '.join(settled)}; the commands below){then}"
 
 
 def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
