@@ -1190,6 +1190,13 @@ ROWS = [
         lambda _: capacity.band_ratios({"ttft_s": 1.0, "tpot_s": 0.03}),
         Raises(InputError, r"band_ratios: sla must be a capnb\.records\.SLA or seconds of "
                            r"`metric`, got a dict \(write SLA\(ttft_s=1\.0, tpot_s=0\.03\)\)")),
+    # an infinite overhead passed the '>= 0 seconds' check (frontend_s=inf: every request waits
+    # for ever in the front end, the curve all NaN)
+    Row("latency: a calibration with an infinite front end",
+        lambda _: latency.calibration.Calibration(0.5, 0.8, 0.7, 2e-3, 2e-5, 1e-5,
+                                                  frontend_s=float("inf")),
+        Raises(InputError, r"Calibration\.frontend_s must be a finite number of seconds >= 0, "
+                           r"got inf")),
     Row("forecast: hours of the day from an unknown start",
         lambda write: forecast.fit_baseline(forecast.resample(
             data.load_trace(write("rel.csv", "time\n1.5\n2.5\n3600.0\n7300.0\n"), time_unit="s"),

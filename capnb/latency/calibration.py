@@ -106,8 +106,10 @@ class Calibration:
         for name in ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
                      "request_overhead_s", "frontend_s"):  # fmt: skip
             value = getattr(self, name)
-            if not value >= 0.0:
-                raise InputError(f"Calibration.{name} must be >= 0 seconds, got {value!r}")
+            if not (math.isfinite(value) and value >= 0.0):
+                raise InputError(
+                    f"Calibration.{name} must be a finite number of seconds >= 0, got {value!r}"
+                )
 
     def as_array(self) -> np.ndarray:
         """The six values in :data:`capnb.kernels.latency.CALIBRATION_FIELDS` order."""
