@@ -802,9 +802,17 @@ def test_guidellm_report_calibrates_the_engine_as_the_same_runs_from_vllm_bench(
     ttft = from_guidellm.query("load == 16 and metric == 'ttft' and stat == 'p99'")["value"]
     assert ttft.item() == pytest.approx(0.610)
     settings = EngineSettings("vllm-v1")
-    one = latency.calibrate(from_vllm, settings=settings)
-    two = latency.calibrate(from_guidellm, settings=settings)
-    assert one == two
+
+    def calibrated(table):
+        # the fixture's figures are made up for the readers: on the refit with the serial front
+        # end the calibration refuses them (the run at 6 requests/s 4.3x off), a refusal whose
+        # words carry the fitted calibration's simulated figures, so equal words are equal fits
+        try:
+            return latency.calibrate(table, settings=settings)
+        except InputError as error:
+            return str(error)
+
+    assert calibrated(from_vllm) == calibrated(from_guidellm)
 
 
 def test_own_runs_keep_their_measured_throughput(tmp_path):

@@ -241,10 +241,14 @@ def test_a_huge_fleets_share_keeps_its_pools_proportion():
             GPT_OSS, w, target_qps=np.array([peak / 10, peak]), sla=SLA(ttft_s=2.0, tpot_s=0.02),
             curves=curves, aggregated_curve=agg, requests=requests,
         )  # fmt: skip
-    assert runs[357.0].instances.values[:, 1].tolist() == [1, 125]
-    assert runs[10000.0].instances.values[:, 1].tolist() == [28, 3475]
+    # (on the refit with the serial front end: 1:60 and 27:1,681, the same load per instance, and
+    # the share's P99 TTFT 0.202 s against the whole's 0.169, its TPOT 17.1 against 19.8 ms: the
+    # bound is 25 %, the share's P99 read from 1,000 requests against 7,000; the bug was 48 %)
+    first, big = (runs[p].instances.values[:, 1] for p in (357.0, 10000.0))
+    assert first[0] == 1 and big[1] / big[0] == pytest.approx(first[1] / first[0], rel=0.05)
+    assert 357.0 / first.sum() == pytest.approx(10000.0 / big.sum(), rel=0.02)
     whole, share = (runs[p].simulated_latency.values for p in (357.0, 10000.0))
-    assert share == pytest.approx(whole, rel=0.15), (whole, share)
+    assert share == pytest.approx(whole, rel=0.25), (whole, share)
 
 
 def test_the_recommendation_says_the_latencies_are_at_the_concurrency_sized(small):
@@ -465,7 +469,9 @@ def test_pd_ratio_reports_the_steady_loop_not_its_opening_waves():
                                      ratios=["1:1"], requests=requests)  # fmt: skip
         return float(ds.latency.sel(metric="ttft").values[0, 0])
 
-    assert p99(600) == pytest.approx(p99(4000), rel=0.2)
+    # (the opening waves read 9x; on the refit with the serial front end 600 requests read 0.169 s
+    # against 0.216 s, a P99 of 540 requests: the bound is 30 %)
+    assert p99(600) == pytest.approx(p99(4000), rel=0.3)
 
 
 def test_a_word_for_a_rate_or_a_prompt_names_the_argument():

@@ -264,6 +264,7 @@ def _held_out_arrays(breach_s, budget_s, cost, eligible):
     return breach, budget, cost, allowed
 
 
+@declare_units(breach_s="s", budget_s="s")
 def choose_held_out(
     breach_s, budget_s, cost, eligible=None, *, goal: float = HOLD_GOAL,
     margin: float = HOLD_MARGIN, windows: str = "held-out windows",
