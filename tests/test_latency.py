@@ -278,7 +278,7 @@ def test_calibration_for_uses_a_gpus_own_fit_else_the_pooled_one():
     assert 0 < own.compute_efficiency <= 1 and 0 < own.bandwidth_efficiency <= 1
     with pytest.raises(InputError, match="compute_efficiency must be in"):
         calibration.Calibration(1.5, 0.5, 0.5, 0, 0, 0)
-    with pytest.raises(InputError, match="step_overhead_s must be >= 0"):
+    with pytest.raises(InputError, match="step_overhead_s must be a finite number of seconds >= 0"):
         calibration.Calibration(0.5, 0.5, 0.5, -1, 0, 0)
 
 
