@@ -399,6 +399,17 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
     unseen = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=math.nan))
     assert not unseen.passed and "nan" not in unseen.finding
     assert unseen.finding == "no held-out interval was observed to score its forecast's P99 on"
+    # and the held-out sentence said "its forecast's P99 covered nan% (P95 nan%)"
+    from capnb.plan._text import _coverage_words
+
+    hole = types.SimpleNamespace(plan_quantile=0.99, coverage_plan=math.nan,
+                                 coverage_p95=math.nan, coverage_p99=math.nan)  # fmt: skip
+    assert _coverage_words(hole) == unseen.finding
+    seen = types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.958, coverage_p95=0.91,
+                                 coverage_p99=0.958)  # fmt: skip
+    assert _coverage_words(seen) == (
+        "its forecast's P99 covered 95.8% (P95 91.0%) of held-out intervals"
+    )
     check = _coverage_check(types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.9954955))
     assert (
         not check.passed

@@ -289,26 +289,36 @@ def held_out_words(a: Answer) -> str:
     return (
         f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
         f"up to {length} (worst: {worst}), at {above} against the hindsight "
-        f"plans and {h.above_bound:+.0%} above the instant-scaling bound, beating last week's "
-        f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; its forecast's "
-        f"{_coverage_words(h)} of held-out intervals{bursts}. "
+        f"plans and {words.signed_percent(h.above_bound)} above the instant-scaling bound, "
+        "beating last week's "
+        f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; "
+        f"{_coverage_words(h)}{bursts}. "
         f"How: {h.how}.{left}"
     )
 
 
 def _coverage_words(h) -> str:
-    """'P99 covered 95.8% (P95 91.0%)': the plan's quantile against its goal, and the other."""
-    plan = math.nan if h.coverage_plan is None else h.coverage_plan
-    if not math.isfinite(plan):  # a record from before the plan's own quantile was scored
+    """The forecast's coverage at the plan's quantile against its goal, and the other quantile's.
+
+    "its forecast's P99 covered 95.8% (P95 91.0%) of held-out intervals"; or that no held-out
+    interval was observed to score.
+    """
+    if h.coverage_plan is None:  # a record from before the plan's own quantile was scored
         return (
-            f"P99 covered {words.percent_against(h.coverage_p99, *coverage_goal(0.99))} "
-            f"(P95 {h.coverage_p95:.1%})"
+            f"its forecast's P99 covered "
+            f"{words.percent_against(h.coverage_p99, *coverage_goal(0.99))} "
+            f"(P95 {h.coverage_p95:.1%}) of held-out intervals"
+        )
+    if not math.isfinite(h.coverage_plan):  # every held-out window in a hole of the trace
+        return (
+            "no held-out interval was observed to score its forecast's "
+            f"{words.quantile(h.plan_quantile)} on"
         )
     other = (0.95, h.coverage_p95) if h.plan_quantile != 0.95 else (0.99, h.coverage_p99)
     return (
-        f"{words.quantile(h.plan_quantile)} covered "
-        f"{words.percent_against(plan, *coverage_goal(h.plan_quantile))} "
-        f"({words.quantile(other[0])} {other[1]:.1%})"
+        f"its forecast's {words.quantile(h.plan_quantile)} covered "
+        f"{words.percent_against(h.coverage_plan, *coverage_goal(h.plan_quantile))} "
+        f"({words.quantile(other[0])} {other[1]:.1%}) of held-out intervals"
     )
 
 
