@@ -77,3 +77,14 @@ def test_describe_keeps_a_stage_under_a_second():
 def test_bad_settings_are_named(overrides, message):
     with pytest.raises(InputError, match=message):
         coldstart.estimate("Llama-3.1-8B", "H100-SXM", **overrides)
+
+
+def test_the_default_degree_holds_the_weights_in_the_dtype_asked_for():
+    # Llama-4-Maverick-17B-128E: 801 GB in bf16 (over 8 x 80 GB), 401 GB in fp8; Meta ships the
+    # fp8 checkpoint for one 8 x H100 node. The degree used to be chosen from the bf16 bytes.
+    fp8 = coldstart.estimate("Llama-4-Maverick-17B-128E", "H100-SXM", weight_dtype="fp8")
+    assert fp8.tensor_parallel.item() == 8
+    weights = data.load_model("Llama-4-Maverick-17B-128E").weight_bytes("fp8")
+    assert fp8.load_s.item() == pytest.approx(weights / coldstart.DEFAULTS.load_bandwidth)
+    with pytest.raises(InputError, match="does not fit on any tensor-parallel group"):
+        coldstart.estimate("Llama-4-Maverick-17B-128E", "H100-SXM")

@@ -94,7 +94,7 @@ class ColdStartSettings:
 DEFAULTS = ColdStartSettings()
 
 
-def _tensor_parallel(models: list, gpus: list[str], tensor_parallel) -> np.ndarray:
+def _tensor_parallel(models: list, gpus: list[str], tensor_parallel, weight_dtype) -> np.ndarray:
     if tensor_parallel is not None:
         tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
         for spec in models:  # as the memory step refuses it: a group that cannot shard the model
@@ -104,7 +104,9 @@ def _tensor_parallel(models: list, gpus: list[str], tensor_parallel) -> np.ndarr
         return np.full((len(models), len(gpus)), tp, dtype=np.int64)
     from .. import memory
 
-    fit = memory.max_concurrency(model=models, gpu=gpus, tensor_parallel=[1], seq_len=[1])
+    fit = memory.max_concurrency(
+        model=models, gpu=gpus, tensor_parallel=[1], seq_len=[1], weight_dtype=weight_dtype
+    )
     smallest = fit.min_tensor_parallel.isel(seq_len=0).transpose("model", "gpu").values
     if (smallest == 0).any():
         i, j = np.argwhere(smallest == 0)[0]
@@ -133,7 +135,7 @@ def estimate(
     gpu
         Catalog GPU ids (default: every catalog GPU).
     tensor_parallel
-        GPUs per instance. Default: the smallest degree whose weights fit
+        GPUs per instance. Default: the smallest degree whose weights (in ``weight_dtype``) fit
         (:func:`capnb.memory.max_concurrency`'s ``min_tensor_parallel``).
     weight_dtype
         Override the config's weight dtype (``"fp8"`` halves the bytes to move).
@@ -166,7 +168,7 @@ def estimate(
     specs = [load_model(m) for m in _validate.names(models, "model")]
     gpu_ids = [str(g) for g in load_gpus(list_gpus() if gpu is None else gpu).gpu.values]
     weights = np.array([s.weight_bytes(weight_dtype) for s in specs])[:, None]
-    tp = _tensor_parallel(specs, gpu_ids, tensor_parallel)
+    tp = _tensor_parallel(specs, gpu_ids, tensor_parallel, weight_dtype)
 
     download = np.zeros_like(weights) if settings.weights_cached else weights
     link = np.minimum(settings.load_bandwidth, tp * settings.host_to_device_bandwidth)
