@@ -88,3 +88,13 @@ def test_the_default_degree_holds_the_weights_in_the_dtype_asked_for():
     assert fp8.load_s.item() == pytest.approx(weights / coldstart.DEFAULTS.load_bandwidth)
     with pytest.raises(InputError, match="does not fit on any tensor-parallel group"):
         coldstart.estimate("Llama-4-Maverick-17B-128E", "H100-SXM")
+
+
+def test_a_degree_that_cannot_hold_the_weights_is_refused():
+    # Llama-4-Maverick-17B-128E in bf16 on 8 x H100-SXM: 100 GB of weights per GPU of 86 GB
+    # (80 GiB). It had a cold start of 2,909 s, an instance that never starts.
+    with pytest.raises(InputError, match=r"tensor_parallel=8.*100 GB.*H100-SXM"):
+        coldstart.estimate("Llama-4-Maverick-17B-128E", "H100-SXM", tensor_parallel=8)
+    fp8 = coldstart.estimate("Llama-4-Maverick-17B-128E", "H100-SXM", tensor_parallel=8,
+                             weight_dtype="fp8")  # fmt: skip
+    assert fp8.tensor_parallel.item() == 8

@@ -95,18 +95,33 @@ DEFAULTS = ColdStartSettings()
 
 
 def _tensor_parallel(models: list, gpus: list[str], tensor_parallel, weight_dtype) -> np.ndarray:
-    if tensor_parallel is not None:
-        tp = _validate.positive_int(tensor_parallel, "tensor_parallel")
-        for spec in models:  # as the memory step refuses it: a group that cannot shard the model
-            reason = spec.valid_tensor_parallel(tp)
-            if reason:
-                raise InputError(f"tensor_parallel: {reason}")
-        return np.full((len(models), len(gpus)), tp, dtype=np.int64)
+    """GPUs per instance over (model, gpu): the degree given, or the smallest that holds the model."""
     from .. import memory
 
-    fit = memory.max_concurrency(
-        model=models, gpu=gpus, tensor_parallel=[1], seq_len=[1], weight_dtype=weight_dtype
+    tp = (
+        1 if tensor_parallel is None else _validate.positive_int(tensor_parallel, "tensor_parallel")
     )
+    for spec in models:  # as the memory step refuses it: a group that cannot shard the model
+        reason = spec.valid_tensor_parallel(tp)
+        if reason:
+            raise InputError(f"tensor_parallel: {reason}")
+    fit = memory.max_concurrency(
+        model=models, gpu=gpus, tensor_parallel=[tp], seq_len=[1], weight_dtype=weight_dtype
+    )
+    if tensor_parallel is not None:  # an instance that cannot hold the model never starts
+        held = fit.max_concurrency.isel(tensor_parallel=0, seq_len=0).transpose("model", "gpu")
+        if (held.values == 0).any():
+            i, j = np.argwhere(held.values == 0)[0]
+            per_gpu = float(fit.weights_bytes.isel(model=i, tensor_parallel=0))
+            raise InputError(
+                f"tensor_parallel={tp}: {fit.model.values[i]} needs {per_gpu / 1e9:.0f} GB of "
+                f"weights per GPU, and one {gpus[j]} has "
+                f"{float(fit.usable_bytes.isel(gpu=j)) / 1e9:.0f} GB usable, so the instance holds "
+                f"no request (memory limit: "
+                f"{fit.limit_reason.isel(tensor_parallel=0, seq_len=0).values[i, j]}); "
+                "give a larger tensor_parallel or a smaller weight_dtype"
+            )
+        return np.full((len(models), len(gpus)), tp, dtype=np.int64)
     smallest = fit.min_tensor_parallel.isel(seq_len=0).transpose("model", "gpu").values
     if (smallest == 0).any():
         i, j = np.argwhere(smallest == 0)[0]
