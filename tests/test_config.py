@@ -208,6 +208,21 @@ def test_backtest_days_is_described_as_what_it_sets():
     assert "last days of the trace" not in Elasticity.__doc__
 
 
+def test_a_cold_start_given_in_part_steps_is_refused_not_rounded_up():
+    # step_s = 15, tolerance_s = 45 and cold_start_s = 20: the plan rounded the cold start up to
+    # 30 s without a word, said "Cold start (30 s) is longer than half the 45 s latency budget
+    # (22.5 s)", vetoed the article policy's scale-ups the 20 s given would not veto, and wrote
+    # 30 s into the exported manifests
+    settings = {"policies": ("fixed",), "cooldown_s": (900,), "step_s": 15, "tolerance_s": 45}
+    with pytest.raises(
+        ConfigError, match=r"cold_start_s = 20: .*step_s = 15 s: cold_start_s = 20 s is not"
+    ):
+        plan.PlanConfig().replace(elasticity={**settings, "cold_start_s": 20})
+    fine = plan.PlanConfig().replace(elasticity={**settings, "cold_start_s": 30})
+    assert fine.elasticity.cold_start_s == 30
+    assert plan.PlanConfig().replace(elasticity=settings).elasticity.cold_start_s == "estimate"
+
+
 def test_tolerance_s_is_described_as_what_it_sets():
     # tolerance_s read "how long the service may run over capacity", but a step is in breach as
     # soon as requests are left over (capnb.kernels.autoscale_loop.serve): a plan on a 14-day

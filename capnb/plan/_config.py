@@ -372,7 +372,8 @@ class Elasticity(_Table):
     """The ``[elasticity]`` table: the autoscaling policies swept, and how they are judged.
 
     ``policies`` and the swept ``scale_up_threshold``, ``cooldown_s``, ``buffer_instances``;
-    ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"`` or seconds);
+    ``step_s`` of the simulation; ``cold_start_s`` (``"estimate"``, rounded up to whole steps,
+    or seconds, a whole number of steps);
     ``tolerance_s`` the latency budget (a waiting request is dropped after it; a cold start
     above half of it vetoes the article policy's scale-ups); ``breach_budget`` the share of
     time in SLA breach accepted; ``backtest_days`` the length of each held-out window, one
@@ -457,6 +458,14 @@ class Elasticity(_Table):
         thrash = _DEFAULTS["thrash_window_s"]
         times.append((f"the thrash window ({thrash:g} s)", thrash))
         return _whole_steps(value, times)
+
+    @field_validator("cold_start_s")
+    @classmethod
+    def _cold_start_in_steps(cls, value, info: pydantic.ValidationInfo):
+        """A cold start given in seconds is whole steps: the simulator would round it up unsaid."""
+        if value != "estimate" and "step_s" in info.data:
+            _whole_steps(info.data["step_s"], [(f"cold_start_s = {value:g} s", value)])
+        return value
 
     @field_validator("tolerance_s")
     @classmethod
