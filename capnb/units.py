@@ -35,6 +35,7 @@ import functools
 import inspect
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -73,7 +74,9 @@ def _convert(value, unit: str, argument: str):
     if isinstance(value, str):
         try:
             quantity = ureg(value)
-        except Exception:  # pint raises several kinds on text it cannot read
+        except Exception as error:  # pint raises several kinds on text it cannot read
+            if _NUMBER_FIRST.match(value):  # a number with a unit pint does not know
+                raise _unread(value, unit, argument, error) from None
             return value  # not a quantity: a keyword ("estimate") the function reads itself
         if not hasattr(quantity, "to"):
             return value
@@ -81,6 +84,21 @@ def _convert(value, unit: str, argument: str):
     if isinstance(value, ureg.Quantity):
         return _to(value, unit, argument, value)
     return value
+
+
+#: Text that starts with a number is meant as a quantity, never as a keyword ("estimate").
+_NUMBER_FIRST = re.compile(r"\s*[-+]?\.?\d")
+
+
+def _unread(text: str, unit: str, argument: str, error: Exception) -> InputError:
+    """The error for a number whose unit pint cannot read: the unit named, and the one expected."""
+    names = getattr(error, "unit_names", None)
+    names = (names,) if isinstance(names, str) else names
+    what = ", ".join(map(repr, names)) if names else "pint cannot read it"
+    return InputError(
+        f"{argument}: {text!r} has a unit capnb does not read ({what}); give a {_kind(unit)} "
+        f"in {unit}, as a number or with a unit ('10 {unit}')"
+    )
 
 
 def in_unit(value, unit: str, argument: str):

@@ -85,6 +85,24 @@ def test_a_dataarray_is_read_in_its_units_attr():
     assert level("estimate") == "estimate"  # not a quantity: the function reads it itself
 
 
+def test_a_number_with_a_unit_capnb_does_not_know_is_refused_by_the_argument_and_its_unit():
+    # '600 req/min' was handed on as text: simulate then said "per_instance_qps must be a finite
+    # number, got '600 req/min'", as if a number had been expected, with no word of the unit
+    rate = np.full(600, 30.0)
+    with pytest.raises(
+        InputError,
+        match=r"^per_instance_qps: '600 req/min' has a unit capnb does not read \('req'\); "
+        r"give a rate in requests/s, as a number or with a unit \('10 requests/s'\)",
+    ):
+        elasticity.simulate(rate, step_s=1, per_instance_qps="600 req/min", cold_start_s=90)
+    with pytest.raises(InputError, match=r"^usd_per_gpu_hour: '2 EUR/hour' has a unit .*'EUR'"):
+        elasticity.simulate(rate, step_s=1, per_instance_qps=10, usd_per_gpu_hour="2 EUR/hour")
+    from capnb import memory
+
+    with pytest.raises(InputError, match=r"^seq_len: '8 Ktoken' has a unit .*tokens"):
+        memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", seq_len="8 Ktoken")
+
+
 def test_a_declaration_names_real_parameters_and_units():
     with pytest.raises(TypeError, match="has no parameter"):
         declare_units(nope_s="s")(lambda x: x)
