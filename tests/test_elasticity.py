@@ -41,6 +41,17 @@ def test_cold_start_longer_than_half_the_budget_vetoes_the_scale_up():
     assert decide(90, cold_start_s=30) == ScaleUp(2)  # exactly half is allowed
 
 
+def test_the_veto_rule_refuses_a_cold_start_or_tolerance_that_is_not_finite_seconds_ge_0():
+    # cold_start_vetoes(nan, 60) was False: an unknown cold start let every scale-up count (and a
+    # negative tolerance, -60 s, vetoed nothing below -30 s); each is an error naming the argument
+    assert elasticity.cold_start_vetoes("75 s", "1 min") is True
+    bad = (("nan s", 60.0, "cold_start_s"), (30.0, math.nan, "tolerance_s"),
+           (-75.0, 60.0, "cold_start_s"), (30.0, "-1 min", "tolerance_s"))  # fmt: skip
+    for cold, tolerance, argument in bad:
+        with pytest.raises(InputError, match=rf"^{argument} must be .* seconds"):
+            elasticity.cold_start_vetoes(cold, tolerance)
+
+
 def test_scale_down_waits_for_the_cooldown():
     assert decide(20, low_duration_s=600, cooldown_s=900) == NoAction(
         "cool-down period not met", "wait for sustained low traffic"

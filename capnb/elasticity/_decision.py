@@ -41,7 +41,16 @@ def cold_start_vetoes(cold_start_s: float, tolerance_s: float) -> bool:
     >>> cold_start_vetoes(75.0, 60.0), cold_start_vetoes(30.0, 60.0)
     (True, False)
     """
-    return float(cold_start_s) > cold_start_limit_s(tolerance_s)
+    cold, tolerance = (_seconds(cold_start_s, "cold_start_s"), _seconds(tolerance_s, "tolerance_s"))
+    return cold > cold_start_limit_s(tolerance)
+
+
+def _seconds(value: object, name: str) -> float:
+    """A duration for the veto rule: a finite number of seconds >= 0 (NaN vetoed nothing)."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (real and math.isfinite(value) and value >= 0):
+        raise InputError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def cold_start_limit_s(tolerance_s: float) -> float:
