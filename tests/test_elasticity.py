@@ -379,6 +379,19 @@ def test_troughs_measure_dips_inside_the_series():
     assert durations.values.tolist() == [20.0, 10.0]  # the last dip runs off the end: no length
 
 
+def test_troughs_refuses_a_level_that_is_not_a_finite_rate_ge_0():
+    # level_qps=nan (or 'nan requests/s') found no dip at all and answered [], as a smooth
+    # series would; a level given per minute is the same dips as per second
+    demand = [9, 1, 1, 9, 1, 9, 9, 1, 1, 1]
+    per_minute = elasticity.troughs(demand, step_s="10 s", level_qps="300 requests/min")
+    assert per_minute.values.tolist() == [20.0, 10.0]
+    for level in (math.nan, "nan requests/s", -5.0, math.inf):
+        with pytest.raises(
+            InputError, match=r"^level_qps must be a finite number of requests/s >= 0"
+        ):
+            elasticity.troughs(demand, step_s=10, level_qps=level)
+
+
 def test_fixed_instances_covers_the_quantile():
     demand = np.arange(1, 101, dtype=float)
     assert elasticity.fixed_instances(demand, 10, quantile=0.99, step_s=60) == math.ceil(99.01 / 10)

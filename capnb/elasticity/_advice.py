@@ -14,6 +14,7 @@ the article's rules to the numbers of a sweep:
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,6 +87,10 @@ def troughs(demand, *, step_s: float | None = None, level_qps: float | None = No
     """
     values, times, step = demand_values(demand, step_s)
     level = float(np.quantile(values, 0.95)) * _TROUGH_LEVEL if level_qps is None else level_qps
+    real = isinstance(level, numbers.Real) and not isinstance(level, bool)
+    if not (real and math.isfinite(level) and level >= 0):
+        # a NaN level finds no dip at all: the answer would be [], as for a smooth series
+        raise InputError(f"level_qps must be a finite number of requests/s >= 0, got {level!r}")
     starts, lengths = _runs_below(values, level)
     return xr.DataArray(
         lengths * step,
