@@ -52,6 +52,16 @@ def test_resample_matches_pandas_on_the_conversation_trace(conv, interval):
     assert series.qps.attrs["units"] == "requests/s" and series.attrs["interval_s"] == seconds
 
 
+def test_an_interval_in_words_is_the_same_interval_as_in_short():
+    # resample(interval='60 seconds') and '1 minute' were "not a duration" while '1min', '60s',
+    # '5 mins' and '1.5 hours' passed (and simulate(step_s='60 seconds') reads 60 s)
+    from capnb.data._series import interval_seconds
+
+    for words, short in (("60 seconds", "60s"), ("1 minute", "1min"), ("2 minutes", "2min"),
+                         ("1 second", "1s"), ("1.5 hours", "1.5h")):  # fmt: skip
+        assert interval_seconds(words) == interval_seconds(short)
+
+
 def test_resample_of_a_rate_series_is_the_mean_of_its_windows(large):
     hourly = forecast.resample(large, "1h")
     by_pandas = large.qps.to_series().resample("1h").mean()

@@ -38,8 +38,9 @@ WEEK_NS = 7 * DAY_NS
 #: Monday 1970-01-05 00:00: slot periods are counted from a Monday midnight.
 MONDAY_NS = 4 * DAY_NS
 _UNITS_S = {
-    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600,
-    "hour": 3600, "d": 86_400, "day": 86_400, "w": 604_800, "week": 604_800,
+    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "second": 1, "min": 60, "m": 60,
+    "minute": 60, "h": 3600, "hour": 3600, "d": 86_400, "day": 86_400, "w": 604_800,
+    "week": 604_800,
 }  # fmt: skip
 
 
