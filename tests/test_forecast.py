@@ -62,6 +62,16 @@ def test_an_interval_in_words_is_the_same_interval_as_in_short():
         assert interval_seconds(words) == interval_seconds(short)
 
 
+def test_a_custom_slots_label_names_its_length_in_any_unit_and_refuses_one_that_is_not():
+    # slot_label(3, 'custom', slot_s='nan s') raised "ValueError: cannot convert float NaN to
+    # integer" (no argument named) and slot_s='-30 min' said "slot 3 (-1800 s each)"
+    assert forecast.slot_label(3, "custom", slot_s="30 min") == "slot 3 (30 min each)"
+    assert forecast.slot_label(3, "custom", slot_s=1800) == "slot 3 (30 min each)"
+    for slot_s in ("nan s", "-30 min", 0, float("inf")):
+        with pytest.raises(InputError, match=r"^slot_s must be a finite number of seconds > 0"):
+            forecast.slot_label(3, "custom", slot_s=slot_s)
+
+
 def test_resample_of_a_rate_series_is_the_mean_of_its_windows(large):
     hourly = forecast.resample(large, "1h")
     by_pandas = large.qps.to_series().resample("1h").mean()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import xarray as xr
 
@@ -255,6 +257,9 @@ def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
     if kind == "hour_of_week":
         day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[slot // 24]
         return f"{day} {slot_label(slot % 24, 'hour_of_day')}"
+    real = isinstance(slot_s, numbers.Real) and not isinstance(slot_s, bool)
+    if not (real and np.isfinite(slot_s) and slot_s > 0):
+        raise InputError(f"slot_s must be a finite number of seconds > 0, got {slot_s!r}")
     return f"slot {slot} ({duration_text(round(slot_s * NS))} each)"
 
 
