@@ -193,6 +193,24 @@ def test_an_interval_or_timezone_is_checked_where_the_file_gives_it(tmp_path, te
         plan.load_config(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [('tolerance_s = "1 min"\n', r"p\.toml:2: tolerance_s = '1 min': expected a number of s, not "
+      r"text: write 60 for '1 min'"),
+     ('cooldown_s = ["5 min", 900]\n', r"p\.toml:2: cooldown_s\[0\] = '5 min': expected a number "
+      r"of s, not text: write 300 for '5 min'"),
+     ('step_s = "5 GiB"\n', r"p\.toml:2: step_s = '5 GiB': '5 GiB' is gibibyte, not a time in s"),
+     ('step_s = "fast"\n', r"p\.toml:2: step_s = 'fast': expected a number of s$")],
+)  # fmt: skip
+def test_a_setting_in_seconds_given_with_a_unit_says_the_number_to_write(tmp_path, text, message):
+    # the Python API reads tolerance_s='1 min' as 60 s; the config refused it with pydantic's
+    # "Input should be a valid number", which names neither the unit nor the number meant
+    path = tmp_path / "p.toml"
+    path.write_text("[elasticity]\n" + text)
+    with pytest.raises(ConfigError, match=message):
+        plan.load_config(path)
+
+
 def test_backtest_days_is_described_as_what_it_sets():
     # backtest_days is the length of each held-out window after the last (up to 7) daily origins,
     # and a trace under 8 days is held out in 6-hour windows whatever it says: a plan with

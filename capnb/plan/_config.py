@@ -29,6 +29,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from ..data import write_atomic
 from ..errors import CapnbError, ConfigError
 from ..records import SLA
+from ..units import in_unit
 
 __all__ = [
     "SECTIONS",
@@ -737,6 +738,27 @@ def _shown(value: object) -> str:
     return f"<{type(value).__module__.split('.')[0]}.{type(value).__name__}>"
 
 
+def _text_for_number(name: str, text: str) -> str | None:
+    """The rule for text given to a setting of numbers in a unit ("1 min" for tolerance_s).
+
+    The Python API converts such text (:mod:`capnb.units`); a config holds the number itself, and
+    the message says which. ``None`` for a setting without a unit.
+    """
+    table = _TABLE_OF.get(name)
+    if table not in TABLES:
+        return None
+    unit = pydantic.TypeAdapter(TABLES[table]).json_schema()["properties"][name].get("unit")
+    if not unit:
+        return None
+    try:
+        value = in_unit(text, unit, name)
+    except CapnbError as error:
+        return str(error).removeprefix(f"{name}: ")
+    if isinstance(value, str):
+        return f"expected a number of {unit}"
+    return f"expected a number of {unit}, not text: write {value:g} for {text!r}"
+
+
 def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
     """Every field the schema refused, each with its value, the rule, and its file and line."""
     by_field: dict[str, list[dict]] = {}
@@ -764,6 +786,8 @@ def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
                 rule = f"expected one of {item['ctx']['expected']}"
             elif name in _BUDGETS and item["type"].startswith(_BUDGETS[name][0]):
                 rule = f"{rule}: {_BUDGETS[name][1]}"
+            elif item["type"] == "float_type" and isinstance(item["input"], str):
+                rule = _text_for_number(name, item["input"]) or rule
             lines.append(f"{place}: {name}{index} = {_shown(item['input'])}: {rule}")
     return "; ".join(lines)
 
