@@ -98,3 +98,26 @@ def test_a_degree_that_cannot_hold_the_weights_is_refused():
     fp8 = coldstart.estimate("Llama-4-Maverick-17B-128E", "H100-SXM", tensor_parallel=8,
                              weight_dtype="fp8")  # fmt: skip
     assert fp8.tensor_parallel.item() == 8
+
+
+def test_settings_with_their_units_are_the_same_cold_start_as_plain_numbers():
+    # estimate(download_bandwidth='3e9 B/s') was "download_bandwidth must be a number, got
+    # '3e9 B/s'" and provisioning_s='1 min' the same, while simulate(cold_start_s='1 min') reads
+    # 60 s; the settings are read in bytes/s and s as the declared-unit arguments are
+    def seconds(**settings):
+        return float(coldstart.estimate("Llama-3.1-8B", "H100-SXM", **settings).cold_start_s.item())
+
+    plain = seconds(download_bandwidth=3e9, provisioning_s=60, engine_init_s=14)
+    assert (
+        seconds(download_bandwidth="3e9 B/s", provisioning_s="1 min", engine_init_s="14 s") == plain
+    )
+    assert seconds(download_bandwidth="24 Gbit/s", provisioning_s=60) == plain
+    settings = coldstart.ColdStartSettings(warm_up_s="3000 ms", load_bandwidth="1.5 GiB/s")
+    assert settings.validated().warm_up_s == 3.0
+    assert settings.validated().load_bandwidth == 1.5 * 2**30
+    with pytest.raises(InputError, match=r"^provisioning_s: '5 GiB' is gibibyte, not a time in s"):
+        seconds(provisioning_s="5 GiB")
+    with pytest.raises(
+        InputError, match=r"^download_bandwidth: '3 GB' is gigabyte, not a .* bytes/s"
+    ):
+        seconds(download_bandwidth="3 GB")

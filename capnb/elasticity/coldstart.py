@@ -39,6 +39,7 @@ import xarray as xr
 from .. import _validate, glossary, words
 from ..data import list_gpus, load_gpus, load_model
 from ..errors import InputError
+from ..units import in_unit
 
 __all__ = ["ARTICLE_RANGE_S", "DEFAULTS", "ColdStartSettings", "describe", "estimate"]
 
@@ -80,14 +81,26 @@ class ColdStartSettings:
     weights_cached: bool = False
 
     def validated(self) -> ColdStartSettings:
-        """Return self after checking every field, or raise an error naming the field."""
+        """These settings in s and bytes/s, checked field by field (an error names the field).
+
+        A field given with its unit (``"1 min"``, ``"3e9 B/s"``) is converted as a declared-unit
+        argument is (:mod:`capnb.units`); the record returned holds the plain numbers.
+        """
+        settings = replace(self, **{n: in_unit(getattr(self, n), u, n) for n, u in _UNITS.items()})
         for name in ("provisioning_s", "engine_init_s", "warm_up_s"):
-            _validate.fraction(getattr(self, name), name, high=float("inf"))
+            _validate.fraction(getattr(settings, name), name, high=float("inf"))
         for name in ("download_bandwidth", "load_bandwidth", "host_to_device_bandwidth"):
-            _validate.fraction(getattr(self, name), name, high=float("inf"), low_open=True)
-        if not isinstance(self.weights_cached, bool):
+            _validate.fraction(getattr(settings, name), name, high=float("inf"), low_open=True)
+        if not isinstance(settings.weights_cached, bool):
             raise InputError(f"weights_cached must be True or False, got {self.weights_cached!r}")
-        return self
+        return settings
+
+
+#: The unit each cold-start setting is read in.
+_UNITS = {
+    "provisioning_s": "s", "engine_init_s": "s", "warm_up_s": "s", "download_bandwidth": "bytes/s",
+    "load_bandwidth": "bytes/s", "host_to_device_bandwidth": "bytes/s",
+}  # fmt: skip
 
 
 #: capnb's defaults (see the module docstring for their sources).
