@@ -186,9 +186,9 @@ def declare_units(**units: str):
 
 
 def _each(value, unit: str, argument: str):
-    """A value, or each value of a list or tuple (a swept grid), in ``unit``."""
+    """A value, or each value of a list or tuple (a swept grid, a table of them), in ``unit``."""
     if isinstance(value, list | tuple):
-        return type(value)(_convert(v, unit, argument) for v in value)
+        return type(value)(_each(v, unit, argument) for v in value)
     return _convert(value, unit, argument)
 
 

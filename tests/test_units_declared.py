@@ -103,6 +103,17 @@ def test_a_number_with_a_unit_capnb_does_not_know_is_refused_by_the_argument_and
         memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", seq_len="8 Ktoken")
 
 
+def test_a_table_of_quantities_is_converted_cell_by_cell():
+    # choose_held_out's breach_s is windows x configurations: [["0 min", "5 s"], [0, 2]] raised
+    # "ValueError: could not convert string to float: '0 min'" (no argument named), as only a
+    # flat list was converted; each cell is now, and a cell of another kind names the argument
+    breach, budget, cost = [[0, 5], [0, 2]], [40, 40], [[9, 5], [9, 5]]
+    plain = elasticity.choose_held_out(breach, budget, cost)
+    assert elasticity.choose_held_out([["0 min", "5 s"], [0, "2000 ms"]], budget, cost) == plain
+    with pytest.raises(InputError, match=r"^breach_s: '5 GB' is gigabyte, not a time in s"):
+        elasticity.choose_held_out([[0, "5 GB"], [0, 2]], budget, cost)
+
+
 def test_a_declaration_names_real_parameters_and_units():
     with pytest.raises(TypeError, match="has no parameter"):
         declare_units(nope_s="s")(lambda x: x)
