@@ -211,6 +211,20 @@ def test_a_setting_in_seconds_given_with_a_unit_says_the_number_to_write(tmp_pat
         plan.load_config(path)
 
 
+def test_a_cold_start_given_with_a_unit_says_the_number_to_write(tmp_path):
+    # tolerance_s = "1 min" says "write 60"; cold_start_s = "1 min" (seconds or 'estimate') said
+    # only "expected a finite number of seconds >= 0, or 'estimate'", no word of the 60 s meant
+    path = tmp_path / "p.toml"
+    path.write_text('[elasticity]\ncold_start_s = "1 min"\n')
+    with pytest.raises(ConfigError, match=r"cold_start_s = '1 min': expected a number of s, not "
+                       r"text: write 60 for '1 min' \(or 'estimate'\)"):  # fmt: skip
+        plan.load_config(path)
+    path.write_text('[elasticity]\ncold_start_s = "estimat"\n')
+    with pytest.raises(ConfigError, match=r"= 'estimat': expected a finite number of seconds >= 0, "
+                       r"or 'estimate'$"):  # fmt: skip
+        plan.load_config(path)
+
+
 def test_backtest_days_is_described_as_what_it_sets():
     # backtest_days is the length of each held-out window after the last (up to 7) daily origins,
     # and a trace under 8 days is held out in 6-hour windows whatever it says: a plan with

@@ -744,10 +744,20 @@ def _text_for_number(name: str, text: str) -> str | None:
     The Python API converts such text (:mod:`capnb.units`); a config holds the number itself, and
     the message says which. ``None`` for a setting without a unit.
     """
+    unit = _unit_of(name)
+    return _quantity_rule(name, text, unit) or (f"expected a number of {unit}" if unit else None)
+
+
+def _unit_of(name: str) -> str | None:
+    """The unit a setting is in (its schema's ``unit``), or None."""
     table = _TABLE_OF.get(name)
     if table not in TABLES:
         return None
-    unit = pydantic.TypeAdapter(TABLES[table]).json_schema()["properties"][name].get("unit")
+    return pydantic.TypeAdapter(TABLES[table]).json_schema()["properties"][name].get("unit")
+
+
+def _quantity_rule(name: str, text: str, unit: str | None) -> str | None:
+    """The rule for a quantity given as text ("1 min": write 60), or None for a keyword's text."""
     if not unit:
         return None
     try:
@@ -755,7 +765,7 @@ def _text_for_number(name: str, text: str) -> str | None:
     except CapnbError as error:
         return str(error).removeprefix(f"{name}: ")
     if isinstance(value, str):
-        return f"expected a number of {unit}"
+        return None
     return f"expected a number of {unit}, not text: write {value:g} for {text!r}"
 
 
@@ -775,7 +785,11 @@ def _message(errors: list[dict], source: str, where: dict[str, str]) -> str:
             lines += [f"{place}: {item['msg'].removeprefix('Value error, ')}" for item in items]
             continue
         if name in _UNION_RULES and items[0]["type"] != "value_error":  # not a rule of its own
-            lines.append(f"{place}: {name} = {_shown(items[0]['input'])}: {_UNION_RULES[name]}")
+            given = items[0]["input"]
+            rule = _UNION_RULES[name]
+            if isinstance(given, str) and (said := _quantity_rule(name, given, _unit_of(name))):
+                rule = f"{said} (or {rule.rsplit(', or ', 1)[1]})"  # "1 min" for cold_start_s
+            lines.append(f"{place}: {name} = {_shown(given)}: {rule}")
             continue
         if any(len(i["loc"]) > 1 for i in items):  # an item's own error says more than the count
             items = [i for i in items if len(i["loc"]) > 1]
