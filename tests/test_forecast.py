@@ -72,6 +72,16 @@ def test_a_custom_slots_label_names_its_length_in_any_unit_and_refuses_one_that_
             forecast.slot_label(3, "custom", slot_s=slot_s)
 
 
+def test_an_interval_in_any_word_the_unit_boundary_reads_is_the_same_interval():
+    # be2de3f added 'second(s)' and 'minute(s)', yet '2 hrs', '1 hr', '500 milliseconds' and
+    # '1 msec' were still "not a duration" while simulate(step_s='2 hrs') reads 7200 s
+    from capnb.data._series import interval_seconds
+    from capnb.units import in_unit
+
+    for text in ("2 hrs", "1 hr", "500 milliseconds", "500 millisecond", "1 msec", "30 secs"):
+        assert interval_seconds(text) == pytest.approx(in_unit(text, "s", "step_s"))
+
+
 def test_resample_of_a_rate_series_is_the_mean_of_its_windows(large):
     hourly = forecast.resample(large, "1h")
     by_pandas = large.qps.to_series().resample("1h").mean()

@@ -37,9 +37,11 @@ DAY_NS = 86_400 * NS
 WEEK_NS = 7 * DAY_NS
 #: Monday 1970-01-05 00:00: slot periods are counted from a Monday midnight.
 MONDAY_NS = 4 * DAY_NS
+#: Words for a time unit: those capnb.units reads ("2 hrs", "500 msec"), and pandas' m, D, W.
 _UNITS_S = {
-    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "second": 1, "min": 60, "m": 60,
-    "minute": 60, "h": 3600, "hour": 3600, "d": 86_400, "day": 86_400, "w": 604_800,
+    "ns": 1e-9, "nanosecond": 1e-9, "us": 1e-6, "microsecond": 1e-6, "ms": 1e-3, "msec": 1e-3,
+    "millisecond": 1e-3, "s": 1, "sec": 1, "second": 1, "min": 60, "m": 60, "minute": 60,
+    "h": 3600, "hr": 3600, "hour": 3600, "d": 86_400, "day": 86_400, "w": 604_800,
     "week": 604_800,
 }  # fmt: skip
 
