@@ -100,6 +100,7 @@ class SLA:
             if not _real(value):  # a numpy number (np.float32 from an array) is a number too
                 raise InputError(
                     f"sla: {metric}_s = {value!r}: expected seconds as a number (or none)"
+                    + _write_for(value)
                 )
             if not math.isfinite(value) or value <= 0:
                 raise InputError(
@@ -211,8 +212,22 @@ def _real(value: object) -> bool:
 _UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
+#: Seconds as text: a number, with s, ms or us or none.
+_SECONDS = re.compile(r"\s*([0-9.eE+-]+)\s*(s|ms|us)?\s*")
+
+
+def _write_for(value: object) -> str:
+    """For a bound given as text with a unit ("500 ms"), the number of seconds to write instead."""
+    match = _SECONDS.fullmatch(value) if isinstance(value, str) else None
+    try:
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or ""] if match else None
+    except ValueError:
+        return ""
+    return "" if seconds is None else f", not text: write {seconds:g} for {value!r}"
+
+
 def _number(raw: str, part: str, key: str) -> float:
-    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(s|ms|us)?\s*", raw)
+    match = _SECONDS.fullmatch(raw)
     if match is None or (key == "quantile" and match.group(2)):
         raise InputError(
             f"--sla: {part!r}: expected a number"

@@ -140,3 +140,17 @@ def test_records_take_numpy_numbers_as_the_numbers_they_are():
             capacity.SLA(ttft_s=bad)
         with pytest.raises(InputError, match="deployment: tensor_parallel"):
             Deployment("Llama-3.1-8B", "H100-SXM", bad)
+
+
+def test_an_sla_bound_given_as_text_with_a_unit_says_the_seconds_to_write(tmp_path):
+    # the config's tolerance_s = "1 min" says "write 60" (fe42138); [sla] ttft_s = "500 ms" said
+    # only "expected seconds as a number (or none)", no word of the 0.5 s meant
+    with pytest.raises(InputError, match=r"ttft_s = '500 ms': expected seconds as a number "
+                       r"\(or none\), not text: write 0.5 for '500 ms'"):  # fmt: skip
+        capacity.SLA(ttft_s="500 ms")
+    path = tmp_path / "p.toml"
+    path.write_text('[sla]\ntpot_s = "60ms"\n')
+    with pytest.raises(CapnbError, match=r"tpot_s = '60ms': .*write 0.06 for '60ms'"):
+        capnb.plan.load_config(path)
+    with pytest.raises(InputError, match=r"= 'fast': expected seconds as a number \(or none\)$"):
+        capacity.SLA(ttft_s="fast")
