@@ -752,6 +752,21 @@ def test_a_time_column_read_as_a_count_is_named_as_the_missing_time(tmp_path):
     assert traffic.prompt_tokens.values.tolist() == [100, 200]
 
 
+def test_a_rate_series_with_an_unknown_time_column_is_told_to_name_that_column(tmp_path):
+    # hourly counts under 'hour,requests': the error said "name it with time_column='requests'",
+    # the column it had just read as the counts; following it failed again. It now names 'hour'
+    path = _write(
+        tmp_path, "hourly.csv", "hour,requests\n2025-03-03 00:00,9000\n2025-03-03 01:00,9400\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        data.load_traffic(path)
+    message = str(raised.value)
+    assert "hourly.csv: no time column among" in message
+    assert "time_column='hour'" in message and "time_column='requests'" not in message
+    series = data.load_traffic(path, time_column="hour")
+    assert series.attrs["interval_s"] == 3600.0 and series.sizes["time"] == 2
+
+
 def test_splitwise_sim_traces_are_read_by_their_names(tmp_path):
     # splitwise-sim's traces (traces/test_trace.csv): prompt_size and token_size (the output);
     # token_size alone was reported, as a candidate for the prompt too, and prompt_size not at all

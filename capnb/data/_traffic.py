@@ -189,10 +189,19 @@ def load_traffic(
     how = "as stated (trace_kind)"
     if kind == "auto":
         if value and not columns["time"]:  # no time: the "rate" may be the times ('arrival_s')
+            others = [c for c in _columns(path) if c not in (value, *columns.values())]
+            which = (
+                f"if {others[0]!r} holds each window's start, name it with time_column={others[0]!r}"
+                if len(others) == 1
+                else f"name the column of window starts ({', '.join(map(repr, others))}) with "
+                "time_column="
+                if others
+                else f"if it holds each request's time (or each window's start), name it with "
+                f"time_column={value!r}"
+            )
             raise ConfigError(
                 f"{path}: no time column among {list(_WINDOW_NAMES)}, and column {value!r} reads "
-                "as a rate series' values by its name; if it holds each request's time (or each "
-                f"window's start), name it with time_column={value!r} (a plan config's [traffic] "
+                f"as a rate series' values by its name; {which} (a plan config's [traffic] "
                 "time_column, capnb plan --time-column)"
             )
         if value and tokens:
