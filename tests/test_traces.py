@@ -970,6 +970,23 @@ def test_a_rate_series_in_a_column_of_another_name_is_not_read_as_one_request_a_
         assert data.load_traffic(timed, time_column="arrival_rate_ts").sizes["request"] == 2
 
 
+def test_a_count_column_of_another_name_is_told_the_option_that_reads_it(tmp_path):
+    # 5-minute counts under 'n_requests': the error asked to rename the file's column to 'requests'
+    # and never said that count_column= (or rate_column=) reads it as it is
+    path = _write(
+        tmp_path,
+        "five.csv",
+        "window_start,n_requests\n2025-03-03 00:00,9124\n2025-03-03 00:05,9079\n",
+    )
+    with pytest.raises(ConfigError) as raised:
+        data.load_traffic(path)
+    message = str(raised.value)
+    assert "count_column='n_requests'" in message and "rate_column='n_requests'" in message
+    series = data.load_traffic(path, count_column="n_requests")
+    assert series.attrs["interval_s"] == 300.0
+    assert series.qps.values.tolist() == pytest.approx([9124 / 300, 9079 / 300])
+
+
 def test_a_file_separated_by_semicolons_or_tabs_is_named_as_such(tmp_path):
     # a European CSV: one column "timestamp;prompt_tokens;completion_tokens", and the error was
     # "no time column among [...]; name it with time_column="

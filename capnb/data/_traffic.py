@@ -221,9 +221,11 @@ def load_traffic(
                     f"column ({', '.join(_RATE_NAMES)}) or a requests-per-window column "
                     f"({', '.join(_COUNT_NAMES)}), and there is no token column to make the file "
                     "a request log: read as one, each row would count as one request. If it is a "
-                    "rate series, write its rates in requests/s in a column named 'qps' (or the "
-                    "requests of each window in one named 'requests'); if each row is one "
-                    "request, say so with trace_kind = 'requests'"
+                    f"rate series, name the column with rate_column={rate_like[0]!r} (requests/s) "
+                    f"or count_column={rate_like[0]!r} (requests per window), or write its rates "
+                    "in requests/s in a column named 'qps' (or the requests of each window in one "
+                    "named 'requests'); if each row is one request, say so with trace_kind = "
+                    "'requests'"
                 )
             kind, how = "requests", f"read from its columns ({columns['time']}: one row a request)"
         else:
