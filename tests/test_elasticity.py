@@ -344,6 +344,28 @@ def test_recommendation_applies_the_article_rules():
     assert "Run a fixed fleet" in flat.text
 
 
+def test_a_fixed_fleet_far_cheaper_than_elastic_is_not_said_to_be_within_the_margin():
+    # a slow service (3 requests/s, one instance of 20) and a 75-s cold start over a 60-s tolerance:
+    # the only elastic runs the rules allow hold 2 warm spares, 3x the fixed fleet's cost; the note
+    # read "A fixed fleet meets the budget within 10% of the best elastic cost (215.3 vs 645.8
+    # USD)", as if the two cost about the same
+    demand = np.full(17_280, 3.0)
+    grid = elasticity.sweep(demand, step_s=5, per_instance_qps=20, policy=["hpa", "fixed"],
+                            min_instances=[1], buffer_instances=[0, 2], cold_start_s=75,
+                            tolerance_s=60, gpu="H100-SXM")  # fmt: skip
+    advice = elasticity.recommend(grid, breach_budget=0.001)
+    assert advice.kind == "fixed"
+    fixed = float(grid.usd.sel(policy="fixed", buffer_instances=0).min())
+    elastic = float(grid.usd.sel(policy="hpa", buffer_instances=2).min())
+    assert elastic == pytest.approx(3 * fixed)
+    note = next(reason for reason in advice.reasons if reason.startswith("A fixed fleet"))
+    assert "within 10%" not in note
+    assert (
+        f"{1 - fixed / elastic:.0%} less than" in note
+        and f"({fixed:,.1f} vs {elastic:,.1f} USD)" in note
+    )
+
+
 def test_a_recommendations_selection_picks_its_run_out_of_a_sweep_over_cold_starts():
     # recommend(grid, cold_start_s=90).selection was {'policy': 'hpa', 'min_instances': 3}: without
     # the cold start, grid.sel(**selection) kept both cold starts (30 and 90 s) and

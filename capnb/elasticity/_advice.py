@@ -524,9 +524,14 @@ def _recommend(result, breach_budget, cost, selection) -> Recommendation:
     ):
         chosen, meets = best_fixed, True
         if best_shape is not None:
+            fixed, other = cost_of(best_fixed), cost_of(best_shape)
+            how = (
+                f"for {1 - fixed / other:.0%} less than the cheapest of the {shape}"
+                if fixed < other
+                else f"within {FIXED_MARGIN:.0%} of the cheapest of the {shape}"
+            )
             notes.append(
-                f"A fixed fleet meets the budget within {FIXED_MARGIN:.0%} of the best elastic "
-                f"cost ({cost_of(best_fixed):,.1f} vs {cost_of(best_shape):,.1f} "
+                f"A fixed fleet meets the budget {how} ({fixed:,.1f} vs {other:,.1f} "
                 f"{result[cost].units}): elasticity does not pay on this traffic."
             )
     elif best_shape is not None:
