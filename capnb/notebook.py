@@ -575,6 +575,7 @@ def worksheet(path: str | Path, **parameters: object):
         Values that override the notebook's ``parameters`` cell (``MODEL="Llama-3.1-8B"``).
     """
     import ast
+    import linecache
 
     from .report import worksheet_path
 
@@ -582,11 +583,14 @@ def worksheet(path: str | Path, **parameters: object):
     # the notebook's JSON read as is (nbformat would validate it through jsonschema: seconds)
     cells = json.loads(file.read_text(encoding="utf-8"))["cells"]
     namespace: dict[str, object] = {"__name__": f"worksheet_{file.stem}"}
-    for cell in cells:
-        if cell["cell_type"] != "code":
-            continue
+    code_cells = [cell for cell in cells if cell["cell_type"] == "code"]
+    for number, cell in enumerate(code_cells, 1):
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        exec(compile(source, str(file), "exec"), namespace)  # the reader's own code
+        # each cell under a name of its own, its code in linecache: a traceback shows the cell's
+        # line that raised, not the line of the notebook's JSON with the same number
+        name = f"{file}, code cell {number}"
+        linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+        exec(compile(source, name, "exec"), namespace)  # the reader's own code
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             namespace.update(parameters)
         assigned = {

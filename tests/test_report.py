@@ -334,6 +334,34 @@ def test_the_trace_worksheets_take_the_loaders_options(tmp_path):
         notebook.worksheet("01_forecasting", TRACE=str(path), TRACE_KIND="rates")
 
 
+def test_a_headless_worksheets_traceback_shows_its_cells_code(tmp_path):
+    """A cell failing under notebook.worksheet was reported at "01_forecasting.ipynb, line 45"
+    with line 45 of the notebook's JSON (a markdown cell's prose) under it; the frame now names
+    the code cell and shows the line of its code that raised."""
+    import traceback
+
+    from capnb import notebook
+
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# a worksheet\n", "prose\n"]},
+        {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["TRACE = 'x'\n"]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": ["a = 1\n", "b = a / 0  # the failing line\n"],
+        },
+    ]
+    path = tmp_path / "mine.ipynb"
+    path.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    with pytest.raises(ZeroDivisionError) as raised:
+        notebook.worksheet(str(path))
+    frame = traceback.extract_tb(raised.tb)[-1]
+    assert frame.filename == f"{path}, code cell 2" and frame.lineno == 2
+    assert frame.line == "b = a / 0  # the failing line"
+
+
 def test_a_failed_check_is_reported_as_a_defect_not_as_inputs_it_cannot_apply_to():
     from nbclient.exceptions import CellExecutionError
 
