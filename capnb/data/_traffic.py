@@ -103,6 +103,24 @@ _COLUMN_OPTIONS = {
 }
 
 
+def _no_time_column(path: Path, value: str, columns: dict[str, str | None]) -> ConfigError:
+    """The error for a file with a rate or count column and no time column of a known name."""
+    others = [c for c in _columns(path) if c not in (value, *columns.values())]
+    which = (
+        f"if {others[0]!r} holds each window's start, name it with time_column={others[0]!r}"
+        if len(others) == 1
+        else f"name the column of window starts ({', '.join(map(repr, others))}) with time_column="
+        if others
+        else f"if it holds each request's time (or each window's start), name it with "
+        f"time_column={value!r}"
+    )
+    return ConfigError(
+        f"{path}: no time column among {list(_WINDOW_NAMES)}, and column {value!r} reads as a "
+        f"rate series' values by its name; {which} (a plan config's [traffic] time_column, capnb "
+        "plan --time-column)"
+    )
+
+
 def load_traffic(
     name_or_path: str | os.PathLike,
     *,
@@ -189,21 +207,7 @@ def load_traffic(
     how = "as stated (trace_kind)"
     if kind == "auto":
         if value and not columns["time"]:  # no time: the "rate" may be the times ('arrival_s')
-            others = [c for c in _columns(path) if c not in (value, *columns.values())]
-            which = (
-                f"if {others[0]!r} holds each window's start, name it with time_column={others[0]!r}"
-                if len(others) == 1
-                else f"name the column of window starts ({', '.join(map(repr, others))}) with "
-                "time_column="
-                if others
-                else f"if it holds each request's time (or each window's start), name it with "
-                f"time_column={value!r}"
-            )
-            raise ConfigError(
-                f"{path}: no time column among {list(_WINDOW_NAMES)}, and column {value!r} reads "
-                f"as a rate series' values by its name; {which} (a plan config's [traffic] "
-                "time_column, capnb plan --time-column)"
-            )
+            raise _no_time_column(path, value, columns)
         if value and tokens:
             raise ConfigError(
                 f"{path}: column {value!r} reads as a rate series and {tokens!r} as a request log; "
