@@ -82,18 +82,25 @@ def close_call(
         (the runner-up's extra cost over the chosen; NaN with one option), ``band_cheapest``
         (the cheapest option, ``"TP x GPU"``, with latency at the slow and at the fast end of the
         model's held-out band, :func:`capnb.capacity.band_cheapest`; ``""`` where none meets the
-        SLA; empty without a band), ``close`` (the gap is within the larger error, an error is
-        unknown, or another option is the cheapest at an end of the band), ``settle_options``
+        SLA; empty without a band), ``band_flips`` (``(end, "TP x GPU")`` for each end where
+        another option than the chosen is the cheapest), ``within_error`` (the runner-up's gap is
+        within the larger median error, or an error is unknown), ``close`` (within the error, or
+        a band flip), ``settle_options``
         (the options in question, ``"TP x GPU"``: the chosen, the runner-up and the band's) and
         ``settle_commands`` (shell lines benchmarking them); both empty when not a close call.
     """
     chosen = (str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item()))
     error, basis = held_out_error(chosen[0], metric, latency_model, own_gpus)
+    from ..capacity._sweep import BAND_ENDS
+
     ends = _band_ends(options)
-    flips = [option for option in ends if option[0] and option != chosen]
+    flips = [(end, option)  # (no band: no ends, so none)
+             for end, option in zip(BAND_ENDS, ends, strict=False)
+             if option[0] and option != chosen]  # fmt: skip
     out = {"latency_error": error, "latency_error_basis": basis, "close": False,
-           "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
-           "band_cheapest": tuple(f"{tp} x {gpu}" if gpu else "" for gpu, tp in ends),
+           "within_error": False, "latency_error_runner_up": math.nan, "cost_gap_share": math.nan,
+           "band_cheapest": tuple(option_name(*option) if option[0] else "" for option in ends),
+           "band_flips": tuple((end, option_name(*option)) for end, option in flips),
            "settle_options": (), "settle_commands": ""}  # fmt: skip
     if int(best.feasible_options) < 2:
         return out
@@ -101,16 +108,22 @@ def close_call(
     gap = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
     other, _ = held_out_error(runner[0], metric, latency_model, own_gpus)
     worst = max(error, other)
-    close = not math.isfinite(worst) or gap <= worst or bool(flips)
-    out.update(latency_error_runner_up=other, cost_gap_share=gap, close=close)
+    within = not math.isfinite(worst) or gap <= worst
+    close = within or bool(flips)
+    out.update(latency_error_runner_up=other, cost_gap_share=gap, within_error=within, close=close)
     if close:
-        settle = list(dict.fromkeys([chosen, runner, *flips]))
-        out["settle_options"] = tuple(f"{tp} x {gpu}" for gpu, tp in settle)
+        settle = list(dict.fromkeys([chosen, runner, *(option for _, option in flips)]))
+        out["settle_options"] = tuple(option_name(*option) for option in settle)
         out["settle_commands"] = "\n".join(
             benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens)
             for gpu, tp in settle
         )
     return out
+
+
+def option_name(gpu: str, tensor_parallel: int) -> str:
+    """An option as the plan names it: ``"2 x H100-SXM"`` (tensor-parallel degree x GPU)."""
+    return f"{int(tensor_parallel)} x {gpu}"
 
 
 def _band_ends(options: xr.Dataset) -> list[tuple[str, int]]:

@@ -240,8 +240,7 @@ def latency_error_check(named: str, metric: str, error: float, measure: str) -> 
 
 def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], str]:
     """The close call and the latency model's error, and the benchmark commands that settle them."""
-    from ..capacity._sweep import BAND_ENDS
-    from ._closecall import benchmark_commands, close_call
+    from ._closecall import benchmark_commands, close_call, option_name
 
     metric = answer_kw["binding_metric"] or next(iter(cfg.sla.bounds))
     model_name = latency_model_of(cap, metric)
@@ -260,22 +259,17 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     named = "analytic latency" if model_name == "analytic" else "serving-engine"
     measure = settle_words(
         call["settle_options"] if call["close"] else [],
-        f"{answer_kw['tensor_parallel']} x {answer_kw['gpu']}",
+        option_name(answer_kw["gpu"], answer_kw["tensor_parallel"]),
     )
     if answer_kw["options_compared"] > 1:
         gap = call["cost_gap_share"]
-        worst = max(call["latency_error"], call["latency_error_runner_up"])
-        within = not math.isfinite(worst) or gap <= worst
-        chosen = f"{answer_kw['tensor_parallel']} x {answer_kw['gpu']}"
-        flips = [f"{name} would be the cheapest with latency at the {end} end of the model's "
-                 "held-out band" for end, name in zip(BAND_ENDS, call["band_cheapest"], strict=True)
-                 if name and name != chosen]  # fmt: skip
         checks.append(Check(
             "close_call", not call["close"],
             f"the runner-up ({answer_kw['runner_up']}, {gap:+.0%}) is "
-            + ("within" if within else "beyond")
+            + ("within" if call["within_error"] else "beyond")
             + f" the {named} model's error"
-            + "".join(f"; {flip}" for flip in flips),
+            + "".join(f"; {name} would be the cheapest with latency at the {end} end of the "
+                      "model's held-out band" for end, name in call["band_flips"]),
             measure if call["close"] else "",
             "own",
         ))  # fmt: skip
@@ -410,6 +404,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
                 inputs, bursts, arrivals=None) -> Answer:  # fmt: skip
     """The plan's answer from the steps' results (see :mod:`capnb.plan._answer`)."""
     from .. import data, forecast
+    from ._closecall import option_name
     from ._steps import unmodelled
 
     del estimated, plan
@@ -432,7 +427,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     binding_metric = str(_first(chosen.binding_metric)) if "binding_metric" in chosen else ""
     latency_model = latency_model_of(cap, binding_metric)
     if best is not None and options > 1:
-        runner = f"{int(best.runner_up_tensor_parallel)} x {best.runner_up_gpu.item()}"
+        runner = option_name(best.runner_up_gpu.item(), best.runner_up_tensor_parallel)
         above = float(best.cost_gap) / float(best.cheapest_usd_per_hour)
     kw = dict(
         model=data.load_model(cfg.serving.model).name,
