@@ -1795,6 +1795,15 @@ def test_the_burst_test_check_counts_a_month_of_the_trace_with_its_burst():
     assert check.passed == (month <= a.breach_budget_minutes)
 
 
+def _burst_of_servegen():
+    """The one-burst replay of servegen-m-large's plan (Qwen3-14B on A100-80GB, backtest_days =
+    0): a 4x burst of 90 minutes, 19.7 minutes in breach over 336 h (15.2 without it)."""
+    from capnb.plan._answer import BurstTest
+
+    return BurstTest(4.0, 1.5, "1970-01-08T22:00:00", 19.7, 0.000115792, "the article's",
+                     added_minutes=19.7 - 15.2)  # fmt: skip
+
+
 def test_the_burst_tests_unserved_share_reads_alike_in_its_check_and_its_sentence():
     # a plan with no held-out window (backtest_days = 0, Qwen3-14B on A100-80GB, servegen-m-large)
     # left 0.0116% of requests unserved in its one-burst replay: its check read '(0.0% of requests
@@ -1802,18 +1811,9 @@ def test_the_burst_tests_unserved_share_reads_alike_in_its_check_and_its_sentenc
     # capnb writes shares (words.percent): '0.012%'
     from types import SimpleNamespace
 
-    from capnb.plan._answer import BurstTest
     from capnb.plan._compose import _burst_test_check
 
-    test = BurstTest(
-        4.0,
-        1.5,
-        "1970-01-08T22:00:00",
-        19.7,
-        0.000115792,
-        "the article's",
-        added_minutes=19.7 - 15.2,
-    )  # (15.2 minutes in breach without the burst)
+    test = _burst_of_servegen()
     check = _burst_test_check(test, 43.8, 33.0, planning.PlanConfig())
     replay = {"breach_minutes_per_month": 33.0, "simulated_hours": 336.0}
     said = plan_text.burst_words(SimpleNamespace(burst_test=test, clock="", **replay))
@@ -1834,17 +1834,7 @@ def test_the_burst_sentence_says_its_breach_is_the_whole_replays_and_what_the_bu
     # and that the burst added 4.5
     from types import SimpleNamespace
 
-    from capnb.plan._answer import BurstTest
-
-    test = BurstTest(
-        4.0,
-        1.5,
-        "1970-01-08T22:00:00",
-        19.7,
-        0.000115792,
-        "the article's",
-        added_minutes=19.7 - 15.2,
-    )  # (15.2 minutes in breach without the burst)
+    test = _burst_of_servegen()
     a = SimpleNamespace(
         burst_test=test, clock="", breach_minutes_per_month=15.2 * 730 / 336, simulated_hours=336
     )
