@@ -207,6 +207,12 @@ mixed_step = step_time
 
 
 @njit(inline="always", error_model="numpy")
+def _frontend_s(calibration):
+    """The front end's seconds a request (``calibration[8]``; none in a shorter vector)."""
+    return calibration[8] if calibration.shape[0] > 8 else 0.0
+
+
+@njit(inline="always", error_model="numpy")
 def _blocks_for(tokens, layout):
     """Blocks of the pool a sequence of ``tokens`` holds.
 
@@ -540,7 +546,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     scratch = np.zeros(_NF)
     if not closed and n > 0:
         ft[_NEXT_T] = gaps[0] / load
-    frontend = calibration[8] if calibration.shape[0] > 8 else 0.0
+    frontend = _frontend_s(calibration)
     for _ in range(concurrency):  # closed loop: the first requests arrive at time 0
         st[_NFREE] -= 1
         i = st[_NEXT]
@@ -569,7 +575,7 @@ def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, 
     Nothing here allocates: :func:`simulate` makes every array.
     """
     n = prompt.shape[0]
-    frontend = calibration[8] if calibration.shape[0] > 8 else 0.0
+    frontend = _frontend_s(calibration)
     while st[_DONE] < n - warmup:
         if not closed:
             arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots,
