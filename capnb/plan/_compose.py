@@ -37,7 +37,7 @@ from ._steps import (
     per_month,
     replay_hours,
 )
-from ._text import ties_words
+from ._text import ties_words, unscored_coverage_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
 
@@ -678,8 +678,7 @@ def _coverage_check(held: HeldOut) -> Check:
     if not math.isfinite(held.coverage_plan):  # every held-out window in a hole of the trace
         return Check(
             "forecast_coverage", False,
-            f"no held-out interval was observed to score its forecast's "
-            f"{words.quantile(held.plan_quantile)} on",
+            unscored_coverage_words(held.plan_quantile),
             "give a trace that covers the held-out days", "own",
         )  # fmt: skip
     covered = low <= held.coverage_plan <= high

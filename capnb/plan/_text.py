@@ -136,19 +136,14 @@ def band_words(a: Answer) -> str:
         return ""
     (slow, fast), (most, fewest) = a.per_instance_qps_band, a.instances_band
     gpu = f"{a.tensor_parallel} x {a.gpu}"
-    fast_words = (
-        f"{words.rate(fast)} requests/s an instance ({words.count(fewest, 'instance')} at the "
-        "busiest slot) at the fast end"
-        if math.isfinite(fast)
-        else f"no load on {gpu} meets the SLA at the fast end"
-    )
-    slow_words = (
-        f"{words.rate(slow)} requests/s an instance ({words.count(most, 'instance')} at the busiest "
-        "slot) at the slow end"
-        if math.isfinite(slow)
-        else f"no load on {gpu} meets the SLA at the slow end"
-    )
-    rate = f"{slow_words}, {fast_words}"
+
+    def end(qps: float, count: float, name: str) -> str:
+        if not math.isfinite(qps):
+            return f"no load on {gpu} meets the SLA at the {name} end"
+        return (f"{words.rate(qps)} requests/s an instance ({words.count(count, 'instance')} at "
+                f"the busiest slot) at the {name} end")  # fmt: skip
+
+    rate = f"{end(slow, most, 'slow')}, {end(fast, fewest, 'fast')}"
     return (
         f" If measured latency is off as the model's held-out P10-P90 ({a.latency_band} times "
         f"predicted): {rate}."
@@ -297,6 +292,13 @@ def held_out_words(a: Answer) -> str:
     )
 
 
+def unscored_coverage_words(quantile: float) -> str:
+    """Why a held-out record has no coverage: no held-out interval was observed."""
+    return (
+        f"no held-out interval was observed to score its forecast's {words.quantile(quantile)} on"
+    )
+
+
 def _coverage_words(h) -> str:
     """The forecast's coverage at the plan's quantile against its goal, and the other quantile's.
 
@@ -310,10 +312,7 @@ def _coverage_words(h) -> str:
             f"(P95 {h.coverage_p95:.1%}) of held-out intervals"
         )
     if not math.isfinite(h.coverage_plan):  # every held-out window in a hole of the trace
-        return (
-            "no held-out interval was observed to score its forecast's "
-            f"{words.quantile(h.plan_quantile)} on"
-        )
+        return unscored_coverage_words(h.plan_quantile)
     other = (0.95, h.coverage_p95) if h.plan_quantile != 0.95 else (0.99, h.coverage_p99)
     return (
         f"its forecast's {words.quantile(h.plan_quantile)} covered "
