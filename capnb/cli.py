@@ -92,6 +92,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "timezone": args.timezone,
         "interval": args.interval,
         "latency": args.benchmark,
+        "engine": args.engine,
         "calibration_runs": args.calibrate,
         "calibration_gpu": args.calibrate_gpu,
         "calibration_tensor_parallel": args.calibrate_tensor_parallel,
@@ -285,6 +286,11 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace plan files in --out that capnb did not write"
     )
     plan.add_argument("--model", help="model: catalog id, config.json path or model folder")
+    plan.add_argument(
+        "--engine",
+        help="serving engine: vllm-v1 (default), vllm-v0, sglang, trtllm, tgi (its latencies on "
+        "the engine model, its serve commands and manifests)",
+    )
     plan.add_argument(
         "--gpus", type=lambda t: tuple(t.split(",")), help="candidate GPUs, comma-separated"
     )

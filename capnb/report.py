@@ -176,7 +176,16 @@ def _undated(text: str) -> str:
 
 #: The lines of the commands a plan gives to settle a close call (``plan._closecall.benchmark_commands``):
 #: shown as they are to be pasted, in a block of their own, numbers not set apart.
-_COMMAND = re.compile(r"^(# on \d+ x |vllm serve |for c in |capnb plan )")
+_COMMAND = re.compile(r"^(# on \d+ x |for c in |capnb plan )")
+
+
+def _is_command(line: str) -> bool:
+    """Whether a line of a plan's text is one of its commands (the engines' servers' too)."""
+    from .plan import SERVERS
+
+    return bool(_COMMAND.match(line)) or any(
+        line.startswith(" ".join(server.host) + " ") for server in SERVERS.values()
+    )
 
 
 def _prose(text: str) -> str:
@@ -195,7 +204,7 @@ def _prose(text: str) -> str:
         line = line.strip()
         if not line:
             continue
-        if _COMMAND.match(line):
+        if _is_command(line):
             if items:
                 close()
             commands.append(line)

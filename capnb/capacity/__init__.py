@@ -48,7 +48,7 @@ from ..records import SLA, Deployment, EngineSettings
 from ._answer import applicability, contrast, describe
 from ._arrivals import arrivals
 from ._band import band, band_ratios, scaled_sla
-from ._disagg import POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
+from ._disagg import POOL_ENGINE, POOLS, disaggregate, kv_transfer_s, pd_ratio, pool_curves
 from ._engine_sweep import engine_curve_of, sweep_engine
 from ._mix import mix
 from ._mix_size import compare_fleets, mix_by_size, size_bins, size_options
@@ -60,6 +60,7 @@ __all__ = [
     "BINDING",
     "FEASIBLE",
     "POOLS",
+    "POOL_ENGINE",
     "SLA",
     "Deployment",
     "EngineSettings",

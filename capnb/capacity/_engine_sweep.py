@@ -299,7 +299,7 @@ def sweep_engine(
     if own:  # (own_calibration: what a plan's latency words keep whatever else they say)
         out.attrs["own_calibration"] = _own_words(own)
     out.attrs.update(
-        latency_source=_latency_source(own),
+        **_latency_source(own, (settings or EngineSettings()).engine),
         prefix_cache_share=share,
         # whose KV budget the engine ran on: the memory step of a plan on it counts the same
         memory_accounting="vllm",
@@ -410,10 +410,12 @@ def _own_words(own: dict) -> str:
     )
 
 
-def _latency_source(own: dict) -> str:
-    """Where the sweep's latencies come from, naming the GPUs calibrated on the user's runs."""
-    source = "the serving-engine model (capnb.latency.engine, calibrated)"
-    return f"{source}; {_own_words(own)}" if own else source
+def _latency_source(own: dict, engine: str) -> dict[str, str]:
+    """The attrs ``latency_source`` and ``engine``: the engine simulated, the GPUs on own runs."""
+    from ..records import ENGINES
+
+    source = f"the serving-engine model of {ENGINES[engine]} (capnb.latency.engine, calibrated)"
+    return {"latency_source": f"{source}; {_own_words(own)}" if own else source, "engine": engine}
 
 
 def _own_calibrations(calibration, gpus) -> dict:

@@ -46,9 +46,11 @@ from ._config import (
     workload_options,
 )
 from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
+from ._servers import SERVERS, Server
 from ._steps import PlanError
 
 __all__ = [
+    "SERVERS",
     "SLA",
     "Answer",
     "Elasticity",
@@ -58,6 +60,7 @@ __all__ = [
     "PlanError",
     "PlanWarning",
     "PolicyChoice",
+    "Server",
     "Serving",
     "Traffic",
     "answer",

@@ -310,6 +310,17 @@ class Answer:
         "end, ranked as the plan ranks (empty string: no option meets the SLA there)",
         default=(),
     )
+    engine: str = _f(
+        "1",
+        "the serving engine the plan's latencies, commands and manifests are of (capnb's engine "
+        "id: vllm-v1, vllm-v0, sglang, trtllm, tgi, lmdeploy)",
+        default="vllm-v1",
+    )
+    max_num_batched_tokens: int = _f(
+        "tokens",
+        "tokens the engine computes a step at most, as the config set it (0: the engine's default)",
+        default=0,
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

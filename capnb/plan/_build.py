@@ -539,6 +539,7 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
         f"trace: {cfg.traffic.trace} ({series.attrs.get('traffic_kind', '')})",
         f"model: {_model_name(cfg.serving.model)} (from {_model_source(cfg.serving.model)})",
         f"latency: {cap.attrs.get('latency_source', cfg.serving.latency)}{notes}",
+        *_engine_words(cfg, cap),
         f"workload: {cap.attrs.get('workload_source', cfg.serving.workload)}",
         f"memory: {_accounting_words(cfg, cap)}",
         f"GPUs compared: {', '.join(cfg.serving.gpus)} at tensor parallelism "
@@ -551,6 +552,17 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
     if own:  # a catalog of the user's: which GPU figures are theirs
         parts.insert(-1, f"GPU figures: {own}")
     return "; ".join(parts)
+
+
+def _engine_words(cfg: PlanConfig, cap: xr.Dataset) -> list[str]:
+    """The engine, where the latency words do not name it: what it sets without the engine model."""
+    priced = json.loads(cap.attrs.get("latency_models", "{}")).values()
+    if "engine" in priced or cfg.serving.engine == "vllm-v1":
+        return []
+    from ..records import ENGINES
+
+    return [f"engine: {ENGINES[cfg.serving.engine]} (its serve commands and manifests; the "
+            "latencies above are not the engine model's, so not its scheduling)"]  # fmt: skip
 
 
 def inputs_used(plan: xr.Dataset | dict) -> str:

@@ -142,7 +142,15 @@ def _band_ends(options: xr.Dataset) -> list[tuple[str, int]]:
 
 
 def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) -> str:
-    """``vllm serve`` and ``vllm bench serve`` around the option's predicted safe concurrency."""
+    """The engine's server and ``vllm bench serve`` around the option's predicted safe concurrency.
+
+    The engine is the one the options were priced on (their ``engine`` attr; vLLM V1 when none
+    is said: the analytic model and measured curves price vLLM's memory).
+    """
+    from ._servers import server_of
+
+    engine = str(options.attrs.get("engine", "vllm-v1"))
+    server = server_of(engine)
     safe = int(options.safe_concurrency.sel(gpu=gpu, tensor_parallel=tp))
     levels = sorted({max(1, round(safe * k)) for k in AROUND})
     prefix = f"capnb-{gpu}-tp{tp}"
@@ -150,46 +158,52 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     # folder name would start a command), and quoted where they are arguments
     said = {name: " ".join(str(name).split()) for name in (gpu, model)}
     capped = max_model_len(options, gpu, tp, model)
-    length = "" if capped is None else f" --max-model-len {capped[0]}"
-    seqs = above_default_seqs(safe, str(gpu))
-    length += f" --max-num-seqs {seqs}" if seqs else ""
+    serve = server.argv("$MODEL", tp, context=0 if capped is None else capped[0],
+                        running=above_default_seqs(safe, str(gpu), engine),
+                        step_tokens=int(options.attrs.get("max_num_batched_tokens", 0)))  # fmt: skip
     why = (
         ""
         if capped is None
         else f"; its KV cache holds {capped[0]:,} tokens of the model's {capped[1]:,}-token "
-        "context, and vLLM refuses to start at a max_model_len it cannot hold one request of"
+        "context, and the server refuses to start at a longer context it cannot hold one request of"
     )
+    backend = "" if server.backend == "vllm" else f"--backend {server.backend} "
     return "\n".join(
         [
             f"# on {tp} x {said[gpu]} (predicted safe concurrency {safe}){why}; MODEL = the "
             f"Hugging Face id you serve as {said[model]}",
-            f"vllm serve $MODEL --tensor-parallel-size {tp}{length}",
-            f"for c in {' '.join(map(str, levels))}; do vllm bench serve --model $MODEL "
+            " ".join(serve),
+            f"for c in {' '.join(map(str, levels))}; do vllm bench serve {backend}--model $MODEL "
             f"--dataset-name random --random-input-len {round(prompt_tokens)} "
             f"--random-output-len {round(output_tokens)} --max-concurrency $c "
             "--num-prompts $((c * 20)) --percentile-metrics ttft,tpot,itl,e2el "
             "--metric-percentiles 50,90,95,99 --save-result --save-detailed --result-dir "
             f"{shlex.quote(prefix)} --result-filename c$c.json; done",
-            f"capnb plan --gpus {shlex.quote(str(gpu))} --tensor-parallel {tp} --benchmark "
+            f"capnb plan {'' if engine == 'vllm-v1' else f'--engine {engine} '}--gpus "
+            f"{shlex.quote(str(gpu))} --tensor-parallel {tp} --benchmark "
             f"{shlex.quote(prefix + '/')}",
         ]
     )
 
 
-def above_default_seqs(concurrency: int, gpu: str) -> int:
-    """``concurrency`` where above vLLM V1's default ``max_num_seqs`` on ``gpu``, else 0.
+def above_default_seqs(concurrency: int, gpu: str, engine: str = "vllm-v1") -> int:
+    """``concurrency`` where above the engine's default running requests on ``gpu``, else 0.
 
     The engine sweep runs every concurrency memory holds (up to 512), so a plan may price more
-    requests in flight than vLLM runs at its default (256 below 70 GiB and on the A100, 1024
-    above): its serve commands and pods then need ``--max-num-seqs``.
+    requests in flight than the engine runs at its default (vLLM V1: 256 below 70 GiB and on the
+    A100, 1024 above; TGI's router: 128): its serve commands and pods then need the engine's flag
+    (vLLM's ``--max-num-seqs``).
     """
-    from ..records import EngineSettings
+    from ._servers import default_running
 
-    least = EngineSettings("vllm-v1").resolve(gpu_memory_bytes=0).max_num_seqs  # a small GPU's
-    if int(concurrency) <= least:  # within every GPU's default: no catalog look-up
-        return 0
-    default = EngineSettings.defaults("vllm-v1", gpu=gpu).max_num_seqs
-    return int(concurrency) if int(concurrency) > default else 0
+    if engine == "vllm-v1":  # within every GPU's default: no catalog look-up
+        from ..records import EngineSettings
+
+        least = EngineSettings("vllm-v1").resolve(gpu_memory_bytes=0).max_num_seqs
+        if int(concurrency) <= least:
+            return 0
+    default = default_running(engine, gpu)
+    return int(concurrency) if default and int(concurrency) > default else 0
 
 
 def max_model_len(options: xr.Dataset, gpu: str, tp: int, model) -> tuple[int, int] | None:

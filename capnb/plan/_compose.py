@@ -453,6 +453,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
         max_model_len=_held_context(cap, gpu, tp, cfg.serving.model),
+        engine=cfg.serving.engine,
+        max_num_batched_tokens=int(cfg.serving.max_num_batched_tokens),
     )  # fmt: skip
     kw.update(_band_fields(cap, chosen, gpu))
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)

@@ -253,7 +253,9 @@ class Serving(_Table):
     bound on the model whose held-out error is lower for its metric), ``"model"`` (the calibrated
     analytic model), ``"engine"`` (the calibrated serving-engine simulation, one curve per GPU
     and degree), a bundled measured curve name or a path to measured latency files (``vllm bench
-    serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``prefix_cache_share`` the share of each
+    serve`` JSON, AIPerf / GenAI-Perf CSV, a table); ``engine`` the serving engine the engine
+    model simulates (``"vllm-v1"``, ``"sglang"``, ... : its scheduling defaults, its fitted
+    overheads, its serve commands); ``prefix_cache_share`` the share of each
     instance's KV budget held by a prefix cache, its hit rate replayed from the trace's block
     hashes (``latency = "engine"`` only); ``disaggregation`` ``"compare"`` sizes prefill and
     decode pools on the chosen GPU against the aggregated fleet (the engine model), under the
@@ -261,8 +263,8 @@ class Serving(_Table):
     the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it has
     token columns, else the Azure conversation trace); memory ``accounting``;
     ``calibration_runs`` your own benchmark runs of a vLLM server (``vllm bench serve`` or SGLang
-    ``bench_serving`` result files, GuideLLM reports: two or three rates or concurrencies; the
-    plan prices vLLM V1, so runs whose ``backend`` names another engine are refused) of one GPU
+    ``bench_serving`` result files, GuideLLM reports: two or three rates or concurrencies; runs
+    whose ``backend`` names another engine than ``engine`` are refused) of one GPU
     (``calibration_gpu``, default the plan's only GPU) at ``calibration_tensor_parallel`` GPUs, which
     calibrate the engine model (:func:`capnb.latency.calibrate`) for that GPU at every degree
     (``latency = "engine"`` or ``"auto"``; its answers banded by the own-run held-out error).
@@ -296,6 +298,14 @@ class Serving(_Table):
             "a bundled curve name or latency files"
         ),
     ] = "auto"
+    engine: Annotated[
+        Name,
+        _doc(
+            "the serving engine the engine model simulates, with its scheduling defaults and "
+            "fitted overheads: vllm-v1 (vLLM 0.8 and later), vllm-v0, sglang, trtllm, tgi, or a "
+            "name of one ('vLLM', 'SGLang', 'TensorRT-LLM')"
+        ),
+    ] = "vllm-v1"
     prefix_cache_share: Annotated[
         float,
         Field(ge=0, lt=1, allow_inf_nan=False),
@@ -330,10 +340,40 @@ class Serving(_Table):
     calibration_tensor_parallel: Annotated[
         int, Field(ge=1, le=64), _doc("the tensor-parallel degree of the calibration runs", "GPUs")
     ] = 1
+    max_num_batched_tokens: Annotated[
+        int,
+        Field(ge=0, le=10_000_000),
+        _doc(
+            "tokens the engine computes a step at most (vLLM's --max-num-batched-tokens, "
+            "SGLang's --chunked-prefill-size, TGI's --max-batch-prefill-tokens, TensorRT-LLM's "
+            "--max_num_tokens); 0: the engine's default",
+            "tokens",
+        ),
+    ] = 0
+
+    @field_validator("engine", mode="after")
+    @classmethod
+    def _engine_id(cls, value: str) -> str:
+        """The engine model's id of a name (``"SGLang"`` -> ``"sglang"``; vLLM alone is V1)."""
+        from ..records import engine_id
+
+        try:
+            return engine_id(value)
+        except CapnbError as error:
+            raise ValueError(str(error).removeprefix("engine: ")) from None
 
     @model_validator(mode="after")
     def _calibration_needs_the_engine(self) -> Serving:
         """Own runs calibrate the serving-engine model: a plan on another latency never reads them."""
+        from ._servers import SERVERS
+
+        if not SERVERS[self.engine].counter:
+            raise ValueError(
+                f"engine = {self.engine!r}: its server exports no Prometheus counter of requests "
+                "(its metrics are gauges), which the plan's KEDA ScaledObject scales on; price it "
+                "with capnb.capacity.sweep_engine(..., settings=capnb.records.EngineSettings("
+                f"{self.engine!r})) and export with capnb.plan.manifests(..., arrivals_counter=...)"
+            )
         if self.calibration_runs and self.latency not in ("engine", "auto"):
             raise ValueError(
                 f"calibration_runs = {self.calibration_runs!r} calibrates the serving-engine "

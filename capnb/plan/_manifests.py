@@ -45,6 +45,8 @@ from pathlib import Path
 
 from .. import words
 from ..errors import InputError
+from ..records import ENGINES
+from ._servers import server_of
 
 __all__ = [
     "KINDS",
@@ -103,9 +105,12 @@ class PolicyChoice:
     ``--max-model-len``, without which it refuses to start; 0: the context fits); ``cold_start_s``
     the time from a scale-up until the instance serves (s; 0: not known), for the rollout's
     progress deadline; ``max_num_seqs`` the requests one instance runs at once where the plan's
-    safe concurrency is above vLLM's default on the GPU (vLLM's ``--max-num-seqs``; 0: the default
-    holds it); ``cold_start_vetoes`` whether the cold start vetoed the article policy's scale-ups
-    in the replay (no cluster autoscaler has that veto: the objects' notes say so).
+    safe concurrency is above the engine's default on the GPU (vLLM's ``--max-num-seqs``; 0: the
+    default holds it); ``cold_start_vetoes`` whether the cold start vetoed the article policy's
+    scale-ups in the replay (no cluster autoscaler has that veto: the objects' notes say so);
+    ``engine`` the serving engine the pods run (:data:`capnb.plan.SERVERS`' ids: its image,
+    flags and request counter) and ``max_num_batched_tokens`` the tokens it computes a step at
+    most where the plan set it (0: the engine's default).
     """
 
     policy: str
@@ -124,12 +129,16 @@ class PolicyChoice:
     cold_start_s: float = 0.0
     max_num_seqs: int = 0
     cold_start_vetoes: bool = False
+    engine: str = "vllm-v1"
+    max_num_batched_tokens: int = 0
 
     def __post_init__(self):
         from ..elasticity import OPTIONS, POLICIES
 
         if self.policy not in POLICIES:
             raise InputError(f"policy={self.policy!r} is not known; use one of {list(POLICIES)}")
+        if self.engine not in ENGINES:
+            raise InputError(f"engine={self.engine!r} is not known; use one of {list(ENGINES)}")
         _number(self.per_instance_qps, "per_instance_qps", open_low=True)
         up = _number(self.scale_up_threshold, "scale_up_threshold", open_low=True)
         if up > 1:
@@ -145,6 +154,7 @@ class PolicyChoice:
         _count(self.max_model_len, "max_model_len")
         _number(self.cold_start_s, "cold_start_s")
         _count(self.max_num_seqs, "max_num_seqs")
+        _count(self.max_num_batched_tokens, "max_num_batched_tokens")
         if _number(self.prefix_hit_rate, "prefix_hit_rate") > 1:
             raise InputError(
                 f"prefix_hit_rate must be in [0, 1] (a share of prompt tokens), got "
@@ -389,10 +399,6 @@ def _hpa(choice, values, name, namespace, metric, notes) -> dict:
 _PROMETHEUS_RANGE_S = 60.0
 
 
-#: vLLM's counter of requests that finished (the trigger's default): counted when a request ends.
-_VLLM_FINISHED = "vllm:request_success_total"
-
-
 def _query(counter: str, name: str, namespace: str, values: dict) -> str:
     window = _decimal(max(values["sync_s"], _PROMETHEUS_RANGE_S))
     return (
@@ -503,41 +509,48 @@ def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
     }
 
 
-def _serve_args(choice: PolicyChoice) -> list[str]:
-    args = ["--model", choice.model, "--tensor-parallel-size", str(choice.tensor_parallel)]
-    if choice.max_model_len:
-        args += ["--max-model-len", str(choice.max_model_len)]
-    if choice.max_num_seqs:
-        args += ["--max-num-seqs", str(choice.max_num_seqs)]
-    return args
+def _container(choice: PolicyChoice) -> dict:
+    """The serving container's command and arguments (its image's entrypoint kept where it serves)."""
+    server = server_of(choice.engine)
+    argv = server.argv(choice.model, choice.tensor_parallel, context=choice.max_model_len,
+                       running=choice.max_num_seqs, step_tokens=choice.max_num_batched_tokens,
+                       container=True)  # fmt: skip
+    entry = len(server.entrypoint)
+    return {"command": argv[:entry], "args": argv[entry:]} if entry else {"args": argv}
 
 
-#: Where a vLLM flag of the plan goes: the exported Knative Service carries it, the HPA and KEDA
+#: Where a serving flag of the plan goes: the exported Knative Service carries it, the HPA and KEDA
 #: objects scale a Deployment the operator writes.
 _IN_THE_PODS = "(the Knative container's args; add it to the Deployment the HPA and KEDA scale)"
 
 
 def _seqs_note(choice: PolicyChoice) -> list[str]:
-    """What the pods' vLLM needs when the plan runs more requests at once than vLLM's default."""
+    """What the pods' engine needs when the plan runs more requests at once than its default."""
     if not choice.max_num_seqs:
         return []
+    flag = server_of(choice.engine).running
     return [
         f"the plan runs up to {choice.max_num_seqs} requests at once on one instance, more than "
-        f"vLLM's default --max-num-seqs on {choice.gpu}: its pods run with --max-num-seqs "
+        f"{ENGINES[choice.engine]}'s default {flag} on {choice.gpu}: its pods run with {flag} "
         f"{choice.max_num_seqs} {_IN_THE_PODS}, or the requests above the default wait and "
         "per-instance-qps is not met"
     ]
 
 
 def _context_note(choice: PolicyChoice) -> list[str]:
-    """What the pods' vLLM needs when one instance's KV cache holds less than the context."""
+    """What the pods' engine needs when one instance's KV cache holds less than the context."""
     if not choice.max_model_len:
         return []
+    flag = server_of(choice.engine).context
+    why = (
+        "vLLM refuses to start at its default max_model_len (the context)"
+        if choice.engine.startswith("vllm")
+        else f"{ENGINES[choice.engine]} is told the longest request its KV cache holds"
+    )
     return [
         f"one instance's KV cache ({choice.tensor_parallel} x {choice.gpu}) holds "
-        f"{choice.max_model_len:,} tokens, less than {choice.model}'s context: vLLM refuses to "
-        f"start at its default max_model_len (the context), so its pods run with --max-model-len "
-        f"{choice.max_model_len} {_IN_THE_PODS}, and longer requests are refused"
+        f"{choice.max_model_len:,} tokens, less than {choice.model}'s context: {why}, so its pods "
+        f"run with {flag} {choice.max_model_len} {_IN_THE_PODS}, and longer requests are refused"
     ]
 
 
@@ -575,9 +588,11 @@ def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
             f"ready fails: serving.knative.dev/progress-deadline is {deadline}s (twice the cold "
             "start)"
         )
+    flag = server_of(choice.engine).container_model_flag
     notes.append(
-        f"the container runs {image} with --model {choice.model!r}, capnb's name for the model: "
-        "put the Hugging Face id (or the path in the image) the pods serve there before applying"
+        f"the container runs {image} with {flag + ' ' if flag else 'the model '}"
+        f"{choice.model!r}, capnb's name for the model: put the Hugging Face id (or the path in "
+        "the image) the pods serve there before applying"
     )
     service = {
         "apiVersion": "serving.knative.dev/v1",
@@ -590,7 +605,7 @@ def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
                     "containers": [
                         {
                             "image": image,
-                            "args": _serve_args(choice),
+                            **_container(choice),
                             "ports": [{"containerPort": 8000}],
                             "resources": {"limits": {"nvidia.com/gpu": choice.tensor_parallel}},
                         }
@@ -851,9 +866,9 @@ def manifests(
     name: str | None = None,
     namespace: str = "default",
     metric: str = "capnb_instance_load",
-    arrivals_counter: str = _VLLM_FINISHED,
+    arrivals_counter: str | None = None,
     prometheus: str = "http://prometheus.monitoring.svc:9090",
-    image: str = "vllm/vllm-openai",
+    image: str | None = None,
 ) -> Manifests:
     """The chosen policy as a Kubernetes HPA v2, a Knative Service (KPA) and a KEDA ScaledObject.
 
@@ -870,11 +885,13 @@ def manifests(
         pod divided by the per-instance requests/s (the ``capnb.io/per-instance-qps`` annotation).
     arrivals_counter, prometheus
         KEDA's Prometheus trigger: the request counter whose rate is the arrival rate, and the
-        server's address. The default, vLLM's ``request_success_total``, counts requests that
-        finished (noted): give a counter of arriving requests where you have one.
+        server's address. The default is the engine's own counter (:data:`capnb.plan.SERVERS`:
+        vLLM's ``request_success_total`` counts requests that finished, noted); an engine that
+        exports none (LMDeploy) needs one given: a gateway's counter of arriving requests, which
+        is the better choice for any engine.
     image
-        The Knative Service's serving image (it runs ``--model <model>``: put the Hugging Face
-        id you serve there).
+        The Knative Service's serving image (default: the engine's; it runs the model capnb
+        names: put the Hugging Face id you serve there).
 
     Returns
     -------
@@ -894,6 +911,16 @@ def manifests(
     """
     if not isinstance(choice, PolicyChoice):
         raise InputError(f"choice must be a capnb.plan.PolicyChoice, got {type(choice).__name__}")
+    server = server_of(choice.engine)
+    image = server.image if image is None else image
+    if arrivals_counter is None:
+        if not server.counter:
+            raise InputError(
+                f"arrivals_counter: {ENGINES[choice.engine]} exports no Prometheus counter of "
+                "requests for KEDA's trigger (its metrics are gauges): give the counter of arriving "
+                "requests your gateway has (manifests(..., arrivals_counter=NAME))"
+            )
+        arrivals_counter = server.counter
     renamed = []
     if name is None and not re.search(r"[a-z0-9]", str(choice.model).lower()):
         # nothing of the model's name is left for a Kubernetes name: name the objects, and say so
@@ -941,9 +968,9 @@ def manifests(
         "KEDA's HPA reads an external metric: with pods still starting it does not hold the count "
         "as capnb's HPA replay does (Kubernetes' unready-pod rule applies to per-pod metrics only)"
     )
-    if arrivals_counter == _VLLM_FINISHED:
+    if arrivals_counter == server.counter and server.counted_at_end:
         notes["keda"].append(
-            f"the query counts {_VLLM_FINISHED}, requests that finished: a request counts when it "
+            f"the query counts {server.counter}, requests that finished: a request counts when it "
             "ends, not when it arrives, and one aborted or timed out under overload never counts, "
             "so the load reads below the arrivals capnb's replay scales on; give a counter of "
             "arriving requests if your gateway has one (manifests(..., arrivals_counter=...))"
@@ -1031,8 +1058,10 @@ def policy_choice(plan) -> PolicyChoice:
         cold_start_s=float(chosen.cold_start_s),
         cold_start_vetoes=bool(chosen.cold_start_vetoes),
         max_num_seqs=above_default_seqs(
-            _whole(record.safe_concurrency, "safe_concurrency"), str(record.gpu)
+            _whole(record.safe_concurrency, "safe_concurrency"), str(record.gpu), record.engine
         ),
+        engine=str(record.engine),
+        max_num_batched_tokens=_whole(record.max_num_batched_tokens, "max_num_batched_tokens"),
     )
 
 

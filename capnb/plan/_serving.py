@@ -14,6 +14,8 @@ the elasticity step chose (:func:`capnb.plan._fleet.replay_schedule`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import xarray as xr
 
@@ -36,6 +38,13 @@ def _unsplit(cfg: PlanConfig) -> str:
     )
 
 
+#: Engines that serve prefill and decode in separate pools (the KV cache sent between them):
+#: vLLM V1 (its KV connectors), SGLang (``--disaggregation-mode``), TensorRT-LLM (its
+#: disaggregated serving). Their pools are simulated with :data:`capnb.capacity.POOL_ENGINE`'s
+#: limits and the engine's own scheduling and overheads.
+DISAGGREGATING = {"vllm-v1": "vLLM V1", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
 def compare_serving(
     cfg: PlanConfig, workload, fc: xr.Dataset, gpu: str, tp: int, demand, cold, policy,
     calibration=None,
@@ -56,6 +65,13 @@ def compare_serving(
     unsplit = _unsplit(cfg)
     if unsplit:
         return unsplit, None
+    if cfg.serving.engine not in DISAGGREGATING:
+        from ..records import ENGINES
+
+        return (
+            f"not compared: {ENGINES[cfg.serving.engine]} serves no disaggregated prefill and "
+            f"decode pools (capnb compares them for {', '.join(DISAGGREGATING.values())})"
+        ), None
     from ..data import load_gpus
 
     if not np.isfinite(float(load_gpus([gpu]).interconnect_bandwidth.item())):
@@ -65,6 +81,9 @@ def compare_serving(
             "capnb.capacity.disaggregate as link_bandwidth, in bytes/s, to compare)."
         ), None
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile, drop=True)
+    tokens = cfg.serving.max_num_batched_tokens or capacity.POOL_ENGINE.max_num_batched_tokens
+    pools = dataclasses.replace(capacity.POOL_ENGINE, engine=cfg.serving.engine,
+                                max_num_batched_tokens=tokens)  # fmt: skip
     result = capacity.disaggregate(
         capacity.Deployment(cfg.serving.model, gpu, int(tp)),
         workload,
@@ -73,6 +92,7 @@ def compare_serving(
         aggregated_tensor_parallel=tp,
         seed=cfg.traffic.seed,
         calibration=calibration,
+        settings=pools,
     )
     share = float(cfg.serving.prefix_cache_share)
     if share > 0:  # the plan's own fleet is sized with the cache's hits; these pools are not

@@ -140,9 +140,42 @@ def _own_calibration(cfg: PlanConfig) -> dict | None:
         )
     runs = data.read_bench_runs(
         serving.calibration_runs, model=data.load_model(serving.model).name, gpu=gpu,
-        tensor_parallel=serving.calibration_tensor_parallel, engine="vllm",
+        tensor_parallel=serving.calibration_tensor_parallel, engine=serving.engine,
     )  # fmt: skip
     return {gpu: latency.calibrate(runs)}  # (by catalog id, as the engine sweep's gpus)
+
+
+def engine_settings(cfg: PlanConfig):
+    """The serving engine the plan's engine model runs (:class:`capnb.records.EngineSettings`)."""
+    from ..records import EngineSettings
+
+    tokens = cfg.serving.max_num_batched_tokens or None  # (0: the engine's default)
+    return EngineSettings(cfg.serving.engine, max_num_batched_tokens=tokens)
+
+
+def _whole_prompts(cfg: PlanConfig, workload: xr.Dataset) -> None:
+    """An error naming the config's field when the engine computes prompts whole and one is too long.
+
+    Without chunked prefill (TGI, TensorRT-LLM, vLLM V0 at short contexts) a prompt is computed in
+    one step of at most ``max_num_batched_tokens`` tokens, and the engine refuses a longer one.
+    """
+    from .. import data
+
+    settings = engine_settings(cfg).resolve(gpu=data.resolve_gpu(cfg.serving.gpus[0]))
+    longest = int(workload.prompt_tokens.max())
+    budget = settings.max_num_batched_tokens
+    if settings.chunked_prefill or not budget or longest <= budget:
+        return
+    from ._servers import server_of
+
+    said = "set" if cfg.serving.max_num_batched_tokens else "its default"
+    raise InputError(
+        f"engine = {cfg.serving.engine!r} computes a prompt whole, in one step of at most "
+        f"{budget:,} tokens ({said}), but the workload's longest prompt has {longest:,} tokens: "
+        f"set [serving] max_num_batched_tokens = {longest} or more (the server's "
+        f"{server_of(cfg.serving.engine).step_tokens}; the plan's serve commands and pods then "
+        "carry it), or plan on shorter prompts"
+    )
 
 
 def own_calibrations(cap: xr.Dataset) -> dict[str, dict]:
@@ -201,6 +234,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             )
         result.attrs["latency_source"] = "the calibrated analytic model"
     elif kind == "engine":
+        _whole_prompts(cfg, workload)
         blocks, own = None, _own_calibration(cfg)
         if cfg.serving.prefix_cache_share > 0:
             blocks = _blocks(cfg, workload_from)
@@ -217,6 +251,7 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             seed=cfg.traffic.seed,
             analytic_metrics=analytic_metrics,
             calibration=own,
+            settings=engine_settings(cfg),
         )
         if own:  # the GPUs priced on the user's own runs: their error is the own-run one, and
             # the later steps on them (arrivals, prefill/decode pools) price them so too
@@ -263,6 +298,9 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
             _curve.add_note(result, lengths)
     # the memory accounting the options were sized with: the engine's KV budget is vLLM's
     result.attrs.setdefault("memory_accounting", cfg.serving.accounting)
+    # the engine the options' commands start (the engine model's own, where it priced them)
+    result.attrs["engine"] = cfg.serving.engine
+    result.attrs["max_num_batched_tokens"] = cfg.serving.max_num_batched_tokens
     # the model each bound was checked on, and the one the held-out figures favour, said
     used = {"model": "analytic", "engine": "engine"}.get(kind, "measured")
     result.attrs["latency_models"] = json.dumps(
@@ -515,7 +553,8 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
 
     deployment = Deployment(cfg.serving.model, gpu, int(tp))
     return capacity.arrivals(deployment, workload, sla=cfg.sla, per_instance_qps=qps,
-                             seed=cfg.traffic.seed, calibration=own_calibration_of(cap, gpu))  # fmt: skip
+                             seed=cfg.traffic.seed, calibration=own_calibration_of(cap, gpu),
+                             settings=engine_settings(cfg))  # fmt: skip
 
 
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:

@@ -1,0 +1,140 @@
+"""A plan on another serving engine: its latencies, its benchmark commands, its pods.
+
+``[serving] engine`` names the engine the engine model simulates (its scheduling defaults and
+fitted overheads); the plan's commands and manifests then start that engine with its own flags,
+and KEDA reads its own request counter.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from test_plan import SMALL
+
+from capnb import plan as planning
+from capnb.errors import ConfigError
+from capnb.plan import SERVERS, PolicyChoice, manifests
+
+#: A small engine plan: one GPU, one degree, no held-out choice (what the engine changes is the
+#: latency and the commands, not the policy's selection).
+ENGINE_PLAN = dict(SMALL, trials=50, backtest_days=0, gpus=("H100-SXM",), tensor_parallel=(1,),
+                   latency="engine", demand_scale=0.01, model="Qwen3-8B")  # fmt: skip
+
+
+def _build(**changes):
+    with warnings.catch_warnings():  # the plan's own checks
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        return planning.build(planning.read_config(dict(ENGINE_PLAN, **changes)))
+
+
+@pytest.fixture(scope="module")
+def two_engines():
+    return _build(), _build(engine="SGLang")
+
+
+def test_the_engine_is_named_as_its_id_and_an_unknown_one_is_refused():
+    assert planning.read_config(dict(ENGINE_PLAN, engine="TensorRT-LLM")).serving.engine == "trtllm"
+    assert planning.read_config(dict(ENGINE_PLAN, engine="vLLM")).serving.engine == "vllm-v1"
+    with pytest.raises(ConfigError, match=r"engine.*'llama.cpp' is not one of"):
+        planning.read_config(dict(ENGINE_PLAN, engine="llama.cpp"))
+    # LMDeploy exports no request counter: the plan's KEDA object could not scale on anything
+    with pytest.raises(ConfigError, match="engine = 'lmdeploy': its server exports no Prometheus"):
+        planning.read_config(dict(ENGINE_PLAN, engine="lmdeploy"))
+
+
+def test_an_sglang_plan_is_priced_commanded_and_deployed_as_sglang(two_engines):
+    vllm, sglang = two_engines
+    a, b = planning.answer(vllm), planning.answer(sglang)
+    assert (a.engine, b.engine) == ("vllm-v1", "sglang")
+    # the engine model ran SGLang's scheduling and fitted overheads: another safe rate
+    assert a.per_instance_qps > 0 and b.per_instance_qps > 0
+    assert a.per_instance_qps != b.per_instance_qps
+    assert "the serving-engine model of SGLang" in b.inputs
+    assert "the serving-engine model of vLLM (V1" in a.inputs
+    # the commands that settle the latency start SGLang and point vLLM's client at it
+    if b.settle_commands:
+        assert "python3 -m sglang.launch_server --model-path $MODEL --tp 1 --port 8000" in (
+            b.settle_commands
+        )
+        assert "vllm bench serve --backend sglang --model $MODEL" in b.settle_commands
+    # the pods run SGLang's image, listening on every interface; KEDA reads its counter
+    out = manifests(planning.policy_choice(sglang))
+    container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "lmsysorg/sglang"
+    assert container["command"] == ["python3", "-m", "sglang.launch_server"]
+    assert container["args"][:4] == ["--model-path", "Qwen3-8B", "--tp", "1"]
+    assert container["args"][-2:] == ["--host", "0.0.0.0"]
+    query = out.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
+    assert query.startswith("sum(rate(sglang:num_requests_total{")
+    assert any("sglang:num_requests_total, requests that finished" in n for n in out.notes["keda"])
+
+
+def test_each_engines_container_starts_its_server_with_the_plans_values():
+    base = dict(policy="hpa", per_instance_qps=8.0, scale_up_threshold=0.7, cooldown_s=300.0,
+                min_instances=1, max_instances=4, model="m", tensor_parallel=2,
+                max_model_len=4096, max_num_seqs=300)  # fmt: skip
+    expected = {  # (command, args): each engine's flags for the degree, context and running cap
+        "vllm-v1": ("", "--model m --tensor-parallel-size 2 --max-model-len 4096 --max-num-seqs 300"),
+        "tgi": ("", "--model-id m --num-shard 2 --max-total-tokens 4096 "
+                    "--max-concurrent-requests 300 --port 8000"),
+        "trtllm": ("trtllm-serve", "m --tp_size 2 --max_seq_len 4096 --max_batch_size 300 "
+                                   "--port 8000 --host 0.0.0.0"),
+    }  # fmt: skip
+    for engine, (command, args) in expected.items():
+        out = manifests(PolicyChoice(**base, engine=engine))
+        container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
+        assert container.get("command", []) == command.split(), engine
+        assert container["args"] == args.split(), engine
+        assert container["image"] == SERVERS[engine].image
+        assert container["ports"] == [{"containerPort": 8000}]
+    # TGI counts a request when it arrives: no note that the load reads low
+    tgi = manifests(PolicyChoice(**base, engine="tgi"))
+    assert (
+        "tgi_request_count" in tgi.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
+    )
+    assert not any("requests that finished" in n for n in tgi.notes["keda"])
+    # LMDeploy's metrics are gauges: its counter must be given
+    with pytest.raises(Exception, match="arrivals_counter: LMDeploy TurboMind exports no"):
+        manifests(PolicyChoice(**base, engine="lmdeploy"))
+    given = manifests(PolicyChoice(**base, engine="lmdeploy"), arrivals_counter="gw_requests_total")
+    assert (
+        "gw_requests_total"
+        in given.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
+    )
+    with pytest.raises(Exception, match="engine='vllm3' is not known"):
+        PolicyChoice(**base, engine="vllm3")
+
+
+def test_a_measured_curve_plan_names_the_engine_its_commands_and_pods_are_of():
+    """TGI's measured curve: the latencies are the run's, the pods TGI's (not vLLM's)."""
+    cfg = dict(SMALL, trials=50, backtest_days=0, latency="dstack-tgi-mi300x-short", engine="tgi",
+               gpus=("MI300X",), tensor_parallel=(8,), model="Llama-3.1-405B",
+               sla={"ttft_s": 600.0})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        built = planning.build(planning.read_config(cfg))
+    a = planning.answer(built)
+    assert a.engine == "tgi"
+    assert "engine: Hugging Face text-generation-inference (its serve commands and manifests" in (
+        a.inputs
+    )
+    container = manifests(planning.policy_choice(built)).documents["knative"][0]["spec"][
+        "template"
+    ]["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/huggingface/text-generation-inference"
+    assert container["args"][:4] == ["--model-id", "Llama-3.1-405B", "--num-shard", "8"]
+
+
+def test_an_engine_that_computes_prompts_whole_names_the_setting_a_long_prompt_needs():
+    """TGI at its default refuses a prompt past its step's 4,096 tokens: the plan names the knob."""
+    with pytest.raises(planning.PlanError, match=r"set \[serving\] max_num_batched_tokens = \d+"):
+        _build(engine="tgi", workload="azure-conv-2023")
+    given = _build(engine="tgi", workload="azure-conv-2023", max_num_batched_tokens=16384)
+    a = planning.answer(given)
+    assert a.max_num_batched_tokens == 16384 and a.engine == "tgi"
+    container = manifests(planning.policy_choice(given)).documents["knative"][0]["spec"][
+        "template"
+    ]["spec"]["containers"][0]
+    assert "--max-batch-prefill-tokens" in container["args"]
+    assert container["args"][container["args"].index("--max-batch-prefill-tokens") + 1] == "16384"
