@@ -869,8 +869,9 @@ def disaggregate(
         ``serving_reason`` (serving), ``kv_transfer_s``; ``simulated_latency`` (metric) and
         ``ttft_stages`` (stage): the busiest slot's disaggregated fleet simulated per request
         (Poisson arrivals at its demand; NaN when that plan is infeasible); attrs ``serving`` (the
-        choice) and ``recommendation`` (one sentence with the reason, and a warning when the
-        simulation misses the SLA).
+        choice) and ``recommendation`` (one sentence with the reason). Pools whose busiest slot
+        the simulation puts past the SLA do not meet it (``meets_sla`` False, the simulation in
+        ``serving_reason``): they are never the choice.
     """
     _check_workload(workload)
     spec, gpu_id = _deployed(deployment)
@@ -895,11 +896,11 @@ def disaggregate(
     disagg = _disaggregated_plan(curves, demand, tps, sla, spec, prompt, bandwidth,
                                  kv_dtype=dtypes["kv_dtype"])  # fmt: skip
     agg = _aggregated_plan(aggregated_curve, demand, agg_tp, sla)
-    choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
     simulated = _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, run,
                                 sla, dtypes=dtypes)  # fmt: skip
-    if simulated["note"] and choice == "disaggregated":
-        recommendation += " " + simulated["note"]
+    if simulated["note"]:  # the pools as sized miss the SLA on their own simulation: no plan
+        disagg = disagg | {"meets_sla": False, "reason": simulated["note"]}
+    choice, recommendation = _recommend(disagg, agg, demand, tps, agg_tp, gpu_id, q)
     ds = _disaggregate_dataset(disagg, agg, tps, demand, slots, slot_dim, price, q)
     ds["simulated_latency"] = xr.DataArray(
         simulated["latency"], dims="metric", attrs=glossary.attrs("simulated_latency")
@@ -929,7 +930,8 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
 
     An open loop of Poisson arrivals at the slot's requests/s over its prefill and decode
     instances: the quantiles of TTFT (with every queue of the hand-off) and TPOT, the mean TTFT
-    stages, and a sentence when they miss the SLA the curves' operating points met.
+    stages, and ``note``: when they miss the SLA the curves' operating points met, why, as the
+    disaggregated plan's reason (it then does not meet the SLA).
     """
     from ..latency import _engine
 
@@ -962,15 +964,17 @@ def _simulated_peak(spec, gpu_id, workload, tps, disagg, demand, bandwidth, sett
                               closed=False, load=load, warmup=math.ceil(0.1 * n),
                               quantile=sla.quantile, router="random", rng=rng)  # fmt: skip
     latency = [run["ttft"], run["tpot"]]
+    unit = {"ttft": ("s", 1), "tpot": ("ms", 1e3)}
     missed = [
-        f"{m.upper()} {v * (1e3 if m == 'tpot' else 1):.3g} {'ms' if m == 'tpot' else 's'}"
+        f"{m.upper()} {v * unit[m][1]:.3g} {unit[m][0]} against the SLA's "
+        f"{sla.bounds[m] * unit[m][1]:g} {unit[m][0]}"
         for m, v in zip(_METRICS, latency, strict=True)
         if not v <= sla.bounds[m]
     ]
     note = (
-        f"Simulated per request at the busiest slot ({shown}, {words.rate(demand[peak])} "
-        f"requests/s, Poisson arrivals) the hand-off's queues give P{sla.quantile * 100:g} "
-        f"{' and '.join(missed)}: above the SLA; {_remedy(run['bottleneck'])}."
+        f"past the SLA as sized: simulated per request at the busiest slot ({shown}, "
+        f"{words.rate(demand[peak])} requests/s, Poisson arrivals) the hand-off's queues give "
+        f"P{sla.quantile * 100:g} {' and '.join(missed)} ({_remedy(run['bottleneck'])})"
         if missed
         else ""
     )

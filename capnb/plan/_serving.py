@@ -132,6 +132,7 @@ def _own_fleet(result, own) -> str:
     # an aggregated mode that misses the SLA has no fleet (NaN): its reason says why
     if mine.shape != theirs.shape or np.array_equal(mine, theirs) or np.isnan(theirs).any():
         return ""
+    meets = bool(result.meets_sla.sel(serving="disaggregated"))  # else no pools to weigh
     tp = int(result.attrs["aggregated_tensor_parallel"])
     slots = result.usd_per_hour.dims[-1]
     split = float(result.gpus.sum(slots).sel(serving="disaggregated"))
@@ -139,7 +140,7 @@ def _own_fleet(result, own) -> str:
     against = (
         f": disaggregated, {abs(1 - split / gpus):.0%} {'fewer' if split <= gpus else 'more'} "
         "GPUs than it"
-        if np.isfinite(split) and gpus > 0
+        if meets and np.isfinite(split) and gpus > 0
         else ""
     )
     return (
@@ -160,10 +161,11 @@ def serving_sentence(result, replay, hours: float, own=None) -> str:
         return result
     gpus = result.gpus.mean(result.usd_per_hour.dims[-1])
     saving = 1 - float(gpus.sel(serving="disaggregated")) / float(gpus.sel(serving="aggregated"))
-    # a mode that misses the SLA has no fleet (NaN GPUs): no share to state, the reason says why
+    # a mode that misses the SLA (no fleet, or pools past it in their simulation): no share to
+    # state, the reason says why
     share = (
         f": {abs(saving):.0%} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated"
-        if np.isfinite(saving)
+        if np.isfinite(saving) and bool(result.meets_sla.all())
         else ""
     )
     line = (
