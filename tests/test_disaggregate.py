@@ -349,6 +349,34 @@ def test_pools_their_own_simulation_puts_past_the_sla_are_not_recommended():
     assert "GPUs disaggregated" not in line, line
 
 
+def test_pools_whose_replay_costs_more_than_the_plans_run_are_not_recommended(small):
+    # Mixtral-8x7B on 4 x MI300X (P99 TTFT 1 s, TPOT 40 ms, the bundled trace) read "Serve
+    # disaggregated: 12 prefill (TP4) and 15 decode (TP4) ... 12% fewer GPUs disaggregated ... the
+    # two pools replayed over the trace: 60 SLA-breach minutes a month, 321,061 USD a month"
+    # while the plan's own run cost 281,851 USD a month with 0 minutes (budget 44): the pools
+    # were recommended though the plan's replays said they cost 14% more and broke the budget
+    from capnb.plan._serving import serving_sentence
+
+    w, curves, agg = small
+    ds = capnb.capacity.disaggregate(
+        GPT_OSS, w, target_qps=np.array([2.0, 10.0, 30.0]), sla=SLA(ttft_s=1.0, tpot_s=0.05),
+        curves=curves, aggregated_curve=agg,
+    )  # fmt: skip
+    ds.attrs["recommendation"] = "Serve disaggregated: 3 prefill and 5 decode; 8 against 10."
+    ds["meets_sla"][:] = True  # (the pools as the curves and their simulation size them)
+    hours = 730.0  # a month: the replays' totals are a month's
+    pools = xr.Dataset(attrs={"usd": 321_061.0, "breach_s": 60 * 60.0})
+    mine = {"usd": 281_851.0, "breach_s": 0.0, "budget_minutes": 44.0}
+    line = serving_sentence(ds, pools, hours, chosen=mine)
+    assert "Serve disaggregated" not in line and line.startswith("Keep the plan's aggregated"), line
+    assert "321,061 USD a month" in line and "281,851" in line and "14% more" in line, line
+    assert "over the budget of 44" in line, line
+    # cheaper and within the budget: the recommendation stands, with the plan's run beside it
+    cheap = xr.Dataset(attrs={"usd": 250_000.0, "breach_s": 30 * 60.0})
+    line = serving_sentence(ds, cheap, hours, chosen=mine)
+    assert line.startswith("Serve disaggregated") and "11% less" in line, line
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [

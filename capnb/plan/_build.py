@@ -36,6 +36,7 @@ from ._steps import (
     _forecast,
     _traffic,
     arrivals_of,
+    budget_minutes,
     burst_model,
     chosen_policy,
     own_calibration_of,
@@ -311,7 +312,9 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
         own = chosen.fixed_instances.values if "fixed_instances" in chosen else None
-        alternatives.append(_serving_alternative(serving, serving_replay, run, own))
+        alternatives.append(
+            _serving_alternative(serving, serving_replay, run, own, budget_minutes(cfg))
+        )
     made = make_answer(
         cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
         burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,
@@ -377,8 +380,10 @@ def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
     )
 
 
-def _serving_alternative(serving, replay, run, own=None) -> Alternative:
-    words = serving_sentence(serving, replay, replay_hours(run), own)
+def _serving_alternative(serving, replay, run, own=None, budget_minutes=math.nan) -> Alternative:
+    mine = {"usd": float(run.usd) if "usd" in run else math.nan,
+            "breach_s": float(run.breach_s), "budget_minutes": budget_minutes}  # fmt: skip
+    words = serving_sentence(serving, replay, replay_hours(run), own, chosen=mine)
     if replay is None:
         return _alternative("prefill/decode pools", words)
     return Alternative(

@@ -37,6 +37,7 @@ from ._steps import (
     per_month,
     replay_hours,
 )
+from ._steps import budget_minutes as budget_of
 from ._text import ties_words, unscored_coverage_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
@@ -466,7 +467,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
                             "lengthen its scale-down window or raise its floor", "own"))  # fmt: skip
     fleet = forecast_fleet(fc, cfg, float(_first(chosen.per_instance_qps)))
     checks += _arrivals_checks(arrivals, policy, fleet)
-    budget_minutes = cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60
+    budget_minutes = budget_of(cfg)
     checks.append(_replay_check(float(run.breach_s) / 60 * month, budget_minutes, hours, cfg))
     reserved = policy.min_instances + policy.buffer_instances
     price = (

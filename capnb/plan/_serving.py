@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from ._config import PlanConfig
 from ._fleet import replay_schedule
 from ._steps import per_month as month_factor
@@ -151,11 +151,38 @@ def _own_fleet(result, own) -> str:
     )
 
 
-def serving_sentence(result, replay, hours: float, own=None) -> str:
+def _against_chosen(replay, per_month: float, chosen) -> tuple[str, bool]:
+    """The pools' replay beside the plan's chosen run, and whether the pools lose to it.
+
+    ``chosen``: the chosen run's ``usd`` and ``breach_s`` over the same hours and the plan's
+    ``budget_minutes`` a month. The pools lose when they cost more, or break the budget the
+    chosen run keeps.
+    """
+    if chosen is None:
+        return "", False
+    usd, mine = replay.attrs["usd"] * per_month, chosen["usd"] * per_month
+    breach, budget = replay.attrs["breach_s"] * per_month / 60, chosen["budget_minutes"]
+    kept = chosen["breach_s"] * per_month / 60 <= budget
+    dearer, over = usd > mine, breach > budget
+    if not np.isfinite(mine):  # the chosen run has no price
+        return "", over and kept
+    words_ = (
+        f"; the plan's chosen run: {mine:,.0f} USD a month with "
+        f"{chosen['breach_s'] * per_month / 60:,.0f} SLA-breach minutes: the pools cost "
+        f"{words.change(usd / mine)} {'more' if dearer else 'less'}"
+        + (f", and are in breach {breach:,.0f} minutes a month, over the budget of {budget:,.0f}"
+           if over else "")
+    )  # fmt: skip
+    return words_, dearer or (over and kept)
+
+
+def serving_sentence(result, replay, hours: float, own=None, chosen=None) -> str:
     """The plan's line on the serving mode: the choice, its reason, and the pools' replay.
 
     ``own``: the plan's own instances per slot, said beside the comparison's aggregated fleet
-    where the two differ.
+    where the two differ. ``chosen``: the plan's chosen run (``usd``, ``breach_s`` over the same
+    ``hours``) and its ``budget_minutes`` a month: pools whose replay costs more, or breaks the
+    budget that run keeps, are not recommended, whatever their GPU-slots.
     """
     if isinstance(result, str):
         return result
@@ -174,11 +201,18 @@ def serving_sentence(result, replay, hours: float, own=None) -> str:
     )
     if replay is not None:
         per_month = month_factor(hours)
+        against, loses = _against_chosen(replay, per_month, chosen)
         line += (
             f"; the two pools replayed over the trace (each started one cold start ahead of its "
             f"slot plan): {replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a "
-            f"month, {replay.attrs['usd'] * per_month:,.0f} USD a month"
+            f"month, {replay.attrs['usd'] * per_month:,.0f} USD a month{against}"
         )
+        lead = "Serve disaggregated: "
+        if loses and line.startswith(lead):
+            line = (
+                "Keep the plan's aggregated fleet: replayed over the trace the pools lose to it "
+                f"(below). On GPU-slots alone, disaggregated would be {line.removeprefix(lead)}"
+            )
     if result.attrs.get("prefix_cache"):
         line += f". {result.attrs['prefix_cache']}"
     return line + "."

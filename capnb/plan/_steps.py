@@ -524,6 +524,11 @@ def per_month(hours: float) -> float:
     return HOURS_PER_MONTH / hours
 
 
+def budget_minutes(cfg: PlanConfig) -> float:
+    """The plan's SLA-breach budget in minutes a month (its share of a 730-h month)."""
+    return cfg.elasticity.breach_budget * HOURS_PER_MONTH * 60
+
+
 def _first(values) -> object:
     """The first value of a variable (the chosen option's cell of a search without a slot)."""
     array = np.asarray(values.values if isinstance(values, xr.DataArray) else values)
