@@ -377,6 +377,25 @@ def test_pools_whose_replay_costs_more_than_the_plans_run_are_not_recommended(sm
     assert line.startswith("Serve disaggregated") and "11% less" in line, line
 
 
+def test_a_gpu_difference_under_one_percent_is_not_written_as_none(small):
+    # Mixtral-8x7B on 4 x MI300X: pools of 2,336 GPU-slots against the plan's own 2,344 read
+    # "disaggregated, 0% fewer GPUs than it"; the difference (0.3%) is written as capnb writes
+    # others (words.change)
+    from capnb.plan._serving import serving_sentence
+
+    w, curves, agg = small
+    ds = capnb.capacity.disaggregate(
+        GPT_OSS, w, target_qps=np.array([2.0, 10.0, 30.0]), sla=SLA(ttft_s=1.0, tpot_s=0.05),
+        curves=curves, aggregated_curve=agg,
+    )  # fmt: skip
+    ds["meets_sla"][:] = True
+    ds["gpus"].loc[{"serving": "disaggregated"}] = [332.0, 332.0, 332.0]  # 996 GPU-slots
+    ds["gpus"].loc[{"serving": "aggregated"}] = [333.0, 333.0, 333.0]  # 999
+    line = serving_sentence(ds, None, 24.0, own=[167, 167, 166])  # 500 x TP2: 1,000 GPU-slots
+    assert "0.3% fewer GPUs disaggregated" in line, line
+    assert "disaggregated, 0.4% fewer GPUs than it" in line, line
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [

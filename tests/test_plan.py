@@ -951,7 +951,7 @@ def test_the_serving_comparison_says_the_plans_own_fleet_where_its_aggregated_on
         f"TP{a.tensor_parallel} at the busiest slot, {gpus:,} GPU-slots over the day"
     )
     assert said in serving.words, serving.words
-    less = f"disaggregated, {abs(1 - split / gpus):.0%} {'fewer' if split <= gpus else 'more'}"
+    less = f"disaggregated, {words.change(split / gpus)} {'fewer' if split <= gpus else 'more'}"
     assert less in serving.words, serving.words
 
 

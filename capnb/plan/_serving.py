@@ -138,7 +138,7 @@ def _own_fleet(result, own) -> str:
     split = float(result.gpus.sum(slots).sel(serving="disaggregated"))
     gpus = float(mine.sum()) * tp
     against = (
-        f": disaggregated, {abs(1 - split / gpus):.0%} {'fewer' if split <= gpus else 'more'} "
+        f": disaggregated, {words.change(split / gpus)} {'fewer' if split <= gpus else 'more'} "
         "GPUs than it"
         if meets and np.isfinite(split) and gpus > 0
         else ""
@@ -191,7 +191,7 @@ def serving_sentence(result, replay, hours: float, own=None, chosen=None) -> str
     # a mode that misses the SLA (no fleet, or pools past it in their simulation): no share to
     # state, the reason says why
     share = (
-        f": {abs(saving):.0%} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated"
+        f": {words.change(1 - saving)} {'fewer' if saving >= 0 else 'more'} GPUs disaggregated"
         if np.isfinite(saving) and bool(result.meets_sla.all())
         else ""
     )
