@@ -461,6 +461,21 @@ def test_the_mix_sentence_never_says_0_percent_of_a_difference_it_has():
     )  # fmt: skip
 
 
+def test_the_mix_sentence_says_a_replay_over_the_breach_budget():
+    # Mixtral-8x7B on 4 x MI300X at hyperstack: "the cheapest mix ... 1,114,428 USD a month (13%
+    # less) ... the mix costs 1,119,181 USD a month with 70 SLA-breach minutes a month", never
+    # that 70 minutes breaks the plan's budget of 44 a month: a saving priced on a fleet that fails
+    from capnb.plan import _fleet
+
+    mixed = _one_pool_mix("A100-80GB TP4", spot=[0, 0], single=1.8, mix=1.56, saving=0.13)
+    replay = xr.Dataset(attrs={"usd": 1_119_181.0, "breach_s": 70 * 60.0})
+    elastic = {"usd": math.nan, "breach_s": 0.0, "budget_minutes": 44.0}
+    said = _fleet.sentence(mixed, replay, 730.0, elastic)
+    assert "70 SLA-breach minutes a month, over the plan's breach budget of 44" in said, said
+    within = xr.Dataset(attrs={"usd": 1_119_181.0, "breach_s": 30 * 60.0})
+    assert "budget" not in _fleet.sentence(mixed, within, 730.0, elastic)
+
+
 def test_a_mix_that_is_the_single_type_says_so_not_0_percent_less():
     # Llama-3.1-8B on H100-SXM at aws without a reserved price: "one type on demand (H100-SXM TP1)
     # costs 14,649 USD a month and the cheapest mix (nothing reserved; H100-SXM TP1 on demand

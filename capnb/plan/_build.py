@@ -371,6 +371,7 @@ def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
     elastic = {
         "usd": elastic_at(data.gpu_prices(cfg.fleet.provider), gpu, advice.metrics["gpu_hours"]),
         "breach_s": advice.metrics["breach_s"],
+        "budget_minutes": budget_minutes(cfg),
     }
     return Alternative(
         name=f"mixed fleet at {cfg.fleet.provider}'s prices",

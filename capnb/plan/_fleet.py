@@ -154,9 +154,11 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
     """The plan's line on the mix: the mix beside one type, both planned and both replayed.
 
     ``elastic``: the elasticity step's chosen run of one type, ``usd`` at the provider's
-    on-demand price and ``breach_s``, over the same ``hours``. The mix is never dearer than one
-    type on demand *as planned* (that fleet is one of the integer program's solutions); replayed
-    over the trace, it is compared with the elastic run, which may serve the same traffic for less.
+    on-demand price and ``breach_s``, over the same ``hours``, and the plan's ``budget_minutes``
+    a month (optional), which the mix's replay is said to break where it does. The mix is never
+    dearer than one type on demand *as planned* (that fleet is one of the integer program's
+    solutions); replayed over the trace, it is compared with the elastic run, which may serve the
+    same traffic for less.
     """
     from ..capacity._mix import bought_above
 
@@ -171,6 +173,9 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
     mix_month = replay.attrs["usd"] * per_month
     one_month = elastic["usd"] * per_month
     one_breach = elastic["breach_s"] * per_month / 60
+    mix_breach = replay.attrs["breach_s"] * per_month / 60
+    budget = elastic.get("budget_minutes", math.inf)
+    over = f", over the plan's breach budget of {budget:,.0f}" if mix_breach > budget else ""
     longer = (
         "in breach longer (it holds no warm spares or burst buffer: it is planned on the forecast "
         "alone)"
@@ -205,7 +210,7 @@ def sentence(mixed: xr.Dataset, replay: xr.Dataset, hours: float, elastic: dict)
         f"({_saving(float(mixed.attrs['saving']))}). Replayed over the trace pool by pool (each "
         f"pool started one cold start ahead of its slot plan, its reserved base as its floor), "
         f"the mix costs {mix_month:,.0f} USD a month with "
-        f"{replay.attrs['breach_s'] * per_month / 60:,.0f} SLA-breach minutes a month"
+        f"{mix_breach:,.0f} SLA-breach minutes a month{over}"
         + (
             f" ({words.count(replay.attrs['preempted'], 'spot instance')} preempted at "
             f"{float(replay.attrs['spot_preemption_rate']):g} an instance-hour and replaced)"
