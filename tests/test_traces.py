@@ -1234,3 +1234,40 @@ def test_a_json_lines_log_names_its_lines_past_blank_ones(tmp_path):
     path.write_text("\n".join([lines[0], "", "", lines[1], json.dumps(bad)]) + "\n")
     with pytest.raises(ConfigError, match=r"^log.jsonl, line 5: "):
         data.load_trace(path, time_unit="s")
+
+
+def _counter_csv(tmp_path, name, column, resets=()):
+    """Three days of 5-minute windows, a daily cycle of 2-18 requests/s, as a running total."""
+    steps = np.arange(864)
+    qps = 10 + 8 * np.sin(2 * np.pi * (steps / 12 - 6) / 24)
+    total = np.cumsum(qps * 300).round()
+    for at in resets:  # a restarted exporter counts from 0 again
+        total[at:] -= total[at - 1]
+    times = pd.date_range("2026-03-02", periods=steps.size, freq="5min")
+    rows = "".join(f"{t:%Y-%m-%dT%H:%M:%SZ},{n:.0f}\n" for t, n in zip(times, total, strict=True))
+    return _write(tmp_path, name, f"timestamp,{column}\n{rows}")
+
+
+def test_a_cumulative_counter_is_not_read_as_each_windows_requests(tmp_path):
+    # a Prometheus counter exported as it is (requests since start): read as each window's
+    # requests, its 3 days at a mean of 10 requests/s loaded as a mean of 4,321 requests/s
+    path = _counter_csv(tmp_path, "counter.csv", "requests")
+    with pytest.raises(
+        ConfigError,
+        match=r"counter\.csv, row 1 \(line 2\) to row 864: column 'requests' rises at 863 of its 863 steps "
+        r"\(600 to 2,592,000\) and never falls: a cumulative counter.*increase\(",
+    ):
+        data.load_traffic(path)
+    with pytest.raises(ConfigError, match=r"rises at 862 of its 863 steps .* falls once"):
+        data.load_rate_series(
+            _counter_csv(tmp_path, "reset.csv", "n", resets=(400,)),
+            time_column="timestamp",
+            count_column="n",
+        )
+    # each window's increase reads as it is: a mean of 10 requests/s
+    counts = np.diff(np.concatenate([[0.0], np.loadtxt(path, delimiter=",", skiprows=1,
+                                                        usecols=1)]))  # fmt: skip
+    times = pd.date_range("2026-03-02", periods=counts.size, freq="5min")
+    rows = "".join(f"{t:%Y-%m-%dT%H:%M:%SZ},{n:.0f}\n" for t, n in zip(times, counts, strict=True))
+    series = data.load_traffic(_write(tmp_path, "increase.csv", f"timestamp,requests\n{rows}"))
+    assert float(series.qps.mean()) == pytest.approx(10.0, abs=0.01)

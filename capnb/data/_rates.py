@@ -103,6 +103,7 @@ def load_rate_series(
     values = _number_column(table, value_column, where)
     notes = []
     ns, values, rows = _in_time_order(ns, values, where, value_column, notes)
+    _not_a_counter(values, rows, where, value_column)
     step, grid, full = _on_grid(ns, values, rows, interval, where)
     seconds = step / 1e9
     qps = full if rate_column else full / seconds
@@ -170,6 +171,42 @@ def _in_time_order(ns, values, where, column: str, notes: list[str]):
     if merged:
         notes.append(f"{merged:,} repeated windows with the same value were merged")
     return ns, values, rows
+
+
+#: A column rising at this share of its steps or more, over at least :data:`_COUNTER_ROWS` rows,
+#: is a running total: traffic with a time of day falls about as often as it rises.
+_COUNTER_RISES = 0.9
+_COUNTER_ROWS = 12
+
+
+def _not_a_counter(values, rows, where, column: str) -> None:
+    """Refuse a running total (a Prometheus ``*_total`` counter) read as each window's value.
+
+    A counter read as requests per window (or requests/s) plans on the requests since the
+    exporter started: three days at 10 requests/s loaded as a mean of 4,321 requests/s. A
+    counter rises at nearly every step and falls only where it restarts from 0.
+    """
+    steps = np.diff(values)
+    rises, falls = int((steps > 0).sum()), int((steps < 0).sum())
+    if (
+        values.size < _COUNTER_ROWS
+        or rises < _COUNTER_RISES * steps.size
+        or falls > 0.01 * steps.size
+    ):
+        return
+    fell = (
+        "never falls"
+        if not falls
+        else f"falls {'once' if falls == 1 else f'{falls:,} times'} (a restart)"
+    )
+    raise ConfigError(
+        f"{where(int(rows[0]))} to row {int(rows[-1]) + 1:,}: column {column!r} "
+        f"rises at {rises:,} of its {steps.size:,} steps ({values[0]:,.0f} to {values[-1]:,.0f}) "
+        f"and {fell}: a cumulative counter (requests since the exporter started, as a Prometheus "
+        "*_total counter is), not each window's requests or requests/s; export each window's "
+        "increase instead (PromQL increase(x[5m]) for requests per window, rate(x[5m]) for "
+        "requests/s, or the difference of consecutive rows)"
+    )
 
 
 def _on_grid(ns, values, rows, interval, where):
