@@ -1271,3 +1271,14 @@ def test_a_cumulative_counter_is_not_read_as_each_windows_requests(tmp_path):
     rows = "".join(f"{t:%Y-%m-%dT%H:%M:%SZ},{n:.0f}\n" for t, n in zip(times, counts, strict=True))
     series = data.load_traffic(_write(tmp_path, "increase.csv", f"timestamp,requests\n{rows}"))
     assert float(series.qps.mean()) == pytest.approx(10.0, abs=0.01)
+
+
+def test_a_prometheus_total_column_is_not_read_as_one_request_a_row(tmp_path):
+    # 'vllm:request_success_total' beside the time: before, its 864 rows loaded as 864 requests
+    path = _counter_csv(tmp_path, "total.csv", "vllm:request_success_total")
+    with pytest.raises(
+        ConfigError, match=r"total\.csv: column 'vllm:request_success_total' looks like a rate"
+    ):
+        data.load_traffic(path)
+    with pytest.raises(ConfigError, match=r"rises at 863 of its 863 steps"):
+        data.load_traffic(path, count_column="vllm:request_success_total")

@@ -993,7 +993,8 @@ def _looks_like_rate(name: object) -> bool:
     """A column whose name says it holds a rate or a count of requests, not one request's field.
 
     Its known names (``qps``, ``requests``, ...) or a name with a word of :data:`_RATE_WORDS`, or
-    ``per`` followed by a time (``requests_per_minute``); never a token column.
+    ``per`` followed by a time (``requests_per_minute``), or a Prometheus counter's ``_total``
+    ending (``vllm:request_success_total``); never a token column.
     """
     names = {_normal(known) for known in (*_RATE_NAMES, *_COUNT_NAMES)}
     if _normal(name) in names:
@@ -1003,7 +1004,8 @@ def _looks_like_rate(name: object) -> bool:
     found = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(name))]
     times = ("", "sec", "second", "m", "min", "minute", "h", "hour", "day")  # "s" stripped
     per = any(a == "per" and b.rstrip("s") in times for a, b in itertools.pairwise(found))
-    return per or bool(_RATE_WORDS.intersection(found))
+    counter = str(name).lower().endswith("_total")  # Prometheus names its counters so
+    return per or counter or bool(_RATE_WORDS.intersection(found))
 
 
 def _warn_rate_columns(path: Path, header) -> list[str]:
