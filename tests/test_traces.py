@@ -1002,6 +1002,22 @@ def test_a_file_separated_by_semicolons_or_tabs_is_named_as_such(tmp_path):
             data.load_rate_series(path, time_column="timestamp", rate_column="qps")
 
 
+def test_an_excel_separator_line_is_named_as_such(tmp_path):
+    # Grafana's 'Download CSV for Excel' starts with 'sep=,' (after a BOM): the error was "no time
+    # column among [...]", read from the header 'sep='
+    rows = '"Time","qps"\n2026-03-02 00:00:00,2.5\n2026-03-02 00:05:00,3.5\n'
+    for line in ("sep=,", "sep=;"):
+        path = tmp_path / "grafana.csv"
+        path.write_text(f"{line}\n{rows}", encoding="utf-8-sig")
+        message = rf"grafana\.csv: line 1, {re.escape(repr(line))}, is the separator line .*delete"
+        for load in (data.load_traffic, data.load_trace):
+            with pytest.raises(ConfigError, match=message):
+                load(path)
+    # without it the file reads as it is
+    path.write_text(rows)
+    assert data.load_traffic(path).qps.values.tolist() == [2.5, 3.5]
+
+
 def test_a_rate_series_with_irregular_steps_says_so(tmp_path):
     # rows 3 to 16 minutes apart: the error said only "window start is not a whole number of
     # intervals (540 s) after the first window"

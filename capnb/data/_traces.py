@@ -368,6 +368,7 @@ def _csv_header(path: Path) -> list[str]:
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
     header = [h.strip().lstrip("\ufeff") for h in header]
+    _no_separator_line(header, path)
     _headed(header, path)
     _named_once(header, path, "header")
     if len(header) == 1:  # one column: a file separated by something else than commas
@@ -379,6 +380,20 @@ def _csv_header(path: Path) -> list[str]:
                 "reads comma-separated files; write the file with commas between its columns"
             )
     return header
+
+
+def _no_separator_line(header: list[str], path: Path) -> None:
+    """A first line ``sep=,`` (Excel's dialect: Grafana's 'Download CSV for Excel') is no header.
+
+    Read as the header, its one name ``sep=`` ended in "no time column among [...]".
+    """
+    line = ",".join(header)
+    if len(header) <= 2 and line.lower().startswith("sep=") and len(line) <= 6:
+        raise ConfigError(
+            f"{path}: line 1, {line!r}, is the separator line Excel-dialect exports start with "
+            "(Grafana's 'Download CSV for Excel'), not the header: delete that line (or export "
+            "without the Excel option) so that the column names come first"
+        )
 
 
 def _headed(header: list[str], path: Path) -> None:
