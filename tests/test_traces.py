@@ -1018,6 +1018,18 @@ def test_an_excel_separator_line_is_named_as_such(tmp_path):
     assert data.load_traffic(path).qps.values.tolist() == [2.5, 3.5]
 
 
+def test_a_byte_order_mark_before_a_quoted_header_is_not_part_of_its_name(tmp_path):
+    # Grafana's CSV with a BOM: '\ufeff"Time","qps"' named its first column '"Time"' (quotes and
+    # all), and pyarrow, which drops the BOM, had no such column: "not a well-formed CSV file"
+    path = tmp_path / "grafana.csv"
+    path.write_text('"Time","qps"\n2026-03-02 00:00:00,2.5\n2026-03-02 00:05:00,3.5\n',
+                    encoding="utf-8-sig")  # fmt: skip
+    assert data.load_traffic(path).qps.values.tolist() == [2.5, 3.5]
+    log = tmp_path / "log.csv"
+    log.write_text('"timestamp","prompt_tokens"\n2026-03-02 00:00:00,7\n', encoding="utf-8-sig")
+    assert data.load_trace(log).prompt_tokens.values.tolist() == [7]
+
+
 def test_a_rate_series_with_irregular_steps_says_so(tmp_path):
     # rows 3 to 16 minutes apart: the error said only "window start is not a whole number of
     # intervals (540 s) after the first window"

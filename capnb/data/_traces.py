@@ -367,7 +367,7 @@ def _csv_header(path: Path) -> list[str]:
         raise ConfigError(f"{path}: not a readable UTF-8 CSV file ({err})") from None
     if first is None:
         raise ConfigError(f"{path}: holds a header but no rows")
-    header = [h.strip().lstrip("\ufeff") for h in header]
+    header = [h.strip() for h in header]
     _no_separator_line(header, path)
     _headed(header, path)
     _named_once(header, path, "header")
@@ -445,17 +445,22 @@ def parquet_names(path: Path) -> list[str]:
 
 
 def _open_text(path: Path):
+    """The file as text without its byte-order mark, as pyarrow reads it.
+
+    Dropped after the CSV parse, the mark kept the quotes of a quoted first name (Grafana's
+    ``\ufeff"Time"`` read as ``"Time"``, a column pyarrow does not have).
+    """
     if path.suffix.lower() == ".gz":
         import gzip
 
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
 
 
 def _first_values(path: Path) -> dict[str, str]:
     with _open_text(path) as handle:
         rows = csv.reader(handle)
-        header = [h.strip().lstrip("\ufeff") for h in next(rows)]
+        header = [h.strip() for h in next(rows)]
         for row in rows:
             if any(v.strip() for v in row):
                 return dict(zip(header, (v.strip() for v in row), strict=False))
@@ -618,8 +623,6 @@ def _spaced_names(path: Path) -> dict[str, str]:
     """
     with _open_text(path) as handle:
         header = next(csv.reader(handle), [])
-    if header:
-        header[0] = header[0].lstrip("\ufeff")  # pyarrow drops a byte-order mark
     return {h.strip(): h for h in header if h != h.strip()}
 
 
