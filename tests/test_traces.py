@@ -1310,3 +1310,24 @@ def test_a_prometheus_total_column_is_not_read_as_one_request_a_row(tmp_path):
         data.load_traffic(path)
     with pytest.raises(ConfigError, match=r"rises at 863 of its 863 steps"):
         data.load_traffic(path, count_column="vllm:request_success_total")
+
+
+def test_a_prometheus_query_response_is_named_as_such(tmp_path):
+    # the JSON of Prometheus' /api/v1/query_range: load_traffic said "no time column among [...]"
+    # and load_trace "pyarrow could not read it as JSON lines (fields of mixed types?)"
+    body = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"job": "vllm"}, "values": [[1772409600, "2.5"], [1772409900, "3.5"]]}]}}  # fmt: skip
+    path = _write(tmp_path, "prom.json", json.dumps(body) + "\n")
+    message = (
+        r"prom\.json, line 1: a Prometheus query response \(resultType 'matrix', 1 series\).*"
+        r"timestamp,qps.*time_unit='s'"
+    )
+    for load in (data.load_traffic, data.load_trace):
+        with pytest.raises(ConfigError, match=message):
+            load(path)
+    # its samples as the message says: 2.5 and 3.5 requests/s
+    rows = "".join(f"{t},{v}\n" for t, v in body["data"]["result"][0]["values"])
+    series = data.load_traffic(
+        _write(tmp_path, "prom.csv", "timestamp,qps\n" + rows), time_unit="s"
+    )
+    assert series.qps.values.tolist() == [2.5, 3.5]

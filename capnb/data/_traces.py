@@ -1057,7 +1057,28 @@ def _diagnose_jsonl(path: Path) -> None:
                 ) from None
             if not isinstance(record, dict):
                 raise ConfigError(f"{path.name}, line {number}: not a JSON object")
+            not_a_query_response(record, f"{path}, line {number}")
     raise ConfigError(f"{path}: pyarrow could not read it as JSON lines (fields of mixed types?)")
+
+
+def not_a_query_response(record: dict, where: str) -> None:
+    """Refuse a Prometheus HTTP API response (``{"status": ..., "data": {"resultType": ...}}``).
+
+    Read as a JSON-lines log it was "no time column" or "fields of mixed types?": its samples are
+    ``[unix_seconds, "value"]`` pairs inside ``data.result[i].values``.
+    """
+    body = record.get("data")
+    if not (isinstance(body, dict) and "resultType" in body and "status" in record):
+        return
+    result = body.get("result")
+    series = len(result) if isinstance(result, list) else 0
+    raise ConfigError(
+        f"{where}: a Prometheus query response (resultType {body['resultType']!r}, "
+        f"{series:,} series), not a request log or rate series: write the samples of one series "
+        "(data.result[0].values, [Unix seconds, value] pairs) as a CSV with a header "
+        "timestamp,qps (a rate(...[5m]) query's values, requests/s) or timestamp,requests (an "
+        "increase(...[5m]) query's), and load it with time_unit='s'"
+    )
 
 
 def _read_parquet(path: Path, time_column, prompt_column, output_column):

@@ -27,6 +27,7 @@ from ._traces import (
     _find_column,
     _looks_like_rate,
     load_trace,
+    not_a_query_response,
     parquet_names,
 )
 
@@ -52,7 +53,10 @@ def _columns(path: Path) -> list[str]:
                         raise ConfigError(
                             f"{path}, line {number}: not valid JSON ({err.msg})"
                         ) from None
-                    return list(_flat(record)) if isinstance(record, dict) else []
+                    if not isinstance(record, dict):
+                        return []
+                    not_a_query_response(record, f"{path}, line {number}")
+                    return list(_flat(record))
         raise ConfigError(f"{path}: the file is empty")
     return _csv_header(path)
 
