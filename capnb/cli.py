@@ -88,6 +88,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "time_column": args.time_column,
         "prompt_column": args.prompt_column,
         "output_column": args.output_column,
+        "rate_column": args.rate_column,
+        "count_column": args.count_column,
         "time_unit": args.time_unit,
         "timezone": args.timezone,
         "interval": args.interval,
@@ -315,6 +317,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--timezone", help="the trace's clock, a zone name (e.g. Europe/Berlin)")
     plan.add_argument("--prompt-column", help="the request log's prompt-token column")
     plan.add_argument("--output-column", help="the request log's output-token column")
+    plan.add_argument("--rate-column", help="the rate series' requests/s column")
+    plan.add_argument("--count-column", help="the rate series' requests-per-window column")
     plan.add_argument(
         "--interval",
         help="window of the forecast series (e.g. 15min, 1h): a whole multiple of a rate "

@@ -525,6 +525,35 @@ def test_a_logs_token_columns_of_other_names_are_named_in_the_config(tmp_path):
     assert float(workload.prompt_tokens.mean()) == pytest.approx(103, abs=0.5)
 
 
+def test_a_rate_series_value_column_of_another_name_is_named_in_the_config(tmp_path):
+    # a Grafana panel's CSV ("Time", "sum(rate(vllm:request_success_total[5m]))"): load_traffic
+    # asks for rate_column= or count_column=, which neither a plan config nor the command line
+    # could give ("unknown setting"), so the plan could not read the file without editing it
+    from capnb import cli
+    from capnb.plan import _steps
+
+    column = "sum(rate(vllm:request_success_total[5m]))"
+    times = pd.date_range("2026-03-02", periods=3 * 288, freq="5min")
+    qps = 10 + 8 * np.sin(2 * np.pi * np.arange(times.size) / 288)
+    path = tmp_path / "grafana.csv"
+    path.write_text(f'"Time","{column}"\n' + "".join(
+        f"{t:%Y-%m-%d %H:%M:%S},{q:.3f}\n" for t, q in zip(times, qps, strict=True)))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"name the column with rate_column=.*\[traffic\]"):
+        _steps._traffic(planning.read_config({"trace": str(path)}))
+    cfg = planning.read_config({"trace": str(path), "rate_column": column})
+    source, _ = _steps._traffic(cfg)
+    assert float(source.qps.mean()) == pytest.approx(10.0, abs=1e-3)
+    # as requests per window: 5-minute counts of 3,000 read as 10 requests/s
+    counts = tmp_path / "counts.csv"
+    counts.write_text("Time,n\n" + "".join(f"{t:%Y-%m-%d %H:%M:%S},3000\n" for t in times))
+    cfg = planning.read_config({"trace": str(counts), "count_column": "n"})
+    assert float(_steps._traffic(cfg)[0].qps.mean()) == 10.0
+    args = cli._parser().parse_args(["plan", "--trace", "t.csv", "--rate-column", column])
+    assert cli._overrides(args) == {"trace": "t.csv", "rate_column": column}
+    args = cli._parser().parse_args(["plan", "--trace", "t.csv", "--count-column", "n"])
+    assert cli._overrides(args) == {"trace": "t.csv", "count_column": "n"}
+
+
 def test_a_workload_log_with_numeric_times_reads_with_the_traffic_time_unit(tmp_path):
     # found planning a bundled rate series with workload = a CSV request log whose times are
     # seconds from its first request: the plan stopped with "set [traffic] time_unit", and set,

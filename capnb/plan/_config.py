@@ -135,7 +135,9 @@ class Traffic(_Table):
     ``start`` the date and time its clock starts, for times counted from an unknown start;
     ``time_column``, ``time_unit`` and ``timezone`` as the trace loaders take them
     (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone, and
-    ``prompt_column`` / ``output_column`` for token columns of names it does not know;
+    ``prompt_column`` / ``output_column`` for token columns of names it does not know,
+    ``rate_column`` (requests/s) / ``count_column`` (requests per window) for a rate series' value
+    column of a name it does not know (a Grafana or Datadog export's query);
     ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
     ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
     or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
@@ -167,6 +169,13 @@ class Traffic(_Table):
     ] = None
     output_column: Annotated[
         str | None, _doc("a request log's output-token column, when its name is not a common one")
+    ] = None
+    rate_column: Annotated[
+        str | None, _doc("a rate series' requests/s column, when its name is not a common one")
+    ] = None
+    count_column: Annotated[
+        str | None,
+        _doc("a rate series' requests-per-window column, when its name is not a common one"),
     ] = None
     time_unit: Annotated[
         Literal["s", "ms", "us", "ns"] | None,
@@ -1270,6 +1279,8 @@ def trace_options(cfg: PlanConfig) -> dict:
         "time_column": traffic.time_column,
         "prompt_column": traffic.prompt_column,
         "output_column": traffic.output_column,
+        "rate_column": traffic.rate_column,
+        "count_column": traffic.count_column,
         "time_unit": traffic.time_unit,
         "timezone": traffic.timezone,
     }
