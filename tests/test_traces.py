@@ -1331,3 +1331,17 @@ def test_a_prometheus_query_response_is_named_as_such(tmp_path):
         _write(tmp_path, "prom.csv", "timestamp,qps\n" + rows), time_unit="s"
     )
     assert series.qps.values.tolist() == [2.5, 3.5]
+
+
+def test_a_metric_exports_value_column_is_not_read_as_one_request_a_row(tmp_path):
+    # Prometheus' and Grafana's exports name a sample 'value' ('Series,Time,Value' in Grafana's
+    # series-as-rows CSV): 864 five-minute samples at 10 requests/s loaded as a log of 864 requests
+    times = pd.date_range("2026-03-02", periods=864, freq="5min")
+    rows = "".join(f"{t:%Y-%m-%dT%H:%M:%SZ},10.5\n" for t in times)
+    for header in ("timestamp,value", "Time,Value"):
+        path = _write(tmp_path, "export.csv", f"{header}\n{rows}")
+        name = header.split(",")[1]
+        with pytest.raises(ConfigError, match=rf"export\.csv: column '{name}' looks like a rate"):
+            data.load_traffic(path)
+        series = data.load_traffic(path, rate_column=name)
+        assert float(series.qps.mean()) == 10.5

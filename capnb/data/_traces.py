@@ -1000,10 +1000,11 @@ def _rate(requests: int, seconds: float) -> str:
 
 
 #: Words of a column name that say it holds requests per time or per window (``requests_per_minute``,
-#: ``arrivalRate``, ``RPM``), where its name is none :func:`load_rate_series` reads.
+#: ``arrivalRate``, ``RPM``), where its name is none :func:`load_rate_series` reads; ``value`` is
+#: a metric sample's (Prometheus' and Grafana's exports: ``timestamp,value``, ``Series,Time,Value``).
 _RATE_WORDS = frozenset(
     ("qps", "rps", "rpm", "rph", "rate", "rates", "throughput", "requests", "reqs", "count",
-     "counts", "arrivals")
+     "counts", "arrivals", "value", "values")
 )  # fmt: skip
 
 
