@@ -1345,3 +1345,28 @@ def test_a_metric_exports_value_column_is_not_read_as_one_request_a_row(tmp_path
             data.load_traffic(path)
         series = data.load_traffic(path, rate_column=name)
         assert float(series.qps.mean()) == 10.5
+
+
+def test_a_grafana_series_per_column_export_is_not_read_as_one_request_a_row(tmp_path):
+    # Grafana's 'Series joined by time' CSV: a column per series, named after it ('pod-a',
+    # 'pod-b'); 864 five-minute rows at 10 requests/s in all loaded as a log of 864 requests
+    times = pd.date_range("2026-03-02", periods=864, freq="5min")
+    rows = "".join(f"{t:%Y-%m-%d %H:%M:%S},{4.0 + (i % 2) / 2},5.75\n" for i, t in enumerate(times))
+    path = _write(tmp_path, "wide.csv", f'"Time","pod-a","pod-b"\n{rows}')
+    with pytest.raises(
+        ConfigError,
+        match=r"wide\.csv: its 864 rows are each 300 s after the one before, as a rate series' "
+        r"windows are.*'pod-a', 'pod-b'.*rate_column=.*sum them.*trace_kind = 'requests'",
+    ):
+        data.load_traffic(path)
+    assert float(data.load_traffic(path, rate_column="pod-a").qps.mean()) == 4.25  # 4.0, 4.5
+    assert data.load_traffic(path, kind="requests").sizes["request"] == 864  # as stated
+    # a request log's arrivals are not that regular: it reads as one request a row
+    uneven = "".join(f"{t + pd.Timedelta(seconds=i % 7):%Y-%m-%d %H:%M:%S},200\n"
+                     for i, t in enumerate(times))  # fmt: skip
+    log = _write(tmp_path, "log.csv", f"time,status\n{uneven}")
+    assert data.load_traffic(log).sizes["request"] == 864
+    # nor is a log with token columns, however regular its arrivals (a synthetic load)
+    even = "".join(f"{t:%Y-%m-%d %H:%M:%S},900\n" for t in times)
+    tokens = _write(tmp_path, "tokens.csv", f"time,prompt_tokens\n{even}")
+    assert data.load_traffic(tokens).sizes["request"] == 864

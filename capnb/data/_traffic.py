@@ -25,6 +25,8 @@ from ._traces import (
     _TIME_NAMES,
     _csv_header,
     _find_column,
+    _first_values,
+    _is_number,
     _looks_like_rate,
     load_trace,
     not_a_query_response,
@@ -208,7 +210,7 @@ def load_traffic(
         columns["count" if options.get("rate_column") is not None else "rate"] = None
     value = columns["rate"] or columns["count"]
     tokens = columns["prompt"] or columns["output"]
-    how = "as stated (trace_kind)"
+    how, others = "as stated (trace_kind)", []
     if kind == "auto":
         if value and not columns["time"]:  # no time: the "rate" may be the times ('arrival_s')
             raise _no_time_column(path, value, columns)
@@ -238,6 +240,7 @@ def load_traffic(
                     "'requests'"
                 )
             kind, how = "requests", f"read from its columns ({columns['time']}: one row a request)"
+            others = [] if tokens else [c for c in header if c != columns["time"]]
         else:
             raise ConfigError(
                 f"{path}: no time column among {list(_WINDOW_NAMES)}; name it with time_column= "
@@ -268,8 +271,51 @@ def load_traffic(
         )
     else:
         loaded = load_trace(path, **extra, **options)
+        if how.startswith("read from") and others:
+            _not_windows(loaded, path, others)
     loaded.attrs["traffic_kind"] = f"{_words(kind)}, {how}"
     return loaded
+
+
+#: A log read without token columns whose rows are at least this many, each the same step after
+#: the one before, is a rate series' windows: requests arrive unevenly.
+_GRID_ROWS = 12
+
+
+def _not_windows(loaded, path: Path, others: list[str]) -> None:
+    """Refuse a rate series of unknown column names read as a request log, one request a row.
+
+    Grafana's 'Series joined by time' CSV (``Time,pod-a,pod-b``) has no column name a rate reader
+    knows: read as a log, its 864 five-minute rows of 10 requests/s were 864 requests. Told by
+    rows the same step apart and a column whose first value is written as a decimal (``1.0``), in
+    a CSV file.
+    """
+    import numpy as np
+
+    if path.suffix.lower() in (".parquet", ".pq", ".jsonl", ".json", ".ndjson"):
+        return
+    first = _first_values(path)
+    # a request's own fields (a status, an id, token counts of other names) are whole numbers
+    others = [c for c in others if _decimal(first.get(c, ""))]
+    times = loaded.time.values.astype("datetime64[ns]").view(np.int64)
+    steps = np.unique(np.diff(times))
+    if not others or times.size < _GRID_ROWS or steps.size != 1 or steps[0] <= 0:
+        return
+    shown = ", ".join(map(repr, others[:4])) + (", ..." if len(others) > 4 else "")
+    raise ConfigError(
+        f"{path}: its {times.size:,} rows are each {steps[0] / 1e9:g} s after the one before, as "
+        f"a rate series' windows are, not requests' arrivals, and no column holds token counts: "
+        f"read as a request log, each row would count as one request. If a column ({shown}) "
+        "holds each window's requests/s or requests, name it with rate_column= or count_column= "
+        "([traffic] rate_column or count_column, capnb plan --rate-column or --count-column); if "
+        "its columns are several series (Grafana's 'Series joined by time'), sum them into one "
+        "column first; if each row really is one request, say so with trace_kind = 'requests'"
+    )
+
+
+def _decimal(text: str) -> bool:
+    """A number written with a decimal point or an exponent (``1.0``, ``2e3``), not a whole one."""
+    return _is_number(text) and not text.lstrip("+-").isdigit()
 
 
 def _words(kind: str) -> str:
