@@ -956,6 +956,25 @@ def test_a_prefix_cache_needs_the_engine_and_block_hashes():
         )
 
 
+def test_an_alternative_says_in_a_field_whether_it_meets_the_sla():
+    # Qwen3-14B on 1 x MI300X at P99 TTFT <= 1.2 s and TPOT <= 40 ms: the prefill/decode pools'
+    # per-request simulation at the busiest slot gave P99 TTFT 1.66 s ("above the SLA" in words
+    # alone), while plan.json's record held 883,974 USD and 0 breach minutes a month, which a
+    # program reads as a cheaper way within the SLA; the status field says it now
+    cheap = dict(CHEAPER, model="Qwen3-14B", gpus=("MI300X",), tensor_parallel=(1,),
+                 sla="ttft=1.2,tpot=40ms")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        a = planning.answer(planning.build(planning.read_config(cheap)))
+    pools = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
+    assert "TTFT 1.66 s: above the SLA" in pools.words, pools.words
+    assert pools.status == "misses_sla" and pools.breach_minutes_per_month == 0
+    mix = next(alt for alt in a.alternatives if alt.name == "mixed fleet")
+    assert math.isnan(mix.monthly_usd) and mix.status == "not_costed"
+    back = planning.Answer.from_dict(json.loads(json.dumps(a.to_dict(), allow_nan=False)))
+    assert [alt.status for alt in back.alternatives] == [alt.status for alt in a.alternatives]
+
+
 def test_the_serving_mode_is_compared_on_the_chosen_gpu(small):
     plan, _ = small
     assert list(plan.serving_pool.values) == ["prefill", "decode"]

@@ -197,6 +197,13 @@ class Alternative:
     monthly_usd: float = _f("USD/month", "its cost a month, as replayed or planned (see words)")
     breach_minutes_per_month: float = _f("min/month", "its SLA-breach minutes a month")
     words: str = _f("1", "the alternative in a sentence, with its basis")
+    status: str = _f(
+        "1",
+        "not_costed (no numbers: words say why), misses_sla (its own per-request check at the "
+        "busiest slot misses the SLA: words say which bound), over_budget (replayed above the "
+        "plan's breach budget) or within_budget; empty: a plan written before the field",
+        default="",
+    )
 
 
 @dataclass(frozen=True)

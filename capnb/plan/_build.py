@@ -312,9 +312,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         plan.update(serving_variables(serving, serving_replay))
     if serving is not None:
         own = chosen.fixed_instances.values if "fixed_instances" in chosen else None
-        alternatives.append(
-            _serving_alternative(serving, serving_replay, run, own, budget_minutes(cfg))
-        )
+        alternatives.append(_serving_alternative(serving, serving_replay, run, own, cfg))
     made = make_answer(
         cfg, plan=plan, fc=fc, cap=cap, best=best, chosen=chosen, advice=advice, run=run,
         burst=burst, gpu=gpu, tp=tp, cold=cold, estimated=estimated, demand=demand,
@@ -357,7 +355,19 @@ MIX_UNMEASURED = (
 def _alternative(name: str, words: str) -> Alternative:
     """An alternative that could not be costed: its reason, no numbers."""
     return Alternative(name=name, monthly_usd=math.nan, breach_minutes_per_month=math.nan,
-                       words=words)  # fmt: skip
+                       words=words, status="not_costed")  # fmt: skip
+
+
+def _standing(breach_minutes: float, cfg: PlanConfig, missed: bool = False) -> str:
+    """A costed alternative's status: misses_sla, over_budget or within_budget.
+
+    ``breach_minutes``: its replay's SLA-breach minutes a month, against the plan's budget
+    (``breach_budget`` of a 730-hour month); ``missed``: its own check missed the SLA.
+    """
+    if missed:
+        return "misses_sla"
+    budget = cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60
+    return "over_budget" if breach_minutes > budget else "within_budget"
 
 
 def _per_month(value: float, run: xr.Dataset) -> float:
@@ -373,25 +383,34 @@ def _mix_alternative(cfg, mixed, replay, gpu, advice, run) -> Alternative:
         "breach_s": advice.metrics["breach_s"],
         "budget_minutes": budget_minutes(cfg),
     }
+    breach = _per_month(replay.attrs["breach_s"], run) / 60
     return Alternative(
         name=f"mixed fleet at {cfg.fleet.provider}'s prices",
         monthly_usd=_per_month(replay.attrs["usd"], run),
-        breach_minutes_per_month=_per_month(replay.attrs["breach_s"], run) / 60,
+        breach_minutes_per_month=breach,
         words=fleet_sentence(mixed, replay, replay_hours(run), elastic),
+        status=_standing(breach, cfg),
     )
 
 
-def _serving_alternative(serving, replay, run, own=None, budget_minutes=math.nan) -> Alternative:
+def _serving_alternative(serving, replay, run, own, cfg: PlanConfig) -> Alternative:
     mine = {"usd": float(run.usd) if "usd" in run else math.nan,
-            "breach_s": float(run.breach_s), "budget_minutes": budget_minutes}  # fmt: skip
+            "breach_s": float(run.breach_s), "budget_minutes": budget_minutes(cfg)}  # fmt: skip
     words = serving_sentence(serving, replay, replay_hours(run), own, chosen=mine)
     if replay is None:
         return _alternative("prefill/decode pools", words)
+    # the pools simulated per request at the busiest slot (s; NaN: not simulated) against the SLA
+    simulated = serving.simulated_latency
+    missed = any(
+        float(simulated.sel(metric=m)) > cfg.sla.bounds[m] for m in simulated.metric.values
+    )
+    breach = _per_month(replay.attrs["breach_s"], run) / 60
     return Alternative(
         name="prefill/decode pools",
         monthly_usd=_per_month(replay.attrs["usd"], run),
-        breach_minutes_per_month=_per_month(replay.attrs["breach_s"], run) / 60,
+        breach_minutes_per_month=breach,
         words=words,
+        status=_standing(breach, cfg, missed),
     )
 
 
