@@ -57,6 +57,24 @@ def test_plan_holds_every_step_with_units(small):
     assert planning.units()["monthly_usd"] == "USD/month"
 
 
+def test_plan_json_gives_every_config_setting_its_unit(small):
+    # plan.json gave the answer's units but none of its config's: breach_budget 0.001 (a share
+    # of time), cooldown_s [300, 900, 1800] and spot_preemption_rate (preemptions per spot
+    # instance-hour, whose schema named no unit) reached a program as bare numbers
+    from capnb.glossary import unit_registry
+
+    plan, _ = small
+    said = planning.summary(plan)
+    config, given = said["config"], said["config_units"]
+    names = {f"sla.{f}" for f in config["sla"]} | {k for k in config if k != "sla"}
+    assert names <= set(given), names - set(given)
+    assert given["cooldown_s"] == "s" and given["breach_budget"] == "1"
+    assert given["sla.tpot_s"] == "s" and given["tensor_parallel"] == "GPUs"
+    rate = unit_registry()(given["spot_preemption_rate"])
+    assert rate.dimensionality == unit_registry()("1/instance/hour").dimensionality
+    json.dumps(said, allow_nan=False)  # strict JSON: no NaN or Infinity tokens
+
+
 def test_the_plan_charts_give_their_rates_in_requests_per_s(small):
     # their tooltips read "qps 0.1" for a target of 0.148 requests/s (",.1f", no unit)
     from capnb import charts

@@ -16,10 +16,18 @@ import xarray as xr
 from .. import glossary
 from ..data import settle, write_set
 from ..errors import CapnbError, InputError
+from ..records import SLA
 from . import _cache
 from ._answer import Alternative, answer, units
 from ._compose import export_check, make_answer, with_held_out
-from ._config import PlanConfig, check_names, from_mapping, load_config, trace_options
+from ._config import (
+    PlanConfig,
+    check_names,
+    from_mapping,
+    load_config,
+    setting_units,
+    trace_options,
+)
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
@@ -617,13 +625,15 @@ def summary(plan: xr.Dataset) -> dict:
     """What ``plan.json`` holds: the answer's fields, their units, the config and the text.
 
     ``answer``: :meth:`Answer.to_dict` (NaN as null); ``units``: each field's unit (nested
-    fields as ``parent.field``); ``config``: the inputs as a mapping; ``text``: :func:`describe`.
+    fields as ``parent.field``); ``config``: the inputs as a mapping; ``config_units``: each
+    setting's unit (the SLA's as ``sla.field``); ``text``: :func:`describe`.
     """
     record = answer(plan)
     return {
         "answer": record.to_dict(),
         "units": units(),
         "config": json.loads(plan.attrs["config"]),
+        "config_units": setting_units() | {f"sla.{k}": v for k, v in units(SLA).items()},
         "config_source": plan.attrs.get("config_source", "defaults"),
         "text": render_text(record),
     }

@@ -565,7 +565,10 @@ class Fleet(_Table):
     ] = "none"
     spot_preemption_rate: Annotated[
         Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)],
-        _doc("preemptions per spot instance-hour replayed over the trace (providers publish none)"),
+        _doc(
+            "preemptions per spot instance-hour replayed over the trace (providers publish none)",
+            "1/(instance·h)",
+        ),
     ] = 0.0
 
     @field_validator("spot_preemption")
@@ -803,6 +806,18 @@ def _unit_of(name: str) -> str | None:
     if table not in TABLES:
         return None
     return pydantic.TypeAdapter(TABLES[table]).json_schema()["properties"][name].get("unit")
+
+
+def setting_units() -> dict[str, str]:
+    """Each table's settings by name with their unit ("1": a share, a count, text or a choice).
+
+    The names :meth:`PlanConfig.as_dict` gives them; the SLA's fields are not among them.
+    """
+    out = {}
+    for record in TABLES.values():
+        schema = pydantic.TypeAdapter(record).json_schema()["properties"]
+        out.update({name: field.get("unit") or "1" for name, field in schema.items()})
+    return out
 
 
 def _quantity_rule(name: str, text: str, unit: str | None) -> str | None:
