@@ -422,9 +422,9 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [(("policy", "min_instances"), None, r"answer policy\.min_instances = None: expected a whole"),
+    [(("policy", "min_instances"), None, r"answer\.policy\.min_instances is None, not a whole"),
      (("burst_instances",), -3, r"answer burst_instances = -3: expected a whole number >= 0"),
-     (("fixed_instances",), [4, 2.5], r"answer fixed_instances\[1\] = 2\.5: expected a whole"),
+     (("fixed_instances",), [4, 2.5], r"answer\.fixed_instances\[1\] is 2\.5, not a whole"),
      (("policy", "per_instance_qps"), -1.0, None),
      # a string where a number goes ended export with "ValueError: could not convert string to
      # float: 'x'", naming neither the file nor the field; a number for the model became its name

@@ -75,6 +75,26 @@ def test_plan_json_gives_every_config_setting_its_unit(small):
     json.dumps(said, allow_nan=False)  # strict JSON: no NaN or Infinity tokens
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [(("advisory", "flapping"), "false", r"answer\.advisory\.flapping is 'false', not true or false"),
+     (("policy", "cold_start_vetoes"), 0, r"answer\.policy\.cold_start_vetoes is 0, not true or"),
+     (("tensor_parallel",), 1.5, r"its answer\.tensor_parallel is 1\.5, not a whole number"),
+     (("safe_concurrency",), "83", r"its answer\.safe_concurrency is '83', not a whole number"),
+     (("fixed_instances",), [3, True], r"answer\.fixed_instances\[1\] is True, not a whole")],
+)  # fmt: skip
+def test_the_answer_reader_refuses_a_flag_or_a_count_of_another_type(small, field, value, said):
+    # a plan.json edited to "flapping": "false" was read as a flapping policy (the text said "(it
+    # flaps)"), and "tensor_parallel": 1.5 was kept: the reader checked numbers and text only
+    stored = planning.answer(small[0]).to_dict()
+    holder = stored
+    for key in field[:-1]:
+        holder = holder[key]
+    holder[field[-1]] = value
+    with pytest.raises(InputError, match=said):
+        planning.answer({"answer": stored})
+
+
 def test_the_plan_charts_give_their_rates_in_requests_per_s(small):
     # their tooltips read "qps 0.1" for a target of 0.148 requests/s (",.1f", no unit)
     from capnb import charts

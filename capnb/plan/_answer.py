@@ -404,6 +404,16 @@ def _build(kind, value, where: str = ""):
         return float(value)
     if kind is str and not isinstance(value, str):
         raise InputError(f"not a capnb plan: its {where} is {value!r:.60}, not text")
+    if kind is bool and not isinstance(value, bool):
+        raise InputError(f"not a capnb plan: its {where} is {value!r:.60}, not true or false")
+    if kind is int:  # (a whole number written as 15.0 reads as 15)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not float(value).is_integer()
+        ):
+            raise InputError(f"not a capnb plan: its {where} is {value!r:.60}, not a whole number")
+        return int(value)
     return value
 
 
