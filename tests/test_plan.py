@@ -17,6 +17,7 @@ from capnb import data, memory, words
 from capnb import plan as planning
 from capnb.errors import ConfigError, InputError, OutputError
 from capnb.plan import _text as plan_text
+from capnb.records import SLA
 
 #: A small plan: two GPUs, one TP, a short policy grid and few Monte Carlo months.
 SMALL = {
@@ -73,6 +74,20 @@ def test_plan_json_gives_every_config_setting_its_unit(small):
     rate = unit_registry()(given["spot_preemption_rate"])
     assert rate.dimensionality == unit_registry()("1/instance/hour").dimensionality
     json.dumps(said, allow_nan=False)  # strict JSON: no NaN or Infinity tokens
+
+
+def test_plan_json_says_what_each_answer_field_means_and_what_its_null_says(small):
+    # plan.json gave each field's unit, not its meaning: per_instance_qps_band [null, 11.75]
+    # (no load meets the SLA at the band's slow end), memory_concurrency -1 (not checked) or
+    # runner_up_above null (no runner-up) reached a program with no word of what they say
+    said = planning.summary(small[0])
+    sla = {f"sla.{f.name}" for f in dataclasses.fields(SLA)}
+    assert set(said["meanings"]) == set(said["units"]) - sla
+    for name in ("per_instance_qps_band", "runner_up_above", "latency_error",
+                 "alternatives.monthly_usd", "held_out"):  # fmt: skip
+        assert "NaN:" in said["meanings"][name] or "None:" in said["meanings"][name], name
+    assert "-1: not checked" in said["meanings"]["memory_concurrency"]
+    assert said["meanings"]["policy.cooldown_s"] == "the policy's scale-down window"
 
 
 @pytest.mark.parametrize(

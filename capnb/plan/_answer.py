@@ -194,8 +194,12 @@ class Alternative:
     """Another way to serve the same traffic, costed on the same inputs (not the answer)."""
 
     name: str = _f("1", "what the alternative is")
-    monthly_usd: float = _f("USD/month", "its cost a month, as replayed or planned (see words)")
-    breach_minutes_per_month: float = _f("min/month", "its SLA-breach minutes a month")
+    monthly_usd: float = _f(
+        "USD/month", "its cost a month, as replayed or planned (see words; NaN: not costed)"
+    )
+    breach_minutes_per_month: float = _f(
+        "min/month", "its SLA-breach minutes a month (NaN: not costed)"
+    )
     words: str = _f("1", "the alternative in a sentence, with its basis")
     status: str = _f(
         "1",
@@ -217,7 +221,9 @@ class Answer:
         "1", "GPU and tensor-parallel options that met the SLA and were ranked"
     )
     runner_up: str = _f("1", "the next cheapest option (TP x GPU), or empty")
-    runner_up_above: float = _f("1", "the runner-up's extra cost as a share of the chosen's")
+    runner_up_above: float = _f(
+        "1", "the runner-up's extra cost as a share of the chosen's (NaN: no runner-up)"
+    )
     not_compared: tuple[str, ...] = _f("1", "options left out of the ranking, each with why")
     sla: SLA = _f("s", "the latency bounds met together")
     binding: str = _f("1", "what sets the safe concurrency: latency, memory or measured_range")
@@ -230,7 +236,9 @@ class Answer:
         "1", "analytic, engine or measured: where the binding metric's latencies come from"
     )
     latency_error: float = _f(
-        "1", "the latency model's held-out median error on the binding metric"
+        "1",
+        "the latency model's held-out median error on the binding metric (NaN: measured "
+        "latencies, see latency_error_basis)",
     )
     latency_error_basis: str = _f("1", "which held-out figures the error is from")
     latency_notes: tuple[str, ...] = _f("1", "what was done to measured latencies, one note each")
@@ -421,14 +429,26 @@ def units(record=Answer) -> dict[str, str]:
     """Each field's unit, nested records by ``parent.field`` (what ``plan.json`` lists)."""
     if record is SLA:
         return {f.name: "s" if f.name.endswith("_s") else "1" for f in dataclasses.fields(SLA)}
+    return _by_field(record, "units", units)
+
+
+def meanings(record=Answer) -> dict[str, str]:
+    """Each field's meaning, with what a null, empty or sentinel value says, keyed as :func:`units`.
+
+    The SLA's fields are its bounds (``sla.ttft_s``, ...), said under ``sla``.
+    """
+    return {} if record is SLA else _by_field(record, "long_name", meanings)
+
+
+def _by_field(record, key: str, nested) -> dict[str, str]:
+    """Each field's ``key`` metadata, then each nested record's by ``parent.field``."""
     out = {}
     hints = typing.get_type_hints(record)
     for f in dataclasses.fields(record):
-        out[f.name] = f.metadata["units"]
-        inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name]))]
-        for kind in inner:
+        out[f.name] = f.metadata[key]
+        for kind in (hints[f.name], *typing.get_args(hints[f.name])):
             if dataclasses.is_dataclass(kind):
-                out.update({f"{f.name}.{k}": v for k, v in units(kind).items()})
+                out.update({f"{f.name}.{k}": v for k, v in nested(kind).items()})
     return out
 
 

@@ -18,7 +18,7 @@ from ..data import settle, write_set
 from ..errors import CapnbError, InputError
 from ..records import SLA
 from . import _cache
-from ._answer import Alternative, answer, units
+from ._answer import Alternative, answer, meanings, units
 from ._compose import export_check, make_answer, with_held_out
 from ._config import (
     PlanConfig,
@@ -625,13 +625,16 @@ def summary(plan: xr.Dataset) -> dict:
     """What ``plan.json`` holds: the answer's fields, their units, the config and the text.
 
     ``answer``: :meth:`Answer.to_dict` (NaN as null); ``units``: each field's unit (nested
-    fields as ``parent.field``); ``config``: the inputs as a mapping; ``config_units``: each
-    setting's unit (the SLA's as ``sla.field``); ``text``: :func:`describe`.
+    fields as ``parent.field``); ``meanings``: each field's meaning, with what a null, empty or
+    sentinel value of it says (``memory_concurrency`` -1: not checked); ``config``: the inputs
+    as a mapping; ``config_units``: each setting's unit (the SLA's as ``sla.field``); ``text``:
+    :func:`describe`.
     """
     record = answer(plan)
     return {
         "answer": record.to_dict(),
         "units": units(),
+        "meanings": meanings(),
         "config": json.loads(plan.attrs["config"]),
         "config_units": setting_units() | {f"sla.{k}": v for k, v in units(SLA).items()},
         "config_source": plan.attrs.get("config_source", "defaults"),
