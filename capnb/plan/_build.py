@@ -405,8 +405,12 @@ def _serving_alternative(serving, replay, run, own, cfg: PlanConfig) -> Alternat
     mine = {"usd": float(run.usd) if "usd" in run else math.nan,
             "breach_s": float(run.breach_s), "budget_minutes": budget_minutes(cfg)}  # fmt: skip
     words = serving_sentence(serving, replay, replay_hours(run), own, chosen=mine)
-    if replay is None:
-        return _alternative("prefill/decode pools", words)
+    if replay is None:  # not replayed: not compared, or the pools miss the SLA as sized
+        missed = isinstance(serving, xr.Dataset) and not bool(
+            serving.meets_sla.sel(serving="disaggregated")
+        )
+        alternative = _alternative("prefill/decode pools", words)
+        return dataclasses.replace(alternative, status="misses_sla") if missed else alternative
     # the pools simulated per request at the busiest slot (s; NaN: not simulated) against the SLA
     simulated = serving.simulated_latency
     missed = any(
