@@ -57,7 +57,7 @@ def test_an_sglang_plan_is_priced_commanded_and_deployed_as_sglang(two_engines):
         assert "python3 -m sglang.launch_server --model-path $MODEL --tp 1 --port 8000" in (
             b.settle_commands
         )
-        assert "vllm bench serve --backend sglang --model $MODEL" in b.settle_commands
+        assert "vllm bench serve --backend openai --model $MODEL" in b.settle_commands
     # the pods run SGLang's image, listening on every interface; KEDA reads its counter
     out = manifests(planning.policy_choice(sglang))
     container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
@@ -68,6 +68,15 @@ def test_an_sglang_plan_is_priced_commanded_and_deployed_as_sglang(two_engines):
     query = out.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
     assert query.startswith("sum(rate(sglang:num_requests_total{")
     assert any("sglang:num_requests_total, requests that finished" in n for n in out.notes["keda"])
+
+
+def test_each_engines_benchmark_client_is_one_vllm_bench_serve_accepts():
+    """``vllm bench serve --backend`` chooses a request format, not a server: its choices are
+    vllm, openai, openai-chat (and audio, embedding and pooling APIs); 'sglang' or 'tgi' stops
+    the settle loop at argparse's "invalid choice". SGLang, TGI, TensorRT-LLM and LMDeploy all
+    serve OpenAI's /v1/completions."""
+    for engine, server in SERVERS.items():
+        assert server.backend in ("vllm", "openai"), engine
 
 
 def test_each_engines_container_starts_its_server_with_the_plans_values():

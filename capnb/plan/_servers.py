@@ -56,7 +56,8 @@ class Server:
     ``counted_at_end`` whether it counts a request when it finishes (not when it arrives);
     ``bind`` the flag of the address it listens on where its default is the loopback only (a
     pod's server must listen on every interface); ``backend`` the ``vllm bench serve --backend``
-    that speaks to it.
+    that speaks to it (a request format: ``vllm bench serve`` offers ``vllm``, ``openai`` and
+    ``openai-chat``, no engine's name; every server here serves OpenAI's ``/v1/completions``).
     """
 
     host: tuple[str, ...]
@@ -112,7 +113,7 @@ SERVERS = {
         running="--max-running-requests",
         port="--port",
         counter="sglang:num_requests_total",
-        backend="sglang",
+        backend="openai",
         step_tokens="--chunked-prefill-size",
         bind="--host",
     ),
@@ -127,7 +128,7 @@ SERVERS = {
         running="--max-concurrent-requests",
         port="--port",
         counter="tgi_request_count",
-        backend="tgi",
+        backend="openai",
         step_tokens="--max-batch-prefill-tokens",
         counted_at_end=False,
     ),
@@ -157,7 +158,7 @@ SERVERS = {
         running="--max-batch-size",
         port="--server-port",
         counter="",
-        backend="lmdeploy",
+        backend="openai",
         step_tokens="--max-prefill-token-num",
     ),
 }
