@@ -64,10 +64,14 @@ def test_an_sglang_plan_is_priced_commanded_and_deployed_as_sglang(two_engines):
     assert container["image"] == "lmsysorg/sglang"
     assert container["command"] == ["python3", "-m", "sglang.launch_server"]
     assert container["args"][:4] == ["--model-path", "Qwen3-8B", "--tp", "1"]
-    assert container["args"][-2:] == ["--host", "0.0.0.0"]
+    assert container["args"][-3:] == ["--host", "0.0.0.0", "--enable-metrics"]
     query = out.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
     assert query.startswith("sum(rate(sglang:num_requests_total{")
     assert any("sglang:num_requests_total, requests that finished" in n for n in out.notes["keda"])
+    # SGLang exports no metrics without --enable-metrics: KEDA's query would return no data
+    assert any(
+        "sglang:num_requests_total only with --enable-metrics" in n for n in out.notes["keda"]
+    )
 
 
 def test_each_engines_benchmark_client_is_one_vllm_bench_serve_accepts():

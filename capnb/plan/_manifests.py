@@ -975,6 +975,12 @@ def manifests(
             "so the load reads below the arrivals capnb's replay scales on; give a counter of "
             "arriving requests if your gateway has one (manifests(..., arrivals_counter=...))"
         )
+    if arrivals_counter == server.counter and server.metrics:
+        notes["keda"].append(
+            f"{ENGINES[choice.engine]} exports {server.counter} only with {server.metrics}: its "
+            f"pods run with {server.metrics} {_IN_THE_PODS}, or KEDA's query returns no data and "
+            "the object holds its floor whatever the load"
+        )
     if hpa_values["sync_s"] < _PROMETHEUS_RANGE_S:
         notes["keda"].append(
             f"the query's rate is over {_PROMETHEUS_RANGE_S:g} s (Prometheus needs at least two "

@@ -11,8 +11,8 @@ from each engine's server command-line reference:
   Prometheus counter ``vllm:request_success_total`` (requests finished).
 - SGLang: ``python3 -m sglang.launch_server --model-path MODEL`` (image ``lmsysorg/sglang``),
   ``--tp``, ``--context-length``, ``--max-running-requests``; counter
-  ``sglang:num_requests_total`` (requests processed; with ``--enable-metrics``); it listens on
-  127.0.0.1 unless ``--host`` says otherwise.
+  ``sglang:num_requests_total`` (requests processed; only with ``--enable-metrics``, which its
+  pods carry); it listens on 127.0.0.1 unless ``--host`` says otherwise.
 - TGI: ``text-generation-launcher --model-id MODEL`` (image
   ``ghcr.io/huggingface/text-generation-inference``, whose entrypoint is the launcher),
   ``--num-shard``, ``--max-total-tokens``, ``--max-concurrent-requests`` (its router's limit,
@@ -55,7 +55,9 @@ class Server:
     ``counter`` the Prometheus counter of requests the server exports (empty: none), and
     ``counted_at_end`` whether it counts a request when it finishes (not when it arrives);
     ``bind`` the flag of the address it listens on where its default is the loopback only (a
-    pod's server must listen on every interface); ``backend`` the ``vllm bench serve --backend``
+    pod's server must listen on every interface); ``metrics`` the flag without which the server
+    exports no Prometheus metrics (a pod's server carries it, so KEDA's query has its counter);
+    ``backend`` the ``vllm bench serve --backend``
     that speaks to it (a request format: ``vllm bench serve`` offers ``vllm``, ``openai`` and
     ``openai-chat``, no engine's name; every server here serves OpenAI's ``/v1/completions``).
     """
@@ -74,6 +76,7 @@ class Server:
     step_tokens: str = ""
     counted_at_end: bool = True
     bind: str = ""
+    metrics: str = ""
 
     def argv(self, model: str, tensor_parallel: int, *, context: int = 0, running: int = 0,
              step_tokens: int = 0, container: bool = False) -> list[str]:  # fmt: skip
@@ -91,6 +94,8 @@ class Server:
             out += [self.port, str(PORT)]
         if container and self.bind:
             out += [self.bind, "0.0.0.0"]
+        if container and self.metrics:
+            out += [self.metrics]
         return out
 
 
@@ -116,6 +121,7 @@ SERVERS = {
         backend="openai",
         step_tokens="--chunked-prefill-size",
         bind="--host",
+        metrics="--enable-metrics",
     ),
     "tgi": Server(
         host=("text-generation-launcher",),
