@@ -107,6 +107,10 @@ def test_each_engines_container_starts_its_server_with_the_plans_values():
         "tgi_request_count" in tgi.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
     )
     assert not any("requests that finished" in n for n in tgi.notes["keda"])
+    # TensorRT-LLM exports its counter only with return_perf_metrics, and at /prometheus/metrics
+    trtllm = manifests(PolicyChoice(**base, engine="trtllm")).notes["keda"]
+    assert any("trtllm_request_success_total only with return_perf_metrics: true" in n
+               and "/prometheus/metrics" in n for n in trtllm)  # fmt: skip
     # LMDeploy's metrics are gauges: its counter must be given
     with pytest.raises(Exception, match="arrivals_counter: LMDeploy TurboMind exports no"):
         manifests(PolicyChoice(**base, engine="lmdeploy"))

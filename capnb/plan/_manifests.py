@@ -981,6 +981,13 @@ def manifests(
             f"pods run with {server.metrics} {_IN_THE_PODS}, or KEDA's query returns no data and "
             "the object holds its floor whatever the load"
         )
+    if arrivals_counter == server.counter and server.metrics_setting:
+        notes["keda"].append(
+            f"{ENGINES[choice.engine]} exports {server.counter} only with "
+            f"{server.metrics_setting}, and serves it at {server.metrics_path}, not /metrics: "
+            "give its pods that file and Prometheus that scrape path, or KEDA's query returns no "
+            "data and the object holds its floor whatever the load"
+        )
     if hpa_values["sync_s"] < _PROMETHEUS_RANGE_S:
         notes["keda"].append(
             f"the query's rate is over {_PROMETHEUS_RANGE_S:g} s (Prometheus needs at least two "

@@ -19,7 +19,8 @@ from each engine's server command-line reference:
   128 by default); counter ``tgi_request_count`` (requests received).
 - TensorRT-LLM: ``trtllm-serve MODEL`` (image ``nvcr.io/nvidia/tensorrt-llm/release``),
   ``--tp_size``, ``--max_seq_len``, ``--max_batch_size``; counter
-  ``trtllm_request_success_total`` (requests finished; with metrics enabled); it listens on
+  ``trtllm_request_success_total`` (requests finished; only with ``return_perf_metrics: true``
+  in its ``--extra_llm_api_options`` file, served at ``/prometheus/metrics``); it listens on
   localhost unless ``--host`` says otherwise.
 - LMDeploy: ``lmdeploy serve api_server MODEL`` (image ``openmmlab/lmdeploy``), ``--tp``,
   ``--session-len``, ``--max-batch-size``, ``--server-port``; its metrics are gauges (requests
@@ -56,7 +57,9 @@ class Server:
     ``counted_at_end`` whether it counts a request when it finishes (not when it arrives);
     ``bind`` the flag of the address it listens on where its default is the loopback only (a
     pod's server must listen on every interface); ``metrics`` the flag without which the server
-    exports no Prometheus metrics (a pod's server carries it, so KEDA's query has its counter);
+    exports no Prometheus metrics (a pod's server carries it, so KEDA's query has its counter),
+    ``metrics_setting`` the setting it needs instead where no flag turns them on, and
+    ``metrics_path`` the path it serves them at;
     ``backend`` the ``vllm bench serve --backend``
     that speaks to it (a request format: ``vllm bench serve`` offers ``vllm``, ``openai`` and
     ``openai-chat``, no engine's name; every server here serves OpenAI's ``/v1/completions``).
@@ -77,6 +80,8 @@ class Server:
     counted_at_end: bool = True
     bind: str = ""
     metrics: str = ""
+    metrics_setting: str = ""
+    metrics_path: str = "/metrics"
 
     def argv(self, model: str, tensor_parallel: int, *, context: int = 0, running: int = 0,
              step_tokens: int = 0, container: bool = False) -> list[str]:  # fmt: skip
@@ -152,6 +157,9 @@ SERVERS = {
         backend="openai",
         step_tokens="--max_num_tokens",
         bind="--host",
+        metrics_setting="return_perf_metrics: true in the YAML file its --extra_llm_api_options "
+        "names",
+        metrics_path="/prometheus/metrics",
     ),
     "lmdeploy": Server(
         host=("lmdeploy", "serve", "api_server"),
