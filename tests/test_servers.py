@@ -155,3 +155,24 @@ def test_an_engine_that_computes_prompts_whole_names_the_setting_a_long_prompt_n
     ]["spec"]["containers"][0]
     assert "--max-batch-prefill-tokens" in container["args"]
     assert container["args"][container["args"].index("--max-batch-prefill-tokens") + 1] == "16384"
+
+
+def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():
+    """TGI's router refuses (429) the requests above --max-concurrent-requests (128 by default)
+    instead of queueing them: at a predicted safe concurrency of 100 the loop runs 50, 100 and
+    200 at once, so the server it starts must admit 200, or a third of the top run fails."""
+    import xarray as xr
+
+    from capnb.plan._closecall import benchmark_commands
+
+    safe = xr.DataArray([[100]], coords={"gpu": ["H100-SXM"], "tensor_parallel": [1]},
+                        dims=("gpu", "tensor_parallel"))  # fmt: skip
+    options = xr.Dataset({"safe_concurrency": safe}, attrs={"engine": "tgi"})
+    text = benchmark_commands(options, "H100-SXM", 1, "Qwen3-8B", 1000, 200)
+    assert "for c in 50 100 200;" in text
+    serve = next(line for line in text.splitlines() if line.startswith("text-generation-launcher"))
+    assert "--max-concurrent-requests 200" in serve
+    # vLLM queues what it does not run: its serve command is left at its default
+    vllm = benchmark_commands(options.assign_attrs(engine="vllm-v1"), "H100-SXM", 1, "Qwen3-8B",
+                              1000, 200)  # fmt: skip
+    assert "--max-num-seqs" not in vllm

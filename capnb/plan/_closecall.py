@@ -158,8 +158,11 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     # folder name would start a command), and quoted where they are arguments
     said = {name: " ".join(str(name).split()) for name in (gpu, model)}
     capped = max_model_len(options, gpu, tp, model)
+    # a server that refuses the requests above its limit (TGI's router: 429) must admit the
+    # loop's busiest run; one that queues them runs the safe concurrency's
+    admitted = max(levels) if server.refuses_over_running else safe
     serve = server.argv("$MODEL", tp, context=0 if capped is None else capped[0],
-                        running=above_default_seqs(safe, str(gpu), engine),
+                        running=above_default_seqs(admitted, str(gpu), engine),
                         step_tokens=int(options.attrs.get("max_num_batched_tokens", 0)))  # fmt: skip
     why = (
         ""

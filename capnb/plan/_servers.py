@@ -16,7 +16,8 @@ from each engine's server command-line reference:
 - TGI: ``text-generation-launcher --model-id MODEL`` (image
   ``ghcr.io/huggingface/text-generation-inference``, whose entrypoint is the launcher),
   ``--num-shard``, ``--max-total-tokens``, ``--max-concurrent-requests`` (its router's limit,
-  128 by default); counter ``tgi_request_count`` (requests received).
+  128 by default, above which it refuses requests with 429); counter ``tgi_request_count``
+  (requests received).
 - TensorRT-LLM: ``trtllm-serve MODEL`` (image ``nvcr.io/nvidia/tensorrt-llm/release``),
   ``--tp_size``, ``--max_seq_len``, ``--max_batch_size``; counter
   ``trtllm_request_success_total`` (requests finished; only with ``return_perf_metrics: true``
@@ -59,7 +60,8 @@ class Server:
     pod's server must listen on every interface); ``metrics`` the flag without which the server
     exports no Prometheus metrics (a pod's server carries it, so KEDA's query has its counter),
     ``metrics_setting`` the setting it needs instead where no flag turns them on, and
-    ``metrics_path`` the path it serves them at;
+    ``metrics_path`` the path it serves them at; ``refuses_over_running`` whether it refuses
+    (rather than queues) the requests above its ``running`` limit;
     ``backend`` the ``vllm bench serve --backend``
     that speaks to it (a request format: ``vllm bench serve`` offers ``vllm``, ``openai`` and
     ``openai-chat``, no engine's name; every server here serves OpenAI's ``/v1/completions``).
@@ -82,6 +84,7 @@ class Server:
     metrics: str = ""
     metrics_setting: str = ""
     metrics_path: str = "/metrics"
+    refuses_over_running: bool = False
 
     def argv(self, model: str, tensor_parallel: int, *, context: int = 0, running: int = 0,
              step_tokens: int = 0, container: bool = False) -> list[str]:  # fmt: skip
@@ -142,6 +145,7 @@ SERVERS = {
         backend="openai",
         step_tokens="--max-batch-prefill-tokens",
         counted_at_end=False,
+        refuses_over_running=True,
     ),
     "trtllm": Server(
         host=("trtllm-serve",),
