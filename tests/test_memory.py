@@ -207,8 +207,9 @@ def test_describe_says_when_the_usable_memory_is_the_marketed_one():
     l4 = memory.max_concurrency(model="Llama-3.1-8B", gpu="L4", tensor_parallel=1, seq_len=8192,
                                 accounting="vllm", vllm_version="0.19")  # fmt: skip
     text = memory.describe(l4)
+    assert "of 21.6 GiB usable, with vllm accounting); vllm serve's defaults on L4" in text
     assert text.endswith(
-        "of 21.6 GiB usable, with vllm accounting); the usable memory is 90% of L4's marketed "
+        "; the usable memory is 90% of L4's marketed "
         "memory, as the GPU catalog has no driver-reported memory (memory_reported_bytes) for it."
     )
     h100 = memory.max_concurrency(model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1,
@@ -221,6 +222,34 @@ def test_describe_says_when_the_usable_memory_is_the_marketed_one():
                                   seq_len=8192, accounting="vllm", vllm_version="0.19")  # fmt: skip
     assert memory.describe(huge).startswith("Infeasible")
     assert "90% of L4's marketed memory" in memory.describe(huge)
+
+
+def test_a_gpu_where_vllm_serve_runs_fewer_sequences_is_named():
+    # the 0.10 and 0.19 buckets profile a sampler over 1,024 sequences and a forward pass of 8,192
+    # tokens, vllm serve's defaults on GPUs of 70 GiB or more other than A100s; on an L4, L40S or
+    # A100 vllm serve runs 256 and 2,048 (get_batch_defaults), and its sampler peak is a quarter:
+    # Llama-3.1-8B on an L4 under 0.10 holds 43,344 tokens with them, not the 14,096 given (-67 %).
+    # Nothing in the result or its sentence said the count assumed the larger defaults
+    l4 = memory.max_concurrency(model="Llama-3.1-8B", gpu=["L4", "H100-SXM"], tensor_parallel=1,
+                                seq_len=8192, accounting="vllm", vllm_version="0.10")  # fmt: skip
+    assert l4.attrs["serve_defaults_gpus"] == "L4"
+    text = memory.describe(l4, gpu="L4")
+    assert (
+        "; vllm serve's defaults on L4 are max_num_seqs 256 and max_num_batched_tokens 2,048, "
+        "where this count's profile run has 1,024 and 8,192: pass max_num_seqs=256 and "
+        "max_num_batched_tokens=2048 to accounting() to count as it runs"
+    ) in text
+    assert "vllm serve's defaults" not in memory.describe(l4, gpu="H100-SXM")
+    served = memory.accounting("vllm", vllm_version="0.10", max_num_seqs=256,
+                               max_num_batched_tokens=2048)  # fmt: skip
+    as_run = memory.max_concurrency(model="Llama-3.1-8B", gpu=["L4", "H100-SXM"],
+                                    tensor_parallel=1, seq_len=8192, accounting=served)  # fmt: skip
+    assert as_run.attrs["serve_defaults_gpus"] == "H100-SXM"
+    assert int(as_run.kv_cache_tokens.sel(gpu="L4").item()) == 43_344
+    assert "vllm serve's defaults" not in memory.describe(as_run, gpu="L4")
+    v0 = memory.max_concurrency(model="Llama-3.1-8B", gpu="L4", tensor_parallel=1, seq_len=8192,
+                                accounting="vllm", vllm_version="0.6")  # fmt: skip
+    assert v0.attrs["serve_defaults_gpus"] == ""  # the V0 bucket already profiles 256 sequences
 
 
 def test_describe_counts_the_headroom_when_the_weights_alone_fit():

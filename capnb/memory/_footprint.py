@@ -680,6 +680,20 @@ def _marketed(result: xr.Dataset, gpu: str) -> str:
     )
 
 
+def _serve_defaults(result: xr.Dataset, gpu: str, capacity: float) -> str:
+    """A clause naming vllm serve's own defaults where they differ from the count's ("" else)."""
+    if gpu not in str(result.attrs.get("serve_defaults_gpus", "")).split(", "):
+        return ""
+    served = _grid.serve_defaults(gpu, capacity)
+    seqs, tokens = served.max_num_seqs, served.max_num_batched_tokens
+    return (
+        f"; vllm serve's defaults on {gpu} are max_num_seqs {seqs:,} and max_num_batched_tokens "
+        f"{tokens:,}, where this count's profile run has {int(result.attrs['max_num_seqs']):,} and "
+        f"{int(result.attrs['max_num_batched_tokens']):,}: pass max_num_seqs={seqs} and "
+        f"max_num_batched_tokens={tokens} to accounting() to count as it runs"
+    )
+
+
 def describe(result: xr.Dataset, **selection: object) -> str:
     """The answer for one (model, gpu, tensor_parallel, seq_len) cell of a result, in one sentence.
 
@@ -711,7 +725,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     tp, seq = int(cell.tensor_parallel), int(cell.seq_len)
     largest, reason = int(cell.max_concurrency), str(cell.limit_reason.values)
     weights, usable = float(cell.weights_bytes), float(cell.usable_bytes)
-    marketed = _marketed(result, gpu)
+    marketed = _serve_defaults(result, gpu, float(cell.capacity_bytes)) + _marketed(result, gpu)
     kv_dtype = str(cell.kv_dtype.values) if "kv_dtype" in cell.coords else ""
     other_kv = kv_dtype and kv_dtype != str(cell.weight_dtype.values)
     where = f"{model} in {cell.weight_dtype.values}" + (

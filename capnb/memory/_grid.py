@@ -21,6 +21,7 @@ from ..data.modelspec import ModelSpec, dtype_bytes
 from ..errors import InputError
 from ..kernels import memory as kernels
 from ..kernels._lazy import over_threads
+from ..records import EngineSettings
 from ..units import in_unit
 
 AXES = ("model", "gpu", "tensor_parallel", "concurrency", "seq_len")
@@ -64,6 +65,7 @@ class Grid:
     weight_dtype: list[str]
     kv_dtype: list[str]
     reported_fallback: list[str]  # GPUs whose driver-reported memory is not catalogued
+    serve_defaults: list[str]  # GPUs where vllm serve's V1 defaults differ from the accounting's
 
     @property
     def model(self) -> list[str]:
@@ -196,7 +198,32 @@ def prepare(
         weight_dtype=weight_dtypes,
         kv_dtype=kv_dtypes,
         reported_fallback=fallback,
+        serve_defaults=_serve_defaults_differ(gpus, capacity, acct),
     )
+
+
+def serve_defaults(gpu: str, memory_bytes: float) -> EngineSettings:
+    """The defaults ``vllm serve`` (V1) sets on a GPU of ``memory_bytes`` (:class:`EngineSettings`)."""
+    return EngineSettings("vllm-v1").resolve(gpu=gpu, gpu_memory_bytes=float(memory_bytes))
+
+
+def _serve_defaults_differ(gpus: list[str], memory: np.ndarray, acct) -> list[str]:
+    """The GPUs on which ``vllm serve`` profiles other settings than a V1 bucket's.
+
+    The 0.10 and 0.19 buckets profile ``max_num_seqs`` sequences and ``max_num_batched_tokens``
+    tokens (1,024 and 8,192: vllm serve's defaults on GPUs of 70 GiB or more other than A100s);
+    on the others vllm serve runs 256 and 2,048, and its sampler peak is a quarter. The V0 bucket
+    (0.6) and the accounting without a version are not vllm serve's V1 profile run: none listed.
+    """
+    if acct.vllm_version in (None, "0.6"):
+        return []
+    runs = (acct.max_num_seqs, acct.max_num_batched_tokens)
+    found = []
+    for gpu, memory_bytes in zip(gpus, memory, strict=True):
+        served = serve_defaults(gpu, memory_bytes)
+        if (served.max_num_seqs, served.max_num_batched_tokens) != runs:
+            found.append(gpu)
+    return found
 
 
 @functools.lru_cache(maxsize=4096)
@@ -529,6 +556,7 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
     if acct.vllm_version is not None:
         attrs["vllm_version"] = acct.vllm_version
         attrs["marketed_memory_gpus"] = ", ".join(grid.reported_fallback)
+        attrs["serve_defaults_gpus"] = ", ".join(grid.serve_defaults)
         attrs["usable_memory_from"] = (
             "gpu_memory_utilization x the memory the driver reports (memory_reported_bytes)"
             + (
