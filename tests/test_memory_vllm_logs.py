@@ -129,6 +129,11 @@ def test_bad_versions_and_settings_are_named():
                                seq_len=1024, vllm_version="0.10")  # fmt: skip
     with pytest.raises(InputError, match="max_num_seqs must be an integer"):
         memory.accounting("vllm", vllm_version="0.10", max_num_seqs=-1)
+    # a number is not a release: 0.10 written as a float is 0.1, which the error called unknown
+    # ("vllm_version='0.1' is not known") though the user wrote the 0.10 bucket's name
+    with pytest.raises(InputError, match=r"vllm_version must be a string such as '0.10', got the "
+                       r"float 0.1 \(a number loses a release's trailing zero\)"):  # fmt: skip
+        memory.accounting("vllm", vllm_version=0.10)
 
 
 def test_a_bad_log_row_is_named(tmp_path):

@@ -360,7 +360,11 @@ def accounting(name: str | Accounting = "article", **overrides: object) -> Accou
         )
     version = overrides.get("vllm_version")
     if version is not None:
-        version = str(version)
+        if not isinstance(version, str):
+            raise InputError(
+                f"vllm_version must be a string such as '0.10', got the {type(version).__name__} "
+                f"{version!r} (a number loses a release's trailing zero)"
+            )
         if version not in _VLLM_PRESETS:
             raise InputError(
                 f"vllm_version={version!r} is not known; use one of {list(VLLM_VERSIONS)} "
