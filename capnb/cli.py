@@ -258,7 +258,10 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="execute the worksheets and write offline HTML reports"
     )
-    report.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
+    report.add_argument(
+        "--config",
+        help="plan config (TOML/YAML, or a plan's plan.json); default: the bundled defaults",
+    )
     report.add_argument("--out", default="reports", help="output directory (default: reports)")
     report.add_argument("--worksheet", action="append", help="run only this worksheet (repeatable)")
     report.add_argument(
@@ -278,7 +281,10 @@ def _parser() -> argparse.ArgumentParser:
     report.set_defaults(run=_report)
 
     plan = commands.add_parser("plan", help="build the plan, print the recommendation, export it")
-    plan.add_argument("--config", help="plan config (TOML/YAML); default: the bundled defaults")
+    plan.add_argument(
+        "--config",
+        help="plan config (TOML/YAML, or a plan's plan.json); default: the bundled defaults",
+    )
     plan.add_argument(
         "--out",
         default="reports",

@@ -177,14 +177,14 @@ def test_the_commands_to_paste_hold_no_line_a_model_or_gpu_name_smuggles_in():
     assert "rm -rf ~" in lines[0] and not any(line.startswith("rm") for line in lines)
     assert "\r" not in commands and "\u2028" not in commands
     assert "--result-dir 'capnb-my gpu;x-tp1' " in lines[2]
-    assert (
-        lines[3]
-        == "capnb plan --gpus 'my gpu;x' --tensor-parallel 1 --benchmark 'capnb-my gpu;x-tp1/'"
+    assert lines[3] == (
+        "capnb plan --config plan.json --gpus 'my gpu;x' --tensor-parallel 1 --benchmark "
+        "'capnb-my gpu;x-tp1/' --out 'capnb-my gpu;x-tp1-plan'"
     )
     plain = benchmark_commands(options.assign_coords(gpu=["H100-SXM"]), "H100-SXM", 1, "m", 10, 5)
-    assert (
-        plain.split("\n")[3]
-        == "capnb plan --gpus H100-SXM --tensor-parallel 1 --benchmark capnb-H100-SXM-tp1/"
+    assert plain.split("\n")[3] == (
+        "capnb plan --config plan.json --gpus H100-SXM --tensor-parallel 1 --benchmark "
+        "capnb-H100-SXM-tp1/ --out capnb-H100-SXM-tp1-plan"
     )
 
 

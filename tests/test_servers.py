@@ -176,3 +176,21 @@ def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():
     vllm = benchmark_commands(options.assign_attrs(engine="vllm-v1"), "H100-SXM", 1, "Qwen3-8B",
                               1000, 200)  # fmt: skip
     assert "--max-num-seqs" not in vllm
+
+
+def test_the_settle_commands_replan_on_this_plans_own_inputs(tmp_path, two_engines):
+    """The re-plan line read the bundled defaults: a plan on another model, trace or engine was
+    settled on Llama-3.1-8B and vLLM. It now reads the plan's own plan.json."""
+    _, sglang = two_engines
+    files = planning.export(sglang, tmp_path)
+    again = planning.load_config(files["json"])
+    built_on = planning.read_config(dict(ENGINE_PLAN, engine="SGLang"))
+    assert again == built_on  # every setting, the engine and the model among them
+    assert again.serving.engine == "sglang" and again.serving.model == "Qwen3-8B"
+    line = planning.answer(sglang).settle_commands.split("\n")[3]
+    assert line.startswith("capnb plan --config plan.json --gpus H100-SXM --tensor-parallel 1 ")
+    # a JSON file capnb did not write is not read as a config
+    other = tmp_path / "other.json"
+    other.write_text('{"model": "Qwen3-8B"}')
+    with pytest.raises(ConfigError, match="not a plan.json capnb wrote"):
+        planning.load_config(other)

@@ -174,7 +174,8 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
     return "\n".join(
         [
             f"# on {tp} x {said[gpu]} (predicted safe concurrency {safe}){why}; MODEL = the "
-            f"Hugging Face id you serve as {said[model]}",
+            f"Hugging Face id you serve as {said[model]}; the re-plan reads this plan's inputs "
+            "from its plan.json (here, the folder the plan was written to)",
             " ".join(serve),
             f"for c in {' '.join(map(str, levels))}; do vllm bench serve {backend}--model $MODEL "
             f"--dataset-name random --random-input-len {round(prompt_tokens)} "
@@ -182,9 +183,8 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
             "--num-prompts $((c * 20)) --percentile-metrics ttft,tpot,itl,e2el "
             "--metric-percentiles 50,90,95,99 --save-result --save-detailed --result-dir "
             f"{shlex.quote(prefix)} --result-filename c$c.json; done",
-            f"capnb plan {'' if engine == 'vllm-v1' else f'--engine {engine} '}--gpus "
-            f"{shlex.quote(str(gpu))} --tensor-parallel {tp} --benchmark "
-            f"{shlex.quote(prefix + '/')}",
+            f"capnb plan --config plan.json --gpus {shlex.quote(str(gpu))} --tensor-parallel {tp} "
+            f"--benchmark {shlex.quote(prefix + '/')} --out {shlex.quote(prefix + '-plan')}",
         ]
     )
 

@@ -1142,10 +1142,35 @@ def _resolve_paths(values: dict, folder: Path) -> dict:
     return out
 
 
+def _plan_json_config(path: Path) -> PlanConfig:
+    """The config a plan was built on, from the ``plan.json`` it wrote (its ``config`` mapping).
+
+    Its paths were resolved when the plan was built (absolute), so it reads from any folder.
+    """
+    import json
+
+    from ..data import read_text
+
+    text = read_text(path, "plan.json", limit=64 * MAX_CONFIG_BYTES)
+    try:
+        document = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise ConfigError(f"{path}: not valid JSON ({error})") from None
+    values = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(values, dict) or "answer" not in document:
+        raise ConfigError(
+            f"{path}: not a plan.json capnb wrote (no 'config' and 'answer' in it); a plan config "
+            "is a .toml, .yaml or .yml file"
+        )
+    return from_mapping(values, source=str(path))
+
+
 def load_config(path: str | os.PathLike) -> PlanConfig:
-    """Read a plan config from a ``.toml`` or ``.yaml``/``.yml`` file.
+    """Read a plan config from a ``.toml`` or ``.yaml``/``.yml`` file, or a plan's ``plan.json``.
 
     Relative paths in it (trace, model, latency files, workload) are read from the file's folder.
+    A ``plan.json`` (:func:`capnb.plan.export`) gives the config the plan was built on, so a plan
+    is built again on the same inputs (the benchmark commands' re-plan reads it).
 
     Raises
     ------
@@ -1156,10 +1181,14 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
     from ..data import read_text, user_path
 
     path = user_path(path, "plan config")
-    if path.suffix not in (".toml", ".yaml", ".yml"):
-        raise ConfigError(f"{path}: a plan config is a .toml, .yaml or .yml file")
+    if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise ConfigError(
+            f"{path}: a plan config is a .toml, .yaml or .yml file (or a plan's plan.json)"
+        )
     if not path.exists():
         raise ConfigError(f"{path}: no such plan config file")
+    if path.suffix == ".json":
+        return _plan_json_config(path)
     text = read_text(path, "plan config", limit=MAX_CONFIG_BYTES)
     if path.suffix == ".toml":
         try:
