@@ -87,9 +87,11 @@ def _bundle_js() -> str:
     if path.is_file():
         return path.read_text(encoding="utf-8")
     js = vlc.javascript_bundle(_SNIPPET, vl_version=version)
-    with contextlib.suppress(OSError):  # no writable cache: build the bundle again next time
-        from .data import write_atomic
+    from .data import write_atomic
+    from .errors import OutputError
 
+    # no writable cache (a file where its folder goes, a full disk): build it again next time
+    with contextlib.suppress(OSError, OutputError):  # write_atomic says OutputError, not OSError
         write_atomic(path, js)
     return js
 

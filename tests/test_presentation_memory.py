@@ -138,3 +138,13 @@ def test_the_vega_bundle_is_kept_in_xdg_cache_home_as_the_kernels_are(tmp_path, 
     assert [p.read_text(encoding="utf-8") for p in kept] == [js]
     assert not (home / ".cache").exists()
     assert notebook._bundle_js.__wrapped__() == js  # read back, the same bytes
+
+
+def test_an_unwritable_cache_folder_builds_the_bundle_again_not_an_error(tmp_path, monkeypatch):
+    """XDG_CACHE_HOME naming a file (no cache folder can be made): the bundle, not kept."""
+    in_the_way = tmp_path / "cache"
+    in_the_way.write_text("a file, not a folder\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(in_the_way))
+    js = notebook._bundle_js.__wrapped__()
+    assert "vegaEmbed" in js
+    assert in_the_way.read_text() == "a file, not a folder\n"
