@@ -300,3 +300,16 @@ def test_a_latency_name_is_no_path_whatever_sits_beside_the_config(tmp_path):
         path = tmp_path / f"{name}.toml"
         path.write_text(f'[serving]\nlatency = "{name}"\n')
         assert plan.read_config(path).serving.latency == name
+
+
+def test_save_config_keeps_a_users_file_without_force(tmp_path):
+    """As ``capnb config`` and every other writer: an existing file is replaced only with force."""
+    mine = tmp_path / "plan.toml"
+    mine.write_text("[sla]\ntpot_s = 0.04  # my edit\n")
+    with pytest.raises(ConfigError, match=r"plan\.toml: exists; .*force=True"):
+        plan.save_config(plan.PlanConfig(), mine)
+    assert mine.read_text() == "[sla]\ntpot_s = 0.04  # my edit\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]  # no temporary left
+    plan.save_config(plan.PlanConfig(), mine, force=True)
+    assert plan.load_config(mine) == plan.load_config(mine)
+    assert "my edit" not in mine.read_text()

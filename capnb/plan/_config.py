@@ -1268,11 +1268,11 @@ def _record_comments(table, values: dict) -> None:
             table.add(tomlkit.comment(f"{name} = ..."))
 
 
-def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = True) -> Path:
+def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = False) -> Path:
     """Write a plan config as commented TOML (atomically), one table per section.
 
-    Each setting carries a comment: its meaning, unit and default. With ``force=False`` an existing
-    file is an error, not overwritten.
+    Each setting carries a comment: its meaning, unit and default. An existing file (your edited
+    config) is a :class:`~capnb.errors.ConfigError`, left as it was; ``force=True`` replaces it.
     """
     if not os.fspath(path).strip():  # Path("") is the current folder, which no one named
         raise ConfigError(
@@ -1283,7 +1283,7 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Tr
     if path.suffix != ".toml":
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
     if not force and path.exists():
-        raise ConfigError(f"{path}: exists; pass --force to overwrite it")
+        raise ConfigError(f"{path}: exists; pass --force (force=True) to overwrite it")
     write_atomic(path, _toml_text(config))
     return path
 
