@@ -167,12 +167,15 @@ def _export(args: argparse.Namespace) -> int:
 
 def _plan_json(path: Path) -> dict:
     """A ``plan.json`` as ``capnb plan`` wrote it, or an InputError naming the file."""
+    import contextlib
     import json
 
     from . import plan
-    from .data import json_error_at, read_text
+    from .data import json_error_at, read_text, settle
     from .errors import InputError
 
+    with contextlib.suppress(OSError):
+        settle(path.parent)  # a set a killed writer committed: read it, as plan.load does
     text = read_text(path, "plan.json")
     try:
         built = json.loads(text)
