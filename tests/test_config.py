@@ -313,3 +313,13 @@ def test_save_config_keeps_a_users_file_without_force(tmp_path):
     plan.save_config(plan.PlanConfig(), mine, force=True)
     assert plan.load_config(mine) == plan.load_config(mine)
     assert "my edit" not in mine.read_text()
+
+
+def test_save_config_names_a_folder_in_the_way_not_force(tmp_path):
+    """A folder named plan.toml: --force cannot replace it, so the error does not offer it."""
+    (tmp_path / "plan.toml").mkdir()
+    for force in (False, True):
+        with pytest.raises(ConfigError, match=r"plan\.toml: a folder, not a file") as raised:
+            plan.save_config(plan.PlanConfig(), tmp_path / "plan.toml", force=force)
+        assert "force" not in str(raised.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
