@@ -73,3 +73,21 @@ def test_caching_is_off_without_the_variable_and_a_failure_stores_nothing(tmp_pa
     with pytest.raises(plan.PlanError):
         _cache.cached_build(plan.PlanConfig(), fails)
     assert not list(tmp_path.glob("*.pickle"))
+
+
+@pytest.mark.parametrize("stop", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_store_that_fails_leaves_no_partial_file(tmp_path, monkeypatch, stop):
+    # a full disk or Ctrl-C while the plan was stored left <key>.<pid>.partial in the cache for
+    # good, and a full disk failed the build the cache was only to save
+    monkeypatch.setenv(_cache.VARIABLE, str(tmp_path))
+
+    def replace(source, target):
+        raise stop
+
+    monkeypatch.setattr(_cache.os, "replace", replace)
+    if isinstance(stop, OSError):  # the plan was built: it is the answer, only not kept
+        assert _cache.cached_build(plan.PlanConfig(), lambda: "built") == ("built", [])
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            _cache.cached_build(plan.PlanConfig(), lambda: "built")
+    assert [p.suffix for p in tmp_path.iterdir()] == [".lock"]

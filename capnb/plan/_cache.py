@@ -13,7 +13,7 @@ A build that raises stores nothing. The warnings a build issued are stored with 
 again on every read, so a reader sees what a builder saw. The plan is stored with :mod:`pickle`
 (exact: the NetCDF of :func:`capnb.plan.export` turns some attributes into strings), written to a
 temporary name and renamed, under a lock per plan, so that processes asking at once wait for the
-first.
+first; a store that fails (a full disk) leaves no temporary, and the plan built is returned.
 """
 
 from __future__ import annotations
@@ -111,6 +111,11 @@ def cached_build(cfg, build):
             warnings.simplefilter("always")
             made = build(), [(w.category, str(w.message)) for w in caught]
         partial = stored.with_suffix(f".{os.getpid()}.partial")
-        partial.write_bytes(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(partial, stored)
+        try:
+            partial.write_bytes(pickle.dumps(made, protocol=pickle.HIGHEST_PROTOCOL))
+            os.replace(partial, stored)
+        except OSError:  # a full disk: the plan is built, only not kept for the next process
+            pass
+        finally:  # and never a partial file left behind (a failure, Ctrl-C)
+            partial.unlink(missing_ok=True)
         return made
