@@ -290,6 +290,21 @@ def test_a_failed_export_leaves_the_previous_files(small, tmp_path, monkeypatch)
     ]
 
 
+def test_a_named_export_keeps_the_other_plans_autoscaler_files(small, tmp_path):
+    # export(plan, folder, name="b") wrote b.nc and b.json but hpa.yaml, knative.yaml and
+    # keda.yaml over those of plan.nc beside them: plan.json then sat with another plan's objects
+    plan, _ = small
+    first = planning.export(plan, tmp_path)
+    kept = {kind: first[kind].read_bytes() for kind in ("hpa", "knative", "keda")}
+    named = planning.export(plan, tmp_path, name="b")
+    assert {kind: first[kind].read_bytes() for kind in kept} == kept
+    assert [named[kind].name for kind in kept] == ["b-hpa.yaml", "b-knative.yaml", "b-keda.yaml"]
+    assert list(planning.export_names("b")) == [
+        "b.nc", "b.json", "b-hpa.yaml", "b-knative.yaml", "b-keda.yaml"
+    ]  # fmt: skip
+    assert planning.export_names()[2:] == ("hpa.yaml", "knative.yaml", "keda.yaml")
+
+
 def test_config_files_round_trip(tmp_path):
     config = planning.read_config(SMALL)
     path = planning.save_config(config, tmp_path / "plan.toml")

@@ -649,12 +649,18 @@ def summary(plan: xr.Dataset) -> dict:
 def export_names(name: str = "plan") -> tuple[str, ...]:
     """The files :func:`export` writes: ``<name>.nc``, ``<name>.json`` and the autoscaler objects.
 
-    A command checks them against its output folder (:func:`capnb.data.check_set`) before it
-    builds the plan, not after.
+    The objects are ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` for the default name, and
+    ``<name>-hpa.yaml`` ... otherwise, so that a second plan exported beside ``plan.nc`` under its
+    own name does not replace the first plan's objects. A command checks these names against its
+    output folder (:func:`capnb.data.check_set`) before it builds the plan, not after.
     """
     from ._manifests import KINDS
 
-    return (f"{name}.nc", f"{name}.json", *(f"{kind}.yaml" for kind in KINDS))
+    return (f"{name}.nc", f"{name}.json", *(_yaml_name(name, kind) for kind in KINDS))
+
+
+def _yaml_name(name: str, kind: str) -> str:
+    return f"{kind}.yaml" if name == "plan" else f"{name}-{kind}.yaml"
 
 
 def export(
@@ -663,7 +669,8 @@ def export(
     """Write the plan's files as one set: ``<name>.nc``, ``<name>.json`` and its autoscaler objects.
 
     ``<name>.nc`` holds every result (NetCDF), ``<name>.json`` the answer (:func:`summary`), and
-    ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` the chosen policy as a Kubernetes HPA, a
+    ``hpa.yaml``, ``knative.yaml`` and ``keda.yaml`` (``<name>-hpa.yaml`` ... under another
+    ``name``: :func:`export_names`) the chosen policy as a Kubernetes HPA, a
     Knative Service and a KEDA ScaledObject with the values the replay used
     (:func:`capnb.plan.manifests`). The files are made in memory, then written together
     (:func:`capnb.data.write_set`): the folder holds the old set or the new one, and a file capnb
@@ -680,10 +687,10 @@ def export(
     netcdf = bytes(_netcdf_ready(plan).to_netcdf(engine="h5netcdf"))
     text = json.dumps(summary(plan), indent=2) + "\n"
     contents = {f"{name}.nc": netcdf, f"{name}.json": text}
-    contents |= {f"{kind}.yaml": objects.yaml(kind) for kind in objects.documents}
+    contents |= {_yaml_name(name, kind): objects.yaml(kind) for kind in objects.documents}
     files = write_set(directory, contents, force=force)
     return {"netcdf": files[f"{name}.nc"], "json": files[f"{name}.json"],
-            **{kind: files[f"{kind}.yaml"] for kind in objects.documents}}  # fmt: skip
+            **{kind: files[_yaml_name(name, kind)] for kind in objects.documents}}  # fmt: skip
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
