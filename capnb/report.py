@@ -1042,7 +1042,10 @@ def _run_staged(config, out_dir: Path, stage: Path, pages: dict[str, str], *, jo
     contents = {REPORT_NAME: export_html(notebook, show_code=show_code, prepared=True)}
     contents |= {pages[n]: export_html(executed[n], show_code=show_code) for n in ran}
     contents |= {Path(p).name: Path(p).read_bytes() for p in written}  # the plan, with its pages
-    files = write_set(out_dir, contents, force=force)  # the report and its plan, whole, as one set
+    # the report and its plan, whole, as one set; an earlier report's pages of worksheets not
+    # run now (not asked for, or not applicable) go, not left as pages of this plan
+    earlier = [f"{name}.html" for name in WORKSHEETS if name not in ran]
+    files = write_set(out_dir, contents, force=force, remove=earlier)
     combined, paths = files[REPORT_NAME], [files[pages[n]] for n in ran]
     for name, why in skipped.items():
         if why.startswith(FAILED_CHECK):  # a defect, not an input: said as the report says it

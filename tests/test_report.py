@@ -1179,6 +1179,35 @@ def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_it
     assert main(["report", "--force", "--out", str(first[0])]) == 1  # a flag now, as advised
 
 
+def test_a_report_of_fewer_worksheets_removes_its_earlier_pages_of_another_plan(
+    tmp_path, monkeypatch
+):
+    # a report of 02_memory after one of 02_memory and 03_capacity left 03_capacity.html, a page
+    # of the earlier run's plan and inputs, beside this run's plan.json and combined report
+    import nbformat
+
+    def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
+        return {}
+
+    def executed(name, **kwargs):
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells.append(nbformat.v4.new_markdown_cell("# A step"))
+        notebook.metadata["capnb_worksheet"] = name
+        return notebook
+
+    monkeypatch.setattr(report, "_parameters", parameters)
+    monkeypatch.setattr(report, "execute", executed)
+    run = functools.partial(report.run_report, None, tmp_path, progress=False)
+    run(worksheets=("02_memory", "03_capacity"))
+    (tmp_path / "04_elasticity.html").write_text("mine")  # a page capnb did not write: kept
+    written = run(worksheets=("02_memory",))
+    pages = sorted(p.name for p in tmp_path.glob("*.html"))
+    assert pages == ["02_memory.html", "04_elasticity.html", report.REPORT_NAME]
+    assert [p.name for p in written] == [report.REPORT_NAME, "02_memory.html"]
+    assert (tmp_path / "04_elasticity.html").read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".capnb-tmp")]
+
+
 def test_an_interrupted_report_stops_at_once_and_says_so(tmp_path, monkeypatch, capsys):
     # Ctrl-C during the first worksheet let every other worksheet run to its end (the pool
     # waited for them) before a KeyboardInterrupt traceback; now the worksheets not started are

@@ -466,7 +466,11 @@ def settle(folder: str | os.PathLike) -> None:
 
 
 def write_set(
-    folder: str | os.PathLike, files: Mapping[str, bytes | str], *, force: bool = False
+    folder: str | os.PathLike,
+    files: Mapping[str, bytes | str],
+    *,
+    force: bool = False,
+    remove: Iterable[str] = (),
 ) -> dict[str, Path]:
     """Write several files into ``folder`` as one set: a reader sees the old set or the new one.
 
@@ -478,6 +482,10 @@ def write_set(
         File name (no folder) -> its content (``str`` is written as UTF-8).
     force
         Replace a target that capnb did not write there (or that was changed since).
+    remove
+        File names of an earlier set that this one drops (a page of a worksheet not run now):
+        removed with the commit where capnb wrote them and they are unchanged, so that they do
+        not stay beside the new set as if they were of it; a file of the user's is left alone.
 
     Returns
     -------
@@ -495,7 +503,8 @@ def write_set(
     contents = {
         name: (c.encode("utf-8") if isinstance(c, str) else bytes(c)) for name, c in files.items()
     }
-    for name in contents:
+    remove = [remove] if isinstance(remove, str) else list(remove)
+    for name in (*contents, *remove):
         if not name or Path(name).name != name or name.startswith(".capnb"):
             raise OutputError(f"{folder}: {name!r} is not a plain file name capnb may write")
     _make_folder(folder)
@@ -512,7 +521,7 @@ def write_set(
         with _locked(folder):
             _roll_forward(folder)
             _clean_stale(folder)
-            _commit(folder, staging, contents, force)
+            _commit(folder, staging, contents, force, [n for n in remove if n not in contents])
     except OSError as err:
         raise _failed(folder, err) from None
     finally:
@@ -576,13 +585,23 @@ def _refuse_foreign(folder: Path, names: Iterable[str], force: bool, recorded: d
             )
 
 
-def _commit(folder: Path, staging: Path, contents: Mapping[str, bytes], force: bool) -> None:
-    """Under the folder's lock: refuse foreign targets, then commit and move the set into place."""
+def _commit(
+    folder: Path, staging: Path, contents: Mapping[str, bytes], force: bool, remove: list[str]
+) -> None:
+    """Under the folder's lock: refuse foreign targets, then commit and move the set into place.
+
+    The earlier set's files in ``remove`` that capnb wrote (unchanged) go first: a writer killed
+    after that leaves part of the earlier set, never files of two sets.
+    """
     recorded = _manifest(folder)
     _refuse_foreign(folder, contents, force, recorded)
+    stale = [n for n in remove if (folder / n).is_file() and recorded.get(n) == _sha256(folder / n)]
     manifest = {**recorded, **{name: hashlib.sha256(d).hexdigest() for name, d in contents.items()}}
+    manifest = {name: digest for name, digest in manifest.items() if name not in stale}
     _write_bytes(staging / _MANIFEST, json.dumps({"files": manifest}, indent=1).encode())
     _fsync_folder(staging)
+    for name in stale:
+        (folder / name).unlink()
     os.rename(staging, folder / _COMMIT)  # the commit point: from here on the set is whole
     _fsync_folder(folder)
     _roll_forward(folder)
