@@ -305,6 +305,19 @@ def test_a_named_export_keeps_the_other_plans_autoscaler_files(small, tmp_path):
     assert planning.export_names()[2:] == ("hpa.yaml", "knative.yaml", "keda.yaml")
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [("", "an empty name"), ("  ", "an empty name"), (".hidden", "starts with '.'"),
+     ("a/b", "a file name, not a path"), ("plan.nc", "without its suffix, e.g. 'plan'")],
+)  # fmt: skip
+def test_an_export_name_that_is_no_file_name_is_refused_naming_it(small, tmp_path, name, said):
+    # name="" wrote the hidden files .nc and .json beside -hpa.yaml, and name="plan.nc" wrote
+    # plan.nc.nc, without a word
+    with pytest.raises(InputError, match=rf"name={re.escape(repr(name))}: .*{re.escape(said)}"):
+        planning.export(small[0], tmp_path, name=name)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_config_files_round_trip(tmp_path):
     config = planning.read_config(SMALL)
     path = planning.save_config(config, tmp_path / "plan.toml")

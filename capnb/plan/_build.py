@@ -656,7 +656,27 @@ def export_names(name: str = "plan") -> tuple[str, ...]:
     """
     from ._manifests import KINDS
 
+    _check_export_name(name)
     return (f"{name}.nc", f"{name}.json", *(_yaml_name(name, kind) for kind in KINDS))
+
+
+def _check_export_name(name: object) -> None:
+    """``name`` of :func:`export`: the stem of plain file names, or an InputError naming it."""
+    if not isinstance(name, str):
+        raise InputError(f"name={name!r}: expected text, the files' stem, e.g. 'plan'")
+    if not name.strip():
+        raise InputError(f"name={name!r}: an empty name; give the files' stem, e.g. 'plan'")
+    if Path(name).name != name or "\\" in name:
+        raise InputError(f"name={name!r}: a file name, not a path (give the folder as directory)")
+    if name.startswith("."):
+        raise InputError(
+            f"name={name!r}: starts with '.', a hidden file; e.g. {name.lstrip('.')!r}"
+        )
+    if name.lower().endswith((".nc", ".json")):
+        raise InputError(
+            f"name={name!r}: give it without its suffix, e.g. {Path(name).stem!r} (export adds "
+            ".nc and .json)"
+        )
 
 
 def _yaml_name(name: str, kind: str) -> str:
@@ -683,6 +703,7 @@ def export(
     """
     from ._manifests import manifests, policy_choice
 
+    _check_export_name(name)
     objects = manifests(policy_choice(plan))
     netcdf = bytes(_netcdf_ready(plan).to_netcdf(engine="h5netcdf"))
     text = json.dumps(summary(plan), indent=2) + "\n"
