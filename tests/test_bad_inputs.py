@@ -234,6 +234,13 @@ def dangling_link(write):
     return link
 
 
+def dangling_target(write):
+    """``out`` whose ``plan.json`` is a symbolic link to a file that does not exist."""
+    folder = write("out/.keep", "").parent
+    (folder / "plan.json").symlink_to(folder.parent / "shared" / "plan.json")
+    return folder
+
+
 def folder_named(write, name):
     folder = write(f"{name}/.keep", "").parent
     return folder
@@ -1390,6 +1397,11 @@ ROWS = [
     Row("output: under a symbolic link to no folder",
         lambda w: data.check_set(dangling_link(w) / "sub", ["plan.json"]),
         Raises(OutputError, r"out: a symbolic link to .*nowhere, which does not exist")),
+    # found with plan.json a link to a share not mounted: the link was replaced by a file
+    Row("output: a symbolic link to no file where a file goes",
+        lambda w: data.write_set(dangling_target(w), {"plan.json": "{}"}),
+        Raises(OutputError, r"out/plan\.json: a symbolic link to .*shared/plan\.json, which does "
+                            r"not exist; capnb did not make it: move it or pass --force")),
     Row("output: a dead writer's temporaries", stale_cleaned,
         States(lambda names: ", ".join(names), r"^\.capnb-outputs\.json, plan\.json$")),
     Row("html: a chart title holding </script>",

@@ -323,3 +323,11 @@ def test_save_config_names_a_folder_in_the_way_not_force(tmp_path):
             plan.save_config(plan.PlanConfig(), tmp_path / "plan.toml", force=force)
         assert "force" not in str(raised.value)
     assert [p.name for p in tmp_path.iterdir()] == ["plan.toml"]
+
+
+def test_save_config_keeps_a_link_to_no_file_without_force(tmp_path):
+    link = tmp_path / "plan.toml"
+    link.symlink_to(tmp_path / "shared" / "plan.toml")  # a share not mounted
+    with pytest.raises(ConfigError, match=r"plan\.toml: exists; .*force=True"):
+        plan.save_config(plan.PlanConfig(), link)
+    assert link.is_symlink()

@@ -577,6 +577,11 @@ def _refuse_foreign(folder: Path, names: Iterable[str], force: bool, recorded: d
         target = folder / name
         if target.is_dir():
             raise OutputError(f"{target}: a folder is in the way of the file capnb writes")
+        if target.is_symlink() and not target.exists() and not force:  # not replaced unasked
+            raise OutputError(
+                f"{target}: a symbolic link to {os.readlink(target)}, which does not exist; capnb "
+                "did not make it: move it or pass --force (force=True) to replace it"
+            )
         if target.exists() and not force and recorded.get(name) != _sha256(target):
             raise OutputError(
                 f"{target}: exists and capnb did not write it (or it was changed since, or a "

@@ -1284,7 +1284,7 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Fa
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
     if path.is_dir():  # not something force could replace: said, not "pass --force"
         raise ConfigError(f"{path}: a folder, not a file to write the plan config into")
-    if not force and path.exists():
+    if not force and (path.exists() or path.is_symlink()):  # a link to no file is kept too
         raise ConfigError(f"{path}: exists; pass --force (force=True) to overwrite it")
     write_atomic(path, _toml_text(config))
     return path
