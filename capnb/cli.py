@@ -133,9 +133,10 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"capnb plan: {', '.join(earlier)} in {args.out} are an earlier plan's, left as "
                   "they were (capnb export would export that plan)", file=sys.stderr)  # fmt: skip
         return 1
+    # written before the answer is printed: a reader that stops early (| head) keeps the files
+    files = plan.export(result, args.out, force=args.force)
     print(plan.describe(result))
     print(f"\nInputs: {plan.inputs_used(result)}")
-    files = plan.export(result, args.out, force=args.force)
     print("\nWritten:")
     for path in files.values():
         print(f"  {path.resolve()}")

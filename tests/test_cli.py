@@ -36,6 +36,33 @@ def test_plan_prints_the_recommendation_and_exports(small_plan, tmp_path, capsys
     assert (tmp_path / "out" / "plan.nc").is_file()
 
 
+def test_a_plan_is_written_though_its_reader_closed_the_output(tmp_path, monkeypatch):
+    # `capnb plan ... | head -1`: the answer was printed before the files were written, so a
+    # reader that stopped early (a broken pipe) ended the run with no plan.nc or plan.json
+    import io
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    times = pd.date_range("2026-03-02", periods=288, freq="10min")
+    qps = 40 + 20 * np.sin(2 * np.pi * np.arange(times.size) / 144)
+    pd.DataFrame({"timestamp": times, "qps": qps}).to_csv(tmp_path / "rates.csv", index=False)
+    config = tmp_path / "plan.toml"
+    config.write_text(
+        '[traffic]\ntrace = "rates.csv"\ntrials = 50\n[serving]\ngpus = ["H100-SXM"]\n'
+        'tensor_parallel = [1]\n[elasticity]\npolicies = ["fixed"]\nbacktest_days = 0\n'
+    )
+
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert main(["plan", "--config", str(config), "--out", str(tmp_path / "out")]) == 1
+    assert (tmp_path / "out" / "plan.nc").is_file() and (tmp_path / "out" / "plan.json").is_file()
+
+
 def test_the_sla_flag_takes_bounds_with_units_and_names_a_slip(capsys):
     from capnb import cli
     from capnb.records import SLA
