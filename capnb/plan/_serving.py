@@ -166,10 +166,10 @@ def _against_chosen(replay, per_month: float, chosen) -> tuple[str, bool]:
     dearer, over = usd > mine, breach > budget
     if not np.isfinite(mine):  # the chosen run has no price
         return "", over and kept
+    # (the chosen run's own cost and breach are the answer's: said there, not copied here)
     words_ = (
-        f"; the plan's chosen run: {mine:,.0f} USD a month with "
-        f"{chosen['breach_s'] * per_month / 60:,.0f} SLA-breach minutes: the pools cost "
-        f"{words.change(usd / mine)} {'more' if dearer else 'less'}"
+        f": the pools cost {words.change(usd / mine)} {'more' if dearer else 'less'} than the "
+        "plan's chosen run"
         + (f", and are in breach {breach:,.0f} minutes a month, over the budget of {budget:,.0f}"
            if over else "")
     )  # fmt: skip
