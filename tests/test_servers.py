@@ -51,6 +51,9 @@ def test_an_sglang_plan_is_priced_commanded_and_deployed_as_sglang(two_engines):
     assert a.per_instance_qps > 0 and b.per_instance_qps > 0
     assert a.per_instance_qps != b.per_instance_qps
     assert "the serving-engine model of SGLang" in b.inputs
+    # its KV cache is sized as vLLM's, and the inputs line says so
+    assert "for SGLang too (capnb sizes every engine's KV cache with vLLM's" in b.inputs
+    assert "for vLLM" not in a.inputs
     assert "the serving-engine model of vLLM (V1" in a.inputs
     # the commands that settle the latency start SGLang and point vLLM's client at it
     if b.settle_commands:

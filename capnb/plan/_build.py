@@ -547,6 +547,15 @@ def _accounting_words(cfg: PlanConfig, cap: xr.Dataset) -> str:
     words = {"article": "the article's accounting (15 % headroom)"}.get(used, f"{used} accounting")
     if used == "vllm":
         words = f"vLLM {version}'s accounting" if version else "vLLM's accounting"
+        if "engine" in json.loads(cap.attrs.get("latency_models", "{}")).values() and (
+            not cfg.serving.engine.startswith("vllm")
+        ):  # the engine model sizes every engine's KV cache so
+            from ..records import ENGINES
+
+            words += (
+                f" for {ENGINES[cfg.serving.engine]} too (capnb sizes every engine's KV cache "
+                "with vLLM's; the engine's own sizing is not modelled)"
+            )
     if used != cfg.serving.accounting:
         words += (
             f" (the serving-engine model's KV cache; [serving] accounting = "
