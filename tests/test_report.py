@@ -941,6 +941,35 @@ def test_the_start_worksheet_names_the_hour_and_p99_its_mean_plan_falls_short_of
     ), said
 
 
+def test_the_start_worksheet_gives_a_quiet_traces_rates_their_digits(tmp_path):
+    """Found running worksheet 00 on a request log of 0.1-0.6 requests/s: it said 'a plan at its
+    mean (0.3 requests/s) falls 65% short of the history's P99 in its busiest hour (14:00-15:00,
+    0.9 requests/s)', rates cut to one decimal (0.2995 and 0.8593), so the shortfall did not
+    follow from its own figures (1 - 0.3/0.9 is 67%) and its P99 was 5% off; it gives them in the
+    plan's digits (capnb.words.rate: 0.3 and 0.859)."""
+    import numpy as np
+    import pandas as pd
+
+    from capnb import data, forecast, words
+
+    times = pd.date_range("2026-03-02", periods=9 * 24 * 6, freq="10min")
+    hours = (times.hour + times.minute / 60).to_numpy()
+    qps = 0.1 + 0.5 * np.exp(-(((hours - 14) / 4) ** 2)) + 0.01 * (times.day_of_year % 3)
+    path = tmp_path / "quiet.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M:%S"), "qps": qps}).to_csv(
+        path, index=False
+    )
+    baseline = forecast.fit_baseline(forecast.resample(data.load_traffic(str(path)), "10min"))
+    busiest = int(baseline.shortfall_fraction.sel(traffic_quantile=0.99).argmax("slot"))
+    mean = words.rate(float(baseline.mean_plan_qps[busiest]))
+    p99 = words.rate(float(baseline.target_qps.sel(traffic_quantile=0.99)[busiest]))
+    assert len(p99) > 3  # the figure has digits past the first decimal
+    start = report.execute("00_start_here", parameters={"SHOW_TRACE": str(path)})
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert f"a plan at its mean ({mean} requests/s)" in said, said
+    assert f"14:00-15:00, {p99} requests/s)" in said and "checks passed" in said
+
+
 def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
     """Found reporting a plan of Mixtral-8x7B on 2 x H200: the start page said 'Mixtral-8x7B on
     1 x H200 starts in 354 s' (the fewest GPUs that hold it) where the plan serves 2 x H200."""
