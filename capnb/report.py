@@ -1193,6 +1193,7 @@ def _parameters(
                 **planning.trace_options(cfg),
             },
             "SHOW_INTERVAL": cfg.traffic.interval,
+            "SHOW_DEMAND_SCALE": cfg.traffic.demand_scale,  # the plan's traffic, not the trace's
             "SHOW_MODELS": [cfg.serving.model],
             "SHOW_GPU": gpu,
             "SHOW_TENSOR_PARALLEL": tp,  # the plan's instance: its cold start, as step 4 replays it

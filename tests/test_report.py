@@ -457,6 +457,10 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     # and worksheet 00 starts the plan's instance: its cold start on the plan's degree
     assert (parameters["00_start_here"]["SHOW_GPU"],
             parameters["00_start_here"]["SHOW_TENSOR_PARALLEL"]) == (a.gpu, a.tensor_parallel)  # fmt: skip
+    # and its traffic at the plan's scale
+    assert parameters["00_start_here"]["SHOW_DEMAND_SCALE"] == plan.read_config(
+        json.loads(made.attrs["config"])
+    ).traffic.demand_scale
     parameters = parameters["03_capacity"]
     assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
     sheet = notebook.worksheet("03_capacity", **parameters)
@@ -968,6 +972,33 @@ def test_the_start_worksheet_gives_a_quiet_traces_rates_their_digits(tmp_path):
     said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
     assert f"a plan at its mean ({mean} requests/s)" in said, said
     assert f"14:00-15:00, {p99} requests/s)" in said and "checks passed" in said
+
+
+def test_the_start_worksheet_scales_the_trace_as_the_plan_does(tmp_path):
+    """Found reporting a plan with demand_scale = 3: its first page and step 1 planned three
+    times the trace (a mean of 0.76 requests/s), where the start page, 'the traffic the plan's',
+    said a plan at the trace's own mean (0.253 requests/s) falls short of its P99: the report
+    gave it no scale. SHOW_DEMAND_SCALE multiplies every rate, as the plan's demand_scale."""
+    import numpy as np
+    import pandas as pd
+
+    from capnb import data, forecast, words
+
+    times = pd.date_range("2026-03-02", periods=9 * 24 * 6, freq="10min")
+    hours = (times.hour + times.minute / 60).to_numpy()
+    qps = 0.1 + 0.5 * np.exp(-(((hours - 14) / 4) ** 2))
+    path = tmp_path / "quiet.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%d %H:%M:%S"), "qps": qps}).to_csv(
+        path, index=False
+    )
+    baseline = forecast.fit_baseline(forecast.resample(data.load_traffic(str(path)), "10min"))
+    busiest = int(baseline.shortfall_fraction.sel(traffic_quantile=0.99).argmax("slot"))
+    mean = words.rate(3 * float(baseline.mean_plan_qps[busiest]))
+    start = report.execute(
+        "00_start_here", parameters={"SHOW_TRACE": str(path), "SHOW_DEMAND_SCALE": 3.0}
+    )
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert f"a plan at its mean ({mean} requests/s)" in said and "checks passed" in said, said
 
 
 def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
