@@ -458,9 +458,10 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     assert (parameters["00_start_here"]["SHOW_GPU"],
             parameters["00_start_here"]["SHOW_TENSOR_PARALLEL"]) == (a.gpu, a.tensor_parallel)  # fmt: skip
     # and its traffic at the plan's scale
-    assert parameters["00_start_here"]["SHOW_DEMAND_SCALE"] == plan.read_config(
-        json.loads(made.attrs["config"])
-    ).traffic.demand_scale
+    assert (
+        parameters["00_start_here"]["SHOW_DEMAND_SCALE"]
+        == plan.read_config(json.loads(made.attrs["config"])).traffic.demand_scale
+    )
     parameters = parameters["03_capacity"]
     assert parameters["WORKLOAD_SAMPLES"] == int(made.attrs["workload_samples"]) == 512
     sheet = notebook.worksheet("03_capacity", **parameters)
