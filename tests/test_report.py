@@ -556,6 +556,20 @@ def test_the_plan_worksheet_gives_the_held_out_window_its_configured_length():
     assert "(a week, cut at" not in held and "`backtest_days` long" in held, held
 
 
+def test_the_plan_worksheet_names_the_mean_its_traffic_chart_draws():
+    # a report of a 12-day request log growing 3 % a day: the prose over worksheet 05's traffic
+    # chart called its grey line 'a plan on the historical mean' (the log's mean: 0.300
+    # requests/s), where the line is the plan's mean plan, the mean of the demand carried forward
+    # (0.374 requests/s, as the chart's label and the plan's Traffic line say)
+    import nbformat
+
+    sheet = nbformat.read(report.worksheet_path("05_plan"), as_version=4)
+    prose = "\n".join(c.source for c in sheet.cells if c.cell_type == "markdown")
+    traffic = prose[prose.index("## Why: the traffic") :]
+    traffic = traffic[: traffic.index("\n## ")]
+    assert "historical mean" not in traffic and "carried forward" in traffic, traffic
+
+
 def test_the_serving_worksheet_gives_the_kv_budget_to_the_instance_not_one_gpu():
     # a plan of Llama-3.1-70B on 4 x H200 read "a prefix cache of 30 % of H200's 1,163,072-token
     # KV budget": the budget of one instance, four GPUs (one H200 holds no such budget)
