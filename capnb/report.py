@@ -1197,6 +1197,10 @@ def _parameters(
             "SHOW_MODELS": [cfg.serving.model],
             "SHOW_GPU": gpu,
             "SHOW_TENSOR_PARALLEL": tp,  # the plan's instance: its cold start, as step 4 replays it
+            # a cold start the config gives (measured): the one the plan replays, not the estimate
+            "SHOW_COLD_START_S": None
+            if cfg.elasticity.cold_start_s == "estimate"
+            else a.policy.cold_start_s,
         },
         "01_forecasting": {
             **trace,

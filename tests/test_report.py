@@ -457,6 +457,8 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     # and worksheet 00 starts the plan's instance: its cold start on the plan's degree
     assert (parameters["00_start_here"]["SHOW_GPU"],
             parameters["00_start_here"]["SHOW_TENSOR_PARALLEL"]) == (a.gpu, a.tensor_parallel)  # fmt: skip
+    # its cold start estimated, as the plan's (cold_start_s = "estimate")
+    assert parameters["00_start_here"]["SHOW_COLD_START_S"] is None
     # and its traffic at the plan's scale
     assert (
         parameters["00_start_here"]["SHOW_DEMAND_SCALE"]
@@ -1023,6 +1025,19 @@ def test_the_start_worksheet_starts_the_instance_of_the_degree_it_is_given():
         "SHOW_MODELS": ["Mixtral-8x7B"], "SHOW_GPU": "H200", "SHOW_TENSOR_PARALLEL": 2})  # fmt: skip
     said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
     assert "Mixtral-8x7B on 2 x H200 starts in" in said and "checks passed" in said
+
+
+def test_the_start_worksheet_says_the_cold_start_the_plan_replays():
+    """Found reporting a plan whose config gives cold_start_s = 45 (measured): the plan and step 4
+    replayed 45 s, while the start page, whose cold starts are 'the plan's' in a report, said
+    only 'Qwen3-14B on 1 x A100-80GB starts in 124 s', capnb's estimate. It says the plan's now."""
+    start = report.execute("00_start_here", parameters={
+        "SHOW_MODELS": ["Qwen3-14B"], "SHOW_GPU": "A100-80GB", "SHOW_TENSOR_PARALLEL": 1,
+        "SHOW_COLD_START_S": 45.0})  # fmt: skip
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "Qwen3-14B on 1 x A100-80GB starts in 124 s" in said  # the estimate, for contrast
+    assert "The plan replays a cold start of 45 s, as its config gives it" in said
+    assert "checks passed" in said
 
 
 def test_the_forecasting_worksheet_says_why_a_short_log_has_no_forecast_chosen_on_its_past(
