@@ -585,9 +585,30 @@ def worksheet(path: str | Path, **parameters: object):
     # the notebook's JSON read as is (nbformat would validate it through jsonschema: seconds)
     cells = json.loads(file.read_text(encoding="utf-8"))["cells"]
     namespace: dict[str, object] = {"__name__": f"worksheet_{file.stem}"}
+    sources = [
+        "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        for cell in cells
+        if cell["cell_type"] == "code"
+    ]
+    assigns_ws = [
+        "ws"
+        in {
+            target.id
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for source in sources
+    ]
+    if not any(assigns_ws):  # a worksheet without controls (00, 05): said before anything runs
+        raise ValueError(
+            f"{file}: no cell assigns a worksheet `ws` (it has no controls to drive); run it "
+            f"whole with capnb.report.execute({str(path)!r}, parameters={{...}}), which returns "
+            "the executed notebook, or capnb.report.run_worksheet for its HTML page"
+        )
     code_cells = [cell for cell in cells if cell["cell_type"] == "code"]
-    for number, cell in enumerate(code_cells, 1):
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    for number, (cell, source) in enumerate(zip(code_cells, sources, strict=True), 1):
         # each cell under a name of its own, its code in linecache: a traceback shows the cell's
         # line that raised, not the line of the notebook's JSON with the same number
         name = f"{file}, code cell {number}"
@@ -595,16 +616,9 @@ def worksheet(path: str | Path, **parameters: object):
         exec(compile(source, name, "exec"), namespace)  # the reader's own code
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             namespace.update(parameters)
-        assigned = {
-            target.id
-            for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Assign)
-            for target in node.targets
-            if isinstance(target, ast.Name)
-        }
-        if "ws" in assigned:
+        if assigns_ws[number - 1]:
             return namespace["ws"]
-    raise ValueError(f"{file}: no cell assigns the worksheet `ws`")
+    raise AssertionError("unreachable: a cell assigns `ws`")
 
 
 def rate(value: float) -> str:

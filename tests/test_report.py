@@ -334,6 +334,23 @@ def test_the_trace_worksheets_take_the_loaders_options(tmp_path):
         notebook.worksheet("01_forecasting", TRACE=str(path), TRACE_KIND="rates")
 
 
+def test_a_headless_run_of_a_worksheet_without_controls_says_how_to_run_it(capsys):
+    """Found running worksheet 05 headless as worksheets.md says (capnb.notebook.worksheet with
+    CONFIG = a plan.toml): it built the plan, printed every answer, then failed in its held-out
+    table's cell with "NameError: name 'display' is not defined"; worksheet 00 ran whole and
+    then said 'no cell assigns the worksheet `ws`'. Neither has controls: it says so before
+    running anything, and names the calls that run it whole."""
+    from capnb import notebook
+
+    for name in ("05_plan", "00_start_here"):
+        with pytest.raises(ValueError) as raised:
+            notebook.worksheet(name, CONFIG="plan.toml")
+        said = str(raised.value)
+        assert f"{name}.ipynb: no cell assigns a worksheet `ws`" in said, said
+        assert f"capnb.report.execute('{name}'" in said and "run_worksheet" in said
+    assert capsys.readouterr().out == ""  # nothing ran
+
+
 def test_a_headless_worksheets_traceback_shows_its_cells_code(tmp_path):
     """A cell failing under notebook.worksheet was reported at "01_forecasting.ipynb, line 45"
     with line 45 of the notebook's JSON (a markdown cell's prose) under it; the frame now names
@@ -350,6 +367,7 @@ def test_a_headless_worksheets_traceback_shows_its_cells_code(tmp_path):
             "metadata": {},
             "source": ["a = 1\n", "b = a / 0  # the failing line\n"],
         },
+        {"cell_type": "code", "metadata": {}, "source": ["ws = None\n"]},  # its worksheet
     ]
     path = tmp_path / "mine.ipynb"
     path.write_text(
