@@ -590,6 +590,22 @@ def test_the_plan_worksheet_names_the_mean_its_traffic_chart_draws():
     assert "historical mean" not in traffic and "carried forward" in traffic, traffic
 
 
+def test_the_plan_worksheet_says_what_its_option_costs_are_not():
+    # a report of Qwen3-14B on a 12-day request log: worksheet 05's option chart drew the chosen
+    # 1 x A100-80GB at 2,613 USD a month (its slots' fixed instances plus the burst buffer held
+    # all month, the basis options are ranked on) under prose calling it 'every feasible option's
+    # monthly cost for the same plan', two sections below the recommendation's 1,307 USD a month
+    # (its policy replayed: one reserved instance, the autoscaler adding none)
+    import nbformat
+
+    sheet = nbformat.read(report.worksheet_path("05_plan"), as_version=4)
+    prose = "\n".join(c.source for c in sheet.cells if c.cell_type == "markdown")
+    options = prose[prose.index("## Why: the GPU") :]
+    options = " ".join(options[: options.index("\n## ")].split())
+    assert "monthly cost for the same plan" not in options
+    assert "burst buffer" in options and "not the recommendation's cost" in options, options
+
+
 def test_the_serving_worksheet_gives_the_kv_budget_to_the_instance_not_one_gpu():
     # a plan of Llama-3.1-70B on 4 x H200 read "a prefix cache of 30 % of H200's 1,163,072-token
     # KV budget": the budget of one instance, four GPUs (one H200 holds no such budget)
