@@ -1201,6 +1201,7 @@ def _parameters(
             "SHOW_COLD_START_S": None
             if cfg.elasticity.cold_start_s == "estimate"
             else a.policy.cold_start_s,
+            "SHOW_STEP_S": cfg.elasticity.step_s,  # the plan replays the estimate in whole steps
         },
         "01_forecasting": {
             **trace,

@@ -477,6 +477,7 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
             parameters["00_start_here"]["SHOW_TENSOR_PARALLEL"]) == (a.gpu, a.tensor_parallel)  # fmt: skip
     # its cold start estimated, as the plan's (cold_start_s = "estimate")
     assert parameters["00_start_here"]["SHOW_COLD_START_S"] is None
+    assert parameters["00_start_here"]["SHOW_STEP_S"] == 1.0  # the plan's simulation step
     # and its traffic at the plan's scale
     assert (
         parameters["00_start_here"]["SHOW_DEMAND_SCALE"]
@@ -1071,6 +1072,19 @@ def test_the_start_worksheet_says_the_cold_start_the_plan_replays():
     said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
     assert "Qwen3-14B on 1 x A100-80GB starts in 124 s" in said  # the estimate, for contrast
     assert "The plan replays a cold start of 45 s, as its config gives it" in said
+    assert "checks passed" in said
+
+
+def test_the_start_worksheet_says_the_estimate_in_the_plans_whole_steps():
+    """Found reporting gpt-oss-120b on 1 x H200 (its cold start estimated, 252.19 s): the start
+    page said it 'starts in 252 s' while the plan, its checks and step 4 said 253 s, the estimate
+    rounded up to whole 1 s steps of the simulator. In a report it says the plan's figure too."""
+    start = report.execute("00_start_here", parameters={
+        "SHOW_MODELS": ["gpt-oss-120b"], "SHOW_GPU": "H200", "SHOW_TENSOR_PARALLEL": 1,
+        "SHOW_STEP_S": 1.0})  # fmt: skip
+    said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
+    assert "gpt-oss-120b on 1 x H200 starts in 252 s" in said
+    assert "The plan replays it as 253 s, in whole 1 s steps of its simulation." in said
     assert "checks passed" in said
 
 
