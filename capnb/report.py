@@ -1141,6 +1141,33 @@ def _curve_parameters(cfg, gpu: str, tp: int, binding_model: str) -> dict[str, o
     return {"BENCHMARK": cfg.serving.latency, "BENCHMARK_SETUP": setup}
 
 
+def _start_parameters(cfg, a) -> dict[str, object]:
+    """Worksheet 00's parameters: the plan's traffic, as it scales it, and its instance's cold start.
+
+    ``cfg`` the plan's config, ``a`` its answer record.
+    """
+    from . import plan as planning
+
+    return {
+        "SHOW_TRACE": cfg.traffic.trace,
+        "SHOW_TRACE_OPTIONS": {
+            "kind": cfg.traffic.trace_kind,
+            "start": cfg.traffic.start,
+            **planning.trace_options(cfg),
+        },
+        "SHOW_INTERVAL": cfg.traffic.interval,
+        "SHOW_DEMAND_SCALE": cfg.traffic.demand_scale,  # the plan's traffic, not the trace's
+        "SHOW_MODELS": [cfg.serving.model],
+        "SHOW_GPU": a.gpu,
+        "SHOW_TENSOR_PARALLEL": a.tensor_parallel,  # the plan's instance, as step 4 replays it
+        # a cold start the config gives (measured): the one the plan replays, not the estimate
+        "SHOW_COLD_START_S": None
+        if cfg.elasticity.cold_start_s == "estimate"
+        else a.policy.cold_start_s,
+        "SHOW_STEP_S": cfg.elasticity.step_s,  # the plan replays the estimate in whole steps
+    }
+
+
 def _parameters(
     config,
     out_dir: Path,
@@ -1185,24 +1212,7 @@ def _parameters(
         "DEMAND_SCALE": cfg.traffic.demand_scale,
     }
     return {
-        "00_start_here": {
-            "SHOW_TRACE": cfg.traffic.trace,
-            "SHOW_TRACE_OPTIONS": {
-                "kind": cfg.traffic.trace_kind,
-                "start": cfg.traffic.start,
-                **planning.trace_options(cfg),
-            },
-            "SHOW_INTERVAL": cfg.traffic.interval,
-            "SHOW_DEMAND_SCALE": cfg.traffic.demand_scale,  # the plan's traffic, not the trace's
-            "SHOW_MODELS": [cfg.serving.model],
-            "SHOW_GPU": gpu,
-            "SHOW_TENSOR_PARALLEL": tp,  # the plan's instance: its cold start, as step 4 replays it
-            # a cold start the config gives (measured): the one the plan replays, not the estimate
-            "SHOW_COLD_START_S": None
-            if cfg.elasticity.cold_start_s == "estimate"
-            else a.policy.cold_start_s,
-            "SHOW_STEP_S": cfg.elasticity.step_s,  # the plan replays the estimate in whole steps
-        },
+        "00_start_here": _start_parameters(cfg, a),
         "01_forecasting": {
             **trace,
             "QUANTILE": cfg.traffic.traffic_quantile,
