@@ -160,6 +160,16 @@ def test_an_engine_that_computes_prompts_whole_names_the_setting_a_long_prompt_n
     assert container["args"][container["args"].index("--max-batch-prefill-tokens") + 1] == "16384"
 
 
+def test_vllm_v0_is_checked_at_the_models_context_as_the_engine_model_runs_it():
+    """vLLM V0's step budget follows max_model_len (the model's context by default): past 32K it
+    chunks prompts of 512, below it computes up to the context whole. The check resolved V0
+    without the context, as 2,048 tokens unchunked, and refused Qwen3-8B (40,960-token context)
+    on the Azure conversation workload: 'at most 2,048 tokens (its default)' for a 6,122-token
+    prompt its engine model chunks."""
+    a = planning.answer(_build(engine="vllm-v0", workload="azure-conv-2023"))
+    assert a.engine == "vllm-v0" and a.safe_concurrency > 0
+
+
 def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():
     """TGI's router refuses (429) the requests above --max-concurrent-requests (128 by default)
     instead of queueing them: at a predicted safe concurrency of 100 the loop runs 50, 100 and

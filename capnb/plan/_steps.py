@@ -158,10 +158,16 @@ def _whole_prompts(cfg: PlanConfig, workload: xr.Dataset) -> None:
 
     Without chunked prefill (TGI, TensorRT-LLM, vLLM V0 at short contexts) a prompt is computed in
     one step of at most ``max_num_batched_tokens`` tokens, and the engine refuses a longer one.
+    Resolved at the model's context, the ``max_model_len`` the engine model runs (vLLM V0's
+    defaults follow it: chunks of 512 past 32K tokens, else the context whole).
     """
     from .. import data
 
-    settings = engine_settings(cfg).resolve(gpu=data.resolve_gpu(cfg.serving.gpus[0]))
+    context = data.load_model(cfg.serving.model).context_tokens
+    at_context = dataclasses.replace(
+        engine_settings(cfg), max_model_len=int(context) if context else None
+    )
+    settings = at_context.resolve(gpu=data.resolve_gpu(cfg.serving.gpus[0]))
     longest = int(workload.prompt_tokens.max())
     budget = settings.max_num_batched_tokens
     if settings.chunked_prefill or not budget or longest <= budget:
