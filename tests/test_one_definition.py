@@ -161,3 +161,9 @@ def test_an_sla_that_is_not_the_record_is_refused_in_one_wording():
     # prefix_trade said "expected a capnb.records.SLA, got <its repr>", the arrivals check
     # "expected a capnb.SLA, got <its type>"; the pools' refusal asks for ttft and tpot bounds too
     assert _where(r"expected a capnb(\.records)?\.SLA,") == ["records.py"]
+
+
+def test_the_breach_budget_a_month_is_written_once():
+    # the plan's SLA-breach budget in minutes a month: its check, the mixed fleet's and the
+    # prefill/decode pools' words and the alternatives' status all ask budget_minutes
+    assert _where(r"breach_budget\s*\*\s*\w*\.?HOURS_PER_MONTH") == ["plan/_steps.py"]

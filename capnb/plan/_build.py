@@ -374,8 +374,7 @@ def _standing(breach_minutes: float, cfg: PlanConfig, missed: bool = False) -> s
     """
     if missed:
         return "misses_sla"
-    budget = cfg.elasticity.breach_budget * glossary.HOURS_PER_MONTH * 60
-    return "over_budget" if breach_minutes > budget else "within_budget"
+    return "over_budget" if breach_minutes > budget_minutes(cfg) else "within_budget"
 
 
 def _per_month(value: float, run: xr.Dataset) -> float:
