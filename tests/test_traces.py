@@ -1361,6 +1361,16 @@ def test_a_grafana_series_per_column_export_is_not_read_as_one_request_a_row(tmp
         data.load_traffic(path)
     assert float(data.load_traffic(path, rate_column="pod-a").qps.mean()) == 4.25  # 4.0, 4.5
     assert data.load_traffic(path, kind="requests").sizes["request"] == 864  # as stated
+    # a window the scrape missed (863 rows, one step of 600 s) is still a rate series' grid: it
+    # loaded as a log of 863 requests without a word
+    gap = path.read_text().splitlines()
+    gapped = _write(tmp_path, "gapped.csv", "\n".join(gap[:100] + gap[101:]) + "\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"gapped\.csv: its 863 rows are each 300 s after the one before \(or a whole "
+        r"number of steps: 1 window missing\), as a rate series' windows are",
+    ):
+        data.load_traffic(gapped)
     # a request log's arrivals are not that regular: it reads as one request a row
     uneven = "".join(f"{t + pd.Timedelta(seconds=i % 7):%Y-%m-%d %H:%M:%S},200\n"
                      for i, t in enumerate(times))  # fmt: skip

@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from .. import words
 from ..errors import ConfigError, InputError
 from ._files import parse_json, user_path
 from ._rates import load_rate_series
@@ -278,8 +279,11 @@ def load_traffic(
 
 
 #: A log read without token columns whose rows are at least this many, each the same step after
-#: the one before, is a rate series' windows: requests arrive unevenly.
+#: the one before (or a whole multiple of it: windows missing), is a rate series' windows:
+#: requests arrive unevenly.
 _GRID_ROWS = 12
+#: The share of a log's steps that must be its least step for its rows to be windows.
+_GRID_SHARE = 0.9
 
 
 def _not_windows(loaded, path: Path, others: list[str]) -> None:
@@ -287,8 +291,9 @@ def _not_windows(loaded, path: Path, others: list[str]) -> None:
 
     Grafana's 'Series joined by time' CSV (``Time,pod-a,pod-b``) has no column name a rate reader
     knows: read as a log, its 864 five-minute rows of 10 requests/s were 864 requests. Told by
-    rows the same step apart and a column whose first value is written as a decimal (``1.0``), in
-    a CSV file.
+    rows one step apart (at least :data:`_GRID_SHARE` of them; the others a whole number of steps:
+    a scrape that missed a window) and a column whose first value is written as a decimal
+    (``1.0``), in a CSV file.
     """
     import numpy as np
 
@@ -298,13 +303,22 @@ def _not_windows(loaded, path: Path, others: list[str]) -> None:
     # a request's own fields (a status, an id, token counts of other names) are whole numbers
     others = [c for c in others if _decimal(first.get(c, ""))]
     times = loaded.time.values.astype("datetime64[ns]").view(np.int64)
-    steps = np.unique(np.diff(times))
-    if not others or times.size < _GRID_ROWS or steps.size != 1 or steps[0] <= 0:
+    if not others or times.size < _GRID_ROWS:
         return
+    steps = np.diff(times)
+    step = int(steps.min())
+    if step <= 0 or (steps % step).any() or (steps == step).mean() < _GRID_SHARE:
+        return
+    missing = int((steps // step - 1).sum())
+    gaps = (
+        f" (or a whole number of steps: {words.count(missing, 'window')} missing)"
+        if missing
+        else ""
+    )
     shown = ", ".join(map(repr, others[:4])) + (", ..." if len(others) > 4 else "")
     raise ConfigError(
-        f"{path}: its {times.size:,} rows are each {steps[0] / 1e9:g} s after the one before, as "
-        f"a rate series' windows are, not requests' arrivals, and no column holds token counts: "
+        f"{path}: its {times.size:,} rows are each {step / 1e9:g} s after the one before{gaps}, "
+        "as a rate series' windows are, not requests' arrivals, and no column holds token counts: "
         f"read as a request log, each row would count as one request. If a column ({shown}) "
         "holds each window's requests/s or requests, name it with rate_column= or count_column= "
         "([traffic] rate_column or count_column, capnb plan --rate-column or --count-column); if "
