@@ -1292,6 +1292,14 @@ def test_a_cumulative_counter_is_not_read_as_each_windows_requests(tmp_path):
             time_column="timestamp",
             count_column="n",
         )
+    # a service idle from 00:00 to 08:00: its counter is flat a third of the night's steps, and
+    # rising at 576 of 863 it loaded as a mean of 2,884 requests/s (the true mean 6.7)
+    idle = np.where(pd.date_range("2026-03-02", periods=864, freq="5min").hour >= 8, 10.0, 0.0)
+    flat = "".join(f"{t:%Y-%m-%dT%H:%M:%SZ},{n:.0f}\n" for t, n in zip(
+        pd.date_range("2026-03-02", periods=864, freq="5min"), np.cumsum(idle * 300),
+        strict=True))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"rises at 576 of its 863 steps .* never falls"):
+        data.load_traffic(_write(tmp_path, "idle.csv", f"timestamp,requests\n{flat}"))
     # each window's increase reads as it is: a mean of 10 requests/s
     counts = np.diff(np.concatenate([[0.0], np.loadtxt(path, delimiter=",", skiprows=1,
                                                         usecols=1)]))  # fmt: skip

@@ -173,8 +173,10 @@ def _in_time_order(ns, values, where, column: str, notes: list[str]):
     return ns, values, rows
 
 
-#: A column rising at this share of its steps or more, over at least :data:`_COUNTER_ROWS` rows,
-#: is a running total: traffic with a time of day falls about as often as it rises.
+#: A column that, over at least :data:`_COUNTER_ROWS` rows, rises at this share of the steps
+#: where it changes (and at half its steps or more) is a running total: traffic with a time of
+#: day falls about as often as it rises. (A counter is flat where no request came: a service idle
+#: at night.)
 _COUNTER_RISES = 0.9
 _COUNTER_ROWS = 12
 
@@ -184,13 +186,15 @@ def _not_a_counter(values, rows, where, column: str) -> None:
 
     A counter read as requests per window (or requests/s) plans on the requests since the
     exporter started: three days at 10 requests/s loaded as a mean of 4,321 requests/s. A
-    counter rises at nearly every step and falls only where it restarts from 0.
+    counter rises wherever requests came, stays flat where none did, and falls only where it
+    restarts from 0.
     """
     steps = np.diff(values)
     rises, falls = int((steps > 0).sum()), int((steps < 0).sum())
     if (
         values.size < _COUNTER_ROWS
-        or rises < _COUNTER_RISES * steps.size
+        or rises < _COUNTER_RISES * (rises + falls)
+        or rises < 0.5 * steps.size
         or falls > 0.01 * steps.size
     ):
         return
