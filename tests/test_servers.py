@@ -170,6 +170,18 @@ def test_vllm_v0_is_checked_at_the_models_context_as_the_engine_model_runs_it():
     assert a.engine == "vllm-v0" and a.safe_concurrency > 0
 
 
+def test_an_unknown_engine_is_told_the_engines_a_plan_runs_on():
+    """'llama.cpp' was 'not one of [lmdeploy, sglang, ...]', and lmdeploy, tried next, was then
+    refused (no request counter for KEDA); from the command line that refusal named no source."""
+    with pytest.raises(ConfigError) as unknown:
+        planning.read_config(dict(ENGINE_PLAN, engine="llama.cpp"))
+    assert "['sglang', 'tgi', 'trtllm', 'vllm-v0', 'vllm-v1']" in str(unknown.value)
+    assert "lmdeploy" not in str(unknown.value)
+    with pytest.raises(ConfigError) as refused:
+        planning.read_config(None, overrides_from="command line", engine="LMDeploy")
+    assert "command line: engine = 'LMDeploy': its server exports no" in str(refused.value)
+
+
 def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():
     """TGI's router refuses (429) the requests above --max-concurrent-requests (128 by default)
     instead of queueing them: at a predicted safe concurrency of 100 the loop runs 50, 100 and

@@ -328,7 +328,7 @@ class Answer:
     engine: str = _f(
         "1",
         "the serving engine the plan's latencies, commands and manifests are of (capnb's engine "
-        "id: vllm-v1, vllm-v0, sglang, trtllm, tgi, lmdeploy)",
+        "id: vllm-v1, vllm-v0, sglang, trtllm, tgi)",
         default="vllm-v1",
     )
     max_num_batched_tokens: int = _f(

@@ -363,26 +363,32 @@ class Serving(_Table):
     @field_validator("engine", mode="after")
     @classmethod
     def _engine_id(cls, value: str) -> str:
-        """The engine model's id of a name (``"SGLang"`` -> ``"sglang"``; vLLM alone is V1)."""
-        from ..records import engine_id
+        """The engine model's id of a name (``"SGLang"`` -> ``"sglang"``; vLLM alone is V1).
 
+        Only an engine whose server exports a request counter (the plan's KEDA object scales on
+        it) is planned: an unknown name is told those.
+        """
+        from ..records import engine_id
+        from ._servers import SERVERS
+
+        planned = sorted(key for key, server in SERVERS.items() if server.counter)
         try:
-            return engine_id(value)
-        except CapnbError as error:
-            raise ValueError(str(error).removeprefix("engine: ")) from None
+            key = engine_id(value)
+        except CapnbError:
+            raise ValueError(f"{value!r} is not one of {planned} (nor a name of one)") from None
+        if key not in planned:
+            raise ValueError(
+                "its server exports no Prometheus counter of requests (its metrics "
+                "are gauges), which the plan's KEDA ScaledObject scales on; plan on one of "
+                f"{planned}, or price it with capnb.capacity.sweep_engine(..., settings="
+                f"capnb.records.EngineSettings({key!r})) and export with capnb.plan.manifests(..., "
+                "arrivals_counter=...)"
+            )
+        return key
 
     @model_validator(mode="after")
     def _calibration_needs_the_engine(self) -> Serving:
         """Own runs calibrate the serving-engine model: a plan on another latency never reads them."""
-        from ._servers import SERVERS
-
-        if not SERVERS[self.engine].counter:
-            raise ValueError(
-                f"engine = {self.engine!r}: its server exports no Prometheus counter of requests "
-                "(its metrics are gauges), which the plan's KEDA ScaledObject scales on; price it "
-                "with capnb.capacity.sweep_engine(..., settings=capnb.records.EngineSettings("
-                f"{self.engine!r})) and export with capnb.plan.manifests(..., arrivals_counter=...)"
-            )
         if self.calibration_runs and self.latency not in ("engine", "auto"):
             raise ValueError(
                 f"calibration_runs = {self.calibration_runs!r} calibrates the serving-engine "
