@@ -315,3 +315,36 @@ def test_the_benchmark_advice_names_options_of_one_gpu_as_options_not_gpus():
     assert settle_words([], "1 x B200") == (
         "benchmark 1 x B200 (the commands below) and re-plan with --benchmark"
     )
+
+
+def test_a_plan_on_your_own_runs_re_plans_on_the_new_runs_as_its_calibration(tmp_path):
+    # a plan priced on own runs (calibration_runs) printed 'capnb plan --config plan.json ...
+    # --benchmark DIR', which its own config refused: 'calibration_runs = ... calibrates the
+    # serving-engine model; latency = DIR does not use it'. Its re-plan line now calibrates on
+    # the new runs (three concurrencies of one GPU at one degree), which that config takes
+    import shlex
+
+    from capnb import cli, plan
+    from capnb.plan._closecall import benchmark_commands
+    from capnb.plan._compose import settle_words
+
+    options = xr.Dataset(
+        {"safe_concurrency": (("gpu", "tensor_parallel"), [[114]])},
+        coords={"gpu": ["H100-SXM"], "tensor_parallel": [1]},
+        attrs={"own_calibrations": json.dumps({"H100-SXM": {}})},
+    )
+    line = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")[3]
+    assert "--benchmark" not in line
+    (tmp_path / "own").mkdir()
+    (tmp_path / "capnb-H100-SXM-tp1").mkdir()
+    built_on = dict(gpus=["H100-SXM"], latency="engine", calibration_runs=str(tmp_path / "own"))
+    args = cli._parser().parse_args(shlex.split(line)[1:])
+    overrides = cli._overrides(args)
+    overrides["calibration_runs"] = str(tmp_path / overrides["calibration_runs"])
+    again = plan.read_config(built_on, overrides_from="command line", **overrides)
+    assert again.serving.calibration_runs == str(tmp_path / "capnb-H100-SXM-tp1/")
+    assert (again.serving.calibration_gpu, again.serving.calibration_tensor_parallel) == (
+        "H100-SXM",
+        1,
+    )
+    assert settle_words([], "1 x H100-SXM", own=True).endswith("and re-plan with --calibrate")

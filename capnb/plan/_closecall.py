@@ -184,8 +184,26 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
             "--metric-percentiles 50,90,95,99 --save-result --save-detailed --result-dir "
             f"{shlex.quote(prefix)} --result-filename c$c.json; done",
             f"capnb plan --config plan.json --gpus {shlex.quote(str(gpu))} --tensor-parallel {tp} "
-            f"--benchmark {shlex.quote(prefix + '/')} --out {shlex.quote(prefix + '-plan')}",
+            f"{_replan_flags(options, gpu, tp, shlex.quote(prefix + '/'))} "
+            f"--out {shlex.quote(prefix + '-plan')}",
         ]
+    )
+
+
+def _replan_flags(options: xr.Dataset, gpu: str, tp: int, runs: str) -> str:
+    """The re-plan's flags for the runs: measured latencies, or own runs calibrating the engine.
+
+    A plan priced on your own runs (its options' ``own_calibrations``) has ``calibration_runs``
+    in its config, which refuses measured latencies (``--benchmark``): its re-plan calibrates the
+    engine model on the new runs of this GPU and degree instead.
+    """
+    from ._steps import own_calibrations
+
+    if not own_calibrations(options):
+        return f"--benchmark {runs}"
+    return (
+        f"--calibrate {runs} --calibrate-gpu {shlex.quote(str(gpu))} "
+        f"--calibrate-tensor-parallel {tp}"
     )
 
 

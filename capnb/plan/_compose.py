@@ -261,6 +261,7 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     measure = settle_words(
         call["settle_options"] if call["close"] else [],
         option_name(answer_kw["gpu"], answer_kw["tensor_parallel"]),
+        own=bool(own_calibrations(cap)),
     )
     if answer_kw["options_compared"] > 1:
         gap = call["cost_gap_share"]
@@ -281,9 +282,12 @@ def _latency_checks(cfg, cap, best, answer_kw, workload) -> tuple[list[Check], s
     return checks, commands
 
 
-def settle_words(settled: list[str], chosen: str) -> str:
-    """What to benchmark: the options a close call names ("TP x GPU"), or the chosen one alone."""
-    then = " and re-plan with --benchmark"
+def settle_words(settled: list[str], chosen: str, own: bool = False) -> str:
+    """What to benchmark: the options a close call names ("TP x GPU"), or the chosen one alone.
+
+    ``own``: the plan was priced on your own runs, so its re-plan calibrates on the new ones.
+    """
+    then = f" and re-plan with {'--calibrate' if own else '--benchmark'}"
     if not settled:
         return f"benchmark {chosen} (the commands below){then}"
     gpus = {option.split(" x ", 1)[1] for option in settled}
