@@ -182,6 +182,24 @@ def test_an_unknown_engine_is_told_the_engines_a_plan_runs_on():
     assert "command line: engine = 'LMDeploy': its server exports no" in str(refused.value)
 
 
+def test_a_plan_json_built_on_a_relative_path_reads_it_from_any_folder(tmp_path, monkeypatch):
+    """A plan built from Python on trace='rates.csv' (relative to the folder it ran in) wrote
+    'rates.csv' into plan.json's config, so its settle command, run in the plan's folder, read
+    reports/rates.csv, a file that is not there; the config now holds the path read."""
+    from capnb import data
+
+    series = data.load_rate_series("servegen-m-small")
+    seconds = series.time.values.astype("datetime64[s]").astype("int64") + 1_700_000_000
+    (tmp_path / "rates.csv").write_text("timestamp,qps\n" + "".join(
+        f"{t},{q}\n" for t, q in zip(seconds, series.qps.values, strict=True) if q == q))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    built = _build(trace="rates.csv", trace_kind="rates", time_unit="s", latency="model")
+    files = planning.export(built, tmp_path / "reports")
+    monkeypatch.chdir(tmp_path / "reports")  # where the settle commands run
+    again = planning.load_config(files["json"])
+    assert again.traffic.trace == str(tmp_path / "rates.csv")
+
+
 def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():
     """TGI's router refuses (429) the requests above --max-concurrent-requests (128 by default)
     instead of queueing them: at a predicted safe concurrency of 100 the loop runs 50, 100 and

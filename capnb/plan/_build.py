@@ -22,6 +22,7 @@ from ._answer import Alternative, answer, meanings, units
 from ._compose import export_check, make_answer, with_held_out
 from ._config import (
     PlanConfig,
+    _resolve_paths,
     check_names,
     from_mapping,
     load_config,
@@ -489,7 +490,9 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     plan = xr.merge(parts, compat="override", join="outer", combine_attrs="drop_conflicts")
     plan.attrs = dict(
         title="capnb capacity plan",
-        config=json.dumps(cfg.as_dict()),
+        # the paths read (a relative one from this process's folder), so that plan.json's config
+        # reads the same files from any folder (load_config, the settle commands' re-plan)
+        config=json.dumps(_resolve_paths(cfg.as_dict(), Path.cwd())),
         config_source=cfg.source,
         latency_notes=str(cap.attrs.get("notes", "")),
         workload_trace=str(cap.attrs.get("workload_trace", cfg.serving.workload)),
