@@ -61,6 +61,12 @@ WORKSHEETS = (
 #: File name of the combined report.
 REPORT_NAME = "capnb_report.html"
 
+
+def _page_name(worksheet: str) -> str:
+    """File name of one worksheet's page (``03_capacity`` -> ``03_capacity.html``)."""
+    return f"{worksheet}.html"
+
+
 _BUNDLE_MARK = 'class="capnb-vega-bundle"'
 
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -605,7 +611,7 @@ def run_worksheet(
         A cell failed; the message names the worksheet and shows the cell. No file is written.
     """
     notebook = execute(name, parameters=parameters, timeout=timeout)
-    target = Path(out_dir) / f"{notebook.metadata['capnb_worksheet']}.html"
+    target = Path(out_dir) / _page_name(notebook.metadata["capnb_worksheet"])
     write_atomic(target, export_html(notebook, show_code=show_code))
     return target
 
@@ -946,7 +952,7 @@ def run_report(
     out_dir = Path(out_dir)
     from .plan import export_names
 
-    pages = {name: f"{name}.html" for name in worksheets}
+    pages = {name: _page_name(name) for name in worksheets}
     toml = out_dir / "plan.toml"
     if isinstance(config, str | os.PathLike) and toml.is_file() and toml.samefile(config):
         raise OutputError(
@@ -1044,7 +1050,7 @@ def _run_staged(config, out_dir: Path, stage: Path, pages: dict[str, str], *, jo
     contents |= {Path(p).name: Path(p).read_bytes() for p in written}  # the plan, with its pages
     # the report and its plan, whole, as one set; an earlier report's pages of worksheets not
     # run now (not asked for, or not applicable) go, not left as pages of this plan
-    earlier = [f"{name}.html" for name in WORKSHEETS if name not in ran]
+    earlier = [_page_name(name) for name in WORKSHEETS if name not in ran]
     files = write_set(out_dir, contents, force=force, remove=earlier)
     combined, paths = files[REPORT_NAME], [files[pages[n]] for n in ran]
     for name, why in skipped.items():
