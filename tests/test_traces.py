@@ -1333,6 +1333,23 @@ def test_a_prometheus_query_response_is_named_as_such(tmp_path):
     for load in (data.load_traffic, data.load_trace):
         with pytest.raises(ConfigError, match=message):
             load(path)
+    # saved as curl | jq or a browser writes it, over several lines: load_traffic said 'line 1:
+    # not valid JSON (Expecting property name ...)' and load_trace 'line 2: not a JSON object'
+    pretty = _write(tmp_path, "pretty.json", json.dumps(body, indent=2) + "\n")
+    for load in (data.load_traffic, data.load_trace):
+        with pytest.raises(ConfigError, match=r"pretty\.json: a Prometheus query response"):
+            load(pretty)
+    # any other document over several lines is named as one, not as a bad line 1
+    log = _write(tmp_path, "log.json", json.dumps([{"time": 1, "prompt_tokens": 5}], indent=2))
+    for load in (data.load_traffic, data.load_trace):
+        with pytest.raises(
+            ConfigError, match=r"log\.json: a JSON array of 1 item over 6 lines, not JSON"
+        ):
+            load(log)
+    other = _write(tmp_path, "other.json", json.dumps({"rows": [1, 2]}, indent=2))
+    for load in (data.load_traffic, data.load_trace):
+        with pytest.raises(ConfigError, match=r"other\.json: one JSON document over 6 lines, not"):
+            load(other)
     # its samples as the message says: 2.5 and 3.5 requests/s
     rows = "".join(f"{t},{v}\n" for t, v in body["data"]["result"][0]["values"])
     series = data.load_traffic(

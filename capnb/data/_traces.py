@@ -883,7 +883,11 @@ def _read_jsonl(path: Path, fmt: str, time_column, prompt_column, output_column)
 
     line = json_line_of(path)  # blank lines are not records
     where = lambda row: f"{path.name}, line {line(row)}"  # noqa: E731
-    json_lines_objects(path, path.name)
+    try:
+        json_lines_objects(path, path.name)
+    except ConfigError:  # a line that starts no object: a document over several lines?
+        not_one_document(path)
+        raise
     try:
         table = pajson.read_json(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -1053,6 +1057,7 @@ def _diagnose_jsonl(path: Path) -> None:
             try:
                 record = parse_json(line, f"{path.name}, line {number}")
             except json.JSONDecodeError as err:
+                not_one_document(path)
                 raise ConfigError(
                     f"{path.name}, line {number}: not valid JSON ({err.msg})"
                 ) from None
@@ -1060,6 +1065,49 @@ def _diagnose_jsonl(path: Path) -> None:
                 raise ConfigError(f"{path.name}, line {number}: not a JSON object")
             not_a_query_response(record, f"{path}, line {number}")
     raise ConfigError(f"{path}: pyarrow could not read it as JSON lines (fields of mixed types?)")
+
+
+#: The largest JSON file read whole to tell one document from JSON lines (bytes).
+_DOCUMENT_BYTES = 64 * 2**20
+
+
+def not_one_document(path: Path) -> None:
+    """Refuse a JSON file that is one document over several lines, where JSON lines were read.
+
+    A line of it is not JSON on its own (``{`` alone): said so, it was "line 1: not valid JSON"
+    of a file that holds valid JSON. A Prometheus query response saved by ``curl | jq`` or a
+    browser is one: named as such (:func:`not_a_query_response`).
+    """
+    if path.stat().st_size > _DOCUMENT_BYTES:
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+        first = next(line for line in text.splitlines() if line.strip())
+        if _parses(first):  # a line of JSON lines that holds no object: the line's error stands
+            return
+        document = json.loads(text)
+    except (ValueError, RecursionError, StopIteration):  # not one document either
+        return
+    if isinstance(document, dict):
+        not_a_query_response(document, str(path))
+    lines = text.rstrip("\n").count("\n") + 1
+    what = (
+        f"a JSON array of {words.count(len(document), 'item')} over {lines:,} lines"
+        if isinstance(document, list)
+        else f"one JSON document over {lines:,} lines"
+    )
+    raise ConfigError(
+        f"{path}: {what}, not JSON lines: a request log in JSON holds one object per line, each "
+        "request's own (write the file so, or as a CSV)"
+    )
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def not_a_query_response(record: dict, where: str) -> None:

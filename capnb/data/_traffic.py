@@ -31,6 +31,7 @@ from ._traces import (
     _looks_like_rate,
     load_trace,
     not_a_query_response,
+    not_one_document,
     parquet_names,
 )
 
@@ -53,6 +54,7 @@ def _columns(path: Path) -> list[str]:
                     try:
                         record = parse_json(line, f"{path.name}, line {number}")
                     except json.JSONDecodeError as err:
+                        not_one_document(path)
                         raise ConfigError(
                             f"{path}, line {number}: not valid JSON ({err.msg})"
                         ) from None
