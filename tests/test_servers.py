@@ -104,6 +104,12 @@ def test_each_engines_container_starts_its_server_with_the_plans_values():
         assert container["args"] == args.split(), engine
         assert container["image"] == SERVERS[engine].image
         assert container["ports"] == [{"containerPort": 8000}]
+    # TGI's router refuses (429) the requests above its limit, it does not queue them: the note
+    # said 'or the requests above the default wait', as of vLLM
+    seqs = [n for n in manifests(PolicyChoice(**base, engine="tgi")).notes["hpa"] if "300" in n]
+    assert "refuses the requests above it (429)" in seqs[0] and " wait" not in seqs[0], seqs
+    vllm = [n for n in manifests(PolicyChoice(**base)).notes["hpa"] if "300" in n]
+    assert "the requests above the default wait" in vllm[0], vllm
     # TGI counts a request when it arrives: no note that the load reads low
     tgi = manifests(PolicyChoice(**base, engine="tgi"))
     assert (

@@ -528,12 +528,18 @@ def _seqs_note(choice: PolicyChoice) -> list[str]:
     """What the pods' engine needs when the plan runs more requests at once than its default."""
     if not choice.max_num_seqs:
         return []
-    flag = server_of(choice.engine).running
+    server = server_of(choice.engine)
+    flag = server.running
+    # a server that refuses what is above its limit (TGI's router) fails those requests
+    short = (
+        "the server refuses the requests above it (429), which fail"
+        if server.refuses_over_running
+        else "the requests above the default wait and per-instance-qps is not met"
+    )
     return [
         f"the plan runs up to {choice.max_num_seqs} requests at once on one instance, more than "
         f"{ENGINES[choice.engine]}'s default {flag} on {choice.gpu}: its pods run with {flag} "
-        f"{choice.max_num_seqs} {_IN_THE_PODS}, or the requests above the default wait and "
-        "per-instance-qps is not met"
+        f"{choice.max_num_seqs} {_IN_THE_PODS}, or {short}"
     ]
 
 
