@@ -1179,8 +1179,12 @@ def test_runs_whose_backend_names_another_engine_are_not_calibrated_as_the_one_g
         r"by SGLang, but the runs were read as engine 'vllm'.*engine='sglang'",
     ):
         latency.calibrate(table)
-    with pytest.raises(InputError, match="backend 'sglang'"):  # after a filter too
+    with pytest.raises(InputError, match="backend 'sglang'") as said:  # after a filter too
         latency.calibrate(table[table["metric"] != "request_throughput"])
+    # a plan reads them as its [serving] engine (since it took one): it said 'capnb plan prices
+    # vLLM V1: calibrate it on vLLM runs', untrue of a plan on SGLang
+    assert "(in a plan: [serving] engine = 'sglang')" in str(said.value)
+    assert "prices vLLM V1" not in str(said.value)
     # a client backend that names no engine (vLLM's OpenAI-compatible clients) says nothing
     for backend in ("vllm", "openai", "openai-chat", "sglang-oai"):
         table.attrs["backends"] = {"a.json": backend}

@@ -268,8 +268,9 @@ def _check_backends(runs, engine: str) -> None:
         raise InputError(
             f"runs: {where}: backend {backend!r} says the run was served by {shown}, but the "
             f"runs were read as engine {engine!r}; the engine model simulates the engine a run "
-            f"ran on: read them with read_bench_runs(..., engine={said!r}) (capnb plan prices "
-            "vLLM V1: calibrate it on vLLM runs); if the server was the engine given and the "
+            f"ran on: read them with read_bench_runs(..., engine={said!r}) (in a plan: "
+            f"[serving] engine = {'vllm-v1' if said == 'vllm' else said!r}); if the server was "
+            "the engine given and the "
             "backend only chose the client's request format (vLLM's client wrote 'vllm' by "
             "default against any server), set it aside: runs.drop(columns='backend')"
         )
