@@ -271,12 +271,13 @@ class Serving(_Table):
     SLA's TTFT and TPOT bounds (both needed); ``workload`` the trace whose prompt/output lengths
     the model prices (``"trace"``: the plan's own trace; ``"auto"``: the trace's when it has
     token columns, else the Azure conversation trace); memory ``accounting``;
-    ``calibration_runs`` your own benchmark runs of a server of ``engine`` (``vllm bench serve`` or SGLang
-    ``bench_serving`` result files, GuideLLM reports: two or three rates or concurrencies; runs
-    whose ``backend`` names another engine than ``engine`` are refused) of one GPU
-    (``calibration_gpu``, default the plan's only GPU) at ``calibration_tensor_parallel`` GPUs, which
-    calibrate the engine model (:func:`capnb.latency.calibrate`) for that GPU at every degree
-    (``latency = "engine"`` or ``"auto"``; its answers banded by the own-run held-out error).
+    ``calibration_runs`` your own benchmark runs of a server of ``engine`` (``vllm bench
+    serve`` or SGLang ``bench_serving`` result files, GuideLLM reports: two or three rates or
+    concurrencies; runs whose ``backend`` names another engine than ``engine`` are refused) of
+    one GPU (``calibration_gpu``, default the plan's only GPU) at ``calibration_tensor_parallel``
+    GPUs, which calibrate the engine model (:func:`capnb.latency.calibrate`) for that GPU at
+    every degree (``latency = "engine"`` or ``"auto"``; its answers banded by the own-run
+    held-out error).
     """
 
     model: Annotated[Name, _doc("model catalog id, config.json path or Hugging Face folder")] = (
