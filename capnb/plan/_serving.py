@@ -42,7 +42,7 @@ def _unsplit(cfg: PlanConfig) -> str:
 #: vLLM V1 (its KV connectors), SGLang (``--disaggregation-mode``), TensorRT-LLM (its
 #: disaggregated serving). Their pools are simulated with :data:`capnb.capacity.POOL_ENGINE`'s
 #: limits and the engine's own scheduling and overheads.
-DISAGGREGATING = {"vllm-v1": "vLLM V1", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+DISAGGREGATING = ("vllm-v1", "sglang", "trtllm")
 
 
 def compare_serving(
@@ -70,7 +70,8 @@ def compare_serving(
 
         return (
             f"not compared: {ENGINES[cfg.serving.engine]} serves no disaggregated prefill and "
-            f"decode pools (capnb compares them for {', '.join(DISAGGREGATING.values())})"
+            f"decode pools (capnb compares them for "
+            f"{', '.join(ENGINES[engine] for engine in DISAGGREGATING)})"
         ), None
     from ..data import load_gpus
 
