@@ -99,6 +99,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         "calibration_gpu": args.calibrate_gpu,
         "calibration_tensor_parallel": args.calibrate_tensor_parallel,
     }
+    if args.benchmark is not None and args.calibrate is None:
+        # measured latencies replace the latency model, and the config's own runs calibrating it
+        # (a calibrated plan's close call re-plans with --config plan.json --benchmark DIR)
+        cleared = {"calibration_runs": "", "calibration_gpu": "", "calibration_tensor_parallel": 1}
+        given.update({k: v for k, v in cleared.items() if given[k] is None})
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -337,7 +342,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--benchmark",
         help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "
-        "the plan uses them instead of the latency model",
+        "the plan uses them instead of the latency model (and instead of a config's "
+        "calibration_runs)",
     )
     plan.add_argument(
         "--calibrate",

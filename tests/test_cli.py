@@ -455,6 +455,40 @@ def test_an_empty_calibrate_flag_is_refused_not_read_as_no_runs(tmp_path, capsys
     assert "--calibrate '': an empty path" in err, err
 
 
+def test_a_benchmark_replaces_the_calibration_of_the_config_it_replans(
+    tmp_path, capsys, monkeypatch
+):
+    # a plan built with --calibrate printed, for its close call, `capnb plan --config plan.json
+    # --gpus H200 --tensor-parallel 1 --benchmark capnb-H200-tp1/ ...`, which failed: "plan.json:
+    # calibration_runs = '/runs' calibrates the serving-engine model; latency = '.../capnb-H200-tp1'
+    # does not use it": --benchmark replaces the latency model, and its calibration with it
+    import capnb.plan
+
+    seen = {}
+
+    def built(config):
+        seen["serving"] = config.serving
+        raise capnb.plan.PlanError("stop")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.chdir(tmp_path)
+    for folder in ("runs", "capnb-H200-tp1"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "plan.toml").write_text(
+        '[serving]\ngpus = ["H100-SXM", "H200"]\ncalibration_runs = "runs"\n'
+        'calibration_gpu = "H100-SXM"\n'
+    )
+    argv = ["plan", "--config", "plan.toml", "--gpus", "H200", "--tensor-parallel", "1"]
+    assert main([*argv, "--benchmark", "capnb-H200-tp1/", "--out", "out"]) == 1
+    assert "calibrat" not in capsys.readouterr().err
+    serving = seen["serving"]
+    assert serving.latency == str(tmp_path / "capnb-H200-tp1")
+    assert (serving.calibration_runs, serving.calibration_gpu) == ("", "")
+    # both on the command line: still one latency too many
+    assert main([*argv, "--benchmark", "capnb-H200-tp1/", "--calibrate", "runs/"]) == 1
+    assert "does not use it" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["plan", "report", "export"])
 def test_an_empty_out_is_refused_not_read_as_the_current_or_the_plans_folder(
     command, tmp_path, capsys, monkeypatch
