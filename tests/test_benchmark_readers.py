@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -1183,7 +1184,7 @@ def test_runs_whose_backend_names_another_engine_are_not_calibrated_as_the_one_g
         latency.calibrate(table[table["metric"] != "request_throughput"])
     # a plan reads them as its [serving] engine (since it took one): it said 'capnb plan prices
     # vLLM V1: calibrate it on vLLM runs', untrue of a plan on SGLang
-    assert "(in a plan: [serving] engine = 'sglang')" in str(said.value)
+    assert "(capnb plan: --engine sglang, [serving] engine = 'sglang')" in str(said.value)
     assert "prices vLLM V1" not in str(said.value)
     # a client backend that names no engine (vLLM's OpenAI-compatible clients) says nothing
     for backend in ("vllm", "openai", "openai-chat", "sglang-oai"):
@@ -1231,6 +1232,27 @@ def test_a_backend_that_only_named_the_clients_request_format_can_be_set_aside(t
     with pytest.raises(InputError, match=r"backend 'vllm'.*runs\.drop\(columns='backend'\)"):
         latency.calibrate(table)
     assert "sglang" in latency.calibrate(table.drop(columns="backend")).fitted_on
+
+
+@pytest.mark.parametrize(("backend", "engine", "remedy"), [
+    ("sglang", "vllm-v1", "capnb plan: --engine sglang"),
+    ("vllm", "sglang", "capnb plan: delete the 'backend' field of the result files"),
+])  # fmt: skip
+def test_a_backend_refused_in_a_plan_says_what_the_plan_takes(tmp_path, backend, engine, remedy):
+    # capnb plan --calibrate runs/ on SGLang bench_serving files said "read them with
+    # read_bench_runs(..., engine='sglang') (capnb plan prices vLLM V1: calibrate it on vLLM
+    # runs)", though the plan prices SGLang with --engine sglang; and for a vLLM client's 'vllm'
+    # against an SGLang server it said only runs.drop(columns='backend'), which a plan has not
+    from capnb.plan import PlanConfig
+    from capnb.plan._steps import _own_calibration
+
+    _backend_run(tmp_path, backend, 1.0)
+    _backend_run(tmp_path, backend, 2.0)
+    serving = {"model": "Llama-3.1-8B", "gpus": ("H100-SXM",), "engine": engine,
+               "calibration_runs": str(tmp_path)}  # fmt: skip
+    with pytest.raises(InputError, match=re.escape(remedy)) as error:
+        _own_calibration(PlanConfig().replace(serving=serving))
+    assert "prices vLLM V1" not in str(error.value)
 
 
 def test_runs_read_as_two_engines_are_not_calibrated_as_one(tmp_path):

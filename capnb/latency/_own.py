@@ -264,15 +264,16 @@ def _check_backends(runs, engine: str) -> None:
         where = next((w for w, b in files.items() if b == backend), None) or (
             f"the run at {row.get('mode', 'load')} {row.get('load', math.nan):g}"
         )  # fmt: skip
-        shown = _engines.ENGINES["vllm-v1" if said == "vllm" else said].split(" (")[0]
+        flag = "vllm-v1" if said == "vllm" else said
+        shown = _engines.ENGINES[flag].split(" (")[0]
         raise InputError(
             f"runs: {where}: backend {backend!r} says the run was served by {shown}, but the "
             f"runs were read as engine {engine!r}; the engine model simulates the engine a run "
-            f"ran on: read them with read_bench_runs(..., engine={said!r}) (in a plan: "
-            f"[serving] engine = {'vllm-v1' if said == 'vllm' else said!r}); if the server was "
-            "the engine given and the "
-            "backend only chose the client's request format (vLLM's client wrote 'vllm' by "
-            "default against any server), set it aside: runs.drop(columns='backend')"
+            f"ran on: read them with read_bench_runs(..., engine={said!r}) (capnb plan: "
+            f"--engine {flag}, [serving] engine = {flag!r}); if the server was the engine given "
+            "and the backend only chose the client's request format (vLLM's client wrote "
+            "'vllm' by default against any server), set it aside: runs.drop(columns='backend') "
+            "(capnb plan: delete the 'backend' field of the result files)"
         )
 
 
