@@ -1256,6 +1256,15 @@ ROWS = [
             model="Llama-3.1-8B"),
         Raises(ConfigError, r"run0\.json: the runs measured model_id 'deepseek-ai/DeepSeek-R1', "
                             r"not model 'Llama-3\.1-8B'")),
+    # found settling a close call of Qwen3-8B (bf16) with runs of the FP8 checkpoint served as
+    # MODEL: 'Qwen/Qwen3-8B-FP8' holds 'Qwen3-8B', so FP8 latencies priced the bf16 plan unsaid
+    Row("vllm: runs of a quantized checkpoint of the plan's model",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, model_id="Qwen/Qwen3-8B-FP8") for c in (1, 4)]),
+            model="Qwen3-8B"),
+        Raises(ConfigError, r"run0\.json: the runs measured model_id 'Qwen/Qwen3-8B-FP8', not "
+                            r"model 'Qwen3-8B' \(its name says quantized weights: FP8; a model "
+                            r"folder whose config\.json says its quantization plans them\)")),
     # found planning a config.json in a folder of my own name with runs of its Hugging Face id:
     # the hint said pass model_id=, which neither plan.toml nor the command line can
     Row("vllm: runs of a model read from a folder of another name",

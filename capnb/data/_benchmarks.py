@@ -738,13 +738,24 @@ def _squeezed(name: str) -> str:
     return "".join(ch for ch in name.replace("\\", "/").rsplit("/", 1)[-1].lower() if ch.isalnum())
 
 
+#: Words of a checkpoint's name that say its weights are quantized (``Qwen3-8B-FP8``, ``-AWQ``).
+_QUANTIZED = re.compile(r"fp8|fp4|nvfp4|mxfp4|int4|int8|awq|gptq|gguf|bnb|exl2|w\d+a\d+|\d+bit")
+
+
+def _quantized(name: str) -> set[str]:
+    """The quantization words of a model name's last part (``{"FP8"}``), upper-cased."""
+    words = re.split(r"[^a-z0-9]+", name.replace("\\", "/").rsplit("/", 1)[-1].lower())
+    return {w.upper() for w in words if _QUANTIZED.fullmatch(w)}
+
+
 def _same_model(model_id: str, model: str) -> bool:
     """Whether a run's ``model_id`` (``org/Name-Instruct``) names ``model`` (an id or a folder).
 
-    One's letters and digits hold the other's, ignoring case and separators.
+    One's letters and digits hold the other's, ignoring case and separators, and both say the
+    same quantization (``Qwen/Qwen3-8B-FP8`` is not ``Qwen3-8B``: its latencies are FP8's).
     """
     a, b = _squeezed(model_id), _squeezed(model)
-    return bool(a and b) and (a in b or b in a)
+    return bool(a and b) and (a in b or b in a) and _quantized(model_id) == _quantized(model)
 
 
 def _same_gpu(recorded: str, gpu: str) -> bool:
@@ -820,9 +831,16 @@ def _one_configuration(records, model_id, attrs: Mapping, notes: list[str], labe
             if str(wanted) in _LOADED
             else ""
         )
+        quantized = sorted(_quantized(model[0]) ^ _quantized(str(wanted)))
+        said = (
+            f" (its name says quantized weights: {', '.join(quantized)}; a model folder whose "
+            "config.json says its quantization plans them)"
+            if quantized
+            else ""
+        )
         raise ConfigError(
-            f"{model[1]}: the runs measured model_id {model[0]!r}, not model {str(wanted)!r}: "
-            "measured latencies hold for the model they measured; plan that model (--model, "
+            f"{model[1]}: the runs measured model_id {model[0]!r}, not model {str(wanted)!r}"
+            f"{said}: measured latencies hold for the model they measured; plan that model (--model, "
             f"model =), or pass model_id={model[0]!r} if they are of {str(wanted)!r}{folder}"
         )
     wanted = attrs.get("gpu")
