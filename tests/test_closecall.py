@@ -348,3 +348,42 @@ def test_a_plan_on_your_own_runs_re_plans_on_the_new_runs_as_its_calibration(tmp
         1,
     )
     assert settle_words([], "1 x H100-SXM", own=True).endswith("and re-plan with --calibrate")
+
+
+def test_the_settle_benchmark_runs_the_plans_engine_out_of_lockstep():
+    # the SGLang plan of Qwen3-8B on 1 x H200 (P99 TTFT <= 2 s, TPOT <= 50 ms) predicted a safe
+    # concurrency of 225 on its workload (P99 TTFT 0.22 s there) and printed `vllm bench serve
+    # --random-input-len 1214 --random-output-len 211` at 112 225 450: every request of one
+    # length, a closed loop whose requests start and finish together, where the same engine model
+    # gives P99 TTFT 4.9 s at 225: the benchmark measured another regime than the plan priced.
+    # The lengths now spread around their means (vllm bench's --random-range-ratio)
+    import re
+
+    from capnb import Deployment, EngineSettings, latency
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset(
+        {"safe_concurrency": (("gpu", "tensor_parallel"), [[225]])},
+        coords={"gpu": ["H200"], "tensor_parallel": [1]},
+        attrs={"engine": "sglang"},
+    )
+    commands = benchmark_commands(options, "H200", 1, "Qwen3-8B", 1214.0, 211.0)
+    bench = re.search(r"--random-input-len (\d+) --random-output-len (\d+)"
+                      r"(?: --random-range-ratio ([\d.]+))?", commands)  # fmt: skip
+    length, output, ratio = int(bench[1]), int(bench[2]), float(bench[3] or 0)
+    assert (length, output) == (1214, 211)
+    rng = np.random.default_rng(0)  # as vllm bench draws them: uniform in L(1 -+ ratio)
+    prompts = rng.integers(
+        math.floor(length * (1 - ratio)), math.ceil(length * (1 + ratio)) + 1, 512
+    )
+    outputs = rng.integers(
+        math.floor(output * (1 - ratio)), math.ceil(output * (1 + ratio)) + 1, 512
+    )
+    curve = latency.engine(
+        Deployment("Qwen3-8B", "H200"),
+        latency.workload(prompt_tokens=prompts, output_tokens=outputs),
+        settings=EngineSettings("sglang"),
+        concurrency=[225],
+        requests=1500,
+    )
+    assert float(curve.latency.sel(metric="ttft", latency_quantile=0.99).item()) < 2.0
