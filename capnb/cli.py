@@ -341,7 +341,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--benchmark",
-        help="measured latency files (vllm bench serve JSON, AIPerf/GenAI-Perf CSV, a table): "
+        help="measured latency files (vllm bench serve JSON, a GuideLLM report, AIPerf/GenAI-Perf "
+        "CSV, a table): "
         "the plan uses them instead of the latency model (and instead of a config's "
         "calibration_runs)",
     )

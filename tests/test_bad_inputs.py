@@ -643,7 +643,7 @@ ROWS = [
     Row("guidellm: a report given to the vllm bench reader",
         guidellm(lambda r: None, read=data.read_vllm_bench),
         Raises(ConfigError, r"benchmarks\.json: a GuideLLM report, not a vllm bench serve "
-               r"result; read it with read_guidellm")),
+               r"result; .*read_benchmark or read_guidellm")),
     Row("aiperf: an empty file", lambda w: data.read_aiperf(w("a.csv", "")),
         Raises(ConfigError, r"a\.csv: empty file")),
     Row("aiperf: a unit it does not know",

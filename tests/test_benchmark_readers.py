@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 from capnb import capacity, data, latency
 from capnb.errors import CapnbError, ConfigError, InputError, UnknownNameError
@@ -866,6 +867,27 @@ def test_calibrating_on_an_aiperf_sweep_without_lengths_says_how_to_give_them():
         latency.calibrate(curve)
     assert "read_bench_runs" not in str(err.value)
     assert "curve.attrs['prompt_tokens']" in str(err.value)
+
+
+def test_a_folder_holding_one_guidellm_report_reads_as_the_report(tmp_path):
+    # capnb plan --benchmark runs/ (a folder, as the close call's re-plan passes its results)
+    # holding GuideLLM's benchmarks.json failed: "a GuideLLM report, not a vllm bench serve
+    # result; read it with read_guidellm or read_benchmark (the file, not its folder)", where
+    # --calibrate runs/ reads the same folder
+    shutil.copy(GUIDELLM, tmp_path / "benchmarks.json")
+    attrs = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1}
+    assert data.benchmark_format(tmp_path) == "guidellm"
+    curve = data.read_benchmark(tmp_path, **attrs)
+    want = data.read_benchmark(GUIDELLM, **attrs)
+    assert curve.attrs["format"] == "guidellm"
+    xr.testing.assert_identical(curve.drop_attrs(), want.drop_attrs())
+    # two reports in one folder: each is a curve of its own, named as the flag takes it
+    shutil.copy(GUIDELLM, tmp_path / "again.json")
+    with pytest.raises(
+        ConfigError,
+        match=r"again\.json: a GuideLLM report.*give a report file itself \(--benchmark",
+    ):
+        data.read_benchmark(tmp_path, **attrs)
 
 
 def test_guidellm_schema_version_1_reads_the_same_benchmarks(tmp_path):

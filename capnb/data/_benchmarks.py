@@ -501,9 +501,10 @@ def _check_result_json(record: object, where: str) -> None:
     keys = [str(k) for k in record]
     if _is_guidellm(record):
         raise ConfigError(
-            f"{where}: a GuideLLM report, not a vllm bench serve result; read it with "
-            "read_guidellm or read_benchmark (the file, not its folder), or its runs with "
-            "read_bench_runs"
+            f"{where}: a GuideLLM report, not a vllm bench serve result; a folder of measured "
+            "latencies holds one report, or vllm bench results: give a report file itself "
+            "(--benchmark, latency =; read_benchmark or read_guidellm), or read its runs with "
+            "read_bench_runs (--calibrate)"
         )
     if "input_config" in record or any(
         isinstance(record.get(k), Mapping) for k in _GENAI_PERF_KEYS
@@ -1838,7 +1839,10 @@ def benchmark_format(path: str | os.PathLike) -> str:
     """
     path = user_path(path, "benchmark")
     if path.is_dir():
-        if _result_files(path):
+        files = _result_files(path)
+        if len(files) == 1 and files[0].suffix.lower() == ".json":  # one GuideLLM report
+            return "guidellm" if benchmark_format(files[0]) == "guidellm" else "vllm"
+        if files:
             return "vllm"
         raise ConfigError(
             f"{path}: a folder of measured latencies holds vllm bench JSON files, and this one "
@@ -1906,8 +1910,10 @@ def read_benchmark(
     kind = benchmark_format(path)
     if kind == "vllm":
         curve = read_vllm_bench(path, model_id=model_id, **attrs)
-    elif kind == "guidellm":
-        curve = read_guidellm(path, model_id=model_id, **attrs)
+    elif kind == "guidellm":  # (a folder holds the one report)
+        found = user_path(path, "benchmark")
+        found = _result_files(found)[0] if found.is_dir() else found
+        curve = read_guidellm(found, model_id=model_id, **attrs)
     elif kind == "aiperf":
         curve = read_aiperf(path, **attrs)
     else:
