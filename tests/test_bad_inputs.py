@@ -1265,6 +1265,15 @@ ROWS = [
         Raises(ConfigError, r"run0\.json: the runs measured model_id 'Qwen/Qwen3-8B-FP8', not "
                             r"model 'Qwen3-8B' \(its name says quantized weights: FP8; a model "
                             r"folder whose config\.json says its quantization plans them\)")),
+    # found settling a close call of catalog Qwen3-8B served under a fine-tune's name: the only
+    # remedy named was model_id=, which neither plan.toml nor the command line has
+    Row("vllm: runs of a catalog model served under another name",
+        lambda w: data.read_benchmark(
+            bench_folder(w, [vllm_run(c, model_id="acme/support-bot") for c in (1, 4)]),
+            model="Qwen3-8B"),
+        Raises(ConfigError, r"not model 'Qwen3-8B'.*model_id='acme/support-bot' if they are of "
+                            r"'Qwen3-8B' \(capnb plan: --model a folder named 'support-bot' "
+                            r"holding Qwen3-8B's config\.json\)")),
     # found planning a config.json in a folder of my own name with runs of its Hugging Face id:
     # the hint said pass model_id=, which neither plan.toml nor the command line can
     Row("vllm: runs of a model read from a folder of another name",

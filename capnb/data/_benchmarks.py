@@ -826,11 +826,12 @@ def _one_configuration(records, model_id, attrs: Mapping, notes: list[str], labe
         from ._catalog import _LOADED
 
         # plan.toml and the command line have no model_id: a file's model is named by its folder
+        name = model[0].rsplit("/", 1)[-1]
         folder = (
             f" (a model read from a file is known by its folder's name: name the folder "
-            f"{model[0].rsplit('/', 1)[-1]!r} to plan it with these runs)"
+            f"{name!r} to plan it with these runs)"
             if str(wanted) in _LOADED
-            else ""
+            else f" (capnb plan: --model a folder named {name!r} holding {wanted}'s config.json)"
         )
         quantized = sorted(_quantized(model[0]) ^ _quantized(str(wanted)))
         said = (
