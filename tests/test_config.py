@@ -331,3 +331,32 @@ def test_save_config_keeps_a_link_to_no_file_without_force(tmp_path):
     with pytest.raises(ConfigError, match=r"plan\.toml: exists; .*force=True"):
         plan.save_config(plan.PlanConfig(), link)
     assert link.is_symlink()
+
+
+def test_a_plan_json_config_is_read_from_the_set_a_killed_writer_committed(tmp_path):
+    # a plan run stopped after its set was committed but before its files were moved into
+    # place: capnb export --plan plan.json and plan.load read the committed plan, while
+    # load_config (capnb plan --config plan.json, the settle commands' re-plan) read the
+    # earlier run's config
+    import json
+
+    from capnb.data import _files, write_set
+
+    def plan_json(scale: float) -> str:
+        values = {**plan.PlanConfig().as_dict(), "demand_scale": scale}
+        return json.dumps({"config": values, "answer": {}})
+
+    write_set(tmp_path, {"plan.json": plan_json(1.0)})
+    moved = _files._roll_forward
+
+    def stopped(folder):  # the second call, in the commit: interrupted before the files move
+        if (folder / _files._COMMIT).is_dir():
+            raise KeyboardInterrupt
+        moved(folder)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_files, "_roll_forward", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            write_set(tmp_path, {"plan.json": plan_json(2.0)})
+    assert plan.load_config(tmp_path / "plan.json").traffic.demand_scale == 2.0
+    assert not (tmp_path / _files._COMMIT).exists()

@@ -13,6 +13,7 @@ documents every field.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import math
@@ -1192,6 +1193,11 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
         raise ConfigError(
             f"{path}: a plan config is a .toml, .yaml or .yml file (or a plan's plan.json)"
         )
+    if path.suffix == ".json":  # a plan's output: the set a killed writer committed, as plan.load
+        from ..data import settle
+
+        with contextlib.suppress(OSError):
+            settle(path.parent)
     if not path.exists():
         raise ConfigError(f"{path}: no such plan config file")
     if path.suffix == ".json":
