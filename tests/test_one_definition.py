@@ -167,3 +167,15 @@ def test_the_breach_budget_a_month_is_written_once():
     # the plan's SLA-breach budget in minutes a month: its check, the mixed fleet's and the
     # prefill/decode pools' words and the alternatives' status all ask budget_minutes
     assert _where(r"breach_budget\s*\*\s*\w*\.?HOURS_PER_MONTH") == ["plan/_steps.py"]
+
+
+def test_a_cold_start_in_whole_steps_is_written_once():
+    # the plan replays a cold start rounded up to whole simulation steps (252.19 s in 1 s steps:
+    # 253 s): the chosen run's replay, the mix's pools and the start page each wrote the rounding
+    assert _where(r"ceil\([^)]*/\s*[\w.]*step_s\)\s*\*") == ["elasticity/coldstart.py"]
+    assert {"plan/_steps.py", "plan/_fleet.py"} <= set(_where(r"\bin_whole_steps\("))
+    start = (ROOT.parent / "notebooks" / "00_start_here.ipynb").read_text(encoding="utf-8")
+    assert "capnb.coldstart.in_whole_steps(" in start and "math.ceil(" not in start
+    from capnb.elasticity.coldstart import in_whole_steps
+
+    assert in_whole_steps(252.19, 1.0) == 253.0 and in_whole_steps(252.19, None) == 252.19

@@ -30,6 +30,7 @@ With these defaults the 7-13 B models land inside the article's 40-150 s on ever
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
@@ -41,7 +42,14 @@ from ..data import list_gpus, load_gpus, load_model
 from ..errors import InputError
 from ..units import in_unit
 
-__all__ = ["ARTICLE_RANGE_S", "DEFAULTS", "ColdStartSettings", "describe", "estimate"]
+__all__ = [
+    "ARTICLE_RANGE_S",
+    "DEFAULTS",
+    "ColdStartSettings",
+    "describe",
+    "estimate",
+    "in_whole_steps",
+]
 
 #: The article's total cold start for mid-size models (s).
 ARTICLE_RANGE_S = (40.0, 150.0)
@@ -256,6 +264,22 @@ def _check_finite(parts: dict, specs: list, gpu_ids: list[str], settings) -> Non
                 f"{name} is {values[i, j]} s for {specs[i].name} on {gpu_ids[j]} ({setting}="
                 f"{getattr(settings, setting):g}{unit}): a cold start is a finite number of seconds"
             )
+
+
+def in_whole_steps(cold_start_s: float, step_s: float | None) -> float:
+    """A cold start (s) as a plan replays it: rounded up to whole simulation steps of ``step_s`` (s).
+
+    The simulator counts a cold start in whole steps, so a plan replays ``ceil(cold / step)`` steps
+    (252.19 s in 1 s steps: 253 s); ``step_s`` None or 0 gives the cold start as it is.
+
+    Examples
+    --------
+    >>> in_whole_steps(252.19, 1.0)
+    253.0
+    """
+    if not step_s:
+        return float(cold_start_s)
+    return float(math.ceil(cold_start_s / step_s) * step_s)
 
 
 def describe(result: xr.Dataset, **selection: object) -> str:

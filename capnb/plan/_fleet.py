@@ -99,7 +99,7 @@ def replay_mix(cfg: PlanConfig, mixed: xr.Dataset, demand, fc: xr.Dataset, polic
             seconds = float(estimate.cold_start_s.squeeze())
         else:
             seconds = float(cfg.elasticity.cold_start_s)
-        colds[str(pool)] = math.ceil(seconds / cfg.elasticity.step_s) * cfg.elasticity.step_s
+        colds[str(pool)] = coldstart.in_whole_steps(seconds, cfg.elasticity.step_s)
     return replay_schedule(
         cfg,
         used,

@@ -609,9 +609,7 @@ def _elasticity(
         estimated = float(estimate.cold_start_s.squeeze())
     else:
         estimate, estimated = None, float(cfg.elasticity.cold_start_s)
-    cold = (
-        math.ceil(estimated / cfg.elasticity.step_s) * cfg.elasticity.step_s
-    )  # the simulator counts whole steps
+    cold = coldstart.in_whole_steps(estimated, cfg.elasticity.step_s)  # the simulator's steps
     fleet = forecast_fleet(fc, cfg, per_instance)
     floors = sorted({Config("", 0, 0, 0, share).floor(fleet) for share in FLOOR_SHARES})
     ahead = predictive_forecast(demand, fc) if "predictive" in cfg.elasticity.policies else None
