@@ -1297,7 +1297,12 @@ def save_config(config: PlanConfig, path: str | os.PathLike, *, force: bool = Fa
         raise ConfigError(f"{path}: capnb writes plan configs as .toml")
     if path.is_dir():  # not something force could replace: said, not "pass --force"
         raise ConfigError(f"{path}: a folder, not a file to write the plan config into")
-    if not force and (path.exists() or path.is_symlink()):  # a link to no file is kept too
+    if not force and path.is_symlink() and not path.exists():  # kept, said as write_set says it
+        raise ConfigError(
+            f"{path}: a symbolic link to {os.readlink(path)}, which does not exist; capnb did not "
+            "make it: move it or pass --force (force=True) to replace it"
+        )
+    if not force and path.exists():
         raise ConfigError(f"{path}: exists; pass --force (force=True) to overwrite it")
     write_atomic(path, _toml_text(config))
     return path
