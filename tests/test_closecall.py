@@ -387,3 +387,34 @@ def test_the_settle_benchmark_runs_the_plans_engine_out_of_lockstep():
         requests=1500,
     )
     assert float(curve.latency.sel(metric="ttft", latency_quantile=0.99).item()) < 2.0
+
+
+def test_the_settle_benchmarks_longest_request_fits_the_max_model_len_it_serves():
+    # Llama-3.1-8B on one L4 (--max-model-len 14352) at means of 10,009.3 prompt and 1,030.6
+    # output tokens printed --random-input-len 10009 --random-output-len 1031
+    # --random-range-ratio 0.3, and vllm bench draws each length up to ceil(L x 1.3): 13,012 +
+    # 1,341 = 14,353 tokens, one past the server's limit, which refuses that request. The spread
+    # was sized on the unrounded means, without the draw's ceil
+    import re
+
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset(
+        {
+            "safe_concurrency": (("gpu", "tensor_parallel"), [[8]]),
+            "running_tokens": (("gpu", "tensor_parallel"), [[14_352]]),
+        },
+        coords={"gpu": ["L4"], "tensor_parallel": [1]},
+    )
+    over = []
+    for tenths in range(100_000, 100_100):
+        prompt = tenths / 10
+        commands = benchmark_commands(options, "L4", 1, "Llama-3.1-8B", prompt, 11_039.9 - prompt)
+        served = int(re.search(r"--max-model-len (\d+)", commands)[1])
+        bench = re.search(r"--random-input-len (\d+) --random-output-len (\d+) "
+                          r"--random-range-ratio ([\d.]+)", commands)  # fmt: skip
+        length, output, ratio = int(bench[1]), int(bench[2]), float(bench[3])
+        longest = math.ceil(length * (1 + ratio)) + math.ceil(output * (1 + ratio))
+        if longest > served:
+            over.append((prompt, length, output, ratio, longest, served))
+    assert not over, over[:3]

@@ -178,10 +178,12 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
         "context, and the server refuses to start at a longer context it cannot hold one request of"
     )
     backend = "" if server.backend == "vllm" else f"--backend {server.backend} "
-    # the longest request drawn stays within a --max-model-len the command passes
+    # the longest request drawn stays within a --max-model-len the command passes: vllm bench
+    # draws each of the lengths it is given up to ceil(length x (1 + ratio)), a token above each
+    lengths = round(prompt_tokens), round(output_tokens)
     spread = LENGTH_SPREAD
     if capped is not None:
-        room = capped[0] / (prompt_tokens + output_tokens) - 1
+        room = (capped[0] - len(lengths)) / sum(lengths) - 1
         spread = max(0.0, min(spread, math.floor(room * 100) / 100))
     return "\n".join(
         [
@@ -190,8 +192,8 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
             "from its plan.json (here, the folder the plan was written to)",
             " ".join(serve),
             f"for c in {' '.join(map(str, levels))}; do vllm bench serve {backend}--model $MODEL "
-            f"--dataset-name random --random-input-len {round(prompt_tokens)} "
-            f"--random-output-len {round(output_tokens)} --random-range-ratio {spread:g} "
+            f"--dataset-name random --random-input-len {lengths[0]} "
+            f"--random-output-len {lengths[1]} --random-range-ratio {spread:g} "
             "--max-concurrency $c "
             "--num-prompts $((c * 20)) --percentile-metrics ttft,tpot,itl,e2el "
             "--metric-percentiles 50,90,95,99 --save-result --save-detailed --result-dir "
