@@ -148,7 +148,9 @@ def test_a_measured_curve_plan_names_the_engine_its_commands_and_pods_are_of():
     container = manifests(planning.policy_choice(built)).documents["knative"][0]["spec"][
         "template"
     ]["spec"]["containers"][0]
-    assert container["image"] == "ghcr.io/huggingface/text-generation-inference"
+    # on MI300X: TGI's ROCm build, on the resource AMD's device plugin offers
+    assert container["image"] == "ghcr.io/huggingface/text-generation-inference:latest-rocm"
+    assert container["resources"] == {"limits": {"amd.com/gpu": 8}}
     assert container["args"][:4] == ["--model-id", "Llama-3.1-405B", "--num-shard", "8"]
 
 
@@ -243,3 +245,42 @@ def test_the_settle_commands_replan_on_this_plans_own_inputs(tmp_path, two_engin
     other.write_text('{"model": "Qwen3-8B"}')
     with pytest.raises(ConfigError, match="not a plan.json capnb wrote"):
         planning.load_config(other)
+
+
+def test_pods_on_an_amd_gpu_ask_for_amd_gpus_and_run_the_engines_rocm_build():
+    """A plan on MI300X exported a Knative Service asking for nvidia.com/gpu and running the CUDA
+    images (vllm/vllm-openai, lmsysorg/sglang): on a ROCm cluster, whose device plugin offers
+    amd.com/gpu, its pods stayed Pending, and a CUDA image would not have found the GPU."""
+    base = dict(policy="hpa", per_instance_qps=8.0, scale_up_threshold=0.7, cooldown_s=300.0,
+                min_instances=1, max_instances=4, model="m", tensor_parallel=8, gpu="MI300X")  # fmt: skip
+    rocm = {
+        "vllm-v1": "vllm/vllm-openai-rocm",
+        "sglang": "lmsysorg/sglang:v0.5.5.post3-rocm700-mi30x",
+        "tgi": "ghcr.io/huggingface/text-generation-inference:latest-rocm",
+    }
+    for engine, image in rocm.items():
+        out = manifests(PolicyChoice(**base, engine=engine))
+        container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
+        assert container["resources"] == {"limits": {"amd.com/gpu": 8}}, engine
+        assert container["image"] == image, engine
+        said = [n for n in out.notes["hpa"] if "amd.com/gpu" in n]
+        assert said and "AMD" in said[0] and image in said[0], (engine, out.notes["hpa"])
+    # an engine with no ROCm build capnb knows runs its own image, and the notes say so
+    for engine in ("vllm-v0", "lmdeploy"):
+        out = manifests(PolicyChoice(**base, engine=engine), arrivals_counter="gw_requests_total")
+        container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
+        assert container["resources"] == {"limits": {"amd.com/gpu": 8}}, engine
+        said = [n for n in out.notes["knative"] if "no ROCm build" in n]
+        assert said and SERVERS[engine].image in said[0] and "image=" in said[0], engine
+    given = manifests(PolicyChoice(**base, engine="lmdeploy"), arrivals_counter="gw_requests_total",
+                      image="my/rocm-lmdeploy")  # fmt: skip
+    assert not any("no ROCm build" in n for n in given.notes["knative"])
+    # TensorRT-LLM runs on NVIDIA GPUs only
+    with pytest.raises(Exception, match=r"engine='trtllm'.*NVIDIA GPUs only.*MI300X"):
+        manifests(PolicyChoice(**base, engine="trtllm"))
+    # an NVIDIA GPU's pods are as before
+    out = manifests(PolicyChoice(**dict(base, gpu="H100-SXM")))
+    container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": 8}}
+    assert container["image"] == "vllm/vllm-openai"
+    assert not any("amd.com" in n for n in out.notes["knative"])

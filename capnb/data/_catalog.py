@@ -226,6 +226,28 @@ def list_gpus() -> list[str]:
     return list(_gpu_table().index)
 
 
+#: GPU makers whose Kubernetes device plugin capnb names, by the first word of ``display_name``.
+GPU_MAKERS = ("AMD", "NVIDIA")
+
+
+def gpu_maker(gpu: str) -> str:
+    """The maker of a catalog GPU (``"AMD"``, ``"NVIDIA"``), ``""`` where not known.
+
+    The first word of its ``display_name`` where it is one of :data:`GPU_MAKERS` (``"AMD
+    Instinct MI300X"``: ``"AMD"``); ``""`` for an id not in the catalog or another maker's GPU.
+
+    Examples
+    --------
+    >>> gpu_maker("MI300X"), gpu_maker("H100-SXM"), gpu_maker("no-such-gpu")
+    ('AMD', 'NVIDIA', '')
+    """
+    table = _gpu_table()
+    if gpu not in table.index:
+        return ""
+    first = (str(table.loc[gpu, "display_name"]).split() or [""])[0].upper()
+    return first if first in GPU_MAKERS else ""
+
+
 def _squeezed(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from .. import words
 from ..errors import InputError
 from ..records import ENGINES
-from ._servers import server_of
+from ._servers import GPU_RESOURCES, server_of
 
 __all__ = [
     "KINDS",
@@ -583,7 +583,44 @@ def _deadline_notes(choice: PolicyChoice) -> list[str]:
     ]
 
 
-def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
+def _pods(choice: PolicyChoice, image: str | None) -> tuple[str, str, list[str]]:
+    """The pods' image and GPU resource for the choice's GPU maker, and what the notes say of them."""
+    from ..data._catalog import gpu_maker
+
+    server = server_of(choice.engine)
+    maker = gpu_maker(choice.gpu) if choice.gpu else ""
+    if maker == "AMD" and server.nvidia_only:
+        raise InputError(
+            f"engine={choice.engine!r}: {ENGINES[choice.engine]} runs on NVIDIA GPUs only, and "
+            f"{choice.gpu} is an AMD GPU; plan it with vllm-v1, sglang or tgi"
+        )
+    resource = GPU_RESOURCES.get(maker, GPU_RESOURCES["NVIDIA"])
+    where = "(the Knative container; give the Deployment the HPA and KEDA scale the same)"
+    if maker != "AMD":
+        if not choice.gpu or maker:
+            return server.image if image is None else image, resource, []
+        chosen = server.image if image is None else image
+        return chosen, resource, [
+            f"{choice.gpu} is not an NVIDIA or AMD GPU of the catalog: the pods ask for {resource} "
+            f"and run {chosen} {where}; put your device plugin's resource and your image there"
+        ]  # fmt: skip
+    if image is None and not server.rocm_image:
+        return server.image, resource, [
+            f"{choice.gpu} is an AMD GPU: the pods ask for {resource}, the resource AMD's device "
+            f"plugin offers {where}, but capnb knows no ROCm build of {ENGINES[choice.engine]}: "
+            f"the container runs {server.image}, a CUDA build; give your ROCm image "
+            "(manifests(..., image=...))"
+        ]  # fmt: skip
+    chosen = server.rocm_image if image is None else image
+    uncertain = f"; {server.rocm_note}" if image is None and server.rocm_note else ""
+    return chosen, resource, [
+        f"{choice.gpu} is an AMD GPU: the pods ask for {resource}, the resource AMD's device "
+        f"plugin offers (not nvidia.com/gpu), and run {chosen}, a ROCm build {where}{uncertain}"
+    ]  # fmt: skip
+
+
+def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
+    image, resource = pods
     template = _knative_annotations(values, notes)
     deadline = _progress_deadline(choice)
     if deadline:
@@ -613,7 +650,7 @@ def _knative(choice, values, name, namespace, image, notes) -> list[dict]:
                             "image": image,
                             **_container(choice),
                             "ports": [{"containerPort": 8000}],
-                            "resources": {"limits": {"nvidia.com/gpu": choice.tensor_parallel}},
+                            "resources": {"limits": {resource: choice.tensor_parallel}},
                         }
                     ]
                 },
@@ -896,8 +933,9 @@ def manifests(
         exports none (LMDeploy) needs one given: a gateway's counter of arriving requests, which
         is the better choice for any engine.
     image
-        The Knative Service's serving image (default: the engine's; it runs the model capnb
-        names: put the Hugging Face id you serve there).
+        The Knative Service's serving image (default: the engine's, its ROCm build on an AMD GPU,
+        whose pods ask for ``amd.com/gpu`` rather than ``nvidia.com/gpu``; it runs the model
+        capnb names: put the Hugging Face id you serve there).
 
     Returns
     -------
@@ -918,7 +956,7 @@ def manifests(
     if not isinstance(choice, PolicyChoice):
         raise InputError(f"choice must be a capnb.plan.PolicyChoice, got {type(choice).__name__}")
     server = server_of(choice.engine)
-    image = server.image if image is None else image
+    image, resource, pod_notes = _pods(choice, image)
     if arrivals_counter is None:
         if not server.counter:
             raise InputError(
@@ -942,7 +980,11 @@ def manifests(
         )
     namespace = _dns_name(namespace, "namespace", given=True)
     notes = {
-        kind: list(renamed) + _prefix_note(choice) + _context_note(choice) + _seqs_note(choice)
+        kind: list(renamed)
+        + pod_notes
+        + _prefix_note(choice)
+        + _context_note(choice)
+        + _seqs_note(choice)
         for kind in KINDS
     }
     notes["hpa"] += _deadline_notes(choice)
@@ -951,8 +993,8 @@ def manifests(
     documents = {
         "hpa": [_hpa(choice, hpa_values, name, namespace, metric, notes["hpa"])],
         "knative": _knative(
-            choice, _knative_values(choice, notes["knative"]), name, namespace, image,
-            notes["knative"],
+            choice, _knative_values(choice, notes["knative"]), name, namespace,
+            (image, resource), notes["knative"],
         ),
         "keda": [_keda(choice, hpa_values, name, namespace, arrivals_counter, prometheus,
                        notes["keda"])],

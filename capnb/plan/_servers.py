@@ -27,6 +27,14 @@ from each engine's server command-line reference:
   ``--session-len``, ``--max-batch-size``, ``--server-port``; its metrics are gauges (requests
   running, waiting), no counter of requests.
 
+On AMD GPUs (the catalog's ``display_name`` starting "AMD") the pods ask for ``amd.com/gpu``, the
+resource AMD's Kubernetes device plugin offers (NVIDIA's offers ``nvidia.com/gpu``), and run the
+engine's ROCm build where it has one: vLLM's ``vllm/vllm-openai-rocm`` (vLLM's ROCm page: the same
+OpenAI server as ``vllm/vllm-openai``), TGI's ``latest-rocm`` tag, and for SGLang a tag of
+``lmsysorg/sglang`` built for ROCm and MI300X/MI325X (its ROCm builds are tagged per release, none
+untagged: the one here is pinned, and the pods' notes say to pin the release measured).
+TensorRT-LLM runs on NVIDIA GPUs only; capnb knows no ROCm image of vLLM 0.7.3 or of LMDeploy.
+
 Every server listens on port 8000 here (vLLM's default, the port ``vllm bench serve`` and the
 manifests' container port use; the others are told so).
 """
@@ -62,6 +70,8 @@ class Server:
     ``metrics_setting`` the setting it needs instead where no flag turns them on, and
     ``metrics_path`` the path it serves them at; ``refuses_over_running`` whether it refuses
     (rather than queues) the requests above its ``running`` limit;
+    ``rocm_image`` the image built for AMD GPUs (empty: none known), ``rocm_note`` what is
+    uncertain of it, ``nvidia_only`` whether the engine runs on NVIDIA GPUs only;
     ``backend`` the ``vllm bench serve --backend``
     that speaks to it (a request format: ``vllm bench serve`` offers ``vllm``, ``openai`` and
     ``openai-chat``, no engine's name; every server here serves OpenAI's ``/v1/completions``).
@@ -85,6 +95,9 @@ class Server:
     metrics_setting: str = ""
     metrics_path: str = "/metrics"
     refuses_over_running: bool = False
+    rocm_image: str = ""
+    rocm_note: str = ""
+    nvidia_only: bool = False
 
     def argv(self, model: str, tensor_parallel: int, *, context: int = 0, running: int = 0,
              step_tokens: int = 0, container: bool = False) -> list[str]:  # fmt: skip
@@ -113,7 +126,7 @@ _VLLM = dict(host=("vllm", "serve"), model_flag="", container_model_flag="--mode
              backend="vllm", step_tokens="--max-num-batched-tokens")  # fmt: skip
 #: Each engine's server (:data:`capnb.records.ENGINES`' ids).
 SERVERS = {
-    "vllm-v1": Server(image="vllm/vllm-openai", **_VLLM),
+    "vllm-v1": Server(image="vllm/vllm-openai", rocm_image="vllm/vllm-openai-rocm", **_VLLM),
     "vllm-v0": Server(image="vllm/vllm-openai:v0.7.3", **_VLLM),
     "sglang": Server(
         host=("python3", "-m", "sglang.launch_server"),
@@ -130,6 +143,9 @@ SERVERS = {
         step_tokens="--chunked-prefill-size",
         bind="--host",
         metrics="--enable-metrics",
+        rocm_image="lmsysorg/sglang:v0.5.5.post3-rocm700-mi30x",
+        rocm_note="a pinned release (SGLang tags each ROCm build, for MI300X and MI325X here; "
+        "MI350X and MI355X take the -mi35x tags): pin the release you measured",
     ),
     "tgi": Server(
         host=("text-generation-launcher",),
@@ -146,6 +162,7 @@ SERVERS = {
         step_tokens="--max-batch-prefill-tokens",
         counted_at_end=False,
         refuses_over_running=True,
+        rocm_image="ghcr.io/huggingface/text-generation-inference:latest-rocm",
     ),
     "trtllm": Server(
         host=("trtllm-serve",),
@@ -164,6 +181,7 @@ SERVERS = {
         metrics_setting="return_perf_metrics: true in the YAML file its --extra_llm_api_options "
         "names",
         metrics_path="/prometheus/metrics",
+        nvidia_only=True,
     ),
     "lmdeploy": Server(
         host=("lmdeploy", "serve", "api_server"),
@@ -181,6 +199,10 @@ SERVERS = {
     ),
 }
 assert set(SERVERS) == set(ENGINES)
+
+
+#: The Kubernetes resource each GPU maker's device plugin offers (the catalog's makers).
+GPU_RESOURCES = {"AMD": "amd.com/gpu", "NVIDIA": "nvidia.com/gpu"}
 
 
 def server_of(engine: str) -> Server:
