@@ -284,3 +284,14 @@ def test_pods_on_an_amd_gpu_ask_for_amd_gpus_and_run_the_engines_rocm_build():
     assert container["resources"] == {"limits": {"nvidia.com/gpu": 8}}
     assert container["image"] == "vllm/vllm-openai"
     assert not any("amd.com" in n for n in out.notes["knative"])
+
+
+def test_a_plan_of_tensorrt_llm_on_an_amd_gpu_is_refused_when_read():
+    """TensorRT-LLM runs on NVIDIA GPUs only, yet a config of engine = 'trtllm' on MI300X was read
+    and planned: its latencies priced a server that cannot start there, and its export failed
+    only at the end. The config is refused, naming the GPU and the engines that run on it."""
+    with pytest.raises(ConfigError, match=r"engine = 'trtllm'.*NVIDIA GPUs only.*gpus\[1\] = "
+                       r"'MI300X'.*AMD.*vllm-v1, sglang or tgi"):  # fmt: skip
+        planning.read_config(dict(ENGINE_PLAN, engine="TensorRT-LLM", gpus=("H100-SXM", "MI300X")))
+    assert planning.read_config(dict(ENGINE_PLAN, engine="sglang", gpus=("MI300X",)))
+    assert planning.read_config(dict(ENGINE_PLAN, engine="trtllm", gpus=("H100-SXM",)))

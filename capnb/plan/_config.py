@@ -1028,6 +1028,7 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
             data.resolve_gpu(gpu)
         except CapnbError as error:
             raise ConfigError(f"{place('gpus')}: gpus[{i}] = {gpu!r}: {error}") from None
+    _check_engine_runs_on(config, place)
     if config.fleet.provider != "none":  # else the fleet step, the plan's last, finds it
         try:
             data.gpu_prices(config.fleet.provider)
@@ -1035,6 +1036,26 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
             raise ConfigError(
                 f"{place('provider')}: provider = {config.fleet.provider!r}: {error}"
             ) from None
+
+
+def _check_engine_runs_on(config: PlanConfig, place) -> None:
+    """An engine of NVIDIA's GPUs only (TensorRT-LLM) is not planned on an AMD GPU."""
+    from .. import data
+    from ..data._catalog import gpu_maker
+    from ..records import ENGINES
+    from ._servers import server_of
+
+    engine = config.serving.engine
+    if not server_of(engine).nvidia_only:
+        return
+    for i, gpu in enumerate(config.serving.gpus):
+        resolved = data.resolve_gpu(gpu)
+        if gpu_maker(resolved) == "AMD":
+            raise ConfigError(
+                f"{place('engine')}: engine = {engine!r}: {ENGINES[engine]} runs on NVIDIA GPUs "
+                f"only, and gpus[{i}] = {gpu!r} ({resolved}) is an AMD GPU; plan it with "
+                "vllm-v1, sglang or tgi, or leave it out of gpus"
+            )
 
 
 #: Largest plan config file read (a config holds a few dozen settings: about 2 KB).
