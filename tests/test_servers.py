@@ -278,6 +278,10 @@ def test_pods_on_an_amd_gpu_ask_for_amd_gpus_and_run_the_engines_rocm_build():
     # TensorRT-LLM runs on NVIDIA GPUs only
     with pytest.raises(Exception, match=r"engine='trtllm'.*NVIDIA GPUs only.*MI300X"):
         manifests(PolicyChoice(**base, engine="trtllm"))
+    # a GPU named by an alias of the catalog is the same GPU
+    out = manifests(PolicyChoice(**dict(base, gpu="MI300X 192GB")))
+    container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"limits": {"amd.com/gpu": 8}}
     # an NVIDIA GPU's pods are as before
     out = manifests(PolicyChoice(**dict(base, gpu="H100-SXM")))
     container = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]

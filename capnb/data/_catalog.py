@@ -234,14 +234,16 @@ def gpu_maker(gpu: str) -> str:
     """The maker of a catalog GPU (``"AMD"``, ``"NVIDIA"``), ``""`` where not known.
 
     The first word of its ``display_name`` where it is one of :data:`GPU_MAKERS` (``"AMD
-    Instinct MI300X"``: ``"AMD"``); ``""`` for an id not in the catalog or another maker's GPU.
+    Instinct MI300X"``: ``"AMD"``); ``""`` for a GPU not in the catalog or another maker's. The
+    GPU is its id, display name or an alias, as :func:`resolve_gpu` reads them exactly.
 
     Examples
     --------
-    >>> gpu_maker("MI300X"), gpu_maker("H100-SXM"), gpu_maker("no-such-gpu")
-    ('AMD', 'NVIDIA', '')
+    >>> gpu_maker("MI300X"), gpu_maker("mi300x 192gb"), gpu_maker("H100-SXM"), gpu_maker("x")
+    ('AMD', 'AMD', 'NVIDIA', '')
     """
     table = _gpu_table()
+    gpu = _gpu_names().get(str(gpu).strip().lower(), "")
     if gpu not in table.index:
         return ""
     first = (str(table.loc[gpu, "display_name"]).split() or [""])[0].upper()
