@@ -299,3 +299,18 @@ def test_a_plan_of_tensorrt_llm_on_an_amd_gpu_is_refused_when_read():
         planning.read_config(dict(ENGINE_PLAN, engine="TensorRT-LLM", gpus=("H100-SXM", "MI300X")))
     assert planning.read_config(dict(ENGINE_PLAN, engine="sglang", gpus=("MI300X",)))
     assert planning.read_config(dict(ENGINE_PLAN, engine="trtllm", gpus=("H100-SXM",)))
+
+
+def test_a_tensor_parallel_pod_mounts_shared_memory_for_its_gpus():
+    """A pod of several GPUs got a container's 64 MiB /dev/shm, too little for NCCL between them."""
+    base = dict(policy="hpa", per_instance_qps=8.0, scale_up_threshold=0.7, cooldown_s=300.0,
+                min_instances=1, max_instances=4, model="m")  # fmt: skip
+    for tp, mounted in ((1, False), (4, True)):
+        out = manifests(PolicyChoice(**base, tensor_parallel=tp))
+        pod = out.documents["knative"][0]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert ("volumeMounts" in container) == mounted and ("volumes" in pod) == mounted
+        assert any("/dev/shm" in n for n in out.notes["knative"]) == mounted
+        if mounted:
+            assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+            assert pod["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "2Gi"}

@@ -619,6 +619,29 @@ def _pods(choice: PolicyChoice, image: str | None) -> tuple[str, str, list[str]]
     ]  # fmt: skip
 
 
+#: The shared memory a tensor-parallel group's processes exchange tensors through (/dev/shm): a
+#: container's default is 64 MiB, too little for NCCL between the GPUs of one pod; vLLM's
+#: Kubernetes guide mounts a memory-backed emptyDir of 2 GiB there.
+_SHM = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}
+
+
+def _shared_memory(choice: PolicyChoice, notes: list[str]) -> tuple[dict, dict]:
+    """(the container's volumeMounts, the pod's volumes) a group of GPUs needs; empty at TP 1."""
+    if choice.tensor_parallel < 2:
+        return {}, {}
+    notes.append(
+        f"the {choice.tensor_parallel} GPUs of an instance exchange tensors through /dev/shm, "
+        "which a container holds at 64 MiB: the pod mounts a 2 GiB memory-backed emptyDir there "
+        "(Knative gates emptyDir volumes behind its config-features flag "
+        "kubernetes.podspec-emptydir where your release does; add the same volume to the "
+        "Deployment the HPA and KEDA scale)"
+    )
+    return (
+        {"volumeMounts": [{"name": _SHM["name"], "mountPath": "/dev/shm"}]},
+        {"volumes": [_SHM]},
+    )
+
+
 def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
     image, resource = pods
     template = _knative_annotations(values, notes)
@@ -637,6 +660,7 @@ def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
         f"{choice.model!r}, capnb's name for the model: put the Hugging Face id (or the path in "
         "the image) the pods serve there before applying"
     )
+    mounts, volumes = _shared_memory(choice, notes)
     service = {
         "apiVersion": "serving.knative.dev/v1",
         "kind": "Service",
@@ -651,8 +675,10 @@ def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
                             **_container(choice),
                             "ports": [{"containerPort": 8000}],
                             "resources": {"limits": {resource: choice.tensor_parallel}},
+                            **mounts,
                         }
-                    ]
+                    ],
+                    **volumes,
                 },
             }
         },
