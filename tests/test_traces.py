@@ -1245,6 +1245,15 @@ def test_a_bundled_trace_refuses_the_other_kinds_column_by_name(trace, option, s
         load_traffic(trace, **{option: "x"})
 
 
+def test_a_rate_column_and_a_count_column_together_are_refused(tmp_path):
+    # capnb plan --rate-column qps --count-column n read 'qps' as requests/s and dropped the
+    # count column without a word (5.0 requests/s); a series' values are one column or the other
+    path = _write(tmp_path, "both.csv", "t,qps,n\n0,5,3000\n600,6,3600\n")
+    for trace in (path, "servegen-m-large"):
+        with pytest.raises(ConfigError, match=r"rate_column = 'qps' and count_column = 'n'.*one"):
+            data.load_traffic(trace, time_column="t", rate_column="qps", count_column="n")
+
+
 def test_a_json_lines_log_names_its_lines_past_blank_ones(tmp_path):
     # a row of a JSON-lines log was named by its index ('line 3' for the record on line 5 after
     # two blank lines), in the out-of-order warning and in every error of a row

@@ -170,8 +170,8 @@ def load_traffic(
         or a count in no name capnb reads (``requests_per_minute``, ``arrivalRate``) in a file
         without token columns, under ``"auto"`` (each row would count as one request); or
         ``kind`` contradicts the columns (``"requests"`` for a file whose only value column is a
-        rate or a count, ``"rates"`` for one without either); or a bundled trace is given the
-        other kind's column (``prompt_column`` for a bundled rate series).
+        rate or a count, ``"rates"`` for one without either); a bundled trace is given the other
+        kind's column (``prompt_column`` for a rate series); both rate_column and count_column.
     """
     if kind not in TRAFFIC_KINDS:
         raise InputError(f"kind must be one of {list(TRAFFIC_KINDS)}, got {kind!r}")
@@ -180,6 +180,7 @@ def load_traffic(
         raise InputError(
             f"trace must be a bundled name or a path, got {type(name_or_path).__name__}"
         )
+    _one_value_column(options)
     if text in _BUNDLED_SERIES or text in _BUNDLED_TRACES:
         bundled = "rates" if text in _BUNDLED_SERIES else "requests"
         if kind not in ("auto", bundled):
@@ -278,6 +279,17 @@ def load_traffic(
             _not_windows(loaded, path, others)
     loaded.attrs["traffic_kind"] = f"{_words(kind)}, {how}"
     return loaded
+
+
+def _one_value_column(options: dict) -> None:
+    """A rate series' values are one column: both named read the rate and dropped the count."""
+    rate, count = options.get("rate_column"), options.get("count_column")
+    if rate is not None and count is not None:
+        raise ConfigError(
+            f"rate_column = {rate!r} and count_column = {count!r}: a rate series' values are one "
+            "column, requests/s (rate_column) or requests per window (count_column); give one "
+            "(capnb plan --rate-column or --count-column)"
+        )
 
 
 #: A log read without token columns whose rows are at least this many, each the same step after
