@@ -77,6 +77,13 @@ def test_an_sglang_plan_is_priced_commanded_and_deployed_as_sglang(two_engines):
     )
 
 
+def test_a_plan_on_auto_latency_names_the_engine_it_simulated():
+    # capnb plan --engine vllm-v0 (latency 'auto', the default) said "latency: per bound, the
+    # model its held-out error prefers: TTFT engine, TPOT engine": which engine, nowhere
+    inputs = planning.answer(_build(engine="vllm-v0", latency="auto")).inputs
+    assert "TTFT engine, TPOT engine (the serving-engine model of vLLM (V0 engine" in inputs
+
+
 def test_each_engines_benchmark_client_is_one_vllm_bench_serve_accepts():
     """``vllm bench serve --backend`` chooses a request format, not a server: its choices are
     vllm, openai, openai-chat (and audio, embedding and pooling APIs); 'sglang' or 'tgi' stops

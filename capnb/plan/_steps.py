@@ -316,6 +316,11 @@ def _capacity(cfg: PlanConfig, source, target_qps, buffer_qps):
         result.attrs["latency_source"] = "per bound, the model its held-out error prefers: " + (
             ", ".join(f"{m.upper()} {c['model']}" for m, c in choices.items())
         )
+        if kind == "engine":  # which engine it simulated (--engine), as latency = "engine" says
+            from ..records import ENGINES
+
+            engine = ENGINES[cfg.serving.engine]
+            result.attrs["latency_source"] += f" (the serving-engine model of {engine})"
         if "own_calibration" in result.attrs:  # the engine priced a GPU on the user's runs
             result.attrs["latency_source"] += "; the engine " + result.attrs["own_calibration"]
         result.attrs["latency_choices"] = json.dumps({m: c["reason"] for m, c in choices.items()})
