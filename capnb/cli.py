@@ -120,6 +120,11 @@ def _plan(args: argparse.Namespace) -> int:
             "--calibrate '': an empty path (an unset shell variable?); give the run files or "
             "leave the flag out to plan on the bundled calibration"
         )
+    if args.benchmark is not None and args.calibrate is not None:  # not the config's to blame
+        raise InputError(
+            "--benchmark and --calibrate: measured latencies (--benchmark) replace the "
+            "serving-engine model that the runs of --calibrate calibrate; give one"
+        )
     for name in ("model", "trace", "latency", "calibration_runs"):  # a path given is the shell's
         value = overrides.get(name)
         # an empty value is the config's to refuse, not Path("") (the current folder) to read
@@ -344,7 +349,7 @@ def _parser() -> argparse.ArgumentParser:
         help="measured latency files (vllm bench serve JSON, a GuideLLM report, AIPerf/GenAI-Perf "
         "CSV, a table): "
         "the plan uses them instead of the latency model (and instead of a config's "
-        "calibration_runs)",
+        "calibration_runs; not with --calibrate)",
     )
     plan.add_argument(
         "--calibrate",

@@ -484,9 +484,12 @@ def test_a_benchmark_replaces_the_calibration_of_the_config_it_replans(
     serving = seen["serving"]
     assert serving.latency == str(tmp_path / "capnb-H200-tp1")
     assert (serving.calibration_runs, serving.calibration_gpu) == ("", "")
-    # both on the command line: still one latency too many
+    # both on the command line: still one latency too many, said of the two flags given (it
+    # was "plan.toml: calibration_runs = ... does not use it (set latency = 'engine')")
     assert main([*argv, "--benchmark", "capnb-H200-tp1/", "--calibrate", "runs/"]) == 1
-    assert "does not use it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("capnb plan: --benchmark and --calibrate: "), err
+    assert "plan.toml" not in err and "set latency" not in err, err
 
 
 @pytest.mark.parametrize("command", ["plan", "report", "export"])
