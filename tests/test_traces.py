@@ -1245,6 +1245,13 @@ def test_a_bundled_trace_refuses_the_other_kinds_column_by_name(trace, option, s
         load_traffic(trace, **{option: "x"})
 
 
+def test_a_count_column_on_a_bundled_series_is_looked_up_not_called_a_second_column():
+    # capnb plan --count-column n on the default trace said "give exactly one of rate_column=
+    # (requests/s) or count_column= (requests)": one was given, the bundled rate column added
+    with pytest.raises(ConfigError, match=r"no column 'n' \(rate/count column\); columns: \["):
+        data.load_traffic("servegen-m-large", count_column="n")
+
+
 def test_a_rate_column_and_a_count_column_together_are_refused(tmp_path):
     # capnb plan --rate-column qps --count-column n read 'qps' as requests/s and dropped the
     # count column without a word (5.0 requests/s); a series' values are one column or the other

@@ -90,7 +90,9 @@ def load_rate_series(
     bundled = text in _BUNDLED_SERIES
     if bundled:
         path = dataset_path("traces", _BUNDLED_SERIES[text])
-        time_column, rate_column = time_column or "window_start_s", rate_column or "total_rate_rps"
+        time_column = time_column or "window_start_s"
+        if count_column is None:  # the series' own requests/s column, unless a count was named
+            rate_column = rate_column or "total_rate_rps"
         time_unit, interval = time_unit or "s", interval or 600
     else:
         path = _series_path(name_or_path, text)
