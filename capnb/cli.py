@@ -19,6 +19,7 @@ status 1 and no traceback; files written before stay intact.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 import time
@@ -75,30 +76,28 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The plan settings ``capnb plan`` takes as flags of their own name (``--time-column``).
+_SAME_NAME = "model gpus tensor_parallel sla trace trace_kind start time_column prompt_column"
+_SAME_NAME += " output_column rate_column count_column time_unit timezone interval"
+
+#: The plan settings ``capnb plan`` takes as flags: each flag's dest and the setting it gives.
+_SETTING_FLAGS = {name: name for name in _SAME_NAME.split()} | {
+    "benchmark": "latency",
+    "engine": "engine",
+    "calibrate": "calibration_runs",
+    "calibrate_gpu": "calibration_gpu",
+    "calibrate_tensor_parallel": "calibration_tensor_parallel",
+}
+
+
+def _flags_given(args: argparse.Namespace) -> list[str]:
+    """The plan setting flags given (``--gpus``, ``--benchmark``, ...)."""
+    return [f"--{d.replace('_', '-')}" for d in _SETTING_FLAGS if getattr(args, d) is not None]
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
     """The plan settings given as flags (None: not given)."""
-    given = {
-        "model": args.model,
-        "gpus": args.gpus,
-        "tensor_parallel": args.tensor_parallel,
-        "sla": args.sla,
-        "trace": args.trace,
-        "trace_kind": args.trace_kind,
-        "start": args.start,
-        "time_column": args.time_column,
-        "prompt_column": args.prompt_column,
-        "output_column": args.output_column,
-        "rate_column": args.rate_column,
-        "count_column": args.count_column,
-        "time_unit": args.time_unit,
-        "timezone": args.timezone,
-        "interval": args.interval,
-        "latency": args.benchmark,
-        "engine": args.engine,
-        "calibration_runs": args.calibrate,
-        "calibration_gpu": args.calibrate_gpu,
-        "calibration_tensor_parallel": args.calibrate_tensor_parallel,
-    }
+    given = {setting: getattr(args, dest) for dest, setting in _SETTING_FLAGS.items()}
     if args.benchmark is not None and args.calibrate is None:
         # measured latencies replace the latency model, and the config's own runs calibrating it
         # (a calibrated plan's close call re-plans with --config plan.json --benchmark DIR)
@@ -131,6 +130,11 @@ def _plan(args: argparse.Namespace) -> int:
         if isinstance(value, str) and value.strip() and Path(value).exists():
             overrides[name] = str(Path(value).resolve())
     config = plan.read_config(args.config, overrides_from="command line", **overrides)
+    flags = _flags_given(args)
+    if flags:  # the inputs line and plan.json's config_source: not the file's settings alone
+        config = dataclasses.replace(
+            config, source=f"{config.source}, changed by {', '.join(flags)}"
+        )
     check_set(args.out, (), reads=config.runs_read())  # not among the runs read
     try:
         with warnings.catch_warnings():
@@ -297,7 +301,8 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="build the plan, print the recommendation, export it")
     plan.add_argument(
         "--config",
-        help="plan config (TOML/YAML, or a plan's plan.json); default: the bundled defaults",
+        help="plan config (TOML/YAML, or a plan's plan.json); default: the bundled defaults; "
+        "the flags below change its settings, and the Inputs line names them",
     )
     plan.add_argument(
         "--out",

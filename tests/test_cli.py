@@ -492,6 +492,27 @@ def test_a_benchmark_replaces_the_calibration_of_the_config_it_replans(
     assert "plan.toml" not in err and "set latency" not in err, err
 
 
+def test_flags_over_a_config_are_named_where_the_plan_names_its_config(tmp_path, monkeypatch):
+    # capnb plan --config plan.toml --gpus H200 --engine sglang said "Inputs: config: plan.toml"
+    # and stored config_source "plan.toml" in plan.json, whose settings plan.toml does not hold
+    import capnb.plan
+
+    seen = {}
+
+    def built(config):
+        seen["source"], seen["gpus"] = config.source, config.serving.gpus
+        raise capnb.plan.PlanError("stop")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plan.toml").write_text('[serving]\ngpus = ["H100-SXM"]\n')
+    argv = ["plan", "--config", "plan.toml", "--gpus", "H200", "--engine", "sglang"]
+    assert main([*argv, "--out", "out"]) == 1
+    assert seen == {"source": "plan.toml, changed by --gpus, --engine", "gpus": ("H200",)}
+    assert main(["plan", "--out", "out"]) == 1
+    assert seen["source"] == "defaults"
+
+
 @pytest.mark.parametrize("command", ["plan", "report", "export"])
 def test_an_empty_out_is_refused_not_read_as_the_current_or_the_plans_folder(
     command, tmp_path, capsys, monkeypatch
