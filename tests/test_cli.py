@@ -513,6 +513,26 @@ def test_flags_over_a_config_are_named_where_the_plan_names_its_config(tmp_path,
     assert seen["source"] == "defaults"
 
 
+@pytest.mark.parametrize(
+    "flag", ["--start", "--time-column", "--prompt-column", "--output-column", "--rate-column",
+             "--count-column"],
+)  # fmt: skip
+def test_an_empty_trace_flag_is_refused_not_read_as_not_given(flag, tmp_path, capsys, monkeypatch):
+    # --rate-column="$COL" with COL unset planned on the bundled series' own column (exit 0), as
+    # an empty --start, --time-column, ... planned as if the flag were not given
+    import capnb.plan
+
+    def built(*args, **kwargs):
+        raise AssertionError(f"planned with {flag} '' as if it were not given")
+
+    monkeypatch.setattr(capnb.plan, "build", built)
+    assert main(["plan", f"{flag}=", "--out", str(tmp_path)]) == 1
+    setting = flag[2:].replace("-", "_")
+    err = capsys.readouterr().err
+    assert f"command line: {setting} = '': String should have at least 1 character" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", ["plan", "report", "export"])
 def test_an_empty_out_is_refused_not_read_as_the_current_or_the_plans_folder(
     command, tmp_path, capsys, monkeypatch

@@ -159,23 +159,23 @@ class Traffic(_Table):
         ),
     ] = "auto"
     start: Annotated[
-        str | None,
+        Name | None,
         _doc("date and time the trace's clock starts, for times counted from an unknown start"),
     ] = None
     time_column: Annotated[
-        str | None, _doc("the trace file's time column, when capnb cannot tell which it is")
+        Name | None, _doc("the trace file's time column, when capnb cannot tell which it is")
     ] = None
     prompt_column: Annotated[
-        str | None, _doc("a request log's prompt-token column, when its name is not a common one")
+        Name | None, _doc("a request log's prompt-token column, when its name is not a common one")
     ] = None
     output_column: Annotated[
-        str | None, _doc("a request log's output-token column, when its name is not a common one")
+        Name | None, _doc("a request log's output-token column, when its name is not a common one")
     ] = None
     rate_column: Annotated[
-        str | None, _doc("a rate series' requests/s column, when its name is not a common one")
+        Name | None, _doc("a rate series' requests/s column, when its name is not a common one")
     ] = None
     count_column: Annotated[
-        str | None,
+        Name | None,
         _doc("a rate series' requests-per-window column, when its name is not a common one"),
     ] = None
     time_unit: Annotated[
