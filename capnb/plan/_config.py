@@ -1029,6 +1029,7 @@ def check_names(config: PlanConfig, where: dict[str, str] | None = None) -> None
         except CapnbError as error:
             raise ConfigError(f"{place('gpus')}: gpus[{i}] = {gpu!r}: {error}") from None
     _check_engine_runs_on(config, place)
+    _calibration_gpu(config, place)
     if config.fleet.provider != "none":  # else the fleet step, the plan's last, finds it
         try:
             data.gpu_prices(config.fleet.provider)
@@ -1056,6 +1057,33 @@ def _check_engine_runs_on(config: PlanConfig, place) -> None:
                 f"only, and gpus[{i}] = {gpu!r} ({resolved}) is an AMD GPU; plan it with "
                 "vllm-v1, sglang or tgi, or leave it out of gpus"
             )
+
+
+def _calibration_gpu(config: PlanConfig, place) -> None:
+    """Own runs measured one GPU among the candidates, named where there are several."""
+    from .. import data
+    from ..errors import CapnbError
+
+    serving = config.serving
+    if not serving.calibration_runs:
+        return
+    if not serving.calibration_gpu and len(serving.gpus) > 1:
+        raise ConfigError(
+            f"{place('calibration_runs')}: calibration_runs: which GPU did the runs measure? set "
+            f"calibration_gpu (--calibrate-gpu) to one of the candidate gpus {list(serving.gpus)}"
+        )
+    try:
+        gpu = data.resolve_gpu(serving.calibration_gpu) if serving.calibration_gpu else None
+    except CapnbError as error:
+        raise ConfigError(
+            f"{place('calibration_gpu')}: calibration_gpu = {serving.calibration_gpu!r}: {error}"
+        ) from None
+    if gpu is not None and gpu not in [data.resolve_gpu(g) for g in serving.gpus]:
+        raise ConfigError(
+            f"{place('calibration_gpu')}: calibration_gpu = {serving.calibration_gpu!r} is not "
+            f"among the candidate gpus {list(serving.gpus)}: the calibration prices the GPU its "
+            "runs measured"
+        )
 
 
 #: Largest plan config file read (a config holds a few dozen settings: about 2 KB).

@@ -123,21 +123,8 @@ def _own_calibration(cfg: PlanConfig) -> dict | None:
     serving = cfg.serving
     if not serving.calibration_runs:
         return None
-    gpus = [data.resolve_gpu(g) for g in serving.gpus]
-    if serving.calibration_gpu:
-        gpu = data.resolve_gpu(serving.calibration_gpu)
-    elif len(gpus) == 1:
-        gpu = gpus[0]
-    else:
-        raise InputError(
-            f"calibration_runs: which GPU did the runs measure? set calibration_gpu to one of "
-            f"the candidate gpus {list(serving.gpus)}"
-        )
-    if gpu not in gpus:
-        raise InputError(
-            f"calibration_gpu = {serving.calibration_gpu!r} is not among the candidate gpus "
-            f"{list(serving.gpus)}: the calibration prices the GPU its runs measured"
-        )
+    # one GPU among the candidates, the only one or named (checked where the config is read)
+    gpu = data.resolve_gpu(serving.calibration_gpu or serving.gpus[0])
     runs = data.read_bench_runs(
         serving.calibration_runs, model=data.load_model(serving.model).name, gpu=gpu,
         tensor_parallel=serving.calibration_tensor_parallel, engine=serving.engine,
