@@ -199,6 +199,10 @@ def test_warnings_print_as_one_line_of_the_commands_output():
         ("plan.json", b'{"answer": {"model": "x", "colour": 1}}', "'colour' is not a field"),
         # "capnb export: RecursionError: maximum recursion depth exceeded while decoding ..."
         ("plan.json", b"[" * 100_000 + b"]" * 100_000, "not a plan.json (JSON nested too deeply)"),
+        # a plan config (capnb config plan.toml) read as NetCDF: "not NetCDF: Unable to
+        # synchronously open file (file signature not found)"
+        ("plan.toml", b'[serving]\ngpus = ["H200"]\n', "a plan config, not a plan: run capnb plan"),
+        ("plan.yaml", b"serving:\n  gpus: [H200]\n", "a plan config, not a plan: run capnb plan"),
     ],
 )
 def test_export_names_the_plan_file_it_cannot_read(tmp_path, capsys, name, content, said):

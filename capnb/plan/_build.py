@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import warnings
 from pathlib import Path
 
@@ -737,6 +738,11 @@ def load(path: str | os.PathLike) -> xr.Dataset:
     if not path.is_file():
         raise InputError(
             f"{path}: no such plan file (write one with capnb.plan.export or capnb plan)"
+        )
+    if path.suffix in (".toml", ".yaml", ".yml"):  # the inputs (capnb config), not a plan built
+        raise InputError(
+            f"{path}: a plan config, not a plan: run capnb plan --config {shlex.quote(str(path))} "
+            "and give the plan.nc it writes"
         )
     if path.suffix == ".json":  # the summary beside plan.nc: its answer record, not the plan
         raise InputError(
