@@ -273,9 +273,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"capnb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    report = commands.add_parser(
-        "report", help="execute the worksheets and write offline HTML reports"
-    )
+    said = "execute the worksheets and write offline HTML reports"
+    report = commands.add_parser("report", help=said, description=said)
     report.add_argument(
         "--config",
         help="plan config (TOML/YAML, or a plan's plan.json); default: the bundled defaults",
@@ -298,7 +297,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(run=_report)
 
-    plan = commands.add_parser("plan", help="build the plan, print the recommendation, export it")
+    said = "build the plan, print the recommendation, export it"
+    plan = commands.add_parser("plan", help=said, description=said)
     plan.add_argument(
         "--config",
         help="plan config (TOML/YAML, or a plan's plan.json); default: the bundled defaults; "
@@ -333,7 +333,12 @@ def _parser() -> argparse.ArgumentParser:
         "tpot, itl, e2e; quantile=0.99 by default; confirm accepts implausible bounds)",
     )
     plan.add_argument("--trace", help="bundled trace name, or a request log or rate series file")
-    plan.add_argument("--trace-kind", choices=["auto", "requests", "rates"])
+    plan.add_argument(
+        "--trace-kind",
+        choices=["auto", "requests", "rates"],
+        help="what the trace file holds: auto (read from its columns, the default), requests "
+        "(one row per request) or rates (requests/s or requests per window)",
+    )
     plan.add_argument("--start", help="date and time the trace's clock starts (times from 0)")
     plan.add_argument("--time-column", help="the trace file's time column")
     plan.add_argument(
@@ -372,9 +377,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.set_defaults(run=_plan)
 
-    export = commands.add_parser(
-        "export", help="the plan's autoscaling policy as Kubernetes HPA, Knative and KEDA YAML"
-    )
+    said = "the plan's autoscaling policy as Kubernetes HPA, Knative and KEDA YAML"
+    export = commands.add_parser("export", help=said, description=said)
     export.add_argument(
         "--plan",
         default="reports/plan.nc",
@@ -388,7 +392,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(run=_export)
 
-    config = commands.add_parser("config", help="write the default plan config, commented")
+    said = "write the default plan config, commented"
+    config = commands.add_parser("config", help=said, description=said)
     config.add_argument("path", help="file to write, e.g. plan.toml")
     config.add_argument("--force", action="store_true", help="overwrite an existing file")
     config.set_defaults(run=_config)

@@ -15,6 +15,19 @@ def test_config_writes_the_default_plan_config(tmp_path, capsys):
     assert "capnb plan --config" in capsys.readouterr().out
 
 
+def test_every_flag_of_every_command_says_what_it_takes():
+    # capnb plan --help listed "--trace-kind {auto,requests,rates}" with no word of what it
+    # decides, and the plan command no description: a newcomer has --help alone
+    from capnb.cli import _parser
+
+    commands = _parser()._subparsers._group_actions[0].choices
+    bare = [f"{name} {action.option_strings or action.dest}"
+            for name, command in commands.items() for action in command._actions
+            if not action.help]  # fmt: skip
+    assert bare == []
+    assert all(command.description for command in commands.values())
+
+
 def test_config_prints_commands_that_run_as_printed(tmp_path, capsys):
     # a path with a space was printed bare: `capnb plan --config my plan.toml` runs on 'my'
     import shlex
