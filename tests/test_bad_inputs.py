@@ -574,6 +574,9 @@ ROWS = [
         Raises(InputError, r"e2e P99 must be finite and >= 0, got inf at row 2")),
     Row("table: concurrency 0", table(f"{TABLE_HEAD}0,2,1\n2,3,2\n"),
         Raises(InputError, r"concurrency must be a positive integer, got 0 at row 2")),
+    # a corrupt field of 2**63 (the fuzzer's): past int64, it crashed the cast with a warning
+    Row("table: a concurrency past any whole number", table(f"{TABLE_HEAD}1,2,1\n9.223372036854776e18,3,2\n"),
+        Raises(InputError, r"integer \(at most 1e\+12\), got 9\.22337e\+18 at row 3")),
     Row("table: a concurrency twice", table(f"{TABLE_HEAD}2,2,1\n2,3,2\n"),
         Raises(InputError, r"concurrency 2 appears more than once \(row 2, row 3\)")),
     Row("table: P99 below P50 (units or columns swapped)",

@@ -35,6 +35,9 @@ __all__ = ["METRICS", "QUANTILES", "UNITS", "add_note", "build", "notes", "to_se
 METRICS = ("ttft", "tpot", "itl", "e2e")
 #: Quantiles every curve carries (others a source measured are kept too).
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
+#: Most requests in flight a curve's row may hold (a benchmark's are thousands; a float past
+#: 2**53 holds no exact whole number, and 2**63 is no int64: a corrupt field, named as such).
+MOST_CONCURRENCY = 1e12
 #: Seconds per unit of the time units capnb reads.
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
@@ -125,10 +128,13 @@ def build(
         )
     conc_f = conc.astype(float)
     bad = ~np.isfinite(conc_f) | (conc_f < 1) | (conc_f != np.round(conc_f))
+    bad |= conc_f > MOST_CONCURRENCY  # (past it no whole number is exact, nor an int64 past 2**63)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
+        most = f" (at most {MOST_CONCURRENCY:.0e})" if conc_f[i] > MOST_CONCURRENCY else ""
         raise InputError(
-            f"{source}: concurrency must be a positive integer, got {conc_f[i]:g} at {labels[i]}"
+            f"{source}: concurrency must be a positive integer{most}, got {conc_f[i]:g} at "
+            f"{labels[i]}"
         )
     conc = conc_f.astype(np.int64)
     values, counts = np.unique(conc, return_counts=True)
