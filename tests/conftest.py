@@ -14,11 +14,21 @@ from hypothesis import HealthCheck, settings
 # capnb.plan._cache.VARIABLE, named here: capnb is not imported before the tests
 PLAN_CACHE = "CAPNB_PLAN_CACHE"
 
-# Kernels compile on their first call, so no example may have a deadline.
+# Kernels compile on their first call, so no example may have a deadline. The suite draws the same
+# examples on every run (derandomize: CI on a clean clone is the same run twice); the "explore"
+# profile draws new ones, more of them (CAPNB_HYPOTHESIS_PROFILE=explore pytest tests/test_fuzz_*),
+# and a failure it finds becomes an @example or a row of test_bad_inputs.
 settings.register_profile(
-    "capnb", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+    "capnb",
+    deadline=None,
+    max_examples=60,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile("capnb")
+settings.register_profile(
+    "explore", deadline=None, max_examples=600, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("CAPNB_HYPOTHESIS_PROFILE", "capnb"))
 
 
 def pytest_configure(config):
