@@ -132,10 +132,8 @@ def build(
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         most = f" (at most {MOST_CONCURRENCY:.0e})" if conc_f[i] > MOST_CONCURRENCY else ""
-        raise InputError(
-            f"{source}: concurrency must be a positive integer{most}, got {conc_f[i]:g} at "
-            f"{labels[i]}"
-        )
+        raise InputError(f"{source}: concurrency must be a positive integer{most}, got "
+                         f"{conc_f[i]:g} at {labels[i]}")  # fmt: skip
     conc = conc_f.astype(np.int64)
     values, counts = np.unique(conc, return_counts=True)
     if (counts > 1).any():
