@@ -233,20 +233,12 @@ def test_export_of_a_plan_json_reads_the_set_a_killed_writer_committed(tmp_path,
     # a plan run stopped (Ctrl-C, kill) after its set was committed but before its files were
     # moved into place: capnb export --plan plan.nc read the new plan (load settles the folder)
     # while --plan plan.json read the earlier run's plan.json, a plan the user no longer has
+    from test_config import write_set_interrupted
+
     from capnb.data import _files, write_set
 
     write_set(tmp_path, {"plan.json": "{not json", "plan.nc": b"earlier"})
-    moved = _files._roll_forward
-
-    def stopped(folder):  # the second call, in the commit: interrupted before the files move
-        if (folder / _files._COMMIT).is_dir():
-            raise KeyboardInterrupt
-        moved(folder)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_files, "_roll_forward", stopped)
-        with pytest.raises(KeyboardInterrupt):
-            write_set(tmp_path, {"plan.json": '{"answer": {}}', "plan.nc": b"this run"})
+    write_set_interrupted(tmp_path, {"plan.json": '{"answer": {}}', "plan.nc": b"this run"})
     path = tmp_path / "plan.json"
     assert main(["export", "--plan", str(path), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err

@@ -342,6 +342,23 @@ def test_save_config_keeps_a_link_to_no_file_without_force(tmp_path):
     assert link.is_symlink()
 
 
+def write_set_interrupted(folder, files: dict) -> None:
+    """``capnb.data.write_set`` stopped (Ctrl-C, kill) after its commit, before the files move."""
+    from capnb.data import _files, write_set
+
+    moved = _files._roll_forward
+
+    def stopped(at):  # the second call, in the commit: interrupted before the files move
+        if (at / _files._COMMIT).is_dir():
+            raise KeyboardInterrupt
+        moved(at)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_files, "_roll_forward", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            write_set(folder, files)
+
+
 def test_a_plan_json_config_is_read_from_the_set_a_killed_writer_committed(tmp_path):
     # a plan run stopped after its set was committed but before its files were moved into
     # place: capnb export --plan plan.json and plan.load read the committed plan, while
@@ -356,16 +373,6 @@ def test_a_plan_json_config_is_read_from_the_set_a_killed_writer_committed(tmp_p
         return json.dumps({"config": values, "answer": {}})
 
     write_set(tmp_path, {"plan.json": plan_json(1.0)})
-    moved = _files._roll_forward
-
-    def stopped(folder):  # the second call, in the commit: interrupted before the files move
-        if (folder / _files._COMMIT).is_dir():
-            raise KeyboardInterrupt
-        moved(folder)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_files, "_roll_forward", stopped)
-        with pytest.raises(KeyboardInterrupt):
-            write_set(tmp_path, {"plan.json": plan_json(2.0)})
+    write_set_interrupted(tmp_path, {"plan.json": plan_json(2.0)})
     assert plan.load_config(tmp_path / "plan.json").traffic.demand_scale == 2.0
     assert not (tmp_path / _files._COMMIT).exists()
