@@ -590,6 +590,20 @@ def _check_held(prompt, output, kv_tokens: int, layout: KVGroups,
         )
 
 
+def longest_over_budget(prompt, cached, settings: EngineSettings, block: int) -> int:
+    """The most tokens a prompt computes in one step, where that is over the step's budget (else 0).
+
+    Only an engine without chunked prefill computes a prompt whole; the tokens computed are the
+    prompt less its prefix-cache hit (``cached``) in whole blocks, never the last token.
+    """
+    budget = settings.max_num_batched_tokens
+    if settings.chunked_prefill or not budget:
+        return 0
+    computed = prompt - np.minimum((cached // block) * block, prompt - 1)
+    longest = int(computed.max())
+    return longest if longest > budget else 0
+
+
 def _check_budget(prompt, cached, settings: EngineSettings, block: int) -> None:
     """An InputError when, without chunked prefill, a prompt is longer than the step's token budget.
 
@@ -598,17 +612,13 @@ def _check_budget(prompt, cached, settings: EngineSettings, block: int) -> None:
     it; simulated, it would wait for ever and the curve would be NaN. The tokens computed are the
     prompt less its prefix-cache hit in whole blocks (never the last token), as the kernel admits.
     """
-    budget = settings.max_num_batched_tokens
-    if settings.chunked_prefill or not budget:
-        return
-    computed = prompt - np.minimum((cached // block) * block, prompt - 1)
-    longest = int(computed.max())
-    if longest > budget:
+    longest = longest_over_budget(prompt, cached, settings, block)
+    if longest:
         raise InputError(
-            f"settings: max_num_batched_tokens = {int(budget):,} tokens a step without chunked "
-            f"prefill ({settings.engine}), but a prompt needs {longest:,} tokens computed in one "
-            "step; the engine would never schedule it. Raise max_num_batched_tokens or set "
-            "chunked_prefill=True"
+            f"settings: max_num_batched_tokens = {int(settings.max_num_batched_tokens):,} tokens "
+            f"a step without chunked prefill ({settings.engine}), but a prompt needs {longest:,} "
+            "tokens computed in one step; the engine would never schedule it. Raise "
+            "max_num_batched_tokens or set chunked_prefill=True"
         )
 
 

@@ -149,18 +149,23 @@ def _whole_prompts(cfg: PlanConfig, workload: xr.Dataset) -> None:
     defaults follow it: chunks of 512 past 32K tokens, else the context whole).
     """
     from .. import data
+    from ..latency import _engine
+    from ..records import BLOCK_SIZE
 
     context = data.load_model(cfg.serving.model).context_tokens
     at_context = dataclasses.replace(
         engine_settings(cfg), max_model_len=int(context) if context else None
     )
     settings = at_context.resolve(gpu=data.resolve_gpu(cfg.serving.gpus[0]))
-    longest = int(workload.prompt_tokens.max())
-    budget = settings.max_num_batched_tokens
-    if settings.chunked_prefill or not budget or longest <= budget:
+    prompt = workload.prompt_tokens.values.astype(np.int64)
+    # (without a prefix cache's hits: the sweep's own check counts them)
+    longest = _engine.longest_over_budget(prompt, np.zeros_like(prompt), settings,
+                                          settings.block_size or BLOCK_SIZE)  # fmt: skip
+    if not longest:
         return
     from ._servers import server_of
 
+    budget = settings.max_num_batched_tokens
     said = "set" if cfg.serving.max_num_batched_tokens else "its default"
     raise InputError(
         f"engine = {cfg.serving.engine!r} computes a prompt whole, in one step of at most "
