@@ -544,9 +544,8 @@ def _accounting_words(cfg: PlanConfig, cap: xr.Dataset) -> str:
     words = {"article": "the article's accounting (15 % headroom)"}.get(used, f"{used} accounting")
     if used == "vllm":
         words = f"vLLM {version}'s accounting" if version else "vLLM's accounting"
-        if "engine" in json.loads(cap.attrs.get("latency_models", "{}")).values() and (
-            not cfg.serving.engine.startswith("vllm")
-        ):  # the engine model sizes every engine's KV cache so
+        if _engine_priced(cap) and not cfg.serving.engine.startswith("vllm"):
+            # the engine model sizes every engine's KV cache so
             from ..records import ENGINES
 
             words += (
@@ -597,10 +596,14 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
     return "; ".join(parts)
 
 
+def _engine_priced(cap: xr.Dataset) -> bool:
+    """Whether the serving-engine model priced any of the SLA's bounds (the capacity step's attrs)."""
+    return "engine" in json.loads(cap.attrs.get("latency_models", "{}")).values()
+
+
 def _engine_words(cfg: PlanConfig, cap: xr.Dataset) -> list[str]:
     """The engine, where the latency words do not name it: what it sets without the engine model."""
-    priced = json.loads(cap.attrs.get("latency_models", "{}")).values()
-    if "engine" in priced or cfg.serving.engine == "vllm-v1":
+    if _engine_priced(cap) or cfg.serving.engine == "vllm-v1":
         return []
     from ..records import ENGINES
 
