@@ -1276,17 +1276,14 @@ def test_the_capacity_worksheet_sizes_memory_with_the_plans_accounting(tmp_path)
     assert int(result.safe_concurrency) == a.safe_concurrency
 
 
-def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_its_own(
-    tmp_path, monkeypatch
-):
-    # the report replaced a plan.toml of the user's in --out (and any page named like one of
-    # its own) without a word, and a plan.json of the user's ended the run after the plan was
-    # built, saying "pass --force", a flag capnb report did not have
+def _stub_worksheets(monkeypatch, heading: str) -> list[bool]:
+    """The report without its work: no plan built, each worksheet one markdown cell ``heading``.
+
+    Returns the list the stubbed parameters step appends each call's ``force`` to.
+    """
     import nbformat
 
-    from capnb.errors import OutputError
-
-    built = []
+    built: list[bool] = []
 
     def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
         built.append(force)
@@ -1294,12 +1291,24 @@ def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_it
 
     def executed(name, **kwargs):
         notebook = nbformat.v4.new_notebook()
-        notebook.cells.append(nbformat.v4.new_markdown_cell("# Step 2 — Memory"))
+        notebook.cells.append(nbformat.v4.new_markdown_cell(heading))
         notebook.metadata["capnb_worksheet"] = name
         return notebook
 
     monkeypatch.setattr(report, "_parameters", parameters)
     monkeypatch.setattr(report, "execute", executed)
+    return built
+
+
+def test_a_report_refuses_files_it_did_not_write_before_the_work_and_replaces_its_own(
+    tmp_path, monkeypatch
+):
+    # the report replaced a plan.toml of the user's in --out (and any page named like one of
+    # its own) without a word, and a plan.json of the user's ended the run after the plan was
+    # built, saying "pass --force", a flag capnb report did not have
+    from capnb.errors import OutputError
+
+    built = _stub_worksheets(monkeypatch, "# Step 2 — Memory")
     run = functools.partial(report.run_report, None, tmp_path, worksheets=("02_memory",),
                             progress=False)  # fmt: skip
     for name in ("plan.toml", "plan.json", "02_memory.html", report.REPORT_NAME):
@@ -1322,19 +1331,7 @@ def test_a_report_of_fewer_worksheets_removes_its_earlier_pages_of_another_plan(
 ):
     # a report of 02_memory after one of 02_memory and 03_capacity left 03_capacity.html, a page
     # of the earlier run's plan and inputs, beside this run's plan.json and combined report
-    import nbformat
-
-    def parameters(config, out_dir, *, keep=None, written=None, force=False, stage=None):
-        return {}
-
-    def executed(name, **kwargs):
-        notebook = nbformat.v4.new_notebook()
-        notebook.cells.append(nbformat.v4.new_markdown_cell("# A step"))
-        notebook.metadata["capnb_worksheet"] = name
-        return notebook
-
-    monkeypatch.setattr(report, "_parameters", parameters)
-    monkeypatch.setattr(report, "execute", executed)
+    _stub_worksheets(monkeypatch, "# A step")
     run = functools.partial(report.run_report, None, tmp_path, progress=False)
     run(worksheets=("02_memory", "03_capacity"))
     (tmp_path / "04_elasticity.html").write_text("mine")  # a page capnb did not write: kept
