@@ -212,8 +212,9 @@ def test_the_serve_command_caps_max_model_len_where_the_kv_cache_holds_less_than
 def test_the_serve_command_caps_max_model_len_on_the_analytic_model_too():
     # a plan priced on the analytic latency model (latency = "model") carries no running_tokens:
     # its command for Llama-3.1-8B on one L4 was 'vllm serve $MODEL --tensor-parallel-size 1',
-    # which vLLM refuses to start whatever model priced the latency (its own accounting leaves
-    # 14,096 tokens of KV cache, its rotary cache counted, against a 131,072-token context)
+    # which vLLM refuses to start whatever model priced the latency (its own accounting, profiled
+    # at vllm serve's 256 sequences and 2,048 tokens on an L4, leaves 43,344 tokens of KV cache,
+    # its rotary cache counted, against a 131,072-token context)
     from capnb.plan._closecall import benchmark_commands
 
     options = xr.Dataset(
@@ -221,7 +222,7 @@ def test_the_serve_command_caps_max_model_len_on_the_analytic_model_too():
         coords={"gpu": ["L4", "H100-SXM"], "tensor_parallel": [1]},
     )
     small = benchmark_commands(options, "L4", 1, "Llama-3.1-8B", 1214, 211).split("\n")
-    assert small[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-model-len 14096"
+    assert small[1] == "vllm serve $MODEL --tensor-parallel-size 1 --max-model-len 43344"
     large = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 1214, 211).split("\n")
     assert large[1] == "vllm serve $MODEL --tensor-parallel-size 1"
 

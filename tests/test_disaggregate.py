@@ -325,7 +325,10 @@ def test_pools_their_own_simulation_puts_past_the_sla_are_not_recommended():
     # 16 decode (TP1) L40S instances ... 37 GPU-slots over the day against 55 aggregated.
     # Simulated per request at the busiest slot ... P99 TTFT 7.8 s: above the SLA": the pools the
     # curves sized miss the SLA 7.8x on capnb's own simulation, yet were chosen and priced as a
-    # third fewer GPUs; the aggregated fleet, which meets it, is the answer
+    # third fewer GPUs; the aggregated fleet, which meets it, is the answer (4.5 s once the L40S's
+    # KV cache is profiled as vllm serve runs there: 256 sequences, 2,048 tokens)
+    import re
+
     from capnb.plan._serving import serving_sentence
 
     dep = Deployment("Qwen3-14B", "L40S", 1)
@@ -341,7 +344,8 @@ def test_pools_their_own_simulation_puts_past_the_sla_are_not_recommended():
     assert ds.attrs["serving"] == "aggregated"
     said = ds.attrs["recommendation"]
     assert said.startswith("Serve aggregated") and "Serve disaggregated" not in said, said
-    assert "P99 TTFT 7.8 s against the SLA's 1 s" in said, said
+    found = re.search(r"P99 TTFT ([\d.]+) s against the SLA's 1 s", said)
+    assert found and float(found.group(1)) > 1.0, said
     assert not ds.meets_sla.sel(serving="disaggregated").item()
     assert "simulated per request" in ds.serving_reason.sel(serving="disaggregated").item()
     # the plan's line: no saving for pools that miss the SLA

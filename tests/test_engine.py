@@ -505,9 +505,43 @@ def test_the_engine_curves_memory_limit_counts_whole_kv_blocks_as_the_memory_ste
     workload = latency.workload(prompt_tokens=[1215] * 8, output_tokens=[211] * 8)
     curve = capnb.capacity.engine_curve_of(Deployment("Qwen3-8B", "A100-80GB", 2), workload,
                                            requests=200)  # fmt: skip
+    # (profiled as vllm serve runs on an A100: 256 sequences, 2,048 tokens a step)
+    acct = capnb.memory.accounting("vllm", vllm_version="0.10", max_num_seqs=256,
+                                   max_num_batched_tokens=2048)  # fmt: skip
     held = capnb.memory.max_concurrency(model="Qwen3-8B", gpu="A100-80GB", tensor_parallel=2,
-                                        seq_len=1426, accounting="vllm", vllm_version="0.10")  # fmt: skip
-    assert curve.attrs["memory_limit"] == int(held.max_concurrency.squeeze()) == 588
+                                        seq_len=1426, accounting=acct)  # fmt: skip
+    assert curve.attrs["memory_limit"] == int(held.max_concurrency.squeeze()) == 631
+
+
+def test_the_engines_kv_cache_is_profiled_as_vllm_serve_runs_on_each_gpu():
+    # vLLM sizes its KV cache after a profile run of max_num_batched_tokens tokens and a sampler
+    # run over max_num_seqs requests; vllm serve sets 256 and 2,048 on GPUs under 70 GiB and on
+    # A100s, 1,024 and 8,192 on the others. The engine had profiled every GPU at 1,024 and 8,192:
+    # Llama-3.1-8B on one L4 got 14,096 tokens where vLLM at its defaults holds 43,344
+    from capnb.data import load_model
+    from capnb.latency import _engine
+
+    spec = load_model("Llama-3.1-8B")
+    for gpu, profile in (("L4", (256, 2048)), ("L40S", (256, 2048)), ("A100-80GB", (256, 2048)),
+                         ("H100-SXM", (1024, 8192)), ("H200", (1024, 8192))):  # fmt: skip
+        assert _engine.profile_settings(gpu) == profile, gpu
+        acct = capnb.memory.accounting("vllm", vllm_version="0.10", max_num_seqs=profile[0],
+                                       max_num_batched_tokens=profile[1])  # fmt: skip
+        held = capnb.memory.max_concurrency(model=spec, gpu=gpu, tensor_parallel=1, seq_len=16,
+                                            accounting=acct)  # fmt: skip
+        assert _engine.kv_tokens_auto(spec, gpu, 1) == int(held.kv_cache_tokens.item()), gpu
+    assert _engine.kv_tokens_auto(spec, "L4", 1) == 43_344
+    # a vLLM V1 server started with other limits profiles them; another engine's cache is sized
+    # as vllm serve's on the GPU (the stand-in capnb uses for every engine's KV cache)
+    fewer = EngineSettings("vllm-v1", max_num_seqs=64)
+    assert _engine.profile_settings("H100-SXM", fewer) == (64, 8192)
+    assert _engine.kv_tokens_auto(spec, "H100-SXM", 1, settings=fewer) > _engine.kv_tokens_auto(
+        spec, "H100-SXM", 1
+    )
+    assert _engine.profile_settings("H100-SXM", EngineSettings("tgi")) == (1024, 8192)
+    # the sampler's batch is the forward pass's requests: at most one per token of the step
+    many = EngineSettings("vllm-v1", max_num_seqs=2**31 - 1)
+    assert _engine.profile_settings("H100-SXM", many) == (8192, 8192)
 
 
 @pytest.mark.parametrize("engine", ["tgi", "trtllm"])

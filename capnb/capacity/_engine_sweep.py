@@ -89,9 +89,9 @@ def _kv_tokens(model, gpu, tp: int, seq_len: int, vllm_version: str, *, kv_dtype
 
     engine = (settings or EngineSettings()).engine
     hybrid = _engine.hybrid_engine(data.load_model(model), engine)
-    acct = memory.accounting("vllm", vllm_version=vllm_version)
-    if not hybrid:  # an engine that stores every layer whole: the bucket's count at full length
-        acct = memory.accounting(acct, hybrid_kv=False)
+    # profiled as the server runs on this GPU; an engine that stores every layer whole: the
+    # bucket's count at full length
+    acct = _engine.served_accounting(str(gpu), settings, hybrid=hybrid, vllm_version=vllm_version)
     budget = memory.max_concurrency(
         model=model, gpu=gpu, tensor_parallel=int(tp), seq_len=seq_len, accounting=acct,
         kv_dtype=kv_dtype, weight_dtype=weight_dtype,

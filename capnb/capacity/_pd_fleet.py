@@ -58,7 +58,8 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
     gpus = load_gpus([gpu_id])
     # the P:D kernel stores every layer whole (it has no hybrid groups): a full-length count
     kv_tokens = _engine.kv_tokens_auto(spec, gpu_id, tps["decode"], kv_dtype=kv_dtype,
-                                       weight_dtype=weight_dtype, hybrid=False)  # fmt: skip
+                                       weight_dtype=weight_dtype, hybrid=False,
+                                       settings=engine)  # fmt: skip
     if kv_tokens <= 0:
         raise InputError(
             f"tensor_parallel: {spec.name} leaves no KV cache on a decode instance of "

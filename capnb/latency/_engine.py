@@ -76,17 +76,64 @@ def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
     return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token)])
 
 
+def profile_settings(gpu: str, settings: EngineSettings | None = None) -> tuple[int, int]:
+    """(sequences, tokens) of vLLM's profile run on ``gpu``: what sizes its activation reserve.
+
+    vLLM V1 profiles a forward pass of ``max_num_batched_tokens`` tokens and a sampler run over
+    ``max_num_seqs`` requests before it sizes the KV cache, so the reserve follows the settings
+    the server runs: ``settings`` where they are vLLM V1's (the fields given, the rest its
+    defaults on this GPU), else ``vllm serve``'s defaults on this GPU (1,024 and 8,192 on GPUs of
+    70 GiB or more other than A100s; 256 and 2,048 elsewhere), the stand-in every other engine's
+    KV cache is sized with. The sequences are at most the tokens: the profile's forward pass
+    spreads its tokens over ``min(max_num_batched_tokens, max_num_seqs)`` requests and samples
+    one token for each.
+
+    Examples
+    --------
+    >>> profile_settings("L40S"), profile_settings("H100-SXM")
+    ((256, 2048), (1024, 8192))
+    """
+    from ..data import load_gpus
+
+    gpus = load_gpus([gpu])
+    served = EngineSettings("vllm-v1")
+    if settings is not None and settings.engine == "vllm-v1":
+        served = settings
+    resolved = served.resolve(gpu=str(gpus.gpu.values[0]),
+                              gpu_memory_bytes=float(gpus.memory_bytes.values[0]))  # fmt: skip
+    tokens = int(resolved.max_num_batched_tokens)
+    # the dummy run spreads its tokens over min(tokens, max_num_seqs) requests, one logit each
+    # (gpu_model_runner._dummy_run), and the sampler runs over those logits
+    return min(int(resolved.max_num_seqs or tokens), tokens), tokens
+
+
+def served_accounting(gpu: str, settings: EngineSettings | None = None, *, hybrid: bool = True,
+                      vllm_version: str = VLLM_VERSION):  # fmt: skip
+    """VLLM's accounting (a bucket, the engine's by default) profiled as :func:`profile_settings`."""
+    from .. import memory
+
+    acct = memory.accounting("vllm", vllm_version=vllm_version, hybrid_kv=bool(hybrid))
+    if vllm_version == "0.6":  # V0's profile run: the bucket's own settings
+        return acct
+    seqs, tokens = profile_settings(gpu, settings)
+    return memory.accounting(acct, max_num_seqs=seqs, max_num_batched_tokens=tokens or
+                             acct.max_num_batched_tokens)  # fmt: skip
+
+
 def kv_tokens_auto(spec, gpu: str, tensor_parallel: int, *, kv_dtype: str = "auto",
-                   weight_dtype: str | None = None, hybrid: bool = True) -> int:  # fmt: skip
+                   weight_dtype: str | None = None, hybrid: bool = True,
+                   settings: EngineSettings | None = None) -> int:  # fmt: skip
     """KV cache tokens vLLM (V1 engine accounting, 0.9-0.11) would allocate, from capnb.memory.
 
-    ``hybrid``: counted as vLLM's hybrid KV cache manager logs them (its groups' pool; fewer
-    tokens where a group is padded), else at full length, for an engine that stores every layer
-    whole (:func:`hybrid_engine`).
+    Profiled as the server runs on this GPU (:func:`served_accounting`: ``settings``' sequences
+    and step tokens for vLLM V1, else ``vllm serve``'s defaults on the GPU). ``hybrid``: counted
+    as vLLM's hybrid KV cache manager logs them (its groups' pool; fewer tokens where a group is
+    padded), else at full length, for an engine that stores every layer whole
+    (:func:`hybrid_engine`).
     """
     from .. import memory
 
-    acct = memory.accounting("vllm", vllm_version=VLLM_VERSION, hybrid_kv=bool(hybrid))
+    acct = served_accounting(gpu, settings, hybrid=hybrid)
     ds = memory.max_concurrency(
         model=spec, gpu=gpu, tensor_parallel=tensor_parallel, seq_len=BLOCK_SIZE,
         accounting=acct, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
@@ -123,16 +170,17 @@ def kv_pool(kv_tokens: int, layout: KVGroups, settings: EngineSettings) -> int:
     vLLM logs the pool's blocks divided among its groups (``num_blocks // groups x block_size``),
     so the pool is ``kv_tokens // block x groups``. Under the hybrid manager the windowed groups
     also hold a step's prefill chunk beside the windows, which the memory step reserves
-    (:meth:`capnb.memory.Accounting.window_chunk_bytes`, a chunk of the accounting's
-    ``max_num_batched_tokens``, 8,192: the budget its KV cache was profiled with): the same blocks
-    are left out of the pool here, so the engine and the memory step hold the same sequences
-    (a smaller step budget, as vLLM's default of 2,048 on GPUs under 70 GiB, holds less: the
-    reserve is the larger one).
+    (:meth:`capnb.memory.Accounting.window_chunk_bytes`, a chunk of the ``max_num_batched_tokens``
+    the KV cache was profiled with: ``settings``', resolved, as :func:`kv_tokens_auto` profiles
+    them): the same blocks are left out of the pool here, so the engine and the memory step hold
+    the same sequences.
     """
     from .. import memory
 
     block = settings.block_size or BLOCK_SIZE
     acct = memory.accounting("vllm", vllm_version=VLLM_VERSION)
+    if settings.max_num_batched_tokens:
+        acct = memory.accounting(acct, max_num_batched_tokens=int(settings.max_num_batched_tokens))
     return acct.pool_blocks(layout, kv_tokens, block)
 
 
@@ -394,7 +442,7 @@ def engine(
     cal = _calibration_of(calibration, gpu_id, settings.engine)
     hybrid = hybrid_engine(spec, settings.engine)
     kv_tokens, kv_from = _kv_tokens(kv_cache_tokens, spec, gpu_id, tp, kv_dtype, weight_dtype,
-                                    hybrid)  # fmt: skip
+                                    hybrid, settings)  # fmt: skip
     given_length = settings.max_model_len
     settings = _resolved(settings, spec, gpu_id, float(gpus.memory_bytes.values[0]), kv_tokens)
     block = settings.block_size
@@ -718,12 +766,17 @@ def _calibration_of(calibration, gpu_id: str, engine: str):
     raise InputError(f"calibration must be None or a Calibration, got {type(calibration).__name__}")
 
 
-def _kv_tokens(kv_cache_tokens, spec, gpu_id: str, tp: int, kv_dtype, weight_dtype, hybrid: bool):
+def _kv_tokens(kv_cache_tokens, spec, gpu_id: str, tp: int, kv_dtype, weight_dtype, hybrid: bool,
+               settings: EngineSettings):  # fmt: skip
     """KV cache tokens per GPU (given, or vLLM's accounting) and where they come from."""
     if kv_cache_tokens is None or kv_cache_tokens == "auto":
         kv_tokens = kv_tokens_auto(spec, gpu_id, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                                   hybrid=hybrid)  # fmt: skip
-        kv_from = "auto: vLLM V1 accounting (capnb.memory, gpu_memory_utilization 0.9)"
+                                   hybrid=hybrid, settings=settings)  # fmt: skip
+        seqs, tokens = profile_settings(gpu_id, settings)
+        kv_from = (
+            "auto: vLLM V1 accounting (capnb.memory, gpu_memory_utilization 0.9), profiled at "
+            f"max_num_seqs {seqs:,} and max_num_batched_tokens {tokens:,}"
+        )
     else:
         kv_tokens = _validate.positive_int(kv_cache_tokens, "kv_cache_tokens")
         kv_from = "given"

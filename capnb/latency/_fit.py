@@ -314,12 +314,16 @@ def _kv_cache(pt: Point, run: dict) -> tuple[np.ndarray, int]:
     """
     model_vec, _, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
     spec = _spec(pt.model)
-    if spec.kv_groups(_engine.BLOCK_SIZE).windowed and not _engine.hybrid_engine(
-        spec, pt.engine_id
-    ):
+    windowed = spec.kv_groups(_engine.BLOCK_SIZE).windowed
+    hybrid = _engine.hybrid_engine(spec, pt.engine_id)
+    # a vLLM V1 run profiles its own max_num_seqs and step tokens (vectors: vllm serve's defaults)
+    profiled = {k: _number(run, k) for k in ("max_num_seqs", "max_num_batched_tokens")}
+    profiled = {k: int(v) for k, v in profiled.items() if v}
+    if (windowed and not hybrid) or (pt.engine_id == "vllm-v1" and profiled):
         weight_dtype = "fp8" if pt.dtype == "fp8" else None
-        kv_tokens = _engine.kv_tokens_auto(spec, pt.gpu, pt.tensor_parallel,
-                                           weight_dtype=weight_dtype, hybrid=False)  # fmt: skip
+        settings = _engines.EngineSettings(pt.engine_id, **profiled)
+        kv_tokens = _engine.kv_tokens_auto(spec, pt.gpu, pt.tensor_parallel, settings=settings,
+                                           weight_dtype=weight_dtype, hybrid=hybrid)  # fmt: skip
     dp = int(_number(run, "attention_data_parallel") or 1)
     if dp > 1:  # each attention rank holds and reads the KV cache of its own requests only
         model_vec = model_vec.copy()
