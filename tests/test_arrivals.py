@@ -188,6 +188,25 @@ def test_the_kv_budget_of_a_deployment_is_its_own_dtypes():
     assert np.isfinite(out.latency).all()
 
 
+def test_the_arrivals_kv_budget_is_profiled_at_the_servers_own_limits():
+    # a vLLM V1 server started with --max-num-seqs 64 profiles a sampler batch of 64, not vllm
+    # serve's 1,024 on an H100: its KV cache is larger, and the open-loop check ran on the
+    # default launch's cache whatever settings it was given
+    from capnb.latency import _engine
+    from capnb.records import EngineSettings
+
+    dep = Deployment("Llama-3.1-8B", "H100-SXM", 1)
+    work = capnb.latency.workload(prompt_tokens=[1000] * 4, output_tokens=[200] * 4)
+    fewer = EngineSettings("vllm-v1", max_num_seqs=64)
+    sla = SLA(ttft_s=5.0, tpot_s=0.1)
+    out = capnb.capacity.arrivals(dep, work, sla=sla, per_instance_qps=2.0, requests=60,
+                                  settings=fewer)  # fmt: skip
+    default = capnb.capacity.arrivals(dep, work, sla=sla, per_instance_qps=2.0, requests=60)
+    assert out.attrs["kv_cache_tokens"] == _engine.kv_tokens_auto(dep.spec, "H100-SXM", 1,
+                                                                  settings=fewer)  # fmt: skip
+    assert out.attrs["kv_cache_tokens"] > default.attrs["kv_cache_tokens"]
+
+
 def test_arrivals_take_one_cell_of_safe_concurrencys_per_instance_qps():
     # the capacity step's own per_instance_qps (a DataArray of one cell) was refused as
     # "per_instance_qps must be requests/s > 0, got <xarray.DataArray ...>"

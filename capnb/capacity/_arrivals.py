@@ -91,7 +91,7 @@ def arrivals(
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
     kv = _kv_tokens(deployment.model, deployment.gpu, int(deployment.tensor_parallel), seq_len,
                     vllm_version, kv_dtype=deployment.kv_dtype,
-                    weight_dtype=deployment.weight_dtype)  # fmt: skip
+                    weight_dtype=deployment.weight_dtype, settings=settings)  # fmt: skip
     shares = np.array(SHARES)
     curve = latency.engine(
         deployment, workload, request_rate=(shares * float(per_instance_qps)).tolist(),
@@ -124,5 +124,6 @@ def arrivals(
         "gpu": deployment.gpu,
         "tensor_parallel": int(deployment.tensor_parallel),
         "calibration": str(curve.attrs.get("calibration", "")),
+        "kv_cache_tokens": int(kv),  # tokens a GPU, profiled as the server of ``settings`` runs
     }
     return out
