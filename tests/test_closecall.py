@@ -189,7 +189,7 @@ def test_the_commands_to_paste_hold_no_line_a_model_or_gpu_name_smuggles_in():
 
 
 def test_the_serve_command_caps_max_model_len_where_the_kv_cache_holds_less_than_the_context():
-    # Llama-3.1-8B on one L4 keeps 14,352 tokens of KV cache (vLLM 0.10's accounting) against its
+    # Llama-3.1-8B on one L4 with an option's 14,352 tokens of KV cache (running_tokens) against its
     # 131,072-token context: the plan's 'vllm serve $MODEL --tensor-parallel-size 1' is refused at
     # start-up (vLLM needs the KV cache to hold one request of max_model_len, which defaults to
     # the context); the command now passes the longest the cache holds

@@ -1670,6 +1670,11 @@ def test_the_memory_the_answer_states_is_the_plans_memory_step(small):
     assert plan.attrs["memory_accounting"] == "vllm"
     assert plan.attrs["memory_vllm_version"] == "0.10"
     assert "memory: vLLM 0.10's accounting" in a.inputs
+    # after the profile run vLLM V1 makes on the plan's GPU (vllm serve's defaults there)
+    from capnb.latency._engine import profile_settings
+
+    seqs, tokens = profile_settings(a.gpu)
+    assert f"profile run as vLLM V1 runs it ({seqs:,} sequences and {tokens:,} tokens" in a.inputs
 
 
 def test_the_serving_comparison_says_it_holds_no_prefix_cache():

@@ -538,6 +538,22 @@ def _model_source(model: str) -> str:
     return where + "".join(f"; note: {note}" for note in getattr(spec, "notes", ()))
 
 
+def _profile_words(cfg: PlanConfig) -> str:
+    """The profile run the engine's KV cache was sized after, per GPU (as vLLM V1 runs it)."""
+    from ..latency._engine import profile_settings
+    from ._steps import engine_settings
+
+    settings = engine_settings(cfg)
+    by_profile: dict[tuple[int, int], list[str]] = {}
+    for gpu in cfg.serving.gpus:
+        by_profile.setdefault(profile_settings(gpu, settings), []).append(gpu)
+    runs = "; ".join(
+        f"{seqs:,} sequences and {tokens:,} tokens on {', '.join(gpus)}"
+        for (seqs, tokens), gpus in by_profile.items()
+    )
+    return f", after a profile run as vLLM V1 runs it ({runs})"
+
+
 def _accounting_words(cfg: PlanConfig, cap: xr.Dataset) -> str:
     """The memory accounting the plan sized its options with, and why when not the config's."""
     used, version = str(cap.attrs["memory_accounting"]), cap.attrs.get("memory_vllm_version")
@@ -552,6 +568,8 @@ def _accounting_words(cfg: PlanConfig, cap: xr.Dataset) -> str:
                 f" for {ENGINES[cfg.serving.engine]} too (capnb sizes every engine's KV cache "
                 "with vLLM's; the engine's own sizing is not modelled)"
             )
+    if used == "vllm" and _engine_priced(cap):
+        words += _profile_words(cfg)
     if used != cfg.serving.accounting:
         words += (
             f" (the serving-engine model's KV cache; [serving] accounting = "
