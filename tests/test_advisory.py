@@ -156,3 +156,20 @@ def test_the_answers_advisory_fields_say_the_window_and_limit_advise_uses():
     assert "cool-down" not in meaning["reversals_per_day"].partition("(")[0]
     limit = _advisory.MOST_REVERSALS_PER_DAY
     assert f"more than {limit:g} reversal" in meaning["flapping"]
+
+
+def test_two_records_of_one_policy_are_told_apart_or_refused():
+    # two HPA records at different targets were both labelled 'hpa': the view held the label
+    # twice, and flapping_warning(view, "hpa") died in numpy ("The truth value of an array with
+    # more than one element is ambiguous"); a view without policy named crashed the same way
+    rate = square_wave(1200, hours=2)
+    records = [elasticity.Policy("hpa"), elasticity.Policy("hpa", scale_up_threshold=0.5)]
+    with pytest.raises(InputError, match=r"policies: 'hpa' is given 2 times"):
+        elasticity.advisory(rate, policies=records, step_s=1, per_instance_qps=10,
+                            cold_start_s=30)  # fmt: skip
+    view = elasticity.advisory(rate, policies=["hpa", "knative"], step_s=1, per_instance_qps=10,
+                               cold_start_s=30)  # fmt: skip
+    with pytest.raises(InputError, match=r"policy: the view holds \['hpa', 'knative'\]"):
+        elasticity.flapping_warning(view)
+    with pytest.raises(InputError, match=r"policy='article' is not in the view"):
+        elasticity.flapping_warning(view, "article")

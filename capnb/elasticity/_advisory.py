@@ -184,6 +184,12 @@ def advisory(demand, *, policies, forecast=None, window_s=None, hold_s=None, **s
         raise InputError("policies: give at least one policy")
     # a Policy record runs as itself, and is named by its policy's name
     names = [p.name if isinstance(p, Policy) else p for p in given]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # the view is over 'policy' by name: one label twice cannot be selected
+        raise InputError(
+            f"policies: {twice[0]!r} is given {names.count(twice[0])} times; the view is labelled "
+            "by policy name, so compare one policy's settings with advise(simulate(...)) per run"
+        )
     views = []
     for policy, name in zip(given, names, strict=True):
         extra = {"forecast": forecast} if name == "predictive" else {}
@@ -198,7 +204,12 @@ def flapping_warning(view: xr.Dataset, policy: str | None = None) -> str:
 
     ``view`` is :func:`advise`'s or :func:`advisory`'s answer (then name the ``policy``).
     """
-    one = view.sel(policy=policy) if policy is not None else view
+    held = view.policy.values.tolist() if "policy" in view.dims else None
+    if held is not None and policy is None:
+        raise InputError(f"policy: the view holds {held}; name the one to warn about")
+    if held is not None and policy not in held:
+        raise InputError(f"policy={policy!r} is not in the view; it holds {held}")
+    one = view.sel(policy=policy) if held is not None else view
     if not bool(one.flapping):
         return ""
     name = policy or one.attrs.get("policy", "the policy")
