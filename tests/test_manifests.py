@@ -289,6 +289,23 @@ def test_a_panic_window_below_knatives_one_percent_of_the_window_is_noted():
                for n in out.notes["knative"])  # fmt: skip
 
 
+def test_a_panic_window_that_is_no_round_percentage_of_the_window_replays_as_chosen():
+    # a 1 s panic window over a 30 s window is 3.333... %: written as 3.333333333 it read back as
+    # 0.99999999999 s, whose replay failed ("panic_window_s=1 s is shorter than one step of 1 s"),
+    # and 6 s over 45 s read back as 5.99999999985 s, "a different run" with no note saying why
+    rate = np.r_[np.full(300, 10.0), np.full(120, 90.0), np.full(600, 10.0)]
+    for stable, panic in ((30.0, 1.0), (45.0, 6.0), (3600.0, 37.0)):
+        choice = PolicyChoice("knative", per_instance_qps=10.0, scale_up_threshold=0.7,
+                              cooldown_s=60.0, min_instances=1, max_instances=20,
+                              options={"stable_window_s": stable, "panic_window_s": panic})  # fmt: skip
+        out = manifests(choice)
+        replay = manifest_settings(parsed(out, "knative"))
+        assert replay["panic_window_s"] == panic and out.exact["knative"]
+        ran = capnb.elasticity.simulate(rate, step_s=1, cold_start_s=30, **replay)
+        chosen = capnb.elasticity.simulate(rate, step_s=1, cold_start_s=30, **choice.settings())
+        assert np.array_equal(ran.ready_instances.values, chosen.ready_instances.values)
+
+
 def test_bad_choices_name_the_field():
     with pytest.raises(InputError, match="policy='kpa'"):
         PolicyChoice("kpa", per_instance_qps=1.0, scale_up_threshold=0.7, cooldown_s=0.0,

@@ -503,7 +503,8 @@ def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
         _KNATIVE + "max-scale": str(values["max_instances"]),
         _KNATIVE + "initial-scale": str(values["min_instances"]),
         _KNATIVE + "window": f"{stable}s",
-        _KNATIVE + "panic-window-percentage": _decimal(round(panic_pct, 9)),
+        # in full: Knative's panic window is this share of the window, read back to the nanosecond
+        _KNATIVE + "panic-window-percentage": _decimal(panic_pct),
         _KNATIVE + "panic-threshold-percentage": _decimal(round(threshold, 9)),
         _KNATIVE + "scale-down-delay": f"{delay}s",
     }
@@ -815,7 +816,10 @@ def _read_knative(docs: list[Mapping]) -> dict:
         "buffer_instances": 0,
         "tick_s": _KNATIVE_TICK_S,
         "stable_window_s": stable,
-        "panic_window_s": stable * _float(one("panic-window-percentage"), "panic window") / 100,
+        # Knative holds the window as a Duration, whole nanoseconds
+        "panic_window_s": round(
+            stable * _float(one("panic-window-percentage"), "panic window") / 100, 9
+        ),
         "panic_threshold": _float(one("panic-threshold-percentage"), "panic threshold") / 100,
         **{k: _float(config.get(k.replace("_", "-"), v), k) for k, v in _KNATIVE_CLUSTER.items()},
     }
