@@ -1601,6 +1601,15 @@ ROWS = [
                             r"files, and this one holds none; it holds AIPerf or GenAI-Perf "
                             r"per-run exports \(m-openai-chat-concurrency8/profile_export_aiperf"
                             r"\.csv\), which do not record their concurrency: .*read_aiperf")),
+    # found following the README's `capnb plan --benchmark results/` with a folder holding one
+    # latency table: the error said only that the folder held no vllm bench JSON files
+    Row("table: a folder holding a latency table",
+        lambda w: data.read_benchmark(w("tab/lat.csv", "concurrency,ttft_p99_ms,qps\n"
+                                        "4,120,1.1\n16,200,3.1\n").parent),
+        Raises(ConfigError, r"tab: a folder of measured latencies holds vllm bench JSON files, "
+                            r"and this one holds none; it holds lat\.csv \(a latency table\): "
+                            r"give the file itself \(--benchmark \S*lat\.csv, \[serving\] "
+                            r"latency = '\S*lat\.csv'\)")),
     Row("vllm: a sub-folder named .json beside results",
         lambda w: (folder_named(w, "bench/sub.json"),
                    data.read_vllm_bench(bench_folder(w, [vllm_run(1), vllm_run(4)])))[1],

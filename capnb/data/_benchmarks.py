@@ -1813,6 +1813,26 @@ def _exports_hint(folder: Path) -> str:
     )
 
 
+def _tables_hint(folder: Path) -> str:
+    """The CSV benchmark files (a table, an AIPerf sweep) a folder holds, to give on their own."""
+    found = []
+    for path in sorted(folder.glob("*.csv")):  # a CSV's form is read from its header
+        try:
+            kind = benchmark_format(path) if path.is_file() else None
+        except ConfigError:  # no benchmark file: not one capnb would read
+            continue
+        if kind is not None:
+            found.append((path, kind))
+    if not found:
+        return ""
+    shown = ", ".join(f"{p.name} ({FORMAT_WORDS[kind]})" for p, kind in found[:3])
+    more = f" and {len(found) - 3:,} more" if len(found) > 3 else ""
+    return (
+        f"; it holds {shown}{more}: give the file itself (--benchmark {found[0][0]}, "
+        f"[serving] latency = '{found[0][0]}'), a folder is read for its JSON results only"
+    )
+
+
 #: What each reader of :func:`read_benchmark` reads, in words (its ``format`` attr names the reader).
 FORMAT_WORDS = {
     "vllm": "vllm bench serve or SGLang bench_serving results",
@@ -1847,7 +1867,7 @@ def benchmark_format(path: str | os.PathLike) -> str:
             return "vllm"
         raise ConfigError(
             f"{path}: a folder of measured latencies holds vllm bench JSON files, and this one "
-            f"holds none{_exports_hint(path)}"
+            f"holds none{_exports_hint(path) or _tables_hint(path)}"
         )
     if not path.is_file():
         raise ConfigError(f"{path}: no such benchmark file or folder")
