@@ -1241,6 +1241,14 @@ ROWS = [
                                                "2026-01-01 00:10,6\n"), kind="requests"),
         Raises(ConfigError, r"r\.csv: trace_kind = 'requests', but column 'qps' holds a rate "
                             r"series' values")),
+    # found giving --trace-kind rates to a request log: the error listed the rate columns capnb
+    # reads and never said that trace_kind = 'rates' was what made it look for one
+    Row("traffic: trace_kind rates for a request log",
+        lambda w: data.load_traffic(w("q.csv", "timestamp,prompt_tokens,output_tokens\n"
+                                               "2026-01-01 00:00:01,100,20\n"), kind="rates"),
+        Raises(ConfigError, r"q\.csv: trace_kind = 'rates', but no column holds a rate series' "
+                            r"values: .*its columns read as a request log \('prompt_tokens'\): "
+                            r"use trace_kind = 'requests' \(or 'auto'\)")),
     Row("rates: every window 0",
         rates("t,qps\n0,0\n600,0\n1200,0\n"),
         Raises(ConfigError, r"r\.csv: every window's 'qps' is 0 or missing")),

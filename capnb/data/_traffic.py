@@ -259,11 +259,8 @@ def load_traffic(
         )
     extra = {"start": start} if start else {}
     if kind == "rates":
-        if not value:
-            raise ConfigError(
-                f"{path}: a rate series needs a requests/s column ({', '.join(_RATE_NAMES)}) or a "
-                f"requests-per-window column ({', '.join(_COUNT_NAMES)})"
-            )
+        if not value:  # only trace_kind = 'rates' gets here: "auto" reads such a file as requests
+            raise _no_rate_column(path, tokens)
         rest = {k: v for k, v in options.items() if k not in named}
         loaded = load_rate_series(
             path,
@@ -279,6 +276,20 @@ def load_traffic(
             _not_windows(loaded, path, others)
     loaded.attrs["traffic_kind"] = f"{_words(kind)}, {how}"
     return loaded
+
+
+def _no_rate_column(path: Path, tokens: str | None) -> ConfigError:
+    """The error for trace_kind = 'rates' on a file with no rate or count column."""
+    log = (
+        f"; its columns read as a request log ({tokens!r}): use trace_kind = 'requests' (or 'auto')"
+        if tokens
+        else ""
+    )
+    return ConfigError(
+        f"{path}: trace_kind = 'rates', but no column holds a rate series' values: it needs a "
+        f"requests/s column ({', '.join(_RATE_NAMES)}) or a requests-per-window column "
+        f"({', '.join(_COUNT_NAMES)}), or one named with rate_column= or count_column={log}"
+    )
 
 
 def _one_value_column(options: dict) -> None:
