@@ -419,3 +419,30 @@ def test_the_settle_benchmarks_longest_request_fits_the_max_model_len_it_serves(
         if longest > served:
             over.append((prompt, length, output, ratio, longest, served))
     assert not over, over[:3]
+
+
+def test_a_plan_on_your_own_runs_says_how_the_calibration_reproduces_them():
+    # a plan priced on runs whose P99 TPOT the calibrated engine could not reproduce (twice the
+    # mean, where any schedule gives about 1.1x) put its safe concurrency at 152 where the runs
+    # themselves gave about 54, and said nothing: the Latencies line now names the in-sample miss
+    import dataclasses
+
+    from capnb.latency.calibration import Calibration
+    from capnb.plan._compose import OWN_RUN_MISS, _own_run_notes
+    from capnb.records import SLA
+
+    own = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="own runs",
+                      run_errors=(("tpot", "p99", -0.47, 3), ("tpot", "mean", 0.02, 3),
+                                  ("ttft", "p99", 0.04, 3)))  # fmt: skip
+    cap = xr.Dataset(attrs={"own_calibrations": json.dumps({"H100-SXM": dataclasses.asdict(own)})})
+    sla = SLA(ttft_s=2.0, tpot_s=0.05)
+    (note,) = _own_run_notes(cap, "H100-SXM", 1, sla)
+    assert "reproduces them, in sample, to a median -47% on P99 TPOT and +4% on P99 TTFT" in note
+    assert "over the 3 runs it was fitted on" in note and "--benchmark" in note
+    assert 0.47 > OWN_RUN_MISS
+    assert _own_run_notes(cap, "L40S", 1, sla) == ()  # priced on the bundled calibration
+    close = dataclasses.replace(own, run_errors=(("tpot", "p99", 0.05, 3),))
+    cap.attrs["own_calibrations"] = json.dumps({"H100-SXM": dataclasses.asdict(close)})
+    (note,) = _own_run_notes(cap, "H100-SXM", 1, sla)
+    assert "+5% on P99 TPOT" in note and "--benchmark" not in note
+    assert _own_run_notes(cap, "H100-SXM", 1, SLA(ttft_s=2.0, quantile=0.9)) == ()  # no P90 run

@@ -213,6 +213,33 @@ def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
         latency.calibrate(runs, settings=EngineSettings(block_size=32))
 
 
+def test_a_calibration_says_how_it_reproduces_the_runs_it_was_fitted_on(tmp_path):
+    """In sample, per (metric, stat): runs the engine itself made are reproduced closely; runs
+    whose P99 TPOT is twice what any engine schedule gives (below calibrate's 4x refusal) are
+    not, and the calibration says by how much, where it had said nothing."""
+    import dataclasses
+
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    runs, own = _calibrated_on_two_rates(tmp_path, truth)
+    errors = {(m, st): (e, n) for m, st, e, n in own.run_errors}
+    assert set(errors) == {
+        (m, st) for m in ("ttft", "tpot", "e2e") for st in ("mean", "p50", "p99")
+    }
+    assert all(n == 2 for _, n in errors.values())  # the two rates it was fitted on
+    assert all(abs(e) < 0.15 for e, _ in errors.values()), errors
+    again = Calibration(**json.loads(json.dumps(dataclasses.asdict(own))))
+    assert again == own and hash(again) == hash(own)  # read back from a plan's JSON
+    for path in tmp_path.glob("*.json"):
+        record = json.loads(path.read_text())
+        record["p99_tpot_ms"] *= 2.0
+        path.write_text(json.dumps(record))
+    runs = data.read_bench_runs(tmp_path, model="Llama-3.1-8B", gpu="H100-SXM",
+                                tensor_parallel=1, engine="vllm")  # fmt: skip
+    slow = latency.calibrate(runs, settings=EngineSettings("vllm-v1"), prior=CAL)
+    errors = {(m, st): e for m, st, e, _ in slow.run_errors}
+    assert errors[("tpot", "p99")] < -0.3 and abs(errors[("tpot", "p50")]) < 0.2, errors
+
+
 def test_calibrating_on_bursty_runs_simulates_their_bursts(tmp_path):
     """Runs made with vllm bench serve --burstiness 0.25 (Gamma arrivals, CV 2) at 2 and 12/s.
 

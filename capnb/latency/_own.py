@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import xarray as xr
 
@@ -171,7 +172,7 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
     loads = "; ".join(f"{mode} {', '.join(each)}" for mode, each in by_mode.items())
     own = fit_own(pts, prior, label=f"own runs on {first.tensor_parallel} x {first.gpu}, "
                   f"{first.engine_id} ({loads}); prior: {prior.fitted_on}")  # fmt: skip
-    misses = _misses(pts, own)
+    misses, signed = _misses(pts, own)
     misfit = _factor([m for per_run in misses.values() for m in per_run[0]])
     if misfit > MISFIT:
         raise InputError(
@@ -191,17 +192,26 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
                 f"{first.model} on {first.tensor_parallel} x {first.gpu} as named (replicas "
                 "behind a router serve several times one instance's load), or leave it out"
             )
-    return own
+    errors = tuple((metric, stat, _median(values), len(values))
+                   for (metric, stat), values in sorted(signed.items()) if values)  # fmt: skip
+    return replace(own, run_errors=errors)
 
 
-def _misses(pts: list[_fit.Point], cal: _calibration.Calibration) -> dict:
-    """Per run and metric: |log(simulated / measured)| of each figure, and the medians (s).
+def _misses(pts: list[_fit.Point], cal: _calibration.Calibration) -> tuple[dict, dict]:
+    """Per run and metric, |log(simulated / measured)| and medians; per figure, the signed miss.
 
-    ``cal`` simulates each run as it was run.
+    The first: each figure's |log(simulated / measured)| and the run's medians (s) of the metric;
+    the second, per (metric, stat): simulated / measured - 1 of each run's figure. ``cal``
+    simulates each run as it was run.
     """
     out: dict[tuple, tuple[list, float, float]] = {}
+    signed: dict[tuple, list[float]] = {}
     for pt in pts:
         values, _ = _fit.simulate_point(pt, cal.engine_array())
+        for key, measured in pt.figures.items():
+            got = values[key] if values is not None else math.nan
+            if measured > 0 and not math.isnan(got):
+                signed.setdefault(key, []).append(got / measured - 1.0)
         for metric in dict.fromkeys(m for m, _ in pt.figures):
             keys = [k for k in pt.figures if k[0] == metric]
             simulated = [values[k] if values is not None else math.nan for k in keys]
@@ -212,7 +222,7 @@ def _misses(pts: list[_fit.Point], cal: _calibration.Calibration) -> dict:
                 _median([pt.figures[k] for k in keys]),
                 _median(simulated),
             )
-    return out
+    return out, signed
 
 
 def _factor(logs: list[float]) -> float:

@@ -77,6 +77,10 @@ class Calibration:
     fit_error
         Absolute relative error on the fitted points (0.1 = 10 %): the mean for a step-time fit
         (:func:`calibrate`), the median for the engine model's fits.
+    run_errors
+        Per (metric, stat) of the runs it was calibrated on (:func:`capnb.latency.calibrate`):
+        ``(metric, stat, median of simulated / measured - 1, runs)``, in sample (those runs);
+        empty for a bundled or given calibration.
     """
 
     compute_efficiency: float
@@ -91,8 +95,12 @@ class Calibration:
     fitted_on: str = "given"
     points: int = 0
     fit_error: float = math.nan
+    run_errors: tuple = ()
 
     def __post_init__(self):
+        # (read back from JSON as lists: kept as tuples, so a calibration stays hashable)
+        rows = tuple((str(m), str(s), float(e), int(n)) for m, s, e, n in self.run_errors)
+        object.__setattr__(self, "run_errors", rows)
         for name in (*kernels.CALIBRATION_FIELDS, "request_overhead_s", "expert_efficiency",
                      "frontend_s"):  # fmt: skip
             value = getattr(self, name)

@@ -33,6 +33,7 @@ from ._steps import (
     _first,
     forecast_fleet,
     latency_model_of,
+    own_calibration_of,
     own_calibrations,
     per_month,
     replay_hours,
@@ -453,7 +454,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_error=math.nan,
         latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"
         if latency_model == "measured" else "",
-        latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n),
+        latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n)
+        + _own_run_notes(cap, gpu, int(tp), cfg.sla),
         latency_choice=json.loads(cap.attrs.get("latency_choices", "{}")).get(binding_metric, ""),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
@@ -546,6 +548,39 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         traffic=forecast.describe(fc),
         inputs=inputs,
     )
+
+
+def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla) -> tuple[str, ...]:
+    """How the engine calibrated on the user's runs of ``gpu`` reproduces them (in sample).
+
+    The SLA's metrics at its quantile, as :func:`capnb.latency.calibrate` scored the runs it was
+    fitted on; nothing where ``gpu`` is priced on the bundled calibration, or the runs state
+    none of them.
+    """
+    own = own_calibration_of(cap, gpu)
+    if own is None or not own.run_errors:
+        return ()
+    stat = f"p{sla.quantile * 100:g}"
+    found = [(m, e, n) for m, st, e, n in own.run_errors if st == stat and m in sla.bounds]
+    if not found:
+        return ()
+    errors = " and ".join(f"{e:+.0%} on {stat.upper()} {m.upper()}" for m, e, _ in found)
+    runs = max(n for *_, n in found)
+    worst = max(abs(e) for _, e, _ in found)
+    advice = (
+        ": it misses them by more than a quarter, so its answer is no surer than that; benchmark "
+        "at the plan's concurrency and re-plan on the runs as measured latencies (--benchmark)"
+        if worst > OWN_RUN_MISS
+        else ""
+    )
+    return (
+        f"the engine calibrated on your runs of {tp} x {gpu} reproduces them, in sample, to a "
+        f"median {errors} (simulated / measured - 1 over the {runs} runs it was fitted on){advice}",
+    )
+
+
+#: In-sample miss of an own-run calibration on the SLA's metric past which the plan says so.
+OWN_RUN_MISS = 0.25
 
 
 def _band_fields(cap: xr.Dataset, chosen: xr.Dataset, gpu: str) -> dict:
