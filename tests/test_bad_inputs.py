@@ -159,6 +159,7 @@ def curve():
 
 
 SLA_TTFT = capacity.SLA(ttft_s=1.0)
+SHORT = latency.workload(prompt_tokens=[500, 1000], output_tokens=[100, 200])
 
 
 def ttft(sla, target=10.0, **kw):
@@ -868,6 +869,21 @@ ROWS = [
         lambda _: capacity.sweep(["Llama-3.1-8B"], ["H1000"], [1], [2048], [1.0],
                                  workload=latency.workload(prompt_tokens=[5], output_tokens=[5])),
         Raises(UnknownNameError, r"unknown GPU 'H1000'; closest: H200")),
+    # found with a 3B model's engine sweep: a degree of 0 was "infeasible: no GPU ... can hold one
+    # 900-token sequence: give GPUs with more memory", 2.5 ran as 2, [] ended in Python's "max()
+    # arg is an empty sequence", and a GPU named twice answered it twice
+    Row("capacity: an engine sweep at tensor parallelism 0",
+        lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200"], [0], SHORT, 1.0, 10.0),
+        Raises(InputError, r"tensor_parallel: values must be positive, got \[0\]")),
+    Row("capacity: an engine sweep at tensor parallelism 2.5",
+        lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200"], [2.5], SHORT, 1.0, 10.0),
+        Raises(InputError, r"tensor_parallel: values must be whole numbers, got \[2\.5\]")),
+    Row("capacity: an engine sweep at no tensor parallelism",
+        lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200"], [], SHORT, 1.0, 10.0),
+        Raises(InputError, r"tensor_parallel: give at least one value")),
+    Row("capacity: an engine sweep naming a GPU twice",
+        lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200", "h200"], [1], SHORT, 1.0, 10.0),
+        Raises(InputError, r"gpus: \['H200', 'H200'\] names the same GPU twice")),
     # -- elasticity -----------------------------------------------------------------------------
     Row("elasticity: NaN demand", simulate((1.0, np.nan, 2.0)),
         Raises(InputError, r"demand: NaN demand nan at position 1 \(time 5 s\)")),

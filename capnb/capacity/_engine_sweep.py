@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import xarray as xr
 
-from .. import glossary
+from .. import _validate, glossary
 from ..errors import InfeasibleError, InputError
 from ..records import VLLM_VERSION, Deployment, EngineSettings, expect_deployment
 from ._band import BAND_ATTRS
@@ -245,7 +245,7 @@ def sweep_engine(
         )
 
     spec = data.load_model(model)
-    gpus = [data.resolve_gpu(g) for g in gpus]  # catalog ids, as capacity.sweep's (l40s: L40S)
+    gpus, tensor_parallel = _options(gpus, tensor_parallel)
     lengths = workload.prompt_tokens + workload.output_tokens
     seq_len = math.ceil(float(lengths.mean()))
     longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
@@ -308,6 +308,20 @@ def sweep_engine(
         output_tokens=float(workload.output_tokens.mean()),
     )
     return out
+
+
+def _options(gpus, tensor_parallel) -> tuple[list[str], list[int]]:
+    """The sweep's GPUs and degrees, checked (an error names the argument).
+
+    GPUs as catalog ids, as capacity.sweep's (l40s: L40S), each once; degrees whole, positive
+    and distinct.
+    """
+    from .. import data
+
+    ids = [data.resolve_gpu(g) for g in _validate.names(gpus, "gpus")]
+    if len(set(ids)) != len(ids):
+        raise InputError(f"gpus: {ids} names the same GPU twice")
+    return ids, _validate.positive_ints(tensor_parallel, "tensor_parallel").tolist()
 
 
 def _band_attrs(rows: dict, own: dict, template: xr.Dataset) -> dict:
