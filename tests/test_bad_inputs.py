@@ -884,6 +884,12 @@ ROWS = [
     Row("capacity: an engine sweep naming a GPU twice",
         lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200", "h200"], [1], SHORT, 1.0, 10.0),
         Raises(InputError, r"gpus: \['H200', 'H200'\] names the same GPU twice")),
+    # found with Llama-3.1-8B at TP 3 on an H200 (141 GB): "infeasible: no GPU ... can hold one
+    # 900-token sequence ...: give GPUs with more memory", where 3 does not divide its 32 heads
+    Row("capacity: an engine sweep at a degree that does not shard the model",
+        lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200"], [3], SHORT, 1.0, 10.0),
+        Raises(InputError, r"^tensor_parallel: no degree in \[3\] shards Llama-3\.1-8B: "
+                           r"tensor_parallel=3 does not divide the 32 attention heads")),
     # -- elasticity -----------------------------------------------------------------------------
     Row("elasticity: NaN demand", simulate((1.0, np.nan, 2.0)),
         Raises(InputError, r"demand: NaN demand nan at position 1 \(time 5 s\)")),

@@ -129,6 +129,21 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     return curve
 
 
+def _none_run(spec, tensor_parallel, unpriced: list[str]) -> InputError:
+    """The error when no option runs and memory ruled none out: the degrees, the figures missing.
+
+    Every degree that does not shard the model (its heads, its experts) is said; when none does,
+    that is the error (not a KV cache too small, which no option was asked to hold).
+    """
+    invalid = [r for r in (spec.valid_tensor_parallel(int(tp)) for tp in tensor_parallel) if r]
+    if len(invalid) == len(tensor_parallel):
+        return InputError(
+            f"tensor_parallel: no degree in {list(tensor_parallel)} shards {spec.name}: "
+            + "; ".join(invalid)
+        )
+    return InputError("; ".join([*unpriced, *invalid]))
+
+
 def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, vllm_version):
     """The error when no option's KV cache holds one sequence (or the longest request) whole.
 
@@ -287,8 +302,8 @@ def sweep_engine(
             result["running_tokens"] = xr.DataArray(running, attrs=glossary.attrs("running_tokens"))
             rows[(gpu, tp)] = ("ok", result)
     template = next((r for kind, r in rows.values() if kind == "ok"), None)
-    if template is None and unpriced and all(kind == "no_data" for kind, _ in rows.values()):
-        raise InputError("; ".join(unpriced))
+    if template is None and all(kind != "infeasible_memory" for kind, _ in rows.values()):
+        raise _none_run(spec, tensor_parallel, unpriced)  # memory ruled none out: say what did
     if template is None:
         raise _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long,
                          vllm_version)  # fmt: skip
