@@ -884,6 +884,15 @@ ROWS = [
     Row("capacity: an engine sweep naming a GPU twice",
         lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200", "h200"], [1], SHORT, 1.0, 10.0),
         Raises(InputError, r"gpus: \['H200', 'H200'\] names the same GPU twice")),
+    # found with a classifier's workload (every request one output token) under a TPOT bound: the
+    # error was "the curve has no tpot P99; it measured: ttft P50, ...", naming no input
+    Row("capacity: an engine sweep bounding TPOT where every output is one token",
+        lambda _: capacity.sweep_engine(
+            "Llama-3.1-8B", ["H200"], [1], latency.workload(prompt_tokens=[500, 900],
+                                                            output_tokens=[1, 1]),
+            capacity.SLA(ttft_s=1.0, tpot_s=0.05), 10.0),
+        Raises(InputError, r"^sla: a TPOT bound \(tpot_s\) on a workload whose every request has "
+                           r"1 output token.*no TPOT")),
     # found with Llama-3.1-8B at TP 3 on an H200 (141 GB): "infeasible: no GPU ... can hold one
     # 900-token sequence ...: give GPUs with more memory", where 3 does not divide its 32 heads
     Row("capacity: an engine sweep at a degree that does not shard the model",

@@ -19,7 +19,7 @@ import xarray as xr
 
 from .. import _validate, glossary
 from ..errors import InfeasibleError, InputError
-from ..records import VLLM_VERSION, Deployment, EngineSettings, expect_deployment
+from ..records import SLA, VLLM_VERSION, Deployment, EngineSettings, expect_deployment
 from ._band import BAND_ATTRS
 
 __all__ = ["engine_curve_of", "sweep_engine"]
@@ -260,7 +260,7 @@ def sweep_engine(
         )
 
     spec = data.load_model(model)
-    gpus, tensor_parallel = _options(gpus, tensor_parallel)
+    gpus, tensor_parallel = _options(gpus, tensor_parallel, sla, metric, workload)
     lengths = workload.prompt_tokens + workload.output_tokens
     seq_len = math.ceil(float(lengths.mean()))
     longest = int(lengths.max())  # vLLM rejects a request its KV cache cannot hold whole
@@ -325,18 +325,37 @@ def sweep_engine(
     return out
 
 
-def _options(gpus, tensor_parallel) -> tuple[list[str], list[int]]:
-    """The sweep's GPUs and degrees, checked (an error names the argument).
+def _options(gpus, tensor_parallel, sla, metric: str, workload) -> tuple[list[str], list[int]]:
+    """The sweep's GPUs and degrees, checked with its bounds (an error names the argument).
 
     GPUs as catalog ids, as capacity.sweep's (l40s: L40S), each once; degrees whole, positive
-    and distinct.
+    and distinct; no TPOT or ITL bound on a workload that has none (:func:`_per_token_bounds`).
     """
     from .. import data
 
     ids = [data.resolve_gpu(g) for g in _validate.names(gpus, "gpus")]
     if len(set(ids)) != len(ids):
         raise InputError(f"gpus: {ids} names the same GPU twice")
+    _per_token_bounds(sla, metric, workload)
     return ids, _validate.positive_ints(tensor_parallel, "tensor_parallel").tolist()
+
+
+def _per_token_bounds(sla, metric: str, workload: xr.Dataset) -> None:
+    """An error when a TPOT or ITL bound meets a workload of one-token outputs, which has neither.
+
+    TPOT and ITL count the tokens after the first (a request of one output token has none, as in
+    vLLM's benchmark), so on such a workload no curve holds them.
+    """
+    bounded = list(sla.bounds) if isinstance(sla, SLA) else [metric]
+    per_token = [m for m in bounded if m in ("tpot", "itl")]
+    if per_token and float(np.rint(workload.output_tokens.max())) <= 1:
+        m = per_token[0]
+        where = f"sla: a {m.upper()} bound ({m}_s)" if isinstance(sla, SLA) else f"metric={m!r}"
+        raise InputError(
+            f"{where} on a workload whose every request has 1 output token: {m.upper()} counts "
+            f"the output tokens after the first, so these requests have no {m.upper()}; bound "
+            "TTFT or E2E instead"
+        )
 
 
 def _band_attrs(rows: dict, own: dict, template: xr.Dataset) -> dict:
