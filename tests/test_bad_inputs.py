@@ -884,6 +884,20 @@ ROWS = [
     Row("capacity: an engine sweep naming a GPU twice",
         lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200", "h200"], [1], SHORT, 1.0, 10.0),
         Raises(InputError, r"gpus: \['H200', 'H200'\] names the same GPU twice")),
+    # found with a workload built by hand (not capnb.latency.workload): a NaN prompt ran for
+    # minutes without an answer, and one without output_tokens ended in an AttributeError
+    Row("capacity: an engine sweep on a hand-made workload with a NaN prompt",
+        lambda _: capacity.sweep_engine(
+            "Llama-3.1-8B", ["H200"], [1], xr.Dataset({"prompt_tokens": ("request", [np.nan, 5.0]),
+                                                       "output_tokens": ("request", [5.0, 5.0])}),
+            1.0, 10.0, requests=100),
+        Raises(InputError, r"^workload: prompt_tokens must be >= 1 token, got nan at request 0")),
+    Row("capacity: an engine sweep on a workload without output_tokens",
+        lambda _: capacity.sweep_engine(
+            "Llama-3.1-8B", ["H200"], [1], xr.Dataset({"prompt_tokens": ("request", [5.0])}),
+            1.0, 10.0),
+        Raises(InputError, r"^workload: pass capnb\.latency\.workload\(\.\.\.\) \(a Dataset "
+                           r"over 'request'\); this one has no 'output_tokens'")),
     # found with a classifier's workload (every request one output token) under a TPOT bound: the
     # error was "the curve has no tpot P99; it measured: ttft P50, ...", naming no input
     Row("capacity: an engine sweep bounding TPOT where every output is one token",

@@ -329,10 +329,13 @@ def _options(gpus, tensor_parallel, sla, metric: str, workload) -> tuple[list[st
     """The sweep's GPUs and degrees, checked with its bounds (an error names the argument).
 
     GPUs as catalog ids, as capacity.sweep's (l40s: L40S), each once; degrees whole, positive
-    and distinct; no TPOT or ITL bound on a workload that has none (:func:`_per_token_bounds`).
+    and distinct; the workload's token counts; no TPOT or ITL bound on a workload that has none
+    (:func:`_per_token_bounds`).
     """
     from .. import data
+    from ..latency import _engine
 
+    _engine.check_workload(workload)  # (before its lengths size the KV cache)
     ids = [data.resolve_gpu(g) for g in _validate.names(gpus, "gpus")]
     if len(set(ids)) != len(ids):
         raise InputError(f"gpus: {ids} names the same GPU twice")

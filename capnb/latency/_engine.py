@@ -36,8 +36,7 @@ WARMUP_WAVES = 2
 
 def sample_requests(workload: xr.Dataset, requests: int, seed: int):
     """``requests`` (prompt, output) token pairs drawn with replacement from a workload (seeded)."""
-    if not isinstance(workload, xr.Dataset) or "prompt_tokens" not in workload:
-        raise InputError("workload: pass capnb.latency.workload(...) (a Dataset over 'request')")
+    check_workload(workload)
     _validate.within_budget(  # measured: about 780 bytes per simulated request
         f"requests={requests:,} simulated requests", nbytes=requests * 800.0,
         lower="lower requests",
@@ -48,6 +47,27 @@ def sample_requests(workload: xr.Dataset, requests: int, seed: int):
     pick = rng.integers(0, prompt.size, requests)
     as_tokens = lambda v: np.maximum(np.rint(v), 1).astype(np.int64)  # noqa: E731
     return as_tokens(prompt[pick]), as_tokens(output[pick]), rng
+
+
+def check_workload(workload) -> None:
+    """An error unless ``workload`` holds both token counts, each finite and >= 1 token.
+
+    As :func:`capnb.latency.workload` makes it; one built by hand is checked the same way (a NaN
+    count became a negative int64 and the simulation never ended).
+    """
+    use = "workload: pass capnb.latency.workload(...) (a Dataset over 'request')"
+    if not isinstance(workload, xr.Dataset):
+        raise InputError(use)
+    for name in ("prompt_tokens", "output_tokens"):
+        if name not in workload:
+            raise InputError(f"{use}; this one has no {name!r}")
+        values = np.asarray(workload[name].values, dtype=float).ravel()
+        bad = ~np.isfinite(values) | (values < 1)
+        if bad.any():
+            raise InputError(
+                f"workload: {name} must be >= 1 token, got {values[bad][0]:g} at request "
+                f"{int(np.flatnonzero(bad)[0])}"
+            )
 
 
 def arrival_gaps(rng: np.random.Generator, requests: int, cv: float) -> np.ndarray:
