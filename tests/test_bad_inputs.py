@@ -913,6 +913,12 @@ ROWS = [
         lambda _: capacity.sweep_engine("Llama-3.1-8B", ["H200"], [3], SHORT, 1.0, 10.0),
         Raises(InputError, r"^tensor_parallel: no degree in \[3\] shards Llama-3\.1-8B: "
                            r"tensor_parallel=3 does not divide the 32 attention heads")),
+    # the analytic sweep at the same degree: "the curve has no ttft P99; it measured: nothing"
+    Row("capacity: an analytic sweep at a degree that does not shard the model",
+        lambda _: capacity.sweep("Llama-3.1-8B", ["H100-SXM"], [3], 1200, capacity.SLA(ttft_s=2.0),
+                                 workload=SHORT, target_qps=10.0),
+        Raises(InputError, r"^tensor_parallel: no degree in \[3\] shards Llama-3\.1-8B: "
+                           r"tensor_parallel=3 does not divide the 32 attention heads")),
     # -- elasticity -----------------------------------------------------------------------------
     Row("elasticity: NaN demand", simulate((1.0, np.nan, 2.0)),
         Raises(InputError, r"demand: NaN demand nan at position 1 \(time 5 s\)")),

@@ -102,6 +102,24 @@ def sweep(
     return price(result, target_qps, buffer=buffer, buffer_qps=buffer_qps)
 
 
+def _some_degree_shards(models, tps) -> None:
+    """An error naming ``tensor_parallel`` where no degree shards a model (its heads, experts).
+
+    The sweep masks the degrees that cannot shard a model; where none can, no curve has a figure
+    and the search had ended in "the curve has no ttft P99; it measured: nothing".
+    """
+    from ..data import load_model
+
+    for model in models:
+        spec = load_model(model)
+        invalid = [r for r in (spec.valid_tensor_parallel(int(tp)) for tp in tps) if r]
+        if len(invalid) == len(tps):
+            raise InputError(
+                f"tensor_parallel: no degree in {[int(t) for t in tps]} shards {spec.name}: "
+                + "; ".join(invalid)
+            )
+
+
 def _searched(
     model, gpu, tensor_parallel, seq_len, sla, *, workload, metric, quantile, concurrency,
     max_grid_concurrency, calibration, accounting, chunks,
@@ -117,6 +135,7 @@ def _searched(
         bounded, quantile, sla_axis = list(sla.bounds), sla.quantile, sla
     else:
         bounded, sla_axis = [metric], capacity._sla(sla)
+    _some_degree_shards(models, tps)
     limits = memory.max_concurrency(
         model=models, gpu=gpus, tensor_parallel=tps, seq_len=seqs, accounting=accounting,
         invalid_tensor_parallel="mask",
