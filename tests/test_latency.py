@@ -34,6 +34,21 @@ def test_envelope_raises_dips_notes_them_and_keeps_the_rest():
     assert (flat.latency.sel(metric="ttft", latency_quantile=0.99) == untouched).all()
 
 
+def test_envelope_raises_a_dip_below_its_notes_precision_without_a_note():
+    # a simulated curve's P50 TPOT 1e-9 s lower at a higher concurrency was noted as "raised
+    # from 0.007647 s to 0.007647 s": raised, as every dip is, but no note a reader can't see
+    curve = data.load_latency_curve("dstack-vllm-mi300x-short")
+    itl = curve.latency.sel(metric="itl", latency_quantile=0.5)
+    tiny = curve.copy(deep=True)
+    low = float(itl.sel(concurrency=4)) - 1e-9
+    tiny.latency.loc[{"metric": "itl", "latency_quantile": 0.5, "concurrency": 8}] = low
+    flat = latency.envelope(tiny)
+    assert float(flat.latency.sel(metric="itl", latency_quantile=0.5, concurrency=8)) == float(
+        itl.sel(concurrency=4)
+    )
+    assert not any("itl 0.5 at concurrency 8" in n for n in latency.notes(flat))
+
+
 def test_envelope_refuses_a_dip_too_deep_to_be_noise():
     curve = data.load_latency_curve("dstack-vllm-mi300x-short")
     odd = curve.copy(deep=True)

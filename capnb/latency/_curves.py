@@ -140,6 +140,8 @@ def envelope(curve: xr.Dataset) -> xr.Dataset:
                         "(seconds in a *_ms field), or is the other a warm-up outlier? Fix or "
                         "drop the run."
                     )
+                if f"{low:.4g}" == f"{high:.4g}":  # a dip below the note's 4 digits: no news
+                    continue
                 _curve.add_note(
                     result,
                     f"envelope: {label} at concurrency {point['concurrency']} raised from "
