@@ -635,3 +635,14 @@ def test_a_sweep_reads_gpu_aliases_as_the_analytic_sweep_does(tmp_path):
     same = capacity.sweep_engine("Llama-3.1-8B", ["L40S"], [1], W, sla, 10.0, requests=100,
                                  calibration={"l40s": CAL})  # fmt: skip
     assert float(same.per_instance_qps.item()) == float(out.per_instance_qps.item())
+
+
+def test_a_sweep_keeps_a_servers_own_max_num_seqs():
+    # EngineSettings(max_num_seqs=4) to sweep_engine was replaced by the grid's top without a
+    # word: a safe concurrency of 41 for a server that runs 4 requests at once. The limit is kept
+    # (the requests past it wait), so fewer requests in flight meet the TTFT bound
+    sla = SLA(ttft_s=1.0, tpot_s=0.05)
+    free = capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0, requests=300)
+    four = capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0, requests=300,
+                                 settings=EngineSettings("vllm-v1", max_num_seqs=4))  # fmt: skip
+    assert float(four.per_instance_qps.item()) < 0.5 * float(free.per_instance_qps.item())

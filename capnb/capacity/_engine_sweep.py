@@ -38,7 +38,8 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
     :data:`MOST_SEQUENCES`), and the engine may run all of them at once (``max_num_seqs``), so
     memory, not a scheduler limit, bounds the search. ``hit_rate``: the prefix cache's share of
     prompt tokens not computed. ``settings``: the :class:`~capnb.records.EngineSettings` (None:
-    vLLM V1's defaults); its ``max_num_seqs`` is replaced by the grid's top. ``calibration``:
+    vLLM V1's defaults); its ``max_num_seqs`` is the grid's top, or the one given where lower
+    (a server started with that limit: the requests above it wait). ``calibration``:
     the engine's (None: the bundled one of the GPU and engine; :func:`capnb.latency.calibrate`
     makes one from the user's own runs).
     """
@@ -46,7 +47,9 @@ def engine_curve(deployment, workload, *, fits, running_tokens, hit_rate, reques
 
     top = min(int(fits), MOST_SEQUENCES)
     grid = np.unique(np.round(np.geomspace(1, top, num=min(top, POINTS))).astype(np.int64))
-    settings = replace(settings or EngineSettings(), max_num_seqs=top)
+    settings = settings or EngineSettings()
+    given = settings.max_num_seqs  # a server's own limit: the requests past it wait
+    settings = replace(settings, max_num_seqs=min(int(given), top) if given else top)
     return latency.engine(
         deployment, workload, concurrency=grid.tolist(), requests=requests,
         kv_cache_tokens=int(running_tokens), prefix_hit_rate=float(hit_rate), seed=seed,
@@ -218,7 +221,8 @@ def sweep_engine(
         Whose KV budget the engine and the split use (vLLM's accounting).
     settings
         The serving engine simulated and its scheduling (:class:`capnb.records.EngineSettings`;
-        None: vLLM V1's defaults); ``max_num_seqs`` is set per option to what memory holds.
+        None: vLLM V1's defaults); ``max_num_seqs`` is set per option to what memory holds, or
+        kept where given and lower (the server's limit: requests past it wait, in flight).
     latency_band
         ``"held-out"`` (default): every answer carries its band, from the engine model's held-out
         error on the SLA's metric (:func:`capnb.latency.validate.error_band`;
