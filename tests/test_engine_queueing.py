@@ -229,6 +229,7 @@ def test_a_calibration_says_how_it_reproduces_the_runs_it_was_fitted_on(tmp_path
     assert all(abs(e) < 0.15 for e, _ in errors.values()), errors
     again = Calibration(**json.loads(json.dumps(dataclasses.asdict(own))))
     assert again == own and hash(again) == hash(own)  # read back from a plan's JSON
+    assert "; on the 2 runs it was fitted on (simulated / measured - 1): E2E mean" in own.describe()
     for path in tmp_path.glob("*.json"):
         record = json.loads(path.read_text())
         record["p99_tpot_ms"] *= 2.0

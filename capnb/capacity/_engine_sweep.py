@@ -221,8 +221,7 @@ def sweep_engine(
         Whose KV budget the engine and the split use (vLLM's accounting).
     settings
         The serving engine simulated and its scheduling (:class:`capnb.records.EngineSettings`;
-        None: vLLM V1's defaults); ``max_num_seqs`` is set per option to what memory holds, or
-        kept where given and lower (the server's limit: requests past it wait, in flight).
+        None: vLLM V1's defaults); ``max_num_seqs``: what memory holds, or the lower one given.
     latency_band
         ``"held-out"`` (default): every answer carries its band, from the engine model's held-out
         error on the SLA's metric (:func:`capnb.latency.validate.error_band`;

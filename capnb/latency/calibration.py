@@ -153,7 +153,20 @@ class Calibration:
             + f" (fitted on {self.fitted_on}"
             # a stored or given calibration keeps no count or error of its fit: none is claimed
             + (f": {self.points} points, fit error {self.fit_error:.1%})" if self.points else ")")
+            + self._run_error_words()
         )
+
+    def _run_error_words(self) -> str:
+        """How it reproduces the runs it was calibrated on, metric by metric ("" without them)."""
+        by_metric: dict[str, list[str]] = {}
+        for metric, stat, error, _ in self.run_errors:
+            name = stat.upper() if stat.startswith("p") else stat
+            by_metric.setdefault(metric, []).append(f"{name} {error:+.0%}")
+        if not by_metric:
+            return ""
+        runs = max(n for *_, n in self.run_errors)
+        misses = "; ".join(f"{m.upper()} {', '.join(each)}" for m, each in by_metric.items())
+        return f"; on the {runs} runs it was fitted on (simulated / measured - 1): {misses}"
 
 
 # -- model and GPU vectors -----------------------------------------------------------------------
