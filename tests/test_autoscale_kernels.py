@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from benchmarks.reference import REGISTRY
@@ -175,6 +175,40 @@ def test_every_step_balances_requests(demand, run):
     assert metrics["served"] + metrics["dropped"] + metrics["final_backlog"] == pytest.approx(
         metrics["arrivals"], rel=1e-9, abs=1e-6
     )
+
+
+@given(demand_st, runs())
+@example(np.array([0.0, 1.0]), (1.0, 0, 0, 0, 0, config(per_instance_qps=2.0, step_s=1.0,
+         tolerance_steps=0, max_instances=1, period_steps=1)))  # fmt: skip
+def test_every_scale_event_shows_in_the_timeline(demand, run):
+    """A decision ending step t changes the fleet from step t + 1: the last step's has no step."""
+    up, cooldown, cold, low, buffer, cfg = run
+    got, timeline = run_kernel(demand, up, cooldown, cold, low, buffer, cfg)
+    changes = np.count_nonzero(np.diff(timeline.ready + timeline.starting))
+    assert got["scale_up_events"] + got["scale_down_events"] == changes
+
+
+@pytest.mark.parametrize(("rates", "events", "started"), [
+    ([5.0] * 20 + [45.0], 0, 0),  # the rise comes in the last step: no step serves after it
+    ([5.0] * 19 + [45.0, 45.0], 1, 4),  # one step earlier: 4 instances start, seen in the last
+])  # fmt: skip
+@pytest.mark.parametrize("reference", ["kernel", "python", "numpy"])
+def test_the_decision_after_the_last_step_is_not_counted(rates, events, started, reference):
+    # HPA deciding every 15 s step on 10 requests/s instances at a 0.7 target: 5 requests/s needs
+    # one instance, 45 needs ceil(45 / 7) = 7, so 6 more (the HPA's rate limit: 4 a period)
+    demand = np.array(rates)
+    cfg = config(policy=kernels.HPA, step_s=15.0, period_steps=1, up_period_steps=1,
+                 down_period_steps=1, tolerance_steps=4)  # fmt: skip
+    knobs = (0.7, 1, 3, 1, 0)  # up, cooldown (steps), cold (steps), low, buffer
+    if reference == "kernel":
+        got, _ = run_kernel(demand, *knobs, cfg)
+    elif reference == "python":
+        got, _ = simulate_python(demand, *knobs, cfg)
+    else:
+        metrics = simulate_numpy(demand, *([k] for k in knobs), cfg)[0]
+        got = dict(zip(kernels.METRICS, metrics, strict=True))
+    assert got["scale_up_events"] + got["scale_down_events"] == events
+    assert got["instances_started"] == started
 
 
 @pytest.mark.parametrize("policy", [kernels.ARTICLE, kernels.HPA, kernels.KNATIVE, kernels.FIXED,

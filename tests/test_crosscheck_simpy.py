@@ -189,10 +189,8 @@ class Service:
             self._start(since=0.0, ready_at=0.0)
         env.process(self._arrive())
         env.process(self._control())
-        env.run(until=self.end)  # events at exactly `end` are not run: the last step end and
-        self._step_end(self.n_steps - 1)  # decision are taken here
-        if math.isclose(self.end % self.policy.period_s, 0.0, abs_tol=1e-9):
-            self._decide(self.end)
+        env.run(until=self.end)  # events at exactly `end` are not run: the last step end is
+        self._step_end(self.n_steps - 1)  # taken here; a decision then would act after the run
         self.waiting_at_end = len(self.waiting)
         self.instance_steps = sum(
             round(((self.end if i.stopped_at is None else i.stopped_at) - i.since) / self.step_s)

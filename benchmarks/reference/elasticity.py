@@ -294,6 +294,8 @@ def simulate_python(demand, up, cooldown, cold, low, buffer, config, forecast=No
         else:
             target = controller.decide(t, rates, pool, len(ready) - buffer, len(starting), q)
             target = min(max(target, low), high)
+        if t == len(rates) - 1:  # the last step's decision acts after the run: not taken
+            continue
         if target > pool:
             starting.extend([t + 1 + cold] * (target - pool))
             m["scale_up_events"] += 1

@@ -202,6 +202,8 @@ def simulate_numpy(demand, up, cooldown, cold, low, buffer, config, forecast=Non
                 held = np.where(steps > t - cooldown, np.array([d for _, d in delayed]), 0).max(0)
                 target = np.where(cooldown > 0, held, target)
         target = np.minimum(np.maximum(target, low), high)
+        if t == demand.size - 1:  # the last step's decision acts after the run: not taken
+            continue
 
         growing = target > pool
         added = np.where(growing, target - pool, 0)

@@ -142,8 +142,8 @@ def advise(
     excess = np.maximum(pool - held_need(need, hold_steps), 0.0)
     span = pool.size * step
     values = {
-        # the simulator's own count: a decision at the first step changes the pool before the
-        # timeline's first value, so the timeline alone misses it
+        # the simulator's own count, each event seen in the timeline (a decision ending step t
+        # changes the pool from step t + 1); a preemption changes the pool but is not an event
         "scale_events_per_hour": int(run.scale_events) / (span / _HOUR_S),
         "reversals": flips,
         "reversals_per_day": flips / (span / _DAY_S),

@@ -305,7 +305,8 @@ def full_step(reads, config, run, state, rules, timeline):
         _record(timeline, t, fleet.ready, fleet.starting, served, dropped, queue.backlog, breached)
     pool = fleet.ready + fleet.starting - run.buffer
     target, rules = decide(reads, config, run, state, rules, pool, lost)
-    scale(fleet, cohorts, target, pool, t, run.cold, config.thrash_steps)
+    if t + 1 < reads.demand.shape[0]:  # the last step's decision acts after the run: not taken
+        scale(fleet, cohorts, target, pool, t, run.cold, config.thrash_steps)
     clock.t = t + 1
     return rules
 
