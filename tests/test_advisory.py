@@ -141,6 +141,18 @@ def test_a_window_given_is_a_whole_number_of_steps():
     assert elasticity.advise(run, window_s=30, hold_s=0).attrs["window_s"] == 30
 
 
+def test_the_default_hold_said_is_the_hold_used():
+    # at 120-s steps the default hold (a 600-s scale-down window + 60 s) is 5 whole steps, 600 s,
+    # but attrs['hold_s'] said 660 s
+    rate = np.r_[np.full(10, 10.0), np.full(10, 60.0), np.full(20, 10.0)]
+    run = elasticity.simulate(rate, step_s=120, per_instance_qps=10, policy="article",
+                              cooldown_s=600, cold_start_s=120, tolerance_s=120,
+                              thrash_window_s=960, evaluation_s=120)  # fmt: skip
+    view = elasticity.advise(run)
+    assert view.attrs["hold_s"] == 600.0
+    assert float(view.above_need_s) == float(elasticity.advise(run, hold_s=600).above_need_s)
+
+
 def test_the_answers_advisory_fields_say_the_window_and_limit_advise_uses():
     # a plan's answer once said reversals were counted "within a cool-down" and flapping was
     # "more reversals a day than the step allows", while its flapping check said "within 15 min"

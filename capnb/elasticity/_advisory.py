@@ -129,8 +129,8 @@ def advise(
     else:
         window_steps, window = whole_steps(window_s, step, "window_s"), float(window_s)
     if hold_s is None:
-        hold = _coordinate(run, "cooldown_s") + _GRACE_S
-        hold_steps = int(hold // step)
+        hold_steps = int((_coordinate(run, "cooldown_s") + _GRACE_S) // step)
+        hold = hold_steps * step  # the whole steps used, not the seconds they were floored from
     else:
         hold_steps, hold = whole_steps(hold_s, step, "hold_s"), float(hold_s)
     steps, directions = scale_events(pool)
