@@ -290,7 +290,7 @@ VARIABLES: dict[str, Term] = _table(
     ("scale_events_per_hour", "1/hour", "steps where the policy's pool changes, per hour"),
     ("reversals", "1", "scale events reversing the one before within the window (flapping)"),
     ("reversals_per_day", "1/day", "reversals per day of the run"),
-    ("flapping", "1", "whether the reversals per day exceed the limit"),
+    ("flapping", "1", "whether the reversals per day (under a day: in all) exceed the limit"),
     ("above_need_s", "s", "time the pool holds more than the largest need of its hold window"),
     ("above_need_share", "1", "share of the time the pool is above the need it may hold"),
     ("excess_instance_hours", "instance·h", "instance time above the need the pool may hold"),

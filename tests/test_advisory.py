@@ -75,6 +75,26 @@ def test_a_short_scale_down_window_flaps_on_a_ten_minute_wave_and_a_long_one_doe
     assert float(calm.above_need_s) == 0.0
 
 
+def test_one_reversal_in_an_hour_is_not_a_day_of_flapping():
+    # one burst in a 1-hour run, up and down 11 minutes later, was projected to 24 reversals a day
+    # and 'flaps'; a run shorter than a day is held to the day's limit in reversals it shows
+    rate = np.r_[np.full(600, 10.0), np.full(600, 60.0), np.full(2400, 10.0)]
+    common = dict(step_s=1, per_instance_qps=10, policy="hpa", cooldown_s=60, cold_start_s=30)
+    once = elasticity.advise(elasticity.simulate(rate, **common))
+    assert int(once.reversals) == 1 and float(once.reversals_per_day) == 24.0
+    assert not bool(once.flapping) and elasticity.flapping_warning(once) == ""
+    bursts = np.tile(np.r_[np.full(600, 60.0), np.full(600, 10.0)], 3)[:3300]
+    thrice = np.r_[np.full(300, 10.0), bursts]  # 10 minutes at 60 requests/s every 20
+    again = elasticity.advise(elasticity.simulate(thrice, **common))
+    assert int(again.reversals) == 5 and bool(again.flapping)
+    # a run of two days or more is held to its rate: 5 reversals are 2.5 a day, 1 is 0.5
+    quiet = np.full(169_200, 10.0)
+    days = elasticity.advise(elasticity.simulate(np.r_[thrice, quiet], **common))
+    assert int(days.reversals) == 5 and bool(days.flapping)
+    days = elasticity.advise(elasticity.simulate(np.r_[rate, quiet], **common))
+    assert int(days.reversals) == 1 and not bool(days.flapping)
+
+
 def test_a_fixed_fleet_is_never_above_its_own_need_and_never_moves():
     run = elasticity.simulate(square_wave(1200), step_s=1, per_instance_qps=10, policy="fixed",
                               min_instances=9)  # fmt: skip

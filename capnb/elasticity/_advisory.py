@@ -34,7 +34,7 @@ from ._policy import steps as whole_steps
 __all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_warning"]
 
 #: A policy whose reversals exceed this many a day flaps (a daily cycle needs none: its rises and
-#: falls are hours apart, never within a cool-down).
+#: falls are hours apart, never within a cool-down); in a run shorter than a day, this many in all.
 MOST_REVERSALS_PER_DAY = 1.0
 _HOUR_S, _DAY_S = 3600.0, 86400.0
 #: Added to the scale-down window when reading the need the policy may still hold: a decision
@@ -90,7 +90,8 @@ def advise(
     hold_s
         How long the policy may hold a past need (default: its scale-down window + 60 s).
     most_reversals_per_day
-        Above this many reversals a day, ``flapping`` is true.
+        Above this many reversals a day, ``flapping`` is true; a run shorter than a day flaps when
+        its reversals exceed this many (one reversal in an hour is not 24 a day).
 
     Returns
     -------
@@ -147,7 +148,8 @@ def advise(
         "scale_events_per_hour": int(run.scale_events) / (span / _HOUR_S),
         "reversals": flips,
         "reversals_per_day": flips / (span / _DAY_S),
-        "flapping": flips / (span / _DAY_S) > most_reversals_per_day,
+        # a run shorter than a day shows at most its own reversals, not a day's: held to the count
+        "flapping": flips / max(span / _DAY_S, 1.0) > most_reversals_per_day,
         "above_need_s": np.count_nonzero(excess) * step,
         "above_need_share": np.count_nonzero(excess) / pool.size,
         "excess_instance_hours": float(excess.sum()) * step / _HOUR_S,
