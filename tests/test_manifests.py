@@ -661,10 +661,10 @@ def test_policy_choice_reads_the_answers_max_model_len(small_plan_built):
 def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_startable_server(
     latency,
 ):
-    # Llama-3.1-8B on one L4 (serving-engine model: 14,096 tokens of KV cache, a 131,072-token
-    # context): the plan's benchmark command said --max-model-len 14096, knative.yaml did not;
-    # on the analytic model (no running_tokens) neither did, though vLLM's own accounting decides
-    # whether it starts
+    # Llama-3.1-8B on one L4 (serving-engine model: 43,344 tokens of KV cache, profiled at vllm
+    # serve's 256 sequences and 2,048 tokens there; a 131,072-token context): the plan's benchmark
+    # command said --max-model-len, knative.yaml did not; on the analytic model (no
+    # running_tokens) neither did, though vLLM's own accounting decides whether it starts
     import warnings
 
     config = capnb.plan.read_config(dict(
@@ -677,7 +677,7 @@ def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_st
         warnings.simplefilter("ignore", capnb.plan.PlanWarning)
         plan = capnb.plan.build(config)
     record = capnb.plan.answer(plan)
-    assert record.max_model_len == 14_096
+    assert record.max_model_len == 43_344
     # the benchmark commands carry it: printed where the latency model's error is over its limit
     # (the analytic model's), else what capnb would print (the engine's L4 error is within it)
     from capnb.plan._closecall import benchmark_commands
@@ -690,8 +690,8 @@ def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_st
         1000.0,
         200.0,
     )
-    assert "--max-model-len 14096" in commands
-    assert "--max-model-len 14096 (its KV cache" in capnb.plan.describe(plan)
+    assert "--max-model-len 43344" in commands
+    assert "--max-model-len 43344 (its KV cache" in capnb.plan.describe(plan)
     out = manifests(capnb.plan.policy_choice(plan))
     args = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[-2:] == ["--max-model-len", "14096"]
+    assert args[-2:] == ["--max-model-len", "43344"]
