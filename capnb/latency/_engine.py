@@ -129,7 +129,7 @@ def profile_settings(gpu: str, settings: EngineSettings | None = None) -> tuple[
 
 def served_accounting(gpu: str, settings: EngineSettings | None = None, *, hybrid: bool = True,
                       vllm_version: str = VLLM_VERSION):  # fmt: skip
-    """VLLM's accounting (a bucket, the engine's by default) profiled as :func:`profile_settings`."""
+    """The vllm accounting of a bucket (the engine's by default), profiled as :func:`profile_settings`."""
     from .. import memory
 
     acct = memory.accounting("vllm", vllm_version=vllm_version, hybrid_kv=bool(hybrid))
