@@ -17,7 +17,7 @@ from capnb.kernels import engine as kernels
 from capnb.kernels import latency as latency_kernels
 from capnb.latency import calibration as cal
 from capnb.latency._engine import model_vector as _engine_model_vector
-from capnb.records import Deployment, EngineSettings
+from capnb.records import SLA, Deployment, EngineSettings
 
 SPEC = load_model("Llama-3.1-8B")
 GPUS = load_gpus(["H100-SXM"])
@@ -505,12 +505,13 @@ def test_the_engine_curves_memory_limit_counts_whole_kv_blocks_as_the_memory_ste
     workload = latency.workload(prompt_tokens=[1215] * 8, output_tokens=[211] * 8)
     curve = capnb.capacity.engine_curve_of(Deployment("Qwen3-8B", "A100-80GB", 2), workload,
                                            requests=200)  # fmt: skip
-    # (profiled as vllm serve runs on an A100: 256 sequences, 2,048 tokens a step)
-    acct = capnb.memory.accounting("vllm", vllm_version="0.10", max_num_seqs=256,
+    # (profiled as vLLM runs the curve's 512 sequences at once on an A100, 2,048 tokens a step:
+    # vllm serve's 256 leave room for 631, but a server run at --max-num-seqs 512 holds 616)
+    acct = capnb.memory.accounting("vllm", vllm_version="0.10", max_num_seqs=512,
                                    max_num_batched_tokens=2048)  # fmt: skip
     held = capnb.memory.max_concurrency(model="Qwen3-8B", gpu="A100-80GB", tensor_parallel=2,
                                         seq_len=1426, accounting=acct)  # fmt: skip
-    assert curve.attrs["memory_limit"] == int(held.max_concurrency.squeeze()) == 631
+    assert curve.attrs["memory_limit"] == int(held.max_concurrency.squeeze()) == 616
 
 
 def test_the_engines_kv_cache_is_profiled_as_vllm_serve_runs_on_each_gpu():
@@ -542,6 +543,27 @@ def test_the_engines_kv_cache_is_profiled_as_vllm_serve_runs_on_each_gpu():
     # the sampler's batch is the forward pass's requests: at most one per token of the step
     many = EngineSettings("vllm-v1", max_num_seqs=2**31 - 1)
     assert _engine.profile_settings("H100-SXM", many) == (8192, 8192)
+
+
+def test_an_option_run_above_the_default_sequences_is_profiled_running_them():
+    # Llama-3.1-8B on an L40S holds 484 sequences of 400 tokens in the KV cache vllm serve's
+    # profile of 256 sequences leaves (193,888 tokens); the plan then runs 484 at once and its
+    # pods and benchmark commands pass --max-num-seqs 484, which vLLM profiles: 1.06 GiB more
+    # sampler, a KV cache of 185,200 tokens that holds 463 such sequences, not 484
+    from capnb.latency import _engine
+
+    short = latency.workload(prompt_tokens=[300] * 8, output_tokens=[100] * 8)
+    option = Deployment("Llama-3.1-8B", "L40S", 1)
+    swept = capnb.capacity.sweep_engine(option.model, [option.gpu], [1], short, SLA(e2e_s=30.0),
+                                        10.0, requests=100)  # fmt: skip
+    held = int(swept.max_concurrency.item())
+    assert held > 256  # above vllm serve's default on the L40S: the server runs --max-num-seqs
+    served = EngineSettings("vllm-v1", max_num_seqs=held)
+    kv = _engine.kv_tokens_auto(load_model(option.model), option.gpu, 1, settings=served)
+    assert int(swept.running_tokens.item()) <= kv
+    assert _engine.held_sequences(option, kv, 400) >= held
+    curve = capnb.capacity.engine_curve_of(option, short, requests=100)
+    assert curve.attrs["memory_limit"] == held
 
 
 @pytest.mark.parametrize("engine", ["tgi", "trtllm"])

@@ -1675,6 +1675,10 @@ def test_the_memory_the_answer_states_is_the_plans_memory_step(small):
 
     seqs, tokens = profile_settings(a.gpu)
     assert f"profile run as vLLM V1 runs it ({seqs:,} sequences and {tokens:,} tokens" in a.inputs
+    # an option that runs more sequences at once (up to 512, above the L4's 256) is profiled at
+    # those, as vLLM profiles its --max-num-seqs
+    more = "an option run at more sequences at once than that, at those (--max-num-seqs)"
+    assert more in a.inputs, a.inputs
 
 
 def test_the_serving_comparison_says_it_holds_no_prefix_cache():

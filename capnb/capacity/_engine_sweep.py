@@ -117,8 +117,11 @@ def engine_curve_of(deployment, workload: xr.Dataset, *, requests: int = 1000, s
     expect_deployment(deployment)  # (its degree was checked when it was made)
     model, gpu, tp = deployment.model, deployment.gpu, int(deployment.tensor_parallel)
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, kv_dtype=deployment.kv_dtype,
-                    weight_dtype=deployment.weight_dtype, settings=settings)  # fmt: skip
+    dtypes = {"kv_dtype": deployment.kv_dtype, "weight_dtype": deployment.weight_dtype}
+    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=settings, **dtypes)
+    served = _served(gpu, settings, _sequences(deployment, kv, seq_len, settings))
+    if served is not settings:  # the server runs more at once than it was profiled with
+        kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=served, **dtypes)
     fits = _sequences(deployment, kv, seq_len, settings)
     if fits < 1:
         raise InputError(
@@ -444,15 +447,43 @@ def _running_budget(model, gpu, tp, seq_len: int, vllm_version: str, settings, s
     """(prefix hit rate, KV tokens left to running sequences) of one option.
 
     vLLM's KV budget (:func:`_kv_tokens`), less a prefix cache's ``share`` of it where one is
-    held (:func:`capnb.memory.split_kv`, its hit rate replayed from ``blocks``).
+    held (:func:`capnb.memory.split_kv`, its hit rate replayed from ``blocks``); profiled at the
+    sequences the option runs at once where they are more than the server's (:func:`_served`).
     """
     from .. import memory
 
-    kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=settings)
-    if not (share > 0 and kv > 0):
-        return 0.0, kv
-    split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len, cache_share=[share])
-    return float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
+    def budget(profiled) -> tuple[float, int]:
+        kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=profiled)
+        if not (share > 0 and kv > 0):
+            return 0.0, kv
+        split = memory.split_kv(blocks, kv_cache_tokens=kv, seq_len=seq_len, cache_share=[share])
+        return float(split.prefix_hit_rate.item()), int(split.running_tokens.item())
+
+    hit, running = budget(settings)
+    fits = _sequences(Deployment(model, gpu, int(tp)), running, seq_len, settings)
+    served = _served(gpu, settings, fits)
+    return budget(served) if served is not settings else (hit, running)
+
+
+def _served(gpu: str, settings: EngineSettings | None, fits: int) -> EngineSettings | None:
+    """The settings of the server that runs the option's sequences at once, as vLLM profiles them.
+
+    The engine curve runs as many sequences as memory holds (at most :data:`MOST_SEQUENCES`), and
+    the plan's pods and benchmark commands pass ``--max-num-seqs`` where that is more than the
+    server's default (:func:`capnb.plan._closecall.above_default_seqs`): vLLM V1 then profiles
+    its sampler over those sequences, which leaves less KV cache (Llama-3.1-8B on an L40S:
+    185,216 tokens at 484 sequences, not 193,888 at vllm serve's 256). ``settings`` itself where
+    the option runs no more than it profiles (or the engine is not vLLM V1, whose KV cache is
+    sized as ``vllm serve``'s). One step: the sequences held after it are fewer, so a server run
+    at them holds them.
+    """
+    from ..latency import _engine
+
+    given = settings or EngineSettings()
+    top = min(int(fits), MOST_SEQUENCES)
+    if given.engine != "vllm-v1" or top <= _engine.profile_settings(gpu, given)[0]:
+        return settings
+    return replace(given, max_num_seqs=top)
 
 
 def _own_words(own: dict) -> str:

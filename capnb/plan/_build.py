@@ -539,7 +539,12 @@ def _model_source(model: str) -> str:
 
 
 def _profile_words(cfg: PlanConfig) -> str:
-    """The profile run the engine's KV cache was sized after, per GPU (as vLLM V1 runs it)."""
+    """The profile run the engine's KV cache was sized after, per GPU (as vLLM V1 runs it).
+
+    An option that runs more sequences at once than the GPU's profile is profiled running them
+    (its ``--max-num-seqs``: :func:`capnb.capacity._engine_sweep._served`), and the words say so.
+    """
+    from ..capacity._engine_sweep import MOST_SEQUENCES
     from ..latency._engine import profile_settings
     from ._steps import engine_settings
 
@@ -551,6 +556,8 @@ def _profile_words(cfg: PlanConfig) -> str:
         f"{seqs:,} sequences and {tokens:,} tokens on {', '.join(gpus)}"
         for (seqs, tokens), gpus in by_profile.items()
     )
+    if settings.engine == "vllm-v1" and min(seqs for seqs, _ in by_profile) < MOST_SEQUENCES:
+        runs += "; an option run at more sequences at once than that, at those (--max-num-seqs)"
     return f", after a profile run as vLLM V1 runs it ({runs})"
 
 
