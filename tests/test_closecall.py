@@ -446,3 +446,30 @@ def test_a_plan_on_your_own_runs_says_how_the_calibration_reproduces_them():
     (note,) = _own_run_notes(cap, "H100-SXM", 1, sla)
     assert "+5% on P99 TPOT" in note and "--benchmark" not in note
     assert _own_run_notes(cap, "H100-SXM", 1, SLA(ttft_s=2.0, quantile=0.9)) == ()  # no P90 run
+
+
+def test_the_in_sample_note_names_the_degree_the_runs_were_on(tmp_path):
+    # runs of 1 x H100-SXM calibrate the GPU at every degree; a plan that chose 2 x H100-SXM said
+    # "the engine calibrated on your runs of 2 x H100-SXM reproduces them": the chosen degree,
+    # not the runs'
+    import warnings
+
+    from capnb import plan as planning
+
+    for rate in (1.0, 2.0, 4.0):
+        run = {"backend": "vllm", "request_rate": rate, "completed": 300, "duration": 300 / rate,
+               "total_input_tokens": 307200, "total_output_tokens": 76800,
+               "mean_ttft_ms": 60.0 * rate, "p99_ttft_ms": 150.0 * rate,
+               "mean_tpot_ms": 8.0 + rate, "p99_tpot_ms": 12.0 + 2 * rate}  # fmt: skip
+        (tmp_path / f"rate{rate:g}.json").write_text(json.dumps(run))
+    cfg = planning.read_config(dict(
+        trace="servegen-m-small", trials=50, backtest_days=0, gpus=("H100-SXM",),
+        tensor_parallel=(2,), policies=("fixed",), latency="engine", calibration_runs=str(tmp_path),
+        calibration_tensor_parallel=1, sla={"ttft_s": 2.0, "tpot_s": 0.05},
+    ))  # fmt: skip
+    with warnings.catch_warnings():  # the plan's checks
+        warnings.simplefilter("ignore")
+        answer = planning.answer(planning.build(cfg))
+    assert answer.tensor_parallel == 2
+    (note,) = [n for n in answer.latency_notes if "in sample" in n]
+    assert "calibrated on your runs of 1 x H100-SXM reproduces them" in note, note

@@ -455,7 +455,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"
         if latency_model == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n)
-        + _own_run_notes(cap, gpu, int(tp), cfg.sla),
+        + _own_run_notes(cap, gpu, int(cfg.serving.calibration_tensor_parallel), cfg.sla),
         latency_choice=json.loads(cap.attrs.get("latency_choices", "{}")).get(binding_metric, ""),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
@@ -551,7 +551,10 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
 
 
 def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla) -> tuple[str, ...]:
-    """How the engine calibrated on the user's runs of ``gpu`` reproduces them (in sample).
+    """How the engine calibrated on the user's runs of ``tp`` x ``gpu`` reproduces them (in sample).
+
+    ``tp``: the runs' degree (``calibration_tensor_parallel``), which the plan's chosen degree
+    need not be (the calibration prices the GPU at every degree).
 
     The SLA's metrics at its quantile, as :func:`capnb.latency.calibrate` scored the runs it was
     fitted on; nothing where ``gpu`` is priced on the bundled calibration, or the runs state
