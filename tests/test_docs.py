@@ -319,13 +319,15 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 def test_the_pages_quote_the_kv_cache_an_l4_holds_today():
     # plan.md and cluster.md said Llama-3.1-8B on one L4 holds 14,352 tokens of KV cache and the
     # container runs --max-model-len 14352: the figure from before vLLM's rotary cache (32 MiB,
-    # 256 tokens) was counted; capnb plan and capnb export give 14,096 now
-    import capnb
+    # 256 tokens) was counted; then 14,096, the cache of a profile run of 1,024 sequences and
+    # 8,192 tokens, where vllm serve on an L4 profiles 256 and 2,048: capnb plan and capnb export
+    # give 43,344 now (the longest request the option's cache holds, as their commands pass it)
+    import xarray as xr
 
-    deployment = capnb.Deployment("Llama-3.1-8B", "L4", tensor_parallel=1)
-    vllm = capnb.memory.accounting("vllm", vllm_version="0.10")
-    held = capnb.memory.max_concurrency(deployment=deployment, seq_len=8192, accounting=vllm)
-    tokens = int(held.kv_cache_tokens.item())
+    from capnb.plan._closecall import max_model_len
+
+    tokens, context = max_model_len(xr.Dataset(), "L4", 1, "Llama-3.1-8B")
+    assert context == 131_072
     for page in ("plan.md", "cluster.md"):
         text = " ".join((DOCS / page).read_text(encoding="utf-8").split())
         assert f"Llama-3.1-8B on one L4: {tokens:,} tokens of 131,072" in text, page
