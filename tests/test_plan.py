@@ -1681,6 +1681,26 @@ def test_the_memory_the_answer_states_is_the_plans_memory_step(small):
     assert more in a.inputs, a.inputs
 
 
+def test_the_memory_step_of_an_l4_plan_holds_what_its_engine_options_hold():
+    # the engine sizes each GPU's KV cache after the profile run vllm serve makes there (256
+    # sequences and 2,048 tokens on an L4): Llama-3.1-8B on one L4 holds 43,344 tokens, 30
+    # sequences of the plan's length; the plan's memory step (and the report's memory page) kept
+    # the 0.10 bucket's profile of 1,024 and 8,192: 14,096 tokens and "memory holds 9", beside an
+    # answer whose memory holds 30
+    config = planning.read_config(dict(
+        trace="servegen-m-small", trials=50, gpus=("L4",), tensor_parallel=(1,), latency="engine",
+        sla="ttft=3,tpot=80ms", disaggregation="none", demand_scale=0.05, policies=("fixed",),
+        backtest_days=0,
+    ))  # fmt: skip
+    with warnings.catch_warnings():  # the plan's checks
+        warnings.simplefilter("ignore")
+        plan = planning.build(config)
+    a = planning.answer(plan)
+    chosen = plan.sel(gpu="L4", tensor_parallel=1)
+    assert int(chosen.memory_kv_cache_tokens.squeeze()) == int(chosen.capacity_running_tokens)
+    assert a.memory_concurrency == int(chosen.memory_max_concurrency.squeeze()) == 30
+
+
 def test_the_serving_comparison_says_it_holds_no_prefix_cache():
     # a plan with a prefix cache sizes its own fleet with the cache's hits, but the prefill/decode
     # comparison (capnb.capacity.disaggregate) holds none: its aggregated fleet is not the plan's

@@ -243,7 +243,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
     ``held_out``: choose the policy by rolling origins inside the trace (:func:`build`); a
     backtest's plan on its fit window does not.
     """
-    from .. import capacity, memory
+    from .. import capacity
 
     with _Stage("forecast", cfg):
         source, series = _traffic(cfg, source)
@@ -260,16 +260,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
     with _Stage("capacity", cfg):
         cap, workload, seq_len = _capacity(cfg, source, target, buffer_qps)
     with _Stage("memory", cfg):
-        mem = memory.max_concurrency(
-            model=cfg.serving.model,
-            gpu=list(cfg.serving.gpus),
-            tensor_parallel=list(cfg.serving.tensor_parallel),
-            seq_len=seq_len,
-            # the accounting the capacity step sized the options with (the engine's is vLLM's)
-            accounting=cap.attrs["memory_accounting"],
-            vllm_version=cap.attrs.get("memory_vllm_version"),
-            invalid_tensor_parallel="mask",
-        )
+        mem = _memory_step(cfg, cap, seq_len)
     best = _choose(cap, cfg)
     if best is not None:
         gpu, tp = str(best.cheapest_gpu.item()), int(best.cheapest_tensor_parallel.item())
@@ -619,6 +610,49 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
     if own:  # a catalog of the user's: which GPU figures are theirs
         parts.insert(-1, f"GPU figures: {own}")
     return "; ".join(parts)
+
+
+def _memory_step(cfg: PlanConfig, cap: xr.Dataset, seq_len: int) -> xr.Dataset:
+    """The sequences that fit, with the accounting the capacity step sized its options with.
+
+    Where the serving-engine model priced them on vLLM's, each option is profiled as the engine
+    sweep profiles it (:func:`capnb.latency._engine.served_accounting`: vllm serve's run on the
+    GPU, 256 sequences and 2,048 tokens on an L4; an option run at more sequences at once, at
+    those), so the memory step holds what the answer's "memory holds" says.
+    """
+    from .. import data, memory
+    from ..capacity._engine_sweep import _served
+    from ..latency import _engine
+    from ._steps import engine_settings
+
+    used, version = str(cap.attrs["memory_accounting"]), cap.attrs.get("memory_vllm_version")
+    kw = dict(model=cfg.serving.model, seq_len=seq_len, invalid_tensor_parallel="mask")
+    if used != "vllm" or not _engine_priced(cap):
+        return memory.max_concurrency(gpu=list(cfg.serving.gpus), accounting=used,
+                                      tensor_parallel=list(cfg.serving.tensor_parallel),
+                                      vllm_version=version, **kw)  # fmt: skip
+    settings = engine_settings(cfg)
+    hybrid = _engine.hybrid_engine(data.load_model(cfg.serving.model), settings.engine)
+
+    def held(gpu: str, tp: int, served) -> xr.Dataset:
+        acct = _engine.served_accounting(gpu, served, hybrid=hybrid, vllm_version=version)
+        return memory.max_concurrency(gpu=[gpu], tensor_parallel=[tp], accounting=acct, **kw)
+
+    rows = []
+    for gpu in cfg.serving.gpus:
+        cells = []
+        for tp in cfg.serving.tensor_parallel:
+            one = held(gpu, int(tp), settings)
+            fits = int(np.nan_to_num(one.max_concurrency.values).max())
+            served = _served(data.resolve_gpu(gpu), settings, fits)
+            cells.append(one if served is settings else held(gpu, int(tp), served))
+        rows.append(xr.concat(cells, dim="tensor_parallel", **_STACKED))
+    return xr.concat(rows, dim="gpu", **_STACKED)
+
+
+#: How the memory step's cells stack: every variable along the dim, the rest as the first cell's
+_STACKED = dict(data_vars="all", coords="minimal", compat="override", join="outer",
+                combine_attrs="override")  # fmt: skip
 
 
 def _engine_priced(cap: xr.Dataset) -> bool:
