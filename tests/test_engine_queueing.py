@@ -647,3 +647,14 @@ def test_a_sweep_keeps_a_servers_own_max_num_seqs():
     four = capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1], W, sla, 50.0, requests=300,
                                  settings=EngineSettings("vllm-v1", max_num_seqs=4))  # fmt: skip
     assert float(four.per_instance_qps.item()) < 0.5 * float(free.per_instance_qps.item())
+
+
+def test_a_sweep_profiles_a_servers_own_max_num_seqs_not_the_grids_top():
+    # a server given max_num_seqs=4 runs 4 at once and vLLM profiles 4: the sweep sized its KV
+    # cache as a server run at what memory holds (hundreds), which it is not
+    from capnb.capacity._engine_sweep import _served
+
+    four = EngineSettings("vllm-v1", max_num_seqs=4)
+    assert _served("L40S", four, 484) is four
+    assert _served("L40S", None, 484).max_num_seqs == 484  # vllm serve's 256, run at 484
+    assert _served("L40S", None, 200) is None

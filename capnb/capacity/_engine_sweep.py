@@ -473,15 +473,18 @@ def _served(gpu: str, settings: EngineSettings | None, fits: int) -> EngineSetti
     server's default (:func:`capnb.plan._closecall.above_default_seqs`): vLLM V1 then profiles
     its sampler over those sequences, which leaves less KV cache (Llama-3.1-8B on an L40S:
     185,216 tokens at 484 sequences, not 193,888 at vllm serve's 256). ``settings`` itself where
-    the option runs no more than it profiles (or the engine is not vLLM V1, whose KV cache is
-    sized as ``vllm serve``'s). One step: the sequences held after it are fewer, so a server run
-    at them holds them.
+    the option runs no more than it profiles, the engine is not vLLM V1 (whose KV cache is
+    sized as ``vllm serve``'s) or the server is given its own ``max_num_seqs`` (run and profiled
+    as given). One step: the sequences held after it are fewer, so a server run at them holds
+    them.
     """
     from ..latency import _engine
 
     given = settings or EngineSettings()
     top = min(int(fits), MOST_SEQUENCES)
-    if given.engine != "vllm-v1" or top <= _engine.profile_settings(gpu, given)[0]:
+    if given.engine != "vllm-v1" or given.max_num_seqs:  # (a server's own limit: run, profiled)
+        return settings
+    if top <= _engine.profile_settings(gpu, given)[0]:
         return settings
     return replace(given, max_num_seqs=top)
 
