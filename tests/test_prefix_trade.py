@@ -210,7 +210,7 @@ def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_b
     """vLLM rejects a request its KV cache cannot hold whole: such an option is infeasible_memory,
     said in the sweep's notes, and the others are planned (the engine sweep raised for the whole
     plan; found with a request log of 20 requests of 120,000 tokens, Llama-3.1-8B on L4 and H100)."""
-    prompt = [800] * 31 + [25_000]  # one request longer than an L4's 14,096 tokens of KV cache
+    prompt = [800] * 31 + [50_000]  # one request longer than an L4's 43,344 tokens of KV cache
     work = capnb.latency.workload(prompt_tokens=prompt, output_tokens=[200] * 32)
     swept = capnb.capacity.sweep_engine(
         "Llama-3.1-8B", ["L4", "H100-SXM"], [1], work, 2.0, 10.0, metric="ttft", requests=200
@@ -219,28 +219,29 @@ def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_b
     assert str(l4.binding.item()) == "infeasible_memory" and np.isnan(l4.per_instance_qps)
     assert float(swept.per_instance_qps.sel(gpu="H100-SXM", tensor_parallel=1)) > 0
     assert (
-        "1 x L4: 14,096 tokens cannot hold the workload's longest request (25,200"
+        "1 x L4: 43,344 tokens cannot hold the workload's longest request (50,200"
         in (swept.attrs["notes"])
     )
-    with pytest.raises(InputError, match=r"hold the workload's longest request \(25,200 tokens"):
+    with pytest.raises(InputError, match=r"hold the workload's longest request \(50,200 tokens"):
         capnb.capacity.sweep_engine("Llama-3.1-8B", ["L4"], [1], work, 2.0, 10.0, metric="ttft",
                                     requests=200)  # fmt: skip
 
 
 def test_no_option_holding_the_longest_request_does_not_say_none_holds_a_mean_sequence():
-    """Qwen3-8B on one L4 holds 4,112 KV tokens (beside vLLM's 10 MiB rotary cache): sequences of
-    the mean length (1,550 tokens here, 1,426 on the bundled workload) fit, the longest request
-    (6,200; 6,224) does not. The error said "no GPU ... can hold one 1426-token sequence ..., nor
-    the workload's longest request" of a cache that holds two such sequences (found planning
+    """Qwen3-8B on one L4 holds 34,896 KV tokens (profiled as vllm serve runs there; 4,112 at the
+    1,024 sequences and 8,192 tokens first found with): sequences of the mean length (2,613
+    tokens here) fit, the longest request (40,200) does not. The error said "no GPU ... can hold
+    one 1426-token sequence ..., nor the workload's longest request" of a cache that holds two
+    such sequences (found planning
     Qwen3-8B on L4 alone); it now says what does not fit, and what the cache holds."""
-    work = capnb.latency.workload(prompt_tokens=[1200] * 31 + [6000], output_tokens=[200] * 32)
+    work = capnb.latency.workload(prompt_tokens=[1200] * 31 + [40_000], output_tokens=[200] * 32)
     with pytest.raises(InputError) as raised:
         capnb.capacity.sweep_engine("Qwen3-8B", ["L4"], [1], work, 2.0, 10.0, metric="ttft",
                                     requests=200)  # fmt: skip
     said = str(raised.value)
     assert "can hold one" not in said, said
-    assert "can hold the workload's longest request (6,200 tokens, prompt + output)" in said, said
-    assert "1 x L4: 4,112 KV cache tokens" in said and "1,550-token sequence" in said, said
+    assert "can hold the workload's longest request (40,200 tokens, prompt + output)" in said, said
+    assert "1 x L4: 34,896 KV cache tokens" in said and "2,613-token sequence" in said, said
 
 
 def test_engine_curve_of_is_the_curve_the_engine_sweep_searched():
