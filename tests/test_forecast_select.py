@@ -222,7 +222,15 @@ def test_the_forecast_words_name_the_origins_its_choice_was_pooled_over():
     total = int(carried.attrs["forecast_origins"].split(" origins")[0])
     assert (pooled, total) == (42, 48)
     words = carried.attrs["growth_model"]
-    assert "(chosen on the 42 of 48 origins where every candidate planned)" in words
+    # two of the four candidates need 7 days before an origin and never planned on 3 days: the
+    # words said 'where every candidate planned' though only two were compared
+    assert "pooled over the 42 origins the 2 compared planned (" in choice
+    assert (
+        "(chosen between seasonal_naive_day and last_week on the 42 of 48 origins where both "
+        "planned; not compared: seasonal_naive_week, damped_trend, with plans at fewer than 2 "
+        "origins)"
+    ) in words
+    assert "every candidate" not in words
     assert "chosen by 48 origins" not in words
 
 

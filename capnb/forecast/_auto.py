@@ -10,7 +10,7 @@ from ..data._series import checked_series, slot_codes
 from ..data._series import slots as slot_spec
 from ..errors import InputError
 from ._models import FORECAST_MODELS
-from ._select import DEFAULT_MODELS, _TooShort, select
+from ._select import DEFAULT_MODELS, MIN_SCORED_ORIGINS, _TooShort, select
 
 __all__ = ["TARGET_GROWTH_MODELS", "carry", "selection_quantiles"]
 
@@ -172,11 +172,32 @@ def _mapped(series: xr.Dataset, selection: xr.Dataset, slots, q: float, words: s
 
 
 def _chosen_on(selection: xr.Dataset) -> str:
-    """The origins the choice was pooled over, in words: those where every candidate planned."""
+    """The origins the choice was pooled over, in words: those where every candidate planned.
+
+    A candidate without plans at :data:`MIN_SCORED_ORIGINS` origins (one needing 7 days before
+    an origin, on a shorter trace) has no score and was not compared: the words name the
+    candidates compared and those left out.
+    """
     pooled, total = int(selection.attrs["pooled_origins"]), selection.sizes["origin"]
-    if pooled == total:
-        return f" (chosen on all {total} origins, every candidate planned at each)"
-    return f" (chosen on the {pooled} of {total} origins where every candidate planned)"
+    names = [str(name) for name in selection.forecast_model.values]
+    compared = [n for n, s in zip(names, selection.score.values, strict=True) if not np.isnan(s)]
+    left = [name for name in names if name not in compared]
+    if not left:
+        if pooled == total:
+            return f" (chosen on all {total} origins, every candidate planned at each)"
+        return f" (chosen on the {pooled} of {total} origins where every candidate planned)"
+    among = (
+        f"between {compared[0]} and {compared[1]}"
+        if len(compared) == 2
+        else f"among {', '.join(compared)}"
+        if len(compared) > 2
+        else f"as the only candidate compared, {compared[0]},"
+    )
+    each = {1: "it", 2: "both"}.get(len(compared), "each")
+    return (
+        f" (chosen {among} on the {pooled} of {total} origins where {each} planned; not "
+        f"compared: {', '.join(left)}, with plans at fewer than {MIN_SCORED_ORIGINS} origins)"
+    )
 
 
 def _checked_selection(selection, quantile: float, allowed) -> xr.Dataset:

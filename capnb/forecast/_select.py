@@ -725,6 +725,8 @@ def _words(setup, kind, chosen, scores, common, record, note, names, tracks) -> 
     ]
     if note:
         notes.append(note)
+    # a candidate without plans at MIN_SCORED_ORIGINS origins has no score: not compared
+    who = "every candidate" if len(scores) == len(names) else f"the {len(scores)} compared"
     return {
         "chosen_model": chosen,
         "origin_step": per,
@@ -732,7 +734,7 @@ def _words(setup, kind, chosen, scores, common, record, note, names, tracks) -> 
         "pooled_origins": len(common),
         "choice": (
             f"{chosen}: least pinball loss of P{', P'.join(f'{100 * v:g}' for v in setup.q[setup.scored])} "
-            f"over demand, pooled over the {len(common)} origins every candidate planned ({score})"
+            f"over demand, pooled over the {len(common)} origins {who} planned ({score})"
         ),
         "gaps": _gap_words(setup, record),
         "goals": _goal_words(setup, record),
