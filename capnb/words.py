@@ -35,12 +35,13 @@ def percent_against(share: float, *bounds: float) -> str:
     """A share as a percentage with the digits that tell it apart from ``bounds`` (a goal's ends).
 
     One decimal, more where one would show a share beside a bound as the bound: 0.99550 against a
-    goal up to 0.995 reads ``99.55%``, not ``99.5%``.
+    goal up to 0.995 reads ``99.55%``, not ``99.5%``. 0 and 1 are bounds too: a share short of
+    every interval never reads ``100.0%`` (0.99961 reads ``99.96%``).
     """
     share = float(share)
     for digits in range(1, 5):
         shown = f"{share:.{digits}%}"
-        if all(shown != f"{b:.{digits}%}" or share == b for b in bounds):
+        if all(shown != f"{b:.{digits}%}" or share == b for b in (*bounds, 0.0, 1.0)):
             return shown
     return shown
 

@@ -417,6 +417,26 @@ def test_a_coverage_outside_its_goal_is_shown_with_the_digits_that_say_so():
     )
 
 
+def test_a_coverage_short_of_every_interval_never_reads_100_percent():
+    # found planning a 28-day rate series of ours with two missing days: plan.json held
+    # coverage_p95 0.99961 (one held-out interval above the P95 plan) and the Held out line read
+    # '(P95 100.0%)', as if none was; a share below 1 now shows the digits that tell it from 100 %
+    import types
+
+    from capnb import words
+    from capnb.plan._compose import _coverage_check
+    from capnb.plan._text import _coverage_words
+
+    assert words.percent_against(0.9996142, 0.97, 0.995) == "99.96%"
+    assert words.percent_against(1.0, 0.97, 0.995) == "100.0%"
+    held = types.SimpleNamespace(plan_quantile=0.99, coverage_plan=0.9996142,
+                                 coverage_p95=0.9996142, coverage_p99=0.9996142)  # fmt: skip
+    assert _coverage_words(held) == (
+        "its forecast's P99 covered 99.96% (P95 99.96%) of held-out intervals"
+    )
+    assert "covered 99.96% of held-out intervals" in _coverage_check(held).finding
+
+
 def test_the_coverage_goal_is_shown_as_the_check_reads_it_at_any_quantile():
     # a P97.5 plan's goal is 95.5-98.75 %, shown as 'goal 96%-98.8%': a coverage of 95.7 %
     # passed beside a goal it reads below, and a P99.9 plan's (97.9-99.95 %) read '98%-100.0%'

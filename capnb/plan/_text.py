@@ -309,7 +309,8 @@ def _coverage_words(h) -> str:
         return (
             f"its forecast's P99 covered "
             f"{words.percent_against(h.coverage_p99, *coverage_goal(0.99))} "
-            f"(P95 {h.coverage_p95:.1%}) of held-out intervals"
+            f"(P95 {words.percent_against(h.coverage_p95, *coverage_goal(0.95))}) of held-out "
+            "intervals"
         )
     if not math.isfinite(h.coverage_plan):  # every held-out window in a hole of the trace
         return unscored_coverage_words(h.plan_quantile)
@@ -317,7 +318,8 @@ def _coverage_words(h) -> str:
     return (
         f"its forecast's {words.quantile(h.plan_quantile)} covered "
         f"{words.percent_against(h.coverage_plan, *coverage_goal(h.plan_quantile))} "
-        f"({words.quantile(other[0])} {other[1]:.1%}) of held-out intervals"
+        f"({words.quantile(other[0])} "
+        f"{words.percent_against(other[1], *coverage_goal(other[0]))}) of held-out intervals"
     )
 
 
