@@ -540,9 +540,10 @@ def test_a_bin_no_gpus_kv_cache_holds_is_infeasible_in_the_mix_not_an_error_of_t
     # the engine model: size_options stopped with "infeasible: no GPU in ['L4'] ... can hold one
     # 24954-token sequence", naming no bin, while beside another GPU the same bin was NaN
     # ('infeasible_memory') and the mix named it with its share of the requests, as documented
+    # (50,000 tokens here: an L4 profiled as vllm serve runs it holds 43,344)
     from capnb.capacity import SLA, size_options
 
-    prompt = [300] * 8 + [25_000] * 2
+    prompt = [300] * 8 + [50_000] * 2
     bins = size_bins(prompt_tokens=prompt, output_tokens=[100] * 8 + [300] * 2)
     options = size_options("Llama-3.1-8B", ["L4"], [1], SLA(ttft_s=10.0, tpot_s=0.08), bins,
                            latency="engine")  # fmt: skip
