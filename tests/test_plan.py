@@ -1767,6 +1767,19 @@ def test_an_engine_curve_the_sla_never_bounds_is_not_called_measured(small):
     assert "the measured curve ends before any bound binds" in measured
 
 
+def test_the_headline_names_the_context_flag_of_the_plans_own_engine(small):
+    # a plan on engine = 'tgi' of Llama-3.1-8B on 1 x A10G (its KV cache holds 43,344 tokens) said
+    # "Serve Llama-3.1-8B on 1 x A10G per instance with vLLM's --max-model-len 43344", while its
+    # pods ran text-generation-inference with --max-total-tokens 43344 (the flag vLLM's is not)
+    plan, _ = small
+    a = dataclasses.replace(planning.answer(plan), max_model_len=43_344)
+    assert "with vLLM's --max-model-len 43344 (" in plan_text.serve_words(a)
+    for engine, flag in (("tgi", "--max-total-tokens"), ("sglang", "--context-length")):
+        text = plan_text.serve_words(dataclasses.replace(a, engine=engine))
+        assert f"'s {flag} 43344 (its KV cache holds no longer request" in text, text
+        assert "vLLM" not in text and "--max-model-len" not in text, text
+
+
 def test_a_plan_prices_its_gpu_on_the_users_own_runs(tmp_path):
     # vllm bench serve results of a slower H100 (made by a known calibration) at 2 and 12
     # requests/s calibrate the engine model the plan prices that GPU with, at every degree

@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 
 from .. import words
+from ..records import ENGINES
 from ._answer import MEASURED_BASIS, Answer, coverage_goal
+from ._servers import server_of
 
 __all__ = ["render_text", "sections"]
 
@@ -95,9 +97,10 @@ def serve_words(a: Answer) -> str:
         if a.prefix_cache_share > 0
         else ""
     )
+    server = "vLLM" if a.engine.startswith("vllm") else ENGINES[a.engine]
     held = (
-        f" with vLLM's --max-model-len {a.max_model_len} (its KV cache holds no longer request "
-        "than that, less than the model's context; longer ones are refused)"
+        f" with {server}'s {server_of(a.engine).context} {a.max_model_len} (its KV cache holds "
+        "no longer request than that, less than the model's context; longer ones are refused)"
         if a.max_model_len
         else ""
     )
