@@ -448,6 +448,25 @@ def test_a_plan_on_your_own_runs_says_how_the_calibration_reproduces_them():
     assert _own_run_notes(cap, "H100-SXM", 1, SLA(ttft_s=2.0, quantile=0.9)) == ()  # no P90 run
 
 
+def test_the_in_sample_note_never_writes_a_miss_as_minus_nothing():
+    # own runs of 1 x L4 made by a calibration of ours (compute 55 %, HBM 60 %) calibrated back to
+    # 54.9 % and 59.4 %, missing the runs by -0.0038 % on P99 TPOT and -0.064 % on P99 TTFT; the
+    # Latencies line said "to a median -0% on P99 TPOT and -0% on P99 TTFT"
+    import dataclasses
+
+    from capnb.latency.calibration import Calibration
+    from capnb.plan._compose import _own_run_notes
+    from capnb.records import SLA
+
+    own = Calibration(0.55, 0.6, 0.25, 2e-3, 2e-5, 1e-5, 0.03, fitted_on="own runs",
+                      run_errors=(("tpot", "p99", -3.84e-5, 3), ("ttft", "p99", -6.41e-4, 3)))  # fmt: skip
+    cap = xr.Dataset(attrs={"own_calibrations": json.dumps({"L4": dataclasses.asdict(own)})})
+    (note,) = _own_run_notes(cap, "L4", 1, SLA(ttft_s=20.0, tpot_s=0.25))
+    assert "-0%" not in note, note
+    assert "to a median -0.0038% on P99 TPOT and -0.064% on P99 TTFT" in note, note
+    assert "TPOT P99 -0.0038%; TTFT P99 -0.064%" in own.describe(), own.describe()
+
+
 def test_the_in_sample_note_names_the_degree_the_runs_were_on(tmp_path):
     # runs of 1 x H100-SXM calibrate the GPU at every degree; a plan that chose 2 x H100-SXM said
     # "the engine calibrated on your runs of 2 x H100-SXM reproduces them": the chosen degree,

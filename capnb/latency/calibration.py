@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .. import words
 from ..data.modelspec import ModelSpec, _canonical_dtype
 from ..errors import InputError
 from ..kernels import latency as kernels
@@ -161,7 +162,7 @@ class Calibration:
         by_metric: dict[str, list[str]] = {}
         for metric, stat, error, _ in self.run_errors:
             name = stat.upper() if stat.startswith("p") else stat
-            by_metric.setdefault(metric, []).append(f"{name} {error:+.0%}")
+            by_metric.setdefault(metric, []).append(f"{name} {words.signed_percent(error)}")
         if not by_metric:
             return ""
         runs = max(n for *_, n in self.run_errors)

@@ -567,7 +567,9 @@ def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla) -> tuple[str, ...]:
     found = [(m, e, n) for m, st, e, n in own.run_errors if st == stat and m in sla.bounds]
     if not found:
         return ()
-    errors = " and ".join(f"{e:+.0%} on {stat.upper()} {m.upper()}" for m, e, _ in found)
+    errors = " and ".join(
+        f"{words.signed_percent(e)} on {stat.upper()} {m.upper()}" for m, e, _ in found
+    )
     runs = max(n for *_, n in found)
     worst = max(abs(e) for _, e, _ in found)
     advice = (
