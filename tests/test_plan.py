@@ -1049,7 +1049,8 @@ def test_an_alternative_says_in_a_field_whether_it_meets_the_sla():
         a = planning.answer(planning.build(planning.read_config(cheap)))
     pools = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
     # (past the SLA as sized, the pools are neither chosen nor replayed: no cost, no breach)
-    assert "P99 TTFT 1.66 s against the SLA's 1.2 s" in pools.words, pools.words
+    found = re.search(r"P99 TTFT ([\d.]+) s against the SLA's 1.2 s", pools.words)
+    assert found and float(found.group(1)) > 1.2, pools.words  # (1.66 s; 1.5 s after the refit)
     assert pools.status == "misses_sla" and math.isnan(pools.monthly_usd)
     mix = next(alt for alt in a.alternatives if alt.name == "mixed fleet")
     assert math.isnan(mix.monthly_usd) and mix.status == "not_costed"
