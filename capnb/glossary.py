@@ -312,6 +312,7 @@ VARIABLES: dict[str, Term] = _table(
     ("load_imbalance", "1", "busiest instance's prompt tokens over the mean instance's"),
     ("prefix_cache_tokens", "tokens", "KV cache tokens held by the prefix cache"),
     ("running_tokens", "tokens", "KV cache tokens left for running sequences"),
+    ("profiled_sequences", "requests", "sequences vLLM V1's profile run sizes the KV cache at"),
     ("prefill_share", "1", "share of prompt tokens still computed: 1 - prefix_hit_rate"),
     ("reserved_instances", "instances", "instances on reserved or committed pricing, every slot"),
     ("on_demand_instances", "instances", "instances on on-demand pricing in the slot"),

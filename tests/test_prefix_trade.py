@@ -169,6 +169,11 @@ def test_sweep_engine_is_plan_on_each_engine_curve_and_names_options_that_cannot
     by_hand = capnb.capacity.plan(curve, 2.0, 10.0, metric="ttft", memory_limit=fits)
     assert float(one.per_instance_qps) == float(by_hand.per_instance_qps)
     assert int(one.instances) == int(by_hand.instances)
+    # the sequences each option's KV cache was profiled at (the plan's memory step reads them):
+    # vllm serve's on each GPU (1,024 on an H100, which the 512 run at once do not pass; 256 on
+    # an L40S, whose KV cache holds 36 of these sequences on two), none where nothing runs
+    assert swept.profiled_sequences.sel(tensor_parallel=2).values.tolist() == [256, 1024]
+    assert np.isnan(swept.profiled_sequences.sel(gpu="L40S", tensor_parallel=1))
 
 
 def test_sweep_engine_carries_the_glossarys_attrs_as_sweep_does():

@@ -250,8 +250,10 @@ def sweep_engine(
         options that cannot run (the degree does not shard the model, or no sequence fits) are
         NaN with ``binding`` saying why. ``prefix_hit_rate`` and ``running_tokens`` (the
         KV cache tokens left to running sequences: vLLM's ``kv_cache_tokens`` less the prefix
-        cache's share) per option. Attrs: ``latency_source``, ``prefix_cache_share``,
-        ``memory_accounting`` (``"vllm"``) and ``memory_vllm_version``: the KV budget's.
+        cache's share) and ``profiled_sequences`` (the sequences vLLM V1's profile run sizes that
+        cache at: the server's, or the option's where it runs more at once) per option. Attrs:
+        ``latency_source``, ``prefix_cache_share``, ``memory_accounting`` (``"vllm"``) and
+        ``memory_vllm_version``: the KV budget's.
     """
     from .. import data
     from ._safe import plan
@@ -287,8 +289,8 @@ def sweep_engine(
                 rows[(gpu, tp)] = ("no_data", None)
                 unpriced.extend(m for m in missing if m not in unpriced)
                 continue
-            hit, running = _running_budget(model, gpu, tp, seq_len, vllm_version, settings,
-                                           share, blocks)  # fmt: skip
+            hit, running, profiled = _running_budget(model, gpu, tp, seq_len, vllm_version,
+                                                     settings, share, blocks)  # fmt: skip
             option = Deployment(model, gpu, int(tp))
             fits = _sequences(option, running, seq_len, settings)
             whole = _holds(option, longest, running, settings)
@@ -304,9 +306,7 @@ def sweep_engine(
             banded = (own_ratio if gpu in own else ratio) or None
             result = plan(curve, sla, target_qps, buffer_qps=buffer_qps, metric=metric,
                           quantile=quantile, memory_limit=int(fits), latency_band=banded)  # fmt: skip
-            result["prefix_hit_rate"] = xr.DataArray(hit, attrs=glossary.attrs("prefix_hit_rate"))
-            result["running_tokens"] = xr.DataArray(running, attrs=glossary.attrs("running_tokens"))
-            rows[(gpu, tp)] = ("ok", result)
+            rows[(gpu, tp)] = ("ok", _with_budget(result, hit, running, profiled))
     template = next((r for kind, r in rows.values() if kind == "ok"), None)
     if template is None and all(kind != "infeasible_memory" for kind, _ in rows.values()):
         raise _none_run(spec, tensor_parallel, unpriced)  # memory ruled none out: say what did
@@ -329,6 +329,14 @@ def sweep_engine(
         output_tokens=float(workload.output_tokens.mean()),
     )
     return out
+
+
+def _with_budget(result: xr.Dataset, hit: float, running: int, profiled: int) -> xr.Dataset:
+    """An option's answer with its KV budget: hit rate, running tokens, sequences profiled."""
+    for name, value in (("prefix_hit_rate", hit), ("running_tokens", running),
+                        ("profiled_sequences", profiled)):  # fmt: skip
+        result[name] = xr.DataArray(value, attrs=glossary.attrs(name))
+    return result
 
 
 def _options(gpus, tensor_parallel, sla, metric: str, workload) -> tuple[list[str], list[int]]:
@@ -443,14 +451,16 @@ def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Data
 
 
 def _running_budget(model, gpu, tp, seq_len: int, vllm_version: str, settings, share: float,
-                    blocks) -> tuple[float, int]:  # fmt: skip
-    """(prefix hit rate, KV tokens left to running sequences) of one option.
+                    blocks) -> tuple[float, int, int]:  # fmt: skip
+    """(prefix hit rate, KV tokens left to running sequences, sequences profiled) of one option.
 
     vLLM's KV budget (:func:`_kv_tokens`), less a prefix cache's ``share`` of it where one is
     held (:func:`capnb.memory.split_kv`, its hit rate replayed from ``blocks``); profiled at the
-    sequences the option runs at once where they are more than the server's (:func:`_served`).
+    sequences the option runs at once where they are more than the server's (:func:`_served`);
+    those sequences (:func:`capnb.latency._engine.profile_settings`) are the third figure.
     """
     from .. import memory
+    from ..latency import _engine
 
     def budget(profiled) -> tuple[float, int]:
         kv = _kv_tokens(model, gpu, tp, seq_len, vllm_version, settings=profiled)
@@ -462,7 +472,9 @@ def _running_budget(model, gpu, tp, seq_len: int, vllm_version: str, settings, s
     hit, running = budget(settings)
     fits = _sequences(Deployment(model, gpu, int(tp)), running, seq_len, settings)
     served = _served(gpu, settings, fits)
-    return budget(served) if served is not settings else (hit, running)
+    if served is not settings:
+        hit, running = budget(served)
+    return hit, running, _engine.profile_settings(gpu, served)[0]
 
 
 def _served(gpu: str, settings: EngineSettings | None, fits: int) -> EngineSettings | None:

@@ -615,13 +615,14 @@ def _inputs_words(cfg: PlanConfig, cap: xr.Dataset, series: xr.Dataset) -> str:
 def _memory_step(cfg: PlanConfig, cap: xr.Dataset, seq_len: int) -> xr.Dataset:
     """The sequences that fit, with the accounting the capacity step sized its options with.
 
-    Where the serving-engine model priced them on vLLM's, each option is profiled as the engine
-    sweep profiles it (:func:`capnb.latency._engine.served_accounting`: vllm serve's run on the
-    GPU, 256 sequences and 2,048 tokens on an L4; an option run at more sequences at once, at
-    those), so the memory step holds what the answer's "memory holds" says.
+    Where the serving-engine model priced them on vLLM's, each option is profiled at the
+    sequences the engine sweep profiled it at (its ``profiled_sequences``:
+    :func:`capnb.latency._engine.served_accounting`, vllm serve's run on the GPU, 256 sequences
+    and 2,048 tokens on an L4; an option run at more sequences at once, at those), so the memory
+    step holds what the answer's "memory holds" says. An option the sweep could not run is
+    profiled as the server's settings are.
     """
     from .. import data, memory
-    from ..capacity._engine_sweep import _served
     from ..latency import _engine
     from ._steps import engine_settings
 
@@ -633,19 +634,18 @@ def _memory_step(cfg: PlanConfig, cap: xr.Dataset, seq_len: int) -> xr.Dataset:
                                       vllm_version=version, **kw)  # fmt: skip
     settings = engine_settings(cfg)
     hybrid = _engine.hybrid_engine(data.load_model(cfg.serving.model), settings.engine)
-
-    def held(gpu: str, tp: int, served) -> xr.Dataset:
-        acct = _engine.served_accounting(gpu, served, hybrid=hybrid, vllm_version=version)
-        return memory.max_concurrency(gpu=[gpu], tensor_parallel=[tp], accounting=acct, **kw)
-
     rows = []
     for gpu in cfg.serving.gpus:
-        cells = []
+        gpu_id, cells = data.resolve_gpu(gpu), []
         for tp in cfg.serving.tensor_parallel:
-            one = held(gpu, int(tp), settings)
-            fits = int(np.nan_to_num(one.max_concurrency.values).max())
-            served = _served(data.resolve_gpu(gpu), settings, fits)
-            cells.append(one if served is settings else held(gpu, int(tp), served))
+            profiled = cap.profiled_sequences.sel(gpu=gpu_id, tensor_parallel=int(tp)).item()
+            served = settings
+            if settings.engine == "vllm-v1" and np.isfinite(profiled):
+                served = dataclasses.replace(settings, max_num_seqs=int(profiled))
+            acct = _engine.served_accounting(str(gpu_id), served, hybrid=hybrid,
+                                             vllm_version=version)  # fmt: skip
+            cells.append(memory.max_concurrency(gpu=[gpu], tensor_parallel=[int(tp)],
+                                                accounting=acct, **kw))  # fmt: skip
         rows.append(xr.concat(cells, dim="tensor_parallel", **_STACKED))
     return xr.concat(rows, dim="gpu", **_STACKED)
 
