@@ -430,6 +430,23 @@ def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of
     assert own.expert_efficiency == 0.42
 
 
+def test_each_gpu_fits_its_own_interconnect_efficiency():
+    # one interconnect efficiency was shared by every GPU (fitted at 0.25): on the H100, whose
+    # runs at TP 4-8 pay mostly all-reduces, the compute efficiency then had to read 0.74 for
+    # them to fit, and its one-GPU steps of 8,192 prompt tokens ran twice as fast as the
+    # measured ITL of gpustack's Qwen3-32B (665-746 ms simulated, 1,395-1,462 ms measured)
+    from capnb.data import load_measurements
+    from capnb.latency import _fit
+
+    pts, _ = _fit.points(load_measurements())
+    layout = _fit.layout_of(pts, pooled=False)
+    links = {g: layout.columns(g, e)[2] for g in layout.gpus for e in layout.engines}
+    assert len(set(links.values())) == layout.n_gpu > 1
+    per_gpu = {c for g in layout.gpus for e in layout.engines for c in layout.columns(g, e)[:3]}
+    assert per_gpu == set(range(3 * layout.n_gpu))
+    assert _fit.layout_of(pts, pooled=True).columns(pts[0].gpu, pts[0].engine_id)[:3] == [0, 1, 2]
+
+
 def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
     from capnb.data import load_measurements
     from capnb.latency import _fit
@@ -449,7 +466,7 @@ def test_each_engine_fits_its_own_request_overhead_and_offline_runs_pay_none():
     columns = {e: layout.columns(g, e) for g in layout.gpus for e in layout.engines}
     assert columns["sglang"][6] != columns["lmdeploy"][6]
     assert all(c[6] == c[5] + 1 and c[8] == c[6] + 1 for c in columns.values())
-    assert layout.size == 2 * layout.n_gpu + 1 + 5 * layout.n_engine
+    assert layout.size == 3 * layout.n_gpu + 5 * layout.n_engine
     held = _fit.layout_of(mixed, pooled=False)
     assert held.columns(mixed[0].gpu, mixed[0].engine_id)[6] == -1
     assert held.columns(mixed[0].gpu, mixed[0].engine_id)[8] == -1

@@ -1,6 +1,7 @@
 """Calibrating the engine model on published latencies (:func:`capnb.data.load_measurements`).
 
-Parameters: per GPU the three efficiencies (compute, HBM bandwidth, interconnect: each in (0, 1]);
+Parameters: per GPU the three efficiencies (compute, HBM bandwidth, interconnect: each in (0, 1];
+the interconnect per GPU, as its links and the engines' all-reduce kernels differ);
 per serving engine (:data:`capnb.latency._engines.ENGINES`: vLLM V0 and V1, SGLang, TGI,
 TensorRT-LLM, LMDeploy) three step overheads (per step, per sequence in a step, per all-reduce
 hop: each >= 0), as the engines' schedulers, launches and all-reduces differ, and the per-request
@@ -547,7 +548,7 @@ def below_knee(pt: Point, knees) -> bool:
 class Layout:
     """Where each group's parameters sit in the fit's vector.
 
-    Per GPU: compute and HBM efficiency; shared: interconnect efficiency; per engine: step,
+    Per GPU: compute, HBM and interconnect efficiency; per engine: step,
     sequence and all-reduce overheads and, when ``request`` is set, the per-request overhead
     (in parallel) and the front end's seconds a request (serial);
     last, when ``expert`` is set (a fitted run serves a mixture of experts), the routed experts'
@@ -575,17 +576,17 @@ class Layout:
 
     @property
     def size(self) -> int:
-        return 2 * self.n_gpu + 1 + self.per_engine * self.n_engine + int(self.expert)
+        return 3 * self.n_gpu + self.per_engine * self.n_engine + int(self.expert)
 
     def columns(self, gpu: str, engine: str) -> list[int]:
         """The nine calibration fields' positions (-1: held at :data:`_HELD`)."""
         g, e = self.gpus[gpu], self.engines[engine]
-        first = 2 * self.n_gpu + 1 + self.per_engine * e
+        first = 3 * self.n_gpu + self.per_engine * e
         overheads = [first + k for k in range(3)]
         request = first + 3 if self.request else -1
         frontend = first + 4 if self.request else -1
         expert = self.size - 1 if self.expert else -1
-        return [2 * g, 2 * g + 1, 2 * self.n_gpu, *overheads, request, expert, frontend]
+        return [3 * g, 3 * g + 1, 3 * g + 2, *overheads, request, expert, frontend]
 
     def vector(self, x: np.ndarray, gpu: str, engine: str) -> np.ndarray:
         return np.array([x[c] if c >= 0 else held
