@@ -584,3 +584,20 @@ def test_a_slot_with_no_traffic_is_not_said_to_be_mapped_at_none():
     assert "none (left as it is)" not in words and "only" not in words, words
     idle = _slot_values(carried)
     assert all((idle[h] == 0).all() for h in (*range(8), *range(18, 24)))
+
+
+def test_a_level_shift_is_said_and_the_plan_calibrated_on_the_days_after_it():
+    # 21 days, doubled from day 10 on: the errors of the windows across the shift (+100 %) were
+    # in the calibration pool, and the P99 plan for the next week peaked at 2.0x the new level's
+    # own P99 (143.5 against 72.8 requests/s on the trace of the report)
+    rng = np.random.default_rng(7)
+    t = np.arange(28 * 144)
+    level = 20 * (1 + 0.8 * np.sin(2 * np.pi * (t / 144 - 9 / 24))) * np.where(t >= 1440, 2, 1)
+    qps = rng.poisson(level * 600) / 600
+    result = forecast.select(_series(qps[: 21 * 144]))
+    future = qps[21 * 144 :].reshape(7, 24, 6).transpose(1, 0, 2).reshape(24, -1)
+    own = np.quantile(future, 0.99, axis=1)
+    plan = result.target_qps.sel(traffic_quantile=0.99).values
+    assert plan.max() < 1.25 * own.max() and (plan >= 0.9 * own).all()
+    assert "level shift" in result.attrs["notes"] and "2024-05-23" in result.attrs["notes"]
+    assert result.attrs["level_shift"].startswith("2024-05-23")

@@ -57,6 +57,10 @@ CALIBRATION_DAYS = 28
 #: A candidate is compared once it has plans scored at this many origins.
 MIN_SCORED_ORIGINS = 2
 _BISECTIONS = 64  # halvings of the bracket of a slot's mixture quantile
+#: A level shift: the week after a day's start at this many times the week before it (or under
+#: its inverse), each side's weekly means flatter than the square root of the jump, a week or
+#: more on each side.
+SHIFT_RATIO = 1.5
 
 
 class _TooShort(InputError):
@@ -405,6 +409,113 @@ def _planning(tracks: dict, origin: int) -> str | None:
     return next((name for name in ranked if origin in tracks[name].sums), None)
 
 
+def _level_shift(setup: _Setup) -> tuple[int, float, float] | None:
+    """The day a level shift starts (interval position) and the weekly mean before and after it.
+
+    Weekly means (over whole days counted from the series' start, so a weekly cycle cancels):
+    the week from a day's start against the week before it, at ``SHIFT_RATIO`` or more (or
+    its inverse), with every week wholly on either side within the square root of that jump of
+    the others on its side (so a steady trend is not a shift). The largest such jump; None
+    without one, or with under a week on either side.
+    """
+    per_day = setup.per_day
+    days = setup.values.size // per_day
+    if days < 14:
+        return None
+    daily = setup.values[: days * per_day].reshape(days, per_day)
+    seen = (~np.isnan(daily)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(seen > 0, np.nansum(daily, axis=1) / seen, np.nan)
+        weeks = np.array([np.nanmean(means[d : d + 7]) for d in range(days - 6)])
+    if not (np.isfinite(weeks) & (weeks > 0)).all():
+        return None
+    logs = np.log(weeks)
+    best = None
+    for day in range(7, days - 6):
+        jump = abs(logs[day] - logs[day - 7])
+        if jump < math.log(SHIFT_RATIO) or (best is not None and jump <= best[0]):
+            continue
+        before, after = logs[: day - 6], logs[day:]
+        if max(np.ptp(before), np.ptp(after)) < jump / 2:
+            best = (jump, day)
+    if best is None:
+        return None
+    day = best[1]
+    return day * per_day, float(weeks[day - 7]), float(weeks[day])
+
+
+def _shift_words(setup: _Setup, shift: tuple[int, float, float]) -> str:
+    position, before, after = shift
+    days = (setup.values.size - position) / setup.per_day
+    return (
+        f"{_when(setup, position)}: the weekly mean went from {before:.4g} to {after:.4g} "
+        f"requests/s ({after / before:.2f}x) and stayed there for the {days:.3g} days to the "
+        "series' end"
+    )
+
+
+def _after_shift(series, setup: _Setup, shift, ranked: list):
+    """The plan after the series from the days since a level shift alone, and a note saying so.
+
+    The model is chosen again on those days (the full history's ranking where they leave no
+    choice), forecasts from them, and is calibrated on their errors alone: the errors of windows
+    across the shift carry the whole jump, which is no error of the coming week's. Returns
+    (model, forecast, plan, note); the first three None where no model plans from those days
+    (the plan then carries the shift, and the note says so).
+    """
+    after = series.isel(time=slice(shift[0], None))
+    arguments = (setup.spec, setup.q, setup.q[setup.scored], setup.horizon // setup.per_day)
+    post = _setup(after, *arguments, "auto")[1]
+    tracks = {name: _track(post, name) for name in ranked}
+    _, scores, _ = _choose(tracks, post.values.size)
+    order = sorted(scores, key=scores.get) if scores else ranked
+    name, forecast, plan, _ = _end_plan(post, tracks, order)
+    words = f"a level shift on {_shift_words(setup, shift)}"
+    if name is None:
+        return (
+            None,
+            None,
+            None,
+            (
+                f"{words}: no model plans the coming week from those days alone, so the plan is "
+                "calibrated on errors of windows across the shift, which carry the whole jump"
+            ),
+        )
+    return (
+        name,
+        forecast,
+        plan,
+        (
+            f"{words}: {name} planned the coming week from those days alone, calibrated on their "
+            "errors (the windows across the shift carry the whole jump, no error of the coming week's)"
+        ),
+    )
+
+
+def _end_plan(setup: _Setup, tracks: dict, ranked: list):
+    """The best-ranked candidate that plans the horizon after the series, with its plan.
+
+    One whose forecast from the series' end is no traffic at all (the day's seasonal naive after
+    an idle Sunday) or that has too few past errors gives way to the next. Returns (name or
+    None, forecast, plan, {skipped name: why}).
+    """
+    skipped: dict[str, str] = {}
+    days = setup.horizon // setup.per_day
+    end = setup.values.size
+    for name in ranked:
+        forecast = FORECAST_MODELS[name][0](setup.values, setup.per_day, setup.horizon)
+        scale = None if forecast is None else _scales(setup, end, forecast.values)
+        plan = None if scale is None else _plan(setup, tracks[name], end, forecast.values, scale)
+        if plan is not None:
+            return name, forecast, plan, skipped
+        skipped[name] = (
+            f"forecasts no traffic for the {days} days after the series"
+            if scale is None
+            else "has too few past errors to calibrate its plan at the series' end"
+        )
+    return None, None, None, skipped
+
+
 def _attrs(units: str, long_name: str, **extra) -> dict:
     return {"units": units, "long_name": long_name, **extra}
 
@@ -465,8 +576,10 @@ def select(
         forecast_model; ``pooled_coverage`` and ``pooled_overprovision_ratio`` (all origins and the
         flat ones) of the selected plans. Attrs: ``chosen_model``, ``origin_step``, ``origins``,
         ``pooled_origins`` (how many origins ``choice`` pooled: those where every candidate
-        planned), ``choice``, ``gaps``, ``goals`` (each goal met or by how far, and why) and
-        ``notes``.
+        planned), ``choice``, ``gaps``, ``goals`` (each goal met or by how far, and why),
+        ``level_shift`` (``"none"``, or when the weekly mean jumped 1.5x or more, up or down,
+        and stayed: the plan is then chosen and calibrated on the days from it alone, the record
+        over origins is still the whole history's) and ``notes``.
 
     Examples
     --------
@@ -504,27 +617,9 @@ def select(
             f"{duration_text(setup.values.size * setup.step_ns)} history (origins every {kind}); "
             + why
         )
-    # the best-scored candidate that plans the horizon after the series: one whose forecast
-    # from the series' end is no traffic at all (the day's seasonal naive after an idle Sunday)
-    # gives way to the next, and the notes say so
-    skipped: dict[str, str] = {}
-    days = setup.horizon // setup.per_day
-    for name in sorted(scores, key=scores.get):
-        forecast = FORECAST_MODELS[name][0](setup.values, setup.per_day, setup.horizon)
-        scale = None if forecast is None else _scales(setup, setup.values.size, forecast.values)
-        plan = (
-            None
-            if scale is None
-            else _plan(setup, tracks[name], setup.values.size, forecast.values, scale)
-        )
-        if plan is not None:
-            break
-        skipped[name] = (
-            f"forecasts no traffic for the {days} days after the series"
-            if scale is None
-            else "has too few past errors to calibrate its plan at the series' end"
-        )
-    else:
+    ranked = sorted(scores, key=scores.get)
+    name, forecast, plan, skipped = _end_plan(setup, tracks, ranked)
+    if name is None:
         raise InputError(
             "series: no model plans the days after it: "
             + "; ".join(f"{other} {why}" for other, why in skipped.items())
@@ -533,7 +628,15 @@ def select(
     notes = [
         f"{other} scored better but {why}: {name} plans them" for other, why in skipped.items()
     ]
-    note = "; ".join(notes + ([forecast.note] if forecast.note else []))
+    shift = _level_shift(setup)
+    shifted = (
+        (None, None, None, "") if shift is None else _after_shift(series, setup, shift, ranked)
+    )
+    if shifted[0] is not None:
+        notes = []  # the plan is the one from the days after the shift
+    note = "; ".join(
+        [shifted[3]] * bool(shifted[3]) + notes + [forecast.note] * bool(forecast.note)
+    )
     record = _per_origin(setup, tracks)
     result = _dataset(series, setup, names, record, scores, plan)
     result.attrs.update(_words(setup, kind, name, scores, common, record, note, names, tracks))
@@ -541,6 +644,26 @@ def select(
         result.attrs["choice"] = result.attrs["choice"].replace(
             ": least pinball loss", f": after {', '.join(skipped)} (no plan), least pinball loss", 1
         )
+    if shift is not None:
+        result.attrs["level_shift"] = _shift_words(setup, shift)
+    if shifted[0] is not None:
+        chosen, forecast, plan = shifted[:3]
+        result = _replan(result, chosen, plan, forecast.note, _when(setup, shift[0]))
+    return result
+
+
+def _replan(result: xr.Dataset, chosen: str, plan: np.ndarray, note: str, when: str):
+    """The selection planning the coming week on the days from a level shift at ``when``."""
+    result["target_qps"].values = plan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result["growth_factor"].values = plan / result["history_qps"].values
+    result.attrs["chosen_model"] = chosen
+    result.attrs["choice"] = (
+        f"{chosen}: chosen on the days from the level shift of {when}; over the whole history, "
+        + result.attrs["choice"]
+    )
+    if note:
+        result.attrs["notes"] += f"; {note}"
     return result
 
 
@@ -739,4 +862,5 @@ def _words(setup, kind, chosen, scores, common, record, note, names, tracks) -> 
         "gaps": _gap_words(setup, record),
         "goals": _goal_words(setup, record),
         "notes": "; ".join(notes) or "none",
+        "level_shift": "none",
     }
