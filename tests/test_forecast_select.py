@@ -601,3 +601,19 @@ def test_a_level_shift_is_said_and_the_plan_calibrated_on_the_days_after_it():
     assert plan.max() < 1.25 * own.max() and (plan >= 0.9 * own).all()
     assert "level shift" in result.attrs["notes"] and "2024-05-23" in result.attrs["notes"]
     assert result.attrs["level_shift"].startswith("2024-05-23")
+
+
+def test_a_trace_under_a_week_ending_on_a_weekend_is_not_planned_on_its_weekend():
+    # Tuesday to Sunday, weekends at 0.3x the weekdays: the day's seasonal naive repeated Sunday
+    # for the whole coming week, and its P99 plan covered 27 % of it (11.1 requests/s at the
+    # busiest hour against the weekdays' 36.5)
+    rng = np.random.default_rng(3)
+    t = np.arange(13 * 144)  # Tuesday 14 May 2024 on; the last 7 days are the week after
+    weekend = np.isin((t // 144 + 1) % 7, (5, 6))
+    level = 20 * (1 + 0.8 * np.sin(2 * np.pi * (t / 144 - 9 / 24))) * np.where(weekend, 0.3, 1)
+    qps = rng.poisson(level * 600) / 600
+    result = forecast.select(_series(qps[: 6 * 144], start="2024-05-14"))
+    future = qps[6 * 144 :].reshape(7, 24, 6).transpose(1, 0, 2).reshape(24, -1)
+    plan = result.target_qps.sel(traffic_quantile=0.99).values
+    assert (future <= plan[:, None]).mean() >= 0.95
+    assert "under a week" in result.attrs["notes"]

@@ -444,6 +444,29 @@ def _level_shift(setup: _Setup) -> tuple[int, float, float] | None:
     return day * per_day, float(weeks[day - 7]), float(weeks[day])
 
 
+def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
+    """A plan from a trace under a week: each slot at no less than its own past quantiles.
+
+    Such a trace shows no weekly cycle, and the coming week holds weekdays it never showed (a
+    trace ending on a weekend holds no Monday after a weekend): no candidate can tell a weekend
+    from a drop, so any day of the coming week may be like any day seen.
+    """
+    from ._baseline import slot_statistics
+
+    n = setup.values.size
+    history = slot_statistics(setup.values, setup.codes[:n], setup.q, setup.spec.count)[0]
+    raised = np.fmax(plan, history)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.nanmax(np.where(raised > plan, raised / plan, 1.0))
+    count = int((raised > plan).sum())
+    return raised, (
+        f"the trace is {duration_text(n * setup.step_ns)} long, under a week: it shows no weekly "
+        "cycle and the coming week holds weekdays it never showed, so each slot is planned at no "
+        f"less than its own past quantiles ({count} of {plan.size} slot quantiles raised to them, "
+        f"by up to {factor:.3g}x)"
+    )
+
+
 def _shift_words(setup: _Setup, shift: tuple[int, float, float]) -> str:
     position, before, after = shift
     days = (setup.values.size - position) / setup.per_day
@@ -634,6 +657,9 @@ def select(
     )
     if shifted[0] is not None:
         notes = []  # the plan is the one from the days after the shift
+    if setup.values.size < 7 * setup.per_day:
+        plan, words = _under_a_week(setup, plan)
+        notes.append(words)
     note = "; ".join(
         [shifted[3]] * bool(shifted[3]) + notes + [forecast.note] * bool(forecast.note)
     )
