@@ -582,3 +582,26 @@ def test_each_slots_noise_range_holds_its_own_residuals_and_at_least_the_fewest(
         assert picked.size == max(min(fewest, level.size), np.count_nonzero(level == m))
         assert np.count_nonzero(picked == m) == np.count_nonzero(level == m)
     assert np.array_equal(np.sort(order), np.arange(level.size))
+
+
+def test_a_level_shift_is_no_burst_and_a_burst_after_it_is_measured_on_its_level():
+    # 21 days, tripled from day 14 on: detect_bursts read the last week as one 168-hour burst
+    # at 3.0x (fit_burst_model: 1.43 week-long bursts a month); on hour-of-week slots a doubling
+    # read as 5 bursts of 30-40 min at 1.6-1.8x
+    rng = np.random.default_rng(11)
+    t = np.arange(21 * 144)
+    level = 20 * (1 + 0.8 * np.sin(2 * np.pi * (t / 144 - 9 / 24)))
+    for factor, slots in ((3.0, "hour_of_day"), (2.0, "hour_of_week")):
+        rate = level * np.where(t >= 14 * 144, factor, 1.0)
+        series = _series(rng.poisson(rate * 600) / 600)
+        bursts = forecast.detect_bursts(series, forecast.fit_baseline(series, slots=slots))
+        assert bursts.sizes["burst"] == 0
+        assert bursts.attrs["level_shift"].startswith("2024-05-27")
+        if slots == "hour_of_week":
+            continue  # a week after the shift: each hour of the week seen once, a burst its own
+        # a 2-hour burst at 4x the new level, on day 17 at noon, is one burst at about 4x
+        burst = (t >= 17 * 144 + 72) & (t < 17 * 144 + 84)
+        series = _series(rng.poisson(rate * np.where(burst, 4, 1) * 600) / 600)
+        bursts = forecast.detect_bursts(series, forecast.fit_baseline(series, slots=slots))
+        assert bursts.sizes["burst"] == 1 and bursts.duration_s.item() == 7200
+        assert 3.6 < bursts.multiplier.item() < 4.4

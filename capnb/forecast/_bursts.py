@@ -28,11 +28,20 @@ import numpy as np
 import xarray as xr
 
 from .. import _validate, glossary
-from ..data._series import Slots, checked_series, interval_ns, interval_ns_of, runs, slot_codes
+from ..data._series import (
+    DAY_NS,
+    Slots,
+    checked_series,
+    interval_ns,
+    interval_ns_of,
+    runs,
+    slot_codes,
+)
 from ..errors import InputError
 from ..units import declare_units
 from . import _months
 from ._baseline import fit_baseline, slot_statistics
+from ._select import level_shift_in
 
 __all__ = [
     "MONTH_DAYS",
@@ -165,8 +174,11 @@ def detect_bursts(
         :func:`simulate` puts on that baseline, under its noise) and ``peak_multiplier`` (the
         burst's highest interval over its slot reference, noise included: detection's measure,
         larger than ``multiplier`` by the noise of the burst's loudest interval). Attrs: the
-        settings and ``observed_s``, the observed (non-missing) time the bursts were looked for
-        in.
+        settings, ``observed_s``, the observed (non-missing) time the bursts were looked for
+        in, and ``level_shift``: ``"none"``, or the level shift found in the series (its weekly
+        mean 1.5x or more, up or down, and staying, as :func:`capnb.forecast.select` finds it),
+        each side of which is measured against its own baseline on the given baseline's slots
+        (a tripling read as one 168-hour burst at 3x before).
     """
     series = checked_series(series)
     baseline = fit_baseline(series) if baseline is None else baseline
@@ -180,10 +192,14 @@ def detect_bursts(
         )
     if series["qps"].ndim != 1:
         raise InputError("detect_bursts takes one series (qps over time only)")
-    reference = baseline.target_qps.sel(traffic_quantile=reference_quantile).values
     codes = slot_codes(series["time"], _slots_of(baseline))
     qps = series["qps"].values.astype(float)
-    expected = reference[codes]
+    shift = level_shift_in(qps, DAY_NS // step) if DAY_NS % step == 0 else None
+    sides = [slice(0, qps.size)] if shift is None else [slice(0, shift[0]), slice(shift[0], None)]
+    expected = np.empty(qps.size)
+    for side in sides:  # after a level shift, each side against its own baseline
+        own = baseline if shift is None else _side_baseline(series, side, baseline)
+        expected[side] = own.target_qps.sel(traffic_quantile=reference_quantile).values[codes[side]]
     with np.errstate(invalid="ignore"):
         above = qps > factor * expected  # NaN (missing) compares False
     length = -(-min_ns // step)
@@ -196,7 +212,13 @@ def detect_bursts(
     ratio = np.where(expected > 0, qps / np.where(expected > 0, expected, 1.0), np.inf)
     peak = np.array([np.nanmax(qps[a:b]) for a, b in zip(starts, stops, strict=True)])
     peak_multiplier = np.array([np.nanmax(ratio[a:b]) for a, b in zip(starts, stops, strict=True)])
-    multiplier = _mean_multipliers(qps, codes, in_burst, starts, stops, baseline, series["time"])
+    multiplier = np.empty(starts.size)
+    for side in sides:
+        inside = (starts >= side.start) & (starts < (qps.size if side.stop is None else side.stop))
+        part = (qps[side], codes[side], in_burst[side], starts[inside] - side.start)
+        multiplier[inside] = _mean_multipliers(
+            *part, stops[inside] - side.start, baseline, series["time"][side]
+        )
     observed_s = float(np.count_nonzero(~np.isnan(qps)) * step / NS)
     return xr.Dataset(
         {
@@ -220,7 +242,24 @@ def detect_bursts(
             "slots": baseline.attrs["slots"],
             "observed_s": observed_s,
             "interval_s": step / NS,
+            "level_shift": "none" if shift is None else _shift_words(series, shift),
         },
+    )
+
+
+def _side_baseline(series: xr.Dataset, side: slice, baseline: xr.Dataset) -> xr.Dataset:
+    """The baseline of one side of a level shift, on the given baseline's slots and quantiles."""
+    quantiles = baseline.traffic_quantile.values
+    return fit_baseline(series.isel(time=side), slots=_slots_of(baseline), quantiles=quantiles)
+
+
+def _shift_words(series: xr.Dataset, shift: tuple[int, float, float]) -> str:
+    position, before, after = shift
+    when = str(series["time"].values[position])[:16].replace("T", " ")
+    return (
+        f"{when}: the weekly mean went from {before:.4g} to {after:.4g} requests/s "
+        f"({after / before:.2f}x) and stayed; bursts are looked for on each side against its "
+        "own baseline, so the shift is no burst"
     )
 
 

@@ -410,6 +410,10 @@ def _planning(tracks: dict, origin: int) -> str | None:
 
 
 def _level_shift(setup: _Setup) -> tuple[int, float, float] | None:
+    return level_shift_in(setup.values, setup.per_day)
+
+
+def level_shift_in(values: np.ndarray, per_day: int) -> tuple[int, float, float] | None:
     """The day a level shift starts (interval position) and the weekly mean before and after it.
 
     Weekly means (over whole days counted from the series' start, so a weekly cycle cancels):
@@ -418,11 +422,10 @@ def _level_shift(setup: _Setup) -> tuple[int, float, float] | None:
     the others on its side (so a steady trend is not a shift). The largest such jump; None
     without one, or with under a week on either side.
     """
-    per_day = setup.per_day
-    days = setup.values.size // per_day
+    days = values.size // per_day
     if days < 14:
         return None
-    daily = setup.values[: days * per_day].reshape(days, per_day)
+    daily = values[: days * per_day].reshape(days, per_day)
     seen = (~np.isnan(daily)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(seen > 0, np.nansum(daily, axis=1) / seen, np.nan)
