@@ -617,3 +617,15 @@ def test_a_trace_under_a_week_ending_on_a_weekend_is_not_planned_on_its_weekend(
     plan = result.target_qps.sel(traffic_quantile=0.99).values
     assert (future <= plan[:, None]).mean() >= 0.95
     assert "under a week" in result.attrs["notes"]
+
+
+def test_the_carried_history_says_a_level_shift_and_a_trace_under_a_week():
+    # select said both in its notes, but carry's words (the plan's Traffic line) said neither
+    rng = np.random.default_rng(7)
+    t = np.arange(21 * 144)
+    level = 20 * (1 + 0.8 * np.sin(2 * np.pi * (t / 144 - 9 / 24)))
+    shifted = _series(rng.poisson(level * np.where(t >= 1440, 2, 1) * 600) / 600)
+    words = forecast.carry(shifted, quantile=0.99).attrs["growth_model"]
+    assert "level shift on 2024-05-23" in words
+    short = _series(rng.poisson(level[: 6 * 144] * 600) / 600)
+    assert "under a week" in forecast.carry(short, quantile=0.99).attrs["growth_model"]

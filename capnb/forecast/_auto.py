@@ -300,6 +300,11 @@ def carry(
         f", its {named} for the {selection.attrs['horizon_days']} days after the history: each "
         f"slot's past rates mapped onto them ({ratio})"
     )
+    shift, short = (selection.attrs.get(name, "none") for name in ("level_shift", "under_a_week"))
+    if shift != "none":
+        words += f"; a level shift on {shift}: the model planned from the days after it alone"
+    if short != "none":
+        words += f"; {short}"
     result = _mapped(series, selection, slots, q, words)
     for name in ("choice", "goals", "origins", "gaps"):
         result.attrs[f"forecast_{name}"] = selection.attrs[name]

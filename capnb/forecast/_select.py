@@ -605,7 +605,9 @@ def select(
         planned), ``choice``, ``gaps``, ``goals`` (each goal met or by how far, and why),
         ``level_shift`` (``"none"``, or when the weekly mean jumped 1.5x or more, up or down,
         and stayed: the plan is then chosen and calibrated on the days from it alone, the record
-        over origins is still the whole history's) and ``notes``.
+        over origins is still the whole history's), ``under_a_week`` (``"none"``, or for a trace
+        under a week, which shows no weekly cycle: each slot planned at no less than its own past
+        quantiles) and ``notes``.
 
     Examples
     --------
@@ -660,9 +662,10 @@ def select(
     )
     if shifted[0] is not None:
         notes = []  # the plan is the one from the days after the shift
+    short = "none"
     if setup.values.size < 7 * setup.per_day:
-        plan, words = _under_a_week(setup, plan)
-        notes.append(words)
+        plan, short = _under_a_week(setup, plan)
+        notes.append(short)
     note = "; ".join(
         [shifted[3]] * bool(shifted[3]) + notes + [forecast.note] * bool(forecast.note)
     )
@@ -675,6 +678,7 @@ def select(
         )
     if shift is not None:
         result.attrs["level_shift"] = _shift_words(setup, shift)
+    result.attrs["under_a_week"] = short
     if shifted[0] is not None:
         chosen, forecast, plan = shifted[:3]
         result = _replan(result, chosen, plan, forecast.note, _when(setup, shift[0]))
