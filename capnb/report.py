@@ -1131,7 +1131,8 @@ def _curve_parameters(cfg, gpu: str, tp: int, binding_model: str) -> dict[str, o
     """Worksheet 03's curve: the model, a bundled measured curve, or the user's measured files.
 
     ``latency = "auto"``: the model the plan priced its binding bound on (``binding_model``,
-    the answer's ``latency_model``: "analytic" or "engine").
+    the answer's ``latency_model``: "analytic" or "engine"); the engine model simulates the
+    plan's engine (``engine``) with its ``max_num_batched_tokens``.
     """
     from . import data
 
@@ -1139,8 +1140,13 @@ def _curve_parameters(cfg, gpu: str, tp: int, binding_model: str) -> dict[str, o
         cfg.serving.latency == "auto" and binding_model == "analytic"
     ):
         return {"CURVE": "analytic model"}
-    if cfg.serving.latency in ("engine", "auto"):
-        return {"CURVE": "engine model"}
+    if cfg.serving.latency in ("engine", "auto"):  # the engine the plan simulated, its flags too
+        tokens = cfg.serving.max_num_batched_tokens
+        return {
+            "CURVE": "engine model",
+            "ENGINE_NAME": cfg.serving.engine,
+            "ENGINE_SETTINGS": {"max_num_batched_tokens": tokens} if tokens else {},
+        }
     if cfg.serving.latency in data.list_latency_curves():
         return {"CURVE": cfg.serving.latency}
     setup = {"model": data.load_model(cfg.serving.model).name, "gpu": gpu, "tensor_parallel": tp}

@@ -1329,10 +1329,27 @@ def test_the_report_gives_worksheet_03_the_model_an_auto_plan_bound_with():
     from capnb.report import _curve_parameters
 
     auto = planning.read_config({"latency": "auto"})
-    assert _curve_parameters(auto, "H100-SXM", 1, "engine") == {"CURVE": "engine model"}
+    assert _curve_parameters(auto, "H100-SXM", 1, "engine")["CURVE"] == "engine model"
     assert _curve_parameters(auto, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
     model = planning.read_config({"latency": "model"})
     assert _curve_parameters(model, "H100-SXM", 1, "analytic") == {"CURVE": "analytic model"}
+
+
+def test_the_report_gives_worksheet_03_the_engine_the_plan_priced():
+    # the report's step 3 priced Mistral-Nemo on 1 x L40S as vLLM V1 (48 in flight, 2.03
+    # requests/s) beside a plan priced as TGI with 16,384 tokens a step (50 in flight, 1.89)
+    from capnb.report import _curve_parameters
+
+    tgi = planning.read_config({"latency": "engine", "engine": "tgi",
+                                "max_num_batched_tokens": 16384})  # fmt: skip
+    assert _curve_parameters(tgi, "L40S", 1, "engine") == {
+        "CURVE": "engine model", "ENGINE_NAME": "tgi",
+        "ENGINE_SETTINGS": {"max_num_batched_tokens": 16384},
+    }  # fmt: skip
+    auto = planning.read_config({"latency": "auto", "engine": "sglang"})
+    assert _curve_parameters(auto, "H100-SXM", 1, "engine") == {
+        "CURVE": "engine model", "ENGINE_NAME": "sglang", "ENGINE_SETTINGS": {},
+    }  # fmt: skip
 
 
 def test_the_front_page_chart_counts_whole_instances(tmp_path):
