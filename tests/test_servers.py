@@ -99,7 +99,7 @@ def test_each_engines_container_starts_its_server_with_the_plans_values():
                 max_model_len=4096, max_num_seqs=300)  # fmt: skip
     expected = {  # (command, args): each engine's flags for the degree, context and running cap
         "vllm-v1": ("", "--model m --tensor-parallel-size 2 --max-model-len 4096 --max-num-seqs 300"),
-        "tgi": ("", "--model-id m --num-shard 2 --max-total-tokens 4096 "
+        "tgi": ("", "--model-id m --num-shard 2 --max-total-tokens 4096 --max-input-tokens 4095 "
                     "--max-concurrent-requests 300 --port 8000"),
         "trtllm": ("trtllm-serve", "m --tp_size 2 --max_seq_len 4096 --max_batch_size 300 "
                                    "--port 8000 --host 0.0.0.0"),
@@ -213,6 +213,39 @@ def test_a_plan_json_built_on_a_relative_path_reads_it_from_any_folder(tmp_path,
     monkeypatch.chdir(tmp_path / "reports")  # where the settle commands run
     again = planning.load_config(files["json"])
     assert again.traffic.trace == str(tmp_path / "rates.csv")
+
+
+def test_tgi_is_told_the_longest_prompt_beside_the_longest_request():
+    """TGI's --max-input-tokens defaults to min(its own KV cache, the context) - 1 (its launcher's
+    reference), not to --max-total-tokens - 1, and its router refuses to start where it is at
+    --max-total-tokens or above, or (computing prompts whole) above --max-batch-prefill-tokens:
+    Mistral-Nemo on 1 x L40S ran --max-total-tokens 102064 --max-batch-prefill-tokens 16384 and
+    left the input limit at TGI's default (102,063 or more: 'must be >= max_input_tokens')."""
+    import xarray as xr
+
+    from capnb.plan._closecall import benchmark_commands
+
+    base = dict(policy="hpa", per_instance_qps=2.0, scale_up_threshold=0.7, cooldown_s=300.0,
+                min_instances=1, max_instances=4, model="m", tensor_parallel=1,
+                max_model_len=102064, engine="tgi")  # fmt: skip
+    for step, longest in ((0, 102063), (16384, 16384)):
+        out = manifests(PolicyChoice(**base, max_num_batched_tokens=step))
+        args = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        at = args.index("--max-input-tokens")
+        assert (
+            args[at + 1] == str(longest) and args[args.index("--max-total-tokens") + 1] == "102064"
+        )
+        assert f"--max-input-tokens {longest}" in out.notes["hpa"][0], out.notes["hpa"]
+    # the benchmark's server too, and vLLM has no such flag (its prompt limit is the context's)
+    kv = xr.DataArray([[30000]], coords={"gpu": ["L40S"], "tensor_parallel": [1]},
+                      dims=("gpu", "tensor_parallel"))  # fmt: skip
+    options = xr.Dataset({"safe_concurrency": kv * 0 + 50, "running_tokens": kv},
+                         attrs={"engine": "tgi", "max_num_batched_tokens": 16384})  # fmt: skip
+    text = benchmark_commands(options, "L40S", 1, "Qwen3-8B", 1000, 200)
+    serve = next(line for line in text.splitlines() if line.startswith("text-generation-launcher"))
+    assert "--max-total-tokens 30000 --max-input-tokens 16384 " in serve, serve
+    vllm = manifests(PolicyChoice(**{**base, "engine": "vllm-v1"}))
+    assert "--max-input-tokens" not in str(vllm.documents["knative"])
 
 
 def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():

@@ -548,7 +548,11 @@ def _context_note(choice: PolicyChoice) -> list[str]:
     """What the pods' engine needs when one instance's KV cache holds less than the context."""
     if not choice.max_model_len:
         return []
-    flag = server_of(choice.engine).context
+    server = server_of(choice.engine)
+    flag = f"{server.context} {choice.max_model_len}"
+    if server.prompt:  # the longest prompt, whose default does not follow the context flag
+        longest = server.longest_prompt(choice.max_model_len, choice.max_num_batched_tokens)
+        flag += f" and {server.prompt} {longest}"
     why = (
         "vLLM refuses to start at its default max_model_len (the context)"
         if choice.engine.startswith("vllm")
@@ -557,7 +561,7 @@ def _context_note(choice: PolicyChoice) -> list[str]:
     return [
         f"one instance's KV cache ({choice.tensor_parallel} x {choice.gpu}) holds "
         f"{choice.max_model_len:,} tokens, less than {choice.model}'s context: {why}, so its pods "
-        f"run with {flag} {choice.max_model_len} {_IN_THE_PODS}, and longer requests are refused"
+        f"run with {flag} {_IN_THE_PODS}, and longer requests are refused"
     ]
 
 

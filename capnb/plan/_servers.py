@@ -15,7 +15,10 @@ from each engine's server command-line reference:
   pods carry); it listens on 127.0.0.1 unless ``--host`` says otherwise.
 - TGI: ``text-generation-launcher --model-id MODEL`` (image
   ``ghcr.io/huggingface/text-generation-inference``, whose entrypoint is the launcher),
-  ``--num-shard``, ``--max-total-tokens``, ``--max-concurrent-requests`` (its router's limit,
+  ``--num-shard``, ``--max-total-tokens``, ``--max-input-tokens`` (the longest prompt: its
+  default, min(its own KV cache, the context) - 1, does not follow ``--max-total-tokens``, and
+  the launcher refuses to start where it is not below it, or, computing prompts whole, above
+  ``--max-batch-prefill-tokens``), ``--max-concurrent-requests`` (its router's limit,
   128 by default, above which it refuses requests with 429); counter ``tgi_request_count``
   (requests received).
 - TensorRT-LLM: ``trtllm-serve MODEL`` (image ``nvcr.io/nvidia/tensorrt-llm/release``),
@@ -61,7 +64,9 @@ class Server:
     the model's flag in the container; ``tensor_parallel``, ``context``, ``running`` and ``port``
     the flags of the degree, the longest request, the requests run at once and the port (empty:
     the server's default is :data:`PORT`); ``step_tokens`` the flag of the tokens a step computes
-    at most;
+    at most; ``prompt`` the flag of the longest prompt where the server's default does not follow
+    the context flag (empty: it does), given with the context: one token under it, and no more
+    than the step's tokens where those are given;
     ``counter`` the Prometheus counter of requests the server exports (empty: none), and
     ``counted_at_end`` whether it counts a request when it finishes (not when it arrives);
     ``bind`` the flag of the address it listens on where its default is the loopback only (a
@@ -89,6 +94,7 @@ class Server:
     counter: str
     backend: str
     step_tokens: str = ""
+    prompt: str = ""
     counted_at_end: bool = True
     bind: str = ""
     metrics: str = ""
@@ -107,6 +113,8 @@ class Server:
         out += [self.tensor_parallel, str(int(tensor_parallel))]
         if context:
             out += [self.context, str(int(context))]
+            if self.prompt:
+                out += [self.prompt, str(self.longest_prompt(context, step_tokens))]
         if running:
             out += [self.running, str(int(running))]
         if step_tokens:
@@ -118,6 +126,11 @@ class Server:
         if container and self.metrics:
             out += [self.metrics]
         return out
+
+    def longest_prompt(self, context: int, step_tokens: int = 0) -> int:
+        """Tokens of the longest prompt at a context (and a step's tokens, 0: not given)."""
+        longest = int(context) - 1
+        return min(longest, int(step_tokens)) if step_tokens else longest
 
 
 _VLLM = dict(host=("vllm", "serve"), model_flag="", container_model_flag="--model",
@@ -160,6 +173,7 @@ SERVERS = {
         counter="tgi_request_count",
         backend="openai",
         step_tokens="--max-batch-prefill-tokens",
+        prompt="--max-input-tokens",
         counted_at_end=False,
         refuses_over_running=True,
         rocm_image="ghcr.io/huggingface/text-generation-inference:latest-rocm",
