@@ -496,6 +496,26 @@ def test_the_capacity_worksheet_prices_what_the_plan_priced(small_plan, tmp_path
     assert qps == pytest.approx(a.per_instance_qps, rel=0.005)
 
 
+@pytest.mark.slow
+def test_the_elasticity_worksheet_prints_the_plans_exported_objects(small_plan, tmp_path):
+    """Worksheet 04 in a report printed its own HPA beside the one capnb export writes: a TGI plan
+    of Mistral-Nemo on 1 x L40S showed maxReplicas 3 (its replay's peak) in step 4 and 7 (the
+    busiest slot's 2 and the burst buffer's 5) in the appendix, without the pods' flags."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from capnb import plan
+    from capnb.report import _inject_parameters, worksheet_path
+
+    parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    nb = nbformat.read(worksheet_path("04_elasticity"), as_version=4)
+    _inject_parameters(nb, parameters["04_elasticity"])
+    nb.cells.append(nbformat.v4.new_code_cell("print(exported.yaml('hpa'), end='')"))
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    exported = plan.manifests(plan.policy_choice(made))
+    assert nb.cells[-1].outputs[0]["text"] == exported.yaml("hpa")
+
+
 def test_worksheets_print_capnbs_warnings_as_one_line_without_paths():
     import warnings
 
