@@ -1243,6 +1243,8 @@ def _parameters(
             "SEQ_LEN": a.seq_len,
             "ACCOUNTING": str(plan.attrs["memory_accounting"]),  # the plan's (engine: vLLM's)
             "VLLM_VERSION": str(plan.attrs.get("memory_vllm_version", "")) or None,
+            # the profile run the plan's KV cache was sized with (vllm serve's, on this GPU)
+            "VLLM_PROFILE": planning.memory_profile(plan, gpu, tp),
             "PLAN_FILE": str(files["netcdf"].resolve()),  # its prefix cache's share, said
         },
         "03_capacity": {

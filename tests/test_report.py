@@ -516,6 +516,25 @@ def test_the_elasticity_worksheet_prints_the_plans_exported_objects(small_plan, 
     assert nb.cells[-1].outputs[0]["text"] == exported.yaml("hpa")
 
 
+@pytest.mark.slow
+def test_the_memory_worksheet_counts_the_kv_cache_the_plan_sized(small_plan, tmp_path):
+    """Worksheet 02 in a report profiled vLLM at 1,024 sequences and 8,192 tokens where the plan
+    profiles as vllm serve runs on the GPU (256 and 2,048 on an L40S): a TGI plan of Mistral-Nemo
+    on 1 x L40S said 'memory holds 67' of 1,518 tokens on its first page, and step 2 said 51."""
+    from capnb import notebook
+    from capnb import plan as planning
+
+    config = planning.read_config(small_plan).replace(
+        serving={"gpus": ("L40S",), "latency": "engine"},
+        elasticity={"backtest_days": 0},
+    )
+    parameters, made = _parameters_and_plan(config, tmp_path)
+    a = planning.answer(made)
+    assert parameters["02_memory"]["VLLM_PROFILE"]["max_num_batched_tokens"] == 2048
+    sheet = notebook.worksheet("02_memory", **parameters["02_memory"])
+    assert int(sheet["result"].max_concurrency.max()) == a.memory_concurrency
+
+
 def test_worksheets_print_capnbs_warnings_as_one_line_without_paths():
     import warnings
 

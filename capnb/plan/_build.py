@@ -622,9 +622,7 @@ def _memory_step(cfg: PlanConfig, cap: xr.Dataset, seq_len: int) -> xr.Dataset:
     step holds what the answer's "memory holds" says. An option the sweep could not run is
     profiled as the server's settings are.
     """
-    from .. import data, memory
-    from ..latency import _engine
-    from ._steps import engine_settings
+    from .. import memory
 
     used, version = str(cap.attrs["memory_accounting"]), cap.attrs.get("memory_vllm_version")
     kw = dict(model=cfg.serving.model, seq_len=seq_len, invalid_tensor_parallel="mask")
@@ -632,22 +630,68 @@ def _memory_step(cfg: PlanConfig, cap: xr.Dataset, seq_len: int) -> xr.Dataset:
         return memory.max_concurrency(gpu=list(cfg.serving.gpus), accounting=used,
                                       tensor_parallel=list(cfg.serving.tensor_parallel),
                                       vllm_version=version, **kw)  # fmt: skip
-    settings = engine_settings(cfg)
-    hybrid = _engine.hybrid_engine(data.load_model(cfg.serving.model), settings.engine)
     rows = []
     for gpu in cfg.serving.gpus:
-        gpu_id, cells = data.resolve_gpu(gpu), []
-        for tp in cfg.serving.tensor_parallel:
-            profiled = cap.profiled_sequences.sel(gpu=gpu_id, tensor_parallel=int(tp)).item()
-            served = settings
-            if settings.engine == "vllm-v1" and np.isfinite(profiled):
-                served = dataclasses.replace(settings, max_num_seqs=int(profiled))
-            acct = _engine.served_accounting(str(gpu_id), served, hybrid=hybrid,
-                                             vllm_version=version)  # fmt: skip
-            cells.append(memory.max_concurrency(gpu=[gpu], tensor_parallel=[int(tp)],
-                                                accounting=acct, **kw))  # fmt: skip
+        cells = [
+            _profiled(cfg, gpu, int(tp), version, kw, _sweep_profile(cap, gpu, int(tp), ""))[1]
+            for tp in cfg.serving.tensor_parallel
+        ]
         rows.append(xr.concat(cells, dim="tensor_parallel", **_STACKED))
     return xr.concat(rows, dim="gpu", **_STACKED)
+
+
+def _sweep_profile(ds: xr.Dataset, gpu: str, tp: int, prefix: str) -> float:
+    """The sequences the engine sweep profiled an option's KV cache at (NaN: none it ran)."""
+    from .. import data
+
+    name = f"{prefix}profiled_sequences"
+    if name not in ds:
+        return math.nan
+    return float(ds[name].sel(gpu=data.resolve_gpu(gpu), tensor_parallel=tp).item())
+
+
+def _profiled(cfg: PlanConfig, gpu: str, tp: int, version, kw: dict, profiled: float):
+    """(vLLM's accounting of one option as the engine sweep profiled it, the sequences it fits).
+
+    At ``profiled`` sequences (the sweep's ``profiled_sequences``: ``vllm serve``'s on the GPU,
+    or the sequences the option runs at once where more) for a vLLM V1 server; else, or where
+    NaN, as the server's settings profile it (:func:`capnb.latency._engine.served_accounting`).
+    """
+    from .. import data, memory
+    from ..latency import _engine
+    from ._steps import engine_settings
+
+    settings = engine_settings(cfg)
+    hybrid = _engine.hybrid_engine(data.load_model(cfg.serving.model), settings.engine)
+    served = settings
+    if settings.engine == "vllm-v1" and math.isfinite(profiled):
+        served = dataclasses.replace(settings, max_num_seqs=int(profiled))
+    acct = _engine.served_accounting(data.resolve_gpu(gpu), served, hybrid=hybrid,
+                                     vllm_version=version)  # fmt: skip
+    return acct, memory.max_concurrency(gpu=[gpu], tensor_parallel=[tp], accounting=acct, **kw)
+
+
+def memory_profile(plan: xr.Dataset, gpu: str, tensor_parallel: int) -> dict[str, object]:
+    """The vLLM profile run the plan sized one option's KV cache with ({}: the accounting's own).
+
+    ``max_num_seqs``, ``max_num_batched_tokens`` and ``hybrid_kv`` of
+    :func:`capnb.memory.accounting` (vLLM at the plan's ``memory_vllm_version``): where the
+    serving-engine model priced the options, each is profiled as the engine sweep profiled it
+    (``vllm serve``'s run on its GPU, 256 sequences and 2,048 tokens on an L40S, not the
+    accounting's 1,024 and 8,192), so that accounting counts the sequences the answer's
+    "memory holds" says.
+    """
+    version = str(plan.attrs.get("memory_vllm_version", "")) or None
+    if plan.attrs.get("memory_accounting") != "vllm" or version is None:
+        return {}
+    cfg = read_config(json.loads(plan.attrs["config"]))
+    kw = dict(
+        model=cfg.serving.model, seq_len=int(answer(plan).seq_len), invalid_tensor_parallel="mask"
+    )
+    tp = int(tensor_parallel)
+    acct, _ = _profiled(cfg, gpu, tp, version, kw, _sweep_profile(plan, gpu, tp, "capacity_"))
+    return {"max_num_seqs": acct.max_num_seqs, "max_num_batched_tokens": acct.max_num_batched_tokens,
+            "hybrid_kv": acct.hybrid_kv}  # fmt: skip
 
 
 #: How the memory step's cells stack: every variable along the dim, the rest as the first cell's
