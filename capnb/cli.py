@@ -82,6 +82,7 @@ _SAME_NAME += " output_column rate_column count_column time_unit timezone interv
 
 #: The plan settings ``capnb plan`` takes as flags: each flag's dest and the setting it gives.
 _SETTING_FLAGS = {name: name for name in _SAME_NAME.split()} | {
+    "latency": "latency",
     "benchmark": "latency",
     "engine": "engine",
     "calibrate": "calibration_runs",
@@ -97,7 +98,10 @@ def _flags_given(args: argparse.Namespace) -> list[str]:
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
     """The plan settings given as flags (None: not given)."""
-    given = {setting: getattr(args, dest) for dest, setting in _SETTING_FLAGS.items()}
+    given: dict[str, object] = {}
+    for dest, setting in _SETTING_FLAGS.items():  # (--latency and --benchmark: never both)
+        if getattr(args, dest) is not None or setting not in given:
+            given[setting] = getattr(args, dest)
     if args.benchmark is not None and args.calibrate is None:
         # measured latencies replace the latency model, and the config's own runs calibrating it
         # (a calibrated plan's close call re-plans with --config plan.json --benchmark DIR)
@@ -118,6 +122,11 @@ def _plan(args: argparse.Namespace) -> int:
         raise InputError(
             "--calibrate '': an empty path (an unset shell variable?); give the run files or "
             "leave the flag out to plan on the bundled calibration"
+        )
+    if args.benchmark is not None and args.latency is not None:
+        raise InputError(
+            f"--benchmark and --latency: measured latencies (--benchmark) replace the latency "
+            f"model (--latency {args.latency}); give one"
         )
     if args.benchmark is not None and args.calibrate is not None:  # not the config's to blame
         raise InputError(
@@ -353,6 +362,13 @@ def _parser() -> argparse.ArgumentParser:
         "--interval",
         help="window of the forecast series (e.g. 15min, 1h): a whole multiple of a rate "
         "series' own step",
+    )
+    plan.add_argument(
+        "--latency",
+        choices=["auto", "model", "engine"],
+        help="latency model: auto (each SLA bound on the model with the lower held-out error "
+        "for its metric, the default), model (the calibrated analytic model) or engine (the "
+        "serving-engine simulation); --benchmark gives measured latencies instead",
     )
     plan.add_argument(
         "--benchmark",

@@ -667,3 +667,22 @@ def test_config_refuses_an_empty_path_as_empty(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.startswith("capnb config: plan config '': an empty path (an unset shell"), err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_takes_the_latency_model_as_a_flag(capsys):
+    # `capnb plan --latency engine` said "unrecognized arguments": the latency model was a
+    # config setting alone, though --benchmark (measured latencies) set the same setting
+    from capnb import cli
+
+    parser = cli._parser()
+    for choice in ("auto", "model", "engine"):
+        args = parser.parse_args(["plan", "--latency", choice])
+        assert cli._overrides(args) == {"latency": choice}
+        assert cli._flags_given(args) == ["--latency"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plan", "--latency", "fast"])
+    assert "--latency: invalid choice: 'fast'" in capsys.readouterr().err
+    # measured latencies replace the model: both flags are one latency too many
+    assert cli.main(["plan", "--latency", "engine", "--benchmark", "runs/"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("capnb plan: --benchmark and --latency: "), err
