@@ -431,6 +431,14 @@ def test_describe_gives_the_numbers_it_computed(short):
         capacity.describe(capacity.plan(short, [5.0, 10.0], 20.0, metric="ttft"))
 
 
+def test_describe_writes_one_instance_and_one_gpu_in_the_singular(short):
+    # a small target on one instance read "need 1 instances ... = 1 GPUs"
+    p = capacity.plan(short, 10.0, 0.01, metric="ttft", buffer=0)
+    text = capacity.describe(p)
+    assert int(p.instances) == 1 and int(p.gpus) == int(short.attrs["tensor_parallel"])
+    assert "need 1 instance (" in text and "1 instances" not in text, text
+
+
 def test_describe_writes_thousands_of_requests_per_second_in_digits(short):
     # a target of 4,580 requests/s read "4.58e+03 requests/s need ... instances" (the format of
     # three significant digits turns to an exponent from 1,000 up): now "4,580 requests/s"

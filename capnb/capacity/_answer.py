@@ -338,11 +338,11 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     if "instances" in cell and np.isfinite(float(cell.instances)):
         target = float(cell.target_qps)
         sentence += (
-            f"; {words.rate(target)} requests/s need {int(cell.instances):,} instances "
+            f"; {words.rate(target)} requests/s need {words.count(cell.instances, 'instance')} "
             f"({cell.attrs.get('buffer', 'buffer')} included)"
         )
         if "gpus" in cell:
-            sentence += f" = {int(cell.gpus):,} GPUs"
+            sentence += f" = {words.count(cell.gpus, 'GPU')}"
         if "usd_per_hour" in cell and np.isfinite(float(cell.usd_per_hour)):
             sentence += f" at {float(cell.usd_per_hour):,.2f} USD/hour"
             if "usd_per_million_tokens" in cell and np.isfinite(float(cell.usd_per_million_tokens)):
