@@ -595,3 +595,31 @@ def test_a_reserved_kind_not_in_the_prices_is_named_with_the_kinds_there_are():
     said = str(error.value)
     assert "np.str_" not in said and "reserved='resrved'" in said
     assert "(on_demand, reserved_1y, reserved_3y, reserved, spot)" in said
+
+
+def test_a_bin_longer_than_the_models_context_is_named_not_priced_in_silence():
+    # 200 chats and 40 documents of 8-30K prompt tokens on Llama-2-7B (a 4,096-token context):
+    # the documents' bin was priced at 0.68 requests/s on an H100-SXM and sent there by the mix,
+    # with no word that vLLM rejects every one of them; the options and the fleets now name it
+    from capnb.capacity import size_options
+
+    prompt = [300] * 200 + list(np.linspace(8_000, 30_000, 40).round())
+    output = [150] * 240
+    bins = size_bins(prompt_tokens=prompt, output_tokens=output,
+                     prompt_edges=(1, 1024, 32768), output_edges=(1, 1024))  # fmt: skip
+    options = size_options("Llama-2-7B", ["H100-SXM"], [1], 0.1, bins, quantile=0.9)
+    note = options.attrs["beyond_context"]
+    assert note.startswith(
+        "prompt 1024-32767 / output 1-1023 (40 of 40 requests, the longest 30,150"
+    )
+    assert "Llama-2-7B's context of 4,096 tokens" in note and "prompt 1-1023" not in note
+    fleet = mix_by_size(options, demand_of([5.0]), prices=prices_of([2.0]).assign_coords(
+        gpu=["H100-SXM"]), reserved=None)  # fmt: skip
+    assert fleet.attrs["beyond_context"] == note
+    fits = size_options("Llama-3.1-8B", ["H100-SXM"], [1], 0.1, bins, quantile=0.9)
+    assert "beyond_context" not in fits.attrs  # 131,072 tokens hold them all
+    whole = xr.Dataset({"per_instance_qps": (("gpu", "tensor_parallel"), [[2.0]])},
+                       coords={"gpu": ["H100-SXM"], "tensor_parallel": [1]})  # fmt: skip
+    fleets = compare_fleets(whole, options, demand_of([5.0]), prices=prices_of(
+        [2.0], [1.5]).assign_coords(gpu=["H100-SXM"]))  # fmt: skip
+    assert fleets.attrs["beyond_context"] == note

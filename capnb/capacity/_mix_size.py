@@ -206,7 +206,9 @@ def size_options(
         ``per_instance_qps`` (NaN where the SLA is not met) and ``binding`` over (``size_bin``,
         ``gpu``, ``tensor_parallel``), with ``request_share`` over ``size_bin``. Attr
         ``few_requests``, where it applies: the bins (named, with their counts) of fewer than
-        ``1 / (1 - quantile)`` requests, whose quantile is their longest request's latency.
+        ``1 / (1 - quantile)`` requests, whose quantile is their longest request's latency;
+        ``beyond_context``: the bins (named, with how many of their requests) holding requests
+        longer than the model's context, which vLLM rejects and the bin's rate prices as served.
     """
     from ._engine_sweep import sweep_engine
     from ._sweep import sweep
@@ -241,7 +243,35 @@ def size_options(
     out["request_share"] = bins.request_share
     out.attrs = {"latency": latency, "metric": metric, "quantile": quantile, "sla": str(sla)}
     out.attrs |= _few_requests(bins, getattr(sla, "quantile", quantile))
+    out.attrs |= _beyond_context(bins, model)
     return out.transpose("size_bin", "gpu", "tensor_parallel")
+
+
+def _beyond_context(bins: xr.Dataset, model) -> dict:
+    """``beyond_context``: the bins holding requests longer than the model's context.
+
+    vLLM rejects them (its default ``max_model_len``); their bin is priced as if they were served,
+    as the plan prices them (its ``context_window`` check), and named here.
+    """
+    from ..data import load_model
+
+    spec = load_model(model)
+    lengths = bins.prompt_tokens.values + bins.output_tokens.values
+    said = []
+    for i, name in enumerate(bins.size_bin.values):
+        mine = lengths[bins.size_bin_index.values == i]
+        beyond = spec.beyond_context(mine)
+        if beyond is not None:
+            over, longest, limit = beyond
+            said.append(f"{name} ({round(over * mine.size):,} of {mine.size:,} requests, the "
+                         f"longest {longest:,} tokens)")  # fmt: skip
+    if not said:
+        return {}
+    return {"beyond_context": (
+        f"{', '.join(said)}: longer than {spec.name}'s context of {limit:,} tokens (prompt + "
+        "output; vLLM's default max_model_len), which vLLM rejects; priced as if served: serve "
+        "a model with a longer context, or leave those requests out of the mix"
+    )}  # fmt: skip
 
 
 def _few_requests(bins: xr.Dataset, quantile: float) -> dict:
@@ -525,7 +555,8 @@ def mix_by_size(
         (against the cheapest pool alone), ``optimality_gap``; where they apply, as
         :func:`capnb.capacity.mix` gives them, ``not_priced`` (GPUs meeting the SLA for some bin
         with no price of the kinds asked: not in the program), ``reserved_unpriced`` and
-        ``spot_unpriced``; ``few_requests`` as the options carry it (:func:`size_options`).
+        ``spot_unpriced``; ``few_requests`` and ``beyond_context`` as the options carry them
+        (:func:`size_options`).
 
     Examples
     --------
@@ -617,7 +648,7 @@ def mix_by_size(
     qps = options.per_instance_qps
     by_pool = qps if "pool" in qps.dims else qps.stack(pool=["gpu", "tensor_parallel"])
     left_out = _not_priced(by_pool.max("size_bin"), prices, reserved, spot_preemption)
-    few = {k: options.attrs[k] for k in ("few_requests",) if k in options.attrs}
+    few = {k: options.attrs[k] for k in ("few_requests", "beyond_context") if k in options.attrs}
     return result.assign_attrs(unpriced(price, gpus, reserved, spot_preemption) | left_out | few)
 
 
@@ -768,7 +799,8 @@ def compare_fleets(
     reserved base are the fleet :func:`capnb.capacity.mix` buys at the same settings. Attrs
     ``reserved_unpriced``, ``spot_unpriced`` and ``not_priced`` say, as the mixes do, what no
     price let a row buy (at a provider with no reserved price, the "reserved base" rows are on
-    demand); ``few_requests``, as ``by_size`` carries it, the bins too small for their quantile.
+    demand); ``few_requests`` and ``beyond_context``, as ``by_size`` carries them, the bins too
+    small for their quantile and the bins with requests longer than the model's context.
     """
     from ._mix import mix
 
@@ -832,7 +864,7 @@ def compare_fleets(
             "optimality_gap": max(types.attrs["optimality_gap"], size_res.attrs["optimality_gap"]),
         }
         | _left_out(types, size_res)
-        | {k: by_size.attrs[k] for k in ("few_requests",) if k in by_size.attrs},
+        | {k: by_size.attrs[k] for k in ("few_requests", "beyond_context") if k in by_size.attrs},
     )
 
 
