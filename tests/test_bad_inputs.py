@@ -1443,6 +1443,12 @@ ROWS = [
         lambda w: data.load_block_hashes(w("h.jsonl", '{"timestamp": 0, "input_length": 600, '
                                                       '"output_length": 5, "hash_ids": "1,2"}\n')),
         Raises(ConfigError, r"h\.jsonl: field 'hash_ids' must be a list of integers per line")),
+    # said "h.jsonl: 'input_length' must hold whole token counts >= 0", no line nor value, and
+    # refused 1536.0 (a whole count load_trace reads from the same file)
+    Row("prefix: a negative prompt length on the second line",
+        lambda w: data.load_block_hashes(w("h.jsonl", '{"input_length": 1536.0, "hash_ids": [1, 2, 3]}\n'
+                                                      '{"input_length": -5, "hash_ids": []}\n')),
+        Raises(ConfigError, r"h\.jsonl, line 2: column 'input_length' holds -5, a negative count")),
     Row("config: an empty file", plan_file(""),
         Raises(ConfigError, r"p\.toml: holds no settings; an empty config is not the defaults")),
     Row("config: tables without a setting", plan_file("[traffic]\n[serving]\n"),

@@ -19,7 +19,7 @@ from .. import glossary, words
 from ..errors import ConfigError, InputError
 from ._files import json_line_of, json_lines_objects
 from ._times import TraceWarning
-from ._traces import _trace_source
+from ._traces import _token_column, _trace_source
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "load_block_hashes"]
 
@@ -116,10 +116,8 @@ def load_block_hashes(
             np.flatnonzero(table.column(prompt_field).is_null().to_numpy(zero_copy_only=False))[0]
         )
         raise ConfigError(f"{where(row)}: {prompt_field!r} is missing")
-    prompt = table.column(prompt_field).to_numpy(zero_copy_only=False)
-    if prompt.dtype.kind not in "iu" or (prompt < 0).any():
-        raise ConfigError(f"{path}: {prompt_field!r} must hold whole token counts >= 0")
-    prompt = prompt.astype(np.int64)
+    # as load_trace reads a token column: whole counts >= 0 (1536.0 too), or the line named
+    prompt = _token_column(table, prompt_field, where)
     starts = hashes.offsets.to_numpy().astype(np.int64)
     counts = np.diff(starts)
     expected = -(-prompt // block_tokens)
