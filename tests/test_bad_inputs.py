@@ -1443,6 +1443,14 @@ ROWS = [
         lambda w: data.load_block_hashes(w("h.jsonl", '{"timestamp": 0, "input_length": 600, '
                                                       '"output_length": 5, "hash_ids": "1,2"}\n')),
         Raises(ConfigError, r"h\.jsonl: field 'hash_ids' must be a list of integers per line")),
+    # an unsigned 64-bit hash (xxhash64's) on line 2 said "field 'hash_ids' must be a list of
+    # integers per line", no line, of a list of integers
+    Row("prefix: a block hash past 2**63 on the second line",
+        lambda w: data.load_block_hashes(w("h.jsonl", '{"input_length": 600, "hash_ids": [1, 2]}\n'
+                                                      '{"input_length": 600, "hash_ids": [1, '
+                                                      '18446744073709551615]}\n')),
+        Raises(ConfigError, r"h\.jsonl, line 2: 'hash_ids' holds 1\.8446744073709552e\+19, not an "
+                            r"integer in \[-2\*\*63, 2\*\*63\)")),
     # said "h.jsonl: 'input_length' must hold whole token counts >= 0", no line nor value, and
     # refused 1536.0 (a whole count load_trace reads from the same file)
     Row("prefix: a negative prompt length on the second line",

@@ -98,6 +98,8 @@ def load_block_hashes(
         if field not in table.column_names:
             raise ConfigError(f"{path}: no field {field!r}; fields: {table.column_names}")
     hashes = table.column(hash_field).combine_chunks()
+    if pa.types.is_list(hashes.type) and pa.types.is_floating(hashes.type.value_type):
+        _hash_not_integer(hashes, hash_field, where)
     if not pa.types.is_list(hashes.type) or not pa.types.is_integer(hashes.type.value_type):
         raise ConfigError(f"{path}: field {hash_field!r} must be a list of integers per line")
     if hashes.null_count:
@@ -147,6 +149,30 @@ def load_block_hashes(
         },
         attrs={"block_tokens": int(block_tokens), "source": str(path), "notes": note},
     )
+
+
+def _hash_not_integer(hashes, hash_field: str, where) -> None:
+    """The line of the first hash that is no 64-bit signed integer (pyarrow read the list as floats).
+
+    A hash past ``2**63 - 1`` (an unsigned 64-bit one) or with a fraction makes the whole field
+    floats; a file of whole floats alone falls through to the caller's error.
+    """
+    values = hashes.values.to_numpy(zero_copy_only=False)
+    outside = (values >= 2.0**63) | (values < -(2.0**63))
+    bad = ~np.isfinite(values) | (values != np.round(values)) | outside
+    if bad.any():
+        at = int(np.flatnonzero(bad)[0])
+        row = int(np.searchsorted(hashes.offsets.to_numpy(), at, side="right") - 1)
+        big = bool(np.isfinite(values[at]) and outside[at])
+        fix = (
+            "write an unsigned 64-bit hash past 2**63 - 1 minus 2**64"
+            if big
+            else "give a whole number"
+        )
+        raise ConfigError(
+            f"{where(row)}: {hash_field!r} holds {float(values[at])!r}, not an integer in "
+            f"[-2**63, 2**63) (a 64-bit signed hash): {fix}"
+        )
 
 
 def _arrival_order(table, path, time_field: str | None, line) -> tuple[np.ndarray | None, str]:
