@@ -623,3 +623,22 @@ def test_a_bin_longer_than_the_models_context_is_named_not_priced_in_silence():
     fleets = compare_fleets(whole, options, demand_of([5.0]), prices=prices_of(
         [2.0], [1.5]).assign_coords(gpu=["H100-SXM"]))  # fmt: skip
     assert fleets.attrs["beyond_context"] == note
+
+
+def test_limits_no_fleet_fits_in_name_the_bin_or_the_slot_not_the_solver():
+    # chats on G0 or G1, documents on G1 alone: with G1 capped at 0 GPUs, and with G0 at 1 and G1
+    # at 1 for 30 requests/s, both said "infeasible: no whole-instance fleet within the limits
+    # (The problem is infeasible. (HiGHS Status 8 ...))"; capacity.mix names the slot
+    options = options_of([[10.0, 10.0], [np.nan, 1.0]])
+    args = dict(prices=prices_of([1.0, 1.0]), reserved=None, shares=[0.8, 0.2])
+    with pytest.raises(InfeasibleError) as caught:
+        mix_by_size(options, demand_of([1.0, 2.0]), limits={"G1": 0}, **args)
+    said = str(caught.value)
+    assert "HiGHS" not in said
+    assert re.search(r"size bin\(s\) b1 \(20% of the requests\) .* only on G1, which limits "
+                     r"hold at 0 GPUs", said), said  # fmt: skip
+    with pytest.raises(InfeasibleError) as caught:
+        mix_by_size(options, demand_of([1.0, 30.0]), limits={"G0": 1, "G1": 1}, **args)
+    said = str(caught.value)
+    assert "HiGHS" not in said
+    assert re.search(r"slot 1 needs 30\.0 requests/s; .* \(G0: 1 GPUs, G1: 1 GPUs\)", said), said

@@ -612,6 +612,7 @@ def mix_by_size(
     _check_priced(price, q, gpus, demand, options.size_bin.values)
     keep = 1.0 - float(spot_preemption or 0.0)
     problem = dict(q=q, g=g, gpus=gpus, price=price, keep=keep, limits=limits, slices=slices)
+    _check_within(demand, problem, options.size_bin.values, demand_qps.slot.values)
     if np.isfinite(price["reserved"]).any():
         # the base over the day, with fractional counts above it (whole ones made this program
         # take minutes): its optimum bounds the cost from below, and the gap to the final fleet
@@ -673,6 +674,49 @@ def _check_priced(price: dict, q: np.ndarray, gpus: list[str], demand, names) ->
             f"the requests) meet the SLA only on {', '.join(unpriced)}, for which prices has no "
             "price: price them, or give those requests a looser SLA or a larger GPU"
         )
+
+
+def _check_within(demand, problem: dict, names, slots) -> None:
+    """Name what no fleet within the limits serves, as :func:`capnb.capacity.mix` names it.
+
+    A bin whose every pool the limits shut (fewer GPUs than one instance holds), then the first
+    slot whose demand no fleet within the limits serves even in fractional instances (a linear
+    program); a fleet that only whole instances rule out is left to the solver's own word.
+    """
+    from scipy.optimize import linprog
+
+    q, g, gpus, price, keep, limits = (problem[k] for k in ("q", "g", "gpus", "price", "keep",
+                                                             "limits"))  # fmt: skip
+    if not limits:
+        return
+    kept = np.isfinite(price["reserved"]) | np.isfinite(price["on_demand"])
+    buyable = kept | np.isfinite(price["spot"])
+    held = np.array([limits.get(gpu, math.inf) >= size for gpu, size in zip(gpus, g, strict=True)])
+    serves = ~np.isnan(q) & buyable
+    stuck = (demand.sum(axis=1) > 0) & ~(serves & held).any(axis=1)
+    if stuck.any():
+        shut = sorted({gpus[p] for p in np.flatnonzero(serves[stuck].any(axis=0))})
+        raise InfeasibleError(
+            f"infeasible: size bin(s) {', '.join(str(n) for n in names[stuck])} "
+            f"({words.percent(demand[stuck].sum() / demand.sum())} of the requests) meet the SLA "
+            f"only on {', '.join(shut)}, which limits hold at "
+            f"{', '.join(f'{limits[x]} GPUs' for x in shut)} (fewer than one instance needs): "
+            "raise those limits, or give those requests a looser SLA"
+        )
+    pairs = [(b, p) for b in range(q.shape[0]) for p in range(q.shape[1]) if serves[b, p]]
+    rate = np.where(kept, 1.0, keep)  # a spot-only pool serves its surviving share
+    for s in range(demand.shape[1]):
+        ask = np.array([[1.0 * (b == c) for c, _ in pairs] for b in range(q.shape[0])])
+        use = np.array([[g[p] / (q[b, p] * rate[p]) * (gpus[p] == gpu) for b, p in pairs]
+                        for gpu in limits])  # fmt: skip
+        solved = linprog(np.zeros(len(pairs)), A_ub=use, b_ub=list(limits.values()), A_eq=ask,
+                         b_eq=demand[:, s], bounds=(0, None), method="highs")  # fmt: skip
+        if solved.status == 2:
+            raise InfeasibleError(
+                f"infeasible: slot {slots[s]} needs {demand[:, s].sum():,.1f} requests/s; no "
+                "fleet within the limits "
+                f"({', '.join(f'{k}: {v} GPUs' for k, v in limits.items())}) serves it"
+            )
 
 
 #: How far above the base program's bound (a share of it) a fleet is for other bases to be tried.
