@@ -8,10 +8,11 @@ only has to put the daily shape and the level in the right place.
 - ``seasonal_naive_day``: the last 24 hours, repeated.
 - ``seasonal_naive_week``: the last 7 days, repeated (needs 7 days).
 - ``last_week``: each time of day at its mean over the last (up to) 7 days.
-- ``damped_trend``: the daily level by Holt's damped trend on log(daily mean), times the last
-  week's shape (rate over its day's mean); the level is kept inside the range of the past daily
-  levels, and the cap says so when it binds (growth never compounds beyond what the history
-  shows). Needs 7 days, so that a weekday pattern does not pass for a trend.
+- ``damped_trend``: the level by Holt's damped trend on log(7-day mean), a mean over each run of
+  7 observed days, so that a weekend is no fall (on daily means a trace ending on a Sunday read
+  its weekend as a downward trend), times the last week's shape (rate over its day's mean); the
+  level is kept inside the range of the past 7-day means, and the cap says so when it binds
+  (growth never compounds beyond what the history shows). Needs 8 days: two 7-day means.
 
 Every rule counts days back from the origin, so an origin at any time of day works.
 """
@@ -84,7 +85,7 @@ def last_week(history: np.ndarray, per_day: int, steps: int) -> Forecast | None:
 
 
 #: Holt's damped trend: smoothing of the level, of the trend, and the damping, fitted on the grid
-#: by the one-step squared error of log(daily mean) (a handful of points: a grid is exact enough).
+#: by the one-step squared error of log(7-day mean) (a handful of points: a grid is exact enough).
 _ALPHA = np.linspace(0.1, 1.0, 10)
 _BETA = np.array([0.0, 0.05, 0.1, 0.2, 0.3])
 _PHI = np.array([0.8, 0.9, 0.98])
@@ -112,20 +113,21 @@ def damped_trend(history: np.ndarray, per_day: int, steps: int) -> Forecast | No
     days = _days(history, per_day, history.size // per_day)
     seen = ~np.isnan(days)
     kept = seen.sum(axis=1) >= per_day / 2  # a day observed for less than half says little
-    if kept.sum() < 7:
+    if kept.sum() < 8:
         return None
     means = np.where(seen, days, 0.0).sum(axis=1)[kept] / seen.sum(axis=1)[kept]
     if (means <= 0).any():
         return None
+    weeks = np.convolve(means, np.full(7, 1.0 / 7), mode="valid")  # each 7 observed days' mean
     ahead = -(-steps // per_day)
-    level = np.exp(_holt_damped(np.log(means), ahead))
-    low, high = means.min(), means.max()
+    level = np.exp(_holt_damped(np.log(weeks), ahead))
+    low, high = weeks.min(), weeks.max()
     capped = np.clip(level, low, high)
     note = ""
     if (capped != level).any():
         note = (
             f"the damped trend's level ({level.min():.4g} to {level.max():.4g} requests/s) was "
-            f"kept inside the past daily levels ({low:.4g} to {high:.4g})"
+            f"kept inside the past 7-day mean levels ({low:.4g} to {high:.4g})"
         )
     recent = days[-7:][kept[-7:]]  # the last week's days observed for half their length
     if recent.shape[0] == 0:
@@ -144,5 +146,5 @@ FORECAST_MODELS = {
     "seasonal_naive_day": (seasonal_naive_day, 1),
     "seasonal_naive_week": (seasonal_naive_week, 7),
     "last_week": (last_week, 1),
-    "damped_trend": (damped_trend, 7),
+    "damped_trend": (damped_trend, 8),
 }
