@@ -92,14 +92,15 @@ def test_a_periodic_series_is_planned_on_its_own_day():
 
 # -- out of sample: nothing after an origin is read --------------------------------------------
 def test_plans_at_an_origin_do_not_read_the_days_after_it(large):
-    origin = 9 * 144
+    # 10 days: a shorter history's end plan is raised to its past quantiles (WEEKLY_COMPARED_DAYS)
+    origin = 10 * 144
     changed = large.copy()
     changed["qps"] = changed.qps.where(np.arange(changed.sizes["time"]) < origin, changed.qps * 5)
     first, second = (
         forecast.select(s, quantiles=(0.95, 0.99), score_quantiles=(0.95, 0.99))
         for s in (large, changed)
     )
-    early = first.fitted_days.values <= 9
+    early = first.fitted_days.values <= 10
     np.testing.assert_array_equal(first.selected_model[early], second.selected_model[early])
     setups = [
         _select._setup(s, "hour_of_day", (0.95, 0.99), (0.95, 0.99), 7, "auto")[1]
@@ -654,3 +655,15 @@ def test_the_damped_trend_does_not_read_a_weekend_as_a_downward_trend():
     result = forecast.select(history)
     plan = result.target_qps.sel(traffic_quantile=0.99).values
     assert (future <= plan[:, None]).mean() >= 0.95
+
+
+def test_a_trace_too_short_to_compare_the_weekly_naive_is_not_planned_below_its_past():
+    # 8 days, Monday to Monday, weekends at 0.3x: the seasonal naive week needs 10 days to be
+    # compared, so last_week planned the weekdays at the week's mean profile and its errors came
+    # from weekday histories: its P99 plan covered 74 % of the week after and its P95 41 %
+    history, future = _weekday_weekend(8, "2024-05-13")
+    result = forecast.select(history)
+    plan = result.target_qps.sel(traffic_quantile=[0.95, 0.99]).values
+    assert (future <= plan[:, 1, None]).mean() >= 0.95
+    assert (future <= plan[:, 0, None]).mean() >= 0.9
+    assert "too short for seasonal_naive_week" in result.attrs["notes"]
