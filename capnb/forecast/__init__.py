@@ -40,13 +40,7 @@ from ._growth import GROWTH_MODELS, MIN_DAYS, carry_forward, fit_growth, observe
 from ._models import FORECAST_MODELS as _RULES
 from ._outlook import backtest, fit_trend, plan_name, project, project_factor
 from ._rolling import rolling_origin
-from ._select import (
-    CALIBRATION_DAYS,
-    DEFAULT_MODELS,
-    HOURLY_BELOW_DAYS,
-    WEEKLY_COMPARED_DAYS,
-    select,
-)
+from ._select import CALIBRATION_DAYS, DEFAULT_MODELS, HOURLY_BELOW_DAYS, select
 from ._target import describe, slot_clock, slot_label, target, target_from
 
 #: The candidate forecasts :func:`select` chooses from (see ``capnb/forecast/_models.py``).
@@ -62,7 +56,6 @@ __all__ = [
     "MIN_DAYS",
     "MONTH_DAYS",
     "TARGET_GROWTH_MODELS",
-    "WEEKLY_COMPARED_DAYS",
     "BurstModel",
     "MonthInputs",
     "Slots",

@@ -44,7 +44,6 @@ __all__ = [
     "DEFAULT_MODELS",
     "HOURLY_BELOW_DAYS",
     "MIN_SCORED_ORIGINS",
-    "WEEKLY_COMPARED_DAYS",
     "select",
 ]
 
@@ -57,10 +56,6 @@ HOURLY_BELOW_DAYS = 8
 CALIBRATION_DAYS = 28
 #: A candidate is compared once it has plans scored at this many origins.
 MIN_SCORED_ORIGINS = 2
-#: A trace shorter than this (days) is too short for the week's seasonal naive, the one candidate
-#: that repeats a weekly cycle, to be compared: its first plan needs 7 days and errors at an
-#: earlier origin, then plans at MIN_SCORED_ORIGINS daily origins.
-WEEKLY_COMPARED_DAYS = FORECAST_MODELS["seasonal_naive_week"][1] + 1 + MIN_SCORED_ORIGINS
 _BISECTIONS = 64  # halvings of the bracket of a slot's mixture quantile
 #: A level shift: the week after a day's start at this many times the week before it (or under
 #: its inverse), each side's weekly means flatter than the square root of the jump, a week or
@@ -453,11 +448,13 @@ def level_shift_in(values: np.ndarray, per_day: int) -> tuple[int, float, float]
 
 
 def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
-    """A plan from a trace under :data:`WEEKLY_COMPARED_DAYS`: each slot at no less than its past.
+    """A plan from a trace too short to compare a weekly cycle: each slot at no less than its past.
 
     A trace under a week shows no weekly cycle, and the coming week holds weekdays it never showed
-    (a trace ending on a weekend holds no Monday after a weekend); one under 10 days shows it once,
-    but no candidate that repeats it is compared, and the others' errors come mostly from windows
+    (a trace ending on a weekend holds no Monday after a weekend); a longer one where the week's
+    seasonal naive, the one candidate that repeats the cycle, plans at fewer than
+    :data:`MIN_SCORED_ORIGINS` origins (10-minute rates under 10 days; hourly under 13, its first
+    plan needing 100 past errors) shows it once, and the others' errors come mostly from windows
     without a rise from a quiet weekend (8 days from a Monday, weekends at 0.3x: last_week's P99
     plan covered 74 % of the week after, its P95 41 %). No candidate compared can tell a weekend
     from a drop, so any day of the coming week may be like any day seen.
@@ -473,9 +470,10 @@ def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
     why = (
         "under a week: it shows no weekly cycle and the coming week holds weekdays it never showed"
         if n < 7 * setup.per_day
-        else f"under {WEEKLY_COMPARED_DAYS} days: too short for seasonal_naive_week (the last 7 "
-        "days repeated, the one candidate that repeats a weekly cycle) to be compared, and the "
-        "choice and its calibration may not have seen a rise after quieter days such as a weekend"
+        else "too short for seasonal_naive_week (the last 7 days repeated, the one candidate that "
+        f"repeats a weekly cycle) to be compared (it planned at under {MIN_SCORED_ORIGINS} "
+        "origins), and the choice and its calibration may not have seen a rise after quieter days "
+        "such as a weekend"
     )
     return raised, (
         f"the trace is {duration_text(n * setup.step_ns)} long, {why}, so each slot is planned at "
@@ -620,9 +618,8 @@ def select(
         ``level_shift`` (``"none"``, or when the weekly mean jumped 1.5x or more, up or down,
         and stayed: the plan is then chosen and calibrated on the days from it alone, the record
         over origins is still the whole history's), ``under_a_week`` (``"none"``, or for a trace
-        under a week, which shows no weekly cycle, or under :data:`WEEKLY_COMPARED_DAYS` days, too
-        short for the week's seasonal naive to be compared: each slot planned at no less than its
-        own past quantiles) and ``notes``.
+        under a week, which shows no weekly cycle, or too short for the week's seasonal naive to
+        be compared: each slot planned at no less than its own past quantiles) and ``notes``.
 
     Examples
     --------
@@ -678,7 +675,8 @@ def select(
     if shifted[0] is not None:
         notes = []  # the plan is the one from the days after the shift
     short = "none"
-    if setup.values.size < WEEKLY_COMPARED_DAYS * setup.per_day:
+    weekly = tracks.get("seasonal_naive_week") or _track(setup, "seasonal_naive_week")
+    if setup.values.size < 7 * setup.per_day or len(weekly.plans) < MIN_SCORED_ORIGINS:
         plan, short = _under_a_week(setup, plan)
         notes.append(short)
     note = "; ".join(
