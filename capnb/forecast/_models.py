@@ -11,7 +11,7 @@ only has to put the daily shape and the level in the right place.
 - ``damped_trend``: the level by Holt's damped trend on log(7-day mean), a mean over each run of
   7 observed days, so that a weekend is no fall (on daily means a trace ending on a Sunday read
   its weekend as a downward trend), times the last week's shape (rate over its day's mean); the
-  level is kept inside the range of the past 7-day means, and the cap says so when it binds
+  level is kept inside the range of the past daily levels, and the cap says so when it binds
   (growth never compounds beyond what the history shows). Needs 8 days: two 7-day means.
 
 Every rule counts days back from the origin, so an origin at any time of day works.
@@ -121,13 +121,13 @@ def damped_trend(history: np.ndarray, per_day: int, steps: int) -> Forecast | No
     weeks = np.convolve(means, np.full(7, 1.0 / 7), mode="valid")  # each 7 observed days' mean
     ahead = -(-steps // per_day)
     level = np.exp(_holt_damped(np.log(weeks), ahead))
-    low, high = weeks.min(), weeks.max()
+    low, high = means.min(), means.max()
     capped = np.clip(level, low, high)
     note = ""
     if (capped != level).any():
         note = (
             f"the damped trend's level ({level.min():.4g} to {level.max():.4g} requests/s) was "
-            f"kept inside the past 7-day mean levels ({low:.4g} to {high:.4g})"
+            f"kept inside the past daily levels ({low:.4g} to {high:.4g})"
         )
     recent = days[-7:][kept[-7:]]  # the last week's days observed for half their length
     if recent.shape[0] == 0:
