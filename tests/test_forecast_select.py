@@ -605,6 +605,24 @@ def test_a_level_shift_is_said_and_the_plan_calibrated_on_the_days_after_it():
     assert result.attrs["level_shift"].startswith("2024-05-23")
 
 
+def test_steady_growth_is_no_level_shift():
+    # growth of 8 % a day moves the weekly mean 1.71x a week: on 14 days (one week's mean on each
+    # side) it read as a level shift and the plan dropped the first week and its trend; on 21
+    # days each side's weekly mean moves a day as much as the jump does: no shift either
+    from capnb.forecast._select import level_shift_in
+
+    for days, growth in ((14, 1.08), (21, 1.08), (21, 1.2), (28, 1.06)):
+        t = np.arange(days * 144)
+        level = 20 * (1 + 0.5 * np.sin(2 * np.pi * t / 144)) * growth ** (t / 144)
+        assert level_shift_in(level, 144) is None, (days, growth)
+    # a step on day 10 of 21 is one, on a quiet and on a growing (1 % a day) baseline
+    for growth in (1.0, 1.01):
+        t = np.arange(21 * 144)
+        level = 20 * (1 + 0.5 * np.sin(2 * np.pi * t / 144)) * growth ** (t / 144)
+        found = level_shift_in(level * np.where(t >= 1440, 2, 1), 144)
+        assert found is not None and found[0] == 1440, growth
+
+
 def test_a_trace_under_a_week_ending_on_a_weekend_is_not_planned_on_its_weekend():
     # Tuesday to Sunday, weekends at 0.3x the weekdays: the day's seasonal naive repeated Sunday
     # for the whole coming week, and its P99 plan covered 27 % of it (11.1 requests/s at the

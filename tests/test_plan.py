@@ -1827,15 +1827,16 @@ def test_a_plan_prices_its_gpu_on_the_users_own_runs(tmp_path):
 
 
 def test_a_growing_trace_says_its_replayed_cost_is_the_pasts(tmp_path):
-    # a service whose traffic grew 8x in its second week: the forecast carries the growth forward
-    # (its quietest slot needs more instances than the replay ever ran), the cost replayed over
-    # the trace is the past's, and the plan says so with the forecast fleet's cost
+    # a service whose traffic grows 30 % a day (39x over its two weeks): the forecast carries the
+    # growth forward (its quietest slot needs more instances than the replay ever ran), the cost
+    # replayed over the trace is the past's, and the plan says so with the forecast fleet's cost
+    # (a step of 8x that then holds is no growth to carry: the forecast plans the new level)
     times = pd.date_range("2024-05-06", periods=14 * 144, freq="10min")
     shape = 1.0 + 0.5 * np.sin(2 * np.pi * (times.hour + times.minute / 60) / 24)
-    week = (times - times[0]).days // 7
+    days = np.asarray((times - times[0]) / pd.Timedelta("1D"))
     path = tmp_path / "rates.csv"
     pd.DataFrame({"time": times.strftime("%Y-%m-%d %H:%M"),
-                  "qps": 4.0 * shape * np.where(week == 0, 1.0, 8.0)}).to_csv(path, index=False)  # fmt: skip
+                  "qps": 0.5 * shape * 1.3**days}).to_csv(path, index=False)  # fmt: skip
     settings = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), provider="none",
                     disaggregation="none")  # fmt: skip
     with warnings.catch_warnings():

@@ -218,7 +218,7 @@ def test_an_option_whose_kv_cache_cannot_hold_the_longest_request_is_ruled_out_b
     prompt = [800] * 31 + [50_000]  # one request longer than an L4's 43,344 tokens of KV cache
     work = capnb.latency.workload(prompt_tokens=prompt, output_tokens=[200] * 32)
     swept = capnb.capacity.sweep_engine(
-        "Llama-3.1-8B", ["L4", "H100-SXM"], [1], work, 2.0, 10.0, metric="ttft", requests=200
+        "Llama-3.1-8B", ["L4", "H100-SXM"], [1], work, 5.0, 10.0, metric="ttft", requests=200
     )
     l4 = swept.sel(gpu="L4", tensor_parallel=1)
     assert str(l4.binding.item()) == "infeasible_memory" and np.isnan(l4.per_instance_qps)

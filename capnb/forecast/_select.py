@@ -419,11 +419,14 @@ def level_shift_in(values: np.ndarray, per_day: int) -> tuple[int, float, float]
     Weekly means (over whole days counted from the series' start, so a weekly cycle cancels):
     the week from a day's start against the week before it, at ``SHIFT_RATIO`` or more (or
     its inverse), with every week wholly on either side within the square root of that jump of
-    the others on its side (so a steady trend is not a shift). The largest such jump; None
-    without one, or with under a week on either side.
+    the others on its side, and the weekly mean moving on each side by under half the day's
+    share of the jump a day (so a steady trend is not a shift: growth of g a day moves the weekly
+    mean g a day on both sides and 7g across a week). The largest such jump; None without one,
+    with under a week on either side, or with one week's mean alone on each (a 14-day trace: two
+    means cannot tell a step from a trend, so one grown 1.7x in its second week is no shift).
     """
     days = values.size // per_day
-    if days < 14:
+    if days < 15:
         return None
     daily = values[: days * per_day].reshape(days, per_day)
     seen = (~np.isnan(daily)).sum(axis=1)
@@ -438,8 +441,12 @@ def level_shift_in(values: np.ndarray, per_day: int) -> tuple[int, float, float]
         jump = abs(logs[day] - logs[day - 7])
         if jump < math.log(SHIFT_RATIO) or (best is not None and jump <= best[0]):
             continue
-        before, after = logs[: day - 6], logs[day:]
-        if max(np.ptp(before), np.ptp(after)) < jump / 2:
+        sides = [side for side in (logs[: day - 6], logs[day:]) if side.size > 1]
+        if not sides:  # a week's mean alone on each side
+            continue
+        spread = max(np.ptp(side) for side in sides)
+        drift = max(np.ptp(side) / (side.size - 1) for side in sides)
+        if spread < jump / 2 and drift < jump / 14:
             best = (jump, day)
     if best is None:
         return None
