@@ -705,10 +705,11 @@ def _check_within(demand, problem: dict, names, slots) -> None:
         )
     pairs = [(b, p) for b in range(q.shape[0]) for p in range(q.shape[1]) if serves[b, p]]
     rate = np.where(kept, 1.0, keep)  # a spot-only pool serves its surviving share
+    # the same constraints every slot: each bin's rate served, each GPU's limit held
+    ask = np.array([[1.0 * (b == c) for c, _ in pairs] for b in range(q.shape[0])])
+    use = np.array([[g[p] / (q[b, p] * rate[p]) * (gpus[p] == gpu) for b, p in pairs]
+                    for gpu in limits])  # fmt: skip
     for s in range(demand.shape[1]):
-        ask = np.array([[1.0 * (b == c) for c, _ in pairs] for b in range(q.shape[0])])
-        use = np.array([[g[p] / (q[b, p] * rate[p]) * (gpus[p] == gpu) for b, p in pairs]
-                        for gpu in limits])  # fmt: skip
         solved = linprog(np.zeros(len(pairs)), A_ub=use, b_ub=list(limits.values()), A_eq=ask,
                          b_eq=demand[:, s], bounds=(0, None), method="highs")  # fmt: skip
         if solved.status == 2:
