@@ -730,3 +730,28 @@ def test_requests_sent_together_queue_in_the_front_end_one_at_a_time():
     assert np.all(queued - served < base.max())  # nor waits longer than the batch's own time after
     assert queued[-1] > 4 * base[-1]  # the last waits for all 40 (2 s against 0.4 s of GPU time)
     assert np.all(np.diff(queued) > 0.0)  # first come first served
+
+
+@pytest.mark.parametrize(
+    "kind", ["spread", "ties", "sorted", "reversed", "sample misleads", "small", "few"]
+)
+def test_latency_quantiles_are_numpys_inverse_cdf_whatever_the_order_and_ties(kind):
+    # the kernel brackets each rank with a strided sample over many values (a curve point's
+    # 400,000 gaps) and falls back to selecting over all where the bracket misses: the same
+    # values as numpy's inverted_cdf either way
+    rng = np.random.default_rng(3)
+    n = 5 if kind == "few" else 1000 if kind == "small" else 200_003
+    values = rng.gamma(2.0, 0.01, n)
+    if kind == "ties":  # most gaps equal (one sequence decoding alone)
+        values = np.where(rng.random(n) < 0.9, 0.0071, values)
+    elif kind == "sorted":
+        values.sort()
+    elif kind == "reversed":
+        values = np.sort(values)[::-1].copy()
+    elif kind == "sample misleads":  # every value the strided sample sees is the smallest
+        stride = n // kernels._SAMPLE
+        values[::stride] = 0.0
+    quantiles = np.array([0.5, 0.9, 0.95, 0.99])
+    out = np.empty(4)
+    kernels._quantiles(values.copy(), n, quantiles, out)
+    assert out.tolist() == np.quantile(values, quantiles, method="inverted_cdf").tolist()
