@@ -472,6 +472,14 @@ ROWS = [
         Raises(ConfigError, r"t\.jsonl: no field 'output_length' \(output column\); fields:")),
     Row("trace: a JSON line that is not an object", trace("[1, 2]\n", name="t.jsonl"),
         Raises(ConfigError, r"t\.jsonl, line 1: not a JSON object")),
+    # found with a JSON-lines log of our own whose 51st line wrote a token count as text ("12"):
+    # "pyarrow could not read it as JSON lines (fields of mixed types?)" named no line nor field
+    Row("trace: a JSON line writing a count as text where the others write numbers",
+        trace('{"timestamp": "2026-03-02T00:00:07", "prompt_tokens": 15, "output_tokens": 9}\n'
+              '{"timestamp": "2026-03-02T00:00:09", "prompt_tokens": "12", "output_tokens": 3}\n',
+              name="t.jsonl"),
+        Raises(ConfigError, r"^t\.jsonl, line 2: field 'prompt_tokens' holds a string \('12'\) "
+                            r"where line 1 holds a number")),
     Row("trace: an unknown bundled name", lambda _: data.load_trace("azure-code-2099"),
         Raises(UnknownNameError, r"unknown trace 'azure-code-2099'; closest: azure-code-2023")),
     Row("trace: a number instead of a path", lambda _: data.load_trace(42),

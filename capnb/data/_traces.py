@@ -1049,7 +1049,21 @@ def _warn_rate_columns(path: Path, header) -> list[str]:
     return [note]
 
 
+def _json_kind(value: object) -> str | None:
+    """The JSON type of a value as pyarrow infers a column from it (None: null, any column)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "object"
+
+
 def _diagnose_jsonl(path: Path) -> None:
+    first: dict[str, tuple[str, int]] = {}  # field -> (its JSON type, the line it was first seen)
     with open(path, encoding="utf-8", errors="replace") as handle:  # a bad byte: a JSON error
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -1064,6 +1078,17 @@ def _diagnose_jsonl(path: Path) -> None:
             if not isinstance(record, dict):
                 raise ConfigError(f"{path.name}, line {number}: not a JSON object")
             not_a_query_response(record, f"{path}, line {number}")
+            for field, value in record.items():
+                kind = _json_kind(value)
+                seen = first.setdefault(field, (kind, number)) if kind else (kind, number)
+                if kind and seen[0] != kind:
+                    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+                    raise ConfigError(
+                        f"{path.name}, line {number}: field {field!r} holds a {kind} "
+                        f"({shown}) where line {seen[1]} holds a {seen[0]}: "
+                        "a JSON-lines column takes one type (write every row's "
+                        f"{field!r} as a {seen[0]})"
+                    )
     raise ConfigError(f"{path}: pyarrow could not read it as JSON lines (fields of mixed types?)")
 
 
