@@ -206,6 +206,17 @@ MISTRAL_12B = {"model_type": "mistral", "hidden_size": 5120, "intermediate_size"
                "head_dim": 128, "vocab_size": 131072, "torch_dtype": "bfloat16"}  # fmt: skip
 
 
+def vllm_detailed(concurrency, change=None):
+    """A closed-loop vllm bench serve result with its per-request lists (--save-detailed)."""
+    n = 10 * concurrency
+    run = vllm_run(concurrency, request_throughput=concurrency / 0.19, mean_e2el_ms=190.0,
+                   p99_e2el_ms=200.0, ttfts=[0.1] * n, itls=[[0.01] * 9 for _ in range(n)],
+                   output_lens=[10] * n, input_lens=[500] * n, errors=[""] * n)  # fmt: skip
+    if change:
+        change(run)
+    return run
+
+
 def bench_folder(write, runs):
     """A folder of vllm bench serve results, one file per run: its path."""
     folder = write("bench/.keep", "").parent
@@ -623,6 +634,26 @@ ROWS = [
         Raises(InputError, r"v\.json: a latency curve needs at least 2 concurrency levels")),
     Row("vllm: a number instead of a path", lambda _: data.read_vllm_bench(3),
         Raises(InputError, r"paths must be a path or a list of paths, got 3")),
+    # found with vllm bench serve results of our own: a null among the per-request TTFTs ended in
+    # numpy's "ValueError: cannot convert float NaN to integer", and a TTFT of -0.5 s was read
+    # into the curve (its run's mean TTFT 0.0567 s where the other requests measured 0.0577 s)
+    Row("vllm: a null among the per-request TTFTs",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_detailed(2), vllm_detailed(4, lambda r: r["ttfts"].__setitem__(7, None))])),
+        Raises(ConfigError, r"run1\.json: ttfts\[7\] is not a latency in seconds \(None\)")),
+    Row("vllm: a negative per-request TTFT",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_detailed(2), vllm_detailed(4, lambda r: r["ttfts"].__setitem__(7, -0.5))])),
+        Raises(ConfigError, r"run1\.json: ttfts\[7\] is not a latency in seconds \(-0\.5\)")),
+    Row("vllm: a negative inter-token gap",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_detailed(2), vllm_detailed(4, lambda r: r["itls"][3].__setitem__(1, -0.02))])),
+        Raises(ConfigError, r"run1\.json: itls\[3\]\[1\] is not a latency in seconds "
+                            r"\(-0\.02\)")),
+    Row("vllm: a negative prompt length",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_detailed(2), vllm_detailed(4, lambda r: r["input_lens"].__setitem__(3, -5))])),
+        Raises(ConfigError, r"run1\.json: input_lens\[3\] is not a token count \(-5\)")),
     Row("guidellm: no successful request",
         guidellm(_bench(1, "metrics.request_totals.successful", 0)),
         Raises(ConfigError, r"benchmarks\.json benchmarks\[1\]: field "

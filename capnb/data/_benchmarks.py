@@ -578,6 +578,20 @@ def _detailed(record: Mapping, where: str) -> dict | None:
     for i, out in enumerate(outs):
         if isinstance(out, bool) or not isinstance(out, int | float) or not out >= 0:
             raise ConfigError(f"{where}: output_lens[{i}] is not a token count ({out!r})")
+    for i, count in enumerate(inputs if isinstance(inputs, list) else []):
+        if isinstance(count, bool) or not isinstance(count, int | float) or not count >= 0:
+            raise ConfigError(f"{where}: input_lens[{i}] is not a token count ({count!r})")
+    _latencies(ttfts, "ttfts", where, errors)
+    if isinstance(latencies, list) and len(latencies) == len(ttfts):
+        _latencies(latencies, "latencies", where, errors)
+    for i, gaps in enumerate(itls):
+        if errors[i]:
+            continue
+        if not isinstance(gaps, list):
+            raise ConfigError(f"{where}: itls[{i}] is not a list of gaps in seconds ({gaps!r})")
+        for j, gap in enumerate(gaps):
+            if not _seconds(gap):
+                raise ConfigError(f"{where}: itls[{i}][{j}] is not a latency in seconds ({gap!r})")
     failed = [i for i in range(len(ttfts)) if errors[i]]
     empty = [i for i in range(len(ttfts)) if not errors[i] and outs[i] == 0]
     ok = [i for i in range(len(ttfts)) if not errors[i] and outs[i] > 0]
@@ -604,6 +618,19 @@ def _detailed(record: Mapping, where: str) -> dict | None:
         "prompt_tokens": prompt,
         "output_tokens": float(out.mean()),
     }
+
+
+def _seconds(value: object) -> bool:
+    """A per-request latency of ``--save-detailed``: a finite number of seconds, at least 0."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value >= 0
+
+
+def _latencies(values: list, name: str, where: str, errors: list) -> None:
+    """Each request's latency in ``values`` (a failed request's is not read): seconds >= 0."""
+    for i, value in enumerate(values):
+        if not errors[i] and not _seconds(value):
+            raise ConfigError(f"{where}: {name}[{i}] is not a latency in seconds ({value!r})")
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
