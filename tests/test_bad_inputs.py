@@ -662,6 +662,13 @@ ROWS = [
         guidellm(_bench(0, "metrics.time_to_first_token_ms.successful.percentiles.p99", None)),
         Raises(ConfigError, r"benchmarks\.json benchmarks\[0\]: missing field "
                r"'metrics\.time_to_first_token_ms\.successful\.percentiles\.p99'")),
+    # found with a GuideLLM report of our own at three rates: a prompt_token_count mean of -1024 in
+    # the second benchmark was read, and the curve's workload averaged 341.3 prompt tokens
+    Row("guidellm: a negative mean prompt length",
+        guidellm(_bench(1, "metrics.prompt_token_count.successful.mean", -1024.0)),
+        Raises(ConfigError, r"benchmarks\.json benchmarks\[1\]: field "
+               r"'metrics\.prompt_token_count\.successful\.mean' is -1024\.0, not a mean token "
+               r"count \(>= 0\)")),
     Row("guidellm: a schema version it does not know",
         guidellm(lambda r: r["metadata"].update(version=3)),
         Raises(ConfigError, r"benchmarks\.json: field 'metadata\.version' is 3 \(written by "
@@ -705,6 +712,16 @@ ROWS = [
                        'Output Sequence Length (tokens),",0\n'), concurrency=[1]),
         Raises(ConfigError, r"a\.csv row 'Output Sequence Length \(tokens\)': 2 fields where the "
                             r"header has 3 \(metric, min, avg\): an unclosed quote")),
+    # found with AIPerf exports of our own at concurrency 4, 16 and 64: an Output Sequence Length
+    # of -256 tokens in the second was read, and the curve's workload averaged 85.3 output tokens
+    # (256, -256 and 256) where the runs measured 256
+    Row("aiperf: a negative mean output length",
+        lambda w: data.read_aiperf({
+            4: w("c4.csv", AIPERF_RUN),
+            16: w("c16.csv", AIPERF_RUN.replace("Output Sequence Length (tokens),96.85",
+                                                "Output Sequence Length (tokens),-96.85"))}),
+        Raises(ConfigError, r"c16\.csv row 'Output Sequence Length \(tokens\)': avg is -96\.85, "
+                            r"not a mean token count \(>= 0\)")),
     # a per-run export given no concurrency is placed by Little's law (a run at a request rate)
     Row("aiperf: one per-run export without its concurrency",
         lambda _: data.read_aiperf(FIXTURES / "aiperf" / "profile_export_aiperf.csv"),

@@ -1239,10 +1239,10 @@ def _aiperf_run(path: Path) -> dict:
             match = _NAME_UNIT.match(row[0].strip())
             name = (match.group(1) if match else row[0]).strip().lower()
             if name in ("output sequence length", "num output token"):
-                output = _cell(row[header.index("avg")], where)
+                output = _token_mean(_cell(row[header.index("avg")], where), where, "avg")
                 continue
             if name in ("input sequence length", "num input token"):
-                prompt = _cell(row[header.index("avg")], where)
+                prompt = _token_mean(_cell(row[header.index("avg")], where), where, "avg")
                 continue
             metric = _AIPERF_NAMES.get(name)
             if metric is None:
@@ -1477,7 +1477,7 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
                     continue
                 stat, _, metric_name = words.partition(" ")
                 if metric_name == "output sequence length" and stat == "avg.":
-                    output = _cell(cell, where)
+                    output = _token_mean(_cell(cell, where), where, key)
                 metric = _AIPERF_NAMES.get(metric_name)
                 if metric and re.fullmatch(r"p\d+", stat):
                     latency[(metric, float(stat[1:]) / 100)] = float(
@@ -1601,6 +1601,18 @@ def _real(record: object, dotted: str, where: str) -> float:
     return float(value)
 
 
+def _token_mean(value: float, where: str, what: str) -> float:
+    """A run's mean prompt or output length: tokens, >= 0 (NaN where the export left it empty)."""
+    if value < 0:
+        raise ConfigError(f"{where}: {what} is {value!r}, not a mean token count (>= 0)")
+    return value
+
+
+def _guidellm_tokens(bench: object, kind: str, where: str) -> float:
+    field = f"metrics.{kind}_token_count.successful.mean"
+    return _token_mean(_real(bench, field, where), where, f"field {field!r}")
+
+
 def _guidellm_run(bench: object, where: str) -> dict:
     """One GuideLLM benchmark: strategy, successful requests' latencies (s) and means, lengths."""
     kind = _field(bench, "config.strategy.type_", where)
@@ -1647,8 +1659,8 @@ def _guidellm_run(bench: object, where: str) -> dict:
         # the duration-weighted mean of GuideLLM's rate distribution: successful requests / the
         # measured window (schemas/statistics.py, rate_distribution_from_timings)
         "qps": _real(bench, "metrics.requests_per_second.successful.mean", where),
-        "prompt_tokens": _real(bench, "metrics.prompt_token_count.successful.mean", where),
-        "output_tokens": _real(bench, "metrics.output_token_count.successful.mean", where),
+        "prompt_tokens": _guidellm_tokens(bench, "prompt", where),
+        "output_tokens": _guidellm_tokens(bench, "output", where),
         "requests": int(ok),
         "sent": int(_real(bench, "metrics.request_totals.total", where)),
         "errored": _number(totals, "errored", f"{where} (metrics.request_totals)", required=False),
