@@ -1182,3 +1182,35 @@ def test_layer_parameters_are_qwens_non_embedding_parameters():
         spec = load_model(name)
         assert spec.parameters == pytest.approx(total, rel=0.01)
         assert spec.layer_parameters == pytest.approx(non_embedding, rel=0.005)
+
+
+def test_tensor_parallel_that_splits_a_quantization_group_is_refused():
+    # vLLM refuses a degree whose shard of a quantized weight's input is not whole groups
+    # (AWQ/GPTQ group_size; FP8 weight_block_size): Qwen2.5-72B's 29,568-wide MLP splits its
+    # 128-weight AWQ groups at TP 2 (14,784 = 115.5 groups), which is why the published AWQ
+    # checkpoint pads it to 29,696; Qwen3-235B-A22B-FP8's 1,536-wide experts at TP 8 (192).
+    qwen25 = {
+        "model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "vocab_size": 152064, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+        "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128},
+    }  # fmt: skip
+    awq = parse(qwen25)
+    assert awq.valid_tensor_parallel(1) is None
+    for tp in (2, 4, 8):
+        reason = awq.valid_tensor_parallel(tp)
+        assert reason and "intermediate_size=29568" in reason and "group_size" in reason, tp
+    with pytest.raises(InputError, match="14784 per GPU"):
+        awq.check_tensor_parallel(2)
+    padded = parse({**qwen25, "intermediate_size": 29696})
+    assert [padded.valid_tensor_parallel(tp) for tp in (1, 2, 4, 8)] == [None] * 4
+    base = load_model("Qwen3-235B-A22B").config
+    fp8 = parse(
+        {**base, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    )
+    assert fp8.valid_tensor_parallel(4) is None
+    reason = fp8.valid_tensor_parallel(8)
+    assert reason and "moe_intermediate_size=1536" in reason and "weight_block_size" in reason
+    assert load_model("Qwen3-235B-A22B").valid_tensor_parallel(8) is None  # bf16: no groups
+    for name in ("DeepSeek-V3", "Kimi-K2"):
+        assert load_model(name).valid_tensor_parallel(8) is None

@@ -136,6 +136,10 @@ class ModelSpec:
     unquantized_shared_experts: bool = False
     unquantized_dense_mlp: bool = False
     weight_scale_bytes: float = 0.0
+    #: Weights sharing one quantization scale, (output rows, input columns), that a
+    #: tensor-parallel shard of an MLP or expert weight must hold whole, as vLLM requires: FP8's
+    #: ``weight_block_size``, AWQ/GPTQ's ``(0, group_size)``; ``(0, 0)`` where nothing is grouped.
+    weight_group: tuple[int, int] = (0, 0)
     vision_parameters: int = 0
     qkv_bias: bool = False
     extra_norm_parameters: int = 0
@@ -428,6 +432,34 @@ class ModelSpec:
                     f"tensor_parallel={tensor_parallel} is not a multiple of the {kv} KV heads of "
                     f"{self.name} (needed to replicate them evenly)"
                 )
+        return self._splits_weight_group(tensor_parallel)
+
+    def _splits_weight_group(self, tensor_parallel: int) -> str | None:
+        """Why ``tensor_parallel`` splits a quantization group of an MLP or expert weight, or None.
+
+        vLLM shards the gate/up projections' output and the down projection's input; a shard
+        that is not whole groups (``weight_group``) is an error at load ("not divisible by weight
+        quantization block", "input size is not aligned with the quantized weight shape").
+        """
+        rows, columns = self.weight_group
+        if tensor_parallel == 1 or not (rows or columns):
+            return None
+        sizes = []
+        if (not self.is_moe or self.moe_layers < self.layers) and not self.unquantized_dense_mlp:
+            sizes.append(("intermediate_size", self.intermediate_size))
+        if self.is_moe:
+            expert = ("moe_intermediate_size", self.moe_intermediate_size)
+            sizes.append(expert if expert[1] else ("intermediate_size", self.intermediate_size))
+        key = "weight_block_size" if rows else "group_size"
+        for name, size in sizes:
+            per_gpu = size / tensor_parallel
+            for group in {rows, columns} - {0}:
+                if per_gpu % group:
+                    return (
+                        f"tensor_parallel={tensor_parallel} splits the quantization groups of "
+                        f"{self.name}: {name}={size} is {per_gpu:g} per GPU, not a multiple of "
+                        f"quantization_config.{key}'s {group} weights (vLLM refuses to load it)"
+                    )
         return None
 
     def check_tensor_parallel(self, tensor_parallel: int) -> None:
@@ -1031,6 +1063,30 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     group = _positive_int(group, f"quantization_config.{key}", source)
     zero = DTYPE_BYTES[weight_dtype] if method == "gptq" or quant.get("zero_point", True) else 0.0
     return (2.0 + zero) / group
+
+
+def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int, int]:
+    """The (output rows, input columns) sharing a scale: FP8 blocks, AWQ/GPTQ groups (0, 0: none)."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping):
+        return (0, 0)
+    method = str(quant.get("quant_method", "")).lower()
+    block = quant.get("weight_block_size")
+    if method == "fp8" and block is not None:
+        if not isinstance(block, (list, tuple)) or len(block) != 2:
+            raise ConfigError(
+                f"{source}: field 'quantization_config.weight_block_size' must be two integers "
+                f"(output rows, input columns), got {block!r}"
+            )
+        key = "quantization_config.weight_block_size"
+        return (_positive_int(block[0], key, source), _positive_int(block[1], key, source))
+    if method not in {"awq", "gptq"} or weight_dtype not in {"int4", "int8"}:
+        return (0, 0)
+    key = "group_size" if quant.get("group_size") is not None else "q_group_size"
+    group = quant.get(key)
+    if group is None or group == -1:
+        return (0, 0)
+    return (0, _positive_int(group, f"quantization_config.{key}", source))
 
 
 def _weight_schemes(quant: Mapping, source: str) -> dict[str, Mapping]:
@@ -1784,6 +1840,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         unquantized_shared_experts=unquantized["shared_experts"],
         unquantized_dense_mlp=unquantized["dense_mlp"],
         weight_scale_bytes=_scale_bytes(config, weight_dtype, source),
+        weight_group=_weight_group(config, weight_dtype, source),
         vision_parameters=vision,
         qkv_bias=model_type in _QKV_BIAS
         or (model_type == "qwen2_moe" and config.get("qkv_bias", True) is not False),
