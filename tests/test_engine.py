@@ -75,9 +75,11 @@ def test_kernel_matches_the_python_simulator(case):
     cached = (c["hit"] * prompt).astype(np.int64)
     model, gpu, calibration = _vectors(c["tp"])
     if c["moe"]:  # half the weights in 8 routed experts, 2 per token, read at 60 % of HBM's share
-        model = np.append(model, [0.5 * model[1], 8.0, 2.0])
+        # (their FLOP a token a third of the layers', computed at half the compute efficiency)
+        model = np.append(model, [0.5 * model[1], 8.0, 2.0, model[0] / 3.0])
         calibration = calibration.copy()
         calibration[7] = 0.6
+        calibration[9] = 0.5
     if c["overhead"] is not None:
         calibration = calibration.copy()
         calibration[6] = c["overhead"]
@@ -402,6 +404,43 @@ def test_routed_experts_read_at_their_own_share_of_the_hbm_efficiency():
                                         moe_features)  # fmt: skip
 
 
+def test_routed_experts_compute_at_their_own_share_of_the_compute_efficiency():
+    # the routed experts' FLOP a token (expert_flop, part of the layer FLOP) count
+    # 1 / expert_compute_efficiency times in a compute-bound step (8,192 prompt tokens); a decode
+    # step of one token stays bound by its reads; a nine-value calibration computes them as dense
+    model, gpu, calibration = _vectors(1)
+    moe = np.append(model, [0.5 * model[1], 8.0, 2.0, model[0] / 3.0])
+    out = np.empty(len(kernels.FEATURES))
+    tokens = 8192.0
+    at = {}
+    for share in (1.0, 0.4):
+        c = calibration.copy()
+        c[9] = share
+        at[share] = kernels.step_time(tokens, tokens, tokens, 1.0, moe, gpu, 1, c, out)
+        assert out[0] > 0.0  # compute-bound
+    extra = model[0] / 3.0 * tokens * (1.0 / 0.4 - 1.0) / gpu[0] / calibration[0]
+    assert at[0.4] - at[1.0] == pytest.approx(extra, rel=1e-9)
+    assert at[1.0] == kernels.step_time(tokens, tokens, tokens, 1.0, moe, gpu, 1, calibration[:9],
+                                        out)  # fmt: skip
+    decode = {}
+    for share in (1.0, 0.4):
+        c = calibration.copy()
+        c[9] = share
+        decode[share] = kernels.step_time(1.0, 1.0, 1000.0, 1.0, moe, gpu, 1, c, out)
+    assert decode[0.4] == decode[1.0]  # (one token's arithmetic hides under its reads)
+
+
+def test_expert_flop_is_the_routed_experts_share_of_the_active_layer_flop():
+    # gpt-oss-120b: 36 layers of 128 experts, 4 a token; each expert 3 x 2880 x 2880 weights
+    # (gate, up, down) and its biases: 4 x 36 x that x 2 FLOP a token (of 2 x layer_parameters)
+    spec = load_model("gpt-oss-120b")
+    vector = _engine_model_vector(spec, 2)
+    expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
+    assert vector[kernels.MODEL_FIELDS.index("expert_flop")] == 2.0 * 36 * 4 * expert / 2
+    assert 0.5 < vector[-1] / vector[0] < 1.0  # most of a token's layer FLOP are its experts'
+    assert _engine_model_vector(SPEC, 1)[-4:].tolist() == [0.0, 0.0, 0.0, 0.0]  # dense
+
+
 def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of_experts():
     from capnb.data import load_measurements
     from capnb.latency import _fit
@@ -418,16 +457,19 @@ def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of
     layout = _fit.layout_of(mixed, pooled=False)
     assert layout.expert
     positions = {layout.columns(g, e)[7] for g in layout.gpus for e in layout.engines}
-    assert positions == {layout.size - 1}  # one value, shared by every GPU and engine
+    assert positions == {layout.size - 2}  # one value, shared by every GPU and engine
+    arithmetic = {layout.columns(g, e)[9] for g in layout.gpus for e in layout.engines}
+    assert arithmetic == {layout.size - 1}  # and their arithmetic's share, one value too
     # a dense model's own runs keep the prior's share (they say nothing about routed experts)
     from capnb.latency import _own
 
     prior = latency.engine_calibration("A100-80GB", "sglang")
     prior = cal.Calibration(**{**{k: getattr(prior, k) for k in kernels.CALIBRATION_FIELDS},
-                               "expert_efficiency": 0.42}, fitted_on="test")  # fmt: skip
+                               "expert_efficiency": 0.42, "expert_compute_efficiency": 0.31},
+                          fitted_on="test")  # fmt: skip
     one_gpu = [pt for pt in dense if pt.gpu == "A100-80GB"]
     own = _own.fit_own(one_gpu, prior)
-    assert own.expert_efficiency == 0.42
+    assert (own.expert_efficiency, own.expert_compute_efficiency) == (0.42, 0.31)
 
 
 def test_each_gpu_fits_its_own_interconnect_efficiency():

@@ -54,6 +54,8 @@ def step_seconds_python(
         # read at their own share of the HBM efficiency (1 when the calibration has no such value)
         share = float(calibration[7]) if len(calibration) > 7 else 1.0
         read = weights - expert_bytes + expert_bytes * touched / share
+        if len(model) > 12 and len(calibration) > 9:  # their arithmetic at its own share too
+            flop_per_token += float(model[12]) * (1.0 / float(calibration[9]) - 1.0)
     # the LM head once per scheduled sequence (its sampled position), the layers at every token
     compute = (flop_per_token * tokens + head * sequences + 4.0 * layers * width * pairs) / flops
     memory = (read + kv_per_token * kv_read) / bandwidth

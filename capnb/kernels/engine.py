@@ -129,9 +129,13 @@ FULL_LENGTH = (1.0, 0.0, 0.0)
 #: Scheduling policies (``settings[7]``), in code order.
 POLICIES = ("mixed", "prefill_first")
 #: The engine's model vector: the analytic model's fields, then the routed experts' weight
-#: bytes per GPU (0 for a dense model), the experts and the experts each token is routed to.
-MODEL_FIELDS = (*_latency_model_fields, "expert_bytes", "experts", "experts_per_token")
-_EXPERT_BYTES, _EXPERTS, _EXPERTS_PER_TOKEN = range(len(_latency_model_fields), len(MODEL_FIELDS))
+#: bytes per GPU (0 for a dense model), the experts, the experts each token is routed to and
+#: the FLOP per token per GPU of the routed experts it is routed to (part of the layer FLOP).
+MODEL_FIELDS = (*_latency_model_fields, "expert_bytes", "experts", "experts_per_token",
+                "expert_flop")  # fmt: skip
+_EXPERT_BYTES, _EXPERTS, _EXPERTS_PER_TOKEN, _EXPERT_FLOP = range(
+    len(_latency_model_fields), len(MODEL_FIELDS)
+)
 #: Metrics of the outputs, in order.
 METRICS = ("ttft", "tpot", "itl", "e2e")
 #: Order of the ``stats`` output: requests/s and output tokens/s completed (by any request) from the
@@ -147,8 +151,11 @@ _NF = 7
 #: each request's TTFT outside the steps (tokenising, the server's queues, the network), then the
 #: share of the HBM efficiency the routed experts' weight reads reach (1: a dense read; a
 #: seven-value vector reads them as dense), then the seconds each request holds the server's one
-#: front-end process (a FIFO server before the scheduler: an eight-value vector has none).
-CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency", "frontend_s")
+#: front-end process (a FIFO server before the scheduler: an eight-value vector has none), then
+#: the share of the compute efficiency the routed experts' arithmetic reaches (1: dense; a
+#: nine-value vector computes them as dense).
+CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency", "frontend_s",
+                      "expert_compute_efficiency")  # fmt: skip
 
 # columns of the per-slot integer state ``req``
 _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
@@ -170,15 +177,19 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
     layers, attention_width, hidden, head = model[3], model[4], model[5], model[6]
     flops, bandwidth, interconnect = gpu[0], gpu[1], gpu[2]
     read = weights
+    layer_flop = flop_per_token
     experts = model[_EXPERT_BYTES] if model.shape[0] > _EXPERTS_PER_TOKEN else 0.0
     if experts > 0.0:  # routed experts: only those the tokens touch
         touched = 1.0 - (1.0 - model[_EXPERTS_PER_TOKEN] / model[_EXPERTS]) ** tokens
         # read at their own share of the GPU's HBM efficiency (grouped expert kernels)
         share = calibration[7] if calibration.shape[0] > 7 else 1.0
         read = weights - experts + experts * touched / share
+        # and computed at their own share of its compute efficiency
+        if model.shape[0] > _EXPERT_FLOP and calibration.shape[0] > 9:
+            layer_flop += model[_EXPERT_FLOP] * (1.0 / calibration[9] - 1.0)
     # the LM head at each scheduled sequence's sampled position (a prompt's chunk that ends
     # before its last token samples nothing: counted all the same, a bound of one per sequence)
-    flop = flop_per_token * tokens + head * sequences + 4.0 * layers * attention_width * pairs
+    flop = layer_flop * tokens + head * sequences + 4.0 * layers * attention_width * pairs
     compute = flop / flops
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:

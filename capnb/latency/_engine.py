@@ -88,12 +88,13 @@ def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
     base = _calibration.model_vector(spec, tensor_parallel, kv_dtype=kv_dtype,
                                      weight_dtype=weight_dtype)  # fmt: skip
     if not spec.is_moe or spec.moe_layers == 0:
-        return np.append(base, [0.0, 0.0, 0.0])
+        return np.append(base, [0.0, 0.0, 0.0, 0.0])
     expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
     routed = spec.moe_layers * spec.experts * expert
     per_parameter = spec.weight_bytes(weight_dtype) / spec.parameters
     expert_bytes = routed * per_parameter / tensor_parallel
-    return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token)])
+    flop = 2.0 * spec.moe_layers * spec.experts_per_token * expert / tensor_parallel
+    return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token), flop])
 
 
 def profile_settings(gpu: str, settings: EngineSettings | None = None) -> tuple[int, int]:

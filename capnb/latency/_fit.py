@@ -19,8 +19,9 @@ every trial calibration simulates every measured point, each figure's error is
 differences over the groups a figure depends on. Each GPU's efficiencies and each engine's
 overheads are pulled towards those pooled over every GPU and engine (one penalty row each,
 :data:`PRIOR_WEIGHT`), so a group measured by few figures stays near the pooled values unless its
-figures agree otherwise. The routed experts' share of the HBM efficiency is one value for every
-GPU and engine, fitted when a fitted run serves a mixture of experts (1, a dense read, otherwise).
+figures agree otherwise. The routed experts' shares of the HBM and of the compute efficiency are
+one value each for every GPU and engine, fitted when a fitted run serves a mixture of experts
+(1, a dense read and product, otherwise).
 Runs the step model does not express (attention data parallelism, :func:`expressed`) are predicted
 and scored but never fitted.
 
@@ -85,7 +86,8 @@ _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_paralle
            "input_tokens", "output_tokens", "mode")  # fmt: skip
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
-          "request_overhead_s": 0.03, "expert_efficiency": 0.7, "frontend_s": 1e-3}  # fmt: skip
+          "request_overhead_s": 0.03, "expert_efficiency": 0.7, "frontend_s": 1e-3,
+          "expert_compute_efficiency": 0.7}  # fmt: skip
 
 
 @dataclass
@@ -552,8 +554,9 @@ class Layout:
     sequence and all-reduce overheads and, when ``request`` is set, the per-request overhead
     (in parallel) and the front end's seconds a request (serial);
     last, when ``expert`` is set (a fitted run serves a mixture of experts), the routed experts'
-    share of the HBM efficiency, shared by every group. A field not fitted is held at
-    :data:`_HELD` (0 s of request overhead, experts read as dense weights).
+    shares of the HBM and of the compute efficiency, shared by every group. A field not fitted
+    is held at :data:`_HELD` (0 s of request overhead, experts read and computed as dense
+    weights).
     """
 
     gpus: dict  # gpu -> group index
@@ -576,17 +579,18 @@ class Layout:
 
     @property
     def size(self) -> int:
-        return 3 * self.n_gpu + self.per_engine * self.n_engine + int(self.expert)
+        return 3 * self.n_gpu + self.per_engine * self.n_engine + 2 * int(self.expert)
 
     def columns(self, gpu: str, engine: str) -> list[int]:
-        """The nine calibration fields' positions (-1: held at :data:`_HELD`)."""
+        """The ten calibration fields' positions (-1: held at :data:`_HELD`)."""
         g, e = self.gpus[gpu], self.engines[engine]
         first = 3 * self.n_gpu + self.per_engine * e
         overheads = [first + k for k in range(3)]
         request = first + 3 if self.request else -1
         frontend = first + 4 if self.request else -1
-        expert = self.size - 1 if self.expert else -1
-        return [3 * g, 3 * g + 1, 3 * g + 2, *overheads, request, expert, frontend]
+        reads = self.size - 2 if self.expert else -1
+        arithmetic = self.size - 1 if self.expert else -1
+        return [3 * g, 3 * g + 1, 3 * g + 2, *overheads, request, reads, frontend, arithmetic]
 
     def vector(self, x: np.ndarray, gpu: str, engine: str) -> np.ndarray:
         return np.array([x[c] if c >= 0 else held
@@ -611,13 +615,14 @@ class Layout:
         return x
 
 
-#: Bounds of the nine calibration fields in a fit (efficiencies; seconds; a share; seconds).
+#: Bounds of the ten calibration fields in a fit (efficiencies; seconds; a share; seconds; a
+#: share).
 _BOUNDS = ((0.05, 1.0), (0.05, 1.0), (0.05, 1.0), (0.0, 0.05), (0.0, 2e-3), (0.0, 5e-4),
-           (0.0, 2.0), (0.05, 1.0), (0.0, 0.1))  # fmt: skip
+           (0.0, 2.0), (0.05, 1.0), (0.0, 0.1), (0.05, 1.0))  # fmt: skip
 #: Their scales (the size of a typical change), for the optimiser and the prior's pull.
-_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2, 2e-3])
-#: The values of the fields a layout does not fit (the request's overheads, the experts' share).
-_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2, 2e-3, 0.2])
+#: The values of the fields a layout does not fit (the request's overheads, the experts' shares).
+_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0)
 
 
 #: Where the routed experts' weight bytes sit in the engine's model vector.
@@ -709,7 +714,7 @@ def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=No
 
     ``max_evaluations`` bounds the trial calibrations (each also costs a finite-difference
     Jacobian: one simulation of every point per group of parameters no figure shares).
-    ``scales`` (nine values, one per calibration field; None: :data:`_SCALES`) set each field's
+    ``scales`` (ten values, one per calibration field; None: :data:`_SCALES`) set each field's
     typical change: the optimiser's steps and the size of a move the prior's pull counts as one.
 
     Returns ``({(gpu, engine): Calibration}, x, layout, evaluations)``.
@@ -827,8 +832,8 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
     """The fitted calibration a point is predicted with, and what was missing from the fit.
 
     A GPU or engine no fitted figure measured takes the pooled values for its part (efficiencies
-    or overheads); the routed experts' share of the HBM efficiency is the one every group shares
-    (1 when no fitted run served a mixture of experts). Returns ``(Calibration, gpu_seen,
+    or overheads); the routed experts' shares of the HBM and compute efficiencies are those every
+    group shares (1 when no fitted run served a mixture of experts). Returns ``(Calibration, gpu_seen,
     engine_seen)``.
     """
     gpus = {g for g, _ in per_group}
@@ -840,8 +845,9 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
     else:
         efficiencies = pooled_values[:3]
     source = per_group[(next(iter(gpus)), pt.engine_id)] if engine_seen else pooled
-    overheads = [*source.engine_array()[3:7], next(iter(per_group.values())).expert_efficiency,
-                 source.frontend_s]  # fmt: skip
+    shared = next(iter(per_group.values()))
+    overheads = [*source.engine_array()[3:7], shared.expert_efficiency, source.frontend_s,
+                 shared.expert_compute_efficiency]  # fmt: skip
     fields = dict(zip(kernels.CALIBRATION_FIELDS, (float(v) for v in (*efficiencies, *overheads)),
                       strict=True))  # fmt: skip
     cal = _calibration.Calibration(**fields, fitted_on=pooled.fitted_on)

@@ -20,7 +20,7 @@ GPU_FIELDS = ("compute_efficiency", "bandwidth_efficiency", "interconnect_effici
 ENGINE_FIELDS = ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
                  "request_overhead_s", "frontend_s")  # fmt: skip
 #: Fields every GPU and engine shares in a fit (stored once).
-SHARED_FIELDS = ("expert_efficiency",)
+SHARED_FIELDS = ("expert_efficiency", "expert_compute_efficiency")
 
 
 @functools.cache
@@ -37,6 +37,7 @@ def from_record(record: dict, label: str) -> _calibration.Calibration:
     fields["request_overhead_s"] = float(record.get("request_overhead_s", 0.0))
     fields["expert_efficiency"] = float(record.get("expert_efficiency", 1.0))
     fields["frontend_s"] = float(record.get("frontend_s", 0.0))  # (fits before it had none)
+    fields["expert_compute_efficiency"] = float(record.get("expert_compute_efficiency", 1.0))
     return _calibration.Calibration(**fields, fitted_on=label)
 
 
@@ -44,7 +45,7 @@ def from_fold(fit: dict, gpu: str, engine: str, label: str = "") -> _calibration
     """A GPU and engine's calibration from a stored fit.
 
     The GPU's efficiencies if it was fitted, the engine's overheads if it was fitted, the pooled
-    values otherwise; the values every group shares (the routed experts' efficiency) as fitted.
+    values otherwise; the values every group shares (the routed experts' efficiencies) as fitted.
     """
     gpu_part = fit["gpus"].get(gpu, fit["pooled"])
     engine_part = fit["engines"].get(engine, fit["pooled"])

@@ -70,6 +70,7 @@ def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
                                           strict=True)}  # fmt: skip
     if not layout.expert:  # runs of a dense model say nothing of the routed experts
         fields["expert_efficiency"] = prior.expert_efficiency
+        fields["expert_compute_efficiency"] = prior.expert_compute_efficiency
     return _calibration.Calibration(
         **fields, fitted_on=label or f"own runs ({len(pts)} loads; prior: {prior.fitted_on})",
         points=cal.points, fit_error=cal.fit_error,

@@ -71,6 +71,11 @@ class Calibration:
         Seconds each request holds the server's one front-end process before the scheduler sees
         it (one request at a time, first come first served: requests sent together queue
         there); the engine model's only.
+    expert_compute_efficiency
+        Share (0, 1] of ``compute_efficiency`` that a mixture of experts' routed-expert
+        arithmetic reaches (grouped expert kernels, and a quantised format's dequantising; 1:
+        computed as dense layers, the value where no mixture-of-experts run was fitted); the
+        engine model's only, no effect on a dense model.
     fitted_on
         What the values were fitted on (source and selection).
     points
@@ -93,6 +98,7 @@ class Calibration:
     request_overhead_s: float = 0.0
     expert_efficiency: float = 1.0
     frontend_s: float = 0.0
+    expert_compute_efficiency: float = 1.0
     fitted_on: str = "given"
     points: int = 0
     fit_error: float = math.nan
@@ -103,12 +109,12 @@ class Calibration:
         rows = tuple((str(m), str(s), float(e), int(n)) for m, s, e, n in self.run_errors)
         object.__setattr__(self, "run_errors", rows)
         for name in (*kernels.CALIBRATION_FIELDS, "request_overhead_s", "expert_efficiency",
-                     "frontend_s"):  # fmt: skip
+                     "frontend_s", "expert_compute_efficiency"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise InputError(f"Calibration.{name} must be a number, got {value!r}")
         for name in ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency",
-                     "expert_efficiency"):  # fmt: skip
+                     "expert_efficiency", "expert_compute_efficiency"):  # fmt: skip
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(f"Calibration.{name} must be in (0, 1], got {value!r}")
@@ -125,9 +131,10 @@ class Calibration:
         return np.array([getattr(self, name) for name in kernels.CALIBRATION_FIELDS], dtype=float)
 
     def engine_array(self) -> np.ndarray:
-        """The engine model's nine values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
+        """The engine model's ten values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
         return np.append(self.as_array(),
-                         [self.request_overhead_s, self.expert_efficiency, self.frontend_s])  # fmt: skip
+                         [self.request_overhead_s, self.expert_efficiency, self.frontend_s,
+                          self.expert_compute_efficiency])  # fmt: skip
 
     def describe(self) -> str:
         """One line: the efficiencies and overheads, and the fit's error."""
@@ -149,6 +156,11 @@ class Calibration:
             + (
                 f"; routed experts read at {self.expert_efficiency:.0%} of that HBM efficiency"
                 if self.expert_efficiency < 1.0
+                else ""
+            )
+            + (
+                f", computed at {self.expert_compute_efficiency:.0%} of that compute efficiency"
+                if self.expert_compute_efficiency < 1.0
                 else ""
             )
             + f" (fitted on {self.fitted_on}"

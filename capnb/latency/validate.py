@@ -135,7 +135,7 @@ def _record_of(cal) -> dict:
 
 
 def calibration_record(per_group: dict, pooled) -> dict:
-    """A fit as stored: per GPU, per engine, shared by all (the routed experts'), and pooled."""
+    """A fit as stored: per GPU, per engine, shared by all (the routed experts' two), and pooled."""
     gpus, engines, shared = {}, {}, {}
     for (gpu, engine), cal in per_group.items():
         values = _record_of(cal)
@@ -659,12 +659,16 @@ def _calibration_lines(record) -> list[str]:
         "simulated without it.",
     ]
     expert = cal.get("shared", {}).get("expert_efficiency")
+    arithmetic = cal.get("shared", {}).get("expert_compute_efficiency")
     if expert is not None:
+        products = ("" if arithmetic is None else
+                    f", their arithmetic at {arithmetic:.2f} of its compute efficiency")  # fmt: skip
         lines += [
             "",
             f"Routed experts (every GPU and engine): weight reads at {expert:.2f} of the GPU's "
-            "HBM efficiency" + (" (no fitted source serves a mixture of experts: read as dense "
-                                "weights)." if expert == 1.0 else "."),
+            f"HBM efficiency{products}" + (" (no fitted source serves a mixture of experts: "
+                                           "read and computed as dense weights)."
+                                           if expert == 1.0 else "."),
         ]  # fmt: skip
     return lines
 
