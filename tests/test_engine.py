@@ -797,3 +797,14 @@ def test_latency_quantiles_are_numpys_inverse_cdf_whatever_the_order_and_ties(ki
     out = np.empty(4)
     kernels._quantiles(values.copy(), n, quantiles, out)
     assert out.tolist() == np.quantile(values, quantiles, method="inverted_cdf").tolist()
+
+
+def test_an_option_that_cannot_run_keeps_its_whole_binding():
+    # an option the engine sweep skips took the binding of the first option it ran, a 21-character
+    # string column ("infeasible_memory" and "latency" fit it): the sweep and plan.nc read
+    # "invalid_tensor_parall" for Llama-3.1-8B at TP 3 (32 heads), which no reader matched
+    short = latency.workload(prompt_tokens=[300] * 8, output_tokens=[100] * 8)
+    swept = capnb.capacity.sweep_engine("Llama-3.1-8B", ["H100-SXM"], [1, 3], short,
+                                        SLA(e2e_s=30.0), 10.0, requests=100)  # fmt: skip
+    assert swept.binding.sel(tensor_parallel=3).item() == "invalid_tensor_parallel"
+    assert swept.binding.sel(tensor_parallel=1).item() == "measured_range"  # (the curve's top)

@@ -432,7 +432,8 @@ def _stacked(rows: dict, gpus, tensor_parallel, template: xr.Dataset) -> xr.Data
                 for name, var in template.data_vars.items():
                     if var.dtype.kind in "iufb":
                         result[name] = xr.full_like(var, np.nan, dtype=float)
-                result["binding"] = xr.full_like(template.binding, kind)
+                # (its own width: the template's string column may be narrower than the kind)
+                result["binding"] = xr.full_like(template.binding, kind, dtype=np.array(kind).dtype)
             else:
                 result = result.drop_vars(
                     [c for c in ("gpu", "tensor_parallel") if c in result.coords]
