@@ -1214,3 +1214,8 @@ def test_tensor_parallel_that_splits_a_quantization_group_is_refused():
     assert load_model("Qwen3-235B-A22B").valid_tensor_parallel(8) is None  # bf16: no groups
     for name in ("DeepSeek-V3", "Kimi-K2"):
         assert load_model(name).valid_tensor_parallel(8) is None
+    # 4-bit experts: vLLM's moe_wna16 halves the group until the shard holds whole ones
+    awq_moe = parse(
+        {**base, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
+    )
+    assert awq_moe.valid_tensor_parallel(8) is None

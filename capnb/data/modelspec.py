@@ -439,7 +439,9 @@ class ModelSpec:
 
         vLLM shards the gate/up projections' output and the down projection's input; a shard
         that is not whole groups (``weight_group``) is an error at load ("not divisible by weight
-        quantization block", "input size is not aligned with the quantized weight shape").
+        quantization block", "input size is not aligned with the quantized weight shape"). Experts
+        are checked in FP8 blocks only: vLLM's 4-bit MoE kernel (``moe_wna16``) halves an AWQ or
+        GPTQ group until the expert's shard holds whole ones.
         """
         rows, columns = self.weight_group
         if tensor_parallel == 1 or not (rows or columns):
@@ -447,7 +449,7 @@ class ModelSpec:
         sizes = []
         if (not self.is_moe or self.moe_layers < self.layers) and not self.unquantized_dense_mlp:
             sizes.append(("intermediate_size", self.intermediate_size))
-        if self.is_moe:
+        if self.is_moe and rows:
             expert = ("moe_intermediate_size", self.moe_intermediate_size)
             sizes.append(expert if expert[1] else ("intermediate_size", self.intermediate_size))
         key = "weight_block_size" if rows else "group_size"
