@@ -150,13 +150,15 @@ def _none_run(spec, tensor_parallel, unpriced: list[str]) -> InputError:
     return InputError("; ".join([*unpriced, *invalid]))
 
 
-def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, vllm_version):
+def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, vllm_version,
+               settings):  # fmt: skip
     """The error when no option's KV cache holds one sequence (or the longest request) whole.
 
     ``too_long``: the options whose cache holds a sequence of the mean length but not the
     longest request; where there are any, that request is what no option holds.
     """
     from .. import data
+    from ..latency import _engine
     from ..memory._footprint import smallest_degrees
 
     name = data.load_model(model).name
@@ -170,8 +172,13 @@ def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, 
             f"{seq_len:,}-token sequence of the mean length, not that one): give GPUs with more "
             "memory, a higher tensor parallelism, or a KV cache dtype of fp8"
         )
+    # each GPU's KV budget as the engine counted it: its server's profile run (256 sequences on
+    # an L4, where the bucket's 1,024 would leave 70B's weights no room at 8 x L4)
+    hybrid = _engine.hybrid_engine(data.load_model(model), (settings or EngineSettings()).engine)
+    served = {g: _engine.served_accounting(str(g), settings, hybrid=hybrid,
+                                           vllm_version=vllm_version) for g in gpus}  # fmt: skip
     smallest = smallest_degrees(
-        model, gpus, tensor_parallel, seq_len, accounting="vllm", vllm_version=vllm_version
+        model, gpus, tensor_parallel, seq_len, accounting=served, vllm_version=vllm_version
     )
     return InfeasibleError(
         f"infeasible: {where} can hold one {seq_len:,}-token sequence of {name} ({cache}): give "
@@ -312,7 +319,7 @@ def sweep_engine(
         raise _none_run(spec, tensor_parallel, unpriced)  # memory ruled none out: say what did
     if template is None:
         raise _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long,
-                         vllm_version)  # fmt: skip
+                         vllm_version, settings)  # fmt: skip
     out = _stacked(rows, gpus, tensor_parallel, template)
     _say_left_out(out, unpriced, too_long, longest)
     if ratio:

@@ -601,17 +601,20 @@ def smallest_degrees(
     """Where no degree given holds one sequence: each GPU's smallest degree that would, in words.
 
     ``"the smallest tensor-parallel degree that holds the weights and one 1,426-token sequence:
-    16 x L4, 4 x L40S"`` (:func:`max_concurrency`'s ``min_tensor_parallel``); "" when one of the
+    8 x L4, 4 x L40S"`` (:func:`max_concurrency`'s ``min_tensor_parallel``); "" when one of the
     degrees given holds one on some GPU (then memory is not what rules the options out, or not
-    alone).
+    alone). ``accounting`` may map each GPU to its own accounting (a server's profile run on it:
+    vllm serve profiles 256 sequences on an L4, 1,024 on an H100).
     """
-    ds = max_concurrency(
-        model=model, gpu=list(gpus), tensor_parallel=1, seq_len=int(seq_len),
-        accounting=accounting, vllm_version=vllm_version,
-    )  # fmt: skip
-    smallest = ds.min_tensor_parallel.squeeze(["model", "seq_len"], drop=True)
+    each_gpu = accounting if isinstance(accounting, Mapping) else dict.fromkeys(gpus, accounting)
+    found = {}
+    for gpu in gpus:
+        ds = max_concurrency(
+            model=model, gpu=gpu, tensor_parallel=1, seq_len=int(seq_len),
+            accounting=each_gpu[gpu], vllm_version=vllm_version,
+        )  # fmt: skip
+        found[str(ds.gpu.values[0])] = int(ds.min_tensor_parallel.values.ravel()[0])
     degrees = [int(t) for t in tensor_parallel]
-    found = {str(g): int(smallest.sel(gpu=g)) for g in smallest.gpu.values}
     if any(0 < t <= max(degrees) for t in found.values()):
         return ""
     each = [f"{t} x {g}" if t else f"none up to 64 x {g}" for g, t in found.items()]
