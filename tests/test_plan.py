@@ -1657,6 +1657,25 @@ def test_a_model_no_option_can_hold_is_infeasible_with_the_memory_remedy(latency
     assert "1426" not in said, said
 
 
+def test_an_unshardable_degree_in_an_infeasible_analytic_plan_is_named_not_unmodelled():
+    # Llama-3.1-70B at TP 3 and 8 on H100s under a 50 ms TTFT (latency = "model"): TP 3 does not
+    # divide its 64 heads, but the answer said "bindings: infeasible_latency, no_data; the latency
+    # model has no figures for some options", as if a figure were missing; the engine path names it
+    config = planning.read_config({**CHEAPER, "model": "Llama-3.1-70B", "gpus": ("H100-SXM",),
+                                   "tensor_parallel": (3, 8), "latency": "model",
+                                   "sla": {"ttft_s": 0.05}})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        with pytest.raises(planning.PlanError) as raised:
+            planning.build(config)
+    said = str(raised.value)
+    assert "infeasible" in said and "no figures" not in said and "no_data" not in said, said
+    assert (
+        "(bindings: infeasible_latency, invalid_tensor_parallel; tensor_parallel=3 does not divide "
+        "the 64 attention heads of Llama-3.1-70B)" in said
+    ), said
+
+
 def test_a_plan_on_numeric_times_without_a_unit_advises_the_plan_s_setting(tmp_path):
     # a BurstGPT log (seconds from 0) planned without its unit said "say what they count with
     # time_unit='s', ...", an API argument; a plan sets [traffic] time_unit (--time-unit)

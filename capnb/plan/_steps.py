@@ -430,10 +430,17 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
             "GPU to gpus"
         )
     if int(best.feasible_options) == 0:
-        reasons = sorted(set(np.asarray(cap.binding.values).ravel().tolist()))
+        # the analytic sweep marks a degree that cannot shard the model no_data: name it as such
+        unshardable = _unshardable_degrees(cfg, cap)
+        binding = cap.binding.where(
+            ~cap.tensor_parallel.isin(list(unshardable)), "invalid_tensor_parallel"
+        )
+        reasons = sorted(set(np.asarray(binding.values).ravel().tolist()))
         if reasons == ["no_data"]:  # not one option could be modelled: say why, not "relax"
             raise PlanError(f"no latency for any option: {unmodelled(cap)}")
-        why = unmodelled(cap)
+        why = "; ".join(
+            [*unshardable.values(), *([unmodelled(cap)] if "no_data" in reasons else [])]
+        )
         # where memory alone rules every option out, a looser SLA frees none of it
         memory_only = set(reasons) <= {"infeasible_memory", "invalid_tensor_parallel"}
         remedy = (
@@ -478,6 +485,15 @@ def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
             f"{words.latency(cfg.sla.bounds[metric])}"
         )
     return f": {'; '.join(said)}" if said else ""
+
+
+def _unshardable_degrees(cfg: PlanConfig, cap: xr.Dataset) -> dict[int, str]:
+    """The capacity step's tensor-parallel degrees that cannot shard the model, each with why."""
+    from .. import data
+
+    spec = data.load_model(cfg.serving.model)
+    reasons = {int(t): spec.valid_tensor_parallel(int(t)) for t in cap.tensor_parallel.values}
+    return {tp: why for tp, why in reasons.items() if why}
 
 
 def unmodelled(cap: xr.Dataset) -> str:
