@@ -1674,6 +1674,14 @@ def test_an_unshardable_degree_in_an_infeasible_analytic_plan_is_named_not_unmod
         "(bindings: infeasible_latency, invalid_tensor_parallel; tensor_parallel=3 does not divide "
         "the 64 attention heads of Llama-3.1-70B)" in said
     ), said
+    # and a feasible one said it with a missing figure beside it ("Not compared: tensor_parallel=3
+    # does not divide ...; the latency model has no figures for some options"): only the degree
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(config.replace(sla={"ttft_s": 2.0, "tpot_s": 0.08}))
+    assert planning.answer(plan).not_compared == (
+        "tensor_parallel=3 does not divide the 64 attention heads of Llama-3.1-70B",
+    )
 
 
 def test_a_plan_on_numeric_times_without_a_unit_advises_the_plan_s_setting(tmp_path):

@@ -438,9 +438,7 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         reasons = sorted(set(np.asarray(binding.values).ravel().tolist()))
         if reasons == ["no_data"]:  # not one option could be modelled: say why, not "relax"
             raise PlanError(f"no latency for any option: {unmodelled(cap)}")
-        why = "; ".join(
-            [*unshardable.values(), *([unmodelled(cap)] if "no_data" in reasons else [])]
-        )
+        why = "; ".join([*unshardable.values(), *filter(None, [unmodelled(cap, unshardable)])])
         # where memory alone rules every option out, a looser SLA frees none of it
         memory_only = set(reasons) <= {"infeasible_memory", "invalid_tensor_parallel"}
         remedy = (
@@ -496,9 +494,16 @@ def _unshardable_degrees(cfg: PlanConfig, cap: xr.Dataset) -> dict[int, str]:
     return {tp: why for tp, why in reasons.items() if why}
 
 
-def unmodelled(cap: xr.Dataset) -> str:
-    """Why some options have no latency (binding ``no_data``), as the latency step said it."""
-    if "no_data" not in np.asarray(cap.binding.values).ravel().tolist():
+def unmodelled(cap: xr.Dataset, unshardable=()) -> str:
+    """Why some options have no latency (binding ``no_data``), as the latency step said it.
+
+    ``unshardable``: tensor-parallel degrees that cannot shard the model, said on their own (the
+    analytic sweep marks them ``no_data`` too, though no figure is missing).
+    """
+    binding = cap.binding
+    if unshardable and "tensor_parallel" in binding.dims:
+        binding = binding.where(~binding.tensor_parallel.isin(list(unshardable)), "")
+    if "no_data" not in np.asarray(binding.values).ravel().tolist():
         return ""
     return (
         str(cap.attrs.get("unmodelled", "")) or "the latency model has no figures for some options"
