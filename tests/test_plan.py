@@ -1042,15 +1042,17 @@ def test_an_alternative_says_in_a_field_whether_it_meets_the_sla():
     # per-request simulation at the busiest slot gave P99 TTFT 1.66 s ("above the SLA" in words
     # alone), while plan.json's record held 883,974 USD and 0 breach minutes a month, which a
     # program reads as a cheaper way within the SLA; the status field says it now
+    # (after the refit with the routed experts' arithmetic share the pools meet 1.2 s, at 0.99 s;
+    # at 0.8 s they are past it, 1.13 s, while the aggregated fleet holds 0.31 s)
     cheap = dict(CHEAPER, model="Qwen3-14B", gpus=("MI300X",), tensor_parallel=(1,),
-                 sla="ttft=1.2,tpot=40ms")  # fmt: skip
+                 sla="ttft=0.8,tpot=40ms")  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
         a = planning.answer(planning.build(planning.read_config(cheap)))
     pools = next(alt for alt in a.alternatives if alt.name == "prefill/decode pools")
     # (past the SLA as sized, the pools are neither chosen nor replayed: no cost, no breach)
-    found = re.search(r"P99 TTFT ([\d.]+) s against the SLA's 1.2 s", pools.words)
-    assert found and float(found.group(1)) > 1.2, pools.words  # (1.66 s; 1.5 s after the refit)
+    found = re.search(r"P99 TTFT ([\d.]+) s against the SLA's 0.8 s", pools.words)
+    assert found and float(found.group(1)) > 0.8, pools.words
     assert pools.status == "misses_sla" and math.isnan(pools.monthly_usd)
     mix = next(alt for alt in a.alternatives if alt.name == "mixed fleet")
     assert math.isnan(mix.monthly_usd) and mix.status == "not_costed"
