@@ -706,7 +706,7 @@ def _quantile_rank(q, n):
 
 @njit(error_model="numpy")
 def _quantiles(values, count, quantiles, out):
-    """Inverse-CDF quantiles of values[:count] (reordered in place); NaN when count is 0."""
+    """Inverse-CDF quantiles of values[:count] (which may be reordered); NaN when count is 0."""
     if count == 0:
         for k in range(quantiles.shape[0]):
             out[k] = math.nan

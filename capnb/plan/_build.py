@@ -52,6 +52,7 @@ from ._steps import (
     own_calibration_of,
     per_month,
     replay_hours,
+    unshardable_degrees,
 )
 from ._text import render_text
 from ._text import sections as _sections
@@ -251,7 +252,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
         fc = _forecast(cfg, series)
     target = fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile)
     buffer_qps = fc.buffer_qps if "buffer_qps" in fc else None
-    unshardable = _unshardable(cfg)
+    unshardable = unshardable_degrees(cfg)
     if len(unshardable) == len(cfg.serving.tensor_parallel):
         raise PlanError(
             f"no tensor-parallel degree in {list(cfg.serving.tensor_parallel)} can shard "
@@ -500,15 +501,6 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     kept = (*BAND_ATTRS, "own_band_ratios")  # (own: the GPU calibrated on the user's runs)
     plan.attrs.update({f"capacity_{k}": cap.attrs[k] for k in kept if k in cap.attrs})
     return plan, run, burst
-
-
-def _unshardable(cfg: PlanConfig) -> dict[int, str]:
-    """The config's tensor-parallel degrees that cannot shard its model, each with the reason."""
-    from .. import data
-
-    spec = data.load_model(cfg.serving.model)
-    reasons = {int(tp): spec.valid_tensor_parallel(int(tp)) for tp in cfg.serving.tensor_parallel}
-    return {tp: why for tp, why in reasons.items() if why}
 
 
 def _model_name(model: str) -> str:

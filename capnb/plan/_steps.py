@@ -431,14 +431,14 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
         )
     if int(best.feasible_options) == 0:
         # the analytic sweep marks a degree that cannot shard the model no_data: name it as such
-        unshardable = _unshardable_degrees(cfg, cap)
+        invalid = unshardable_degrees(cfg)
         binding = cap.binding.where(
-            ~cap.tensor_parallel.isin(list(unshardable)), "invalid_tensor_parallel"
+            ~cap.tensor_parallel.isin(list(invalid)), "invalid_tensor_parallel"
         )
         reasons = sorted(set(np.asarray(binding.values).ravel().tolist()))
         if reasons == ["no_data"]:  # not one option could be modelled: say why, not "relax"
             raise PlanError(f"no latency for any option: {unmodelled(cap)}")
-        why = "; ".join([*unshardable.values(), *filter(None, [unmodelled(cap, unshardable)])])
+        why = "; ".join([*invalid.values(), *filter(None, [unmodelled(cap, invalid)])])
         # where memory alone rules every option out, a looser SLA frees none of it
         memory_only = set(reasons) <= {"infeasible_memory", "invalid_tensor_parallel"}
         remedy = (
@@ -485,12 +485,12 @@ def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
     return f": {'; '.join(said)}" if said else ""
 
 
-def _unshardable_degrees(cfg: PlanConfig, cap: xr.Dataset) -> dict[int, str]:
-    """The capacity step's tensor-parallel degrees that cannot shard the model, each with why."""
+def unshardable_degrees(cfg: PlanConfig) -> dict[int, str]:
+    """The config's tensor-parallel degrees that cannot shard its model, each with the reason."""
     from .. import data
 
     spec = data.load_model(cfg.serving.model)
-    reasons = {int(t): spec.valid_tensor_parallel(int(t)) for t in cap.tensor_parallel.values}
+    reasons = {int(tp): spec.valid_tensor_parallel(int(tp)) for tp in cfg.serving.tensor_parallel}
     return {tp: why for tp, why in reasons.items() if why}
 
 
