@@ -41,7 +41,7 @@ from ..errors import InputError
 from ..units import declare_units
 from . import _months
 from ._baseline import fit_baseline, slot_statistics
-from ._select import level_shift_in
+from ._shift import level_shift_in
 
 __all__ = [
     "MONTH_DAYS",
