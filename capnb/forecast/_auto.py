@@ -200,6 +200,31 @@ def _chosen_on(selection: xr.Dataset) -> str:
     )
 
 
+def _burst_free(series: xr.Dataset, selection: xr.Dataset, slots, words: str):
+    """The history to carry: its bursts at their baseline where the selection set them so.
+
+    A burst carried in the history would be in the fixed plan, and the Monte Carlo's bursts
+    come on top of it: it is counted once, in the burst buffer. The words say so.
+    """
+    from ._bursts import burst_free
+
+    said = str(selection.attrs.get("bursts", "kept"))
+    if said.startswith("kept: "):  # found, but recurring: the baseline's
+        return series, words + f"; bursts {said}"
+    if said.startswith(("kept", "none")):  # none found, or bursts="baseline"
+        return series, words
+    try:
+        clean, _, here = burst_free(series, slots)
+    except InputError:  # the selection found them; here a burst has nothing to measure it by
+        return series, words + "; bursts kept in the carried history (no baseline to set them to)"
+    if here.startswith(("kept", "none")):  # over the whole history they recur
+        return series, words + f"; bursts: {said}; in the carried history {here}"
+    return clean, words + (
+        f"; bursts: {said}; the carried history holds them at that median too (detected on "
+        "the whole history), so they are counted once, in the burst buffer"
+    )
+
+
 def _checked_selection(selection, quantile: float, allowed) -> xr.Dataset:
     if not isinstance(selection, xr.Dataset) or not {"chosen_model", "pooled_origins"} <= set(
         selection.attrs
@@ -233,7 +258,10 @@ def carry(
     quantile (one burst day in a slot's past P99 would otherwise shrink its ordinary days). A slot
     the map cannot fit (the model's quantiles out of order, too few intervals, ties) is mapped at
     its median and ``quantile``, else scaled by its factor at ``quantile``; one idle at
-    ``quantile`` (0 requests/s) is left as it is. The words say how many slots of each.
+    ``quantile`` (0 requests/s) is left as it is. The words say how many slots of each. Where
+    the selection set bursts to their baseline (``select(..., bursts="buffer")``), the history
+    carried holds them there too (:func:`capnb.forecast.detect_bursts` on the whole history),
+    so that a plan counts them once, in the burst buffer, and the words say so.
     ``attrs["growth_model"]`` says what was done, in words starting with the model's
     name; a history the model cannot forecast (a selection with too few origins, a probabilistic
     plan with under 7 days, a series with extra dims) is returned as it is, with ``"none: "`` and
@@ -305,6 +333,7 @@ def carry(
         words += f"; a level shift on {shift}: the model planned from the days after it alone"
     if short != "none":
         words += f"; {short}"
+    series, words = _burst_free(series, selection, slots, words)
     result = _mapped(series, selection, slots, q, words)
     for name in ("choice", "goals", "origins", "gaps"):
         result.attrs[f"forecast_{name}"] = selection.attrs[name]

@@ -18,6 +18,7 @@ on the windows after them is the selection's own out-of-sample record.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -68,7 +69,8 @@ class _TooShort(InputError):
 class _Setup:
     """The series as arrays, and the origins every candidate forecasts from."""
 
-    values: np.ndarray  # requests/s, NaN where missing
+    values: np.ndarray  # requests/s, NaN where missing; bursts at their baseline (fit, errors)
+    demand: np.ndarray  # requests/s as observed, bursts included (the record's coverage, excess)
     ns: np.ndarray  # interval starts
     step_ns: int
     per_day: int
@@ -136,8 +138,10 @@ def _setup(series, slots, quantiles, score_quantiles, horizon_days, origin_step)
     origins = np.arange(per_day, ns.size, every)
     ahead = ns[-1] + step * np.arange(1, horizon + 1, dtype=np.int64)
     codes = slot_codes(np.concatenate([ns, ahead]).view("datetime64[ns]"), spec)
+    values = series["qps"].values.astype(float)
     setup = _Setup(
-        values=series["qps"].values.astype(float),
+        values=values,
+        demand=values,
         ns=ns,
         step_ns=step,
         per_day=per_day,
@@ -252,21 +256,23 @@ def _plan(setup: _Setup, track: _Track, origin: int, forecast: np.ndarray, scale
 def _score(setup: _Setup, origin: int, plan: np.ndarray) -> dict:
     """Running sums over the window after ``origin`` (so that any cut of it is one lookup).
 
-    ``pinball`` sums the pinball loss of the scored quantiles, ``demand`` and ``count`` the
-    observed demand and intervals, ``hits`` and ``excess`` per quantile the covered intervals and
-    the capacity above demand.
+    ``pinball`` sums the pinball loss of the scored quantiles and ``demand`` the demand it is
+    divided by, both on the baseline the candidates are fitted on (bursts at their baseline: a
+    choice of baseline model, which a burst the buffer holds does not sway); ``count`` the
+    observed intervals, ``hits`` and ``excess`` per quantile the covered intervals and the
+    capacity above demand, on the demand as observed (bursts included: the record).
     """
     end = min(origin + setup.horizon, setup.values.size)
-    demand = setup.values[origin:end]
-    seen = ~np.isnan(demand)
-    demand = np.where(seen, demand, 0.0)
+    seen = ~np.isnan(setup.demand[origin:end])
     capacity = plan[setup.codes[origin:end]]  # (t, q)
-    gap = demand[:, None] - capacity
+    base = np.where(seen, setup.values[origin:end], 0.0)
+    gap = base[:, None] - capacity
     loss = np.where(gap > 0, setup.q * gap, (setup.q - 1.0) * gap)
     loss = np.where(seen[:, None], loss, 0.0)
+    gap = np.where(seen, setup.demand[origin:end], 0.0)[:, None] - capacity
     return {
         "pinball": np.cumsum(loss[:, setup.scored].sum(axis=1)),
-        "demand": np.cumsum(demand),
+        "demand": np.cumsum(base),
         "count": np.cumsum(seen),
         "hits": np.cumsum((gap <= 0) & seen[:, None], axis=0),
         "excess": np.cumsum(np.where(seen[:, None], np.maximum(-gap, 0.0), 0.0), axis=0),
@@ -338,7 +344,7 @@ def _hindsight(setup: _Setup, origin: int) -> tuple[np.ndarray, float, int]:
     from ._baseline import slot_statistics
 
     end = min(origin + setup.horizon, setup.values.size)
-    demand = setup.values[origin:end]
+    demand = setup.demand[origin:end]
     codes = setup.codes[origin:end]
     own = slot_statistics(demand, codes, setup.q, setup.spec.count)[0]
     seen = ~np.isnan(demand)
@@ -349,8 +355,8 @@ def _hindsight(setup: _Setup, origin: int) -> tuple[np.ndarray, float, int]:
 def _level_change(setup: _Setup, origin: int) -> float:
     """The window's mean over the mean of the (up to) 7 days before the origin, minus 1."""
     end = min(origin + setup.horizon, setup.values.size)
-    before = setup.values[max(0, origin - 7 * setup.per_day) : origin]
-    after = setup.values[origin:end]
+    before = setup.demand[max(0, origin - 7 * setup.per_day) : origin]
+    after = setup.demand[origin:end]
     if np.isnan(after).all() or np.isnan(before).all() or np.nanmean(before) <= 0:
         return math.nan
     return float(np.nanmean(after) / np.nanmean(before) - 1.0)
@@ -384,7 +390,8 @@ def _per_origin(setup: _Setup, tracks: dict) -> dict:
             if sums is not None and count:
                 out["coverage"][i, m] = sums["hits"][-1] / count
                 out["excess"][i, m] = sums["excess"][-1]
-                out["pinball"][i, m] = sums["pinball"][-1] / demand if demand > 0 else np.nan
+                base = sums["demand"][-1]  # the pinball loss is the baseline's (see _score)
+                out["pinball"][i, m] = sums["pinball"][-1] / base if base > 0 else np.nan
         chosen = _planning(tracks, origin)
         if chosen is not None and count:
             out["selected"][i] = chosen
@@ -538,6 +545,7 @@ def select(
     models=DEFAULT_MODELS,
     horizon_days: int = 7,
     origin_step: str = "auto",
+    bursts: str = "buffer",
 ) -> xr.Dataset:
     """Choose the forecast model of a series by rolling origins inside its own history.
 
@@ -563,12 +571,24 @@ def select(
     origin_step
         ``"day"``, ``"hour"`` or ``"auto"``: daily origins, hourly for a trace under
         :data:`HOURLY_BELOW_DAYS` days (attr ``origin_step`` says which).
+    bursts
+        ``"buffer"`` (default): each burst :func:`capnb.forecast.detect_bursts` finds (its
+        defaults, on ``slots``) is set to its slots' median, the rate it was measured against,
+        before any candidate is fitted, calibrated or compared by pinball loss (each interval as
+        first seen from the series up to the next origin, so no origin reads the days after it);
+        the record's coverage and over-provisioning stay of the demand as observed, bursts
+        included. Bursts are events for the burst buffer (:func:`capnb.forecast.simulate`):
+        left in, they were repeated by a seasonal naive and, pooled into the conformal errors,
+        widened the plan of every slot. Found more than twice a week (over the time observed,
+        a week at least) they recur and stay. ``"baseline"``: kept in the history, as before
+        December 2026.
 
     Returns
     -------
     xarray.Dataset
         ``target_qps`` (slot, traffic_quantile): the chosen model's plan for the horizon after the
-        series, with ``history_qps`` (the past per-slot quantiles) and ``growth_factor``; over
+        series, with ``history_qps`` (the past per-slot quantiles, bursts at their baseline) and
+        ``growth_factor``; over
         (origin, forecast_model[, traffic_quantile]) every candidate's ``coverage``,
         ``overprovision_fraction``, ``overprovision_ratio`` and ``pinball_loss``; over origin the
         ``selected_model`` (chosen from the origins before it; "" where none could be),
@@ -582,7 +602,8 @@ def select(
         and stayed: the plan is then chosen and calibrated on the days from it alone, the record
         over origins is still the whole history's), ``under_a_week`` (``"none"``, or for a trace
         under a week, which shows no weekly cycle, or too short for the week's seasonal naive to
-        be compared: each slot planned at no less than its own past quantiles) and ``notes``.
+        be compared: each slot planned at no less than its own past quantiles), ``bursts`` (what
+        was set to its baseline, or ``"none ..."``, or ``"kept ..."``) and ``notes``.
 
     Examples
     --------
@@ -605,6 +626,7 @@ def select(
             f"series: {span} leaves {setup.origins.size} origin(s) after its first day; a "
             f"rolling-origin choice needs {MIN_SCORED_ORIGINS + 1} (origins every {kind})"
         )
+    series, bursts = _without_bursts(series, setup, bursts)
     tracks = {name: _track(setup, name) for name in names}
     chosen, scores, common = _choose(tracks, setup.values.size)
     if chosen is None:
@@ -642,8 +664,9 @@ def select(
     if setup.values.size < 7 * setup.per_day or len(weekly.plans) < MIN_SCORED_ORIGINS:
         plan, short = _under_a_week(setup, plan)
         notes.append(short)
+    found = [] if bursts.startswith(("none", "kept in the history")) else [f"bursts: {bursts}"]
     note = "; ".join(
-        [shifted[3]] * bool(shifted[3]) + notes + [forecast.note] * bool(forecast.note)
+        found + [shifted[3]] * bool(shifted[3]) + notes + [forecast.note] * bool(forecast.note)
     )
     record = _per_origin(setup, tracks)
     result = _dataset(series, setup, names, record, scores, plan)
@@ -655,10 +678,89 @@ def select(
     if shift is not None:
         result.attrs["level_shift"] = _shift_words(setup, shift)
     result.attrs["under_a_week"] = short
+    result.attrs["bursts"] = bursts
     if shifted[0] is not None:
         chosen, forecast, plan = shifted[:3]
         result = _replan(result, chosen, plan, forecast.note, _when(setup, shift[0]))
     return result
+
+
+def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.Dataset, str]:
+    """The series with its detected bursts at their baseline, each as first seen, and words.
+
+    ``bursts="baseline"`` keeps them (the series as it is).
+
+    Bursts are the burst buffer's, not the baseline forecast's (see :func:`burst_free`). The
+    intervals up to each origin are cleaned by :func:`burst_free` on the series up to that origin
+    alone (and those after the last origin on the whole series), and keep that value: so a plan
+    at an origin and its errors read nothing after it. ``setup.values`` is replaced: every
+    candidate is fitted, calibrated and chosen on the baseline; ``setup.demand`` keeps the demand
+    as observed, bursts included, which the record's coverage and over-provisioning are of.
+    """
+    from ._bursts import burst_free
+
+    if bursts not in ("buffer", "baseline"):
+        raise InputError(f"bursts must be 'buffer' or 'baseline', got {bursts!r}")
+    if bursts == "baseline":
+        return series, "kept in the history (bursts='baseline')"
+    raw = setup.values
+    clean = raw.copy()
+    bounds = np.unique(np.concatenate([[0], setup.origins, [raw.size]]))
+    failed = kept = ""
+    for a, b in itertools.pairwise(bounds):
+        if not _may_hold_a_burst(setup, raw[:b], a):
+            continue
+        try:
+            seen, _, words = burst_free(series.isel(time=slice(0, int(b))), setup.spec)
+        except InputError as error:  # a burst with no interval outside it to measure it by
+            failed = failed or str(error)
+            continue
+        clean[a:b] = seen["qps"].values[a:b]
+        kept = words if words.startswith("kept") else kept
+    setup.values = clean
+    result = series.copy()
+    result["qps"] = ("time", clean, series["qps"].attrs)
+    return result, _burst_words(setup, raw, clean, failed, kept)
+
+
+def _may_hold_a_burst(setup: _Setup, seen: np.ndarray, start: int) -> bool:
+    """Whether ``seen[start:]`` holds an interval a burst found in ``seen`` could cover.
+
+    :func:`detect_bursts` marks only intervals above :data:`BURST_FACTOR` x their slot's median
+    (each side's after a level shift, which is not checked here): without one, its run of
+    ``burst_free`` (tens of milliseconds) would change nothing there.
+    """
+    from ._baseline import slot_statistics
+    from ._bursts import BURST_FACTOR
+
+    if level_shift_in(seen, setup.per_day) is not None:
+        return True
+    codes = setup.codes[: seen.size]
+    median = slot_statistics(seen, codes, np.array([0.5]), setup.spec.count)[0][:, 0]
+    with np.errstate(invalid="ignore"):
+        return bool(np.any(seen[start:] > BURST_FACTOR * median[codes[start:]]))
+
+
+def _burst_words(setup: _Setup, raw: np.ndarray, clean: np.ndarray, failed: str, kept: str):
+    """What :func:`_without_bursts` replaced, in words: "none ..." or "kept ..." where nothing."""
+    starts, stops = runs((raw != clean) & ~np.isnan(raw))  # a missing one is never replaced
+    if starts.size == 0:
+        why = f"; some days were not looked at: {failed}" if failed else ""
+        return (kept or "none detected (detect_bursts' defaults)") + why
+    shown = [
+        f"{_when(setup, int(a))} for {duration_text(int(b - a) * setup.step_ns)} at "
+        f"{np.nanmean(raw[a:b]) / np.nanmean(clean[a:b]):.2g}x"
+        for a, b in zip(starts[:3], stops[:3], strict=True)
+    ]
+    more = f" and {starts.size - 3} more" if starts.size > 3 else ""
+    return (
+        f"{starts.size} burst(s) detected ({'; '.join(shown)}{more}; over their slot's median): "
+        f"their {int((stops - starts).sum())} intervals set to that median, the rate each was "
+        "measured against, for every candidate's fitting and errors (each as first seen, from the "
+        "series up to the next origin; the choice's pinball loss too, the coverage and "
+        "over-provisioning of the record on the demand as observed): "
+        "bursts are the burst buffer's (the Monte Carlo's), not the baseline's"
+    )
 
 
 def _replan(result: xr.Dataset, chosen: str, plan: np.ndarray, note: str, when: str):
