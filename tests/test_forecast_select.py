@@ -788,3 +788,41 @@ def test_bursts_found_every_day_recur_and_stay_in_the_baseline():
     assert "a week, so they recur" in chosen.attrs["bursts"]
     kept = forecast.select(_bursty(spikes), bursts="baseline")
     np.testing.assert_array_equal(chosen.target_qps.values, kept.target_qps.values)
+
+
+def test_before_a_week_the_history_is_read_as_observed_and_the_first_week_told_at_a_week():
+    # a burst on day 2 (2 h at 4x) of 14 days: origins before day 7 cannot tell it from a young
+    # service's ramp, so their plans are those of bursts="baseline"; the origin a week in tells
+    # it, and every later plan is that of the same trace without the burst's day-2 excess
+    series = _bursty(((2, 10, 2.0, 4.0),))
+    week = forecast.MIN_DAYS * 144
+    told = _cleaned(series, (0.95, 0.99))
+    assert told.young == week
+    burst = (np.arange(series.sizes["time"]) // 144 == 2) & ((np.arange(14 * 144) % 144) // 6 >= 10)
+    assert (told.values[: 3 * 144] < told.demand[: 3 * 144]).any()  # set to its baseline
+    assert np.array_equal(told.values[~burst], told.demand[~burst])
+    setup = _select._setup(series, "hour_of_day", (0.95, 0.99), (0.95, 0.99), 7, "auto")[1]
+    moved = 0
+    for name in FORECAST_MODELS:
+        a, b = _select._track(told, name), _select._track(setup, name)
+        assert sorted(a.plans) == sorted(b.plans)
+        for origin in b.plans:
+            if origin < week:
+                np.testing.assert_array_equal(a.plans[origin], b.plans[origin])
+            else:  # the first week's windows forecast and scored again on the told history
+                moved += not np.array_equal(a.plans[origin], b.plans[origin])
+    assert moved
+    chosen = forecast.select(series)
+    assert chosen.attrs["bursts"].startswith("1 burst(s) detected")
+    assert "origins before 7 days read the history as observed" in chosen.attrs["bursts"]
+
+
+def test_a_history_under_a_week_keeps_its_bursts():
+    series = _bursty(((2, 10, 2.0, 4.0),), days=6)
+    same, found, words = _bursts.burst_free(series)
+    assert same is series and found is None
+    assert words.startswith("none set to their baseline: 6 days of history, under the 7")
+    chosen = forecast.select(series)
+    assert not chosen.attrs["bursts"].startswith("1 burst")
+    carried = forecast.carry(series, selection=chosen)
+    assert "counted once" not in carried.attrs["growth_model"]

@@ -41,6 +41,7 @@ from ..errors import InputError
 from ..units import declare_units
 from . import _months
 from ._baseline import fit_baseline, slot_statistics
+from ._growth import MIN_DAYS
 from ._shift import level_shift_in
 
 __all__ = [
@@ -279,8 +280,14 @@ def burst_free(series: xr.Dataset, slots: str | tuple | Slots = "hour_of_day"):
     (the detector's reference; each side's own after a level shift); a missing one stays missing.
     Bursts found more often than :data:`RECURRING_PER_WEEK` a week recur: the series is returned
     as it is. Returns (the series, the :func:`detect_bursts` result, words saying what was
-    replaced, starting "none" or "kept" where nothing was).
+    replaced, starting "none" or "kept" where nothing was). A series spanning under
+    :data:`capnb.forecast.MIN_DAYS` days is returned as it is (``found`` is then None): against
+    less than a week a weekday's level or a young service's ramp passes for a burst, as a
+    weekday pattern for a trend.
     """
+    span_days = series.sizes["time"] * interval_ns_of(series) / DAY_NS
+    if span_days < MIN_DAYS:
+        return series, None, young_words(span_days)
     baseline = fit_baseline(series, slots=slots)
     found = detect_bursts(series, baseline)
     count = found.sizes["burst"]
@@ -318,6 +325,15 @@ def burst_free(series: xr.Dataset, slots: str | tuple | Slots = "hour_of_day"):
         "buffer's (the Monte Carlo's), not the baseline's"
     )
     return result, found, words
+
+
+def young_words(days: float) -> str:
+    """Why bursts were left in a history of ``days`` (under :data:`MIN_DAYS`): words "none ..."."""
+    return (
+        f"none set to their baseline: {days:.3g} days of history, under the {MIN_DAYS} a burst is "
+        "told from the level against (before a week, a weekday's level or a young service's ramp "
+        "passes for a burst)"
+    )
 
 
 def _side_baseline(series: xr.Dataset, side: slice, baseline: xr.Dataset) -> xr.Dataset:

@@ -83,6 +83,7 @@ class _Setup:
     scored: np.ndarray  # which of q the score sums
     calibration: int  # intervals of origins whose errors calibrate a plan
     min_errors: int
+    young: int = 0  # origins before it read ``demand`` (no week yet to tell a burst by)
 
 
 @dataclass
@@ -180,13 +181,20 @@ def _scales(setup: _Setup, origin: int, forecast: np.ndarray) -> np.ndarray | No
         return np.sqrt(np.maximum(total / count, 0.0) * forecast[ok].mean())
 
 
-def _errors(setup: _Setup, origin: int, forecast: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """(demand - forecast) / the slot's unit over the origin's window (NaN where not defined)."""
+def _seen_at(setup: _Setup, origin: int) -> np.ndarray:
+    """The history as an origin reads it: bursts at their baseline from a week on, else as seen."""
+    return setup.demand if origin < setup.young else setup.values
+
+
+def _errors(setup: _Setup, origin: int, forecast, scale, values=None) -> np.ndarray:
+    """(demand - forecast) / the slot's unit over the origin's window (NaN where not defined).
+
+    The demand is ``values`` (default: the history as ``origin`` reads it, :func:`_seen_at`).
+    """
     end = min(origin + setup.horizon, setup.values.size)
+    values = _seen_at(setup, origin) if values is None else values
     with np.errstate(invalid="ignore", divide="ignore"):
-        error = (setup.values[origin:end] - forecast[: end - origin]) / scale[
-            setup.codes[origin:end]
-        ]
+        error = (values[origin:end] - forecast[: end - origin]) / scale[setup.codes[origin:end]]
     error[~np.isfinite(error)] = np.nan
     return error
 
@@ -265,7 +273,7 @@ def _score(setup: _Setup, origin: int, plan: np.ndarray) -> dict:
     end = min(origin + setup.horizon, setup.values.size)
     seen = ~np.isnan(setup.demand[origin:end])
     capacity = plan[setup.codes[origin:end]]  # (t, q)
-    base = np.where(seen, setup.values[origin:end], 0.0)
+    base = np.where(seen, _seen_at(setup, origin)[origin:end], 0.0)
     gap = base[:, None] - capacity
     loss = np.where(gap > 0, setup.q * gap, (setup.q - 1.0) * gap)
     loss = np.where(seen[:, None], loss, 0.0)
@@ -284,7 +292,9 @@ def _track(setup: _Setup, name: str) -> _Track:
     rule, _ = FORECAST_MODELS[name]
     track = _Track()
     for origin in setup.origins:
-        forecast = rule(setup.values[:origin], setup.per_day, setup.horizon)
+        if origin == setup.young:  # a week seen: the earlier windows' errors as it tells them
+            track.errors = _told_errors(setup, rule, track.errors)
+        forecast = rule(_seen_at(setup, origin)[:origin], setup.per_day, setup.horizon)
         scale = None if forecast is None else _scales(setup, origin, forecast.values)
         if scale is None:
             track.idle += forecast is not None
@@ -295,6 +305,22 @@ def _track(setup: _Setup, name: str) -> _Track:
             track.plans[int(origin)] = plan
             track.sums[int(origin)] = _score(setup, origin, plan)
     return track
+
+
+def _told_errors(setup: _Setup, rule, errors: dict) -> dict:
+    """The errors of the windows before ``setup.young``, forecast and scored on ``setup.values``.
+
+    Before a week the history is read as observed; from the origin at a week on, the first week
+    holds its bursts at their baseline (told from the week up to that origin alone), and the
+    earlier windows' forecasts and errors are those the told history gives.
+    """
+    told = {}
+    for start in errors:
+        forecast = rule(setup.values[:start], setup.per_day, setup.horizon)
+        scale = None if forecast is None else _scales(setup, start, forecast.values)
+        if scale is not None:
+            told[start] = _errors(setup, start, forecast.values, scale, setup.values)
+    return told
 
 
 def _cut(sums: dict, origin: int, boundary: int) -> int:
@@ -690,14 +716,19 @@ def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.
 
     ``bursts="baseline"`` keeps them (the series as it is).
 
-    Bursts are the burst buffer's, not the baseline forecast's (see :func:`burst_free`). The
-    intervals up to each origin are cleaned by :func:`burst_free` on the series up to that origin
-    alone (and those after the last origin on the whole series), and keep that value: so a plan
-    at an origin and its errors read nothing after it. ``setup.values`` is replaced: every
+    Bursts are the burst buffer's, not the baseline forecast's (see :func:`burst_free`). Before
+    :data:`capnb.forecast.MIN_DAYS` days a burst cannot be told from a weekday's level or a young
+    service's ramp: origins before a week read the history as observed (``setup.demand``). The
+    first week is cleaned by :func:`burst_free` on that week alone, and each later origin's
+    intervals on the series up to the next origin (those after the last origin on the whole
+    series), and keep that value; from the first origin a week in, every candidate's earlier
+    windows are forecast and scored again on the cleaned history (:func:`_told_errors`): so a
+    plan at an origin and its errors read nothing after it. ``setup.values`` is replaced: every
     candidate is fitted, calibrated and chosen on the baseline; ``setup.demand`` keeps the demand
     as observed, bursts included, which the record's coverage and over-provisioning are of.
     """
     from ._bursts import burst_free
+    from ._growth import MIN_DAYS
 
     if bursts not in ("buffer", "baseline"):
         raise InputError(f"bursts must be 'buffer' or 'baseline', got {bursts!r}")
@@ -705,7 +736,11 @@ def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.
         return series, "kept in the history (bursts='baseline')"
     raw = setup.values
     clean = raw.copy()
-    bounds = np.unique(np.concatenate([[0], setup.origins, [raw.size]]))
+    week = MIN_DAYS * setup.per_day
+    bounds = np.unique(np.concatenate([[week], setup.origins, [raw.size]]))
+    bounds = np.concatenate([[0], bounds[(bounds >= week) & (bounds <= raw.size)]])
+    later = setup.origins[setup.origins >= week]
+    setup.young = int(later[0]) if later.size else raw.size  # reads the first week told
     failed = kept = ""
     for a, b in itertools.pairwise(bounds):
         if not _may_hold_a_burst(setup, raw[:b], a):
@@ -741,12 +776,19 @@ def _may_hold_a_burst(setup: _Setup, seen: np.ndarray, start: int) -> bool:
         return bool(np.any(seen[start:] > BURST_FACTOR * median[codes[start:]]))
 
 
-def _burst_words(setup: _Setup, raw: np.ndarray, clean: np.ndarray, failed: str, kept: str):
+def _burst_words(setup: _Setup, raw, clean, failed: str, kept: str) -> str:
     """What :func:`_without_bursts` replaced, in words: "none ..." or "kept ..." where nothing."""
+    from ._growth import MIN_DAYS
+
     starts, stops = runs((raw != clean) & ~np.isnan(raw))  # a missing one is never replaced
+    early = (
+        f"; origins before {MIN_DAYS} days read the history as observed (before a week, a "
+        "weekday's level or a young service's ramp passes for a burst), and the first week's "
+        "bursts are told at the origin a week in"
+    )
     if starts.size == 0:
         why = f"; some days were not looked at: {failed}" if failed else ""
-        return (kept or "none detected (detect_bursts' defaults)") + why
+        return (kept or "none detected (detect_bursts' defaults)") + early + why
     shown = [
         f"{_when(setup, int(a))} for {duration_text(int(b - a) * setup.step_ns)} at "
         f"{np.nanmean(raw[a:b]) / np.nanmean(clean[a:b]):.2g}x"
@@ -759,7 +801,7 @@ def _burst_words(setup: _Setup, raw: np.ndarray, clean: np.ndarray, failed: str,
         "measured against, for every candidate's fitting and errors (each as first seen, from the "
         "series up to the next origin; the choice's pinball loss too, the coverage and "
         "over-provisioning of the record on the demand as observed): "
-        "bursts are the burst buffer's (the Monte Carlo's), not the baseline's"
+        f"bursts are the burst buffer's (the Monte Carlo's), not the baseline's{early}"
     )
 
 
