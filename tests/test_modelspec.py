@@ -100,6 +100,40 @@ def test_mla_down_projections_are_whole_on_every_rank():
     assert llama.weight_bytes_per_gpu(8) == llama.weight_bytes() / 8
 
 
+QWEN2_5_72B = {
+    "model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 152064,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 32768,
+}  # fmt: skip
+
+
+def test_kv_projections_are_replicated_when_tp_exceeds_kv_heads():
+    # vLLM's QKVParallelLinear gives each rank max(1, kv_heads / TP) heads of the K and V
+    # projections (a head's weights and biases are copied to TP / kv_heads ranks); Q and O split.
+    # Qwen2.5-72B (8 KV heads of 128, hidden 8,192, 80 layers, q/k/v biases) at TP 16: each rank
+    # holds one head, 80 x 2 x (8,192 + 1) x 128 weights, not half of one: the even split was
+    # 9,088,275,456 bytes a GPU, 167,792,640 short
+    spec = parse(QWEN2_5_72B, name="Qwen2.5-72B")
+    kv = 80 * 2 * (8192 + 1) * 128  # K and V of one head on every layer, with biases
+    for tp in (16, 32):
+        even = (spec.weight_bytes() - 8 * kv * 2) / tp
+        assert spec.weight_bytes_per_gpu(tp) == pytest.approx(even + kv * 2)
+    assert spec.weight_bytes_per_gpu(16) - spec.weight_bytes() / 16 == pytest.approx(167_792_640)
+    assert spec.weight_bytes_per_gpu(8) == spec.weight_bytes() / 8  # one head each: no copy
+    # AWQ int4 with groups of 128: the K/V projections are quantized as weight_bytes counts them
+    awq = parse({**QWEN2_5_72B, "intermediate_size": 29696, "quantization_config": {
+        "quant_method": "awq", "bits": 4, "group_size": 128}}, name="Qwen2.5-72B-AWQ")  # fmt: skip
+    per_param = 0.5 + awq.weight_scale_bytes
+    even = (awq.weight_bytes() - 8 * kv * per_param) / 16
+    assert awq.weight_bytes_per_gpu(16) == pytest.approx(even + kv * per_param)
+    assert awq.weight_bytes_per_gpu(16, "bf16") == pytest.approx(
+        (awq.weight_bytes("bf16") - 8 * kv * 2) / 16 + kv * 2
+    )
+    mla = load_model("DeepSeek-V3")  # 128 heads of latent attention: no K/V head copied
+    down = 61 * 7168 * (1536 + 512 + 64) * (1 + mla.weight_scale_bytes)
+    assert mla.weight_bytes_per_gpu(16) == pytest.approx(mla.weight_bytes() / 16 + down * 15 / 16)
+
+
 def test_quantization_config_overrides_torch_dtype():
     spec = load_model("DeepSeek-V3")  # torch_dtype bfloat16, quantization_config fp8
     assert spec.torch_dtype == "bf16"

@@ -305,16 +305,30 @@ class ModelSpec:
     def weight_bytes_per_gpu(self, tensor_parallel: int = 1, dtype: str | None = None) -> float:
         """Bytes of weights each tensor-parallel rank holds (``dtype`` as in :meth:`weight_bytes`).
 
-        The weights split evenly across the ranks, but for the down projections of multi-head
-        latent attention (``q_a_proj`` and ``kv_a_proj_with_mqa``, layers x hidden x
-        (q_lora_rank + kv_lora_rank + qk_rope_head_dim)), which vLLM's DeepseekV2 attention builds
-        as ``ReplicatedLinear``: every rank holds them whole (DeepSeek-V3: 0.86 GiB in fp8).
+        The weights split evenly across the ranks, but for two parts every rank holds more of:
+
+        - the down projections of multi-head latent attention (``q_a_proj`` and
+          ``kv_a_proj_with_mqa``, layers x hidden x (q_lora_rank + kv_lora_rank +
+          qk_rope_head_dim)), which vLLM's DeepseekV2 attention builds as ``ReplicatedLinear``:
+          every rank holds them whole (DeepSeek-V3: 0.86 GiB in fp8);
+        - the K and V projections where the degree exceeds the KV heads: vLLM's
+          ``QKVParallelLinear`` gives each rank ``max(1, kv_heads / TP)`` heads of them, a head's
+          weights and biases copied to ``TP / kv_heads`` ranks (Qwen2.5-72B at TP 16: 168 MB a
+          GPU more than an even split).
         """
         total = self.weight_bytes(dtype)
-        if tensor_parallel == 1 or not self.kv_lora_rank:
+        if tensor_parallel == 1:
+            return total
+        if self.kv_lora_rank:
+            whole = self.layers * self.hidden_size
+            whole *= self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim
+            held = whole  # on every rank
+        elif tensor_parallel > self.kv_heads:
+            bias = 1 if self.qkv_bias else 0
+            whole = self.layers * 2 * (self.hidden_size + bias) * self.head_dim * self.kv_heads
+            held = whole / self.kv_heads  # one head of K and V on every rank
+        else:
             return total / tensor_parallel
-        down = self.layers * self.hidden_size
-        down *= self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim
         weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
         per_param = DTYPE_BYTES[weight_dtype]
         if per_param < 2.0 and weight_dtype == self.weight_dtype:  # as weight_bytes counts them
@@ -323,8 +337,7 @@ class ModelSpec:
                 if self.unquantized_attention
                 else per_param + self.weight_scale_bytes
             )
-        replicated = down * per_param
-        return (total - replicated) / tensor_parallel + replicated
+        return (total - whole * per_param) / tensor_parallel + held * per_param
 
     def kv_heads_per_rank(self, tensor_parallel: int = 1) -> int:
         """KV heads each tensor-parallel rank holds: split, or replicated when TP exceeds KV heads."""

@@ -59,7 +59,7 @@ TP8_CONTEXT = {
         "the log has 0.17 to 0.21 GiB of non-torch memory on these PCIe-only GPUs, which run "
         "without vLLM's custom all-reduce (its custom_all_reduce.py warning; whether that is "
         "the whole difference from the H100's 0.55 GiB at TP 2 the log cannot say), so capnb's "
-        "weights (-0.21 GiB) and non-torch memory (+0.34 to +0.38 GiB) are off in opposite "
+        "weights (-0.16 GiB) and non-torch memory (+0.34 to +0.38 GiB) are off in opposite "
         "directions and partly cancel; it ran with expert parallelism, 16 of 128 experts per "
         "GPU, the same 1/8 share of the weights as TP; and the L40S's 44.42 GiB that the driver "
         "reports, which the GPU catalog takes from this log, is a device constant (the "
