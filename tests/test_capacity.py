@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -324,6 +325,25 @@ def test_gpu_without_interconnect_figure_is_no_data_not_an_error(conv):
         "measured_range",
     )
     assert "interconnect bandwidth" in capacity.describe(r, tensor_parallel=2)
+
+
+def test_a_degree_that_cannot_shard_the_model_is_named_so_not_no_data(conv, tmp_path):
+    # a Qwen2.5-72B-shaped config (64 heads, 8 KV heads) at TP 3 and 8: the analytic sweep said
+    # binding "no_data" for TP 3, as if a figure were missing, where the engine sweep says
+    # "invalid_tensor_parallel"; and describe() said "the model cannot price it (an invalid
+    # tensor-parallel degree, or a GPU without the interconnect bandwidth figure ...)"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "vocab_size": 152064, "torch_dtype": "bfloat16", "max_position_embeddings": 32768,
+    }))  # fmt: skip
+    r = capacity.sweep(str(config), "H100-SXM", [3, 8], 1024, 60.0, workload=conv)
+    assert str(r.binding.sel(tensor_parallel=3).values.item()) == "invalid_tensor_parallel"
+    assert str(r.binding.sel(tensor_parallel=8).values.item()) in capacity.FEASIBLE
+    said = capacity.describe(r, tensor_parallel=3)
+    assert "tensor_parallel=3 does not divide the 64 attention heads" in said, said
+    assert "interconnect" not in said, said
 
 
 # -- contrast and boundary -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ All three are public as ``capnb.capacity.describe``, ``applicability`` and ``con
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import xarray as xr
@@ -292,6 +293,15 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             f"Memory holds only {int(cell.max_concurrency)} concurrent requests on {where}, below "
             f"the curve's first measured concurrency ({first}); benchmark lower concurrencies to "
             "size it."
+        )
+    if binding == "invalid_tensor_parallel":
+        # the sweep's reasons (its attr "unshardable") end the model's name with ':', ' (' or $
+        tp, model = int(cell.tensor_parallel), re.escape(str(cell.model.values.item()))
+        own = re.compile(rf"^tensor_parallel={tp} .* of {model}(:| \(|$)")
+        why = [r for r in cell.attrs.get("unshardable", []) if own.search(r)]
+        return (
+            f"No plan for {where}: {why[0] if why else 'that degree cannot shard the model'}; "
+            "vLLM refuses to load it, so pick a degree that shards it."
         )
     if binding == "no_data":
         return (

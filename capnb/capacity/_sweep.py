@@ -45,8 +45,9 @@ def sweep(
 
     The latency curves are analytic (:func:`capnb.latency.analytic`, with ``seq_len`` rescaling
     the workload to that mean context), the memory limit is the memory step's at ``seq_len``, and
-    the search runs in numba kernels over every cell. Invalid tensor-parallel degrees and GPUs
-    without a figure the model needs come out as ``binding="no_data"`` (or
+    the search runs in numba kernels over every cell. A tensor-parallel degree that cannot shard a
+    model comes out as ``binding="invalid_tensor_parallel"`` (the reasons in the attr
+    ``unshardable``) and a GPU without a figure the model needs as ``binding="no_data"`` (or
     ``infeasible_memory``), not as errors.
 
     Parameters
@@ -159,6 +160,7 @@ def _searched(
         memory_limit=limits,
         accounting=accounting,
     )
+    result = _unshardable(result, models, tps)
     result.attrs["memory"] = f"memory: {accounting} accounting at seq_len"
     if too_long:  # said with the answer: which options memory ruled out, and why
         from ..data import _curve
@@ -169,6 +171,30 @@ def _searched(
     result.attrs["prompt_tokens"] = curves.attrs["prompt_tokens"]
     result.attrs["output_tokens"] = curves.attrs["output_tokens"]
     return result.assign_coords(calibration=curves.calibration)
+
+
+def _unshardable(result: xr.Dataset, models, tps) -> xr.Dataset:
+    """``binding="invalid_tensor_parallel"`` where a degree cannot shard a model.
+
+    As the engine sweep says it (the search saw only NaN latency there, ``no_data``); the reasons
+    go in the attr ``unshardable``.
+    """
+    from ..data import load_model
+
+    specs = [load_model(m) for m in models]
+    reasons = [[s.valid_tensor_parallel(int(tp)) for tp in tps] for s in specs]
+    said = [r for row in reasons for r in row if r]
+    if not said:
+        return result
+    invalid = xr.DataArray(
+        [[bool(r) for r in row] for row in reasons],
+        dims=("model", "tensor_parallel"),
+        coords={"model": [s.name for s in specs], "tensor_parallel": tps},
+    )
+    binding = result.binding.where(~invalid, "invalid_tensor_parallel")
+    result["binding"] = binding.transpose(*result.binding.dims).assign_attrs(result.binding.attrs)
+    result.attrs["unshardable"] = said
+    return result
 
 
 def _longest_held(limits, models, gpus, tps, seqs, workload, accounting):

@@ -418,8 +418,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         str(best.unpriced_options.item()) if best is not None and "unpriced_options" in best else ""
     )
     not_compared = [*unshardable.values()]
-    if unmodelled(cap, unshardable):
-        not_compared.append(unmodelled(cap, unshardable))
+    if unmodelled(cap):
+        not_compared.append(unmodelled(cap))
     if unpriced:
         not_compared.append(
             f"{unpriced} also meet{'s' if ', ' not in unpriced else ''} the SLA but the GPU "

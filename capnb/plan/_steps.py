@@ -430,15 +430,11 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
             "GPU to gpus"
         )
     if int(best.feasible_options) == 0:
-        # the analytic sweep marks a degree that cannot shard the model no_data: name it as such
         invalid = unshardable_degrees(cfg)
-        binding = cap.binding.where(
-            ~cap.tensor_parallel.isin(list(invalid)), "invalid_tensor_parallel"
-        )
-        reasons = sorted(set(np.asarray(binding.values).ravel().tolist()))
+        reasons = sorted(set(np.asarray(cap.binding.values).ravel().tolist()))
         if reasons == ["no_data"]:  # not one option could be modelled: say why, not "relax"
             raise PlanError(f"no latency for any option: {unmodelled(cap)}")
-        why = "; ".join([*invalid.values(), *filter(None, [unmodelled(cap, invalid)])])
+        why = "; ".join([*invalid.values(), *filter(None, [unmodelled(cap)])])
         # where memory alone rules every option out, a looser SLA frees none of it
         memory_only = set(reasons) <= {"infeasible_memory", "invalid_tensor_parallel"}
         remedy = (
@@ -494,16 +490,13 @@ def unshardable_degrees(cfg: PlanConfig) -> dict[int, str]:
     return {tp: why for tp, why in reasons.items() if why}
 
 
-def unmodelled(cap: xr.Dataset, unshardable=()) -> str:
+def unmodelled(cap: xr.Dataset) -> str:
     """Why some options have no latency (binding ``no_data``), as the latency step said it.
 
-    ``unshardable``: tensor-parallel degrees that cannot shard the model, said on their own (the
-    analytic sweep marks them ``no_data`` too, though no figure is missing).
+    A degree that cannot shard the model is ``invalid_tensor_parallel`` on either sweep, said on
+    its own (:func:`unshardable_degrees`).
     """
-    binding = cap.binding
-    if unshardable and "tensor_parallel" in binding.dims:
-        binding = binding.where(~binding.tensor_parallel.isin(list(unshardable)), "")
-    if "no_data" not in np.asarray(binding.values).ravel().tolist():
+    if "no_data" not in np.asarray(cap.binding.values).ravel().tolist():
         return ""
     return (
         str(cap.attrs.get("unmodelled", "")) or "the latency model has no figures for some options"
