@@ -100,20 +100,13 @@ def test_mla_down_projections_are_whole_on_every_rank():
     assert llama.weight_bytes_per_gpu(8) == llama.weight_bytes() / 8
 
 
-QWEN2_5_72B = {
-    "model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
-    "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 152064,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "max_position_embeddings": 32768,
-}  # fmt: skip
-
-
 def test_kv_projections_are_replicated_when_tp_exceeds_kv_heads():
     # vLLM's QKVParallelLinear gives each rank max(1, kv_heads / TP) heads of the K and V
     # projections (a head's weights and biases are copied to TP / kv_heads ranks); Q and O split.
     # Qwen2.5-72B (8 KV heads of 128, hidden 8,192, 80 layers, q/k/v biases) at TP 16: each rank
     # holds one head, 80 x 2 x (8,192 + 1) x 128 weights, not half of one: the even split was
     # 9,088,275,456 bytes a GPU, 167,792,640 short
-    spec = parse(QWEN2_5_72B, name="Qwen2.5-72B")
+    spec = parse(QWEN25_72B, name="Qwen2.5-72B")
     kv = 80 * 2 * (8192 + 1) * 128  # K and V of one head on every layer, with biases
     for tp in (16, 32):
         even = (spec.weight_bytes() - 8 * kv * 2) / tp
@@ -121,7 +114,7 @@ def test_kv_projections_are_replicated_when_tp_exceeds_kv_heads():
     assert spec.weight_bytes_per_gpu(16) - spec.weight_bytes() / 16 == pytest.approx(167_792_640)
     assert spec.weight_bytes_per_gpu(8) == spec.weight_bytes() / 8  # one head each: no copy
     # AWQ int4 with groups of 128: the K/V projections are quantized as weight_bytes counts them
-    awq = parse({**QWEN2_5_72B, "intermediate_size": 29696, "quantization_config": {
+    awq = parse({**QWEN25_72B, "intermediate_size": 29696, "quantization_config": {
         "quant_method": "awq", "bits": 4, "group_size": 128}}, name="Qwen2.5-72B-AWQ")  # fmt: skip
     per_param = 0.5 + awq.weight_scale_bytes
     even = (awq.weight_bytes() - 8 * kv * per_param) / 16
@@ -723,6 +716,34 @@ def test_compressed_tensors_group_scales_are_counted():
     kept = 2 * 128_256 * 4096  # embeddings and LM head stay in bf16
     quantized = sym.parameters - kept
     assert sym.weight_bytes() == pytest.approx(quantized * (0.5 + 2 / 128) + kept * 2)
+
+
+def test_compressed_tensors_groups_that_a_degree_splits_are_refused():
+    # vLLM's compressed-tensors w4a16/w8a16 (CompressedTensorsWNA16, Marlin kernels) refuses a
+    # shard of a row-parallel weight that is not whole groups ("Weight input_size_per_partition =
+    # 14784 is not divisible by group_size = 128"), as for AWQ/GPTQ; capnb planned Qwen2.5-72B's
+    # 29,568-wide MLP in groups of 128 at TP 2, 4 and 8 (115.5, 57.75, 28.875 groups a GPU)
+    def w4a16(intermediate, group_size=128):
+        weights = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": group_size,
+                   "symmetric": True}  # fmt: skip
+        quant = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                 "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+                 "ignore": ["lm_head"]}  # fmt: skip
+        config = {**QWEN25_72B, "intermediate_size": intermediate, "quantization_config": quant}
+        return parse(config, name="Qwen2.5-72B-w4a16")
+
+    unpadded = w4a16(29568)
+    assert unpadded.valid_tensor_parallel(1) is None
+    for tp in (2, 4, 8):
+        reason = unpadded.valid_tensor_parallel(tp)
+        assert reason and "intermediate_size=29568" in reason, tp
+        assert "quantization_config.config_groups.group_0.weights.group_size" in reason, reason
+    with pytest.raises(InputError, match="14784 per GPU"):
+        unpadded.check_tensor_parallel(2)
+    assert [w4a16(29696).valid_tensor_parallel(tp) for tp in (1, 2, 4, 8)] == [None] * 4
+    # a channel-wise scheme (one scale per output row) has no group to split
+    channel = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+    assert _compressed_tensors(channel, "pack-quantized").valid_tensor_parallel(8) is None
 
 
 def test_gemma3_context_is_not_scaled_again_and_takes_its_class_default():

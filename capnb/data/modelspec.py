@@ -32,6 +32,7 @@ cannot place is not applied, and the notes say so.
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 import re
 from collections.abc import Mapping
@@ -138,7 +139,8 @@ class ModelSpec:
     weight_scale_bytes: float = 0.0
     #: Weights sharing one quantization scale, (output rows, input columns), that a
     #: tensor-parallel shard of an MLP or expert weight must hold whole, as vLLM requires: FP8's
-    #: ``weight_block_size``, AWQ/GPTQ's ``(0, group_size)``; ``(0, 0)`` where nothing is grouped.
+    #: ``weight_block_size``, AWQ/GPTQ's ``(0, group_size)`` (compressed-tensors: its ``"group"``
+    #: schemes' group_size); ``(0, 0)`` where nothing is grouped.
     weight_group: tuple[int, int] = (0, 0)
     vision_parameters: int = 0
     qkv_bias: bool = False
@@ -465,7 +467,10 @@ class ModelSpec:
         if self.is_moe and rows:
             expert = ("moe_intermediate_size", self.moe_intermediate_size)
             sizes.append(expert if expert[1] else ("intermediate_size", self.intermediate_size))
-        key = "weight_block_size" if rows else "group_size"
+        key = "quantization_config." + ("weight_block_size" if rows else "group_size")
+        quant = (self.config or {}).get("quantization_config") or {}
+        if str(quant.get("quant_method", "")).lower() == "compressed-tensors":
+            key = " and ".join(field for field, _ in _group_sizes(quant, self.source))
         for name, size in sizes:
             per_gpu = size / tensor_parallel
             for group in {rows, columns} - {0}:
@@ -473,7 +478,7 @@ class ModelSpec:
                     return (
                         f"tensor_parallel={tensor_parallel} splits the quantization groups of "
                         f"{self.name}: {name}={size} is {per_gpu:g} per GPU, not a multiple of "
-                        f"quantization_config.{key}'s {group} weights (vLLM refuses to load it)"
+                        f"{key}'s {group} weights (vLLM refuses to load it)"
                     )
         return None
 
@@ -1081,7 +1086,10 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
 
 
 def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int, int]:
-    """The (output rows, input columns) sharing a scale: FP8 blocks, AWQ/GPTQ groups (0, 0: none)."""
+    """The (output rows, input columns) sharing a scale: FP8 blocks, AWQ/GPTQ groups (0, 0: none).
+
+    compressed-tensors: the least common multiple of its ``"group"`` schemes' group sizes.
+    """
     quant = config.get("quantization_config")
     if not isinstance(quant, Mapping):
         return (0, 0)
@@ -1095,6 +1103,9 @@ def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int,
             )
         key = "quantization_config.weight_block_size"
         return (_positive_int(block[0], key, source), _positive_int(block[1], key, source))
+    if method == "compressed-tensors" and weight_dtype in {"int4", "int8"}:
+        sizes = [size for _, size in _group_sizes(quant, source)]
+        return (0, math.lcm(*sizes)) if sizes else (0, 0)
     if method not in {"awq", "gptq"} or weight_dtype not in {"int4", "int8"}:
         return (0, 0)
     key = "group_size" if quant.get("group_size") is not None else "q_group_size"
@@ -1102,6 +1113,21 @@ def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int,
     if group is None or group == -1:
         return (0, 0)
     return (0, _positive_int(group, f"quantization_config.{key}", source))
+
+
+def _group_sizes(quant: Mapping, source: str) -> list[tuple[str, int]]:
+    """(field, group_size) of each ``"group"`` scheme of a compressed-tensors config.
+
+    vLLM's ``CompressedTensorsWNA16`` refuses a tensor-parallel shard of a row-parallel weight
+    that is not whole groups (``verify_marlin_supports_shape``: "Weight
+    input_size_per_partition = ... is not divisible by group_size"), as for AWQ/GPTQ.
+    """
+    found = []
+    for name, weights in _weight_schemes(quant, source).items():
+        if weights.get("strategy") == "group":
+            key = f"quantization_config.config_groups.{name}.weights.group_size"
+            found.append((key, _positive_int(weights.get("group_size"), key, source)))
+    return found
 
 
 def _weight_schemes(quant: Mapping, source: str) -> dict[str, Mapping]:
