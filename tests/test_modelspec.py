@@ -746,6 +746,25 @@ def test_compressed_tensors_groups_that_a_degree_splits_are_refused():
     assert _compressed_tensors(channel, "pack-quantized").valid_tensor_parallel(8) is None
 
 
+def test_compressed_tensors_fp8_blocks_that_a_degree_splits_are_refused():
+    # llm-compressor's FP8_BLOCK scheme (strategy "block", block_structure [128, 128]):
+    # vLLM's CompressedTensorsW8A8Fp8 runs validate_fp8_block_shape as the fp8 method does, but
+    # capnb read no block from config_groups, so Qwen3-235B-A22B's 1,536-wide experts were valid
+    # at TP 8 (192 a GPU, 1.5 blocks), which it refuses for quant_method "fp8"
+    weights = {"num_bits": 8, "type": "float", "strategy": "block", "symmetric": True,
+               "block_structure": [128, 128]}  # fmt: skip
+    quant = {"quant_method": "compressed-tensors", "format": "float-quantized",
+             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}  # fmt: skip
+    spec = parse({**load_model("Qwen3-235B-A22B").config, "quantization_config": quant})
+    assert spec.weight_dtype == "fp8"
+    assert spec.valid_tensor_parallel(4) is None
+    reason = spec.valid_tensor_parallel(8)
+    assert reason and "moe_intermediate_size=1536 is 192 per GPU" in reason, reason
+    assert "quantization_config.config_groups.group_0.weights.block_structure" in reason, reason
+    channel = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}
+    assert _compressed_tensors(channel, "float-quantized").weight_group == (0, 0)  # no block
+
+
 def test_gemma3_context_is_not_scaled_again_and_takes_its_class_default():
     # vLLM's _get_and_verify_max_len skips the rope factor for gemma3 ("Gemma3's max_model_len
     # (128K) is already scaled by RoPE scaling"); capnb said 1,048,576 tokens (8 x 131,072)

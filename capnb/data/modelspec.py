@@ -140,7 +140,8 @@ class ModelSpec:
     #: Weights sharing one quantization scale, (output rows, input columns), that a
     #: tensor-parallel shard of an MLP or expert weight must hold whole, as vLLM requires: FP8's
     #: ``weight_block_size``, AWQ/GPTQ's ``(0, group_size)`` (compressed-tensors: its ``"group"``
-    #: schemes' group_size); ``(0, 0)`` where nothing is grouped.
+    #: schemes' group_size, its ``"block"`` ones' block_structure); ``(0, 0)`` where nothing is
+    #: grouped.
     weight_group: tuple[int, int] = (0, 0)
     vision_parameters: int = 0
     qkv_bias: bool = False
@@ -470,7 +471,7 @@ class ModelSpec:
         key = "quantization_config." + ("weight_block_size" if rows else "group_size")
         quant = (self.config or {}).get("quantization_config") or {}
         if str(quant.get("quant_method", "")).lower() == "compressed-tensors":
-            key = " and ".join(field for field, _ in _group_sizes(quant, self.source))
+            key = " and ".join(f for f, _ in _group_sizes(quant, self.weight_dtype, self.source))
         for name, size in sizes:
             per_gpu = size / tensor_parallel
             for group in {rows, columns} - {0}:
@@ -1088,7 +1089,7 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
 def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int, int]:
     """The (output rows, input columns) sharing a scale: FP8 blocks, AWQ/GPTQ groups (0, 0: none).
 
-    compressed-tensors: the least common multiple of its ``"group"`` schemes' group sizes.
+    compressed-tensors: the least common multiple of its grouped schemes' (:func:`_group_sizes`).
     """
     quant = config.get("quantization_config")
     if not isinstance(quant, Mapping):
@@ -1103,9 +1104,11 @@ def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int,
             )
         key = "quantization_config.weight_block_size"
         return (_positive_int(block[0], key, source), _positive_int(block[1], key, source))
-    if method == "compressed-tensors" and weight_dtype in {"int4", "int8"}:
-        sizes = [size for _, size in _group_sizes(quant, source)]
-        return (0, math.lcm(*sizes)) if sizes else (0, 0)
+    if method == "compressed-tensors":
+        groups = [group for _, group in _group_sizes(quant, weight_dtype, source)]
+        if not groups:  # (math.lcm() of nothing is 1)
+            return (0, 0)
+        return (math.lcm(*(g[0] for g in groups)), math.lcm(*(g[1] for g in groups)))
     if method not in {"awq", "gptq"} or weight_dtype not in {"int4", "int8"}:
         return (0, 0)
     key = "group_size" if quant.get("group_size") is not None else "q_group_size"
@@ -1115,18 +1118,32 @@ def _weight_group(config: Mapping, weight_dtype: str, source: str) -> tuple[int,
     return (0, _positive_int(group, f"quantization_config.{key}", source))
 
 
-def _group_sizes(quant: Mapping, source: str) -> list[tuple[str, int]]:
-    """(field, group_size) of each ``"group"`` scheme of a compressed-tensors config.
+def _group_sizes(quant: Mapping, weight_dtype: str, source: str) -> list[tuple[str, tuple]]:
+    """(field, (output rows, input columns)) of each grouped scheme of a compressed-tensors config.
 
-    vLLM's ``CompressedTensorsWNA16`` refuses a tensor-parallel shard of a row-parallel weight
-    that is not whole groups (``verify_marlin_supports_shape``: "Weight
-    input_size_per_partition = ... is not divisible by group_size"), as for AWQ/GPTQ.
+    Integer weights in ``"group"`` schemes (``(0, group_size)``): vLLM's ``CompressedTensorsWNA16``
+    refuses a tensor-parallel shard of a row-parallel weight that is not whole groups
+    (``verify_marlin_supports_shape``: "Weight input_size_per_partition = ... is not divisible by
+    group_size"), as for AWQ/GPTQ. FP8 weights in ``"block"`` schemes (``block_structure``):
+    ``CompressedTensorsW8A8Fp8`` runs ``validate_fp8_block_shape`` as the fp8 method does.
     """
     found = []
     for name, weights in _weight_schemes(quant, source).items():
-        if weights.get("strategy") == "group":
-            key = f"quantization_config.config_groups.{name}.weights.group_size"
-            found.append((key, _positive_int(weights.get("group_size"), key, source)))
+        strategy, where = (
+            weights.get("strategy"),
+            f"quantization_config.config_groups.{name}.weights",
+        )
+        if strategy == "group" and weight_dtype in {"int4", "int8"}:
+            key = f"{where}.group_size"
+            found.append((key, (0, _positive_int(weights.get("group_size"), key, source))))
+        elif strategy == "block" and weight_dtype == "fp8":
+            key, block = f"{where}.block_structure", weights.get("block_structure")
+            if not isinstance(block, (list, tuple)) or len(block) != 2:
+                raise ConfigError(
+                    f"{source}: field {key!r} must be two integers (output rows, input columns), "
+                    f"got {block!r}"
+                )
+            found.append((key, tuple(_positive_int(b, key, source) for b in block)))
     return found
 
 
