@@ -86,7 +86,7 @@ def test_an_instance_missing_the_sla_at_every_share_is_said_so():
     policy = Policy(name="hpa", scale_up_threshold=0.7, cooldown_s=300.0, min_instances=1,
                     buffer_instances=0, kind="elastic", cold_start_s=60.0,
                     cold_start_vetoes=False)  # fmt: skip
-    (check,) = _arrivals_checks(a, policy, 1)
+    (check,) = _arrivals_checks(a, policy, 1.0, (0.7,))
     assert not check.passed and "misses the SLA even at 50%" in check.finding
     assert "up to 0%" not in check.finding and "loosen the SLA" in check.action
 
@@ -121,16 +121,16 @@ def test_eligible_configurations_run_instances_within_the_headroom_or_all_are():
     grid += [Config("fixed", 0.6, 300.0, 0, share) for share in (1.0, 1.25)]
     cfg = capnb.plan.read_config(SMALL)
     quick = {"cold_start_s": 0.0}
-    assert [c.utilisation for c in grid] == [0.6, 0.7, 0.8, 1.0, 0.8]
-    assert eligible(grid, quick, cfg, None).all()
-    assert eligible(grid, quick, cfg, 0.75).tolist() == [True, True, False, False, False]
-    assert eligible(grid, quick, cfg, 0.8).tolist() == [True, True, True, False, True]
+    assert [c.utilisation(4.0) for c in grid] == [0.6, 0.7, 0.8, 1.0, 0.8]
+    assert eligible(grid, quick, cfg, None, 4.0).all()
+    assert eligible(grid, quick, cfg, 0.75, 4.0).tolist() == [True, True, False, False, False]
+    assert eligible(grid, quick, cfg, 0.8, 4.0).tolist() == [True, True, True, False, True]
     # no configuration within: the rule is not applied (the plan's arrivals check says so)
-    assert eligible(grid, quick, cfg, 0.5).all()
+    assert eligible(grid, quick, cfg, 0.5, 4.0).all()
     # with the cold-start rule vetoing elasticity, the headroom narrows what it allows
     slow = {"cold_start_s": 10_000.0}
-    assert eligible(grid, slow, cfg, 0.8).tolist() == [True, True, True, False, True]
-    assert eligible(grid, slow, cfg, 0.5).tolist() == [True] * 5
+    assert eligible(grid, slow, cfg, 0.8, 4.0).tolist() == [True, True, True, False, True]
+    assert eligible(grid, slow, cfg, 0.5, 4.0).tolist() == [True] * 5
 
 
 def test_the_article_engine_with_vetoed_scale_ups_runs_instances_as_a_fixed_fleet_does():
@@ -149,21 +149,21 @@ def test_the_article_engine_with_vetoed_scale_ups_runs_instances_as_a_fixed_flee
     grid = [Config(p, 0.7, 300.0, 0, share) for p in ("article", "fixed") for share in (1.0, 1.25)]
     cfg = capnb.plan.read_config(SMALL)
     slow = {"cold_start_s": 10_000.0}
-    assert eligible(grid, slow, cfg, 0.85).tolist() == [False, True, False, True]
+    assert eligible(grid, slow, cfg, 0.85, 4.0).tolist() == [False, True, False, True]
     quick = {"cold_start_s": 0.0}  # it scales up: its threshold is what it runs to
-    assert eligible(grid, quick, cfg, 0.85).tolist() == [True, True, False, True]
+    assert eligible(grid, quick, cfg, 0.85, 4.0).tolist() == [True, True, False, True]
     arrivals = xr.Dataset(
         {"headroom": 0.85, "latency": (("share", "metric"), [[0.1, 0.02], [0.55, 0.0755]])},
         coords={"share": [0.85, 1.0], "metric": ["ttft", "tpot"]},
         attrs={"per_instance_qps": 20.0},
     )
     article = Policy("article", 0.7, 900.0, 4, 0, "fixed_plus_buffer", 254.0, True)
-    (check,) = _arrivals_checks(arrivals, article, 4)
+    (check,) = _arrivals_checks(arrivals, article, 4.0, (0.7,))
     assert not check.passed and "the article policy runs instances up to 100% of it" in (
         check.finding
     )
     scaling = dataclasses.replace(article, cold_start_s=20.0, cold_start_vetoes=False)
-    assert _arrivals_checks(arrivals, scaling, 4)[0].passed
+    assert _arrivals_checks(arrivals, scaling, 4.0, (0.7,))[0].passed
 
 
 def test_the_kv_budget_of_a_deployment_is_its_own_dtypes():
@@ -218,3 +218,51 @@ def test_arrivals_take_one_cell_of_safe_concurrencys_per_instance_qps():
                                                    requests=300))  # fmt: skip
     with pytest.raises(InputError, match=r"per_instance_qps: one number, not a DataArray over"):
         capnb.capacity.arrivals(D, W, sla=LOOSE, per_instance_qps=xr.concat([cell, cell], "gpu"))
+
+
+def test_a_fixed_fleet_runs_its_instances_at_the_load_not_at_whole_instances(tmp_path):
+    # nine days of 0.3-1.7 requests/s on one Qwen3-8B A100 instance (6.6 requests/s closed
+    # loop, 65% of it under Poisson arrivals): the check counted the forecast's need in whole
+    # instances (1 of 1), said the fixed fleet 'runs instances up to 100%', failed, and advised
+    # sweeping a threshold at or below 0.65 as if 'none was' (0.6 was); it runs at 29%
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    t = np.arange(9 * 288) * 300
+    qps = 1 + 0.7 * np.sin(2 * np.pi * t / 86_400) + rng.normal(0, 0.05, t.size)
+    pd.DataFrame({"timestamp": t, "qps": qps.round(3)}).to_csv(tmp_path / "d.csv", index=False)
+    cfg = dict(trace=str(tmp_path / "d.csv"), trace_kind="rates", time_unit="s",
+               start="2026-10-19", interval="5min", model="Qwen3-8B", gpus=("A100-80GB",),
+               tensor_parallel=(1,), sla="ttft=1,tpot=40ms", latency="engine",
+               policies=("fixed",), trials=50, provider="none",
+               disaggregation="none")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answer = capnb.plan.answer(capnb.plan.build(capnb.plan.read_config(cfg)))
+    check = {c.name: c for c in answer.checks}["arrivals"]
+    runs_to = float(check.finding.split("runs instances up to ")[1].split("%")[0]) / 100
+    need = max(answer.fixed_instances)
+    assert need == 1 and answer.policy.min_instances + answer.policy.buffer_instances == 1
+    assert 0.2 < runs_to < 0.35 and check.passed and not check.action
+
+
+def test_the_arrivals_advice_names_what_would_keep_within_the_headroom():
+    # a failing check advised 'sweep a scale-up threshold at or below 0.85 (... none was)' for a
+    # fixed fleet, which has no threshold, while 0.6-0.8 were swept
+    import xarray as xr
+
+    from capnb.plan._answer import Policy
+    from capnb.plan._compose import _arrivals_checks
+
+    arrivals = xr.Dataset(
+        {"headroom": 0.5, "latency": (("share", "metric"), [[0.1, 0.02], [0.55, 0.0755]])},
+        coords={"share": [0.5, 1.0], "metric": ["ttft", "tpot"]},
+        attrs={"per_instance_qps": 20.0},
+    )
+    fixed = Policy("fixed", 0.6, 300.0, 2, 0, "fixed_plus_buffer", 75.0, True)
+    (check,) = _arrivals_checks(arrivals, fixed, 1.7, (0.6, 0.7, 0.8))
+    assert not check.passed and "runs instances up to 85% of it" in check.finding
+    assert check.action.startswith("hold 4 instances at the busiest slot (each then runs up to 42%")
+    hpa = Policy("hpa", 0.6, 300.0, 1, 0, "elastic", 75.0, False)
+    (check,) = _arrivals_checks(arrivals, hpa, 1.7, (0.6, 0.7, 0.8))
+    assert "at or below 0.5" in check.action and "the lowest swept is 0.6" in check.action

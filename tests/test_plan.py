@@ -806,10 +806,10 @@ def test_the_arrivals_check_counts_a_fixed_fleets_warm_spares_as_serving():
         attrs={"per_instance_qps": 20.64},
     )
     fixed = Policy("fixed", 0.6, 300.0, 2, 1, "fixed_plus_buffer", 75.0, True)
-    (check,) = _arrivals_checks(arrivals, fixed, 3)
+    (check,) = _arrivals_checks(arrivals, fixed, 3.0, (0.6,))
     assert "the fixed policy runs instances up to 100% of it" in check.finding, check.finding
     alone = dataclasses.replace(fixed, min_instances=3, buffer_instances=0)
-    assert "up to 100% of it" in _arrivals_checks(arrivals, alone, 3)[0].finding
+    assert "up to 100% of it" in _arrivals_checks(arrivals, alone, 3.0, (0.6,))[0].finding
 
 
 def test_a_fixed_fleets_cost_line_names_no_autoscaler():

@@ -31,7 +31,7 @@ from ._answer import (
 from ._config import PlanConfig
 from ._steps import (
     _first,
-    forecast_fleet,
+    forecast_load,
     latency_model_of,
     own_calibration_of,
     own_calibrations,
@@ -299,25 +299,27 @@ def settle_words(settled: list[str], chosen: str, own: bool = False) -> str:
     return f"benchmark the {len(settled)} options ({', '.join(settled)}; the commands below){then}"
 
 
-def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
+def _arrivals_checks(arrivals, policy: Policy, load: float,
+                     thresholds: tuple[float, ...]) -> list[Check]:  # fmt: skip
     """Whether the chosen policy runs instances within what they serve under Poisson arrivals.
 
     ``arrivals``: :func:`capnb.capacity.arrivals` of the chosen instance, or None (not priced on
-    the serving-engine model: no check). A fixed fleet runs its instances up to the forecast's
-    need (``fleet`` instances at its busiest slot) over its size, warm spares included (the replay
-    serves on them: they are ready instances), and so does the article's engine when the cold start
-    vetoes its scale-ups (it never grows above them); the other policies up to their
-    scale-up threshold (HPA's and Knative's target utilisation), as the policy's choice counts it
-    (:attr:`capnb.plan._origins.Config.utilisation`).
+    the serving-engine model: no check). ``load``: the forecast's busiest slot over one
+    instance's closed-loop requests/s. A fixed fleet runs its instances at that load over its size,
+    warm spares included (the replay serves on them: they are ready instances), and so does the
+    article's engine when the cold start vetoes its scale-ups (it never grows above them); the
+    other policies up to their scale-up threshold (HPA's and Knative's target utilisation), as
+    the policy's choice counts it (:func:`capnb.plan._origins.runs_up_to`). ``thresholds``: the
+    scale-up thresholds swept, which the advice names.
     """
+    from ._origins import holds_fixed, runs_up_to
+
     if arrivals is None:
         return []
     share = float(arrivals.headroom)
-    target = (
-        fleet / max(policy.min_instances + policy.buffer_instances, 1)
-        if policy.name == "fixed" or (policy.name == "article" and policy.cold_start_vetoes)
-        else float(policy.scale_up_threshold)
-    )
+    held = policy.min_instances + policy.buffer_instances
+    vetoed = policy.cold_start_vetoes
+    target = runs_up_to(policy.name, float(policy.scale_up_threshold), held, load, vetoed)
     full = arrivals.latency.sel(share=1.0)
     at_full = ", ".join(
         f"{m.upper()} {float(v) * (1e3 if m != 'ttft' else 1):.3g} {'ms' if m != 'ttft' else 's'}"
@@ -336,16 +338,31 @@ def _arrivals_checks(arrivals, policy: Policy, fleet: int) -> list[Check]:
         f"100 %: {at_full}); the {policy.name} policy runs instances up to {target:.0%} of it"
     )
     passed = target <= share + 1e-9
-    action = (
-        ""
-        if passed
-        else f"sweep a scale-up threshold at or below {share:.2g} ([elasticity] "
-        "scale_up_threshold; the plan chooses among the swept policies those within it, and none "
-        "was), or plan on that share of the per-instance rate"
-        if share > 0
-        else "loosen the SLA or plan on a lower per-instance rate: arrivals that do not wait for "
-        "one another swing this instance past its SLA (long prompts queue behind each other)"
-    )
+    if passed:
+        action = ""
+    elif share <= 0:
+        action = (
+            "loosen the SLA or plan on a lower per-instance rate: arrivals that do not wait for "
+            "one another swing this instance past its SLA (long prompts queue behind each other)"
+        )
+    elif holds_fixed(policy.name, vetoed):
+        more = max(held + 1, math.ceil(load / share - 1e-9))
+        action = (
+            f"hold {words.count(more, 'instance')} at the busiest slot (each then runs up to "
+            f"{load / more:.0%} of its closed-loop rate), or plan on {share:.0%} of the "
+            "per-instance rate"
+        )
+    else:
+        below = [f"{t:g}" for t in sorted(thresholds) if t <= share + 1e-9]
+        swept = (
+            f"the swept {', '.join(below)} {'was' if len(below) == 1 else 'were'} not chosen"
+            if below
+            else f"the lowest swept is {min(thresholds):g}"
+        )
+        action = (
+            f"scale up at a threshold at or below {share:.2g} ([elasticity] scale_up_threshold; "
+            f"{swept}), or plan on {share:.0%} of the per-instance rate"
+        )
     return [Check("arrivals", passed, finding, action, "own")]
 
 
@@ -471,8 +488,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     if flaps:
         checks.append(Check("flapping", False, flaps.split(";")[0],
                             "lengthen its scale-down window or raise its floor", "own"))  # fmt: skip
-    fleet = forecast_fleet(fc, cfg, float(_first(chosen.per_instance_qps)))
-    checks += _arrivals_checks(arrivals, policy, fleet)
+    load = forecast_load(fc, cfg, float(_first(chosen.per_instance_qps)))
+    checks += _arrivals_checks(arrivals, policy, load, cfg.elasticity.scale_up_threshold)
     budget_minutes = budget_of(cfg)
     checks.append(_replay_check(float(run.breach_s) / 60 * month, budget_minutes, hours, cfg))
     reserved = policy.min_instances + policy.buffer_instances

@@ -70,16 +70,35 @@ class Config:
         """The pool floor (instances) for a forecast that needs ``fleet`` at its busiest slot."""
         return max(1, math.ceil(self.floor_share * fleet - 1e-9))
 
-    @property
-    def utilisation(self) -> float:
+    def utilisation(self, load: float, vetoed: bool = False) -> float:
         """The share of its closed-loop requests/s the configuration runs an instance up to.
 
-        An autoscaler's scale-up threshold (HPA's and Knative's target utilisation); a fixed
-        fleet of ``floor_share`` times the forecast's need, 1 / ``floor_share`` at its busiest slot.
+        ``load``: the forecast's busiest slot in instances' closed-loop requests/s (its need over
+        the per-instance rate, a fraction of one instance where the traffic is light); ``vetoed``:
+        a cold start vetoes scale-ups (:func:`runs_up_to`). Its floor is ``floor_share`` times
+        the whole instances that load needs, its warm spares beside it.
         """
-        if self.policy == "fixed":
-            return 1.0 / self.floor_share
-        return self.scale_up_threshold
+        instances = self.floor(max(1, int(instances_needed(load, 1.0)))) + self.buffer_instances
+        return runs_up_to(self.policy, self.scale_up_threshold, instances, load, vetoed)
+
+
+def runs_up_to(policy: str, threshold: float, instances: int, load: float, vetoed: bool) -> float:
+    """The share of its closed-loop requests/s a policy runs an instance up to: the one rule.
+
+    An autoscaler runs an instance up to its scale-up threshold (HPA's and Knative's target
+    utilisation). A fixed fleet, and the article's engine when a cold start vetoes its scale-ups
+    (it never grows above its floor), serve the forecast's busiest slot on their ``instances``
+    (the floor and warm spares: ready instances the replay serves on): ``load``, the slot's
+    requests/s over one instance's closed-loop rate, spread over them (0.41 on 1 instance: 41 %).
+    """
+    if holds_fixed(policy, vetoed):
+        return load / instances if instances > 0 else math.inf
+    return threshold
+
+
+def holds_fixed(policy: str, vetoed: bool) -> bool:
+    """Whether ``policy`` serves on the instances it holds, never scaling up (see runs_up_to)."""
+    return policy == "fixed" or (policy == "article" and vetoed)
 
 
 def configs(cfg: PlanConfig) -> list[Config]:
@@ -271,7 +290,8 @@ def _window(demand, observed_all, origins: Origins, first_unit: float, units: fl
 
 
 def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings: dict,
-            chooser, headroom: float | None = None) -> Rolling | str:  # fmt: skip
+            chooser, headroom: float | None = None,
+            load: float | None = None) -> Rolling | str:  # fmt: skip
     """The rolling-origin choice and record (see the module), or why the trace has none.
 
     ``settings``: the simulator's (per-instance requests/s, cold start, price, ...);
@@ -279,8 +299,8 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     indexes of windows x configurations in, the chosen configuration's index and its words out
     (``windows``: what the windows are called in them);
     ``headroom``: the share of the per-instance rate an instance serves within the SLA under
-    Poisson arrivals (:func:`capnb.capacity.arrivals`), or None (not simulated): see
-    :func:`eligible`.
+    Poisson arrivals (:func:`capnb.capacity.arrivals`), or None (not simulated), and ``load``
+    the forecast's busiest slot in instances' closed-loop requests/s: see :func:`eligible`.
     """
     origins = origins_of(series, cfg.elasticity.backtest_days)
     if isinstance(origins, str):
@@ -304,7 +324,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             )
             continue
         inner[j] = replay(cfg, window, seen, fit(j), grid, settings)
-    allowed = eligible(grid, settings, cfg, headroom)
+    allowed = eligible(grid, settings, cfg, headroom, load)
     rows, replays = [], []
     for k in origins.held_out:
         spans = _spans(inner, k, origins.window_units, cfg)
@@ -350,7 +370,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
 
 
 def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
-             headroom: float | None = None) -> np.ndarray:  # fmt: skip
+             headroom: float | None = None, load: float | None = None) -> np.ndarray:  # fmt: skip
     """The configurations the plan's rules allow, a mask over ``grid``.
 
     - The article's cold-start rule: where a cold start is too long to react in time, only
@@ -359,8 +379,9 @@ def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
       forecast's need it is a fixed fleet too small, which :func:`configs` leaves out for
       ``fixed`` as well.
     - Arrivals: where ``headroom`` is known, only configurations that run an instance up to that
-      share of its closed-loop requests/s (:attr:`Config.utilisation`; the article's engine with
-      its scale-ups vetoed runs its floor as a fixed fleet does): above it, Poisson
+      share of its closed-loop requests/s (:meth:`Config.utilisation` at ``load``, the forecast's
+      busiest slot in instances' closed-loop requests/s; the article's engine with its
+      scale-ups vetoed runs its floor as a fixed fleet does): above it, Poisson
       arrivals swing the instance past its SLA. When no configuration the cold-start rule allows
       is within it, this rule is not applied, and the plan's ``arrivals`` check says so.
     """
@@ -374,7 +395,9 @@ def eligible(grid: list[Config], settings: dict, cfg: PlanConfig,
         # a cold start too long to react in time: capacity that needs no cold start
         allowed = np.array([_holds_without_scaling_up(c) for c in grid])
     if headroom is not None:
-        runs_to = np.array([_runs_up_to(c, vetoed) for c in grid])
+        if load is None:
+            raise ValueError("eligible: a headroom needs the forecast's load (instances)")
+        runs_to = np.array([c.utilisation(load, vetoed) for c in grid])
         within = allowed & (runs_to <= headroom + 1e-9)
         if within.any():
             allowed = within
@@ -393,17 +416,6 @@ def _holds_without_scaling_up(config: Config) -> bool:
     if config.policy == "article":
         return config.floor_share >= 1
     return config.floor_share > 0 or config.buffer_instances > 0
-
-
-def _runs_up_to(config: Config, vetoed: bool) -> float:
-    """The share of its closed-loop requests/s ``config`` runs an instance up to.
-
-    Its :attr:`Config.utilisation`, but for the article's engine with its scale-ups vetoed, which
-    serves the busiest slot on its floor as a fixed fleet does: 1 / ``floor_share``.
-    """
-    if vetoed and config.policy == "article":
-        return 1.0 / config.floor_share if config.floor_share > 0 else math.inf
-    return config.utilisation
 
 
 def _cost(replay: Replay) -> np.ndarray:

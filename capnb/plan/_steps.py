@@ -579,10 +579,16 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
                              settings=engine_settings(cfg))  # fmt: skip
 
 
+def forecast_load(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> float:
+    """The forecast's busiest slot at the plan's quantile over one instance's requests/s (1)."""
+    return float(fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile).max()) / (
+        per_instance
+    )
+
+
 def forecast_fleet(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> int:
     """Instances the forecast's busiest slot needs at the plan's quantile (floors are shares of it)."""
-    need = float(fc.target_qps.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
-    return max(1, int(instances_needed(need, per_instance)))
+    return max(1, int(instances_needed(forecast_load(fc, cfg, per_instance), 1.0)))
 
 
 def _elasticity(
@@ -639,8 +645,9 @@ def _elasticity(
         min_instances=floors, **settings, forecast=ahead,
     )  # fmt: skip
     headroom = None if arrivals is None else float(arrivals.headroom)
+    load = forecast_load(fc, cfg, per_instance)
     record = (
-        rolling(cfg, series, demand, settings, elasticity.choose_held_out, headroom)
+        rolling(cfg, series, demand, settings, elasticity.choose_held_out, headroom, load)
         if held_out and cfg.elasticity.backtest_days
         else "backtest_days = 0: no held-out window was asked for"
     )
