@@ -862,7 +862,7 @@ def _lede(a) -> str:
     """The answer in one sentence: model, GPU and fleet (the cost and breach follow, once each)."""
     name = words.POLICY_NAMES[a.policy.name]
     if a.policy.name == "fixed":
-        grows = "and run them all month"
+        grows = f"and run {'it' if a.reserved_instances == 1 else 'them'} all month"
     elif a.policy.name == "article" and a.policy.cold_start_vetoes:
         # the replay may start above the reserve (its first step's need), but the rule adds none
         grows = (

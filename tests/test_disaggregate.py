@@ -606,3 +606,26 @@ def test_pd_ratio_simulates_the_pools_at_the_deployments_dtypes():
     }  # fmt: skip
     moved = {kv: plan.kv_transfer_s.item() for kv, plan in plans.items()}
     assert moved["fp8"] == pytest.approx(moved["auto"] / 2, rel=1e-6)
+
+
+def test_the_operating_points_say_one_request_in_the_singular():
+    # an SLA met at one request in flight read "sized at 1 requests in flight per instance" and
+    # "prefill at 4 and decode at 1 requests in flight per instance"
+    import xarray as xr
+
+    from capnb.capacity._disagg import _aggregated_plan, _pool_points
+
+    sla = SLA(ttft_s=1.0, tpot_s=0.05)
+    curve = xr.Dataset(
+        {"throughput": ("concurrency", [2.0, 3.0]),
+         "latency": (("concurrency", "latency_quantile", "metric"),
+                     [[[0.5, 0.04]], [[2.0, 0.09]]])},
+        coords={"concurrency": [1, 2], "latency_quantile": [0.99], "metric": ["ttft", "tpot"]},
+    )  # fmt: skip
+    reason = _aggregated_plan(curve, np.array([1.0]), 1, sla)["reason"]
+    assert reason == "1 request in flight per instance: 2 requests/s", reason
+    cols = {"grid": np.array([1.0, 4.0]), "x_p": np.array([1.0, 3.0]),
+            "x_d": np.array([2.0, 5.0]), "p_ttft": np.array([0.1, 0.2]),
+            "d_ttft": np.array([0.1, 0.1]), "d_tpot": np.array([0.04, 0.09])}  # fmt: skip
+    _, said = _pool_points(cols, 0.99, {"prefill": 1, "decode": 1}, 0.01, sla)
+    assert said.startswith("prefill at 4 requests and decode at 1 request in flight per "), said

@@ -432,6 +432,27 @@ def test_a_fixed_fleets_warm_spares_are_in_its_fleet_line(small):
     )
 
 
+def test_one_reserved_instance_is_it_not_them(small):
+    # a fixed fleet of one instance (mymodel on 1 x H100-SXM at 1.63 requests/s) read "reserve 1
+    # instance (1 x H100-SXM) and run them all month", and the report's lede the same
+    from capnb.report import _lede
+
+    a = planning.answer(small[0])
+    fixed = dataclasses.replace(a.policy, name="fixed", min_instances=1, buffer_instances=0)
+    one = dataclasses.replace(a, policy=fixed, reserved_instances=1)
+    assert "reserve 1 instance (" in plan_text.fleet_words(one)
+    assert ") and run it all month, a fixed fleet of 1 instance" in plan_text.fleet_words(one)
+    assert _lede(one).endswith("reserve 1 instance and run it all month."), _lede(one)
+    two = dataclasses.replace(one, reserved_instances=2)
+    assert ") and run them all month" in plan_text.fleet_words(two) and "run them" in _lede(two)
+    # and the traffic_growth check: "the P99 forecast's quietest slot needs 1 instances"
+    from capnb.plan._compose import _growth_check
+
+    run = xr.Dataset({"ready_instances": ("time", [1, 1])})
+    check = _growth_check([1, 1], run, 1, 2.99, planning.PlanConfig())
+    assert "quietest slot needs 1 instance, within the 1 the replay" in check.finding
+
+
 def test_a_fixed_fleet_under_its_forecast_and_bursts_says_it_adds_none(small):
     # "reserve 1 instance ... a fixed fleet of 1 instance; the forecast needs 1 instance ..., and
     # up to 2 more instances in a burst": read as if the fleet added them, which a fixed one cannot

@@ -1073,7 +1073,8 @@ def _pool_points(cols: dict, q, tps, transfer_q, sla) -> tuple[tuple[int, int] |
     if best is not None:
         _, i_p, i_d = best
         return (i_p, i_d), (
-            f"prefill at {grid[i_p]:g} and decode at {grid[i_d]:g} requests in flight per instance: "
+            f"prefill at {words.count(grid[i_p], 'request')} and decode at "
+            f"{words.count(grid[i_d], 'request')} in flight per instance: "
             f"{x_p[i_p]:.3g} and {x_d[i_d]:.3g} requests/s per instance"
         )
     if not (d_tpot <= tpot_sla).any():
@@ -1151,7 +1152,8 @@ def _aggregated_plan(curve: xr.Dataset, demand, tp: int, sla) -> dict:
     inst = instances_needed(demand, a_x[i_a])
     return {
         "meets_sla": True,
-        "reason": f"{a_grid[i_a]:g} requests in flight per instance: {a_x[i_a]:.3g} requests/s",
+        "reason": f"{words.count(a_grid[i_a], 'request')} in flight per instance: "
+        f"{a_x[i_a]:.3g} requests/s",
         "instances": inst,
         "gpus": inst * tp,
         "latency": [a_ttft[i_a], a_tpot[i_a]],

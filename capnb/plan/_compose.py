@@ -403,7 +403,8 @@ def _growth_check(fixed: list[int], run, tp: int, price: float, cfg: PlanConfig)
         f"({peak}): the traffic grew, so the replayed cost is the past's; a fleet following the "
         f"forecast slot by slot costs {cost}"
         if not passed
-        else f"the {quantile} forecast's quietest slot needs {min(fixed, default=0)} instances, "
+        else f"the {quantile} forecast's quietest slot needs "
+        f"{words.count(min(fixed, default=0), 'instance')}, "
         f"within the {peak} the replay ran at once"
     )
     action = "" if passed else (
@@ -536,9 +537,9 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
             f"{gpu_hours:,.0f} GPU-hours a month: the {words.count(reserved, 'reserved instance')} "
             "all month "
             + (
-                "(a fixed fleet: none above them)"
+                f"(a fixed fleet: none above {'it' if reserved == 1 else 'them'})"
                 if policy.name == "fixed"
-                else "and the autoscaler's instances above them"
+                else f"and the autoscaler's instances above {'it' if reserved == 1 else 'them'}"
             )
             + f", as replayed over {hours:,.0f} h of the trace, "
             f"at {price:g} USD per GPU-hour ({gpu}'s on-demand price in the GPU catalog, the price "

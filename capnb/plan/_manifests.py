@@ -269,7 +269,8 @@ def _vetoed_note(choice: PolicyChoice, notes: list[str]) -> None:
         notes.append(
             f"in the plan's replay the {choice.cold_start_s:g} s cold start vetoed every scale-up "
             "of the article policy (the plan's cost counts none); this "
-            f"object scales up to {choice.max_instances} instances as load needs, at a cost "
+            f"object scales up to {words.count(choice.max_instances, 'instance')} as load needs, "
+            "at a cost "
             "above the plan's"
         )
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from .. import words
 from ..units import instances_needed
 from ..words import when
 from ._config import PlanConfig
@@ -464,7 +465,8 @@ def _steady(rows: list[dict], replays: list[Replay], grid, cfg: PlanConfig, allo
         row["usd"]["steady-hindsight"] = r.usd[i]
         row["gpu_hours"]["steady-hindsight"] = r.gpu_hours[i]
         row["steady"] = (
-            f"{grid[i].policy} (floor share {grid[i].floor_share:g}, {grid[i].buffer_instances} spares)"
+            f"{grid[i].policy} (floor share {grid[i].floor_share:g}, "
+            f"{words.count(grid[i].buffer_instances, 'spare')})"
         )
 
 
@@ -594,7 +596,7 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
         },
         "hindsight": (
             f"{grid[hindsight].policy} (floor {grid[hindsight].floor(fit.fleet)}, "
-            f"{grid[hindsight].buffer_instances} spares)"
+            f"{words.count(grid[hindsight].buffer_instances, 'spare')})"
         ),
         "observed_share": float(seen.mean()),
         "unplanned": unplanned,

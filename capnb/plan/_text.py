@@ -190,7 +190,8 @@ def fleet_words(a: Answer) -> str:
         short = max(a.fixed_instances, default=0) + a.burst_instances > a.reserved_instances
         return (
             f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
-            f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run them all month, "
+            f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run "
+            f"{'it' if a.reserved_instances == 1 else 'them'} all month, "
             f"{policy_words(a)}; the forecast needs {need}{bursts}"
             + (", more than a fixed fleet holds (it adds none)" if short else "")
             + "."
