@@ -1482,6 +1482,30 @@ def test_the_replay_budget_check_rides_on_the_answer(small):
     assert check.passed == (answer.breach_minutes_per_month <= answer.breach_budget_minutes)
 
 
+def test_requests_longer_than_the_models_context_are_rejected_not_priced():
+    # a log of mymodel2 (8,192-token context, no sliding window) with 0.5 % of its requests at
+    # 150,000 prompt tokens: the engine path ruled 1 x L4 out by memory (its KV cache, 62,928
+    # tokens, cannot hold 150,233) and priced 1 x H100-SXM at 2.62 requests/s with them, though
+    # vLLM rejects them at its max_model_len on any GPU; they are counted as rejected now
+    from capnb.plan._compose import _context_checks
+    from capnb.plan._steps import _workload
+
+    cfg = planning.PlanConfig().replace(model="Llama-2-7B")  # a 4,096-token context
+    prompt = np.full(1000, 1000)
+    prompt[::100] = 150_000  # 10 of 1,000
+    source = xr.Dataset({"prompt_tokens": ("request", prompt),
+                         "output_tokens": ("request", np.full(1000, 200))})  # fmt: skip
+    work, _ = _workload(cfg, source)
+    assert int((work.prompt_tokens + work.output_tokens).max()) == 1200
+    (check,) = _context_checks(cfg, work)
+    assert check.finding.startswith("10 of the workload's 1,000 requests (1%; the longest 150,200")
+    assert check.finding.endswith("which vLLM rejects: the plan counts them as rejected and "
+                                  "prices the other 990")  # fmt: skip
+    every = source.assign(prompt_tokens=("request", np.full(1000, 5000)))
+    with pytest.raises(InputError, match="every one of the workload's 1,000 requests"):
+        _workload(cfg, every)
+
+
 def test_requests_longer_than_the_models_context_are_a_failed_check():
     # phi-3-medium-4k (max_position_embeddings 4,096) was planned on azure-conv-2023, whose
     # requests reach 6,224 tokens, without a word: vLLM rejects a request over max_model_len
@@ -1493,7 +1517,7 @@ def test_requests_longer_than_the_models_context_are_a_failed_check():
     lengths = workload(prompt_tokens=[1000, 3000, 5000, 900], output_tokens=[100, 200, 300, 50])
     (check,) = _context_checks(cfg, lengths)
     assert check.name == "context_window" and not check.passed and check.kind == "own"
-    assert check.finding.startswith("1 of the workload's 4 requests (the longest 5,300 tokens")
+    assert check.finding.startswith("1 of the workload's 4 requests (25%; the longest 5,300 tokens")
     assert "context of 4,096 tokens" in check.finding
     assert _context_checks(cfg.replace(model="Llama-3.1-8B"), lengths) == []
     # vLLM's max_model_len: Llama 3's rope_scaling is already in max_position_embeddings, YaRN
@@ -1532,7 +1556,7 @@ def test_the_context_check_reads_the_whole_log_not_the_priced_sample():
     assert workload.sizes["request"] == 512 and float(workload.prompt_tokens.max()) == 900.0
     (check,) = _context_checks(cfg, workload)
     assert check.name == "context_window" and not check.passed
-    assert check.finding.startswith("3 of the workload's 2,000 requests (the longest 7,953 tokens")
+    assert check.finding.startswith("3 of the workload's 2,000 requests (0.15%; the longest 7,953")
     assert _context_checks(cfg.replace(model="Llama-3.1-8B"), workload) == []
 
 

@@ -196,7 +196,8 @@ def _context_checks(cfg, workload) -> list[Check]:
     """Requests of the workload longer than the model's context, which vLLM rejects.
 
     Read on the whole log the workload was sampled from (``attrs["log_tokens"]``, which the
-    plan's workload carries); a workload without it is a whole log itself.
+    plan's workload carries, sampled from the requests within the context alone); a workload
+    without it is a whole log itself.
     """
     from .. import data
 
@@ -209,12 +210,13 @@ def _context_checks(cfg, workload) -> list[Check]:
         return []
     over, longest, limit = beyond
     total = len(lengths)
+    rejected = round(over * total)
     return [Check(
         "context_window", False,
-        f"{round(over * total):,} of the workload's {total:,} requests (the longest {longest:,} "
-        f"tokens, prompt + output) are longer than {spec.name}'s context of {limit:,} tokens "
-        "(vLLM's default max_model_len, read from its config), which vLLM rejects; the plan "
-        "priced them as if served",
+        f"{rejected:,} of the workload's {total:,} requests ({words.percent(over)}; the longest "
+        f"{longest:,} tokens, prompt + output) are longer than {spec.name}'s context of "
+        f"{limit:,} tokens (vLLM's default max_model_len, read from its config), which vLLM "
+        f"rejects: the plan counts them as rejected and prices the other {total - rejected:,}",
         "serve a model with a longer context, or plan on a workload whose requests fit "
         "([serving] workload)",
         "own",

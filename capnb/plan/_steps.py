@@ -66,18 +66,31 @@ WORKLOAD_SAMPLES = 512
 def _workload(cfg: PlanConfig, source):
     """Prompt and output lengths the latency model prices, and where they came from.
 
-    The latency model prices :data:`WORKLOAD_SAMPLES` requests of the log; the whole log's
-    request lengths (tokens, prompt + output) ride along as ``attrs["log_tokens"]`` for the
-    context check, since a tail of requests longer than the model's context can fall between
-    the sampled ranks.
+    The latency model prices :data:`WORKLOAD_SAMPLES` requests of the log, of those within the
+    model's context: vLLM rejects a longer one at its ``max_model_len`` on any GPU, so it is
+    counted as rejected (the context check), neither priced nor held in memory. The whole log's
+    request lengths (tokens, prompt + output) ride along as ``attrs["log_tokens"]`` for that
+    check.
     """
     from .. import data, latency
 
+    limit = data.load_model(cfg.serving.model).context_tokens
+
     def sampled(log, name):
-        out = latency.workload(log, samples=WORKLOAD_SAMPLES)
         prompt, output = (
             np.asarray(log[n].values, float).ravel() for n in ("prompt_tokens", "output_tokens")
         )
+        within = np.ones(prompt.size, bool) if limit is None else prompt + output <= limit
+        if not within.any():
+            raise InputError(
+                f"workload: every one of the workload's {prompt.size:,} requests ({name!r}) is "
+                f"longer than {cfg.serving.model}'s context of {limit:,} tokens (prompt + "
+                "output), which vLLM rejects: serve a model with a longer context, or plan on a "
+                "workload whose requests fit ([serving] workload)"
+            )
+        dim = log.prompt_tokens.dims[0]  # one row a request
+        kept = log if within.all() else log.isel({dim: np.flatnonzero(within)})
+        out = latency.workload(kept, samples=WORKLOAD_SAMPLES)
         out.attrs["log_tokens"] = prompt + output
         return out, name
 
