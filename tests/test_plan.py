@@ -1433,9 +1433,15 @@ def test_a_measured_curves_one_configuration_must_hold_the_longest_request(tmp_p
     pd.DataFrame({"timestamp": times, "prompt_tokens": prompts, "output_tokens": 100}).to_csv(
         log, index=False
     )
+    # within the model's context (a request beyond it is rejected, not priced): 405B's config
+    # with a context of 4M positions
+    folder = tmp_path / "Llama-3.1-405B"
+    folder.mkdir()
+    spec = dict(data.load_model("Llama-3.1-405B").config, max_position_embeddings=4_000_000)
+    (folder / "config.json").write_text(json.dumps(spec))
     config = planning.read_config(dict(
         CHEAPER, gpus=("MI300X",), tensor_parallel=(8,), workload=str(log),
-        latency="dstack-vllm-mi300x-short", model="Llama-3.1-405B",
+        latency="dstack-vllm-mi300x-short", model=str(folder),
         sla={"ttft_s": 600.0, "tpot_s": 1.0},
     ))  # fmt: skip
     with warnings.catch_warnings():
