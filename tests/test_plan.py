@@ -2242,3 +2242,26 @@ def test_a_close_call_of_three_options_says_three_are_benchmarked():
     want = "benchmark the 3 options (1 x H200, 1 x B200, 1 x H100-SXM; the commands below)"
     assert check.action.startswith(want), check.action
     assert "both GPUs" not in planning.describe(a)
+
+
+def test_options_ruled_out_by_the_sla_or_memory_are_named():
+    # Llama-3.1-70B on L40S and H100-SXM at TP 2 and 4 answered "Serve Llama-3.1-70B on 4 x
+    # H100-SXM per instance. One instance serves 9.39 requests/s ...", with no word of the three
+    # options that lost: 4 x L40S past the TTFT bound, 2 x L40S and 2 x H100-SXM short of memory
+    from capnb.plan._steps import ruled_out
+
+    cap = xr.Dataset(
+        {"binding": (("gpu", "tensor_parallel"), [["infeasible_memory", "infeasible_latency"],
+                                                  ["infeasible_memory", "latency"]]),
+         "binding_metric": (("gpu", "tensor_parallel"), [["", "ttft"], ["", "tpot"]]),
+         "latency_floor": (("gpu", "tensor_parallel"), [[np.nan, 2.612], [np.nan, 0.02]])},
+        coords={"gpu": ["L40S", "H100-SXM"], "tensor_parallel": [2, 4]},
+    )  # fmt: skip
+    cfg = planning.PlanConfig().replace(sla="ttft=2,tpot=100ms")
+    said = ruled_out(cap, cfg)
+    assert said == (
+        "1 option misses the SLA (the lowest P99 TTFT at one request in flight is 2.612 s "
+        "(4 x L40S), over its bound of 2 s)",
+        "2 x L40S, 2 x H100-SXM cannot hold the model and the workload's requests in memory",
+    ), said
+    assert ruled_out(cap.assign(binding=cap.binding.where(False, "latency")), cfg) == ()

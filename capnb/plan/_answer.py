@@ -336,6 +336,12 @@ class Answer:
         "tokens the engine computes a step at most, as the config set it (0: the engine's default)",
         default=0,
     )
+    ruled_out: tuple[str, ...] = _f(
+        "1",
+        "options that miss the SLA or cannot hold the workload in memory, per reason: how many "
+        "and the nearest to meeting it (empty: none)",
+        default=(),
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

@@ -431,7 +431,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     """The plan's answer from the steps' results (see :mod:`capnb.plan._answer`)."""
     from .. import data, forecast
     from ._closecall import option_name
-    from ._steps import unmodelled
+    from ._steps import ruled_out, unmodelled
 
     del estimated, plan
     unpriced = (
@@ -482,6 +482,7 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         max_model_len=_held_context(cap, gpu, tp, cfg.serving.model),
         engine=cfg.serving.engine,
         max_num_batched_tokens=int(cfg.serving.max_num_batched_tokens),
+        ruled_out=ruled_out(cap, cfg),
     )  # fmt: skip
     kw.update(_band_fields(cap, chosen, gpu))
     checks, commands = _latency_checks(cfg, cap, best, kw, workload)

@@ -475,8 +475,14 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
 
 def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
     """Why latency rules every option out: per bound, the lowest latency any option starts at."""
+    said = _floor_words(cap, cfg)
+    return f": {'; '.join(said)}" if said else ""
+
+
+def _floor_words(cap: xr.Dataset, cfg: PlanConfig) -> list[str]:
+    """Per SLA bound, the lowest latency an option that misses it starts at, and which option."""
     if "latency_floor" not in cap or "binding_metric" not in cap:
-        return ""
+        return []
     over = cap[["binding", "binding_metric", "latency_floor"]].reset_coords(drop=True)
     rows = over.to_dataframe().reset_index()
     rows = rows[(rows.binding == "infeasible_latency") & rows.latency_floor.notna()]
@@ -491,7 +497,37 @@ def _floors(cap: xr.Dataset, cfg: PlanConfig) -> str:
             f"{words.latency(float(best.latency_floor))}{option}, over its bound of "
             f"{words.latency(cfg.sla.bounds[metric])}"
         )
-    return f": {'; '.join(said)}" if said else ""
+    return said
+
+
+def ruled_out(cap: xr.Dataset, cfg: PlanConfig) -> tuple[str, ...]:
+    """The options a feasible plan ruled out by the SLA or by memory, per reason, in words.
+
+    How many, and the nearest: by the SLA, the lowest latency one starts at (per bound); by
+    memory, the options themselves (the first three).
+    """
+    if not {"gpu", "tensor_parallel"} <= set(cap.dims) or "binding" not in cap:
+        return ()
+    binding = cap.binding
+    binding = binding.isel({d: 0 for d in binding.dims if d not in ("gpu", "tensor_parallel")})
+    out = []
+    missed = int((binding == "infeasible_latency").sum())
+    if missed:
+        floors = _floor_words(cap, cfg)
+        out.append(
+            f"{words.count(missed, 'option')} {'misses' if missed == 1 else 'miss'} the SLA"
+            + (f" ({'; '.join(floors)})" if floors else "")
+        )
+    short = [
+        f"{int(t)} x {g}"
+        for g in binding.gpu.values
+        for t in binding.tensor_parallel.values
+        if str(binding.sel(gpu=g, tensor_parallel=t).item()) == "infeasible_memory"
+    ]
+    if short:
+        named = ", ".join(short[:3]) + (f" and {len(short) - 3:,} more" if len(short) > 3 else "")
+        out.append(f"{named} cannot hold the model and the workload's requests in memory")
+    return tuple(out)
 
 
 def unshardable_degrees(cfg: PlanConfig) -> dict[int, str]:

@@ -88,6 +88,7 @@ def serve_words(a: Answer) -> str:
     }.get(a.binding, a.binding)
     memory = f"; memory holds {a.memory_concurrency:,}" if a.memory_concurrency >= 0 else ""
     left = f" Not compared: {'; '.join(a.not_compared)}." if a.not_compared else ""
+    left += f" Ruled out: {'; '.join(a.ruled_out)}." if a.ruled_out else ""
     cache = (
         f" A prefix cache holds {a.prefix_cache_share:.0%} of each instance's KV budget and serves "
         f"{a.prefix_hit_rate:.1%} of prompt tokens (replayed from the workload's block hashes: "
