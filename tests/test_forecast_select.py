@@ -824,5 +824,9 @@ def test_a_history_under_a_week_keeps_its_bursts():
     assert words.startswith("none set to their baseline: 6 days of history, under the 7")
     chosen = forecast.select(series)
     assert not chosen.attrs["bursts"].startswith("1 burst")
+    # the words said "none detected (detect_bursts' defaults)", and the plan's traffic line
+    # nothing, of a 4x burst no detector looked for: it is in the baseline plan as observed
+    assert chosen.attrs["bursts"].startswith("none set to their baseline: 6 days of history")
     carried = forecast.carry(series, selection=chosen)
     assert "counted once" not in carried.attrs["growth_model"]
+    assert "bursts none set to their baseline: 6 days" in carried.attrs["growth_model"]

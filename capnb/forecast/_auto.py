@@ -211,6 +211,8 @@ def _burst_free(series: xr.Dataset, selection: xr.Dataset, slots, words: str):
     said = str(selection.attrs.get("bursts", "kept"))
     if said.startswith("kept: "):  # found, but recurring: the baseline's
         return series, words + f"; bursts {said}"
+    if said.startswith("none set"):  # under a week: a burst is carried as observed
+        return series, words + f"; bursts {said}"
     if said.startswith(("kept", "none")):  # none found, or bursts="baseline"
         return series, words
     try:

@@ -778,8 +778,11 @@ def _may_hold_a_burst(setup: _Setup, seen: np.ndarray, start: int) -> bool:
 
 def _burst_words(setup: _Setup, raw, clean, failed: str, kept: str) -> str:
     """What :func:`_without_bursts` replaced, in words: "none ..." or "kept ..." where nothing."""
+    from ._bursts import young_words
     from ._growth import MIN_DAYS
 
+    if setup.young >= raw.size:  # no origin a week in: the bursts were not looked for
+        return young_words(raw.size / setup.per_day)
     starts, stops = runs((raw != clean) & ~np.isnan(raw))  # a missing one is never replaced
     early = (
         f"; origins before {MIN_DAYS} days read the history as observed (before a week, a "
