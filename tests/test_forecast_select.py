@@ -830,3 +830,21 @@ def test_a_history_under_a_week_keeps_its_bursts():
     carried = forecast.carry(series, selection=chosen)
     assert "counted once" not in carried.attrs["growth_model"]
     assert "bursts none set to their baseline: 6 days" in carried.attrs["growth_model"]
+
+
+def test_a_level_shift_read_as_bursts_at_an_earlier_origin_is_not_said_to_recur():
+    # weekly mean doubling on day 10 of 21: at the origins before a week after it, its first
+    # days passed for 24 bursts (kept: recurring), and the words said "kept: 24 detected in 12
+    # days observed ... they recur and are the baseline's", though on the whole history the
+    # shift is told and no burst is found (nothing was set)
+    rng = np.random.default_rng(1)
+    t = np.arange(21 * 144)
+    hour, day = (t % 144) / 6, t // 144
+    rate = (0.125 + 0.725 * np.exp(-0.5 * ((hour - 11) / 3.0) ** 2)) * np.where(
+        day % 7 >= 5, 0.5, 1.0
+    )
+    series = _series(rng.poisson(rate * np.where(day >= 10, 2.0, 1.0) * 600) / 600)
+    chosen = forecast.select(series)
+    assert chosen.attrs["level_shift"] != "none"
+    assert chosen.attrs["bursts"].startswith("none detected")
+    assert "bursts:" not in chosen.attrs["notes"]

@@ -751,7 +751,7 @@ def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.
             failed = failed or str(error)
             continue
         clean[a:b] = seen["qps"].values[a:b]
-        kept = words if words.startswith("kept") else kept
+        kept = words if words.startswith("kept") else ""  # the latest view (a shift told later)
     setup.values = clean
     result = series.copy()
     result["qps"] = ("time", clean, series["qps"].attrs)
