@@ -278,6 +278,8 @@ def burst_free(series: xr.Dataset, slots: str | tuple | Slots = "hour_of_day"):
     fixed plan holds the burst and the Monte Carlo adds bursts on top of it. Each interval of a
     burst found by :func:`detect_bursts` (its defaults, on ``slots``) is set to its slot's median
     (the detector's reference; each side's own after a level shift); a missing one stays missing.
+    A burst still running at the last observed interval is left as observed: until it ends it
+    cannot be told from a level shift.
     Bursts found more often than :data:`RECURRING_PER_WEEK` a week recur: the series is returned
     as it is. Returns (the series, the :func:`detect_bursts` result, words saying what was
     replaced, starting "none" or "kept" where nothing was). A series spanning under
@@ -304,6 +306,8 @@ def burst_free(series: xr.Dataset, slots: str | tuple | Slots = "hour_of_day"):
     expected = _references(series, baseline, codes, 0.5)[0]
     qps = series["qps"].values.astype(float)
     replace = found["in_burst"].values & ~np.isnan(qps)
+    running = _running_at_end(found["in_burst"].values, qps)
+    replace[running:] = False  # not yet ended: it cannot be told from a level shift
     qps[replace] = expected[replace]
     result = series.copy()
     result["qps"] = ("time", qps, series["qps"].attrs)
@@ -324,7 +328,21 @@ def burst_free(series: xr.Dataset, slots: str | tuple | Slots = "hour_of_day"):
         "set to their slot's median, the rate each was measured against: bursts are the burst "
         "buffer's (the Monte Carlo's), not the baseline's"
     )
+    if running < qps.size:
+        words += (
+            f"; the one still running at the history's end ({qps.size - running} intervals) "
+            "left as observed: until it ends it cannot be told from a level shift"
+        )
     return result, found, words
+
+
+def _running_at_end(in_burst: np.ndarray, qps: np.ndarray) -> int:
+    """Where the burst still running at the last observed interval starts (``qps.size``: none)."""
+    seen = np.flatnonzero(~np.isnan(qps))
+    if seen.size == 0 or not in_burst[seen[-1]]:
+        return qps.size
+    starts, _ = runs(in_burst)
+    return int(starts[starts <= seen[-1]][-1])
 
 
 def young_words(days: float) -> str:
