@@ -333,3 +333,32 @@ def test_the_selection_record_says_when_the_hindsight_plan_held_nothing_idle(tmp
     assert "infx" not in page
     assert "no ratio: the hindsight plan held none idle" in page
     assert notebook.over_hindsight(1.234) == "1.23x"
+
+
+def test_the_worksheet_checks_pass_on_a_trace_with_a_burst(tmp_path):
+    # a 14-day 10-minute trace with one weekday burst (2 h at 4x): the carried history holds the
+    # burst at its slot's median (counted once, in the burst buffer), and the check cell, which
+    # asked that every slot's carried rates keep the order of the rates observed, failed with a
+    # bare AssertionError (so did `capnb report` on such a trace)
+    from capnb import report
+
+    rng = np.random.default_rng(0)
+    t = np.arange(14 * 144)
+    hour, day = (t % 144) / 6, t // 144
+    rate = (0.125 + 0.725 * np.exp(-0.5 * ((hour - 11) / 3.0) ** 2)) * np.where(
+        day % 7 >= 5, 0.5, 1.0
+    )
+    rate = rate * np.where((day == 3) & (hour >= 10) & (hour < 12), 4.0, 1.0)
+    times = pd.date_range("2026-03-02", periods=t.size, freq="10min")
+    path = tmp_path / "bursty.csv"
+    pd.DataFrame({"timestamp": times, "qps": rng.poisson(rate * 600) / 600}).to_csv(
+        path, index=False
+    )
+    ran = report.execute("01_forecasting", parameters={"TRACE": str(path), "TRIALS": 200})
+    printed = "".join(
+        out.get("text", "")
+        for cell in ran.cells
+        if cell.cell_type == "code"
+        for out in cell.outputs
+    )
+    assert "checks passed" in printed
