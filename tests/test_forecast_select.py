@@ -871,3 +871,27 @@ def test_a_level_shift_is_no_burst_at_the_origins_before_it_is_told():
     assert chosen.attrs["level_shift"] == kept.attrs["level_shift"]
     assert chosen.attrs["bursts"].startswith("none")
     np.testing.assert_allclose(chosen.target_qps.values, kept.target_qps.values)
+
+
+def test_a_burst_running_at_the_end_is_said_to_be_left_in_the_baseline():
+    # 12 days ending in a 3 h burst at 4x (from 21:00 on the last day): it is left as observed
+    # (it cannot be told from a level shift), but select's and carry's words said only the
+    # other burst, "counted once, in the burst buffer"
+    rng = np.random.default_rng(0)
+    t = np.arange(12 * 144)
+    hour, day = (t % 144) / 6, t // 144
+    rate = (0.125 + 0.725 * np.exp(-0.5 * ((hour - 11) / 3.0) ** 2)) * np.where(
+        day % 7 >= 5, 0.5, 1.0
+    )
+    rate = rate * np.where(
+        ((day == 4) & (hour >= 10) & (hour < 12)) | ((day == 11) & (hour >= 21)), 4.0, 1.0
+    )
+    series = _series(rng.poisson(rate * 600) / 600)
+    chosen = forecast.select(series)
+    assert chosen.attrs["bursts"].startswith("1 burst(s) detected")
+    assert (
+        "still running at the history's end (18 intervals) left as observed"
+        in chosen.attrs["bursts"]
+    )
+    carried = forecast.carry(series, selection=chosen)
+    assert "still running at the history's end (18 intervals)" in carried.attrs["growth_model"]

@@ -206,12 +206,13 @@ def _burst_free(series: xr.Dataset, selection: xr.Dataset, slots, words: str):
     A burst carried in the history would be in the fixed plan, and the Monte Carlo's bursts
     come on top of it: it is counted once, in the burst buffer. The words say so.
     """
-    from ._bursts import burst_free
+    from ._bursts import RUNNING, burst_free
 
     said = str(selection.attrs.get("bursts", "kept"))
     if said.startswith("kept: "):  # found, but recurring: the baseline's
         return series, words + f"; bursts {said}"
-    if said.startswith("none set"):  # under a week: a burst is carried as observed
+    if said.startswith("none set") or (said.startswith("none") and RUNNING in said):
+        # under a week, or one burst running at the end: carried as observed
         return series, words + f"; bursts {said}"
     if said.startswith(("kept", "none")):  # none found, or bursts="baseline"
         return series, words
@@ -221,9 +222,10 @@ def _burst_free(series: xr.Dataset, selection: xr.Dataset, slots, words: str):
         return series, words + "; bursts kept in the carried history (no baseline to set them to)"
     if here.startswith(("kept", "none")):  # over the whole history they recur
         return series, words + f"; bursts: {said}; in the carried history {here}"
+    running = f"; {here[here.index(RUNNING) :]}" if RUNNING in here else ""
     return clean, words + (
         f"; bursts: {said}; the carried history holds them at that median too (detected on "
-        "the whole history), so they are counted once, in the burst buffer"
+        f"the whole history), so they are counted once, in the burst buffer{running}"
     )
 
 

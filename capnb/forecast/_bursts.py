@@ -70,6 +70,8 @@ BURST_FACTOR = 2.0
 #: at 2.5x every day set to the baseline, the held-back week's P99 coverage fell from 99.1 % to
 #: 97.7 %; with two spikes a week it held (99.1 % and 99.2 %).
 RECURRING_PER_WEEK = 2.0
+#: How :func:`burst_free`'s words name a burst left as observed for running at the history's end.
+RUNNING = "the one still running at the history's end"
 
 
 @dataclass(frozen=True)
@@ -330,8 +332,8 @@ def burst_free(series: xr.Dataset, slots: str | tuple | Slots = "hour_of_day"):
     )
     if running < qps.size:
         words += (
-            f"; the one still running at the history's end ({qps.size - running} intervals) "
-            "left as observed: until it ends it cannot be told from a level shift"
+            f"; {RUNNING} ({qps.size - running} intervals) left as observed: until it ends it "
+            "cannot be told from a level shift"
         )
     return result, found, words
 

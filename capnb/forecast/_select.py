@@ -727,7 +727,7 @@ def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.
     candidate is fitted, calibrated and chosen on the baseline; ``setup.demand`` keeps the demand
     as observed, bursts included, which the record's coverage and over-provisioning are of.
     """
-    from ._bursts import burst_free
+    from ._bursts import RUNNING, burst_free
     from ._growth import MIN_DAYS
 
     if bursts not in ("buffer", "baseline"):
@@ -741,7 +741,7 @@ def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.
     bounds = np.concatenate([[0], bounds[(bounds >= week) & (bounds <= raw.size)]])
     later = setup.origins[setup.origins >= week]
     setup.young = int(later[0]) if later.size else raw.size  # reads the first week told
-    failed = kept = ""
+    failed = kept = running = ""
     for a, b in itertools.pairwise(bounds):
         if not _may_hold_a_burst(setup, raw[:b], a):
             continue
@@ -752,10 +752,14 @@ def _without_bursts(series: xr.Dataset, setup: _Setup, bursts: str) -> tuple[xr.
             continue
         clean[a:b] = seen["qps"].values[a:b]
         kept = words if words.startswith("kept") else ""  # the latest view (a shift told later)
+        running = words[words.index(RUNNING) :] if b == raw.size and RUNNING in words else ""
     setup.values = clean
     result = series.copy()
     result["qps"] = ("time", clean, series["qps"].attrs)
-    return result, _burst_words(setup, raw, clean, failed, kept)
+    words = _burst_words(setup, raw, clean, failed, kept)
+    if running and words.startswith(none := "none detected (detect_bursts' defaults)"):
+        words = "none set to their baseline" + words[len(none) :]
+    return result, words + f"; {running}" * bool(running)
 
 
 def _may_hold_a_burst(setup: _Setup, seen: np.ndarray, start: int) -> bool:
