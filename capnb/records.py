@@ -430,11 +430,40 @@ class EngineSettings:
             gpu=gpu or "", gpu_memory_bytes=memory, kv_tokens=kv_tokens
         )
 
+    @property
+    def reserve(self) -> tuple[float, float, float, float]:
+        """The engine's admission reserve: the kernel's four ``reserve_*`` settings.
+
+        (ratio at start, least ratio, its fall a decode step, output tokens clipped at):
+        a request is admitted only if its prompt and output fit beside ratio x the running
+        requests' tokens to come (:func:`capnb.kernels.engine.admit`). :data:`RESERVES` by
+        engine; vLLM and LMDeploy reserve none (zeros).
+        """
+        return RESERVES.get(self.engine, (0.0, 0.0, 0.0, 0.0))
+
     def running_limit(self, kv_tokens: int) -> int:
         """Running sequences (requests) the engine allows with ``kv_tokens`` tokens of KV cache."""
         if self.max_num_seqs:
             return self.max_num_seqs
         return max(1, kv_tokens // (self.block_size or BLOCK_SIZE))
+
+
+#: Admission reserves by engine (the engine kernel's ``reserve_*`` settings: ratio at start, least
+#: ratio, fall a decode step, output tokens clipped at). SGLang's scheduler admits a request only
+#: if its prompt and ``max_new_tokens`` (clipped at ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``,
+#: 4,096) fit beside ``new_token_ratio`` x the running requests' remaining ``max_new_tokens``; the
+#: ratio starts at 0.7 (``SGLANG_INIT_NEW_TOKEN_RATIO``), falls over 600 decode steps
+#: (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS``) to 0.7 x 0.14 (``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR``)
+#: and starts again after a retraction or an idle spell (``managers/scheduler.py``,
+#: ``schedule_policy.py``'s ``PrefillAdder``). TensorRT-LLM's default capacity scheduler,
+#: ``GUARANTEED_NO_EVICT`` (``SchedulerConfig``), and TGI's router (a batch's token budget counts
+#: every request's input and ``max_new_tokens``) hold every running request's whole remainder.
+#: The simulated requests' output lengths stand for their ``max_new_tokens``.
+RESERVES = {
+    "sglang": (0.7, 0.7 * 0.14, 0.7 * (1.0 - 0.14) / 600, 4096.0),
+    "trtllm": (1.0, 1.0, 0.0, float(2**31 - 1)),
+    "tgi": (1.0, 1.0, 0.0, float(2**31 - 1)),
+}
 
 
 def _release_defaults(key, gpu_memory_bytes, gpu, max_model_len, kv_tokens) -> EngineSettings:

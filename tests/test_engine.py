@@ -59,6 +59,38 @@ CASES = {
     "hybrid groups, prefill first": dict(
         closed=True, load=30, tp=2, policy=1, kv=3000, layout=(1, 1, 5)
     ),
+    # admission reserves: SGLang's falling ratio (fast here: 0.05 a decode step), a batch whose
+    # outputs cannot all be held; TensorRT-LLM's guaranteed remainder in a closed loop
+    "a falling reserve, batch at time 0": dict(
+        closed=False,
+        load=1.0,
+        tp=1,
+        policy=1,
+        zero_gaps=True,
+        warmup=0,
+        budget=2048,
+        kv=3000,
+        reserve=(0.7, 0.1, 0.05, 40.0),
+    ),
+    "a falling reserve, open loop with preemption": dict(
+        closed=False,
+        load=40.0,
+        tp=1,
+        policy=1,
+        kv=1600,
+        reserve=(0.7, 0.1, 0.02, 4096.0),
+    ),
+    "a guaranteed reserve, closed loop": dict(
+        closed=True,
+        load=20,
+        tp=1,
+        chunked=0,
+        budget=800,
+        kv=2000,
+        reserve=(1.0, 1.0, 0.0, 1e9),
+    ),
+    # attention at half the layers' FLOP/s (BF16 attention beside FP8 weights)
+    "attention at its own rate": dict(closed=True, load=12, tp=1, budget=2048, attention=0.5),
 }
 
 
@@ -66,7 +98,7 @@ CASES = {
 def test_kernel_matches_the_python_simulator(case):
     c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
          "frontend": None, "policy": 0, "chunked": 1, "moe": False, "layout": (1, 0, 0),
-         **CASES[case]}  # fmt: skip
+         "reserve": kernels.NO_RESERVE, "attention": None, **CASES[case]}  # fmt: skip
     rng = np.random.default_rng(1)
     n = 60
     prompt = rng.integers(1, 700, n)
@@ -85,8 +117,10 @@ def test_kernel_matches_the_python_simulator(case):
         calibration[6] = c["overhead"]
     if c["frontend"] is not None:
         calibration = np.append(calibration[:8], c["frontend"])
+    if c["attention"] is not None:
+        gpu = np.append(gpu[:3], c["attention"] * gpu[0])
     settings = np.array([float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16,
-                         c["warmup"], c["policy"], c["chunked"], *c["layout"]])  # fmt: skip
+                         c["warmup"], c["policy"], c["chunked"], *c["layout"], *c["reserve"]])  # fmt: skip
     ttft, e2e = np.empty(n), np.empty(n)
     itl = np.empty(max(int(np.maximum(output[c["warmup"] :] - 1, 0).sum()), 1))
     stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
@@ -99,7 +133,7 @@ def test_kernel_matches_the_python_simulator(case):
         max_num_batched_tokens=c["budget"], kv_blocks=c["kv"] // 16, block_size=16,
         warmup=c["warmup"], model=model, gpu=gpu, tensor_parallel=c["tp"], calibration=calibration,
         policy=kernels.POLICIES[c["policy"]], chunked_prefill=bool(c["chunked"]),
-        kv_layout=c["layout"],
+        kv_layout=c["layout"], reserve=c["reserve"],
     )  # fmt: skip
     w = c["warmup"]
     assert np.array_equal(ttft[w:], np.array(ref["ttft"][w:]))  # identical, not close
@@ -645,14 +679,23 @@ def test_a_prompt_over_the_token_budget_without_chunked_prefill_is_an_error_not_
 def test_a_preempted_request_whose_recompute_exceeds_the_budget_is_an_error_not_nan():
     """Without chunked prefill, a request preempted after generating is recomputed in one step.
 
-    TGI (4,096 tokens a step) with 4,000-token prompts and 3,000-token outputs in 9,008 tokens of
-    KV cache: the request preempted at 500 generated tokens needs 4,500 tokens recomputed and was
-    never scheduled again; the curve came out NaN. It is now an InputError that says why.
+    Prefill first without chunking, 4,096 tokens a step (TGI's, before its admission reserve was
+    modelled; here vLLM V0 set so, which reserves nothing), 4,000-token prompts and 3,000-token
+    outputs in 9,008 tokens of KV cache: the request preempted at 500 generated tokens needs
+    4,500 tokens recomputed and was never scheduled again; the curve came out NaN. It is now an
+    InputError that says why. (TGI itself admits a request only with room for its whole output:
+    one at a time here, never preempted.)
     """
     w = latency.workload(prompt_tokens=[4_000] * 4, output_tokens=[3_000] * 4)
+    v0 = EngineSettings("vllm-v0", policy="prefill_first", chunked_prefill=False,
+                        max_num_batched_tokens=4096)  # fmt: skip
     with pytest.raises(InputError, match=r"never finished.*max_num_batched_tokens = 4,096"):
         latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[4],
-                       requests=40, kv_cache_tokens=9_008, settings=EngineSettings("tgi"))  # fmt: skip
+                       requests=40, kv_cache_tokens=9_008, settings=v0)  # fmt: skip
+    tgi = latency.engine(Deployment("Llama-3.1-8B", "H100-SXM", 1), w, concurrency=[4],
+                         requests=40, kv_cache_tokens=9_008, settings=EngineSettings("tgi"))  # fmt: skip
+    assert np.isfinite(tgi.latency).all() and int(tgi.preemptions.item()) == 0
+    assert float(tgi.mean_batch.item()) == 1.0  # one request at a time
 
 
 def test_vllm_v0_defaults_follow_the_models_context_when_max_model_len_is_not_given():
@@ -808,3 +851,36 @@ def test_an_option_that_cannot_run_keeps_its_whole_binding():
                                         SLA(e2e_s=30.0), 10.0, requests=100)  # fmt: skip
     assert swept.binding.sel(tensor_parallel=3).item() == "invalid_tensor_parallel"
     assert swept.binding.sel(tensor_parallel=1).item() == "measured_range"  # (the curve's top)
+
+
+def _batch(reserve, kv_blocks=160, n=60):
+    """A batch of ``n`` requests at time 0 (200-token prompts, 150-token outputs), prefill first."""
+    model, gpu, calibration = _vectors(1)
+    prompt, output = np.full(n, 200), np.full(n, 150)
+    settings = np.array([0.0, 1.0, 64, 2048, kv_blocks, 16, 0, 1, 1, 1, 0, 0, *reserve])
+    ttft, e2e = np.empty(n), np.empty(n)
+    itl = np.empty(int((output - 1).sum()))
+    stats, features = np.empty(len(kernels.STATS)), np.empty((3, len(kernels.FEATURES)))
+    kernels.simulate(prompt, output, np.zeros(n), np.zeros(n, np.int64), settings, model, gpu, 1,
+                     calibration, ttft, e2e, itl, stats, features)  # fmt: skip
+    return ttft, stats
+
+
+def test_an_admission_reserve_holds_requests_back_instead_of_preempting_them():
+    # 60 requests of 350 tokens (22 blocks each) and 160 blocks: without a reserve the engine
+    # admits every prompt it can hold (12 of 13 blocks each), then runs out as they decode and
+    # preempts; a guaranteed reserve (TensorRT-LLM, TGI) admits 7 (7 x 22 = 154 blocks) and never
+    # preempts; SGLang's 0.7 admits more than 7 and fewer than the unreserved engine
+    none, none_stats = _batch(kernels.NO_RESERVE)
+    held, held_stats = _batch((1.0, 1.0, 0.0, 1e9))
+    sglang, sglang_stats = _batch((0.7, 0.098, 0.7 * 0.86 / 600, 4096.0))
+    preemptions = kernels.STATS.index("preemptions")
+    assert held_stats[preemptions] == 0 < sglang_stats[preemptions] < none_stats[preemptions]
+    # the first wave: the requests whose first token came with the first decode's
+    wave = [int(np.sum(t < t.min() + 0.5)) for t in (held, sglang, none)]
+    assert wave[0] == 7 and wave[0] < wave[1] < wave[2] == 12
+    # with room for every request's whole remainder, a reserve changes nothing
+    roomy = [
+        _batch(r, kv_blocks=60 * 22 + 1)[0] for r in (kernels.NO_RESERVE, (1.0, 1.0, 0.0, 1e9))
+    ]
+    np.testing.assert_array_equal(*roomy)

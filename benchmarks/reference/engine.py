@@ -43,7 +43,8 @@ def step_seconds_python(
     flop_per_token, weights, kv_per_token, layers, width, hidden, head = (
         float(v) for v in model[:7]
     )
-    flops, bandwidth, link = (float(v) for v in gpu)
+    flops, bandwidth, link = (float(v) for v in gpu[:3])
+    attention_flops = float(gpu[3]) if len(gpu) > 3 else flops  # attention at BF16's rate
     compute_eff, bandwidth_eff, link_eff, step_s, sequence_s, allreduce_s = (
         float(v) for v in calibration[:6]
     )
@@ -57,7 +58,8 @@ def step_seconds_python(
         if len(model) > 12 and len(calibration) > 9:  # their arithmetic at its own share too
             flop_per_token += float(model[12]) * (1.0 / float(calibration[9]) - 1.0)
     # the LM head once per scheduled sequence (its sampled position), the layers at every token
-    compute = (flop_per_token * tokens + head * sequences + 4.0 * layers * width * pairs) / flops
+    compute = (flop_per_token * tokens + head * sequences) / flops
+    compute += 4.0 * layers * width * pairs / attention_flops
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel  # ring all-reduce: bytes on the wire
@@ -142,8 +144,27 @@ def _run_kind(step, decoding):
         step.budget -= want
 
 
-def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now):
-    """Waiting requests the front end has served are admitted first come first served while they fit."""
+def _promise(step, reserve, ratio):
+    """Blocks the running requests' tokens to come will take (prompt and clipped output), x ratio."""
+    if reserve[0] <= 0 or not step.waiting:
+        return 0.0
+    total = 0.0
+    for r in step.running:
+        left = min(r.output - r.generated, int(reserve[3]))
+        more = _held(r.prompt + r.generated + left, step) - r.blocks
+        if more > 0:
+            total += ratio * more
+    return total
+
+
+def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now, reserve=(0, 0, 0, 0), ratio=0):
+    """Waiting requests the front end has served are admitted first come first served while they fit.
+
+    With a reserve (``reserve[0] > 0``), a request is admitted only if its whole prompt and output
+    (clipped at ``reserve[3]`` tokens) fit beside ``ratio`` times the running requests' tokens to
+    come.
+    """
+    promised = _promise(step, reserve, ratio)
     while step.waiting and len(step.running) < max_num_seqs and step.budget > 0:
         request = step.waiting[0]
         if request.ready > now:
@@ -155,8 +176,13 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now):
         want = min(rest, step.budget)
         # prefill-first engines reserve the whole prompt's blocks at admission
         blocks = _held(reuse + (rest if whole else want), step)
-        if blocks > step.free:
+        future = 0.0
+        if reserve[0] > 0:
+            left = min(request.output - request.generated, int(reserve[3]))
+            future = float(_held(reuse + rest + left, step) - blocks)
+        if blocks + future + promised > step.free:
             return
+        promised += future
         step.waiting.popleft()
         step.free -= blocks
         request.blocks = blocks
@@ -169,14 +195,16 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now):
 def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                     max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
                     tensor_parallel, calibration, policy="mixed", chunked_prefill=True,
-                    kv_layout=(1, 0, 0)):  # fmt: skip
+                    kv_layout=(1, 0, 0), reserve=(0.0, 0.0, 0.0, 0.0)):  # fmt: skip
     """Per-request (ttft, e2e, itls) of the reported requests (index >= warmup), in index order.
 
     ``policy``: ``"mixed"`` (decodes, prompts in progress, then admission, in one step) or
     ``"prefill_first"`` (a prefill-only step whenever a prompt can run, else the decodes).
     ``chunked_prefill`` False: a waiting prompt is admitted only when all of it fits the budget.
     ``kv_layout``: (full groups, window groups, blocks a window group keeps at most) of vLLM's
-    hybrid KV cache manager; ``kv_blocks`` counts the pool's blocks in that unit.
+    hybrid KV cache manager; ``kv_blocks`` counts the pool's blocks in that unit. ``reserve``:
+    the admission reserve (ratio at start and after an idle or preempting step, least ratio,
+    fall a decode step, output tokens clip); zeros: none.
 
     Returns a dict: ``ttft`` and ``e2e`` (lists, NaN for warm-up requests), ``itl`` (list of
     lists), ``preemptions`` and ``steps``.
@@ -189,6 +217,7 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
     preemptions = steps = 0
     now = 0.0
     issued = 0
+    ratio = reserve[0]
 
     frontend = float(calibration[8]) if len(calibration) > 8 else 0.0
     front_free = 0.0  # when the front end has served every request that arrived so far
@@ -222,17 +251,23 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                 issued += 1
         step = _Step(running, waiting, budget=max_num_batched_tokens, free=free,
                      preemptions=preemptions, block=block_size, layout=tuple(kv_layout))  # fmt: skip
+        if not running:
+            ratio = reserve[0]
         if policy == "mixed":
             _run_kind(step, True)
             _run_kind(step, False)
             if not step.preempted:
-                _admit_waiting(step, max_num_seqs, chunked_prefill, False, now)
+                _admit_waiting(step, max_num_seqs, chunked_prefill, False, now, reserve, ratio)
+            ratio = max(ratio - reserve[2], reserve[1])
         else:
             _run_kind(step, False)
             if not step.preempted:
-                _admit_waiting(step, max_num_seqs, chunked_prefill, True, now)
+                _admit_waiting(step, max_num_seqs, chunked_prefill, True, now, reserve, ratio)
             if not step.plan:
                 _run_kind(step, True)
+                ratio = max(ratio - reserve[2], reserve[1])
+        if step.preempted:
+            ratio = reserve[0]
         plan, free, preemptions = step.plan, step.free, step.preemptions
         if not plan:
             if step.preempted:

@@ -53,7 +53,6 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
     """
     from ..data import load_gpus
     from ..latency import _engine
-    from ..latency import calibration as _calibration
 
     gpus = load_gpus([gpu_id])
     # the P:D kernel stores every layer whole (it has no hybrid groups): a full-length count
@@ -78,7 +77,7 @@ def pool_setup(spec, gpu_id: str, tps: dict, engine: EngineSettings,
         "model_d": _engine.model_vector(
             spec, tps["decode"], kv_dtype=kv_dtype, weight_dtype=weight_dtype
         ),
-        "gpu": _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype),
+        "gpu": _engine.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype),
         "budget": int(settings.max_num_batched_tokens),
         "max_seqs": max_seqs,
         "kv_blocks": kv_tokens // block,

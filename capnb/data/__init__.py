@@ -54,6 +54,7 @@ from ._measured import (
     load_measured_requests,
     load_measurement_runs,
     load_measurements,
+    sharegpt_lengths,
 )
 from ._measurements import (
     list_latency_curves,
@@ -115,6 +116,7 @@ __all__ = [
     "resolve_gpu",
     "resolve_model",
     "settle",
+    "sharegpt_lengths",
     "traffic_columns",
     "user_path",
     "write_atomic",

@@ -291,6 +291,36 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
     return out
 
 
+#: The per-request source whose lengths stand for ShareGPT as the serving benchmarks draw it.
+SHAREGPT_SOURCE = "dstack-h100-vllm-405b-fp8"
+
+
+def sharegpt_lengths() -> tuple:
+    """ShareGPT's request lengths as the serving benchmarks draw them: (prompt, output) tokens.
+
+    No ShareGPT file is bundled; :data:`SHAREGPT_SOURCE`'s run is one: vLLM's
+    ``benchmark_serving.py`` drew 1,000 ShareGPT conversations (its filters: 4 to 1,024 prompt
+    tokens, 2,048 in all, at least 4 output tokens), Llama-3.1's tokenizer counted them, and the
+    run at 16 requests/s kept each request's prompt and output tokens. The prompts are all
+    1,000 (mean 215.2 tokens; median 83); the outputs those of the 604 requests whose stream
+    carried text (mean 199.8; median 172.5; the others ended at once and tell no length). The
+    two are returned apart (their pairing is not kept: a request that ended at once has no
+    output length), in the file's order.
+
+    Examples
+    --------
+    >>> prompt, output = sharegpt_lengths()
+    >>> prompt.size, output.size, round(float(prompt.mean()), 1), round(float(output.mean()), 1)
+    (1000, 604, 215.2, 199.8)
+    """
+    import numpy as np
+
+    table = load_measured_requests(SHAREGPT_SOURCE)
+    run = table[table.load == 16].sort_values("request")
+    output = run.output_tokens.to_numpy(np.int64)
+    return run.input_tokens.to_numpy(np.int64), output[output >= 1]
+
+
 def load_measured_requests(source: str) -> pd.DataFrame:
     """Each request of a source's runs (``datasets/benchmarks/requests/<source>.csv``), in order.
 

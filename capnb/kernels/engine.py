@@ -99,11 +99,13 @@ import numpy as np
 from ._lazy import guvectorize, njit
 from .latency import _ACTIVATION_BYTES, _combine, attention_work
 from .latency import CALIBRATION_FIELDS as _latency_fields
+from .latency import GPU_FIELDS as _latency_gpu_fields
 from .latency import MODEL_FIELDS as _latency_model_fields
 
 __all__ = [
     "CALIBRATION_FIELDS",
     "FEATURES",
+    "GPU_FIELDS",
     "METRICS",
     "MODEL_FIELDS",
     "POLICIES",
@@ -123,7 +125,10 @@ __all__ = [
 #: Order of the ``settings`` vector.
 SETTINGS = ("closed", "load", "max_num_seqs", "max_num_batched_tokens", "kv_blocks", "block_size",
             "warmup", "policy", "chunked_prefill", "kv_full_groups", "kv_window_groups",
-            "kv_window_blocks")  # fmt: skip
+            "kv_window_blocks", "reserve_ratio", "reserve_min_ratio", "reserve_decay",
+            "reserve_clip")  # fmt: skip
+#: No admission reserve (vLLM, LMDeploy): the four ``reserve_*`` settings.
+NO_RESERVE = (0.0, 0.0, 0.0, 0.0)
 #: The KV layout's three settings of a full-length cache (one group of every layer).
 FULL_LENGTH = (1.0, 0.0, 0.0)
 #: Scheduling policies (``settings[7]``), in code order.
@@ -136,6 +141,11 @@ MODEL_FIELDS = (*_latency_model_fields, "expert_bytes", "experts", "experts_per_
 _EXPERT_BYTES, _EXPERTS, _EXPERTS_PER_TOKEN, _EXPERT_FLOP = range(
     len(_latency_model_fields), len(MODEL_FIELDS)
 )
+#: The engine's GPU vector: the analytic model's fields (the matrix products' FLOP/s at the
+#: weights' dtype, HBM and link bytes/s), then attention's FLOP/s (BF16: FlashAttention over a
+#: BF16 KV cache runs at BF16's rate when the weights are FP8; a three-value vector prices it at
+#: the weights').
+GPU_FIELDS = (*_latency_gpu_fields, "attention_flops")
 #: Metrics of the outputs, in order.
 METRICS = ("ttft", "tpot", "itl", "e2e")
 #: Order of the ``stats`` output: requests/s and output tokens/s completed (by any request) from the
@@ -165,7 +175,7 @@ _ARR, _FIRST, _LAST, _READY = 0, 1, 2, 3
 _HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT = range(7)
 _STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(7, 11)
 # the float scalars ``ft``
-_T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS, _FRONT = range(9)
+_T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS, _FRONT, _RATIO = range(10)
 # the step's scheduling scalars ``sched``: budget left, requests scheduled, preempted, stopped
 _BUDGET, _COUNT, _PREEMPTED, _STOPPED = range(4)
 
@@ -189,8 +199,11 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
             layer_flop += model[_EXPERT_FLOP] * (1.0 / calibration[9] - 1.0)
     # the LM head at each scheduled sequence's sampled position (a prompt's chunk that ends
     # before its last token samples nothing: counted all the same, a bound of one per sequence)
-    flop = layer_flop * tokens + head * sequences + 4.0 * layers * attention_width * pairs
-    compute = flop / flops
+    # attention's products at the rate of its operands' dtype (gpu[3], BF16: the KV cache's),
+    # the layers' and the head's at the weights' (FP8 weights: FP8 FLOP/s)
+    attention = 4.0 * layers * attention_width * pairs
+    compute = (layer_flop * tokens + head * sequences) / flops
+    compute += attention / (gpu[3] if gpu.shape[0] > 3 else flops)
     memory = (read + kv_per_token * kv_read) / bandwidth
     if tensor_parallel > 1:
         ring = 2.0 * (tensor_parallel - 1) / tensor_parallel
@@ -367,7 +380,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
 
 @njit(inline="always", error_model="numpy")
 def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
-          whole, clock, now):  # fmt: skip
+          whole, clock, now, reserve, ratio):  # fmt: skip
     """Admit waiting requests first come first served while they fit (sequences, budget, blocks).
 
     A request the front end has not served by ``now`` stops admission (and those behind it).
@@ -375,9 +388,16 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
     ``whole``: the blocks of the whole prompt are taken at admission (prefill-first engines
     reserve them, so a chunked prompt never waits for blocks halfway), else those of its first
     chunk.
+
+    ``reserve`` (the four ``reserve_*`` settings) and ``ratio`` (the reserve's ratio now): an
+    engine that admits a request only if the blocks of its whole prompt and of its output tokens
+    (up to ``reserve_clip``) fit beside ``ratio`` times the blocks the running requests' remaining
+    tokens will take (SGLang, TensorRT-LLM, TGI; ratio 0: vLLM, LMDeploy, which take blocks as
+    the tokens come and preempt when they run out).
     """
     slots = waiting.shape[0]
     block = layout[0]
+    promised = _promised(req, running, st, layout, reserve, ratio)
     while st[_NWAIT] > 0 and st[_NRUN] < max_seqs and sched[_BUDGET] > 0:
         s = waiting[st[_HEAD]]
         if clock[s, _READY] > now:
@@ -388,8 +408,13 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
             break  # the whole prompt must fit in one step
         need = min(rest, sched[_BUDGET])
         blocks = _blocks_for(base + (rest if whole else need), layout)
-        if blocks > st[_BLOCKS]:
+        future = 0.0
+        if reserve[0] > 0.0:  # its whole prompt and its output, beside the running's promise
+            left = min(req[s, _OLEN] - req[s, _GEN], int(reserve[3]))
+            future = float(_blocks_for(base + rest + left, layout) - blocks)
+        if blocks + future + promised > st[_BLOCKS]:
             break
+        promised += future
         st[_HEAD] = (st[_HEAD] + 1) % slots
         st[_NWAIT] -= 1
         st[_BLOCKS] -= blocks
@@ -401,6 +426,26 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
         st[_NRUN] += 1
         sched[_BUDGET] -= need
         sched[_COUNT] += 1
+
+
+@njit(inline="always", error_model="numpy")
+def _promised(req, running, st, layout, reserve, ratio):
+    """Blocks the running requests' remaining tokens will take, times ``ratio`` (0: no reserve).
+
+    Each request's tokens to come: its prompt not yet in blocks and its output up to
+    ``reserve_clip`` tokens (``reserve[3]``), less the blocks it holds.
+    """
+    promised = 0.0
+    if reserve[0] <= 0.0 or st[_NWAIT] == 0:
+        return promised
+    clip = int(reserve[3])
+    for i in range(st[_NRUN]):
+        r = running[i]
+        left = min(req[r, _OLEN] - req[r, _GEN], clip)
+        more = _blocks_for(req[r, _PLEN] + req[r, _GEN] + left, layout) - req[r, _HELD]
+        if more > 0:
+            promised += ratio * more
+    return promised
 
 
 @njit(inline="always", error_model="numpy")
@@ -503,26 +548,37 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
 
 @njit(inline="always", error_model="numpy")
 def _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled, start_ctx,
-              waiting, st, sched, clock, now):  # fmt: skip
-    """One step's schedule under the engine's policy; the requests scheduled."""
+              waiting, st, sched, clock, now, reserve, ft):  # fmt: skip
+    """One step's schedule under the engine's policy; the requests scheduled.
+
+    The admission reserve's ratio (``ft[_RATIO]``, SGLang's ``new_token_ratio``) starts at
+    ``reserve_ratio`` and again whenever nothing runs or a request was preempted, and falls by
+    ``reserve_decay`` with every decode step to ``reserve_min_ratio``.
+    """
     sched[_BUDGET] = budget
     sched[_COUNT] = 0
     sched[_PREEMPTED] = 0
     sched[_STOPPED] = 0
+    if st[_NRUN] == 0:
+        ft[_RATIO] = reserve[0]
     # (scheduled[:n_running] is 0 here: :func:`_advance` clears what it consumed)
     if policy == 0:  # mixed: decodes, prompts in progress, then admission
         if schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, layout):
             schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, layout)
         if sched[_PREEMPTED] == 0:
             admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
-                  False, clock, now)  # fmt: skip
+                  False, clock, now, reserve, ft[_RATIO])  # fmt: skip
+        ft[_RATIO] = max(ft[_RATIO] - reserve[2], reserve[1])
     else:  # prefill first: a prefill-only step when any prompt can run, else the decodes
         schedule_running(False, req, running, scheduled, start_ctx, waiting, st, sched, layout)
         if sched[_PREEMPTED] == 0:
             admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layout, chunked,
-                  True, clock, now)  # fmt: skip
+                  True, clock, now, reserve, ft[_RATIO])  # fmt: skip
         if sched[_COUNT] == 0:
             schedule_running(True, req, running, scheduled, start_ctx, waiting, st, sched, layout)
+            ft[_RATIO] = max(ft[_RATIO] - reserve[2], reserve[1])
+    if sched[_PREEMPTED] > 0:
+        ft[_RATIO] = reserve[0]
     return sched[_COUNT]
 
 
@@ -543,6 +599,9 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     budget = int(settings[3])
     if settings.shape[0] < 12:
         raise ValueError("settings: the 12 values of SETTINGS are needed")
+    reserve = np.zeros(4)  # (twelve values: no admission reserve)
+    if settings.shape[0] >= 16:
+        reserve[:] = settings[12:16]
     layout = (int(settings[5]), int(settings[9]), int(settings[10]), int(settings[11]))
     warmup = int(settings[6])
     policy = int(settings[7])
@@ -562,7 +621,8 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     scheduled = np.zeros(max_seqs, np.int64)  # new tokens of running[i] this step
     start_ctx = np.zeros(max_seqs, np.int64)
     st = np.zeros(11, np.int64)
-    ft = np.zeros(9)
+    ft = np.zeros(10)
+    ft[_RATIO] = reserve[0]
     sched = np.zeros(4, np.int64)
     st[_NFREE] = slots
     st[_BLOCKS] = int(settings[4])
@@ -590,7 +650,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, warmup, policy,
           chunked, model, gpu, tensor_parallel, calibration, ttft, e2e, itl, itl_offset, features,
           req, clock, c_arrive, c_first, free_slots, waiting, running, scheduled, start_ctx, st, ft,
-          sched, cumulative, step_features, scratch)  # fmt: skip
+          sched, cumulative, step_features, scratch, reserve)  # fmt: skip
     _summary_stats(output, warmup, st, ft, features, stats)
     return itl_offset[n]
 
@@ -599,7 +659,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
 def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, warmup, policy,
           chunked, model, gpu, tensor_parallel, calibration, ttft, e2e, itl, itl_offset, features,
           req, clock, c_arrive, c_first, free_slots, waiting, running, scheduled, start_ctx, st, ft,
-          sched, cumulative, step_features, scratch):  # fmt: skip
+          sched, cumulative, step_features, scratch, reserve):  # fmt: skip
     """The steps of :func:`simulate` until every reported request is done.
 
     Compiled without numba's reference counting (``_nrt=False``; as the autoscaling loop,
@@ -614,7 +674,7 @@ def _loop(prompt, output, gaps, cached, closed, load, max_seqs, budget, layout, 
             arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, free_slots,
                    st, ft, cumulative, step_features, scratch, frontend)  # fmt: skip
         count = _schedule(policy, chunked, max_seqs, layout, budget, req, running, scheduled,
-                          start_ctx, waiting, st, sched, clock, ft[_T])  # fmt: skip
+                          start_ctx, waiting, st, sched, clock, ft[_T], reserve, ft)  # fmt: skip
         if count == 0:
             if sched[_PREEMPTED] == 1:
                 continue  # a prompt preempted itself: the freed blocks let the decodes run next

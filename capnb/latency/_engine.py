@@ -77,16 +77,32 @@ def arrival_gaps(rng: np.random.Generator, requests: int, cv: float) -> np.ndarr
     return rng.gamma(1.0 / cv**2, cv**2, requests)
 
 
+def gpu_vector(gpus, gpu: str, weight_dtype: str) -> np.ndarray:
+    """The engine's GPU vector (:data:`capnb.kernels.engine.GPU_FIELDS`).
+
+    The analytic model's (:func:`capnb.latency.calibration.gpu_vector`: the matrix products at
+    the weights' dtype, FP8 FLOP/s for FP8 weights), then attention's FLOP/s at BF16's rate:
+    the engines' attention kernels (FlashAttention, FlashInfer) multiply queries by a BF16 KV
+    cache in BF16 whatever the weights' dtype.
+    """
+    base = _calibration.gpu_vector(gpus, gpu, weight_dtype)
+    return np.append(base, float(gpus.sel(gpu=gpu).dense_bf16_flops))
+
+
 def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
                  weight_dtype: str | None = None) -> np.ndarray:  # fmt: skip
     """The engine's model vector (:data:`capnb.kernels.engine.MODEL_FIELDS`).
 
     The analytic model's per-GPU figures (``capnb.kernels.latency.MODEL_FIELDS``), then the
     routed experts' weight bytes per GPU, the experts and the experts each token is routed to
-    (0, 0, 0 for a dense model).
+    (0, 0, 0 for a dense model). The weights each GPU reads a step are those it holds
+    (:meth:`capnb.data.ModelSpec.weight_bytes_per_gpu`: the K/V projections of a KV head on every
+    rank that uses it, and multi-head latent attention's down projections whole on every rank),
+    not the analytic model's even split.
     """
     base = _calibration.model_vector(spec, tensor_parallel, kv_dtype=kv_dtype,
                                      weight_dtype=weight_dtype)  # fmt: skip
+    base[1] = spec.weight_bytes_per_gpu(tensor_parallel, weight_dtype)
     if not spec.is_moe or spec.moe_layers == 0:
         return np.append(base, [0.0, 0.0, 0.0, 0.0])
     expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
@@ -263,7 +279,7 @@ def simulate_points(
     model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
     closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
     quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True, block_size=BLOCK_SIZE,
-    kv_layout=kernels.FULL_LENGTH,
+    kv_layout=kernels.FULL_LENGTH, reserve=kernels.NO_RESERVE,
 ):  # fmt: skip
     """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
     loads = np.asarray(loads, dtype=float)
@@ -278,6 +294,7 @@ def simulate_points(
     settings[:, 7] = kernels.POLICIES.index(policy)
     settings[:, 8] = 1.0 if chunked_prefill else 0.0
     settings[:, 9:12] = kv_layout
+    settings[:, 12:16] = reserve
     qs = np.asarray(quantiles, dtype=float)
     shapes = (len(kernels.METRICS), len(kernels.STATS), 3, len(kernels.FEATURES))
     sizes = [np.zeros(s) for s in shapes]
@@ -479,7 +496,7 @@ def engine(
         max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
         kv_blocks=kv_blocks, warmup=warmup,
         quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
-        block_size=block, kv_layout=layout_settings(layout),
+        block_size=block, kv_layout=layout_settings(layout), reserve=settings.reserve,
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
@@ -564,7 +581,7 @@ def _option(deployment):
     kv_dtype, weight_dtype = deployment.kv_dtype, deployment.weight_dtype
     gpus = load_gpus([gpu_id])
     model_vec = model_vector(spec, tp, kv_dtype=kv_dtype, weight_dtype=weight_dtype)
-    gpu_vec = _calibration.gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
+    gpu_vec = gpu_vector(gpus, gpu_id, weight_dtype or spec.weight_dtype)
     if not np.isfinite(gpu_vec[:2]).all() or (tp > 1 and not np.isfinite(gpu_vec[2])):
         raise InputError(
             f"gpu: {gpu_id} lacks a figure the model needs (FLOP/s, HBM bandwidth, or the "

@@ -8,6 +8,14 @@ tokens per step (``max_num_batched_tokens``). :class:`capnb.records.EngineSettin
 the fields given override them). The step-time *overheads* differ too;
 they are fitted per engine (:mod:`capnb.latency._fit`), not set here.
 
+Admission reserves (:data:`capnb.records.RESERVES`, :attr:`EngineSettings.reserve`): SGLang admits a
+request only if its prompt and its ``max_new_tokens`` (clipped at 4,096) fit beside 0.7 of the
+running requests' remaining ``max_new_tokens``, a ratio that falls over 600 decode steps to 0.098 and
+starts again after a retraction or an idle spell; TensorRT-LLM (``GUARANTEED_NO_EVICT``) and TGI hold
+every running request's whole remainder. vLLM and LMDeploy take blocks as tokens come and preempt
+when they run out. A batch of more requests than the cache holds whole thus waits in the queue
+on the reserving engines (their TTFT), where vLLM admits and later preempts.
+
 Defaults (from the engines' argument parsers at the releases named):
 
 - ``vllm-v1`` (vLLM 0.8 and later, the V1 engine): decode first with chunked prefill in the same

@@ -134,12 +134,6 @@ def points(frame, runs=None) -> tuple[list[Point], list[str]]:
             (m, s): float(v) for m, s, v in zip(rows.metric, rows.stat, rows.value, strict=True)
         }
         run = run_of(Point(config, load), runs)
-        if run.get("lengths") == "dataset":
-            # lengths drawn from a dataset not bundled: E2E percentiles follow the output
-            # lengths' spread, which the simulation (at the means) does not have
-            figures = {k: v for k, v in figures.items() if not (k[0] == "e2e" and k[1] != "mean")}
-            if not figures:
-                continue
         reason = _unsupported(config) or _unheld(Point(config, load, run=run))
         if reason:
             if reason not in skipped:
@@ -206,7 +200,7 @@ def vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
     spec = _spec(model)
     weight_dtype = "fp8" if dtype == "fp8" else None
     model_vec = _engine.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype)
-    gpu_vec = _calibration.gpu_vector(load_gpus([gpu]), gpu, weight_dtype or spec.weight_dtype)
+    gpu_vec = _engine.gpu_vector(load_gpus([gpu]), gpu, weight_dtype or spec.weight_dtype)
     kv = _engine.kv_tokens_auto(spec, gpu, tensor_parallel, weight_dtype=weight_dtype)
     return model_vec, gpu_vec, kv
 
@@ -396,7 +390,7 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
     budget = engine.max_num_batched_tokens or _engine.UNLIMITED
     settings = np.array([closed, load_value, max_seqs, budget, blocks, _engine.BLOCK_SIZE, warmup,
                          kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill),
-                         *_engine.layout_settings(layout)])  # fmt: skip
+                         *_engine.layout_settings(layout), *engine.reserve])  # fmt: skip
     gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
     return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
                  timed & (np.arange(n) >= warmup), gaps_count, offline(run))  # fmt: skip
@@ -414,8 +408,14 @@ def offline(run: dict) -> bool:
 
 
 def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(prompt, output, timed) tokens of the ``n`` requests of a run, as its source states them."""
-    kind = run.get("lengths") or "mean"  # ("dataset": at the means too)
+    """(prompt, output, timed) tokens of the ``n`` requests of a run, as its source states them.
+
+    ``dataset`` (ShareGPT, every such run's): each request's prompt and output drawn apart from
+    :func:`capnb.data.sharegpt_lengths` and scaled to the run's mean prompt and output tokens
+    (until December 2026 every request was at the means, so TPOT, the mean over requests, equalled
+    ITL, the mean over gaps, where the runs measured TPOT 1.8-2.5x ITL).
+    """
+    kind = run.get("lengths") or "mean"
     timed = np.ones(n, dtype=bool)
     if kind == "requests":
         from ..data import load_measured_requests
@@ -439,6 +439,14 @@ def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray,
         prompt = rng.integers(lo_in, hi_in + 1, n).astype(np.int64)
         output = rng.integers(lo_out, hi_out + 1, n).astype(np.int64)
         return prompt, output, timed
+    if kind == "dataset":
+        from ..data import sharegpt_lengths
+
+        prompts, outputs = sharegpt_lengths()
+        prompt = rng.choice(prompts, n) * (pt.input_tokens / prompts.mean())
+        output = rng.choice(outputs, n) * (pt.output_tokens / outputs.mean())
+        return (np.maximum(np.rint(prompt), 1).astype(np.int64),
+                np.maximum(np.rint(output), 1).astype(np.int64), timed)  # fmt: skip
     p, o = max(round(pt.input_tokens), 1), max(round(pt.output_tokens), 1)
     return np.full(n, p, np.int64), np.full(n, o, np.int64), timed
 
