@@ -7,6 +7,7 @@ latency model is calibrated on them and validated leaving one source out.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -295,6 +296,7 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
 SHAREGPT_SOURCE = "dstack-h100-vllm-405b-fp8"
 
 
+@functools.cache
 def sharegpt_lengths() -> tuple:
     """ShareGPT's request lengths as the serving benchmarks draw them: (prompt, output) tokens.
 
@@ -305,7 +307,7 @@ def sharegpt_lengths() -> tuple:
     1,000 (mean 215.2 tokens; median 83); the outputs those of the 621 requests whose stream
     carried text (mean 194.3; median 169; the others ended at once and tell no length). The
     two are returned apart (their pairing is not kept: a request that ended at once has no
-    output length), in the file's order.
+    output length), in the file's order, read-only (read once a process).
 
     Examples
     --------
@@ -318,7 +320,9 @@ def sharegpt_lengths() -> tuple:
     table = load_measured_requests(SHAREGPT_SOURCE)
     run = table[table.load == 16].sort_values("request")
     output = run.output_tokens.to_numpy(np.int64)
-    return run.input_tokens.to_numpy(np.int64), output[output >= 1]
+    prompt, output = run.input_tokens.to_numpy(np.int64), output[output >= 1]
+    prompt.flags.writeable = output.flags.writeable = False  # (cached: one read a process)
+    return prompt, output
 
 
 def load_measured_requests(source: str) -> pd.DataFrame:

@@ -42,7 +42,7 @@ from ..units import declare_units
 from . import _months
 from ._baseline import fit_baseline, slot_statistics
 from ._growth import MIN_DAYS
-from ._shift import level_shift_in
+from ._shift import level_shift_in, shift_words
 
 __all__ = [
     "MONTH_DAYS",
@@ -363,12 +363,10 @@ def _side_baseline(series: xr.Dataset, side: slice, baseline: xr.Dataset) -> xr.
 
 
 def _shift_words(series: xr.Dataset, shift: tuple[int, float, float]) -> str:
-    position, before, after = shift
-    when = str(series["time"].values[position])[:16].replace("T", " ")
+    when = str(series["time"].values[shift[0]])[:16].replace("T", " ")
     return (
-        f"{when}: the weekly mean went from {before:.4g} to {after:.4g} requests/s "
-        f"({after / before:.2f}x) and stayed; bursts are looked for on each side against its "
-        "own baseline, so the shift is no burst"
+        f"{shift_words(when, shift)}; bursts are looked for on each side against its own "
+        "baseline, so the shift is no burst"
     )
 
 

@@ -39,7 +39,7 @@ from ..data._series import (
 from ..errors import InputError
 from ..kernels.forecast import mixture_bisect
 from ._models import FORECAST_MODELS
-from ._shift import level_shift_in
+from ._shift import level_shift_in, shift_words
 
 __all__ = [
     "CALIBRATION_DAYS",
@@ -439,10 +439,6 @@ def _planning(tracks: dict, origin: int) -> str | None:
     return next((name for name in ranked if origin in tracks[name].sums), None)
 
 
-def _level_shift(setup: _Setup) -> tuple[int, float, float] | None:
-    return level_shift_in(setup.values, setup.per_day)
-
-
 def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
     """A plan from a trace too short to compare a weekly cycle: each slot at no less than its past.
 
@@ -479,11 +475,9 @@ def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
 
 
 def _shift_words(setup: _Setup, shift: tuple[int, float, float]) -> str:
-    position, before, after = shift
-    days = (setup.values.size - position) / setup.per_day
+    days = (setup.values.size - shift[0]) / setup.per_day
     return (
-        f"{_when(setup, position)}: the weekly mean went from {before:.4g} to {after:.4g} "
-        f"requests/s ({after / before:.2f}x) and stayed there for the {days:.3g} days to the "
+        f"{shift_words(_when(setup, shift[0]), shift)} there for the {days:.3g} days to the "
         "series' end"
     )
 
@@ -679,7 +673,7 @@ def select(
     notes = [
         f"{other} scored better but {why}: {name} plans them" for other, why in skipped.items()
     ]
-    shift = _level_shift(setup)
+    shift = level_shift_in(setup.values, setup.per_day)
     shifted = (
         (None, None, None, "") if shift is None else _after_shift(series, setup, shift, ranked)
     )

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["SHIFT_RATIO", "level_shift_in"]
+__all__ = ["SHIFT_RATIO", "level_shift_in", "shift_words"]
 
 #: A level shift: the week after a day's start at this many times the week before it (or under
 #: its inverse), each side's weekly means flatter than the square root of the jump, a week or
@@ -58,3 +58,12 @@ def level_shift_in(values: np.ndarray, per_day: int) -> tuple[int, float, float]
         return None
     day = best[1]
     return day * per_day, float(weeks[day - 7]), float(weeks[day])
+
+
+def shift_words(when: str, shift: tuple[int, float, float]) -> str:
+    """A shift found by :func:`level_shift_in`, in words: when, and the weekly mean's move."""
+    _, before, after = shift
+    return (
+        f"{when}: the weekly mean went from {before:.4g} to {after:.4g} requests/s "
+        f"({after / before:.2f}x) and stayed"
+    )
