@@ -695,3 +695,32 @@ def test_a_plan_on_a_gpu_whose_kv_cache_holds_less_than_the_context_exports_a_st
     out = manifests(capnb.plan.policy_choice(plan))
     args = out.documents["knative"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[-2:] == ["--max-model-len", "43344"]
+
+
+def test_a_per_instance_rate_below_knatives_least_target_is_written_as_a_target_knative_takes():
+    # a reasoning service: 4 requests of ~20,000 output tokens at once, 1,000 s each, is 0.004
+    # requests/s an instance; Knative's webhook refuses autoscaling.knative.dev/target below 0.01
+    # (TargetMin) and target-utilization-percentage outside [1, 100], so the Service written as
+    # target '0.004' was refused while exact said it replayed as the chosen run
+    rate = np.r_[np.full(3600, 0.01), np.full(3600, 0.05), np.full(7200, 0.01)]
+    for qps, up in ((0.004, 0.7), (0.0036422204847154065, 0.6), (0.009999, 0.8)):
+        choice = PolicyChoice("knative", per_instance_qps=qps, scale_up_threshold=up,
+                              cooldown_s=300.0, min_instances=1, max_instances=40)  # fmt: skip
+        out = manifests(choice)
+        notes = parsed(out, "knative")[0]["spec"]["template"]["metadata"]["annotations"]
+        target = float(notes["autoscaling.knative.dev/target"])
+        percent = float(notes["autoscaling.knative.dev/target-utilization-percentage"])
+        assert target >= 0.01 and 1 <= percent <= 100, (qps, notes)
+        assert target * percent / 100 == pytest.approx(qps * up, rel=1e-12)  # the per-pod target
+        replay = manifest_settings(parsed(out, "knative"))
+        assert replay == choice.settings() and out.exact["knative"], (replay, out.notes["knative"])
+        assert any(
+            "least target Knative takes (0.01 requests/s)" in n for n in out.notes["knative"]
+        )
+        ran = capnb.elasticity.simulate(rate, step_s=1, cold_start_s=30, **replay)
+        chosen = capnb.elasticity.simulate(rate, step_s=1, cold_start_s=30, **choice.settings())
+        assert int(chosen.scale_events) > 0 and same_run(chosen, ran)
+    ordinary = manifests(CHOICES["knative"])  # at or above 0.01: target is the rate, no note
+    notes = ordinary.documents["knative"][0]["spec"]["template"]["metadata"]["annotations"]
+    assert notes["autoscaling.knative.dev/target"] == "8.798333690623629"
+    assert not any("least target" in n for n in ordinary.notes["knative"])

@@ -73,6 +73,9 @@ _PROGRESS_DEADLINE_S = 600
 _KNATIVE_WINDOW_S = (6, 3600)
 _PANIC_WINDOW_PERCENT = (1.0, 100.0)
 _PANIC_THRESHOLD_PERCENT = (110.0, 1000.0)
+#: Knative's least per-pod target (autoscaling.knative.dev/target; ``TargetMin`` in its
+#: annotation validation): a Service with a lower target is refused by its webhook.
+_KNATIVE_TARGET_MIN = 0.01
 
 
 def _number(value, name: str, *, low: float = 0.0, open_low: bool = False) -> float:
@@ -493,13 +496,13 @@ def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
                     _PANIC_THRESHOLD_PERCENT[1])  # fmt: skip
     if threshold != 100.0 * values["panic_threshold"]:
         notes.append(f"panic_threshold={values['panic_threshold']:g} is written as {threshold:g} %")
-    utilisation = 100.0 * values["scale_up_threshold"]
+    target, percent = _knative_target(values, notes)
     delay = _seconds(values["cooldown_s"], "cooldown_s", 0, _KNATIVE_WINDOW_S[1], notes)
     return {
         _KNATIVE + "class": "kpa.autoscaling.knative.dev",
         _KNATIVE + "metric": "rps",
-        _KNATIVE + "target": _decimal(values["per_instance_qps"]),
-        _KNATIVE + "target-utilization-percentage": _decimal(round(utilisation, 9)),
+        _KNATIVE + "target": target,
+        _KNATIVE + "target-utilization-percentage": percent,
         _KNATIVE + "min-scale": str(values["min_instances"]),
         _KNATIVE + "max-scale": str(values["max_instances"]),
         _KNATIVE + "initial-scale": str(values["min_instances"]),
@@ -509,6 +512,31 @@ def _knative_annotations(values: dict, notes: list[str]) -> dict[str, str]:
         _KNATIVE + "panic-threshold-percentage": _decimal(round(threshold, 9)),
         _KNATIVE + "scale-down-delay": f"{delay}s",
     }
+
+
+def _knative_target(values: dict, notes: list[str]) -> tuple[str, str]:
+    """``(target, target-utilization-percentage)``: their product is the replay's per-pod target.
+
+    The target is the per-instance requests/s, unless that is below the least Knative takes
+    (0.01): then the target is 0.01 and the percentage carries the rest (noted), at least 1 %.
+    """
+    qps, up = values["per_instance_qps"], values["scale_up_threshold"]
+    if qps >= _KNATIVE_TARGET_MIN:
+        return _decimal(qps), _decimal(round(100.0 * up, 9))
+    percent = 100.0 * up * qps / _KNATIVE_TARGET_MIN
+    said = (
+        f"per-instance-qps {qps:.4g} requests/s is below the least target Knative takes "
+        f"({_KNATIVE_TARGET_MIN:g} requests/s): target is {_KNATIVE_TARGET_MIN:g} and "
+        f"target-utilization-percentage {percent:.4g} (the same {up * qps:.4g} requests/s a pod)"
+    )
+    if percent < 1.0:
+        percent = 1.0
+        said += (
+            f", written as 1 % (the least Knative takes): a pod's target is "
+            f"{0.01 * _KNATIVE_TARGET_MIN:g} requests/s, above the replay's (a different run)"
+        )
+    notes.append(said)
+    return _decimal(_KNATIVE_TARGET_MIN), _decimal(percent)
 
 
 def _container(choice: PolicyChoice) -> dict:
@@ -810,11 +838,16 @@ def _read_knative(docs: list[Mapping]) -> dict:
         return notes[_KNATIVE + key]
 
     stable = _float(one("window"), "window")
+    qps = _float(_capnb(service["metadata"], "per-instance-qps"), "per-instance-qps")
+    target = _float(one("target"), "target")
+    up = _float(one("target-utilization-percentage"), "utilization") / 100
+    if target != qps:  # a rate below Knative's least target: the per-pod target is their product
+        up = round(up * target / qps, 11)
     return {
         "policy": "knative",
         "gpus_per_instance": _gpus(service["metadata"]),
-        "per_instance_qps": _float(one("target"), "target"),
-        "scale_up_threshold": _float(one("target-utilization-percentage"), "utilization") / 100,
+        "per_instance_qps": qps,
+        "scale_up_threshold": up,
         "cooldown_s": _float(one("scale-down-delay"), "scale-down-delay"),
         "min_instances": int(one("min-scale")),
         "max_instances": int(one("max-scale")),
