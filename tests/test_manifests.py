@@ -724,3 +724,20 @@ def test_a_per_instance_rate_below_knatives_least_target_is_written_as_a_target_
     notes = ordinary.documents["knative"][0]["spec"]["template"]["metadata"]["annotations"]
     assert notes["autoscaling.knative.dev/target"] == "8.798333690623629"
     assert not any("least target" in n for n in ordinary.notes["knative"])
+
+
+def test_a_knative_utilisation_of_many_decimals_replays_as_chosen_or_says_why_not():
+    # a target of 0.61803398874989 was written as target-utilization-percentage '61.803398875'
+    # (9 decimals), read back as 0.61803398875: exact was false ("a different run (see its
+    # notes)") with no note saying why; its full decimal reads back exactly, and a value whose
+    # percentage no decimal reads back as (1/3: 33.33333333333333 / 100 is not 1/3) is noted
+    for up in (1 / 3, 0.61803398874989, 0.70000000001234, 2 / 3):
+        choice = PolicyChoice("knative", per_instance_qps=10.0, scale_up_threshold=up,
+                              cooldown_s=300.0, min_instances=1, max_instances=40)  # fmt: skip
+        out = manifests(choice)
+        read = manifest_settings(parsed(out, "knative"))["scale_up_threshold"]
+        said = [n for n in out.notes["knative"] if "target-utilization-percentage" in n]
+        assert out.exact["knative"] == (read == up) and (read == up) != bool(said), (up, read)
+    assert manifests(PolicyChoice("knative", 10.0, 0.61803398874989, 300.0, 1, 40)).exact["knative"]
+    third = manifests(PolicyChoice("knative", 10.0, 1 / 3, 300.0, 1, 40)).notes["knative"]
+    assert any("read back as 0.33333333333 (a different run)" in n for n in third)

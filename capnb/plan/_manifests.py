@@ -522,7 +522,16 @@ def _knative_target(values: dict, notes: list[str]) -> tuple[str, str]:
     """
     qps, up = values["per_instance_qps"], values["scale_up_threshold"]
     if qps >= _KNATIVE_TARGET_MIN:
-        return _decimal(qps), _decimal(round(100.0 * up, 9))
+        # the shortest decimal that reads back as the target (Knative takes the percentage as a
+        # float), or, where none does, the 9-decimal one, noted
+        texts = (_decimal(round(100.0 * up, 9)), _decimal(100.0 * up))
+        exact = [text for text in texts if float(text) / 100 == up]
+        if not exact:
+            notes.append(
+                f"scale_up_threshold={up!r} is written as target-utilization-percentage "
+                f"{texts[0]}, read back as {float(texts[0]) / 100!r} (a different run)"
+            )
+        return _decimal(qps), (exact or texts)[0]
     percent = 100.0 * up * qps / _KNATIVE_TARGET_MIN
     said = (
         f"per-instance-qps {qps:.4g} requests/s is below the least target Knative takes "
