@@ -741,3 +741,27 @@ def test_a_knative_utilisation_of_many_decimals_replays_as_chosen_or_says_why_no
     assert manifests(PolicyChoice("knative", 10.0, 0.61803398874989, 300.0, 1, 40)).exact["knative"]
     third = manifests(PolicyChoice("knative", 10.0, 1 / 3, 300.0, 1, 40)).notes["knative"]
     assert any("read back as 0.33333333333 (a different run)" in n for n in third)
+
+
+def test_kedas_query_counts_this_deployments_pods_and_its_spares_only():
+    # pod=~"llama-3-1-8b-.*" also counted the pods of a Deployment "llama-3-1-8b-instruct" in the
+    # same namespace; PromQL's regex is anchored: a Deployment's pod is <name>-<hash>-<5 chars>
+    import re
+
+    out = manifests(CHOICES["hpa"], name="llama-3-1-8b")
+    query = parsed(out, "keda")[0]["spec"]["triggers"][0]["metadata"]["query"]
+    pods = re.search(r'pod=~"([^"]+)"', query).group(1)
+    matches = re.compile(pods).fullmatch
+    assert matches("llama-3-1-8b-7d9f8c6b5-x2k4q")
+    assert matches("llama-3-1-8b-spares-7d9f8c6b5-x2k4q")  # the warm spares' own Deployment
+    assert not matches("llama-3-1-8b-instruct-7d9f8c6b5-x2k4q")
+    assert not matches("llama-3-1-8b-instruct-spares-7d9f8c6b5-x2k4q")
+
+
+def test_the_hpa_says_its_per_pod_metric_needs_an_adapter():
+    # without a custom metrics adapter serving capnb_instance_load the HPA never moves; a fixed
+    # fleet (min = max) needs none
+    out = manifests(CHOICES["hpa"])
+    assert any("FailedGetPodsMetric" in n for n in out.notes["hpa"])
+    assert not any("FailedGetPodsMetric" in n for n in out.notes["keda"])
+    assert not any("FailedGetPodsMetric" in n for n in manifests(CHOICES["fixed"]).notes["hpa"])

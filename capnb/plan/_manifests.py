@@ -403,10 +403,18 @@ def _hpa(choice, values, name, namespace, metric, notes) -> dict:
 _PROMETHEUS_RANGE_S = 60.0
 
 
+#: The pods of Deployment ``name`` (and of its warm spares' ``name-spares``), as PromQL's anchored
+#: regex: a Deployment's pod is ``<name>-<pod-template-hash>-<5 characters>``. ``<name>-.*``
+#: also counted the pods of every Deployment whose name starts with it (``llama-3-1-8b-instruct``
+#: beside ``llama-3-1-8b``).
+_PODS = "{name}(-spares)?-[a-z0-9]+-[a-z0-9]{{5}}"
+
+
 def _query(counter: str, name: str, namespace: str, values: dict) -> str:
     window = _decimal(max(values["sync_s"], _PROMETHEUS_RANGE_S))
+    pods = _PODS.format(name=name)
     return (
-        f'sum(rate({counter}{{namespace="{namespace}",pod=~"{name}-.*"}}[{window}s])) / '
+        f'sum(rate({counter}{{namespace="{namespace}",pod=~"{pods}"}}[{window}s])) / '
         f"{_decimal(values['per_instance_qps'])}"
     )
 
@@ -1077,6 +1085,12 @@ def manifests(
                        notes["keda"])],
     }  # fmt: skip
     notes["keda"] = list(dict.fromkeys(notes["keda"] + notes["hpa"]))
+    if hpa_values["min_instances"] < hpa_values["max_instances"]:
+        notes["hpa"].append(
+            f"the HPA reads the per-pod metric {metric!r} through Kubernetes' custom metrics API: "
+            "an adapter must serve it (prometheus-adapter, or KEDA's), else the HPA reports "
+            "FailedGetPodsMetric and never scales"
+        )
     for kind in ("hpa", "keda"):
         if choice.buffer_instances:
             notes[kind].append(
