@@ -765,3 +765,14 @@ def test_the_hpa_says_its_per_pod_metric_needs_an_adapter():
     assert any("FailedGetPodsMetric" in n for n in out.notes["hpa"])
     assert not any("FailedGetPodsMetric" in n for n in out.notes["keda"])
     assert not any("FailedGetPodsMetric" in n for n in manifests(CHOICES["fixed"]).notes["hpa"])
+
+
+def test_knative_says_a_new_revision_starts_at_the_floor():
+    # initial-scale is the floor: a rollout under load hands every request to that many pods
+    out = manifests(CHOICES["hpa"])
+    (note,) = [n for n in out.notes["knative"] if n.startswith("initial-scale is the floor")]
+    floor = parsed(out, "knative")[0]["spec"]["template"]["metadata"]["annotations"][
+        "autoscaling.knative.dev/initial-scale"
+    ]
+    assert f"({floor})" in note
+    assert not any("initial-scale is" in n for n in manifests(CHOICES["fixed"]).notes["knative"])

@@ -696,6 +696,14 @@ def _shared_memory(choice: PolicyChoice, notes: list[str]) -> tuple[dict, dict]:
 def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
     image, resource = pods
     template = _knative_annotations(values, notes)
+    if values["min_instances"] < values["max_instances"]:
+        notes.append(
+            f"initial-scale is the floor ({values['min_instances']}): a new revision takes all "
+            f"the traffic once that many pods are ready, however many the old one runs (up to "
+            f"{values['max_instances']}); before a rollout under load, raise initial-scale to "
+            "the pods running, or shift traffic by the Service's traffic percentages (capnb's "
+            "replay holds one revision)"
+        )
     deadline = _progress_deadline(choice)
     if deadline:
         template["serving.knative.dev/progress-deadline"] = f"{deadline}s"
