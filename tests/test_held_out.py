@@ -133,6 +133,21 @@ def test_a_window_the_trace_does_not_cover_is_left_out_and_named():
     assert "day from 2024-03-08 00:00: observed 0%" in record.left_out
 
 
+def test_a_window_past_the_demand_s_end_is_said_to_be_observed_0_percent():
+    # A 5-day trace whose last 10 hours are missing: the demand ends where the trace's observed
+    # part does, so the windows after it hold no step, and their words read "hour from
+    # 2024-03-08 14:00: observed nan%" (the mean of no steps) for each of them
+    series = _series(5)
+    qps = series.qps.values.copy()
+    qps[-60:] = np.nan
+    series = series.assign(qps=series.qps.copy(data=qps))
+    record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    assert not any("nan" in why for why in record.left_out), record.left_out
+    assert "hour from 2024-03-08 14:00: observed 0%" in record.left_out
+    assert "held-out window from 2024-03-08 23:00: observed 0%" in record.left_out
+
+
 def test_the_choice_rule_takes_the_cheapest_within_its_margin_at_the_goal():
     # three configurations over four windows (budget 100 s each)
     breach = np.array([[0, 20, 90], [0, 30, 0], [10, 20, 0], [0, 0, 0]], float)

@@ -283,6 +283,11 @@ def _observed_steps(series: xr.Dataset, times: np.ndarray) -> np.ndarray:
     return ok & present[np.clip(index, 0, None)]
 
 
+def _observed_share(seen: np.ndarray) -> float:
+    """Share of a window's steps observed; 0 for a window past the demand's end (no steps)."""
+    return float(seen.mean()) if seen.size else 0.0
+
+
 def _window(demand, observed_all, origins: Origins, first_unit: float, units: float):
     a, b = origins.time(first_unit), origins.time(min(first_unit + units, origins.units))
     times = demand.time.values
@@ -319,9 +324,9 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     inner, left_out = {}, []
     for j in origins.inner:
         window, seen = _window(demand, observed_all, origins, j, 1)
-        if window.size == 0 or seen.mean() < MIN_OBSERVED:
+        if _observed_share(seen) < MIN_OBSERVED:
             left_out.append(
-                f"{origins.unit} from {when(origins.time(j))}: observed {seen.mean():.0%}"
+                f"{origins.unit} from {when(origins.time(j))}: observed {_observed_share(seen):.0%}"
             )
             continue
         inner[j] = replay(cfg, window, seen, fit(j), grid, settings)
@@ -336,9 +341,9 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             continue
         chosen, _ = chooser(*spans, allowed)
         window, seen = _window(demand, observed_all, origins, k, origins.window_units)
-        if window.size == 0 or seen.mean() < MIN_OBSERVED:
+        if _observed_share(seen) < MIN_OBSERVED:
             left_out.append(
-                f"held-out window from {when(origins.time(k))}: observed {seen.mean():.0%}"
+                f"held-out window from {when(origins.time(k))}: observed {_observed_share(seen):.0%}"
             )
             continue
         scored = replay(cfg, window, seen, fit(k), grid, settings)
