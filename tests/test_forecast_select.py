@@ -589,6 +589,18 @@ def test_the_flat_over_provisioning_goal_is_said_whatever_the_coverage():
     assert "no capacity above demand" in flat.attrs["goals"]
 
 
+def test_a_model_named_on_a_history_too_short_for_it_says_what_it_needs():
+    # growth_model="damped_trend" on 5 days: the words read "none: series: no candidate has plans
+    # at 2 origins of this 5 d history (origins every hour); give a longer history", without
+    # which model that was nor how long a history it needs (8 days before an origin)
+    message = r"damped_trend planned at 0 origins: it needs 8 days before an origin"
+    with pytest.raises(InputError, match=message):
+        forecast.select(_daily(5), models=("damped_trend",))
+    carried = forecast.carry(_daily(5), growth_model="damped_trend")
+    assert carried.attrs["growth_model"].startswith("none: ")
+    assert "damped_trend planned at 0 origins: it needs 8 days" in carried.attrs["growth_model"]
+
+
 def test_a_slot_with_no_traffic_is_not_said_to_be_mapped_at_none():
     # a service idle from 18:00 to 08:00: its 14 idle hours of day have no rate to map and a plan
     # of 0 requests/s; carry said "14 slot(s) mapped at none (left as it is) only (no increasing

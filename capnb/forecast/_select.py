@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from .. import _validate, glossary
+from .. import _validate, glossary, words
 from ..data._series import (
     DAY_NS,
     NS,
@@ -439,6 +439,17 @@ def _planning(tracks: dict, origin: int) -> str | None:
     return next((name for name in ranked if origin in tracks[name].sums), None)
 
 
+def _unplanned(tracks: dict) -> str:
+    """Each candidate with plans at too few origins to be compared, with the history it needs."""
+    return "; ".join(
+        f"{name} planned at {words.count(len(track.plans), 'origin')}: it needs "
+        f"{words.count(FORECAST_MODELS[name][1], 'day')} before an origin and errors at earlier "
+        "origins"
+        for name, track in tracks.items()
+        if len(track.plans) < MIN_SCORED_ORIGINS
+    )
+
+
 def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
     """A plan from a trace too short to compare a weekly cycle: each slot at no less than its past.
 
@@ -655,7 +666,7 @@ def select(
             f"from {idle} of its {setup.origins.size} origins the candidates forecast no traffic "
             "at all (the days before them are idle); give a history with traffic on most days"
             if idle
-            else "give a longer history"
+            else f"{_unplanned(tracks)}; give a longer history"
         )
         raise _TooShort(
             f"series: no candidate has plans at {MIN_SCORED_ORIGINS} origins of this "
