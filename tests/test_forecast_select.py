@@ -601,6 +601,22 @@ def test_a_model_named_on_a_history_too_short_for_it_says_what_it_needs():
     assert "damped_trend planned at 0 origins: it needs 8 days" in carried.attrs["growth_model"]
 
 
+def test_a_coverage_beside_a_goal_s_end_is_shown_with_the_digits_that_tell_them_apart():
+    # 21 days with a 2-hour spike at 4x every Wednesday at 14:00, planned per hour of week: the
+    # goals read "P99 coverage 99.5%: above the goal 97%-99.5%" of a pooled coverage of 99.52 %,
+    # a figure inside its goal as shown (the plan's own check says "99.51%" since fca0d03)
+    rng = np.random.default_rng(7)
+    times = pd.date_range("2026-03-02", periods=21 * 144, freq="10min")
+    hour = times.hour + times.minute / 60
+    rate = 5 * (0.3 + 0.7 * np.exp(-(((hour - 11) / 4) ** 2)))
+    rate = rate * np.where((times.day_of_week == 2) & (times.hour >= 14) & (times.hour < 16), 4, 1)
+    series = _series(rng.poisson(np.asarray(rate) * 600) / 600, start="2026-03-02")
+    choice = forecast.select(series, slots="hour_of_week")
+    got = float(choice.pooled_coverage.sel(traffic_quantile=0.99))
+    assert 0.995 < got < 0.99525 and f"{got:.1%}" == "99.5%"
+    assert f"P99 coverage {got:.2%}: above the goal 97%-99.5%" in choice.attrs["goals"]
+
+
 def test_a_slot_with_no_traffic_is_not_said_to_be_mapped_at_none():
     # a service idle from 18:00 to 08:00: its 14 idle hours of day have no rate to map and a plan
     # of 0 requests/s; carry said "14 slot(s) mapped at none (left as it is) only (no increasing

@@ -946,7 +946,7 @@ def _goal_words(setup: _Setup, record: dict) -> str:
         return "not measured: no origin had a selection to score"
     coverage, _ = _pooled(record, rows)
     _, flat_ratio = _pooled(record, _flat_rows(record))
-    words = []
+    said = []
     with np.errstate(invalid="ignore", divide="ignore"):
         per_origin = record["hits_selected"] / record["count"][:, None]
     for j, level in enumerate(setup.q):
@@ -955,8 +955,9 @@ def _goal_words(setup: _Setup, record: dict) -> str:
             continue
         name = f"P{100 * level:g}"
         got = float(coverage[j])
+        shown = words.percent_against(got, *goal)  # 99.52 % is not "99.5%" beside a 99.5 % end
         if goal[0] <= got <= goal[1]:
-            words.append(f"{name} coverage {got:.1%}: within the goal {goal[0]:.0%}-{goal[1]:.1%}")
+            said.append(f"{name} coverage {shown}: within the goal {goal[0]:.0%}-{goal[1]:.1%}")
             continue
         worst = np.argsort(np.where(rows, per_origin[:, j], np.inf))[:2]
         why = ", ".join(
@@ -966,14 +967,13 @@ def _goal_words(setup: _Setup, record: dict) -> str:
             if rows[i]
         )
         side = "short of" if got < goal[0] else "above"
-        words.append(
-            f"{name} coverage {got:.1%}: {side} the goal {goal[0]:.0%}-{goal[1]:.1%} "
-            f"(lowest: {why})"
+        said.append(
+            f"{name} coverage {shown}: {side} the goal {goal[0]:.0%}-{goal[1]:.1%} (lowest: {why})"
         )
     at = np.flatnonzero(np.isclose(setup.q, 0.99))
     if at.size:
-        words.append(_flat_goal_words(float(flat_ratio[at[0]]), int(_flat_rows(record).sum())))
-    return "; ".join(words) or "no goal among the quantiles planned"
+        said.append(_flat_goal_words(float(flat_ratio[at[0]]), int(_flat_rows(record).sum())))
+    return "; ".join(said) or "no goal among the quantiles planned"
 
 
 def _flat_goal_words(ratio: float, flat: int) -> str:
