@@ -961,3 +961,11 @@ def test_a_burst_running_at_the_end_is_said_to_be_left_in_the_baseline():
     )
     carried = forecast.carry(series, selection=chosen)
     assert "still running at the history's end (18 intervals)" in carried.attrs["growth_model"]
+
+
+def test_a_short_trace_already_at_its_past_quantiles_is_not_said_raised_by_1x():
+    # a 4-day trace growing 30 % a day: every slot's plan is above its past quantiles, and the
+    # words said "0 of 72 slot quantiles raised to them, by up to 1x"
+    said = forecast.select(_daily(4, seed=3, growth=0.3)).attrs["under_a_week"]
+    assert "none of the 72 slot quantiles was below them" in said
+    assert "raised to them" not in said

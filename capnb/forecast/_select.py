@@ -495,10 +495,14 @@ def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
         "origins), and the choice and its calibration may not have seen a rise after quieter days "
         "such as a weekend"
     )
+    moved = (
+        f"{count} of {plan.size} slot quantiles raised to them, by up to {factor:.3g}x"
+        if count
+        else f"none of the {plan.size} slot quantiles was below them"
+    )
     return raised, (
         f"the trace is {duration_text(n * setup.step_ns)} long, {why}, so each slot is planned at "
-        f"no less than its own past quantiles ({count} of {plan.size} slot quantiles raised to "
-        f"them, by up to {factor:.3g}x)"
+        f"no less than its own past quantiles ({moved})"
     )
 
 
