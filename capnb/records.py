@@ -468,7 +468,7 @@ RESERVES = {
 
 def _release_defaults(key, gpu_memory_bytes, gpu, max_model_len, kv_tokens) -> EngineSettings:
     """One engine's defaults, by release (the sources are in :mod:`capnb.latency._engines`)."""
-    large = gpu_memory_bytes >= _LARGE_GPU and not gpu.startswith("A100")
+    large = gpu_memory_bytes >= _LARGE_GPU and not gpu.upper().startswith("A100")
     length = int(max_model_len) if max_model_len else 0
     rows = {
         "vllm-v1": ("mixed", True, 1024 if large else 256, 8192 if large else 2048,

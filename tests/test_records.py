@@ -154,3 +154,11 @@ def test_an_sla_bound_given_as_text_with_a_unit_says_the_seconds_to_write(tmp_pa
         capnb.plan.load_config(path)
     with pytest.raises(InputError, match=r"= 'fast': expected seconds as a number \(or none\)$"):
         capacity.SLA(ttft_s="fast")
+
+
+def test_vllm_v1_keeps_an_a100s_small_defaults_whatever_the_spelling():
+    # "a100-80gb" (80 GB, lower case) got the 70-GiB-and-over defaults (1,024 and 8,192) that
+    # vLLM's get_batch_defaults gives every large GPU but an A100
+    for gpu in ("A100-80GB", "a100-80gb"):
+        s = EngineSettings("vllm-v1").resolve(gpu=gpu, gpu_memory_bytes=80e9)
+        assert (s.max_num_seqs, s.max_num_batched_tokens) == (256, 2048), gpu
