@@ -1778,3 +1778,25 @@ def test_the_serving_worksheets_cheapest_fleet_says_what_it_could_not_buy():
     said = namespace["answer"]({"fleet": fleet}, {})
     assert "no spot price at hyperstack for H100-SXM" in said, said
     assert "L40S meets the SLA but has no price at hyperstack" in said, said
+
+
+def test_the_start_worksheet_names_the_curve_of_ones_own_not_the_bundled_one(tmp_path):
+    """Found setting SHOW_CURVE to one's own vllm bench serve results (Llama-3.1-8B on one H100):
+    the page said it showed 'a measured latency curve of Llama-3.1-405B on 8 x MI300X (dstack's
+    benchmark)' and then 'The same benchmark, planned two ways' with the 8B's numbers (64 in
+    flight, TTFT P99 2.1 s), never naming the files they came from. It names the curve it plans."""
+    path = tmp_path / "bench.csv"
+    path.write_text(
+        "concurrency,qps,ttft_p50_ms,ttft_p99_ms,e2e_mean_ms\n"
+        "1,0.40,56,155,2506\n8,2.76,131,365,2898\n32,7.54,391,1085,4242\n"
+        "64,10.6,736,2045,6034\n128,13.3,1427,3965,9618\n"
+    )
+    start = report.execute("00_start_here", parameters={"SHOW_CURVE": str(path), "SLA_S": 1.5})
+    shown = "".join(c.source if c.cell_type == "markdown" else "" for c in start.cells) + "".join(
+        o.get("text", "") for c in start.cells for o in c.get("outputs", [])
+    )
+    assert "405B on 8 x MI300X" not in shown and "dstack" not in shown.replace("dstack-", "")
+    assert "bench.csv" in shown
+    default = report.execute("00_start_here")
+    said = "".join(o.get("text", "") for c in default.cells for o in c.get("outputs", []))
+    assert "dstack-vllm-mi300x-short (Llama-3.1-405B on 8 x MI300X)" in said
