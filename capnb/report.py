@@ -33,12 +33,14 @@ from pathlib import Path
 
 from . import words
 from .data import check_set, write_atomic, write_set
-from .errors import InputError, OutputError
+from .errors import ConfigError, InputError, OutputError
 
 __all__ = [
     "REPORT_NAME",
     "WORKSHEETS",
+    "check_plan_inputs",
     "combine",
+    "elasticity_parameters",
     "execute",
     "export_html",
     "run_report",
@@ -1281,21 +1283,7 @@ def _parameters(
         },
         # the plan's elasticity stage, input for input: the worksheet gives the plan's answer
         "04_elasticity": {
-            **trace,
-            "STEP_S": cfg.elasticity.step_s,
-            "PER_INSTANCE_QPS": a.per_instance_qps,
-            "LATENCY_S": float(plan.attrs["demand_smoothed_over_s"]),
-            "MODEL": cfg.serving.model,
-            "GPU": gpu,
-            "TENSOR_PARALLEL": tp,
-            "COLD_START_S": a.policy.cold_start_s,
-            "TOLERANCE_S": cfg.elasticity.tolerance_s,
-            "BREACH_BUDGET": cfg.elasticity.breach_budget,
-            "POLICIES": list(cfg.elasticity.policies),
-            "SCALE_UP_THRESHOLDS": list(cfg.elasticity.scale_up_threshold),
-            "COOLDOWNS_S": list(cfg.elasticity.cooldown_s),
-            "BUFFER_INSTANCES": list(cfg.elasticity.buffer_instances),
-            "POLICY": a.policy.name,
+            **elasticity_parameters(plan),
             "PLAN_FILE": str(files["netcdf"].resolve()),  # its policy, chosen out of sample
         },
         "05_plan": {"PLAN_FILE": str(files["netcdf"].resolve())},
@@ -1320,6 +1308,72 @@ def _parameters(
             **_prefix_parameters(cfg, plan, a.seq_len),
         },
     }
+
+
+def elasticity_parameters(plan) -> dict[str, object]:
+    """Worksheet 04's parameters for a built plan (all but ``PLAN_FILE``).
+
+    Its trace, as the plan reads and scales it, its instance, cold start and policy grid: the
+    inputs its policy was chosen on.
+    """
+    from . import plan as planning
+
+    cfg = planning.read_config(json.loads(plan.attrs["config"]))
+    a = planning.answer(plan)
+    return {
+        "TRACE": cfg.traffic.trace,
+        "TRACE_KIND": cfg.traffic.trace_kind,
+        "START": cfg.traffic.start,
+        "TRACE_OPTIONS": planning.trace_options(cfg),
+        "INTERVAL": cfg.traffic.interval,
+        "SLOTS": cfg.traffic.slots,
+        "DEMAND_SCALE": cfg.traffic.demand_scale,
+        "STEP_S": cfg.elasticity.step_s,
+        "PER_INSTANCE_QPS": a.per_instance_qps,
+        "LATENCY_S": float(plan.attrs["demand_smoothed_over_s"]),
+        "MODEL": cfg.serving.model,
+        "GPU": a.gpu,
+        "TENSOR_PARALLEL": a.tensor_parallel,
+        "COLD_START_S": a.policy.cold_start_s,
+        "TOLERANCE_S": cfg.elasticity.tolerance_s,
+        "BREACH_BUDGET": cfg.elasticity.breach_budget,
+        "POLICIES": list(cfg.elasticity.policies),
+        "SCALE_UP_THRESHOLDS": list(cfg.elasticity.scale_up_threshold),
+        "COOLDOWNS_S": list(cfg.elasticity.cooldown_s),
+        "BUFFER_INSTANCES": list(cfg.elasticity.buffer_instances),
+        "POLICY": a.policy.name,
+    }
+
+
+def check_plan_inputs(plan, given: Mapping[str, object]) -> None:
+    """Raise :class:`ConfigError` where worksheet 04's inputs are not those of ``plan``.
+
+    ``given``: the worksheet's inputs by parameter name, a cold start or degree it derived as
+    derived; they must be those ``plan``'s policy was chosen on (:func:`elasticity_parameters`).
+    ``POLICY``, the run drawn first, may differ. The message names each that is not, and the plan's.
+    """
+    import math
+
+    def same(mine, theirs) -> bool:
+        if isinstance(mine, int | float) and isinstance(theirs, int | float):
+            return math.isclose(mine, theirs, rel_tol=1e-9)
+        if isinstance(mine, list | tuple) and isinstance(theirs, list | tuple):
+            return len(mine) == len(theirs) and all(map(same, mine, theirs))
+        return mine == theirs
+
+    wanted = elasticity_parameters(plan)
+    differ = [
+        f"{name} = {given[name]!r}, the plan's {value!r}"
+        for name, value in wanted.items()
+        if name != "POLICY" and name in given and not same(given[name], value)
+    ]
+    if differ:
+        raise ConfigError(
+            "PLAN_FILE: the plan's policy was chosen on its own inputs, and these are not "
+            f"them: {'; '.join(differ)}. Set them as the plan's "
+            "(capnb.report.elasticity_parameters(capnb.plan.load(PLAN_FILE)) gives them all), "
+            "or leave PLAN_FILE = None to choose a policy on these inputs"
+        )
 
 
 def _prefix_parameters(cfg, plan, seq_len: int | None = None) -> dict[str, object]:

@@ -1800,3 +1800,27 @@ def test_the_start_worksheet_names_the_curve_of_ones_own_not_the_bundled_one(tmp
     default = report.execute("00_start_here")
     said = "".join(o.get("text", "") for c in default.cells for o in c.get("outputs", []))
     assert "dstack-vllm-mi300x-short (Llama-3.1-405B on 8 x MI300X)" in said
+
+
+@pytest.mark.slow
+def test_the_elasticity_worksheet_refuses_a_plan_file_with_other_inputs(small_plan, tmp_path):
+    """Found setting PLAN_FILE in worksheet 04 ('its policy, chosen out of sample, is the answer')
+    and leaving the other inputs at their defaults (servegen-m-large at 20 requests/s an instance,
+    where the plan was of another trace at 27): the plan's policy was replayed on those inputs as
+    the answer, and where its exported objects replay exactly (a Knative plan) the worksheet failed
+    in its checks with a bare AssertionError (they are the plan's run, not the worksheet's). It now
+    names each input that is not the plan's, and the plan's value (here, a plan of m-small)."""
+    parameters, made = _parameters_and_plan(small_plan, tmp_path)
+    plan_file = parameters["04_elasticity"]["PLAN_FILE"]
+    with pytest.raises(CellExecutionError) as raised:
+        report.execute("04_elasticity", parameters={"PLAN_FILE": plan_file})
+    said = str(raised.value)
+    assert "ConfigError" in said and not raised.value.in_checks
+    assert (
+        f"PER_INSTANCE_QPS = 20.0, the plan's {parameters['04_elasticity']['PER_INSTANCE_QPS']!r}"
+        in said
+    )
+    assert "TRACE = 'servegen-m-large', the plan's 'servegen-m-small'" in said
+    assert report.elasticity_parameters(made) == {
+        k: v for k, v in parameters["04_elasticity"].items() if k != "PLAN_FILE"
+    }
