@@ -219,7 +219,7 @@ def fleet_words(a: Answer) -> str:
             "budget, vetoes its scale-ups), though load needs"
         )
     else:
-        grows = "adds on-demand instances as load needs them:"
+        grows = "adds on-demand instances above the reserve as load needs them; load needs"
     return (
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
         f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running){floor}; "
