@@ -167,6 +167,19 @@ def test_describe_says_when_the_sequence_is_beyond_the_models_context():
     assert "add GPUs" not in text
 
 
+def test_describe_names_no_degree_for_a_sequence_beyond_the_context_where_weights_do_not_fit():
+    # Llama-3.1-70B on 1 x L40S at 200,000 tokens (its context: 131,072): the weights alone do not
+    # fit, and the sentence said 'the smallest tensor-parallel degree that fits one such sequence
+    # is 8', a degree at which vLLM still refuses the sequence (max_model_len)
+    cell = memory.max_concurrency(model="Llama-3.1-70B", gpu="L40S", tensor_parallel=1,
+                                  seq_len=200_000)  # fmt: skip
+    assert cell.limit_reason.item() == "weights"
+    text = memory.describe(cell)
+    assert text.startswith("Infeasible") and "131.4 GiB per GPU" in text
+    assert "beyond Llama-3.1-70B's context of 131,072 tokens" in text
+    assert "smallest tensor-parallel degree" not in text
+
+
 def test_describe_says_the_kv_cache_dtype_when_it_is_not_the_weights():
     # 70B on 2 x H100-SXM at 8,192 tokens fits 3 sequences with a bf16 KV cache and 6 with fp8,
     # and the sentence read "Llama-3.1-70B in bf16 on 2 x H100-SXM fits at most ..." for both

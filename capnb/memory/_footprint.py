@@ -760,11 +760,15 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             f"{beyond}{marketed}."
         )
     smallest = int(cell.min_tensor_parallel)
-    remedy = (
-        f"the smallest tensor-parallel degree that fits one such sequence is {smallest}"
-        if smallest
-        else "no tensor-parallel degree up to 64 fits it"
-    )
+    if beyond:  # vLLM refuses such a sequence at any degree: name none
+        remedy = (
+            f"and no tensor-parallel degree serves one sequence of {seq:,} tokens: it is beyond "
+            f"{model}'s context of {context:,} tokens, which vLLM refuses (max_model_len)"
+        )
+    elif smallest:
+        remedy = f"the smallest tensor-parallel degree that fits one such sequence is {smallest}"
+    else:
+        remedy = "no tensor-parallel degree up to 64 fits it"
     if reason == "weights":
         headroom = float(result.attrs.get("headroom_fraction", 0.0))
         if weights * (1.0 + headroom) <= usable:  # the accounting's reserve tips it over
