@@ -1020,6 +1020,33 @@ def test_layers_with_a_head_shape_of_their_own_are_refused():
     assert parse({**swa, "swa_num_key_value_heads": 8}).kv_heads == 8
 
 
+def test_layers_each_with_a_shape_of_their_own_are_refused():
+    # Llama-3.3-Nemotron-Super-49B (nemotron-nas, DeciLM): 'block_configs' gives each layer its
+    # own KV heads (attention.n_heads_in_group) and MLP width, and some layers no attention at
+    # all (no_op). It was refused as lacking 'num_key_value_heads', with the advice to add it as
+    # 64 (multi-head attention); done (and intermediate_size given), 80 layers were planned at 8
+    # KV heads, 327,680 KV bytes a token, where this config's 40 attention layers hold 163,840
+    attention = {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False}
+    blocks = [{"attention": attention, "ffn": {"ffn_mult": 5.25, "no_op": False}}] * 40 + [
+        {"attention": {"n_heads_in_group": None, "no_op": True}, "ffn": {"ffn_mult": 2.625}}
+    ] * 40
+    config = {
+        "model_type": "nemotron-nas", "num_hidden_layers": 80, "hidden_size": 8192,
+        "num_attention_heads": 64, "vocab_size": 128256, "block_configs": blocks,
+        "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'block_configs'.*80 layers"):
+        parse(config, source="x.json")
+    given = {**config, "num_key_value_heads": 8, "intermediate_size": 28672}
+    with pytest.raises(ConfigError, match=r"field 'block_configs'"):
+        parse(given, source="x.json")
+    # DeciLM-7B: KV heads per layer
+    deci = {**load_model("Llama-3.1-8B").config, "model_type": "deci",
+            "num_key_value_heads_per_layer": [4] * 20 + [2] * 12}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"field 'num_key_value_heads_per_layer'"):
+        parse(deci, source="x.json")
+
+
 def test_compressed_tensors_ignore_patterns_keep_those_modules_in_bf16():
     # Kimi-K2-Thinking and Kimi-K2.5 quantize only their routed experts to int4: the config's
     # compressed-tensors 'ignore' keeps attention, the shared experts and the dense first layer's

@@ -850,8 +850,23 @@ _PER_KIND_HEAD_KEYS = {
 }
 
 
+#: Fields that give each layer a shape of its own: Nemotron-NAS / DeciLM's ``block_configs``
+#: (per layer its KV heads, MLP width, or no attention at all), DeciLM-7B's
+#: ``num_key_value_heads_per_layer``.
+_PER_LAYER_SHAPE_KEYS = ("block_configs", "num_key_value_heads_per_layer")
+
+
 def _check_one_head_shape(config: Mapping, source: str) -> None:
     """A ConfigError for a model whose layers of one kind have their own head width or KV heads."""
+    for key in _PER_LAYER_SHAPE_KEYS:
+        listed = config.get(key)
+        if isinstance(listed, list) and listed:
+            raise ConfigError(
+                f"{source}: field {key!r} gives each of {len(listed)} layers a shape of its own "
+                "(KV heads, MLP width, or no attention: Nemotron-NAS, DeciLM); capnb counts one "
+                "head width and KV-head count on every layer and would plan another KV cache "
+                "than the model holds"
+            )
     for key, shared in _PER_KIND_HEAD_KEYS.items():
         if config.get(key) is None or config.get(key) == config.get(shared):
             continue
