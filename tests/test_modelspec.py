@@ -1047,6 +1047,30 @@ def test_layers_each_with_a_shape_of_their_own_are_refused():
         parse(deci, source="x.json")
 
 
+def test_layers_sharing_another_layers_kv_are_refused():
+    # gemma-3n-E4B: its last 15 of 35 layers reuse K and V of earlier layers
+    # (num_kv_shared_layers), which vLLM allocates no cache for. With intermediate_size one
+    # number, it was planned at 71,680 KV bytes a token, K and V on all 35 layers, where 20 hold
+    # 40,960; Hunyuan's cross-layer attention (use_cla, cla_share_factor 2) shares one layer's
+    # K and V between two, and was planned at twice its cache
+    text = {
+        "model_type": "gemma3n_text", "num_hidden_layers": 35, "hidden_size": 2048,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "intermediate_size": 16384, "vocab_size": 262400, "sliding_window": 512,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+        "num_kv_shared_layers": 15,
+    }  # fmt: skip
+    config = {"model_type": "gemma3n", "text_config": text, "torch_dtype": "bfloat16"}
+    with pytest.raises(ConfigError, match=r"x\.json: field 'num_kv_shared_layers' = 15"):
+        parse(config, source="x.json")
+    cla = {**load_model("Llama-3.1-8B").config, "use_cla": True, "cla_share_factor": 2}
+    with pytest.raises(ConfigError, match=r"field 'cla_share_factor' = 2"):
+        parse(cla, source="x.json")
+    # no layer shares: planned as before
+    assert parse({**config, "text_config": {**text, "num_kv_shared_layers": 0}}).layers == 35
+    assert parse({**cla, "use_cla": False}).kv_bytes_per_token() == 131_072
+
+
 def test_compressed_tensors_ignore_patterns_keep_those_modules_in_bf16():
     # Kimi-K2-Thinking and Kimi-K2.5 quantize only their routed experts to int4: the config's
     # compressed-tensors 'ignore' keeps attention, the shared experts and the dense first layer's

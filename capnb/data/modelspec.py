@@ -857,7 +857,11 @@ _PER_LAYER_SHAPE_KEYS = ("block_configs", "num_key_value_heads_per_layer")
 
 
 def _check_one_head_shape(config: Mapping, source: str) -> None:
-    """A ConfigError for a model whose layers of one kind have their own head width or KV heads."""
+    """A ConfigError for a model whose layers differ in head width or KV heads, or share K and V.
+
+    Sharing: Gemma 3n's last ``num_kv_shared_layers`` layers, and every ``cla_share_factor``-th
+    layer's K and V shared by the ones after it where Hunyuan's ``use_cla`` is true.
+    """
     for key in _PER_LAYER_SHAPE_KEYS:
         listed = config.get(key)
         if isinstance(listed, list) and listed:
@@ -866,6 +870,17 @@ def _check_one_head_shape(config: Mapping, source: str) -> None:
                 "(KV heads, MLP width, or no attention: Nemotron-NAS, DeciLM); capnb counts one "
                 "head width and KV-head count on every layer and would plan another KV cache "
                 "than the model holds"
+            )
+    shared_kv = [("num_kv_shared_layers", config.get("num_kv_shared_layers"))]
+    if config.get("use_cla") is True:  # Hunyuan's cross-layer attention
+        shared_kv.append(("cla_share_factor", config.get("cla_share_factor", 2)))
+    for key, value in shared_kv:
+        if isinstance(value, numbers.Real) and value > (1 if key == "cla_share_factor" else 0):
+            raise ConfigError(
+                f"{source}: field {key!r} = {value!r}: some layers reuse another layer's K and "
+                "V and hold no KV cache of their own (Gemma 3n, Hunyuan's cross-layer "
+                "attention); capnb counts K and V per token on every layer and would plan "
+                "another KV cache than the model holds"
             )
     for key, shared in _PER_KIND_HEAD_KEYS.items():
         if config.get(key) is None or config.get(key) == config.get(shared):
