@@ -1462,6 +1462,14 @@ ROWS = [
         l4_figure("memory_bytes", "96"),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): memory_bytes = 96\.0; expected bytes "
                             r"of at least 1\.07374e\+09 .*wrong unit")),
+    # found adding my own 96 GiB GPU with a driver-reported memory of 203,079,215,104 bytes (a
+    # digit slip for 103...): vLLM's accounting planned on 170.2 GiB usable, 140 sequences of a
+    # 4 B model at 8,192 tokens where the card's 96 GiB hold 66
+    Row("gpu: a copied catalog whose reported memory is above the card's",
+        lambda w: own_catalog(w, lambda t: t.assign(memory_reported_bytes=t.memory_reported_bytes
+                                                    .where(t.gpu != "H100-SXM", "170000000000"))),
+        Raises(ConfigError, r"gpus\.csv, line \d+ \(H100-SXM\): memory_reported_bytes = 1\.7e\+11 "
+                            r"is more than memory_bytes = 8\.58993e\+10")),
     Row("gpu: a copied catalog with bandwidth in GB/s, not bytes/s",
         l4_figure("hbm_bandwidth", "3350"),
         Raises(ConfigError, r"line 3 \(L4\): hbm_bandwidth = 3350\.0; expected bytes/s of at "

@@ -179,6 +179,19 @@ def _check_gpu_table(table, path) -> None:
                 f"expected {unit} {low} and at most {largest:g}"
                 + ("" if required else " (or empty)")
             )
+    # a driver reports no more than the card holds (the bundled rows: 1-2 % less); a marketed
+    # figure in decimal GB where the card holds GiB leaves the reported one up to 2**30 / 1e9 above
+    marketed = pd.to_numeric(table["memory_bytes"]).to_numpy(dtype=float)
+    reported = pd.to_numeric(table["memory_reported_bytes"]).to_numpy(dtype=float)
+    above = np.flatnonzero(reported > marketed * 2.0**30 / 1e9)
+    if above.size:
+        row = int(above[0])
+        raise ConfigError(
+            f"{path}, line {row + 2} ({table['gpu'].iloc[row]}): memory_reported_bytes = "
+            f"{reported[row]:g} is more than memory_bytes = {marketed[row]:g} "
+            f"({reported[row] / marketed[row]:.2f}x); a driver reports no more memory than the "
+            "card holds: one of the two is mistyped"
+        )
     twice = table["gpu"][table["gpu"].duplicated()]
     if len(twice):
         raise ConfigError(f"{path}: gpu {twice.iloc[0]!r} is listed twice")
