@@ -955,6 +955,19 @@ def test_attention_free_models_are_refused_as_such():
             "attention_hidden_size": 4096, "vocab_size": 50277}  # fmt: skip
     with pytest.raises(ConfigError, match=r"x\.json: model_type 'rwkv'.*no KV cache"):
         parse(rwkv, source="x.json")
+    # RWKV-7 (fla-hub/rwkv7-1.5B-world: 'num_heads' 32 of 'head_dim' 64, time-mix heads with a
+    # fixed state) was refused for want of 'num_key_value_heads' with the advice to add it as 32:
+    # done, it was planned as 24 attention layers at 196,608 KV bytes a token
+    rwkv7 = {
+        "model_type": "rwkv7", "num_hidden_layers": 24, "hidden_size": 2048, "num_heads": 32,
+        "head_dim": 64, "intermediate_size": 8192, "vocab_size": 65536, "a_low_rank_dim": 96,
+        "torch_dtype": "float32",
+    }  # fmt: skip
+    for kind in ("rwkv5", "rwkv6", "rwkv7"):
+        for config in ({**rwkv7, "model_type": kind}, {**rwkv7, "model_type": kind,
+                                                       "num_key_value_heads": 32}):  # fmt: skip
+            with pytest.raises(ConfigError, match=rf"x\.json: model_type '{kind}'.*no KV cache"):
+                parse(config, source="x.json")
 
 
 def test_cross_attention_layers_are_refused():

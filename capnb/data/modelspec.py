@@ -817,7 +817,16 @@ def _check_no_cross_attention(config: Mapping, layers: object, source: str) -> N
 #: Attention-free models: a state-space model's ``state_size`` (transformers' ``MambaConfig``,
 #: ``Mamba2Config``, ``FalconMambaConfig``), and the recurrent model types with no such field.
 _ATTENTION_FREE_KEY = "state_size"
-_ATTENTION_FREE_TYPES = {"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"}
+_ATTENTION_FREE_TYPES = {
+    "mamba",
+    "mamba2",
+    "falcon_mamba",
+    "rwkv",
+    "rwkv5",
+    "rwkv6",
+    "rwkv7",
+    "xlstm",
+}
 
 
 def _check_not_attention_free(config: Mapping, model_type: str, source: str) -> None:
