@@ -77,6 +77,20 @@ def test_mla_latent_cache_is_replicated_on_every_rank():
     assert spec.kv_bytes_per_token("bf16", 8) == spec.kv_bytes_per_token("bf16", 1) == 70_272
 
 
+def test_deepseek_v32_indexer_cache_is_counted_beside_the_latent():
+    # DeepSeek-V3.2's sparse attention keeps, beside each layer's MLA latent, its indexer's key
+    # (vLLM's DeepseekV32IndexerCache: index_head_dim 128 fp8 values and an fp32 scale per 128,
+    # 132 bytes a token, on every rank). It was planned at 70,272 KV bytes a token in bf16, the
+    # latent alone, where vLLM holds 61 x (1,152 + 132) = 78,324
+    v3 = load_model("DeepSeek-V3").config
+    v32 = parse({**v3, "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,
+                 "index_topk": 2048})  # fmt: skip
+    assert v32.kv_bytes_per_token("bf16") == 78_324
+    assert v32.kv_bytes_per_token("bf16", 8) == 78_324
+    assert v32.kv_bytes_per_token("fp8") == 61 * (576 + 132)
+    assert parse(v3).kv_bytes_per_token("bf16") == 70_272  # no indexer: as before
+
+
 def test_mla_down_projections_are_whole_on_every_rank():
     # vLLM's DeepseekV2 attention builds q_a_proj and kv_a_proj_with_mqa as ReplicatedLinear: every
     # rank holds all 61 x 7,168 x (1,536 + 512 + 64) of them (0.86 GiB in fp8). The memory sweep

@@ -79,6 +79,10 @@ _DTYPE_ALIASES = {
 }
 
 
+#: Values per fp32 scale in DeepSeek-V3.2's indexer key cache (vLLM's ``quant_block_size``).
+_INDEXER_BLOCK = 128
+
+
 def dtype_bytes(dtype: str, *, argument: str = "dtype") -> float:
     """Return the bytes per element of a dtype name (``bf16``, ``bfloat16``, ``fp8``, ``int4`` ...).
 
@@ -131,6 +135,9 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    #: DeepSeek-V3.2's sparse-attention indexer: the width of the key it caches per token and
+    #: layer beside the MLA latent (0: no indexer).
+    index_head_dim: int = 0
     sliding_window: int = 0
     sliding_layers: int = 0
     unquantized_attention: bool = False
@@ -378,8 +385,11 @@ class ModelSpec:
 
         GQA/MHA/MQA: 2 (K and V) x layers x KV heads per rank x head_dim x bytes. MLA caches one
         compressed latent per layer, layers x (kv_lora_rank + qk_rope_head_dim) x bytes, replicated
-        on every rank. ``kv_dtype="auto"`` uses the model's ``torch_dtype`` (as vLLM does: a
-        float32 config is served, and so planned, in 16 bits; see :func:`parse`).
+        on every rank; with DeepSeek-V3.2's indexer, its key beside it in any ``kv_dtype``: vLLM's
+        ``DeepseekV32IndexerCache`` holds ``index_head_dim`` fp8 values and an fp32 scale per 128
+        of them (132 bytes a layer), on every rank too. ``kv_dtype="auto"`` uses the model's
+        ``torch_dtype`` (as vLLM does: a float32 config is served, and so planned, in 16 bits;
+        see :func:`parse`).
 
         Examples
         --------
@@ -391,7 +401,9 @@ class ModelSpec:
         element = DTYPE_BYTES[dtype]
         if self.attention == "MLA":
             self.check_tensor_parallel(tensor_parallel)
-            return float(self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * element)
+            latent = (self.kv_lora_rank + self.qk_rope_head_dim) * element
+            indexer = self.index_head_dim + self.index_head_dim // _INDEXER_BLOCK * 4
+            return float(self.layers * (latent + indexer))
         heads = self.kv_heads_per_rank(tensor_parallel)
         return float(2 * self.layers * heads * self.head_dim * element)
 
@@ -2051,6 +2063,7 @@ def _mla(config: Mapping, source: str) -> tuple[int, dict]:
                 raise ConfigError(f"{source}: an MLA config (kv_lora_rank set) needs field {key!r}")
             mla[key] = _positive_int(config[key], key, source)
         mla["q_lora_rank"] = _optional_int(config, "q_lora_rank", source)
+        mla["index_head_dim"] = _optional_int(config, "index_head_dim", source)
     return kv_lora, mla
 
 
