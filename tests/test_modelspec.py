@@ -1098,6 +1098,31 @@ def test_layers_sharing_another_layers_kv_are_refused():
     assert parse({**cla, "use_cla": False}).kv_bytes_per_token() == 131_072
 
 
+def test_experts_in_fields_capnb_does_not_read_are_refused():
+    # ERNIE-4.5-21B-A3B names its experts 'moe_num_experts' (64, 'moe_k' 6 of them, 2 shared):
+    # it was planned as a dense model of 3.35 B parameters, 6.2 GiB of bf16 weights, where its
+    # checkpoint holds about 21.8 B (40.7 GiB). DBRX nests them in 'ffn_config' and was refused
+    # for want of num_key_value_heads, with the advice to add it as 48 (its kv_n_heads is 8)
+    ernie = {
+        "model_type": "ernie4_5_moe", "num_hidden_layers": 28, "hidden_size": 2560,
+        "num_attention_heads": 20, "num_key_value_heads": 4, "head_dim": 128,
+        "intermediate_size": 12288, "vocab_size": 103424, "tie_word_embeddings": True,
+        "moe_num_experts": 64, "moe_k": 6, "moe_num_shared_experts": 2,
+        "moe_layer_start_index": 1, "moe_intermediate_size": 1536, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'moe_num_experts' = 64"):
+        parse(ernie, source="x.json")
+    dbrx = {
+        "model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
+        "vocab_size": 100352, "attn_config": {"kv_n_heads": 8},
+        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match=r"x\.json: field 'ffn_config\.moe_num_experts' = 16"):
+        parse(dbrx, source="x.json")
+    # no experts there: read as before
+    assert not parse({**ernie, "moe_num_experts": 0}).is_moe
+
+
 def test_compressed_tensors_ignore_patterns_keep_those_modules_in_bf16():
     # Kimi-K2-Thinking and Kimi-K2.5 quantize only their routed experts to int4: the config's
     # compressed-tensors 'ignore' keeps attention, the shared experts and the dense first layer's

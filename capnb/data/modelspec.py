@@ -919,7 +919,9 @@ def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
 
     Beyond the families in ``_REQUIRED_KEYS``: a config that routes tokens to experts
     (``num_experts_per_tok``) names how many experts there are, and one with MLA's decoupled
-    rope/nope head sizes names its latent rank (``kv_lora_rank``).
+    rope/nope head sizes names its latent rank (``kv_lora_rank``); experts named only where capnb
+    does not read them (``moe_num_experts``: ERNIE 4.5; DBRX's ``ffn_config``) are refused, not
+    planned as a dense model.
     """
     for key in _REQUIRED_KEYS.get(model_type, ()):
         if config.get(key) is None:
@@ -928,6 +930,21 @@ def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
                 f"{source}: missing field {key!r}, which a {model_type} ({kind}) config needs; "
                 "capnb does not fill it with transformers' class default (that would plan "
                 "another model): copy it from the model's config.json"
+            )
+    ffn = config.get("ffn_config")  # DBRX nests its experts there
+    for where, count in (
+        ("moe_num_experts", config.get("moe_num_experts")),
+        (
+            "ffn_config.moe_num_experts",
+            ffn.get("moe_num_experts") if isinstance(ffn, Mapping) else 0,
+        ),
+    ):
+        if count and not any(config.get(k) for k in _EXPERT_KEYS):
+            raise ConfigError(
+                f"{source}: field {where!r} = {count!r} names experts in a layout capnb does not "
+                f"read (ERNIE 4.5, DBRX): it would plan a dense model, without them; capnb reads "
+                f"{' or '.join(map(repr, _EXPERT_KEYS))} with 'num_experts_per_tok', "
+                "'moe_intermediate_size' and 'n_shared_experts'"
             )
     if config.get("num_experts_per_tok") and not any(config.get(k) for k in _EXPERT_KEYS):
         raise ConfigError(
