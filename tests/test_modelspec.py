@@ -275,6 +275,20 @@ def test_tensor_parallel_that_does_not_divide_heads():
         spec.kv_bytes_per_token("bf16", 0)
 
 
+def test_tensor_parallel_that_does_not_divide_the_mlp_is_refused():
+    # 40 heads of 80 (10 KV heads) and a 9,728-wide MLP: TP 5 divides the heads, and was planned
+    # at 1,945.6 MLP columns a GPU, a shard vLLM's MergedColumnParallelLinear refuses (divide()
+    # asserts whole shares); TP 2 holds 4,864
+    spec = parse({**load_model("Llama-3.1-8B").config, "hidden_size": 5120,
+                  "num_attention_heads": 40, "num_key_value_heads": 10, "head_dim": 80,
+                  "intermediate_size": 9728}, source="x.json")  # fmt: skip
+    assert spec.valid_tensor_parallel(2) is None
+    reason = spec.valid_tensor_parallel(5)
+    assert reason is not None and "intermediate_size=9728 is 1945.6 per GPU" in reason
+    with pytest.raises(InputError, match="intermediate_size=9728"):
+        spec.kv_bytes_per_token("bf16", 5)
+
+
 def test_every_bundled_model_parses_with_positive_sizes():
     for name in list_models():
         spec = load_model(name)

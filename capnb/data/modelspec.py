@@ -460,6 +460,13 @@ class ModelSpec:
                     f"tensor_parallel={tensor_parallel} is not a multiple of the {kv} KV heads of "
                     f"{self.name} (needed to replicate them evenly)"
                 )
+        dense = self.layers > self.moe_layers  # vLLM's parallel linear layers: whole shares
+        if dense and self.intermediate_size % tensor_parallel:
+            return (
+                f"tensor_parallel={tensor_parallel} does not divide the MLP of {self.name}: "
+                f"intermediate_size={self.intermediate_size} is "
+                f"{self.intermediate_size / tensor_parallel:g} per GPU (vLLM refuses to load it)"
+            )
         return self._splits_weight_group(tensor_parallel)
 
     def _splits_weight_group(self, tensor_parallel: int) -> str | None:
