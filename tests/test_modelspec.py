@@ -87,7 +87,11 @@ def test_deepseek_v32_indexer_cache_is_counted_beside_the_latent():
                  "index_topk": 2048})  # fmt: skip
     assert v32.kv_bytes_per_token("bf16") == 78_324
     assert v32.kv_bytes_per_token("bf16", 8) == 78_324
-    assert v32.kv_bytes_per_token("fp8") == 61 * (576 + 132)
+    # an fp8 cache of V3.2 is vLLM's fp8_ds_mla (DeepseekV32ForCausalLM.verify_and_update_config):
+    # 512 fp8 latent values, an fp32 scale per 128 of them and the 64 rope values in bf16, 656
+    # bytes a layer, not 576 (+ the indexer's 132): 48,068 a token, where 43,188 was counted
+    assert v32.kv_bytes_per_token("fp8") == 61 * (656 + 132) == 48_068
+    assert parse(v3).kv_bytes_per_token("fp8") == 61 * 576  # V3's fp8 cache: plain fp8
     assert parse(v3).kv_bytes_per_token("bf16") == 70_272  # no indexer: as before
 
 

@@ -387,9 +387,10 @@ class ModelSpec:
         compressed latent per layer, layers x (kv_lora_rank + qk_rope_head_dim) x bytes, replicated
         on every rank; with DeepSeek-V3.2's indexer, its key beside it in any ``kv_dtype``: vLLM's
         ``DeepseekV32IndexerCache`` holds ``index_head_dim`` fp8 values and an fp32 scale per 128
-        of them (132 bytes a layer), on every rank too. ``kv_dtype="auto"`` uses the model's
-        ``torch_dtype`` (as vLLM does: a float32 config is served, and so planned, in 16 bits;
-        see :func:`parse`).
+        of them (132 bytes a layer), on every rank too; its fp8 cache is vLLM's ``fp8_ds_mla``
+        (the latent in fp8 with an fp32 scale per 128, the rope part in bf16: 656 bytes a layer).
+        ``kv_dtype="auto"`` uses the model's ``torch_dtype`` (as vLLM does: a float32 config is
+        served, and so planned, in 16 bits; see :func:`parse`).
 
         Examples
         --------
@@ -402,6 +403,9 @@ class ModelSpec:
         if self.attention == "MLA":
             self.check_tensor_parallel(tensor_parallel)
             latent = (self.kv_lora_rank + self.qk_rope_head_dim) * element
+            if self.index_head_dim and dtype == "fp8":  # vLLM's fp8_ds_mla for V3.2's sparse MLA
+                scales = self.kv_lora_rank // _INDEXER_BLOCK * 4  # an fp32 scale per 128
+                latent = self.kv_lora_rank + scales + self.qk_rope_head_dim * DTYPE_BYTES["bf16"]
             indexer = self.index_head_dim + self.index_head_dim // _INDEXER_BLOCK * 4
             return float(self.layers * (latent + indexer))
         heads = self.kv_heads_per_rank(tensor_parallel)
