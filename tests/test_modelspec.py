@@ -293,6 +293,24 @@ def test_tensor_parallel_that_does_not_divide_the_mlp_is_refused():
         spec.kv_bytes_per_token("bf16", 5)
 
 
+def test_qwen_v1_mlp_is_half_its_intermediate_size():
+    # Qwen-7B (model_type 'qwen', QWenLMHeadModel) writes intermediate_size 22,016 for an MLP of
+    # 11,008 (its modeling_qwen.py and vLLM's QWenMLP take intermediate_size // 2), and no KV-head
+    # field (multi-head). It was refused for want of num_key_value_heads; with it, planned at
+    # 12.05 B parameters (22.4 GiB in bf16) where the checkpoint holds 7.72 B
+    qwen = {
+        "model_type": "qwen", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "kv_channels": 128, "intermediate_size": 22016,
+        "vocab_size": 151936, "max_position_embeddings": 32768, "no_bias": True,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    spec = parse(qwen, source="x.json")
+    assert spec.intermediate_size == 11008 and spec.kv_heads == 32
+    assert spec.parameters == pytest.approx(7.72e9, rel=0.01)
+    assert spec.kv_bytes_per_token() == 524_288
+    assert parse({**qwen, "num_key_value_heads": 32}).intermediate_size == 11008
+
+
 def test_every_bundled_model_parses_with_positive_sizes():
     for name in list_models():
         spec = load_model(name)

@@ -554,11 +554,12 @@ _TIE_DEFAULTS = {
 #: ``num_attention_heads`` when it is absent (llama: Llama-1 and Llama-2-7B/13B configs omit it):
 #: llama, phi, phi3, cohere, olmo, olmo2, granite, nemotron, deepseek_v2. These have no KV-head
 #: field at all (multi-head only): bloom, gpt2, gpt_neo, gpt_neox, gptj, opt, codegen, mpt, and
-#: the remote-code ``InternLMConfig`` (internlm). Other families (mistral's class defaults to 8,
-#: qwen2's to 32, ...) are refused without the field rather than guessed.
+#: the remote-code ``InternLMConfig`` (internlm) and ``QWenConfig`` (qwen). Other families
+#: (mistral's class defaults to 8, qwen2's to 32, ...) are refused without the field rather than
+#: guessed.
 _MHA_WHEN_ABSENT = {
     "llama", "phi", "phi3", "cohere", "olmo", "olmo2", "granite", "nemotron", "deepseek_v2",
-    "bloom", "gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "codegen", "mpt", "internlm",
+    "bloom", "gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "codegen", "mpt", "internlm", "qwen",
 }  # fmt: skip
 #: Of those, the config classes that have the field and fill it in (the rest are multi-head by
 #: construction): an omitted field is an assumption, which the notes state.
@@ -2006,7 +2007,10 @@ def _intermediate_size(config: Mapping, model_type: str, hidden: int, gated: boo
     if model_type == "llama4_text":  # its dense layers use intermediate_size_mlp (see _experts)
         return _positive_int(config["intermediate_size_mlp"], "intermediate_size_mlp", source)
     if config.get("intermediate_size") is not None:
-        return _positive_int(config["intermediate_size"], "intermediate_size", source)
+        width = _positive_int(config["intermediate_size"], "intermediate_size", source)
+        # Qwen (v1)'s intermediate_size is twice its MLP: modeling_qwen.py and vLLM's QWenMLP
+        # build it intermediate_size // 2 wide
+        return width // 2 if model_type == "qwen" else width
     if config.get("ffn_hidden_size") is not None:
         return _positive_int(config["ffn_hidden_size"], "ffn_hidden_size", source)
     if not gated:
