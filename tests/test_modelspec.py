@@ -311,6 +311,20 @@ def test_qwen_v1_mlp_is_half_its_intermediate_size():
     assert parse({**qwen, "num_key_value_heads": 32}).intermediate_size == 11008
 
 
+def test_mpt_reads_its_kv_heads_from_attn_config():
+    # MPT's grouped-query attention is attn_config.kv_n_heads (vLLM's MPTAttention reads it):
+    # 32 heads of 128 in 8 KV groups were planned as multi-head, 524,288 KV bytes a token where
+    # they hold 131,072
+    mpt = {
+        "model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32,
+        "expansion_ratio": 4, "vocab_size": 50432, "max_seq_len": 2048,
+        "attn_config": {"attn_type": "grouped_query_attention", "kv_n_heads": 8},
+        "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    assert parse(mpt).kv_bytes_per_token() == 131_072
+    assert parse({**mpt, "attn_config": {"alibi": True}}).kv_bytes_per_token() == 524_288
+
+
 def test_every_bundled_model_parses_with_positive_sizes():
     for name in list_models():
         spec = load_model(name)

@@ -1324,6 +1324,11 @@ def _kv_heads(config: Mapping, model_type: str, heads: int, source: str) -> tupl
                 "(the number of KV heads) is missing"
             )
         return found
+    attn = config.get("attn_config")
+    if model_type == "mpt" and isinstance(attn, Mapping) and attn.get("kv_n_heads") is not None:
+        # vLLM's MPTAttention: attn_config.kv_n_heads where given (grouped-query), else multi-head
+        key = "attn_config.kv_n_heads"
+        return _positive_int(attn["kv_n_heads"], key, source), key
     if model_type == "gpt_bigcode":  # GPTBigCodeConfig: multi_query defaults to true
         return (1, "multi_query") if config.get("multi_query", True) else (heads, "")
     found = first("num_key_value_heads", "num_kv_heads", "n_head_kv")
