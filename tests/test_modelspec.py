@@ -325,6 +325,25 @@ def test_mpt_reads_its_kv_heads_from_attn_config():
     assert parse({**mpt, "attn_config": {"alibi": True}}).kv_bytes_per_token() == 524_288
 
 
+def test_shared_experts_named_num_shared_experts_are_counted():
+    # Ling-lite (bailing_moe) names its 2 shared experts 'num_shared_experts': they were left out,
+    # 16.3 B parameters where the model holds 16.8 B, and 2.27 B active where each token uses 2.75 B
+    ling = {
+        "model_type": "bailing_moe", "hidden_size": 2048, "num_hidden_layers": 28,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 5632,
+        "moe_intermediate_size": 1408, "num_experts": 64, "num_experts_per_tok": 6,
+        "num_shared_experts": 2, "first_k_dense_replace": 0, "vocab_size": 126464,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    spec = parse(ling)
+    assert spec.shared_experts == 2
+    shared = 28 * 2 * 3 * 2048 * 1408
+    without = parse({**ling, "num_shared_experts": 0})
+    assert spec.parameters - without.parameters == shared
+    assert spec.parameters == pytest.approx(16.8e9, rel=0.01)
+    assert spec.active_parameters == pytest.approx(2.75e9, rel=0.03)
+
+
 def test_every_bundled_model_parses_with_positive_sizes():
     for name in list_models():
         spec = load_model(name)

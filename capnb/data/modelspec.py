@@ -2041,7 +2041,10 @@ def _experts(config: Mapping, model_type: str, layers: int, intermediate: int, s
             "experts of the config (a token cannot use more experts than there are)"
         )
     moe_intermediate = _optional_int(config, "moe_intermediate_size", source)
-    shared = _optional_int(config, "n_shared_experts", source)
+    shared_key = (
+        "num_shared_experts" if config.get("n_shared_experts") is None else "n_shared_experts"
+    )
+    shared = _optional_int(config, shared_key, source)  # num_shared_experts: Ling (bailing_moe)
     if config.get("shared_expert_intermediate_size"):
         # Qwen2-MoE style: one shared expert of its own width, counted in units of the expert width
         width = _positive_int(
