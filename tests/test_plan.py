@@ -15,7 +15,7 @@ import xarray as xr
 
 from capnb import data, memory, words
 from capnb import plan as planning
-from capnb.errors import ConfigError, InputError, OutputError
+from capnb.errors import ConfigError, InfeasibleError, InputError, OutputError
 from capnb.plan import _text as plan_text
 from capnb.records import SLA
 
@@ -1708,6 +1708,30 @@ def test_a_model_no_option_can_hold_is_infeasible_with_the_memory_remedy(latency
     # one number, one way: the engine path said "can hold one 1426-token sequence" and then
     # "one 1,426-token sequence" in the same message
     assert "1426" not in said, said
+
+
+def test_an_engine_sweep_no_option_holds_names_the_degrees_it_could_not_load(tmp_path):
+    # a Qwen2.5-72B config in AWQ groups of 128 (its 29,568-wide MLP splits them at any degree
+    # above 1) on L4s at TP 1, 2 and 4: "infeasible: no GPU in ['L4'] at tensor parallelism
+    # [1, 2, 4] can hold one 1,426-token sequence ...: give GPUs with more memory or a higher
+    # tensor parallelism (...: none up to 64 x L4)", as if 2 and 4 had been tried and were short
+    # of memory; vLLM refuses to load them
+    from capnb import capacity, latency
+
+    qwen = {
+        "model_type": "qwen2", "hidden_size": 8192, "num_hidden_layers": 80,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 29568,
+        "vocab_size": 152064, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128},
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(qwen))
+    work = latency.workload(prompt_tokens=[1200, 1300], output_tokens=[200, 200])
+    with pytest.raises(InfeasibleError) as raised:
+        capacity.sweep_engine(str(path), ["L4"], [1, 2, 4], work, SLA(ttft_s=2.0), 10.0)
+    said = str(raised.value)
+    assert "tensor_parallel=2 splits the quantization groups" in said, said
+    assert "tensor_parallel=4 splits the quantization groups" in said, said
 
 
 def test_an_unshardable_degree_in_an_infeasible_analytic_plan_is_named_not_unmodelled():

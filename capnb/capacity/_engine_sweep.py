@@ -161,8 +161,11 @@ def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, 
     from ..latency import _engine
     from ..memory._footprint import smallest_degrees
 
-    name = data.load_model(model).name
+    spec = data.load_model(model)
+    name = spec.name
     where = f"no GPU in {list(gpus)} at tensor parallelism {list(tensor_parallel)}"
+    # the degrees vLLM cannot load were not tried: say so, not that memory ruled them out
+    unloadable = [r for r in map(spec.valid_tensor_parallel, map(int, tensor_parallel)) if r]
     cache = f"with {share:.0%} of the KV budget for a prefix cache"
     if too_long:
         return InfeasibleError(
@@ -184,6 +187,7 @@ def _none_hold(model, gpus, tensor_parallel, seq_len, share, longest, too_long, 
         f"infeasible: {where} can hold one {seq_len:,}-token sequence of {name} ({cache}): give "
         "GPUs with more memory or a higher tensor parallelism"
         + (f" ({smallest})" if smallest else "")
+        + (f"; not tried: {'; '.join(unloadable)}" if unloadable else "")
     )
 
 
