@@ -16,7 +16,6 @@ from capnb.errors import InputError
 from capnb.kernels import engine as kernels
 from capnb.kernels import latency as latency_kernels
 from capnb.latency import calibration as cal
-from capnb.latency._engine import gpu_vector
 from capnb.latency._engine import model_vector as _engine_model_vector
 from capnb.records import SLA, Deployment, EngineSettings
 
@@ -92,10 +91,6 @@ CASES = {
     ),
     # attention at half the layers' FLOP/s (BF16 attention beside FP8 weights)
     "attention at its own rate": dict(closed=True, load=12, tp=1, budget=2048, attention=0.5),
-    # and the layers' FP8 products at 60 % of the compute efficiency
-    "FP8 products at their own share": dict(
-        closed=True, load=12, tp=1, budget=2048, attention=0.5, fp8=0.6
-    ),
 }
 
 
@@ -103,7 +98,7 @@ CASES = {
 def test_kernel_matches_the_python_simulator(case):
     c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
          "frontend": None, "policy": 0, "chunked": 1, "moe": False, "layout": (1, 0, 0),
-         "reserve": kernels.NO_RESERVE, "attention": None, "fp8": None, **CASES[case]}  # fmt: skip
+         "reserve": kernels.NO_RESERVE, "attention": None, **CASES[case]}  # fmt: skip
     rng = np.random.default_rng(1)
     n = 60
     prompt = rng.integers(1, 700, n)
@@ -124,9 +119,6 @@ def test_kernel_matches_the_python_simulator(case):
         calibration = np.append(calibration[:8], c["frontend"])
     if c["attention"] is not None:
         gpu = np.append(gpu[:3], c["attention"] * gpu[0])
-    if c["fp8"] is not None:
-        calibration = calibration.copy()
-        calibration[10] = c["fp8"]
     settings = np.array([float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16,
                          c["warmup"], c["policy"], c["chunked"], *c["layout"], *c["reserve"]])  # fmt: skip
     ttft, e2e = np.empty(n), np.empty(n)
@@ -472,38 +464,6 @@ def test_routed_experts_compute_at_their_own_share_of_the_compute_efficiency():
     assert decode[0.4] == decode[1.0]  # (one token's arithmetic hides under its reads)
 
 
-def test_fp8_products_compute_at_their_own_share_of_the_compute_efficiency():
-    # FP8 weights on an H100: the layers' FLOP at FP8's catalog rate count 1 / share times in a
-    # compute-bound step; attention (BF16) and the reads do not change; BF16 weights (the GPU
-    # vector's products at attention's rate) and a ten-value calibration are untouched
-    spec = load_model("Llama-3.1-8B")
-    model = _engine_model_vector(spec, 1, weight_dtype="fp8")
-    fp8_gpu = gpu_vector(GPUS, "H100-SXM", "fp8")
-    bf16_gpu = gpu_vector(GPUS, "H100-SXM", "bf16")
-    assert fp8_gpu[0] == 2.0 * bf16_gpu[0] and fp8_gpu[3] == bf16_gpu[0]
-    calibration = latency.engine_calibration("H100-SXM").engine_array()
-    out = np.empty(len(kernels.FEATURES))
-    tokens = 8192.0
-    at = {}
-    for share in (1.0, 0.5):
-        c = calibration.copy()
-        c[10] = share
-        at[share] = kernels.step_time(tokens, tokens, tokens, 1.0, model, fp8_gpu, 1, c, out)
-        assert out[0] > 0.0  # compute-bound
-        # BF16 products keep their rate whatever the share
-        bf16 = kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1, c, out)
-        assert bf16 == kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1,
-                                         calibration[:10], out)  # fmt: skip
-    extra = model[0] * tokens * (1.0 / 0.5 - 1.0) / fp8_gpu[0] / calibration[0]
-    assert at[0.5] - at[1.0] == pytest.approx(extra, rel=1e-9)
-    assert at[1.0] == kernels.step_time(tokens, tokens, tokens, 1.0, model, fp8_gpu, 1,
-                                        calibration[:10], out)  # fmt: skip
-    # at a share of 0.5 a prefill step of FP8 products costs what BF16's would (same FLOP/s;
-    # the LM head's products, one a sequence, stay at FP8's rate: 1 ppm apart)
-    bf16_step = kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1, calibration, out)
-    assert at[0.5] == pytest.approx(bf16_step, rel=1e-5) and at[0.5] < bf16_step
-
-
 def test_expert_flop_is_the_routed_experts_share_of_the_active_layer_flop():
     # gpt-oss-120b: 36 layers of 128 experts, 4 a token; each expert 3 x 2880 x 2880 weights
     # (gate, up, down) and its biases: 4 x 36 x that x 2 FLOP a token (of 2 x layer_parameters)
@@ -531,28 +491,19 @@ def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of
     layout = _fit.layout_of(mixed, pooled=False)
     assert layout.expert
     positions = {layout.columns(g, e)[7] for g in layout.gpus for e in layout.engines}
+    assert positions == {layout.size - 2}  # one value, shared by every GPU and engine
     arithmetic = {layout.columns(g, e)[9] for g in layout.gpus for e in layout.engines}
-    fp8 = {layout.columns(g, e)[10] for g in layout.gpus for e in layout.engines}
-    # one value each, shared by every GPU and engine (the cookbook's FP8 DeepSeek runs fit the
-    # FP8 products' share too, last)
-    assert layout.fp8 and (positions, arithmetic, fp8) == (
-        {layout.size - 3},
-        {layout.size - 2},
-        {layout.size - 1},
-    )
-    assert not _fit.layout_of(dense, pooled=True).fp8  # BF16 runs: held at 1
+    assert arithmetic == {layout.size - 1}  # and their arithmetic's share, one value too
     # a dense model's own runs keep the prior's share (they say nothing about routed experts)
     from capnb.latency import _own
 
     prior = latency.engine_calibration("A100-80GB", "sglang")
     prior = cal.Calibration(**{**{k: getattr(prior, k) for k in kernels.CALIBRATION_FIELDS},
-                               "expert_efficiency": 0.42, "expert_compute_efficiency": 0.31,
-                               "fp8_compute_efficiency": 0.55},
+                               "expert_efficiency": 0.42, "expert_compute_efficiency": 0.31},
                           fitted_on="test")  # fmt: skip
     one_gpu = [pt for pt in dense if pt.gpu == "A100-80GB"]
     own = _own.fit_own(one_gpu, prior)
     assert (own.expert_efficiency, own.expert_compute_efficiency) == (0.42, 0.31)
-    assert own.fp8_compute_efficiency == 0.55
 
 
 def test_each_gpu_fits_its_own_interconnect_efficiency():
@@ -936,28 +887,26 @@ def test_an_admission_reserve_holds_requests_back_instead_of_preempting_them():
 
 
 def test_an_offline_run_drops_only_the_request_and_front_end_overheads():
-    # an offline run (TensorRT-LLM's static batches of FP8 Llama-2-7B) pays no per-request or
-    # front-end time; the shares after them (experts', FP8 products') still price its steps
-    # (the front end's zeroing once reached every later field: an FP8 share of 0 gave inf)
+    # an offline run (a static batch timed in the engine's process) pays no per-request or
+    # front-end time; the routed experts' arithmetic share after them still prices its steps (the
+    # front end's zeroing once reached every later field: a share of 0, and an infinite step)
+    import dataclasses
+
     from capnb.data import load_measurements
     from capnb.latency import _fit
 
     pts, _ = _fit.points(load_measurements())
-    pt = next(
-        p
-        for p in pts
-        if p.source == "trtllm-static-batch"
-        and p.dtype == "fp8"
-        and p.model == "Llama-2-7B"
-        and p.input_tokens == 2048
-    )  # (a compute-bound prefill)
-    assert _fit.offline(_fit.run_of(pt)) and _fit.fp8_products(pt)
+    dense = next(p for p in pts if p.source == "trtllm-static-batch" and p.input_tokens == 2048
+                 and p.model == "Llama-2-7B" and p.gpu == "H100-SXM")  # fmt: skip
+    config = list(dense.config)
+    config[2], config[6] = "gpt-oss-120b", "bf16"  # the same static batch of a mixture of experts
+    pt = dataclasses.replace(dense, config=tuple(config), run=_fit.run_of(dense))
+    assert _fit.offline(_fit.run_of(pt)) and _fit.routes_experts(pt)
     calibration = latency.engine_calibration("H100-SXM").engine_array()
     at = {}
     for share in (1.0, 0.5):
         c = calibration.copy()
-        c[10] = share
+        c[9] = share
         at[share], _ = _fit.simulate_point(pt, c, requests=200)
     for key, value in at[1.0].items():
-        assert math.isfinite(value) and 0.0 < value <= at[0.5][key]
-    assert any(at[0.5][k] > 1.2 * v for k, v in at[1.0].items())  # the FP8 share counts
+        assert math.isfinite(value) and 0.0 < value < at[0.5][key]

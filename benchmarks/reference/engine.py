@@ -57,8 +57,6 @@ def step_seconds_python(
         read = weights - expert_bytes + expert_bytes * touched / share
         if len(model) > 12 and len(calibration) > 9:  # their arithmetic at its own share too
             flop_per_token += float(model[12]) * (1.0 / float(calibration[9]) - 1.0)
-    if len(calibration) > 10 and len(gpu) > 3 and gpu[0] > gpu[3]:  # FP8 layers: their own share
-        flop_per_token /= float(calibration[10])
     # the LM head once per scheduled sequence (its sampled position), the layers at every token
     compute = (flop_per_token * tokens + head * sequences) / flops
     compute += 4.0 * layers * width * pairs / attention_flops

@@ -163,11 +163,9 @@ _NF = 7
 #: seven-value vector reads them as dense), then the seconds each request holds the server's one
 #: front-end process (a FIFO server before the scheduler: an eight-value vector has none), then
 #: the share of the compute efficiency the routed experts' arithmetic reaches (1: dense; a
-#: nine-value vector computes them as dense), then the share of the compute efficiency the
-#: layers' FP8 matrix products reach (1: FP8's catalog rate at the one efficiency; a ten-value
-#: vector prices them so).
+#: nine-value vector computes them as dense).
 CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency", "frontend_s",
-                      "expert_compute_efficiency", "fp8_compute_efficiency")  # fmt: skip
+                      "expert_compute_efficiency")  # fmt: skip
 
 # columns of the per-slot integer state ``req``
 _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
@@ -199,11 +197,6 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
         # and computed at their own share of its compute efficiency
         if model.shape[0] > _EXPERT_FLOP and calibration.shape[0] > 9:
             layer_flop += model[_EXPERT_FLOP] * (1.0 / calibration[9] - 1.0)
-    # the layers' matrix products at a lower precision than attention's (FP8 weights on a GPU
-    # with FP8 tensor cores: gpu[0] is FP8's FLOP/s, gpu[3] BF16's) reach their own share of the
-    # compute efficiency (scaling, block dequantising); an eleven-field calibration sets it
-    if calibration.shape[0] > 10 and gpu.shape[0] > 3 and gpu[0] > gpu[3]:
-        layer_flop /= calibration[10]
     # the LM head at each scheduled sequence's sampled position (a prompt's chunk that ends
     # before its last token samples nothing: counted all the same, a bound of one per sequence)
     # attention's products at the rate of its operands' dtype (gpu[3], BF16: the KV cache's),

@@ -670,14 +670,6 @@ def _calibration_lines(record) -> list[str]:
                                            "read and computed as dense weights)."
                                            if expert == 1.0 else "."),
         ]  # fmt: skip
-    fp8 = cal.get("shared", {}).get("fp8_compute_efficiency")
-    if fp8 is not None:
-        lines += [
-            "",
-            f"FP8 matrix products (every GPU and engine; FP8 weights on a GPU with FP8 tensor "
-            f"cores, priced at the catalog's FP8 FLOP/s): at {fp8:.2f} of the GPU's compute "
-            "efficiency" + (" (no fitted source runs them: at FP8's rate)." if fp8 == 1.0 else "."),
-        ]
     return lines
 
 
