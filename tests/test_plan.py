@@ -1955,11 +1955,46 @@ def test_a_growing_trace_says_its_replayed_cost_is_the_pasts(tmp_path):
     assert quietest > grown.peak_serving_instances
     usd = float(np.mean(grown.fixed_instances)) * grown.usd_per_gpu_hour * 730
     assert f"about {usd:,.0f} USD a month" in check.finding
-    # a trace without growth passes
+    # a trace without growth passes (servegen-m-small, which grows about 1.3x over its two
+    # weeks, no longer does: its forecast's mean rate is 1.32x the trace's)
+    steady = tmp_path / "steady.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%d %H:%M"),
+                  "qps": 20 * shape}).to_csv(steady, index=False)  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", planning.PlanWarning)
-        flat = planning.answer(planning.build(planning.read_config(dict(settings))))
-    assert next(c for c in flat.checks if c.name == "traffic_growth").passed
+        flat = planning.answer(planning.build(planning.read_config(dict(settings,
+                                                                        trace=str(steady)))))  # fmt: skip
+    check = next(c for c in flat.checks if c.name == "traffic_growth")
+    assert check.passed and "the forecast's mean rate for the coming days is" in check.finding
+
+
+def test_a_young_growing_service_is_said_to_have_grown_past_its_replay(tmp_path):
+    # 5 days growing 12 % a day (outside pass y): the forecast's quietest slot stays within the
+    # replay's peak, so the check passed, while the forecast's mean rate is 1.5x the trace's and
+    # the replayed cost about half what the same policy costs on the week after
+    rng = np.random.default_rng(0)
+    times = pd.date_range("2026-11-02", periods=5 * 144, freq="10min")
+    t = np.arange(times.size)
+    qps = (
+        20
+        * 1.12 ** (t / 144)
+        * (1 + 0.5 * np.sin(2 * np.pi * t / 144))
+        * rng.lognormal(0, 0.1, t.size)
+    )
+    path = tmp_path / "young.csv"
+    pd.DataFrame({"time": times.strftime("%Y-%m-%d %H:%M"), "qps": qps}).to_csv(path, index=False)
+    settings = dict(CHEAPER, gpus=("H100-SXM",), tensor_parallel=(1,), provider="none",
+                    disaggregation="none", trace=str(path))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", planning.PlanWarning)
+        plan = planning.build(planning.read_config(settings))
+    answer = planning.answer(plan)
+    check = next(c for c in answer.checks if c.name == "traffic_growth")
+    ratio = float(plan.forecast_mean_qps.mean()) / qps.mean()
+    assert ratio > 1.25
+    assert not check.passed and "the replayed cost is the past's" in check.finding
+    assert min(answer.fixed_instances) <= answer.peak_serving_instances  # the old rule's pass
+    assert "the forecast's mean rate for the coming days is " in check.finding
 
 
 def test_a_choice_no_exported_object_holds_is_replayed_as_exported_and_said():

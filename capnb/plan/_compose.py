@@ -385,30 +385,54 @@ def _replay_check(breach_minutes: float, budget_minutes: float, hours: float,
     return Check("replay_budget", passed, finding, "" if passed else spares_action(cfg), "own")
 
 
-def _growth_check(fixed: list[int], run, tp: int, price: float, cfg: PlanConfig) -> Check:
+#: The forecast's mean rate over the replayed trace's past which the plan says the traffic grew.
+GROWTH_WARNING = 1.25
+
+
+def _growth_check(fixed: list[int], run, tp: int, price: float, cfg: PlanConfig,
+                  rates: tuple[float, float] = (math.nan, math.nan)) -> Check:  # fmt: skip
     """Whether the trace replayed is a fair sample of the days the forecast plans for.
 
     The replay prices the policy over the past; the forecast plans the coming days. Where even
-    the forecast's quietest slot needs more instances than the replay ever ran at once, the
-    traffic grew (the forecast carried the growth forward) and the replayed cost is the past's:
-    the check fails and says what a fleet following the forecast slot by slot costs (its mean
-    instances x GPUs x the price, a month).
+    the forecast's quietest slot needs more instances than the replay ever ran at once, or the
+    forecast's mean rate is more than :data:`GROWTH_WARNING` times the replayed trace's
+    (``rates``: the forecast's mean and the trace's, requests/s; a young service growing 12 % a
+    day, 5 days old, forecast 1.53x its past's mean while its quietest slot stayed within the
+    replay's peak), the traffic grew (the forecast carried the growth forward) and the replayed
+    cost is the past's: the check fails and says what a fleet following the forecast slot by
+    slot costs (its mean instances x GPUs x the price, a month).
     """
     peak = int(run.ready_instances.max())
     quantile = f"P{100 * cfg.traffic.traffic_quantile:g}"
-    passed = not fixed or min(fixed) <= peak
+    ahead, past = rates
+    ratio = ahead / past if past > 0 else math.nan
+    above = not fixed or min(fixed) <= peak
+    passed = above and not ratio > GROWTH_WARNING
     usd = float(np.mean(fixed)) * tp * price * glossary.HOURS_PER_MONTH if fixed else math.nan
     cost = f"about {usd:,.0f} USD a month" if math.isfinite(usd) else "more (no price)"
-    finding = (
-        f"the {quantile} forecast for the coming days needs {min(fixed)}-{max(fixed)} instances "
-        f"per slot, more in its quietest slot than the replay of the trace ever ran at once "
-        f"({peak}): the traffic grew, so the replayed cost is the past's; a fleet following the "
-        f"forecast slot by slot costs {cost}"
-        if not passed
-        else f"the {quantile} forecast's quietest slot needs "
-        f"{words.count(min(fixed, default=0), 'instance')}, "
-        f"within the {peak} the replay ran at once"
+    grew = (
+        f"the forecast's mean rate for the coming days is {ratio:.2f}x the replayed trace's "
+        f"({words.rate(ahead)} against {words.rate(past)} requests/s)"
     )
+    if not above:
+        finding = (
+            f"the {quantile} forecast for the coming days needs {min(fixed)}-{max(fixed)} "
+            f"instances per slot, more in its quietest slot than the replay of the trace ever ran "
+            f"at once ({peak})"
+        )
+    elif not passed:
+        finding = grew
+    if not passed:
+        finding += (
+            f": the traffic grew, so the replayed cost is the past's; a fleet following the "
+            f"forecast slot by slot costs {cost}"
+        )
+    else:
+        finding = (
+            f"the {quantile} forecast's quietest slot needs "
+            f"{words.count(min(fixed, default=0), 'instance')}, within the {peak} the replay "
+            f"ran at once" + (f"; {grew}" if math.isfinite(ratio) else "")
+        )
     action = "" if passed else (
         f"budget for the forecast's fleet ({cost}) and re-plan as the growth is confirmed")  # fmt: skip
     return Check("traffic_growth", passed, finding, action, "own")
@@ -503,7 +527,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         else math.nan
     )
     fixed = [int(v) for v in _per_slot(chosen.fixed_instances)]
-    checks.append(_growth_check(fixed, run, int(tp), price, cfg))
+    rates = (float(fc.mean_qps.mean()) if "mean_qps" in fc else math.nan, float(demand.mean()))
+    checks.append(_growth_check(fixed, run, int(tp), price, cfg, rates))
     if (tested := _burst(burst, float(run.breach_s) / 60)) is not None:
         checks.append(_burst_test_check(tested, budget_minutes, float(run.breach_s) / 60 * month,
                                         cfg))  # fmt: skip
