@@ -1216,19 +1216,10 @@ def _parameters(
     a = planning.answer(plan)
     gpu, tp = a.gpu, a.tensor_parallel
     metric = a.binding_metric or next(iter(a.sla.bounds))
-    trace = {  # the trace read as the plan reads it: its kind and clock too
-        "TRACE": cfg.traffic.trace,
-        "TRACE_KIND": cfg.traffic.trace_kind,
-        "START": cfg.traffic.start,
-        "TRACE_OPTIONS": planning.trace_options(cfg),
-        "INTERVAL": cfg.traffic.interval,
-        "SLOTS": cfg.traffic.slots,
-        "DEMAND_SCALE": cfg.traffic.demand_scale,
-    }
     return {
         "00_start_here": _start_parameters(cfg, a),
         "01_forecasting": {
-            **trace,
+            **_trace_parameters(cfg),
             "QUANTILE": cfg.traffic.traffic_quantile,
             "BURSTS_PER_MONTH": a.bursts.rate_per_month,
             "BURST_HOURS": tuple(s / 3600 for s in a.bursts.duration_s),
@@ -1310,6 +1301,21 @@ def _parameters(
     }
 
 
+def _trace_parameters(cfg) -> dict[str, object]:
+    """The plan's trace as the plan reads it (its kind, clock, options, slots and scale)."""
+    from . import plan as planning
+
+    return {
+        "TRACE": cfg.traffic.trace,
+        "TRACE_KIND": cfg.traffic.trace_kind,
+        "START": cfg.traffic.start,
+        "TRACE_OPTIONS": planning.trace_options(cfg),
+        "INTERVAL": cfg.traffic.interval,
+        "SLOTS": cfg.traffic.slots,
+        "DEMAND_SCALE": cfg.traffic.demand_scale,
+    }
+
+
 def elasticity_parameters(plan) -> dict[str, object]:
     """Worksheet 04's parameters for a built plan (all but ``PLAN_FILE``).
 
@@ -1321,13 +1327,7 @@ def elasticity_parameters(plan) -> dict[str, object]:
     cfg = planning.read_config(json.loads(plan.attrs["config"]))
     a = planning.answer(plan)
     return {
-        "TRACE": cfg.traffic.trace,
-        "TRACE_KIND": cfg.traffic.trace_kind,
-        "START": cfg.traffic.start,
-        "TRACE_OPTIONS": planning.trace_options(cfg),
-        "INTERVAL": cfg.traffic.interval,
-        "SLOTS": cfg.traffic.slots,
-        "DEMAND_SCALE": cfg.traffic.demand_scale,
+        **_trace_parameters(cfg),
         "STEP_S": cfg.elasticity.step_s,
         "PER_INSTANCE_QPS": a.per_instance_qps,
         "LATENCY_S": float(plan.attrs["demand_smoothed_over_s"]),
