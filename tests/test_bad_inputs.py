@@ -528,7 +528,8 @@ ROWS = [
         States(lambda ds: f"{int(ds.qps.isnull().sum())} missing: {ds.attrs['notes']}",
                r"^1 missing: 1 windows with a rate of exactly 0 are marked missing")),
     Row("rates: one window and no interval", rates("t,qps\n0,5\n"),
-        Raises(ConfigError, r"r\.csv, row 1 \(line 2\): a single window; give interval=")),
+        Raises(ConfigError, r"r\.csv, row 1 \(line 2\): a single window: a rate series needs "
+                            r"two rows or more to tell its step \(load_rate_series' interval=")),
     Row("rates: a window off the grid", rates("t,qps\n0,5\n600,5\n1300,5\n1800,5\n"),
         Raises(ConfigError, r"r\.csv, row 2 \(line 3\): window start is not a whole number of "
                             r"intervals \(500 s\)")),

@@ -688,3 +688,16 @@ def test_plan_takes_the_latency_model_as_a_flag(capsys):
     assert cli.main(["plan", "--latency", "engine", "--benchmark", "runs/"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("capnb plan: --benchmark and --latency: "), err
+
+
+def test_a_one_row_rate_series_is_not_told_to_give_a_flag_that_cannot_help(tmp_path, capsys):
+    # --interval is the forecast's window, not the series' step: it was told "give interval="
+    trace = tmp_path / "r.csv"
+    trace.write_text("timestamp,qps\n2025-01-01 00:00:00,5\n")
+    out = tmp_path / "out"
+    argv = ["plan", "--trace", str(trace), "--interval", "1h", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "r.csv, row 1 (line 2): a single window" in err, err
+    assert "give interval=" not in err and "two rows or more" in err, err
+    assert not out.exists()

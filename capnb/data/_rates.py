@@ -487,7 +487,11 @@ def _merge_duplicates(ns, values, rows, where, column):
 
 def _series_step(ns, interval, where, rows, interval_ns) -> int:
     if ns.size < 2 and interval is None:
-        raise ConfigError(f"{where(0)}: a single window; give interval= to say how long it is")
+        raise ConfigError(
+            f"{where(0)}: a single window: a rate series needs two rows or more to tell its step "
+            "(load_rate_series' interval= gives it; a plan's interval, --interval, is the "
+            "forecast's window, not the series' step)"
+        )
     if interval is not None:
         return interval_ns(interval, "interval")
     steps, counts = np.unique(np.diff(ns), return_counts=True)
