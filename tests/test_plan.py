@@ -2324,3 +2324,25 @@ def test_options_ruled_out_by_the_sla_or_memory_are_named():
         "2 x L40S, 2 x H100-SXM cannot hold the model and the workload's requests in memory",
     ), said
     assert ruled_out(cap.assign(binding=cap.binding.where(False, "latency")), cfg) == ()
+
+
+def test_an_own_run_miss_names_the_re_plan_the_plan_prints():
+    # a calibration 92 % off its runs' P99 TTFT in sample told the Latencies line "re-plan on the
+    # runs as measured latencies (--benchmark)" while the close call's command re-planned with
+    # --calibrate (outside pass v): the words now name both, the printed one first
+    import json
+
+    import xarray as xr
+
+    from capnb.latency.calibration import Calibration
+    from capnb.plan._compose import _own_run_notes
+
+    fields = dict(compute_efficiency=0.5, bandwidth_efficiency=0.8, interconnect_efficiency=0.5,
+                  step_overhead_s=0.002, sequence_overhead_s=2e-5, allreduce_latency_s=1e-5,
+                  run_errors=(("ttft", "p99", 0.92, 3), ("tpot", "p99", -0.2, 3)))  # fmt: skip
+    values = {k: v for k, v in Calibration(**fields).__dict__.items()}
+    cap = xr.Dataset(attrs={"own_calibrations": json.dumps({"H100-SXM": values})})
+    (note,) = _own_run_notes(cap, "H100-SXM", 1, SLA(ttft_s=2.0, tpot_s=0.05))
+    assert "+92% on P99 TTFT" in note and "no surer than that" in note
+    assert "re-plan on those runs (the commands below)" in note
+    assert note.index("commands below") < note.index("--benchmark instead of --calibrate")

@@ -208,9 +208,10 @@ def benchmark_commands(options, gpu, tp, model, prompt_tokens, output_tokens) ->
 def _replan_flags(options: xr.Dataset, gpu: str, tp: int, runs: str) -> str:
     """The re-plan's flags for the runs: measured latencies, or own runs calibrating the engine.
 
-    A plan priced on your own runs (its options' ``own_calibrations``) has ``calibration_runs``
-    in its config, which refuses measured latencies (``--benchmark``): its re-plan calibrates the
-    engine model on the new runs of this GPU and degree instead.
+    A plan priced on your own runs (its options' ``own_calibrations``) re-plans by calibrating the
+    engine model on the new runs of this GPU and degree, so the engine still prices the other
+    degrees; ``--benchmark`` on its config also works (the CLI then clears its
+    ``calibration_runs``), where measured latencies alone are wanted.
     """
     from ._steps import own_calibrations
 

@@ -620,7 +620,8 @@ def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla) -> tuple[str, ...]:
     worst = max(abs(e) for _, e, _ in found)
     advice = (
         ": it misses them by more than a quarter, so its answer is no surer than that; benchmark "
-        "at the plan's concurrency and re-plan on the runs as measured latencies (--benchmark)"
+        "at the plan's concurrency and re-plan on those runs (the commands below), or on the "
+        "runs as measured latencies (--benchmark instead of --calibrate: no engine model)"
         if worst > OWN_RUN_MISS
         else ""
     )
