@@ -339,7 +339,8 @@ def _parser() -> argparse.ArgumentParser:
         "--sla",
         type=_sla,
         help="latency bounds met together, metric=seconds: ttft=1.5,tpot=60ms (metrics ttft, "
-        "tpot, itl, e2e; quantile=0.99 by default; confirm accepts implausible bounds)",
+        "tpot, itl, e2e; quantile=0.99 by default; confirm accepts implausible bounds); it "
+        "replaces the config's whole [sla] table, its quantile and other bounds included",
     )
     plan.add_argument("--trace", help="bundled trace name, or a request log or rate series file")
     plan.add_argument(
@@ -402,7 +403,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--out", help="output directory (default: the plan's)")
     export.add_argument("--name", help="the Deployment / Knative Service (default: the model)")
-    export.add_argument("--namespace", default="default", help="Kubernetes namespace")
+    export.add_argument("--namespace", default="default",
+                        help="Kubernetes namespace (default: default)")  # fmt: skip
     export.add_argument(
         "--force", action="store_true", help="replace YAML files in --out that capnb did not write"
     )
