@@ -86,8 +86,11 @@ def worksheet_path(name: str) -> Path:
     root = Path(str(installed)) if installed.is_dir() else Path(__file__).parents[1] / "notebooks"
     path = root / f"{stem}.ipynb"
     if not path.is_file():
+        from .errors import UnknownNameError
+
         known = sorted(p.stem for p in root.glob("*.ipynb"))
-        raise FileNotFoundError(f"no worksheet {name!r} in {root}; known: {', '.join(known)}")
+        # a name the user gave (capnb report --worksheet): said as capnb says an unknown GPU
+        raise UnknownNameError("worksheet", name, known, add=f"the worksheets are in {root}")
     return path
 
 

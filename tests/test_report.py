@@ -82,10 +82,18 @@ def test_failed_run_leaves_the_previous_report_intact(memory_report):
     assert [p.name for p in memory_report.parent.iterdir()] == [memory_report.name]
 
 
-def test_unknown_worksheet_and_missing_parameters_cell(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no worksheet 'nope'.*02_memory"):
+def test_unknown_worksheet_and_missing_parameters_cell(tmp_path, capsys):
+    # an unknown --worksheet printed "capnb report: FileNotFoundError: no worksheet 'bogus'", a
+    # builtin exception's name; it is capnb's unknown-name error now, with the closest names
+    from capnb.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="unknown worksheet 'nope'.*02_memory"):
         report.worksheet_path("nope")
-    assert main(["report", "--worksheet", "nope", "--out", str(tmp_path)]) == 1
+    capsys.readouterr()
+    assert main(["report", "--worksheet", "04_elastcity", "--out", str(tmp_path)]) == 1
+    said = capsys.readouterr().err
+    assert "unknown worksheet '04_elastcity'; closest: 04_elasticity" in said
+    assert "FileNotFoundError" not in said
 
 
 def test_a_report_worksheet_given_as_a_path_is_refused_before_the_work(tmp_path, monkeypatch):

@@ -101,13 +101,16 @@ def gpu_prices(provider: str, *, path=None):
     1.08
     >>> bool(np.isnan(p.usd_per_gpu_hour.sel(gpu="H100-SXM", pricing="spot")))
     True
+    >>> float(gpu_prices("HyperStack").usd_per_gpu_hour.sel(gpu="A100-80GB-PCIe", pricing="spot"))
+    1.08
     """
     import xarray as xr
 
     from ..errors import UnknownNameError
 
     table = load_gpu_prices(path)
-    rows = table[table.provider == provider]
+    # a provider is named whatever its case ("HyperStack"), as a GPU is
+    rows = table[table.provider.str.lower() == str(provider).strip().lower()]
     if rows.empty:
         raise UnknownNameError("price provider", provider, sorted(set(table.provider)))
     gpus = [g for g in list_gpus() if g in set(rows.gpu)]
