@@ -73,6 +73,13 @@ def _report(args: argparse.Namespace) -> int:
     print(f"Report written in {elapsed:.0f} s (open it in any browser; it needs no network):")
     for path in written:
         print(f"  {path.resolve()}")
+    # and the plan the pages read, written beside them (plan.nc, plan.json, plan.toml, the YAML)
+    names = ("plan.nc", "plan.json", "plan.toml", "hpa.yaml", "knative.yaml", "keda.yaml")
+    beside = [Path(args.out) / n for n in names if (Path(args.out) / n).is_file()]
+    if beside:
+        print("The plan they read, beside them:")
+        for path in beside:
+            print(f"  {path.resolve()}")
     return 0
 
 

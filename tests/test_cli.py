@@ -659,6 +659,9 @@ def test_report_says_every_warning_on_stderr_and_keeps_stdout_for_the_answer(
         "capnb report: worksheet 03_capacity left out: it failed a check, a defect in capnb",
         "capnb report: worksheet 06_serving cannot apply to these inputs: InputError: x",
     ], printed.err
+    # the plan the pages read is listed beside them (it listed the HTML pages only: pass v)
+    assert "The plan they read, beside them:" in printed.out
+    assert f"  {(tmp_path / 'plan.json').resolve()}" in printed.out.splitlines()
 
 
 def test_config_refuses_an_empty_path_as_empty(tmp_path, capsys, monkeypatch):
