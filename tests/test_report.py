@@ -1000,17 +1000,21 @@ def test_the_start_worksheet_holds_where_the_sla_is_looser_than_the_curve():
     )
 
 
+#: A benchmark table of one's own (concurrency, requests/s, TTFT P50/P99 and mean E2E in ms).
+OWN_BENCHMARK = (
+    "concurrency,qps,ttft_p50_ms,ttft_p99_ms,e2e_mean_ms\n"
+    "1,0.40,56,155,2506\n8,2.76,131,365,2898\n32,7.54,391,1085,4242\n"
+    "64,10.6,736,2045,6034\n128,13.3,1427,3965,9618\n"
+)
+
+
 def test_the_start_worksheet_reads_a_benchmark_file_of_ones_own_as_its_curve(tmp_path):
     """Found setting SHOW_CURVE to a plain benchmark table, as worksheet 00 invites ('change the
     one cell tagged parameters to use your own ... benchmark files'): it failed with "unknown
     latency curve '.../bench.csv'", since it only loaded bundled curves by name; a path is now
     read as worksheet 03 reads BENCHMARK (capnb.data.read_benchmark)."""
     path = tmp_path / "bench.csv"
-    path.write_text(
-        "concurrency,qps,ttft_p50_ms,ttft_p99_ms,e2e_mean_ms\n"
-        "1,0.40,56,155,2506\n8,2.76,131,365,2898\n32,7.54,391,1085,4242\n"
-        "64,10.6,736,2045,6034\n128,13.3,1427,3965,9618\n"
-    )
+    path.write_text(OWN_BENCHMARK)
     start = report.execute("00_start_here", parameters={"SHOW_CURVE": str(path), "SLA_S": 1.5})
     said = "".join(o.get("text", "") for c in start.cells for o in c.get("outputs", []))
     assert "Planned by maximum concurrency (128 in flight): TTFT P99 4.0 s" in said
@@ -1794,11 +1798,7 @@ def test_the_start_worksheet_names_the_curve_of_ones_own_not_the_bundled_one(tmp
     benchmark)' and then 'The same benchmark, planned two ways' with the 8B's numbers (64 in
     flight, TTFT P99 2.1 s), never naming the files they came from. It names the curve it plans."""
     path = tmp_path / "bench.csv"
-    path.write_text(
-        "concurrency,qps,ttft_p50_ms,ttft_p99_ms,e2e_mean_ms\n"
-        "1,0.40,56,155,2506\n8,2.76,131,365,2898\n32,7.54,391,1085,4242\n"
-        "64,10.6,736,2045,6034\n128,13.3,1427,3965,9618\n"
-    )
+    path.write_text(OWN_BENCHMARK)
     start = report.execute("00_start_here", parameters={"SHOW_CURVE": str(path), "SLA_S": 1.5})
     shown = "".join(c.source if c.cell_type == "markdown" else "" for c in start.cells) + "".join(
         o.get("text", "") for c in start.cells for o in c.get("outputs", [])

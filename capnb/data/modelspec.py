@@ -944,13 +944,10 @@ def _check_architecture(config: Mapping, model_type: str, source: str) -> None:
                 "another model): copy it from the model's config.json"
             )
     ffn = config.get("ffn_config")  # DBRX nests its experts there
-    for where, count in (
-        ("moe_num_experts", config.get("moe_num_experts")),
-        (
-            "ffn_config.moe_num_experts",
-            ffn.get("moe_num_experts") if isinstance(ffn, Mapping) else 0,
-        ),
-    ):
+    unread = {"moe_num_experts": config.get("moe_num_experts"),
+              "ffn_config.moe_num_experts": ffn.get("moe_num_experts")
+              if isinstance(ffn, Mapping) else None}  # fmt: skip
+    for where, count in unread.items():
         if count and not any(config.get(k) for k in _EXPERT_KEYS):
             raise ConfigError(
                 f"{source}: field {where!r} = {count!r} names experts in a layout capnb does not "

@@ -324,10 +324,8 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     inner, left_out = {}, []
     for j in origins.inner:
         window, seen = _window(demand, observed_all, origins, j, 1)
-        if _observed_share(seen) < MIN_OBSERVED:
-            left_out.append(
-                f"{origins.unit} from {when(origins.time(j))}: observed {_observed_share(seen):.0%}"
-            )
+        if (share := _observed_share(seen)) < MIN_OBSERVED:
+            left_out.append(f"{origins.unit} from {when(origins.time(j))}: observed {share:.0%}")
             continue
         inner[j] = replay(cfg, window, seen, fit(j), grid, settings)
     allowed = eligible(grid, settings, cfg, headroom, load)
@@ -341,10 +339,8 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             continue
         chosen, _ = chooser(*spans, allowed)
         window, seen = _window(demand, observed_all, origins, k, origins.window_units)
-        if _observed_share(seen) < MIN_OBSERVED:
-            left_out.append(
-                f"held-out window from {when(origins.time(k))}: observed {_observed_share(seen):.0%}"
-            )
+        if (share := _observed_share(seen)) < MIN_OBSERVED:
+            left_out.append(f"held-out window from {when(origins.time(k))}: observed {share:.0%}")
             continue
         scored = replay(cfg, window, seen, fit(k), grid, settings)
         if scored.observed_s == 0:  # e.g. a request log's last hour, a second short of one
