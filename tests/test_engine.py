@@ -16,6 +16,7 @@ from capnb.errors import InputError
 from capnb.kernels import engine as kernels
 from capnb.kernels import latency as latency_kernels
 from capnb.latency import calibration as cal
+from capnb.latency._engine import gpu_vector
 from capnb.latency._engine import model_vector as _engine_model_vector
 from capnb.records import SLA, Deployment, EngineSettings
 
@@ -91,6 +92,10 @@ CASES = {
     ),
     # attention at half the layers' FLOP/s (BF16 attention beside FP8 weights)
     "attention at its own rate": dict(closed=True, load=12, tp=1, budget=2048, attention=0.5),
+    # and the layers' FP8 products at 60 % of the compute efficiency
+    "FP8 products at their own share": dict(
+        closed=True, load=12, tp=1, budget=2048, attention=0.5, fp8=0.6
+    ),
 }
 
 
@@ -98,7 +103,7 @@ CASES = {
 def test_kernel_matches_the_python_simulator(case):
     c = {"hit": 0.0, "kv": 4000, "zero_gaps": False, "warmup": 5, "budget": 512, "overhead": None,
          "frontend": None, "policy": 0, "chunked": 1, "moe": False, "layout": (1, 0, 0),
-         "reserve": kernels.NO_RESERVE, "attention": None, **CASES[case]}  # fmt: skip
+         "reserve": kernels.NO_RESERVE, "attention": None, "fp8": None, **CASES[case]}  # fmt: skip
     rng = np.random.default_rng(1)
     n = 60
     prompt = rng.integers(1, 700, n)
@@ -119,6 +124,10 @@ def test_kernel_matches_the_python_simulator(case):
         calibration = np.append(calibration[:8], c["frontend"])
     if c["attention"] is not None:
         gpu = np.append(gpu[:3], c["attention"] * gpu[0])
+    if c["fp8"] is not None:  # FP8 weights scaled by blocks (the model vector's last field)
+        model = np.append(model, [0.0, 0.0, 0.0, 0.0, 1.0]) if model.size < 14 else model
+        calibration = calibration.copy()
+        calibration[10] = c["fp8"]
     settings = np.array([float(c["closed"]), c["load"], 8, c["budget"], c["kv"] // 16, 16,
                          c["warmup"], c["policy"], c["chunked"], *c["layout"], *c["reserve"]])  # fmt: skip
     ttft, e2e = np.empty(n), np.empty(n)
@@ -464,6 +473,45 @@ def test_routed_experts_compute_at_their_own_share_of_the_compute_efficiency():
     assert decode[0.4] == decode[1.0]  # (one token's arithmetic hides under its reads)
 
 
+def test_fp8_products_compute_at_their_own_share_of_the_compute_efficiency():
+    # FP8 weights scaled by blocks on an H100: the layers' FLOP at FP8's catalog rate count
+    # 1 / share times in a compute-bound step; attention (BF16) and the reads do not change; BF16
+    # weights (the GPU vector's products at attention's rate), per-tensor FP8 weights (vLLM's
+    # --quantization fp8 of a BF16 checkpoint) and a ten-value calibration are untouched
+    spec = load_model("Llama-3.1-8B")
+    model = _engine_model_vector(spec, 1, weight_dtype="fp8", fp8_block=True)
+    per_tensor = _engine_model_vector(spec, 1, weight_dtype="fp8")
+    assert model[-1] == 1.0 and per_tensor[-1] == 0.0 and (model[:-1] == per_tensor[:-1]).all()
+    fp8_gpu = gpu_vector(GPUS, "H100-SXM", "fp8")
+    bf16_gpu = gpu_vector(GPUS, "H100-SXM", "bf16")
+    assert fp8_gpu[0] == 2.0 * bf16_gpu[0] and fp8_gpu[3] == bf16_gpu[0]
+    calibration = latency.engine_calibration("H100-SXM").engine_array()
+    out = np.empty(len(kernels.FEATURES))
+    tokens = 8192.0
+    at = {}
+    for share in (1.0, 0.5):
+        c = calibration.copy()
+        c[10] = share
+        at[share] = kernels.step_time(tokens, tokens, tokens, 1.0, model, fp8_gpu, 1, c, out)
+        assert out[0] > 0.0  # compute-bound
+        # BF16 products keep their rate whatever the share
+        bf16 = kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1, c, out)
+        assert bf16 == kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1,
+                                         calibration[:10], out)  # fmt: skip
+        assert kernels.step_time(tokens, tokens, tokens, 1.0, per_tensor, fp8_gpu, 1, c, out) == (
+            kernels.step_time(tokens, tokens, tokens, 1.0, per_tensor, fp8_gpu, 1, calibration[:10],
+                              out)
+        )  # fmt: skip
+    extra = model[0] * tokens * (1.0 / 0.5 - 1.0) / fp8_gpu[0] / calibration[0]
+    assert at[0.5] - at[1.0] == pytest.approx(extra, rel=1e-9)
+    assert at[1.0] == kernels.step_time(tokens, tokens, tokens, 1.0, model, fp8_gpu, 1,
+                                        calibration[:10], out)  # fmt: skip
+    # at a share of 0.5 a prefill step of FP8 products costs what BF16's would (same FLOP/s;
+    # the LM head's products, one a sequence, stay at FP8's rate: 1 ppm apart)
+    bf16_step = kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1, calibration, out)
+    assert at[0.5] == pytest.approx(bf16_step, rel=1e-5) and at[0.5] < bf16_step
+
+
 def test_expert_flop_is_the_routed_experts_share_of_the_active_layer_flop():
     # gpt-oss-120b: 36 layers of 128 experts, 4 a token; each expert 3 x 2880 x 2880 weights
     # (gate, up, down) and its biases: 4 x 36 x that x 2 FLOP a token (of 2 x layer_parameters)
@@ -471,8 +519,10 @@ def test_expert_flop_is_the_routed_experts_share_of_the_active_layer_flop():
     vector = _engine_model_vector(spec, 2)
     expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
     assert vector[kernels.MODEL_FIELDS.index("expert_flop")] == 2.0 * 36 * 4 * expert / 2
-    assert 0.5 < vector[-1] / vector[0] < 1.0  # most of a token's layer FLOP are its experts'
-    assert _engine_model_vector(SPEC, 1)[-4:].tolist() == [0.0, 0.0, 0.0, 0.0]  # dense
+    assert (
+        0.5 < vector[kernels.MODEL_FIELDS.index("expert_flop")] / vector[0] < 1.0
+    )  # most of a token's layer FLOP are its experts'
+    assert _engine_model_vector(SPEC, 1)[-5:].tolist() == [0.0] * 5  # dense, BF16
 
 
 def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of_experts():
@@ -491,19 +541,28 @@ def test_the_experts_share_is_fitted_only_where_a_fitted_run_serves_a_mixture_of
     layout = _fit.layout_of(mixed, pooled=False)
     assert layout.expert
     positions = {layout.columns(g, e)[7] for g in layout.gpus for e in layout.engines}
-    assert positions == {layout.size - 2}  # one value, shared by every GPU and engine
     arithmetic = {layout.columns(g, e)[9] for g in layout.gpus for e in layout.engines}
-    assert arithmetic == {layout.size - 1}  # and their arithmetic's share, one value too
+    fp8 = {layout.columns(g, e)[10] for g in layout.gpus for e in layout.engines}
+    # one value each, shared by every GPU and engine (the cookbook's FP8 DeepSeek runs fit the
+    # FP8 products' share too, last)
+    assert layout.fp8 and (positions, arithmetic, fp8) == (
+        {layout.size - 3},
+        {layout.size - 2},
+        {layout.size - 1},
+    )
+    assert not _fit.layout_of(dense, pooled=True).fp8  # BF16 runs: held at 1
     # a dense model's own runs keep the prior's share (they say nothing about routed experts)
     from capnb.latency import _own
 
     prior = latency.engine_calibration("A100-80GB", "sglang")
     prior = cal.Calibration(**{**{k: getattr(prior, k) for k in kernels.CALIBRATION_FIELDS},
-                               "expert_efficiency": 0.42, "expert_compute_efficiency": 0.31},
+                               "expert_efficiency": 0.42, "expert_compute_efficiency": 0.31,
+                               "fp8_compute_efficiency": 0.55},
                           fitted_on="test")  # fmt: skip
     one_gpu = [pt for pt in dense if pt.gpu == "A100-80GB"]
     own = _own.fit_own(one_gpu, prior)
     assert (own.expert_efficiency, own.expert_compute_efficiency) == (0.42, 0.31)
+    assert own.fp8_compute_efficiency == 0.55
 
 
 def test_each_gpu_fits_its_own_interconnect_efficiency():

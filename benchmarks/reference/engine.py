@@ -57,6 +57,9 @@ def step_seconds_python(
         read = weights - expert_bytes + expert_bytes * touched / share
         if len(model) > 12 and len(calibration) > 9:  # their arithmetic at its own share too
             flop_per_token += float(model[12]) * (1.0 / float(calibration[9]) - 1.0)
+    block_fp8 = len(model) > 13 and model[13] > 0  # FP8 scaled by blocks: their own share
+    if len(calibration) > 10 and block_fp8 and len(gpu) > 3 and gpu[0] > gpu[3]:
+        flop_per_token /= float(calibration[10])
     # the LM head once per scheduled sequence (its sampled position), the layers at every token
     compute = (flop_per_token * tokens + head * sequences) / flops
     compute += 4.0 * layers * width * pairs / attention_flops

@@ -216,8 +216,11 @@ RUN_COLUMNS = (
     "source", "engine", "gpu", "tensor_parallel", "model", "mode", "load", "input_tokens",
     "output_tokens", "requests", "lengths", "input_min", "input_max", "output_min", "output_max",
     "max_model_len", "max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "policy",
-    "attention_data_parallel", "client", "note",
+    "attention_data_parallel", "client", "fp8_scaling", "note",
 )  # fmt: skip
+#: How an FP8 checkpoint's weights are scaled (``fp8_scaling``): one scale a tensor, a row, or a
+#: block of weights (128 x 128 in DeepSeek-V3's and Qwen3's FP8 releases).
+FP8_SCALINGS = ("tensor", "channel", "block")
 #: How a run's request lengths are known: every request at the mean, uniform between the bounds,
 #: each request's own (``requests/<source>.csv``), or drawn from a dataset whose lengths are not
 #: bundled (ShareGPT: simulated at the means, and the percentiles of E2E, which follow the
@@ -248,8 +251,10 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
     the KV cache of its own requests); ``client``: ``offline`` when the run timed the engine in
     its own process (a static batch, an offline latency or throughput script: no HTTP server, no
     tokenising on the way), blank or ``online`` when a client timed requests sent to the server
-    (``vllm bench serve``, SGLang's ``bench_serving``, GenAI-Perf and the like). Numbers are NaN
-    where blank.
+    (``vllm bench serve``, SGLang's ``bench_serving``, GenAI-Perf and the like);
+    ``fp8_scaling``: where the run served FP8 weights, how its checkpoint scales them
+    (:data:`FP8_SCALINGS`; blank: as the catalog's config of the model says, where the catalog
+    holds the BF16 release of a model whose FP8 release was run). Numbers are NaN where blank.
 
     Examples
     --------
@@ -280,6 +285,9 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
             raise InputError(f"{where}: policy {row.policy!r} is not mixed or prefill_first")
         if row.client not in ("", "online", "offline"):
             raise InputError(f"{where}: client {row.client!r} is not online or offline")
+        if row.fp8_scaling not in ("", *FP8_SCALINGS):
+            raise InputError(f"{where}: fp8_scaling {row.fp8_scaling!r} is not one of "
+                             f"{', '.join(FP8_SCALINGS)}")  # fmt: skip
     for column in _RUN_NUMBERS:
         values = pd.to_numeric(frame[column].replace("", None), errors="coerce")
         bad = frame[column].ne("") & values.isna()

@@ -135,10 +135,13 @@ FULL_LENGTH = (1.0, 0.0, 0.0)
 POLICIES = ("mixed", "prefill_first")
 #: The engine's model vector: the analytic model's fields, then the routed experts' weight
 #: bytes per GPU (0 for a dense model), the experts, the experts each token is routed to and
-#: the FLOP per token per GPU of the routed experts it is routed to (part of the layer FLOP).
+#: the FLOP per token per GPU of the routed experts it is routed to (part of the layer FLOP),
+#: then 1 where the weights are FP8 scaled by blocks (DeepSeek-V3's and Qwen3's FP8 releases:
+#: a scale every 128 x 128 weights, dequantised inside the product), 0 otherwise (per-tensor or
+#: per-channel FP8, or not FP8; a twelve-value vector has none).
 MODEL_FIELDS = (*_latency_model_fields, "expert_bytes", "experts", "experts_per_token",
-                "expert_flop")  # fmt: skip
-_EXPERT_BYTES, _EXPERTS, _EXPERTS_PER_TOKEN, _EXPERT_FLOP = range(
+                "expert_flop", "fp8_block")  # fmt: skip
+_EXPERT_BYTES, _EXPERTS, _EXPERTS_PER_TOKEN, _EXPERT_FLOP, _FP8_BLOCK = range(
     len(_latency_model_fields), len(MODEL_FIELDS)
 )
 #: The engine's GPU vector: the analytic model's fields (the matrix products' FLOP/s at the
@@ -163,9 +166,11 @@ _NF = 7
 #: seven-value vector reads them as dense), then the seconds each request holds the server's one
 #: front-end process (a FIFO server before the scheduler: an eight-value vector has none), then
 #: the share of the compute efficiency the routed experts' arithmetic reaches (1: dense; a
-#: nine-value vector computes them as dense).
+#: nine-value vector computes them as dense), then the share of the compute efficiency the
+#: layers' block-scaled FP8 matrix products reach (1: FP8's catalog rate at the one efficiency;
+#: a ten-value vector prices them so).
 CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency", "frontend_s",
-                      "expert_compute_efficiency")  # fmt: skip
+                      "expert_compute_efficiency", "fp8_compute_efficiency")  # fmt: skip
 
 # columns of the per-slot integer state ``req``
 _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
@@ -197,6 +202,13 @@ def step_time(tokens, pairs, kv_read, sequences, model, gpu, tensor_parallel, ca
         # and computed at their own share of its compute efficiency
         if model.shape[0] > _EXPERT_FLOP and calibration.shape[0] > 9:
             layer_flop += model[_EXPERT_FLOP] * (1.0 / calibration[9] - 1.0)
+    # the layers' block-scaled FP8 matrix products (a scale every 128 x 128 weights, on a GPU
+    # with FP8 tensor cores: gpu[0] is FP8's FLOP/s, gpu[3] BF16's) reach their own share of the
+    # compute efficiency (the blocks' dequantising); an eleven-field calibration sets it.
+    # Per-tensor and per-channel FP8 products run at the one efficiency.
+    if (calibration.shape[0] > 10 and model.shape[0] > _FP8_BLOCK and model[_FP8_BLOCK] > 0.0
+            and gpu.shape[0] > 3 and gpu[0] > gpu[3]):  # fmt: skip
+        layer_flop /= calibration[10]
     # the LM head at each scheduled sequence's sampled position (a prompt's chunk that ends
     # before its last token samples nothing: counted all the same, a bound of one per sequence)
     # attention's products at the rate of its operands' dtype (gpu[3], BF16: the KV cache's),

@@ -90,27 +90,43 @@ def gpu_vector(gpus, gpu: str, weight_dtype: str) -> np.ndarray:
 
 
 def model_vector(spec, tensor_parallel: int, *, kv_dtype: str = "auto",
-                 weight_dtype: str | None = None) -> np.ndarray:  # fmt: skip
+                 weight_dtype: str | None = None, fp8_block: bool | None = None) -> np.ndarray:  # fmt: skip
     """The engine's model vector (:data:`capnb.kernels.engine.MODEL_FIELDS`).
 
     The analytic model's per-GPU figures (``capnb.kernels.latency.MODEL_FIELDS``), then the
     routed experts' weight bytes per GPU, the experts and the experts each token is routed to
-    (0, 0, 0 for a dense model). The weights each GPU reads a step are those it holds
-    (:meth:`capnb.data.ModelSpec.weight_bytes_per_gpu`: the K/V projections of a KV head on every
-    rank that uses it, and multi-head latent attention's down projections whole on every rank),
-    not the analytic model's even split.
+    (0, 0, 0 for a dense model), then 1 where the weights are FP8 scaled by blocks. The weights
+    each GPU reads a step are those it holds (:meth:`capnb.data.ModelSpec.weight_bytes_per_gpu`:
+    the K/V projections of a KV head on every rank that uses it, and multi-head latent
+    attention's down projections whole on every rank), not the analytic model's even split.
+
+    ``fp8_block`` (None: :func:`fp8_block_scaled`) says whether FP8 weights carry a scale per
+    block; a measured run whose checkpoint the catalog holds in BF16 states it.
     """
     base = _calibration.model_vector(spec, tensor_parallel, kv_dtype=kv_dtype,
                                      weight_dtype=weight_dtype)  # fmt: skip
     base[1] = spec.weight_bytes_per_gpu(tensor_parallel, weight_dtype)
+    fp8 = (weight_dtype or spec.weight_dtype) == "fp8"
+    block = fp8 and (fp8_block_scaled(spec) if fp8_block is None else bool(fp8_block))
     if not spec.is_moe or spec.moe_layers == 0:
-        return np.append(base, [0.0, 0.0, 0.0, 0.0])
+        return np.append(base, [0.0, 0.0, 0.0, 0.0, float(block)])
     expert = spec._mlp_parameters(spec.moe_intermediate_size or spec.intermediate_size)
     routed = spec.moe_layers * spec.experts * expert
     per_parameter = spec.weight_bytes(weight_dtype) / spec.parameters
     expert_bytes = routed * per_parameter / tensor_parallel
     flop = 2.0 * spec.moe_layers * spec.experts_per_token * expert / tensor_parallel
-    return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token), flop])
+    return np.append(base, [expert_bytes, float(spec.experts), float(spec.experts_per_token), flop,
+                            float(block)])  # fmt: skip
+
+
+def fp8_block_scaled(spec) -> bool:
+    """Whether the model's checkpoint is FP8 with a scale per block of weights.
+
+    Its ``quantization_config`` says so (``weight_block_size``, as DeepSeek-V3's and Qwen3's FP8
+    releases do: 128 x 128). FP8 weights quantised at load (vLLM's ``--quantization fp8``) or
+    shipped per tensor or per channel (ModelOpt, Meta's Llama-3.1-405B-FP8) are not.
+    """
+    return spec.weight_dtype == "fp8" and spec.weight_group[0] > 0
 
 
 def profile_settings(gpu: str, settings: EngineSettings | None = None) -> tuple[int, int]:

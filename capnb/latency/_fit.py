@@ -72,6 +72,10 @@ ROBUST_SCALE = 0.25
 _REQUEST = kernels.CALIBRATION_FIELDS.index("request_overhead_s")
 #: The front end's position (fitted with the request overhead; an offline run pays neither).
 _FRONTEND = kernels.CALIBRATION_FIELDS.index("frontend_s")
+#: The routed experts' two shares and the FP8 products' share (no effect on other runs).
+_EXPERT_READS = kernels.CALIBRATION_FIELDS.index("expert_efficiency")
+_EXPERT_ARITHMETIC = kernels.CALIBRATION_FIELDS.index("expert_compute_efficiency")
+_FP8 = kernels.CALIBRATION_FIELDS.index("fp8_compute_efficiency")
 #: Weight of the pull of each group's parameters towards the pooled ones (see :func:`fit`).
 PRIOR_WEIGHT = 1.0
 #: Requests simulated per point when the run's length is not stated (steady state), and at most
@@ -87,7 +91,7 @@ _CONFIG = ("source", "gpu", "model", "engine", "engine_version", "tensor_paralle
 _START = {"compute_efficiency": 0.5, "bandwidth_efficiency": 0.8, "interconnect_efficiency": 0.7,
           "step_overhead_s": 2e-3, "sequence_overhead_s": 2e-5, "allreduce_latency_s": 1e-5,
           "request_overhead_s": 0.03, "expert_efficiency": 0.7, "frontend_s": 1e-3,
-          "expert_compute_efficiency": 0.7}  # fmt: skip
+          "expert_compute_efficiency": 0.7, "fp8_compute_efficiency": 0.7}  # fmt: skip
 
 
 @dataclass
@@ -193,13 +197,18 @@ def _spec(model: str):
 
 
 @functools.cache
-def vectors(model: str, gpu: str, tensor_parallel: int, dtype: str):
-    """(engine model vector, GPU vector, KV cache tokens by vLLM's accounting) of a configuration."""
+def vectors(model: str, gpu: str, tensor_parallel: int, dtype: str, fp8_block: bool | None = None):
+    """(engine model vector, GPU vector, KV cache tokens by vLLM's accounting) of a configuration.
+
+    ``fp8_block``: whether FP8 weights are scaled by blocks (None: as the model's config says;
+    :func:`fp8_block_of` reads a run's).
+    """
     from ..data import load_gpus
 
     spec = _spec(model)
     weight_dtype = "fp8" if dtype == "fp8" else None
-    model_vec = _engine.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype)
+    model_vec = _engine.model_vector(spec, tensor_parallel, weight_dtype=weight_dtype,
+                                     fp8_block=fp8_block)  # fmt: skip
     gpu_vec = _engine.gpu_vector(load_gpus([gpu]), gpu, weight_dtype or spec.weight_dtype)
     kv = _engine.kv_tokens_auto(spec, gpu, tensor_parallel, weight_dtype=weight_dtype)
     return model_vec, gpu_vec, kv
@@ -249,6 +258,12 @@ def run_of(pt: Point, runs=None) -> dict:
         if fits and score > best_score:
             best, best_score = row, score
     return best
+
+
+def fp8_block_of(run: dict) -> bool | None:
+    """Whether a run's FP8 weights are scaled by blocks (its ``fp8_scaling``; None: not stated)."""
+    scaling = run.get("fp8_scaling") or ""
+    return None if scaling == "" else scaling == "block"
 
 
 def _number(row: dict, name: str):
@@ -309,7 +324,8 @@ def _kv_cache(pt: Point, run: dict) -> tuple[np.ndarray, int]:
     engine's full-length count (:func:`capnb.latency._engine.hybrid_engine`; the two differ only
     for a model with sliding-window layers).
     """
-    model_vec, _, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype)
+    model_vec, _, kv_tokens = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype,
+                                      fp8_block_of(run))  # fmt: skip
     spec = _spec(pt.model)
     windowed = spec.kv_groups(_engine.BLOCK_SIZE).windowed
     hybrid = _engine.hybrid_engine(spec, pt.engine_id)
@@ -562,15 +578,18 @@ class Layout:
     sequence and all-reduce overheads and, when ``request`` is set, the per-request overhead
     (in parallel) and the front end's seconds a request (serial);
     last, when ``expert`` is set (a fitted run serves a mixture of experts), the routed experts'
-    shares of the HBM and of the compute efficiency, shared by every group. A field not fitted
-    is held at :data:`_HELD` (0 s of request overhead, experts read and computed as dense
-    weights).
+    shares of the HBM and of the compute efficiency, shared by every group; after them, when
+    ``fp8`` is set (a fitted run's matrix products are block-scaled FP8), the FP8 products'
+    share of the compute efficiency, shared by every group too. A field not fitted is held at :data:`_HELD`
+    (0 s of request overhead, experts read and computed as dense weights, FP8 products at FP8's
+    catalog rate).
     """
 
     gpus: dict  # gpu -> group index
     engines: dict  # engine id -> group index
     request: bool = False
     expert: bool = False
+    fp8: bool = False
 
     @property
     def n_gpu(self) -> int:
@@ -587,18 +606,21 @@ class Layout:
 
     @property
     def size(self) -> int:
-        return 3 * self.n_gpu + self.per_engine * self.n_engine + 2 * int(self.expert)
+        return (3 * self.n_gpu + self.per_engine * self.n_engine + 2 * int(self.expert)
+                + int(self.fp8))  # fmt: skip
 
     def columns(self, gpu: str, engine: str) -> list[int]:
-        """The ten calibration fields' positions (-1: held at :data:`_HELD`)."""
+        """The eleven calibration fields' positions (-1: held at :data:`_HELD`)."""
         g, e = self.gpus[gpu], self.engines[engine]
         first = 3 * self.n_gpu + self.per_engine * e
         overheads = [first + k for k in range(3)]
         request = first + 3 if self.request else -1
         frontend = first + 4 if self.request else -1
-        reads = self.size - 2 if self.expert else -1
-        arithmetic = self.size - 1 if self.expert else -1
-        return [3 * g, 3 * g + 1, 3 * g + 2, *overheads, request, reads, frontend, arithmetic]
+        shared = 3 * self.n_gpu + self.per_engine * self.n_engine
+        reads = shared if self.expert else -1
+        arithmetic = shared + 1 if self.expert else -1
+        fp8 = self.size - 1 if self.fp8 else -1
+        return [3 * g, 3 * g + 1, 3 * g + 2, *overheads, request, reads, frontend, arithmetic, fp8]
 
     def vector(self, x: np.ndarray, gpu: str, engine: str) -> np.ndarray:
         return np.array([x[c] if c >= 0 else held
@@ -623,18 +645,21 @@ class Layout:
         return x
 
 
-#: Bounds of the ten calibration fields in a fit (efficiencies; seconds; a share; seconds; a
-#: share).
+#: Bounds of the eleven calibration fields in a fit (efficiencies; seconds; a share; seconds;
+#: two shares).
 _BOUNDS = ((0.05, 1.0), (0.05, 1.0), (0.05, 1.0), (0.0, 0.05), (0.0, 2e-3), (0.0, 5e-4),
-           (0.0, 2.0), (0.05, 1.0), (0.0, 0.1), (0.05, 1.0))  # fmt: skip
+           (0.0, 2.0), (0.05, 1.0), (0.0, 0.1), (0.05, 1.0), (0.05, 1.0))  # fmt: skip
 #: Their scales (the size of a typical change), for the optimiser and the prior's pull.
-_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2, 2e-3, 0.2])
-#: The values of the fields a layout does not fit (the request's overheads, the experts' shares).
-_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0)
+_SCALES = np.array([0.2, 0.2, 0.2, 2e-3, 2e-5, 2e-5, 0.02, 0.2, 2e-3, 0.2, 0.2])
+#: The values of the fields a layout does not fit (the request's overheads, the experts' and
+#: the FP8 products' shares).
+_HELD = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0)
 
 
 #: Where the routed experts' weight bytes sit in the engine's model vector.
 _EXPERT_BYTES = kernels.MODEL_FIELDS.index("expert_bytes")
+#: Where the flag of FP8 weights scaled by blocks sits in it.
+_FP8_BLOCK = kernels.MODEL_FIELDS.index("fp8_block")
 
 
 def routes_experts(pt: Point) -> bool:
@@ -643,18 +668,27 @@ def routes_experts(pt: Point) -> bool:
     return bool(model_vec[_EXPERT_BYTES] > 0.0)
 
 
+def fp8_products(pt: Point) -> bool:
+    """Whether a point's matrix products are block-scaled FP8 ones (on a GPU with FP8 FLOP/s)."""
+    model_vec, gpu_vec, _ = vectors(pt.model, pt.gpu, pt.tensor_parallel, pt.dtype,
+                                    fp8_block_of(run_of(pt)))  # fmt: skip
+    return bool(model_vec[_FP8_BLOCK] > 0.0 and gpu_vec[0] > gpu_vec[3])
+
+
 def layout_of(pts: list[Point], pooled: bool, *, request: bool = False) -> Layout:
     """The fit's layout: one group per GPU and per engine, or one of each when ``pooled``.
 
-    The routed experts' efficiency is fitted when a point serves a mixture of experts.
+    The routed experts' efficiencies are fitted when a point serves a mixture of experts, the
+    FP8 products' when a point's matrix products run in block-scaled FP8 (:func:`fp8_products`).
     """
     gpus = sorted({pt.gpu for pt in pts})
     engines = sorted({pt.engine_id for pt in pts})
     expert = any(routes_experts(pt) for pt in pts)
+    fp8 = any(fp8_products(pt) for pt in pts)
     if pooled:
-        return Layout(dict.fromkeys(gpus, 0), dict.fromkeys(engines, 0), request, expert)
+        return Layout(dict.fromkeys(gpus, 0), dict.fromkeys(engines, 0), request, expert, fp8)
     return Layout({g: i for i, g in enumerate(gpus)}, {e: i for i, e in enumerate(engines)},
-                  request, expert)  # fmt: skip
+                  request, expert, fp8)  # fmt: skip
 
 
 def fitted_figures(pts: list[Point], knees) -> list[Point]:
@@ -695,10 +729,16 @@ def _field_of(layout: Layout, c: int) -> int:
 
 
 def _sparsity(used, layout, prior) -> np.ndarray:
+    """Which parameters each residual depends on (the experts' and FP8 shares: their runs only)."""
     rows = []
     for pt in used:
+        unused = {_REQUEST, _FRONTEND} if offline(run_of(pt)) else set()
+        if not routes_experts(pt):
+            unused |= {_EXPERT_READS, _EXPERT_ARITHMETIC}
+        if not fp8_products(pt):
+            unused.add(_FP8)
         cols = [c for i, c in enumerate(layout.columns(pt.gpu, pt.engine_id))
-                if c >= 0 and not (i in (_REQUEST, _FRONTEND) and offline(run_of(pt)))]  # fmt: skip
+                if c >= 0 and i not in unused]  # fmt: skip
         for _ in pt.figures:
             line = np.zeros(layout.size, dtype=bool)
             line[cols] = True
@@ -722,7 +762,7 @@ def fit(pts: list[Point], *, pooled: bool = False, requests: int = 400, prior=No
 
     ``max_evaluations`` bounds the trial calibrations (each also costs a finite-difference
     Jacobian: one simulation of every point per group of parameters no figure shares).
-    ``scales`` (ten values, one per calibration field; None: :data:`_SCALES`) set each field's
+    ``scales`` (eleven values, one per calibration field; None: :data:`_SCALES`) set each field's
     typical change: the optimiser's steps and the size of a move the prior's pull counts as one.
 
     Returns ``({(gpu, engine): Calibration}, x, layout, evaluations)``.
@@ -840,8 +880,9 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
     """The fitted calibration a point is predicted with, and what was missing from the fit.
 
     A GPU or engine no fitted figure measured takes the pooled values for its part (efficiencies
-    or overheads); the routed experts' shares of the HBM and compute efficiencies are those every
-    group shares (1 when no fitted run served a mixture of experts). Returns ``(Calibration, gpu_seen,
+    or overheads); the routed experts' shares of the HBM and compute efficiencies, and the FP8
+    products' share of the compute efficiency, are those every group shares (1 when no fitted run
+    served a mixture of experts, or ran its products in FP8). Returns ``(Calibration, gpu_seen,
     engine_seen)``.
     """
     gpus = {g for g, _ in per_group}
@@ -855,7 +896,7 @@ def calibration_for_point(pt: Point, per_group: dict, pooled) -> tuple:
     source = per_group[(next(iter(gpus)), pt.engine_id)] if engine_seen else pooled
     shared = next(iter(per_group.values()))
     overheads = [*source.engine_array()[3:7], shared.expert_efficiency, source.frontend_s,
-                 shared.expert_compute_efficiency]  # fmt: skip
+                 shared.expert_compute_efficiency, shared.fp8_compute_efficiency]  # fmt: skip
     fields = dict(zip(kernels.CALIBRATION_FIELDS, (float(v) for v in (*efficiencies, *overheads)),
                       strict=True))  # fmt: skip
     cal = _calibration.Calibration(**fields, fitted_on=pooled.fitted_on)

@@ -20,7 +20,7 @@ GPU_FIELDS = ("compute_efficiency", "bandwidth_efficiency", "interconnect_effici
 ENGINE_FIELDS = ("step_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
                  "request_overhead_s", "frontend_s")  # fmt: skip
 #: Fields every GPU and engine shares in a fit (stored once).
-SHARED_FIELDS = ("expert_efficiency", "expert_compute_efficiency")
+SHARED_FIELDS = ("expert_efficiency", "expert_compute_efficiency", "fp8_compute_efficiency")
 
 
 @functools.cache
@@ -38,6 +38,7 @@ def from_record(record: dict, label: str) -> _calibration.Calibration:
     fields["expert_efficiency"] = float(record.get("expert_efficiency", 1.0))
     fields["frontend_s"] = float(record.get("frontend_s", 0.0))  # (fits before it had none)
     fields["expert_compute_efficiency"] = float(record.get("expert_compute_efficiency", 1.0))
+    fields["fp8_compute_efficiency"] = float(record.get("fp8_compute_efficiency", 1.0))
     return _calibration.Calibration(**fields, fitted_on=label)
 
 

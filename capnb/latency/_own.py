@@ -71,6 +71,8 @@ def fit_own(pts: list[_fit.Point], prior: _calibration.Calibration, *,
     if not layout.expert:  # runs of a dense model say nothing of the routed experts
         fields["expert_efficiency"] = prior.expert_efficiency
         fields["expert_compute_efficiency"] = prior.expert_compute_efficiency
+    if not layout.fp8:  # nor do runs whose matrix products are not FP8 of FP8 ones
+        fields["fp8_compute_efficiency"] = prior.fp8_compute_efficiency
     return _calibration.Calibration(
         **fields, fitted_on=label or f"own runs ({len(pts)} loads; prior: {prior.fitted_on})",
         points=cal.points, fit_error=cal.fit_error,

@@ -76,6 +76,13 @@ class Calibration:
         arithmetic reaches (grouped expert kernels, and a quantised format's dequantising; 1:
         computed as dense layers, the value where no mixture-of-experts run was fitted); the
         engine model's only, no effect on a dense model.
+    fp8_compute_efficiency
+        Share (0, 1] of ``compute_efficiency`` that the layers' matrix products reach when they
+        run in FP8 scaled by blocks (a checkpoint with a ``weight_block_size``, as DeepSeek-V3's
+        and Qwen3's FP8 releases, on a GPU with FP8 tensor cores, priced at the catalog's FP8
+        FLOP/s: dequantising each block inside the product reaches less of that peak than BF16
+        GEMMs do of theirs; per-tensor and per-channel FP8 run at the one efficiency; 1: the
+        value where no such run was fitted); the engine model's only.
     fitted_on
         What the values were fitted on (source and selection).
     points
@@ -99,6 +106,7 @@ class Calibration:
     expert_efficiency: float = 1.0
     frontend_s: float = 0.0
     expert_compute_efficiency: float = 1.0
+    fp8_compute_efficiency: float = 1.0
     fitted_on: str = "given"
     points: int = 0
     fit_error: float = math.nan
@@ -109,12 +117,13 @@ class Calibration:
         rows = tuple((str(m), str(s), float(e), int(n)) for m, s, e, n in self.run_errors)
         object.__setattr__(self, "run_errors", rows)
         for name in (*kernels.CALIBRATION_FIELDS, "request_overhead_s", "expert_efficiency",
-                     "frontend_s", "expert_compute_efficiency"):  # fmt: skip
+                     "frontend_s", "expert_compute_efficiency", "fp8_compute_efficiency"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise InputError(f"Calibration.{name} must be a number, got {value!r}")
         for name in ("compute_efficiency", "bandwidth_efficiency", "interconnect_efficiency",
-                     "expert_efficiency", "expert_compute_efficiency"):  # fmt: skip
+                     "expert_efficiency", "expert_compute_efficiency",
+                     "fp8_compute_efficiency"):  # fmt: skip
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(f"Calibration.{name} must be in (0, 1], got {value!r}")
@@ -131,10 +140,10 @@ class Calibration:
         return np.array([getattr(self, name) for name in kernels.CALIBRATION_FIELDS], dtype=float)
 
     def engine_array(self) -> np.ndarray:
-        """The engine model's ten values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
+        """The engine model's eleven values (:data:`capnb.kernels.engine.CALIBRATION_FIELDS`)."""
         return np.append(self.as_array(),
                          [self.request_overhead_s, self.expert_efficiency, self.frontend_s,
-                          self.expert_compute_efficiency])  # fmt: skip
+                          self.expert_compute_efficiency, self.fp8_compute_efficiency])  # fmt: skip
 
     def describe(self) -> str:
         """One line: the efficiencies and overheads, and the fit's error."""
@@ -161,6 +170,12 @@ class Calibration:
             + (
                 f", computed at {self.expert_compute_efficiency:.0%} of that compute efficiency"
                 if self.expert_compute_efficiency < 1.0
+                else ""
+            )
+            + (
+                f"; block-scaled FP8 matrix products at {self.fp8_compute_efficiency:.0%} of that "
+                "compute efficiency"
+                if self.fp8_compute_efficiency < 1.0
                 else ""
             )
             + f" (fitted on {self.fitted_on}"

@@ -670,6 +670,16 @@ def _calibration_lines(record) -> list[str]:
                                            "read and computed as dense weights)."
                                            if expert == 1.0 else "."),
         ]  # fmt: skip
+    fp8 = cal.get("shared", {}).get("fp8_compute_efficiency")
+    if fp8 is not None:
+        lines += [
+            "",
+            f"FP8 matrix products scaled by blocks (every GPU and engine; a checkpoint with a "
+            f"weight_block_size, as DeepSeek-V3's and Qwen3's FP8 releases, on a GPU with FP8 "
+            f"tensor cores, priced at the catalog's FP8 FLOP/s; per-tensor and per-channel FP8 at "
+            f"the one efficiency): at {fp8:.2f} of the GPU's compute efficiency"
+            + (" (no fitted source runs them: at FP8's rate)." if fp8 == 1.0 else "."),
+        ]
     return lines
 
 
