@@ -332,6 +332,41 @@ def test_a_run_table_row_with_an_unknown_client_is_named(tmp_path, monkeypatch):
         data.load_measurement_runs()
 
 
+def test_a_run_table_row_with_an_unknown_fp8_scaling_is_named(tmp_path, monkeypatch):
+    import shutil
+
+    root = tmp_path / "datasets"
+    shutil.copytree(data.dataset_path("benchmarks"), root / "benchmarks")
+    path = root / "benchmarks" / "measured_runs.csv"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert lines[0].split(",")[22] == "fp8_scaling"
+    parts = lines[1].split(",", 23)
+    assert parts[22] == "channel"  # dstack's Llama-3.1-405B-FP8: one scale a row
+    parts[22] = "per-row"
+    lines[1] = ",".join(parts)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    with pytest.raises(InputError, match=r"measured_runs.csv row 2: fp8_scaling 'per-row' is not "
+                                         r"one of tensor, channel, block"):  # fmt: skip
+        data.load_measurement_runs()
+
+
+def test_the_fp8_scaling_of_a_run_decides_the_block_share():
+    # GPUStack's SGLang Qwen3-8B-FP8 run: the catalog holds the BF16 config, the run table says
+    # its checkpoint scales 128 x 128 blocks; dstack's Llama-3.1-405B-FP8 scales per channel;
+    # DeepSeek-R1's own config says block (no column needed); BF16 runs are never FP8 products
+    pts, _ = _fit.points(data.load_measurements())
+
+    def first(source, model, dtype):
+        return next(p for p in pts if (p.source, p.model, p.dtype) == (source, model, dtype))
+
+    assert _fit.fp8_products(first("gpustack-perflab-sglang", "Qwen3-8B", "fp8"))
+    assert not _fit.fp8_products(first("gpustack-perflab-sglang", "Qwen3-8B", "bf16"))
+    assert not _fit.fp8_products(first("dstack-h100-vllm-405b-fp8", "Llama-3.1-405B", "fp8"))
+    assert _fit.fp8_products(first("sgl-cookbook-v056", "DeepSeek-R1", "fp8"))  # B200
+    assert _fit.fp8_block_of({}) is None and _fit.fp8_block_of({"fp8_scaling": "tensor"}) is False
+
+
 def test_runs_of_one_load_are_told_apart_by_their_output_length():
     # sgl-cookbook: 1000/1000 and 1000/8000 runs at concurrency 16 have the same mean prompt; the
     # run table tells them apart by the mean output (and sets SGLang's 16,384-token chunk on B200)

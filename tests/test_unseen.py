@@ -63,7 +63,7 @@ def test_a_run_of_a_source_not_in_unseen_is_refused_naming_the_folder(monkeypatc
 
     (tmp_path / "unseen").mkdir()
     header = ",".join(_measured.RUN_COLUMNS)
-    row = "nowhere,vLLM,H100-SXM,1,Qwen3-14B,batch,10,100,10,10,mean" + "," * 12
+    row = "nowhere,vLLM,H100-SXM,1,Qwen3-14B,batch,10,100,10,10,mean" + "," * 13
     (tmp_path / "unseen_runs.csv").write_text(f"{header}\n{row}\n", encoding="utf-8")
     monkeypatch.setattr(_measured, "dataset_path", lambda *parts: tmp_path.joinpath(*parts[1:]))
     with pytest.raises(InputError, match=r"unseen_runs.csv row 2: source 'nowhere' has no file in "
