@@ -512,6 +512,26 @@ def test_fp8_products_compute_at_their_own_share_of_the_compute_efficiency():
     assert at[0.5] == pytest.approx(bf16_step, rel=1e-5) and at[0.5] < bf16_step
 
 
+def test_a_curve_says_how_its_fp8_weights_are_scaled(tmp_path):
+    # a checkpoint with weight_block_size (Qwen3-8B-FP8's quantization_config) is block-scaled;
+    # vLLM's --quantization fp8 of the BF16 checkpoint is not (one scale a tensor); BF16 is no FP8
+    import json
+
+    config = dict(load_model("Qwen3-8B").config)
+    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    work = latency.workload(prompt_tokens=500, output_tokens=50)
+    scaling = {}
+    for key, deployment in {"block": Deployment(str(path), "H100-SXM", 1),
+                            "online": Deployment("Qwen3-8B", "H100-SXM", 1, weight_dtype="fp8"),
+                            "bf16": Deployment("Qwen3-8B", "H100-SXM", 1)}.items():  # fmt: skip
+        curve = latency.engine(deployment, work, concurrency=[1], requests=50)
+        scaling[key] = (curve.attrs["weight_dtype"], curve.attrs["fp8_scaling"])
+    assert scaling == {"block": ("fp8", "block"), "online": ("fp8", "tensor or channel"),
+                       "bf16": ("bf16", "")}  # fmt: skip
+
+
 def test_expert_flop_is_the_routed_experts_share_of_the_active_layer_flop():
     # gpt-oss-120b: 36 layers of 128 experts, 4 a token; each expert 3 x 2880 x 2880 weights
     # (gate, up, down) and its biases: 4 x 36 x that x 2 FLOP a token (of 2 x layer_parameters)

@@ -129,6 +129,13 @@ def fp8_block_scaled(spec) -> bool:
     return spec.weight_dtype == "fp8" and spec.weight_group[0] > 0
 
 
+def _fp8_scaling(spec, weight_dtype: str | None) -> str:
+    """How a curve's FP8 weights are scaled: 'block', 'tensor or channel', '' (not FP8)."""
+    if (weight_dtype or spec.weight_dtype) != "fp8":
+        return ""
+    return "block" if fp8_block_scaled(spec) else "tensor or channel"
+
+
 def profile_settings(gpu: str, settings: EngineSettings | None = None) -> tuple[int, int]:
     """(sequences, tokens) of vLLM's profile run on ``gpu``: what sizes its activation reserve.
 
@@ -544,6 +551,8 @@ def engine(
         "kv_dtype": kv_dtype,
         # the precision the memory limit sizes: a curve of FP8 weights must not be checked as bf16
         "weight_dtype": weight_dtype or spec.weight_dtype,
+        # block-scaled FP8 products are priced at their own share of the compute efficiency
+        "fp8_scaling": _fp8_scaling(spec, weight_dtype),
         "knee": knee_value,
         "knee_reason": knee_reason,
         "notes": "",
