@@ -127,7 +127,9 @@ def test_plans_at_an_origin_do_not_read_the_days_after_it(large):
 def test_the_record_is_the_choice_scored_on_the_window_after_it(choice, large):
     assert choice.attrs["origin_step"] == "day"
     assert choice.sizes["origin"] == 13 and choice.fitted_days.values.tolist() == list(range(1, 14))
-    row = int(np.flatnonzero(choice.fitted_days.values == 8)[0])
+    # at 10 fitted days the week's seasonal naive has planned at 2 origins: the plan is the
+    # model's own (before, it is raised to the history's quantiles: the test below)
+    row = int(np.flatnonzero(choice.fitted_days.values == 10)[0])
     model = str(choice.selected_model.values[row])
     assert model in FORECAST_MODELS
     np.testing.assert_array_equal(
@@ -135,8 +137,8 @@ def test_the_record_is_the_choice_scored_on_the_window_after_it(choice, large):
     )
     # coverage counted by hand from the plan at that origin
     setup = _cleaned(large, (0.5, 0.95, 0.99))
-    plan = _select._track(setup, model).plans[8 * 144]
-    window = large.qps.values[8 * 144 : 15 * 144]  # scored on the demand, bursts included
+    plan = _select._track(setup, model).plans[10 * 144]
+    window = large.qps.values[10 * 144 : 17 * 144]  # scored on the demand, bursts included
     slot = (np.arange(window.size) // 6) % 24
     assert choice.selected_coverage.values[row, 2] == pytest.approx(
         np.mean(window <= plan[slot, 2])
@@ -604,8 +606,9 @@ def test_a_model_named_on_a_history_too_short_for_it_says_what_it_needs():
 def test_a_coverage_beside_a_goal_s_end_is_shown_with_the_digits_that_tell_them_apart():
     # 21 days with a 2-hour spike at 4x every Wednesday at 14:00, planned per hour of week: the
     # goals read "P99 coverage 99.5%: above the goal 97%-99.5%" of a pooled coverage of 99.52 %,
-    # a figure inside its goal as shown (the plan's own check says "99.51%" since fca0d03)
-    rng = np.random.default_rng(7)
+    # a figure inside its goal as shown (the plan's own check says "99.51%" since fca0d03). Seed
+    # 0: 99.53 % since the record scores the early origins' plans raised as the end raises them
+    rng = np.random.default_rng(0)
     times = pd.date_range("2026-03-02", periods=21 * 144, freq="10min")
     hour = times.hour + times.minute / 60
     rate = 5 * (0.3 + 0.7 * np.exp(-(((hour - 11) / 4) ** 2)))
@@ -613,7 +616,7 @@ def test_a_coverage_beside_a_goal_s_end_is_shown_with_the_digits_that_tell_them_
     series = _series(rng.poisson(np.asarray(rate) * 600) / 600, start="2026-03-02")
     choice = forecast.select(series, slots="hour_of_week")
     got = float(choice.pooled_coverage.sel(traffic_quantile=0.99))
-    assert 0.995 < got < 0.99525 and f"{got:.1%}" == "99.5%"
+    assert 0.995 < got < 0.9955 and f"{got:.1%}" == "99.5%"
     assert f"P99 coverage {got:.2%}: above the goal 97%-99.5%" in choice.attrs["goals"]
 
 
@@ -969,3 +972,25 @@ def test_a_short_trace_already_at_its_past_quantiles_is_not_said_raised_by_1x():
     said = forecast.select(_daily(4, seed=3, growth=0.3)).attrs["under_a_week"]
     assert "none of the 72 slot quantiles was below them" in said
     assert "raised to them" not in said
+
+
+def test_the_record_scores_the_selected_plan_raised_as_the_series_end_raises_it(large, choice):
+    # servegen-m-large's first origins have under a week behind them (and the week's seasonal
+    # naive planned at too few origins until day 10): the plan select returns from such a history
+    # is raised to its own past quantiles, so the record scores that plan, not the model's alone
+    # (pass y: a 7-day origin read 28 % covered where the raised plan covered 96 %)
+    result = choice
+    fitted = (result.origin - large.time[0]).dt.days.values
+    chosen = [i for i, name in enumerate(result.selected_model.values) if name]
+    assert fitted[chosen[0]] == 4  # the first choice, as VALIDATION.md's first row
+    for i, days in ((i, fitted[i]) for i in chosen):
+        row = result.isel(origin=i)
+        own = row.coverage.sel(forecast_model=str(row.selected_model.values))
+        if days < 10:  # raised: never below the model's own plan, above it somewhere
+            assert (row.selected_coverage >= own - 1e-12).all()
+        else:  # ten days on: the model's own plan
+            np.testing.assert_allclose(row.selected_coverage, own)
+    first = result.isel(origin=chosen[0])
+    own = first.coverage.sel(forecast_model=str(first.selected_model.values))
+    p95 = {"traffic_quantile": 0.95}
+    assert float(first.selected_coverage.sel(p95)) > float(own.sel(p95)) + 0.1  # 93 % against 76 %

@@ -405,8 +405,14 @@ def _level_change(setup: _Setup, origin: int) -> float:
     return float(after[usable].sum() / expected - 1.0)
 
 
-def _per_origin(setup: _Setup, tracks: dict) -> dict:
-    """Every candidate's and the selection's scores at every origin (full windows)."""
+def _per_origin(setup: _Setup, tracks: dict, weekly: _Track) -> dict:
+    """Every candidate's and the selection's scores at every origin (full windows).
+
+    The selection's plan at an origin is the one the series' end would give from the history up
+    to it: raised to the history's own quantiles where that history is too short to compare a
+    weekly cycle (:func:`_too_short_for_a_week`, ``weekly`` the week's seasonal naive), as
+    :func:`select` raises the plan it returns.
+    """
     n_o, n_m, n_q = setup.origins.size, len(tracks), setup.q.size
     out = {
         "coverage": np.full((n_o, n_m, n_q), np.nan),
@@ -441,7 +447,30 @@ def _per_origin(setup: _Setup, tracks: dict) -> dict:
             m = names.index(chosen)
             out["hits_selected"][i] = tracks[chosen].sums[origin]["hits"][-1]
             out["excess_selected"][i] = out["excess"][i, m]
+            if _too_short_for_a_week(setup, origin, weekly):
+                raised = _raised_to_past(setup, tracks[chosen].plans[origin], origin)
+                sums = _score(setup, origin, raised)
+                out["hits_selected"][i] = sums["hits"][-1]
+                out["excess_selected"][i] = sums["excess"][-1]
     return out
+
+
+def _too_short_for_a_week(setup: _Setup, n: int, weekly: _Track) -> bool:
+    """Whether the first ``n`` intervals are too short to compare a weekly cycle.
+
+    Under a week, or the week's seasonal naive (``weekly``) planned at fewer than
+    :data:`MIN_SCORED_ORIGINS` origins before ``n`` (see :func:`_under_a_week`).
+    """
+    planned = sum(1 for origin in weekly.plans if origin < n)
+    return n < 7 * setup.per_day or planned < MIN_SCORED_ORIGINS
+
+
+def _raised_to_past(setup: _Setup, plan: np.ndarray, n: int) -> np.ndarray:
+    """``plan`` with each slot quantile raised to that of the first ``n`` intervals."""
+    from ._baseline import slot_statistics
+
+    history = slot_statistics(setup.values[:n], setup.codes[:n], setup.q, setup.spec.count)[0]
+    return np.fmax(plan, history)
 
 
 def _planning(tracks: dict, origin: int) -> str | None:
@@ -479,11 +508,8 @@ def _under_a_week(setup: _Setup, plan: np.ndarray) -> tuple[np.ndarray, str]:
     plan covered 74 % of the week after, its P95 41 %). No candidate compared can tell a weekend
     from a drop, so any day of the coming week may be like any day seen.
     """
-    from ._baseline import slot_statistics
-
     n = setup.values.size
-    history = slot_statistics(setup.values, setup.codes[:n], setup.q, setup.spec.count)[0]
-    raised = np.fmax(plan, history)
+    raised = _raised_to_past(setup, plan, n)
     with np.errstate(invalid="ignore", divide="ignore"):
         factor = np.nanmax(np.where(raised > plan, raised / plan, 1.0))
     count = int((raised > plan).sum())
@@ -644,8 +670,9 @@ def select(
         (origin, forecast_model[, traffic_quantile]) every candidate's ``coverage``,
         ``overprovision_fraction``, ``overprovision_ratio`` and ``pinball_loss``; over origin the
         ``selected_model`` (chosen from the origins before it; "" where none could be),
-        ``selected_coverage``, ``selected_overprovision_ratio``, ``hindsight_overprovision_fraction``,
-        ``level_change``, ``scored_intervals`` and ``missing_intervals``; ``score`` over
+        ``selected_coverage``, ``selected_overprovision_ratio`` (the plan select returns from the
+        history up to the origin), ``hindsight_overprovision_fraction``, ``level_change``,
+        ``scored_intervals`` and ``missing_intervals``; ``score`` over
         forecast_model; ``pooled_coverage`` and ``pooled_overprovision_ratio`` (all origins and the
         flat ones) of the selected plans. Attrs: ``chosen_model``, ``origin_step``, ``origins``,
         ``pooled_origins`` (how many origins ``choice`` pooled: those where every candidate
@@ -713,14 +740,14 @@ def select(
         notes = []  # the plan is the one from the days after the shift
     short = "none"
     weekly = tracks.get("seasonal_naive_week") or _track(setup, "seasonal_naive_week")
-    if setup.values.size < 7 * setup.per_day or len(weekly.plans) < MIN_SCORED_ORIGINS:
+    if _too_short_for_a_week(setup, setup.values.size, weekly):
         plan, short = _under_a_week(setup, plan)
         notes.append(short)
     found = [] if bursts.startswith(("none", "kept in the history")) else [f"bursts: {bursts}"]
     note = "; ".join(
         found + [shifted[3]] * bool(shifted[3]) + notes + [forecast.note] * bool(forecast.note)
     )
-    record = _per_origin(setup, tracks)
+    record = _per_origin(setup, tracks, weekly)
     result = _dataset(series, setup, names, record, scores, plan)
     result.attrs.update(_words(setup, kind, name, scores, common, record, note, names, tracks))
     if skipped:

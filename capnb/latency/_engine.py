@@ -551,8 +551,7 @@ def engine(
         "kv_dtype": kv_dtype,
         # the precision the memory limit sizes: a curve of FP8 weights must not be checked as bf16
         "weight_dtype": weight_dtype or spec.weight_dtype,
-        # block-scaled FP8 products are priced at their own share of the compute efficiency
-        "fp8_scaling": _fp8_scaling(spec, weight_dtype),
+        "fp8_scaling": _fp8_scaling(spec, weight_dtype),  # block: priced at their own share
         "knee": knee_value,
         "knee_reason": knee_reason,
         "notes": "",
