@@ -924,6 +924,43 @@ def test_the_capacity_worksheet_reads_the_plans_own_log_as_the_plan_does(tmp_pat
     assert int(result.instances) == max(answer.fixed_instances)
 
 
+@pytest.mark.slow
+def test_the_capacity_worksheet_prices_the_requests_within_the_models_context(tmp_path):
+    """The plan prices the requests within the model's context (vLLM rejects the longer ones) and
+    worksheet 03 priced every request of the log: a log of Llama-2-7B (4,096 tokens) with a fifth
+    of its requests at 5,000-token prompts had the plan at 68 in flight and 8.02 requests/s an
+    instance on 1 x H100-SXM, the report's worksheet 03 at 40 and 4.78."""
+    import numpy as np
+    import pandas as pd
+
+    from capnb import notebook
+    from capnb import plan as planning
+
+    rng = np.random.default_rng(5)
+    seconds = np.sort(rng.uniform(0, 2 * 86400, 20_000))
+    prompt = rng.integers(50, 3000, seconds.size)
+    prompt[::5] = 5000  # over the 4,096-token context: rejected, not priced
+    pd.DataFrame({
+        "timestamp": (pd.Timestamp("2026-03-02") + pd.to_timedelta(seconds, unit="s")).strftime(
+            "%Y-%m-%d %H:%M:%S.%f"),
+        "prompt_tokens": prompt,
+        "output_tokens": rng.integers(5, 500, seconds.size),
+    }).to_csv(tmp_path / "log.csv", index=False)  # fmt: skip
+    config = planning.PlanConfig().replace(
+        traffic={"trace": str(tmp_path / "log.csv"), "trials": 100},
+        serving={"model": "Llama-2-7B", "gpus": ("H100-SXM",), "tensor_parallel": (1,),
+                 "disaggregation": "none"},
+        elasticity={"policies": ("fixed",), "backtest_days": 0},
+        fleet={"provider": "none"},
+    )  # fmt: skip
+    parameters, made = _parameters_and_plan(config, tmp_path / "out")
+    sheet = notebook.worksheet("03_capacity", **parameters["03_capacity"])
+    result = sheet["result"].squeeze(drop=True)
+    answer = planning.answer(made)
+    assert int(result.safe_concurrency.max()) == answer.safe_concurrency
+    assert float(result.per_instance_qps.max()) == pytest.approx(answer.per_instance_qps, rel=0.005)
+
+
 def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tmp_path, capsys):
     # worksheet 06 replayed the prefix cache on the bundled mooncake-synthetic whatever the plan's
     # trace, and only its routing sentence named it; its fleet section spoke of "the plan's default

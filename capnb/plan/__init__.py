@@ -48,7 +48,7 @@ from ._config import (
 )
 from ._manifests import Manifests, PolicyChoice, manifest_settings, manifests, policy_choice
 from ._servers import SERVERS, Server
-from ._steps import PlanError
+from ._steps import PlanError, within_context
 
 __all__ = [
     "SERVERS",
@@ -83,5 +83,6 @@ __all__ = [
     "summary",
     "trace_options",
     "units",
+    "within_context",
     "workload_options",
 ]

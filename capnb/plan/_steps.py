@@ -63,6 +63,34 @@ def _forecast(cfg: PlanConfig, series):
 WORKLOAD_SAMPLES = 512
 
 
+def within_context(log: xr.Dataset, model, name: str = "workload") -> xr.Dataset:
+    """The requests of a request log that fit ``model``'s context: the ones a plan prices.
+
+    ``log``: one row a request, with ``prompt_tokens`` and ``output_tokens`` (tokens);
+    ``model``: a catalog id, a ``config.json`` or its folder; ``name``: the log's, for the error.
+    vLLM rejects a request longer than its default ``max_model_len`` (the model's context) on any
+    GPU, so the plan counts it as rejected, neither priced nor held in memory; worksheet 03 in a
+    report prices the same requests. A log with no request that fits is an
+    :class:`~capnb.errors.InputError`.
+    """
+    from .. import data
+
+    limit = data.load_model(model).context_tokens
+    prompt, output = (
+        np.asarray(log[n].values, float).ravel() for n in ("prompt_tokens", "output_tokens")
+    )
+    within = np.ones(prompt.size, bool) if limit is None else prompt + output <= limit
+    if not within.any():
+        raise InputError(
+            f"workload: every one of the workload's {prompt.size:,} requests ({name!r}) is "
+            f"longer than {model}'s context of {limit:,} tokens (prompt + "
+            "output), which vLLM rejects: serve a model with a longer context, or plan on a "
+            "workload whose requests fit ([serving] workload)"
+        )
+    dim = log.prompt_tokens.dims[0]  # one row a request
+    return log if within.all() else log.isel({dim: np.flatnonzero(within)})
+
+
 def _workload(cfg: PlanConfig, source):
     """Prompt and output lengths the latency model prices, and where they came from.
 
@@ -74,24 +102,14 @@ def _workload(cfg: PlanConfig, source):
     """
     from .. import data, latency
 
-    limit = data.load_model(cfg.serving.model).context_tokens
-
     def sampled(log, name):
-        prompt, output = (
+        out = latency.workload(
+            within_context(log, cfg.serving.model, name), samples=WORKLOAD_SAMPLES
+        )
+        tokens = (
             np.asarray(log[n].values, float).ravel() for n in ("prompt_tokens", "output_tokens")
         )
-        within = np.ones(prompt.size, bool) if limit is None else prompt + output <= limit
-        if not within.any():
-            raise InputError(
-                f"workload: every one of the workload's {prompt.size:,} requests ({name!r}) is "
-                f"longer than {cfg.serving.model}'s context of {limit:,} tokens (prompt + "
-                "output), which vLLM rejects: serve a model with a longer context, or plan on a "
-                "workload whose requests fit ([serving] workload)"
-            )
-        dim = log.prompt_tokens.dims[0]  # one row a request
-        kept = log if within.all() else log.isel({dim: np.flatnonzero(within)})
-        out = latency.workload(kept, samples=WORKLOAD_SAMPLES)
-        out.attrs["log_tokens"] = prompt + output
+        out.attrs["log_tokens"] = sum(tokens)  # the whole log's: the context check counts them
         return out, name
 
     own = "request" in source.dims and {"prompt_tokens", "output_tokens"} <= set(source)
