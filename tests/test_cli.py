@@ -704,3 +704,25 @@ def test_a_one_row_rate_series_is_not_told_to_give_a_flag_that_cannot_help(tmp_p
     assert "r.csv, row 1 (line 2): a single window" in err, err
     assert "give interval=" not in err and "two rows or more" in err, err
     assert not out.exists()
+
+
+def test_the_fleet_line_counts_the_reserved_gpus_in_words_not_an_instances_notation(small_plan):
+    # "reserve 2 instances (2 x RTXPRO6000, always running)" on 1-GPU instances, a line after
+    # "next: 2 x RTXPRO6000 at +14%" named the 2-GPU instance so: it read as 2 instances of 2 GPUs
+    import dataclasses
+    import warnings
+
+    from capnb import plan
+    from capnb.plan._text import fleet_words
+
+    with warnings.catch_warnings():  # the plan's warnings are its checks; not this test's
+        warnings.simplefilter("ignore")
+        answer = plan.answer(plan.build(small_plan))
+    one = dataclasses.replace(answer, tensor_parallel=1, reserved_instances=2)
+    assert f"reserve 2 instances (2 {answer.gpu} GPUs, always running)" in fleet_words(one)
+    two = dataclasses.replace(answer, tensor_parallel=2, reserved_instances=1)
+    assert f"reserve 1 instance (2 {answer.gpu} GPUs, always running)" in fleet_words(two)
+    assert f"x {answer.gpu}, always running" not in fleet_words(two)
+    fixed = dataclasses.replace(answer.policy, name="fixed", min_instances=2, buffer_instances=0)
+    held = dataclasses.replace(one, policy=fixed)
+    assert f"reserve 2 instances (2 {answer.gpu} GPUs) and run them all month" in fleet_words(held)

@@ -191,7 +191,7 @@ def fleet_words(a: Answer) -> str:
         short = max(a.fixed_instances, default=0) + a.burst_instances > a.reserved_instances
         return (
             f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
-            f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}) and run "
+            f"({words.count(a.reserved_instances * a.tensor_parallel, f'{a.gpu} GPU')}) and run "
             f"{'it' if a.reserved_instances == 1 else 'them'} all month, "
             f"{policy_words(a)}; the forecast needs {need}{bursts}"
             + (", more than a fixed fleet holds (it adds none)" if short else "")
@@ -222,7 +222,8 @@ def fleet_words(a: Answer) -> str:
         grows = "adds on-demand instances above the reserve as load needs them; load needs"
     return (
         f"Fleet: reserve {words.count(a.reserved_instances, 'instance')} "
-        f"({a.reserved_instances * a.tensor_parallel:,} x {a.gpu}, always running){floor}; "
+        f"({words.count(a.reserved_instances * a.tensor_parallel, f'{a.gpu} GPU')}, always "
+        f"running){floor}; "
         f"{policy_words(a)} {grows} {need}{bursts}; at most "
         f"{words.count(a.peak_serving_instances, 'instance')} served at once in the replay"
         f"{_starting_words(a)}, with "
