@@ -2346,3 +2346,17 @@ def test_an_own_run_miss_names_the_re_plan_the_plan_prints():
     assert "+92% on P99 TTFT" in note and "no surer than that" in note
     assert "re-plan on those runs (the commands below)" in note
     assert note.index("commands below") < note.index("--benchmark instead of --calibrate")
+
+
+def test_a_breach_under_a_minute_a_month_is_not_said_as_none(small):
+    # an own 24B model on an own GPU replayed 0.304 minutes of breach a month (plan.json) and the
+    # Cost line said "0 minutes a month against a budget of 44"; a failed replay_budget check of
+    # 0.5 minutes against a zero budget read "0 minutes a month against a budget of 0"
+    from capnb.plan._compose import _replay_check
+    from capnb.plan._config import PlanConfig
+
+    a = planning.answer(small[0])
+    some = dataclasses.replace(a, breach_minutes_per_month=0.304, breach_budget_minutes=43.8)
+    assert "0.3 minutes a month against a budget of 44;" in plan_text.cost_words(some)
+    check = _replay_check(0.5, 0.0, 336.0, PlanConfig())
+    assert not check.passed and check.finding.endswith("0.5 minutes a month against a budget of 0")

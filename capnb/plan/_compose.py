@@ -380,7 +380,8 @@ def _replay_check(breach_minutes: float, budget_minutes: float, hours: float,
     passed = breach_minutes <= budget_minutes
     finding = (
         f"replayed over the trace ({hours:,.0f} h), the chosen policy was in SLA breach "
-        f"{words.minutes(breach_minutes)} a month against a budget of {budget_minutes:,.0f}"
+        f"{words.minutes_figure(breach_minutes)} minutes a month against a budget of "
+        f"{words.minutes_figure(budget_minutes)}"
     )
     return Check("replay_budget", passed, finding, "" if passed else spares_action(cfg), "own")
 

@@ -264,8 +264,8 @@ def cost_words(a: Answer) -> str:
     return (
         f"Cost: {cost} ({a.cost_includes}). SLA breach in that replay (in sample: the trace the "
         f"policy was chosen on{held}): "
-        f"{words.minutes(a.breach_minutes_per_month)} a month against a budget of "
-        f"{a.breach_budget_minutes:,.0f}; "
+        f"{words.minutes_figure(a.breach_minutes_per_month)} minutes a month against a budget "
+        f"of {words.minutes_figure(a.breach_budget_minutes)}; "
         f"{a.unserved_share:.2%} of requests unserved.{filled}"
     )
 
