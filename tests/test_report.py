@@ -930,11 +930,14 @@ def test_the_capacity_worksheet_prices_the_requests_within_the_models_context(tm
     worksheet 03 priced every request of the log: a log of Llama-2-7B (4,096 tokens) with a fifth
     of its requests at 5,000-token prompts had the plan at 68 in flight and 8.02 requests/s an
     instance on 1 x H100-SXM, the report's worksheet 03 at 40 and 4.78."""
+    import warnings
+
     import numpy as np
     import pandas as pd
 
     from capnb import notebook
     from capnb import plan as planning
+    from capnb.data import TraceWarning
 
     rng = np.random.default_rng(5)
     seconds = np.sort(rng.uniform(0, 2 * 86400, 20_000))
@@ -959,6 +962,20 @@ def test_the_capacity_worksheet_prices_the_requests_within_the_models_context(tm
     answer = planning.answer(made)
     assert int(result.safe_concurrency.max()) == answer.safe_concurrency
     assert float(result.per_instance_qps.max()) == pytest.approx(answer.per_instance_qps, rel=0.005)
+    # worksheet 06's fleet prices the same requests (its workload read the whole log: 5,000-token
+    # prompts on a 4,096-token model)
+    cells = {c.get("id"): "".join(c["source"]) for c in json.loads(
+        report.worksheet_path("06_serving").read_text(encoding="utf-8"))["cells"]}  # fmt: skip
+    namespace = {}
+    exec(compile(cells["1dac0153"], "parameters", "exec"), namespace)
+    namespace.update(parameters["06_serving"])
+    exec(compile(cells["9ba0a21b"], "imports", "exec"), namespace)
+    with warnings.catch_warnings():  # the fleet's cell, as the worksheet runs it
+        warnings.simplefilter("ignore", TraceWarning)
+        fleet = cells["72024f8e"]  # up to the lengths it prices
+        exec(compile(fleet[: fleet.index("plan_seq_len =")], "fleet", "exec"), namespace)
+    lengths = namespace["workload"].prompt_tokens + namespace["workload"].output_tokens
+    assert 0 < int(lengths.max()) <= 4096
 
 
 def test_the_serving_worksheet_says_which_log_its_prefix_cache_is_replayed_on(tmp_path, capsys):
