@@ -655,6 +655,21 @@ ROWS = [
         lambda w: data.read_vllm_bench(bench_folder(w, [
             vllm_detailed(2), vllm_detailed(4, lambda r: r["input_lens"].__setitem__(3, -5))])),
         Raises(ConfigError, r"run1\.json: input_lens\[3\] is not a token count \(-5\)")),
+    # found with vllm bench serve summaries of our own: a closed loop whose mean_e2el_ms was 0
+    # ended in "ZeroDivisionError: float division by zero", and one of -1 ms was said to have
+    # measured -0.007295 requests in flight "(SGLang's concurrency)", a field the run lacked
+    Row("vllm: a mean e2e latency of 0 ms",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_run(2), vllm_run(4, mean_e2el_ms=0.0)])),
+        Raises(ConfigError, r"run1\.json: the mean e2e latency is 0 s, not > 0 .*mean_e2el_ms")),
+    Row("vllm: a negative mean e2e latency",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_run(2), vllm_run(4, mean_e2el_ms=-1.0)])),
+        Raises(ConfigError, r"run1\.json: the mean e2e latency is -0\.001 s, not > 0")),
+    Row("guidellm: a mean request_latency of 0 s",
+        guidellm(_bench(0, "metrics.request_latency.successful.mean", 0.0)),
+        Raises(ConfigError, r"benchmarks\[0\]: the mean e2e latency is 0 s, not > 0 "
+               r".*request_latency")),
     Row("guidellm: no successful request",
         guidellm(_bench(1, "metrics.request_totals.successful", 0)),
         Raises(ConfigError, r"benchmarks\.json benchmarks\[1\]: field "

@@ -91,7 +91,12 @@ def _check_table_loops(name, concurrency, mean, output_tokens, qps, qps_name) ->
     else:
         return
     e2e = np.broadcast_to(e2e, np.shape(concurrency))
-    names = ("concurrency", qps_name, "each latency column's unit is its name's last part")
+    names = (
+        "concurrency",
+        qps_name,
+        "each latency column's unit is its name's last part",
+        "its mean e2e column, or mean TTFT + mean TPOT x (output tokens - 1)",
+    )
     for i, (limit, rate, seconds) in enumerate(zip(concurrency, qps, e2e, strict=True)):
         # a concurrency that is not a whole number >= 1 is the curve's to refuse, by its row
         if limit >= 1 and limit == int(limit) and math.isfinite(rate) and math.isfinite(seconds):
@@ -1108,22 +1113,29 @@ def _figure(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
-#: The fields _check_closed_loop names: the concurrency, the throughput, a unit slip.
+#: The fields _check_closed_loop names: the concurrency, the throughput, a unit slip, the mean e2e.
 _VLLM_NAMES = (
     "max_concurrency",
     "request_throughput",
     "seconds written into *_ms fields make every latency 1000x too short",
+    "mean_e2el_ms, or mean_ttft_ms + mean_tpot_ms x (output tokens - 1) where it has none",
 )
 _GUIDELLM_NAMES = (
     "streams",
     "requests_per_second",
     "request_latency is in seconds, the *_ms metrics in milliseconds",
+    "metrics.request_latency.successful.mean",
 )
 
 
 def _check_closed_loop(where, limit, qps, in_flight, e2e, names=_VLLM_NAMES) -> None:
     """A closed loop at ``limit``: its latencies and measured throughput must agree."""
-    limit_name, qps_name, slip = names
+    limit_name, qps_name, slip, e2e_name = names
+    if e2e is not None and e2e <= 0:
+        raise ConfigError(
+            f"{where}: the mean e2e latency is {_figure(e2e)} s, not > 0 (a served request takes "
+            f"time); check {e2e_name}"
+        )
     if e2e is not None and e2e > 0:
         ratio = limit / e2e / qps if qps > 0 else math.inf
         figures = (
