@@ -449,7 +449,13 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
      (("policy", "cooldown_s"), "x", r"its answer\.policy\.cooldown_s is 'x', not a number"),
      (("policy", "scale_up_threshold"), [0.7], r"answer\.policy\.scale_up_threshold is \[0\.7\], not a"),
      (("model",), 5, r"its answer\.model is 5, not text"),
-     (("gpu",), None, r"its answer\.gpu is None, not text")],
+     (("gpu",), None, r"its answer\.gpu is None, not text"),
+     # min_instances 1e20 was written as minReplicas: 100000000000000000000 (and maxReplicas
+     # too), past the int32 a Kubernetes API server takes; exported without a word
+     (("policy", "min_instances"), 1e20,
+      r"answer policy\.min_instances = 100000000000000000000: expected a whole number from 0 to "
+      r"2,147,483,647"),
+     (("tensor_parallel",), 2**31, r"answer tensor_parallel = 2147483648: expected a whole")],
 )  # fmt: skip
 def test_an_edited_plan_json_is_refused_naming_the_file_and_the_field(
     small_plan_built, tmp_path, capsys, field, value, message

@@ -1226,7 +1226,10 @@ def policy_choice(plan) -> PolicyChoice:
 
 
 def _whole(value: object, field: str) -> int:
-    """An instance count of the plan's answer, or an error naming its field."""
+    """An instance count of the plan's answer, or an error naming its field.
+
+    At most 2**31 - 1: Kubernetes' replica counts (and vLLM's sizes) are 32-bit integers.
+    """
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
@@ -1235,4 +1238,12 @@ def _whole(value: object, field: str) -> int:
         or value != round(value)
     ):
         raise InputError(f"the plan's answer {field} = {value!r}: expected a whole number >= 0")
+    if value > _INT32:
+        raise InputError(
+            f"the plan's answer {field} = {value!r}: expected a whole number from 0 to "
+            f"{_INT32:,} (a Kubernetes replica count is a 32-bit integer)"
+        )
     return int(value)
+
+
+_INT32 = 2**31 - 1
