@@ -768,6 +768,15 @@ ROWS = [
         Raises(ConfigError, r"hidden_size 4096 is not a multiple of 30 attention heads")),
     Row("model: an unknown dtype", lambda _: data.load_model(config(torch_dtype="float7")),
         Raises(InputError, r"'torch_dtype'='float7' is not a known dtype; use one of")),
+    # found with config.json files of our own: torch_dtype "" (or 0) was read as absent, planned
+    # in bf16 with the note "no field 'torch_dtype': bf16 assumed", and a 'dtype' of 0 was
+    # refused as "field 'torch_dtype'=0", a field the config did not have
+    Row("model: an empty torch_dtype",
+        lambda _: data.load_model(config(torch_dtype="", num_key_value_heads=32)),
+        Raises(InputError, r"field 'torch_dtype'='' is not a known dtype; use one of")),
+    Row("model: a number for dtype",
+        lambda _: data.load_model(config(torch_dtype=None, dtype=0)),
+        Raises(InputError, r"field 'dtype'=0 is not a known dtype; use one of")),
     Row("gpu: an unknown name", lambda _: data.load_gpus(["H1000"]),
         Raises(UnknownNameError, r"unknown GPU 'H1000'; closest: H200")),
     # -- memory ---------------------------------------------------------------------------------

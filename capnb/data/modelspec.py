@@ -1362,11 +1362,14 @@ def _tied(config: Mapping, model_type: str, source: str, notes: list[str]) -> bo
 
 
 def _served_dtype(config: Mapping, model_type: str, source: str, notes: list[str]) -> str:
-    declared = config.get("torch_dtype") or config.get("dtype")
+    # the field given, whatever its value ("" or 0 is refused, not read as absent); newer
+    # transformers write 'dtype' instead of 'torch_dtype'
+    field = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
+    declared = config.get(field)
     if declared is None:
         notes.append("no field 'torch_dtype': bf16 assumed for weights and KV cache")
         return "bf16"
-    dtype = _canonical_dtype(declared, f"{source}: field 'torch_dtype'")
+    dtype = _canonical_dtype(declared, f"{source}: field {field!r}")
     if dtype != "fp32":
         return dtype
     # vLLM's engine arguments: '--dtype "auto" will use FP16 precision for FP32 and FP16 models,
