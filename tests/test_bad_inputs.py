@@ -753,6 +753,23 @@ ROWS = [
     # -- catalogs and model configs -------------------------------------------------------------
     Row("model: a config with missing fields", lambda _: data.load_model({"hidden_size": 4096}),
         Raises(ConfigError, r"config: missing field 'num_hidden_layers' or 'n_layer'")),
+    # found with files of our own: a number of 5,001 digits ended in Python's "ValueError: Exceeds
+    # the limit (4300 digits) for integer string conversion", naming no file (capnb plan printed
+    # it as "capnb plan: ValueError: ..."), in a config.json, a vllm bench result, a JSON-lines
+    # request log and a TOML plan config
+    Row("model: a number of 5,001 digits in config.json",
+        lambda w: data.load_model(w("config.json", '{"vocab_size": 1' + "0" * 5000 + "}")),
+        Raises(ConfigError, r"config\.json: a number of more than 4,300 digits")),
+    Row("vllm: a number of 5,001 digits",
+        lambda w: data.read_vllm_bench(w("v.jsonl", '{"max_concurrency": 1' + "0" * 5000 + "}\n")),
+        Raises(ConfigError, r"v\.jsonl, line 1: a number of more than 4,300 digits")),
+    Row("trace: a number of 5,001 digits in a JSON-lines request log",
+        lambda w: data.load_traffic(w("r.jsonl", '{"timestamp": 1, "prompt_tokens": 1'
+                                      + "0" * 5000 + ', "output_tokens": 3}\n'), time_unit="s"),
+        Raises(ConfigError, r"r\.jsonl, line 1: a number of more than 4,300 digits")),
+    Row("config: a number of 5,001 digits in TOML",
+        lambda w: plan.load_config(w("p.toml", "[serving]\nmax_num_seqs = 1" + "0" * 5000 + "\n")),
+        Raises(ConfigError, r"p\.toml: a number of more than 4,300 digits")),
     Row("model: a truncated config.json", lambda w: data.load_model(w("config.json", '{"hidd')),
         Raises(ConfigError, r"config\.json: not valid JSON")),
     Row("model: a config.json that is not text", lambda w: data.load_model(w("config.json", b"\x80")),

@@ -42,6 +42,7 @@ from ._catalog import (
 from ._files import (
     check_set,
     json_error_at,
+    number_too_long,
     read_text,
     settle,
     user_path,
@@ -105,6 +106,7 @@ __all__ = [
     "load_trace",
     "load_traffic",
     "load_trtllm_throughput",
+    "number_too_long",
     "own_gpu_figures",
     "read_aiperf",
     "read_bench_runs",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
-from ._files import file_version, json_error_at, read_text, user_path
+from ._files import file_version, json_error_at, parse_json, read_text, user_path
 from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -609,7 +609,7 @@ def load_model(
     if _is_gguf(path):
         raise ConfigError(f"{path}: a GGUF file (llama.cpp's weights), {_GGUF_REMEDY}")
     try:
-        config = json.loads(read_text(path, "model config"))
+        config = parse_json(read_text(path, "model config"), str(path))
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: not valid JSON ({json_error_at(err)})") from None
     except RecursionError:

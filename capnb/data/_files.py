@@ -198,6 +198,24 @@ def parse_json(text: str, where: str) -> object:
         raise ConfigError(
             f"{where}: JSON nested too deeply (Python's json module reads about 1,000 levels)"
         ) from None
+    except ValueError as error:
+        if isinstance(error, json.JSONDecodeError):
+            raise
+        raise number_too_long(where) from None
+
+
+def number_too_long(where: str) -> ConfigError:
+    """The error for a JSON or TOML integer past Python's limit for reading one (4,300 digits).
+
+    Python raises a bare ``ValueError: Exceeds the limit (4300 digits) for integer string
+    conversion``, naming no file.
+    """
+    import sys
+
+    return ConfigError(
+        f"{where}: a number of more than {sys.get_int_max_str_digits():,} digits, larger than "
+        "any figure capnb reads; is the file what it should be?"
+    )
 
 
 def json_lines_objects(path: str | os.PathLike, name: str | None = None) -> None:

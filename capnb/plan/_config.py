@@ -1235,7 +1235,7 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
         The file is missing, not valid TOML/YAML, sets a key twice, or has an unknown or invalid
         setting (named in the message, with its line).
     """
-    from ..data import read_text, user_path
+    from ..data import number_too_long, read_text, user_path
 
     path = user_path(path, "plan config")
     if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
@@ -1259,6 +1259,8 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
             raise ConfigError(f"{path}: not valid TOML ({error})") from None
         except RecursionError:
             raise ConfigError(f"{path}: not valid TOML (nested too deeply)") from None
+        except ValueError:  # an integer past Python's 4,300 digits
+            raise number_too_long(str(path)) from None
     else:
         import yaml
 
