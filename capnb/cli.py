@@ -202,7 +202,7 @@ def _plan_json(path: Path) -> dict:
     import json
 
     from . import plan
-    from .data import json_error_at, read_text, settle
+    from .data import json_error_at, number_too_long, read_text, settle
     from .errors import InputError
 
     with contextlib.suppress(OSError):
@@ -220,6 +220,8 @@ def _plan_json(path: Path) -> dict:
             f"{path}: not a plan.json (not JSON: {json_error_at(error)}); give the plan.json or "
             "plan.nc capnb plan wrote"
         ) from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise number_too_long(str(path)) from None
     if not isinstance(built, dict) or not isinstance(built.get("answer"), dict):
         raise InputError(
             f"{path}: not a capnb plan (it carries no answer); give the plan.json or plan.nc "

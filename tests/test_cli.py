@@ -212,6 +212,8 @@ def test_warnings_print_as_one_line_of_the_commands_output():
         ("plan.json", b'{"answer": {"model": "x", "colour": 1}}', "'colour' is not a field"),
         # "capnb export: RecursionError: maximum recursion depth exceeded while decoding ..."
         ("plan.json", b"[" * 100_000 + b"]" * 100_000, "not a plan.json (JSON nested too deeply)"),
+        # "capnb export: ValueError: Exceeds the limit (4300 digits) for integer string ..."
+        ("plan.json", b'{"answer": 1' + b"0" * 5000 + b"}", "a number of more than 4,300 digits"),
         # a plan config (capnb config plan.toml) read as NetCDF: "not NetCDF: Unable to
         # synchronously open file (file signature not found)"
         ("plan.toml", b'[serving]\ngpus = ["H200"]\n', "a plan config, not a plan: run capnb plan"),

@@ -1206,13 +1206,15 @@ def _plan_json_config(path: Path) -> PlanConfig:
     """
     import json
 
-    from ..data import read_text
+    from ..data import number_too_long, read_text
 
     text = read_text(path, "plan.json", limit=64 * MAX_CONFIG_BYTES)
     try:
         document = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as error:
         raise ConfigError(f"{path}: not valid JSON ({error})") from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise number_too_long(str(path)) from None
     values = document.get("config") if isinstance(document, dict) else None
     if not isinstance(values, dict) or "answer" not in document:
         raise ConfigError(
