@@ -770,6 +770,13 @@ ROWS = [
     Row("config: a number of 5,001 digits in TOML",
         lambda w: plan.load_config(w("p.toml", "[serving]\nmax_num_seqs = 1" + "0" * 5000 + "\n")),
         Raises(ConfigError, r"p\.toml: a number of more than 4,300 digits")),
+    # "ValueError: month must be in 1..12" and "... Exceeds the limit (4300 digits)", no file named
+    Row("config: a date PyYAML cannot build",
+        lambda w: plan.load_config(w("p.yaml", "traffic:\n  start: 2024-13-45\n")),
+        Raises(ConfigError, r"p\.yaml: not valid YAML \(month must be in 1\.\.12\)")),
+    Row("config: a number of 5,001 digits in YAML",
+        lambda w: plan.load_config(w("p.yaml", "serving:\n  max_num_seqs: 1" + "0" * 5000 + "\n")),
+        Raises(ConfigError, r"p\.yaml: a number of more than 4,300 digits")),
     Row("config: a number of 5,001 digits in a plan.json",
         lambda w: plan.load_config(w("plan.json", '{"answer": 1' + "0" * 5000 + "}")),
         Raises(ConfigError, r"plan\.json: a number of more than 4,300 digits")),

@@ -1270,6 +1270,12 @@ def load_config(path: str | os.PathLike) -> PlanConfig:
             values = _load_yaml(text, path)
         except yaml.YAMLError as error:
             raise ConfigError(f"{path}: not valid YAML ({str(error).splitlines()[0]})") from None
+        except CapnbError:
+            raise
+        except ValueError as error:  # a value PyYAML cannot build: 2024-13-45, 5,001 digits
+            if "integer string conversion" in str(error):
+                raise number_too_long(str(path)) from None
+            raise ConfigError(f"{path}: not valid YAML ({error})") from None
         except RecursionError:
             raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
     if values is None or values == {}:
