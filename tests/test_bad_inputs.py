@@ -666,6 +666,32 @@ ROWS = [
         lambda w: data.read_vllm_bench(bench_folder(w, [
             vllm_run(2), vllm_run(4, mean_e2el_ms=-1.0)])),
         Raises(ConfigError, r"run1\.json: the mean e2e latency is -0\.001 s, not > 0")),
+    # found by an outside pass: a request_rate of -1, 0 or NaN was read as a run at a finite rate
+    # (noted "a run at request_rate nan ... holds the requests its rate brings"), a num_prompts of
+    # -1, 0 or infinity was ignored, a model_id of -1 was taken as no model_id, and a
+    # max_concurrency written as the text "4" was read as 4
+    Row("vllm: a request_rate of NaN",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_run(2), vllm_run(4, request_rate=float("nan"))])),
+        Raises(ConfigError, r"run1\.json: 'request_rate' is nan, not a rate of requests/s > 0")),
+    Row("vllm: a request_rate of 0",
+        lambda w: data.read_vllm_bench(bench_folder(w, [vllm_run(2), vllm_run(4, request_rate=0)])),
+        Raises(ConfigError, r"run1\.json: 'request_rate' is 0, not a rate of requests/s > 0")),
+    Row("vllm: a num_prompts of -1",
+        lambda w: data.read_vllm_bench(bench_folder(w, [vllm_run(2), vllm_run(4, num_prompts=-1)])),
+        Raises(ConfigError, r"run1\.json: 'num_prompts' is -1, not a whole number of requests")),
+    Row("vllm: a num_prompts of infinity",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_run(2), vllm_run(4, num_prompts=float("inf"))])),
+        Raises(ConfigError, r"run1\.json: 'num_prompts' is inf, not a whole number of requests")),
+    Row("vllm: a model_id that is not text",
+        lambda w: data.read_vllm_bench(bench_folder(w, [vllm_run(2), vllm_run(4, model_id=-1)])),
+        Raises(ConfigError, r"run1\.json: 'model_id' is -1, not a model's name \(text\)")),
+    Row("vllm: a max_concurrency written as text",
+        lambda w: data.read_vllm_bench(bench_folder(w, [
+            vllm_run(2), vllm_run(4, max_concurrency="4")])),
+        Raises(ConfigError, r"run1\.json: field 'max_concurrency' is not a number \('4'\): "
+                            r"a result's figures are JSON numbers, not text")),
     Row("guidellm: a mean request_latency of 0 s",
         guidellm(_bench(0, "metrics.request_latency.successful.mean", 0.0)),
         Raises(ConfigError, r"benchmarks\[0\]: the mean e2e latency is 0 s, not > 0 "

@@ -427,12 +427,16 @@ def _records(paths) -> list[tuple[str, dict]]:
         if path.suffix.lower() == ".csv":
             _flattened_results(path)
             for i, row in enumerate(csv.DictReader(io.StringIO(text))):
-                records.append((f"{path.name} row {i + 2}", dict(row)))
+                records.append((f"{path.name} row {i + 2}", _CsvRow(row)))
             continue
         records += _json_documents(path, text)
     if not records:
         raise ConfigError("read_vllm_bench: no result files given")
     return records
+
+
+class _CsvRow(dict):
+    """A result flattened to a CSV row: its figures are text, as CSV writes every cell."""
 
 
 def _flattened_results(path: Path) -> None:
@@ -537,6 +541,7 @@ def _check_result_json(record: object, where: str) -> None:
                 "concurrency or request rate; capnb reads runs at a fixed --request-rate or "
                 "--max-concurrency: move it out of the files given"
             )
+        _check_run_fields(record, where)
         return
     shown = ", ".join(keys[:8]) + (", ..." if len(keys) > 8 else "") if keys else "none"
     raise ConfigError(
@@ -544,6 +549,30 @@ def _check_result_json(record: object, where: str) -> None:
         f"'request_throughput' or '<stat>_<metric>_ms' latency key; its keys: {shown}); "
         f"{_READS}: move other JSON files (server_config.json, ...) out of the folder"
     )
+
+
+def _check_run_fields(record: Mapping, where: str) -> None:
+    """A result's request_rate, num_prompts and model_id, where written, are what vLLM writes.
+
+    A request_rate of 0, -1 or NaN was read as a run at a finite rate, a num_prompts of -1 or
+    infinity was ignored, and a model_id of -1 was taken as no model_id.
+    """
+    rate = _number(record, "request_rate", where, required=False)
+    if rate is not None and not rate > 0:
+        raise ConfigError(
+            f"{where}: 'request_rate' is {rate:g}, not a rate of requests/s > 0 (\"inf\": every "
+            "prompt sent at once)"
+        )
+    prompts = _number(record, "num_prompts", where, required=False)
+    if prompts is not None and not (
+        math.isfinite(prompts) and prompts >= 1 and prompts == round(prompts)
+    ):
+        raise ConfigError(
+            f"{where}: 'num_prompts' is {prompts:g}, not a whole number of requests >= 1"
+        )
+    model = record.get("model_id")
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"{where}: 'model_id' is {model!r}, not a model's name (text)")
 
 
 def _number(record: Mapping, key: str, where: str, *, required: bool = True) -> float | None:
@@ -554,6 +583,11 @@ def _number(record: Mapping, key: str, where: str, *, required: bool = True) -> 
         return None
     if isinstance(value, str) and value.strip().lower() == "inf":
         return math.inf
+    if isinstance(value, str | bool) and not isinstance(record, _CsvRow):
+        raise ConfigError(
+            f"{where}: field {key!r} is not a number ({value!r}): a result's figures are JSON "
+            "numbers, not text"
+        )
     try:
         return float(value)
     except (TypeError, ValueError):
