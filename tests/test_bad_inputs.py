@@ -670,6 +670,12 @@ ROWS = [
     # (noted "a run at request_rate nan ... holds the requests its rate brings"), a num_prompts of
     # -1, 0 or infinity was ignored, a model_id of -1 was taken as no model_id, and a
     # max_concurrency written as the text "4" was read as 4
+    # found by an outside pass: a JSON-lines result whose last line is a stray '}' was reported
+    # "at line 1, column 1" (each line is parsed alone), not at line 3 where it is
+    Row("vllm: a stray '}' on the last line of a JSON-lines result",
+        lambda w: data.read_vllm_bench(w("v.jsonl", json.dumps(vllm_run(2)) + "\n\n"
+                                         + json.dumps(vllm_run(4)) + "\n}\n")),
+        Raises(ConfigError, r"v\.jsonl: not valid JSON \(Expecting value at line 4, column 1\)")),
     Row("vllm: a request_rate of NaN",
         lambda w: data.read_vllm_bench(bench_folder(w, [
             vllm_run(2), vllm_run(4, request_rate=float("nan"))])),

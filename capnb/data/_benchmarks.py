@@ -460,14 +460,24 @@ def _flattened_results(path: Path) -> None:
 
 
 def _json_documents(path: Path, text: str) -> list[tuple[str, object]]:
-    """(label, document) for a ``.json``/``.jsonl`` file: one document, or one per line."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    """(label, document) for a ``.json``/``.jsonl`` file: one document, or one per line.
+
+    A line is named by its number in the file (blank lines count), in labels and in errors.
+    """
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if path.suffix.lower() == ".jsonl" or _one_per_line([line for _, line in numbered]):
+        documents = []
+        for n, line in numbered:
+            try:
+                documents.append(
+                    (f"{path.name} line {n}", parse_json(line, f"{path.name}, line {n}"))
+                )
+            except json.JSONDecodeError as err:  # (its line is 1: the line was parsed alone)
+                raise ConfigError(
+                    f"{path}: not valid JSON ({err.msg} at line {n}, column {err.colno})"
+                ) from None
+        return documents
     try:
-        if path.suffix.lower() == ".jsonl" or _one_per_line(lines):
-            return [
-                (f"{path.name} line {i + 1}", parse_json(line, f"{path.name}, line {i + 1}"))
-                for i, line in enumerate(lines)
-            ]
         return [(path.name, parse_json(text, path.name))]
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}: not valid JSON ({json_error_at(err)})") from None
