@@ -795,6 +795,13 @@ ROWS = [
     Row("vllm: a number of 5,001 digits",
         lambda w: data.read_vllm_bench(w("v.jsonl", '{"max_concurrency": 1' + "0" * 5000 + "}\n")),
         Raises(ConfigError, r"v\.jsonl, line 1: a number of more than 4,300 digits")),
+    # found by an outside pass: an empty token field in a JSON-lines log whose counts are text
+    # was reported "holds None, not a whole number of tokens", where other logs say "is empty"
+    Row("trace: an empty token field among token counts written as text",
+        lambda w: data.load_traffic(w("r.jsonl", '{"timestamp": 1, "prompt_tokens": "100", '
+                                      '"output_tokens": 3}\n{"timestamp": 2, "prompt_tokens": '
+                                      'null, "output_tokens": 3}\n'), time_unit="s"),
+        Raises(ConfigError, r"r\.jsonl, line 2: column 'prompt_tokens' is empty \(no token count\)")),
     Row("trace: a number of 5,001 digits in a JSON-lines request log",
         lambda w: data.load_traffic(w("r.jsonl", '{"timestamp": 1, "prompt_tokens": 1'
                                       + "0" * 5000 + ', "output_tokens": 3}\n'), time_unit="s"),

@@ -1177,19 +1177,22 @@ def _token_column(table, column: str, where) -> np.ndarray:
     import pyarrow.types as pat
 
     values = table.column(column)
+    empty = values.is_null().to_numpy(zero_copy_only=False)
     if pat.is_string(values.type) or pat.is_large_string(values.type):
         text = pc.utf8_trim_whitespace(values.combine_chunks())
         ok = pc.fill_null(pc.match_substring_regex(text, r"^[+-]?\d+(\.0*)?$"), False)
-        ok = ok.to_numpy(zero_copy_only=False) & ~values.is_null().to_numpy(zero_copy_only=False)
+        ok = ok.to_numpy(zero_copy_only=False) & ~empty
         if not ok.all():
             row = int(np.flatnonzero(~ok)[0])
+            if empty[row]:  # (not "holds None")
+                raise ConfigError(f"{where(row)}: column {column!r} is empty (no token count)")
             shown = text[row].as_py()
             raise ConfigError(
                 f"{where(row)}: column {column!r} holds {shown!r}, not a whole number of tokens"
             )
         values = text.cast(pa.float64())
     if values.null_count:
-        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(np.flatnonzero(empty)[0])
         raise ConfigError(f"{where(row)}: column {column!r} is empty (no token count)")
     numbers = values.to_numpy(zero_copy_only=False)
     if numbers.dtype.kind == "f":
