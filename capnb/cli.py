@@ -158,10 +158,9 @@ def _plan(args: argparse.Namespace) -> int:
             result = plan.build(config)
     except CapnbError as error:  # e.g. infeasible: an earlier run's files in --out are not this one
         print(f"capnb plan: {error}", file=sys.stderr)
-        earlier = [name for name in plan.export_names() if (Path(args.out) / name).is_file()]
+        earlier = _earlier_files(Path(args.out))
         if earlier:
-            print(f"capnb plan: {', '.join(earlier)} in {args.out} are an earlier plan's, left as "
-                  "they were (capnb export would export that plan)", file=sys.stderr)  # fmt: skip
+            print(f"capnb plan: {earlier}", file=sys.stderr)
         return 1
     # written before the answer is printed: a reader that stops early (| head) keeps the files
     files = plan.export(result, args.out, force=args.force)
@@ -171,6 +170,39 @@ def _plan(args: argparse.Namespace) -> int:
     for path in files.values():
         print(f"  {path.resolve()}")
     return 0
+
+
+def _earlier_files(out: Path) -> str | None:
+    """The files of an earlier run that a failed ``capnb plan`` left in ``out``, said as they are.
+
+    A plan.json that is no plan was called "an earlier plan's ... (capnb export would export
+    that plan)": only a plan.nc or plan.json that reads as a plan is one.
+    """
+    from . import plan
+    from .errors import CapnbError
+
+    earlier = [name for name in plan.export_names() if (out / name).is_file()]
+    if not earlier:
+        return None
+    plans, others = [], []
+    for name in earlier:
+        if name.endswith((".nc", ".json")):
+            try:
+                _plan_json(out / name) if name.endswith(".json") else plan.load(out / name)
+            except CapnbError:
+                others.append(name)
+                continue
+            plans.append(name)
+    one = len(earlier) == 1
+    said = f"{', '.join(earlier)} in {out} {'is' if one else 'are'}"
+    kept = "left as it was" if one else "left as they were"
+    if not others:
+        return f"{said} an earlier plan's, {kept} (capnb export would export that plan)"
+    return (
+        f"{said} {kept}, not written by this run: {', '.join(others)} "
+        f"{'is' if len(others) == 1 else 'are'} not a plan capnb export reads"
+        + (f" ({', '.join(plans)} would export an earlier plan)" if plans else "")
+    )
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -146,6 +146,22 @@ def test_a_failed_plan_says_the_plan_files_already_in_out_are_an_earlier_plans(
     assert "earlier plan" not in capsys.readouterr().err
 
 
+def test_a_failed_plan_does_not_call_a_file_that_is_no_plan_an_earlier_plan(tmp_path, capsys):
+    # found by an outside pass: a plan.json that is not a plan, in --out, was said to be "an
+    # earlier plan's ... (capnb export would export that plan)", "plan.json ... are"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.json").write_text('{"hello": 1}')
+    assert main(["plan", "--out", str(out), "--force", "--gpus", "L4", "--model",
+                 "Llama-3.1-70B"]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "infeasible" in err, err
+    assert "earlier plan" not in err and "would export" not in err, err
+    assert (f"plan.json in {out} is left as it was, not written by this run: plan.json is not a "
+            "plan capnb export reads") in err, err  # fmt: skip
+    assert (out / "plan.json").read_text() == '{"hello": 1}'
+
+
 @pytest.mark.parametrize("flag", ["--model", "--trace", "--benchmark"])
 def test_an_empty_path_flag_is_refused_as_empty_not_read_as_the_current_folder(
     flag, tmp_path, capsys, monkeypatch
