@@ -455,7 +455,14 @@ def test_a_plans_choice_exports_and_replays_as_its_sweep_ran_it(small_plan_built
      (("policy", "min_instances"), 1e20,
       r"answer policy\.min_instances = 100000000000000000000: expected a whole number from 0 to "
       r"2,147,483,647"),
-     (("tensor_parallel",), 2**31, r"answer tensor_parallel = 2147483648: expected a whole")],
+     (("tensor_parallel",), 2**31, r"answer tensor_parallel = 2147483648: expected a whole"),
+     # found by an outside pass: policy.kind 'x' and reserved_instances -1 were exported without
+     # a word, and cold_start_s 1e20 wrote a note recommending progressDeadlineSeconds 2e20
+     (("policy", "kind"), "x",
+      r"answer policy\.kind = 'x': expected one of \['elastic', 'fixed_plus_buffer', 'fixed'\]"),
+     (("reserved_instances",), -1, r"answer reserved_instances = -1: expected a whole number"),
+     (("policy", "cold_start_s"), 1e20,
+      r"answer policy\.cold_start_s = 1e\+20: expected seconds from 0 to 86,400 \(a day\)")],
 )  # fmt: skip
 def test_an_edited_plan_json_is_refused_naming_the_file_and_the_field(
     small_plan_built, tmp_path, capsys, field, value, message

@@ -1194,6 +1194,12 @@ def policy_choice(plan) -> PolicyChoice:
 
     record = answer(plan)
     chosen = record.policy
+    if chosen.kind not in words.POLICY_KINDS:  # (an edited plan.json: read by none, but no plan's)
+        raise InputError(
+            f"the plan's answer policy.kind = {chosen.kind!r}: expected one of "
+            f"{list(words.POLICY_KINDS)}"
+        )
+    _whole(record.reserved_instances, "reserved_instances")
     spares = _whole(chosen.buffer_instances, "policy.buffer_instances")
     floor = _whole(chosen.min_instances, "policy.min_instances")
     fleet = [_whole(n, f"fixed_instances[{i}]") for i, n in enumerate(record.fixed_instances)]
@@ -1215,7 +1221,7 @@ def policy_choice(plan) -> PolicyChoice:
         tensor_parallel=_whole(record.tensor_parallel, "tensor_parallel"),
         prefix_hit_rate=float(record.prefix_hit_rate) if record.prefix_cache_share > 0 else 0.0,
         max_model_len=_whole(record.max_model_len, "max_model_len"),
-        cold_start_s=float(chosen.cold_start_s),
+        cold_start_s=_cold_start(chosen.cold_start_s),
         cold_start_vetoes=bool(chosen.cold_start_vetoes),
         max_num_seqs=above_default_seqs(
             _whole(record.safe_concurrency, "safe_concurrency"), str(record.gpu), record.engine
@@ -1247,3 +1253,18 @@ def _whole(value: object, field: str) -> int:
 
 
 _INT32 = 2**31 - 1
+
+
+def _cold_start(value: float) -> float:
+    """The policy's cold start, in seconds, at most a day as a plan config's; else an error.
+
+    A cold_start_s of 1e20 s wrote a note recommending progressDeadlineSeconds: 2e+20.
+    """
+    from ._config import DAY_S
+
+    if not 0 <= value <= DAY_S:  # (NaN too)
+        raise InputError(
+            f"the plan's answer policy.cold_start_s = {value!r}: expected seconds from 0 to "
+            f"{DAY_S:,.0f} (a day)"
+        )
+    return float(value)
