@@ -270,8 +270,11 @@ def l4_figure(column, value):
     )
 
 
-def own_catalog(write, edit):
-    """Plan with a copied GPU catalog (CAPNB_DATASETS) that ``edit`` changed; its GPUs read."""
+def own_catalog(write, edit, text=None):
+    """Plan with a copied GPU catalog (CAPNB_DATASETS) that ``edit`` changed; its GPUs read.
+
+    ``text``, given, then edits the file's text as a hand would (a comma left unquoted).
+    """
     import os
     import shutil
 
@@ -279,6 +282,8 @@ def own_catalog(write, edit):
     shutil.copytree(data.dataset_path(), root)
     gpus = pd.read_csv(root / "gpus.csv", dtype=str, keep_default_na=False)
     edit(gpus).to_csv(root / "gpus.csv", index=False)
+    if text is not None:
+        (root / "gpus.csv").write_text(text((root / "gpus.csv").read_text()))
     before = os.environ.get("CAPNB_DATASETS")
     os.environ["CAPNB_DATASETS"] = str(root)
     try:
@@ -1539,6 +1544,13 @@ ROWS = [
             aliases=t.aliases.where(t.gpu != "L4", "L4 24GB;B200"))),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): the name 'B200' \(aliases\) already "
                             r"names B200 \(line \d+\)")),
+    # found by an outside pass: a row with an unquoted comma was refused with pandas' message and
+    # its trailing newline, "(Error tokenizing data. C error: Expected 16 fields in line 3, saw
+    # 17\n)"
+    Row("gpu: a copied catalog whose row holds an unquoted comma",
+        lambda w: own_catalog(w, lambda t: t, text=lambda s: s.replace("\nL4,", "\nL4,24GB,", 1)),
+        Raises(ConfigError, r"gpus\.csv: not a readable GPU catalog \(Error tokenizing data\. "
+                            r"C error: Expected \d+ fields in line 3, saw \d+\)$")),
     Row("gpu: a copied catalog with one display name on two rows",
         lambda w: own_catalog(w, lambda t: t.assign(
             display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),

@@ -129,7 +129,8 @@ def _gpu_table_of(version: tuple[str, int, int]):
             na_values={c: [""] for c in (*_GPU_NUMERIC, *_GPU_REPORTED)},
         )
     except (ValueError, OSError) as err:  # a number column holding text, bytes not UTF-8
-        raise ConfigError(f"{path}: not a readable GPU catalog ({err})") from None
+        # (pandas' ParserError, for a row with an unquoted comma, ends in a newline)
+        raise ConfigError(f"{path}: not a readable GPU catalog ({str(err).strip()})") from None
     _check_gpu_table(table, path)
     return table.set_index("gpu")
 
