@@ -1551,6 +1551,12 @@ ROWS = [
         lambda w: own_catalog(w, lambda t: t, text=lambda s: s.replace("\nL4,", "\nL4,24GB,", 1)),
         Raises(ConfigError, r"gpus\.csv: not a readable GPU catalog \(Error tokenizing data\. "
                             r"C error: Expected \d+ fields in line 3, saw \d+\)$")),
+    Row("prices: a row holding an unquoted comma",
+        lambda w: data.load_gpu_prices(w("p.csv", "gpu,provider,pricing,usd_per_gpu_hour,source,"
+                                         "captured,notes\nL4,x,on_demand,1.0,s,2026-01-01,n\n"
+                                         "L4,y,on_demand,1.0,s,2026-01-01,a, b\n")),
+        Raises(ConfigError, r"p\.csv: not a readable price table \(Error tokenizing data\. "
+                            r"C error: Expected 7 fields in line 3, saw 8\)$")),
     Row("gpu: a copied catalog with one display name on two rows",
         lambda w: own_catalog(w, lambda t: t.assign(
             display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),

@@ -46,7 +46,7 @@ def load_gpu_prices(path=None):
     try:
         table = pd.read_csv(path, dtype={"captured": str}, keep_default_na=False, na_values=[""])
     except (ValueError, OSError) as err:  # text in a number column, bytes that are not UTF-8
-        raise ConfigError(f"{path}: not a readable price table ({err})") from None
+        raise ConfigError(f"{path}: not a readable price table ({str(err).strip()})") from None
     missing = [c for c in _COLUMNS if c not in table.columns]
     if missing:
         raise ConfigError(f"{path}: missing columns {missing}")
