@@ -775,6 +775,27 @@ ROWS = [
                                                 "Output Sequence Length (tokens),-96.85"))}),
         Raises(ConfigError, r"c16\.csv row 'Output Sequence Length \(tokens\)': avg is -96\.85, "
                             r"not a mean token count \(>= 0\)")),
+    # found by an outside pass: a Request Throughput of 0 at concurrency 16 was read as a
+    # measured 0 requests/s, one of -1 in a run given no concurrency was said to be missing ("the
+    # export has no Request Throughput"), and a Request Count of -1 or infinity was ignored
+    Row("aiperf: a Request Throughput of 0",
+        lambda w: data.read_aiperf({
+            4: w("c4.csv", AIPERF_RUN),
+            16: w("c16.csv", AIPERF_RUN.replace("(requests/sec),13.16", "(requests/sec),0"))}),
+        Raises(ConfigError, r"c16\.csv row 'Request Throughput \(requests/sec\)': 0 is not a "
+                            r"rate of requests/s > 0")),
+    Row("aiperf: a Request Throughput of -1 in a run given no concurrency",
+        lambda w: data.read_aiperf([
+            w("c4.csv", AIPERF_RUN),
+            w("c16.csv", AIPERF_RUN.replace("(requests/sec),13.16", "(requests/sec),-1"))]),
+        Raises(ConfigError, r"c16\.csv row 'Request Throughput \(requests/sec\)': -1 is not a "
+                            r"rate of requests/s > 0")),
+    Row("aiperf: a Request Count of infinity",
+        lambda w: data.read_aiperf([
+            w("c4.csv", AIPERF_RUN),
+            w("c16.csv", AIPERF_RUN.replace("Request Count,200.00", "Request Count,inf"))]),
+        Raises(ConfigError, r"c16\.csv row 'Request Count': inf is not a whole number of "
+                            r"requests >= 1")),
     # a per-run export given no concurrency is placed by Little's law (a run at a request rate)
     Row("aiperf: one per-run export without its concurrency",
         lambda _: data.read_aiperf(FIXTURES / "aiperf" / "profile_export_aiperf.csv"),

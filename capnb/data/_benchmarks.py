@@ -1238,6 +1238,11 @@ def _cell(text: str, where: str) -> float:
         raise ConfigError(f"{where}: {text!r} is not a number") from None
 
 
+def _whole_count(value: float) -> bool:
+    """Whether ``value`` is a finite whole number of requests >= 1."""
+    return math.isfinite(value) and value >= 1 and value == round(value)
+
+
 def _sections(path: Path) -> list[list[list[str]]]:
     text = _text(path, "utf-8-sig")
     sections, current = [], []
@@ -1280,8 +1285,18 @@ def _aiperf_run(path: Path) -> dict:
                             f"{path}: Request Throughput in unknown unit {unit!r} (row {i})"
                         )
                     qps = _cell(row[1], f"{path} row {i}")
+                    if not (math.isnan(qps) or 0 < qps < math.inf):  # (an empty cell: none)
+                        raise ConfigError(
+                            f"{path} row {row[0].strip()!r}: {qps:g} is not a rate of "
+                            "requests/s > 0"
+                        )
                 elif name == "request count":
                     sent = _cell(row[1], f"{path} row {i}")
+                    if not (math.isnan(sent) or _whole_count(sent)):
+                        raise ConfigError(
+                            f"{path} row {row[0].strip()!r}: {sent:g} is not a whole number of "
+                            "requests >= 1"
+                        )
             continue
         if "avg" not in header:
             continue  # GPU telemetry and other tables
