@@ -711,6 +711,31 @@ ROWS = [
         guidellm(_bench(1, "metrics.request_totals.successful", 0)),
         Raises(ConfigError, r"benchmarks\.json benchmarks\[1\]: field "
                r"'metrics\.request_totals\.successful' is 0: no request succeeded")),
+    # found by an outside pass: a constant benchmark at rate -1 was placed by Little's law (noted
+    # "at rate -1 requests/s") and calibrated on as a run at load -1; a requests_per_second of 0
+    # placed a 6 requests/s run at concurrency 1; 10.5 successful requests were read as 10; a
+    # request total of -1 was said to be a run that "could hold -1"; a backend model of -1 was
+    # taken as no model
+    Row("guidellm: a constant rate of -1",
+        guidellm(_bench(2, "config.strategy.rate", -1.0)),
+        Raises(ConfigError, r"benchmarks\[2\]: field 'config\.strategy\.rate' is -1, not a rate "
+                            r"of requests/s > 0")),
+    Row("guidellm: a requests_per_second of 0",
+        guidellm(_bench(2, "metrics.requests_per_second.successful.mean", 0.0)),
+        Raises(ConfigError, r"benchmarks\[2\]: field 'metrics\.requests_per_second\.successful"
+                            r"\.mean' is 0, not a rate of requests/s > 0")),
+    Row("guidellm: 10.5 successful requests",
+        guidellm(_bench(2, "metrics.request_totals.successful", 10.5)),
+        Raises(ConfigError, r"benchmarks\[2\]: field 'metrics\.request_totals\.successful' is "
+                            r"10\.5, not a whole number of requests")),
+    Row("guidellm: a request total of -1",
+        guidellm(_bench(2, "metrics.request_totals.total", -1)),
+        Raises(ConfigError, r"benchmarks\[2\]: field 'metrics\.request_totals\.total' is -1, "
+                            r"not a whole number of requests at least the 720 successful")),
+    Row("guidellm: a backend model that is not text",
+        guidellm(lambda r: r["benchmarks"][0]["config"].update(backend={"model": -1})),
+        Raises(ConfigError, r"benchmarks\[0\]: field 'config\.backend\.model' is -1, not a "
+                            r"model's name \(text\)")),
     Row("guidellm: a percentile the curve needs is missing",
         guidellm(_bench(0, "metrics.time_to_first_token_ms.successful.percentiles.p99", None)),
         Raises(ConfigError, r"benchmarks\.json benchmarks\[0\]: missing field "

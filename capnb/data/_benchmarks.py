@@ -1651,6 +1651,11 @@ def _guidellm_models(where: str, report: Mapping) -> list[tuple[str, dict]]:
         config = bench.get("config") if isinstance(bench, Mapping) else None
         backend = config.get("backend") if isinstance(config, Mapping) else None
         model = backend.get("model") if isinstance(backend, Mapping) else None
+        if model is not None and not isinstance(model, str):  # (-1 was taken as no model)
+            raise ConfigError(
+                f"{where} benchmarks[{i}]: field 'config.backend.model' is {model!r}, not a "
+                "model's name (text)"
+            )
         if isinstance(model, str) and model.strip():
             found.append((f"{where} benchmarks[{i}] (config.backend.model)", {"model_id": model}))
     return found
@@ -1670,6 +1675,14 @@ def _real(record: object, dotted: str, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{where}: field {dotted!r} is {value!r}, not a finite number")
     return float(value)
+
+
+def _positive(record: object, dotted: str, where: str) -> float:
+    """A rate of requests/s, > 0: a rate of 0 or -1 was read as a run at that rate."""
+    value = _real(record, dotted, where)
+    if value <= 0:
+        raise ConfigError(f"{where}: field {dotted!r} is {value:g}, not a rate of requests/s > 0")
+    return value
 
 
 def _token_mean(value: float, where: str, what: str) -> float:
@@ -1697,6 +1710,16 @@ def _guidellm_run(bench: object, where: str) -> dict:
         raise ConfigError(
             f"{where}: field 'metrics.request_totals.successful' is {ok:g}: no request succeeded"
         )
+    sent = _real(bench, "metrics.request_totals.total", where)
+    for field, value, least in (
+        ("successful", ok, ""),
+        ("total", sent, f" at least the {ok:g} successful"),
+    ):
+        if not (_whole_count(value) and value >= ok):
+            raise ConfigError(
+                f"{where}: field 'metrics.request_totals.{field}' is {value:g}, not a whole number "
+                f"of requests{least}"
+            )
     latency, mean = {}, {}
     for metric, name, unit in _GUIDELLM_METRICS:
         # ms / 1000.0 as read_bench_runs converts vllm bench's *_ms fields: one set of runs gives
@@ -1724,16 +1747,18 @@ def _guidellm_run(bench: object, where: str) -> dict:
         "where": where,
         "kind": kind,
         "limit": None if limit is None else int(limit),
-        "rate": _real(bench, "config.strategy.rate", where) if kind in _GUIDELLM_RATES else None,
+        "rate": _positive(bench, "config.strategy.rate", where)
+        if kind in _GUIDELLM_RATES
+        else None,
         "latency": latency,
         "mean": mean,
         # the duration-weighted mean of GuideLLM's rate distribution: successful requests / the
         # measured window (schemas/statistics.py, rate_distribution_from_timings)
-        "qps": _real(bench, "metrics.requests_per_second.successful.mean", where),
+        "qps": _positive(bench, "metrics.requests_per_second.successful.mean", where),
         "prompt_tokens": _guidellm_tokens(bench, "prompt", where),
         "output_tokens": _guidellm_tokens(bench, "output", where),
         "requests": int(ok),
-        "sent": int(_real(bench, "metrics.request_totals.total", where)),
+        "sent": int(sent),
         "errored": _number(totals, "errored", f"{where} (metrics.request_totals)", required=False),
     }
 
