@@ -779,6 +779,13 @@ ROWS = [
             w("a.csv", (FIXTURES / "aiperf" / "profile_export_aiperf.csv").read_text()
               .replace("(ms)", "(fortnights)", 1)), concurrency=[4]),
         Raises(InputError, r"a\.csv row 'Request Latency \(fortnights\)': unknown time unit")),
+    # found by an outside pass: a sweep row at concurrency 8 measuring 0 requests/s was read
+    Row("aiperf: a sweep row with a request throughput of 0",
+        lambda w: data.read_aiperf(w("profile_export_aiperf_sweep.csv", "concurrency,"
+                                     "time_to_first_token_p99_mean,request_throughput_avg_mean\n"
+                                     "1,300,0.2\n8,600,0\n")),
+        Raises(ConfigError, r"profile_export_aiperf_sweep\.csv row 3: request throughput 0 is not "
+                            r"a rate of requests/s > 0")),
     Row("aiperf: a sweep file with a header only",
         lambda w: data.read_aiperf(w("profile_export_aiperf_sweep.csv", "concurrency\n")),
         Raises(ConfigError, r"profile_export_aiperf_sweep\.csv: a sweep file with a header but "

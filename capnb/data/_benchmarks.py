@@ -1571,6 +1571,10 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
                         latency[(_AIPERF_TAGS[tag], float(stat[1:]) / 100)] = seconds
         if not latency:
             raise ConfigError(f"{where}: no latency percentile columns")
+        if qps is not None and not (math.isnan(qps) or 0 < qps < math.inf):  # (empty: none)
+            raise ConfigError(
+                f"{where}: request throughput {qps:g} is not a rate of requests/s > 0"
+            )
         if len(row) <= at:
             raise ConfigError(f"{where}: the row ends before its concurrency column")
         runs.append(
