@@ -786,6 +786,12 @@ ROWS = [
                                      "1,300,0.2\n8,600,0\n")),
         Raises(ConfigError, r"profile_export_aiperf_sweep\.csv row 3: request throughput 0 is not "
                             r"a rate of requests/s > 0")),
+    Row("aiperf: a sweep row with a negative mean output length",
+        lambda w: data.read_aiperf(w("profile_export_aiperf_sweep.csv", "concurrency,"
+                                     "time_to_first_token_p99_mean,output_sequence_length_avg_mean\n"
+                                     "1,300,256\n8,600,-256\n")),
+        Raises(ConfigError, r"profile_export_aiperf_sweep\.csv row 3: output_sequence_length_avg_mean "
+                            r"is -256\.0, not a mean token count \(>= 0\)")),
     Row("aiperf: a sweep file with a header only",
         lambda w: data.read_aiperf(w("profile_export_aiperf_sweep.csv", "concurrency\n")),
         Raises(ConfigError, r"profile_export_aiperf_sweep\.csv: a sweep file with a header but "

@@ -1562,7 +1562,7 @@ def _read_sweep(path: Path, header: list[str], rows: list[list[str]], attrs) -> 
                 if tag == "request_throughput" and stat == "avg":
                     qps = _cell(cell, where)
                 elif tag == "output_sequence_length" and stat == "avg":
-                    output = _cell(cell, where)
+                    output = _token_mean(_cell(cell, where), where, key)
                 elif tag in _AIPERF_TAGS:
                     seconds = float(_curve.to_seconds(_cell(cell, where), "ms", where))
                     if stat == "avg":
