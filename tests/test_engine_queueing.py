@@ -315,37 +315,33 @@ def test_measured_runs_table_names_a_bad_row(tmp_path, monkeypatch):
     assert s.timed.sum() == (requests[requests.load == pts[0].load].output_tokens >= 1).sum()
 
 
-def test_a_run_table_row_with_an_unknown_client_is_named(tmp_path, monkeypatch):
+def _runs_with(tmp_path, monkeypatch, line: int, column: str, value: str) -> str:
+    """A copy of the bundled benchmarks whose measured_runs.csv has ``column`` of ``line`` set to
+    ``value`` (capnb reads it through CAPNB_DATASETS); returns the value it replaced."""
     import shutil
 
     root = tmp_path / "datasets"
     shutil.copytree(data.dataset_path("benchmarks"), root / "benchmarks")
     path = root / "benchmarks" / "measured_runs.csv"
     lines = path.read_text(encoding="utf-8").split("\n")
-    assert lines[0].split(",")[21] == "client"
-    parts = lines[5].split(",", 22)
-    parts[21] = "http"
-    lines[5] = ",".join(parts)
+    k = lines[0].split(",").index(column)
+    parts = lines[line].split(",", k + 1)  # the note, last, may hold commas
+    parts[k], old = value, parts[k]
+    lines[line] = ",".join(parts)
     path.write_text("\n".join(lines), encoding="utf-8")
     monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    return old
+
+
+def test_a_run_table_row_with_an_unknown_client_is_named(tmp_path, monkeypatch):
+    _runs_with(tmp_path, monkeypatch, 5, "client", "http")
     with pytest.raises(InputError, match=r"measured_runs.csv row 6: client 'http' is not online"):
         data.load_measurement_runs()
 
 
 def test_a_run_table_row_with_an_unknown_fp8_scaling_is_named(tmp_path, monkeypatch):
-    import shutil
-
-    root = tmp_path / "datasets"
-    shutil.copytree(data.dataset_path("benchmarks"), root / "benchmarks")
-    path = root / "benchmarks" / "measured_runs.csv"
-    lines = path.read_text(encoding="utf-8").split("\n")
-    assert lines[0].split(",")[22] == "fp8_scaling"
-    parts = lines[1].split(",", 23)
-    assert parts[22] == "channel"  # dstack's Llama-3.1-405B-FP8: one scale a row
-    parts[22] = "per-row"
-    lines[1] = ",".join(parts)
-    path.write_text("\n".join(lines), encoding="utf-8")
-    monkeypatch.setenv("CAPNB_DATASETS", str(root))
+    # dstack's Llama-3.1-405B-FP8: one scale a row
+    assert _runs_with(tmp_path, monkeypatch, 1, "fp8_scaling", "per-row") == "channel"
     with pytest.raises(InputError, match=r"measured_runs.csv row 2: fp8_scaling 'per-row' is not "
                                          r"one of tensor, channel, block"):  # fmt: skip
         data.load_measurement_runs()
