@@ -269,13 +269,15 @@ def test_tgis_benchmark_server_admits_every_concurrency_the_loop_runs():
     assert "--max-num-seqs" not in vllm
 
 
-def test_the_settle_commands_replan_on_this_plans_own_inputs(tmp_path, two_engines):
+def test_the_settle_commands_replan_on_this_plans_own_inputs(tmp_path):
     """The re-plan line read the bundled defaults: a plan on another model, trace or engine was
-    settled on Llama-3.1-8B and vLLM. It now reads the plan's own plan.json."""
-    _, sglang = two_engines
+    settled on Llama-3.1-8B and vLLM. It now reads the plan's own plan.json. (On the analytic
+    model, whose held-out error asks for a benchmark: since the block-scaled FP8 refit the engine
+    model's on H100 is 23 %, under the 25 % past which the plan prints the commands.)"""
+    sglang = _build(engine="SGLang", latency="model")
     files = planning.export(sglang, tmp_path)
     again = planning.load_config(files["json"])
-    built_on = planning.read_config(dict(ENGINE_PLAN, engine="SGLang"))
+    built_on = planning.read_config(dict(ENGINE_PLAN, engine="SGLang", latency="model"))
     assert again == built_on  # every setting, the engine and the model among them
     assert again.serving.engine == "sglang" and again.serving.model == "Qwen3-8B"
     line = planning.answer(sglang).settle_commands.split("\n")[3]
