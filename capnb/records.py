@@ -441,6 +441,15 @@ class EngineSettings:
         """
         return RESERVES.get(self.engine, (0.0, 0.0, 0.0, 0.0))
 
+    @property
+    def keeps_preempted(self) -> bool:
+        """Whether a preempted request's KV blocks stay cached until allocations evict them.
+
+        vLLM V1 (:data:`KEEPS_PREEMPTED`): a readmitted request recomputes only its evicted
+        blocks (:func:`capnb.kernels.engine.reused`); elsewhere it recomputes its whole context.
+        """
+        return self.engine in KEEPS_PREEMPTED
+
     def running_limit(self, kv_tokens: int) -> int:
         """Running sequences (requests) the engine allows with ``kv_tokens`` tokens of KV cache."""
         if self.max_num_seqs:
@@ -464,6 +473,16 @@ RESERVES = {
     "trtllm": (1.0, 1.0, 0.0, float(2**31 - 1)),
     "tgi": (1.0, 1.0, 0.0, float(2**31 - 1)),
 }
+
+
+#: Engines whose preempted requests' KV blocks stay cached. vLLM V1 frees a preempted request's
+#: blocks into the pool with their hashes kept (prefix caching is on by default from the V1
+#: engine; ``v1/core/kv_cache_manager.py`` frees a request's blocks last first into the free
+#: queue, ``v1/core/block_pool.py`` evicts a cached block only when an allocation takes it from
+#: the queue's front), so a readmitted request finds the blocks no allocation has taken since.
+#: vLLM V0 (prefix caching off by default) recomputes; SGLang, TensorRT-LLM and TGI reserve at
+#: admission and rarely preempt; LMDeploy recomputes.
+KEEPS_PREEMPTED = frozenset({"vllm-v1"})
 
 
 def _release_defaults(key, gpu_memory_bytes, gpu, max_model_len, kv_tokens) -> EngineSettings:

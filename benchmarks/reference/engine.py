@@ -92,6 +92,9 @@ class _Request:
     first: float = math.nan
     last: float = math.nan
     ready: float = 0.0  # when the front end has served it (it may be admitted from then on)
+    kept: int = 0  # tokens it had computed when preempted, their blocks left cached
+    ahead: int = 0  # blocks free at that preemption: allocations take them before its own
+    mark: int = 0  # the pool's allocations counted then
 
 
 @dataclass(eq=False)
@@ -108,6 +111,8 @@ class _Step:
     plan: dict = field(default_factory=dict)  # request -> (new tokens, tokens in its cache)
     preempted: bool = False
     full: bool = False  # a request preempted itself: nothing more is scheduled
+    alloc: int = 0  # blocks taken from the free pool since the start (a cached block found: none)
+    keep: bool = False  # a preempted request's blocks stay cached until allocations take them
 
 
 def _held(tokens, step):
@@ -132,6 +137,8 @@ def _run_kind(step, decoding):
             victim = step.running.pop()  # the last admitted is preempted (recompute)
             if victim in step.plan:  # its token this step is given back
                 step.budget += step.plan.pop(victim)[0]
+            if step.keep:  # its blocks go to the back of the free pool, still cached
+                victim.kept, victim.ahead, victim.mark = victim.computed, step.free, step.alloc
             step.free += victim.blocks
             victim.blocks = 0
             victim.computed = 0
@@ -142,6 +149,7 @@ def _run_kind(step, decoding):
                 step.full = True
                 return
         step.free -= extra
+        step.alloc += extra
         request.blocks += extra
         step.plan[request] = (want, request.computed)
         step.budget -= want
@@ -160,6 +168,26 @@ def _promise(step, reserve, ratio):
     return total
 
 
+def _reuse(request, step):
+    """(Tokens of its context in cached blocks at admission, whether they are its own kept ones).
+
+    The prefix hit in whole blocks (never the last prompt token), or, after a preemption with
+    ``step.keep``, its computed whole blocks less those evicted since: allocations beyond the
+    blocks free at its preemption take its blocks, the last first. At least one token is computed.
+    """
+    block = step.block
+    base = min((request.cached // block) * block, request.prompt - 1)
+    whole = (request.kept // block) * block
+    if whole <= base:
+        return base, False
+    held = _held(whole, step)
+    evicted = max(step.alloc - request.mark - request.ahead, 0)
+    left = max(held - evicted, 0)
+    valid = min(((whole // block) * left // held) * block,
+                request.prompt + request.generated - 1)  # fmt: skip
+    return (valid, True) if valid > base else (base, False)
+
+
 def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now, reserve=(0, 0, 0, 0), ratio=0):
     """Waiting requests the front end has served are admitted first come first served while they fit.
 
@@ -172,7 +200,7 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now, reserve=(0, 
         request = step.waiting[0]
         if request.ready > now:
             return
-        reuse = min((request.cached // step.block) * step.block, request.prompt - 1)
+        reuse, own = _reuse(request, step)
         rest = request.prompt + request.generated - reuse
         if not chunked_prefill and rest > step.budget:
             return
@@ -188,6 +216,8 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now, reserve=(0, 
         promised += future
         step.waiting.popleft()
         step.free -= blocks
+        step.alloc += blocks - (_held(reuse, step) if own else 0)  # its own cached blocks: found
+        request.kept = 0
         request.blocks = blocks
         request.computed = reuse
         step.running.append(request)
@@ -198,7 +228,8 @@ def _admit_waiting(step, max_num_seqs, chunked_prefill, whole, now, reserve=(0, 
 def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                     max_num_batched_tokens, kv_blocks, block_size, warmup, model, gpu,
                     tensor_parallel, calibration, policy="mixed", chunked_prefill=True,
-                    kv_layout=(1, 0, 0), reserve=(0.0, 0.0, 0.0, 0.0)):  # fmt: skip
+                    kv_layout=(1, 0, 0), reserve=(0.0, 0.0, 0.0, 0.0),
+                    keep_preempted=False):  # fmt: skip
     """Per-request (ttft, e2e, itls) of the reported requests (index >= warmup), in index order.
 
     ``policy``: ``"mixed"`` (decodes, prompts in progress, then admission, in one step) or
@@ -207,7 +238,8 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
     ``kv_layout``: (full groups, window groups, blocks a window group keeps at most) of vLLM's
     hybrid KV cache manager; ``kv_blocks`` counts the pool's blocks in that unit. ``reserve``:
     the admission reserve (ratio at start and after an idle or preempting step, least ratio,
-    fall a decode step, output tokens clip); zeros: none.
+    fall a decode step, output tokens clip); zeros: none. ``keep_preempted``: a preempted
+    request's blocks stay cached until allocations evict them (vLLM V1's prefix caching).
 
     Returns a dict: ``ttft`` and ``e2e`` (lists, NaN for warm-up requests), ``itl`` (list of
     lists), ``preemptions`` and ``steps``.
@@ -217,7 +249,7 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
     results = {"ttft": [math.nan] * n, "e2e": [math.nan] * n, "itl": [[] for _ in range(n)]}
-    preemptions = steps = 0
+    preemptions = steps = alloc = 0
     now = 0.0
     issued = 0
     ratio = reserve[0]
@@ -253,7 +285,8 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                 waiting.append(new(issued, arrivals[issued]))
                 issued += 1
         step = _Step(running, waiting, budget=max_num_batched_tokens, free=free,
-                     preemptions=preemptions, block=block_size, layout=tuple(kv_layout))  # fmt: skip
+                     preemptions=preemptions, block=block_size, layout=tuple(kv_layout),
+                     alloc=alloc, keep=keep_preempted)  # fmt: skip
         if not running:
             ratio = reserve[0]
         if policy == "mixed":
@@ -271,7 +304,7 @@ def simulate_python(prompt, output, gaps, cached, *, closed, load, max_num_seqs,
                 ratio = max(ratio - reserve[2], reserve[1])
         if step.preempted:
             ratio = reserve[0]
-        plan, free, preemptions = step.plan, step.free, step.preemptions
+        plan, free, preemptions, alloc = step.plan, step.free, step.preemptions, step.alloc
         if not plan:
             if step.preempted:
                 continue  # a prompt preempted itself: the freed blocks let the decodes run next

@@ -16,6 +16,9 @@ One call simulates one serving instance (a tensor-parallel group) at one load. T
     *preempted* (:func:`preempt_last`): its blocks are freed, its computed tokens forgotten
     (recompute; a token it was given this step is taken back) and it goes back to the front of
     the waiting queue. A request may preempt itself; then nothing more is scheduled this step.
+    With ``keep_preempted`` (vLLM V1, whose prefix caching is on by default) the freed blocks
+    stay cached until allocations evict them: readmitted, the request recomputes only what was
+    evicted (:func:`reused`).
 :func:`admit`
     Waiting requests are admitted first come first served while fewer than ``max_num_seqs`` run,
     budget is left and the free blocks hold the request's cached prefix plus its first chunk; the
@@ -117,6 +120,7 @@ __all__ = [
     "finish",
     "mixed_step",
     "preempt_last",
+    "reused",
     "schedule_running",
     "simulate",
     "step_time",
@@ -126,7 +130,7 @@ __all__ = [
 SETTINGS = ("closed", "load", "max_num_seqs", "max_num_batched_tokens", "kv_blocks", "block_size",
             "warmup", "policy", "chunked_prefill", "kv_full_groups", "kv_window_groups",
             "kv_window_blocks", "reserve_ratio", "reserve_min_ratio", "reserve_decay",
-            "reserve_clip")  # fmt: skip
+            "reserve_clip", "keep_preempted")  # fmt: skip
 #: No admission reserve (vLLM, LMDeploy): the four ``reserve_*`` settings.
 NO_RESERVE = (0.0, 0.0, 0.0, 0.0)
 #: The KV layout's three settings of a full-length cache (one group of every layer).
@@ -172,13 +176,18 @@ _NF = 7
 CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency", "frontend_s",
                       "expert_compute_efficiency", "fp8_compute_efficiency")  # fmt: skip
 
-# columns of the per-slot integer state ``req``
-_RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD = 0, 1, 2, 3, 4, 5, 6
+# columns of the per-slot integer state ``req``; the last three describe a preempted request's
+# blocks left cached (keep_preempted): tokens it had computed, the free blocks ahead of its own in
+# the pool's eviction order, the pool's blocks taken (``st[_ALLOC]``) when it was preempted
+_RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD, _KEPT, _AHEAD, _MARK = range(10)
 # columns of the per-slot times ``clock``
 _ARR, _FIRST, _LAST, _READY = 0, 1, 2, 3
 # the integer scalars ``st``
 _HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT = range(7)
 _STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(7, 11)
+# blocks taken from the free pool so far (allocation pops; the cached blocks a request finds are
+# no pops), and 1 where a preempted request's computed blocks stay cached (keep_preempted)
+_ALLOC, _KEEP = 11, 12
 # the float scalars ``ft``
 _T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS, _FRONT, _RATIO = range(10)
 # the step's scheduling scalars ``sched``: budget left, requests scheduled, preempted, stopped
@@ -287,6 +296,7 @@ def enqueue(s, index, j, at, prompt, output, cached, req, clock, c_arrive, start
     req[s, _COMP] = 0
     req[s, _GEN] = 0
     req[s, _HELD] = 0
+    req[s, _KEPT] = 0
     clock[s, _ARR] = at
     clock[s, _READY] = max(at, ft[_FRONT]) + frontend
     ft[_FRONT] = clock[s, _READY]
@@ -327,10 +337,19 @@ def arrive(prompt, output, cached, gaps, load, req, clock, c_arrive, waiting, fr
 
 @njit(inline="always", error_model="numpy")
 def preempt_last(req, running, scheduled, waiting, st, sched):
-    """Preempt the most recently admitted running request (recompute); returns its slot."""
+    """Preempt the most recently admitted running request (recompute); returns its slot.
+
+    Where the engine keeps a preempted request's blocks cached (``st[_KEEP]``: vLLM V1's prefix
+    caching, on by default), its computed tokens are remembered with the free blocks ahead of its
+    own in the eviction order: :func:`reused` finds those not yet evicted when it is admitted again.
+    """
     slots = waiting.shape[0]
     j = st[_NRUN] - 1
     victim = running[j]
+    if st[_KEEP] == 1:
+        req[victim, _KEPT] = req[victim, _COMP]
+        req[victim, _AHEAD] = st[_BLOCKS]
+        req[victim, _MARK] = st[_ALLOC]
     sched[_BUDGET] += scheduled[j]  # a token scheduled already is given back
     if scheduled[j] > 0:
         sched[_COUNT] -= 1
@@ -361,6 +380,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
     # the loop's counters are kept in locals (the arrays they live in may alias the others, so
     # the compiler would reload them after every store) and written back before a preemption
     budget, count, free, n_run = sched[_BUDGET], sched[_COUNT], st[_BLOCKS], st[_NRUN]
+    taken = 0  # blocks taken since st[_ALLOC] was last written
     while i < n_run and budget > 0:
         s = running[i]
         comp = req[s, _COMP]
@@ -372,6 +392,8 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
         blocks = _more_blocks(comp + need, req[s, _HELD], layout)
         if blocks > free:
             sched[_BUDGET], sched[_COUNT], st[_BLOCKS] = budget, count, free
+            st[_ALLOC] += taken
+            taken = 0
             while blocks > st[_BLOCKS]:
                 if preempt_last(req, running, scheduled, waiting, st, sched) == s:
                     sched[_STOPPED] = 1
@@ -380,6 +402,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
                 return other + (st[_NRUN] - i)
             budget, count, free, n_run = sched[_BUDGET], sched[_COUNT], st[_BLOCKS], st[_NRUN]
         free -= blocks
+        taken += blocks
         req[s, _HELD] += blocks
         scheduled[i] = need
         start_ctx[i] = comp
@@ -387,6 +410,7 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
         count += 1
         i += 1
     sched[_BUDGET], sched[_COUNT], st[_BLOCKS] = budget, count, free
+    st[_ALLOC] += taken
     return other + (st[_NRUN] - i)  # (those not reached are counted as possibly of the other kind)
 
 
@@ -408,13 +432,12 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
     the tokens come and preempt when they run out).
     """
     slots = waiting.shape[0]
-    block = layout[0]
     promised = _promised(req, running, st, layout, reserve, ratio)
     while st[_NWAIT] > 0 and st[_NRUN] < max_seqs and sched[_BUDGET] > 0:
         s = waiting[st[_HEAD]]
         if clock[s, _READY] > now:
             break
-        base = min((req[s, _HIT] // block) * block, req[s, _PLEN] - 1)
+        base, kept = reused(req, s, st, layout)
         rest = req[s, _PLEN] + req[s, _GEN] - base
         if not chunked and rest > sched[_BUDGET]:
             break  # the whole prompt must fit in one step
@@ -430,6 +453,8 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
         st[_HEAD] = (st[_HEAD] + 1) % slots
         st[_NWAIT] -= 1
         st[_BLOCKS] -= blocks
+        st[_ALLOC] += blocks - (_blocks_for(base, layout) if kept else 0)
+        req[s, _KEPT] = 0
         req[s, _HELD] = blocks
         req[s, _COMP] = base
         running[st[_NRUN]] = s
@@ -438,6 +463,30 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
         st[_NRUN] += 1
         sched[_BUDGET] -= need
         sched[_COUNT] += 1
+
+
+@njit(inline="always", error_model="numpy")
+def reused(req, s, st, layout):
+    """(Tokens of request ``s``'s context already in cached KV blocks, whether its own kept ones).
+
+    Its prefix-cache hit in whole blocks (never the last prompt token); after a preemption by an
+    engine that keeps the preempted blocks cached (vLLM V1: the freed blocks keep their hashes and
+    are evicted only when an allocation takes them, the least recently freed first and a request's
+    last blocks before its first), the whole blocks it had computed less those evicted since: the
+    allocations past the blocks that were free at its preemption take its blocks. At least its
+    last token is computed again.
+    """
+    block = layout[0]
+    base = min((req[s, _HIT] // block) * block, req[s, _PLEN] - 1)
+    whole = (req[s, _KEPT] // block) * block
+    if whole <= base:
+        return base, False
+    held = _blocks_for(whole, layout)
+    left = max(held - max(st[_ALLOC] - req[s, _MARK] - req[s, _AHEAD], 0), 0)
+    valid = min(((whole // block) * left // held) * block, req[s, _PLEN] + req[s, _GEN] - 1)
+    if valid <= base:
+        return base, False
+    return valid, True
 
 
 @njit(inline="always", error_model="numpy")
@@ -623,7 +672,7 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     # no more sequences run than requests are in the engine: a limit past them (2**31 - 1, or TGI's
     # 0 read as the KV cache's blocks) sizes the running arrays by the requests instead
     max_seqs = min(int(settings[2]), slots)
-    req = np.zeros((slots, 7), np.int64)
+    req = np.zeros((slots, 10), np.int64)
     clock = np.zeros((slots, 4))
     c_arrive = np.zeros((slots, _NF))  # cumulative features at arrival and first token
     c_first = np.zeros((slots, _NF))
@@ -632,7 +681,8 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     running = np.zeros(max_seqs, np.int64)
     scheduled = np.zeros(max_seqs, np.int64)  # new tokens of running[i] this step
     start_ctx = np.zeros(max_seqs, np.int64)
-    st = np.zeros(11, np.int64)
+    st = np.zeros(13, np.int64)
+    st[_KEEP] = 1 if settings.shape[0] >= 17 and settings[16] > 0.5 else 0
     ft = np.zeros(10)
     ft[_RATIO] = reserve[0]
     sched = np.zeros(4, np.int64)

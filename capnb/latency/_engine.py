@@ -302,7 +302,7 @@ def simulate_points(
     model_vec, gpu_vec, tensor_parallel, calibration_vec, prompt, output, gaps, cached, *,
     closed, loads, max_num_seqs, max_num_batched_tokens, kv_blocks, warmup,
     quantiles=_curve.QUANTILES, policy="mixed", chunked_prefill=True, block_size=BLOCK_SIZE,
-    kv_layout=kernels.FULL_LENGTH, reserve=kernels.NO_RESERVE,
+    kv_layout=kernels.FULL_LENGTH, reserve=kernels.NO_RESERVE, keep_preempted=False,
 ):  # fmt: skip
     """Run the kernel at each load; (latency [load, metric, q], mean [load, metric], stats, features)."""
     loads = np.asarray(loads, dtype=float)
@@ -318,6 +318,7 @@ def simulate_points(
     settings[:, 8] = 1.0 if chunked_prefill else 0.0
     settings[:, 9:12] = kv_layout
     settings[:, 12:16] = reserve
+    settings[:, 16] = 1.0 if keep_preempted else 0.0
     qs = np.asarray(quantiles, dtype=float)
     shapes = (len(kernels.METRICS), len(kernels.STATS), 3, len(kernels.FEATURES))
     sizes = [np.zeros(s) for s in shapes]
@@ -520,6 +521,7 @@ def engine(
         kv_blocks=kv_blocks, warmup=warmup,
         quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
         block_size=block, kv_layout=layout_settings(layout), reserve=settings.reserve,
+        keep_preempted=settings.keeps_preempted,
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 

@@ -406,7 +406,8 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
     budget = engine.max_num_batched_tokens or _engine.UNLIMITED
     settings = np.array([closed, load_value, max_seqs, budget, blocks, _engine.BLOCK_SIZE, warmup,
                          kernels.POLICIES.index(engine.policy), float(engine.chunked_prefill),
-                         *_engine.layout_settings(layout), *engine.reserve])  # fmt: skip
+                         *_engine.layout_settings(layout), *engine.reserve,
+                         float(engine.keeps_preempted)])  # fmt: skip
     gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
     return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
                  timed & (np.arange(n) >= warmup), gaps_count, offline(run))  # fmt: skip
