@@ -236,3 +236,19 @@ def test_vllms_rotary_cache_is_counted_where_it_is_large():
     ds = memory.max_concurrency(model=parse(full, name="gemma-3-12b-it"), gpu="H100-SXM",
                                 tensor_parallel=1, seq_len=8192, accounting=acct)  # fmt: skip
     assert int(ds.kv_cache_tokens.item()) == 130_640
+
+
+def test_the_rotary_cache_reads_a_nested_text_configs_partial_rotary_factor():
+    """GLM-4.1V keeps its partial_rotary_factor (0.5) in text_config: vLLM's rotary cache is
+    65,536 positions x 64 dims x 2 bytes = 8 MiB, not the 16 MiB of a full 128-dim head."""
+    from capnb.data.modelspec import parse
+
+    text = {"model_type": "glm4v_text", "hidden_size": 4096, "intermediate_size": 13696,
+            "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 2,
+            "partial_rotary_factor": 0.5, "max_position_embeddings": 65536,
+            "vocab_size": 151552, "torch_dtype": "bfloat16"}  # fmt: skip
+    nested = parse({"model_type": "glm4v", "text_config": text}, name="glm-4.1v")
+    assert nested.rope_cache_bytes() == parse(text).rope_cache_bytes() == 65_536 * 64 * 2
+    bad = {"model_type": "glm4v", "text_config": {**text, "partial_rotary_factor": 2}}
+    with pytest.raises(ConfigError, match="partial_rotary_factor"):
+        parse(bad).rope_cache_bytes()

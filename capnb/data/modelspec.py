@@ -360,13 +360,18 @@ class ModelSpec:
         vLLM's ``get_rope`` (``rotary_embedding/__init__.py``) makes one cache per distinct
         rotary embedding, ``positions x rotary_dim`` in the model's dtype (``base.py``), whole on
         every rank: ``positions`` as :func:`rope_cache_positions` reads them, ``rotary_dim`` the
-        head (``qk_rope_head_dim`` for MLA) times ``partial_rotary_factor``. 0 where the config
+        head (``qk_rope_head_dim`` for MLA) times ``partial_rotary_factor`` (a multimodal config's
+        from its ``text_config``, where it is given there). 0 where the config
         states no ``max_position_embeddings``. Llama-4-Scout's 10,485,760 positions: 2.50 GiB.
         """
         if self.attention == "MLA":
             rotary = self.qk_rope_head_dim
         else:
-            factor = (self.config or {}).get("partial_rotary_factor", 1.0)
+            config = self.config or {}
+            text = config.get("text_config")  # a multimodal config's text model's, as parse reads
+            factor = text.get("partial_rotary_factor") if isinstance(text, Mapping) else None
+            if factor is None:
+                factor = config.get("partial_rotary_factor", 1.0)
             if (
                 isinstance(factor, bool)
                 or not isinstance(factor, numbers.Real)
