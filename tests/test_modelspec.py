@@ -499,6 +499,37 @@ def test_text_config_is_read_with_its_class_defaults_and_the_vision_tower_counte
     assert any("torch_dtype" in note for note in parse(MISTRAL_SMALL_31["text_config"]).notes)
 
 
+def test_a_nested_text_config_takes_its_class_defaults():
+    """transformers writes a nested config's fields that differ from its class: llava-1.5-7b-hf's
+    text_config names no layers, width or heads (LlamaConfig's 32, 4,096 and 32: Vicuna-7B), and
+    llava-v1.6-mistral-7b-hf's none of them either (MistralConfig's). capnb refused both as
+    missing 'num_hidden_layers'; Llama-2-7B's 6,738,415,616 parameters with 64 more rows of
+    vocabulary are 6,738,939,904, and 2 x 32 x 32 x 128 x 2 = 524,288 bytes of KV a token."""
+    llava = {"model_type": "llava", "torch_dtype": "float16",
+             "text_config": {"model_type": "llama", "max_position_embeddings": 4096,
+                             "torch_dtype": "float16", "vocab_size": 32064},
+             "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024}}  # fmt: skip
+    spec = parse(llava)
+    assert (spec.layers, spec.hidden_size, spec.attention_heads, spec.kv_heads) == (
+        32,
+        4096,
+        32,
+        32,
+    )
+    assert spec.parameters == 6_738_939_904 and spec.kv_bytes_per_token() == 524_288
+    assert any("LlamaConfig" in note and "num_hidden_layers=32" in note for note in spec.notes)
+    mistral = {"model_type": "llava_next", "torch_dtype": "bfloat16",
+               "text_config": {"model_type": "mistral", "intermediate_size": 14336,
+                               "max_position_embeddings": 32768, "num_key_value_heads": 8,
+                               "sliding_window": None, "vocab_size": 32064}}  # fmt: skip
+    spec = parse(mistral)
+    assert (spec.layers, spec.hidden_size, spec.kv_heads, spec.sliding_layers) == (32, 4096, 8, 0)
+    assert spec.kv_bytes_per_token() == 131_072
+    # a top-level config is written whole: one without its layers is still refused
+    with pytest.raises(ConfigError, match="num_hidden_layers"):
+        parse(llava["text_config"], source="x.json")
+
+
 def test_vision_tower_of_qwen2_vl_is_counted():
     spec = parse(QWEN2_VL_7B)
     assert spec.vision_parameters == 675_759_104

@@ -601,6 +601,20 @@ _CLASS_NAMES = {
     "llama4_text": "Llama4TextConfig",
 }
 
+#: Defaults of the text config classes a multimodal config nests with only the fields that differ
+#: from them: transformers writes a nested config as its diff against its class, so
+#: llava-1.5-7b-hf's text_config names no layers, width or heads (Vicuna-7B's are LlamaConfig's),
+#: nor does llava-v1.6-mistral-7b-hf's (MistralConfig's). A top-level config is written whole and
+#: takes none of them. Source: transformers 4.57.1, ``LlamaConfig`` and ``MistralConfig``
+#: ``__init__``.
+_NESTED_DEFAULTS: dict[str, dict[str, int]] = {
+    "llama": {"vocab_size": 32_000, "hidden_size": 4_096, "intermediate_size": 11_008,
+              "num_hidden_layers": 32, "num_attention_heads": 32},
+    "mistral": {"vocab_size": 32_000, "hidden_size": 4_096, "intermediate_size": 14_336,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8},
+}  # fmt: skip
+_NESTED_CLASS_NAMES = {"llama": "LlamaConfig", "mistral": "MistralConfig"}
+
 #: Fields a nested ``text_config`` takes from the outer config when it lacks them.
 _INHERITED = ("vocab_size", "torch_dtype", "dtype", "quantization_config", "tie_word_embeddings")
 
@@ -1284,7 +1298,15 @@ def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
         f"the text model is read from text_config (model_type {merged['model_type']!r}) of the "
         f"{config.get('model_type', 'multimodal')!r} config"
     )
-    return merged
+    kind = str(merged["model_type"]).lower()
+    missing = {k: v for k, v in _NESTED_DEFAULTS.get(kind, {}).items() if merged.get(k) is None}
+    if missing:
+        given = ", ".join(f"{k}={v:,}" for k, v in missing.items())
+        notes.append(
+            f"fields the text_config omits take transformers' {_NESTED_CLASS_NAMES[kind]} "
+            f"defaults, as it writes a nested config without them: {given}"
+        )
+    return merged | missing
 
 
 def _class_defaults(config: Mapping, model_type: str, notes: list[str]) -> Mapping:
