@@ -459,6 +459,19 @@ def test_routed_experts_read_at_their_own_share_of_the_hbm_efficiency():
                                         moe_features)  # fmt: skip
 
 
+def _prefill_at_shares(field, shares, model, gpu, calibration, tokens=8192.0):
+    """{share: seconds} of a compute-bound step of ``tokens`` prompt tokens, ``calibration[field]``
+    set to each share."""
+    out = np.empty(len(kernels.FEATURES))
+    at = {}
+    for share in shares:
+        c = calibration.copy()
+        c[field] = share
+        at[share] = kernels.step_time(tokens, tokens, tokens, 1.0, model, gpu, 1, c, out)
+        assert out[0] > 0.0  # compute-bound
+    return at
+
+
 def test_routed_experts_compute_at_their_own_share_of_the_compute_efficiency():
     # the routed experts' FLOP a token (expert_flop, part of the layer FLOP) count
     # 1 / expert_compute_efficiency times in a compute-bound step (8,192 prompt tokens); a decode
@@ -467,12 +480,7 @@ def test_routed_experts_compute_at_their_own_share_of_the_compute_efficiency():
     moe = np.append(model, [0.5 * model[1], 8.0, 2.0, model[0] / 3.0])
     out = np.empty(len(kernels.FEATURES))
     tokens = 8192.0
-    at = {}
-    for share in (1.0, 0.4):
-        c = calibration.copy()
-        c[9] = share
-        at[share] = kernels.step_time(tokens, tokens, tokens, 1.0, moe, gpu, 1, c, out)
-        assert out[0] > 0.0  # compute-bound
+    at = _prefill_at_shares(9, (1.0, 0.4), moe, gpu, calibration, tokens)
     extra = model[0] / 3.0 * tokens * (1.0 / 0.4 - 1.0) / gpu[0] / calibration[0]
     assert at[0.4] - at[1.0] == pytest.approx(extra, rel=1e-9)
     assert at[1.0] == kernels.step_time(tokens, tokens, tokens, 1.0, moe, gpu, 1, calibration[:9],
@@ -500,20 +508,14 @@ def test_fp8_products_compute_at_their_own_share_of_the_compute_efficiency():
     calibration = latency.engine_calibration("H100-SXM").engine_array()
     out = np.empty(len(kernels.FEATURES))
     tokens = 8192.0
-    at = {}
-    for share in (1.0, 0.5):
-        c = calibration.copy()
-        c[10] = share
-        at[share] = kernels.step_time(tokens, tokens, tokens, 1.0, model, fp8_gpu, 1, c, out)
-        assert out[0] > 0.0  # compute-bound
-        # BF16 products keep their rate whatever the share
-        bf16 = kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1, c, out)
-        assert bf16 == kernels.step_time(tokens, tokens, tokens, 1.0, model, bf16_gpu, 1,
-                                         calibration[:10], out)  # fmt: skip
-        assert kernels.step_time(tokens, tokens, tokens, 1.0, per_tensor, fp8_gpu, 1, c, out) == (
-            kernels.step_time(tokens, tokens, tokens, 1.0, per_tensor, fp8_gpu, 1, calibration[:10],
-                              out)
-        )  # fmt: skip
+    at = _prefill_at_shares(10, (1.0, 0.5), model, fp8_gpu, calibration, tokens)
+    # BF16 products and per-tensor FP8 keep their rate whatever the share
+    for vector, g in ((model, bf16_gpu), (per_tensor, fp8_gpu)):
+        unshared = kernels.step_time(tokens, tokens, tokens, 1.0, vector, g, 1, calibration[:10],
+                                     out)  # fmt: skip
+        assert set(_prefill_at_shares(10, (1.0, 0.5), vector, g, calibration, tokens).values()) == {
+            unshared
+        }
     extra = model[0] * tokens * (1.0 / 0.5 - 1.0) / fp8_gpu[0] / calibration[0]
     assert at[0.5] - at[1.0] == pytest.approx(extra, rel=1e-9)
     assert at[1.0] == kernels.step_time(tokens, tokens, tokens, 1.0, model, fp8_gpu, 1,
