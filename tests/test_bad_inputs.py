@@ -516,6 +516,14 @@ ROWS = [
                             r"count is a finite number >= 0")),
     Row("rates: an infinite rate", rates("t,qps\n0,5\n600,inf\n"),
         Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' holds 'inf', not a number")),
+    # found with a rate series one of whose cells was empty: "column 'qps' holds '', not a number"
+    Row("rates: an empty rate cell", rates("t,qps\n0,5\n600,\n1200,4\n"),
+        Raises(ConfigError, r"r\.csv, row 2 \(line 3\): column 'qps' is empty; a rate or count is "
+                            r"a number >= 0 in every row \(remove the row")),
+    Row("rates: a Parquet rate cell that is null",
+        lambda w: data.load_rate_series(w("r.parquet", parquet(t=[0, 60, 120], qps=[1.0, None, 2.0])),
+                                        time_column="t", rate_column="qps", time_unit="s"),
+        Raises(ConfigError, r"r\.parquet, row 2: column 'qps' is empty; a rate or count is a number")),
     Row("rates: both a rate and a count column", rates("t,qps\n0,5\n", count_column="qps"),
         Raises(InputError, r"give exactly one of rate_column= \(requests/s\) or count_column=")),
     Row("rates: no time column named", rates("t,qps\n0,5\n", time_column=None),

@@ -442,6 +442,17 @@ def _number_column(table, column: str, where) -> np.ndarray:
     if pat.is_dictionary(values.type):
         values = values.dictionary_decode()
     kind = values.type
+    empty = values.is_null().to_numpy(zero_copy_only=False)
+    if pat.is_string(kind) or pat.is_large_string(kind):  # an empty CSV cell is text ''
+        empty |= pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), False).to_numpy(
+            zero_copy_only=False
+        )
+    if empty.any():
+        raise ConfigError(
+            f"{where(int(np.flatnonzero(empty)[0]))}: column {column!r} is empty; a rate or count is "
+            "a number >= 0 in every row (remove the row: a window absent from the series is read "
+            "as missing)"
+        )
     if not (pat.is_integer(kind) or pat.is_floating(kind) or pat.is_decimal(kind)
             or pat.is_string(kind) or pat.is_large_string(kind)):  # fmt: skip
         # true/false read as 1 and 0 (a 0 then missing); a list or a struct ended in numpy
