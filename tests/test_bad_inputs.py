@@ -1624,6 +1624,21 @@ ROWS = [
                                          "L4,y,on_demand,1.0,s,2026-01-01,a, b\n")),
         Raises(ConfigError, r"p\.csv: not a readable price table \(Error tokenizing data\. "
                             r"C error: Expected 7 fields in line 3, saw 8\)$")),
+    # found by an outside pass: a first row ending in an extra comma made pandas take the first
+    # column as the index, every name over its neighbour's values: "line 2: gpu 'x' is not in the
+    # GPU catalog" (the provider read as the gpu)
+    Row("prices: a first row ending in an extra comma",
+        lambda w: data.load_gpu_prices(w("p.csv", "gpu,provider,pricing,usd_per_gpu_hour,source,"
+                                         "captured,notes\nL4,x,on_demand,1.5,s,2026-01-01,n,\n"
+                                         "L4,y,spot,0.5,s,2026-01-01,n\n")),
+        States(lambda t: f"{t.provider.tolist()} {t.usd_per_gpu_hour.tolist()}",
+               r"^\['x', 'y'\] \[1\.5, 0\.5\]$")),
+    Row("prices: a first row holding a value past the header's columns",
+        lambda w: data.load_gpu_prices(w("p.csv", "gpu,provider,pricing,usd_per_gpu_hour,source,"
+                                         "captured,notes\nL4,x,on_demand,1.5,s,2026-01-01,n,9\n"
+                                         "L4,y,spot,0.5,s,2026-01-01,n\n")),
+        Raises(ConfigError, r"^[^(]*/p\.csv, line 2: 8 values where the header names 7 "
+                            r"columns \(value 8, '9', has no column; is a comma unquoted\?\)")),
     Row("gpu: a copied catalog with one display name on two rows",
         lambda w: own_catalog(w, lambda t: t.assign(
             display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),

@@ -45,6 +45,7 @@ __all__ = [
     "json_error_at",
     "json_line_of",
     "json_lines_objects",
+    "read_csv_frame",
     "read_text",
     "settle",
     "user_path",
@@ -94,6 +95,43 @@ def user_path(value: str | os.PathLike, what: str = "path") -> Path:
 def json_error_at(error: json.JSONDecodeError) -> str:
     """Where a JSON text broke, in words: ``"Expecting value at line 3, column 5"``."""
     return f"{error.msg} at line {error.lineno}, column {error.colno}"
+
+
+def read_csv_frame(path: Path, **options):
+    """A CSV file as a pandas DataFrame, each value under its own column's name.
+
+    pandas reads a first row with one value more than the header (a trailing comma) by taking
+    the first column as the index: each name then heads its right neighbour's values. Read with
+    ``index_col=False``, an empty value past the header's columns is dropped; a filled one is a
+    ConfigError naming the line (pandas would drop it with a warning). Other errors are pandas'
+    (a ValueError, or an OSError) for the caller to name the file in.
+    """
+    import csv
+    import warnings
+
+    import pandas as pd
+
+    past = {"message": "Length of header", "category": pd.errors.ParserWarning}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", **past)
+        try:
+            return pd.read_csv(path, index_col=False, **options)
+        except pd.errors.ParserWarning:  # values past the header's columns (pandas 3 warns of
+            pass  # empty text ones too)
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
+        rows = csv.reader(file)
+        header = next(rows)
+        for row in rows:
+            filled = [i for i, value in enumerate(row) if i >= len(header) and value.strip()]
+            if filled:
+                raise ConfigError(
+                    f"{path}, line {rows.line_num}: {len(row)} values where the header names "
+                    f"{len(header)} columns (value {filled[0] + 1}, {row[filled[0]]!r}, has no "
+                    "column; is a comma unquoted?)"
+                )
+    with warnings.catch_warnings():  # only empty values past the header's columns: dropped
+        warnings.filterwarnings("ignore", **past)
+        return pd.read_csv(path, index_col=False, **options)
 
 
 def read_text(path: str | os.PathLike, what: str = "file", *, limit: int = MAX_TEXT_BYTES) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 from .. import glossary
 from ..errors import ConfigError
 from ._catalog import dataset_path, list_gpus
-from ._files import user_path
+from ._files import read_csv_frame, user_path
 
 __all__ = ["PRICINGS", "gpu_prices", "load_gpu_prices"]
 
@@ -44,7 +44,9 @@ def load_gpu_prices(path=None):
 
     path = dataset_path("gpu_prices.csv") if path is None else user_path(path, "price table")
     try:
-        table = pd.read_csv(path, dtype={"captured": str}, keep_default_na=False, na_values=[""])
+        table = read_csv_frame(path, dtype={"captured": str}, keep_default_na=False, na_values=[""])
+    except ConfigError:  # a value past the header's columns, its line named
+        raise
     except (ValueError, OSError) as err:  # text in a number column, bytes that are not UTF-8
         raise ConfigError(f"{path}: not a readable price table ({str(err).strip()})") from None
     missing = [c for c in _COLUMNS if c not in table.columns]
