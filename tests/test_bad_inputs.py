@@ -1639,6 +1639,11 @@ ROWS = [
                                          "L4,y,spot,0.5,s,2026-01-01,n\n")),
         Raises(ConfigError, r"^[^(]*/p\.csv, line 2: 8 values where the header names 7 "
                             r"columns \(value 8, '9', has no column; is a comma unquoted\?\)")),
+    # the same in a copied catalog: "line 12 (NVIDIA B200 SXM 180GB): hbm_bandwidth = 2.25e+15"
+    Row("gpu: a copied catalog whose first row ends in an extra comma",
+        lambda w: own_catalog(w, lambda t: t, text=lambda s: s.replace("\n", ",\n", 2)
+                              .replace(",\n", "\n", 1)),
+        States(lambda g: f"{g.usd_per_gpu_hour.sel(gpu='A10G').item()}", r"^1\.006$")),
     Row("gpu: a copied catalog with one display name on two rows",
         lambda w: own_catalog(w, lambda t: t.assign(
             display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),

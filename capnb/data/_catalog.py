@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 
 from .. import glossary
 from ..errors import ConfigError, InputError, UnknownNameError
-from ._files import file_version, json_error_at, parse_json, read_text, user_path
+from ._files import (
+    file_version,
+    json_error_at,
+    parse_json,
+    read_csv_frame,
+    read_text,
+    user_path,
+)
 from .modelspec import ModelSpec, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,16 +125,16 @@ def _gpu_table():
 
 @functools.lru_cache(maxsize=4)
 def _gpu_table_of(version: tuple[str, int, int]):
-    import pandas as pd
-
     path = Path(version[0])
     try:
-        table = pd.read_csv(
+        table = read_csv_frame(
             path,
             dtype={"aliases": str},
             keep_default_na=False,
             na_values={c: [""] for c in (*_GPU_NUMERIC, *_GPU_REPORTED)},
         )
+    except ConfigError:  # a value past the header's columns, its line named
+        raise
     except (ValueError, OSError) as err:  # a number column holding text, bytes not UTF-8
         # (pandas' ParserError, for a row with an unquoted comma, ends in a newline)
         raise ConfigError(f"{path}: not a readable GPU catalog ({str(err).strip()})") from None
