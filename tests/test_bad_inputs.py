@@ -598,6 +598,13 @@ ROWS = [
         Raises(ConfigError, r"column 'e2e_p99' has no time unit; name it e2e_p99_ms \(or _s\)")),
     Row("table: an unknown unit (wrong units)", table("concurrency,e2e_p99_sec\n1,2\n2,3\n"),
         Raises(InputError, r"e2e_p99_sec: unknown time unit 'sec'; capnb reads s, ms, us, ns")),
+    # found by an outside pass: a first row ending in an extra comma read each column as its
+    # right neighbour's: concurrency 200, 210, 230 (the e2e P99s in ms), e2e P99 5 ms (the qps)
+    Row("table: a first row ending in an extra comma",
+        table("concurrency,e2e_p99_ms,qps\n1,200,5,\n2,210,9.5\n4,230,17\n"),
+        States(lambda t: f"{t.concurrency.values.tolist()} "
+                         f"{t.latency.sel(metric='e2e', latency_quantile=0.99).values.tolist()}",
+               r"^\[1, 2, 4\] \[0\.2, 0\.21, 0\.23\]$")),
     Row("table: one row", table(f"{TABLE_HEAD}1,2,1\n"),
         Raises(InputError, r"needs at least 2 concurrency levels, got 1 \(row 2\)")),
     Row("table: NaN inside a measured column", table(f"{TABLE_HEAD}1,2,1\n2,,2\n4,5,3\n"),

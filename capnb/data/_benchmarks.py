@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from . import _curve
-from ._files import decode_text, json_error_at, parse_json, user_path
+from ._files import decode_text, json_error_at, parse_json, read_csv_frame, user_path
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -277,7 +277,7 @@ def _read_frame(path: Path) -> pd.DataFrame:
 
     suffix = path.suffix.lower()
     readers = {
-        ".csv": pd.read_csv,
+        ".csv": read_csv_frame,
         ".parquet": pd.read_parquet,
         ".json": _json_lines_frame,
         ".jsonl": _json_lines_frame,
@@ -286,6 +286,8 @@ def _read_frame(path: Path) -> pd.DataFrame:
         raise ConfigError(f"{path}: read_latency_table reads .csv, .parquet or .jsonl files")
     try:
         return readers[suffix](path)
+    except ConfigError:  # a value past the header's columns, its line named
+        raise
     except (ValueError, TypeError, OSError) as err:
         # pandas' EmptyDataError and ParserError, a truncated JSON line or lines that mix objects
         # and arrays, pyarrow's ArrowInvalid for a file that is not Parquet, bytes that are not
