@@ -605,6 +605,18 @@ ROWS = [
         States(lambda t: f"{t.concurrency.values.tolist()} "
                          f"{t.latency.sel(metric='e2e', latency_quantile=0.99).values.tolist()}",
                r"^\[1, 2, 4\] \[0\.2, 0\.21, 0\.23\]$")),
+    # found by an outside pass: a throughput of exactly 0 requests/s was kept (the readers of
+    # benchmark results refuse it, the shared curve builder did not), its mean e2e then
+    # concurrency / 0 = inf, and capacity asked for "the measured throughput" it had been given
+    Row("table: a measured throughput of exactly 0",
+        table("concurrency,e2e_p99_ms,qps\n1,200,0\n2,210,9.5\n4,230,17\n"),
+        Raises(InputError, r"t\.csv: measured throughput \(measured_qps\) must be > 0 requests/s, "
+                           r"got 0(\.0)? at row 2")),
+    Row("curve: the builder given a measured throughput of exactly 0",
+        lambda _: data._curve.build([1, 2], {("e2e", 0.99): [0.2, 0.21]}, measured_qps=[0.0, 9.5],
+                                    source="mine"),
+        Raises(InputError, r"^mine: measured throughput \(measured_qps\) must be > 0 requests/s, "
+                           r"got 0(\.0)? at row 1")),
     Row("table: one row", table(f"{TABLE_HEAD}1,2,1\n"),
         Raises(InputError, r"needs at least 2 concurrency levels, got 1 \(row 2\)")),
     Row("table: NaN inside a measured column", table(f"{TABLE_HEAD}1,2,1\n2,,2\n4,5,3\n"),

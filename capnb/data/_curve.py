@@ -192,8 +192,9 @@ def build(
     qps = (
         np.full(conc.size, np.nan)
         if measured_qps is None
-        else _column(measured_qps, conc.size, "measured throughput", source, labels)
-    )
+        else _column(measured_qps, conc.size, "measured throughput (measured_qps)", source, labels,
+                     above_zero=("requests/s", "a run that completed no request measured no latency"))
+    )  # fmt: skip
     table, means, qps, conc = table[order], means[order], qps[order], conc[order]
     dims = ("concurrency", "metric", "latency_quantile")
     curve = xr.Dataset(
@@ -244,7 +245,8 @@ def tokens(value: object, field: str, source: str) -> float:
     return float(value)
 
 
-def _column(values, size, what, source, labels) -> np.ndarray:
+def _column(values, size, what, source, labels, *, above_zero=None) -> np.ndarray:
+    """One value per row, NaN in every row or none; ``above_zero`` (unit, why): 0 is refused."""
     array = np.asarray(values, dtype=float).reshape(-1)
     if array.size != size:
         raise InputError(f"{source}: {what} has {array.size} values for {size} concurrency rows")
@@ -259,6 +261,10 @@ def _column(values, size, what, source, labels) -> np.ndarray:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(f"{source}: {what} must be finite and >= 0, got {array[i]} at {labels[i]}")
+    if above_zero and (array == 0).any():  # a throughput of 0: Little's law's mean e2e is inf
+        i = int(np.flatnonzero(array == 0)[0])
+        raise InputError(f"{source}: {what} must be > 0 {above_zero[0]}, got 0 at {labels[i]}: "
+                         f"{above_zero[1]}")  # fmt: skip
     return array
 
 
