@@ -1258,6 +1258,43 @@ def test_tensor_parallel_degrees_that_cannot_shard_the_model_are_said_not_droppe
     assert "Not compared: tensor_parallel=3 does not divide" in planning.describe(plan)
 
 
+def test_infeasible_messages_name_a_model_folder_by_the_models_name(tmp_path):
+    # found planning a model folder /tmp/x/my-8b: "can shard /tmp/x/my-8b: tensor_parallel=3 does
+    # not divide the 32 attention heads of my-8b", and "meets ... for /tmp/x/my-8b (bindings"
+    from capnb.plan._steps import _choose
+
+    folder = tmp_path / "my-8b"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        data.dataset_path("models", "Llama-3.1-8B.json").read_text()
+    )
+    config = {**CHEAPER, "model": str(folder), "gpus": ("H100-SXM",)}
+    with pytest.raises(planning.PlanError) as caught:
+        planning.build(planning.read_config({**config, "tensor_parallel": (3,)}))
+    assert str(caught.value).startswith("no tensor-parallel degree in [3] can shard my-8b: ")
+    cap = xr.Dataset(
+        {
+            "binding": (("gpu", "tensor_parallel"), [["latency", "infeasible_latency"]]),
+            "usd_per_hour": (("gpu", "tensor_parallel"), [[np.nan, np.nan]]),
+        },
+        coords={"gpu": ["RTXPRO6000"], "tensor_parallel": [1, 2]},
+    )
+    with pytest.raises(planning.PlanError) as caught:
+        _choose(cap, planning.read_config(config))
+    assert " for my-8b, but the GPU catalog has no usd_per_gpu_hour" in str(caught.value)
+    with pytest.raises(planning.PlanError) as caught:
+        planning.build(planning.read_config(config), sla={"tpot_s": 0.001})
+    assert " for my-8b (bindings: infeasible_latency)" in str(caught.value)
+    assert str(tmp_path) not in str(caught.value)
+    from capnb import latency
+    from capnb.plan._steps import within_context
+
+    log = latency.workload(prompt_tokens=[200_000] * 2, output_tokens=[10] * 2)
+    with pytest.raises(InputError) as caught:
+        within_context(log, str(folder))
+    assert "longer than my-8b's context of 131,072 tokens" in str(caught.value)
+
+
 def test_options_the_latency_model_cannot_price_are_named_with_the_missing_figure():
     # A10G has no GPU-to-GPU link figure in the catalog: at TP 2 the analytic model has no
     # latency; the capacity step says why (it said "the curve has no tpot P99; it measured:

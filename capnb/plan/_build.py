@@ -256,7 +256,7 @@ def _build_on(cfg: PlanConfig, source, *, held_out: bool = False):
     if len(unshardable) == len(cfg.serving.tensor_parallel):
         raise PlanError(
             f"no tensor-parallel degree in {list(cfg.serving.tensor_parallel)} can shard "
-            f"{cfg.serving.model}: " + "; ".join(unshardable.values())
+            f"{_model_name(cfg.serving.model)}: " + "; ".join(unshardable.values())
         )
     with _Stage("capacity", cfg):
         cap, workload, seq_len = _capacity(cfg, source, target, buffer_qps)

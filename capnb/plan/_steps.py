@@ -75,7 +75,8 @@ def within_context(log: xr.Dataset, model, name: str = "workload") -> xr.Dataset
     """
     from .. import data
 
-    limit = data.load_model(model).context_tokens
+    spec = data.load_model(model)  # named by its name: a folder's path is not the model's
+    limit = spec.context_tokens
     prompt, output = (
         np.asarray(log[n].values, float).ravel() for n in ("prompt_tokens", "output_tokens")
     )
@@ -83,7 +84,7 @@ def within_context(log: xr.Dataset, model, name: str = "workload") -> xr.Dataset
     if not within.any():
         raise InputError(
             f"workload: every one of the workload's {prompt.size:,} requests ({name!r}) is "
-            f"longer than {model}'s context of {limit:,} tokens (prompt + "
+            f"longer than {spec.name}'s context of {limit:,} tokens (prompt + "
             "output), which vLLM rejects: serve a model with a longer context, or plan on a "
             "workload whose requests fit ([serving] workload)"
         )
@@ -444,17 +445,18 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
     None for a measured curve (one configuration); ``PlanError`` ("infeasible") when no option
     meets the SLA in every slot.
     """
-    from .. import capacity
+    from .. import capacity, data
 
     if "gpu" not in cap.dims:  # a measured curve: one configuration
         return None
+    model = data.load_model(cfg.serving.model).name  # a folder's config by its name, not its path
     over = ["slot"] if "slot" in cap.usd_per_hour.dims else []
     best = capacity.cheapest(cap, over=over)
     unpriced = str(best.unpriced_options.item()) if "unpriced_options" in best else ""
     if int(best.feasible_options) == 0 and unpriced:
         one = ", " not in unpriced
         raise PlanError(
-            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {cfg.serving.model}, but the "
+            f"no price: {unpriced} meet{'s' if one else ''} {cfg.sla} for {model}, but the "
             "GPU catalog "
             f"has no usd_per_gpu_hour for {'it' if one else 'them'}, so no plan can be priced or "
             "ranked; add the price to your GPU catalog (docs/data.md: 'Your own GPU') or add a priced "
@@ -484,7 +486,7 @@ def _choose(cap: xr.Dataset, cfg: PlanConfig) -> xr.Dataset | None:
             remedy += f" ({smallest})" if smallest else ""
         raise PlanError(
             f"infeasible: no GPU in {list(cfg.serving.gpus)} at tensor parallelism "
-            f"{list(cfg.serving.tensor_parallel)} meets {cfg.sla} for {cfg.serving.model} "
+            f"{list(cfg.serving.tensor_parallel)} meets {cfg.sla} for {model} "
             f"(bindings: {', '.join(reasons)}{f'; {why}' if why else ''}){_floors(cap, cfg)}; "
             f"{remedy}"
         )
