@@ -617,6 +617,11 @@ ROWS = [
                                     source="mine"),
         Raises(InputError, r"^mine: measured throughput \(measured_qps\) must be > 0 requests/s, "
                            r"got 0(\.0)? at row 1")),
+    # found by an outside pass: "concurrency must be a positive integer, got nan at row 3"
+    Row("table: an empty concurrency cell",
+        table("concurrency,e2e_p99_ms,qps\n1,200,5\n,210,9.5\n4,230,17\n"),
+        Raises(ConfigError, r"t\.csv: column 'concurrency' is empty at row 3; every row needs "
+                            r"its requests in flight")),
     Row("table: one row", table(f"{TABLE_HEAD}1,2,1\n"),
         Raises(InputError, r"needs at least 2 concurrency levels, got 1 \(row 2\)")),
     Row("table: NaN inside a measured column", table(f"{TABLE_HEAD}1,2,1\n2,,2\n4,5,3\n"),

@@ -235,6 +235,10 @@ def read_latency_table(
         else workload.get("output_tokens")
     )
     concurrency = _numbers(frame, columns["concurrency"], name)
+    if np.isnan(concurrency).any():  # an empty cell (it read as "got nan" in the curve)
+        i = int(np.flatnonzero(np.isnan(concurrency))[0])
+        raise ConfigError(f"{name}: column {columns['concurrency']!r} is empty at row {i + 2}; "
+                          "every row needs its requests in flight")  # fmt: skip
     if qps is not None and ("e2e" in mean or ("ttft" in mean and "tpot" in mean)):
         _check_table_loops(name, concurrency, mean, per_row_output, qps, str(qps_column))
     _derive_mean_e2e(concurrency, mean, latency, per_row_output, qps, notes)
