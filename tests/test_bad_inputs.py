@@ -179,6 +179,13 @@ def timed(values, seconds):
 GOOD_ROW = "2024-01-01T00:00:05"
 TRACE_HEAD = "timestamp,prompt_tokens\n"
 TABLE_HEAD = "concurrency,e2e_p99_ms,e2e_mean_ms\n"
+MEASURED_HEAD = (
+    "source,gpu,model,engine,engine_version,tensor_parallel,dtype,input_tokens,"
+    "output_tokens,mode,load,metric,stat,value,unit\n"
+)
+MEASURED_ROW = (
+    "src,H200,DeepSeek-V3,SGLang,0.4.1,8,bf16,1024,1024,request_rate,1,e2e,p50,214.92409,s"
+)
 VLLM_OK = ('{"completed": 10, "request_throughput": 1.0, "total_input_tokens": 100, '
            '"total_output_tokens": 100, "max_concurrency": 4, "p99_e2el_ms": 900}')  # fmt: skip
 SERVEGEN = functools.cache(lambda: data.load_rate_series("servegen-m-large"))
@@ -1668,6 +1675,11 @@ ROWS = [
         lambda w: own_catalog(w, lambda t: t, text=lambda s: s.replace("\n", ",\n", 2)
                               .replace(",\n", "\n", 1)),
         States(lambda g: f"{g.usd_per_gpu_hour.sel(gpu='A10G').item()}", r"^1\.006$")),
+    # the same in a measurement source (CAPNB_DATASETS): "row 2: unit is empty" (unit was 's')
+    Row("measurements: a source whose first row ends in an extra comma",
+        lambda w: data._measured._read(w("src.csv", MEASURED_HEAD + MEASURED_ROW + ",\n"
+                                         + MEASURED_ROW.replace(",p50,214.92409", ",p99,300") + "\n")),
+        States(lambda t: f"{t.unit.tolist()} {t.value.tolist()}", r"^\['s', 's'\] \[214\.92409, 300\.0\]$")),
     Row("gpu: a copied catalog with one display name on two rows",
         lambda w: own_catalog(w, lambda t: t.assign(
             display_name=t.display_name.where(t.gpu != "A30", "NVIDIA L4"))),

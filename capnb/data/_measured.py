@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError, UnknownNameError
 from ._catalog import dataset_path, list_gpus
+from ._files import read_csv_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -150,9 +151,7 @@ def load_measurements(source: str | None = None, *, unseen: bool = False) -> pd.
 
 
 def _read(path: Path) -> pd.DataFrame:
-    import pandas as pd
-
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = read_csv_frame(path, dtype=str, keep_default_na=False)
     return _validate(frame, path.name, path.stem)
 
 
@@ -265,7 +264,7 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
     import pandas as pd
 
     path = dataset_path("benchmarks", _RUN_FILES[bool(unseen)])
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame = read_csv_frame(path, dtype=str, keep_default_na=False)
     if tuple(frame.columns) != RUN_COLUMNS:
         raise InputError(f"{path.name}: columns must be exactly {', '.join(RUN_COLUMNS)}")
     sources = set(_files(unseen))
