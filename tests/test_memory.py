@@ -304,6 +304,36 @@ def test_invalid_tensor_parallel_raises_or_is_masked():
     assert str(bad.limit_reason.squeeze().values) == "tensor_parallel_invalid"
 
 
+#: A Qwen2.5-VL-7B-shaped config of my own (28 heads of 128, 4 KV heads), nested as transformers 5
+#: writes it.
+_VL_7B = {"_name_or_path": "my-vl-7b", "model_type": "qwen2_5_vl", "torch_dtype": "bfloat16",
+          "text_config": {"model_type": "qwen2_5_vl_text", "hidden_size": 3584,
+                          "intermediate_size": 18944, "num_hidden_layers": 28,
+                          "num_attention_heads": 28, "num_key_value_heads": 4,
+                          "vocab_size": 152064, "max_position_embeddings": 128000}}  # fmt: skip
+
+
+def test_describe_says_why_a_masked_degree_cannot_shard():
+    # a masked cell said only "Infeasible: tensor_parallel=8 cannot shard my-vl-7b.", though the
+    # reason (28 attention heads, not divisible by 8) was known when the grid was built
+    ds = memory.max_concurrency(
+        model=[_VL_7B, "Llama-3.1-8B"], gpu="L4", tensor_parallel=[1, 3, 8], seq_len=8192,
+        invalid_tensor_parallel="mask",
+    )  # fmt: skip
+    said = memory.describe(ds, model="my-vl-7b", tensor_parallel=8)
+    assert said == (
+        "Infeasible: tensor_parallel=8 does not divide the 28 attention heads of my-vl-7b; "
+        "vLLM refuses to load it, so pick a degree that shards it."
+    )
+    said = memory.describe(ds, model="Llama-3.1-8B", tensor_parallel=3)
+    assert "tensor_parallel=3 does not divide the 32 attention heads of Llama-3.1-8B;" in said
+    assert ds.attrs["unshardable"] == [
+        "tensor_parallel=3 does not divide the 28 attention heads of my-vl-7b",
+        "tensor_parallel=8 does not divide the 28 attention heads of my-vl-7b",
+        "tensor_parallel=3 does not divide the 32 attention heads of Llama-3.1-8B",
+    ]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

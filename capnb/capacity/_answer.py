@@ -10,7 +10,6 @@ All three are public as ``capnb.capacity.describe``, ``applicability`` and ``con
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import xarray as xr
@@ -295,12 +294,12 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             "size it."
         )
     if binding == "invalid_tensor_parallel":
-        # the sweep's reasons (its attr "unshardable") end the model's name with ':', ' (' or $
-        tp, model = int(cell.tensor_parallel), re.escape(str(cell.model.values.item()))
-        own = re.compile(rf"^tensor_parallel={tp} .* of {model}(:| \(|$)")
-        why = [r for r in cell.attrs.get("unshardable", []) if own.search(r)]
+        from ..memory._grid import unshardable_reason
+
+        tp, model = int(cell.tensor_parallel), str(cell.model.values.item())
+        why = unshardable_reason(cell.attrs.get("unshardable", []), model, tp)
         return (
-            f"No plan for {where}: {why[0] if why else 'that degree cannot shard the model'}; "
+            f"No plan for {where}: {why or 'that degree cannot shard the model'}; "
             "vLLM refuses to load it, so pick a degree that shards it."
         )
     if binding == "no_data":

@@ -441,7 +441,8 @@ def sweep(
         a dask-backed DataArray is chunked the same way.
     invalid_tensor_parallel
         ``"raise"`` (default) when a tensor-parallel degree cannot shard a model, or ``"mask"`` to mark
-        those cells (NaN bytes, ``fits`` False, ``limit_reason`` ``tensor_parallel_invalid``).
+        those cells (NaN bytes, ``fits`` False, ``limit_reason`` ``tensor_parallel_invalid``; why
+        each degree cannot shard its model in the attr ``unshardable``, which :func:`describe` says).
     vllm_version
         With ``accounting="vllm"``: count memory as that version of vLLM's profiler does
         (``"0.6"``: the V0 engine from 0.6.5 on; ``"0.10"``: the V1 engine of 2025; see
@@ -802,4 +803,8 @@ def describe(result: xr.Dataset, **selection: object) -> str:
             + ("" if kv_dtype == "fp8" else "use an fp8 KV cache, ")
             + f"or add GPUs: {remedy}."
         )
-    return f"Infeasible: tensor_parallel={tp} cannot shard {model}."
+    why = _grid.unshardable_reason(result.attrs.get("unshardable", []), model, tp)
+    return (
+        f"Infeasible: {why or f'tensor_parallel={tp} cannot shard {model}'}; vLLM refuses to load "
+        "it, so pick a degree that shards it."
+    )

@@ -8,6 +8,7 @@ DataArrays would repeat for every call (it cost more than the kernels themselves
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -66,6 +67,7 @@ class Grid:
     kv_dtype: list[str]
     reported_fallback: list[str]  # GPUs whose driver-reported memory is not catalogued
     serve_defaults: list[str]  # GPUs where vllm serve's V1 defaults differ from the accounting's
+    unshardable: list[str]  # why each masked (model, tensor_parallel) cannot shard, as said
 
     @property
     def model(self) -> list[str]:
@@ -199,7 +201,18 @@ def prepare(
         kv_dtype=kv_dtypes,
         reported_fallback=fallback,
         serve_defaults=_serve_defaults_differ(gpus, capacity, acct),
+        unshardable=problems,
     )
+
+
+def unshardable_reason(reasons: list[str], model: str, tensor_parallel: int) -> str | None:
+    """Of ``reasons`` (a result's attr ``unshardable``), the one for this model and degree; None.
+
+    Each is :meth:`ModelSpec.valid_tensor_parallel`'s sentence, which ends the model's name with
+    ':', ' (' or the end.
+    """
+    own = re.compile(rf"^tensor_parallel={int(tensor_parallel)} .* of {re.escape(model)}(:| \(|$)")
+    return next((r for r in reasons if own.search(r)), None)
 
 
 def serve_defaults(gpu: str, memory_bytes: float) -> EngineSettings:
@@ -553,6 +566,8 @@ def assemble(grid: Grid, variables: dict[str, xr.Variable], acct, kv_dtype: str)
         "kv_dtype": kv_dtype,
         "convention": "all byte variables are per GPU (per tensor-parallel rank)",
     }
+    if grid.unshardable:  # the masked cells' reasons, as the capacity sweep's attr says them
+        attrs["unshardable"] = list(grid.unshardable)
     if acct.vllm_version is not None:
         attrs["vllm_version"] = acct.vllm_version
         attrs["marketed_memory_gpus"] = ", ".join(grid.reported_fallback)
