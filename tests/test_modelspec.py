@@ -538,6 +538,38 @@ def test_vision_tower_of_qwen2_vl_is_counted():
     assert spec.kv_bytes_per_token() == 57_344
 
 
+#: An InternVL2.5-8B-shaped config of my own: the remote-code InternVLChatConfig nests its text
+#: model (InternLM2.5-7B) under llm_config, not text_config.
+INTERNVL_8B = {
+    "model_type": "internvl_chat", "torch_dtype": "bfloat16", "template": "internvl2_5",
+    "llm_config": {"model_type": "internlm2", "architectures": ["InternLM2ForCausalLM"],
+                   "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 92553,
+                   "max_position_embeddings": 32768, "bias": False, "tie_word_embeddings": False,
+                   "rope_scaling": {"factor": 2.0, "type": "dynamic"}, "torch_dtype": "bfloat16"},
+    "vision_config": {"model_type": "intern_vit_6b", "hidden_size": 1024, "num_hidden_layers": 24,
+                      "intermediate_size": 4096, "num_attention_heads": 16, "patch_size": 14},
+}  # fmt: skip
+
+
+def test_an_internvl_config_reads_its_text_model_from_llm_config():
+    # it was refused as "missing field 'num_hidden_layers'", though vLLM reads llm_config as the
+    # text config (_CONFIG_ATTRS_MAPPING in vllm/transformers_utils/config.py)
+    spec = parse(INTERNVL_8B)
+    assert (spec.layers, spec.attention_heads, spec.kv_heads, spec.head_dim) == (32, 32, 8, 128)
+    assert spec.vocab_size == 92_553 and spec.weight_dtype == "bf16"
+    # InternLM2.5-7B by hand: 2 x 92,553 x 4,096 untied embeddings, 32 layers of wqkv
+    # (4,096 x 6,144), wo (4,096^2), a gated MLP (3 x 4,096 x 14,336) and two norms, a final norm
+    assert spec.parameters == 7_737_782_272
+    assert spec.kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2  # 131,072
+    assert spec.context_tokens == 65_536  # 32,768 positions, dynamic scaling x 2
+    assert spec.rope_cache_bytes() == 65_536 * 128 * 2
+    assert any("read from llm_config" in note for note in spec.notes)
+    assert any("intern_vit_6b" in note and "not counted" in note for note in spec.notes)
+    with pytest.raises(ConfigError, match=r"field 'llm_config' must be a mapping, got 7"):
+        parse({**INTERNVL_8B, "llm_config": 7})
+
+
 def test_vision_tower_of_qwen2_5_vl_is_counted():
     # Qwen2.5-VL's tower (RMSNorms, a gated MLP intermediate_size wide, an RMSNorm before its
     # merger) was not counted: 7,615,616,512 parameters where Qwen2.5-VL-7B-Instruct publishes

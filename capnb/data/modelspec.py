@@ -18,8 +18,9 @@ stay in ``torch_dtype``. Its attention sinks (one scalar per head and layer) are
 
 Fields a config omits take the default of that model type's transformers config class (tables below,
 each with its source); where capnb has to assume something else, :attr:`ModelSpec.notes` says what.
-A multimodal config's text model is read from its ``text_config``; its vision tower is counted for
-the families in ``_VISION_COUNTERS`` and named as not counted in the notes otherwise.
+A multimodal config's text model is read from its ``text_config`` (InternVL's ``llm_config``); its
+vision tower is counted for the families in ``_VISION_COUNTERS`` and named as not counted in the
+notes otherwise.
 
 Sliding-window attention is read as transformers reads each model type (``_WINDOWS``): a config's
 ``layer_types`` as given; without it, the type's rule (Mistral, Mixtral, Phi-3: every layer;
@@ -368,7 +369,7 @@ class ModelSpec:
             rotary = self.qk_rope_head_dim
         else:
             config = self.config or {}
-            text = config.get("text_config")  # a multimodal config's text model's, as parse reads
+            text = config.get(_nested_text_key(config) or "text_config")  # as parse reads it
             factor = text.get("partial_rotary_factor") if isinstance(text, Mapping) else None
             if factor is None:
                 factor = config.get("partial_rotary_factor", 1.0)
@@ -618,6 +619,20 @@ _NESTED_CLASS_NAMES = {"llama": "LlamaConfig", "mistral": "MistralConfig"}
 #: Fields a nested ``text_config`` takes from the outer config when it lacks them.
 _INHERITED = ("vocab_size", "torch_dtype", "dtype", "quantization_config", "tie_word_embeddings")
 
+
+def _nested_text_key(config: Mapping) -> str | None:
+    """The field a multimodal config nests its text model under; None for a text model's config.
+
+    ``text_config``, or, where a config has none, InternVL's ``llm_config`` (model_type
+    ``internvl_chat``, and NVLM-D and Nemotron-Nano-VL after it), which vLLM reads as the text
+    config (``_CONFIG_ATTRS_MAPPING`` in ``vllm/transformers_utils/config.py``).
+    """
+    for key in ("text_config", "llm_config"):
+        if config.get(key) is not None:
+            return key
+    return None
+
+
 #: Model types vLLM refuses to run in float16; its ``--dtype auto`` serves their float32
 #: checkpoints in bfloat16. Source: vLLM ``vllm/config/model.py``, ``_FLOAT16_NOT_SUPPORTED_MODELS``
 #: (gemma2, gemma3, gemma3_text, plamo2, glm4) and ``_resolve_auto_dtype``.
@@ -702,7 +717,7 @@ def _positions(config: Mapping) -> tuple[Mapping, str, int | float | None]:
     where the config omits it (``_CONTEXT_DEFAULTS``); None where none is stated or it is no
     positive number.
     """
-    text = config.get("text_config")
+    text = config.get(_nested_text_key(config) or "text_config")
     if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
         config = text  # a multimodal config's language model
     model_type = str(config.get("model_type", "")).lower()
@@ -1284,18 +1299,19 @@ def _group_scale_bytes(quant: Mapping, weight_dtype: str, source: str):
 
 
 def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
-    """The text model's config: ``text_config`` (plus the outer fields it lacks) or ``config``."""
-    text = config.get("text_config")
-    if text is None:
+    """The text model's config: its nested one (plus the outer fields it lacks) or ``config``."""
+    key = _nested_text_key(config)
+    if key is None:
         return config
+    text = config[key]
     if not isinstance(text, Mapping):
-        raise ConfigError(f"{source}: field 'text_config' must be a mapping, got {text!r}")
+        raise ConfigError(f"{source}: field {key!r} must be a mapping, got {text!r}")
     merged = {k: config[k] for k in _INHERITED if config.get(k) is not None}
     # an explicit null window is kept: it says "no window" where the class default has one
     merged |= {k: v for k, v in text.items() if v is not None or k == "sliding_window"}
     merged.setdefault("model_type", config.get("model_type", ""))
     notes.append(
-        f"the text model is read from text_config (model_type {merged['model_type']!r}) of the "
+        f"the text model is read from {key} (model_type {merged['model_type']!r}) of the "
         f"{config.get('model_type', 'multimodal')!r} config"
     )
     kind = str(merged["model_type"]).lower()
@@ -1303,7 +1319,7 @@ def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
     if missing:
         given = ", ".join(f"{k}={v:,}" for k, v in missing.items())
         notes.append(
-            f"fields the text_config omits take transformers' {_NESTED_CLASS_NAMES[kind]} "
+            f"fields the {key} omits take transformers' {_NESTED_CLASS_NAMES[kind]} "
             f"defaults, as it writes a nested config without them: {given}"
         )
     return merged | missing
@@ -1914,8 +1930,9 @@ def _vision_parameters(outer: Mapping, text_hidden: int, source: str, notes: lis
 def parse(config: Mapping, *, name: str | None = None, source: str | None = None) -> ModelSpec:
     """Read a Hugging Face ``config.json`` mapping into a :class:`ModelSpec`.
 
-    A multimodal config's text model is read from its ``text_config`` (with the outer config's
-    vocab_size, torch_dtype, quantization_config and tie_word_embeddings where it lacks them).
+    A multimodal config's text model is read from its ``text_config`` or, as vLLM reads it,
+    InternVL's ``llm_config`` (with the outer config's vocab_size, torch_dtype,
+    quantization_config and tie_word_embeddings where it lacks them).
     Fields a config omits take the defaults of its transformers config class where capnb knows
     them; a float32 config is planned in 16 bits, as vLLM serves it. The spec's ``notes`` say
     what was assumed.
