@@ -570,6 +570,34 @@ def test_an_internvl_config_reads_its_text_model_from_llm_config():
         parse({**INTERNVL_8B, "llm_config": 7})
 
 
+def test_deepseek_vl2_and_qwen2_5_omni_read_the_text_model_where_vllm_does():
+    # both were refused as "missing field 'num_hidden_layers'": vLLM reads DeepSeek-VL2's
+    # language_config (DeepseekVLV2Config) and Qwen2.5-Omni's thinker_config.text_config
+    # (get_hf_text_config) as the text model
+    language = {"model_type": "deepseek_v2", "hidden_size": 2560, "intermediate_size": 12288,
+                "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32,
+                "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
+                "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 72,
+                "n_shared_experts": 2, "num_experts_per_tok": 6, "moe_intermediate_size": 1536,
+                "first_k_dense_replace": 1, "vocab_size": 129280, "max_position_embeddings": 4096,
+                "torch_dtype": "bfloat16"}  # fmt: skip
+    vl2 = parse({"model_type": "deepseek_vl_v2", "language_config": language,
+                 "vision_config": {"model_type": "vision", "layers": 27, "width": 1152}})  # fmt: skip
+    assert (vl2.layers, vl2.attention, vl2.vocab_size) == (30, "MLA", 129_280)
+    assert vl2.kv_bytes_per_token() == 30 * (512 + 64) * 2  # 34,560
+    assert any("read from language_config" in note for note in vl2.notes)
+    text = {"model_type": "qwen2_5_omni_text", "hidden_size": 3584, "intermediate_size": 18944,
+            "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "vocab_size": 152064, "max_position_embeddings": 32768, "tie_word_embeddings": False}  # fmt: skip
+    omni = parse({"model_type": "qwen2_5_omni", "torch_dtype": "bfloat16",
+                  "thinker_config": {"model_type": "qwen2_5_omni_thinker", "text_config": text},
+                  "talker_config": {"model_type": "qwen2_5_omni_talker", "hidden_size": 896}})  # fmt: skip
+    assert (omni.layers, omni.attention_heads, omni.kv_heads, omni.head_dim) == (28, 28, 4, 128)
+    assert omni.kv_bytes_per_token() == 28 * 2 * 4 * 128 * 2  # 57,344 bytes of bf16
+    assert omni.context_tokens == 32_768 and omni.weight_dtype == "bf16"
+    assert any("read from thinker_config.text_config" in note for note in omni.notes)
+
+
 def test_vision_tower_of_qwen2_5_vl_is_counted():
     # Qwen2.5-VL's tower (RMSNorms, a gated MLP intermediate_size wide, an RMSNorm before its
     # merger) was not counted: 7,615,616,512 parameters where Qwen2.5-VL-7B-Instruct publishes

@@ -18,7 +18,8 @@ stay in ``torch_dtype``. Its attention sinks (one scalar per head and layer) are
 
 Fields a config omits take the default of that model type's transformers config class (tables below,
 each with its source); where capnb has to assume something else, :attr:`ModelSpec.notes` says what.
-A multimodal config's text model is read from its ``text_config`` (InternVL's ``llm_config``); its
+A multimodal config's text model is read from its ``text_config`` (or where vLLM reads it otherwise:
+InternVL's ``llm_config``, DeepSeek-VL2's ``language_config``, Qwen2.5-Omni's thinker's); its
 vision tower is counted for the families in ``_VISION_COUNTERS`` and named as not counted in the
 notes otherwise.
 
@@ -369,7 +370,7 @@ class ModelSpec:
             rotary = self.qk_rope_head_dim
         else:
             config = self.config or {}
-            text = config.get(_nested_text_key(config) or "text_config")  # as parse reads it
+            text = _nested_text(config)[1]  # a multimodal config's text model's, as parse reads
             factor = text.get("partial_rotary_factor") if isinstance(text, Mapping) else None
             if factor is None:
                 factor = config.get("partial_rotary_factor", 1.0)
@@ -620,17 +621,23 @@ _NESTED_CLASS_NAMES = {"llama": "LlamaConfig", "mistral": "MistralConfig"}
 _INHERITED = ("vocab_size", "torch_dtype", "dtype", "quantization_config", "tie_word_embeddings")
 
 
-def _nested_text_key(config: Mapping) -> str | None:
-    """The field a multimodal config nests its text model under; None for a text model's config.
+def _nested_text(config: Mapping) -> tuple[str, object]:
+    """(the field a multimodal config nests its text model under, its value); ("", None): none.
 
-    ``text_config``, or, where a config has none, InternVL's ``llm_config`` (model_type
-    ``internvl_chat``, and NVLM-D and Nemotron-Nano-VL after it), which vLLM reads as the text
-    config (``_CONFIG_ATTRS_MAPPING`` in ``vllm/transformers_utils/config.py``).
+    Where vLLM reads it: ``text_config``; where a config has none, InternVL's ``llm_config``
+    (model_type ``internvl_chat``, and NVLM-D and Nemotron-Nano-VL after it), which vLLM remaps to
+    the text config (``_CONFIG_ATTRS_MAPPING`` in ``vllm/transformers_utils/config.py``),
+    DeepSeek-VL2's ``language_config`` (vLLM's ``DeepseekVLV2Config`` reads it as its
+    ``text_config``) and Qwen2.5-Omni's ``thinker_config.text_config`` (``get_hf_text_config``;
+    vLLM serves the thinker).
     """
-    for key in ("text_config", "llm_config"):
+    for key in ("text_config", "llm_config", "language_config"):
         if config.get(key) is not None:
-            return key
-    return None
+            return key, config[key]
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, Mapping) and thinker.get("text_config") is not None:
+        return "thinker_config.text_config", thinker["text_config"]
+    return "", None
 
 
 #: Model types vLLM refuses to run in float16; its ``--dtype auto`` serves their float32
@@ -717,7 +724,7 @@ def _positions(config: Mapping) -> tuple[Mapping, str, int | float | None]:
     where the config omits it (``_CONTEXT_DEFAULTS``); None where none is stated or it is no
     positive number.
     """
-    text = config.get(_nested_text_key(config) or "text_config")
+    text = _nested_text(config)[1]
     if config.get("max_position_embeddings") is None and isinstance(text, Mapping):
         config = text  # a multimodal config's language model
     model_type = str(config.get("model_type", "")).lower()
@@ -1300,10 +1307,9 @@ def _group_scale_bytes(quant: Mapping, weight_dtype: str, source: str):
 
 def _text_model(config: Mapping, source: str, notes: list[str]) -> Mapping:
     """The text model's config: its nested one (plus the outer fields it lacks) or ``config``."""
-    key = _nested_text_key(config)
-    if key is None:
+    key, text = _nested_text(config)
+    if not key:
         return config
-    text = config[key]
     if not isinstance(text, Mapping):
         raise ConfigError(f"{source}: field {key!r} must be a mapping, got {text!r}")
     merged = {k: config[k] for k in _INHERITED if config.get(k) is not None}
@@ -1931,7 +1937,8 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     """Read a Hugging Face ``config.json`` mapping into a :class:`ModelSpec`.
 
     A multimodal config's text model is read from its ``text_config`` or, as vLLM reads it,
-    InternVL's ``llm_config`` (with the outer config's vocab_size, torch_dtype,
+    InternVL's ``llm_config``, DeepSeek-VL2's ``language_config`` or Qwen2.5-Omni's
+    ``thinker_config.text_config`` (with the outer config's vocab_size, torch_dtype,
     quantization_config and tie_word_embeddings where it lacks them).
     Fields a config omits take the defaults of its transformers config class where capnb knows
     them; a float32 config is planned in 16 bits, as vLLM serves it. The spec's ``notes`` say
