@@ -598,6 +598,38 @@ def test_deepseek_vl2_and_qwen2_5_omni_read_the_text_model_where_vllm_does():
     assert any("read from thinker_config.text_config" in note for note in omni.notes)
 
 
+def test_towers_in_fields_capnb_does_not_count_are_named_in_the_notes():
+    # Phi-4-multimodal's image and audio encoders (embd_layer) and LoRA adapters, and
+    # Qwen2.5-Omni's thinker's vision and audio encoders, came on top of the weights silently:
+    # 3,836,021,760 parameters (the text model) with no note, where the checkpoint holds 5.6 B
+    phi4mm = {"model_type": "phi4mm", "hidden_size": 3072, "intermediate_size": 8192,
+              "num_hidden_layers": 32, "num_attention_heads": 24, "num_key_value_heads": 8,
+              "vocab_size": 200064, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+              "max_position_embeddings": 131072,
+              "embd_layer": {"embedding_cls": "image_audio",
+                             "image_embd_layer": {"embedding_cls": "tune_image"},
+                             "audio_embd_layer": {"embedding_cls": "audio"}},
+              "vision_lora": {"r": 256, "lora_alpha": 512},
+              "speech_lora": {"r": 320, "lora_alpha": 640}}  # fmt: skip
+    spec = parse(phi4mm)
+    assert spec.parameters == 3_836_021_760  # the text model alone, as before
+    said = [n for n in spec.notes if "not counted" in n]
+    assert said == [
+        "the encoders and adapters in embd_layer, vision_lora, speech_lora are not counted: capnb "
+        "has no checked formula for them in a 'phi4mm' config; their weights come on top of the "
+        "figures here"
+    ]
+    text = {"model_type": "qwen2_5_omni_text", "hidden_size": 3584, "intermediate_size": 18944,
+            "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "vocab_size": 152064, "max_position_embeddings": 32768}  # fmt: skip
+    omni = parse({"model_type": "qwen2_5_omni", "torch_dtype": "bfloat16",
+                  "thinker_config": {"text_config": text, "vision_config": {"depth": 32},
+                                     "audio_config": {"encoder_layers": 32}}})  # fmt: skip
+    assert any("thinker_config.vision_config, thinker_config.audio_config are not counted" in n
+               for n in omni.notes)  # fmt: skip
+    assert not any("not counted" in n for n in parse(text).notes)
+
+
 def test_vision_tower_of_qwen2_5_vl_is_counted():
     # Qwen2.5-VL's tower (RMSNorms, a gated MLP intermediate_size wide, an RMSNorm before its
     # merger) was not counted: 7,615,616,512 parameters where Qwen2.5-VL-7B-Instruct publishes

@@ -1904,6 +1904,32 @@ _VISION_COUNTERS = {
 }
 
 
+#: Fields holding encoders or adapters beside the text model that capnb does not count (vision
+#: towers in ``vision_config`` are :func:`_vision_parameters`'): audio encoders (Qwen2-Audio),
+#: Qwen2.5-Omni's thinker's towers, Phi-4-multimodal's image and audio encoders (``embd_layer``)
+#: and its vision and speech LoRA adapters.
+_UNCOUNTED_TOWERS = ("audio_config", "thinker_config.vision_config", "thinker_config.audio_config",
+                     "embd_layer", "vision_lora", "speech_lora")  # fmt: skip
+
+
+def _uncounted_towers(outer: Mapping, notes: list[str]) -> None:
+    """Name in the notes the fields of ``_UNCOUNTED_TOWERS`` a config has (weights not counted)."""
+    found = []
+    for where in _UNCOUNTED_TOWERS:
+        value: object = outer
+        for key in where.split("."):
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value:
+            found.append(where)
+    if found:
+        kind = str(outer.get("model_type", "")).lower() or "model"
+        notes.append(
+            f"the encoders and adapters in {', '.join(found)} are not counted: capnb has no "
+            f"checked formula for them in a {kind!r} config; their weights come on top of the "
+            "figures here"
+        )
+
+
 def _vision_parameters(outer: Mapping, text_hidden: int, source: str, notes: list[str]) -> int:
     vision = outer.get("vision_config")
     if not vision:
@@ -2011,6 +2037,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
     unquantized = _unquantized(config, source)
     tied = _tied(config, model_type, source, notes)
     vision = _vision_parameters(outer, hidden, source, notes)
+    _uncounted_towers(outer, notes)
     return ModelSpec(
         name=name or str(outer.get("_name_or_path") or outer.get("model_type") or "model"),
         source=source,
