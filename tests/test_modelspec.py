@@ -630,6 +630,23 @@ def test_towers_in_fields_capnb_does_not_count_are_named_in_the_notes():
     assert not any("not counted" in n for n in parse(text).notes)
 
 
+def test_ovis_visual_tokenizer_is_named_as_not_counted():
+    # Ovis nests its text model under llm_config (read, as vLLM reads it) and its vision side
+    # (an AIMv2 backbone and a visual embedding table) under visual_tokenizer_config, which came on
+    # top of the weights with no note
+    ovis = {"model_type": "ovis", "torch_dtype": "bfloat16",
+            "llm_config": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
+                           "num_hidden_layers": 28, "num_attention_heads": 28,
+                           "num_key_value_heads": 4, "vocab_size": 151936,
+                           "max_position_embeddings": 32768},
+            "visual_tokenizer_config": {"model_type": "aimv2_visual_tokenizer",
+                                        "vocab_size": 65536}}  # fmt: skip
+    spec = parse(ovis)
+    assert spec.kv_bytes_per_token() == 28 * 2 * 4 * 128 * 2
+    assert any(n.startswith("the encoders and adapters in visual_tokenizer_config are not counted")
+               for n in spec.notes)  # fmt: skip
+
+
 def test_vision_tower_of_qwen2_5_vl_is_counted():
     # Qwen2.5-VL's tower (RMSNorms, a gated MLP intermediate_size wide, an RMSNorm before its
     # merger) was not counted: 7,615,616,512 parameters where Qwen2.5-VL-7B-Instruct publishes

@@ -1907,9 +1907,9 @@ _VISION_COUNTERS = {
 #: Fields holding encoders or adapters beside the text model that capnb does not count (vision
 #: towers in ``vision_config`` are :func:`_vision_parameters`'): audio encoders (Qwen2-Audio),
 #: Qwen2.5-Omni's thinker's towers, Phi-4-multimodal's image and audio encoders (``embd_layer``)
-#: and its vision and speech LoRA adapters.
+#: and its vision and speech LoRA adapters, Ovis's visual tokenizer.
 _UNCOUNTED_TOWERS = ("audio_config", "thinker_config.vision_config", "thinker_config.audio_config",
-                     "embd_layer", "vision_lora", "speech_lora")  # fmt: skip
+                     "embd_layer", "vision_lora", "speech_lora", "visual_tokenizer_config")  # fmt: skip
 
 
 def _uncounted_towers(outer: Mapping, notes: list[str]) -> None:
