@@ -518,10 +518,9 @@ def engine(
     _check_budget(prompt, cached, settings, block)
     run = dict(
         max_num_seqs=seqs, max_num_batched_tokens=settings.max_num_batched_tokens or UNLIMITED,
-        kv_blocks=kv_blocks, warmup=warmup,
-        quantiles=qs, policy=settings.policy, chunked_prefill=settings.chunked_prefill,
-        block_size=block, kv_layout=layout_settings(layout), reserve=settings.reserve,
-        keep_preempted=settings.keeps_preempted,
+        kv_blocks=kv_blocks, warmup=warmup, quantiles=qs, policy=settings.policy,
+        chunked_prefill=settings.chunked_prefill, block_size=block, reserve=settings.reserve,
+        kv_layout=layout_settings(layout), keep_preempted=settings.keeps_preempted,
     )  # fmt: skip
     args = (model_vec, gpu_vec, tp, cal.engine_array(), prompt, output, gaps, cached)
 
