@@ -362,3 +362,20 @@ def test_the_worksheet_checks_pass_on_a_trace_with_a_burst(tmp_path):
         for out in cell.outputs
     )
     assert "checks passed" in printed
+
+
+def test_describe_says_why_a_one_day_history_is_planned_without_a_forecast():
+    # a 1-day-old service of mine: target planned it on the history as it is ("none: series: 1 d
+    # leaves 0 origin(s) ..."), and its words said nothing of the forecast, as if one had been made
+    times = pd.date_range("2026-03-02", periods=144, freq="10min")
+    hour = times.hour.to_numpy()
+    day = xr.Dataset(
+        {"qps": ("time", 0.5 + 2.0 * np.exp(-(((hour - 11) / 3.0) ** 2)))},
+        coords={"time": times.values},
+        attrs={"interval_s": 600.0, "weekday_known": "yes"},
+    )
+    result = forecast.target(day, trials=50, seed=1)
+    assert result.attrs["growth_model"].startswith("none: series: 1 d leaves 0 origin(s)")
+    text = forecast.describe(result)
+    assert "No forecast of the coming days: series: 1 d leaves 0 origin(s)" in text
+    assert "planned on the history as it is." in text

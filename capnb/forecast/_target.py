@@ -349,6 +349,8 @@ def describe(result: xr.Dataset, *, quantile: float | None = None) -> str:
         )
     if carried:
         text.append(f"The plan is for the coming days, not the past ones: {grown}.")
+    elif grown.startswith("none: "):  # a forecast was asked for and could not be made
+        text.append(f"No forecast of the coming days: {grown.removeprefix('none: ')}.")
     if result.attrs.get("boundaries", "none") != "none":
         text.append(result.attrs["boundaries"])
     return " ".join(text)
