@@ -1383,6 +1383,17 @@ ROWS = [
         lambda _: forecast.target(SERVEGEN().assign(qps=SERVEGEN().qps * 0), trials=10),
         Raises(InputError, r"series: every observed interval outside the detected bursts is 0 "
                            r"requests/s \(2016 observed intervals\), so there is no traffic")),
+    # found with simulate(baseline, bursts) and detect_bursts(series, bursts), the burst model
+    # where the baseline goes: AttributeError "'BurstModel' object has no attribute
+    # 'traffic_quantile'", naming neither argument
+    Row("forecast: simulate given a burst model as its baseline",
+        lambda _: forecast.simulate(SERVEGEN(), forecast.BurstModel()),
+        Raises(InputError, r"^baseline must be the output of capnb\.forecast\.fit_baseline, "
+                           r"got a BurstModel")),
+    Row("forecast: detect_bursts given a series as its baseline",
+        lambda _: forecast.detect_bursts(SERVEGEN(), SERVEGEN()),
+        Raises(InputError, r"^baseline must be the output of capnb\.forecast\.fit_baseline, "
+                           r"got a Dataset without target_qps over slot and traffic_quantile")),
     Row("forecast: bursts lower at the top than the bottom",
         lambda _: forecast.BurstModel(multiplier=(5.0, 3.0)),
         Raises(InputError, r"multiplier: low 5 is above high 3")),

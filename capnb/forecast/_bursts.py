@@ -193,7 +193,7 @@ def detect_bursts(
         (a tripling read as one 168-hour burst at 3x before).
     """
     series = checked_series(series)
-    baseline = fit_baseline(series) if baseline is None else baseline
+    baseline = fit_baseline(series) if baseline is None else checked_baseline(baseline)
     factor = _validate.fraction(factor, "factor", low=1.0, high=1e6)
     step = interval_ns_of(series)
     min_ns = interval_ns(min_duration, "min_duration", low_s=1)
@@ -412,6 +412,20 @@ def _mean_multipliers(qps, codes, in_burst, starts, stops, baseline, time) -> np
     return out
 
 
+def checked_baseline(baseline: object) -> xr.Dataset:
+    """The baseline if it is :func:`fit_baseline`'s answer (per slot and quantile); else raise."""
+    if not isinstance(baseline, xr.Dataset):
+        got = f"a {type(baseline).__name__}"
+    elif "target_qps" not in baseline or not {"slot", "traffic_quantile"} <= set(
+        baseline["target_qps"].dims
+    ):
+        got = "a Dataset without target_qps over slot and traffic_quantile"
+    else:
+        _slots_of(baseline)
+        return baseline
+    raise InputError(f"baseline must be the output of capnb.forecast.fit_baseline, got {got}")
+
+
 def _slots_of(baseline: xr.Dataset) -> Slots:
     kind = baseline.attrs.get("slots")
     if kind is None or "slot_s" not in baseline.attrs:
@@ -541,7 +555,7 @@ def month_inputs(
     :func:`detect_bursts` with its defaults), a :func:`detect_bursts` result, or None (keep all).
     """
     series = checked_series(series)
-    spec = _slots_of(baseline)
+    spec = _slots_of(checked_baseline(baseline))
     step = interval_ns_of(series)
     if step % (60 * NS):
         raise InputError(
@@ -742,7 +756,7 @@ def simulate(
     )
     probability = _validate.fraction(exceed_probability, "exceed_probability", low_open=True)
     key = _seed_words(seed)
-    quantiles = baseline.traffic_quantile.values
+    quantiles = checked_baseline(baseline).traffic_quantile.values
     plan_quantile = float(quantiles[-1]) if plan_quantile is None else plan_quantile
     if plan_quantile not in quantiles:
         raise InputError(
