@@ -85,7 +85,7 @@ def _report(args: argparse.Namespace) -> int:
 
 #: The plan settings ``capnb plan`` takes as flags of their own name (``--time-column``).
 _SAME_NAME = "model gpus tensor_parallel sla trace trace_kind start time_column prompt_column"
-_SAME_NAME += " output_column rate_column count_column time_unit timezone interval"
+_SAME_NAME += " output_column rate_column count_column running_total time_unit timezone interval"
 
 #: The plan settings ``capnb plan`` takes as flags: each flag's dest and the setting it gives.
 _SETTING_FLAGS = {name: name for name in _SAME_NAME.split()} | {
@@ -96,6 +96,14 @@ _SETTING_FLAGS = {name: name for name in _SAME_NAME.split()} | {
     "calibrate_gpu": "calibration_gpu",
     "calibrate_tensor_parallel": "calibration_tensor_parallel",
 }
+
+
+def _yes_no(text: str) -> bool:
+    """A yes/no flag's value as a bool."""
+    answer = {"yes": True, "no": False}.get(text.strip().lower())
+    if answer is None:
+        raise argparse.ArgumentTypeError(f"expected yes or no, got {text!r}")
+    return answer
 
 
 def _flags_given(args: argparse.Namespace) -> list[str]:
@@ -400,6 +408,10 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--output-column", help="the request log's output-token column")
     plan.add_argument("--rate-column", help="the rate series' requests/s column")
     plan.add_argument("--count-column", help="the rate series' requests-per-window column")
+    plan.add_argument("--running-total", type=_yes_no, metavar="{yes,no}",
+                      help="yes: the count column is a running total (a Prometheus counter), "
+                      "each window's requests its increase; no: its values as given (a service "
+                      "ramping up); unset: a column rising at nearly every step is refused")  # fmt: skip
     plan.add_argument(
         "--interval",
         help="window of the forecast series (e.g. 15min, 1h): a whole multiple of a rate "

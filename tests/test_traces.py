@@ -1325,6 +1325,34 @@ def test_a_cumulative_counter_is_not_read_as_each_windows_requests(tmp_path):
     assert float(series.qps.mean()) == pytest.approx(10.0, abs=0.01)
 
 
+def test_a_running_total_reads_as_its_increases_and_a_ramp_as_given(tmp_path):
+    # running_total = true: the counter of three days at a mean of 10 requests/s (with a restart)
+    # reads as each window's increase, the window starting at the earlier row; false: a young
+    # service's rate rising at every step of its first day (2 to 25 requests/s) reads as given
+    for resets in ((), (400,)):
+        path = _counter_csv(tmp_path, f"counter{len(resets)}.csv", "requests", resets=resets)
+        series = data.load_traffic(path, running_total=True)
+        assert series.sizes["time"] == 863 and str(series.time.values[0])[:16] == "2026-03-02T00:00"
+        assert float(series.qps.mean()) == pytest.approx(10.0, abs=0.05)
+        assert "running total (running_total=True)" in series.attrs["notes"]
+    hours = pd.date_range("2026-03-02", periods=24, freq="1h")
+    ramp = "".join(f"{t:%Y-%m-%dT%H:%M:%SZ},{2 + i}\n" for i, t in enumerate(hours))
+    path = _write(tmp_path, "ramp.csv", f"timestamp,qps\n{ramp}")
+    with pytest.raises(ConfigError, match=r"rises at 23 of its 23 steps .*running_total = false"):
+        data.load_traffic(path)
+    series = data.load_traffic(path, running_total=False)
+    assert series.qps.values.tolist() == [2.0 + i for i in range(24)]
+    with pytest.raises(ConfigError, match=r"running_total = true with rate_column = 'qps'"):
+        data.load_rate_series(path, time_column="timestamp", rate_column="qps", running_total=True)
+    with pytest.raises(InputError, match=r"running_total must be true, false or None.*'yes'"):
+        data.load_rate_series(path, time_column="timestamp", rate_column="qps", running_total="yes")
+    with pytest.raises(ConfigError, match=r"running_total = True is a rate series' setting"):
+        data.load_traffic(_write(tmp_path, "log.csv", "timestamp,input_tokens,output_tokens\n"
+                                 "2026-03-02T00:00:00Z,10,20\n"), running_total=True)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"running_total = True names a rate series' setting"):
+        data.load_traffic("azure-code-2023", running_total=True)
+
+
 def test_a_prometheus_total_column_is_not_read_as_one_request_a_row(tmp_path):
     # 'vllm:request_success_total' beside the time: before, its 864 rows loaded as 864 requests
     path = _counter_csv(tmp_path, "total.csv", "vllm:request_success_total")

@@ -43,6 +43,7 @@ def load_rate_series(
     timezone: str | None = None,
     start: str | None = None,
     zero_is_missing: bool | None = None,
+    running_total: bool | None = None,
 ):
     """Load a pre-aggregated series: a request rate (or count) per fixed window.
 
@@ -72,6 +73,14 @@ def load_rate_series(
         divide a day has no time of day to compare with: there the median count of its non-empty
         windows decides (at least :data:`IDLE_MEDIAN_COUNT`: every zero is missing). The notes
         say which, and why.
+    running_total
+        Whether the value column is a running total (a Prometheus ``*_total`` counter). None
+        (default): a column that rises at nearly every step and almost never falls is refused,
+        as a running total read as each window's value plans on the requests since the exporter
+        started. False: the column is each window's value all the same (a young service ramping
+        up rises at every step). True: each window's requests are the increase to the next row
+        (a fall is a restart from 0: the later row's own value), over the window from one row to
+        the next (the last row starts no window); with ``count_column`` only.
 
     Returns
     -------
@@ -99,13 +108,21 @@ def load_rate_series(
     _check_columns(path, time_column, rate_column, count_column)
     timezone = _times.resolve_timezone(timezone)
     value_column = rate_column or count_column
+    _check_running_total(running_total, rate_column)
     table, where = _read_series_table(path, time_column, value_column)
     # a bundled series counts from 00:00 of its day 0 (ServeGen's time 0)
     ns, clock = _window_starts(table, path, where, time_column, time_unit, timezone, start, bundled)
     values = _number_column(table, value_column, where)
     notes = []
     ns, values, rows = _in_time_order(ns, values, where, value_column, notes)
-    _not_a_counter(values, rows, where, value_column)
+    if running_total is None:
+        _not_a_counter(values, rows, where, value_column)
+    elif running_total:
+        ns, values, rows = _increases(ns, values, rows, where, value_column)
+        notes.append(f"column {value_column!r} is a running total (running_total=True): each "
+                     "window's requests are its increase to the next row")  # fmt: skip
+    else:
+        notes.append(f"column {value_column!r} read as each window's value (running_total=False)")
     step, grid, full = _on_grid(ns, values, rows, interval, where)
     seconds = step / 1e9
     qps = full if rate_column else full / seconds
@@ -183,6 +200,36 @@ _COUNTER_RISES = 0.9
 _COUNTER_ROWS = 12
 
 
+def _check_running_total(running_total, rate_column) -> None:
+    """``running_total`` is None, True or False; True reads requests, so a count column."""
+    if running_total is not None and not isinstance(running_total, bool | np.bool_):
+        raise InputError(
+            f"running_total must be true, false or None (decided from the column), got "
+            f"{running_total!r}"
+        )
+    if running_total and rate_column is not None:
+        raise ConfigError(
+            f"running_total = true with rate_column = {rate_column!r}: a running total counts "
+            "requests; name its column with count_column (each window's requests are its "
+            "increase), or say running_total = false if the column is each window's requests/s"
+        )
+
+
+def _increases(ns, values, rows, where, column: str):
+    """Each window's requests from a running total, the window starting at the earlier row.
+
+    The increase to the next row; where the total falls, the counter restarted from 0, and the
+    later row's own value is the increase.
+    """
+    if values.size < 2:
+        raise ConfigError(
+            f"{where(int(rows[0]))}: column {column!r} is a running total (running_total = true) "
+            "of one row: the increase over a window needs two rows or more"
+        )
+    steps = np.diff(values)
+    return ns[:-1], np.where(steps >= 0, steps, values[1:]), rows[:-1]
+
+
 def _not_a_counter(values, rows, where, column: str) -> None:
     """Refuse a running total (a Prometheus ``*_total`` counter) read as each window's value.
 
@@ -211,7 +258,10 @@ def _not_a_counter(values, rows, where, column: str) -> None:
         f"and {fell}: a cumulative counter (requests since the exporter started, as a Prometheus "
         "*_total counter is), not each window's requests or requests/s; export each window's "
         "increase instead (PromQL increase(x[5m]) for requests per window, rate(x[5m]) for "
-        "requests/s, or the difference of consecutive rows)"
+        "requests/s, or the difference of consecutive rows), or load it with "
+        "running_total = true (a plan config's [traffic] running_total, capnb plan "
+        "--running-total yes) and count_column; if the column really is each window's value (a "
+        "service ramping up), say running_total = false (--running-total no)"
     )
 
 

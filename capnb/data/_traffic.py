@@ -108,7 +108,7 @@ def traffic_columns(path: str | os.PathLike, **given: str | None) -> dict[str, s
 #: The columns only one kind of traffic file has, by the kind (a reader's options).
 _COLUMN_OPTIONS = {
     "requests": ("prompt_column", "output_column"),
-    "rates": ("rate_column", "count_column"),
+    "rates": ("rate_column", "count_column", "running_total"),
 }
 
 
@@ -182,22 +182,7 @@ def load_traffic(
         )
     _one_value_column(options)
     if text in _BUNDLED_SERIES or text in _BUNDLED_TRACES:
-        bundled = "rates" if text in _BUNDLED_SERIES else "requests"
-        if kind not in ("auto", bundled):
-            raise ConfigError(f"{text!r} is a bundled {_words(bundled)}, not a {_words(kind)}")
-        other = "requests" if bundled == "rates" else "rates"
-        whose = _words(other) + ("'" if other == "rates" else "'s")  # a rate series' column
-        for name in _COLUMN_OPTIONS[other]:  # the other reader's columns: not this file's
-            if options.get(name) is not None:
-                raise ConfigError(
-                    f"{name} = {options[name]!r} names a {whose} column, and {text!r} "
-                    f"is a bundled {_words(bundled)}: leave it out, or give a {_words(other)} file"
-                )
-        loaded = (load_rate_series if bundled == "rates" else load_trace)(
-            text, **({"start": start} if start else {}), **options
-        )
-        loaded.attrs["traffic_kind"] = f"{bundled} (bundled {text})"
-        return loaded
+        return _load_bundled(text, kind, start, options)
     path = user_path(text, "trace")
     if path.is_dir():
         raise ConfigError(f"{path}: a folder, not a trace file")
@@ -271,10 +256,37 @@ def load_traffic(
             **rest,
         )
     else:
+        if options.get("running_total") is not None:
+            raise ConfigError(
+                f"{path}: running_total = {options['running_total']!r} is a rate series' setting, "
+                f"and the file is a request log ({how}): leave it out, or say trace_kind = "
+                "'rates' if the file is a series"
+            )
         loaded = load_trace(path, **extra, **options)
         if how.startswith("read from") and others:
             _not_windows(loaded, path, others)
     loaded.attrs["traffic_kind"] = f"{_words(kind)}, {how}"
+    return loaded
+
+
+def _load_bundled(text: str, kind: str, start: str | None, options: dict):
+    """A bundled trace or rate series (:func:`load_traffic`'s checks of its kind and options)."""
+    bundled = "rates" if text in _BUNDLED_SERIES else "requests"
+    if kind not in ("auto", bundled):
+        raise ConfigError(f"{text!r} is a bundled {_words(bundled)}, not a {_words(kind)}")
+    other = "requests" if bundled == "rates" else "rates"
+    whose = _words(other) + ("'" if other == "rates" else "'s")  # a rate series' column
+    for name in _COLUMN_OPTIONS[other]:  # the other reader's columns: not this file's
+        if options.get(name) is not None:
+            what = "setting" if name == "running_total" else "column"
+            raise ConfigError(
+                f"{name} = {options[name]!r} names a {whose} {what}, and {text!r} "
+                f"is a bundled {_words(bundled)}: leave it out, or give a {_words(other)} file"
+            )
+    loaded = (load_rate_series if bundled == "rates" else load_trace)(
+        text, **({"start": start} if start else {}), **options
+    )
+    loaded.attrs["traffic_kind"] = f"{bundled} (bundled {text})"
     return loaded
 
 

@@ -138,7 +138,8 @@ class Traffic(_Table):
     (:func:`capnb.data.load_trace`), for files whose times capnb cannot read alone, and
     ``prompt_column`` / ``output_column`` for token columns of names it does not know,
     ``rate_column`` (requests/s) / ``count_column`` (requests per window) for a rate series' value
-    column of a name it does not know (a Grafana or Datadog export's query);
+    column of a name it does not know (a Grafana or Datadog export's query), ``running_total``
+    whether that column is a running total (:func:`capnb.data.load_rate_series`);
     ``interval`` of the forecast series; ``slots`` (``hour_of_day`` / ``hour_of_week``);
     ``traffic_quantile`` the plan's quantile; ``demand_scale`` multiplies the traffic (growth,
     or a smaller service); ``growth_model`` ``"auto"`` (the forecast chosen by rolling
@@ -177,6 +178,14 @@ class Traffic(_Table):
     count_column: Annotated[
         Name | None,
         _doc("a rate series' requests-per-window column, when its name is not a common one"),
+    ] = None
+    running_total: Annotated[
+        bool | None,
+        _doc(
+            "whether a rate series' count column is a running total (a Prometheus counter): "
+            "true reads each window's increase; false reads the values as given (a service "
+            "ramping up); unset refuses a column that rises at nearly every step"
+        ),
     ] = None
     time_unit: Annotated[
         Literal["s", "ms", "us", "ns"] | None,
@@ -1404,6 +1413,7 @@ def trace_options(cfg: PlanConfig) -> dict:
         "output_column": traffic.output_column,
         "rate_column": traffic.rate_column,
         "count_column": traffic.count_column,
+        "running_total": traffic.running_total,
         "time_unit": traffic.time_unit,
         "timezone": traffic.timezone,
     }
