@@ -1665,7 +1665,7 @@ def test_a_plan_s_errors_advise_the_settings_a_plan_has(tmp_path):
     pd.DataFrame({"time": times.strftime("%Y-%m-%dT%H:%M:%S"), "prompt_tokens": 500,
                   "output_tokens": 200}).to_csv(hour, index=False)  # fmt: skip
     said, cause = failed(trace=str(hour))
-    assert "23 hour of day slots (0-8, 10-23) have no observed interval" in said
+    assert "23 hour of day slots (10:00-09:00) have no observed interval" in said
     assert "Give a trace that covers every one of them ([traffic] trace, --trace" in said
     assert "gap=None" not in said and "zero_is_missing" not in said
     assert "gap=None" in str(cause) and "zero_is_missing=False" in str(cause)  # the API's words

@@ -589,7 +589,7 @@ def test_slots_without_a_baseline_are_all_named_with_advice_for_their_cause():
     series = xr.Dataset({"qps": ("time", qps)}, coords={"time": times}, attrs={"interval_s": 3600})
     with pytest.raises(InputError) as raised:
         forecast.target(series, trials=50)
-    assert "8 hour of day slots (0-5, 22-23) have no observed interval" in str(raised.value)
+    assert "8 hour of day slots (22:00-06:00) have no observed interval" in str(raised.value)
     assert "coarser slots or more history" not in str(raised.value)
     assert "gap=None" in str(raised.value) and "zero_is_missing=False" in str(raised.value)
 
@@ -1449,3 +1449,28 @@ def test_a_grafana_series_per_column_export_is_not_read_as_one_request_a_row(tmp
     even = "".join(f"{t:%Y-%m-%d %H:%M:%S},900\n" for t in times)
     tokens = _write(tmp_path, "tokens.csv", f"time,prompt_tokens\n{even}")
     assert data.load_traffic(tokens).sizes["request"] == 864
+
+
+def test_slots_without_a_baseline_are_named_by_weekday_and_hour_not_by_code():
+    # a week of hour-of-week slots with a 6-hour outage on Saturday was refused for "6 hour of week
+    # slots (130-135)", codes a reader has to decode; the rest of the forecast's words say
+    # "Sat 10:00-16:00"
+    times = pd.date_range("2026-01-05", periods=7 * 24 * 60, freq="1min")  # a Monday
+    outage = (times.day_of_week == 5) & (times.hour >= 10) & (times.hour < 16)
+    qps = np.where(outage, np.nan, 5.0 + np.sin(np.arange(times.size) / 60.0))
+    series = xr.Dataset({"qps": ("time", qps)}, coords={"time": times}, attrs={"interval_s": 60})
+    baseline = forecast.fit_baseline(series, slots="hour_of_week")
+    with pytest.raises(InputError) as raised:
+        forecast.month_inputs(series, baseline)
+    assert "6 hour of week slots (Sat 10:00-16:00) have no observed interval" in str(raised.value)
+    # a run across midnight, and one across the end of the period, are one stretch of time
+    day, hour = times.day_of_week, times.hour
+    late, early = hour >= 22, hour < 2
+    gaps = (late & day.isin([2, 6])) | (early & day.isin([3, 0]))  # Wed-Thu, Sun-Mon
+    qps = np.where(gaps, np.nan, 5.0)
+    series = series.assign(qps=("time", qps))
+    with pytest.raises(InputError) as raised:
+        forecast.month_inputs(series, forecast.fit_baseline(series, slots="hour_of_week"))
+    assert "8 hour of week slots (Wed 22:00-Thu 02:00, Sun 22:00-Mon 02:00) have" in str(
+        raised.value
+    )

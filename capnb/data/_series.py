@@ -16,7 +16,7 @@ import xarray as xr
 from .. import glossary
 from .._validate import naive_times
 from ..errors import InputError
-from ..units import require_units
+from ..units import declare_units, require_units
 from . import _times
 from ._times import IDLE_MEDIAN_COUNT
 
@@ -150,6 +150,26 @@ def slots(kind: str | tuple | Slots = "hour_of_day") -> Slots:
         f"slots must be 'hour_of_day', 'hour_of_week' or (slot_length, period) such as "
         f"('30min', '1D'), got {kind!r}"
     )
+
+
+@declare_units(slot_s="s")
+def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
+    """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
+
+    Examples
+    --------
+    >>> slot_label(9, "hour_of_day"), slot_label(24 + 9, "hour_of_week")
+    ('09:00-10:00', 'Tue 09:00-10:00')
+    """
+    if kind == "hour_of_day":
+        return f"{slot:02d}:00-{(slot + 1) % 24:02d}:00"
+    if kind == "hour_of_week":
+        day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[slot // 24]
+        return f"{day} {slot_label(slot % 24, 'hour_of_day')}"
+    real = isinstance(slot_s, numbers.Real) and not isinstance(slot_s, bool)
+    if not (real and np.isfinite(slot_s) and slot_s > 0):
+        raise InputError(f"slot_s must be a finite number of seconds > 0, got {slot_s!r}")
+    return f"slot {slot} ({duration_text(round(slot_s * NS))} each)"
 
 
 def slot_codes(time: np.ndarray | xr.DataArray, kind: str | tuple | Slots = "hour_of_day"):

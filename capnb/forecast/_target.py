@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import xarray as xr
 
 from .. import words
-from ..data._series import NS, Slots, checked_series, duration_text
+from ..data._series import Slots, checked_series, slot_label
 from ..errors import InputError
-from ..units import declare_units
 from ._baseline import DEFAULT_QUANTILES, _quantiles, fit_baseline
 from ._bursts import MONTH_DAYS, BurstModel, _choose, detect_bursts, fit_burst_model, simulate
 from ._outlook import plan_name, project_factor
@@ -241,26 +238,6 @@ def slot_clock(result: xr.Dataset) -> str:
     if zone == "unknown" or result.attrs.get("slots") == "custom":
         return ""
     return zone.split(" (")[0]
-
-
-@declare_units(slot_s="s")
-def slot_label(slot: int, kind: str, slot_s: float = 3600.0) -> str:
-    """Words for a slot code: ``"09:00-10:00"``, ``"Mon 09:00-10:00"`` or ``"slot 5"``.
-
-    Examples
-    --------
-    >>> slot_label(9, "hour_of_day"), slot_label(24 + 9, "hour_of_week")
-    ('09:00-10:00', 'Tue 09:00-10:00')
-    """
-    if kind == "hour_of_day":
-        return f"{slot:02d}:00-{(slot + 1) % 24:02d}:00"
-    if kind == "hour_of_week":
-        day = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[slot // 24]
-        return f"{day} {slot_label(slot % 24, 'hour_of_day')}"
-    real = isinstance(slot_s, numbers.Real) and not isinstance(slot_s, bool)
-    if not (real and np.isfinite(slot_s) and slot_s > 0):
-        raise InputError(f"slot_s must be a finite number of seconds > 0, got {slot_s!r}")
-    return f"slot {slot} ({duration_text(round(slot_s * NS))} each)"
 
 
 def _rate(value: float) -> str:
