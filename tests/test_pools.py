@@ -197,3 +197,15 @@ def test_a_slot_the_fleet_left_empty_still_sends_its_traffic_to_the_pools():
     np.testing.assert_allclose(share.sel(slot=0), [2 / 7, 5 / 7])
     np.testing.assert_allclose(share.sel(slot=1), [4 / 9, 5 / 9])
     np.testing.assert_allclose(share.sum("pool"), 1.0)
+
+
+def test_a_fleet_without_a_plan_for_some_slots_names_them_by_weekday_and_hour():
+    # a fleet planned per hour of week without Saturday 10:00-16:00 was refused for
+    # "slot(s) [130, 131, 132, 133, 134]": codes, and only the first five of the six
+    fleet = _fleet().isel(slot=[0]).drop_vars("slot")
+    week = [s for s in range(168) if not 130 <= s < 136]
+    fleet = fleet.isel(slot=np.zeros(len(week), dtype=int)).assign_coords(slot=week)
+    times = pd.date_range("2026-01-05", periods=7 * 24 * 60, freq="min").values  # a Monday
+    demand = xr.DataArray(np.full(times.size, 5.0), dims="time", coords={"time": times})
+    with pytest.raises(InputError, match=r"no plan for 6 hour of week slots \(Sat 10:00-16:00\)"):
+        capnb.elasticity.pool_demand(demand.assign_attrs(step_s=60.0), fleet, slots="hour_of_week")

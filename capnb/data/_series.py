@@ -121,6 +121,33 @@ class Slots:
             return self.kind.replace("_", " ")
         return f"{duration_text(self.slot_ns)} slots of a {duration_text(self.period_ns)} period"
 
+    def named(self, codes) -> str:
+        """Slots by their codes in words: '6 hour of week slots (Sat 10:00-16:00)'.
+
+        Runs of slots, the first 8, then '...'; named as the forecast's words name them (custom
+        slots by number), a run through the end of the period joined to the one at its start.
+        """
+        codes = np.unique(np.asarray(codes, dtype=np.int64))
+        starts, stops = runs(np.isin(np.arange(self.count), codes))
+        if self.kind == "custom":
+            pairs = zip(starts, stops, strict=True)
+            text = [f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in pairs]
+        else:
+            if starts.size > 1 and starts[0] == 0 and stops[-1] == self.count:  # around the period
+                starts, stops = starts[1:], np.append(stops[1:-1], stops[0])
+            text = [_slot_run(self, a, b) for a, b in zip(starts, stops, strict=True)]
+        shown = ", ".join(text[:8]) + (", ..." if len(text) > 8 else "")
+        return f"{codes.size} {self.label()} slot{'s' if codes.size != 1 else ''} ({shown})"
+
+
+def _slot_run(spec: Slots, first: int, stop: int) -> str:
+    """Words for the slots from ``first`` up to ``stop`` (exclusive): 'Sat 22:00-Sun 02:00'."""
+    begin = slot_label(first, spec.kind).rsplit("-", 1)[0]
+    end = slot_label(stop % spec.count, spec.kind).rsplit("-", 1)[0]
+    if end.split(" ")[0] == begin.split(" ")[0]:  # the same day: its name once
+        end = end.split(" ")[-1]
+    return f"{begin}-{end}"
+
 
 def slots(kind: str | tuple | Slots = "hour_of_day") -> Slots:
     """Slot definition: ``"hour_of_day"``, ``"hour_of_week"`` or ``(slot_length, period)``.

@@ -147,11 +147,12 @@ def _slot_index(times: np.ndarray, fleet: xr.Dataset, slots) -> np.ndarray:
     """The position along ``fleet.slot`` of every step's slot."""
     from .. import forecast
 
-    codes = forecast.slot_codes(times, _slot_kind(fleet, slots))
+    kind = forecast.slots(_slot_kind(fleet, slots))
+    codes = forecast.slot_codes(times, kind)
     known = {int(s): i for i, s in enumerate(np.asarray(fleet.slot.values))}
     missing = sorted(set(np.unique(codes).tolist()) - set(known))
     if missing:
-        raise InputError(f"fleet has no plan for slot(s) {missing[:5]} of the demand")
+        raise InputError(f"fleet has no plan for {kind.named(missing)} of the demand")
     lookup = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
     for s, i in known.items():
         if s < lookup.size:

@@ -36,7 +36,6 @@ from ..data._series import (
     interval_ns_of,
     runs,
     slot_codes,
-    slot_label,
 )
 from ..errors import InputError
 from ..units import declare_units
@@ -648,34 +647,8 @@ def _no_baseline(
 
 
 def _slot_list(spec: Slots, slots: np.ndarray) -> str:
-    """'3 hour of day slots (00:00-02:00, 05:00-06:00) have': runs of slots, the first 8, then '...'.
-
-    Named as the forecast's words name them (``Sat 10:00-16:00``; custom slots by number), a run
-    through the end of the period joined to the one at its start.
-    """
-    starts, stops = runs(np.isin(np.arange(spec.count), slots))
-    if spec.kind == "custom":
-        text = [
-            f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in zip(starts, stops, strict=True)
-        ]
-    else:
-        if starts.size > 1 and starts[0] == 0 and stops[-1] == spec.count:  # around the period
-            starts, stops = starts[1:], np.append(stops[1:-1], stops[0])
-        text = [_slot_run(spec.kind, a, b) for a, b in zip(starts, stops, strict=True)]
-    shown = ", ".join(text[:8]) + (", ..." if len(text) > 8 else "")
-    many = slots.size != 1
-    return (
-        f"{slots.size} {spec.label()} slot{'s' if many else ''} ({shown}) ha{'ve' if many else 's'}"
-    )
-
-
-def _slot_run(kind: str, first: int, stop: int) -> str:
-    """Words for the slots from ``first`` up to ``stop`` (exclusive): 'Sat 22:00-Sun 02:00'."""
-    begin = slot_label(first, kind).rsplit("-", 1)[0]
-    end = slot_label(stop % (168 if kind == "hour_of_week" else 24), kind).rsplit("-", 1)[0]
-    if end.split(" ")[0] == begin.split(" ")[0]:  # the same day: its name once
-        end = end.split(" ")[-1]
-    return f"{begin}-{end}"
+    """'3 hour of day slots (00:00-02:00, 05:00-06:00) have' (:meth:`Slots.named`)."""
+    return f"{spec.named(slots)} ha{'ve' if slots.size != 1 else 's'}"
 
 
 def _seed_words(seed: object) -> tuple[np.uint64, np.uint64]:
