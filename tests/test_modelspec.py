@@ -1605,3 +1605,33 @@ def test_tensor_parallel_that_splits_a_quantization_group_is_refused():
         {**base, "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
     )
     assert awq_moe.valid_tensor_parallel(8) is None
+
+
+OMNI_TEXT = {"model_type": "qwen2_5_omni_text", "hidden_size": 3584, "intermediate_size": 18944,
+             "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+             "vocab_size": 152064, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+             "sliding_window": 32768, "use_sliding_window": False, "max_window_layers": 28}  # fmt: skip
+
+
+def test_a_window_the_config_turns_off_is_not_said_to_exist():
+    # Qwen2.5-Omni's text config (use_sliding_window false) got the note "sliding_window 32,768
+    # not applied: capnb does not know which layers a model_type 'qwen2_5_omni_text' model
+    # windows", as if a window were there to place; transformers' Qwen2_5OmniTextConfig sets the
+    # window to None unless use_sliding_window, as Qwen2's does
+    omni = parse({"model_type": "qwen2_5_omni", "torch_dtype": "bfloat16",
+                  "thinker_config": {"model_type": "qwen2_5_omni_thinker",
+                                     "text_config": OMNI_TEXT}})  # fmt: skip
+    assert not any("sliding_window" in note for note in omni.notes), omni.notes
+    assert omni.sliding_layers == 0
+    on = parse(
+        {**OMNI_TEXT, "use_sliding_window": True, "max_window_layers": 20, "sliding_window": 4096}
+    )
+    assert (on.sliding_window, on.sliding_layers) == (4096, 8)  # layers 20-27
+    # a type capnb has no rule for, whose config turns the window off: no window, no note
+    other = parse({**OMNI_TEXT, "model_type": "my_qwen_like"})
+    assert other.sliding_layers == 0
+    assert not any("sliding_window" in note for note in other.notes), other.notes
+    for qwen in ("qwen2", "qwen2_5_vl_text"):  # Qwen2/Qwen2.5 configs with the window off
+        assert not any(
+            "sliding_window" in n for n in parse({**OMNI_TEXT, "model_type": qwen}).notes
+        )

@@ -1467,6 +1467,10 @@ class _Window(NamedTuple):
 #: - qwen2_moe: the same rule in ``Qwen2MoeAttention.forward`` (no ``layer_types``).
 #: - qwen3_moe: ``sliding_window`` None unless ``use_sliding_window``; then every layer
 #:   (``Qwen3MoeAttention``: ``self.sliding_window = getattr(config, "sliding_window", None)``).
+#: - qwen2_5_omni_text (``Qwen2_5OmniTextConfig``, Qwen2.5-Omni's thinker): the qwen2 rule with
+#:   window 32768 and ``max_window_layers`` 28.
+#: A type outside the table whose config sets ``use_sliding_window`` false has no window (every
+#: transformers config with that field sets the window to None without it).
 _WINDOWS: dict[str, _Window] = {
     "mistral": _Window("MistralConfig", "all", 4096, reads_layer_types=False),
     "mixtral": _Window("MixtralConfig", "all", None, reads_layer_types=False),
@@ -1491,6 +1495,7 @@ _WINDOWS: dict[str, _Window] = {
         "Qwen2MoeConfig", "after", 4096, first=28, gated=True, reads_layer_types=False
     ),
     "qwen3_moe": _Window("Qwen3MoeConfig", "all", 4096, gated=True, reads_layer_types=False),
+    "qwen2_5_omni_text": _Window("Qwen2_5OmniTextConfig", "after", 32768, first=28, gated=True),
 }
 
 
@@ -1656,7 +1661,7 @@ def _sliding_window(
     declared = "sliding_window" in config
     value = config.get("sliding_window")
     if rule is None:
-        if not value:
+        if not value or config.get("use_sliding_window") is False:
             return 0, 0
         window = _positive_int(value, "sliding_window", source)
         if layer_types is None:
