@@ -1635,3 +1635,16 @@ def test_a_window_the_config_turns_off_is_not_said_to_exist():
         assert not any(
             "sliding_window" in n for n in parse({**OMNI_TEXT, "model_type": qwen}).notes
         )
+
+
+def test_qwen2_5_omni_text_counts_its_q_k_v_biases():
+    # Qwen2.5-Omni's thinker attention (Qwen2_5OmniAttention) has nn.Linear(..., bias=True) q/k/v
+    # projections, as Qwen2.5-7B's: 28 x (28 + 2 x 4) x 128 = 129,024 biases were not counted
+    # (7,615,487,488 text parameters); Qwen2.5-7B's published total is 7,615,616,512
+    omni = parse({"model_type": "qwen2_5_omni", "torch_dtype": "bfloat16",
+                  "thinker_config": {"model_type": "qwen2_5_omni_thinker",
+                                     "text_config": OMNI_TEXT}})  # fmt: skip
+    assert omni.qkv_bias
+    assert (
+        omni.parameters == 7_615_616_512 == parse({**OMNI_TEXT, "model_type": "qwen2"}).parameters
+    )

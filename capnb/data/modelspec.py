@@ -565,16 +565,39 @@ _TIE_DEFAULTS = {
 #: (mistral's class defaults to 8, qwen2's to 32, ...) are refused without the field rather than
 #: guessed.
 _MHA_WHEN_ABSENT = {
-    "llama", "phi", "phi3", "cohere", "olmo", "olmo2", "granite", "nemotron", "deepseek_v2",
-    "bloom", "gpt2", "gpt_neo", "gpt_neox", "gptj", "opt", "codegen", "mpt", "internlm", "qwen",
-}  # fmt: skip
+    "llama",
+    "phi",
+    "phi3",
+    "cohere",
+    "olmo",
+    "olmo2",
+    "granite",
+    "nemotron",
+    "deepseek_v2",
+    "bloom",
+    "gpt2",
+    "gpt_neo",
+    "gpt_neox",
+    "gptj",
+    "opt",
+    "codegen",
+    "mpt",
+    "internlm",
+    "qwen",
+}
 #: Of those, the config classes that have the field and fill it in (the rest are multi-head by
 #: construction): an omitted field is an assumption, which the notes state.
 _KV_HEADS_FILLED = {
-    "llama": "LlamaConfig", "phi": "PhiConfig", "phi3": "Phi3Config", "cohere": "CohereConfig",
-    "olmo": "OlmoConfig", "olmo2": "Olmo2Config", "granite": "GraniteConfig",
-    "nemotron": "NemotronConfig", "deepseek_v2": "DeepseekV2Config",
-}  # fmt: skip
+    "llama": "LlamaConfig",
+    "phi": "PhiConfig",
+    "phi3": "Phi3Config",
+    "cohere": "CohereConfig",
+    "olmo": "OlmoConfig",
+    "olmo2": "Olmo2Config",
+    "granite": "GraniteConfig",
+    "nemotron": "NemotronConfig",
+    "deepseek_v2": "DeepseekV2Config",
+}
 
 #: Defaults of config fields that public configs of these types omit (the nested ``text_config``
 #: of gemma-3 leaves vocab_size and head_dim to them). Source: transformers 4.57.1,
@@ -610,11 +633,22 @@ _CLASS_NAMES = {
 #: takes none of them. Source: transformers 4.57.1, ``LlamaConfig`` and ``MistralConfig``
 #: ``__init__``.
 _NESTED_DEFAULTS: dict[str, dict[str, int]] = {
-    "llama": {"vocab_size": 32_000, "hidden_size": 4_096, "intermediate_size": 11_008,
-              "num_hidden_layers": 32, "num_attention_heads": 32},
-    "mistral": {"vocab_size": 32_000, "hidden_size": 4_096, "intermediate_size": 14_336,
-                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8},
-}  # fmt: skip
+    "llama": {
+        "vocab_size": 32_000,
+        "hidden_size": 4_096,
+        "intermediate_size": 11_008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+    },
+    "mistral": {
+        "vocab_size": 32_000,
+        "hidden_size": 4_096,
+        "intermediate_size": 14_336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+    },
+}
 _NESTED_CLASS_NAMES = {"llama": "LlamaConfig", "mistral": "MistralConfig"}
 
 #: Fields a nested ``text_config`` takes from the outer config when it lacks them.
@@ -647,10 +681,18 @@ _FP16_UNSUPPORTED = {"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"}
 
 
 #: Model types whose attention q/k/v projections carry biases: transformers 4.57.1
-#: ``modeling_qwen2.py``, ``modeling_qwen2_vl.py`` and ``modeling_qwen2_5_vl.py`` build them with
+#: ``modeling_qwen2.py``, ``modeling_qwen2_vl.py``, ``modeling_qwen2_5_vl.py`` and
+#: ``modeling_qwen2_5_omni.py`` (the thinker's ``Qwen2_5OmniAttention``) build them with
 #: ``nn.Linear(..., bias=True)``; ``modeling_qwen2_moe.py`` with ``bias=self.config.qkv_bias``
 #: (``Qwen2MoeConfig``: ``qkv_bias=True``), read in :func:`parse`.
-_QKV_BIAS = {"qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text"}
+_QKV_BIAS = {
+    "qwen2",
+    "qwen2_vl",
+    "qwen2_vl_text",
+    "qwen2_5_vl",
+    "qwen2_5_vl_text",
+    "qwen2_5_omni_text",
+}
 
 
 #: rope_scaling types whose ``factor`` vLLM does not multiply ``max_position_embeddings`` by.
@@ -802,11 +844,13 @@ _REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "olmoe": ("num_experts", "num_experts_per_tok"),
     "qwen3_moe": ("num_experts", "num_experts_per_tok", "moe_intermediate_size"),
     "qwen2_moe": (
-        "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
         "shared_expert_intermediate_size",
     ),
     **dict.fromkeys(["deepseek_v2", "deepseek_v3", "kimi_k2"], _DEEPSEEK_KEYS),
-}  # fmt: skip
+}
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts")
 
 
