@@ -1497,7 +1497,13 @@ def test_the_cold_start_check_states_the_half_budget_rule():
     assert cold_start_vetoes(41.0, 60.0)
     text = _cold_start_finding(41.0, 60.0)
     assert "too long for the 60 s" not in text
-    assert text.startswith("Cold start (41 s) is longer than half the 60 s latency budget (30 s)")
+    # "half the 60 s latency budget (30 s)" did not say what the 60 s is: [elasticity]
+    # tolerance_s, how long a request may wait before it is dropped
+    assert text == (
+        "Cold start (41 s) is longer than half the latency budget (30 s of 60 s: how long a "
+        "request may wait to be served before it is dropped unserved, [elasticity] tolerance_s): "
+        "pure elasticity cannot react to a burst in time."
+    )
 
 
 def test_a_replay_over_its_breach_budget_is_a_failed_check():

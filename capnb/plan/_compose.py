@@ -128,8 +128,10 @@ def _cold_start_finding(cold: float, tolerance_s: float) -> str:
     from ..elasticity._decision import cold_start_limit_s
 
     return (
-        f"Cold start ({cold:.0f} s) is longer than half the {tolerance_s:g} s latency budget "
-        f"({cold_start_limit_s(tolerance_s):g} s): pure elasticity cannot react to a burst in time."
+        f"Cold start ({cold:.0f} s) is longer than half the latency budget "
+        f"({cold_start_limit_s(tolerance_s):g} s of {tolerance_s:g} s: how long a request may wait "
+        "to be served before it is dropped unserved, [elasticity] tolerance_s): pure elasticity "
+        "cannot react to a burst in time."
     )
 
 
