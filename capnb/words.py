@@ -10,6 +10,11 @@ def count(n: int, noun: str) -> str:
     return f"{int(n):,} {noun}" + ("" if int(n) == 1 else "s")
 
 
+def over_slots(slots: int) -> str:
+    """What a sum over a plan's hourly slots spans: "over the day" (24), "over the week" (168)."""
+    return {24: "over the day", 168: "over the week"}.get(int(slots), f"over its {slots} slots")
+
+
 def minutes(value: float) -> str:
     """A whole number of minutes: ``1 minute``, ``1,250 minutes`` (``0.6`` reads ``1 minute``)."""
     shown = f"{float(value):,.0f}"

@@ -401,6 +401,11 @@ def test_a_gpu_difference_under_one_percent_is_not_written_as_none(small):
     line = serving_sentence(ds, None, 24.0, own=[167, 167, 166])  # 500 x TP2: 1,000 GPU-slots
     assert "0.3% fewer GPUs disaggregated" in line, line
     assert "disaggregated, 0.4% fewer GPUs than it" in line, line
+    # the GPU-slots span what the slots span: three slots here, a day or a week of hourly slots
+    assert "1,000 GPU-slots over its 3 slots" in line, line
+    from capnb import words
+
+    assert (words.over_slots(24), words.over_slots(168)) == ("over the day", "over the week")
 
 
 @pytest.mark.parametrize(

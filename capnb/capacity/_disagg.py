@@ -1161,7 +1161,7 @@ def _aggregated_plan(curve: xr.Dataset, demand, tp: int, sla) -> dict:
 
 
 def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple[str, str]:
-    """The cheaper plan over the day in GPU-slots (or "infeasible"), in one sentence with why."""
+    """The cheaper plan over the slots in GPU-slots (or "infeasible"), in one sentence with why."""
     hours = {
         "aggregated": float(np.sum(agg["gpus"])),
         "disaggregated": float(np.sum(disagg["gpus"])),
@@ -1178,7 +1178,8 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
         why = (
             f"disaggregated is {disagg['reason']}"
             if not disagg["meets_sla"]
-            else f"{hours['aggregated']:,.0f} GPU-slots over the day against {hours['disaggregated']:,.0f} "
+            else f"{hours['aggregated']:,.0f} GPU-slots {words.over_slots(len(demand))} against "
+            f"{hours['disaggregated']:,.0f} "
             f"disaggregated ({int(inst[0, peak]):,}:{int(inst[1, peak]):,} at the busiest slot)"
         )
         lat = agg["latency"]
@@ -1191,7 +1192,8 @@ def _recommend(disagg: dict, agg: dict, demand, tps, agg_tp, gpu_id, q) -> tuple
     why = (
         f"aggregated is {agg['reason']}"
         if not agg["meets_sla"]
-        else f"{hours['disaggregated']:,.0f} GPU-slots over the day against {hours['aggregated']:,.0f} "
+        else f"{hours['disaggregated']:,.0f} GPU-slots {words.over_slots(len(demand))} against "
+        f"{hours['aggregated']:,.0f} "
         f"aggregated ({int(agg_inst[peak]):,} x TP{agg_tp} at the busiest slot)"
     )
     lat = disagg["latency"]

@@ -146,7 +146,8 @@ def _own_fleet(result, own) -> str:
     )
     return (
         f"; the plan's own aggregated fleet above holds {int(mine.max()):,} x TP{tp} at the "
-        f"busiest slot, {gpus:,.0f} GPU-slots over the day (its safe concurrency read between "
+        f"busiest slot, {gpus:,.0f} GPU-slots {words.over_slots(mine.size)} (its safe "
+        "concurrency read between "
         f"the simulated ones, on the model its Latencies line names; this comparison sizes both "
         f"modes at simulated concurrencies){against}"
     )
