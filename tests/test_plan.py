@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from capnb import data, memory, words
+from capnb import data, forecast, memory, words
 from capnb import plan as planning
 from capnb.errors import ConfigError, InfeasibleError, InputError, OutputError
 from capnb.plan import _text as plan_text
@@ -2403,3 +2403,43 @@ def test_a_breach_under_a_minute_a_month_is_not_said_as_none(small):
     assert "0.3 minutes a month against a budget of 44;" in plan_text.cost_words(some)
     check = _replay_check(0.5, 0.0, 336.0, PlanConfig())
     assert not check.passed and check.finding.endswith("0.5 minutes a month against a budget of 0")
+
+
+def _weekly(plan):
+    """The small plan as planned per hour of week on Europe/Berlin's clock: its day seven times."""
+    week = {name: xr.concat([plan[name]] * 7, "slot").assign_coords(slot=np.arange(168))
+            for name in ("forecast_target_qps", "fleet_fixed_instances")}  # fmt: skip
+    stored = planning.answer(plan).to_dict()
+    stored |= {"slots": "hour_of_week", "clock": "Europe/Berlin",
+               "slot_labels": [forecast.slot_label(s, "hour_of_week") for s in range(168)],
+               "target_qps": stored["target_qps"] * 7,
+               "fixed_instances": stored["fixed_instances"] * 7}  # fmt: skip
+    attrs = {**plan.attrs, "answer": json.dumps(stored)}
+    return xr.Dataset({**week, "forecast_mean_plan_qps": plan.forecast_mean_plan_qps}, attrs=attrs)
+
+
+def test_the_plans_slot_chart_names_its_slots_as_the_text_does(small):
+    # an hour-of-week plan on Europe/Berlin's clock: its x axis was titled 'slot (hour_of_day)'
+    # (the plan's attrs hold no slots) over codes 0-167, its tooltip 'slot 130'; the text says
+    # 'Sat 10:00-11:00 Europe/Berlin'
+    import vl_convert as vlc
+
+    from capnb import charts
+
+    spec = charts.plan_slots(_weekly(small[0])).to_dict()
+    x = spec["layer"][0]["encoding"]["x"]
+    assert x["title"] == "hour of week (Europe/Berlin)"
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", vlc.vegalite_to_svg(spec))
+    assert {"Mon 00:00", "Sat 00:00", "Sun 00:00"} <= set(shown) and "130" not in shown
+    tip = spec["layer"][0]["encoding"]["tooltip"][0]
+    assert tip["title"] == "hour of week (Europe/Berlin)"
+    assert drawn_for(spec["layer"][0], tip["field"], {"slot": 130}) == "Sat 10:00-11:00"
+
+
+def drawn_for(layer: dict, field: str, row: dict) -> str:
+    """What a layer's ``field`` reads for ``row`` as vega works it out (its calculate transforms)."""
+    import vl_convert as vlc
+
+    spec = {"data": {"values": [row]}, "mark": "text", "encoding": {"text": {"field": field}},
+            "transform": [t for t in layer.get("transform", []) if "calculate" in t]}  # fmt: skip
+    return re.findall(r"<text[^>]*>([^<]*)</text>", vlc.vegalite_to_svg(spec))[-1]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from .. import words
 
-__all__ = ["day_label", "is_undated", "time_encoding"]
+__all__ = ["day_label", "is_undated", "slot_axis", "slot_title", "slot_words", "time_encoding"]
 
 _DAY_MS = 86_400_000
 _PLACEHOLDER_YEAR = words.PLACEHOLDER_YEAR  # where the loaders put time 0 of an undated trace
@@ -88,3 +88,51 @@ def time_x(*, undated: bool, title: str | None = None):
         axis = alt.Axis(labelOverlap=True)
     x = alt.X(field="t_ms", type="temporal", title=title, scale=alt.Scale(type="utc"), axis=axis)
     return x, alt.Tooltip(field="when", type="nominal", title="time")
+
+
+def _hour(code: str) -> str:
+    """A vega expression: slot ``code``'s hour of day as the text writes it, 9 -> '09:00'."""
+    return f"({code} % 24 < 10 ? '0' : '') + ({code} % 24) + ':00'"
+
+
+def _weekday(code: str) -> str:
+    return f"['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'][floor({code} / 24) % 7]"
+
+
+def slot_axis(kind: str, count: int, *, ends: bool = False) -> dict:
+    """A slot axis's labels as the text names slots, as plain JSON for ``alt.Axis(**...)``.
+
+    Hours of the day read ``09:00`` (a tick every 3 hours), hours of the week ``Sat 10:00`` (a
+    tick at each day's 00:00); custom slots keep their numbers. ``ends``: the axis also draws the
+    end of the last slot (a step line's), slot ``count``, which reads as the period's start.
+    """
+    stop = count + 1 if ends else count
+    if kind == "hour_of_day":
+        return {"labelExpr": _hour("datum.value"), "values": list(range(0, stop, 3))}
+    if kind == "hour_of_week":
+        label = f"{_weekday('datum.value')} + ' ' + {_hour('datum.value')}"
+        return {"labelExpr": label, "values": list(range(0, stop, 24))}
+    return {"format": "d"}
+
+
+def slot_words(kind: str, count: int, field: str = "slot") -> str:
+    """A vega expression: the slot in ``field`` in words, as :func:`capnb.forecast.slot_label`.
+
+    ``Sat 10:00-11:00``, ``09:00-10:00``, custom slots ``slot 5``; a step line's end (slot
+    ``count``) reads as the last slot, whose values it repeats. Worked out in the browser: the
+    chart's data stay the codes.
+    """
+    code = f"min(datum['{field}'], {count - 1})"
+    if kind not in ("hour_of_day", "hour_of_week"):
+        return f"'slot ' + {code}"
+    hours = f"{_hour(code)} + '-' + {_hour(f'({code} + 1)')}"
+    return f"{_weekday(code)} + ' ' + {hours}" if kind == "hour_of_week" else hours
+
+
+def slot_title(label: str, clock: str) -> str:
+    """A slot axis's title: the slots in words and the clock they are on, where known.
+
+    >>> slot_title("hour of week", "Europe/Berlin"), slot_title("hour of day", "")
+    ('hour of week (Europe/Berlin)', 'hour of day')
+    """
+    return f"{label} ({clock})" if clock else label

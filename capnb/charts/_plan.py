@@ -11,7 +11,7 @@ import pandas as pd
 import xarray as xr
 
 from .. import glossary, words
-from ._clock import day_label, is_undated, time_encoding
+from ._clock import day_label, is_undated, slot_axis, slot_title, slot_words, time_encoding
 
 __all__ = [
     "plan_backtest",
@@ -43,7 +43,8 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
     fleet line is drawn for: the plan's fixed fleet for that quantile (``fleet_fixed_instances``,
     from :func:`capnb.capacity.fleet`) times the per-instance requests/s.
     """
-    per_instance = _answer(plan).per_instance_qps
+    a = _answer(plan)
+    per_instance = a.per_instance_qps
     target = plan.forecast_target_qps.transpose("slot", "traffic_quantile")
     instances = plan.fleet_fixed_instances.transpose("slot", "traffic_quantile")
     rows = []
@@ -76,13 +77,14 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
         value=chosen,
         bind=alt.binding_select(options=quantiles, name="traffic quantile "),
     )
-    x = alt.X(
-        field="slot", type="ordinal", title=f"slot ({plan.attrs.get('slots', 'hour_of_day')})"
-    )
+    slots = slot_title(a.slots.replace("_", " "), a.clock)
+    x = alt.X(field="slot", type="ordinal", title=slots,
+              axis=alt.Axis(**slot_axis(a.slots, len(a.slot_labels))))  # fmt: skip
     y = alt.Y(field="qps", type="quantitative", title="requests/s")
     lines = (
         alt.Chart(table)
         .transform_filter(alt.datum.quantile == pick)
+        .transform_calculate(when=slot_words(a.slots, len(a.slot_labels)))  # 'Sat 10:00-11:00'
         .mark_line(point=True)
         .encode(
             x=x,
@@ -92,7 +94,7 @@ def plan_slots(plan: xr.Dataset) -> alt.Chart:
                 "datum.series == 'fixed fleet capacity'", alt.value([5, 3]), alt.value([1, 0])
             ),
             tooltip=[
-                alt.Tooltip(field="slot", type="ordinal"),
+                alt.Tooltip(field="when", type="nominal", title=slots),
                 alt.Tooltip(field="series", type="nominal"),
                 alt.Tooltip(
                     field="qps", type="quantitative", title="rate (requests/s)", format=",.3~r"
