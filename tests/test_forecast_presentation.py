@@ -379,3 +379,29 @@ def test_describe_says_why_a_one_day_history_is_planned_without_a_forecast():
     text = forecast.describe(result)
     assert "No forecast of the coming days: series: 1 d leaves 0 origin(s)" in text
     assert "planned on the history as it is." in text
+
+
+def test_the_plans_chart_names_its_slots_as_the_text_does(tmp_path):
+    # two weeks at +01:00 planned per hour of week: the x axis read 'hour of week' over 0-168, no
+    # clock, and the tooltip 'slot 130' where describe() says 'Sat 10:00-11:00'
+    import re
+
+    import vl_convert as vlc
+    from test_plan import drawn_for
+
+    times = pd.date_range("2026-03-02", periods=14 * 24, freq="1h", tz="UTC+01:00")
+    rates = 10 + 5 * (times.day_of_week == 5) + np.arange(len(times)) % 24
+    path = tmp_path / "rates.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%dT%H:%M:%S%z"), "qps": rates}).to_csv(
+        path, index=False
+    )
+    baseline = forecast.fit_baseline(data.load_rate_series(path, time_column="timestamp", rate_column="qps"),
+                                     slots="hour_of_week")  # fmt: skip
+    spec = charts.forecast_plans(baseline).to_dict()
+    plan = next(layer for layer in _layers(spec) if layer["encoding"].get("tooltip"))
+    assert plan["encoding"]["x"]["title"] == "hour of week (UTC+01:00)"
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", vlc.vegalite_to_svg(spec))
+    assert {"Mon 00:00", "Sat 00:00", "Sun 00:00"} <= set(shown) and "120" not in shown
+    tip = plan["encoding"]["tooltip"][0]
+    assert tip["title"] == "hour of week (UTC+01:00)"
+    assert drawn_for(plan, tip["field"], {"slot": 130}) == "Sat 10:00-11:00"

@@ -13,7 +13,7 @@ import xarray as xr
 from .. import words
 from ..errors import InputError
 from ..memo import Kept
-from ._clock import is_undated, time_columns, time_x
+from ._clock import is_undated, slot_axis, slot_title, slot_words, time_columns, time_x
 from ._draft import draft
 
 __all__ = ["forecast_exceedance", "forecast_heatmap", "forecast_plans", "forecast_series"]
@@ -38,15 +38,9 @@ def _one_series(series: xr.Dataset) -> xr.Dataset:
 
 def _slot_codes(times: np.ndarray, baseline: xr.Dataset) -> np.ndarray:
     """The baseline's slot of each time, by the forecast step's own rule."""
-    from ..forecast import Slots, slot_codes
+    from ..forecast import slot_codes
 
-    ns = 1_000_000_000
-    spec = Slots(
-        baseline.attrs["slots"],
-        round(baseline.attrs["slot_s"] * ns),
-        round(baseline.attrs["period_s"] * ns),
-    )
-    return np.asarray(slot_codes(times.astype("datetime64[ns]"), spec))
+    return np.asarray(slot_codes(times.astype("datetime64[ns]"), _slot_spec(baseline)))
 
 
 def forecast_series(
@@ -219,23 +213,45 @@ def forecast_plans(baseline: xr.Dataset, *, quantile: float | None = None) -> al
     return draft(
         _plans_chart,
         tables={"frame": frame},
-        values={
-            "title": title,
-            "slot_title": baseline.attrs.get("slots", "slot").replace("_", " "),
+        values={"title": title, "slot_title": _slot_title(baseline)},
+        shape={
+            "axis": slot_axis(baseline.attrs["slots"], baseline.sizes["slot"], ends=True),
+            "words": slot_words(baseline.attrs["slots"], baseline.sizes["slot"]),
         },
     )
 
 
-def _plans_chart(frame: pd.DataFrame, *, title: str, slot_title: str) -> alt.LayerChart:
+def _slot_spec(baseline: xr.Dataset):
+    from ..forecast import Slots
+
+    ns = 1_000_000_000
+    return Slots(
+        baseline.attrs["slots"],
+        round(baseline.attrs["slot_s"] * ns),
+        round(baseline.attrs["period_s"] * ns),
+    )
+
+
+def _slot_title(baseline: xr.Dataset) -> str:
+    """The slot axis's title: 'hour of week (UTC+01:00)'; custom slots by their length and period."""
+    from ..forecast import slot_clock
+
+    return slot_title(_slot_spec(baseline).label(), slot_clock(baseline))
+
+
+def _plans_chart(
+    frame: pd.DataFrame, *, title: str, slot_title: str, axis: dict, words: str
+) -> alt.LayerChart:
     """The plans chart from its table (see :mod:`capnb.charts._draft`)."""
-    base = alt.Chart(frame).encode(x=alt.X("slot:Q", title=slot_title))
+    base = alt.Chart(frame).encode(x=alt.X("slot:Q", title=slot_title, axis=alt.Axis(**axis)))
     short = base.mark_area(color=_SHORT_COLOR, opacity=0.3, interpolate="step-after").encode(
         y=alt.Y("mean_plan:Q"), y2=alt.Y2("top:Q")
     )
-    plan = base.mark_line(color=_PLAN_COLOR, interpolate="step-after", strokeWidth=2).encode(
+    plan = base.transform_calculate(when=words)  # each slot in words: 'Sat 10:00-11:00'
+    plan = plan.mark_line(color=_PLAN_COLOR, interpolate="step-after", strokeWidth=2).encode(
         y=alt.Y("plan:Q", title="requests/s"),
         tooltip=[
-            alt.Tooltip("slot:Q"),
+            alt.Tooltip("when:N", title=slot_title),
             alt.Tooltip("quantile:N", title="plan on"),
             alt.Tooltip("plan:Q", title="plan (requests/s)", format=",.3~r"),
             alt.Tooltip("mean_plan:Q", title="mean plan (requests/s)", format=",.3~r"),
