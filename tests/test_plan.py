@@ -2443,3 +2443,18 @@ def drawn_for(layer: dict, field: str, row: dict) -> str:
     spec = {"data": {"values": [row]}, "mark": "text", "encoding": {"text": {"field": field}},
             "transform": [t for t in layer.get("transform", []) if "calculate" in t]}  # fmt: skip
     return re.findall(r"<text[^>]*>([^<]*)</text>", vlc.vegalite_to_svg(spec))[-1]
+
+
+def test_the_reports_instance_chart_labels_a_week_it_can_show(small):
+    # the first page's chart of an hour-of-week plan wrote all 168 slot labels at 2 px apart over
+    # 360 px ('Mon 00:00', 'Mon 01:00', ...: one black band) under 'hour of week', no clock
+    import vl_convert as vlc
+
+    from capnb import charts
+
+    spec = charts.plan_instances(_weekly(small[0])).to_dict()
+    assert spec["layer"][0]["encoding"]["x"]["title"] == "hour of week (Europe/Berlin)"
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", vlc.vegalite_to_svg(spec))
+    days = [text for text in shown if re.fullmatch(r"\w{3} \d\d:\d\d", text)]
+    assert days == ["Mon 00:00", "Tue 00:00", "Wed 00:00", "Thu 00:00", "Fri 00:00", "Sat 00:00",
+                    "Sun 00:00"]  # fmt: skip

@@ -145,8 +145,10 @@ def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> 
     )  # fmt: skip
     slots = a.slots.replace("_", " ")
     title = f"Instances per {slots}, P{100 * a.traffic_quantile:g} (line: {a.reserved_instances:,} reserved)"
-    x = alt.X(field="slot", type="ordinal", title=slots, sort=None,
-              axis=alt.Axis(labelAngle=-90, labelExpr="split(datum.label, '-')[0]"))  # fmt: skip
+    # a week's 168 labels do not fit: one at each day's 00:00 ('Sat 00:00'), as plan_slots
+    week = {"values": list(a.slot_labels[::24])} if a.slots == "hour_of_week" else {}
+    x = alt.X(field="slot", type="ordinal", title=slot_title(slots, a.clock), sort=None,
+              axis=alt.Axis(labelAngle=-90, labelExpr="split(datum.label, '-')[0]", **week))  # fmt: skip
     top = max([*a.fixed_instances, a.reserved_instances, 1])
     whole = alt.Axis(format="d", values=whole_ticks(top))  # instance counts are whole numbers
     bars = (
