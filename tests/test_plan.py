@@ -2458,3 +2458,14 @@ def test_the_reports_instance_chart_labels_a_week_it_can_show(small):
     days = [text for text in shown if re.fullmatch(r"\w{3} \d\d:\d\d", text)]
     assert days == ["Mon 00:00", "Tue 00:00", "Wed 00:00", "Thu 00:00", "Fri 00:00", "Sat 00:00",
                     "Sun 00:00"]  # fmt: skip
+
+
+def test_the_policy_runs_chart_names_policies_as_every_page_does(small):
+    # its legend and tooltips read the sweep's codes 'fixed_elastic', 'hpa', 'knative' where the
+    # text and the elasticity charts say 'fixed + elastic', 'Kubernetes HPA', 'Knative KPA'
+    from capnb import charts
+
+    spec = charts.plan_policies(small[0]).to_dict()
+    named = {row["policy"] for rows in spec["datasets"].values() for row in rows if "policy" in row}
+    codes = set(small[0].policy.values.astype(str))
+    assert named == {words.POLICY_NAMES[code] for code in codes}

@@ -230,6 +230,7 @@ def plan_policies(plan: xr.Dataset) -> alt.Chart:
     for key, value in selection.items():
         chosen &= frame[key].astype(str).to_numpy() == str(value)
     frame["chosen"] = chosen
+    frame["policy"] = [words.POLICY_NAMES.get(p, p) for p in frame.policy.astype(str)]
     frame["breach_pct"] = frame.breach * 100
     budget = float(_config(plan)["breach_budget"]) * 100
     points = (
