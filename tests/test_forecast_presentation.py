@@ -405,3 +405,25 @@ def test_the_plans_chart_names_its_slots_as_the_text_does(tmp_path):
     tip = plan["encoding"]["tooltip"][0]
     assert tip["title"] == "hour of week (UTC+01:00)"
     assert drawn_for(plan, tip["field"], {"slot": 130}) == "Sat 10:00-11:00"
+
+
+def test_the_heatmap_names_its_hours_as_the_text_does(tmp_path):
+    # its x axis read 0 ... 23 under "hour of day (trace's clock)" and its tooltip 'hour 10' for a
+    # series at +01:00; the text says '10:00-11:00' and names the zone
+    import re
+
+    import vl_convert as vlc
+    from test_plan import drawn_for
+
+    times = pd.date_range("2026-03-02", periods=7 * 24, freq="1h", tz="UTC+01:00")
+    path = tmp_path / "rates.csv"
+    pd.DataFrame({"timestamp": times.strftime("%Y-%m-%dT%H:%M:%S%z"), "qps": 5.0}).to_csv(
+        path, index=False
+    )
+    series = data.load_rate_series(path, time_column="timestamp", rate_column="qps")
+    spec = charts.forecast_heatmap(series).to_dict()
+    assert spec["encoding"]["x"]["title"] == "hour of day (UTC+01:00)"
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", vlc.vegalite_to_svg(spec))
+    assert {"00:00", "09:00", "21:00"} <= set(shown) and "10" not in shown
+    tip = next(t for t in spec["encoding"]["tooltip"] if t.get("title") == "hour of day")
+    assert drawn_for(spec, tip["field"], {"hour": 10}) == "10:00-11:00"

@@ -162,23 +162,29 @@ def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
         order = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
         title = "Mean requests/s by hour of day and weekday"
     table = frame.groupby(["row", "hour"], as_index=False)["qps"].mean()
+    zone = str(series.attrs.get("timezone", "unknown")).split(" (")[0]  # as forecast.slot_clock
+    hours = slot_title("hour of day", zone if zone != "unknown" else "trace's clock")
     return draft(
-        _heatmap_chart, tables={"table": table}, values={"title": title}, shape={"order": order}
+        _heatmap_chart,
+        tables={"table": table},
+        values={"title": title, "hours": hours},
+        shape={"order": order},
     )
 
 
-def _heatmap_chart(table: pd.DataFrame, *, title: str, order: list[str]) -> alt.Chart:
+def _heatmap_chart(table: pd.DataFrame, *, title: str, hours: str, order: list[str]) -> alt.Chart:
     """The heatmap from its table (see :mod:`capnb.charts._draft`)."""
     return (
         alt.Chart(table)
+        .transform_calculate(when=slot_words("hour_of_day", 24, "hour"))  # '10:00-11:00'
         .mark_rect()
         .encode(
-            x=alt.X("hour:O", title="hour of day (trace's clock)"),
+            x=alt.X("hour:O", title=hours, axis=alt.Axis(**slot_axis("hour_of_day", 24))),
             y=alt.Y("row:N", sort=order, title=None),
             color=alt.Color("qps:Q", title="requests/s", scale=alt.Scale(scheme="viridis")),
             tooltip=[
                 alt.Tooltip("row:N"),
-                alt.Tooltip("hour:O"),
+                alt.Tooltip("when:N", title="hour of day"),
                 alt.Tooltip("qps:Q", title="rate (requests/s)", format=",.3~r"),
             ],
         )
