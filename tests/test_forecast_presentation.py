@@ -427,3 +427,15 @@ def test_the_heatmap_names_its_hours_as_the_text_does(tmp_path):
     assert {"00:00", "09:00", "21:00"} <= set(shown) and "10" not in shown
     tip = next(t for t in spec["encoding"]["tooltip"] if t.get("title") == "hour of day")
     assert drawn_for(spec, tip["field"], {"hour": 10}) == "10:00-11:00"
+
+
+def test_a_worksheets_own_slot_chart_names_its_slots():
+    # worksheet 06 drew its per-slot fleets over x 'slot:O' titled 'hour of day', also for a plan
+    # per hour of week (168 codes under 'hour of day'); charts.slot_x gives it the words
+    from test_plan import drawn_for
+
+    x, when = charts.slot_x("hour_of_week", 168, "Europe/Berlin")
+    assert x.to_dict()["title"] == "hour of week (Europe/Berlin)"
+    assert x.to_dict()["axis"]["values"] == list(range(0, 168, 24))
+    layer = {"transform": [{"calculate": expr, "as": name} for name, expr in when.items()]}
+    assert drawn_for(layer, "when", {"slot": 130}) == "Sat 10:00-11:00"

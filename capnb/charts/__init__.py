@@ -9,7 +9,7 @@ JupyterLab and in offline HTML reports) is set up once by :func:`capnb.notebook.
 
 from ._altair import quick_build
 from ._capacity import cost_vs_sla, latency_curve, plan_contrast, throughput_curve
-from ._clock import day_label, is_undated
+from ._clock import day_label, is_undated, slot_x
 from ._draft import Draft, drafting, written
 from ._elasticity import (
     cold_start_stages,
@@ -55,6 +55,7 @@ __all__ = [
     "plan_slots",
     "plan_timeline",
     "quick_build",
+    "slot_x",
     "throughput_curve",
     "written",
 ]

@@ -15,7 +15,15 @@ import pandas as pd
 
 from .. import words
 
-__all__ = ["day_label", "is_undated", "slot_axis", "slot_title", "slot_words", "time_encoding"]
+__all__ = [
+    "day_label",
+    "is_undated",
+    "slot_axis",
+    "slot_title",
+    "slot_words",
+    "slot_x",
+    "time_encoding",
+]
 
 _DAY_MS = 86_400_000
 _PLACEHOLDER_YEAR = words.PLACEHOLDER_YEAR  # where the loaders put time 0 of an undated trace
@@ -136,3 +144,17 @@ def slot_title(label: str, clock: str) -> str:
     ('hour of week (Europe/Berlin)', 'hour of day')
     """
     return f"{label} ({clock})" if clock else label
+
+
+def slot_x(
+    kind: str, count: int, clock: str = "", *, field: str = "slot"
+) -> tuple[alt.X, dict[str, str]]:
+    """An ordinal x of slot codes read as the text names them, and the words of each slot.
+
+    Returns ``(x, when)``: ``chart.transform_calculate(**when)`` adds a ``when`` column
+    (``Sat 10:00-11:00``) for a tooltip ``alt.Tooltip("when:N", title=x["title"])``. ``clock``: the
+    zone the slots are on (:func:`capnb.forecast.slot_clock`; empty where not known).
+    """
+    label = kind.replace("_", " ") if kind in ("hour_of_day", "hour_of_week") else "slot"
+    x = alt.X(f"{field}:O", title=slot_title(label, clock), axis=alt.Axis(**slot_axis(kind, count)))
+    return x, {"when": slot_words(kind, count, field)}
