@@ -178,16 +178,16 @@ CALIBRATION_FIELDS = (*_latency_fields, "request_overhead_s", "expert_efficiency
 
 # columns of the per-slot integer state ``req``; the last three describe a preempted request's
 # blocks left cached (keep_preempted): tokens it had computed, the free blocks ahead of its own in
-# the pool's eviction order, the pool's blocks taken (``st[_ALLOC]``) when it was preempted
+# the pool's eviction order, the blocks taken from the pool (:func:`_taken`) when it was preempted
 _RID, _PLEN, _OLEN, _HIT, _COMP, _GEN, _HELD, _KEPT, _AHEAD, _MARK = range(10)
 # columns of the per-slot times ``clock``
 _ARR, _FIRST, _LAST, _READY = 0, 1, 2, 3
 # the integer scalars ``st``
 _HEAD, _NWAIT, _NRUN, _NFREE, _NEXT, _DONE, _PREEMPT = range(7)
 _STEPS, _COMPLETED, _WINDOW, _BLOCKS = range(7, 11)
-# blocks taken from the free pool so far (allocation pops; the cached blocks a request finds are
-# no pops), and 1 where a preempted request's computed blocks stay cached (keep_preempted)
-_ALLOC, _KEEP = 11, 12
+# blocks given back to the pool so far (less a preempted request's own cached blocks found again),
+# 1 where a preempted request's computed blocks stay cached (keep_preempted), the pool's blocks
+_RETURNED, _KEEP, _POOL = 11, 12, 13
 # the float scalars ``ft``
 _T, _LAST_DT, _NEXT_T, _BATCH, _WSTART, _WTOKENS0, _OUT_TOKENS, _WTOKENS, _FRONT, _RATIO = range(10)
 # the step's scheduling scalars ``sched``: budget left, requests scheduled, preempted, stopped
@@ -349,13 +349,14 @@ def preempt_last(req, running, scheduled, waiting, st, sched):
     if st[_KEEP] == 1:
         req[victim, _KEPT] = req[victim, _COMP]
         req[victim, _AHEAD] = st[_BLOCKS]
-        req[victim, _MARK] = st[_ALLOC]
+        req[victim, _MARK] = _taken(st)
     sched[_BUDGET] += scheduled[j]  # a token scheduled already is given back
     if scheduled[j] > 0:
         sched[_COUNT] -= 1
     scheduled[j] = 0
     st[_NRUN] -= 1
     st[_BLOCKS] += req[victim, _HELD]
+    st[_RETURNED] += req[victim, _HELD]
     req[victim, _HELD] = 0
     req[victim, _COMP] = 0
     st[_HEAD] = (st[_HEAD] - 1) % slots
@@ -380,7 +381,6 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
     # the loop's counters are kept in locals (the arrays they live in may alias the others, so
     # the compiler would reload them after every store) and written back before a preemption
     budget, count, free, n_run = sched[_BUDGET], sched[_COUNT], st[_BLOCKS], st[_NRUN]
-    taken = 0  # blocks taken since st[_ALLOC] was last written
     while i < n_run and budget > 0:
         s = running[i]
         comp = req[s, _COMP]
@@ -392,8 +392,6 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
         blocks = _more_blocks(comp + need, req[s, _HELD], layout)
         if blocks > free:
             sched[_BUDGET], sched[_COUNT], st[_BLOCKS] = budget, count, free
-            st[_ALLOC] += taken
-            taken = 0
             while blocks > st[_BLOCKS]:
                 if preempt_last(req, running, scheduled, waiting, st, sched) == s:
                     sched[_STOPPED] = 1
@@ -402,7 +400,6 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
                 return other + (st[_NRUN] - i)
             budget, count, free, n_run = sched[_BUDGET], sched[_COUNT], st[_BLOCKS], st[_NRUN]
         free -= blocks
-        taken += blocks
         req[s, _HELD] += blocks
         scheduled[i] = need
         start_ctx[i] = comp
@@ -410,7 +407,6 @@ def schedule_running(decoding, req, running, scheduled, start_ctx, waiting, st, 
         count += 1
         i += 1
     sched[_BUDGET], sched[_COUNT], st[_BLOCKS] = budget, count, free
-    st[_ALLOC] += taken
     return other + (st[_NRUN] - i)  # (those not reached are counted as possibly of the other kind)
 
 
@@ -453,7 +449,8 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
         st[_HEAD] = (st[_HEAD] + 1) % slots
         st[_NWAIT] -= 1
         st[_BLOCKS] -= blocks
-        st[_ALLOC] += blocks - (_blocks_for(base, layout) if kept else 0)
+        if kept:  # its own cached blocks, found again: taken back, not allocated
+            st[_RETURNED] -= _blocks_for(base, layout)
         req[s, _KEPT] = 0
         req[s, _HELD] = blocks
         req[s, _COMP] = base
@@ -463,6 +460,15 @@ def admit(req, running, scheduled, start_ctx, waiting, st, sched, max_seqs, layo
         st[_NRUN] += 1
         sched[_BUDGET] -= need
         sched[_COUNT] += 1
+
+
+@njit(inline="always", error_model="numpy")
+def _taken(st):
+    """Blocks allocated from the pool so far: those in use and those given back.
+
+    (A preempted request's own cached blocks found again at its readmission are no allocation.)
+    """
+    return st[_POOL] - st[_BLOCKS] + st[_RETURNED]
 
 
 @njit(inline="always", error_model="numpy")
@@ -482,7 +488,7 @@ def reused(req, s, st, layout):
     if whole <= base:
         return base, False
     held = _blocks_for(whole, layout)
-    left = max(held - max(st[_ALLOC] - req[s, _MARK] - req[s, _AHEAD], 0), 0)
+    left = max(held - max(_taken(st) - req[s, _MARK] - req[s, _AHEAD], 0), 0)
     valid = min(((whole // block) * left // held) * block, req[s, _PLEN] + req[s, _GEN] - 1)
     if valid <= base:
         return base, False
@@ -592,6 +598,7 @@ def _advance(prompt, output, cached, req, clock, c_arrive, c_first, running, sch
             kept += 1
             continue
         st[_BLOCKS] += req[s, _HELD]
+        st[_RETURNED] += req[s, _HELD]
         req[s, _HELD] = 0
         finish(s, req, clock, c_arrive, c_first, st, ft, cumulative, ttft, e2e, features, warmup,
                request_overhead)  # fmt: skip
@@ -681,7 +688,8 @@ def simulate(prompt, output, gaps, cached, settings, model, gpu, tensor_parallel
     running = np.zeros(max_seqs, np.int64)
     scheduled = np.zeros(max_seqs, np.int64)  # new tokens of running[i] this step
     start_ctx = np.zeros(max_seqs, np.int64)
-    st = np.zeros(13, np.int64)
+    st = np.zeros(14, np.int64)
+    st[_POOL] = int(settings[4])
     st[_KEEP] = 1 if settings.shape[0] >= 17 and settings[16] > 0.5 else 0
     ft = np.zeros(10)
     ft[_RATIO] = reserve[0]
