@@ -411,10 +411,11 @@ def test_the_own_run_answer_says_where_the_band_meets_no_concurrency():
     6 December 2026 refit is infeasible, 52 ms at one request in flight: 60 ms was such a bound;
     on the refit with the serial front end 60 ms has a band at both ends and 50 ms is one again;
     on the refit of the KV cache profiled per GPU, 50 ms has a band at both ends and 47 ms is one;
-    on the block-scaled FP8 refit, 47 ms has a band at both ends and 45 ms is one.)"""
+    on the block-scaled FP8 refit, 47 ms has a band at both ends and 45 ms is one; on the refit
+    with vLLM V1's kept preempted blocks, 45 ms has no own-run answer and 50 ms is one again.)"""
     from capnb import report
 
-    ran = report.execute("03_capacity", parameters={**SMALL, "METRIC": "tpot", "SLA": 0.045})
+    ran = report.execute("03_capacity", parameters={**SMALL, "METRIC": "tpot", "SLA": 0.05})
     printed = "".join(
         out.get("text", "")
         for cell in ran.cells
@@ -422,6 +423,6 @@ def test_the_own_run_answer_says_where_the_band_meets_no_concurrency():
         for out in cell.outputs
     )
     assert re.search(
-        r"TPOT P99 <= 0\.045 s: [\d.]+ requests/s per instance \(band none meets the SLA-", printed
+        r"TPOT P99 <= 0\.05 s: [\d.]+ requests/s per instance \(band none meets the SLA-", printed
     )
     assert "checks passed" in printed
