@@ -42,6 +42,25 @@ def test_safe_concurrency_by_hand_on_dstacks_curve(short):
     assert "<= SLA" in r.attrs["condition"] and "article writes <" in r.attrs["condition"]
 
 
+def test_a_latency_at_the_sla_meets_it_after_the_unit_conversion():
+    # condition P99 <= SLA: 2,300 ms measured at 8 is 2300 * 1e-3 = 2.3000000000000003 s, and
+    # 26 ms and 34 ms at 4 and 8 draw 30 ms at 6 (0.030000000000000002 s): both meet it
+    table = pd.DataFrame(
+        {
+            "concurrency": [1, 4, 8, 16],
+            "ttft_p99_ms": [100, 1300, 2300, 4300],
+            "tpot_p99_ms": [20, 26, 34, 50],
+            "e2e_mean_ms": [1900, 2600, 3400, 5000],
+        }
+    )
+    curve = data.read_latency_table(table)
+    ttft = capacity.safe_concurrency(curve, 2.3, metric="ttft", memory_limit=None)
+    assert int(ttft.safe_concurrency) == 8  # measured at 2.3 s exactly
+    tpot = capacity.safe_concurrency(curve, 0.030, metric="tpot", memory_limit=None)
+    assert int(tpot.safe_concurrency) == 6  # 26 + 2 x 2 ms = 30 ms
+    assert float(tpot.per_instance_qps) == pytest.approx(6 / 3.0)  # mean e2e 3.0 s at 6
+
+
 def test_littles_law_is_the_best_concurrency_over_mean_e2e_up_to_safe(short):
     r = capacity.safe_concurrency(short, [0.5, 2.0, 10.0], metric="ttft", memory_limit=None)
     flat = latency.envelope(short)

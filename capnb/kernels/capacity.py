@@ -31,6 +31,10 @@ BINDING = (
     "no_data",  # 7: the curve has no value for this metric and quantile
 )
 _LATENCY, _MEMORY, _RANGE, _INF_LATENCY, _INF_MEMORY, _INF_UNMEASURED, _BELOW, _NO_DATA = range(8)
+#: A latency within this share above the SLA meets it: the rounding of a unit's conversion or of
+#: an interpolation, not a measured difference (2,300 ms reads as 2.3000000000000003 s, and 26 and
+#: 34 ms draw 0.030000000000000002 s half way; both meet 2.3 s and 30 ms).
+_ROUNDING = 1e-9
 
 
 @njit
@@ -82,7 +86,7 @@ def _search(
     first, last = concurrency[0], concurrency[n - 1]
 
     for s in range(sla.shape[0]):
-        limit = sla[s]
+        limit = sla[s] * (1.0 + _ROUNDING)
         safe[s], qps[s], operating[s], latency_at_safe[s] = 0, math.nan, 0, math.nan
         if memory_limit < 1:
             binding[s] = _INF_MEMORY
