@@ -1919,6 +1919,25 @@ def test_the_flat_traffic_check_says_the_forecasts_statement_once():
     assert _flat_check(forecast.fit_baseline(flat.copy(data={"qps": daily}))) is None
 
 
+def test_the_rate_is_said_at_the_concurrency_it_is_served_at(small):
+    # a measured knee then a cliff: P99 TTFT 1 s is crossed at 19 in flight, but mean E2E 3.2 s at
+    # 16 and 4.1 s at 19 serve 16 / 3.2 = 5 requests/s against 19 / 4.1 = 4.63; the plan said
+    # "One instance serves 5 requests/s within P99 TTFT <= 1 s, at 19 requests in flight"
+    plan, _ = small
+    a = planning.answer(plan)
+    chosen = plan.capacity_operating_concurrency
+    at = {"gpu": a.gpu, "tensor_parallel": a.tensor_parallel}
+    chosen = chosen.sel({d: v for d, v in at.items() if d in chosen.dims})
+    assert a.operating_concurrency == int(chosen.squeeze()) > 0
+    cliff = dataclasses.replace(a, safe_concurrency=19, operating_concurrency=16,
+                                per_instance_qps=5.0, binding="latency")  # fmt: skip
+    text = plan_text.serve_words(cliff)
+    assert "serves 5 requests/s within " in text
+    assert "at 16 requests in flight, and holds up to 19 (" in text
+    said = plan_text.serve_words(dataclasses.replace(cliff, operating_concurrency=19))
+    assert ", at 19 requests in flight (" in said and "holds up to" not in said
+
+
 def test_an_engine_curve_the_sla_never_bounds_is_not_called_measured(small):
     # gpt-oss-120b on 2 x H100-SXM, latency = "engine": its hybrid KV cache holds 1,204 sequences,
     # the engine curve stops at 512, and the plan said "the measured curve ends before any bound

@@ -342,6 +342,12 @@ class Answer:
         "and the nearest to meeting it (empty: none)",
         default=(),
     )
+    operating_concurrency: int = _f(
+        "requests",
+        "requests in flight at which one instance serves per_instance_qps, at most "
+        "safe_concurrency (0: not recorded)",
+        default=0,
+    )
 
     @property
     def failed(self) -> tuple[Check, ...]:

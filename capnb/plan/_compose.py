@@ -497,6 +497,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         memory_concurrency=int(_first(chosen.max_concurrency)) if "max_concurrency" in chosen else -1,
         seq_len=int(seq_len),
         per_instance_qps=float(_first(chosen.per_instance_qps)),
+        operating_concurrency=int(_first(chosen.operating_concurrency))
+        if "operating_concurrency" in chosen else 0,
         latency_model=latency_model,
         latency_error=math.nan,
         latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"

@@ -105,11 +105,18 @@ def serve_words(a: Answer) -> str:
         if a.max_model_len
         else ""
     )
+    # past a throughput knee the best rate is served below the safe concurrency
+    held_up_to = (
+        f"{words.count(a.operating_concurrency, 'request')} in flight, and holds up to "
+        f"{a.safe_concurrency:,}"
+        if 0 < a.operating_concurrency < a.safe_concurrency
+        else f"{words.count(a.safe_concurrency, 'request')} in flight"
+    )
     return (
         f"Serve {a.model} on {a.tensor_parallel} x {a.gpu} per instance{held}{why}. One instance "
         "serves "
         f"{words.rate(a.per_instance_qps)} requests/s within {a.sla}, at "
-        f"{words.count(a.safe_concurrency, 'request')} in flight ({binds}{memory}).{cache}{left}"
+        f"{held_up_to} ({binds}{memory}).{cache}{left}"
     )
 
 
