@@ -730,8 +730,27 @@ def test_describe_says_when_memory_was_not_checked():
     p = capacity.plan(curve, 1.0, 50.0, metric="ttft")
     assert int(p.safe_concurrency) == 92 and "max_concurrency" not in p
     assert (
-        "safely holds 92 concurrent requests (the SLA binds: ttft P99 reaches 994 ms there; "
-        "memory not checked: the curve does not name its model, GPU and tensor parallelism"
+        "safely holds 92 concurrent requests (the SLA binds: ttft P99 reaches 994 ms there, "
+        "drawn linearly between the measured 64 and 128; memory not checked: the curve does not "
+        "name its model, GPU and tensor parallelism"
     ) in capacity.describe(p)
     checked = capacity.plan(curve.assign_attrs(model="Llama-3.1-8B"), 1.0, 50.0, metric="ttft")
     assert "memory not checked" not in capacity.describe(checked)
+
+
+def test_a_safe_concurrency_between_measured_points_is_said_interpolated():
+    # P99 TTFT 400 ms at 4 and 800 ms at 8: 500 ms is reached at 5, which nothing measured; the
+    # sentence read "the SLA binds: ttft P99 reaches 500 ms there" as if 5 had been measured
+    table = pd.DataFrame(
+        {
+            "concurrency": [1, 2, 4, 8, 16],
+            "ttft_p99_ms": [100, 200, 400, 800, 1600],
+            "e2e_mean_ms": [2000, 2200, 2600, 3400, 5000],
+        }
+    )
+    curve = data.read_latency_table(table)
+    text = capacity.describe(capacity.plan(curve, 0.5, 10.0, metric="ttft", memory_limit=None))
+    assert "holds 5 concurrent requests" in text
+    assert "reaches 500 ms there, drawn linearly between the measured 4 and 8" in text
+    at_point = capacity.describe(capacity.plan(curve, 0.8, 10.0, metric="ttft", memory_limit=None))
+    assert "holds 8 concurrent requests" in at_point and "drawn linearly" not in at_point

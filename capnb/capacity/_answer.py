@@ -244,6 +244,17 @@ def _bound(cell: xr.Dataset) -> tuple[str, float]:
     return f"{metric} P{quantile * 100:g}", float(bounds[metric])
 
 
+def _drawn_between(cell: xr.Dataset, safe: int) -> str:
+    """Where the safe concurrency lies between two points of the curve: its latency is drawn."""
+    levels = np.asarray(cell.attrs.get("concurrency_levels", []), dtype=float)
+    above = np.flatnonzero(levels > safe)
+    if not above.size or not above[0] or levels[above[0] - 1] == safe:
+        return ""
+    measured = "measured " if cell.attrs.get("curve_kind") == "measured" else ""
+    low, high = int(levels[above[0] - 1]), int(levels[above[0]])
+    return f", drawn linearly between the {measured}{low:,} and {high:,}"
+
+
 def describe(result: xr.Dataset, **selection: object) -> str:
     """The answer for one cell of a capacity result, in one plain sentence with its numbers.
 
@@ -313,6 +324,7 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         why = f"the SLA binds: {label} reaches {_seconds(at_safe)} there"
         if "binding_metric" in cell and len(cell.attrs["sla_bounds"]) > 2:  # several bounds
             why = f"the {label} bound binds: it reaches {_seconds(at_safe)} there"
+        why += _drawn_between(cell, safe)
     elif binding == "memory":
         why = f"memory binds: the KV cache holds no more, while {label} is only {_seconds(at_safe)}"
     else:

@@ -393,6 +393,7 @@ def safe_concurrency(
         "curve_kind": str(curve.attrs.get("kind", "")),
         "first_concurrency": int(curve.concurrency[0]),
         "last_concurrency": int(curve.concurrency[-1]),
+        "concurrency_levels": [int(c) for c in curve.concurrency.values],
         **{k: curve.attrs[k] for k in ("model", "gpu", "tensor_parallel") if k in curve.attrs},
         **{
             k: float(curve.attrs[k]) for k in ("prompt_tokens", "output_tokens") if k in curve.attrs
