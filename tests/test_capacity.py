@@ -754,3 +754,20 @@ def test_a_safe_concurrency_between_measured_points_is_said_interpolated():
     assert "reaches 500 ms there, drawn linearly between the measured 4 and 8" in text
     at_point = capacity.describe(capacity.plan(curve, 0.8, 10.0, metric="ttft", memory_limit=None))
     assert "holds 8 concurrent requests" in at_point and "drawn linearly" not in at_point
+
+
+def test_the_naive_figure_is_not_called_too_high_where_it_is_not():
+    # P99 TTFT 400 ms at 1 and 800 ms at 4 under 500 ms: safe 1, where the article's figure is
+    # capnb's (1 / 1.9 s = 0.526 requests/s); the sentence said "0.526, 1.0x too high"
+    table = pd.DataFrame(
+        {
+            "concurrency": [1, 4, 8],
+            "ttft_p99_ms": [400, 800, 1200],
+            "e2e_mean_ms": [1900, 2200, 2800],
+        }
+    )
+    p = capacity.plan(data.read_latency_table(table), 0.5, 10.0, metric="ttft", memory_limit=None)
+    text = capacity.describe(p)
+    assert int(p.safe_concurrency) == 1 and float(p.overstatement) == 1.0
+    assert "too high" not in text
+    assert "(the article's 1 x single-request QPS gives the same 0.526)" in text

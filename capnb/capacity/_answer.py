@@ -352,9 +352,12 @@ def describe(result: xr.Dataset, **selection: object) -> str:
         f"concurrency {int(cell.operating_concurrency):,}"
     )
     if "naive_qps" in cell and np.isfinite(float(cell.naive_qps)):
+        naive = f"{float(cell.naive_qps):.3g}"
         sentence += (
             f" (the article's {safe:,} x single-request QPS would claim "
-            f"{float(cell.naive_qps):.3g}, {float(cell.overstatement):.1f}x too high)"
+            f"{naive}, {float(cell.overstatement):.1f}x too high)"
+            if naive != f"{qps:.3g}"  # at one request in flight it is capnb's figure
+            else f" (the article's {safe:,} x single-request QPS gives the same {naive})"
         )
     if "instances" in cell and np.isfinite(float(cell.instances)):
         target = float(cell.target_qps)
