@@ -674,8 +674,14 @@ def test_describe_says_when_a_raised_point_sets_the_safe_concurrency():
     assert "3 measured points (concurrency 4, 8, 16) lie below a smaller concurrency's" in text
     assert "read at 800 ms" not in text  # the sentence names where, the notes say how much
     assert "re-measure" in text, text
+    # one raised point is said in the singular
+    one = capacity.plan(noisy.sel(concurrency=[1, 2, 4, 32]), 0.5, 10.0, metric="ttft")
+    assert (
+        "1 measured point (concurrency 4) lies below a smaller concurrency's latency and is "
+        "read at it" in capacity.describe(one)
+    )
     clean = capacity.plan(noisy.sel(concurrency=[1, 4, 8, 16, 32]), 0.5, 10.0, metric="ttft")
-    assert "lie below a smaller concurrency's" not in capacity.describe(clean)
+    assert "below a smaller concurrency's" not in capacity.describe(clean)
 
 
 def test_memory_below_the_curves_first_point_is_no_safe_concurrency():

@@ -340,9 +340,10 @@ def describe(result: xr.Dataset, **selection: object) -> str:
     if binding == "latency" and raised:
         why += (
             f"; {len(raised)} measured point{'s' if len(raised) > 1 else ''} (concurrency "
-            f"{', '.join(map(str, raised))}) lie below a smaller concurrency's latency and are "
-            "read at it, the curve made non-decreasing, so one noisy point can set this limit: see "
-            "the result's notes and re-measure"
+            f"{', '.join(map(str, raised))}) {'lie' if len(raised) > 1 else 'lies'} below a "
+            f"smaller concurrency's latency and {'are' if len(raised) > 1 else 'is'} read at it, "
+            "the curve made non-decreasing, so a noisy point may set this limit: see the result's "
+            "notes and re-measure"
         )
     qps = float(cell.per_instance_qps)
     sentence = (
