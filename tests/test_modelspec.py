@@ -1648,3 +1648,36 @@ def test_qwen2_5_omni_text_counts_its_q_k_v_biases():
     assert (
         omni.parameters == 7_615_616_512 == parse({**OMNI_TEXT, "model_type": "qwen2"}).parameters
     )
+
+
+def _llama_8b_kept_by(quant, key, modules):
+    base = {k: v for k, v in load_model("Llama-3.1-8B").config.items()}
+    return parse({**base, "quantization_config": {**quant, key: modules}})
+
+
+def test_fp8_modules_kept_in_bf16_are_counted_layer_by_layer():
+    # An FP8 checkpoint keeping lm_head, layers 0 and 1's MLPs and layer 31's attention in bf16
+    # (quant_method 'fp8': transformers writes 'modules_to_not_convert', vLLM reads it or
+    # 'ignored_layers'): capnb counted them at 1 byte a parameter, 9.08 GB where the checkpoint
+    # holds 9.48 GB; a compressed-tensors 'ignore' naming the same layers kept every layer's MLP
+    # in bf16 instead, 14.72 GB
+    h, layers, inter, vocab, kv = 4096, 32, 14_336, 128_256, 8 * 128
+    attention, mlp = 2 * h * h + 2 * h * kv, 3 * h * inter
+    bf16 = 2 * vocab * h + 2 * h * layers + h + 2 * mlp + attention  # embeddings, norms, kept
+    fp8 = layers * (attention + mlp) - 2 * mlp - attention
+    checkpoint = 2 * bf16 + fp8  # 9.475 GB
+    # (FP8 block scales, 1.7 MB, left out; capnb counts the norms, 0.27 MB, at 1 byte: rel 1e-4)
+    fp8_quant = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    kept = ["lm_head", "model.layers.0.mlp", "model.layers.1.mlp", "model.layers.31.self_attn"]
+    for key in ("modules_to_not_convert", "ignored_layers"):
+        spec = _llama_8b_kept_by(fp8_quant, key, kept)
+        assert spec.weight_bytes() == pytest.approx(checkpoint, rel=1e-4), key
+    weights = {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}
+    ct = {"quant_method": "compressed-tensors",
+          "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}  # fmt: skip
+    ignore = ["lm_head", r"re:model\.layers\.[01]\.mlp\..*", r"re:model\.layers\.31\.self_attn\..*"]
+    spec = _llama_8b_kept_by(ct, "ignore", ignore)
+    assert spec.weight_bytes() == pytest.approx(checkpoint, rel=1e-4)
+    # a glob over every layer (gpt-oss's and ModelOpt's) keeps every layer's attention
+    every = _llama_8b_kept_by(fp8_quant, "modules_to_not_convert", ["model.layers.*.self_attn"])
+    assert every.weight_bytes() == pytest.approx(checkpoint - 2 * mlp + 31 * attention, rel=1e-4)

@@ -33,6 +33,7 @@ cannot place is not applied, and the notes say so.
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import math
 import numbers
@@ -142,9 +143,11 @@ class ModelSpec:
     index_head_dim: int = 0
     sliding_window: int = 0
     sliding_layers: int = 0
-    unquantized_attention: bool = False
-    unquantized_shared_experts: bool = False
-    unquantized_dense_mlp: bool = False
+    #: Layers whose attention (and router), shared experts or dense MLP the checkpoint keeps in
+    #: ``torch_dtype`` (its ``quantization_config``'s unconverted modules).
+    unquantized_attention: int = 0
+    unquantized_shared_experts: int = 0
+    unquantized_dense_mlp: int = 0
     weight_scale_bytes: float = 0.0
     #: Weights sharing one quantization scale, (output rows, input columns), that a
     #: tensor-parallel shard of an MLP or expert weight must hold whole, as vLLM requires: FP8's
@@ -301,14 +304,13 @@ class ModelSpec:
         kept = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
         kept += self.vision_parameters
         own = weight_dtype == self.weight_dtype
-        if own and self.unquantized_attention:
-            kept += self.layers * self._attention_parameters()
-            kept += self.moe_layers * self.hidden_size * self.experts  # routers
-        if own and self.unquantized_shared_experts:
+        if own:
+            kept += self.unquantized_attention * self._attention_parameters()
+            routers = min(self.unquantized_attention, self.moe_layers)
+            kept += routers * self.hidden_size * self.experts
             expert = self._mlp_parameters(self.moe_intermediate_size or self.intermediate_size)
-            kept += self.moe_layers * self.shared_experts * expert
-        if own and self.unquantized_dense_mlp:
-            kept += (self.layers - self.moe_layers) * self._mlp_parameters(self.intermediate_size)
+            kept += self.unquantized_shared_experts * self.shared_experts * expert
+            kept += self.unquantized_dense_mlp * self._mlp_parameters(self.intermediate_size)
         if own:
             per_param += self.weight_scale_bytes
         kept_bytes = kept * DTYPE_BYTES[self.torch_dtype]
@@ -344,11 +346,9 @@ class ModelSpec:
         weight_dtype = _canonical_dtype(dtype or self.weight_dtype, "weight_dtype")
         per_param = DTYPE_BYTES[weight_dtype]
         if per_param < 2.0 and weight_dtype == self.weight_dtype:  # as weight_bytes counts them
-            per_param = (
-                DTYPE_BYTES[self.torch_dtype]
-                if self.unquantized_attention
-                else per_param + self.weight_scale_bytes
-            )
+            share = self.unquantized_attention / self.layers  # of the layers, in torch_dtype
+            per_param = share * DTYPE_BYTES[self.torch_dtype]
+            per_param += (1 - share) * (DTYPE_BYTES[weight_dtype] + self.weight_scale_bytes)
         return (total - whole * per_param) / tensor_parallel + held * per_param
 
     def kv_heads_per_rank(self, tensor_parallel: int = 1) -> int:
@@ -493,7 +493,7 @@ class ModelSpec:
         if tensor_parallel == 1 or not (rows or columns):
             return None
         sizes = []
-        if (not self.is_moe or self.moe_layers < self.layers) and not self.unquantized_dense_mlp:
+        if self.unquantized_dense_mlp < self.layers - self.moe_layers:  # a quantized dense MLP
             sizes.append(("intermediate_size", self.intermediate_size))
         if self.is_moe and rows:
             expert = ("moe_intermediate_size", self.moe_intermediate_size)
@@ -2083,7 +2083,7 @@ def parse(config: Mapping, *, name: str | None = None, source: str | None = None
         notes.append(
             _window_note(layers, sliding_window, sliding_layers, chunked, context_tokens(outer))
         )
-    unquantized = _unquantized(config, source)
+    unquantized = _unquantized(config, layers, moe["moe_layers"], source)
     tied = _tied(config, model_type, source, notes)
     vision = _vision_parameters(outer, hidden, source, notes)
     _uncounted_towers(outer, notes)
@@ -2234,48 +2234,73 @@ def _mla(config: Mapping, source: str) -> tuple[int, dict]:
     return kv_lora, mla
 
 
-#: Where a quantization method lists the modules it leaves in ``torch_dtype``.
+#: Where a quantization method lists the modules it leaves in ``torch_dtype`` (FP8: vLLM reads
+#: ``ignored_layers``, else the ``modules_to_not_convert`` transformers writes).
 _KEPT_MODULES = {
     "mxfp4": ("modules_to_not_convert",),
     "modelopt": ("ignore", "exclude_modules"),
     "compressed-tensors": ("ignore",),
+    "fp8": ("ignored_layers", "modules_to_not_convert"),
 }
-#: Modules of each part capnb counts apart, as DeepSeek-, Kimi- and Qwen-style checkpoints name
-#: them: a compressed-tensors ``ignore`` pattern that matches one keeps that part in torch_dtype.
+#: Modules of each part capnb counts apart, in layer ``{}``, as DeepSeek-, Kimi- and Qwen-style
+#: checkpoints name them: a listed module that matches one keeps that part of that layer in
+#: torch_dtype.
 _PART_MODULES = {
-    "attention": ("model.layers.1.self_attn.o_proj",),
+    "attention": ("model.layers.{}.self_attn.o_proj",),
     "shared_experts": (
-        "model.layers.1.mlp.shared_experts.down_proj",
-        "model.layers.1.mlp.shared_expert.down_proj",
+        "model.layers.{}.mlp.shared_experts.down_proj",
+        "model.layers.{}.mlp.shared_expert.down_proj",
     ),
-    "dense_mlp": ("model.layers.0.mlp.down_proj",),
+    "dense_mlp": ("model.layers.{}.mlp.down_proj",),
 }
 
 
-def _unquantized(config: Mapping, source: str) -> dict[str, bool]:
-    """Which parts the quantization leaves in ``torch_dtype``: attention, shared experts, dense MLPs.
+def _unquantized(config: Mapping, layers: int, moe_layers: int, source: str) -> dict[str, int]:
+    """How many layers' attention, shared experts and dense MLP stay in ``torch_dtype``.
 
-    MXFP4 and ModelOpt: attention when a module they list names ``self_attn``. compressed-tensors:
-    each part one of its ``ignore`` entries matches, as vLLM matches them: a ``re:`` entry as a
-    regular expression from the start of the module's name (``re.match``), another only as the
-    whole name of one module (a layer's own, which is not read as a part).
+    The dense layers are taken as the first ``layers - moe_layers``, as DeepSeek's
+    ``first_k_dense_replace`` places them; the shared experts are on the others.
+
+    compressed-tensors matches its ``ignore`` entries as vLLM does: a ``re:`` entry as a regular
+    expression from the start of the module's name (``re.match``), another only as the whole name
+    of one module (a projection's own, which is not read as a part). MXFP4, ModelOpt and FP8: an
+    entry with ``*`` as a glob over the module's name or its parents, another as the module or a
+    parent of it by its dotted name ("model.layers.0.mlp", "self_attn"), as transformers keeps
+    them.
     """
     quant = config.get("quantization_config")
     method = str(quant.get("quant_method", "")).lower() if isinstance(quant, Mapping) else ""
     kept = [str(m) for key in _KEPT_MODULES.get(method, ()) for m in (quant.get(key) or [])]
-    if method != "compressed-tensors":
-        parts = dict.fromkeys(_PART_MODULES, False)
-        return parts | {"attention": "self_attn" in " ".join(kept)}
-    patterns = []
-    for entry in (m for m in kept if m.startswith("re:")):
-        try:
-            patterns.append(re.compile(entry[3:]))
-        except re.error as err:
-            raise ConfigError(
-                f"{source}: field 'quantization_config.ignore' entry {entry!r} is not a regular "
-                f"expression ({err})"
-            ) from None
+    if method == "compressed-tensors":
+        patterns = []
+        for entry in (m for m in kept if m.startswith("re:")):
+            try:
+                patterns.append(re.compile(entry[3:]))
+            except re.error as err:
+                raise ConfigError(
+                    f"{source}: field 'quantization_config.ignore' entry {entry!r} is not a "
+                    f"regular expression ({err})"
+                ) from None
+
+        def matched(name: str) -> bool:
+            return any(p.match(name) for p in patterns)
+    else:
+
+        def matched(name: str) -> bool:
+            return any(
+                fnmatch.fnmatchcase(name, m) or fnmatch.fnmatchcase(name, m + ".*")
+                if "*" in m
+                else f".{m}." in f".{name}."
+                for m in kept
+            )
+
+    dense = layers - moe_layers
+    indices = {
+        "attention": range(layers),
+        "shared_experts": range(dense, layers),
+        "dense_mlp": range(dense),
+    }
     return {
-        part: any(p.match(name) for p in patterns for name in names)
+        part: sum(any(matched(n.format(i)) for n in names) for i in indices[part])
         for part, names in _PART_MODULES.items()
     }
