@@ -447,9 +447,8 @@ def execute(
             with _Kernel() as fresh:
                 fresh.run(notebook, path.parent, timeout)
     except CellExecutionError as error:
-        raised = CellExecutionError(
-            f"worksheet {path.name} failed:\n{error}", error.ename, error.evalue
-        )
+        ename, evalue = _shown_error(error)
+        raised = CellExecutionError(f"worksheet {path.name} failed:\n{error}", ename, evalue)
         # an error of any kind in a closing check is capnb's (its checks read the worksheet's
         # numbers), not an input the worksheet cannot apply to: run_report words it as such
         raised.in_checks = any(
@@ -460,6 +459,24 @@ def execute(
         raise raised from None
     notebook.metadata["capnb_worksheet"] = path.stem
     return notebook
+
+
+def _shown_error(error) -> tuple[str, str]:
+    """The error's type and message; for an error while showing a cell's result, the traceback's.
+
+    ipykernel replies to an error raised by the display hook (a chart's or table's repr) with no
+    exception: type ``NoneType``, message ``None``; the traceback's last ``Type: message`` line
+    names it.
+    """
+    if (error.ename, error.evalue) != ("NoneType", "None"):
+        return error.ename, error.evalue
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines()
+    kinds = r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)): ?(.*)"
+    for i in range(len(plain) - 1, -1, -1):
+        named = re.match(kinds, plain[i])
+        if named:
+            return named[1], "\n".join([named[2], *plain[i + 1 :]]).strip()
+    return "error while showing the cell's result", "(no exception given by the kernel)"
 
 
 #: Run in a kernel as it starts: what a worksheet may change and the next must not see.

@@ -435,6 +435,24 @@ def test_an_error_of_any_kind_in_a_closing_check_is_a_defect(tmp_path):
     assert report._why(caught.value).startswith("AttributeError: 'dict' object")
 
 
+def test_an_error_while_showing_a_cells_result_is_named(tmp_path):
+    # a cell whose last value fails to render (a chart's or table's repr raising) is an error
+    # ipykernel replies without its exception: the report said "cannot apply to these inputs:
+    # NoneType: None"; it names the error the traceback shows
+    import nbformat
+    from nbclient.exceptions import CellExecutionError
+
+    shown = "class Shown:\n    def _repr_html_(self):\n        raise ValueError('no rows: p99')\n"
+    sheet = nbformat.v4.new_notebook()
+    sheet.cells = [nbformat.v4.new_code_cell(shown + "Shown()")]
+    path = tmp_path / "mine.ipynb"
+    nbformat.write(sheet, path)
+    with pytest.raises(CellExecutionError) as caught:
+        report.execute(str(path))
+    assert (caught.value.ename, caught.value.evalue) == ("ValueError", "no rows: p99")
+    assert report._why(caught.value) == "ValueError: no rows: p99"
+
+
 def test_a_report_that_runs_no_worksheet_leaves_no_plan_files(tmp_path, monkeypatch):
     from nbclient.exceptions import CellExecutionError
 
