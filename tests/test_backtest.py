@@ -147,3 +147,15 @@ def test_the_summary_names_the_score_window_it_scored():
     assert table.attrs["summary"].startswith(f"on the held-out day from {start} this plan")
     week = plan.backtest(fit=slice(0, 7), score=slice(7, 14), draws=0, **SMALL)
     assert week.attrs["summary"].startswith("on the held-out week from ")
+
+
+def test_the_backtest_chart_draws_the_table_backtest_returns(table):
+    # charts.plan_backtest reads "the table capnb.plan.backtest returns", but it looked up the
+    # breach budget in a plan's config first, which the table has not: KeyError: 'config'
+    from capnb import charts
+
+    spec = charts.plan_backtest(table).to_dict()
+    rule = [row["breach_min"] for rows in spec["datasets"].values() for row in rows
+            if set(row) == {"breach_min"}]  # fmt: skip
+    days = table.attrs["score_days"]
+    assert rule == [pytest.approx(SMALL["breach_budget"] * days * 1440)]

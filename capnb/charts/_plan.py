@@ -349,7 +349,8 @@ def plan_backtest(plan: xr.Dataset) -> alt.Chart:
         raise ValueError("the plan carries no backtest (build it with backtest_days > 0)")
     cost = "usd" if "usd" in table else "gpu_hours"
     frame = table[["breach_min", cost, "policy", "burst_hold_share"]].to_dataframe().reset_index()
-    budget = float(plan.attrs.get("breach_budget", _config(plan)["breach_budget"]))
+    budget = plan.attrs.get("breach_budget")  # the table's; a plan's is in its config
+    budget = float(_config(plan)["breach_budget"] if budget is None else budget)
     days = float(table.attrs.get("score_days", 7.0))
     units = table[cost].attrs.get("units", "")
     x = alt.X(
