@@ -159,3 +159,12 @@ def test_the_backtest_chart_draws_the_table_backtest_returns(table):
             if set(row) == {"breach_min"}]  # fmt: skip
     days = table.attrs["score_days"]
     assert rule == [pytest.approx(SMALL["breach_budget"] * days * 1440)]
+
+
+def test_the_backtest_chart_tooltips_say_what_each_value_is_in_its_units(table):
+    # its tooltips read 'breach_min 3.2', 'usd 9,120', 'burst_hold_share 85%'
+    from capnb import charts
+
+    spec = charts.plan_backtest(table).to_dict()
+    tips = [t for layer in spec["layer"] for t in layer.get("encoding", {}).get("tooltip", [])]
+    assert tips and all("_" not in t.get("title", t["field"]) for t in tips), tips

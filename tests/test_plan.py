@@ -2488,3 +2488,21 @@ def test_the_policy_runs_chart_names_policies_as_every_page_does(small):
     named = {row["policy"] for rows in spec["datasets"].values() for row in rows if "policy" in row}
     codes = set(small[0].policy.values.astype(str))
     assert named == {words.POLICY_NAMES[code] for code in codes}
+
+
+def test_the_plan_charts_tooltips_say_what_each_value_is_in_its_units(small):
+    # the plan page's tooltips read the table's field names: 'usd 41,205' (a month? an hour?),
+    # 'breach_pct 0.012', 'cooldown_s 900', 'breach_min 3.2', 'cost_vs_hindsight 1.08'; each
+    # now has a title in words with its unit, as the axes say
+    from capnb import charts
+
+    for chart in (charts.plan_instances, charts.plan_options, charts.plan_policies,
+                  charts.plan_slots, charts.plan_timeline, charts.plan_held_out):  # fmt: skip
+        assert_tooltips_in_words(chart(small[0]).to_dict(), chart.__name__)
+
+
+def assert_tooltips_in_words(spec, name):
+    """Every tooltip of a chart has a title, not a field name ('usd', 'breach_pct')."""
+    for tip in _tooltips(spec):
+        title = tip.get("title", tip["field"])
+        assert "_" not in title and title not in {"usd", "qps"}, (name, tip)

@@ -158,7 +158,7 @@ def plan_instances(plan: xr.Dataset, *, width: int = 360, height: int = 110) -> 
             x=x,
             y=alt.Y(field="instances", type="quantitative", title="instances", axis=whole),
             tooltip=[
-                alt.Tooltip(field="slot", type="nominal"),
+                alt.Tooltip(field="slot", type="nominal", title=slot_title(slots, a.clock)),
                 alt.Tooltip(field="instances", type="quantitative", format=",.0f"),
             ],
         )
@@ -207,7 +207,7 @@ def plan_options(plan: xr.Dataset) -> alt.Chart:
             opacity=alt.condition(alt.datum.gpu == pick, alt.value(1.0), alt.value(0.45)),
             tooltip=[
                 alt.Tooltip(field="option", type="nominal"),
-                alt.Tooltip(field="usd", type="quantitative", format=",.0f"),
+                alt.Tooltip(field="usd", type="quantitative", title="USD a month", format=",.0f"),
             ],
         )
     )
@@ -248,18 +248,23 @@ def plan_policies(plan: xr.Dataset) -> alt.Chart:
             ),
             color=alt.Color(field="policy", type="nominal"),
             tooltip=[
-                alt.Tooltip(field=c, type="nominal")
-                for c in (
-                    "policy",
-                    "scale_up_threshold",
-                    "cooldown_s",
-                    "min_instances",
-                    "buffer_instances",
+                alt.Tooltip(field=c, type="nominal", title=title)
+                for c, title in (
+                    ("policy", "policy"),
+                    ("scale_up_threshold", "scale-up threshold (utilisation)"),
+                    ("cooldown_s", "cooldown (s)"),
+                    ("min_instances", "fewest instances"),
+                    ("buffer_instances", "warm spares (instances)"),
                 )
             ]
             + [
-                alt.Tooltip(field="usd", type="quantitative", format=",.0f"),
-                alt.Tooltip(field="breach_pct", type="quantitative", format=".3f"),
+                alt.Tooltip(field="usd", type="quantitative", title="USD a month", format=",.0f"),
+                alt.Tooltip(
+                    field="breach_pct",
+                    type="quantitative",
+                    title="time in SLA breach (%)",
+                    format=".3f",
+                ),
             ],
         )
     )
@@ -324,7 +329,15 @@ def plan_timeline(plan: xr.Dataset) -> alt.Chart:
         .encode(
             x=x,
             y=alt.Y(field="breach_min", type="quantitative", title="minutes in breach"),
-            tooltip=[when, alt.Tooltip(field="breach_min", type="quantitative", format=",.1f")],
+            tooltip=[
+                when,
+                alt.Tooltip(
+                    field="breach_min",
+                    type="quantitative",
+                    title="minutes in breach",
+                    format=",.1f",
+                ),
+            ],
         )
     )
     title = "The recommended policy over the trace (mean per interval; red: minutes in SLA breach)"
@@ -375,9 +388,21 @@ def plan_backtest(plan: xr.Dataset) -> alt.Chart:
             tooltip=[
                 alt.Tooltip(field="plan", type="nominal"),
                 alt.Tooltip(field="policy", type="nominal"),
-                alt.Tooltip(field="breach_min", type="quantitative", format=",.1f"),
-                alt.Tooltip(field=cost, type="quantitative", format=",.0f"),
-                alt.Tooltip(field="burst_hold_share", type="quantitative", format=".0%"),
+                alt.Tooltip(
+                    field="breach_min",
+                    type="quantitative",
+                    title="minutes in SLA breach",
+                    format=",.1f",
+                ),
+                alt.Tooltip(
+                    field=cost, type="quantitative", title=f"{units} over the window", format=",.0f"
+                ),
+                alt.Tooltip(
+                    field="burst_hold_share",
+                    type="quantitative",
+                    title="burst draws within the budget",
+                    format=".0%",
+                ),
             ],
         )
     )
@@ -423,9 +448,12 @@ def plan_held_out(plan: xr.Dataset) -> alt.Chart:
     frame["when"] = np.repeat(labels, table.sizes["plan"])
     budget = pd.DataFrame({"when": labels, "budget_min": table.budget_min.values})
     x = alt.X(field="when", type="ordinal", title="held-out origin", sort=None)
-    tip = [alt.Tooltip(field="when", type="nominal"), alt.Tooltip(field="plan", type="nominal"),
-           alt.Tooltip(field="breach_min", type="quantitative", format=",.1f"),
-           alt.Tooltip(field="cost_vs_hindsight", type="quantitative", format=".2f")]  # fmt: skip
+    tip = [alt.Tooltip(field="when", type="nominal", title="held-out origin"),
+           alt.Tooltip(field="plan", type="nominal"),
+           alt.Tooltip(field="breach_min", type="quantitative", title="minutes in SLA breach",
+                       format=",.1f"),
+           alt.Tooltip(field="cost_vs_hindsight", type="quantitative",
+                       title="cost / hindsight plan's", format=".2f")]  # fmt: skip
     color = alt.Color(field="plan", type="nominal", sort=list(table.plan.values.astype(str)))
     shown = frame[frame.plan != "instant-bound"]
     breach = alt.Chart(shown).mark_line(point=True).encode(
