@@ -789,3 +789,16 @@ def test_knative_says_a_new_revision_starts_at_the_floor():
     ]
     assert f"({floor})" in note
     assert not any("initial-scale is" in n for n in manifests(CHOICES["fixed"]).notes["knative"])
+
+
+def test_knative_says_its_request_timeout_cuts_long_answers():
+    # Knative ends a request at the revision's timeoutSeconds (300 s by default); an LLM's long
+    # streamed answer (2,048 tokens at 60 ms: 123 s; a 32k-token one: 33 min) can outlast it,
+    # and the exported Service set none without saying so
+    for policy in ("hpa", "fixed"):
+        out = manifests(CHOICES[policy])
+        spec = parsed(out, "knative")[0]["spec"]["template"]["spec"]
+        assert "timeoutSeconds" not in spec
+        (note,) = [n for n in out.notes["knative"] if "timeoutSeconds" in n]
+        assert "300 s by default" in note and "max-revision-timeout-seconds" in note
+        assert not any("timeoutSeconds" in n for n in out.notes["hpa"])

@@ -693,6 +693,12 @@ def _shared_memory(choice: PolicyChoice, notes: list[str]) -> tuple[dict, dict]:
     )
 
 
+#: Knative Serving's request timeout of a revision by default, and its default ceiling (s;
+#: config-defaults' revision-timeout-seconds and max-revision-timeout-seconds).
+_KNATIVE_TIMEOUT_S = 300
+_KNATIVE_MAX_TIMEOUT_S = 600
+
+
 def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
     image, resource = pods
     template = _knative_annotations(values, notes)
@@ -713,6 +719,14 @@ def _knative(choice, values, name, namespace, pods, notes) -> list[dict]:
             f"ready fails: serving.knative.dev/progress-deadline is {deadline}s (twice the cold "
             "start)"
         )
+    notes.append(
+        "the Service sets no timeoutSeconds: Knative ends a request its pod has not finished "
+        f"within the revision's timeout ({_KNATIVE_TIMEOUT_S} s by default, at most "
+        f"{_KNATIVE_MAX_TIMEOUT_S} s unless the cluster's config-defaults ConfigMap raises "
+        "max-revision-timeout-seconds); capnb's plan holds no longest request, so set "
+        "spec.template.spec.timeoutSeconds to your longest streamed answer (its output tokens x "
+        "TPOT) before applying"
+    )
     flag = server_of(choice.engine).container_model_flag
     notes.append(
         f"the container runs {image} with {flag + ' ' if flag else 'the model '}"
