@@ -5,6 +5,7 @@ import warnings
 import nbformat
 import numpy as np
 import pytest
+import xarray as xr
 from traitlets import TraitError
 
 from capnb import charts, coldstart, data, elasticity, notebook, plan, report
@@ -336,3 +337,29 @@ def test_a_plans_predictive_choice_keeps_the_elasticity_page(small_plan, tmp_pat
     )
     said = "".join(o.get("text", "") for c in ran.cells for o in c.get("outputs", []))
     assert "checks passed: " in said and "'policy': 'predictive'" in said
+
+
+def test_timeline_reads_the_trace_clock_not_time_from_its_start():
+    # a 2-hour trace from 08:00 at 1-min steps: the axis said "minutes from the start of the
+    # trace" (0-120); it is the trace's own clock, 08:00-10:00, as the other charts draw it
+    times = np.arange("2026-03-02T08:00", "2026-03-02T10:00", dtype="datetime64[m]")
+    rate = np.r_[np.full(60, 10.0), np.full(60, 30.0)]
+    demand = elasticity.resample_demand(
+        xr.DataArray(rate, dims="time", coords={"time": times.astype("datetime64[ns]")},
+                     attrs={"units": "requests/s"}), 60)  # fmt: skip
+    run = elasticity.simulate(
+        demand, per_instance_qps=10, policy="fixed", min_instances=2, cold_start_s=60
+    )
+    spec = charts.elasticity_timeline(run).to_dict()
+    x = spec["vconcat"][0]["layer"][1]["encoding"]["x"]
+    assert x["type"] == "temporal" and x["scale"]["type"] == "utc"
+    rows = [r for r in _values(spec) if "demand" in r]
+    assert rows[0]["t_ms"] == times[0].astype("datetime64[ms]").astype(np.int64)
+    assert rows[-1]["end_ms"] - rows[0]["t_ms"] == 2 * 3_600_000  # the last step's end
+    assert rows[0]["when"] == "2026-03-02T08:00"
+    # a bare array has no date: its steps are counted in days from the first, "day 1 00:59"
+    bare = elasticity.simulate(
+        rate, step_s=60, per_instance_qps=10, policy="fixed", cold_start_s=60
+    )
+    rows = [r for r in _values(charts.elasticity_timeline(bare).to_dict()) if "demand" in r]
+    assert rows[59]["when"] == "day 1 00:59"

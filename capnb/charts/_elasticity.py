@@ -10,6 +10,7 @@ import xarray as xr
 from .. import words
 from ..errors import InputError
 from ..memo import Kept
+from ._clock import is_undated, time_columns, time_x
 from ._draft import draft
 
 __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_policies", "elasticity_timeline"]
@@ -50,27 +51,19 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = _TIMELINE_WIDTH) -
     if "time" not in run.dims or "ready_instances" not in run:
         raise InputError("chart: elasticity_timeline takes a capnb.elasticity.simulate result")
     times = run.time.values
+    if times.dtype.kind == "m":  # a bare array's steps: time 0 on the undated placeholder day
+        times = np.datetime64(f"{words.PLACEHOLDER_YEAR}-01-01", "ns") + times
     bucket = _buckets(times.size, max_points)
     step_s = float(run.attrs["step_s"])
-    # elapsed time from the start: a trace's clock may be a placeholder (ServeGen's day 0) or
-    # naive, and a browser would shift a naive clock into its own time zone
-    span_s = times.size * step_s
-    unit, per = next(
-        (u, p)
-        for u, p, limit in (
-            ("minutes", 60.0, 3 * 3600.0),
-            ("hours", 3600.0, 3 * 86_400.0),
-            ("days", 86_400.0, np.inf),
-        )
-        if span_s <= limit
-    )
-    x_field, x_title = "elapsed", f"{unit} from the start of the trace"
+    # the trace's own clock (drawn on a UTC scale: not shifted into the reader's zone), or days
+    # counted from its first day where its date is a placeholder (ServeGen's day 0)
+    undated = is_undated(run.attrs, times)
     # buckets are runs of consecutive steps: reduce each with numpy's reduceat (a pandas groupby
     # over a million steps took most of a redraw)
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     table = pd.DataFrame(
         {
-            x_field: starts * step_s / per,
+            "time": times[starts],
             "demand": np.maximum.reduceat(run.qps.values, starts),
             "capacity": np.minimum.reduceat(run.ready_capacity_qps.values, starts),
             "ready": np.minimum.reduceat(run.ready_instances.values, starts),
@@ -79,7 +72,10 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = _TIMELINE_WIDTH) -
             "breach": np.logical_or.reduceat(run.breach.values, starts),
         }
     )
-    table["end"] = np.r_[table[x_field].values[1:], span_s / per]
+    time_columns(table, "time", undated=undated)
+    table = table.drop(columns="time")
+    last_ms = round((times.size - starts[-1]) * step_s * 1000.0)  # the last bucket's length
+    table["end_ms"] = np.r_[table["t_ms"].values[1:], table["t_ms"].values[-1] + last_ms]
     share = float(run.breach_share)
     title = (
         f"{_POLICY_NAMES.get(run.attrs['policy'], run.attrs['policy'])}: demand vs ready "
@@ -88,8 +84,8 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = _TIMELINE_WIDTH) -
     return draft(
         _timeline_chart,
         tables={"table": table},
-        values={"title": title, "x_title": x_title},
-        shape={"x_field": x_field},
+        values={"title": title},
+        shape={"undated": undated},
     )
 
 
@@ -97,16 +93,14 @@ def elasticity_timeline(run: xr.Dataset, *, max_points: int = _TIMELINE_WIDTH) -
 _WHOLE = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : datum.label")
 
 
-def _timeline_chart(
-    table: pd.DataFrame, *, title: str, x_title: str, x_field: str
-) -> alt.VConcatChart:
+def _timeline_chart(table: pd.DataFrame, *, title: str, undated: bool) -> alt.VConcatChart:
     """The timeline's charts from their table (see :mod:`capnb.charts._draft`)."""
-    x = alt.X(f"{x_field}:Q", title=x_title, scale=alt.Scale(nice=False))
+    x, _ = time_x(undated=undated, title=None if undated else "the trace's clock")
     base = alt.Chart().properties(width=_TIMELINE_WIDTH)  # the table goes once, at the top
     shading = (
         base.transform_filter("datum.breach")
         .mark_rect(color="#e45756", opacity=0.25)
-        .encode(x=x, x2=alt.X2("end"))
+        .encode(x=x, x2=alt.X2("end_ms"))
     )
     lines = (
         base.transform_fold(["demand", "capacity"], as_=["series", "requests/s"])
