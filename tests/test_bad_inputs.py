@@ -1372,6 +1372,14 @@ ROWS = [
             time=pd.date_range("2024-01-01", periods=3, freq="5s", tz="UTC")), per_instance_qps=1),
         Raises(InputError, r"demand\.time carries the time zone UTC: capnb counts hours of the day "
                            r"on naive times")),
+    # found with a pandas Series of 1-min rates over Europe/Berlin times: simulate named the zone,
+    # resample_demand (the step that comes before it) ended in ValueError ("Could not convert
+    # object to NumPy timedelta")
+    Row("elasticity: a rate series with a time zone, resampled",
+        lambda _: elasticity.resample_demand(pd.Series([1.0, 2, 3], index=pd.date_range(
+            "2024-01-01", periods=3, freq="60s", tz="Europe/Berlin")), 1),
+        Raises(InputError, r"source\.time carries the time zone Europe/Berlin: capnb counts hours "
+                           r"of the day on naive times")),
     # found with series of my own: a series of no intervals ended in ValueError ("cannot reshape
     # array of size 0") in fit_baseline, select and detect_bursts
     Row("forecast: a series of no intervals",

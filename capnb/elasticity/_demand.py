@@ -156,6 +156,7 @@ def resample_demand(source, step_s: float, *, gap: str | float | None = "15min")
                 "source must be a request log, a rate series with 'qps' over 'time', or a "
                 f"DataArray over 'time'; got {type(source).__name__}"
             )
+        _validate.naive_times(series["time"], "source.time")
         interval = float(
             series.attrs.get("interval_s") or _seconds_between(series.time.values, "source")
         )
