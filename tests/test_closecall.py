@@ -492,3 +492,27 @@ def test_the_in_sample_note_names_the_degree_the_runs_were_on(tmp_path):
     assert answer.tensor_parallel == 2
     (note,) = [n for n in answer.latency_notes if "in sample" in n]
     assert "calibrated on your runs of 1 x H100-SXM reproduces them" in note, note
+
+
+def test_the_in_sample_note_says_when_the_plan_chose_a_degree_the_runs_never_measured():
+    # runs of 1 x H100-SXM (Qwen3-14B, 1,000 / 200 tokens, rates 2, 5, 8, made by a perturbed
+    # engine calibration of ours) calibrated back to within 0.5 % in sample, and the plan's 2 x
+    # H100-SXM was priced on that calibration with the own-run band (other rates and lengths at
+    # the runs' degree); at 2 x H100-SXM it predicted P99 TPOT 8-14 % long, and the note said only
+    # that the runs were reproduced
+    import dataclasses
+
+    from capnb.latency.calibration import Calibration
+    from capnb.plan._compose import _own_run_notes
+    from capnb.records import SLA
+
+    own = Calibration(0.56, 0.77, 0.34, 4.2e-3, 6e-5, 8e-6, 0.072, fitted_on="own runs",
+                      run_errors=(("tpot", "p99", 0.0048, 3), ("ttft", "p99", -0.02, 3)))  # fmt: skip
+    cap = xr.Dataset(attrs={"own_calibrations": json.dumps({"H100-SXM": dataclasses.asdict(own)})})
+    sla = SLA(ttft_s=1.5, tpot_s=0.06)
+    (note,) = _own_run_notes(cap, "H100-SXM", 1, sla, chosen_tensor_parallel=2)
+    assert "calibrated on your runs of 1 x H100-SXM reproduces them" in note, note
+    assert "2 x H100-SXM is a degree your runs did not measure" in note, note
+    assert "calibration_tensor_parallel = 2" in note and "--calibrate-tensor-parallel 2" in note
+    (same,) = _own_run_notes(cap, "H100-SXM", 1, sla, chosen_tensor_parallel=1)
+    assert "did not measure" not in same, same

@@ -504,7 +504,8 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
         latency_error_basis=f"{MEASURED_BASIS}{cap.attrs.get('latency_source', 'measured')}"
         if latency_model == "measured" else "",
         latency_notes=tuple(n for n in str(cap.attrs.get("notes", "")).split("\n") if n)
-        + _own_run_notes(cap, gpu, int(cfg.serving.calibration_tensor_parallel), cfg.sla),
+        + _own_run_notes(cap, gpu, int(cfg.serving.calibration_tensor_parallel), cfg.sla,
+                         chosen_tensor_parallel=int(tp)),
         latency_choice=json.loads(cap.attrs.get("latency_choices", "{}")).get(binding_metric, ""),
         prefix_cache_share=float(cfg.serving.prefix_cache_share),
         prefix_hit_rate=hit,
@@ -601,11 +602,14 @@ def make_answer(cfg: PlanConfig, *, plan, fc, cap, best, chosen, advice, run, bu
     )
 
 
-def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla) -> tuple[str, ...]:
+def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla, *,
+                   chosen_tensor_parallel: int | None = None) -> tuple[str, ...]:  # fmt: skip
     """How the engine calibrated on the user's runs of ``tp`` x ``gpu`` reproduces them (in sample).
 
     ``tp``: the runs' degree (``calibration_tensor_parallel``), which the plan's chosen degree
-    need not be (the calibration prices the GPU at every degree).
+    (``chosen_tensor_parallel``; None: the runs') need not be (the calibration prices the GPU at
+    every degree); where it is not, the note says the own-run band (other rates and lengths at
+    the runs' degree) does not cover it.
 
     The SLA's metrics at its quantile, as :func:`capnb.latency.calibrate` scored the runs it was
     fitted on; nothing where ``gpu`` is priced on the bundled calibration, or the runs state
@@ -630,6 +634,15 @@ def _own_run_notes(cap: xr.Dataset, gpu: str, tp: int, sla) -> tuple[str, ...]:
         if worst > OWN_RUN_MISS
         else ""
     )
+    chosen = chosen_tensor_parallel
+    if chosen is not None and int(chosen) != int(tp):
+        advice += (
+            f"; the plan's {chosen} x {gpu} is a degree your runs did not measure: the own-run "
+            f"band holds other rates and lengths at the runs' {tp} x {gpu}, not another degree "
+            f"(the step's weight reads and overheads split differently over {chosen} GPUs), so "
+            f"benchmark {chosen} x {gpu} and calibrate on those runs "
+            f"(calibration_tensor_parallel = {chosen}, --calibrate-tensor-parallel {chosen})"
+        )
     return (
         f"the engine calibrated on your runs of {tp} x {gpu} reproduces them, in sample, to a "
         f"median {errors} (simulated / measured - 1 over the {runs} runs it was fitted on){advice}",
