@@ -2506,3 +2506,28 @@ def assert_tooltips_in_words(spec, name):
     for tip in _tooltips(spec):
         title = tip.get("title", tip["field"])
         assert "_" not in title and title not in {"usd", "qps"}, (name, tip)
+
+
+def test_a_plan_names_its_calibration_runs_when_they_are_refused(tmp_path):
+    # vllm bench serve results of Qwen3-14B on 1 x H100-SXM with every latency in seconds in its
+    # *_ms fields (rates 2, 5, 8): capnb plan --calibrate DIR said "the capacity step failed ...:
+    # runs: the calibrated engine model misses the runs it was fitted on by a median 77,068%"
+    # naming neither the setting nor the folder; now "calibration_runs = 'DIR' (--calibrate ...)"
+    from capnb import plan as planning
+
+    for rate, ttft, tpot in ((2.0, 0.135, 0.0178), (5.0, 0.140, 0.0228), (8.0, 0.147, 0.0311)):
+        run = {"backend": "vllm", "model_id": "Qwen/Qwen3-14B", "request_rate": rate,
+               "completed": 800, "duration": 800 / rate, "total_input_tokens": 800_000,
+               "total_output_tokens": 160_000, "median_ttft_ms": ttft, "p99_ttft_ms": 1.4 * ttft,
+               "median_tpot_ms": tpot, "p99_tpot_ms": 1.1 * tpot}  # fmt: skip
+        (tmp_path / f"rate{rate:g}.json").write_text(json.dumps(run))
+    cfg = planning.read_config(dict(
+        model="Qwen3-14B", trace="servegen-m-small", trials=50, backtest_days=0,
+        gpus=("H100-SXM",), tensor_parallel=(1,), policies=("fixed",), latency="engine",
+        calibration_runs=str(tmp_path), sla={"ttft_s": 1.5, "tpot_s": 0.06},
+    ))  # fmt: skip
+    with pytest.raises(planning.PlanError) as raised:
+        planning.build(cfg)
+    said = str(raised.value)
+    assert f"calibration_runs = {str(tmp_path)!r} (--calibrate" in said, said
+    assert "check the latency units" in said, said

@@ -161,7 +161,15 @@ def _own_calibration(cfg: PlanConfig) -> dict | None:
         serving.calibration_runs, model=data.load_model(serving.model).name, gpu=gpu,
         tensor_parallel=serving.calibration_tensor_parallel, engine=serving.engine,
     )  # fmt: skip
-    return {gpu: latency.calibrate(runs)}  # (by catalog id, as the engine sweep's gpus)
+    try:
+        return {gpu: latency.calibrate(runs)}  # (by catalog id, as the engine sweep's gpus)
+    except CapnbError as error:  # ("runs: ..." is the API's argument: the plan names its setting)
+        if error.plan is None:
+            error.plan = (
+                f"calibration_runs = {serving.calibration_runs!r} (--calibrate; runs of "
+                f"{serving.calibration_tensor_parallel} x {gpu}): {error}"
+            )
+        raise
 
 
 def engine_settings(cfg: PlanConfig):
