@@ -360,6 +360,37 @@ def test_the_own_run_section_reads_the_users_runs_from_the_parameters(tmp_path):
     assert len(charted) == 1 and charted[0].count("held out") >= 2  # the 6/s run's P50 and P99
 
 
+def test_the_own_run_answer_sizes_the_traffic_not_the_runs_one_length(tmp_path):
+    """Worksheet 03's own-run answer sized a closed loop of the runs' one mean length (result
+    files keep no per-request lengths): identical requests start and finish together, and each
+    wave's last prompt waits for the wave's prefill, a lockstep real traffic does not keep (an
+    outside user's runs served 7.8 requests/s at P99 TTFT 285 ms; the answer said 2.1). It now
+    sizes WORKLOAD's lengths, as a plan does."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from capnb.report import _inject_parameters, worksheet_path
+
+    _own_runs(tmp_path, [2.0, 6.0, 12.0])
+    setup = {"model": "Llama-3.1-8B", "gpu": "H100-SXM", "tensor_parallel": 1, "engine": "vllm",
+             "engine_version": "0.11.0"}  # fmt: skip
+    nb = nbformat.read(worksheet_path("03_capacity"), as_version=4)
+    _inject_parameters(nb, {**SMALL, "OVERVIEW_GPUS": ["H100-SXM"], "RUNS": str(tmp_path),
+                            "RUNS_SETUP": setup, "SLA": 0.5, "TARGET_QPS": 30.0})  # fmt: skip
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "ran_lengths = (float(run_workload.prompt_tokens.mean()),\n"
+            "               float(run_workload.output_tokens.mean()))\n"
+            "assert ran_lengths == (512.0, 128.0), ran_lengths\n"
+            "drawn, mean = closed.attrs['prompt_tokens'], float(traffic.prompt_tokens.mean())\n"
+            "assert abs(drawn / mean - 1) < 0.1 and mean > 1000, (drawn, mean)  # not 512\n"
+            "print('sized on the traffic')"
+        )
+    )
+    NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    assert "sized on the traffic" in nb.cells[-1].outputs[0]["text"]
+
+
 def test_the_own_run_band_is_the_plans_own_run_band():
     """The engine calibrated on one's own runs: worksheet 03 drew and priced it with the bundled
     engine's held-out band (TTFT 0.69-4.70x), where the plan bands such a calibration with the
