@@ -448,6 +448,31 @@ def test_a_plan_on_your_own_runs_says_how_the_calibration_reproduces_them():
     assert _own_run_notes(cap, "H100-SXM", 1, SLA(ttft_s=2.0, quantile=0.9)) == ()  # no P90 run
 
 
+def test_the_own_run_note_says_where_the_fit_moved_the_gpus_efficiencies():
+    # A100 runs named H100 calibrated within 1 % in sample, at a compute efficiency of 24 %
+    # against the bundled H100's 55 %, and the plan said only that the runs were reproduced:
+    # the note now puts the fitted efficiencies beside the bundled fit's
+    import dataclasses
+
+    from capnb import latency
+    from capnb.latency.calibration import Calibration
+    from capnb.plan._compose import _own_run_notes
+    from capnb.records import SLA
+
+    own = Calibration(0.24, 0.7, 0.6, 6e-3, 2e-5, 2e-5, 0.03, fitted_on="own runs",
+                      run_errors=(("ttft", "p99", 0.01, 3),))  # fmt: skip
+    cap = xr.Dataset(attrs={"own_calibrations": json.dumps({"H100-SXM": dataclasses.asdict(own)}),
+                            "engine": "sglang"})  # fmt: skip
+    (note,) = _own_run_notes(cap, "H100-SXM", 1, SLA(ttft_s=2.0))
+    bundled = latency.engine_calibration("H100-SXM", "sglang")
+    assert (
+        f"it puts H100-SXM's compute efficiency at 24% and its HBM efficiency at 70% of the "
+        f"catalog's (the bundled fit: {bundled.compute_efficiency:.0%} and "
+        f"{bundled.bandwidth_efficiency:.0%}; far from these, check that the runs are of the GPU, "
+        "model, degree and dtype named)"
+    ) in note
+
+
 def test_the_in_sample_note_never_writes_a_miss_as_minus_nothing():
     # own runs of 1 x L4 made by a calibration of ours (compute 55 %, HBM 60 %) calibrated back to
     # 54.9 % and 59.4 %, missing the runs by -0.0038 % on P99 TPOT and -0.064 % on P99 TTFT; the
