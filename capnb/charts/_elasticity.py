@@ -7,11 +7,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import words
+from .. import glossary, words
 from ..errors import InputError
 from ..memo import Kept
 from ._clock import is_undated, time_columns, time_x
 from ._draft import draft
+from ._titles import titled
 
 __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_policies", "elasticity_timeline"]
 
@@ -29,6 +30,10 @@ _STAGES = {
     "engine_init_s": ("engine start-up", "#54a24b"),
     "warm_up_s": ("warm-up", "#b279a2"),
 }
+
+
+#: The sweep's share of time in breach, as its axis and tooltips say it.
+_BREACH_PCT = "time in SLA breach (%)"
 
 
 def _buckets(n: int, max_points: int) -> np.ndarray:
@@ -242,18 +247,18 @@ def _pareto_chart(
     # symlog: 0 stays on the chart, and each decade from 0.01 % to 100 % gets the same room
     y = alt.Y(
         "breach_pct:Q",
-        title="time in SLA breach (%)",
+        title=_BREACH_PCT,
         scale=alt.Scale(type="symlog", constant=0.001),
         axis=alt.Axis(values=[0, 0.01, 0.1, 1, 10, 100], format=".2~f"),
     )
 
     pick = alt.selection_point(fields=["policy_name"], bind="legend")
-    tooltip = [alt.Tooltip(c) for c in shown]
+    tooltip = [alt.Tooltip(c, title=_DIM_TITLES[c]) for c in shown]
     tooltip += [
-        alt.Tooltip(f"{cost}:Q", format=",.1f"),
-        alt.Tooltip("breach_pct:Q", format=".3f"),
-        alt.Tooltip("unserved_pct:Q", format=".3f"),
-        alt.Tooltip("thrash:Q"),
+        alt.Tooltip(f"{cost}:Q", title=x_title, format=",.1f"),
+        alt.Tooltip("breach_pct:Q", title=_BREACH_PCT, format=".3f"),
+        alt.Tooltip("unserved_pct:Q", title="requests unserved (% of arrivals)", format=".3f"),
+        alt.Tooltip("thrash:Q", title=titled("stopped soon after becoming ready", "thrash")),
     ]
     # a run above the breach budget (picked in the dropdown under the chart) fades; otherwise the
     # policy clicked in the legend stands out
@@ -313,7 +318,7 @@ def _pareto_chart(
                     color="#222222",
                     strokeWidth=2,
                 )
-                .encode(x=x, y=y, tooltip=[alt.Tooltip("label:N"), *tooltip])
+                .encode(x=x, y=y, tooltip=[alt.Tooltip("label:N", title="run"), *tooltip])
             )
             text = (
                 alt.Chart(rows if first is None else first)
@@ -382,9 +387,11 @@ def _cold_start_chart(
             ),
             order=alt.Order("order:Q"),
             tooltip=[
-                alt.Tooltip("model:N"),
-                alt.Tooltip("stage:N"),
-                alt.Tooltip("seconds:Q", format=".1f"),
+                alt.Tooltip("model:N", title="model"),
+                alt.Tooltip("stage:N", title="stage"),
+                alt.Tooltip(
+                    "seconds:Q", title=titled("time in the stage", "cold_start_s"), format=".1f"
+                ),
             ],
         )
     )
@@ -396,6 +403,14 @@ _SETTINGS = {
     "cooldown_s": "scale-down delay",
     "min_instances": "fewest instances",
     "buffer_instances": "warm spares",
+}
+#: A sweep run's tooltip titles: its policy and each setting swept, with its unit.
+_DIM_TITLES = {
+    "policy_name": "policy",
+    **{
+        name: titled(words, name)
+        for name, words in (*_SETTINGS.items(), ("cold_start_s", "cold start"))
+    },
 }
 
 
@@ -457,9 +472,11 @@ def _policies_chart(
     x = alt.X(f"{cost}:Q", title=x_title, scale=alt.Scale(domain=[0, cost_max]))  # one axis
     y = alt.Y("policy:N", title=None, sort=order)
     tooltip = [
-        alt.Tooltip("policy:N"),
-        alt.Tooltip(f"{cost}:Q", format=",.1f"),
-        alt.Tooltip("breach_share:Q", format=".3%"),
+        alt.Tooltip("policy:N", title="policy"),
+        alt.Tooltip(f"{cost}:Q", title=x_title, format=",.1f"),
+        alt.Tooltip(
+            "breach_share:Q", title=glossary.VARIABLES["breach_share"].long_name, format=".3%"
+        ),
     ]
     bars = picked.mark_bar(color="#4c78a8").encode(x=x, y=y, tooltip=tooltip)
     labels = picked.mark_text(align="left", dx=4).encode(
