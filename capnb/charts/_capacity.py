@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .. import glossary
 from ..errors import InputError
 from ..memo import Kept
 from ._draft import draft
+from ._titles import titled
 
 __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 
@@ -21,6 +23,14 @@ __all__ = ["cost_vs_sla", "latency_curve", "plan_contrast", "throughput_curve"]
 # every layer's schema objects, which cost more than all the rest of a redraw.
 _QUANTILE_COLORS = {"P50": "#4c78a8", "P90": "#72b7b2", "P95": "#54a24b", "P99": "#e45756"}
 _SLA_COLOR = "#b279a2"
+# each value's title, on its axis and in the tooltips, with its unit
+_CONCURRENCY = f"concurrency ({glossary.DIMS['concurrency'].long_name})"
+_PER_INSTANCE = "requests/s per instance"
+_LATENCY_TITLE = titled("latency", "latency")
+_SAFE = "safe concurrency"
+_TP = titled("tensor-parallel degree", "tensor_parallel")
+_USD_PER_HOUR = "USD per hour for the target"
+_COMPUTE = "GPU FLOP/s used at the target"
 
 
 _THROUGHPUT = Kept()  # the curve's Little's law table, per curve
@@ -82,7 +92,7 @@ def latency_curve(
     tables = {"table": table}
     values = {
         "title": f"{_label(quantile)} {metric} latency vs concurrency ({name})",
-        "y_title": "latency (s)",  # the metric is in the title: another keeps the chart's shape
+        "y_title": _LATENCY_TITLE,  # the metric is in the title: another keeps the chart's shape
     }
     shape = {"shown": list(shown), "compared": compared, "slider": None}
     if sla_table is not None:
@@ -141,7 +151,7 @@ def _latency_chart(
         field="concurrency",
         type="quantitative",
         scale=alt.Scale(type="log"),
-        title="concurrency (requests in flight on one instance)",
+        title=_CONCURRENCY,
     )
     y = alt.Y(
         field="latency_s",
@@ -156,10 +166,10 @@ def _latency_chart(
         legend=alt.Legend(title=None, orient="top"),
     )
     tooltip = [
-        alt.Tooltip(field="concurrency", type="quantitative"),
-        alt.Tooltip(field="quantile", type="nominal"),
-        alt.Tooltip(field="source", type="nominal"),
-        alt.Tooltip(field="latency_s", type="quantitative", format=",.3f", title="latency (s)"),
+        alt.Tooltip(field="concurrency", type="quantitative", title=_CONCURRENCY),
+        alt.Tooltip(field="quantile", type="nominal", title="latency quantile"),
+        alt.Tooltip(field="source", type="nominal", title="curve"),
+        alt.Tooltip(field="latency_s", type="quantitative", format=",.3f", title=y_title),
     ]
     base = alt.Chart(table).encode(x=x, y=y, color=color, tooltip=tooltip)
     measured = base.transform_filter("!datum.compared")
@@ -227,9 +237,11 @@ def _sla_slider_layers(frame: pd.DataFrame, start: float, *, low, high, step) ->
         .encode(
             tooltip=[
                 alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),
-                alt.Tooltip(field="safe", type="quantitative", title="safe concurrency"),
-                alt.Tooltip(field="binding", type="nominal"),
-                alt.Tooltip(field="qps", type="quantitative", format=",.3f", title="requests/s"),
+                alt.Tooltip(field="safe", type="quantitative", title=_SAFE),
+                alt.Tooltip(
+                    field="binding", type="nominal", title="what sets the safe concurrency"
+                ),
+                alt.Tooltip(field="qps", type="quantitative", format=",.3f", title=_PER_INSTANCE),
             ]
         )
     )
@@ -300,11 +312,11 @@ def _throughput_chart(
     """The throughput curve's chart from its tables (see :mod:`capnb.charts._draft`)."""
     x = alt.X(
         field="concurrency", type="quantitative", scale=alt.Scale(type="log"),
-        title="concurrency (requests in flight on one instance)",
+        title=_CONCURRENCY,
     )  # fmt: skip
     y = alt.Y(
         field="qps", type="quantitative", scale=alt.Scale(type="log"),
-        title="requests/s per instance",
+        title=_PER_INSTANCE,
     )  # fmt: skip
     color = alt.Color(
         field="rule",
@@ -321,9 +333,9 @@ def _throughput_chart(
             color=color,
             strokeDash=alt.StrokeDash(field="rule", type="nominal", legend=None),
             tooltip=[
-                alt.Tooltip(field="concurrency", type="quantitative"),
-                alt.Tooltip(field="rule", type="nominal"),
-                alt.Tooltip(field="qps", type="quantitative", format=",.3f", title="requests/s"),
+                alt.Tooltip(field="concurrency", type="quantitative", title=_CONCURRENCY),
+                alt.Tooltip(field="rule", type="nominal", title="rule"),
+                alt.Tooltip(field="qps", type="quantitative", format=",.3f", title=_PER_INSTANCE),
             ],
         )
     )
@@ -428,7 +440,7 @@ def _cost_chart(
                 field="usd_per_hour",
                 type="quantitative",
                 scale=alt.Scale(type="log"),
-                title="USD per hour for the target",
+                title=_USD_PER_HOUR,
             ),
             # the default palette has 10 colours: past 10 GPUs two would share one
             color=alt.Color(
@@ -439,12 +451,14 @@ def _cost_chart(
                 scale=alt.Scale(scheme="tableau20" if len(gpus) > 10 else "tableau10"),
             ),
             tooltip=[
-                alt.Tooltip(field="gpu", type="nominal"),
+                alt.Tooltip(field="gpu", type="nominal", title="GPU"),
                 alt.Tooltip(field="sla", type="quantitative", format=",.2f", title="SLA (s)"),
-                alt.Tooltip(field="tensor_parallel", type="quantitative", title="TP"),
-                alt.Tooltip(field="instances", type="quantitative"),
-                alt.Tooltip(field="safe", type="quantitative", title="safe concurrency"),
-                alt.Tooltip(field="usd_per_hour", type="quantitative", format=",.2f"),
+                alt.Tooltip(field="tensor_parallel", type="quantitative", title=_TP),
+                alt.Tooltip(field="instances", type="quantitative", title="instances"),
+                alt.Tooltip(field="safe", type="quantitative", title=_SAFE),
+                alt.Tooltip(
+                    field="usd_per_hour", type="quantitative", format=",.2f", title=_USD_PER_HOUR
+                ),
             ],
         )
     )
@@ -511,12 +525,12 @@ def _contrast_chart(
         field="latency_s",
         type="quantitative",
         scale=alt.Scale(type="log"),
-        title="latency (s)",
+        title=_LATENCY_TITLE,
     )
     tooltip = [
-        alt.Tooltip(field="plan", type="nominal"),
+        alt.Tooltip(field="plan", type="nominal", title="plan"),
         alt.Tooltip(field="concurrency", type="quantitative", title="operating concurrency"),
-        alt.Tooltip(field="latency_s", type="quantitative", format=",.3f"),
+        alt.Tooltip(field="latency_s", type="quantitative", format=",.3f", title=_LATENCY_TITLE),
     ]
     sticks = alt.Chart(table).encode(y=y, color=colors, tooltip=tooltip)
     latency = alt.layer(
@@ -545,14 +559,14 @@ def _contrast_chart(
                 field="compute",
                 type="quantitative",
                 axis=alt.Axis(format="%"),
-                title="GPU FLOP/s used at the target",
+                title=_COMPUTE,
             ),
             y=y,
             color=colors,
             tooltip=[
-                alt.Tooltip(field="plan", type="nominal"),
-                alt.Tooltip(field="instances", type="quantitative"),
-                alt.Tooltip(field="compute", type="quantitative", format=".1%"),
+                alt.Tooltip(field="plan", type="nominal", title="plan"),
+                alt.Tooltip(field="instances", type="quantitative", title="instances"),
+                alt.Tooltip(field="compute", type="quantitative", format=".1%", title=_COMPUTE),
             ],
         )
         .properties(title="compute in use (the idle GPU)", width=220, height=90)
