@@ -9,11 +9,18 @@ import xarray as xr
 
 from ..errors import InputError
 from ._draft import draft
+from ._titles import titled
 
 __all__ = ["memory_breakdown", "memory_heatmap"]
 
 GIB = 2**30
 _COMPONENT_COLORS = {"weights": "#4c78a8", "KV cache": "#f58518", "headroom": "#bab0ac"}
+# each value's title, on its axis and in the tooltips, with its unit
+_CONCURRENCY = "concurrency (sequences in flight)"
+_MEMORY = "memory per GPU (GiB)"
+_MAX_CONCURRENCY = "max concurrency (sequences)"
+_SEQ_LEN = titled("tokens per sequence", "seq_len")
+_TP = titled("tensor-parallel degree", "tensor_parallel")
 
 
 # Encodings name their field and type explicitly: parsing shorthand strings ("GiB:Q") runs altair's
@@ -84,13 +91,13 @@ def _breakdown_chart(table: pd.DataFrame, limit: pd.DataFrame, *, title: str) ->
         alt.Chart(table)
         .mark_bar()
         .encode(
-            x=alt.X(field="concurrency", type="ordinal", title="concurrency (sequences in flight)"),
+            x=alt.X(field="concurrency", type="ordinal", title=_CONCURRENCY),
             y=alt.Y(
                 field="GiB",
                 type="quantitative",
                 aggregate="sum",
                 stack="zero",
-                title="memory per GPU (GiB)",
+                title=_MEMORY,
             ),
             color=alt.Color(
                 field="component",
@@ -104,10 +111,10 @@ def _breakdown_chart(table: pd.DataFrame, limit: pd.DataFrame, *, title: str) ->
             order=alt.Order(field="order", type="quantitative"),
             opacity=alt.condition("datum.fits", alt.value(1.0), alt.value(0.35)),
             tooltip=[
-                alt.Tooltip(field="concurrency", type="ordinal"),
-                alt.Tooltip(field="component", type="nominal"),
-                alt.Tooltip(field="GiB", type="quantitative", format=",.2f"),
-                alt.Tooltip(field="fits", type="nominal"),
+                alt.Tooltip(field="concurrency", type="ordinal", title=_CONCURRENCY),
+                alt.Tooltip(field="component", type="nominal", title="component"),
+                alt.Tooltip(field="GiB", type="quantitative", format=",.2f", title=_MEMORY),
+                alt.Tooltip(field="fits", type="nominal", title="fits in memory"),
             ],
         )
     )
@@ -171,13 +178,13 @@ def _heatmap_chart(
     tp_param = alt.param(
         name="tensor_parallel",
         value=tensor_parallel,
-        bind=alt.binding_select(options=tps, name="tensor_parallel ") if len(tps) > 1 else None,
+        bind=alt.binding_select(options=tps, name=f"{_TP} ") if len(tps) > 1 else None,
     )
     base = (
         alt.Chart(table)
         .transform_filter(alt.datum.tensor_parallel == tp_param)
         .encode(
-            x=alt.X(field="seq_len", type="ordinal", title="tokens per sequence (seq_len)"),
+            x=alt.X(field="seq_len", type="ordinal", title=_SEQ_LEN),
             y=alt.Y(field="gpu", type="nominal", title=None, sort=gpus),
         )
     )
@@ -185,14 +192,14 @@ def _heatmap_chart(
         color=alt.Color(
             field="shown",
             type="quantitative",
-            title="max concurrency",
+            title=_MAX_CONCURRENCY,
             scale=alt.Scale(type="log", scheme="viridis"),
         ),
         tooltip=[
-            alt.Tooltip(field="gpu", type="nominal"),
-            alt.Tooltip(field="tensor_parallel", type="ordinal"),
-            alt.Tooltip(field="seq_len", type="ordinal"),
-            alt.Tooltip(field="max_concurrency", type="quantitative"),
+            alt.Tooltip(field="gpu", type="nominal", title="GPU"),
+            alt.Tooltip(field="tensor_parallel", type="ordinal", title=_TP),
+            alt.Tooltip(field="seq_len", type="ordinal", title=_SEQ_LEN),
+            alt.Tooltip(field="max_concurrency", type="quantitative", title=_MAX_CONCURRENCY),
         ],
     )
     labels = base.mark_text(fontSize=10).encode(
