@@ -439,3 +439,24 @@ def test_a_worksheets_own_slot_chart_names_its_slots():
     assert x.to_dict()["axis"]["values"] == list(range(0, 168, 24))
     layer = {"transform": [{"calculate": expr, "as": name} for name, expr in when.items()]}
     assert drawn_for(layer, "when", {"slot": 130}) == "Sat 10:00-11:00"
+
+
+def test_the_forecast_charts_tooltips_say_what_each_value_is():
+    # the heatmap's tooltip read 'row Mon' (or 'row day 3'), the exceedance curve's
+    # 'probability 4.2%' (of what?): each tooltip now has a title in words, as the axes say
+    small = data.load_rate_series("servegen-m-small")
+    dated = small.assign_attrs(weekday_known="yes")
+    simulation = forecast.simulate(small, forecast.fit_baseline(small), trials=100)
+    specs = {"heatmap (undated)": charts.forecast_heatmap(small).to_dict(),
+             "heatmap": charts.forecast_heatmap(dated).to_dict(),
+             "exceedance": charts.forecast_exceedance(simulation).to_dict(),
+             "series": charts.forecast_series(small, forecast.fit_baseline(small)).to_dict(),
+             "plans": charts.forecast_plans(forecast.fit_baseline(small)).to_dict()}  # fmt: skip
+    for name, spec in specs.items():
+        tips = [t for layer in _layers(spec) for t in layer.get("encoding", {}).get("tooltip", [])]
+        assert tips, name
+        for tip in tips:
+            assert "title" in tip and "_" not in tip["title"], (name, tip)
+    rows = {name: next(t["title"] for t in spec["encoding"]["tooltip"] if t["field"] == "row")
+            for name, spec in specs.items() if name.startswith("heatmap")}  # fmt: skip
+    assert rows == {"heatmap (undated)": "day of the trace", "heatmap": "weekday"}

@@ -28,6 +28,8 @@ _MAX_POINTS = 5000
 _PLAN_COLOR = "#4c78a8"
 _MEAN_COLOR = "#f58518"
 _SHORT_COLOR = "#e45756"
+#: The exceedance curve's value, as its axis and tooltip say it.
+_EXCEEDS = "P(monthly peak > capacity)"
 
 
 def _one_series(series: xr.Dataset) -> xr.Dataset:
@@ -157,22 +159,26 @@ def forecast_heatmap(series: xr.Dataset) -> alt.Chart:
         frame["row"] = [f"day {d + 1}" for d in (times.normalize() - times[0].normalize()).days]
         order = sorted(frame["row"].unique(), key=lambda r: int(r.split()[1]))
         title = "Mean requests/s by hour (weekday not known: one row per day of the trace)"
+        rows = "day of the trace"
     else:
         frame["row"] = times.day_name().str[:3]
         order = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
         title = "Mean requests/s by hour of day and weekday"
+        rows = "weekday"
     table = frame.groupby(["row", "hour"], as_index=False)["qps"].mean()
     zone = str(series.attrs.get("timezone", "unknown")).split(" (")[0]  # as forecast.slot_clock
     hours = slot_title("hour of day", zone if zone != "unknown" else "trace's clock")
     return draft(
         _heatmap_chart,
         tables={"table": table},
-        values={"title": title, "hours": hours},
+        values={"title": title, "hours": hours, "rows": rows},
         shape={"order": order},
     )
 
 
-def _heatmap_chart(table: pd.DataFrame, *, title: str, hours: str, order: list[str]) -> alt.Chart:
+def _heatmap_chart(
+    table: pd.DataFrame, *, title: str, hours: str, rows: str, order: list[str]
+) -> alt.Chart:
     """The heatmap from its table (see :mod:`capnb.charts._draft`)."""
     return (
         alt.Chart(table)
@@ -183,7 +189,7 @@ def _heatmap_chart(table: pd.DataFrame, *, title: str, hours: str, order: list[s
             y=alt.Y("row:N", sort=order, title=None),
             color=alt.Color("qps:Q", title="requests/s", scale=alt.Scale(scheme="viridis")),
             tooltip=[
-                alt.Tooltip("row:N"),
+                alt.Tooltip("row:N", title=rows),
                 alt.Tooltip("when:N", title="hour of day"),
                 alt.Tooltip("qps:Q", title="rate (requests/s)", format=",.3~r"),
             ],
@@ -348,10 +354,10 @@ def _exceedance_chart(
     x = alt.X("capacity:Q", title="capacity (requests/s)", scale=alt.Scale(domain=domain))
     base = alt.Chart(frame).encode(x=x)
     curve = base.mark_line(color="#333", interpolate="step-after").encode(
-        y=alt.Y("probability:Q", title="P(monthly peak > capacity)", axis=alt.Axis(format="%")),
+        y=alt.Y("probability:Q", title=_EXCEEDS, axis=alt.Axis(format="%")),
         tooltip=[
             alt.Tooltip("capacity:Q", title="capacity (requests/s)", format=",.3~r"),
-            alt.Tooltip("probability:Q", format=".1%"),
+            alt.Tooltip("probability:Q", title=_EXCEEDS, format=".1%"),
             alt.Tooltip("minutes:Q", title="minutes above / month", format=",.1f"),
         ],
     )
