@@ -2531,3 +2531,21 @@ def test_a_plan_names_its_calibration_runs_when_they_are_refused(tmp_path):
     said = str(raised.value)
     assert f"calibration_runs = {str(tmp_path)!r} (--calibrate" in said, said
     assert "check the latency units" in said, said
+
+
+def test_the_plan_and_elasticity_charts_name_a_policy_setting_alike(small):
+    # the plan page's policy tooltip read 'cooldown (s)' and 'scale-up threshold (utilisation)'
+    # where the elasticity page's charts, its controls and every sentence say 'scale-down delay'
+    from capnb import charts, elasticity
+
+    grid = elasticity.sweep(xr.DataArray(np.full(240, 4.0), dims="time",
+                                         coords={"time": np.arange(240) * np.timedelta64(15, "s")
+                                                 + np.datetime64("2026-03-02")}),
+                            per_instance_qps=2, policy=["hpa", "article"], cooldown_s=[0.0, 300.0],
+                            scale_up_threshold=[0.6, 0.7], min_instances=[1, 2],
+                            buffer_instances=[0, 1])  # fmt: skip
+    sweep = {t["field"]: t["title"] for t in _tooltips(charts.elasticity_pareto(grid).to_dict())}
+    plan = {t["field"]: t["title"] for t in _tooltips(charts.plan_policies(small[0]).to_dict())}
+    settings = ("scale_up_threshold", "cooldown_s", "min_instances", "buffer_instances")
+    assert {s: plan[s] for s in settings} == {s: sweep[s] for s in settings}
+    assert plan["cooldown_s"] == "scale-down delay (s)"

@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..memo import Kept
 from ._clock import is_undated, time_columns, time_x
 from ._draft import draft
-from ._titles import titled
+from ._titles import SETTING_TITLES, SETTINGS, titled
 
 __all__ = ["cold_start_stages", "elasticity_pareto", "elasticity_policies", "elasticity_timeline"]
 
@@ -398,20 +398,7 @@ def _cold_start_chart(
     return alt.layer(shaded, bars, width=520, height=height, title=title)
 
 
-_SETTINGS = {
-    "scale_up_threshold": "scale-up threshold",
-    "cooldown_s": "scale-down delay",
-    "min_instances": "fewest instances",
-    "buffer_instances": "warm spares",
-}
-#: A sweep run's tooltip titles: its policy and each setting swept, with its unit.
-_DIM_TITLES = {
-    "policy_name": "policy",
-    **{
-        name: titled(words, name)
-        for name, words in (*_SETTINGS.items(), ("cold_start_s", "cold start"))
-    },
-}
+_DIM_TITLES = {"policy_name": "policy", **SETTING_TITLES}
 
 
 def elasticity_policies(sweep: xr.Dataset, settings: dict, *, cost: str | None = None):
@@ -423,7 +410,7 @@ def elasticity_policies(sweep: xr.Dataset, settings: dict, *, cost: str | None =
     """
     cost = cost or ("usd" if "usd" in sweep else "gpu_hours")
     grid = sweep[cost]
-    names = [d for d in _SETTINGS if d in grid.dims]
+    names = [d for d in SETTINGS if d in grid.dims]
     missing = [d for d in names if d not in settings]
     if missing:
         raise InputError(f"elasticity_policies: settings has no value for {missing}")
@@ -464,7 +451,7 @@ def _policies_chart(
     picks = []
     for name, values in options.items():
         words = [f"{v / 60:g} min" if name == "cooldown_s" else f"{v:g}" for v in values]
-        binding = alt.binding_select(options=values, labels=words, name=f"{_SETTINGS[name]} ")
+        binding = alt.binding_select(options=values, labels=words, name=f"{SETTINGS[name]} ")
         picks.append(alt.param(name=f"pick_{name}", value=start[name], bind=binding))
     picked = alt.Chart(runs)
     if options:

@@ -12,6 +12,7 @@ import xarray as xr
 
 from .. import glossary, words
 from ._clock import day_label, is_undated, slot_axis, slot_title, slot_words, time_encoding
+from ._titles import SETTING_TITLES, SETTINGS
 
 __all__ = [
     "plan_backtest",
@@ -251,10 +252,7 @@ def plan_policies(plan: xr.Dataset) -> alt.Chart:
                 alt.Tooltip(field=c, type="nominal", title=title)
                 for c, title in (
                     ("policy", "policy"),
-                    ("scale_up_threshold", "scale-up threshold (utilisation)"),
-                    ("cooldown_s", "cooldown (s)"),
-                    ("min_instances", "fewest instances"),
-                    ("buffer_instances", "warm spares (instances)"),
+                    *((name, SETTING_TITLES[name]) for name in SETTINGS),
                 )
             ]
             + [

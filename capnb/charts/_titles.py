@@ -15,3 +15,18 @@ def titled(words: str, name: str) -> str:
     if term.units == "1" or term.units in words.split():
         return words
     return f"{words} ({term.units})"
+
+
+#: An autoscaling policy's settings in words, as the text and the controls name them.
+SETTINGS = {
+    "scale_up_threshold": "scale-up threshold",
+    "cooldown_s": "scale-down delay",
+    "min_instances": "fewest instances",
+    "buffer_instances": "warm spares",
+}
+#: The settings (and the cold start) a chart's tooltip shows, with their units.
+SETTING_TITLES = {
+    **{name: titled(words, name) for name, words in SETTINGS.items()},
+    "scale_up_threshold": "scale-up threshold (utilisation)",
+    "cold_start_s": titled("cold start", "cold_start_s"),
+}
