@@ -266,3 +266,37 @@ def test_the_arrivals_advice_names_what_would_keep_within_the_headroom():
     hpa = Policy("hpa", 0.6, 300.0, 1, 0, "elastic", 75.0, False)
     (check,) = _arrivals_checks(arrivals, hpa, 1.7, (0.6, 0.7, 0.8))
     assert "at or below 0.5" in check.action and "the lowest swept is 0.6" in check.action
+
+
+def test_the_plan_s_arrivals_check_holds_the_prefix_cache_its_rate_was_priced_with():
+    # found planning my own log of 8 system prompts of 4,096 tokens shared across sessions with
+    # prefix_cache_share = 0.2: the closed loop priced 7.98 requests/s an instance with the cache
+    # serving 80.2% of prompt tokens on the 336,743 KV tokens left to running sequences, but the
+    # Poisson check simulated that rate with no cache and the whole KV budget, every prompt
+    # computed in full: "misses the SLA even at 50% ... (at 100 %: TTFT 388 s)", a failed check
+    # telling me to loosen the SLA. The check must simulate the instance the rate was priced on.
+    import json
+
+    import xarray as xr
+
+    from capnb.plan import _steps
+
+    prompts = [4096 + 600 + 37 * (i % 9) for i in range(32)]
+    w = capnb.latency.workload(prompt_tokens=prompts, output_tokens=[150, 250, 300, 200] * 8)
+    sla, qps, hit, running = SLA(ttft_s=2.0, tpot_s=0.05), 6.0, 0.8, 200_000
+    cfg = capnb.plan.read_config(dict(SMALL, latency="engine", prefix_cache_share=0.2,
+                                      sla={"ttft_s": 2.0, "tpot_s": 0.05}))  # fmt: skip
+    cap = xr.Dataset(attrs={"latency_models": json.dumps({"ttft": "engine", "tpot": "engine"})})
+    chosen = xr.Dataset({"binding_metric": "ttft", "per_instance_qps": qps,
+                         "prefix_hit_rate": hit, "running_tokens": running})  # fmt: skip
+    got = _steps.arrivals_of(cfg, cap, chosen, "H100-SXM", 1, w)
+    settings = _steps.engine_settings(cfg)
+    cached = capnb.capacity.arrivals(D, w, sla=sla, per_instance_qps=qps, settings=settings,
+                                     prefix_hit_rate=hit, kv_cache_tokens=running)  # fmt: skip
+    bare = capnb.capacity.arrivals(D, w, sla=sla, per_instance_qps=qps, settings=settings)
+    # the cache's hits leave a fifth of each prompt to compute: its TTFT is far below the bare one's
+    ttft = lambda a: float(a.latency.sel(share=1.0, metric="ttft"))  # noqa: E731
+    assert ttft(cached) < 0.5 * ttft(bare)
+    assert cached.attrs["kv_cache_tokens"] == running and cached.attrs["prefix_hit_rate"] == hit
+    np.testing.assert_allclose(got.latency.values, cached.latency.values)
+    assert float(got.headroom) == float(cached.headroom)

@@ -37,6 +37,8 @@ def arrivals(
     settings: EngineSettings | None = None,
     vllm_version: str = VLLM_VERSION,
     calibration=None,
+    prefix_hit_rate: float = 0.0,
+    kv_cache_tokens: int | None = None,
 ) -> xr.Dataset:
     """The SLA's quantiles under Poisson arrivals at shares of a closed-loop per-instance rate.
 
@@ -56,6 +58,10 @@ def arrivals(
     calibration
         The engine's (None: the bundled one of the GPU and engine), as the closed loop priced
         ``per_instance_qps`` with: a :func:`capnb.latency.calibrate` of the user's own runs.
+    prefix_hit_rate, kv_cache_tokens
+        The prefix cache the closed loop priced ``per_instance_qps`` with: the share of prompt
+        tokens it serves (1), and the KV cache tokens left to running sequences beside it
+        (tokens; None: vLLM's whole KV budget, as without a cache).
 
     Returns
     -------
@@ -89,14 +95,16 @@ def arrivals(
     ):
         raise InputError(f"per_instance_qps must be requests/s > 0, got {per_instance_qps!r}")
     seq_len = math.ceil(float((workload.prompt_tokens + workload.output_tokens).mean()))
-    kv = _kv_tokens(deployment.model, deployment.gpu, int(deployment.tensor_parallel), seq_len,
-                    vllm_version, kv_dtype=deployment.kv_dtype,
-                    weight_dtype=deployment.weight_dtype, settings=settings)  # fmt: skip
+    kv = kv_cache_tokens
+    if kv is None:
+        kv = _kv_tokens(deployment.model, deployment.gpu, int(deployment.tensor_parallel), seq_len,
+                        vllm_version, kv_dtype=deployment.kv_dtype,
+                        weight_dtype=deployment.weight_dtype, settings=settings)  # fmt: skip
     shares = np.array(SHARES)
     curve = latency.engine(
         deployment, workload, request_rate=(shares * float(per_instance_qps)).tolist(),
         requests=requests, seed=seed, settings=settings, kv_cache_tokens=kv,
-        calibration=calibration,
+        calibration=calibration, prefix_hit_rate=prefix_hit_rate,
     )  # fmt: skip
     metrics = list(sla.bounds)
     at = curve.latency.sel(metric=metrics).sel(latency_quantile=sla.quantile, method="nearest")
@@ -125,5 +133,6 @@ def arrivals(
         "tensor_parallel": int(deployment.tensor_parallel),
         "calibration": str(curve.attrs.get("calibration", "")),
         "kv_cache_tokens": int(kv),  # tokens a GPU, profiled as the server of ``settings`` runs
+        "prefix_hit_rate": float(curve.attrs["prefix_hit_rate"]),
     }
     return out

@@ -640,7 +640,8 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
     """The chosen instance under Poisson arrivals (:func:`capnb.capacity.arrivals`), or None.
 
     Only where the serving-engine model priced the binding bound: it is the model that simulates
-    arrivals, and its closed loop is the one the per-instance rate came from.
+    arrivals, and its closed loop is the one the per-instance rate came from (with a prefix
+    cache, its hit rate and the KV tokens it leaves to running sequences).
     """
     from .. import capacity
 
@@ -651,9 +652,13 @@ def arrivals_of(cfg: PlanConfig, cap: xr.Dataset, chosen: xr.Dataset, gpu: str, 
     from ..records import Deployment
 
     deployment = Deployment(cfg.serving.model, gpu, int(tp))
+    cache = {}  # the prefix cache the closed loop priced the rate with: its hits, its KV left
+    if cfg.serving.prefix_cache_share > 0:
+        cache = {"prefix_hit_rate": float(_first(chosen.prefix_hit_rate)),
+                 "kv_cache_tokens": int(_first(chosen.running_tokens))}  # fmt: skip
     return capacity.arrivals(deployment, workload, sla=cfg.sla, per_instance_qps=qps,
                              seed=cfg.traffic.seed, calibration=own_calibration_of(cap, gpu),
-                             settings=engine_settings(cfg))  # fmt: skip
+                             settings=engine_settings(cfg), **cache)  # fmt: skip
 
 
 def forecast_load(fc: xr.Dataset, cfg: PlanConfig, per_instance: float) -> float:
