@@ -1181,6 +1181,22 @@ def test_an_sla_without_ttft_and_tpot_is_not_split_between_pools_and_says_so():
     assert all(alt.name != "prefill/decode pools" for alt in planning.answer(off).alternatives)
 
 
+def test_an_sla_with_an_e2e_or_itl_bound_is_not_split_between_pools_and_says_so():
+    # found planning a reasoning log (600-token prompts, 5,000-token outputs) at P99 TTFT <= 2 s,
+    # TPOT <= 50 ms and E2E <= 150 s: the E2E bound bound the plan's own instance (0.58 requests/s
+    # at 55 in flight), but the pools and their aggregated fleet were sized on TTFT and TPOT alone
+    # (0.694 requests/s at 91 in flight, past the E2E bound) and said "disaggregated, 10% fewer
+    # GPUs than" the plan's fleet. capnb.capacity.disaggregate sizes no pool on E2E or ITL.
+    from capnb.plan import _serving
+
+    for sla, named in (({"ttft_s": 2.0, "tpot_s": 0.05, "e2e_s": 150.0}, "e2e_s"),
+                       ({"ttft_s": 2.0, "tpot_s": 0.05, "itl_s": 0.1}, "itl_s")):  # fmt: skip
+        cfg = planning.read_config(dict(SMALL, sla=sla))
+        said, replay = _serving.compare_serving(cfg, None, None, "H100-SXM", 1, None, None, None)
+        assert replay is None
+        assert said.startswith(f"not compared: the SLA ({cfg.sla}) has {named}"), said
+
+
 def test_spot_in_the_mix_is_preempted_in_its_replay():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("A100-80GB-PCIe", "H100-PCIe"),
                  tensor_parallel=(1,), disaggregation="none", demand_scale=0.05)  # fmt: skip

@@ -28,13 +28,26 @@ __all__ = ["compare_serving", "serving_sentence", "serving_variables"]
 
 
 def _unsplit(cfg: PlanConfig) -> str:
-    """Why the SLA cannot size prefill and decode pools apart ("" when it can)."""
+    """Why the SLA cannot size prefill and decode pools apart ("" when it can).
+
+    Both pools need a TTFT and a TPOT bound, and are sized on those alone: an E2E or ITL bound
+    would be left unchecked.
+    """
     missing = [f"{m}_s" for m in ("ttft", "tpot") if m not in cfg.sla.bounds]
-    if not missing:
+    if missing:
+        return (
+            f"not compared: the SLA ({cfg.sla}) has no {' or '.join(missing)}, and a prefill pool "
+            "answers to a TTFT bound and a decode pool to a TPOT bound (give both in [sla] to "
+            "compare)"
+        )
+    # capacity.disaggregate sizes both pools (and its aggregated fleet) on TTFT and TPOT alone
+    unsized = [f"{m}_s" for m in ("e2e", "itl") if m in cfg.sla.bounds]
+    if not unsized:
         return ""
     return (
-        f"not compared: the SLA ({cfg.sla}) has no {' or '.join(missing)}, and a prefill pool "
-        "answers to a TTFT bound and a decode pool to a TPOT bound (give both in [sla] to compare)"
+        f"not compared: the SLA ({cfg.sla}) has {' and '.join(unsized)}, and the pools are sized "
+        "on TTFT (prefill) and TPOT (decode) alone: an E2E bound spans both pools, and an ITL "
+        "bound is not simulated per pool (leave it out of [sla] to compare on TTFT and TPOT)"
     )
 
 
