@@ -541,3 +541,26 @@ def test_the_in_sample_note_says_when_the_plan_chose_a_degree_the_runs_never_mea
     assert "calibration_tensor_parallel = 2" in note and "--calibrate-tensor-parallel 2" in note
     (same,) = _own_run_notes(cap, "H100-SXM", 1, sla, chosen_tensor_parallel=1)
     assert "did not measure" not in same, same
+
+
+def test_a_plan_with_a_prefix_cache_replans_by_calibrating_the_engine_that_prices_the_cache():
+    # found planning my own log of shared system prompts with prefix_cache_share = 0.2: the plan
+    # printed `capnb plan --config plan.json ... --benchmark capnb-H100-SXM-tp1/`, which failed:
+    # "prefix_cache_share = 0.2 needs latency = 'engine' (... latency = '.../capnb-H100-SXM-tp1'
+    # does not)": measured latencies take no hit rate (and the random prompts of the benchmark
+    # share no prefix). The runs calibrate the engine, which then prices the cache's 80.2% hits.
+    from capnb.plan._closecall import benchmark_commands
+
+    options = xr.Dataset({"safe_concurrency": (("gpu", "tensor_parallel"), [[63]]),
+                          "running_tokens": (("gpu", "tensor_parallel"), [[336_743]])},
+                         coords={"gpu": ["H100-SXM"], "tensor_parallel": [1]},
+                         attrs={"prefix_cache_share": 0.2})  # fmt: skip
+    cached = benchmark_commands(options, "H100-SXM", 1, "Llama-3.1-8B", 4996, 275)
+    assert cached.split("\n")[3] == (
+        "capnb plan --config plan.json --gpus H100-SXM --tensor-parallel 1 --calibrate "
+        "capnb-H100-SXM-tp1/ --calibrate-gpu H100-SXM --calibrate-tensor-parallel 1 "
+        "--out capnb-H100-SXM-tp1-plan"
+    )
+    bare = benchmark_commands(options.assign_attrs(prefix_cache_share=0.0), "H100-SXM", 1,
+                              "Llama-3.1-8B", 4996, 275)  # fmt: skip
+    assert " --benchmark capnb-H100-SXM-tp1/ " in bare.split("\n")[3]

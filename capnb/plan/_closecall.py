@@ -211,11 +211,14 @@ def _replan_flags(options: xr.Dataset, gpu: str, tp: int, runs: str) -> str:
     A plan priced on your own runs (its options' ``own_calibrations``) re-plans by calibrating the
     engine model on the new runs of this GPU and degree, so the engine still prices the other
     degrees; ``--benchmark`` on its config also works (the CLI then clears its
-    ``calibration_runs``), where measured latencies alone are wanted.
+    ``calibration_runs``), where measured latencies alone are wanted. So does a plan with a
+    prefix cache (its options' ``prefix_cache_share``): only the engine model takes the cache's
+    hit rate, and measured latencies (of random prompts, sharing no prefix) refuse its config.
     """
     from ._steps import own_calibrations
 
-    if not own_calibrations(options):
+    cached = float(options.attrs.get("prefix_cache_share", 0.0)) > 0
+    if not own_calibrations(options) and not cached:
         return f"--benchmark {runs}"
     return (
         f"--calibrate {runs} --calibrate-gpu {shlex.quote(str(gpu))} "
