@@ -333,7 +333,12 @@ VARIABLES: dict[str, Term] = _table(
     ("bottleneck", "1", "stage whose queue holds most of TTFT: prefill, transfer, handoff, decode"),
     ("ttft_median", "s", "median TTFT over the simulated requests"),
     ("ttft_stages", "s", "mean seconds of each stage of TTFT: queues, prefill, transfer, a step"),
-    ("kv_transfer_s", "s", "time to move one prompt's KV cache from prefill to decode"),
+    (
+        "kv_transfer_s",
+        "s",
+        "time to move the KV cache of a prompt at the SLA's quantile of prompt lengths from "
+        "prefill to decode",
+    ),
     (
         "simulated_latency",
         "s",

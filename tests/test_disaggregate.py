@@ -634,3 +634,21 @@ def test_the_operating_points_say_one_request_in_the_singular():
             "d_ttft": np.array([0.1, 0.1]), "d_tpot": np.array([0.04, 0.09])}  # fmt: skip
     _, said = _pool_points(cols, 0.99, {"prefill": 1, "decode": 1}, 0.01, sla)
     assert said.startswith("prefill at 4 requests and decode at 1 request in flight per "), said
+
+
+def test_kv_transfer_s_says_it_is_the_prompt_at_the_sla_quantile():
+    # found checking a RAG-like log (6-12k-token prompts, mean 9,023) by hand: pd_ratio stated
+    # kv_transfer_s 3.49 ms for Llama-3.1-8B over 450 GB/s, where 9,023 tokens x 131,072 bytes /
+    # 450 GB/s is 2.63 ms; the figure is the P99 prompt's (11,970 tokens), but its long_name read
+    # "time to move one prompt's KV cache from prefill to decode", no quantile said
+    work = capnb.latency.workload(prompt_tokens=list(range(6000, 12001, 100)),
+                                  output_tokens=[200] * 61)  # fmt: skip
+    sla = SLA(ttft_s=5.0, tpot_s=0.2)
+    ds = capnb.capacity.pd_ratio(Deployment("Llama-3.1-8B", "H100-SXM", 1), work, concurrency=4,
+                                 sla=sla, ratios=((1, 1),), requests=200)  # fmt: skip
+    moved = float(ds.kv_transfer_s.item())
+    p99 = capnb.capacity.kv_transfer_s("Llama-3.1-8B", 11_900, link_bandwidth=450e9)
+    assert moved == pytest.approx(float(p99), rel=0.02)
+    assert moved > 1.2 * float(capnb.capacity.kv_transfer_s("Llama-3.1-8B", 9000,
+                                                             link_bandwidth=450e9))  # fmt: skip
+    assert "the SLA's quantile" in ds.kv_transfer_s.attrs["long_name"]
