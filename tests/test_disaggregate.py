@@ -412,6 +412,9 @@ def test_a_gpu_difference_under_one_percent_is_not_written_as_none(small):
     ("kwargs", "argument"),
     [
         ({"sla": SLA(ttft_s=1.0)}, "has no tpot_s"),
+        # bounds the pools never check: a pick said to meet an E2E bound it was not held to
+        ({"sla": SLA(ttft_s=1.0, tpot_s=0.05, e2e_s=1.0)}, "has e2e_s: prefill and decode pools"),
+        ({"sla": SLA(ttft_s=1.0, tpot_s=0.05, itl_s=0.1)}, "has itl_s: .* TTFT and TPOT only"),
         ({"sla": 1.0}, "sla: expected a capnb.records.SLA"),
         ({"ratios": ["1-3"]}, "ratios"),
         ({"ratios": [(0, 1)]}, "ratios"),

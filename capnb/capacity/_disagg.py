@@ -90,6 +90,14 @@ def _pd_bounds(sla: SLA) -> tuple[float, float, float]:
             f"sla: {sla} has no {' or '.join(missing)}: prefill and decode pools are sized on a "
             "TTFT and a TPOT bound together; give both"
         )
+    unchecked = [f"{m}_s" for m in sla.bounds if m not in ("ttft", "tpot")]
+    if unchecked:  # a bound the pools' answer would show but never check: refused, not ignored
+        raise InputError(
+            f"sla: {sla} has {' and '.join(unchecked)}: prefill and decode pools are checked on "
+            "TTFT and TPOT only (an E2E bound also holds the output's length, an ITL bound each "
+            "gap), so a pick under it would be said to meet a bound it was never held to; give "
+            "the SLA without it, and check the chosen pools' E2E or ITL with capnb.latency.engine"
+        )
     return sla.bounds["ttft"], sla.bounds["tpot"], sla.quantile
 
 
