@@ -121,6 +121,22 @@ def test_search_codes_and_littles_law_by_hand():
     assert at_safe[1] == pytest.approx(0.5)
 
 
+def test_a_latency_rounded_above_the_sla_meets_it_in_the_kernel_and_every_reference():
+    # 2,300 ms read as 2.3000000000000003 s at concurrency 8, and 26 / 34 ms at 4 / 8 drawn at
+    # 0.030000000000000002 s at 6: both meet their SLA (2.3 s, 30 ms), in the kernel and in the
+    # plain references alike
+    for latency, grid, sla, want in (
+        (np.array([1.0, 2300 / 1000]), np.array([1.0, 8.0]), 2.3, 8),
+        (np.array([0.026, 0.034]), np.array([4.0, 8.0]), 0.030, 6),
+    ):
+        mean = latency * 10
+        kernel = capacity_kernels.search(latency, mean, grid, np.array([sla]), 10**6)
+        numpy_ = SEARCH["numpy"](latency, mean, grid, np.array([sla]), 10**6)
+        python = SEARCH["python"](list(latency), list(mean), list(grid), sla, 10**6)
+        points = SEARCH["python_points"](list(latency), list(mean), list(grid), sla, 10**6)
+        assert kernel[0][0] == numpy_[0][0] == python[0] == points[0] == want
+
+
 def test_search_never_goes_past_the_last_point():
     grid = np.array([1.0, 2.0, 4.0])
     safe, code, *_ = capacity_kernels.search(

@@ -224,6 +224,10 @@ def analytic_curve_python(
 
 
 # -- the search -----------------------------------------------------------------------------------
+#: A latency within this share above the SLA meets it (a unit's conversion or an interpolation
+#: rounds 2,300 ms to 2.3000000000000003 s), as in the kernel.
+ROUNDING = 1e-9
+
 _CODES = {
     "latency": 0,
     "memory": 1,
@@ -241,6 +245,7 @@ def search_python(latency, mean_e2e, concurrency, sla, memory_limit):
 
     Returns ``(safe, binding, qps, operating, latency_at_safe)`` for one SLA.
     """
+    sla = sla * (1.0 + ROUNDING)
     first, last = int(concurrency[0]), int(concurrency[-1])
     if math.isnan(latency[0]):
         return 0, _CODES["no_data"], math.nan, 0, math.nan
@@ -277,6 +282,7 @@ def search_python_points(latency, mean_e2e, concurrency, sla, memory_limit):
     Same answer as :func:`search_python` in O(points) instead of O(concurrency): the benchmark's
     pure-Python baseline.
     """
+    sla = sla * (1.0 + ROUNDING)
     n = len(concurrency)
     first = int(concurrency[0])
     if math.isnan(latency[0]):
@@ -323,7 +329,7 @@ def search_numpy(latency, mean_e2e, concurrency, sla, memory_limit):
     latency = np.asarray(latency, dtype=float)
     mean_e2e = np.asarray(mean_e2e, dtype=float)
     c = np.asarray(concurrency, dtype=float)
-    sla = np.asarray(sla, dtype=float)
+    sla = np.asarray(sla, dtype=float) * (1.0 + ROUNDING)
     memory = np.asarray(memory_limit)[..., None]
     n = c.size
     lat = latency[..., None, :]
