@@ -87,6 +87,9 @@ def test_one_reversal_in_an_hour_is_not_a_day_of_flapping():
     thrice = np.r_[np.full(300, 10.0), bursts]  # 10 minutes at 60 requests/s every 20
     again = elasticity.advise(elasticity.simulate(thrice, **common))
     assert int(again.reversals) == 5 and bool(again.flapping)
+    # and its warning says them in the run's own hours, not as a day's (5 in an hour: '120 a day')
+    warning = elasticity.flapping_warning(again)
+    assert "(in the run's 1 hour, " in warning and "a day" not in warning, warning
     # a run of two days or more is held to its rate: 5 reversals are 2.5 a day, 1 is 0.5
     quiet = np.full(169_200, 10.0)
     days = elasticity.advise(elasticity.simulate(np.r_[thrice, quiet], **common))

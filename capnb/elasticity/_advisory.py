@@ -164,6 +164,7 @@ def advise(
             "window_s": window,
             "hold_s": hold,
             "most_reversals_per_day": float(most_reversals_per_day),
+            "span_s": float(span),
         },
     )
 
@@ -215,9 +216,13 @@ def flapping_warning(view: xr.Dataset, policy: str | None = None) -> str:
     if not bool(one.flapping):
         return ""
     name = policy or one.attrs.get("policy", "the policy")
+    span = float(one.attrs.get("span_s", _DAY_S))
+    # a run shorter than a day says its own span: 3 reversals in 2 hours are not '36 a day'
+    rate = (f"{float(one.reversals_per_day):.1f} a day" if span >= _DAY_S
+            else f"in the run's {span / _HOUR_S:.3g} hour{'' if span == _HOUR_S else 's'}")  # fmt: skip
     return (
         f"{name} flaps: {int(one.reversals)} direction reversals within "
         f"{one.attrs['window_s'] / 60:g} min of the scale event before "
-        f"({float(one.reversals_per_day):.1f} a day, {float(one.scale_events_per_hour):.1f} scale "
+        f"({rate}, {float(one.scale_events_per_hour):.1f} scale "
         f"events an hour); lengthen its scale-down window or raise its floor."
     )
