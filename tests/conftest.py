@@ -178,3 +178,18 @@ def small_plan(tmp_path_factory, worker_id):
         if not (folder / "plan.toml").is_file():
             save_config(config, folder / "plan.toml")
     return folder / "plan.toml"
+
+
+def _tooltips(spec: dict) -> list[dict]:
+    """Every tooltip encoding of a Vega-Lite spec, its layers and concatenations included."""
+    found = list(spec.get("encoding", {}).get("tooltip", []))
+    for key in ("layer", "vconcat", "hconcat"):
+        for part in spec.get(key, []):
+            found += _tooltips(part)
+    return found
+
+
+@pytest.fixture
+def tooltips():
+    """The tooltips of a chart's spec (``chart.to_dict()``): the chart tests' one walker."""
+    return _tooltips

@@ -459,15 +459,9 @@ def test_the_own_run_answer_says_where_the_band_meets_no_concurrency():
     assert "checks passed" in printed
 
 
-def _tooltips(spec):
-    found = list(spec.get("encoding", {}).get("tooltip", []))
-    for key in ("layer", "vconcat", "hconcat"):
-        for part in spec.get(key, []):
-            found += _tooltips(part)
-    return found
-
-
-def test_the_capacity_charts_tooltips_say_what_each_value_is_in_its_units(short, worksheet):
+def test_the_capacity_charts_tooltips_say_what_each_value_is_in_its_units(
+    short, worksheet, tooltips
+):
     # their tooltips read the tables' field names: 'usd_per_hour 41.2' (for what?),
     # 'tensor_parallel 2' (or 'TP 2'), 'binding latency', 'compute 3.1%', 'latency_s 0.84',
     # 'requests/s 1.9' (a unit, not a value: per instance)
@@ -482,11 +476,11 @@ def test_the_capacity_charts_tooltips_say_what_each_value_is_in_its_units(short,
     }
     raw = {"usd_per_hour", "tensor_parallel", "TP", "compute", "requests/s", "latency_s"}
     for name, chart in drawn.items():
-        tips = _tooltips(chart.to_dict())
+        tips = tooltips(chart.to_dict())
         assert tips, name
         for tip in tips:
             title = tip.get("title", tip["field"])  # a field's name is no title
             assert "title" in tip and "_" not in title and title not in raw, (name, tip)
-    cost = {t["field"]: t["title"] for t in _tooltips(drawn["cost"].to_dict())}
+    cost = {t["field"]: t["title"] for t in tooltips(drawn["cost"].to_dict())}
     assert cost["tensor_parallel"] == "tensor-parallel degree (GPUs)"
     assert cost["usd_per_hour"] == "USD per hour for the target"

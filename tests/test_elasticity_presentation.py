@@ -365,15 +365,7 @@ def test_timeline_reads_the_trace_clock_not_time_from_its_start():
     assert rows[59]["when"] == "day 1 00:59"
 
 
-def _tooltips(spec):
-    found = list(spec.get("encoding", {}).get("tooltip", []))
-    for key in ("layer", "vconcat", "hconcat"):
-        for part in spec.get(key, []):
-            found += _tooltips(part)
-    return found
-
-
-def test_the_elasticity_charts_tooltips_say_what_each_value_is_in_its_units(burst):
+def test_the_elasticity_charts_tooltips_say_what_each_value_is_in_its_units(burst, tooltips):
     # their tooltips read the tables' field names: 'usd 412.5' (over what?), 'breach_pct 0.012',
     # 'unserved_pct 0', 'thrash 3', 'min_instances 4', 'breach_share 1.2%', 'seconds 38.2'
     grid = elasticity.sweep(burst, per_instance_qps=2, policy=["hpa", "fixed"], cold_start_s=[60, 120],
@@ -387,14 +379,14 @@ def test_the_elasticity_charts_tooltips_say_what_each_value_is_in_its_units(burs
         "cold start": charts.cold_start_stages(est),
     }
     for name, chart in drawn.items():
-        tips = _tooltips(chart.to_dict())
+        tips = tooltips(chart.to_dict())
         assert tips, name
         for tip in tips:
             assert "_" not in tip.get("title", tip["field"]), (name, tip)
             assert tip.get("title", tip["field"]) not in {"usd", "thrash", "seconds"}, (name, tip)
-    pareto = {t["field"]: t["title"] for t in _tooltips(drawn["pareto (USD)"].to_dict())}
+    pareto = {t["field"]: t["title"] for t in tooltips(drawn["pareto (USD)"].to_dict())}
     assert pareto["usd"] == "cost over the trace (USD)"
     assert pareto["breach_pct"] == "time in SLA breach (%)"
     assert pareto["cold_start_s"] == "cold start (s)"
-    costs = {t["field"]: t["title"] for t in _tooltips(drawn["pareto (GPU·h)"].to_dict())}
+    costs = {t["field"]: t["title"] for t in tooltips(drawn["pareto (GPU·h)"].to_dict())}
     assert costs["gpu_hours"] == "cost over the trace (GPU·h)"

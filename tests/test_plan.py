@@ -110,12 +110,12 @@ def test_the_answer_reader_refuses_a_flag_or_a_count_of_another_type(small, fiel
         planning.answer({"answer": stored})
 
 
-def test_the_plan_charts_give_their_rates_in_requests_per_s(small):
+def test_the_plan_charts_give_their_rates_in_requests_per_s(small, tooltips):
     # their tooltips read "qps 0.1" for a target of 0.148 requests/s (",.1f", no unit)
     from capnb import charts
 
     for chart in (charts.plan_slots, charts.plan_timeline):
-        tips = [t for t in _tooltips(chart(small[0]).to_dict()) if t["field"] == "qps"]
+        tips = [t for t in tooltips(chart(small[0]).to_dict()) if t["field"] == "qps"]
         assert tips == [{"field": "qps", "type": "quantitative", "title": "rate (requests/s)",
                          "format": ",.3~r"}], chart.__name__  # fmt: skip
 
@@ -129,14 +129,6 @@ def test_the_mean_plan_label_keeps_a_slow_rate(small):
     labels = [row["label"] for rows in charts.plan_slots(slow).to_dict()["datasets"].values()
               for row in rows if "label" in row]  # fmt: skip
     assert labels == ["mean plan 0.444 requests/s"]
-
-
-def _tooltips(spec):
-    found = list(spec.get("encoding", {}).get("tooltip", []))
-    for key in ("layer", "vconcat", "hconcat"):
-        for part in spec.get(key, []):
-            found += _tooltips(part)
-    return found
 
 
 def test_the_choice_is_the_cheapest_feasible_option(small):
@@ -2506,7 +2498,7 @@ def test_the_policy_runs_chart_names_policies_as_every_page_does(small):
     assert named == {words.POLICY_NAMES[code] for code in codes}
 
 
-def test_the_plan_charts_tooltips_say_what_each_value_is_in_its_units(small):
+def test_the_plan_charts_tooltips_say_what_each_value_is_in_its_units(small, tooltips):
     # the plan page's tooltips read the table's field names: 'usd 41,205' (a month? an hour?),
     # 'breach_pct 0.012', 'cooldown_s 900', 'breach_min 3.2', 'cost_vs_hindsight 1.08'; each
     # now has a title in words with its unit, as the axes say
@@ -2514,12 +2506,12 @@ def test_the_plan_charts_tooltips_say_what_each_value_is_in_its_units(small):
 
     for chart in (charts.plan_instances, charts.plan_options, charts.plan_policies,
                   charts.plan_slots, charts.plan_timeline, charts.plan_held_out):  # fmt: skip
-        assert_tooltips_in_words(chart(small[0]).to_dict(), chart.__name__)
+        assert_tooltips_in_words(tooltips(chart(small[0]).to_dict()), chart.__name__)
 
 
-def assert_tooltips_in_words(spec, name):
+def assert_tooltips_in_words(tips, name):
     """Every tooltip of a chart has a title, not a field name ('usd', 'breach_pct')."""
-    for tip in _tooltips(spec):
+    for tip in tips:
         title = tip.get("title", tip["field"])
         assert "_" not in title and title not in {"usd", "qps"}, (name, tip)
 
@@ -2549,7 +2541,7 @@ def test_a_plan_names_its_calibration_runs_when_they_are_refused(tmp_path):
     assert "check the latency units" in said, said
 
 
-def test_the_plan_and_elasticity_charts_name_a_policy_setting_alike(small):
+def test_the_plan_and_elasticity_charts_name_a_policy_setting_alike(small, tooltips):
     # the plan page's policy tooltip read 'cooldown (s)' and 'scale-up threshold (utilisation)'
     # where the elasticity page's charts, its controls and every sentence say 'scale-down delay'
     from capnb import charts, elasticity
@@ -2560,8 +2552,8 @@ def test_the_plan_and_elasticity_charts_name_a_policy_setting_alike(small):
                             per_instance_qps=2, policy=["hpa", "article"], cooldown_s=[0.0, 300.0],
                             scale_up_threshold=[0.6, 0.7], min_instances=[1, 2],
                             buffer_instances=[0, 1])  # fmt: skip
-    sweep = {t["field"]: t["title"] for t in _tooltips(charts.elasticity_pareto(grid).to_dict())}
-    plan = {t["field"]: t["title"] for t in _tooltips(charts.plan_policies(small[0]).to_dict())}
+    sweep = {t["field"]: t["title"] for t in tooltips(charts.elasticity_pareto(grid).to_dict())}
+    plan = {t["field"]: t["title"] for t in tooltips(charts.plan_policies(small[0]).to_dict())}
     settings = ("scale_up_threshold", "cooldown_s", "min_instances", "buffer_instances")
     assert {s: plan[s] for s in settings} == {s: sweep[s] for s in settings}
     assert plan["cooldown_s"] == "scale-down delay (s)"

@@ -162,26 +162,18 @@ def test_worksheet_checks_a_latent_attention_model_by_hand():
     assert any("checks passed: 81 sequences" in text for text in outputs)
 
 
-def _tooltips(spec):
-    found = list(spec.get("encoding", {}).get("tooltip", []))
-    for key in ("layer", "vconcat", "hconcat"):
-        for part in spec.get(key, []):
-            found += _tooltips(part)
-    return found
-
-
-def test_the_memory_charts_say_each_value_in_words_with_its_unit(sweep):
+def test_the_memory_charts_say_each_value_in_words_with_its_unit(sweep, tooltips):
     # tooltips read 'max_concurrency 37', 'tensor_parallel 2', 'seq_len 8192', 'GiB 12.4'; the
     # heatmap's axis 'tokens per sequence (seq_len)' and its dropdown 'tensor_parallel'
     ds = memory.max_concurrency(model="Llama-3.1-70B", gpu=["H100-SXM", "B200"],
                                 tensor_parallel=[1, 2], seq_len=[1024, 131072])  # fmt: skip
     heatmap = charts.memory_heatmap(ds, tensor_parallel=2).to_dict()
     for spec in (charts.memory_breakdown(sweep).to_dict(), heatmap):
-        tips = _tooltips(spec)
+        tips = tooltips(spec)
         assert tips
         for tip in tips:
             assert "title" in tip and "_" not in tip["title"] and tip["title"] != "GiB", tip
-    titles = {t["field"]: t["title"] for t in _tooltips(heatmap)}
+    titles = {t["field"]: t["title"] for t in tooltips(heatmap)}
     assert titles["tensor_parallel"] == "tensor-parallel degree (GPUs)"
     assert titles["seq_len"] == "tokens per sequence"
     text = json.dumps(heatmap)
