@@ -1189,6 +1189,27 @@ def test_an_sla_with_an_e2e_or_itl_bound_is_not_split_between_pools_and_says_so(
         assert said.startswith(f"not compared: the SLA ({cfg.sla}) has {named}"), said
 
 
+def test_the_plan_leaves_pools_out_exactly_where_the_capacity_step_refuses_them():
+    # one definition of the bounds prefill and decode pools are sized on: the plan's "not
+    # compared" and capacity.disaggregate's refusal read the same fields
+    from capnb.capacity import _disagg
+    from capnb.plan import _serving
+
+    for bounds in ({"ttft_s": 2.0, "tpot_s": 0.05}, {"ttft_s": 2.0}, {"tpot_s": 0.05},
+                   {"e2e_s": 20.0}, {"ttft_s": 2.0, "tpot_s": 0.05, "itl_s": 0.1},
+                   {"ttft_s": 2.0, "tpot_s": 0.05, "e2e_s": 60.0}):  # fmt: skip
+        cfg = planning.read_config(dict(SMALL, sla=bounds))
+        said = _serving._unsplit(cfg)
+        try:
+            _disagg._pd_bounds(SLA(**bounds))
+            refused = ""
+        except InputError as err:
+            refused = str(err)
+        assert bool(said) == bool(refused), (bounds, said, refused)
+        for field in ("ttft_s", "tpot_s", "e2e_s", "itl_s"):
+            assert (field in said) == (field in refused), (bounds, field)
+
+
 def test_spot_in_the_mix_is_preempted_in_its_replay():
     cheap = dict(SMALL, trials=50, backtest_days=0, gpus=("A100-80GB-PCIe", "H100-PCIe"),
                  tensor_parallel=(1,), disaggregation="none", demand_scale=0.05)  # fmt: skip

@@ -78,19 +78,29 @@ def _tensor_parallel(value, argument: str = "tensor_parallel") -> dict[str, int]
     return dict.fromkeys(POOLS, tp)
 
 
+def pd_sla_gaps(sla: SLA) -> tuple[list[str], list[str]]:
+    """(missing, unchecked): SLA fields the pools need and lack, and fields they never check.
+
+    A prefill pool answers to a TTFT bound and a decode pool to a TPOT bound, and the pools are
+    sized on those two alone: an E2E bound spans both pools, an ITL bound each gap.
+    """
+    missing = [f"{m}_s" for m in ("ttft", "tpot") if m not in sla.bounds]
+    unchecked = [f"{m}_s" for m in sla.bounds if m not in ("ttft", "tpot")]
+    return missing, unchecked
+
+
 def _pd_bounds(sla: SLA) -> tuple[float, float, float]:
     """The SLA's TTFT and TPOT bounds (s) and quantile: prefill answers to one, decode to the other."""
     if not isinstance(sla, SLA):
         raise InputError(
             f"sla: expected a capnb.records.SLA with ttft_s and tpot_s, got {type(sla).__name__}"
         )
-    missing = [f"{m}_s" for m in ("ttft", "tpot") if m not in sla.bounds]
+    missing, unchecked = pd_sla_gaps(sla)
     if missing:
         raise InputError(
             f"sla: {sla} has no {' or '.join(missing)}: prefill and decode pools are sized on a "
             "TTFT and a TPOT bound together; give both"
         )
-    unchecked = [f"{m}_s" for m in sla.bounds if m not in ("ttft", "tpot")]
     if unchecked:  # a bound the pools' answer would show but never check: refused, not ignored
         raise InputError(
             f"sla: {sla} has {' and '.join(unchecked)}: prefill and decode pools are checked on "

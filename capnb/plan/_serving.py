@@ -31,17 +31,17 @@ def _unsplit(cfg: PlanConfig) -> str:
     """Why the SLA cannot size prefill and decode pools apart ("" when it can).
 
     Both pools need a TTFT and a TPOT bound, and are sized on those alone: an E2E or ITL bound
-    would be left unchecked.
+    would be left unchecked (:func:`capnb.capacity._disagg.pd_sla_gaps`).
     """
-    missing = [f"{m}_s" for m in ("ttft", "tpot") if m not in cfg.sla.bounds]
+    from ..capacity._disagg import pd_sla_gaps
+
+    missing, unsized = pd_sla_gaps(cfg.sla)
     if missing:
         return (
             f"not compared: the SLA ({cfg.sla}) has no {' or '.join(missing)}, and a prefill pool "
             "answers to a TTFT bound and a decode pool to a TPOT bound (give both in [sla] to "
             "compare)"
         )
-    # capacity.disaggregate sizes both pools (and its aggregated fleet) on TTFT and TPOT alone
-    unsized = [f"{m}_s" for m in ("e2e", "itl") if m in cfg.sla.bounds]
     if not unsized:
         return ""
     return (
