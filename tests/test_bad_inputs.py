@@ -1661,6 +1661,14 @@ ROWS = [
             aliases=t.aliases.where(t.gpu != "L4", "L4 24GB;B200"))),
         Raises(ConfigError, r"gpus\.csv, line 3 \(L4\): the name 'B200' \(aliases\) already "
                             r"names B200 \(line \d+\)")),
+    # found by an outside pass adding my own 40 GiB lab card as a row "h100-sxm": the id read
+    # case-insensitively took the catalog's H100-SXM over, so gpu="H100-SXM" sized Llama-3.1-8B
+    # at 4,096 tokens on 40.0 GiB (39 sequences) without a word
+    Row("gpu: a copied catalog whose new row's id is another GPU's in another case",
+        lambda w: own_catalog(w, lambda t: pd.concat(
+            [t, t[t.gpu == "L4"].assign(gpu="h100-sxm", display_name="Lab H100", aliases="")])),
+        Raises(ConfigError, r"gpus\.csv, line \d+ \(h100-sxm\): the id 'h100-sxm' names the same "
+                            r"GPU as 'H100-SXM' \(line \d+;")),
     # found by an outside pass: a row with an unquoted comma was refused with pandas' message and
     # its trailing newline, "(Error tokenizing data. C error: Expected 16 fields in line 3, saw
     # 17\n)"

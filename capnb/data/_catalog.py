@@ -210,10 +210,19 @@ def _check_gpu_names(table, path) -> None:
     """No display name or alias names two GPUs; else a ConfigError naming both lines.
 
     :func:`resolve_gpu` reads every name case-insensitively into one table, where a later row's
-    alias that spells another GPU's id, display name or alias would take that name over: a plan's
-    ``gpus = ["B200"]`` would then be priced and sized as the row that took it, without a word.
+    id or alias that spells another GPU's id, display name or alias (in any case) would take that
+    name over: a plan's ``gpus = ["B200"]`` would then be priced and sized as the row that took
+    it, without a word.
     """
-    owner = {str(gpu).strip().lower(): (gpu, row) for row, gpu in enumerate(table["gpu"])}
+    owner: dict[str, tuple[str, int]] = {}
+    for row, gpu in enumerate(table["gpu"]):
+        first = owner.setdefault(str(gpu).strip().lower(), (gpu, row))
+        if first[0] != gpu:  # ids differing in case only: names are read case-insensitively
+            raise ConfigError(
+                f"{path}, line {row + 2} ({gpu}): the id {gpu!r} names the same GPU as "
+                f"{first[0]!r} (line {first[1] + 2}; names are read whatever their case): give "
+                "the row an id of its own"
+            )
     for column in ("display_name", "aliases"):
         if column not in table.columns:
             continue
