@@ -102,6 +102,33 @@ def test_each_choice_reads_only_the_windows_before_its_origin(steady_and_jumped)
                            b.breach_min.sel(plan="recommended").values[before])  # fmt: skip
 
 
+def test_the_arrivals_rule_at_a_held_out_origin_reads_the_forecast_made_there(monkeypatch):
+    # found by an outside pass reading the code: the Poisson-arrivals rule (which configurations
+    # run an instance within its headroom) read the whole trace's forecast at every held-out
+    # origin, held-out week included; the deployed choice alone may read it
+    series = _series(14, jump_after=12.5)
+    config = read_config(SMALL)
+    loads = []
+    real = origins_module.eligible
+
+    def spy(grid, settings, cfg, headroom=None, load=None):
+        loads.append(load)
+        return real(grid, settings, cfg, headroom, load)
+
+    monkeypatch.setattr(origins_module, "eligible", spy)
+    whole = 123.0  # the whole trace's busiest slot, in instances (jump included)
+    record = origins_module.rolling(config, series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out, 0.8, whole)  # fmt: skip
+    assert loads[0] == whole  # the deployed choice
+    origins = record.table.origin.values
+    assert len(loads) == 1 + origins.size
+    for at, load in zip(origins, loads[1:], strict=True):
+        history = series.qps.values[series.time.values < at]
+        own = origins_module.fit_at(config, series, at, 5.0).need / 5.0
+        assert load == own != whole
+        assert own < 1.5 * history.max() / 5.0  # the history before the origin, not the jump
+
+
 def test_the_held_out_table_keeps_its_bounds(steady_and_jumped):
     table = steady_and_jumped[0].table
     assert table.sizes["origin"] == 7 and list(table.plan.values) == list(origins_module.PLANS)

@@ -182,6 +182,7 @@ class Fit:
     baseline: xr.Dataset  # the same as a baseline (the predictive policy reads its median)
     fleet: int  # instances the busiest slot needs at the plan's quantile
     model: str  # the forecast used, in words
+    need: float = math.nan  # the busiest slot's requests/s at the plan's quantile
 
 
 def fit_at(cfg: PlanConfig, series: xr.Dataset, at: np.datetime64, per_instance: float) -> Fit:
@@ -196,9 +197,8 @@ def fit_at(cfg: PlanConfig, series: xr.Dataset, at: np.datetime64, per_instance:
     target = baseline.target_qps
     need = float(target.sel(traffic_quantile=cfg.traffic.traffic_quantile).max())
     fleet = max(1, int(instances_needed(need, per_instance))) if np.isfinite(need) else 1
-    return Fit(
-        target, baseline, fleet, str(carried.attrs.get("growth_model", cfg.traffic.growth_model))
-    )
+    return Fit(target, baseline, fleet,
+               str(carried.attrs.get("growth_model", cfg.traffic.growth_model)), need)  # fmt: skip
 
 
 # -- replaying a window -----------------------------------------------------------------------------
@@ -306,7 +306,9 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
     (``windows``: what the windows are called in them);
     ``headroom``: the share of the per-instance rate an instance serves within the SLA under
     Poisson arrivals (:func:`capnb.capacity.arrivals`), or None (not simulated), and ``load``
-    the forecast's busiest slot in instances' closed-loop requests/s: see :func:`eligible`.
+    the forecast's busiest slot in instances' closed-loop requests/s: see :func:`eligible`. The
+    deployed choice reads ``load``; each held-out origin's reads the busiest slot of the forecast
+    made at it, from the history before it.
     """
     origins = origins_of(series, cfg.elasticity.backtest_days)
     if isinstance(origins, str):
@@ -337,7 +339,10 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
                 f"held-out origin {when(origins.time(k))}: fewer than 2 inner windows before it"
             )
             continue
-        chosen, _ = chooser(*spans, allowed)
+        # the arrivals rule reads the load the forecast made at the origin knew, not the trace's
+        allowed_k = (allowed if headroom is None
+                     else eligible(grid, settings, cfg, headroom, fit(k).need / per_instance))  # fmt: skip
+        chosen, _ = chooser(*spans, allowed_k)
         window, seen = _window(demand, observed_all, origins, k, origins.window_units)
         if (share := _observed_share(seen)) < MIN_OBSERVED:
             left_out.append(f"held-out window from {when(origins.time(k))}: observed {share:.0%}")
@@ -351,7 +356,7 @@ def rolling(cfg: PlanConfig, series: xr.Dataset, demand: xr.DataArray, settings:
             continue
         replays.append(scored)
         rows.append(_row(cfg, series, demand, window, seen, origins, k, fit(k), grid, chosen,
-                         scored, settings, allowed))  # fmt: skip
+                         scored, settings, allowed_k))  # fmt: skip
         if rows[-1]["unplanned"]:
             left_out.append(
                 f"held-out window from {when(origins.time(k))}: {rows[-1]['unplanned']} "
