@@ -901,6 +901,21 @@ def test_a_history_under_a_week_keeps_its_bursts():
     assert "bursts none set to their baseline: 6 days" in carried.attrs["growth_model"]
 
 
+def test_a_history_of_exactly_a_week_says_the_bursts_it_set_to_their_baseline():
+    # 7 days with a 2-h 4x burst on day 2: the week was told at the history's end and the burst's
+    # 12 intervals set to their slot's median (the selection's P99 of 10:00-12:00 about 0.91
+    # requests/s, not the raw 3.4), yet the words said "none set to their baseline: 7 days of
+    # history, under the 7", and carry, reading them, kept the burst in the carried history
+    series = _bursty(((2, 10, 2.0, 4.0),), days=7)
+    chosen = forecast.select(series)
+    history = chosen.history_qps.sel(traffic_quantile=0.99).values[10:12]
+    assert (history < 1.0).all()  # the burst is out of the baseline
+    assert chosen.attrs["bursts"].startswith("1 burst(s) detected")
+    assert "told at the history's end" in chosen.attrs["bursts"]
+    carried = forecast.carry(series, selection=chosen)
+    assert "counted once" in carried.attrs["growth_model"]
+
+
 def test_a_level_shift_read_as_bursts_at_an_earlier_origin_is_not_said_to_recur():
     # weekly mean doubling on day 10 of 21: at the origins before a week after it, its first
     # days passed for 24 bursts (kept: recurring), and the words said "kept: 24 detected in 12

@@ -838,13 +838,15 @@ def _burst_words(setup: _Setup, raw, clean, failed: str, kept: str) -> str:
     from ._bursts import young_words
     from ._growth import MIN_DAYS
 
-    if setup.young >= raw.size:  # no origin a week in: the bursts were not looked for
+    if raw.size < MIN_DAYS * setup.per_day:  # under a week: the bursts were not looked for
         return young_words(raw.size / setup.per_day)
     starts, stops = runs((raw != clean) & ~np.isnan(raw))  # a missing one is never replaced
+    # a history of exactly a week has no origin a week in: its week is told at its end alone
+    told_at = "the origin a week in" if setup.young < raw.size else "the history's end"
     early = (
         f"; origins before {MIN_DAYS} days read the history as observed (before a week, a "
-        "weekday's level or a young service's ramp passes for a burst), and the first week's "
-        "bursts are told at the origin a week in"
+        f"weekday's level or a young service's ramp passes for a burst), and the first week's "
+        f"bursts are told at {told_at}"
     )
     if starts.size == 0:
         why = f"; some days were not looked at: {failed}" if failed else ""
