@@ -176,5 +176,7 @@ def test_the_memory_charts_say_each_value_in_words_with_its_unit(sweep, tooltips
     titles = {t["field"]: t["title"] for t in tooltips(heatmap)}
     assert titles["tensor_parallel"] == "tensor-parallel degree (GPUs)"
     assert titles["seq_len"] == "tokens per sequence"
+    # the count in the glossary's unit (it said "sequences" where the glossary says "requests")
+    assert titles["max_concurrency"] == "max concurrency (requests)"
     text = json.dumps(heatmap)
     assert "(seq_len)" not in text and '"tensor_parallel "' not in text

@@ -18,7 +18,7 @@ _COMPONENT_COLORS = {"weights": "#4c78a8", "KV cache": "#f58518", "headroom": "#
 # each value's title, on its axis and in the tooltips, with its unit
 _CONCURRENCY = "concurrency (sequences in flight)"
 _MEMORY = "memory per GPU (GiB)"
-_MAX_CONCURRENCY = "max concurrency (sequences)"
+_MAX_CONCURRENCY = titled("max concurrency", "max_concurrency")
 _SEQ_LEN = titled("tokens per sequence", "seq_len")
 _TP = titled("tensor-parallel degree", "tensor_parallel")
 
