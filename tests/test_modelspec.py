@@ -1093,6 +1093,24 @@ def test_fp8_block_scales_are_counted():
     assert per_tensor.weight_bytes() == unscaled  # one scale per tensor: none counted
 
 
+def test_fp8_torch_dtype_without_quantization_config_is_planned_in_bf16_as_vllm_serves_it():
+    # torch_dtype float8_e4m3fn and no quantization_config: vLLM's dtype 'auto' does not serve a
+    # model in fp8 (CUDA's dtypes: bfloat16, float16, float32) and falls back to bfloat16, the KV
+    # cache too. capnb planned the whole model in fp8, embeddings included: 8,030,261,248 bytes
+    # and 65,536 KV bytes a token for Llama-3.1-8B; by hand in bf16: 8,030,261,248 x 2 bytes, and
+    # 32 layers x K and V x 8 heads x 128 x 2 bytes = 131,072 a token
+    config = {**load_model("Llama-3.1-8B").config, "torch_dtype": "float8_e4m3fn"}
+    spec = parse(config)
+    assert (spec.weight_dtype, spec.torch_dtype) == ("bf16", "bf16")
+    assert spec.weight_bytes() == 8_030_261_248 * 2
+    assert spec.kv_bytes_per_token() == 32 * 2 * 8 * 128 * 2 == 131_072
+    assert any("float8_e4m3fn" in note and "quantization_config" in note for note in spec.notes)
+    # with a quantization_config the weights are fp8 and the embeddings stay in bf16
+    quant = parse({**config, "quantization_config": {"quant_method": "fp8"}})
+    assert (quant.weight_dtype, quant.torch_dtype) == ("fp8", "bf16")
+    assert quant.weight_bytes() == 9_080_934_400
+
+
 def test_hybrid_linear_attention_configs_are_refused_naming_the_field():
     # Qwen3-Next keeps K and V on every 4th layer only (full_attention_interval); the others are
     # Gated DeltaNet layers with a fixed recurrent state. It was planned as 48 attention layers,

@@ -1472,6 +1472,19 @@ def _served_dtype(config: Mapping, model_type: str, source: str, notes: list[str
         notes.append("no field 'torch_dtype': bf16 assumed for weights and KV cache")
         return "bf16"
     dtype = _canonical_dtype(declared, f"{source}: field {field!r}")
+    if DTYPE_BYTES[dtype] < 2:
+        # vLLM's dtype 'auto' (_resolve_auto_dtype in vllm/config/model.py) serves a torch_dtype
+        # its platform does not list (CUDA: bfloat16, float16, float32) in the platform's first
+        # one, bfloat16, with the warning "Your device ... doesn't support ...  Falling back to";
+        # the KV cache (kv_cache_dtype 'auto') follows. Quantized weights come from
+        # quantization_config only.
+        notes.append(
+            f"{field} {declared}: planned in bf16 (2 bytes per weight and KV value), as "
+            "vLLM's dtype 'auto' falls back to bfloat16 for a dtype it does not serve models "
+            "in; for fp8 weights the config needs a quantization_config (such as "
+            '{"quant_method": "fp8"}), or pass weight_dtype and kv_dtype'
+        )
+        return "bf16"
     if dtype != "fp32":
         return dtype
     # vLLM's engine arguments: '--dtype "auto" will use FP16 precision for FP32 and FP16 models,
