@@ -484,6 +484,32 @@ def test_rate_series_gaps_zeros_duplicates_and_order(tmp_path):
         data.load_rate_series(words, time_column="start", time_unit="s")
 
 
+def test_a_rate_series_merging_a_repeated_night_hour_names_the_clock_change_and_timezone(tmp_path):
+    # Naive Europe/Berlin times over the 2026-10-25 change (02:00-02:59 twice) of a flat 5
+    # requests/s: the repeated hour's 6 windows were merged (576 -> 570 windows) with a warning
+    # that said 'merged' only, not that this may be a clock change nor how to name the zone
+    utc = pd.date_range("2026-10-23 22:00", periods=576, freq="10min", tz="UTC")
+    local = utc.tz_convert("Europe/Berlin").tz_localize(None).strftime("%Y-%m-%d %H:%M")
+    path = tmp_path / "fallback.csv"
+    pd.DataFrame({"time": local, "qps": 5.0}).to_csv(path, index=False)
+    with pytest.warns(data.TraceWarning) as caught:
+        series = data.load_rate_series(path, time_column="time", rate_column="qps")
+    said = " ".join(str(w.message) for w in caught)
+    assert series.sizes["time"] == 570
+    assert "6 repeated windows" in said and "2026-10-25 02:00 to 02:50" in said
+    assert "daylight-saving" in said and "timezone=" in said
+    with pytest.warns(data.TraceWarning, match="standard time"):
+        kept = data.load_rate_series(
+            path, time_column="time", rate_column="qps", timezone="Europe/Berlin"
+        )
+    assert kept.sizes["time"] == 576  # with the zone named, both hours are kept
+    # repeats of relative times (seconds from time 0) are no clock change: no such words
+    relative = _write(tmp_path, "relative.csv", "start,rate\n0,5\n600,6\n600,6\n1200,7\n")
+    with pytest.warns(data.TraceWarning) as caught:
+        data.load_rate_series(relative, time_column="start", rate_column="rate", time_unit="s")
+    assert not any("daylight-saving" in str(w.message) for w in caught)
+
+
 def test_counts_per_window_become_rates(tmp_path):
     path = _write(tmp_path, "counts.csv", "t,n\n2024-05-10 00:00,600\n2024-05-10 00:10,1200\n")
     series = data.load_rate_series(path, time_column="t", count_column="n")

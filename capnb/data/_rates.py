@@ -114,7 +114,7 @@ def load_rate_series(
     ns, clock = _window_starts(table, path, where, time_column, time_unit, timezone, start, bundled)
     values = _number_column(table, value_column, where)
     notes = []
-    ns, values, rows = _in_time_order(ns, values, where, value_column, notes)
+    ns, values, rows = _in_time_order(ns, values, where, value_column, notes, clock)
     if running_total is None:
         _not_a_counter(values, rows, where, value_column)
     elif running_total:
@@ -176,7 +176,7 @@ def _window_starts(table, path, where, time_column, time_unit, timezone, start, 
     )
 
 
-def _in_time_order(ns, values, where, column: str, notes: list[str]):
+def _in_time_order(ns, values, where, column: str, notes: list[str], clock):
     """The windows sorted by start and repeats of the same value merged (each noted).
 
     Returns the starts, values and each window's row in the file (its position before sorting).
@@ -186,10 +186,38 @@ def _in_time_order(ns, values, where, column: str, notes: list[str]):
         first = int(np.flatnonzero(np.diff(ns) < 0)[0]) + 1
         notes.append(f"windows were out of time order (first: {where(first)}); sorted")
     ns, values, rows = ns[order], values[order], order
+    repeated = ns[1:][ns[1:] == ns[:-1]]
     ns, values, rows, merged = _merge_duplicates(ns, values, rows, where, column)
     if merged:
-        notes.append(f"{merged:,} repeated windows with the same value were merged")
+        note = f"{merged:,} repeated windows with the same value were merged"
+        naive = clock.timezone == "unknown" and not clock.origin  # local dates, zone not named
+        notes.append(note + (_clock_change_hint(repeated) if naive else ""))
     return ns, values, rows
+
+
+def _clock_change_hint(repeated: np.ndarray) -> str:
+    """Words for merged windows of a series on local times with no zone (naive, no timezone=).
+
+    Repeats within one hour between 00:00 and 03:59 of one day are where an autumn
+    daylight-saving change repeats an hour (01:00 in the US and the UK, 02:00 in most of Europe,
+    Australia): there the merge drops an hour of traffic.
+    """
+    import pandas as pd
+
+    times = pd.DatetimeIndex(repeated.view("datetime64[ns]"))
+    zone = (
+        "name the zone of the file's local times with timezone= (a plan's [traffic] timezone, "
+        "--timezone) to keep both"
+    )
+    one_hour = times.max() - times.min() < pd.Timedelta(hours=1)
+    if one_hour and times.normalize().nunique() == 1 and (times.hour <= 3).all():
+        first, last = times.min(), times.max()
+        return (
+            f": they are {first:%Y-%m-%d %H:%M} to {last:%H:%M}, the night hour a daylight-saving "
+            "change repeats when the clocks go back; if the times are local clock times, the "
+            f"merge dropped that hour's traffic: {zone}"
+        )
+    return f"; if they are local clock times a daylight-saving change repeated, {zone}"
 
 
 #: A column that, over at least :data:`_COUNTER_ROWS` rows, rises at this share of the steps
