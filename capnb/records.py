@@ -537,7 +537,10 @@ class Deployment:
         The weights' dtype (``"bf16"``, ``"fp8"``, ``"int4"`` ...; bytes per parameter follow
         from it); None: the model config's.
     kv_dtype
-        The KV cache's dtype (``"auto"``: the model's; ``"bf16"``, ``"fp16"``, ``"fp8"``).
+        The KV cache's dtype (``"auto"``: the model's; ``"fp32"``, ``"bf16"``, ``"fp16"``,
+        ``"fp8"``, ``"int8"`` or ``"int4"``). int8 and int4 are TensorRT-LLM's INT8 and LMDeploy's 8- and
+        4-bit KV caches (vLLM and SGLang store none); their values are counted at 1 and 0.5 bytes,
+        their per-head scales not.
 
     Examples
     --------

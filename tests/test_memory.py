@@ -447,3 +447,24 @@ def test_a_sequence_length_in_another_unit_is_converted_or_refused():
     kilo = xr.DataArray([2], dims="seq_len", attrs={"units": "ktokens"})
     kwargs = {k: v for k, v in SMALL.items() if k != "concurrency"}
     assert memory.max_concurrency(**{**kwargs, "seq_len": kilo}).seq_len.values.tolist() == [2000]
+
+
+def test_every_kv_dtype_capnb_accepts_is_documented_where_kv_dtype_is():
+    # kv_dtype 'int8' and 'int4' were accepted (1 and 0.5 bytes a value: Llama-3.1-8B 65,536 and
+    # 32,768 KV bytes a token) but the docs named only auto, bf16, fp16 and fp8
+    from pathlib import Path
+
+    from capnb.data.modelspec import DTYPE_BYTES, ModelSpec
+    from capnb.records import Deployment
+
+    spec = load_model("Llama-3.1-8B")
+    assert spec.kv_bytes_per_token("int8") == 65_536 and spec.kv_bytes_per_token("int4") == 32_768
+    memory_md = (Path(__file__).parents[1] / "docs" / "memory.md").read_text()
+    for where, text in [
+        ("Deployment", Deployment.__doc__),
+        ("memory.sweep", memory.sweep.__doc__),
+        ("ModelSpec.kv_bytes_per_token", ModelSpec.kv_bytes_per_token.__doc__),
+        ("docs/memory.md", memory_md),
+    ]:
+        for dtype in DTYPE_BYTES:
+            assert f'"{dtype}"' in text, (where, dtype)

@@ -397,6 +397,9 @@ class ModelSpec:
         ``DeepseekV32IndexerCache`` holds ``index_head_dim`` fp8 values and an fp32 scale per 128
         of them (132 bytes a layer), on every rank too; its fp8 cache is vLLM's ``fp8_ds_mla``
         (the latent in fp8 with an fp32 scale per 128, the rope part in bf16: 656 bytes a layer).
+        ``kv_dtype``: ``"fp32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``, ``"int8"`` or ``"int4"``
+        (TensorRT-LLM's INT8 and LMDeploy's 8- and 4-bit KV caches; vLLM and SGLang store
+        neither), at 4, 2, 2, 1, 1 and 0.5 bytes a value (quantization scales not counted);
         ``kv_dtype="auto"`` uses the model's ``torch_dtype`` (as vLLM does: a float32 config is
         served, and so planned, in 16 bits; see :func:`parse`).
 

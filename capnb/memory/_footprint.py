@@ -431,7 +431,9 @@ def sweep(
     tensor_parallel, concurrency, seq_len
         Positive integers: GPUs per model replica, sequences in flight, tokens per sequence.
     kv_dtype
-        ``"auto"`` (the model's dtype), ``"bf16"``, ``"fp16"`` or ``"fp8"``.
+        ``"auto"`` (the model's dtype), ``"fp32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``, ``"int8"``
+        or ``"int4"`` (TensorRT-LLM's INT8 and LMDeploy's 8- and 4-bit KV caches; vLLM and SGLang
+        store neither): bytes per value 4, 2, 2, 1, 1, 0.5 (quantization scales not counted).
     weight_dtype
         Override the config's weight dtype (``"bf16"``, ``"fp8"``, ``"int4"`` ...).
     accounting, headroom_fraction, gpu_memory_utilization
