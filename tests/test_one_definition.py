@@ -64,10 +64,15 @@ def test_the_burst_test_is_sized_by_the_burst_model():
         PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]}),
         settings,
         model,
+        observed=np.ones(demand.size, bool),
     )
     assert run.attrs["burst_multiplier"] == 2.25 and run.attrs["burst_hours"] == 1200 / 3600
     none = burst_model(PlanConfig().replace(traffic={"bursts": "none"}), None)
-    assert none.rate_per_month == 0 and _burst_test(demand, PlanConfig(), settings, none) is None
+    assert (
+        none.rate_per_month == 0
+        and _burst_test(demand, PlanConfig(), settings, none, observed=np.ones(demand.size, bool))
+        is None
+    )
 
 
 def test_the_burst_test_starts_at_the_busiest_stretch_not_a_one_step_spike():
@@ -92,10 +97,40 @@ def test_the_burst_test_starts_at_the_busiest_stretch_not_a_one_step_spike():
         PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]}),
         settings,
         model,
+        observed=np.ones(demand.size, bool),
     )
     start = np.datetime64(run.attrs["burst_start"])
     # 20 minutes around the 10:00 peak of the middle day
     assert np.datetime64("2024-01-02T09:45") <= start <= np.datetime64("2024-01-02T09:55"), start
+
+
+def test_the_burst_test_lands_where_the_trace_was_observed():
+    # found on a 5-day request log of ours with a gap 08:00-16:00 on its middle day: the 4x
+    # 90-minute burst went in at 12:00, inside the gap the replay filled with slot medians
+    import xarray as xr
+
+    from capnb import forecast
+    from capnb.plan import PlanConfig
+    from capnb.plan._steps import _burst_test
+
+    times = np.arange("2024-01-01", "2024-01-04", dtype="datetime64[m]")
+    hours = (times - times.astype("datetime64[D]")).astype(int) / 60.0
+    values = 2.0 + 8.0 * np.exp(-((hours - 12.0) ** 2) / 8.0)  # busiest around 12:00
+    demand = xr.DataArray(values, dims="time", coords={"time": times.astype("datetime64[ns]")})
+    gap = (times >= np.datetime64("2024-01-02T08:00")) & (times < np.datetime64("2024-01-02T16:00"))
+    settings = dict(per_instance_qps=2.0, step_s=60.0, cold_start_s=120.0, tolerance_s=120.0,
+                    policy="fixed", min_instances=30)  # fmt: skip
+    model = forecast.BurstModel(duration_s=(3600.0, 7200.0), multiplier=(3.0, 5.0))
+    cfg = PlanConfig().replace(elasticity={"step_s": 60.0, "policies": ["fixed"]})
+    run = _burst_test(demand, cfg, settings, model, observed=~gap)
+    start = np.datetime64(run.attrs["burst_start"])
+    # the busiest observed 90 minutes of the middle day: just after the gap, 16:00-17:30
+    assert start == np.datetime64("2024-01-02T16:00"), start
+    # a middle day observed nowhere: the busiest observed stretch of the trace (day 1 or 3)
+    whole_day = (times >= np.datetime64("2024-01-02")) & (times < np.datetime64("2024-01-03"))
+    run = _burst_test(demand, cfg, settings, model, observed=~whole_day)
+    start = np.datetime64(run.attrs["burst_start"])
+    assert not whole_day[times == start].any() and str(start)[11:16] == "11:15", start
 
 
 def test_policy_names_are_written_once():

@@ -33,7 +33,7 @@ from ._config import (
 from ._fleet import elastic_at, mixed_fleet
 from ._fleet import sentence as fleet_sentence
 from ._fleet import variables as fleet_variables
-from ._origins import held_out_bursts
+from ._origins import _observed_steps, held_out_bursts
 from ._serving import compare_serving, serving_sentence, serving_variables
 from ._steps import (
     WORKLOAD_SAMPLES,
@@ -456,7 +456,9 @@ def _assemble(cfg, series, fc, mem, cap, best, chosen, sweep, policy, demand, gp
     if policy.name == "predictive":
         settings["forecast"] = ahead
     run = elasticity.simulate(demand, **settings)
-    burst = _burst_test(demand, cfg, settings, bursts)
+    # the burst lands where the trace was observed, not in a hole the replay filled
+    burst = _burst_test(demand, cfg, settings, bursts,
+                        observed=_observed_steps(series, demand.time.values))  # fmt: skip
     # the chosen run's timeline, per forecast interval (the full timeline has one row per step)
     timeline = _timeline(run, float(series.attrs.get("interval_s", 600)), cfg.elasticity.step_s)
     fc_vars = fc.drop_vars([v for v in fc.data_vars if "trial" in fc[v].dims])

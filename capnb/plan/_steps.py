@@ -839,7 +839,21 @@ def _busiest_stretch(values: np.ndarray, steps: int) -> int:
     return int(np.argmax(sums))
 
 
-def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model):
+def _observed_stretch(values: np.ndarray, seen: np.ndarray, steps: int) -> int | None:
+    """First index of the busiest ``steps`` consecutive observed values, or None if none."""
+    if seen.size < steps:
+        return None
+    filled = np.concatenate(([0], np.cumsum(~seen)))
+    whole = (filled[steps:] - filled[:-steps]) == 0  # whole[i]: values[i : i + steps] observed
+    if not whole.any():
+        return None
+    running = np.concatenate(([0.0], np.cumsum(np.nan_to_num(values.astype(float), nan=0.0))))
+    sums = np.where(whole, running[steps:] - running[:-steps], -np.inf)
+    return int(np.argmax(sums))
+
+
+def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model, *,
+                observed: np.ndarray):  # fmt: skip
     """The chosen policy under one burst of the plan's burst model, at the trace's busiest hour.
 
     The trace replays only the bursts it happened to contain; this injects one burst of the
@@ -847,6 +861,11 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model
     busiest stretch of the burst's length in the trace's middle day (the highest mean demand, not
     the one busiest step: a request log's per-second counts peak on noise), to show what the
     elastic buffer must absorb. None when the model draws no bursts.
+
+    ``observed``: whether each step of ``demand`` was observed (a hole holds its slot's median,
+    not the trace): the burst lands on observed steps only, in the middle day, or where that day
+    has no observed stretch as long, the trace's busiest one; a trace with none counts its filled
+    steps as no demand.
     """
     from .. import elasticity
 
@@ -854,15 +873,19 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model
         return None
     multiplier, seconds = float(np.mean(model.multiplier)), float(np.mean(model.duration_s))
     values = demand.values.copy()
+    seen = np.asarray(observed, dtype=bool)
+    if seen.shape != values.shape:
+        raise ValueError(f"observed: {seen.size} steps for a demand of {values.size}")
     per_day = round(86400 / cfg.elasticity.step_s)
     steps = max(1, round(seconds / cfg.elasticity.step_s))
     middle = (values.size // per_day // 2) * per_day
-    offset, day = (
-        (middle, values[middle : middle + per_day])
-        if values.size >= middle + per_day
-        else (0, values)
+    offset, stop = (
+        (middle, middle + per_day) if values.size >= middle + per_day else (0, values.size)
     )
-    start = offset + _busiest_stretch(day, steps)
+    start = _observed_stretch(values[offset:stop], seen[offset:stop], steps)
+    start = offset + start if start is not None else _observed_stretch(values, seen, steps)
+    if start is None:
+        start = _busiest_stretch(np.where(seen, values, np.nan), steps)
     values[start : start + steps] *= multiplier
     run = elasticity.simulate(demand.copy(data=values), **run_settings)
     run.attrs.update(
