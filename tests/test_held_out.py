@@ -48,6 +48,20 @@ def test_a_fortnight_has_daily_origins_and_a_week_of_held_out_windows():
     assert isinstance(origins_module.origins_of(_series(1), 7), str)  # nothing to hold out
 
 
+def test_a_short_traces_held_out_windows_are_whole_up_to_its_end():
+    # found on a 5-day request log of ours: origins counted back from the trace's last hour left
+    # a last window of that hour alone (83, 89, ..., 113, 119 of 120 hours), and a log ending a
+    # second before the hour had no 60-minute stretch in it: 6 windows scored, yet the words read
+    # 'together the trace's last 37 hours'. Lined up on the end, the seven are 6 hours each.
+    for days in (3, 5):
+        cut = origins_module.origins_of(_series(days), 7)
+        assert cut.held_out[-1] + cut.window_units == cut.units
+        assert len(cut.held_out) == origins_module.MOST_HELD_OUT
+    # a trace too short for one whole window says so
+    assert "window of 6 hours after 27 hours" in origins_module.origins_of(_series(30 / 24), 7)
+    assert not isinstance(origins_module.origins_of(_series(33 / 24), 7), str)
+
+
 def test_a_short_trace_starting_late_in_the_day_is_said_to_span_its_own_hours():
     # 97 hours from 23:00 (a 4-day log across a daylight-saving change): the words said "the
     # trace spans 120 hours", its hours counted from the midnight before it
@@ -172,7 +186,7 @@ def test_a_window_past_the_demand_s_end_is_said_to_be_observed_0_percent():
                                     elasticity.choose_held_out)  # fmt: skip
     assert not any("nan" in why for why in record.left_out), record.left_out
     assert "hour from 2024-03-08 14:00: observed 0%" in record.left_out
-    assert "held-out window from 2024-03-08 23:00: observed 0%" in record.left_out
+    assert "held-out window from 2024-03-08 18:00: observed 0%" in record.left_out
 
 
 def test_the_choice_rule_takes_the_cheapest_within_its_margin_at_the_goal():
@@ -355,7 +369,7 @@ def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jum
     record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
                                     elasticity.choose_held_out)  # fmt: skip
     how = _held_out_record(record, None, 0.99).how
-    assert "the trace's last 37 hours" in how
+    assert "the trace's last 42 hours" in how
     assert "72 hours, under the 8 days whole-day windows need: no whole day is held out" in how
     fortnight = _held_out_record(steady_and_jumped[0], None, 0.99).how
     assert "the trace's last 7 days" in fortnight and "no whole day" not in fortnight

@@ -158,16 +158,21 @@ def origins_of(series: xr.Dataset, window_days: int) -> Origins | str:
     first = _FIRST[unit]
     window = window_days if unit == "day" else SHORT_WINDOW_H
     step = 1 if unit == "day" else SHORT_WINDOW_H
-    # held-out origins: the last ones that leave a window and some inner windows before them
+    # held-out origins: the last ones that leave a window and some inner windows before them; a
+    # short trace's windows follow one another, lined up on its end so that each is whole (counted
+    # back from its last hour, the last window was that hour alone, or nothing where a request log
+    # ends a second short of it); daily ones overlap, one from each of the last days
     earliest = first + 3
-    held = list(range(units - 1, earliest - 1, -step))[:MOST_HELD_OUT][::-1]
+    last = units - window if unit == "hour" else units - 1
+    held = list(range(last, earliest - 1, -step))[:MOST_HELD_OUT][::-1]
     if not held:
         counted = "" if round(own_h / 24, 1) == round(days, 1) else (
             f" ({days:.1f} from the midnight before it)"
         )  # fmt: skip
         return (
             f"the trace spans {own_h / 24:.1f} days{counted}: too short to leave a held-out "
-            f"window after {earliest} {unit}s of history"
+            f"window{f' of {window} hours' if unit == 'hour' else ''} after {earliest} {unit}s "
+            "of history"
         )
     inner = tuple(range(first, units))
     return Origins(start, unit, unit_ns, units, inner, tuple(held), window, own_h)
