@@ -236,7 +236,8 @@ def test_a_window_where_the_plan_does_what_last_weeks_fleet_does_is_a_tie_not_a_
         r.update({k: 1.0 for k in ("window_days", "budget_min", "coverage_p95", "coverage_p99",
                                    "coverage_plan", "coverage_intervals", "overprovision_ratio",
                                    "floor_share", "min_instances", "buffer_instances",
-                                   "scale_up_threshold", "cooldown_s", "observed_share")})  # fmt: skip
+                                   "scale_up_threshold", "cooldown_s", "observed_share",
+                                   "naive_days")})  # fmt: skip
         r["usd"] = {p: 10.0 for p in PLANS} | {"recommended": cost}
         r["gpu_hours"] = dict(r["usd"])
         r["breach_min"] = {p: 0.0 for p in PLANS} | {"recommended": breach}
@@ -265,7 +266,8 @@ def test_the_held_out_coverage_is_the_share_of_held_out_intervals():
              "hindsight": "h", "steady": "s"}  # fmt: skip
         r.update({k: 1.0 for k in ("window_days", "budget_min", "overprovision_ratio",
                                    "floor_share", "min_instances", "buffer_instances",
-                                   "scale_up_threshold", "cooldown_s", "observed_share")})  # fmt: skip
+                                   "scale_up_threshold", "cooldown_s", "observed_share",
+                                   "naive_days")})  # fmt: skip
         r.update(coverage_p95=share, coverage_p99=share, coverage_plan=share,
                  coverage_intervals=intervals)  # fmt: skip
         r["usd"] = r["gpu_hours"] = {p: 10.0 for p in PLANS}
@@ -373,6 +375,29 @@ def test_a_short_trace_says_what_its_held_out_windows_cannot_test(steady_and_jum
     assert "72 hours, under the 8 days whole-day windows need: no whole day is held out" in how
     fortnight = _held_out_record(steady_and_jumped[0], None, 0.99).how
     assert "the trace's last 7 days" in fortnight and "no whole day" not in fortnight
+
+
+def test_last_weeks_fleet_on_a_trace_under_a_week_is_said_to_read_the_whole_history(
+    steady_and_jumped,
+):
+    # found on a 5-day request log of ours: 'beating last week's fixed fleet in 0 of 6' and
+    # 'compare with a fixed fleet for last week's P99', yet with 3.25 days before the first
+    # held-out origin that fleet was sized on the P99 of the whole history, not a week
+    from capnb.plan._compose import _held_out_record
+    from capnb.plan._text import naive_words
+
+    series = _series(3)
+    record = origins_module.rolling(read_config(SMALL), series, _demand(series), SETTINGS,
+                                    elasticity.choose_held_out)  # fmt: skip
+    held = _held_out_record(record, None, 0.99)
+    first = (record.table.origin.values.min() - series.time.values[0]) / np.timedelta64(1, "D")
+    assert held.naive_days == pytest.approx(first) and first < 7
+    assert "the P99 of the whole history before each origin: 1.2 days at the first" in (
+        naive_words(held.naive_days)
+    )
+    # a fortnight's held-out origins each have a whole week before them
+    assert _held_out_record(steady_and_jumped[0], None, 0.99).naive_days == 7
+    assert naive_words(7.0) == "last week's fixed fleet"
 
 
 def test_the_held_out_windows_are_said_to_overlap_only_where_they_do(steady_and_jumped):

@@ -172,6 +172,10 @@ class HeldOut:
         default=True,
     )
     plan_quantile: float = _f("1", "the traffic quantile the plan serves", default=0.99)
+    naive_days: float = _f(
+        "days", "the shortest history last week's fixed fleet was sized on (7: a whole week)",
+        default=7.0,
+    )  # fmt: skip
     coverage_plan: float = _f(
         "1", "share of held-out intervals within the forecast at the plan's quantile",
         default=math.nan,

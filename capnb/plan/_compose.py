@@ -39,7 +39,7 @@ from ._steps import (
     replay_hours,
 )
 from ._steps import budget_minutes as budget_of
-from ._text import ties_words, unscored_coverage_words
+from ._text import naive_words, ties_words, unscored_coverage_words
 
 __all__ = ["LATENCY_ERROR_LIMIT", "make_answer", "with_held_out"]
 
@@ -771,6 +771,7 @@ def _held_out_record(rolling, burst, quantile: float) -> HeldOut:
         ),
         left_out=tuple(rolling.left_out),
         ties_naive=int(table.ties_naive.sum()) if "ties_naive" in table else 0,
+        naive_days=float(table.naive_days.min()) if "naive_days" in table else 7.0,
     )
 
 
@@ -869,9 +870,10 @@ def with_held_out(record: Answer, rolling, cfg: PlanConfig, burst) -> Answer:
               "" if held.above_hindsight <= COST_GOAL else "a longer history narrows the choice",
               "own"),
         Check("held_out_naive", held.beats_naive == n,
-              f"it beat last week's fixed fleet (on cost or breach) in {held.beats_naive} of {n}"
-              + ties_words(held.ties_naive),
-              "" if held.beats_naive == n else "compare with a fixed fleet for last week's P99",
+              f"it beat {naive_words(held.naive_days)} (on cost or breach) in {held.beats_naive} "
+              f"of {n}" + ties_words(held.ties_naive),
+              "" if held.beats_naive == n else "compare with a fixed fleet for "
+              + ("last week's P99" if held.naive_days >= 7 else "the history's P99"),
               "own"),
     ]  # fmt: skip
     checks.append(_coverage_check(held))

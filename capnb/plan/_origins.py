@@ -561,6 +561,8 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
         time=np.flatnonzero(history.time.values >= a - np.timedelta64(7 * _DAY_NS, "ns"))
     )
     per = float(settings["per_instance_qps"])
+    # under a week before the origin, "last week" is the whole history
+    naive_days = min(7.0, float((a - history.time.values[0]) / np.timedelta64(_DAY_NS, "ns")))
     sizes = {
         "naive-last-week": max(
             1, int(instances_needed(float(np.nanquantile(last_week.qps.values, 0.99)), per))
@@ -611,6 +613,7 @@ def _row(cfg, series, demand, window, seen, origins, k, fit: Fit, grid, chosen, 
         ),
         "observed_share": float(seen.mean()),
         "unplanned": unplanned,
+        "naive_days": naive_days,
     }
 
 
@@ -638,6 +641,7 @@ def _table(rows: list[dict], cfg: PlanConfig) -> xr.Dataset:
         "scale_up_threshold": ("1", "the chosen scale-up threshold or target utilisation"),
         "cooldown_s": ("s", "the chosen scale-down window"),
         "observed_share": ("1", "share of the window the trace covers"),
+        "naive_days": ("d", "days of history last week's fixed fleet was sized on (7 at most)"),
     }
     data = {
         name: ("origin", np.array([r[name] for r in rows], dtype=float),

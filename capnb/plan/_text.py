@@ -34,6 +34,16 @@ def ties_words(ties: int) -> str:
             "fleet's, which would have done as well)")  # fmt: skip
 
 
+def naive_words(history_days: float) -> str:
+    """The naive fixed fleet by name: where an origin had under a week before it, what it read."""
+    if history_days >= 7:
+        return "last week's fixed fleet"
+    return (
+        "last week's fixed fleet (sized on the P99 of the whole history before each origin: "
+        f"{history_days:.1f} days at the first, under a week)"
+    )
+
+
 def _slot_noun(kind: str) -> str:
     return kind.replace("_", " ")
 
@@ -298,8 +308,8 @@ def held_out_words(a: Answer) -> str:
         f"Held out: the plan kept its breach budget in {h.held} of {h.windows} held-out windows of "
         f"up to {length} (worst: {worst}), at {above} against the hindsight "
         f"plans and {words.signed_percent(h.above_bound)} above the instant-scaling bound, "
-        "beating last week's "
-        f"fixed fleet in {h.beats_naive} of {h.windows}{ties_words(h.ties_naive)}; "
+        f"beating {naive_words(h.naive_days)} in {h.beats_naive} of {h.windows}"
+        f"{ties_words(h.ties_naive)}; "
         f"{_coverage_words(h)}{bursts}. "
         f"How: {h.how}.{left}"
     )
