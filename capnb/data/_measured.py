@@ -223,12 +223,8 @@ FP8_SCALINGS = ("tensor", "channel", "block")
 #: How a run's request lengths are known: every request at the mean, uniform between the bounds,
 #: each request's own (``requests/<source>.csv``), or drawn from a dataset whose lengths are not
 #: bundled (ShareGPT: simulated at the means, and the percentiles of E2E, which follow the
-#: output lengths' spread, are not compared), or SGLang's ``bench_serving --dataset-name random``
-#: at its default seed on a server whose radix cache is on (``sglang-random``: see
-#: :func:`load_measurement_runs`).
-LENGTHS = ("mean", "uniform", "requests", "dataset", "sglang-random")
-#: The seed ``sglang.bench_serving`` sets for numpy and Python's ``random`` when none is given.
-SGLANG_BENCH_SEED = 1
+#: output lengths' spread, are not compared).
+LENGTHS = ("mean", "uniform", "requests", "dataset")
 _RUN_NUMBERS = ("tensor_parallel", "load", "input_tokens", "output_tokens", "requests",
                 "input_min", "input_max", "output_min", "output_max", "max_model_len", "max_num_seqs",
                 "max_num_batched_tokens", "chunked_prefill", "attention_data_parallel")  # fmt: skip
@@ -258,16 +254,6 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
     ``fp8_scaling``: where the run served FP8 weights, how its checkpoint scales them
     (:data:`FP8_SCALINGS`; blank: as the catalog's config of the model says, where the catalog
     holds the BF16 release of a model whose FP8 release was run). Numbers are NaN where blank.
-
-    ``sglang-random`` lengths: the run is ``sglang.bench_serving --dataset-name random`` at its
-    default seed and range ratio, so its ``requests`` prompts are numpy's seeded draws (uniform on
-    ``input_min``..``input_max`` tokens) and prompt *i* is the *i*-th conversation of one seeded
-    shuffle of ShareGPT, cut or repeated to its length: every run of that client sends the same
-    first prompts. A server with its radix cache on (SGLang's default; flushed only on request)
-    still holds the prompts of the runs before: the frame's ``earlier_prompts`` column gives, for
-    each such row, the ``(input_min, input_max, requests)`` of the rows above it in the file
-    with the same source, engine, GPU, tensor-parallel degree and model (one server, the runs in
-    the order the source lists them).
 
     Examples
     --------
@@ -310,32 +296,7 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
                 f"{path.name} row {row}: {column} {frame[column][row - 2]!r} is not a number"
             )
         out[column] = values.astype(float)
-    out["earlier_prompts"] = _earlier_prompts(out, path.name)
     return out
-
-
-def _earlier_prompts(runs, name: str) -> list[tuple]:
-    """Per run row: the ``(input_min, input_max, requests)`` its server was sent before it.
-
-    Only ``sglang-random`` rows have any (the rows above on the same server with the same
-    lengths); every other row an empty tuple.
-    """
-    server = ("source", "engine", "gpu", "tensor_parallel", "model")
-    seen: dict[tuple, list] = {}
-    earlier = []
-    for i, row in enumerate(runs.to_dict("records"), start=2):
-        if row["lengths"] != "sglang-random":
-            earlier.append(())
-            continue
-        for column in ("requests", "input_min", "input_max", "output_min", "output_max"):
-            if not math.isfinite(row[column]):
-                raise InputError(f"{name} row {i}: lengths 'sglang-random' needs {column} (the "
-                                 "client's --num-prompts and length bounds)")  # fmt: skip
-        key = tuple(str(row[c]) for c in server)
-        before = seen.setdefault(key, [])
-        earlier.append(tuple(before))
-        before.append((int(row["input_min"]), int(row["input_max"]), int(row["requests"])))
-    return earlier
 
 
 #: The per-request source whose lengths stand for ShareGPT as the serving benchmarks draw it.

@@ -302,7 +302,6 @@ class Setup:
     timed: np.ndarray  # which requests the run timed (reported by the client)
     itl_count: int  # inter-token gaps of the reported requests
     offline: bool = False  # timed in the engine's own process: no time outside the steps
-    cached: np.ndarray | None = None  # each prompt's tokens in the prefix cache (None: none)
 
     def itl_timed(self) -> np.ndarray | None:
         """Which packed inter-token gaps belong to timed requests (None: all of them)."""
@@ -411,8 +410,7 @@ def _setup(config: tuple, load: float, run_items: tuple, requests: int | None,
                          float(engine.keeps_preempted)])  # fmt: skip
     gaps_count = int(np.maximum(output[warmup:] - 1, 0).sum())
     return Setup(model_vec, gpu_vec, int(pt.tensor_parallel), prompt, output, gaps, settings,
-                 timed & (np.arange(n) >= warmup), gaps_count, offline(run),
-                 cached_prompts(run, prompt))  # fmt: skip
+                 timed & (np.arange(n) >= warmup), gaps_count, offline(run))  # fmt: skip
 
 
 def offline(run: dict) -> bool:
@@ -452,8 +450,6 @@ def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray,
             pick = np.arange(n) % prompt.size
             prompt, output, timed = prompt[pick], output[pick], timed[pick]
         return prompt, output, timed
-    if kind == "sglang-random":
-        return (*sglang_random_lengths(run, n), timed)
     if kind == "uniform":
         lo_in, hi_in = int(run["input_min"]), int(run["input_max"])
         lo_out, hi_out = int(run["output_min"]), int(run["output_max"])
@@ -470,46 +466,6 @@ def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray,
                 np.maximum(np.rint(output), 1).astype(np.int64), timed)  # fmt: skip
     p, o = max(round(pt.input_tokens), 1), max(round(pt.output_tokens), 1)
     return np.full(n, p, np.int64), np.full(n, o, np.int64), timed
-
-
-def sglang_random_lengths(run: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(prompt, output) tokens of ``sglang.bench_serving --dataset-name random`` (seed 1).
-
-    The client seeds numpy's global generator and draws every input length, then every output
-    length, uniform between ``int(length * range_ratio)`` (at least 1 for inputs) and the
-    nominal; at the default range ratio 0 the outputs start at 0 tokens, simulated as 1 (a
-    request streams at least its first token). The bundled runs' published token totals are
-    these draws'.
-    """
-    from ..data._measured import SGLANG_BENCH_SEED
-
-    draws = np.random.RandomState(SGLANG_BENCH_SEED)
-    prompt = draws.randint(int(run["input_min"]), int(run["input_max"]) + 1, n)
-    output = draws.randint(0, int(run["output_max"]) + 1, n)
-    return prompt.astype(np.int64), np.maximum(output, 1).astype(np.int64)
-
-
-def cached_prompts(run: dict, prompt: np.ndarray) -> np.ndarray | None:
-    """Each prompt's tokens already in the server's radix cache (None: the run shares none).
-
-    An ``sglang-random`` run's prompt *i* is the *i*-th conversation cut or repeated to its
-    length, in every run of that client: the longest prefix it shares with prompt *i* of an
-    earlier run on the server (``earlier_prompts``) is cached, and so is prompt 0 in full (the
-    client's warm-up request sends it before the timed run). Cache evictions are not modelled:
-    the bundled runs' earlier prompts hold a small part of their servers' KV cache.
-    """
-    earlier = run.get("earlier_prompts") or ()
-    if run.get("lengths") != "sglang-random":
-        return None
-    from ..data._measured import SGLANG_BENCH_SEED
-
-    cached = np.zeros(prompt.size, np.int64)
-    cached[0] = prompt[0]
-    for lo, hi, count in earlier:
-        before = np.random.RandomState(SGLANG_BENCH_SEED).randint(lo, hi + 1, count)
-        k = min(count, prompt.size)
-        cached[:k] = np.maximum(cached[:k], np.minimum(prompt[:k], before[:k]))
-    return cached
 
 
 def setup(pt: Point, *, requests: int | None = None, seed: int = 0) -> Setup | None:
@@ -535,8 +491,7 @@ def simulate_setup(s: Setup, calibration_vec: np.ndarray):
     stats = np.empty(len(kernels.STATS))
     features = np.empty((3, len(kernels.FEATURES)))
     written = kernels.simulate(
-        s.prompt, s.output, s.gaps, np.zeros(n, np.int64) if s.cached is None else s.cached,
-        s.settings, s.model, s.gpu,
+        s.prompt, s.output, s.gaps, np.zeros(n, np.int64), s.settings, s.model, s.gpu,
         s.tensor_parallel, calibration_vec, ttft, e2e, itl, stats, features,
     )  # fmt: skip
     return ttft, e2e, itl[:written], stats, features
