@@ -826,29 +826,26 @@ def _held_out(cfg: PlanConfig, demand, series, settings):
     )
 
 
-def _busiest_stretch(values: np.ndarray, steps: int) -> int:
+def _busiest_stretch(values: np.ndarray, steps: int, seen: np.ndarray | None = None) -> int | None:
     """First index of the ``steps`` consecutive values of the highest sum.
 
-    Missing values count as 0; a day shorter than ``steps`` starts at 0.
+    Missing values count as 0. With ``seen`` (whether each value was observed), only stretches
+    observed throughout count, and None says there is none; without it a span shorter than
+    ``steps`` starts at 0.
     """
     filled = np.nan_to_num(np.asarray(values, dtype=float), nan=0.0)
-    if filled.size <= steps:
-        return 0
-    running = np.concatenate(([0.0], np.cumsum(filled)))
-    sums = running[steps:] - running[:-steps]  # sums[i]: values[i : i + steps]
-    return int(np.argmax(sums))
-
-
-def _observed_stretch(values: np.ndarray, seen: np.ndarray, steps: int) -> int | None:
-    """First index of the busiest ``steps`` consecutive observed values, or None if none."""
+    if seen is None:
+        if filled.size <= steps:
+            return 0
+        seen = np.ones(filled.size, bool)
     if seen.size < steps:
         return None
-    filled = np.concatenate(([0], np.cumsum(~seen)))
-    whole = (filled[steps:] - filled[:-steps]) == 0  # whole[i]: values[i : i + steps] observed
+    holes = np.concatenate(([0], np.cumsum(~seen)))
+    whole = (holes[steps:] - holes[:-steps]) == 0  # whole[i]: values[i : i + steps] observed
     if not whole.any():
         return None
-    running = np.concatenate(([0.0], np.cumsum(np.nan_to_num(values.astype(float), nan=0.0))))
-    sums = np.where(whole, running[steps:] - running[:-steps], -np.inf)
+    running = np.concatenate(([0.0], np.cumsum(filled)))
+    sums = np.where(whole, running[steps:] - running[:-steps], -np.inf)  # values[i : i + steps]
     return int(np.argmax(sums))
 
 
@@ -882,8 +879,8 @@ def _burst_test(demand: xr.DataArray, cfg: PlanConfig, run_settings: dict, model
     offset, stop = (
         (middle, middle + per_day) if values.size >= middle + per_day else (0, values.size)
     )
-    start = _observed_stretch(values[offset:stop], seen[offset:stop], steps)
-    start = offset + start if start is not None else _observed_stretch(values, seen, steps)
+    start = _busiest_stretch(values[offset:stop], steps, seen[offset:stop])
+    start = offset + start if start is not None else _busiest_stretch(values, steps, seen)
     if start is None:
         start = _busiest_stretch(np.where(seen, values, np.nan), steps)
     values[start : start + steps] *= multiplier
