@@ -484,6 +484,16 @@ def test_rate_series_gaps_zeros_duplicates_and_order(tmp_path):
         data.load_rate_series(words, time_column="start", time_unit="s")
 
 
+def test_one_merged_repeated_window_is_said_in_the_singular(tmp_path):
+    # one timestamp written twice with the same rate: the note said "1 repeated windows ... were"
+    path = _write(tmp_path, "twice.csv", "start,qps\n0,5\n600,5\n600,5\n1200,5\n")
+    with pytest.warns(data.TraceWarning) as caught:
+        series = data.load_rate_series(path, time_column="start", rate_column="qps", time_unit="s")
+    said = " ".join(str(w.message) for w in caught)
+    assert series.sizes["time"] == 3
+    assert "1 repeated window with the same value was merged" in said
+
+
 def test_a_rate_series_merging_a_repeated_night_hour_names_the_clock_change_and_timezone(tmp_path):
     # Naive Europe/Berlin times over the 2026-10-25 change (02:00-02:59 twice) of a flat 5
     # requests/s: the repeated hour's 6 windows were merged (576 -> 570 windows) with a warning

@@ -189,7 +189,8 @@ def _in_time_order(ns, values, where, column: str, notes: list[str], clock):
     repeated = ns[1:][ns[1:] == ns[:-1]]
     ns, values, rows, merged = _merge_duplicates(ns, values, rows, where, column)
     if merged:
-        note = f"{merged:,} repeated windows with the same value were merged"
+        note = ("1 repeated window with the same value was merged" if merged == 1 else
+                f"{merged:,} repeated windows with the same value were merged")  # fmt: skip
         naive = clock.timezone == "unknown" and not clock.origin  # local dates, zone not named
         notes.append(note + (_clock_change_hint(repeated) if naive else ""))
     return ns, values, rows
