@@ -46,6 +46,21 @@ def test_timeline_buckets_keep_the_extremes(burst):
     assert "of the time" in spec["vconcat"][0]["title"]
 
 
+def test_timeline_tells_each_buckets_numbers_on_hover(burst):
+    # the timeline had no tooltip: a reader of the offline report could not read a burst's demand,
+    # capacity or backlog off the chart. Each bucket now carries them on a transparent band
+    run = elasticity.simulate(burst, per_instance_qps=2, policy="hpa", cold_start_s=60)
+    spec = charts.elasticity_timeline(run, max_points=200).to_dict()
+    layers = spec["vconcat"][0]["layer"]
+    hover = [layer for layer in layers if "tooltip" in layer.get("encoding", {})]
+    assert len(hover) == 1 and hover[0]["mark"] == {"type": "rect", "opacity": 0}
+    fields = [t["field"] for t in hover[0]["encoding"]["tooltip"]]
+    assert fields == ["when", "demand", "capacity", "ready", "starting", "backlog", "breach"]
+    rows = _values(spec)
+    assert all(row["end_ms"] > row["t_ms"] for row in rows)  # every band has a width
+    assert {"when", "demand", "capacity", "backlog"} <= set(rows[0])
+
+
 def test_pareto_chart_marks_the_front_and_the_picks(burst):
     grid = elasticity.sweep(burst, per_instance_qps=2, policy=["hpa", "fixed"], cold_start_s=60,
                             min_instances=[1, 4, 8], gpu="L4")  # fmt: skip

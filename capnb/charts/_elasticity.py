@@ -100,7 +100,7 @@ _WHOLE = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : datum.label")
 
 def _timeline_chart(table: pd.DataFrame, *, title: str, undated: bool) -> alt.VConcatChart:
     """The timeline's charts from their table (see :mod:`capnb.charts._draft`)."""
-    x, _ = time_x(undated=undated, title=None if undated else "the trace's clock")
+    x, when = time_x(undated=undated, title=None if undated else "the trace's clock")
     base = alt.Chart().properties(width=_TIMELINE_WIDTH)  # the table goes once, at the top
     shading = (
         base.transform_filter("datum.breach")
@@ -125,7 +125,21 @@ def _timeline_chart(table: pd.DataFrame, *, title: str, undated: bool) -> alt.VC
             ),
         )
     )
-    top = alt.layer(shading, lines, title=title, height=200)
+    # each bucket's numbers on hover: a transparent band over the bucket (opacity 0 still hovers)
+    hover = base.mark_rect(opacity=0).encode(
+        x=x,
+        x2=alt.X2("end_ms"),
+        tooltip=[
+            when,
+            alt.Tooltip("demand:Q", title="demand, highest (requests/s)", format=",.2f"),
+            alt.Tooltip("capacity:Q", title="ready capacity, lowest (requests/s)", format=",.2f"),
+            alt.Tooltip("ready:Q", title="ready instances, fewest"),
+            alt.Tooltip("starting:Q", title="instances in cold start, most"),
+            alt.Tooltip("backlog:Q", title="backlog, largest (requests)", format=",.0f"),
+            alt.Tooltip("breach:N", title="in SLA breach"),
+        ],
+    )
+    top = alt.layer(shading, lines, hover, title=title, height=200)
     instances = (
         base.transform_fold(["ready", "starting"], as_=["state", "instances"])
         .mark_area(interpolate="step-after", opacity=0.8)
