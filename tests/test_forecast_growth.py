@@ -134,6 +134,28 @@ def test_rolling_origin_matches_a_hand_count_with_numpy():
     ) == float(trend.coverage.sel(plan="P99"))
 
 
+def test_rolling_origin_counts_days_from_a_series_that_starts_at_nine():
+    # a log that starts at 09:00 was refused ("start the series at midnight") while select and
+    # backtest count their days from the first interval; now days run 09:00 to 09:00, by hand
+    series = _growing(11, seed=3).isel(time=slice(9, None))  # 10 days and 15 hours
+    table = forecast.rolling_origin(series, growth_models=("none",), quantiles=(0.9, 0.99))
+    values = series.qps.values
+    hour = (9 + np.arange(values.size)) % 24  # the hour-of-day slot of each interval
+    assert table.origin.values.tolist() == [7, 8, 9, 10]
+    assert table.scored_days.values.tolist() == [4, 3, 2, 1]
+    for k in (7, 8, 9, 10):
+        fit, scored = slice(0, 24 * k), slice(24 * k, 24 * (k + 7))
+        plan = np.array([np.quantile(values[fit][hour[fit] == h], 0.99) for h in range(24)])
+        demand = values[scored]
+        capacity = plan[hour[scored]]
+        got = table.sel(origin=k, growth_model="none", traffic_quantile=0.99)
+        assert float(got.coverage) == pytest.approx(np.mean(demand <= capacity))
+        assert float(got.overprovision_fraction) == pytest.approx(
+            np.mean(np.maximum(capacity - demand, 0)) / demand.mean()
+        )
+    assert int(table.scored_intervals.sel(origin=10)) == 15  # the last day is 15 hours long
+
+
 def test_results_are_deterministic():
     series = _growing(12, seed=1)
     first = forecast.rolling_origin(series, growth_models=("probabilistic",))

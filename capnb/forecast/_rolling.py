@@ -46,7 +46,9 @@ def rolling_origin(
     Parameters
     ----------
     series
-        A QPS series of at least ``min_fit_days`` + 1 days, starting at midnight of its clock.
+        A QPS series of at least ``min_fit_days`` + 1 days. Days are counted in 24 hours from
+        its first interval (as :func:`capnb.forecast.backtest`'s ``fit`` and
+        :func:`capnb.forecast.select`'s origins count them), midnight or not.
     slots, quantiles
         As in :func:`capnb.forecast.fit_baseline`.
     growth_models
@@ -134,11 +136,9 @@ def _rolling_args(min_fit_days, horizon_days, quantiles, growth_models):
 
 
 def _whole_days(series: xr.Dataset, first: int) -> tuple[np.ndarray, int, int]:
-    """The series' times and step (ns) and its days from midnight: at least one after ``first``."""
+    """The series' times and step (ns) and its days from its first interval: one after ``first``."""
     step = interval_ns_of(series)
     ns = series["time"].values.astype("datetime64[ns]").view(np.int64)
-    if ns[0] % DAY_NS:
-        raise InputError("series: rolling origins count whole days; start the series at midnight")
     total_days = -(-(int(ns[-1] - ns[0]) + step) // DAY_NS)
     if total_days <= first:
         raise InputError(
