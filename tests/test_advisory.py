@@ -208,3 +208,24 @@ def test_two_records_of_one_policy_are_told_apart_or_refused():
         elasticity.flapping_warning(view)
     with pytest.raises(InputError, match=r"policy='article' is not in the view"):
         elasticity.flapping_warning(view, "article")
+
+
+def test_a_calm_short_run_says_its_reversals_in_its_own_hours():
+    # worksheet 04's answer on a 1-hour trace with one reversal said "hpa does not flap: 24.0
+    # reversals a day", over the 1-a-day limit it does not break: a run under a day is held to
+    # its count (one reversal in an hour), so its sentence says the count in the run's hours
+    rate = np.r_[np.full(600, 10.0), np.full(600, 60.0), np.full(2400, 10.0)]
+    common = dict(step_s=1, per_instance_qps=10, policy="hpa", cooldown_s=60, cold_start_s=30)
+    once = elasticity.advise(elasticity.simulate(rate, **common))
+    assert int(once.reversals) == 1 and not bool(once.flapping)
+    verdict = elasticity.flapping_verdict(once)
+    assert verdict == "hpa does not flap: 1 direction reversal in the run's 1 hour.", verdict
+    # a day or more says its rate; a run that flaps gets the warning itself
+    quiet = elasticity.advise(elasticity.simulate(np.r_[rate, np.full(169_200, 10.0)], **common))
+    assert elasticity.flapping_verdict(quiet) == "hpa does not flap: 0.5 reversals a day."
+    view = elasticity.advisory(square_wave(1200), policies=["hpa", "fixed"], step_s=1,
+                               per_instance_qps=10, cooldown_s=60, cold_start_s=30)  # fmt: skip
+    assert elasticity.flapping_verdict(view, "hpa") == elasticity.flapping_warning(view, "hpa")
+    assert elasticity.flapping_verdict(view, "fixed") == (
+        "fixed does not flap: 0 direction reversals in the run's 6 hours."
+    )

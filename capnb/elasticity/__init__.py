@@ -35,7 +35,7 @@ Entry points: :func:`resample_demand` (a trace or rate series at the simulation 
 as a Dataset over the grid's dims), :func:`pareto_front`, :func:`choose`, :func:`least_breach`,
 :func:`recommend` and :func:`describe`; :func:`advise` and :func:`advisory` (the advisory view:
 scale events per hour, reversals within the 900 s thrash window, time above the need, cold starts
-paid) and :func:`flapping_warning`.
+paid), :func:`flapping_warning` and :func:`flapping_verdict`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,13 @@ from ._advice import (
     recommendation_for,
     troughs,
 )
-from ._advisory import MOST_REVERSALS_PER_DAY, advise, advisory, flapping_warning
+from ._advisory import (
+    MOST_REVERSALS_PER_DAY,
+    advise,
+    advisory,
+    flapping_verdict,
+    flapping_warning,
+)
 from ._decision import NoAction, ScaleDown, ScaleUp, cold_start_vetoes, decide_scaling_action
 from ._demand import (
     PREDICTIVE_QUANTILE,
@@ -97,6 +103,7 @@ __all__ = [
     "decide_scaling_action",
     "describe",
     "fixed_instances",
+    "flapping_verdict",
     "flapping_warning",
     "forecast_demand",
     "least_breach",

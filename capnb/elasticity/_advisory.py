@@ -25,13 +25,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import glossary
+from .. import glossary, words
 from ..errors import InputError
 from ..units import declare_units, instances_needed
 from ._policy import Policy
 from ._policy import steps as whole_steps
 
-__all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_warning"]
+__all__ = ["MOST_REVERSALS_PER_DAY", "advise", "advisory", "flapping_verdict", "flapping_warning"]
 
 #: A policy whose reversals exceed this many a day flaps (a daily cycle needs none: its rises and
 #: falls are hours apart, never within a cool-down); in a run shorter than a day, this many in all.
@@ -202,27 +202,55 @@ def advisory(demand, *, policies, forecast=None, window_s=None, hold_s=None, **s
     return out.assign_coords(policy=("policy", names, glossary.attrs("policy")))
 
 
-def flapping_warning(view: xr.Dataset, policy: str | None = None) -> str:
-    """A sentence when the policy flaps (``view.flapping``), else ``""``.
-
-    ``view`` is :func:`advise`'s or :func:`advisory`'s answer (then name the ``policy``).
-    """
+def _one_view(view: xr.Dataset, policy: str | None) -> xr.Dataset:
+    """The advisory figures of one policy: ``view`` itself, or its ``policy`` (checked)."""
     held = view.policy.values.tolist() if "policy" in view.dims else None
     if held is not None and policy is None:
         raise InputError(f"policy: the view holds {held}; name the one to warn about")
     if held is not None and policy not in held:
         raise InputError(f"policy={policy!r} is not in the view; it holds {held}")
-    one = view.sel(policy=policy) if held is not None else view
+    return view.sel(policy=policy) if held is not None else view
+
+
+def _in_the_run(one: xr.Dataset) -> str:
+    """Where the reversals are counted: a day's rate, or a run shorter than a day's own hours."""
+    span = float(one.attrs.get("span_s", _DAY_S))
+    # a run shorter than a day says its own span: 3 reversals in 2 hours are not '36 a day'
+    if span >= _DAY_S:
+        return f"{float(one.reversals_per_day):.1f} a day"
+    return f"in the run's {span / _HOUR_S:.3g} hour{'' if span == _HOUR_S else 's'}"
+
+
+def flapping_warning(view: xr.Dataset, policy: str | None = None) -> str:
+    """A sentence when the policy flaps (``view.flapping``), else ``""``.
+
+    ``view`` is :func:`advise`'s or :func:`advisory`'s answer (then name the ``policy``).
+    """
+    one = _one_view(view, policy)
     if not bool(one.flapping):
         return ""
     name = policy or one.attrs.get("policy", "the policy")
-    span = float(one.attrs.get("span_s", _DAY_S))
-    # a run shorter than a day says its own span: 3 reversals in 2 hours are not '36 a day'
-    rate = (f"{float(one.reversals_per_day):.1f} a day" if span >= _DAY_S
-            else f"in the run's {span / _HOUR_S:.3g} hour{'' if span == _HOUR_S else 's'}")  # fmt: skip
+    rate = _in_the_run(one)
     return (
         f"{name} flaps: {int(one.reversals)} direction reversals within "
         f"{one.attrs['window_s'] / 60:g} min of the scale event before "
         f"({rate}, {float(one.scale_events_per_hour):.1f} scale "
         f"events an hour); lengthen its scale-down window or raise its floor."
     )
+
+
+def flapping_verdict(view: xr.Dataset, policy: str | None = None) -> str:
+    """Whether the policy flaps, in one sentence: :func:`flapping_warning`'s, or that it does not.
+
+    ``view`` and ``policy`` as :func:`flapping_warning` takes them. A calm run says its reversals
+    as a day's rate, or, shorter than a day, as its count in the run's hours (one reversal in an
+    hour is not '24.0 a day', which the 1-a-day limit would read as flapping).
+    """
+    one = _one_view(view, policy)
+    if bool(one.flapping):
+        return flapping_warning(view, policy)
+    name = policy or one.attrs.get("policy", "the policy")
+    if float(one.attrs.get("span_s", _DAY_S)) >= _DAY_S:
+        return f"{name} does not flap: {float(one.reversals_per_day):.1f} reversals a day."
+    flips = words.count(int(one.reversals), "direction reversal")
+    return f"{name} does not flap: {flips} {_in_the_run(one)}."
