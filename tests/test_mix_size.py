@@ -642,3 +642,15 @@ def test_limits_no_fleet_fits_in_name_the_bin_or_the_slot_not_the_solver():
     said = str(caught.value)
     assert "HiGHS" not in said
     assert re.search(r"slot 1 needs 30\.0 requests/s; .* \(G0: 1 GPUs, G1: 1 GPUs\)", said), said
+
+
+def test_a_negative_or_infinite_rate_is_named_not_read_as_missing_the_sla():
+    # per_instance_qps of -3 (or inf) in bin b0 on P0 was read as "P0 misses the SLA for b0" and
+    # the fleet priced without it (3.33 USD/h), silently; NaN or 0 is how a pool misses the SLA
+    args = dict(prices=prices_of([1.0, 1.0]), reserved=None, shares=[0.5, 0.5])
+    for bad in (-3.0, np.inf):
+        options = options_of([[bad, 1.0], [1.0, 10.0]])
+        with pytest.raises(InputError, match=r"per_instance_qps.*b0.*P0.*(-3|inf)"):
+            mix_by_size(options, demand_of([10.0]), **args)
+    zero = mix_by_size(options_of([[0.0, 2.0], [1.0, 10.0]]), demand_of([10.0]), **args)
+    assert zero.served_qps.sel(size_bin="b0", pool="G0 TP1").item() == 0.0
