@@ -802,3 +802,39 @@ def test_knative_says_its_request_timeout_cuts_long_answers():
         (note,) = [n for n in out.notes["knative"] if "timeoutSeconds" in n]
         assert "300 s by default" in note and "max-revision-timeout-seconds" in note
         assert not any("timeoutSeconds" in n for n in out.notes["hpa"])
+
+
+def _pod_of(deployment: str) -> str:
+    """A pod's name as Kubernetes makes it: ``<deployment>-<hash>-`` cut to 58 characters, then 5.
+
+    The ReplicaSet is ``<deployment>-<pod-template-hash>`` (up to 10 characters); its pods'
+    ``generateName`` is that plus ``-``, cut to 63 - 5 characters before the random suffix.
+    """
+    return f"{deployment}-7d9f8c6b5d-"[:58] + "x2k4q"
+
+
+def test_kedas_query_matches_the_pods_of_a_long_deployment_name():
+    # a model folder named at length gave a 63-character name: Kubernetes cuts its pods' names
+    # to 58 characters before the 5 random ones, so the pod-template hash (and for the spares
+    # '<name>-spares', 70 characters, part of the name) was cut off, the query's regex matched
+    # no pod, KEDA read 0 requests/s and never scaled
+    import dataclasses
+    import re
+
+    for spares in (0, 2):
+        choice = dataclasses.replace(CHOICES["hpa"], model="x" * 70, buffer_instances=spares)
+        out = manifests(choice)
+        name = out.documents["keda"][0]["metadata"]["name"]
+        query = out.documents["keda"][0]["spec"]["triggers"][0]["metadata"]["query"]
+        matches = re.compile(re.search(r'pod=~"([^"]+)"', query).group(1)).fullmatch
+        assert matches(_pod_of(name)), (spares, name)
+        if spares:
+            assert matches(_pod_of(f"{name}-spares")), name
+        for docs in out.documents.values():
+            assert docs[0]["metadata"]["name"] == name
+    with pytest.raises(InputError, match=r"name='a{47}' is longer than 46 characters.*pods"):
+        manifests(CHOICES["hpa"], name="a" * 47)
+    spared = dataclasses.replace(CHOICES["hpa"], buffer_instances=1)
+    with pytest.raises(InputError, match=r"name='a{40}' is longer than 39 characters.*-spares"):
+        manifests(spared, name="a" * 40)
+    assert manifests(spared, name="a" * 39).documents["hpa"][0]["metadata"]["name"] == "a" * 39

@@ -980,17 +980,35 @@ _TITLES = {
 }
 _NAME = re.compile(r"[^a-z0-9-]+")
 
+#: The longest Deployment name (characters) whose pods keep the names KEDA's query matches
+#: (:data:`_PODS`): Kubernetes cuts a pod's ``<deployment>-<pod-template-hash>-`` (a hash of up
+#: to 10 characters) to 63 - 5 = 58 characters before its 5 random ones.
+_MOST_DEPLOYMENT = 58 - len("--") - 10
+
 
 def _dns_name(
-    text: str, argument: str = "name", *, given: bool = False, letter_first: bool = False
+    text: str,
+    argument: str = "name",
+    *,
+    given: bool = False,
+    letter_first: bool = False,
+    longest: int = 63,
 ) -> str:
     """``text`` as a Kubernetes name (a DNS label); a ``given`` one must already be one.
 
     ``letter_first``: a DNS-1035 label, as the objects' own name must be (a Knative Service
     makes a Kubernetes Service and revisions of that name, which start with a letter); a name
-    made from a model's that starts with a digit is prefixed ``model-``.
+    made from a model's that starts with a digit is prefixed ``model-``. ``longest``: the most
+    characters (a name made from a model's is cut to it; a ``given`` longer one is refused).
     """
-    name = _NAME.sub("-", str(text).lower()).strip("-")[:63].strip("-")
+    if given and len(str(text)) > longest:
+        spares = " and of its warm spares' '<name>-spares'" if longest < _MOST_DEPLOYMENT else ""
+        raise InputError(
+            f"{argument}={text!r} is longer than {longest} characters: Kubernetes cuts a pod's "
+            f"name to 58 characters before its random 5, and KEDA's query would then match none "
+            f"of the pods of Deployment '<name>'{spares}"
+        )
+    name = _NAME.sub("-", str(text).lower()).strip("-")[:longest].strip("-")
     if not name:
         raise InputError(f"{argument}={text!r} has no letters or digits for a Kubernetes name")
     if given and name != text:  # the user's own name: said, not changed behind their back
@@ -999,7 +1017,7 @@ def _dns_name(
             f"most 63 characters, a letter or digit at each end); e.g. {name!r}"
         )
     if letter_first and not name[0].isalpha():
-        fixed = f"model-{name}"[:63].strip("-")
+        fixed = f"model-{name}"[:longest].strip("-")
         if given:
             raise InputError(
                 f"{argument}={text!r} does not start with a letter: the name of a Knative Service "
@@ -1008,6 +1026,30 @@ def _dns_name(
             )
         name = fixed
     return name
+
+
+def _objects_name(choice: PolicyChoice, name: str | None) -> tuple[str, list[str]]:
+    """The objects' name (``name`` as given, else made from the model's) and a note if renamed.
+
+    At most :data:`_MOST_DEPLOYMENT` characters, less ``-spares`` with warm spares, so that KEDA's
+    query matches the pods of the Deployment and of its spares' one.
+    """
+    renamed = []
+    if name is None and not re.search(r"[a-z0-9]", str(choice.model).lower()):
+        # nothing of the model's name is left for a Kubernetes name: name the objects, and say so
+        name = "model"
+        renamed.append(
+            f"the model's name {choice.model!r} holds no letter or digit a Kubernetes name can "
+            "(a-z, 0-9): the objects are named 'model'; name them with capnb export --name NAME "
+            "(manifests(..., name=NAME))"
+        )
+    else:
+        longest = _MOST_DEPLOYMENT - (len("-spares") if choice.buffer_instances else 0)
+        name = _dns_name(
+            choice.model if name is None else name, given=name is not None, letter_first=True,
+            longest=longest,
+        )  # fmt: skip
+    return name, renamed
 
 
 def manifests(
@@ -1072,19 +1114,7 @@ def manifests(
                 "requests your gateway has (manifests(..., arrivals_counter=NAME))"
             )
         arrivals_counter = server.counter
-    renamed = []
-    if name is None and not re.search(r"[a-z0-9]", str(choice.model).lower()):
-        # nothing of the model's name is left for a Kubernetes name: name the objects, and say so
-        name = "model"
-        renamed.append(
-            f"the model's name {choice.model!r} holds no letter or digit a Kubernetes name can "
-            "(a-z, 0-9): the objects are named 'model'; name them with capnb export --name NAME "
-            "(manifests(..., name=NAME))"
-        )
-    else:
-        name = _dns_name(
-            choice.model if name is None else name, given=name is not None, letter_first=True
-        )
+    name, renamed = _objects_name(choice, name)
     namespace = _dns_name(namespace, "namespace", given=True)
     notes = {
         kind: list(renamed)
