@@ -435,3 +435,47 @@ def test_a_gpu_meeting_the_sla_that_the_provider_does_not_price_is_said():
     priced = capnb.capacity.mix(prices=_prices({"A": {"on_demand": 1.0}, "B": {"on_demand": 2.0}}),
                                 **args)  # fmt: skip
     assert "not_priced" not in priced.attrs
+
+
+@pytest.mark.parametrize("rate", [-2.0, np.inf])
+def test_a_negative_or_infinite_rate_per_instance_is_named_not_read_as_missing_the_sla(rate):
+    # -2 requests/s per instance on pool A was dropped as if A missed the SLA, and the mix came
+    # back priced on B alone (1.5 USD/hour) with no word; NaN or 0 still mean "misses the SLA"
+    options = _options(["A", "B"], [1, 1], [rate, 2.0])
+    prices = _prices({"A": {"on_demand": 1.0}, "B": {"on_demand": 1.5}})
+    demand = xr.DataArray([1.0], dims="slot")
+    with pytest.raises(InputError, match=r"per_instance_qps of pool p0 \(A TP1\) is -?inf|"
+                                         r"per_instance_qps of pool p0 \(A TP1\) is -2"):  # fmt: skip
+        capnb.capacity.mix(options, demand, prices=prices, reserved=None)
+    stacked = xr.Dataset(
+        {"per_instance_qps": (("gpu", "tensor_parallel"), [[rate], [2.0]])},
+        coords={"gpu": ["A", "B"], "tensor_parallel": [1]},
+    )
+    with pytest.raises(InputError, match=r"per_instance_qps of pool A TP1 is"):
+        capnb.capacity.mix(stacked, demand, prices=prices, reserved=None)
+    missing = capnb.capacity.mix(_options(["A", "B"], [1, 1], [np.nan, 2.0]), demand,
+                                 prices=prices, reserved=None)  # fmt: skip
+    assert missing.attrs["mix_usd_per_hour"] == pytest.approx(1.5)
+
+
+def test_a_bad_price_is_said_as_a_number():
+    # the message printed "np.float64(-1.0)"
+    options = _options(["A"], [1], [2.0])
+    with pytest.raises(InputError, match=r"\(on_demand\) is -1;"):
+        capnb.capacity.mix(options, xr.DataArray([1.0], dims="slot"),
+                           prices=_prices({"A": {"on_demand": -1.0}}), reserved=None)  # fmt: skip
+
+
+def test_no_demand_in_any_slot_saves_nothing_and_says_so_without_a_nan(recwarn):
+    # demand 0 in every slot: both fleets cost 0 USD/hour and the saving was 0/0, NaN with
+    # numpy's "invalid value" warning
+    options = _options(["A", "B"], [1, 1], [2.0, 3.0])
+    prices = _prices({"A": {"on_demand": 1.0, "reserved": 0.7}, "B": {"on_demand": 1.4}})
+    demand = xr.DataArray([0.0, 0.0], dims="slot")
+    fleet = capnb.capacity.mix(options, demand, prices=prices)
+    by_size = capnb.capacity.mix_by_size(options.expand_dims(size_bin=["all"]), demand,
+                                         prices=prices, shares=[1.0])  # fmt: skip
+    for result in (fleet, by_size):
+        assert result.attrs["mix_usd_per_hour"] == 0.0
+        assert result.attrs["saving"] == 0.0
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

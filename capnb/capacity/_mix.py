@@ -44,6 +44,7 @@ def _pools(options: xr.Dataset) -> xr.Dataset:
             "options must be a Dataset with per_instance_qps (over gpu, tensor_parallel)"
         )
     qps = options.per_instance_qps
+    _rates_checked(qps)
     if "pool" not in qps.dims:
         extra = [d for d in qps.dims if d not in ("gpu", "tensor_parallel")]
         if extra:
@@ -64,6 +65,23 @@ def _pools(options: xr.Dataset) -> xr.Dataset:
     return qps
 
 
+def _rates_checked(qps: xr.DataArray) -> None:
+    """Requests/s per instance finite and >= 0 (NaN or 0: misses the SLA), or the pool named."""
+    values = np.asarray(qps.values, dtype=float)
+    bad = (values < 0) | np.isinf(values)
+    if not bad.any():
+        return
+    at = dict(zip(qps.dims, (int(i[0]) for i in np.nonzero(bad)), strict=True))
+    cell = qps.isel(at)
+    pool = f"{cell.gpu.values} TP{int(cell.tensor_parallel.values)}"
+    if "pool" in qps.dims:
+        pool = f"{cell.pool.values} ({pool})"
+    raise InputError(
+        f"options.per_instance_qps of pool {pool} is {float(cell):g}: give finite requests/s "
+        ">= 0 per instance (NaN or 0 where the pool misses the SLA)"
+    )
+
+
 def _prices(prices: xr.Dataset, gpus, kind: str | None) -> np.ndarray:
     if kind is None:
         return np.full(len(gpus), np.nan)
@@ -81,7 +99,7 @@ def _prices(prices: xr.Dataset, gpus, kind: str | None) -> np.ndarray:
     for gpu, value in zip(gpus, values, strict=True):
         if not np.isnan(value) and not (np.isfinite(value) and value > 0):
             raise InputError(
-                f"prices: usd_per_gpu_hour of {gpu} ({kind}) is {value!r}; a price per GPU-hour "
+                f"prices: usd_per_gpu_hour of {gpu} ({kind}) is {value:g}; a price per GPU-hour "
                 "must be > 0 (NaN: that kind cannot be bought)"
             )
     return values
@@ -353,13 +371,18 @@ def _mix_attrs(slot_cost, single_cost, bound, pools, reserved, spot_preemption, 
         "mix_usd_per_hour": mean_cost,
         "single_type_pool": "" if best is None else str(pools[best]),
         "single_type_usd_per_hour": np.nan if best is None else float(single_cost[best]),
-        "saving": np.nan if best is None else float(1 - mean_cost / single_cost[best]),
+        "saving": np.nan if best is None else saving(mean_cost, float(single_cost[best])),
         "reserved_pricing": reserved or "none",
         "spot_preemption": np.nan if spot_preemption is None else float(spot_preemption),
         "limits": ", ".join(f"{k}: {v} GPUs" for k, v in limits.items()) or "none",
         "provider": prices.attrs.get("provider", ""),
         "optimality_gap": float((day - bound) / day) if day > 0 else 0.0,
     }
+
+
+def saving(mix_cost: float, single_cost: float) -> float:
+    """The share of the single type's cost the mix saves (0 where neither costs anything)."""
+    return 0.0 if single_cost == 0.0 and mix_cost == 0.0 else 1.0 - mix_cost / single_cost
 
 
 def _mix_dataset(qps, demand_qps, fleet: tuple, keep, slot_cost, single_cost) -> xr.Dataset:

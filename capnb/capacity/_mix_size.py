@@ -44,6 +44,7 @@ from ._mix import (
     checked_limits,
     checked_share,
     quiet_milp,
+    saving,
     unpriced,
 )
 
@@ -796,7 +797,7 @@ def _result(options, demand_qps, labels, gpus, g, held, on_demand, spot, served,
             "mix_usd_per_hour": mean_cost,
             "single_type_pool": "" if best is None else labels[best],
             "single_type_usd_per_hour": np.nan if best is None else float(single[best]),
-            "saving": np.nan if best is None else float(1 - mean_cost / single[best]),
+            "saving": np.nan if best is None else saving(mean_cost, float(single[best])),
             "reserved_pricing": reserved or "none",
             "spot_preemption": np.nan if spot_preemption is None else float(spot_preemption),
             "slices": "free split" if slices is None else int(slices),
@@ -902,11 +903,11 @@ def compare_fleets(
               _held(size_res))]  # fmt: skip
     curves, names, cost, pools = (list(x) for x in zip(*rows, strict=True))
     first = {c: cost[curves.index(c)] for c in set(curves)}
-    saving = [1 - v / first[c] for c, v in zip(curves, cost, strict=True)]
+    savings = [saving(v, first[c]) for c, v in zip(curves, cost, strict=True)]
     return xr.Dataset(
         {
             "usd_per_hour": ("fleet", cost, glossary.attrs("usd_per_hour")),
-            "saving": ("fleet", saving, glossary.attrs("saving")),
+            "saving": ("fleet", savings, glossary.attrs("saving")),
             "curves": ("fleet", curves, glossary.attrs("curves")),
             "pools": ("fleet", pools, glossary.attrs("pools")),
         },
