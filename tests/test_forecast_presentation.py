@@ -178,6 +178,14 @@ def test_missing_intervals_are_marked_not_drawn_as_zero():
     assert len(ticks) == 1
 
 
+def test_the_series_title_says_its_interval_in_words():
+    # a 10-minute series was titled "Requests/s per 600 s interval"
+    small = data.load_rate_series("servegen-m-small")
+    assert float(small.attrs["interval_s"]) == 600
+    title = str(charts.forecast_series(small).to_dict()["title"])
+    assert "in intervals of 10 minutes" in title and "600 s" not in title
+
+
 def test_charts_refuse_what_they_cannot_draw():
     large = data.load_rate_series("servegen-m-large")
     with pytest.raises(InputError, match="fit_baseline"):

@@ -57,9 +57,9 @@ def forecast_series(
     # the series as drawn is the same for every baseline and quantile: worked out once per series
     frame, missing, factor, undated = _SERIES.get(series, "drawn", lambda: _series_table(series))
     step = float(series.attrs.get("interval_s", 0))
-    shown = f"per {step:g} s interval" if step else ""
+    shown = f"in intervals of {words.duration(step)}" if step else ""
     if factor > 1:
-        shown = f"mean of every {factor} intervals of {step:g} s"
+        shown = f"mean of every {factor} intervals of {words.duration(step)}"
     # the band in a table of its own: a new quantile gives the chart new band values only
     tables = {"frame": frame}
     if baseline is not None:
