@@ -202,7 +202,7 @@ def test_the_choice_rule_takes_the_cheapest_within_its_margin_at_the_goal():
     # only the ones the rules allow; none of them at the goal: the one that held most often
     assert elasticity.choose_held_out(breach, budget, cost, [False, True, False])[0] == 1
     _, words = elasticity.choose_held_out(breach * 100, budget, cost)
-    assert words.startswith("no configuration kept within 25% of its breach budget")
+    assert words.startswith("no configuration used at most 25% of its breach budget")
 
 
 def test_when_none_keeps_the_margin_the_choice_keeps_the_budget_not_a_few_quiet_windows():
@@ -216,11 +216,11 @@ def test_when_none_keeps_the_margin_the_choice_keeps_the_budget_not_a_few_quiet_
     breach = np.array([quiet_then_hours, steady]).T
     budget, cost = np.full(12, 100.0), np.tile([1.0, 3.0], (12, 1))
     i, words = elasticity.choose_held_out(breach, budget, cost)
-    assert i == 1 and "kept the budget itself in 12 of 12" in words
+    assert i == 1 and "stayed within its whole budget in 12 of 12" in words
     # none within the budget at the goal either: the most windows within it, the least breach
     worse = np.array([quiet_then_hours, [150.0] * 6 + [50.0] * 6, [200.0] * 5 + [0.0] * 7]).T
     i, words = elasticity.choose_held_out(worse, budget, np.tile([1.0, 3.0, 2.0], (12, 1)))
-    assert i == 2 and "kept the budget most often (7 of 12), the least breach" in words
+    assert i == 2 and "stayed within its budget most often (7 of 12), the least breach" in words
 
 
 def test_a_window_where_the_plan_does_what_last_weeks_fleet_does_is_a_tie_not_a_win():
