@@ -107,6 +107,21 @@ def _synchronous_only(report):
     report["benchmarks"] = [first]
 
 
+def rate_run(**fields):
+    """One vllm bench serve result at 2 requests/s: 100 requests, 1.9 requests/s x 2 s in flight."""
+    return {"completed": 100, "request_rate": 2.0, "request_throughput": 1.9,
+            "total_input_tokens": 50000, "total_output_tokens": 10000, "mean_ttft_ms": 120.0,
+            "median_ttft_ms": 100.0, "p99_ttft_ms": 400.0, "mean_e2el_ms": 2000.0,
+            "median_e2el_ms": 1900.0, "p99_e2el_ms": 3500.0, **fields}  # fmt: skip
+
+
+def bench_runs(path_of):
+    """read_bench_runs of the path ``path_of(write)`` gives, as runs of Llama-3.1-8B on H100."""
+    return lambda write: data.read_bench_runs(
+        path_of(write), model="Llama-3.1-8B", gpu="H100-SXM", tensor_parallel=1, engine="vllm"
+    )
+
+
 def _bench(i, path, value):
     """Set ``benchmarks[i].<path>`` (dotted; None deletes it) in a GuideLLM report."""
 
@@ -811,6 +826,57 @@ ROWS = [
         guidellm(lambda r: None, read=data.read_vllm_bench),
         Raises(ConfigError, r"benchmarks\.json: a GuideLLM report, not a vllm bench serve "
                r"result; .*read_benchmark or read_guidellm")),
+    # found by an outside pass calibrating on runs of its own (Qwen3-14B on L40S, vllm bench serve
+    # at 0.5 and 1.5 requests/s, and the same as a GuideLLM report): read_bench_runs read a P99
+    # TTFT of 1 ms beside a median of 336 ms (calibrate then said "TTFT P99 +28990%"), a
+    # total_output_tokens of 0 or -5 (calibrate blamed the deployment: "e2e ... 58.8x off"),
+    # 100.5 completed requests as 100, a GuideLLM p50 of -3 ms as no p50, and a rate run whose
+    # mean e2e was 1000x too long (0.457 requests/s x 20,943 s = 9,570 in flight of 300
+    # requests) as it was, where read_vllm_bench and read_guidellm refuse each
+    Row("runs: a vllm run's P99 TTFT below its median",
+        bench_runs(lambda w: w("r.json", json.dumps(rate_run(p99_ttft_ms=50.0)))),
+        Raises(ConfigError, r"r\.json: field 'p99_ttft_ms' \(0\.05 s\) is below "
+                            r"'median_ttft_ms' \(0\.1 s\)")),
+    Row("runs: a vllm run with no output tokens",
+        bench_runs(lambda w: w("r.json", json.dumps(rate_run(total_output_tokens=0)))),
+        Raises(ConfigError, r"r\.json: field 'total_output_tokens' is 0, not a token count of at "
+                            r"least one for each of the 100 completed requests")),
+    Row("runs: a vllm run with a negative prompt token count",
+        bench_runs(lambda w: w("r.json", json.dumps(rate_run(total_input_tokens=-5)))),
+        Raises(ConfigError, r"r\.json: field 'total_input_tokens' is -5, not a token count of at "
+                            r"least one for each of the 100 completed requests")),
+    Row("runs: 100.5 completed requests",
+        bench_runs(lambda w: w("r.json", json.dumps(rate_run(completed=100.5)))),
+        Raises(ConfigError, r"r\.json: field 'completed' is 100\.5, not a whole number of "
+                            r"requests")),
+    Row("runs: a rate run's mean e2e 1000x too long",
+        bench_runs(lambda w: w("r.json", json.dumps(rate_run(mean_e2el_ms=2.0e6)))),
+        Raises(ConfigError, r"r\.json: 1\.9 requests/s x 2000 s mean e2e = 3800 requests in "
+                            r"flight on average, more than the 100 the run could hold")),
+    Row("runs: a GuideLLM benchmark's p99 TTFT below its p50",
+        bench_runs(guidellm(_bench(2, "metrics.time_to_first_token_ms.successful.percentiles.p99",
+                                   1.0), read=lambda p: p)),
+        Raises(ConfigError, r"benchmarks\[2\]: field "
+                            r"'metrics\.time_to_first_token_ms\.successful\.percentiles\.p99' "
+                            r"\(0\.001 s\) is below 'metrics\.time_to_first_token_ms\.successful"
+                            r"\.percentiles\.p95'")),
+    Row("runs: a GuideLLM benchmark's negative p50 TTFT",
+        bench_runs(guidellm(_bench(2, "metrics.time_to_first_token_ms.successful.percentiles.p50",
+                                   -3.0), read=lambda p: p)),
+        Raises(ConfigError, r"benchmarks\[2\]: field "
+                            r"'metrics\.time_to_first_token_ms\.successful\.percentiles\.p50' "
+                            r"is -3: a latency is never negative")),
+    Row("runs: a GuideLLM benchmark with a mean of 0 output tokens",
+        bench_runs(guidellm(_bench(2, "metrics.output_token_count.successful.mean", 0.0),
+                            read=lambda p: p)),
+        Raises(ConfigError, r"benchmarks\[2\]: field "
+                            r"'metrics\.output_token_count\.successful\.mean' is 0, not a mean "
+                            r"of at least one token")),
+    Row("runs: a GuideLLM rate benchmark's request_latency in milliseconds",
+        bench_runs(guidellm(_bench(2, "metrics.request_latency.successful.mean", 2000.0),
+                            read=lambda p: p)),
+        Raises(ConfigError, r"benchmarks\[2\]: 6 requests/s x 2000 s mean e2e = 12,000 "
+                            r"requests in flight on average, more than the 720")),
     Row("aiperf: an empty file", lambda w: data.read_aiperf(w("a.csv", "")),
         Raises(ConfigError, r"a\.csv: empty file")),
     Row("aiperf: a unit it does not know",

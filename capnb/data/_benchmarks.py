@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import os
@@ -1907,6 +1908,7 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
         else:
             mode, load = "batch", run["requests"]
         _one_run_per_load(seen, mode, float(load), label)
+        _check_guidellm_run(run, label)
         if mode == "request_rate" and run["limit"] is not None:
             how = f"{_figure(run['qps'])} requests/s x {_figure(run['mean']['e2e'])} s mean e2e"
             _check_rate_cap(label, run["rate"], run["limit"], run["qps"] * run["mean"]["e2e"], how)
@@ -1923,6 +1925,35 @@ def _guidellm_rows(where: str, report: Mapping, base: Mapping, seen: dict) -> li
                      for stat, value in stats if value > 0]  # fmt: skip
         rows += _throughput_row(head, run["qps"])
     return rows
+
+
+def _check_guidellm_run(run: dict, where: str) -> None:
+    """A GuideLLM benchmark :func:`read_bench_runs` cannot calibrate on: an error naming the field.
+
+    As :func:`read_guidellm` refuses it: a negative latency, a higher percentile below a lower
+    one, a mean length under one token, or latencies and throughput that disagree
+    (:func:`_guidellm_place`: a closed loop's, or more requests in flight than were sent).
+    """
+    fields = {}
+    for metric, name, unit in _GUIDELLM_METRICS:
+        summary = f"metrics.{name}.successful"
+        figures = [("mean", f"{summary}.mean", run["mean"][metric])]
+        figures += [(f"p{round(q * 100)}", f"{summary}.percentiles.p{round(q * 100)}",
+                     run["latency"][(metric, q)]) for q in _curve.QUANTILES]  # fmt: skip
+        for stat, field, value in figures:
+            if value < 0:
+                written = value * {"ms": 1000.0, "s": 1.0}[unit]
+                raise ConfigError(f"{where}: field {field!r} is {written:g}: a latency is never "
+                                  "negative")  # fmt: skip
+            fields[metric, stat] = (field, value)
+    _check_percentiles(where, fields)
+    for kind in ("prompt", "output"):
+        if run[f"{kind}_tokens"] < 1:
+            raise ConfigError(
+                f"{where}: field 'metrics.{kind}_token_count.successful.mean' is "
+                f"{run[f'{kind}_tokens']:g}, not a mean of at least one token per request"
+            )
+    _guidellm_place(run, [])
 
 
 def _throughput_row(base: Mapping, qps: float | None) -> list[dict]:
@@ -2198,6 +2229,37 @@ def _arrival_cv(record: Mapping, where: str) -> float:
     return 1.0 / math.sqrt(burstiness)
 
 
+def _check_percentiles(where: str, fields: Mapping) -> None:
+    """A run's higher percentile below a lower one of the same metric: an error naming both.
+
+    ``fields`` maps (metric, stat) to (the field's name in the file, its value in seconds).
+    """
+    for metric in dict.fromkeys(m for m, _ in fields):
+        held = [fields[metric, s] for s in ("p50", "p90", "p95", "p99") if (metric, s) in fields]
+        for (low_name, low), (high_name, high) in itertools.pairwise(held):
+            if high < low:
+                raise ConfigError(
+                    f"{where}: field {high_name!r} ({high:.6g} s) is below {low_name!r} "
+                    f"({low:.6g} s): a higher percentile of one run's latencies is never below a "
+                    "lower one (a figure mistyped, or two runs' figures mixed)"
+                )
+
+
+def _run_tokens(where: str, record: Mapping, field: str, completed: float) -> float:
+    """A vllm bench result's mean tokens per completed request: ``field`` / ``completed``.
+
+    Every completed request has a prompt and an output of at least one token, so ``field``
+    (``total_input_tokens`` or ``total_output_tokens``) below ``completed`` is an error.
+    """
+    total = _number(record, field, where)
+    if not (math.isfinite(total) and total >= completed):
+        raise ConfigError(
+            f"{where}: field {field!r} is {total:g}, not a token count of at least one for each "
+            f"of the {completed:g} completed requests"
+        )
+    return total / completed
+
+
 def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine: str,
                     engine_version: str = "", dtype: str = "bf16", source: str = "own run",
                     model_id: str | None = None):  # fmt: skip
@@ -2279,6 +2341,10 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         completed = _number(record, "completed", where)
         if not completed or completed < 1:
             raise ConfigError(f"{where}: no completed request")
+        if not _whole_count(completed):
+            raise ConfigError(
+                f"{where}: field 'completed' is {completed:g}, not a whole number of requests"
+            )
         rate = _number(record, "request_rate", where, required=False)
         limit = _number(record, "max_concurrency", where, required=False)
         if rate is not None and math.isfinite(rate):
@@ -2293,13 +2359,13 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
         base = {
             "source": source, "gpu": gpu_id, "model": model, "engine": engine,
             "engine_version": engine_version, "tensor_parallel": int(tensor_parallel),
-            "dtype": dtype, "input_tokens": _number(record, "total_input_tokens", where) / completed,
-            "output_tokens": _number(record, "total_output_tokens", where) / completed,
+            "dtype": dtype, "input_tokens": _run_tokens(where, record, "total_input_tokens", completed),
+            "output_tokens": _run_tokens(where, record, "total_output_tokens", completed),
             "mode": mode, "load": float(load), "requests": int(completed),
             "arrival_cv": _arrival_cv(record, where) if mode == "request_rate" else math.nan,
             "backend": backends.get(where),
         }  # fmt: skip
-        found = 0
+        found, fields = 0, {}
         for metric, names in _RUN_METRICS.items():
             for prefix, stat in _RUN_STATS.items():
                 for name in names:
@@ -2310,10 +2376,22 @@ def read_bench_runs(paths, *, model: str, gpu: str, tensor_parallel: int, engine
                     if value is not None and math.isfinite(value) and value > 0:
                         rows.append({**base, "metric": metric, "stat": stat,
                                      "value": value / 1000.0, "unit": "s"})  # fmt: skip
+                        fields[metric, stat] = (f"{prefix}_{name}_ms", value / 1000.0)
                         found += 1
                         break
         if not found:
             raise ConfigError(f"{where}: no latency figure (mean_ttft_ms, p99_tpot_ms, ...)")
+        _check_percentiles(where, fields)
+        qps = _number(record, "request_throughput", where, required=False)
+        if mode == "request_rate" and qps is not None and math.isfinite(qps) and qps > 0:
+            # its mean in flight (Little's law) is at most its requests: more is a latency in the
+            # wrong unit (microseconds in *_ms fields), as read_vllm_bench refuses
+            mean = {m: fields[m, "mean"][1] for m, stat in fields if stat == "mean"}
+            in_flight, how, _ = _in_flight(record, where, qps, mean, base["output_tokens"])
+            if in_flight is not None:
+                _littles_place(where, how, in_flight, int(completed),
+                               "check the latencies' unit (milliseconds in *_ms fields) and "
+                               "request_throughput (requests/s)")  # fmt: skip
         if mode == "concurrency" and completed >= 2 * load:  # (fewer: no steady state to hold)
             # as read_vllm_bench: latencies 1000x off their throughput (seconds in *_ms fields)
             _check_run_units(where, record, rows[-found:], int(load), base["output_tokens"])
