@@ -817,6 +817,7 @@ def test_guidellm_report_calibrates_the_engine_as_the_same_runs_from_vllm_bench(
     assert calibrated(from_vllm) == calibrated(from_guidellm)
 
 
+@pytest.mark.filterwarnings("ignore::capnb.latency.CalibrationWarning")  # runs at one load
 def test_own_runs_keep_their_measured_throughput(tmp_path):
     # read_bench_runs kept only the latencies: worksheet 03's own-run section printed "measured:
     # none read from the runs" beside the predicted throughput, though every vllm bench result
@@ -1277,6 +1278,7 @@ def test_a_backend_refused_in_a_plan_says_what_the_plan_takes(tmp_path, backend,
     assert "prices vLLM V1" not in str(error.value)
 
 
+@pytest.mark.filterwarnings("ignore::capnb.latency.CalibrationWarning")  # runs at one load
 def test_runs_read_as_two_engines_are_not_calibrated_as_one(tmp_path):
     # vLLM runs read with engine="vllm" and SGLang runs with engine="sglang", concatenated, name
     # no single engine, and calibrate fell back to vLLM V1 for both ("fitted_on ... vllm-v1

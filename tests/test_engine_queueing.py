@@ -191,6 +191,15 @@ def _calibrated_on_two_rates(tmp_path, truth: Calibration):
     return runs, own
 
 
+def test_calibrating_on_one_load_says_the_slope_rests_on_the_prior(tmp_path):
+    # one run calibrated in silence while the docstring asks for two or three loads: one load
+    # sets the level, not how latency grows with load
+    truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
+    runs, _ = _calibrated_on_two_rates(tmp_path, truth)
+    with pytest.warns(latency.CalibrationWarning, match=r"every run is at request_rate 6: one "):
+        latency.calibrate(runs[runs["load"] == 6.0], settings=EngineSettings("vllm-v1"), prior=CAL)
+
+
 def test_calibrating_on_two_rates_predicts_the_third(tmp_path):
     """Runs made by a known calibration: two rates calibrate, the held-out rate is predicted."""
     truth = Calibration(0.45, 0.7, 0.6, 4e-3, 2e-5, 2e-5, 0.03, fitted_on="truth")
@@ -406,6 +415,7 @@ def test_read_bench_runs_refuses_seconds_in_ms_fields_of_a_closed_loop(tmp_path)
         data.read_bench_runs(tmp_path / "s.json", **given)
 
 
+@pytest.mark.filterwarnings("ignore::capnb.latency.CalibrationWarning")  # runs at one load
 def test_calibrate_refuses_runs_it_cannot_reproduce(tmp_path):
     """Open-loop runs with seconds in their *_ms fields: no calibration reproduces them."""
     run = {"request_rate": 4.0, "completed": 200, "total_input_tokens": 512 * 200,

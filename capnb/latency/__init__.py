@@ -43,12 +43,13 @@ from ._curves import (
 from ._engine import engine, knee
 from ._engines import ENGINES, engine_settings
 from ._fitted import engine_calibration
-from ._own import calibrate
+from ._own import CalibrationWarning, calibrate
 
 __all__ = [
     "ENGINES",
     "METRICS",
     "QUANTILES",
+    "CalibrationWarning",
     "Deployment",
     "EngineSettings",
     "analytic",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from dataclasses import replace
 
 import xarray as xr
@@ -23,7 +24,11 @@ from ..records import EngineSettings
 from . import _engine, _engines, _fit, _fitted
 from . import calibration as _calibration
 
-__all__ = ["calibrate", "fit_own"]
+__all__ = ["CalibrationWarning", "calibrate", "fit_own"]
+
+
+class CalibrationWarning(UserWarning):
+    """A calibration that stands on less than it should: runs at one load only."""
 
 #: Simulations of the runs a fit may use (each one every run at one trial calibration).
 EVALUATIONS = 40
@@ -159,6 +164,16 @@ def calibrate(runs, *, model=None, gpu=None, tensor_parallel=None, dtype: str | 
                      engine=settings.engine, engine_version=engine_version, dtype=dtype,
                      **flags)  # fmt: skip
     first = pts[0]
+    if len({(pt.mode, pt.load) for pt in pts}) == 1:
+        warnings.warn(
+            CalibrationWarning(
+                f"runs: every run is at {first.mode} {first.load:g}: one load sets the engine's "
+                "level, but how its latency grows with load still rests on the prior (the "
+                "bundled calibration); add a run at another request rate or concurrency (two or "
+                "three loads are enough)"
+            ),
+            stacklevel=2,
+        )
     if prior is None:
         prior = _fitted.engine_calibration(first.gpu, first.engine_id)
     elif not isinstance(prior, _calibration.Calibration):
