@@ -43,11 +43,12 @@ from ._curves import (
 from ._engine import engine, knee
 from ._engines import ENGINES, engine_settings
 from ._fitted import engine_calibration
-from ._own import CalibrationWarning, calibrate
+from ._own import OWN_RUN_MISS, CalibrationWarning, calibrate
 
 __all__ = [
     "ENGINES",
     "METRICS",
+    "OWN_RUN_MISS",
     "QUANTILES",
     "CalibrationWarning",
     "Deployment",

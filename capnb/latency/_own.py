@@ -24,7 +24,11 @@ from ..records import EngineSettings
 from . import _engine, _engines, _fit, _fitted
 from . import calibration as _calibration
 
-__all__ = ["CalibrationWarning", "calibrate", "fit_own"]
+__all__ = ["OWN_RUN_MISS", "CalibrationWarning", "calibrate", "fit_own"]
+
+#: In-sample miss (simulated / measured - 1) of a calibration on the user's own runs past which
+#: its answer is said to be no surer than that miss, by the plan and worksheet 03 alike.
+OWN_RUN_MISS = 0.25
 
 
 class CalibrationWarning(UserWarning):

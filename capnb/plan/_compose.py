@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .. import glossary, units, words
+from ..latency import OWN_RUN_MISS
 from ._answer import (
     MEASURED_BASIS,
     Advisory,
@@ -667,9 +668,6 @@ def _moved_words(own, gpu: str, engine: str) -> str:
         "these, check that the runs are of the GPU, model, degree and dtype named)"
     )
 
-
-#: In-sample miss of an own-run calibration on the SLA's metric past which the plan says so.
-OWN_RUN_MISS = 0.25
 
 
 def _band_fields(cap: xr.Dataset, chosen: xr.Dataset, gpu: str) -> dict:
