@@ -34,6 +34,7 @@ OWN_RUN_MISS = 0.25
 class CalibrationWarning(UserWarning):
     """A calibration that stands on less than it should: runs at one load only."""
 
+
 #: Simulations of the runs a fit may use (each one every run at one trial calibration).
 EVALUATIONS = 40
 #: Strength of the pull towards the prior: each parameter counts as this many measured figures

@@ -669,7 +669,6 @@ def _moved_words(own, gpu: str, engine: str) -> str:
     )
 
 
-
 def _band_fields(cap: xr.Dataset, chosen: xr.Dataset, gpu: str) -> dict:
     """The chosen option's band: requests/s an instance and the busiest slot's instances at its ends.
 
