@@ -425,7 +425,8 @@ def write_atomic(path: str | os.PathLike, text: str) -> Path:
     except OSError as err:
         raise _failed(path, err, len(data)) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only folder refuses even a missing file's
+            tmp.unlink(missing_ok=True)
     return path
 
 
@@ -567,7 +568,10 @@ def write_set(
     if not folder.is_dir():
         raise OutputError(f"{folder}: not a folder to write into")
     _check_room(folder, {name: len(data) for name, data in contents.items()})
-    staging = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_tag()}-", dir=folder))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{_tag()}-", dir=folder))
+    except OSError as err:  # a read-only folder: named, not its temporary
+        raise _failed(folder, err) from None
     try:
         for name, data in contents.items():
             try:
@@ -605,11 +609,12 @@ def check_set(
 ) -> None:
     """Refuse now, before the work, a set :func:`write_set` would refuse to write at the end.
 
-    A file where the folder (or one of its parents) goes, a folder in the way of a file, or a
-    target capnb did not write there (without ``force``) is an :class:`OutputError` naming the
-    path; nothing is written. A write can still fail later (a full disk): this checks only what
-    is already in the way. ``reads``: setting -> a folder the run reads every file of (measured
-    runs); the folder written must not be one of them, or the next run reads the set as runs.
+    A file where the folder (or one of its parents) goes, a folder in the way of a file, a folder
+    this process cannot write into (a read-only mount), or a target capnb did not write there
+    (without ``force``) is an :class:`OutputError` naming the path; nothing is written. A write
+    can still fail later (a full disk): this checks only what is already in the way. ``reads``:
+    setting -> a folder the run reads every file of (measured runs); the folder written must not
+    be one of them, or the next run reads the set as runs.
     """
     folder = _output_folder(folder)
     for setting, given in (reads or {}).items():
@@ -623,9 +628,19 @@ def check_set(
         if parent.exists():
             if not parent.is_dir():
                 raise OutputError(f"{parent}: a file, not a folder to write into")
+            _writable(parent)
             break
     if folder.is_dir():
         _refuse_foreign(folder, names, force, _manifest(folder))
+
+
+def _writable(folder: Path) -> None:
+    """Refuse a folder this process cannot make files in: a read-only mount, no permission."""
+    if os.access(folder, os.W_OK | os.X_OK):
+        return
+    read_only = hasattr(os, "ST_RDONLY") and os.statvfs(folder).f_flag & os.ST_RDONLY
+    code = errno.EROFS if read_only else errno.EACCES
+    raise _failed(folder, OSError(code, os.strerror(code)))
 
 
 def _refuse_foreign(folder: Path, names: Iterable[str], force: bool, recorded: dict) -> None:
