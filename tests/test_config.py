@@ -220,8 +220,8 @@ def test_a_cold_start_given_with_a_unit_says_the_number_to_write(tmp_path):
                        r"text: write 60 for '1 min' \(or 'estimate'\)"):  # fmt: skip
         plan.load_config(path)
     path.write_text('[elasticity]\ncold_start_s = "estimat"\n')
-    with pytest.raises(ConfigError, match=r"= 'estimat': expected a finite number of seconds >= 0, "
-                       r"or 'estimate'$"):  # fmt: skip
+    with pytest.raises(ConfigError, match=r"= 'estimat': expected a finite number of seconds from "
+                       r"0 to 86,400 \(a day\), or 'estimate'$"):  # fmt: skip
         plan.load_config(path)
 
 

@@ -774,7 +774,7 @@ def _line_of(text: str, section: str | None, key: str, suffix: str) -> int | Non
 
 #: Fields whose type is a choice of kinds: one message instead of one per kind.
 _UNION_RULES = {
-    "cold_start_s": "expected a finite number of seconds >= 0, or 'estimate'",
+    "cold_start_s": "expected a finite number of seconds from 0 to 86,400 (a day), or 'estimate'",
     "spot_preemption": "expected a share in [0, 1), or 'none'",
 }
 
