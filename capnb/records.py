@@ -105,7 +105,13 @@ class SLA:
             if not math.isfinite(value) or value <= 0:
                 raise InputError(
                     f"sla: {metric}_s = {value!r}: expected a finite number of seconds > 0 "
-                    "(a bound <= 0 can never be met)"
+                    + (
+                        "(an infinite bound bounds nothing: leave the metric out)"
+                        if math.isinf(value) and value > 0
+                        else "(a bound <= 0 can never be met)"
+                        if value <= 0
+                        else "(not a number)"
+                    )
                 )
             object.__setattr__(self, f"{metric}_s", float(value))
         if not self.bounds:

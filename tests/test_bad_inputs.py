@@ -1361,6 +1361,22 @@ ROWS = [
     Row("forecast: an interval that is not a duration",
         lambda _: forecast.resample(SERVEGEN(), "5 parsecs"),
         Raises(InputError, r"interval='5 parsecs' is not a duration; write e\.g\. '1s'")),
+    # found by an outside pass with --sla ttft=1e400: "(a bound <= 0 can never be met)" of infinity
+    Row("sla: an infinite bound",
+        lambda _: capacity.SLA(ttft_s=float("inf")),
+        Raises(InputError, r"sla: ttft_s = inf: .*\(an infinite bound bounds nothing: leave the "
+                           r"metric out\)")),
+    Row("capacity: an infinite SLA",
+        lambda _: capacity.safe_concurrency(curve(), float("inf")),
+        Raises(InputError, r"sla must be > 0 seconds, got inf \(an infinite SLA bounds nothing")),
+    # found by an outside pass writing interval = "10M" in a plan config: read as 10 minutes
+    # ("10MS" as 10 ms), where pandas reads M as month end and MS as month start
+    Row("forecast: an interval in capital M",
+        lambda _: forecast.resample(SERVEGEN(), "10M"),
+        Raises(InputError, r"interval='10M' is ambiguous: M reads as minutes here but as months")),
+    Row("forecast: an interval in capital MS",
+        lambda _: forecast.resample(SERVEGEN(), "10MS"),
+        Raises(InputError, r"interval='10MS' is ambiguous: .*write 'min' or 'ms'")),
     # found planning a 15-minute rate series on the defaults: the plan stopped on "interval 10 min
     # is not a whole multiple of the series' own interval (15 min)", an interval the user never
     # set, with no word of the setting or a value that works
@@ -1926,7 +1942,7 @@ ROWS = [
     Row("output: a read-only folder, checked before the work",
         lambda w: read_only(w, lambda folder: data.check_set(folder, ["plan.json"])),
         Raises(OutputError, r"ro: cannot write there \((Read-only file system|Permission "
-                            r"denied)\); write elsewhere")),
+                            r"denied)\); write elsewhere$")),  # (capnb config has no --out)
     Row("output: a set written into a read-only folder",
         lambda w: read_only(w, lambda folder: data.write_set(folder, {"plan.json": "{}"})),
         Raises(OutputError, r"ro: cannot write there \((Read-only file system|Permission "

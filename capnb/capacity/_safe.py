@@ -67,9 +67,11 @@ def _sla(sla) -> xr.DataArray:
         raise InputError(f"sla: expected one value or a 1-D list of seconds, got {values!r}")
     bad = ~np.isfinite(array) | (array <= 0)
     if bad.any():
+        first = array[bad][0]
+        why = ("an SLA <= 0 can never be met" if first <= 0 else "an SLA is a number"
+               if np.isnan(first) else "an infinite SLA bounds nothing")  # fmt: skip
         raise InputError(
-            f"sla must be > 0 seconds, got {array[bad][0]:g} (an SLA <= 0 can never be met; "
-            "SLAs are in seconds: 500 ms is 0.5)"
+            f"sla must be > 0 seconds, got {first:g} ({why}; SLAs are in seconds: 500 ms is 0.5)"
         )
     if np.unique(array).size != array.size:
         raise InputError(f"sla: duplicate values in {array.tolist()}")

@@ -325,12 +325,13 @@ def _failed(path: Path, err: OSError, size: int | None = None) -> OutputError:
     bytes_ = f" ({size:,} bytes to write)" if size is not None else ""
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
         why = "no space left on its file system" if err.errno == errno.ENOSPC else "disk quota full"
-        return OutputError(f"{path}: {why}{bytes_}; free space or write elsewhere (--out)")
+        return OutputError(f"{path}: {why}{bytes_}; free space or write elsewhere")
     if err.errno == errno.EFBIG:
         return OutputError(f"{path}: larger than the file-size limit (ulimit -f){bytes_}; raise "
                            "the limit or write elsewhere")  # fmt: skip
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return OutputError(f"{path}: cannot write there ({err.strerror}); write elsewhere (--out)")
+        # (no flag named: capnb config takes its path, plan and report --out, the API a folder)
+        return OutputError(f"{path}: cannot write there ({err.strerror}); write elsewhere")
     return OutputError(f"{path}: cannot be written ({err.strerror or err})")
 
 

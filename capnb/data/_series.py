@@ -52,6 +52,11 @@ def interval_ns(value: object, argument: str, *, low_s: float = 1e-3) -> int:
     if isinstance(value, str):
         match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", value)
         unit = (match.group(2).lower() or "s") if match else ""  # "600": seconds, as promised
+        if match and match.group(2) in ("M", "MS"):  # pandas' month end and month start
+            raise InputError(
+                f"{argument}={value!r} is ambiguous: M reads as minutes here but as months in "
+                "pandas, MS as milliseconds here but as month starts; write 'min' or 'ms'"
+            )
         if unit.endswith("s") and unit[:-1] in _UNITS_S and unit not in _UNITS_S:
             unit = unit[:-1]  # "mins", "hours", "days"
         if not match or unit not in _UNITS_S:
