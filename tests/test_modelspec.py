@@ -105,7 +105,8 @@ def test_mla_down_projections_are_whole_on_every_rank():
     down = 61 * 7168 * (1536 + 512 + 64) * (1 + spec.weight_scale_bytes)  # fp8 and block scales
     assert spec.weight_bytes_per_gpu(1) == spec.weight_bytes()
     assert spec.weight_bytes_per_gpu(8) == pytest.approx(spec.weight_bytes() / 8 + down * 7 / 8)
-    assert spec.weight_bytes_per_gpu(8) / 2**30 == pytest.approx(79.09, abs=0.01)
+    # (79.09 before its fp32 block scales were counted, 163 MB in all)
+    assert spec.weight_bytes_per_gpu(8) / 2**30 == pytest.approx(79.105, abs=0.001)
     assert spec.weight_bytes_per_gpu(8, "bf16") == pytest.approx(
         spec.weight_bytes("bf16") / 8 + 61 * 7168 * 2112 * 2 * 7 / 8
     )
@@ -1089,6 +1090,27 @@ def test_fp8_torch_dtype_without_quantization_config_is_planned_in_bf16_as_vllm_
     assert quant.weight_bytes() == 9_080_934_400
 
 
+def test_fp8_block_scales_are_counted():
+    # FP8 checkpoints with weight_block_size [128, 128] (DeepSeek-V3, Qwen3-*-FP8) hold an fp32
+    # weight_scale_inv per 128 x 128 block; they were not counted (Llama-3.1-8B: 9,080,934,400
+    # bytes). By hand, block by block: each layer's q, k, v, o, gate, up and down projections
+    # hold 1,024 + 256 + 256 + 1,024 + 3 x 3,584 = 13,312 blocks, 32 layers: 1,703,936 bytes
+    import math
+
+    quant = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    spec = parse({**load_model("Llama-3.1-8B").config, "quantization_config": quant})
+    shapes = [(4096, 4096), (1024, 4096), (1024, 4096), (4096, 4096)]
+    shapes += [(14336, 4096), (14336, 4096), (4096, 14336)]
+    blocks = 32 * sum(math.ceil(r / 128) * math.ceil(c / 128) for r, c in shapes)
+    assert blocks * 4 == 1_703_936
+    unscaled = 9_080_934_400  # fp8 weights, bf16 embeddings and LM head
+    # (capnb counts the norms' 266,240 weights as quantized too: 65 bytes more than the blocks)
+    assert spec.weight_bytes() - unscaled == pytest.approx(blocks * 4, abs=100)
+    assert spec.weight_scale_bytes == 4 / (128 * 128)
+    per_tensor = parse({**spec.config, "quantization_config": {"quant_method": "fp8"}})
+    assert per_tensor.weight_bytes() == unscaled  # one scale per tensor: none counted
+
+
 def test_hybrid_linear_attention_configs_are_refused_naming_the_field():
     # Qwen3-Next keeps K and V on every 4th layer only (full_attention_interval); the others are
     # Gated DeltaNet layers with a fixed recurrent state. It was planned as 48 attention layers,
@@ -1683,8 +1705,8 @@ def test_fp8_modules_kept_in_bf16_are_counted_layer_by_layer():
     attention, mlp = 2 * h * h + 2 * h * kv, 3 * h * inter
     bf16 = 2 * vocab * h + 2 * h * layers + h + 2 * mlp + attention  # embeddings, norms, kept
     fp8 = layers * (attention + mlp) - 2 * mlp - attention
-    checkpoint = 2 * bf16 + fp8  # 9.475 GB
-    # (FP8 block scales, 1.7 MB, left out; capnb counts the norms, 0.27 MB, at 1 byte: rel 1e-4)
+    checkpoint = 2 * bf16 + fp8 + fp8 * 4 // (128 * 128)  # 9.477 GB, with fp32 block scales
+    # (capnb counts the norms, 0.27 MB, at 1 byte: rel 1e-4)
     fp8_quant = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
     kept = ["lm_head", "model.layers.0.mlp", "model.layers.1.mlp", "model.layers.31.self_attn"]
     for key in ("modules_to_not_convert", "ignored_layers"):

@@ -292,7 +292,8 @@ class ModelSpec:
         (attention and router, ``unquantized_attention``; a compressed-tensors ``ignore`` pattern
         can also keep the shared experts, ``unquantized_shared_experts``, and the dense layers'
         MLPs, ``unquantized_dense_mlp``) stay in ``torch_dtype`` too, and block
-        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; ModelOpt
+        scales add ``weight_scale_bytes`` per quantized weight (MXFP4: one byte per 32; FP8
+        ``weight_block_size`` [128, 128]: four bytes per 16,384; ModelOpt
         NVFP4: one byte per ``group_size``, 16; AWQ,
         GPTQ and grouped compressed-tensors: a 16-bit scale and a packed zero per group;
         bitsandbytes 4-bit: an absmax per 64).
@@ -1216,10 +1217,14 @@ def _modelopt_layout(config: Mapping) -> Mapping:
 def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     """Bytes of block scales (and zeros) per quantized weight, from ``quantization_config``.
 
-    MXFP4 (gpt-oss): one 8-bit scale per 32 weights. AWQ and GPTQ: per ``group_size`` weights of
-    an output column, a 16-bit scale and a zero packed at the weight width (AutoAWQ's ``qzeros``
-    with ``zero_point``, the default; GPTQ stores ``qzeros`` even when symmetric). GPTQ's ``g_idx``
-    (4 bytes per input row of a layer, about 0.03 % of the weights) is not counted. A group size
+    MXFP4 (gpt-oss): one 8-bit scale per 32 weights. FP8 with ``weight_block_size`` (DeepSeek-V3,
+    Qwen3's FP8 releases): an fp32 ``weight_scale_inv`` per block of rows x columns weights (4
+    bytes per 128 x 128; a partial block at a weight's edge is not counted), as vLLM holds them
+    (``create_fp8_scale_parameter``), and so for compressed-tensors' fp8 ``"block"`` schemes.
+    AWQ and GPTQ: per ``group_size`` weights of an output column, a 16-bit scale and a zero
+    packed at the weight width (AutoAWQ's ``qzeros`` with ``zero_point``, the default; GPTQ
+    stores ``qzeros`` even when symmetric). GPTQ's ``g_idx`` (4 bytes per input row of a layer,
+    about 0.03 % of the weights) is not counted. A group size
     of -1 (one scale per output column) is negligible and counted as 0. compressed-tensors
     (llm-compressor's w4a16/w8a16): per ``group_size`` weights of a ``"group"`` strategy a 16-bit
     ``weight_scale`` (NVFP4's ``"tensor_group"``: an fp8 one), and a zero point packed at the
@@ -1236,6 +1241,10 @@ def _scale_bytes(config: Mapping, weight_dtype: str, source: str) -> float:
     if method == "modelopt" and weight_dtype == "int4":  # NVFP4: an fp8 scale per group
         group = quant.get("group_size", _NVFP4_GROUP)
         return 1.0 / _positive_int(group, "quantization_config.group_size", source)
+    fp8_blocks = method == "fp8" and quant.get("weight_block_size") is not None
+    if fp8_blocks or (method == "compressed-tensors" and weight_dtype == "fp8"):
+        rows, columns = _weight_group(config, weight_dtype, source)  # an fp32 scale per block
+        return 4.0 / (rows * columns) if rows and columns else 0.0
     if method == "bitsandbytes" and weight_dtype == "int4":
         return (1.0 + 4.0 / 256.0) / 64.0 if quant.get("bnb_4bit_use_double_quant") else 4.0 / 64.0
     if method == "compressed-tensors" and weight_dtype in {"int4", "int8"}:
