@@ -315,7 +315,7 @@ def test_a_plan_carries_its_band():
 
 def test_measured_runs_table_names_a_bad_row(tmp_path, monkeypatch):
     runs = data.load_measurement_runs()
-    assert set(runs["lengths"]) <= {"mean", "uniform", "requests", "dataset"}
+    assert set(runs["lengths"]) <= {"mean", "uniform", "requests", "dataset", "sglang-random"}
     requests = data.load_measured_requests("dstack-h100-vllm-405b-fp8")
     assert len(requests) == 3000 and (requests.output_tokens >= 0).all()
     # a run whose stream carried no text is served but not timed: the simulation says so
@@ -384,6 +384,35 @@ def test_runs_of_one_load_are_told_apart_by_their_output_length():
     assert s.prompt.size == 80 and s.settings[3] == 16384
     a100 = next(p for p in pts if p.gpu == "A100-80GB" and p.load == 16.0)
     assert _fit.setup(a100).settings[3] == 8192  # SGLang's default on 80 GB
+
+
+# sgl-cookbook's sglang.bench_serving summaries (Llama3.1.txt, A100): "Total input tokens" of the
+# runs in the order the document lists them: (--random-input-len, --num-prompts) -> tokens
+_PUBLISHED_INPUT_TOTALS = {(1000, 10): 6101, (1000, 80): 39668, (1000, 500): 249831,
+                           (8000, 10): 41941, (8000, 80): 300020, (8000, 320): 1273893}  # fmt: skip
+
+
+def test_sglang_random_prompts_are_the_clients_seeded_draws():
+    pts, _ = _fit.points(data.load_measurements("sgl-cookbook-v056"))
+    a100 = [p for p in pts if p.gpu == "A100-80GB"]
+    seen = {}
+    for p in a100:
+        run = _fit.run_of(p)
+        assert run["lengths"] == "sglang-random"
+        s = _fit.setup(p)
+        seen[(int(run["input_max"]), int(run["requests"]))] = int(s.prompt.sum())
+        assert s.prompt.size == run["requests"] and s.output.min() >= 1
+    assert seen == _PUBLISHED_INPUT_TOTALS
+
+
+def test_an_sglang_random_row_without_its_prompt_count_is_named(tmp_path, monkeypatch):
+    line = next(i for i, row in enumerate(
+        data.dataset_path("benchmarks", "measured_runs.csv").read_text().split("\n"))
+        if row.startswith("sgl-cookbook-v056"))  # fmt: skip
+    _runs_with(tmp_path, monkeypatch, line, "requests", "")
+    with pytest.raises(InputError, match=rf"measured_runs.csv row {line + 1}: lengths "
+                                         r"'sglang-random' needs requests"):  # fmt: skip
+        data.load_measurement_runs()
 
 
 def test_a_measured_run_is_simulated_as_it_was_run():

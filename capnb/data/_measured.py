@@ -223,8 +223,11 @@ FP8_SCALINGS = ("tensor", "channel", "block")
 #: How a run's request lengths are known: every request at the mean, uniform between the bounds,
 #: each request's own (``requests/<source>.csv``), or drawn from a dataset whose lengths are not
 #: bundled (ShareGPT: simulated at the means, and the percentiles of E2E, which follow the
-#: output lengths' spread, are not compared).
-LENGTHS = ("mean", "uniform", "requests", "dataset")
+#: output lengths' spread, are not compared), or SGLang's ``bench_serving --dataset-name random``
+#: at its default seed (``sglang-random``: see :func:`load_measurement_runs`).
+LENGTHS = ("mean", "uniform", "requests", "dataset", "sglang-random")
+#: The seed ``sglang.bench_serving`` sets for numpy and Python's ``random`` when none is given.
+SGLANG_BENCH_SEED = 1
 _RUN_NUMBERS = ("tensor_parallel", "load", "input_tokens", "output_tokens", "requests",
                 "input_min", "input_max", "output_min", "output_max", "max_model_len", "max_num_seqs",
                 "max_num_batched_tokens", "chunked_prefill", "attention_data_parallel")  # fmt: skip
@@ -254,6 +257,11 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
     ``fp8_scaling``: where the run served FP8 weights, how its checkpoint scales them
     (:data:`FP8_SCALINGS`; blank: as the catalog's config of the model says, where the catalog
     holds the BF16 release of a model whose FP8 release was run). Numbers are NaN where blank.
+
+    ``sglang-random`` lengths: the run is ``sglang.bench_serving --dataset-name random`` at its
+    default seed and range ratio, so its ``requests`` prompts are numpy's seeded draws (uniform on
+    ``input_min``..``input_max`` tokens), reproduced by the simulation; such a row needs
+    ``requests`` and the four length bounds.
 
     Examples
     --------
@@ -296,7 +304,19 @@ def load_measurement_runs(*, unseen: bool = False) -> pd.DataFrame:
                 f"{path.name} row {row}: {column} {frame[column][row - 2]!r} is not a number"
             )
         out[column] = values.astype(float)
+    _check_sglang_random(out, path.name)
     return out
+
+
+def _check_sglang_random(runs, name: str) -> None:
+    """Every ``sglang-random`` row gives what the client's draws need, or its row is named."""
+    for i, row in enumerate(runs.to_dict("records"), start=2):
+        if row["lengths"] != "sglang-random":
+            continue
+        for column in ("requests", "input_min", "input_max", "output_min", "output_max"):
+            if not math.isfinite(row[column]):
+                raise InputError(f"{name} row {i}: lengths 'sglang-random' needs {column} (the "
+                                 "client's --num-prompts and length bounds)")  # fmt: skip
 
 
 #: The per-request source whose lengths stand for ShareGPT as the serving benchmarks draw it.

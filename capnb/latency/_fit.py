@@ -450,6 +450,8 @@ def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray,
             pick = np.arange(n) % prompt.size
             prompt, output, timed = prompt[pick], output[pick], timed[pick]
         return prompt, output, timed
+    if kind == "sglang-random":
+        return (*sglang_random_lengths(run, n), timed)
     if kind == "uniform":
         lo_in, hi_in = int(run["input_min"]), int(run["input_max"])
         lo_out, hi_out = int(run["output_min"]), int(run["output_max"])
@@ -466,6 +468,23 @@ def _lengths(pt: Point, run: dict, n: int, rng) -> tuple[np.ndarray, np.ndarray,
                 np.maximum(np.rint(output), 1).astype(np.int64), timed)  # fmt: skip
     p, o = max(round(pt.input_tokens), 1), max(round(pt.output_tokens), 1)
     return np.full(n, p, np.int64), np.full(n, o, np.int64), timed
+
+
+def sglang_random_lengths(run: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt, output) tokens of ``sglang.bench_serving --dataset-name random`` (seed 1).
+
+    The client seeds numpy's global generator and draws every input length, then every output
+    length, uniform between ``int(length * range_ratio)`` (at least 1 for inputs) and the
+    nominal; at the default range ratio 0 the outputs start at 0 tokens, simulated as 1 (a
+    request streams at least its first token). The bundled runs' published token totals are
+    these draws'.
+    """
+    from ..data._measured import SGLANG_BENCH_SEED
+
+    draws = np.random.RandomState(SGLANG_BENCH_SEED)
+    prompt = draws.randint(int(run["input_min"]), int(run["input_max"]) + 1, n)
+    output = draws.randint(0, int(run["output_max"]) + 1, n)
+    return prompt.astype(np.int64), np.maximum(output, 1).astype(np.int64)
 
 
 def setup(pt: Point, *, requests: int | None = None, seed: int = 0) -> Setup | None:
