@@ -490,6 +490,14 @@ def test_the_fleet_line_counts_instances_that_served_and_says_what_the_peak_held
         dataclasses.replace(both, advisory=busy)
     )
     assert plan_text.fleet_words(said) in planning.describe(said)  # the API's text says the same
+    # a replay under a day said a day's rates: 3 reversals in 6 hours read "12.0 reversals a day"
+    six = dataclasses.replace(
+        both, simulated_hours=6.0,
+        advisory=dataclasses.replace(a.advisory, scale_events_per_hour=2.0, reversals_per_day=12.0,
+                                     cold_starts_per_day=20.0, flapping=True),
+    )  # fmt: skip
+    assert ("with 12 scale events, 3 reversals (it flaps) and 5 cold starts in the trace's 6 "
+            "hours." in plan_text.fleet_words(six))  # fmt: skip
     from capnb.report import _lede
 
     assert "(up to 4 serving at once)" in _lede(said)

@@ -214,7 +214,6 @@ def fleet_words(a: Answer) -> str:
             + (", more than a fixed fleet holds (it adds none)" if short else "")
             + "."
         )
-    v = a.advisory
     least = min(a.fixed_instances, default=0)
     floor = (
         f"; the P{100 * a.traffic_quantile:g} forecast needs at least "
@@ -243,11 +242,25 @@ def fleet_words(a: Answer) -> str:
         f"running){floor}; "
         f"{policy_words(a)} {grows} {need}{bursts}; at most "
         f"{words.count(a.peak_serving_instances, 'instance')} served at once in the replay"
-        f"{_starting_words(a)}, with "
-        f"{24 * v.scale_events_per_hour:,.1f} scale events, {v.reversals_per_day:,.1f} reversals"
-        f"{' (it flaps)' if v.flapping else ''} and {v.cold_starts_per_day:,.1f} cold starts a day"
-        "."
+        f"{_starting_words(a)}, with {_events_words(a)}."
     )
+
+
+def _events_words(a: Answer) -> str:
+    """The replay's scale events, reversals and cold starts: a day's, or a trace under a day's own.
+
+    A replay shorter than a day says its counts in its own hours (three reversals in two hours are
+    not '36 a day', which the flapping limit of one a day would read otherwise).
+    """
+    v, hours = a.advisory, a.simulated_hours
+    flaps = " (it flaps)" if v.flapping else ""
+    if not hours < 24:
+        return (f"{24 * v.scale_events_per_hour:,.1f} scale events, {v.reversals_per_day:,.1f} "
+                f"reversals{flaps} and {v.cold_starts_per_day:,.1f} cold starts a day")  # fmt: skip
+    events = words.count(round(v.scale_events_per_hour * hours), "scale event")
+    flips = words.count(round(v.reversals_per_day * hours / 24), "reversal")
+    starts = words.count(round(v.cold_starts_per_day * hours / 24), "cold start")
+    return f"{events}, {flips}{flaps} and {starts} in the trace's {hours:g} hours"
 
 
 def _starting_words(a: Answer) -> str:
