@@ -56,6 +56,18 @@ PLAUSIBLE_S = {
 }
 
 
+def bound_fault(seconds: float, what: str = "a bound") -> str:
+    """Why ``seconds`` (not finite, or <= 0) is no latency bound, in a few words.
+
+    ``what``: the bound with its article (``"a bound"``, ``"an SLA"``).
+    """
+    if seconds <= 0:
+        return f"{what} <= 0 can never be met"
+    if math.isnan(seconds):
+        return "not a number"
+    return f"an infinite {what.split(' ', 1)[1]} bounds nothing"
+
+
 @dataclass(frozen=True)
 class SLA:
     """Latency bounds a plan meets together: a quantile of TTFT, TPOT, ITL and E2E.
@@ -105,13 +117,8 @@ class SLA:
             if not math.isfinite(value) or value <= 0:
                 raise InputError(
                     f"sla: {metric}_s = {value!r}: expected a finite number of seconds > 0 "
-                    + (
-                        "(an infinite bound bounds nothing: leave the metric out)"
-                        if math.isinf(value) and value > 0
-                        else "(a bound <= 0 can never be met)"
-                        if value <= 0
-                        else "(not a number)"
-                    )
+                    f"({bound_fault(value)}"
+                    + (": leave the metric out)" if value == math.inf else ")")
                 )
             object.__setattr__(self, f"{metric}_s", float(value))
         if not self.bounds:

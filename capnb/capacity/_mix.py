@@ -44,7 +44,7 @@ def _pools(options: xr.Dataset) -> xr.Dataset:
             "options must be a Dataset with per_instance_qps (over gpu, tensor_parallel)"
         )
     qps = options.per_instance_qps
-    _rates_checked(qps)
+    checked_rates(qps)
     if "pool" not in qps.dims:
         extra = [d for d in qps.dims if d not in ("gpu", "tensor_parallel")]
         if extra:
@@ -65,8 +65,12 @@ def _pools(options: xr.Dataset) -> xr.Dataset:
     return qps
 
 
-def _rates_checked(qps: xr.DataArray) -> None:
-    """Requests/s per instance finite and >= 0 (NaN or 0: misses the SLA), or the pool named."""
+def checked_rates(qps: xr.DataArray) -> None:
+    """Requests/s per instance finite and >= 0 (NaN or 0: misses the SLA), or the cell named.
+
+    ``qps`` over (gpu, tensor_parallel), or pool (labelled, or stacked from those two), and
+    size_bin where the options are per request size: the first bad cell's bin and pool are named.
+    """
     values = np.asarray(qps.values, dtype=float)
     bad = (values < 0) | np.isinf(values)
     if not bad.any():
@@ -74,11 +78,12 @@ def _rates_checked(qps: xr.DataArray) -> None:
     at = dict(zip(qps.dims, (int(i[0]) for i in np.nonzero(bad)), strict=True))
     cell = qps.isel(at)
     pool = f"{cell.gpu.values} TP{int(cell.tensor_parallel.values)}"
-    if "pool" in qps.dims:
+    if "pool" in qps.dims and not isinstance(cell.pool.values.item(), tuple):  # labelled pools
         pool = f"{cell.pool.values} ({pool})"
+    where = f"size bin {cell.size_bin.values} on " if "size_bin" in qps.dims else ""
     raise InputError(
-        f"options.per_instance_qps of pool {pool} is {float(cell):g}: give finite requests/s "
-        ">= 0 per instance (NaN or 0 where the pool misses the SLA)"
+        f"options.per_instance_qps of {where}pool {pool} is {float(cell):g}: give finite "
+        "requests/s >= 0 per instance (NaN or 0 where the pool misses the SLA)"
     )
 
 

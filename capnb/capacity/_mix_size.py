@@ -42,6 +42,7 @@ from ._mix import (
     _prices,
     checked_demand,
     checked_limits,
+    checked_rates,
     checked_share,
     quiet_milp,
     saving,
@@ -319,8 +320,8 @@ def _pool_table(options: xr.Dataset):
         )
     if "pool" not in qps.dims:
         qps = qps.stack(pool=["gpu", "tensor_parallel"])
+    checked_rates(qps)
     q = qps.transpose("size_bin", "pool").values.astype(float)
-    _rates_checked(q, qps)
     q = np.where(q > 0, q, np.nan)  # NaN or 0: the pool misses the SLA for that bin
     serves = ~np.isnan(q).all(axis=0)
     serves[serves] = _undominated(q[:, serves], qps.tensor_parallel.values[serves],
@@ -329,21 +330,6 @@ def _pool_table(options: xr.Dataset):
     tps = qps.tensor_parallel.values[serves].astype(float)
     labels = [f"{g} TP{int(t)}" for g, t in zip(gpus, tps, strict=True)]
     return q[:, serves], gpus, tps, labels
-
-
-def _rates_checked(q: np.ndarray, qps: xr.DataArray) -> None:
-    """Requests/s per instance >= 0 and finite (NaN: misses the SLA), or an error naming the cell."""
-    bad = (q < 0) | np.isinf(q)
-    if bad.any():
-        b, p = (int(i[0]) for i in np.nonzero(bad))
-        pool = qps.pool.values[p]
-        if isinstance(pool, tuple):  # stacked from (gpu, tensor_parallel)
-            pool = f"{pool[0]} TP{int(pool[1])}"
-        where = qps.size_bin.values[b] if "size_bin" in qps.coords else b
-        raise InputError(
-            f"options.per_instance_qps of size bin {where} on pool {pool} is {q[b, p]:g}: give "
-            "finite requests/s >= 0 per instance (NaN or 0 where the pool misses the SLA)"
-        )
 
 
 def _undominated(q: np.ndarray, tp, gpus) -> np.ndarray:

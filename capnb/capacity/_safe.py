@@ -12,7 +12,7 @@ from .. import latency as _latency
 from ..errors import InputError
 from ..kernels import capacity as kernels
 from ..memo import Kept
-from ..records import SLA
+from ..records import SLA, bound_fault
 from ..units import instances_needed, require_units
 
 #: Values of ``binding``: what sets the safe concurrency, or why there is none.
@@ -67,11 +67,10 @@ def _sla(sla) -> xr.DataArray:
         raise InputError(f"sla: expected one value or a 1-D list of seconds, got {values!r}")
     bad = ~np.isfinite(array) | (array <= 0)
     if bad.any():
-        first = array[bad][0]
-        why = ("an SLA <= 0 can never be met" if first <= 0 else "an SLA is a number"
-               if np.isnan(first) else "an infinite SLA bounds nothing")  # fmt: skip
+        first = float(array[bad][0])
         raise InputError(
-            f"sla must be > 0 seconds, got {first:g} ({why}; SLAs are in seconds: 500 ms is 0.5)"
+            f"sla must be > 0 seconds, got {first:g} ({bound_fault(first, 'an SLA')}; SLAs are in seconds: "
+            "500 ms is 0.5)"
         )
     if np.unique(array).size != array.size:
         raise InputError(f"sla: duplicate values in {array.tolist()}")
